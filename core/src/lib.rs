@@ -1,0 +1,12 @@
+//! # ferroloop
+//!
+//! The hot path of an LLM agent loop, written once in Rust: a zero-copy Server-Sent-Events
+//! parser ([`sse`]), provider stream decoding, token estimation and a concurrent tool executor.
+//!
+//! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
+//! over the types defined here.
+
+pub mod sse;
+pub mod text;
+
+pub use text::Utf8Bytes;
