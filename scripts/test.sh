@@ -19,5 +19,8 @@ cargo test --workspace --locked
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "node: addon (napi-rs), node --test, tsc"
+bash scripts/test-node.sh
+
 section "done"
 echo "all suites passed"

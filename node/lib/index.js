@@ -1,0 +1,18 @@
+'use strict'
+// The public surface of the `ferroloop` package (CommonJS; lib/index.mjs re-exports it for ESM).
+
+const native = require('../index.js')
+const errors = require('./errors.js')
+const { SseParser } = require('./sse.js')
+
+/** @internal Panics inside the native panic boundary (tests prove it becomes an InternalError). */
+function _debugPanic(message) {
+  return errors.callNative(() => native._debugPanic(message))
+}
+
+module.exports = {
+  ...errors,
+  SseParser,
+  _debugPanic,
+}
+delete module.exports.callNative

@@ -1,0 +1,19 @@
+// ESM entry point: the same objects as the CommonJS entry (one native addon instance).
+import ferroloop from './index.js'
+
+export const {
+  FerroloopError,
+  InvalidArgumentError,
+  InternalError,
+  TimeoutError,
+  StreamTruncatedError,
+  ProtocolError,
+  RateLimitedError,
+  OverloadedError,
+  PromptTooLongError,
+  AbortError,
+  toFerroloopError,
+  SseParser,
+  _debugPanic,
+} = ferroloop
+export default ferroloop
