@@ -82,3 +82,15 @@ test('a process using the addon exits by itself (no dangling handles)', () => {
   assert.equal(run.status, 0, run.stderr)
   assert.ok(Date.now() - started < 20_000)
 })
+
+test('the README quickstart example runs', () => {
+  const run = spawnSync(process.execPath, [path.join(pkgDir, 'examples', 'quickstart.mjs')], {
+    cwd: pkgDir,
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+  assert.equal(run.status, 0, run.stderr)
+  const lines = run.stdout.trim().split('\n')
+  assert.equal(lines[0], 'message_start 329 ')
+  assert.equal(lines.at(-1), 'true invalid_argument')
+})
