@@ -16,8 +16,15 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class SseParser {
   /** A parser, optionally with a cap on a pending event's size. */
   constructor(options?: SseParserOptions | undefined | null)
-  /** Feeds a chunk; returns the events it completed as a batch (`null` when none). */
-  feedBatch(chunk: Uint8Array): SseBatch | null
+  /**
+   * Feeds a chunk; returns the batch text of the events it completed (`null` when none).
+   *
+   * `out[0]` receives the event count `n`; when `out` has room for `1 + 6n` values the offsets
+   * follow in `out[1..]`, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+   */
+  feedBatch(chunk: Uint8Array, out: Uint32Array): string | null
+  /** Copies the offsets `feedBatch` could not fit into `out` (which must hold them all). */
+  takeOffsets(out: Uint32Array): void
   /**
    * Ends the stream; returns whether an unterminated event was discarded. The parser may then
    * be fed a new stream (a reconnection); `lastEventId` and `retry` are kept.
@@ -37,14 +44,6 @@ export type NativeSseParser = SseParser
  * surfaces as a `FerroloopError` with code `internal` and leaves the process running.
  */
 export declare function _debugPanic(message?: string | undefined | null): void
-
-/** The events one chunk completed, encoded for `lib/sse.js` (see the module docs). */
-export interface SseBatch {
-  /** Every field of every event, back to back. */
-  text: string
-  /** Six UTF-16 offsets into `text` per event: type start/end, data start/end, id start/end. */
-  offsets: Uint32Array
-}
 
 /** Options for [`SseParser`]. */
 export interface SseParserOptions {

@@ -5,9 +5,8 @@
 const native = require('../index.js')
 const { InvalidArgumentError, callNative } = require('./errors.js')
 
-function decodeBatch(batch) {
-  const { text, offsets } = batch
-  const count = offsets.length / 6
+// Offsets arrive in a reused array: [count, then six offsets per event from index 1].
+function decodeBatch(text, offsets, count) {
   const events = new Array(count)
   let typeStart = -1
   let typeEnd = -1
@@ -15,7 +14,7 @@ function decodeBatch(batch) {
   let idStart = -1
   let idEnd = -1
   let id = ''
-  for (let i = 0, k = 0; i < count; i++, k += 6) {
+  for (let i = 0, k = 1; i < count; i++, k += 6) {
     // Repeated types and ids share one span in the batch: slice them once.
     if (offsets[k] !== typeStart || offsets[k + 1] !== typeEnd) {
       typeStart = offsets[k]
@@ -34,6 +33,7 @@ function decodeBatch(batch) {
 
 class SseParser {
   #native
+  #offsets = new Uint32Array(1 + 6 * 256)
 
   /** @param {{ maxEventBytes?: number }} [options] */
   constructor(options = {}) {
@@ -48,8 +48,18 @@ class SseParser {
     if (!(chunk instanceof Uint8Array)) {
       throw new InvalidArgumentError('SseParser.feed expects a Buffer or Uint8Array')
     }
-    const batch = callNative(() => this.#native.feedBatch(chunk))
-    return batch === null ? [] : decodeBatch(batch)
+    const text = callNative(() => this.#native.feedBatch(chunk, this.#offsets))
+    if (text === null) return []
+    const count = this.#offsets[0]
+    if (1 + 6 * count > this.#offsets.length) {
+      // More events than the reused array holds: grow it, then fetch the kept offsets.
+      const capacity = Math.max(count, 2 * Math.floor((this.#offsets.length - 1) / 6))
+      const grown = new Uint32Array(1 + 6 * capacity)
+      callNative(() => this.#native.takeOffsets(grown.subarray(1)))
+      grown[0] = count
+      this.#offsets = grown
+    }
+    return decodeBatch(text, this.#offsets, count)
   }
 
   /** Ends the stream; returns true when an unterminated event was discarded. */

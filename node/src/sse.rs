@@ -1,13 +1,15 @@
 //! `SseParser` for JavaScript: bytes in, the events each chunk completes out.
 //!
 //! Crossing the N-API boundary costs per value, so a chunk's events travel as one batch: a single
-//! string holding every field back to back plus a `Uint32Array` of UTF-16 offsets (six per event:
-//! type, data and id, each as start/end). `lib/sse.js` slices the string into `{event, data, id}`
-//! objects (V8 makes substrings cheap). Consecutive events with the same type or id share one
-//! copy of it in the batch string.
+//! string holding every field back to back plus UTF-16 offsets (six per event: type, data and id,
+//! each as start/end). `lib/sse.js` slices the string into `{event, data, id}` objects (V8 makes
+//! substrings cheap). Consecutive events with the same type or id share one copy of it in the
+//! batch string. The offsets are written into a `Uint32Array` the caller owns and reuses: a new
+//! typed array per chunk would cost an external buffer and a GC finalizer each time.
 
 use bytes::Bytes;
-use napi::bindgen_prelude::Uint32Array;
+use napi::bindgen_prelude::Uint32ArraySlice;
+use napi::{Env, JsString};
 use napi_derive::napi;
 
 use crate::error::FerroloopError;
@@ -22,15 +24,6 @@ pub struct SseParserOptions {
     pub max_event_bytes: Option<f64>,
 }
 
-/// The events one chunk completed, encoded for `lib/sse.js` (see the module docs).
-#[napi(object)]
-pub struct SseBatch {
-    /// Every field of every event, back to back.
-    pub text: String,
-    /// Six UTF-16 offsets into `text` per event: type start/end, data start/end, id start/end.
-    pub offsets: Uint32Array,
-}
-
 /// Where one field landed in the batch text, in UTF-16 code units.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Span {
@@ -38,12 +31,64 @@ struct Span {
     end: u32,
 }
 
+/// The batch text, kept in the cheapest form V8 can copy in: one byte per character while every
+/// field is ASCII (a Latin-1 string), else UTF-16 code units. V8's own UTF-8 decoding of a
+/// non-ASCII string is several times slower than our conversion plus a copy.
+#[derive(Debug)]
+enum BatchText {
+    Ascii(String),
+    Wide(Vec<u16>),
+}
+
+impl Default for BatchText {
+    fn default() -> Self {
+        Self::Ascii(String::new())
+    }
+}
+
+impl BatchText {
+    /// Length in UTF-16 code units (what JavaScript string indices count).
+    fn len(&self) -> usize {
+        match self {
+            Self::Ascii(text) => text.len(),
+            Self::Wide(units) => units.len(),
+        }
+    }
+
+    fn push(&mut self, field: &str) {
+        match self {
+            Self::Ascii(text) if field.is_ascii() => text.push_str(field),
+            Self::Ascii(text) => {
+                let mut units = Vec::with_capacity(2 * (text.len() + field.len()));
+                units.extend(text.bytes().map(u16::from));
+                push_utf16(&mut units, field);
+                *self = Self::Wide(units);
+            }
+            Self::Wide(units) => push_utf16(units, field),
+        }
+    }
+
+    fn to_js<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
+        match self {
+            Self::Ascii(text) => env.create_string_latin1(text.as_bytes()),
+            Self::Wide(units) => env.create_string_utf16(units),
+        }
+    }
+}
+
+/// Appends `field` as UTF-16, widening ASCII directly (a loop the compiler vectorizes).
+fn push_utf16(units: &mut Vec<u16>, field: &str) {
+    if field.is_ascii() {
+        units.extend(field.bytes().map(u16::from));
+    } else {
+        units.extend(field.encode_utf16());
+    }
+}
+
 /// Accumulates the events of one chunk into the batch encoding.
 #[derive(Debug, Default)]
 struct BatchBuilder {
-    text: String,
-    /// Length of `text` in UTF-16 code units.
-    text_utf16: u64,
+    text: BatchText,
     offsets: Vec<u32>,
     /// The previous event's type and id, reused when the next event repeats them.
     last_type: Option<(String, Span)>,
@@ -52,20 +97,20 @@ struct BatchBuilder {
 
 impl BatchBuilder {
     fn push_event(&mut self, event_type: &str, data: &str, id: &str) -> Result<(), FerroloopError> {
-        let type_span = match &self.last_type {
+        let type_span = match &mut self.last_type {
             Some((text, span)) if text == event_type => *span,
-            _ => {
-                let span = self.append(event_type)?;
-                self.last_type = Some((event_type.to_owned(), span));
+            last => {
+                let span = append(&mut self.text, event_type)?;
+                remember(last, event_type, span);
                 span
             }
         };
-        let data_span = self.append(data)?;
-        let id_span = match &self.last_id {
+        let data_span = append(&mut self.text, data)?;
+        let id_span = match &mut self.last_id {
             Some((text, span)) if text == id => *span,
-            _ => {
-                let span = self.append(id)?;
-                self.last_id = Some((id.to_owned(), span));
+            last => {
+                let span = append(&mut self.text, id)?;
+                remember(last, id, span);
                 span
             }
         };
@@ -76,47 +121,61 @@ impl BatchBuilder {
         Ok(())
     }
 
-    fn append(&mut self, field: &str) -> Result<Span, FerroloopError> {
-        let start = self.text_utf16;
-        let end = start + utf16_len(field) as u64;
-        let to_u32 = |n: u64| {
-            u32::try_from(n).map_err(|_| {
-                FerroloopError::invalid_argument(
-                    "one chunk completed more than 4 GiB of event text; feed smaller chunks",
-                )
-            })
-        };
-        let span = Span {
-            start: to_u32(start)?,
-            end: to_u32(end)?,
-        };
-        self.text.push_str(field);
-        self.text_utf16 = end;
-        Ok(span)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
-    }
-
-    fn finish(self) -> SseBatch {
-        SseBatch {
-            text: self.text,
-            offsets: Uint32Array::new(self.offsets),
-        }
+    fn event_count(&self) -> usize {
+        self.offsets.len() / 6
     }
 }
 
-/// Length of `text` in UTF-16 code units (what JavaScript string indices count).
-pub fn utf16_len(text: &str) -> usize {
-    if text.is_ascii() {
-        return text.len();
+/// Appends `field` to the batch text and returns where it landed.
+fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
+    let too_long = |_| {
+        FerroloopError::invalid_argument(
+            "one chunk completed over 4 Gi characters of event text; feed smaller chunks",
+        )
+    };
+    let start = u32::try_from(text.len()).map_err(too_long)?;
+    text.push(field);
+    let end = u32::try_from(text.len()).map_err(too_long)?;
+    Ok(Span { start, end })
+}
+
+/// Records the last type or id, reusing its buffer.
+fn remember(last: &mut Option<(String, Span)>, value: &str, span: Span) {
+    match last {
+        Some((text, at)) => {
+            text.clear();
+            text.push_str(value);
+            *at = span;
+        }
+        None => *last = Some((value.to_owned(), span)),
     }
-    // Every scalar value is one unit except those above U+FFFF (4-byte sequences), which are two:
-    // count the bytes that start a scalar value, plus one more per 4-byte lead byte.
-    text.bytes()
-        .map(|b| usize::from((b & 0xC0) != 0x80) + usize::from(b >= 0xF0))
-        .sum()
+}
+
+/// The caller's offsets array as a mutable slice, checked to be non-empty and not to overlap
+/// `input` (both could be views of one `ArrayBuffer`).
+fn writable<'a>(
+    out: &'a mut Uint32ArraySlice<'_>,
+    input: Option<&[u8]>,
+) -> Result<&'a mut [u32], FerroloopError> {
+    if out.is_empty() {
+        return Err(FerroloopError::invalid_argument("offsets array is empty"));
+    }
+    let out_range = out.as_ptr_range();
+    let out_range = out_range.start as usize..out_range.end as usize;
+    if let Some(input) = input {
+        let in_range = input.as_ptr_range();
+        if (in_range.start as usize) < out_range.end && out_range.start < in_range.end as usize {
+            return Err(FerroloopError::invalid_argument(
+                "the offsets array overlaps the chunk's memory",
+            ));
+        }
+    }
+    // SAFETY: the slice is a live typed array argument of the current synchronous call, so its
+    // memory stays valid and JavaScript cannot run (nor touch it) until we return; it is not
+    // empty (a zero-length view may hold a dangling pointer); and it does not overlap the only
+    // other borrowed JS memory of the call (`input`, checked above). A reused offsets array is
+    // the measured fast path: allocating a typed array per chunk cost more than parsing.
+    Ok(unsafe { out.as_mut() })
 }
 
 /// A WHATWG Server-Sent-Events parser: feed it byte chunks split anywhere; each `feed` returns
@@ -125,6 +184,8 @@ pub fn utf16_len(text: &str) -> usize {
 #[derive(Debug)]
 pub struct NativeSseParser {
     inner: ferroloop::sse::SseParser,
+    /// Offsets of the last batch that did not fit the caller's array (see `takeOffsets`).
+    pending_offsets: Vec<u32>,
 }
 
 #[napi]
@@ -146,14 +207,27 @@ impl NativeSseParser {
             let config = ferroloop::sse::SseConfig::default().max_event_bytes(limit);
             Ok(Self {
                 inner: ferroloop::sse::SseParser::with_config(config),
+                pending_offsets: Vec::new(),
             })
         })
     }
 
-    /// Feeds a chunk; returns the events it completed as a batch (`null` when none).
-    #[napi(js_name = "feedBatch")]
-    pub fn feed_batch(&mut self, chunk: &[u8]) -> napi::Result<Option<SseBatch>> {
+    /// Feeds a chunk; returns the batch text of the events it completed (`null` when none).
+    ///
+    /// `out[0]` receives the event count `n`; when `out` has room for `1 + 6n` values the offsets
+    /// follow in `out[1..]`, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+    #[napi(
+        js_name = "feedBatch",
+        ts_args_type = "chunk: Uint8Array, out: Uint32Array"
+    )]
+    pub fn feed_batch<'env>(
+        &mut self,
+        env: &'env Env,
+        chunk: &[u8],
+        mut out: Uint32ArraySlice<'_>,
+    ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
+            let out = writable(&mut out, Some(chunk))?;
             self.inner.feed(Bytes::copy_from_slice(chunk));
             let mut batch = BatchBuilder::default();
             while let Some(item) = self.inner.next_item() {
@@ -161,7 +235,39 @@ impl NativeSseParser {
                     batch.push_event(ev.event_type(), ev.data(), ev.id())?;
                 }
             }
-            Ok((!batch.is_empty()).then(|| batch.finish()))
+            let count = batch.event_count();
+            out[0] = u32::try_from(count).map_err(|_| {
+                FerroloopError::invalid_argument("one chunk completed over 2^32 events")
+            })?;
+            if count == 0 {
+                return Ok(None);
+            }
+            match out.get_mut(1..=batch.offsets.len()) {
+                Some(slots) => slots.copy_from_slice(&batch.offsets),
+                None => self.pending_offsets = batch.offsets,
+            }
+            batch.text.to_js(env).map(Some)
+        })
+    }
+
+    /// Copies the offsets `feedBatch` could not fit into `out` (which must hold them all).
+    #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint32Array")]
+    pub fn take_offsets(&mut self, mut out: Uint32ArraySlice<'_>) -> napi::Result<()> {
+        guard::sync(|| {
+            let out = writable(&mut out, None)?;
+            let pending = std::mem::take(&mut self.pending_offsets);
+            match out.get_mut(..pending.len()) {
+                Some(slots) => {
+                    slots.copy_from_slice(&pending);
+                    Ok(())
+                }
+                None => Err(FerroloopError::invalid_argument(format!(
+                    "offsets array too small: {} slots for {} offsets",
+                    out.len(),
+                    pending.len()
+                ))
+                .into()),
+            }
         })
     }
 
@@ -196,17 +302,32 @@ impl NativeSseParser {
 mod tests {
     use super::*;
 
+    fn wide(text: &str) -> Vec<u16> {
+        text.encode_utf16().collect()
+    }
+
     #[test]
-    fn utf16_len_counts_code_units() {
-        assert_eq!(utf16_len(""), 0);
-        assert_eq!(utf16_len("abc"), 3);
-        assert_eq!(utf16_len("é"), 1);
-        assert_eq!(utf16_len("日本"), 2);
-        assert_eq!(utf16_len("a😀b"), 4);
-        assert_eq!(utf16_len("\u{FFFD}"), 1);
-        for s in ["héllo 😀 wörld", "ascii", "\u{10FFFF}x"] {
-            assert_eq!(utf16_len(s), s.encode_utf16().count());
+    fn ascii_batches_stay_one_byte_per_character() {
+        let mut b = BatchBuilder::default();
+        b.push_event("message", "hello", "1").unwrap();
+        assert!(matches!(&b.text, BatchText::Ascii(t) if t == "messagehello1"));
+        assert_eq!(b.offsets, vec![0, 7, 7, 12, 12, 13]);
+    }
+
+    #[test]
+    fn offsets_count_utf16_units() {
+        let mut text = BatchText::default();
+        for (field, len) in [
+            ("ab", 2),
+            ("é", 3),
+            ("日本", 5),
+            ("😀", 7),
+            ("\u{10FFFF}x", 10),
+        ] {
+            append(&mut text, field).unwrap();
+            assert_eq!(text.len(), len, "after {field}");
         }
+        assert!(matches!(&text, BatchText::Wide(u) if *u == wide("abé日本😀\u{10FFFF}x")));
     }
 
     #[test]
@@ -216,7 +337,7 @@ mod tests {
         b.push_event("delta", "😀", "").unwrap();
         b.push_event("stop", "z", "7").unwrap();
         // "delta" + "" + "x" + "😀"(2 units) + "stop" + "z" + "7"
-        assert_eq!(b.text, "deltax😀stopz7");
+        assert!(matches!(&b.text, BatchText::Wide(u) if *u == wide("deltax😀stopz7")));
         assert_eq!(
             b.offsets,
             vec![0, 5, 5, 6, 6, 6, 0, 5, 6, 8, 6, 6, 8, 12, 12, 13, 13, 14]

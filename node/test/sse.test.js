@@ -2,7 +2,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 
-const { SseParser, InvalidArgumentError, FerroloopError } = require('../lib/index.js')
+const { SseParser, InvalidArgumentError, FerroloopError, toFerroloopError } = require('../lib/index.js')
 const { feedAll, sseFixtures, conformanceVectors } = require('./helpers.js')
 
 const CHUNKINGS = [Infinity, 1, 2, 3, 7, 64, 4096]
@@ -107,4 +107,27 @@ test('bad arguments raise InvalidArgumentError', () => {
   for (const bad of [{ maxEventBytes: 0 }, { maxEventBytes: 1.5 }, { maxEventBytes: -3 }, { maxEventBytes: 'x' }]) {
     assert.throws(() => new SseParser(bad), (err) => err.code === 'invalid_argument', JSON.stringify(bad))
   }
+})
+
+test('a chunk completing thousands of events returns them all (offset array growth)', () => {
+  const parser = new SseParser()
+  for (const count of [3000, 10, 7000]) {
+    const input = Array.from({ length: count }, (_, i) => `event: e${i % 3}\nid: ${i >> 2}\ndata: ${i}é\n\n`).join('')
+    const events = parser.feed(Buffer.from(input))
+    assert.equal(events.length, count)
+    events.forEach((ev, i) => assert.deepEqual(ev, { event: `e${i % 3}`, data: `${i}é`, id: String(i >> 2) }))
+  }
+})
+
+test('the native batch call refuses an offsets array overlapping the chunk', () => {
+  const native = require('../index.js')
+  const parser = new native.SseParser()
+  const shared = new ArrayBuffer(64)
+  const chunk = new Uint8Array(shared, 0, 32)
+  chunk.set(Buffer.from('data: x\n\n'))
+  assert.throws(
+    () => parser.feedBatch(chunk, new Uint32Array(shared, 16, 8)),
+    (err) => toFerroloopError(err).code === 'invalid_argument',
+  )
+  assert.throws(() => parser.feedBatch(chunk, new Uint32Array(0)), (err) => toFerroloopError(err).code === 'invalid_argument')
 })
