@@ -40,6 +40,12 @@ export declare class SseParser {
 export type NativeSseParser = SseParser
 
 /**
+ * Calls a JS tool through the executor's bridge with an optional timeout (test support for the
+ * bridge mechanics: Promise awaiting, abort on timeout, unref'd handles, worker threads).
+ */
+export declare function _bridgeCall(invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void, name: string, inputJson: string, timeoutMs?: number): Promise<ToolReply>
+
+/**
  * Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic
  * surfaces as a `FerroloopError` with code `internal` and leaves the process running.
  */
@@ -52,4 +58,34 @@ export interface SseParserOptions {
    * resumes after the next blank line). Unlimited when absent.
    */
   maxEventBytes?: number
+}
+
+/** Asks JavaScript to abort one running call. */
+export interface ToolAbort {
+  /** The call to abort. */
+  callId: number
+  /** Why (`timeout`, `aborted`, `sibling_failed`, ...). */
+  reason: string
+}
+
+/** One tool call handed to JavaScript. */
+export interface ToolInvocation {
+  /** Identifies the call for a later abort (unique per bridge). */
+  callId: number
+  /** The tool's name. */
+  name: string
+  /** The `tool_use` block's id. */
+  toolUseId: string
+  /** The tool input, as JSON text. */
+  inputJson: string
+}
+
+/** What a JavaScript tool produced. */
+export interface ToolReply {
+  /** The result content: text, or (when `contentIsJson`) a JSON array of content blocks. */
+  content: string
+  /** Whether `content` is JSON (an array of content blocks) rather than plain text. */
+  contentIsJson: boolean
+  /** The tool failed (threw, rejected or reported an error). */
+  isError: boolean
 }

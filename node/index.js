@@ -837,4 +837,5 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.SseParser = nativeBinding.SseParser
 module.exports.NativeSseParser = nativeBinding.NativeSseParser
+module.exports._bridgeCall = nativeBinding._bridgeCall
 module.exports._debugPanic = nativeBinding._debugPanic

@@ -58,12 +58,20 @@ test('the addon works in worker_threads, several at once, and alongside the main
     for (const byte of Buffer.from('event: w\\ndata: from worker\\n\\n')) events.push(...parser.feed(Buffer.from([byte])))
     let panicCaught = false
     try { _debugPanic('in worker') } catch (err) { panicCaught = err instanceof InternalError }
-    parentPort.postMessage({ events, panicCaught })
+    // A JS tool called from Rust (thread-safe function + awaited Promise) inside the worker.
+    const native = require(path.join(workerData.pkgDir, 'index.js'))
+    const { ToolHost } = require(path.join(workerData.pkgDir, 'lib', 'tool-host.js'))
+    const host = new ToolHost()
+    host.register('double', async (input) => String(input.n * 2))
+    native._bridgeCall(host.invoke, host.abort, 'double', '{"n":21}').then((reply) => {
+      parentPort.postMessage({ events, panicCaught, reply: reply.content })
+    })
   `
   const results = await Promise.all([runWorker(source), runWorker(source), runWorker(source)])
   for (const result of results) {
     assert.deepEqual(result.events, [{ event: 'w', data: 'from worker', id: '' }])
     assert.equal(result.panicCaught, true)
+    assert.equal(result.reply, '42')
   }
   const { SseParser } = require('../lib/index.js')
   assert.equal(new SseParser().feed(Buffer.from('data: main\n\n'))[0].data, 'main')
