@@ -33,45 +33,59 @@ struct Span {
 
 /// The batch text, kept in the cheapest form V8 can copy in: one byte per character while every
 /// field is ASCII (a Latin-1 string), else UTF-16 code units. V8's own UTF-8 decoding of a
-/// non-ASCII string is several times slower than our conversion plus a copy.
-#[derive(Debug)]
-enum BatchText {
-    Ascii(String),
-    Wide(Vec<u16>),
-}
-
-impl Default for BatchText {
-    fn default() -> Self {
-        Self::Ascii(String::new())
-    }
+/// non-ASCII string is several times slower than our conversion plus a copy. Both buffers are
+/// kept across chunks (cleared, not freed) so a steady stream allocates nothing per chunk.
+#[derive(Debug, Default)]
+struct BatchText {
+    ascii: String,
+    wide: Vec<u16>,
+    /// The text lives in `wide` (some field was not ASCII).
+    is_wide: bool,
 }
 
 impl BatchText {
     /// Length in UTF-16 code units (what JavaScript string indices count).
     fn len(&self) -> usize {
-        match self {
-            Self::Ascii(text) => text.len(),
-            Self::Wide(units) => units.len(),
+        if self.is_wide {
+            self.wide.len()
+        } else {
+            self.ascii.len()
         }
     }
 
     fn push(&mut self, field: &str) {
-        match self {
-            Self::Ascii(text) if field.is_ascii() => text.push_str(field),
-            Self::Ascii(text) => {
-                let mut units = Vec::with_capacity(2 * (text.len() + field.len()));
-                widen_ascii(&mut units, text.as_bytes());
-                push_utf16(&mut units, field);
-                *self = Self::Wide(units);
-            }
-            Self::Wide(units) => push_utf16(units, field),
+        if self.is_wide {
+            push_utf16(&mut self.wide, field);
+        } else if field.is_ascii() {
+            self.ascii.push_str(field);
+        } else {
+            self.wide.clear();
+            widen_ascii(&mut self.wide, self.ascii.as_bytes());
+            push_utf16(&mut self.wide, field);
+            self.is_wide = true;
         }
     }
 
+    fn clear(&mut self) {
+        self.ascii.clear();
+        self.wide.clear();
+        self.is_wide = false;
+    }
+
     fn to_js<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
-        match self {
-            Self::Ascii(text) => env.create_string_latin1(text.as_bytes()),
-            Self::Wide(units) => env.create_string_utf16(units),
+        if self.is_wide {
+            env.create_string_utf16(&self.wide)
+        } else {
+            env.create_string_latin1(self.ascii.as_bytes())
+        }
+    }
+
+    #[cfg(test)]
+    fn units(&self) -> Vec<u16> {
+        if self.is_wide {
+            self.wide.clone()
+        } else {
+            self.ascii.encode_utf16().collect()
         }
     }
 }
@@ -127,35 +141,52 @@ fn ascii_prefix_len(bytes: &[u8]) -> usize {
         .unwrap_or(words.remainder().len())
 }
 
-/// Accumulates the events of one chunk into the batch encoding.
+/// Accumulates the events of one chunk into the batch encoding (reused across chunks).
 #[derive(Debug, Default)]
 struct BatchBuilder {
     text: BatchText,
     offsets: Vec<u32>,
-    /// The previous event's type and id, reused when the next event repeats them.
-    last_type: Option<(String, Span)>,
-    last_id: Option<(String, Span)>,
+    /// The previous event's type and id with their spans in this batch (`None` after a clear),
+    /// reused when the next event repeats them.
+    last_type: LastField,
+    last_id: LastField,
+}
+
+/// A type or id already in the batch text.
+#[derive(Debug, Default)]
+struct LastField {
+    value: String,
+    span: Option<Span>,
+}
+
+impl LastField {
+    /// The span of `value` in the batch, appending it unless it repeats the last one.
+    fn span_of(&mut self, text: &mut BatchText, value: &str) -> Result<Span, FerroloopError> {
+        if let Some(span) = self.span {
+            if self.value == value {
+                return Ok(span);
+            }
+        }
+        let span = append(text, value)?;
+        self.value.clear();
+        self.value.push_str(value);
+        self.span = Some(span);
+        Ok(span)
+    }
 }
 
 impl BatchBuilder {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.offsets.clear();
+        self.last_type.span = None;
+        self.last_id.span = None;
+    }
+
     fn push_event(&mut self, event_type: &str, data: &str, id: &str) -> Result<(), FerroloopError> {
-        let type_span = match &mut self.last_type {
-            Some((text, span)) if text == event_type => *span,
-            last => {
-                let span = append(&mut self.text, event_type)?;
-                remember(last, event_type, span);
-                span
-            }
-        };
+        let type_span = self.last_type.span_of(&mut self.text, event_type)?;
         let data_span = append(&mut self.text, data)?;
-        let id_span = match &mut self.last_id {
-            Some((text, span)) if text == id => *span,
-            last => {
-                let span = append(&mut self.text, id)?;
-                remember(last, id, span);
-                span
-            }
-        };
+        let id_span = self.last_id.span_of(&mut self.text, id)?;
         for span in [type_span, data_span, id_span] {
             self.offsets.push(span.start);
             self.offsets.push(span.end);
@@ -179,18 +210,6 @@ fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
     text.push(field);
     let end = u32::try_from(text.len()).map_err(too_long)?;
     Ok(Span { start, end })
-}
-
-/// Records the last type or id, reusing its buffer.
-fn remember(last: &mut Option<(String, Span)>, value: &str, span: Span) {
-    match last {
-        Some((text, at)) => {
-            text.clear();
-            text.push_str(value);
-            *at = span;
-        }
-        None => *last = Some((value.to_owned(), span)),
-    }
 }
 
 /// The caller's offsets array as a mutable slice, checked to be non-empty and not to overlap
@@ -226,6 +245,8 @@ fn writable<'a>(
 #[derive(Debug)]
 pub struct NativeSseParser {
     inner: ferroloop::sse::SseParser,
+    /// The batch being built; its buffers are reused from chunk to chunk.
+    batch: BatchBuilder,
     /// Offsets of the last batch that did not fit the caller's array (see `takeOffsets`).
     pending_offsets: Vec<u32>,
 }
@@ -249,6 +270,7 @@ impl NativeSseParser {
             let config = ferroloop::sse::SseConfig::default().max_event_bytes(limit);
             Ok(Self {
                 inner: ferroloop::sse::SseParser::with_config(config),
+                batch: BatchBuilder::default(),
                 pending_offsets: Vec::new(),
             })
         })
@@ -271,7 +293,8 @@ impl NativeSseParser {
         guard::sync(|| {
             let out = writable(&mut out, Some(chunk))?;
             self.inner.feed(Bytes::copy_from_slice(chunk));
-            let mut batch = BatchBuilder::default();
+            let batch = &mut self.batch;
+            batch.clear();
             while let Some(item) = self.inner.next_item() {
                 if let ferroloop::sse::SseItem::Event(ev) = item {
                     batch.push_event(ev.event_type(), ev.data(), ev.id())?;
@@ -286,7 +309,7 @@ impl NativeSseParser {
             }
             match out.get_mut(1..=batch.offsets.len()) {
                 Some(slots) => slots.copy_from_slice(&batch.offsets),
-                None => self.pending_offsets = batch.offsets,
+                None => self.pending_offsets.clone_from(&batch.offsets),
             }
             batch.text.to_js(env).map(Some)
         })
@@ -389,7 +412,8 @@ mod tests {
     fn ascii_batches_stay_one_byte_per_character() {
         let mut b = BatchBuilder::default();
         b.push_event("message", "hello", "1").unwrap();
-        assert!(matches!(&b.text, BatchText::Ascii(t) if t == "messagehello1"));
+        assert!(!b.text.is_wide);
+        assert_eq!(b.text.ascii, "messagehello1");
         assert_eq!(b.offsets, vec![0, 7, 7, 12, 12, 13]);
     }
 
@@ -406,7 +430,7 @@ mod tests {
             append(&mut text, field).unwrap();
             assert_eq!(text.len(), len, "after {field}");
         }
-        assert!(matches!(&text, BatchText::Wide(u) if *u == wide("abé日本😀\u{10FFFF}x")));
+        assert_eq!(text.units(), wide("abé日本😀\u{10FFFF}x"));
     }
 
     #[test]
@@ -416,10 +440,21 @@ mod tests {
         b.push_event("delta", "😀", "").unwrap();
         b.push_event("stop", "z", "7").unwrap();
         // "delta" + "" + "x" + "😀"(2 units) + "stop" + "z" + "7"
-        assert!(matches!(&b.text, BatchText::Wide(u) if *u == wide("deltax😀stopz7")));
+        assert_eq!(b.text.units(), wide("deltax😀stopz7"));
         assert_eq!(
             b.offsets,
             vec![0, 5, 5, 6, 6, 6, 0, 5, 6, 8, 6, 6, 8, 12, 12, 13, 13, 14]
         );
+    }
+
+    #[test]
+    fn cleared_builder_forgets_spans_and_goes_back_to_ascii() {
+        let mut b = BatchBuilder::default();
+        b.push_event("delta", "😀", "1").unwrap();
+        b.clear();
+        b.push_event("delta", "x", "1").unwrap();
+        assert!(!b.text.is_wide);
+        assert_eq!(b.text.ascii, "deltax1");
+        assert_eq!(b.offsets, vec![0, 5, 5, 6, 6, 7]);
     }
 }
