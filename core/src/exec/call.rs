@@ -1,0 +1,340 @@
+//! One call, from admission to outcome: hooks, the tool's future raced against cancellation and
+//! its timeout, the bounded cleanup grace, panic capture, and the model-readable messages.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::admission::Concurrency;
+use super::cancel::{Cause, StopReason};
+use super::context::{ToolContext, TurnShared};
+use super::events::CallStatus;
+use super::executor::ExecutorInner;
+use super::hooks::{AfterCall, BeforeCall, HookCall, Permission};
+use super::tool::{RegisteredTool, ToolError, ToolOutput};
+use super::types::ToolResultContent;
+
+/// Everything one call needs to run.
+pub(crate) struct CallEnv {
+    pub(crate) index: usize,
+    pub(crate) tool_use_id: String,
+    pub(crate) tool: Arc<RegisteredTool>,
+    pub(crate) input: Value,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) shared: Arc<TurnShared>,
+    pub(crate) exec: Arc<ExecutorInner>,
+    /// Whether to measure the duration (only when events are delivered).
+    pub(crate) timed: bool,
+}
+
+/// How a call ended.
+pub(crate) struct CallOutcome {
+    pub(crate) index: usize,
+    pub(crate) tool: Arc<RegisteredTool>,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) status: CallStatus,
+    pub(crate) content: ToolResultContent,
+    pub(crate) duration: Duration,
+    pub(crate) detached: bool,
+}
+
+/// What the race between the tool, the cancellation and the timeout produced.
+enum Ended<T> {
+    Done(T),
+    Cancelled,
+    TimedOut(Duration),
+}
+
+/// Runs one call to its outcome. Never panics on a tool's or a hook's behalf.
+pub(crate) async fn run_call(mut env: CallEnv) -> CallOutcome {
+    let started = env.timed.then(Instant::now);
+    let (status, content, detached) = execute(&mut env).await;
+    CallOutcome {
+        index: env.index,
+        tool: env.tool,
+        concurrency: env.concurrency,
+        status,
+        content,
+        duration: started.map_or(Duration::ZERO, |at| at.elapsed()),
+        detached,
+    }
+}
+
+async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
+    let mut input = std::mem::take(&mut env.input);
+    let env: &CallEnv = env;
+    let name = env.tool.name();
+    let token = env.shared.cancellation.call_token();
+    let cancelled = |env: &CallEnv| {
+        let message = cancelled_message(name, env.shared.cancellation.cause());
+        (CallStatus::Cancelled, text(message), false)
+    };
+    if token.is_cancelled() {
+        return cancelled(env);
+    }
+
+    let hook_input;
+    if let Some(hooks) = &env.exec.hooks {
+        let call = HookCall {
+            tool_use_id: &env.tool_use_id,
+            tool_name: name,
+            input: &input,
+        };
+        let decision = tokio::select! {
+            decision = AssertUnwindSafe(hooks.before_call(call)).catch_unwind() => decision,
+            () = token.cancelled() => return cancelled(env),
+        };
+        match decision {
+            Err(panic) => return hook_panicked(name, "before-call", &panic),
+            Ok(BeforeCall::Continue) => {}
+            Ok(BeforeCall::RewriteInput(rewritten)) => {
+                if let Err(violations) = env.tool.schema.validate(&rewritten) {
+                    let message = invalid_input_message(name, &violations);
+                    return (CallStatus::Rejected, text(message), false);
+                }
+                input = rewritten;
+            }
+            Ok(BeforeCall::Deny(reason)) => {
+                let message = format!("Tool '{name}' was blocked by a hook: {reason}");
+                return (CallStatus::Denied, text(message), false);
+            }
+        }
+        let call = HookCall {
+            tool_use_id: &env.tool_use_id,
+            tool_name: name,
+            input: &input,
+        };
+        let permission = tokio::select! {
+            permission = AssertUnwindSafe(hooks.permission(call)).catch_unwind() => permission,
+            () = token.cancelled() => return cancelled(env),
+        };
+        match permission {
+            Err(panic) => return hook_panicked(name, "permission", &panic),
+            Ok(Permission::Allow) => {}
+            Ok(Permission::Deny(reason)) => {
+                let message = format!("Permission to use tool '{name}' was denied: {reason}");
+                return (CallStatus::Denied, text(message), false);
+            }
+        }
+        hook_input = Some(input.clone());
+    } else {
+        hook_input = None;
+    }
+
+    let ctx = ToolContext::new(
+        env.tool_use_id.clone(),
+        env.index,
+        token.clone(),
+        env.shared.clone(),
+    );
+    let tool = &env.tool.tool;
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
+        Ok(future) => future,
+        Err(panic) => return panicked(name, &panic),
+    };
+    let mut future = AssertUnwindSafe(future).catch_unwind();
+
+    let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
+    let ended = match timeout {
+        None => tokio::select! {
+            biased;
+            done = &mut future => Ended::Done(done),
+            () = token.cancelled() => Ended::Cancelled,
+        },
+        Some(limit) => tokio::select! {
+            biased;
+            done = &mut future => Ended::Done(done),
+            () = token.cancelled() => Ended::Cancelled,
+            () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
+        },
+    };
+
+    let output = match ended {
+        Ended::Done(Ok(output)) => output,
+        Ended::Done(Err(panic)) => return panicked(name, &panic),
+        Ended::Cancelled | Ended::TimedOut(_) => {
+            // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
+            token.cancel();
+            let grace = env.exec.config.cleanup_grace;
+            let detached = match tokio::time::timeout(grace, &mut future).await {
+                Ok(_) => false,
+                Err(_) => {
+                    detach(env, future);
+                    true
+                }
+            };
+            let (status, message) = match ended {
+                Ended::TimedOut(limit) => (
+                    CallStatus::TimedOut,
+                    format!("Tool '{name}' timed out after {}", human_duration(limit)),
+                ),
+                _ => (
+                    CallStatus::Cancelled,
+                    cancelled_message(name, env.shared.cancellation.cause()),
+                ),
+            };
+            return (status, text(message), detached);
+        }
+    };
+
+    let output = match output {
+        Ok(output) => output,
+        Err(ToolError::Failed(message)) => ToolOutput::error(message),
+        Err(ToolError::Fatal(message)) => return (CallStatus::Fatal, text(message), false),
+    };
+    let output = match (&env.exec.hooks, hook_input) {
+        (Some(hooks), Some(input)) => {
+            let call = HookCall {
+                tool_use_id: &env.tool_use_id,
+                tool_name: name,
+                input: &input,
+            };
+            match AssertUnwindSafe(hooks.after_call(call, &output))
+                .catch_unwind()
+                .await
+            {
+                Ok(AfterCall::Keep) => output,
+                Ok(AfterCall::Replace(replaced)) => replaced,
+                Err(panic) => return hook_panicked(name, "after-call", &panic),
+            }
+        }
+        _ => output,
+    };
+    let status = if output.is_error {
+        CallStatus::Failed
+    } else {
+        CallStatus::Succeeded
+    };
+    (status, output.content, false)
+}
+
+/// Moves a future that outlived its grace onto the runtime, so it can finish its cleanup
+/// without holding the turn; counted until it ends.
+fn detach<F>(env: &CallEnv, future: F)
+where
+    F: std::future::Future + Send + 'static,
+{
+    tracing::warn!(
+        tool = env.tool.name(),
+        tool_use_id = %env.tool_use_id,
+        "tool ignored cancellation past its cleanup grace; detached"
+    );
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let exec = env.exec.clone();
+    exec.counters.detached_started();
+    runtime.spawn(async move {
+        let _ = future.await;
+        exec.counters.detached_ended();
+    });
+}
+
+fn text(message: String) -> ToolResultContent {
+    ToolResultContent::Text(message)
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        message
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message
+    } else {
+        "panic"
+    }
+}
+
+fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> (CallStatus, ToolResultContent, bool) {
+    let message = format!(
+        "Tool '{name}' failed with an internal error: {}",
+        panic_message(panic.as_ref())
+    );
+    (CallStatus::Panicked, text(message), false)
+}
+
+fn hook_panicked(
+    name: &str,
+    hook: &str,
+    panic: &Box<dyn Any + Send>,
+) -> (CallStatus, ToolResultContent, bool) {
+    let message = format!(
+        "Tool '{name}' was not run: its {hook} hook failed with an internal error: {}",
+        panic_message(panic.as_ref())
+    );
+    (CallStatus::Panicked, text(message), false)
+}
+
+/// `30s`, `250ms`, `1.5s`.
+pub(crate) fn human_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis % 1000 == 0 && millis > 0 {
+        format!("{}s", millis / 1000)
+    } else if millis < 1000 {
+        format!("{millis}ms")
+    } else {
+        let seconds = format!("{:.3}", duration.as_secs_f64());
+        format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
+/// The message of a call that was running when its turn or sibling group was cancelled.
+pub(crate) fn cancelled_message(tool: &str, cause: Option<Cause<'_>>) -> String {
+    match cause {
+        Some(Cause::Turn(StopReason::Cancelled)) | None => {
+            format!("Tool '{tool}' was cancelled: the turn was cancelled")
+        }
+        Some(Cause::Turn(StopReason::Discarded)) => {
+            format!("Tool '{tool}' was cancelled: the response was discarded and will be retried")
+        }
+        Some(Cause::Turn(StopReason::Fatal { tool: failed, .. })) => format!(
+            "Tool '{tool}' was cancelled: the turn ended after a fatal error in tool '{failed}'"
+        ),
+        Some(Cause::Sibling(failure)) => format!(
+            "Tool '{tool}' was cancelled: a parallel call to '{}' ({}) failed",
+            failure.tool, failure.tool_use_id
+        ),
+    }
+}
+
+/// The message of a call that never started because of `cause`.
+pub(crate) fn not_run_message(tool: &str, cause: Cause<'_>) -> String {
+    match cause {
+        Cause::Turn(StopReason::Cancelled) => {
+            format!("Tool '{tool}' was not run: the turn was cancelled")
+        }
+        Cause::Turn(StopReason::Discarded) => {
+            format!("Tool '{tool}' was not run: the response was discarded and will be retried")
+        }
+        Cause::Turn(StopReason::Fatal { tool: failed, .. }) => format!(
+            "Tool '{tool}' was not run: the turn ended after a fatal error in tool '{failed}'"
+        ),
+        Cause::Sibling(failure) => format!(
+            "Tool '{tool}' was not run: an earlier call to '{}' ({}) failed",
+            failure.tool, failure.tool_use_id
+        ),
+    }
+}
+
+/// The message of an input that fails its schema.
+pub(crate) fn invalid_input_message(tool: &str, violations: &[super::schema::Violation]) -> String {
+    let details: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    format!("Invalid input for tool '{tool}': {}", details.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human_duration(Duration::ZERO), "0ms");
+    }
+}
