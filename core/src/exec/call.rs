@@ -139,17 +139,19 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
     };
     let mut future = AssertUnwindSafe(future).catch_unwind();
 
+    // Cancellation is checked first: a tool that returns because it saw the cancellation (often
+    // with an error of its own) is answered with the cancellation's message, deterministically.
     let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
     let ended = match timeout {
         None => tokio::select! {
             biased;
-            done = &mut future => Ended::Done(done),
             () = token.cancelled() => Ended::Cancelled,
+            done = &mut future => Ended::Done(done),
         },
         Some(limit) => tokio::select! {
             biased;
-            done = &mut future => Ended::Done(done),
             () = token.cancelled() => Ended::Cancelled,
+            done = &mut future => Ended::Done(done),
             () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
         },
     };

@@ -28,7 +28,6 @@ pub(crate) enum Counter {
     Rejected,
     Panicked,
     Spilled,
-    Detached,
 }
 
 impl Counters {
@@ -42,7 +41,6 @@ impl Counters {
             Counter::Rejected => &self.rejected,
             Counter::Panicked => &self.panicked,
             Counter::Spilled => &self.spilled,
-            Counter::Detached => &self.detached,
         }
     }
 

@@ -438,9 +438,6 @@ impl Turn {
         } = outcome;
         let is_error = status != CallStatus::Succeeded;
         self.exec.counters.bump(counter_for(status));
-        if detached {
-            self.exec.counters.bump(Counter::Detached);
-        }
         if status == CallStatus::Fatal && self.fatal.is_none() {
             let message = match &content {
                 ToolResultContent::Text(text) => text.clone(),
