@@ -540,7 +540,7 @@ fn big_tools() -> ToolRegistry {
             FnTool::new("huge_ok", |input, _| async move {
                 Ok(ToolOutput::text("x".repeat(input["n"].as_u64().unwrap_or(0) as usize)))
             })
-            .max_result_chars(ResultLimit::Unlimited)
+            .with_result_limit(ResultLimit::Unlimited)
             .concurrency_safe(true),
         )
         .unwrap();

@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn turn_budget_replaces_largest_first_and_decisions_are_stable() {
         let dir = temp_dir("turn");
-        let budget = budget(&dir, Some(1_000));
+        let budget = budget(&dir, Some(1_300));
         let mut record = ReplacementRecord::new();
         let originals = vec![
             ToolResult::success("a", "a".repeat(300)),

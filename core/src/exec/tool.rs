@@ -198,19 +198,19 @@ where
     }
 
     /// Sets the timeout.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
 
     /// Sets the result size limit.
-    pub fn max_result_chars(mut self, limit: ResultLimit) -> Self {
+    pub fn with_result_limit(mut self, limit: ResultLimit) -> Self {
         self.limit = limit;
         self
     }
 
     /// Makes a failure cancel the running siblings and the calls queued after it.
-    pub fn cancels_siblings_on_error(mut self, cancels: bool) -> Self {
+    pub fn with_sibling_cancellation(mut self, cancels: bool) -> Self {
         self.cancels_siblings = cancels;
         self
     }
@@ -371,9 +371,9 @@ mod tests {
             Ok(ToolOutput::text(format!("{}:{input}", ctx.tool_use_id())))
         })
         .safe_when(|input| input.get("read_only") == Some(&Value::Bool(true)))
-        .timeout(Duration::from_secs(3))
-        .max_result_chars(ResultLimit::Unlimited)
-        .cancels_siblings_on_error(true);
+        .with_timeout(Duration::from_secs(3))
+        .with_result_limit(ResultLimit::Unlimited)
+        .with_sibling_cancellation(true);
         assert!(tool.is_concurrency_safe(&json!({"read_only": true})));
         assert!(!tool.is_concurrency_safe(&json!({})));
         assert_eq!(tool.timeout(), Some(Duration::from_secs(3)));

@@ -135,7 +135,7 @@ pub fn registry(probe: &Arc<Probe>) -> ToolRegistry {
         .register(
             FnTool::new("timed", move |input, ctx| scripted(p.clone(), input, ctx))
                 .safe_when(safe_when)
-                .timeout(Duration::from_millis(30)),
+                .with_timeout(Duration::from_millis(30)),
         )
         .unwrap();
     let p = probe.clone();
@@ -143,8 +143,8 @@ pub fn registry(probe: &Arc<Probe>) -> ToolRegistry {
         .register(
             FnTool::new("shell", move |input, ctx| scripted(p.clone(), input, ctx))
                 .safe_when(safe_when)
-                .cancels_siblings_on_error(true)
-                .max_result_chars(ResultLimit::Default),
+                .with_sibling_cancellation(true)
+                .with_result_limit(ResultLimit::Default),
         )
         .unwrap();
     registry
