@@ -21,7 +21,9 @@ use serde_json::json;
 use tokio::time::Instant;
 
 fn executor(probe: &Arc<Probe>, config: ExecutorConfig) -> ToolExecutor {
-    ToolExecutor::builder(registry(probe)).config(config).build()
+    ToolExecutor::builder(registry(probe))
+        .config(config)
+        .build()
 }
 
 fn ids(results: &[ToolResult]) -> Vec<&str> {
@@ -54,9 +56,15 @@ async fn readers_run_together_writer_runs_alone_and_is_a_barrier() {
     assert!(results.iter().all(|r| !r.is_error));
     assert_eq!(
         probe.log(),
-        ["start r1", "start r2", "end r1", "end r2", "start w", "end w", "start r3", "end r3"]
+        [
+            "start r1", "start r2", "end r1", "end r2", "start w", "end w", "start r3", "end r3"
+        ]
     );
-    assert_eq!(start.elapsed(), Duration::from_millis(30), "{{r1‖r2}} 20 → w 5 → r3 5");
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(30),
+        "{{r1‖r2}} 20 → w 5 → r3 5"
+    );
     assert!(!probe.overlapped());
     assert_eq!(probe.max(), 2);
 }
@@ -83,7 +91,15 @@ async fn exclusive_calls_never_overlap_anything() {
     let probe = Arc::new(Probe::default());
     let exec = executor(&probe, ExecutorConfig::default());
     let calls = (0..30)
-        .map(|i| call(&format!("c{i}"), "script", i % 3 != 0, (i * 5 % 11) + 1, "ok"))
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "script",
+                i % 3 != 0,
+                (i * 5 % 11) + 1,
+                "ok",
+            )
+        })
         .collect();
     let results = exec.run(calls).await.unwrap();
     assert_eq!(results.len(), 30);
@@ -92,7 +108,10 @@ async fn exclusive_calls_never_overlap_anything() {
     // right after its start.
     let log = probe.log();
     for i in (0..30).step_by(3) {
-        let start = log.iter().position(|l| *l == format!("start c{i}")).unwrap();
+        let start = log
+            .iter()
+            .position(|l| *l == format!("start c{i}"))
+            .unwrap();
         assert_eq!(log[start + 1], format!("end c{i}"));
     }
 }
@@ -103,14 +122,17 @@ async fn results_come_in_request_order_when_completion_is_reversed() {
     let exec = executor(&probe, ExecutorConfig::default());
     let mut turn = exec.turn();
     for i in 0..5u64 {
-        turn.submit(call(&format!("c{i}"), "script", true, 50 - i * 10, "ok")).unwrap();
+        turn.submit(call(&format!("c{i}"), "script", true, 50 - i * 10, "ok"))
+            .unwrap();
     }
     turn.seal();
     let events = drain(&mut turn).await;
     let finished: Vec<(usize, Duration)> = events
         .iter()
         .filter_map(|e| match e {
-            TurnEvent::Finished { index, duration, .. } => Some((*index, *duration)),
+            TurnEvent::Finished {
+                index, duration, ..
+            } => Some((*index, *duration)),
             _ => None,
         })
         .collect();
@@ -131,8 +153,14 @@ async fn results_come_in_request_order_when_completion_is_reversed() {
         .collect();
     assert_eq!(results, [0, 1, 2, 3, 4]);
     // All results become deliverable only when c0 (the slowest) ends: they follow its Finished.
-    let first_result = events.iter().position(|e| matches!(e, TurnEvent::Result { .. })).unwrap();
-    let last_finished = events.iter().rposition(|e| matches!(e, TurnEvent::Finished { .. })).unwrap();
+    let first_result = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::Result { .. }))
+        .unwrap();
+    let last_finished = events
+        .iter()
+        .rposition(|e| matches!(e, TurnEvent::Finished { .. }))
+        .unwrap();
     assert!(first_result > last_finished);
     let results = turn.finish().await.unwrap();
     assert_eq!(ids(&results), ["c0", "c1", "c2", "c3", "c4"]);
@@ -143,9 +171,10 @@ async fn panicking_tools_become_error_results() {
     let probe = Arc::new(Probe::default());
     let mut tools = registry(&probe);
     tools
-        .register(FnTool::new("sync_panic", |_, _| -> futures::future::Ready<_> {
-            panic!("boom before the future")
-        }))
+        .register(FnTool::new(
+            "sync_panic",
+            |_, _| -> futures::future::Ready<_> { panic!("boom before the future") },
+        ))
         .unwrap();
     let exec = ToolExecutor::new(tools);
     let results = exec
@@ -157,7 +186,10 @@ async fn panicking_tools_become_error_results() {
         .await
         .unwrap();
     assert!(results[0].is_error);
-    assert_eq!(text(&results[0]), "Tool 'script' failed with an internal error: a panicked");
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' failed with an internal error: a panicked"
+    );
     assert_eq!(
         text(&results[1]),
         "Tool 'sync_panic' failed with an internal error: boom before the future"
@@ -197,18 +229,27 @@ async fn a_tool_ignoring_cancellation_is_detached_after_the_grace() {
     };
     let exec = executor(&probe, config);
     let mut turn = exec.turn();
-    turn.submit(call("stubborn", "timed", false, 60_000, "ignore_cancel")).unwrap();
+    turn.submit(call("stubborn", "timed", false, 60_000, "ignore_cancel"))
+        .unwrap();
     turn.seal();
     let start = Instant::now();
     let events = drain(&mut turn).await;
     // 30 ms timeout + 5 s grace, then the result anyway.
     assert_eq!(start.elapsed(), Duration::from_millis(5_030));
-    assert!(events.iter().any(|e| matches!(e, TurnEvent::Detached { index: 0, .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::Detached { index: 0, .. }))
+    );
     let results = turn.finish().await.unwrap();
     assert_eq!(text(&results[0]), "Tool 'timed' timed out after 30ms");
     let metrics = exec.metrics();
     assert_eq!((metrics.detached, metrics.detached_running), (1, 1));
-    assert_eq!(probe.live_futures.load(Ordering::SeqCst), 1, "still running, detached");
+    assert_eq!(
+        probe.live_futures.load(Ordering::SeqCst),
+        1,
+        "still running, detached"
+    );
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(exec.metrics().detached_running, 0);
     assert_eq!(probe.live_futures.load(Ordering::SeqCst), 0);
@@ -223,9 +264,11 @@ async fn sibling_failure_cancels_running_siblings_and_skips_queued_ones_but_not_
     };
     let exec = executor(&probe, config);
     let mut turn = exec.turn();
-    turn.submit(call("slow", "script", true, 100, "ok")).unwrap();
+    turn.submit(call("slow", "script", true, 100, "ok"))
+        .unwrap();
     turn.submit(call("sh", "shell", true, 10, "err")).unwrap();
-    turn.submit(call("queued", "script", true, 1, "ok")).unwrap();
+    turn.submit(call("queued", "script", true, 1, "ok"))
+        .unwrap();
     let events_until_failure = {
         let mut seen = Vec::new();
         while let Some(event) = turn.next_event().await {
@@ -263,7 +306,10 @@ async fn sibling_failure_cancels_running_siblings_and_skips_queued_ones_but_not_
     assert!(statuses.contains(&CallStatus::Cancelled) && statuses.contains(&CallStatus::Skipped));
     assert!(!probe.log().contains(&"start queued".to_owned()));
     // The next turn is unaffected.
-    let next = exec.run(vec![call("n", "script", true, 1, "ok")]).await.unwrap();
+    let next = exec
+        .run(vec![call("n", "script", true, 1, "ok")])
+        .await
+        .unwrap();
     assert!(!next[0].is_error);
 }
 
@@ -272,8 +318,10 @@ async fn discard_mid_turn_answers_everything_and_closes_the_turn() {
     let probe = Arc::new(Probe::default());
     let exec = executor(&probe, ExecutorConfig::default());
     let mut turn = exec.turn();
-    turn.submit(call("running", "script", false, 1_000, "ok")).unwrap();
-    turn.submit(call("queued", "script", true, 1, "ok")).unwrap();
+    turn.submit(call("running", "script", false, 1_000, "ok"))
+        .unwrap();
+    turn.submit(call("queued", "script", true, 1, "ok"))
+        .unwrap();
     // Drive until the first call started.
     loop {
         if let Some(TurnEvent::Started { index: 0, .. }) = turn.next_event().await {
@@ -284,7 +332,11 @@ async fn discard_mid_turn_answers_everything_and_closes_the_turn() {
     assert!(turn.submit(call("late", "script", true, 1, "ok")).is_err());
     let start = Instant::now();
     let results = turn.finish().await.unwrap();
-    assert_eq!(start.elapsed(), Duration::ZERO, "the running tool stopped at once");
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "the running tool stopped at once"
+    );
     assert_eq!(
         results.iter().map(text).collect::<Vec<_>>(),
         [
@@ -308,19 +360,35 @@ async fn cancelling_the_turn_or_the_run_cancels_running_and_queued_calls() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     handle.cancel();
     let results = spawned.finish().await.unwrap();
-    assert_eq!(text(&results[0]), "Tool 'script' was cancelled: the turn was cancelled");
-    assert_eq!(text(&results[1]), "Tool 'script' was not run: the turn was cancelled");
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+    assert_eq!(
+        text(&results[1]),
+        "Tool 'script' was not run: the turn was cancelled"
+    );
 
     // The run token reaches every turn of the executor.
     let run = exec.clone();
-    let task = tokio::spawn(async move { run.run(vec![call("c", "script", true, 1_000, "ok")]).await });
+    let task =
+        tokio::spawn(async move { run.run(vec![call("c", "script", true, 1_000, "ok")]).await });
     tokio::time::sleep(Duration::from_millis(10)).await;
     exec.run_token().cancel();
     let results = task.await.unwrap().unwrap();
-    assert_eq!(text(&results[0]), "Tool 'script' was cancelled: the turn was cancelled");
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
     // Later calls on a cancelled run never start.
-    let results = exec.run(vec![call("d", "script", true, 1, "ok")]).await.unwrap();
-    assert_eq!(text(&results[0]), "Tool 'script' was not run: the turn was cancelled");
+    let results = exec
+        .run(vec![call("d", "script", true, 1, "ok")])
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was not run: the turn was cancelled"
+    );
     assert_eq!(exec.metrics().cancelled, 4);
 }
 
@@ -344,7 +412,10 @@ async fn a_fatal_error_ends_the_turn_with_all_results() {
     else {
         panic!("fatal expected, got {outcome:?}");
     };
-    assert_eq!((tool.as_str(), tool_use_id.as_str(), message.as_str()), ("script", "bad", "bad failed fatally"));
+    assert_eq!(
+        (tool.as_str(), tool_use_id.as_str(), message.as_str()),
+        ("script", "bad", "bad failed fatally")
+    );
     assert_eq!(
         results.iter().map(text).collect::<Vec<_>>(),
         [
@@ -410,10 +481,17 @@ impl ToolHooks for Hooks {
         .boxed()
     }
 
-    fn after_call<'a>(&'a self, call: HookCall<'a>, output: &'a ToolOutput) -> BoxFuture<'a, AfterCall> {
+    fn after_call<'a>(
+        &'a self,
+        call: HookCall<'a>,
+        output: &'a ToolOutput,
+    ) -> BoxFuture<'a, AfterCall> {
         async move {
             if call.input["label"] == "redact" {
-                AfterCall::Replace(ToolOutput::text(format!("[redacted {} chars]", output.content.text_chars())))
+                AfterCall::Replace(ToolOutput::text(format!(
+                    "[redacted {} chars]",
+                    output.content.text_chars()
+                )))
             } else {
                 AfterCall::Keep
             }
@@ -425,7 +503,9 @@ impl ToolHooks for Hooks {
 #[tokio::test(start_paused = true)]
 async fn hooks_deny_rewrite_and_replace() {
     let probe = Arc::new(Probe::default());
-    let exec = ToolExecutor::builder(registry(&probe)).hooks(Arc::new(Hooks)).build();
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(Hooks))
+        .build();
     let results = exec
         .run(vec![
             call("blocked", "script", true, 1, "ok"),
@@ -438,12 +518,24 @@ async fn hooks_deny_rewrite_and_replace() {
         .await
         .unwrap();
     assert_eq!(
-        results.iter().map(|r| (text(r), r.is_error)).collect::<Vec<_>>(),
+        results
+            .iter()
+            .map(|r| (text(r), r.is_error))
+            .collect::<Vec<_>>(),
         [
-            ("Tool 'script' was blocked by a hook: no blocked labels", true),
-            ("Permission to use tool 'script' was denied: the user said no", true),
+            (
+                "Tool 'script' was blocked by a hook: no blocked labels",
+                true
+            ),
+            (
+                "Permission to use tool 'script' was denied: the user said no",
+                true
+            ),
             ("rewritten ok", false),
-            ("Invalid input for tool 'script': input.label: expected string, got number", true),
+            (
+                "Invalid input for tool 'script': input.label: expected string, got number",
+                true
+            ),
             ("[redacted 9 chars]", false),
             ("plain ok", false),
         ]
@@ -472,11 +564,17 @@ async fn progress_is_delivered_before_finished_and_streaming_starts_eagerly() {
         .unwrap();
     let exec = ToolExecutor::new(tools);
     let mut spawned = exec.turn().spawn();
-    spawned.handle().submit(ToolUse::new("a", "work", json!({}))).unwrap();
+    spawned
+        .handle()
+        .submit(ToolUse::new("a", "work", json!({})))
+        .unwrap();
     // The model is still streaming: the first call already runs before the second is sealed.
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(started.load(Ordering::SeqCst), 1);
-    spawned.handle().submit(ToolUse::new("b", "work", json!({}))).unwrap();
+    spawned
+        .handle()
+        .submit(ToolUse::new("b", "work", json!({})))
+        .unwrap();
     spawned.handle().seal();
     let start = Instant::now();
     let mut events = Vec::new();
@@ -488,13 +586,18 @@ async fn progress_is_delivered_before_finished_and_streaming_starts_eagerly() {
         .iter()
         .filter_map(|e| match e {
             TurnEvent::Started { index: 0, .. } => Some("started".to_owned()),
-            TurnEvent::Progress { index: 0, data, .. } => Some(format!("progress {}", data["step"])),
+            TurnEvent::Progress { index: 0, data, .. } => {
+                Some(format!("progress {}", data["step"]))
+            }
             TurnEvent::Finished { index: 0, .. } => Some("finished".to_owned()),
             TurnEvent::Result { index: 0, .. } => Some("result".to_owned()),
             _ => None,
         })
         .collect();
-    assert_eq!(a_events, ["started", "progress 1", "progress 2", "finished", "result"]);
+    assert_eq!(
+        a_events,
+        ["started", "progress 1", "progress 2", "finished", "result"]
+    );
     let results = spawned.finish().await.unwrap();
     assert_eq!(ids(&results), ["a", "b"]);
 }
@@ -503,7 +606,10 @@ async fn progress_is_delivered_before_finished_and_streaming_starts_eagerly() {
 async fn dropping_the_run_future_drops_the_tools() {
     let probe = Arc::new(Probe::default());
     let exec = executor(&probe, ExecutorConfig::default());
-    let run = exec.run(vec![call("a", "script", true, 1_000, "ok"), call("b", "script", true, 1_000, "ok")]);
+    let run = exec.run(vec![
+        call("a", "script", true, 1_000, "ok"),
+        call("b", "script", true, 1_000, "ok"),
+    ]);
     let outcome = tokio::time::timeout(Duration::from_millis(10), run).await;
     assert!(outcome.is_err());
     assert_eq!(probe.live_futures.load(Ordering::SeqCst), 0);
@@ -530,7 +636,11 @@ fn big_tools() -> ToolRegistry {
         .register(
             FnTool::new("big", |input, _| async move {
                 let lines = input["lines"].as_u64().unwrap_or(0);
-                Ok(ToolOutput::text((0..lines).map(|i| format!("line {i:04}\n")).collect::<String>()))
+                Ok(ToolOutput::text(
+                    (0..lines)
+                        .map(|i| format!("line {i:04}\n"))
+                        .collect::<String>(),
+                ))
             })
             .concurrency_safe(true),
         )
@@ -538,7 +648,9 @@ fn big_tools() -> ToolRegistry {
     tools
         .register(
             FnTool::new("huge_ok", |input, _| async move {
-                Ok(ToolOutput::text("x".repeat(input["n"].as_u64().unwrap_or(0) as usize)))
+                Ok(ToolOutput::text(
+                    "x".repeat(input["n"].as_u64().unwrap_or(0) as usize),
+                ))
             })
             .with_result_limit(ResultLimit::Unlimited)
             .concurrency_safe(true),
@@ -551,7 +663,9 @@ fn big_tools() -> ToolRegistry {
 async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
     let dir = std::env::temp_dir().join(format!("ferroloop-exec-spill-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let exec = ToolExecutor::builder(big_tools()).config(spill_config(&dir, Some(3_000))).build();
+    let exec = ToolExecutor::builder(big_tools())
+        .config(spill_config(&dir, Some(3_000)))
+        .build();
     let turn1 = exec
         .run(vec![
             ToolUse::new("toolu_big", "big", json!({"lines": 200})),
@@ -568,12 +682,20 @@ async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
     let preview = text(&turn1[0]);
     assert!(preview.starts_with("<tool-output-truncated>\nOutput too large (2000 characters)"));
     assert!(preview.contains(&path.display().to_string()));
-    assert!(preview.contains("line 0009\n...\n</tool-output-truncated>"), "cut at a newline: {preview}");
+    assert!(
+        preview.contains("line 0009\n...\n</tool-output-truncated>"),
+        "cut at a newline: {preview}"
+    );
     assert_eq!(text(&turn1[1]), "line 0000\nline 0001\n");
     // Turn budget 3,000: huge (2,500, unlimited per tool) + mid (900) + small + preview > 3,000 →
     // the largest fresh result (huge) is replaced, mid stays.
     assert!(text(&turn1[2]).starts_with("<tool-output-truncated>"));
-    assert_eq!(std::fs::read_to_string(dir.join("toolu_huge.txt")).unwrap().len(), 2_500);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("toolu_huge.txt"))
+            .unwrap()
+            .len(),
+        2_500
+    );
     assert_eq!(text(&turn1[3]).len(), 900);
     assert_eq!(exec.metrics().spilled, 2);
 
@@ -608,7 +730,10 @@ async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
 #[test]
 fn ten_thousand_calls_leak_no_tasks() {
     for spawn_calls in [false, true] {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let probe = Arc::new(Probe::default());
         let config = ExecutorConfig {
             spawn_calls,
@@ -617,11 +742,24 @@ fn ten_thousand_calls_leak_no_tasks() {
         let exec = executor(&probe, config);
         let metrics = runtime.block_on(async {
             let calls = (0..10_000)
-                .map(|i| call(&format!("c{i}"), "script", i % 100 != 0, 0, if i % 7 == 0 { "err" } else { "ok" }))
+                .map(|i| {
+                    call(
+                        &format!("c{i}"),
+                        "script",
+                        i % 100 != 0,
+                        0,
+                        if i % 7 == 0 { "err" } else { "ok" },
+                    )
+                })
                 .collect();
             let results = exec.run(calls).await.unwrap();
             assert_eq!(results.len(), 10_000);
-            assert!(results.iter().enumerate().all(|(i, r)| r.tool_use_id == format!("c{i}")));
+            assert!(
+                results
+                    .iter()
+                    .enumerate()
+                    .all(|(i, r)| r.tool_use_id == format!("c{i}"))
+            );
             tokio::task::yield_now().await;
             tokio::runtime::Handle::current().metrics()
         });

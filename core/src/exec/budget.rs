@@ -149,7 +149,11 @@ impl ResultBudget {
     /// then, while the total exceeds the budget, the largest results not decided before are
     /// spilled, largest first. Every result of the turn is decided afterwards. Returns how many
     /// results were spilled now.
-    pub fn enforce_turn(&self, record: &mut ReplacementRecord, results: &mut [ToolResult]) -> usize {
+    pub fn enforce_turn(
+        &self,
+        record: &mut ReplacementRecord,
+        results: &mut [ToolResult],
+    ) -> usize {
         record.reapply(results);
         let mut spilled = 0;
         if let Some(budget) = self.config.turn_budget_chars {
@@ -169,11 +173,12 @@ impl ResultBudget {
                 let Some(text) = result.content.as_plain_text() else {
                     continue;
                 };
-                let replacement =
-                    self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
+                let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
                 let new_size = replacement.content.chars().count();
                 result.content = ToolResultContent::Text(replacement.content.clone());
-                record.replaced.insert(result.tool_use_id.clone(), replacement);
+                record
+                    .replaced
+                    .insert(result.tool_use_id.clone(), replacement);
                 total = total - sizes[index] + new_size;
                 spilled += 1;
             }
@@ -225,7 +230,13 @@ pub fn spill_file_name(tool_use_id: &str) -> String {
     let mut name: String = tool_use_id
         .chars()
         .take(200)
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if name.is_empty() {
         name.push_str("tool_result");
@@ -251,7 +262,12 @@ pub fn preview_of(text: &str, max_bytes: usize) -> &str {
     }
 }
 
-fn wrap_preview(preview: &str, original_chars: usize, path: Option<&Path>, error: Option<&str>) -> String {
+fn wrap_preview(
+    preview: &str,
+    original_chars: usize,
+    path: Option<&Path>,
+    error: Option<&str>,
+) -> String {
     let mut out = String::with_capacity(preview.len() + 256);
     out.push_str("<tool-output-truncated>\n");
     match (path, error) {
@@ -271,7 +287,11 @@ fn wrap_preview(preview: &str, original_chars: usize, path: Option<&Path>, error
             );
         }
     }
-    let _ = write!(out, "\nPreview (first {} characters):\n", preview.chars().count());
+    let _ = write!(
+        out,
+        "\nPreview (first {} characters):\n",
+        preview.chars().count()
+    );
     out.push_str(preview);
     out.push_str("\n...\n</tool-output-truncated>");
     out
@@ -283,8 +303,10 @@ mod tests {
     use super::*;
 
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir()
-            .join(format!("ferroloop-budget-test-{}-{name}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "ferroloop-budget-test-{}-{name}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         dir
     }
@@ -306,7 +328,11 @@ mod tests {
     fn preview_cuts_at_newline_and_char_boundary() {
         assert_eq!(preview_of("short", 10), "short");
         assert_eq!(preview_of("aaaa\nbbbbbb", 8), "aaaa");
-        assert_eq!(preview_of("a\nbbbbbbbbbbb", 8), "a\nbbbbbb", "newline too early: byte cut");
+        assert_eq!(
+            preview_of("a\nbbbbbbbbbbb", 8),
+            "a\nbbbbbb",
+            "newline too early: byte cut"
+        );
         assert_eq!(preview_of("ééééé", 5), "éé");
     }
 
@@ -323,12 +349,18 @@ mod tests {
         let budget = budget(&dir, None);
         let mut record = ReplacementRecord::new();
         let text = lines(50);
-        let (content, spilled) =
-            budget.limit_result(&mut record, "t1", ToolResultContent::Text(text.clone()), Some(100));
+        let (content, spilled) = budget.limit_result(
+            &mut record,
+            "t1",
+            ToolResultContent::Text(text.clone()),
+            Some(100),
+        );
         assert!(spilled);
         let path = dir.join("t1.txt");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
-        let ToolResultContent::Text(preview) = content else { panic!("text expected") };
+        let ToolResultContent::Text(preview) = content else {
+            panic!("text expected")
+        };
         let expected = format!(
             "<tool-output-truncated>\nOutput too large (450 characters). Full output saved to: {}\n\
              Read that file to see the rest.\n\nPreview (first 62 characters):\n{}\n...\n</tool-output-truncated>",
@@ -339,7 +371,10 @@ mod tests {
         assert_eq!(record.replacement("t1").unwrap().original_chars, 450);
         // Under the limit: untouched and undecided.
         let small = ToolResultContent::Text("ok".into());
-        assert_eq!(budget.limit_result(&mut record, "t2", small.clone(), Some(100)), (small, false));
+        assert_eq!(
+            budget.limit_result(&mut record, "t2", small.clone(), Some(100)),
+            (small, false)
+        );
         assert!(!record.is_decided("t2"));
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -374,7 +409,10 @@ mod tests {
         assert_eq!(turn1[0], originals[0]);
         assert_ne!(turn1[1], originals[1], "the largest is replaced");
         assert_eq!(turn1[2], originals[2]);
-        assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "b".repeat(700));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("b.txt")).unwrap(),
+            "b".repeat(700)
+        );
 
         // A later turn rebuilds history from the originals plus a new large result: the earlier
         // decisions are reapplied byte for byte, and kept results are never replaced later.

@@ -135,7 +135,10 @@ mod tests {
         let call = turn.call_token();
         run.cancel();
         assert!(call.is_cancelled());
-        assert!(matches!(turn.cause(), Some(Cause::Turn(StopReason::Cancelled))));
+        assert!(matches!(
+            turn.cause(),
+            Some(Cause::Turn(StopReason::Cancelled))
+        ));
     }
 
     #[test]
@@ -148,7 +151,10 @@ mod tests {
         });
         turn.stop(StopReason::Discarded);
         turn.stop(StopReason::Cancelled);
-        assert!(matches!(turn.cause(), Some(Cause::Turn(StopReason::Discarded))));
+        assert!(matches!(
+            turn.cause(),
+            Some(Cause::Turn(StopReason::Discarded))
+        ));
         assert!(!run.is_cancelled(), "a turn never cancels its run");
     }
 

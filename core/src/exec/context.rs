@@ -150,10 +150,7 @@ mod tests {
         let ctx = ToolContext::new("t".into(), 3, CancellationToken::new(), shared.clone());
         ctx.progress(json!(1));
         ctx.progress_sender().send(json!(2));
-        assert_eq!(
-            shared.lock().progress,
-            vec![(3, json!(1)), (3, json!(2))]
-        );
+        assert_eq!(shared.lock().progress, vec![(3, json!(1)), (3, json!(2))]);
         shared.events_enabled.store(false, Ordering::Relaxed);
         ctx.progress(json!(3));
         assert_eq!(shared.lock().progress.len(), 2);

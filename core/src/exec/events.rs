@@ -33,7 +33,10 @@ pub enum CallStatus {
 impl CallStatus {
     /// Whether this counts as a failure of the tool for `cancels_siblings_on_error`.
     pub fn is_tool_failure(self) -> bool {
-        matches!(self, Self::Failed | Self::Fatal | Self::Panicked | Self::TimedOut)
+        matches!(
+            self,
+            Self::Failed | Self::Fatal | Self::Panicked | Self::TimedOut
+        )
     }
 }
 

@@ -112,7 +112,15 @@ mod tests {
         counters.bump(Counter::Spilled);
         counters.detached_started();
         let snap = counters.snapshot();
-        assert_eq!((snap.started, snap.spilled, snap.detached, snap.detached_running), (2, 1, 1, 1));
+        assert_eq!(
+            (
+                snap.started,
+                snap.spilled,
+                snap.detached,
+                snap.detached_running
+            ),
+            (2, 1, 1, 1)
+        );
         counters.detached_ended();
         assert_eq!(counters.snapshot().detached_running, 0);
     }

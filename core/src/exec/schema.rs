@@ -148,7 +148,11 @@ impl InputSchema {
 
 fn schema_error(path: &str, problem: &str) -> SchemaError {
     SchemaError {
-        path: if path.is_empty() { "/".to_owned() } else { path.to_owned() },
+        path: if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path.to_owned()
+        },
         problem: problem.to_owned(),
     }
 }
@@ -158,7 +162,12 @@ fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> 
         Value::Bool(true) => return Ok(Node::Any),
         Value::Bool(false) => return Ok(Node::Never),
         Value::Object(object) => object,
-        _ => return Err(schema_error(path, "a schema must be an object or a boolean")),
+        _ => {
+            return Err(schema_error(
+                path,
+                "a schema must be an object or a boolean",
+            ));
+        }
     };
     let mut checks = Checks {
         types: compile_types(object, path)?,
@@ -188,7 +197,9 @@ fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> 
         for (name, sub) in properties {
             let mark = path.len();
             let _ = write!(path, "/properties/{name}");
-            checks.properties.push((name.clone(), compile_node(sub, path)?));
+            checks
+                .properties
+                .push((name.clone(), compile_node(sub, path)?));
             path.truncate(mark);
         }
     }
@@ -292,7 +303,11 @@ fn check_object(
 ) {
     for name in &checks.required {
         if !object.contains_key(name) {
-            report(violations, path, format!("missing required property \"{name}\""));
+            report(
+                violations,
+                path,
+                format!("missing required property \"{name}\""),
+            );
         }
     }
     for (name, value) in object {
@@ -357,7 +372,8 @@ mod tests {
             "required": ["path", "kind"],
             "additionalProperties": false,
         });
-        let input = json!({"limit": 1.5, "mode": "x", "tags": ["a", 2], "extra": null, "kind": "dir"});
+        let input =
+            json!({"limit": 1.5, "mode": "x", "tags": ["a", 2], "extra": null, "kind": "dir"});
         assert_eq!(
             problems(schema, input),
             [
@@ -378,9 +394,15 @@ mod tests {
             ["input: expected null or string, got number"]
         );
         assert!(problems(json!(true), json!({"a": 1})).is_empty());
-        assert_eq!(problems(json!(false), json!(1)), ["input: no value is allowed here"]);
         assert_eq!(
-            problems(json!({"additionalProperties": {"type": "number"}}), json!({"a": "x"})),
+            problems(json!(false), json!(1)),
+            ["input: no value is allowed here"]
+        );
+        assert_eq!(
+            problems(
+                json!({"additionalProperties": {"type": "number"}}),
+                json!({"a": "x"})
+            ),
             ["input.a: expected number, got string"]
         );
         assert_eq!(

@@ -157,7 +157,9 @@ pub struct FnTool<F> {
 
 impl<F> fmt::Debug for FnTool<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FnTool").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("FnTool")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -295,7 +297,9 @@ impl fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
         names.sort_unstable();
-        f.debug_struct("ToolRegistry").field("tools", &names).finish()
+        f.debug_struct("ToolRegistry")
+            .field("tools", &names)
+            .finish()
     }
 }
 
@@ -394,7 +398,10 @@ mod tests {
             Some(RegistryError::Duplicate("a".into()))
         );
         let bad = make("b").schema(json!({"type": 7}));
-        assert!(matches!(registry.register(bad), Err(RegistryError::Schema { .. })));
+        assert!(matches!(
+            registry.register(bad),
+            Err(RegistryError::Schema { .. })
+        ));
         assert_eq!(registry.names(), ["a"]);
         assert!(registry.get("a").is_some() && registry.get("b").is_none());
     }

@@ -247,8 +247,9 @@ impl Turn {
             .into_iter()
             .map(|slot| {
                 // Every slot is answered when the turn is done; the fallback is unreachable.
-                slot.result
-                    .unwrap_or_else(|| ToolResult::error(slot.tool_use_id, "Tool call was not answered"))
+                slot.result.unwrap_or_else(|| {
+                    ToolResult::error(slot.tool_use_id, "Tool call was not answered")
+                })
             })
             .collect();
         let spilled = self
@@ -347,10 +348,9 @@ impl Turn {
             return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
         }
         // A panicking safety predicate makes the call exclusive: the conservative choice.
-        let safe = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            tool.tool.is_concurrency_safe(&input)
-        }))
-        .unwrap_or(false);
+        let safe =
+            std::panic::catch_unwind(AssertUnwindSafe(|| tool.tool.is_concurrency_safe(&input)))
+                .unwrap_or(false);
         let concurrency = if safe {
             Concurrency::Safe
         } else {
@@ -377,7 +377,11 @@ impl Turn {
         let Some(cause) = shared.cancellation.cause() else {
             return;
         };
-        let queued: Vec<Queued> = self.admission.drain_queued().map(|(call, _)| call).collect();
+        let queued: Vec<Queued> = self
+            .admission
+            .drain_queued()
+            .map(|(call, _)| call)
+            .collect();
         for call in queued {
             let message = not_run_message(call.tool.name(), cause);
             self.answer_unstarted(call.index, call.tool.name(), CallStatus::Skipped, message);

@@ -140,7 +140,8 @@ mod tests {
 
     #[test]
     fn block_content_round_trips_and_is_error_defaults_false() {
-        let wire = json!({"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"hi"}]});
+        let wire =
+            json!({"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"hi"}]});
         let result: ToolResult = serde_json::from_value(wire).unwrap();
         assert!(!result.is_error);
         assert_eq!(result.content.text_chars(), 2);

@@ -65,7 +65,11 @@ impl Drop for Running {
             self.probe.exclusive_running.store(false, Ordering::SeqCst);
         }
         self.probe.running.fetch_sub(1, Ordering::SeqCst);
-        self.probe.log.lock().unwrap().push(format!("end {}", self.name));
+        self.probe
+            .log
+            .lock()
+            .unwrap()
+            .push(format!("end {}", self.name));
     }
 }
 
@@ -87,7 +91,11 @@ impl Drop for Live {
 
 /// What a scripted call does, read from its input:
 /// `{"label": "r1", "safe": true, "ms": 10, "outcome": "ok"|"err"|"fatal"|"panic"|"hang"|"ignore_cancel"}`.
-pub async fn scripted(probe: Arc<Probe>, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+pub async fn scripted(
+    probe: Arc<Probe>,
+    input: Value,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
     let _live = Live::new(&probe);
     let label = input["label"].as_str().unwrap_or("?").to_owned();
     let safe = input["safe"].as_bool().unwrap_or(false);
