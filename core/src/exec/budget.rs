@@ -7,7 +7,7 @@
 //! never replaced later (its bytes are already in the provider's prompt cache). The record
 //! serialises with serde, so a resumed session makes the same decisions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -61,7 +61,6 @@ pub struct Replacement {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ReplacementRecord {
     replaced: BTreeMap<String, Replacement>,
-    kept: BTreeSet<String>,
 }
 
 impl ReplacementRecord {
@@ -75,9 +74,9 @@ impl ReplacementRecord {
         self.replaced.get(tool_use_id)
     }
 
-    /// Whether a decision (replace or keep) was taken for `tool_use_id`.
-    pub fn is_decided(&self, tool_use_id: &str) -> bool {
-        self.replaced.contains_key(tool_use_id) || self.kept.contains(tool_use_id)
+    /// Whether `tool_use_id` was replaced.
+    pub fn is_replaced(&self, tool_use_id: &str) -> bool {
+        self.replaced.contains_key(tool_use_id)
     }
 
     /// The number of replaced results.
@@ -88,6 +87,9 @@ impl ReplacementRecord {
     /// Puts the recorded replacements back into `results` (for instance the history rebuilt from
     /// original results on a later turn), byte for byte. Returns how many were replaced.
     pub fn reapply(&self, results: &mut [ToolResult]) -> usize {
+        if self.replaced.is_empty() {
+            return 0;
+        }
         let mut count = 0;
         for result in results {
             if let Some(replacement) = self.replaced.get(&result.tool_use_id) {
@@ -145,48 +147,51 @@ impl ResultBudget {
         (delivered, true)
     }
 
-    /// Applies the per-turn budget to one turn's results: recorded replacements are reapplied,
-    /// then, while the total exceeds the budget, the largest results not decided before are
-    /// spilled, largest first. Every result of the turn is decided afterwards. Returns how many
-    /// results were spilled now.
+    /// Applies the per-turn budget to one turn's results (call it once per turn, with that
+    /// turn's results): recorded replacements are reapplied, then, while the total exceeds the
+    /// budget, the largest results not replaced before are spilled, largest first. Applying it
+    /// again to the same results changes nothing (they are under budget, or nothing is left to
+    /// replace); history from earlier turns takes [`ReplacementRecord::reapply`] instead, so a
+    /// result delivered whole is never replaced later. Returns how many were spilled now.
     pub fn enforce_turn(
         &self,
         record: &mut ReplacementRecord,
         results: &mut [ToolResult],
     ) -> usize {
         record.reapply(results);
-        let mut spilled = 0;
-        if let Some(budget) = self.config.turn_budget_chars {
-            let sizes: Vec<usize> = results.iter().map(|r| r.content.text_chars()).collect();
-            let mut total: usize = sizes.iter().sum();
-            let mut candidates: Vec<usize> = (0..results.len())
-                .filter(|&i| !record.is_decided(&results[i].tool_use_id))
-                .filter(|&i| results[i].content.as_plain_text().is_some())
-                .collect();
-            // Largest first; ties keep request order so the choice is deterministic.
-            candidates.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]).then(a.cmp(&b)));
-            for index in candidates {
-                if total <= budget {
-                    break;
-                }
-                let result = &mut results[index];
-                let Some(text) = result.content.as_plain_text() else {
-                    continue;
-                };
-                let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
-                let new_size = replacement.content.chars().count();
-                result.content = ToolResultContent::Text(replacement.content.clone());
-                record
-                    .replaced
-                    .insert(result.tool_use_id.clone(), replacement);
-                total = total - sizes[index] + new_size;
-                spilled += 1;
-            }
+        let Some(budget) = self.config.turn_budget_chars else {
+            return 0;
+        };
+        // Bytes bound characters from above: most turns are decided without counting.
+        let bytes: usize = results.iter().map(|r| content_bytes(&r.content)).sum();
+        if bytes <= budget {
+            return 0;
         }
-        for result in results.iter() {
-            if !record.replaced.contains_key(&result.tool_use_id) {
-                record.kept.insert(result.tool_use_id.clone());
+        let sizes: Vec<usize> = results.iter().map(|r| r.content.text_chars()).collect();
+        let mut total: usize = sizes.iter().sum();
+        let mut candidates: Vec<usize> = (0..results.len())
+            .filter(|&i| !record.is_replaced(&results[i].tool_use_id))
+            .filter(|&i| results[i].content.as_plain_text().is_some())
+            .collect();
+        // Largest first; ties keep request order so the choice is deterministic.
+        candidates.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]).then(a.cmp(&b)));
+        let mut spilled = 0;
+        for index in candidates {
+            if total <= budget {
+                break;
             }
+            let result = &mut results[index];
+            let Some(text) = result.content.as_plain_text() else {
+                continue;
+            };
+            let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
+            let new_size = replacement.content.chars().count();
+            result.content = ToolResultContent::Text(replacement.content.clone());
+            record
+                .replaced
+                .insert(result.tool_use_id.clone(), replacement);
+            total = total - sizes[index] + new_size;
+            spilled += 1;
         }
         spilled
     }
@@ -213,6 +218,14 @@ impl ResultBudget {
                 }
             }
         }
+    }
+}
+
+/// The text bytes of `content` (an upper bound of its characters).
+fn content_bytes(content: &ToolResultContent) -> usize {
+    match content {
+        ToolResultContent::Text(text) => text.len(),
+        ToolResultContent::Blocks(_) => content.text_chars(),
     }
 }
 
@@ -375,7 +388,7 @@ mod tests {
             budget.limit_result(&mut record, "t2", small.clone(), Some(100)),
             (small, false)
         );
-        assert!(!record.is_decided("t2"));
+        assert!(!record.is_replaced("t2"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -414,21 +427,27 @@ mod tests {
             "b".repeat(700)
         );
 
-        // A later turn rebuilds history from the originals plus a new large result: the earlier
-        // decisions are reapplied byte for byte, and kept results are never replaced later.
-        let mut turn2 = originals.clone();
-        turn2.push(ToolResult::success("d", "d".repeat(900)));
-        budget.enforce_turn(&mut record, &mut turn2);
-        assert_eq!(turn2[..3], turn1[..]);
-        assert_ne!(turn2[3].content, ToolResultContent::Text("d".repeat(900)));
+        // Enforcing again on the same results changes nothing.
+        let mut again = turn1.clone();
+        assert_eq!(budget.enforce_turn(&mut record, &mut again), 0);
+        assert_eq!(again, turn1);
+
+        // The next turn has its own budget: its large result is replaced; history rebuilt from
+        // the originals gets the earlier decisions back byte for byte.
+        let mut turn2 = vec![ToolResult::success("d", "d".repeat(1_400))];
+        assert_eq!(budget.enforce_turn(&mut record, &mut turn2), 1);
+        let mut history = originals.clone();
+        assert_eq!(record.reapply(&mut history), 1);
+        assert_eq!(history, turn1);
 
         // The record survives a serde round trip (session resume) and reapplies identically.
         let json = serde_json::to_string(&record).unwrap();
         let resumed: ReplacementRecord = serde_json::from_str(&json).unwrap();
         let mut history = originals.clone();
-        history.push(ToolResult::success("d", "d".repeat(900)));
+        history.push(ToolResult::success("d", "d".repeat(1_400)));
         assert_eq!(resumed.reapply(&mut history), 2);
-        assert_eq!(history, turn2);
+        assert_eq!(history[..3], turn1[..]);
+        assert_eq!(history[3], turn2[0]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

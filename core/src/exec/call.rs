@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt as _;
@@ -67,9 +68,11 @@ pub(crate) async fn run_call(mut env: CallEnv) -> CallOutcome {
 
 async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
     let mut input = std::mem::take(&mut env.input);
+    let mut tool_use_id = std::mem::take(&mut env.tool_use_id);
     let env: &CallEnv = env;
     let name = env.tool.name();
-    let token = env.shared.cancellation.call_token();
+    let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
+    let token = env.shared.cancellation.call_token(timeout.is_some());
     let cancelled = |env: &CallEnv| {
         let message = cancelled_message(name, env.shared.cancellation.cause());
         (CallStatus::Cancelled, text(message), false)
@@ -81,7 +84,7 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
     let hook_input;
     if let Some(hooks) = &env.exec.hooks {
         let call = HookCall {
-            tool_use_id: &env.tool_use_id,
+            tool_use_id: &tool_use_id,
             tool_name: name,
             input: &input,
         };
@@ -105,7 +108,7 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
             }
         }
         let call = HookCall {
-            tool_use_id: &env.tool_use_id,
+            tool_use_id: &tool_use_id,
             tool_name: name,
             input: &input,
         };
@@ -126,12 +129,13 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
         hook_input = None;
     }
 
-    let ctx = ToolContext::new(
-        env.tool_use_id.clone(),
-        env.index,
-        token.clone(),
-        env.shared.clone(),
-    );
+    // The id moves into the context unless the after-call hook still needs it.
+    let ctx_id = if env.exec.hooks.is_some() {
+        tool_use_id.clone()
+    } else {
+        std::mem::take(&mut tool_use_id)
+    };
+    let ctx = ToolContext::new(ctx_id, env.index, token.clone(), env.shared.clone());
     let tool = &env.tool.tool;
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
         Ok(future) => future,
@@ -141,21 +145,26 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
 
     // Cancellation is checked first: a tool that returns because it saw the cancellation (often
     // with an error of its own) is answered with the cancellation's message, deterministically.
-    let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
-    let ended = match timeout {
-        None => tokio::select! {
+    // A tool that completes on its first poll never registers a cancellation waiter or a timer.
+    let first_poll = if token.is_cancelled() {
+        Poll::Ready(Ended::Cancelled)
+    } else {
+        std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx).map(Ended::Done))).await
+    };
+    let ended = match (first_poll, timeout) {
+        (Poll::Ready(ended), _) => ended,
+        (Poll::Pending, None) => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
         },
-        Some(limit) => tokio::select! {
+        (Poll::Pending, Some(limit)) => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
             () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
         },
     };
-
     let output = match ended {
         Ended::Done(Ok(output)) => output,
         Ended::Done(Err(panic)) => return panicked(name, &panic),
@@ -192,7 +201,7 @@ async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
     let output = match (&env.exec.hooks, hook_input) {
         (Some(hooks), Some(input)) => {
             let call = HookCall {
-                tool_use_id: &env.tool_use_id,
+                tool_use_id: &tool_use_id,
                 tool_name: name,
                 input: &input,
             };
@@ -223,7 +232,7 @@ where
 {
     tracing::warn!(
         tool = env.tool.name(),
-        tool_use_id = %env.tool_use_id,
+        index = env.index,
         "tool ignored cancellation past its cleanup grace; detached"
     );
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -64,9 +64,15 @@ impl TurnCancellation {
         &self.turn
     }
 
-    /// A fresh leaf token for one call.
-    pub(crate) fn call_token(&self) -> CancellationToken {
-        self.siblings.child_token()
+    /// The token of one call: a fresh leaf when the call can time out (a timeout cancels that
+    /// call alone), otherwise the sibling group's token itself, which nothing below the group
+    /// ever cancels (this saves a tree node, a lock and an allocation per call).
+    pub(crate) fn call_token(&self, own_leaf: bool) -> CancellationToken {
+        if own_leaf {
+            self.siblings.child_token()
+        } else {
+            self.siblings.clone()
+        }
     }
 
     /// Cancels the turn for `reason` (the first reason recorded is kept).
@@ -116,7 +122,7 @@ mod tests {
     fn sibling_cancel_reaches_calls_but_not_turn() {
         let run = CancellationToken::new();
         let turn = TurnCancellation::new(&run);
-        let call = turn.call_token();
+        let call = turn.call_token(true);
         turn.cancel_siblings(SiblingFailure {
             tool: "bash".into(),
             tool_use_id: "t1".into(),
@@ -125,14 +131,15 @@ mod tests {
         assert!(!turn.turn_token().is_cancelled());
         assert!(matches!(turn.cause(), Some(Cause::Sibling(f)) if f.tool == "bash"));
         // Calls created after the failure start cancelled.
-        assert!(turn.call_token().is_cancelled());
+        assert!(turn.call_token(true).is_cancelled());
+        assert!(turn.call_token(false).is_cancelled());
     }
 
     #[test]
     fn run_cancel_reaches_calls_as_user_cancellation() {
         let run = CancellationToken::new();
         let turn = TurnCancellation::new(&run);
-        let call = turn.call_token();
+        let call = turn.call_token(true);
         run.cancel();
         assert!(call.is_cancelled());
         assert!(matches!(
@@ -162,8 +169,8 @@ mod tests {
     fn call_timeout_token_is_a_leaf() {
         let run = CancellationToken::new();
         let turn = TurnCancellation::new(&run);
-        let a = turn.call_token();
-        let b = turn.call_token();
+        let a = turn.call_token(true);
+        let b = turn.call_token(true);
         a.cancel();
         assert!(!b.is_cancelled());
         assert!(turn.cause().is_none());

@@ -30,15 +30,25 @@ impl ToolContext {
             tool_use_id,
             index,
             cancel,
-            progress: ProgressSender { shared, index },
+            progress: ProgressSender {
+                shared: Some(shared),
+                index,
+            },
         }
     }
 
     /// A context outside any turn (for calling a tool directly, in tests or benchmarks):
     /// progress goes nowhere and the token is never cancelled unless you cancel it.
     pub fn detached(tool_use_id: impl Into<String>, cancel: CancellationToken) -> Self {
-        let shared = Arc::new(TurnShared::new(&CancellationToken::new(), false));
-        Self::new(tool_use_id.into(), 0, cancel, shared)
+        Self {
+            tool_use_id: tool_use_id.into(),
+            index: 0,
+            cancel,
+            progress: ProgressSender {
+                shared: None,
+                index: 0,
+            },
+        }
     }
 
     /// The id of the `tool_use` being answered.
@@ -82,18 +92,22 @@ impl ToolContext {
 /// Sends progress updates of one call to its turn's event stream.
 #[derive(Debug, Clone)]
 pub struct ProgressSender {
-    shared: Arc<TurnShared>,
+    /// `None` outside a turn.
+    shared: Option<Arc<TurnShared>>,
     index: usize,
 }
 
 impl ProgressSender {
     /// Sends one progress update (dropped when nobody listens to the turn's events).
     pub fn send(&self, data: Value) {
-        if !self.shared.events_enabled.load(Ordering::Relaxed) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        if !shared.events_enabled.load(Ordering::Relaxed) {
             return;
         }
-        self.shared.lock().progress.push((self.index, data));
-        self.shared.waker.wake();
+        shared.lock().progress.push((self.index, data));
+        shared.waker.wake();
     }
 }
 

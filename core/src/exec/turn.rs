@@ -45,10 +45,19 @@ struct Queued {
     queued_at: Option<Instant>,
 }
 
-/// One submitted call: its id, and its result once known.
-struct Slot {
-    tool_use_id: String,
-    result: Option<ToolResult>,
+/// One submitted call: its id until it is answered, then its result (which owns the id).
+enum Slot {
+    Pending(String),
+    Answered(ToolResult),
+}
+
+impl Slot {
+    fn tool_use_id(&self) -> &str {
+        match self {
+            Self::Pending(id) => id,
+            Self::Answered(result) => &result.tool_use_id,
+        }
+    }
 }
 
 /// A fatal error recorded for the turn.
@@ -245,11 +254,10 @@ impl Turn {
         let slots = std::mem::take(&mut self.slots);
         let mut results: Vec<ToolResult> = slots
             .into_iter()
-            .map(|slot| {
-                // Every slot is answered when the turn is done; the fallback is unreachable.
-                slot.result.unwrap_or_else(|| {
-                    ToolResult::error(slot.tool_use_id, "Tool call was not answered")
-                })
+            .map(|slot| match slot {
+                Slot::Answered(result) => result,
+                // Every slot is answered when the turn is done; this arm is unreachable.
+                Slot::Pending(id) => ToolResult::error(id, "Tool call was not answered"),
             })
             .collect();
         let spilled = self
@@ -319,7 +327,7 @@ impl Turn {
             if let Some(slot) = self.slots.get(index) {
                 self.events.push_back(TurnEvent::Progress {
                     index,
-                    tool_use_id: slot.tool_use_id.clone(),
+                    tool_use_id: slot.tool_use_id().to_owned(),
                     data,
                 });
             }
@@ -330,10 +338,7 @@ impl Turn {
     fn accept(&mut self, tool_use: ToolUse) {
         let ToolUse { id, name, input } = tool_use;
         let index = self.slots.len();
-        self.slots.push(Slot {
-            tool_use_id: id,
-            result: None,
-        });
+        self.slots.push(Slot::Pending(id));
         self.unanswered += 1;
         let Some(tool) = self.exec.registry.lookup(&name).cloned() else {
             let message = format!("Unknown tool '{name}'");
@@ -392,7 +397,7 @@ impl Turn {
     fn admit(&mut self) {
         while let Some((call, concurrency)) = self.admission.pop_admissible() {
             self.exec.counters.bump(Counter::Started);
-            let tool_use_id = self.slots[call.index].tool_use_id.clone();
+            let tool_use_id = self.slots[call.index].tool_use_id().to_owned();
             if self.events_enabled {
                 self.events.push_back(TurnEvent::Started {
                     index: call.index,
@@ -449,17 +454,17 @@ impl Turn {
             };
             self.fatal = Some(Fatal {
                 tool: tool.name().to_owned(),
-                tool_use_id: self.slots[index].tool_use_id.clone(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
                 message,
             });
             self.shared.cancellation.stop(StopReason::Fatal {
                 tool: tool.name().to_owned(),
-                tool_use_id: self.slots[index].tool_use_id.clone(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
             });
         } else if status.is_tool_failure() && tool.cancels_siblings {
             self.shared.cancellation.cancel_siblings(SiblingFailure {
                 tool: tool.name().to_owned(),
-                tool_use_id: self.slots[index].tool_use_id.clone(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
             });
         }
         let content = self.limit_result(index, &tool, content);
@@ -467,17 +472,17 @@ impl Turn {
             // Progress sent before the tool finished is delivered before its `Finished`.
             let progress = std::mem::take(&mut self.shared.lock().progress);
             self.push_progress(progress);
-            let tool_use_id = &self.slots[index].tool_use_id;
+            let tool_use_id = self.slots[index].tool_use_id();
             if detached {
                 self.events.push_back(TurnEvent::Detached {
                     index,
-                    tool_use_id: tool_use_id.clone(),
+                    tool_use_id: tool_use_id.to_owned(),
                     tool: tool.name().to_owned(),
                 });
             }
             self.events.push_back(TurnEvent::Finished {
                 index,
-                tool_use_id: tool_use_id.clone(),
+                tool_use_id: tool_use_id.to_owned(),
                 tool: tool.name().to_owned(),
                 status,
                 duration,
@@ -506,7 +511,7 @@ impl Turn {
         if !over {
             return content;
         }
-        let id = &self.slots[index].tool_use_id;
+        let id = self.slots[index].tool_use_id();
         let (content, spilled) =
             self.exec
                 .budget
@@ -523,7 +528,7 @@ impl Turn {
         if self.events_enabled {
             self.events.push_back(TurnEvent::Finished {
                 index,
-                tool_use_id: self.slots[index].tool_use_id.clone(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
                 tool: tool.to_owned(),
                 status,
                 duration: Duration::ZERO,
@@ -534,21 +539,23 @@ impl Turn {
 
     fn set_result(&mut self, index: usize, content: ToolResultContent, is_error: bool) {
         let slot = &mut self.slots[index];
-        debug_assert!(slot.result.is_none(), "a call answered twice");
-        if slot.result.is_none() {
-            self.unanswered -= 1;
-        }
-        slot.result = Some(ToolResult {
-            tool_use_id: slot.tool_use_id.clone(),
+        // Each call is answered exactly once; a second answer would be a bug and is ignored.
+        let Slot::Pending(id) = slot else {
+            return;
+        };
+        let tool_use_id = std::mem::take(id);
+        *slot = Slot::Answered(ToolResult {
+            tool_use_id,
             content,
             is_error,
         });
+        self.unanswered -= 1;
     }
 
     /// Emits `Result` events for the answered prefix of the turn.
     fn emit_ordered_results(&mut self) {
         while let Some(slot) = self.slots.get(self.next_result) {
-            let Some(result) = &slot.result else {
+            let Slot::Answered(result) = slot else {
                 break;
             };
             if self.events_enabled {
