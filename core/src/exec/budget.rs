@@ -196,6 +196,18 @@ impl ResultBudget {
         spilled
     }
 
+    /// Whether the turn budget could be exceeded by `results` (a cheap upper bound, so that most
+    /// turns need neither counting nor the record's lock).
+    pub(crate) fn turn_may_exceed(&self, results: &[ToolResult]) -> bool {
+        self.config.turn_budget_chars.is_some_and(|budget| {
+            results
+                .iter()
+                .map(|r| content_bytes(&r.content))
+                .sum::<usize>()
+                > budget
+        })
+    }
+
     /// Writes the full text to its spill file and builds the replacement.
     fn spill(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> Replacement {
         let original_chars = text.chars().count();

@@ -12,11 +12,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::admission::Concurrency;
-use super::cancel::{Cause, StopReason};
+use super::cancel::{CancellationToken, Cause, StopReason};
 use super::context::{ToolContext, TurnShared};
 use super::events::CallStatus;
 use super::executor::ExecutorInner;
-use super::hooks::{AfterCall, BeforeCall, HookCall, Permission};
+use super::hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
 use super::tool::{RegisteredTool, ToolError, ToolOutput};
 use super::types::ToolResultContent;
 
@@ -66,162 +66,191 @@ pub(crate) async fn run_call(mut env: CallEnv) -> CallOutcome {
     }
 }
 
-async fn execute(env: &mut CallEnv) -> (CallStatus, ToolResultContent, bool) {
-    let mut input = std::mem::take(&mut env.input);
-    let mut tool_use_id = std::mem::take(&mut env.tool_use_id);
+/// How a call ended: status, content, and whether the tool was detached.
+type Outcome = (CallStatus, ToolResultContent, bool);
+
+/// The tool's own answer, or a panic it raised.
+type ToolReturn = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
+
+async fn execute(env: &mut CallEnv) -> Outcome {
+    let input = std::mem::take(&mut env.input);
+    let tool_use_id = std::mem::take(&mut env.tool_use_id);
     let env: &CallEnv = env;
+    if let Some(hooks) = &env.exec.hooks {
+        // The rare path lives in its own allocation so the common one stays small.
+        return Box::pin(execute_hooked(env, hooks.as_ref(), input, tool_use_id)).await;
+    }
+    match run_tool(env, input, tool_use_id).await {
+        Ok(answer) => answer_outcome(answer),
+        Err(outcome) => outcome,
+    }
+}
+
+/// Maps the tool's answer to an outcome.
+fn answer_outcome(answer: Result<ToolOutput, ToolError>) -> Outcome {
+    match answer {
+        Ok(output) if output.is_error => (CallStatus::Failed, output.content, false),
+        Ok(output) => (CallStatus::Succeeded, output.content, false),
+        Err(ToolError::Failed(message)) => (CallStatus::Failed, text(message), false),
+        Err(ToolError::Fatal(message)) => (CallStatus::Fatal, text(message), false),
+    }
+}
+
+/// Runs the tool to its answer, or to a panic, timeout or cancellation outcome.
+async fn run_tool(
+    env: &CallEnv,
+    input: Value,
+    tool_use_id: String,
+) -> Result<Result<ToolOutput, ToolError>, Outcome> {
     let name = env.tool.name();
     let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
     let token = env.shared.cancellation.call_token(timeout.is_some());
-    let cancelled = |env: &CallEnv| {
-        let message = cancelled_message(name, env.shared.cancellation.cause());
-        (CallStatus::Cancelled, text(message), false)
-    };
-    if token.is_cancelled() {
-        return cancelled(env);
-    }
-
-    let hook_input;
-    if let Some(hooks) = &env.exec.hooks {
-        let call = HookCall {
-            tool_use_id: &tool_use_id,
-            tool_name: name,
-            input: &input,
-        };
-        let decision = tokio::select! {
-            decision = AssertUnwindSafe(hooks.before_call(call)).catch_unwind() => decision,
-            () = token.cancelled() => return cancelled(env),
-        };
-        match decision {
-            Err(panic) => return hook_panicked(name, "before-call", &panic),
-            Ok(BeforeCall::Continue) => {}
-            Ok(BeforeCall::RewriteInput(rewritten)) => {
-                if let Err(violations) = env.tool.schema.validate(&rewritten) {
-                    let message = invalid_input_message(name, &violations);
-                    return (CallStatus::Rejected, text(message), false);
-                }
-                input = rewritten;
-            }
-            Ok(BeforeCall::Deny(reason)) => {
-                let message = format!("Tool '{name}' was blocked by a hook: {reason}");
-                return (CallStatus::Denied, text(message), false);
-            }
-        }
-        let call = HookCall {
-            tool_use_id: &tool_use_id,
-            tool_name: name,
-            input: &input,
-        };
-        let permission = tokio::select! {
-            permission = AssertUnwindSafe(hooks.permission(call)).catch_unwind() => permission,
-            () = token.cancelled() => return cancelled(env),
-        };
-        match permission {
-            Err(panic) => return hook_panicked(name, "permission", &panic),
-            Ok(Permission::Allow) => {}
-            Ok(Permission::Deny(reason)) => {
-                let message = format!("Permission to use tool '{name}' was denied: {reason}");
-                return (CallStatus::Denied, text(message), false);
-            }
-        }
-        hook_input = Some(input.clone());
-    } else {
-        hook_input = None;
-    }
-
-    // The id moves into the context unless the after-call hook still needs it.
-    let ctx_id = if env.exec.hooks.is_some() {
-        tool_use_id.clone()
-    } else {
-        std::mem::take(&mut tool_use_id)
-    };
-    let ctx = ToolContext::new(ctx_id, env.index, token.clone(), env.shared.clone());
+    let ctx = ToolContext::new(tool_use_id, env.index, token.clone(), env.shared.clone());
     let tool = &env.tool.tool;
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
         Ok(future) => future,
-        Err(panic) => return panicked(name, &panic),
+        Err(panic) => return Err(panicked(name, &panic)),
     };
     let mut future = AssertUnwindSafe(future).catch_unwind();
+    // A tool that completes on its first poll never registers a cancellation waiter or a timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
+    let returned = match first {
+        Poll::Ready(returned) => returned,
+        Poll::Pending => Box::pin(wait_for_tool(env, future, token, timeout)).await?,
+    };
+    returned.map_err(|panic| panicked(name, &panic))
+}
 
+/// Waits for a tool that did not finish on its first poll, racing cancellation and timeout.
+async fn wait_for_tool<F>(
+    env: &CallEnv,
+    mut future: F,
+    token: CancellationToken,
+    timeout: Option<Duration>,
+) -> Result<ToolReturn, Outcome>
+where
+    F: std::future::Future<Output = ToolReturn> + Send + Unpin + 'static,
+{
+    let name = env.tool.name();
     // Cancellation is checked first: a tool that returns because it saw the cancellation (often
     // with an error of its own) is answered with the cancellation's message, deterministically.
-    // A tool that completes on its first poll never registers a cancellation waiter or a timer.
-    let first_poll = if token.is_cancelled() {
-        Poll::Ready(Ended::Cancelled)
-    } else {
-        std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx).map(Ended::Done))).await
-    };
-    let ended = match (first_poll, timeout) {
-        (Poll::Ready(ended), _) => ended,
-        (Poll::Pending, None) => tokio::select! {
+    let ended = match timeout {
+        None => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
         },
-        (Poll::Pending, Some(limit)) => tokio::select! {
+        Some(limit) => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
             () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
         },
     };
-    let output = match ended {
-        Ended::Done(Ok(output)) => output,
-        Ended::Done(Err(panic)) => return panicked(name, &panic),
-        Ended::Cancelled | Ended::TimedOut(_) => {
-            // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
-            token.cancel();
-            let grace = env.exec.config.cleanup_grace;
-            let detached = match tokio::time::timeout(grace, &mut future).await {
-                Ok(_) => false,
-                Err(_) => {
-                    detach(env, future);
-                    true
-                }
-            };
-            let (status, message) = match ended {
-                Ended::TimedOut(limit) => (
-                    CallStatus::TimedOut,
-                    format!("Tool '{name}' timed out after {}", human_duration(limit)),
-                ),
-                _ => (
-                    CallStatus::Cancelled,
-                    cancelled_message(name, env.shared.cancellation.cause()),
-                ),
-            };
-            return (status, text(message), detached);
+    if let Ended::Done(returned) = ended {
+        return Ok(returned);
+    }
+    // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
+    token.cancel();
+    let grace = env.exec.config.cleanup_grace;
+    let detached = match tokio::time::timeout(grace, &mut future).await {
+        Ok(_) => false,
+        Err(_) => {
+            detach(env, future);
+            true
         }
     };
+    let (status, message) = match ended {
+        Ended::TimedOut(limit) => (
+            CallStatus::TimedOut,
+            format!("Tool '{name}' timed out after {}", human_duration(limit)),
+        ),
+        _ => (
+            CallStatus::Cancelled,
+            cancelled_message(name, env.shared.cancellation.cause()),
+        ),
+    };
+    Err((status, text(message), detached))
+}
 
-    let output = match output {
-        Ok(output) => output,
-        Err(ToolError::Failed(message)) => ToolOutput::error(message),
-        Err(ToolError::Fatal(message)) => return (CallStatus::Fatal, text(message), false),
+/// The path with hooks: before-call, permission, the tool, after-call.
+async fn execute_hooked(
+    env: &CallEnv,
+    hooks: &dyn ToolHooks,
+    mut input: Value,
+    tool_use_id: String,
+) -> Outcome {
+    let name = env.tool.name();
+    let group = env.shared.cancellation.call_token(false);
+    let cancelled = || {
+        let message = cancelled_message(name, env.shared.cancellation.cause());
+        (CallStatus::Cancelled, text(message), false)
     };
-    let output = match (&env.exec.hooks, hook_input) {
-        (Some(hooks), Some(input)) => {
-            let call = HookCall {
-                tool_use_id: &tool_use_id,
-                tool_name: name,
-                input: &input,
-            };
-            match AssertUnwindSafe(hooks.after_call(call, &output))
-                .catch_unwind()
-                .await
-            {
-                Ok(AfterCall::Keep) => output,
-                Ok(AfterCall::Replace(replaced)) => replaced,
-                Err(panic) => return hook_panicked(name, "after-call", &panic),
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &input,
+    };
+    let decision = tokio::select! {
+        decision = AssertUnwindSafe(hooks.before_call(call)).catch_unwind() => decision,
+        () = group.cancelled() => return cancelled(),
+    };
+    match decision {
+        Err(panic) => return hook_panicked(name, "before-call", &panic),
+        Ok(BeforeCall::Continue) => {}
+        Ok(BeforeCall::RewriteInput(rewritten)) => {
+            if let Err(violations) = env.tool.schema.validate(&rewritten) {
+                let message = invalid_input_message(name, &violations);
+                return (CallStatus::Rejected, text(message), false);
             }
+            input = rewritten;
         }
-        _ => output,
+        Ok(BeforeCall::Deny(reason)) => {
+            let message = format!("Tool '{name}' was blocked by a hook: {reason}");
+            return (CallStatus::Denied, text(message), false);
+        }
+    }
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &input,
     };
-    let status = if output.is_error {
-        CallStatus::Failed
-    } else {
-        CallStatus::Succeeded
+    let permission = tokio::select! {
+        permission = AssertUnwindSafe(hooks.permission(call)).catch_unwind() => permission,
+        () = group.cancelled() => return cancelled(),
     };
-    (status, output.content, false)
+    match permission {
+        Err(panic) => return hook_panicked(name, "permission", &panic),
+        Ok(Permission::Allow) => {}
+        Ok(Permission::Deny(reason)) => {
+            let message = format!("Permission to use tool '{name}' was denied: {reason}");
+            return (CallStatus::Denied, text(message), false);
+        }
+    }
+    if group.is_cancelled() {
+        return cancelled();
+    }
+    let hook_input = input.clone();
+    let output = match run_tool(env, input, tool_use_id.clone()).await {
+        Err(outcome) => return outcome,
+        Ok(Err(ToolError::Fatal(message))) => return (CallStatus::Fatal, text(message), false),
+        Ok(Err(ToolError::Failed(message))) => ToolOutput::error(message),
+        Ok(Ok(output)) => output,
+    };
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &hook_input,
+    };
+    let output = match AssertUnwindSafe(hooks.after_call(call, &output))
+        .catch_unwind()
+        .await
+    {
+        Ok(AfterCall::Keep) => output,
+        Ok(AfterCall::Replace(replaced)) => replaced,
+        Err(panic) => return hook_panicked(name, "after-call", &panic),
+    };
+    answer_outcome(Ok(output))
 }
 
 /// Moves a future that outlived its grace onto the runtime, so it can finish its cleanup
@@ -260,7 +289,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
     }
 }
 
-fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> (CallStatus, ToolResultContent, bool) {
+fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> Outcome {
     let message = format!(
         "Tool '{name}' failed with an internal error: {}",
         panic_message(panic.as_ref())
@@ -268,11 +297,7 @@ fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> (CallStatus, ToolResultC
     (CallStatus::Panicked, text(message), false)
 }
 
-fn hook_panicked(
-    name: &str,
-    hook: &str,
-    panic: &Box<dyn Any + Send>,
-) -> (CallStatus, ToolResultContent, bool) {
+fn hook_panicked(name: &str, hook: &str, panic: &Box<dyn Any + Send>) -> Outcome {
     let message = format!(
         "Tool '{name}' was not run: its {hook} hook failed with an internal error: {}",
         panic_message(panic.as_ref())

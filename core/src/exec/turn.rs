@@ -128,7 +128,12 @@ pub struct Turn {
     events_enabled: bool,
     sealed: bool,
     done: bool,
+    /// Whether the turn or its sibling group was cancelled, as of the last check (refreshed once
+    /// per step, and set at once when a call of this turn stops it).
+    stopped: bool,
     fatal: Option<Fatal>,
+    /// The last tool looked up: turns often call one tool many times.
+    last_tool: Option<Arc<RegisteredTool>>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -161,7 +166,9 @@ impl Turn {
             events_enabled,
             sealed: false,
             done: false,
+            stopped: false,
             fatal: None,
+            last_tool: None,
         }
     }
 
@@ -242,6 +249,7 @@ impl Turn {
 
     /// Accepts a whole batch directly (no inbox, no lock) and seals the turn.
     pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>) {
+        self.stopped = self.shared.cancellation.cause().is_some();
         self.slots.reserve(tool_uses.len());
         for tool_use in tool_uses {
             self.accept(tool_use);
@@ -260,12 +268,16 @@ impl Turn {
                 Slot::Pending(id) => ToolResult::error(id, "Tool call was not answered"),
             })
             .collect();
-        let spilled = self
-            .exec
-            .budget
-            .enforce_turn(&mut self.exec.record(), &mut results);
-        for _ in 0..spilled {
-            self.exec.counters.bump(Counter::Spilled);
+        // The turn's own results carry their per-result replacements already; only the
+        // aggregate budget remains, and most turns are clearly under it.
+        if self.exec.budget.turn_may_exceed(&results) {
+            let spilled = self
+                .exec
+                .budget
+                .enforce_turn(&mut self.exec.record(), &mut results);
+            for _ in 0..spilled {
+                self.exec.counters.bump(Counter::Spilled);
+            }
         }
         match self.fatal.take() {
             None => Ok(results),
@@ -284,6 +296,7 @@ impl Turn {
             return Poll::Ready(());
         }
         self.shared.waker.register(cx.waker());
+        self.stopped = self.shared.cancellation.cause().is_some();
         self.drain_inbox();
         loop {
             self.flush_if_stopped();
@@ -340,17 +353,23 @@ impl Turn {
         let index = self.slots.len();
         self.slots.push(Slot::Pending(id));
         self.unanswered += 1;
-        let Some(tool) = self.exec.registry.lookup(&name).cloned() else {
+        let cached = self.last_tool.as_ref().filter(|tool| tool.name() == name);
+        let Some(tool) = cached.or_else(|| self.exec.registry.lookup(&name)).cloned() else {
             let message = format!("Unknown tool '{name}'");
             return self.answer_unstarted(index, &name, CallStatus::Rejected, message);
         };
+        if cached.is_none() {
+            self.last_tool = Some(tool.clone());
+        }
         if let Err(violations) = tool.schema.validate(&input) {
             let message = invalid_input_message(tool.name(), &violations);
             return self.answer_unstarted(index, tool.name(), CallStatus::Rejected, message);
         }
-        if let Some(cause) = self.shared.cancellation.cause() {
-            let message = not_run_message(tool.name(), cause);
-            return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
+        if self.stopped {
+            if let Some(cause) = self.shared.cancellation.cause() {
+                let message = not_run_message(tool.name(), cause);
+                return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
+            }
         }
         // A panicking safety predicate makes the call exclusive: the conservative choice.
         let safe =
@@ -375,7 +394,7 @@ impl Turn {
 
     /// When the turn or the sibling group was cancelled, queued calls never start.
     fn flush_if_stopped(&mut self) {
-        if self.admission.queued() == 0 {
+        if !self.stopped || self.admission.queued() == 0 {
             return;
         }
         let shared = self.shared.clone();
@@ -461,11 +480,13 @@ impl Turn {
                 tool: tool.name().to_owned(),
                 tool_use_id: self.slots[index].tool_use_id().to_owned(),
             });
+            self.stopped = true;
         } else if status.is_tool_failure() && tool.cancels_siblings {
             self.shared.cancellation.cancel_siblings(SiblingFailure {
                 tool: tool.name().to_owned(),
                 tool_use_id: self.slots[index].tool_use_id().to_owned(),
             });
+            self.stopped = true;
         }
         let content = self.limit_result(index, &tool, content);
         if self.events_enabled {
