@@ -15,7 +15,6 @@ use super::admission::Concurrency;
 use super::cancel::{CancellationToken, Cause, StopReason};
 use super::context::{ToolContext, TurnShared};
 use super::events::CallStatus;
-use super::executor::ExecutorInner;
 use super::hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
 use super::tool::{RegisteredTool, ToolError, ToolOutput};
 use super::types::ToolResultContent;
@@ -28,7 +27,6 @@ pub(crate) struct CallEnv {
     pub(crate) input: Value,
     pub(crate) concurrency: Concurrency,
     pub(crate) shared: Arc<TurnShared>,
-    pub(crate) exec: Arc<ExecutorInner>,
     /// Whether to measure the duration (only when events are delivered).
     pub(crate) timed: bool,
 }
@@ -76,7 +74,7 @@ async fn execute(env: &mut CallEnv) -> Outcome {
     let input = std::mem::take(&mut env.input);
     let tool_use_id = std::mem::take(&mut env.tool_use_id);
     let env: &CallEnv = env;
-    if let Some(hooks) = &env.exec.hooks {
+    if let Some(hooks) = &env.shared.exec.hooks {
         // The rare path lives in its own allocation so the common one stays small.
         return Box::pin(execute_hooked(env, hooks.as_ref(), input, tool_use_id)).await;
     }
@@ -103,9 +101,12 @@ async fn run_tool(
     tool_use_id: String,
 ) -> Result<Result<ToolOutput, ToolError>, Outcome> {
     let name = env.tool.name();
-    let timeout = env.tool.timeout.or(env.exec.config.default_timeout);
+    let timeout = env.tool.timeout.or(env.shared.exec.config.default_timeout);
     let token = env.shared.cancellation.call_token(timeout.is_some());
-    let ctx = ToolContext::new(tool_use_id, env.index, token.clone(), env.shared.clone());
+    // Only a call's own leaf must be kept now; the group token is fetched again if needed
+    // (a token clone takes the token's lock).
+    let leaf = timeout.is_some().then(|| token.clone());
+    let ctx = ToolContext::new(tool_use_id, env.index, token, env.shared.clone());
     let tool = &env.tool.tool;
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
         Ok(future) => future,
@@ -116,7 +117,10 @@ async fn run_tool(
     let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
     let returned = match first {
         Poll::Ready(returned) => returned,
-        Poll::Pending => Box::pin(wait_for_tool(env, future, token, timeout)).await?,
+        Poll::Pending => {
+            let token = leaf.unwrap_or_else(|| env.shared.cancellation.call_token(false));
+            Box::pin(wait_for_tool(env, future, token, timeout)).await?
+        }
     };
     returned.map_err(|panic| panicked(name, &panic))
 }
@@ -152,7 +156,7 @@ where
     }
     // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
     token.cancel();
-    let grace = env.exec.config.cleanup_grace;
+    let grace = env.shared.exec.config.cleanup_grace;
     let detached = match tokio::time::timeout(grace, &mut future).await {
         Ok(_) => false,
         Err(_) => {
@@ -267,7 +271,7 @@ where
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let exec = env.exec.clone();
+    let exec = env.shared.exec.clone();
     exec.counters.detached_started();
     runtime.spawn(async move {
         let _ = future.await;

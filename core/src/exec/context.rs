@@ -8,6 +8,7 @@ use futures_util::task::AtomicWaker;
 use serde_json::Value;
 
 use super::cancel::{CancellationToken, TurnCancellation};
+use super::executor::ExecutorInner;
 use super::types::ToolUse;
 
 /// The context handed to [`Tool::call`](super::Tool::call).
@@ -121,6 +122,8 @@ pub(crate) struct TurnShared {
     pub(crate) events_enabled: AtomicBool,
     /// The turn's cancellation tree.
     pub(crate) cancellation: TurnCancellation,
+    /// The executor the turn belongs to.
+    pub(crate) exec: Arc<ExecutorInner>,
 }
 
 /// What handles and tools hand to the driver.
@@ -135,12 +138,13 @@ pub(crate) struct Inbox {
 }
 
 impl TurnShared {
-    pub(crate) fn new(run: &CancellationToken, events_enabled: bool) -> Self {
+    pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
         Self {
             inbox: Mutex::new(Inbox::default()),
             waker: AtomicWaker::new(),
             events_enabled: AtomicBool::new(events_enabled),
-            cancellation: TurnCancellation::new(run),
+            cancellation: TurnCancellation::new(&exec.run_token),
+            exec,
         }
     }
 
@@ -159,8 +163,8 @@ mod tests {
 
     #[test]
     fn progress_is_queued_only_when_events_are_enabled() {
-        let run = CancellationToken::new();
-        let shared = Arc::new(TurnShared::new(&run, true));
+        let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), true));
         let ctx = ToolContext::new("t".into(), 3, CancellationToken::new(), shared.clone());
         ctx.progress(json!(1));
         ctx.progress_sender().send(json!(2));

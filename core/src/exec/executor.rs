@@ -77,6 +77,15 @@ pub(crate) struct ExecutorInner {
     pub(crate) run_token: CancellationToken,
 }
 
+impl std::fmt::Debug for ExecutorInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorInner")
+            .field("registry", &self.registry)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ExecutorInner {
     /// Locks the replacement record (each critical section leaves it consistent, so a poisoned
     /// lock is used as is).
@@ -191,6 +200,11 @@ impl ToolExecutor {
     /// [`Turn::seal`]; poll [`Turn::next_event`] (or [`Turn::spawn`] it) to drive it.
     pub fn turn(&self) -> Turn {
         Turn::new(self.inner.clone(), true)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<ExecutorInner> {
+        &self.inner
     }
 
     /// The run token: cancelling it cancels every turn of this executor.

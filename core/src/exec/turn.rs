@@ -150,7 +150,7 @@ impl std::fmt::Debug for Turn {
 
 impl Turn {
     pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
-        let shared = Arc::new(TurnShared::new(&exec.run_token, events_enabled));
+        let shared = Arc::new(TurnShared::new(exec.clone(), events_enabled));
         Self {
             admission: AdmissionQueue::new(exec.config.max_concurrency),
             handle: TurnHandle {
@@ -438,7 +438,6 @@ impl Turn {
                 input: call.input,
                 concurrency,
                 shared: self.shared.clone(),
-                exec: self.exec.clone(),
                 timed: self.events_enabled,
             };
             let future: CallFuture = if self.exec.config.spawn_calls {
