@@ -135,6 +135,11 @@ impl InputSchema {
 
     /// Checks `input`; on failure, returns the first few violations (never empty).
     pub fn validate(&self, input: &Value) -> Result<(), Vec<Violation>> {
+        // The common case (valid input) takes a walk that builds no paths and allocates nothing;
+        // only a failing input is walked again to describe where and why.
+        if conforms(&self.root, input) {
+            return Ok(());
+        }
         let mut violations = Vec::new();
         let mut path = String::from("input");
         check(&self.root, input, &mut path, &mut violations);
@@ -253,6 +258,40 @@ fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
             path: path.to_owned(),
             problem,
         });
+    }
+}
+
+/// Whether `value` satisfies `node` (the same rules as [`check`], without reporting).
+fn conforms(node: &Node, value: &Value) -> bool {
+    let checks = match node {
+        Node::Any => return true,
+        Node::Never => return false,
+        Node::Checks(checks) => checks,
+    };
+    if checks.types.is_some_and(|types| !types.accepts(value)) {
+        return false;
+    }
+    if checks.allowed.as_ref().is_some_and(|allowed| !allowed.contains(value)) {
+        return false;
+    }
+    if checks.constant.as_ref().is_some_and(|constant| constant != value) {
+        return false;
+    }
+    match value {
+        Value::Object(object) => {
+            checks.required.iter().all(|name| object.contains_key(name))
+                && object.iter().all(|(name, value)| {
+                    match checks.properties.iter().find(|(known, _)| known == name) {
+                        Some((_, node)) => conforms(node, value),
+                        None => checks.additional.as_ref().is_none_or(|node| conforms(node, value)),
+                    }
+                })
+        }
+        Value::Array(items) => checks
+            .items
+            .as_ref()
+            .is_none_or(|node| items.iter().all(|item| conforms(node, item))),
+        _ => true,
     }
 }
 
