@@ -1,5 +1,5 @@
-//! One call, from admission to outcome: hooks, the tool's future raced against cancellation and
-//! its timeout, the bounded cleanup grace, panic capture, and the model-readable messages.
+//! The slow paths of a call (hooks; a tool racing cancellation and its timeout; the bounded
+//! cleanup grace), panic capture, and the model-readable messages.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use serde_json::Value;
-use tokio::time::Instant;
 
 use super::admission::Concurrency;
 use super::cancel::{CancellationToken, Cause, StopReason};
@@ -19,16 +18,11 @@ use super::hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
 use super::tool::{RegisteredTool, ToolError, ToolOutput};
 use super::types::ToolResultContent;
 
-/// Everything one call needs to run.
+/// What the slow paths of a call need (the common path lives in [`CallTask`](super::task::CallTask)).
 pub(crate) struct CallEnv {
     pub(crate) index: usize,
-    pub(crate) tool_use_id: String,
     pub(crate) tool: Arc<RegisteredTool>,
-    pub(crate) input: Value,
-    pub(crate) concurrency: Concurrency,
     pub(crate) shared: Arc<TurnShared>,
-    /// Whether to measure the duration (only when events are delivered).
-    pub(crate) timed: bool,
 }
 
 /// How a call ended.
@@ -49,43 +43,14 @@ enum Ended<T> {
     TimedOut(Duration),
 }
 
-/// Runs one call to its outcome. Never panics on a tool's or a hook's behalf.
-pub(crate) async fn run_call(mut env: CallEnv) -> CallOutcome {
-    let started = env.timed.then(Instant::now);
-    let (status, content, detached) = execute(&mut env).await;
-    CallOutcome {
-        index: env.index,
-        tool: env.tool,
-        concurrency: env.concurrency,
-        status,
-        content,
-        duration: started.map_or(Duration::ZERO, |at| at.elapsed()),
-        detached,
-    }
-}
-
 /// How a call ended: status, content, and whether the tool was detached.
-type Outcome = (CallStatus, ToolResultContent, bool);
+pub(crate) type Outcome = (CallStatus, ToolResultContent, bool);
 
 /// The tool's own answer, or a panic it raised.
-type ToolReturn = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
-
-async fn execute(env: &mut CallEnv) -> Outcome {
-    let input = std::mem::take(&mut env.input);
-    let tool_use_id = std::mem::take(&mut env.tool_use_id);
-    let env: &CallEnv = env;
-    if let Some(hooks) = &env.shared.exec.hooks {
-        // The rare path lives in its own allocation so the common one stays small.
-        return Box::pin(execute_hooked(env, hooks.as_ref(), input, tool_use_id)).await;
-    }
-    match run_tool(env, input, tool_use_id).await {
-        Ok(answer) => answer_outcome(answer),
-        Err(outcome) => outcome,
-    }
-}
+pub(crate) type ToolReturn = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
 
 /// Maps the tool's answer to an outcome.
-fn answer_outcome(answer: Result<ToolOutput, ToolError>) -> Outcome {
+pub(crate) fn answer_outcome(answer: Result<ToolOutput, ToolError>) -> Outcome {
     match answer {
         Ok(output) if output.is_error => (CallStatus::Failed, output.content, false),
         Ok(output) => (CallStatus::Succeeded, output.content, false),
@@ -126,7 +91,7 @@ async fn run_tool(
 }
 
 /// Waits for a tool that did not finish on its first poll, racing cancellation and timeout.
-async fn wait_for_tool<F>(
+pub(crate) async fn wait_for_tool<F>(
     env: &CallEnv,
     mut future: F,
     token: CancellationToken,
@@ -178,7 +143,7 @@ where
 }
 
 /// The path with hooks: before-call, permission, the tool, after-call.
-async fn execute_hooked(
+pub(crate) async fn execute_hooked(
     env: &CallEnv,
     hooks: &dyn ToolHooks,
     mut input: Value,
@@ -293,7 +258,7 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
     }
 }
 
-fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> Outcome {
+pub(crate) fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> Outcome {
     let message = format!(
         "Tool '{name}' failed with an internal error: {}",
         panic_message(panic.as_ref())

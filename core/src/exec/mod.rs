@@ -54,6 +54,7 @@ mod executor;
 pub mod hooks;
 mod metrics;
 pub mod schema;
+mod task;
 mod tool;
 mod turn;
 mod types;

@@ -271,10 +271,18 @@ fn conforms(node: &Node, value: &Value) -> bool {
     if checks.types.is_some_and(|types| !types.accepts(value)) {
         return false;
     }
-    if checks.allowed.as_ref().is_some_and(|allowed| !allowed.contains(value)) {
+    if checks
+        .allowed
+        .as_ref()
+        .is_some_and(|allowed| !allowed.contains(value))
+    {
         return false;
     }
-    if checks.constant.as_ref().is_some_and(|constant| constant != value) {
+    if checks
+        .constant
+        .as_ref()
+        .is_some_and(|constant| constant != value)
+    {
         return false;
     }
     match value {
@@ -283,7 +291,10 @@ fn conforms(node: &Node, value: &Value) -> bool {
                 && object.iter().all(|(name, value)| {
                     match checks.properties.iter().find(|(known, _)| known == name) {
                         Some((_, node)) => conforms(node, value),
-                        None => checks.additional.as_ref().is_none_or(|node| conforms(node, value)),
+                        None => checks
+                            .additional
+                            .as_ref()
+                            .is_none_or(|node| conforms(node, value)),
                     }
                 })
         }

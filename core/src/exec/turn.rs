@@ -18,15 +18,15 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use serde_json::Value;
 use tokio::time::Instant;
-use tracing::Instrument as _;
 
 use super::admission::{AdmissionQueue, Concurrency};
-use super::call::{CallEnv, CallOutcome, invalid_input_message, not_run_message, run_call};
+use super::call::{CallOutcome, invalid_input_message, not_run_message};
 use super::cancel::{SiblingFailure, StopReason};
 use super::context::TurnShared;
 use super::events::{CallStatus, TurnEvent};
 use super::executor::{ExecutorInner, TurnError};
 use super::metrics::Counter;
+use super::task::CallTask;
 use super::tool::{RegisteredTool, ResultLimit};
 use super::types::{ToolResult, ToolResultContent, ToolUse};
 
@@ -35,7 +35,22 @@ use super::types::{ToolResult, ToolResultContent, ToolUse};
 #[error("the turn is closed: it no longer accepts tool calls")]
 pub struct TurnClosed(pub ToolUse);
 
-type CallFuture = Pin<Box<dyn Future<Output = CallOutcome> + Send>>;
+/// A running call: polled in place, or awaited from a task of its own.
+enum CallFuture {
+    Inline(CallTask),
+    Spawned(Pin<Box<dyn Future<Output = CallOutcome> + Send>>),
+}
+
+impl Future for CallFuture {
+    type Output = CallOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
+        match self.get_mut() {
+            Self::Inline(task) => Pin::new(task).poll(cx),
+            Self::Spawned(task) => task.as_mut().poll(cx),
+        }
+    }
+}
 
 /// A call waiting for admission.
 struct Queued {
@@ -431,21 +446,21 @@ impl Turn {
                 tool_use_id = %tool_use_id,
                 index = call.index
             );
-            let env = CallEnv {
-                index: call.index,
+            let task = CallTask::new(
+                call.index,
                 tool_use_id,
-                tool: call.tool,
-                input: call.input,
+                call.tool,
+                call.input,
                 concurrency,
-                shared: self.shared.clone(),
-                timed: self.events_enabled,
-            };
-            let future: CallFuture = if self.exec.config.spawn_calls {
-                let tool = env.tool.clone();
-                let future = run_call(env).instrument(span);
-                Box::pin(spawned(future, call.index, tool, concurrency))
+                self.shared.clone(),
+                self.events_enabled,
+                span,
+            );
+            let future = if self.exec.config.spawn_calls {
+                let tool = task.tool().clone();
+                CallFuture::Spawned(Box::pin(spawned(task, call.index, tool, concurrency)))
             } else {
-                Box::pin(run_call(env).instrument(span))
+                CallFuture::Inline(task)
             };
             self.running.push(future);
         }
