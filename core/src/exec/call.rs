@@ -287,7 +287,7 @@ pub(crate) fn human_duration(duration: Duration) -> String {
     }
 }
 
-/// The message of a call that was running when its turn or sibling group was cancelled.
+/// The message of a call that was running when its turn was cancelled or a sibling failed.
 pub(crate) fn cancelled_message(tool: &str, cause: Option<Cause<'_>>) -> String {
     match cause {
         Some(Cause::Turn(StopReason::Cancelled)) | None => {

@@ -1,9 +1,11 @@
-//! The cancellation tree: run → turn → sibling group → call.
+//! The cancellation tree: run → turn → call.
 //!
 //! Each level is a [`CancellationToken`] that is a child of the level above, so cancelling the run
-//! cancels every turn, cancelling a turn cancels every call of it, and a failing call with
-//! `cancels_siblings_on_error` cancels the sibling group (the other calls of the turn) without
-//! cancelling the turn itself. Every call also has its own leaf token, which a timeout cancels.
+//! cancels every turn and cancelling a turn cancels every call of it. A call that can time out
+//! has its own leaf token, which its timeout cancels; other calls share the turn's token. A
+//! failing call with `cancels_siblings_on_error` cancels the turn's token too (its running
+//! siblings stop, later calls of the turn never start) without *stopping the turn*: the turn
+//! records no stop reason, ends normally, and later turns are unaffected.
 //!
 //! Tokens say *that* something was cancelled; [`StopReason`] says *why*, so that the synthetic
 //! result tells the model what happened. The first reason recorded wins.
@@ -37,11 +39,10 @@ pub struct SiblingFailure {
     pub tool_use_id: String,
 }
 
-/// The tokens of one turn and the reasons they were cancelled.
+/// The token of one turn and the reasons it was cancelled.
 #[derive(Debug)]
 pub(crate) struct TurnCancellation {
     turn: CancellationToken,
-    siblings: CancellationToken,
     turn_reason: OnceLock<StopReason>,
     sibling_reason: OnceLock<SiblingFailure>,
 }
@@ -49,11 +50,8 @@ pub(crate) struct TurnCancellation {
 impl TurnCancellation {
     /// A turn whose token is a child of `run`.
     pub(crate) fn new(run: &CancellationToken) -> Self {
-        let turn = run.child_token();
-        let siblings = turn.child_token();
         Self {
-            turn,
-            siblings,
+            turn: run.child_token(),
             turn_reason: OnceLock::new(),
             sibling_reason: OnceLock::new(),
         }
@@ -65,42 +63,48 @@ impl TurnCancellation {
     }
 
     /// The token of one call: a fresh leaf when the call can time out (a timeout cancels that
-    /// call alone), otherwise the sibling group's token itself, which nothing below the group
-    /// ever cancels (this saves a tree node, a lock and an allocation per call).
+    /// call alone), otherwise the turn's token itself, which is what would cancel the call
+    /// anyway (this saves a tree node, a lock and an allocation per call).
     pub(crate) fn call_token(&self, own_leaf: bool) -> CancellationToken {
         if own_leaf {
-            self.siblings.child_token()
+            self.turn.child_token()
         } else {
-            self.siblings.clone()
+            self.turn.clone()
         }
     }
 
-    /// Cancels the turn for `reason` (the first reason recorded is kept).
+    /// Stops the turn for `reason` (the first reason recorded is kept).
     pub(crate) fn stop(&self, reason: StopReason) {
         let _ = self.turn_reason.set(reason);
         self.turn.cancel();
     }
 
-    /// Cancels the sibling group because `failure` happened (the first failure is kept).
+    /// Stops the turn's calls because `failure` happened (the first failure is kept). The turn
+    /// itself is not stopped: it has no stop reason and ends normally.
     pub(crate) fn cancel_siblings(&self, failure: SiblingFailure) {
         let _ = self.sibling_reason.set(failure);
-        self.siblings.cancel();
+        self.turn.cancel();
     }
 
     /// Why calls of this turn must not start or go on, if they must not.
     pub(crate) fn cause(&self) -> Option<Cause<'_>> {
-        if self.turn.is_cancelled() {
-            // A cancelled parent (the run) leaves no reason behind: that is a user cancellation.
-            return Some(Cause::Turn(
-                self.turn_reason.get().unwrap_or(&StopReason::Cancelled),
-            ));
+        if !self.turn.is_cancelled() {
+            return None;
         }
-        if self.siblings.is_cancelled() {
-            if let Some(failure) = self.sibling_reason.get() {
-                return Some(Cause::Sibling(failure));
-            }
+        if let Some(reason) = self.turn_reason.get() {
+            return Some(Cause::Turn(reason));
         }
-        None
+        if let Some(failure) = self.sibling_reason.get() {
+            return Some(Cause::Sibling(failure));
+        }
+        // A cancelled parent (the run) leaves no reason behind: that is a user cancellation.
+        Some(Cause::Turn(&StopReason::Cancelled))
+    }
+
+    /// Whether the turn was stopped (cancel, discard, fatal error or run cancellation), as
+    /// opposed to only having its calls cancelled by a sibling's failure.
+    pub(crate) fn is_stopped(&self) -> bool {
+        matches!(self.cause(), Some(Cause::Turn(_)))
     }
 }
 
@@ -119,16 +123,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sibling_cancel_reaches_calls_but_not_turn() {
+    fn sibling_cancel_reaches_calls_but_does_not_stop_the_turn() {
         let run = CancellationToken::new();
         let turn = TurnCancellation::new(&run);
         let call = turn.call_token(true);
+        let shared = turn.call_token(false);
         turn.cancel_siblings(SiblingFailure {
             tool: "bash".into(),
             tool_use_id: "t1".into(),
         });
-        assert!(call.is_cancelled());
-        assert!(!turn.turn_token().is_cancelled());
+        assert!(call.is_cancelled() && shared.is_cancelled());
+        assert!(!turn.is_stopped());
+        assert!(!run.is_cancelled());
         assert!(matches!(turn.cause(), Some(Cause::Sibling(f)) if f.tool == "bash"));
         // Calls created after the failure start cancelled.
         assert!(turn.call_token(true).is_cancelled());

@@ -8,7 +8,7 @@
 //! - **Exactly one result per call**: unknown tool, invalid input, tool error, panic, timeout,
 //!   cancellation, discard and hook denial all answer with an `is_error` result whose message the
 //!   model can read. A [`ToolError::Fatal`] ends the turn ([`TurnError::Fatal`]).
-//! - **Cancellation tree**: run → turn → sibling group → call. Cancelling a turn cancels its
+//! - **Cancellation tree**: run → turn → call. Cancelling a turn cancels its
 //!   running calls and its queued calls never start. A failing call of a tool with
 //!   `cancels_siblings_on_error` cancels its running siblings *and* the calls queued or
 //!   submitted after it in the same turn (they were planned assuming it succeeded; this is

@@ -115,8 +115,9 @@ impl TurnHandle {
         self.shared.waker.wake();
     }
 
-    /// The turn's cancellation token (a child of the executor's run token). Cancelling it
-    /// directly cancels the turn like [`cancel`](Self::cancel).
+    /// The turn's cancellation token (a child of the executor's run token): cancelled when the
+    /// turn's calls must stop (cancel, discard, a fatal error, a sibling-cancelling failure, or
+    /// the run token). Cancelling it directly cancels the turn like [`cancel`](Self::cancel).
     pub fn cancellation_token(&self) -> &super::CancellationToken {
         self.shared.cancellation.turn_token()
     }
@@ -143,7 +144,7 @@ pub struct Turn {
     events_enabled: bool,
     sealed: bool,
     done: bool,
-    /// Whether the turn or its sibling group was cancelled, as of the last check (refreshed once
+    /// Whether the turn token was cancelled, as of the last check (refreshed once
     /// per step, and set at once when a call of this turn stops it).
     stopped: bool,
     fatal: Option<Fatal>,
@@ -407,7 +408,7 @@ impl Turn {
         );
     }
 
-    /// When the turn or the sibling group was cancelled, queued calls never start.
+    /// When the turn token was cancelled, queued calls never start.
     fn flush_if_stopped(&mut self) {
         if !self.stopped || self.admission.queued() == 0 {
             return;
