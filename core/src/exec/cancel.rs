@@ -103,6 +103,7 @@ impl TurnCancellation {
 
     /// Whether the turn was stopped (cancel, discard, fatal error or run cancellation), as
     /// opposed to only having its calls cancelled by a sibling's failure.
+    #[cfg(test)]
     pub(crate) fn is_stopped(&self) -> bool {
         matches!(self.cause(), Some(Cause::Turn(_)))
     }
