@@ -1,1 +1,6 @@
-//! Criterion benchmarks of the ferroloop core live in `benches/`; this library is empty.
+//! Workloads and peer adapters for comparing ferroloop with the libraries people would otherwise
+//! use. The criterion benches (`benches/`) and `ferroloop bench` both build on this crate; the
+//! peers live only here, never in the core.
+
+pub mod sse_peers;
+pub mod workloads;
