@@ -130,7 +130,17 @@ impl TurnHandle {
     }
 }
 
-/// A streaming turn. See the [module docs](self).
+/// A streaming turn: the calls of one model response, [submitted](Self::submit) as the stream
+/// seals them and [sealed](Self::seal) when it ends, started as soon as admission allows and
+/// answered in submission order.
+///
+/// Calls only make progress while the turn is polled: drive it with [`next_event`](Self::next_event)
+/// (for example in a `select!` beside the model stream), with [`finish`](Self::finish), or hand
+/// it to a task of its own with [`spawn`](Self::spawn). Every submitted call gets exactly one
+/// `Finished` event and one `Result` event (in submission order). Dropping an unfinished turn
+/// cancels it and drops its running tool futures.
+///
+/// Requires a tokio runtime with the time driver enabled (timeouts and cleanup grace).
 pub struct Turn {
     exec: Arc<ExecutorInner>,
     shared: Arc<TurnShared>,
