@@ -55,7 +55,7 @@ fn overhead(c: &mut Criterion) {
                 |uses| {
                     runtime.block_on(async {
                         let futures = uses.into_iter().map(|u| {
-                            let ctx = ToolContext::detached(u.id.clone(), token.clone());
+                            let ctx = ToolContext::standalone(u.id.clone(), token.clone());
                             let future = tool.call(u.input, ctx);
                             async move {
                                 let output = future.await.unwrap();

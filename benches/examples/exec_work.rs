@@ -56,7 +56,7 @@ fn main() {
                 "setup" => uses.len(),
                 "floor" => {
                     let futures = uses.into_iter().map(|u| {
-                        let ctx = ToolContext::detached(u.id.clone(), token.clone());
+                        let ctx = ToolContext::standalone(u.id.clone(), token.clone());
                         let future = tool.call(u.input, ctx);
                         async move {
                             let output = future.await.unwrap();

@@ -772,3 +772,65 @@ fn ten_thousand_calls_leak_no_tasks() {
         assert_eq!(counts.completed + counts.failed, 10_000);
     }
 }
+
+struct PanickingHooks;
+
+impl ToolHooks for PanickingHooks {
+    fn permission<'a>(&'a self, _call: HookCall<'a>) -> BoxFuture<'a, Permission> {
+        async { panic!("permission prompt crashed") }.boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_hook_becomes_an_error_result() {
+    let probe = Arc::new(Probe::default());
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(PanickingHooks))
+        .build();
+    let results = exec
+        .run(vec![call("a", "script", true, 1, "ok")])
+        .await
+        .unwrap();
+    assert!(results[0].is_error);
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was not run: its permission hook failed with an internal error: permission prompt crashed"
+    );
+    assert!(probe.log().is_empty());
+}
+
+/// With `spawn_calls`, calls run on runtime worker threads in parallel: two tools that block
+/// their thread until both have arrived can only finish if they truly run at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_calls_run_in_parallel_on_worker_threads() {
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let mut tools = ToolRegistry::new();
+    let b = barrier.clone();
+    tools
+        .register(
+            FnTool::new("rendezvous", move |_, _| {
+                let b = b.clone();
+                async move {
+                    b.wait();
+                    Ok(ToolOutput::text("met"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let config = ExecutorConfig {
+        spawn_calls: true,
+        ..ExecutorConfig::default()
+    };
+    let exec = ToolExecutor::builder(tools).config(config).build();
+    let run = exec.run(vec![
+        ToolUse::new("a", "rendezvous", json!({})),
+        ToolUse::new("b", "rendezvous", json!({})),
+    ]);
+    // A guard against a hang, not a timing assertion.
+    let results = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(results.iter().all(|r| text(r) == "met"));
+}

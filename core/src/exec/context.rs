@@ -40,7 +40,7 @@ impl ToolContext {
 
     /// A context outside any turn (for calling a tool directly, in tests or benchmarks):
     /// progress goes nowhere and the token is never cancelled unless you cancel it.
-    pub fn detached(tool_use_id: impl Into<String>, cancel: CancellationToken) -> Self {
+    pub fn standalone(tool_use_id: impl Into<String>, cancel: CancellationToken) -> Self {
         Self {
             tool_use_id: tool_use_id.into(),
             index: 0,
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn context_reports_its_cancellation() {
         let token = CancellationToken::new();
-        let ctx = ToolContext::detached("x", token.clone());
+        let ctx = ToolContext::standalone("x", token.clone());
         assert!(!ctx.is_cancelled());
         token.cancel();
         assert!(ctx.is_cancelled());

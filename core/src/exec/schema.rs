@@ -479,6 +479,55 @@ mod tests {
         assert!(InputSchema::compile(&json!({"items": {"enum": 1}})).is_err());
     }
 
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..3).prop_map(|n| json!(n)),
+            prop_oneof![Just(0.5f64), Just(2.0f64)].prop_map(|f| json!(f)),
+            prop_oneof![Just("read"), Just("x"), Just("")].prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(
+                    (
+                        prop_oneof![Just("path"), Just("mode"), Just("tags"), Just("n")],
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|pairs| Value::Object(
+                    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The allocation-free walk and the reporting walk always agree.
+        #[test]
+        fn fast_and_reporting_walks_agree(input in arbitrary_json()) {
+            let schema = InputSchema::compile(&json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "mode": {"enum": ["read", "write"]},
+                    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+                    "n": {"type": "integer", "const": 2},
+                },
+                "required": ["path"],
+                "additionalProperties": false,
+            }))
+            .unwrap();
+            let mut violations = Vec::new();
+            check(&schema.root, &input, &mut String::from("input"), &mut violations);
+            proptest::prop_assert_eq!(conforms(&schema.root, &input), violations.is_empty());
+            proptest::prop_assert_eq!(schema.validate(&input).is_ok(), violations.is_empty());
+        }
+    }
+
     #[test]
     fn trivial_schema_compiles_to_any() {
         let schema = InputSchema::compile(&json!({"description": "x"})).unwrap();

@@ -383,7 +383,7 @@ mod tests {
         assert_eq!(tool.timeout(), Some(Duration::from_secs(3)));
         assert_eq!(tool.max_result_chars(), ResultLimit::Unlimited);
         assert!(tool.cancels_siblings_on_error());
-        let ctx = ToolContext::detached("t1", CancellationToken::new());
+        let ctx = ToolContext::standalone("t1", CancellationToken::new());
         let out = futures_util::FutureExt::now_or_never(tool.call(json!(1), ctx)).unwrap();
         assert_eq!(out, Ok(ToolOutput::text("t1:1")));
     }

@@ -257,6 +257,10 @@ impl Turn {
     /// Drives the turn on a tokio task of its own, so calls start the moment they are submitted
     /// whatever the caller is doing (the form the language bindings use). Dropping the returned
     /// [`SpawnedTurn`] aborts the task, which cancels the turn.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (as `tokio::spawn` does).
     pub fn spawn(mut self) -> SpawnedTurn {
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
         let handle = self.handle();
