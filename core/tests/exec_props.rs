@@ -1,5 +1,6 @@
 //! Property test: random mixes of safe and exclusive calls with random failures, panics,
-//! timeouts, sibling failures, fatal errors, streaming delays and turn cancellation. Always:
+//! timeouts, sibling failures, fatal errors, streaming delays, turn cancellation, inline or
+//! spawned calls. Always:
 //! exactly one result per call in submission order, one `Finished` per call, the cap is never
 //! exceeded and an exclusive call never overlaps another.
 
@@ -50,7 +51,12 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
-fn run_case(specs: &[Spec], cap: usize, cancel_at: Option<u64>) -> Result<(), TestCaseError> {
+fn run_case(
+    specs: &[Spec],
+    cap: usize,
+    cancel_at: Option<u64>,
+    spawn_calls: bool,
+) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -59,6 +65,7 @@ fn run_case(specs: &[Spec], cap: usize, cancel_at: Option<u64>) -> Result<(), Te
     let probe = Arc::new(Probe::default());
     let config = ExecutorConfig {
         max_concurrency: cap,
+        spawn_calls,
         ..ExecutorConfig::default()
     };
     let exec = ToolExecutor::builder(registry(&probe))
@@ -161,14 +168,15 @@ fn run_case(specs: &[Spec], cap: usize, cancel_at: Option<u64>) -> Result<(), Te
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn random_mixes_keep_the_contract(
         specs in prop::collection::vec(spec(), 1..25),
         cap in 1usize..6,
         cancel_at in prop::option::weighted(0.25, 0u64..80),
+        spawn_calls in prop::bool::weighted(0.25),
     ) {
-        run_case(&specs, cap, cancel_at)?;
+        run_case(&specs, cap, cancel_at, spawn_calls)?;
     }
 }
