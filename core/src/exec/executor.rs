@@ -19,7 +19,7 @@ pub const DEFAULT_CLEANUP_GRACE: Duration = Duration::from_secs(5);
 /// Executor settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorConfig {
-    /// At most this many calls run at once (default 10).
+    /// At most this many calls run at once (default 10; 0 is treated as 1).
     pub max_concurrency: usize,
     /// The timeout of tools that declare none (default: none).
     pub default_timeout: Option<Duration>,

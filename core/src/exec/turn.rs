@@ -367,10 +367,12 @@ impl Turn {
             return;
         }
         for (index, data) in progress {
-            if let Some(slot) = self.slots.get(index) {
+            // Progress arriving after its call was answered (from a detached or leaked sender)
+            // is dropped: a call's progress always comes before its `Finished`.
+            if let Some(Slot::Pending(id)) = self.slots.get(index) {
                 self.events.push_back(TurnEvent::Progress {
                     index,
-                    tool_use_id: slot.tool_use_id().to_owned(),
+                    tool_use_id: id.clone(),
                     data,
                 });
             }
