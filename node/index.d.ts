@@ -40,6 +40,44 @@ export declare class SseParser {
 export type NativeSseParser = SseParser
 
 /**
+ * The executor: register tools (declarations here, functions in JS), then run batches or
+ * streaming turns.
+ */
+export declare class ToolExecutor {
+  /** An executor over `tools`, whose calls go to `invoke` (and aborts to `abort`). */
+  constructor(options: ExecutorOptions, tools: ToolSpec[], invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void)
+  /** Starts a streaming turn (its calls run on the async runtime as they are submitted). */
+  startTurn(): NativeTurn
+}
+export type NativeToolExecutor = ToolExecutor
+
+/**
+ * One streaming turn: submit tool uses as the model stream seals them, seal, and read events
+ * or the final results.
+ */
+export declare class Turn {
+  /** Submits tool uses (a JSON array of `tool_use` blocks); they start as admission allows. */
+  submitJson(toolUsesJson: string): void
+  /** No more tool uses: the turn ends when every submitted call is answered. */
+  seal(): void
+  /**
+   * Cancels the turn: running calls are aborted, queued ones never start; every call still
+   * gets its `is_error` result.
+   */
+  cancel(): void
+  /** Cancels and seals the turn (its model response will be replayed). */
+  discard(): void
+  /** The next event as JSON, or `null` once every result was delivered. */
+  nextEventJson(): Promise<string | null>
+  /**
+   * Waits for every result; returns them in submission order as a JSON array of
+   * `tool_result` blocks. The turn must be sealed (or cancelled and sealed) to end.
+   */
+  finishJson(): Promise<string>
+}
+export type NativeTurn = Turn
+
+/**
  * Calls a JS tool through the executor's bridge with an optional timeout (test support for the
  * bridge mechanics: Promise awaiting, abort on timeout, unref'd handles, worker threads).
  */
@@ -50,6 +88,16 @@ export declare function _bridgeCall(invoke: (invocation: ToolInvocation) => Prom
  * surfaces as a `FerroloopError` with code `internal` and leaves the process running.
  */
 export declare function _debugPanic(message?: string | undefined | null): void
+
+/** Executor-wide options. */
+export interface ExecutorOptions {
+  /** At most this many calls run at once (default 10). */
+  maxConcurrency?: number
+  /** Timeout for tools that declare none, in milliseconds (default: none). */
+  defaultTimeoutMs?: number
+  /** How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000). */
+  cleanupGraceMs?: number
+}
 
 /** Options for [`SseParser`]. */
 export interface SseParserOptions {
@@ -88,4 +136,23 @@ export interface ToolReply {
   contentIsJson: boolean
   /** The tool failed (threw, rejected or reported an error). */
   isError: boolean
+}
+
+/** One tool's declaration (its implementation lives in JavaScript). */
+export interface ToolSpec {
+  /** The tool's name, as the model calls it. */
+  name: string
+  /** Calls may run in parallel with other safe calls (default false: the call runs alone). */
+  concurrencySafe?: boolean
+  /** Per-call timeout in milliseconds. */
+  timeoutMs?: number
+  /** Result size limit in characters; `Infinity` disables the limit. */
+  maxResultChars?: number
+  /**
+   * JSON Schema of the input, as JSON text; inputs that violate it are answered with an
+   * `is_error` result without calling the tool.
+   */
+  schemaJson?: string
+  /** A failure of this tool cancels its running and later siblings in the same turn. */
+  cancelsSiblingsOnError?: boolean
 }

@@ -4,6 +4,7 @@
 const native = require('../index.js')
 const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
+const { ToolExecutor, Turn } = require('./exec.js')
 
 /** @internal Panics inside the native panic boundary (tests prove it becomes an InternalError). */
 function _debugPanic(message) {
@@ -13,6 +14,8 @@ function _debugPanic(message) {
 module.exports = {
   ...errors,
   SseParser,
+  ToolExecutor,
+  Turn,
   _debugPanic,
 }
 delete module.exports.callNative

@@ -14,6 +14,8 @@ export const {
   AbortError,
   toFerroloopError,
   SseParser,
+  ToolExecutor,
+  Turn,
   _debugPanic,
 } = ferroloop
 export default ferroloop

@@ -7,6 +7,7 @@
 //! `FerroloopError` subclasses.
 
 pub mod error;
+pub mod exec;
 pub mod guard;
 pub mod sse;
 pub mod tool_bridge;
@@ -38,7 +39,7 @@ pub async fn bridge_call(
 ) -> napi::Result<tool_bridge::ToolReply> {
     guard::future(async move {
         let bridge = tool_bridge::ToolBridge::new(invoke, abort);
-        let call = bridge.call(&name, "toolu_test", input_json);
+        let call = bridge.call(&name, "toolu_test", input_json, None);
         match timeout_ms {
             None => Ok(call.await),
             Some(ms) => {

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use ferroloop::exec::CancellationToken;
 use napi::Status;
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -94,15 +95,22 @@ impl ToolBridge {
         }
     }
 
-    /// Calls tool `name` in JavaScript and waits for its reply. Dropping the returned future
-    /// before it completes (timeout, cancellation) aborts the JS call through its `AbortSignal`.
-    pub async fn call(&self, name: &str, tool_use_id: &str, input_json: String) -> ToolReply {
+    /// Calls tool `name` in JavaScript and waits for its reply. When `cancel` fires first, the
+    /// JS call is aborted through its `AbortSignal` (with `abort_reason()` as the reason) and its
+    /// reply is still awaited: the executor bounds that wait with its cleanup grace. Dropping the
+    /// returned future before the reply arrived aborts the JS call as well.
+    pub async fn call(
+        &self,
+        name: &str,
+        tool_use_id: &str,
+        input_json: String,
+        cancel: Option<(CancellationToken, &(dyn Fn() -> &'static str + Send + Sync))>,
+    ) -> ToolReply {
         let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
         let mut guard = AbortOnDrop {
             bridge: self,
             call_id,
             armed: true,
-            reason: "aborted",
         };
         let invocation = ToolInvocation {
             call_id,
@@ -110,13 +118,29 @@ impl ToolBridge {
             tool_use_id: tool_use_id.to_owned(),
             input_json,
         };
-        let reply = match self.invoke.call_async(invocation).await {
-            Ok(promise) => match promise.await {
-                Ok(reply) => reply,
-                Err(err) => ToolReply::error(format!("tool {name} failed: {}", err.reason)),
-            },
-            Err(err) => {
-                ToolReply::error(format!("tool {name} could not be called: {}", err.reason))
+        let reply = async {
+            match self.invoke.call_async(invocation).await {
+                Ok(promise) => match promise.await {
+                    Ok(reply) => reply,
+                    Err(err) => ToolReply::error(format!("tool {name} failed: {}", err.reason)),
+                },
+                Err(err) => {
+                    ToolReply::error(format!("tool {name} could not be called: {}", err.reason))
+                }
+            }
+        };
+        let reply = match cancel {
+            None => reply.await,
+            Some((token, reason)) => {
+                let mut reply = std::pin::pin!(reply);
+                tokio::select! {
+                    biased;
+                    done = &mut reply => done,
+                    () = token.cancelled() => {
+                        self.abort(call_id, reason());
+                        reply.await
+                    }
+                }
             }
         };
         guard.armed = false;
@@ -147,13 +171,12 @@ struct AbortOnDrop<'a> {
     bridge: &'a ToolBridge,
     call_id: u32,
     armed: bool,
-    reason: &'static str,
 }
 
 impl Drop for AbortOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.bridge.abort(self.call_id, self.reason);
+            self.bridge.abort(self.call_id, "aborted");
         }
     }
 }

@@ -1,0 +1,400 @@
+//! `ToolExecutor` for JavaScript: the core executor (`ferroloop::exec`) with tools implemented
+//! as JS functions, reached through the [`ToolBridge`].
+//!
+//! Tool uses, results and events cross the boundary as JSON text (V8's `JSON.parse` and
+//! `JSON.stringify` are faster than building objects property by property through N-API); the
+//! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferroloop::exec::{
+    CancellationToken, ExecutorConfig, ResultLimit, SpawnedTurn, Tool, ToolContext, ToolError,
+    ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolUse, TurnEvent, TurnHandle,
+};
+use napi_derive::napi;
+use serde_json::{Value, json};
+
+use crate::error::FerroloopError;
+use crate::guard;
+use crate::tool_bridge::{AbortFn, InvokeFn, ToolBridge};
+
+/// Executor-wide options.
+#[napi(object)]
+#[derive(Debug, Default, Clone)]
+pub struct ExecutorOptions {
+    /// At most this many calls run at once (default 10).
+    pub max_concurrency: Option<u32>,
+    /// Timeout for tools that declare none, in milliseconds (default: none).
+    pub default_timeout_ms: Option<f64>,
+    /// How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000).
+    pub cleanup_grace_ms: Option<f64>,
+}
+
+/// One tool's declaration (its implementation lives in JavaScript).
+#[napi(object)]
+#[derive(Debug, Default, Clone)]
+pub struct ToolSpec {
+    /// The tool's name, as the model calls it.
+    pub name: String,
+    /// Calls may run in parallel with other safe calls (default false: the call runs alone).
+    pub concurrency_safe: Option<bool>,
+    /// Per-call timeout in milliseconds.
+    pub timeout_ms: Option<f64>,
+    /// Result size limit in characters; `Infinity` disables the limit.
+    pub max_result_chars: Option<f64>,
+    /// JSON Schema of the input, as JSON text; inputs that violate it are answered with an
+    /// `is_error` result without calling the tool.
+    pub schema_json: Option<String>,
+    /// A failure of this tool cancels its running and later siblings in the same turn.
+    pub cancels_siblings_on_error: Option<bool>,
+}
+
+/// A non-negative, finite number of milliseconds.
+fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(Duration::from_secs_f64(value / 1000.0))
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative number of milliseconds, got {value}"
+        )))
+    }
+}
+
+/// A tool whose `call` runs a JavaScript function.
+struct JsTool {
+    name: String,
+    schema: Value,
+    safe: bool,
+    timeout: Option<Duration>,
+    limit: ResultLimit,
+    cancels_siblings: bool,
+    bridge: ToolBridge,
+}
+
+impl JsTool {
+    fn from_spec(spec: ToolSpec, bridge: ToolBridge) -> Result<Self, FerroloopError> {
+        if spec.name.is_empty() {
+            return Err(FerroloopError::invalid_argument("a tool needs a name"));
+        }
+        let schema = match &spec.schema_json {
+            None => json!({"type": "object"}),
+            Some(text) => serde_json::from_str(text).map_err(|err| {
+                FerroloopError::invalid_argument(format!(
+                    "tool {}: schema is not valid JSON: {err}",
+                    spec.name
+                ))
+            })?,
+        };
+        let timeout = spec
+            .timeout_ms
+            .map(|ms| millis(ms, "timeoutMs"))
+            .transpose()?;
+        let limit = match spec.max_result_chars {
+            None => ResultLimit::Default,
+            Some(n) if n == f64::INFINITY => ResultLimit::Unlimited,
+            Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 => {
+                ResultLimit::Chars(n as usize)
+            }
+            Some(n) => {
+                return Err(FerroloopError::invalid_argument(format!(
+                    "tool {}: maxResultChars must be a non-negative integer or Infinity, got {n}",
+                    spec.name
+                )));
+            }
+        };
+        Ok(Self {
+            name: spec.name,
+            schema,
+            safe: spec.concurrency_safe.unwrap_or(false),
+            timeout,
+            limit,
+            cancels_siblings: spec.cancels_siblings_on_error.unwrap_or(false),
+            bridge,
+        })
+    }
+}
+
+impl Tool for JsTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        self.safe
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    fn max_result_chars(&self) -> ResultLimit {
+        self.limit
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        self.cancels_siblings
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
+        let bridge = self.bridge.clone();
+        let name = self.name.clone();
+        let timeout = self.timeout;
+        Box::pin(async move {
+            let started = Instant::now();
+            // The executor cancels the call's token for a timeout as well as for a cancellation;
+            // tell them apart by the clock so the JS tool sees a TimeoutError or an AbortError.
+            let reason = move || match timeout {
+                Some(limit) if started.elapsed() >= limit => "timeout",
+                _ => "aborted",
+            };
+            let token: CancellationToken = ctx.cancellation_token().clone();
+            let reply = bridge
+                .call(
+                    &name,
+                    ctx.tool_use_id(),
+                    input.to_string(),
+                    Some((token, &reason)),
+                )
+                .await;
+            let content = if reply.content_is_json {
+                match serde_json::from_str::<Vec<Value>>(&reply.content) {
+                    Ok(blocks) => ToolOutput::blocks(blocks).content,
+                    Err(err) => {
+                        return Err(ToolError::failed(format!(
+                            "tool {name} returned content blocks that are not a JSON array: {err}"
+                        )));
+                    }
+                }
+            } else {
+                reply.content.into()
+            };
+            Ok(ToolOutput {
+                content,
+                is_error: reply.is_error,
+            })
+        })
+    }
+}
+
+/// The executor: register tools (declarations here, functions in JS), then run batches or
+/// streaming turns.
+#[napi(js_name = "ToolExecutor")]
+pub struct NativeToolExecutor {
+    inner: ferroloop::exec::ToolExecutor,
+}
+
+#[napi]
+impl NativeToolExecutor {
+    /// An executor over `tools`, whose calls go to `invoke` (and aborts to `abort`).
+    #[napi(
+        constructor,
+        ts_args_type = "options: ExecutorOptions, tools: ToolSpec[], invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void"
+    )]
+    pub fn new(
+        options: ExecutorOptions,
+        tools: Vec<ToolSpec>,
+        invoke: InvokeFn,
+        abort: AbortFn,
+    ) -> napi::Result<Self> {
+        guard::sync(|| {
+            let bridge = ToolBridge::new(invoke, abort);
+            let mut registry = ToolRegistry::new();
+            for spec in tools {
+                let tool = JsTool::from_spec(spec, bridge.clone())?;
+                registry
+                    .register(tool)
+                    .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
+            }
+            let mut config = ExecutorConfig::default();
+            if let Some(n) = options.max_concurrency {
+                if n == 0 {
+                    return Err(FerroloopError::invalid_argument(
+                        "maxConcurrency must be at least 1",
+                    )
+                    .into());
+                }
+                config.max_concurrency = n as usize;
+            }
+            if let Some(ms) = options.default_timeout_ms {
+                config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
+            }
+            if let Some(ms) = options.cleanup_grace_ms {
+                config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
+            }
+            let inner = ferroloop::exec::ToolExecutor::builder(registry)
+                .config(config)
+                .build();
+            Ok(Self { inner })
+        })
+    }
+
+    /// Starts a streaming turn (its calls run on the async runtime as they are submitted).
+    #[napi(js_name = "startTurn")]
+    pub fn start_turn(&self) -> napi::Result<NativeTurn> {
+        guard::sync(|| {
+            let turn = self.inner.turn();
+            let handle = turn.handle();
+            let spawned = napi::bindgen_prelude::within_runtime_if_available(|| turn.spawn());
+            Ok(NativeTurn {
+                handle,
+                spawned: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
+            })
+        })
+    }
+}
+
+/// One streaming turn: submit tool uses as the model stream seals them, seal, and read events
+/// or the final results.
+#[napi(js_name = "Turn")]
+pub struct NativeTurn {
+    handle: TurnHandle,
+    spawned: Arc<tokio::sync::Mutex<Option<SpawnedTurn>>>,
+}
+
+/// Parses one wire-shaped `tool_use` block (`{type?, id, name, input}`).
+fn parse_tool_use(value: Value) -> Result<ToolUse, FerroloopError> {
+    serde_json::from_value(value).map_err(|err| {
+        FerroloopError::invalid_argument(format!(
+            "a tool use needs string `id` and `name` and an `input`: {err}"
+        ))
+    })
+}
+
+#[napi]
+impl NativeTurn {
+    /// Submits tool uses (a JSON array of `tool_use` blocks); they start as admission allows.
+    #[napi(js_name = "submitJson")]
+    pub fn submit_json(&self, tool_uses_json: String) -> napi::Result<()> {
+        guard::sync(|| {
+            let values: Vec<Value> = serde_json::from_str(&tool_uses_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("tool uses are not a JSON array: {err}"))
+            })?;
+            let uses = values
+                .into_iter()
+                .map(parse_tool_use)
+                .collect::<Result<Vec<_>, _>>()?;
+            for tool_use in uses {
+                self.handle.submit(tool_use).map_err(|closed| {
+                    FerroloopError::invalid_argument(format!(
+                        "the turn is sealed: tool use {} was not submitted",
+                        closed.0.id
+                    ))
+                })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// No more tool uses: the turn ends when every submitted call is answered.
+    #[napi]
+    pub fn seal(&self) -> napi::Result<()> {
+        guard::sync(|| {
+            self.handle.seal();
+            Ok(())
+        })
+    }
+
+    /// Cancels the turn: running calls are aborted, queued ones never start; every call still
+    /// gets its `is_error` result.
+    #[napi]
+    pub fn cancel(&self) -> napi::Result<()> {
+        guard::sync(|| {
+            self.handle.cancel();
+            Ok(())
+        })
+    }
+
+    /// Cancels and seals the turn (its model response will be replayed).
+    #[napi]
+    pub fn discard(&self) -> napi::Result<()> {
+        guard::sync(|| {
+            self.handle.discard();
+            Ok(())
+        })
+    }
+
+    /// The next event as JSON, or `null` once every result was delivered.
+    #[napi(js_name = "nextEventJson")]
+    pub async fn next_event_json(&self) -> napi::Result<Option<String>> {
+        let spawned = self.spawned.clone();
+        guard::future(async move {
+            let mut slot = spawned.lock().await;
+            match slot.as_mut() {
+                None => Ok(None),
+                Some(turn) => Ok(turn
+                    .next_event()
+                    .await
+                    .map(|ev| event_json(&ev).to_string())),
+            }
+        })
+        .await
+    }
+
+    /// Waits for every result; returns them in submission order as a JSON array of
+    /// `tool_result` blocks. The turn must be sealed (or cancelled and sealed) to end.
+    #[napi(js_name = "finishJson")]
+    pub async fn finish_json(&self) -> napi::Result<String> {
+        let spawned = self.spawned.clone();
+        guard::future(async move {
+            let turn =
+                spawned.lock().await.take().ok_or_else(|| {
+                    FerroloopError::invalid_argument("the turn was already finished")
+                })?;
+            let results = turn
+                .finish()
+                .await
+                .map_err(|err| FerroloopError::internal(err.to_string()))?;
+            serde_json::to_string(&results)
+                .map_err(|err| FerroloopError::internal(err.to_string()).into())
+        })
+        .await
+    }
+}
+
+fn result_json(result: &ToolResult) -> Value {
+    serde_json::to_value(result).unwrap_or_else(|err| {
+        json!({"type": "tool_result", "tool_use_id": result.tool_use_id, "content": err.to_string(), "is_error": true})
+    })
+}
+
+/// A turn event as JSON, camelCase fields, the result in wire shape.
+fn event_json(event: &TurnEvent) -> Value {
+    let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
+    match event {
+        TurnEvent::Started {
+            index,
+            tool_use_id,
+            tool,
+            queued,
+        } => {
+            json!({"type": "started", "index": index, "toolUseId": tool_use_id, "tool": tool, "queuedMs": ms(queued)})
+        }
+        TurnEvent::Progress {
+            index,
+            tool_use_id,
+            data,
+        } => json!({"type": "progress", "index": index, "toolUseId": tool_use_id, "data": data}),
+        TurnEvent::Finished {
+            index,
+            tool_use_id,
+            tool,
+            status,
+            duration,
+        } => {
+            json!({"type": "finished", "index": index, "toolUseId": tool_use_id, "tool": tool, "status": status, "durationMs": ms(duration)})
+        }
+        TurnEvent::Detached {
+            index,
+            tool_use_id,
+            tool,
+        } => json!({"type": "detached", "index": index, "toolUseId": tool_use_id, "tool": tool}),
+        TurnEvent::Result { index, result } => {
+            json!({"type": "result", "index": index, "result": result_json(result)})
+        }
+    }
+}
