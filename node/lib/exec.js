@@ -84,13 +84,16 @@ class ToolExecutor {
   #host = new ToolHost()
   #native = null
 
-  /** @param {{ maxConcurrency?: number, defaultTimeoutMs?: number, cleanupGraceMs?: number }} [options] */
+  /** @param {import('./index').ToolExecutorOptions} [options] */
   constructor(options = {}) {
     if (!isObject(options)) throw new InvalidArgumentError('ToolExecutor options must be an object')
     this.#options = {
       maxConcurrency: optionalNumber(options.maxConcurrency, 'maxConcurrency'),
       defaultTimeoutMs: optionalNumber(options.defaultTimeoutMs, 'defaultTimeoutMs'),
       cleanupGraceMs: optionalNumber(options.cleanupGraceMs, 'cleanupGraceMs'),
+      defaultMaxResultChars: optionalNumber(options.defaultMaxResultChars, 'defaultMaxResultChars'),
+      turnBudgetChars: optionalNumber(options.turnBudgetChars, 'turnBudgetChars'),
+      spillDir: options.spillDir === undefined ? undefined : String(options.spillDir),
     }
     // Validate now rather than at the first run.
     callNative(() => new native.ToolExecutor(this.#options, [], this.#host.invoke, this.#host.abort))

@@ -104,3 +104,118 @@ export declare class SseParser {
 
 /** @internal Panics inside the native panic boundary (used by the test suite). */
 export declare function _debugPanic(message?: string): void
+
+/** A `tool_use` content block, as the model sends it. */
+export interface ToolUse {
+  type?: 'tool_use'
+  id: string
+  name: string
+  input: unknown
+}
+
+/** A content block inside a tool result (text, image, ...), in the provider's wire shape. */
+export type ToolResultBlock = { type: string; [key: string]: unknown }
+
+/** A `tool_result` content block, in the provider's wire shape. */
+export interface ToolResult {
+  type: 'tool_result'
+  tool_use_id: string
+  content: string | ToolResultBlock[]
+  is_error: boolean
+}
+
+/** What a tool function may return (directly or through a Promise). */
+export type ToolReturn =
+  | string
+  | ToolResultBlock[]
+  | { content: string | ToolResultBlock[]; isError?: boolean }
+  | null
+  | undefined
+  | Record<string, unknown>
+
+/** The second argument of a tool function. */
+export interface ToolCallContext {
+  /** Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason: AbortError). */
+  signal: AbortSignal
+  /** The id of the `tool_use` block being answered. */
+  toolUseId: string
+  /** The tool's name. */
+  name: string
+}
+
+/** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
+export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => ToolReturn | Promise<ToolReturn>
+
+/** A tool declaration. */
+export interface ToolDeclaration {
+  name: string
+  /** May run in parallel with other safe calls (default false: runs alone, a barrier). */
+  concurrencySafe?: boolean
+  /** Per-call timeout in milliseconds. */
+  timeoutMs?: number
+  /** Result limit in characters (oversized results become a preview plus a spill file); Infinity for none. */
+  maxResultChars?: number
+  /** JSON Schema of the input; violating inputs get an is_error result without a call. */
+  schema?: Record<string, unknown>
+  /** A failure cancels the running and later siblings of the same turn (shell-like tools). */
+  cancelsSiblingsOnError?: boolean
+}
+
+/** Options of {@link ToolExecutor}. */
+export interface ToolExecutorOptions {
+  /** At most this many calls at once (default 10). */
+  maxConcurrency?: number
+  /** Timeout for tools that declare none, in milliseconds. */
+  defaultTimeoutMs?: number
+  /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
+  cleanupGraceMs?: number
+  /** Result limit for tools that declare none, in characters. */
+  defaultMaxResultChars?: number
+  /** Aggregate limit of one turn's results in characters; Infinity disables it. */
+  turnBudgetChars?: number
+  /** Directory for spill files of oversized results. */
+  spillDir?: string
+}
+
+/** Final status of one call. */
+export type CallStatus =
+  | 'succeeded'
+  | 'failed'
+  | 'fatal'
+  | 'panicked'
+  | 'timed_out'
+  | 'cancelled'
+  | 'skipped'
+  | 'denied'
+  | 'rejected'
+
+/** Events of a streaming turn: lifecycle events as they happen, results in submission order. */
+export type TurnEvent =
+  | { type: 'started'; index: number; toolUseId: string; tool: string; queuedMs: number }
+  | { type: 'progress'; index: number; toolUseId: string; data: unknown }
+  | { type: 'finished'; index: number; toolUseId: string; tool: string; status: CallStatus; durationMs: number }
+  | { type: 'detached'; index: number; toolUseId: string; tool: string }
+  | { type: 'result'; index: number; result: ToolResult }
+
+/** A streaming turn: submit tool uses as the model stream seals them, then seal. */
+export declare class Turn implements AsyncIterable<TurnEvent> {
+  private constructor()
+  submit(...toolUses: ToolUse[]): void
+  seal(): void
+  cancel(): void
+  discard(): void
+  /** Every result in submission order; resolves once the turn is sealed and answered. */
+  results(): Promise<ToolResult[]>
+  [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
+}
+
+/** The concurrent tool executor. */
+export declare class ToolExecutor {
+  constructor(options?: ToolExecutorOptions)
+  /** Registers a tool; returns the executor (chainable). */
+  tool<Input = any>(declaration: ToolDeclaration, fn: ToolFunction<Input>): this
+  /** Runs a batch: one result per use, in request order; `signal` aborts (rejects with AbortError). */
+  run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
+  /** Starts a streaming turn. */
+  turn(): Turn
+}

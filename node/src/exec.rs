@@ -29,6 +29,25 @@ pub struct ExecutorOptions {
     pub default_timeout_ms: Option<f64>,
     /// How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000).
     pub cleanup_grace_ms: Option<f64>,
+    /// Result limit in characters for tools that declare none (default 100,000 per the core).
+    pub default_max_result_chars: Option<f64>,
+    /// Aggregate limit of one turn's results in characters; `Infinity` disables it.
+    pub turn_budget_chars: Option<f64>,
+    /// Directory for the spill files of oversized results (default: the OS temp dir).
+    pub spill_dir: Option<String>,
+}
+
+/// A non-negative integer count, or `None` for `Infinity`.
+fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>, FerroloopError> {
+    if value == f64::INFINITY {
+        Ok(None)
+    } else if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
+        Ok(Some(value as usize))
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative integer or Infinity, got {value}"
+        )))
+    }
 }
 
 /// One tool's declaration (its implementation lives in JavaScript).
@@ -92,16 +111,10 @@ impl JsTool {
             .transpose()?;
         let limit = match spec.max_result_chars {
             None => ResultLimit::Default,
-            Some(n) if n == f64::INFINITY => ResultLimit::Unlimited,
-            Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 => {
-                ResultLimit::Chars(n as usize)
-            }
-            Some(n) => {
-                return Err(FerroloopError::invalid_argument(format!(
-                    "tool {}: maxResultChars must be a non-negative integer or Infinity, got {n}",
-                    spec.name
-                )));
-            }
+            Some(n) => match count_or_infinity(n, "maxResultChars")? {
+                None => ResultLimit::Unlimited,
+                Some(chars) => ResultLimit::Chars(chars),
+            },
         };
         Ok(Self {
             name: spec.name,
@@ -225,6 +238,16 @@ impl NativeToolExecutor {
             }
             if let Some(ms) = options.cleanup_grace_ms {
                 config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
+            }
+            if let Some(n) = options.default_max_result_chars {
+                config.budget.default_max_result_chars =
+                    count_or_infinity(n, "defaultMaxResultChars")?.unwrap_or(usize::MAX);
+            }
+            if let Some(n) = options.turn_budget_chars {
+                config.budget.turn_budget_chars = count_or_infinity(n, "turnBudgetChars")?;
+            }
+            if let Some(dir) = options.spill_dir {
+                config.budget.spill_dir = dir.into();
             }
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)

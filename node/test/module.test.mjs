@@ -63,8 +63,14 @@ test('the addon works in worker_threads, several at once, and alongside the main
     const { ToolHost } = require(path.join(workerData.pkgDir, 'lib', 'tool-host.js'))
     const host = new ToolHost()
     host.register('double', async (input) => String(input.n * 2))
-    native._bridgeCall(host.invoke, host.abort, 'double', '{"n":21}').then((reply) => {
-      parentPort.postMessage({ events, panicCaught, reply: reply.content })
+    const { ToolExecutor } = require(path.join(workerData.pkgDir, 'lib', 'index.js'))
+    const executor = new ToolExecutor()
+    executor.tool({ name: 'inc', concurrencySafe: true }, async ({ n }) => String(n + 1))
+    Promise.all([
+      native._bridgeCall(host.invoke, host.abort, 'double', '{"n":21}'),
+      executor.run([{ id: 'a', name: 'inc', input: { n: 1 } }, { id: 'b', name: 'inc', input: { n: 2 } }]),
+    ]).then(([reply, results]) => {
+      parentPort.postMessage({ events, panicCaught, reply: reply.content, results: results.map((r) => r.content) })
     })
   `
   const results = await Promise.all([runWorker(source), runWorker(source), runWorker(source)])
@@ -72,6 +78,7 @@ test('the addon works in worker_threads, several at once, and alongside the main
     assert.deepEqual(result.events, [{ event: 'w', data: 'from worker', id: '' }])
     assert.equal(result.panicCaught, true)
     assert.equal(result.reply, '42')
+    assert.deepEqual(result.results, ['2', '3'])
   }
   const { SseParser } = require('../lib/index.js')
   assert.equal(new SseParser().feed(Buffer.from('data: main\n\n'))[0].data, 'main')
