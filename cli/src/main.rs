@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod decode;
 mod input;
 mod output;
 mod sse;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
+    /// Decode a provider's SSE stream and print the accumulated message as JSON.
+    Decode(decode::DecodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sse(args) => sse::run(args),
+        Command::Decode(args) => decode::run(args),
     };
     match result {
         Ok(code) => code,

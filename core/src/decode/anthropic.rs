@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::partial_json::{PartialJson, PartialMode};
+use super::partial_json::{PartialJson, PartialMode, Repair};
 use super::EventDecoder;
 use crate::message::anthropic::{ContentBlock, Message};
 
@@ -38,6 +38,8 @@ struct BlockState {
     /// The block's input has been parsed (or reported invalid/truncated).
     sealed: bool,
     stopped: bool,
+    /// Bytes of tool input handled: appended, then parsed once at the seal.
+    work: u64,
 }
 
 impl Default for AnthropicDecoder {
@@ -171,9 +173,24 @@ impl AnthropicDecoder {
         self.blocks.get(index)?.input.as_ref().map(PartialJson::as_str)
     }
 
-    /// The complete-so-far view of a tool block's input (see [`PartialJson`]).
+    /// The complete-so-far view of a tool block's input (see [`PartialJson`]). Costs the copy
+    /// of the input; UIs that re-render on every delta should use
+    /// [`tool_input_repair`](Self::tool_input_repair).
     pub fn tool_input_view(&mut self, index: usize, mode: PartialMode) -> Option<Value> {
         self.blocks.get_mut(index)?.input.as_mut()?.view(mode)
+    }
+
+    /// How to close a tool block's input text into valid JSON right now, in O(new bytes +
+    /// nesting depth): keep `tool_input_text(index)[..cut]` and append `suffix`.
+    pub fn tool_input_repair(&mut self, index: usize, mode: PartialMode) -> Option<Repair> {
+        self.blocks.get_mut(index)?.input.as_mut()?.repair(mode)
+    }
+
+    /// Bytes handled so far for a tool block's input: fragments appended, the parse at the seal,
+    /// and bytes scanned for partial views. A work counter for linearity tests.
+    pub fn tool_input_work(&self, index: usize) -> Option<u64> {
+        let state = self.blocks.get(index)?;
+        Some(state.work + state.input.as_ref().map_or(0, PartialJson::work))
     }
 
     fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
@@ -248,7 +265,10 @@ impl AnthropicDecoder {
                 let fragment = delta.partial_json.as_deref().unwrap_or("");
                 let state = &mut self.blocks[i];
                 match state.input.as_mut() {
-                    Some(input) if !state.sealed => input.push(fragment),
+                    Some(input) if !state.sealed => {
+                        input.push(fragment);
+                        state.work += fragment.len() as u64;
+                    }
                     _ => {
                         tracing::debug!(index = i, "input_json_delta for a block without open input ignored");
                         return Ok(());
@@ -318,6 +338,7 @@ impl AnthropicDecoder {
                 input: None,
                 sealed: true,
                 stopped: true,
+                work: 0,
             })
             .collect();
         // Content announced in message_start is complete already (prefilled turns).
@@ -351,6 +372,7 @@ impl AnthropicDecoder {
             sealed: input.is_none(),
             input,
             stopped: false,
+            work: 0,
         });
         if let Some(block) = announced {
             self.events.push(DecodeEvent::BlockStart { index: expected, block });
@@ -385,6 +407,7 @@ impl AnthropicDecoder {
         let parsed = if json_str::is_json_whitespace(input.as_str()) {
             Ok(None)
         } else {
+            state.work += input.as_str().len() as u64;
             input.parse_complete().map(Some)
         };
         let fallback_view = match &parsed {

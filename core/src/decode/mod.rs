@@ -10,6 +10,8 @@
 //! - [`EventDecoder::finish`] ends the input: the final message, or the typed
 //!   [`DecodeError::Truncated`] (carrying the partial message) if it never completed.
 //!
+//! [`StreamDecoder`] puts an SSE parser in front: raw bytes in (`feed`), events out.
+//!
 //! Tool-call inputs are appended to one buffer per call and parsed once when the call is sealed
 //! ([`DecodeEvent::ToolUseReady`]); a complete-so-far view for UIs is available through
 //! [`partial_json::PartialJson`], computed incrementally.
@@ -21,6 +23,7 @@ mod json_str;
 mod openai_chat;
 mod openai_responses;
 pub mod partial_json;
+mod stream;
 #[doc(hidden)]
 pub mod testgen;
 
@@ -29,6 +32,7 @@ pub use error::{DecodeError, ProtocolError};
 pub use events::DecodeEvent;
 pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;
+pub use stream::StreamDecoder;
 
 use serde_json::Value;
 
