@@ -20,9 +20,13 @@ fn group(c: &mut Criterion, name: &str, input: &Bytes, chunk: usize) {
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Bytes(input.len() as u64));
     for imp in SseImpl::ALL {
-        group.bench_with_input(BenchmarkId::from_parameter(imp.name()), &chunks, |b, chunks| {
-            b.iter(|| black_box(imp.parse(black_box(chunks))));
-        });
+        group.bench_with_input(
+            BenchmarkId::from_parameter(imp.name()),
+            &chunks,
+            |b, chunks| {
+                b.iter(|| black_box(imp.parse(black_box(chunks))));
+            },
+        );
     }
     group.finish();
 }

@@ -82,7 +82,9 @@ impl SseImpl {
 
 type Infallible = std::convert::Infallible;
 
-fn byte_stream(chunks: &[Bytes]) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Unpin + '_ {
+fn byte_stream(
+    chunks: &[Bytes],
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Unpin + '_ {
     stream::iter(chunks.iter().cloned().map(Ok))
 }
 
@@ -177,7 +179,12 @@ mod tests {
             let reference = SseImpl::Ferroloop.parse(&chunks);
             assert!(reference.events > 500);
             for imp in SseImpl::ALL {
-                assert_eq!(imp.parse(&chunks), reference, "{} at {size}-byte chunks", imp.name());
+                assert_eq!(
+                    imp.parse(&chunks),
+                    reference,
+                    "{} at {size}-byte chunks",
+                    imp.name()
+                );
             }
         }
     }

@@ -33,10 +33,43 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "the", "model", "streams", "tokens", "while", "tools", "run", "in", "parallel", "and",
-    "results", "arrive", "order", "function", "returns", "value", "file", "read", "error",
-    "context", "window", "会话", "工具", "结果", "模型", "日本語", "テキスト", "한국어", "🚀", "✅",
-    "naïve", "café", "Straße", "{\\\"json\\\": true}", "\\n", "fn main()", "let x = 42;",
+    "the",
+    "model",
+    "streams",
+    "tokens",
+    "while",
+    "tools",
+    "run",
+    "in",
+    "parallel",
+    "and",
+    "results",
+    "arrive",
+    "order",
+    "function",
+    "returns",
+    "value",
+    "file",
+    "read",
+    "error",
+    "context",
+    "window",
+    "会话",
+    "工具",
+    "结果",
+    "模型",
+    "日本語",
+    "テキスト",
+    "한국어",
+    "🚀",
+    "✅",
+    "naïve",
+    "café",
+    "Straße",
+    "{\\\"json\\\": true}",
+    "\\n",
+    "fn main()",
+    "let x = 42;",
 ];
 
 /// Appends a JSON-escaped text fragment of a few words.
@@ -63,7 +96,13 @@ pub fn anthropic_stream(seed: u64, target_bytes: usize) -> Bytes {
     while out.len() < target_bytes {
         if index % 5 == 4 {
             out.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_{index:08}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\n"));
-            let pieces = ["{\\\"path\\\": \\\"src/", "main", ".rs\\\", \\\"off", "set\\\": 1", "0, \\\"limit\\\": 200}"];
+            let pieces = [
+                "{\\\"path\\\": \\\"src/",
+                "main",
+                ".rs\\\", \\\"off",
+                "set\\\": 1",
+                "0, \\\"limit\\\": 200}",
+            ];
             for piece in pieces {
                 out.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{piece}\"}}}}\n\n"));
             }
@@ -118,7 +157,10 @@ mod tests {
         assert!(a.len() >= 200_000 && a.len() < 210_000);
         let events = ferroloop::sse::parse_all(a.clone());
         assert!(events.len() > 1000);
-        assert!(std::str::from_utf8(&a).unwrap().contains("世界") || std::str::from_utf8(&a).unwrap().contains("会话"));
+        assert!(
+            std::str::from_utf8(&a).unwrap().contains("世界")
+                || std::str::from_utf8(&a).unwrap().contains("会话")
+        );
     }
 
     #[test]

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use ferroloop::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
 
-
 use crate::input;
 
 /// The providers `--provider` accepts.
@@ -105,7 +104,11 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn write_events(out: &mut impl Write, events: &mut Vec<DecodeEvent>, print: bool) -> anyhow::Result<()> {
+fn write_events(
+    out: &mut impl Write,
+    events: &mut Vec<DecodeEvent>,
+    print: bool,
+) -> anyhow::Result<()> {
     if print {
         for event in events.iter() {
             serde_json::to_writer(&mut *out, event)?;
@@ -115,4 +118,3 @@ fn write_events(out: &mut impl Write, events: &mut Vec<DecodeEvent>, print: bool
     events.clear();
     Ok(())
 }
-

@@ -12,7 +12,9 @@ fn bin() -> Command {
 }
 
 fn shared(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests")
+        .join(path)
 }
 
 fn decode_stdin(provider: &str, input: &[u8], extra: &[&str]) -> Output {
@@ -39,7 +41,10 @@ fn fixtures_decode_to_the_expected_message_at_every_chunk_size() {
             }
             let name = path.file_stem().unwrap().to_string_lossy().into_owned();
             let expected: Value = serde_json::from_str(
-                &std::fs::read_to_string(shared(&format!("decode/expected/{provider}/{name}.json"))).unwrap(),
+                &std::fs::read_to_string(shared(&format!(
+                    "decode/expected/{provider}/{name}.json"
+                )))
+                .unwrap(),
             )
             .unwrap();
             for chunk in [None, Some("1"), Some("7"), Some("64")] {
@@ -49,7 +54,11 @@ fn fixtures_decode_to_the_expected_message_at_every_chunk_size() {
                     cmd.args(["--chunk", n]);
                 }
                 let out = cmd.output().unwrap();
-                assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{name}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 let stdout = String::from_utf8(out.stdout).unwrap();
                 assert_eq!(stdout.lines().count(), 1, "one JSON document on one line");
                 let message: Value = serde_json::from_str(&stdout).unwrap();
@@ -63,7 +72,14 @@ fn fixtures_decode_to_the_expected_message_at_every_chunk_size() {
 fn events_flag_prints_typed_events_then_the_message() {
     let path = shared("fixtures/anthropic/tool_use_response.sse");
     let out = bin()
-        .args(["decode", "--provider", "anthropic", "--events", "--chunk", "3"])
+        .args([
+            "decode",
+            "--provider",
+            "anthropic",
+            "--events",
+            "--chunk",
+            "3",
+        ])
         .arg(&path)
         .output()
         .unwrap();
@@ -79,7 +95,10 @@ fn events_flag_prints_typed_events_then_the_message() {
     assert_eq!(kinds.first(), Some(&"message_start"));
     assert_eq!(kinds.last(), Some(&"message_stop"));
     assert!(kinds.contains(&"ping"));
-    let ready = events.iter().find(|e| e["type"] == "tool_use_ready").unwrap();
+    let ready = events
+        .iter()
+        .find(|e| e["type"] == "tool_use_ready")
+        .unwrap();
     assert_eq!(ready["input"]["location"], "Paris");
     let text: String = events
         .iter()
@@ -100,7 +119,10 @@ fn mid_stream_error_exits_1_with_a_clear_message() {
     let out = decode_stdin("anthropic", input.as_bytes(), &[]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stderr.contains("overloaded_error") && stderr.contains("Overloaded"), "{stderr}");
+    assert!(
+        stderr.contains("overloaded_error") && stderr.contains("Overloaded"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -123,7 +145,11 @@ fn truncated_stream_exits_1_and_prints_the_partial_message() {
 
 #[test]
 fn unknown_provider_is_a_usage_error() {
-    let out = bin().args(["decode", "--provider", "gemini"]).stdin(Stdio::null()).output().unwrap();
+    let out = bin()
+        .args(["decode", "--provider", "gemini"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("gemini"));
 }

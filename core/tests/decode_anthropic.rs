@@ -3,7 +3,9 @@
 
 use bytes::Bytes;
 use ferroloop::decode::partial_json::PartialMode;
-use ferroloop::decode::{AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, ProtocolError, StreamDecoder};
+use ferroloop::decode::{
+    AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, ProtocolError, StreamDecoder,
+};
 use serde_json::{Value, json};
 
 fn start(id: &str) -> (String, Value) {
@@ -20,11 +22,17 @@ fn ev(kind: &str, data: Value) -> (String, Value) {
 }
 
 fn block_start(index: usize, block: Value) -> (String, Value) {
-    ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": block}))
+    ev(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": block}),
+    )
 }
 
 fn delta(index: usize, delta: Value) -> (String, Value) {
-    ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": delta}))
+    ev(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    )
 }
 
 fn text(index: usize, t: &str) -> (String, Value) {
@@ -32,11 +40,17 @@ fn text(index: usize, t: &str) -> (String, Value) {
 }
 
 fn input(index: usize, fragment: &str) -> (String, Value) {
-    delta(index, json!({"type": "input_json_delta", "partial_json": fragment}))
+    delta(
+        index,
+        json!({"type": "input_json_delta", "partial_json": fragment}),
+    )
 }
 
 fn stop(index: usize) -> (String, Value) {
-    ev("content_block_stop", json!({"type": "content_block_stop", "index": index}))
+    ev(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    )
 }
 
 fn message_delta(stop_reason: &str, usage: Value) -> (String, Value) {
@@ -66,11 +80,17 @@ fn run(events: &[(String, Value)]) -> (AnthropicDecoder, Vec<DecodeEvent>, Optio
 }
 
 fn to_sse(events: &[(String, Value)]) -> String {
-    events.iter().map(|(k, d)| format!("event: {k}\ndata: {d}\n\n")).collect()
+    events
+        .iter()
+        .map(|(k, d)| format!("event: {k}\ndata: {d}\n\n"))
+        .collect()
 }
 
 fn kinds(events: &[DecodeEvent]) -> Vec<String> {
-    events.iter().map(|e| e.to_json()["type"].as_str().unwrap().to_owned()).collect()
+    events
+        .iter()
+        .map(|e| e.to_json()["type"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
@@ -78,11 +98,20 @@ fn thinking_signature_text_and_citations() {
     let citation = json!({"type": "char_location", "cited_text": "x", "document_index": 0, "start_char_index": 0, "end_char_index": 1});
     let stream = vec![
         start("msg_1"),
-        block_start(0, json!({"type": "thinking", "thinking": "", "signature": ""})),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
         delta(0, json!({"type": "thinking_delta", "thinking": "Let me "})),
         delta(0, json!({"type": "thinking_delta", "thinking": "think."})),
-        delta(0, json!({"type": "signature_delta", "signature": "sig-old"})),
-        delta(0, json!({"type": "signature_delta", "signature": "sig-final"})),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": "sig-old"}),
+        ),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": "sig-final"}),
+        ),
         stop(0),
         block_start(1, json!({"type": "redacted_thinking", "data": "ENCRYPTED"})),
         stop(1),
@@ -111,10 +140,21 @@ fn thinking_signature_text_and_citations() {
     assert_eq!(message["usage"]["cache_read_input_tokens"], 7);
     let k = kinds(&events);
     for expected in [
-        "message_start", "block_start", "thinking_delta", "signature_delta", "block_stop", "text_delta",
-        "citation_delta", "ping", "message_delta", "message_stop",
+        "message_start",
+        "block_start",
+        "thinking_delta",
+        "signature_delta",
+        "block_stop",
+        "text_delta",
+        "citation_delta",
+        "ping",
+        "message_delta",
+        "message_stop",
     ] {
-        assert!(k.iter().any(|x| x == expected), "missing {expected} in {k:?}");
+        assert!(
+            k.iter().any(|x| x == expected),
+            "missing {expected} in {k:?}"
+        );
     }
 }
 
@@ -122,14 +162,23 @@ fn thinking_signature_text_and_citations() {
 fn parallel_tool_use_blocks_are_sealed_at_their_own_stop() {
     let stream = vec![
         start("msg_2"),
-        block_start(0, json!({"type": "tool_use", "id": "toolu_a", "name": "read", "input": {}})),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_a", "name": "read", "input": {}}),
+        ),
         input(0, ""),
         input(0, "{\"path\": \"a"),
         input(0, ".txt\"}"),
         stop(0),
-        block_start(1, json!({"type": "tool_use", "id": "toolu_b", "name": "list", "input": {}})),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_b", "name": "list", "input": {}}),
+        ),
         stop(1),
-        block_start(2, json!({"type": "tool_use", "id": "toolu_c", "name": "grep", "input": {}})),
+        block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_c", "name": "grep", "input": {}}),
+        ),
         input(2, "{\"q\": [1, {\"x\": null}]}"),
         stop(2),
         message_delta("tool_use", json!({"output_tokens": 9})),
@@ -141,16 +190,28 @@ fn parallel_tool_use_blocks_are_sealed_at_their_own_stop() {
         .iter()
         .enumerate()
         .filter_map(|(at, e)| match e {
-            DecodeEvent::ToolUseReady { id, name, input, index } => {
-                Some((at, json!({"index": index, "id": id, "name": name, "input": input})))
-            }
+            DecodeEvent::ToolUseReady {
+                id,
+                name,
+                input,
+                index,
+            } => Some((
+                at,
+                json!({"index": index, "id": id, "name": name, "input": input}),
+            )),
             _ => None,
         })
         .collect();
     assert_eq!(ready.len(), 3);
-    assert_eq!(ready[0].1, json!({"index": 0, "id": "toolu_a", "name": "read", "input": {"path": "a.txt"}}));
+    assert_eq!(
+        ready[0].1,
+        json!({"index": 0, "id": "toolu_a", "name": "read", "input": {"path": "a.txt"}})
+    );
     // An empty input buffer means `{}`.
-    assert_eq!(ready[1].1, json!({"index": 1, "id": "toolu_b", "name": "list", "input": {}}));
+    assert_eq!(
+        ready[1].1,
+        json!({"index": 1, "id": "toolu_b", "name": "list", "input": {}})
+    );
     assert_eq!(ready[2].1["input"], json!({"q": [1, {"x": null}]}));
     // Each is emitted right after its own block_stop, while the message still streams.
     for (at, _) in &ready {
@@ -168,7 +229,10 @@ fn server_tool_blocks_and_unknown_types_pass_through() {
     let future_block = json!({"type": "hologram", "payload": {"depth": 3}});
     let stream = vec![
         start("msg_3"),
-        block_start(0, json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}})),
+        block_start(
+            0,
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        ),
         input(0, "{\"query\": \"rust"),
         input(0, " sse\"}"),
         stop(0),
@@ -178,7 +242,10 @@ fn server_tool_blocks_and_unknown_types_pass_through() {
         delta(2, json!({"type": "hologram_delta", "depth": 4})),
         stop(2),
         ev("future_event", json!({"type": "future_event", "x": 1})),
-        message_delta("end_turn", json!({"output_tokens": 5, "server_tool_use": {"web_search_requests": 1}})),
+        message_delta(
+            "end_turn",
+            json!({"output_tokens": 5, "server_tool_use": {"web_search_requests": 1}}),
+        ),
         message_stop(),
     ];
     let (mut decoder, events, error) = run(&stream);
@@ -189,8 +256,14 @@ fn server_tool_blocks_and_unknown_types_pass_through() {
         json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "rust sse"}})
     );
     assert_eq!(message["content"][1], search_result);
-    assert_eq!(message["content"][2], future_block, "unknown block kept, unknown delta does not change it");
-    assert_eq!(message["usage"]["server_tool_use"], json!({"web_search_requests": 1}));
+    assert_eq!(
+        message["content"][2], future_block,
+        "unknown block kept, unknown delta does not change it"
+    );
+    assert_eq!(
+        message["usage"]["server_tool_use"],
+        json!({"web_search_requests": 1})
+    );
     assert!(events.contains(&DecodeEvent::UnknownDelta {
         index: 2,
         delta: json!({"type": "hologram_delta", "depth": 4})
@@ -200,14 +273,21 @@ fn server_tool_blocks_and_unknown_types_pass_through() {
         data: json!({"type": "future_event", "x": 1})
     }));
     // Server tools are run by the API: no ToolUseReady for the executor.
-    assert!(!events.iter().any(|e| matches!(e, DecodeEvent::ToolUseReady { .. })));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+    );
 }
 
 #[test]
 fn usage_is_assigned_not_added_and_null_keeps() {
     let stream = vec![
         start("msg_4"),
-        message_delta("end_turn", json!({"output_tokens": 5, "input_tokens": null})),
+        message_delta(
+            "end_turn",
+            json!({"output_tokens": 5, "input_tokens": null}),
+        ),
         ev(
             "message_delta",
             json!({"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
@@ -232,11 +312,18 @@ fn mid_stream_error_is_typed_and_not_swallowed() {
         start("msg_5"),
         block_start(0, json!({"type": "text", "text": ""})),
         text(0, "partial"),
-        ev("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+        ev(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
     ];
     let (mut decoder, _, error) = run(&stream);
     match error {
-        Some(DecodeError::Provider { error_type, message, .. }) => {
+        Some(DecodeError::Provider {
+            error_type,
+            message,
+            ..
+        }) => {
             assert_eq!(error_type, "overloaded_error");
             assert_eq!(message, "Overloaded");
         }
@@ -244,7 +331,9 @@ fn mid_stream_error_is_typed_and_not_swallowed() {
     }
     assert_eq!(decoder.message()["content"][0]["text"], "partial");
     let finished = decoder.finish();
-    assert!(matches!(finished, Err(DecodeError::Provider { ref error_type, .. }) if error_type == "overloaded_error"));
+    assert!(
+        matches!(finished, Err(DecodeError::Provider { ref error_type, .. }) if error_type == "overloaded_error")
+    );
     assert_eq!(finished.unwrap_err().code(), "provider");
 }
 
@@ -254,7 +343,10 @@ fn stream_without_message_stop_is_truncated_with_the_partial_message() {
         start("msg_6"),
         block_start(0, json!({"type": "text", "text": ""})),
         text(0, "Hello, wor"),
-        block_start(1, json!({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {}})),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {}}),
+        ),
         input(1, "{\"a\": 1, \"b\": \"unfinis"),
     ];
     let mut decoder = StreamDecoder::new(AnthropicDecoder::new());
@@ -272,17 +364,25 @@ fn stream_without_message_stop_is_truncated_with_the_partial_message() {
         other => panic!("expected Truncated, got {other:?}"),
     }
     let mut empty = StreamDecoder::new(AnthropicDecoder::new());
-    assert!(matches!(empty.finish(), Err(DecodeError::Truncated { partial, .. }) if partial.is_null()));
+    assert!(
+        matches!(empty.finish(), Err(DecodeError::Truncated { partial, .. }) if partial.is_null())
+    );
 }
 
 #[test]
 fn max_tokens_mid_tool_input_is_reported_truncated() {
     let stream = vec![
         start("msg_7"),
-        block_start(0, json!({"type": "tool_use", "id": "toolu_ok", "name": "a", "input": {}})),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_ok", "name": "a", "input": {}}),
+        ),
         input(0, "{\"done\": true}"),
         stop(0),
-        block_start(1, json!({"type": "tool_use", "id": "toolu_cut", "name": "b", "input": {}})),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_cut", "name": "b", "input": {}}),
+        ),
         input(1, "{\"lines\": [\"one\", \"tw"),
         message_delta("max_tokens", json!({"output_tokens": 100})),
         message_stop(),
@@ -295,8 +395,10 @@ fn max_tokens_mid_tool_input_is_reported_truncated() {
         name: "b".into(),
         partial_json: "{\"lines\": [\"one\", \"tw".into(),
     }));
-    let ready: Vec<&DecodeEvent> =
-        events.iter().filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. })).collect();
+    let ready: Vec<&DecodeEvent> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
     assert_eq!(ready.len(), 1, "only the completed call is ready");
     let message = decoder.finish().unwrap();
     assert_eq!(message["content"][1]["input"], json!({"lines": ["one"]}));
@@ -306,67 +408,131 @@ fn max_tokens_mid_tool_input_is_reported_truncated() {
 fn invalid_tool_input_at_stop_is_reported_invalid() {
     let stream = vec![
         start("msg_8"),
-        block_start(0, json!({"type": "tool_use", "id": "toolu_bad", "name": "f", "input": {}})),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_bad", "name": "f", "input": {}}),
+        ),
         input(0, "{\"a\": 1} trailing"),
         stop(0),
         message_stop(),
     ];
     let (_, events, error) = run(&stream);
     assert!(error.is_none());
-    assert!(events.iter().any(|e| matches!(e, DecodeEvent::ToolUseInvalid { id, .. } if id == "toolu_bad")));
-    assert!(!events.iter().any(|e| matches!(e, DecodeEvent::ToolUseReady { .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseInvalid { id, .. } if id == "toolu_bad"))
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+    );
 }
 
 #[test]
 fn protocol_errors() {
     let (_, _, error) = run(&[text(0, "x")]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))
+        ),
+        "{error:?}"
+    );
 
     let (_, _, error) = run(&[start("a"), start("b")]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::DuplicateStart { .. }))));
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::DuplicateStart { .. }))
+    ));
 
     let (_, _, error) = run(&[start("a"), text(3, "x")]);
     assert!(matches!(
         error,
-        Some(DecodeError::Protocol(ProtocolError::UnknownIndex { index: 3, .. }))
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex {
+            index: 3,
+            ..
+        }))
     ));
 
     let (_, _, error) = run(&[start("a"), input(0, "{")]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::UnknownIndex { index: 0, .. }))));
-
-    let (_, _, error) = run(&[start("a"), stop(0)]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::UnknownIndex { .. }))));
-
-    let (_, _, error) = run(&[start("a"), block_start(1, json!({"type": "text", "text": ""}))]);
     assert!(matches!(
         error,
-        Some(DecodeError::Protocol(ProtocolError::OutOfOrderIndex { index: 1, expected: 0 }))
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex {
+            index: 0,
+            ..
+        }))
+    ));
+
+    let (_, _, error) = run(&[start("a"), stop(0)]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex { .. }))
+    ));
+
+    let (_, _, error) = run(&[
+        start("a"),
+        block_start(1, json!({"type": "text", "text": ""})),
+    ]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::OutOfOrderIndex {
+            index: 1,
+            expected: 0
+        }))
     ));
 
     let (_, _, error) = run(&[start("a"), message_stop(), text(0, "late")]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))));
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))
+    ));
 
     let mut decoder = AnthropicDecoder::new();
-    let error = decoder.push_event("content_block_delta", "{not json").unwrap_err();
+    let error = decoder
+        .push_event("content_block_delta", "{not json")
+        .unwrap_err();
     assert!(matches!(error, DecodeError::InvalidJson { .. }));
     assert_eq!(error.code(), "invalid_json");
 }
 
 #[test]
 fn text_fast_path_agrees_with_the_general_path() {
-    let texts = ["plain", "line\nbreak", "quote \" and \\ backslash", "漢字 😀 é", "\u{1}", "", "tab\t/"];
+    let texts = [
+        "plain",
+        "line\nbreak",
+        "quote \" and \\ backslash",
+        "漢字 😀 é",
+        "\u{1}",
+        "",
+        "tab\t/",
+    ];
     for t in texts {
         let compact = format!(
             r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}}"#,
             serde_json::to_string(t).unwrap()
         );
-        let spaced = serde_json::to_string_pretty(&serde_json::from_str::<Value>(&compact).unwrap()).unwrap();
-        let escaped_unicode = compact.replace('😀', "\\ud83d\\ude00").replace('é', "\\u00e9");
+        let spaced =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&compact).unwrap())
+                .unwrap();
+        let escaped_unicode = compact
+            .replace('😀', "\\ud83d\\ude00")
+            .replace('é', "\\u00e9");
         let mut results = Vec::new();
         for data in [&compact, &spaced, &escaped_unicode] {
             let mut decoder = AnthropicDecoder::new();
-            decoder.push_event("message_start", &start("m").1.to_string()).unwrap();
-            decoder.push_event("content_block_start", &block_start(0, json!({"type": "text", "text": ">"})).1.to_string()).unwrap();
+            decoder
+                .push_event("message_start", &start("m").1.to_string())
+                .unwrap();
+            decoder
+                .push_event(
+                    "content_block_start",
+                    &block_start(0, json!({"type": "text", "text": ">"}))
+                        .1
+                        .to_string(),
+                )
+                .unwrap();
             decoder.push_event("content_block_delta", data).unwrap();
             results.push(decoder.message()["content"][0]["text"].clone());
         }
@@ -378,7 +544,13 @@ fn text_fast_path_agrees_with_the_general_path() {
 
 #[test]
 fn events_without_event_lines_use_the_json_type() {
-    let stream = [start("m"), block_start(0, json!({"type": "text", "text": ""})), text(0, "hi"), stop(0), message_stop()];
+    let stream = [
+        start("m"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "hi"),
+        stop(0),
+        message_stop(),
+    ];
     let mut decoder = AnthropicDecoder::new();
     for (_, data) in &stream {
         decoder.push_event("message", &data.to_string()).unwrap();
@@ -393,7 +565,10 @@ fn record_events_off_still_seals_tool_calls() {
         block_start(0, json!({"type": "text", "text": ""})),
         text(0, "a"),
         stop(0),
-        block_start(1, json!({"type": "tool_use", "id": "t", "name": "f", "input": {}})),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
         input(1, "{}"),
         stop(1),
         message_stop(),
@@ -413,9 +588,20 @@ fn prefilled_content_in_message_start_is_kept() {
     let mut decoder = AnthropicDecoder::new();
     let mut begin = start("m").1;
     begin["message"]["content"] = json!([{"type": "text", "text": "Prefill "}]);
-    decoder.push_event("message_start", &begin.to_string()).unwrap();
-    decoder.push_event("content_block_start", &block_start(1, json!({"type": "text", "text": ""})).1.to_string()).unwrap();
-    decoder.push_event("content_block_delta", &text(1, "more").1.to_string()).unwrap();
+    decoder
+        .push_event("message_start", &begin.to_string())
+        .unwrap();
+    decoder
+        .push_event(
+            "content_block_start",
+            &block_start(1, json!({"type": "text", "text": ""}))
+                .1
+                .to_string(),
+        )
+        .unwrap();
+    decoder
+        .push_event("content_block_delta", &text(1, "more").1.to_string())
+        .unwrap();
     let message = decoder.message();
     assert_eq!(message["content"][0]["text"], "Prefill ");
     assert_eq!(message["content"][1]["text"], "more");
@@ -431,7 +617,13 @@ fn tool_input_accumulation_is_linear() {
         doc.push_str("\"some text with \\\"escapes\\\" and ünïcödé\", ");
     }
     doc.push_str("\"end\"]}");
-    let header = [start("m"), block_start(0, json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}))];
+    let header = [
+        start("m"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
+    ];
 
     let run_with = |pieces: &mut dyn Iterator<Item = &str>, repair_each: bool| -> (u64, Value) {
         let mut decoder = AnthropicDecoder::new();
@@ -452,11 +644,15 @@ fn tool_input_accumulation_is_linear() {
             data.push_str("\"}}");
             decoder.push_event("content_block_delta", &data).unwrap();
             if repair_each {
-                let repair = decoder.tool_input_repair(0, PartialMode::DropIncompleteStrings).unwrap();
+                let repair = decoder
+                    .tool_input_repair(0, PartialMode::DropIncompleteStrings)
+                    .unwrap();
                 assert!(repair.suffix.len() <= 3);
             }
         }
-        decoder.push_event("content_block_stop", &stop(0).1.to_string()).unwrap();
+        decoder
+            .push_event("content_block_stop", &stop(0).1.to_string())
+            .unwrap();
         let work = decoder.tool_input_work(0).unwrap();
         (work, decoder.message()["content"][0]["input"].clone())
     };
@@ -465,24 +661,41 @@ fn tool_input_accumulation_is_linear() {
     let mut chars = doc.char_indices().map(|(i, c)| &doc[i..i + c.len_utf8()]);
     let (char_work, char_input) = run_with(&mut chars, false);
     assert_eq!(char_input, one_input);
-    assert!(char_work < 3 * one_delta_work, "{char_work} vs {one_delta_work}");
+    assert!(
+        char_work < 3 * one_delta_work,
+        "{char_work} vs {one_delta_work}"
+    );
 
     // With a complete-so-far repair after every delta (what a UI does), still linear. A
     // 64 KiB prefix keeps the debug-build test fast; the partial_json unit tests cover 1 MiB.
-    let small = format!("{}\"end\"]}}", &doc[..doc[..1 << 16].rfind(", ").unwrap() + 2]);
+    let small = format!(
+        "{}\"end\"]}}",
+        &doc[..doc[..1 << 16].rfind(", ").unwrap() + 2]
+    );
     let (small_work, small_input) = run_with(&mut std::iter::once(small.as_str()), false);
-    let mut chars = small.char_indices().map(|(i, c)| &small[i..i + c.len_utf8()]);
+    let mut chars = small
+        .char_indices()
+        .map(|(i, c)| &small[i..i + c.len_utf8()]);
     let (repaired_work, repaired_input) = run_with(&mut chars, true);
     assert_eq!(repaired_input, small_input);
-    assert!(repaired_work < 3 * small_work, "{repaired_work} vs {small_work}");
-    assert_eq!(one_input["lines"].as_array().unwrap().last().unwrap(), "end");
+    assert!(
+        repaired_work < 3 * small_work,
+        "{repaired_work} vs {small_work}"
+    );
+    assert_eq!(
+        one_input["lines"].as_array().unwrap().last().unwrap(),
+        "end"
+    );
 }
 
 #[test]
 fn snapshot_is_valid_json_at_every_event() {
     let stream = vec![
         start("m"),
-        block_start(0, json!({"type": "tool_use", "id": "t", "name": "f", "input": {}})),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
         input(0, "{\"a\": [1, 2"),
         input(0, ", {\"b\": \"x"),
         input(0, "y\"}]}"),
@@ -497,7 +710,10 @@ fn snapshot_is_valid_json_at_every_event() {
     }
     assert_eq!(views[2]["content"][0]["input"], json!({"a": [1, 2]}));
     assert_eq!(views[3]["content"][0]["input"], json!({"a": [1, 2, {}]}));
-    assert_eq!(views[4]["content"][0]["input"], json!({"a": [1, 2, {"b": "xy"}]}));
+    assert_eq!(
+        views[4]["content"][0]["input"],
+        json!({"a": [1, 2, {"b": "xy"}]})
+    );
     assert_eq!(
         decoder.tool_input_view(0, PartialMode::TrailingStrings),
         Some(json!({"a": [1, 2, {"b": "xy"}]}))

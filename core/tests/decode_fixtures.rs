@@ -18,7 +18,12 @@ fn fixtures(provider: &str) -> Vec<(String, Vec<u8>)> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "sse"))
-        .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_stem().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
         .collect();
     out.sort();
     assert!(!out.is_empty(), "no fixtures in {}", dir.display());
@@ -26,7 +31,10 @@ fn fixtures(provider: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn expected(provider: &str, name: &str) -> Value {
-    let path = repo_root().join("tests/decode/expected").join(provider).join(format!("{name}.json"));
+    let path = repo_root()
+        .join("tests/decode/expected")
+        .join(provider)
+        .join(format!("{name}.json"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
@@ -37,7 +45,9 @@ fn decode_split(provider: Provider, input: &[u8], cuts: &[usize]) -> (Value, Vec
     let mut start = 0;
     for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
         let cut = cut.clamp(start, input.len());
-        decoder.feed_into(Bytes::copy_from_slice(&input[start..cut]), &mut events).unwrap();
+        decoder
+            .feed_into(Bytes::copy_from_slice(&input[start..cut]), &mut events)
+            .unwrap();
         start = cut;
     }
     let message = decoder.finish().unwrap();
@@ -45,7 +55,10 @@ fn decode_split(provider: Provider, input: &[u8], cuts: &[usize]) -> (Value, Vec
 }
 
 fn decode_chunked(provider: Provider, input: &[u8], chunk: usize) -> (Value, Vec<Value>) {
-    let cuts: Vec<usize> = (1..).map(|i| i * chunk).take_while(|&c| c < input.len()).collect();
+    let cuts: Vec<usize> = (1..)
+        .map(|i| i * chunk)
+        .take_while(|&c| c < input.len())
+        .collect();
     decode_split(provider, input, &cuts)
 }
 
@@ -74,32 +87,47 @@ fn openai_chat_fixtures_match_expected_at_every_chunking() {
 
 #[test]
 fn anthropic_fixture_events_seal_the_tool_call() {
-    let input = std::fs::read(repo_root().join("tests/fixtures/anthropic/tool_use_response.sse")).unwrap();
+    let input =
+        std::fs::read(repo_root().join("tests/fixtures/anthropic/tool_use_response.sse")).unwrap();
     let (_, events) = decode_chunked(Provider::Anthropic, &input, 5);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     let ready = kinds.iter().position(|k| *k == "tool_use_ready").unwrap();
     // Sealed right after its block stop, before message_delta / message_stop.
     assert_eq!(kinds[ready - 1], "block_stop");
     assert!(ready < kinds.iter().position(|k| *k == "message_delta").unwrap());
-    assert_eq!(events[ready]["input"], serde_json::json!({"location": "Paris"}));
+    assert_eq!(
+        events[ready]["input"],
+        serde_json::json!({"location": "Paris"})
+    );
     assert_eq!(events[ready]["id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
 }
 
 #[test]
 fn anthropic_incomplete_fixture_reports_truncated_tool_input() {
-    let input =
-        std::fs::read(repo_root().join("tests/fixtures/anthropic/incomplete_partial_json_response.sse")).unwrap();
+    let input = std::fs::read(
+        repo_root().join("tests/fixtures/anthropic/incomplete_partial_json_response.sse"),
+    )
+    .unwrap();
     let (_, events) = decode_chunked(Provider::Anthropic, &input, 3);
-    let truncated: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool_use_truncated").collect();
+    let truncated: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_use_truncated")
+        .collect();
     assert_eq!(truncated.len(), 1);
     assert_eq!(truncated[0]["name"], "make_file");
-    assert!(truncated[0]["partial_json"].as_str().unwrap().ends_with("\"Filing taxes"));
+    assert!(
+        truncated[0]["partial_json"]
+            .as_str()
+            .unwrap()
+            .ends_with("\"Filing taxes")
+    );
     assert!(!events.iter().any(|e| e["type"] == "tool_use_ready"));
 }
 
 #[test]
 fn openai_chat_length_fixture_is_complete_with_finish_reason_length() {
-    let input = std::fs::read(repo_root().join("tests/fixtures/openai-chat/4cc50a6135d2.sse")).unwrap();
+    let input =
+        std::fs::read(repo_root().join("tests/fixtures/openai-chat/4cc50a6135d2.sse")).unwrap();
     let (message, _) = decode_chunked(Provider::OpenAiChat, &input, 1);
     assert_eq!(message["choices"][0]["finish_reason"], "length");
 }

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 use ferroloop::decode::{
-    DecodeError, DecodeEvent, EventDecoder, OpenAiChatDecoder, OpenAiResponsesDecoder, ProtocolError, Provider,
-    StreamDecoder,
+    DecodeError, DecodeEvent, EventDecoder, OpenAiChatDecoder, OpenAiResponsesDecoder,
+    ProtocolError, Provider, StreamDecoder,
 };
 use serde_json::{Value, json};
 
@@ -54,14 +54,27 @@ fn chat_parallel_tool_calls_merge_by_index_and_seal() {
     assert_eq!(ready.len(), 2);
     assert_eq!(
         ready[0].1,
-        &DecodeEvent::ToolUseReady { index: 0, id: "call_a".into(), name: "read".into(), input: json!({"path": "x"}) }
+        &DecodeEvent::ToolUseReady {
+            index: 0,
+            id: "call_a".into(),
+            name: "read".into(),
+            input: json!({"path": "x"})
+        }
     );
     // The first call is sealed as soon as the second starts, before the finish_reason.
-    let finish_at = events.iter().position(|e| matches!(e, DecodeEvent::MessageDelta { .. })).unwrap();
+    let finish_at = events
+        .iter()
+        .position(|e| matches!(e, DecodeEvent::MessageDelta { .. }))
+        .unwrap();
     assert!(ready[0].0 < finish_at);
     assert_eq!(
         ready[1].1,
-        &DecodeEvent::ToolUseReady { index: 1, id: "call_b".into(), name: "list".into(), input: json!({}) }
+        &DecodeEvent::ToolUseReady {
+            index: 1,
+            id: "call_b".into(),
+            name: "list".into(),
+            input: json!({})
+        }
     );
     let message = decoder.finish().unwrap();
     assert_eq!(
@@ -81,9 +94,13 @@ fn chat_parallel_tool_calls_merge_by_index_and_seal() {
 #[test]
 fn chat_text_deltas_and_length_truncation_of_tool_arguments() {
     let chunks = vec![
-        chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        ),
         chunk(json!([{"index": 0, "delta": {"content": "Hel"}, "finish_reason": null}])),
-        chunk(json!([{"index": 0, "delta": {"content": "lo \"x\" 漢😀\n"}, "finish_reason": null}])),
+        chunk(
+            json!([{"index": 0, "delta": {"content": "lo \"x\" 漢😀\n"}, "finish_reason": null}]),
+        ),
         chunk(json!([{"index": 0, "delta": {"tool_calls": [
             {"index": 0, "id": "call_c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": [1,"}}]}}])),
         chunk(json!([{"index": 0, "delta": {}, "finish_reason": "length"}])),
@@ -99,9 +116,16 @@ fn chat_text_deltas_and_length_truncation_of_tool_arguments() {
         })
         .collect();
     assert_eq!(texts, ["Hel", "lo \"x\" 漢😀\n"]);
-    assert!(events.iter().any(|e| matches!(e, DecodeEvent::ToolUseTruncated { id, .. } if id == "call_c")));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseTruncated { id, .. } if id == "call_c"))
+    );
     let message = decoder.finish().unwrap();
-    assert_eq!(message["choices"][0]["message"]["content"], "Hello \"x\" 漢😀\n");
+    assert_eq!(
+        message["choices"][0]["message"]["content"],
+        "Hello \"x\" 漢😀\n"
+    );
 }
 
 #[test]
@@ -117,23 +141,38 @@ fn chat_truncation_error_and_protocol() {
 
     let (mut decoder, _, error) = chat(&[
         chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
-        json!({"error": {"message": "The server had an error", "type": "server_error"}}).to_string(),
+        json!({"error": {"message": "The server had an error", "type": "server_error"}})
+            .to_string(),
     ]);
-    assert!(matches!(&error, Some(DecodeError::Provider { error_type, .. }) if error_type == "server_error"));
-    assert!(matches!(decoder.finish(), Err(DecodeError::Provider { .. })));
+    assert!(
+        matches!(&error, Some(DecodeError::Provider { error_type, .. }) if error_type == "server_error")
+    );
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Provider { .. })
+    ));
 
     let (_, _, error) = chat(&["[DONE]".to_owned()]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))));
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))
+    ));
 
     let (_, _, error) = chat(&[
         chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
         "[DONE]".to_owned(),
         chunk(json!([{"index": 0, "delta": {"content": "late"}}])),
     ]);
-    assert!(matches!(error, Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))));
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))
+    ));
 
     // `[DONE]` must be exactly that data.
-    let (_, _, error) = chat(&[chunk(json!([{"index": 0, "delta": {"content": "hi"}}])), " [DONE]".to_owned()]);
+    let (_, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        " [DONE]".to_owned(),
+    ]);
     assert!(matches!(error, Some(DecodeError::InvalidJson { .. })));
 }
 
@@ -141,8 +180,12 @@ fn chat_truncation_error_and_protocol() {
 fn chat_unknown_delta_fields_accumulate_like_the_sdk() {
     let chunks = vec![
         chunk(json!([{"index": 0, "delta": {"role": "assistant", "reasoning_content": "th"}}])),
-        chunk(json!([{"index": 0, "delta": {"reasoning_content": "ink", "content": "ok", "audio": {"id": "a1"}}}])),
-        chunk(json!([{"index": 0, "delta": {"audio": {"transcript": "x"}}, "finish_reason": "stop"}])),
+        chunk(
+            json!([{"index": 0, "delta": {"reasoning_content": "ink", "content": "ok", "audio": {"id": "a1"}}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"audio": {"transcript": "x"}}, "finish_reason": "stop"}]),
+        ),
         "[DONE]".to_owned(),
     ];
     let (mut decoder, _, error) = chat(&chunks);
@@ -171,21 +214,57 @@ fn responses_stream() -> Vec<(String, Value)> {
     vec![
         e("response.created", json!({"response": response})),
         e("response.in_progress", json!({"response": response})),
-        e("response.output_item.added", json!({"output_index": 0, "item":
-            {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}})),
-        e("response.content_part.added", json!({"output_index": 0, "content_index": 0, "item_id": "msg_1",
-            "part": {"type": "output_text", "text": "", "annotations": []}})),
-        e("response.output_text.delta", json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": "Hi"})),
-        e("response.output_text.delta", json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": " there"})),
-        e("response.output_text.done", json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "text": "Hi there"})),
-        e("response.output_item.done", json!({"output_index": 0, "item": done_response["output"][0]})),
-        e("response.output_item.added", json!({"output_index": 1, "item":
-            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "", "status": "in_progress"}})),
-        e("response.function_call_arguments.delta", json!({"output_index": 1, "item_id": "fc_1", "delta": "{\"a\""})),
-        e("response.function_call_arguments.delta", json!({"output_index": 1, "item_id": "fc_1", "delta": ":1}"})),
-        e("response.function_call_arguments.done", json!({"output_index": 1, "item_id": "fc_1", "arguments": "{\"a\":1}"})),
-        e("response.output_item.done", json!({"output_index": 1, "item": done_response["output"][1]})),
-        e("response.reasoning_summary_text.delta", json!({"output_index": 2, "delta": "future"})),
+        e(
+            "response.output_item.added",
+            json!({"output_index": 0, "item":
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+        ),
+        e(
+            "response.content_part.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1",
+            "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+        e(
+            "response.output_text.delta",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": "Hi"}),
+        ),
+        e(
+            "response.output_text.delta",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": " there"}),
+        ),
+        e(
+            "response.output_text.done",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "text": "Hi there"}),
+        ),
+        e(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": done_response["output"][0]}),
+        ),
+        e(
+            "response.output_item.added",
+            json!({"output_index": 1, "item":
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "", "status": "in_progress"}}),
+        ),
+        e(
+            "response.function_call_arguments.delta",
+            json!({"output_index": 1, "item_id": "fc_1", "delta": "{\"a\""}),
+        ),
+        e(
+            "response.function_call_arguments.delta",
+            json!({"output_index": 1, "item_id": "fc_1", "delta": ":1}"}),
+        ),
+        e(
+            "response.function_call_arguments.done",
+            json!({"output_index": 1, "item_id": "fc_1", "arguments": "{\"a\":1}"}),
+        ),
+        e(
+            "response.output_item.done",
+            json!({"output_index": 1, "item": done_response["output"][1]}),
+        ),
+        e(
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 2, "delta": "future"}),
+        ),
         e("response.completed", json!({"response": done_response})),
     ]
 }
@@ -193,19 +272,34 @@ fn responses_stream() -> Vec<(String, Value)> {
 #[test]
 fn responses_stream_accumulates_and_seals_function_calls() {
     let stream = responses_stream();
-    let sse: String = stream.iter().map(|(k, d)| format!("event: {k}\ndata: {d}\n\n")).collect();
+    let sse: String = stream
+        .iter()
+        .map(|(k, d)| format!("event: {k}\ndata: {d}\n\n"))
+        .collect();
     let mut whole = StreamDecoder::for_provider(Provider::OpenAiResponses);
     let events = whole.feed(Bytes::from(sse.clone())).unwrap();
     let final_message = whole.finish().unwrap();
     assert_eq!(final_message["status"], "completed");
     assert_eq!(final_message["output"][0]["content"][0]["text"], "Hi there");
-    let ready: Vec<&DecodeEvent> = events.iter().filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. })).collect();
+    let ready: Vec<&DecodeEvent> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
     assert_eq!(
         ready,
-        [&DecodeEvent::ToolUseReady { index: 1, id: "call_1".into(), name: "f".into(), input: json!({"a": 1}) }]
+        [&DecodeEvent::ToolUseReady {
+            index: 1,
+            id: "call_1".into(),
+            name: "f".into(),
+            input: json!({"a": 1})
+        }]
     );
-    assert!(events.iter().any(|e| matches!(e, DecodeEvent::Unknown { event_type, .. }
-        if event_type == "response.reasoning_summary_text.delta")));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::Unknown { event_type, .. }
+        if event_type == "response.reasoning_summary_text.delta"))
+    );
 
     // The accumulated snapshot before response.completed matches the authoritative response.
     let mut decoder = OpenAiResponsesDecoder::new();
@@ -221,7 +315,9 @@ fn responses_stream_accumulates_and_seals_function_calls() {
         let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
         let mut chunked = Vec::new();
         for piece in sse.as_bytes().chunks(chunk) {
-            decoder.feed_into(Bytes::copy_from_slice(piece), &mut chunked).unwrap();
+            decoder
+                .feed_into(Bytes::copy_from_slice(piece), &mut chunked)
+                .unwrap();
         }
         assert_eq!(decoder.finish().unwrap(), final_message, "chunk {chunk}");
         assert_eq!(chunked, events, "chunk {chunk}");
@@ -235,24 +331,43 @@ fn responses_failure_error_and_truncation() {
     for (k, d) in &stream[..5] {
         decoder.push_event(k, &d.to_string()).unwrap();
     }
-    assert!(matches!(decoder.finish(), Err(DecodeError::Truncated { .. })));
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Truncated { .. })
+    ));
 
     let failed = json!({"type": "response.failed", "response": {"id": "resp_1", "status": "failed",
         "error": {"code": "server_error", "message": "boom"}, "output": []}});
-    let error = decoder.push_event("response.failed", &failed.to_string()).unwrap_err();
-    assert!(matches!(&error, DecodeError::Provider { error_type, message, .. }
-        if error_type == "server_error" && message == "boom"));
-    assert!(matches!(decoder.finish(), Err(DecodeError::Provider { .. })));
+    let error = decoder
+        .push_event("response.failed", &failed.to_string())
+        .unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::Provider { error_type, message, .. }
+        if error_type == "server_error" && message == "boom")
+    );
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Provider { .. })
+    ));
 
     let mut decoder = OpenAiResponsesDecoder::new();
     let error = decoder
-        .push_event("error", &json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"}).to_string())
+        .push_event(
+            "error",
+            &json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"})
+                .to_string(),
+        )
         .unwrap_err();
-    assert!(matches!(error, DecodeError::Provider { error_type, .. } if error_type == "rate_limit_exceeded"));
+    assert!(
+        matches!(error, DecodeError::Provider { error_type, .. } if error_type == "rate_limit_exceeded")
+    );
 
     let mut decoder = OpenAiResponsesDecoder::new();
     let error = decoder
         .push_event("response.output_text.delta", &stream[4].1.to_string())
         .unwrap_err();
-    assert!(matches!(error, DecodeError::Protocol(ProtocolError::BeforeStart { .. })));
+    assert!(matches!(
+        error,
+        DecodeError::Protocol(ProtocolError::BeforeStart { .. })
+    ));
 }

@@ -12,17 +12,18 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
 use super::partial_json::{PartialJson, PartialMode, Repair};
-use super::EventDecoder;
 use crate::message::anthropic::{ContentBlock, Message};
 
 /// Decoder for Anthropic Messages streams. See the [module docs](super).
 #[derive(Debug)]
 pub struct AnthropicDecoder {
-    message: Option<Message>,
+    /// Boxed: a `Message` is large and most decoders live inside enums and futures.
+    message: Option<Box<Message>>,
     blocks: Vec<BlockState>,
     stopped: bool,
     failure: Option<DecodeError>,
@@ -148,13 +149,13 @@ impl AnthropicDecoder {
     /// The accumulated message, typed, without materialising partial tool inputs (those blocks
     /// show their announced input until sealed). `None` before `message_start`.
     pub fn message_ref(&self) -> Option<&Message> {
-        self.message.as_ref()
+        self.message.as_deref()
     }
 
     /// A typed snapshot of the message with partial tool inputs filled in with their
     /// complete-so-far view (the SDK snapshot semantics).
     pub fn snapshot(&self) -> Option<Message> {
-        let mut message = self.message.clone()?;
+        let mut message = self.message.as_deref()?.clone();
         for (block, state) in message.content.iter_mut().zip(&self.blocks) {
             if state.sealed {
                 continue;
@@ -170,7 +171,11 @@ impl AnthropicDecoder {
 
     /// The raw input text received so far for the block at `index` (tool-like blocks only).
     pub fn tool_input_text(&self, index: usize) -> Option<&str> {
-        self.blocks.get(index)?.input.as_ref().map(PartialJson::as_str)
+        self.blocks
+            .get(index)?
+            .input
+            .as_ref()
+            .map(PartialJson::as_str)
     }
 
     /// The complete-so-far view of a tool block's input (see [`PartialJson`]). Costs the copy
@@ -206,7 +211,7 @@ impl AnthropicDecoder {
             }
             .into());
         }
-        self.message.as_mut().ok_or_else(|| {
+        self.message.as_deref_mut().ok_or_else(|| {
             ProtocolError::BeforeStart {
                 event_type: event_type.to_owned(),
             }
@@ -231,7 +236,9 @@ impl AnthropicDecoder {
         const KIND: &str = "content_block_delta";
         self.started(KIND)?;
         let i = self.block_index(KIND, index)?;
-        let Some(ContentBlock::Text(block)) = self.message.as_mut().and_then(|m| m.content.get_mut(i)) else {
+        let Some(ContentBlock::Text(block)) =
+            self.message.as_mut().and_then(|m| m.content.get_mut(i))
+        else {
             tracing::debug!(index, "text_delta for a non-text block ignored");
             return Ok(());
         };
@@ -270,7 +277,10 @@ impl AnthropicDecoder {
                         state.work += fragment.len() as u64;
                     }
                     _ => {
-                        tracing::debug!(index = i, "input_json_delta for a block without open input ignored");
+                        tracing::debug!(
+                            index = i,
+                            "input_json_delta for a block without open input ignored"
+                        );
                         return Ok(());
                     }
                 }
@@ -280,7 +290,10 @@ impl AnthropicDecoder {
                 });
             }
             "thinking_delta" => {
-                let thinking = delta.thinking.as_deref().ok_or_else(|| missing("thinking"))?;
+                let thinking = delta
+                    .thinking
+                    .as_deref()
+                    .ok_or_else(|| missing("thinking"))?;
                 if let Some(ContentBlock::Thinking(block)) = self.block_mut(i) {
                     block.thinking.push_str(thinking);
                     self.emit(|| DecodeEvent::ThinkingDelta {
@@ -290,7 +303,10 @@ impl AnthropicDecoder {
                 }
             }
             "signature_delta" => {
-                let signature = delta.signature.as_deref().ok_or_else(|| missing("signature"))?;
+                let signature = delta
+                    .signature
+                    .as_deref()
+                    .ok_or_else(|| missing("signature"))?;
                 if let Some(ContentBlock::Thinking(block)) = self.block_mut(i) {
                     signature.clone_into(&mut block.signature);
                     self.emit(|| DecodeEvent::SignatureDelta {
@@ -303,7 +319,10 @@ impl AnthropicDecoder {
                 let raw_citation = delta.citation.ok_or_else(|| missing("citation"))?;
                 let citation: Value = parse(KIND, raw_citation.get())?;
                 if let Some(ContentBlock::Text(block)) = self.block_mut(i) {
-                    block.citations.get_or_insert_with(Vec::new).push(citation.clone());
+                    block
+                        .citations
+                        .get_or_insert_with(Vec::new)
+                        .push(citation.clone());
                     self.emit(|| DecodeEvent::CitationDelta { index: i, citation });
                 }
             }
@@ -345,9 +364,10 @@ impl AnthropicDecoder {
         message.content.shrink_to_fit();
         if self.record {
             let snapshot = serde_json::to_value(&message).unwrap_or(Value::Null);
-            self.events.push(DecodeEvent::MessageStart { message: snapshot });
+            self.events
+                .push(DecodeEvent::MessageStart { message: snapshot });
         }
-        self.message = Some(message);
+        self.message = Some(Box::new(message));
         Ok(())
     }
 
@@ -375,7 +395,10 @@ impl AnthropicDecoder {
             work: 0,
         });
         if let Some(block) = announced {
-            self.events.push(DecodeEvent::BlockStart { index: expected, block });
+            self.events.push(DecodeEvent::BlockStart {
+                index: expected,
+                block,
+            });
         }
         Ok(())
     }
@@ -505,7 +528,8 @@ impl AnthropicDecoder {
     }
 
     fn on_error(&mut self, data: &str) -> DecodeError {
-        let raw: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+        let raw: Value =
+            serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
         let error = DecodeError::provider(raw);
         tracing::warn!(%error, "provider error event in stream");
         self.failure = error.replay();
@@ -529,7 +553,8 @@ impl AnthropicDecoder {
             "message_stop" => self.on_message_stop(),
             "error" => Err(self.on_error(data)),
             _ => {
-                let data_value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+                let data_value =
+                    serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
                 tracing::debug!(event_type = kind, "unknown event passed through");
                 self.emit(|| DecodeEvent::Unknown {
                     event_type: kind.to_owned(),
@@ -559,7 +584,9 @@ fn set_input(block: &mut ContentBlock, value: Value) {
 
 fn block_id_name(block: &ContentBlock) -> (String, String) {
     match block {
-        ContentBlock::ToolUse(tool) | ContentBlock::ServerToolUse(tool) => (tool.id.clone(), tool.name.clone()),
+        ContentBlock::ToolUse(tool) | ContentBlock::ServerToolUse(tool) => {
+            (tool.id.clone(), tool.name.clone())
+        }
         ContentBlock::Other(map) => {
             let field = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
             (field("id"), field("name"))

@@ -105,14 +105,29 @@ mod tests {
             let expected: String = serde_json::from_str(&format!("\"{body}")).unwrap();
             assert_eq!(text, expected);
         }
-        assert!(matches!(string_body(r#"abc" rest"#), Some((Cow::Borrowed("abc"), 4))));
+        assert!(matches!(
+            string_body(r#"abc" rest"#),
+            Some((Cow::Borrowed("abc"), 4))
+        ));
     }
 
     #[test]
     fn rejects_what_json_rejects() {
-        for body in [r#"abc"#, r#"a\"#, r#"\x""#, r#"\ud83d""#, r#"\ude00""#, r#"\u12""#, "a\nb\"", r#"\n\u0"#] {
+        for body in [
+            r#"abc"#,
+            r#"a\"#,
+            r#"\x""#,
+            r#"\ud83d""#,
+            r#"\ude00""#,
+            r#"\u12""#,
+            "a\nb\"",
+            r#"\n\u0"#,
+        ] {
             assert!(string_body(body).is_none(), "{body:?}");
-            assert!(serde_json::from_str::<String>(&format!("\"{body}")).is_err(), "{body:?}");
+            assert!(
+                serde_json::from_str::<String>(&format!("\"{body}")).is_err(),
+                "{body:?}"
+            );
         }
     }
 }

@@ -17,10 +17,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::EventDecoder;
 
 type Object = Map<String, Value>;
 
@@ -130,7 +130,8 @@ impl OpenAiChatDecoder {
             return false;
         }
         for choice in &chunk.choices {
-            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut) else {
+            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
+            else {
                 continue;
             };
             if let Some(Value::Object(message)) = existing.get_mut("message") {
@@ -220,7 +221,10 @@ impl OpenAiChatDecoder {
         if !chunk.contains_key("system_fingerprint") {
             chunk.insert("system_fingerprint".to_owned(), Value::Null);
         }
-        chunk.insert("object".to_owned(), Value::String("chat.completion".to_owned()));
+        chunk.insert(
+            "object".to_owned(),
+            Value::String("chat.completion".to_owned()),
+        );
         let had_usage = chunk.get("usage").is_some_and(|u| !u.is_null());
         if self.record {
             self.events.push(DecodeEvent::MessageStart {
@@ -229,21 +233,39 @@ impl OpenAiChatDecoder {
         }
         self.snapshot = Some(chunk);
         // Report what the first chunk already carried, as a later chunk would.
-        let Some(choices) = self.snapshot.as_ref().and_then(|s| s.get("choices")).and_then(Value::as_array) else {
+        let Some(choices) = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("choices"))
+            .and_then(Value::as_array)
+        else {
             return Ok(());
         };
         let mut reports = Vec::new();
         for (index, choice) in choices.iter().enumerate() {
             let message = choice.get("message");
-            let content = message.and_then(|m| m.get("content")).and_then(Value::as_str);
-            let refusal = message.and_then(|m| m.get("refusal")).and_then(Value::as_str);
+            let content = message
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str);
+            let refusal = message
+                .and_then(|m| m.get("refusal"))
+                .and_then(Value::as_str);
             let tools = message
                 .and_then(|m| m.get("tool_calls"))
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            let finish = choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned);
-            reports.push((index, content.map(str::to_owned), refusal.map(str::to_owned), tools, finish));
+            let finish = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            reports.push((
+                index,
+                content.map(str::to_owned),
+                refusal.map(str::to_owned),
+                tools,
+                finish,
+            ));
         }
         for (index, content, refusal, tools, finish) in reports {
             self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
@@ -259,7 +281,13 @@ impl OpenAiChatDecoder {
 
     /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
     /// when a new one starts, as the SDK does).
-    fn report_delta(&mut self, choice: usize, content: Option<&str>, refusal: Option<&str>, tools: &[Value]) {
+    fn report_delta(
+        &mut self,
+        choice: usize,
+        content: Option<&str>,
+        refusal: Option<&str>,
+        tools: &[Value],
+    ) {
         if let Some(text) = content.filter(|t| !t.is_empty()) {
             self.emit(|| DecodeEvent::TextDelta {
                 index: choice,
@@ -273,7 +301,10 @@ impl OpenAiChatDecoder {
             });
         }
         for tool in tools {
-            let Some(tool_index) = tool.get("index").and_then(Value::as_u64).and_then(|i| usize::try_from(i).ok())
+            let Some(tool_index) = tool
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok())
             else {
                 continue;
             };
@@ -324,7 +355,11 @@ impl OpenAiChatDecoder {
 
     /// Parses a tool call's arguments once and reports the outcome.
     fn seal(&mut self, choice: usize, tool: usize, cut_off: bool) {
-        let Some(flag) = self.choices.get_mut(choice).and_then(|s| s.sealed.get_mut(tool)) else {
+        let Some(flag) = self
+            .choices
+            .get_mut(choice)
+            .and_then(|s| s.sealed.get_mut(tool))
+        else {
             return;
         };
         if *flag {
@@ -377,7 +412,8 @@ impl OpenAiChatDecoder {
     }
 
     fn general_chunk(&mut self, data: &str) -> Result<(), DecodeError> {
-        let value: Value = serde_json::from_str(data).map_err(|e| DecodeError::json("chat.completion.chunk", e))?;
+        let value: Value = serde_json::from_str(data)
+            .map_err(|e| DecodeError::json("chat.completion.chunk", e))?;
         let Value::Object(mut chunk) = value else {
             return Err(malformed("the chunk is not an object"));
         };
@@ -411,15 +447,28 @@ impl OpenAiChatDecoder {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
             };
-            let content = delta.get("content").and_then(Value::as_str).map(str::to_owned);
-            let refusal = delta.get("refusal").and_then(Value::as_str).map(str::to_owned);
-            let tools = delta.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
+            let content = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let refusal = delta
+                .get("refusal")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let tools = delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let finish = choice
                 .get("finish_reason")
                 .and_then(Value::as_str)
                 .filter(|r| !r.is_empty())
                 .map(str::to_owned);
-            match snapshot_choices.get_mut(index).and_then(Value::as_object_mut) {
+            match snapshot_choices
+                .get_mut(index)
+                .and_then(Value::as_object_mut)
+            {
                 Some(existing) => {
                     let message = existing
                         .entry("message")
@@ -509,7 +558,9 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
             (Value::Number(a), Value::Number(d)) => {
                 let sum = match (a.as_i64(), d.as_i64()) {
                     (Some(x), Some(y)) => x.checked_add(y).map(serde_json::Number::from),
-                    _ => serde_json::Number::from_f64(a.as_f64().unwrap_or(0.0) + d.as_f64().unwrap_or(0.0)),
+                    _ => serde_json::Number::from_f64(
+                        a.as_f64().unwrap_or(0.0) + d.as_f64().unwrap_or(0.0),
+                    ),
                 };
                 if let Some(sum) = sum {
                     *a = sum;
@@ -529,10 +580,16 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
                         .get("index")
                         .and_then(Value::as_u64)
                         .and_then(|i| usize::try_from(i).ok())
-                        .ok_or_else(|| malformed(format!("`{key}` list entry has no integer `index`")))?;
+                        .ok_or_else(|| {
+                            malformed(format!("`{key}` list entry has no integer `index`"))
+                        })?;
                     match a.get_mut(index) {
                         Some(Value::Object(existing)) => accumulate_delta(existing, entry)?,
-                        Some(_) => return Err(malformed(format!("`{key}` entry {index} is not an object"))),
+                        Some(_) => {
+                            return Err(malformed(format!(
+                                "`{key}` entry {index} is not an object"
+                            )));
+                        }
                         None => a.push(Value::Object(entry)),
                     }
                 }
@@ -552,8 +609,14 @@ fn merge_logprobs(choice: &mut Object, logprobs: Value) {
     let snapshot = choice.entry("logprobs").or_insert(Value::Null);
     if !snapshot.is_object() {
         let mut fresh = Map::new();
-        fresh.insert("content".to_owned(), incoming.get("content").cloned().unwrap_or(Value::Null));
-        fresh.insert("refusal".to_owned(), incoming.get("refusal").cloned().unwrap_or(Value::Null));
+        fresh.insert(
+            "content".to_owned(),
+            incoming.get("content").cloned().unwrap_or(Value::Null),
+        );
+        fresh.insert(
+            "refusal".to_owned(),
+            incoming.get("refusal").cloned().unwrap_or(Value::Null),
+        );
         *snapshot = Value::Object(fresh);
         return;
     }
@@ -626,7 +689,9 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn message(&self) -> Value {
-        self.snapshot.as_ref().map_or(Value::Null, to_response_shape)
+        self.snapshot
+            .as_ref()
+            .map_or(Value::Null, to_response_shape)
     }
 
     fn is_complete(&self) -> bool {

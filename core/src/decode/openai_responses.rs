@@ -12,10 +12,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
-use super::EventDecoder;
 
 type Object = Map<String, Value>;
 
@@ -125,7 +125,12 @@ impl OpenAiResponsesDecoder {
             })
     }
 
-    fn part_mut(&mut self, event_type: &str, index: usize, part: usize) -> Result<&mut Object, DecodeError> {
+    fn part_mut(
+        &mut self,
+        event_type: &str,
+        index: usize,
+        part: usize,
+    ) -> Result<&mut Object, DecodeError> {
         self.item_mut(event_type, index)?
             .get_mut("content")
             .and_then(Value::as_array_mut)
@@ -140,13 +145,22 @@ impl OpenAiResponsesDecoder {
             })
     }
 
-    fn on_text_delta(&mut self, event_type: &str, data: &str, field: &str) -> Result<(), DecodeError> {
-        let delta: TextDelta<'_> = serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
+    fn on_text_delta(
+        &mut self,
+        event_type: &str,
+        data: &str,
+        field: &str,
+    ) -> Result<(), DecodeError> {
+        let delta: TextDelta<'_> =
+            serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
         let part = self.part_mut(event_type, delta.output_index, delta.content_index)?;
         match part.get_mut(field) {
             Some(Value::String(text)) => text.push_str(&delta.delta),
             _ => {
-                part.insert(field.to_owned(), Value::String(delta.delta.clone().into_owned()));
+                part.insert(
+                    field.to_owned(),
+                    Value::String(delta.delta.clone().into_owned()),
+                );
             }
         }
         let index = delta.output_index;
@@ -177,7 +191,9 @@ impl OpenAiResponsesDecoder {
             .as_ref()
             .and_then(|s| s.get("output"))
             .and_then(|o| o.get(index));
-        let Some(item) = item.filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call")) else {
+        let Some(item) =
+            item.filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
+        else {
             return;
         };
         self.sealed[index] = true;
@@ -189,7 +205,12 @@ impl OpenAiResponsesDecoder {
             serde_json::from_str::<Value>(&arguments)
         };
         self.events.push(match parsed {
-            Ok(input) => DecodeEvent::ToolUseReady { index, id, name, input },
+            Ok(input) => DecodeEvent::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            },
             Err(_) if cut_off => DecodeEvent::ToolUseTruncated {
                 index,
                 id,
@@ -212,7 +233,8 @@ impl OpenAiResponsesDecoder {
             "response.refusal.delta" => return self.on_text_delta(event_type, data, "refusal"),
             _ => {}
         }
-        let value: Value = serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
+        let value: Value =
+            serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
         let Value::Object(mut event) = value else {
             return Err(malformed(event_type, "the event is not an object"));
         };
@@ -276,7 +298,9 @@ impl OpenAiResponsesDecoder {
                 let part_index = index_field(&event, "content_index", event_type)?;
                 let part = event.remove("part").unwrap_or(Value::Null);
                 let item = self.item_mut(event_type, index)?;
-                let parts = item.entry("content").or_insert_with(|| Value::Array(Vec::new()));
+                let parts = item
+                    .entry("content")
+                    .or_insert_with(|| Value::Array(Vec::new()));
                 let Value::Array(parts) = parts else {
                     return Err(malformed(event_type, "`content` is not a list"));
                 };
@@ -289,11 +313,16 @@ impl OpenAiResponsesDecoder {
                 }
             }
             "response.output_text.done" | "response.refusal.done" => {
-                let field = if event_type == "response.output_text.done" { "text" } else { "refusal" };
+                let field = if event_type == "response.output_text.done" {
+                    "text"
+                } else {
+                    "refusal"
+                };
                 let index = index_field(&event, "output_index", event_type)?;
                 let part_index = index_field(&event, "content_index", event_type)?;
                 if let Some(text) = event.remove(field) {
-                    self.part_mut(event_type, index, part_index)?.insert(field.to_owned(), text);
+                    self.part_mut(event_type, index, part_index)?
+                        .insert(field.to_owned(), text);
                 }
             }
             "response.output_text.annotation.added" => {
@@ -301,7 +330,10 @@ impl OpenAiResponsesDecoder {
                 let part_index = index_field(&event, "content_index", event_type)?;
                 let annotation = event.remove("annotation").unwrap_or(Value::Null);
                 let part = self.part_mut(event_type, index, part_index)?;
-                match part.entry("annotations").or_insert_with(|| Value::Array(Vec::new())) {
+                match part
+                    .entry("annotations")
+                    .or_insert_with(|| Value::Array(Vec::new()))
+                {
                     Value::Array(list) => list.push(annotation),
                     other => *other = Value::Array(vec![annotation]),
                 }
@@ -341,7 +373,10 @@ impl OpenAiResponsesDecoder {
                     .and_then(|d| d.get("reason"))
                     .and_then(Value::as_str)
                     == Some("max_output_tokens");
-                let count = response.get("output").and_then(Value::as_array).map_or(0, Vec::len);
+                let count = response
+                    .get("output")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
                 let status = response.get("status").cloned().unwrap_or(Value::Null);
                 let usage = response.get("usage").cloned().unwrap_or(Value::Null);
                 self.snapshot = Some(response);
@@ -357,7 +392,10 @@ impl OpenAiResponsesDecoder {
             }
             "response.failed" => {
                 let response = event.remove("response").unwrap_or(Value::Null);
-                let error = response.get("error").cloned().unwrap_or_else(|| response.clone());
+                let error = response
+                    .get("error")
+                    .cloned()
+                    .unwrap_or_else(|| response.clone());
                 if let Value::Object(response) = response {
                     self.snapshot = Some(response);
                 }

@@ -291,8 +291,15 @@ impl PartialJson {
             Token::Num { state, valid_end } => {
                 let b = bytes[pos];
                 if let Some(next) = state.step(b) {
-                    let valid_end = if next.is_complete() { Some(pos + 1) } else { valid_end };
-                    self.token.0 = Token::Num { state: next, valid_end };
+                    let valid_end = if next.is_complete() {
+                        Some(pos + 1)
+                    } else {
+                        valid_end
+                    };
+                    self.token.0 = Token::Num {
+                        state: next,
+                        valid_end,
+                    };
                     return Ok(pos + 1);
                 }
                 if !state.is_complete() {
@@ -385,9 +392,18 @@ impl PartialJson {
                 state: Number::Int,
                 valid_end: Some(pos + 1),
             },
-            b't' => Token::Lit { word: b"true", matched: 1 },
-            b'f' => Token::Lit { word: b"false", matched: 1 },
-            b'n' => Token::Lit { word: b"null", matched: 1 },
+            b't' => Token::Lit {
+                word: b"true",
+                matched: 1,
+            },
+            b'f' => Token::Lit {
+                word: b"false",
+                matched: 1,
+            },
+            b'n' => Token::Lit {
+                word: b"null",
+                matched: 1,
+            },
             _ => return Err(()),
         };
         self.token.0 = token;
@@ -504,7 +520,12 @@ mod tests {
 
     #[test]
     fn complete_documents_view_as_themselves() {
-        for doc in [r#"{"a":[1,2.5,-3e2,true,false,null,"x\"y"],"b":{}}"#, "[]", "12", r#""s""#] {
+        for doc in [
+            r#"{"a":[1,2.5,-3e2,true,false,null,"x\"y"],"b":{}}"#,
+            "[]",
+            "12",
+            r#""s""#,
+        ] {
             let expected: Value = serde_json::from_str(doc).unwrap();
             assert_eq!(drop(doc), Some(expected), "{doc}");
         }
@@ -565,7 +586,10 @@ mod tests {
 
     #[test]
     fn unclosed_nested_containers() {
-        assert_eq!(drop(r#"{"a": [1, {"b": [true, {"c""#), Some(json!({"a": [1, {"b": [true, {}]}]})));
+        assert_eq!(
+            drop(r#"{"a": [1, {"b": [true, {"c""#),
+            Some(json!({"a": [1, {"b": [true, {}]}]}))
+        );
         assert_eq!(drop(r#"{"a": {"b": "#), Some(json!({"a": {}})));
         assert_eq!(drop(r#"{"a": ["#), Some(json!({"a": []})));
         assert_eq!(drop(r#"[[[["#), Some(json!([[[[]]]])));
@@ -578,18 +602,27 @@ mod tests {
     fn invalid_text_stops_the_view_at_the_error() {
         let mut p = PartialJson::new();
         p.push(r#"{"a": 1, "b": x"#);
-        assert_eq!(p.view(PartialMode::DropIncompleteStrings), Some(json!({"a": 1})));
+        assert_eq!(
+            p.view(PartialMode::DropIncompleteStrings),
+            Some(json!({"a": 1}))
+        );
         assert!(p.is_invalid());
         let mut p = PartialJson::new();
         p.push(r#"{"a": 1} {"#);
-        assert_eq!(p.view(PartialMode::DropIncompleteStrings), Some(json!({"a": 1})));
+        assert_eq!(
+            p.view(PartialMode::DropIncompleteStrings),
+            Some(json!({"a": 1}))
+        );
         assert!(p.is_invalid());
     }
 
     #[test]
     fn fragment_by_fragment_matches_whole() {
         let doc = r#"{"path": "a\\b\u00e9\ud83d\ude00", "lines": [1, -2.5e3, true, null, {"x": []}], "s": "tail"}"#;
-        for mode in [PartialMode::DropIncompleteStrings, PartialMode::TrailingStrings] {
+        for mode in [
+            PartialMode::DropIncompleteStrings,
+            PartialMode::TrailingStrings,
+        ] {
             let mut incremental = PartialJson::new();
             for (i, ch) in doc.char_indices() {
                 incremental.push(&doc[i..i + ch.len_utf8()]);
@@ -597,7 +630,10 @@ mod tests {
                 let expected = view_of(&doc[..i + ch.len_utf8()], mode);
                 assert_eq!(got, expected, "prefix {:?}", &doc[..i + ch.len_utf8()]);
             }
-            assert_eq!(incremental.view(mode), Some(serde_json::from_str(doc).unwrap()));
+            assert_eq!(
+                incremental.view(mode),
+                Some(serde_json::from_str(doc).unwrap())
+            );
         }
     }
 
@@ -620,6 +656,7 @@ mod tests {
         }
         assert!(!p.is_invalid());
         assert_eq!(p.work(), doc.len() as u64);
-        assert_eq!(p.view(PartialMode::DropIncompleteStrings).unwrap().as_array().unwrap().len() > 1000, true);
+        let view = p.view(PartialMode::DropIncompleteStrings).unwrap();
+        assert!(view.as_array().unwrap().len() > 1000);
     }
 }

@@ -45,7 +45,11 @@ impl<D: EventDecoder> StreamDecoder<D> {
     /// Feeds a chunk and appends the typed events it completed to `out`. On error, `out` holds
     /// the events completed before the failing SSE event; the events after it stay queued and
     /// are decoded by the next call.
-    pub fn feed_into(&mut self, chunk: Bytes, out: &mut Vec<DecodeEvent>) -> Result<(), DecodeError> {
+    pub fn feed_into(
+        &mut self,
+        chunk: Bytes,
+        out: &mut Vec<DecodeEvent>,
+    ) -> Result<(), DecodeError> {
         self.sse.feed(chunk);
         self.drain(out)
     }

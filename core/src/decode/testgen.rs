@@ -5,9 +5,29 @@
 use serde_json::{Map, Value, json};
 
 const TEXT_PIECES: &[&str] = &[
-    "Hello", " there", ", how", " can I", " help", " you", " today?", "\n\n", " 你好，世界", "。", "日本語の",
-    "テキスト", " 🚀", " emoji 😀👍🏽", " naïve café", " \"quoted\"", " back\\slash", " tab\there", " — ",
-    " The quick brown fox jumps over the lazy dog.", " 한국어", " Ελληνικά", " ok",
+    "Hello",
+    " there",
+    ", how",
+    " can I",
+    " help",
+    " you",
+    " today?",
+    "\n\n",
+    " 你好，世界",
+    "。",
+    "日本語の",
+    "テキスト",
+    " 🚀",
+    " emoji 😀👍🏽",
+    " naïve café",
+    " \"quoted\"",
+    " back\\slash",
+    " tab\there",
+    " — ",
+    " The quick brown fox jumps over the lazy dog.",
+    " 한국어",
+    " Ελληνικά",
+    " ok",
 ];
 
 /// A deterministic pseudo-random sequence (xorshift), so workloads are reproducible.
@@ -69,7 +89,14 @@ pub fn anthropic_stream(target_bytes: usize, seed: u64) -> String {
             );
             let mut input = String::from(r#"{"path": "src/main.rs", "content": ""#);
             for _ in 0..40 {
-                input.push_str(TEXT_PIECES[rng.below(TEXT_PIECES.len())].replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n").replace('\t', "\\t").as_str());
+                input.push_str(
+                    TEXT_PIECES[rng.below(TEXT_PIECES.len())]
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                        .replace('\n', "\\n")
+                        .replace('\t', "\\t")
+                        .as_str(),
+                );
             }
             input.push_str(r#"", "mode": 420}"#);
             let chars: Vec<char> = input.chars().collect();
@@ -100,7 +127,11 @@ pub fn anthropic_stream(target_bytes: usize, seed: u64) -> String {
                 );
             }
         }
-        event(&mut out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+        event(
+            &mut out,
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        );
         index += 1;
     }
     event(
@@ -153,7 +184,11 @@ impl NaiveAnthropic {
                 let block = &mut message["content"][index];
                 match delta["type"].as_str().unwrap_or("") {
                     "text_delta" => {
-                        let text = format!("{}{}", block["text"].as_str().unwrap_or(""), delta["text"].as_str().unwrap_or(""));
+                        let text = format!(
+                            "{}{}",
+                            block["text"].as_str().unwrap_or(""),
+                            delta["text"].as_str().unwrap_or("")
+                        );
                         block["text"] = Value::String(text);
                     }
                     "input_json_delta" => {

@@ -271,7 +271,10 @@ struct MapRef<'a>(&'a JsonObject);
 impl<'de> Deserializer<'de> for MapRef<'de> {
     type Error = serde_json::Error;
 
-    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+    fn deserialize_any<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
         let iter = self.0.iter().map(|(k, v)| (k.as_str(), v));
         let mut access = serde::de::value::MapDeserializer::new(iter);
         let value = visitor.visit_map(&mut access)?;
@@ -437,16 +440,24 @@ mod tests {
         let kinds: Vec<&str> = blocks.iter().map(ContentBlock::block_type).collect();
         assert_eq!(
             kinds,
-            ["thinking", "redacted_thinking", "text", "tool_use", "server_tool_use", "web_search_tool_result"]
+            [
+                "thinking",
+                "redacted_thinking",
+                "text",
+                "tool_use",
+                "server_tool_use",
+                "web_search_tool_result"
+            ]
         );
         assert_eq!(serde_json::to_value(&req).unwrap(), raw);
     }
 
     #[test]
     fn usage_assignment_is_cumulative_and_null_keeps() {
-        let mut usage: Usage =
-            serde_json::from_value(json!({"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 5}))
-                .unwrap();
+        let mut usage: Usage = serde_json::from_value(
+            json!({"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 5}),
+        )
+        .unwrap();
         usage.assign_field("output_tokens", &json!(7));
         usage.assign_field("output_tokens", &json!(9));
         usage.assign_field("cache_read_input_tokens", &Value::Null);
