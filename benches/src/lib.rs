@@ -2,5 +2,6 @@
 //! use. The criterion benches (`benches/`) and `ferroloop bench` both build on this crate; the
 //! peers live only here, never in the core.
 
+pub mod decode_peers;
 pub mod sse_peers;
 pub mod workloads;

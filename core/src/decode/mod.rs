@@ -24,8 +24,6 @@ mod openai_chat;
 mod openai_responses;
 pub mod partial_json;
 mod stream;
-#[doc(hidden)]
-pub mod testgen;
 
 pub use anthropic::AnthropicDecoder;
 pub use error::{DecodeError, ProtocolError};
