@@ -17,15 +17,18 @@ pub enum DecodeImpl {
     FerroloopSerdeOnly,
     /// The naive baseline: the same SSE parser, then `serde_json::Value` per event.
     NaiveValue,
+    /// SSE framing only, no decoding: the floor every decoder above pays.
+    SseOnly,
 }
 
 impl DecodeImpl {
     /// Every variant, in table order.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::FerroloopEvents,
         Self::FerroloopAccumulate,
         Self::FerroloopSerdeOnly,
         Self::NaiveValue,
+        Self::SseOnly,
     ];
 
     /// The name in tables.
@@ -35,12 +38,28 @@ impl DecodeImpl {
             Self::FerroloopAccumulate => "ferroloop (accumulate only)",
             Self::FerroloopSerdeOnly => "ferroloop (serde borrowed, no fast path)",
             Self::NaiveValue => "naive serde_json::Value per event",
+            Self::SseOnly => "SSE framing only (floor)",
         }
     }
 
     /// Decodes an Anthropic stream fed as `chunks`; returns (events seen, content blocks).
     pub fn decode_anthropic(self, chunks: &[Bytes]) -> (usize, usize) {
         match self {
+            Self::SseOnly => {
+                let mut parser = SseParser::new();
+                let mut events = 0;
+                let mut data_bytes = 0;
+                for chunk in chunks {
+                    parser.feed(chunk.clone());
+                    while let Some(item) = parser.next_item() {
+                        if let SseItem::Event(event) = item {
+                            events += 1;
+                            data_bytes += event.data().len();
+                        }
+                    }
+                }
+                (events, data_bytes.min(0))
+            }
             Self::NaiveValue => {
                 let mut parser = SseParser::new();
                 let mut naive = NaiveAnthropic::new();
@@ -76,7 +95,10 @@ impl DecodeImpl {
                     seen += events.len();
                     events.clear();
                 }
-                let blocks = decoder.decoder().message_ref().map_or(0, |m| m.content.len());
+                let blocks = decoder
+                    .decoder()
+                    .message_ref()
+                    .map_or(0, |m| m.content.len());
                 (seen, blocks)
             }
         }

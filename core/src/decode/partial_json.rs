@@ -427,15 +427,18 @@ impl PartialJson {
             match escape {
                 Escape::None => {
                     let Some(offset) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else {
-                        pending_high = None;
+                        if pending_high.is_some() {
+                            return Err(());
+                        }
                         i = bytes.len();
                         clean_end = i;
                         break;
                     };
-                    if offset > 0 {
-                        pending_high = None;
-                    }
                     let at = i + offset;
+                    // A high surrogate must be followed directly by its low half.
+                    if pending_high.is_some() && (offset > 0 || bytes[at] == b'"') {
+                        return Err(());
+                    }
                     if bytes[at] == b'"' {
                         self.token.0 = Token::None;
                         if key {
@@ -457,9 +460,10 @@ impl PartialJson {
                             escape = Escape::Hex(4);
                             hex = 0;
                         }
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'
+                            if pending_high.is_none() =>
+                        {
                             escape = Escape::None;
-                            pending_high = None;
                             clean_end = i + 1;
                         }
                         _ => return Err(()),
@@ -480,6 +484,10 @@ impl PartialJson {
                         continue;
                     }
                     escape = Escape::None;
+                    let is_low = (0xDC00..=0xDFFF).contains(&hex);
+                    if is_low != pending_high.is_some() {
+                        return Err(()); // a lone surrogate half: not valid JSON
+                    }
                     // `\uXXXX` is six bytes; a high surrogate needs its low half before the
                     // text up to here can be cut into valid JSON.
                     pending_high = (0xD800..=0xDBFF).contains(&hex).then(|| i - 6);
@@ -596,6 +604,23 @@ mod tests {
         assert_eq!(drop(r#"{"a": 1,"#), Some(json!({"a": 1})));
         assert_eq!(drop(r#"{"a": 1, "b":"#), Some(json!({"a": 1})));
         assert_eq!(drop(r#"{"a""#), Some(json!({})));
+    }
+
+    #[test]
+    fn lone_surrogates_are_invalid() {
+        for text in [
+            r#"["\ud83dx"]"#,
+            r#"["\ud83d"]"#,
+            r#"["\ude00"]"#,
+            r#"["\ud83d\n"]"#,
+            r#"["\ud83d\u0041"]"#,
+        ] {
+            let mut p = PartialJson::new();
+            p.push(text);
+            p.scan();
+            assert!(p.is_invalid(), "{text}");
+            assert!(serde_json::from_str::<Value>(text).is_err(), "{text}");
+        }
     }
 
     #[test]
