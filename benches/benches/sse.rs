@@ -1,4 +1,5 @@
 //! SSE parsing, ferroloop beside its peers in one run (criterion).
+#![allow(missing_docs)] // criterion_group! generates undocumented items
 //!
 //! Workloads (issue "Foundation"): (a) an Anthropic-shaped 6 MB / ~50,000-event stream in 16 KiB,
 //! 1460 B and 64 B chunks; (b) one 16 MiB `data:` line in 1460 B chunks, beside a plain copy of

@@ -79,7 +79,8 @@ fn text_fragment(rng: &mut Rng, out: &mut String) {
         if i > 0 || rng.below(2) == 0 {
             out.push(' ');
         }
-        out.push_str(*rng.pick(WORDS));
+        let word: &&str = rng.pick(WORDS);
+        out.push_str(word);
     }
 }
 

@@ -37,11 +37,20 @@ impl Utf8Bytes {
         Self(Bytes::copy_from_slice(s.as_bytes()))
     }
 
+    /// Wraps `bytes` without checking them.
+    ///
+    /// # Safety
+    /// `bytes` must be valid UTF-8.
+    pub(crate) unsafe fn from_bytes_unchecked(bytes: Bytes) -> Self {
+        Self(bytes)
+    }
+
     /// The text.
     pub fn as_str(&self) -> &str {
         // SAFETY: every constructor guarantees the bytes are valid UTF-8: `try_from_bytes`
-        // validates, and `from_static`/`copy_from_str`/`From<String>` start from `str`. The field is private, so
-        // nothing else can build one. Tested by `utf8_bytes_roundtrip` below.
+        // validates, `from_static`/`copy_from_str`/`From<String>` start from `str`, and the crate-internal
+        // `from_bytes_unchecked` is only given slices of text the SSE parser validated. The field
+        // is private, so nothing else can build one. Tested by `utf8_bytes_roundtrip` below.
         unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
 

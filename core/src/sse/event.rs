@@ -1,5 +1,7 @@
 //! Events produced by the parser: borrowed views and their owned forms.
 
+use bytes::Bytes;
+
 use crate::Utf8Bytes;
 
 /// One completed item of an event stream.
@@ -15,25 +17,27 @@ pub enum SseItem<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct SseEventRef<'a> {
     event_type: &'a str,
-    event_type_shared: Option<&'a Utf8Bytes>,
+    /// The buffer `event_type` lies in, when it can be shared instead of copied.
+    event_type_source: Option<&'a Bytes>,
     data: &'a str,
-    data_shared: Option<&'a Utf8Bytes>,
+    /// The buffer `data` lies in, when it can be shared instead of copied.
+    data_source: Option<&'a Bytes>,
     id: &'a Utf8Bytes,
 }
 
 impl<'a> SseEventRef<'a> {
     pub(crate) fn new(
         event_type: &'a str,
-        event_type_shared: Option<&'a Utf8Bytes>,
+        event_type_source: Option<&'a Bytes>,
         data: &'a str,
-        data_shared: Option<&'a Utf8Bytes>,
+        data_source: Option<&'a Bytes>,
         id: &'a Utf8Bytes,
     ) -> Self {
         Self {
             event_type,
-            event_type_shared,
+            event_type_source,
             data,
-            data_shared,
+            data_source,
             id,
         }
     }
@@ -55,22 +59,19 @@ impl<'a> SseEventRef<'a> {
 
     /// True when the data is a slice of an input chunk (it was not copied).
     pub fn is_data_borrowed(&self) -> bool {
-        self.data_shared.is_some()
+        self.data_source.is_some()
     }
 
     /// The data as shared bytes: a reference-counted slice of the input chunk when the data was
     /// a single line inside one chunk, a copy of the parser's buffer otherwise.
     pub fn data_shared(&self) -> Utf8Bytes {
-        match self.data_shared {
-            Some(shared) => shared.clone(),
-            None => Utf8Bytes::copy_from_str(self.data),
-        }
+        share(self.data, self.data_source)
     }
 
     /// An owned copy of the event, sharing the input's storage wherever possible.
     pub fn to_owned(&self) -> SseEvent {
-        let event_type = match self.event_type_shared {
-            Some(shared) => shared.clone(),
+        let event_type = match self.event_type_source {
+            Some(_) => share(self.event_type, self.event_type_source),
             None if self.event_type == "message" => Utf8Bytes::from_static("message"),
             None => Utf8Bytes::copy_from_str(self.event_type),
         };
@@ -98,10 +99,28 @@ impl SseEvent {
     pub fn as_ref(&self) -> SseEventRef<'_> {
         SseEventRef::new(
             &self.event_type,
-            Some(&self.event_type),
+            Some(self.event_type.as_bytes()),
             &self.data,
-            Some(&self.data),
+            Some(self.data.as_bytes()),
             &self.id,
         )
     }
+}
+
+/// `text` as shared bytes: a slice of `source` (which must contain it) or a copy.
+fn share(text: &str, source: Option<&Bytes>) -> Utf8Bytes {
+    match source {
+        Some(source) if contains(source, text) => {
+            // SAFETY: the slice covers exactly the bytes of `text`, which is a `str`.
+            unsafe { Utf8Bytes::from_bytes_unchecked(source.slice_ref(text.as_bytes())) }
+        }
+        _ => Utf8Bytes::copy_from_str(text),
+    }
+}
+
+/// Whether `text` lies inside `source`'s memory (`Bytes::slice_ref` requires it, or panics).
+fn contains(source: &Bytes, text: &str) -> bool {
+    let start = source.as_ptr() as usize;
+    let inner = text.as_ptr() as usize;
+    inner >= start && inner + text.len() <= start + source.len()
 }
