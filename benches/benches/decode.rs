@@ -1,7 +1,7 @@
 //! Stream decoding (SSE + JSON + accumulation) beside the naive `serde_json::Value`-per-event
-#![allow(missing_docs)] // criterion_group! generates an undocumented `benches` fn
 //! baseline, in one run (criterion). Workload: the Anthropic-shaped 6 MB stream of
 //! `ferroloop_bench::workloads::anthropic_stream` in 16 KiB chunks.
+#![allow(missing_docs)] // criterion_group! generates an undocumented `benches` fn
 
 use std::hint::black_box;
 use std::time::Duration;
