@@ -112,6 +112,19 @@ mod tests {
     }
 
     #[test]
+    fn long_strings_with_escapes_and_controls() {
+        let long = "x".repeat(200);
+        let body = format!("{long}\\n{long}\" tail");
+        let (text, used) = string_body(&body).unwrap();
+        assert_eq!(text, format!("{long}\n{long}"));
+        assert_eq!(&body[used..], " tail");
+        let with_control = format!("{long}\u{1}{long}\"");
+        assert!(string_body(&with_control).is_none());
+        let control_after_escape = format!("{long}\\n\u{1}\"");
+        assert!(string_body(&control_after_escape).is_none());
+    }
+
+    #[test]
     fn rejects_what_json_rejects() {
         for body in [
             r#"abc"#,
