@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use ferroloop_bench::decode_peers::DecodeImpl;
+use ferroloop_bench::decode_peers::{DecodeImpl, parser_choice};
 use ferroloop_bench::workloads::{anthropic_stream, chunked};
 
 #[global_allocator]
@@ -44,6 +44,18 @@ fn decode(c: &mut Criterion) {
         );
     }
     group.finish();
+
+    // The JSON-parser choice alone (same framing and accumulation, different per-event parser).
+    let mut parsers = c.benchmark_group("decode/json-parser/anthropic-6MB");
+    parsers.throughput(Throughput::Bytes(stream.len() as u64));
+    parsers.bench_function("serde_json borrowed struct", |b| {
+        b.iter(|| black_box(parser_choice::serde_json_borrowed(black_box(&chunks))));
+    });
+    #[cfg(feature = "simd-json")]
+    parsers.bench_function("simd-json borrowed struct", |b| {
+        b.iter(|| black_box(parser_choice::simd_json_borrowed(black_box(&chunks))));
+    });
+    parsers.finish();
 }
 
 criterion_group! {

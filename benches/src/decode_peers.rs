@@ -186,3 +186,91 @@ impl NaiveAnthropic {
         self.message.as_ref()
     }
 }
+
+/// The JSON-parser choice for the decoder's per-event parse, isolated: the same SSE framing and
+/// the same accumulation (text deltas appended per block index), with each event's data parsed
+/// into the same borrowed struct by `serde_json` or by `simd-json` (which needs a mutable copy
+/// of each event's data).
+pub mod parser_choice {
+    use std::borrow::Cow;
+
+    use bytes::Bytes;
+    use ferroloop::sse::{SseItem, SseParser};
+    use serde::Deserialize;
+
+    /// Every Anthropic event, borrowed.
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        #[serde(default)]
+        index: Option<usize>,
+        #[serde(default, borrow)]
+        delta: Option<Delta<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Delta<'a> {
+        #[serde(default, borrow)]
+        text: Option<Cow<'a, str>>,
+        #[serde(default, borrow)]
+        partial_json: Option<Cow<'a, str>>,
+    }
+
+    fn apply(texts: &mut Vec<String>, event: &Envelope<'_>) {
+        if event.kind != "content_block_delta" {
+            return;
+        }
+        let (Some(index), Some(delta)) = (event.index, &event.delta) else {
+            return;
+        };
+        if texts.len() <= index {
+            texts.resize(index + 1, String::new());
+        }
+        if let Some(text) = delta.text.as_deref().or(delta.partial_json.as_deref()) {
+            texts[index].push_str(text);
+        }
+    }
+
+    /// With `serde_json::from_str` into the borrowed struct. Returns the accumulated bytes.
+    pub fn serde_json_borrowed(chunks: &[Bytes]) -> usize {
+        let mut parser = SseParser::new();
+        let mut texts = Vec::new();
+        for chunk in chunks {
+            parser.feed(chunk.clone());
+            while let Some(item) = parser.next_item() {
+                if let SseItem::Event(event) = item {
+                    if let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(event.data()) {
+                        apply(&mut texts, &envelope);
+                    }
+                }
+            }
+        }
+        texts.iter().map(String::len).sum()
+    }
+
+    /// With `simd_json::serde::from_slice` into the same struct (data copied into a reused
+    /// buffer first: simd-json parses in place).
+    #[cfg(feature = "simd-json")]
+    pub fn simd_json_borrowed(chunks: &[Bytes]) -> usize {
+        let mut parser = SseParser::new();
+        let mut texts = Vec::new();
+        let mut scratch: Vec<u8> = Vec::with_capacity(4096);
+        let mut buffers = simd_json::Buffers::default();
+        for chunk in chunks {
+            parser.feed(chunk.clone());
+            while let Some(item) = parser.next_item() {
+                if let SseItem::Event(event) = item {
+                    scratch.clear();
+                    scratch.extend_from_slice(event.data().as_bytes());
+                    if let Ok(envelope) =
+                        simd_json::serde::from_slice_with_buffers::<Envelope<'_>>(&mut scratch, &mut buffers)
+                    {
+                        apply(&mut texts, &envelope);
+                    }
+                }
+            }
+        }
+        texts.iter().map(String::len).sum()
+    }
+}
