@@ -14,17 +14,26 @@ use ferroloop_bench::workloads::{anthropic_stream, chunked};
 fn main() {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "events".into());
-    let chunk: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(16 * 1024);
+    let chunk: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(16 * 1024);
     let input = anthropic_stream(42, 6_000_000);
     let chunks = chunked(&input, chunk);
     match name.as_str() {
         "serde-json-borrowed" => {
-            println!("{}", ferroloop_bench::decode_peers::parser_choice::serde_json_borrowed(&chunks));
+            println!(
+                "{}",
+                ferroloop_bench::decode_peers::parser_choice::serde_json_borrowed(&chunks)
+            );
             return;
         }
         #[cfg(feature = "simd-json")]
         "simd-json-borrowed" => {
-            println!("{}", ferroloop_bench::decode_peers::parser_choice::simd_json_borrowed(&chunks));
+            println!(
+                "{}",
+                ferroloop_bench::decode_peers::parser_choice::simd_json_borrowed(&chunks)
+            );
             return;
         }
         _ => {}

@@ -263,9 +263,10 @@ pub mod parser_choice {
                 if let SseItem::Event(event) = item {
                     scratch.clear();
                     scratch.extend_from_slice(event.data().as_bytes());
-                    if let Ok(envelope) =
-                        simd_json::serde::from_slice_with_buffers::<Envelope<'_>>(&mut scratch, &mut buffers)
-                    {
+                    if let Ok(envelope) = simd_json::serde::from_slice_with_buffers::<Envelope<'_>>(
+                        &mut scratch,
+                        &mut buffers,
+                    ) {
                         apply(&mut texts, &envelope);
                     }
                 }
