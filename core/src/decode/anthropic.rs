@@ -1,10 +1,4 @@
-//! Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
-//! `message_delta`, `message_stop`, `ping`, `error`.
-//!
-//! Accumulation follows anthropic-sdk-python's `accumulate_event`: text and thinking append,
-//! a signature replaces, citations append, tool input fragments concatenate raw (parsed once, at
-//! the block's stop; an empty buffer keeps the announced input, `{}`), `message_delta` assigns
-//! `stop_reason`/`stop_sequence` and assigns every non-null usage field.
+//! Anthropic Messages stream decoding (see [`AnthropicDecoder`]).
 
 use std::borrow::Cow;
 
@@ -19,7 +13,13 @@ use super::json_str;
 use super::partial_json::{PartialJson, PartialMode, Repair};
 use crate::message::anthropic::{ContentBlock, Message};
 
-/// Decoder for Anthropic Messages streams. See the [module docs](super).
+/// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
+/// `message_delta`, `message_stop`, `ping`, `error`.
+///
+/// Accumulation follows anthropic-sdk-python's `accumulate_event`: text and thinking append,
+/// a signature replaces, citations append, tool input fragments concatenate raw (parsed once, at
+/// the block's stop; an empty buffer keeps the announced input, `{}`), `message_delta` assigns
+/// `stop_reason`/`stop_sequence` and assigns every non-null usage field.
 #[derive(Debug)]
 pub struct AnthropicDecoder {
     /// Boxed: a `Message` is large and most decoders live inside enums and futures.

@@ -1,15 +1,4 @@
-//! OpenAI Chat Completions streaming: `chat.completion.chunk` objects, then `data: [DONE]`.
-//!
-//! Accumulation follows openai-python's `ChatCompletionStreamState`: the first chunk becomes the
-//! snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
-//! later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
-//! objects merge by their `index`, `index`/`type` are replaced); a truthy `finish_reason` is
-//! assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
-//! (the usage-only final chunk has empty `choices`).
-//!
-//! The output is the non-streaming `chat.completion` shape: the streaming-only `index` of each
-//! tool call is removed (the SDK keeps it, and adds its client-side `parsed` fields, which are not
-//! part of the API's response).
+//! OpenAI Chat Completions stream decoding (see [`OpenAiChatDecoder`]).
 
 use std::borrow::Cow;
 
@@ -24,7 +13,18 @@ use super::json_str;
 
 type Object = Map<String, Value>;
 
-/// Decoder for OpenAI Chat Completions streams. See the [module docs](self).
+/// OpenAI Chat Completions streaming: `chat.completion.chunk` objects, then `data: [DONE]`.
+///
+/// Accumulation follows openai-python's `ChatCompletionStreamState`: the first chunk becomes the
+/// snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
+/// later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
+/// objects merge by their `index`, `index`/`type` are replaced); a truthy `finish_reason` is
+/// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
+/// (the usage-only final chunk has empty `choices`).
+///
+/// The output is the non-streaming `chat.completion` shape: the streaming-only `index` of each
+/// tool call is removed (the SDK keeps it, and adds its client-side `parsed` fields, which are not
+/// part of the API's response).
 #[derive(Debug)]
 pub struct OpenAiChatDecoder {
     snapshot: Option<Object>,
@@ -161,13 +161,13 @@ impl OpenAiChatDecoder {
         snapshot.insert("usage".to_owned(), usage);
         snapshot.insert("system_fingerprint".to_owned(), fingerprint);
         for choice in chunk.choices {
-            if let Some(text) = choice.delta.content {
+            if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
                 self.emit(|| DecodeEvent::TextDelta {
                     index: choice.index,
                     text: text.into_owned(),
                 });
             }
-            if let Some(text) = choice.delta.refusal {
+            if let Some(text) = choice.delta.refusal.filter(|t| !t.is_empty()) {
                 self.emit(|| DecodeEvent::RefusalDelta {
                     index: choice.index,
                     refusal: text.into_owned(),

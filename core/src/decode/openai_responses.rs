@@ -1,11 +1,4 @@
-//! OpenAI Responses streaming: `response.*` events.
-//!
-//! The snapshot starts from `response.created`; output items, content parts, text and function
-//! call arguments accumulate from the delta events; `*.done` events replace the piece they name
-//! with its final value; `response.completed` (or `response.incomplete`) carries the
-//! authoritative final response, which replaces the snapshot. A function call is sealed at
-//! `response.function_call_arguments.done` (or its `response.output_item.done`, whichever comes
-//! first).
+//! OpenAI Responses stream decoding (see [`OpenAiResponsesDecoder`]).
 
 use std::borrow::Cow;
 
@@ -19,7 +12,14 @@ use super::json_str;
 
 type Object = Map<String, Value>;
 
-/// Decoder for OpenAI Responses streams. See the [module docs](self).
+/// OpenAI Responses streaming: `response.*` events.
+///
+/// The snapshot starts from `response.created`; output items, content parts, text and function
+/// call arguments accumulate from the delta events; `*.done` events replace the piece they name
+/// with its final value; `response.completed` (or `response.incomplete`) carries the
+/// authoritative final response, which replaces the snapshot. A function call is sealed at
+/// `response.function_call_arguments.done` (or its `response.output_item.done`, whichever comes
+/// first).
 #[derive(Debug)]
 pub struct OpenAiResponsesDecoder {
     snapshot: Option<Object>,
