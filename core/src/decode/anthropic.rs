@@ -540,7 +540,7 @@ impl AnthropicDecoder {
         let raw: Value =
             serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
         let error = DecodeError::provider(raw);
-        tracing::warn!(%error, "provider error event in stream");
+        tracing::debug!(%error, "provider error event in stream");
         self.failure = error.replay();
         error
     }

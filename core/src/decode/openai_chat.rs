@@ -516,7 +516,7 @@ impl OpenAiChatDecoder {
 
     fn fail(&mut self, raw: Value) -> DecodeError {
         let error = DecodeError::provider(raw);
-        tracing::warn!(%error, "provider error in stream");
+        tracing::debug!(%error, "provider error in stream");
         self.failure = error.replay();
         error
     }

@@ -415,7 +415,7 @@ impl OpenAiResponsesDecoder {
 
     fn fail(&mut self, raw: Value) -> DecodeError {
         let error = DecodeError::provider(raw);
-        tracing::warn!(%error, "provider error in stream");
+        tracing::debug!(%error, "provider error in stream");
         self.failure = error.replay();
         error
     }

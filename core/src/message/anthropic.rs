@@ -230,7 +230,7 @@ impl ContentBlock {
             Some(kind) => kind.to_owned(),
             None => return Self::Other(map),
         };
-        let Some(type_value) = map.remove("type") else {
+        let Some(type_value) = map.shift_remove("type") else {
             return Self::Other(map);
         };
         let converted = match kind.as_str() {
