@@ -146,7 +146,7 @@ fn thinking_signature_text_and_citations() {
         "signature_delta",
         "block_stop",
         "text_delta",
-        "citation_delta",
+        "citations_delta",
         "ping",
         "message_delta",
         "message_stop",

@@ -177,6 +177,34 @@ fn chat_truncation_error_and_protocol() {
 }
 
 #[test]
+fn chat_tool_call_id_and_name_are_set_once() {
+    let call = |args: &str| {
+        json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_r", "type": "function", "function": {"name": "run", "arguments": args}}]}}])
+    };
+    let chunks = vec![
+        chunk(json!([{"index": 0, "delta": {"role": "assistant"}}])),
+        chunk(call("{\"cmd\":")),
+        chunk(call(" \"ls\"}")),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none());
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][0],
+        json!({"id": "call_r", "type": "function", "function": {"name": "run", "arguments": "{\"cmd\": \"ls\"}"}})
+    );
+    assert!(events.contains(&DecodeEvent::ToolUseReady {
+        index: 0,
+        id: "call_r".into(),
+        name: "run".into(),
+        input: json!({"cmd": "ls"})
+    }));
+}
+
+#[test]
 fn chat_unknown_delta_fields_accumulate_like_the_sdk() {
     let chunks = vec![
         chunk(json!([{"index": 0, "delta": {"role": "assistant", "reasoning_content": "th"}}])),

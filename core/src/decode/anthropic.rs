@@ -332,7 +332,7 @@ impl AnthropicDecoder {
                         .citations
                         .get_or_insert_with(Vec::new)
                         .push(citation.clone());
-                    self.emit(|| DecodeEvent::CitationDelta { index: i, citation });
+                    self.emit(|| DecodeEvent::CitationsDelta { index: i, citation });
                 }
             }
             _ => {

@@ -53,7 +53,7 @@ pub enum DecodeEvent {
         signature: String,
     },
     /// A citation attached to a text block.
-    CitationDelta {
+    CitationsDelta {
         /// Block index.
         index: usize,
         /// The citation object.

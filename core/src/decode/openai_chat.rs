@@ -584,6 +584,9 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
                             malformed(format!("`{key}` list entry has no integer `index`"))
                         })?;
                     match a.get_mut(index) {
+                        Some(Value::Object(existing)) if key == "tool_calls" => {
+                            accumulate_tool_call(existing, entry)?;
+                        }
                         Some(Value::Object(existing)) => accumulate_delta(existing, entry)?,
                         Some(_) => {
                             return Err(malformed(format!(
@@ -599,6 +602,30 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
         }
     }
     Ok(())
+}
+
+/// A tool call delta: like [`accumulate_delta`], except that `id` and `function.name` are set
+/// once and never concatenated (some OpenAI-compatible servers repeat them in every chunk, which
+/// would turn `call_1` into `call_1call_1` under plain string concatenation).
+fn accumulate_tool_call(acc: &mut Object, mut delta: Object) -> Result<(), DecodeError> {
+    keep_first(acc, &mut delta, "id");
+    if let (Some(Value::Object(acc_function)), Some(Value::Object(delta_function))) =
+        (acc.get_mut("function"), delta.get_mut("function"))
+    {
+        keep_first(acc_function, delta_function, "name");
+    }
+    accumulate_delta(acc, delta)
+}
+
+/// Drops `key` from `delta` when `acc` already holds a non-empty string for it.
+fn keep_first(acc: &Object, delta: &mut Object, key: &str) {
+    let already = acc
+        .get(key)
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if already {
+        delta.shift_remove(key);
+    }
 }
 
 /// openai-python's logprobs accumulation: lists extend, a missing snapshot takes the chunk's.
