@@ -115,6 +115,40 @@ pub struct ChatUsage {
     pub extra: JsonObject,
 }
 
+/// A Chat Completions request body. Messages and tools are kept as JSON: their shapes vary by
+/// role and tool type, and the loop passes them through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletionRequest {
+    /// Model name.
+    pub model: String,
+    /// The conversation (`{"role": ..., "content": ...}` objects).
+    pub messages: Vec<Value>,
+    /// Tool definitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
+    /// Whether to stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Fields not modelled here (`max_completion_tokens`, `stream_options`, `tool_choice`, ...).
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// A Responses API request body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponsesRequest {
+    /// Model name.
+    pub model: String,
+    /// A string or a list of input items.
+    pub input: Value,
+    /// Tool definitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
+    /// Fields not modelled here (`instructions`, `previous_response_id`, `reasoning`, ...).
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
 /// A Responses API `response` object. The shape is open, so it is kept as JSON with typed
 /// accessors for what the loop reads.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -171,6 +205,18 @@ mod tests {
         message.remove("content");
         message.remove("refusal");
         assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let chat = json!({"model": "gpt", "messages": [{"role": "user", "content": "hi"}], "stream": true,
+            "stream_options": {"include_usage": true}, "tools": [{"type": "function", "function": {"name": "f"}}]});
+        let parsed: ChatCompletionRequest = serde_json::from_value(chat.clone()).unwrap();
+        assert_eq!(parsed.messages.len(), 1);
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), chat);
+        let responses = json!({"model": "gpt", "input": [{"role": "user", "content": "hi"}], "instructions": "be brief"});
+        let parsed: ResponsesRequest = serde_json::from_value(responses.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), responses);
     }
 
     #[test]
