@@ -179,3 +179,42 @@ proptest! {
         prop_assert_eq!(split, whole);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Corrupted streams (bytes flipped, cut, spliced) never panic any decoder; the snapshot is
+    /// always JSON (null or an object), and a successful finish means the end marker was seen.
+    #[test]
+    fn corrupted_streams_never_panic(
+        which in 0usize..64,
+        provider_pick in 0usize..3,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let inputs = all_fixture_inputs();
+        let (_, original) = &inputs[which % inputs.len()];
+        let mut input = original.clone();
+        for (at, byte) in edits {
+            let i = at.index(input.len());
+            input[i] = byte;
+        }
+        input.truncate(cut.index(input.len() + 1).max(input.len() / 2));
+        let provider = [Provider::Anthropic, Provider::OpenAiChat, Provider::OpenAiResponses][provider_pick];
+        let mut decoder = StreamDecoder::for_provider(provider);
+        let mut events = Vec::new();
+        for piece in input.chunks(13) {
+            let _ = decoder.feed_into(Bytes::copy_from_slice(piece), &mut events);
+        }
+        let snapshot = decoder.message();
+        prop_assert!(snapshot.is_null() || snapshot.is_object());
+        let complete = decoder.is_complete();
+        match decoder.finish() {
+            Ok(message) => {
+                prop_assert!(complete);
+                prop_assert!(message.is_object());
+            }
+            Err(error) => prop_assert!(!error.to_string().is_empty()),
+        }
+    }
+}

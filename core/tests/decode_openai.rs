@@ -168,6 +168,20 @@ fn chat_truncation_error_and_protocol() {
         Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))
     ));
 
+    // Huge indexes are not allocated for.
+    let (_, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 1_000_000_000_000u64, "id": "x"}]}}]),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let (_, _, error) = chat(&[chunk(json!([{"index": 4_000_000_000u64, "delta": {}}]))]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::Malformed { .. }))
+    ));
+
     // `[DONE]` must be exactly that data.
     let (_, _, error) = chat(&[
         chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),

@@ -301,10 +301,12 @@ impl OpenAiChatDecoder {
             });
         }
         for tool in tools {
+            // Bounded: the index sizes a table, and it comes from the network.
             let Some(tool_index) = tool
                 .get("index")
                 .and_then(Value::as_u64)
                 .and_then(|i| usize::try_from(i).ok())
+                .filter(|&i| i < MAX_INDEX)
             else {
                 continue;
             };
@@ -522,12 +524,15 @@ impl OpenAiChatDecoder {
     }
 }
 
+/// Largest choice or tool call index accepted (indexes size tables).
+const MAX_INDEX: usize = 1 << 16;
+
 fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
     choice
         .get("index")
         .and_then(Value::as_u64)
         .and_then(|i| usize::try_from(i).ok())
-        .filter(|&i| i < 1 << 16)
+        .filter(|&i| i < MAX_INDEX)
         .ok_or_else(|| malformed("a choice has no valid `index`"))
 }
 
