@@ -719,3 +719,25 @@ fn snapshot_is_valid_json_at_every_event() {
         Some(json!({"a": [1, 2, {"b": "xy"}]}))
     );
 }
+
+/// The hand-written string-delta fast path and the serde path give the same messages and events.
+#[test]
+fn fast_path_and_serde_path_agree_on_shared_streams() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for path in [
+        "tests/decode/streams/anthropic/every_block_type.sse",
+        "tests/fixtures/anthropic/tool_use_response.sse",
+        "tests/fixtures/anthropic/incomplete_partial_json_response.sse",
+    ] {
+        let input = std::fs::read(root.join(path)).unwrap();
+        let mut results = Vec::new();
+        for fast in [true, false] {
+            let mut inner = AnthropicDecoder::new();
+            inner.set_text_fast_path(fast);
+            let mut decoder = StreamDecoder::new(inner);
+            let events = decoder.feed(Bytes::from(input.clone())).unwrap();
+            results.push((decoder.finish().unwrap(), events));
+        }
+        assert_eq!(results[0], results[1], "{path}");
+    }
+}

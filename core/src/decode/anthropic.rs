@@ -104,22 +104,48 @@ struct MessageDelta {
     usage: Option<Map<String, Value>>,
 }
 
-const TEXT_DELTA_PREFIX: &str = r#"{"type":"content_block_delta","index":"#;
-const TEXT_DELTA_MIDDLE: &str = r#","delta":{"type":"text_delta","text":""#;
+const DELTA_PREFIX: &str = r#"{"type":"content_block_delta","index":"#;
 
-/// The hot path: `content_block_delta` + `text_delta` in the exact compact shape the API sends,
-/// decoded without a JSON parser. Anything else returns `None` and takes the general path.
-fn fast_text_delta(data: &str) -> Option<(u64, Cow<'_, str>)> {
-    let rest = data.strip_prefix(TEXT_DELTA_PREFIX)?;
+/// The string-carrying delta types, in the order the fast path tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StringDelta {
+    Text,
+    InputJson,
+    Thinking,
+}
+
+const DELTA_MIDDLES: [(&str, StringDelta); 3] = [
+    (
+        r#","delta":{"type":"text_delta","text":""#,
+        StringDelta::Text,
+    ),
+    (
+        r#","delta":{"type":"input_json_delta","partial_json":""#,
+        StringDelta::InputJson,
+    ),
+    (
+        r#","delta":{"type":"thinking_delta","thinking":""#,
+        StringDelta::Thinking,
+    ),
+];
+
+/// The hot path: `content_block_delta` with a `text_delta`, `input_json_delta` or
+/// `thinking_delta`, in the exact compact shape the API sends, decoded without a JSON parser.
+/// Anything else returns `None` and takes the general (serde) path, which decides validity.
+fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Cow<'_, str>)> {
+    let rest = data.strip_prefix(DELTA_PREFIX)?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 || digits > 9 {
         return None;
     }
     let index: u64 = rest.get(..digits)?.parse().ok()?;
-    let rest = rest.get(digits..)?.strip_prefix(TEXT_DELTA_MIDDLE)?;
+    let rest = rest.get(digits..)?;
+    let (rest, kind) = DELTA_MIDDLES
+        .iter()
+        .find_map(|(middle, kind)| rest.strip_prefix(middle).map(|r| (r, *kind)))?;
     let (text, used) = json_str::string_body(rest)?;
     let tail = rest.get(used..)?.strip_prefix("}}")?;
-    json_str::is_json_whitespace(tail).then_some((index, text))
+    json_str::is_json_whitespace(tail).then_some((index, kind, text))
 }
 
 fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {
@@ -148,7 +174,7 @@ impl AnthropicDecoder {
         }
     }
 
-    /// Turns the hand-written `text_delta` fast path on or off (benchmarks compare it with the
+    /// Turns the hand-written string-delta fast path on or off (benchmarks compare it with the
     /// serde path; results are identical either way).
     #[doc(hidden)]
     pub fn set_text_fast_path(&mut self, enabled: bool) {
@@ -241,21 +267,60 @@ impl AnthropicDecoder {
             })
     }
 
-    fn on_text(&mut self, index: u64, text: Cow<'_, str>) -> Result<(), DecodeError> {
+    /// Applies a text, tool-input or thinking fragment to its block.
+    fn on_string_delta(
+        &mut self,
+        index: u64,
+        kind: StringDelta,
+        text: Cow<'_, str>,
+    ) -> Result<(), DecodeError> {
         const KIND: &str = "content_block_delta";
         self.started(KIND)?;
         let i = self.block_index(KIND, index)?;
-        let Some(ContentBlock::Text(block)) =
-            self.message.as_mut().and_then(|m| m.content.get_mut(i))
-        else {
-            tracing::debug!(index, "text_delta for a non-text block ignored");
-            return Ok(());
-        };
-        block.text.push_str(&text);
-        self.emit(|| DecodeEvent::TextDelta {
-            index: i,
-            text: text.into_owned(),
-        });
+        match kind {
+            StringDelta::Text => {
+                let Some(ContentBlock::Text(block)) = self.block_mut(i) else {
+                    tracing::debug!(index, "text_delta for a non-text block ignored");
+                    return Ok(());
+                };
+                block.text.push_str(&text);
+                self.emit(|| DecodeEvent::TextDelta {
+                    index: i,
+                    text: text.into_owned(),
+                });
+            }
+            StringDelta::Thinking => {
+                let Some(ContentBlock::Thinking(block)) = self.block_mut(i) else {
+                    tracing::debug!(index, "thinking_delta for a non-thinking block ignored");
+                    return Ok(());
+                };
+                block.thinking.push_str(&text);
+                self.emit(|| DecodeEvent::ThinkingDelta {
+                    index: i,
+                    thinking: text.into_owned(),
+                });
+            }
+            StringDelta::InputJson => {
+                let state = &mut self.blocks[i];
+                match state.input.as_mut() {
+                    Some(input) if !state.sealed => {
+                        input.push(&text);
+                        state.work += text.len() as u64;
+                    }
+                    _ => {
+                        tracing::debug!(
+                            index,
+                            "input_json_delta for a block without open input ignored"
+                        );
+                        return Ok(());
+                    }
+                }
+                self.emit(|| DecodeEvent::InputJsonDelta {
+                    index: i,
+                    partial_json: text.into_owned(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -275,41 +340,15 @@ impl AnthropicDecoder {
         match delta.kind.as_ref() {
             "text_delta" => {
                 let text = delta.text.clone().ok_or_else(|| missing("text"))?;
-                return self.on_text(raw.index, text);
+                return self.on_string_delta(raw.index, StringDelta::Text, text);
             }
             "input_json_delta" => {
-                let fragment = delta.partial_json.as_deref().unwrap_or("");
-                let state = &mut self.blocks[i];
-                match state.input.as_mut() {
-                    Some(input) if !state.sealed => {
-                        input.push(fragment);
-                        state.work += fragment.len() as u64;
-                    }
-                    _ => {
-                        tracing::debug!(
-                            index = i,
-                            "input_json_delta for a block without open input ignored"
-                        );
-                        return Ok(());
-                    }
-                }
-                self.emit(|| DecodeEvent::InputJsonDelta {
-                    index: i,
-                    partial_json: fragment.to_owned(),
-                });
+                let fragment = delta.partial_json.unwrap_or(Cow::Borrowed(""));
+                return self.on_string_delta(raw.index, StringDelta::InputJson, fragment);
             }
             "thinking_delta" => {
-                let thinking = delta
-                    .thinking
-                    .as_deref()
-                    .ok_or_else(|| missing("thinking"))?;
-                if let Some(ContentBlock::Thinking(block)) = self.block_mut(i) {
-                    block.thinking.push_str(thinking);
-                    self.emit(|| DecodeEvent::ThinkingDelta {
-                        index: i,
-                        thinking: thinking.to_owned(),
-                    });
-                }
+                let thinking = delta.thinking.clone().ok_or_else(|| missing("thinking"))?;
+                return self.on_string_delta(raw.index, StringDelta::Thinking, thinking);
             }
             "signature_delta" => {
                 let signature = delta
@@ -547,10 +586,12 @@ impl AnthropicDecoder {
 
     fn dispatch(&mut self, kind: &str, data: &str) -> Result<(), DecodeError> {
         match kind {
-            "content_block_delta" => match fast_text_delta(data).filter(|_| self.text_fast_path) {
-                Some((index, text)) => self.on_text(index, text),
-                None => self.on_delta(data),
-            },
+            "content_block_delta" => {
+                match fast_string_delta(data).filter(|_| self.text_fast_path) {
+                    Some((index, kind, text)) => self.on_string_delta(index, kind, text),
+                    None => self.on_delta(data),
+                }
+            }
             "ping" => {
                 self.emit(|| DecodeEvent::Ping);
                 Ok(())
