@@ -40,6 +40,32 @@ export declare class SseParser {
 export type NativeSseParser = SseParser
 
 /**
+ * A provider stream decoder: `feed(bytes)` returns the typed events completed by the chunk,
+ * `message()` the message so far, `finish()` the final message.
+ */
+export declare class StreamDecoder {
+  /** A decoder for `options.provider`. */
+  constructor(options: StreamDecoderOptions)
+  /**
+   * Feeds raw bytes; returns the typed events they completed as a JSON array (`null` when
+   * none).
+   */
+  feedJson(chunk: Uint8Array): string | null
+  /** The message accumulated so far, as JSON (`null` before the first event). */
+  messageJson(): string
+  /** Whether the stream reached its end marker. */
+  get isComplete(): boolean
+  /**
+   * Ends the input; returns the final message as JSON, or throws `stream_truncated` (partial
+   * message in the detail), the provider's error, or `protocol`.
+   */
+  finishJson(): string
+  /** The detail of the last error thrown (JSON), once. */
+  takeErrorDetail(): string | null
+}
+export type NativeStreamDecoder = StreamDecoder
+
+/**
  * The executor: register tools (declarations here, functions in JS), then run batches or
  * streaming turns.
  */
@@ -112,6 +138,17 @@ export interface SseParserOptions {
    * resumes after the next blank line). Unlimited when absent.
    */
   maxEventBytes?: number
+}
+
+/** Options for [`NativeStreamDecoder`]. */
+export interface StreamDecoderOptions {
+  /** `anthropic`, `openai-chat` or `openai-responses`. */
+  provider: string
+  /**
+   * Record typed events (default true). Off: `feed` returns no events and the decoder only
+   * accumulates the message (no per-delta allocation).
+   */
+  events?: boolean
 }
 
 /** Asks JavaScript to abort one running call. */

@@ -37,6 +37,7 @@ const OverloadedError = define('OverloadedError', 'overloaded')
 const PromptTooLongError = define('PromptTooLongError', 'prompt_too_long')
 // Named like the DOM's AbortError so `err.name === 'AbortError'` checks keep working.
 const AbortError = define('AbortError', 'aborted')
+const ProviderError = define('ProviderError', 'provider_error')
 
 const TAG = /^\[ferroloop:([a-z_]+):(\d*):([^\]]*)\] /
 // napi-rs statuses raised while converting arguments (before any ferroloop code runs).
@@ -95,6 +96,7 @@ module.exports = {
   OverloadedError,
   PromptTooLongError,
   AbortError,
+  ProviderError,
   toFerroloopError,
   callNative,
 }

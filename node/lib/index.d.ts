@@ -20,6 +20,7 @@ export type FerroloopErrorCode =
   | 'overloaded'
   | 'prompt_too_long'
   | 'aborted'
+  | 'provider_error'
 
 /** Base class of every error ferroloop throws. */
 export declare class FerroloopError extends Error {
@@ -66,6 +67,23 @@ export declare class PromptTooLongError extends FerroloopError {
 /** The operation was aborted through an AbortSignal (`name: 'AbortError'`, `code: 'aborted'`). */
 export declare class AbortError extends FerroloopError {
   readonly code: 'aborted'
+}
+
+/** The provider reported another error in the stream (`code: 'provider_error'`). */
+export declare class ProviderError extends FerroloopError {
+  readonly code: 'provider_error'
+}
+
+/** Extra fields of errors thrown by {@link StreamDecoder}. */
+export interface DecodeErrorDetail {
+  /** The message accumulated before the failure (provider response shape). */
+  partial?: unknown
+  /** Typed events completed by the failing chunk before the error. */
+  events?: DecodeEvent[]
+  /** The provider's error type (`overloaded_error`, ...) or the decoder's code. */
+  errorType?: string
+  /** The provider's error payload as sent. */
+  raw?: unknown
 }
 
 /** Converts an error thrown by the native layer into its FerroloopError; other values pass through. */
@@ -218,4 +236,36 @@ export declare class ToolExecutor {
   run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
   /** Starts a streaming turn. */
   turn(): Turn
+}
+
+/** A typed event of a provider stream (`type` plus its fields, snake_case as on the wire). */
+export type DecodeEvent =
+  | { type: 'message_start'; message: Record<string, unknown> }
+  | { type: 'block_start'; index: number; block: Record<string, unknown> }
+  | { type: 'text_delta'; index: number; text: string }
+  | { type: 'refusal_delta'; index: number; refusal: string }
+  | { type: 'thinking_delta'; index: number; thinking: string }
+  | { type: 'signature_delta'; index: number; signature: string }
+  | { type: 'tool_use_ready'; index: number; id: string; name: string; input: unknown }
+  | { type: 'tool_use_truncated'; index: number; id: string; name: string; partial_json: string }
+  | { type: string; [key: string]: unknown }
+
+/** Options of {@link StreamDecoder}. */
+export interface StreamDecoderOptions {
+  provider: 'anthropic' | 'openai-chat' | 'openai-responses'
+  /** Record typed events (default true); false accumulates only (sealing events still come). */
+  events?: boolean
+}
+
+/** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
+export declare class StreamDecoder {
+  constructor(options: StreamDecoderOptions)
+  /** Feeds raw bytes split anywhere; returns the typed events they completed. */
+  feed(chunk: Uint8Array): DecodeEvent[]
+  /** The message so far, in the provider's non-streaming response shape (null before any event). */
+  message(): any
+  /** Whether the stream reached its end marker. */
+  readonly isComplete: boolean
+  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. */
+  finish(): any
 }

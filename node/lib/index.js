@@ -5,6 +5,7 @@ const native = require('../index.js')
 const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
 const { ToolExecutor, Turn } = require('./exec.js')
+const { StreamDecoder } = require('./decode.js')
 
 /** @internal Panics inside the native panic boundary (tests prove it becomes an InternalError). */
 function _debugPanic(message) {
@@ -14,6 +15,7 @@ function _debugPanic(message) {
 module.exports = {
   ...errors,
   SseParser,
+  StreamDecoder,
   ToolExecutor,
   Turn,
   _debugPanic,

@@ -33,6 +33,8 @@ pub enum ErrorCode {
     PromptTooLong,
     /// The operation was aborted by the caller.
     Aborted,
+    /// The provider reported an error not covered by a more specific code.
+    ProviderError,
 }
 
 impl ErrorCode {
@@ -48,6 +50,7 @@ impl ErrorCode {
             Self::Overloaded => "overloaded",
             Self::PromptTooLong => "prompt_too_long",
             Self::Aborted => "aborted",
+            Self::ProviderError => "provider_error",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! `internal`, never as a process abort. The JavaScript wrappers in `lib/` turn those errors into
 //! `FerroloopError` subclasses.
 
+pub mod decode;
 pub mod error;
 pub mod exec;
 pub mod guard;
