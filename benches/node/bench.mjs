@@ -101,8 +101,8 @@ async function sdkDecode(chunks) {
   return { blocks: message.content.length, stop: message.stop_reason }
 }
 
-async function ferroloopDecode(chunks) {
-  const decoder = new ferroloop.StreamDecoder({ provider: 'anthropic' })
+async function ferroloopDecode(chunks, events) {
+  const decoder = new ferroloop.StreamDecoder({ provider: 'anthropic', events })
   const response = new Response(bodyOf(chunks), { headers: { 'content-type': 'text/event-stream' } })
   for await (const chunk of response.body) decoder.feed(chunk)
   decoder.finish()
@@ -163,9 +163,14 @@ for (const size of [1460, 16384]) {
   const sdk = await measure(() => sdkDecode(chunks))
   row('decode+accumulate (chunk 16384)', '@anthropic-ai/sdk MessageStream', sdk.ms, input.length, sdk.check)
   if (typeof ferroloop.StreamDecoder === 'function') {
-    const fl = await measure(() => ferroloopDecode(chunks))
-    if (fl.check.blocks !== sdk.check.blocks) throw new Error('decoded messages differ')
-    row('decode+accumulate (chunk 16384)', 'ferroloop StreamDecoder', fl.ms, input.length, fl.check)
+    // events: false accumulates only (what MessageStream.finalMessage() needs); events: true
+    // also hands every typed event to JS (what a streaming UI consumes).
+    for (const events of [false, true]) {
+      const fl = await measure(() => ferroloopDecode(chunks, events))
+      if (fl.check.blocks !== sdk.check.blocks) throw new Error('decoded messages differ')
+      const label = events ? 'ferroloop StreamDecoder (+events)' : 'ferroloop StreamDecoder'
+      row('decode+accumulate (chunk 16384)', label, fl.ms, input.length, fl.check)
+    }
   }
 }
 

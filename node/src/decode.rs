@@ -90,12 +90,15 @@ impl NativeStreamDecoder {
         FerroloopError::new(code_of(err), err.to_string()).into()
     }
 
-    fn events_json(&mut self) -> Option<String> {
+    /// The pending events as a JSON array, serialized straight to text (no `Value` tree).
+    fn events_json(&mut self) -> Result<Option<String>, FerroloopError> {
         if self.events.is_empty() {
-            return None;
+            return Ok(None);
         }
-        let out: Vec<Value> = self.events.drain(..).map(|ev| ev.to_json()).collect();
-        Some(Value::Array(out).to_string())
+        let text = serde_json::to_string(&self.events)
+            .map_err(|err| FerroloopError::internal(format!("event serialization: {err}")))?;
+        self.events.clear();
+        Ok(Some(text))
     }
 }
 
@@ -134,7 +137,7 @@ impl NativeStreamDecoder {
                 .feed_into(Bytes::copy_from_slice(chunk), &mut events);
             self.events = events;
             match fed {
-                Ok(()) => Ok(self.events_json()),
+                Ok(()) => Ok(self.events_json()?),
                 Err(err) => Err(self.fail(&err)),
             }
         })

@@ -105,7 +105,8 @@ test('the README quickstart example runs', () => {
     timeout: 20_000,
   })
   assert.equal(run.status, 0, run.stderr)
-  const lines = run.stdout.trim().split('\n')
-  assert.equal(lines[0], 'message_start 329 ')
-  assert.equal(lines.at(-1), 'true invalid_argument')
+  assert.equal(run.stdout.split('\n')[0], 'tool_use 2')
+  assert.match(run.stdout, /tool_use_id: 'toolu_01NRLabsLyVHZPKxbKvkfSMn'/)
+  assert.match(run.stdout, /content: 'Sunny in Paris'/)
+  assert.match(run.stdout, /is_error: false/)
 })
