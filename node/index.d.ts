@@ -70,17 +70,16 @@ export type NativeStreamDecoder = StreamDecoder
  * streaming turns.
  */
 export declare class ToolExecutor {
-  /** An executor over `tools`, whose calls go to `invoke` (and aborts to `abort`). */
-  constructor(options: ExecutorOptions, tools: ToolSpec[], invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void)
-  /** Starts a streaming turn (its calls run on the async runtime as they are submitted). */
-  startTurn(): NativeTurn
+  /** An executor over `tools`; their calls are handed to JavaScript by the turns' polls. */
+  constructor(options: ExecutorOptions, tools: Array<ToolSpec>)
+  /** Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled. */
+  startTurn(wake: () => void): NativeTurn
+  /** Delivers a JS tool's reply; false when the call no longer waits for it. */
+  complete(callId: number, reply: ToolReply): boolean
 }
 export type NativeToolExecutor = ToolExecutor
 
-/**
- * One streaming turn: submit tool uses as the model stream seals them, seal, and read events
- * or the final results.
- */
+/** One streaming turn, polled on the JavaScript thread. */
 export declare class Turn {
   /** Submits tool uses (a JSON array of `tool_use` blocks); they start as admission allows. */
   submitJson(toolUsesJson: string): void
@@ -93,21 +92,15 @@ export declare class Turn {
   cancel(): void
   /** Cancels and seals the turn (its model response will be replayed). */
   discard(): void
-  /** The next event as JSON, or `null` once every result was delivered. */
-  nextEventJson(): Promise<string | null>
   /**
-   * Waits for every result; returns them in submission order as a JSON array of
-   * `tool_result` blocks. The turn must be sealed (or cancelled and sealed) to end.
+   * Drives the turn until it would block. Returns JSON
+   * `{events, invocations, aborts, done}`: the turn events that happened (results in
+   * submission order), the tool calls JavaScript must start, the calls it must abort, and
+   * whether every result was delivered.
    */
-  finishJson(): Promise<string>
+  pollJson(): string
 }
 export type NativeTurn = Turn
-
-/**
- * Calls a JS tool through the executor's bridge with an optional timeout (test support for the
- * bridge mechanics: Promise awaiting, abort on timeout, unref'd handles, worker threads).
- */
-export declare function _bridgeCall(invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void, name: string, inputJson: string, timeoutMs?: number): Promise<ToolReply>
 
 /**
  * Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic
@@ -151,17 +144,9 @@ export interface StreamDecoderOptions {
   events?: boolean
 }
 
-/** Asks JavaScript to abort one running call. */
-export interface ToolAbort {
-  /** The call to abort. */
-  callId: number
-  /** Why (`timeout`, `aborted`, `sibling_failed`, ...). */
-  reason: string
-}
-
-/** One tool call handed to JavaScript. */
+/** One tool call for JavaScript to start. */
 export interface ToolInvocation {
-  /** Identifies the call for a later abort (unique per bridge). */
+  /** Identifies the call in `complete` and in aborts. */
   callId: number
   /** The tool's name. */
   name: string

@@ -843,5 +843,4 @@ module.exports.ToolExecutor = nativeBinding.ToolExecutor
 module.exports.NativeToolExecutor = nativeBinding.NativeToolExecutor
 module.exports.Turn = nativeBinding.Turn
 module.exports.NativeTurn = nativeBinding.NativeTurn
-module.exports._bridgeCall = nativeBinding._bridgeCall
 module.exports._debugPanic = nativeBinding._debugPanic

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toFerroloopError } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
 const { ToolHost } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -21,21 +21,70 @@ function optionalBoolean(value, what) {
   return value
 }
 
-async function awaitNative(promise) {
-  try {
-    return await promise
-  } catch (err) {
-    throw toFerroloopError(err)
-  }
-}
-
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 class Turn {
   #native
+  #host
+  #complete
+  /** Events not yet taken by an iterator (from #head on). */
+  #events = []
+  #head = 0
+  #results = []
+  #done = false
+  #waiters = []
+  #scheduled = false
+  #keepAlive = null
 
   /** @internal */
-  constructor(nativeTurn) {
-    this.#native = nativeTurn
+  constructor(nativeExecutor, host) {
+    this.#host = host
+    this.#complete = (callId, reply) => nativeExecutor.complete(callId, reply)
+    // The waker's thread-safe function calls this when the turn can progress.
+    this.#native = callNative(() => nativeExecutor.startTurn(() => this.#pump()))
+  }
+
+  /** Polls on a microtask (several requests in one tick coalesce into one poll). */
+  #schedule() {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    queueMicrotask(() => {
+      this.#scheduled = false
+      this.#pump()
+    })
+  }
+
+  #pump() {
+    if (this.#done) return
+    const out = JSON.parse(callNative(() => this.#native.pollJson()))
+    for (const abort of out.aborts) this.#host.abort(abort)
+    for (const invocation of out.invocations) this.#host.start(invocation, this.#complete)
+    for (const event of out.events) {
+      this.#events.push(event)
+      if (event.type === 'result') this.#results.push(event.result)
+    }
+    if (out.done) {
+      this.#done = true
+      this.#release()
+    }
+    if (out.events.length > 0 || out.done) {
+      const waiters = this.#waiters
+      this.#waiters = []
+      for (const resolve of waiters) resolve()
+    }
+  }
+
+  // While someone awaits the turn, a ref'd timer keeps the event loop alive (the turn may be
+  // waiting only on an async-runtime timer, e.g. a timeout); released when the turn is done.
+  #wait() {
+    if (this.#keepAlive === null) this.#keepAlive = setInterval(() => {}, 2 ** 30)
+    return new Promise((resolve) => this.#waiters.push(resolve))
+  }
+
+  #release() {
+    if (this.#keepAlive !== null) {
+      clearInterval(this.#keepAlive)
+      this.#keepAlive = null
+    }
   }
 
   /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
@@ -46,34 +95,50 @@ class Turn {
       }
     }
     callNative(() => this.#native.submitJson(JSON.stringify(toolUses)))
+    this.#schedule()
   }
 
   /** No more tool uses: the turn ends once every submitted call is answered. */
   seal() {
     callNative(() => this.#native.seal())
+    this.#schedule()
   }
 
   /** Cancels running and queued calls; each still gets its is_error result. */
   cancel() {
     callNative(() => this.#native.cancel())
+    this.#schedule()
   }
 
   /** Cancels and seals (the model response will be replayed). */
   discard() {
     callNative(() => this.#native.discard())
+    this.#schedule()
   }
 
   /** Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). */
   async results() {
-    return JSON.parse(await awaitNative(this.#native.finishJson()))
+    this.#schedule()
+    while (!this.#done) await this.#wait()
+    return this.#results
   }
 
   /** Events as they happen (started, progress, finished, detached) and results in order. */
   async *[Symbol.asyncIterator]() {
-    for (;;) {
-      const event = await awaitNative(this.#native.nextEventJson())
-      if (event === null) return
-      yield JSON.parse(event)
+    this.#schedule()
+    try {
+      for (;;) {
+        if (this.#head < this.#events.length) {
+          const event = this.#events[this.#head]
+          this.#events[this.#head++] = undefined
+          yield event
+          continue
+        }
+        if (this.#done) return
+        await this.#wait()
+      }
+    } finally {
+      if (this.#waiters.length === 0) this.#release()
     }
   }
 }
@@ -96,7 +161,7 @@ class ToolExecutor {
       spillDir: options.spillDir === undefined ? undefined : String(options.spillDir),
     }
     // Validate now rather than at the first run.
-    callNative(() => new native.ToolExecutor(this.#options, [], this.#host.invoke, this.#host.abort))
+    callNative(() => new native.ToolExecutor(this.#options, []))
   }
 
   /**
@@ -125,7 +190,7 @@ class ToolExecutor {
       cancelsSiblingsOnError: optionalBoolean(spec.cancelsSiblingsOnError, 'cancelsSiblingsOnError'),
     }
     // Build once to validate the declaration (schema, limits) at registration time.
-    callNative(() => new native.ToolExecutor(this.#options, [nativeSpec], this.#host.invoke, this.#host.abort))
+    callNative(() => new native.ToolExecutor(this.#options, [nativeSpec]))
     this.#specs.set(spec.name, nativeSpec)
     this.#host.register(spec.name, fn)
     this.#native = null
@@ -135,7 +200,7 @@ class ToolExecutor {
   #executor() {
     if (this.#native === null) {
       this.#native = callNative(
-        () => new native.ToolExecutor(this.#options, [...this.#specs.values()], this.#host.invoke, this.#host.abort),
+        () => new native.ToolExecutor(this.#options, [...this.#specs.values()]),
       )
     }
     return this.#native
@@ -143,7 +208,7 @@ class ToolExecutor {
 
   /** Starts a streaming turn. */
   turn() {
-    return new Turn(callNative(() => this.#executor().startTurn()))
+    return new Turn(this.#executor(), this.#host)
   }
 
   /**

@@ -1,8 +1,8 @@
 'use strict'
-// The JavaScript half of the tool bridge (node/src/tool_bridge.rs): Rust invokes tools through
-// `invoke` and aborts running calls through `abort`. `invoke` never throws and never rejects:
-// every outcome, including a thrown error, becomes a ToolReply the executor turns into a
-// `tool_result` block.
+// The JavaScript half of the tool calls (node/src/js_tools.rs): a turn's poll hands over the
+// calls to start and to abort; `start` runs the tool and reports its settled value through
+// `complete(callId, reply)`. A call never throws nor rejects: every outcome, including a thrown
+// error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AbortError, TimeoutError, InvalidArgumentError } = require('./errors.js')
 
@@ -32,36 +32,39 @@ function abortReason(reason) {
 }
 
 class ToolHost {
-  /** name → { spec, fn } */
+  /** name → fn */
   tools = new Map()
   /** callId → AbortController of a running call */
   running = new Map()
-
-  constructor() {
-    this.invoke = (invocation) => this.#invoke(invocation)
-    this.abort = ({ callId, reason }) => {
-      const controller = this.running.get(callId)
-      if (controller !== undefined && !controller.signal.aborted) controller.abort(abortReason(reason))
-    }
-  }
 
   register(name, fn) {
     if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${name}: the implementation must be a function`)
     this.tools.set(name, fn)
   }
 
-  async #invoke({ callId, name, toolUseId, inputJson }) {
+  /** Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError). */
+  abort({ callId, reason }) {
+    const controller = this.running.get(callId)
+    if (controller !== undefined && !controller.signal.aborted) controller.abort(abortReason(reason))
+  }
+
+  /** Starts a call; `complete(callId, reply)` receives its outcome. */
+  start(invocation, complete) {
+    const controller = new AbortController()
+    this.running.set(invocation.callId, controller)
+    this.#run(invocation, controller.signal).then((reply) => {
+      this.running.delete(invocation.callId)
+      complete(invocation.callId, reply)
+    })
+  }
+
+  async #run({ name, toolUseId, inputJson }, signal) {
     const fn = this.tools.get(name)
     if (fn === undefined) return errorReply(new Error(`no such tool: ${name}`))
-    const controller = new AbortController()
-    this.running.set(callId, controller)
     try {
-      const input = JSON.parse(inputJson)
-      return toReply(await fn(input, { signal: controller.signal, toolUseId, name }))
+      return toReply(await fn(JSON.parse(inputJson), { signal, toolUseId, name }))
     } catch (err) {
       return errorReply(err)
-    } finally {
-      this.running.delete(callId)
     }
   }
 }

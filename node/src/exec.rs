@@ -1,23 +1,33 @@
 //! `ToolExecutor` for JavaScript: the core executor (`ferroloop::exec`) with tools implemented
-//! as JS functions, reached through the [`ToolBridge`].
+//! as JS functions (see [`crate::js_tools`]).
+//!
+//! Turns are polled on the JavaScript thread: `pollJson` drives the turn until it would block and
+//! returns what happened (events, tool calls to start, calls to abort). When the turn can make
+//! progress again (a tool replied, a timer fired, a call was submitted) its waker calls the JS
+//! `wake` function through an unref'd thread-safe function, which polls again. A turn of
+//! ten thousand quick calls therefore costs a handful of polls, not a thread hop per call.
 //!
 //! Tool uses, results and events cross the boundary as JSON text (V8's `JSON.parse` and
 //! `JSON.stringify` are faster than building objects property by property through N-API); the
 //! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use ferroloop::exec::{
-    CancellationToken, ExecutorConfig, ResultLimit, SpawnedTurn, Tool, ToolContext, ToolError,
-    ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolUse, TurnEvent, TurnHandle,
+    ExecutorConfig, ResultLimit, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
+    ToolRegistry, ToolResult, ToolUse, Turn, TurnEvent, TurnHandle,
 };
+use napi::Status;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::error::FerroloopError;
 use crate::guard;
-use crate::tool_bridge::{AbortFn, InvokeFn, ToolBridge};
+use crate::js_tools::{JsToolQueues, ToolReply};
 
 /// Executor-wide options.
 #[napi(object)]
@@ -88,11 +98,11 @@ struct JsTool {
     timeout: Option<Duration>,
     limit: ResultLimit,
     cancels_siblings: bool,
-    bridge: ToolBridge,
+    queues: Arc<JsToolQueues>,
 }
 
 impl JsTool {
-    fn from_spec(spec: ToolSpec, bridge: ToolBridge) -> Result<Self, FerroloopError> {
+    fn from_spec(spec: ToolSpec, queues: Arc<JsToolQueues>) -> Result<Self, FerroloopError> {
         if spec.name.is_empty() {
             return Err(FerroloopError::invalid_argument("a tool needs a name"));
         }
@@ -123,7 +133,7 @@ impl JsTool {
             timeout,
             limit,
             cancels_siblings: spec.cancels_siblings_on_error.unwrap_or(false),
-            bridge,
+            queues,
         })
     }
 }
@@ -154,7 +164,7 @@ impl Tool for JsTool {
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
-        let bridge = self.bridge.clone();
+        let queues = self.queues.clone();
         let name = self.name.clone();
         let timeout = self.timeout;
         Box::pin(async move {
@@ -165,14 +175,9 @@ impl Tool for JsTool {
                 Some(limit) if started.elapsed() >= limit => "timeout",
                 _ => "aborted",
             };
-            let token: CancellationToken = ctx.cancellation_token().clone();
-            let reply = bridge
-                .call(
-                    &name,
-                    ctx.tool_use_id(),
-                    input.to_string(),
-                    Some((token, &reason)),
-                )
+            let token = ctx.cancellation_token().clone();
+            let reply = queues
+                .call(&name, ctx.tool_use_id(), input.to_string(), token, reason)
                 .await;
             let content = if reply.content_is_json {
                 match serde_json::from_str::<Vec<Value>>(&reply.content) {
@@ -194,31 +199,48 @@ impl Tool for JsTool {
     }
 }
 
+/// The JS function a turn's waker calls (unref'd: it never keeps the process alive).
+pub type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
+
+/// A turn's waker: schedules one JS-side poll however often it is woken before that poll.
+struct JsWaker {
+    scheduled: AtomicBool,
+    wake: WakeFn,
+}
+
+impl Wake for JsWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            if status != Status::Ok {
+                tracing::debug!(?status, "could not schedule a turn poll in JavaScript");
+            }
+        }
+    }
+}
+
 /// The executor: register tools (declarations here, functions in JS), then run batches or
 /// streaming turns.
 #[napi(js_name = "ToolExecutor")]
 pub struct NativeToolExecutor {
     inner: ferroloop::exec::ToolExecutor,
+    queues: Arc<JsToolQueues>,
 }
 
 #[napi]
 impl NativeToolExecutor {
-    /// An executor over `tools`, whose calls go to `invoke` (and aborts to `abort`).
-    #[napi(
-        constructor,
-        ts_args_type = "options: ExecutorOptions, tools: ToolSpec[], invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void"
-    )]
-    pub fn new(
-        options: ExecutorOptions,
-        tools: Vec<ToolSpec>,
-        invoke: InvokeFn,
-        abort: AbortFn,
-    ) -> napi::Result<Self> {
+    /// An executor over `tools`; their calls are handed to JavaScript by the turns' polls.
+    #[napi(constructor)]
+    pub fn new(options: ExecutorOptions, tools: Vec<ToolSpec>) -> napi::Result<Self> {
         guard::sync(|| {
-            let bridge = ToolBridge::new(invoke, abort);
+            let queues = Arc::new(JsToolQueues::default());
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                let tool = JsTool::from_spec(spec, bridge.clone())?;
+                let tool = JsTool::from_spec(spec, queues.clone())?;
                 registry
                     .register(tool)
                     .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
@@ -252,31 +274,42 @@ impl NativeToolExecutor {
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)
                 .build();
-            Ok(Self { inner })
+            Ok(Self { inner, queues })
         })
     }
 
-    /// Starts a streaming turn (its calls run on the async runtime as they are submitted).
-    #[napi(js_name = "startTurn")]
-    pub fn start_turn(&self) -> napi::Result<NativeTurn> {
+    /// Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled.
+    #[napi(js_name = "startTurn", ts_args_type = "wake: () => void")]
+    pub fn start_turn(&self, wake: WakeFn) -> napi::Result<NativeTurn> {
         guard::sync(|| {
             let turn = self.inner.turn();
-            let handle = turn.handle();
-            let spawned = napi::bindgen_prelude::within_runtime_if_available(|| turn.spawn());
             Ok(NativeTurn {
-                handle,
-                spawned: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
+                handle: turn.handle(),
+                turn: Some(turn),
+                waker: Arc::new(JsWaker {
+                    scheduled: AtomicBool::new(false),
+                    wake,
+                }),
+                queues: self.queues.clone(),
             })
         })
     }
+
+    /// Delivers a JS tool's reply; false when the call no longer waits for it.
+    #[napi]
+    pub fn complete(&self, call_id: u32, reply: ToolReply) -> napi::Result<bool> {
+        guard::sync(|| Ok(self.queues.complete(call_id, reply)))
+    }
 }
 
-/// One streaming turn: submit tool uses as the model stream seals them, seal, and read events
-/// or the final results.
+/// One streaming turn, polled on the JavaScript thread.
 #[napi(js_name = "Turn")]
 pub struct NativeTurn {
     handle: TurnHandle,
-    spawned: Arc<tokio::sync::Mutex<Option<SpawnedTurn>>>,
+    /// `None` once every result was delivered.
+    turn: Option<Turn>,
+    waker: Arc<JsWaker>,
+    queues: Arc<JsToolQueues>,
 }
 
 /// Parses one wire-shaped `tool_use` block (`{type?, id, name, input}`).
@@ -341,41 +374,46 @@ impl NativeTurn {
         })
     }
 
-    /// The next event as JSON, or `null` once every result was delivered.
-    #[napi(js_name = "nextEventJson")]
-    pub async fn next_event_json(&self) -> napi::Result<Option<String>> {
-        let spawned = self.spawned.clone();
-        guard::future(async move {
-            let mut slot = spawned.lock().await;
-            match slot.as_mut() {
-                None => Ok(None),
-                Some(turn) => Ok(turn
-                    .next_event()
-                    .await
-                    .map(|ev| event_json(&ev).to_string())),
+    /// Drives the turn until it would block. Returns JSON
+    /// `{events, invocations, aborts, done}`: the turn events that happened (results in
+    /// submission order), the tool calls JavaScript must start, the calls it must abort, and
+    /// whether every result was delivered.
+    #[napi(js_name = "pollJson")]
+    pub fn poll_json(&mut self) -> napi::Result<String> {
+        guard::sync(|| {
+            // Cleared first: a wake during or after this poll schedules the next one.
+            self.waker.scheduled.store(false, Ordering::Release);
+            let mut events = Vec::new();
+            let mut done = self.turn.is_none();
+            if let Some(turn) = self.turn.as_mut() {
+                let waker = Waker::from(self.waker.clone());
+                let mut cx = Context::from_waker(&waker);
+                // Timers (timeouts, cleanup grace) register with the async runtime.
+                napi::bindgen_prelude::within_runtime_if_available(|| {
+                    loop {
+                        match turn.poll_next_event(&mut cx) {
+                            Poll::Ready(Some(event)) => events.push(event_json(&event)),
+                            Poll::Ready(None) => {
+                                done = true;
+                                break;
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                });
             }
+            if done {
+                self.turn = None;
+            }
+            let outbox = self.queues.drain();
+            Ok(json!({
+                "events": events,
+                "invocations": outbox.invocations,
+                "aborts": outbox.aborts,
+                "done": done,
+            })
+            .to_string())
         })
-        .await
-    }
-
-    /// Waits for every result; returns them in submission order as a JSON array of
-    /// `tool_result` blocks. The turn must be sealed (or cancelled and sealed) to end.
-    #[napi(js_name = "finishJson")]
-    pub async fn finish_json(&self) -> napi::Result<String> {
-        let spawned = self.spawned.clone();
-        guard::future(async move {
-            let turn =
-                spawned.lock().await.take().ok_or_else(|| {
-                    FerroloopError::invalid_argument("the turn was already finished")
-                })?;
-            let results = turn
-                .finish()
-                .await
-                .map_err(|err| FerroloopError::internal(err.to_string()))?;
-            serde_json::to_string(&results)
-                .map_err(|err| FerroloopError::internal(err.to_string()).into())
-        })
-        .await
     }
 }
 

@@ -10,8 +10,8 @@ pub mod decode;
 pub mod error;
 pub mod exec;
 pub mod guard;
+pub mod js_tools;
 pub mod sse;
-pub mod tool_bridge;
 
 use napi_derive::napi;
 
@@ -23,36 +23,4 @@ pub fn debug_panic(message: Option<String>) -> napi::Result<()> {
         let message = message.unwrap_or_else(|| "deliberate panic".to_owned());
         std::panic::panic_any(message)
     })
-}
-
-/// Calls a JS tool through the executor's bridge with an optional timeout (test support for the
-/// bridge mechanics: Promise awaiting, abort on timeout, unref'd handles, worker threads).
-#[napi(
-    js_name = "_bridgeCall",
-    ts_args_type = "invoke: (invocation: ToolInvocation) => Promise<ToolReply>, abort: (abort: ToolAbort) => void, name: string, inputJson: string, timeoutMs?: number"
-)]
-pub async fn bridge_call(
-    invoke: tool_bridge::InvokeFn,
-    abort: tool_bridge::AbortFn,
-    name: String,
-    input_json: String,
-    timeout_ms: Option<u32>,
-) -> napi::Result<tool_bridge::ToolReply> {
-    guard::future(async move {
-        let bridge = tool_bridge::ToolBridge::new(invoke, abort);
-        let call = bridge.call(&name, "toolu_test", input_json, None);
-        match timeout_ms {
-            None => Ok(call.await),
-            Some(ms) => {
-                let limit = std::time::Duration::from_millis(u64::from(ms));
-                match tokio::time::timeout(limit, call).await {
-                    Ok(reply) => Ok(reply),
-                    Err(_) => Ok(tool_bridge::ToolReply::error(format!(
-                        "tool {name} timed out after {ms} ms"
-                    ))),
-                }
-            }
-        }
-    })
-    .await
 }

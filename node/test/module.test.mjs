@@ -58,27 +58,25 @@ test('the addon works in worker_threads, several at once, and alongside the main
     for (const byte of Buffer.from('event: w\\ndata: from worker\\n\\n')) events.push(...parser.feed(Buffer.from([byte])))
     let panicCaught = false
     try { _debugPanic('in worker') } catch (err) { panicCaught = err instanceof InternalError }
-    // A JS tool called from Rust (thread-safe function + awaited Promise) inside the worker.
-    const native = require(path.join(workerData.pkgDir, 'index.js'))
-    const { ToolHost } = require(path.join(workerData.pkgDir, 'lib', 'tool-host.js'))
-    const host = new ToolHost()
-    host.register('double', async (input) => String(input.n * 2))
+    // The executor inside the worker: JS tools, and a timeout (an async-runtime timer waking
+    // the turn through its thread-safe function).
     const { ToolExecutor } = require(path.join(workerData.pkgDir, 'lib', 'index.js'))
-    const executor = new ToolExecutor()
+    const executor = new ToolExecutor({ cleanupGraceMs: 20 })
     executor.tool({ name: 'inc', concurrencySafe: true }, async ({ n }) => String(n + 1))
-    Promise.all([
-      native._bridgeCall(host.invoke, host.abort, 'double', '{"n":21}'),
-      executor.run([{ id: 'a', name: 'inc', input: { n: 1 } }, { id: 'b', name: 'inc', input: { n: 2 } }]),
-    ]).then(([reply, results]) => {
-      parentPort.postMessage({ events, panicCaught, reply: reply.content, results: results.map((r) => r.content) })
-    })
+    executor.tool({ name: 'never', concurrencySafe: true, timeoutMs: 20 }, () => new Promise(() => {}))
+    executor
+      .run([{ id: 'a', name: 'inc', input: { n: 1 } }, { id: 'b', name: 'inc', input: { n: 2 } }, { id: 'c', name: 'never', input: {} }])
+      .then((results) => {
+        parentPort.postMessage({ events, panicCaught, results: results.map((r) => [r.content, r.is_error]) })
+      })
   `
   const results = await Promise.all([runWorker(source), runWorker(source), runWorker(source)])
   for (const result of results) {
     assert.deepEqual(result.events, [{ event: 'w', data: 'from worker', id: '' }])
     assert.equal(result.panicCaught, true)
-    assert.equal(result.reply, '42')
-    assert.deepEqual(result.results, ['2', '3'])
+    assert.deepEqual(result.results.slice(0, 2), [['2', false], ['3', false]])
+    assert.equal(result.results[2][1], true)
+    assert.match(result.results[2][0], /timed out/)
   }
   const { SseParser } = require('../lib/index.js')
   assert.equal(new SseParser().feed(Buffer.from('data: main\n\n'))[0].data, 'main')
