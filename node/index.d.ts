@@ -72,8 +72,12 @@ export type NativeStreamDecoder = StreamDecoder
 export declare class ToolExecutor {
   /** An executor over `tools`; their calls are handed to JavaScript by the turns' polls. */
   constructor(options: ExecutorOptions, tools: Array<ToolSpec>)
-  /** Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled. */
-  startTurn(wake: () => void): NativeTurn
+  /**
+   * Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled.
+   * With `resultsOnly`, polls report only the results (what `run()` needs), not the
+   * started/progress/finished events.
+   */
+  startTurn(wake: () => void, resultsOnly?: boolean): NativeTurn
   /** Delivers a JS tool's reply; false when the call no longer waits for it. */
   complete(callId: number, reply: ToolReply): boolean
 }

@@ -36,11 +36,11 @@ class Turn {
   #keepAlive = null
 
   /** @internal */
-  constructor(nativeExecutor, host) {
+  constructor(nativeExecutor, host, resultsOnly = false) {
     this.#host = host
     this.#complete = (callId, reply) => nativeExecutor.complete(callId, reply)
     // The waker's thread-safe function calls this when the turn can progress.
-    this.#native = callNative(() => nativeExecutor.startTurn(() => this.#pump()))
+    this.#native = callNative(() => nativeExecutor.startTurn(() => this.#pump(), resultsOnly))
   }
 
   /** Polls on a microtask (several requests in one tick coalesce into one poll). */
@@ -222,7 +222,7 @@ class ToolExecutor {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')
     }
     if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
-    const turn = this.turn()
+    const turn = new Turn(this.#executor(), this.#host, true)
     turn.submit(...toolUses)
     turn.seal()
     const onAbort = () => turn.cancel()

@@ -31,10 +31,35 @@ function abortReason(reason) {
     : new AbortError(`the tool call was aborted (${reason})`)
 }
 
+/** A tool's `ctx`: `signal` is created when first read (most calls never look at it). */
+class CallContext {
+  #controller = null
+  #abortReason = undefined
+
+  constructor(toolUseId, name) {
+    this.toolUseId = toolUseId
+    this.name = name
+  }
+
+  get signal() {
+    if (this.#controller === null) {
+      this.#controller = new AbortController()
+      if (this.#abortReason !== undefined) this.#controller.abort(this.#abortReason)
+    }
+    return this.#controller.signal
+  }
+
+  abort(reason) {
+    if (this.#abortReason !== undefined) return
+    this.#abortReason = reason
+    if (this.#controller !== null) this.#controller.abort(reason)
+  }
+}
+
 class ToolHost {
   /** name → fn */
   tools = new Map()
-  /** callId → AbortController of a running call */
+  /** callId → the running call's context (its AbortController is created on first use) */
   running = new Map()
 
   register(name, fn) {
@@ -44,25 +69,25 @@ class ToolHost {
 
   /** Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError). */
   abort({ callId, reason }) {
-    const controller = this.running.get(callId)
-    if (controller !== undefined && !controller.signal.aborted) controller.abort(abortReason(reason))
+    const ctx = this.running.get(callId)
+    if (ctx !== undefined) ctx.abort(abortReason(reason))
   }
 
   /** Starts a call; `complete(callId, reply)` receives its outcome. */
   start(invocation, complete) {
-    const controller = new AbortController()
-    this.running.set(invocation.callId, controller)
-    this.#run(invocation, controller.signal).then((reply) => {
+    const ctx = new CallContext(invocation.toolUseId, invocation.name)
+    this.running.set(invocation.callId, ctx)
+    this.#run(invocation, ctx).then((reply) => {
       this.running.delete(invocation.callId)
       complete(invocation.callId, reply)
     })
   }
 
-  async #run({ name, toolUseId, inputJson }, signal) {
+  async #run({ name, inputJson }, ctx) {
     const fn = this.tools.get(name)
     if (fn === undefined) return errorReply(new Error(`no such tool: ${name}`))
     try {
-      return toReply(await fn(JSON.parse(inputJson), { signal, toolUseId, name }))
+      return toReply(await fn(JSON.parse(inputJson), ctx))
     } catch (err) {
       return errorReply(err)
     }

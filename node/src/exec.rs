@@ -279,13 +279,19 @@ impl NativeToolExecutor {
     }
 
     /// Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled.
-    #[napi(js_name = "startTurn", ts_args_type = "wake: () => void")]
-    pub fn start_turn(&self, wake: WakeFn) -> napi::Result<NativeTurn> {
+    /// With `resultsOnly`, polls report only the results (what `run()` needs), not the
+    /// started/progress/finished events.
+    #[napi(
+        js_name = "startTurn",
+        ts_args_type = "wake: () => void, resultsOnly?: boolean"
+    )]
+    pub fn start_turn(&self, wake: WakeFn, results_only: Option<bool>) -> napi::Result<NativeTurn> {
         guard::sync(|| {
             let turn = self.inner.turn();
             Ok(NativeTurn {
                 handle: turn.handle(),
                 turn: Some(turn),
+                results_only: results_only.unwrap_or(false),
                 waker: Arc::new(JsWaker {
                     scheduled: AtomicBool::new(false),
                     wake,
@@ -308,6 +314,8 @@ pub struct NativeTurn {
     handle: TurnHandle,
     /// `None` once every result was delivered.
     turn: Option<Turn>,
+    /// Report only `Result` events.
+    results_only: bool,
     waker: Arc<JsWaker>,
     queues: Arc<JsToolQueues>,
 }
@@ -392,7 +400,11 @@ impl NativeTurn {
                 napi::bindgen_prelude::within_runtime_if_available(|| {
                     loop {
                         match turn.poll_next_event(&mut cx) {
-                            Poll::Ready(Some(event)) => events.push(event_json(&event)),
+                            Poll::Ready(Some(event)) => {
+                                if !self.results_only || matches!(event, TurnEvent::Result { .. }) {
+                                    events.push(event);
+                                }
+                            }
                             Poll::Ready(None) => {
                                 done = true;
                                 break;
@@ -406,56 +418,116 @@ impl NativeTurn {
                 self.turn = None;
             }
             let outbox = self.queues.drain();
-            Ok(json!({
-                "events": events,
-                "invocations": outbox.invocations,
-                "aborts": outbox.aborts,
-                "done": done,
+            let out = PollOutcome {
+                events: events.iter().map(JsEvent::of).collect(),
+                invocations: &outbox.invocations,
+                aborts: &outbox.aborts,
+                done,
+            };
+            serde_json::to_string(&out).map_err(|err| {
+                FerroloopError::internal(format!("poll serialization: {err}")).into()
             })
-            .to_string())
         })
     }
 }
 
-fn result_json(result: &ToolResult) -> Value {
-    serde_json::to_value(result).unwrap_or_else(|err| {
-        json!({"type": "tool_result", "tool_use_id": result.tool_use_id, "content": err.to_string(), "is_error": true})
-    })
+/// What one poll reports to the JS wrapper.
+#[derive(serde::Serialize)]
+struct PollOutcome<'a> {
+    events: Vec<JsEvent<'a>>,
+    invocations: &'a [crate::js_tools::ToolInvocation],
+    aborts: &'a [crate::js_tools::ToolAbort],
+    done: bool,
 }
 
-/// A turn event as JSON, camelCase fields, the result in wire shape.
-fn event_json(event: &TurnEvent) -> Value {
-    let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
-    match event {
-        TurnEvent::Started {
-            index,
-            tool_use_id,
-            tool,
-            queued,
-        } => {
-            json!({"type": "started", "index": index, "toolUseId": tool_use_id, "tool": tool, "queuedMs": ms(queued)})
-        }
-        TurnEvent::Progress {
-            index,
-            tool_use_id,
-            data,
-        } => json!({"type": "progress", "index": index, "toolUseId": tool_use_id, "data": data}),
-        TurnEvent::Finished {
-            index,
-            tool_use_id,
-            tool,
-            status,
-            duration,
-        } => {
-            json!({"type": "finished", "index": index, "toolUseId": tool_use_id, "tool": tool, "status": status, "durationMs": ms(duration)})
-        }
-        TurnEvent::Detached {
-            index,
-            tool_use_id,
-            tool,
-        } => json!({"type": "detached", "index": index, "toolUseId": tool_use_id, "tool": tool}),
-        TurnEvent::Result { index, result } => {
-            json!({"type": "result", "index": index, "result": result_json(result)})
+/// A turn event in its JS shape: camelCase fields, the result in wire shape. Serialized straight
+/// to JSON text (no intermediate `Value` tree: a turn can carry tens of thousands of events).
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum JsEvent<'a> {
+    #[serde(rename_all = "camelCase")]
+    Started {
+        index: usize,
+        tool_use_id: &'a str,
+        tool: &'a str,
+        queued_ms: f64,
+    },
+    #[serde(rename_all = "camelCase")]
+    Progress {
+        index: usize,
+        tool_use_id: &'a str,
+        data: &'a Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    Finished {
+        index: usize,
+        tool_use_id: &'a str,
+        tool: &'a str,
+        status: ferroloop::exec::CallStatus,
+        duration_ms: f64,
+    },
+    #[serde(rename_all = "camelCase")]
+    Detached {
+        index: usize,
+        tool_use_id: &'a str,
+        tool: &'a str,
+    },
+    Result {
+        index: usize,
+        result: &'a ToolResult,
+    },
+}
+
+impl<'a> JsEvent<'a> {
+    fn of(event: &'a TurnEvent) -> Self {
+        let ms = |d: &Duration| d.as_secs_f64() * 1000.0;
+        match event {
+            TurnEvent::Started {
+                index,
+                tool_use_id,
+                tool,
+                queued,
+            } => Self::Started {
+                index: *index,
+                tool_use_id,
+                tool,
+                queued_ms: ms(queued),
+            },
+            TurnEvent::Progress {
+                index,
+                tool_use_id,
+                data,
+            } => Self::Progress {
+                index: *index,
+                tool_use_id,
+                data,
+            },
+            TurnEvent::Finished {
+                index,
+                tool_use_id,
+                tool,
+                status,
+                duration,
+            } => Self::Finished {
+                index: *index,
+                tool_use_id,
+                tool,
+                status: *status,
+                duration_ms: ms(duration),
+            },
+            TurnEvent::Detached {
+                index,
+                tool_use_id,
+                tool,
+            } => Self::Detached {
+                index: *index,
+                tool_use_id,
+                tool,
+            },
+            TurnEvent::Result { index, result } => Self::Result {
+                index: *index,
+                result,
+            },
         }
     }
 }
