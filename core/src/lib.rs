@@ -8,5 +8,6 @@
 
 pub mod sse;
 pub mod text;
+pub mod tokens;
 
 pub use text::Utf8Bytes;
