@@ -9,7 +9,7 @@
 //! checks that on random and real inputs.
 
 /// Number of features in [`ClassCounts::features`].
-pub const FEATURE_COUNT: usize = 22;
+pub const FEATURE_COUNT: usize = 26;
 
 /// Feature names, in the order of [`ClassCounts::features`] (used by the fitting tool and in
 /// generated coefficient tables).
@@ -22,25 +22,32 @@ pub const FEATURE_NAMES: [&str; FEATURE_COUNT] = [
     "digit_runs",
     "alnum_switches",
     "long_run",
+    "long_word",
     "spaces",
     "space_runs",
     "newlines",
     "punct",
     "json",
     "punct_runs",
+    "punct_repeats",
     "cjk",
     "kana",
     "hangul",
     "cyrillic",
+    "cyrillic_ext",
     "other2",
     "other3",
     "four",
     "high_runs",
+    "rare3",
 ];
 
 /// Alphanumeric runs longer than this many bytes count their further bytes as `long_run`
 /// (base64, hex digests, minified identifiers): BPE vocabularies have few merges for them.
 pub const LONG_RUN: u32 = 16;
+
+/// Letters from this position on in a run of letters count as `long_word`.
+pub const LONG_WORD: u32 = 8;
 
 /// Character-class counts of a text: the estimator's input.
 ///
@@ -70,6 +77,8 @@ pub struct ClassCounts {
     pub digit_runs: u64,
     /// Starts of runs of punctuation (JSON structural characters included).
     pub punct_runs: u64,
+    /// Punctuation bytes equal to the byte before them (`----`, `====`, `...`: BPE merges them).
+    pub punct_repeats: u64,
     /// Starts of runs of spaces.
     pub space_runs: u64,
     /// Uppercase letters directly after a lowercase letter (camelCase, base64).
@@ -78,6 +87,9 @@ pub struct ClassCounts {
     pub alnum_switches: u64,
     /// Alphanumeric bytes preceded by at least [`LONG_RUN`]` - 1` alphanumeric bytes.
     pub long_run: u64,
+    /// Letters preceded by at least [`LONG_WORD`]` - 1` letters (long words split into several
+    /// tokens outside the vocabulary's common words).
+    pub long_word: u64,
     /// CJK ideographs (UTF-8 leads `E4`–`E9`: U+4000–U+9FFF).
     pub cjk: u64,
     /// Kana and CJK punctuation (lead `E3`: U+3000–U+3FFF).
@@ -86,6 +98,9 @@ pub struct ClassCounts {
     pub hangul: u64,
     /// Cyrillic letters (leads `D0`–`D1`: U+0400–U+047F).
     pub cyrillic: u64,
+    /// Cyrillic letters U+0450–U+045F (`ѐ ё ђ ѓ є ѕ і ї ј љ њ ћ ќ ѝ ў џ`): frequent in
+    /// Ukrainian, Belarusian, Serbian and Macedonian, which tokenize worse than Russian.
+    pub cyrillic_ext: u64,
     /// Other two-byte characters (accented Latin, Greek, Hebrew, Arabic, ...).
     pub other2: u64,
     /// Other three-byte characters (general punctuation, symbols, fullwidth forms, ...).
@@ -94,6 +109,9 @@ pub struct ClassCounts {
     pub four: u64,
     /// Starts of runs of non-ASCII bytes.
     pub high_runs: u64,
+    /// Three-byte characters in U+3000–U+DFFF (kana, CJK, hangul) that are not single tokens in
+    /// both OpenAI vocabularies ([`is_common3`]): rare and traditional characters cost 2–3 tokens.
+    pub rare3: u64,
 }
 
 impl ClassCounts {
@@ -108,20 +126,24 @@ impl ClassCounts {
             self.digit_runs as f64,
             self.alnum_switches as f64,
             self.long_run as f64,
+            self.long_word as f64,
             self.spaces as f64,
             self.space_runs as f64,
             self.newlines as f64,
             self.punct as f64,
             self.json as f64,
             self.punct_runs as f64,
+            self.punct_repeats as f64,
             self.cjk as f64,
             self.kana as f64,
             self.hangul as f64,
             self.cyrillic as f64,
+            self.cyrillic_ext as f64,
             self.other2 as f64,
             self.other3 as f64,
             self.four as f64,
             self.high_runs as f64,
+            self.rare3 as f64,
         ]
     }
 
@@ -138,18 +160,22 @@ impl ClassCounts {
         self.word_starts += other.word_starts;
         self.digit_runs += other.digit_runs;
         self.punct_runs += other.punct_runs;
+        self.punct_repeats += other.punct_repeats;
         self.space_runs += other.space_runs;
         self.case_changes += other.case_changes;
         self.alnum_switches += other.alnum_switches;
         self.long_run += other.long_run;
+        self.long_word += other.long_word;
         self.cjk += other.cjk;
         self.kana += other.kana;
         self.hangul += other.hangul;
         self.cyrillic += other.cyrillic;
+        self.cyrillic_ext += other.cyrillic_ext;
         self.other2 += other.other2;
         self.other3 += other.other3;
         self.four += other.four;
         self.high_runs += other.high_runs;
+        self.rare3 += other.rare3;
     }
 }
 
@@ -163,6 +189,10 @@ struct BlockMasks {
     space: u64,
     newline: u64,
     json: u64,
+    /// Bytes equal to the byte before them.
+    repeat: u64,
+    /// Bytes `90`–`9F` after a `D1` (the second byte of U+0450–U+045F).
+    cyrillic_ext: u64,
     /// Bytes `>= 0x80`.
     high: u64,
     /// Bytes `>= 0xC0` or ASCII (so `high & ge_c0` are lead bytes).
@@ -250,10 +280,16 @@ static FLAGS: [u16; 256] = {
     t
 };
 
+/// A block plus the byte before it: `window[0]` is the previous byte, `window[1..]` the block.
+type Window = [u8; 65];
+
 /// Portable mask builder: one table lookup per byte.
-fn masks_portable(block: &[u8; 64]) -> BlockMasks {
+fn masks_portable(window: &Window) -> BlockMasks {
     let mut m = BlockMasks::default();
-    for (i, &b) in block.iter().enumerate() {
+    for (i, pair) in window.windows(2).enumerate() {
+        let b = pair[1];
+        m.repeat |= u64::from(pair[0] == b) << i;
+        m.cyrillic_ext |= u64::from(pair[0] == 0xD1 && (0x90..=0x9F).contains(&b)) << i;
         let f = u64::from(FLAGS[usize::from(b)]);
         let bit = |flag: u16| ((f >> flag.trailing_zeros()) & 1) << i;
         m.lower |= bit(F_LOWER);
@@ -361,13 +397,16 @@ mod avx2 {
     /// AVX2 mask builder. Identical results to `masks_portable`.
     #[inline]
     #[target_feature(enable = "avx2")]
-    pub(super) fn masks(block: &[u8; 64]) -> BlockMasks {
-        // SAFETY: `block` is 64 readable bytes; the two unaligned loads read bytes 0..32 and
-        // 32..64.
-        let (a, b) = unsafe {
+    pub(super) fn masks(window: &super::Window) -> BlockMasks {
+        let p = window.as_ptr();
+        // SAFETY: `window` is 65 readable bytes; the four unaligned 32-byte loads read bytes
+        // 1..33, 33..65 (the block) and 0..32, 32..64 (the block shifted by one byte).
+        let (a, b, a_prev, b_prev) = unsafe {
             (
-                _mm256_loadu_si256(block.as_ptr().cast()),
-                _mm256_loadu_si256(block.as_ptr().add(32).cast()),
+                _mm256_loadu_si256(p.add(1).cast()),
+                _mm256_loadu_si256(p.add(33).cast()),
+                _mm256_loadu_si256(p.cast()),
+                _mm256_loadu_si256(p.add(32).cast()),
             )
         };
         let space = |v| _mm256_or_si256(_mm256_or_si256(eq(v, b' '), eq(v, b'\t')), eq(v, b'\r'));
@@ -378,6 +417,11 @@ mod avx2 {
             space: mask(space(a), space(b)),
             newline: mask(eq(a, b'\n'), eq(b, b'\n')),
             json: mask(json(a), json(b)),
+            repeat: mask(_mm256_cmpeq_epi8(a, a_prev), _mm256_cmpeq_epi8(b, b_prev)),
+            cyrillic_ext: mask(
+                _mm256_and_si256(eq(a_prev, 0xD1), in_range(a, 0x90, 0x9F)),
+                _mm256_and_si256(eq(b_prev, 0xD1), in_range(b, 0x90, 0x9F)),
+            ),
             high: mask(a, b),
             ge_c0: mask(ge_or_ascii(a, 0xC0), ge_or_ascii(b, 0xC0)),
             ge_e0: mask(ge_or_ascii(a, 0xE0), ge_or_ascii(b, 0xE0)),
@@ -412,6 +456,33 @@ impl Kernel {
     }
 }
 
+/// Whether the three-byte UTF-8 sequence `b0 b1 b2` (lead `E3`–`ED`) encodes a character that is
+/// a single token in both `o200k` and `cl100k` (bitmap generated by `tools/fit-tokens`).
+pub fn is_common3(b0: u8, b1: u8, b2: u8) -> bool {
+    if !(0xE3..=0xED).contains(&b0) || b1 & 0xC0 != 0x80 || b2 & 0xC0 != 0x80 {
+        return false;
+    }
+    let cp = (u32::from(b0 & 0x0F) << 12) | (u32::from(b1 & 0x3F) << 6) | u32::from(b2 & 0x3F);
+    let Some(index) = cp.checked_sub(COMMON3_FIRST) else {
+        return false;
+    };
+    let word = super::common3::COMMON3
+        .get((index / 64) as usize)
+        .copied()
+        .unwrap_or(0);
+    (word >> (index % 64)) & 1 == 1
+}
+
+/// The compiled-in [`is_common3`] bitmap (bit `cp - COMMON3_FIRST`), for the fitting tool.
+pub fn common3_bitmap() -> &'static [u64] {
+    &super::common3::COMMON3
+}
+
+/// First code point of the [`is_common3`] bitmap (U+3000; it ends at U+DFFF).
+pub const COMMON3_FIRST: u32 = 0x3000;
+/// Number of code points in the [`is_common3`] bitmap.
+pub const COMMON3_LEN: u32 = 0xE000 - 0x3000;
+
 /// Carry state between blocks plus the running counts.
 #[derive(Debug, Default)]
 struct Accumulator {
@@ -433,7 +504,7 @@ fn pop(x: u64) -> u64 {
 impl Accumulator {
     /// Folds one block's masks into the counts; `valid` has a bit per real (non-padding) byte.
     #[inline(always)]
-    fn block(&mut self, m: BlockMasks, valid: u64) {
+    fn block(&mut self, m: BlockMasks, valid: u64, bytes: &[u8], start: usize) {
         let c = &mut self.counts;
         let lower = m.lower & valid;
         let upper = m.upper & valid;
@@ -468,6 +539,7 @@ impl Accumulator {
         c.word_starts += pop(letter & !before(letter, self.prev_letter));
         c.digit_runs += pop(digit & !before(digit, self.prev_digit));
         c.punct_runs += pop(any_punct & !before(any_punct, self.prev_punct));
+        c.punct_repeats += pop(any_punct & m.repeat);
         c.space_runs += pop(space & !before(space, self.prev_space));
         c.high_runs += pop(high & !before(high, self.prev_high));
         c.case_changes += pop(upper & before(lower, self.prev_lower));
@@ -483,13 +555,33 @@ impl Accumulator {
             width *= 2;
         }
         c.long_run += pop((run >> 64) as u64);
+        let mut word = (u128::from(letter) << 64) | u128::from(self.prev_letter);
+        let mut width = 1;
+        while width < LONG_WORD {
+            word &= word << width;
+            width *= 2;
+        }
+        c.long_word += pop((word >> 64) as u64);
         c.cjk += pop(cjk);
         c.kana += pop(kana);
         c.hangul += pop(hangul);
         c.cyrillic += pop(cyrillic);
+        c.cyrillic_ext += pop(m.cyrillic_ext & valid);
         c.other2 += pop(other2);
         c.other3 += pop(other3);
         c.four += pop(lead4);
+        // Rare three-byte characters: a bitmap lookup per kana/CJK/hangul character (scalar,
+        // shared by both kernels; only texts in those scripts pay for it).
+        let mut east_asian = cjk | kana | hangul;
+        while east_asian != 0 {
+            let i = start + east_asian.trailing_zeros() as usize;
+            east_asian &= east_asian - 1;
+            let common = match bytes.get(i..i + 3) {
+                Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
+                _ => false,
+            };
+            c.rare3 += u64::from(!common);
+        }
 
         self.prev_letter = letter;
         self.prev_lower = lower;
@@ -502,20 +594,39 @@ impl Accumulator {
 }
 
 #[inline(always)]
-fn count_blocks(bytes: &[u8], masks: impl Fn(&[u8; 64]) -> BlockMasks) -> ClassCounts {
+fn count_blocks(bytes: &[u8], masks: impl Fn(&Window) -> BlockMasks) -> ClassCounts {
     let mut acc = Accumulator::default();
-    let mut blocks = bytes.chunks_exact(64);
-    for block in blocks.by_ref() {
-        if let Ok(block) = <&[u8; 64]>::try_from(block) {
-            acc.block(masks(block), u64::MAX);
-        }
+    let Some(&first) = bytes.first() else {
+        return ClassCounts::default();
+    };
+    let full = bytes.len() / 64;
+    let mut window = [0u8; 65];
+    for index in 0..full {
+        let start = index * 64;
+        let masks = if index == 0 {
+            // No byte precedes the text: use one that differs from the first byte.
+            window[0] = !first;
+            window[1..].copy_from_slice(&bytes[..64]);
+            masks(&window)
+        } else {
+            match <&Window>::try_from(&bytes[start - 1..start + 64]) {
+                Ok(w) => masks(w),
+                Err(_) => continue,
+            }
+        };
+        acc.block(masks, u64::MAX, bytes, start);
     }
-    let tail = blocks.remainder();
+    let tail = &bytes[full * 64..];
     if !tail.is_empty() {
-        let mut padded = [0u8; 64];
-        padded[..tail.len()].copy_from_slice(tail);
+        window = [0u8; 65];
+        window[0] = if full == 0 {
+            !first
+        } else {
+            bytes[full * 64 - 1]
+        };
+        window[1..=tail.len()].copy_from_slice(tail);
         let valid = (1u64 << tail.len()) - 1;
-        acc.block(masks(&padded), valid);
+        acc.block(masks(&window), valid, bytes, full * 64);
     }
     acc.counts.bytes = bytes.len() as u64;
     acc.counts
@@ -524,7 +635,7 @@ fn count_blocks(bytes: &[u8], masks: impl Fn(&[u8; 64]) -> BlockMasks) -> ClassC
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn count_avx2(bytes: &[u8]) -> ClassCounts {
-    count_blocks(bytes, |block| avx2::masks(block))
+    count_blocks(bytes, |window| avx2::masks(window))
 }
 
 /// Counts the character classes of `bytes` with the given kernel. A kernel the CPU does not
@@ -559,6 +670,16 @@ mod tests {
         };
         let mut prev: Option<u8> = None;
         let mut alnum_run = 0u32;
+        let mut letter_run = 0u32;
+        for (i, &b) in bytes.iter().enumerate() {
+            if matches!(b, 0xE3..=0xED) {
+                let common = match bytes.get(i..i + 3) {
+                    Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
+                    _ => false,
+                };
+                c.rare3 += u64::from(!common);
+            }
+        }
         let is_punct = |b: u8| {
             b < 0x80 && flags_of(b) & (F_LOWER | F_UPPER | F_DIGIT | F_SPACE | F_NEWLINE) == 0
         };
@@ -584,6 +705,8 @@ mod tests {
             c.word_starts += u64::from(letter && !p_letter);
             c.digit_runs += u64::from(digit && !p_digit);
             c.punct_runs += u64::from(is_punct(b) && !(prev.is_some() && is_punct(p)));
+            c.punct_repeats += u64::from(is_punct(b) && prev == Some(b));
+            c.cyrillic_ext += u64::from(prev == Some(0xD1) && (0x90..=0x9F).contains(&b));
             c.space_runs +=
                 u64::from(space && !(prev.is_some() && matches!(p, b' ' | b'\t' | b'\r')));
             c.high_runs += u64::from(b >= 0x80 && !(prev.is_some() && p >= 0x80));
@@ -591,6 +714,8 @@ mod tests {
             c.alnum_switches += u64::from((letter && p_digit) || (digit && p_letter));
             alnum_run = if letter || digit { alnum_run + 1 } else { 0 };
             c.long_run += u64::from(alnum_run >= LONG_RUN);
+            letter_run = if letter { letter_run + 1 } else { 0 };
+            c.long_word += u64::from(letter_run >= LONG_WORD);
             match b {
                 0xE4..=0xE9 => c.cjk += 1,
                 0xE3 => c.kana += 1,

@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod classes;
 mod coefficients;
+mod common3;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod images;
