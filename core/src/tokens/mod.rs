@@ -26,7 +26,7 @@ pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 pub use exact::{NoExactTokenizer, count_exact, has_exact};
 pub use model::{FAMILIES, Family, UnknownFamily, estimate_bytes, estimate_counts, estimate_text};
 pub use request::{
-    Overheads, RequestEstimate, estimate_block, estimate_content, estimate_message,
-    estimate_request, estimate_request_body, estimate_tools,
+    Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
+    estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
 };
 pub use tracker::{ContextTracker, CountMethod, TokenCount, Usage};

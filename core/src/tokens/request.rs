@@ -62,6 +62,125 @@ pub const REDACTED_THINKING_TOKENS: u64 = 1_000;
 /// page image).
 pub const PDF_PAGE_TOKENS: u64 = 3_000;
 
+/// How text is counted inside requests: the family's estimator, or a caller-supplied counter
+/// (e.g. an exact tokenizer). Overheads, images and documents follow the family's rules either way.
+#[derive(Clone, Copy)]
+pub struct TextCounter<'a> {
+    family: Family,
+    count: Option<&'a dyn Fn(&str) -> u64>,
+}
+
+impl std::fmt::Debug for TextCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextCounter")
+            .field("family", &self.family)
+            .field("custom", &self.count.is_some())
+            .finish()
+    }
+}
+
+impl<'a> TextCounter<'a> {
+    /// Text estimated with [`estimate_text`].
+    pub fn estimate(family: Family) -> TextCounter<'static> {
+        TextCounter {
+            family,
+            count: None,
+        }
+    }
+
+    /// Text counted by `count` (overheads and media still follow `family`).
+    pub fn with(family: Family, count: &'a dyn Fn(&str) -> u64) -> TextCounter<'a> {
+        TextCounter {
+            family,
+            count: Some(count),
+        }
+    }
+
+    /// The family whose overheads and media rules apply.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Tokens of `text`.
+    pub fn text(&self, text: &str) -> u64 {
+        match self.count {
+            Some(count) => count(text),
+            None => estimate_text(text, self.family),
+        }
+    }
+}
+
+/// Counts a request body with a custom text counter (see [`TextCounter`]).
+pub fn count_request_body(body: &Value, counter: &TextCounter<'_>) -> RequestEstimate {
+    estimate_request_body_c(body, counter)
+}
+
+/// Counts a request from its parts with a custom text counter (see [`TextCounter`]).
+pub fn count_request(
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    messages: &[Value],
+    counter: &TextCounter<'_>,
+) -> RequestEstimate {
+    estimate_request_c(system, tools, messages, counter)
+}
+
+/// Estimates a request from its parts: `system` (a string or an array of text blocks), `tools`
+/// (an array of tool definitions) and `messages`.
+pub fn estimate_request(
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    messages: &[Value],
+    family: Family,
+) -> RequestEstimate {
+    estimate_request_c(system, tools, messages, &TextCounter::estimate(family))
+}
+
+/// Estimates a whole request body (`{"system": .., "tools": .., "messages": [..], ...}`); other
+/// fields (model, max_tokens, ...) cost nothing.
+pub fn estimate_request_body(body: &Value, family: Family) -> RequestEstimate {
+    estimate_request_body_c(body, &TextCounter::estimate(family))
+}
+
+/// Estimates the tool definitions array (Anthropic `{name, description, input_schema}` or OpenAI
+/// `{type: function, function: {name, description, parameters}}`).
+pub fn estimate_tools(tools: &Value, family: Family) -> u64 {
+    estimate_tools_c(tools, &TextCounter::estimate(family))
+}
+
+/// Estimates one tool definition.
+pub fn estimate_tool(tool: &Value, family: Family) -> u64 {
+    estimate_tool_c(tool, &TextCounter::estimate(family))
+}
+
+/// Estimates one message: its content plus the per-message overhead. OpenAI `tool_calls` are
+/// counted like `tool_use` blocks.
+pub fn estimate_message(message: &Value, family: Family) -> u64 {
+    estimate_message_c(message, &TextCounter::estimate(family))
+}
+
+/// Everything in a message except its `content`: the per-message overhead, OpenAI `tool_calls`,
+/// `name` and `tool_call_id`.
+pub fn estimate_message_frame(message: &Value, family: Family) -> u64 {
+    estimate_message_frame_c(message, &TextCounter::estimate(family))
+}
+
+/// Estimates a `content` value: a string, one block, or an array of blocks.
+pub fn estimate_content(content: &Value, family: Family) -> u64 {
+    estimate_content_c(content, &TextCounter::estimate(family))
+}
+
+/// Estimates one content block by its `type`.
+pub fn estimate_block(block: &Value, family: Family) -> u64 {
+    estimate_block_c(block, &TextCounter::estimate(family))
+}
+
+/// Estimates a JSON value from its compact serialization (what providers render for tool
+/// inputs and schemas).
+pub fn estimate_json(value: &Value, family: Family) -> u64 {
+    estimate_json_c(value, &TextCounter::estimate(family))
+}
+
 /// Token estimate of a request, by part.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RequestEstimate {
@@ -82,22 +201,20 @@ impl RequestEstimate {
     }
 }
 
-/// Estimates a request from its parts: `system` (a string or an array of text blocks), `tools`
-/// (an array of tool definitions) and `messages`.
-pub fn estimate_request(
+fn estimate_request_c(
     system: Option<&Value>,
     tools: Option<&Value>,
     messages: &[Value],
-    family: Family,
+    c: &TextCounter<'_>,
 ) -> RequestEstimate {
     let mut estimate = RequestEstimate {
-        system: system.map_or(0, |s| estimate_content(s, family)),
-        tools: tools.map_or(0, |t| estimate_tools(t, family)),
+        system: system.map_or(0, |s| estimate_content_c(s, c)),
+        tools: tools.map_or(0, |t| estimate_tools_c(t, c)),
         messages: 0,
-        overhead: Overheads::of(family).per_request,
+        overhead: Overheads::of(c.family()).per_request,
     };
     for message in messages {
-        let tokens = estimate_message(message, family);
+        let tokens = estimate_message_c(message, c);
         if is_system_message(message) {
             estimate.system += tokens;
         } else {
@@ -107,14 +224,12 @@ pub fn estimate_request(
     estimate
 }
 
-/// Estimates a whole request body (`{"system": .., "tools": .., "messages": [..], ...}`); other
-/// fields (model, max_tokens, ...) cost nothing.
-pub fn estimate_request_body(body: &Value, family: Family) -> RequestEstimate {
+fn estimate_request_body_c(body: &Value, c: &TextCounter<'_>) -> RequestEstimate {
     let messages = body
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
-    estimate_request(body.get("system"), body.get("tools"), messages, family)
+    estimate_request_c(body.get("system"), body.get("tools"), messages, c)
 }
 
 fn is_system_message(message: &Value) -> bool {
@@ -124,102 +239,93 @@ fn is_system_message(message: &Value) -> bool {
     )
 }
 
-/// Estimates the tool definitions array (Anthropic `{name, description, input_schema}` or OpenAI
-/// `{type: function, function: {name, description, parameters}}`).
-pub fn estimate_tools(tools: &Value, family: Family) -> u64 {
+fn estimate_tools_c(tools: &Value, c: &TextCounter<'_>) -> u64 {
     let Some(tools) = tools.as_array() else {
         return 0;
     };
     if tools.is_empty() {
         return 0;
     }
-    let overheads = Overheads::of(family);
+    let overheads = Overheads::of(c.family());
     overheads.tools_preamble
         + tools
             .iter()
-            .map(|tool| estimate_tool(tool, family) + overheads.per_tool)
+            .map(|tool| estimate_tool_c(tool, c) + overheads.per_tool)
             .sum::<u64>()
 }
 
-/// Estimates one tool definition.
-pub fn estimate_tool(tool: &Value, family: Family) -> u64 {
+fn estimate_tool_c(tool: &Value, c: &TextCounter<'_>) -> u64 {
     let def = tool.get("function").unwrap_or(tool);
     let mut tokens = 0;
     for key in ["name", "description"] {
         if let Some(s) = def.get(key).and_then(Value::as_str) {
-            tokens += estimate_text(s, family);
+            tokens += c.text(s);
         }
     }
     match def.get("input_schema").or_else(|| def.get("parameters")) {
-        Some(schema) => tokens += estimate_json(schema, family),
+        Some(schema) => tokens += estimate_json_c(schema, c),
         // Server tools (`{"type": "web_search_20250305", ...}`) are defined by the provider;
         // count what is sent.
-        None if def.get("name").is_none() => tokens += estimate_json(def, family),
+        None if def.get("name").is_none() => tokens += estimate_json_c(def, c),
         None => {}
     }
     tokens
 }
 
-/// Estimates one message: its content plus the per-message overhead. OpenAI `tool_calls` are
-/// counted like `tool_use` blocks.
-pub fn estimate_message(message: &Value, family: Family) -> u64 {
+fn estimate_message_c(message: &Value, c: &TextCounter<'_>) -> u64 {
     let content = message
         .get("content")
-        .map_or(0, |c| estimate_content(c, family));
-    estimate_message_frame(message, family) + content
+        .map_or(0, |content| estimate_content_c(content, c));
+    estimate_message_frame_c(message, c) + content
 }
 
-/// Everything in a message except its `content`: the per-message overhead, OpenAI `tool_calls`,
-/// `name` and `tool_call_id`.
-pub fn estimate_message_frame(message: &Value, family: Family) -> u64 {
-    let overheads = Overheads::of(family);
+fn estimate_message_frame_c(message: &Value, c: &TextCounter<'_>) -> u64 {
+    let overheads = Overheads::of(c.family());
     let mut tokens = overheads.per_message;
     if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
         for call in calls {
             let function = call.get("function").unwrap_or(call);
             tokens += overheads.per_block;
             if let Some(name) = function.get("name").and_then(Value::as_str) {
-                tokens += estimate_text(name, family);
+                tokens += c.text(name);
             }
             match function.get("arguments") {
-                Some(Value::String(args)) => tokens += estimate_text(args, family),
-                Some(args) => tokens += estimate_json(args, family),
+                Some(Value::String(args)) => tokens += c.text(args),
+                Some(args) => tokens += estimate_json_c(args, c),
                 None => {}
             }
         }
     }
     for key in ["name", "tool_call_id"] {
         if let Some(s) = message.get(key).and_then(Value::as_str) {
-            tokens += estimate_text(s, family);
+            tokens += c.text(s);
         }
     }
     tokens
 }
 
-/// Estimates a `content` value: a string, one block, or an array of blocks.
-pub fn estimate_content(content: &Value, family: Family) -> u64 {
+fn estimate_content_c(content: &Value, c: &TextCounter<'_>) -> u64 {
     match content {
-        Value::String(text) => estimate_text(text, family),
-        Value::Array(blocks) => blocks.iter().map(|b| estimate_block(b, family)).sum(),
+        Value::String(text) => c.text(text),
+        Value::Array(blocks) => blocks.iter().map(|b| estimate_block_c(b, c)).sum(),
         Value::Null => 0,
-        Value::Object(_) => estimate_block(content, family),
-        other => estimate_json(other, family),
+        Value::Object(_) => estimate_block_c(content, c),
+        other => estimate_json_c(other, c),
     }
 }
 
-/// Estimates one content block by its `type`.
-pub fn estimate_block(block: &Value, family: Family) -> u64 {
-    let overhead = Overheads::of(family).per_block;
+fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    let overhead = Overheads::of(c.family()).per_block;
     let text_of = |key: &str| {
         block
             .get(key)
             .and_then(Value::as_str)
-            .map_or(0, |s| estimate_text(s, family))
+            .map_or(0, |s| c.text(s))
     };
     let Some(kind) = block.get("type").and_then(Value::as_str) else {
         return match block {
-            Value::String(s) => estimate_text(s, family),
-            other => estimate_json(other, family),
+            Value::String(s) => c.text(s),
+            other => estimate_json_c(other, c),
         };
     };
     match kind {
@@ -227,28 +333,28 @@ pub fn estimate_block(block: &Value, family: Family) -> u64 {
         "thinking" => text_of("thinking") + overhead,
         "redacted_thinking" => REDACTED_THINKING_TOKENS,
         "tool_use" | "server_tool_use" | "mcp_tool_use" => {
-            let input = block.get("input").map_or(0, |v| estimate_json(v, family));
+            let input = block.get("input").map_or(0, |v| estimate_json_c(v, c));
             text_of("name") + text_of("id") + input + overhead
         }
         "tool_result" | "web_search_tool_result" | "mcp_tool_result" => {
             let content = block
                 .get("content")
-                .map_or(0, |c| estimate_content(c, family));
+                .map_or(0, |content| estimate_content_c(content, c));
             text_of("tool_use_id") + content + overhead
         }
-        "image" | "image_url" | "input_image" => images::estimate_image(block, family) + overhead,
-        "document" => estimate_document(block, family) + overhead,
-        _ => estimate_json(block, family),
+        "image" | "image_url" | "input_image" => {
+            images::estimate_image(block, c.family()) + overhead
+        }
+        "document" => estimate_document_c(block, c) + overhead,
+        _ => estimate_json_c(block, c),
     }
 }
 
-/// Estimates a `document` block: text sources by their text, content sources by their blocks,
-/// base64 PDFs by their page count.
-fn estimate_document(block: &Value, family: Family) -> u64 {
+fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
     let mut tokens = 0;
     for key in ["title", "context"] {
         if let Some(s) = block.get(key).and_then(Value::as_str) {
-            tokens += estimate_text(s, family);
+            tokens += c.text(s);
         }
     }
     let Some(source) = block.get("source") else {
@@ -257,8 +363,8 @@ fn estimate_document(block: &Value, family: Family) -> u64 {
     let source_type = source.get("type").and_then(Value::as_str);
     tokens
         + match (source_type, source.get("data"), source.get("content")) {
-            (Some("text"), Some(Value::String(text)), _) => estimate_text(text, family),
-            (Some("content"), _, Some(content)) => estimate_content(content, family),
+            (Some("text"), Some(Value::String(text)), _) => c.text(text),
+            (Some("content"), _, Some(content)) => estimate_content_c(content, c),
             (Some("base64"), Some(Value::String(data)), _) => {
                 images::pdf_page_count(data).max(1) * PDF_PAGE_TOKENS
             }
@@ -267,12 +373,10 @@ fn estimate_document(block: &Value, family: Family) -> u64 {
         }
 }
 
-/// Estimates a JSON value from its compact serialization (what providers render for tool
-/// inputs and schemas).
-pub fn estimate_json(value: &Value, family: Family) -> u64 {
+fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
     match value {
-        Value::String(s) => estimate_text(s, family),
-        other => estimate_text(&other.to_string(), family),
+        Value::String(s) => c.text(s),
+        other => c.text(&other.to_string()),
     }
 }
 
@@ -357,6 +461,22 @@ mod tests {
         assert!(estimate_block(&text, Family::Claude) < 20);
         let url = json!({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}});
         assert_eq!(estimate_block(&url, Family::Claude), PDF_PAGE_TOKENS + 8);
+    }
+
+    #[test]
+    fn custom_counters_count_text_only() {
+        let body = json!({"system": "abcd", "messages": [{"role": "user", "content": "12345678"}]});
+        let by_length = |s: &str| s.len() as u64;
+        let counted = count_request_body(&body, &TextCounter::with(Family::O200k, &by_length));
+        assert_eq!(counted.system, 4);
+        assert_eq!(
+            counted.messages,
+            8 + Overheads::of(Family::O200k).per_message
+        );
+        assert_eq!(
+            count_request_body(&body, &TextCounter::estimate(Family::O200k)),
+            estimate_request_body(&body, Family::O200k)
+        );
     }
 
     #[test]
