@@ -48,9 +48,9 @@ impl Utf8Bytes {
     /// The text.
     pub fn as_str(&self) -> &str {
         // SAFETY: every constructor guarantees the bytes are valid UTF-8: `try_from_bytes`
-        // validates, `from_static`/`copy_from_str`/`From<String>` start from `str`, and
-        // `from_bytes_unchecked` puts the burden on its (crate-internal) callers, which only
-        // pass slices they have validated. Tested by `utf8_bytes_roundtrip` below.
+        // validates, `from_static`/`copy_from_str`/`From<String>` start from `str`, and the crate-internal
+        // `from_bytes_unchecked` is only given slices of text the SSE parser validated. The field
+        // is private, so nothing else can build one. Tested by `utf8_bytes_roundtrip` below.
         unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
 

@@ -1,0 +1,6 @@
+//! Workloads and peer adapters for comparing ferroloop with the libraries people would otherwise
+//! use. The criterion benches (`benches/`) and `ferroloop bench` both build on this crate; the
+//! peers live only here, never in the core.
+
+pub mod sse_peers;
+pub mod workloads;

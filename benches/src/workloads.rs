@@ -1,0 +1,173 @@
+//! Deterministic (seeded) workloads, so every run and every machine measures the same bytes.
+
+use bytes::Bytes;
+
+/// A small, fast, deterministic pseudo-random generator (xorshift64*), so workloads need no
+/// dependency and never change between versions.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed` (0 is mapped to a fixed non-zero state).
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// One of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "model",
+    "streams",
+    "tokens",
+    "while",
+    "tools",
+    "run",
+    "in",
+    "parallel",
+    "and",
+    "results",
+    "arrive",
+    "order",
+    "function",
+    "returns",
+    "value",
+    "file",
+    "read",
+    "error",
+    "context",
+    "window",
+    "会话",
+    "工具",
+    "结果",
+    "模型",
+    "日本語",
+    "テキスト",
+    "한국어",
+    "🚀",
+    "✅",
+    "naïve",
+    "café",
+    "Straße",
+    "{\\\"json\\\": true}",
+    "\\n",
+    "fn main()",
+    "let x = 42;",
+];
+
+/// Appends a JSON-escaped text fragment of a few words.
+fn text_fragment(rng: &mut Rng, out: &mut String) {
+    let words = 1 + rng.below(6);
+    for i in 0..words {
+        if i > 0 || rng.below(2) == 0 {
+            out.push(' ');
+        }
+        let word: &&str = rng.pick(WORDS);
+        out.push_str(word);
+    }
+}
+
+/// An Anthropic Messages stream of about `target_bytes` bytes: `message_start`, text blocks
+/// streamed as `text_delta`s (with CJK and emoji), a `tool_use` block streamed as
+/// `input_json_delta`s every few blocks, pings, block stops, `message_delta` and `message_stop`.
+/// The default workload is 6 MB, about 50,000 events.
+pub fn anthropic_stream(seed: u64, target_bytes: usize) -> Bytes {
+    let mut rng = Rng::new(seed);
+    let mut out = String::with_capacity(target_bytes + 4096);
+    out.push_str("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_bench\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-20250514\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":377,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n");
+    let mut index = 0u64;
+    let mut fragment = String::new();
+    while out.len() < target_bytes {
+        if index % 5 == 4 {
+            out.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_{index:08}\",\"name\":\"read_file\",\"input\":{{}}}}}}\n\n"));
+            let pieces = [
+                "{\\\"path\\\": \\\"src/",
+                "main",
+                ".rs\\\", \\\"off",
+                "set\\\": 1",
+                "0, \\\"limit\\\": 200}",
+            ];
+            for piece in pieces {
+                out.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{piece}\"}}}}\n\n"));
+            }
+        } else {
+            out.push_str(&format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n"));
+            let deltas = 50 + rng.below(400);
+            for _ in 0..deltas {
+                if rng.below(40) == 0 {
+                    out.push_str("event: ping\ndata: {\"type\": \"ping\"}\n\n");
+                }
+                fragment.clear();
+                text_fragment(&mut rng, &mut fragment);
+                out.push_str(&format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"text_delta\",\"text\":\"{fragment}\"}}}}\n\n"));
+            }
+        }
+        out.push_str(&format!("event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n"));
+        index += 1;
+    }
+    out.push_str("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":120000}}\n\n");
+    out.push_str("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+    Bytes::from(out)
+}
+
+/// One event whose single `data:` line is `data_bytes` long (a huge tool result or image).
+pub fn single_large_event(data_bytes: usize) -> Bytes {
+    let mut out = Vec::with_capacity(data_bytes + 16);
+    out.extend_from_slice(b"data: ");
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    out.extend((0..data_bytes).map(|i| alphabet[(i * 7 + i / 64) % alphabet.len()]));
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// Splits `input` into chunks of `size` bytes that share its storage.
+pub fn chunked(input: &Bytes, size: usize) -> Vec<Bytes> {
+    let size = size.max(1);
+    (0..input.len())
+        .step_by(size)
+        .map(|start| input.slice(start..(start + size).min(input.len())))
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anthropic_stream_is_deterministic_and_sized() {
+        let a = anthropic_stream(7, 200_000);
+        assert_eq!(a, anthropic_stream(7, 200_000));
+        assert!(a.len() >= 200_000 && a.len() < 210_000);
+        let events = ferroloop::sse::parse_all(a.clone());
+        assert!(events.len() > 1000);
+        assert!(
+            std::str::from_utf8(&a).unwrap().contains("世界")
+                || std::str::from_utf8(&a).unwrap().contains("会话")
+        );
+    }
+
+    #[test]
+    fn chunks_cover_the_input() {
+        let input = single_large_event(10_000);
+        let chunks = chunked(&input, 1460);
+        assert_eq!(chunks.iter().map(Bytes::len).sum::<usize>(), input.len());
+    }
+}
