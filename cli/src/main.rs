@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod input;
 mod output;
 mod sse;
+mod tokens;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
+    /// Estimate (or count exactly) the tokens of files; one JSON object per file.
+    Tokens(tokens::TokensArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sse(args) => sse::run(args),
+        Command::Tokens(args) => tokens::run(args),
     };
     match result {
         Ok(code) => code,
