@@ -3,4 +3,5 @@
 //! peers live only here, never in the core.
 
 pub mod sse_peers;
+pub mod token_corpus;
 pub mod workloads;

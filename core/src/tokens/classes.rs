@@ -410,7 +410,7 @@ mod avx2 {
             )
         };
         let space = |v| _mm256_or_si256(_mm256_or_si256(eq(v, b' '), eq(v, b'\t')), eq(v, b'\r'));
-        BlockMasks {
+        let ascii = BlockMasks {
             lower: mask(in_range(a, b'a', b'z'), in_range(b, b'a', b'z')),
             upper: mask(in_range(a, b'A', b'Z'), in_range(b, b'A', b'Z')),
             digit: mask(in_range(a, b'0', b'9'), in_range(b, b'0', b'9')),
@@ -418,11 +418,19 @@ mod avx2 {
             newline: mask(eq(a, b'\n'), eq(b, b'\n')),
             json: mask(json(a), json(b)),
             repeat: mask(_mm256_cmpeq_epi8(a, a_prev), _mm256_cmpeq_epi8(b, b_prev)),
+            high: mask(a, b),
+            ..BlockMasks::default()
+        };
+        if ascii.high == 0 {
+            // All-ASCII block: every multibyte mask is empty (the "or ASCII" masks only matter
+            // ANDed with `high`).
+            return ascii;
+        }
+        BlockMasks {
             cyrillic_ext: mask(
                 _mm256_and_si256(eq(a_prev, 0xD1), in_range(a, 0x90, 0x9F)),
                 _mm256_and_si256(eq(b_prev, 0xD1), in_range(b, 0x90, 0x9F)),
             ),
-            high: mask(a, b),
             ge_c0: mask(ge_or_ascii(a, 0xC0), ge_or_ascii(b, 0xC0)),
             ge_e0: mask(ge_or_ascii(a, 0xE0), ge_or_ascii(b, 0xE0)),
             ge_f0: mask(ge_or_ascii(a, 0xF0), ge_or_ascii(b, 0xF0)),
@@ -430,8 +438,18 @@ mod avx2 {
             kana: mask(eq(a, 0xE3), eq(b, 0xE3)),
             hangul: mask(in_range(a, 0xEA, 0xED), in_range(b, 0xEA, 0xED)),
             cyrillic: mask(in_range(a, 0xD0, 0xD1), in_range(b, 0xD0, 0xD1)),
+            ..ascii
         }
     }
+}
+
+/// Whether the CPU has what the AVX2 kernel is compiled for (every AVX2 CPU also has POPCNT and
+/// BMI1; checked anyway).
+#[cfg(target_arch = "x86_64")]
+fn avx2_supported() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
 }
 
 /// Which mask builder to use.
@@ -439,7 +457,7 @@ mod avx2 {
 pub enum Kernel {
     /// The portable lookup-table path (every target).
     Portable,
-    /// AVX2 vector compares (x86_64 with AVX2, detected at run time).
+    /// AVX2 vector compares and POPCNT (x86_64 with AVX2, detected at run time).
     Avx2,
 }
 
@@ -448,7 +466,7 @@ impl Kernel {
     pub fn detect() -> Kernel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if avx2_supported() {
                 return Kernel::Avx2;
             }
         }
@@ -517,15 +535,6 @@ impl Accumulator {
         let alnum = letter | digit;
         let punct = valid & !(letter | digit | space | newline | json | high);
         let any_punct = punct | json;
-        let lead = high & m.ge_c0;
-        let lead3 = lead & m.ge_e0;
-        let lead4 = lead & m.ge_f0;
-        let cjk = m.cjk & valid;
-        let kana = m.kana & valid;
-        let hangul = m.hangul & valid;
-        let cyrillic = m.cyrillic & valid;
-        let other3 = lead3 & !lead4 & !(cjk | kana | hangul);
-        let other2 = lead & !lead3 & !cyrillic;
 
         // `x << 1 | carry` puts the previous byte's bit under each byte.
         let before = |x: u64, prev: u64| (x << 1) | (prev >> 63);
@@ -541,7 +550,6 @@ impl Accumulator {
         c.punct_runs += pop(any_punct & !before(any_punct, self.prev_punct));
         c.punct_repeats += pop(any_punct & m.repeat);
         c.space_runs += pop(space & !before(space, self.prev_space));
-        c.high_runs += pop(high & !before(high, self.prev_high));
         c.case_changes += pop(upper & before(lower, self.prev_lower));
         c.alnum_switches +=
             pop((letter & before(digit, self.prev_digit))
@@ -562,6 +570,34 @@ impl Accumulator {
             width *= 2;
         }
         c.long_word += pop((word >> 64) as u64);
+        if high != 0 {
+            self.multibyte(&m, valid, high, bytes, start);
+        }
+
+        self.prev_letter = letter;
+        self.prev_lower = lower;
+        self.prev_digit = digit;
+        self.prev_space = space;
+        self.prev_punct = any_punct;
+        self.prev_high = high;
+        self.prev_alnum = alnum;
+    }
+
+    /// The non-ASCII counts of a block that has non-ASCII bytes.
+    #[inline(always)]
+    fn multibyte(&mut self, m: &BlockMasks, valid: u64, high: u64, bytes: &[u8], start: usize) {
+        let c = &mut self.counts;
+        let before = |x: u64, prev: u64| (x << 1) | (prev >> 63);
+        c.high_runs += pop(high & !before(high, self.prev_high));
+        let lead = high & m.ge_c0;
+        let lead3 = lead & m.ge_e0;
+        let lead4 = lead & m.ge_f0;
+        let cjk = m.cjk & valid;
+        let kana = m.kana & valid;
+        let hangul = m.hangul & valid;
+        let cyrillic = m.cyrillic & valid;
+        let other3 = lead3 & !lead4 & !(cjk | kana | hangul);
+        let other2 = lead & !lead3 & !cyrillic;
         c.cjk += pop(cjk);
         c.kana += pop(kana);
         c.hangul += pop(hangul);
@@ -582,14 +618,6 @@ impl Accumulator {
             };
             c.rare3 += u64::from(!common);
         }
-
-        self.prev_letter = letter;
-        self.prev_lower = lower;
-        self.prev_digit = digit;
-        self.prev_space = space;
-        self.prev_punct = any_punct;
-        self.prev_high = high;
-        self.prev_alnum = alnum;
     }
 }
 
@@ -633,7 +661,7 @@ fn count_blocks(bytes: &[u8], masks: impl Fn(&Window) -> BlockMasks) -> ClassCou
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt,bmi1")]
 fn count_avx2(bytes: &[u8]) -> ClassCounts {
     count_blocks(bytes, |window| avx2::masks(window))
 }
@@ -643,8 +671,8 @@ fn count_avx2(bytes: &[u8]) -> ClassCounts {
 pub fn count_classes_with(bytes: &[u8], kernel: Kernel) -> ClassCounts {
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
-            // SAFETY: AVX2 support was just checked.
+        Kernel::Avx2 if avx2_supported() => {
+            // SAFETY: AVX2, POPCNT and BMI1 support was just checked.
             unsafe { count_avx2(bytes) }
         }
         _ => count_blocks(bytes, masks_portable),
