@@ -80,7 +80,8 @@ impl ModelTable {
     pub fn insert(&mut self, prefix: &str, limits: ModelLimits) {
         self.entries.retain(|(p, _)| p != prefix);
         self.entries.push((prefix.to_owned(), limits));
-        self.entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.entries
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
 
     /// Sets the limits used for unknown models.

@@ -201,8 +201,9 @@ pub fn strip_groff(src: &str) -> String {
                     }
                 }
                 Some('*') => {
-                    // string interpolation \*(xx or \*x: drop
-                    if chars.next() == Some('(') {
+                    // String interpolation (`\\*(xx` or `\\*x`): dropped.
+                    let name = chars.next();
+                    if name == Some('(') {
                         chars.next();
                         chars.next();
                     }
@@ -381,7 +382,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
     ));
 
     // Generated categories use a separate stream so they do not depend on the machine's files.
-    let mut g = Rng::new(seed ^ 0x5EED_0F_6E4E_7A7E);
+    let mut g = Rng::new(seed ^ 0x005E_ED0F_6E4E_7A7E);
     let code_samples: Vec<String> = docs
         .iter()
         .filter(|d| d.category == "rust" || d.category == "python")
@@ -557,7 +558,7 @@ fn sentence(g: &mut Rng, words: usize) -> String {
         if i > 0 {
             s.push(' ');
         }
-        let word: &str = *g.pick(WORDS);
+        let word = g.pick::<&str>(WORDS);
         s.push_str(word);
     }
     if let Some(first) = s.get(0..1) {

@@ -12,6 +12,7 @@ pub struct Row<'a> {
     pub category: &'a str,
 }
 
+#[allow(clippy::needless_range_loop)] // index arithmetic reads clearer here
 /// Solves `a x = b` by Gaussian elimination with partial pivoting; `None` if singular.
 fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     let n = b.len();
