@@ -46,13 +46,6 @@ impl Rng {
     pub fn chance(&mut self, p: f64) -> bool {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
-
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.range(0, i + 1);
-            items.swap(i, j);
-        }
-    }
 }
 
 /// One document of the corpus.
@@ -253,11 +246,16 @@ fn docs_from_files(
     category: &'static str,
     mut files: Vec<PathBuf>,
     transform: &dyn Fn(String) -> String,
-    rng: &mut Rng,
+    seed: u64,
     limit: usize,
     per_file: usize,
 ) -> Vec<Doc> {
-    rng.shuffle(&mut files);
+    // Each category has its own stream, and files are visited in the order of a hash of their
+    // path below the source root, so files added to the machine later (new crates in the
+    // registry) only insert themselves instead of reshuffling every category.
+    let mut rng = Rng::new(seed ^ fnv1a(category.as_bytes()));
+    let rng = &mut rng;
+    files.sort_by_key(|p| fnv1a(stable_path(p).as_bytes()) ^ seed);
     let mut docs = Vec::new();
     for path in files {
         let Some(text) = read_text(&path) else {
@@ -278,10 +276,33 @@ fn docs_from_files(
     docs
 }
 
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The part of a path that does not depend on the machine (below the registry index directory,
+/// the Python prefix or `/usr/share`).
+fn stable_path(path: &Path) -> String {
+    let s = path.display().to_string();
+    for marker in ["/registry/src/", "/lib/python3.11/", "/usr/share/"] {
+        if let Some(at) = s.find(marker) {
+            let rest = &s[at + marker.len()..];
+            // Drop the registry index directory name (`index.crates.io-<hash>/`).
+            return match (marker, rest.split_once('/')) {
+                ("/registry/src/", Some((_, below))) => below.to_owned(),
+                _ => rest.to_owned(),
+            };
+        }
+    }
+    s
+}
+
 /// Builds the whole corpus: `limit` documents per category (fewer where the machine has less),
 /// plus `sessions` simulated agent sessions.
 pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc> {
-    let mut rng = Rng::new(seed);
     let mut docs = Vec::new();
     let ident = |s: String| s;
 
@@ -298,7 +319,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         &mut readmes,
     );
     prose.extend(readmes);
-    docs.extend(docs_from_files("prose", prose, &ident, &mut rng, limit, 3));
+    docs.extend(docs_from_files("prose", prose, &ident, seed, limit, 3));
 
     let mut rust = Vec::new();
     walk(
@@ -306,7 +327,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         &|p| p.extension().is_some_and(|e| e == "rs"),
         &mut rust,
     );
-    docs.extend(docs_from_files("rust", rust, &ident, &mut rng, limit, 1));
+    docs.extend(docs_from_files("rust", rust, &ident, seed, limit, 1));
 
     let mut python = Vec::new();
     walk(
@@ -317,9 +338,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         },
         &mut python,
     );
-    docs.extend(docs_from_files(
-        "python", python, &ident, &mut rng, limit, 1,
-    ));
+    docs.extend(docs_from_files("python", python, &ident, seed, limit, 1));
 
     let groff = |s: String| strip_groff(&s);
     let man = |langs: &[&str]| {
@@ -350,7 +369,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         "big5hkscs",
         "hz",
     ]));
-    docs.extend(docs_from_files("zh", zh, &groff, &mut rng, limit, 4));
+    docs.extend(docs_from_files("zh", zh, &groff, seed, limit, 4));
     let mut ja = man(&["ja"]);
     ja.extend(cjk_test(&[
         "euc_jp",
@@ -358,15 +377,15 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         "euc_jisx0213",
         "iso2022_jp",
     ]));
-    docs.extend(docs_from_files("ja", ja, &groff, &mut rng, limit, 4));
+    docs.extend(docs_from_files("ja", ja, &groff, seed, limit, 4));
     let mut ko = man(&["ko"]);
     ko.extend(cjk_test(&["euc_kr", "cp949", "johab", "iso2022_kr"]));
-    docs.extend(docs_from_files("ko", ko, &groff, &mut rng, limit, 6));
+    docs.extend(docs_from_files("ko", ko, &groff, seed, limit, 6));
     docs.extend(docs_from_files(
         "cyrillic",
         man(&["ru", "uk", "sr"]),
         &groff,
-        &mut rng,
+        seed,
         limit,
         2,
     ));
@@ -376,7 +395,7 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
             "de", "fr", "es", "it", "pt", "pt_BR", "pl", "nl", "sv", "cs", "hu", "tr", "ro",
         ]),
         &groff,
-        &mut rng,
+        seed,
         limit,
         1,
     ));
