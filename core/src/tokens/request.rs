@@ -14,9 +14,10 @@ use super::model::{Family, estimate_text};
 /// Fixed per-request, per-message and per-block costs of a family's chat format.
 ///
 /// OpenAI's are the documented chat-format costs (3 tokens per message, 3 to prime the reply).
-/// Anthropic does not publish its framing; the values are measured upper bounds from
-/// `count_tokens` differences, and the tool preamble is the documented tool-use system prompt
-/// (346 tokens with `tool_choice` auto).
+/// Anthropic does not publish its framing: its per-message, per-block and per-tool values are
+/// conservative guesses (not measured against the API), left to usage anchoring and the
+/// correction factor to absorb; the tool preamble is the documented tool-use system prompt (346
+/// tokens with `tool_choice` auto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Overheads {
     /// Added once per request (reply priming, framing).
