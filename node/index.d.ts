@@ -9,6 +9,63 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Context thresholds for one model. */
+export declare class ContextBudget {
+  /** A budget from explicit limits or a model name. */
+  constructor(options: ContextBudgetOptions)
+  /** The model's context window. */
+  get window(): number
+  /** The request's max output tokens. */
+  get maxOutputTokens(): number
+  /** Window minus the reserved output. */
+  get effectiveWindow(): number
+  /** Compact at or above this many tokens. */
+  get autocompactThreshold(): number
+  /** Warn at or above this many tokens. */
+  get warningThreshold(): number
+  /** Do not send at or above this many tokens. */
+  get blockingThreshold(): number
+  /** `ok`, `warning`, `auto_compact` or `blocking` for a token count. */
+  state(tokens: number): string
+  /** Percentage of the auto-compact threshold still free. */
+  percentLeft(tokens: number): number
+}
+export type NativeContextBudget = ContextBudget
+
+/** Tracks the token size of a growing conversation, anchored on provider usage. */
+export declare class ContextTracker {
+  /** A tracker for a tokenizer family (`claude` by default). */
+  constructor(tokenizer?: string | undefined | null)
+  /** The tokenizer family. */
+  get tokenizer(): string
+  /** Sets the system prompt (string or blocks, as JSON). */
+  setSystemJson(systemJson: string): void
+  /** Sets the tool definitions (JSON array). */
+  setToolsJson(toolsJson: string): void
+  /** Appends a message (JSON). */
+  pushMessageJson(messageJson: string): void
+  /** Replaces the whole history (JSON array), e.g. after compaction. */
+  replaceMessagesJson(messagesJson: string): void
+  /** Keeps the first `len` messages. */
+  truncate(len: number): void
+  /** Number of messages tracked. */
+  get length(): number
+  /**
+   * Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
+   * `covered` messages (all of them when absent).
+   */
+  recordUsageJson(usageJson: string, covered?: number | undefined | null): void
+  /** The online correction factor (usage / estimate, clamped). */
+  get correction(): number
+  /** Overrides the correction factor (e.g. restored from a previous session). */
+  set correction(correction: number)
+  /** The context's size now. */
+  tokens(): TokenCount
+  /** Bytes run through the estimator so far (a work counter: O(new bytes) per turn). */
+  get bytesEstimated(): number
+}
+export type NativeContextTracker = ContextTracker
+
 /**
  * A WHATWG Server-Sent-Events parser: feed it byte chunks split anywhere; each `feed` returns
  * the events that chunk completed.
@@ -112,6 +169,35 @@ export type NativeTurn = Turn
  */
 export declare function _debugPanic(message?: string | undefined | null): void
 
+/** Budget settings; unset fields take Claude Code's defaults. */
+export interface ContextBudgetOptions {
+  /** The model's context window (required unless `model` is given). */
+  window?: number
+  /** The request's max output tokens (required unless `model` is given). */
+  maxOutputTokens?: number
+  /** Take window and max output from the built-in model table. */
+  model?: string
+  /** At most this much output is reserved out of the window (20,000). */
+  outputReserveCap?: number
+  /** Auto-compact this far below the effective window (13,000). */
+  autocompactBuffer?: number
+  /** Warn this far below the auto-compact threshold (20,000). */
+  warningBuffer?: number
+  /** Block this far below the effective window (3,000). */
+  blockingBuffer?: number
+  /** Auto-compact at this percentage of the effective window when lower. */
+  autocompactPercent?: number
+}
+
+/** Estimated tokens of UTF-8 bytes (invalid sequences count as other characters). */
+export declare function estimateBytes(bytes: Uint8Array, tokenizer?: string | undefined | null): number
+
+/** Estimates a Messages (or Chat Completions) request body given as JSON. */
+export declare function estimateRequestJson(bodyJson: string, tokenizer?: string | undefined | null): RequestEstimate
+
+/** Estimated tokens of `text` for a tokenizer family (`claude` by default). */
+export declare function estimateText(text: string, tokenizer?: string | undefined | null): number
+
 /** Executor-wide options. */
 export interface ExecutorOptions {
   /** At most this many calls run at once (default 10). */
@@ -126,6 +212,20 @@ export interface ExecutorOptions {
   turnBudgetChars?: number
   /** Directory for the spill files of oversized results (default: the OS temp dir). */
   spillDir?: string
+}
+
+/** Estimated tokens of a request, by part. */
+export interface RequestEstimate {
+  /** The system prompt. */
+  system: number
+  /** Tool definitions (with the tool-use preamble). */
+  tools: number
+  /** Every message (with per-message overheads). */
+  messages: number
+  /** Per-request overhead. */
+  overhead: number
+  /** The sum. */
+  total: number
 }
 
 /** Options for [`SseParser`]. */
@@ -146,6 +246,14 @@ export interface StreamDecoderOptions {
    * accumulates the message (no per-delta allocation).
    */
   events?: boolean
+}
+
+/** A token count and how it was obtained. */
+export interface TokenCount {
+  /** Tokens in the context. */
+  tokens: number
+  /** `exact`, `usage+estimate` or `estimate`. */
+  method: string
 }
 
 /** One tool call for JavaScript to start. */

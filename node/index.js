@@ -835,6 +835,10 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ContextBudget = nativeBinding.ContextBudget
+module.exports.NativeContextBudget = nativeBinding.NativeContextBudget
+module.exports.ContextTracker = nativeBinding.ContextTracker
+module.exports.NativeContextTracker = nativeBinding.NativeContextTracker
 module.exports.SseParser = nativeBinding.SseParser
 module.exports.NativeSseParser = nativeBinding.NativeSseParser
 module.exports.StreamDecoder = nativeBinding.StreamDecoder
@@ -844,3 +848,6 @@ module.exports.NativeToolExecutor = nativeBinding.NativeToolExecutor
 module.exports.Turn = nativeBinding.Turn
 module.exports.NativeTurn = nativeBinding.NativeTurn
 module.exports._debugPanic = nativeBinding._debugPanic
+module.exports.estimateBytes = nativeBinding.estimateBytes
+module.exports.estimateRequestJson = nativeBinding.estimateRequestJson
+module.exports.estimateText = nativeBinding.estimateText

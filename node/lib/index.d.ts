@@ -269,3 +269,75 @@ export declare class StreamDecoder {
   /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. */
   finish(): any
 }
+
+/** A tokenizer family for estimates. `claude` (current Claude models) is the default. */
+export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k'
+
+/** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
+export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
+
+/** Estimated tokens of a request, by part. */
+export interface RequestEstimate {
+  system: number
+  tools: number
+  messages: number
+  overhead: number
+  total: number
+}
+
+/** Estimated tokens of a Messages (or Chat Completions) request body. */
+export declare function estimateRequest(
+  body: { system?: unknown; tools?: unknown[]; messages: unknown[]; [key: string]: unknown },
+  options?: { tokenizer?: Tokenizer },
+): RequestEstimate
+
+/** Where a token count stands against a budget. */
+export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
+
+/** Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude Code's defaults. */
+export interface ContextBudgetOptions {
+  window?: number
+  maxOutputTokens?: number
+  model?: string
+  outputReserveCap?: number
+  autocompactBuffer?: number
+  warningBuffer?: number
+  blockingBuffer?: number
+  autocompactPercent?: number
+}
+
+/** Context thresholds for one model. */
+export declare class ContextBudget {
+  constructor(options: ContextBudgetOptions)
+  readonly window: number
+  readonly maxOutputTokens: number
+  readonly effectiveWindow: number
+  readonly autocompactThreshold: number
+  readonly warningThreshold: number
+  readonly blockingThreshold: number
+  state(tokens: number): BudgetState
+  percentLeft(tokens: number): number
+}
+
+/** How a token count was obtained. */
+export interface TokenCount {
+  tokens: number
+  method: 'exact' | 'usage+estimate' | 'estimate'
+}
+
+/** Tracks a conversation's token size: provider usage for the covered prefix, estimates after it. */
+export declare class ContextTracker {
+  constructor(options?: { tokenizer?: Tokenizer })
+  readonly tokenizer: Tokenizer
+  setSystem(system: unknown): void
+  setTools(tools: unknown[]): void
+  pushMessage(message: unknown): void
+  replaceMessages(messages: unknown[]): void
+  truncate(length: number): void
+  readonly length: number
+  /** Records a response's usage (Anthropic or OpenAI field names) covering the first `covered` messages. */
+  recordUsage(usage: Record<string, unknown>, covered?: number): void
+  correction: number
+  tokens(): TokenCount
+  readonly bytesEstimated: number
+}

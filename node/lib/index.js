@@ -6,6 +6,7 @@ const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
 const { ToolExecutor, Turn } = require('./exec.js')
 const { StreamDecoder } = require('./decode.js')
+const { estimateTokens, estimateRequest, ContextBudget, ContextTracker } = require('./tokens.js')
 
 /** @internal Panics inside the native panic boundary (tests prove it becomes an InternalError). */
 function _debugPanic(message) {
@@ -16,6 +17,10 @@ module.exports = {
   ...errors,
   SseParser,
   StreamDecoder,
+  estimateTokens,
+  estimateRequest,
+  ContextBudget,
+  ContextTracker,
   ToolExecutor,
   Turn,
   _debugPanic,

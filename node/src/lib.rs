@@ -12,6 +12,7 @@ pub mod exec;
 pub mod guard;
 pub mod js_tools;
 pub mod sse;
+pub mod tokens;
 
 use napi_derive::napi;
 
