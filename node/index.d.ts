@@ -135,6 +135,11 @@ export declare class ToolExecutor {
    * started/progress/finished events.
    */
   startTurn(wake: () => void, resultsOnly?: boolean): NativeTurn
+  /**
+   * Delivers a batch of JS tool replies (JSON array of `{callId, content, contentIsJson,
+   * isError}`); returns how many calls were still waiting for theirs.
+   */
+  completeJson(repliesJson: string): number
   /** Delivers a JS tool's reply; false when the call no longer waits for it. */
   complete(callId: number, reply: ToolReply): boolean
 }
@@ -254,18 +259,6 @@ export interface TokenCount {
   tokens: number
   /** `exact`, `usage+estimate` or `estimate`. */
   method: string
-}
-
-/** One tool call for JavaScript to start. */
-export interface ToolInvocation {
-  /** Identifies the call in `complete` and in aborts. */
-  callId: number
-  /** The tool's name. */
-  name: string
-  /** The `tool_use` block's id. */
-  toolUseId: string
-  /** The tool input, as JSON text. */
-  inputJson: string
 }
 
 /** What a JavaScript tool produced. */

@@ -36,11 +36,11 @@ class Turn {
   #keepAlive = null
 
   /** @internal */
-  constructor(nativeExecutor, host, resultsOnly = false) {
+  constructor(executor, host, resultsOnly = false) {
     this.#host = host
-    this.#complete = (callId, reply) => nativeExecutor.complete(callId, reply)
+    this.#complete = executor.complete
     // The waker's thread-safe function calls this when the turn can progress.
-    this.#native = callNative(() => nativeExecutor.startTurn(() => this.#pump(), resultsOnly))
+    this.#native = callNative(() => executor.native.startTurn(() => this.#pump(), resultsOnly))
   }
 
   /** Polls on a microtask (several requests in one tick coalesce into one poll). */
@@ -143,6 +143,27 @@ class Turn {
   }
 }
 
+/**
+ * A native executor plus its reply batcher: replies settled in one tick go back to Rust in one
+ * `completeJson` call (one boundary crossing and one wake for a burst of quick tools).
+ */
+function nativeExecutorWithBatching(nativeExecutor) {
+  let pending = []
+  const flush = () => {
+    const replies = pending
+    pending = []
+    callNative(() => nativeExecutor.completeJson(JSON.stringify(replies)))
+  }
+  return {
+    native: nativeExecutor,
+    complete(callId, reply) {
+      if (pending.length === 0) queueMicrotask(flush)
+      reply.callId = callId
+      pending.push(reply)
+    },
+  }
+}
+
 class ToolExecutor {
   #options
   #specs = new Map()
@@ -199,8 +220,8 @@ class ToolExecutor {
 
   #executor() {
     if (this.#native === null) {
-      this.#native = callNative(
-        () => new native.ToolExecutor(this.#options, [...this.#specs.values()]),
+      this.#native = nativeExecutorWithBatching(
+        callNative(() => new native.ToolExecutor(this.#options, [...this.#specs.values()])),
       )
     }
     return this.#native

@@ -83,11 +83,11 @@ class ToolHost {
     })
   }
 
-  async #run({ name, inputJson }, ctx) {
+  async #run({ name, input }, ctx) {
     const fn = this.tools.get(name)
     if (fn === undefined) return errorReply(new Error(`no such tool: ${name}`))
     try {
-      return toReply(await fn(JSON.parse(inputJson), ctx))
+      return toReply(await fn(input, ctx))
     } catch (err) {
       return errorReply(err)
     }

@@ -177,7 +177,7 @@ impl Tool for JsTool {
             };
             let token = ctx.cancellation_token().clone();
             let reply = queues
-                .call(&name, ctx.tool_use_id(), input.to_string(), token, reason)
+                .call(&name, ctx.tool_use_id(), input, token, reason)
                 .await;
             let content = if reply.content_is_json {
                 match serde_json::from_str::<Vec<Value>>(&reply.content) {
@@ -297,6 +297,18 @@ impl NativeToolExecutor {
                     wake,
                 }),
                 queues: self.queues.clone(),
+            })
+        })
+    }
+
+    /// Delivers a batch of JS tool replies (JSON array of `{callId, content, contentIsJson,
+    /// isError}`); returns how many calls were still waiting for theirs.
+    #[napi(js_name = "completeJson")]
+    pub fn complete_json(&self, replies_json: String) -> napi::Result<u32> {
+        guard::sync(|| {
+            self.queues.complete_many(&replies_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("tool replies are not valid: {err}"))
+                    .into()
             })
         })
     }

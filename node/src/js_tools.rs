@@ -14,8 +14,8 @@ use ferroloop::exec::CancellationToken;
 use napi_derive::napi;
 use tokio::sync::oneshot;
 
-/// One tool call for JavaScript to start.
-#[napi(object)]
+/// One tool call for JavaScript to start (sent inside a poll's JSON, so the input arrives in
+/// JS already parsed, in the same `JSON.parse`).
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInvocation {
@@ -25,13 +25,14 @@ pub struct ToolInvocation {
     pub name: String,
     /// The `tool_use` block's id.
     pub tool_use_id: String,
-    /// The tool input, as JSON text.
-    pub input_json: String,
+    /// The tool input.
+    pub input: serde_json::Value,
 }
 
 /// What a JavaScript tool produced.
 #[napi(object)]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolReply {
     /// The result content: text, or (when `contentIsJson`) a JSON array of content blocks.
     pub content: String,
@@ -91,6 +92,24 @@ impl JsToolQueues {
         std::mem::take(&mut *lock(&self.outbox))
     }
 
+    /// Delivers a batch of replies (JSON array of `{callId, content, contentIsJson, isError}`);
+    /// returns how many calls were still waiting.
+    pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Incoming {
+            call_id: u32,
+            #[serde(flatten)]
+            reply: ToolReply,
+        }
+        let replies: Vec<Incoming> = serde_json::from_str(replies_json)?;
+        let mut delivered = 0;
+        for Incoming { call_id, reply } in replies {
+            delivered += u32::from(self.complete(call_id, reply));
+        }
+        Ok(delivered)
+    }
+
     /// Delivers the reply of call `call_id`. Returns false when nobody waits for it any more
     /// (the call was dropped after a timeout or cancellation).
     pub fn complete(&self, call_id: u32, reply: ToolReply) -> bool {
@@ -100,7 +119,7 @@ impl JsToolQueues {
         }
     }
 
-    fn start(&self, name: &str, tool_use_id: &str, input_json: String) -> PendingCall<'_> {
+    fn start(&self, name: &str, tool_use_id: &str, input: serde_json::Value) -> PendingCall<'_> {
         let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
         lock(&self.waiting).insert(call_id, sender);
@@ -108,7 +127,7 @@ impl JsToolQueues {
             call_id,
             name: name.to_owned(),
             tool_use_id: tool_use_id.to_owned(),
-            input_json,
+            input,
         });
         PendingCall {
             queues: self,
@@ -131,11 +150,11 @@ impl JsToolQueues {
         self: &Arc<Self>,
         name: &str,
         tool_use_id: &str,
-        input_json: String,
+        input: serde_json::Value,
         cancel: CancellationToken,
         reason: impl Fn() -> &'static str,
     ) -> ToolReply {
-        let mut pending = self.start(name, tool_use_id, input_json);
+        let mut pending = self.start(name, tool_use_id, input);
         let Some(mut receiver) = pending.receiver.take() else {
             return ToolReply::error("internal: call started twice");
         };
@@ -181,10 +200,10 @@ mod tests {
         let queues = Arc::new(JsToolQueues::default());
         let token = CancellationToken::new();
         let q = queues.clone();
-        let call =
-            tokio::spawn(
-                async move { q.call("echo", "t1", "{}".into(), token, || "aborted").await },
-            );
+        let call = tokio::spawn(async move {
+            q.call("echo", "t1", serde_json::json!({}), token, || "aborted")
+                .await
+        });
         let invocation = loop {
             if let Some(inv) = queues.drain().invocations.pop() {
                 break inv;
@@ -203,13 +222,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn replies_arrive_in_batches() {
+        let queues = Arc::new(JsToolQueues::default());
+        let mut calls = Vec::new();
+        for i in 0..3 {
+            let q = queues.clone();
+            calls.push(tokio::spawn(async move {
+                q.call(
+                    "t",
+                    &format!("t{i}"),
+                    serde_json::json!({ "i": i }),
+                    CancellationToken::new(),
+                    || "aborted",
+                )
+                .await
+            }));
+        }
+        let mut ids = Vec::new();
+        while ids.len() < 3 {
+            ids.extend(
+                queues
+                    .drain()
+                    .invocations
+                    .into_iter()
+                    .map(|inv| inv.call_id),
+            );
+            tokio::task::yield_now().await;
+        }
+        let batch = serde_json::to_string(&ids.iter().map(|id| serde_json::json!({
+            "callId": id, "content": format!("r{id}"), "contentIsJson": false, "isError": false
+        })).collect::<Vec<_>>()).unwrap();
+        assert_eq!(queues.complete_many(&batch).unwrap(), 3);
+        for call in calls {
+            assert!(call.await.unwrap().content.starts_with('r'));
+        }
+        assert!(queues.complete_many("not json").is_err());
+    }
+
+    #[tokio::test]
     async fn cancellation_queues_an_abort_and_still_waits_for_the_reply() {
         let queues = Arc::new(JsToolQueues::default());
         let token = CancellationToken::new();
         let q = queues.clone();
         let t = token.clone();
-        let call =
-            tokio::spawn(async move { q.call("slow", "t1", "{}".into(), t, || "timeout").await });
+        let call = tokio::spawn(async move {
+            q.call("slow", "t1", serde_json::json!({}), t, || "timeout")
+                .await
+        });
         let id = loop {
             if let Some(inv) = queues.drain().invocations.pop() {
                 break inv.call_id;
