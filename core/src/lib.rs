@@ -8,5 +8,7 @@
 
 pub mod sse;
 pub mod text;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 pub use text::Utf8Bytes;
