@@ -1,5 +1,6 @@
 //! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -240,15 +241,16 @@ impl Search {
             return Ok("No matches found".to_owned());
         }
         if progress.truncated {
-            out.push_str(&format!(
-                "[results truncated at {} {}; narrow the search with path, glob or a more specific pattern]\n",
+            let _ = writeln!(
+                out,
+                "[results truncated at {} {}; narrow the search with path, glob or a more specific pattern]",
                 progress.results,
                 if self.mode == OutputMode::Content {
                     "matching lines"
                 } else {
                     "files"
                 }
-            ));
+            );
         }
         Ok(out)
     }
@@ -272,27 +274,25 @@ impl Search {
             tracing::debug!(%error, path = %shown, "grep: skipping an unreadable file");
         }
         let matched_lines = sink.matched_lines;
-        if matched_lines == 0 {
+        if matched_lines == 0 || self.mode == OutputMode::Content {
             return;
         }
-        match self.mode {
-            OutputMode::Content => {}
-            OutputMode::FilesWithMatches => {
-                progress.out.push_str(&shown);
-                progress.out.push('\n');
-                progress.results += 1;
-            }
-            OutputMode::Count => {
-                progress.out.push_str(&format!("{shown}:{matched_lines}\n"));
-                progress.results += 1;
-            }
-        }
-        if self.mode != OutputMode::Content
-            && (progress.results >= self.max_results
-                || progress.out.len() >= self.limits.max_output_bytes)
-        {
+        if self.is_full(progress) {
             progress.truncated = true;
+            return;
         }
+        if self.mode == OutputMode::Count {
+            let _ = writeln!(progress.out, "{shown}:{matched_lines}");
+        } else {
+            progress.out.push_str(&shown);
+            progress.out.push('\n');
+        }
+        progress.results += 1;
+    }
+
+    /// Whether no further result may be added: the result count or the output size is reached.
+    fn is_full(&self, progress: &Progress) -> bool {
+        progress.results >= self.max_results || progress.out.len() >= self.limits.max_output_bytes
     }
 }
 
@@ -322,26 +322,10 @@ impl FileSink<'_> {
         out.push_str(self.shown);
         out.push(separator);
         if let Some(number) = line_number {
-            out.push_str(&number.to_string());
-            out.push(separator);
+            let _ = write!(out, "{number}{separator}");
         }
         out.push_str(&text);
         out.push('\n');
-    }
-
-    /// Whether the search may go on after a result was recorded.
-    fn may_continue(&mut self) -> bool {
-        if self.search.cancel.is_cancelled() {
-            return false;
-        }
-        if self.search.mode == OutputMode::Content
-            && (self.progress.results >= self.search.max_results
-                || self.progress.out.len() >= self.search.limits.max_output_bytes)
-        {
-            self.progress.truncated = true;
-            return false;
-        }
-        true
     }
 }
 
@@ -359,9 +343,14 @@ impl Sink for FileSink<'_> {
             OutputMode::FilesWithMatches => Ok(false),
             OutputMode::Count => Ok(!self.search.cancel.is_cancelled()),
             OutputMode::Content => {
+                if self.search.is_full(self.progress) {
+                    // Only now is it known that results were left out.
+                    self.progress.truncated = true;
+                    return Ok(false);
+                }
                 self.print_line(':', found.line_number(), found.bytes());
                 self.progress.results += 1;
-                Ok(self.may_continue())
+                Ok(!self.search.cancel.is_cancelled())
             }
         }
     }

@@ -1,14 +1,15 @@
 //! `read`: a text file with `cat -n`-style line numbers, a window of lines, bounded output.
 
+use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::output::{BINARY_SNIFF_BYTES, looks_binary, truncate_line};
+use super::output::{looks_binary, truncate_line};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `read` tool.
@@ -138,7 +139,7 @@ fn read_lines(
     if prefix.is_empty() {
         return Ok(format!("'{shown}' is empty"));
     }
-    if looks_binary(&prefix[..prefix.len().min(BINARY_SNIFF_BYTES)]) {
+    if looks_binary(prefix) {
         return Err(ToolFailure::BinaryFile(shown.to_owned()));
     }
 
@@ -149,7 +150,6 @@ fn read_lines(
     loop {
         line.clear();
         let read = reader
-            .by_ref()
             .read_until(b'\n', &mut line)
             .map_err(|error| ToolFailure::io("read", shown, error))?;
         if read == 0 {
@@ -163,24 +163,24 @@ fn read_lines(
             continue;
         }
         if emitted == limit {
-            out.push_str(&format!(
-                "[more lines follow; continue with offset={number}]\n"
-            ));
+            let _ = writeln!(out, "[more lines follow; continue with offset={number}]");
             return Ok(out);
         }
         if out.len() >= limits.max_output_bytes {
-            out.push_str(&format!(
-                "[output capped at {} bytes; continue with offset={number}]\n",
+            let _ = writeln!(
+                out,
+                "[output capped at {} bytes; continue with offset={number}]",
                 limits.max_output_bytes
-            ));
+            );
             return Ok(out);
         }
         let text = strip_line_end(&line);
         let text = String::from_utf8_lossy(text);
-        out.push_str(&format!(
-            "{number:>6}\t{}\n",
+        let _ = writeln!(
+            out,
+            "{number:>6}\t{}",
             truncate_line(&text, limits.max_line_chars)
-        ));
+        );
         emitted += 1;
     }
     if emitted == 0 {

@@ -339,6 +339,65 @@ mod tests {
         ));
     }
 
+    /// Wherever the kernel can resolve a path, ours must agree with it, and a path we accept
+    /// must lie inside the root whatever the kernel says.
+    #[test]
+    fn resolution_agrees_with_the_kernel() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let (_dir, ws) = setup();
+        let root = ws.root().to_path_buf();
+        symlink("..", root.join("link_up")).unwrap();
+        symlink("/etc", root.join("link_etc")).unwrap();
+        symlink("../sub", root.join("sub/link_self")).unwrap();
+        symlink("sub/file.txt", root.join("link_file")).unwrap();
+        symlink("../nowhere", root.join("dangling")).unwrap();
+        let component = prop::sample::select(vec![
+            "sub",
+            "file.txt",
+            "..",
+            ".",
+            "link_up",
+            "link_etc",
+            "link_self",
+            "link_file",
+            "dangling",
+            "missing",
+            "ws",
+            "passwd",
+            "secret.txt",
+        ]);
+        let strategy = (any::<bool>(), prop::collection::vec(component, 1..7));
+        let mut runner = TestRunner::new(Config {
+            cases: 2_000,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        runner
+            .run(&strategy, |(absolute, parts)| {
+                let relative = parts.join("/");
+                let raw = if absolute {
+                    format!("{}/{relative}", root.display())
+                } else {
+                    relative
+                };
+                let ours = ws.resolve(&raw);
+                let kernel = std::fs::canonicalize(root.join(&raw));
+                match (&ours, &kernel) {
+                    (Ok(path), Ok(real)) => prop_assert_eq!(path, real, "{}", raw),
+                    (Err(ToolFailure::OutsideWorkspace { .. }), Ok(real)) => {
+                        prop_assert!(!real.starts_with(&root), "{} -> {:?}", raw, real);
+                    }
+                    (Ok(path), Err(_)) => prop_assert!(path.starts_with(&root), "{}", raw),
+                    (Err(ToolFailure::OutsideWorkspace { .. }), Err(_)) => {}
+                    (Err(other), _) => prop_assert!(false, "{}: unexpected {:?}", raw, other),
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn a_root_that_is_not_a_directory_is_refused() {
         let (dir, _ws) = setup();
