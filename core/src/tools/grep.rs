@@ -318,7 +318,7 @@ impl FileSink<'_> {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         let text = String::from_utf8_lossy(bytes);
-        let text = truncate_line(&text, self.search.limits.max_line_chars);
+        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
         out.push_str(self.shown);
         out.push(separator);
         if let Some(number) = line_number {

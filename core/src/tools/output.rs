@@ -11,21 +11,27 @@ pub(crate) fn looks_binary(prefix: &[u8]) -> bool {
     memchr::memchr(0, &prefix[..prefix.len().min(BINARY_SNIFF_BYTES)]).is_some()
 }
 
-/// `line` cut to at most `max_chars` characters, with a marker saying how many were dropped.
-pub(crate) fn truncate_line(line: &str, max_chars: usize) -> Cow<'_, str> {
-    // Fast path: a line no longer in bytes than the cap cannot be longer in characters.
-    if line.len() <= max_chars {
-        return Cow::Borrowed(line);
-    }
-    match line.char_indices().nth(max_chars) {
-        None => Cow::Borrowed(line),
-        Some((cut, _)) => {
-            let dropped = line[cut..].chars().count();
-            Cow::Owned(format!(
-                "{}… [line truncated: {dropped} more characters]",
-                &line[..cut]
-            ))
-        }
+/// `line` cut to at most `max_chars` characters, with a marker saying how many were dropped;
+/// `dropped_before` counts characters the caller already dropped from the line's end (a line
+/// read with a byte cap), so the marker is present and exact in that case too.
+pub(crate) fn truncate_line(line: &str, max_chars: usize, dropped_before: usize) -> Cow<'_, str> {
+    // A line no longer in bytes than the cap cannot be longer in characters.
+    let cut = if line.len() <= max_chars {
+        None
+    } else {
+        line.char_indices().nth(max_chars).map(|(cut, _)| cut)
+    };
+    let (kept, dropped_here) = match cut {
+        None => (line, 0),
+        Some(cut) => (&line[..cut], line[cut..].chars().count()),
+    };
+    let dropped = dropped_here + dropped_before;
+    if dropped == 0 {
+        Cow::Borrowed(line)
+    } else {
+        Cow::Owned(format!(
+            "{kept}… [line truncated: {dropped} more characters]"
+        ))
     }
 }
 
@@ -180,13 +186,22 @@ mod tests {
 
     #[test]
     fn lines_are_truncated_on_character_boundaries() {
-        assert_eq!(truncate_line("short", 10), "short");
+        assert_eq!(truncate_line("short", 10, 0), "short");
         assert_eq!(
-            truncate_line("ééééé", 2),
+            truncate_line("ééééé", 2, 0),
             "éé… [line truncated: 3 more characters]"
         );
         // Byte length over the cap but character count within it: untouched.
-        assert_eq!(truncate_line("éé", 3), "éé");
+        assert_eq!(truncate_line("éé", 3, 0), "éé");
+        // Characters dropped earlier always produce the marker, and add up.
+        assert_eq!(
+            truncate_line("ab", 2, 7),
+            "ab… [line truncated: 7 more characters]"
+        );
+        assert_eq!(
+            truncate_line("abcd", 2, 7),
+            "ab… [line truncated: 9 more characters]"
+        );
     }
 
     #[test]

@@ -145,16 +145,22 @@ fn read_lines(
 
     let mut out = String::new();
     let mut line = Vec::new();
+    // Enough bytes for `max_line_chars` characters of up to 4 bytes each: a line is never held
+    // in memory beyond that, however long it is (minified files have multi-megabyte lines).
+    let line_byte_cap = limits.max_line_chars.saturating_mul(4).max(4);
     let mut number = 0usize;
     let mut emitted = 0usize;
     loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| ToolFailure::io("read", shown, error))?;
-        if read == 0 {
+        let cap = if number + 1 < offset {
+            0
+        } else {
+            line_byte_cap
+        };
+        let Some(dropped) = read_line_capped(&mut reader, &mut line, cap)
+            .map_err(|error| ToolFailure::io("read", shown, error))?
+        else {
             break;
-        }
+        };
         number += 1;
         if number % LINES_PER_CANCEL_CHECK == 0 && cancel.is_cancelled() {
             return Err(ToolFailure::Cancelled);
@@ -174,12 +180,11 @@ fn read_lines(
             );
             return Ok(out);
         }
-        let text = strip_line_end(&line);
-        let text = String::from_utf8_lossy(text);
+        let text = String::from_utf8_lossy(strip_line_end(&line));
         let _ = writeln!(
             out,
             "{number:>6}\t{}",
-            truncate_line(&text, limits.max_line_chars)
+            truncate_line(&text, limits.max_line_chars, dropped)
         );
         emitted += 1;
     }
@@ -189,6 +194,44 @@ fn read_lines(
         ));
     }
     Ok(out)
+}
+
+/// Reads one line (through its `\n`) keeping at most `cap` bytes of it in `kept`. Returns the
+/// number of characters (UTF-8 lead bytes, line end excluded) left out, or `None` at the end.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    kept: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<usize>> {
+    kept.clear();
+    let mut seen_any = false;
+    let mut dropped_chars = 0usize;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if buffer.is_empty() {
+            return Ok(seen_any.then_some(dropped_chars));
+        }
+        seen_any = true;
+        let (part, ends_line) = match memchr::memchr(b'\n', buffer) {
+            Some(end) => (&buffer[..=end], true),
+            None => (buffer, false),
+        };
+        let keep = cap.saturating_sub(kept.len()).min(part.len());
+        kept.extend_from_slice(&part[..keep]);
+        dropped_chars += part[keep..]
+            .iter()
+            .filter(|&&byte| byte & 0xC0 != 0x80 && byte != b'\n' && byte != b'\r')
+            .count();
+        let consumed = part.len();
+        reader.consume(consumed);
+        if ends_line {
+            return Ok(Some(dropped_chars));
+        }
+    }
 }
 
 fn strip_line_end(line: &[u8]) -> &[u8] {
@@ -282,6 +325,27 @@ mod tests {
             Some("[output capped at 30 bytes; continue with offset=2]")
         );
         assert_eq!(lines.next(), None);
+    }
+
+    #[tokio::test]
+    async fn a_huge_line_is_read_with_bounded_memory_and_an_exact_marker() {
+        let limits = ReadLimits {
+            max_line_chars: 3,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        // 1 MiB in one line, larger than the reader's buffer, then a short line.
+        let mut text = "é".repeat(512 * 1024);
+        text.push_str("\nend\n");
+        std::fs::write(dir.path().join("min.js"), text).unwrap();
+        let out = call(&tool, json!({"file_path": "min.js"})).await.unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "     1\tééé… [line truncated: {} more characters]\n     2\tend\n",
+                512 * 1024 - 3
+            )
+        );
     }
 
     #[tokio::test]
