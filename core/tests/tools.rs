@@ -6,7 +6,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ferroloop::tools::{self, BuiltinTool, CancellationToken, ToolFailure, Workspace};
+use ferroloop::exec::{
+    CancellationToken, ExecutorConfig, ToolExecutor, ToolRegistry, ToolResult, ToolResultContent,
+    ToolUse,
+};
+use ferroloop::tools::{self, BuiltinTool, ToolFailure, Workspace};
 use serde_json::json;
 
 fn workspace() -> (tempfile::TempDir, Workspace) {
@@ -272,4 +276,120 @@ async fn write_edit_read_round_trip() {
         .await
         .unwrap();
     assert_eq!(out, "2\nExit code: 0");
+}
+
+fn registry(workspace: &Workspace) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    for tool in tools::all(workspace) {
+        registry.register(tool).unwrap();
+    }
+    registry
+}
+
+fn text(result: &ToolResult) -> &str {
+    match &result.content {
+        ToolResultContent::Text(text) => text,
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_executor_runs_builtin_tools_with_results_in_request_order() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "x = 1\nx = 1\n").unwrap();
+    let registry = registry(&workspace);
+    assert_eq!(
+        registry.names(),
+        ["bash", "edit", "glob", "grep", "read", "write"]
+    );
+    let executor = ToolExecutor::new(registry);
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "a.txt"})),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "x", "output_mode": "count"}),
+            ),
+            ToolUse::new("t3", "read", json!({"file_path": "../../etc/passwd"})),
+            ToolUse::new(
+                "t4",
+                "edit",
+                json!({"file_path": "a.txt", "old_string": "x = 1", "new_string": "y"}),
+            ),
+            ToolUse::new("t5", "glob", json!({"pattern": "*.txt", "bogus": true})),
+        ])
+        .await
+        .unwrap();
+    let ids: Vec<_> = results.iter().map(|r| r.tool_use_id.as_str()).collect();
+    assert_eq!(ids, ["t1", "t2", "t3", "t4", "t5"]);
+    assert!(!results[0].is_error);
+    assert_eq!(text(&results[0]), "     1\tx = 1\n     2\tx = 1\n");
+    assert_eq!(text(&results[1]), "a.txt:2\n");
+    assert!(results[2].is_error);
+    assert!(
+        text(&results[2]).contains("is outside the workspace"),
+        "{}",
+        text(&results[2])
+    );
+    assert!(results[3].is_error);
+    assert!(
+        text(&results[3]).contains("occurs 2 times"),
+        "{}",
+        text(&results[3])
+    );
+    // Unknown fields are refused (by the executor's schema check or the tool's own parsing).
+    assert!(results[4].is_error);
+    assert!(text(&results[4]).contains("bogus"), "{}", text(&results[4]));
+}
+
+#[tokio::test]
+async fn an_executor_timeout_kills_the_bash_process_tree() {
+    let (dir, workspace) = workspace();
+    let executor = ToolExecutor::builder(registry(&workspace))
+        .config(ExecutorConfig {
+            default_timeout: Some(Duration::from_millis(1000)),
+            ..ExecutorConfig::default()
+        })
+        .build();
+    let started = Instant::now();
+    let results = executor
+        .run(vec![ToolUse::new(
+            "t1",
+            "bash",
+            json!({"command": PROCESS_TREE}),
+        )])
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(results[0].is_error);
+    let pids = wait_for_pids(dir.path(), &["shell.pid", "child.pid", "grandchild.pid"]).await;
+    for pid in pids {
+        assert!(
+            process_is_gone(pid),
+            "process {pid} survived the executor's timeout"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_bash_call_cancels_the_calls_queued_after_it() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "a.txt"})),
+            ToolUse::new("t2", "bash", json!({"command": "echo broken; exit 2"})),
+            ToolUse::new("t3", "read", json!({"file_path": "a.txt"})),
+        ])
+        .await
+        .unwrap();
+    assert!(!results[0].is_error);
+    assert!(results[1].is_error);
+    assert_eq!(
+        text(&results[1]),
+        "Command failed with exit code 2\nbroken\n"
+    );
+    assert!(results[2].is_error, "{:?}", results[2]);
 }

@@ -7,8 +7,28 @@
 //!
 //! Each tool has a name, a description for the model, a JSON schema for its input, and an
 //! async `call(input, cancel)` returning the result text or a [`ToolFailure`] whose message is
-//! written for the model. [`BuiltinTool`] gathers them behind one type; [`builtin`] and [`all`]
-//! construct them.
+//! written for the model. [`BuiltinTool`] gathers them behind one type that implements the
+//! executor's [`Tool`](crate::exec::Tool) trait; [`builtin`] and [`all`] construct them.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use ferroloop::exec::{ToolExecutor, ToolRegistry, ToolUse};
+//! use ferroloop::tools::{self, Workspace};
+//! use serde_json::json;
+//!
+//! let dir = std::env::temp_dir();
+//! let workspace = Workspace::new(&dir).unwrap();
+//! let mut registry = ToolRegistry::new();
+//! for tool in tools::all(&workspace) {
+//!     registry.register(tool).unwrap();
+//! }
+//! let results = ToolExecutor::new(registry)
+//!     .run(vec![ToolUse::new("t1", "read", json!({"file_path": "../../etc/passwd"}))])
+//!     .await
+//!     .unwrap();
+//! assert!(results[0].is_error);
+//! # });
+//! ```
 //!
 //! | tool    | concurrency-safe | what it does                                                  |
 //! |---------|------------------|---------------------------------------------------------------|
@@ -32,7 +52,8 @@ mod write;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-pub use tokio_util::sync::CancellationToken;
+
+use crate::exec::{CancellationToken, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
 
 pub use bash::{BashLimits, BashTool};
 pub use edit::EditTool;
@@ -128,6 +149,40 @@ impl BuiltinTool {
             Self::Grep(tool) => tool.call(input, cancel).await,
             Self::Bash(tool) => tool.call(input, cancel).await,
         }
+    }
+}
+
+/// The executor's view of a built-in tool. Every [`ToolFailure`] becomes a recoverable
+/// [`ToolError::Failed`] carrying the failure's message (an `is_error` result; the turn goes on).
+/// A failing `bash` call cancels its running siblings and the calls queued after it, as a shell
+/// tool should: later commands were planned assuming it succeeded. Timeouts are the tool's own
+/// (`bash`) or the executor's; the call's cancellation token reaches the tool either way.
+impl Tool for BuiltinTool {
+    fn name(&self) -> &str {
+        BuiltinTool::name(self)
+    }
+
+    fn input_schema(&self) -> Value {
+        BuiltinTool::input_schema(self)
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        BuiltinTool::is_concurrency_safe(self)
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        matches!(self, Self::Bash(_))
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
+        let tool = self.clone();
+        let cancel = ctx.cancellation_token().clone();
+        Box::pin(async move {
+            BuiltinTool::call(&tool, input, cancel)
+                .await
+                .map(ToolOutput::text)
+                .map_err(|failure| ToolError::Failed(failure.to_string()))
+        })
     }
 }
 
