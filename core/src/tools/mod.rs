@@ -8,7 +8,7 @@
 //! Each tool has a name, a description for the model, a JSON schema for its input, and an
 //! async `call(input, cancel)` returning the result text or a [`ToolFailure`] whose message is
 //! written for the model. [`BuiltinTool`] gathers them behind one type that implements the
-//! executor's [`Tool`](crate::exec::Tool) trait; [`builtin`] and [`all`] construct them.
+//! executor's [`Tool`] trait; [`builtin`] and [`all`] construct them.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
