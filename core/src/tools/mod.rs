@@ -313,6 +313,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_token_cancelled_before_the_call_stops_every_tool_before_it_acts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "abc\n").unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let inputs = [
+            ("read", serde_json::json!({"file_path": "a.txt"})),
+            (
+                "write",
+                serde_json::json!({"file_path": "new.txt", "content": "x"}),
+            ),
+            (
+                "edit",
+                serde_json::json!({"file_path": "a.txt", "old_string": "abc", "new_string": "z"}),
+            ),
+            ("glob", serde_json::json!({"pattern": "*"})),
+            ("grep", serde_json::json!({"pattern": "abc"})),
+            ("bash", serde_json::json!({"command": "touch ran.txt"})),
+        ];
+        for (name, input) in inputs {
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let result = builtin(name, &workspace).unwrap().call(input, cancel).await;
+            assert!(
+                matches!(result, Err(ToolFailure::Cancelled)),
+                "{name}: {result:?}"
+            );
+        }
+        assert!(!dir.path().join("new.txt").exists());
+        assert!(!dir.path().join("ran.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "abc\n"
+        );
+    }
+
+    #[tokio::test]
     async fn dispatch_reaches_the_tool() {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::new(dir.path()).unwrap();
