@@ -140,8 +140,6 @@ export declare class ToolExecutor {
    * isError}`); returns how many calls were still waiting for theirs.
    */
   completeJson(repliesJson: string): number
-  /** Delivers a JS tool's reply; false when the call no longer waits for it. */
-  complete(callId: number, reply: ToolReply): boolean
 }
 export type NativeToolExecutor = ToolExecutor
 

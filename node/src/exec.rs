@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::error::FerroloopError;
 use crate::guard;
-use crate::js_tools::{JsToolQueues, ToolReply};
+use crate::js_tools::JsToolQueues;
 
 /// Executor-wide options.
 #[napi(object)]
@@ -311,12 +311,6 @@ impl NativeToolExecutor {
                     .into()
             })
         })
-    }
-
-    /// Delivers a JS tool's reply; false when the call no longer waits for it.
-    #[napi]
-    pub fn complete(&self, call_id: u32, reply: ToolReply) -> napi::Result<bool> {
-        guard::sync(|| Ok(self.queues.complete(call_id, reply)))
     }
 }
 

@@ -1,10 +1,7 @@
 //! The panic boundary: every exported function body runs inside [`sync`], so a panic becomes an
 //! error with code `internal` instead of unwinding into Node (which would abort the process).
 
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use futures_util::FutureExt;
 
 use crate::error::{ErrorCode, FerroloopError};
 
@@ -15,14 +12,6 @@ use crate::error::{ErrorCode, FerroloopError};
 /// panicked; the error tells the caller that object is no longer trustworthy.
 pub fn sync<T>(body: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(result) => result,
-        Err(payload) => Err(panic_error(payload.as_ref()).into()),
-    }
-}
-
-/// Runs `body` to completion, turning a panic while polling it into an `internal` error.
-pub async fn future<T>(body: impl Future<Output = napi::Result<T>>) -> napi::Result<T> {
-    match AssertUnwindSafe(body).catch_unwind().await {
         Ok(result) => result,
         Err(payload) => Err(panic_error(payload.as_ref()).into()),
     }

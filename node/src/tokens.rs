@@ -157,38 +157,38 @@ impl NativeContextBudget {
 
     /// The model's context window.
     #[napi(getter)]
-    pub fn window(&self) -> f64 {
-        self.inner.window as f64
+    pub fn window(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.window as f64))
     }
 
     /// The request's max output tokens.
     #[napi(getter)]
-    pub fn max_output_tokens(&self) -> f64 {
-        self.inner.max_output_tokens as f64
+    pub fn max_output_tokens(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.max_output_tokens as f64))
     }
 
     /// Window minus the reserved output.
     #[napi(getter)]
-    pub fn effective_window(&self) -> f64 {
-        self.inner.effective_window() as f64
+    pub fn effective_window(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.effective_window() as f64))
     }
 
     /// Compact at or above this many tokens.
     #[napi(getter)]
-    pub fn autocompact_threshold(&self) -> f64 {
-        self.inner.autocompact_threshold() as f64
+    pub fn autocompact_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.autocompact_threshold() as f64))
     }
 
     /// Warn at or above this many tokens.
     #[napi(getter)]
-    pub fn warning_threshold(&self) -> f64 {
-        self.inner.warning_threshold() as f64
+    pub fn warning_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.warning_threshold() as f64))
     }
 
     /// Do not send at or above this many tokens.
     #[napi(getter)]
-    pub fn blocking_threshold(&self) -> f64 {
-        self.inner.blocking_threshold() as f64
+    pub fn blocking_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.blocking_threshold() as f64))
     }
 
     /// `ok`, `warning`, `auto_compact` or `blocking` for a token count.
@@ -243,8 +243,8 @@ impl NativeContextTracker {
 
     /// The tokenizer family.
     #[napi(getter)]
-    pub fn tokenizer(&self) -> String {
-        self.inner.family().name().to_owned()
+    pub fn tokenizer(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.family().name().to_owned()))
     }
 
     /// Sets the system prompt (string or blocks, as JSON).
@@ -305,8 +305,8 @@ impl NativeContextTracker {
 
     /// Number of messages tracked.
     #[napi(getter)]
-    pub fn length(&self) -> f64 {
-        self.inner.len() as f64
+    pub fn length(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.len() as f64))
     }
 
     /// Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
@@ -336,8 +336,8 @@ impl NativeContextTracker {
 
     /// The online correction factor (usage / estimate, clamped).
     #[napi(getter)]
-    pub fn correction(&self) -> f64 {
-        self.inner.correction()
+    pub fn correction(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.correction()))
     }
 
     /// Overrides the correction factor (e.g. restored from a previous session).
@@ -369,7 +369,7 @@ impl NativeContextTracker {
 
     /// Bytes run through the estimator so far (a work counter: O(new bytes) per turn).
     #[napi(getter)]
-    pub fn bytes_estimated(&self) -> f64 {
-        self.inner.bytes_estimated() as f64
+    pub fn bytes_estimated(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.bytes_estimated() as f64))
     }
 }
