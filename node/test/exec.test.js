@@ -268,3 +268,20 @@ test('a top-level await on run() keeps the process alive until the results arriv
   assert.equal(run.status, 0, run.stderr)
   assert.equal(run.stdout.trim(), 'late')
 })
+
+test('an abandoned turn (never awaited) does not keep the process alive', () => {
+  const script = `
+    const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})
+    const ex = new ToolExecutor()
+    ex.tool({ name: 'slow', timeoutMs: 60_000 }, () => new Promise(() => {}))
+    const turn = ex.turn()
+    turn.submit({ id: 's', name: 'slow', input: {} })
+    setTimeout(() => console.log('tick'), 20)
+  `
+  const started = Date.now()
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.signal, null, 'had to be killed: the turn kept the process alive')
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), 'tick')
+  assert.ok(Date.now() - started < 15_000)
+})
