@@ -69,8 +69,8 @@ typedef enum {
      */
     FL_STATUS_PANIC = 7,
     /**
-     * The call is not valid in the object's current state (for example completing a tool call
-     * twice).
+     * The call is not valid in the object's current state (for example feeding a decoder after
+     * it finished, or running an executor that is already running).
      */
     FL_STATUS_INVALID_STATE = 8,
     /**
@@ -104,6 +104,13 @@ typedef enum {
  * Not thread-safe: use a parser from one thread at a time (it may move between threads).
  */
 typedef struct fl_sse_parser fl_sse_parser;
+
+/**
+ * A pending tool call (opaque), handed to the tool callback. The tool finishes it with
+ * `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
+ * releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
+ */
+typedef struct fl_tool_call fl_tool_call;
 
 /**
  * A dispatched event, as views into the parser's memory (no copy is made).
@@ -313,6 +320,53 @@ fl_status fl_sse_parser_dropped_events(const fl_sse_parser *parser, uint64_t *co
  * `buf` must be valid for writes of `len` bytes; `written` must be valid for a write.
  */
 fl_status fl_status_message(int32_t status, char *buf, size_t len, size_t *written);
+
+/**
+ * Completes a tool call with `content` (UTF-8 text, `content_len` bytes) and releases `call`.
+ * `is_error` marks the result as a failure the model should see.
+ *
+ * Callable from any thread, exactly once per call, including after the call was cancelled (the
+ * reply is then ignored). The handle is released by every call of this function with a
+ * non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, or not
+ * UTF-8, reported as `FL_STATUS_NULL_ARGUMENT` / `FL_STATUS_INVALID_UTF8`), the call completes
+ * with an error result saying so. `call` must not be used afterwards.
+ *
+ * # Safety
+ * `call` must be a handle given to a tool callback and not completed yet; `content` must be
+ * valid for reads of `content_len` bytes.
+ */
+fl_status fl_tool_complete(fl_tool_call *call,
+                           const char *content,
+                           size_t content_len,
+                           bool is_error);
+
+/**
+ * Completes a tool call with `content_json` (`content_len` bytes of UTF-8 JSON: a string or an
+ * array of content blocks such as `[{"type":"text","text":"..."}]`) and releases `call`.
+ *
+ * Same rules as `fl_tool_complete`; JSON that does not parse completes the call with an error
+ * result and returns `FL_STATUS_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `call` must be a handle given to a tool callback and not completed yet; `content_json` must be
+ * valid for reads of `content_len` bytes.
+ */
+fl_status fl_tool_complete_json(fl_tool_call *call,
+                                const char *content_json,
+                                size_t content_len,
+                                bool is_error);
+
+/**
+ * Writes into `*cancelled` whether the executor cancelled the call (the run was cancelled, or
+ * the call timed out or was abandoned). A tool should poll it during long work, stop early,
+ * and still complete the call.
+ *
+ * Callable from any thread until the call is completed.
+ *
+ * # Safety
+ * `call` must be a live handle, not completed yet; `cancelled` must be valid for a write.
+ */
+fl_status fl_tool_call_cancelled(const fl_tool_call *call, bool *cancelled);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -23,6 +23,7 @@ mod debug;
 mod sse;
 mod status;
 mod text;
+mod tool_call;
 
 pub use boundary::fl_last_error_message;
 pub use debug::{fl_debug_panic, fl_version};
@@ -33,3 +34,6 @@ pub use sse::{
     fl_sse_parser_retry,
 };
 pub use status::{fl_status, fl_status_message};
+pub use tool_call::{
+    fl_tool_call, fl_tool_call_cancelled, fl_tool_complete, fl_tool_complete_json,
+};

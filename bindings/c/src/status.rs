@@ -32,8 +32,8 @@ pub enum fl_status {
     /// ferroloop hit an internal bug (a Rust panic), caught at the boundary. The handle the
     /// call was made on may be in an inconsistent state: free it and do not use it again.
     FL_STATUS_PANIC = 7,
-    /// The call is not valid in the object's current state (for example completing a tool call
-    /// twice).
+    /// The call is not valid in the object's current state (for example feeding a decoder after
+    /// it finished, or running an executor that is already running).
     FL_STATUS_INVALID_STATE = 8,
     /// The operation was cancelled.
     FL_STATUS_CANCELLED = 9,

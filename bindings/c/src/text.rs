@@ -25,7 +25,6 @@ pub(crate) unsafe fn bytes_arg<'a>(ptr: *const u8, len: usize, name: &str) -> Ff
 ///
 /// # Safety
 /// When not NULL, `ptr` must be valid for reads of `len` bytes for the lifetime `'a`.
-#[allow(dead_code)] // used by the token, decoder and executor entry points as they land
 pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, name: &str) -> FfiResult<&'a str> {
     // SAFETY: forwarded from the caller.
     let bytes = unsafe { bytes_arg(ptr.cast::<u8>(), len, name) }?;
