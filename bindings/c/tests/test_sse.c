@@ -140,6 +140,19 @@ static void check_accessors(void) {
     fl_sse_parser_free(parser);
 }
 
+/* Invalid UTF-8 in the stream is not an error: it becomes U+FFFD (EF BF BD). */
+static void check_invalid_utf8_is_replaced(void) {
+    fl_sse_parser *parser = NULL;
+    CHECK_OK(fl_sse_parser_new(&parser));
+    const char *input = "data: a\xff\xfe" "b\n\n";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)input, strlen(input)));
+    fl_sse_item item;
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_EVENT);
+    CHECK(text_equals(item.event.data, item.event.data_len, "a\xEF\xBF\xBD\xEF\xBF\xBD" "b"));
+    fl_sse_parser_free(parser);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     const char *fixtures[][2] = {
@@ -155,5 +168,6 @@ int main(int argc, char **argv) {
         check_fixture(root, fixtures[i][0], fixtures[i][1]);
     }
     check_accessors();
+    check_invalid_utf8_is_replaced();
     return check_summary("test_sse");
 }
