@@ -6,6 +6,7 @@
 //! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
 //! over the types defined here.
 
+pub mod exec;
 pub mod sse;
 pub mod text;
 
