@@ -84,6 +84,7 @@ for name in "${programs[@]}"; do
     "$stage/bin/$name" "$root"
     record "$name" $?
     valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible \
+        --suppressions=bindings/c/tests/valgrind.supp \
         "$stage/bin/$name" "$root" >/dev/null
     record "valgrind $name" $?
     set -e

@@ -98,6 +98,23 @@ typedef enum {
 } fl_sse_item_kind;
 
 /**
+ * Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
+ * and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+ */
+typedef struct fl_cancel_token fl_cancel_token;
+
+/**
+ * A tool executor (opaque): runs tool calls through C callbacks, safe calls in parallel,
+ * exclusive calls alone, and returns the results in request order. Create it with
+ * `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
+ * `fl_executor_run`, release it with `fl_executor_free`.
+ *
+ * `fl_executor_run` and `fl_executor_free` must not be called concurrently on one executor;
+ * the other functions are thread-safe.
+ */
+typedef struct fl_executor fl_executor;
+
+/**
  * An SSE parser (opaque). Create it with `fl_sse_parser_new`, release it with
  * `fl_sse_parser_free`.
  *
@@ -111,6 +128,91 @@ typedef struct fl_sse_parser fl_sse_parser;
  * releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
  */
 typedef struct fl_tool_call fl_tool_call;
+
+/**
+ * Settings of an executor. Start from `fl_executor_options_default()`.
+ */
+typedef struct {
+    /**
+     * At most this many calls run at once (default 10; 0 is treated as 1).
+     */
+    size_t max_concurrency;
+    /**
+     * The timeout of tools that declare none, in milliseconds (0: none, the default).
+     */
+    uint64_t default_timeout_ms;
+    /**
+     * How long a cancelled or timed-out tool may take to complete its call before its result is
+     * produced anyway, in milliseconds (default 5000).
+     */
+    uint64_t cleanup_grace_ms;
+} fl_executor_options;
+
+/**
+ * Settings of one tool. Start from `fl_tool_options_default()`.
+ */
+typedef struct {
+    /**
+     * Whether calls may run beside other concurrency-safe calls (default false: a call runs
+     * alone and waits for everything queued before it).
+     */
+    bool concurrency_safe;
+    /**
+     * How long a call may run, in milliseconds (0: the executor's default timeout).
+     */
+    uint64_t timeout_ms;
+    /**
+     * Whether a failing call (an error reply) cancels its running siblings and the calls queued
+     * after it (the shell-tool behaviour; default false).
+     */
+    bool cancels_siblings_on_error;
+} fl_tool_options;
+
+/**
+ * What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, and valid only
+ * during the callback: copy what the tool needs later.
+ */
+typedef struct {
+    /**
+     * The tool's name.
+     */
+    const char *tool_name;
+    /**
+     * Length of `tool_name` in bytes.
+     */
+    size_t tool_name_len;
+    /**
+     * The `tool_use` id (echoed in the result).
+     */
+    const char *tool_use_id;
+    /**
+     * Length of `tool_use_id` in bytes.
+     */
+    size_t tool_use_id_len;
+    /**
+     * The input, as JSON.
+     */
+    const char *input_json;
+    /**
+     * Length of `input_json` in bytes.
+     */
+    size_t input_json_len;
+    /**
+     * The call's position in the batch (from 0).
+     */
+    size_t index;
+} fl_tool_invocation;
+
+/**
+ * A tool implemented in C. Called on the thread running `fl_executor_run`, once per call,
+ * with the `userdata` given to `fl_executor_add_tool`. The callback owns `call`: it must
+ * complete it exactly once with `fl_tool_complete` or `fl_tool_complete_json`, either before
+ * returning or later from any thread (for example a worker thread it hands the call to). It
+ * should return promptly: other calls only start or finish while it is not running. A call
+ * that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
+ * cleanup grace, when set).
+ */
+typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
 
 /**
  * A dispatched event, as views into the parser's memory (no copy is made).
@@ -200,6 +302,126 @@ const char *fl_version(void);
  * mentioning the panic. Never unwinds into the caller. Thread-safe.
  */
 fl_status fl_debug_panic(void);
+
+/**
+ * The default executor settings.
+ */
+fl_executor_options fl_executor_options_default(void);
+
+/**
+ * The default tool settings (not concurrency-safe, no timeout of its own, no sibling
+ * cancellation).
+ */
+fl_tool_options fl_tool_options_default(void);
+
+/**
+ * Creates an executor with `options` (NULL: the defaults) and stores it in `*out`. The caller
+ * owns it and releases it with `fl_executor_free`. Thread-safe.
+ *
+ * # Safety
+ * `options` must be NULL or point to an `fl_executor_options`; `out` must be valid for a write.
+ */
+fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out);
+
+/**
+ * Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
+ * still held by tools stay valid: completing them later is harmless.
+ *
+ * # Safety
+ * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
+ * `fl_executor_run` in progress; it must not be used afterwards.
+ */
+void fl_executor_free(fl_executor *executor);
+
+/**
+ * Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
+ * `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
+ * `fl_executor_run` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
+ * `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
+ * `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
+ * usable until the executor is freed.
+ */
+fl_status fl_executor_add_tool(fl_executor *executor,
+                               const char *name,
+                               size_t name_len,
+                               const fl_tool_options *options,
+                               fl_tool_fn callback,
+                               void *userdata);
+
+/**
+ * Runs a batch of tool calls and waits for every result.
+ *
+ * `tool_uses_json` (`len` bytes of UTF-8) is a JSON array of `tool_use` blocks:
+ * `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional).
+ * The calls run on the executor's rules (concurrency-safe calls in parallel, others alone, at
+ * most `max_concurrency` at once); the tool callbacks run on the calling thread, which this
+ * function blocks until every call has its result.
+ *
+ * On return, `*results_json` / `*results_len` view a JSON array with exactly one `tool_result`
+ * per call, in request order:
+ * `[{"type":"tool_result","tool_use_id":"toolu_1","content":...,"is_error":false}, ...]`. An
+ * unknown tool, an invalid input, a timeout or a cancellation yields an `is_error` result. The
+ * view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
+ * `fl_executor_free`.
+ *
+ * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
+ * see `fl_tool_call_cancelled`) and the queued ones never start.
+ *
+ * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
+ * in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`, a run already in
+ * progress on this executor `FL_STATUS_INVALID_STATE`.
+ *
+ * # Safety
+ * `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;
+ * `cancel` must be NULL or a live token; `results_json` and `results_len` must be valid for
+ * writes.
+ */
+fl_status fl_executor_run(fl_executor *executor,
+                          const char *tool_uses_json,
+                          size_t len,
+                          const fl_cancel_token *cancel,
+                          const char **results_json,
+                          size_t *results_len);
+
+/**
+ * Creates a cancellation token and stores it in `*out`. The caller owns it and releases it with
+ * `fl_cancel_token_free`. Thread-safe.
+ *
+ * # Safety
+ * `out` must be valid for a write.
+ */
+fl_status fl_cancel_token_new(fl_cancel_token **out);
+
+/**
+ * Cancels the token: the runs it was passed to cancel their calls. Idempotent; callable from any
+ * thread, including from a tool callback.
+ *
+ * # Safety
+ * `token` must be a live token.
+ */
+fl_status fl_cancel_token_cancel(const fl_cancel_token *token);
+
+/**
+ * Writes into `*cancelled` whether the token was cancelled. Thread-safe.
+ *
+ * # Safety
+ * `token` must be a live token; `cancelled` must be valid for a write.
+ */
+fl_status fl_cancel_token_is_cancelled(const fl_cancel_token *token, bool *cancelled);
+
+/**
+ * Releases a token. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet, and not used by a
+ * run in progress; it must not be used afterwards.
+ */
+void fl_cancel_token_free(fl_cancel_token *token);
 
 /**
  * Creates a parser with no limit on the size of an event, and stores it in `*out`.
@@ -357,8 +579,8 @@ fl_status fl_tool_complete_json(fl_tool_call *call,
                                 bool is_error);
 
 /**
- * Writes into `*cancelled` whether the executor cancelled the call (the run was cancelled, or
- * the call timed out or was abandoned). A tool should poll it during long work, stop early,
+ * Writes into `*cancelled` whether the executor cancelled the call: the run was cancelled, the
+ * call timed out, a sibling's failure cancelled it, or the executor stopped waiting for it. A tool should poll it during long work, stop early,
  * and still complete the call.
  *
  * Callable from any thread until the call is completed.
@@ -366,7 +588,8 @@ fl_status fl_tool_complete_json(fl_tool_call *call,
  * # Safety
  * `call` must be a live handle, not completed yet; `cancelled` must be valid for a write.
  */
-fl_status fl_tool_call_cancelled(const fl_tool_call *call, bool *cancelled);
+fl_status fl_tool_call_cancelled(const fl_tool_call *call,
+                                 bool *cancelled);
 
 #ifdef __cplusplus
 }  // extern "C"

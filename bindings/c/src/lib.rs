@@ -20,6 +20,7 @@
 
 mod boundary;
 mod debug;
+mod exec;
 mod sse;
 mod status;
 mod text;
@@ -27,6 +28,12 @@ mod tool_call;
 
 pub use boundary::fl_last_error_message;
 pub use debug::{fl_debug_panic, fl_version};
+pub use exec::{
+    fl_cancel_token, fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_is_cancelled,
+    fl_cancel_token_new, fl_executor, fl_executor_add_tool, fl_executor_free, fl_executor_new,
+    fl_executor_options, fl_executor_options_default, fl_executor_run, fl_tool_fn,
+    fl_tool_invocation, fl_tool_options, fl_tool_options_default,
+};
 pub use sse::{
     fl_sse_event, fl_sse_item, fl_sse_item_kind, fl_sse_parser, fl_sse_parser_dropped_events,
     fl_sse_parser_feed, fl_sse_parser_finish, fl_sse_parser_free, fl_sse_parser_last_event_id,

@@ -5,6 +5,7 @@ use std::ffi::c_char;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use ferroloop_core::exec::CancellationToken;
 use tokio::sync::oneshot;
 
 use crate::boundary::{self, FfiError};
@@ -20,9 +21,18 @@ pub struct fl_tool_call {
 }
 
 /// What the executor and the C tool share about one call.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CallState {
-    cancelled: AtomicBool,
+    /// The call's token in the executor's cancellation tree (timeout, turn, sibling, run).
+    token: CancellationToken,
+    /// The executor stopped waiting for the reply (the call was detached or dropped).
+    abandoned: AtomicBool,
+}
+
+impl CallState {
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled() || self.abandoned.load(Ordering::Acquire)
+    }
 }
 
 /// The content of a tool's reply.
@@ -50,8 +60,8 @@ impl ToolReply {
     }
 }
 
-/// The executor's side of a call: waits for the reply; dropping it (the call was cancelled or
-/// abandoned) raises the call's cancellation flag.
+/// The executor's side of a call: waits for the reply. Dropping it (the executor gave up on the
+/// call) raises the call's cancellation flag.
 #[derive(Debug)]
 pub(crate) struct PendingCall {
     state: Arc<CallState>,
@@ -59,21 +69,19 @@ pub(crate) struct PendingCall {
 }
 
 impl PendingCall {
-    /// A new call: the executor keeps the `PendingCall`, the C tool receives the handle (which it
-    /// owns until it completes it).
-    pub(crate) fn new() -> (Self, *mut fl_tool_call) {
-        let state = Arc::new(CallState::default());
+    /// A new call cancelled by `token`: the executor keeps the `PendingCall`, the C tool
+    /// receives the handle (which it owns until it completes it).
+    pub(crate) fn new(token: CancellationToken) -> (Self, *mut fl_tool_call) {
+        let state = Arc::new(CallState {
+            token,
+            abandoned: AtomicBool::new(false),
+        });
         let (sender, receiver) = oneshot::channel();
         let handle = Box::new(fl_tool_call {
             state: Arc::clone(&state),
             sender,
         });
         (Self { state, receiver }, Box::into_raw(handle))
-    }
-
-    /// Raises the cancellation flag the tool polls.
-    pub(crate) fn cancel(&self) {
-        self.state.cancelled.store(true, Ordering::Release);
     }
 
     /// The tool's reply. Only a handle dropped without a reply (which C cannot do: completing
@@ -88,9 +96,9 @@ impl PendingCall {
 
 impl Drop for PendingCall {
     fn drop(&mut self) {
-        // Reached when the reply was received (harmless) or when the executor gave up on the call
-        // (cancellation, timeout): either way the tool may stop working.
-        self.cancel();
+        // After a reply this is harmless; otherwise the executor gave up on the call (it was
+        // detached after its cleanup grace, or the executor was freed): the tool may stop.
+        self.state.abandoned.store(true, Ordering::Release);
     }
 }
 
@@ -189,8 +197,8 @@ unsafe fn complete(
     result
 }
 
-/// Writes into `*cancelled` whether the executor cancelled the call (the run was cancelled, or
-/// the call timed out or was abandoned). A tool should poll it during long work, stop early,
+/// Writes into `*cancelled` whether the executor cancelled the call: the run was cancelled, the
+/// call timed out, a sibling's failure cancelled it, or the executor stopped waiting for it. A tool should poll it during long work, stop early,
 /// and still complete the call.
 ///
 /// Callable from any thread until the call is completed.
@@ -207,7 +215,7 @@ pub unsafe extern "C" fn fl_tool_call_cancelled(
         let call = unsafe { text::handle_ref(call, "call") }?;
         let cancelled = Out::new(cancelled, "cancelled")?;
         // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { cancelled.write(call.state.cancelled.load(Ordering::Acquire)) };
+        unsafe { cancelled.write(call.state.is_cancelled()) };
         Ok(())
     })
 }
@@ -226,8 +234,8 @@ mod tests {
 
     fn cancelled(call: *const fl_tool_call) -> bool {
         let mut flag = false;
-        // SAFETY: a live handle and a local.
         assert_eq!(
+            // SAFETY: a live handle and a local.
             unsafe { fl_tool_call_cancelled(call, &mut flag) },
             fl_status::FL_STATUS_OK
         );
@@ -236,7 +244,7 @@ mod tests {
 
     #[test]
     fn completion_from_another_thread() {
-        let (pending, handle) = PendingCall::new();
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
         let handle = handle as usize;
         let worker = std::thread::spawn(move || {
             let text = "done";
@@ -255,8 +263,24 @@ mod tests {
     }
 
     #[test]
+    fn token_cancels() {
+        let token = CancellationToken::new();
+        let (pending, handle) = PendingCall::new(token.clone());
+        assert!(!cancelled(handle));
+        token.cancel();
+        assert!(cancelled(handle));
+        // SAFETY: completed once, with 2 readable bytes.
+        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(
+            block_on(pending.reply()).content,
+            ReplyContent::Text("ok".into())
+        );
+    }
+
+    #[test]
     fn dropping_the_pending_call_cancels_and_late_completion_is_fine() {
-        let (pending, handle) = PendingCall::new();
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
         assert!(!cancelled(handle));
         drop(pending);
         assert!(cancelled(handle));
@@ -267,7 +291,7 @@ mod tests {
 
     #[test]
     fn invalid_content_still_completes_with_an_error() {
-        let (pending, handle) = PendingCall::new();
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
         let bad = [0xffu8];
         // SAFETY: completed once with one readable byte.
         let status = unsafe { fl_tool_complete(handle, bad.as_ptr().cast(), 1, false) };
@@ -275,7 +299,7 @@ mod tests {
         let reply = block_on(pending.reply());
         assert!(reply.is_error);
 
-        let (pending, handle) = PendingCall::new();
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
         let json = "{\"not\": \"blocks\"}";
         // SAFETY: completed once with `json.len()` readable bytes.
         let status =
@@ -283,7 +307,7 @@ mod tests {
         assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT);
         assert!(block_on(pending.reply()).is_error);
 
-        let (pending, handle) = PendingCall::new();
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
         let json = "[{\"type\":\"text\",\"text\":\"hi\"}]";
         // SAFETY: completed once with `json.len()` readable bytes.
         let status =
