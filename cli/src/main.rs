@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 #[cfg(feature = "bench")]
 mod bench;
+mod decode;
 mod input;
 mod output;
 mod sse;
@@ -36,6 +37,8 @@ enum Command {
     /// Measure the streaming core against its peers, side by side, and print a table.
     #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
+    /// Decode a provider's SSE stream and print the accumulated message as JSON.
+    Decode(decode::DecodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         Command::Sse(args) => sse::run(args),
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args),
+        Command::Decode(args) => decode::run(args),
     };
     match result {
         Ok(code) => code,
