@@ -51,7 +51,7 @@ typedef enum {
      */
     FL_STATUS_INVALID_ARGUMENT = 3,
     /**
-     * The input stream broke its protocol, or the provider reported an error in the stream.
+     * The input stream broke its provider's protocol (or an event was not valid JSON).
      */
     FL_STATUS_PROTOCOL_ERROR = 4,
     /**
@@ -77,6 +77,11 @@ typedef enum {
      * The operation was cancelled.
      */
     FL_STATUS_CANCELLED = 9,
+    /**
+     * The provider reported an error inside the stream (for example `overloaded_error` after
+     * HTTP 200); the message names the provider's error type.
+     */
+    FL_STATUS_PROVIDER_ERROR = 10,
 } fl_status;
 
 /**
@@ -102,6 +107,15 @@ typedef enum {
  * and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
  */
 typedef struct fl_cancel_token fl_cancel_token;
+
+/**
+ * A stream decoder for one provider (opaque): feed it the raw bytes of a streamed response and
+ * read the typed events and the accumulated message as JSON. Create it with `fl_decoder_new`,
+ * release it with `fl_decoder_free`.
+ *
+ * Not thread-safe: use a decoder from one thread at a time (it may move between threads).
+ */
+typedef struct fl_decoder fl_decoder;
 
 /**
  * A tool executor (opaque): runs tool calls through C callbacks, safe calls in parallel,
@@ -302,6 +316,107 @@ const char *fl_version(void);
  * mentioning the panic. Never unwinds into the caller. Thread-safe.
  */
 fl_status fl_debug_panic(void);
+
+/**
+ * Creates a decoder for `provider` (UTF-8, `provider_len` bytes): `"anthropic"`,
+ * `"openai-chat"` or `"openai-responses"` (anything else is `FL_STATUS_INVALID_ARGUMENT`), and
+ * stores it in `*out`. The caller owns it and releases it with `fl_decoder_free`. Thread-safe.
+ *
+ * # Safety
+ * `provider` must be valid for reads of `provider_len` bytes; `out` must be valid for a write.
+ */
+fl_status fl_decoder_new(const char *provider, size_t provider_len, fl_decoder **out);
+
+/**
+ * Releases a decoder and every view it handed out. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `decoder` must be NULL or a decoder from `fl_decoder_new`, not freed yet; it must not be used
+ * afterwards.
+ */
+void fl_decoder_free(fl_decoder *decoder);
+
+/**
+ * Turns the recording of typed events on or off (on by default). Off, the decoder only
+ * accumulates the message, with no per-event allocation, and `fl_decoder_next_event` yields
+ * nothing.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently.
+ */
+fl_status fl_decoder_set_record_events(fl_decoder *decoder, bool record);
+
+/**
+ * Feeds `len` raw bytes of the streamed response (split anywhere; copied, so `data` may be
+ * reused at once; NULL when `len` is 0) and decodes every SSE event they complete. The typed
+ * events are queued for `fl_decoder_next_event`.
+ *
+ * Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
+ * `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
+ * or was not valid JSON, with the details in `fl_last_error_message`. The events completed
+ * before the failing one are still queued, and `fl_decoder_message` still shows what arrived.
+ * Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
+ * out by this decoder.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `data` must be valid for reads of
+ * `len` bytes.
+ */
+fl_status fl_decoder_feed(fl_decoder *decoder, const uint8_t *data, size_t len);
+
+/**
+ * Writes the next queued typed event into `*json` / `*json_len` as a JSON object with a `type`
+ * field (for example `{"type":"text_delta","index":0,"text":"Hi"}`) and sets `*has_event`; when
+ * the queue is empty, `*has_event` is false and `*json` is NULL.
+ *
+ * The view is NUL-terminated (the length excludes the NUL), owned by the decoder, and valid
+ * until the next call on this decoder.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `json`, `json_len` and `has_event`
+ * must be valid for writes.
+ */
+fl_status fl_decoder_next_event(fl_decoder *decoder,
+                                const char **json,
+                                size_t *json_len,
+                                bool *has_event);
+
+/**
+ * Writes a snapshot of the message accumulated so far, in the provider's non-streaming
+ * response shape, into `*json` / `*json_len` (`null` before the stream's first event). The view
+ * is NUL-terminated, owned by the decoder, and valid until the next call on this decoder.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
+ * for writes.
+ */
+fl_status fl_decoder_message(fl_decoder *decoder, const char **json, size_t *json_len);
+
+/**
+ * Writes into `*complete` whether the stream reached its end marker (`message_stop`, `[DONE]`,
+ * `response.completed`).
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `complete` must be valid for a write.
+ */
+fl_status fl_decoder_is_complete(const fl_decoder *decoder, bool *complete);
+
+/**
+ * Ends the input and writes the final message into `*json` / `*json_len` (NUL-terminated,
+ * owned by the decoder, valid until the next call on this decoder). Events completed at the end
+ * are queued for `fl_decoder_next_event`.
+ *
+ * Returns `FL_STATUS_OK` with the final message; `FL_STATUS_TRUNCATED` when the stream stopped
+ * before the message completed (the view then holds the partial message);
+ * `FL_STATUS_PROVIDER_ERROR` / `FL_STATUS_PROTOCOL_ERROR` as for `fl_decoder_feed` (the view then
+ * holds the message as it stood). On these statuses the view is written too. Bytes after the
+ * last complete SSE event are discarded. A second call is `FL_STATUS_INVALID_STATE`.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
+ * for writes.
+ */
+fl_status fl_decoder_finish(fl_decoder *decoder, const char **json, size_t *json_len);
 
 /**
  * The default executor settings.

@@ -20,6 +20,7 @@
 
 mod boundary;
 mod debug;
+mod decode;
 mod exec;
 mod sse;
 mod status;
@@ -28,6 +29,10 @@ mod tool_call;
 
 pub use boundary::fl_last_error_message;
 pub use debug::{fl_debug_panic, fl_version};
+pub use decode::{
+    fl_decoder, fl_decoder_feed, fl_decoder_finish, fl_decoder_free, fl_decoder_is_complete,
+    fl_decoder_message, fl_decoder_new, fl_decoder_next_event, fl_decoder_set_record_events,
+};
 pub use exec::{
     fl_cancel_token, fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_is_cancelled,
     fl_cancel_token_new, fl_executor, fl_executor_add_tool, fl_executor_free, fl_executor_new,

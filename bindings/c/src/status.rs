@@ -22,7 +22,7 @@ pub enum fl_status {
     /// An argument was out of range or malformed (for example JSON that does not parse, or an
     /// unknown enum value).
     FL_STATUS_INVALID_ARGUMENT = 3,
-    /// The input stream broke its protocol, or the provider reported an error in the stream.
+    /// The input stream broke its provider's protocol (or an event was not valid JSON).
     FL_STATUS_PROTOCOL_ERROR = 4,
     /// The input ended before the message was complete.
     FL_STATUS_TRUNCATED = 5,
@@ -37,10 +37,13 @@ pub enum fl_status {
     FL_STATUS_INVALID_STATE = 8,
     /// The operation was cancelled.
     FL_STATUS_CANCELLED = 9,
+    /// The provider reported an error inside the stream (for example `overloaded_error` after
+    /// HTTP 200); the message names the provider's error type.
+    FL_STATUS_PROVIDER_ERROR = 10,
 }
 
 /// Every status, in numeric order.
-const ALL_STATUSES: [fl_status; 10] = [
+const ALL_STATUSES: [fl_status; 11] = [
     fl_status::FL_STATUS_OK,
     fl_status::FL_STATUS_NULL_ARGUMENT,
     fl_status::FL_STATUS_INVALID_UTF8,
@@ -51,6 +54,7 @@ const ALL_STATUSES: [fl_status; 10] = [
     fl_status::FL_STATUS_PANIC,
     fl_status::FL_STATUS_INVALID_STATE,
     fl_status::FL_STATUS_CANCELLED,
+    fl_status::FL_STATUS_PROVIDER_ERROR,
 ];
 
 impl fl_status {
@@ -76,6 +80,7 @@ impl fl_status {
             fl_status::FL_STATUS_PANIC => "internal error (a panic was caught at the C boundary)",
             fl_status::FL_STATUS_INVALID_STATE => "the call is not valid in the current state",
             fl_status::FL_STATUS_CANCELLED => "the operation was cancelled",
+            fl_status::FL_STATUS_PROVIDER_ERROR => "the provider reported an error in the stream",
         }
     }
 }

@@ -21,6 +21,7 @@ static void check_status_values(void) {
     CHECK(FL_STATUS_PANIC == 7);
     CHECK(FL_STATUS_INVALID_STATE == 8);
     CHECK(FL_STATUS_CANCELLED == 9);
+    CHECK(FL_STATUS_PROVIDER_ERROR == 10);
 }
 
 static void check_status_messages(void) {
