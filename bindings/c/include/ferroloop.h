@@ -123,8 +123,9 @@ typedef struct fl_decoder fl_decoder;
  * `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
  * `fl_executor_run`, release it with `fl_executor_free`.
  *
- * `fl_executor_run` and `fl_executor_free` must not be called concurrently on one executor;
- * the other functions are thread-safe.
+ * One run at a time per executor (a concurrent `fl_executor_run` returns
+ * `FL_STATUS_INVALID_STATE`); `fl_executor_free` must not overlap a run; the other functions are
+ * thread-safe.
  */
 typedef struct fl_executor fl_executor;
 
@@ -419,13 +420,13 @@ fl_status fl_decoder_is_complete(const fl_decoder *decoder, bool *complete);
 fl_status fl_decoder_finish(fl_decoder *decoder, const char **json, size_t *json_len);
 
 /**
- * The default executor settings.
+ * The default executor settings. Thread-safe.
  */
 fl_executor_options fl_executor_options_default(void);
 
 /**
  * The default tool settings (not concurrency-safe, no timeout of its own, no sibling
- * cancellation).
+ * cancellation). Thread-safe.
  */
 fl_tool_options fl_tool_options_default(void);
 
@@ -488,8 +489,11 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * see `fl_tool_call_cancelled`) and the queued ones never start.
  *
  * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
- * in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`, a run already in
- * progress on this executor `FL_STATUS_INVALID_STATE`.
+ * in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+ * `FL_STATUS_INVALID_ARGUMENT`.
+ *
+ * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
+ * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
  *
  * # Safety
  * `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;

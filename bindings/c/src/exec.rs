@@ -25,8 +25,9 @@ use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
 /// `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
 /// `fl_executor_run`, release it with `fl_executor_free`.
 ///
-/// `fl_executor_run` and `fl_executor_free` must not be called concurrently on one executor;
-/// the other functions are thread-safe.
+/// One run at a time per executor (a concurrent `fl_executor_run` returns
+/// `FL_STATUS_INVALID_STATE`); `fl_executor_free` must not overlap a run; the other functions are
+/// thread-safe.
 pub struct fl_executor {
     runtime: tokio::runtime::Runtime,
     config: ExecutorConfig,
@@ -107,7 +108,7 @@ pub struct fl_cancel_token {
     token: CancellationToken,
 }
 
-/// The default executor settings.
+/// The default executor settings. Thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn fl_executor_options_default() -> fl_executor_options {
     let config = ExecutorConfig::default();
@@ -119,7 +120,7 @@ pub extern "C" fn fl_executor_options_default() -> fl_executor_options {
 }
 
 /// The default tool settings (not concurrency-safe, no timeout of its own, no sibling
-/// cancellation).
+/// cancellation). Thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn fl_tool_options_default() -> fl_tool_options {
     fl_tool_options {
@@ -332,8 +333,11 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// see `fl_tool_call_cancelled`) and the queued ones never start.
 ///
 /// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
-/// in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`, a run already in
-/// progress on this executor `FL_STATUS_INVALID_STATE`.
+/// in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+/// `FL_STATUS_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
+/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
 ///
 /// # Safety
 /// `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;

@@ -183,6 +183,18 @@ static void slow_tool(void *userdata, const fl_tool_invocation *invocation, fl_t
     start_worker(slow_worker, new_work(invocation, call));
 }
 
+/* "nested": tries to run the executor from inside a tool callback, which must be refused. */
+static void nested_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)invocation;
+    fl_executor *executor = *(fl_executor **)userdata;
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_STATUS(fl_executor_run(executor, "[]", 2, NULL, &results, &len), FL_STATUS_INVALID_STATE);
+    CHECK_OK(fl_tool_complete(call, "refused", 7, false));
+}
+
+static fl_executor *the_executor = NULL;
+
 /* ---- helpers ---- */
 
 static fl_executor *new_executor(void) {
@@ -199,6 +211,7 @@ static fl_executor *new_executor(void) {
     CHECK_OK(fl_executor_add_tool(executor, "blocks", 6, &safe, blocks_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "slow", 4, &safe, slow_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "timed", 5, &timed, slow_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "nested", 6, NULL, nested_tool, &the_executor));
     CHECK_STATUS(fl_executor_add_tool(executor, "echo", 4, NULL, echo_tool, NULL),
                  FL_STATUS_INVALID_ARGUMENT);
     return executor;
@@ -303,6 +316,14 @@ static void check_timeout(fl_executor *executor) {
     CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
 }
 
+static void check_nested_run_is_refused(fl_executor *executor) {
+    const char *calls = "[{\"id\":\"n\",\"name\":\"nested\",\"input\":{}}]";
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "\"content\":\"refused\",\"is_error\":false") != NULL);
+}
+
 static void check_arguments(fl_executor *executor) {
     const char *results = NULL;
     size_t len = 0;
@@ -356,10 +377,12 @@ static void check_invalid_reply(void) {
 
 int main(void) {
     fl_executor *executor = new_executor();
+    the_executor = executor;
     check_parallel_run_in_request_order(executor);
     check_cancellation(executor);
     check_timeout(executor);
     check_parallel_run_in_request_order(executor); /* the executor is reusable after a cancel */
+    check_nested_run_is_refused(executor);
     check_arguments(executor);
     fl_executor_free(executor);
     check_invalid_reply();
