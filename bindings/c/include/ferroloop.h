@@ -283,6 +283,33 @@ typedef struct {
     uint64_t retry_ms;
 } fl_sse_item;
 
+/**
+ * The estimate of a request, per part. `total` is the sum of the other four.
+ */
+typedef struct {
+    /**
+     * The system prompt (top-level `system`, or `system` / `developer` messages in OpenAI
+     * shape).
+     */
+    uint64_t system;
+    /**
+     * Tool definitions, including the tool-use preamble.
+     */
+    uint64_t tools;
+    /**
+     * All messages, including per-message overheads.
+     */
+    uint64_t messages;
+    /**
+     * Per-request overhead.
+     */
+    uint64_t overhead;
+    /**
+     * The whole request.
+     */
+    uint64_t total;
+} fl_request_estimate;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -661,6 +688,44 @@ fl_status fl_sse_parser_dropped_events(const fl_sse_parser *parser, uint64_t *co
  * `buf` must be valid for writes of `len` bytes; `written` must be valid for a write.
  */
 fl_status fl_status_message(int32_t status, char *buf, size_t len, size_t *written);
+
+/**
+ * Estimates the number of tokens of `text` (`text_len` bytes of UTF-8) for the tokenizer family
+ * named `tokenizer` (`tokenizer_len` bytes): `"claude"` (current Claude models; the default,
+ * also chosen by NULL / length 0), `"claude-legacy"`, `"o200k"` or `"cl100k"`; and writes it
+ * into `*tokens`. Empty text is 0 tokens. One pass over the bytes, no allocation.
+ *
+ * Returns `FL_STATUS_INVALID_UTF8` for text that is not UTF-8 and `FL_STATUS_INVALID_ARGUMENT`
+ * for an unknown family. Thread-safe.
+ *
+ * # Safety
+ * `text` must be valid for reads of `text_len` bytes, `tokenizer` for `tokenizer_len` bytes;
+ * `tokens` must be valid for a write.
+ */
+fl_status fl_tokens_estimate_text(const char *text,
+                                  size_t text_len,
+                                  const char *tokenizer,
+                                  size_t tokenizer_len,
+                                  uint64_t *tokens);
+
+/**
+ * Estimates a whole request body (`request_json`, `request_len` bytes of UTF-8 JSON: an
+ * Anthropic Messages or OpenAI request object with `system`, `tools`, `messages`; other fields
+ * cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
+ * and writes the estimate per part into `*estimate`.
+ *
+ * Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,
+ * is not an object, or the family is unknown. Thread-safe.
+ *
+ * # Safety
+ * `request_json` must be valid for reads of `request_len` bytes, `tokenizer` for
+ * `tokenizer_len` bytes; `estimate` must be valid for a write.
+ */
+fl_status fl_tokens_estimate_request(const char *request_json,
+                                     size_t request_len,
+                                     const char *tokenizer,
+                                     size_t tokenizer_len,
+                                     fl_request_estimate *estimate);
 
 /**
  * Completes a tool call with `content` (UTF-8 text, `content_len` bytes) and releases `call`.

@@ -25,6 +25,7 @@ mod exec;
 mod sse;
 mod status;
 mod text;
+mod tokens;
 mod tool_call;
 
 pub use boundary::fl_last_error_message;
@@ -46,6 +47,7 @@ pub use sse::{
     fl_sse_parser_retry,
 };
 pub use status::{fl_status, fl_status_message};
+pub use tokens::{fl_request_estimate, fl_tokens_estimate_request, fl_tokens_estimate_text};
 pub use tool_call::{
     fl_tool_call, fl_tool_call_cancelled, fl_tool_complete, fl_tool_complete_json,
 };
