@@ -184,8 +184,8 @@ typedef struct {
 } fl_tool_options;
 
 /**
- * What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, and valid only
- * during the callback: copy what the tool needs later.
+ * What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, never NULL,
+ * and valid only during the callback: copy what the tool needs later.
  */
 typedef struct {
     /**

@@ -66,8 +66,8 @@ pub struct fl_tool_options {
     pub cancels_siblings_on_error: bool,
 }
 
-/// What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, and valid only
-/// during the callback: copy what the tool needs later.
+/// What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, never NULL,
+/// and valid only during the callback: copy what the tool needs later.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct fl_tool_invocation {
@@ -174,13 +174,16 @@ impl Tool for CTool {
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
         let (pending, handle) = PendingCall::new(ctx.cancellation_token().clone());
         let input_json = input.to_string();
+        let (tool_name, tool_name_len) = text::view(&self.name);
+        let (tool_use_id, tool_use_id_len) = text::view(ctx.tool_use_id());
+        let (input_json_ptr, input_json_len) = text::view(&input_json);
         let invocation = fl_tool_invocation {
-            tool_name: self.name.as_ptr().cast(),
-            tool_name_len: self.name.len(),
-            tool_use_id: ctx.tool_use_id().as_ptr().cast(),
-            tool_use_id_len: ctx.tool_use_id().len(),
-            input_json: input_json.as_ptr().cast(),
-            input_json_len: input_json.len(),
+            tool_name,
+            tool_name_len,
+            tool_use_id,
+            tool_use_id_len,
+            input_json: input_json_ptr,
+            input_json_len,
             index: ctx.index(),
         };
         // SAFETY: the callback is the host's, registered with its userdata; the invocation's

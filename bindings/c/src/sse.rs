@@ -6,7 +6,7 @@ use ferroloop_core::sse::{SseConfig, SseItem, SseParser};
 
 use crate::boundary::{self, FfiError};
 use crate::status::fl_status;
-use crate::text::{self, Out};
+use crate::text::{self, Out, view};
 
 /// An SSE parser (opaque). Create it with `fl_sse_parser_new`, release it with
 /// `fl_sse_parser_free`.
@@ -62,18 +62,6 @@ pub struct fl_sse_item {
     pub event: fl_sse_event,
     /// The reconnection time in milliseconds when `kind` is `FL_SSE_ITEM_RETRY` (0 otherwise).
     pub retry_ms: u64,
-}
-
-/// The target of empty views: C code may pass any view's pointer to `memcpy` and friends.
-static EMPTY: [u8; 1] = [0];
-
-/// A view of `text` for C: never NULL.
-fn view(text: &str) -> (*const c_char, usize) {
-    if text.is_empty() {
-        (EMPTY.as_ptr().cast(), 0)
-    } else {
-        (text.as_ptr().cast(), text.len())
-    }
 }
 
 impl fl_sse_event {
@@ -341,6 +329,9 @@ pub unsafe extern "C" fn fl_sse_parser_dropped_events(
 mod tests {
     use std::ptr;
 
+    use ferroloop_core::Utf8Bytes;
+    use ferroloop_core::sse::{SseEvent, SseOwnedItem, parse_all};
+
     use super::*;
 
     /// The text of a view.
@@ -410,6 +401,63 @@ mod tests {
     fn empty_fields_are_non_null_views() {
         let items = parse(&[b"data\n\n"]);
         assert_eq!(items, vec!["message||", "discarded false"]);
+    }
+
+    /// The items of `chunks` through the C API, as owned core items.
+    fn items_through_c(chunks: &[Vec<u8>]) -> Vec<SseOwnedItem> {
+        let mut parser = ptr::null_mut();
+        let mut items = Vec::new();
+        // SAFETY: every pointer is a live local or the parser created here; views are read
+        // before the next call on the parser.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            for chunk in chunks {
+                fl_sse_parser_feed(parser, chunk.as_ptr(), chunk.len());
+                let mut item = std::mem::zeroed::<fl_sse_item>();
+                loop {
+                    assert_eq!(
+                        fl_sse_parser_next(parser, &mut item),
+                        fl_status::FL_STATUS_OK
+                    );
+                    match item.kind {
+                        fl_sse_item_kind::FL_SSE_ITEM_NONE => break,
+                        fl_sse_item_kind::FL_SSE_ITEM_RETRY => {
+                            items.push(SseOwnedItem::Retry(item.retry_ms));
+                        }
+                        fl_sse_item_kind::FL_SSE_ITEM_EVENT => {
+                            let e = item.event;
+                            items.push(SseOwnedItem::Event(SseEvent {
+                                event_type: Utf8Bytes::from(text(e.event_type, e.event_type_len)),
+                                data: Utf8Bytes::from(text(e.data, e.data_len)),
+                                id: Utf8Bytes::from(text(e.id, e.id_len)),
+                            }));
+                        }
+                    }
+                }
+            }
+            fl_sse_parser_finish(parser, ptr::null_mut());
+            fl_sse_parser_free(parser);
+        }
+        items
+    }
+
+    proptest::proptest! {
+        /// Any input split anywhere gives, through the C views, exactly the core's items.
+        #[test]
+        fn c_views_match_the_core(
+            input in proptest::collection::vec(
+                proptest::sample::select(b"data: ventid:ry\r\n\xff\xc3\xa9:1 ".to_vec()),
+                0..200,
+            ),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= input.len()).collect();
+            cuts.push(0);
+            cuts.push(input.len());
+            cuts.sort_unstable();
+            let chunks: Vec<Vec<u8>> = cuts.windows(2).map(|w| input[w[0]..w[1]].to_vec()).collect();
+            proptest::prop_assert_eq!(items_through_c(&chunks), parse_all(input.clone()));
+        }
     }
 
     #[test]

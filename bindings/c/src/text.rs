@@ -57,6 +57,19 @@ pub(crate) unsafe fn handle_mut<'a, T>(ptr: *mut T, name: &str) -> FfiResult<&'a
     unsafe { ptr.as_mut() }.ok_or_else(|| FfiError::null(name))
 }
 
+/// The target of empty views: C code may pass any view's pointer to `memcpy` and friends.
+static EMPTY: [u8; 1] = [0];
+
+/// A view of `text` for C: a pointer that is never NULL (nor dangling, for empty text) and a
+/// length.
+pub(crate) fn view(text: &str) -> (*const c_char, usize) {
+    if text.is_empty() {
+        (EMPTY.as_ptr().cast(), 0)
+    } else {
+        (text.as_ptr().cast(), text.len())
+    }
+}
+
 /// A checked out-parameter: a non-NULL pointer the result is written through.
 pub(crate) struct Out<T>(*mut T);
 
