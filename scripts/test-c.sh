@@ -52,6 +52,19 @@ record() { # name, status
     fi
 }
 
+# The header alone, as strict C99 and (when a C++ compiler exists) as C++.
+probe="$stage/bin/header_probe"
+printf '#include "ferroloop.h"\nint main(void) { return fl_version() == 0; }\n' >"$probe.c"
+status=0
+cc -std=c99 -pedantic -Wall -Wextra -Werror -I"$stage/include" -c "$probe.c" -o "$probe.o" || status=$?
+record "header as C99" "$status"
+if command -v c++ >/dev/null 2>&1; then
+    cp "$probe.c" "$probe.cpp"
+    status=0
+    c++ -std=c++11 -Wall -Wextra -Werror -I"$stage/include" -c "$probe.cpp" -o "$probe.o" || status=$?
+    record "header as C++11" "$status"
+fi
+
 programs=()
 for source in bindings/c/tests/*.c; do
     name="$(basename "$source" .c)"
