@@ -19,5 +19,8 @@ cargo test --workspace --locked
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "c: libferroloop (C programs, valgrind)"
+bash scripts/test-c.sh
+
 section "done"
 echo "all suites passed"
