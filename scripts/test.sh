@@ -19,6 +19,9 @@ cargo test --workspace --locked
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "c: libferroloop (C programs, valgrind)"
+bash scripts/test-c.sh
+
 section "node: addon (napi-rs), node --test, tsc"
 bash scripts/test-node.sh
 
