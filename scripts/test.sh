@@ -19,5 +19,8 @@ cargo test --workspace --locked
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "python: pytest + mypy"
+bash scripts/test-python.sh
+
 section "done"
 echo "all suites passed"
