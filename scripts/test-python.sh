@@ -32,7 +32,7 @@ fi
 
 echo "python: pytest"
 set +e
-python -m pytest python/tests -q -p no:cacheprovider
+timeout 900 python -m pytest python/tests -q -p no:cacheprovider
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

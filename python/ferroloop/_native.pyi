@@ -1,6 +1,6 @@
 """Type stubs of the Rust extension module ``ferroloop._native``."""
 
-from typing import Optional, Union, final
+from typing import Any, Awaitable, Callable, Optional, Union, final
 
 __version__: str
 
@@ -47,3 +47,7 @@ class SseParser:
 
 def _debug_panic(message: str = ...) -> None: ...
 def _debug_panic_detached(message: str = ...) -> None: ...
+def _debug_panic_async() -> Awaitable[None]: ...
+def _debug_gather(
+    functions: list[Callable[[Any], Any]], inputs: list[Any], *, blocking: bool = False
+) -> Awaitable[list[Any]]: ...

@@ -5,25 +5,13 @@
 //! point runs inside [`errors::shield`], so a Rust panic surfaces as `ferroloop.InternalError`.
 //! Logic that is not translation belongs in the core crate.
 
+mod bridge;
+mod debug;
 mod errors;
+mod runtime;
 mod sse;
 
 use pyo3::prelude::*;
-
-/// Panics inside an entry point, on purpose: proves that a Rust panic reaches Python as
-/// `ferroloop.InternalError` (a test hook; not part of the public API).
-#[pyfunction]
-#[pyo3(signature = (message = "deliberate panic"))]
-fn _debug_panic(py: Python<'_>, message: &str) -> PyResult<()> {
-    errors::shield(py, || panic!("{message}"))
-}
-
-/// The same, with the panic raised while the interpreter is released (inside `py.detach`).
-#[pyfunction]
-#[pyo3(signature = (message = "deliberate panic"))]
-fn _debug_panic_detached(py: Python<'_>, message: &str) -> PyResult<()> {
-    errors::shield(py, || py.detach(|| panic!("{message}")))
-}
 
 /// The extension module. `gil_used = true`: the module has not been audited and tested on a
 /// free-threaded interpreter, so it asks such an interpreter to keep the GIL enabled (and the
@@ -31,8 +19,7 @@ fn _debug_panic_detached(py: Python<'_>, message: &str) -> PyResult<()> {
 #[pymodule(name = "_native", gil_used = true)]
 fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    module.add_function(wrap_pyfunction!(_debug_panic, module)?)?;
-    module.add_function(wrap_pyfunction!(_debug_panic_detached, module)?)?;
+    debug::register(module)?;
     sse::register(module)?;
     Ok(())
 }

@@ -1,0 +1,414 @@
+//! The bridge between Rust futures (on the tokio runtime) and an asyncio event loop.
+//!
+//! Rust never runs Python code on its own threads for async tools: it queues *jobs* for the loop
+//! thread (start a tool's coroutine as a task, cancel a task, resolve an awaited future), and
+//! wakes the loop at most once per batch with `loop.call_soon_threadsafe(pump)`. Completed tasks
+//! report back through a oneshot channel from their done-callback, which runs on the loop thread
+//! and converts the result there. So a batch of 10,000 calls costs one wake-up, and the runtime's
+//! threads take the interpreter only to schedule that wake-up.
+//!
+//! Cancellation flows both ways: cancelling the asyncio future of [`into_awaitable`] aborts the
+//! Rust future, and dropping a [`PyCall`] (aborted, timed out, or discarded) cancels its Python
+//! task, which sees `asyncio.CancelledError`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use futures_util::FutureExt;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::errors::{internal_error, panic_message};
+use crate::runtime::runtime;
+
+/// Work for the event loop's thread, run with the interpreter attached.
+type Job = Box<dyn FnOnce(Python<'_>, &LoopBridge) + Send>;
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (plain queues and maps).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One asyncio event loop, as seen from Rust.
+pub(crate) struct LoopBridge {
+    event_loop: Py<PyAny>,
+    jobs: Mutex<Vec<Job>>,
+    /// A pump call is queued on the loop and has not started draining yet.
+    scheduled: AtomicBool,
+    /// Running Python tasks by call id, so a dropped [`PyCall`] can cancel its task.
+    tasks: Mutex<HashMap<u64, Py<PyAny>>>,
+    next_call: AtomicU64,
+}
+
+impl LoopBridge {
+    /// A bridge to the event loop running in the calling thread (a `RuntimeError` if none runs).
+    pub(crate) fn for_running_loop(py: Python<'_>) -> PyResult<Arc<Self>> {
+        let event_loop = py
+            .import(pyo3::intern!(py, "asyncio"))?
+            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+        Ok(Arc::new(Self {
+            event_loop: event_loop.unbind(),
+            jobs: Mutex::new(Vec::new()),
+            scheduled: AtomicBool::new(false),
+            tasks: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(0),
+        }))
+    }
+
+    /// The event loop.
+    pub(crate) fn event_loop<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.event_loop.bind(py)
+    }
+
+    /// Queues `job` for the loop thread, waking the loop if no pump is pending. Callable from
+    /// any thread, attached or not.
+    fn submit(self: &Arc<Self>, job: Job) {
+        lock(&self.jobs).push(job);
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            Python::attach(|py| self.schedule_pump(py));
+        }
+    }
+
+    fn schedule_pump(self: &Arc<Self>, py: Python<'_>) {
+        // The pump holds the bridge strongly: queued jobs must outlive every other owner (the
+        // Rust future that queued the final result may be gone before the pump runs).
+        let pump = Pump {
+            bridge: Arc::clone(self),
+        };
+        let scheduled = self
+            .event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (pump,));
+        if scheduled.is_err() {
+            // The loop is closed: nothing will run the jobs. Dropping them drops their reply
+            // channels, which their receivers see as cancellation.
+            let orphaned = std::mem::take(&mut *lock(&self.jobs));
+            self.scheduled.store(false, Ordering::Release);
+            drop(orphaned);
+        }
+    }
+
+    /// Runs every queued job (on the loop thread).
+    fn drain(&self, py: Python<'_>) {
+        // Cleared before taking the jobs: a job queued after the take schedules a new pump.
+        self.scheduled.store(false, Ordering::Release);
+        let jobs = std::mem::take(&mut *lock(&self.jobs));
+        for job in jobs {
+            job(py, self);
+        }
+    }
+}
+
+/// The callable the loop runs to drain a bridge's jobs (one per wake-up).
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct Pump {
+    bridge: Arc<LoopBridge>,
+}
+
+#[pymethods]
+impl Pump {
+    fn __call__(&self, py: Python<'_>) {
+        self.bridge.drain(py);
+    }
+}
+
+/// How a Python call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CallOutcome {
+    /// It returned this value (a `str` becomes a JSON string; dicts and lists convert as JSON).
+    Returned(Value),
+    /// It raised: `"TypeName: message"`.
+    Raised(String),
+    /// Its task was cancelled (or the loop went away).
+    Cancelled,
+}
+
+/// A Python `async def` function called with JSON arguments and run as a task on the bridge's
+/// loop. Await it for the [`CallOutcome`]; drop it to cancel the task.
+pub(crate) struct PyCall {
+    bridge: Arc<LoopBridge>,
+    id: u64,
+    reply: oneshot::Receiver<CallOutcome>,
+    finished: bool,
+}
+
+impl PyCall {
+    /// Queues `function(*args)` to start as a task on the loop. `args` are converted on the loop
+    /// thread; `extra` (e.g. a context object) is appended as a last argument.
+    pub(crate) fn start(
+        bridge: &Arc<LoopBridge>,
+        function: Arc<Py<PyAny>>,
+        args: Vec<Value>,
+        extra: Option<Py<PyAny>>,
+    ) -> Self {
+        let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, reply) = oneshot::channel();
+        bridge.submit(Box::new(move |py, bridge| {
+            start_task(py, bridge, id, &function, &args, extra, tx);
+        }));
+        Self {
+            bridge: Arc::clone(bridge),
+            id,
+            reply,
+            finished: false,
+        }
+    }
+}
+
+/// Starts `function(*args)` as a task whose done-callback sends its outcome on `tx`.
+fn start_task(
+    py: Python<'_>,
+    bridge: &LoopBridge,
+    id: u64,
+    function: &Py<PyAny>,
+    args: &[Value],
+    extra: Option<Py<PyAny>>,
+    tx: oneshot::Sender<CallOutcome>,
+) {
+    let started = (|| -> PyResult<Bound<'_, PyAny>> {
+        let mut call_args = Vec::with_capacity(args.len() + 1);
+        for arg in args {
+            call_args.push(pythonize::pythonize(py, arg)?);
+        }
+        if let Some(extra) = extra {
+            call_args.push(extra.into_bound(py));
+        }
+        let args = pyo3::types::PyTuple::new(py, call_args)?;
+        let awaitable = function.bind(py).call1(args)?;
+        py.import(pyo3::intern!(py, "asyncio"))?
+            .call_method1(pyo3::intern!(py, "ensure_future"), (awaitable,))
+    })();
+    match started {
+        Ok(task) => {
+            let callback = TaskDone {
+                tx: Mutex::new(Some(tx)),
+            };
+            match task.call_method1(pyo3::intern!(py, "add_done_callback"), (callback,)) {
+                Ok(_) => {
+                    lock(&bridge.tasks).insert(id, task.unbind());
+                }
+                Err(_) => {
+                    // The callback owned the sender and was dropped with it, which the receiver
+                    // sees as cancellation. Stop the task too.
+                    let _ = task.call_method0(pyo3::intern!(py, "cancel"));
+                }
+            }
+        }
+        Err(err) => {
+            let _ = tx.send(CallOutcome::Raised(describe_error(py, &err)));
+        }
+    }
+}
+
+impl Future for PyCall {
+    type Output = CallOutcome;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
+        match Pin::new(&mut self.reply).poll(cx) {
+            Poll::Ready(outcome) => {
+                self.finished = true;
+                Poll::Ready(outcome.unwrap_or(CallOutcome::Cancelled))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for PyCall {
+    fn drop(&mut self) {
+        if !self.finished {
+            let id = self.id;
+            self.bridge.submit(Box::new(move |py, bridge| {
+                let task = lock(&bridge.tasks).remove(&id);
+                if let Some(task) = task {
+                    let _ = task.bind(py).call_method0(pyo3::intern!(py, "cancel"));
+                }
+            }));
+        }
+    }
+}
+
+/// Calls a plain (synchronous) Python function on the runtime's blocking pool, never on the event
+/// loop. It cannot be interrupted; dropping the future abandons its result.
+pub(crate) async fn call_blocking(
+    function: Arc<Py<PyAny>>,
+    args: Vec<Value>,
+    extra: Option<Py<PyAny>>,
+) -> CallOutcome {
+    let worker = tokio::task::spawn_blocking(move || {
+        Python::attach(|py| {
+            let called = (|| -> PyResult<Bound<'_, PyAny>> {
+                let mut call_args = Vec::with_capacity(args.len() + 1);
+                for arg in &args {
+                    call_args.push(pythonize::pythonize(py, arg)?);
+                }
+                if let Some(extra) = extra {
+                    call_args.push(extra.into_bound(py));
+                }
+                function
+                    .bind(py)
+                    .call1(pyo3::types::PyTuple::new(py, call_args)?)
+            })();
+            match called {
+                Ok(value) => match py_to_value(&value) {
+                    Ok(value) => CallOutcome::Returned(value),
+                    Err(message) => CallOutcome::Raised(message),
+                },
+                Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+            }
+        })
+    });
+    match worker.await {
+        Ok(outcome) => outcome,
+        Err(err) if err.is_panic() => CallOutcome::Raised(format!(
+            "internal error in ferroloop: {}",
+            panic_message(err.into_panic().as_ref())
+        )),
+        Err(_) => CallOutcome::Cancelled,
+    }
+}
+
+/// A task's done-callback: converts its outcome on the loop thread and sends it to Rust.
+#[pyclass(frozen, module = "ferroloop._native")]
+struct TaskDone {
+    tx: Mutex<Option<oneshot::Sender<CallOutcome>>>,
+}
+
+#[pymethods]
+impl TaskDone {
+    fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
+        let Some(tx) = lock(&self.tx).take() else {
+            return;
+        };
+        let _ = tx.send(task_outcome(py, task));
+    }
+}
+
+/// The outcome of a finished task.
+fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
+    let cancelled = task
+        .call_method0(pyo3::intern!(py, "cancelled"))
+        .and_then(|c| c.is_truthy())
+        .unwrap_or(false);
+    if cancelled {
+        return CallOutcome::Cancelled;
+    }
+    match task.call_method0(pyo3::intern!(py, "result")) {
+        Ok(value) => match py_to_value(&value) {
+            Ok(value) => CallOutcome::Returned(value),
+            Err(message) => CallOutcome::Raised(message),
+        },
+        Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+    }
+}
+
+/// A Python return value as JSON: `str` directly, anything else through `pythonize`.
+pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
+    if let Ok(text) = value.cast::<PyString>() {
+        return text
+            .to_cow()
+            .map(|s| Value::String(s.into_owned()))
+            .map_err(|err| format!("the result is not valid text: {err}"));
+    }
+    pythonize::depythonize::<Value>(value).map_err(|err| {
+        format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
+    })
+}
+
+/// `"TypeName: message"` for a Python exception.
+pub(crate) fn describe_error(py: Python<'_>, err: &PyErr) -> String {
+    let name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".to_owned());
+    let message = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if message.is_empty() {
+        name
+    } else {
+        format!("{name}: {message}")
+    }
+}
+
+/// Spawns `future` on the runtime and returns an asyncio future (of the bridge's loop) that
+/// receives its output, converted by `convert` on the loop thread. Cancelling the asyncio
+/// future aborts the Rust future (dropping it, and with it any [`PyCall`] it awaits). A panic
+/// inside `future` sets `ferroloop.InternalError`.
+pub(crate) fn into_awaitable<'py, T, F, C>(
+    py: Python<'py>,
+    bridge: &Arc<LoopBridge>,
+    future: F,
+    convert: C,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Send + 'static,
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    let py_future = bridge
+        .event_loop(py)
+        .call_method0(pyo3::intern!(py, "create_future"))?;
+    let target = py_future.clone().unbind();
+    let resolver = Arc::clone(bridge);
+    let handle = runtime()?.spawn(async move {
+        let output = AssertUnwindSafe(future).catch_unwind().await;
+        resolver.submit(Box::new(move |py, _| {
+            let target = target.bind(py);
+            let done = target
+                .call_method0(pyo3::intern!(py, "done"))
+                .and_then(|d| d.is_truthy())
+                .unwrap_or(true);
+            if done {
+                return; // cancelled meanwhile
+            }
+            let result = match output {
+                Ok(Ok(value)) => convert(py, value),
+                Ok(Err(err)) => Err(err),
+                Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),
+            };
+            let _ = match result {
+                Ok(value) => target.call_method1(pyo3::intern!(py, "set_result"), (value,)),
+                Err(err) => {
+                    target.call_method1(pyo3::intern!(py, "set_exception"), (err.value(py),))
+                }
+            };
+        }));
+    });
+    let abort = AbortOnCancel {
+        handle: handle.abort_handle(),
+    };
+    py_future.call_method1(pyo3::intern!(py, "add_done_callback"), (abort,))?;
+    Ok(py_future)
+}
+
+/// The asyncio future's done-callback: aborts the Rust future when the awaiter was cancelled.
+#[pyclass(frozen, module = "ferroloop._native")]
+struct AbortOnCancel {
+    handle: tokio::task::AbortHandle,
+}
+
+#[pymethods]
+impl AbortOnCancel {
+    fn __call__(&self, py: Python<'_>, future: &Bound<'_, PyAny>) {
+        let cancelled = future
+            .call_method0(pyo3::intern!(py, "cancelled"))
+            .and_then(|c| c.is_truthy())
+            .unwrap_or(false);
+        if cancelled {
+            self.handle.abort();
+        }
+    }
+}
