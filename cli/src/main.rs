@@ -5,10 +5,20 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "bench")]
+mod bench;
+mod decode;
 mod input;
 mod output;
 mod sse;
 
+// With `bench`, allocations are counted (one relaxed atomic add each) for its allocs/event column.
+#[cfg(feature = "bench")]
+#[global_allocator]
+static GLOBAL: ferroloop_bench::alloc::CountingAlloc<mimalloc::MiMalloc> =
+    ferroloop_bench::alloc::CountingAlloc(mimalloc::MiMalloc);
+
+#[cfg(not(feature = "bench"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -24,6 +34,11 @@ struct Cli {
 enum Command {
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
+    /// Measure the streaming core against its peers, side by side, and print a table.
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
+    /// Decode a provider's SSE stream and print the accumulated message as JSON.
+    Decode(decode::DecodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +46,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sse(args) => sse::run(args),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::run(args),
+        Command::Decode(args) => decode::run(args),
     };
     match result {
         Ok(code) => code,

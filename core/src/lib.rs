@@ -6,6 +6,9 @@
 //! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
 //! over the types defined here.
 
+pub mod decode;
+pub mod exec;
+pub mod message;
 pub mod sse;
 pub mod text;
 
