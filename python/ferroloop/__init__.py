@@ -1,6 +1,8 @@
 """ferroloop: the hot path of an LLM agent loop, written once in Rust.
 
 - ``SseParser``: a zero-copy WHATWG Server-Sent-Events parser (feed bytes, get events).
+- ``StreamDecoder``: provider stream decoding (Anthropic, OpenAI Chat, OpenAI Responses) and
+  accumulation into the provider's final message shape.
 - The exception hierarchy rooted at ``FerroloopError``; a Rust panic surfaces as
   ``InternalError``, never a crash.
 """
@@ -19,12 +21,13 @@ from ._errors import (
     StreamTruncatedError,
     ToolError,
 )
-from ._native import SseEvent, SseParser, __version__
+from ._native import SseEvent, SseParser, StreamDecoder, __version__
 
 __all__ = [
     "__version__",
     "SseEvent",
     "SseParser",
+    "StreamDecoder",
     "FerroloopError",
     "APIError",
     "AuthenticationError",

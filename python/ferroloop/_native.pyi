@@ -1,6 +1,6 @@
 """Type stubs of the Rust extension module ``ferroloop._native``."""
 
-from typing import Any, Awaitable, Callable, Optional, Union, final
+from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
 
 __version__: str
 
@@ -44,6 +44,33 @@ class SseParser:
     @property
     def bytes_fed(self) -> int:
         """Total bytes fed so far."""
+
+@final
+class StreamDecoder:
+    """Decodes a provider's raw SSE stream into typed events and accumulates the message.
+
+    With ``events=False``, ``feed`` returns only the tool-call events (``tool_use_ready``,
+    ``tool_use_invalid``, ``tool_use_truncated``).
+    """
+
+    def __init__(
+        self,
+        provider: Literal["anthropic", "openai-chat", "openai-responses"] = "anthropic",
+        *,
+        events: bool = True,
+    ) -> None: ...
+    def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
+        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``)."""
+    def message(self) -> Optional[dict[str, Any]]:
+        """A snapshot of the accumulated message (provider response shape)."""
+    def finish(self) -> dict[str, Any]:
+        """Ends the input; returns the final message or raises ``StreamTruncatedError``."""
+    @property
+    def is_complete(self) -> bool:
+        """Whether the stream reached its end marker."""
+    @property
+    def provider(self) -> str:
+        """The provider name."""
 
 def _debug_panic(message: str = ...) -> None: ...
 def _debug_panic_detached(message: str = ...) -> None: ...

@@ -7,6 +7,7 @@
 
 mod bridge;
 mod debug;
+mod decode;
 mod errors;
 mod runtime;
 mod sse;
@@ -21,5 +22,6 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     debug::register(module)?;
     sse::register(module)?;
+    decode::register(module)?;
     Ok(())
 }
