@@ -3,6 +3,8 @@
 - ``SseParser``: a zero-copy WHATWG Server-Sent-Events parser (feed bytes, get events).
 - ``StreamDecoder``: provider stream decoding (Anthropic, OpenAI Chat, OpenAI Responses) and
   accumulation into the provider's final message shape.
+- ``ToolExecutor``: Python tools (``async def`` on the event loop, plain functions on worker
+  threads) run concurrently by the Rust executor, results in request order.
 - The exception hierarchy rooted at ``FerroloopError``; a Rust panic surfaces as
   ``InternalError``, never a crash.
 """
@@ -21,13 +23,17 @@ from ._errors import (
     StreamTruncatedError,
     ToolError,
 )
-from ._native import SseEvent, SseParser, StreamDecoder, __version__
+from ._executor import Turn, ToolExecutor
+from ._native import SseEvent, SseParser, StreamDecoder, ToolContext, __version__
 
 __all__ = [
     "__version__",
     "SseEvent",
     "SseParser",
     "StreamDecoder",
+    "ToolExecutor",
+    "ToolContext",
+    "Turn",
     "FerroloopError",
     "APIError",
     "AuthenticationError",

@@ -77,7 +77,14 @@ class ProtocolError(FerroloopError):
 
 
 class ToolError(FerroloopError):
-    """A tool definition or a tool call is invalid (raised to the host, not sent to the model)."""
+    """A tool definition is invalid, a turn is misused, or a tool failed fatally (raised to the
+    host, not sent to the model). ``results`` holds the turn's ``tool_result`` dicts when a
+    fatal tool error ended a turn."""
+
+    def __init__(self, message: str, *, results: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.results = results
 
 
 class InternalError(FerroloopError):

@@ -31,6 +31,26 @@ use crate::runtime::runtime;
 /// Work for the event loop's thread, run with the interpreter attached.
 type Job = Box<dyn FnOnce(Python<'_>, &LoopBridge) + Send>;
 
+/// Builds an extra last argument for a Python call (e.g. a tool context), on the thread that
+/// makes the call.
+pub(crate) type ExtraArg = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// Converts JSON arguments (and the extra argument) into a Python argument tuple.
+fn call_args<'py>(
+    py: Python<'py>,
+    args: &[Value],
+    extra: Option<ExtraArg>,
+) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    let mut call_args = Vec::with_capacity(args.len() + 1);
+    for arg in args {
+        call_args.push(pythonize::pythonize(py, arg)?);
+    }
+    if let Some(extra) = extra {
+        call_args.push(extra(py)?.into_bound(py));
+    }
+    pyo3::types::PyTuple::new(py, call_args)
+}
+
 /// Locks a mutex whose data stays consistent even if a holder panicked (plain queues and maps).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -148,7 +168,7 @@ impl PyCall {
         bridge: &Arc<LoopBridge>,
         function: Arc<Py<PyAny>>,
         args: Vec<Value>,
-        extra: Option<Py<PyAny>>,
+        extra: Option<ExtraArg>,
     ) -> Self {
         let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, reply) = oneshot::channel();
@@ -171,19 +191,11 @@ fn start_task(
     id: u64,
     function: &Py<PyAny>,
     args: &[Value],
-    extra: Option<Py<PyAny>>,
+    extra: Option<ExtraArg>,
     tx: oneshot::Sender<CallOutcome>,
 ) {
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
-        let mut call_args = Vec::with_capacity(args.len() + 1);
-        for arg in args {
-            call_args.push(pythonize::pythonize(py, arg)?);
-        }
-        if let Some(extra) = extra {
-            call_args.push(extra.into_bound(py));
-        }
-        let args = pyo3::types::PyTuple::new(py, call_args)?;
-        let awaitable = function.bind(py).call1(args)?;
+        let awaitable = function.bind(py).call1(call_args(py, args, extra)?)?;
         py.import(pyo3::intern!(py, "asyncio"))?
             .call_method1(pyo3::intern!(py, "ensure_future"), (awaitable,))
     })();
@@ -242,22 +254,11 @@ impl Drop for PyCall {
 pub(crate) async fn call_blocking(
     function: Arc<Py<PyAny>>,
     args: Vec<Value>,
-    extra: Option<Py<PyAny>>,
+    extra: Option<ExtraArg>,
 ) -> CallOutcome {
     let worker = tokio::task::spawn_blocking(move || {
         Python::attach(|py| {
-            let called = (|| -> PyResult<Bound<'_, PyAny>> {
-                let mut call_args = Vec::with_capacity(args.len() + 1);
-                for arg in &args {
-                    call_args.push(pythonize::pythonize(py, arg)?);
-                }
-                if let Some(extra) = extra {
-                    call_args.push(extra.into_bound(py));
-                }
-                function
-                    .bind(py)
-                    .call1(pyo3::types::PyTuple::new(py, call_args)?)
-            })();
+            let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
                 Ok(value) => match py_to_value(&value) {
                     Ok(value) => CallOutcome::Returned(value),

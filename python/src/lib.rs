@@ -9,6 +9,7 @@ mod bridge;
 mod debug;
 mod decode;
 mod errors;
+mod exec;
 mod runtime;
 mod sse;
 
@@ -23,5 +24,6 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     debug::register(module)?;
     sse::register(module)?;
     decode::register(module)?;
+    exec::register(module)?;
     Ok(())
 }
