@@ -221,6 +221,26 @@ fn start_task(
     }
 }
 
+impl PyCall {
+    /// Cancels the Python task now (it sees `asyncio.CancelledError` and may clean up); the
+    /// call still completes, normally with [`CallOutcome::Cancelled`].
+    pub(crate) fn cancel_task(&self) {
+        if !self.finished {
+            let id = self.id;
+            self.bridge
+                .submit(Box::new(move |py, bridge| cancel_task(py, bridge, id)));
+        }
+    }
+}
+
+/// Cancels the task of call `id` if it still runs.
+fn cancel_task(py: Python<'_>, bridge: &LoopBridge, id: u64) {
+    let task = lock(&bridge.tasks).remove(&id);
+    if let Some(task) = task {
+        let _ = task.bind(py).call_method0(pyo3::intern!(py, "cancel"));
+    }
+}
+
 impl Future for PyCall {
     type Output = CallOutcome;
 
@@ -239,12 +259,8 @@ impl Drop for PyCall {
     fn drop(&mut self) {
         if !self.finished {
             let id = self.id;
-            self.bridge.submit(Box::new(move |py, bridge| {
-                let task = lock(&bridge.tasks).remove(&id);
-                if let Some(task) = task {
-                    let _ = task.bind(py).call_method0(pyo3::intern!(py, "cancel"));
-                }
-            }));
+            self.bridge
+                .submit(Box::new(move |py, bridge| cancel_task(py, bridge, id)));
         }
     }
 }

@@ -102,13 +102,24 @@ impl Tool for PyTool {
             });
         }
         let bridge = lock(&self.bridge).clone();
+        let token = ctx.cancellation_token().clone();
         Box::pin(async move {
             let Some(bridge) = bridge else {
                 return Err(ToolError::failed(
                     "ferroloop: no event loop to run this tool on",
                 ));
             };
-            tool_output(PyCall::start(&bridge, function, vec![input], extra).await)
+            let mut call = PyCall::start(&bridge, function, vec![input], extra);
+            // A timeout, a turn cancellation or a sibling's failure cancels the token while the
+            // executor waits (its cleanup grace) for the call to end: cancel the Python task so
+            // it sees CancelledError and can clean up, then report how it ended.
+            tokio::select! {
+                outcome = &mut call => tool_output(outcome),
+                () = token.cancelled() => {
+                    call.cancel_task();
+                    tool_output(call.await)
+                }
+            }
         })
     }
 }
