@@ -42,5 +42,5 @@ elif [ "$status" -ne 0 ]; then
     exit "$status"
 fi
 
-echo "python: mypy --strict on the examples (checks the stubs)"
-python -m mypy --strict --no-incremental python/examples
+echo "python: mypy --strict on the examples and tests (checks the stubs)"
+(cd python && python -m mypy --strict --no-incremental examples tests)

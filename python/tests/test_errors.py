@@ -9,7 +9,7 @@ from ferroloop import _native
 
 
 def test_hierarchy() -> None:
-    api_errors = [
+    api_errors: list[type[ferroloop.APIError]] = [
         ferroloop.AuthenticationError,
         ferroloop.RateLimitError,
         ferroloop.OverloadedError,

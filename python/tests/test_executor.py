@@ -137,13 +137,16 @@ async def test_timeout_cancels_the_python_task_and_answers_with_an_error() -> No
 @pytest.mark.asyncio
 async def test_cancelling_the_awaiting_task_cancels_running_python_tools() -> None:
     ex = ferroloop.ToolExecutor()
-    started = asyncio.Event()
+    entered: list[str] = []
+    both_running = asyncio.Event()
     seen: list[str] = []
     both = asyncio.Event()
 
     @ex.tool(concurrency_safe=True)
     async def hang(inp: dict[str, Any]) -> str:
-        started.set()
+        entered.append(inp["n"])
+        if len(entered) == 2:
+            both_running.set()
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
@@ -154,7 +157,8 @@ async def test_cancelling_the_awaiting_task_cancels_running_python_tools() -> No
         return "unreachable"
 
     task = asyncio.ensure_future(ex.run([use(0, "hang", n="a"), use(1, "hang", n="b")]))
-    await asyncio.wait_for(started.wait(), 5)
+    # Cancel once both tools run (a task cancelled before its first step never runs its body).
+    await asyncio.wait_for(both_running.wait(), 5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -343,7 +347,7 @@ async def test_schema_validation_rejects_invalid_input() -> None:
     async def read(inp: dict[str, Any]) -> str:
         nonlocal calls
         calls += 1
-        return inp["path"]
+        return str(inp["path"])
 
     results = await ex.run([use(0, "read", path="a"), use(1, "read", path=3), use(2, "read")])
     assert results[0]["content"] == "a" and not results[0]["is_error"]

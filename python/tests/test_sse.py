@@ -97,7 +97,8 @@ def test_feed_returns_every_event_of_a_chunk_in_one_list() -> None:
 
 def test_accepts_bytearray_and_memoryview_and_buffers() -> None:
     data = b"event: a\ndata: 1\n\n"
-    for chunk in (bytearray(data), memoryview(data), array.array("B", data)):
+    chunks: list[Any] = [bytearray(data), memoryview(data), array.array("B", data)]
+    for chunk in chunks:
         parser = ferroloop.SseParser()
         assert parser.feed(chunk) == [ferroloop.SseEvent("1", event="a")]
 
