@@ -16,7 +16,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
@@ -61,11 +61,18 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One asyncio event loop, as seen from Rust.
 pub(crate) struct LoopBridge {
     event_loop: Py<PyAny>,
+    /// `event_loop.create_task`, looked up once.
+    create_task: Py<PyAny>,
     jobs: Mutex<Vec<Job>>,
     /// A pump call is queued on the loop and has not started draining yet.
     scheduled: AtomicBool,
     /// Running Python tasks by call id, so a dropped [`PyCall`] can cancel its task.
     tasks: Mutex<HashMap<u64, Py<PyAny>>>,
+    /// The reply channel of each running task, keyed by the task object's address (valid while
+    /// the task is alive, and it is until its done-callback ran).
+    replies: Mutex<HashMap<usize, (u64, oneshot::Sender<CallOutcome>)>>,
+    /// The one done-callback shared by every task of this loop (no object per call).
+    task_done: Py<TaskDone>,
     next_call: AtomicU64,
 }
 
@@ -75,13 +82,27 @@ impl LoopBridge {
         let event_loop = py
             .import(pyo3::intern!(py, "asyncio"))?
             .call_method0(pyo3::intern!(py, "get_running_loop"))?;
-        Ok(Arc::new(Self {
+        let create_task = event_loop
+            .getattr(pyo3::intern!(py, "create_task"))?
+            .unbind();
+        let task_done = Py::new(
+            py,
+            TaskDone {
+                bridge: OnceLock::new(),
+            },
+        )?;
+        let bridge = Arc::new(Self {
+            task_done: task_done.clone_ref(py),
+            replies: Mutex::new(HashMap::new()),
+            create_task,
             event_loop: event_loop.unbind(),
             jobs: Mutex::new(Vec::new()),
             scheduled: AtomicBool::new(false),
             tasks: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
-        }))
+        });
+        let _ = task_done.get().bridge.set(Arc::downgrade(&bridge));
+        Ok(bridge)
     }
 
     /// The event loop.
@@ -117,13 +138,23 @@ impl LoopBridge {
         }
     }
 
-    /// Runs every queued job (on the loop thread).
+    /// Runs every queued job (on the loop thread), including jobs queued while it runs: they
+    /// find `scheduled` still set and do not wake the loop again.
     fn drain(&self, py: Python<'_>) {
-        // Cleared before taking the jobs: a job queued after the take schedules a new pump.
-        self.scheduled.store(false, Ordering::Release);
-        let jobs = std::mem::take(&mut *lock(&self.jobs));
-        for job in jobs {
-            job(py, self);
+        loop {
+            let jobs = std::mem::take(&mut *lock(&self.jobs));
+            if jobs.is_empty() {
+                self.scheduled.store(false, Ordering::Release);
+                // A job queued between the take and the store saw `scheduled` set and did not
+                // wake the loop: run it now, unless a newer submit already scheduled a pump.
+                if lock(&self.jobs).is_empty() || self.scheduled.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
+            }
+            for job in jobs {
+                job(py, self);
+            }
         }
     }
 }
@@ -196,23 +227,28 @@ fn start_task(
 ) {
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
         let awaitable = function.bind(py).call1(call_args(py, args, extra)?)?;
-        py.import(pyo3::intern!(py, "asyncio"))?
-            .call_method1(pyo3::intern!(py, "ensure_future"), (awaitable,))
+        match bridge.create_task.bind(py).call1((&awaitable,)) {
+            Ok(task) => Ok(task),
+            // Not a coroutine (a future, or an object with `__await__`).
+            Err(_) => py
+                .import(pyo3::intern!(py, "asyncio"))?
+                .call_method1(pyo3::intern!(py, "ensure_future"), (awaitable,)),
+        }
     })();
     match started {
         Ok(task) => {
-            let callback = TaskDone {
-                tx: Mutex::new(Some(tx)),
-            };
-            match task.call_method1(pyo3::intern!(py, "add_done_callback"), (callback,)) {
-                Ok(_) => {
-                    lock(&bridge.tasks).insert(id, task.unbind());
-                }
-                Err(_) => {
-                    // The callback owned the sender and was dropped with it, which the receiver
-                    // sees as cancellation. Stop the task too.
-                    let _ = task.call_method0(pyo3::intern!(py, "cancel"));
-                }
+            let key = task.as_ptr() as usize;
+            lock(&bridge.replies).insert(key, (id, tx));
+            let added = task.call_method1(
+                pyo3::intern!(py, "add_done_callback"),
+                (bridge.task_done.clone_ref(py),),
+            );
+            if added.is_ok() {
+                lock(&bridge.tasks).insert(id, task.unbind());
+            } else {
+                // Dropping the reply sender reads as cancellation; stop the task too.
+                lock(&bridge.replies).remove(&key);
+                let _ = task.call_method0(pyo3::intern!(py, "cancel"));
             }
         }
         Err(err) => {
@@ -294,36 +330,43 @@ pub(crate) async fn call_blocking(
     }
 }
 
-/// A task's done-callback: converts its outcome on the loop thread and sends it to Rust.
+/// The done-callback of every task of one loop: converts the task's outcome on the loop
+/// thread and sends it to the waiting Rust future.
 #[pyclass(frozen, module = "ferroloop._native")]
-struct TaskDone {
-    tx: Mutex<Option<oneshot::Sender<CallOutcome>>>,
+pub(crate) struct TaskDone {
+    bridge: OnceLock<Weak<LoopBridge>>,
 }
 
 #[pymethods]
 impl TaskDone {
     fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
-        let Some(tx) = lock(&self.tx).take() else {
+        let Some(bridge) = self.bridge.get().and_then(Weak::upgrade) else {
             return;
         };
+        let reply = lock(&bridge.replies).remove(&(task.as_ptr() as usize));
+        let Some((id, tx)) = reply else {
+            return;
+        };
+        lock(&bridge.tasks).remove(&id);
         let _ = tx.send(task_outcome(py, task));
     }
 }
 
 /// The outcome of a finished task.
 fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
-    let cancelled = task
-        .call_method0(pyo3::intern!(py, "cancelled"))
-        .and_then(|c| c.is_truthy())
-        .unwrap_or(false);
-    if cancelled {
-        return CallOutcome::Cancelled;
-    }
     match task.call_method0(pyo3::intern!(py, "result")) {
         Ok(value) => match py_to_value(&value) {
             Ok(value) => CallOutcome::Returned(value),
             Err(message) => CallOutcome::Raised(message),
         },
+        Err(_)
+            if task
+                .call_method0(pyo3::intern!(py, "cancelled"))
+                .and_then(|c| c.is_truthy())
+                .unwrap_or(false) =>
+        {
+            CallOutcome::Cancelled
+        }
         Err(err) => CallOutcome::Raised(describe_error(py, &err)),
     }
 }
@@ -360,10 +403,58 @@ pub(crate) fn describe_error(py: Python<'_>, err: &PyErr) -> String {
     }
 }
 
-/// Spawns `future` on the runtime and returns an asyncio future (of the bridge's loop) that
-/// receives its output, converted by `convert` on the loop thread. Cancelling the asyncio
-/// future aborts the Rust future (dropping it, and with it any [`PyCall`] it awaits). A panic
-/// inside `future` sets `ferroloop.InternalError`.
+/// A Rust future driven on the event loop's thread: polled by a job of the bridge whenever its
+/// waker fires, inside the runtime's context (timers, `spawn_blocking`). Completions of Python
+/// tasks wake it on the loop thread itself, so a batch of tool calls costs no thread switch.
+struct Driver {
+    bridge: Arc<LoopBridge>,
+    future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// A poll job is queued.
+    queued: AtomicBool,
+}
+
+impl std::task::Wake for Driver {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let driver = Arc::clone(self);
+            self.bridge.submit(Box::new(move |_, _| driver.poll_once()));
+        }
+    }
+}
+
+impl Driver {
+    fn poll_once(self: &Arc<Self>) {
+        self.queued.store(false, Ordering::Release);
+        let mut slot = lock(&self.future);
+        let Some(future) = slot.as_mut() else {
+            return;
+        };
+        let waker = std::task::Waker::from(Arc::clone(self));
+        let mut cx = Context::from_waker(&waker);
+        let _entered = runtime().ok().map(tokio::runtime::Runtime::enter);
+        // The future resolves its asyncio future itself, panics included (`catch_unwind`
+        // inside); this guard only keeps a panic from unwinding into the event loop.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        if !matches!(polled, Ok(Poll::Pending)) {
+            *slot = None;
+        }
+    }
+
+    /// Drops the future (the awaiter was cancelled): everything it awaits is cancelled.
+    fn cancel(&self) {
+        let future = lock(&self.future).take();
+        drop(future);
+    }
+}
+
+/// Drives `future` on the bridge's loop and returns an asyncio future that receives its
+/// output, converted by `convert` on the loop thread. Cancelling the asyncio future drops the
+/// Rust future (and with it any [`PyCall`] it awaits, whose Python tasks are cancelled). A
+/// panic inside `future` sets `ferroloop.InternalError`.
 pub(crate) fn into_awaitable<'py, T, F, C>(
     py: Python<'py>,
     bridge: &Arc<LoopBridge>,
@@ -375,12 +466,13 @@ where
     F: Future<Output = PyResult<T>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
+    runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)
         .call_method0(pyo3::intern!(py, "create_future"))?;
     let target = py_future.clone().unbind();
     let resolver = Arc::clone(bridge);
-    let handle = runtime()?.spawn(async move {
+    let task = async move {
         let output = AssertUnwindSafe(future).catch_unwind().await;
         resolver.submit(Box::new(move |py, _| {
             let target = target.bind(py);
@@ -403,18 +495,22 @@ where
                 }
             };
         }));
-    });
-    let abort = AbortOnCancel {
-        handle: handle.abort_handle(),
     };
+    let driver = Arc::new(Driver {
+        bridge: Arc::clone(bridge),
+        future: Mutex::new(Some(Box::pin(task))),
+        queued: AtomicBool::new(false),
+    });
+    std::task::Wake::wake_by_ref(&driver);
+    let abort = AbortOnCancel { driver };
     py_future.call_method1(pyo3::intern!(py, "add_done_callback"), (abort,))?;
     Ok(py_future)
 }
 
-/// The asyncio future's done-callback: aborts the Rust future when the awaiter was cancelled.
+/// The asyncio future's done-callback: drops the Rust future when the awaiter was cancelled.
 #[pyclass(frozen, module = "ferroloop._native")]
 struct AbortOnCancel {
-    handle: tokio::task::AbortHandle,
+    driver: Arc<Driver>,
 }
 
 #[pymethods]
@@ -425,7 +521,7 @@ impl AbortOnCancel {
             .and_then(|c| c.is_truthy())
             .unwrap_or(false);
         if cancelled {
-            self.handle.abort();
+            self.driver.cancel();
         }
     }
 }
