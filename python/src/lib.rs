@@ -2,7 +2,7 @@
 //!
 //! A thin translation layer (DESIGN.md, "Binding conventions"): Python objects in, a core call,
 //! Python objects out, errors mapped to the exceptions of `ferroloop/_errors.py`. Every entry
-//! point runs inside [`errors::shield`], so a Rust panic surfaces as `ferroloop.InternalError`.
+//! point runs inside `errors::shield`, so a Rust panic surfaces as `ferroloop.InternalError`.
 //! Logic that is not translation belongs in the core crate.
 
 mod bridge;
