@@ -12,6 +12,7 @@ mod errors;
 mod exec;
 mod runtime;
 mod sse;
+mod tokens;
 
 use pyo3::prelude::*;
 
@@ -25,5 +26,6 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     sse::register(module)?;
     decode::register(module)?;
     exec::register(module)?;
+    tokens::register(module)?;
     Ok(())
 }
