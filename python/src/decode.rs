@@ -16,7 +16,9 @@ const DETACH_THRESHOLD: usize = 64 * 1024;
 /// Decodes a provider's raw SSE stream into typed events and accumulates the message.
 #[pyclass(module = "ferroloop._native", name = "StreamDecoder")]
 pub(crate) struct PyStreamDecoder {
-    decoder: StreamDecoder,
+    /// Boxed: the decoder is over-aligned (SIMD state) and Python allocates objects with only
+    /// 16-byte alignment, so it must not live inline in the Python object.
+    decoder: Box<StreamDecoder>,
     provider: Provider,
     /// Reused between calls.
     completed: Vec<DecodeEvent>,
@@ -56,7 +58,7 @@ impl PyStreamDecoder {
             decoder.decoder_mut().set_record_events(false);
         }
         Ok(Self {
-            decoder,
+            decoder: Box::new(decoder),
             provider,
             completed: Vec::new(),
         })

@@ -123,7 +123,8 @@ impl PySseEvent {
 /// crossed once per chunk, not once per event). `retry` holds the last valid `retry` field.
 #[pyclass(module = "ferroloop._native", name = "SseParser")]
 pub(crate) struct PySseParser {
-    parser: SseParser,
+    /// Boxed: Python allocates objects with 16-byte alignment only; core types may need more.
+    parser: Box<SseParser>,
     /// Reused between calls, so a feed allocates no growing vector.
     completed: Vec<SseEvent>,
 }
@@ -151,7 +152,9 @@ impl PySseParser {
             return Err(PyValueError::new_err("max_event_bytes must be positive"));
         }
         Ok(Self {
-            parser: SseParser::with_config(SseConfig::default().max_event_bytes(max_event_bytes)),
+            parser: Box::new(SseParser::with_config(
+                SseConfig::default().max_event_bytes(max_event_bytes),
+            )),
             completed: Vec::new(),
         })
     }

@@ -182,7 +182,8 @@ impl PyContextBudget {
 /// it covered; only messages appended after it are estimated (with a learned correction).
 #[pyclass(module = "ferroloop._native", name = "ContextTracker")]
 struct PyContextTracker {
-    tracker: ContextTracker,
+    /// Boxed: Python allocates objects with 16-byte alignment only; core types may need more.
+    tracker: Box<ContextTracker>,
 }
 
 #[pymethods]
@@ -192,7 +193,7 @@ impl PyContextTracker {
     #[pyo3(signature = (*, tokenizer = "claude"))]
     fn new(tokenizer: &str) -> PyResult<Self> {
         Ok(Self {
-            tracker: ContextTracker::new(family(tokenizer)?),
+            tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
         })
     }
 

@@ -57,3 +57,17 @@ def test_a_panic_with_the_interpreter_released_is_an_internal_error() -> None:
 
 def test_version() -> None:
     assert ferroloop.__version__.count(".") == 2
+
+
+def test_native_objects_survive_many_allocations() -> None:
+    # Regression: an over-aligned core type stored inline in a Python object was misaligned
+    # (Python allocates with 16-byte alignment) and aborted the interpreter.
+    keep: list[object] = []
+    for i in range(200):
+        keep.append(ferroloop.StreamDecoder("anthropic"))
+        keep.append(ferroloop.SseParser())
+        keep.append(ferroloop.ContextTracker())
+        keep.append(ferroloop.ContextBudget(200_000, 8_000))
+        keep.append(ferroloop.ToolExecutor())
+        keep.append(bytes(i))
+    assert len(keep) == 1200
