@@ -527,9 +527,25 @@ fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<ToolUse>> {
 fn results_to_py(py: Python<'_>, results: &[ToolResult]) -> PyResult<Py<PyAny>> {
     let list = PyList::empty(py);
     for result in results {
-        list.append(pythonize::pythonize(py, result)?)?;
+        list.append(result_to_py(py, result)?)?;
     }
     Ok(list.into_any().unbind())
+}
+
+/// A `tool_result` dict, built directly with interned keys (no serde round trip).
+fn result_to_py<'py>(py: Python<'py>, result: &ToolResult) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "tool_result"))?;
+    dict.set_item(pyo3::intern!(py, "tool_use_id"), &result.tool_use_id)?;
+    match &result.content {
+        ToolResultContent::Text(text) => dict.set_item(pyo3::intern!(py, "content"), text)?,
+        ToolResultContent::Blocks(blocks) => dict.set_item(
+            pyo3::intern!(py, "content"),
+            pythonize::pythonize(py, blocks)?,
+        )?,
+    }
+    dict.set_item(pyo3::intern!(py, "is_error"), result.is_error)?;
+    Ok(dict)
 }
 
 fn event_to_py(py: Python<'_>, event: &TurnEvent) -> PyResult<Py<PyAny>> {
@@ -560,7 +576,11 @@ fn event_to_py(py: Python<'_>, event: &TurnEvent) -> PyResult<Py<PyAny>> {
             tool,
         } => json!({"type": "detached", "index": index, "tool_use_id": tool_use_id, "tool": tool}),
         TurnEvent::Result { index, result } => {
-            json!({"type": "result", "index": index, "result": result})
+            let dict = PyDict::new(py);
+            dict.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "result"))?;
+            dict.set_item(pyo3::intern!(py, "index"), index)?;
+            dict.set_item(pyo3::intern!(py, "result"), result_to_py(py, result)?)?;
+            return Ok(dict.into_any().unbind());
         }
     };
     Ok(pythonize::pythonize(py, &value)?.unbind())
