@@ -194,7 +194,9 @@ impl PyToolContext {
     fn progress(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, || {
             let data = py_to_value(data).map_err(PyValueError::new_err)?;
-            self.progress.send(data);
+            // Released while taking the turn's lock: the thread driving a spawned turn may hold
+            // that lock while it waits for the interpreter (a tool's per-input safety check).
+            py.detach(|| self.progress.send(data));
             Ok(())
         })
     }
@@ -410,8 +412,8 @@ impl PyTurn {
     fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, || {
             let tool_use = tool_use_of(tool_use)?;
-            self.handle
-                .submit(tool_use)
+            // The turn's lock is taken with the interpreter released (see `progress`).
+            py.detach(|| self.handle.submit(tool_use))
                 .map_err(|closed| ferroloop_error(py, "ToolError", &closed.to_string(), &[]))
         })
     }
@@ -419,7 +421,7 @@ impl PyTurn {
     /// No more calls: the turn ends when its calls are answered.
     fn seal(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, || {
-            self.handle.seal();
+            py.detach(|| self.handle.seal());
             Ok(())
         })
     }
@@ -427,7 +429,7 @@ impl PyTurn {
     /// Cancels the running and queued calls (each still gets an error result).
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, || {
-            self.handle.cancel();
+            py.detach(|| self.handle.cancel());
             Ok(())
         })
     }
@@ -435,7 +437,7 @@ impl PyTurn {
     /// Discards the turn: cancels it and seals it.
     fn discard(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, || {
-            self.handle.discard();
+            py.detach(|| self.handle.discard());
             Ok(())
         })
     }
@@ -466,7 +468,7 @@ impl PyTurn {
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, || {
             let turn = Arc::clone(&self.turn);
-            self.handle.seal();
+            py.detach(|| self.handle.seal());
             into_awaitable(
                 py,
                 &self.bridge,

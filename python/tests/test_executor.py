@@ -410,3 +410,28 @@ async def test_ten_thousand_calls() -> None:
     assert len(results) == 10_000
     assert results[-1]["tool_use_id"] == "toolu_9999"
     assert all(r["content"] == "ok" for r in results)
+
+
+@pytest.mark.asyncio
+async def test_streaming_turn_with_per_input_safety_and_progress_does_not_deadlock() -> None:
+    # The spawned turn's driver thread calls the Python safety predicate while the loop thread
+    # submits and reports progress: neither may wait for the other.
+    ex = ferroloop.ToolExecutor(max_concurrency=4)
+
+    @ex.tool(concurrency_safe=lambda inp: inp["n"] % 3 != 0)
+    async def step(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        for _ in range(3):
+            ctx.progress({"n": inp["n"]})
+            await asyncio.sleep(0)
+        return str(inp["n"])
+
+    turn = ex.turn()
+    for i in range(30):
+        turn.submit(use(i, "step", n=i))
+        await asyncio.sleep(0)
+    turn.seal()
+    results = []
+    async for event in turn:
+        if event["type"] == "result":
+            results.append(event["result"]["content"])
+    assert results == [str(i) for i in range(30)]
