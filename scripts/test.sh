@@ -25,5 +25,8 @@ bash scripts/test-c.sh
 section "node: addon (napi-rs), node --test, tsc"
 bash scripts/test-node.sh
 
+section "python: pytest + mypy"
+bash scripts/test-python.sh
+
 section "done"
 echo "all suites passed"
