@@ -11,6 +11,7 @@ mod decode;
 mod input;
 mod output;
 mod sse;
+mod tokens;
 
 // With `bench`, allocations are counted (one relaxed atomic add each) for its allocs/event column.
 #[cfg(feature = "bench")]
@@ -39,6 +40,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Decode a provider's SSE stream and print the accumulated message as JSON.
     Decode(decode::DecodeArgs),
+    /// Estimate (or count exactly) the tokens of files; one JSON object per file.
+    Tokens(tokens::TokensArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args),
         Command::Decode(args) => decode::run(args),
+        Command::Tokens(args) => tokens::run(args),
     };
     match result {
         Ok(code) => code,

@@ -11,5 +11,6 @@ pub mod exec;
 pub mod message;
 pub mod sse;
 pub mod text;
+pub mod tokens;
 
 pub use text::Utf8Bytes;
