@@ -25,19 +25,23 @@ seed() {
       cp tests/fixtures/openai-chat/*.sse "$corpus/" 2>/dev/null || true ;;
     decode_openai_responses)
       cp tests/decode/streams/openai-responses/*.sse "$corpus/" 2>/dev/null || true ;;
-    partial_json|tokens_request)
+    partial_json)
       for f in tests/decode/expected/*/*.json; do
         printf '\005\003' | cat - "$f" > "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
       done ;;
     tokens)
-      cp tests/fixtures/*/*.sse tests/decode/expected/*/*.json "$corpus/" 2>/dev/null || true ;;
+      cp tests/fixtures/*/*.sse tests/decode/expected/*/*.json "$corpus/" 2>/dev/null || true
+      find tests/tokens/sample -type f -size -16k -exec cp {} "$corpus/" \; 2>/dev/null || true ;;
+    tokens_request)
+      cp tests/decode/expected/*/*.json "$corpus/" 2>/dev/null || true
+      find tests/tokens -name '*.json' -size -64k -exec cp {} "$corpus/" \; 2>/dev/null || true ;;
   esac
 }
 
 dict_for() {
   case "$1" in
     decode_*) echo "fuzz/dicts/decode.dict" ;;
-    partial_json|tokens_request) echo "fuzz/dicts/partial_json.dict" ;;
+    partial_json) echo "fuzz/dicts/partial_json.dict" ;;
     *) echo "" ;;
   esac
 }

@@ -44,7 +44,10 @@ enum Block {
 fn block() -> impl Strategy<Value = Block> {
     prop_oneof![
         prop::collection::vec(text_piece(), 0..6).prop_map(Block::Text),
-        (prop::collection::vec(text_piece(), 0..4), "[A-Za-z0-9+/]{0,16}")
+        (
+            prop::collection::vec(text_piece(), 0..4),
+            "[A-Za-z0-9+/]{0,16}"
+        )
             .prop_map(|(t, s)| Block::Thinking(t, s)),
         (
             json_input(),
@@ -171,12 +174,20 @@ fn anthropic_stream(blocks: &[Block], pings: &[bool]) -> (String, Value) {
         Some("message_delta"),
         r#"{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 9}}"#,
     );
-    sse(&mut out, Some("message_stop"), r#"{"type": "message_stop"}"#);
+    sse(
+        &mut out,
+        Some("message_stop"),
+        r#"{"type": "message_stop"}"#,
+    );
     (out, Value::Array(content))
 }
 
 /// Decodes `input` cut at `cuts`; returns the final message and the events.
-fn decode(provider: Provider, input: &[u8], cuts: &[prop::sample::Index]) -> (Value, Vec<DecodeEvent>) {
+fn decode(
+    provider: Provider,
+    input: &[u8],
+    cuts: &[prop::sample::Index],
+) -> (Value, Vec<DecodeEvent>) {
     let mut points: Vec<usize> = cuts.iter().map(|c| c.index(input.len() + 1)).collect();
     points.push(input.len());
     points.sort_unstable();
@@ -223,7 +234,9 @@ fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
     sse(
         &mut out,
         None,
-        &chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}])),
+        &chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        ),
     );
     for piece in content {
         sse(
@@ -235,8 +248,10 @@ fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
     // Calls arrive one after the other, as the API sends them: the decoder seals a call when
     // the next index starts (the SDK's rule), so interleaving is not a valid stream.
     for (i, call) in calls.iter().enumerate() {
-        let mut deltas = vec![json!({"index": i, "id": format!("call_{i}"), "type": "function",
-            "function": {"name": "tool", "arguments": ""}})];
+        let mut deltas = vec![
+            json!({"index": i, "id": format!("call_{i}"), "type": "function",
+            "function": {"name": "tool", "arguments": ""}}),
+        ];
         deltas.extend(
             fragments(&call.arguments.to_string(), &call.cuts)
                 .into_iter()
@@ -246,11 +261,17 @@ fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
             sse(
                 &mut out,
                 None,
-                &chunk(json!([{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": null}])),
+                &chunk(
+                    json!([{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": null}]),
+                ),
             );
         }
     }
-    let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     sse(
         &mut out,
         None,

@@ -160,7 +160,10 @@ fn stream_messages(total: u64) -> u64 {
                 }
                 if decoder.is_complete() {
                     let message = decoder.finish().expect("complete message");
-                    assert_eq!(message["content"][0]["text"].as_str().unwrap().len(), text_len);
+                    assert_eq!(
+                        message["content"][0]["text"].as_str().unwrap().len(),
+                        text_len
+                    );
                     assert_eq!(message["content"][1]["input"], expected_input);
                     assert_eq!(message["stop_reason"], "tool_use");
                     assert_eq!(text_seen, text_len);
@@ -187,7 +190,10 @@ fn hostile_single_event(total: u64, limit: usize) -> SseParser {
     while fed < total {
         parser.feed(chunk.clone());
         fed += chunk.len() as u64;
-        assert!(parser.next_item().is_none(), "the hostile event must not dispatch");
+        assert!(
+            parser.next_item().is_none(),
+            "the hostile event must not dispatch"
+        );
     }
     parser.feed(Bytes::from_static(b"\n\nevent: after\ndata: ok\n\n"));
     match parser.next_item() {
@@ -261,5 +267,8 @@ fn peak_rss_measurement_sees_a_large_allocation() {
         "peak went from {before} to {after} bytes only"
     );
     assert!(reset_peak_rss(), "the peak could not be reset");
-    assert!(peak_rss().unwrap() < after - 64 * MIB, "the reset did not lower the peak");
+    assert!(
+        peak_rss().unwrap() < after - 64 * MIB,
+        "the reset did not lower the peak"
+    );
 }

@@ -67,7 +67,9 @@ pub fn run_stream<D: EventDecoder>(decoder: D, input: &[u8], chunk: usize, recor
     let mut log = Vec::new();
     let mut events = Vec::new();
     let size = if chunk == 0 { input.len().max(1) } else { chunk };
-    for piece in input.chunks(size) {
+    // A snapshot costs the size of the message: check a bounded number of them per run.
+    let stride = input.len().div_ceil(size).div_ceil(16).max(1);
+    for (turn, piece) in input.chunks(size).enumerate() {
         let mut result = stream.feed_into(Bytes::copy_from_slice(piece), &mut events);
         loop {
             log.extend(events.drain(..).map(Entry::Event));
@@ -79,7 +81,9 @@ pub fn run_stream<D: EventDecoder>(decoder: D, input: &[u8], chunk: usize, recor
                 }
             }
         }
-        check_snapshot(&stream.message());
+        if turn % stride == 0 {
+            check_snapshot(&stream.message());
+        }
     }
     let snapshot = stream.message();
     let complete = stream.is_complete();
@@ -103,14 +107,16 @@ pub fn run_events<'a, D: EventDecoder>(
     decoder.set_record_events(record);
     let mut log = Vec::new();
     let mut out = Vec::new();
-    for (event_type, data) in events {
+    for (turn, (event_type, data)) in events.into_iter().enumerate() {
+        if turn % 16 == 0 {
+            check_snapshot(&decoder.message());
+        }
         let result = decoder.push_event(event_type, data);
         decoder.drain_events(&mut out);
         log.extend(out.drain(..).map(Entry::Event));
         if let Err(error) = result {
             log.push(Entry::Error(describe(&error)));
         }
-        check_snapshot(&decoder.message());
     }
     let snapshot = decoder.message();
     let complete = decoder.is_complete();
@@ -311,7 +317,22 @@ const STRINGS: &[&str] = &[
     "overloaded_error",
 ];
 
+/// The words a generated JSON value is made of.
+struct Vocab {
+    keys: &'static [&'static str],
+    strings: &'static [&'static str],
+}
+
+const DECODE_VOCAB: Vocab = Vocab {
+    keys: KEYS,
+    strings: STRINGS,
+};
+
 fn gen_value(c: &mut Choices<'_>, depth: u8) -> Value {
+    gen_value_in(c, depth, &DECODE_VOCAB)
+}
+
+fn gen_value_in(c: &mut Choices<'_>, depth: u8, vocab: &Vocab) -> Value {
     let choice = if depth >= 4 { c.byte() % 4 } else { c.byte() % 8 };
     match choice {
         0 => Value::Null,
@@ -322,17 +343,20 @@ fn gen_value(c: &mut Choices<'_>, depth: u8) -> Value {
             2 => Value::from(u64::MAX - u64::from(c.byte())),
             _ => Value::from(f64::from(c.byte()) / 3.0),
         },
-        3 => Value::from(c.pick(STRINGS)),
+        3 => match c.byte() % 8 {
+            0 => Value::from(gen_base64(c)),
+            _ => Value::from(c.pick(vocab.strings)),
+        },
         4 => {
             let n = c.byte() % 4;
-            Value::Array((0..n).map(|_| gen_value(c, depth + 1)).collect())
+            Value::Array((0..n).map(|_| gen_value_in(c, depth + 1, vocab)).collect())
         }
         _ => {
             let n = c.byte() % 5;
             let mut map = Map::new();
             for _ in 0..n {
-                let key = c.pick(KEYS).to_owned();
-                map.insert(key, gen_value(c, depth + 1));
+                let key = c.pick(vocab.keys).to_owned();
+                map.insert(key, gen_value_in(c, depth + 1, vocab));
             }
             Value::Object(map)
         }
@@ -449,6 +473,171 @@ pub fn check_partial_json(data: &[u8]) {
         if let Ok(document) = serde_json::from_str::<Value>(&text) {
             assert!(!incremental.is_invalid(), "valid JSON {text:?} reported invalid");
             assert_eq!(incremental.view(mode), Some(document));
+        }
+    }
+}
+
+/// A base64-looking string: sometimes an image or PDF magic number, then characters of the
+/// base64 alphabets (standard and URL-safe), whitespace or junk, chosen by the fuzzer.
+fn gen_base64(c: &mut Choices<'_>) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_= \n.";
+    let mut out = String::from(c.pick(&[
+        "",
+        "iVBORw0KGgoAAAANSUhEUgAA",
+        "/9j/",
+        "/9j/4AAQSkZJRgABAQ",
+        "R0lGODlh",
+        "UklGR",
+        "UklGRiQAAABXRUJQVlA4",
+        "JVBERi0xLj",
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA",
+    ]));
+    let n = c.byte();
+    for _ in 0..n {
+        out.push(char::from(ALPHABET[usize::from(c.byte()) % ALPHABET.len()]));
+    }
+    out
+}
+
+const REQUEST_KEYS: &[&str] = &[
+    "messages",
+    "system",
+    "tools",
+    "role",
+    "content",
+    "type",
+    "text",
+    "thinking",
+    "source",
+    "data",
+    "media_type",
+    "image_url",
+    "url",
+    "detail",
+    "width",
+    "height",
+    "id",
+    "tool_use_id",
+    "tool_call_id",
+    "tool_calls",
+    "input",
+    "name",
+    "description",
+    "input_schema",
+    "function",
+    "parameters",
+    "arguments",
+    "is_error",
+    "cache_control",
+    "title",
+    "context",
+    "citations",
+];
+
+const REQUEST_STRINGS: &[&str] = &[
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "text",
+    "image",
+    "image_url",
+    "input_image",
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "document",
+    "thinking",
+    "redacted_thinking",
+    "base64",
+    "url",
+    "function",
+    "low",
+    "high",
+    "application/pdf",
+    "image/png",
+    "Hello, world. 你好世界 😀",
+    "",
+];
+
+const REQUEST_VOCAB: Vocab = Vocab {
+    keys: REQUEST_KEYS,
+    strings: REQUEST_STRINGS,
+};
+
+/// The token estimator on arbitrary bytes:
+/// - the vector (AVX2) and portable class-counting kernels agree on every input, and count
+///   every byte;
+/// - every family's estimate is 0 exactly for empty input and never panics, for raw bytes
+///   (invalid UTF-8 included) and for their lossy UTF-8 decoding;
+/// - on valid UTF-8, the text and byte entry points agree.
+pub fn check_token_estimator(data: &[u8]) {
+    use ferroloop::tokens::classes::{Kernel, count_classes_with};
+    use ferroloop::tokens::{FAMILIES, estimate_bytes, estimate_text};
+
+    let portable = count_classes_with(data, Kernel::Portable);
+    let vector = count_classes_with(data, Kernel::Avx2);
+    assert_eq!(portable, vector, "the class-counting kernels disagree");
+    assert_eq!(portable.bytes, data.len() as u64);
+    let lossy = String::from_utf8_lossy(data);
+    for family in FAMILIES {
+        let by_bytes = estimate_bytes(data, family);
+        assert_eq!(by_bytes == 0, data.is_empty());
+        let by_text = estimate_text(&lossy, family);
+        assert_eq!(by_text == 0, lossy.is_empty());
+        if let Ok(text) = std::str::from_utf8(data) {
+            assert_eq!(estimate_text(text, family), by_bytes);
+        }
+    }
+}
+
+/// Request estimation on arbitrary JSON: the input itself when it parses, otherwise a
+/// request-shaped document generated from it (messages with text, image, tool and document
+/// blocks; base64 payloads with image and PDF headers). Never panics; estimates are
+/// deterministic; the body and by-parts entry points agree.
+pub fn check_request_estimate(data: &[u8]) {
+    use ferroloop::tokens::{
+        FAMILIES, estimate_block, estimate_content, estimate_message,
+        estimate_request, estimate_request_body, estimate_tools, images,
+    };
+
+    let value = match serde_json::from_slice::<Value>(data) {
+        Ok(value) => value,
+        Err(_) => {
+            let mut c = Choices { data, pos: 0 };
+            let mut body = Map::new();
+            let messages = (0..c.byte() % 4)
+                .map(|_| gen_value_in(&mut c, 1, &REQUEST_VOCAB))
+                .collect();
+            body.insert("messages".to_owned(), Value::Array(messages));
+            if c.byte() % 2 == 0 {
+                body.insert("system".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+            }
+            if c.byte() % 2 == 0 {
+                body.insert("tools".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+            }
+            Value::Object(body)
+        }
+    };
+    for family in FAMILIES {
+        let estimate = estimate_request_body(&value, family);
+        assert_eq!(estimate, estimate_request_body(&value, family));
+        let _ = estimate.total();
+        let messages = value
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let by_parts = estimate_request(value.get("system"), value.get("tools"), messages, family);
+        assert_eq!(estimate, by_parts);
+        for part in std::iter::once(&value).chain(messages) {
+            let _ = estimate_message(part, family);
+            let _ = estimate_content(part, family);
+            let _ = estimate_block(part, family);
+            let _ = ferroloop::tokens::request::estimate_json(part, family);
+            let _ = estimate_tools(part, family);
+            let _ = images::image_dimensions(part);
+            let _ = images::estimate_image(part, family);
         }
     }
 }
