@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     // The first bytes choose the chunk sizes and an optional size limit; the rest is the stream.
     let (control, input) = data.split_at(data.len().min(9));
     let (limit_byte, sizes) = control.split_first().unwrap_or((&0, &[]));
-    let limit = (*limit_byte > 200).then_some(usize::from(*limit_byte - 200) * 4);
+    let limit = (*limit_byte > 200).then(|| usize::from(*limit_byte - 200) * 4);
     let whole = parse(input, &[], limit);
     let split = parse(input, sizes, limit);
     assert_eq!(whole, split);
