@@ -6,11 +6,14 @@
 //! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
 //! over the types defined here.
 
+pub mod agent;
 pub mod decode;
 pub mod exec;
 pub mod message;
 pub mod sse;
 pub mod text;
 pub mod tokens;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 pub use text::Utf8Bytes;
