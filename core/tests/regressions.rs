@@ -5,7 +5,10 @@
 use ferroloop::decode::partial_json::{PartialJson, PartialMode};
 use serde_json::Value;
 
-const MODES: [PartialMode; 2] = [PartialMode::DropIncompleteStrings, PartialMode::TrailingStrings];
+const MODES: [PartialMode; 2] = [
+    PartialMode::DropIncompleteStrings,
+    PartialMode::TrailingStrings,
+];
 
 fn fresh_view_text(text: &str, mode: PartialMode) -> Option<String> {
     let mut p = PartialJson::new();
@@ -24,7 +27,11 @@ fn check_incremental(pieces: &[&str]) -> PartialJson {
             incremental.push(piece);
             prefix.push_str(piece);
             let view = incremental.view_text(mode);
-            assert_eq!(view, fresh_view_text(&prefix, mode), "{prefix:?} in {mode:?}");
+            assert_eq!(
+                view,
+                fresh_view_text(&prefix, mode),
+                "{prefix:?} in {mode:?}"
+            );
             if let Some(view) = &view {
                 assert!(
                     serde_json::from_str::<Value>(view).is_ok(),

@@ -12,7 +12,9 @@ fn parse(input: &[u8], sizes: &[u8], limit: Option<usize>) -> (Vec<SseOwnedItem>
     let mut pos = 0;
     let mut turn = 0;
     while pos < input.len() {
-        let size = sizes.get(turn % sizes.len().max(1)).map_or(input.len(), |s| usize::from(*s).max(1));
+        let size = sizes
+            .get(turn % sizes.len().max(1))
+            .map_or(input.len(), |s| usize::from(*s).max(1));
         turn += 1;
         let end = (pos + size).min(input.len());
         parser.feed(Bytes::copy_from_slice(&input[pos..end]));

@@ -36,7 +36,10 @@ fn describe(error: &DecodeError) -> String {
 fn finish_result(result: Result<Value, DecodeError>) -> Result<Value, (String, Option<Value>)> {
     match result {
         Ok(message) => {
-            assert!(message.is_object(), "finish returned a non-object: {message}");
+            assert!(
+                message.is_object(),
+                "finish returned a non-object: {message}"
+            );
             Ok(message)
         }
         Err(error) => {
@@ -61,12 +64,21 @@ fn check_snapshot(snapshot: &Value) {
 /// Feeds `input` as raw SSE bytes in chunks of `chunk` bytes (0 = one chunk). After an error
 /// the queued events are drained with empty feeds, so the log does not depend on where the
 /// chunk boundaries fell.
-pub fn run_stream<D: EventDecoder>(decoder: D, input: &[u8], chunk: usize, record: bool) -> Outcome {
+pub fn run_stream<D: EventDecoder>(
+    decoder: D,
+    input: &[u8],
+    chunk: usize,
+    record: bool,
+) -> Outcome {
     let mut stream = StreamDecoder::new(decoder);
     stream.decoder_mut().set_record_events(record);
     let mut log = Vec::new();
     let mut events = Vec::new();
-    let size = if chunk == 0 { input.len().max(1) } else { chunk };
+    let size = if chunk == 0 {
+        input.len().max(1)
+    } else {
+        chunk
+    };
     // A snapshot costs the size of the message: check a bounded number of them per run.
     let stride = input.len().div_ceil(size).div_ceil(16).max(1);
     for (turn, piece) in input.chunks(size).enumerate() {
@@ -89,7 +101,10 @@ pub fn run_stream<D: EventDecoder>(decoder: D, input: &[u8], chunk: usize, recor
     let complete = stream.is_complete();
     let finish = finish_result(stream.finish());
     if finish.is_ok() {
-        assert!(complete, "finish succeeded on a stream that never completed");
+        assert!(
+            complete,
+            "finish succeeded on a stream that never completed"
+        );
     }
     Outcome {
         log,
@@ -122,7 +137,10 @@ pub fn run_events<'a, D: EventDecoder>(
     let complete = decoder.is_complete();
     let finish = finish_result(decoder.finish());
     if finish.is_ok() {
-        assert!(complete, "finish succeeded on a stream that never completed");
+        assert!(
+            complete,
+            "finish succeeded on a stream that never completed"
+        );
     }
     Outcome {
         log,
@@ -143,9 +161,9 @@ fn errors_only(outcome: &Outcome) -> Vec<Entry> {
 /// A cheap deterministic hash of the input, to pick a chunk size without consuming input bytes
 /// (so the fixture seeds stay valid streams).
 fn chunk_size_for(input: &[u8]) -> usize {
-    let hash = input
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
+    let hash = input.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    });
     1 + (hash % 67) as usize
 }
 
@@ -169,18 +187,34 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
         SseOwnedItem::Retry(_) => None,
     });
     let direct = run_events(new_decoder(provider), framed, true);
-    assert_eq!(whole, direct, "the stream decoder and direct pushes disagree");
+    assert_eq!(
+        whole, direct,
+        "the stream decoder and direct pushes disagree"
+    );
 
     let quiet = run_stream(new_decoder(provider), input, 0, false);
-    assert_eq!(errors_only(&whole), errors_only(&quiet), "accumulate-only mode changed the errors");
-    assert_eq!(whole.snapshot, quiet.snapshot, "accumulate-only mode changed the snapshot");
-    assert_eq!(whole.finish, quiet.finish, "accumulate-only mode changed the result");
+    assert_eq!(
+        errors_only(&whole),
+        errors_only(&quiet),
+        "accumulate-only mode changed the errors"
+    );
+    assert_eq!(
+        whole.snapshot, quiet.snapshot,
+        "accumulate-only mode changed the snapshot"
+    );
+    assert_eq!(
+        whole.finish, quiet.finish,
+        "accumulate-only mode changed the result"
+    );
 
     if provider == Provider::Anthropic {
         let mut slow = AnthropicDecoder::new();
         slow.set_text_fast_path(false);
         let serde_path = run_stream(slow, input, 0, true);
-        assert_eq!(whole, serde_path, "the text fast path and the serde path disagree");
+        assert_eq!(
+            whole, serde_path,
+            "the text fast path and the serde path disagree"
+        );
     }
 }
 
@@ -333,7 +367,11 @@ fn gen_value(c: &mut Choices<'_>, depth: u8) -> Value {
 }
 
 fn gen_value_in(c: &mut Choices<'_>, depth: u8, vocab: &Vocab) -> Value {
-    let choice = if depth >= 4 { c.byte() % 4 } else { c.byte() % 8 };
+    let choice = if depth >= 4 {
+        c.byte() % 4
+    } else {
+        c.byte() % 8
+    };
     match choice {
         0 => Value::Null,
         1 => Value::Bool(c.byte() & 1 == 1),
@@ -447,14 +485,23 @@ pub fn check_partial_json(data: &[u8]) {
     let sizes: Vec<usize> = control.iter().map(|b| usize::from(*b % 16) + 1).collect();
     // A fresh parse per prefix is quadratic: compare at most ~32 prefixes per input (always
     // including the last one).
-    let steps = text.len().div_ceil(sizes.iter().min().copied().unwrap_or(1)).max(1);
+    let steps = text
+        .len()
+        .div_ceil(sizes.iter().min().copied().unwrap_or(1))
+        .max(1);
     let stride = steps.div_ceil(32);
-    for mode in [PartialMode::DropIncompleteStrings, PartialMode::TrailingStrings] {
+    for mode in [
+        PartialMode::DropIncompleteStrings,
+        PartialMode::TrailingStrings,
+    ] {
         let mut incremental = PartialJson::new();
         let mut start = 0;
         let mut turn = 0;
         while start < text.len() {
-            let size = sizes.get(turn % sizes.len().max(1)).copied().unwrap_or(text.len());
+            let size = sizes
+                .get(turn % sizes.len().max(1))
+                .copied()
+                .unwrap_or(text.len());
             turn += 1;
             let mut end = (start + size).min(text.len());
             while !text.is_char_boundary(end) {
@@ -470,7 +517,11 @@ pub fn check_partial_json(data: &[u8]) {
             let got = incremental.view_text(mode);
             let mut fresh = PartialJson::new();
             fresh.push(&text[..end]);
-            assert_eq!(got, fresh.view_text(mode), "incremental and fresh views differ");
+            assert_eq!(
+                got,
+                fresh.view_text(mode),
+                "incremental and fresh views differ"
+            );
             assert_eq!(incremental.is_invalid(), fresh.is_invalid());
             if let Some(view) = &got {
                 if let Err(error) = serde_json::from_str::<Value>(view) {
@@ -480,7 +531,10 @@ pub fn check_partial_json(data: &[u8]) {
             assert!(incremental.work() <= end as u64, "a byte was scanned twice");
         }
         if let Ok(document) = serde_json::from_str::<Value>(&text) {
-            assert!(!incremental.is_invalid(), "valid JSON {text:?} reported invalid");
+            assert!(
+                !incremental.is_invalid(),
+                "valid JSON {text:?} reported invalid"
+            );
             assert_eq!(incremental.view(mode), Some(document));
         }
     }
@@ -489,7 +543,8 @@ pub fn check_partial_json(data: &[u8]) {
 /// A base64-looking string: sometimes an image or PDF magic number, then characters of the
 /// base64 alphabets (standard and URL-safe), whitespace or junk, chosen by the fuzzer.
 fn gen_base64(c: &mut Choices<'_>) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_= \n.";
+    const ALPHABET: &[u8] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_= \n.";
     let mut out = String::from(c.pick(&[
         "",
         "iVBORw0KGgoAAAANSUhEUgAA",
@@ -607,8 +662,8 @@ pub fn check_token_estimator(data: &[u8]) {
 /// deterministic; the body and by-parts entry points agree.
 pub fn check_request_estimate(data: &[u8]) {
     use ferroloop::tokens::{
-        FAMILIES, estimate_block, estimate_content, estimate_message,
-        estimate_request, estimate_request_body, estimate_tools, images,
+        FAMILIES, estimate_block, estimate_content, estimate_message, estimate_request,
+        estimate_request_body, estimate_tools, images,
     };
 
     let value = match serde_json::from_slice::<Value>(data) {
