@@ -22,5 +22,8 @@ cargo test -p ferroloop --release --locked --test memory_bound
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "c: libferroloop (C programs, valgrind)"
+bash scripts/test-c.sh
+
 section "done"
 echo "all suites passed"
