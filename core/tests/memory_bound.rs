@@ -4,7 +4,7 @@
 //! What is legitimately retained: a decoder keeps the message it is accumulating (its text and
 //! tool inputs) by design, so a single 1 GiB message needs 1 GiB. The long-stream test therefore
 //! streams 1 GiB of Anthropic SSE made of many complete messages in sequence (a long-lived
-//! connection replaying turns): one SSE parser sees every byte; each message (≈256 KiB: text
+//! connection replaying turns): one SSE parser sees every byte; each message (≈570 KiB: text
 //! deltas, a tool call's input in fragments, pings) is decoded, checked and dropped. What must not
 //! grow is everything else: the parser's buffers, the queue of fed chunks, per-event garbage.
 //!
