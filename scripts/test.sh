@@ -16,6 +16,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 section "rust: tests"
 cargo test --workspace --locked
 
+section "rust: bounded memory (release: 1 GiB of messages, a 10 GiB hostile event)"
+cargo test -p ferroloop --release --locked --test memory_bound
+
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
