@@ -6,6 +6,8 @@
 //! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
 //! over the types defined here.
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod sse;
 pub mod text;
 
