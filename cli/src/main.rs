@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod input;
 mod output;
+mod serve_replay;
 mod sse;
 
 #[global_allocator]
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
+    /// Serve recorded or scripted provider responses with scripted faults on 127.0.0.1.
+    ServeReplay(serve_replay::ServeReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sse(args) => sse::run(args),
+        Command::ServeReplay(args) => serve_replay::run(args),
     };
     match result {
         Ok(code) => code,

@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn no_proxy_matches_hosts_and_domain_suffixes() {
-        let config = config("localhost, .internal.example,anthropic.com,127.0.0.1");
+        let listed = config("localhost, .internal.example,anthropic.com,127.0.0.1");
         let direct = [
             "https://localhost:8443/",
             "https://a.internal.example/",
@@ -290,11 +290,11 @@ mod tests {
             "http://127.0.0.1:9/",
         ];
         for url in direct {
-            assert_eq!(config.proxy_for(&url.parse().unwrap()), None, "{url}");
+            assert_eq!(listed.proxy_for(&url.parse().unwrap()), None, "{url}");
         }
         let proxied = ["https://notanthropic.com/", "https://api.openai.com/"];
         for url in proxied {
-            assert!(config.proxy_for(&url.parse().unwrap()).is_some(), "{url}");
+            assert!(listed.proxy_for(&url.parse().unwrap()).is_some(), "{url}");
         }
         assert_eq!(
             config("*").proxy_for(&"https://x.y/".parse().unwrap()),
