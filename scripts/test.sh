@@ -19,5 +19,8 @@ cargo test --workspace --locked
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "client: loopback fault injection"
+bash scripts/test-client.sh
+
 section "done"
 echo "all suites passed"

@@ -848,3 +848,35 @@ async fn tunnels_https_through_a_connect_proxy() {
     assert!(got.error.is_none(), "{:?}", got.error);
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn the_shared_example_script_serves_a_multi_turn_conversation() {
+    let text =
+        std::fs::read_to_string(repo_root().join("tests/replay/overloaded_then_tool_use.json"))
+            .unwrap();
+    let server = serve(&Script::from_json(&text).unwrap()).await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+
+    let (turn, stream) = collect(client.stream(BODY)).await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.retries.len(), 1);
+    assert_eq!(turn.retries[0].wait, Duration::from_millis(10));
+    assert_eq!(
+        turn.events,
+        fixture_events("anthropic/tool_use_response.sse")
+    );
+    assert_eq!(stream.metrics().request_id.as_deref(), Some("req_replay_2"));
+
+    let (turn, stream) = collect(client.stream(BODY)).await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().request_id.as_deref(), Some("req_replay_3"));
+
+    let (turn, _) = collect(client.stream(BODY)).await;
+    let error = turn.error.unwrap();
+    assert_eq!(error.status(), Some(410));
+    assert_eq!(
+        error.details().and_then(|d| d.error_type.as_deref()),
+        Some("replay_exhausted")
+    );
+}
