@@ -2,5 +2,10 @@
 //! use. The criterion benches (`benches/`) and `ferroloop bench` both build on this crate; the
 //! peers live only here, never in the core.
 
+pub mod alloc;
+pub mod decode_peers;
+pub mod memory;
+pub mod runner;
 pub mod sse_peers;
+pub mod suite;
 pub mod workloads;

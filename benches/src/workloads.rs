@@ -127,6 +127,45 @@ pub fn anthropic_stream(seed: u64, target_bytes: usize) -> Bytes {
     Bytes::from(out)
 }
 
+/// An OpenAI Chat Completions stream of about `target_bytes` bytes: `chat.completion.chunk`
+/// objects with one content delta each, a tool call streamed as `arguments` fragments every few
+/// hundred chunks, a usage-only final chunk with empty `choices`, and `data: [DONE]`.
+pub fn openai_chat_stream(seed: u64, target_bytes: usize) -> Bytes {
+    let mut rng = Rng::new(seed);
+    let mut out = String::with_capacity(target_bytes + 4096);
+    let head = "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1727346172,\"model\":\"gpt-4o-2024-08-06\",\"system_fingerprint\":\"fp_5050236cbd\",\"choices\":[{\"index\":0,\"delta\":";
+    out.push_str(head);
+    out.push_str(
+        "{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+    );
+    let mut fragment = String::new();
+    let mut n = 0u64;
+    while out.len() < target_bytes {
+        n += 1;
+        if n % 300 == 0 {
+            let call = n / 300;
+            out.push_str(head);
+            out.push_str(&format!("{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_{call}\",\"type\":\"function\",\"function\":{{\"name\":\"get_weather\",\"arguments\":\"\"}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"));
+            for piece in ["{\\\"ci", "ty\\\": \\\"Par", "is\\\"}"] {
+                out.push_str(head);
+                out.push_str(&format!("{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":\"{piece}\"}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"));
+            }
+            continue;
+        }
+        fragment.clear();
+        text_fragment(&mut rng, &mut fragment);
+        out.push_str(head);
+        out.push_str(&format!(
+            "{{\"content\":\"{fragment}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+        ));
+    }
+    out.push_str(head);
+    out.push_str("{},\"logprobs\":null,\"finish_reason\":\"stop\"}]}\n\n");
+    out.push_str("data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1727346172,\"model\":\"gpt-4o-2024-08-06\",\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":90000,\"total_tokens\":90020}}\n\n");
+    out.push_str("data: [DONE]\n\n");
+    Bytes::from(out)
+}
+
 /// One event whose single `data:` line is `data_bytes` long (a huge tool result or image).
 pub fn single_large_event(data_bytes: usize) -> Bytes {
     let mut out = Vec::with_capacity(data_bytes + 16);
@@ -152,6 +191,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn anthropic_stream_events_are_valid_json() {
+        for item in ferroloop::sse::parse_all(anthropic_stream(5, 50_000)) {
+            if let ferroloop::sse::SseOwnedItem::Event(event) = item {
+                let value: serde_json::Value = serde_json::from_str(&event.data).unwrap();
+                assert_eq!(value["type"].as_str(), Some(&*event.event_type));
+            }
+        }
+    }
+
+    #[test]
     fn anthropic_stream_is_deterministic_and_sized() {
         let a = anthropic_stream(7, 200_000);
         assert_eq!(a, anthropic_stream(7, 200_000));
@@ -162,6 +211,21 @@ mod tests {
             std::str::from_utf8(&a).unwrap().contains("世界")
                 || std::str::from_utf8(&a).unwrap().contains("会话")
         );
+    }
+
+    #[test]
+    fn openai_chat_stream_is_valid_json_per_event() {
+        let stream = openai_chat_stream(3, 100_000);
+        let events = ferroloop::sse::parse_all(stream);
+        assert!(events.len() > 300);
+        for item in &events {
+            if let ferroloop::sse::SseOwnedItem::Event(event) = item
+                && &*event.data != "[DONE]"
+            {
+                let value: serde_json::Value = serde_json::from_str(&event.data).unwrap();
+                assert_eq!(value["object"], "chat.completion.chunk");
+            }
+        }
     }
 
     #[test]

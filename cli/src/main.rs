@@ -5,11 +5,21 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "bench")]
+mod bench;
+mod decode;
 mod input;
 mod output;
 mod serve_replay;
 mod sse;
 
+// With `bench`, allocations are counted (one relaxed atomic add each) for its allocs/event column.
+#[cfg(feature = "bench")]
+#[global_allocator]
+static GLOBAL: ferroloop_bench::alloc::CountingAlloc<mimalloc::MiMalloc> =
+    ferroloop_bench::alloc::CountingAlloc(mimalloc::MiMalloc);
+
+#[cfg(not(feature = "bench"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -25,6 +35,11 @@ struct Cli {
 enum Command {
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
+    /// Measure the streaming core against its peers, side by side, and print a table.
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
+    /// Decode a provider's SSE stream and print the accumulated message as JSON.
+    Decode(decode::DecodeArgs),
     /// Serve recorded or scripted provider responses with scripted faults on 127.0.0.1.
     ServeReplay(serve_replay::ServeReplayArgs),
 }
@@ -34,6 +49,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sse(args) => sse::run(args),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::run(args),
+        Command::Decode(args) => decode::run(args),
         Command::ServeReplay(args) => serve_replay::run(args),
     };
     match result {

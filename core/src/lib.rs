@@ -8,6 +8,9 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod decode;
+pub mod exec;
+pub mod message;
 pub mod sse;
 pub mod text;
 

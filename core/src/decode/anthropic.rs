@@ -1,0 +1,695 @@
+//! Anthropic Messages stream decoding (see [`AnthropicDecoder`]).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::EventDecoder;
+use super::error::{DecodeError, ProtocolError};
+use super::events::DecodeEvent;
+use super::json_str;
+use super::partial_json::{PartialJson, PartialMode, Repair};
+use crate::message::anthropic::{ContentBlock, Message};
+
+/// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
+/// `message_delta`, `message_stop`, `ping`, `error`.
+///
+/// Accumulation follows anthropic-sdk-python's `accumulate_event`: text and thinking append,
+/// a signature replaces, citations append, tool input fragments concatenate raw (parsed once, at
+/// the block's stop; an empty buffer keeps the announced input, `{}`), `message_delta` assigns
+/// `stop_reason`/`stop_sequence` and assigns every non-null usage field.
+#[derive(Debug)]
+pub struct AnthropicDecoder {
+    /// Boxed: a `Message` is large and most decoders live inside enums and futures.
+    message: Option<Box<Message>>,
+    blocks: Vec<BlockState>,
+    stopped: bool,
+    failure: Option<DecodeError>,
+    events: Vec<DecodeEvent>,
+    record: bool,
+    text_fast_path: bool,
+}
+
+#[derive(Debug, Default)]
+struct BlockState {
+    /// The raw input of a tool-like block (`tool_use`, `server_tool_use`, or any block with an
+    /// `input`), accumulated until the block is sealed.
+    input: Option<PartialJson>,
+    /// The block's input has been parsed (or reported invalid/truncated).
+    sealed: bool,
+    stopped: bool,
+    /// Bytes of tool input handled: appended, then parsed once at the seal.
+    work: u64,
+}
+
+impl Default for AnthropicDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `content_block_delta` with any delta type, borrowing its strings from the event data.
+#[derive(Deserialize)]
+struct RawBlockDelta<'a> {
+    index: u64,
+    #[serde(borrow)]
+    delta: RawDelta<'a>,
+}
+
+#[derive(Deserialize)]
+struct RawDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    citation: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct IndexOnly {
+    index: u64,
+}
+
+#[derive(Deserialize)]
+struct TypeOnly<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+struct BlockStart {
+    index: u64,
+    content_block: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct MessageDelta {
+    #[serde(default)]
+    delta: Map<String, Value>,
+    #[serde(default)]
+    usage: Option<Map<String, Value>>,
+}
+
+const DELTA_PREFIX: &str = r#"{"type":"content_block_delta","index":"#;
+
+/// The string-carrying delta types, in the order the fast path tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StringDelta {
+    Text,
+    InputJson,
+    Thinking,
+}
+
+const DELTA_MIDDLES: [(&str, StringDelta); 3] = [
+    (
+        r#","delta":{"type":"text_delta","text":""#,
+        StringDelta::Text,
+    ),
+    (
+        r#","delta":{"type":"input_json_delta","partial_json":""#,
+        StringDelta::InputJson,
+    ),
+    (
+        r#","delta":{"type":"thinking_delta","thinking":""#,
+        StringDelta::Thinking,
+    ),
+];
+
+/// The hot path: `content_block_delta` with a `text_delta`, `input_json_delta` or
+/// `thinking_delta`, in the exact compact shape the API sends, decoded without a JSON parser.
+/// Anything else returns `None` and takes the general (serde) path, which decides validity.
+fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Cow<'_, str>)> {
+    let rest = data.strip_prefix(DELTA_PREFIX)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    let index: u64 = rest.get(..digits)?.parse().ok()?;
+    let rest = rest.get(digits..)?;
+    let (rest, kind) = DELTA_MIDDLES
+        .iter()
+        .find_map(|(middle, kind)| rest.strip_prefix(middle).map(|r| (r, *kind)))?;
+    let (text, used) = json_str::string_body(rest)?;
+    let tail = rest.get(used..)?.strip_prefix("}}")?;
+    json_str::is_json_whitespace(tail).then_some((index, kind, text))
+}
+
+fn parse<'a, T: Deserialize<'a>>(event_type: &str, data: &'a str) -> Result<T, DecodeError> {
+    serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))
+}
+
+fn is_tool_like(block: &ContentBlock) -> bool {
+    match block {
+        ContentBlock::ToolUse(_) | ContentBlock::ServerToolUse(_) => true,
+        ContentBlock::Other(map) => map.contains_key("input"),
+        _ => false,
+    }
+}
+
+impl AnthropicDecoder {
+    /// A decoder waiting for `message_start`.
+    pub fn new() -> Self {
+        Self {
+            message: None,
+            blocks: Vec::new(),
+            stopped: false,
+            failure: None,
+            events: Vec::new(),
+            record: true,
+            text_fast_path: true,
+        }
+    }
+
+    /// Turns the hand-written string-delta fast path on or off (benchmarks compare it with the
+    /// serde path; results are identical either way).
+    #[doc(hidden)]
+    pub fn set_text_fast_path(&mut self, enabled: bool) {
+        self.text_fast_path = enabled;
+    }
+
+    /// The accumulated message, typed, without materialising partial tool inputs (those blocks
+    /// show their announced input until sealed). `None` before `message_start`.
+    pub fn message_ref(&self) -> Option<&Message> {
+        self.message.as_deref()
+    }
+
+    /// A typed snapshot of the message with partial tool inputs filled in with their
+    /// complete-so-far view (the SDK snapshot semantics).
+    pub fn snapshot(&self) -> Option<Message> {
+        let mut message = self.message.as_deref()?.clone();
+        for (block, state) in message.content.iter_mut().zip(&self.blocks) {
+            if state.sealed {
+                continue;
+            }
+            if let Some(input) = &state.input {
+                if let Some(view) = partial_view(input) {
+                    set_input(block, view);
+                }
+            }
+        }
+        Some(message)
+    }
+
+    /// The raw input text received so far for the block at `index` (tool-like blocks only).
+    pub fn tool_input_text(&self, index: usize) -> Option<&str> {
+        self.blocks
+            .get(index)?
+            .input
+            .as_ref()
+            .map(PartialJson::as_str)
+    }
+
+    /// The complete-so-far view of a tool block's input (see [`PartialJson`]). Costs the copy
+    /// of the input; UIs that re-render on every delta should use
+    /// [`tool_input_repair`](Self::tool_input_repair).
+    pub fn tool_input_view(&mut self, index: usize, mode: PartialMode) -> Option<Value> {
+        self.blocks.get_mut(index)?.input.as_mut()?.view(mode)
+    }
+
+    /// How to close a tool block's input text into valid JSON right now, in O(new bytes +
+    /// nesting depth): keep `tool_input_text(index)[..cut]` and append `suffix`.
+    pub fn tool_input_repair(&mut self, index: usize, mode: PartialMode) -> Option<Repair> {
+        self.blocks.get_mut(index)?.input.as_mut()?.repair(mode)
+    }
+
+    /// Bytes handled so far for a tool block's input: fragments appended, the parse at the seal,
+    /// and bytes scanned for partial views. A work counter for linearity tests.
+    pub fn tool_input_work(&self, index: usize) -> Option<u64> {
+        let state = self.blocks.get(index)?;
+        Some(state.work + state.input.as_ref().map_or(0, PartialJson::work))
+    }
+
+    fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
+        if self.record {
+            self.events.push(event());
+        }
+    }
+
+    fn started(&mut self, event_type: &str) -> Result<&mut Message, DecodeError> {
+        if self.stopped {
+            return Err(ProtocolError::AfterEnd {
+                event_type: event_type.to_owned(),
+            }
+            .into());
+        }
+        self.message.as_deref_mut().ok_or_else(|| {
+            ProtocolError::BeforeStart {
+                event_type: event_type.to_owned(),
+            }
+            .into()
+        })
+    }
+
+    fn block_index(&self, event_type: &str, index: u64) -> Result<usize, DecodeError> {
+        usize::try_from(index)
+            .ok()
+            .filter(|&i| i < self.blocks.len())
+            .ok_or_else(|| {
+                ProtocolError::UnknownIndex {
+                    event_type: event_type.to_owned(),
+                    index,
+                }
+                .into()
+            })
+    }
+
+    /// Applies a text, tool-input or thinking fragment to its block.
+    fn on_string_delta(
+        &mut self,
+        index: u64,
+        kind: StringDelta,
+        text: Cow<'_, str>,
+    ) -> Result<(), DecodeError> {
+        const KIND: &str = "content_block_delta";
+        self.started(KIND)?;
+        let i = self.block_index(KIND, index)?;
+        match kind {
+            StringDelta::Text => {
+                let Some(ContentBlock::Text(block)) = self.block_mut(i) else {
+                    tracing::debug!(index, "text_delta for a non-text block ignored");
+                    return Ok(());
+                };
+                block.text.push_str(&text);
+                self.emit(|| DecodeEvent::TextDelta {
+                    index: i,
+                    text: text.into_owned(),
+                });
+            }
+            StringDelta::Thinking => {
+                let Some(ContentBlock::Thinking(block)) = self.block_mut(i) else {
+                    tracing::debug!(index, "thinking_delta for a non-thinking block ignored");
+                    return Ok(());
+                };
+                block.thinking.push_str(&text);
+                self.emit(|| DecodeEvent::ThinkingDelta {
+                    index: i,
+                    thinking: text.into_owned(),
+                });
+            }
+            StringDelta::InputJson => {
+                let state = &mut self.blocks[i];
+                match state.input.as_mut() {
+                    Some(input) if !state.sealed => {
+                        input.push(&text);
+                        state.work += text.len() as u64;
+                    }
+                    _ => {
+                        tracing::debug!(
+                            index,
+                            "input_json_delta for a block without open input ignored"
+                        );
+                        return Ok(());
+                    }
+                }
+                self.emit(|| DecodeEvent::InputJsonDelta {
+                    index: i,
+                    partial_json: text.into_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn on_delta(&mut self, data: &str) -> Result<(), DecodeError> {
+        const KIND: &str = "content_block_delta";
+        let raw: RawBlockDelta<'_> = parse(KIND, data)?;
+        self.started(KIND)?;
+        let i = self.block_index(KIND, raw.index)?;
+        let delta = raw.delta;
+        let missing = |field: &str| -> DecodeError {
+            ProtocolError::Malformed {
+                event_type: KIND.to_owned(),
+                detail: format!("`{}` without `{field}`", delta.kind),
+            }
+            .into()
+        };
+        match delta.kind.as_ref() {
+            "text_delta" => {
+                let text = delta.text.clone().ok_or_else(|| missing("text"))?;
+                return self.on_string_delta(raw.index, StringDelta::Text, text);
+            }
+            "input_json_delta" => {
+                let fragment = delta.partial_json.unwrap_or(Cow::Borrowed(""));
+                return self.on_string_delta(raw.index, StringDelta::InputJson, fragment);
+            }
+            "thinking_delta" => {
+                let thinking = delta.thinking.clone().ok_or_else(|| missing("thinking"))?;
+                return self.on_string_delta(raw.index, StringDelta::Thinking, thinking);
+            }
+            "signature_delta" => {
+                let signature = delta
+                    .signature
+                    .as_deref()
+                    .ok_or_else(|| missing("signature"))?;
+                if let Some(ContentBlock::Thinking(block)) = self.block_mut(i) {
+                    signature.clone_into(&mut block.signature);
+                    self.emit(|| DecodeEvent::SignatureDelta {
+                        index: i,
+                        signature: signature.to_owned(),
+                    });
+                }
+            }
+            "citations_delta" => {
+                let raw_citation = delta.citation.ok_or_else(|| missing("citation"))?;
+                let citation: Value = parse(KIND, raw_citation.get())?;
+                if let Some(ContentBlock::Text(block)) = self.block_mut(i) {
+                    block
+                        .citations
+                        .get_or_insert_with(Vec::new)
+                        .push(citation.clone());
+                    self.emit(|| DecodeEvent::CitationsDelta { index: i, citation });
+                }
+            }
+            _ => {
+                // Unknown delta type: passed through, accumulation unchanged.
+                let whole: Value = parse(KIND, data)?;
+                let delta = whole.get("delta").cloned().unwrap_or(Value::Null);
+                self.emit(|| DecodeEvent::UnknownDelta { index: i, delta });
+            }
+        }
+        Ok(())
+    }
+
+    fn block_mut(&mut self, i: usize) -> Option<&mut ContentBlock> {
+        self.message.as_mut()?.content.get_mut(i)
+    }
+
+    fn on_message_start(&mut self, data: &str) -> Result<(), DecodeError> {
+        const KIND: &str = "message_start";
+        if self.message.is_some() {
+            return Err(ProtocolError::DuplicateStart {
+                event_type: KIND.to_owned(),
+            }
+            .into());
+        }
+        let start: MessageStart = parse(KIND, data)?;
+        let mut message = start.message;
+        self.blocks = message
+            .content
+            .iter()
+            .map(|_| BlockState {
+                input: None,
+                sealed: true,
+                stopped: true,
+                work: 0,
+            })
+            .collect();
+        // Content announced in message_start is complete already (prefilled turns).
+        message.content.shrink_to_fit();
+        if self.record {
+            let snapshot = serde_json::to_value(&message).unwrap_or(Value::Null);
+            self.events
+                .push(DecodeEvent::MessageStart { message: snapshot });
+        }
+        self.message = Some(Box::new(message));
+        Ok(())
+    }
+
+    fn on_block_start(&mut self, data: &str) -> Result<(), DecodeError> {
+        const KIND: &str = "content_block_start";
+        let start: BlockStart = parse(KIND, data)?;
+        let expected = self.blocks.len();
+        let record = self.record;
+        let message = self.started(KIND)?;
+        if usize::try_from(start.index).ok() != Some(expected) {
+            return Err(ProtocolError::OutOfOrderIndex {
+                index: start.index,
+                expected: expected as u64,
+            }
+            .into());
+        }
+        let announced = record.then(|| Value::Object(start.content_block.clone()));
+        let block = ContentBlock::from_object(start.content_block);
+        let input = is_tool_like(&block).then(PartialJson::new);
+        message.content.push(block);
+        self.blocks.push(BlockState {
+            sealed: input.is_none(),
+            input,
+            stopped: false,
+            work: 0,
+        });
+        if let Some(block) = announced {
+            self.events.push(DecodeEvent::BlockStart {
+                index: expected,
+                block,
+            });
+        }
+        Ok(())
+    }
+
+    fn on_block_stop(&mut self, data: &str) -> Result<(), DecodeError> {
+        const KIND: &str = "content_block_stop";
+        let stop: IndexOnly = parse(KIND, data)?;
+        self.started(KIND)?;
+        let i = self.block_index(KIND, stop.index)?;
+        self.blocks[i].stopped = true;
+        self.emit(|| DecodeEvent::BlockStop { index: i });
+        self.seal(i, false);
+        Ok(())
+    }
+
+    /// Parses a tool block's input once and reports the outcome. With `cut_off` (the output
+    /// limit was reached) an unparseable input is reported truncated rather than invalid.
+    fn seal(&mut self, i: usize, cut_off: bool) {
+        let Some(state) = self.blocks.get_mut(i) else {
+            return;
+        };
+        if state.sealed {
+            return;
+        }
+        state.sealed = true;
+        let Some(input) = state.input.as_mut() else {
+            return;
+        };
+        let parsed = if json_str::is_json_whitespace(input.as_str()) {
+            Ok(None)
+        } else {
+            state.work += input.as_str().len() as u64;
+            input.parse_complete().map(Some)
+        };
+        let fallback_view = match &parsed {
+            Err(_) => Some(partial_view(input).unwrap_or_else(|| Value::Object(Map::new()))),
+            Ok(_) => None,
+        };
+        let raw_text = input.as_str().to_owned();
+        let Some(block) = self.message.as_mut().and_then(|m| m.content.get_mut(i)) else {
+            return;
+        };
+        match parsed {
+            Ok(value) => {
+                if let Some(value) = value {
+                    set_input(block, value);
+                }
+                if let ContentBlock::ToolUse(tool) = block {
+                    let event = DecodeEvent::ToolUseReady {
+                        index: i,
+                        id: tool.id.clone(),
+                        name: tool.name.clone(),
+                        input: tool.input.clone(),
+                    };
+                    self.events.push(event);
+                }
+            }
+            Err(error) => {
+                if let Some(view) = fallback_view {
+                    set_input(block, view);
+                }
+                let (id, name) = block_id_name(block);
+                let event = if cut_off {
+                    DecodeEvent::ToolUseTruncated {
+                        index: i,
+                        id,
+                        name,
+                        partial_json: raw_text,
+                    }
+                } else {
+                    DecodeEvent::ToolUseInvalid {
+                        index: i,
+                        id,
+                        name,
+                        partial_json: raw_text,
+                        error: error.to_string(),
+                    }
+                };
+                self.events.push(event);
+            }
+        }
+    }
+
+    fn on_message_delta(&mut self, data: &str) -> Result<(), DecodeError> {
+        const KIND: &str = "message_delta";
+        let delta: MessageDelta = parse(KIND, data)?;
+        let message = self.started(KIND)?;
+        for (key, value) in &delta.delta {
+            match key.as_str() {
+                "stop_reason" => message.stop_reason = value.as_str().map(str::to_owned),
+                "stop_sequence" => message.stop_sequence = value.as_str().map(str::to_owned),
+                _ => {
+                    message.extra.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        if let Some(usage) = &delta.usage {
+            for (key, value) in usage {
+                message.usage.assign_field(key, value);
+            }
+        }
+        let cut_off = message.stop_reason.as_deref() == Some("max_tokens");
+        if self.record {
+            self.events.push(DecodeEvent::MessageDelta {
+                delta: Value::Object(delta.delta),
+                usage: delta.usage.map_or(Value::Null, Value::Object),
+            });
+        }
+        if cut_off {
+            for i in 0..self.blocks.len() {
+                if !self.blocks[i].stopped {
+                    self.seal(i, true);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn on_message_stop(&mut self) -> Result<(), DecodeError> {
+        self.started("message_stop")?;
+        for i in 0..self.blocks.len() {
+            self.seal(i, false);
+        }
+        self.stopped = true;
+        self.emit(|| DecodeEvent::MessageStop);
+        Ok(())
+    }
+
+    fn on_error(&mut self, data: &str) -> DecodeError {
+        let raw: Value =
+            serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+        let error = DecodeError::provider(raw);
+        tracing::debug!(%error, "provider error event in stream");
+        self.failure = error.replay();
+        error
+    }
+
+    fn dispatch(&mut self, kind: &str, data: &str) -> Result<(), DecodeError> {
+        match kind {
+            "content_block_delta" => {
+                match fast_string_delta(data).filter(|_| self.text_fast_path) {
+                    Some((index, kind, text)) => self.on_string_delta(index, kind, text),
+                    None => self.on_delta(data),
+                }
+            }
+            "ping" => {
+                self.emit(|| DecodeEvent::Ping);
+                Ok(())
+            }
+            "content_block_start" => self.on_block_start(data),
+            "content_block_stop" => self.on_block_stop(data),
+            "message_start" => self.on_message_start(data),
+            "message_delta" => self.on_message_delta(data),
+            "message_stop" => self.on_message_stop(),
+            "error" => Err(self.on_error(data)),
+            _ => {
+                let data_value =
+                    serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+                tracing::debug!(event_type = kind, "unknown event passed through");
+                self.emit(|| DecodeEvent::Unknown {
+                    event_type: kind.to_owned(),
+                    data: data_value,
+                });
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The SDK snapshot's view of a partial tool input.
+fn partial_view(input: &PartialJson) -> Option<Value> {
+    let mut scratch = input.clone();
+    scratch.view(PartialMode::DropIncompleteStrings)
+}
+
+fn set_input(block: &mut ContentBlock, value: Value) {
+    match block {
+        ContentBlock::ToolUse(tool) | ContentBlock::ServerToolUse(tool) => tool.input = value,
+        ContentBlock::Other(map) => {
+            map.insert("input".to_owned(), value);
+        }
+        _ => {}
+    }
+}
+
+fn block_id_name(block: &ContentBlock) -> (String, String) {
+    match block {
+        ContentBlock::ToolUse(tool) | ContentBlock::ServerToolUse(tool) => {
+            (tool.id.clone(), tool.name.clone())
+        }
+        ContentBlock::Other(map) => {
+            let field = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            (field("id"), field("name"))
+        }
+        _ => (String::new(), String::new()),
+    }
+}
+
+impl EventDecoder for AnthropicDecoder {
+    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        match event_type {
+            // No `event:` line (some proxies): the JSON `type` names the event.
+            "" | "message" => {
+                let peek: TypeOnly<'_> = parse(event_type, data)?;
+                self.dispatch(&peek.kind, data)
+            }
+            kind => self.dispatch(kind, data),
+        }
+    }
+
+    fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
+        out.append(&mut self.events);
+    }
+
+    fn set_record_events(&mut self, record: bool) {
+        self.record = record;
+    }
+
+    fn message(&self) -> Value {
+        self.snapshot()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.stopped
+    }
+
+    fn finish(&mut self) -> Result<Value, DecodeError> {
+        if let Some(error) = self.failure.as_ref().and_then(DecodeError::replay) {
+            return Err(error);
+        }
+        if !self.stopped {
+            let reason = if self.message.is_some() {
+                "the stream ended before `message_stop`"
+            } else {
+                "the stream ended before `message_start`"
+            };
+            return Err(DecodeError::Truncated {
+                reason: reason.to_owned(),
+                partial: Box::new(self.message()),
+            });
+        }
+        Ok(self.message())
+    }
+}

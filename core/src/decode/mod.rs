@@ -1,0 +1,148 @@
+//! Provider stream decoding: SSE events in, typed events and the accumulated message out.
+//!
+//! One decoder per provider ([`AnthropicDecoder`], [`OpenAiChatDecoder`],
+//! [`OpenAiResponsesDecoder`]), all implementing [`EventDecoder`]:
+//!
+//! - [`EventDecoder::push_event`] takes one SSE event (type and data) and accumulates it;
+//! - the typed [`DecodeEvent`]s it completed are collected with [`EventDecoder::drain_events`];
+//! - [`EventDecoder::message`] is a snapshot of the message so far, in the provider's own
+//!   non-streaming response shape (always valid JSON);
+//! - [`EventDecoder::finish`] ends the input: the final message, or the typed
+//!   [`DecodeError::Truncated`] (carrying the partial message) if it never completed.
+//!
+//! [`StreamDecoder`] puts an SSE parser in front: raw bytes in (`feed`), events out.
+//!
+//! Tool-call inputs are appended to one buffer per call and parsed once when the call is sealed
+//! ([`DecodeEvent::ToolUseReady`]); a complete-so-far view for UIs is available through
+//! [`partial_json::PartialJson`], computed incrementally.
+
+mod anthropic;
+mod error;
+mod events;
+mod json_str;
+mod openai_chat;
+mod openai_responses;
+pub mod partial_json;
+mod stream;
+
+pub use anthropic::AnthropicDecoder;
+pub use error::{DecodeError, ProtocolError};
+pub use events::DecodeEvent;
+pub use openai_chat::OpenAiChatDecoder;
+pub use openai_responses::OpenAiResponsesDecoder;
+pub use stream::StreamDecoder;
+
+use serde_json::Value;
+
+/// The common interface of the provider decoders.
+pub trait EventDecoder {
+    /// Decodes and accumulates one SSE event. `event_type` is the SSE `event` field (`message`
+    /// when absent); `data` is the event's data.
+    ///
+    /// A provider `error` event is returned as [`DecodeError::Provider`]; protocol violations as
+    /// [`DecodeError::Protocol`]. After an error the decoder keeps its state, so
+    /// [`EventDecoder::message`] still shows what arrived.
+    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError>;
+
+    /// Moves the typed events completed so far into `out` (in order).
+    fn drain_events(&mut self, out: &mut Vec<DecodeEvent>);
+
+    /// Whether typed events are recorded (default `true`). Turning them off makes the decoder
+    /// accumulate only, with no per-event allocation for text deltas.
+    fn set_record_events(&mut self, record: bool);
+
+    /// A snapshot of the message accumulated so far, in the provider's non-streaming response
+    /// shape; `Value::Null` before the stream's first event.
+    fn message(&self) -> Value;
+
+    /// Whether the stream reached its end marker (`message_stop`, `[DONE]`,
+    /// `response.completed`).
+    fn is_complete(&self) -> bool;
+
+    /// Ends the input. Returns the final message, the provider error if the stream carried one,
+    /// or [`DecodeError::Truncated`] with the partial message if the stream stopped early.
+    fn finish(&mut self) -> Result<Value, DecodeError>;
+}
+
+/// The providers whose streams can be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Chat Completions.
+    OpenAiChat,
+    /// OpenAI Responses.
+    OpenAiResponses,
+}
+
+impl Provider {
+    /// The provider's name on the command line and in the bindings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAiChat => "openai-chat",
+            Self::OpenAiResponses => "openai-responses",
+        }
+    }
+
+    /// Parses a provider name (`anthropic`, `openai-chat`, `openai-responses`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "anthropic" => Some(Self::Anthropic),
+            "openai-chat" => Some(Self::OpenAiChat),
+            "openai-responses" => Some(Self::OpenAiResponses),
+            _ => None,
+        }
+    }
+
+    /// A new decoder for this provider.
+    pub fn decoder(self) -> AnyDecoder {
+        match self {
+            Self::Anthropic => AnyDecoder::Anthropic(AnthropicDecoder::new()),
+            Self::OpenAiChat => AnyDecoder::OpenAiChat(OpenAiChatDecoder::new()),
+            Self::OpenAiResponses => AnyDecoder::OpenAiResponses(OpenAiResponsesDecoder::new()),
+        }
+    }
+}
+
+/// A decoder for any provider, chosen at run time (what the CLI and the bindings hold).
+#[derive(Debug)]
+pub enum AnyDecoder {
+    /// Anthropic Messages.
+    Anthropic(AnthropicDecoder),
+    /// OpenAI Chat Completions.
+    OpenAiChat(OpenAiChatDecoder),
+    /// OpenAI Responses.
+    OpenAiResponses(OpenAiResponsesDecoder),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $d:ident => $e:expr) => {
+        match $self {
+            AnyDecoder::Anthropic($d) => $e,
+            AnyDecoder::OpenAiChat($d) => $e,
+            AnyDecoder::OpenAiResponses($d) => $e,
+        }
+    };
+}
+
+impl EventDecoder for AnyDecoder {
+    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        dispatch!(self, d => d.push_event(event_type, data))
+    }
+    fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
+        dispatch!(self, d => d.drain_events(out))
+    }
+    fn set_record_events(&mut self, record: bool) {
+        dispatch!(self, d => d.set_record_events(record))
+    }
+    fn message(&self) -> Value {
+        dispatch!(self, d => d.message())
+    }
+    fn is_complete(&self) -> bool {
+        dispatch!(self, d => d.is_complete())
+    }
+    fn finish(&mut self) -> Result<Value, DecodeError> {
+        dispatch!(self, d => d.finish())
+    }
+}

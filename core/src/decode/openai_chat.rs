@@ -1,0 +1,750 @@
+//! OpenAI Chat Completions stream decoding (see [`OpenAiChatDecoder`]).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::EventDecoder;
+use super::error::{DecodeError, ProtocolError};
+use super::events::DecodeEvent;
+use super::json_str;
+
+type Object = Map<String, Value>;
+
+/// OpenAI Chat Completions streaming: `chat.completion.chunk` objects, then `data: [DONE]`.
+///
+/// Accumulation follows openai-python's `ChatCompletionStreamState`: the first chunk becomes the
+/// snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
+/// later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
+/// objects merge by their `index`, `index`/`type` are replaced); a truthy `finish_reason` is
+/// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
+/// (the usage-only final chunk has empty `choices`).
+///
+/// The output is the non-streaming `chat.completion` shape: the streaming-only `index` of each
+/// tool call is removed (the SDK keeps it, and adds its client-side `parsed` fields, which are not
+/// part of the API's response).
+#[derive(Debug)]
+pub struct OpenAiChatDecoder {
+    snapshot: Option<Object>,
+    choices: Vec<ChoiceState>,
+    done: bool,
+    failure: Option<DecodeError>,
+    events: Vec<DecodeEvent>,
+    record: bool,
+}
+
+#[derive(Debug, Default, Clone)]
+struct ChoiceState {
+    /// Per tool call (by its `index`): sealed yet?
+    sealed: Vec<bool>,
+    /// The tool call index that received the latest fragment.
+    current_tool: Option<usize>,
+}
+
+impl Default for OpenAiChatDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A chunk whose choices only carry `content`/`refusal` text: the hot path.
+#[derive(Deserialize)]
+struct TextChunk<'a> {
+    #[serde(borrow)]
+    choices: Vec<TextChoice<'a>>,
+    #[serde(default)]
+    usage: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    system_fingerprint: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct TextChoice<'a> {
+    index: usize,
+    #[serde(borrow)]
+    delta: TextDelta<'a>,
+    #[serde(default)]
+    logprobs: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+}
+
+fn malformed(detail: impl Into<String>) -> DecodeError {
+    ProtocolError::Malformed {
+        event_type: "chat.completion.chunk".to_owned(),
+        detail: detail.into(),
+    }
+    .into()
+}
+
+impl OpenAiChatDecoder {
+    /// A decoder waiting for the first chunk.
+    pub fn new() -> Self {
+        Self {
+            snapshot: None,
+            choices: Vec::new(),
+            done: false,
+            failure: None,
+            events: Vec::new(),
+            record: true,
+        }
+    }
+
+    fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
+        if self.record {
+            self.events.push(event());
+        }
+    }
+
+    /// The fast path: text-only deltas for existing choices. Returns `false` (having changed
+    /// nothing) when the chunk needs the general path.
+    fn try_text_chunk(&mut self, data: &str) -> bool {
+        let Some(snapshot) = self.snapshot.as_mut() else {
+            return false;
+        };
+        let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data) else {
+            return false;
+        };
+        let Some(choices) = snapshot.get_mut("choices").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let simple = chunk.choices.iter().all(|c| {
+            c.logprobs.is_none()
+                && choices
+                    .get(c.index)
+                    .and_then(|choice| choice.get("message"))
+                    .is_some_and(Value::is_object)
+        });
+        if !simple {
+            return false;
+        }
+        for choice in &chunk.choices {
+            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            if let Some(Value::Object(message)) = existing.get_mut("message") {
+                if let Some(text) = &choice.delta.content {
+                    append_string(message, "content", text);
+                }
+                if let Some(text) = &choice.delta.refusal {
+                    append_string(message, "refusal", text);
+                }
+            }
+            if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
+                existing.insert("finish_reason".to_owned(), Value::String(reason.to_owned()));
+            }
+        }
+        let usage = match chunk.usage {
+            Some(raw) => match serde_json::from_str(raw.get()) {
+                Ok(v) => v,
+                Err(_) => return false,
+            },
+            None => Value::Null,
+        };
+        let fingerprint = chunk
+            .system_fingerprint
+            .as_deref()
+            .map_or(Value::Null, |s| Value::String(s.to_owned()));
+        let has_usage = !usage.is_null();
+        snapshot.insert("usage".to_owned(), usage);
+        snapshot.insert("system_fingerprint".to_owned(), fingerprint);
+        for choice in chunk.choices {
+            if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+                self.emit(|| DecodeEvent::TextDelta {
+                    index: choice.index,
+                    text: text.into_owned(),
+                });
+            }
+            if let Some(text) = choice.delta.refusal.filter(|t| !t.is_empty()) {
+                self.emit(|| DecodeEvent::RefusalDelta {
+                    index: choice.index,
+                    refusal: text.into_owned(),
+                });
+            }
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish_choice(choice.index, &reason);
+            }
+        }
+        if has_usage {
+            self.emit_usage();
+        }
+        true
+    }
+
+    fn emit_usage(&mut self) {
+        if !self.record {
+            return;
+        }
+        let usage = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("usage"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.events.push(DecodeEvent::MessageDelta {
+            delta: Value::Object(Map::new()),
+            usage,
+        });
+    }
+
+    fn first_chunk(&mut self, mut chunk: Object) -> Result<(), DecodeError> {
+        let choices = match chunk.get_mut("choices") {
+            Some(Value::Array(choices)) => std::mem::take(choices),
+            _ => Vec::new(),
+        };
+        let mut converted: Vec<Value> = Vec::with_capacity(choices.len());
+        for choice in choices {
+            let Value::Object(mut choice) = choice else {
+                return Err(malformed("a choice is not an object"));
+            };
+            let index = choice_index(&choice)?;
+            let delta = choice.remove("delta").unwrap_or(Value::Object(Map::new()));
+            choice.insert("message".to_owned(), delta);
+            while converted.len() <= index {
+                converted.push(Value::Null);
+            }
+            converted[index] = Value::Object(choice);
+        }
+        chunk.insert("choices".to_owned(), Value::Array(converted));
+        if !chunk.contains_key("system_fingerprint") {
+            chunk.insert("system_fingerprint".to_owned(), Value::Null);
+        }
+        chunk.insert(
+            "object".to_owned(),
+            Value::String("chat.completion".to_owned()),
+        );
+        let had_usage = chunk.get("usage").is_some_and(|u| !u.is_null());
+        if self.record {
+            self.events.push(DecodeEvent::MessageStart {
+                message: Value::Object(chunk.clone()),
+            });
+        }
+        self.snapshot = Some(chunk);
+        // Report what the first chunk already carried, as a later chunk would.
+        let Some(choices) = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("choices"))
+            .and_then(Value::as_array)
+        else {
+            return Ok(());
+        };
+        let mut reports = Vec::new();
+        for (index, choice) in choices.iter().enumerate() {
+            let message = choice.get("message");
+            let content = message
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str);
+            let refusal = message
+                .and_then(|m| m.get("refusal"))
+                .and_then(Value::as_str);
+            let tools = message
+                .and_then(|m| m.get("tool_calls"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let finish = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            reports.push((
+                index,
+                content.map(str::to_owned),
+                refusal.map(str::to_owned),
+                tools,
+                finish,
+            ));
+        }
+        for (index, content, refusal, tools, finish) in reports {
+            self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
+            if let Some(reason) = finish.filter(|r| !r.is_empty()) {
+                self.finish_choice(index, &reason);
+            }
+        }
+        if had_usage {
+            self.emit_usage();
+        }
+        Ok(())
+    }
+
+    /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
+    /// when a new one starts, as the SDK does).
+    fn report_delta(
+        &mut self,
+        choice: usize,
+        content: Option<&str>,
+        refusal: Option<&str>,
+        tools: &[Value],
+    ) {
+        if let Some(text) = content.filter(|t| !t.is_empty()) {
+            self.emit(|| DecodeEvent::TextDelta {
+                index: choice,
+                text: text.to_owned(),
+            });
+        }
+        if let Some(text) = refusal.filter(|t| !t.is_empty()) {
+            self.emit(|| DecodeEvent::RefusalDelta {
+                index: choice,
+                refusal: text.to_owned(),
+            });
+        }
+        for tool in tools {
+            // Bounded: the index sizes a table, and it comes from the network.
+            let Some(tool_index) = tool
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok())
+                .filter(|&i| i < MAX_INDEX)
+            else {
+                continue;
+            };
+            if self.choices.len() <= choice {
+                self.choices.resize(choice + 1, ChoiceState::default());
+            }
+            let state = &mut self.choices[choice];
+            let previous = state.current_tool.replace(tool_index);
+            let is_new = state.sealed.len() <= tool_index;
+            if is_new {
+                state.sealed.resize(tool_index + 1, false);
+            }
+            if let Some(previous) = previous.filter(|&p| p != tool_index) {
+                self.seal(choice, previous, false);
+            }
+            if is_new {
+                let block = tool.clone();
+                self.emit(|| DecodeEvent::BlockStart {
+                    index: tool_index,
+                    block,
+                });
+            }
+            let fragment = tool
+                .get("function")
+                .and_then(|f| f.get("arguments"))
+                .and_then(Value::as_str)
+                .filter(|a| !a.is_empty());
+            if let Some(fragment) = fragment {
+                self.emit(|| DecodeEvent::InputJsonDelta {
+                    index: tool_index,
+                    partial_json: fragment.to_owned(),
+                });
+            }
+        }
+    }
+
+    fn finish_choice(&mut self, choice: usize, reason: &str) {
+        self.emit(|| DecodeEvent::MessageDelta {
+            delta: serde_json::json!({ "finish_reason": reason }),
+            usage: Value::Null,
+        });
+        let cut_off = reason == "length";
+        let count = self.choices.get(choice).map_or(0, |s| s.sealed.len());
+        for tool in 0..count {
+            self.seal(choice, tool, cut_off);
+        }
+    }
+
+    /// Parses a tool call's arguments once and reports the outcome.
+    fn seal(&mut self, choice: usize, tool: usize, cut_off: bool) {
+        let Some(flag) = self
+            .choices
+            .get_mut(choice)
+            .and_then(|s| s.sealed.get_mut(tool))
+        else {
+            return;
+        };
+        if *flag {
+            return;
+        }
+        *flag = true;
+        let call = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("choices"))
+            .and_then(|c| c.get(choice))
+            .and_then(|c| c.get("message"))
+            .and_then(|m| m.get("tool_calls"))
+            .and_then(|t| t.get(tool));
+        let Some(call) = call else {
+            return;
+        };
+        let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+        let id = field(call.get("id"));
+        let function = call.get("function");
+        let name = field(function.and_then(|f| f.get("name")));
+        let arguments = field(function.and_then(|f| f.get("arguments")));
+        let parsed = if json_str::is_json_whitespace(&arguments) {
+            Ok(Value::Object(Map::new()))
+        } else {
+            serde_json::from_str::<Value>(&arguments)
+        };
+        let event = match parsed {
+            Ok(input) => DecodeEvent::ToolUseReady {
+                index: tool,
+                id,
+                name,
+                input,
+            },
+            Err(_) if cut_off => DecodeEvent::ToolUseTruncated {
+                index: tool,
+                id,
+                name,
+                partial_json: arguments,
+            },
+            Err(error) => DecodeEvent::ToolUseInvalid {
+                index: tool,
+                id,
+                name,
+                partial_json: arguments,
+                error: error.to_string(),
+            },
+        };
+        self.events.push(event);
+    }
+
+    fn general_chunk(&mut self, data: &str) -> Result<(), DecodeError> {
+        let value: Value = serde_json::from_str(data)
+            .map_err(|e| DecodeError::json("chat.completion.chunk", e))?;
+        let Value::Object(mut chunk) = value else {
+            return Err(malformed("the chunk is not an object"));
+        };
+        if chunk.contains_key("error") && !chunk.contains_key("choices") {
+            return Err(self.fail(Value::Object(chunk)));
+        }
+        if self.done {
+            return Err(ProtocolError::AfterEnd {
+                event_type: "chat.completion.chunk".to_owned(),
+            }
+            .into());
+        }
+        let Some(snapshot) = self.snapshot.as_mut() else {
+            return self.first_chunk(chunk);
+        };
+        let choices = match chunk.remove("choices") {
+            Some(Value::Array(choices)) => choices,
+            Some(Value::Null) | None => Vec::new(),
+            Some(_) => return Err(malformed("`choices` is not a list")),
+        };
+        let Some(Value::Array(snapshot_choices)) = snapshot.get_mut("choices") else {
+            return Err(malformed("snapshot lost its choices"));
+        };
+        let mut reports = Vec::with_capacity(choices.len());
+        for choice in choices {
+            let Value::Object(mut choice) = choice else {
+                return Err(malformed("a choice is not an object"));
+            };
+            let index = choice_index(&choice)?;
+            let delta = match choice.remove("delta") {
+                Some(Value::Object(delta)) => delta,
+                _ => Map::new(),
+            };
+            let content = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let refusal = delta
+                .get("refusal")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let tools = delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let finish = choice
+                .get("finish_reason")
+                .and_then(Value::as_str)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned);
+            match snapshot_choices
+                .get_mut(index)
+                .and_then(Value::as_object_mut)
+            {
+                Some(existing) => {
+                    let message = existing
+                        .entry("message")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(message) = message {
+                        accumulate_delta(message, delta)?;
+                    }
+                    if let Some(reason) = &finish {
+                        existing.insert("finish_reason".to_owned(), Value::String(reason.clone()));
+                    }
+                    if let Some(logprobs) = choice.remove("logprobs").filter(|l| !l.is_null()) {
+                        merge_logprobs(existing, logprobs);
+                    }
+                }
+                None => {
+                    choice.insert("message".to_owned(), Value::Object(delta));
+                    while snapshot_choices.len() < index {
+                        snapshot_choices.push(Value::Null);
+                    }
+                    if index < snapshot_choices.len() {
+                        snapshot_choices[index] = Value::Object(choice);
+                    } else {
+                        snapshot_choices.push(Value::Object(choice));
+                    }
+                }
+            }
+            reports.push((index, content, refusal, tools, finish));
+        }
+        let usage = chunk.remove("usage").unwrap_or(Value::Null);
+        let has_usage = !usage.is_null();
+        snapshot.insert("usage".to_owned(), usage);
+        let fingerprint = chunk.remove("system_fingerprint").unwrap_or(Value::Null);
+        snapshot.insert("system_fingerprint".to_owned(), fingerprint);
+        for (index, content, refusal, tools, finish) in reports {
+            self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
+            if let Some(reason) = finish {
+                self.finish_choice(index, &reason);
+            }
+        }
+        if has_usage {
+            self.emit_usage();
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, raw: Value) -> DecodeError {
+        let error = DecodeError::provider(raw);
+        tracing::debug!(%error, "provider error in stream");
+        self.failure = error.replay();
+        error
+    }
+}
+
+/// Largest choice or tool call index accepted (indexes size tables).
+const MAX_INDEX: usize = 1 << 16;
+
+fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
+    choice
+        .get("index")
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|&i| i < MAX_INDEX)
+        .ok_or_else(|| malformed("a choice has no valid `index`"))
+}
+
+fn append_string(message: &mut Object, key: &str, text: &str) {
+    match message.get_mut(key) {
+        Some(Value::String(existing)) => existing.push_str(text),
+        Some(existing @ Value::Null) => *existing = Value::String(text.to_owned()),
+        Some(_) => {}
+        None => {
+            message.insert(key.to_owned(), Value::String(text.to_owned()));
+        }
+    }
+}
+
+/// openai-python's `accumulate_delta`, over JSON objects.
+fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> {
+    for (key, delta_value) in delta {
+        let Some(acc_value) = acc.get_mut(&key) else {
+            acc.insert(key, delta_value);
+            continue;
+        };
+        if acc_value.is_null() || key == "index" || key == "type" {
+            *acc_value = delta_value;
+            continue;
+        }
+        match (acc_value, delta_value) {
+            (Value::String(a), Value::String(d)) => a.push_str(&d),
+            (Value::Number(a), Value::Number(d)) => {
+                let sum = match (a.as_i64(), d.as_i64()) {
+                    (Some(x), Some(y)) => x.checked_add(y).map(serde_json::Number::from),
+                    _ => serde_json::Number::from_f64(
+                        a.as_f64().unwrap_or(0.0) + d.as_f64().unwrap_or(0.0),
+                    ),
+                };
+                if let Some(sum) = sum {
+                    *a = sum;
+                }
+            }
+            (Value::Object(a), Value::Object(d)) => accumulate_delta(a, d)?,
+            (Value::Array(a), Value::Array(d)) => {
+                if a.iter().all(|x| x.is_string() || x.is_number()) {
+                    a.extend(d);
+                    continue;
+                }
+                for entry in d {
+                    let Value::Object(entry) = entry else {
+                        return Err(malformed(format!("`{key}` list entry is not an object")));
+                    };
+                    let index = entry
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .ok_or_else(|| {
+                            malformed(format!("`{key}` list entry has no integer `index`"))
+                        })?;
+                    match a.get_mut(index) {
+                        Some(Value::Object(existing)) if key == "tool_calls" => {
+                            accumulate_tool_call(existing, entry)?;
+                        }
+                        Some(Value::Object(existing)) => accumulate_delta(existing, entry)?,
+                        Some(_) => {
+                            return Err(malformed(format!(
+                                "`{key}` entry {index} is not an object"
+                            )));
+                        }
+                        None => a.push(Value::Object(entry)),
+                    }
+                }
+            }
+            // The SDK keeps the accumulated value when the kinds differ.
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A tool call delta: like [`accumulate_delta`], except that `id` and `function.name` are set
+/// once and never concatenated (some OpenAI-compatible servers repeat them in every chunk, which
+/// would turn `call_1` into `call_1call_1` under plain string concatenation).
+fn accumulate_tool_call(acc: &mut Object, mut delta: Object) -> Result<(), DecodeError> {
+    keep_first(acc, &mut delta, "id");
+    if let (Some(Value::Object(acc_function)), Some(Value::Object(delta_function))) =
+        (acc.get_mut("function"), delta.get_mut("function"))
+    {
+        keep_first(acc_function, delta_function, "name");
+    }
+    accumulate_delta(acc, delta)
+}
+
+/// Drops `key` from `delta` when `acc` already holds a non-empty string for it.
+fn keep_first(acc: &Object, delta: &mut Object, key: &str) {
+    let already = acc
+        .get(key)
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty());
+    if already {
+        delta.shift_remove(key);
+    }
+}
+
+/// openai-python's logprobs accumulation: lists extend, a missing snapshot takes the chunk's.
+fn merge_logprobs(choice: &mut Object, logprobs: Value) {
+    let Value::Object(incoming) = logprobs else {
+        return;
+    };
+    let snapshot = choice.entry("logprobs").or_insert(Value::Null);
+    if !snapshot.is_object() {
+        let mut fresh = Map::new();
+        fresh.insert(
+            "content".to_owned(),
+            incoming.get("content").cloned().unwrap_or(Value::Null),
+        );
+        fresh.insert(
+            "refusal".to_owned(),
+            incoming.get("refusal").cloned().unwrap_or(Value::Null),
+        );
+        *snapshot = Value::Object(fresh);
+        return;
+    }
+    let Value::Object(snapshot) = snapshot else {
+        return;
+    };
+    for key in ["content", "refusal"] {
+        let Some(Value::Array(items)) = incoming.get(key) else {
+            continue;
+        };
+        if items.is_empty() {
+            continue;
+        }
+        let slot = snapshot.entry(key).or_insert(Value::Null);
+        match slot {
+            Value::Array(existing) => existing.extend(items.iter().cloned()),
+            _ => *slot = Value::Array(items.clone()),
+        }
+    }
+}
+
+/// The snapshot in the non-streaming shape: tool calls lose their streaming-only `index`.
+fn to_response_shape(snapshot: &Object) -> Value {
+    let mut out = snapshot.clone();
+    if let Some(Value::Array(choices)) = out.get_mut("choices") {
+        for choice in choices {
+            let calls = choice
+                .get_mut("message")
+                .and_then(|m| m.get_mut("tool_calls"))
+                .and_then(Value::as_array_mut);
+            for call in calls.into_iter().flatten() {
+                if let Value::Object(call) = call {
+                    call.shift_remove("index");
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+impl EventDecoder for OpenAiChatDecoder {
+    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        if data == "[DONE]" {
+            if self.snapshot.is_none() {
+                return Err(ProtocolError::BeforeStart {
+                    event_type: "[DONE]".to_owned(),
+                }
+                .into());
+            }
+            self.done = true;
+            self.emit(|| DecodeEvent::MessageStop);
+            return Ok(());
+        }
+        if event_type == "error" {
+            let raw = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+            return Err(self.fail(raw));
+        }
+        if !self.done && self.try_text_chunk(data) {
+            return Ok(());
+        }
+        self.general_chunk(data)
+    }
+
+    fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
+        out.append(&mut self.events);
+    }
+
+    fn set_record_events(&mut self, record: bool) {
+        self.record = record;
+    }
+
+    fn message(&self) -> Value {
+        self.snapshot
+            .as_ref()
+            .map_or(Value::Null, to_response_shape)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.done
+    }
+
+    fn finish(&mut self) -> Result<Value, DecodeError> {
+        if let Some(error) = self.failure.as_ref().and_then(DecodeError::replay) {
+            return Err(error);
+        }
+        if !self.done {
+            let reason = if self.snapshot.is_some() {
+                "the stream ended before `data: [DONE]`"
+            } else {
+                "the stream ended before its first chunk"
+            };
+            return Err(DecodeError::Truncated {
+                reason: reason.to_owned(),
+                partial: Box::new(self.message()),
+            });
+        }
+        Ok(self.message())
+    }
+}

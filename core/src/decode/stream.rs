@@ -1,0 +1,99 @@
+//! Bytes in, typed events out: an [`EventDecoder`] fed through an [`SseParser`].
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::{AnyDecoder, DecodeError, DecodeEvent, EventDecoder, Provider};
+use crate::sse::{SseItem, SseParser};
+
+/// A provider decoder behind its own SSE parser: the shape the bindings wrap
+/// (`feed(bytes)` → events, `message()`, `finish()`).
+#[derive(Debug)]
+pub struct StreamDecoder<D = AnyDecoder> {
+    sse: SseParser,
+    decoder: D,
+}
+
+impl StreamDecoder<AnyDecoder> {
+    /// A stream decoder for `provider`.
+    pub fn for_provider(provider: Provider) -> Self {
+        Self::new(provider.decoder())
+    }
+}
+
+impl<D: EventDecoder> StreamDecoder<D> {
+    /// Wraps `decoder` with a fresh SSE parser.
+    pub fn new(decoder: D) -> Self {
+        Self::with_parser(decoder, SseParser::new())
+    }
+
+    /// Wraps `decoder` with a configured SSE parser.
+    pub fn with_parser(decoder: D, sse: SseParser) -> Self {
+        Self { sse, decoder }
+    }
+
+    /// Feeds a chunk of raw bytes (split anywhere) and returns the typed events it completed.
+    ///
+    /// On error, the events completed before the failing SSE event are lost; use
+    /// [`feed_into`](Self::feed_into) to keep them.
+    pub fn feed(&mut self, chunk: Bytes) -> Result<Vec<DecodeEvent>, DecodeError> {
+        let mut events = Vec::new();
+        self.feed_into(chunk, &mut events)?;
+        Ok(events)
+    }
+
+    /// Feeds a chunk and appends the typed events it completed to `out`. On error, `out` holds
+    /// the events completed before the failing SSE event; the events after it stay queued and
+    /// are decoded by the next call.
+    pub fn feed_into(
+        &mut self,
+        chunk: Bytes,
+        out: &mut Vec<DecodeEvent>,
+    ) -> Result<(), DecodeError> {
+        self.sse.feed(chunk);
+        self.drain(out)
+    }
+
+    fn drain(&mut self, out: &mut Vec<DecodeEvent>) -> Result<(), DecodeError> {
+        while let Some(item) = self.sse.next_item() {
+            let SseItem::Event(event) = item else {
+                continue;
+            };
+            let result = self.decoder.push_event(event.event_type(), event.data());
+            self.decoder.drain_events(out);
+            result?;
+        }
+        Ok(())
+    }
+
+    /// A snapshot of the message accumulated so far (see [`EventDecoder::message`]).
+    pub fn message(&self) -> Value {
+        self.decoder.message()
+    }
+
+    /// Whether the stream reached its end marker.
+    pub fn is_complete(&self) -> bool {
+        self.decoder.is_complete()
+    }
+
+    /// Ends the input: the final message, the provider's error, or [`DecodeError::Truncated`]
+    /// with the partial message. Bytes after the last complete SSE event are discarded.
+    pub fn finish(&mut self) -> Result<Value, DecodeError> {
+        let mut ignored = Vec::new();
+        self.drain(&mut ignored)?;
+        if self.sse.finish() {
+            tracing::debug!("unterminated SSE event discarded at end of input");
+        }
+        self.decoder.finish()
+    }
+
+    /// The provider decoder (for its typed accessors).
+    pub fn decoder(&self) -> &D {
+        &self.decoder
+    }
+
+    /// The provider decoder, mutably (e.g. [`EventDecoder::set_record_events`]).
+    pub fn decoder_mut(&mut self) -> &mut D {
+        &mut self.decoder
+    }
+}

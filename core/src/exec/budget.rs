@@ -1,0 +1,465 @@
+//! Result budgets: a result over its tool's limit, or the largest results of a turn over the
+//! turn's aggregate budget, are written to a spill file (`<spill_dir>/<tool_use_id>.txt`) and
+//! replaced by a preview in a fixed wrapper.
+//!
+//! The decision for a `tool_use_id` is taken once and kept in a [`ReplacementRecord`]: a replaced
+//! result is replaced by the very same bytes on every later turn, and a result kept whole is
+//! never replaced later (its bytes are already in the provider's prompt cache). The record
+//! serialises with serde, so a resumed session makes the same decisions.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{ToolResult, ToolResultContent};
+
+/// The default per-result limit, in characters.
+pub const DEFAULT_MAX_RESULT_CHARS: usize = 50_000;
+/// The default aggregate budget of one turn's results, in characters.
+pub const DEFAULT_TURN_BUDGET_CHARS: usize = 200_000;
+/// The default preview size, in bytes (cut back to a newline when there is one).
+pub const DEFAULT_PREVIEW_BYTES: usize = 2_048;
+
+/// Budget settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetConfig {
+    /// Where spill files go (created on first use).
+    pub spill_dir: PathBuf,
+    /// The per-result limit for tools using [`ResultLimit::Default`](super::ResultLimit::Default).
+    pub default_max_result_chars: usize,
+    /// The aggregate budget of a turn's results; `None` disables it.
+    pub turn_budget_chars: Option<usize>,
+    /// The preview size in bytes.
+    pub preview_bytes: usize,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            spill_dir: std::env::temp_dir().join("ferroloop-tool-results"),
+            default_max_result_chars: DEFAULT_MAX_RESULT_CHARS,
+            turn_budget_chars: Some(DEFAULT_TURN_BUDGET_CHARS),
+            preview_bytes: DEFAULT_PREVIEW_BYTES,
+        }
+    }
+}
+
+/// One decided replacement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    /// The exact content the model sees instead of the result.
+    pub content: String,
+    /// The spill file holding the full result (`None` when it could not be written).
+    pub path: Option<PathBuf>,
+    /// The size of the original result, in characters.
+    pub original_chars: usize,
+}
+
+/// The budget decisions taken so far, by `tool_use_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplacementRecord {
+    replaced: BTreeMap<String, Replacement>,
+}
+
+impl ReplacementRecord {
+    /// An empty record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The replacement decided for `tool_use_id`, if it was replaced.
+    pub fn replacement(&self, tool_use_id: &str) -> Option<&Replacement> {
+        self.replaced.get(tool_use_id)
+    }
+
+    /// Whether `tool_use_id` was replaced.
+    pub fn is_replaced(&self, tool_use_id: &str) -> bool {
+        self.replaced.contains_key(tool_use_id)
+    }
+
+    /// The number of replaced results.
+    pub fn replaced_len(&self) -> usize {
+        self.replaced.len()
+    }
+
+    /// Puts the recorded replacements back into `results` (for instance the history rebuilt from
+    /// original results on a later turn), byte for byte. Returns how many were replaced.
+    pub fn reapply(&self, results: &mut [ToolResult]) -> usize {
+        if self.replaced.is_empty() {
+            return 0;
+        }
+        let mut count = 0;
+        for result in results {
+            if let Some(replacement) = self.replaced.get(&result.tool_use_id) {
+                result.content = ToolResultContent::Text(replacement.content.clone());
+                count += 1;
+            }
+        }
+        count
+    }
+}
+
+/// Applies the per-result limit and the per-turn budget.
+#[derive(Debug, Clone)]
+pub struct ResultBudget {
+    config: BudgetConfig,
+}
+
+impl ResultBudget {
+    /// A budget with these settings.
+    pub fn new(config: BudgetConfig) -> Self {
+        Self { config }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BudgetConfig {
+        &self.config
+    }
+
+    /// Applies a per-result limit of `limit` characters (`None`: unlimited). A result already
+    /// replaced in `record` gets its recorded replacement; a result over the limit is spilled and
+    /// recorded. Returns the content to deliver and whether it was spilled now.
+    pub fn limit_result(
+        &self,
+        record: &mut ReplacementRecord,
+        tool_use_id: &str,
+        content: ToolResultContent,
+        limit: Option<usize>,
+    ) -> (ToolResultContent, bool) {
+        if let Some(replacement) = record.replaced.get(tool_use_id) {
+            return (ToolResultContent::Text(replacement.content.clone()), false);
+        }
+        let Some(limit) = limit else {
+            return (content, false);
+        };
+        if !exceeds(&content, limit) {
+            return (content, false);
+        }
+        let Some(text) = content.as_plain_text() else {
+            return (content, false);
+        };
+        let preview_bytes = self.config.preview_bytes.min(limit);
+        let replacement = self.spill(tool_use_id, &text, preview_bytes);
+        let delivered = ToolResultContent::Text(replacement.content.clone());
+        record.replaced.insert(tool_use_id.to_owned(), replacement);
+        (delivered, true)
+    }
+
+    /// Applies the per-turn budget to one turn's results (call it once per turn, with that
+    /// turn's results): recorded replacements are reapplied, then, while the total exceeds the
+    /// budget, the largest results not replaced before are spilled, largest first. Applying it
+    /// again to the same results changes nothing (they are under budget, or nothing is left to
+    /// replace); history from earlier turns takes [`ReplacementRecord::reapply`] instead, so a
+    /// result delivered whole is never replaced later. Returns how many were spilled now.
+    pub fn enforce_turn(
+        &self,
+        record: &mut ReplacementRecord,
+        results: &mut [ToolResult],
+    ) -> usize {
+        record.reapply(results);
+        let Some(budget) = self.config.turn_budget_chars else {
+            return 0;
+        };
+        // Bytes bound characters from above: most turns are decided without counting.
+        let bytes: usize = results.iter().map(|r| content_bytes(&r.content)).sum();
+        if bytes <= budget {
+            return 0;
+        }
+        let sizes: Vec<usize> = results.iter().map(|r| r.content.text_chars()).collect();
+        let mut total: usize = sizes.iter().sum();
+        let mut candidates: Vec<usize> = (0..results.len())
+            .filter(|&i| !record.is_replaced(&results[i].tool_use_id))
+            .filter(|&i| results[i].content.as_plain_text().is_some())
+            .collect();
+        // Largest first; ties keep request order so the choice is deterministic.
+        candidates.sort_by(|&a, &b| sizes[b].cmp(&sizes[a]).then(a.cmp(&b)));
+        let mut spilled = 0;
+        for index in candidates {
+            if total <= budget {
+                break;
+            }
+            let result = &mut results[index];
+            let Some(text) = result.content.as_plain_text() else {
+                continue;
+            };
+            let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
+            let new_size = replacement.content.chars().count();
+            result.content = ToolResultContent::Text(replacement.content.clone());
+            record
+                .replaced
+                .insert(result.tool_use_id.clone(), replacement);
+            total = total - sizes[index] + new_size;
+            spilled += 1;
+        }
+        spilled
+    }
+
+    /// Whether the turn budget could be exceeded by `results` (a cheap upper bound, so that most
+    /// turns need neither counting nor the record's lock).
+    pub(crate) fn turn_may_exceed(&self, results: &[ToolResult]) -> bool {
+        self.config.turn_budget_chars.is_some_and(|budget| {
+            results
+                .iter()
+                .map(|r| content_bytes(&r.content))
+                .sum::<usize>()
+                > budget
+        })
+    }
+
+    /// Writes the full text to its spill file and builds the replacement.
+    fn spill(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> Replacement {
+        let original_chars = text.chars().count();
+        let path = self.config.spill_dir.join(spill_file_name(tool_use_id));
+        let written = std::fs::create_dir_all(&self.config.spill_dir)
+            .and_then(|()| std::fs::write(&path, text.as_bytes()));
+        let preview = preview_of(text, preview_bytes);
+        match written {
+            Ok(()) => Replacement {
+                content: wrap_preview(preview, original_chars, Some(&path), None),
+                path: Some(path),
+                original_chars,
+            },
+            Err(error) => {
+                tracing::warn!(%error, path = %path.display(), "could not write a spill file");
+                Replacement {
+                    content: wrap_preview(preview, original_chars, None, Some(&error.to_string())),
+                    path: None,
+                    original_chars,
+                }
+            }
+        }
+    }
+}
+
+/// The text bytes of `content` (an upper bound of its characters).
+fn content_bytes(content: &ToolResultContent) -> usize {
+    match content {
+        ToolResultContent::Text(text) => text.len(),
+        ToolResultContent::Blocks(_) => content.text_chars(),
+    }
+}
+
+/// Whether `content` has more than `limit` characters (without counting when bytes suffice).
+fn exceeds(content: &ToolResultContent, limit: usize) -> bool {
+    match content {
+        ToolResultContent::Text(text) if text.len() <= limit => false,
+        _ => content.text_chars() > limit,
+    }
+}
+
+/// The spill file name for a call id: characters other than ASCII letters, digits, `-` and `_`
+/// become `_` (ids come from the model's provider and must not name other paths).
+pub fn spill_file_name(tool_use_id: &str) -> String {
+    let mut name: String = tool_use_id
+        .chars()
+        .take(200)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        name.push_str("tool_result");
+    }
+    name.push_str(".txt");
+    name
+}
+
+/// The first `max_bytes` of `text`, cut at a character boundary and then back to the last
+/// newline when that keeps at least half of it.
+pub fn preview_of(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    match memchr::memrchr(b'\n', head.as_bytes()) {
+        Some(newline) if newline >= end / 2 => &head[..newline],
+        _ => head,
+    }
+}
+
+fn wrap_preview(
+    preview: &str,
+    original_chars: usize,
+    path: Option<&Path>,
+    error: Option<&str>,
+) -> String {
+    let mut out = String::with_capacity(preview.len() + 256);
+    out.push_str("<tool-output-truncated>\n");
+    match (path, error) {
+        (Some(path), _) => {
+            let _ = writeln!(
+                out,
+                "Output too large ({original_chars} characters). Full output saved to: {}",
+                path.display()
+            );
+            out.push_str("Read that file to see the rest.\n");
+        }
+        (None, error) => {
+            let _ = writeln!(
+                out,
+                "Output too large ({original_chars} characters) and could not be saved ({}). Only the beginning is shown.",
+                error.unwrap_or("unknown error")
+            );
+        }
+    }
+    let _ = write!(
+        out,
+        "\nPreview (first {} characters):\n",
+        preview.chars().count()
+    );
+    out.push_str(preview);
+    out.push_str("\n...\n</tool-output-truncated>");
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "ferroloop-budget-test-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn budget(dir: &Path, turn: Option<usize>) -> ResultBudget {
+        ResultBudget::new(BudgetConfig {
+            spill_dir: dir.to_owned(),
+            default_max_result_chars: 100,
+            turn_budget_chars: turn,
+            preview_bytes: 64,
+        })
+    }
+
+    fn lines(n: usize) -> String {
+        (0..n).map(|i| format!("line {i:03}\n")).collect()
+    }
+
+    #[test]
+    fn preview_cuts_at_newline_and_char_boundary() {
+        assert_eq!(preview_of("short", 10), "short");
+        assert_eq!(preview_of("aaaa\nbbbbbb", 8), "aaaa");
+        assert_eq!(
+            preview_of("a\nbbbbbbbbbbb", 8),
+            "a\nbbbbbb",
+            "newline too early: byte cut"
+        );
+        assert_eq!(preview_of("ééééé", 5), "éé");
+    }
+
+    #[test]
+    fn spill_file_names_are_sanitised() {
+        assert_eq!(spill_file_name("toolu_01A-b"), "toolu_01A-b.txt");
+        assert_eq!(spill_file_name("../../etc/passwd"), "______etc_passwd.txt");
+        assert_eq!(spill_file_name(""), "tool_result.txt");
+    }
+
+    #[test]
+    fn over_limit_result_is_spilled_with_a_preview() {
+        let dir = temp_dir("limit");
+        let budget = budget(&dir, None);
+        let mut record = ReplacementRecord::new();
+        let text = lines(50);
+        let (content, spilled) = budget.limit_result(
+            &mut record,
+            "t1",
+            ToolResultContent::Text(text.clone()),
+            Some(100),
+        );
+        assert!(spilled);
+        let path = dir.join("t1.txt");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        let ToolResultContent::Text(preview) = content else {
+            panic!("text expected")
+        };
+        let expected = format!(
+            "<tool-output-truncated>\nOutput too large (450 characters). Full output saved to: {}\n\
+             Read that file to see the rest.\n\nPreview (first 62 characters):\n{}\n...\n</tool-output-truncated>",
+            path.display(),
+            &text[..62]
+        );
+        assert_eq!(preview, expected);
+        assert_eq!(record.replacement("t1").unwrap().original_chars, 450);
+        // Under the limit: untouched and undecided.
+        let small = ToolResultContent::Text("ok".into());
+        assert_eq!(
+            budget.limit_result(&mut record, "t2", small.clone(), Some(100)),
+            (small, false)
+        );
+        assert!(!record.is_replaced("t2"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn images_and_unlimited_are_never_spilled() {
+        let dir = temp_dir("images");
+        let budget = budget(&dir, None);
+        let mut record = ReplacementRecord::new();
+        let big = ToolResultContent::Text("x".repeat(1000));
+        assert!(!budget.limit_result(&mut record, "a", big, None).1);
+        let image = ToolResultContent::Blocks(vec![
+            serde_json::json!({"type": "text", "text": "y".repeat(1000)}),
+            serde_json::json!({"type": "image", "source": {}}),
+        ]);
+        assert!(!budget.limit_result(&mut record, "b", image, Some(10)).1);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn turn_budget_replaces_largest_first_and_decisions_are_stable() {
+        let dir = temp_dir("turn");
+        let budget = budget(&dir, Some(1_300));
+        let mut record = ReplacementRecord::new();
+        let originals = vec![
+            ToolResult::success("a", "a".repeat(300)),
+            ToolResult::success("b", "b".repeat(700)),
+            ToolResult::success("c", "c".repeat(500)),
+        ];
+        let mut turn1 = originals.clone();
+        assert_eq!(budget.enforce_turn(&mut record, &mut turn1), 1);
+        assert_eq!(turn1[0], originals[0]);
+        assert_ne!(turn1[1], originals[1], "the largest is replaced");
+        assert_eq!(turn1[2], originals[2]);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("b.txt")).unwrap(),
+            "b".repeat(700)
+        );
+
+        // Enforcing again on the same results changes nothing.
+        let mut again = turn1.clone();
+        assert_eq!(budget.enforce_turn(&mut record, &mut again), 0);
+        assert_eq!(again, turn1);
+
+        // The next turn has its own budget: its large result is replaced; history rebuilt from
+        // the originals gets the earlier decisions back byte for byte.
+        let mut turn2 = vec![ToolResult::success("d", "d".repeat(1_400))];
+        assert_eq!(budget.enforce_turn(&mut record, &mut turn2), 1);
+        let mut history = originals.clone();
+        assert_eq!(record.reapply(&mut history), 1);
+        assert_eq!(history, turn1);
+
+        // The record survives a serde round trip (session resume) and reapplies identically.
+        let json = serde_json::to_string(&record).unwrap();
+        let resumed: ReplacementRecord = serde_json::from_str(&json).unwrap();
+        let mut history = originals.clone();
+        history.push(ToolResult::success("d", "d".repeat(1_400)));
+        assert_eq!(resumed.reapply(&mut history), 2);
+        assert_eq!(history[..3], turn1[..]);
+        assert_eq!(history[3], turn2[0]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

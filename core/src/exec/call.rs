@@ -1,0 +1,345 @@
+//! The slow paths of a call (hooks; a tool racing cancellation and its timeout; the bounded
+//! cleanup grace), panic capture, and the model-readable messages.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use serde_json::Value;
+
+use super::admission::Concurrency;
+use super::cancel::{CancellationToken, Cause, StopReason};
+use super::context::{ToolContext, TurnShared};
+use super::events::CallStatus;
+use super::hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
+use super::tool::{RegisteredTool, ToolError, ToolOutput};
+use super::types::ToolResultContent;
+
+/// What the slow paths of a call need (the common path lives in [`CallTask`](super::task::CallTask)).
+pub(crate) struct CallEnv {
+    pub(crate) index: usize,
+    pub(crate) tool: Arc<RegisteredTool>,
+    pub(crate) shared: Arc<TurnShared>,
+}
+
+/// How a call ended.
+pub(crate) struct CallOutcome {
+    pub(crate) index: usize,
+    pub(crate) tool: Arc<RegisteredTool>,
+    pub(crate) concurrency: Concurrency,
+    pub(crate) status: CallStatus,
+    pub(crate) content: ToolResultContent,
+    pub(crate) duration: Duration,
+    pub(crate) detached: bool,
+}
+
+/// What the race between the tool, the cancellation and the timeout produced.
+enum Ended<T> {
+    Done(T),
+    Cancelled,
+    TimedOut(Duration),
+}
+
+/// How a call ended: status, content, and whether the tool was detached.
+pub(crate) type Outcome = (CallStatus, ToolResultContent, bool);
+
+/// The tool's own answer, or a panic it raised.
+pub(crate) type ToolReturn = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
+
+/// Maps the tool's answer to an outcome.
+pub(crate) fn answer_outcome(answer: Result<ToolOutput, ToolError>) -> Outcome {
+    match answer {
+        Ok(output) if output.is_error => (CallStatus::Failed, output.content, false),
+        Ok(output) => (CallStatus::Succeeded, output.content, false),
+        Err(ToolError::Failed(message)) => (CallStatus::Failed, text(message), false),
+        Err(ToolError::Fatal(message)) => (CallStatus::Fatal, text(message), false),
+    }
+}
+
+/// Runs the tool to its answer, or to a panic, timeout or cancellation outcome.
+async fn run_tool(
+    env: &CallEnv,
+    input: Value,
+    tool_use_id: String,
+) -> Result<Result<ToolOutput, ToolError>, Outcome> {
+    let name = env.tool.name();
+    let timeout = env.tool.timeout.or(env.shared.exec.config.default_timeout);
+    let token = env.shared.cancellation.call_token(timeout.is_some());
+    // Only a call's own leaf must be kept now; the group token is fetched again if needed
+    // (a token clone takes the token's lock).
+    let leaf = timeout.is_some().then(|| token.clone());
+    let ctx = ToolContext::new(tool_use_id, env.index, token, env.shared.clone());
+    let tool = &env.tool.tool;
+    let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
+        Ok(future) => future,
+        Err(panic) => return Err(panicked(name, &panic)),
+    };
+    let mut future = AssertUnwindSafe(future).catch_unwind();
+    // A tool that completes on its first poll never registers a cancellation waiter or a timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
+    let returned = match first {
+        Poll::Ready(returned) => returned,
+        Poll::Pending => {
+            let token = leaf.unwrap_or_else(|| env.shared.cancellation.call_token(false));
+            Box::pin(wait_for_tool(env, future, token, timeout)).await?
+        }
+    };
+    returned.map_err(|panic| panicked(name, &panic))
+}
+
+/// Waits for a tool that did not finish on its first poll, racing cancellation and timeout.
+pub(crate) async fn wait_for_tool<F>(
+    env: &CallEnv,
+    mut future: F,
+    token: CancellationToken,
+    timeout: Option<Duration>,
+) -> Result<ToolReturn, Outcome>
+where
+    F: std::future::Future<Output = ToolReturn> + Send + Unpin + 'static,
+{
+    let name = env.tool.name();
+    // Cancellation is checked first: a tool that returns because it saw the cancellation (often
+    // with an error of its own) is answered with the cancellation's message, deterministically.
+    let ended = match timeout {
+        None => tokio::select! {
+            biased;
+            () = token.cancelled() => Ended::Cancelled,
+            done = &mut future => Ended::Done(done),
+        },
+        Some(limit) => tokio::select! {
+            biased;
+            () = token.cancelled() => Ended::Cancelled,
+            done = &mut future => Ended::Done(done),
+            () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
+        },
+    };
+    if let Ended::Done(returned) = ended {
+        return Ok(returned);
+    }
+    // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
+    token.cancel();
+    let grace = env.shared.exec.config.cleanup_grace;
+    let detached = match tokio::time::timeout(grace, &mut future).await {
+        Ok(_) => false,
+        Err(_) => {
+            detach(env, future);
+            true
+        }
+    };
+    let (status, message) = match ended {
+        Ended::TimedOut(limit) => (
+            CallStatus::TimedOut,
+            format!("Tool '{name}' timed out after {}", human_duration(limit)),
+        ),
+        _ => (
+            CallStatus::Cancelled,
+            cancelled_message(name, env.shared.cancellation.cause()),
+        ),
+    };
+    Err((status, text(message), detached))
+}
+
+/// The path with hooks: before-call, permission, the tool, after-call.
+pub(crate) async fn execute_hooked(
+    env: &CallEnv,
+    hooks: &dyn ToolHooks,
+    mut input: Value,
+    tool_use_id: String,
+) -> Outcome {
+    let name = env.tool.name();
+    let group = env.shared.cancellation.call_token(false);
+    let cancelled = || {
+        let message = cancelled_message(name, env.shared.cancellation.cause());
+        (CallStatus::Cancelled, text(message), false)
+    };
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &input,
+    };
+    let decision = tokio::select! {
+        decision = AssertUnwindSafe(hooks.before_call(call)).catch_unwind() => decision,
+        () = group.cancelled() => return cancelled(),
+    };
+    match decision {
+        Err(panic) => return hook_panicked(name, "before-call", &panic),
+        Ok(BeforeCall::Continue) => {}
+        Ok(BeforeCall::RewriteInput(rewritten)) => {
+            if let Err(violations) = env.tool.schema.validate(&rewritten) {
+                let message = invalid_input_message(name, &violations);
+                return (CallStatus::Rejected, text(message), false);
+            }
+            input = rewritten;
+        }
+        Ok(BeforeCall::Deny(reason)) => {
+            let message = format!("Tool '{name}' was blocked by a hook: {reason}");
+            return (CallStatus::Denied, text(message), false);
+        }
+    }
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &input,
+    };
+    let permission = tokio::select! {
+        permission = AssertUnwindSafe(hooks.permission(call)).catch_unwind() => permission,
+        () = group.cancelled() => return cancelled(),
+    };
+    match permission {
+        Err(panic) => return hook_panicked(name, "permission", &panic),
+        Ok(Permission::Allow) => {}
+        Ok(Permission::Deny(reason)) => {
+            let message = format!("Permission to use tool '{name}' was denied: {reason}");
+            return (CallStatus::Denied, text(message), false);
+        }
+    }
+    if group.is_cancelled() {
+        return cancelled();
+    }
+    let hook_input = input.clone();
+    let output = match run_tool(env, input, tool_use_id.clone()).await {
+        Err(outcome) => return outcome,
+        Ok(Err(ToolError::Fatal(message))) => return (CallStatus::Fatal, text(message), false),
+        Ok(Err(ToolError::Failed(message))) => ToolOutput::error(message),
+        Ok(Ok(output)) => output,
+    };
+    let call = HookCall {
+        tool_use_id: &tool_use_id,
+        tool_name: name,
+        input: &hook_input,
+    };
+    let output = match AssertUnwindSafe(hooks.after_call(call, &output))
+        .catch_unwind()
+        .await
+    {
+        Ok(AfterCall::Keep) => output,
+        Ok(AfterCall::Replace(replaced)) => replaced,
+        Err(panic) => return hook_panicked(name, "after-call", &panic),
+    };
+    answer_outcome(Ok(output))
+}
+
+/// Moves a future that outlived its grace onto the runtime, so it can finish its cleanup
+/// without holding the turn; counted until it ends.
+fn detach<F>(env: &CallEnv, future: F)
+where
+    F: std::future::Future + Send + 'static,
+{
+    tracing::warn!(
+        tool = env.tool.name(),
+        index = env.index,
+        "tool ignored cancellation past its cleanup grace; detached"
+    );
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let exec = env.shared.exec.clone();
+    exec.counters.detached_started();
+    runtime.spawn(async move {
+        let _ = future.await;
+        exec.counters.detached_ended();
+    });
+}
+
+fn text(message: String) -> ToolResultContent {
+    ToolResultContent::Text(message)
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        message
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message
+    } else {
+        "panic"
+    }
+}
+
+pub(crate) fn panicked(name: &str, panic: &Box<dyn Any + Send>) -> Outcome {
+    let message = format!(
+        "Tool '{name}' failed with an internal error: {}",
+        panic_message(panic.as_ref())
+    );
+    (CallStatus::Panicked, text(message), false)
+}
+
+fn hook_panicked(name: &str, hook: &str, panic: &Box<dyn Any + Send>) -> Outcome {
+    let message = format!(
+        "Tool '{name}' was not run: its {hook} hook failed with an internal error: {}",
+        panic_message(panic.as_ref())
+    );
+    (CallStatus::Panicked, text(message), false)
+}
+
+/// `30s`, `250ms`, `1.5s`.
+pub(crate) fn human_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis % 1000 == 0 && millis > 0 {
+        format!("{}s", millis / 1000)
+    } else if millis < 1000 {
+        format!("{millis}ms")
+    } else {
+        let seconds = format!("{:.3}", duration.as_secs_f64());
+        format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
+/// The message of a call that was running when its turn was cancelled or a sibling failed.
+pub(crate) fn cancelled_message(tool: &str, cause: Option<Cause<'_>>) -> String {
+    match cause {
+        Some(Cause::Turn(StopReason::Cancelled)) | None => {
+            format!("Tool '{tool}' was cancelled: the turn was cancelled")
+        }
+        Some(Cause::Turn(StopReason::Discarded)) => {
+            format!("Tool '{tool}' was cancelled: the response was discarded and will be retried")
+        }
+        Some(Cause::Turn(StopReason::Fatal { tool: failed, .. })) => format!(
+            "Tool '{tool}' was cancelled: the turn ended after a fatal error in tool '{failed}'"
+        ),
+        Some(Cause::Sibling(failure)) => format!(
+            "Tool '{tool}' was cancelled: a parallel call to '{}' ({}) failed",
+            failure.tool, failure.tool_use_id
+        ),
+    }
+}
+
+/// The message of a call that never started because of `cause`.
+pub(crate) fn not_run_message(tool: &str, cause: Cause<'_>) -> String {
+    match cause {
+        Cause::Turn(StopReason::Cancelled) => {
+            format!("Tool '{tool}' was not run: the turn was cancelled")
+        }
+        Cause::Turn(StopReason::Discarded) => {
+            format!("Tool '{tool}' was not run: the response was discarded and will be retried")
+        }
+        Cause::Turn(StopReason::Fatal { tool: failed, .. }) => format!(
+            "Tool '{tool}' was not run: the turn ended after a fatal error in tool '{failed}'"
+        ),
+        Cause::Sibling(failure) => format!(
+            "Tool '{tool}' was not run: an earlier call to '{}' ({}) failed",
+            failure.tool, failure.tool_use_id
+        ),
+    }
+}
+
+/// The message of an input that fails its schema.
+pub(crate) fn invalid_input_message(tool: &str, violations: &[super::schema::Violation]) -> String {
+    let details: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    format!("Invalid input for tool '{tool}': {}", details.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(human_duration(Duration::ZERO), "0ms");
+    }
+}

@@ -1,0 +1,185 @@
+//! The cancellation tree: run → turn → call.
+//!
+//! Each level is a [`CancellationToken`] that is a child of the level above, so cancelling the run
+//! cancels every turn and cancelling a turn cancels every call of it. A call that can time out
+//! has its own leaf token, which its timeout cancels; other calls share the turn's token. A
+//! failing call with `cancels_siblings_on_error` cancels the turn's token too (its running
+//! siblings stop, later calls of the turn never start) without *stopping the turn*: the turn
+//! records no stop reason, ends normally, and later turns are unaffected.
+//!
+//! Tokens say *that* something was cancelled; [`StopReason`] says *why*, so that the synthetic
+//! result tells the model what happened. The first reason recorded wins.
+
+use std::sync::OnceLock;
+
+pub use tokio_util::sync::CancellationToken;
+
+/// Why a turn stopped starting and running its calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// [`Turn::cancel`](super::Turn::cancel) or the run token: the user interrupted.
+    Cancelled,
+    /// [`Turn::discard`](super::Turn::discard): the model response will be replayed.
+    Discarded,
+    /// A tool returned a fatal error, which ends the turn.
+    Fatal {
+        /// The tool that failed.
+        tool: String,
+        /// The id of the failing call.
+        tool_use_id: String,
+    },
+}
+
+/// A failed call that cancelled its siblings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiblingFailure {
+    /// The tool that failed.
+    pub tool: String,
+    /// The id of the failing call.
+    pub tool_use_id: String,
+}
+
+/// The token of one turn and the reasons it was cancelled.
+#[derive(Debug)]
+pub(crate) struct TurnCancellation {
+    turn: CancellationToken,
+    turn_reason: OnceLock<StopReason>,
+    sibling_reason: OnceLock<SiblingFailure>,
+}
+
+impl TurnCancellation {
+    /// A turn whose token is a child of `run`.
+    pub(crate) fn new(run: &CancellationToken) -> Self {
+        Self {
+            turn: run.child_token(),
+            turn_reason: OnceLock::new(),
+            sibling_reason: OnceLock::new(),
+        }
+    }
+
+    /// The turn token.
+    pub(crate) fn turn_token(&self) -> &CancellationToken {
+        &self.turn
+    }
+
+    /// The token of one call: a fresh leaf when the call can time out (a timeout cancels that
+    /// call alone), otherwise the turn's token itself, which is what would cancel the call
+    /// anyway (this saves a tree node, a lock and an allocation per call).
+    pub(crate) fn call_token(&self, own_leaf: bool) -> CancellationToken {
+        if own_leaf {
+            self.turn.child_token()
+        } else {
+            self.turn.clone()
+        }
+    }
+
+    /// Stops the turn for `reason` (the first reason recorded is kept).
+    pub(crate) fn stop(&self, reason: StopReason) {
+        let _ = self.turn_reason.set(reason);
+        self.turn.cancel();
+    }
+
+    /// Stops the turn's calls because `failure` happened (the first failure is kept). The turn
+    /// itself is not stopped: it has no stop reason and ends normally.
+    pub(crate) fn cancel_siblings(&self, failure: SiblingFailure) {
+        let _ = self.sibling_reason.set(failure);
+        self.turn.cancel();
+    }
+
+    /// Why calls of this turn must not start or go on, if they must not.
+    pub(crate) fn cause(&self) -> Option<Cause<'_>> {
+        if !self.turn.is_cancelled() {
+            return None;
+        }
+        if let Some(reason) = self.turn_reason.get() {
+            return Some(Cause::Turn(reason));
+        }
+        if let Some(failure) = self.sibling_reason.get() {
+            return Some(Cause::Sibling(failure));
+        }
+        // A cancelled parent (the run) leaves no reason behind: that is a user cancellation.
+        Some(Cause::Turn(&StopReason::Cancelled))
+    }
+
+    /// Whether the turn was stopped (cancel, discard, fatal error or run cancellation), as
+    /// opposed to only having its calls cancelled by a sibling's failure.
+    #[cfg(test)]
+    pub(crate) fn is_stopped(&self) -> bool {
+        matches!(self.cause(), Some(Cause::Turn(_)))
+    }
+}
+
+/// Why a call stops: the turn's reason or a sibling's failure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cause<'a> {
+    /// The turn was stopped.
+    Turn(&'a StopReason),
+    /// A sibling failed.
+    Sibling(&'a SiblingFailure),
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sibling_cancel_reaches_calls_but_does_not_stop_the_turn() {
+        let run = CancellationToken::new();
+        let turn = TurnCancellation::new(&run);
+        let call = turn.call_token(true);
+        let shared = turn.call_token(false);
+        turn.cancel_siblings(SiblingFailure {
+            tool: "bash".into(),
+            tool_use_id: "t1".into(),
+        });
+        assert!(call.is_cancelled() && shared.is_cancelled());
+        assert!(!turn.is_stopped());
+        assert!(!run.is_cancelled());
+        assert!(matches!(turn.cause(), Some(Cause::Sibling(f)) if f.tool == "bash"));
+        // Calls created after the failure start cancelled.
+        assert!(turn.call_token(true).is_cancelled());
+        assert!(turn.call_token(false).is_cancelled());
+    }
+
+    #[test]
+    fn run_cancel_reaches_calls_as_user_cancellation() {
+        let run = CancellationToken::new();
+        let turn = TurnCancellation::new(&run);
+        let call = turn.call_token(true);
+        run.cancel();
+        assert!(call.is_cancelled());
+        assert!(matches!(
+            turn.cause(),
+            Some(Cause::Turn(StopReason::Cancelled))
+        ));
+    }
+
+    #[test]
+    fn first_turn_reason_wins_and_turn_reason_beats_sibling() {
+        let run = CancellationToken::new();
+        let turn = TurnCancellation::new(&run);
+        turn.cancel_siblings(SiblingFailure {
+            tool: "bash".into(),
+            tool_use_id: "t1".into(),
+        });
+        turn.stop(StopReason::Discarded);
+        turn.stop(StopReason::Cancelled);
+        assert!(matches!(
+            turn.cause(),
+            Some(Cause::Turn(StopReason::Discarded))
+        ));
+        assert!(!run.is_cancelled(), "a turn never cancels its run");
+    }
+
+    #[test]
+    fn call_timeout_token_is_a_leaf() {
+        let run = CancellationToken::new();
+        let turn = TurnCancellation::new(&run);
+        let a = turn.call_token(true);
+        let b = turn.call_token(true);
+        a.cancel();
+        assert!(!b.is_cancelled());
+        assert!(turn.cause().is_none());
+    }
+}

@@ -1,0 +1,187 @@
+//! What a running tool sees: its call id, its cancellation token and a progress sender; and the
+//! state a turn shares between its driver, its handles and its running calls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures_util::task::AtomicWaker;
+use serde_json::Value;
+
+use super::cancel::{CancellationToken, TurnCancellation};
+use super::executor::ExecutorInner;
+use super::types::ToolUse;
+
+/// The context handed to [`Tool::call`](super::Tool::call).
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    tool_use_id: String,
+    index: usize,
+    cancel: CancellationToken,
+    progress: ProgressSender,
+}
+
+impl ToolContext {
+    pub(crate) fn new(
+        tool_use_id: String,
+        index: usize,
+        cancel: CancellationToken,
+        shared: Arc<TurnShared>,
+    ) -> Self {
+        Self {
+            tool_use_id,
+            index,
+            cancel,
+            progress: ProgressSender {
+                shared: Some(shared),
+                index,
+            },
+        }
+    }
+
+    /// A context outside any turn (for calling a tool directly, in tests or benchmarks):
+    /// progress goes nowhere and the token is never cancelled unless you cancel it.
+    pub fn standalone(tool_use_id: impl Into<String>, cancel: CancellationToken) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            index: 0,
+            cancel,
+            progress: ProgressSender {
+                shared: None,
+                index: 0,
+            },
+        }
+    }
+
+    /// The id of the `tool_use` being answered.
+    pub fn tool_use_id(&self) -> &str {
+        &self.tool_use_id
+    }
+
+    /// The position of this call in its turn (submission order, from 0).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The call's cancellation token: cancelled on timeout, turn cancellation, discard, a
+    /// sibling's failure or run cancellation. Tools should stop promptly when it fires; the
+    /// executor waits a bounded grace and then detaches the call.
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the call has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Completes when the call is cancelled.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// Reports progress; delivered to the turn's event stream immediately.
+    pub fn progress(&self, data: Value) {
+        self.progress.send(data);
+    }
+
+    /// A clonable, thread-safe progress sender (for host threads or spawned work).
+    pub fn progress_sender(&self) -> ProgressSender {
+        self.progress.clone()
+    }
+}
+
+/// Sends progress updates of one call to its turn's event stream.
+#[derive(Debug, Clone)]
+pub struct ProgressSender {
+    /// `None` outside a turn.
+    shared: Option<Arc<TurnShared>>,
+    index: usize,
+}
+
+impl ProgressSender {
+    /// Sends one progress update (dropped when nobody listens to the turn's events).
+    pub fn send(&self, data: Value) {
+        let Some(shared) = &self.shared else {
+            return;
+        };
+        if !shared.events_enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        shared.lock().progress.push((self.index, data));
+        shared.waker.wake();
+    }
+}
+
+/// The state a turn shares between its driver, its handles and its running calls.
+#[derive(Debug)]
+pub(crate) struct TurnShared {
+    inbox: Mutex<Inbox>,
+    /// Wakes the driver: a submission, a seal, a cancellation, a progress update.
+    pub(crate) waker: AtomicWaker,
+    /// Whether started/progress/finished/result events are produced.
+    pub(crate) events_enabled: AtomicBool,
+    /// The turn's cancellation tree.
+    pub(crate) cancellation: TurnCancellation,
+    /// The executor the turn belongs to.
+    pub(crate) exec: Arc<ExecutorInner>,
+}
+
+/// What handles and tools hand to the driver.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    /// Calls submitted and not yet taken by the driver.
+    pub(crate) submissions: Vec<ToolUse>,
+    /// Progress updates not yet turned into events: (call index, data).
+    pub(crate) progress: Vec<(usize, Value)>,
+    /// No more submissions will come.
+    pub(crate) sealed: bool,
+}
+
+impl TurnShared {
+    pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
+        Self {
+            inbox: Mutex::new(Inbox::default()),
+            waker: AtomicWaker::new(),
+            events_enabled: AtomicBool::new(events_enabled),
+            cancellation: TurnCancellation::new(&exec.run_token),
+            exec,
+        }
+    }
+
+    /// Locks the inbox. A panic while holding it cannot leave it inconsistent (every critical
+    /// section is a push or a swap), so poisoning is ignored.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inbox> {
+        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn progress_is_queued_only_when_events_are_enabled() {
+        let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), true));
+        let ctx = ToolContext::new("t".into(), 3, CancellationToken::new(), shared.clone());
+        ctx.progress(json!(1));
+        ctx.progress_sender().send(json!(2));
+        assert_eq!(shared.lock().progress, vec![(3, json!(1)), (3, json!(2))]);
+        shared.events_enabled.store(false, Ordering::Relaxed);
+        ctx.progress(json!(3));
+        assert_eq!(shared.lock().progress.len(), 2);
+        assert_eq!((ctx.tool_use_id(), ctx.index()), ("t", 3));
+    }
+
+    #[test]
+    fn context_reports_its_cancellation() {
+        let token = CancellationToken::new();
+        let ctx = ToolContext::standalone("x", token.clone());
+        assert!(!ctx.is_cancelled());
+        token.cancel();
+        assert!(ctx.is_cancelled());
+        assert!(ctx.cancellation_token().is_cancelled());
+    }
+}

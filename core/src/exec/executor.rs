@@ -1,0 +1,240 @@
+//! The executor: tools, settings, hooks, counters and the budget record shared by its turns.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::budget::{BudgetConfig, ReplacementRecord, ResultBudget};
+use super::cancel::CancellationToken;
+use super::hooks::ToolHooks;
+use super::metrics::{Counters, ExecutorMetrics};
+use super::tool::ToolRegistry;
+use super::turn::Turn;
+use super::types::{ToolResult, ToolUse};
+
+/// The default cap on running calls.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
+/// The default cleanup grace after a cancellation or timeout.
+pub const DEFAULT_CLEANUP_GRACE: Duration = Duration::from_secs(5);
+
+/// Executor settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    /// At most this many calls run at once (default 10; 0 is treated as 1).
+    pub max_concurrency: usize,
+    /// The timeout of tools that declare none (default: none).
+    pub default_timeout: Option<Duration>,
+    /// How long a cancelled or timed-out tool may take to stop before its result is produced
+    /// anyway and the tool is detached (default 5 s).
+    pub cleanup_grace: Duration,
+    /// Run each call on a tokio task of its own (true parallelism for CPU-heavy Rust tools on a
+    /// multi-thread runtime) instead of polling all calls on the task driving the turn (the
+    /// default: cheaper; host-language tools run on the host's own threads or loop anyway).
+    pub spawn_calls: bool,
+    /// Result budgets.
+    pub budget: BudgetConfig,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            default_timeout: None,
+            cleanup_grace: DEFAULT_CLEANUP_GRACE,
+            spawn_calls: false,
+            budget: BudgetConfig::default(),
+        }
+    }
+}
+
+/// A turn that ended with a fatal tool error (every call still has its result).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TurnError {
+    /// A tool returned [`ToolError::Fatal`](super::ToolError::Fatal).
+    #[error("tool '{tool}' ({tool_use_id}) failed fatally: {message}")]
+    Fatal {
+        /// The tool.
+        tool: String,
+        /// The failing call.
+        tool_use_id: String,
+        /// The tool's message.
+        message: String,
+        /// One result per submitted call, in submission order.
+        results: Vec<ToolResult>,
+    },
+    /// The task driving a spawned turn ended abnormally (a bug in ferroloop).
+    #[error("internal error in the tool executor: {0}")]
+    Internal(String),
+}
+
+/// The state shared by an executor's clones and turns.
+pub(crate) struct ExecutorInner {
+    pub(crate) registry: ToolRegistry,
+    pub(crate) config: ExecutorConfig,
+    pub(crate) hooks: Option<Arc<dyn ToolHooks>>,
+    pub(crate) budget: ResultBudget,
+    record: Mutex<ReplacementRecord>,
+    pub(crate) counters: Counters,
+    pub(crate) run_token: CancellationToken,
+}
+
+impl std::fmt::Debug for ExecutorInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorInner")
+            .field("registry", &self.registry)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutorInner {
+    /// Locks the replacement record (each critical section leaves it consistent, so a poisoned
+    /// lock is used as is).
+    pub(crate) fn record(&self) -> MutexGuard<'_, ReplacementRecord> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Runs tool calls: safe calls in parallel, exclusive calls alone, results in request order.
+/// Clones share everything (tools, counters, budget record, run token).
+#[derive(Clone)]
+pub struct ToolExecutor {
+    inner: Arc<ExecutorInner>,
+}
+
+impl std::fmt::Debug for ToolExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolExecutor")
+            .field("registry", &self.inner.registry)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ToolExecutor`].
+pub struct ExecutorBuilder {
+    registry: ToolRegistry,
+    config: ExecutorConfig,
+    hooks: Option<Arc<dyn ToolHooks>>,
+    record: ReplacementRecord,
+    run_token: CancellationToken,
+}
+
+impl std::fmt::Debug for ExecutorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorBuilder")
+            .field("registry", &self.registry)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutorBuilder {
+    /// Sets the settings.
+    pub fn config(mut self, config: ExecutorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the hooks.
+    pub fn hooks(mut self, hooks: Arc<dyn ToolHooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Starts from a saved budget record (session resume).
+    pub fn record(mut self, record: ReplacementRecord) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// Makes the executor's turns children of this run token (the root of the cancellation tree).
+    pub fn run_token(mut self, token: CancellationToken) -> Self {
+        self.run_token = token;
+        self
+    }
+
+    /// Builds the executor.
+    pub fn build(self) -> ToolExecutor {
+        ToolExecutor {
+            inner: Arc::new(ExecutorInner {
+                budget: ResultBudget::new(self.config.budget.clone()),
+                registry: self.registry,
+                config: self.config,
+                hooks: self.hooks,
+                record: Mutex::new(self.record),
+                counters: Counters::default(),
+                run_token: self.run_token,
+            }),
+        }
+    }
+}
+
+impl ToolExecutor {
+    /// An executor over these tools with the default settings.
+    pub fn new(registry: ToolRegistry) -> Self {
+        Self::builder(registry).build()
+    }
+
+    /// A builder for an executor over these tools.
+    pub fn builder(registry: ToolRegistry) -> ExecutorBuilder {
+        ExecutorBuilder {
+            registry,
+            config: ExecutorConfig::default(),
+            hooks: None,
+            record: ReplacementRecord::default(),
+            run_token: CancellationToken::new(),
+        }
+    }
+
+    /// Runs a batch of calls and returns one result per call, in request order; the turn's
+    /// aggregate budget is applied. Dropping the future drops (and so cancels) the running
+    /// tools. A fatal tool error ends the turn with [`TurnError::Fatal`], which carries the
+    /// results.
+    pub async fn run(&self, tool_uses: Vec<ToolUse>) -> Result<Vec<ToolResult>, TurnError> {
+        let mut turn = Turn::new(self.inner.clone(), false);
+        turn.accept_batch(tool_uses);
+        turn.finish().await
+    }
+
+    /// Starts a streaming turn: [`Turn::submit`] calls as the model's stream seals them, then
+    /// [`Turn::seal`]; poll [`Turn::next_event`] (or [`Turn::spawn`] it) to drive it.
+    pub fn turn(&self) -> Turn {
+        Turn::new(self.inner.clone(), true)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<ExecutorInner> {
+        &self.inner
+    }
+
+    /// The run token: cancelling it cancels every turn of this executor.
+    pub fn run_token(&self) -> &CancellationToken {
+        &self.inner.run_token
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.inner.registry
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.inner.config
+    }
+
+    /// A snapshot of the counters.
+    pub fn metrics(&self) -> ExecutorMetrics {
+        self.inner.counters.snapshot()
+    }
+
+    /// A copy of the budget record (serialise it to resume the session later).
+    pub fn replacement_record(&self) -> ReplacementRecord {
+        self.inner.record().clone()
+    }
+
+    /// Puts the recorded replacements back into `results` (history rebuilt from the original
+    /// results), byte for byte. Returns how many were replaced.
+    pub fn reapply_replacements(&self, results: &mut [ToolResult]) -> usize {
+        self.inner.record().reapply(results)
+    }
+}

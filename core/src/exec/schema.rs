@@ -1,0 +1,536 @@
+//! Tool input validation against the common subset of JSON Schema that tool definitions use:
+//! `type` (a name or a list; `integer` means a number without a fraction), `required`,
+//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema), `enum`,
+//! `const`, and boolean schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …)
+//! are accepted and ignored: the model's input is checked for shape, not for every constraint.
+//!
+//! Schemas are compiled once when a tool is registered; validation walks the input once.
+
+use std::fmt::{self, Write as _};
+
+use serde_json::{Map, Value};
+
+/// At most this many problems are reported for one input.
+const MAX_REPORTED: usize = 5;
+
+/// A schema that cannot be compiled (a supported keyword with an ill-formed value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid input schema at {path}: {problem}")]
+pub struct SchemaError {
+    /// Where in the schema, as a JSON pointer.
+    pub path: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// One way an input fails its schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Where in the input (`input`, `input.path`, `input.files[2]`).
+    pub path: String,
+    /// What is wrong, for the model to read.
+    pub problem: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.problem)
+    }
+}
+
+/// A compiled input schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputSchema {
+    root: Node,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    /// Accepts anything (`true`, `{}`).
+    Any,
+    /// Accepts nothing (`false`).
+    Never,
+    Checks(Box<Checks>),
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Checks {
+    types: Option<TypeSet>,
+    allowed: Option<Vec<Value>>,
+    constant: Option<Value>,
+    required: Vec<String>,
+    properties: Vec<(String, Node)>,
+    additional: Option<Node>,
+    items: Option<Node>,
+}
+
+/// A set of JSON types as bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TypeSet(u8);
+
+const TYPE_NAMES: [&str; 7] = [
+    "null", "boolean", "object", "array", "number", "string", "integer",
+];
+
+impl TypeSet {
+    fn parse(name: &str) -> Option<Self> {
+        TYPE_NAMES
+            .iter()
+            .position(|candidate| *candidate == name)
+            .map(|bit| Self(1 << bit))
+    }
+
+    fn accepts(self, value: &Value) -> bool {
+        let bit = |name: &str| Self::parse(name).map_or(0, |set| set.0);
+        let kind = match value {
+            Value::Null => bit("null"),
+            Value::Bool(_) => bit("boolean"),
+            Value::Object(_) => bit("object"),
+            Value::Array(_) => bit("array"),
+            Value::String(_) => bit("string"),
+            Value::Number(number) => {
+                let integral = number.is_i64()
+                    || number.is_u64()
+                    || number.as_f64().is_some_and(|f| f.fract() == 0.0);
+                bit("number") | if integral { bit("integer") } else { 0 }
+            }
+        };
+        self.0 & kind != 0
+    }
+
+    fn describe(self) -> String {
+        let names: Vec<&str> = TYPE_NAMES
+            .iter()
+            .enumerate()
+            .filter(|(bit, _)| self.0 & (1 << bit) != 0)
+            .map(|(_, name)| *name)
+            .collect();
+        names.join(" or ")
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+    }
+}
+
+impl InputSchema {
+    /// A schema accepting any input.
+    pub fn any() -> Self {
+        Self { root: Node::Any }
+    }
+
+    /// Compiles a JSON schema.
+    pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
+        Ok(Self {
+            root: compile_node(schema, &mut String::new())?,
+        })
+    }
+
+    /// Checks `input`; on failure, returns the first few violations (never empty).
+    pub fn validate(&self, input: &Value) -> Result<(), Vec<Violation>> {
+        // The common case (valid input) takes a walk that builds no paths and allocates nothing;
+        // only a failing input is walked again to describe where and why.
+        if conforms(&self.root, input) {
+            return Ok(());
+        }
+        let mut violations = Vec::new();
+        let mut path = String::from("input");
+        check(&self.root, input, &mut path, &mut violations);
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(violations)
+        }
+    }
+}
+
+fn schema_error(path: &str, problem: &str) -> SchemaError {
+    SchemaError {
+        path: if path.is_empty() {
+            "/".to_owned()
+        } else {
+            path.to_owned()
+        },
+        problem: problem.to_owned(),
+    }
+}
+
+fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> {
+    let object = match schema {
+        Value::Bool(true) => return Ok(Node::Any),
+        Value::Bool(false) => return Ok(Node::Never),
+        Value::Object(object) => object,
+        _ => {
+            return Err(schema_error(
+                path,
+                "a schema must be an object or a boolean",
+            ));
+        }
+    };
+    let mut checks = Checks {
+        types: compile_types(object, path)?,
+        ..Checks::default()
+    };
+    if let Some(allowed) = object.get("enum") {
+        let Value::Array(values) = allowed else {
+            return Err(schema_error(path, "`enum` must be an array"));
+        };
+        checks.allowed = Some(values.clone());
+    }
+    checks.constant = object.get("const").cloned();
+    if let Some(required) = object.get("required") {
+        let names = required.as_array().and_then(|names| {
+            names
+                .iter()
+                .map(|name| name.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+        });
+        checks.required =
+            names.ok_or_else(|| schema_error(path, "`required` must be an array of strings"))?;
+    }
+    if let Some(properties) = object.get("properties") {
+        let Value::Object(properties) = properties else {
+            return Err(schema_error(path, "`properties` must be an object"));
+        };
+        for (name, sub) in properties {
+            let mark = path.len();
+            let _ = write!(path, "/properties/{name}");
+            checks
+                .properties
+                .push((name.clone(), compile_node(sub, path)?));
+            path.truncate(mark);
+        }
+    }
+    checks.additional = compile_child(object, "additionalProperties", path)?;
+    checks.items = compile_child(object, "items", path)?;
+    let trivial = checks == Checks::default();
+    Ok(if trivial {
+        Node::Any
+    } else {
+        Node::Checks(Box::new(checks))
+    })
+}
+
+fn compile_types(object: &Map<String, Value>, path: &str) -> Result<Option<TypeSet>, SchemaError> {
+    let unknown = |name: &str| schema_error(path, &format!("unknown type `{name}`"));
+    match object.get("type") {
+        None => Ok(None),
+        Some(Value::String(name)) => TypeSet::parse(name).map(Some).ok_or_else(|| unknown(name)),
+        Some(Value::Array(names)) => {
+            let mut set = TypeSet(0);
+            for name in names {
+                let name = name
+                    .as_str()
+                    .ok_or_else(|| schema_error(path, "`type` entries must be strings"))?;
+                set.0 |= TypeSet::parse(name).ok_or_else(|| unknown(name))?.0;
+            }
+            Ok(Some(set))
+        }
+        Some(_) => Err(schema_error(path, "`type` must be a string or an array")),
+    }
+}
+
+fn compile_child(
+    object: &Map<String, Value>,
+    keyword: &str,
+    path: &mut String,
+) -> Result<Option<Node>, SchemaError> {
+    let Some(sub) = object.get(keyword) else {
+        return Ok(None);
+    };
+    let mark = path.len();
+    let _ = write!(path, "/{keyword}");
+    let node = compile_node(sub, path)?;
+    path.truncate(mark);
+    Ok(Some(node))
+}
+
+fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
+    if violations.len() < MAX_REPORTED {
+        violations.push(Violation {
+            path: path.to_owned(),
+            problem,
+        });
+    }
+}
+
+/// Whether `value` satisfies `node` (the same rules as [`check`], without reporting).
+fn conforms(node: &Node, value: &Value) -> bool {
+    let checks = match node {
+        Node::Any => return true,
+        Node::Never => return false,
+        Node::Checks(checks) => checks,
+    };
+    if checks.types.is_some_and(|types| !types.accepts(value)) {
+        return false;
+    }
+    if checks
+        .allowed
+        .as_ref()
+        .is_some_and(|allowed| !allowed.contains(value))
+    {
+        return false;
+    }
+    if checks
+        .constant
+        .as_ref()
+        .is_some_and(|constant| constant != value)
+    {
+        return false;
+    }
+    match value {
+        Value::Object(object) => {
+            checks.required.iter().all(|name| object.contains_key(name))
+                && object.iter().all(|(name, value)| {
+                    match checks.properties.iter().find(|(known, _)| known == name) {
+                        Some((_, node)) => conforms(node, value),
+                        None => checks
+                            .additional
+                            .as_ref()
+                            .is_none_or(|node| conforms(node, value)),
+                    }
+                })
+        }
+        Value::Array(items) => checks
+            .items
+            .as_ref()
+            .is_none_or(|node| items.iter().all(|item| conforms(node, item))),
+        _ => true,
+    }
+}
+
+fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Violation>) {
+    let checks = match node {
+        Node::Any => return,
+        Node::Never => return report(violations, path, "no value is allowed here".to_owned()),
+        Node::Checks(checks) => checks,
+    };
+    if let Some(types) = checks.types {
+        if !types.accepts(value) {
+            let problem = format!("expected {}, got {}", types.describe(), type_name(value));
+            return report(violations, path, problem);
+        }
+    }
+    if let Some(allowed) = &checks.allowed {
+        if !allowed.contains(value) {
+            let list = Value::Array(allowed.clone());
+            report(violations, path, format!("must be one of {list}"));
+        }
+    }
+    if let Some(constant) = &checks.constant {
+        if constant != value {
+            report(violations, path, format!("must be {constant}"));
+        }
+    }
+    match value {
+        Value::Object(object) => check_object(checks, object, path, violations),
+        Value::Array(items) => {
+            if let Some(item_node) = &checks.items {
+                for (i, item) in items.iter().enumerate() {
+                    let mark = path.len();
+                    let _ = write!(path, "[{i}]");
+                    check(item_node, item, path, violations);
+                    path.truncate(mark);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_object(
+    checks: &Checks,
+    object: &Map<String, Value>,
+    path: &mut String,
+    violations: &mut Vec<Violation>,
+) {
+    for name in &checks.required {
+        if !object.contains_key(name) {
+            report(
+                violations,
+                path,
+                format!("missing required property \"{name}\""),
+            );
+        }
+    }
+    for (name, value) in object {
+        let mark = path.len();
+        let _ = write!(path, ".{name}");
+        match checks.properties.iter().find(|(known, _)| known == name) {
+            Some((_, node)) => check(node, value, path, violations),
+            None => match &checks.additional {
+                Some(Node::Never) => {
+                    path.truncate(mark);
+                    report(violations, path, format!("unexpected property \"{name}\""));
+                }
+                Some(node) => check(node, value, path, violations),
+                None => {}
+            },
+        }
+        path.truncate(mark);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problems(schema: Value, input: Value) -> Vec<String> {
+        match InputSchema::compile(&schema).unwrap().validate(&input) {
+            Ok(()) => Vec::new(),
+            Err(violations) => violations.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn accepts_valid_input() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "ignored keyword"},
+                "limit": {"type": "integer", "minimum": 1},
+                "mode": {"enum": ["read", "write"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["path"],
+            "additionalProperties": false,
+        });
+        let input = json!({"path": "a", "limit": 3.0, "mode": "read", "tags": ["x"]});
+        assert!(problems(schema, input).is_empty());
+    }
+
+    #[test]
+    fn reports_paths_and_problems() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "limit": {"type": "integer"},
+                "mode": {"enum": ["read", "write"]},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "kind": {"const": "file"},
+            },
+            "required": ["path", "kind"],
+            "additionalProperties": false,
+        });
+        let input =
+            json!({"limit": 1.5, "mode": "x", "tags": ["a", 2], "extra": null, "kind": "dir"});
+        assert_eq!(
+            problems(schema, input),
+            [
+                "input: missing required property \"path\"",
+                "input.limit: expected integer, got number",
+                "input.mode: must be one of [\"read\",\"write\"]",
+                "input.tags[1]: expected string, got number",
+                "input: unexpected property \"extra\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn type_lists_boolean_schemas_and_additional_schemas() {
+        assert!(problems(json!({"type": ["string", "null"]}), json!(null)).is_empty());
+        assert_eq!(
+            problems(json!({"type": ["string", "null"]}), json!(1)),
+            ["input: expected null or string, got number"]
+        );
+        assert!(problems(json!(true), json!({"a": 1})).is_empty());
+        assert_eq!(
+            problems(json!(false), json!(1)),
+            ["input: no value is allowed here"]
+        );
+        assert_eq!(
+            problems(
+                json!({"additionalProperties": {"type": "number"}}),
+                json!({"a": "x"})
+            ),
+            ["input.a: expected number, got string"]
+        );
+        assert_eq!(
+            problems(json!({"type": "object"}), json!("text")),
+            ["input: expected object, got string"]
+        );
+    }
+
+    #[test]
+    fn reports_at_most_five_problems() {
+        let schema = json!({"type": "array", "items": {"type": "string"}});
+        let input = json!([1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(problems(schema, input).len(), MAX_REPORTED);
+    }
+
+    #[test]
+    fn rejects_ill_formed_schemas() {
+        let err = InputSchema::compile(&json!({"type": "strnig"})).unwrap_err();
+        assert_eq!(err.path, "/");
+        let err =
+            InputSchema::compile(&json!({"properties": {"a": {"required": "x"}}})).unwrap_err();
+        assert_eq!(err.path, "/properties/a");
+        assert!(InputSchema::compile(&json!(3)).is_err());
+        assert!(InputSchema::compile(&json!({"items": {"enum": 1}})).is_err());
+    }
+
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-3i64..3).prop_map(|n| json!(n)),
+            prop_oneof![Just(0.5f64), Just(2.0f64)].prop_map(|f| json!(f)),
+            prop_oneof![Just("read"), Just("x"), Just("")].prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(
+                    (
+                        prop_oneof![Just("path"), Just("mode"), Just("tags"), Just("n")],
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|pairs| Value::Object(
+                    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The allocation-free walk and the reporting walk always agree.
+        #[test]
+        fn fast_and_reporting_walks_agree(input in arbitrary_json()) {
+            let schema = InputSchema::compile(&json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "mode": {"enum": ["read", "write"]},
+                    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+                    "n": {"type": "integer", "const": 2},
+                },
+                "required": ["path"],
+                "additionalProperties": false,
+            }))
+            .unwrap();
+            let mut violations = Vec::new();
+            check(&schema.root, &input, &mut String::from("input"), &mut violations);
+            proptest::prop_assert_eq!(conforms(&schema.root, &input), violations.is_empty());
+            proptest::prop_assert_eq!(schema.validate(&input).is_ok(), violations.is_empty());
+        }
+    }
+
+    #[test]
+    fn trivial_schema_compiles_to_any() {
+        let schema = InputSchema::compile(&json!({"description": "x"})).unwrap();
+        assert_eq!(schema, InputSchema::any());
+    }
+}

@@ -1,0 +1,190 @@
+//! A call in flight, as a hand-written future: the common path (no hooks, a tool that completes
+//! when first polled) costs no allocation beyond the tool's own future and the slot in the
+//! turn's `FuturesUnordered`; the slow paths (hooks, waiting with cancellation and a timeout)
+//! move into one boxed future when they are needed.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use futures_util::future::CatchUnwind;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::admission::Concurrency;
+use super::call::{
+    CallEnv, CallOutcome, Outcome, answer_outcome, execute_hooked, panicked, wait_for_tool,
+};
+use super::cancel::CancellationToken;
+use super::context::{ToolContext, TurnShared};
+use super::events::CallStatus;
+use super::tool::{RegisteredTool, ToolFuture};
+use super::types::ToolResultContent;
+
+type SlowPath = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+enum State {
+    /// Admitted, not yet polled.
+    Start { tool_use_id: String, input: Value },
+    /// The tool's future, polled for the first time.
+    FirstPoll {
+        future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
+        leaf: Option<CancellationToken>,
+        timeout: Option<Duration>,
+    },
+    /// Hooks, or a tool raced against cancellation and its timeout.
+    Slow(SlowPath),
+    /// The outcome was returned.
+    Done,
+}
+
+/// One call, from admission to its outcome.
+pub(crate) struct CallTask {
+    index: usize,
+    concurrency: Concurrency,
+    tool: Arc<RegisteredTool>,
+    shared: Arc<TurnShared>,
+    started: Option<Instant>,
+    span: tracing::Span,
+    state: State,
+}
+
+impl CallTask {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        index: usize,
+        tool_use_id: String,
+        tool: Arc<RegisteredTool>,
+        input: Value,
+        concurrency: Concurrency,
+        shared: Arc<TurnShared>,
+        timed: bool,
+        span: tracing::Span,
+    ) -> Self {
+        Self {
+            index,
+            concurrency,
+            tool,
+            shared,
+            started: timed.then(Instant::now),
+            span,
+            state: State::Start { tool_use_id, input },
+        }
+    }
+
+    pub(crate) fn tool(&self) -> &Arc<RegisteredTool> {
+        &self.tool
+    }
+
+    fn env(&self) -> CallEnv {
+        CallEnv {
+            index: self.index,
+            tool: self.tool.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    fn outcome(&mut self, (status, content, detached): Outcome) -> CallOutcome {
+        self.state = State::Done;
+        CallOutcome {
+            index: self.index,
+            tool: self.tool.clone(),
+            concurrency: self.concurrency,
+            status,
+            content,
+            duration: self.started.map_or(Duration::ZERO, |at| at.elapsed()),
+            detached,
+        }
+    }
+}
+
+impl Future for CallTask {
+    type Output = CallOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
+        let this = self.get_mut();
+        let span = this.span.clone();
+        let _entered = span.enter();
+        loop {
+            match std::mem::replace(&mut this.state, State::Done) {
+                State::Start { tool_use_id, input } => {
+                    if let Some(hooks) = this.shared.exec.hooks.clone() {
+                        let env = this.env();
+                        this.state = State::Slow(Box::pin(async move {
+                            execute_hooked(&env, hooks.as_ref(), input, tool_use_id).await
+                        }));
+                        continue;
+                    }
+                    let timeout = this
+                        .tool
+                        .timeout
+                        .or(this.shared.exec.config.default_timeout);
+                    let token = this.shared.cancellation.call_token(timeout.is_some());
+                    // Only a call's own leaf must be kept; the group token is fetched again if
+                    // needed (a token clone takes the token's lock).
+                    let leaf = timeout.is_some().then(|| token.clone());
+                    let ctx = ToolContext::new(tool_use_id, this.index, token, this.shared.clone());
+                    let tool = &this.tool.tool;
+                    match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
+                        Ok(future) => {
+                            this.state = State::FirstPoll {
+                                future: AssertUnwindSafe(future).catch_unwind(),
+                                leaf,
+                                timeout,
+                            };
+                        }
+                        Err(panic) => {
+                            let outcome = panicked(this.tool.name(), &panic);
+                            return Poll::Ready(this.outcome(outcome));
+                        }
+                    }
+                }
+                State::FirstPoll {
+                    mut future,
+                    leaf,
+                    timeout,
+                } => match future.poll_unpin(cx) {
+                    Poll::Ready(Ok(answer)) => {
+                        return Poll::Ready(this.outcome(answer_outcome(answer)));
+                    }
+                    Poll::Ready(Err(panic)) => {
+                        let outcome = panicked(this.tool.name(), &panic);
+                        return Poll::Ready(this.outcome(outcome));
+                    }
+                    Poll::Pending => {
+                        // Not done at once: race it against cancellation and its timeout.
+                        let token =
+                            leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
+                        let env = this.env();
+                        this.state = State::Slow(Box::pin(async move {
+                            match wait_for_tool(&env, future, token, timeout).await {
+                                Ok(Ok(answer)) => answer_outcome(answer),
+                                Ok(Err(panic)) => panicked(env.tool.name(), &panic),
+                                Err(outcome) => outcome,
+                            }
+                        }));
+                    }
+                },
+                State::Slow(mut slow) => match slow.as_mut().poll(cx) {
+                    Poll::Ready(outcome) => return Poll::Ready(this.outcome(outcome)),
+                    Poll::Pending => {
+                        this.state = State::Slow(slow);
+                        return Poll::Pending;
+                    }
+                },
+                State::Done => {
+                    // Polled after completion: a caller bug; answer rather than panic.
+                    let content = ToolResultContent::Text(format!(
+                        "Tool '{}' failed with an internal error: polled after completion",
+                        this.tool.name()
+                    ));
+                    return Poll::Ready(this.outcome((CallStatus::Panicked, content, false)));
+                }
+            }
+        }
+    }
+}

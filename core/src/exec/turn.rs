@@ -1,0 +1,730 @@
+//! A turn: the calls of one model response, submitted as they are sealed, started as soon as
+//! admission allows, answered in submission order.
+//!
+//! The turn is driven by polling it ([`Turn::next_event`], [`Turn::finish`], or the task of
+//! [`Turn::spawn`]): calls run as futures polled by the turn (or as tasks of their own with
+//! [`ExecutorConfig::spawn_calls`](super::ExecutorConfig::spawn_calls)), so a turn costs no
+//! task, channel or lock per call in batch mode.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::admission::{AdmissionQueue, Concurrency};
+use super::call::{CallOutcome, invalid_input_message, not_run_message};
+use super::cancel::{SiblingFailure, StopReason};
+use super::context::TurnShared;
+use super::events::{CallStatus, TurnEvent};
+use super::executor::{ExecutorInner, TurnError};
+use super::metrics::Counter;
+use super::task::CallTask;
+use super::tool::{RegisteredTool, ResultLimit};
+use super::types::{ToolResult, ToolResultContent, ToolUse};
+
+/// The turn no longer accepts calls (it was sealed, discarded or has finished).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the turn is closed: it no longer accepts tool calls")]
+pub struct TurnClosed(pub ToolUse);
+
+/// A running call: polled in place, or awaited from a task of its own.
+enum CallFuture {
+    Inline(CallTask),
+    Spawned(Pin<Box<dyn Future<Output = CallOutcome> + Send>>),
+}
+
+impl Future for CallFuture {
+    type Output = CallOutcome;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
+        match self.get_mut() {
+            Self::Inline(task) => Pin::new(task).poll(cx),
+            Self::Spawned(task) => task.as_mut().poll(cx),
+        }
+    }
+}
+
+/// A call waiting for admission.
+struct Queued {
+    index: usize,
+    tool: Arc<RegisteredTool>,
+    input: Value,
+    queued_at: Option<Instant>,
+}
+
+/// One submitted call: its id until it is answered, then its result (which owns the id).
+enum Slot {
+    Pending(String),
+    Answered(ToolResult),
+}
+
+impl Slot {
+    fn tool_use_id(&self) -> &str {
+        match self {
+            Self::Pending(id) => id,
+            Self::Answered(result) => &result.tool_use_id,
+        }
+    }
+}
+
+/// A fatal error recorded for the turn.
+struct Fatal {
+    tool: String,
+    tool_use_id: String,
+    message: String,
+}
+
+/// A clonable, thread-safe handle to submit, seal, cancel or discard a turn from anywhere.
+#[derive(Debug, Clone)]
+pub struct TurnHandle {
+    shared: Arc<TurnShared>,
+}
+
+impl TurnHandle {
+    /// Submits a call; it starts as soon as the turn is polled and admission allows.
+    pub fn submit(&self, tool_use: ToolUse) -> Result<(), TurnClosed> {
+        {
+            let mut inbox = self.shared.lock();
+            if inbox.sealed {
+                return Err(TurnClosed(tool_use));
+            }
+            inbox.submissions.push(tool_use);
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
+    /// No more calls will be submitted: the turn ends when its calls are answered.
+    pub fn seal(&self) {
+        self.shared.lock().sealed = true;
+        self.shared.waker.wake();
+    }
+
+    /// Cancels the turn: running calls are cancelled, queued and later calls never start, and
+    /// each gets a synthetic error result. The turn still needs [`seal`](Self::seal) to end.
+    pub fn cancel(&self) {
+        self.shared.cancellation.stop(StopReason::Cancelled);
+        self.shared.waker.wake();
+    }
+
+    /// The turn's cancellation token (a child of the executor's run token): cancelled when the
+    /// turn's calls must stop (cancel, discard, a fatal error, a sibling-cancelling failure, or
+    /// the run token). Cancelling it directly cancels the turn like [`cancel`](Self::cancel).
+    pub fn cancellation_token(&self) -> &super::CancellationToken {
+        self.shared.cancellation.turn_token()
+    }
+
+    /// Discards the turn (the model response will be replayed): like [`cancel`](Self::cancel),
+    /// and the turn is sealed, so nothing of it runs twice.
+    pub fn discard(&self) {
+        self.shared.cancellation.stop(StopReason::Discarded);
+        self.seal();
+    }
+}
+
+/// A streaming turn: the calls of one model response, [submitted](Self::submit) as the stream
+/// seals them and [sealed](Self::seal) when it ends, started as soon as admission allows and
+/// answered in submission order.
+///
+/// Calls only make progress while the turn is polled: drive it with [`next_event`](Self::next_event)
+/// (for example in a `select!` beside the model stream), with [`finish`](Self::finish), or hand
+/// it to a task of its own with [`spawn`](Self::spawn). Every submitted call gets exactly one
+/// `Finished` event and one `Result` event (in submission order). Dropping an unfinished turn
+/// cancels it and drops its running tool futures.
+///
+/// Requires a tokio runtime with the time driver enabled (timeouts and cleanup grace).
+pub struct Turn {
+    exec: Arc<ExecutorInner>,
+    shared: Arc<TurnShared>,
+    handle: TurnHandle,
+    slots: Vec<Slot>,
+    next_result: usize,
+    unanswered: usize,
+    admission: AdmissionQueue<Queued>,
+    running: FuturesUnordered<CallFuture>,
+    events: VecDeque<TurnEvent>,
+    events_enabled: bool,
+    sealed: bool,
+    done: bool,
+    /// Whether the turn token was cancelled, as of the last check (refreshed once
+    /// per step, and set at once when a call of this turn stops it).
+    stopped: bool,
+    fatal: Option<Fatal>,
+    /// The last tool looked up: turns often call one tool many times.
+    last_tool: Option<Arc<RegisteredTool>>,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn")
+            .field("submitted", &self.slots.len())
+            .field("unanswered", &self.unanswered)
+            .field("running", &self.admission.running())
+            .field("queued", &self.admission.queued())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Turn {
+    pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
+        let shared = Arc::new(TurnShared::new(exec.clone(), events_enabled));
+        Self {
+            admission: AdmissionQueue::new(exec.config.max_concurrency),
+            handle: TurnHandle {
+                shared: shared.clone(),
+            },
+            shared,
+            exec,
+            slots: Vec::new(),
+            next_result: 0,
+            unanswered: 0,
+            running: FuturesUnordered::new(),
+            events: VecDeque::new(),
+            events_enabled,
+            sealed: false,
+            done: false,
+            stopped: false,
+            fatal: None,
+            last_tool: None,
+        }
+    }
+
+    /// A handle to submit, seal, cancel or discard from other tasks or threads.
+    pub fn handle(&self) -> TurnHandle {
+        self.handle.clone()
+    }
+
+    /// Submits a call (see [`TurnHandle::submit`]).
+    pub fn submit(&self, tool_use: ToolUse) -> Result<(), TurnClosed> {
+        self.handle.submit(tool_use)
+    }
+
+    /// Seals the turn (see [`TurnHandle::seal`]).
+    pub fn seal(&self) {
+        self.handle.seal();
+    }
+
+    /// Cancels the turn (see [`TurnHandle::cancel`]).
+    pub fn cancel(&self) {
+        self.handle.cancel();
+    }
+
+    /// Discards the turn (see [`TurnHandle::discard`]).
+    pub fn discard(&self) {
+        self.handle.discard();
+    }
+
+    /// The next event; `None` once the turn is sealed and every result was delivered.
+    pub async fn next_event(&mut self) -> Option<TurnEvent> {
+        std::future::poll_fn(|cx| self.poll_next_event(cx)).await
+    }
+
+    /// Polls for the next event (drives the turn).
+    pub fn poll_next_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<TurnEvent>> {
+        loop {
+            if let Some(event) = self.events.pop_front() {
+                return Poll::Ready(Some(event));
+            }
+            if self.done {
+                return Poll::Ready(None);
+            }
+            if self.poll_step(cx).is_pending() && self.events.is_empty() {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Seals the turn, drives it to the end without producing further events, and returns one
+    /// result per call in submission order, with the turn's aggregate budget applied.
+    pub async fn finish(mut self) -> Result<Vec<ToolResult>, TurnError> {
+        self.seal();
+        self.events_enabled = false;
+        self.shared.events_enabled.store(false, Ordering::Relaxed);
+        self.events.clear();
+        std::future::poll_fn(|cx| self.poll_step(cx)).await;
+        self.into_results()
+    }
+
+    /// Drives the turn on a tokio task of its own, so calls start the moment they are submitted
+    /// whatever the caller is doing (the form the language bindings use). Dropping the returned
+    /// [`SpawnedTurn`] aborts the task, which cancels the turn.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (as `tokio::spawn` does).
+    pub fn spawn(mut self) -> SpawnedTurn {
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let handle = self.handle();
+        let task = tokio::spawn(async move {
+            while let Some(event) = self.next_event().await {
+                let _ = sender.send(event);
+            }
+            self.finish().await
+        });
+        SpawnedTurn {
+            handle,
+            events,
+            task: AbortOnDrop(task),
+        }
+    }
+
+    /// Accepts a whole batch directly (no inbox, no lock) and seals the turn.
+    pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>) {
+        self.stopped = self.shared.cancellation.cause().is_some();
+        self.slots.reserve(tool_uses.len());
+        for tool_use in tool_uses {
+            self.accept(tool_use);
+        }
+        self.sealed = true;
+        self.shared.lock().sealed = true;
+    }
+
+    fn into_results(mut self) -> Result<Vec<ToolResult>, TurnError> {
+        let slots = std::mem::take(&mut self.slots);
+        let mut results: Vec<ToolResult> = slots
+            .into_iter()
+            .map(|slot| match slot {
+                Slot::Answered(result) => result,
+                // Every slot is answered when the turn is done; this arm is unreachable.
+                Slot::Pending(id) => ToolResult::error(id, "Tool call was not answered"),
+            })
+            .collect();
+        // The turn's own results carry their per-result replacements already; only the
+        // aggregate budget remains, and most turns are clearly under it.
+        if self.exec.budget.turn_may_exceed(&results) {
+            let spilled = self
+                .exec
+                .budget
+                .enforce_turn(&mut self.exec.record(), &mut results);
+            for _ in 0..spilled {
+                self.exec.counters.bump(Counter::Spilled);
+            }
+        }
+        match self.fatal.take() {
+            None => Ok(results),
+            Some(fatal) => Err(TurnError::Fatal {
+                tool: fatal.tool,
+                tool_use_id: fatal.tool_use_id,
+                message: fatal.message,
+                results,
+            }),
+        }
+    }
+
+    /// Makes all the progress possible now. Ready when the turn is done.
+    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.done {
+            return Poll::Ready(());
+        }
+        self.shared.waker.register(cx.waker());
+        self.stopped = self.shared.cancellation.cause().is_some();
+        self.drain_inbox();
+        loop {
+            self.flush_if_stopped();
+            self.admit();
+            match self.running.poll_next_unpin(cx) {
+                Poll::Ready(Some(outcome)) => self.complete(outcome),
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        self.emit_ordered_results();
+        if self.sealed && self.unanswered == 0 {
+            self.done = true;
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    /// Takes what handles and tools left in the shared inbox.
+    fn drain_inbox(&mut self) {
+        let (submissions, progress, sealed) = {
+            let mut inbox = self.shared.lock();
+            (
+                std::mem::take(&mut inbox.submissions),
+                std::mem::take(&mut inbox.progress),
+                inbox.sealed,
+            )
+        };
+        self.push_progress(progress);
+        for tool_use in submissions {
+            self.accept(tool_use);
+        }
+        // Read under the same lock as the submissions: nothing submitted before the seal is missed.
+        self.sealed |= sealed;
+    }
+
+    fn push_progress(&mut self, progress: Vec<(usize, Value)>) {
+        if !self.events_enabled {
+            return;
+        }
+        for (index, data) in progress {
+            // Progress arriving after its call was answered (from a detached or leaked sender)
+            // is dropped: a call's progress always comes before its `Finished`.
+            if let Some(Slot::Pending(id)) = self.slots.get(index) {
+                self.events.push_back(TurnEvent::Progress {
+                    index,
+                    tool_use_id: id.clone(),
+                    data,
+                });
+            }
+        }
+    }
+
+    /// Registers a call: answered at once if it cannot run, queued for admission otherwise.
+    fn accept(&mut self, tool_use: ToolUse) {
+        let ToolUse { id, name, input } = tool_use;
+        let index = self.slots.len();
+        self.slots.push(Slot::Pending(id));
+        self.unanswered += 1;
+        let cached = self.last_tool.as_ref().filter(|tool| tool.name() == name);
+        let Some(tool) = cached.or_else(|| self.exec.registry.lookup(&name)).cloned() else {
+            let message = format!("Unknown tool '{name}'");
+            return self.answer_unstarted(index, &name, CallStatus::Rejected, message);
+        };
+        if cached.is_none() {
+            self.last_tool = Some(tool.clone());
+        }
+        if let Err(violations) = tool.schema.validate(&input) {
+            let message = invalid_input_message(tool.name(), &violations);
+            return self.answer_unstarted(index, tool.name(), CallStatus::Rejected, message);
+        }
+        if self.stopped {
+            if let Some(cause) = self.shared.cancellation.cause() {
+                let message = not_run_message(tool.name(), cause);
+                return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
+            }
+        }
+        // A panicking safety predicate makes the call exclusive: the conservative choice.
+        let safe =
+            std::panic::catch_unwind(AssertUnwindSafe(|| tool.tool.is_concurrency_safe(&input)))
+                .unwrap_or(false);
+        let concurrency = if safe {
+            Concurrency::Safe
+        } else {
+            Concurrency::Exclusive
+        };
+        let queued_at = self.events_enabled.then(Instant::now);
+        self.admission.push(
+            Queued {
+                index,
+                tool,
+                input,
+                queued_at,
+            },
+            concurrency,
+        );
+    }
+
+    /// When the turn token was cancelled, queued calls never start.
+    fn flush_if_stopped(&mut self) {
+        if !self.stopped || self.admission.queued() == 0 {
+            return;
+        }
+        let shared = self.shared.clone();
+        let Some(cause) = shared.cancellation.cause() else {
+            return;
+        };
+        let queued: Vec<Queued> = self
+            .admission
+            .drain_queued()
+            .map(|(call, _)| call)
+            .collect();
+        for call in queued {
+            let message = not_run_message(call.tool.name(), cause);
+            self.answer_unstarted(call.index, call.tool.name(), CallStatus::Skipped, message);
+        }
+    }
+
+    /// Starts every call admission allows now.
+    fn admit(&mut self) {
+        while let Some((call, concurrency)) = self.admission.pop_admissible() {
+            self.exec.counters.bump(Counter::Started);
+            let tool_use_id = self.slots[call.index].tool_use_id().to_owned();
+            if self.events_enabled {
+                self.events.push_back(TurnEvent::Started {
+                    index: call.index,
+                    tool_use_id: tool_use_id.clone(),
+                    tool: call.tool.name().to_owned(),
+                    queued: call.queued_at.map_or(Duration::ZERO, |at| at.elapsed()),
+                });
+            }
+            let span = tracing::debug_span!(
+                "tool_call",
+                tool = call.tool.name(),
+                tool_use_id = %tool_use_id,
+                index = call.index
+            );
+            let task = CallTask::new(
+                call.index,
+                tool_use_id,
+                call.tool,
+                call.input,
+                concurrency,
+                self.shared.clone(),
+                self.events_enabled,
+                span,
+            );
+            let future = if self.exec.config.spawn_calls {
+                let tool = task.tool().clone();
+                CallFuture::Spawned(Box::pin(spawned(task, call.index, tool, concurrency)))
+            } else {
+                CallFuture::Inline(task)
+            };
+            self.running.push(future);
+        }
+    }
+
+    /// Records a finished call.
+    fn complete(&mut self, outcome: CallOutcome) {
+        self.admission.finish(outcome.concurrency);
+        let CallOutcome {
+            index,
+            tool,
+            status,
+            content,
+            duration,
+            detached,
+            ..
+        } = outcome;
+        let is_error = status != CallStatus::Succeeded;
+        self.exec.counters.bump(counter_for(status));
+        if status == CallStatus::Fatal && self.fatal.is_none() {
+            let message = match &content {
+                ToolResultContent::Text(text) => text.clone(),
+                ToolResultContent::Blocks(_) => String::new(),
+            };
+            self.fatal = Some(Fatal {
+                tool: tool.name().to_owned(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
+                message,
+            });
+            self.shared.cancellation.stop(StopReason::Fatal {
+                tool: tool.name().to_owned(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
+            });
+            self.stopped = true;
+        } else if status.is_tool_failure() && tool.cancels_siblings {
+            self.shared.cancellation.cancel_siblings(SiblingFailure {
+                tool: tool.name().to_owned(),
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
+            });
+            self.stopped = true;
+        }
+        let content = self.limit_result(index, &tool, content);
+        if self.events_enabled {
+            // Progress sent before the tool finished is delivered before its `Finished`.
+            let progress = std::mem::take(&mut self.shared.lock().progress);
+            self.push_progress(progress);
+            let tool_use_id = self.slots[index].tool_use_id();
+            if detached {
+                self.events.push_back(TurnEvent::Detached {
+                    index,
+                    tool_use_id: tool_use_id.to_owned(),
+                    tool: tool.name().to_owned(),
+                });
+            }
+            self.events.push_back(TurnEvent::Finished {
+                index,
+                tool_use_id: tool_use_id.to_owned(),
+                tool: tool.name().to_owned(),
+                status,
+                duration,
+            });
+        }
+        self.set_result(index, content, is_error);
+    }
+
+    /// Applies the tool's per-result limit (spilling when over it).
+    fn limit_result(
+        &self,
+        index: usize,
+        tool: &RegisteredTool,
+        content: ToolResultContent,
+    ) -> ToolResultContent {
+        let limit = match tool.limit {
+            ResultLimit::Default => Some(self.exec.config.budget.default_max_result_chars),
+            ResultLimit::Chars(limit) => Some(limit),
+            ResultLimit::Unlimited => None,
+        };
+        let over = match (&content, limit) {
+            (_, None) => false,
+            (ToolResultContent::Text(text), Some(limit)) => text.len() > limit,
+            (ToolResultContent::Blocks(_), Some(_)) => true,
+        };
+        if !over {
+            return content;
+        }
+        let id = self.slots[index].tool_use_id();
+        let (content, spilled) =
+            self.exec
+                .budget
+                .limit_result(&mut self.exec.record(), id, content, limit);
+        if spilled {
+            self.exec.counters.bump(Counter::Spilled);
+        }
+        content
+    }
+
+    /// Answers a call that never started.
+    fn answer_unstarted(&mut self, index: usize, tool: &str, status: CallStatus, message: String) {
+        self.exec.counters.bump(counter_for(status));
+        if self.events_enabled {
+            self.events.push_back(TurnEvent::Finished {
+                index,
+                tool_use_id: self.slots[index].tool_use_id().to_owned(),
+                tool: tool.to_owned(),
+                status,
+                duration: Duration::ZERO,
+            });
+        }
+        self.set_result(index, ToolResultContent::Text(message), true);
+    }
+
+    fn set_result(&mut self, index: usize, content: ToolResultContent, is_error: bool) {
+        let slot = &mut self.slots[index];
+        // Each call is answered exactly once; a second answer would be a bug and is ignored.
+        let Slot::Pending(id) = slot else {
+            return;
+        };
+        let tool_use_id = std::mem::take(id);
+        *slot = Slot::Answered(ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        });
+        self.unanswered -= 1;
+    }
+
+    /// Emits `Result` events for the answered prefix of the turn.
+    fn emit_ordered_results(&mut self) {
+        while let Some(slot) = self.slots.get(self.next_result) {
+            let Slot::Answered(result) = slot else {
+                break;
+            };
+            if self.events_enabled {
+                self.events.push_back(TurnEvent::Result {
+                    index: self.next_result,
+                    result: result.clone(),
+                });
+            }
+            self.next_result += 1;
+        }
+    }
+}
+
+impl futures_core::Stream for Turn {
+    type Item = TurnEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TurnEvent>> {
+        self.get_mut().poll_next_event(cx)
+    }
+}
+
+impl Drop for Turn {
+    /// A turn dropped before its end (its future was cancelled) cancels its calls: their tool
+    /// futures are dropped here, and anything holding the token sees the cancellation.
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.cancellation.stop(StopReason::Cancelled);
+        }
+    }
+}
+
+fn counter_for(status: CallStatus) -> Counter {
+    match status {
+        CallStatus::Succeeded => Counter::Completed,
+        CallStatus::Failed | CallStatus::Fatal | CallStatus::Denied => Counter::Failed,
+        CallStatus::Panicked => Counter::Panicked,
+        CallStatus::TimedOut => Counter::TimedOut,
+        CallStatus::Cancelled | CallStatus::Skipped => Counter::Cancelled,
+        CallStatus::Rejected => Counter::Rejected,
+    }
+}
+
+/// Runs a call on a task of its own; the task is aborted if the turn drops the call.
+async fn spawned<F>(
+    future: F,
+    index: usize,
+    tool: Arc<RegisteredTool>,
+    concurrency: Concurrency,
+) -> CallOutcome
+where
+    F: Future<Output = CallOutcome> + Send + 'static,
+{
+    let mut task = AbortOnDrop(tokio::spawn(future));
+    match task.await_outcome().await {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            // The call future catches tool panics itself: only a runtime shutting down gets here.
+            tracing::error!(%error, index, "tool call task ended abnormally");
+            let content = ToolResultContent::Text(format!(
+                "Tool '{}' failed with an internal error: {error}",
+                tool.name()
+            ));
+            CallOutcome {
+                index,
+                tool,
+                concurrency,
+                status: CallStatus::Panicked,
+                content,
+                duration: Duration::ZERO,
+                detached: false,
+            }
+        }
+    }
+}
+
+/// A task handle that aborts the task when dropped.
+#[derive(Debug)]
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn await_outcome(&mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A turn driven by a task of its own (see [`Turn::spawn`]).
+#[derive(Debug)]
+pub struct SpawnedTurn {
+    handle: TurnHandle,
+    events: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    task: AbortOnDrop<Result<Vec<ToolResult>, TurnError>>,
+}
+
+impl SpawnedTurn {
+    /// The handle to submit, seal, cancel or discard.
+    pub fn handle(&self) -> &TurnHandle {
+        &self.handle
+    }
+
+    /// The next event; `None` once the turn delivered its last result.
+    pub async fn next_event(&mut self) -> Option<TurnEvent> {
+        self.events.recv().await
+    }
+
+    /// Seals the turn and waits for its results.
+    pub async fn finish(mut self) -> Result<Vec<ToolResult>, TurnError> {
+        self.handle.seal();
+        self.events.close();
+        match self.task.await_outcome().await {
+            Ok(results) => results,
+            Err(error) => Err(TurnError::Internal(error.to_string())),
+        }
+    }
+}

@@ -1,0 +1,743 @@
+//! Hand-written Anthropic streams: every event and delta type, sealing, errors, truncation.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use bytes::Bytes;
+use ferroloop::decode::partial_json::PartialMode;
+use ferroloop::decode::{
+    AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, ProtocolError, StreamDecoder,
+};
+use serde_json::{Value, json};
+
+fn start(id: &str) -> (String, Value) {
+    (
+        "message_start".into(),
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
+            "model": "claude-test", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 7}}}),
+    )
+}
+
+fn ev(kind: &str, data: Value) -> (String, Value) {
+    (kind.to_owned(), data)
+}
+
+fn block_start(index: usize, block: Value) -> (String, Value) {
+    ev(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": block}),
+    )
+}
+
+fn delta(index: usize, delta: Value) -> (String, Value) {
+    ev(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    )
+}
+
+fn text(index: usize, t: &str) -> (String, Value) {
+    delta(index, json!({"type": "text_delta", "text": t}))
+}
+
+fn input(index: usize, fragment: &str) -> (String, Value) {
+    delta(
+        index,
+        json!({"type": "input_json_delta", "partial_json": fragment}),
+    )
+}
+
+fn stop(index: usize) -> (String, Value) {
+    ev(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    )
+}
+
+fn message_delta(stop_reason: &str, usage: Value) -> (String, Value) {
+    ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": usage}),
+    )
+}
+
+fn message_stop() -> (String, Value) {
+    ev("message_stop", json!({"type": "message_stop"}))
+}
+
+/// Pushes events one by one; returns the decoder, the events and the first error.
+fn run(events: &[(String, Value)]) -> (AnthropicDecoder, Vec<DecodeEvent>, Option<DecodeError>) {
+    let mut decoder = AnthropicDecoder::new();
+    let mut out = Vec::new();
+    let mut first_error = None;
+    for (kind, data) in events {
+        let result = decoder.push_event(kind, &data.to_string());
+        decoder.drain_events(&mut out);
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+    }
+    (decoder, out, first_error)
+}
+
+fn to_sse(events: &[(String, Value)]) -> String {
+    events
+        .iter()
+        .map(|(k, d)| format!("event: {k}\ndata: {d}\n\n"))
+        .collect()
+}
+
+fn kinds(events: &[DecodeEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e.to_json()["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn thinking_signature_text_and_citations() {
+    let citation = json!({"type": "char_location", "cited_text": "x", "document_index": 0, "start_char_index": 0, "end_char_index": 1});
+    let stream = vec![
+        start("msg_1"),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": "Let me "})),
+        delta(0, json!({"type": "thinking_delta", "thinking": "think."})),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": "sig-old"}),
+        ),
+        delta(
+            0,
+            json!({"type": "signature_delta", "signature": "sig-final"}),
+        ),
+        stop(0),
+        block_start(1, json!({"type": "redacted_thinking", "data": "ENCRYPTED"})),
+        stop(1),
+        block_start(2, json!({"type": "text", "text": ""})),
+        text(2, "Per the doc"),
+        delta(2, json!({"type": "citations_delta", "citation": citation})),
+        text(2, ", yes."),
+        stop(2),
+        ev("ping", json!({"type": "ping"})),
+        message_delta("end_turn", json!({"output_tokens": 42})),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["content"],
+        json!([
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig-final"},
+            {"type": "redacted_thinking", "data": "ENCRYPTED"},
+            {"type": "text", "text": "Per the doc, yes.", "citations": [citation]}
+        ])
+    );
+    assert_eq!(message["stop_reason"], "end_turn");
+    assert_eq!(message["usage"]["output_tokens"], 42);
+    assert_eq!(message["usage"]["cache_read_input_tokens"], 7);
+    let k = kinds(&events);
+    for expected in [
+        "message_start",
+        "block_start",
+        "thinking_delta",
+        "signature_delta",
+        "block_stop",
+        "text_delta",
+        "citations_delta",
+        "ping",
+        "message_delta",
+        "message_stop",
+    ] {
+        assert!(
+            k.iter().any(|x| x == expected),
+            "missing {expected} in {k:?}"
+        );
+    }
+}
+
+#[test]
+fn parallel_tool_use_blocks_are_sealed_at_their_own_stop() {
+    let stream = vec![
+        start("msg_2"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_a", "name": "read", "input": {}}),
+        ),
+        input(0, ""),
+        input(0, "{\"path\": \"a"),
+        input(0, ".txt\"}"),
+        stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_b", "name": "list", "input": {}}),
+        ),
+        stop(1),
+        block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_c", "name": "grep", "input": {}}),
+        ),
+        input(2, "{\"q\": [1, {\"x\": null}]}"),
+        stop(2),
+        message_delta("tool_use", json!({"output_tokens": 9})),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none());
+    let ready: Vec<(usize, Value)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, e)| match e {
+            DecodeEvent::ToolUseReady {
+                id,
+                name,
+                input,
+                index,
+            } => Some((
+                at,
+                json!({"index": index, "id": id, "name": name, "input": input}),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ready.len(), 3);
+    assert_eq!(
+        ready[0].1,
+        json!({"index": 0, "id": "toolu_a", "name": "read", "input": {"path": "a.txt"}})
+    );
+    // An empty input buffer means `{}`.
+    assert_eq!(
+        ready[1].1,
+        json!({"index": 1, "id": "toolu_b", "name": "list", "input": {}})
+    );
+    assert_eq!(ready[2].1["input"], json!({"q": [1, {"x": null}]}));
+    // Each is emitted right after its own block_stop, while the message still streams.
+    for (at, _) in &ready {
+        assert!(matches!(events[at - 1], DecodeEvent::BlockStop { .. }));
+    }
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["content"][0]["input"], json!({"path": "a.txt"}));
+    assert_eq!(message["content"][1]["input"], json!({}));
+}
+
+#[test]
+fn server_tool_blocks_and_unknown_types_pass_through() {
+    let search_result = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Ex"}]});
+    let future_block = json!({"type": "hologram", "payload": {"depth": 3}});
+    let stream = vec![
+        start("msg_3"),
+        block_start(
+            0,
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        ),
+        input(0, "{\"query\": \"rust"),
+        input(0, " sse\"}"),
+        stop(0),
+        block_start(1, search_result.clone()),
+        stop(1),
+        block_start(2, future_block.clone()),
+        delta(2, json!({"type": "hologram_delta", "depth": 4})),
+        stop(2),
+        ev("future_event", json!({"type": "future_event", "x": 1})),
+        message_delta(
+            "end_turn",
+            json!({"output_tokens": 5, "server_tool_use": {"web_search_requests": 1}}),
+        ),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "rust sse"}})
+    );
+    assert_eq!(message["content"][1], search_result);
+    assert_eq!(
+        message["content"][2], future_block,
+        "unknown block kept, unknown delta does not change it"
+    );
+    assert_eq!(
+        message["usage"]["server_tool_use"],
+        json!({"web_search_requests": 1})
+    );
+    assert!(events.contains(&DecodeEvent::UnknownDelta {
+        index: 2,
+        delta: json!({"type": "hologram_delta", "depth": 4})
+    }));
+    assert!(events.contains(&DecodeEvent::Unknown {
+        event_type: "future_event".into(),
+        data: json!({"type": "future_event", "x": 1})
+    }));
+    // Server tools are run by the API: no ToolUseReady for the executor.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+    );
+}
+
+#[test]
+fn usage_is_assigned_not_added_and_null_keeps() {
+    let stream = vec![
+        start("msg_4"),
+        message_delta(
+            "end_turn",
+            json!({"output_tokens": 5, "input_tokens": null}),
+        ),
+        ev(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
+                "usage": {"output_tokens": 8, "cache_read_input_tokens": null, "input_tokens": 12}}),
+        ),
+        message_stop(),
+    ];
+    let (mut decoder, _, error) = run(&stream);
+    assert!(error.is_none());
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["usage"]["output_tokens"], 8);
+    assert_eq!(message["usage"]["input_tokens"], 12);
+    assert_eq!(message["usage"]["cache_read_input_tokens"], 7);
+    assert_eq!(message["usage"]["cache_creation_input_tokens"], 3);
+    assert_eq!(message["stop_reason"], "stop_sequence");
+    assert_eq!(message["stop_sequence"], "END");
+}
+
+#[test]
+fn mid_stream_error_is_typed_and_not_swallowed() {
+    let stream = vec![
+        start("msg_5"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "partial"),
+        ev(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+    ];
+    let (mut decoder, _, error) = run(&stream);
+    match error {
+        Some(DecodeError::Provider {
+            error_type,
+            message,
+            ..
+        }) => {
+            assert_eq!(error_type, "overloaded_error");
+            assert_eq!(message, "Overloaded");
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+    assert_eq!(decoder.message()["content"][0]["text"], "partial");
+    let finished = decoder.finish();
+    assert!(
+        matches!(finished, Err(DecodeError::Provider { ref error_type, .. }) if error_type == "overloaded_error")
+    );
+    assert_eq!(finished.unwrap_err().code(), "provider");
+}
+
+#[test]
+fn stream_without_message_stop_is_truncated_with_the_partial_message() {
+    let stream = vec![
+        start("msg_6"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "Hello, wor"),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_x", "name": "f", "input": {}}),
+        ),
+        input(1, "{\"a\": 1, \"b\": \"unfinis"),
+    ];
+    let mut decoder = StreamDecoder::new(AnthropicDecoder::new());
+    let events = decoder.feed(Bytes::from(to_sse(&stream))).unwrap();
+    assert!(!events.is_empty());
+    assert!(!decoder.is_complete());
+    match decoder.finish() {
+        Err(DecodeError::Truncated { partial, reason }) => {
+            assert!(reason.contains("message_stop"), "{reason}");
+            assert_eq!(partial["id"], "msg_6");
+            assert_eq!(partial["content"][0]["text"], "Hello, wor");
+            // The partial message shows the complete-so-far view of the open tool input.
+            assert_eq!(partial["content"][1]["input"], json!({"a": 1}));
+        }
+        other => panic!("expected Truncated, got {other:?}"),
+    }
+    let mut empty = StreamDecoder::new(AnthropicDecoder::new());
+    assert!(
+        matches!(empty.finish(), Err(DecodeError::Truncated { partial, .. }) if partial.is_null())
+    );
+}
+
+#[test]
+fn max_tokens_mid_tool_input_is_reported_truncated() {
+    let stream = vec![
+        start("msg_7"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_ok", "name": "a", "input": {}}),
+        ),
+        input(0, "{\"done\": true}"),
+        stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_cut", "name": "b", "input": {}}),
+        ),
+        input(1, "{\"lines\": [\"one\", \"tw"),
+        message_delta("max_tokens", json!({"output_tokens": 100})),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none());
+    assert!(events.contains(&DecodeEvent::ToolUseTruncated {
+        index: 1,
+        id: "toolu_cut".into(),
+        name: "b".into(),
+        partial_json: "{\"lines\": [\"one\", \"tw".into(),
+    }));
+    let ready: Vec<&DecodeEvent> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
+    assert_eq!(ready.len(), 1, "only the completed call is ready");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["content"][1]["input"], json!({"lines": ["one"]}));
+}
+
+#[test]
+fn invalid_tool_input_at_stop_is_reported_invalid() {
+    let stream = vec![
+        start("msg_8"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_bad", "name": "f", "input": {}}),
+        ),
+        input(0, "{\"a\": 1} trailing"),
+        stop(0),
+        message_stop(),
+    ];
+    let (_, events, error) = run(&stream);
+    assert!(error.is_none());
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseInvalid { id, .. } if id == "toolu_bad"))
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+    );
+}
+
+#[test]
+fn protocol_errors() {
+    let (_, _, error) = run(&[text(0, "x")]);
+    assert!(
+        matches!(
+            error,
+            Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))
+        ),
+        "{error:?}"
+    );
+
+    let (_, _, error) = run(&[start("a"), start("b")]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::DuplicateStart { .. }))
+    ));
+
+    let (_, _, error) = run(&[start("a"), text(3, "x")]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex {
+            index: 3,
+            ..
+        }))
+    ));
+
+    let (_, _, error) = run(&[start("a"), input(0, "{")]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex {
+            index: 0,
+            ..
+        }))
+    ));
+
+    let (_, _, error) = run(&[start("a"), stop(0)]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex { .. }))
+    ));
+
+    let (_, _, error) = run(&[
+        start("a"),
+        block_start(1, json!({"type": "text", "text": ""})),
+    ]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::OutOfOrderIndex {
+            index: 1,
+            expected: 0
+        }))
+    ));
+
+    let (_, _, error) = run(&[start("a"), message_stop(), text(0, "late")]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))
+    ));
+
+    let mut decoder = AnthropicDecoder::new();
+    let error = decoder
+        .push_event("content_block_delta", "{not json")
+        .unwrap_err();
+    assert!(matches!(error, DecodeError::InvalidJson { .. }));
+    assert_eq!(error.code(), "invalid_json");
+}
+
+#[test]
+fn text_fast_path_agrees_with_the_general_path() {
+    let texts = [
+        "plain",
+        "line\nbreak",
+        "quote \" and \\ backslash",
+        "漢字 😀 é",
+        "\u{1}",
+        "",
+        "tab\t/",
+    ];
+    for t in texts {
+        let compact = format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}}"#,
+            serde_json::to_string(t).unwrap()
+        );
+        let spaced =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&compact).unwrap())
+                .unwrap();
+        let escaped_unicode = compact
+            .replace('😀', "\\ud83d\\ude00")
+            .replace('é', "\\u00e9");
+        let mut results = Vec::new();
+        for data in [&compact, &spaced, &escaped_unicode] {
+            let mut decoder = AnthropicDecoder::new();
+            decoder
+                .push_event("message_start", &start("m").1.to_string())
+                .unwrap();
+            decoder
+                .push_event(
+                    "content_block_start",
+                    &block_start(0, json!({"type": "text", "text": ">"}))
+                        .1
+                        .to_string(),
+                )
+                .unwrap();
+            decoder.push_event("content_block_delta", data).unwrap();
+            results.push(decoder.message()["content"][0]["text"].clone());
+        }
+        assert_eq!(results[0], json!(format!(">{t}")));
+        assert_eq!(results[1], results[0]);
+        assert_eq!(results[2], results[0]);
+    }
+}
+
+#[test]
+fn events_without_event_lines_use_the_json_type() {
+    let stream = [
+        start("m"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "hi"),
+        stop(0),
+        message_stop(),
+    ];
+    let mut decoder = AnthropicDecoder::new();
+    for (_, data) in &stream {
+        decoder.push_event("message", &data.to_string()).unwrap();
+    }
+    assert_eq!(decoder.finish().unwrap()["content"][0]["text"], "hi");
+}
+
+#[test]
+fn record_events_off_still_seals_tool_calls() {
+    let stream = vec![
+        start("m"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "a"),
+        stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
+        input(1, "{}"),
+        stop(1),
+        message_stop(),
+    ];
+    let mut decoder = AnthropicDecoder::new();
+    decoder.set_record_events(false);
+    for (k, d) in &stream {
+        decoder.push_event(k, &d.to_string()).unwrap();
+    }
+    let mut events = Vec::new();
+    decoder.drain_events(&mut events);
+    assert_eq!(kinds(&events), ["tool_use_ready"]);
+}
+
+#[test]
+fn prefilled_content_in_message_start_is_kept() {
+    let mut decoder = AnthropicDecoder::new();
+    let mut begin = start("m").1;
+    begin["message"]["content"] = json!([{"type": "text", "text": "Prefill "}]);
+    decoder
+        .push_event("message_start", &begin.to_string())
+        .unwrap();
+    decoder
+        .push_event(
+            "content_block_start",
+            &block_start(1, json!({"type": "text", "text": ""}))
+                .1
+                .to_string(),
+        )
+        .unwrap();
+    decoder
+        .push_event("content_block_delta", &text(1, "more").1.to_string())
+        .unwrap();
+    let message = decoder.message();
+    assert_eq!(message["content"][0]["text"], "Prefill ");
+    assert_eq!(message["content"][1]["text"], "more");
+}
+
+/// Tool input accumulation is linear: 1 MiB of input in 1-character deltas costs less than 3×
+/// the same input in one delta, counted in bytes handled; and a complete-so-far repair after
+/// every delta scans each byte once.
+#[test]
+fn tool_input_accumulation_is_linear() {
+    let mut doc = String::from("{\"lines\": [");
+    while doc.len() < 1 << 20 {
+        doc.push_str("\"some text with \\\"escapes\\\" and ünïcödé\", ");
+    }
+    doc.push_str("\"end\"]}");
+    let header = [
+        start("m"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
+    ];
+
+    let run_with = |pieces: &mut dyn Iterator<Item = &str>, repair_each: bool| -> (u64, Value) {
+        let mut decoder = AnthropicDecoder::new();
+        decoder.set_record_events(false);
+        for (k, d) in &header {
+            decoder.push_event(k, &d.to_string()).unwrap();
+        }
+        let mut data = String::new();
+        for piece in pieces {
+            data.clear();
+            data.push_str(r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""#);
+            for c in piece.chars() {
+                if c == '"' || c == '\\' {
+                    data.push('\\');
+                }
+                data.push(c);
+            }
+            data.push_str("\"}}");
+            decoder.push_event("content_block_delta", &data).unwrap();
+            if repair_each {
+                let repair = decoder
+                    .tool_input_repair(0, PartialMode::DropIncompleteStrings)
+                    .unwrap();
+                assert!(repair.suffix.len() <= 3);
+            }
+        }
+        decoder
+            .push_event("content_block_stop", &stop(0).1.to_string())
+            .unwrap();
+        let work = decoder.tool_input_work(0).unwrap();
+        (work, decoder.message()["content"][0]["input"].clone())
+    };
+
+    let (one_delta_work, one_input) = run_with(&mut std::iter::once(doc.as_str()), false);
+    let mut chars = doc.char_indices().map(|(i, c)| &doc[i..i + c.len_utf8()]);
+    let (char_work, char_input) = run_with(&mut chars, false);
+    assert_eq!(char_input, one_input);
+    assert!(
+        char_work < 3 * one_delta_work,
+        "{char_work} vs {one_delta_work}"
+    );
+
+    // With a complete-so-far repair after every delta (what a UI does), still linear. A
+    // 64 KiB prefix keeps the debug-build test fast; the partial_json unit tests cover 1 MiB.
+    let small = format!(
+        "{}\"end\"]}}",
+        &doc[..doc[..1 << 16].rfind(", ").unwrap() + 2]
+    );
+    let (small_work, small_input) = run_with(&mut std::iter::once(small.as_str()), false);
+    let mut chars = small
+        .char_indices()
+        .map(|(i, c)| &small[i..i + c.len_utf8()]);
+    let (repaired_work, repaired_input) = run_with(&mut chars, true);
+    assert_eq!(repaired_input, small_input);
+    assert!(
+        repaired_work < 3 * small_work,
+        "{repaired_work} vs {small_work}"
+    );
+    assert_eq!(
+        one_input["lines"].as_array().unwrap().last().unwrap(),
+        "end"
+    );
+}
+
+#[test]
+fn snapshot_is_valid_json_at_every_event() {
+    let stream = vec![
+        start("m"),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+        ),
+        input(0, "{\"a\": [1, 2"),
+        input(0, ", {\"b\": \"x"),
+        input(0, "y\"}]}"),
+        stop(0),
+        message_stop(),
+    ];
+    let mut decoder = AnthropicDecoder::new();
+    let mut views = Vec::new();
+    for (k, d) in &stream {
+        decoder.push_event(k, &d.to_string()).unwrap();
+        views.push(decoder.message());
+    }
+    assert_eq!(views[2]["content"][0]["input"], json!({"a": [1, 2]}));
+    assert_eq!(views[3]["content"][0]["input"], json!({"a": [1, 2, {}]}));
+    assert_eq!(
+        views[4]["content"][0]["input"],
+        json!({"a": [1, 2, {"b": "xy"}]})
+    );
+    assert_eq!(
+        decoder.tool_input_view(0, PartialMode::TrailingStrings),
+        Some(json!({"a": [1, 2, {"b": "xy"}]}))
+    );
+}
+
+/// The hand-written string-delta fast path and the serde path give the same messages and events.
+#[test]
+fn fast_path_and_serde_path_agree_on_shared_streams() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for path in [
+        "tests/decode/streams/anthropic/every_block_type.sse",
+        "tests/fixtures/anthropic/tool_use_response.sse",
+        "tests/fixtures/anthropic/incomplete_partial_json_response.sse",
+    ] {
+        let input = std::fs::read(root.join(path)).unwrap();
+        let mut results = Vec::new();
+        for fast in [true, false] {
+            let mut inner = AnthropicDecoder::new();
+            inner.set_text_fast_path(fast);
+            let mut decoder = StreamDecoder::new(inner);
+            let events = decoder.feed(Bytes::from(input.clone())).unwrap();
+            results.push((decoder.finish().unwrap(), events));
+        }
+        assert_eq!(results[0], results[1], "{path}");
+    }
+}

@@ -1,0 +1,220 @@
+//! Recorded provider streams decoded at several chunkings must give the checked-in messages.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use ferroloop::decode::{DecodeEvent, Provider, StreamDecoder};
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The recorded fixtures plus the hand-written streams of `tests/decode/streams` that have an
+/// expected message (the failing ones are checked by the CLI tests).
+fn fixtures(provider: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    for dir in [
+        repo_root().join("tests/fixtures").join(provider),
+        repo_root().join("tests/decode/streams").join(provider),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.map(|e| e.unwrap().path()) {
+            if path.extension().is_none_or(|x| x != "sse") {
+                continue;
+            }
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let has_expected = repo_root()
+                .join("tests/decode/expected")
+                .join(provider)
+                .join(format!("{name}.json"))
+                .exists();
+            if has_expected {
+                out.push((name, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    assert!(!out.is_empty(), "no streams for {provider}");
+    out
+}
+
+fn expected(provider: &str, name: &str) -> Value {
+    let path = repo_root()
+        .join("tests/decode/expected")
+        .join(provider)
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Decodes `input` fed at the given split points; returns the final message and all events.
+fn decode_split(provider: Provider, input: &[u8], cuts: &[usize]) -> (Value, Vec<Value>) {
+    let mut decoder = StreamDecoder::for_provider(provider);
+    let mut events: Vec<DecodeEvent> = Vec::new();
+    let mut start = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&input.len())) {
+        let cut = cut.clamp(start, input.len());
+        decoder
+            .feed_into(Bytes::copy_from_slice(&input[start..cut]), &mut events)
+            .unwrap();
+        start = cut;
+    }
+    let message = decoder.finish().unwrap();
+    (message, events.iter().map(DecodeEvent::to_json).collect())
+}
+
+fn decode_chunked(provider: Provider, input: &[u8], chunk: usize) -> (Value, Vec<Value>) {
+    let cuts: Vec<usize> = (1..)
+        .map(|i| i * chunk)
+        .take_while(|&c| c < input.len())
+        .collect();
+    decode_split(provider, input, &cuts)
+}
+
+fn check_provider(dir: &str, provider: Provider) {
+    for (name, input) in fixtures(dir) {
+        let want = expected(dir, &name);
+        let (whole, whole_events) = decode_chunked(provider, &input, input.len());
+        assert_eq!(whole, want, "{dir}/{name} (whole)");
+        for chunk in [1, 7, 64] {
+            let (message, events) = decode_chunked(provider, &input, chunk);
+            assert_eq!(message, want, "{dir}/{name} at chunk {chunk}");
+            assert_eq!(events, whole_events, "{dir}/{name} events at chunk {chunk}");
+        }
+    }
+}
+
+#[test]
+fn anthropic_fixtures_match_expected_at_every_chunking() {
+    check_provider("anthropic", Provider::Anthropic);
+}
+
+#[test]
+fn openai_chat_fixtures_match_expected_at_every_chunking() {
+    check_provider("openai-chat", Provider::OpenAiChat);
+}
+
+#[test]
+fn openai_responses_streams_match_expected_at_every_chunking() {
+    check_provider("openai-responses", Provider::OpenAiResponses);
+}
+
+#[test]
+fn anthropic_fixture_events_seal_the_tool_call() {
+    let input =
+        std::fs::read(repo_root().join("tests/fixtures/anthropic/tool_use_response.sse")).unwrap();
+    let (_, events) = decode_chunked(Provider::Anthropic, &input, 5);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let ready = kinds.iter().position(|k| *k == "tool_use_ready").unwrap();
+    // Sealed right after its block stop, before message_delta / message_stop.
+    assert_eq!(kinds[ready - 1], "block_stop");
+    assert!(ready < kinds.iter().position(|k| *k == "message_delta").unwrap());
+    assert_eq!(
+        events[ready]["input"],
+        serde_json::json!({"location": "Paris"})
+    );
+    assert_eq!(events[ready]["id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
+}
+
+#[test]
+fn anthropic_incomplete_fixture_reports_truncated_tool_input() {
+    let input = std::fs::read(
+        repo_root().join("tests/fixtures/anthropic/incomplete_partial_json_response.sse"),
+    )
+    .unwrap();
+    let (_, events) = decode_chunked(Provider::Anthropic, &input, 3);
+    let truncated: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_use_truncated")
+        .collect();
+    assert_eq!(truncated.len(), 1);
+    assert_eq!(truncated[0]["name"], "make_file");
+    assert!(
+        truncated[0]["partial_json"]
+            .as_str()
+            .unwrap()
+            .ends_with("\"Filing taxes")
+    );
+    assert!(!events.iter().any(|e| e["type"] == "tool_use_ready"));
+}
+
+#[test]
+fn openai_chat_length_fixture_is_complete_with_finish_reason_length() {
+    let input =
+        std::fs::read(repo_root().join("tests/fixtures/openai-chat/4cc50a6135d2.sse")).unwrap();
+    let (message, _) = decode_chunked(Provider::OpenAiChat, &input, 1);
+    assert_eq!(message["choices"][0]["finish_reason"], "length");
+}
+
+fn all_fixture_inputs() -> Vec<(Provider, Vec<u8>)> {
+    let mut out: Vec<(Provider, Vec<u8>)> = Vec::new();
+    for (_, input) in fixtures("anthropic") {
+        out.push((Provider::Anthropic, input));
+    }
+    for (_, input) in fixtures("openai-chat") {
+        out.push((Provider::OpenAiChat, input));
+    }
+    for (_, input) in fixtures("openai-responses") {
+        out.push((Provider::OpenAiResponses, input));
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Any split of any stream gives the same message and the same events as the whole.
+    #[test]
+    fn decoding_is_chunk_invariant(which in 0usize..64, cuts in proptest::collection::vec(0usize..4096, 0..40)) {
+        let inputs = all_fixture_inputs();
+        let (provider, input) = &inputs[which % inputs.len()];
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (input.len() + 1)).collect();
+        cuts.sort_unstable();
+        let whole = decode_split(*provider, input, &[]);
+        let split = decode_split(*provider, input, &cuts);
+        prop_assert_eq!(split, whole);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Corrupted streams (bytes flipped, cut, spliced) never panic any decoder; the snapshot is
+    /// always JSON (null or an object), and a successful finish means the end marker was seen.
+    #[test]
+    fn corrupted_streams_never_panic(
+        which in 0usize..64,
+        provider_pick in 0usize..3,
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let inputs = all_fixture_inputs();
+        let (_, original) = &inputs[which % inputs.len()];
+        let mut input = original.clone();
+        for (at, byte) in edits {
+            let i = at.index(input.len());
+            input[i] = byte;
+        }
+        input.truncate(cut.index(input.len() + 1).max(input.len() / 2));
+        let provider = [Provider::Anthropic, Provider::OpenAiChat, Provider::OpenAiResponses][provider_pick];
+        let mut decoder = StreamDecoder::for_provider(provider);
+        let mut events = Vec::new();
+        for piece in input.chunks(13) {
+            let _ = decoder.feed_into(Bytes::copy_from_slice(piece), &mut events);
+        }
+        let snapshot = decoder.message();
+        prop_assert!(snapshot.is_null() || snapshot.is_object());
+        let complete = decoder.is_complete();
+        match decoder.finish() {
+            Ok(message) => {
+                prop_assert!(complete);
+                prop_assert!(message.is_object());
+            }
+            Err(error) => prop_assert!(!error.to_string().is_empty()),
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! Hand-written OpenAI Chat Completions and Responses streams.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use bytes::Bytes;
+use ferroloop::decode::{
+    DecodeError, DecodeEvent, EventDecoder, OpenAiChatDecoder, OpenAiResponsesDecoder,
+    ProtocolError, Provider, StreamDecoder,
+};
+use serde_json::{Value, json};
+
+fn chunk(choices: Value) -> String {
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+        "system_fingerprint": "fp_1", "choices": choices})
+    .to_string()
+}
+
+fn chat(chunks: &[String]) -> (OpenAiChatDecoder, Vec<DecodeEvent>, Option<DecodeError>) {
+    let mut decoder = OpenAiChatDecoder::new();
+    let mut events = Vec::new();
+    let mut first = None;
+    for data in chunks {
+        let result = decoder.push_event("message", data);
+        decoder.drain_events(&mut events);
+        if let Err(e) = result {
+            first.get_or_insert(e);
+        }
+    }
+    (decoder, events, first)
+}
+
+#[test]
+fn chat_parallel_tool_calls_merge_by_index_and_seal() {
+    let chunks = vec![
+        chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": null, "tool_calls": [
+            {"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}}]},
+            "finish_reason": null}])),
+        chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}}])),
+        chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "th\": \"x\"}"}}]}}])),
+        chunk(json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 1, "id": "call_b", "type": "function", "function": {"name": "list", "arguments": ""}}]}}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+            "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
+        .to_string(),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let ready: Vec<(usize, &DecodeEvent)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
+    assert_eq!(ready.len(), 2);
+    assert_eq!(
+        ready[0].1,
+        &DecodeEvent::ToolUseReady {
+            index: 0,
+            id: "call_a".into(),
+            name: "read".into(),
+            input: json!({"path": "x"})
+        }
+    );
+    // The first call is sealed as soon as the second starts, before the finish_reason.
+    let finish_at = events
+        .iter()
+        .position(|e| matches!(e, DecodeEvent::MessageDelta { .. }))
+        .unwrap();
+    assert!(ready[0].0 < finish_at);
+    assert_eq!(
+        ready[1].1,
+        &DecodeEvent::ToolUseReady {
+            index: 1,
+            id: "call_b".into(),
+            name: "list".into(),
+            input: json!({})
+        }
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"],
+        json!([
+            {"id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"x\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "list", "arguments": ""}}
+        ])
+    );
+    assert_eq!(message["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message["usage"]["total_tokens"], 12);
+    assert_eq!(message["object"], "chat.completion");
+    // The usage-only chunk carried no fingerprint: the SDK assigns it from every chunk.
+    assert_eq!(message["system_fingerprint"], Value::Null);
+}
+
+#[test]
+fn chat_text_deltas_and_length_truncation_of_tool_arguments() {
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"content": "Hel"}, "finish_reason": null}])),
+        chunk(
+            json!([{"index": 0, "delta": {"content": "lo \"x\" 漢😀\n"}, "finish_reason": null}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": [1,"}}]}}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "length"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none());
+    let texts: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Hel", "lo \"x\" 漢😀\n"]);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseTruncated { id, .. } if id == "call_c"))
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["content"],
+        "Hello \"x\" 漢😀\n"
+    );
+}
+
+#[test]
+fn chat_truncation_error_and_protocol() {
+    let (mut decoder, _, error) = chat(&[chunk(json!([{"index": 0, "delta": {"content": "hi"}}]))]);
+    assert!(error.is_none());
+    match decoder.finish() {
+        Err(DecodeError::Truncated { partial, .. }) => {
+            assert_eq!(partial["choices"][0]["message"]["content"], "hi");
+        }
+        other => panic!("expected Truncated, got {other:?}"),
+    }
+
+    let (mut decoder, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        json!({"error": {"message": "The server had an error", "type": "server_error"}})
+            .to_string(),
+    ]);
+    assert!(
+        matches!(&error, Some(DecodeError::Provider { error_type, .. }) if error_type == "server_error")
+    );
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Provider { .. })
+    ));
+
+    let (_, _, error) = chat(&["[DONE]".to_owned()]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::BeforeStart { .. }))
+    ));
+
+    let (_, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        "[DONE]".to_owned(),
+        chunk(json!([{"index": 0, "delta": {"content": "late"}}])),
+    ]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::AfterEnd { .. }))
+    ));
+
+    // Huge indexes are not allocated for.
+    let (_, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 1_000_000_000_000u64, "id": "x"}]}}]),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let (_, _, error) = chat(&[chunk(json!([{"index": 4_000_000_000u64, "delta": {}}]))]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::Malformed { .. }))
+    ));
+
+    // `[DONE]` must be exactly that data.
+    let (_, _, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"content": "hi"}}])),
+        " [DONE]".to_owned(),
+    ]);
+    assert!(matches!(error, Some(DecodeError::InvalidJson { .. })));
+}
+
+#[test]
+fn chat_tool_call_id_and_name_are_set_once() {
+    let call = |args: &str| {
+        json!([{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_r", "type": "function", "function": {"name": "run", "arguments": args}}]}}])
+    };
+    let chunks = vec![
+        chunk(json!([{"index": 0, "delta": {"role": "assistant"}}])),
+        chunk(call("{\"cmd\":")),
+        chunk(call(" \"ls\"}")),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none());
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][0],
+        json!({"id": "call_r", "type": "function", "function": {"name": "run", "arguments": "{\"cmd\": \"ls\"}"}})
+    );
+    assert!(events.contains(&DecodeEvent::ToolUseReady {
+        index: 0,
+        id: "call_r".into(),
+        name: "run".into(),
+        input: json!({"cmd": "ls"})
+    }));
+}
+
+#[test]
+fn chat_unknown_delta_fields_accumulate_like_the_sdk() {
+    let chunks = vec![
+        chunk(json!([{"index": 0, "delta": {"role": "assistant", "reasoning_content": "th"}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"reasoning_content": "ink", "content": "ok", "audio": {"id": "a1"}}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"audio": {"transcript": "x"}}, "finish_reason": "stop"}]),
+        ),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, _, error) = chat(&chunks);
+    assert!(error.is_none());
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"],
+        json!({"role": "assistant", "reasoning_content": "think", "content": "ok", "audio": {"id": "a1", "transcript": "x"}})
+    );
+}
+
+fn responses_stream() -> Vec<(String, Value)> {
+    let e = |kind: &str, mut data: Value| {
+        data["type"] = json!(kind);
+        (kind.to_owned(), data)
+    };
+    let response = json!({"id": "resp_1", "object": "response", "status": "in_progress", "model": "gpt-test", "output": []});
+    let mut done_response = response.clone();
+    done_response["status"] = json!("completed");
+    done_response["output"] = json!([
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Hi there", "annotations": []}]},
+        {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "{\"a\":1}", "status": "completed"}
+    ]);
+    done_response["usage"] = json!({"input_tokens": 3, "output_tokens": 4, "total_tokens": 7});
+    vec![
+        e("response.created", json!({"response": response})),
+        e("response.in_progress", json!({"response": response})),
+        e(
+            "response.output_item.added",
+            json!({"output_index": 0, "item":
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+        ),
+        e(
+            "response.content_part.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1",
+            "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+        e(
+            "response.output_text.delta",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": "Hi"}),
+        ),
+        e(
+            "response.output_text.delta",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": " there"}),
+        ),
+        e(
+            "response.output_text.done",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "text": "Hi there"}),
+        ),
+        e(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": done_response["output"][0]}),
+        ),
+        e(
+            "response.output_item.added",
+            json!({"output_index": 1, "item":
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "", "status": "in_progress"}}),
+        ),
+        e(
+            "response.function_call_arguments.delta",
+            json!({"output_index": 1, "item_id": "fc_1", "delta": "{\"a\""}),
+        ),
+        e(
+            "response.function_call_arguments.delta",
+            json!({"output_index": 1, "item_id": "fc_1", "delta": ":1}"}),
+        ),
+        e(
+            "response.function_call_arguments.done",
+            json!({"output_index": 1, "item_id": "fc_1", "arguments": "{\"a\":1}"}),
+        ),
+        e(
+            "response.output_item.done",
+            json!({"output_index": 1, "item": done_response["output"][1]}),
+        ),
+        e(
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 2, "delta": "future"}),
+        ),
+        e("response.completed", json!({"response": done_response})),
+    ]
+}
+
+#[test]
+fn responses_stream_accumulates_and_seals_function_calls() {
+    let stream = responses_stream();
+    let sse: String = stream
+        .iter()
+        .map(|(k, d)| format!("event: {k}\ndata: {d}\n\n"))
+        .collect();
+    let mut whole = StreamDecoder::for_provider(Provider::OpenAiResponses);
+    let events = whole.feed(Bytes::from(sse.clone())).unwrap();
+    let final_message = whole.finish().unwrap();
+    assert_eq!(final_message["status"], "completed");
+    assert_eq!(final_message["output"][0]["content"][0]["text"], "Hi there");
+    let ready: Vec<&DecodeEvent> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
+    assert_eq!(
+        ready,
+        [&DecodeEvent::ToolUseReady {
+            index: 1,
+            id: "call_1".into(),
+            name: "f".into(),
+            input: json!({"a": 1})
+        }]
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::Unknown { event_type, .. }
+        if event_type == "response.reasoning_summary_text.delta"))
+    );
+
+    // The accumulated snapshot before response.completed matches the authoritative response.
+    let mut decoder = OpenAiResponsesDecoder::new();
+    for (k, d) in &stream[..stream.len() - 1] {
+        decoder.push_event(k, &d.to_string()).unwrap();
+    }
+    let mut accumulated = decoder.message();
+    accumulated["status"] = json!("completed");
+    accumulated["usage"] = final_message["usage"].clone();
+    assert_eq!(accumulated, final_message);
+
+    for chunk in [1, 7, 64] {
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        let mut chunked = Vec::new();
+        for piece in sse.as_bytes().chunks(chunk) {
+            decoder
+                .feed_into(Bytes::copy_from_slice(piece), &mut chunked)
+                .unwrap();
+        }
+        assert_eq!(decoder.finish().unwrap(), final_message, "chunk {chunk}");
+        assert_eq!(chunked, events, "chunk {chunk}");
+    }
+}
+
+#[test]
+fn responses_failure_error_and_truncation() {
+    let stream = responses_stream();
+    let mut decoder = OpenAiResponsesDecoder::new();
+    for (k, d) in &stream[..5] {
+        decoder.push_event(k, &d.to_string()).unwrap();
+    }
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Truncated { .. })
+    ));
+
+    let failed = json!({"type": "response.failed", "response": {"id": "resp_1", "status": "failed",
+        "error": {"code": "server_error", "message": "boom"}, "output": []}});
+    let error = decoder
+        .push_event("response.failed", &failed.to_string())
+        .unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::Provider { error_type, message, .. }
+        if error_type == "server_error" && message == "boom")
+    );
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Provider { .. })
+    ));
+
+    let mut decoder = OpenAiResponsesDecoder::new();
+    let error = decoder
+        .push_event(
+            "error",
+            &json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"})
+                .to_string(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(error, DecodeError::Provider { error_type, .. } if error_type == "rate_limit_exceeded")
+    );
+
+    let mut decoder = OpenAiResponsesDecoder::new();
+    let error = decoder
+        .push_event("response.output_text.delta", &stream[4].1.to_string())
+        .unwrap_err();
+    assert!(matches!(
+        error,
+        DecodeError::Protocol(ProtocolError::BeforeStart { .. })
+    ));
+}

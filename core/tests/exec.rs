@@ -1,0 +1,836 @@
+//! Executor behaviour: admission, ordering, exactly-one-result, cancellation, timeouts,
+//! budgets, hooks, streaming submission and leaks. Deterministic: tokio's paused clock.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod exec_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use exec_support::{Probe, call, registry, text};
+use ferroloop::exec::{
+    AfterCall, BeforeCall, BudgetConfig, CallStatus, ExecutorConfig, FnTool, HookCall, Permission,
+    ReplacementRecord, ResultLimit, ToolExecutor, ToolHooks, ToolOutput, ToolRegistry, ToolResult,
+    ToolUse, TurnError, TurnEvent,
+};
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use serde_json::json;
+use tokio::time::Instant;
+
+fn executor(probe: &Arc<Probe>, config: ExecutorConfig) -> ToolExecutor {
+    ToolExecutor::builder(registry(probe))
+        .config(config)
+        .build()
+}
+
+fn ids(results: &[ToolResult]) -> Vec<&str> {
+    results.iter().map(|r| r.tool_use_id.as_str()).collect()
+}
+
+async fn drain(turn: &mut ferroloop::exec::Turn) -> Vec<TurnEvent> {
+    let mut events = Vec::new();
+    while let Some(event) = turn.next_event().await {
+        events.push(event);
+    }
+    events
+}
+
+#[tokio::test(start_paused = true)]
+async fn readers_run_together_writer_runs_alone_and_is_a_barrier() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let start = Instant::now();
+    let results = exec
+        .run(vec![
+            call("r1", "script", true, 10, "ok"),
+            call("r2", "script", true, 20, "ok"),
+            call("w", "script", false, 5, "ok"),
+            call("r3", "script", true, 5, "ok"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(ids(&results), ["r1", "r2", "w", "r3"]);
+    assert!(results.iter().all(|r| !r.is_error));
+    assert_eq!(
+        probe.log(),
+        [
+            "start r1", "start r2", "end r1", "end r2", "start w", "end w", "start r3", "end r3"
+        ]
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(30),
+        "{{r1‖r2}} 20 → w 5 → r3 5"
+    );
+    assert!(!probe.overlapped());
+    assert_eq!(probe.max(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cap_is_never_exceeded() {
+    let probe = Arc::new(Probe::default());
+    let config = ExecutorConfig {
+        max_concurrency: 4,
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(&probe, config);
+    let calls = (0..40)
+        .map(|i| call(&format!("c{i}"), "script", true, 1 + (i * 7 % 13), "ok"))
+        .collect();
+    let results = exec.run(calls).await.unwrap();
+    assert_eq!(results.len(), 40);
+    assert_eq!(probe.max(), 4);
+    assert!(!probe.overlapped());
+}
+
+#[tokio::test(start_paused = true)]
+async fn exclusive_calls_never_overlap_anything() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let calls = (0..30)
+        .map(|i| {
+            call(
+                &format!("c{i}"),
+                "script",
+                i % 3 != 0,
+                (i * 5 % 11) + 1,
+                "ok",
+            )
+        })
+        .collect();
+    let results = exec.run(calls).await.unwrap();
+    assert_eq!(results.len(), 30);
+    assert!(!probe.overlapped());
+    // Every exclusive call ran alone: its start follows an end (or nothing) and its end comes
+    // right after its start.
+    let log = probe.log();
+    for i in (0..30).step_by(3) {
+        let start = log
+            .iter()
+            .position(|l| *l == format!("start c{i}"))
+            .unwrap();
+        assert_eq!(log[start + 1], format!("end c{i}"));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn results_come_in_request_order_when_completion_is_reversed() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let mut turn = exec.turn();
+    for i in 0..5u64 {
+        turn.submit(call(&format!("c{i}"), "script", true, 50 - i * 10, "ok"))
+            .unwrap();
+    }
+    turn.seal();
+    let events = drain(&mut turn).await;
+    let finished: Vec<(usize, Duration)> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Finished {
+                index, duration, ..
+            } => Some((*index, *duration)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        finished,
+        (0..5)
+            .rev()
+            .map(|i| (i, Duration::from_millis(50 - 10 * i as u64)))
+            .collect::<Vec<_>>(),
+        "finished events in completion order with durations"
+    );
+    let results: Vec<usize> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Result { index, .. } => Some(*index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [0, 1, 2, 3, 4]);
+    // All results become deliverable only when c0 (the slowest) ends: they follow its Finished.
+    let first_result = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::Result { .. }))
+        .unwrap();
+    let last_finished = events
+        .iter()
+        .rposition(|e| matches!(e, TurnEvent::Finished { .. }))
+        .unwrap();
+    assert!(first_result > last_finished);
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["c0", "c1", "c2", "c3", "c4"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn panicking_tools_become_error_results() {
+    let probe = Arc::new(Probe::default());
+    let mut tools = registry(&probe);
+    tools
+        .register(FnTool::new(
+            "sync_panic",
+            |_, _| -> futures::future::Ready<_> { panic!("boom before the future") },
+        ))
+        .unwrap();
+    let exec = ToolExecutor::new(tools);
+    let results = exec
+        .run(vec![
+            call("a", "script", true, 1, "panic"),
+            ToolUse::new("b", "sync_panic", json!({})),
+            call("c", "script", true, 1, "ok"),
+        ])
+        .await
+        .unwrap();
+    assert!(results[0].is_error);
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' failed with an internal error: a panicked"
+    );
+    assert_eq!(
+        text(&results[1]),
+        "Tool 'sync_panic' failed with an internal error: boom before the future"
+    );
+    assert!(!results[2].is_error);
+    assert_eq!(exec.metrics().panicked, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_inside_a_safe_batch_only_fails_that_call() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let start = Instant::now();
+    let results = exec
+        .run(vec![
+            call("a", "script", true, 40, "ok"),
+            call("b", "timed", true, 1_000, "ok"),
+            call("c", "timed", true, 10, "ok"),
+        ])
+        .await
+        .unwrap();
+    assert!(!results[0].is_error && !results[2].is_error);
+    assert!(results[1].is_error);
+    assert_eq!(text(&results[1]), "Tool 'timed' timed out after 30ms");
+    // b saw its cancellation and stopped within the grace: the batch ends with a (40 ms).
+    assert_eq!(start.elapsed(), Duration::from_millis(40));
+    assert_eq!(exec.metrics().timed_out, 1);
+    assert_eq!(probe.max(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_ignoring_cancellation_is_detached_after_the_grace() {
+    let probe = Arc::new(Probe::default());
+    let config = ExecutorConfig {
+        cleanup_grace: Duration::from_secs(5),
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(&probe, config);
+    let mut turn = exec.turn();
+    turn.submit(call("stubborn", "timed", false, 60_000, "ignore_cancel"))
+        .unwrap();
+    turn.seal();
+    let start = Instant::now();
+    let events = drain(&mut turn).await;
+    // 30 ms timeout + 5 s grace, then the result anyway.
+    assert_eq!(start.elapsed(), Duration::from_millis(5_030));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::Detached { index: 0, .. }))
+    );
+    let results = turn.finish().await.unwrap();
+    assert_eq!(text(&results[0]), "Tool 'timed' timed out after 30ms");
+    let metrics = exec.metrics();
+    assert_eq!((metrics.detached, metrics.detached_running), (1, 1));
+    assert_eq!(
+        probe.live_futures.load(Ordering::SeqCst),
+        1,
+        "still running, detached"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(exec.metrics().detached_running, 0);
+    assert_eq!(probe.live_futures.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sibling_failure_cancels_running_siblings_and_skips_queued_ones_but_not_the_turn() {
+    let probe = Arc::new(Probe::default());
+    let config = ExecutorConfig {
+        max_concurrency: 2,
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(&probe, config);
+    let mut turn = exec.turn();
+    turn.submit(call("slow", "script", true, 100, "ok"))
+        .unwrap();
+    turn.submit(call("sh", "shell", true, 10, "err")).unwrap();
+    turn.submit(call("queued", "script", true, 1, "ok"))
+        .unwrap();
+    let events_until_failure = {
+        let mut seen = Vec::new();
+        while let Some(event) = turn.next_event().await {
+            let done = matches!(event, TurnEvent::Finished { index: 1, .. });
+            seen.push(event);
+            if done {
+                break;
+            }
+        }
+        seen
+    };
+    assert!(!events_until_failure.is_empty());
+    // Submitted after the failure, in the same turn: not run either.
+    turn.submit(call("later", "script", true, 1, "ok")).unwrap();
+    turn.seal();
+    let events = drain(&mut turn).await;
+    let results = turn.finish().await.unwrap();
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "Tool 'script' was cancelled: a parallel call to 'shell' (sh) failed",
+            "sh failed",
+            "Tool 'script' was not run: an earlier call to 'shell' (sh) failed",
+            "Tool 'script' was not run: an earlier call to 'shell' (sh) failed",
+        ]
+    );
+    assert!(results.iter().all(|r| r.is_error));
+    let statuses: Vec<CallStatus> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Finished { status, .. } => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert!(statuses.contains(&CallStatus::Cancelled) && statuses.contains(&CallStatus::Skipped));
+    assert!(!probe.log().contains(&"start queued".to_owned()));
+    // The next turn is unaffected.
+    let next = exec
+        .run(vec![call("n", "script", true, 1, "ok")])
+        .await
+        .unwrap();
+    assert!(!next[0].is_error);
+}
+
+#[tokio::test(start_paused = true)]
+async fn discard_mid_turn_answers_everything_and_closes_the_turn() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let mut turn = exec.turn();
+    turn.submit(call("running", "script", false, 1_000, "ok"))
+        .unwrap();
+    turn.submit(call("queued", "script", true, 1, "ok"))
+        .unwrap();
+    // Drive until the first call started.
+    loop {
+        if let Some(TurnEvent::Started { index: 0, .. }) = turn.next_event().await {
+            break;
+        }
+    }
+    turn.discard();
+    assert!(turn.submit(call("late", "script", true, 1, "ok")).is_err());
+    let start = Instant::now();
+    let results = turn.finish().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "the running tool stopped at once"
+    );
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "Tool 'script' was cancelled: the response was discarded and will be retried",
+            "Tool 'script' was not run: the response was discarded and will be retried",
+        ]
+    );
+    assert_eq!(probe.log(), ["start running", "end running"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_the_turn_or_the_run_cancels_running_and_queued_calls() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let turn = exec.turn();
+    let handle = turn.handle();
+    turn.submit(call("a", "script", true, 1_000, "ok")).unwrap();
+    turn.submit(call("b", "script", false, 1, "ok")).unwrap();
+    turn.seal();
+    let spawned = turn.spawn();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.cancel();
+    let results = spawned.finish().await.unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+    assert_eq!(
+        text(&results[1]),
+        "Tool 'script' was not run: the turn was cancelled"
+    );
+
+    // The run token reaches every turn of the executor.
+    let run = exec.clone();
+    let task =
+        tokio::spawn(async move { run.run(vec![call("c", "script", true, 1_000, "ok")]).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    exec.run_token().cancel();
+    let results = task.await.unwrap().unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+    // Later calls on a cancelled run never start.
+    let results = exec
+        .run(vec![call("d", "script", true, 1, "ok")])
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was not run: the turn was cancelled"
+    );
+    assert_eq!(exec.metrics().cancelled, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_error_ends_the_turn_with_all_results() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let outcome = exec
+        .run(vec![
+            call("slow", "script", true, 100, "ok"),
+            call("bad", "script", true, 5, "fatal"),
+            call("after", "script", false, 1, "ok"),
+        ])
+        .await;
+    let Err(TurnError::Fatal {
+        tool,
+        tool_use_id,
+        message,
+        results,
+    }) = outcome
+    else {
+        panic!("fatal expected, got {outcome:?}");
+    };
+    assert_eq!(
+        (tool.as_str(), tool_use_id.as_str(), message.as_str()),
+        ("script", "bad", "bad failed fatally")
+    );
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "Tool 'script' was cancelled: the turn ended after a fatal error in tool 'script'",
+            "bad failed fatally",
+            "Tool 'script' was not run: the turn ended after a fatal error in tool 'script'",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn unknown_tools_and_invalid_input_are_answered_without_running() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let results = exec
+        .run(vec![
+            ToolUse::new("u", "nope", json!({})),
+            ToolUse::new("v", "script", json!({"label": 3})),
+            ToolUse::new("w", "script", json!("not an object")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        [
+            "Unknown tool 'nope'",
+            "Invalid input for tool 'script': input.label: expected string, got number",
+            "Invalid input for tool 'script': input: expected object, got string",
+        ]
+    );
+    assert!(results.iter().all(|r| r.is_error));
+    assert!(probe.log().is_empty());
+    assert_eq!(exec.metrics().rejected, 3);
+}
+
+struct Hooks;
+
+impl ToolHooks for Hooks {
+    fn before_call<'a>(&'a self, call: HookCall<'a>) -> BoxFuture<'a, BeforeCall> {
+        async move {
+            match call.input["label"].as_str() {
+                Some("blocked") => BeforeCall::Deny("no blocked labels".into()),
+                Some("rewrite") => {
+                    let mut input = call.input.clone();
+                    input["label"] = json!("rewritten");
+                    BeforeCall::RewriteInput(input)
+                }
+                Some("bad_rewrite") => BeforeCall::RewriteInput(json!({"label": 1})),
+                _ => BeforeCall::Continue,
+            }
+        }
+        .boxed()
+    }
+
+    fn permission<'a>(&'a self, call: HookCall<'a>) -> BoxFuture<'a, Permission> {
+        async move {
+            if call.input["label"] == "forbidden" {
+                Permission::Deny("the user said no".into())
+            } else {
+                Permission::Allow
+            }
+        }
+        .boxed()
+    }
+
+    fn after_call<'a>(
+        &'a self,
+        call: HookCall<'a>,
+        output: &'a ToolOutput,
+    ) -> BoxFuture<'a, AfterCall> {
+        async move {
+            if call.input["label"] == "redact" {
+                AfterCall::Replace(ToolOutput::text(format!(
+                    "[redacted {} chars]",
+                    output.content.text_chars()
+                )))
+            } else {
+                AfterCall::Keep
+            }
+        }
+        .boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn hooks_deny_rewrite_and_replace() {
+    let probe = Arc::new(Probe::default());
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(Hooks))
+        .build();
+    let results = exec
+        .run(vec![
+            call("blocked", "script", true, 1, "ok"),
+            call("forbidden", "script", true, 1, "ok"),
+            call("rewrite", "script", true, 1, "ok"),
+            call("bad_rewrite", "script", true, 1, "ok"),
+            call("redact", "script", true, 1, "ok"),
+            call("plain", "script", true, 1, "ok"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        results
+            .iter()
+            .map(|r| (text(r), r.is_error))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "Tool 'script' was blocked by a hook: no blocked labels",
+                true
+            ),
+            (
+                "Permission to use tool 'script' was denied: the user said no",
+                true
+            ),
+            ("rewritten ok", false),
+            (
+                "Invalid input for tool 'script': input.label: expected string, got number",
+                true
+            ),
+            ("[redacted 9 chars]", false),
+            ("plain ok", false),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_is_delivered_before_finished_and_streaming_starts_eagerly() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let counter = started.clone();
+    tools
+        .register(
+            FnTool::new("work", move |_, ctx| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    ctx.progress(json!({"step": 1}));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    ctx.progress(json!({"step": 2}));
+                    Ok(ToolOutput::text("done"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let exec = ToolExecutor::new(tools);
+    let mut spawned = exec.turn().spawn();
+    spawned
+        .handle()
+        .submit(ToolUse::new("a", "work", json!({})))
+        .unwrap();
+    // The model is still streaming: the first call already runs before the second is sealed.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+    spawned
+        .handle()
+        .submit(ToolUse::new("b", "work", json!({})))
+        .unwrap();
+    spawned.handle().seal();
+    let start = Instant::now();
+    let mut events = Vec::new();
+    while let Some(event) = spawned.next_event().await {
+        events.push(event);
+    }
+    assert_eq!(start.elapsed(), Duration::from_millis(50), "b overlapped a");
+    let a_events: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Started { index: 0, .. } => Some("started".to_owned()),
+            TurnEvent::Progress { index: 0, data, .. } => {
+                Some(format!("progress {}", data["step"]))
+            }
+            TurnEvent::Finished { index: 0, .. } => Some("finished".to_owned()),
+            TurnEvent::Result { index: 0, .. } => Some("result".to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        a_events,
+        ["started", "progress 1", "progress 2", "finished", "result"]
+    );
+    let results = spawned.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_run_future_drops_the_tools() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let run = exec.run(vec![
+        call("a", "script", true, 1_000, "ok"),
+        call("b", "script", true, 1_000, "ok"),
+    ]);
+    let outcome = tokio::time::timeout(Duration::from_millis(10), run).await;
+    assert!(outcome.is_err());
+    assert_eq!(probe.live_futures.load(Ordering::SeqCst), 0);
+    let mut log = probe.log();
+    log.sort();
+    assert_eq!(log, ["end a", "end b", "start a", "start b"]);
+}
+
+fn spill_config(dir: &std::path::Path, turn_budget: Option<usize>) -> ExecutorConfig {
+    ExecutorConfig {
+        budget: BudgetConfig {
+            spill_dir: dir.to_owned(),
+            default_max_result_chars: 1_000,
+            turn_budget_chars: turn_budget,
+            preview_bytes: 100,
+        },
+        ..ExecutorConfig::default()
+    }
+}
+
+fn big_tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("big", |input, _| async move {
+                let lines = input["lines"].as_u64().unwrap_or(0);
+                Ok(ToolOutput::text(
+                    (0..lines)
+                        .map(|i| format!("line {i:04}\n"))
+                        .collect::<String>(),
+                ))
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    tools
+        .register(
+            FnTool::new("huge_ok", |input, _| async move {
+                Ok(ToolOutput::text(
+                    "x".repeat(input["n"].as_u64().unwrap_or(0) as usize),
+                ))
+            })
+            .with_result_limit(ResultLimit::Unlimited)
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    tools
+}
+
+#[tokio::test(start_paused = true)]
+async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
+    let dir = std::env::temp_dir().join(format!("ferroloop-exec-spill-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let exec = ToolExecutor::builder(big_tools())
+        .config(spill_config(&dir, Some(3_000)))
+        .build();
+    let turn1 = exec
+        .run(vec![
+            ToolUse::new("toolu_big", "big", json!({"lines": 200})),
+            ToolUse::new("toolu_small", "big", json!({"lines": 2})),
+            ToolUse::new("toolu_huge", "huge_ok", json!({"n": 2_500})),
+            ToolUse::new("toolu_mid", "huge_ok", json!({"n": 900})),
+        ])
+        .await
+        .unwrap();
+    // Per-tool limit: 2,000 chars > 1,000 → spilled.
+    let full: String = (0..200).map(|i| format!("line {i:04}\n")).collect();
+    let path = dir.join("toolu_big.txt");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
+    let preview = text(&turn1[0]);
+    assert!(preview.starts_with("<tool-output-truncated>\nOutput too large (2000 characters)"));
+    assert!(preview.contains(&path.display().to_string()));
+    assert!(
+        preview.contains("line 0009\n...\n</tool-output-truncated>"),
+        "cut at a newline: {preview}"
+    );
+    assert_eq!(text(&turn1[1]), "line 0000\nline 0001\n");
+    // Turn budget 3,000: huge (2,500, unlimited per tool) + mid (900) + small + preview > 3,000 →
+    // the largest fresh result (huge) is replaced, mid stays.
+    assert!(text(&turn1[2]).starts_with("<tool-output-truncated>"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("toolu_huge.txt"))
+            .unwrap()
+            .len(),
+        2_500
+    );
+    assert_eq!(text(&turn1[3]).len(), 900);
+    assert_eq!(exec.metrics().spilled, 2);
+
+    // A later turn rebuilds history from the originals: the same bytes come back.
+    let mut history = vec![
+        ToolResult::success("toolu_big", full.clone()),
+        ToolResult::success("toolu_small", "line 0000\nline 0001\n"),
+        ToolResult::success("toolu_huge", "x".repeat(2_500)),
+        ToolResult::success("toolu_mid", "x".repeat(900)),
+    ];
+    assert_eq!(exec.reapply_replacements(&mut history), 2);
+    assert_eq!(history, turn1);
+
+    // The record survives serialisation (session resume) and decides identically.
+    let saved = serde_json::to_string(&exec.replacement_record()).unwrap();
+    let record: ReplacementRecord = serde_json::from_str(&saved).unwrap();
+    let resumed = ToolExecutor::builder(big_tools())
+        .config(spill_config(&dir, Some(3_000)))
+        .record(record)
+        .build();
+    let mut history2 = vec![
+        ToolResult::success("toolu_big", full),
+        ToolResult::success("toolu_small", "line 0000\nline 0001\n"),
+        ToolResult::success("toolu_huge", "x".repeat(2_500)),
+        ToolResult::success("toolu_mid", "x".repeat(900)),
+    ];
+    resumed.reapply_replacements(&mut history2);
+    assert_eq!(history2, turn1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ten_thousand_calls_leak_no_tasks() {
+    for spawn_calls in [false, true] {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let probe = Arc::new(Probe::default());
+        let config = ExecutorConfig {
+            spawn_calls,
+            ..ExecutorConfig::default()
+        };
+        let exec = executor(&probe, config);
+        let metrics = runtime.block_on(async {
+            let calls = (0..10_000)
+                .map(|i| {
+                    call(
+                        &format!("c{i}"),
+                        "script",
+                        i % 100 != 0,
+                        0,
+                        if i % 7 == 0 { "err" } else { "ok" },
+                    )
+                })
+                .collect();
+            let results = exec.run(calls).await.unwrap();
+            assert_eq!(results.len(), 10_000);
+            assert!(
+                results
+                    .iter()
+                    .enumerate()
+                    .all(|(i, r)| r.tool_use_id == format!("c{i}"))
+            );
+            tokio::task::yield_now().await;
+            tokio::runtime::Handle::current().metrics()
+        });
+        assert_eq!(metrics.num_alive_tasks(), 0, "spawn_calls={spawn_calls}");
+        assert_eq!(probe.live_futures.load(Ordering::SeqCst), 0);
+        assert!(!probe.overlapped());
+        assert!(probe.max() <= 10);
+        let counts = exec.metrics();
+        assert_eq!(counts.started, 10_000);
+        assert_eq!(counts.completed + counts.failed, 10_000);
+    }
+}
+
+struct PanickingHooks;
+
+impl ToolHooks for PanickingHooks {
+    fn permission<'a>(&'a self, _call: HookCall<'a>) -> BoxFuture<'a, Permission> {
+        async { panic!("permission prompt crashed") }.boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_hook_becomes_an_error_result() {
+    let probe = Arc::new(Probe::default());
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(PanickingHooks))
+        .build();
+    let results = exec
+        .run(vec![call("a", "script", true, 1, "ok")])
+        .await
+        .unwrap();
+    assert!(results[0].is_error);
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was not run: its permission hook failed with an internal error: permission prompt crashed"
+    );
+    assert!(probe.log().is_empty());
+}
+
+/// With `spawn_calls`, calls run on runtime worker threads in parallel: two tools that block
+/// their thread until both have arrived can only finish if they truly run at the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawned_calls_run_in_parallel_on_worker_threads() {
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let mut tools = ToolRegistry::new();
+    let b = barrier.clone();
+    tools
+        .register(
+            FnTool::new("rendezvous", move |_, _| {
+                let b = b.clone();
+                async move {
+                    b.wait();
+                    Ok(ToolOutput::text("met"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let config = ExecutorConfig {
+        spawn_calls: true,
+        ..ExecutorConfig::default()
+    };
+    let exec = ToolExecutor::builder(tools).config(config).build();
+    let run = exec.run(vec![
+        ToolUse::new("a", "rendezvous", json!({})),
+        ToolUse::new("b", "rendezvous", json!({})),
+    ]);
+    // A guard against a hang, not a timing assertion.
+    let results = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(results.iter().all(|r| text(r) == "met"));
+}
