@@ -880,3 +880,168 @@ async fn the_shared_example_script_serves_a_multi_turn_conversation() {
         Some("replay_exhausted")
     );
 }
+
+// ---- Decoded streams (client + SSE + provider decoder) ----
+
+use ferroloop::client::{MessageItem, MessageStream};
+use ferroloop::decode::{DecodeEvent, StreamDecoder};
+
+#[derive(Debug, Default)]
+struct Decoded {
+    events: Vec<DecodeEvent>,
+    retries: usize,
+    message: Option<serde_json::Value>,
+    error: Option<ClientError>,
+}
+
+async fn collect_decoded(mut stream: MessageStream) -> Decoded {
+    let mut out = Decoded::default();
+    let run = async {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(MessageItem::Event(event)) => out.events.push(event),
+                Ok(MessageItem::Retry(_)) => out.retries += 1,
+                Ok(MessageItem::Stalled { .. }) => {}
+                Ok(MessageItem::Message(message)) => {
+                    assert!(out.message.is_none());
+                    out.message = Some(message);
+                }
+                Err(error) => {
+                    out.error = Some(error);
+                    assert!(stream.next().await.is_none());
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("stream did not end in time");
+    out
+}
+
+fn decode_offline(provider: Provider, path: &str) -> (Vec<DecodeEvent>, serde_json::Value) {
+    let bytes = std::fs::read(repo_root().join("tests/fixtures").join(path)).unwrap();
+    let mut decoder = StreamDecoder::for_provider(provider);
+    let events = decoder.feed(bytes::Bytes::from(bytes)).unwrap();
+    (events, decoder.finish().unwrap())
+}
+
+#[tokio::test]
+async fn decodes_a_streamed_tool_use_into_the_final_message() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(529, ScriptBody::Text("busy".into())),
+        ScriptedResponse::ok(fixture(name)).chunked(7, 0),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries, 1);
+    let (events, message) = decode_offline(Provider::Anthropic, name);
+    assert_eq!(got.events, events);
+    assert_eq!(got.message.as_ref(), Some(&message));
+    assert!(
+        got.events
+            .iter()
+            .any(|event| matches!(event, DecodeEvent::ToolUseReady { .. }))
+    );
+}
+
+#[tokio::test]
+async fn decodes_openai_chat() {
+    let name = "openai-chat/4cc50a6135d2.sse";
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(name))])).await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let (events, message) = decode_offline(Provider::OpenAiChat, name);
+    assert_eq!(got.events, events);
+    assert_eq!(got.message, Some(message));
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_protocol_error_with_the_partial_message() {
+    let start = json!({"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,"output_tokens":1}}});
+    let block =
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}});
+    let delta =
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}});
+    let mut events = match anthropic_events(&[
+        ("message_start", start),
+        ("content_block_start", block),
+        ("content_block_delta", delta),
+    ]) {
+        ScriptBody::Events(events) => events,
+        _ => unreachable!(),
+    };
+    events.push(ScriptEvent {
+        event: Some("content_block_delta".into()),
+        data: serde_json::Value::String("{\"type\":\"content_block_delta\",\"index\":0,".into()),
+        id: None,
+    });
+    let server = serve(&script(vec![ScriptedResponse::ok(ScriptBody::Events(
+        events,
+    ))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.message.is_none());
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(matches!(**cause, ClientError::Protocol { .. }), "{cause:?}");
+    let message = partial.message.as_ref().unwrap();
+    assert_eq!(message["id"], "msg_x");
+    assert_eq!(message["content"][0]["text"], "Hel");
+    assert!(
+        got.events
+            .iter()
+            .any(|event| matches!(event, DecodeEvent::TextDelta { text, .. } if text == "Hel"))
+    );
+}
+
+#[tokio::test]
+async fn a_disconnect_mid_message_carries_the_partial_message() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture(name)).fault(Fault::DisconnectAfter { bytes: 1200 }),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(
+        matches!(**cause, ClientError::Connection { .. }),
+        "{cause:?}"
+    );
+    let message = partial.message.as_ref().unwrap();
+    assert_eq!(message["type"], "message");
+    assert!(!got.events.is_empty());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_mid_stream_error_event_in_a_decoded_stream_keeps_the_partial_message() {
+    let start = json!({"type":"message_start","message":{"id":"msg_e","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,"output_tokens":1}}});
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let server = serve(&script(vec![ScriptedResponse::ok(anthropic_events(&[
+        ("message_start", start),
+        ("error", overloaded),
+    ]))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.root().code(), "overloaded");
+    let ClientError::Truncated { partial, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_e");
+}

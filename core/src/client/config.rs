@@ -7,17 +7,10 @@ use super::proxy::ProxyConfig;
 use super::retry::RetryPolicy;
 use super::watchdog::Timeouts;
 
-/// The API a client speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Provider {
-    /// Anthropic Messages (`POST {base}/v1/messages`, `x-api-key`).
-    Anthropic,
-    /// OpenAI-compatible Chat Completions (`POST {base}/chat/completions`, bearer token).
-    OpenAiChat,
-    /// OpenAI Responses (`POST {base}/responses`, bearer token).
-    OpenAiResponses,
-}
+pub use crate::decode::Provider;
 
+/// Endpoints and environment variables of each provider (the client's side of
+/// [`crate::decode::Provider`]).
 impl Provider {
     /// The public endpoint used when no base URL is configured.
     pub fn default_base_url(self) -> &'static str {

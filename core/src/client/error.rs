@@ -41,14 +41,18 @@ impl fmt::Display for ErrorDetails {
 }
 
 /// What had been received when a stream broke.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartialResponse {
     /// Events delivered to the caller.
     pub events: u64,
     /// Body bytes received.
     pub bytes: u64,
-    /// The type of the last event delivered (the caller's decoder holds the decoded message).
+    /// The type of the last event delivered.
     pub last_event_type: Option<String>,
+    /// The message accumulated so far, in the provider's response shape (set by
+    /// [`MessageStream`](super::MessageStream), which decodes; `None` from a raw
+    /// [`ResponseStream`](super::ResponseStream)).
+    pub message: Option<Box<serde_json::Value>>,
 }
 
 /// A failed request.
@@ -447,6 +451,7 @@ mod tests {
                 events: 3,
                 bytes: 10,
                 last_event_type: None,
+                message: None,
             },
             cause: Box::new(ClientError::from_response(
                 529,

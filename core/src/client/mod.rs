@@ -25,6 +25,7 @@
 
 mod config;
 mod error;
+mod message_stream;
 mod metrics;
 mod proxy;
 mod retry;
@@ -43,6 +44,7 @@ use tokio::time::Instant;
 
 pub use config::{ClientConfig, Provider, TlsOptions};
 pub use error::{ClientError, ErrorDetails, PartialResponse};
+pub use message_stream::{MessageItem, MessageStream};
 pub use metrics::RequestMetrics;
 pub use proxy::ProxyConfig;
 pub use retry::{RetryEvent, RetryPolicy, is_retryable_status, retry_after};
@@ -120,6 +122,12 @@ impl Client {
             Ok(sender) => ResponseStream::new(sender, self.config.provider),
             Err(error) => ResponseStream::failed(self.unsent_sender(), self.config.provider, error),
         }
+    }
+
+    /// Starts a streaming generation request decoded by the provider's decoder: typed events,
+    /// then the final message ([`MessageItem::Message`]).
+    pub fn stream_message(&self, body: impl Into<Bytes>) -> MessageStream {
+        self.stream(body).decode()
     }
 
     /// A non-streaming generation request; returns the provider's JSON response.

@@ -109,6 +109,20 @@ impl ResponseStream {
         self.complete
     }
 
+    /// Stops at once: drops the response body (aborting the connection) and ends the stream.
+    pub fn abort(&mut self) {
+        if !matches!(self.phase, Phase::Finished) {
+            self.finish_metrics();
+            self.phase = Phase::Finished;
+        }
+    }
+
+    /// Decodes this stream with the provider's decoder.
+    pub fn decode(self) -> super::MessageStream {
+        let decoder = self.provider.decoder();
+        super::MessageStream::new(self, decoder)
+    }
+
     fn next_unreported_retry(&mut self) -> Option<RetryEvent> {
         let progress = self.sender.progress.lock().ok()?;
         let event = progress.retries.get(self.reported_retries)?.clone();
@@ -162,6 +176,7 @@ impl ResponseStream {
                 events: self.metrics.events,
                 bytes: self.metrics.bytes_received,
                 last_event_type: self.last_event_type.as_ref().map(|t| t.to_string()),
+                message: None,
             },
             cause: Box::new(error),
             request_id: self.metrics.request_id.clone(),
