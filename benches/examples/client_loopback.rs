@@ -9,7 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ferroloop::client::{Client, ClientConfig, Provider, StreamItem};
+use ferroloop::client::{Client, ClientConfig, MessageItem, Provider, StreamItem};
+use ferroloop::decode::StreamDecoder;
 use ferroloop::sse::{SseItem, SseParser};
 use ferroloop_bench::workloads::{anthropic_stream, chunked};
 use ferroloop_replay::{ReplayServer, Script, ScriptBody, ServerOptions, clock_origin};
@@ -107,6 +108,49 @@ fn main() {
         mb / parser_median.as_secs_f64(),
         parser_median.as_secs_f64() * 1e3,
         client_median.as_secs_f64() / parser_median.as_secs_f64(),
+    );
+
+    // Decoded: client + SSE + provider decoder, against the decoder (with its SSE parser) alone.
+    let mut decoded_times = Vec::new();
+    let mut decoded_events = 0u64;
+    runtime.block_on(async {
+        for _ in 0..RUNS {
+            let started = Instant::now();
+            let mut stream = client.stream_message("{}");
+            decoded_events = 0;
+            while let Some(item) = stream.next().await {
+                match item.unwrap() {
+                    MessageItem::Event(_) => decoded_events += 1,
+                    MessageItem::Message(message) => {
+                        std::hint::black_box(message);
+                    }
+                    _ => {}
+                }
+            }
+            decoded_times.push(started.elapsed());
+        }
+    });
+    let mut decoder_times = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let mut decoder = StreamDecoder::for_provider(Provider::Anthropic);
+        let mut count = 0u64;
+        for chunk in &chunks {
+            count += decoder.feed(chunk.clone()).unwrap().len() as u64;
+        }
+        std::hint::black_box(decoder.finish().unwrap());
+        assert_eq!(count, decoded_events);
+        decoder_times.push(started.elapsed());
+    }
+    let decoded_median = median(&mut decoded_times);
+    let decoder_median = median(&mut decoder_times);
+    println!(
+        "decoded: {decoded_events} typed events; client + decoder end to end {:.0} MB/s ({:.2} ms); SSE + decoder alone {:.0} MB/s ({:.2} ms); ratio {:.2}x",
+        mb / decoded_median.as_secs_f64(),
+        decoded_median.as_secs_f64() * 1e3,
+        mb / decoder_median.as_secs_f64(),
+        decoder_median.as_secs_f64() * 1e3,
+        decoded_median.as_secs_f64() / decoder_median.as_secs_f64(),
     );
 
     // Latency at 1,000 events/s.
