@@ -759,13 +759,16 @@ async fn goes_through_an_http_proxy_in_absolute_form() {
     // The destination host does not exist: only the proxy (the replay server) is contacted.
     let mut config =
         config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
-    config.proxy.http = Some(server.base_url());
+    config.proxy.http = Some(server.base_url().replace("http://", "http://user:pw@"));
     let client = Client::new(config).unwrap();
     let (got, _) = collect(client.stream(BODY)).await;
     assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    assert_eq!(request.uri, "http://api.example.invalid:81/v1/messages");
+    // base64("user:pw")
     assert_eq!(
-        server.requests()[0].uri,
-        "http://api.example.invalid:81/v1/messages"
+        request.header("proxy-authorization"),
+        Some("Basic dXNlcjpwdw==")
     );
 }
 

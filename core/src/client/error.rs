@@ -472,4 +472,26 @@ mod tests {
         assert_eq!(numbers("a 1,234 b 5, 6"), vec![1234, 5, 6]);
         assert_eq!(numbers("99999999999999999999999"), vec![u64::MAX]);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_status_and_body_classify_without_panicking(
+            status in 100u16..1000,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            message in ".{0,80}",
+        ) {
+            let error = ClientError::from_response(status, &HeaderMap::new(), &body, None);
+            proptest::prop_assert_eq!(error.status(), Some(status));
+            let json = serde_json::json!({"error": {"type": "x", "message": message}});
+            let error = ClientError::from_response(status, &HeaderMap::new(), json.to_string().as_bytes(), None);
+            proptest::prop_assert!(!error.code().is_empty());
+            let _ = ClientError::from_stream_error(&message, None);
+        }
+
+        #[test]
+        fn numbers_are_found_wherever_they_sit(prefix in "[a-z :]{0,10}", n in 0u64..1_000_000_000, suffix in "[a-z >]{0,10}") {
+            let text = format!("{prefix}{n}{suffix}");
+            proptest::prop_assert_eq!(numbers(&text), vec![n]);
+        }
+    }
 }

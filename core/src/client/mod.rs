@@ -218,11 +218,23 @@ impl Client {
     fn sender(&self, path: &str, body: Bytes, accept: &'static str) -> Result<Sender, ClientError> {
         let mut headers = (*self.base_headers).clone();
         headers.insert(ACCEPT, HeaderValue::from_static(accept));
-        let request = PreparedRequest {
-            uri: endpoint(&self.config, path)?,
-            headers,
-            body,
-        };
+        let uri = endpoint(&self.config, path)?;
+        // A plain-HTTP request through a proxy goes to the proxy itself, so its credentials
+        // travel as a header (an HTTPS request sends them in the CONNECT instead).
+        if uri.scheme_str() == Some("http")
+            && let Some(credentials) = self
+                .config
+                .proxy
+                .proxy_for(&uri)
+                .and_then(|proxy| proxy.parse::<Uri>().ok())
+                .and_then(|proxy| proxy::proxy_authorization(&proxy))
+        {
+            let mut value = HeaderValue::from_str(&credentials)
+                .map_err(|_| ClientError::Config("bad proxy credentials".to_owned()))?;
+            value.set_sensitive(true);
+            headers.insert(http::header::PROXY_AUTHORIZATION, value);
+        }
+        let request = PreparedRequest { uri, headers, body };
         Ok(Sender {
             http: self.http.clone(),
             config: Arc::clone(&self.config),

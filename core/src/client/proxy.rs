@@ -140,13 +140,9 @@ async fn tunnel(stream: &mut TcpStream, destination: &Uri, proxy: &Uri) -> io::R
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no host"))?;
     let port = destination.port_u16().unwrap_or(443);
     let mut request = format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n");
-    if let Some(credentials) = proxy
-        .authority()
-        .and_then(|authority| authority.as_str().rsplit_once('@'))
-        .map(|(credentials, _)| credentials)
-    {
-        request.push_str("Proxy-Authorization: Basic ");
-        request.push_str(&base64_encode(credentials.as_bytes()));
+    if let Some(credentials) = proxy_authorization(proxy) {
+        request.push_str("Proxy-Authorization: ");
+        request.push_str(&credentials);
         request.push_str("\r\n");
     }
     request.push_str("\r\n");
@@ -180,6 +176,12 @@ async fn tunnel(stream: &mut TcpStream, destination: &Uri, proxy: &Uri) -> io::R
         )));
     }
     Ok(())
+}
+
+/// `Basic base64(user:password)` when the proxy URL carries credentials.
+pub(crate) fn proxy_authorization(proxy: &Uri) -> Option<String> {
+    let (credentials, _) = proxy.authority()?.as_str().rsplit_once('@')?;
+    Some(format!("Basic {}", base64_encode(credentials.as_bytes())))
 }
 
 fn base64_encode(input: &[u8]) -> String {

@@ -91,15 +91,15 @@ pub fn is_retryable_status(status: u16, headers: &HeaderMap) -> bool {
 /// `retry-after` as seconds or as an HTTP date (relative to `now`).
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(ms) = text("retry-after-ms").and_then(|value| value.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+    if let Some(wait) = text("retry-after-ms")
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok())
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
     let value = text("retry-after")?.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        return Duration::try_from_secs_f64(seconds).ok();
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -220,6 +220,37 @@ mod tests {
         );
         assert_eq!(retry_after(&headers(&[("retry-after", "soon")]), now), None);
         assert_eq!(retry_after(&headers(&[("retry-after", "-1")]), now), None);
+        // Absurd values are ignored, never a panic.
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "1e300")]), now),
+            None
+        );
+        assert_eq!(retry_after(&headers(&[("retry-after", "NaN")]), now), None);
+        assert_eq!(
+            retry_after(
+                &headers(&[("retry-after-ms", "1e300"), ("retry-after", "1")]),
+                now
+            ),
+            Some(Duration::from_secs(1))
+        );
         assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_header_value_parses_without_panicking(value in "[ -~]{0,40}") {
+            let Ok(header) = HeaderValue::from_str(&value) else { return Ok(()) };
+            for name in ["retry-after", "retry-after-ms"] {
+                let mut map = HeaderMap::new();
+                map.insert(name, header.clone());
+                let _ = retry_after(&map, SystemTime::now());
+            }
+        }
+
+        #[test]
+        fn waits_never_exceed_the_ceiling(retry in 0u32..200, jitter in 0.0f64..1.0) {
+            let policy = RetryPolicy::default();
+            proptest::prop_assert!(policy.wait_with_jitter(retry, None, jitter) <= policy.max_delay);
+        }
     }
 }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::error::ClientError;
 use super::retry::{RetryEvent, is_retryable_status, retry_after};
 use super::transport::HttpClient;
-use super::watchdog::TimeoutKind;
+use super::watchdog::{TimeoutKind, later};
 use super::{ClientConfig, error};
 
 /// Error bodies beyond this are cut (they are diagnostics, not payloads).
@@ -60,7 +60,7 @@ pub(crate) struct Sender {
 impl Sender {
     /// The deadline of the whole request.
     pub(crate) fn total_deadline(&self) -> Instant {
-        self.start + self.config.timeouts.total
+        later(self.start, self.config.timeouts.total)
     }
 
     /// Sends until a 2xx arrives or the failure is final.
@@ -103,7 +103,7 @@ impl Sender {
         let now = Instant::now();
         let total_deadline = self.total_deadline();
         let timeouts = &self.config.timeouts;
-        let (limit, kind) = if now + timeouts.first_byte < total_deadline {
+        let (limit, kind) = if later(now, timeouts.first_byte) < total_deadline {
             (timeouts.first_byte, TimeoutKind::FirstByte)
         } else {
             (
@@ -164,7 +164,7 @@ impl Sender {
             return None;
         }
         let wait = policy.wait(attempt - 1, server_wait);
-        if Instant::now() + wait >= self.total_deadline() {
+        if later(Instant::now(), wait) >= self.total_deadline() {
             return None;
         }
         let event = RetryEvent {

@@ -93,7 +93,7 @@ pub(crate) struct Watchdog {
 impl Watchdog {
     /// Starts watching at the moment the headers arrived.
     pub(crate) fn new(timeouts: &Timeouts, request_start: Instant, headers_at: Instant) -> Self {
-        let total_deadline = request_start + timeouts.total;
+        let total_deadline = later(request_start, timeouts.total);
         Self {
             timeouts: timeouts.clone(),
             total_deadline,
@@ -124,11 +124,11 @@ impl Watchdog {
             } else {
                 (TimeoutKind::FirstEvent, self.timeouts.first_event)
             };
-            let quiet_deadline = self.last_progress + limit;
+            let quiet_deadline = later(self.last_progress, limit);
             if now >= quiet_deadline {
                 return Poll::Ready(Alarm::Timeout(kind, now - self.last_progress));
             }
-            let stall_deadline = self.last_progress + self.timeouts.stall_notice;
+            let stall_deadline = later(self.last_progress, self.timeouts.stall_notice);
             let stall_pending = !self.stall_reported && stall_deadline < quiet_deadline;
             if stall_pending && now >= stall_deadline {
                 self.stall_reported = true;
@@ -147,5 +147,28 @@ impl Watchdog {
                 return Poll::Pending;
             }
         }
+    }
+}
+
+/// `at + wait`, saturating at a far future instead of panicking on a huge configured duration.
+pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    at.checked_add(wait.min(FAR))
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_durations_saturate_instead_of_panicking() {
+        let now = Instant::now();
+        assert!(later(now, Duration::MAX) > now + Duration::from_secs(3600));
+        assert_eq!(
+            later(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
     }
 }
