@@ -661,8 +661,18 @@ async fn create_and_count_tokens_are_non_streaming() {
         ScriptedResponse::ok(ScriptBody::Json(json!({"input_tokens": 1234}))),
     ]))
     .await;
-    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let observed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&observed);
+    let mut config = config(Provider::Anthropic, &server);
+    config.on_retry = Some(std::sync::Arc::new(
+        move |retry: &ferroloop::client::RetryEvent| {
+            sink.lock().unwrap().push(retry.clone());
+        },
+    ));
+    let client = Client::new(config).unwrap();
     let response = client.create(BODY).await.unwrap();
+    assert_eq!(*observed.lock().unwrap(), response.metrics.retries);
+    assert_eq!(response.metrics.retries[0].status, Some(529));
     assert_eq!(response.json().unwrap(), message);
     assert_eq!(response.metrics.attempts, 2);
     assert_eq!(response.metrics.retries.len(), 1);
@@ -672,7 +682,7 @@ async fn create_and_count_tokens_are_non_streaming() {
     assert_eq!(requests[1].header("accept"), Some("application/json"));
     assert_eq!(requests[2].path, "/v1/messages/count_tokens");
 
-    let openai = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let openai = Client::new(self::config(Provider::OpenAiChat, &server)).unwrap();
     assert!(matches!(
         openai.count_tokens(BODY).await,
         Err(ClientError::Config(_))

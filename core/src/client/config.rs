@@ -87,7 +87,13 @@ pub struct ClientConfig {
     /// Speak HTTP/2 without negotiation on cleartext connections (h2c prior knowledge).
     /// Over TLS, HTTP/2 or HTTP/1.1 is chosen by ALPN regardless.
     pub http2_prior_knowledge: bool,
+    /// Called for every retry as it is scheduled, before the wait (streams also yield it as
+    /// [`StreamItem::Retry`](super::StreamItem::Retry); this reaches non-streaming requests too).
+    pub on_retry: Option<RetryObserver>,
 }
+
+/// A callback told about every retry.
+pub type RetryObserver = std::sync::Arc<dyn Fn(&super::RetryEvent) + Send + Sync>;
 
 impl fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -102,6 +108,7 @@ impl fmt::Debug for ClientConfig {
             .field("timeouts", &self.timeouts)
             .field("proxy", &self.proxy)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
+            .field("on_retry", &self.on_retry.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -122,6 +129,7 @@ impl ClientConfig {
             tls: TlsOptions::default(),
             proxy: ProxyConfig::default(),
             http2_prior_knowledge: false,
+            on_retry: None,
         }
     }
 

@@ -174,6 +174,9 @@ impl Sender {
             reason: error.to_string(),
         };
         tracing::info!(attempt, status = ?event.status, wait_ms = wait.as_millis() as u64, reason = %event.reason, "retrying request");
+        if let Some(observer) = &self.config.on_retry {
+            observer(&event);
+        }
         if let Ok(mut progress) = self.progress.lock() {
             progress.retries.push(event);
         }
