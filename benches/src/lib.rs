@@ -8,4 +8,5 @@ pub mod memory;
 pub mod runner;
 pub mod sse_peers;
 pub mod suite;
+pub mod token_corpus;
 pub mod workloads;

@@ -12,6 +12,7 @@ mod input;
 mod output;
 mod serve_replay;
 mod sse;
+mod tokens;
 
 // With `bench`, allocations are counted (one relaxed atomic add each) for its allocs/event column.
 #[cfg(feature = "bench")]
@@ -40,6 +41,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Decode a provider's SSE stream and print the accumulated message as JSON.
     Decode(decode::DecodeArgs),
+    /// Estimate (or count exactly) the tokens of files; one JSON object per file.
+    Tokens(tokens::TokensArgs),
     /// Serve recorded or scripted provider responses with scripted faults on 127.0.0.1.
     ServeReplay(serve_replay::ServeReplayArgs),
 }
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args),
         Command::Decode(args) => decode::run(args),
+        Command::Tokens(args) => tokens::run(args),
         Command::ServeReplay(args) => serve_replay::run(args),
     };
     match result {

@@ -6,6 +6,7 @@
 //! The crate is binding-agnostic: the Python, Node and C bindings are thin translation layers
 //! over the types defined here.
 
+pub mod agent;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod decode;
@@ -13,5 +14,6 @@ pub mod exec;
 pub mod message;
 pub mod sse;
 pub mod text;
+pub mod tokens;
 
 pub use text::Utf8Bytes;

@@ -1058,3 +1058,103 @@ async fn a_mid_stream_error_event_in_a_decoded_stream_keeps_the_partial_message(
     };
     assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_e");
 }
+
+// ---- The client as the agent loop's model ----
+
+use ferroloop::agent::{Model, ModelError, ModelEvent};
+
+async fn model_events(client: &Client, request: serde_json::Value) -> Vec<ModelEvent> {
+    let stream = Model::stream(client, request);
+    tokio::time::timeout(Duration::from_secs(20), stream.collect::<Vec<_>>())
+        .await
+        .expect("model stream did not end in time")
+}
+
+#[tokio::test]
+async fn the_client_is_an_agent_model() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(429, ScriptBody::Text("slow".into()))
+            .header("retry-after-ms", "5"),
+        ScriptedResponse::ok(fixture(name)).header("request-id", "req_model"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let events = model_events(
+        &client,
+        json!({"model": "m", "max_tokens": 8, "messages": []}),
+    )
+    .await;
+    assert!(
+        matches!(
+            events.first(),
+            Some(ModelEvent::Retry {
+                attempt: 2,
+                status: Some(429),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let (decoded, message) = decode_offline(Provider::Anthropic, name);
+    let got: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            ModelEvent::Decoded(event) => Some(event.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, decoded);
+    let Some(ModelEvent::Completed {
+        message: got_message,
+        request_id,
+        time_to_first_token,
+    }) = events.last()
+    else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(got_message, &message);
+    assert_eq!(request_id.as_deref(), Some("req_model"));
+    assert!(time_to_first_token.is_some());
+    let sent: serde_json::Value = serde_json::from_str(&server.requests()[1].body).unwrap();
+    assert_eq!(sent["stream"], true);
+}
+
+#[tokio::test]
+async fn model_failures_map_to_the_loop_classes() {
+    let too_long = json!({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 5 tokens > 4 maximum"}});
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(400, ScriptBody::Json(too_long)),
+        ScriptedResponse::ok(fixture("anthropic/tool_use_response.sse"))
+            .fault(Fault::DisconnectAfter { bytes: 1200 }),
+        ScriptedResponse::with_status(401, ScriptBody::Text("no".into())),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let request = json!({"model": "m", "max_tokens": 8, "messages": []});
+
+    let events = model_events(&client, request.clone()).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(ModelEvent::Failed(ModelError::PromptTooLong { .. }))
+        ),
+        "{events:?}"
+    );
+
+    let events = model_events(&client, request.clone()).await;
+    let Some(ModelEvent::Failed(ModelError::Truncated { partial, .. })) = events.last() else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(partial["type"], "message");
+
+    let events = model_events(&client, request).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(ModelEvent::Failed(ModelError::Other(_)))
+        ),
+        "{events:?}"
+    );
+    assert_eq!(events.len(), 1);
+}

@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agent_model;
 mod config;
 mod error;
 mod message_stream;

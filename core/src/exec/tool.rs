@@ -96,6 +96,11 @@ pub trait Tool: Send + Sync + 'static {
     /// The name the model calls the tool by.
     fn name(&self) -> &str;
 
+    /// What the tool does, for the model (sent in the request's tool definitions).
+    fn description(&self) -> &str {
+        ""
+    }
+
     /// The JSON schema of the input (default: any object).
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
@@ -147,6 +152,7 @@ enum Safety {
 /// ```
 pub struct FnTool<F> {
     name: String,
+    description: String,
     schema: Value,
     safety: Safety,
     timeout: Option<Duration>,
@@ -172,6 +178,7 @@ where
     pub fn new(name: impl Into<String>, call: F) -> Self {
         Self {
             name: name.into(),
+            description: String::new(),
             schema: json!({"type": "object"}),
             safety: Safety::Fixed(false),
             timeout: None,
@@ -179,6 +186,12 @@ where
             cancels_siblings: false,
             call,
         }
+    }
+
+    /// Sets the description sent to the model.
+    pub fn describe(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
     }
 
     /// Sets the input schema.
@@ -225,6 +238,10 @@ where
 {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
     }
 
     fn input_schema(&self) -> Value {

@@ -1,0 +1,39 @@
+//! Runs one token-counting implementation over the mixed corpus a few times, for profiling or
+//! instruction counting (`perf stat`, `valgrind --tool=callgrind`):
+//! `cargo build --release -p ferroloop-bench --example tokens_once &&
+//!  perf stat target/release/examples/tokens_once estimate 50`
+#![allow(clippy::print_stdout)]
+
+use std::time::Instant;
+
+use ferroloop::tokens::classes::{Kernel, count_classes_with};
+use ferroloop::tokens::{Family, estimate_text};
+use ferroloop_bench::token_corpus::mixed_corpus;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().unwrap_or_else(|| "estimate".into());
+    let rounds: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let corpus = mixed_corpus(4 << 20);
+    let started = Instant::now();
+    let mut total = 0u64;
+    for _ in 0..rounds {
+        total += match which.as_str() {
+            "estimate" => estimate_text(&corpus, Family::O200k),
+            "portable" => count_classes_with(corpus.as_bytes(), Kernel::Portable).newlines,
+            "ascii" => {
+                let ascii: String = corpus.chars().filter(char::is_ascii).collect();
+                estimate_text(&ascii, Family::O200k)
+            }
+            _ => {
+                eprintln!("unknown implementation {which}");
+                std::process::exit(2);
+            }
+        };
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "{which}: {total} ({:.1} MiB/s)",
+        (rounds * corpus.len()) as f64 / elapsed.as_secs_f64() / (1 << 20) as f64
+    );
+}

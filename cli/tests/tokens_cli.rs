@@ -1,0 +1,144 @@
+//! `ferroloop tokens` as a program: the CLI contract of DESIGN.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+}
+
+fn sample(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/tokens/sample")
+        .join(name)
+}
+
+fn expected(file: &str, key: &str) -> u64 {
+    let all: Value =
+        serde_json::from_str(&std::fs::read_to_string(sample("expected.json")).unwrap()).unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["file"] == file)
+        .unwrap()[key]
+        .as_u64()
+        .unwrap()
+}
+
+fn lines(output: &std::process::Output) -> Vec<Value> {
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn one_line_per_file_with_the_contract_fields() {
+    let files = ["prose-0.txt", "base64-0.txt", "ja-0.txt"];
+    let output = bin()
+        .arg("tokens")
+        .args(files.iter().map(|f| sample(f)))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let lines = lines(&output);
+    assert_eq!(lines.len(), 3);
+    for (line, file) in lines.iter().zip(files) {
+        assert_eq!(line["file"], sample(file).display().to_string());
+        assert_eq!(line["method"], "estimate");
+        assert_eq!(line["tokenizer"], "claude");
+        assert!(line["tokens"].as_u64().unwrap() > 0);
+        assert_eq!(line.as_object().unwrap().len(), 4);
+    }
+}
+
+#[test]
+fn exact_counts_match_tiktoken_on_text() {
+    for (tokenizer, key) in [("o200k", "o200k"), ("cl100k", "cl100k")] {
+        let output = bin()
+            .args(["tokens", "--exact", "--tokenizer", tokenizer])
+            .arg(sample("rust-0.txt"))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let line = &lines(&output)[0];
+        assert_eq!(line["method"], "exact");
+        assert_eq!(line["tokenizer"], tokenizer);
+        assert_eq!(line["tokens"], expected("rust-0.txt", key));
+    }
+}
+
+#[test]
+fn estimates_are_close_to_exact() {
+    let output = bin()
+        .args(["tokens", "--tokenizer", "o200k"])
+        .arg(sample("logs-0.txt"))
+        .output()
+        .unwrap();
+    let estimate = lines(&output)[0]["tokens"].as_u64().unwrap() as f64;
+    let exact = expected("logs-0.txt", "o200k") as f64;
+    assert!(
+        (estimate / exact - 1.0).abs() < 0.15,
+        "{estimate} vs {exact}"
+    );
+}
+
+#[test]
+fn json_request_bodies_are_counted_as_requests() {
+    let dir = std::env::temp_dir().join(format!("ferroloop-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let request = dir.join("request.json");
+    let text = dir.join("request.txt");
+    let body = r#"{"model": "claude-sonnet-4-5", "max_tokens": 100,
+        "tools": [{"name": "ls", "description": "List files", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hello"}]}"#;
+    std::fs::write(&request, body).unwrap();
+    std::fs::write(&text, body).unwrap();
+    let output = bin()
+        .arg("tokens")
+        .arg(&request)
+        .arg(&text)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let lines = lines(&output);
+    // As a request, the tool-use preamble (346 tokens) is included; as text it is not.
+    assert!(lines[0]["tokens"].as_u64().unwrap() > 346);
+    assert!(lines[1]["tokens"].as_u64().unwrap() < 200);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn exact_is_refused_for_claude_and_missing_files_fail() {
+    let output = bin()
+        .args(["tokens", "--exact", "--tokenizer", "claude"])
+        .arg(sample("prose-0.txt"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("o200k and cl100k"));
+
+    let output = bin()
+        .arg("tokens")
+        .arg(sample("prose-0.txt"))
+        .arg("/nonexistent/file.txt")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert_eq!(
+        lines(&output).len(),
+        1,
+        "the readable file is still counted"
+    );
+
+    let output = bin()
+        .args(["tokens", "--tokenizer", "gpt2"])
+        .arg(sample("prose-0.txt"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+}

@@ -1,0 +1,111 @@
+//! How an agent is configured.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::tokens::{ContextBudget, Family};
+
+/// Prices per million tokens, for the cost budget.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Price {
+    /// Uncached input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Cache writes.
+    pub cache_write: f64,
+    /// Cache reads.
+    pub cache_read: f64,
+}
+
+/// What a run may spend before it stops with [`StopReason::Budget`](super::StopReason::Budget).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    /// Model calls at most (default 50).
+    pub max_turns: u32,
+    /// `max_tokens` of each request (default 8,192).
+    pub max_tokens: u64,
+    /// Input + output tokens reported over the whole run, at most.
+    pub token_budget: Option<u64>,
+    /// Cost over the whole run, at most, in the price table's currency.
+    pub cost_budget: Option<f64>,
+    /// Prices by model name prefix (the host's price table).
+    pub prices: HashMap<String, Price>,
+}
+
+impl Limits {
+    /// The default limits: 50 turns, 8,192 output tokens per call, no budget.
+    pub fn new() -> Self {
+        Self {
+            max_turns: 50,
+            max_tokens: 8_192,
+            ..Self::default()
+        }
+    }
+}
+
+/// The agent's configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The model name sent in requests.
+    pub model: String,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// Limits and budgets.
+    pub limits: Limits,
+    /// Context thresholds (Claude Code's defaults for the model unless set).
+    pub budget: ContextBudget,
+    /// The tokenizer family for estimates.
+    pub family: Family,
+    /// How many times a `max_tokens` stop in text is continued (default 3).
+    pub max_continuations: u32,
+    /// The user message sent to continue after `max_tokens`.
+    pub continuation_prompt: String,
+    /// Tools whose old results microcompact may clear (empty: every tool).
+    pub compactable_tools: Vec<String>,
+    /// How many recent tool results microcompact keeps (default 5).
+    pub keep_recent_tool_results: usize,
+    /// Place `cache_control` breakpoints (system, tools, last message).
+    pub prompt_caching: bool,
+    /// Extra fields merged into every request (temperature, metadata, thinking, ...).
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// The text that replaces an old tool result's content on microcompact.
+pub const CLEARED_TOOL_RESULT: &str = "[Old tool result content cleared]";
+
+impl AgentConfig {
+    /// A configuration for `model` with the defaults.
+    pub fn new(model: impl Into<String>) -> Self {
+        let model = model.into();
+        let limits = Limits::new();
+        let budget = ContextBudget::for_model(&model, &crate::tokens::ModelTable::default());
+        Self {
+            model,
+            system: None,
+            limits,
+            budget,
+            family: Family::default(),
+            max_continuations: 3,
+            continuation_prompt: "Output token limit hit. Resume directly — no apology, no recap \
+                                  of what you were doing. Pick up mid-thought if that is where the \
+                                  cut happened."
+                .into(),
+            compactable_tools: Vec::new(),
+            keep_recent_tool_results: 5,
+            prompt_caching: true,
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// The price of `model` (longest matching prefix), if the table has one.
+    pub fn price(&self) -> Option<Price> {
+        self.limits
+            .prices
+            .iter()
+            .filter(|(prefix, _)| self.model.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, price)| *price)
+    }
+}

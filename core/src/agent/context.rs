@@ -1,0 +1,408 @@
+//! Context management on the message history: microcompact, prompt-cache breakpoints, the
+//! cache-break detector, compaction, and the tool-pairing invariant.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use serde_json::{Value, json};
+
+use super::config::CLEARED_TOOL_RESULT;
+
+/// Iterates over the content blocks of `message` (a string content has none).
+fn blocks(message: &Value) -> impl Iterator<Item = &Value> {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+fn block_type(block: &Value) -> &str {
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The ids of the `tool_use` blocks of an assistant message.
+pub fn tool_use_ids(message: &Value) -> Vec<String> {
+    blocks(message)
+        .filter(|b| block_type(b) == "tool_use")
+        .filter_map(|b| b.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+/// Checks the invariant the API enforces: every `tool_use` of an assistant message is answered
+/// by exactly one `tool_result` in the next message (a user message), and no `tool_result`
+/// answers nothing.
+pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
+    for (i, message) in messages.iter().enumerate() {
+        let role = message
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if role == "user" {
+            let expected: HashSet<String> = match i.checked_sub(1).map(|p| &messages[p]) {
+                Some(prev) if prev.get("role").and_then(Value::as_str) == Some("assistant") => {
+                    tool_use_ids(prev).into_iter().collect()
+                }
+                _ => HashSet::new(),
+            };
+            let mut seen = HashSet::new();
+            for block in blocks(message).filter(|b| block_type(b) == "tool_result") {
+                let id = block
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !expected.contains(id) {
+                    return Err(format!(
+                        "message {i}: tool_result {id:?} answers no tool_use"
+                    ));
+                }
+                if !seen.insert(id.to_owned()) {
+                    return Err(format!("message {i}: tool_result {id:?} appears twice"));
+                }
+            }
+            if let Some(missing) = expected.iter().find(|id| !seen.contains(*id)) {
+                return Err(format!(
+                    "message {i}: tool_use {missing:?} has no tool_result"
+                ));
+            }
+        } else if role == "assistant" && !tool_use_ids(message).is_empty() {
+            let next = messages.get(i + 1);
+            if next.and_then(|m| m.get("role")).and_then(Value::as_str) != Some("user") {
+                return Err(format!(
+                    "message {i}: tool_use blocks not followed by a user message"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the `tool_use` blocks of an assistant message (used when a response is cut before
+/// its calls could be answered). Returns how many were removed.
+pub fn strip_tool_uses(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    content.retain(|b| block_type(b) != "tool_use");
+    before - content.len()
+}
+
+/// Whether a message has no content left.
+pub fn is_empty_message(message: &Value) -> bool {
+    match message.get("content") {
+        Some(Value::Array(blocks)) => blocks.is_empty(),
+        Some(Value::String(text)) => text.is_empty(),
+        _ => true,
+    }
+}
+
+/// Clears the content of old tool results: every `tool_result` of a compactable tool except the
+/// `keep` most recent is replaced by [`CLEARED_TOOL_RESULT`]. `compactable` empty means every
+/// tool. Returns how many results were cleared now (already-cleared ones are not counted).
+pub fn microcompact(messages: &mut [Value], keep: usize, compactable: &[String]) -> usize {
+    let mut names: HashMap<String, String> = HashMap::new();
+    for message in messages.iter() {
+        for block in blocks(message).filter(|b| block_type(b) == "tool_use") {
+            if let (Some(id), Some(name)) = (
+                block.get("id").and_then(Value::as_str),
+                block.get("name").and_then(Value::as_str),
+            ) {
+                names.insert(id.to_owned(), name.to_owned());
+            }
+        }
+    }
+    let is_compactable = |id: &str| {
+        compactable.is_empty()
+            || names
+                .get(id)
+                .is_some_and(|name| compactable.iter().any(|c| c == name))
+    };
+    let mut positions = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        for (b, block) in blocks(message).enumerate() {
+            let id = block
+                .get("tool_use_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if block_type(block) == "tool_result" && is_compactable(id) {
+                positions.push((m, b));
+            }
+        }
+    }
+    let old = positions.len().saturating_sub(keep);
+    let mut cleared = 0;
+    for &(m, b) in &positions[..old] {
+        if let Some(block) = messages[m]
+            .get_mut("content")
+            .and_then(Value::as_array_mut)
+            .and_then(|c| c.get_mut(b))
+            && block.get("content") != Some(&Value::String(CLEARED_TOOL_RESULT.into()))
+        {
+            block["content"] = Value::String(CLEARED_TOOL_RESULT.into());
+            cleared += 1;
+        }
+    }
+    cleared
+}
+
+/// Adds `cache_control` breakpoints to a request about to be sent: the system prompt, the last
+/// tool definition and the last block of the last message (three of the four the API allows).
+/// The history itself is not changed: this works on the request's copy.
+pub fn place_cache_breakpoints(request: &mut Value) {
+    let ephemeral = json!({"type": "ephemeral"});
+    if let Some(system) = request.get_mut("system") {
+        if let Value::String(text) = system {
+            *system = json!([{"type": "text", "text": text.clone()}]);
+        }
+        if let Some(last) = system.as_array_mut().and_then(|b| b.last_mut()) {
+            last["cache_control"] = ephemeral.clone();
+        }
+    }
+    if let Some(last) = request
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|t| t.last_mut())
+    {
+        last["cache_control"] = ephemeral.clone();
+    }
+    if let Some(last) = request
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|m| m.last_mut())
+    {
+        if let Some(Value::String(text)) = last.get("content") {
+            last["content"] = json!([{"type": "text", "text": text.clone()}]);
+        }
+        if let Some(block) = last
+            .get_mut("content")
+            .and_then(Value::as_array_mut)
+            .and_then(|c| c.last_mut())
+        {
+            block["cache_control"] = ephemeral;
+        }
+    }
+}
+
+fn hash_of(value: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Detects prompt-cache breaks: a drop in cached-read tokens between consecutive turns of more
+/// than 5% and more than 2,000 tokens, reported with the prefix components that changed.
+#[derive(Debug, Default)]
+pub struct CacheBreakDetector {
+    last_cache_read: Option<u64>,
+    system_hash: u64,
+    tools_hash: u64,
+    /// Hashes of the messages sent last time, in order.
+    message_hashes: Vec<u64>,
+}
+
+impl CacheBreakDetector {
+    /// Records the request of a turn and its reported cached-read tokens; returns the changed
+    /// components when the cache broke.
+    pub fn observe(
+        &mut self,
+        request: &Value,
+        cache_read: u64,
+    ) -> Option<(u64, Vec<&'static str>)> {
+        let system_hash = request.get("system").map(hash_of).unwrap_or_default();
+        let tools_hash = request.get("tools").map(hash_of).unwrap_or_default();
+        let message_hashes: Vec<u64> = request
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .map(|msg| hash_of(&strip_cache_control(msg)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut report = None;
+        if let Some(previous) = self.last_cache_read {
+            let dropped = previous.saturating_sub(cache_read);
+            if dropped > 2_000 && dropped * 20 > previous {
+                let mut changed = Vec::new();
+                if system_hash != self.system_hash {
+                    changed.push("system");
+                }
+                if tools_hash != self.tools_hash {
+                    changed.push("tools");
+                }
+                let common = self.message_hashes.len().min(message_hashes.len());
+                if self.message_hashes[..common] != message_hashes[..common] {
+                    changed.push("messages");
+                }
+                report = Some((previous, changed));
+            }
+        }
+        self.last_cache_read = Some(cache_read);
+        self.system_hash = system_hash;
+        self.tools_hash = tools_hash;
+        self.message_hashes = message_hashes;
+        report
+    }
+}
+
+fn strip_cache_control(message: &Value) -> Value {
+    let mut message = message.clone();
+    if let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) {
+        for block in content {
+            if let Some(map) = block.as_object_mut() {
+                map.remove("cache_control");
+            }
+        }
+    }
+    message
+}
+
+/// The prompt of the built-in summariser.
+pub const SUMMARY_PROMPT: &str = "Summarize this conversation so far for your own later use: the \
+user's goal, what has been done, the key facts and file paths found, and what remains. Be \
+concise and specific. Answer with the summary only.";
+
+/// Rebuilds history after compaction: the summary, then the latest user prompt (the last user
+/// message that is not only tool results), as one user message.
+pub fn history_from_summary(messages: &[Value], summary: &str) -> Vec<Value> {
+    let mut content = vec![json!({
+        "type": "text",
+        "text": format!("This session continues from an earlier conversation, summarised here:\n\n{summary}"),
+    })];
+    let last_prompt = messages.iter().rev().find(|m| {
+        m.get("role").and_then(Value::as_str) == Some("user")
+            && match m.get("content") {
+                Some(Value::String(_)) => true,
+                Some(Value::Array(blocks)) => blocks.iter().any(|b| block_type(b) != "tool_result"),
+                _ => false,
+            }
+    });
+    match last_prompt.and_then(|m| m.get("content")) {
+        Some(Value::String(text)) => content.push(json!({"type": "text", "text": text})),
+        Some(Value::Array(blocks)) => content.extend(
+            blocks
+                .iter()
+                .filter(|b| block_type(b) != "tool_result")
+                .cloned(),
+        ),
+        _ => {}
+    }
+    vec![json!({"role": "user", "content": content})]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str) -> Value {
+        json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+    }
+
+    fn result(id: &str, text: &str) -> Value {
+        json!({"type": "tool_result", "tool_use_id": id, "content": text})
+    }
+
+    #[test]
+    fn pairing_accepts_answered_calls_and_rejects_the_rest() {
+        let good = vec![
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "content": [call("a", "read"), call("b", "grep")]}),
+            json!({"role": "user", "content": [result("b", "x"), result("a", "y")]}),
+        ];
+        assert!(check_tool_pairing(&good).is_ok());
+        let mut missing = good.clone();
+        missing[2]["content"].as_array_mut().unwrap().pop();
+        assert!(
+            check_tool_pairing(&missing)
+                .unwrap_err()
+                .contains("no tool_result")
+        );
+        let mut twice = good.clone();
+        twice[2]["content"]
+            .as_array_mut()
+            .unwrap()
+            .push(result("a", "z"));
+        assert!(check_tool_pairing(&twice).unwrap_err().contains("twice"));
+        let dangling = vec![json!({"role": "assistant", "content": [call("a", "read")]})];
+        assert!(check_tool_pairing(&dangling).is_err());
+    }
+
+    #[test]
+    fn microcompact_keeps_the_recent_results_of_compactable_tools() {
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        for i in 0..8 {
+            let name = if i == 0 { "bash" } else { "read" };
+            messages.push(json!({"role": "assistant", "content": [call(&format!("t{i}"), name)]}));
+            messages.push(json!({"role": "user", "content": [result(&format!("t{i}"), "data")]}));
+        }
+        let compactable = vec!["read".to_owned()];
+        assert_eq!(microcompact(&mut messages, 5, &compactable), 2);
+        assert_eq!(
+            messages[2]["content"][0]["content"], "data",
+            "bash is not compactable"
+        );
+        assert_eq!(messages[4]["content"][0]["content"], CLEARED_TOOL_RESULT);
+        assert_eq!(messages[6]["content"][0]["content"], CLEARED_TOOL_RESULT);
+        assert_eq!(messages[8]["content"][0]["content"], "data");
+        assert_eq!(
+            microcompact(&mut messages, 5, &compactable),
+            0,
+            "idempotent"
+        );
+        assert!(check_tool_pairing(&messages).is_ok());
+    }
+
+    #[test]
+    fn breakpoints_go_on_system_tools_and_last_message() {
+        let mut request = json!({
+            "system": "be brief",
+            "tools": [{"name": "a"}, {"name": "b"}],
+            "messages": [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
+        });
+        place_cache_breakpoints(&mut request);
+        assert_eq!(request["system"][0]["cache_control"]["type"], "ephemeral");
+        assert!(request["tools"][0].get("cache_control").is_none());
+        assert_eq!(request["tools"][1]["cache_control"]["type"], "ephemeral");
+        assert_eq!(
+            request["messages"][1]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert_eq!(request["messages"][0]["content"], "one");
+    }
+
+    #[test]
+    fn cache_break_is_reported_with_the_changed_component() {
+        let mut detector = CacheBreakDetector::default();
+        let request =
+            json!({"system": "s", "tools": [], "messages": [{"role": "user", "content": "a"}]});
+        assert!(detector.observe(&request, 50_000).is_none());
+        assert!(
+            detector.observe(&request, 49_500).is_none(),
+            "small drops are noise"
+        );
+        let changed =
+            json!({"system": "s2", "tools": [], "messages": [{"role": "user", "content": "a"}]});
+        let (previous, parts) = detector.observe(&changed, 1_000).unwrap();
+        assert_eq!(previous, 49_500);
+        assert_eq!(parts, vec!["system"]);
+    }
+
+    #[test]
+    fn summary_history_keeps_the_last_prompt() {
+        let messages = vec![
+            json!({"role": "user", "content": "find the bug"}),
+            json!({"role": "assistant", "content": [call("a", "read")]}),
+            json!({"role": "user", "content": [result("a", "code")]}),
+        ];
+        let history = history_from_summary(&messages, "read main.rs");
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0]["content"][1]["text"], "find the bug");
+        assert!(check_tool_pairing(&history).is_ok());
+    }
+}

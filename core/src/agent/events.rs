@@ -1,0 +1,171 @@
+//! What a run reports, as it happens.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model hit one of the request's stop sequences.
+    StopSequence,
+    /// The model hit `max_tokens` more often than the continuation limit allows.
+    MaxTokens,
+    /// `max_turns` model calls were made.
+    MaxTurns,
+    /// The token or cost budget was spent.
+    Budget,
+    /// The run was cancelled.
+    Aborted,
+    /// The prompt stayed over the context window after compaction.
+    PromptTooLong,
+    /// A model or tool error ended the run.
+    Error,
+}
+
+/// A context-management step taken before a model call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ContextAction {
+    /// Old tool results were cleared.
+    Microcompact {
+        /// How many tool results were cleared.
+        cleared: usize,
+        /// Estimated tokens before.
+        tokens_before: u64,
+    },
+    /// History was replaced by a summary.
+    Compaction {
+        /// Messages before.
+        messages_before: usize,
+        /// Messages after.
+        messages_after: usize,
+        /// Why: `auto` (threshold) or `reactive` (the provider said the prompt was too long).
+        trigger: &'static str,
+    },
+}
+
+/// One event of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A model call starts.
+    TurnStart {
+        /// 1-based turn number.
+        turn: u32,
+        /// Estimated input tokens of the request.
+        estimated_input_tokens: u64,
+    },
+    /// Text streamed by the model.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// Thinking streamed by the model.
+    ThinkingDelta {
+        /// The thinking text.
+        thinking: String,
+    },
+    /// A tool call started running.
+    ToolStarted {
+        /// The `tool_use` id.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// The input.
+        input: Value,
+    },
+    /// A tool reported progress.
+    ToolProgress {
+        /// The `tool_use` id.
+        tool_use_id: String,
+        /// What it reported.
+        data: Value,
+    },
+    /// A tool call ended.
+    ToolFinished {
+        /// The `tool_use` id.
+        tool_use_id: String,
+        /// The tool.
+        name: String,
+        /// Whether its result is an error.
+        is_error: bool,
+        /// How it ended (`ok`, `error`, `timed_out`, `cancelled`, ...).
+        status: String,
+        /// How long it ran.
+        #[serde(serialize_with = "as_millis")]
+        duration: Duration,
+    },
+    /// The model call is being retried.
+    Retry {
+        /// The attempt about to be made.
+        attempt: u32,
+        /// The HTTP status that caused it.
+        status: Option<u16>,
+        /// The wait before it.
+        #[serde(serialize_with = "as_millis")]
+        wait: Duration,
+    },
+    /// Context management happened.
+    Context(ContextAction),
+    /// The prompt cache was read much less than on the previous turn.
+    CacheBreak {
+        /// Cached-read tokens on the previous turn.
+        previous: u64,
+        /// Cached-read tokens now.
+        current: u64,
+        /// The prefix components whose bytes changed (`system`, `tools`, `messages`).
+        changed: Vec<&'static str>,
+    },
+    /// Usage reported for a turn.
+    Usage {
+        /// 1-based turn number.
+        turn: u32,
+        /// The `usage` object as reported.
+        usage: Value,
+        /// What the estimator had predicted for the input.
+        estimated_input_tokens: u64,
+        /// Time to first token, when measured.
+        #[serde(serialize_with = "as_opt_millis")]
+        time_to_first_token: Option<Duration>,
+    },
+    /// A model call ended.
+    TurnEnd {
+        /// 1-based turn number.
+        turn: u32,
+        /// The provider's stop reason.
+        stop_reason: Option<String>,
+    },
+    /// The run ended. Always the last event.
+    Stop {
+        /// Why.
+        reason: StopReason,
+        /// The error, when `reason` is `error` (or a note, for `prompt_too_long`).
+        error: Option<String>,
+        /// The conversation, valid for the API (every `tool_use` answered).
+        messages: Vec<Value>,
+        /// Model calls made.
+        turns: u32,
+        /// Tool calls made.
+        tool_calls: u32,
+        /// Input tokens reported in total (including cache reads and writes).
+        input_tokens: u64,
+        /// Output tokens reported in total.
+        output_tokens: u64,
+    },
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+fn as_opt_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64() * 1e3),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,31 @@
+//! The agent loop: model call → stream decode → tool executor (eager start of sealed safe calls)
+//! → tool results → next turn, with context management before each call.
+//!
+//! - Each turn: microcompact and compaction as the [`ContextTracker`](crate::tokens::ContextTracker)
+//!   requires, then the request (tool definitions in a stable order, `cache_control` breakpoints
+//!   on the system prompt, the tools and the last message), then the stream. A sealed
+//!   concurrency-safe call starts at once; the first unsafe call and everything after it waits for
+//!   the message to end with `stop_reason: "tool_use"`. Results join history in request order as
+//!   one user message.
+//! - Recovery: `max_tokens` in text is continued (3 times by default) with a "resume directly"
+//!   message, and calls started early are cancelled and reported; a prompt-too-long error leads
+//!   to one reactive compaction and a retry; a truncated stream is discarded (its calls too) and
+//!   the turn retried once.
+//! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
+//!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]).
+
+mod config;
+mod context;
+mod events;
+mod model;
+pub mod replay;
+mod run;
+
+pub use config::{AgentConfig, CLEARED_TOOL_RESULT, Limits, Price};
+pub use context::{
+    CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, microcompact,
+    place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+};
+pub use events::{AgentEvent, ContextAction, StopReason};
+pub use model::{Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};
+pub use run::{Agent, AgentRun, CompactHook};

@@ -1,0 +1,91 @@
+//! The model seen by the loop: a request in, a stream of decoded events out.
+//!
+//! The loop does not care whether the model is the HTTP client against a real endpoint, the
+//! replay server, or an in-process script: each is a [`Model`].
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_core::Stream;
+use serde_json::Value;
+
+use crate::decode::{DecodeError, DecodeEvent};
+
+/// What a model call yields, in order: decoded events as they stream, retries, and exactly one
+/// final item ([`ModelEvent::Completed`] or [`ModelEvent::Failed`]).
+#[derive(Debug)]
+pub enum ModelEvent {
+    /// A decoded provider event (text delta, sealed tool call, ...).
+    Decoded(DecodeEvent),
+    /// The request is being retried (rate limit, overload, connection reset).
+    Retry {
+        /// The attempt about to be made (2 for the first retry).
+        attempt: u32,
+        /// The HTTP status that caused it, if any.
+        status: Option<u16>,
+        /// How long the client waits before the attempt.
+        wait: Duration,
+    },
+    /// The message completed (in the Anthropic Messages response shape).
+    Completed {
+        /// The final message.
+        message: Value,
+        /// Time to the first event, when measured.
+        time_to_first_token: Option<Duration>,
+        /// The provider's request id, when known.
+        request_id: Option<String>,
+    },
+    /// The call failed.
+    Failed(ModelError),
+}
+
+/// Why a model call failed, in the classes the loop reacts to differently.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The prompt is over the model's context window (the loop compacts once and retries).
+    #[error("prompt is too long: {message}")]
+    PromptTooLong {
+        /// The provider's message.
+        message: String,
+    },
+    /// The stream stopped before the message completed (the loop discards the turn and
+    /// retries it once).
+    #[error("stream truncated: {reason}")]
+    Truncated {
+        /// What was missing.
+        reason: String,
+        /// The message accumulated so far.
+        partial: Box<Value>,
+    },
+    /// Anything else (authentication, a provider error event, a protocol error): the loop
+    /// stops with `error`.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<DecodeError> for ModelError {
+    fn from(error: DecodeError) -> Self {
+        match error {
+            DecodeError::Truncated { reason, partial } => ModelError::Truncated { reason, partial },
+            DecodeError::Provider { message, .. } if is_prompt_too_long(&message) => {
+                ModelError::PromptTooLong { message }
+            }
+            other => ModelError::Other(other.to_string()),
+        }
+    }
+}
+
+/// Whether a provider message says the prompt is over the context window.
+pub fn is_prompt_too_long(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("prompt is too long") || lower.contains("context_length_exceeded")
+}
+
+/// A boxed stream of model events.
+pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
+
+/// A model the loop can call: Anthropic Messages requests in (the loop builds them), events out.
+pub trait Model: Send + Sync + 'static {
+    /// Starts one streaming call. Dropping the stream cancels it.
+    fn stream(&self, request: Value) -> ModelStream;
+}

@@ -1,0 +1,755 @@
+//! The loop: context management → model call → decode → tools (eagerly where safe) → results →
+//! next turn, until the model stops or a limit does.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures_core::Stream;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::config::AgentConfig;
+use super::context::{
+    CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, is_empty_message,
+    microcompact, place_cache_breakpoints, strip_tool_uses,
+};
+use super::events::{AgentEvent, ContextAction, StopReason};
+use super::model::{Model, ModelError, ModelEvent};
+use crate::decode::DecodeEvent;
+use crate::exec::{CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent};
+use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
+
+/// A host's compaction: the history in, the compacted history out (`None`: use the built-in
+/// summariser).
+pub type CompactHook =
+    Arc<dyn Fn(Vec<Value>) -> BoxFuture<'static, Option<Vec<Value>>> + Send + Sync>;
+
+/// An agent: a model, tools and a configuration. Cheap to clone; each [`run`](Self::run) is
+/// independent.
+#[derive(Clone)]
+pub struct Agent {
+    config: Arc<AgentConfig>,
+    model: Arc<dyn Model>,
+    executor: Arc<ToolExecutor>,
+    compact_hook: Option<CompactHook>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.config.model)
+            .field("tools", &self.executor.registry().names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent calling `model` with the tools of `executor`.
+    pub fn new(config: AgentConfig, model: Arc<dyn Model>, executor: Arc<ToolExecutor>) -> Self {
+        Self {
+            config: Arc::new(config),
+            model,
+            executor,
+            compact_hook: None,
+        }
+    }
+
+    /// Uses the host's compaction instead of the built-in summariser.
+    pub fn with_compaction_hook(mut self, hook: CompactHook) -> Self {
+        self.compact_hook = Some(hook);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// The tool definitions sent to the model, sorted by name so the request prefix stays
+    /// byte-identical from turn to turn (prompt caching).
+    pub fn tool_definitions(&self) -> Vec<Value> {
+        let registry = self.executor.registry();
+        let mut names = registry.names();
+        names.sort_unstable();
+        names
+            .into_iter()
+            .filter_map(|name| registry.get(name))
+            .map(|tool| {
+                let mut def = json!({"name": tool.name(), "input_schema": tool.input_schema()});
+                if !tool.description().is_empty() {
+                    def["description"] = Value::String(tool.description().to_owned());
+                }
+                def
+            })
+            .collect()
+    }
+
+    /// Starts a run for a user prompt (a string, or an array of content blocks). Must be called
+    /// inside a tokio runtime with the time driver enabled.
+    pub fn run(&self, prompt: impl Into<Value>) -> AgentRun {
+        self.run_messages(vec![json!({"role": "user", "content": prompt.into()})])
+    }
+
+    /// Starts a run that continues `messages` (which must end with a user message).
+    pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
+        let (events, rx) = mpsc::unbounded_channel();
+        let cancel = self.executor.run_token().child_token();
+        let mut tracker = ContextTracker::new(self.config.family);
+        if let Some(system) = &self.config.system {
+            tracker.set_system(&Value::String(system.clone()));
+        }
+        let tools = self.tool_definitions();
+        tracker.set_tools(&Value::Array(tools.clone()));
+        tracker.replace_messages(&messages);
+        let driver = Driver {
+            agent: self.clone(),
+            tools,
+            events,
+            cancel: cancel.clone(),
+            messages,
+            tracker,
+            cache: CacheBreakDetector::default(),
+            turns: 0,
+            tool_calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: 0.0,
+        };
+        let task = tokio::spawn(driver.drive());
+        AgentRun {
+            events: rx,
+            cancel,
+            task: Some(task),
+        }
+    }
+}
+
+/// A run in progress: a stream of [`AgentEvent`]s ending with [`AgentEvent::Stop`]. Dropping it
+/// cancels the run.
+#[derive(Debug)]
+pub struct AgentRun {
+    events: mpsc::UnboundedReceiver<AgentEvent>,
+    cancel: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl AgentRun {
+    /// Cancels the run: running tools are cancelled, and the run stops with `aborted` and a
+    /// history that is still valid for the API.
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// The run's cancellation token (cancel it from anywhere).
+    pub fn cancellation_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Waits for the end of the run, discarding the events before the final one.
+    pub async fn finish(mut self) -> Option<AgentEvent> {
+        let mut last = None;
+        while let Some(event) = self.events.recv().await {
+            last = Some(event);
+        }
+        last
+    }
+}
+
+impl Stream for AgentRun {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        self.events.poll_recv(cx)
+    }
+}
+
+impl Drop for AgentRun {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        // The loop notices the cancellation and finishes its cleanup on its own.
+        drop(self.task.take());
+    }
+}
+
+/// How one model call ended.
+enum CallOutcome {
+    /// The message completed.
+    Completed(Value),
+    /// The call failed.
+    Failed(ModelError),
+    /// The run was cancelled during the call.
+    Cancelled,
+}
+
+/// The state of one run.
+struct Driver {
+    agent: Agent,
+    tools: Vec<Value>,
+    events: mpsc::UnboundedSender<AgentEvent>,
+    cancel: CancellationToken,
+    messages: Vec<Value>,
+    tracker: ContextTracker,
+    cache: CacheBreakDetector,
+    turns: u32,
+    tool_calls: u32,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost: f64,
+}
+
+impl Driver {
+    fn emit(&self, event: AgentEvent) {
+        // A dropped receiver means nobody listens; the run goes on until cancelled.
+        let _ = self.events.send(event);
+    }
+
+    fn config(&self) -> &AgentConfig {
+        &self.agent.config
+    }
+
+    async fn drive(mut self) {
+        let (reason, error) = self.turns_loop().await;
+        debug_assert!(check_tool_pairing(&self.messages).is_ok());
+        if let Err(broken) = check_tool_pairing(&self.messages) {
+            tracing::error!(%broken, "history invariant broken at the end of a run");
+        }
+        let stop = AgentEvent::Stop {
+            reason,
+            error,
+            messages: std::mem::take(&mut self.messages),
+            turns: self.turns,
+            tool_calls: self.tool_calls,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+        };
+        self.emit(stop);
+    }
+
+    async fn turns_loop(&mut self) -> (StopReason, Option<String>) {
+        let mut continuations = 0;
+        let mut reactive_compaction_done = false;
+        let mut truncation_retry_done = false;
+        loop {
+            if self.cancel.is_cancelled() {
+                return (StopReason::Aborted, None);
+            }
+            if self.turns >= self.config().limits.max_turns {
+                return (StopReason::MaxTurns, None);
+            }
+            if let Some(reason) = self.manage_context().await {
+                return reason;
+            }
+            let request = self.build_request();
+            let estimated = estimate_request_body(&request, self.config().family).total();
+            self.turns += 1;
+            let turn_number = self.turns;
+            self.emit(AgentEvent::TurnStart {
+                turn: turn_number,
+                estimated_input_tokens: estimated,
+            });
+            let started = Instant::now();
+            let mut stream = self.agent.model.stream(request.clone());
+            let mut turn = self.agent.executor.turn();
+            let handle = turn.handle();
+            let mut held: Vec<ToolUse> = Vec::new();
+            let mut eager = true;
+            let mut submitted: Vec<ToolUse> = Vec::new();
+            let mut ttft = None;
+            let mut outcome = None;
+            let mut results: Vec<Option<ToolResult>> = Vec::new();
+            while outcome.is_none() {
+                tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => outcome = Some(CallOutcome::Cancelled),
+                    Some(event) = turn.next_event(), if !submitted.is_empty() => {
+                        self.on_turn_event(&submitted, event, &mut results);
+                    }
+                    event = stream.next() => match event {
+                        Some(ModelEvent::Decoded(decoded)) => {
+                            if ttft.is_none() {
+                                ttft = Some(started.elapsed());
+                            }
+                            if let Some(tool_use) = self.on_decoded(decoded) {
+                                let safe = self
+                                    .agent
+                                    .executor
+                                    .registry()
+                                    .get(&tool_use.name)
+                                    .is_some_and(|tool| tool.is_concurrency_safe(&tool_use.input));
+                                // Safe calls start at once while the message streams; the first
+                                // unsafe call, and every call after it, waits for the message
+                                // to end, so request order and the barrier are kept.
+                                if eager && safe {
+                                    if handle.submit(tool_use.clone()).is_ok() {
+                                        submitted.push(tool_use);
+                                    }
+                                } else {
+                                    eager = false;
+                                    held.push(tool_use);
+                                }
+                            }
+                        }
+                        Some(ModelEvent::Retry { attempt, status, wait }) => {
+                            self.emit(AgentEvent::Retry { attempt, status, wait });
+                        }
+                        Some(ModelEvent::Completed { message, time_to_first_token, .. }) => {
+                            ttft = time_to_first_token.or(ttft);
+                            outcome = Some(CallOutcome::Completed(message));
+                        }
+                        Some(ModelEvent::Failed(error)) => outcome = Some(CallOutcome::Failed(error)),
+                        None => outcome = Some(CallOutcome::Failed(ModelError::Other(
+                            "the model stream ended without a message".into(),
+                        ))),
+                    },
+                }
+            }
+            drop(stream);
+            let Some(outcome) = outcome else {
+                continue;
+            };
+            let message = match outcome {
+                CallOutcome::Completed(message) => message,
+                CallOutcome::Cancelled => {
+                    // Nothing of this response enters history: its calls are discarded and
+                    // reported, so nothing runs on after the run ends.
+                    self.settle(turn, &submitted, &mut results, true).await;
+                    self.emit_turn_end(turn_number, None);
+                    return (StopReason::Aborted, None);
+                }
+                CallOutcome::Failed(error) => {
+                    self.settle(turn, &submitted, &mut results, true).await;
+                    self.emit_turn_end(turn_number, None);
+                    match error {
+                        ModelError::Truncated { reason, .. } if !truncation_retry_done => {
+                            tracing::warn!(%reason, "stream truncated; retrying the turn once");
+                            truncation_retry_done = true;
+                            self.turns -= 1;
+                            continue;
+                        }
+                        ModelError::PromptTooLong { message } => {
+                            if reactive_compaction_done {
+                                return (StopReason::PromptTooLong, Some(message));
+                            }
+                            reactive_compaction_done = true;
+                            self.compact("reactive").await;
+                            continue;
+                        }
+                        other => return (StopReason::Error, Some(other.to_string())),
+                    }
+                }
+            };
+            truncation_retry_done = false;
+            let stop_reason = message
+                .get("stop_reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let usage = message.get("usage").cloned().unwrap_or(Value::Null);
+            let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
+
+            match stop_reason.as_deref() {
+                Some("tool_use") => {
+                    for tool_use in held.drain(..) {
+                        if turn.submit(tool_use.clone()).is_ok() {
+                            submitted.push(tool_use);
+                        }
+                    }
+                    let cancelled = self.cancel.is_cancelled();
+                    let answered = self.settle(turn, &submitted, &mut results, cancelled).await;
+                    self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
+                    self.push_message(assistant);
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    let content: Vec<Value> = answered
+                        .iter()
+                        .filter_map(|r| serde_json::to_value(r).ok())
+                        .collect();
+                    self.push_message(json!({"role": "user", "content": content}));
+                    self.emit_turn_end(turn_number, stop_reason);
+                    if cancelled || self.cancel.is_cancelled() {
+                        return (StopReason::Aborted, None);
+                    }
+                    if let Some(reason) = self.over_budget() {
+                        return reason;
+                    }
+                    continuations = 0;
+                }
+                Some("max_tokens") => {
+                    // Calls started early are cancelled; the cut response keeps its text only,
+                    // so history stays valid.
+                    self.settle(turn, &submitted, &mut results, true).await;
+                    strip_tool_uses(&mut assistant);
+                    let text_cut = !is_empty_message(&assistant);
+                    if text_cut {
+                        self.push_message(assistant);
+                    }
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.emit_turn_end(turn_number, stop_reason);
+                    if let Some(reason) = self.over_budget() {
+                        return reason;
+                    }
+                    if continuations >= self.config().max_continuations {
+                        return (StopReason::MaxTokens, None);
+                    }
+                    continuations += 1;
+                    let prompt = self.config().continuation_prompt.clone();
+                    if text_cut {
+                        self.push_message(json!({"role": "user", "content": prompt}));
+                    }
+                }
+                other => {
+                    self.settle(turn, &submitted, &mut results, true).await;
+                    if !submitted.is_empty() || !held.is_empty() {
+                        // Calls in a response that did not ask for them to run: not run.
+                        strip_tool_uses(&mut assistant);
+                    }
+                    if !is_empty_message(&assistant) {
+                        self.push_message(assistant);
+                    }
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.emit_turn_end(turn_number, stop_reason.clone());
+                    if let Some(reason) = self.over_budget() {
+                        return reason;
+                    }
+                    let reason = match other {
+                        Some("stop_sequence") => StopReason::StopSequence,
+                        _ => StopReason::EndTurn,
+                    };
+                    return (reason, None);
+                }
+            }
+        }
+    }
+
+    /// Handles one decoded event; returns a sealed tool call.
+    fn on_decoded(&self, event: DecodeEvent) -> Option<ToolUse> {
+        match event {
+            DecodeEvent::TextDelta { text, .. } => {
+                self.emit(AgentEvent::TextDelta { text });
+                None
+            }
+            DecodeEvent::ThinkingDelta { thinking, .. } => {
+                self.emit(AgentEvent::ThinkingDelta { thinking });
+                None
+            }
+            DecodeEvent::ToolUseReady {
+                id, name, input, ..
+            } => Some(ToolUse::new(id, name, input)),
+            _ => None,
+        }
+    }
+
+    fn on_turn_event(
+        &self,
+        submitted: &[ToolUse],
+        event: TurnEvent,
+        results: &mut Vec<Option<ToolResult>>,
+    ) {
+        match event {
+            TurnEvent::Started {
+                index,
+                tool_use_id,
+                tool,
+                ..
+            } => {
+                let input = submitted
+                    .get(index)
+                    .map(|t| t.input.clone())
+                    .unwrap_or(Value::Null);
+                self.emit(AgentEvent::ToolStarted {
+                    tool_use_id,
+                    name: tool,
+                    input,
+                });
+            }
+            TurnEvent::Progress {
+                tool_use_id, data, ..
+            } => self.emit(AgentEvent::ToolProgress { tool_use_id, data }),
+            TurnEvent::Finished {
+                tool_use_id,
+                tool,
+                status,
+                duration,
+                ..
+            } => self.emit(AgentEvent::ToolFinished {
+                tool_use_id,
+                name: tool,
+                is_error: !matches!(status, CallStatus::Succeeded),
+                status: format!("{status:?}").to_ascii_lowercase(),
+                duration,
+            }),
+            TurnEvent::Detached {
+                tool_use_id, tool, ..
+            } => {
+                tracing::warn!(%tool_use_id, %tool, "tool call detached after its cleanup grace");
+            }
+            TurnEvent::Result { index, result } => {
+                if results.len() <= index {
+                    results.resize(index + 1, None);
+                }
+                results[index] = Some(result);
+            }
+        }
+    }
+
+    /// Seals the turn (cancelling it first when `cancel`), drives it to the end while reporting
+    /// its events, and returns one result per submitted call, in order.
+    async fn settle(
+        &self,
+        mut turn: crate::exec::Turn,
+        submitted: &[ToolUse],
+        results: &mut Vec<Option<ToolResult>>,
+        cancel: bool,
+    ) -> Vec<ToolResult> {
+        if cancel {
+            turn.discard();
+        }
+        turn.seal();
+        let mut cancelled = cancel;
+        loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled(), if !cancelled => {
+                    // The run was cancelled while tools ran: cancel them; each still answers.
+                    cancelled = true;
+                    turn.cancel();
+                }
+                event = turn.next_event() => match event {
+                    Some(event) => self.on_turn_event(submitted, event, results),
+                    None => break,
+                },
+            }
+        }
+        match turn.finish().await {
+            Ok(final_results) => final_results,
+            Err(error) => {
+                tracing::warn!(%error, "tool turn ended with an error");
+                // Every call still gets exactly one result.
+                submitted
+                    .iter()
+                    .enumerate()
+                    .map(|(i, call)| {
+                        results.get(i).cloned().flatten().unwrap_or_else(|| {
+                            ToolResult::error(call.id.clone(), format!("Tool turn failed: {error}"))
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn emit_turn_end(&self, turn: u32, stop_reason: Option<String>) {
+        self.emit(AgentEvent::TurnEnd { turn, stop_reason });
+    }
+
+    fn push_message(&mut self, message: Value) {
+        self.tracker.push_message(&message);
+        self.messages.push(message);
+    }
+
+    fn record_usage(
+        &mut self,
+        turn: u32,
+        request: &Value,
+        usage: &Value,
+        estimated: u64,
+        ttft: Option<std::time::Duration>,
+    ) {
+        if let Some(parsed) = Usage::from_json(usage) {
+            self.tracker.record_usage(parsed);
+            self.input_tokens += parsed.input_tokens
+                + parsed.cache_creation_input_tokens
+                + parsed.cache_read_input_tokens;
+            self.output_tokens += parsed.output_tokens;
+            if let Some(price) = self.config().price() {
+                self.cost += (parsed.input_tokens as f64 * price.input
+                    + parsed.output_tokens as f64 * price.output
+                    + parsed.cache_creation_input_tokens as f64 * price.cache_write
+                    + parsed.cache_read_input_tokens as f64 * price.cache_read)
+                    / 1e6;
+            }
+            if let Some((previous, changed)) =
+                self.cache.observe(request, parsed.cache_read_input_tokens)
+            {
+                self.emit(AgentEvent::CacheBreak {
+                    previous,
+                    current: parsed.cache_read_input_tokens,
+                    changed,
+                });
+            }
+        }
+        self.emit(AgentEvent::Usage {
+            turn,
+            usage: usage.clone(),
+            estimated_input_tokens: estimated,
+            time_to_first_token: ttft,
+        });
+    }
+
+    fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
+        let limits = &self.config().limits;
+        if let Some(budget) = limits.token_budget
+            && self.input_tokens + self.output_tokens >= budget
+        {
+            return Some((
+                StopReason::Budget,
+                Some(format!("token budget of {budget} reached")),
+            ));
+        }
+        if let Some(budget) = limits.cost_budget
+            && self.cost >= budget
+        {
+            return Some((
+                StopReason::Budget,
+                Some(format!(
+                    "cost budget of {budget} reached ({:.4})",
+                    self.cost
+                )),
+            ));
+        }
+        None
+    }
+
+    fn build_request(&self) -> Value {
+        let config = self.config();
+        let mut request = json!({
+            "model": config.model,
+            "max_tokens": config.limits.max_tokens,
+            "messages": self.messages,
+            "stream": true,
+        });
+        if let Some(system) = &config.system {
+            request["system"] = Value::String(system.clone());
+        }
+        if !self.tools.is_empty() {
+            request["tools"] = Value::Array(self.tools.clone());
+        }
+        for (key, value) in &config.extra {
+            request[key.as_str()] = value.clone();
+        }
+        if config.prompt_caching {
+            place_cache_breakpoints(&mut request);
+        }
+        request
+    }
+
+    /// Microcompact, then compaction, as the tracker's state requires. Returns a stop when the
+    /// context is still over the blocking limit afterwards.
+    async fn manage_context(&mut self) -> Option<(StopReason, Option<String>)> {
+        let tokens = self.tracker.tokens().tokens;
+        let state = self.config().budget.state(tokens);
+        if matches!(
+            state,
+            BudgetState::Warning | BudgetState::AutoCompact | BudgetState::Blocking
+        ) {
+            let keep = self.config().keep_recent_tool_results;
+            let compactable = self.config().compactable_tools.clone();
+            let cleared = microcompact(&mut self.messages, keep, &compactable);
+            if cleared > 0 {
+                self.tracker.replace_messages(&self.messages);
+                self.emit(AgentEvent::Context(ContextAction::Microcompact {
+                    cleared,
+                    tokens_before: tokens,
+                }));
+            }
+        }
+        let tokens = self.tracker.tokens().tokens;
+        if matches!(
+            self.config().budget.state(tokens),
+            BudgetState::AutoCompact | BudgetState::Blocking
+        ) {
+            self.compact("auto").await;
+        }
+        let tokens = self.tracker.tokens().tokens;
+        if matches!(self.config().budget.state(tokens), BudgetState::Blocking) {
+            return Some((
+                StopReason::PromptTooLong,
+                Some(format!(
+                    "{tokens} tokens are over the blocking limit after compaction"
+                )),
+            ));
+        }
+        None
+    }
+
+    /// Replaces history by a summary (the host's hook, or a model call) plus the latest prompt.
+    async fn compact(&mut self, trigger: &'static str) {
+        let before = self.messages.len();
+        let compacted = match &self.agent.compact_hook {
+            Some(hook) => hook(self.messages.clone()).await,
+            None => None,
+        };
+        let compacted = match compacted {
+            Some(history) => history,
+            None => match self.summarise().await {
+                Some(summary) => history_from_summary(&self.messages, &summary),
+                None => return,
+            },
+        };
+        if check_tool_pairing(&compacted).is_err() || compacted.is_empty() {
+            tracing::warn!("compaction produced an invalid history; keeping the old one");
+            return;
+        }
+        self.messages = compacted;
+        self.tracker.replace_messages(&self.messages);
+        self.emit(AgentEvent::Context(ContextAction::Compaction {
+            messages_before: before,
+            messages_after: self.messages.len(),
+            trigger,
+        }));
+    }
+
+    /// The built-in summariser: one model call, without tools, over the history plus a summary
+    /// request. Tool results are cleared first so the call itself fits.
+    async fn summarise(&mut self) -> Option<String> {
+        let mut history = self.messages.clone();
+        microcompact(&mut history, 0, &[]);
+        if history
+            .last()
+            .and_then(|m| m.get("role"))
+            .and_then(Value::as_str)
+            == Some("user")
+        {
+            // Keep roles alternating: the request goes in the same user message.
+            let last = history.last_mut()?;
+            let mut content = match last.get("content").cloned() {
+                Some(Value::Array(blocks)) => blocks,
+                Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+                _ => Vec::new(),
+            };
+            content.push(json!({"type": "text", "text": SUMMARY_PROMPT}));
+            last["content"] = Value::Array(content);
+        } else {
+            history.push(json!({"role": "user", "content": SUMMARY_PROMPT}));
+        }
+        let request = json!({
+            "model": self.config().model,
+            "max_tokens": self.config().limits.max_tokens,
+            "messages": history,
+            "stream": true,
+        });
+        let mut stream = self.agent.model.stream(request);
+        while let Some(event) = stream.next().await {
+            match event {
+                ModelEvent::Completed { message, .. } => {
+                    let text: String = message
+                        .get("content")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .collect();
+                    return (!text.is_empty()).then_some(text);
+                }
+                ModelEvent::Failed(error) => {
+                    tracing::warn!(%error, "compaction call failed");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}

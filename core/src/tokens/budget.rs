@@ -1,0 +1,288 @@
+//! Context-window thresholds: when to warn, when to compact, when to refuse to send.
+//!
+//! The defaults are Claude Code's: effective window = context window − min(max output tokens,
+//! 20,000); auto-compact at effective − 13,000; warning (and error) 20,000 below the auto-compact
+//! point; blocking at effective − 3,000.
+
+/// A model's context window and output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// Context window in tokens (input + output).
+    pub context_window: u64,
+    /// Maximum output tokens per response.
+    pub max_output_tokens: u64,
+}
+
+/// The built-in model table: `(model-name prefix, context window, max output tokens)`. The
+/// longest matching prefix wins; a `[1m]` suffix on the model name (Claude Code's convention for
+/// the 1M-context beta) selects a 1,000,000-token window.
+pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
+    ("claude-opus-4-5", 200_000, 64_000),
+    ("claude-opus-4-1", 200_000, 32_000),
+    ("claude-opus-4", 200_000, 32_000),
+    ("claude-sonnet-4-5", 200_000, 64_000),
+    ("claude-sonnet-4", 200_000, 64_000),
+    ("claude-haiku-4-5", 200_000, 64_000),
+    ("claude-3-7-sonnet", 200_000, 64_000),
+    ("claude-3-5-sonnet", 200_000, 8_192),
+    ("claude-3-5-haiku", 200_000, 8_192),
+    ("claude-3-opus", 200_000, 4_096),
+    ("claude-3-haiku", 200_000, 4_096),
+    ("claude-2", 100_000, 4_096),
+    ("gpt-5", 400_000, 128_000),
+    ("gpt-4.1", 1_047_576, 32_768),
+    ("gpt-4o", 128_000, 16_384),
+    ("gpt-4-turbo", 128_000, 4_096),
+    ("gpt-4", 8_192, 8_192),
+    ("gpt-3.5-turbo", 16_385, 4_096),
+    ("o1", 200_000, 100_000),
+    ("o3", 200_000, 100_000),
+    ("o4-mini", 200_000, 100_000),
+];
+
+/// Limits for models not in the table (Claude Code's defaults).
+pub const DEFAULT_LIMITS: ModelLimits = ModelLimits {
+    context_window: 200_000,
+    max_output_tokens: 32_000,
+};
+
+/// The window selected by a `[1m]` model-name suffix.
+pub const ONE_MILLION: u64 = 1_000_000;
+
+/// Model name → limits, longest prefix first; built from [`BUILTIN_MODELS`] and overridable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelTable {
+    entries: Vec<(String, ModelLimits)>,
+    fallback: ModelLimits,
+}
+
+impl Default for ModelTable {
+    fn default() -> Self {
+        let mut table = ModelTable {
+            entries: Vec::new(),
+            fallback: DEFAULT_LIMITS,
+        };
+        for &(prefix, context_window, max_output_tokens) in BUILTIN_MODELS {
+            table.insert(
+                prefix,
+                ModelLimits {
+                    context_window,
+                    max_output_tokens,
+                },
+            );
+        }
+        table
+    }
+}
+
+impl ModelTable {
+    /// Adds or replaces the limits for models whose name starts with `prefix`.
+    pub fn insert(&mut self, prefix: &str, limits: ModelLimits) {
+        self.entries.retain(|(p, _)| p != prefix);
+        self.entries.push((prefix.to_owned(), limits));
+        self.entries
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    }
+
+    /// Sets the limits used for unknown models.
+    pub fn set_fallback(&mut self, limits: ModelLimits) {
+        self.fallback = limits;
+    }
+
+    /// The limits of `model`.
+    pub fn lookup(&self, model: &str) -> ModelLimits {
+        let (name, one_million) = match model.strip_suffix("[1m]") {
+            Some(name) => (name, true),
+            None => (model, false),
+        };
+        let mut limits = self
+            .entries
+            .iter()
+            .find(|(prefix, _)| name.starts_with(prefix.as_str()))
+            .map_or(self.fallback, |(_, limits)| *limits);
+        if one_million {
+            limits.context_window = ONE_MILLION;
+        }
+        limits
+    }
+}
+
+/// Where a token count stands against the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BudgetState {
+    /// Below the warning threshold.
+    Ok,
+    /// At or above the warning threshold: tell the user context is running low.
+    Warning,
+    /// At or above the auto-compact threshold: compact before the next request.
+    AutoCompact,
+    /// At or above the blocking threshold: do not send without compacting.
+    Blocking,
+}
+
+/// Context thresholds for one model; every field is configurable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ContextBudget {
+    /// The model's context window.
+    pub window: u64,
+    /// The request's max output tokens.
+    pub max_output_tokens: u64,
+    /// At most this much output is reserved out of the window (20,000).
+    pub output_reserve_cap: u64,
+    /// Auto-compact this far below the effective window (13,000).
+    pub autocompact_buffer: u64,
+    /// Warn this far below the auto-compact threshold (20,000).
+    pub warning_buffer: u64,
+    /// Block this far below the effective window (3,000).
+    pub blocking_buffer: u64,
+    /// Auto-compact at this percentage of the effective window instead, if lower than the
+    /// buffer-based threshold (Claude Code's `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`).
+    pub autocompact_percent: Option<f64>,
+}
+
+impl ContextBudget {
+    /// A budget with Claude Code's default buffers.
+    pub fn new(window: u64, max_output_tokens: u64) -> ContextBudget {
+        ContextBudget {
+            window,
+            max_output_tokens,
+            output_reserve_cap: 20_000,
+            autocompact_buffer: 13_000,
+            warning_buffer: 20_000,
+            blocking_buffer: 3_000,
+            autocompact_percent: None,
+        }
+    }
+
+    /// The budget for a model from the table.
+    pub fn for_model(model: &str, table: &ModelTable) -> ContextBudget {
+        let limits = table.lookup(model);
+        ContextBudget::new(limits.context_window, limits.max_output_tokens)
+    }
+
+    /// Returns the budget with a percentage auto-compact override (clamped to 1..=100).
+    pub fn with_autocompact_percent(mut self, percent: f64) -> ContextBudget {
+        self.autocompact_percent = Some(percent.clamp(1.0, 100.0));
+        self
+    }
+
+    /// The window minus the reserved output.
+    pub fn effective_window(&self) -> u64 {
+        self.window
+            .saturating_sub(self.max_output_tokens.min(self.output_reserve_cap))
+    }
+
+    /// Tokens at which to compact automatically.
+    pub fn autocompact_threshold(&self) -> u64 {
+        let effective = self.effective_window();
+        let by_buffer = effective.saturating_sub(self.autocompact_buffer);
+        match self.autocompact_percent {
+            Some(pct) if pct.is_finite() => {
+                let by_percent = (effective as f64 * pct.clamp(1.0, 100.0) / 100.0) as u64;
+                by_percent.min(by_buffer)
+            }
+            _ => by_buffer,
+        }
+    }
+
+    /// Tokens at which to warn (and report the error state, as Claude Code does).
+    pub fn warning_threshold(&self) -> u64 {
+        self.autocompact_threshold()
+            .saturating_sub(self.warning_buffer)
+    }
+
+    /// Tokens at which to refuse sending.
+    pub fn blocking_threshold(&self) -> u64 {
+        self.effective_window().saturating_sub(self.blocking_buffer)
+    }
+
+    /// The state of a context holding `tokens`.
+    pub fn state(&self, tokens: u64) -> BudgetState {
+        if tokens >= self.blocking_threshold() {
+            BudgetState::Blocking
+        } else if tokens >= self.autocompact_threshold() {
+            BudgetState::AutoCompact
+        } else if tokens >= self.warning_threshold() {
+            BudgetState::Warning
+        } else {
+            BudgetState::Ok
+        }
+    }
+
+    /// Percentage of the auto-compact threshold still free (0–100).
+    pub fn percent_left(&self, tokens: u64) -> f64 {
+        let threshold = self.autocompact_threshold();
+        if threshold == 0 {
+            return 0.0;
+        }
+        (100.0 * (1.0 - tokens as f64 / threshold as f64)).clamp(0.0, 100.0)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_defaults() {
+        let b = ContextBudget::new(200_000, 32_000);
+        assert_eq!(b.effective_window(), 180_000);
+        assert_eq!(b.autocompact_threshold(), 167_000);
+        assert_eq!(b.warning_threshold(), 147_000);
+        assert_eq!(b.blocking_threshold(), 177_000);
+        assert_eq!(b.state(0), BudgetState::Ok);
+        assert_eq!(b.state(146_999), BudgetState::Ok);
+        assert_eq!(b.state(147_000), BudgetState::Warning);
+        assert_eq!(b.state(167_000), BudgetState::AutoCompact);
+        assert_eq!(b.state(177_000), BudgetState::Blocking);
+        // A small max output reserves only itself.
+        assert_eq!(
+            ContextBudget::new(200_000, 8_192).effective_window(),
+            191_808
+        );
+    }
+
+    #[test]
+    fn percentage_override_only_lowers() {
+        let b = ContextBudget::new(200_000, 32_000).with_autocompact_percent(50.0);
+        assert_eq!(b.autocompact_threshold(), 90_000);
+        assert_eq!(b.state(90_000), BudgetState::AutoCompact);
+        let b = ContextBudget::new(200_000, 32_000).with_autocompact_percent(99.0);
+        assert_eq!(b.autocompact_threshold(), 167_000);
+    }
+
+    #[test]
+    fn tiny_windows_saturate() {
+        let b = ContextBudget::new(1_000, 32_000);
+        assert_eq!(b.effective_window(), 0);
+        assert_eq!(b.state(0), BudgetState::Blocking);
+        assert_eq!(b.percent_left(10), 0.0);
+    }
+
+    #[test]
+    fn model_table() {
+        let mut t = ModelTable::default();
+        assert_eq!(
+            t.lookup("claude-sonnet-4-5-20250929").max_output_tokens,
+            64_000
+        );
+        assert_eq!(
+            t.lookup("claude-sonnet-4-5[1m]").context_window,
+            ONE_MILLION
+        );
+        assert_eq!(t.lookup("gpt-4o-mini").context_window, 128_000);
+        assert_eq!(t.lookup("gpt-4-0613").context_window, 8_192);
+        assert_eq!(t.lookup("something-else"), DEFAULT_LIMITS);
+        t.insert(
+            "gpt-4o",
+            ModelLimits {
+                context_window: 64_000,
+                max_output_tokens: 1_000,
+            },
+        );
+        assert_eq!(t.lookup("gpt-4o-mini").context_window, 64_000);
+        let b = ContextBudget::for_model("claude-opus-4-1", &t);
+        assert_eq!(b.autocompact_threshold(), 167_000);
+    }
+}

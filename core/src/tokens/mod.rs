@@ -1,0 +1,32 @@
+//! Token estimation and context budgeting.
+//!
+//! - [`estimate_text`]: one pass over the bytes counting character classes ([`classes`]), then a
+//!   linear model per tokenizer [`Family`] whose coefficients are fitted offline against exact
+//!   tokenizers by `tools/fit-tokens`.
+//! - [`estimate_request`] / [`estimate_request_body`]: per-block rules for provider requests
+//!   (text, thinking, tool use and results, images from dimensions, documents, overheads).
+//! - [`ContextTracker`]: usage anchoring with an online correction factor.
+//! - [`ContextBudget`]: Claude Code's thresholds, configurable.
+//! - `count_exact` (feature `exact`): exact counts for `o200k` and `cl100k`.
+
+pub mod budget;
+pub mod classes;
+mod coefficients;
+mod common3;
+#[cfg(feature = "exact")]
+pub mod exact;
+pub mod images;
+pub mod model;
+pub mod request;
+pub mod tracker;
+
+pub use budget::{BudgetState, ContextBudget, ModelLimits, ModelTable};
+pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
+#[cfg(feature = "exact")]
+pub use exact::{NoExactTokenizer, count_exact, has_exact};
+pub use model::{FAMILIES, Family, UnknownFamily, estimate_bytes, estimate_counts, estimate_text};
+pub use request::{
+    Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
+    estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
+};
+pub use tracker::{ContextTracker, CountMethod, TokenCount, Usage};

@@ -1,0 +1,498 @@
+//! Request-level estimates over provider JSON (`serde_json::Value`): system prompt, tool
+//! definitions, messages and their content blocks.
+//!
+//! Works on the Anthropic Messages shape (`system`, `tools[].input_schema`, typed content blocks)
+//! and on the OpenAI Chat shape (`role: system` messages, `tools[].function`, `image_url` parts,
+//! `tool_calls`). Unknown block types are estimated from their canonical JSON, so nothing is
+//! silently counted as zero.
+
+use serde_json::Value;
+
+use super::images;
+use super::model::{Family, estimate_text};
+
+/// Fixed per-request, per-message and per-block costs of a family's chat format.
+///
+/// OpenAI's are the documented chat-format costs (3 tokens per message, 3 to prime the reply).
+/// Anthropic does not publish its framing: its per-message, per-block and per-tool values are
+/// conservative guesses (not measured against the API), left to usage anchoring and the
+/// correction factor to absorb; the tool preamble is the documented tool-use system prompt (346
+/// tokens with `tool_choice` auto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overheads {
+    /// Added once per request (reply priming, framing).
+    pub per_request: u64,
+    /// Added per message (role markers).
+    pub per_message: u64,
+    /// Added per non-text content block (block framing, tool ids).
+    pub per_block: u64,
+    /// Added per tool definition (besides its name, description and schema text).
+    pub per_tool: u64,
+    /// Added once when the request defines at least one tool (the provider's tool-use prompt).
+    pub tools_preamble: u64,
+}
+
+impl Overheads {
+    /// The overheads of a family.
+    pub fn of(family: Family) -> Overheads {
+        if family.is_openai() {
+            Overheads {
+                per_request: 3,
+                per_message: 3,
+                per_block: 3,
+                per_tool: 8,
+                tools_preamble: 16,
+            }
+        } else {
+            Overheads {
+                per_request: 4,
+                per_message: 4,
+                per_block: 8,
+                per_tool: 12,
+                tools_preamble: 346,
+            }
+        }
+    }
+}
+
+/// Flat estimate for a `redacted_thinking` block (its payload is encrypted, so its length says
+/// nothing reliable about the tokens it stands for).
+pub const REDACTED_THINKING_TOKENS: u64 = 1_000;
+
+/// Tokens per PDF page (the top of Anthropic's documented 1,500–3,000 range: text plus the
+/// page image).
+pub const PDF_PAGE_TOKENS: u64 = 3_000;
+
+/// How text is counted inside requests: the family's estimator, or a caller-supplied counter
+/// (e.g. an exact tokenizer). Overheads, images and documents follow the family's rules either way.
+#[derive(Clone, Copy)]
+pub struct TextCounter<'a> {
+    family: Family,
+    count: Option<&'a dyn Fn(&str) -> u64>,
+}
+
+impl std::fmt::Debug for TextCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextCounter")
+            .field("family", &self.family)
+            .field("custom", &self.count.is_some())
+            .finish()
+    }
+}
+
+impl<'a> TextCounter<'a> {
+    /// Text estimated with [`estimate_text`].
+    pub fn estimate(family: Family) -> TextCounter<'static> {
+        TextCounter {
+            family,
+            count: None,
+        }
+    }
+
+    /// Text counted by `count` (overheads and media still follow `family`).
+    pub fn with(family: Family, count: &'a dyn Fn(&str) -> u64) -> TextCounter<'a> {
+        TextCounter {
+            family,
+            count: Some(count),
+        }
+    }
+
+    /// The family whose overheads and media rules apply.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Tokens of `text`.
+    pub fn text(&self, text: &str) -> u64 {
+        match self.count {
+            Some(count) => count(text),
+            None => estimate_text(text, self.family),
+        }
+    }
+}
+
+/// Counts a request body with a custom text counter (see [`TextCounter`]).
+pub fn count_request_body(body: &Value, counter: &TextCounter<'_>) -> RequestEstimate {
+    estimate_request_body_c(body, counter)
+}
+
+/// Counts a request from its parts with a custom text counter (see [`TextCounter`]).
+pub fn count_request(
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    messages: &[Value],
+    counter: &TextCounter<'_>,
+) -> RequestEstimate {
+    estimate_request_c(system, tools, messages, counter)
+}
+
+/// Estimates a request from its parts: `system` (a string or an array of text blocks), `tools`
+/// (an array of tool definitions) and `messages`.
+pub fn estimate_request(
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    messages: &[Value],
+    family: Family,
+) -> RequestEstimate {
+    estimate_request_c(system, tools, messages, &TextCounter::estimate(family))
+}
+
+/// Estimates a whole request body (`{"system": .., "tools": .., "messages": [..], ...}`); other
+/// fields (model, max_tokens, ...) cost nothing.
+pub fn estimate_request_body(body: &Value, family: Family) -> RequestEstimate {
+    estimate_request_body_c(body, &TextCounter::estimate(family))
+}
+
+/// Estimates the tool definitions array (Anthropic `{name, description, input_schema}` or OpenAI
+/// `{type: function, function: {name, description, parameters}}`).
+pub fn estimate_tools(tools: &Value, family: Family) -> u64 {
+    estimate_tools_c(tools, &TextCounter::estimate(family))
+}
+
+/// Estimates one tool definition.
+pub fn estimate_tool(tool: &Value, family: Family) -> u64 {
+    estimate_tool_c(tool, &TextCounter::estimate(family))
+}
+
+/// Estimates one message: its content plus the per-message overhead. OpenAI `tool_calls` are
+/// counted like `tool_use` blocks.
+pub fn estimate_message(message: &Value, family: Family) -> u64 {
+    estimate_message_c(message, &TextCounter::estimate(family))
+}
+
+/// Everything in a message except its `content`: the per-message overhead, OpenAI `tool_calls`,
+/// `name` and `tool_call_id`.
+pub fn estimate_message_frame(message: &Value, family: Family) -> u64 {
+    estimate_message_frame_c(message, &TextCounter::estimate(family))
+}
+
+/// Estimates a `content` value: a string, one block, or an array of blocks.
+pub fn estimate_content(content: &Value, family: Family) -> u64 {
+    estimate_content_c(content, &TextCounter::estimate(family))
+}
+
+/// Estimates one content block by its `type`.
+pub fn estimate_block(block: &Value, family: Family) -> u64 {
+    estimate_block_c(block, &TextCounter::estimate(family))
+}
+
+/// Estimates a JSON value from its compact serialization (what providers render for tool
+/// inputs and schemas).
+pub fn estimate_json(value: &Value, family: Family) -> u64 {
+    estimate_json_c(value, &TextCounter::estimate(family))
+}
+
+/// Token estimate of a request, by part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestEstimate {
+    /// The system prompt (top-level `system`, or `system`/`developer` messages in OpenAI shape).
+    pub system: u64,
+    /// Tool definitions, including the tool-use preamble.
+    pub tools: u64,
+    /// All messages, including per-message overheads.
+    pub messages: u64,
+    /// Per-request overhead.
+    pub overhead: u64,
+}
+
+impl RequestEstimate {
+    /// The total.
+    pub fn total(&self) -> u64 {
+        self.system + self.tools + self.messages + self.overhead
+    }
+}
+
+fn estimate_request_c(
+    system: Option<&Value>,
+    tools: Option<&Value>,
+    messages: &[Value],
+    c: &TextCounter<'_>,
+) -> RequestEstimate {
+    let mut estimate = RequestEstimate {
+        system: system.map_or(0, |s| estimate_content_c(s, c)),
+        tools: tools.map_or(0, |t| estimate_tools_c(t, c)),
+        messages: 0,
+        overhead: Overheads::of(c.family()).per_request,
+    };
+    for message in messages {
+        let tokens = estimate_message_c(message, c);
+        if is_system_message(message) {
+            estimate.system += tokens;
+        } else {
+            estimate.messages += tokens;
+        }
+    }
+    estimate
+}
+
+fn estimate_request_body_c(body: &Value, c: &TextCounter<'_>) -> RequestEstimate {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    estimate_request_c(body.get("system"), body.get("tools"), messages, c)
+}
+
+fn is_system_message(message: &Value) -> bool {
+    matches!(
+        message.get("role").and_then(Value::as_str),
+        Some("system" | "developer")
+    )
+}
+
+fn estimate_tools_c(tools: &Value, c: &TextCounter<'_>) -> u64 {
+    let Some(tools) = tools.as_array() else {
+        return 0;
+    };
+    if tools.is_empty() {
+        return 0;
+    }
+    let overheads = Overheads::of(c.family());
+    overheads.tools_preamble
+        + tools
+            .iter()
+            .map(|tool| estimate_tool_c(tool, c) + overheads.per_tool)
+            .sum::<u64>()
+}
+
+fn estimate_tool_c(tool: &Value, c: &TextCounter<'_>) -> u64 {
+    let def = tool.get("function").unwrap_or(tool);
+    let mut tokens = 0;
+    for key in ["name", "description"] {
+        if let Some(s) = def.get(key).and_then(Value::as_str) {
+            tokens += c.text(s);
+        }
+    }
+    match def.get("input_schema").or_else(|| def.get("parameters")) {
+        Some(schema) => tokens += estimate_json_c(schema, c),
+        // Server tools (`{"type": "web_search_20250305", ...}`) are defined by the provider;
+        // count what is sent.
+        None if def.get("name").is_none() => tokens += estimate_json_c(def, c),
+        None => {}
+    }
+    tokens
+}
+
+fn estimate_message_c(message: &Value, c: &TextCounter<'_>) -> u64 {
+    let content = message
+        .get("content")
+        .map_or(0, |content| estimate_content_c(content, c));
+    estimate_message_frame_c(message, c) + content
+}
+
+fn estimate_message_frame_c(message: &Value, c: &TextCounter<'_>) -> u64 {
+    let overheads = Overheads::of(c.family());
+    let mut tokens = overheads.per_message;
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for call in calls {
+            let function = call.get("function").unwrap_or(call);
+            tokens += overheads.per_block;
+            if let Some(name) = function.get("name").and_then(Value::as_str) {
+                tokens += c.text(name);
+            }
+            match function.get("arguments") {
+                Some(Value::String(args)) => tokens += c.text(args),
+                Some(args) => tokens += estimate_json_c(args, c),
+                None => {}
+            }
+        }
+    }
+    for key in ["name", "tool_call_id"] {
+        if let Some(s) = message.get(key).and_then(Value::as_str) {
+            tokens += c.text(s);
+        }
+    }
+    tokens
+}
+
+fn estimate_content_c(content: &Value, c: &TextCounter<'_>) -> u64 {
+    match content {
+        Value::String(text) => c.text(text),
+        Value::Array(blocks) => blocks.iter().map(|b| estimate_block_c(b, c)).sum(),
+        Value::Null => 0,
+        Value::Object(_) => estimate_block_c(content, c),
+        other => estimate_json_c(other, c),
+    }
+}
+
+fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    let overhead = Overheads::of(c.family()).per_block;
+    let text_of = |key: &str| {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .map_or(0, |s| c.text(s))
+    };
+    let Some(kind) = block.get("type").and_then(Value::as_str) else {
+        return match block {
+            Value::String(s) => c.text(s),
+            other => estimate_json_c(other, c),
+        };
+    };
+    match kind {
+        "text" | "input_text" | "output_text" => text_of("text"),
+        "thinking" => text_of("thinking") + overhead,
+        "redacted_thinking" => REDACTED_THINKING_TOKENS,
+        "tool_use" | "server_tool_use" | "mcp_tool_use" => {
+            let input = block.get("input").map_or(0, |v| estimate_json_c(v, c));
+            text_of("name") + text_of("id") + input + overhead
+        }
+        "tool_result" | "web_search_tool_result" | "mcp_tool_result" => {
+            let content = block
+                .get("content")
+                .map_or(0, |content| estimate_content_c(content, c));
+            text_of("tool_use_id") + content + overhead
+        }
+        "image" | "image_url" | "input_image" => {
+            images::estimate_image(block, c.family()) + overhead
+        }
+        "document" => estimate_document_c(block, c) + overhead,
+        _ => estimate_json_c(block, c),
+    }
+}
+
+fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    let mut tokens = 0;
+    for key in ["title", "context"] {
+        if let Some(s) = block.get(key).and_then(Value::as_str) {
+            tokens += c.text(s);
+        }
+    }
+    let Some(source) = block.get("source") else {
+        return tokens + PDF_PAGE_TOKENS;
+    };
+    let source_type = source.get("type").and_then(Value::as_str);
+    tokens
+        + match (source_type, source.get("data"), source.get("content")) {
+            (Some("text"), Some(Value::String(text)), _) => c.text(text),
+            (Some("content"), _, Some(content)) => estimate_content_c(content, c),
+            (Some("base64"), Some(Value::String(data)), _) => {
+                images::pdf_page_count(data).max(1) * PDF_PAGE_TOKENS
+            }
+            // URL or file sources: the size is unknown here; one page is the floor.
+            _ => PDF_PAGE_TOKENS,
+        }
+}
+
+fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
+    match value {
+        Value::String(s) => c.text(s),
+        other => c.text(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_parts_add_up() {
+        let body = json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1024,
+            "system": "You are a helpful assistant.",
+            "tools": [{"name": "get_weather", "description": "Get the weather",
+                       "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+            "messages": [
+                {"role": "user", "content": "What's the weather in Paris?"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Let me check."},
+                    {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Paris"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "18°C, sunny"}]}
+                ]}
+            ]
+        });
+        let family = Family::Claude;
+        let e = estimate_request_body(&body, family);
+        assert_eq!(
+            e.system,
+            estimate_text("You are a helpful assistant.", family)
+        );
+        assert!(e.tools > Overheads::of(family).tools_preamble);
+        assert!(e.messages > 3 * Overheads::of(family).per_message);
+        assert_eq!(e.total(), e.system + e.tools + e.messages + e.overhead);
+    }
+
+    #[test]
+    fn openai_system_messages_count_as_system() {
+        let messages = vec![
+            json!({"role": "system", "content": "Be brief."}),
+            json!({"role": "user", "content": "Hi"}),
+        ];
+        let e = estimate_request(None, None, &messages, Family::O200k);
+        assert_eq!(e.system, 3 + estimate_text("Be brief.", Family::O200k));
+        assert_eq!(e.messages, 3 + estimate_text("Hi", Family::O200k));
+    }
+
+    #[test]
+    fn redacted_thinking_is_flat() {
+        let short = json!({"type": "redacted_thinking", "data": "abc"});
+        let long = json!({"type": "redacted_thinking", "data": "x".repeat(100_000)});
+        assert_eq!(
+            estimate_block(&short, Family::Claude),
+            REDACTED_THINKING_TOKENS
+        );
+        assert_eq!(
+            estimate_block(&long, Family::Claude),
+            REDACTED_THINKING_TOKENS
+        );
+    }
+
+    #[test]
+    fn unknown_blocks_are_not_free() {
+        let block = json!({"type": "future_block", "payload": "some content here"});
+        assert!(estimate_block(&block, Family::Claude) > 3);
+    }
+
+    #[test]
+    fn openai_tool_calls_count() {
+        let with_calls = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}}
+        ]});
+        assert!(estimate_message(&with_calls, Family::O200k) > 3 + 3);
+    }
+
+    #[test]
+    fn documents_by_source() {
+        let text = json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello world"}});
+        assert!(estimate_block(&text, Family::Claude) < 20);
+        let url = json!({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}});
+        assert_eq!(estimate_block(&url, Family::Claude), PDF_PAGE_TOKENS + 8);
+    }
+
+    #[test]
+    fn custom_counters_count_text_only() {
+        let body = json!({"system": "abcd", "messages": [{"role": "user", "content": "12345678"}]});
+        let by_length = |s: &str| s.len() as u64;
+        let counted = count_request_body(&body, &TextCounter::with(Family::O200k, &by_length));
+        assert_eq!(counted.system, 4);
+        assert_eq!(
+            counted.messages,
+            8 + Overheads::of(Family::O200k).per_message
+        );
+        assert_eq!(
+            count_request_body(&body, &TextCounter::estimate(Family::O200k)),
+            estimate_request_body(&body, Family::O200k)
+        );
+    }
+
+    #[test]
+    fn odd_shapes_never_panic() {
+        for v in [
+            json!(null),
+            json!(1),
+            json!("s"),
+            json!([1, {"type": 3}]),
+            json!({"content": {"a": 1}}),
+        ] {
+            let _ = estimate_content(&v, Family::Claude);
+            let _ = estimate_message(&v, Family::Claude);
+            let _ = estimate_tools(&v, Family::Claude);
+            let _ = estimate_request_body(&v, Family::Claude);
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Usage anchoring: the provider's reported `usage` is authoritative for the prefix it covered;
+//! only messages appended after it are estimated, scaled by an online correction factor.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use serde_json::Value;
+
+use super::model::{Family, estimate_text};
+use super::request::{Overheads, estimate_block, estimate_message_frame, estimate_tools};
+
+/// Lower clamp of the correction factor.
+pub const CORRECTION_MIN: f64 = 0.8;
+/// Upper clamp of the correction factor.
+pub const CORRECTION_MAX: f64 = 1.6;
+/// Weight of the newest observation in the correction's moving average.
+pub const CORRECTION_ALPHA: f64 = 0.3;
+/// Prefixes estimated below this many tokens are too small to learn a correction from.
+pub const CORRECTION_MIN_TOKENS: u64 = 256;
+/// The block cache is cleared when it grows past this many entries.
+const CACHE_CAPACITY: usize = 1 << 16;
+
+/// Provider-reported usage of one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Uncached input tokens.
+    pub input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Everything the context now holds: input + cache creation + cache read + output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+            + self.output_tokens
+    }
+
+    /// Reads an Anthropic (`input_tokens`, `cache_*_input_tokens`, `output_tokens`) or OpenAI
+    /// (`prompt_tokens`/`completion_tokens`, or Responses' `input_tokens`/`output_tokens`) usage
+    /// object. OpenAI's cached tokens are part of `prompt_tokens` already.
+    pub fn from_json(usage: &Value) -> Option<Usage> {
+        let field = |key: &str| usage.get(key).and_then(Value::as_u64);
+        if let Some(prompt) = field("prompt_tokens") {
+            return Some(Usage {
+                input_tokens: prompt,
+                output_tokens: field("completion_tokens").unwrap_or(0),
+                ..Usage::default()
+            });
+        }
+        let input = field("input_tokens");
+        let output = field("output_tokens");
+        if input.is_none() && output.is_none() {
+            return None;
+        }
+        Some(Usage {
+            input_tokens: input.unwrap_or(0),
+            cache_creation_input_tokens: field("cache_creation_input_tokens").unwrap_or(0),
+            cache_read_input_tokens: field("cache_read_input_tokens").unwrap_or(0),
+            output_tokens: output.unwrap_or(0),
+        })
+    }
+}
+
+/// How a token count was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CountMethod {
+    /// Straight from the provider's usage: nothing was appended since.
+    Exact,
+    /// Provider usage for the covered prefix plus an estimate of what was appended since.
+    UsageEstimate,
+    /// Estimated only (no usage recorded yet, or the covered prefix was edited).
+    Estimate,
+}
+
+impl CountMethod {
+    /// `"exact"`, `"usage+estimate"` or `"estimate"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CountMethod::Exact => "exact",
+            CountMethod::UsageEstimate => "usage+estimate",
+            CountMethod::Estimate => "estimate",
+        }
+    }
+}
+
+/// A token count and how it was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCount {
+    /// Tokens in the context.
+    pub tokens: u64,
+    /// How `tokens` was obtained.
+    pub method: CountMethod,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    /// Messages covered by the usage.
+    covered: usize,
+    /// The usage total.
+    tokens: u64,
+}
+
+/// Tracks the token size of a growing conversation.
+///
+/// Push messages as they are added (the assistant's response included), then record the
+/// response's usage with [`ContextTracker::record_usage`]. Each message is estimated once, when
+/// pushed, block by block through a content-hash cache, so a turn costs O(new bytes); replacing
+/// the history (after compaction) re-estimates only blocks not seen before.
+#[derive(Debug)]
+pub struct ContextTracker {
+    family: Family,
+    system: u64,
+    tools: u64,
+    /// Raw estimate per message.
+    messages: Vec<u64>,
+    /// Sum of `messages`.
+    messages_total: u64,
+    anchor: Option<Anchor>,
+    /// Sum of `messages[..anchor.covered]`.
+    anchored_total: u64,
+    correction: f64,
+    cache: HashMap<u64, u64>,
+    bytes_estimated: u64,
+}
+
+impl ContextTracker {
+    /// An empty tracker for `family` with correction 1.0.
+    pub fn new(family: Family) -> ContextTracker {
+        ContextTracker {
+            family,
+            system: 0,
+            tools: 0,
+            messages: Vec::new(),
+            messages_total: 0,
+            anchor: None,
+            anchored_total: 0,
+            correction: 1.0,
+            cache: HashMap::new(),
+            bytes_estimated: 0,
+        }
+    }
+
+    /// The tokenizer family.
+    pub fn family(&self) -> Family {
+        self.family
+    }
+
+    /// Sets the system prompt (a string or text blocks). Invalidates the usage anchor.
+    pub fn set_system(&mut self, system: &Value) {
+        self.system = self.estimate_content(system);
+        self.anchor = None;
+    }
+
+    /// Sets the tool definitions. Invalidates the usage anchor.
+    pub fn set_tools(&mut self, tools: &Value) {
+        self.bytes_estimated += json_len(tools);
+        self.tools = estimate_tools(tools, self.family);
+        self.anchor = None;
+    }
+
+    /// Appends a message (`{"role": .., "content": ..}`).
+    pub fn push_message(&mut self, message: &Value) {
+        let tokens = estimate_message_frame(message, self.family)
+            + message
+                .get("content")
+                .map_or(0, |c| self.estimate_content(c));
+        self.messages.push(tokens);
+        self.messages_total += tokens;
+    }
+
+    /// Replaces the whole history (e.g. after compaction). Blocks seen before come from the
+    /// cache. Invalidates the usage anchor.
+    pub fn replace_messages(&mut self, messages: &[Value]) {
+        self.messages.clear();
+        self.messages_total = 0;
+        self.anchor = None;
+        for message in messages {
+            self.push_message(message);
+        }
+    }
+
+    /// Drops messages from index `len` on; the anchor survives if it covered no dropped message.
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.messages.len() {
+            return;
+        }
+        self.messages.truncate(len);
+        self.messages_total = self.messages.iter().sum();
+        if self.anchor.is_some_and(|a| a.covered > len) {
+            self.anchor = None;
+        }
+    }
+
+    /// Number of messages tracked.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether no message is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Records a response's usage as covering every message pushed so far (push the response's
+    /// own message first), and updates the correction factor.
+    pub fn record_usage(&mut self, usage: Usage) {
+        self.record_usage_at(usage, self.messages.len());
+    }
+
+    /// Records usage covering the first `covered` messages.
+    pub fn record_usage_at(&mut self, usage: Usage, covered: usize) {
+        let covered = covered.min(self.messages.len());
+        let covered_messages: u64 = self.messages[..covered].iter().sum();
+        let raw = self.fixed() + covered_messages;
+        let total = usage.total();
+        if raw >= CORRECTION_MIN_TOKENS && total > 0 {
+            let ratio = total as f64 / raw as f64;
+            let blended = CORRECTION_ALPHA * ratio + (1.0 - CORRECTION_ALPHA) * self.correction;
+            self.correction = blended.clamp(CORRECTION_MIN, CORRECTION_MAX);
+        }
+        self.anchor = Some(Anchor {
+            covered,
+            tokens: total,
+        });
+        self.anchored_total = covered_messages;
+    }
+
+    /// The current correction factor (usage / estimate, smoothed and clamped to
+    /// [[`CORRECTION_MIN`], [`CORRECTION_MAX`]]).
+    pub fn correction(&self) -> f64 {
+        self.correction
+    }
+
+    /// Sets the correction factor (e.g. carried over from an earlier session with the same
+    /// model); clamped.
+    pub fn set_correction(&mut self, correction: f64) {
+        if correction.is_finite() {
+            self.correction = correction.clamp(CORRECTION_MIN, CORRECTION_MAX);
+        }
+    }
+
+    /// Tokens in the context now, and how they were obtained.
+    pub fn tokens(&self) -> TokenCount {
+        match self.anchor {
+            Some(anchor) if anchor.covered == self.messages.len() => TokenCount {
+                tokens: anchor.tokens,
+                method: CountMethod::Exact,
+            },
+            Some(anchor) => TokenCount {
+                tokens: anchor.tokens + self.corrected(self.messages_total - self.anchored_total),
+                method: CountMethod::UsageEstimate,
+            },
+            None => TokenCount {
+                tokens: self.corrected(self.fixed() + self.messages_total),
+                method: CountMethod::Estimate,
+            },
+        }
+    }
+
+    /// Total bytes fed to the estimator so far (cache hits cost nothing): the work counter
+    /// behind the O(new bytes) guarantee.
+    pub fn bytes_estimated(&self) -> u64 {
+        self.bytes_estimated
+    }
+
+    fn fixed(&self) -> u64 {
+        self.system + self.tools + Overheads::of(self.family).per_request
+    }
+
+    fn corrected(&self, raw: u64) -> u64 {
+        (raw as f64 * self.correction).ceil() as u64
+    }
+
+    fn estimate_content(&mut self, content: &Value) -> u64 {
+        match content {
+            Value::Array(blocks) => blocks.iter().map(|b| self.estimate_cached(b)).sum(),
+            Value::Null => 0,
+            other => self.estimate_cached(other),
+        }
+    }
+
+    fn estimate_cached(&mut self, block: &Value) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        hash_value(block, &mut hasher);
+        let key = hasher.finish();
+        if let Some(&tokens) = self.cache.get(&key) {
+            return tokens;
+        }
+        self.bytes_estimated += json_len(block);
+        let tokens = match block {
+            Value::String(text) => estimate_text(text, self.family),
+            other => estimate_block(other, self.family),
+        };
+        if self.cache.len() >= CACHE_CAPACITY {
+            self.cache.clear();
+        }
+        self.cache.insert(key, tokens);
+        tokens
+    }
+}
+
+/// Approximate byte size of a value's text (strings' lengths plus a few bytes per node).
+fn json_len(value: &Value) -> u64 {
+    match value {
+        Value::String(s) => s.len() as u64,
+        Value::Array(items) => items.iter().map(json_len).sum::<u64>() + 2,
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() as u64 + json_len(v) + 4)
+            .sum(),
+        Value::Number(_) => 8,
+        Value::Bool(_) | Value::Null => 4,
+    }
+}
+
+/// Hashes a JSON value structurally (key order included, as it is in the request).
+fn hash_value(value: &Value, hasher: &mut DefaultHasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_value(item, hasher);
+            }
+        }
+        Value::Object(map) => {
+            (5u8, map.len()).hash(hasher);
+            for (k, v) in map {
+                k.hash(hasher);
+                hash_value(v, hasher);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::tokens::request::estimate_request;
+    use serde_json::json;
+
+    fn user(i: usize) -> Value {
+        json!({"role": "user", "content": [{"type": "text", "text": format!("message number {i}: {}", "lorem ipsum dolor ".repeat(20))}]})
+    }
+
+    #[test]
+    fn estimate_matches_the_request_estimate_without_usage() {
+        let mut t = ContextTracker::new(Family::Claude);
+        let system = json!("You are terse.");
+        let tools =
+            json!([{"name": "ls", "description": "list", "input_schema": {"type": "object"}}]);
+        t.set_system(&system);
+        t.set_tools(&tools);
+        let messages: Vec<Value> = (0..5).map(user).collect();
+        for m in &messages {
+            t.push_message(m);
+        }
+        let expected = estimate_request(Some(&system), Some(&tools), &messages, Family::Claude);
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: expected.total(),
+                method: CountMethod::Estimate
+            }
+        );
+    }
+
+    #[test]
+    fn usage_anchors_and_new_messages_are_estimated() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.push_message(&user(0));
+        t.push_message(&json!({"role": "assistant", "content": "ok"}));
+        t.record_usage(Usage {
+            input_tokens: 10,
+            cache_read_input_tokens: 990,
+            output_tokens: 20,
+            ..Usage::default()
+        });
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 1020,
+                method: CountMethod::Exact
+            }
+        );
+        t.push_message(&user(1));
+        let after = t.tokens();
+        assert_eq!(after.method, CountMethod::UsageEstimate);
+        let raw = estimate_message_frame(&user(1), Family::Claude)
+            + estimate_block(&user(1)["content"][0], Family::Claude);
+        assert_eq!(
+            after.tokens,
+            1020 + (raw as f64 * t.correction()).ceil() as u64
+        );
+        // Truncating below the anchor invalidates it.
+        t.truncate(1);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+    }
+
+    #[test]
+    fn correction_learns_and_clamps() {
+        let mut t = ContextTracker::new(Family::Claude);
+        for i in 0..3 {
+            t.push_message(&user(i));
+        }
+        let raw = t.tokens().tokens;
+        assert!(raw >= CORRECTION_MIN_TOKENS);
+        t.record_usage(Usage {
+            input_tokens: raw * 12 / 10,
+            ..Usage::default()
+        });
+        assert!(t.correction() > 1.0 && t.correction() < 1.2);
+        for _ in 0..50 {
+            t.record_usage(Usage {
+                input_tokens: raw * 10,
+                ..Usage::default()
+            });
+        }
+        assert_eq!(t.correction(), CORRECTION_MAX);
+        for _ in 0..50 {
+            t.record_usage(Usage {
+                input_tokens: 1,
+                ..Usage::default()
+            });
+        }
+        assert_eq!(t.correction(), CORRECTION_MIN);
+        t.set_correction(f64::NAN);
+        assert_eq!(t.correction(), CORRECTION_MIN);
+    }
+
+    #[test]
+    fn a_turn_costs_only_its_new_bytes() {
+        let mut t = ContextTracker::new(Family::Claude);
+        let messages: Vec<Value> = (0..200).map(user).collect();
+        let mut last = 0;
+        for m in &messages {
+            t.push_message(m);
+            let turn = t.bytes_estimated() - last;
+            assert!(turn <= json_len(m), "turn re-estimated old bytes: {turn}");
+            last = t.bytes_estimated();
+            let _ = t.tokens();
+        }
+        // Re-syncing after compaction only estimates the new summary block.
+        let before = t.bytes_estimated();
+        let mut compacted = vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "summary of the earlier turns"}]}),
+        ];
+        compacted.extend_from_slice(&messages[150..]);
+        t.replace_messages(&compacted);
+        assert!(t.bytes_estimated() - before <= 64);
+        assert_eq!(t.len(), 51);
+    }
+
+    #[test]
+    fn usage_from_json() {
+        let anthropic = json!({"input_tokens": 5, "cache_creation_input_tokens": 7, "cache_read_input_tokens": 11, "output_tokens": 13});
+        assert_eq!(Usage::from_json(&anthropic).unwrap().total(), 36);
+        let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
+        assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
+        assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+}

@@ -1,0 +1,493 @@
+//! The agent loop against scripted models (SSE bytes decoded in-process, as from the network):
+//! multi-turn with parallel tools, max_tokens continuation, prompt-too-long recovery, truncated
+//! stream recovery, abort mid-tool, microcompact, budgets — and the history invariant after each.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+use ferroloop::agent::{
+    Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, ModelError, StopReason,
+    check_tool_pairing,
+};
+use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
+use ferroloop::tokens::ContextBudget;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+fn call(id: &str, name: &str, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, ModelError> {
+    Ok(Bytes::from(anthropic_sse(
+        &scripted_message(request, content, stop),
+        7,
+    )))
+}
+
+/// Tools: `read` (safe, echoes the path), `write` (unsafe), `sleep` (safe, sleeps `ms`).
+fn executor(log: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {
+    let mut tools = ToolRegistry::new();
+    let read_log = log.clone();
+    tools
+        .register(
+            FnTool::new("read", move |input: Value, _ctx| {
+                let log = read_log.clone();
+                async move {
+                    log.lock().unwrap().push(format!("read {}", input["path"]));
+                    Ok(ToolOutput::text(format!(
+                        "contents of {}",
+                        input["path"].as_str().unwrap_or("?")
+                    )))
+                }
+            })
+            .describe("Read a file")
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let write_log = log.clone();
+    tools
+        .register(FnTool::new("write", move |input: Value, _ctx| {
+            let log = write_log.clone();
+            async move {
+                log.lock().unwrap().push(format!("write {}", input["path"]));
+                Ok(ToolOutput::text("written"))
+            }
+        }))
+        .unwrap();
+    let sleep_log = log;
+    tools
+        .register(
+            FnTool::new("sleep", move |input: Value, ctx| {
+                let log = sleep_log.clone();
+                async move {
+                    log.lock().unwrap().push("sleep start".into());
+                    let ms = input["ms"].as_u64().unwrap_or(10);
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                        () = ctx.cancelled() => {
+                            log.lock().unwrap().push("sleep cancelled".into());
+                        }
+                    }
+                    Ok(ToolOutput::text("slept"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    Arc::new(ToolExecutor::new(tools))
+}
+
+async fn collect(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
+    agent.run(prompt).collect().await
+}
+
+fn stop(events: &[AgentEvent]) -> (StopReason, Vec<Value>, u32) {
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            messages,
+            turns,
+            ..
+        }) => (*reason, messages.clone(), *turns),
+        other => panic!("the last event is not Stop: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn multi_turn_with_parallel_and_exclusive_tools() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => reply(
+                request,
+                vec![
+                    text("Reading two files, then writing."),
+                    call("t1", "read", json!({"path": "a"})),
+                    call("t2", "read", json!({"path": "b"})),
+                    call("t3", "write", json!({"path": "c"})),
+                    call("t4", "read", json!({"path": "d"})),
+                ],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }
+    });
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.system = Some("You are terse.".into());
+    let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
+    let events = collect(&agent, "do it").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(turns, 2);
+    assert!(check_tool_pairing(&messages).is_ok());
+    // Results joined history in request order as one user message.
+    let ids: Vec<&str> = messages[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t1", "t2", "t3", "t4"]);
+    assert_eq!(messages[2]["content"][0]["content"], "contents of a");
+    // The write ran after both reads and before the read queued behind it.
+    let log = log.lock().unwrap().clone();
+    let write_at = log.iter().position(|l| l.starts_with("write")).unwrap();
+    assert!(
+        log[..write_at]
+            .iter()
+            .filter(|l| l.starts_with("read"))
+            .count()
+            == 2
+    );
+    assert_eq!(log.last().unwrap(), "read \"d\"");
+    // Streaming text, tool events and usage were reported.
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(text.contains("Reading two files") && text.ends_with("Done."));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ToolFinished { .. }))
+            .count(),
+        4
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::Usage { .. }))
+            .count(),
+        2
+    );
+    // Requests: tools sorted by name, with cache breakpoints; the system prompt cached.
+    let requests = requests.lock().unwrap();
+    let names: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read", "sleep", "write"]);
+    assert_eq!(
+        requests[0]["tools"][2]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert_eq!(requests[0]["tools"][0]["description"], "Read a file");
+    assert_eq!(
+        requests[1]["system"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+    assert_eq!(requests[0]["tools"], requests[1]["tools"]);
+}
+
+#[tokio::test]
+async fn max_tokens_in_text_is_continued() {
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => reply(
+            request,
+            vec![text("The first half of a long")],
+            "max_tokens",
+        ),
+        _ => {
+            let last = &request["messages"].as_array().unwrap().last().unwrap()["content"];
+            assert!(last.to_string().contains("Resume directly"), "{last}");
+            reply(request, vec![text(" answer, finished.")], "end_turn")
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "write a lot").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    assert_eq!(messages.len(), 4);
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn max_tokens_continuations_are_bounded() {
+    let model = ScriptedModel::new(|_, request| reply(request, vec![text("more")], "max_tokens"));
+    let mut config = AgentConfig::new("m");
+    config.max_continuations = 2;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::MaxTokens, 3));
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn max_tokens_mid_tool_input_cancels_early_calls_and_keeps_history_valid() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => {
+            // A sealed safe call, then a second call cut by max_tokens.
+            let message = scripted_message(
+                request,
+                vec![text("Reading."), call("t1", "sleep", json!({"ms": 5000}))],
+                "max_tokens",
+            );
+            let mut sse = anthropic_sse(&message, 7);
+            let cut = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"read\",\"input\":{}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"pa\"}}\n\nevent: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n";
+            let at = sse.find("event: message_delta").unwrap();
+            sse.insert_str(at, cut);
+            Ok(Bytes::from(sse))
+        }
+        _ => reply(request, vec![text("Finished.")], "end_turn"),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, "go"))
+        .await
+        .unwrap();
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert!(
+        !serde_json::to_string(&messages)
+            .unwrap()
+            .contains("tool_use")
+    );
+    assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t1")));
+}
+
+#[tokio::test]
+async fn prompt_too_long_compacts_once_and_retries() {
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        1 => {
+            assert!(request.to_string().contains("Summarize this conversation"));
+            reply(request, vec![text("The user wants a haiku.")], "end_turn")
+        }
+        _ => {
+            assert!(
+                request["messages"][0]
+                    .to_string()
+                    .contains("The user wants a haiku.")
+            );
+            reply(request, vec![text("Autumn moon")], "end_turn")
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "write a haiku").await;
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::Context(ContextAction::Compaction {
+            trigger: "reactive",
+            ..
+        })
+    )));
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn prompt_too_long_twice_stops() {
+    let model = ScriptedModel::new(|n, request| match n {
+        1 => reply(request, vec![text("summary")], "end_turn"),
+        _ => Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        }),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, messages, _) = stop(&collect(&agent, "go").await);
+    assert_eq!(reason, StopReason::PromptTooLong);
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn a_truncated_stream_is_discarded_and_the_turn_retried_once() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(|n, request| {
+        let message = scripted_message(
+            request,
+            vec![text("Looking."), call("t1", "read", json!({"path": "x"}))],
+            "tool_use",
+        );
+        match n {
+            0 => {
+                // Disconnect mid-stream: everything after the tool call's stop is lost.
+                let sse = anthropic_sse(&message, 7);
+                let cut = sse.find("event: message_delta").unwrap();
+                Ok(Bytes::from(sse[..cut].to_owned()))
+            }
+            1 => Ok(Bytes::from(anthropic_sse(&message, 7))),
+            _ => reply(request, vec![text("ok")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    assert!(check_tool_pairing(&messages).is_ok());
+    // The retried turn's call answered once in history.
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m.to_string().contains("\"tool_result\""))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn abort_during_tool_execution_leaves_valid_history() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(|_, request| {
+        reply(
+            request,
+            vec![
+                call("t1", "sleep", json!({"ms": 60_000})),
+                call("t2", "read", json!({"path": "p"})),
+            ],
+            "tool_use",
+        )
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(20), run.next())
+        .await
+        .unwrap()
+    {
+        if matches!(&event, AgentEvent::ToolStarted { name, .. } if name == "sleep") {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::Aborted);
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert!(log.lock().unwrap().contains(&"sleep cancelled".to_owned()));
+    // Either the response completed (its calls are answered, the cancelled one as an error) or
+    // the cancel came while it streamed (nothing of it entered history).
+    let last = messages.last().unwrap();
+    if last.to_string().contains("tool_result") {
+        assert_eq!(last["content"][0]["is_error"], true);
+    } else {
+        assert_eq!(messages.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn microcompact_clears_old_results_when_context_runs_low() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        if n < 8 {
+            reply(
+                request,
+                vec![call(
+                    &format!("t{n}"),
+                    "read",
+                    json!({"path": "x".repeat(4000)}),
+                )],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    // A tiny window so the warning threshold is passed after a few turns.
+    config.budget = ContextBudget::new(60_000, 4_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "go").await;
+    assert!(
+        events.iter().any(|e| matches!(e, AgentEvent::Context(ContextAction::Microcompact { cleared, .. }) if *cleared > 0)),
+        "no microcompact happened"
+    );
+    let (_, messages, _) = stop(&events);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.to_string().contains(CLEARED_TOOL_RESULT))
+    );
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn token_budget_and_max_turns_stop_the_run() {
+    let looping = || {
+        ScriptedModel::new(|n, request| {
+            reply(
+                request,
+                vec![call(&format!("t{n}"), "read", json!({"path": "a"}))],
+                "tool_use",
+            )
+        })
+    };
+    let mut config = AgentConfig::new("m");
+    config.limits.max_turns = 3;
+    let agent = Agent::new(config, Arc::new(looping()), executor(Default::default()));
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::MaxTurns, 3));
+    assert!(check_tool_pairing(&messages).is_ok());
+
+    let mut config = AgentConfig::new("m");
+    config.limits.token_budget = Some(1);
+    let agent = Agent::new(config, Arc::new(looping()), executor(Default::default()));
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::Budget, 1));
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn a_provider_error_stops_with_error() {
+    let model = ScriptedModel::new(|_, _| {
+        Ok(Bytes::from_static(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"bad key\"}}\n\n"))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    match events.last().unwrap() {
+        AgentEvent::Stop { reason, error, .. } => {
+            assert_eq!(*reason, StopReason::Error);
+            assert!(error.as_deref().unwrap().contains("bad key"));
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,908 @@
+//! The fitting corpus: text found on the machine plus deterministic generators.
+//!
+//! Sources (all read locally, nothing downloaded):
+//! - `prose`: licence texts in `/usr/share/common-licenses` and `README*.md` files of the crates
+//!   in `~/.cargo/registry/src`.
+//! - `rust`: `.rs` files of the crates in the cargo registry.
+//! - `python`: `.py` files of the Python standard library.
+//! - `zh`, `ja`, `ko`, `cyrillic`, `latin-eu`: translated man pages under `/usr/share/man/<lang>`
+//!   (groff markup stripped) plus Python's `test/cjkencodings/*-utf8.txt`. CJK text exists on
+//!   this machine, so the CJK generator fallback is not needed.
+//! - `json`, `logs`, `base64`, `hex`, `uuid`, `transcript`, `session`: generated from a seeded
+//!   PRNG and the embedded word list below, so they are identical on every machine.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// A seeded SplitMix64 generator (stable across platforms and Rust versions).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..hi` (`hi > lo`).
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo).max(1) as u64) as usize
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.range(0, items.len())]
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// One document of the corpus.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    pub category: &'static str,
+    /// Source file (or `generated:<kind>:<n>`).
+    pub source: String,
+    pub text: String,
+}
+
+/// Where the machine's text lives.
+pub struct Roots {
+    pub cargo_registry: PathBuf,
+    pub python_stdlib: PathBuf,
+    pub licenses: PathBuf,
+    pub man: PathBuf,
+}
+
+impl Roots {
+    pub fn detect() -> Roots {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        let registry_src = Path::new(&home).join(".cargo/registry/src");
+        // The registry has one directory per index (e.g. `index.crates.io-<hash>`).
+        let cargo_registry = list_dir(&registry_src)
+            .into_iter()
+            .find(|p| p.is_dir())
+            .unwrap_or(registry_src);
+        Roots {
+            cargo_registry,
+            python_stdlib: PathBuf::from("/root/.pyenv/versions/3.11.7/lib/python3.11"),
+            licenses: PathBuf::from("/usr/share/common-licenses"),
+            man: PathBuf::from("/usr/share/man"),
+        }
+    }
+}
+
+fn list_dir(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// All files under `dir` (sorted, no symlinks followed) accepted by `keep`.
+fn walk(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    for path in list_dir(dir) {
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(&path, keep, out);
+        } else if meta.is_file() && keep(&path) {
+            out.push(path);
+        }
+    }
+}
+
+fn read_text(path: &Path) -> Option<String> {
+    let bytes = if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = Vec::new();
+        flate2::read::GzDecoder::new(fs::File::open(path).ok()?)
+            .read_to_end(&mut s)
+            .ok()?;
+        s
+    } else {
+        fs::read(path).ok()?
+    };
+    String::from_utf8(bytes).ok()
+}
+
+/// Man macros whose arguments are text.
+const TEXT_MACROS: &[&str] = &[
+    "SH", "SS", "B", "I", "BR", "RB", "IR", "RI", "BI", "IB", "SM", "SB", "IP", "TP", "Nm", "Nd",
+    "Op", "Ar", "Fl", "Pa", "Xr", "It", "Sh", "Dl", "UR", "MT", "TH",
+];
+
+/// Strips groff markup from a man page, keeping its text: comments, requests, macro
+/// definitions (`.de` … `..`) and conditionals are dropped; text macros keep their arguments.
+pub fn strip_groff(src: &str) -> String {
+    let mut out = String::new();
+    let mut in_definition = false;
+    for line in src.lines() {
+        if in_definition {
+            in_definition = line.trim_end() != "..";
+            continue;
+        }
+        let text = if let Some(rest) = line.strip_prefix('.').or_else(|| line.strip_prefix('\'')) {
+            let (name, args) = rest
+                .trim_start()
+                .split_once(char::is_whitespace)
+                .unwrap_or((rest.trim(), ""));
+            if matches!(name, "de" | "de1" | "am" | "ig") {
+                in_definition = true;
+                continue;
+            }
+            if !TEXT_MACROS.contains(&name) {
+                continue;
+            }
+            args.trim().replace('"', "")
+        } else if line.starts_with("\\\"") || line.starts_with("\\}") {
+            continue;
+        } else {
+            line.to_owned()
+        };
+        let mut clean = String::with_capacity(text.len());
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                clean.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('f') => {
+                    // \fB, \fI, \fR, \fP, \f(CW, \f[..]
+                    match chars.next() {
+                        Some('(') => {
+                            chars.next();
+                            chars.next();
+                        }
+                        Some('[') => {
+                            for c in chars.by_ref() {
+                                if c == ']' {
+                                    break;
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                Some('-') => clean.push('-'),
+                Some('e') | Some('\\') => clean.push('\\'),
+                Some(' ') | Some('~') => clean.push(' '),
+                Some('&') | Some('|') | Some('^') | Some('c') => {}
+                Some('(') => {
+                    let name: String = chars.by_ref().take(2).collect();
+                    match name.as_str() {
+                        "em" => clean.push('—'),
+                        "en" => clean.push('–'),
+                        "aq" => clean.push('\''),
+                        "dq" => clean.push('"'),
+                        "bu" => clean.push('•'),
+                        "co" => clean.push('©'),
+                        _ => {}
+                    }
+                }
+                Some('*') => {
+                    // String interpolation (`\\*(xx` or `\\*x`): dropped.
+                    let name = chars.next();
+                    if name == Some('(') {
+                        chars.next();
+                        chars.next();
+                    }
+                }
+                Some('s') => {
+                    // size change \s-2, \s0
+                    if matches!(chars.peek(), Some('-' | '+')) {
+                        chars.next();
+                    }
+                    chars.next();
+                }
+                Some(other) => clean.push(other),
+                None => {}
+            }
+        }
+        if !clean.trim().is_empty() {
+            out.push_str(&clean);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Splits `text` at line boundaries into pieces of roughly `lo..hi` bytes (at most `max`).
+fn chunk(text: &str, rng: &mut Rng, lo: usize, hi: usize, max: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut target = rng.range(lo, hi);
+    for line in text.split_inclusive('\n') {
+        cur.push_str(line);
+        if cur.len() >= target {
+            out.push(std::mem::take(&mut cur));
+            target = rng.range(lo, hi);
+            if out.len() >= max {
+                return out;
+            }
+        }
+    }
+    if cur.len() >= lo / 2 {
+        out.push(cur);
+    }
+    out
+}
+
+/// Reads files into chunked documents of one category, up to `limit` documents.
+fn docs_from_files(
+    category: &'static str,
+    mut files: Vec<PathBuf>,
+    transform: &dyn Fn(String) -> String,
+    seed: u64,
+    limit: usize,
+    per_file: usize,
+) -> Vec<Doc> {
+    // Each category has its own stream, and files are visited in the order of a hash of their
+    // path below the source root, so files added to the machine later (new crates in the
+    // registry) only insert themselves instead of reshuffling every category.
+    let mut rng = Rng::new(seed ^ fnv1a(category.as_bytes()));
+    let rng = &mut rng;
+    files.sort_by_key(|p| fnv1a(stable_path(p).as_bytes()) ^ seed);
+    let mut docs = Vec::new();
+    for path in files {
+        let Some(text) = read_text(&path) else {
+            continue;
+        };
+        let text = transform(text);
+        for piece in chunk(&text, rng, 800, 6_000, per_file) {
+            docs.push(Doc {
+                category,
+                source: path.display().to_string(),
+                text: piece,
+            });
+            if docs.len() >= limit {
+                return docs;
+            }
+        }
+    }
+    docs
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The part of a path that does not depend on the machine (below the registry index directory,
+/// the Python prefix or `/usr/share`).
+fn stable_path(path: &Path) -> String {
+    let s = path.display().to_string();
+    for marker in ["/registry/src/", "/lib/python3.11/", "/usr/share/"] {
+        if let Some(at) = s.find(marker) {
+            let rest = &s[at + marker.len()..];
+            // Drop the registry index directory name (`index.crates.io-<hash>/`).
+            return match (marker, rest.split_once('/')) {
+                ("/registry/src/", Some((_, below))) => below.to_owned(),
+                _ => rest.to_owned(),
+            };
+        }
+    }
+    s
+}
+
+/// Builds the whole corpus: `limit` documents per category (fewer where the machine has less),
+/// plus `sessions` simulated agent sessions.
+pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc> {
+    let mut docs = Vec::new();
+    let ident = |s: String| s;
+
+    let mut prose = Vec::new();
+    walk(&roots.licenses, &|_| true, &mut prose);
+    let mut readmes = Vec::new();
+    walk(
+        &roots.cargo_registry,
+        &|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("README") && n.ends_with(".md"))
+        },
+        &mut readmes,
+    );
+    prose.extend(readmes);
+    docs.extend(docs_from_files("prose", prose, &ident, seed, limit, 3));
+
+    let mut rust = Vec::new();
+    walk(
+        &roots.cargo_registry,
+        &|p| p.extension().is_some_and(|e| e == "rs"),
+        &mut rust,
+    );
+    docs.extend(docs_from_files("rust", rust, &ident, seed, limit, 1));
+
+    let mut python = Vec::new();
+    walk(
+        &roots.python_stdlib,
+        &|p| {
+            p.extension().is_some_and(|e| e == "py")
+                && !p.components().any(|c| c.as_os_str() == "site-packages")
+        },
+        &mut python,
+    );
+    docs.extend(docs_from_files("python", python, &ident, seed, limit, 1));
+
+    let groff = |s: String| strip_groff(&s);
+    let man = |langs: &[&str]| {
+        let mut files = Vec::new();
+        for lang in langs {
+            walk(&roots.man.join(lang), &|_| true, &mut files);
+        }
+        files
+    };
+    let cjk_test = |names: &[&str]| -> Vec<PathBuf> {
+        names
+            .iter()
+            .map(|n| {
+                roots
+                    .python_stdlib
+                    .join("test/cjkencodings")
+                    .join(format!("{n}-utf8.txt"))
+            })
+            .filter(|p| p.exists())
+            .collect()
+    };
+    let mut zh = man(&["zh_CN", "zh_TW"]);
+    zh.extend(cjk_test(&[
+        "big5",
+        "gb2312",
+        "gbk",
+        "gb18030",
+        "big5hkscs",
+        "hz",
+    ]));
+    docs.extend(docs_from_files("zh", zh, &groff, seed, limit, 4));
+    let mut ja = man(&["ja"]);
+    ja.extend(cjk_test(&[
+        "euc_jp",
+        "shift_jis",
+        "euc_jisx0213",
+        "iso2022_jp",
+    ]));
+    docs.extend(docs_from_files("ja", ja, &groff, seed, limit, 4));
+    let mut ko = man(&["ko"]);
+    ko.extend(cjk_test(&["euc_kr", "cp949", "johab", "iso2022_kr"]));
+    docs.extend(docs_from_files("ko", ko, &groff, seed, limit, 6));
+    docs.extend(docs_from_files(
+        "cyrillic",
+        man(&["ru", "uk", "sr"]),
+        &groff,
+        seed,
+        limit,
+        2,
+    ));
+    docs.extend(docs_from_files(
+        "latin-eu",
+        man(&[
+            "de", "fr", "es", "it", "pt", "pt_BR", "pl", "nl", "sv", "cs", "hu", "tr", "ro",
+        ]),
+        &groff,
+        seed,
+        limit,
+        1,
+    ));
+
+    // Generated categories use a separate stream so they do not depend on the machine's files.
+    let mut g = Rng::new(seed ^ 0x005E_ED0F_6E4E_7A7E);
+    let code_samples: Vec<String> = docs
+        .iter()
+        .filter(|d| d.category == "rust" || d.category == "python")
+        .map(|d| d.text.clone())
+        .take(400)
+        .collect();
+    for i in 0..limit {
+        docs.push(generated("json", i, gen_json(&mut g)));
+        docs.push(generated("logs", i, gen_logs(&mut g)));
+        docs.push(generated("base64", i, gen_base64(&mut g)));
+        docs.push(generated("hex", i, gen_hex(&mut g)));
+        docs.push(generated("uuid", i, gen_uuid(&mut g)));
+        docs.push(generated(
+            "transcript",
+            i,
+            gen_transcript(&mut g, &code_samples, 2, 6),
+        ));
+    }
+    for i in 0..sessions {
+        docs.push(generated(
+            "session",
+            i,
+            gen_transcript(&mut g, &code_samples, 25, 60),
+        ));
+    }
+    docs
+}
+
+fn generated(category: &'static str, n: usize, text: String) -> Doc {
+    Doc {
+        category,
+        source: format!("generated:{category}:{n}"),
+        text,
+    }
+}
+
+/// Common English words for generated identifiers and sentences.
+const WORDS: &[&str] = &[
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "at",
+    "by",
+    "this",
+    "from",
+    "or",
+    "an",
+    "are",
+    "not",
+    "but",
+    "which",
+    "have",
+    "all",
+    "can",
+    "will",
+    "one",
+    "when",
+    "there",
+    "file",
+    "error",
+    "value",
+    "request",
+    "response",
+    "user",
+    "name",
+    "path",
+    "config",
+    "server",
+    "client",
+    "token",
+    "message",
+    "content",
+    "result",
+    "status",
+    "update",
+    "create",
+    "delete",
+    "list",
+    "item",
+    "data",
+    "time",
+    "date",
+    "count",
+    "index",
+    "key",
+    "type",
+    "model",
+    "build",
+    "test",
+    "check",
+    "parse",
+    "read",
+    "write",
+    "open",
+    "close",
+    "start",
+    "stop",
+    "run",
+    "task",
+    "job",
+    "queue",
+    "worker",
+    "cache",
+    "session",
+    "account",
+    "project",
+    "branch",
+    "commit",
+    "version",
+    "package",
+    "module",
+    "function",
+    "method",
+    "class",
+    "object",
+    "array",
+    "string",
+    "number",
+    "buffer",
+    "stream",
+    "event",
+    "handler",
+    "service",
+    "database",
+    "table",
+    "column",
+    "query",
+    "record",
+    "field",
+    "schema",
+    "timeout",
+    "retry",
+    "failed",
+    "success",
+    "warning",
+    "missing",
+    "invalid",
+    "unexpected",
+    "connection",
+    "network",
+    "address",
+    "port",
+    "host",
+    "local",
+    "remote",
+    "source",
+    "target",
+    "output",
+    "input",
+    "default",
+    "option",
+    "feature",
+    "support",
+    "release",
+    "issue",
+    "fix",
+];
+
+fn sentence(g: &mut Rng, words: usize) -> String {
+    let mut s = String::new();
+    for i in 0..words {
+        if i > 0 {
+            s.push(' ');
+        }
+        let word = g.pick::<&str>(WORDS);
+        s.push_str(word);
+    }
+    if let Some(first) = s.get(0..1) {
+        let upper = first.to_uppercase();
+        s.replace_range(0..1, &upper);
+    }
+    s.push('.');
+    s
+}
+
+fn sentence_between(g: &mut Rng, lo: usize, hi: usize) -> String {
+    let n = g.range(lo, hi);
+    sentence(g, n)
+}
+
+fn ident(g: &mut Rng) -> String {
+    let n = g.range(1, 4);
+    let parts: Vec<&str> = (0..n).map(|_| *g.pick(WORDS)).collect();
+    match g.range(0, 3) {
+        0 => parts.join("_"),
+        1 => parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if i == 0 {
+                    (*p).to_owned()
+                } else {
+                    let mut c = p.chars();
+                    c.next()
+                        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                        .unwrap_or_default()
+                }
+            })
+            .collect(),
+        _ => parts.join("-"),
+    }
+}
+
+fn json_value(g: &mut Rng, depth: usize) -> Value {
+    match g.range(0, if depth > 3 { 5 } else { 8 }) {
+        0 => json!(g.range(0, 100_000)),
+        1 => json!(g.range(0, 1_000_000) as f64 / 1000.0),
+        2 => json!(g.chance(0.5)),
+        3 | 4 => {
+            if g.chance(0.5) {
+                json!(sentence_between(g, 2, 14))
+            } else {
+                json!(ident(g))
+            }
+        }
+        5 | 6 => {
+            let mut map = serde_json::Map::new();
+            for _ in 0..g.range(1, 7) {
+                map.insert(ident(g), json_value(g, depth + 1));
+            }
+            Value::Object(map)
+        }
+        _ => Value::Array(
+            (0..g.range(1, 6))
+                .map(|_| json_value(g, depth + 1))
+                .collect(),
+        ),
+    }
+}
+
+fn gen_json(g: &mut Rng) -> String {
+    let target = g.range(800, 6_000);
+    let mut items = Vec::new();
+    let mut size = 0;
+    while size < target {
+        let mut map = serde_json::Map::new();
+        map.insert("id".into(), json!(g.range(1, 1_000_000)));
+        for _ in 0..g.range(2, 8) {
+            map.insert(ident(g), json_value(g, 1));
+        }
+        let v = Value::Object(map);
+        size += v.to_string().len();
+        items.push(v);
+    }
+    let doc = json!({ "data": items, "total": items.len() });
+    if g.chance(0.5) {
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    } else {
+        doc.to_string()
+    }
+}
+
+fn hex(g: &mut Rng, n: usize) -> String {
+    const HEX: &[u8] = b"0123456789abcdef";
+    (0..n).map(|_| HEX[g.range(0, 16)] as char).collect()
+}
+
+fn uuid(g: &mut Rng) -> String {
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        hex(g, 8),
+        hex(g, 4),
+        hex(g, 3),
+        hex(g, 3),
+        hex(g, 12)
+    )
+}
+
+fn timestamp(g: &mut Rng) -> String {
+    format!(
+        "2025-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        g.range(1, 13),
+        g.range(1, 29),
+        g.range(0, 24),
+        g.range(0, 60),
+        g.range(0, 60),
+        g.range(0, 1000)
+    )
+}
+
+fn gen_logs(g: &mut Rng) -> String {
+    let target = g.range(800, 6_000);
+    let style = g.range(0, 4);
+    let mut s = String::new();
+    while s.len() < target {
+        let line = match style {
+            0 => format!(
+                "{}.{}.{}.{} - - [{:02}/Mar/2025:{:02}:{:02}:{:02} +0000] \"{} /api/v1/{}/{} HTTP/1.1\" {} {} \"-\" \"Mozilla/5.0 (X11; Linux x86_64)\"\n",
+                g.range(1, 255),
+                g.range(0, 255),
+                g.range(0, 255),
+                g.range(1, 255),
+                g.range(1, 29),
+                g.range(0, 24),
+                g.range(0, 60),
+                g.range(0, 60),
+                g.pick(&["GET", "POST", "PUT", "DELETE"]),
+                ident(g),
+                g.range(1, 99_999),
+                g.pick(&[200, 201, 204, 301, 404, 500, 503]),
+                g.range(0, 80_000)
+            ),
+            1 => format!(
+                "{} {} [{}::{}] {} {}={} elapsed={}ms request_id={}\n",
+                timestamp(g),
+                g.pick(&["INFO ", "DEBUG", "WARN ", "ERROR", "TRACE"]),
+                ident(g).replace('-', "_"),
+                ident(g).replace('-', "_"),
+                sentence_between(g, 3, 10),
+                ident(g),
+                g.range(0, 10_000),
+                g.range(0, 5_000),
+                hex(g, 16)
+            ),
+            2 => {
+                if g.chance(0.15) {
+                    format!(
+                        "Traceback (most recent call last):\n  File \"/srv/app/{}/{}.py\", line {}, in {}\n    {}({})\nValueError: {}\n",
+                        ident(g).replace('-', "_"),
+                        ident(g).replace('-', "_"),
+                        g.range(1, 900),
+                        ident(g).replace('-', "_"),
+                        ident(g).replace('-', "_"),
+                        ident(g).replace('-', "_"),
+                        sentence(g, 6)
+                    )
+                } else {
+                    format!(
+                        "{{\"ts\":\"{}\",\"level\":\"{}\",\"msg\":\"{}\",\"user\":\"{}\",\"latency_ms\":{}}}\n",
+                        timestamp(g),
+                        g.pick(&["info", "warn", "error"]),
+                        sentence_between(g, 3, 9),
+                        uuid(g),
+                        g.range(1, 3000)
+                    )
+                }
+            }
+            _ => format!(
+                "   Compiling {} v{}.{}.{}\n{}: {} `{}` at src/{}.rs:{}:{}\n",
+                ident(g),
+                g.range(0, 3),
+                g.range(0, 40),
+                g.range(0, 20),
+                g.pick(&["warning", "error[E0308]", "note"]),
+                sentence_between(g, 3, 8),
+                ident(g).replace('-', "_"),
+                ident(g).replace('-', "_"),
+                g.range(1, 2000),
+                g.range(1, 100)
+            ),
+        };
+        s.push_str(&line);
+    }
+    s
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len() / 3 * 4 + 4);
+    for c in bytes.chunks(3) {
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn gen_base64(g: &mut Rng) -> String {
+    let n = g.range(600, 4_500);
+    let bytes: Vec<u8> = (0..n).map(|_| g.next_u64() as u8).collect();
+    let b64 = base64_of(&bytes);
+    match g.range(0, 3) {
+        0 => b64,
+        1 => {
+            let mut s = String::new();
+            for (i, c) in b64.chars().enumerate() {
+                if i > 0 && i % 76 == 0 {
+                    s.push('\n');
+                }
+                s.push(c);
+            }
+            s
+        }
+        _ => format!("data:image/png;base64,{b64}"),
+    }
+}
+
+fn gen_hex(g: &mut Rng) -> String {
+    let target = g.range(800, 6_000);
+    let mut s = String::new();
+    let style = g.range(0, 3);
+    let mut offset = 0;
+    while s.len() < target {
+        match style {
+            0 => s.push_str(&format!("{}  {}\n", hex(g, 64), ident(g))),
+            1 => {
+                let words: Vec<String> = (0..8).map(|_| hex(g, 4)).collect();
+                s.push_str(&format!(
+                    "{offset:08x}: {}  ................\n",
+                    words.join(" ")
+                ));
+                offset += 16;
+            }
+            _ => s.push_str(&hex(g, 128)),
+        }
+    }
+    s
+}
+
+fn gen_uuid(g: &mut Rng) -> String {
+    let target = g.range(800, 6_000);
+    let mut s = String::new();
+    let style = g.range(0, 2);
+    while s.len() < target {
+        if style == 0 {
+            s.push_str(&uuid(g));
+            s.push('\n');
+        } else {
+            s.push_str(&format!("{} {} {}\n", ident(g), uuid(g), uuid(g)));
+        }
+    }
+    s
+}
+
+/// An Anthropic Messages request body of a coding agent: tools, user turns, assistant text and
+/// tool calls, tool results holding code, logs and JSON.
+pub fn gen_transcript(g: &mut Rng, code: &[String], min_turns: usize, max_turns: usize) -> String {
+    let tools = json!([
+        {"name": "read_file", "description": "Read a file from the workspace and return its contents.",
+         "input_schema": {"type": "object", "properties": {"path": {"type": "string", "description": "Path relative to the workspace root"}}, "required": ["path"]}},
+        {"name": "bash", "description": "Run a shell command and return stdout and stderr.",
+         "input_schema": {"type": "object", "properties": {"command": {"type": "string"}, "timeout_ms": {"type": "integer"}}, "required": ["command"]}},
+        {"name": "edit_file", "description": "Replace an exact string in a file.",
+         "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["path", "old", "new"]}}
+    ]);
+    let mut messages = vec![json!({"role": "user", "content": sentence_between(g, 8, 30)})];
+    for turn in 0..g.range(min_turns, max_turns + 1) {
+        let id = format!(
+            "toolu_01{}",
+            base64_of(&g.next_u64().to_le_bytes()).replace(['+', '/', '='], "x")
+        );
+        let (name, input, result) = match g.range(0, 4) {
+            0 => {
+                let path = format!(
+                    "src/{}/{}.rs",
+                    ident(g).replace('-', "_"),
+                    ident(g).replace('-', "_")
+                );
+                let body = if code.is_empty() {
+                    gen_logs(g)
+                } else {
+                    g.pick(code).clone()
+                };
+                ("read_file", json!({"path": path}), body)
+            }
+            1 => (
+                "bash",
+                json!({"command": format!("cargo test -p {} -- {}", ident(g), ident(g))}),
+                gen_logs(g),
+            ),
+            2 => (
+                "bash",
+                json!({"command": format!("curl -s https://api.example.com/v1/{}", ident(g))}),
+                gen_json(g),
+            ),
+            _ => (
+                "edit_file",
+                json!({"path": format!("src/{}.py", ident(g).replace('-', "_")), "old": sentence(g, 5), "new": sentence(g, 7)}),
+                "The file has been updated.".to_owned(),
+            ),
+        };
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": sentence_between(g, 5, 25)},
+            {"type": "tool_use", "id": id, "name": name, "input": input}
+        ]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": result, "is_error": turn % 7 == 6}
+        ]}));
+    }
+    messages.push(json!({"role": "assistant", "content": sentence_between(g, 10, 40)}));
+    json!({"model": "claude-sonnet-4-5", "max_tokens": 32000,
+           "system": "You are a coding agent. Use the tools to inspect and change the workspace. Be concise.",
+           "tools": tools, "messages": messages})
+    .to_string()
+}

@@ -1,0 +1,586 @@
+//! `fit-tokens`: builds the estimator's fitting corpus from text on this machine plus seeded
+//! generators, counts it exactly (tiktoken-rs `o200k`/`cl100k`, claude-tokenizer for
+//! `claude-legacy`), fits the per-family linear models on one half, prints the accuracy table on
+//! the held-out half and writes:
+//!
+//! - `core/src/tokens/coefficients.rs` (the tables the core includes),
+//! - `tests/tokens/manifest.json` (seed, sources, sizes: what the corpus was on this machine),
+//! - `tests/tokens/sample/` (a small held-out sample with exact counts, for the core's test),
+//! - `tests/tokens/accuracy.md` (the table).
+//!
+//! Run: `cargo run -p fit-tokens --profile fit -- [--seed N] [--limit DOCS_PER_CATEGORY]
+//! [--sessions N] [--dry-run]`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod corpus;
+mod fit;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use ferroloop::tokens::{FEATURE_COUNT, FEATURE_NAMES, count_classes};
+use serde_json::json;
+
+/// `claude` is fitted to max(o200k, cl100k, claude-legacy) × this margin, per document.
+const CLAUDE_MARGIN: f64 = 1.05;
+/// Weight of under-estimated documents in the iteratively re-weighted fit.
+const UNDER_WEIGHT: f64 = 8.0;
+/// Reweighting rounds.
+const ROUNDS: usize = 8;
+/// After fitting, coefficients are scaled up until this fraction of training documents...
+const FLOOR_QUANTILE: f64 = 0.005;
+/// ...is at or above this ratio.
+const FLOOR_RATIO: f64 = 0.85;
+
+const CATEGORIES: [&str; 15] = [
+    "prose",
+    "rust",
+    "python",
+    "json",
+    "logs",
+    "base64",
+    "hex",
+    "uuid",
+    "zh",
+    "ja",
+    "ko",
+    "cyrillic",
+    "latin-eu",
+    "transcript",
+    "session",
+];
+/// Categories counted as JSON by Claude Code's rule (bytes per token 2).
+const JSON_CATEGORIES: [&str; 3] = ["json", "transcript", "session"];
+/// Man pages from shadow-utils (BSD-3-Clause), the only man pages copied into the sample.
+const PERMISSIVE_MAN_PAGES: [&str; 10] = [
+    "login.defs.5",
+    "passwd.5",
+    "shadow.5",
+    "chage.1",
+    "chfn.1",
+    "chsh.1",
+    "gpasswd.1",
+    "newgrp.1",
+    "useradd.8",
+    "vipw.8",
+];
+
+struct Args {
+    seed: u64,
+    limit: usize,
+    sessions: usize,
+    dry_run: bool,
+    repo: PathBuf,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        seed: 20_261_130,
+        limit: 160,
+        sessions: 40,
+        dry_run: false,
+        repo: Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().context("missing value");
+        match a.as_str() {
+            "--seed" => args.seed = value()?.parse()?,
+            "--limit" => args.limit = value()?.parse()?,
+            "--sessions" => args.sessions = value()?.parse()?,
+            "--repo" => args.repo = PathBuf::from(value()?),
+            "--dry-run" => args.dry_run = true,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    Ok(args)
+}
+
+struct Counted {
+    doc: corpus::Doc,
+    features: [f64; FEATURE_COUNT],
+    o200k: f64,
+    cl100k: f64,
+    legacy: f64,
+    train: bool,
+}
+
+impl Counted {
+    fn claude_target(&self) -> f64 {
+        self.o200k.max(self.cl100k).max(self.legacy) * CLAUDE_MARGIN
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Fam {
+    O200k,
+    Cl100k,
+    Legacy,
+    Claude,
+}
+
+impl Fam {
+    const ALL: [Fam; 4] = [Fam::O200k, Fam::Cl100k, Fam::Legacy, Fam::Claude];
+
+    fn name(self) -> &'static str {
+        match self {
+            Fam::O200k => "o200k",
+            Fam::Cl100k => "cl100k",
+            Fam::Legacy => "claude-legacy",
+            Fam::Claude => "claude",
+        }
+    }
+
+    fn konst(self) -> &'static str {
+        match self {
+            Fam::O200k => "O200K",
+            Fam::Cl100k => "CL100K",
+            Fam::Legacy => "CLAUDE_LEGACY",
+            Fam::Claude => "CLAUDE",
+        }
+    }
+
+    /// What the family is fitted to.
+    fn target(self, c: &Counted) -> f64 {
+        match self {
+            Fam::O200k => c.o200k,
+            Fam::Cl100k => c.cl100k,
+            Fam::Legacy => c.legacy,
+            Fam::Claude => c.claude_target(),
+        }
+    }
+
+    /// What the family is evaluated against (the best exact count available).
+    fn exact(self, c: &Counted) -> f64 {
+        match self {
+            Fam::O200k => c.o200k,
+            Fam::Cl100k => c.cl100k,
+            Fam::Legacy | Fam::Claude => c.legacy,
+        }
+    }
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[pos.min(sorted.len() - 1)]
+}
+
+struct Stats {
+    n: usize,
+    median: f64,
+    mean_abs: f64,
+    p90_abs: f64,
+    min: f64,
+    max: f64,
+}
+
+fn stats(ratios: &[f64]) -> Stats {
+    let mut r = ratios.to_vec();
+    r.sort_by(f64::total_cmp);
+    let mut abs: Vec<f64> = r.iter().map(|x| (x - 1.0).abs()).collect();
+    abs.sort_by(f64::total_cmp);
+    Stats {
+        n: r.len(),
+        median: quantile(&r, 0.5),
+        mean_abs: abs.iter().sum::<f64>() / abs.len().max(1) as f64,
+        p90_abs: quantile(&abs, 0.9),
+        min: r.first().copied().unwrap_or(f64::NAN),
+        max: r.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+fn utf16_len(s: &str) -> f64 {
+    s.encode_utf16().count() as f64
+}
+
+fn chars_over_four(c: &Counted) -> f64 {
+    (utf16_len(&c.doc.text) / 4.0).ceil()
+}
+
+fn claude_code_rule(c: &Counted) -> f64 {
+    let per_token = if JSON_CATEGORIES.contains(&c.doc.category) {
+        2.0
+    } else {
+        4.0
+    };
+    (utf16_len(&c.doc.text) / per_token * 4.0 / 3.0).ceil()
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let roots = corpus::Roots::detect();
+    let started = Instant::now();
+    let docs = corpus::build(&roots, args.seed, args.limit, args.sessions);
+    let total_bytes: usize = docs.iter().map(|d| d.text.len()).sum();
+    eprintln!(
+        "corpus: {} documents, {} bytes ({:.1?})",
+        docs.len(),
+        total_bytes,
+        started.elapsed()
+    );
+
+    let o200k = tiktoken_rs::o200k_base_singleton();
+    let cl100k = tiktoken_rs::cl100k_base_singleton();
+    if ensure_common3(&args)? {
+        bail!(
+            "core/src/tokens/common3.rs was regenerated: rebuild (cargo run again) to fit with it"
+        );
+    }
+    let legacy = claude_tokenizer::get_tokenizer();
+    let mut index_in_category = BTreeMap::<&str, usize>::new();
+    let mut counted = Vec::with_capacity(docs.len());
+    let started = Instant::now();
+    for doc in docs {
+        let i = index_in_category.entry(doc.category).or_default();
+        let train = *i % 2 == 0;
+        *i += 1;
+        let legacy_count = legacy
+            .encode(doc.text.as_str(), false)
+            .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
+            .len();
+        counted.push(Counted {
+            features: count_classes(doc.text.as_bytes()).features(),
+            o200k: o200k.encode_ordinary(&doc.text).len() as f64,
+            cl100k: cl100k.encode_ordinary(&doc.text).len() as f64,
+            legacy: legacy_count as f64,
+            train,
+            doc,
+        });
+    }
+    eprintln!("exact counts: {:.1?}", started.elapsed());
+    counted.retain(|c| c.o200k > 0.0 && c.cl100k > 0.0 && c.legacy > 0.0);
+
+    let mut tables = Vec::new();
+    for fam in Fam::ALL {
+        let train: Vec<&Counted> = counted.iter().filter(|c| c.train).collect();
+        let targets: Vec<f64> = train.iter().map(|c| fam.target(c)).collect();
+        let rows: Vec<fit::Row<'_>> = train
+            .iter()
+            .zip(&targets)
+            .map(|(c, &t)| fit::Row {
+                features: &c.features,
+                exact: t,
+                category: c.doc.category,
+            })
+            .collect();
+        let under_weight = env_f64("FIT_UNDER_WEIGHT", UNDER_WEIGHT);
+        let floor_ratio = env_f64("FIT_FLOOR_RATIO", FLOOR_RATIO);
+        let mut beta = fit::fit(&rows, FEATURE_COUNT, under_weight, ROUNDS);
+        // Safety scale: lift the low tail of training ratios to the floor.
+        let mut ratios: Vec<f64> = rows
+            .iter()
+            .map(|r| fit::predict(&beta, r.features) / r.exact)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let low = quantile(&ratios, FLOOR_QUANTILE);
+        let scale = (floor_ratio / low).max(1.0);
+        for b in &mut beta {
+            *b *= scale;
+        }
+        eprintln!("{}: safety scale {scale:.4}", fam.name());
+        if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
+            debug_worst(&counted, fam, &beta);
+        }
+        tables.push((fam, beta));
+    }
+
+    let report = accuracy_report(&counted, &tables);
+    println!("{report}");
+    if args.dry_run {
+        return Ok(());
+    }
+    write_coefficients(&args, &counted, &tables)?;
+    write_manifest(&args, &roots, &counted)?;
+    write_sample(&args, &counted)?;
+    std::fs::write(args.repo.join("tests/tokens/accuracy.md"), &report)?;
+    Ok(())
+}
+
+/// Regenerates the rare/common bitmap of three-byte characters if it differs from the one compiled
+/// into the core; returns whether it was rewritten.
+fn ensure_common3(args: &Args) -> Result<bool> {
+    use ferroloop::tokens::classes::{COMMON3_FIRST, COMMON3_LEN, common3_bitmap};
+    let o200k = tiktoken_rs::o200k_base_singleton();
+    let cl100k = tiktoken_rs::cl100k_base_singleton();
+    let mut words = vec![0u64; COMMON3_LEN.div_ceil(64) as usize];
+    let mut common = 0;
+    for index in 0..COMMON3_LEN {
+        let Some(ch) = char::from_u32(COMMON3_FIRST + index) else {
+            continue;
+        };
+        let s = ch.to_string();
+        if o200k.encode_ordinary(&s).len() == 1 && cl100k.encode_ordinary(&s).len() == 1 {
+            words[(index / 64) as usize] |= 1 << (index % 64);
+            common += 1;
+        }
+    }
+    if words.as_slice() == common3_bitmap() {
+        return Ok(false);
+    }
+    let mut src = String::new();
+    let _ = writeln!(
+        src,
+        "//! Three-byte characters (U+3000–U+DFFF) that are single tokens in both o200k and cl100k \
+         ({common} of them).\n//!\n//! @generated by `cargo run -p fit-tokens --profile fit`. Do not edit.\n\n\
+         /// Bitmap over U+3000–U+DFFF (bit `cp - 0x3000`).\npub(crate) static COMMON3: [u64; {}] = [",
+        words.len()
+    );
+    for chunk in words.chunks(4) {
+        let line: Vec<String> = chunk.iter().map(|w| format!("0x{w:016x}")).collect();
+        let _ = writeln!(src, "    {},", line.join(", "));
+    }
+    src.push_str("];\n");
+    std::fs::write(args.repo.join("core/src/tokens/common3.rs"), src)?;
+    Ok(true)
+}
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// With `FIT_DEBUG=1`: the most over- and under-estimated held-out documents per category.
+fn debug_worst(counted: &[Counted], fam: Fam, beta: &[f64]) {
+    for category in CATEGORIES {
+        let mut docs: Vec<(f64, &Counted)> = counted
+            .iter()
+            .filter(|c| !c.train && c.doc.category == category)
+            .map(|c| (fit::predict(beta, &c.features) / fam.exact(c), c))
+            .collect();
+        docs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (r, c) in docs.iter().take(2).chain(docs.iter().rev().take(2)) {
+            let preview: String = c
+                .doc
+                .text
+                .chars()
+                .take(160)
+                .collect::<String>()
+                .replace('\n', "⏎");
+            eprintln!(
+                "{} {category} {r:.3} {} bytes {} :: {preview}",
+                fam.name(),
+                c.doc.text.len(),
+                c.doc.source
+            );
+        }
+    }
+}
+
+fn accuracy_report(counted: &[Counted], tables: &[(Fam, Vec<f64>)]) -> String {
+    let held_out: Vec<&Counted> = counted.iter().filter(|c| !c.train).collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Held-out half: {} documents, {} bytes. Ratio = estimate / exact (`claude` is compared with \
+         the claude-legacy exact count; it is fitted to max(o200k, cl100k, claude-legacy) × {CLAUDE_MARGIN}).\n",
+        held_out.len(),
+        held_out.iter().map(|c| c.doc.text.len()).sum::<usize>()
+    );
+    let _ = writeln!(
+        out,
+        "| family | category | n | ferroloop median | mean abs err | P90 abs err | min | max | chars/4 median | chars/4 min | Claude Code median | Claude Code min |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (fam, beta) in tables {
+        for category in CATEGORIES.iter() {
+            let docs: Vec<&&Counted> = held_out
+                .iter()
+                .filter(|c| c.doc.category == *category)
+                .collect();
+            if docs.is_empty() {
+                continue;
+            }
+            let ours: Vec<f64> = docs
+                .iter()
+                .map(|c| fit::predict(beta, &c.features).ceil() / fam.exact(c))
+                .collect();
+            let c4: Vec<f64> = docs
+                .iter()
+                .map(|c| chars_over_four(c) / fam.exact(c))
+                .collect();
+            let cc: Vec<f64> = docs
+                .iter()
+                .map(|c| claude_code_rule(c) / fam.exact(c))
+                .collect();
+            let (s, s4, sc) = (stats(&ours), stats(&c4), stats(&cc));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.3} | {:.1}% | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                fam.name(),
+                category,
+                s.n,
+                s.median,
+                100.0 * s.mean_abs,
+                100.0 * s.p90_abs,
+                s.min,
+                s.max,
+                s4.median,
+                s4.min,
+                sc.median,
+                sc.min
+            );
+        }
+    }
+    out
+}
+
+fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>)]) -> Result<()> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "//! Estimator coefficients, one per feature of `ClassCounts::features`.\n//!\n\
+         //! @generated by `cargo run -p fit-tokens --profile fit` (seed {}, {} documents, {} \
+         training). Do not edit.\n//! `claude` is fitted to max(o200k, cl100k, claude-legacy) × {} \
+         per document: no offline vocabulary exists for current Claude models.\n",
+        args.seed,
+        counted.len(),
+        counted.iter().filter(|c| c.train).count(),
+        CLAUDE_MARGIN
+    );
+    let _ = writeln!(s, "use super::classes::FEATURE_COUNT;\n");
+    for (fam, beta) in tables {
+        let _ = writeln!(s, "/// `{}` coefficients.", fam.name());
+        let _ = writeln!(
+            s,
+            "pub(crate) const {}: [f64; FEATURE_COUNT] = [",
+            fam.konst()
+        );
+        for (name, b) in FEATURE_NAMES.iter().zip(beta) {
+            let _ = writeln!(s, "    {b:.6}, // {name}");
+        }
+        let _ = writeln!(s, "];\n");
+    }
+    let path = args.repo.join("core/src/tokens/coefficients.rs");
+    std::fs::write(&path, s.trim_end().to_owned() + "\n")?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn write_manifest(args: &Args, roots: &corpus::Roots, counted: &[Counted]) -> Result<()> {
+    let mut categories =
+        BTreeMap::<&str, (usize, usize, std::collections::BTreeSet<String>)>::new();
+    for c in counted {
+        let e = categories.entry(c.doc.category).or_default();
+        e.0 += 1;
+        e.1 += c.doc.text.len();
+        if !c.doc.source.starts_with("generated:") {
+            e.2.insert(c.doc.source.clone());
+        }
+    }
+    let manifest = json!({
+        "seed": args.seed,
+        "limit_per_category": args.limit,
+        "sessions": args.sessions,
+        "roots": {
+            "cargo_registry": roots.cargo_registry.display().to_string(),
+            "python_stdlib": roots.python_stdlib.display().to_string(),
+            "licenses": roots.licenses.display().to_string(),
+            "man": roots.man.display().to_string(),
+        },
+        "categories": categories.iter().map(|(k, (n, bytes, sources))| {
+            (k.to_string(), json!({"documents": n, "bytes": bytes, "sources": sources}))
+        }).collect::<serde_json::Map<_, _>>(),
+    });
+    let dir = args.repo.join("tests/tokens");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_string_pretty(&manifest)? + "\n",
+    )?;
+    Ok(())
+}
+
+/// Whether a held-out document may be copied into the repository (permissive sources only).
+fn shareable(source: &str) -> bool {
+    if source.starts_with("generated:") || source.contains("/cjkencodings/") {
+        return true;
+    }
+    if source.contains("/lib/python3") && !source.contains("site-packages") {
+        return true;
+    }
+    if source.contains("/.cargo/registry/") {
+        return true; // crates.io sources; the sample keeps only MIT/Apache crates (checked below)
+    }
+    PERMISSIVE_MAN_PAGES
+        .iter()
+        .any(|p| source.ends_with(&format!("/{p}.gz")))
+}
+
+fn crate_is_permissive(source: &str) -> bool {
+    let Some(pos) = source.find("/.cargo/registry/src/") else {
+        return true;
+    };
+    let rest = &source[pos + "/.cargo/registry/src/".len()..];
+    let mut parts = rest.splitn(3, '/');
+    let (Some(index), Some(krate)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let manifest = format!(
+        "{}{}/{}/Cargo.toml",
+        &source[..pos],
+        "/.cargo/registry/src/".to_owned() + index,
+        krate
+    );
+    std::fs::read_to_string(manifest)
+        .map(|m| {
+            m.lines().any(|l| {
+                l.starts_with("license") && (l.contains("MIT") || l.contains("Apache-2.0"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+fn write_sample(args: &Args, counted: &[Counted]) -> Result<()> {
+    let dir = args.repo.join("tests/tokens/sample");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let mut expected = Vec::new();
+    for category in CATEGORIES.iter() {
+        let (per_category, max_bytes) = if *category == "session" {
+            (2, 90_000)
+        } else {
+            (4, 4_000)
+        };
+        let picks = counted
+            .iter()
+            .filter(|c| !c.train && c.doc.category == *category && c.doc.text.len() <= max_bytes)
+            .filter(|c| shareable(&c.doc.source) && crate_is_permissive(&c.doc.source))
+            .take(per_category);
+        for (i, c) in picks.enumerate() {
+            let ext = if JSON_CATEGORIES.contains(category) {
+                "json"
+            } else {
+                "txt"
+            };
+            let name = format!("{category}-{i}.{ext}");
+            std::fs::write(dir.join(&name), &c.doc.text)?;
+            let source = match c.doc.source.find("/registry/src/") {
+                Some(p) => format!("crates.io:{}", &c.doc.source[p + "/registry/src/".len()..]),
+                None => c.doc.source.clone(),
+            };
+            expected.push(json!({
+                "file": name, "category": category, "source": source, "bytes": c.doc.text.len(),
+                "o200k": c.o200k as u64, "cl100k": c.cl100k as u64, "claude-legacy": c.legacy as u64,
+            }));
+        }
+    }
+    std::fs::write(
+        dir.join("expected.json"),
+        serde_json::to_string_pretty(&expected)? + "\n",
+    )?;
+    eprintln!("wrote {} sample documents", expected.len());
+    Ok(())
+}
