@@ -22,5 +22,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 section "client: loopback fault injection"
 bash scripts/test-client.sh
 
+section "c: libferroloop (C programs, valgrind)"
+bash scripts/test-c.sh
+
 section "done"
 echo "all suites passed"

@@ -15,5 +15,7 @@ pub mod message;
 pub mod sse;
 pub mod text;
 pub mod tokens;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 pub use text::Utf8Bytes;
