@@ -22,6 +22,9 @@ cargo test -p ferroloop --release --locked --test memory_bound
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
+section "client: loopback fault injection"
+bash scripts/test-client.sh
+
 section "c: libferroloop (C programs, valgrind)"
 bash scripts/test-c.sh
 

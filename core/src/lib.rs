@@ -7,6 +7,8 @@
 //! over the types defined here.
 
 pub mod agent;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod decode;
 pub mod exec;
 pub mod message;

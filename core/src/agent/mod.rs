@@ -14,8 +14,6 @@
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]).
 
-#[cfg(feature = "client")]
-mod client_model;
 mod config;
 mod context;
 mod events;
@@ -23,8 +21,6 @@ mod model;
 pub mod replay;
 mod run;
 
-#[cfg(feature = "client")]
-pub use client_model::ClientModel;
 pub use config::{AgentConfig, CLEARED_TOOL_RESULT, Limits, Price};
 pub use context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, microcompact,
