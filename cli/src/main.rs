@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod decode;
 mod input;
+mod model_source;
 mod output;
+mod run;
 mod serve_replay;
 mod sse;
 mod tokens;
@@ -34,6 +36,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the agent loop with the built-in tools (a real endpoint when ANTHROPIC_API_KEY is
+    /// set, otherwise the embedded replay model).
+    Run(run::RunArgs),
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),
     /// Measure the streaming core against its peers, side by side, and print a table.
@@ -51,6 +56,7 @@ fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run::run(args),
         Command::Sse(args) => sse::run(args),
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args),

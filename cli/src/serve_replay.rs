@@ -73,7 +73,10 @@ async fn serve(
     let server = ReplayServer::start_with_log(
         &script,
         &base_dir,
-        ServerOptions { tls: args.tls },
+        ServerOptions {
+            tls: args.tls,
+            ..ServerOptions::default()
+        },
         args.log_requests.then_some(log_sender),
     )
     .await?;

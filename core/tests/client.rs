@@ -706,9 +706,16 @@ async fn speaks_http2_with_prior_knowledge() {
 }
 
 async fn serve_tls(script: &Script) -> ReplayServer {
-    ReplayServer::start(script, &repo_root(), ServerOptions { tls: true })
-        .await
-        .unwrap()
+    ReplayServer::start(
+        script,
+        &repo_root(),
+        ServerOptions {
+            tls: true,
+            ..ServerOptions::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ pub use body::ReplayBody;
 pub use script::{
     Fault, Script, ScriptBody, ScriptEvent, ScriptedResponse, WhenExhausted, render_events,
 };
-pub use server::{RecordedRequest, ReplayServer, ServerOptions};
+pub use server::{RecordedRequest, ReplayServer, Responder, ServerOptions};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]

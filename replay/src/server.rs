@@ -22,14 +22,30 @@ use tokio::task::JoinSet;
 
 use crate::ReplayError;
 use crate::body::{Pacing, ReplayBody, write_body};
-use crate::script::{Fault, PreparedBody, Script, WhenExhausted};
+use crate::script::{Fault, PreparedBody, Script, ScriptedResponse, WhenExhausted};
+
+/// Computes a response from the request, for conversations that depend on what the client
+/// sent (the scripted model of `ferroloop run` reads the tool results in the request). `None`
+/// falls back to the script.
+pub type Responder = Arc<dyn Fn(&RecordedRequest) -> Option<ScriptedResponse> + Send + Sync>;
 
 /// Server options.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ServerOptions {
     /// Serve HTTPS with a fresh self-signed certificate for `localhost` and `127.0.0.1`
     /// (ALPN offers `h2` and `http/1.1`).
     pub tls: bool,
+    /// Asked first for every request; the script answers when it returns `None`.
+    pub responder: Option<Responder>,
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("tls", &self.tls)
+            .field("responder", &self.responder.is_some())
+            .finish()
+    }
 }
 
 /// A request as the server received it.
@@ -81,6 +97,8 @@ pub(crate) struct State {
     pub(crate) in_flight: AtomicUsize,
     last_activity: Mutex<Instant>,
     request_log: Option<mpsc::UnboundedSender<RecordedRequest>>,
+    responder: Option<Responder>,
+    base_dir: std::path::PathBuf,
 }
 
 impl State {
@@ -142,6 +160,8 @@ impl ReplayServer {
             in_flight: AtomicUsize::new(0),
             last_activity: Mutex::new(Instant::now()),
             request_log,
+            responder: options.responder.clone(),
+            base_dir: base_dir.to_path_buf(),
         });
         let listener = TcpListener::bind(("127.0.0.1", 0))
             .await
@@ -357,14 +377,28 @@ async fn respond(
     if let Some(log) = &state.request_log {
         let _ = log.send(recorded.clone());
     }
+    let computed = match &state.responder {
+        Some(responder) => match responder(&recorded).map(|r| prepare(&r, &state.base_dir)) {
+            Some(Ok(prepared)) => Some(prepared),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "the responder returned an invalid response");
+                None
+            }
+            None => None,
+        },
+        None => None,
+    };
     if let Ok(mut requests) = state.requests.lock() {
         requests.push(recorded);
     }
 
-    let scripted = match state.responses.get(index) {
-        Some(response) => Some(response),
-        None if state.when_exhausted == WhenExhausted::RepeatLast => state.responses.last(),
-        None => None,
+    let scripted = match computed.as_ref() {
+        Some(computed) => Some(computed),
+        None => match state.responses.get(index) {
+            Some(response) => Some(response),
+            None if state.when_exhausted == WhenExhausted::RepeatLast => state.responses.last(),
+            None => None,
+        },
     };
     let Some(scripted) = scripted else {
         return Ok(exhausted_response(index));

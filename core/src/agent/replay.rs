@@ -354,12 +354,15 @@ pub fn explore_directory_script(request: &Value) -> Value {
                 .lines()
                 .filter(|l| !l.trim().is_empty())
                 .count();
-            let todos = lookup("toolu_replay_03")
+            // `grep` in count mode answers `path:count` per file.
+            let counts: Vec<u64> = lookup("toolu_replay_03")
                 .lines()
-                .next()
-                .unwrap_or("no matches")
-                .trim()
-                .to_owned();
+                .filter_map(|l| l.rsplit_once(':').and_then(|(_, n)| n.trim().parse().ok()))
+                .collect();
+            let todos = match counts.len() {
+                0 => "none found".to_owned(),
+                files => format!("{} in {files} file(s)", counts.iter().sum::<u64>()),
+            };
             let first_line = lookup("toolu_replay_04")
                 .lines()
                 .map(|l| l.split_once('\t').map_or(l, |(_, rest)| rest).trim())

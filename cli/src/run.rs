@@ -1,0 +1,339 @@
+//! `ferroloop run`: the agent loop with the built-in tools, against a real endpoint when
+//! credentials are set, otherwise against the embedded replay model (a scripted conversation
+//! served over loopback HTTP; the tools run for real).
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason};
+use ferroloop::exec::{ToolExecutor, ToolRegistry};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::model_source;
+
+/// Arguments of `ferroloop run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// What to ask (default: explore this directory).
+    pub prompt: Option<String>,
+    /// Print the event stream as JSON lines instead of the terminal view.
+    #[arg(long)]
+    pub json: bool,
+    /// The model name (default: claude-sonnet-4-5, or gpt-4o with --provider openai).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The provider of the real endpoint: anthropic or openai (OpenAI-compatible Chat
+    /// Completions; see the README for what the loop supports there).
+    #[arg(long, default_value = "anthropic")]
+    pub provider: String,
+    /// A base URL for the real endpoint (a gateway or a local server).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Use the embedded replay model even when credentials are set.
+    #[arg(long)]
+    pub replay: bool,
+    /// The workspace the tools may touch (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Model calls at most.
+    #[arg(long, default_value_t = 20)]
+    pub max_turns: u32,
+}
+
+const DEFAULT_PROMPT: &str = "Explore this directory and tell me what it contains.";
+const SYSTEM_PROMPT: &str = "You are a careful assistant working in a local directory through \
+the tools you are given. Prefer several read-only tool calls in parallel. Be concise.";
+
+/// Runs `ferroloop run`.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let workspace = ferroloop::tools::Workspace::new(&dir)
+        .with_context(|| format!("cannot use {} as the workspace", dir.display()))?;
+    let mut registry = ToolRegistry::new();
+    for tool in ferroloop::tools::all(&workspace) {
+        registry
+            .register(tool)
+            .context("cannot register the built-in tools")?;
+    }
+    let executor = Arc::new(ToolExecutor::new(registry));
+
+    let source = model_source::choose(&args).await?;
+    let mut config = AgentConfig::new(source.model_name());
+    config.system = Some(SYSTEM_PROMPT.into());
+    config.limits.max_turns = args.max_turns;
+    let model: Arc<dyn Model> = source.model();
+    let agent = Agent::new(config, model, executor);
+    let prompt = args.prompt.clone().unwrap_or_else(|| DEFAULT_PROMPT.into());
+
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    if !args.json {
+        writeln!(out, "{}", source.banner(&dir))?;
+        writeln!(out, "> {prompt}\n")?;
+        out.flush()?;
+    }
+    let started = Instant::now();
+    let mut view = TerminalView::new(io::stdout().is_terminal());
+    let mut run = agent.run(prompt);
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let mut stop_reason = StopReason::Error;
+    loop {
+        tokio::select! {
+            event = run.next() => {
+                let Some(event) = event else { break };
+                if let AgentEvent::Stop { reason, .. } = &event {
+                    stop_reason = *reason;
+                }
+                if args.json {
+                    serde_json::to_writer(&mut out, &event)?;
+                    writeln!(out)?;
+                    out.flush()?;
+                } else {
+                    view.show(&mut out, &event, started)?;
+                }
+            }
+            _ = ticker.tick(), if !args.json => view.tick(&mut out)?,
+            _ = tokio::signal::ctrl_c() => run.cancel(),
+        }
+    }
+    drop(source);
+    Ok(match stop_reason {
+        StopReason::Error | StopReason::PromptTooLong => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// The terminal view: streaming text, a spinner while tools run, a line per finished call, and
+/// a closing summary.
+struct TerminalView {
+    tty: bool,
+    running: Vec<(String, String)>,
+    frame: usize,
+    spinner_shown: bool,
+    at_line_start: bool,
+    estimated: u64,
+    reported_input: u64,
+    first_token: Option<Duration>,
+    retries: u32,
+}
+
+const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+impl TerminalView {
+    fn new(tty: bool) -> Self {
+        Self {
+            tty,
+            running: Vec::new(),
+            frame: 0,
+            spinner_shown: false,
+            at_line_start: true,
+            estimated: 0,
+            reported_input: 0,
+            first_token: None,
+            retries: 0,
+        }
+    }
+
+    fn clear_spinner(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if self.spinner_shown {
+            write!(out, "\r\x1b[2K")?;
+            self.spinner_shown = false;
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if !self.tty || self.running.is_empty() {
+            return Ok(());
+        }
+        self.frame = (self.frame + 1) % FRAMES.len();
+        let names: Vec<&str> = self.running.iter().map(|(_, name)| name.as_str()).collect();
+        write!(
+            out,
+            "\r\x1b[2K{} running {}: {}",
+            FRAMES[self.frame],
+            names.len(),
+            names.join(", ")
+        )?;
+        self.spinner_shown = true;
+        out.flush()
+    }
+
+    fn newline(&mut self, out: &mut impl Write) -> io::Result<()> {
+        if !self.at_line_start {
+            writeln!(out)?;
+            self.at_line_start = true;
+        }
+        Ok(())
+    }
+
+    fn show(
+        &mut self,
+        out: &mut impl Write,
+        event: &AgentEvent,
+        started: Instant,
+    ) -> io::Result<()> {
+        self.clear_spinner(out)?;
+        match event {
+            AgentEvent::TextDelta { text } => {
+                write!(out, "{text}")?;
+                self.at_line_start = text.ends_with('\n');
+            }
+            AgentEvent::ThinkingDelta { .. } => {}
+            AgentEvent::ToolStarted {
+                tool_use_id,
+                name,
+                input,
+            } => {
+                self.newline(out)?;
+                if !self.tty {
+                    writeln!(out, "  … {name} {}", brief(input))?;
+                }
+                self.running.push((tool_use_id.clone(), name.clone()));
+            }
+            AgentEvent::ToolFinished {
+                tool_use_id,
+                name,
+                is_error,
+                status,
+                duration,
+            } => {
+                self.newline(out)?;
+                self.running.retain(|(id, _)| id != tool_use_id);
+                let mark = if *is_error { "✗" } else { "✓" };
+                let note = if *is_error {
+                    format!(" ({status})")
+                } else {
+                    String::new()
+                };
+                writeln!(out, "  {mark} {name}{note} · {}", human(*duration))?;
+            }
+            AgentEvent::ToolProgress { .. } => {}
+            AgentEvent::Retry {
+                attempt,
+                status,
+                wait,
+            } => {
+                self.newline(out)?;
+                self.retries += 1;
+                let status = status.map_or("connection error".to_owned(), |s| format!("HTTP {s}"));
+                writeln!(
+                    out,
+                    "  ↻ retry {attempt} after {status}, waiting {}",
+                    human(*wait)
+                )?;
+            }
+            AgentEvent::Context(action) => {
+                self.newline(out)?;
+                writeln!(
+                    out,
+                    "  ⋯ context: {}",
+                    serde_json::to_string(action).unwrap_or_default()
+                )?;
+            }
+            AgentEvent::CacheBreak {
+                previous,
+                current,
+                changed,
+            } => {
+                self.newline(out)?;
+                writeln!(
+                    out,
+                    "  ⚠ prompt cache break: {previous} → {current} cached tokens ({})",
+                    changed.join(", ")
+                )?;
+            }
+            AgentEvent::TurnStart { .. } => {}
+            AgentEvent::Usage {
+                usage,
+                estimated_input_tokens,
+                time_to_first_token,
+                ..
+            } => {
+                self.estimated += estimated_input_tokens;
+                let field = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+                self.reported_input += field("input_tokens")
+                    + field("cache_creation_input_tokens")
+                    + field("cache_read_input_tokens");
+                if self.first_token.is_none() {
+                    self.first_token = *time_to_first_token;
+                }
+            }
+            AgentEvent::TurnEnd { .. } => {}
+            AgentEvent::Stop {
+                reason,
+                error,
+                turns,
+                tool_calls,
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
+                self.newline(out)?;
+                writeln!(out)?;
+                if let Some(error) = error {
+                    writeln!(out, "stopped: {reason:?} — {error}")?;
+                }
+                let ttft = self.first_token.map_or("-".to_owned(), human);
+                writeln!(
+                    out,
+                    "── {} · {turns} turns · {tool_calls} tool calls · tokens in {input_tokens} / out {output_tokens} · estimated input {} vs reported {} · first token {ttft} · retries {} · wall {}",
+                    serde_json::to_value(reason)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    self.estimated,
+                    self.reported_input,
+                    self.retries,
+                    human(started.elapsed()),
+                )?;
+            }
+        }
+        out.flush()
+    }
+}
+
+fn brief(input: &Value) -> String {
+    let text = input.to_string();
+    if text.chars().count() > 80 {
+        format!("{}…", text.chars().take(80).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn human(duration: Duration) -> String {
+    let ms = duration.as_secs_f64() * 1e3;
+    if ms < 1.0 {
+        format!("{:.0} µs", ms * 1e3)
+    } else if ms < 1000.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{:.2} s", ms / 1e3)
+    }
+}
+
+impl std::fmt::Debug for TerminalView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TerminalView")
+            .field("tty", &self.tty)
+            .finish_non_exhaustive()
+    }
+}
