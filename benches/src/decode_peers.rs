@@ -319,7 +319,10 @@ impl NaiveOpenAiChat {
         if let Some(text) = delta["content"].as_str() {
             self.content.push_str(text);
         }
-        for call in delta["tool_calls"].as_array().map_or(&[][..], Vec::as_slice) {
+        for call in delta["tool_calls"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+        {
             let index = usize::try_from(call["index"].as_u64().unwrap_or(0)).unwrap_or(0);
             if self.tool_calls.len() <= index {
                 self.tool_calls.resize(index + 1, Value::Null);
@@ -348,7 +351,10 @@ impl NaiveOpenAiChat {
         if !self.tool_calls.is_empty() {
             message.insert("tool_calls".into(), Value::Array(self.tool_calls.clone()));
         }
-        let mut out = self.head.clone().unwrap_or_else(|| Value::Object(Map::new()));
+        let mut out = self
+            .head
+            .clone()
+            .unwrap_or_else(|| Value::Object(Map::new()));
         out["object"] = "chat.completion".into();
         out["choices"] = serde_json::json!([{
             "index": 0,

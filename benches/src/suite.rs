@@ -26,6 +26,9 @@ pub struct Sizes {
     pub large_event: usize,
     /// The prefix fed one byte at a time.
     pub byte_at_a_time: usize,
+    /// The single event again, small enough for `eventsource-stream`, which is quadratic in an
+    /// event's size (512 KiB by default).
+    pub small_event: usize,
     /// The tool input streamed in 1-character deltas (1 MiB by default).
     pub tool_input: usize,
     /// The tool input viewed after every delta, where the naive peer is quadratic (16 KiB).
@@ -48,6 +51,7 @@ impl Sizes {
                 anthropic: 1_000_000,
                 large_event: 2 << 20,
                 byte_at_a_time: 32 * 1024,
+                small_event: 256 * 1024,
                 tool_input: 256 * 1024,
                 tool_view: 8 * 1024,
                 token_corpus: 1 << 20,
@@ -60,6 +64,7 @@ impl Sizes {
                 anthropic: 6_000_000,
                 large_event: 16 << 20,
                 byte_at_a_time: 256 * 1024,
+                small_event: 512 * 1024,
                 tool_input: 1 << 20,
                 tool_view: 16 * 1024,
                 token_corpus: 4 << 20,
@@ -76,6 +81,7 @@ impl Sizes {
             anthropic: 20_000,
             large_event: 64 * 1024,
             byte_at_a_time: 2 * 1024,
+            small_event: 16 * 1024,
             tool_input: 2 * 1024,
             tool_view: 1024,
             token_corpus: 8 * 1024,
@@ -136,27 +142,42 @@ pub fn sse_workloads(sizes: Sizes) -> Vec<Workload> {
         &all,
     ));
 
-    let large = single_large_event(sizes.large_event);
-    let mut workload = sse_workload(
-        format!("sse/single-{}/1460B", label(large.len())),
-        &large,
-        1460,
-        &all,
-    );
-    let chunks = chunked(&large, 1460);
-    let mut copy = Vec::with_capacity(large.len());
-    workload.cases.push(
-        Case::new("memcpy (floor)", move || {
-            copy.clear();
-            for chunk in &chunks {
-                copy.extend_from_slice(chunk);
-            }
-            std::hint::black_box(copy.len());
-            1
-        })
-        .unchecked(),
-    );
-    out.push(workload);
+    // eventsource-stream re-scans an event's whole buffer per chunk (quadratic: about 400 s per
+    // run at 16 MiB), so it is measured on a smaller single event only.
+    let linear: Vec<SseImpl> = all
+        .into_iter()
+        .filter(|imp| *imp != SseImpl::EventsourceStream)
+        .collect();
+    for (size, peers, note) in [
+        (
+            sizes.large_event,
+            &linear[..],
+            " (eventsource-stream omitted: quadratic)",
+        ),
+        (sizes.small_event, &all[..], ""),
+    ] {
+        let large = single_large_event(size);
+        let mut workload = sse_workload(
+            format!("sse/single-{}/1460B{note}", label(size)),
+            &large,
+            1460,
+            peers,
+        );
+        let chunks = chunked(&large, 1460);
+        let mut copy = Vec::with_capacity(large.len());
+        workload.cases.push(
+            Case::new("memcpy (floor)", move || {
+                copy.clear();
+                for chunk in &chunks {
+                    copy.extend_from_slice(chunk);
+                }
+                std::hint::black_box(copy.len());
+                1
+            })
+            .unchecked(),
+        );
+        out.push(workload);
+    }
 
     let openai = openai_chat_stream(7, sizes.anthropic);
     out.push(sse_workload(
@@ -178,7 +199,8 @@ pub fn decode_workloads(sizes: Sizes) -> Vec<Workload> {
     let anthropic = anthropic_stream(42, sizes.anthropic);
     let chunks = Rc::new(chunked(&anthropic, CHUNK));
     let events = SseImpl::Ferroloop.parse(&chunks).events;
-    let checksum = |summary: DecodeSummary| (summary.blocks * 1_000_000_000 + summary.text_bytes) as u64;
+    let checksum =
+        |summary: DecodeSummary| (summary.blocks * 1_000_000_000 + summary.text_bytes) as u64;
     let cases = [
         DecodeImpl::FerroloopEvents,
         DecodeImpl::FerroloopAccumulate,
@@ -215,7 +237,9 @@ pub fn decode_workloads(sizes: Sizes) -> Vec<Workload> {
         unit: Unit::Bytes(openai.len() as u64),
         events,
         cases: vec![
-            Case::new("ferroloop (events)", move || ferroloop_openai_chat(&a, true)),
+            Case::new("ferroloop (events)", move || {
+                ferroloop_openai_chat(&a, true)
+            }),
             Case::new("ferroloop (accumulate only)", move || {
                 ferroloop_openai_chat(&b, false)
             }),
@@ -235,7 +259,10 @@ pub fn decode_workloads(sizes: Sizes) -> Vec<Workload> {
     let events = SseImpl::Ferroloop.parse(&chunks).events;
     let (a, b, c) = (chunks.clone(), chunks.clone(), chunks);
     out.push(Workload {
-        name: format!("decode/tool-input-{}/1-char-deltas", label(sizes.tool_input)),
+        name: format!(
+            "decode/tool-input-{}/1-char-deltas",
+            label(sizes.tool_input)
+        ),
         unit: Unit::Bytes(stream.len() as u64),
         events,
         cases: vec![
@@ -283,7 +310,12 @@ pub fn token_workloads(sizes: Sizes) -> Vec<Workload> {
     if corpus.is_empty() {
         return Vec::new();
     }
-    let (a, b, c, d) = (corpus.clone(), corpus.clone(), corpus.clone(), corpus.clone());
+    let (a, b, c, d) = (
+        corpus.clone(),
+        corpus.clone(),
+        corpus.clone(),
+        corpus.clone(),
+    );
     vec![Workload {
         name: format!("tokens/mixed-{}", label(sizes.token_corpus)),
         unit: Unit::Bytes(corpus.len() as u64),
@@ -480,7 +512,10 @@ mod tests {
         let mut workloads = suite_with(Sizes::tiny(), None);
         let names: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
         for group in ["sse/", "decode/", "tokens/", "exec/"] {
-            assert!(names.iter().any(|n| n.starts_with(group)), "{group}: {names:?}");
+            assert!(
+                names.iter().any(|n| n.starts_with(group)),
+                "{group}: {names:?}"
+            );
         }
         assert!(names.iter().any(|n| n.contains("tool-input")), "{names:?}");
         let options = RunOptions {

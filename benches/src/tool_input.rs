@@ -41,7 +41,9 @@ pub fn tool_input_stream(target_bytes: usize) -> (Bytes, u64) {
         out.push(c);
         out.push_str("\"}}\n\n");
     }
-    out.push_str("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n");
+    out.push_str(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    );
     out.push_str("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":300000}}\n\n");
     out.push_str("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
     (Bytes::from(out), lines)
@@ -88,7 +90,9 @@ pub fn naive_accumulate(chunks: &[Bytes]) -> u64 {
             }
         }
     }
-    naive.message().map_or(0, |m| lines_of(&m["content"][0]["input"]))
+    naive
+        .message()
+        .map_or(0, |m| lines_of(&m["content"][0]["input"]))
 }
 
 /// ferroloop with a complete-so-far view after every delta (what a UI rendering the input live
@@ -106,11 +110,15 @@ pub fn ferroloop_view_each(chunks: &[Bytes], lines_only: bool) -> u64 {
             let SseItem::Event(event) = item else {
                 continue;
             };
-            if decoder.push_event(event.event_type(), event.data()).is_err() {
+            if decoder
+                .push_event(event.event_type(), event.data())
+                .is_err()
+            {
                 return 0;
             }
             if event.event_type() == "content_block_delta"
-                && let Some(repair) = decoder.tool_input_repair(0, PartialMode::DropIncompleteStrings)
+                && let Some(repair) =
+                    decoder.tool_input_repair(0, PartialMode::DropIncompleteStrings)
             {
                 views += (repair.cut + repair.suffix.len()) as u64;
             }
