@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::alloc::allocations;
-use crate::memory::{peak_rss_bytes, reset_peak_rss};
+use crate::memory::{peak_rss_bytes, reset_peak_rss, rss_bytes};
 
 /// How a workload's speed is expressed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -157,8 +157,12 @@ pub struct Row {
     pub ferroloop_speedup: f64,
     /// Allocation calls per event in one run, when counted.
     pub allocs_per_event: Option<f64>,
-    /// Peak RSS during one run, in bytes, when measured.
+    /// Peak RSS of the process during one run, in bytes, when measured (includes every input
+    /// generated before the run).
     pub peak_rss: Option<u64>,
+    /// How far the peak rose above the RSS at the run's start: the memory the run itself
+    /// touched (a lower bound: pages the allocator kept from earlier runs are reused unseen).
+    pub rss_growth: Option<u64>,
     /// The checksum of the run.
     pub checksum: u64,
     /// Samples taken.
@@ -183,6 +187,7 @@ pub fn run(
         let mut checksums = Vec::new();
         let mut allocs = Vec::new();
         let mut peaks = Vec::new();
+        let mut growths = Vec::new();
         for case in &mut workload.cases {
             progress(
                 done,
@@ -194,12 +199,15 @@ pub fn run(
                 setup();
             }
             let memory = reset_peak_rss();
+            let start_rss = rss_bytes();
             let before = allocations();
             let checksum = (case.run)();
             let allocated = allocations() - before;
             checksums.push(checksum);
             allocs.push((allocated > 0 || before > 0).then_some(allocated));
-            peaks.push(if memory { peak_rss_bytes() } else { None });
+            let peak = if memory { peak_rss_bytes() } else { None };
+            peaks.push(peak);
+            growths.push(peak.zip(start_rss).map(|(p, s)| p.saturating_sub(s)));
         }
         let checked: Vec<u64> = workload
             .cases
@@ -276,6 +284,7 @@ pub fn run(
                     _ => None,
                 },
                 peak_rss: peaks[i],
+                rss_growth: growths[i],
                 checksum: checksums[i],
                 samples: samples[i].len(),
             });
@@ -313,7 +322,7 @@ pub fn table(rows: &[Row]) -> String {
         "min–max",
         "ferroloop ×",
         "allocs/event",
-        "peak RSS",
+        "peak RSS (+run)",
     ];
     let mut lines: Vec<[String; 7]> = vec![header.map(String::from)];
     for row in rows {
@@ -325,8 +334,15 @@ pub fn table(rows: &[Row]) -> String {
             format!("{:.2}", row.ferroloop_speedup),
             row.allocs_per_event
                 .map_or("-".into(), |a| format!("{a:.2}")),
-            row.peak_rss
-                .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
+            match (row.peak_rss, row.rss_growth) {
+                (Some(peak), Some(growth)) => format!(
+                    "{:.1} MiB (+{:.1})",
+                    peak as f64 / 1048576.0,
+                    growth as f64 / 1048576.0
+                ),
+                (Some(peak), None) => format!("{:.1} MiB", peak as f64 / 1048576.0),
+                _ => "-".into(),
+            },
         ]);
     }
     let widths: Vec<usize> = (0..7)
