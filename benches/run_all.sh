@@ -57,7 +57,7 @@ if [ -f benches/python/bench.py ] && [ "${BENCH_SKIP_PYTHON:-0}" != 1 ]; then
   fi
   note "installing the Python peers into $venv…"
   "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet anthropic httpx-sse tiktoken
+  "$venv/bin/pip" install --quiet anthropic httpx httpx-sse tiktoken
   if [ -f benches/python/requirements.txt ]; then
     "$venv/bin/pip" install --quiet -r benches/python/requirements.txt
   fi
@@ -82,7 +82,10 @@ fi
 if [ -f benches/node/bench.mjs ] && [ "${BENCH_SKIP_NODE:-0}" != 1 ]; then
   if [ -f node/package.json ]; then
     note "building the ferroloop Node package (release)…"
-    (cd node && npm install --no-audit --no-fund --silent && npm run --if-present build --silent)
+    (
+      cd node && npm install --no-audit --no-fund --silent
+      if grep -q '"build:release"' package.json; then npm run --silent build:release; else npm run --silent --if-present build; fi
+    )
   fi
   if [ -f benches/node/package.json ]; then
     note "installing the Node peers…"

@@ -16,8 +16,23 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 section "rust: tests"
 cargo test --workspace --locked
 
+section "rust: bounded memory (release: 1 GiB of messages, a 10 GiB hostile event)"
+cargo test -p ferroloop --release --locked --test memory_bound
+
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
+section "client: loopback fault injection"
+bash scripts/test-client.sh
+
+section "c: libferroloop (C programs, valgrind)"
+bash scripts/test-c.sh
+
+section "node: addon (napi-rs), node --test, tsc"
+bash scripts/test-node.sh
+
+section "python: pytest + mypy"
+bash scripts/test-python.sh
 
 section "done"
 echo "all suites passed"

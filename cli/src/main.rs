@@ -10,6 +10,7 @@ mod bench;
 mod decode;
 mod input;
 mod output;
+mod serve_replay;
 mod sse;
 mod tokens;
 
@@ -42,6 +43,8 @@ enum Command {
     Decode(decode::DecodeArgs),
     /// Estimate (or count exactly) the tokens of files; one JSON object per file.
     Tokens(tokens::TokensArgs),
+    /// Serve recorded or scripted provider responses with scripted faults on 127.0.0.1.
+    ServeReplay(serve_replay::ServeReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Decode(args) => decode::run(args),
         Command::Tokens(args) => tokens::run(args),
+        Command::ServeReplay(args) => serve_replay::run(args),
     };
     match result {
         Ok(code) => code,

@@ -7,11 +7,15 @@
 //! over the types defined here.
 
 pub mod agent;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod decode;
 pub mod exec;
 pub mod message;
 pub mod sse;
 pub mod text;
 pub mod tokens;
+#[cfg(feature = "tools")]
+pub mod tools;
 
 pub use text::Utf8Bytes;

@@ -491,3 +491,53 @@ async fn a_provider_error_stops_with_error() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The replay model's scripted conversation with the real built-in tools on a temporary
+/// directory: three turns, parallel read-only calls, an answer built from the real results.
+#[cfg(feature = "tools")]
+#[tokio::test]
+async fn replay_script_explores_a_directory_with_the_real_tools() {
+    use ferroloop::agent::replay::explore_directory_script;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        "# Demo project\n\nTODO: write docs\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let workspace = ferroloop::tools::Workspace::new(dir.path()).unwrap();
+    let mut registry = ToolRegistry::new();
+    for tool in ferroloop::tools::all(&workspace) {
+        registry.register(tool).unwrap();
+    }
+    let model = ScriptedModel::new(|_, request| {
+        Ok(Bytes::from(anthropic_sse(
+            &explore_directory_script(request),
+            9,
+        )))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("replay"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(registry)),
+    );
+    let events = collect(&agent, "explore").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok());
+    let finished: Vec<(&str, bool)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolFinished { name, is_error, .. } => Some((name.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 5, "{finished:?}");
+    assert!(
+        finished.iter().all(|(_, is_error)| !is_error),
+        "{messages:#?}"
+    );
+    let answer = messages.last().unwrap().to_string();
+    assert!(answer.contains("Demo project"), "{answer}");
+}

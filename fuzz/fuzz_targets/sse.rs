@@ -12,7 +12,9 @@ fn parse(input: &[u8], sizes: &[u8], limit: Option<usize>) -> (Vec<SseOwnedItem>
     let mut pos = 0;
     let mut turn = 0;
     while pos < input.len() {
-        let size = sizes.get(turn % sizes.len().max(1)).map_or(input.len(), |s| usize::from(*s).max(1));
+        let size = sizes
+            .get(turn % sizes.len().max(1))
+            .map_or(input.len(), |s| usize::from(*s).max(1));
         turn += 1;
         let end = (pos + size).min(input.len());
         parser.feed(Bytes::copy_from_slice(&input[pos..end]));
@@ -31,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     // The first bytes choose the chunk sizes and an optional size limit; the rest is the stream.
     let (control, input) = data.split_at(data.len().min(9));
     let (limit_byte, sizes) = control.split_first().unwrap_or((&0, &[]));
-    let limit = (*limit_byte > 200).then_some(usize::from(*limit_byte - 200) * 4);
+    let limit = (*limit_byte > 200).then(|| usize::from(*limit_byte - 200) * 4);
     let whole = parse(input, &[], limit);
     let split = parse(input, sizes, limit);
     assert_eq!(whole, split);

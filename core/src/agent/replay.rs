@@ -319,7 +319,7 @@ pub fn explore_directory_script(request: &Value) -> Value {
                     content.push(call(
                         "toolu_replay_04",
                         "read",
-                        json!({"path": path, "limit": 40}),
+                        json!({"file_path": path, "limit": 40}),
                     ));
                     content.push(call("toolu_replay_05", "grep", json!({"pattern": "^(fn|pub fn|def|class|function|export) ", "output_mode": "files_with_matches"})));
                 }

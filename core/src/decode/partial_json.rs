@@ -423,78 +423,92 @@ impl PartialJson {
             return Ok(pos);
         };
         let mut i = pos;
-        while i < bytes.len() {
-            match escape {
-                Escape::None => {
-                    let Some(offset) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else {
-                        if pending_high.is_some() {
-                            return Err(());
-                        }
-                        i = bytes.len();
-                        clean_end = i;
-                        break;
-                    };
-                    let at = i + offset;
-                    // A high surrogate must be followed directly by its low half.
-                    if pending_high.is_some() && (offset > 0 || bytes[at] == b'"') {
-                        return Err(());
-                    }
-                    if bytes[at] == b'"' {
-                        self.token.0 = Token::None;
-                        if key {
-                            if let Some(frame) = self.stack.last_mut() {
-                                frame.phase = Phase::Colon;
+        // On an error the state reached so far is still stored, so the view does not depend on
+        // where the fragments were cut.
+        let outcome = 'scan: {
+            while i < bytes.len() {
+                match escape {
+                    Escape::None => {
+                        let found = memchr::memchr2(b'"', b'\\', &bytes[i..]);
+                        let run_end = found.map_or(bytes.len(), |offset| i + offset);
+                        // Control characters must be escaped inside JSON strings.
+                        if let Some(control) = bytes[i..run_end].iter().position(|&b| b < 0x20) {
+                            if pending_high.is_none() {
+                                clean_end = i + control;
                             }
-                        } else {
-                            self.value_done(at + 1);
+                            break 'scan Err(());
                         }
-                        return Ok(at + 1);
-                    }
-                    clean_end = at;
-                    escape = Escape::Backslash;
-                    i = at + 1;
-                }
-                Escape::Backslash => {
-                    match bytes[i] {
-                        b'u' => {
-                            escape = Escape::Hex(4);
-                            hex = 0;
+                        let Some(offset) = found else {
+                            if pending_high.is_some() {
+                                break 'scan Err(());
+                            }
+                            i = bytes.len();
+                            clean_end = i;
+                            break;
+                        };
+                        let at = i + offset;
+                        // A high surrogate must be followed directly by its low half.
+                        if pending_high.is_some() && (offset > 0 || bytes[at] == b'"') {
+                            break 'scan Err(());
                         }
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'
-                            if pending_high.is_none() =>
-                        {
-                            escape = Escape::None;
-                            clean_end = i + 1;
+                        if bytes[at] == b'"' {
+                            self.token.0 = Token::None;
+                            if key {
+                                if let Some(frame) = self.stack.last_mut() {
+                                    frame.phase = Phase::Colon;
+                                }
+                            } else {
+                                self.value_done(at + 1);
+                            }
+                            return Ok(at + 1);
                         }
-                        _ => return Err(()),
+                        clean_end = at;
+                        escape = Escape::Backslash;
+                        i = at + 1;
                     }
-                    i += 1;
-                }
-                Escape::Hex(left) => {
-                    let digit = match bytes[i] {
-                        b @ b'0'..=b'9' => b - b'0',
-                        b @ b'a'..=b'f' => b - b'a' + 10,
-                        b @ b'A'..=b'F' => b - b'A' + 10,
-                        _ => return Err(()),
-                    };
-                    hex = (hex << 4) | u16::from(digit);
-                    i += 1;
-                    if left > 1 {
-                        escape = Escape::Hex(left - 1);
-                        continue;
+                    Escape::Backslash => {
+                        match bytes[i] {
+                            b'u' => {
+                                escape = Escape::Hex(4);
+                                hex = 0;
+                            }
+                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't'
+                                if pending_high.is_none() =>
+                            {
+                                escape = Escape::None;
+                                clean_end = i + 1;
+                            }
+                            _ => break 'scan Err(()),
+                        }
+                        i += 1;
                     }
-                    escape = Escape::None;
-                    let is_low = (0xDC00..=0xDFFF).contains(&hex);
-                    if is_low != pending_high.is_some() {
-                        return Err(()); // a lone surrogate half: not valid JSON
+                    Escape::Hex(left) => {
+                        let digit = match bytes[i] {
+                            b @ b'0'..=b'9' => b - b'0',
+                            b @ b'a'..=b'f' => b - b'a' + 10,
+                            b @ b'A'..=b'F' => b - b'A' + 10,
+                            _ => break 'scan Err(()),
+                        };
+                        hex = (hex << 4) | u16::from(digit);
+                        i += 1;
+                        if left > 1 {
+                            escape = Escape::Hex(left - 1);
+                            continue;
+                        }
+                        escape = Escape::None;
+                        let is_low = (0xDC00..=0xDFFF).contains(&hex);
+                        if is_low != pending_high.is_some() {
+                            break 'scan Err(()); // a lone surrogate half: not valid JSON
+                        }
+                        // `\uXXXX` is six bytes; a high surrogate needs its low half before the
+                        // text up to here can be cut into valid JSON.
+                        pending_high = (0xD800..=0xDBFF).contains(&hex).then(|| i - 6);
+                        clean_end = i;
                     }
-                    // `\uXXXX` is six bytes; a high surrogate needs its low half before the
-                    // text up to here can be cut into valid JSON.
-                    pending_high = (0xD800..=0xDBFF).contains(&hex).then(|| i - 6);
-                    clean_end = i;
                 }
             }
-        }
+            Ok(i)
+        };
         self.token.0 = Token::Str {
             key,
             clean_end,
@@ -502,7 +516,7 @@ impl PartialJson {
             hex,
             pending_high,
         };
-        Ok(i)
+        outcome
     }
 }
 

@@ -8,6 +8,7 @@
 //! event; invalid UTF-8 becomes U+FFFD; an unterminated event at end of input is discarded.
 
 mod event;
+mod line_end;
 mod parser;
 mod stream;
 

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::event::{SseEvent, SseEventRef, SseItem};
+use super::line_end::LineEndFinder;
 use crate::Utf8Bytes;
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
@@ -80,6 +81,7 @@ enum LineOutcome {
 #[derive(Debug)]
 pub struct SseParser {
     config: SseConfig,
+    line_end: LineEndFinder,
     /// The chunk being scanned, from `pos`, and its sequence number.
     cur: Bytes,
     pos: usize,
@@ -136,6 +138,7 @@ impl SseParser {
     pub fn with_config(config: SseConfig) -> Self {
         Self {
             config,
+            line_end: LineEndFinder::new(),
             cur: Bytes::new(),
             pos: 0,
             cur_id: 0,
@@ -362,7 +365,7 @@ impl SseParser {
         }
         while self.pos < chunk.len() {
             let rest = &chunk[self.pos..];
-            let Some(offset) = memchr::memchr2(b'\r', b'\n', rest) else {
+            let Some(offset) = self.line_end.find(rest) else {
                 self.bytes_scanned += rest.len() as u64;
                 let start = self.pos;
                 self.pos = chunk.len();

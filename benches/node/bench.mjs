@@ -1,0 +1,202 @@
+// ferroloop's Node addon side by side with the JavaScript peers, on the same bytes:
+//   * SSE alone: ferroloop SseParser vs eventsource-parser (bytes → events, UTF-8 decoding included)
+//   * decode + accumulate: ferroloop StreamDecoder vs the official @anthropic-ai/sdk
+//     (its SSE decoding + MessageStream accumulation, driven through a stubbed fetch)
+//   * executor overhead: 10,000 no-op async tools through ToolExecutor vs Promise.all
+// Prints medians (ms) and ratios. Build the addon in release mode first:
+//   (cd node && npm run build:release) && (cd benches/node && npm install && node bench.mjs)
+// Options: --iterations N (default 15), --bytes N (default 6000000), --json (machine-readable).
+
+import { createRequire } from 'node:module'
+import { performance } from 'node:perf_hooks'
+import { createParser } from 'eventsource-parser'
+import Anthropic from '@anthropic-ai/sdk'
+
+import { anthropicStream, chunked } from './workload.mjs'
+
+const require = createRequire(import.meta.url)
+const ferroloop = require('../../node/lib/index.js')
+
+const args = process.argv.slice(2)
+const option = (name, fallback) => {
+  const i = args.indexOf(name)
+  return i >= 0 ? Number(args[i + 1]) : fallback
+}
+const ITERATIONS = option('--iterations', 15)
+const BYTES = option('--bytes', 6_000_000)
+const JSON_OUT = args.includes('--json')
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/** Runs `fn` (sync or async) a few times to warm up, then ITERATIONS times; returns the median ms. */
+async function measure(fn) {
+  let check
+  for (let i = 0; i < 3; i++) check = await fn()
+  const times = []
+  for (let i = 0; i < ITERATIONS; i++) {
+    const start = performance.now()
+    await fn()
+    times.push(performance.now() - start)
+  }
+  return { ms: median(times), check }
+}
+
+// ---- SSE alone -------------------------------------------------------------------------------
+
+function ferroloopSse(chunks) {
+  const parser = new ferroloop.SseParser()
+  let events = 0
+  let dataChars = 0
+  for (const chunk of chunks) {
+    for (const ev of parser.feed(chunk)) {
+      events++
+      dataChars += ev.data.length
+    }
+  }
+  parser.finish()
+  return { events, dataChars }
+}
+
+function eventsourceParserSse(chunks) {
+  let events = 0
+  let dataChars = 0
+  const parser = createParser({
+    onEvent(ev) {
+      events++
+      dataChars += ev.data.length
+    },
+  })
+  const decoder = new TextDecoder()
+  for (const chunk of chunks) parser.feed(decoder.decode(chunk, { stream: true }))
+  parser.feed(decoder.decode())
+  return { events, dataChars }
+}
+
+// ---- decode + accumulate ---------------------------------------------------------------------
+
+function bodyOf(chunks) {
+  let i = 0
+  return new ReadableStream({
+    pull(controller) {
+      if (i < chunks.length) controller.enqueue(chunks[i++])
+      else controller.close()
+    },
+  })
+}
+
+const REQUEST = { model: 'claude-sonnet-4-20250514', max_tokens: 1024, messages: [{ role: 'user', content: 'hi' }] }
+
+async function sdkDecode(chunks) {
+  const client = new Anthropic({
+    apiKey: 'bench',
+    maxRetries: 0,
+    fetch: async () =>
+      new Response(bodyOf(chunks), { status: 200, headers: { 'content-type': 'text/event-stream' } }),
+  })
+  const message = await client.messages.stream(REQUEST).finalMessage()
+  return { blocks: message.content.length, stop: message.stop_reason }
+}
+
+async function ferroloopDecode(chunks, events) {
+  const decoder = new ferroloop.StreamDecoder({ provider: 'anthropic', events })
+  const response = new Response(bodyOf(chunks), { headers: { 'content-type': 'text/event-stream' } })
+  for await (const chunk of response.body) decoder.feed(chunk)
+  decoder.finish()
+  const message = decoder.message()
+  return { blocks: message.content.length, stop: message.stop_reason }
+}
+
+// ---- executor overhead -----------------------------------------------------------------------
+
+const TOOL_CALLS = 10_000
+
+function toolUses() {
+  const out = new Array(TOOL_CALLS)
+  for (let i = 0; i < TOOL_CALLS; i++) out[i] = { type: 'tool_use', id: `toolu_${i}`, name: 'noop', input: { i } }
+  return out
+}
+
+async function promiseAllTools(uses) {
+  const noop = async (input) => `ok ${input.i}`
+  const results = await Promise.all(
+    uses.map(async (use) => ({ type: 'tool_result', tool_use_id: use.id, content: await noop(use.input), is_error: false })),
+  )
+  return { results: results.length }
+}
+
+function makeExecutor() {
+  const executor = new ferroloop.ToolExecutor({ maxConcurrency: TOOL_CALLS })
+  executor.tool({ name: 'noop', concurrencySafe: true }, async (input) => `ok ${input.i}`)
+  return executor
+}
+
+async function ferroloopTools(executor, uses) {
+  const results = await executor.run(uses)
+  return { results: results.length }
+}
+
+// ---- report ----------------------------------------------------------------------------------
+
+const rows = []
+function row(group, name, ms, bytes, check) {
+  rows.push({ group, name, ms, mbPerS: bytes ? bytes / 1e6 / (ms / 1e3) : null, check })
+}
+
+const input = anthropicStream(42, BYTES)
+for (const size of [1460, 16384]) {
+  const chunks = chunked(input, size)
+  const fl = await measure(() => ferroloopSse(chunks))
+  const esp = await measure(() => eventsourceParserSse(chunks))
+  if (fl.check.events !== esp.check.events || fl.check.dataChars !== esp.check.dataChars) {
+    throw new Error(`SSE results differ: ${JSON.stringify(fl.check)} vs ${JSON.stringify(esp.check)}`)
+  }
+  row(`sse (chunk ${size})`, 'ferroloop SseParser', fl.ms, input.length, fl.check)
+  row(`sse (chunk ${size})`, 'eventsource-parser', esp.ms, input.length, esp.check)
+}
+
+{
+  const chunks = chunked(input, 16384)
+  const sdk = await measure(() => sdkDecode(chunks))
+  row('decode+accumulate (chunk 16384)', '@anthropic-ai/sdk MessageStream', sdk.ms, input.length, sdk.check)
+  if (typeof ferroloop.StreamDecoder === 'function') {
+    // events: false accumulates only (what MessageStream.finalMessage() needs); events: true
+    // also hands every typed event to JS (what a streaming UI consumes).
+    for (const events of [false, true]) {
+      const fl = await measure(() => ferroloopDecode(chunks, events))
+      if (fl.check.blocks !== sdk.check.blocks) throw new Error('decoded messages differ')
+      const label = events ? 'ferroloop StreamDecoder (+events)' : 'ferroloop StreamDecoder'
+      row('decode+accumulate (chunk 16384)', label, fl.ms, input.length, fl.check)
+    }
+  }
+}
+
+{
+  const uses = toolUses()
+  const base = await measure(() => promiseAllTools(uses))
+  row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base.ms, 0, base.check)
+  if (typeof ferroloop.ToolExecutor === 'function') {
+    const executor = makeExecutor()
+    const fl = await measure(() => ferroloopTools(executor, uses))
+    row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl.ms, 0, fl.check)
+  }
+}
+
+if (JSON_OUT) {
+  process.stdout.write(`${JSON.stringify({ bytes: input.length, iterations: ITERATIONS, rows }, null, 1)}\n`)
+} else {
+  console.log(`input: ${input.length} bytes, ${ITERATIONS} iterations, medians; node ${process.version}`)
+  for (const group of [...new Set(rows.map((r) => r.group))]) {
+    console.log(`\n${group}`)
+    const inGroup = rows.filter((r) => r.group === group)
+    const fl = inGroup.find((r) => r.name.startsWith('ferroloop'))
+    for (const r of inGroup) {
+      const rate = r.mbPerS === null ? '' : `${r.mbPerS.toFixed(1).padStart(8)} MB/s`
+      const ratio = fl && r !== fl ? `   ferroloop time ratio ${(fl.ms / r.ms).toFixed(3)} (speedup ${(r.ms / fl.ms).toFixed(2)}x)` : ''
+      console.log(`  ${r.name.padEnd(34)} ${r.ms.toFixed(2).padStart(9)} ms ${rate}${ratio}`)
+    }
+  }
+}

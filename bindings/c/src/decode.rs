@@ -1,0 +1,399 @@
+//! The provider stream decoder: raw SSE bytes in, typed events and the message out, as JSON.
+
+use std::collections::VecDeque;
+use std::ffi::c_char;
+
+use bytes::Bytes;
+use ferroloop_core::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
+use serde_json::Value;
+
+use crate::boundary::{self, FfiError, FfiResult};
+use crate::status::fl_status;
+use crate::text::{self, Out};
+
+/// A stream decoder for one provider (opaque): feed it the raw bytes of a streamed response and
+/// read the typed events and the accumulated message as JSON. Create it with `fl_decoder_new`,
+/// release it with `fl_decoder_free`.
+///
+/// Not thread-safe: use a decoder from one thread at a time (it may move between threads).
+pub struct fl_decoder {
+    decoder: StreamDecoder,
+    /// Events completed and not yet returned by `fl_decoder_next_event`.
+    events: VecDeque<DecodeEvent>,
+    /// Scratch for `feed_into`.
+    scratch: Vec<DecodeEvent>,
+    /// The JSON (NUL-terminated) behind the last view handed out.
+    view: Vec<u8>,
+    finished: bool,
+}
+
+impl fl_decoder {
+    /// Moves the events of `scratch` to the queue.
+    fn queue_scratch(&mut self) {
+        self.events.extend(self.scratch.drain(..));
+    }
+
+    /// Stores `value` as the current view's JSON and returns the view.
+    fn set_view(&mut self, value: &impl serde::Serialize) -> FfiResult<(*const c_char, usize)> {
+        self.view.clear();
+        serde_json::to_writer(&mut self.view, value)
+            .map_err(|error| FfiError::invalid(format!("cannot serialise to JSON: {error}")))?;
+        let len = self.view.len();
+        self.view.push(0);
+        Ok((self.view.as_ptr().cast(), len))
+    }
+}
+
+/// The status and message of a decoder error.
+fn decode_error(error: &DecodeError) -> FfiError {
+    let status = match error {
+        DecodeError::Truncated { .. } => fl_status::FL_STATUS_TRUNCATED,
+        DecodeError::Provider { .. } => fl_status::FL_STATUS_PROVIDER_ERROR,
+        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
+            fl_status::FL_STATUS_PROTOCOL_ERROR
+        }
+    };
+    FfiError::new(status, error.to_string())
+}
+
+/// Creates a decoder for `provider` (UTF-8, `provider_len` bytes): `"anthropic"`,
+/// `"openai-chat"` or `"openai-responses"` (anything else is `FL_STATUS_INVALID_ARGUMENT`), and
+/// stores it in `*out`. The caller owns it and releases it with `fl_decoder_free`. Thread-safe.
+///
+/// # Safety
+/// `provider` must be valid for reads of `provider_len` bytes; `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_new(
+    provider: *const c_char,
+    provider_len: usize,
+    out: *mut *mut fl_decoder,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `provider`.
+        let name = unsafe { text::str_arg(provider, provider_len, "provider") }?;
+        let out = Out::new(out, "out")?;
+        let provider = Provider::from_name(name).ok_or_else(|| {
+            FfiError::invalid(format!(
+                "unknown provider '{name}' (expected anthropic, openai-chat or openai-responses)"
+            ))
+        })?;
+        let decoder = Box::new(fl_decoder {
+            decoder: StreamDecoder::for_provider(provider),
+            events: VecDeque::new(),
+            scratch: Vec::new(),
+            view: Vec::new(),
+            finished: false,
+        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(decoder)) };
+        Ok(())
+    })
+}
+
+/// Releases a decoder and every view it handed out. NULL is accepted and ignored.
+///
+/// # Safety
+/// `decoder` must be NULL or a decoder from `fl_decoder_new`, not freed yet; it must not be used
+/// afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_free(decoder: *mut fl_decoder) {
+    boundary::run_void(|| {
+        if !decoder.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` in `fl_decoder_new`, freed only once.
+            drop(unsafe { Box::from_raw(decoder) });
+        }
+    });
+}
+
+/// Turns the recording of typed events on or off (on by default). Off, the decoder only
+/// accumulates the message, with no per-event allocation, and `fl_decoder_next_event` yields
+/// nothing.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_set_record_events(
+    decoder: *mut fl_decoder,
+    record: bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
+        decoder.decoder.decoder_mut().set_record_events(record);
+        Ok(())
+    })
+}
+
+/// Feeds `len` raw bytes of the streamed response (split anywhere; copied, so `data` may be
+/// reused at once; NULL when `len` is 0) and decodes every SSE event they complete. The typed
+/// events are queued for `fl_decoder_next_event`.
+///
+/// Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
+/// `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
+/// or was not valid JSON, with the details in `fl_last_error_message`. The events completed
+/// before the failing one are still queued, and `fl_decoder_message` still shows what arrived.
+/// Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
+/// out by this decoder.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `data` must be valid for reads of
+/// `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_feed(
+    decoder: *mut fl_decoder,
+    data: *const u8,
+    len: usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `decoder` and `data`.
+        let (decoder, data) = unsafe {
+            (
+                text::handle_mut(decoder, "decoder")?,
+                text::bytes_arg(data, len, "data")?,
+            )
+        };
+        if decoder.finished {
+            return Err(FfiError::state("the decoder was finished"));
+        }
+        let mut scratch = std::mem::take(&mut decoder.scratch);
+        let result = decoder
+            .decoder
+            .feed_into(Bytes::copy_from_slice(data), &mut scratch);
+        decoder.scratch = scratch;
+        decoder.queue_scratch();
+        result.map_err(|error| decode_error(&error))
+    })
+}
+
+/// Writes the next queued typed event into `*json` / `*json_len` as a JSON object with a `type`
+/// field (for example `{"type":"text_delta","index":0,"text":"Hi"}`) and sets `*has_event`; when
+/// the queue is empty, `*has_event` is false and `*json` is NULL.
+///
+/// The view is NUL-terminated (the length excludes the NUL), owned by the decoder, and valid
+/// until the next call on this decoder.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `json`, `json_len` and `has_event`
+/// must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_next_event(
+    decoder: *mut fl_decoder,
+    json: *mut *const c_char,
+    json_len: *mut usize,
+    has_event: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
+        let json = Out::new(json, "json")?;
+        let json_len = Out::new(json_len, "json_len")?;
+        let has_event = Out::new(has_event, "has_event")?;
+        let (ptr, len, has) = match decoder.events.pop_front() {
+            Some(event) => {
+                let (ptr, len) = decoder.set_view(&event)?;
+                (ptr, len, true)
+            }
+            None => (std::ptr::null(), 0, false),
+        };
+        // SAFETY: all three not NULL (checked) and writable (the caller's promise).
+        unsafe {
+            json.write(ptr);
+            json_len.write(len);
+            has_event.write(has);
+        }
+        Ok(())
+    })
+}
+
+/// Writes a snapshot of the message accumulated so far, in the provider's non-streaming
+/// response shape, into `*json` / `*json_len` (`null` before the stream's first event). The view
+/// is NUL-terminated, owned by the decoder, and valid until the next call on this decoder.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
+/// for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_message(
+    decoder: *mut fl_decoder,
+    json: *mut *const c_char,
+    json_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
+        let json = Out::new(json, "json")?;
+        let json_len = Out::new(json_len, "json_len")?;
+        let message = decoder.decoder.message();
+        let (ptr, len) = decoder.set_view(&message)?;
+        // SAFETY: both not NULL (checked) and writable (the caller's promise).
+        unsafe {
+            json.write(ptr);
+            json_len.write(len);
+        }
+        Ok(())
+    })
+}
+
+/// Writes into `*complete` whether the stream reached its end marker (`message_stop`, `[DONE]`,
+/// `response.completed`).
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `complete` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_is_complete(
+    decoder: *const fl_decoder,
+    complete: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_ref(decoder, "decoder") }?;
+        let complete = Out::new(complete, "complete")?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { complete.write(decoder.decoder.is_complete()) };
+        Ok(())
+    })
+}
+
+/// Ends the input and writes the final message into `*json` / `*json_len` (NUL-terminated,
+/// owned by the decoder, valid until the next call on this decoder). Events completed at the end
+/// are queued for `fl_decoder_next_event`.
+///
+/// Returns `FL_STATUS_OK` with the final message; `FL_STATUS_TRUNCATED` when the stream stopped
+/// before the message completed (the view then holds the partial message);
+/// `FL_STATUS_PROVIDER_ERROR` / `FL_STATUS_PROTOCOL_ERROR` as for `fl_decoder_feed` (the view then
+/// holds the message as it stood). On these statuses the view is written too. Bytes after the
+/// last complete SSE event are discarded. A second call is `FL_STATUS_INVALID_STATE`.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
+/// for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_finish(
+    decoder: *mut fl_decoder,
+    json: *mut *const c_char,
+    json_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
+        let json = Out::new(json, "json")?;
+        let json_len = Out::new(json_len, "json_len")?;
+        if decoder.finished {
+            return Err(FfiError::state("the decoder was already finished"));
+        }
+        decoder.finished = true;
+        let result = decoder.decoder.finish();
+        let mut scratch = std::mem::take(&mut decoder.scratch);
+        decoder.decoder.decoder_mut().drain_events(&mut scratch);
+        decoder.scratch = scratch;
+        decoder.queue_scratch();
+        let (message, error): (Value, Option<FfiError>) = match result {
+            Ok(message) => (message, None),
+            Err(error) => {
+                let status = decode_error(&error);
+                match error {
+                    DecodeError::Truncated { partial, .. } => (*partial, Some(status)),
+                    _ => (decoder.decoder.message(), Some(status)),
+                }
+            }
+        };
+        let (ptr, len) = decoder.set_view(&message)?;
+        // SAFETY: both not NULL (checked) and writable (the caller's promise).
+        unsafe {
+            json.write(ptr);
+            json_len.write(len);
+        }
+        error.map_or(Ok(()), Err)
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::ptr;
+
+    use super::*;
+
+    fn view(ptr: *const c_char, len: usize) -> Value {
+        // SAFETY: views are valid for `len` bytes until the next call on the decoder.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        serde_json::from_slice(bytes).unwrap()
+    }
+
+    #[test]
+    fn anthropic_text_stream_events_and_message() {
+        let stream = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",",
+            "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],",
+            "\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":1,",
+            "\"output_tokens\":1}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,",
+            "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,",
+            "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+        );
+        let mut decoder = ptr::null_mut();
+        let (mut json, mut len, mut has) = (ptr::null(), 0, false);
+        // SAFETY: every pointer is a local, a literal or the decoder created here.
+        unsafe {
+            assert_eq!(
+                fl_decoder_new("anthropic".as_ptr().cast(), 9, &mut decoder),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(
+                fl_decoder_feed(decoder, stream.as_ptr(), stream.len()),
+                fl_status::FL_STATUS_OK
+            );
+            let mut types = Vec::new();
+            loop {
+                assert_eq!(
+                    fl_decoder_next_event(decoder, &mut json, &mut len, &mut has),
+                    fl_status::FL_STATUS_OK
+                );
+                if !has {
+                    assert!(json.is_null());
+                    break;
+                }
+                types.push(view(json, len)["type"].as_str().unwrap().to_owned());
+            }
+            assert!(types.contains(&"text_delta".to_owned()), "{types:?}");
+            assert_eq!(
+                fl_decoder_message(decoder, &mut json, &mut len),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(view(json, len)["content"][0]["text"], "Hi");
+            assert_eq!(
+                fl_decoder_finish(decoder, &mut json, &mut len),
+                fl_status::FL_STATUS_TRUNCATED
+            );
+            assert_eq!(view(json, len)["content"][0]["text"], "Hi");
+            assert_eq!(
+                fl_decoder_feed(decoder, ptr::null(), 0),
+                fl_status::FL_STATUS_INVALID_STATE
+            );
+            fl_decoder_free(decoder);
+        }
+    }
+
+    #[test]
+    fn provider_error_and_unknown_provider() {
+        let stream = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let mut decoder = ptr::null_mut();
+        // SAFETY: every pointer is a local, a literal or the decoder created here.
+        unsafe {
+            assert_eq!(
+                fl_decoder_new("openai".as_ptr().cast(), 6, &mut decoder),
+                fl_status::FL_STATUS_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                fl_decoder_new("anthropic".as_ptr().cast(), 9, &mut decoder),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(
+                fl_decoder_feed(decoder, stream.as_ptr(), stream.len()),
+                fl_status::FL_STATUS_PROVIDER_ERROR
+            );
+            fl_decoder_free(decoder);
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! The tool executor driven by C callbacks.
+//!
+//! The executor owns a single-threaded tokio runtime: `fl_executor_run` drives it on the calling
+//! thread, so every tool callback runs on that thread, while the replies (`fl_tool_complete`)
+//! may come from any thread.
+
+use std::ffi::{c_char, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use ferroloop_core::exec::{
+    CancellationToken, ExecutorConfig, Tool, ToolContext, ToolExecutor, ToolFuture, ToolOutput,
+    ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError,
+};
+use serde_json::Value;
+
+use crate::boundary::{self, FfiError, FfiResult};
+use crate::status::fl_status;
+use crate::text::{self, Out};
+use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
+
+/// A tool executor (opaque): runs tool calls through C callbacks, safe calls in parallel,
+/// exclusive calls alone, and returns the results in request order. Create it with
+/// `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
+/// `fl_executor_run`, release it with `fl_executor_free`.
+///
+/// One run at a time per executor (a concurrent `fl_executor_run` returns
+/// `FL_STATUS_INVALID_STATE`); `fl_executor_free` must not overlap a run; the other functions are
+/// thread-safe.
+pub struct fl_executor {
+    runtime: tokio::runtime::Runtime,
+    config: ExecutorConfig,
+    /// Tools registered so far; taken when the executor is built at the first run.
+    registry: Mutex<Option<ToolRegistry>>,
+    executor: OnceLock<ToolExecutor>,
+    running: AtomicBool,
+    /// The JSON of the last run's results (the view `fl_executor_run` returns).
+    results: Mutex<String>,
+}
+
+/// Settings of an executor. Start from `fl_executor_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct fl_executor_options {
+    /// At most this many calls run at once (default 10; 0 is treated as 1).
+    pub max_concurrency: usize,
+    /// The timeout of tools that declare none, in milliseconds (0: none, the default).
+    pub default_timeout_ms: u64,
+    /// How long a cancelled or timed-out tool may take to complete its call before its result is
+    /// produced anyway, in milliseconds (default 5000).
+    pub cleanup_grace_ms: u64,
+}
+
+/// Settings of one tool. Start from `fl_tool_options_default()`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct fl_tool_options {
+    /// Whether calls may run beside other concurrency-safe calls (default false: a call runs
+    /// alone and waits for everything queued before it).
+    pub concurrency_safe: bool,
+    /// How long a call may run, in milliseconds (0: the executor's default timeout).
+    pub timeout_ms: u64,
+    /// Whether a failing call (an error reply) cancels its running siblings and the calls queued
+    /// after it (the shell-tool behaviour; default false).
+    pub cancels_siblings_on_error: bool,
+}
+
+/// What a tool callback is asked to do. Every view is UTF-8, not NUL-terminated, never NULL,
+/// and valid only during the callback: copy what the tool needs later.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fl_tool_invocation {
+    /// The tool's name.
+    pub tool_name: *const c_char,
+    /// Length of `tool_name` in bytes.
+    pub tool_name_len: usize,
+    /// The `tool_use` id (echoed in the result).
+    pub tool_use_id: *const c_char,
+    /// Length of `tool_use_id` in bytes.
+    pub tool_use_id_len: usize,
+    /// The input, as JSON.
+    pub input_json: *const c_char,
+    /// Length of `input_json` in bytes.
+    pub input_json_len: usize,
+    /// The call's position in the batch (from 0).
+    pub index: usize,
+}
+
+/// A tool implemented in C. Called on the thread running `fl_executor_run`, once per call,
+/// with the `userdata` given to `fl_executor_add_tool`. The callback owns `call`: it must
+/// complete it exactly once with `fl_tool_complete` or `fl_tool_complete_json`, either before
+/// returning or later from any thread (for example a worker thread it hands the call to). It
+/// should return promptly: other calls only start or finish while it is not running. A call
+/// that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
+/// cleanup grace, when set).
+pub type fl_tool_fn = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        invocation: *const fl_tool_invocation,
+        call: *mut fl_tool_call,
+    ),
+>;
+
+/// Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
+/// and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+pub struct fl_cancel_token {
+    token: CancellationToken,
+}
+
+/// The default executor settings. Thread-safe.
+#[unsafe(no_mangle)]
+pub extern "C" fn fl_executor_options_default() -> fl_executor_options {
+    let config = ExecutorConfig::default();
+    fl_executor_options {
+        max_concurrency: config.max_concurrency,
+        default_timeout_ms: 0,
+        cleanup_grace_ms: duration_ms(config.cleanup_grace),
+    }
+}
+
+/// The default tool settings (not concurrency-safe, no timeout of its own, no sibling
+/// cancellation). Thread-safe.
+#[unsafe(no_mangle)]
+pub extern "C" fn fl_tool_options_default() -> fl_tool_options {
+    fl_tool_options {
+        concurrency_safe: false,
+        timeout_ms: 0,
+        cancels_siblings_on_error: false,
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A C callback and its userdata, as a [`Tool`].
+struct CTool {
+    name: String,
+    options: fl_tool_options,
+    callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
+    userdata: UserData,
+}
+
+/// The host's `userdata` pointer.
+#[derive(Clone, Copy)]
+struct UserData(*mut c_void);
+
+// SAFETY: ferroloop never dereferences `userdata`; it only passes it back to the host's callback,
+// which runs on the thread that called `fl_executor_run` (the executor's runtime is
+// single-threaded and only driven there). Making the pointer safe to use there is the host's
+// documented responsibility.
+unsafe impl Send for UserData {}
+// SAFETY: as above: shared references never touch the pointee.
+unsafe impl Sync for UserData {}
+
+impl Tool for CTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        self.options.concurrency_safe
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        (self.options.timeout_ms > 0).then(|| Duration::from_millis(self.options.timeout_ms))
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        self.options.cancels_siblings_on_error
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
+        let (pending, handle) = PendingCall::new(ctx.cancellation_token().clone());
+        let input_json = input.to_string();
+        let (tool_name, tool_name_len) = text::view(&self.name);
+        let (tool_use_id, tool_use_id_len) = text::view(ctx.tool_use_id());
+        let (input_json_ptr, input_json_len) = text::view(&input_json);
+        let invocation = fl_tool_invocation {
+            tool_name,
+            tool_name_len,
+            tool_use_id,
+            tool_use_id_len,
+            input_json: input_json_ptr,
+            input_json_len,
+            index: ctx.index(),
+        };
+        // SAFETY: the callback is the host's, registered with its userdata; the invocation's
+        // views outlive the call; the host takes ownership of `handle`.
+        unsafe { (self.callback)(self.userdata.0, &invocation, handle) };
+        Box::pin(async move {
+            let reply = pending.reply().await;
+            let content = match reply.content {
+                ReplyContent::Text(text) => ToolResultContent::Text(text),
+                ReplyContent::Json(Value::String(text)) => ToolResultContent::Text(text),
+                ReplyContent::Json(Value::Array(blocks)) => ToolResultContent::Blocks(blocks),
+                ReplyContent::Json(other) => ToolResultContent::Text(other.to_string()),
+            };
+            Ok(ToolOutput {
+                content,
+                is_error: reply.is_error,
+            })
+        })
+    }
+}
+
+/// Creates an executor with `options` (NULL: the defaults) and stores it in `*out`. The caller
+/// owns it and releases it with `fl_executor_free`. Thread-safe.
+///
+/// # Safety
+/// `options` must be NULL or point to an `fl_executor_options`; `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_new(
+    options: *const fl_executor_options,
+    out: *mut *mut fl_executor,
+) -> fl_status {
+    boundary::run(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: NULL or a valid options struct (the caller's promise).
+        let options = unsafe { options.as_ref() }
+            .copied()
+            .unwrap_or_else(|| fl_executor_options_default());
+        let config = ExecutorConfig {
+            max_concurrency: options.max_concurrency,
+            default_timeout: (options.default_timeout_ms > 0)
+                .then(|| Duration::from_millis(options.default_timeout_ms)),
+            cleanup_grace: Duration::from_millis(options.cleanup_grace_ms),
+            ..ExecutorConfig::default()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
+        let executor = Box::new(fl_executor {
+            runtime,
+            config,
+            registry: Mutex::new(Some(ToolRegistry::new())),
+            executor: OnceLock::new(),
+            running: AtomicBool::new(false),
+            results: Mutex::new(String::new()),
+        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(executor)) };
+        Ok(())
+    })
+}
+
+/// Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
+/// still held by tools stay valid: completing them later is harmless.
+///
+/// # Safety
+/// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
+/// `fl_executor_run` in progress; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
+    boundary::run_void(|| {
+        if !executor.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once.
+            drop(unsafe { Box::from_raw(executor) });
+        }
+    });
+}
+
+/// Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
+/// `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
+/// `fl_executor_run` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
+/// `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
+/// `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
+/// usable until the executor is freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_add_tool(
+    executor: *mut fl_executor,
+    name: *const c_char,
+    name_len: usize,
+    options: *const fl_tool_options,
+    callback: fl_tool_fn,
+    userdata: *mut c_void,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `executor` and `name`.
+        let (executor, name) = unsafe {
+            (
+                text::handle_ref(executor, "executor")?,
+                text::str_arg(name, name_len, "name")?,
+            )
+        };
+        let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
+        // SAFETY: NULL or a valid options struct (the caller's promise).
+        let options = unsafe { options.as_ref() }
+            .copied()
+            .unwrap_or_else(|| fl_tool_options_default());
+        if name.is_empty() {
+            return Err(FfiError::invalid("a tool name must not be empty"));
+        }
+        let mut registry = executor
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let registry = registry
+            .as_mut()
+            .ok_or_else(|| FfiError::state("tools must be added before the first run"))?;
+        registry
+            .register(CTool {
+                name: name.to_owned(),
+                options,
+                callback,
+                userdata: UserData(userdata),
+            })
+            .map_err(|error| FfiError::invalid(error.to_string()))?;
+        Ok(())
+    })
+}
+
+/// Runs a batch of tool calls and waits for every result.
+///
+/// `tool_uses_json` (`len` bytes of UTF-8) is a JSON array of `tool_use` blocks:
+/// `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional).
+/// The calls run on the executor's rules (concurrency-safe calls in parallel, others alone, at
+/// most `max_concurrency` at once); the tool callbacks run on the calling thread, which this
+/// function blocks until every call has its result.
+///
+/// On return, `*results_json` / `*results_len` view a JSON array with exactly one `tool_result`
+/// per call, in request order:
+/// `[{"type":"tool_result","tool_use_id":"toolu_1","content":...,"is_error":false}, ...]`. An
+/// unknown tool, an invalid input, a timeout or a cancellation yields an `is_error` result. The
+/// view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
+/// `fl_executor_free`.
+///
+/// `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
+/// see `fl_tool_call_cancelled`) and the queued ones never start.
+///
+/// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
+/// in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+/// `FL_STATUS_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
+/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
+///
+/// # Safety
+/// `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;
+/// `cancel` must be NULL or a live token; `results_json` and `results_len` must be valid for
+/// writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_run(
+    executor: *mut fl_executor,
+    tool_uses_json: *const c_char,
+    len: usize,
+    cancel: *const fl_cancel_token,
+    results_json: *mut *const c_char,
+    results_len: *mut usize,
+) -> fl_status {
+    let mut outcome = fl_status::FL_STATUS_OK;
+    let status = boundary::run(|| {
+        // SAFETY: the caller's promises on `executor`, `tool_uses_json` and `cancel`.
+        let (executor, json, cancel) = unsafe {
+            (
+                text::handle_ref(executor, "executor")?,
+                text::str_arg(tool_uses_json, len, "tool_uses_json")?,
+                cancel.as_ref(),
+            )
+        };
+        let results_json = Out::new(results_json, "results_json")?;
+        let results_len = Out::new(results_len, "results_len")?;
+        let tool_uses: Vec<ToolUse> = serde_json::from_str(json).map_err(|error| {
+            FfiError::invalid(format!(
+                "tool_uses_json is not an array of tool_use blocks: {error}"
+            ))
+        })?;
+        if executor.running.swap(true, Ordering::AcqRel) {
+            return Err(FfiError::state(
+                "a run is already in progress on this executor",
+            ));
+        }
+        let _running = RunningGuard(&executor.running);
+        let token = cancel.map(|cancel| cancel.token.clone());
+        let (results, status) = executor.run(tool_uses, token)?;
+        let mut stored = executor
+            .results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        stored.clear();
+        stored.push_str(&results);
+        // The view is NUL-terminated for convenience; the length excludes the NUL.
+        stored.push('\0');
+        // SAFETY: both not NULL (checked) and writable (the caller's promise). The pointer stays
+        // valid until the next run replaces the string or the executor is freed.
+        unsafe {
+            results_json.write(stored.as_ptr().cast());
+            results_len.write(stored.len() - 1);
+        }
+        outcome = status;
+        Ok(())
+    });
+    if status == fl_status::FL_STATUS_OK {
+        outcome
+    } else {
+        status
+    }
+}
+
+/// Clears the running flag when a run ends, even by a panic.
+struct RunningGuard<'a>(&'a AtomicBool);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl fl_executor {
+    /// The executor, built from the registered tools at the first run.
+    fn executor(&self) -> &ToolExecutor {
+        self.executor.get_or_init(|| {
+            let registry = self
+                .registry
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+                .unwrap_or_default();
+            ToolExecutor::builder(registry)
+                .config(self.config.clone())
+                .build()
+        })
+    }
+
+    /// Runs `tool_uses`; returns the results as JSON and the status to report with them.
+    fn run(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        cancel: Option<CancellationToken>,
+    ) -> FfiResult<(String, fl_status)> {
+        let executor = self.executor();
+        let turn = executor.turn();
+        let handle = turn.handle();
+        for tool_use in tool_uses {
+            // The turn is open until `finish` seals it.
+            if let Err(closed) = turn.submit(tool_use) {
+                return Err(FfiError::state(format!(
+                    "the turn refused call '{}'",
+                    closed.0.id
+                )));
+            }
+        }
+        let cancel_for_turn = cancel.clone();
+        let outcome = self.runtime.block_on(async move {
+            let watch = async {
+                if let Some(token) = cancel_for_turn {
+                    token.cancelled().await;
+                    handle.cancel();
+                }
+                // Keep waiting: the turn still produces a result for every call.
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                outcome = turn.finish() => outcome,
+                () = watch => unreachable_turn(),
+            }
+        });
+        let cancelled = cancel.is_some_and(|token| token.is_cancelled());
+        let (results, status) = match outcome {
+            Ok(results) if cancelled => (results, fl_status::FL_STATUS_CANCELLED),
+            Ok(results) => (results, fl_status::FL_STATUS_OK),
+            // C tools cannot fail fatally (a reply is always a result), so this is a bug too.
+            Err(error) => {
+                return Err(FfiError::new(
+                    fl_status::FL_STATUS_PANIC,
+                    format!("internal error: {error}"),
+                ));
+            }
+        };
+        Ok((results_to_json(&results)?, status))
+    }
+}
+
+/// The watcher never completes; this satisfies the type of its `select!` arm.
+fn unreachable_turn() -> Result<Vec<ToolResult>, TurnError> {
+    Err(TurnError::Internal(
+        "the cancellation watcher ended".to_owned(),
+    ))
+}
+
+fn results_to_json(results: &[ToolResult]) -> FfiResult<String> {
+    serde_json::to_string(results)
+        .map_err(|error| FfiError::invalid(format!("cannot serialise the results: {error}")))
+}
+
+/// Creates a cancellation token and stores it in `*out`. The caller owns it and releases it with
+/// `fl_cancel_token_free`. Thread-safe.
+///
+/// # Safety
+/// `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> fl_status {
+    boundary::run(|| {
+        let out = Out::new(out, "out")?;
+        let token = Box::new(fl_cancel_token {
+            token: CancellationToken::new(),
+        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(token)) };
+        Ok(())
+    })
+}
+
+/// Cancels the token: the runs it was passed to cancel their calls. Idempotent; callable from any
+/// thread, including from a tool callback.
+///
+/// # Safety
+/// `token` must be a live token.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_cancel_token_cancel(token: *const fl_cancel_token) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `token`.
+        let token = unsafe { text::handle_ref(token, "token") }?;
+        token.token.cancel();
+        Ok(())
+    })
+}
+
+/// Writes into `*cancelled` whether the token was cancelled. Thread-safe.
+///
+/// # Safety
+/// `token` must be a live token; `cancelled` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_cancel_token_is_cancelled(
+    token: *const fl_cancel_token,
+    cancelled: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `token`.
+        let token = unsafe { text::handle_ref(token, "token") }?;
+        let cancelled = Out::new(cancelled, "cancelled")?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { cancelled.write(token.token.is_cancelled()) };
+        Ok(())
+    })
+}
+
+/// Releases a token. NULL is accepted and ignored.
+///
+/// # Safety
+/// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet, and not used by a
+/// run in progress; it must not be used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
+    boundary::run_void(|| {
+        if !token.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` in `fl_cancel_token_new`, freed only once.
+            drop(unsafe { Box::from_raw(token) });
+        }
+    });
+}

@@ -1,0 +1,53 @@
+//! # ferroloop-capi
+//!
+//! The C ABI of ferroloop: `libferroloop.so` / `libferroloop.a` and the header
+//! `include/ferroloop.h`, generated from this crate by cbindgen (its doc comments become the
+//! header's). See `README.md` for building and linking.
+//!
+//! Conventions, for every function:
+//! - names start with `fl_`; objects are opaque handles made by `fl_X_new*` and released by
+//!   `fl_X_free` (which accepts NULL);
+//! - fallible functions return an `fl_status` whose numeric values never change; a failure also
+//!   records a message readable with `fl_last_error_message` on the same thread;
+//! - every pointer argument is checked for NULL (`FL_STATUS_NULL_ARGUMENT`); input text is a
+//!   pointer and a length, must be UTF-8 (`FL_STATUS_INVALID_UTF8`), and may be NULL when the
+//!   length is 0;
+//! - a Rust panic never unwinds into C: it is caught and returned as `FL_STATUS_PANIC`;
+//! - every function documents who owns what it returns and which threads may call it.
+
+// The exported names follow C conventions (`fl_status`, `FL_STATUS_OK`), not Rust's.
+#![allow(non_camel_case_types)]
+
+mod boundary;
+mod debug;
+mod decode;
+mod exec;
+mod sse;
+mod status;
+mod text;
+mod tokens;
+mod tool_call;
+
+pub use boundary::fl_last_error_message;
+pub use debug::{fl_debug_panic, fl_version};
+pub use decode::{
+    fl_decoder, fl_decoder_feed, fl_decoder_finish, fl_decoder_free, fl_decoder_is_complete,
+    fl_decoder_message, fl_decoder_new, fl_decoder_next_event, fl_decoder_set_record_events,
+};
+pub use exec::{
+    fl_cancel_token, fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_is_cancelled,
+    fl_cancel_token_new, fl_executor, fl_executor_add_tool, fl_executor_free, fl_executor_new,
+    fl_executor_options, fl_executor_options_default, fl_executor_run, fl_tool_fn,
+    fl_tool_invocation, fl_tool_options, fl_tool_options_default,
+};
+pub use sse::{
+    fl_sse_event, fl_sse_item, fl_sse_item_kind, fl_sse_parser, fl_sse_parser_dropped_events,
+    fl_sse_parser_feed, fl_sse_parser_finish, fl_sse_parser_free, fl_sse_parser_last_event_id,
+    fl_sse_parser_new, fl_sse_parser_new_with_max_event_bytes, fl_sse_parser_next,
+    fl_sse_parser_retry,
+};
+pub use status::{fl_status, fl_status_message};
+pub use tokens::{fl_request_estimate, fl_tokens_estimate_request, fl_tokens_estimate_text};
+pub use tool_call::{
+    fl_tool_call, fl_tool_call_cancelled, fl_tool_complete, fl_tool_complete_json,
+};

@@ -1,0 +1,549 @@
+//! The Server-Sent-Events parser: bytes in, borrowed event views out.
+
+use std::ffi::c_char;
+
+use ferroloop_core::sse::{SseConfig, SseItem, SseParser};
+
+use crate::boundary::{self, FfiError};
+use crate::status::fl_status;
+use crate::text::{self, Out, view};
+
+/// An SSE parser (opaque). Create it with `fl_sse_parser_new`, release it with
+/// `fl_sse_parser_free`.
+///
+/// Not thread-safe: use a parser from one thread at a time (it may move between threads).
+pub struct fl_sse_parser {
+    parser: SseParser,
+}
+
+/// What `fl_sse_parser_next` produced.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum fl_sse_item_kind {
+    /// Nothing: every byte fed so far has been consumed. Feed more, or finish.
+    FL_SSE_ITEM_NONE = 0,
+    /// A dispatched event, in `fl_sse_item.event`.
+    FL_SSE_ITEM_EVENT = 1,
+    /// A valid `retry` field, in `fl_sse_item.retry_ms`, reported at the point it was read.
+    FL_SSE_ITEM_RETRY = 2,
+}
+
+/// A dispatched event, as views into the parser's memory (no copy is made).
+///
+/// Each field is a pointer and a length in bytes: the text is valid UTF-8 and is **not**
+/// NUL-terminated. The pointers are never NULL (an empty field points to a static empty
+/// string). They stay valid until the next call on the same parser (`fl_sse_parser_feed`,
+/// `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`); copy what you need
+/// to keep. The caller never frees them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fl_sse_event {
+    /// The event type (`message` when the stream named none).
+    pub event_type: *const c_char,
+    /// Length of `event_type` in bytes.
+    pub event_type_len: usize,
+    /// The data: its lines joined by LF, without the final LF.
+    pub data: *const c_char,
+    /// Length of `data` in bytes.
+    pub data_len: usize,
+    /// The last event id in force when the event was dispatched (empty when none).
+    pub id: *const c_char,
+    /// Length of `id` in bytes.
+    pub id_len: usize,
+}
+
+/// One item produced by `fl_sse_parser_next`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fl_sse_item {
+    /// Which of the fields below is set.
+    pub kind: fl_sse_item_kind,
+    /// The event when `kind` is `FL_SSE_ITEM_EVENT` (all views empty otherwise).
+    pub event: fl_sse_event,
+    /// The reconnection time in milliseconds when `kind` is `FL_SSE_ITEM_RETRY` (0 otherwise).
+    pub retry_ms: u64,
+}
+
+impl fl_sse_event {
+    fn empty() -> Self {
+        let (ptr, len) = view("");
+        Self {
+            event_type: ptr,
+            event_type_len: len,
+            data: ptr,
+            data_len: len,
+            id: ptr,
+            id_len: len,
+        }
+    }
+}
+
+/// Creates a parser with no limit on the size of an event, and stores it in `*out`.
+///
+/// The caller owns the parser and releases it with `fl_sse_parser_free`. `*out` is left
+/// unchanged on failure. Thread-safe.
+///
+/// # Safety
+/// `out` must be valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_new(out: *mut *mut fl_sse_parser) -> fl_status {
+    boundary::run(|| {
+        let out = Out::new(out, "out")?;
+        let parser = Box::new(fl_sse_parser {
+            parser: SseParser::new(),
+        });
+        // SAFETY: `out` is not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(parser)) };
+        Ok(())
+    })
+}
+
+/// Creates a parser that drops any event growing past `max_event_bytes` (the line being read
+/// plus the data and event type gathered so far); parsing resumes after the next blank line.
+/// Dropped events are counted by `fl_sse_parser_dropped_events`. `max_event_bytes` must not be
+/// 0 (`FL_STATUS_INVALID_ARGUMENT`).
+///
+/// The caller owns the parser and releases it with `fl_sse_parser_free`. Thread-safe.
+///
+/// # Safety
+/// `out` must be valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_new_with_max_event_bytes(
+    max_event_bytes: usize,
+    out: *mut *mut fl_sse_parser,
+) -> fl_status {
+    boundary::run(|| {
+        let out = Out::new(out, "out")?;
+        if max_event_bytes == 0 {
+            return Err(FfiError::invalid("max_event_bytes must be at least 1"));
+        }
+        let config = SseConfig::default().max_event_bytes(Some(max_event_bytes));
+        let parser = Box::new(fl_sse_parser {
+            parser: SseParser::with_config(config),
+        });
+        // SAFETY: `out` is not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(parser)) };
+        Ok(())
+    })
+}
+
+/// Releases a parser and every view it handed out. NULL is accepted and ignored.
+///
+/// # Safety
+/// `parser` must be NULL or a parser from `fl_sse_parser_new*` not freed yet; it must not be
+/// used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_free(parser: *mut fl_sse_parser) {
+    boundary::run_void(|| {
+        if !parser.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw` in `fl_sse_parser_new*`,
+            // freed only once.
+            drop(unsafe { Box::from_raw(parser) });
+        }
+    });
+}
+
+/// Queues `len` bytes of the stream. Chunks may be split anywhere (inside a line, a CRLF pair,
+/// a UTF-8 sequence or the BOM). The bytes are copied: the caller may reuse `data` at once.
+/// Invalid UTF-8 in the stream becomes U+FFFD, never an error. `data` may be NULL when `len`
+/// is 0.
+///
+/// Nothing is parsed yet: drain the completed items with `fl_sse_parser_next`. Invalidates the
+/// views handed out by this parser.
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `data` must be valid for reads of
+/// `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_feed(
+    parser: *mut fl_sse_parser,
+    data: *const u8,
+    len: usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `parser` and `data`.
+        let (parser, data) = unsafe {
+            (
+                text::handle_mut(parser, "parser")?,
+                text::bytes_arg(data, len, "data")?,
+            )
+        };
+        parser.parser.feed_slice(data);
+        Ok(())
+    })
+}
+
+/// Parses on and writes the next completed item into `*item`: an event, a `retry` value, or
+/// `FL_SSE_ITEM_NONE` when every byte fed so far has been consumed. Call it in a loop after
+/// each feed until it yields `FL_SSE_ITEM_NONE`.
+///
+/// The event views point into the parser and stay valid until the next call on this parser.
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `item` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_next(
+    parser: *mut fl_sse_parser,
+    item: *mut fl_sse_item,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `parser`.
+        let parser = unsafe { text::handle_mut(parser, "parser") }?;
+        let item = Out::new(item, "item")?;
+        let mut result = fl_sse_item {
+            kind: fl_sse_item_kind::FL_SSE_ITEM_NONE,
+            event: fl_sse_event::empty(),
+            retry_ms: 0,
+        };
+        match parser.parser.next_item() {
+            None => {}
+            Some(SseItem::Retry(ms)) => {
+                result.kind = fl_sse_item_kind::FL_SSE_ITEM_RETRY;
+                result.retry_ms = ms;
+            }
+            Some(SseItem::Event(event)) => {
+                // The views borrow the parser's chunks and buffers, which stay untouched until
+                // the next call on the parser (documented lifetime of the views).
+                let (event_type, event_type_len) = view(event.event_type());
+                let (data, data_len) = view(event.data());
+                let (id, id_len) = view(event.id());
+                result.kind = fl_sse_item_kind::FL_SSE_ITEM_EVENT;
+                result.event = fl_sse_event {
+                    event_type,
+                    event_type_len,
+                    data,
+                    data_len,
+                    id,
+                    id_len,
+                };
+            }
+        }
+        // SAFETY: `item` is not NULL (checked) and writable (the caller's promise).
+        unsafe { item.write(result) };
+        Ok(())
+    })
+}
+
+/// Ends the stream. An unterminated event (no blank line after it) is discarded, as the
+/// specification requires; `*discarded` (when `discarded` is not NULL) tells whether anything
+/// was. The parser may then be fed a new stream (a reconnection): the last event id and the
+/// retry value are kept. Invalidates the views handed out by this parser.
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `discarded` must be NULL or valid for a
+/// write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_finish(
+    parser: *mut fl_sse_parser,
+    discarded: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `parser`.
+        let parser = unsafe { text::handle_mut(parser, "parser") }?;
+        let was_discarded = parser.parser.finish();
+        if let Ok(out) = Out::new(discarded, "discarded") {
+            // SAFETY: not NULL (checked) and writable (the caller's promise).
+            unsafe { out.write(was_discarded) };
+        }
+        Ok(())
+    })
+}
+
+/// Writes the reconnection time set by the last valid `retry` field into `*retry_ms` and
+/// whether there was one into `*has_retry` (`*retry_ms` is 0 when there was none).
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `retry_ms` and `has_retry` must be
+/// valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_retry(
+    parser: *const fl_sse_parser,
+    retry_ms: *mut u64,
+    has_retry: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `parser`.
+        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let retry_ms = Out::new(retry_ms, "retry_ms")?;
+        let has_retry = Out::new(has_retry, "has_retry")?;
+        let retry = parser.parser.retry();
+        // SAFETY: both not NULL (checked) and writable (the caller's promise).
+        unsafe {
+            retry_ms.write(retry.unwrap_or(0));
+            has_retry.write(retry.is_some());
+        }
+        Ok(())
+    })
+}
+
+/// Writes a view of the last event id (empty when none) into `*id` and `*id_len`: UTF-8, not
+/// NUL-terminated, never NULL, valid until the next call that changes the parser
+/// (`fl_sse_parser_feed`, `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`).
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `id` and `id_len` must be valid for
+/// writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_last_event_id(
+    parser: *const fl_sse_parser,
+    id: *mut *const c_char,
+    id_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `parser`.
+        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let id = Out::new(id, "id")?;
+        let id_len = Out::new(id_len, "id_len")?;
+        let (ptr, len) = view(parser.parser.last_event_id());
+        // SAFETY: both not NULL (checked) and writable (the caller's promise).
+        unsafe {
+            id.write(ptr);
+            id_len.write(len);
+        }
+        Ok(())
+    })
+}
+
+/// Writes into `*count` how many events were dropped for growing past the parser's
+/// `max_event_bytes` (always 0 for a parser without a limit).
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `count` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_dropped_events(
+    parser: *const fl_sse_parser,
+    count: *mut u64,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `parser`.
+        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let count = Out::new(count, "count")?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { count.write(parser.parser.dropped_events()) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::ptr;
+
+    use ferroloop_core::Utf8Bytes;
+    use ferroloop_core::sse::{SseEvent, SseOwnedItem, parse_all};
+
+    use super::*;
+
+    /// The text of a view.
+    fn text(ptr: *const c_char, len: usize) -> String {
+        assert!(!ptr.is_null());
+        // SAFETY: views are valid for `len` bytes until the next call on the parser.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    /// Every item of `chunks` fed one by one, as strings like the CLI's lines.
+    fn parse(chunks: &[&[u8]]) -> Vec<String> {
+        let mut parser = ptr::null_mut();
+        let mut out = Vec::new();
+        // SAFETY: every pointer passed is a live local or the parser created here.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            for chunk in chunks {
+                let status = fl_sse_parser_feed(parser, chunk.as_ptr(), chunk.len());
+                assert_eq!(status, fl_status::FL_STATUS_OK);
+                loop {
+                    let mut item = std::mem::MaybeUninit::<fl_sse_item>::uninit();
+                    assert_eq!(
+                        fl_sse_parser_next(parser, item.as_mut_ptr()),
+                        fl_status::FL_STATUS_OK
+                    );
+                    let item = item.assume_init();
+                    match item.kind {
+                        fl_sse_item_kind::FL_SSE_ITEM_NONE => break,
+                        fl_sse_item_kind::FL_SSE_ITEM_RETRY => {
+                            out.push(format!("retry {}", item.retry_ms));
+                        }
+                        fl_sse_item_kind::FL_SSE_ITEM_EVENT => {
+                            let event = item.event;
+                            out.push(format!(
+                                "{}|{}|{}",
+                                text(event.event_type, event.event_type_len),
+                                text(event.data, event.data_len),
+                                text(event.id, event.id_len)
+                            ));
+                        }
+                    }
+                }
+            }
+            let mut discarded = false;
+            assert_eq!(
+                fl_sse_parser_finish(parser, &mut discarded),
+                fl_status::FL_STATUS_OK
+            );
+            out.push(format!("discarded {discarded}"));
+            fl_sse_parser_free(parser);
+        }
+        out
+    }
+
+    #[test]
+    fn events_retry_and_split_chunks() {
+        let items = parse(&[
+            b"retry: 250\nid: 7\nevent: pi",
+            b"ng\ndata: a\ndata: b\n\r",
+            b"\ndata: x",
+        ]);
+        assert_eq!(items, vec!["retry 250", "ping|a\nb|7", "discarded true"]);
+    }
+
+    #[test]
+    fn empty_fields_are_non_null_views() {
+        let items = parse(&[b"data\n\n"]);
+        assert_eq!(items, vec!["message||", "discarded false"]);
+    }
+
+    /// The items of `chunks` through the C API, as owned core items.
+    fn items_through_c(chunks: &[Vec<u8>]) -> Vec<SseOwnedItem> {
+        let mut parser = ptr::null_mut();
+        let mut items = Vec::new();
+        // SAFETY: every pointer is a live local or the parser created here; views are read
+        // before the next call on the parser.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            for chunk in chunks {
+                fl_sse_parser_feed(parser, chunk.as_ptr(), chunk.len());
+                let mut item = std::mem::zeroed::<fl_sse_item>();
+                loop {
+                    assert_eq!(
+                        fl_sse_parser_next(parser, &mut item),
+                        fl_status::FL_STATUS_OK
+                    );
+                    match item.kind {
+                        fl_sse_item_kind::FL_SSE_ITEM_NONE => break,
+                        fl_sse_item_kind::FL_SSE_ITEM_RETRY => {
+                            items.push(SseOwnedItem::Retry(item.retry_ms));
+                        }
+                        fl_sse_item_kind::FL_SSE_ITEM_EVENT => {
+                            let e = item.event;
+                            items.push(SseOwnedItem::Event(SseEvent {
+                                event_type: Utf8Bytes::from(text(e.event_type, e.event_type_len)),
+                                data: Utf8Bytes::from(text(e.data, e.data_len)),
+                                id: Utf8Bytes::from(text(e.id, e.id_len)),
+                            }));
+                        }
+                    }
+                }
+            }
+            fl_sse_parser_finish(parser, ptr::null_mut());
+            fl_sse_parser_free(parser);
+        }
+        items
+    }
+
+    proptest::proptest! {
+        /// Any input split anywhere gives, through the C views, exactly the core's items.
+        #[test]
+        fn c_views_match_the_core(
+            input in proptest::collection::vec(
+                proptest::sample::select(b"data: ventid:ry\r\n\xff\xc3\xa9:1 ".to_vec()),
+                0..200,
+            ),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= input.len()).collect();
+            cuts.push(0);
+            cuts.push(input.len());
+            cuts.sort_unstable();
+            let chunks: Vec<Vec<u8>> = cuts.windows(2).map(|w| input[w[0]..w[1]].to_vec()).collect();
+            proptest::prop_assert_eq!(items_through_c(&chunks), parse_all(input.clone()));
+        }
+    }
+
+    #[test]
+    fn accessors_and_null_arguments() {
+        let mut parser = ptr::null_mut();
+        // SAFETY: every pointer passed is a live local, the parser created here, or NULL where
+        // the test checks that NULL is rejected.
+        unsafe {
+            assert_eq!(
+                fl_sse_parser_new_with_max_event_bytes(0, &mut parser),
+                fl_status::FL_STATUS_INVALID_ARGUMENT
+            );
+            assert!(parser.is_null());
+            assert_eq!(
+                fl_sse_parser_new_with_max_event_bytes(8, &mut parser),
+                fl_status::FL_STATUS_OK
+            );
+            let input = b"retry: 5\nid: abc\ndata: far too long for eight\n\ndata: ok\n\n";
+            assert_eq!(
+                fl_sse_parser_feed(parser, input.as_ptr(), input.len()),
+                fl_status::FL_STATUS_OK
+            );
+            let mut item = std::mem::zeroed::<fl_sse_item>();
+            let mut kinds = Vec::new();
+            loop {
+                assert_eq!(
+                    fl_sse_parser_next(parser, &mut item),
+                    fl_status::FL_STATUS_OK
+                );
+                if item.kind == fl_sse_item_kind::FL_SSE_ITEM_NONE {
+                    break;
+                }
+                kinds.push(item.kind);
+            }
+            assert_eq!(
+                kinds,
+                vec![
+                    fl_sse_item_kind::FL_SSE_ITEM_RETRY,
+                    fl_sse_item_kind::FL_SSE_ITEM_EVENT
+                ]
+            );
+            let mut dropped = 0;
+            assert_eq!(
+                fl_sse_parser_dropped_events(parser, &mut dropped),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(dropped, 1);
+            let (mut retry, mut has_retry) = (0, false);
+            assert_eq!(
+                fl_sse_parser_retry(parser, &mut retry, &mut has_retry),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!((retry, has_retry), (5, true));
+            let (mut id, mut id_len) = (ptr::null(), 0);
+            assert_eq!(
+                fl_sse_parser_last_event_id(parser, &mut id, &mut id_len),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(text(id, id_len), "abc");
+
+            assert_eq!(
+                fl_sse_parser_feed(ptr::null_mut(), input.as_ptr(), 1),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_feed(parser, ptr::null(), 1),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_feed(parser, ptr::null(), 0),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(
+                fl_sse_parser_next(parser, ptr::null_mut()),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_retry(parser, ptr::null_mut(), &mut has_retry),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_finish(parser, ptr::null_mut()),
+                fl_status::FL_STATUS_OK
+            );
+            fl_sse_parser_free(parser);
+            fl_sse_parser_free(ptr::null_mut());
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! A tool call handed to C: the completion handle a C tool finishes from any thread, and the
+//! cancellation flag it polls.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ferroloop_core::exec::CancellationToken;
+use tokio::sync::oneshot;
+
+use crate::boundary::{self, FfiError};
+use crate::status::fl_status;
+use crate::text::{self, Out};
+
+/// A pending tool call (opaque), handed to the tool callback. The tool finishes it with
+/// `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
+/// releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
+pub struct fl_tool_call {
+    state: Arc<CallState>,
+    sender: oneshot::Sender<ToolReply>,
+}
+
+/// What the executor and the C tool share about one call.
+#[derive(Debug)]
+struct CallState {
+    /// The call's token in the executor's cancellation tree (timeout, turn, sibling, run).
+    token: CancellationToken,
+    /// The executor stopped waiting for the reply (the call was detached or dropped).
+    abandoned: AtomicBool,
+}
+
+impl CallState {
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled() || self.abandoned.load(Ordering::Acquire)
+    }
+}
+
+/// The content of a tool's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ReplyContent {
+    /// Plain text.
+    Text(String),
+    /// A JSON value (a string, or an array of content blocks).
+    Json(serde_json::Value),
+}
+
+/// A tool's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolReply {
+    pub(crate) content: ReplyContent,
+    pub(crate) is_error: bool,
+}
+
+impl ToolReply {
+    fn error(message: String) -> Self {
+        Self {
+            content: ReplyContent::Text(message),
+            is_error: true,
+        }
+    }
+}
+
+/// The executor's side of a call: waits for the reply. Dropping it (the executor gave up on the
+/// call) raises the call's cancellation flag.
+#[derive(Debug)]
+pub(crate) struct PendingCall {
+    state: Arc<CallState>,
+    receiver: oneshot::Receiver<ToolReply>,
+}
+
+impl PendingCall {
+    /// A new call cancelled by `token`: the executor keeps the `PendingCall`, the C tool
+    /// receives the handle (which it owns until it completes it).
+    pub(crate) fn new(token: CancellationToken) -> (Self, *mut fl_tool_call) {
+        let state = Arc::new(CallState {
+            token,
+            abandoned: AtomicBool::new(false),
+        });
+        let (sender, receiver) = oneshot::channel();
+        let handle = Box::new(fl_tool_call {
+            state: Arc::clone(&state),
+            sender,
+        });
+        (Self { state, receiver }, Box::into_raw(handle))
+    }
+
+    /// The tool's reply. Only a handle dropped without a reply (which C cannot do: completing
+    /// is the only way to release it) yields an error reply.
+    pub(crate) async fn reply(mut self) -> ToolReply {
+        match (&mut self.receiver).await {
+            Ok(reply) => reply,
+            Err(_) => ToolReply::error("the tool released its call without completing it".into()),
+        }
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        // After a reply this is harmless; otherwise the executor gave up on the call (it was
+        // detached after its cleanup grace, or the executor was freed): the tool may stop.
+        self.state.abandoned.store(true, Ordering::Release);
+    }
+}
+
+/// Completes a tool call with `content` (UTF-8 text, `content_len` bytes) and releases `call`.
+/// `is_error` marks the result as a failure the model should see.
+///
+/// Callable from any thread, exactly once per call, including after the call was cancelled (the
+/// reply is then ignored). The handle is released by every call of this function with a
+/// non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, or not
+/// UTF-8, reported as `FL_STATUS_NULL_ARGUMENT` / `FL_STATUS_INVALID_UTF8`), the call completes
+/// with an error result saying so. `call` must not be used afterwards.
+///
+/// # Safety
+/// `call` must be a handle given to a tool callback and not completed yet; `content` must be
+/// valid for reads of `content_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_tool_complete(
+    call: *mut fl_tool_call,
+    content: *const c_char,
+    content_len: usize,
+    is_error: bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `content`.
+        let content = unsafe { text::str_arg(content, content_len, "content") };
+        // SAFETY: the caller's promise on `call`.
+        unsafe {
+            complete(
+                call,
+                content.map(|text| ReplyContent::Text(text.to_owned())),
+                is_error,
+            )
+        }
+    })
+}
+
+/// Completes a tool call with `content_json` (`content_len` bytes of UTF-8 JSON: a string or an
+/// array of content blocks such as `[{"type":"text","text":"..."}]`) and releases `call`.
+///
+/// Same rules as `fl_tool_complete`; JSON that does not parse completes the call with an error
+/// result and returns `FL_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `call` must be a handle given to a tool callback and not completed yet; `content_json` must be
+/// valid for reads of `content_len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_tool_complete_json(
+    call: *mut fl_tool_call,
+    content_json: *const c_char,
+    content_len: usize,
+    is_error: bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `content_json`.
+        let content = unsafe { text::str_arg(content_json, content_len, "content_json") }
+            .and_then(|json| {
+                serde_json::from_str::<serde_json::Value>(json)
+                    .map_err(|error| FfiError::invalid(format!("content_json: {error}")))
+            })
+            .and_then(|value| match value {
+                serde_json::Value::String(_) | serde_json::Value::Array(_) => Ok(value),
+                _ => Err(FfiError::invalid(
+                    "content_json must be a string or an array of content blocks",
+                )),
+            });
+        // SAFETY: the caller's promise on `call`.
+        unsafe { complete(call, content.map(ReplyContent::Json), is_error) }
+    })
+}
+
+/// Sends the reply (or an error reply describing why the content was refused) and releases the
+/// handle.
+///
+/// # Safety
+/// `call` must be NULL or a live handle from [`PendingCall::new`], not completed yet.
+unsafe fn complete(
+    call: *mut fl_tool_call,
+    content: Result<ReplyContent, FfiError>,
+    is_error: bool,
+) -> Result<(), FfiError> {
+    if call.is_null() {
+        return Err(FfiError::null("call"));
+    }
+    // SAFETY: a live handle from `Box::into_raw` in `PendingCall::new`, completed (released)
+    // only once per the contract.
+    let call = unsafe { Box::from_raw(call) };
+    let (reply, result) = match content {
+        Ok(content) => (ToolReply { content, is_error }, Ok(())),
+        Err(error) => (
+            ToolReply::error(format!("the tool's reply was refused: {}", error.message)),
+            Err(error),
+        ),
+    };
+    // The executor may have stopped waiting (a cancelled call): the reply is then dropped.
+    let _ = call.sender.send(reply);
+    result
+}
+
+/// Writes into `*cancelled` whether the executor cancelled the call: the run was cancelled, the
+/// call timed out, a sibling's failure cancelled it, or the executor stopped waiting for it. A tool should poll it during long work, stop early,
+/// and still complete the call.
+///
+/// Callable from any thread until the call is completed.
+///
+/// # Safety
+/// `call` must be a live handle, not completed yet; `cancelled` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_tool_call_cancelled(
+    call: *const fl_tool_call,
+    cancelled: *mut bool,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `call`.
+        let call = unsafe { text::handle_ref(call, "call") }?;
+        let cancelled = Out::new(cancelled, "cancelled")?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { cancelled.write(call.state.is_cancelled()) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn cancelled(call: *const fl_tool_call) -> bool {
+        let mut flag = false;
+        assert_eq!(
+            // SAFETY: a live handle and a local.
+            unsafe { fl_tool_call_cancelled(call, &mut flag) },
+            fl_status::FL_STATUS_OK
+        );
+        flag
+    }
+
+    #[test]
+    fn completion_from_another_thread() {
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let handle = handle as usize;
+        let worker = std::thread::spawn(move || {
+            let text = "done";
+            // SAFETY: the handle is completed once, here.
+            unsafe { fl_tool_complete(handle as *mut fl_tool_call, text.as_ptr().cast(), 4, false) }
+        });
+        let reply = block_on(pending.reply());
+        assert_eq!(worker.join().unwrap(), fl_status::FL_STATUS_OK);
+        assert_eq!(
+            reply,
+            ToolReply {
+                content: ReplyContent::Text("done".into()),
+                is_error: false
+            }
+        );
+    }
+
+    #[test]
+    fn token_cancels() {
+        let token = CancellationToken::new();
+        let (pending, handle) = PendingCall::new(token.clone());
+        assert!(!cancelled(handle));
+        token.cancel();
+        assert!(cancelled(handle));
+        // SAFETY: completed once, with 2 readable bytes.
+        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(
+            block_on(pending.reply()).content,
+            ReplyContent::Text("ok".into())
+        );
+    }
+
+    #[test]
+    fn dropping_the_pending_call_cancels_and_late_completion_is_fine() {
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        assert!(!cancelled(handle));
+        drop(pending);
+        assert!(cancelled(handle));
+        // SAFETY: completed once; the reply is dropped since nobody waits.
+        let status = unsafe { fl_tool_complete(handle, std::ptr::null(), 0, true) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+    }
+
+    #[test]
+    fn invalid_content_still_completes_with_an_error() {
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let bad = [0xffu8];
+        // SAFETY: completed once with one readable byte.
+        let status = unsafe { fl_tool_complete(handle, bad.as_ptr().cast(), 1, false) };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_UTF8);
+        let reply = block_on(pending.reply());
+        assert!(reply.is_error);
+
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let json = "{\"not\": \"blocks\"}";
+        // SAFETY: completed once with `json.len()` readable bytes.
+        let status =
+            unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), false) };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT);
+        assert!(block_on(pending.reply()).is_error);
+
+        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let json = "[{\"type\":\"text\",\"text\":\"hi\"}]";
+        // SAFETY: completed once with `json.len()` readable bytes.
+        let status =
+            unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), true) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let reply = block_on(pending.reply());
+        assert!(reply.is_error);
+        assert_eq!(
+            reply.content,
+            ReplyContent::Json(serde_json::json!([{"type": "text", "text": "hi"}]))
+        );
+    }
+
+    #[test]
+    fn null_call_is_rejected() {
+        // SAFETY: NULL is checked before use.
+        unsafe {
+            assert_eq!(
+                fl_tool_complete(std::ptr::null_mut(), std::ptr::null(), 0, false),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            let mut flag = false;
+            assert_eq!(
+                fl_tool_call_cancelled(std::ptr::null(), &mut flag),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+        }
+    }
+}

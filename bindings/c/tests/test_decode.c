@@ -1,0 +1,255 @@
+/*
+ * The stream decoder through the C API: every recorded and hand-written stream with an expected
+ * message (tests/decode/expected/) decoded at several chunk sizes must give that message; the
+ * typed events come out as JSON; a mid-stream provider error, a truncated stream and bad
+ * arguments return the right statuses.
+ *
+ * Usage: test_decode REPO_ROOT
+ */
+#include <stdint.h>
+
+#include "check.h"
+
+/* `json` without the whitespace outside strings (the expected files are pretty-printed; the
+ * decoder writes compact JSON with the same key order). malloc'd. */
+static char *strip_json(const char *json, size_t len) {
+    char *out = malloc(len + 1);
+    size_t n = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = json[i];
+        if (in_string) {
+            out[n++] = c;
+            if (c == '\\' && i + 1 < len) {
+                out[n++] = json[++i];
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+            out[n++] = c;
+        } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+            out[n++] = c;
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* Whether two stripped JSON texts are equal, numbers compared by value (`3.4e-06`,
+ * `0.0000034` and `3.4E-6` are one number: the expectations were written by another JSON
+ * library). */
+static bool json_equal(const char *a, const char *b) {
+    bool in_string = false;
+    while (*a != '\0' && *b != '\0') {
+        bool number_a = *a == '-' || (*a >= '0' && *a <= '9');
+        bool number_b = *b == '-' || (*b >= '0' && *b <= '9');
+        if (!in_string && number_a && number_b) {
+            char *end_a, *end_b;
+            if (strtod(a, &end_a) != strtod(b, &end_b)) {
+                return false;
+            }
+            a = end_a;
+            b = end_b;
+            continue;
+        }
+        if (*a != *b) {
+            return false;
+        }
+        if (in_string && *a == '\\') {
+            a++;
+            b++;
+            if (*a != *b || *a == '\0') {
+                return *a == *b;
+            }
+        } else if (*a == '"') {
+            in_string = !in_string;
+        }
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
+/* Decodes `input` in chunks of `chunk` bytes (0: at once); returns the final message (malloc'd,
+ * through strip_json) and the finish status. Counts the typed events. */
+static char *decode(const char *provider, const char *input, size_t len, size_t chunk,
+                    fl_status *finish_status, size_t *event_count) {
+    fl_decoder *decoder = NULL;
+    CHECK_OK(fl_decoder_new(provider, strlen(provider), &decoder));
+    if (decoder == NULL) {
+        return NULL;
+    }
+    *event_count = 0;
+    size_t step = chunk == 0 ? (len == 0 ? 1 : len) : chunk;
+    const char *json = NULL;
+    size_t json_len = 0;
+    bool has_event = false;
+    for (size_t at = 0; at < len; at += step) {
+        size_t n = len - at < step ? len - at : step;
+        CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)input + at, n));
+        for (;;) {
+            CHECK_OK(fl_decoder_next_event(decoder, &json, &json_len, &has_event));
+            if (!has_event) {
+                break;
+            }
+            CHECK(json_len > 10 && strncmp(json, "{\"type\":\"", 9) == 0);
+            CHECK(json[json_len] == '\0');
+            (*event_count)++;
+        }
+    }
+    *finish_status = fl_decoder_finish(decoder, &json, &json_len);
+    char *message = strip_json(json, json_len);
+    fl_decoder_free(decoder);
+    return message;
+}
+
+static void check_expected(const char *root, const char *provider, const char *dir,
+                           const char *name) {
+    char input_path[1024], expected_path[1024];
+    snprintf(input_path, sizeof input_path, "%s/%s/%s/%s.sse", root, dir, provider, name);
+    snprintf(expected_path, sizeof expected_path, "%s/tests/decode/expected/%s/%s.json", root,
+             provider, name);
+    size_t input_len = 0, expected_len = 0;
+    char *input = read_file(input_path, &input_len);
+    char *expected_raw = read_file(expected_path, &expected_len);
+    CHECK(input != NULL && expected_raw != NULL);
+    if (input != NULL && expected_raw != NULL) {
+        char *expected = strip_json(expected_raw, expected_len);
+        const size_t chunks[] = {0, 1, 13, 512};
+        for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+            fl_status status;
+            size_t events = 0;
+            char *message = decode(provider, input, input_len, chunks[i], &status, &events);
+            CHECK_OK(status);
+            CHECK(events > 0);
+            bool same = message != NULL && json_equal(message, expected);
+            CHECK(same);
+            if (!same) {
+                fprintf(stderr, "    %s/%s, chunks of %zu: got\n%s\n    expected\n%s\n", provider,
+                        name, chunks[i], message ? message : "(null)", expected);
+            }
+            free(message);
+        }
+        free(expected);
+    }
+    free(input);
+    free(expected_raw);
+}
+
+static void check_failures(const char *root) {
+    char path[1024];
+    size_t len = 0;
+    const char *json = NULL;
+    size_t json_len = 0;
+
+    /* A mid-stream overloaded_error: FL_STATUS_PROVIDER_ERROR naming the error, partial text. */
+    snprintf(path, sizeof path, "%s/tests/decode/streams/anthropic/error_overloaded.sse", root);
+    char *input = read_file(path, &len);
+    CHECK(input != NULL);
+    if (input != NULL) {
+        fl_decoder *decoder = NULL;
+        CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+        CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)input, len),
+                     FL_STATUS_PROVIDER_ERROR);
+        CHECK(strstr(last_error(), "overloaded_error") != NULL);
+        CHECK_OK(fl_decoder_message(decoder, &json, &json_len));
+        CHECK(strstr(json, "\"type\":\"text\"") != NULL);
+        fl_decoder_free(decoder);
+        free(input);
+    }
+
+    /* No message_stop: FL_STATUS_TRUNCATED with the partial message. */
+    snprintf(path, sizeof path, "%s/tests/decode/streams/anthropic/truncated.sse", root);
+    input = read_file(path, &len);
+    CHECK(input != NULL);
+    if (input != NULL) {
+        fl_decoder *decoder = NULL;
+        CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+        CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)input, len));
+        bool complete = true;
+        CHECK_OK(fl_decoder_is_complete(decoder, &complete));
+        CHECK(!complete);
+        CHECK_STATUS(fl_decoder_finish(decoder, &json, &json_len), FL_STATUS_TRUNCATED);
+        CHECK(json != NULL && strncmp(json, "{\"id\":", 6) == 0 && strlen(json) == json_len);
+        CHECK(strstr(last_error(), "truncated") != NULL);
+        CHECK_STATUS(fl_decoder_finish(decoder, &json, &json_len), FL_STATUS_INVALID_STATE);
+        CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)"x", 1), FL_STATUS_INVALID_STATE);
+        fl_decoder_free(decoder);
+        free(input);
+    }
+
+    /* Bad JSON in an event: FL_STATUS_PROTOCOL_ERROR. */
+    fl_decoder *decoder = NULL;
+    CHECK_OK(fl_decoder_new("openai-chat", 11, &decoder));
+    const char *bad = "data: {not json\n\n";
+    CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)bad, strlen(bad)),
+                 FL_STATUS_PROTOCOL_ERROR);
+    fl_decoder_free(decoder);
+}
+
+static void check_arguments(void) {
+    fl_decoder *decoder = NULL;
+    const char *json = NULL;
+    size_t len = 0;
+    bool flag = false;
+    CHECK_STATUS(fl_decoder_new("gemini", 6, &decoder), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "gemini") != NULL);
+    CHECK_STATUS(fl_decoder_new("anthr\xc3", 6, &decoder), FL_STATUS_INVALID_UTF8);
+    CHECK_STATUS(fl_decoder_new(NULL, 9, &decoder), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_new("anthropic", 9, NULL), FL_STATUS_NULL_ARGUMENT);
+    CHECK(decoder == NULL);
+    CHECK_STATUS(fl_decoder_feed(NULL, (const uint8_t *)"x", 1), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_next_event(NULL, &json, &len, &flag), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_message(NULL, &json, &len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_finish(NULL, &json, &len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_is_complete(NULL, &flag), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_set_record_events(NULL, false), FL_STATUS_NULL_ARGUMENT);
+
+    CHECK_OK(fl_decoder_new("openai-responses", 16, &decoder));
+    CHECK_STATUS(fl_decoder_feed(decoder, NULL, 4), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_next_event(decoder, NULL, &len, &flag), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_next_event(decoder, &json, NULL, &flag), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_next_event(decoder, &json, &len, NULL), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_message(decoder, NULL, &len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_decoder_finish(decoder, &json, NULL), FL_STATUS_NULL_ARGUMENT);
+    /* Before any event the message is null. */
+    CHECK_OK(fl_decoder_message(decoder, &json, &len));
+    CHECK(len == 4 && strcmp(json, "null") == 0);
+    /* With events off, nothing is queued but the message still accumulates. */
+    CHECK_OK(fl_decoder_set_record_events(decoder, false));
+    fl_decoder_free(decoder);
+    fl_decoder_free(NULL);
+}
+
+int main(int argc, char **argv) {
+    const char *root = argc > 1 ? argv[1] : ".";
+    /* The comparison itself: numbers by value, everything else exactly. */
+    CHECK(json_equal("{\"a\":[3.4e-06,1]}", "{\"a\":[0.0000034,1]}"));
+    CHECK(!json_equal("{\"a\":1}", "{\"a\":2}"));
+    CHECK(!json_equal("{\"a\":\"x1\"}", "{\"a\":\"x2\"}"));
+    CHECK(!json_equal("[1]", "[1,2]"));
+    const char *recorded[][2] = {
+        {"anthropic", "basic_response"},
+        {"anthropic", "tool_use_response"},
+        {"anthropic", "incomplete_partial_json_response"},
+        {"openai-chat", "173417d55340"},
+        {"openai-chat", "2018feb66ae1"},
+        {"openai-chat", "4cc50a6135d2"},
+        {"openai-chat", "569c877e6942"},
+    };
+    for (size_t i = 0; i < sizeof recorded / sizeof recorded[0]; i++) {
+        check_expected(root, recorded[i][0], "tests/fixtures", recorded[i][1]);
+    }
+    const char *written[][2] = {
+        {"anthropic", "every_block_type"},
+        {"anthropic", "max_tokens_mid_tool_input"},
+        {"openai-responses", "text_and_function_call"},
+    };
+    for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
+        check_expected(root, written[i][0], "tests/decode/streams", written[i][1]);
+    }
+    check_failures(root);
+    check_arguments();
+    return check_summary("test_decode");
+}

@@ -1,0 +1,497 @@
+//! One error type for everything a request can run into, in the classes an agent loop acts on.
+
+use std::fmt;
+use std::time::Duration;
+
+use http::HeaderMap;
+
+use super::watchdog::TimeoutKind;
+
+/// What the provider said about a failure.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorDetails {
+    /// The HTTP status (absent for an error event inside a 200 stream).
+    pub status: Option<u16>,
+    /// The provider's error type (`overloaded_error`, `rate_limit_exceeded`, ...).
+    pub error_type: Option<String>,
+    /// The provider's message (or the raw body when it was not the usual JSON shape).
+    pub message: String,
+    /// The request id header (`request-id` or `x-request-id`).
+    pub request_id: Option<String>,
+}
+
+impl fmt::Display for ErrorDetails {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(status) = self.status {
+            write!(f, "HTTP {status}")?;
+        } else {
+            f.write_str("stream error")?;
+        }
+        if let Some(kind) = &self.error_type {
+            write!(f, " {kind}")?;
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        if let Some(id) = &self.request_id {
+            write!(f, " (request id {id})")?;
+        }
+        Ok(())
+    }
+}
+
+/// What had been received when a stream broke.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PartialResponse {
+    /// Events delivered to the caller.
+    pub events: u64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// The type of the last event delivered.
+    pub last_event_type: Option<String>,
+    /// The message accumulated so far, in the provider's response shape (set by
+    /// [`MessageStream`](super::MessageStream), which decodes; `None` from a raw
+    /// [`ResponseStream`](super::ResponseStream)).
+    pub message: Option<Box<serde_json::Value>>,
+}
+
+/// A failed request.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// 401: the key is missing or wrong.
+    #[error("authentication failed: {0}")]
+    Authentication(ErrorDetails),
+    /// 403: the key may not do this.
+    #[error("permission denied: {0}")]
+    Permission(ErrorDetails),
+    /// 404: no such endpoint or model.
+    #[error("not found: {0}")]
+    NotFound(ErrorDetails),
+    /// 429: slow down.
+    #[error("rate limited: {details}")]
+    RateLimited {
+        /// What the provider said.
+        details: ErrorDetails,
+        /// The wait the server asked for.
+        retry_after: Option<Duration>,
+    },
+    /// 529 or an `overloaded_error`: the provider is overloaded.
+    #[error("overloaded: {0}")]
+    Overloaded(ErrorDetails),
+    /// The prompt does not fit the context window.
+    #[error("prompt too long: {details}")]
+    PromptTooLong {
+        /// What the provider said.
+        details: ErrorDetails,
+        /// The prompt's size in tokens, when the message said.
+        tokens: Option<u64>,
+        /// The model's limit in tokens, when the message said.
+        limit: Option<u64>,
+    },
+    /// Any other 4xx: the request is wrong.
+    #[error("invalid request: {0}")]
+    InvalidRequest(ErrorDetails),
+    /// 5xx (or 408), or an `api_error` in the stream.
+    #[error("server error: {0}")]
+    Server(ErrorDetails),
+    /// The connection could not be made or broke (refused, reset, closed before headers).
+    #[error("connection error: {message}")]
+    Connection {
+        /// What happened.
+        message: String,
+        /// The request id, when the headers had arrived.
+        request_id: Option<String>,
+    },
+    /// A watchdog fired.
+    #[error("{which} timeout after {elapsed:?}")]
+    Timeout {
+        /// Which watchdog.
+        which: TimeoutKind,
+        /// How long had passed (since the request, the headers, or the last event).
+        elapsed: Duration,
+        /// The request id, when the headers had arrived.
+        request_id: Option<String>,
+    },
+    /// The stream broke after events were delivered; it was not replayed. The caller decides.
+    #[error("stream truncated after {} events: {cause}", partial.events)]
+    Truncated {
+        /// What had been received.
+        partial: PartialResponse,
+        /// Why it broke.
+        cause: Box<ClientError>,
+        /// The request id.
+        request_id: Option<String>,
+    },
+    /// The response was not what the protocol promises (not an event stream, bad JSON, ...).
+    #[error("protocol error: {message}")]
+    Protocol {
+        /// What was wrong.
+        message: String,
+        /// The request id.
+        request_id: Option<String>,
+    },
+    /// The configuration cannot work (bad URL, bad header, bad certificate).
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl ClientError {
+    /// The HTTP status, when the failure was a response.
+    pub fn status(&self) -> Option<u16> {
+        self.details().and_then(|details| details.status)
+    }
+
+    /// The provider's details, for the classes that carry them.
+    pub fn details(&self) -> Option<&ErrorDetails> {
+        match self {
+            ClientError::Authentication(details)
+            | ClientError::Permission(details)
+            | ClientError::NotFound(details)
+            | ClientError::Overloaded(details)
+            | ClientError::InvalidRequest(details)
+            | ClientError::Server(details)
+            | ClientError::RateLimited { details, .. }
+            | ClientError::PromptTooLong { details, .. } => Some(details),
+            ClientError::Truncated { cause, .. } => cause.details(),
+            _ => None,
+        }
+    }
+
+    /// The request id, when known.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            ClientError::Connection { request_id, .. }
+            | ClientError::Timeout { request_id, .. }
+            | ClientError::Truncated { request_id, .. }
+            | ClientError::Protocol { request_id, .. } => request_id.as_deref(),
+            ClientError::Config(_) => None,
+            other => other
+                .details()
+                .and_then(|details| details.request_id.as_deref()),
+        }
+    }
+
+    /// The underlying failure (itself, unless truncated).
+    pub fn root(&self) -> &ClientError {
+        match self {
+            ClientError::Truncated { cause, .. } => cause.root(),
+            other => other,
+        }
+    }
+
+    /// A short stable name of the class (`rate_limited`, `truncated`, ...), for bindings.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ClientError::Authentication(_) => "authentication",
+            ClientError::Permission(_) => "permission",
+            ClientError::NotFound(_) => "not_found",
+            ClientError::RateLimited { .. } => "rate_limited",
+            ClientError::Overloaded(_) => "overloaded",
+            ClientError::PromptTooLong { .. } => "prompt_too_long",
+            ClientError::InvalidRequest(_) => "invalid_request",
+            ClientError::Server(_) => "server",
+            ClientError::Connection { .. } => "connection",
+            ClientError::Timeout { .. } => "timeout",
+            ClientError::Truncated { .. } => "truncated",
+            ClientError::Protocol { .. } => "protocol",
+            ClientError::Config(_) => "config",
+        }
+    }
+
+    /// Builds the error for a non-success response.
+    pub(crate) fn from_response(
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let (error_type, message) = parse_error_body(body);
+        let details = ErrorDetails {
+            status: Some(status),
+            error_type,
+            message,
+            request_id: request_id(headers),
+        };
+        classify(details, retry_after)
+    }
+
+    /// Builds the error for an `error` event inside a stream (`data` is its JSON).
+    pub(crate) fn from_stream_error(data: &str, request_id: Option<String>) -> Self {
+        let (error_type, message) = parse_error_body(data.as_bytes());
+        let details = ErrorDetails {
+            status: None,
+            error_type,
+            message,
+            request_id,
+        };
+        classify(details, None)
+    }
+}
+
+/// The request id header of a response.
+pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
+    ["request-id", "x-request-id"]
+        .iter()
+        .find_map(|name| headers.get(*name))
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Picks the class from the status, refined by the provider's error type and message.
+fn classify(details: ErrorDetails, retry_after: Option<Duration>) -> ClientError {
+    let error_type = details.error_type.as_deref().unwrap_or("");
+    if let Some((tokens, limit)) = prompt_too_long(&details.message, error_type) {
+        return ClientError::PromptTooLong {
+            details,
+            tokens,
+            limit,
+        };
+    }
+    match (details.status, error_type) {
+        (_, "overloaded_error") | (Some(529), _) => ClientError::Overloaded(details),
+        (_, "rate_limit_error" | "rate_limit_exceeded") | (Some(429), _) => {
+            ClientError::RateLimited {
+                details,
+                retry_after,
+            }
+        }
+        (Some(401), _) | (None, "authentication_error") => ClientError::Authentication(details),
+        (Some(403), _) | (None, "permission_error") => ClientError::Permission(details),
+        (Some(404), _) | (None, "not_found_error") => ClientError::NotFound(details),
+        (Some(408 | 500..=599), _) | (None, "api_error" | "server_error") => {
+            ClientError::Server(details)
+        }
+        (Some(_), _) | (None, "invalid_request_error") => ClientError::InvalidRequest(details),
+        (None, _) => ClientError::Server(details),
+    }
+}
+
+/// `(error.type, error.message)` from `{"error": {"type", "message"}}` (Anthropic and OpenAI
+/// both), falling back to the raw text.
+fn parse_error_body(body: &[u8]) -> (Option<String>, String) {
+    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let error = parsed.as_ref().and_then(|value| value.get("error"));
+    let field = |name: &str| {
+        error
+            .and_then(|error| error.get(name))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    // OpenAI puts the precise reason in `code` (`context_length_exceeded`).
+    let error_type = field("type")
+        .filter(|kind| !kind.is_empty())
+        .or_else(|| field("code"));
+    let message = field("message").unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(body);
+        let text = text.trim();
+        text.chars().take(2000).collect()
+    });
+    (error_type, message)
+}
+
+/// `Some((tokens, limit))` when the message says the prompt is too long. Understands
+/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum" and OpenAI's "maximum
+/// context length is 128000 tokens. However, your messages resulted in 130000 tokens".
+fn prompt_too_long(message: &str, error_type: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let lower = message.to_ascii_lowercase();
+    if let Some(at) = lower.find("prompt is too long") {
+        let numbers = numbers(&message[at..]);
+        return Some((numbers.first().copied(), numbers.get(1).copied()));
+    }
+    if error_type == "context_length_exceeded" || lower.contains("maximum context length") {
+        let numbers = numbers(message);
+        return Some((numbers.get(1).copied(), numbers.first().copied()));
+    }
+    None
+}
+
+/// The unsigned integers in `text`, in order (commas inside a number are skipped).
+fn numbers(text: &str) -> Vec<u64> {
+    let mut found = Vec::new();
+    let mut current: Option<u64> = None;
+    let bytes = text.as_bytes();
+    for (index, byte) in bytes.iter().enumerate() {
+        match byte {
+            b'0'..=b'9' => {
+                let digit = u64::from(byte - b'0');
+                current = Some(
+                    current
+                        .unwrap_or(0)
+                        .saturating_mul(10)
+                        .saturating_add(digit),
+                );
+            }
+            b',' if current.is_some() && bytes.get(index + 1).is_some_and(u8::is_ascii_digit) => {}
+            _ => {
+                if let Some(number) = current.take() {
+                    found.push(number);
+                }
+            }
+        }
+    }
+    found.extend(current);
+    found
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn anthropic_body(kind: &str, message: &str) -> Vec<u8> {
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}})
+            .to_string()
+            .into_bytes()
+    }
+
+    #[test]
+    fn classifies_by_status() {
+        let headers = HeaderMap::new();
+        let cases: &[(u16, &str)] = &[
+            (401, "authentication"),
+            (403, "permission"),
+            (404, "not_found"),
+            (429, "rate_limited"),
+            (529, "overloaded"),
+            (400, "invalid_request"),
+            (422, "invalid_request"),
+            (500, "server"),
+            (503, "server"),
+            (408, "server"),
+        ];
+        for (status, code) in cases {
+            let error = ClientError::from_response(*status, &headers, b"oops", None);
+            assert_eq!(error.code(), *code, "{status}");
+            assert_eq!(error.status(), Some(*status));
+            assert_eq!(error.details().map(|d| d.message.as_str()), Some("oops"));
+        }
+    }
+
+    #[test]
+    fn carries_type_message_and_request_id() {
+        let mut headers = HeaderMap::new();
+        headers.insert("request-id", HeaderValue::from_static("req_123"));
+        let error = ClientError::from_response(
+            429,
+            &headers,
+            &anthropic_body("rate_limit_error", "Number of requests has exceeded"),
+            Some(Duration::from_secs(3)),
+        );
+        let ClientError::RateLimited {
+            details,
+            retry_after,
+        } = &error
+        else {
+            panic!("{error:?}")
+        };
+        assert_eq!(*retry_after, Some(Duration::from_secs(3)));
+        assert_eq!(details.error_type.as_deref(), Some("rate_limit_error"));
+        assert_eq!(details.message, "Number of requests has exceeded");
+        assert_eq!(error.request_id(), Some("req_123"));
+        assert!(error.to_string().contains("req_123"));
+    }
+
+    #[test]
+    fn parses_anthropic_prompt_too_long() {
+        let error = ClientError::from_response(
+            400,
+            &HeaderMap::new(),
+            &anthropic_body(
+                "invalid_request_error",
+                "prompt is too long: 201234 tokens > 200000 maximum",
+            ),
+            None,
+        );
+        let ClientError::PromptTooLong { tokens, limit, .. } = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!((tokens, limit), (Some(201_234), Some(200_000)));
+    }
+
+    #[test]
+    fn parses_openai_context_length_exceeded() {
+        let body = serde_json::json!({"error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130,512 tokens.",
+            "type": "invalid_request_error", "code": "context_length_exceeded"}});
+        let error =
+            ClientError::from_response(400, &HeaderMap::new(), body.to_string().as_bytes(), None);
+        let ClientError::PromptTooLong { tokens, limit, .. } = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!((tokens, limit), (Some(130_512), Some(128_000)));
+    }
+
+    #[test]
+    fn stream_error_events_are_classified_by_type() {
+        let overloaded = ClientError::from_stream_error(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            Some("req_9".into()),
+        );
+        assert_eq!(overloaded.code(), "overloaded");
+        assert_eq!(overloaded.status(), None);
+        assert_eq!(overloaded.request_id(), Some("req_9"));
+        let api = ClientError::from_stream_error(
+            r#"{"type":"error","error":{"type":"api_error","message":"Internal"}}"#,
+            None,
+        );
+        assert_eq!(api.code(), "server");
+        let garbage = ClientError::from_stream_error("not json", None);
+        assert_eq!(garbage.code(), "server");
+        assert_eq!(
+            garbage.details().map(|d| d.message.as_str()),
+            Some("not json")
+        );
+    }
+
+    #[test]
+    fn truncated_exposes_its_cause() {
+        let error = ClientError::Truncated {
+            partial: PartialResponse {
+                events: 3,
+                bytes: 10,
+                last_event_type: None,
+                message: None,
+            },
+            cause: Box::new(ClientError::from_response(
+                529,
+                &HeaderMap::new(),
+                b"",
+                None,
+            )),
+            request_id: Some("req".into()),
+        };
+        assert_eq!(error.code(), "truncated");
+        assert_eq!(error.root().code(), "overloaded");
+        assert_eq!(error.status(), Some(529));
+        assert_eq!(error.request_id(), Some("req"));
+    }
+
+    #[test]
+    fn numbers_skip_thousands_separators() {
+        assert_eq!(numbers("a 1,234 b 5, 6"), vec![1234, 5, 6]);
+        assert_eq!(numbers("99999999999999999999999"), vec![u64::MAX]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_status_and_body_classify_without_panicking(
+            status in 100u16..1000,
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            message in ".{0,80}",
+        ) {
+            let error = ClientError::from_response(status, &HeaderMap::new(), &body, None);
+            proptest::prop_assert_eq!(error.status(), Some(status));
+            let json = serde_json::json!({"error": {"type": "x", "message": message}});
+            let error = ClientError::from_response(status, &HeaderMap::new(), json.to_string().as_bytes(), None);
+            proptest::prop_assert!(!error.code().is_empty());
+            let _ = ClientError::from_stream_error(&message, None);
+        }
+
+        #[test]
+        fn numbers_are_found_wherever_they_sit(prefix in "[a-z :]{0,10}", n in 0u64..1_000_000_000, suffix in "[a-z >]{0,10}") {
+            let text = format!("{prefix}{n}{suffix}");
+            proptest::prop_assert_eq!(numbers(&text), vec![n]);
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! A streaming HTTP client for Anthropic Messages and OpenAI-compatible endpoints (feature
+//! `client`): hyper over tokio, rustls, a connection pool, retries with exponential backoff and
+//! full jitter honouring `retry-after`, watchdogs on the stream, one typed error, metrics per
+//! request.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ferroloop::client::ClientError> {
+//! use ferroloop::client::{Client, ClientConfig, Provider, StreamItem};
+//! use futures::StreamExt;
+//!
+//! let client = Client::new(ClientConfig::from_env(Provider::Anthropic))?;
+//! let body = r#"{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,
+//!               "messages":[{"role":"user","content":"Hi"}]}"#;
+//! let mut stream = client.stream(body);
+//! while let Some(item) = stream.next().await {
+//!     match item? {
+//!         StreamItem::Event(event) => println!("{}: {}", &*event.event_type, &*event.data),
+//!         StreamItem::Retry(retry) => eprintln!("retrying in {:?}", retry.wait),
+//!         StreamItem::Stalled { elapsed } => eprintln!("no event for {elapsed:?}"),
+//!     }
+//! }
+//! println!("{:?}", stream.metrics());
+//! # Ok(()) }
+//! ```
+
+mod agent_model;
+mod config;
+mod error;
+mod message_stream;
+mod metrics;
+mod proxy;
+mod retry;
+mod send;
+mod stream;
+mod transport;
+mod watchdog;
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use http_body_util::BodyExt;
+use tokio::time::Instant;
+
+pub use config::{ClientConfig, Provider, RetryObserver, TlsOptions};
+pub use error::{ClientError, ErrorDetails, PartialResponse};
+pub use message_stream::{MessageItem, MessageStream};
+pub use metrics::RequestMetrics;
+pub use proxy::ProxyConfig;
+pub use retry::{RetryEvent, RetryPolicy, is_retryable_status, retry_after};
+pub use stream::{ResponseStream, StreamItem};
+pub use watchdog::{TimeoutKind, Timeouts};
+
+use send::{PreparedRequest, Progress, Sender};
+use transport::HttpClient;
+
+/// A client for one provider endpoint. Cheap to clone; clones share the connection pool.
+/// Requests must run inside a tokio runtime.
+#[derive(Clone)]
+pub struct Client {
+    config: Arc<ClientConfig>,
+    http: HttpClient,
+    base_headers: Arc<HeaderMap>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A complete (non-streaming) response.
+#[derive(Debug, Clone)]
+pub struct ClientResponse {
+    /// The HTTP status (always a success).
+    pub status: u16,
+    /// The response headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// Measurements.
+    pub metrics: RequestMetrics,
+}
+
+impl ClientResponse {
+    /// The body parsed as JSON.
+    pub fn json(&self) -> Result<serde_json::Value, ClientError> {
+        serde_json::from_slice(&self.body).map_err(|error| ClientError::Protocol {
+            message: format!("response body is not JSON: {error}"),
+            request_id: self.metrics.request_id.clone(),
+        })
+    }
+}
+
+impl Client {
+    /// A client for `config` (loads the TLS roots once).
+    pub fn new(config: ClientConfig) -> Result<Self, ClientError> {
+        let http = transport::build(&config)?;
+        let base_headers = base_headers(&config)?;
+        // Fail on a bad base URL now rather than on the first request.
+        endpoint(&config, config.provider.messages_path())?;
+        Ok(Self {
+            config: Arc::new(config),
+            http,
+            base_headers: Arc::new(base_headers),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Starts a streaming generation request. `body` is the provider's JSON request, sent as
+    /// is (it must ask for streaming: `"stream": true`). Nothing happens until the stream is
+    /// polled.
+    pub fn stream(&self, body: impl Into<Bytes>) -> ResponseStream {
+        let path = self.config.provider.messages_path();
+        match self.sender(path, body.into(), "text/event-stream") {
+            Ok(sender) => ResponseStream::new(sender, self.config.provider),
+            Err(error) => ResponseStream::failed(self.unsent_sender(), self.config.provider, error),
+        }
+    }
+
+    /// Starts a streaming generation request decoded by the provider's decoder: typed events,
+    /// then the final message ([`MessageItem::Message`]).
+    pub fn stream_message(&self, body: impl Into<Bytes>) -> MessageStream {
+        self.stream(body).decode()
+    }
+
+    /// A non-streaming generation request; returns the provider's JSON response.
+    pub async fn create(&self, body: impl Into<Bytes>) -> Result<ClientResponse, ClientError> {
+        self.post(self.config.provider.messages_path(), body).await
+    }
+
+    /// Anthropic's token counting endpoint: the `input_tokens` of a Messages request body.
+    pub async fn count_tokens(&self, body: impl Into<Bytes>) -> Result<u64, ClientError> {
+        if self.config.provider != Provider::Anthropic {
+            return Err(ClientError::Config(
+                "count_tokens is an Anthropic endpoint".to_owned(),
+            ));
+        }
+        let response = self.post("/v1/messages/count_tokens", body).await?;
+        response
+            .json()?
+            .get("input_tokens")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| ClientError::Protocol {
+                message: "count_tokens response has no input_tokens".to_owned(),
+                request_id: response.metrics.request_id.clone(),
+            })
+    }
+
+    /// POSTs `body` to `path` (appended to the base URL) with retries and returns the whole
+    /// response.
+    pub async fn post(
+        &self,
+        path: &str,
+        body: impl Into<Bytes>,
+    ) -> Result<ClientResponse, ClientError> {
+        let sender = self.sender(path, body.into(), "application/json")?;
+        loop {
+            let response = sender.clone().send().await?;
+            let headers_at = Instant::now();
+            let (parts, body) = response.into_parts();
+            let remaining = sender
+                .total_deadline()
+                .saturating_duration_since(headers_at);
+            let failure = match tokio::time::timeout(remaining, body.collect()).await {
+                Ok(Ok(collected)) => {
+                    let body = collected.to_bytes();
+                    let progress = sender
+                        .progress
+                        .lock()
+                        .map(|p| (p.attempts, p.retries.clone()));
+                    let (attempts, retries) = progress.unwrap_or_default();
+                    let metrics = RequestMetrics {
+                        request_id: error::request_id(&parts.headers),
+                        attempts,
+                        retries,
+                        http_version: Some(metrics::version_label(parts.version)),
+                        time_to_headers: Some(headers_at - sender.start),
+                        total: Some(sender.start.elapsed()),
+                        bytes_received: body.len() as u64,
+                        ..RequestMetrics::default()
+                    };
+                    return Ok(ClientResponse {
+                        status: parts.status.as_u16(),
+                        headers: parts.headers,
+                        body,
+                        metrics,
+                    });
+                }
+                Ok(Err(error)) => (
+                    send::body_error(&error, error::request_id(&parts.headers)),
+                    true,
+                ),
+                Err(_) => (
+                    ClientError::Timeout {
+                        which: TimeoutKind::Total,
+                        elapsed: sender.start.elapsed(),
+                        request_id: error::request_id(&parts.headers),
+                    },
+                    false,
+                ),
+            };
+            let (error, retryable) = failure;
+            let attempt = sender.current_attempt();
+            match sender.schedule_retry(attempt, &error, retryable, None) {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(error),
+            }
+        }
+    }
+
+    fn sender(&self, path: &str, body: Bytes, accept: &'static str) -> Result<Sender, ClientError> {
+        let mut headers = (*self.base_headers).clone();
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        let uri = endpoint(&self.config, path)?;
+        // A plain-HTTP request through a proxy goes to the proxy itself, so its credentials
+        // travel as a header (an HTTPS request sends them in the CONNECT instead).
+        if uri.scheme_str() == Some("http")
+            && let Some(credentials) = self
+                .config
+                .proxy
+                .proxy_for(&uri)
+                .and_then(|proxy| proxy.parse::<Uri>().ok())
+                .and_then(|proxy| proxy::proxy_authorization(&proxy))
+        {
+            let mut value = HeaderValue::from_str(&credentials)
+                .map_err(|_| ClientError::Config("bad proxy credentials".to_owned()))?;
+            value.set_sensitive(true);
+            headers.insert(http::header::PROXY_AUTHORIZATION, value);
+        }
+        let request = PreparedRequest { uri, headers, body };
+        Ok(Sender {
+            http: self.http.clone(),
+            config: Arc::clone(&self.config),
+            request: Arc::new(request),
+            progress: Arc::new(Mutex::new(Progress::default())),
+            start: Instant::now(),
+        })
+    }
+
+    /// A sender that is never used to send (for a stream that failed before starting).
+    fn unsent_sender(&self) -> Sender {
+        Sender {
+            http: self.http.clone(),
+            config: Arc::clone(&self.config),
+            request: Arc::new(PreparedRequest {
+                uri: Uri::from_static("http://127.0.0.1/"),
+                headers: HeaderMap::new(),
+                body: Bytes::new(),
+            }),
+            progress: Arc::new(Mutex::new(Progress::default())),
+            start: Instant::now(),
+        }
+    }
+}
+
+fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
+    let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
+    let uri: Uri = url
+        .parse()
+        .map_err(|error| ClientError::Config(format!("bad URL {url:?}: {error}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") if uri.host().is_some() => Ok(uri),
+        _ => Err(ClientError::Config(format!(
+            "bad URL {url:?}: expected http(s)://host"
+        ))),
+    }
+}
+
+fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
+    let value = |text: &str, what: &str| {
+        HeaderValue::from_str(text).map_err(|_| ClientError::Config(format!("bad {what} header")))
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(USER_AGENT, value(&config.user_agent, "user-agent")?);
+    match config.provider {
+        Provider::Anthropic => {
+            if let Some(key) = &config.api_key {
+                let mut key = value(key, "x-api-key")?;
+                key.set_sensitive(true);
+                headers.insert("x-api-key", key);
+            }
+            headers.insert(
+                "anthropic-version",
+                value(&config.anthropic_version, "anthropic-version")?,
+            );
+            if !config.anthropic_beta.is_empty() {
+                headers.insert(
+                    "anthropic-beta",
+                    value(&config.anthropic_beta.join(","), "anthropic-beta")?,
+                );
+            }
+        }
+        Provider::OpenAiChat | Provider::OpenAiResponses => {
+            if let Some(key) = &config.api_key {
+                let mut bearer = value(&format!("Bearer {key}"), "authorization")?;
+                bearer.set_sensitive(true);
+                headers.insert(AUTHORIZATION, bearer);
+            }
+        }
+    }
+    for (name, text) in &config.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ClientError::Config(format!("bad header name {name:?}")))?;
+        headers.append(name, value(text, "extra")?);
+    }
+    Ok(headers)
+}

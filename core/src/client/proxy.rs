@@ -1,0 +1,322 @@
+//! `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY`: which proxy a destination goes through, and the
+//! connector that goes through it (a `CONNECT` tunnel for `https` destinations, absolute-form
+//! requests for `http` ones).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::Uri;
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Proxy settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Proxy for `https` destinations (`http://host:port`).
+    pub https: Option<String>,
+    /// Proxy for `http` destinations.
+    pub http: Option<String>,
+    /// Hosts reached directly: exact names, `.suffix` or `suffix` domain matches, `*` for all.
+    pub no_proxy: Vec<String>,
+}
+
+impl ProxyConfig {
+    /// Reads `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (lower case wins, as in
+    /// curl) through `lookup`.
+    pub fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Self {
+        let var = |lower: &str, upper: &str| {
+            lookup(lower)
+                .or_else(|| lookup(upper))
+                .filter(|value| !value.trim().is_empty())
+        };
+        let all = var("all_proxy", "ALL_PROXY");
+        Self {
+            https: var("https_proxy", "HTTPS_PROXY").or_else(|| all.clone()),
+            http: var("http_proxy", "HTTP_PROXY").or(all),
+            no_proxy: var("no_proxy", "NO_PROXY")
+                .map(|list| {
+                    list.split(',')
+                        .map(|entry| entry.trim().to_ascii_lowercase())
+                        .filter(|entry| !entry.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The proxy to use for `destination`, if any.
+    pub fn proxy_for(&self, destination: &Uri) -> Option<&str> {
+        let proxy = if destination.scheme_str() == Some("https") {
+            self.https.as_deref()
+        } else {
+            self.http.as_deref()
+        }?;
+        let host = destination
+            .host()?
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        (!self.bypasses(host)).then_some(proxy)
+    }
+
+    fn bypasses(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        self.no_proxy.iter().any(|entry| {
+            let entry = entry.trim_start_matches("*.").trim_start_matches('.');
+            entry == "*"
+                || host == entry
+                || (host.len() > entry.len()
+                    && host.ends_with(entry)
+                    && host.as_bytes()[host.len() - entry.len() - 1] == b'.')
+        })
+    }
+}
+
+/// A TCP connector that honours [`ProxyConfig`].
+#[derive(Clone)]
+pub(crate) struct ProxyConnector {
+    direct: HttpConnector,
+    config: std::sync::Arc<ProxyConfig>,
+}
+
+impl ProxyConnector {
+    pub(crate) fn new(direct: HttpConnector, config: ProxyConfig) -> Self {
+        Self {
+            direct,
+            config: std::sync::Arc::new(config),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<Uri> for ProxyConnector {
+    type Response = ProxiedStream;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<ProxiedStream, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.direct.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, destination: Uri) -> Self::Future {
+        let mut direct = self.direct.clone();
+        let proxy = self.config.proxy_for(&destination).map(str::to_owned);
+        Box::pin(async move {
+            let Some(proxy) = proxy else {
+                let stream = direct.call(destination).await?;
+                return Ok(ProxiedStream {
+                    io: stream,
+                    via_proxy: false,
+                });
+            };
+            let proxy_uri: Uri = proxy.parse()?;
+            let mut stream = direct.call(proxy_uri.clone()).await?;
+            if destination.scheme_str() == Some("https") {
+                tunnel(stream.inner_mut(), &destination, &proxy_uri).await?;
+                Ok(ProxiedStream {
+                    io: stream,
+                    via_proxy: false,
+                })
+            } else {
+                // Plain HTTP: hyper writes absolute-form request targets to a proxy.
+                Ok(ProxiedStream {
+                    io: stream,
+                    via_proxy: true,
+                })
+            }
+        })
+    }
+}
+
+/// Opens a `CONNECT` tunnel to `destination` through an established proxy connection.
+async fn tunnel(stream: &mut TcpStream, destination: &Uri, proxy: &Uri) -> io::Result<()> {
+    let host = destination
+        .host()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no host"))?;
+    let port = destination.port_u16().unwrap_or(443);
+    let mut request = format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n");
+    if let Some(credentials) = proxy_authorization(proxy) {
+        request.push_str("Proxy-Authorization: ");
+        request.push_str(&credentials);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await?;
+
+    // Read the proxy's response head byte-wise-safe: stop exactly at the blank line so no
+    // byte of the tunnelled stream is consumed.
+    let mut head = Vec::with_capacity(256);
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 * 1024 {
+            return Err(io::Error::other("proxy response head too large"));
+        }
+        if stream.read(&mut byte).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "proxy closed the connection during CONNECT",
+            ));
+        }
+        head.push(byte[0]);
+    }
+    let status_line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let status = status_line
+        .split(|b| *b == b' ')
+        .nth(1)
+        .and_then(|code| std::str::from_utf8(code).ok());
+    if status != Some("200") {
+        return Err(io::Error::other(format!(
+            "proxy refused CONNECT: {}",
+            String::from_utf8_lossy(status_line).trim_end()
+        )));
+    }
+    Ok(())
+}
+
+/// `Basic base64(user:password)` when the proxy URL carries credentials.
+pub(crate) fn proxy_authorization(proxy: &Uri) -> Option<String> {
+    let (credentials, _) = proxy.authority()?.as_str().rsplit_once('@')?;
+    Some(format!("Basic {}", base64_encode(credentials.as_bytes())))
+}
+
+fn base64_encode(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18u32, 12, 6, 0].iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A TCP stream, possibly to a proxy that expects absolute-form requests.
+pub(crate) struct ProxiedStream {
+    io: TokioIo<TcpStream>,
+    via_proxy: bool,
+}
+
+impl Connection for ProxiedStream {
+    fn connected(&self) -> Connected {
+        self.io.connected().proxy(self.via_proxy)
+    }
+}
+
+impl Read for ProxiedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl Write for ProxiedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn config(no_proxy: &str) -> ProxyConfig {
+        let lookup = |name: &str| match name {
+            "HTTPS_PROXY" => Some("http://proxy:3128".to_owned()),
+            "http_proxy" => Some("http://plain:8080".to_owned()),
+            "NO_PROXY" => Some(no_proxy.to_owned()),
+            _ => None,
+        };
+        ProxyConfig::from_lookup(&lookup)
+    }
+
+    #[test]
+    fn picks_the_proxy_by_scheme() {
+        let config = config("");
+        let https: Uri = "https://api.anthropic.com/v1/messages".parse().unwrap();
+        let http: Uri = "http://example.com/".parse().unwrap();
+        assert_eq!(config.proxy_for(&https), Some("http://proxy:3128"));
+        assert_eq!(config.proxy_for(&http), Some("http://plain:8080"));
+    }
+
+    #[test]
+    fn no_proxy_matches_hosts_and_domain_suffixes() {
+        let listed = config("localhost, .internal.example,anthropic.com,127.0.0.1");
+        let direct = [
+            "https://localhost:8443/",
+            "https://a.internal.example/",
+            "https://api.anthropic.com/",
+            "https://anthropic.com/",
+            "http://127.0.0.1:9/",
+        ];
+        for url in direct {
+            assert_eq!(listed.proxy_for(&url.parse().unwrap()), None, "{url}");
+        }
+        let proxied = ["https://notanthropic.com/", "https://api.openai.com/"];
+        for url in proxied {
+            assert!(listed.proxy_for(&url.parse().unwrap()).is_some(), "{url}");
+        }
+        assert_eq!(
+            config("*").proxy_for(&"https://x.y/".parse().unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn base64_matches_the_rfc_vectors() {
+        let vectors = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (input, expected) in vectors {
+            assert_eq!(base64_encode(input.as_bytes()), expected);
+        }
+    }
+}

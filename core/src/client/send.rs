@@ -1,0 +1,254 @@
+//! Sending a prepared request until a success response arrives, a failure is final, or the
+//! retries run out. Each retry is recorded in the shared [`Progress`] before its wait, so a
+//! stream can report it while the wait runs.
+
+use std::error::Error as _;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::error::ClientError;
+use super::retry::{RetryEvent, is_retryable_status, retry_after};
+use super::transport::HttpClient;
+use super::watchdog::{TimeoutKind, later};
+use super::{ClientConfig, error};
+
+/// Error bodies beyond this are cut (they are diagnostics, not payloads).
+const MAX_ERROR_BODY: usize = 1 << 20;
+
+/// A request built once and sent as many times as needed (the body is shared, not copied).
+#[derive(Debug)]
+pub(crate) struct PreparedRequest {
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl PreparedRequest {
+    fn to_http(&self) -> Result<Request<Full<Bytes>>, ClientError> {
+        let mut request = Request::post(self.uri.clone())
+            .body(Full::new(self.body.clone()))
+            .map_err(|error| ClientError::Config(error.to_string()))?;
+        *request.headers_mut() = self.headers.clone();
+        Ok(request)
+    }
+}
+
+/// Attempts and retries of one logical request.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) attempts: u32,
+    pub(crate) retries: Vec<RetryEvent>,
+}
+
+/// Everything an attempt needs, cheap to clone into a future.
+#[derive(Clone)]
+pub(crate) struct Sender {
+    pub(crate) http: HttpClient,
+    pub(crate) config: Arc<ClientConfig>,
+    pub(crate) request: Arc<PreparedRequest>,
+    pub(crate) progress: Arc<Mutex<Progress>>,
+    pub(crate) start: Instant,
+}
+
+impl Sender {
+    /// The deadline of the whole request.
+    pub(crate) fn total_deadline(&self) -> Instant {
+        later(self.start, self.config.timeouts.total)
+    }
+
+    /// Sends until a 2xx arrives or the failure is final.
+    pub(crate) async fn send(self) -> Result<Response<Incoming>, ClientError> {
+        loop {
+            let attempt = self.begin_attempt();
+            let (error, retryable, server_wait) = match self.attempt().await {
+                Ok(response) => return Ok(response),
+                Err(failure) => failure,
+            };
+            match self.schedule_retry(attempt, &error, retryable, server_wait) {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(error),
+            }
+        }
+    }
+
+    /// Counts a new attempt; returns its number (from 1).
+    pub(crate) fn begin_attempt(&self) -> u32 {
+        match self.progress.lock() {
+            Ok(mut progress) => {
+                progress.attempts += 1;
+                progress.attempts
+            }
+            Err(_) => 1,
+        }
+    }
+
+    /// The attempt number in progress.
+    pub(crate) fn current_attempt(&self) -> u32 {
+        self.progress
+            .lock()
+            .map(|progress| progress.attempts)
+            .unwrap_or(1)
+    }
+
+    /// One attempt: the response when it is a success, otherwise the error, whether it may
+    /// be retried, and the wait the server asked for.
+    async fn attempt(&self) -> Result<Response<Incoming>, (ClientError, bool, Option<Duration>)> {
+        let now = Instant::now();
+        let total_deadline = self.total_deadline();
+        let timeouts = &self.config.timeouts;
+        let (limit, kind) = if later(now, timeouts.first_byte) < total_deadline {
+            (timeouts.first_byte, TimeoutKind::FirstByte)
+        } else {
+            (
+                total_deadline.saturating_duration_since(now),
+                TimeoutKind::Total,
+            )
+        };
+        let request = self
+            .request
+            .to_http()
+            .map_err(|error| (error, false, None))?;
+        let response = match tokio::time::timeout(limit, self.http.request(request)).await {
+            Err(_) => {
+                let error = ClientError::Timeout {
+                    which: kind,
+                    elapsed: now.elapsed(),
+                    request_id: None,
+                };
+                return Err((error, kind == TimeoutKind::FirstByte, None));
+            }
+            Ok(Err(error)) => {
+                let (error, retryable) = connection_error(&error, now);
+                return Err((error, retryable, None));
+            }
+            Ok(Ok(response)) => response,
+        };
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let (parts, body) = response.into_parts();
+        let remaining = total_deadline.saturating_duration_since(Instant::now());
+        let body =
+            match tokio::time::timeout(remaining, Limited::new(body, MAX_ERROR_BODY).collect())
+                .await
+            {
+                Ok(Ok(collected)) => collected.to_bytes(),
+                // A cut or broken error body still leaves the status to classify by.
+                _ => Bytes::new(),
+            };
+        let server_wait = retry_after(&parts.headers, SystemTime::now());
+        let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
+        let retryable = is_retryable_status(status, &parts.headers);
+        Err((error, retryable, server_wait))
+    }
+
+    /// Decides whether attempt `attempt` is retried after `error`; if so, records the retry
+    /// and returns the wait.
+    pub(crate) fn schedule_retry(
+        &self,
+        attempt: u32,
+        error: &ClientError,
+        retryable: bool,
+        server_wait: Option<Duration>,
+    ) -> Option<Duration> {
+        let policy = &self.config.retry;
+        if !retryable || attempt > policy.max_retries {
+            return None;
+        }
+        let wait = policy.wait(attempt - 1, server_wait);
+        if later(Instant::now(), wait) >= self.total_deadline() {
+            return None;
+        }
+        let event = RetryEvent {
+            attempt,
+            status: error.status(),
+            wait,
+            reason: error.to_string(),
+        };
+        tracing::info!(attempt, status = ?event.status, wait_ms = wait.as_millis() as u64, reason = %event.reason, "retrying request");
+        if let Some(observer) = &self.config.on_retry {
+            observer(&event);
+        }
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.retries.push(event);
+        }
+        Some(wait)
+    }
+}
+
+/// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
+/// whether it may be retried: everything but a TLS failure (a bad certificate stays bad).
+fn connection_error(
+    error: &hyper_util::client::legacy::Error,
+    started: Instant,
+) -> (ClientError, bool) {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    let mut timed_out = false;
+    let mut tls_failure = false;
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        if let Some(io) = cause.downcast_ref::<io::Error>() {
+            timed_out |= io.kind() == io::ErrorKind::TimedOut;
+        }
+        tls_failure |= is_tls_error(cause);
+        source = cause.source();
+    }
+    if timed_out && error.is_connect() {
+        let error = ClientError::Timeout {
+            which: TimeoutKind::Connect,
+            elapsed: started.elapsed(),
+            request_id: None,
+        };
+        return (error, true);
+    }
+    let error = ClientError::Connection {
+        message,
+        request_id: None,
+    };
+    (error, !tls_failure)
+}
+
+/// True when `error` is, or wraps through `io::Error`s (which hide their payload from
+/// `source()`), a rustls error.
+fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    if error.is::<rustls::Error>() {
+        return true;
+    }
+    match error
+        .downcast_ref::<io::Error>()
+        .and_then(io::Error::get_ref)
+    {
+        Some(inner) => is_tls_error(inner),
+        None => false,
+    }
+}
+
+/// Maps a body read error to [`ClientError::Connection`].
+pub(crate) fn body_error(error: &hyper::Error, request_id: Option<String>) -> ClientError {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ClientError::Connection {
+        message,
+        request_id,
+    }
+}
+
+/// The request id of a response.
+pub(crate) fn response_request_id(response: &Response<Incoming>) -> Option<String> {
+    error::request_id(response.headers())
+}

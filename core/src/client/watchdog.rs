@@ -1,0 +1,174 @@
+//! Watchdogs on a streaming response: first event, idle gap between events (with an earlier
+//! stall notice), total time. One lazily re-armed timer serves all of them, so an event costs
+//! a clock read, never a timer reset.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+/// Timeouts of a request. Every one is reported as [`ClientError::Timeout`] with the elapsed
+/// time.
+///
+/// [`ClientError::Timeout`]: super::ClientError::Timeout
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP (and proxy) connection (default 30 s).
+    pub connect: Duration,
+    /// From sending the request to the response headers (default 600 s).
+    pub first_byte: Duration,
+    /// From the headers to the first event (default 90 s).
+    pub first_event: Duration,
+    /// Between two events (default 90 s).
+    pub idle: Duration,
+    /// A gap this long between events is reported once as a stall (default 30 s).
+    pub stall_notice: Duration,
+    /// The whole request, retries included (default 600 s).
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(30),
+            first_byte: Duration::from_secs(600),
+            first_event: Duration::from_secs(90),
+            idle: Duration::from_secs(90),
+            stall_notice: Duration::from_secs(30),
+            total: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Which watchdog fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutKind {
+    /// The connection was not established in time.
+    Connect,
+    /// The response headers did not arrive in time.
+    FirstByte,
+    /// No event arrived in time after the headers.
+    FirstEvent,
+    /// Too long between two events.
+    Idle,
+    /// The whole request took too long.
+    Total,
+}
+
+impl fmt::Display for TimeoutKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeoutKind::Connect => "connect",
+            TimeoutKind::FirstByte => "first byte",
+            TimeoutKind::FirstEvent => "first event",
+            TimeoutKind::Idle => "idle",
+            TimeoutKind::Total => "total",
+        })
+    }
+}
+
+/// What a watchdog reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Alarm {
+    /// No event for `elapsed` (reported once per gap).
+    Stall(Duration),
+    /// A timeout: the request must end.
+    Timeout(TimeoutKind, Duration),
+}
+
+/// The watchdogs of one response body.
+#[derive(Debug)]
+pub(crate) struct Watchdog {
+    timeouts: Timeouts,
+    total_deadline: Instant,
+    last_progress: Instant,
+    seen_event: bool,
+    stall_reported: bool,
+    timer: Pin<Box<Sleep>>,
+    request_start: Instant,
+}
+
+impl Watchdog {
+    /// Starts watching at the moment the headers arrived.
+    pub(crate) fn new(timeouts: &Timeouts, request_start: Instant, headers_at: Instant) -> Self {
+        let total_deadline = later(request_start, timeouts.total);
+        Self {
+            timeouts: timeouts.clone(),
+            total_deadline,
+            last_progress: headers_at,
+            seen_event: false,
+            stall_reported: false,
+            timer: Box::pin(tokio::time::sleep_until(headers_at.min(total_deadline))),
+            request_start,
+        }
+    }
+
+    /// Records an event delivered at `now`.
+    pub(crate) fn on_event(&mut self, now: Instant) {
+        self.last_progress = now;
+        self.seen_event = true;
+        self.stall_reported = false;
+    }
+
+    /// Resolves when an alarm is due; otherwise arms the timer for the earliest deadline.
+    pub(crate) fn poll_alarm(&mut self, cx: &mut Context<'_>) -> Poll<Alarm> {
+        loop {
+            let now = Instant::now();
+            if now >= self.total_deadline {
+                return Poll::Ready(Alarm::Timeout(TimeoutKind::Total, now - self.request_start));
+            }
+            let (kind, limit) = if self.seen_event {
+                (TimeoutKind::Idle, self.timeouts.idle)
+            } else {
+                (TimeoutKind::FirstEvent, self.timeouts.first_event)
+            };
+            let quiet_deadline = later(self.last_progress, limit);
+            if now >= quiet_deadline {
+                return Poll::Ready(Alarm::Timeout(kind, now - self.last_progress));
+            }
+            let stall_deadline = later(self.last_progress, self.timeouts.stall_notice);
+            let stall_pending = !self.stall_reported && stall_deadline < quiet_deadline;
+            if stall_pending && now >= stall_deadline {
+                self.stall_reported = true;
+                return Poll::Ready(Alarm::Stall(now - self.last_progress));
+            }
+            let mut next = quiet_deadline.min(self.total_deadline);
+            if stall_pending {
+                next = next.min(stall_deadline);
+            }
+            // Lazy re-arming: a timer set too early just wakes us to recompute; only a timer
+            // set too late (or already fired) needs moving.
+            if self.timer.deadline() > next || self.timer.is_elapsed() {
+                self.timer.as_mut().reset(next);
+            }
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// `at + wait`, saturating at a far future instead of panicking on a huge configured duration.
+pub(crate) fn later(at: Instant, wait: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    at.checked_add(wait.min(FAR))
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_durations_saturate_instead_of_panicking() {
+        let now = Instant::now();
+        assert!(later(now, Duration::MAX) > now + Duration::from_secs(3600));
+        assert_eq!(
+            later(now, Duration::from_secs(1)),
+            now + Duration::from_secs(1)
+        );
+    }
+}

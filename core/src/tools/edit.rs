@@ -1,0 +1,206 @@
+//! `edit`: exact-string replacement in a text file.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::output::looks_binary;
+use super::{ToolFailure, Workspace, parse_input, run_to_completion};
+
+/// Replaces an exact string in a file. Not concurrency-safe.
+#[derive(Debug, Clone)]
+pub struct EditTool {
+    workspace: Workspace,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditInput {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl EditTool {
+    /// The tool's name.
+    pub const NAME: &'static str = "edit";
+
+    /// An `edit` tool confined to `workspace`.
+    pub fn new(workspace: Workspace) -> Self {
+        Self { workspace }
+    }
+
+    /// The description shown to the model.
+    pub fn description(&self) -> &'static str {
+        "Replace an exact string in a text file. `old_string` must match the file's text \
+         exactly, whitespace and indentation included (do not include the line-number prefix \
+         of `read` output). The edit fails if `old_string` is not found, or if it occurs more \
+         than once and `replace_all` is not true: then add surrounding context to make it \
+         unique. Reports how many occurrences were replaced."
+    }
+
+    /// The JSON schema of the input.
+    pub fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The file to edit, relative to the workspace root (or absolute inside it)."},
+                "old_string": {"type": "string", "description": "The exact text to replace."},
+                "new_string": {"type": "string", "description": "The replacement text (must differ from old_string)."},
+                "replace_all": {"type": "boolean", "default": false, "description": "Replace every occurrence instead of requiring exactly one."}
+            },
+            "required": ["file_path", "old_string", "new_string"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Runs the tool. Like `write`, a started edit is not interrupted by cancellation.
+    pub async fn call(
+        &self,
+        input: Value,
+        cancel: CancellationToken,
+    ) -> Result<String, ToolFailure> {
+        let input: EditInput = parse_input(input)?;
+        if input.old_string.is_empty() {
+            return Err(ToolFailure::InvalidInput(
+                "old_string is empty; use `write` to create a file".into(),
+            ));
+        }
+        if input.old_string == input.new_string {
+            return Err(ToolFailure::InvalidInput(
+                "old_string and new_string are identical; nothing would change".into(),
+            ));
+        }
+        let path = self.workspace.resolve(&input.file_path)?;
+        run_to_completion(&cancel, move || edit_file(&path, &input)).await
+    }
+}
+
+fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
+    let shown = input.file_path.as_str();
+    let metadata =
+        std::fs::metadata(path).map_err(|error| ToolFailure::io("edit", shown, error))?;
+    if metadata.is_dir() {
+        return Err(ToolFailure::IsADirectory(shown.into()));
+    }
+    let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
+    if looks_binary(&bytes) {
+        return Err(ToolFailure::BinaryFile(shown.into()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?;
+    let count = text.matches(input.old_string.as_str()).count();
+    if count == 0 {
+        return Err(ToolFailure::NoMatch(shown.into()));
+    }
+    if count > 1 && !input.replace_all {
+        return Err(ToolFailure::AmbiguousMatch {
+            path: shown.into(),
+            count,
+        });
+    }
+    let edited = text.replace(input.old_string.as_str(), &input.new_string);
+    std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
+    let noun = if count == 1 {
+        "occurrence"
+    } else {
+        "occurrences"
+    };
+    Ok(format!("Replaced {count} {noun} in '{shown}'"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn tool(content: &str) -> (tempfile::TempDir, EditTool) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f.txt"), content).unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        (dir, EditTool::new(workspace))
+    }
+
+    async fn edit(tool: &EditTool, old: &str, new: &str, all: bool) -> Result<String, ToolFailure> {
+        tool.call(
+            json!({"file_path": "f.txt", "old_string": old, "new_string": new, "replace_all": all}),
+            CancellationToken::new(),
+        )
+        .await
+    }
+
+    fn content(dir: &tempfile::TempDir) -> String {
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn zero_matches_fail_and_leave_the_file_alone() {
+        let (dir, tool) = tool("alpha beta\n");
+        let failure = edit(&tool, "gamma", "delta", false).await.unwrap_err();
+        assert!(matches!(failure, ToolFailure::NoMatch(ref p) if p == "f.txt"));
+        assert!(failure.to_string().contains("not found"));
+        assert_eq!(content(&dir), "alpha beta\n");
+    }
+
+    #[tokio::test]
+    async fn one_match_is_replaced() {
+        let (dir, tool) = tool("alpha beta\n");
+        let out = edit(&tool, "beta", "gamma", false).await.unwrap();
+        assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+        assert_eq!(content(&dir), "alpha gamma\n");
+    }
+
+    #[tokio::test]
+    async fn two_matches_fail_without_replace_all_and_succeed_with_it() {
+        let (dir, tool) = tool("x = 1;\nx = 1;\n");
+        let failure = edit(&tool, "x = 1", "x = 2", false).await.unwrap_err();
+        assert!(matches!(
+            failure,
+            ToolFailure::AmbiguousMatch { count: 2, .. }
+        ));
+        assert!(failure.to_string().contains("occurs 2 times"), "{failure}");
+        assert_eq!(content(&dir), "x = 1;\nx = 1;\n");
+        let out = edit(&tool, "x = 1", "x = 2", true).await.unwrap();
+        assert_eq!(out, "Replaced 2 occurrences in 'f.txt'");
+        assert_eq!(content(&dir), "x = 2;\nx = 2;\n");
+    }
+
+    #[tokio::test]
+    async fn degenerate_inputs_binary_files_and_escapes_are_refused() {
+        let (dir, tool) = tool("abc");
+        assert!(matches!(
+            edit(&tool, "", "x", false).await,
+            Err(ToolFailure::InvalidInput(_))
+        ));
+        assert!(matches!(
+            edit(&tool, "a", "a", false).await,
+            Err(ToolFailure::InvalidInput(_))
+        ));
+        std::fs::write(dir.path().join("b.bin"), b"a\0b").unwrap();
+        let failure = tool
+            .call(
+                json!({"file_path": "b.bin", "old_string": "a", "new_string": "c"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::BinaryFile(_)));
+        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("host")).unwrap();
+        for path in ["host", "../f.txt", "/etc/hostname"] {
+            let failure = tool
+                .call(
+                    json!({"file_path": path, "old_string": "a", "new_string": "c"}),
+                    CancellationToken::new(),
+                )
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::OutsideWorkspace { .. }),
+                "{path}"
+            );
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The typed failure of a built-in tool call: its `Display` is the message the model reads.
+
+use std::path::PathBuf;
+
+/// Why a built-in tool call failed. The `Display` text is written for the model: it says what went
+/// wrong and, where possible, what to do instead. A failure becomes an `is_error` tool result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolFailure {
+    /// The input did not match the tool's schema or violated one of its rules.
+    #[error("Invalid input: {0}")]
+    InvalidInput(String),
+    /// A path argument resolves (after `..` and symbolic links) outside the workspace root.
+    #[error("Path '{path}' is outside the workspace '{}'", root.display())]
+    OutsideWorkspace {
+        /// The path as the model gave it.
+        path: String,
+        /// The workspace root.
+        root: PathBuf,
+    },
+    /// A file or directory that must exist does not.
+    #[error("'{0}' does not exist")]
+    NotFound(String),
+    /// A file was expected but the path names a directory.
+    #[error("'{0}' is a directory, not a file")]
+    IsADirectory(String),
+    /// A text file was expected but the path names something else.
+    #[error("'{0}' is not a regular file")]
+    NotAFile(String),
+    /// The file holds binary data (a NUL byte was found), which the text tools refuse.
+    #[error(
+        "'{0}' appears to be a binary file (it contains NUL bytes); only text files can be read or edited"
+    )]
+    BinaryFile(String),
+    /// The file is not valid UTF-8, so an exact-string edit cannot be applied safely.
+    #[error("'{0}' is not valid UTF-8 text; it cannot be edited")]
+    NotUtf8(String),
+    /// `edit`: `old_string` does not occur in the file.
+    #[error(
+        "old_string was not found in '{0}'; read the file and copy the exact text, including whitespace"
+    )]
+    NoMatch(String),
+    /// `edit`: `old_string` occurs more than once and `replace_all` was not set.
+    #[error(
+        "old_string occurs {count} times in '{path}'; include more surrounding context to make it unique, or set replace_all to true"
+    )]
+    AmbiguousMatch {
+        /// The file as the model named it.
+        path: String,
+        /// How many (non-overlapping) occurrences were found.
+        count: usize,
+    },
+    /// An operating-system error on a file.
+    #[error("Cannot {operation} '{path}': {source}")]
+    Io {
+        /// What was being done ("read", "write", "create directories for", ...).
+        operation: &'static str,
+        /// The path as the model named it.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `bash`: the command exited with a non-zero status.
+    #[error("Command failed with exit code {code}\n{output}")]
+    CommandFailed {
+        /// The exit status.
+        code: i32,
+        /// Combined stdout and stderr (capped).
+        output: String,
+    },
+    /// `bash`: the shell was killed by a signal it did not send itself.
+    #[error("Command was killed by signal {signal}\n{output}")]
+    CommandKilled {
+        /// The signal number.
+        signal: i32,
+        /// Combined stdout and stderr (capped).
+        output: String,
+    },
+    /// `bash`: the command ran past its timeout; its whole process group was killed.
+    #[error(
+        "Command timed out after {timeout_ms} ms; it and every process it started were killed\n{output}"
+    )]
+    TimedOut {
+        /// The timeout that expired.
+        timeout_ms: u64,
+        /// Combined stdout and stderr up to the timeout (capped).
+        output: String,
+    },
+    /// The call was cancelled (by the host, the user or the executor) before it finished.
+    #[error("The tool call was cancelled")]
+    Cancelled,
+    /// A bug or an unexpected environment failure (for example a worker thread that panicked).
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+impl ToolFailure {
+    /// An [`ToolFailure::Io`] for `path`, mapping "not found" to [`ToolFailure::NotFound`].
+    pub(crate) fn io(operation: &'static str, path: &str, source: std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            Self::NotFound(path.to_owned())
+        } else {
+            Self::Io {
+                operation,
+                path: path.to_owned(),
+                source,
+            }
+        }
+    }
+}

@@ -1,0 +1,507 @@
+//! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::overrides::OverrideBuilder;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::output::truncate_line;
+use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker};
+use super::{ToolFailure, Workspace, parse_input, run_blocking};
+
+/// Limits of the `grep` tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrepLimits {
+    /// Results when the call gives no `max_results` (default 100): matching lines in `content`
+    /// mode, files in the other modes.
+    pub default_max_results: usize,
+    /// Characters kept of one printed line (default 500).
+    pub max_line_chars: usize,
+    /// Bytes of output after which the search stops with a note (default 64 KiB).
+    pub max_output_bytes: usize,
+}
+
+impl Default for GrepLimits {
+    fn default() -> Self {
+        Self {
+            default_max_results: 100,
+            max_line_chars: 500,
+            max_output_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Searches file contents by regular expression. Concurrency-safe.
+#[derive(Debug, Clone)]
+pub struct GrepTool {
+    workspace: Workspace,
+    limits: GrepLimits,
+}
+
+/// What `grep` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OutputMode {
+    /// `path:line:text` for matches, `path-line-text` for context, `--` between groups.
+    Content,
+    /// One path per file with at least one match.
+    FilesWithMatches,
+    /// `path:count` of matching lines per file.
+    Count,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepInput {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+    #[serde(default)]
+    output_mode: Option<OutputMode>,
+    #[serde(default)]
+    case_insensitive: bool,
+    #[serde(default)]
+    context: Option<usize>,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+impl GrepTool {
+    /// The tool's name.
+    pub const NAME: &'static str = "grep";
+
+    /// A `grep` tool confined to `workspace`, with default limits.
+    pub fn new(workspace: Workspace) -> Self {
+        Self::with_limits(workspace, GrepLimits::default())
+    }
+
+    /// A `grep` tool with explicit limits.
+    pub fn with_limits(workspace: Workspace, limits: GrepLimits) -> Self {
+        Self { workspace, limits }
+    }
+
+    /// The description shown to the model.
+    pub fn description(&self) -> &'static str {
+        "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
+         Searches `path` (a file or directory, default: the workspace root) recursively, \
+         skipping files ignored by .gitignore, the .git directory and binary files. \
+         `glob` filters files (e.g. `*.rs`, `src/**/*.ts`). `output_mode`: \
+         `files_with_matches` (default: matching file paths), `content` (matching lines as \
+         `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
+         (`path:count`). `case_insensitive` ignores case. At most 100 results (lines in content \
+         mode, files otherwise) unless `max_results` says otherwise; files in path order."
+    }
+
+    /// The JSON schema of the input.
+    pub fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The regular expression to search for."},
+                "path": {"type": "string", "description": "The file or directory to search (default: the workspace root)."},
+                "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.rs`."},
+                "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "What to print (default files_with_matches)."},
+                "case_insensitive": {"type": "boolean", "default": false, "description": "Match regardless of case."},
+                "context": {"type": "integer", "minimum": 0, "description": "Lines of context before and after each match (content mode)."},
+                "max_results": {"type": "integer", "minimum": 1, "description": "The most results to return (default 100)."}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Runs the tool.
+    pub async fn call(
+        &self,
+        input: Value,
+        cancel: CancellationToken,
+    ) -> Result<String, ToolFailure> {
+        let input: GrepInput = parse_input(input)?;
+        let mode = input.output_mode.unwrap_or(OutputMode::FilesWithMatches);
+        let max_results = match input.max_results {
+            Some(0) => {
+                return Err(ToolFailure::InvalidInput(
+                    "max_results must be at least 1".into(),
+                ));
+            }
+            Some(max) => max,
+            None => self.limits.default_max_results,
+        };
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(input.case_insensitive)
+            .line_terminator(Some(b'\n'))
+            .build(&input.pattern)
+            .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))?;
+        let context = if mode == OutputMode::Content {
+            input.context.unwrap_or(0)
+        } else {
+            0
+        };
+        let searcher = SearcherBuilder::new()
+            .line_number(true)
+            .before_context(context)
+            .after_context(context)
+            .binary_detection(BinaryDetection::quit(0))
+            .build();
+        let shown_base = input.path.unwrap_or_else(|| ".".to_owned());
+        let base = self.workspace.resolve(&shown_base)?;
+        let overrides = match &input.glob {
+            None => None,
+            Some(glob) => Some(
+                OverrideBuilder::new(&base)
+                    .add(glob)
+                    .and_then(|builder| builder.build())
+                    .map_err(|error| {
+                        ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"))
+                    })?,
+            ),
+        };
+        let search = Search {
+            workspace: self.workspace.clone(),
+            limits: self.limits,
+            mode,
+            max_results,
+            context,
+            cancel: cancel.clone(),
+        };
+        run_blocking(&cancel, move || {
+            std::fs::metadata(&base)
+                .map_err(|error| ToolFailure::io("search", &shown_base, error))?;
+            let mut walk = walker(&base);
+            if let Some(overrides) = overrides {
+                walk.overrides(overrides);
+            }
+            search.run(walk.build(), &matcher, searcher)
+        })
+        .await
+    }
+}
+
+/// One search: its settings and the output being built.
+struct Search {
+    workspace: Workspace,
+    limits: GrepLimits,
+    mode: OutputMode,
+    max_results: usize,
+    context: usize,
+    cancel: CancellationToken,
+}
+
+/// Output and counters across files.
+struct Progress {
+    out: String,
+    results: usize,
+    truncated: bool,
+}
+
+impl Search {
+    fn run(
+        &self,
+        walk: ignore::Walk,
+        matcher: &RegexMatcher,
+        mut searcher: Searcher,
+    ) -> Result<String, ToolFailure> {
+        let mut progress = Progress {
+            out: String::new(),
+            results: 0,
+            truncated: false,
+        };
+        for (index, entry) in walk.enumerate() {
+            if index % ENTRIES_PER_CANCEL_CHECK == 0 && self.cancel.is_cancelled() {
+                return Err(ToolFailure::Cancelled);
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(error) => {
+                    tracing::debug!(%error, "grep: skipping an unreadable entry");
+                    continue;
+                }
+            };
+            // Regular files only: a symbolic link may point outside the workspace.
+            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+                continue;
+            }
+            self.search_file(entry.path(), matcher, &mut searcher, &mut progress);
+            if self.cancel.is_cancelled() {
+                return Err(ToolFailure::Cancelled);
+            }
+            if progress.truncated {
+                break;
+            }
+        }
+        let mut out = progress.out;
+        if out.is_empty() {
+            return Ok("No matches found".to_owned());
+        }
+        if progress.truncated {
+            let _ = writeln!(
+                out,
+                "[results truncated at {} {}; narrow the search with path, glob or a more specific pattern]",
+                progress.results,
+                if self.mode == OutputMode::Content {
+                    "matching lines"
+                } else {
+                    "files"
+                }
+            );
+        }
+        Ok(out)
+    }
+
+    fn search_file(
+        &self,
+        path: &Path,
+        matcher: &RegexMatcher,
+        searcher: &mut Searcher,
+        progress: &mut Progress,
+    ) {
+        let shown = self.workspace.display_relative(path);
+        let mut sink = FileSink {
+            search: self,
+            shown: &shown,
+            progress,
+            matched_lines: 0,
+            printed_in_file: false,
+        };
+        if let Err(error) = searcher.search_path(matcher, path, &mut sink) {
+            tracing::debug!(%error, path = %shown, "grep: skipping an unreadable file");
+        }
+        let matched_lines = sink.matched_lines;
+        if matched_lines == 0 || self.mode == OutputMode::Content {
+            return;
+        }
+        if self.is_full(progress) {
+            progress.truncated = true;
+            return;
+        }
+        if self.mode == OutputMode::Count {
+            let _ = writeln!(progress.out, "{shown}:{matched_lines}");
+        } else {
+            progress.out.push_str(&shown);
+            progress.out.push('\n');
+        }
+        progress.results += 1;
+    }
+
+    /// Whether no further result may be added: the result count or the output size is reached.
+    fn is_full(&self, progress: &Progress) -> bool {
+        progress.results >= self.max_results || progress.out.len() >= self.limits.max_output_bytes
+    }
+}
+
+/// Receives one file's matches from the searcher.
+struct FileSink<'a> {
+    search: &'a Search,
+    shown: &'a str,
+    progress: &'a mut Progress,
+    matched_lines: u64,
+    printed_in_file: bool,
+}
+
+impl FileSink<'_> {
+    fn print_line(&mut self, separator: char, line_number: Option<u64>, bytes: &[u8]) {
+        let out = &mut self.progress.out;
+        if !self.printed_in_file {
+            // Groups of different files are separated like ripgrep does when context is on.
+            if self.search.context > 0 && !out.is_empty() {
+                out.push_str("--\n");
+            }
+            self.printed_in_file = true;
+        }
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
+        out.push_str(self.shown);
+        out.push(separator);
+        if let Some(number) = line_number {
+            let _ = write!(out, "{number}{separator}");
+        }
+        out.push_str(&text);
+        out.push('\n');
+    }
+}
+
+impl Sink for FileSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(
+        &mut self,
+        _searcher: &Searcher,
+        found: &SinkMatch<'_>,
+    ) -> Result<bool, Self::Error> {
+        self.matched_lines += 1;
+        match self.search.mode {
+            // One match is enough to list the file.
+            OutputMode::FilesWithMatches => Ok(false),
+            OutputMode::Count => Ok(!self.search.cancel.is_cancelled()),
+            OutputMode::Content => {
+                if self.search.is_full(self.progress) {
+                    // Only now is it known that results were left out.
+                    self.progress.truncated = true;
+                    return Ok(false);
+                }
+                self.print_line(':', found.line_number(), found.bytes());
+                self.progress.results += 1;
+                Ok(!self.search.cancel.is_cancelled())
+            }
+        }
+    }
+
+    fn context(
+        &mut self,
+        _searcher: &Searcher,
+        context: &SinkContext<'_>,
+    ) -> Result<bool, Self::Error> {
+        if self.search.mode == OutputMode::Content {
+            self.print_line('-', context.line_number(), context.bytes());
+        }
+        Ok(!self.search.cancel.is_cancelled())
+    }
+
+    fn context_break(&mut self, _searcher: &Searcher) -> Result<bool, Self::Error> {
+        if self.search.mode == OutputMode::Content {
+            self.progress.out.push_str("--\n");
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, GrepTool) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let files: [(&str, &[u8]); 6] = [
+            ("src/a.rs", b"fn alpha() {}\n// TODO: one\nfn beta() {}\n"),
+            ("src/b.rs", b"let x = 1;\nlet todo = 2;\n"),
+            ("notes.md", b"TODO: write docs\n"),
+            ("target/out.rs", b"// TODO: generated\n"),
+            ("blob.bin", b"TODO\0binary"),
+            (
+                "ctx.txt",
+                b"l1\nl2\nneedle 3\nl4\nl5\nl6\nl7\nneedle 8\nl9\n",
+            ),
+        ];
+        for (path, content) in files {
+            let full = root.join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(&full, content).unwrap();
+        }
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+        std::fs::write(root.join("outside.txt"), "unused").unwrap();
+        let workspace = Workspace::new(root).unwrap();
+        (dir, GrepTool::new(workspace))
+    }
+
+    async fn call(tool: &GrepTool, input: Value) -> Result<String, ToolFailure> {
+        tool.call(input, CancellationToken::new()).await
+    }
+
+    #[tokio::test]
+    async fn files_with_matches_honours_gitignore_and_skips_binary_files() {
+        let (_dir, tool) = tree();
+        let out = call(&tool, json!({"pattern": "TODO"})).await.unwrap();
+        assert_eq!(out, "notes.md\nsrc/a.rs\n");
+    }
+
+    #[tokio::test]
+    async fn case_insensitive_and_count_modes() {
+        let (_dir, tool) = tree();
+        let out = call(
+            &tool,
+            json!({"pattern": "todo", "case_insensitive": true, "output_mode": "count"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "notes.md:1\nsrc/a.rs:1\nsrc/b.rs:1\n");
+        let out = call(&tool, json!({"pattern": "let", "output_mode": "count"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "src/b.rs:2\n");
+    }
+
+    #[tokio::test]
+    async fn content_mode_prints_lines_and_context_groups() {
+        let (_dir, tool) = tree();
+        let out = call(
+            &tool,
+            json!({"pattern": "^fn", "output_mode": "content", "path": "src"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "src/a.rs:1:fn alpha() {}\nsrc/a.rs:3:fn beta() {}\n");
+        let out = call(
+            &tool,
+            json!({"pattern": "needle", "output_mode": "content", "context": 1, "path": "ctx.txt"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            "ctx.txt-2-l2\nctx.txt:3:needle 3\nctx.txt-4-l4\n--\nctx.txt-7-l7\nctx.txt:8:needle 8\nctx.txt-9-l9\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn glob_filter_and_max_results() {
+        let (_dir, tool) = tree();
+        let out = call(&tool, json!({"pattern": "TODO|todo", "glob": "*.rs"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\nsrc/b.rs\n");
+        let out = call(
+            &tool,
+            json!({"pattern": "l\\d", "output_mode": "content", "max_results": 2, "path": "ctx.txt"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            "ctx.txt:1:l1\nctx.txt:2:l2\n[results truncated at 2 matching lines; narrow the search with path, glob or a more specific pattern]\n"
+        );
+        let none = call(&tool, json!({"pattern": "no such text"}))
+            .await
+            .unwrap();
+        assert_eq!(none, "No matches found");
+    }
+
+    #[tokio::test]
+    async fn escapes_and_bad_patterns_are_refused() {
+        let (dir, tool) = tree();
+        std::os::unix::fs::symlink("/etc", dir.path().join("etc_link")).unwrap();
+        for path in ["..", "/etc", "etc_link"] {
+            let failure = call(&tool, json!({"pattern": "root", "path": path}))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::OutsideWorkspace { .. }),
+                "{path}"
+            );
+        }
+        // The symlinked directory is not followed by a search of the root either.
+        let out = call(&tool, json!({"pattern": "root"})).await.unwrap();
+        assert_eq!(out, "No matches found");
+        let failure = call(&tool, json!({"pattern": "("})).await.unwrap_err();
+        assert!(
+            failure
+                .to_string()
+                .starts_with("Invalid input: invalid regex"),
+            "{failure}"
+        );
+        let failure = call(&tool, json!({"pattern": "x", "output_mode": "lines"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::InvalidInput(_)));
+    }
+}

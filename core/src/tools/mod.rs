@@ -1,0 +1,373 @@
+//! Native built-in tools, opt-in per agent (cargo feature `tools`): `read`, `write`, `edit`,
+//! `glob`, `grep` and `bash`.
+//!
+//! Every tool is confined to a [`Workspace`]: path arguments are resolved against its root with
+//! symbolic links followed, and anything that lands outside is refused with
+//! [`ToolFailure::OutsideWorkspace`]. `bash` runs in the root but is not sandboxed.
+//!
+//! Each tool has a name, a description for the model, a JSON schema for its input, and an
+//! async `call(input, cancel)` returning the result text or a [`ToolFailure`] whose message is
+//! written for the model. [`BuiltinTool`] gathers them behind one type that implements the
+//! executor's [`Tool`] trait; [`builtin`] and [`all`] construct them.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use ferroloop::exec::{ToolExecutor, ToolRegistry, ToolUse};
+//! use ferroloop::tools::{self, Workspace};
+//! use serde_json::json;
+//!
+//! let dir = std::env::temp_dir();
+//! let workspace = Workspace::new(&dir).unwrap();
+//! let mut registry = ToolRegistry::new();
+//! for tool in tools::all(&workspace) {
+//!     registry.register(tool).unwrap();
+//! }
+//! let results = ToolExecutor::new(registry)
+//!     .run(vec![ToolUse::new("t1", "read", json!({"file_path": "../../etc/passwd"}))])
+//!     .await
+//!     .unwrap();
+//! assert!(results[0].is_error);
+//! # });
+//! ```
+//!
+//! | tool    | concurrency-safe | what it does                                                  |
+//! |---------|------------------|---------------------------------------------------------------|
+//! | `read`  | yes              | a text file, `cat -n` numbered, `offset`/`limit` in lines     |
+//! | `write` | no               | create or replace a file, parent directories included         |
+//! | `edit`  | no               | exact-string replace; 0 or (without `replace_all`) 2+ matches fail |
+//! | `glob`  | yes              | files by glob, newest first, `.gitignore` honoured            |
+//! | `grep`  | yes              | ripgrep's regex search: content / files / count modes          |
+//! | `bash`  | no               | `sh -c` with a timeout; the process group is killed at the end |
+
+mod bash;
+mod edit;
+mod failure;
+mod glob;
+mod grep;
+mod output;
+mod read;
+mod walk;
+mod workspace;
+mod write;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::exec::{CancellationToken, Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+
+pub use bash::{BashLimits, BashTool};
+pub use edit::EditTool;
+pub use failure::ToolFailure;
+pub use glob::GlobTool;
+pub use grep::{GrepLimits, GrepTool};
+pub use read::{ReadLimits, ReadTool};
+pub use workspace::{Workspace, WorkspaceError};
+pub use write::WriteTool;
+
+/// The names of the built-in tools, in the order [`all`] returns them.
+pub const BUILTIN_TOOL_NAMES: [&str; 6] = [
+    ReadTool::NAME,
+    WriteTool::NAME,
+    EditTool::NAME,
+    GlobTool::NAME,
+    GrepTool::NAME,
+    BashTool::NAME,
+];
+
+/// One of the built-in tools.
+#[derive(Debug, Clone)]
+pub enum BuiltinTool {
+    /// `read`.
+    Read(ReadTool),
+    /// `write`.
+    Write(WriteTool),
+    /// `edit`.
+    Edit(EditTool),
+    /// `glob`.
+    Glob(GlobTool),
+    /// `grep`.
+    Grep(GrepTool),
+    /// `bash`.
+    Bash(BashTool),
+}
+
+impl BuiltinTool {
+    /// The tool's name, as the model calls it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Read(_) => ReadTool::NAME,
+            Self::Write(_) => WriteTool::NAME,
+            Self::Edit(_) => EditTool::NAME,
+            Self::Glob(_) => GlobTool::NAME,
+            Self::Grep(_) => GrepTool::NAME,
+            Self::Bash(_) => BashTool::NAME,
+        }
+    }
+
+    /// The description shown to the model.
+    pub fn description(&self) -> &'static str {
+        match self {
+            Self::Read(tool) => tool.description(),
+            Self::Write(tool) => tool.description(),
+            Self::Edit(tool) => tool.description(),
+            Self::Glob(tool) => tool.description(),
+            Self::Grep(tool) => tool.description(),
+            Self::Bash(tool) => tool.description(),
+        }
+    }
+
+    /// The JSON schema of the tool's input.
+    pub fn input_schema(&self) -> Value {
+        match self {
+            Self::Read(tool) => tool.input_schema(),
+            Self::Write(tool) => tool.input_schema(),
+            Self::Edit(tool) => tool.input_schema(),
+            Self::Glob(tool) => tool.input_schema(),
+            Self::Grep(tool) => tool.input_schema(),
+            Self::Bash(tool) => tool.input_schema(),
+        }
+    }
+
+    /// Whether calls may run alongside other concurrency-safe calls: true for the read-only
+    /// tools (`read`, `glob`, `grep`), false for `write`, `edit` and `bash`, whatever the input.
+    pub fn is_concurrency_safe(&self) -> bool {
+        matches!(self, Self::Read(_) | Self::Glob(_) | Self::Grep(_))
+    }
+
+    /// Runs the tool on `input`. Cancelling `cancel` ends the call promptly with
+    /// [`ToolFailure::Cancelled`] (`write` and `edit` finish a write they have started).
+    pub async fn call(
+        &self,
+        input: Value,
+        cancel: CancellationToken,
+    ) -> Result<String, ToolFailure> {
+        match self {
+            Self::Read(tool) => tool.call(input, cancel).await,
+            Self::Write(tool) => tool.call(input, cancel).await,
+            Self::Edit(tool) => tool.call(input, cancel).await,
+            Self::Glob(tool) => tool.call(input, cancel).await,
+            Self::Grep(tool) => tool.call(input, cancel).await,
+            Self::Bash(tool) => tool.call(input, cancel).await,
+        }
+    }
+}
+
+/// The executor's view of a built-in tool. Every [`ToolFailure`] becomes a recoverable
+/// [`ToolError::Failed`] carrying the failure's message (an `is_error` result; the turn goes on).
+/// A failing `bash` call cancels its running siblings and the calls queued after it, as a shell
+/// tool should: later commands were planned assuming it succeeded. Timeouts are the tool's own
+/// (`bash`) or the executor's; the call's cancellation token reaches the tool either way.
+impl Tool for BuiltinTool {
+    fn name(&self) -> &str {
+        BuiltinTool::name(self)
+    }
+
+    fn input_schema(&self) -> Value {
+        BuiltinTool::input_schema(self)
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        BuiltinTool::is_concurrency_safe(self)
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        matches!(self, Self::Bash(_))
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
+        let tool = self.clone();
+        let cancel = ctx.cancellation_token().clone();
+        Box::pin(async move {
+            BuiltinTool::call(&tool, input, cancel)
+                .await
+                .map(ToolOutput::text)
+                .map_err(|failure| ToolError::Failed(failure.to_string()))
+        })
+    }
+}
+
+/// The built-in tool called `name`, confined to `workspace`, with default limits; `None` for
+/// an unknown name.
+pub fn builtin(name: &str, workspace: &Workspace) -> Option<BuiltinTool> {
+    let workspace = workspace.clone();
+    Some(match name {
+        ReadTool::NAME => BuiltinTool::Read(ReadTool::new(workspace)),
+        WriteTool::NAME => BuiltinTool::Write(WriteTool::new(workspace)),
+        EditTool::NAME => BuiltinTool::Edit(EditTool::new(workspace)),
+        GlobTool::NAME => BuiltinTool::Glob(GlobTool::new(workspace)),
+        GrepTool::NAME => BuiltinTool::Grep(GrepTool::new(workspace)),
+        BashTool::NAME => BuiltinTool::Bash(BashTool::new(workspace)),
+        _ => return None,
+    })
+}
+
+/// Every built-in tool, confined to `workspace`, in [`BUILTIN_TOOL_NAMES`] order.
+pub fn all(workspace: &Workspace) -> Vec<BuiltinTool> {
+    BUILTIN_TOOL_NAMES
+        .iter()
+        .filter_map(|name| builtin(name, workspace))
+        .collect()
+}
+
+/// Parses a tool's input, turning serde's message into a model-readable failure.
+fn parse_input<T: DeserializeOwned>(input: Value) -> Result<T, ToolFailure> {
+    serde_json::from_value(input).map_err(|error| ToolFailure::InvalidInput(error.to_string()))
+}
+
+/// Runs blocking file-system work on the blocking pool; a cancellation returns at once (the
+/// job itself polls the token and stops soon after).
+async fn run_blocking<T, F>(cancel: &CancellationToken, job: F) -> Result<T, ToolFailure>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolFailure> + Send + 'static,
+{
+    if cancel.is_cancelled() {
+        return Err(ToolFailure::Cancelled);
+    }
+    let handle = tokio::task::spawn_blocking(job);
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ToolFailure::Cancelled),
+        joined = handle => joined.map_err(worker_failed)?,
+    }
+}
+
+/// Runs blocking work that must not be abandoned halfway (a file write): cancellation is only
+/// honoured before it starts.
+async fn run_to_completion<T, F>(cancel: &CancellationToken, job: F) -> Result<T, ToolFailure>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolFailure> + Send + 'static,
+{
+    if cancel.is_cancelled() {
+        return Err(ToolFailure::Cancelled);
+    }
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(worker_failed)?
+}
+
+fn worker_failed(error: tokio::task::JoinError) -> ToolFailure {
+    ToolFailure::Internal(format!("the tool's worker thread failed: {error}"))
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::time::{Duration, Instant};
+
+    /// Whether process `pid` has exited (gone from /proc, or a zombie awaiting its reaper),
+    /// allowing a few seconds for a SIGKILL to be delivered.
+    pub(crate) fn process_is_gone(pid: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+                Err(_) => return true,
+                // The state follows the parenthesised command name.
+                Ok(stat)
+                    if stat
+                        .rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('Z')) =>
+                {
+                    return true;
+                }
+                Ok(_) if Instant::now() >= deadline => return false,
+                Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_builds_every_tool_with_its_safety_and_a_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let tools = all(&workspace);
+        let names: Vec<_> = tools.iter().map(BuiltinTool::name).collect();
+        assert_eq!(names, BUILTIN_TOOL_NAMES);
+        let safe: Vec<_> = tools
+            .iter()
+            .filter(|tool| tool.is_concurrency_safe())
+            .map(BuiltinTool::name)
+            .collect();
+        assert_eq!(safe, ["read", "glob", "grep"]);
+        for tool in &tools {
+            let schema = tool.input_schema();
+            assert_eq!(schema["type"], "object", "{}", tool.name());
+            let required = schema["required"].as_array().unwrap();
+            for field in required {
+                let field = field.as_str().unwrap();
+                assert!(
+                    schema["properties"].get(field).is_some(),
+                    "{}: {field}",
+                    tool.name()
+                );
+            }
+            assert!(!tool.description().is_empty());
+        }
+        assert!(builtin("nope", &workspace).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_token_cancelled_before_the_call_stops_every_tool_before_it_acts() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "abc\n").unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let inputs = [
+            ("read", serde_json::json!({"file_path": "a.txt"})),
+            (
+                "write",
+                serde_json::json!({"file_path": "new.txt", "content": "x"}),
+            ),
+            (
+                "edit",
+                serde_json::json!({"file_path": "a.txt", "old_string": "abc", "new_string": "z"}),
+            ),
+            ("glob", serde_json::json!({"pattern": "*"})),
+            ("grep", serde_json::json!({"pattern": "abc"})),
+            ("bash", serde_json::json!({"command": "touch ran.txt"})),
+        ];
+        for (name, input) in inputs {
+            let cancel = CancellationToken::new();
+            cancel.cancel();
+            let result = builtin(name, &workspace).unwrap().call(input, cancel).await;
+            assert!(
+                matches!(result, Err(ToolFailure::Cancelled)),
+                "{name}: {result:?}"
+            );
+        }
+        assert!(!dir.path().join("new.txt").exists());
+        assert!(!dir.path().join("ran.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "abc\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn dispatch_reaches_the_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let write = builtin("write", &workspace).unwrap();
+        write
+            .call(
+                serde_json::json!({"file_path": "x.txt", "content": "hello\n"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        let read = builtin("read", &workspace).unwrap();
+        let out = read
+            .call(
+                serde_json::json!({"file_path": "x.txt"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, "     1\thello\n");
+    }
+}

@@ -1,0 +1,215 @@
+//! Bounding what a tool hands back to the model: long lines, binary data, unbounded output.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+
+/// Bytes inspected for a NUL byte to call a file binary (git's heuristic uses the same size).
+pub(crate) const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+
+/// Whether a file's first bytes mark it as binary: it contains a NUL byte.
+pub(crate) fn looks_binary(prefix: &[u8]) -> bool {
+    memchr::memchr(0, &prefix[..prefix.len().min(BINARY_SNIFF_BYTES)]).is_some()
+}
+
+/// `line` cut to at most `max_chars` characters, with a marker saying how many were dropped;
+/// `dropped_before` counts characters the caller already dropped from the line's end (a line
+/// read with a byte cap), so the marker is present and exact in that case too.
+pub(crate) fn truncate_line(line: &str, max_chars: usize, dropped_before: usize) -> Cow<'_, str> {
+    // A line no longer in bytes than the cap cannot be longer in characters.
+    let cut = if line.len() <= max_chars {
+        None
+    } else {
+        line.char_indices().nth(max_chars).map(|(cut, _)| cut)
+    };
+    let (kept, dropped_here) = match cut {
+        None => (line, 0),
+        Some(cut) => (&line[..cut], line[cut..].chars().count()),
+    };
+    let dropped = dropped_here + dropped_before;
+    if dropped == 0 {
+        Cow::Borrowed(line)
+    } else {
+        Cow::Owned(format!(
+            "{kept}… [line truncated: {dropped} more characters]"
+        ))
+    }
+}
+
+/// Keeps the first `head_capacity` and the last `tail_capacity` bytes of a stream of any length,
+/// in bounded memory, and renders them with an elision marker in between.
+#[derive(Debug)]
+pub(crate) struct HeadTailBuffer {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    head_capacity: usize,
+    tail_capacity: usize,
+    total: u64,
+}
+
+impl HeadTailBuffer {
+    /// A buffer keeping at most `max_bytes` bytes: half from the start, half from the end.
+    pub(crate) fn new(max_bytes: usize) -> Self {
+        let head_capacity = max_bytes / 2;
+        Self {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            head_capacity,
+            tail_capacity: max_bytes - head_capacity,
+            total: 0,
+        }
+    }
+
+    /// Appends a chunk of the stream.
+    pub(crate) fn push(&mut self, mut chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let head_room = self.head_capacity - self.head.len();
+        if head_room > 0 {
+            let taken = head_room.min(chunk.len());
+            self.head.extend_from_slice(&chunk[..taken]);
+            chunk = &chunk[taken..];
+        }
+        if chunk.len() >= self.tail_capacity {
+            self.tail.clear();
+            self.tail.extend(&chunk[chunk.len() - self.tail_capacity..]);
+        } else {
+            let overflow = (self.tail.len() + chunk.len()).saturating_sub(self.tail_capacity);
+            self.tail.drain(..overflow);
+            self.tail.extend(chunk);
+        }
+    }
+
+    /// Total bytes pushed so far.
+    #[cfg(test)]
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The kept bytes as text (invalid UTF-8 replaced), with a marker where bytes were dropped.
+    pub(crate) fn render(&self) -> String {
+        let (tail_front, tail_back) = self.tail.as_slices();
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        if kept == self.total {
+            let mut all = Vec::with_capacity(self.head.len() + self.tail.len());
+            all.extend_from_slice(&self.head);
+            all.extend_from_slice(tail_front);
+            all.extend_from_slice(tail_back);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        let mut tail = Vec::with_capacity(self.tail.len());
+        tail.extend_from_slice(tail_front);
+        tail.extend_from_slice(tail_back);
+        let head = trim_incomplete_end(&self.head);
+        let tail = trim_incomplete_start(&tail);
+        let elided = self.total - head.len() as u64 - tail.len() as u64;
+        format!(
+            "{}\n\n... [{elided} bytes of output elided] ...\n\n{}",
+            String::from_utf8_lossy(head),
+            String::from_utf8_lossy(tail)
+        )
+    }
+}
+
+/// `bytes` without a UTF-8 sequence cut off at its end.
+fn trim_incomplete_end(bytes: &[u8]) -> &[u8] {
+    // A sequence is at most 4 bytes: look back at most 3 bytes for its lead byte.
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0xC0 == 0x80 {
+            continue; // continuation byte: keep looking for the lead
+        }
+        let needed = match byte {
+            b if b & 0x80 == 0 => 1,
+            b if b & 0xE0 == 0xC0 => 2,
+            b if b & 0xF0 == 0xE0 => 3,
+            b if b & 0xF8 == 0xF0 => 4,
+            _ => return bytes, // not UTF-8 anyway; lossy rendering handles it
+        };
+        return if needed > back {
+            &bytes[..bytes.len() - back]
+        } else {
+            bytes
+        };
+    }
+    bytes
+}
+
+/// `bytes` without continuation bytes left over at its start from a cut sequence.
+fn trim_incomplete_start(bytes: &[u8]) -> &[u8] {
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|&&byte| byte & 0xC0 == 0x80)
+        .count();
+    &bytes[skip..]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_output_is_kept_whole() {
+        let mut buffer = HeadTailBuffer::new(10);
+        buffer.push(b"hello");
+        buffer.push(b" you");
+        assert_eq!(buffer.render(), "hello you");
+        assert_eq!(buffer.total(), 9);
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_with_a_marker() {
+        let mut buffer = HeadTailBuffer::new(8);
+        for chunk in [&b"0123"[..], b"456789", b"abcdefgh", b"XYZ"] {
+            buffer.push(chunk);
+        }
+        let rendered = buffer.render();
+        assert_eq!(
+            rendered,
+            "0123\n\n... [13 bytes of output elided] ...\n\nhXYZ"
+        );
+    }
+
+    #[test]
+    fn elision_never_splits_a_character() {
+        let mut buffer = HeadTailBuffer::new(6);
+        // 'é' is 2 bytes: the head (3 bytes) would cut the second 'é' in half.
+        buffer.push("aéé".as_bytes());
+        buffer.push(&[b'-'; 20]);
+        buffer.push("ééé".as_bytes());
+        let rendered = buffer.render();
+        assert!(rendered.starts_with("aé\n"), "{rendered}");
+        assert!(rendered.ends_with("\n\né"), "{rendered}");
+        assert!(!rendered.contains('\u{FFFD}'), "{rendered}");
+        assert!(rendered.contains("bytes of output elided"));
+    }
+
+    #[test]
+    fn lines_are_truncated_on_character_boundaries() {
+        assert_eq!(truncate_line("short", 10, 0), "short");
+        assert_eq!(
+            truncate_line("ééééé", 2, 0),
+            "éé… [line truncated: 3 more characters]"
+        );
+        // Byte length over the cap but character count within it: untouched.
+        assert_eq!(truncate_line("éé", 3, 0), "éé");
+        // Characters dropped earlier always produce the marker, and add up.
+        assert_eq!(
+            truncate_line("ab", 2, 7),
+            "ab… [line truncated: 7 more characters]"
+        );
+        assert_eq!(
+            truncate_line("abcd", 2, 7),
+            "ab… [line truncated: 9 more characters]"
+        );
+    }
+
+    #[test]
+    fn binary_detection_looks_for_nul_in_the_prefix() {
+        assert!(looks_binary(b"abc\0def"));
+        assert!(!looks_binary("plain text é".as_bytes()));
+        let mut late_nul = vec![b'a'; BINARY_SNIFF_BYTES];
+        late_nul.push(0);
+        assert!(!looks_binary(&late_nul));
+    }
+}

@@ -1,0 +1,408 @@
+//! `read`: a text file with `cat -n`-style line numbers, a window of lines, bounded output.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::output::{looks_binary, truncate_line};
+use super::{ToolFailure, Workspace, parse_input, run_blocking};
+
+/// Limits of the `read` tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Lines returned when the call gives no `limit` (default 2,000).
+    pub default_line_limit: usize,
+    /// Characters kept of one line; the rest is replaced by a marker (default 2,000).
+    pub max_line_chars: usize,
+    /// Bytes of output after which reading stops with a "continue at offset" note
+    /// (default 256 KiB). Bounds the result whatever the file's size.
+    pub max_output_bytes: usize,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        Self {
+            default_line_limit: 2_000,
+            max_line_chars: 2_000,
+            max_output_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// Reads a text file from the workspace. Concurrency-safe.
+#[derive(Debug, Clone)]
+pub struct ReadTool {
+    workspace: Workspace,
+    limits: ReadLimits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadInput {
+    file_path: String,
+    #[serde(default)]
+    offset: Option<usize>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+impl ReadTool {
+    /// The tool's name.
+    pub const NAME: &'static str = "read";
+
+    /// A `read` tool confined to `workspace`, with default limits.
+    pub fn new(workspace: Workspace) -> Self {
+        Self::with_limits(workspace, ReadLimits::default())
+    }
+
+    /// A `read` tool with explicit limits.
+    pub fn with_limits(workspace: Workspace, limits: ReadLimits) -> Self {
+        Self { workspace, limits }
+    }
+
+    /// The description shown to the model.
+    pub fn description(&self) -> &'static str {
+        "Read a text file from the workspace. Output lines are numbered like `cat -n` \
+         (line number, tab, content), starting at 1. By default up to 2000 lines are returned \
+         from the start; use `offset` (1-based line number to start at) and `limit` (number of \
+         lines) to read other parts of long files. Lines longer than 2000 characters are \
+         truncated. Binary files are refused. Paths are relative to the workspace root."
+    }
+
+    /// The JSON schema of the input.
+    pub fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The file to read, relative to the workspace root (or absolute inside it)."},
+                "offset": {"type": "integer", "minimum": 1, "description": "The 1-based line number to start reading at (default 1)."},
+                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read (default 2000)."}
+            },
+            "required": ["file_path"],
+            "additionalProperties": false
+        })
+    }
+
+    /// Runs the tool.
+    pub async fn call(
+        &self,
+        input: Value,
+        cancel: CancellationToken,
+    ) -> Result<String, ToolFailure> {
+        let input: ReadInput = parse_input(input)?;
+        let offset = input.offset.unwrap_or(1).max(1);
+        let limit = match input.limit {
+            Some(0) => return Err(ToolFailure::InvalidInput("limit must be at least 1".into())),
+            Some(limit) => limit,
+            None => self.limits.default_line_limit,
+        };
+        let path = self.workspace.resolve(&input.file_path)?;
+        let limits = self.limits;
+        let job_cancel = cancel.clone();
+        run_blocking(&cancel, move || {
+            read_lines(&path, &input.file_path, offset, limit, &limits, &job_cancel)
+        })
+        .await
+    }
+}
+
+/// Lines checked between two looks at the cancellation token.
+const LINES_PER_CANCEL_CHECK: usize = 4096;
+
+fn read_lines(
+    path: &Path,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+    limits: &ReadLimits,
+    cancel: &CancellationToken,
+) -> Result<String, ToolFailure> {
+    let file = File::open(path).map_err(|error| ToolFailure::io("read", shown, error))?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| ToolFailure::io("read", shown, error))?;
+    if metadata.is_dir() {
+        return Err(ToolFailure::IsADirectory(shown.to_owned()));
+    }
+    if !metadata.is_file() {
+        return Err(ToolFailure::NotAFile(shown.to_owned()));
+    }
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let prefix = reader
+        .fill_buf()
+        .map_err(|error| ToolFailure::io("read", shown, error))?;
+    if prefix.is_empty() {
+        return Ok(format!("'{shown}' is empty"));
+    }
+    if looks_binary(prefix) {
+        return Err(ToolFailure::BinaryFile(shown.to_owned()));
+    }
+
+    let mut out = String::new();
+    let mut line = Vec::new();
+    // Enough bytes for `max_line_chars` characters of up to 4 bytes each: a line is never held
+    // in memory beyond that, however long it is (minified files have multi-megabyte lines).
+    let line_byte_cap = limits.max_line_chars.saturating_mul(4).max(4);
+    let mut number = 0usize;
+    let mut emitted = 0usize;
+    loop {
+        let cap = if number + 1 < offset {
+            0
+        } else {
+            line_byte_cap
+        };
+        let Some(dropped) = read_line_capped(&mut reader, &mut line, cap)
+            .map_err(|error| ToolFailure::io("read", shown, error))?
+        else {
+            break;
+        };
+        number += 1;
+        if number % LINES_PER_CANCEL_CHECK == 0 && cancel.is_cancelled() {
+            return Err(ToolFailure::Cancelled);
+        }
+        if number < offset {
+            continue;
+        }
+        if emitted == limit {
+            let _ = writeln!(out, "[more lines follow; continue with offset={number}]");
+            return Ok(out);
+        }
+        if out.len() >= limits.max_output_bytes {
+            let _ = writeln!(
+                out,
+                "[output capped at {} bytes; continue with offset={number}]",
+                limits.max_output_bytes
+            );
+            return Ok(out);
+        }
+        let text = String::from_utf8_lossy(strip_line_end(&line));
+        let _ = writeln!(
+            out,
+            "{number:>6}\t{}",
+            truncate_line(&text, limits.max_line_chars, dropped)
+        );
+        emitted += 1;
+    }
+    if emitted == 0 {
+        return Ok(format!(
+            "'{shown}' has {number} lines; offset {offset} is past the end"
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads one line (through its `\n`) keeping at most `cap` bytes of it in `kept`. Returns the
+/// number of characters (UTF-8 lead bytes, line end excluded) left out, or `None` at the end.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    kept: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<usize>> {
+    kept.clear();
+    let mut seen_any = false;
+    let mut dropped_chars = 0usize;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if buffer.is_empty() {
+            return Ok(seen_any.then_some(dropped_chars));
+        }
+        seen_any = true;
+        let (part, ends_line) = match memchr::memchr(b'\n', buffer) {
+            Some(end) => (&buffer[..=end], true),
+            None => (buffer, false),
+        };
+        let keep = cap.saturating_sub(kept.len()).min(part.len());
+        kept.extend_from_slice(&part[..keep]);
+        dropped_chars += part[keep..]
+            .iter()
+            .filter(|&&byte| byte & 0xC0 != 0x80 && byte != b'\n' && byte != b'\r')
+            .count();
+        let consumed = part.len();
+        reader.consume(consumed);
+        if ends_line {
+            return Ok(Some(dropped_chars));
+        }
+    }
+}
+
+fn strip_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn tool(limits: ReadLimits) -> (tempfile::TempDir, ReadTool) {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        (dir, ReadTool::with_limits(workspace, limits))
+    }
+
+    async fn call(tool: &ReadTool, input: Value) -> Result<String, ToolFailure> {
+        tool.call(input, CancellationToken::new()).await
+    }
+
+    #[tokio::test]
+    async fn numbers_lines_like_cat_n() {
+        let (dir, tool) = tool(ReadLimits::default());
+        std::fs::write(dir.path().join("a.txt"), "first\r\nsecond\n\nfourth").unwrap();
+        let out = call(&tool, json!({"file_path": "a.txt"})).await.unwrap();
+        assert_eq!(
+            out,
+            "     1\tfirst\n     2\tsecond\n     3\t\n     4\tfourth\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn offset_and_limit_select_a_window() {
+        let (dir, tool) = tool(ReadLimits::default());
+        let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("a.txt"), text).unwrap();
+        let out = call(
+            &tool,
+            json!({"file_path": "a.txt", "offset": 4, "limit": 2}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            "     4\tline 4\n     5\tline 5\n[more lines follow; continue with offset=6]\n"
+        );
+        let tail = call(&tool, json!({"file_path": "a.txt", "offset": 9}))
+            .await
+            .unwrap();
+        assert_eq!(tail, "     9\tline 9\n    10\tline 10\n");
+        let past = call(&tool, json!({"file_path": "a.txt", "offset": 50}))
+            .await
+            .unwrap();
+        assert_eq!(past, "'a.txt' has 10 lines; offset 50 is past the end");
+    }
+
+    #[tokio::test]
+    async fn default_limit_applies() {
+        let limits = ReadLimits {
+            default_line_limit: 3,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        std::fs::write(dir.path().join("a.txt"), "1\n2\n3\n4\n").unwrap();
+        let out = call(&tool, json!({"file_path": "a.txt"})).await.unwrap();
+        assert!(
+            out.ends_with("     3\t3\n[more lines follow; continue with offset=4]\n"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_truncated_and_output_is_capped() {
+        let limits = ReadLimits {
+            max_line_chars: 5,
+            max_output_bytes: 30,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        std::fs::write(dir.path().join("a.txt"), "abcdefghij\nx\ny\nz\n").unwrap();
+        let out = call(&tool, json!({"file_path": "a.txt"})).await.unwrap();
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next(),
+            Some("     1\tabcde… [line truncated: 5 more characters]")
+        );
+        assert_eq!(
+            lines.next(),
+            Some("[output capped at 30 bytes; continue with offset=2]")
+        );
+        assert_eq!(lines.next(), None);
+    }
+
+    #[tokio::test]
+    async fn a_huge_line_is_read_with_bounded_memory_and_an_exact_marker() {
+        let limits = ReadLimits {
+            max_line_chars: 3,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        // 1 MiB in one line, larger than the reader's buffer, then a short line.
+        let mut text = "é".repeat(512 * 1024);
+        text.push_str("\nend\n");
+        std::fs::write(dir.path().join("min.js"), text).unwrap();
+        let out = call(&tool, json!({"file_path": "min.js"})).await.unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "     1\tééé… [line truncated: {} more characters]\n     2\tend\n",
+                512 * 1024 - 3
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn binary_files_are_refused() {
+        let (dir, tool) = tool(ReadLimits::default());
+        std::fs::write(dir.path().join("b.bin"), b"\x7fELF\x02\x01\x00\x00binary").unwrap();
+        let failure = call(&tool, json!({"file_path": "b.bin"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::BinaryFile(ref p) if p == "b.bin"));
+        assert!(failure.to_string().contains("binary"));
+    }
+
+    #[tokio::test]
+    async fn missing_files_directories_and_empty_files_are_reported() {
+        let (dir, tool) = tool(ReadLimits::default());
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("empty"), "").unwrap();
+        let missing = call(&tool, json!({"file_path": "nope.txt"}))
+            .await
+            .unwrap_err();
+        assert_eq!(missing.to_string(), "'nope.txt' does not exist");
+        let directory = call(&tool, json!({"file_path": "d"})).await.unwrap_err();
+        assert!(matches!(directory, ToolFailure::IsADirectory(_)));
+        let empty = call(&tool, json!({"file_path": "empty"})).await.unwrap();
+        assert_eq!(empty, "'empty' is empty");
+    }
+
+    #[tokio::test]
+    async fn escapes_and_bad_input_are_refused() {
+        let (dir, tool) = tool(ReadLimits::default());
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
+        for path in ["../x", "/etc/passwd", "passwd"] {
+            let failure = call(&tool, json!({"file_path": path})).await.unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::OutsideWorkspace { .. }),
+                "{path}: {failure:?}"
+            );
+        }
+        let failure = call(&tool, json!({"path": "a"})).await.unwrap_err();
+        assert!(failure.to_string().contains("file_path"), "{failure}");
+        let failure = call(&tool, json!({"file_path": "a", "limit": 0}))
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::InvalidInput(_)));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_token_stops_the_call() {
+        let (dir, tool) = tool(ReadLimits::default());
+        std::fs::write(dir.path().join("a.txt"), "x\n").unwrap();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let failure = tool
+            .call(json!({"file_path": "a.txt"}), cancel)
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::Cancelled));
+    }
+}

@@ -1,0 +1,1160 @@
+//! The client against the loopback replay server: every retry, timeout, fault and transport
+//! behaviour. Nothing here leaves 127.0.0.1; every test is bounded in time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ferroloop::client::{
+    Client, ClientConfig, ClientError, Provider, ResponseStream, StreamItem, TimeoutKind,
+};
+use ferroloop::sse::{SseOwnedItem, parse_all};
+use ferroloop_replay::{
+    Fault, ReplayServer, Script, ScriptBody, ScriptEvent, ScriptedResponse, ServerOptions,
+};
+use futures::StreamExt;
+use serde_json::json;
+
+const BODY: &str = r#"{"model":"m","max_tokens":8,"stream":true,"messages":[]}"#;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture(path: &str) -> ScriptBody {
+    ScriptBody::Fixture(PathBuf::from("tests/fixtures").join(path))
+}
+
+fn fixture_events(path: &str) -> Vec<(String, String)> {
+    let bytes = std::fs::read(repo_root().join("tests/fixtures").join(path)).unwrap();
+    parse_all(bytes)
+        .into_iter()
+        .filter_map(|item| match item {
+            SseOwnedItem::Event(event) => {
+                Some((event.event_type.to_string(), event.data.to_string()))
+            }
+            SseOwnedItem::Retry(_) => None,
+        })
+        .collect()
+}
+
+fn script(responses: Vec<ScriptedResponse>) -> Script {
+    Script {
+        responses,
+        ..Script::default()
+    }
+}
+
+async fn serve(script: &Script) -> ReplayServer {
+    ReplayServer::start(script, &repo_root(), ServerOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Small timeouts and fast retries, so fault tests take milliseconds.
+fn config(provider: Provider, server: &ReplayServer) -> ClientConfig {
+    let mut config = ClientConfig::new(provider)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.timeouts.connect = Duration::from_secs(2);
+    config.timeouts.first_byte = Duration::from_secs(5);
+    config.timeouts.first_event = Duration::from_secs(5);
+    config.timeouts.idle = Duration::from_secs(5);
+    config.timeouts.stall_notice = Duration::from_secs(5);
+    config.timeouts.total = Duration::from_secs(20);
+    config.tls.native_roots = false;
+    config
+}
+
+#[derive(Debug, Default)]
+struct Collected {
+    events: Vec<(String, String)>,
+    retries: Vec<ferroloop::client::RetryEvent>,
+    stalls: Vec<Duration>,
+    error: Option<ClientError>,
+}
+
+async fn collect(mut stream: ResponseStream) -> (Collected, ResponseStream) {
+    let mut out = Collected::default();
+    let run = async {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(StreamItem::Event(event)) => out
+                    .events
+                    .push((event.event_type.to_string(), event.data.to_string())),
+                Ok(StreamItem::Retry(retry)) => out.retries.push(retry),
+                Ok(StreamItem::Stalled { elapsed }) => out.stalls.push(elapsed),
+                Err(error) => {
+                    out.error = Some(error);
+                    // The stream must end after its error.
+                    assert!(stream.next().await.is_none());
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("stream did not end in time");
+    (out, stream)
+}
+
+fn anthropic_events(events: &[(&str, serde_json::Value)]) -> ScriptBody {
+    ScriptBody::Events(
+        events
+            .iter()
+            .map(|(name, data)| ScriptEvent {
+                event: Some((*name).to_owned()),
+                data: data.clone(),
+                id: None,
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn streams_a_fixture_with_headers_metrics_and_usage() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/tool_use_response.sse"))
+            .header("request-id", "req_abc"),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.anthropic_beta = vec!["a-1".into(), "b-2".into()];
+    config.headers.push(("x-extra".into(), "yes".into()));
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(
+        got.events,
+        fixture_events("anthropic/tool_use_response.sse")
+    );
+    assert!(stream.is_complete());
+
+    let metrics = stream.metrics();
+    assert_eq!(metrics.request_id.as_deref(), Some("req_abc"));
+    assert_eq!(metrics.attempts, 1);
+    assert_eq!(metrics.http_version, Some("HTTP/1.1"));
+    assert_eq!(metrics.events, got.events.len() as u64);
+    let file_len =
+        std::fs::metadata(repo_root().join("tests/fixtures/anthropic/tool_use_response.sse"))
+            .unwrap()
+            .len();
+    assert_eq!(metrics.bytes_received, file_len);
+    assert!(metrics.time_to_first_event.is_some());
+    assert!(metrics.time_to_first_token >= metrics.time_to_first_event);
+    assert!(metrics.total >= metrics.time_to_first_token);
+    let usage = metrics.usage.as_ref().unwrap();
+    assert!(usage.contains_key("output_tokens"), "{usage:?}");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(request.body, BODY);
+    assert_eq!(request.header("x-api-key"), Some("test-key"));
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.header("anthropic-beta"), Some("a-1,b-2"));
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header("accept"), Some("text/event-stream"));
+    assert_eq!(request.header("x-extra"), Some("yes"));
+    assert_eq!(request.header("authorization"), None);
+}
+
+#[tokio::test]
+async fn speaks_openai_chat_with_a_bearer_token_and_ends_at_done() {
+    let name = "openai-chat/173417d55340.sse";
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(name))])).await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.events, fixture_events(name));
+    assert_eq!(got.events.last().map(|e| e.1.as_str()), Some("[DONE]"));
+    assert!(stream.is_complete());
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/chat/completions");
+    assert_eq!(request.header("authorization"), Some("Bearer test-key"));
+    assert_eq!(request.header("x-api-key"), None);
+}
+
+#[tokio::test]
+async fn retries_429_honouring_retry_after_ms_and_reports_it() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(
+            429,
+            ScriptBody::Json(
+                json!({"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}),
+            ),
+        )
+        .header("retry-after-ms", "40"),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let started = std::time::Instant::now();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(started.elapsed() >= Duration::from_millis(40));
+    assert_eq!(got.retries.len(), 1);
+    let retry = &got.retries[0];
+    assert_eq!(retry.attempt, 1);
+    assert_eq!(retry.status, Some(429));
+    assert_eq!(retry.wait, Duration::from_millis(40));
+    assert!(retry.reason.contains("slow down"), "{}", retry.reason);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().attempts, 2);
+    assert_eq!(stream.metrics().retries, got.retries);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn retries_529_and_500_then_succeeds() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(
+            529,
+            ScriptBody::Json(
+                json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+            ),
+        ),
+        ScriptedResponse::with_status(500, ScriptBody::Text("boom".into())),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let statuses: Vec<_> = got.retries.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![Some(529), Some(500)]);
+    let attempts: Vec<_> = got.retries.iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, vec![1, 2]);
+    for retry in &got.retries {
+        assert!(retry.wait <= Duration::from_millis(20), "{retry:?}");
+    }
+    assert_eq!(stream.metrics().attempts, 3);
+}
+
+#[tokio::test]
+async fn gives_up_after_max_retries_with_the_last_error() {
+    let server = serve(&Script {
+        responses: vec![
+            ScriptedResponse::with_status(503, ScriptBody::Text("down".into()))
+                .header("x-request-id", "req_z"),
+        ],
+        when_exhausted: ferroloop_replay::WhenExhausted::RepeatLast,
+    })
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 2;
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.retries.len(), 2);
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Server(_)), "{error:?}");
+    assert_eq!(error.status(), Some(503));
+    assert_eq!(error.request_id(), Some("req_z"));
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn never_retries_other_client_errors() {
+    let cases: Vec<(u16, serde_json::Value, &str)> = vec![
+        (
+            400,
+            json!({"type":"error","error":{"type":"invalid_request_error","message":"bad"}}),
+            "invalid_request",
+        ),
+        (
+            401,
+            json!({"type":"error","error":{"type":"authentication_error","message":"key"}}),
+            "authentication",
+        ),
+        (
+            403,
+            json!({"type":"error","error":{"type":"permission_error","message":"no"}}),
+            "permission",
+        ),
+        (
+            404,
+            json!({"type":"error","error":{"type":"not_found_error","message":"model"}}),
+            "not_found",
+        ),
+        (
+            413,
+            json!({"type":"error","error":{"type":"request_too_large","message":"big"}}),
+            "invalid_request",
+        ),
+    ];
+    for (status, body, code) in cases {
+        let server = serve(&script(vec![
+            ScriptedResponse::with_status(status, ScriptBody::Json(body.clone())),
+            ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+        ]))
+        .await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), code, "{status}: {error:?}");
+        assert_eq!(error.status(), Some(status));
+        assert!(got.retries.is_empty());
+        assert_eq!(server.requests().len(), 1, "{status}");
+    }
+}
+
+#[tokio::test]
+async fn parses_prompt_too_long() {
+    let server = serve(&script(vec![ScriptedResponse::with_status(
+        400,
+        ScriptBody::Json(
+            json!({"type":"error","error":{"type":"invalid_request_error",
+            "message":"prompt is too long: 201234 tokens > 200000 maximum"}}),
+        ),
+    )]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let error = client.create(BODY).await.unwrap_err();
+    let ClientError::PromptTooLong {
+        tokens,
+        limit,
+        details,
+    } = error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!((tokens, limit), (Some(201_234), Some(200_000)));
+    assert_eq!(details.status, Some(400));
+}
+
+#[tokio::test]
+async fn x_should_retry_header_overrides_the_status() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(400, ScriptBody::Text("try again".into()))
+            .header("x-should-retry", "true"),
+        ScriptedResponse::with_status(503, ScriptBody::Text("do not".into()))
+            .header("x-should-retry", "false"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.retries[0].status, Some(400));
+    assert_eq!(got.error.unwrap().status(), Some(503));
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn retries_a_connection_reset_before_headers() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Empty).fault(Fault::ResetBeforeHeaders),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.retries[0].status, None);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().attempts, 2);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connection_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut config =
+        ClientConfig::new(Provider::Anthropic).with_base_url(format!("http://127.0.0.1:{port}"));
+    config.retry.max_retries = 1;
+    config.retry.base_delay = Duration::from_millis(1);
+    config.tls.native_roots = false;
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.retries.len(), 1);
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Connection { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_disconnect_after_events_is_truncated_not_replayed() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse"))
+            .fault(Fault::DisconnectAfter { bytes: 700 }),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(!got.events.is_empty());
+    assert_eq!(partial.events, got.events.len() as u64);
+    assert_eq!(partial.bytes, 700);
+    assert_eq!(
+        partial.last_event_type.as_deref(),
+        got.events.last().map(|e| e.0.as_str())
+    );
+    assert!(
+        matches!(**cause, ClientError::Connection { .. }),
+        "{cause:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_disconnect_before_the_first_event_is_retried() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse"))
+            .fault(Fault::DisconnectAfter { bytes: 10 }),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().attempts, 2);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stall_is_noticed_then_times_out_as_idle() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")).fault(Fault::StallAfter {
+            bytes: 700,
+            ms: 3000,
+        }),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.stall_notice = Duration::from_millis(80);
+    config.timeouts.idle = Duration::from_millis(250);
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(got.stalls.len(), 1);
+    assert!(got.stalls[0] >= Duration::from_millis(80));
+    let error = got.error.unwrap();
+    let ClientError::Truncated { cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    let ClientError::Timeout { which, elapsed, .. } = **cause else {
+        panic!("{cause:?}")
+    };
+    assert_eq!(which, TimeoutKind::Idle);
+    assert!(elapsed >= Duration::from_millis(250));
+}
+
+#[tokio::test]
+async fn a_stall_shorter_than_the_idle_timeout_is_survived() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")).fault(Fault::StallAfter {
+            bytes: 700,
+            ms: 150,
+        }),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.stall_notice = Duration::from_millis(50);
+    config.timeouts.idle = Duration::from_millis(1000);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.stalls.len(), 1);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+}
+
+#[tokio::test]
+async fn no_first_event_in_time_is_a_first_event_timeout() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse"))
+            .fault(Fault::StallAfter { bytes: 0, ms: 3000 }),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.first_event = Duration::from_millis(150);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::Timeout { which, elapsed, .. } = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(which, TimeoutKind::FirstEvent);
+    assert!(elapsed >= Duration::from_millis(150));
+}
+
+#[tokio::test]
+async fn slow_headers_are_a_first_byte_timeout() {
+    let mut slow = ScriptedResponse::ok(fixture("anthropic/basic_response.sse"));
+    slow.headers_delay_ms = 3000;
+    let server = serve(&script(vec![slow])).await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.first_byte = Duration::from_millis(150);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                which: TimeoutKind::FirstByte,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_total_timeout_bounds_a_dripping_stream() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")).chunked(1, 5),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.total = Duration::from_millis(300);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(
+        matches!(
+            error.root(),
+            ClientError::Timeout {
+                which: TimeoutKind::Total,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_one_byte_drip_yields_the_same_events() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture(name)).chunked(1, 0),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.events, fixture_events(name));
+    assert!(stream.is_complete());
+}
+
+#[tokio::test]
+async fn a_mid_stream_error_event_is_a_typed_error() {
+    let start = json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":1}}});
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(anthropic_events(&[
+            ("message_start", start),
+            ("error", overloaded.clone()),
+        ]))
+        .header("request-id", "req_mid"),
+        ScriptedResponse::ok(anthropic_events(&[("error", overloaded)])),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.events.len(), 1);
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.root().code(), "overloaded");
+    assert_eq!(error.request_id(), Some("req_mid"));
+    assert_eq!(server.requests().len(), 1, "an error event is not replayed");
+
+    // The same error as the very first event: no partial message, the error itself.
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.events.is_empty());
+    assert!(
+        matches!(got.error, Some(ClientError::Overloaded(_))),
+        "{:?}",
+        got.error
+    );
+}
+
+#[tokio::test]
+async fn malformed_json_in_a_data_line_passes_the_transport_untouched() {
+    // The transport does not parse event JSON (the decoder does, and reports it there); the
+    // bytes must arrive exactly as sent.
+    let server = serve(&script(vec![ScriptedResponse::ok(ScriptBody::Text(
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"x\"\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into(),
+    ))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(
+        got.events[0].1,
+        "{\"type\":\"content_block_delta\",\"delta\":{\"text\":\"x\""
+    );
+}
+
+#[tokio::test]
+async fn an_ended_stream_without_its_final_event_is_truncated() {
+    let server = serve(&script(vec![ScriptedResponse::ok(ScriptBody::Text(
+        "event: ping\ndata: {\"type\":\"ping\"}\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n"
+            .into(),
+    ))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.events.len(), 2);
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.root().code(), "protocol");
+}
+
+#[tokio::test]
+async fn reuses_pooled_connections() {
+    let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    for _ in 0..3 {
+        let (got, _) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{:?}", got.error);
+    }
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(server.connections(), 1);
+}
+
+#[tokio::test]
+async fn dropping_the_stream_aborts_the_connection() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/tool_use_response.sse")).chunked(64, 20),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let mut stream = client.stream(BODY);
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap();
+    assert!(matches!(first, Some(Ok(StreamItem::Event(_)))), "{first:?}");
+    drop(stream);
+    let aborted = async {
+        while server.aborted_bodies() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), aborted)
+        .await
+        .expect("the server never saw the client go away");
+}
+
+#[tokio::test]
+async fn create_and_count_tokens_are_non_streaming() {
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]});
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(529, ScriptBody::Text("busy".into())),
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())).header("request-id", "req_c"),
+        ScriptedResponse::ok(ScriptBody::Json(json!({"input_tokens": 1234}))),
+    ]))
+    .await;
+    let observed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = std::sync::Arc::clone(&observed);
+    let mut config = config(Provider::Anthropic, &server);
+    config.on_retry = Some(std::sync::Arc::new(
+        move |retry: &ferroloop::client::RetryEvent| {
+            sink.lock().unwrap().push(retry.clone());
+        },
+    ));
+    let client = Client::new(config).unwrap();
+    let response = client.create(BODY).await.unwrap();
+    assert_eq!(*observed.lock().unwrap(), response.metrics.retries);
+    assert_eq!(response.metrics.retries[0].status, Some(529));
+    assert_eq!(response.json().unwrap(), message);
+    assert_eq!(response.metrics.attempts, 2);
+    assert_eq!(response.metrics.retries.len(), 1);
+    assert_eq!(response.metrics.request_id.as_deref(), Some("req_c"));
+    assert_eq!(client.count_tokens(BODY).await.unwrap(), 1234);
+    let requests = server.requests();
+    assert_eq!(requests[1].header("accept"), Some("application/json"));
+    assert_eq!(requests[2].path, "/v1/messages/count_tokens");
+
+    let openai = Client::new(self::config(Provider::OpenAiChat, &server)).unwrap();
+    assert!(matches!(
+        openai.count_tokens(BODY).await,
+        Err(ClientError::Config(_))
+    ));
+}
+
+#[tokio::test]
+async fn speaks_http2_with_prior_knowledge() {
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.http2_prior_knowledge = true;
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().http_version, Some("HTTP/2.0"));
+    assert_eq!(server.requests()[0].version, "HTTP/2.0");
+}
+
+async fn serve_tls(script: &Script) -> ReplayServer {
+    ReplayServer::start(script, &repo_root(), ServerOptions { tls: true })
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn negotiates_http2_over_tls_with_a_trusted_self_signed_certificate() {
+    let server = serve_tls(&script(vec![
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+        // Small pieces, paced: h2 (rightly) treats a flood of tiny unread DATA frames as abuse.
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")).chunked(8, 1),
+    ]))
+    .await;
+    assert!(server.base_url().starts_with("https://"));
+    let mut config = config(Provider::Anthropic, &server);
+    config
+        .tls
+        .extra_roots_der
+        .push(server.cert_der().unwrap().to_vec());
+    let client = Client::new(config).unwrap();
+    for _ in 0..2 {
+        let (got, stream) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{:?} {:?}", got.error, got.retries);
+        assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+        assert_eq!(stream.metrics().http_version, Some("HTTP/2.0"));
+    }
+    assert_eq!(server.requests()[0].version, "HTTP/2.0");
+    assert_eq!(
+        server.connections(),
+        1,
+        "HTTP/2 multiplexes on one connection"
+    );
+}
+
+#[tokio::test]
+async fn rejects_an_untrusted_certificate_without_retrying() {
+    let server = serve_tls(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Connection { .. }), "{error:?}");
+    assert!(got.retries.is_empty(), "{:?}", got.retries);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_base_url_is_a_config_error() {
+    let config = ClientConfig::new(Provider::Anthropic).with_base_url("not a url");
+    assert!(matches!(Client::new(config), Err(ClientError::Config(_))));
+}
+
+#[tokio::test]
+async fn goes_through_an_http_proxy_in_absolute_form() {
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    // The destination host does not exist: only the proxy (the replay server) is contacted.
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
+    config.proxy.http = Some(server.base_url().replace("http://", "http://user:pw@"));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    assert_eq!(request.uri, "http://api.example.invalid:81/v1/messages");
+    // base64("user:pw")
+    assert_eq!(
+        request.header("proxy-authorization"),
+        Some("Basic dXNlcjpwdw==")
+    );
+}
+
+/// A CONNECT proxy on loopback that only tunnels to 127.0.0.1 and records request lines.
+async fn connect_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
+            let log = std::sync::Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if client.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let line = head.lines().next().unwrap_or_default().to_owned();
+                log.lock().unwrap().push(line.clone());
+                let target = line.split(' ').nth(1).unwrap_or_default().to_owned();
+                let port = target.rsplit(':').next().unwrap_or_default().to_owned();
+                let Ok(mut upstream) =
+                    tokio::net::TcpStream::connect(format!("127.0.0.1:{port}")).await
+                else {
+                    let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n").await;
+                    return;
+                };
+                let _ = client
+                    .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                    .await;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    (format!("http://user:pw@{addr}"), seen)
+}
+
+#[tokio::test]
+async fn tunnels_https_through_a_connect_proxy() {
+    let server = serve_tls(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let (proxy, seen) = connect_proxy().await;
+    let port = server.addr().port();
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url(format!("https://localhost:{port}"));
+    config
+        .tls
+        .extra_roots_der
+        .push(server.cert_der().unwrap().to_vec());
+    config.proxy.https = Some(proxy);
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().http_version, Some("HTTP/2.0"));
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![format!("CONNECT localhost:{port} HTTP/1.1")]
+    );
+
+    // NO_PROXY sends the same request directly.
+    let mut direct = self::config(Provider::Anthropic, &server)
+        .with_base_url(format!("https://localhost:{port}"));
+    direct
+        .tls
+        .extra_roots_der
+        .push(server.cert_der().unwrap().to_vec());
+    direct.proxy.https = Some("http://127.0.0.1:9".into());
+    direct.proxy.no_proxy = vec!["localhost".into()];
+    let client = Client::new(direct).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn the_shared_example_script_serves_a_multi_turn_conversation() {
+    let text =
+        std::fs::read_to_string(repo_root().join("tests/replay/overloaded_then_tool_use.json"))
+            .unwrap();
+    let server = serve(&Script::from_json(&text).unwrap()).await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+
+    let (turn, stream) = collect(client.stream(BODY)).await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.retries.len(), 1);
+    assert_eq!(turn.retries[0].wait, Duration::from_millis(10));
+    assert_eq!(
+        turn.events,
+        fixture_events("anthropic/tool_use_response.sse")
+    );
+    assert_eq!(stream.metrics().request_id.as_deref(), Some("req_replay_2"));
+
+    let (turn, stream) = collect(client.stream(BODY)).await;
+    assert!(turn.error.is_none(), "{:?}", turn.error);
+    assert_eq!(turn.events, fixture_events("anthropic/basic_response.sse"));
+    assert_eq!(stream.metrics().request_id.as_deref(), Some("req_replay_3"));
+
+    let (turn, _) = collect(client.stream(BODY)).await;
+    let error = turn.error.unwrap();
+    assert_eq!(error.status(), Some(410));
+    assert_eq!(
+        error.details().and_then(|d| d.error_type.as_deref()),
+        Some("replay_exhausted")
+    );
+}
+
+// ---- Decoded streams (client + SSE + provider decoder) ----
+
+use ferroloop::client::{MessageItem, MessageStream};
+use ferroloop::decode::{DecodeEvent, StreamDecoder};
+
+#[derive(Debug, Default)]
+struct Decoded {
+    events: Vec<DecodeEvent>,
+    retries: usize,
+    message: Option<serde_json::Value>,
+    error: Option<ClientError>,
+}
+
+async fn collect_decoded(mut stream: MessageStream) -> Decoded {
+    let mut out = Decoded::default();
+    let run = async {
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(MessageItem::Event(event)) => out.events.push(event),
+                Ok(MessageItem::Retry(_)) => out.retries += 1,
+                Ok(MessageItem::Stalled { .. }) => {}
+                Ok(MessageItem::Message(message)) => {
+                    assert!(out.message.is_none());
+                    out.message = Some(message);
+                }
+                Err(error) => {
+                    out.error = Some(error);
+                    assert!(stream.next().await.is_none());
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("stream did not end in time");
+    out
+}
+
+fn decode_offline(provider: Provider, path: &str) -> (Vec<DecodeEvent>, serde_json::Value) {
+    let bytes = std::fs::read(repo_root().join("tests/fixtures").join(path)).unwrap();
+    let mut decoder = StreamDecoder::for_provider(provider);
+    let events = decoder.feed(bytes::Bytes::from(bytes)).unwrap();
+    (events, decoder.finish().unwrap())
+}
+
+#[tokio::test]
+async fn decodes_a_streamed_tool_use_into_the_final_message() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(529, ScriptBody::Text("busy".into())),
+        ScriptedResponse::ok(fixture(name)).chunked(7, 0),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries, 1);
+    let (events, message) = decode_offline(Provider::Anthropic, name);
+    assert_eq!(got.events, events);
+    assert_eq!(got.message.as_ref(), Some(&message));
+    assert!(
+        got.events
+            .iter()
+            .any(|event| matches!(event, DecodeEvent::ToolUseReady { .. }))
+    );
+}
+
+#[tokio::test]
+async fn decodes_openai_chat() {
+    let name = "openai-chat/4cc50a6135d2.sse";
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(name))])).await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let (events, message) = decode_offline(Provider::OpenAiChat, name);
+    assert_eq!(got.events, events);
+    assert_eq!(got.message, Some(message));
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_protocol_error_with_the_partial_message() {
+    let start = json!({"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,"output_tokens":1}}});
+    let block =
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}});
+    let delta =
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}});
+    let mut events = match anthropic_events(&[
+        ("message_start", start),
+        ("content_block_start", block),
+        ("content_block_delta", delta),
+    ]) {
+        ScriptBody::Events(events) => events,
+        _ => unreachable!(),
+    };
+    events.push(ScriptEvent {
+        event: Some("content_block_delta".into()),
+        data: serde_json::Value::String("{\"type\":\"content_block_delta\",\"index\":0,".into()),
+        id: None,
+    });
+    let server = serve(&script(vec![ScriptedResponse::ok(ScriptBody::Events(
+        events,
+    ))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.message.is_none());
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(matches!(**cause, ClientError::Protocol { .. }), "{cause:?}");
+    let message = partial.message.as_ref().unwrap();
+    assert_eq!(message["id"], "msg_x");
+    assert_eq!(message["content"][0]["text"], "Hel");
+    assert!(
+        got.events
+            .iter()
+            .any(|event| matches!(event, DecodeEvent::TextDelta { text, .. } if text == "Hel"))
+    );
+}
+
+#[tokio::test]
+async fn a_disconnect_mid_message_carries_the_partial_message() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture(name)).fault(Fault::DisconnectAfter { bytes: 1200 }),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(
+        matches!(**cause, ClientError::Connection { .. }),
+        "{cause:?}"
+    );
+    let message = partial.message.as_ref().unwrap();
+    assert_eq!(message["type"], "message");
+    assert!(!got.events.is_empty());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_mid_stream_error_event_in_a_decoded_stream_keeps_the_partial_message() {
+    let start = json!({"type":"message_start","message":{"id":"msg_e","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,"output_tokens":1}}});
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let server = serve(&script(vec![ScriptedResponse::ok(anthropic_events(&[
+        ("message_start", start),
+        ("error", overloaded),
+    ]))]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.root().code(), "overloaded");
+    let ClientError::Truncated { partial, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_e");
+}
+
+// ---- The client as the agent loop's model ----
+
+use ferroloop::agent::{Model, ModelError, ModelEvent};
+
+async fn model_events(client: &Client, request: serde_json::Value) -> Vec<ModelEvent> {
+    let stream = Model::stream(client, request);
+    tokio::time::timeout(Duration::from_secs(20), stream.collect::<Vec<_>>())
+        .await
+        .expect("model stream did not end in time")
+}
+
+#[tokio::test]
+async fn the_client_is_an_agent_model() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(429, ScriptBody::Text("slow".into()))
+            .header("retry-after-ms", "5"),
+        ScriptedResponse::ok(fixture(name)).header("request-id", "req_model"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let events = model_events(
+        &client,
+        json!({"model": "m", "max_tokens": 8, "messages": []}),
+    )
+    .await;
+    assert!(
+        matches!(
+            events.first(),
+            Some(ModelEvent::Retry {
+                attempt: 2,
+                status: Some(429),
+                ..
+            })
+        ),
+        "{events:?}"
+    );
+    let (decoded, message) = decode_offline(Provider::Anthropic, name);
+    let got: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            ModelEvent::Decoded(event) => Some(event.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, decoded);
+    let Some(ModelEvent::Completed {
+        message: got_message,
+        request_id,
+        time_to_first_token,
+    }) = events.last()
+    else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(got_message, &message);
+    assert_eq!(request_id.as_deref(), Some("req_model"));
+    assert!(time_to_first_token.is_some());
+    let sent: serde_json::Value = serde_json::from_str(&server.requests()[1].body).unwrap();
+    assert_eq!(sent["stream"], true);
+}
+
+#[tokio::test]
+async fn model_failures_map_to_the_loop_classes() {
+    let too_long = json!({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 5 tokens > 4 maximum"}});
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(400, ScriptBody::Json(too_long)),
+        ScriptedResponse::ok(fixture("anthropic/tool_use_response.sse"))
+            .fault(Fault::DisconnectAfter { bytes: 1200 }),
+        ScriptedResponse::with_status(401, ScriptBody::Text("no".into())),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let request = json!({"model": "m", "max_tokens": 8, "messages": []});
+
+    let events = model_events(&client, request.clone()).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(ModelEvent::Failed(ModelError::PromptTooLong { .. }))
+        ),
+        "{events:?}"
+    );
+
+    let events = model_events(&client, request.clone()).await;
+    let Some(ModelEvent::Failed(ModelError::Truncated { partial, .. })) = events.last() else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(partial["type"], "message");
+
+    let events = model_events(&client, request).await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(ModelEvent::Failed(ModelError::Other(_)))
+        ),
+        "{events:?}"
+    );
+    assert_eq!(events.len(), 1);
+}

@@ -1,0 +1,359 @@
+//! Property tests on generated streams (the fixture-based ones are in `decode_fixtures.rs`):
+//! random well-formed Anthropic and OpenAI Chat streams — any number of text, thinking and tool
+//! blocks, strings with escapes and multi-byte characters, tool inputs cut into random fragments,
+//! keep-alives in between — decode to the message a simple model predicts, seal every tool call
+//! once with its parsed input, and give the same events and message at any chunking.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use bytes::Bytes;
+use ferroloop::decode::{DecodeEvent, Provider, StreamDecoder};
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+/// Text with the characters that stress the decoders: quotes, backslashes, line ends,
+/// multi-byte UTF-8 and a character outside the BMP (a surrogate pair when escaped).
+fn text_piece() -> impl Strategy<Value = String> {
+    "[a-z \"\\\\\n\r\té日😀/]{0,12}"
+}
+
+fn json_input() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i32>().prop_map(Value::from),
+        text_piece().prop_map(Value::from),
+    ];
+    let value = leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(("[a-z_]{1,6}", inner), 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    prop::collection::vec(("[a-z_]{1,6}", value), 0..4)
+        .prop_map(|m| Value::Object(m.into_iter().collect::<Map<String, Value>>()))
+}
+
+#[derive(Debug, Clone)]
+enum Block {
+    Text(Vec<String>),
+    Thinking(Vec<String>, String),
+    Tool(Value, Vec<prop::sample::Index>),
+}
+
+fn block() -> impl Strategy<Value = Block> {
+    prop_oneof![
+        prop::collection::vec(text_piece(), 0..6).prop_map(Block::Text),
+        (
+            prop::collection::vec(text_piece(), 0..4),
+            "[A-Za-z0-9+/]{0,16}"
+        )
+            .prop_map(|(t, s)| Block::Thinking(t, s)),
+        (
+            json_input(),
+            prop::collection::vec(any::<prop::sample::Index>(), 0..6)
+        )
+            .prop_map(|(v, cuts)| Block::Tool(v, cuts)),
+    ]
+}
+
+/// Splits `text` at the given points (snapped to character boundaries).
+fn fragments(text: &str, cuts: &[prop::sample::Index]) -> Vec<String> {
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|c| c.index(text.len() + 1))
+        .map(|mut p| {
+            while !text.is_char_boundary(p) {
+                p -= 1;
+            }
+            p
+        })
+        .collect();
+    points.push(text.len());
+    points.sort_unstable();
+    points.dedup();
+    let mut start = 0;
+    points
+        .into_iter()
+        .map(|end| {
+            let piece = text[start..end].to_owned();
+            start = end;
+            piece
+        })
+        .collect()
+}
+
+fn sse(out: &mut String, event: Option<&str>, data: &str) {
+    if let Some(event) = event {
+        out.push_str("event: ");
+        out.push_str(event);
+        out.push('\n');
+    }
+    out.push_str("data: ");
+    out.push_str(data);
+    out.push_str("\n\n");
+}
+
+/// An Anthropic stream of `blocks` and the message it must decode to.
+fn anthropic_stream(blocks: &[Block], pings: &[bool]) -> (String, Value) {
+    let mut out = String::new();
+    let mut ping_at = pings.iter().cycle();
+    let mut maybe_ping = |out: &mut String| {
+        if *ping_at.next().unwrap_or(&false) {
+            sse(out, Some("ping"), r#"{"type": "ping"}"#);
+        }
+    };
+    let message = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 3, "output_tokens": 1}});
+    sse(
+        &mut out,
+        Some("message_start"),
+        &json!({"type": "message_start", "message": message}).to_string(),
+    );
+    let mut content = Vec::new();
+    for (index, block) in blocks.iter().enumerate() {
+        let (start, deltas, expected) = match block {
+            Block::Text(pieces) => (
+                json!({"type": "text", "text": ""}),
+                pieces
+                    .iter()
+                    .map(|t| json!({"type": "text_delta", "text": t}))
+                    .collect::<Vec<_>>(),
+                json!({"type": "text", "text": pieces.concat()}),
+            ),
+            Block::Thinking(pieces, signature) => {
+                let mut deltas: Vec<Value> = pieces
+                    .iter()
+                    .map(|t| json!({"type": "thinking_delta", "thinking": t}))
+                    .collect();
+                deltas.push(json!({"type": "signature_delta", "signature": signature}));
+                (
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    deltas,
+                    json!({"type": "thinking", "thinking": pieces.concat(), "signature": signature}),
+                )
+            }
+            Block::Tool(input, cuts) => {
+                let id = format!("toolu_{index}");
+                let deltas = fragments(&input.to_string(), cuts)
+                    .into_iter()
+                    .map(|f| json!({"type": "input_json_delta", "partial_json": f}))
+                    .collect();
+                (
+                    json!({"type": "tool_use", "id": id, "name": "tool", "input": {}}),
+                    deltas,
+                    json!({"type": "tool_use", "id": id, "name": "tool", "input": input}),
+                )
+            }
+        };
+        sse(
+            &mut out,
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index, "content_block": start})
+                .to_string(),
+        );
+        for delta in deltas {
+            maybe_ping(&mut out);
+            // Compact, as the API sends it: the decoder's fast path sees these.
+            sse(
+                &mut out,
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": delta}).to_string(),
+            );
+        }
+        sse(
+            &mut out,
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}).to_string(),
+        );
+        content.push(expected);
+    }
+    sse(
+        &mut out,
+        Some("message_delta"),
+        r#"{"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 9}}"#,
+    );
+    sse(
+        &mut out,
+        Some("message_stop"),
+        r#"{"type": "message_stop"}"#,
+    );
+    (out, Value::Array(content))
+}
+
+/// Decodes `input` cut at `cuts`; returns the final message and the events.
+fn decode(
+    provider: Provider,
+    input: &[u8],
+    cuts: &[prop::sample::Index],
+) -> (Value, Vec<DecodeEvent>) {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c.index(input.len() + 1)).collect();
+    points.push(input.len());
+    points.sort_unstable();
+    let mut decoder = StreamDecoder::for_provider(provider);
+    let mut events = Vec::new();
+    let mut start = 0;
+    for end in points {
+        decoder
+            .feed_into(Bytes::copy_from_slice(&input[start..end]), &mut events)
+            .expect("well-formed stream");
+        start = end;
+    }
+    (decoder.finish().expect("complete stream"), events)
+}
+
+fn ready_inputs(events: &[DecodeEvent]) -> Vec<(usize, String, Value)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ToolUseReady {
+                index, id, input, ..
+            } => Some((*index, id.clone(), input.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One tool call of a generated Chat stream: its arguments in fragments.
+#[derive(Debug, Clone)]
+struct ChatCall {
+    arguments: Value,
+    cuts: Vec<prop::sample::Index>,
+}
+
+/// An OpenAI Chat stream: text content pieces, then each tool call's deltas (merged by
+/// `index`); and the message it must decode to.
+fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
+    let chunk = |choices: Value| {
+        json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+            "model": "gpt-test", "choices": choices})
+        .to_string()
+    };
+    let mut out = String::new();
+    sse(
+        &mut out,
+        None,
+        &chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        ),
+    );
+    for piece in content {
+        sse(
+            &mut out,
+            None,
+            &chunk(json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}])),
+        );
+    }
+    // Calls arrive one after the other, as the API sends them: the decoder seals a call when
+    // the next index starts (the SDK's rule), so interleaving is not a valid stream.
+    for (i, call) in calls.iter().enumerate() {
+        let mut deltas = vec![
+            json!({"index": i, "id": format!("call_{i}"), "type": "function",
+            "function": {"name": "tool", "arguments": ""}}),
+        ];
+        deltas.extend(
+            fragments(&call.arguments.to_string(), &call.cuts)
+                .into_iter()
+                .map(|f| json!({"index": i, "function": {"arguments": f}})),
+        );
+        for delta in deltas {
+            sse(
+                &mut out,
+                None,
+                &chunk(
+                    json!([{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": null}]),
+                ),
+            );
+        }
+    }
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    sse(
+        &mut out,
+        None,
+        &chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])),
+    );
+    sse(&mut out, None, "[DONE]");
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            json!({"id": format!("call_{i}"), "name": "tool", "arguments": call.arguments.to_string()})
+        })
+        .collect();
+    (
+        out,
+        json!({"content": content.concat(), "tool_calls": tool_calls}),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Generated Anthropic streams decode to the predicted content, each tool call is sealed
+    /// exactly once with its parsed input, and any chunking gives the same result.
+    #[test]
+    fn generated_anthropic_streams_decode_at_any_chunking(
+        blocks in prop::collection::vec(block(), 0..5),
+        pings in prop::collection::vec(prop::bool::weighted(0.2), 1..8),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..30),
+    ) {
+        let (stream, content) = anthropic_stream(&blocks, &pings);
+        let whole = decode(Provider::Anthropic, stream.as_bytes(), &[]);
+        prop_assert_eq!(&whole.0["content"], &content);
+        prop_assert_eq!(&whole.0["stop_reason"], "end_turn");
+        let expected_ready: Vec<(usize, String, Value)> = blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match b {
+                Block::Tool(input, _) => Some((i, format!("toolu_{i}"), input.clone())),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(ready_inputs(&whole.1), expected_ready);
+        let split = decode(Provider::Anthropic, stream.as_bytes(), &cuts);
+        prop_assert_eq!(split, whole);
+    }
+
+    /// Generated OpenAI Chat streams with parallel tool calls merge by index, keep
+    /// the raw argument text, seal every call once with its parsed arguments, at any chunking.
+    #[test]
+    fn generated_chat_streams_decode_at_any_chunking(
+        content in prop::collection::vec(text_piece(), 0..6),
+        calls in prop::collection::vec(
+            (json_input(), prop::collection::vec(any::<prop::sample::Index>(), 0..5))
+                .prop_map(|(arguments, cuts)| ChatCall { arguments, cuts }),
+            0..4,
+        ),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..30),
+    ) {
+        let (stream, expected) = chat_stream(&content, &calls);
+        let whole = decode(Provider::OpenAiChat, stream.as_bytes(), &[]);
+        let message = &whole.0["choices"][0]["message"];
+        prop_assert_eq!(&message["content"], &expected["content"]);
+        let got_calls: Vec<Value> = message["tool_calls"]
+            .as_array()
+            .map(|calls| {
+                calls
+                    .iter()
+                    .map(|c| json!({"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        prop_assert_eq!(Value::Array(got_calls), expected["tool_calls"].clone());
+        let expected_ready: Vec<(usize, String, Value)> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, format!("call_{i}"), c.arguments.clone()))
+            .collect();
+        let mut ready = ready_inputs(&whole.1);
+        ready.sort_by_key(|r| r.0);
+        prop_assert_eq!(ready, expected_ready);
+        let split = decode(Provider::OpenAiChat, stream.as_bytes(), &cuts);
+        prop_assert_eq!(split, whole);
+    }
+}

@@ -1,0 +1,395 @@
+//! The built-in tools end to end on a temporary workspace: process-tree kills on timeout and
+//! cancellation, confinement across every tool, and the tools driven through `BuiltinTool`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ferroloop::exec::{
+    CancellationToken, ExecutorConfig, ToolExecutor, ToolRegistry, ToolResult, ToolResultContent,
+    ToolUse,
+};
+use ferroloop::tools::{self, BuiltinTool, ToolFailure, Workspace};
+use serde_json::json;
+
+fn workspace() -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    (dir, workspace)
+}
+
+fn tool(name: &str, workspace: &Workspace) -> BuiltinTool {
+    tools::builtin(name, workspace).unwrap()
+}
+
+/// Whether process `pid` has exited: gone from /proc, or a zombie not yet reaped by its new
+/// parent (a container's init may never reap it). Allows a few seconds for SIGKILL delivery.
+fn process_is_gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(stat)
+                if stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z')) =>
+            {
+                return true;
+            }
+            Ok(_) if Instant::now() >= deadline => return false,
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Waits (bounded) until the shell has written every pid file, and reads them.
+async fn wait_for_pids(dir: &Path, files: &[&str]) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let pids: Vec<Option<u32>> = files
+            .iter()
+            .map(|file| {
+                std::fs::read_to_string(dir.join(file))
+                    .ok()
+                    .and_then(|text| text.trim().parse().ok())
+            })
+            .collect();
+        if pids.iter().all(Option::is_some) {
+            return pids.into_iter().flatten().collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shell never wrote its pid files"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A command whose tree is three levels deep: our `sh`, a nested `sh`, and a background
+/// `sleep` started by the nested shell. Each records its pid; the nested shell's pid is written
+/// last, once the grandchild exists.
+const PROCESS_TREE: &str = "echo $$ > shell.pid; \
+     sh -c 'sleep 30 & echo $! > grandchild.pid; echo $$ > child.pid; sleep 30; wait'";
+
+#[tokio::test]
+async fn bash_timeout_kills_the_whole_process_tree() {
+    let (dir, workspace) = workspace();
+    let bash = tool("bash", &workspace);
+    let started = Instant::now();
+    let failure = bash
+        .call(
+            json!({"command": format!("echo before; {PROCESS_TREE}"), "timeout_ms": 1000}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    // Returns at the timeout, not when the 30 s sleeps would have ended.
+    assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
+    match &failure {
+        ToolFailure::TimedOut { timeout_ms, output } => {
+            assert_eq!(*timeout_ms, 1000);
+            assert_eq!(output, "before\n");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        failure
+            .to_string()
+            .starts_with("Command timed out after 1000 ms")
+    );
+    let pids = wait_for_pids(dir.path(), &["shell.pid", "child.pid", "grandchild.pid"]).await;
+    for pid in pids {
+        assert!(process_is_gone(pid), "process {pid} survived the timeout");
+    }
+}
+
+#[tokio::test]
+async fn bash_cancellation_kills_the_whole_process_tree() {
+    let (dir, workspace) = workspace();
+    let bash = tool("bash", &workspace);
+    let cancel = CancellationToken::new();
+    let call = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            bash.call(
+                json!({"command": PROCESS_TREE, "timeout_ms": 60_000}),
+                cancel,
+            )
+            .await
+        })
+    };
+    // Cancel only once the whole tree exists, so the test does not depend on timing.
+    let pids = wait_for_pids(dir.path(), &["shell.pid", "child.pid", "grandchild.pid"]).await;
+    let started = Instant::now();
+    cancel.cancel();
+    let result = call.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(matches!(result, Err(ToolFailure::Cancelled)), "{result:?}");
+    for pid in pids {
+        assert!(
+            process_is_gone(pid),
+            "process {pid} survived the cancellation"
+        );
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_running_bash_call_kills_its_process_tree() {
+    let (dir, workspace) = workspace();
+    let bash = tool("bash", &workspace);
+    let call = tokio::spawn(async move {
+        bash.call(json!({"command": PROCESS_TREE}), CancellationToken::new())
+            .await
+    });
+    let pids = wait_for_pids(dir.path(), &["shell.pid", "child.pid", "grandchild.pid"]).await;
+    // An executor that gives up on a call drops its future: the guard must kill the group.
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    for pid in pids {
+        assert!(
+            process_is_gone(pid),
+            "process {pid} survived the dropped call"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_path_taking_tool_refuses_escapes() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join("secret.txt"), "secret").unwrap();
+    let root = outer.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    std::os::unix::fs::symlink("/etc", root.join("etc")).unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret.txt"), root.join("secret")).unwrap();
+    let workspace = Workspace::new(&root).unwrap();
+    let secret = outer.path().join("secret.txt");
+    let secret = secret.to_str().unwrap();
+    for path in [
+        "../secret.txt",
+        secret,
+        "/etc/passwd",
+        "etc/passwd",
+        "secret",
+        "a/../../x",
+    ] {
+        let calls = [
+            ("read", json!({"file_path": path})),
+            ("write", json!({"file_path": path, "content": "pwned"})),
+            (
+                "edit",
+                json!({"file_path": path, "old_string": "secret", "new_string": "pwned"}),
+            ),
+            ("glob", json!({"pattern": "*", "path": path})),
+            ("grep", json!({"pattern": "secret", "path": path})),
+        ];
+        for (name, input) in calls {
+            let failure = tool(name, &workspace)
+                .call(input, CancellationToken::new())
+                .await
+                .unwrap_err();
+            assert!(
+                failure
+                    .to_string()
+                    .starts_with(&format!("Path '{path}' is outside the workspace '")),
+                "{name} {path}: {failure}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(outer.path().join("secret.txt")).unwrap(),
+        "secret"
+    );
+}
+
+#[tokio::test]
+async fn concurrency_safe_tools_run_side_by_side() {
+    let (dir, workspace) = workspace();
+    for i in 0..20 {
+        std::fs::write(
+            dir.path().join(format!("f{i:02}.txt")),
+            format!("value {i}\n"),
+        )
+        .unwrap();
+    }
+    let calls = [
+        ("read", json!({"file_path": "f03.txt"})),
+        ("glob", json!({"pattern": "f1*.txt", "max_results": 3})),
+        (
+            "grep",
+            json!({"pattern": "value 1[0-9]", "output_mode": "count"}),
+        ),
+    ];
+    let results = futures::future::join_all(calls.iter().map(|(name, input)| {
+        let tool = tool(name, &workspace);
+        let input = input.clone();
+        async move {
+            assert!(tool.is_concurrency_safe());
+            tool.call(input, CancellationToken::new()).await
+        }
+    }))
+    .await;
+    assert_eq!(results[0].as_ref().unwrap(), "     1\tvalue 3\n");
+    // Same mtime granularity is likely: only the count and the note are certain.
+    let glob = results[1].as_ref().unwrap();
+    assert_eq!(
+        glob.lines().filter(|line| line.starts_with("f1")).count(),
+        3,
+        "{glob}"
+    );
+    assert!(glob.ends_with("[showing 3 of 10 files; use a more specific pattern or path]\n"));
+    let grep = results[2].as_ref().unwrap();
+    assert_eq!(grep.lines().count(), 10, "{grep}");
+    assert!(grep.starts_with("f10.txt:1\n"), "{grep}");
+}
+
+#[tokio::test]
+async fn write_edit_read_round_trip() {
+    let (_dir, workspace) = workspace();
+    let call = |name: &str, input: serde_json::Value| {
+        let tool = tool(name, &workspace);
+        async move { tool.call(input, CancellationToken::new()).await }
+    };
+    call(
+        "write",
+        json!({"file_path": "src/new/lib.rs", "content": "fn a() {}\nfn b() {}\n"}),
+    )
+    .await
+    .unwrap();
+    let out = call(
+        "edit",
+        json!({"file_path": "src/new/lib.rs", "old_string": "fn b", "new_string": "fn c"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out, "Replaced 1 occurrence in 'src/new/lib.rs'");
+    let out = call("read", json!({"file_path": "src/new/lib.rs", "offset": 2}))
+        .await
+        .unwrap();
+    assert_eq!(out, "     2\tfn c() {}\n");
+    let out = call("grep", json!({"pattern": "fn c", "output_mode": "content"}))
+        .await
+        .unwrap();
+    assert_eq!(out, "src/new/lib.rs:2:fn c() {}\n");
+    let out = call("bash", json!({"command": "cat src/new/lib.rs | wc -l"}))
+        .await
+        .unwrap();
+    assert_eq!(out, "2\nExit code: 0");
+}
+
+fn registry(workspace: &Workspace) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    for tool in tools::all(workspace) {
+        registry.register(tool).unwrap();
+    }
+    registry
+}
+
+fn text(result: &ToolResult) -> &str {
+    match &result.content {
+        ToolResultContent::Text(text) => text,
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_executor_runs_builtin_tools_with_results_in_request_order() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "x = 1\nx = 1\n").unwrap();
+    let registry = registry(&workspace);
+    assert_eq!(
+        registry.names(),
+        ["bash", "edit", "glob", "grep", "read", "write"]
+    );
+    let executor = ToolExecutor::new(registry);
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "a.txt"})),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "x", "output_mode": "count"}),
+            ),
+            ToolUse::new("t3", "read", json!({"file_path": "../../etc/passwd"})),
+            ToolUse::new(
+                "t4",
+                "edit",
+                json!({"file_path": "a.txt", "old_string": "x = 1", "new_string": "y"}),
+            ),
+            ToolUse::new("t5", "glob", json!({"pattern": "*.txt", "bogus": true})),
+        ])
+        .await
+        .unwrap();
+    let ids: Vec<_> = results.iter().map(|r| r.tool_use_id.as_str()).collect();
+    assert_eq!(ids, ["t1", "t2", "t3", "t4", "t5"]);
+    assert!(!results[0].is_error);
+    assert_eq!(text(&results[0]), "     1\tx = 1\n     2\tx = 1\n");
+    assert_eq!(text(&results[1]), "a.txt:2\n");
+    assert!(results[2].is_error);
+    assert!(
+        text(&results[2]).contains("is outside the workspace"),
+        "{}",
+        text(&results[2])
+    );
+    assert!(results[3].is_error);
+    assert!(
+        text(&results[3]).contains("occurs 2 times"),
+        "{}",
+        text(&results[3])
+    );
+    // Unknown fields are refused (by the executor's schema check or the tool's own parsing).
+    assert!(results[4].is_error);
+    assert!(text(&results[4]).contains("bogus"), "{}", text(&results[4]));
+}
+
+#[tokio::test]
+async fn an_executor_timeout_kills_the_bash_process_tree() {
+    let (dir, workspace) = workspace();
+    let executor = ToolExecutor::builder(registry(&workspace))
+        .config(ExecutorConfig {
+            default_timeout: Some(Duration::from_millis(1000)),
+            ..ExecutorConfig::default()
+        })
+        .build();
+    let started = Instant::now();
+    let results = executor
+        .run(vec![ToolUse::new(
+            "t1",
+            "bash",
+            json!({"command": PROCESS_TREE}),
+        )])
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(results[0].is_error);
+    let pids = wait_for_pids(dir.path(), &["shell.pid", "child.pid", "grandchild.pid"]).await;
+    for pid in pids {
+        assert!(
+            process_is_gone(pid),
+            "process {pid} survived the executor's timeout"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_bash_call_cancels_the_calls_queued_after_it() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "a.txt"})),
+            ToolUse::new("t2", "bash", json!({"command": "echo broken; exit 2"})),
+            ToolUse::new("t3", "read", json!({"file_path": "a.txt"})),
+        ])
+        .await
+        .unwrap();
+    assert!(!results[0].is_error);
+    assert!(results[1].is_error);
+    assert_eq!(
+        text(&results[1]),
+        "Command failed with exit code 2\nbroken\n"
+    );
+    assert!(results[2].is_error, "{:?}", results[2]);
+}

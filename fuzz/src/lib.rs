@@ -1,0 +1,707 @@
+//! Checks shared by the fuzz targets (each target in `fuzz_targets/` is a thin `fuzz_target!`
+//! calling one of these). Every check asserts real invariants, not only "no panic".
+
+use bytes::Bytes;
+use ferroloop::decode::partial_json::{PartialJson, PartialMode};
+use ferroloop::decode::{
+    AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder,
+};
+use ferroloop::sse::{SseOwnedItem, parse_all};
+use serde_json::{Map, Value};
+
+/// One step of a decoder's output: a typed event, or an error returned by `push_event`/`feed`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A typed event.
+    Event(DecodeEvent),
+    /// An error, as `code: message`.
+    Error(String),
+}
+
+/// Everything observable about one decoding run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Events and errors, in order.
+    pub log: Vec<Entry>,
+    /// The snapshot before `finish`.
+    pub snapshot: Value,
+    /// The result of `finish`: the final message, or the error with its partial message.
+    pub finish: Result<Value, (String, Option<Value>)>,
+}
+
+fn describe(error: &DecodeError) -> String {
+    format!("{}: {error}", error.code())
+}
+
+fn finish_result(result: Result<Value, DecodeError>) -> Result<Value, (String, Option<Value>)> {
+    match result {
+        Ok(message) => {
+            assert!(
+                message.is_object(),
+                "finish returned a non-object: {message}"
+            );
+            Ok(message)
+        }
+        Err(error) => {
+            let text = describe(&error);
+            assert!(!error.to_string().is_empty());
+            let partial = match error {
+                DecodeError::Truncated { partial, .. } => Some(*partial),
+                _ => None,
+            };
+            Err((text, partial))
+        }
+    }
+}
+
+fn check_snapshot(snapshot: &Value) {
+    assert!(
+        snapshot.is_null() || snapshot.is_object(),
+        "snapshot is neither null nor an object: {snapshot}"
+    );
+}
+
+/// Feeds `input` as raw SSE bytes in chunks of `chunk` bytes (0 = one chunk). After an error
+/// the queued events are drained with empty feeds, so the log does not depend on where the
+/// chunk boundaries fell.
+pub fn run_stream<D: EventDecoder>(
+    decoder: D,
+    input: &[u8],
+    chunk: usize,
+    record: bool,
+) -> Outcome {
+    let mut stream = StreamDecoder::new(decoder);
+    stream.decoder_mut().set_record_events(record);
+    let mut log = Vec::new();
+    let mut events = Vec::new();
+    let size = if chunk == 0 {
+        input.len().max(1)
+    } else {
+        chunk
+    };
+    // A snapshot costs the size of the message: check a bounded number of them per run.
+    let stride = input.len().div_ceil(size).div_ceil(16).max(1);
+    for (turn, piece) in input.chunks(size).enumerate() {
+        let mut result = stream.feed_into(Bytes::copy_from_slice(piece), &mut events);
+        loop {
+            log.extend(events.drain(..).map(Entry::Event));
+            match result {
+                Ok(()) => break,
+                Err(error) => {
+                    log.push(Entry::Error(describe(&error)));
+                    result = stream.feed_into(Bytes::new(), &mut events);
+                }
+            }
+        }
+        if turn % stride == 0 {
+            check_snapshot(&stream.message());
+        }
+    }
+    let snapshot = stream.message();
+    let complete = stream.is_complete();
+    let finish = finish_result(stream.finish());
+    if finish.is_ok() {
+        assert!(
+            complete,
+            "finish succeeded on a stream that never completed"
+        );
+    }
+    Outcome {
+        log,
+        snapshot,
+        finish,
+    }
+}
+
+/// Pushes already-framed events straight into a decoder (no SSE parser).
+pub fn run_events<'a, D: EventDecoder>(
+    mut decoder: D,
+    events: impl IntoIterator<Item = (&'a str, &'a str)>,
+    record: bool,
+) -> Outcome {
+    decoder.set_record_events(record);
+    let mut log = Vec::new();
+    let mut out = Vec::new();
+    for (turn, (event_type, data)) in events.into_iter().enumerate() {
+        if turn % 16 == 0 {
+            check_snapshot(&decoder.message());
+        }
+        let result = decoder.push_event(event_type, data);
+        decoder.drain_events(&mut out);
+        log.extend(out.drain(..).map(Entry::Event));
+        if let Err(error) = result {
+            log.push(Entry::Error(describe(&error)));
+        }
+    }
+    let snapshot = decoder.message();
+    let complete = decoder.is_complete();
+    let finish = finish_result(decoder.finish());
+    if finish.is_ok() {
+        assert!(
+            complete,
+            "finish succeeded on a stream that never completed"
+        );
+    }
+    Outcome {
+        log,
+        snapshot,
+        finish,
+    }
+}
+
+fn errors_only(outcome: &Outcome) -> Vec<Entry> {
+    outcome
+        .log
+        .iter()
+        .filter(|entry| matches!(entry, Entry::Error(_)))
+        .cloned()
+        .collect()
+}
+
+/// A cheap deterministic hash of the input, to pick a chunk size without consuming input bytes
+/// (so the fixture seeds stay valid streams).
+fn chunk_size_for(input: &[u8]) -> usize {
+    let hash = input.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    });
+    1 + (hash % 67) as usize
+}
+
+fn new_decoder(provider: Provider) -> ferroloop::decode::AnyDecoder {
+    provider.decoder()
+}
+
+/// Raw SSE bytes through one provider's decoder:
+/// - one chunk and small chunks give the same events, errors, snapshot and final result;
+/// - the stream decoder agrees with pushing the framed events directly;
+/// - accumulate-only mode (no typed events) gives the same errors and the same message;
+/// - for Anthropic, the hand-written string-delta fast path agrees with the serde path.
+pub fn check_decode_stream(provider: Provider, input: &[u8]) {
+    let whole = run_stream(new_decoder(provider), input, 0, true);
+    let split = run_stream(new_decoder(provider), input, chunk_size_for(input), true);
+    assert_eq!(whole, split, "chunking changed the decoding");
+
+    let items = parse_all(Bytes::copy_from_slice(input));
+    let framed = items.iter().filter_map(|item| match item {
+        SseOwnedItem::Event(event) => Some((event.as_ref().event_type(), event.as_ref().data())),
+        SseOwnedItem::Retry(_) => None,
+    });
+    let direct = run_events(new_decoder(provider), framed, true);
+    assert_eq!(
+        whole, direct,
+        "the stream decoder and direct pushes disagree"
+    );
+
+    let quiet = run_stream(new_decoder(provider), input, 0, false);
+    assert_eq!(
+        errors_only(&whole),
+        errors_only(&quiet),
+        "accumulate-only mode changed the errors"
+    );
+    assert_eq!(
+        whole.snapshot, quiet.snapshot,
+        "accumulate-only mode changed the snapshot"
+    );
+    assert_eq!(
+        whole.finish, quiet.finish,
+        "accumulate-only mode changed the result"
+    );
+
+    if provider == Provider::Anthropic {
+        let mut slow = AnthropicDecoder::new();
+        slow.set_text_fast_path(false);
+        let serde_path = run_stream(slow, input, 0, true);
+        assert_eq!(
+            whole, serde_path,
+            "the text fast path and the serde path disagree"
+        );
+    }
+}
+
+/// Reads bytes of the fuzzer's input as choices; zeros once exhausted.
+struct Choices<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    fn exhausted(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    fn pick<'s>(&mut self, from: &[&'s str]) -> &'s str {
+        from[usize::from(self.byte()) % from.len()]
+    }
+}
+
+/// Event types of every provider (and a few that none knows).
+const EVENT_TYPES: &[&str] = &[
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+    "message",
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.output_text.annotation.added",
+    "response.refusal.delta",
+    "response.refusal.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.completed",
+    "response.failed",
+    "response.incomplete",
+    "unknown_event",
+];
+
+/// Object keys the decoders look at (and their siblings).
+const KEYS: &[&str] = &[
+    "type",
+    "index",
+    "delta",
+    "text",
+    "partial_json",
+    "thinking",
+    "signature",
+    "citation",
+    "content_block",
+    "message",
+    "content",
+    "usage",
+    "input_tokens",
+    "output_tokens",
+    "stop_reason",
+    "stop_sequence",
+    "id",
+    "name",
+    "input",
+    "role",
+    "model",
+    "error",
+    "choices",
+    "finish_reason",
+    "tool_calls",
+    "function",
+    "arguments",
+    "refusal",
+    "response",
+    "output",
+    "output_index",
+    "content_index",
+    "item",
+    "item_id",
+    "call_id",
+    "status",
+    "incomplete_details",
+    "reason",
+    "part",
+    "annotation",
+];
+
+/// String values the decoders compare against.
+const STRINGS: &[&str] = &[
+    "text",
+    "tool_use",
+    "server_tool_use",
+    "thinking",
+    "redacted_thinking",
+    "text_delta",
+    "input_json_delta",
+    "thinking_delta",
+    "signature_delta",
+    "citations_delta",
+    "message",
+    "assistant",
+    "function",
+    "function_call",
+    "output_text",
+    "refusal",
+    "completed",
+    "incomplete",
+    "in_progress",
+    "failed",
+    "stop",
+    "length",
+    "tool_calls",
+    "end_turn",
+    "max_tokens",
+    "tool_use_1",
+    "{\"a\":",
+    "1}",
+    "",
+    "é\u{1F600}",
+    "[DONE]",
+    "overloaded_error",
+];
+
+/// The words a generated JSON value is made of.
+struct Vocab {
+    keys: &'static [&'static str],
+    strings: &'static [&'static str],
+}
+
+const DECODE_VOCAB: Vocab = Vocab {
+    keys: KEYS,
+    strings: STRINGS,
+};
+
+fn gen_value(c: &mut Choices<'_>, depth: u8) -> Value {
+    gen_value_in(c, depth, &DECODE_VOCAB)
+}
+
+fn gen_value_in(c: &mut Choices<'_>, depth: u8, vocab: &Vocab) -> Value {
+    let choice = if depth >= 4 {
+        c.byte() % 4
+    } else {
+        c.byte() % 8
+    };
+    match choice {
+        0 => Value::Null,
+        1 => Value::Bool(c.byte() & 1 == 1),
+        2 => match c.byte() % 4 {
+            0 => Value::from(c.byte() % 4),
+            1 => Value::from(-i64::from(c.byte())),
+            2 => Value::from(u64::MAX - u64::from(c.byte())),
+            _ => Value::from(f64::from(c.byte()) / 3.0),
+        },
+        3 => match c.byte() % 8 {
+            0 => Value::from(gen_base64(c)),
+            _ => Value::from(c.pick(vocab.strings)),
+        },
+        4 => {
+            let n = c.byte() % 4;
+            Value::Array((0..n).map(|_| gen_value_in(c, depth + 1, vocab)).collect())
+        }
+        _ => {
+            let n = c.byte() % 5;
+            let mut map = Map::new();
+            for _ in 0..n {
+                let key = c.pick(vocab.keys).to_owned();
+                map.insert(key, gen_value_in(c, depth + 1, vocab));
+            }
+            Value::Object(map)
+        }
+    }
+}
+
+/// Builds an event sequence from the fuzzer's bytes: protocol event types with JSON data made of
+/// the protocol's own keys and values (so the decoders' validation paths are reached), sometimes
+/// not JSON at all.
+pub fn gen_events(data: &[u8]) -> Vec<(String, String)> {
+    let mut c = Choices { data, pos: 0 };
+    let mut events = Vec::new();
+    while !c.exhausted() && events.len() < 64 {
+        let event_type = c.pick(EVENT_TYPES);
+        let payload = match c.byte() % 16 {
+            // Not JSON: `[DONE]`, empty, or raw text.
+            0 => c.pick(&["[DONE]", "", "{", "null", "\u{FFFD}"]).to_owned(),
+            _ => {
+                let mut value = gen_value(&mut c, 0);
+                if c.byte() % 2 == 0 {
+                    // Most real events repeat their SSE type in the JSON `type` field.
+                    if let Value::Object(map) = &mut value {
+                        map.insert("type".to_owned(), Value::from(event_type));
+                    } else {
+                        let mut map = Map::new();
+                        map.insert("type".to_owned(), Value::from(event_type));
+                        map.insert("index".to_owned(), Value::from(c.byte() % 3));
+                        map.insert("x".to_owned(), value);
+                        value = Value::Object(map);
+                    }
+                }
+                value.to_string()
+            }
+        };
+        events.push((event_type.to_owned(), payload));
+    }
+    events
+}
+
+/// Frames events as an SSE stream (`event:` line, one `data:` line per line of the payload).
+pub fn to_sse(events: &[(String, String)]) -> Vec<u8> {
+    let mut out = String::new();
+    for (event_type, data) in events {
+        out.push_str("event: ");
+        out.push_str(event_type);
+        out.push('\n');
+        for line in data.split('\n') {
+            out.push_str("data: ");
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+/// Structured event sequences through every provider's decoder: no panic, typed errors, a
+/// snapshot that is always null or an object, a final result that is an object only when the
+/// stream completed, and the same outcome when the sequence is framed as SSE and fed in chunks.
+pub fn check_decode_events(data: &[u8]) {
+    let events = gen_events(data);
+    let sse = to_sse(&events);
+    for provider in [
+        Provider::Anthropic,
+        Provider::OpenAiChat,
+        Provider::OpenAiResponses,
+    ] {
+        let pairs = events.iter().map(|(t, d)| (t.as_str(), d.as_str()));
+        let direct = run_events(new_decoder(provider), pairs, true);
+        let streamed = run_stream(new_decoder(provider), &sse, chunk_size_for(data), true);
+        assert_eq!(direct, streamed, "framing as SSE changed the decoding");
+        let pairs = events.iter().map(|(t, d)| (t.as_str(), d.as_str()));
+        let quiet = run_events(new_decoder(provider), pairs, false);
+        assert_eq!(errors_only(&direct), errors_only(&quiet));
+        assert_eq!(direct.snapshot, quiet.snapshot);
+        assert_eq!(direct.finish, quiet.finish);
+    }
+}
+
+/// The partial-JSON view on arbitrary text fed in arbitrary fragments:
+/// - never panics; the view, when there is one, is valid JSON;
+/// - after every fragment, the incremental view equals the view of a fresh parse of the same
+///   prefix, in both modes, and the scanner has examined each byte at most once;
+/// - once the whole text is a valid JSON document, the view is that document.
+pub fn check_partial_json(data: &[u8]) {
+    let (control, rest) = data.split_at(data.len().min(2));
+    let text = String::from_utf8_lossy(rest);
+    let sizes: Vec<usize> = control.iter().map(|b| usize::from(*b % 16) + 1).collect();
+    // A fresh parse per prefix is quadratic: compare at most ~32 prefixes per input (always
+    // including the last one).
+    let steps = text
+        .len()
+        .div_ceil(sizes.iter().min().copied().unwrap_or(1))
+        .max(1);
+    let stride = steps.div_ceil(32);
+    for mode in [
+        PartialMode::DropIncompleteStrings,
+        PartialMode::TrailingStrings,
+    ] {
+        let mut incremental = PartialJson::new();
+        let mut start = 0;
+        let mut turn = 0;
+        while start < text.len() {
+            let size = sizes
+                .get(turn % sizes.len().max(1))
+                .copied()
+                .unwrap_or(text.len());
+            turn += 1;
+            let mut end = (start + size).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            incremental.push(&text[start..end]);
+            start = end;
+            if turn % stride != 0 && end < text.len() {
+                // Still scanned incrementally (the view below is asked less often).
+                incremental.scan();
+                continue;
+            }
+            let got = incremental.view_text(mode);
+            let mut fresh = PartialJson::new();
+            fresh.push(&text[..end]);
+            assert_eq!(
+                got,
+                fresh.view_text(mode),
+                "incremental and fresh views differ"
+            );
+            assert_eq!(incremental.is_invalid(), fresh.is_invalid());
+            if let Some(view) = &got {
+                if let Err(error) = serde_json::from_str::<Value>(view) {
+                    panic!("view {view:?} of {:?} is not JSON: {error}", &text[..end]);
+                }
+            }
+            assert!(incremental.work() <= end as u64, "a byte was scanned twice");
+        }
+        if let Ok(document) = serde_json::from_str::<Value>(&text) {
+            assert!(
+                !incremental.is_invalid(),
+                "valid JSON {text:?} reported invalid"
+            );
+            assert_eq!(incremental.view(mode), Some(document));
+        }
+    }
+}
+
+/// A base64-looking string: sometimes an image or PDF magic number, then characters of the
+/// base64 alphabets (standard and URL-safe), whitespace or junk, chosen by the fuzzer.
+fn gen_base64(c: &mut Choices<'_>) -> String {
+    const ALPHABET: &[u8] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_= \n.";
+    let mut out = String::from(c.pick(&[
+        "",
+        "iVBORw0KGgoAAAANSUhEUgAA",
+        "/9j/",
+        "/9j/4AAQSkZJRgABAQ",
+        "R0lGODlh",
+        "UklGR",
+        "UklGRiQAAABXRUJQVlA4",
+        "JVBERi0xLj",
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAA",
+    ]));
+    let n = c.byte();
+    for _ in 0..n {
+        out.push(char::from(ALPHABET[usize::from(c.byte()) % ALPHABET.len()]));
+    }
+    out
+}
+
+const REQUEST_KEYS: &[&str] = &[
+    "messages",
+    "system",
+    "tools",
+    "role",
+    "content",
+    "type",
+    "text",
+    "thinking",
+    "source",
+    "data",
+    "media_type",
+    "image_url",
+    "url",
+    "detail",
+    "width",
+    "height",
+    "id",
+    "tool_use_id",
+    "tool_call_id",
+    "tool_calls",
+    "input",
+    "name",
+    "description",
+    "input_schema",
+    "function",
+    "parameters",
+    "arguments",
+    "is_error",
+    "cache_control",
+    "title",
+    "context",
+    "citations",
+];
+
+const REQUEST_STRINGS: &[&str] = &[
+    "user",
+    "assistant",
+    "system",
+    "developer",
+    "tool",
+    "text",
+    "image",
+    "image_url",
+    "input_image",
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "document",
+    "thinking",
+    "redacted_thinking",
+    "base64",
+    "url",
+    "function",
+    "low",
+    "high",
+    "application/pdf",
+    "image/png",
+    "Hello, world. 你好世界 😀",
+    "",
+];
+
+const REQUEST_VOCAB: Vocab = Vocab {
+    keys: REQUEST_KEYS,
+    strings: REQUEST_STRINGS,
+};
+
+/// The token estimator on arbitrary bytes:
+/// - the vector (AVX2) and portable class-counting kernels agree on every input, and count
+///   every byte;
+/// - every family's estimate is 0 exactly for empty input and never panics, for raw bytes
+///   (invalid UTF-8 included) and for their lossy UTF-8 decoding;
+/// - on valid UTF-8, the text and byte entry points agree.
+pub fn check_token_estimator(data: &[u8]) {
+    use ferroloop::tokens::classes::{Kernel, count_classes_with};
+    use ferroloop::tokens::{FAMILIES, estimate_bytes, estimate_text};
+
+    let portable = count_classes_with(data, Kernel::Portable);
+    let vector = count_classes_with(data, Kernel::Avx2);
+    assert_eq!(portable, vector, "the class-counting kernels disagree");
+    assert_eq!(portable.bytes, data.len() as u64);
+    let lossy = String::from_utf8_lossy(data);
+    for family in FAMILIES {
+        let by_bytes = estimate_bytes(data, family);
+        assert_eq!(by_bytes == 0, data.is_empty());
+        let by_text = estimate_text(&lossy, family);
+        assert_eq!(by_text == 0, lossy.is_empty());
+        if let Ok(text) = std::str::from_utf8(data) {
+            assert_eq!(estimate_text(text, family), by_bytes);
+        }
+    }
+}
+
+/// Request estimation on arbitrary JSON: the input itself when it parses, otherwise a
+/// request-shaped document generated from it (messages with text, image, tool and document
+/// blocks; base64 payloads with image and PDF headers). Never panics; estimates are
+/// deterministic; the body and by-parts entry points agree.
+pub fn check_request_estimate(data: &[u8]) {
+    use ferroloop::tokens::{
+        FAMILIES, estimate_block, estimate_content, estimate_message, estimate_request,
+        estimate_request_body, estimate_tools, images,
+    };
+
+    let value = match serde_json::from_slice::<Value>(data) {
+        Ok(value) => value,
+        Err(_) => {
+            let mut c = Choices { data, pos: 0 };
+            let mut body = Map::new();
+            let messages = (0..c.byte() % 4)
+                .map(|_| gen_value_in(&mut c, 1, &REQUEST_VOCAB))
+                .collect();
+            body.insert("messages".to_owned(), Value::Array(messages));
+            if c.byte() % 2 == 0 {
+                body.insert("system".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+            }
+            if c.byte() % 2 == 0 {
+                body.insert("tools".to_owned(), gen_value_in(&mut c, 2, &REQUEST_VOCAB));
+            }
+            Value::Object(body)
+        }
+    };
+    for family in FAMILIES {
+        let estimate = estimate_request_body(&value, family);
+        assert_eq!(estimate, estimate_request_body(&value, family));
+        let _ = estimate.total();
+        let messages = value
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let by_parts = estimate_request(value.get("system"), value.get("tools"), messages, family);
+        assert_eq!(estimate, by_parts);
+        for part in std::iter::once(&value).chain(messages) {
+            let _ = estimate_message(part, family);
+            let _ = estimate_content(part, family);
+            let _ = estimate_block(part, family);
+            let _ = ferroloop::tokens::request::estimate_json(part, family);
+            let _ = estimate_tools(part, family);
+            let _ = images::image_dimensions(part);
+            let _ = images::estimate_image(part, family);
+        }
+    }
+}

@@ -1,0 +1,11 @@
+// Token estimates and the context budget with types (checked by `tsc --noEmit`).
+import { ContextBudget, ContextTracker, estimateRequest, estimateTokens, type BudgetState } from 'ferroloop'
+
+const n: number = estimateTokens('fn main() { println!("hi") }', { tokenizer: 'o200k' })
+const request = estimateRequest({ system: 'Be brief.', messages: [{ role: 'user', content: 'hi' }] })
+const budget = new ContextBudget({ model: 'claude-sonnet-4-20250514' })
+const tracker = new ContextTracker({ tokenizer: 'claude' })
+tracker.pushMessage({ role: 'user', content: 'hello' })
+tracker.recordUsage({ input_tokens: 12, output_tokens: 0 })
+const state: BudgetState = budget.state(tracker.tokens().tokens)
+console.log(n, request.total, state, tracker.tokens().method)

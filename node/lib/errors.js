@@ -1,0 +1,102 @@
+'use strict'
+// Errors thrown by ferroloop: one base class with a stable `code`, one subclass per code.
+// The native layer tags its messages (`[ferroloop:<code>:<status>:<requestId>] message`, see
+// node/src/error.rs); `toFerroloopError` decodes the tag into the matching subclass.
+
+class FerroloopError extends Error {
+  /**
+   * @param {string} message
+   * @param {{ code?: string, status?: number | null, requestId?: string | null, cause?: unknown }} [options]
+   */
+  constructor(message, options = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = new.target.name
+    this.code = options.code ?? new.target.code ?? 'internal'
+    this.status = options.status ?? null
+    this.requestId = options.requestId ?? null
+  }
+}
+
+const classes = {}
+function define(name, code) {
+  const cls = {
+    [name]: class extends FerroloopError {},
+  }[name]
+  cls.code = code
+  classes[code] = cls
+  return cls
+}
+
+const InvalidArgumentError = define('InvalidArgumentError', 'invalid_argument')
+const InternalError = define('InternalError', 'internal')
+const TimeoutError = define('TimeoutError', 'timeout')
+const StreamTruncatedError = define('StreamTruncatedError', 'stream_truncated')
+const ProtocolError = define('ProtocolError', 'protocol')
+const RateLimitedError = define('RateLimitedError', 'rate_limited')
+const OverloadedError = define('OverloadedError', 'overloaded')
+const PromptTooLongError = define('PromptTooLongError', 'prompt_too_long')
+// Named like the DOM's AbortError so `err.name === 'AbortError'` checks keep working.
+const AbortError = define('AbortError', 'aborted')
+const ProviderError = define('ProviderError', 'provider_error')
+
+const TAG = /^\[ferroloop:([a-z_]+):(\d*):([^\]]*)\] /
+// napi-rs statuses raised while converting arguments (before any ferroloop code runs).
+const ARGUMENT_STATUSES = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+])
+
+/** The error `err` stands for, as a FerroloopError when it came from the native layer. */
+function toFerroloopError(err) {
+  if (err instanceof FerroloopError || !(err instanceof Error)) return err
+  const tag = TAG.exec(err.message)
+  if (tag !== null) {
+    const [whole, code, status, requestId] = tag
+    const Cls = classes[code] ?? FerroloopError
+    const out = new Cls(err.message.slice(whole.length), {
+      code,
+      status: status === '' ? null : Number(status),
+      requestId: requestId === '' ? null : requestId,
+    })
+    return out
+  }
+  if (typeof err.code === 'string' && ARGUMENT_STATUSES.has(err.code)) {
+    return new InvalidArgumentError(err.message, { cause: err })
+  }
+  return err
+}
+
+/** Calls `fn`, rethrowing native errors as FerroloopErrors. */
+function callNative(fn) {
+  try {
+    return fn()
+  } catch (err) {
+    throw toFerroloopError(err)
+  }
+}
+
+module.exports = {
+  FerroloopError,
+  InvalidArgumentError,
+  InternalError,
+  TimeoutError,
+  StreamTruncatedError,
+  ProtocolError,
+  RateLimitedError,
+  OverloadedError,
+  PromptTooLongError,
+  AbortError,
+  ProviderError,
+  toFerroloopError,
+  callNative,
+}

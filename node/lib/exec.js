@@ -1,0 +1,261 @@
+'use strict'
+// ToolExecutor: tools are declared here and implemented as JS functions; the native executor
+// (ferroloop::exec) decides admission, ordering, timeouts, cancellation and result budgets, and
+// calls the functions through the tool bridge (lib/tool-host.js).
+
+const native = require('../index.js')
+const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
+const { ToolHost } = require('./tool-host.js')
+
+const isObject = (v) => v !== null && typeof v === 'object'
+
+function optionalNumber(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'number' || Number.isNaN(value)) throw new InvalidArgumentError(`${what} must be a number`)
+  return value
+}
+
+function optionalBoolean(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(`${what} must be a boolean`)
+  return value
+}
+
+/** A streaming turn: submit tool uses as the model stream seals them, then seal. */
+class Turn {
+  #native
+  #host
+  #complete
+  /** Events not yet taken by an iterator (from #head on). */
+  #events = []
+  #head = 0
+  #results = []
+  #done = false
+  #waiters = []
+  #scheduled = false
+  #keepAlive = null
+
+  /** @internal */
+  constructor(executor, host, resultsOnly = false) {
+    this.#host = host
+    this.#complete = executor.complete
+    // The waker's thread-safe function calls this when the turn can progress.
+    this.#native = callNative(() => executor.native.startTurn(() => this.#pump(), resultsOnly))
+  }
+
+  /** Polls on a microtask (several requests in one tick coalesce into one poll). */
+  #schedule() {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    queueMicrotask(() => {
+      this.#scheduled = false
+      this.#pump()
+    })
+  }
+
+  #pump() {
+    if (this.#done) return
+    const out = JSON.parse(callNative(() => this.#native.pollJson()))
+    for (const abort of out.aborts) this.#host.abort(abort)
+    for (const invocation of out.invocations) this.#host.start(invocation, this.#complete)
+    for (const event of out.events) {
+      this.#events.push(event)
+      if (event.type === 'result') this.#results.push(event.result)
+    }
+    if (out.done) {
+      this.#done = true
+      this.#release()
+    }
+    if (out.events.length > 0 || out.done) {
+      const waiters = this.#waiters
+      this.#waiters = []
+      for (const resolve of waiters) resolve()
+    }
+  }
+
+  // While someone awaits the turn, a ref'd timer keeps the event loop alive (the turn may be
+  // waiting only on an async-runtime timer, e.g. a timeout); released when the turn is done.
+  #wait() {
+    if (this.#keepAlive === null) this.#keepAlive = setInterval(() => {}, 2 ** 30)
+    return new Promise((resolve) => this.#waiters.push(resolve))
+  }
+
+  #release() {
+    if (this.#keepAlive !== null) {
+      clearInterval(this.#keepAlive)
+      this.#keepAlive = null
+    }
+  }
+
+  /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
+  submit(...toolUses) {
+    for (const use of toolUses) {
+      if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
+        throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
+      }
+    }
+    callNative(() => this.#native.submitJson(JSON.stringify(toolUses)))
+    this.#schedule()
+  }
+
+  /** No more tool uses: the turn ends once every submitted call is answered. */
+  seal() {
+    callNative(() => this.#native.seal())
+    this.#schedule()
+  }
+
+  /** Cancels running and queued calls; each still gets its is_error result. */
+  cancel() {
+    callNative(() => this.#native.cancel())
+    this.#schedule()
+  }
+
+  /** Cancels and seals (the model response will be replayed). */
+  discard() {
+    callNative(() => this.#native.discard())
+    this.#schedule()
+  }
+
+  /** Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). */
+  async results() {
+    this.#schedule()
+    while (!this.#done) await this.#wait()
+    return this.#results
+  }
+
+  /** Events as they happen (started, progress, finished, detached) and results in order. */
+  async *[Symbol.asyncIterator]() {
+    this.#schedule()
+    try {
+      for (;;) {
+        if (this.#head < this.#events.length) {
+          const event = this.#events[this.#head]
+          this.#events[this.#head++] = undefined
+          yield event
+          continue
+        }
+        if (this.#done) return
+        await this.#wait()
+      }
+    } finally {
+      if (this.#waiters.length === 0) this.#release()
+    }
+  }
+}
+
+/**
+ * A native executor plus its reply batcher: replies settled in one tick go back to Rust in one
+ * `completeJson` call (one boundary crossing and one wake for a burst of quick tools).
+ */
+function nativeExecutorWithBatching(nativeExecutor) {
+  let pending = []
+  const flush = () => {
+    const replies = pending
+    pending = []
+    callNative(() => nativeExecutor.completeJson(JSON.stringify(replies)))
+  }
+  return {
+    native: nativeExecutor,
+    complete(callId, reply) {
+      if (pending.length === 0) queueMicrotask(flush)
+      reply.callId = callId
+      pending.push(reply)
+    },
+  }
+}
+
+class ToolExecutor {
+  #options
+  #specs = new Map()
+  #host = new ToolHost()
+  #native = null
+
+  /** @param {import('./index').ToolExecutorOptions} [options] */
+  constructor(options = {}) {
+    if (!isObject(options)) throw new InvalidArgumentError('ToolExecutor options must be an object')
+    this.#options = {
+      maxConcurrency: optionalNumber(options.maxConcurrency, 'maxConcurrency'),
+      defaultTimeoutMs: optionalNumber(options.defaultTimeoutMs, 'defaultTimeoutMs'),
+      cleanupGraceMs: optionalNumber(options.cleanupGraceMs, 'cleanupGraceMs'),
+      defaultMaxResultChars: optionalNumber(options.defaultMaxResultChars, 'defaultMaxResultChars'),
+      turnBudgetChars: optionalNumber(options.turnBudgetChars, 'turnBudgetChars'),
+      spillDir: options.spillDir === undefined ? undefined : String(options.spillDir),
+    }
+    // Validate now rather than at the first run.
+    callNative(() => new native.ToolExecutor(this.#options, []))
+  }
+
+  /**
+   * Registers a tool. `fn(input, ctx)` may return a string, an array of content blocks, or
+   * `{ content, isError }`, synchronously or as a Promise; throwing or rejecting produces an
+   * is_error result. `ctx.signal` aborts on timeout or cancellation.
+   */
+  tool(spec, fn) {
+    if (!isObject(spec) || typeof spec.name !== 'string' || spec.name === '') {
+      throw new InvalidArgumentError('tool(spec, fn): spec.name must be a non-empty string')
+    }
+    if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${spec.name}: fn must be a function`)
+    if (this.#specs.has(spec.name)) throw new InvalidArgumentError(`a tool named '${spec.name}' is already registered`)
+    if (typeof spec.concurrencySafe === 'function') {
+      throw new InvalidArgumentError(`tool ${spec.name}: concurrencySafe must be a boolean (per-input decisions are not supported yet)`)
+    }
+    if (spec.schema !== undefined && !isObject(spec.schema)) {
+      throw new InvalidArgumentError(`tool ${spec.name}: schema must be a JSON Schema object`)
+    }
+    const nativeSpec = {
+      name: spec.name,
+      concurrencySafe: optionalBoolean(spec.concurrencySafe, 'concurrencySafe'),
+      timeoutMs: optionalNumber(spec.timeoutMs, 'timeoutMs'),
+      maxResultChars: optionalNumber(spec.maxResultChars, 'maxResultChars'),
+      schemaJson: spec.schema === undefined ? undefined : JSON.stringify(spec.schema),
+      cancelsSiblingsOnError: optionalBoolean(spec.cancelsSiblingsOnError, 'cancelsSiblingsOnError'),
+    }
+    // Build once to validate the declaration (schema, limits) at registration time.
+    callNative(() => new native.ToolExecutor(this.#options, [nativeSpec]))
+    this.#specs.set(spec.name, nativeSpec)
+    this.#host.register(spec.name, fn)
+    this.#native = null
+    return this
+  }
+
+  #executor() {
+    if (this.#native === null) {
+      this.#native = nativeExecutorWithBatching(
+        callNative(() => new native.ToolExecutor(this.#options, [...this.#specs.values()])),
+      )
+    }
+    return this.#native
+  }
+
+  /** Starts a streaming turn. */
+  turn() {
+    return new Turn(this.#executor(), this.#host)
+  }
+
+  /**
+   * Runs a batch of `tool_use` blocks; resolves with one `tool_result` per use, in request
+   * order. Aborting `signal` aborts running tools (through `ctx.signal`) and rejects with an
+   * AbortError.
+   */
+  async run(toolUses, { signal } = {}) {
+    if (!Array.isArray(toolUses)) throw new InvalidArgumentError('run(toolUses): toolUses must be an array')
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidArgumentError('run: signal must be an AbortSignal')
+    }
+    if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
+    const turn = new Turn(this.#executor(), this.#host, true)
+    turn.submit(...toolUses)
+    turn.seal()
+    const onAbort = () => turn.cancel()
+    signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      const results = await turn.results()
+      if (signal?.aborted) throw new AbortError('the run was aborted', { cause: signal.reason })
+      return results
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+}
+
+module.exports = { ToolExecutor, Turn }

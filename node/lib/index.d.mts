@@ -1,0 +1,3 @@
+export * from './index.js'
+import * as ferroloop from './index.js'
+export default ferroloop

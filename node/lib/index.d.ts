@@ -1,0 +1,343 @@
+// Types of the `ferroloop` package (hand-written: the generated ../index.d.ts describes the raw
+// native layer, whose batch encoding and untyped errors are not part of the public API).
+
+/** Options shared by every FerroloopError constructor. */
+export interface FerroloopErrorOptions {
+  code?: FerroloopErrorCode | (string & {})
+  status?: number | null
+  requestId?: string | null
+  cause?: unknown
+}
+
+/** The stable error codes. */
+export type FerroloopErrorCode =
+  | 'invalid_argument'
+  | 'internal'
+  | 'timeout'
+  | 'stream_truncated'
+  | 'protocol'
+  | 'rate_limited'
+  | 'overloaded'
+  | 'prompt_too_long'
+  | 'aborted'
+  | 'provider_error'
+
+/** Base class of every error ferroloop throws. */
+export declare class FerroloopError extends Error {
+  constructor(message: string, options?: FerroloopErrorOptions)
+  /** Stable, machine-readable code. */
+  readonly code: FerroloopErrorCode | (string & {})
+  /** HTTP status, for errors that came from a provider response; otherwise null. */
+  readonly status: number | null
+  /** Provider request id when known; otherwise null. */
+  readonly requestId: string | null
+}
+/** An argument had the wrong type or an invalid value (`code: 'invalid_argument'`). */
+export declare class InvalidArgumentError extends FerroloopError {
+  readonly code: 'invalid_argument'
+}
+/** A bug in ferroloop, e.g. a caught Rust panic (`code: 'internal'`). */
+export declare class InternalError extends FerroloopError {
+  readonly code: 'internal'
+}
+/** An operation ran past its deadline (`code: 'timeout'`). */
+export declare class TimeoutError extends FerroloopError {
+  readonly code: 'timeout'
+}
+/** The stream ended before the message completed (`code: 'stream_truncated'`). */
+export declare class StreamTruncatedError extends FerroloopError {
+  readonly code: 'stream_truncated'
+}
+/** The peer broke the wire protocol (`code: 'protocol'`). */
+export declare class ProtocolError extends FerroloopError {
+  readonly code: 'protocol'
+}
+/** The provider rate-limited the request (`code: 'rate_limited'`). */
+export declare class RateLimitedError extends FerroloopError {
+  readonly code: 'rate_limited'
+}
+/** The provider is overloaded (`code: 'overloaded'`). */
+export declare class OverloadedError extends FerroloopError {
+  readonly code: 'overloaded'
+}
+/** The request does not fit the context window (`code: 'prompt_too_long'`). */
+export declare class PromptTooLongError extends FerroloopError {
+  readonly code: 'prompt_too_long'
+}
+/** The operation was aborted through an AbortSignal (`name: 'AbortError'`, `code: 'aborted'`). */
+export declare class AbortError extends FerroloopError {
+  readonly code: 'aborted'
+}
+
+/** The provider reported another error in the stream (`code: 'provider_error'`). */
+export declare class ProviderError extends FerroloopError {
+  readonly code: 'provider_error'
+}
+
+/** Extra fields of errors thrown by {@link StreamDecoder}. */
+export interface DecodeErrorDetail {
+  /** The message accumulated before the failure (provider response shape). */
+  partial?: unknown
+  /** Typed events completed by the failing chunk before the error. */
+  events?: DecodeEvent[]
+  /** The provider's error type (`overloaded_error`, ...) or the decoder's code. */
+  errorType?: string
+  /** The provider's error payload as sent. */
+  raw?: unknown
+}
+
+/** Converts an error thrown by the native layer into its FerroloopError; other values pass through. */
+export declare function toFerroloopError(err: unknown): unknown
+
+/** One dispatched Server-Sent Event. */
+export interface SseEvent {
+  /** The event type (`message` when the stream named none). */
+  event: string
+  /** The data lines joined with `\n`. */
+  data: string
+  /** The last event id at dispatch time (persists across events; `''` when none). */
+  id: string
+}
+
+/** Options of {@link SseParser}. */
+export interface SseParserOptions {
+  /** Drop a pending event larger than this many bytes; parsing resumes after the next blank line. */
+  maxEventBytes?: number
+}
+
+/** A WHATWG Server-Sent-Events parser: feed byte chunks split anywhere, get the completed events. */
+export declare class SseParser {
+  constructor(options?: SseParserOptions)
+  /** Feeds one chunk; returns the events it completed, in order. */
+  feed(chunk: Uint8Array): SseEvent[]
+  /** Ends the stream; true when an unterminated event was discarded. */
+  finish(): boolean
+  /** Reconnection time from the last valid `retry` field, in milliseconds, or null. */
+  readonly retry: number | null
+  /** The last event id seen. */
+  readonly lastEventId: string
+  /** Events dropped for exceeding `maxEventBytes`. */
+  readonly droppedEvents: number
+}
+
+/** @internal Panics inside the native panic boundary (used by the test suite). */
+export declare function _debugPanic(message?: string): void
+
+/** A `tool_use` content block, as the model sends it. */
+export interface ToolUse {
+  type?: 'tool_use'
+  id: string
+  name: string
+  input: unknown
+}
+
+/** A content block inside a tool result (text, image, ...), in the provider's wire shape. */
+export type ToolResultBlock = { type: string; [key: string]: unknown }
+
+/** A `tool_result` content block, in the provider's wire shape. */
+export interface ToolResult {
+  type: 'tool_result'
+  tool_use_id: string
+  content: string | ToolResultBlock[]
+  is_error: boolean
+}
+
+/** What a tool function may return (directly or through a Promise). */
+export type ToolReturn =
+  | string
+  | ToolResultBlock[]
+  | { content: string | ToolResultBlock[]; isError?: boolean }
+  | null
+  | undefined
+  | Record<string, unknown>
+
+/** The second argument of a tool function. */
+export interface ToolCallContext {
+  /** Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason: AbortError). */
+  signal: AbortSignal
+  /** The id of the `tool_use` block being answered. */
+  toolUseId: string
+  /** The tool's name. */
+  name: string
+}
+
+/** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
+export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => ToolReturn | Promise<ToolReturn>
+
+/** A tool declaration. */
+export interface ToolDeclaration {
+  name: string
+  /** May run in parallel with other safe calls (default false: runs alone, a barrier). */
+  concurrencySafe?: boolean
+  /** Per-call timeout in milliseconds. */
+  timeoutMs?: number
+  /** Result limit in characters (oversized results become a preview plus a spill file); Infinity for none. */
+  maxResultChars?: number
+  /** JSON Schema of the input; violating inputs get an is_error result without a call. */
+  schema?: Record<string, unknown>
+  /** A failure cancels the running and later siblings of the same turn (shell-like tools). */
+  cancelsSiblingsOnError?: boolean
+}
+
+/** Options of {@link ToolExecutor}. */
+export interface ToolExecutorOptions {
+  /** At most this many calls at once (default 10). */
+  maxConcurrency?: number
+  /** Timeout for tools that declare none, in milliseconds. */
+  defaultTimeoutMs?: number
+  /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
+  cleanupGraceMs?: number
+  /** Result limit for tools that declare none, in characters. */
+  defaultMaxResultChars?: number
+  /** Aggregate limit of one turn's results in characters; Infinity disables it. */
+  turnBudgetChars?: number
+  /** Directory for spill files of oversized results. */
+  spillDir?: string
+}
+
+/** Final status of one call. */
+export type CallStatus =
+  | 'succeeded'
+  | 'failed'
+  | 'fatal'
+  | 'panicked'
+  | 'timed_out'
+  | 'cancelled'
+  | 'skipped'
+  | 'denied'
+  | 'rejected'
+
+/** Events of a streaming turn: lifecycle events as they happen, results in submission order. */
+export type TurnEvent =
+  | { type: 'started'; index: number; toolUseId: string; tool: string; queuedMs: number }
+  | { type: 'progress'; index: number; toolUseId: string; data: unknown }
+  | { type: 'finished'; index: number; toolUseId: string; tool: string; status: CallStatus; durationMs: number }
+  | { type: 'detached'; index: number; toolUseId: string; tool: string }
+  | { type: 'result'; index: number; result: ToolResult }
+
+/** A streaming turn: submit tool uses as the model stream seals them, then seal. */
+export declare class Turn implements AsyncIterable<TurnEvent> {
+  private constructor()
+  submit(...toolUses: ToolUse[]): void
+  seal(): void
+  cancel(): void
+  discard(): void
+  /** Every result in submission order; resolves once the turn is sealed and answered. */
+  results(): Promise<ToolResult[]>
+  [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
+}
+
+/** The concurrent tool executor. */
+export declare class ToolExecutor {
+  constructor(options?: ToolExecutorOptions)
+  /** Registers a tool; returns the executor (chainable). */
+  tool<Input = any>(declaration: ToolDeclaration, fn: ToolFunction<Input>): this
+  /** Runs a batch: one result per use, in request order; `signal` aborts (rejects with AbortError). */
+  run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
+  /** Starts a streaming turn. */
+  turn(): Turn
+}
+
+/** A typed event of a provider stream (`type` plus its fields, snake_case as on the wire). */
+export type DecodeEvent =
+  | { type: 'message_start'; message: Record<string, unknown> }
+  | { type: 'block_start'; index: number; block: Record<string, unknown> }
+  | { type: 'text_delta'; index: number; text: string }
+  | { type: 'refusal_delta'; index: number; refusal: string }
+  | { type: 'thinking_delta'; index: number; thinking: string }
+  | { type: 'signature_delta'; index: number; signature: string }
+  | { type: 'tool_use_ready'; index: number; id: string; name: string; input: unknown }
+  | { type: 'tool_use_truncated'; index: number; id: string; name: string; partial_json: string }
+  | { type: string; [key: string]: unknown }
+
+/** Options of {@link StreamDecoder}. */
+export interface StreamDecoderOptions {
+  provider: 'anthropic' | 'openai-chat' | 'openai-responses'
+  /** Record typed events (default true); false accumulates only (sealing events still come). */
+  events?: boolean
+}
+
+/** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
+export declare class StreamDecoder {
+  constructor(options: StreamDecoderOptions)
+  /** Feeds raw bytes split anywhere; returns the typed events they completed. */
+  feed(chunk: Uint8Array): DecodeEvent[]
+  /** The message so far, in the provider's non-streaming response shape (null before any event). */
+  message(): any
+  /** Whether the stream reached its end marker. */
+  readonly isComplete: boolean
+  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. */
+  finish(): any
+}
+
+/** A tokenizer family for estimates. `claude` (current Claude models) is the default. */
+export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k'
+
+/** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
+export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
+
+/** Estimated tokens of a request, by part. */
+export interface RequestEstimate {
+  system: number
+  tools: number
+  messages: number
+  overhead: number
+  total: number
+}
+
+/** Estimated tokens of a Messages (or Chat Completions) request body. */
+export declare function estimateRequest(
+  body: { system?: unknown; tools?: unknown[]; messages: unknown[]; [key: string]: unknown },
+  options?: { tokenizer?: Tokenizer },
+): RequestEstimate
+
+/** Where a token count stands against a budget. */
+export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
+
+/** Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude Code's defaults. */
+export interface ContextBudgetOptions {
+  window?: number
+  maxOutputTokens?: number
+  model?: string
+  outputReserveCap?: number
+  autocompactBuffer?: number
+  warningBuffer?: number
+  blockingBuffer?: number
+  autocompactPercent?: number
+}
+
+/** Context thresholds for one model. */
+export declare class ContextBudget {
+  constructor(options: ContextBudgetOptions)
+  readonly window: number
+  readonly maxOutputTokens: number
+  readonly effectiveWindow: number
+  readonly autocompactThreshold: number
+  readonly warningThreshold: number
+  readonly blockingThreshold: number
+  state(tokens: number): BudgetState
+  percentLeft(tokens: number): number
+}
+
+/** How a token count was obtained. */
+export interface TokenCount {
+  tokens: number
+  method: 'exact' | 'usage+estimate' | 'estimate'
+}
+
+/** Tracks a conversation's token size: provider usage for the covered prefix, estimates after it. */
+export declare class ContextTracker {
+  constructor(options?: { tokenizer?: Tokenizer })
+  readonly tokenizer: Tokenizer
+  setSystem(system: unknown): void
+  setTools(tools: unknown[]): void
+  pushMessage(message: unknown): void
+  replaceMessages(messages: unknown[]): void
+  truncate(length: number): void
+  readonly length: number
+  /** Records a response's usage (Anthropic or OpenAI field names) covering the first `covered` messages. */
+  recordUsage(usage: Record<string, unknown>, covered?: number): void
+  correction: number
+  tokens(): TokenCount
+  readonly bytesEstimated: number
+}

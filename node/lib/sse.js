@@ -1,0 +1,86 @@
+'use strict'
+// SseParser: the native parser returns each chunk's events as one batch (a string plus UTF-16
+// offsets, see node/src/sse.rs); this wrapper slices it into `{ event, data, id }` objects.
+
+const native = require('../index.js')
+const { InvalidArgumentError, callNative } = require('./errors.js')
+
+// Offsets arrive in a reused array: [count, then six offsets per event from index 1].
+function decodeBatch(text, offsets, count) {
+  const events = new Array(count)
+  let typeStart = -1
+  let typeEnd = -1
+  let type = ''
+  let idStart = -1
+  let idEnd = -1
+  let id = ''
+  for (let i = 0, k = 1; i < count; i++, k += 6) {
+    // Repeated types and ids share one span in the batch: slice them once.
+    if (offsets[k] !== typeStart || offsets[k + 1] !== typeEnd) {
+      typeStart = offsets[k]
+      typeEnd = offsets[k + 1]
+      type = text.substring(typeStart, typeEnd)
+    }
+    if (offsets[k + 4] !== idStart || offsets[k + 5] !== idEnd) {
+      idStart = offsets[k + 4]
+      idEnd = offsets[k + 5]
+      id = text.substring(idStart, idEnd)
+    }
+    events[i] = { event: type, data: text.substring(offsets[k + 2], offsets[k + 3]), id }
+  }
+  return events
+}
+
+class SseParser {
+  #native
+  #offsets = new Uint32Array(1 + 6 * 256)
+
+  /** @param {{ maxEventBytes?: number }} [options] */
+  constructor(options = {}) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('SseParser options must be an object')
+    }
+    this.#native = callNative(() => new native.SseParser(options))
+  }
+
+  /** Feeds a chunk (split anywhere); returns the events it completed, in order. */
+  feed(chunk) {
+    if (!(chunk instanceof Uint8Array)) {
+      throw new InvalidArgumentError('SseParser.feed expects a Buffer or Uint8Array')
+    }
+    const text = callNative(() => this.#native.feedBatch(chunk, this.#offsets))
+    if (text === null) return []
+    const count = this.#offsets[0]
+    if (1 + 6 * count > this.#offsets.length) {
+      // More events than the reused array holds: grow it, then fetch the kept offsets.
+      const capacity = Math.max(count, 2 * Math.floor((this.#offsets.length - 1) / 6))
+      const grown = new Uint32Array(1 + 6 * capacity)
+      callNative(() => this.#native.takeOffsets(grown.subarray(1)))
+      grown[0] = count
+      this.#offsets = grown
+    }
+    return decodeBatch(text, this.#offsets, count)
+  }
+
+  /** Ends the stream; returns true when an unterminated event was discarded. */
+  finish() {
+    return callNative(() => this.#native.finish())
+  }
+
+  /** Reconnection time from the last valid `retry` field (ms), or null. */
+  get retry() {
+    return this.#native.retry
+  }
+
+  /** The last event id (persists across events). */
+  get lastEventId() {
+    return this.#native.lastEventId
+  }
+
+  /** Events dropped for exceeding `maxEventBytes`. */
+  get droppedEvents() {
+    return this.#native.droppedEvents
+  }
+}
+
+module.exports = { SseParser }

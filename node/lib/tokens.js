@@ -1,0 +1,125 @@
+'use strict'
+// Token estimation and context budgeting (ferroloop::tokens).
+
+const native = require('../index.js')
+const { InvalidArgumentError, callNative } = require('./errors.js')
+
+function tokenizerOf(options) {
+  if (options === undefined || options === null) return undefined
+  if (typeof options !== 'object') throw new InvalidArgumentError('options must be an object')
+  if (options.tokenizer !== undefined && typeof options.tokenizer !== 'string') {
+    throw new InvalidArgumentError('tokenizer must be a string')
+  }
+  return options.tokenizer
+}
+
+/**
+ * Estimated tokens of a string or of UTF-8 bytes, for a tokenizer family
+ * (`claude` (default), `claude-legacy`, `o200k`, `cl100k`).
+ */
+function estimateTokens(input, options) {
+  const tokenizer = tokenizerOf(options)
+  if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
+  if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
+  throw new InvalidArgumentError('estimateTokens expects a string or a Uint8Array')
+}
+
+/** Estimated tokens of a request body ({ system, tools, messages }), by part and in total. */
+function estimateRequest(body, options) {
+  const tokenizer = tokenizerOf(options)
+  if (body === null || typeof body !== 'object') throw new InvalidArgumentError('estimateRequest expects a request object')
+  return callNative(() => native.estimateRequestJson(JSON.stringify(body), tokenizer))
+}
+
+/** Context thresholds for one model (Claude Code's defaults, every field configurable). */
+class ContextBudget {
+  #native
+
+  constructor(options) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('ContextBudget needs { window, maxOutputTokens } or { model }')
+    }
+    this.#native = callNative(() => new native.ContextBudget(options))
+  }
+
+  get window() {
+    return this.#native.window
+  }
+  get maxOutputTokens() {
+    return this.#native.maxOutputTokens
+  }
+  get effectiveWindow() {
+    return this.#native.effectiveWindow
+  }
+  get autocompactThreshold() {
+    return this.#native.autocompactThreshold
+  }
+  get warningThreshold() {
+    return this.#native.warningThreshold
+  }
+  get blockingThreshold() {
+    return this.#native.blockingThreshold
+  }
+  /** 'ok' | 'warning' | 'auto_compact' | 'blocking' */
+  state(tokens) {
+    return callNative(() => this.#native.state(tokens))
+  }
+  percentLeft(tokens) {
+    return callNative(() => this.#native.percentLeft(tokens))
+  }
+}
+
+/** Tracks a conversation's token size: provider usage for the covered prefix, estimates after. */
+class ContextTracker {
+  #native
+
+  constructor(options) {
+    const tokenizer = tokenizerOf(options)
+    this.#native = callNative(() => new native.ContextTracker(tokenizer))
+  }
+
+  get tokenizer() {
+    return this.#native.tokenizer
+  }
+  setSystem(system) {
+    callNative(() => this.#native.setSystemJson(JSON.stringify(system)))
+  }
+  setTools(tools) {
+    callNative(() => this.#native.setToolsJson(JSON.stringify(tools)))
+  }
+  pushMessage(message) {
+    callNative(() => this.#native.pushMessageJson(JSON.stringify(message)))
+  }
+  replaceMessages(messages) {
+    if (!Array.isArray(messages)) throw new InvalidArgumentError('replaceMessages expects an array')
+    callNative(() => this.#native.replaceMessagesJson(JSON.stringify(messages)))
+  }
+  truncate(length) {
+    callNative(() => this.#native.truncate(length))
+  }
+  get length() {
+    return this.#native.length
+  }
+  /** Records a response's usage covering the first `covered` messages (default: all). */
+  recordUsage(usage, covered) {
+    if (usage === null || typeof usage !== 'object') throw new InvalidArgumentError('usage must be an object')
+    callNative(() => this.#native.recordUsageJson(JSON.stringify(usage), covered))
+  }
+  get correction() {
+    return this.#native.correction
+  }
+  set correction(value) {
+    callNative(() => {
+      this.#native.correction = value
+    })
+  }
+  /** { tokens, method: 'exact' | 'usage+estimate' | 'estimate' } */
+  tokens() {
+    return callNative(() => this.#native.tokens())
+  }
+  get bytesEstimated() {
+    return this.#native.bytesEstimated
+  }
+}
+
+module.exports = { estimateTokens, estimateRequest, ContextBudget, ContextTracker }

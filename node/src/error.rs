@@ -1,0 +1,145 @@
+//! Errors crossing into JavaScript: a stable code plus optional HTTP status and request id.
+//!
+//! napi-rs turns a `napi::Error` into a JS `Error` (synchronously thrown, or a Promise rejection).
+//! The message of that error starts with a tag carrying the code, status and request id
+//! (`[ferroloop:<code>:<status>:<request id>] <message>`, see [`FerroloopError::tagged_message`]);
+//! `lib/errors.js` decodes it and rethrows the matching `FerroloopError` subclass. The tag is
+//! private to this package: it survives every path napi-rs has for errors (sync throw, async
+//! rejection, thread-safe callbacks), unlike the `code` property.
+
+use std::fmt;
+
+/// The prefix of an encoded error code; anything else is not a ferroloop error.
+pub const CODE_PREFIX: &str = "ferroloop";
+
+/// Stable error codes, as seen by JavaScript (`err.code`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// An argument had the wrong type or an invalid value.
+    InvalidArgument,
+    /// A bug in ferroloop (a caught panic or a broken invariant).
+    Internal,
+    /// An operation ran past its deadline.
+    Timeout,
+    /// The stream ended before the message completed.
+    StreamTruncated,
+    /// The peer broke the wire protocol (malformed event, mid-stream error event).
+    Protocol,
+    /// The provider rate-limited the request (HTTP 429).
+    RateLimited,
+    /// The provider is overloaded (HTTP 529 / 503).
+    Overloaded,
+    /// The request does not fit the model's context window.
+    PromptTooLong,
+    /// The operation was aborted by the caller.
+    Aborted,
+    /// The provider reported an error not covered by a more specific code.
+    ProviderError,
+}
+
+impl ErrorCode {
+    /// The code string JavaScript sees.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArgument => "invalid_argument",
+            Self::Internal => "internal",
+            Self::Timeout => "timeout",
+            Self::StreamTruncated => "stream_truncated",
+            Self::Protocol => "protocol",
+            Self::RateLimited => "rate_limited",
+            Self::Overloaded => "overloaded",
+            Self::PromptTooLong => "prompt_too_long",
+            Self::Aborted => "aborted",
+            Self::ProviderError => "provider_error",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error on its way to JavaScript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FerroloopError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// A human-readable message.
+    pub message: String,
+    /// The HTTP status, for errors that came from a provider response.
+    pub status: Option<u16>,
+    /// The provider's request id, when known.
+    pub request_id: Option<String>,
+}
+
+impl FerroloopError {
+    /// An error with a code and a message, no status and no request id.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            status: None,
+            request_id: None,
+        }
+    }
+
+    /// An `invalid_argument` error.
+    pub fn invalid_argument(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// An `internal` error.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    /// The message handed to napi-rs:
+    /// `[ferroloop:<code>:<status or empty>:<request id or empty>] <message>`. A `]` in the
+    /// request id (never seen in practice) is replaced so the tag stays parseable.
+    pub fn tagged_message(&self) -> String {
+        let status = self.status.map(|s| s.to_string()).unwrap_or_default();
+        let request_id = self.request_id.as_deref().unwrap_or("").replace(']', "_");
+        format!(
+            "[{CODE_PREFIX}:{}:{status}:{request_id}] {}",
+            self.code, self.message
+        )
+    }
+}
+
+impl fmt::Display for FerroloopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for FerroloopError {}
+
+impl From<FerroloopError> for napi::Error {
+    fn from(err: FerroloopError) -> Self {
+        napi::Error::new(napi::Status::GenericFailure, err.tagged_message())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_carries_code_status_and_request_id() {
+        let mut err = FerroloopError::new(ErrorCode::RateLimited, "slow down");
+        err.status = Some(429);
+        err.request_id = Some("req_1]x".to_owned());
+        assert_eq!(
+            err.tagged_message(),
+            "[ferroloop:rate_limited:429:req_1_x] slow down"
+        );
+    }
+
+    #[test]
+    fn tag_without_status_or_request_id() {
+        let err = FerroloopError::internal("boom");
+        assert_eq!(err.tagged_message(), "[ferroloop:internal::] boom");
+    }
+}

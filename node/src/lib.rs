@@ -1,0 +1,32 @@
+//! Node.js binding of ferroloop (napi-rs): the native half of the npm package `ferroloop`.
+//!
+//! Each exported item is a thin translation layer over the core crate: arguments in, core call,
+//! results out, errors mapped to a stable code (see [`error`]). Every exported body runs inside
+//! the panic boundary of [`guard`], so a Rust panic reaches JavaScript as an error with code
+//! `internal`, never as a process abort. The JavaScript wrappers in `lib/` turn those errors into
+//! `FerroloopError` subclasses.
+
+pub mod decode;
+pub mod error;
+pub mod exec;
+pub mod guard;
+pub mod js_tools;
+pub mod sse;
+pub mod tokens;
+
+use napi_derive::napi;
+
+// The executor allocates per tool call (invocations, results, events) from the JS thread while
+// V8 churns the system allocator; mimalloc measured faster for the addon's own allocations.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic
+/// surfaces as a `FerroloopError` with code `internal` and leaves the process running.
+#[napi(js_name = "_debugPanic")]
+pub fn debug_panic(message: Option<String>) -> napi::Result<()> {
+    guard::sync(|| {
+        let message = message.unwrap_or_else(|| "deliberate panic".to_owned());
+        std::panic::panic_any(message)
+    })
+}

@@ -1,0 +1,460 @@
+//! `SseParser` for JavaScript: bytes in, the events each chunk completes out.
+//!
+//! Crossing the N-API boundary costs per value, so a chunk's events travel as one batch: a single
+//! string holding every field back to back plus UTF-16 offsets (six per event: type, data and id,
+//! each as start/end). `lib/sse.js` slices the string into `{event, data, id}` objects (V8 makes
+//! substrings cheap). Consecutive events with the same type or id share one copy of it in the
+//! batch string. The offsets are written into a `Uint32Array` the caller owns and reuses: a new
+//! typed array per chunk would cost an external buffer and a GC finalizer each time.
+
+use bytes::Bytes;
+use napi::bindgen_prelude::Uint32ArraySlice;
+use napi::{Env, JsString};
+use napi_derive::napi;
+
+use crate::error::FerroloopError;
+use crate::guard;
+
+/// Options for [`SseParser`].
+#[napi(object)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SseParserOptions {
+    /// Drop a pending event once it grows past this many bytes (memory stays bounded; parsing
+    /// resumes after the next blank line). Unlimited when absent.
+    pub max_event_bytes: Option<f64>,
+}
+
+/// Where one field landed in the batch text, in UTF-16 code units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+/// The batch text, kept in the cheapest form V8 can copy in: one byte per character while every
+/// field is ASCII (a Latin-1 string), else UTF-16 code units. V8's own UTF-8 decoding of a
+/// non-ASCII string is several times slower than our conversion plus a copy. Both buffers are
+/// kept across chunks (cleared, not freed) so a steady stream allocates nothing per chunk.
+#[derive(Debug, Default)]
+struct BatchText {
+    ascii: String,
+    wide: Vec<u16>,
+    /// The text lives in `wide` (some field was not ASCII).
+    is_wide: bool,
+}
+
+impl BatchText {
+    /// Length in UTF-16 code units (what JavaScript string indices count).
+    fn len(&self) -> usize {
+        if self.is_wide {
+            self.wide.len()
+        } else {
+            self.ascii.len()
+        }
+    }
+
+    fn push(&mut self, field: &str) {
+        if self.is_wide {
+            push_utf16(&mut self.wide, field);
+        } else if field.is_ascii() {
+            self.ascii.push_str(field);
+        } else {
+            self.wide.clear();
+            widen_ascii(&mut self.wide, self.ascii.as_bytes());
+            push_utf16(&mut self.wide, field);
+            self.is_wide = true;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.ascii.clear();
+        self.wide.clear();
+        self.is_wide = false;
+    }
+
+    fn to_js<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
+        if self.is_wide {
+            env.create_string_utf16(&self.wide)
+        } else {
+            env.create_string_latin1(self.ascii.as_bytes())
+        }
+    }
+
+    #[cfg(test)]
+    fn units(&self) -> Vec<u16> {
+        if self.is_wide {
+            self.wide.clone()
+        } else {
+            self.ascii.encode_utf16().collect()
+        }
+    }
+}
+
+/// Appends `field` as UTF-16: ASCII runs are found a word at a time and widened in a loop the
+/// compiler vectorizes; only the other characters go through `char::encode_utf16`. (The
+/// standard library's `encode_utf16` iterator works a character at a time and was the largest
+/// cost of a batch in profiles.)
+pub(crate) fn push_utf16(units: &mut Vec<u16>, field: &str) {
+    units.reserve(field.len());
+    let mut rest = field;
+    while !rest.is_empty() {
+        let ascii = ascii_prefix_len(rest.as_bytes());
+        widen_ascii(units, &rest.as_bytes()[..ascii]);
+        rest = &rest[ascii..];
+        // `rest` now starts with a non-ASCII character (or is empty).
+        let mut chars = rest.chars();
+        if let Some(ch) = chars.next() {
+            let mut buf = [0u16; 2];
+            units.extend_from_slice(ch.encode_utf16(&mut buf));
+            rest = chars.as_str();
+        }
+    }
+}
+
+/// Appends ASCII `bytes` as UTF-16 (resize, then a zip loop: reliably vectorized).
+fn widen_ascii(units: &mut Vec<u16>, bytes: &[u8]) {
+    let old = units.len();
+    units.resize(old + bytes.len(), 0);
+    for (unit, &byte) in units[old..].iter_mut().zip(bytes) {
+        *unit = u16::from(byte);
+    }
+}
+
+/// Length of the leading ASCII run of `bytes`.
+fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut len = 0;
+    for word in words.by_ref() {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(word);
+        let high = u64::from_le_bytes(buf) & HIGH_BITS;
+        if high != 0 {
+            return len + (high.trailing_zeros() / 8) as usize;
+        }
+        len += 8;
+    }
+    len + words
+        .remainder()
+        .iter()
+        .position(|b| !b.is_ascii())
+        .unwrap_or(words.remainder().len())
+}
+
+/// Accumulates the events of one chunk into the batch encoding (reused across chunks).
+#[derive(Debug, Default)]
+struct BatchBuilder {
+    text: BatchText,
+    offsets: Vec<u32>,
+    /// The previous event's type and id with their spans in this batch (`None` after a clear),
+    /// reused when the next event repeats them.
+    last_type: LastField,
+    last_id: LastField,
+}
+
+/// A type or id already in the batch text.
+#[derive(Debug, Default)]
+struct LastField {
+    value: String,
+    span: Option<Span>,
+}
+
+impl LastField {
+    /// The span of `value` in the batch, appending it unless it repeats the last one.
+    fn span_of(&mut self, text: &mut BatchText, value: &str) -> Result<Span, FerroloopError> {
+        if let Some(span) = self.span {
+            if self.value == value {
+                return Ok(span);
+            }
+        }
+        let span = append(text, value)?;
+        self.value.clear();
+        self.value.push_str(value);
+        self.span = Some(span);
+        Ok(span)
+    }
+}
+
+impl BatchBuilder {
+    fn clear(&mut self) {
+        self.text.clear();
+        self.offsets.clear();
+        self.last_type.span = None;
+        self.last_id.span = None;
+    }
+
+    fn push_event(&mut self, event_type: &str, data: &str, id: &str) -> Result<(), FerroloopError> {
+        let type_span = self.last_type.span_of(&mut self.text, event_type)?;
+        let data_span = append(&mut self.text, data)?;
+        let id_span = self.last_id.span_of(&mut self.text, id)?;
+        for span in [type_span, data_span, id_span] {
+            self.offsets.push(span.start);
+            self.offsets.push(span.end);
+        }
+        Ok(())
+    }
+
+    fn event_count(&self) -> usize {
+        self.offsets.len() / 6
+    }
+}
+
+/// Appends `field` to the batch text and returns where it landed.
+fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
+    let too_long = |_| {
+        FerroloopError::invalid_argument(
+            "one chunk completed over 4 Gi characters of event text; feed smaller chunks",
+        )
+    };
+    let start = u32::try_from(text.len()).map_err(too_long)?;
+    text.push(field);
+    let end = u32::try_from(text.len()).map_err(too_long)?;
+    Ok(Span { start, end })
+}
+
+/// The caller's offsets array as a mutable slice, checked to be non-empty and not to overlap
+/// `input` (both could be views of one `ArrayBuffer`).
+fn writable<'a>(
+    out: &'a mut Uint32ArraySlice<'_>,
+    input: Option<&[u8]>,
+) -> Result<&'a mut [u32], FerroloopError> {
+    if out.is_empty() {
+        return Err(FerroloopError::invalid_argument("offsets array is empty"));
+    }
+    let out_range = out.as_ptr_range();
+    let out_range = out_range.start as usize..out_range.end as usize;
+    if let Some(input) = input {
+        let in_range = input.as_ptr_range();
+        if (in_range.start as usize) < out_range.end && out_range.start < in_range.end as usize {
+            return Err(FerroloopError::invalid_argument(
+                "the offsets array overlaps the chunk's memory",
+            ));
+        }
+    }
+    // SAFETY: the slice is a live typed array argument of the current synchronous call, so its
+    // memory stays valid and JavaScript cannot run (nor touch it) until we return; it is not
+    // empty (a zero-length view may hold a dangling pointer); and it does not overlap the only
+    // other borrowed JS memory of the call (`input`, checked above). A reused offsets array is
+    // the measured fast path: allocating a typed array per chunk cost more than parsing.
+    Ok(unsafe { out.as_mut() })
+}
+
+/// A WHATWG Server-Sent-Events parser: feed it byte chunks split anywhere; each `feed` returns
+/// the events that chunk completed.
+#[napi(js_name = "SseParser")]
+#[derive(Debug)]
+pub struct NativeSseParser {
+    inner: ferroloop::sse::SseParser,
+    /// The batch being built; its buffers are reused from chunk to chunk.
+    batch: BatchBuilder,
+    /// Offsets of the last batch that did not fit the caller's array (see `takeOffsets`).
+    pending_offsets: Vec<u32>,
+}
+
+#[napi]
+impl NativeSseParser {
+    /// A parser, optionally with a cap on a pending event's size.
+    #[napi(constructor)]
+    pub fn new(options: Option<SseParserOptions>) -> napi::Result<Self> {
+        guard::sync(|| {
+            let limit = match options.and_then(|o| o.max_event_bytes) {
+                None => None,
+                Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 => Some(n as usize),
+                Some(n) => {
+                    return Err(FerroloopError::invalid_argument(format!(
+                        "maxEventBytes must be a positive integer, got {n}"
+                    ))
+                    .into());
+                }
+            };
+            let config = ferroloop::sse::SseConfig::default().max_event_bytes(limit);
+            Ok(Self {
+                inner: ferroloop::sse::SseParser::with_config(config),
+                batch: BatchBuilder::default(),
+                pending_offsets: Vec::new(),
+            })
+        })
+    }
+
+    /// Feeds a chunk; returns the batch text of the events it completed (`null` when none).
+    ///
+    /// `out[0]` receives the event count `n`; when `out` has room for `1 + 6n` values the offsets
+    /// follow in `out[1..]`, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+    #[napi(
+        js_name = "feedBatch",
+        ts_args_type = "chunk: Uint8Array, out: Uint32Array"
+    )]
+    pub fn feed_batch<'env>(
+        &mut self,
+        env: &'env Env,
+        chunk: &[u8],
+        mut out: Uint32ArraySlice<'_>,
+    ) -> napi::Result<Option<JsString<'env>>> {
+        guard::sync(|| {
+            let out = writable(&mut out, Some(chunk))?;
+            self.inner.feed(Bytes::copy_from_slice(chunk));
+            let batch = &mut self.batch;
+            batch.clear();
+            while let Some(item) = self.inner.next_item() {
+                if let ferroloop::sse::SseItem::Event(ev) = item {
+                    batch.push_event(ev.event_type(), ev.data(), ev.id())?;
+                }
+            }
+            let count = batch.event_count();
+            out[0] = u32::try_from(count).map_err(|_| {
+                FerroloopError::invalid_argument("one chunk completed over 2^32 events")
+            })?;
+            if count == 0 {
+                return Ok(None);
+            }
+            match out.get_mut(1..=batch.offsets.len()) {
+                Some(slots) => slots.copy_from_slice(&batch.offsets),
+                None => self.pending_offsets.clone_from(&batch.offsets),
+            }
+            batch.text.to_js(env).map(Some)
+        })
+    }
+
+    /// Copies the offsets `feedBatch` could not fit into `out` (which must hold them all).
+    #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint32Array")]
+    pub fn take_offsets(&mut self, mut out: Uint32ArraySlice<'_>) -> napi::Result<()> {
+        guard::sync(|| {
+            let out = writable(&mut out, None)?;
+            let pending = std::mem::take(&mut self.pending_offsets);
+            match out.get_mut(..pending.len()) {
+                Some(slots) => {
+                    slots.copy_from_slice(&pending);
+                    Ok(())
+                }
+                None => Err(FerroloopError::invalid_argument(format!(
+                    "offsets array too small: {} slots for {} offsets",
+                    out.len(),
+                    pending.len()
+                ))
+                .into()),
+            }
+        })
+    }
+
+    /// Ends the stream; returns whether an unterminated event was discarded. The parser may then
+    /// be fed a new stream (a reconnection); `lastEventId` and `retry` are kept.
+    #[napi]
+    pub fn finish(&mut self) -> napi::Result<bool> {
+        guard::sync(|| Ok(self.inner.finish()))
+    }
+
+    /// The reconnection time set by the last valid `retry` field, in milliseconds.
+    #[napi(getter)]
+    pub fn retry(&self) -> napi::Result<Option<f64>> {
+        guard::sync(|| Ok(self.inner.retry().map(|ms| ms as f64)))
+    }
+
+    /// The last event id seen (persists across events).
+    #[napi(getter)]
+    pub fn last_event_id(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.last_event_id().to_owned()))
+    }
+
+    /// Events dropped for exceeding `maxEventBytes`.
+    #[napi(getter)]
+    pub fn dropped_events(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.dropped_events() as f64))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn wide(text: &str) -> Vec<u16> {
+        text.encode_utf16().collect()
+    }
+
+    #[test]
+    fn push_utf16_matches_the_standard_library() {
+        let samples = [
+            "",
+            "a",
+            "plain ascii longer than one word",
+            "é",
+            "abcdefgé",
+            "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
+            "😀😀😀",
+            "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+        ];
+        for sample in samples {
+            for start in 0..sample.len() {
+                let Some(tail) = sample.get(start..) else {
+                    continue;
+                };
+                let mut units = vec![1u16];
+                push_utf16(&mut units, tail);
+                let mut expected = vec![1u16];
+                expected.extend(tail.encode_utf16());
+                assert_eq!(units, expected, "{tail:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_prefix_len_stops_at_the_first_high_byte() {
+        for len in 0..20 {
+            let mut bytes = vec![b'a'; len];
+            assert_eq!(ascii_prefix_len(&bytes), len);
+            bytes.push(0xC3);
+            bytes.extend_from_slice(b"abc");
+            assert_eq!(ascii_prefix_len(&bytes), len);
+        }
+    }
+
+    #[test]
+    fn ascii_batches_stay_one_byte_per_character() {
+        let mut b = BatchBuilder::default();
+        b.push_event("message", "hello", "1").unwrap();
+        assert!(!b.text.is_wide);
+        assert_eq!(b.text.ascii, "messagehello1");
+        assert_eq!(b.offsets, vec![0, 7, 7, 12, 12, 13]);
+    }
+
+    #[test]
+    fn offsets_count_utf16_units() {
+        let mut text = BatchText::default();
+        for (field, len) in [
+            ("ab", 2),
+            ("é", 3),
+            ("日本", 5),
+            ("😀", 7),
+            ("\u{10FFFF}x", 10),
+        ] {
+            append(&mut text, field).unwrap();
+            assert_eq!(text.len(), len, "after {field}");
+        }
+        assert_eq!(text.units(), wide("abé日本😀\u{10FFFF}x"));
+    }
+
+    #[test]
+    fn batch_shares_repeated_type_and_id() {
+        let mut b = BatchBuilder::default();
+        b.push_event("delta", "x", "").unwrap();
+        b.push_event("delta", "😀", "").unwrap();
+        b.push_event("stop", "z", "7").unwrap();
+        // "delta" + "" + "x" + "😀"(2 units) + "stop" + "z" + "7"
+        assert_eq!(b.text.units(), wide("deltax😀stopz7"));
+        assert_eq!(
+            b.offsets,
+            vec![0, 5, 5, 6, 6, 6, 0, 5, 6, 8, 6, 6, 8, 12, 12, 13, 13, 14]
+        );
+    }
+
+    #[test]
+    fn cleared_builder_forgets_spans_and_goes_back_to_ascii() {
+        let mut b = BatchBuilder::default();
+        b.push_event("delta", "😀", "1").unwrap();
+        b.clear();
+        b.push_event("delta", "x", "1").unwrap();
+        assert!(!b.text.is_wide);
+        assert_eq!(b.text.ascii, "deltax1");
+        assert_eq!(b.offsets, vec![0, 5, 5, 6, 6, 7]);
+    }
+}

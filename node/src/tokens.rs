@@ -1,0 +1,375 @@
+//! Token estimation and context budgeting for JavaScript (`ferroloop::tokens`).
+//!
+//! Messages, tools and usage objects cross as JSON text (`JSON.stringify` in `lib/tokens.js`).
+
+use ferroloop::tokens::{self as core_tokens, BudgetState, Family, ModelTable, Usage};
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::error::FerroloopError;
+use crate::guard;
+
+fn family(name: Option<String>) -> Result<Family, FerroloopError> {
+    match name {
+        None => Ok(Family::default()),
+        Some(name) => name.parse().map_err(|err: core_tokens::UnknownFamily| {
+            FerroloopError::invalid_argument(err.to_string())
+        }),
+    }
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, FerroloopError> {
+    serde_json::from_str(text)
+        .map_err(|err| FerroloopError::invalid_argument(format!("{what} is not valid JSON: {err}")))
+}
+
+fn token_count(value: f64, what: &str) -> Result<u64, FerroloopError> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
+        Ok(value as u64)
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative integer, got {value}"
+        )))
+    }
+}
+
+/// Estimated tokens of `text` for a tokenizer family (`claude` by default).
+#[napi(js_name = "estimateText")]
+pub fn estimate_text(text: String, tokenizer: Option<String>) -> napi::Result<f64> {
+    guard::sync(|| Ok(core_tokens::estimate_text(&text, family(tokenizer)?) as f64))
+}
+
+/// Estimated tokens of UTF-8 bytes (invalid sequences count as other characters).
+#[napi(js_name = "estimateBytes")]
+pub fn estimate_bytes(bytes: &[u8], tokenizer: Option<String>) -> napi::Result<f64> {
+    guard::sync(|| Ok(core_tokens::estimate_bytes(bytes, family(tokenizer)?) as f64))
+}
+
+/// Estimated tokens of a request, by part.
+#[napi(object)]
+#[derive(Debug, Clone, Copy)]
+pub struct RequestEstimate {
+    /// The system prompt.
+    pub system: f64,
+    /// Tool definitions (with the tool-use preamble).
+    pub tools: f64,
+    /// Every message (with per-message overheads).
+    pub messages: f64,
+    /// Per-request overhead.
+    pub overhead: f64,
+    /// The sum.
+    pub total: f64,
+}
+
+/// Estimates a Messages (or Chat Completions) request body given as JSON.
+#[napi(js_name = "estimateRequestJson")]
+pub fn estimate_request_json(
+    body_json: String,
+    tokenizer: Option<String>,
+) -> napi::Result<RequestEstimate> {
+    guard::sync(|| {
+        let body = parse_json(&body_json, "the request")?;
+        let estimate = core_tokens::estimate_request_body(&body, family(tokenizer)?);
+        Ok(RequestEstimate {
+            system: estimate.system as f64,
+            tools: estimate.tools as f64,
+            messages: estimate.messages as f64,
+            overhead: estimate.overhead as f64,
+            total: estimate.total() as f64,
+        })
+    })
+}
+
+/// Budget settings; unset fields take Claude Code's defaults.
+#[napi(object)]
+#[derive(Debug, Clone, Default)]
+pub struct ContextBudgetOptions {
+    /// The model's context window (required unless `model` is given).
+    pub window: Option<f64>,
+    /// The request's max output tokens (required unless `model` is given).
+    pub max_output_tokens: Option<f64>,
+    /// Take window and max output from the built-in model table.
+    pub model: Option<String>,
+    /// At most this much output is reserved out of the window (20,000).
+    pub output_reserve_cap: Option<f64>,
+    /// Auto-compact this far below the effective window (13,000).
+    pub autocompact_buffer: Option<f64>,
+    /// Warn this far below the auto-compact threshold (20,000).
+    pub warning_buffer: Option<f64>,
+    /// Block this far below the effective window (3,000).
+    pub blocking_buffer: Option<f64>,
+    /// Auto-compact at this percentage of the effective window when lower.
+    pub autocompact_percent: Option<f64>,
+}
+
+/// Context thresholds for one model.
+#[napi(js_name = "ContextBudget")]
+#[derive(Debug)]
+pub struct NativeContextBudget {
+    inner: core_tokens::ContextBudget,
+}
+
+#[napi]
+impl NativeContextBudget {
+    /// A budget from explicit limits or a model name.
+    #[napi(constructor)]
+    pub fn new(options: ContextBudgetOptions) -> napi::Result<Self> {
+        guard::sync(|| {
+            let mut inner = match (&options.model, options.window, options.max_output_tokens) {
+                (_, Some(window), Some(max_output)) => core_tokens::ContextBudget::new(
+                    token_count(window, "window")?,
+                    token_count(max_output, "maxOutputTokens")?,
+                ),
+                (Some(model), None, None) => {
+                    core_tokens::ContextBudget::for_model(model, &ModelTable::default())
+                }
+                _ => {
+                    return Err(FerroloopError::invalid_argument(
+                        "ContextBudget needs { window, maxOutputTokens } or { model }",
+                    )
+                    .into());
+                }
+            };
+            if let Some(n) = options.output_reserve_cap {
+                inner.output_reserve_cap = token_count(n, "outputReserveCap")?;
+            }
+            if let Some(n) = options.autocompact_buffer {
+                inner.autocompact_buffer = token_count(n, "autocompactBuffer")?;
+            }
+            if let Some(n) = options.warning_buffer {
+                inner.warning_buffer = token_count(n, "warningBuffer")?;
+            }
+            if let Some(n) = options.blocking_buffer {
+                inner.blocking_buffer = token_count(n, "blockingBuffer")?;
+            }
+            if let Some(pct) = options.autocompact_percent {
+                if !(pct.is_finite() && pct > 0.0 && pct <= 100.0) {
+                    return Err(FerroloopError::invalid_argument(
+                        "autocompactPercent must be in (0, 100]",
+                    )
+                    .into());
+                }
+                inner = inner.with_autocompact_percent(pct);
+            }
+            Ok(Self { inner })
+        })
+    }
+
+    /// The model's context window.
+    #[napi(getter)]
+    pub fn window(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.window as f64))
+    }
+
+    /// The request's max output tokens.
+    #[napi(getter)]
+    pub fn max_output_tokens(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.max_output_tokens as f64))
+    }
+
+    /// Window minus the reserved output.
+    #[napi(getter)]
+    pub fn effective_window(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.effective_window() as f64))
+    }
+
+    /// Compact at or above this many tokens.
+    #[napi(getter)]
+    pub fn autocompact_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.autocompact_threshold() as f64))
+    }
+
+    /// Warn at or above this many tokens.
+    #[napi(getter)]
+    pub fn warning_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.warning_threshold() as f64))
+    }
+
+    /// Do not send at or above this many tokens.
+    #[napi(getter)]
+    pub fn blocking_threshold(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.blocking_threshold() as f64))
+    }
+
+    /// `ok`, `warning`, `auto_compact` or `blocking` for a token count.
+    #[napi]
+    pub fn state(&self, tokens: f64) -> napi::Result<String> {
+        guard::sync(|| {
+            let state = match self.inner.state(token_count(tokens, "tokens")?) {
+                BudgetState::Ok => "ok",
+                BudgetState::Warning => "warning",
+                BudgetState::AutoCompact => "auto_compact",
+                BudgetState::Blocking => "blocking",
+            };
+            Ok(state.to_owned())
+        })
+    }
+
+    /// Percentage of the auto-compact threshold still free.
+    #[napi(js_name = "percentLeft")]
+    pub fn percent_left(&self, tokens: f64) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.percent_left(token_count(tokens, "tokens")?)))
+    }
+}
+
+/// A token count and how it was obtained.
+#[napi(object)]
+#[derive(Debug, Clone)]
+pub struct TokenCount {
+    /// Tokens in the context.
+    pub tokens: f64,
+    /// `exact`, `usage+estimate` or `estimate`.
+    pub method: String,
+}
+
+/// Tracks the token size of a growing conversation, anchored on provider usage.
+#[napi(js_name = "ContextTracker")]
+#[derive(Debug)]
+pub struct NativeContextTracker {
+    inner: core_tokens::ContextTracker,
+}
+
+#[napi]
+impl NativeContextTracker {
+    /// A tracker for a tokenizer family (`claude` by default).
+    #[napi(constructor)]
+    pub fn new(tokenizer: Option<String>) -> napi::Result<Self> {
+        guard::sync(|| {
+            Ok(Self {
+                inner: core_tokens::ContextTracker::new(family(tokenizer)?),
+            })
+        })
+    }
+
+    /// The tokenizer family.
+    #[napi(getter)]
+    pub fn tokenizer(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.family().name().to_owned()))
+    }
+
+    /// Sets the system prompt (string or blocks, as JSON).
+    #[napi(js_name = "setSystemJson")]
+    pub fn set_system_json(&mut self, system_json: String) -> napi::Result<()> {
+        guard::sync(|| {
+            let system = parse_json(&system_json, "system")?;
+            self.inner.set_system(&system);
+            Ok(())
+        })
+    }
+
+    /// Sets the tool definitions (JSON array).
+    #[napi(js_name = "setToolsJson")]
+    pub fn set_tools_json(&mut self, tools_json: String) -> napi::Result<()> {
+        guard::sync(|| {
+            let tools = parse_json(&tools_json, "tools")?;
+            self.inner.set_tools(&tools);
+            Ok(())
+        })
+    }
+
+    /// Appends a message (JSON).
+    #[napi(js_name = "pushMessageJson")]
+    pub fn push_message_json(&mut self, message_json: String) -> napi::Result<()> {
+        guard::sync(|| {
+            let message = parse_json(&message_json, "the message")?;
+            self.inner.push_message(&message);
+            Ok(())
+        })
+    }
+
+    /// Replaces the whole history (JSON array), e.g. after compaction.
+    #[napi(js_name = "replaceMessagesJson")]
+    pub fn replace_messages_json(&mut self, messages_json: String) -> napi::Result<()> {
+        guard::sync(|| {
+            let messages = match parse_json(&messages_json, "messages")? {
+                Value::Array(items) => items,
+                _ => {
+                    return Err(
+                        FerroloopError::invalid_argument("messages must be an array").into(),
+                    );
+                }
+            };
+            self.inner.replace_messages(&messages);
+            Ok(())
+        })
+    }
+
+    /// Keeps the first `len` messages.
+    #[napi]
+    pub fn truncate(&mut self, len: f64) -> napi::Result<()> {
+        guard::sync(|| {
+            self.inner.truncate(token_count(len, "len")? as usize);
+            Ok(())
+        })
+    }
+
+    /// Number of messages tracked.
+    #[napi(getter)]
+    pub fn length(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.len() as f64))
+    }
+
+    /// Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
+    /// `covered` messages (all of them when absent).
+    #[napi(js_name = "recordUsageJson")]
+    pub fn record_usage_json(
+        &mut self,
+        usage_json: String,
+        covered: Option<f64>,
+    ) -> napi::Result<()> {
+        guard::sync(|| {
+            let value = parse_json(&usage_json, "usage")?;
+            let usage = Usage::from_json(&value).ok_or_else(|| {
+                FerroloopError::invalid_argument(
+                    "usage needs input_tokens/output_tokens (or prompt_tokens/completion_tokens)",
+                )
+            })?;
+            match covered {
+                None => self.inner.record_usage(usage),
+                Some(n) => self
+                    .inner
+                    .record_usage_at(usage, token_count(n, "covered")? as usize),
+            }
+            Ok(())
+        })
+    }
+
+    /// The online correction factor (usage / estimate, clamped).
+    #[napi(getter)]
+    pub fn correction(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.correction()))
+    }
+
+    /// Overrides the correction factor (e.g. restored from a previous session).
+    #[napi(setter)]
+    pub fn set_correction(&mut self, correction: f64) -> napi::Result<()> {
+        guard::sync(|| {
+            if !correction.is_finite() || correction <= 0.0 {
+                return Err(FerroloopError::invalid_argument(
+                    "correction must be a positive number",
+                )
+                .into());
+            }
+            self.inner.set_correction(correction);
+            Ok(())
+        })
+    }
+
+    /// The context's size now.
+    #[napi]
+    pub fn tokens(&self) -> napi::Result<TokenCount> {
+        guard::sync(|| {
+            let count = self.inner.tokens();
+            Ok(TokenCount {
+                tokens: count.tokens as f64,
+                method: count.method.as_str().to_owned(),
+            })
+        })
+    }
+
+    /// Bytes run through the estimator so far (a work counter: O(new bytes) per turn).
+    #[napi(getter)]
+    pub fn bytes_estimated(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.bytes_estimated() as f64))
+    }
+}

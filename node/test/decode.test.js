@@ -1,0 +1,148 @@
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const {
+  StreamDecoder,
+  StreamTruncatedError,
+  OverloadedError,
+  InvalidArgumentError,
+  ProtocolError,
+} = require('../lib/index.js')
+const { repoRoot, chunked } = require('./helpers.js')
+
+const CHUNKINGS = [Infinity, 1, 7, 64, 1460]
+
+/** Every stream with an expected final message (tests/decode/README.md). */
+function decodeCases() {
+  const out = []
+  const expectedDir = path.join(repoRoot, 'tests', 'decode', 'expected')
+  for (const provider of fs.readdirSync(expectedDir).sort()) {
+    for (const file of fs.readdirSync(path.join(expectedDir, provider)).sort()) {
+      const name = file.replace(/\.json$/, '')
+      const candidates = [
+        path.join(repoRoot, 'tests', 'fixtures', provider, `${name}.sse`),
+        path.join(repoRoot, 'tests', 'decode', 'streams', provider, `${name}.sse`),
+      ]
+      const streamPath = candidates.find((p) => fs.existsSync(p))
+      assert.ok(streamPath, `stream for ${provider}/${name}`)
+      out.push({
+        provider,
+        name,
+        bytes: fs.readFileSync(streamPath),
+        expected: JSON.parse(fs.readFileSync(path.join(expectedDir, provider, file), 'utf8')),
+      })
+    }
+  }
+  return out
+}
+
+function decodeAll(provider, bytes, size, options = {}) {
+  const decoder = new StreamDecoder({ provider, ...options })
+  const events = []
+  for (const chunk of chunked(bytes, size)) events.push(...decoder.feed(chunk))
+  return { decoder, events }
+}
+
+test('every recorded and hand-written stream decodes to its expected message at every chunking', () => {
+  const cases = decodeCases()
+  assert.ok(cases.length >= 10, `found ${cases.length} cases`)
+  for (const { provider, name, bytes, expected } of cases) {
+    let reference = null
+    for (const size of CHUNKINGS) {
+      for (const events of [true, false]) {
+        const { decoder, events: seen } = decodeAll(provider, bytes, size, { events })
+        if (!events) {
+          // Only the sealing events the executor needs survive events: false.
+          const kinds = new Set(seen.map((e) => e.type))
+          for (const kind of kinds) assert.match(kind, /^tool_use_/, `${provider}/${name}: ${kind} with events: false`)
+        }
+        let message
+        try {
+          message = decoder.finish()
+        } catch (err) {
+          // Streams cut by max_tokens without their end marker: the partial message is the result.
+          assert.ok(err instanceof StreamTruncatedError, `${provider}/${name}: ${err}`)
+          message = err.partial
+        }
+        assert.deepEqual(message, expected, `${provider}/${name} at chunk ${size}, events ${events}`)
+        if (reference === null) reference = seen
+        else if (events) assert.deepEqual(seen, reference, `${provider}/${name}: same events at chunk ${size}`)
+      }
+    }
+  }
+})
+
+test('a tool_use is sealed (tool_use_ready) at its content_block_stop, before the message ends', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'tool_use_response.sse'))
+  const { decoder, events } = decodeAll('anthropic', bytes, 1)
+  const types = events.map((e) => e.type)
+  const ready = events.find((e) => e.type === 'tool_use_ready')
+  assert.deepEqual(
+    { id: ready.id, name: ready.name, input: ready.input },
+    { id: 'toolu_01NRLabsLyVHZPKxbKvkfSMn', name: 'get_weather', input: { location: 'Paris' } },
+  )
+  assert.ok(types.indexOf('tool_use_ready') < types.lastIndexOf('message_delta'))
+  assert.equal(decoder.isComplete, true)
+})
+
+test('message() is a valid snapshot at every point of the stream', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const decoder = new StreamDecoder({ provider: 'anthropic' })
+  assert.equal(decoder.message(), null)
+  let lastText = ''
+  for (const chunk of chunked(bytes, 17)) {
+    decoder.feed(chunk)
+    const snapshot = decoder.message()
+    if (snapshot === null) continue
+    const text = snapshot.content.filter((b) => b.type === 'text').map((b) => b.text).join('')
+    assert.ok(text.startsWith(lastText), 'text only grows')
+    lastText = text
+  }
+  assert.equal(decoder.isComplete, true)
+})
+
+test('a truncated stream throws StreamTruncatedError with the partial message', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'decode', 'streams', 'anthropic', 'truncated.sse'))
+  const { decoder } = decodeAll('anthropic', bytes, 5)
+  assert.equal(decoder.isComplete, false)
+  assert.throws(
+    () => decoder.finish(),
+    (err) =>
+      err instanceof StreamTruncatedError &&
+      err.code === 'stream_truncated' &&
+      err.partial !== null &&
+      err.partial.type === 'message',
+  )
+})
+
+test('a mid-stream overloaded_error is a typed OverloadedError, never swallowed', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'decode', 'streams', 'anthropic', 'error_overloaded.sse'))
+  for (const size of [Infinity, 3]) {
+    const decoder = new StreamDecoder({ provider: 'anthropic' })
+    let caught = null
+    try {
+      for (const chunk of chunked(bytes, size)) decoder.feed(chunk)
+      decoder.finish()
+    } catch (err) {
+      caught = err
+    }
+    assert.ok(caught instanceof OverloadedError, String(caught))
+    assert.equal(caught.code, 'overloaded')
+    assert.equal(caught.errorType, 'overloaded_error')
+    assert.equal(caught.partial.type, 'message', 'the partial message comes with the error')
+  }
+})
+
+test('protocol violations and bad arguments raise typed errors', () => {
+  const decoder = new StreamDecoder({ provider: 'anthropic' })
+  assert.throws(
+    () => decoder.feed(Buffer.from('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}\n\n')),
+    ProtocolError,
+  )
+  assert.throws(() => new StreamDecoder({ provider: 'gemini' }), InvalidArgumentError)
+  assert.throws(() => new StreamDecoder(), InvalidArgumentError)
+  assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed('text'), InvalidArgumentError)
+})

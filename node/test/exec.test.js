@@ -1,0 +1,287 @@
+'use strict'
+// ToolExecutor semantics through JavaScript: request order, the exclusive barrier, the
+// concurrency cap, timeouts, AbortSignal reaching JS tools, errors as is_error results.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+
+const { ToolExecutor, AbortError, InvalidArgumentError, FerroloopError } = require('../lib/index.js')
+
+const sleep = (ms, signal) =>
+  new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms)
+    signal?.addEventListener('abort', () => {
+      clearTimeout(timer)
+      reject(signal.reason)
+    })
+  })
+
+const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
+
+test('results come in request order, wire-shaped, whatever the completion order', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'wait', concurrencySafe: true }, async ({ ms }) => {
+    await sleep(ms)
+    return `waited ${ms}`
+  })
+  const results = await ex.run([use('a', 'wait', { ms: 60 }), use('b', 'wait', { ms: 5 }), use('c', 'wait', { ms: 30 })])
+  assert.deepEqual(results, [
+    { type: 'tool_result', tool_use_id: 'a', content: 'waited 60', is_error: false },
+    { type: 'tool_result', tool_use_id: 'b', content: 'waited 5', is_error: false },
+    { type: 'tool_result', tool_use_id: 'c', content: 'waited 30', is_error: false },
+  ])
+})
+
+test('safe calls overlap up to the cap; an unsafe call runs alone and is a barrier', async () => {
+  const ex = new ToolExecutor({ maxConcurrency: 3 })
+  let running = 0
+  let peak = 0
+  const log = []
+  const body = (label) => async () => {
+    running++
+    peak = Math.max(peak, running)
+    log.push(`start ${label} (${running} running)`)
+    await sleep(15)
+    running--
+    return label
+  }
+  ex.tool({ name: 'safe', concurrencySafe: true }, async (input) => body(`safe${input.i}`)())
+  ex.tool({ name: 'exclusive' }, async () => body('exclusive')())
+  const uses = [0, 1, 2, 3, 4].map((i) => use(`s${i}`, 'safe', { i }))
+  uses.push(use('x', 'exclusive'))
+  uses.push(use('s5', 'safe', { i: 5 }))
+  const results = await ex.run(uses)
+  assert.deepEqual(
+    results.map((r) => r.content),
+    ['safe0', 'safe1', 'safe2', 'safe3', 'safe4', 'exclusive', 'safe5'],
+  )
+  assert.equal(peak, 3, 'the cap bounds concurrency')
+  const exclusive = log.find((line) => line.startsWith('start exclusive'))
+  assert.equal(exclusive, 'start exclusive (1 running)', 'the exclusive call runs alone')
+  assert.equal(log.at(-1), 'start safe5 (1 running)', 'nothing queued after the barrier starts before it ends')
+})
+
+test('a throwing, rejecting, unknown or invalid-input call gets an is_error result', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'throws' }, () => {
+    throw new Error('sync boom')
+  })
+  ex.tool({ name: 'rejects', concurrencySafe: true }, async () => {
+    throw new TypeError('async boom')
+  })
+  ex.tool(
+    { name: 'typed', schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } },
+    async ({ n }) => `n=${n}`,
+  )
+  ex.tool({ name: 'explicit' }, async () => ({ content: 'refused', isError: true }))
+  const results = await ex.run([
+    use('1', 'throws'),
+    use('2', 'rejects'),
+    use('3', 'missing'),
+    use('4', 'typed', { n: 'seven' }),
+    use('5', 'typed', { n: 7 }),
+    use('6', 'explicit'),
+  ])
+  assert.deepEqual(
+    results.map((r) => r.is_error),
+    [true, true, true, true, false, true],
+  )
+  assert.equal(results[0].content, 'sync boom')
+  assert.equal(results[1].content, 'async boom')
+  assert.match(results[2].content, /Unknown tool 'missing'/)
+  assert.match(results[3].content, /n/)
+  assert.equal(results[4].content, 'n=7')
+  assert.equal(results[5].content, 'refused')
+})
+
+test('content blocks and non-string values round-trip', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'blocks' }, async () => [{ type: 'text', text: 'hi' }])
+  ex.tool({ name: 'object' }, async () => ({ answer: 42 }))
+  const [blocks, object] = await ex.run([use('b', 'blocks'), use('o', 'object')])
+  assert.deepEqual(blocks.content, [{ type: 'text', text: 'hi' }])
+  assert.equal(object.content, '{"answer":42}')
+})
+
+test('a timeout reaches the JS tool as an aborted ctx.signal; a never-settling tool times out', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 50 })
+  let sawAbort = null
+  ex.tool({ name: 'slow', timeoutMs: 40, concurrencySafe: true }, async (_input, ctx) => {
+    try {
+      await sleep(10_000, ctx.signal)
+    } catch (err) {
+      sawAbort = err
+      throw err
+    }
+  })
+  ex.tool({ name: 'never', timeoutMs: 30, concurrencySafe: true }, () => new Promise(() => {}))
+  const started = Date.now()
+  const [slow, never] = await ex.run([use('s', 'slow'), use('n', 'never')])
+  assert.ok(Date.now() - started < 5_000)
+  assert.equal(slow.is_error, true)
+  assert.match(slow.content, /timed out/)
+  assert.equal(never.is_error, true)
+  assert.match(never.content, /timed out/)
+  assert.ok(sawAbort instanceof FerroloopError, 'the tool saw the abort')
+  assert.equal(sawAbort.code, 'timeout')
+})
+
+test('aborting run() aborts running JS tools via ctx.signal and rejects with AbortError', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 100 })
+  const aborted = []
+  ex.tool({ name: 'long', concurrencySafe: true }, async (input, ctx) => {
+    assert.equal(ctx.toolUseId, input.id)
+    try {
+      await sleep(10_000, ctx.signal)
+      return 'finished'
+    } catch (err) {
+      aborted.push(input.id)
+      throw err
+    }
+  })
+  const controller = new AbortController()
+  const run = ex.run([use('l1', 'long', { id: 'l1' }), use('l2', 'long', { id: 'l2' })], { signal: controller.signal })
+  setTimeout(() => controller.abort(new Error('user pressed escape')), 30)
+  await assert.rejects(run, (err) => err instanceof AbortError && err.name === 'AbortError' && err.code === 'aborted')
+  assert.deepEqual(aborted.sort(), ['l1', 'l2'])
+  // An already-aborted signal rejects at once.
+  await assert.rejects(ex.run([use('z', 'long', { id: 'z' })], { signal: AbortSignal.abort() }), AbortError)
+})
+
+test('cancelsSiblingsOnError cancels the running siblings of a failing call', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 100 })
+  ex.tool({ name: 'shell', concurrencySafe: true, cancelsSiblingsOnError: true }, async ({ fail, ms }, ctx) => {
+    await sleep(ms, ctx.signal)
+    if (fail) throw new Error('exit 1')
+    return 'ok'
+  })
+  const results = await ex.run([use('a', 'shell', { ms: 2_000 }), use('b', 'shell', { fail: true, ms: 10 })])
+  assert.equal(results[1].content, 'exit 1')
+  assert.equal(results[0].is_error, true, 'the sibling was cancelled')
+})
+
+test('streaming turn: submit as sealed, events as they happen, results in order', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ text, ms }) => {
+    await sleep(ms)
+    return text
+  })
+  const turn = ex.turn()
+  turn.submit(use('1', 'echo', { text: 'one', ms: 30 }))
+  const events = []
+  const consumer = (async () => {
+    for await (const event of turn) events.push(event)
+  })()
+  await sleep(5)
+  turn.submit(use('2', 'echo', { text: 'two', ms: 1 }))
+  turn.seal()
+  assert.throws(() => turn.submit(use('3', 'echo', { text: 'late', ms: 1 })), InvalidArgumentError)
+  await consumer
+  const results = events.filter((e) => e.type === 'result')
+  assert.deepEqual(
+    results.map((e) => [e.index, e.result.tool_use_id, e.result.content]),
+    [
+      [0, '1', 'one'],
+      [1, '2', 'two'],
+    ],
+  )
+  const finished = events.filter((e) => e.type === 'finished').map((e) => e.toolUseId)
+  assert.deepEqual(finished, ['2', '1'], 'finished events come in completion order')
+  for (const e of events.filter((e) => e.type === 'started')) assert.equal(typeof e.queuedMs, 'number')
+})
+
+test('turn.cancel answers every call with an is_error result', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 50, maxConcurrency: 1 })
+  ex.tool({ name: 'long', concurrencySafe: true }, async (_i, ctx) => {
+    await sleep(5_000, ctx.signal)
+    return 'done'
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'long'), use('b', 'long'))
+  turn.seal()
+  setTimeout(() => turn.cancel(), 20)
+  const results = await turn.results()
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.is_error]),
+    [
+      ['a', true],
+      ['b', true],
+    ],
+  )
+})
+
+test('bad declarations and arguments raise InvalidArgumentError', () => {
+  const ex = new ToolExecutor()
+  const noop = async () => 'ok'
+  assert.throws(() => ex.tool({}, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a' }, 'not a function'), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', timeoutMs: -5 }, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', maxResultChars: 1.5 }, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', schema: 'x' }, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', concurrencySafe: () => true }, noop), InvalidArgumentError)
+  ex.tool({ name: 'a' }, noop)
+  assert.throws(() => ex.tool({ name: 'a' }, noop), InvalidArgumentError)
+  assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), InvalidArgumentError)
+  assert.rejects(ex.run('nope'), InvalidArgumentError)
+})
+
+test('maxResultChars replaces an oversized result with a preview', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'big', maxResultChars: 100 }, async () => 'line\n'.repeat(1000))
+  ex.tool({ name: 'unlimited', maxResultChars: Infinity }, async () => 'x'.repeat(150_000))
+  const [big, unlimited] = await ex.run([use('b', 'big'), use('u', 'unlimited')])
+  assert.equal(big.is_error, false)
+  assert.ok(big.content.length < 5000, `preview is short (${big.content.length})`)
+  assert.notEqual(big.content, 'line\n'.repeat(1000))
+  assert.equal(unlimited.content.length, 150_000)
+
+  // The turn's aggregate budget applies on top, unless disabled.
+  const open = new ToolExecutor({ turnBudgetChars: Infinity })
+  open.tool({ name: 'huge', maxResultChars: Infinity }, async () => 'y'.repeat(300_000))
+  const [huge] = await open.run([use('h', 'huge')])
+  assert.equal(huge.content.length, 300_000)
+})
+
+test('a process with an executor and a never-settling tool exits by itself after run()', () => {
+  const script = `
+    const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})
+    const ex = new ToolExecutor({ cleanupGraceMs: 20 })
+    ex.tool({ name: 'never', timeoutMs: 20 }, () => new Promise(() => {}))
+    ex.run([{ id: 'n', name: 'never', input: {} }]).then((r) => console.log(r[0].is_error))
+  `
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.signal, null, 'had to be killed: something kept the process alive')
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), 'true')
+})
+
+test('a top-level await on run() keeps the process alive until the results arrive', () => {
+  const script = `
+    import { ToolExecutor } from ${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.mjs'))}
+    const ex = new ToolExecutor()
+    ex.tool({ name: 'later' }, () => new Promise((resolve) => setTimeout(() => resolve('late'), 50)))
+    const [r] = await ex.run([{ id: 'l', name: 'later', input: {} }])
+    console.log(r.content)
+  `
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), 'late')
+})
+
+test('an abandoned turn (never awaited) does not keep the process alive', () => {
+  const script = `
+    const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})
+    const ex = new ToolExecutor()
+    ex.tool({ name: 'slow', timeoutMs: 60_000 }, () => new Promise(() => {}))
+    const turn = ex.turn()
+    turn.submit({ id: 's', name: 'slow', input: {} })
+    setTimeout(() => console.log('tick'), 20)
+  `
+  const started = Date.now()
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.signal, null, 'had to be killed: the turn kept the process alive')
+  assert.equal(run.status, 0, run.stderr)
+  assert.equal(run.stdout.trim(), 'tick')
+  assert.ok(Date.now() - started < 15_000)
+})

@@ -1,0 +1,97 @@
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+
+const { estimateTokens, estimateRequest, ContextBudget, ContextTracker, InvalidArgumentError } = require('../lib/index.js')
+
+test('estimateTokens: strings and bytes agree, families differ, CJK is not chars/4', () => {
+  const prose = 'The executor runs safe tools in parallel and returns results in request order. '.repeat(20)
+  const n = estimateTokens(prose)
+  assert.ok(n > 0)
+  assert.equal(estimateTokens(Buffer.from(prose)), n)
+  assert.equal(estimateTokens(prose, { tokenizer: 'claude' }), n, 'claude is the default')
+  for (const tokenizer of ['o200k', 'cl100k', 'claude-legacy']) {
+    assert.ok(estimateTokens(prose, { tokenizer }) > 0, tokenizer)
+  }
+  const cjk = '模型在流式输出时工具并行运行结果按顺序返回'.repeat(50)
+  assert.ok(estimateTokens(cjk, { tokenizer: 'o200k' }) > cjk.length / 4 * 1.5, 'CJK costs far more than chars/4')
+  assert.equal(estimateTokens(''), 0)
+})
+
+test('estimateRequest: parts add up; tools and system count', () => {
+  const messages = [
+    { role: 'user', content: 'Read src/main.rs please.' },
+    {
+      role: 'assistant',
+      content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'src/main.rs' } }],
+    },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'fn main() {}' }] },
+  ]
+  const bare = estimateRequest({ messages })
+  assert.equal(bare.total, bare.system + bare.tools + bare.messages + bare.overhead)
+  const full = estimateRequest({
+    system: 'You are a careful coding agent.',
+    tools: [{ name: 'read_file', description: 'Read a file', input_schema: { type: 'object', properties: { path: { type: 'string' } } } }],
+    messages,
+  })
+  assert.ok(full.system > 0 && full.tools > 0)
+  assert.equal(full.messages, bare.messages)
+  assert.ok(full.total > bare.total)
+})
+
+test("ContextBudget: Claude Code's thresholds by default, configurable, by model", () => {
+  const budget = new ContextBudget({ window: 200_000, maxOutputTokens: 32_000 })
+  assert.equal(budget.effectiveWindow, 180_000)
+  assert.equal(budget.autocompactThreshold, 167_000)
+  assert.equal(budget.warningThreshold, 147_000)
+  assert.equal(budget.blockingThreshold, 177_000)
+  assert.deepEqual(
+    [100_000, 147_000, 167_000, 177_000].map((t) => budget.state(t)),
+    ['ok', 'warning', 'auto_compact', 'blocking'],
+  )
+  const custom = new ContextBudget({ window: 100_000, maxOutputTokens: 8_000, autocompactBuffer: 5_000, blockingBuffer: 1_000 })
+  assert.equal(custom.effectiveWindow, 92_000)
+  assert.equal(custom.autocompactThreshold, 87_000)
+  assert.equal(custom.blockingThreshold, 91_000)
+  const byPercent = new ContextBudget({ window: 200_000, maxOutputTokens: 32_000, autocompactPercent: 50 })
+  assert.equal(byPercent.autocompactThreshold, 90_000)
+  const model = new ContextBudget({ model: 'claude-sonnet-4-20250514' })
+  assert.ok(model.window >= 200_000)
+  assert.throws(() => new ContextBudget({}), InvalidArgumentError)
+  assert.throws(() => new ContextBudget({ window: -1, maxOutputTokens: 1 }), InvalidArgumentError)
+  assert.throws(() => budget.state(1.5), InvalidArgumentError)
+})
+
+test('ContextTracker: usage anchoring, estimates only for what was appended since', () => {
+  const tracker = new ContextTracker()
+  assert.equal(tracker.tokenizer, 'claude')
+  tracker.setSystem('You are terse.')
+  tracker.pushMessage({ role: 'user', content: 'What is in the repo?' })
+  assert.equal(tracker.tokens().method, 'estimate')
+  tracker.recordUsage({ input_tokens: 1200, cache_creation_input_tokens: 0, cache_read_input_tokens: 300, output_tokens: 0 })
+  assert.deepEqual(tracker.tokens(), { tokens: 1500, method: 'exact' })
+  tracker.pushMessage({ role: 'assistant', content: 'A Rust workspace with a core crate.' })
+  const after = tracker.tokens()
+  assert.equal(after.method, 'usage+estimate')
+  assert.ok(after.tokens > 1500)
+  assert.equal(tracker.length, 2)
+
+  // Replacing the history with the same messages re-estimates nothing (content-hash cache).
+  const bytes = tracker.bytesEstimated
+  tracker.replaceMessages([
+    { role: 'user', content: 'What is in the repo?' },
+    { role: 'assistant', content: 'A Rust workspace with a core crate.' },
+  ])
+  assert.equal(tracker.bytesEstimated, bytes)
+  tracker.truncate(1)
+  assert.equal(tracker.length, 1)
+
+  tracker.correction = 1.2
+  assert.equal(tracker.correction, 1.2)
+  assert.throws(() => {
+    tracker.correction = -1
+  }, InvalidArgumentError)
+  assert.throws(() => tracker.recordUsage({ nothing: 1 }), InvalidArgumentError)
+  assert.throws(() => new ContextTracker({ tokenizer: 'nope' }), InvalidArgumentError)
+  assert.throws(() => estimateTokens(42), InvalidArgumentError)
+})

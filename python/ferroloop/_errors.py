@@ -1,0 +1,107 @@
+"""The exception hierarchy of ferroloop (raised by the Rust extension and by the package)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class FerroloopError(Exception):
+    """Base class of every error ferroloop raises."""
+
+
+class APIError(FerroloopError):
+    """The provider answered with an error (an HTTP error status or a mid-stream error event).
+
+    ``status`` is the HTTP status (``None`` for a mid-stream error event), ``request_id`` the
+    provider's request id when known, ``error_type`` the provider's error type string (for
+    example ``"overloaded_error"``) and ``body`` the decoded error body when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: Optional[int] = None,
+        request_id: Optional[str] = None,
+        error_type: Optional[str] = None,
+        body: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.request_id = request_id
+        self.error_type = error_type
+        self.body = body
+
+
+class AuthenticationError(APIError):
+    """The credentials were missing or rejected (HTTP 401 / 403)."""
+
+
+class RateLimitError(APIError):
+    """The request was rate limited (HTTP 429)."""
+
+
+class OverloadedError(APIError):
+    """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event)."""
+
+
+class PromptTooLongError(APIError):
+    """The request does not fit the model's context window."""
+
+
+class APIConnectionError(FerroloopError):
+    """The connection to the provider failed or broke before a response completed."""
+
+
+class APITimeoutError(APIConnectionError, TimeoutError):
+    """The request or the stream timed out (also a built-in ``TimeoutError``)."""
+
+
+class StreamTruncatedError(FerroloopError):
+    """The stream ended before the message completed.
+
+    ``partial_message`` holds the message accumulated so far (provider shape, a ``dict``), so a
+    caller can keep what did arrive.
+    """
+
+    def __init__(self, message: str, *, partial_message: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.partial_message = partial_message
+
+
+class ProtocolError(FerroloopError):
+    """The provider sent something that breaks its own protocol (malformed event JSON, events
+    out of order)."""
+
+
+class ToolError(FerroloopError):
+    """A tool definition is invalid, a turn is misused, or a tool failed fatally (raised to the
+    host, not sent to the model). ``results`` holds the turn's ``tool_result`` dicts when a
+    fatal tool error ended a turn."""
+
+    def __init__(self, message: str, *, results: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.results = results
+
+
+class InternalError(FerroloopError):
+    """A bug inside ferroloop (a Rust panic), surfaced as an exception instead of a crash."""
+
+
+__all__ = [
+    "FerroloopError",
+    "APIError",
+    "AuthenticationError",
+    "RateLimitError",
+    "OverloadedError",
+    "PromptTooLongError",
+    "APIConnectionError",
+    "APITimeoutError",
+    "StreamTruncatedError",
+    "ProtocolError",
+    "ToolError",
+    "InternalError",
+]

@@ -1,0 +1,175 @@
+"""``ToolExecutor``: Python tools run by ferroloop's concurrent executor.
+
+Async tools run as tasks on the caller's event loop; plain functions run on worker threads,
+never on the loop. Results come back in request order, one per call, whatever happens.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, AsyncIterator, Callable, Iterable, Optional, TypeVar, Union, overload
+
+from . import _native
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConcurrencySafe = Union[bool, Callable[[dict[str, Any]], bool]]
+
+
+def _takes_context(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` accepts a second positional argument (the tool context)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return True
+    return len(positional) >= 2
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    target = function
+    call = getattr(function, "__call__", None)
+    if not inspect.isfunction(function) and not inspect.ismethod(function) and call is not None:
+        target = call
+    return inspect.iscoroutinefunction(target)
+
+
+class Turn:
+    """A streaming turn: ``submit`` calls as the model's stream seals them, ``seal`` at the end,
+    and ``async for event in turn`` to follow it. Calls start as soon as they are submitted.
+
+    Events are dicts with a ``"type"``: ``started``, ``progress``, ``finished`` (as they happen)
+    and ``result`` (one per call, in submission order, with the ``tool_result`` dict under
+    ``"result"``). Every submitted call gets exactly one result, even when cancelled.
+    """
+
+    def __init__(self, native: _native._Turn) -> None:
+        self._native = native
+
+    def submit(self, tool_use: dict[str, Any]) -> None:
+        """Submits a ``tool_use`` block (``id``, ``name``, ``input``)."""
+        self._native.submit(tool_use)
+
+    def seal(self) -> None:
+        """No more calls will be submitted."""
+        self._native.seal()
+
+    def cancel(self) -> None:
+        """Cancels running and queued calls (each still gets an ``is_error`` result)."""
+        self._native.cancel()
+
+    def discard(self) -> None:
+        """Discards the turn (cancels and seals it)."""
+        self._native.discard()
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        event = await self._native.next_event()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def results(self) -> list[dict[str, Any]]:
+        """Seals the turn and waits for every ``tool_result``, in submission order."""
+        return await self._native.finish()
+
+
+class ToolExecutor:
+    """Runs tool calls concurrently: safe calls in parallel (at most ``max_concurrency``),
+    unsafe calls alone, results in request order.
+
+    ``max_result_chars`` is the default result size limit (larger results are spilled to a file
+    in ``spill_dir`` and replaced by a preview); ``default_timeout`` (seconds) applies to tools
+    that declare none; ``cleanup_grace`` is how long a cancelled tool may take to stop.
+    """
+
+    def __init__(
+        self,
+        max_concurrency: int = 10,
+        *,
+        max_result_chars: Optional[int] = None,
+        spill_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+        default_timeout: Optional[float] = None,
+        cleanup_grace: Optional[float] = None,
+    ) -> None:
+        self._native = _native._Executor(
+            max_concurrency,
+            max_result_chars=max_result_chars,
+            spill_dir=os.fspath(spill_dir) if spill_dir is not None else None,
+            default_timeout=default_timeout,
+            cleanup_grace=cleanup_grace,
+        )
+
+    @overload
+    def tool(self, name: F) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        name: Optional[str] = None,
+        *,
+        concurrency_safe: ConcurrencySafe = False,
+        timeout: Optional[float] = None,
+        max_result_chars: Optional[int] = None,
+        schema: Optional[dict[str, Any]] = None,
+        cancels_siblings_on_error: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: Union[str, F, None] = None,
+        *,
+        concurrency_safe: ConcurrencySafe = False,
+        timeout: Optional[float] = None,
+        max_result_chars: Optional[int] = None,
+        schema: Optional[dict[str, Any]] = None,
+        cancels_siblings_on_error: bool = False,
+    ) -> Any:
+        """Registers a tool (a decorator). The function gets the input dict and, if it takes a
+        second parameter, a ``ToolContext`` (``tool_use_id``, ``progress(...)``,
+        ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
+        worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
+        block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
+        result. ``concurrency_safe`` is a bool or a callable taking the input.
+        """
+
+        def register(function: F) -> F:
+            self._native.register(
+                name if isinstance(name, str) else function.__name__,
+                function,
+                is_async=_is_async(function),
+                takes_context=_takes_context(function),
+                concurrency_safe=concurrency_safe,
+                timeout=timeout,
+                max_result_chars=max_result_chars,
+                schema=schema,
+                cancels_siblings_on_error=cancels_siblings_on_error,
+            )
+            return function
+
+        if callable(name):
+            return register(name)
+        return register
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The registered tools, in registration order."""
+        return self._native.tool_names
+
+    async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Runs ``tool_use`` blocks and returns one ``tool_result`` dict per call, in request
+        order. Cancelling the awaiting task cancels the running tools (their tasks see
+        ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
+        ``results``)."""
+        return await self._native.run(list(tool_uses))
+
+    def turn(self) -> Turn:
+        """Starts a streaming turn (call from a coroutine: tools run on its event loop)."""
+        return Turn(self._native.turn())

@@ -1,0 +1,186 @@
+"""Type stubs of the Rust extension module ``ferroloop._native``."""
+
+from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
+
+__version__: str
+
+_Chunk = Union[bytes, bytearray, memoryview]
+
+@final
+class SseEvent:
+    """One dispatched Server-Sent Event."""
+
+    def __init__(self, data: str, event: str = "message", id: str = "") -> None: ...
+    @property
+    def event(self) -> str:
+        """The event type (``"message"`` when the stream named none)."""
+    @property
+    def data(self) -> str:
+        """The data lines joined by ``"\\n"``."""
+    @property
+    def id(self) -> str:
+        """The last event id in force when the event was dispatched (``""`` when none)."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class SseParser:
+    """A WHATWG event-stream parser: feed byte chunks split anywhere, get completed events."""
+
+    def __init__(self, *, max_event_bytes: Optional[int] = None) -> None: ...
+    def feed(self, chunk: _Chunk) -> list[SseEvent]:
+        """Feeds a chunk and returns the events it completed, in order."""
+    def finish(self) -> bool:
+        """Ends the stream; returns whether an unterminated event was discarded."""
+    @property
+    def retry(self) -> Optional[int]:
+        """The last valid ``retry`` value in milliseconds (``None`` if none)."""
+    @property
+    def last_event_id(self) -> str:
+        """The last event id."""
+    @property
+    def dropped_events(self) -> int:
+        """Events dropped because they grew past ``max_event_bytes``."""
+    @property
+    def bytes_fed(self) -> int:
+        """Total bytes fed so far."""
+
+@final
+class StreamDecoder:
+    """Decodes a provider's raw SSE stream into typed events and accumulates the message.
+
+    With ``events=False``, ``feed`` returns only the tool-call events (``tool_use_ready``,
+    ``tool_use_invalid``, ``tool_use_truncated``).
+    """
+
+    def __init__(
+        self,
+        provider: Literal["anthropic", "openai-chat", "openai-responses"] = "anthropic",
+        *,
+        events: bool = True,
+    ) -> None: ...
+    def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
+        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``)."""
+    def message(self) -> Optional[dict[str, Any]]:
+        """A snapshot of the accumulated message (provider response shape)."""
+    def finish(self) -> dict[str, Any]:
+        """Ends the input; returns the final message or raises ``StreamTruncatedError``."""
+    @property
+    def is_complete(self) -> bool:
+        """Whether the stream reached its end marker."""
+    @property
+    def provider(self) -> str:
+        """The provider name."""
+
+_Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base", "cl100k_base"]
+
+def estimate_tokens(obj: Union[str, bytes, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
+    """Estimates the tokens of text, a list of messages, a message, a block or a request body."""
+
+@final
+class ContextBudget:
+    """Context thresholds for one model (Claude Code's defaults, configurable)."""
+
+    def __init__(
+        self,
+        window: int,
+        max_output_tokens: int,
+        *,
+        output_reserve_cap: Optional[int] = None,
+        autocompact_buffer: Optional[int] = None,
+        warning_buffer: Optional[int] = None,
+        blocking_buffer: Optional[int] = None,
+        autocompact_percent: Optional[float] = None,
+    ) -> None: ...
+    @staticmethod
+    def for_model(model: str) -> ContextBudget: ...
+    @property
+    def window(self) -> int: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def effective_window(self) -> int: ...
+    @property
+    def autocompact_threshold(self) -> int: ...
+    @property
+    def warning_threshold(self) -> int: ...
+    @property
+    def blocking_threshold(self) -> int: ...
+    def state(self, tokens: int) -> Literal["ok", "warning", "autocompact", "blocking"]: ...
+    def percent_left(self, tokens: int) -> float: ...
+
+@final
+class ContextTracker:
+    """A conversation's token count, anchored on the provider's reported usage."""
+
+    def __init__(self, *, tokenizer: _Tokenizer = "claude") -> None: ...
+    def set_system(self, system: Union[str, list[Any]]) -> None: ...
+    def set_tools(self, tools: list[dict[str, Any]]) -> None: ...
+    def push_message(self, message: dict[str, Any]) -> None: ...
+    def replace_messages(self, messages: list[dict[str, Any]]) -> None: ...
+    def truncate(self, length: int) -> None: ...
+    def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None: ...
+    def tokens(self) -> dict[str, Any]:
+        """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}``."""
+    @property
+    def correction(self) -> float: ...
+    @property
+    def tokenizer(self) -> str: ...
+    def __len__(self) -> int: ...
+
+@final
+class ToolContext:
+    """What a tool function receives as its second argument."""
+
+    @property
+    def tool_use_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def cancelled(self) -> bool: ...
+    def progress(self, data: Any) -> None: ...
+
+@final
+class _Turn:
+    def submit(self, tool_use: dict[str, Any]) -> None: ...
+    def seal(self) -> None: ...
+    def cancel(self) -> None: ...
+    def discard(self) -> None: ...
+    def next_event(self) -> Awaitable[Optional[dict[str, Any]]]: ...
+    def finish(self) -> Awaitable[list[dict[str, Any]]]: ...
+
+@final
+class _Executor:
+    def __init__(
+        self,
+        max_concurrency: int = 10,
+        *,
+        max_result_chars: Optional[int] = None,
+        spill_dir: Optional[str] = None,
+        default_timeout: Optional[float] = None,
+        cleanup_grace: Optional[float] = None,
+    ) -> None: ...
+    def register(
+        self,
+        name: str,
+        function: Callable[..., Any],
+        *,
+        is_async: bool,
+        takes_context: bool,
+        concurrency_safe: Union[bool, Callable[[dict[str, Any]], bool]],
+        timeout: Optional[float],
+        max_result_chars: Optional[int],
+        schema: Optional[dict[str, Any]],
+        cancels_siblings_on_error: bool,
+    ) -> None: ...
+    @property
+    def tool_names(self) -> list[str]: ...
+    def run(self, tool_uses: list[dict[str, Any]]) -> Awaitable[list[dict[str, Any]]]: ...
+    def turn(self) -> _Turn: ...
+
+def _debug_panic(message: str = ...) -> None: ...
+def _debug_panic_detached(message: str = ...) -> None: ...
+def _debug_panic_async() -> Awaitable[None]: ...
+def _debug_gather(
+    functions: list[Callable[[Any], Any]], inputs: list[Any], *, blocking: bool = False
+) -> Awaitable[list[Any]]: ...

@@ -1,0 +1,527 @@
+//! The bridge between Rust futures (on the tokio runtime) and an asyncio event loop.
+//!
+//! Rust never runs Python code on its own threads for async tools: it queues *jobs* for the loop
+//! thread (start a tool's coroutine as a task, cancel a task, resolve an awaited future), and
+//! wakes the loop at most once per batch with `loop.call_soon_threadsafe(pump)`. Completed tasks
+//! report back through a oneshot channel from their done-callback, which runs on the loop thread
+//! and converts the result there. So a batch of 10,000 calls costs one wake-up, and the runtime's
+//! threads take the interpreter only to schedule that wake-up.
+//!
+//! Cancellation flows both ways: cancelling the asyncio future of [`into_awaitable`] aborts the
+//! Rust future, and dropping a [`PyCall`] (aborted, timed out, or discarded) cancels its Python
+//! task, which sees `asyncio.CancelledError`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::task::{Context, Poll};
+
+use futures_util::FutureExt;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::errors::{internal_error, panic_message};
+use crate::runtime::runtime;
+
+/// Work for the event loop's thread, run with the interpreter attached.
+type Job = Box<dyn FnOnce(Python<'_>, &LoopBridge) + Send>;
+
+/// Builds an extra last argument for a Python call (e.g. a tool context), on the thread that
+/// makes the call.
+pub(crate) type ExtraArg = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// Converts JSON arguments (and the extra argument) into a Python argument tuple.
+fn call_args<'py>(
+    py: Python<'py>,
+    args: &[Value],
+    extra: Option<ExtraArg>,
+) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+    let mut call_args = Vec::with_capacity(args.len() + 1);
+    for arg in args {
+        call_args.push(pythonize::pythonize(py, arg)?);
+    }
+    if let Some(extra) = extra {
+        call_args.push(extra(py)?.into_bound(py));
+    }
+    pyo3::types::PyTuple::new(py, call_args)
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (plain queues and maps).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One asyncio event loop, as seen from Rust.
+pub(crate) struct LoopBridge {
+    event_loop: Py<PyAny>,
+    /// `event_loop.create_task`, looked up once.
+    create_task: Py<PyAny>,
+    jobs: Mutex<Vec<Job>>,
+    /// A pump call is queued on the loop and has not started draining yet.
+    scheduled: AtomicBool,
+    /// Running Python tasks by call id, so a dropped [`PyCall`] can cancel its task.
+    tasks: Mutex<HashMap<u64, Py<PyAny>>>,
+    /// The reply channel of each running task, keyed by the task object's address (valid while
+    /// the task is alive, and it is until its done-callback ran).
+    replies: Mutex<HashMap<usize, (u64, oneshot::Sender<CallOutcome>)>>,
+    /// The one done-callback shared by every task of this loop (no object per call).
+    task_done: Py<TaskDone>,
+    next_call: AtomicU64,
+}
+
+impl LoopBridge {
+    /// A bridge to the event loop running in the calling thread (a `RuntimeError` if none runs).
+    pub(crate) fn for_running_loop(py: Python<'_>) -> PyResult<Arc<Self>> {
+        let event_loop = py
+            .import(pyo3::intern!(py, "asyncio"))?
+            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+        let create_task = event_loop
+            .getattr(pyo3::intern!(py, "create_task"))?
+            .unbind();
+        let task_done = Py::new(
+            py,
+            TaskDone {
+                bridge: OnceLock::new(),
+            },
+        )?;
+        let bridge = Arc::new(Self {
+            task_done: task_done.clone_ref(py),
+            replies: Mutex::new(HashMap::new()),
+            create_task,
+            event_loop: event_loop.unbind(),
+            jobs: Mutex::new(Vec::new()),
+            scheduled: AtomicBool::new(false),
+            tasks: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(0),
+        });
+        let _ = task_done.get().bridge.set(Arc::downgrade(&bridge));
+        Ok(bridge)
+    }
+
+    /// The event loop.
+    pub(crate) fn event_loop<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.event_loop.bind(py)
+    }
+
+    /// Queues `job` for the loop thread, waking the loop if no pump is pending. Callable from
+    /// any thread, attached or not.
+    fn submit(self: &Arc<Self>, job: Job) {
+        lock(&self.jobs).push(job);
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            Python::attach(|py| self.schedule_pump(py));
+        }
+    }
+
+    fn schedule_pump(self: &Arc<Self>, py: Python<'_>) {
+        // The pump holds the bridge strongly: queued jobs must outlive every other owner (the
+        // Rust future that queued the final result may be gone before the pump runs).
+        let pump = Pump {
+            bridge: Arc::clone(self),
+        };
+        let scheduled = self
+            .event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (pump,));
+        if scheduled.is_err() {
+            // The loop is closed: nothing will run the jobs. Dropping them drops their reply
+            // channels, which their receivers see as cancellation.
+            let orphaned = std::mem::take(&mut *lock(&self.jobs));
+            self.scheduled.store(false, Ordering::Release);
+            drop(orphaned);
+        }
+    }
+
+    /// Runs every queued job (on the loop thread), including jobs queued while it runs: they
+    /// find `scheduled` still set and do not wake the loop again.
+    fn drain(&self, py: Python<'_>) {
+        loop {
+            let jobs = std::mem::take(&mut *lock(&self.jobs));
+            if jobs.is_empty() {
+                self.scheduled.store(false, Ordering::Release);
+                // A job queued between the take and the store saw `scheduled` set and did not
+                // wake the loop: run it now, unless a newer submit already scheduled a pump.
+                if lock(&self.jobs).is_empty() || self.scheduled.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                continue;
+            }
+            for job in jobs {
+                job(py, self);
+            }
+        }
+    }
+}
+
+/// The callable the loop runs to drain a bridge's jobs (one per wake-up).
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct Pump {
+    bridge: Arc<LoopBridge>,
+}
+
+#[pymethods]
+impl Pump {
+    fn __call__(&self, py: Python<'_>) {
+        self.bridge.drain(py);
+    }
+}
+
+/// How a Python call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CallOutcome {
+    /// It returned this value (a `str` becomes a JSON string; dicts and lists convert as JSON).
+    Returned(Value),
+    /// It raised: `"TypeName: message"`.
+    Raised(String),
+    /// Its task was cancelled (or the loop went away).
+    Cancelled,
+}
+
+/// A Python `async def` function called with JSON arguments and run as a task on the bridge's
+/// loop. Await it for the [`CallOutcome`]; drop it to cancel the task.
+pub(crate) struct PyCall {
+    bridge: Arc<LoopBridge>,
+    id: u64,
+    reply: oneshot::Receiver<CallOutcome>,
+    finished: bool,
+}
+
+impl PyCall {
+    /// Queues `function(*args)` to start as a task on the loop. `args` are converted on the loop
+    /// thread; `extra` (e.g. a context object) is appended as a last argument.
+    pub(crate) fn start(
+        bridge: &Arc<LoopBridge>,
+        function: Arc<Py<PyAny>>,
+        args: Vec<Value>,
+        extra: Option<ExtraArg>,
+    ) -> Self {
+        let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
+        let (tx, reply) = oneshot::channel();
+        bridge.submit(Box::new(move |py, bridge| {
+            start_task(py, bridge, id, &function, &args, extra, tx);
+        }));
+        Self {
+            bridge: Arc::clone(bridge),
+            id,
+            reply,
+            finished: false,
+        }
+    }
+}
+
+/// Starts `function(*args)` as a task whose done-callback sends its outcome on `tx`.
+fn start_task(
+    py: Python<'_>,
+    bridge: &LoopBridge,
+    id: u64,
+    function: &Py<PyAny>,
+    args: &[Value],
+    extra: Option<ExtraArg>,
+    tx: oneshot::Sender<CallOutcome>,
+) {
+    let started = (|| -> PyResult<Bound<'_, PyAny>> {
+        let awaitable = function.bind(py).call1(call_args(py, args, extra)?)?;
+        match bridge.create_task.bind(py).call1((&awaitable,)) {
+            Ok(task) => Ok(task),
+            // Not a coroutine (a future, or an object with `__await__`).
+            Err(_) => py
+                .import(pyo3::intern!(py, "asyncio"))?
+                .call_method1(pyo3::intern!(py, "ensure_future"), (awaitable,)),
+        }
+    })();
+    match started {
+        Ok(task) => {
+            let key = task.as_ptr() as usize;
+            lock(&bridge.replies).insert(key, (id, tx));
+            let added = task.call_method1(
+                pyo3::intern!(py, "add_done_callback"),
+                (bridge.task_done.clone_ref(py),),
+            );
+            if added.is_ok() {
+                lock(&bridge.tasks).insert(id, task.unbind());
+            } else {
+                // Dropping the reply sender reads as cancellation; stop the task too.
+                lock(&bridge.replies).remove(&key);
+                let _ = task.call_method0(pyo3::intern!(py, "cancel"));
+            }
+        }
+        Err(err) => {
+            let _ = tx.send(CallOutcome::Raised(describe_error(py, &err)));
+        }
+    }
+}
+
+impl PyCall {
+    /// Cancels the Python task now (it sees `asyncio.CancelledError` and may clean up); the
+    /// call still completes, normally with [`CallOutcome::Cancelled`].
+    pub(crate) fn cancel_task(&self) {
+        if !self.finished {
+            let id = self.id;
+            self.bridge
+                .submit(Box::new(move |py, bridge| cancel_task(py, bridge, id)));
+        }
+    }
+}
+
+/// Cancels the task of call `id` if it still runs.
+fn cancel_task(py: Python<'_>, bridge: &LoopBridge, id: u64) {
+    let task = lock(&bridge.tasks).remove(&id);
+    if let Some(task) = task {
+        let _ = task.bind(py).call_method0(pyo3::intern!(py, "cancel"));
+    }
+}
+
+impl Future for PyCall {
+    type Output = CallOutcome;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
+        match Pin::new(&mut self.reply).poll(cx) {
+            Poll::Ready(outcome) => {
+                self.finished = true;
+                Poll::Ready(outcome.unwrap_or(CallOutcome::Cancelled))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for PyCall {
+    fn drop(&mut self) {
+        if !self.finished {
+            let id = self.id;
+            self.bridge
+                .submit(Box::new(move |py, bridge| cancel_task(py, bridge, id)));
+        }
+    }
+}
+
+/// Calls a plain (synchronous) Python function on the runtime's blocking pool, never on the event
+/// loop. It cannot be interrupted; dropping the future abandons its result.
+pub(crate) async fn call_blocking(
+    function: Arc<Py<PyAny>>,
+    args: Vec<Value>,
+    extra: Option<ExtraArg>,
+) -> CallOutcome {
+    let worker = tokio::task::spawn_blocking(move || {
+        Python::attach(|py| {
+            let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
+            match called {
+                Ok(value) => match py_to_value(&value) {
+                    Ok(value) => CallOutcome::Returned(value),
+                    Err(message) => CallOutcome::Raised(message),
+                },
+                Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+            }
+        })
+    });
+    match worker.await {
+        Ok(outcome) => outcome,
+        Err(err) if err.is_panic() => CallOutcome::Raised(format!(
+            "internal error in ferroloop: {}",
+            panic_message(err.into_panic().as_ref())
+        )),
+        Err(_) => CallOutcome::Cancelled,
+    }
+}
+
+/// The done-callback of every task of one loop: converts the task's outcome on the loop
+/// thread and sends it to the waiting Rust future.
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct TaskDone {
+    bridge: OnceLock<Weak<LoopBridge>>,
+}
+
+#[pymethods]
+impl TaskDone {
+    fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
+        let Some(bridge) = self.bridge.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let reply = lock(&bridge.replies).remove(&(task.as_ptr() as usize));
+        let Some((id, tx)) = reply else {
+            return;
+        };
+        lock(&bridge.tasks).remove(&id);
+        let _ = tx.send(task_outcome(py, task));
+    }
+}
+
+/// The outcome of a finished task.
+fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
+    match task.call_method0(pyo3::intern!(py, "result")) {
+        Ok(value) => match py_to_value(&value) {
+            Ok(value) => CallOutcome::Returned(value),
+            Err(message) => CallOutcome::Raised(message),
+        },
+        Err(_)
+            if task
+                .call_method0(pyo3::intern!(py, "cancelled"))
+                .and_then(|c| c.is_truthy())
+                .unwrap_or(false) =>
+        {
+            CallOutcome::Cancelled
+        }
+        Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+    }
+}
+
+/// A Python return value as JSON: `str` directly, anything else through `pythonize`.
+pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
+    if let Ok(text) = value.cast::<PyString>() {
+        return text
+            .to_cow()
+            .map(|s| Value::String(s.into_owned()))
+            .map_err(|err| format!("the result is not valid text: {err}"));
+    }
+    pythonize::depythonize::<Value>(value).map_err(|err| {
+        format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
+    })
+}
+
+/// `"TypeName: message"` for a Python exception.
+pub(crate) fn describe_error(py: Python<'_>, err: &PyErr) -> String {
+    let name = err
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".to_owned());
+    let message = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if message.is_empty() {
+        name
+    } else {
+        format!("{name}: {message}")
+    }
+}
+
+/// A Rust future driven on the event loop's thread: polled by a job of the bridge whenever its
+/// waker fires, inside the runtime's context (timers, `spawn_blocking`). Completions of Python
+/// tasks wake it on the loop thread itself, so a batch of tool calls costs no thread switch.
+struct Driver {
+    bridge: Arc<LoopBridge>,
+    future: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// A poll job is queued.
+    queued: AtomicBool,
+}
+
+impl std::task::Wake for Driver {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let driver = Arc::clone(self);
+            self.bridge.submit(Box::new(move |_, _| driver.poll_once()));
+        }
+    }
+}
+
+impl Driver {
+    fn poll_once(self: &Arc<Self>) {
+        self.queued.store(false, Ordering::Release);
+        let mut slot = lock(&self.future);
+        let Some(future) = slot.as_mut() else {
+            return;
+        };
+        let waker = std::task::Waker::from(Arc::clone(self));
+        let mut cx = Context::from_waker(&waker);
+        let _entered = runtime().ok().map(tokio::runtime::Runtime::enter);
+        // The future resolves its asyncio future itself, panics included (`catch_unwind`
+        // inside); this guard only keeps a panic from unwinding into the event loop.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        if !matches!(polled, Ok(Poll::Pending)) {
+            *slot = None;
+        }
+    }
+
+    /// Drops the future (the awaiter was cancelled): everything it awaits is cancelled.
+    fn cancel(&self) {
+        let future = lock(&self.future).take();
+        drop(future);
+    }
+}
+
+/// Drives `future` on the bridge's loop and returns an asyncio future that receives its
+/// output, converted by `convert` on the loop thread. Cancelling the asyncio future drops the
+/// Rust future (and with it any [`PyCall`] it awaits, whose Python tasks are cancelled). A
+/// panic inside `future` sets `ferroloop.InternalError`.
+pub(crate) fn into_awaitable<'py, T, F, C>(
+    py: Python<'py>,
+    bridge: &Arc<LoopBridge>,
+    future: F,
+    convert: C,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Send + 'static,
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    runtime()?; // started before the first poll needs its context
+    let py_future = bridge
+        .event_loop(py)
+        .call_method0(pyo3::intern!(py, "create_future"))?;
+    let target = py_future.clone().unbind();
+    let resolver = Arc::clone(bridge);
+    let task = async move {
+        let output = AssertUnwindSafe(future).catch_unwind().await;
+        resolver.submit(Box::new(move |py, _| {
+            let target = target.bind(py);
+            let done = target
+                .call_method0(pyo3::intern!(py, "done"))
+                .and_then(|d| d.is_truthy())
+                .unwrap_or(true);
+            if done {
+                return; // cancelled meanwhile
+            }
+            let result = match output {
+                Ok(Ok(value)) => convert(py, value),
+                Ok(Err(err)) => Err(err),
+                Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),
+            };
+            let _ = match result {
+                Ok(value) => target.call_method1(pyo3::intern!(py, "set_result"), (value,)),
+                Err(err) => {
+                    target.call_method1(pyo3::intern!(py, "set_exception"), (err.value(py),))
+                }
+            };
+        }));
+    };
+    let driver = Arc::new(Driver {
+        bridge: Arc::clone(bridge),
+        future: Mutex::new(Some(Box::pin(task))),
+        queued: AtomicBool::new(false),
+    });
+    std::task::Wake::wake_by_ref(&driver);
+    let abort = AbortOnCancel { driver };
+    py_future.call_method1(pyo3::intern!(py, "add_done_callback"), (abort,))?;
+    Ok(py_future)
+}
+
+/// The asyncio future's done-callback: drops the Rust future when the awaiter was cancelled.
+#[pyclass(frozen, module = "ferroloop._native")]
+struct AbortOnCancel {
+    driver: Arc<Driver>,
+}
+
+#[pymethods]
+impl AbortOnCancel {
+    fn __call__(&self, py: Python<'_>, future: &Bound<'_, PyAny>) {
+        let cancelled = future
+            .call_method0(pyo3::intern!(py, "cancelled"))
+            .and_then(|c| c.is_truthy())
+            .unwrap_or(false);
+        if cancelled {
+            self.driver.cancel();
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `StreamDecoder`: provider stream decoding and accumulation (`ferroloop::decode`).
+
+use bytes::Bytes;
+use ferroloop::decode::{DecodeError, DecodeEvent, Provider, StreamDecoder};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use serde_json::Value;
+
+use crate::errors::{ferroloop_error, shield};
+use crate::sse::chunk_bytes;
+
+/// Chunks at least this large are decoded with the interpreter released.
+const DETACH_THRESHOLD: usize = 64 * 1024;
+
+/// Decodes a provider's raw SSE stream into typed events and accumulates the message.
+#[pyclass(module = "ferroloop._native", name = "StreamDecoder")]
+pub(crate) struct PyStreamDecoder {
+    /// Boxed: the decoder is over-aligned (SIMD state) and Python allocates objects with only
+    /// 16-byte alignment, so it must not live inline in the Python object.
+    decoder: Box<StreamDecoder>,
+    provider: Provider,
+    /// Reused between calls.
+    completed: Vec<DecodeEvent>,
+}
+
+impl PyStreamDecoder {
+    fn decode_chunk(&mut self, chunk: Bytes) -> Result<(), DecodeError> {
+        self.decoder.feed_into(chunk, &mut self.completed)
+    }
+
+    /// The completed events as a list of dicts (each with a `"type"`), draining them.
+    fn take_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for event in self.completed.drain(..) {
+            list.append(pythonize::pythonize(py, &event)?)?;
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl PyStreamDecoder {
+    /// A decoder for `provider`: `"anthropic"`, `"openai-chat"` or `"openai-responses"`. With
+    /// `events=False` it mostly accumulates: `feed` returns only the tool-call events
+    /// (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`), with no per-delta work.
+    #[new]
+    #[pyo3(signature = (provider = "anthropic", *, events = true))]
+    fn new(provider: &str, events: bool) -> PyResult<Self> {
+        let provider = Provider::from_name(provider).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
+            ))
+        })?;
+        let mut decoder = StreamDecoder::for_provider(provider);
+        if !events {
+            use ferroloop::decode::EventDecoder as _;
+            decoder.decoder_mut().set_record_events(false);
+        }
+        Ok(Self {
+            decoder: Box::new(decoder),
+            provider,
+            completed: Vec::new(),
+        })
+    }
+
+    /// Feeds raw bytes (split anywhere) and returns the typed events they completed, as dicts
+    /// with a `"type"` key. A mid-stream provider error raises `APIError` (or a subclass), a
+    /// broken protocol `ProtocolError`; the events completed before the failing one are on the
+    /// exception's `events` attribute.
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        chunk: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        shield(py, || {
+            let chunk = chunk_bytes(chunk)?;
+            let result = if chunk.len() >= DETACH_THRESHOLD {
+                py.detach(|| self.decode_chunk(chunk))
+            } else {
+                self.decode_chunk(chunk)
+            };
+            let events = self.take_events(py)?;
+            match result {
+                Ok(()) => Ok(events),
+                Err(err) => {
+                    let err = decode_error(py, &err);
+                    err.value(py).setattr("events", events)?;
+                    Err(err)
+                }
+            }
+        })
+    }
+
+    /// A snapshot of the message accumulated so far, in the provider's non-streaming response
+    /// shape (`None` before the stream's first event).
+    fn message<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, || {
+            Ok(pythonize::pythonize(py, &self.decoder.message())?)
+        })
+    }
+
+    /// Whether the stream reached its end marker (`message_stop`, `[DONE]`, `response.completed`).
+    #[getter]
+    fn is_complete(&self, py: Python<'_>) -> PyResult<bool> {
+        shield(py, || Ok(self.decoder.is_complete()))
+    }
+
+    /// The provider name.
+    #[getter]
+    fn provider(&self) -> &'static str {
+        self.provider.name()
+    }
+
+    /// Ends the input and returns the final message. Raises `StreamTruncatedError` (with
+    /// `partial_message`) if the stream stopped before its end, or the provider's error.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, || match self.decoder.finish() {
+            Ok(message) => Ok(pythonize::pythonize(py, &message)?),
+            Err(err) => Err(decode_error(py, &err)),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("StreamDecoder(provider={:?})", self.provider.name())
+    }
+}
+
+/// The Python exception for a decoder error.
+fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
+    let message = err.to_string();
+    let converted = |value: &Value| {
+        pythonize::pythonize(py, value).unwrap_or_else(|_| py.None().into_bound(py))
+    };
+    match err {
+        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
+            ferroloop_error(py, "ProtocolError", &message, &[])
+        }
+        DecodeError::Truncated { partial, .. } => ferroloop_error(
+            py,
+            "StreamTruncatedError",
+            &message,
+            &[("partial_message", converted(partial))],
+        ),
+        DecodeError::Provider {
+            error_type,
+            message: provider_message,
+            raw,
+        } => {
+            let class = api_error_class(error_type, provider_message);
+            ferroloop_error(
+                py,
+                class,
+                &message,
+                &[
+                    (
+                        "error_type",
+                        pyo3::types::PyString::new(py, error_type).into_any(),
+                    ),
+                    ("body", converted(raw)),
+                ],
+            )
+        }
+    }
+}
+
+/// The `APIError` subclass for a provider error type (Anthropic and OpenAI names).
+pub(crate) fn api_error_class(error_type: &str, message: &str) -> &'static str {
+    let lowered = message.to_ascii_lowercase();
+    match error_type {
+        "overloaded_error" => "OverloadedError",
+        "authentication_error" | "permission_error" | "invalid_api_key" => "AuthenticationError",
+        t if t.contains("rate_limit") => "RateLimitError",
+        "context_length_exceeded" => "PromptTooLongError",
+        "invalid_request_error"
+            if lowered.contains("prompt is too long") || lowered.contains("context length") =>
+        {
+            "PromptTooLongError"
+        }
+        _ => "APIError",
+    }
+}
+
+/// Adds the decoder class to the module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyStreamDecoder>()?;
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! The exception boundary: core errors and Rust panics become the Python exceptions defined in
+//! `ferroloop/_errors.py`, never a crash and never a bare `PanicException`.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+
+/// The Python module that defines the exception hierarchy.
+const ERRORS_MODULE: &str = "ferroloop._errors";
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// A `ferroloop` exception of class `class` (a name defined in `ferroloop._errors`) carrying
+/// `message` and the keyword attributes `attrs` (e.g. `status`, `partial_message`).
+///
+/// Falls back to `RuntimeError` when the Python package itself is broken (the extension module
+/// imported without its package), so an error is never lost.
+pub(crate) fn ferroloop_error(
+    py: Python<'_>,
+    class: &str,
+    message: &str,
+    attrs: &[(&str, Bound<'_, PyAny>)],
+) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let module = ERRORS.get_or_try_init(py, || {
+            PyModule::import(py, ERRORS_MODULE).map(Bound::unbind)
+        })?;
+        let cls = module.bind(py).getattr(class)?;
+        let kwargs = PyDict::new(py);
+        for (key, value) in attrs {
+            kwargs.set_item(key, value)?;
+        }
+        let instance = cls.call((message,), Some(&kwargs))?;
+        Ok(PyErr::from_value(instance))
+    };
+    build().unwrap_or_else(|import_error| {
+        PyRuntimeError::new_err(format!(
+            "{class}: {message} (could not raise the ferroloop exception: {import_error})"
+        ))
+    })
+}
+
+/// Runs one entry point's body with panics caught: a panic becomes `ferroloop.InternalError`
+/// carrying the panic message, instead of pyo3's `PanicException` (a `BaseException` that
+/// `except Exception` does not catch).
+pub(crate) fn shield<T>(py: Python<'_>, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),
+    }
+}
+
+/// `ferroloop.InternalError` for a Rust panic with message `detail`.
+pub(crate) fn internal_error(py: Python<'_>, detail: &str) -> PyErr {
+    ferroloop_error(
+        py,
+        "InternalError",
+        &format!("internal error in ferroloop (a bug; please report it): {detail}"),
+        &[],
+    )
+}
+
+/// The text of a panic payload (`panic!` with a literal gives `&str`, with arguments `String`).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}

@@ -1,0 +1,610 @@
+//! `ToolExecutor` and `Turn`: the concurrent tool executor (`ferroloop::exec`) running Python
+//! tools. Async tools run as tasks on the caller's event loop, plain functions on worker threads;
+//! the Python package (`ferroloop/_executor.py`) adds the decorator and async iteration.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use ferroloop::exec::{
+    CancellationToken, ExecutorConfig, InputSchema, ProgressSender, ResultLimit, SpawnedTurn, Tool,
+    ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult,
+    ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyList};
+use serde_json::{Map, Value, json};
+
+use crate::bridge::{
+    CallOutcome, ExtraArg, LoopBridge, PyCall, call_blocking, into_awaitable, py_to_value,
+};
+use crate::errors::{ferroloop_error, internal_error, shield};
+use crate::runtime::runtime;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The event loop the executor's tools run on: set by each `run()` / `turn()` from the loop it
+/// is called on (an executor serves one event loop at a time).
+type BridgeSlot = Mutex<Option<Arc<LoopBridge>>>;
+
+/// Whether a call may run beside other safe calls.
+enum Safety {
+    Fixed(bool),
+    /// A Python callable taking the input.
+    PerInput(Py<PyAny>),
+}
+
+/// A Python function registered as a tool.
+struct PyTool {
+    name: String,
+    function: Arc<Py<PyAny>>,
+    is_async: bool,
+    takes_context: bool,
+    safety: Safety,
+    timeout: Option<Duration>,
+    limit: ResultLimit,
+    schema: Value,
+    cancels_siblings: bool,
+    bridge: Arc<BridgeSlot>,
+}
+
+impl Tool for PyTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        match &self.safety {
+            Safety::Fixed(safe) => *safe,
+            Safety::PerInput(decide) => Python::attach(|py| {
+                pythonize::pythonize(py, input)
+                    .map_err(PyErr::from)
+                    .and_then(|input| decide.bind(py).call1((input,)))
+                    .and_then(|answer| answer.is_truthy())
+                    // A failing predicate means "not safe": the call then runs alone.
+                    .unwrap_or(false)
+            }),
+        }
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    fn max_result_chars(&self) -> ResultLimit {
+        self.limit
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        self.cancels_siblings
+    }
+
+    fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
+        let function = Arc::clone(&self.function);
+        let extra: Option<ExtraArg> = self.takes_context.then(|| {
+            let context = PyToolContext {
+                tool_use_id: ctx.tool_use_id().to_owned(),
+                index: ctx.index(),
+                progress: ctx.progress_sender(),
+                cancel: ctx.cancellation_token().clone(),
+            };
+            Box::new(move |py: Python<'_>| Ok(Py::new(py, context)?.into_any())) as ExtraArg
+        });
+        if !self.is_async {
+            return Box::pin(async move {
+                tool_output(call_blocking(function, vec![input], extra).await)
+            });
+        }
+        let bridge = lock(&self.bridge).clone();
+        let token = ctx.cancellation_token().clone();
+        Box::pin(async move {
+            let Some(bridge) = bridge else {
+                return Err(ToolError::failed(
+                    "ferroloop: no event loop to run this tool on",
+                ));
+            };
+            let mut call = PyCall::start(&bridge, function, vec![input], extra);
+            // A timeout, a turn cancellation or a sibling's failure cancels the token while the
+            // executor waits (its cleanup grace) for the call to end: cancel the Python task so
+            // it sees CancelledError and can clean up, then report how it ended.
+            tokio::select! {
+                outcome = &mut call => tool_output(outcome),
+                () = token.cancelled() => {
+                    call.cancel_task();
+                    tool_output(call.await)
+                }
+            }
+        })
+    }
+}
+
+/// A tool's return value as a tool output: a `str` is text, a list is content blocks, a dict
+/// with `"content"` (and optional `"is_error"`) is a whole result, a dict with `"type"` is one
+/// content block, `None` is empty text, anything else its JSON text.
+fn tool_output(outcome: CallOutcome) -> Result<ToolOutput, ToolError> {
+    match outcome {
+        CallOutcome::Returned(value) => Ok(output_of(value)),
+        CallOutcome::Raised(message) => Err(ToolError::failed(message)),
+        CallOutcome::Cancelled => Err(ToolError::failed("the tool was cancelled")),
+    }
+}
+
+fn output_of(value: Value) -> ToolOutput {
+    match value {
+        Value::String(text) => ToolOutput::text(text),
+        Value::Array(blocks) => ToolOutput::blocks(blocks),
+        Value::Null => ToolOutput::text(""),
+        Value::Object(mut map) if map.contains_key("content") => {
+            let is_error = map
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let content = match map.remove("content") {
+                Some(Value::String(text)) => ToolResultContent::Text(text),
+                Some(Value::Array(blocks)) => ToolResultContent::Blocks(blocks),
+                Some(other) => ToolResultContent::Text(other.to_string()),
+                None => ToolResultContent::Text(String::new()),
+            };
+            ToolOutput { content, is_error }
+        }
+        Value::Object(map) if map.contains_key("type") => {
+            ToolOutput::blocks(vec![Value::Object(map)])
+        }
+        other => ToolOutput::text(other.to_string()),
+    }
+}
+
+/// What a tool function receives as its second argument.
+#[pyclass(module = "ferroloop._native", name = "ToolContext", frozen)]
+struct PyToolContext {
+    tool_use_id: String,
+    index: usize,
+    progress: ProgressSender,
+    cancel: CancellationToken,
+}
+
+#[pymethods]
+impl PyToolContext {
+    /// The id of the `tool_use` being answered.
+    #[getter]
+    fn tool_use_id(&self) -> &str {
+        &self.tool_use_id
+    }
+
+    /// The call's position in its turn (from 0).
+    #[getter]
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Whether the call was cancelled (timeout, turn cancellation, a sibling's failure). Plain
+    /// functions cannot be interrupted: long ones should check it.
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Reports progress (any JSON-like value); delivered to the turn's events at once.
+    fn progress(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            let data = py_to_value(data).map_err(PyValueError::new_err)?;
+            // Released while taking the turn's lock: the thread driving a spawned turn may hold
+            // that lock while it waits for the interpreter (a tool's per-input safety check).
+            py.detach(|| self.progress.send(data));
+            Ok(())
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ToolContext(tool_use_id={:?}, index={})",
+            self.tool_use_id, self.index
+        )
+    }
+}
+
+/// The native half of `ferroloop.ToolExecutor`.
+#[pyclass(module = "ferroloop._native", name = "_Executor")]
+pub(crate) struct PyExecutor {
+    tools: Vec<Arc<PyTool>>,
+    config: ExecutorConfig,
+    /// Built on first use after the last registration (the core's registry is immutable).
+    built: Mutex<Option<ToolExecutor>>,
+    bridge: Arc<BridgeSlot>,
+}
+
+impl PyExecutor {
+    fn executor(&self) -> PyResult<ToolExecutor> {
+        let mut built = lock(&self.built);
+        if let Some(executor) = built.as_ref() {
+            return Ok(executor.clone());
+        }
+        let mut registry = ToolRegistry::new();
+        for tool in &self.tools {
+            registry
+                .register_arc(Arc::clone(tool) as Arc<dyn Tool>)
+                .map_err(|err| PyValueError::new_err(err.to_string()))?;
+        }
+        let executor = ToolExecutor::builder(registry)
+            .config(self.config.clone())
+            .build();
+        *built = Some(executor.clone());
+        Ok(executor)
+    }
+
+    /// Points the tools at the event loop running in this thread.
+    fn bind_running_loop(&self, py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
+        let running = py
+            .import(pyo3::intern!(py, "asyncio"))?
+            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+        let mut slot = lock(&self.bridge);
+        if let Some(bridge) = slot.as_ref() {
+            if bridge.event_loop(py).is(&running) {
+                return Ok(Arc::clone(bridge));
+            }
+        }
+        let bridge = LoopBridge::for_running_loop(py)?;
+        *slot = Some(Arc::clone(&bridge));
+        Ok(bridge)
+    }
+}
+
+#[pymethods]
+impl PyExecutor {
+    #[new]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None))]
+    fn new(
+        max_concurrency: usize,
+        max_result_chars: Option<usize>,
+        spill_dir: Option<std::path::PathBuf>,
+        default_timeout: Option<f64>,
+        cleanup_grace: Option<f64>,
+    ) -> PyResult<Self> {
+        if max_concurrency == 0 {
+            return Err(PyValueError::new_err("max_concurrency must be at least 1"));
+        }
+        let mut config = ExecutorConfig {
+            max_concurrency,
+            default_timeout: default_timeout.map(seconds).transpose()?,
+            ..ExecutorConfig::default()
+        };
+        if let Some(grace) = cleanup_grace {
+            config.cleanup_grace = seconds(grace)?;
+        }
+        if let Some(chars) = max_result_chars {
+            config.budget.default_max_result_chars = chars;
+        }
+        if let Some(dir) = spill_dir {
+            config.budget.spill_dir = dir;
+        }
+        Ok(Self {
+            tools: Vec::new(),
+            config,
+            built: Mutex::new(None),
+            bridge: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Registers `function` as the tool `name` (see `ferroloop.ToolExecutor.tool`).
+    #[pyo3(signature = (name, function, *, is_async, takes_context, concurrency_safe, timeout, max_result_chars, schema, cancels_siblings_on_error))]
+    #[allow(clippy::too_many_arguments)]
+    fn register(
+        &mut self,
+        py: Python<'_>,
+        name: String,
+        function: Py<PyAny>,
+        is_async: bool,
+        takes_context: bool,
+        concurrency_safe: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        max_result_chars: Option<usize>,
+        schema: Option<&Bound<'_, PyAny>>,
+        cancels_siblings_on_error: bool,
+    ) -> PyResult<()> {
+        shield(py, || {
+            if self.tools.iter().any(|tool| tool.name == name) {
+                return Err(PyValueError::new_err(format!(
+                    "a tool named {name:?} is already registered"
+                )));
+            }
+            let safety = if let Ok(flag) = concurrency_safe.cast::<PyBool>() {
+                Safety::Fixed(flag.is_true())
+            } else if concurrency_safe.is_callable() {
+                Safety::PerInput(concurrency_safe.clone().unbind())
+            } else {
+                return Err(PyTypeError::new_err(
+                    "concurrency_safe must be a bool or a callable taking the input",
+                ));
+            };
+            let schema = match schema {
+                Some(schema) => py_to_value(schema).map_err(PyValueError::new_err)?,
+                None => json!({"type": "object"}),
+            };
+            if let Err(err) = InputSchema::compile(&schema) {
+                return Err(ferroloop_error(
+                    py,
+                    "ToolError",
+                    &format!("invalid input schema for tool {name:?}: {err}"),
+                    &[],
+                ));
+            }
+            self.tools.push(Arc::new(PyTool {
+                name,
+                function: Arc::new(function),
+                is_async,
+                takes_context,
+                safety,
+                timeout: timeout.map(seconds).transpose()?,
+                limit: max_result_chars.map_or(ResultLimit::Default, ResultLimit::Chars),
+                schema,
+                cancels_siblings: cancels_siblings_on_error,
+                bridge: Arc::clone(&self.bridge),
+            }));
+            *lock(&self.built) = None;
+            Ok(())
+        })
+    }
+
+    /// The registered tool names, in registration order.
+    #[getter]
+    fn tool_names(&self) -> Vec<String> {
+        self.tools.iter().map(|tool| tool.name.clone()).collect()
+    }
+
+    /// Runs a batch of `tool_use` blocks; an awaitable of one `tool_result` dict per call, in
+    /// request order.
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        tool_uses: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, || {
+            let tool_uses = tool_uses_of(tool_uses)?;
+            let executor = self.executor()?;
+            let bridge = self.bind_running_loop(py)?;
+            into_awaitable(
+                py,
+                &bridge,
+                async move { Ok(executor.run(tool_uses).await) },
+                |py, outcome| match outcome {
+                    Ok(results) => results_to_py(py, &results),
+                    Err(err) => Err(turn_error(py, err)),
+                },
+            )
+        })
+    }
+
+    /// Starts a streaming turn, driven on the runtime so calls start as soon as submitted.
+    fn turn(&self, py: Python<'_>) -> PyResult<PyTurn> {
+        shield(py, || {
+            let executor = self.executor()?;
+            let bridge = self.bind_running_loop(py)?;
+            let spawned = {
+                let _entered = runtime()?.enter();
+                executor.turn().spawn()
+            };
+            Ok(PyTurn {
+                handle: spawned.handle().clone(),
+                turn: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
+                bridge,
+            })
+        })
+    }
+}
+
+/// The native half of `ferroloop.Turn`.
+#[pyclass(module = "ferroloop._native", name = "_Turn")]
+pub(crate) struct PyTurn {
+    handle: TurnHandle,
+    turn: Arc<tokio::sync::Mutex<Option<SpawnedTurn>>>,
+    bridge: Arc<LoopBridge>,
+}
+
+#[pymethods]
+impl PyTurn {
+    /// Submits a `tool_use` block; raises `ToolError` once the turn is sealed.
+    fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            let tool_use = tool_use_of(tool_use)?;
+            // The turn's lock is taken with the interpreter released (see `progress`).
+            py.detach(|| self.handle.submit(tool_use))
+                .map_err(|closed| ferroloop_error(py, "ToolError", &closed.to_string(), &[]))
+        })
+    }
+
+    /// No more calls: the turn ends when its calls are answered.
+    fn seal(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, || {
+            py.detach(|| self.handle.seal());
+            Ok(())
+        })
+    }
+
+    /// Cancels the running and queued calls (each still gets an error result).
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, || {
+            py.detach(|| self.handle.cancel());
+            Ok(())
+        })
+    }
+
+    /// Discards the turn: cancels it and seals it.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, || {
+            py.detach(|| self.handle.discard());
+            Ok(())
+        })
+    }
+
+    /// An awaitable of the next event dict, or `None` once the last result was delivered.
+    fn next_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, || {
+            let turn = Arc::clone(&self.turn);
+            into_awaitable(
+                py,
+                &self.bridge,
+                async move {
+                    let mut guard = turn.lock().await;
+                    Ok(match guard.as_mut() {
+                        Some(turn) => turn.next_event().await,
+                        None => None,
+                    })
+                },
+                |py, event| match event {
+                    Some(event) => event_to_py(py, &event),
+                    None => Ok(py.None()),
+                },
+            )
+        })
+    }
+
+    /// Seals the turn and returns an awaitable of all its results, in submission order.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, || {
+            let turn = Arc::clone(&self.turn);
+            py.detach(|| self.handle.seal());
+            into_awaitable(
+                py,
+                &self.bridge,
+                async move {
+                    let taken = turn.lock().await.take();
+                    Ok(match taken {
+                        Some(turn) => Some(turn.finish().await),
+                        None => None,
+                    })
+                },
+                |py, outcome| match outcome {
+                    Some(Ok(results)) => results_to_py(py, &results),
+                    Some(Err(err)) => Err(turn_error(py, err)),
+                    None => Err(ferroloop_error(
+                        py,
+                        "ToolError",
+                        "the turn's results were already collected",
+                        &[],
+                    )),
+                },
+            )
+        })
+    }
+}
+
+/// Seconds (a float) as a duration.
+fn seconds(value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("invalid duration: {value} seconds")))
+}
+
+/// A `tool_use` dict (`{"type": "tool_use", "id", "name", "input"}`; `type` optional).
+fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
+    let dict = obj
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("a tool_use must be a dict with id, name and input"))?;
+    let field = |key: &str| -> PyResult<String> {
+        dict.get_item(key)?
+            .ok_or_else(|| PyValueError::new_err(format!("tool_use without {key:?}")))?
+            .extract::<String>()
+            .map_err(|_| PyTypeError::new_err(format!("tool_use {key:?} must be a str")))
+    };
+    let input = match dict.get_item("input")? {
+        Some(input) => py_to_value(&input).map_err(PyValueError::new_err)?,
+        None => Value::Object(Map::new()),
+    };
+    Ok(ToolUse::new(field("id")?, field("name")?, input))
+}
+
+fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<ToolUse>> {
+    let mut out = Vec::new();
+    for item in obj.try_iter()? {
+        out.push(tool_use_of(&item?)?);
+    }
+    Ok(out)
+}
+
+fn results_to_py(py: Python<'_>, results: &[ToolResult]) -> PyResult<Py<PyAny>> {
+    let list = PyList::empty(py);
+    for result in results {
+        list.append(result_to_py(py, result)?)?;
+    }
+    Ok(list.into_any().unbind())
+}
+
+/// A `tool_result` dict, built directly with interned keys (no serde round trip).
+fn result_to_py<'py>(py: Python<'py>, result: &ToolResult) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "tool_result"))?;
+    dict.set_item(pyo3::intern!(py, "tool_use_id"), &result.tool_use_id)?;
+    match &result.content {
+        ToolResultContent::Text(text) => dict.set_item(pyo3::intern!(py, "content"), text)?,
+        ToolResultContent::Blocks(blocks) => dict.set_item(
+            pyo3::intern!(py, "content"),
+            pythonize::pythonize(py, blocks)?,
+        )?,
+    }
+    dict.set_item(pyo3::intern!(py, "is_error"), result.is_error)?;
+    Ok(dict)
+}
+
+fn event_to_py(py: Python<'_>, event: &TurnEvent) -> PyResult<Py<PyAny>> {
+    let value = match event {
+        TurnEvent::Started {
+            index,
+            tool_use_id,
+            tool,
+            queued,
+        } => json!({"type": "started", "index": index, "tool_use_id": tool_use_id,
+                    "tool": tool, "queued": queued.as_secs_f64()}),
+        TurnEvent::Progress {
+            index,
+            tool_use_id,
+            data,
+        } => json!({"type": "progress", "index": index, "tool_use_id": tool_use_id, "data": data}),
+        TurnEvent::Finished {
+            index,
+            tool_use_id,
+            tool,
+            status,
+            duration,
+        } => json!({"type": "finished", "index": index, "tool_use_id": tool_use_id,
+                    "tool": tool, "status": status, "duration": duration.as_secs_f64()}),
+        TurnEvent::Detached {
+            index,
+            tool_use_id,
+            tool,
+        } => json!({"type": "detached", "index": index, "tool_use_id": tool_use_id, "tool": tool}),
+        TurnEvent::Result { index, result } => {
+            let dict = PyDict::new(py);
+            dict.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "result"))?;
+            dict.set_item(pyo3::intern!(py, "index"), index)?;
+            dict.set_item(pyo3::intern!(py, "result"), result_to_py(py, result)?)?;
+            return Ok(dict.into_any().unbind());
+        }
+    };
+    Ok(pythonize::pythonize(py, &value)?.unbind())
+}
+
+/// `ferroloop.ToolError` (with `results`) for a fatal tool error; `InternalError` otherwise.
+fn turn_error(py: Python<'_>, err: TurnError) -> PyErr {
+    match &err {
+        TurnError::Fatal { results, .. } => {
+            let results = results_to_py(py, results)
+                .map(|r| r.into_bound(py))
+                .unwrap_or_else(|_| py.None().into_bound(py));
+            ferroloop_error(py, "ToolError", &err.to_string(), &[("results", results)])
+        }
+        TurnError::Internal(detail) => internal_error(py, detail),
+    }
+}
+
+/// Adds the executor classes to the module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyExecutor>()?;
+    module.add_class::<PyTurn>()?;
+    module.add_class::<PyToolContext>()?;
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! Python bindings of ferroloop: the extension module `ferroloop._native`.
+//!
+//! A thin translation layer (DESIGN.md, "Binding conventions"): Python objects in, a core call,
+//! Python objects out, errors mapped to the exceptions of `ferroloop/_errors.py`. Every entry
+//! point runs inside `errors::shield`, so a Rust panic surfaces as `ferroloop.InternalError`.
+//! Logic that is not translation belongs in the core crate.
+
+mod bridge;
+mod debug;
+mod decode;
+mod errors;
+mod exec;
+mod runtime;
+mod sse;
+mod tokens;
+
+use pyo3::prelude::*;
+
+/// The extension module. `gil_used = true`: the module has not been audited and tested on a
+/// free-threaded interpreter, so it asks such an interpreter to keep the GIL enabled (and the
+/// abi3 wheel cannot load on a free-threaded build anyway).
+#[pymodule(name = "_native", gil_used = true)]
+fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    debug::register(module)?;
+    sse::register(module)?;
+    decode::register(module)?;
+    exec::register(module)?;
+    tokens::register(module)?;
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Token estimation and context budgeting (`ferroloop::tokens`).
+
+use ferroloop::tokens::{
+    BudgetState, ContextBudget, ContextTracker, Family, ModelTable, Usage, estimate_block,
+    estimate_bytes, estimate_message, estimate_request_body, estimate_text,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use serde_json::Value;
+
+use crate::bridge::py_to_value;
+use crate::errors::shield;
+
+fn family(name: &str) -> PyResult<Family> {
+    name.parse::<Family>()
+        .map_err(|err| PyValueError::new_err(err.to_string()))
+}
+
+fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    py_to_value(obj).map_err(PyValueError::new_err)
+}
+
+/// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,
+/// `"o200k"`, `"cl100k"`): a `str` (or `bytes`) is text; a list is a list of messages; a dict
+/// with `messages`, `system` or `tools` is a request body (overheads included); a dict with a
+/// `role` is one message; any other dict is one content block. Large text is estimated with the
+/// interpreter released.
+#[pyfunction]
+#[pyo3(signature = (obj, *, tokenizer = "claude"))]
+fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
+    shield(py, || {
+        let family = family(tokenizer)?;
+        if let Ok(text) = obj.cast::<PyString>() {
+            let text = text.to_cow()?;
+            return Ok(py.detach(|| estimate_text(&text, family)));
+        }
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            let bytes = bytes.as_bytes();
+            return Ok(estimate_bytes(bytes, family));
+        }
+        if obj.cast::<PyList>().is_ok() {
+            let messages = json_of(obj)?;
+            let Value::Array(messages) = messages else {
+                return Err(PyTypeError::new_err("expected a list of messages"));
+            };
+            return Ok(py.detach(|| {
+                messages
+                    .iter()
+                    .map(|message| estimate_message(message, family))
+                    .sum()
+            }));
+        }
+        if let Ok(dict) = obj.cast::<PyDict>() {
+            let is_request =
+                dict.contains("messages")? || dict.contains("system")? || dict.contains("tools")?;
+            let is_message = dict.contains("role")?;
+            let value = json_of(obj)?;
+            return Ok(py.detach(|| {
+                if is_request {
+                    estimate_request_body(&value, family).total()
+                } else if is_message {
+                    estimate_message(&value, family)
+                } else {
+                    estimate_block(&value, family)
+                }
+            }));
+        }
+        Err(PyTypeError::new_err(
+            "estimate_tokens takes a str, bytes, a list of messages, a message, a content block or a request dict",
+        ))
+    })
+}
+
+/// Context thresholds for one model (Claude Code's defaults, every field configurable).
+#[pyclass(module = "ferroloop._native", name = "ContextBudget", frozen)]
+struct PyContextBudget {
+    budget: ContextBudget,
+}
+
+#[pymethods]
+impl PyContextBudget {
+    /// A budget for a context window and the request's max output tokens.
+    #[new]
+    #[pyo3(signature = (window, max_output_tokens, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
+    fn new(
+        window: u64,
+        max_output_tokens: u64,
+        output_reserve_cap: Option<u64>,
+        autocompact_buffer: Option<u64>,
+        warning_buffer: Option<u64>,
+        blocking_buffer: Option<u64>,
+        autocompact_percent: Option<f64>,
+    ) -> Self {
+        let mut budget = ContextBudget::new(window, max_output_tokens);
+        if let Some(v) = output_reserve_cap {
+            budget.output_reserve_cap = v;
+        }
+        if let Some(v) = autocompact_buffer {
+            budget.autocompact_buffer = v;
+        }
+        if let Some(v) = warning_buffer {
+            budget.warning_buffer = v;
+        }
+        if let Some(v) = blocking_buffer {
+            budget.blocking_buffer = v;
+        }
+        if let Some(p) = autocompact_percent {
+            budget = budget.with_autocompact_percent(p);
+        }
+        Self { budget }
+    }
+
+    /// The budget for a known model name (context window and max output from the model table).
+    #[staticmethod]
+    fn for_model(model: &str) -> Self {
+        Self {
+            budget: ContextBudget::for_model(model, &ModelTable::default()),
+        }
+    }
+
+    /// The context window.
+    #[getter]
+    fn window(&self) -> u64 {
+        self.budget.window
+    }
+
+    /// The max output tokens.
+    #[getter]
+    fn max_output_tokens(&self) -> u64 {
+        self.budget.max_output_tokens
+    }
+
+    /// Window minus the output reserve.
+    #[getter]
+    fn effective_window(&self) -> u64 {
+        self.budget.effective_window()
+    }
+
+    /// Compact before the next request at or above this count.
+    #[getter]
+    fn autocompact_threshold(&self) -> u64 {
+        self.budget.autocompact_threshold()
+    }
+
+    /// Warn at or above this count.
+    #[getter]
+    fn warning_threshold(&self) -> u64 {
+        self.budget.warning_threshold()
+    }
+
+    /// Do not send without compacting at or above this count.
+    #[getter]
+    fn blocking_threshold(&self) -> u64 {
+        self.budget.blocking_threshold()
+    }
+
+    /// `"ok"`, `"warning"`, `"autocompact"` or `"blocking"` for a token count.
+    fn state(&self, tokens: u64) -> &'static str {
+        match self.budget.state(tokens) {
+            BudgetState::Ok => "ok",
+            BudgetState::Warning => "warning",
+            BudgetState::AutoCompact => "autocompact",
+            BudgetState::Blocking => "blocking",
+        }
+    }
+
+    /// The percentage of the auto-compact threshold still free.
+    fn percent_left(&self, tokens: u64) -> f64 {
+        self.budget.percent_left(tokens)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ContextBudget(window={}, max_output_tokens={})",
+            self.budget.window, self.budget.max_output_tokens
+        )
+    }
+}
+
+/// Tracks a conversation's token count: the provider's `usage` is authoritative for the prefix
+/// it covered; only messages appended after it are estimated (with a learned correction).
+#[pyclass(module = "ferroloop._native", name = "ContextTracker")]
+struct PyContextTracker {
+    /// Boxed: Python allocates objects with 16-byte alignment only; core types may need more.
+    tracker: Box<ContextTracker>,
+}
+
+#[pymethods]
+impl PyContextTracker {
+    /// A tracker for a tokenizer family.
+    #[new]
+    #[pyo3(signature = (*, tokenizer = "claude"))]
+    fn new(tokenizer: &str) -> PyResult<Self> {
+        Ok(Self {
+            tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
+        })
+    }
+
+    /// Sets the system prompt (a str or a list of blocks).
+    fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            self.tracker.set_system(&json_of(system)?);
+            Ok(())
+        })
+    }
+
+    /// Sets the tool definitions (a list).
+    fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            self.tracker.set_tools(&json_of(tools)?);
+            Ok(())
+        })
+    }
+
+    /// Appends a message.
+    fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            self.tracker.push_message(&json_of(message)?);
+            Ok(())
+        })
+    }
+
+    /// Replaces every message (e.g. after compaction).
+    fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, || {
+            let Value::Array(messages) = json_of(messages)? else {
+                return Err(PyTypeError::new_err("expected a list of messages"));
+            };
+            self.tracker.replace_messages(&messages);
+            Ok(())
+        })
+    }
+
+    /// Keeps the first `length` messages.
+    fn truncate(&mut self, py: Python<'_>, length: usize) -> PyResult<()> {
+        shield(py, || {
+            self.tracker.truncate(length);
+            Ok(())
+        })
+    }
+
+    /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
+    /// so far, or the first `covered` messages.
+    #[pyo3(signature = (usage, *, covered = None))]
+    fn record_usage(
+        &mut self,
+        py: Python<'_>,
+        usage: &Bound<'_, PyAny>,
+        covered: Option<usize>,
+    ) -> PyResult<()> {
+        shield(py, || {
+            let usage = Usage::from_json(&json_of(usage)?)
+                .ok_or_else(|| PyValueError::new_err("not a usage object: no token counts"))?;
+            match covered {
+                Some(covered) => self.tracker.record_usage_at(usage, covered),
+                None => self.tracker.record_usage(usage),
+            }
+            Ok(())
+        })
+    }
+
+    /// The current count: `{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`.
+    fn tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        shield(py, || {
+            let count = self.tracker.tokens();
+            let dict = PyDict::new(py);
+            dict.set_item("tokens", count.tokens)?;
+            dict.set_item("method", count.method.as_str())?;
+            Ok(dict)
+        })
+    }
+
+    /// The learned correction factor applied to estimates.
+    #[getter]
+    fn correction(&self) -> f64 {
+        self.tracker.correction()
+    }
+
+    /// The tokenizer family.
+    #[getter]
+    fn tokenizer(&self) -> &'static str {
+        self.tracker.family().name()
+    }
+
+    fn __len__(&self) -> usize {
+        self.tracker.len()
+    }
+}
+
+/// Adds the token functions and classes to the module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(estimate_tokens, module)?)?;
+    module.add_class::<PyContextBudget>()?;
+    module.add_class::<PyContextTracker>()?;
+    Ok(())
+}

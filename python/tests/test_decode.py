@@ -1,0 +1,137 @@
+"""`StreamDecoder` against the shared decoder expectations (`tests/decode/`), at several chunkings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferroloop
+from conftest import SHARED, chunked, fixture_bytes
+
+CHUNKINGS = [0, 1, 7, 1460]
+
+
+def expected_cases() -> list[tuple[str, str, Path]]:
+    cases = []
+    for path in sorted((SHARED / "decode" / "expected").glob("*/*.json")):
+        provider, name = path.parent.name, path.stem
+        source = SHARED / "fixtures" / provider / f"{name}.sse"
+        if not source.exists():
+            source = SHARED / "decode" / "streams" / provider / f"{name}.sse"
+        cases.append((provider, name, source))
+    return cases
+
+
+CASES = expected_cases()
+
+
+def decode(provider: str, data: bytes, size: int) -> tuple[list[dict[str, Any]], ferroloop.StreamDecoder]:
+    decoder = ferroloop.StreamDecoder(provider=provider)  # type: ignore[arg-type]
+    events: list[dict[str, Any]] = []
+    for chunk in chunked(data, size):
+        events.extend(decoder.feed(chunk))
+    return events, decoder
+
+
+def test_every_provider_has_cases() -> None:
+    assert {provider for provider, _, _ in CASES} == {"anthropic", "openai-chat", "openai-responses"}
+    assert len(CASES) >= 10
+
+
+@pytest.mark.parametrize("size", CHUNKINGS)
+@pytest.mark.parametrize("provider,name,source", CASES, ids=[f"{p}/{n}" for p, n, _ in CASES])
+def test_final_message_matches_the_shared_expectation(provider: str, name: str, source: Path, size: int) -> None:
+    expected = json.loads((SHARED / "decode" / "expected" / provider / f"{name}.json").read_text(encoding="utf-8"))
+    events, decoder = decode(provider, source.read_bytes(), size)
+    assert all(isinstance(e, dict) and isinstance(e.get("type"), str) for e in events)
+    assert decoder.is_complete
+    assert decoder.message() == expected
+    assert decoder.finish() == expected
+
+
+def test_anthropic_tool_use_events() -> None:
+    events, decoder = decode("anthropic", fixture_bytes("anthropic/tool_use_response"), 64)
+    types = [e["type"] for e in events]
+    assert types[0] == "message_start" and types[-1] == "message_stop"
+    ready = [e for e in events if e["type"] == "tool_use_ready"]
+    assert len(ready) == 1
+    message = decoder.finish()
+    tool_block = next(b for b in message["content"] if b["type"] == "tool_use")
+    assert ready[0]["id"] == tool_block["id"] and ready[0]["input"] == tool_block["input"]
+    text = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert text == message["content"][0]["text"]
+
+
+def test_mid_stream_error_is_a_typed_exception_with_the_partial_message() -> None:
+    data = (SHARED / "decode/streams/anthropic/error_overloaded.sse").read_bytes()
+    decoder = ferroloop.StreamDecoder("anthropic")
+    with pytest.raises(ferroloop.OverloadedError) as info:
+        decoder.feed(data)
+    err = info.value
+    assert isinstance(err, ferroloop.APIError)
+    assert err.error_type == "overloaded_error" and err.status is None
+    assert isinstance(err.body, dict)
+    assert any(e["type"] == "text_delta" for e in err.events)  # type: ignore[attr-defined]
+    partial = decoder.message()
+    assert partial is not None and partial["content"]
+    with pytest.raises(ferroloop.OverloadedError):
+        decoder.finish()
+
+
+@pytest.mark.parametrize("size", [0, 1, 13])
+def test_truncated_stream_raises_with_the_partial_message(size: int) -> None:
+    data = (SHARED / "decode/streams/anthropic/truncated.sse").read_bytes()
+    _, decoder = decode("anthropic", data, size)
+    assert not decoder.is_complete
+    with pytest.raises(ferroloop.StreamTruncatedError) as info:
+        decoder.finish()
+    partial = info.value.partial_message
+    assert isinstance(partial, dict) and partial["role"] == "assistant"
+
+
+def test_protocol_errors() -> None:
+    decoder = ferroloop.StreamDecoder("anthropic")
+    with pytest.raises(ferroloop.ProtocolError):
+        decoder.feed(b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}\n\n')
+    decoder = ferroloop.StreamDecoder("anthropic")
+    with pytest.raises(ferroloop.ProtocolError):
+        decoder.feed(b"event: message_start\ndata: {not json\n\n")
+
+
+def test_unknown_provider_and_repr() -> None:
+    with pytest.raises(ValueError, match="unknown provider"):
+        ferroloop.StreamDecoder("cohere")  # type: ignore[arg-type]
+    decoder = ferroloop.StreamDecoder("openai-chat")
+    assert decoder.provider == "openai-chat"
+    assert repr(decoder) == 'StreamDecoder(provider="openai-chat")'
+    assert decoder.message() is None
+
+
+def test_accumulate_only_mode_returns_only_tool_events_and_the_same_message() -> None:
+    data = fixture_bytes("anthropic/tool_use_response")
+    quiet = ferroloop.StreamDecoder("anthropic", events=False)
+    # Only the tool-call events (what an executor needs) are still reported.
+    assert [e["type"] for e in quiet.feed(data)] == ["tool_use_ready"]
+    _, loud = decode("anthropic", data, 0)
+    assert quiet.finish() == loud.finish()
+
+
+def test_large_chunks_decode_with_the_interpreter_released() -> None:
+    # Many copies of a text stream's deltas inside one message: one chunk over 64 KiB.
+    raw = fixture_bytes("anthropic/basic_response").decode()
+    head, rest = raw.split("event: content_block_delta", 1)
+    delta = "event: content_block_delta" + rest.split("event: content_block_stop", 1)[0]
+    tail = "event: content_block_stop" + rest.split("event: content_block_stop", 1)[1]
+    data = (head + delta * 500 + tail).encode()
+    assert len(data) > 64 * 1024
+    decoder = ferroloop.StreamDecoder("anthropic")
+    events = decoder.feed(data)
+    message = decoder.finish()
+    single = ferroloop.StreamDecoder("anthropic")
+    single.feed(fixture_bytes("anthropic/basic_response"))
+    one_text = single.finish()["content"][0]["text"]
+    assert message["content"][0]["text"] == one_text * 500
+    assert sum(1 for e in events if e["type"] == "text_delta") >= 500

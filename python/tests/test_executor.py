@@ -1,0 +1,437 @@
+"""`ToolExecutor` through Python: every executor semantic re-checked with Python tools."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferroloop
+
+
+def use(i: int | str, name: str, **input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": input}
+
+
+class Tracker:
+    """Counts concurrently running calls and records start/finish order."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.peak = 0
+        self.log: list[str] = []
+
+    def enter(self, label: str) -> None:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        self.log.append(f"start {label}")
+
+    def leave(self, label: str) -> None:
+        self.running -= 1
+        self.log.append(f"end {label}")
+
+
+@pytest.mark.asyncio
+async def test_results_in_request_order_not_completion_order() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def sleep(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(inp["s"])
+        return f"slept {inp['s']}"
+
+    results = await ex.run([use(0, "sleep", s=0.06), use(1, "sleep", s=0.0), use(2, "sleep", s=0.03)])
+    assert [r["tool_use_id"] for r in results] == ["toolu_0", "toolu_1", "toolu_2"]
+    assert [r["content"] for r in results] == ["slept 0.06", "slept 0.0", "slept 0.03"]
+    assert all(r["type"] == "tool_result" and r["is_error"] is False for r in results)
+
+
+@pytest.mark.asyncio
+async def test_safe_calls_run_in_parallel_up_to_the_cap() -> None:
+    ex = ferroloop.ToolExecutor(max_concurrency=3)
+    track = Tracker()
+
+    @ex.tool(concurrency_safe=True)
+    async def work(inp: dict[str, Any]) -> str:
+        track.enter(str(inp["n"]))
+        await asyncio.sleep(0.02)
+        track.leave(str(inp["n"]))
+        return "ok"
+
+    results = await ex.run([use(i, "work", n=i) for i in range(9)])
+    assert len(results) == 9
+    assert track.peak == 3
+
+
+@pytest.mark.asyncio
+async def test_unsafe_call_runs_alone_and_is_a_barrier() -> None:
+    ex = ferroloop.ToolExecutor()
+    track = Tracker()
+
+    @ex.tool(concurrency_safe=True)
+    async def read(inp: dict[str, Any]) -> str:
+        track.enter(inp["n"])
+        await asyncio.sleep(0.02)
+        track.leave(inp["n"])
+        return "r"
+
+    @ex.tool  # default: not concurrency-safe
+    async def write(inp: dict[str, Any]) -> str:
+        track.enter(inp["n"])
+        assert track.running == 1, "an unsafe call must run alone"
+        await asyncio.sleep(0.02)
+        track.leave(inp["n"])
+        return "w"
+
+    await ex.run([use(0, "read", n="r0"), use(1, "read", n="r1"), use(2, "write", n="w"), use(3, "read", n="r3")])
+    log = track.log
+    # Both reads finish before the write starts; the read after the write starts after it ends.
+    assert log.index("start w") > max(log.index("end r0"), log.index("end r1"))
+    assert log.index("start r3") > log.index("end w")
+
+
+@pytest.mark.asyncio
+async def test_concurrency_safe_may_depend_on_the_input() -> None:
+    ex = ferroloop.ToolExecutor()
+    track = Tracker()
+
+    @ex.tool(concurrency_safe=lambda inp: not inp.get("write", False))
+    async def fs(inp: dict[str, Any]) -> str:
+        track.enter(str(inp["n"]))
+        if inp.get("write"):
+            assert track.running == 1
+        await asyncio.sleep(0.02)
+        track.leave(str(inp["n"]))
+        return "ok"
+
+    await ex.run([use(0, "fs", n=0), use(1, "fs", n=1), use(2, "fs", n=2, write=True)])
+    assert track.peak == 2
+
+
+@pytest.mark.asyncio
+async def test_timeout_cancels_the_python_task_and_answers_with_an_error() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    cancelled = asyncio.Event()
+
+    @ex.tool(timeout=0.05)
+    async def hang(inp: dict[str, Any]) -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "unreachable"
+
+    started = time.monotonic()
+    (result,) = await ex.run([use(0, "hang")])
+    assert time.monotonic() - started < 5
+    assert result["is_error"] is True
+    assert "time" in str(result["content"]).lower()
+    await asyncio.wait_for(cancelled.wait(), 5)
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_awaiting_task_cancels_running_python_tools() -> None:
+    ex = ferroloop.ToolExecutor()
+    entered: list[str] = []
+    both_running = asyncio.Event()
+    seen: list[str] = []
+    both = asyncio.Event()
+
+    @ex.tool(concurrency_safe=True)
+    async def hang(inp: dict[str, Any]) -> str:
+        entered.append(inp["n"])
+        if len(entered) == 2:
+            both_running.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            seen.append(inp["n"])
+            if len(seen) == 2:
+                both.set()
+            raise
+        return "unreachable"
+
+    task = asyncio.ensure_future(ex.run([use(0, "hang", n="a"), use(1, "hang", n="b")]))
+    # Cancel once both tools run (a task cancelled before its first step never runs its body).
+    await asyncio.wait_for(both_running.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(both.wait(), 5)
+    assert sorted(seen) == ["a", "b"]
+
+
+@pytest.mark.asyncio
+async def test_plain_functions_run_on_worker_threads_off_the_loop() -> None:
+    ex = ferroloop.ToolExecutor()
+    loop_thread = threading.get_ident()
+    threads: list[int] = []
+    barrier = threading.Barrier(2, timeout=5)
+    ticks = 0
+
+    @ex.tool(concurrency_safe=True)
+    def blocking(inp: dict[str, Any]) -> str:
+        threads.append(threading.get_ident())
+        barrier.wait()  # both calls run at the same time or this raises
+        time.sleep(0.05)  # blocks this worker thread, not the loop
+        return f"done {inp['n']}"
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.ensure_future(tick())
+    results = await ex.run([use(0, "blocking", n=0), use(1, "blocking", n=1)])
+    ticker.cancel()
+    assert [r["content"] for r in results] == ["done 0", "done 1"]
+    assert loop_thread not in threads and len(set(threads)) == 2
+    assert ticks >= 3, "the event loop kept running while the plain tools blocked"
+
+
+@pytest.mark.asyncio
+async def test_exceptions_inside_tools_become_is_error_results() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def boom(inp: dict[str, Any]) -> str:
+        raise ValueError("no such file: x.txt")
+
+    @ex.tool
+    def sync_boom(inp: dict[str, Any]) -> str:
+        raise KeyError("missing")
+
+    @ex.tool
+    async def fine(inp: dict[str, Any]) -> str:
+        return "fine"
+
+    results = await ex.run([use(0, "boom"), use(1, "sync_boom"), use(2, "fine"), use(3, "unknown_tool")])
+    assert results[0]["is_error"] and "ValueError: no such file: x.txt" in results[0]["content"]
+    assert results[1]["is_error"] and "KeyError" in results[1]["content"]
+    assert results[2] == {"type": "tool_result", "tool_use_id": "toolu_2", "content": "fine", "is_error": False}
+    assert results[3]["is_error"] and "unknown_tool" in results[3]["content"]
+
+
+@pytest.mark.asyncio
+async def test_return_shapes() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def shapes(inp: dict[str, Any]) -> Any:
+        return inp["value"]
+
+    values: list[Any] = [
+        "text",
+        [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        {"type": "text", "text": "one block"},
+        {"content": "reported failure", "is_error": True},
+        None,
+        42,
+    ]
+    results = await ex.run([use(i, "shapes", value=v) for i, v in enumerate(values)])
+    assert results[0]["content"] == "text"
+    assert results[1]["content"] == values[1]
+    assert results[2]["content"] == [{"type": "text", "text": "one block"}]
+    assert results[3]["content"] == "reported failure" and results[3]["is_error"] is True
+    assert results[4]["content"] == ""
+    assert results[5]["content"] == "42"
+
+
+@pytest.mark.asyncio
+async def test_context_progress_and_ids() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def report(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        ctx.progress({"step": 1})
+        assert not ctx.cancelled
+        return f"{ctx.tool_use_id}@{ctx.index}"
+
+    turn = ex.turn()
+    turn.submit(use("x", "report"))
+    turn.submit(use("y", "report"))
+    turn.seal()
+    events = [event async for event in turn]
+    progress = [e for e in events if e["type"] == "progress"]
+    assert sorted(e["tool_use_id"] for e in progress) == ["toolu_x", "toolu_y"]
+    assert all(e["data"] == {"step": 1} for e in progress)
+    results = [e["result"] for e in events if e["type"] == "result"]
+    assert [r["content"] for r in results] == ["toolu_x@0", "toolu_y@1"]
+    finished = [e for e in events if e["type"] == "finished"]
+    assert {e["status"] for e in finished} == {"succeeded"}
+
+
+@pytest.mark.asyncio
+async def test_streaming_turn_starts_calls_before_the_seal() -> None:
+    ex = ferroloop.ToolExecutor()
+    started = asyncio.Event()
+
+    @ex.tool(concurrency_safe=True)
+    async def early(inp: dict[str, Any]) -> str:
+        started.set()
+        return "early"
+
+    turn = ex.turn()
+    turn.submit(use(0, "early"))
+    # Not sealed, not iterated: the call must start anyway.
+    await asyncio.wait_for(started.wait(), 5)
+    turn.submit(use(1, "early"))
+    results = await turn.results()
+    assert [r["content"] for r in results] == ["early", "early"]
+    with pytest.raises(ferroloop.ToolError):
+        turn.submit(use(2, "early"))
+
+
+@pytest.mark.asyncio
+async def test_cancelled_turn_still_answers_every_call() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    started = asyncio.Event()
+    saw_cancel = asyncio.Event()
+
+    @ex.tool
+    async def hang(inp: dict[str, Any]) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            saw_cancel.set()
+            raise
+        return "unreachable"
+
+    turn = ex.turn()
+    for i in range(3):
+        turn.submit(use(i, "hang"))
+    await asyncio.wait_for(started.wait(), 5)
+    turn.cancel()
+    turn.seal()
+    results = await asyncio.wait_for(turn.results(), 10)
+    assert [r["tool_use_id"] for r in results] == ["toolu_0", "toolu_1", "toolu_2"]
+    assert all(r["is_error"] for r in results)
+    await asyncio.wait_for(saw_cancel.wait(), 5)
+
+
+@pytest.mark.asyncio
+async def test_failing_shell_like_tool_cancels_its_siblings() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    sibling_cancelled = asyncio.Event()
+
+    @ex.tool(concurrency_safe=True, cancels_siblings_on_error=True)
+    async def shell(inp: dict[str, Any]) -> str:
+        if inp["fail"]:
+            await asyncio.sleep(0.02)
+            raise RuntimeError("exit 1")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            sibling_cancelled.set()
+            raise
+        return "unreachable"
+
+    results = await asyncio.wait_for(ex.run([use(0, "shell", fail=False), use(1, "shell", fail=True)]), 10)
+    assert all(r["is_error"] for r in results)
+    await asyncio.wait_for(sibling_cancelled.wait(), 5)
+
+
+@pytest.mark.asyncio
+async def test_schema_validation_rejects_invalid_input() -> None:
+    ex = ferroloop.ToolExecutor()
+    calls = 0
+
+    @ex.tool(schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    async def read(inp: dict[str, Any]) -> str:
+        nonlocal calls
+        calls += 1
+        return str(inp["path"])
+
+    results = await ex.run([use(0, "read", path="a"), use(1, "read", path=3), use(2, "read")])
+    assert results[0]["content"] == "a" and not results[0]["is_error"]
+    assert results[1]["is_error"] and results[2]["is_error"]
+    assert calls == 1
+
+
+@pytest.mark.asyncio
+async def test_large_results_are_spilled_to_a_file(tmp_path: Path) -> None:
+    ex = ferroloop.ToolExecutor(spill_dir=tmp_path)
+
+    @ex.tool(max_result_chars=1000)
+    async def big(inp: dict[str, Any]) -> str:
+        return "line\n" * 10_000
+
+    (result,) = await ex.run([use(0, "big")])
+    content = result["content"]
+    assert isinstance(content, str) and len(content) < 10_000
+    spilled = list(tmp_path.iterdir())
+    assert len(spilled) == 1 and spilled[0].read_text() == "line\n" * 10_000
+    assert str(spilled[0]) in content
+
+
+def test_registration_errors() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def one(inp: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="already registered"):
+        ex.tool(name="one")(one)
+    with pytest.raises(TypeError):
+        ex.tool(name="two", concurrency_safe="yes")(one)  # type: ignore[call-overload]
+    with pytest.raises(ferroloop.ToolError, match="schema"):
+        ex.tool(name="three", schema={"type": 12})(one)
+    with pytest.raises(ValueError):
+        ferroloop.ToolExecutor(max_concurrency=0)
+    assert ex.tool_names == ["one"]
+
+
+@pytest.mark.asyncio
+async def test_malformed_tool_uses_are_rejected_before_running() -> None:
+    ex = ferroloop.ToolExecutor()
+    with pytest.raises(TypeError):
+        await ex.run(["not a dict"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="name"):
+        await ex.run([{"id": "x", "input": {}}])
+
+
+@pytest.mark.asyncio
+async def test_ten_thousand_calls() -> None:
+    ex = ferroloop.ToolExecutor(max_concurrency=10_000)
+
+    @ex.tool(concurrency_safe=True)
+    async def noop(inp: dict[str, Any]) -> str:
+        return "ok"
+
+    results = await ex.run([use(i, "noop") for i in range(10_000)])
+    assert len(results) == 10_000
+    assert results[-1]["tool_use_id"] == "toolu_9999"
+    assert all(r["content"] == "ok" for r in results)
+
+
+@pytest.mark.asyncio
+async def test_streaming_turn_with_per_input_safety_and_progress_does_not_deadlock() -> None:
+    # The spawned turn's driver thread calls the Python safety predicate while the loop thread
+    # submits and reports progress: neither may wait for the other.
+    ex = ferroloop.ToolExecutor(max_concurrency=4)
+
+    @ex.tool(concurrency_safe=lambda inp: inp["n"] % 3 != 0)
+    async def step(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        for _ in range(3):
+            ctx.progress({"n": inp["n"]})
+            await asyncio.sleep(0)
+        return str(inp["n"])
+
+    turn = ex.turn()
+    for i in range(30):
+        turn.submit(use(i, "step", n=i))
+        await asyncio.sleep(0)
+    turn.seal()
+    results = []
+    async for event in turn:
+        if event["type"] == "result":
+            results.append(event["result"]["content"])
+    assert results == [str(i) for i in range(30)]

@@ -1,0 +1,91 @@
+"""Token estimation and context budgeting through Python."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import ferroloop
+from conftest import SHARED
+
+SAMPLE = SHARED / "tokens" / "sample"
+
+
+def test_estimates_track_exact_counts_on_the_shared_sample() -> None:
+    docs = json.loads((SAMPLE / "expected.json").read_text(encoding="utf-8"))
+    assert len(docs) >= 50
+    for tokenizer in ("o200k", "cl100k", "claude-legacy"):
+        ratios = []
+        for doc in docs:
+            text = (SAMPLE / doc["file"]).read_text(encoding="utf-8")
+            ratio = ferroloop.estimate_tokens(text, tokenizer=tokenizer) / doc[tokenizer]
+            assert 0.5 <= ratio <= 1.6, (tokenizer, doc["file"], ratio)
+            ratios.append(ratio)
+        mean_abs = sum(abs(r - 1) for r in ratios) / len(ratios)
+        assert mean_abs < 0.2, (tokenizer, mean_abs)
+
+
+def test_cjk_is_not_chars_over_four() -> None:
+    text = "日本語のテキストと中文文本。" * 200
+    assert ferroloop.estimate_tokens(text, tokenizer="o200k") > len(text) / 4 * 1.5
+
+
+def test_forms_are_consistent() -> None:
+    text = "Hello, world! " * 100
+    assert ferroloop.estimate_tokens(text) == ferroloop.estimate_tokens(text.encode())
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    ]
+    per_message = [ferroloop.estimate_tokens(m) for m in messages]
+    assert ferroloop.estimate_tokens(messages) == sum(per_message)
+    assert per_message[0] > ferroloop.estimate_tokens(text) - 1
+    request = {"model": "claude-sonnet-4", "system": "Be brief.", "messages": messages}
+    assert ferroloop.estimate_tokens(request) > sum(per_message)
+    block = {"type": "text", "text": text}
+    assert ferroloop.estimate_tokens(block) >= ferroloop.estimate_tokens(text)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown tokenizer"):
+        ferroloop.estimate_tokens("x", tokenizer="gpt2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ferroloop.estimate_tokens(42)  # type: ignore[arg-type]
+
+
+def test_context_budget_thresholds() -> None:
+    budget = ferroloop.ContextBudget(200_000, 32_000)
+    assert budget.effective_window == 180_000
+    assert budget.autocompact_threshold == 167_000
+    assert budget.warning_threshold == 147_000
+    assert budget.blocking_threshold == 177_000
+    assert budget.state(10_000) == "ok"
+    assert budget.state(150_000) == "warning"
+    assert budget.state(170_000) == "autocompact"
+    assert budget.state(178_000) == "blocking"
+    assert 0 < budget.percent_left(100_000) < 100
+    custom = ferroloop.ContextBudget(200_000, 8_000, autocompact_buffer=50_000)
+    assert custom.autocompact_threshold == 192_000 - 50_000
+    assert ferroloop.ContextBudget.for_model("claude-sonnet-4-20250514").window >= 200_000
+
+
+def test_context_tracker_anchors_on_usage() -> None:
+    tracker = ferroloop.ContextTracker(tokenizer="claude")
+    tracker.set_system("You are terse.")
+    tracker.push_message({"role": "user", "content": "Summarise the file. " * 50})
+    first = tracker.tokens()
+    assert first["method"] == "estimate" and first["tokens"] > 0
+    tracker.record_usage({"input_tokens": 1000, "output_tokens": 20, "cache_read_input_tokens": 0})
+    exact = tracker.tokens()
+    assert exact == {"tokens": 1020, "method": "exact"}
+    tracker.push_message({"role": "user", "content": "and more " * 20})
+    after = tracker.tokens()
+    assert after["method"] == "usage+estimate" and after["tokens"] > 1020
+    assert len(tracker) == 2
+    tracker.truncate(1)
+    assert len(tracker) == 1
+    with pytest.raises(ValueError):
+        tracker.record_usage({"nothing": 1})
+    assert tracker.tokenizer == "claude" and tracker.correction > 0
