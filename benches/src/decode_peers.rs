@@ -1,7 +1,8 @@
 //! Stream decoding beside the naive baseline: `serde_json::Value` per event.
 
 use bytes::Bytes;
-use ferroloop::decode::{AnthropicDecoder, EventDecoder, StreamDecoder};
+use ferroloop::decode::{AnthropicDecoder, EventDecoder, OpenAiChatDecoder, StreamDecoder};
+use ferroloop::message::anthropic::ContentBlock;
 use ferroloop::sse::{SseItem, SseParser};
 use serde_json::{Map, Value};
 
@@ -44,6 +45,12 @@ impl DecodeImpl {
 
     /// Decodes an Anthropic stream fed as `chunks`; returns (events seen, content blocks).
     pub fn decode_anthropic(self, chunks: &[Bytes]) -> (usize, usize) {
+        let summary = self.decode_anthropic_summary(chunks);
+        (summary.events, summary.blocks)
+    }
+
+    /// Decodes an Anthropic stream fed as `chunks`; returns what was seen and accumulated.
+    pub fn decode_anthropic_summary(self, chunks: &[Bytes]) -> DecodeSummary {
         match self {
             Self::SseOnly => {
                 let mut parser = SseParser::new();
@@ -59,7 +66,10 @@ impl DecodeImpl {
                     }
                 }
                 std::hint::black_box(data_bytes);
-                (events, 0)
+                DecodeSummary {
+                    events,
+                    ..DecodeSummary::default()
+                }
             }
             Self::NaiveValue => {
                 let mut parser = SseParser::new();
@@ -71,16 +81,27 @@ impl DecodeImpl {
                         if let SseItem::Event(event) = item {
                             events += 1;
                             if naive.push(event.data()).is_err() {
-                                return (events, 0);
+                                return DecodeSummary {
+                                    events,
+                                    ..DecodeSummary::default()
+                                };
                             }
                         }
                     }
                 }
-                let blocks = naive
+                let content = naive
                     .message()
-                    .and_then(|m| m["content"].as_array().map(Vec::len))
-                    .unwrap_or(0);
-                (events, blocks)
+                    .and_then(|m| m["content"].as_array())
+                    .map_or(&[][..], Vec::as_slice);
+                DecodeSummary {
+                    events,
+                    blocks: content.len(),
+                    text_bytes: content
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .map(str::len)
+                        .sum(),
+                }
             }
             _ => {
                 let mut inner = AnthropicDecoder::new();
@@ -91,19 +112,43 @@ impl DecodeImpl {
                 let mut seen = 0;
                 for chunk in chunks {
                     if decoder.feed_into(chunk.clone(), &mut events).is_err() {
-                        return (seen, 0);
+                        return DecodeSummary {
+                            events: seen,
+                            ..DecodeSummary::default()
+                        };
                     }
                     seen += events.len();
                     events.clear();
                 }
-                let blocks = decoder
+                let content = decoder
                     .decoder()
                     .message_ref()
-                    .map_or(0, |m| m.content.len());
-                (seen, blocks)
+                    .map_or(&[][..], |m| m.content.as_slice());
+                DecodeSummary {
+                    events: seen,
+                    blocks: content.len(),
+                    text_bytes: content
+                        .iter()
+                        .map(|b| match b {
+                            ContentBlock::Text(t) => t.text.len(),
+                            _ => 0,
+                        })
+                        .sum(),
+                }
             }
         }
     }
+}
+
+/// What a decode run saw and accumulated (compared across implementations).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecodeSummary {
+    /// Events seen (SSE events for the naive baseline, typed events for ferroloop).
+    pub events: usize,
+    /// Content blocks of the final message.
+    pub blocks: usize,
+    /// Bytes of text across the final message's text blocks.
+    pub text_bytes: usize,
 }
 
 /// The naive baseline every Rust client writes: parse each event's data into a
@@ -184,6 +229,140 @@ impl NaiveAnthropic {
     /// The accumulated message.
     pub fn message(&self) -> Option<&Value> {
         self.message.as_ref()
+    }
+}
+
+/// What an OpenAI Chat decode accumulated: the length of the assistant's text and of all tool
+/// call arguments (invariant under how calls are merged), compared across implementations.
+pub fn openai_chat_checksum(message: &Value) -> u64 {
+    let message = &message["choices"][0]["message"];
+    let content = message["content"].as_str().map_or(0, str::len);
+    let arguments: usize = message["tool_calls"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .filter_map(|call| call["function"]["arguments"].as_str())
+        .map(str::len)
+        .sum();
+    (content + arguments) as u64
+}
+
+/// ferroloop's OpenAI Chat decoder over `chunks` (typed events recorded or not); returns
+/// [`openai_chat_checksum`] of the final message, or 0 if it failed.
+pub fn ferroloop_openai_chat(chunks: &[Bytes], record_events: bool) -> u64 {
+    let mut inner = OpenAiChatDecoder::new();
+    inner.set_record_events(record_events);
+    let mut decoder = StreamDecoder::new(inner);
+    let mut events = Vec::with_capacity(1024);
+    for chunk in chunks {
+        if decoder.feed_into(chunk.clone(), &mut events).is_err() {
+            return 0;
+        }
+        std::hint::black_box(events.len());
+        events.clear();
+    }
+    decoder
+        .finish()
+        .map_or(0, |message| openai_chat_checksum(&message))
+}
+
+/// The naive OpenAI Chat baseline over `chunks`: the same SSE parser, then
+/// `serde_json::Value` per chunk, accumulated with lookups; returns [`openai_chat_checksum`]
+/// of the final message, or 0 if a chunk did not parse.
+pub fn naive_openai_chat(chunks: &[Bytes]) -> u64 {
+    let mut parser = SseParser::new();
+    let mut naive = NaiveOpenAiChat::default();
+    for chunk in chunks {
+        parser.feed(chunk.clone());
+        while let Some(item) = parser.next_item() {
+            if let SseItem::Event(event) = item
+                && naive.push(event.data()).is_err()
+            {
+                return 0;
+            }
+        }
+    }
+    openai_chat_checksum(&naive.message())
+}
+
+/// The naive OpenAI Chat accumulator: one `serde_json::Value` per chunk; content appended,
+/// tool calls merged by their `index` (arguments appended), usage and finish reason kept.
+#[derive(Debug, Default)]
+pub struct NaiveOpenAiChat {
+    head: Option<Value>,
+    content: String,
+    tool_calls: Vec<Value>,
+    finish_reason: Value,
+    usage: Value,
+}
+
+impl NaiveOpenAiChat {
+    /// Accumulates one chunk's data (`[DONE]` is ignored).
+    pub fn push(&mut self, data: &str) -> Result<(), serde_json::Error> {
+        if data == "[DONE]" {
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data)?;
+        if self.head.is_none() {
+            self.head = Some(chunk.clone());
+        }
+        if !chunk["usage"].is_null() {
+            self.usage = chunk["usage"].clone();
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            return Ok(());
+        };
+        if !choice["finish_reason"].is_null() {
+            self.finish_reason = choice["finish_reason"].clone();
+        }
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str() {
+            self.content.push_str(text);
+        }
+        for call in delta["tool_calls"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+        {
+            let index = usize::try_from(call["index"].as_u64().unwrap_or(0)).unwrap_or(0);
+            if self.tool_calls.len() <= index {
+                self.tool_calls.resize(index + 1, Value::Null);
+            }
+            let slot = &mut self.tool_calls[index];
+            if slot.is_null() {
+                *slot = call.clone();
+                continue;
+            }
+            if let Some(fragment) = call["function"]["arguments"].as_str() {
+                let joined = format!(
+                    "{}{fragment}",
+                    slot["function"]["arguments"].as_str().unwrap_or("")
+                );
+                slot["function"]["arguments"] = Value::String(joined);
+            }
+        }
+        Ok(())
+    }
+
+    /// The accumulated `chat.completion`-shaped message.
+    pub fn message(&self) -> Value {
+        let mut message = Map::new();
+        message.insert("role".into(), "assistant".into());
+        message.insert("content".into(), Value::String(self.content.clone()));
+        if !self.tool_calls.is_empty() {
+            message.insert("tool_calls".into(), Value::Array(self.tool_calls.clone()));
+        }
+        let mut out = self
+            .head
+            .clone()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        out["object"] = "chat.completion".into();
+        out["choices"] = serde_json::json!([{
+            "index": 0,
+            "message": message,
+            "finish_reason": self.finish_reason,
+        }]);
+        out["usage"] = self.usage.clone();
+        out
     }
 }
 

@@ -9,4 +9,5 @@ pub mod runner;
 pub mod sse_peers;
 pub mod suite;
 pub mod token_corpus;
+pub mod tool_input;
 pub mod workloads;

@@ -1,10 +1,12 @@
 //! Runs workloads for every implementation in interleaved rounds (A B C A B C …, so machine drift
 //! affects all alike) and reduces the samples to medians, ranges and ratios.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::alloc::allocations;
-use crate::memory::{peak_rss_bytes, reset_peak_rss};
+use crate::memory::{peak_rss_bytes, reset_peak_rss, rss_bytes};
 
 /// How a workload's speed is expressed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -18,12 +20,16 @@ pub enum Unit {
 }
 
 /// One implementation of a workload: a closure that does the whole job once and returns a
-/// checksum (events seen, say), which must agree across implementations.
+/// checksum (events seen, say), which must agree across the workload's checked implementations.
 pub struct Case {
     /// The implementation's name (`ferroloop`, a peer's crate name, a floor).
     pub implementation: String,
     /// Does the work once; returns the checksum.
     pub run: Box<dyn FnMut() -> u64>,
+    /// Untimed preparation before each timed run (building the input the run consumes).
+    pub setup: Option<Box<dyn FnMut()>>,
+    /// Whether the checksum is compared with the others' (floors doing a different job are not).
+    pub checked: bool,
 }
 
 impl std::fmt::Debug for Case {
@@ -40,7 +46,53 @@ impl Case {
         Self {
             implementation: implementation.into(),
             run: Box::new(run),
+            setup: None,
+            checked: true,
         }
+    }
+
+    /// A case whose input is built by `setup` outside the measurement before every run, then
+    /// consumed by `run` (like criterion's `iter_batched`).
+    pub fn batched<T: 'static>(
+        implementation: impl Into<String>,
+        setup: impl FnMut() -> T + 'static,
+        mut run: impl FnMut(T) -> u64 + 'static,
+    ) -> Self {
+        let setup = Rc::new(RefCell::new(setup));
+        let slot: Rc<RefCell<Option<T>>> = Rc::new(RefCell::new(None));
+        let (fill, take) = (slot.clone(), slot);
+        let make = setup.clone();
+        Self {
+            implementation: implementation.into(),
+            run: Box::new(move || {
+                // Without a prepared input (a direct call), the run builds its own.
+                let input = take.borrow_mut().take();
+                let input = input.unwrap_or_else(|| (make.borrow_mut())());
+                run(input)
+            }),
+            setup: Some(Box::new(move || {
+                let input = (setup.borrow_mut())();
+                *fill.borrow_mut() = Some(input);
+            })),
+            checked: true,
+        }
+    }
+
+    /// Marks the case as a floor or reference doing a different job: its checksum is not
+    /// compared with the others'.
+    pub fn unchecked(mut self) -> Self {
+        self.checked = false;
+        self
+    }
+
+    /// Runs the case once; returns the time the run took (setup excluded) and its checksum.
+    fn timed(&mut self) -> (Duration, u64) {
+        if let Some(setup) = &mut self.setup {
+            setup();
+        }
+        let start = Instant::now();
+        let checksum = std::hint::black_box((self.run)());
+        (start.elapsed(), checksum)
     }
 }
 
@@ -55,7 +107,7 @@ pub struct Workload {
     pub events: u64,
     /// The implementations, ferroloop's first.
     pub cases: Vec<Case>,
-    /// Whether checksums must agree across cases.
+    /// Whether checksums must agree across the checked cases.
     pub same_checksum: bool,
 }
 
@@ -105,8 +157,12 @@ pub struct Row {
     pub ferroloop_speedup: f64,
     /// Allocation calls per event in one run, when counted.
     pub allocs_per_event: Option<f64>,
-    /// Peak RSS during one run, in bytes, when measured.
+    /// Peak RSS of the process during one run, in bytes, when measured (includes every input
+    /// generated before the run).
     pub peak_rss: Option<u64>,
+    /// How far the peak rose above the RSS at the run's start: the memory the run itself
+    /// touched (a lower bound: pages the allocator kept from earlier runs are reused unseen).
+    pub rss_growth: Option<u64>,
     /// The checksum of the run.
     pub checksum: u64,
     /// Samples taken.
@@ -131,6 +187,7 @@ pub fn run(
         let mut checksums = Vec::new();
         let mut allocs = Vec::new();
         let mut peaks = Vec::new();
+        let mut growths = Vec::new();
         for case in &mut workload.cases {
             progress(
                 done,
@@ -138,15 +195,28 @@ pub fn run(
                 &format!("{} · {}", workload.name, case.implementation),
             );
             done += 1;
+            if let Some(setup) = &mut case.setup {
+                setup();
+            }
             let memory = reset_peak_rss();
+            let start_rss = rss_bytes();
             let before = allocations();
             let checksum = (case.run)();
             let allocated = allocations() - before;
             checksums.push(checksum);
             allocs.push((allocated > 0 || before > 0).then_some(allocated));
-            peaks.push(if memory { peak_rss_bytes() } else { None });
+            let peak = if memory { peak_rss_bytes() } else { None };
+            peaks.push(peak);
+            growths.push(peak.zip(start_rss).map(|(p, s)| p.saturating_sub(s)));
         }
-        if workload.same_checksum && checksums.iter().any(|c| *c != checksums[0]) {
+        let checked: Vec<u64> = workload
+            .cases
+            .iter()
+            .zip(&checksums)
+            .filter(|(case, _)| case.checked)
+            .map(|(_, c)| *c)
+            .collect();
+        if workload.same_checksum && checked.iter().any(|c| *c != checked[0]) {
             return Err(format!(
                 "{}: implementations disagree: {:?}",
                 workload.name,
@@ -161,9 +231,7 @@ pub fn run(
         // Calibrate repetitions so a sample lasts at least `min_sample_time`.
         let mut reps = Vec::new();
         for case in &mut workload.cases {
-            let start = Instant::now();
-            (case.run)();
-            let once = start.elapsed().max(Duration::from_nanos(100));
+            let once = case.timed().0.max(Duration::from_nanos(100));
             reps.push(
                 (options.min_sample_time.as_nanos() / once.as_nanos()).clamp(1, 100_000) as u32,
             );
@@ -183,11 +251,16 @@ pub fn run(
                     ),
                 );
                 done += 1;
-                let start = Instant::now();
-                for _ in 0..reps[i] {
-                    std::hint::black_box((case.run)());
-                }
-                let seconds = start.elapsed().as_secs_f64() / f64::from(reps[i]);
+                let seconds = if case.setup.is_some() {
+                    let total: Duration = (0..reps[i]).map(|_| case.timed().0).sum();
+                    total.as_secs_f64() / f64::from(reps[i])
+                } else {
+                    let start = Instant::now();
+                    for _ in 0..reps[i] {
+                        std::hint::black_box((case.run)());
+                    }
+                    start.elapsed().as_secs_f64() / f64::from(reps[i])
+                };
                 samples[i].push(seconds);
             }
         }
@@ -211,6 +284,7 @@ pub fn run(
                     _ => None,
                 },
                 peak_rss: peaks[i],
+                rss_growth: growths[i],
                 checksum: checksums[i],
                 samples: samples[i].len(),
             });
@@ -248,7 +322,7 @@ pub fn table(rows: &[Row]) -> String {
         "min–max",
         "ferroloop ×",
         "allocs/event",
-        "peak RSS",
+        "peak RSS (+run)",
     ];
     let mut lines: Vec<[String; 7]> = vec![header.map(String::from)];
     for row in rows {
@@ -260,8 +334,15 @@ pub fn table(rows: &[Row]) -> String {
             format!("{:.2}", row.ferroloop_speedup),
             row.allocs_per_event
                 .map_or("-".into(), |a| format!("{a:.2}")),
-            row.peak_rss
-                .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
+            match (row.peak_rss, row.rss_growth) {
+                (Some(peak), Some(growth)) => format!(
+                    "{:.1} MiB (+{:.1})",
+                    peak as f64 / 1048576.0,
+                    growth as f64 / 1048576.0
+                ),
+                (Some(peak), None) => format!("{:.1} MiB", peak as f64 / 1048576.0),
+                _ => "-".into(),
+            },
         ]);
     }
     let widths: Vec<usize> = (0..7)
@@ -353,6 +434,43 @@ mod tests {
         assert!(steps >= 8);
         let text = table(&rows);
         assert!(text.contains("MB/s") && text.contains("slow"));
+    }
+
+    #[test]
+    fn batched_setup_is_untimed_and_unchecked_cases_may_differ() {
+        use std::cell::Cell;
+        let setups = Rc::new(Cell::new(0usize));
+        let counted = setups.clone();
+        let mut workloads = vec![Workload {
+            name: "batched".into(),
+            unit: Unit::Ops(100),
+            events: 0,
+            same_checksum: true,
+            cases: vec![
+                Case::batched(
+                    "consumer",
+                    move || {
+                        counted.set(counted.get() + 1);
+                        // Slow setup: were it timed, this case would look slower than the floor.
+                        std::thread::sleep(Duration::from_millis(2));
+                        vec![1u64; 100]
+                    },
+                    |input| input.iter().sum(),
+                ),
+                Case::new("floor", || 42).unchecked(),
+            ],
+        }];
+        let options = RunOptions {
+            rounds: 3,
+            min_sample_time: Duration::from_millis(1),
+        };
+        let rows = run(&mut workloads, &options, |_, _, _| {}).unwrap();
+        assert_eq!(rows[0].checksum, 100);
+        assert_eq!(rows[1].checksum, 42);
+        // Setup ran before every run: the first, the calibration, and each round's repetitions.
+        assert!(setups.get() >= 5, "{}", setups.get());
+        // 2 ms of setup per run would be 20 µs per op if it were timed.
+        assert!(rows[0].median < 20.0, "{rows:?}");
     }
 
     #[test]

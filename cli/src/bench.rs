@@ -90,6 +90,7 @@ fn row_json(row: &Row) -> serde_json::Value {
         "ferroloop_speedup": row.ferroloop_speedup,
         "allocs_per_event": row.allocs_per_event,
         "peak_rss_bytes": row.peak_rss,
+        "rss_growth_bytes": row.rss_growth,
         "checksum": row.checksum,
         "samples": row.samples,
     })
