@@ -15,7 +15,7 @@ use napi_derive::napi;
 use crate::error::FerroloopError;
 use crate::guard;
 
-/// Options for [`SseParser`].
+/// Options for the `SseParser` class.
 #[napi(object)]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SseParserOptions {
