@@ -13,7 +13,7 @@ cargo fmt --all -- --check
 section "rust: clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-section "rust: tests"
+section "rust: tests (incl. the client and the agent against the loopback replay server)"
 cargo test --workspace --locked
 
 section "rust: bounded memory (release: 1 GiB of messages, a 10 GiB hostile event)"
@@ -21,9 +21,6 @@ cargo test -p ferroloop --release --locked --test memory_bound
 
 section "rust: docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-
-section "client: loopback fault injection"
-bash scripts/test-client.sh
 
 section "c: libferroloop (C programs, valgrind)"
 bash scripts/test-c.sh
