@@ -365,7 +365,12 @@ impl SseParser {
         }
         while self.pos < chunk.len() {
             let rest = &chunk[self.pos..];
-            let Some(offset) = self.line_end.find(rest) else {
+            // A blank line (the end of every event) needs no search.
+            let found = match rest.first() {
+                Some(b'\n' | b'\r') => Some(0),
+                _ => self.line_end.find(rest),
+            };
+            let Some(offset) = found else {
                 self.bytes_scanned += rest.len() as u64;
                 let start = self.pos;
                 self.pos = chunk.len();
