@@ -418,10 +418,10 @@ pub mod parser_choice {
         for chunk in chunks {
             parser.feed(chunk.clone());
             while let Some(item) = parser.next_item() {
-                if let SseItem::Event(event) = item {
-                    if let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(event.data()) {
-                        apply(&mut texts, &envelope);
-                    }
+                if let SseItem::Event(event) = item
+                    && let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(event.data())
+                {
+                    apply(&mut texts, &envelope);
                 }
             }
         }

@@ -93,7 +93,7 @@ impl Sizes {
 }
 
 fn label(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}MiB", bytes >> 20)
     } else if bytes >= 1_000_000 {
         format!("{}MB", bytes / 1_000_000)

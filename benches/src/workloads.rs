@@ -142,7 +142,7 @@ pub fn openai_chat_stream(seed: u64, target_bytes: usize) -> Bytes {
     let mut n = 0u64;
     while out.len() < target_bytes {
         n += 1;
-        if n % 300 == 0 {
+        if n.is_multiple_of(300) {
             let call = n / 300;
             out.push_str(head);
             out.push_str(&format!("{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_{call}\",\"type\":\"function\",\"function\":{{\"name\":\"get_weather\",\"arguments\":\"\"}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"));

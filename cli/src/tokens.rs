@@ -70,15 +70,14 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
     if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        && let Some(body) = as_request(&bytes)
     {
-        if let Some(body) = as_request(&bytes) {
-            let counter = if exact {
-                TextCounter::with(family, &exact_text)
-            } else {
-                TextCounter::estimate(family)
-            };
-            return Ok(count_request_body(&body, &counter).total());
-        }
+        let counter = if exact {
+            TextCounter::with(family, &exact_text)
+        } else {
+            TextCounter::estimate(family)
+        };
+        return Ok(count_request_body(&body, &counter).total());
     }
     if exact {
         Ok(exact_text(&String::from_utf8_lossy(&bytes)))

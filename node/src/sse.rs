@@ -162,10 +162,10 @@ struct LastField {
 impl LastField {
     /// The span of `value` in the batch, appending it unless it repeats the last one.
     fn span_of(&mut self, text: &mut BatchText, value: &str) -> Result<Span, FerroloopError> {
-        if let Some(span) = self.span {
-            if self.value == value {
-                return Ok(span);
-            }
+        if let Some(span) = self.span
+            && self.value == value
+        {
+            return Ok(span);
         }
         let span = append(text, value)?;
         self.value.clear();

@@ -244,10 +244,10 @@ impl PyExecutor {
             .import(pyo3::intern!(py, "asyncio"))?
             .call_method0(pyo3::intern!(py, "get_running_loop"))?;
         let mut slot = lock(&self.bridge);
-        if let Some(bridge) = slot.as_ref() {
-            if bridge.event_loop(py).is(&running) {
-                return Ok(Arc::clone(bridge));
-            }
+        if let Some(bridge) = slot.as_ref()
+            && bridge.event_loop(py).is(&running)
+        {
+            return Ok(Arc::clone(bridge));
         }
         let bridge = LoopBridge::for_running_loop(py)?;
         *slot = Some(Arc::clone(&bridge));

@@ -195,10 +195,10 @@ impl AnthropicDecoder {
             if state.sealed {
                 continue;
             }
-            if let Some(input) = &state.input {
-                if let Some(view) = partial_view(input) {
-                    set_input(block, view);
-                }
+            if let Some(input) = &state.input
+                && let Some(view) = partial_view(input)
+            {
+                set_input(block, view);
             }
         }
         Some(message)

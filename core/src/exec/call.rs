@@ -277,7 +277,7 @@ fn hook_panicked(name: &str, hook: &str, panic: &Box<dyn Any + Send>) -> Outcome
 /// `30s`, `250ms`, `1.5s`.
 pub(crate) fn human_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
-    if millis % 1000 == 0 && millis > 0 {
+    if millis.is_multiple_of(1000) && millis > 0 {
         format!("{}s", millis / 1000)
     } else if millis < 1000 {
         format!("{millis}ms")

@@ -312,22 +312,22 @@ fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Vio
         Node::Never => return report(violations, path, "no value is allowed here".to_owned()),
         Node::Checks(checks) => checks,
     };
-    if let Some(types) = checks.types {
-        if !types.accepts(value) {
-            let problem = format!("expected {}, got {}", types.describe(), type_name(value));
-            return report(violations, path, problem);
-        }
+    if let Some(types) = checks.types
+        && !types.accepts(value)
+    {
+        let problem = format!("expected {}, got {}", types.describe(), type_name(value));
+        return report(violations, path, problem);
     }
-    if let Some(allowed) = &checks.allowed {
-        if !allowed.contains(value) {
-            let list = Value::Array(allowed.clone());
-            report(violations, path, format!("must be one of {list}"));
-        }
+    if let Some(allowed) = &checks.allowed
+        && !allowed.contains(value)
+    {
+        let list = Value::Array(allowed.clone());
+        report(violations, path, format!("must be one of {list}"));
     }
-    if let Some(constant) = &checks.constant {
-        if constant != value {
-            report(violations, path, format!("must be {constant}"));
-        }
+    if let Some(constant) = &checks.constant
+        && constant != value
+    {
+        report(violations, path, format!("must be {constant}"));
     }
     match value {
         Value::Object(object) => check_object(checks, object, path, violations),

@@ -397,11 +397,11 @@ impl Turn {
             let message = invalid_input_message(tool.name(), &violations);
             return self.answer_unstarted(index, tool.name(), CallStatus::Rejected, message);
         }
-        if self.stopped {
-            if let Some(cause) = self.shared.cancellation.cause() {
-                let message = not_run_message(tool.name(), cause);
-                return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
-            }
+        if self.stopped
+            && let Some(cause) = self.shared.cancellation.cause()
+        {
+            let message = not_run_message(tool.name(), cause);
+            return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
         }
         // A panicking safety predicate makes the call exclusive: the conservative choice.
         let safe =

@@ -162,7 +162,7 @@ fn read_lines(
             break;
         };
         number += 1;
-        if number % LINES_PER_CANCEL_CHECK == 0 && cancel.is_cancelled() {
+        if number.is_multiple_of(LINES_PER_CANCEL_CHECK) && cancel.is_cancelled() {
             return Err(ToolFailure::Cancelled);
         }
         if number < offset {

@@ -238,7 +238,7 @@ fn main() -> Result<()> {
     let started = Instant::now();
     for doc in docs {
         let i = index_in_category.entry(doc.category).or_default();
-        let train = *i % 2 == 0;
+        let train = (*i).is_multiple_of(2);
         *i += 1;
         let legacy_count = legacy
             .encode(doc.text.as_str(), false)
