@@ -231,7 +231,7 @@ export interface RequestEstimate {
   total: number
 }
 
-/** Options for [`SseParser`]. */
+/** Options for the `SseParser` class. */
 export interface SseParserOptions {
   /**
    * Drop a pending event once it grows past this many bytes (memory stays bounded; parsing
