@@ -676,20 +676,15 @@ impl EventDecoder for AnthropicDecoder {
     }
 
     fn finish(&mut self) -> Result<Value, DecodeError> {
-        if let Some(error) = self.failure.as_ref().and_then(DecodeError::replay) {
-            return Err(error);
-        }
-        if !self.stopped {
-            let reason = if self.message.is_some() {
-                "the stream ended before `message_stop`"
-            } else {
-                "the stream ended before `message_start`"
-            };
-            return Err(DecodeError::Truncated {
-                reason: reason.to_owned(),
-                partial: Box::new(self.message()),
-            });
-        }
-        Ok(self.message())
+        DecodeError::finish_result(
+            self.failure.as_ref(),
+            self.stopped,
+            self.message.is_some(),
+            (
+                "the stream ended before `message_start`",
+                "the stream ended before `message_stop`",
+            ),
+            || self.message(),
+        )
     }
 }

@@ -76,6 +76,29 @@ impl DecodeError {
         }
     }
 
+    /// What a decoder's `finish()` answers: the provider error the stream carried, if any;
+    /// otherwise `Truncated` (with `reasons.0` when the stream never started, `reasons.1` when
+    /// it started but did not complete); otherwise the final message.
+    pub(crate) fn finish_result(
+        failure: Option<&DecodeError>,
+        complete: bool,
+        started: bool,
+        (not_started, not_completed): (&str, &str),
+        message: impl FnOnce() -> serde_json::Value,
+    ) -> Result<serde_json::Value, DecodeError> {
+        if let Some(error) = failure.and_then(DecodeError::replay) {
+            return Err(error);
+        }
+        if !complete {
+            let reason = if started { not_completed } else { not_started };
+            return Err(DecodeError::Truncated {
+                reason: reason.to_owned(),
+                partial: Box::new(message()),
+            });
+        }
+        Ok(message())
+    }
+
     /// A copy of a provider error, to answer again from `finish()`.
     pub(crate) fn replay(&self) -> Option<Self> {
         match self {

@@ -731,20 +731,15 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn finish(&mut self) -> Result<Value, DecodeError> {
-        if let Some(error) = self.failure.as_ref().and_then(DecodeError::replay) {
-            return Err(error);
-        }
-        if !self.done {
-            let reason = if self.snapshot.is_some() {
-                "the stream ended before `data: [DONE]`"
-            } else {
-                "the stream ended before its first chunk"
-            };
-            return Err(DecodeError::Truncated {
-                reason: reason.to_owned(),
-                partial: Box::new(self.message()),
-            });
-        }
-        Ok(self.message())
+        DecodeError::finish_result(
+            self.failure.as_ref(),
+            self.done,
+            self.snapshot.is_some(),
+            (
+                "the stream ended before its first chunk",
+                "the stream ended before `data: [DONE]`",
+            ),
+            || self.message(),
+        )
     }
 }

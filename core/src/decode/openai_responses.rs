@@ -464,20 +464,15 @@ impl EventDecoder for OpenAiResponsesDecoder {
     }
 
     fn finish(&mut self) -> Result<Value, DecodeError> {
-        if let Some(error) = self.failure.as_ref().and_then(DecodeError::replay) {
-            return Err(error);
-        }
-        if !self.done {
-            let reason = if self.snapshot.is_some() {
-                "the stream ended before `response.completed`"
-            } else {
-                "the stream ended before `response.created`"
-            };
-            return Err(DecodeError::Truncated {
-                reason: reason.to_owned(),
-                partial: Box::new(self.message()),
-            });
-        }
-        Ok(self.message())
+        DecodeError::finish_result(
+            self.failure.as_ref(),
+            self.done,
+            self.snapshot.is_some(),
+            (
+                "the stream ended before `response.created`",
+                "the stream ended before `response.completed`",
+            ),
+            || self.message(),
+        )
     }
 }
