@@ -18,6 +18,7 @@ mod config;
 mod context;
 mod events;
 mod model;
+pub mod openai;
 pub mod replay;
 mod run;
 

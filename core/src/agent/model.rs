@@ -57,6 +57,14 @@ pub enum ModelError {
         /// The message accumulated so far.
         partial: Box<Value>,
     },
+    /// The provider is overloaded (HTTP 529 or an `overloaded_error`), after the client's
+    /// retries: the loop switches to the fallback model when one is configured, else stops with
+    /// `error`.
+    #[error("overloaded: {message}")]
+    Overloaded {
+        /// What the provider said.
+        message: String,
+    },
     /// Anything else (authentication, a provider error event, a protocol error): the loop
     /// stops with `error`.
     #[error("{0}")]
@@ -70,6 +78,11 @@ impl From<DecodeError> for ModelError {
             DecodeError::Provider { message, .. } if is_prompt_too_long(&message) => {
                 ModelError::PromptTooLong { message }
             }
+            DecodeError::Provider {
+                error_type,
+                message,
+                ..
+            } if error_type == "overloaded_error" => ModelError::Overloaded { message },
             other => ModelError::Other(other.to_string()),
         }
     }

@@ -1,6 +1,7 @@
-//! Scripted models: an SSE encoder for Anthropic messages, a [`Model`] that decodes scripted SSE
-//! bytes in-process, and the "explore this directory" conversation of `ferroloop run`'s replay
-//! model.
+//! Scripted models: SSE encoders for Anthropic messages (as the Messages API or as OpenAI Chat
+//! Completions would stream them), a [`Model`] that decodes scripted SSE bytes in-process, and
+//! the "explore this directory" conversation of `ferroloop run`'s replay model (which reads
+//! either request shape).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
+use super::openai::{ChatEventTranslator, ChatOptions, chat_request};
 use crate::decode::{DecodeEvent, Provider, StreamDecoder};
 use crate::tokens::{Family, estimate_request_body, estimate_text};
 
@@ -121,6 +123,108 @@ pub fn anthropic_sse(message: &Value, chunk_chars: usize) -> String {
     out
 }
 
+/// Encodes a complete Anthropic message as OpenAI Chat Completions would stream the same answer:
+/// a first chunk with the role, text in `content` deltas of about `chunk_chars` characters, each
+/// `tool_use` as a tool call (id and name first, then `arguments` fragments, one call after the
+/// other), a chunk with the `finish_reason` (`stop`, `length`, `tool_calls`), the usage-only
+/// chunk (empty `choices`; cache reads as `prompt_tokens_details.cached_tokens`), then
+/// `data: [DONE]`.
+pub fn openai_chat_sse(message: &Value, chunk_chars: usize) -> String {
+    let chunk_chars = chunk_chars.max(1);
+    let id = format!(
+        "chatcmpl-{}",
+        message
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("replay")
+    );
+    let model = message.get("model").cloned().unwrap_or(json!("replay"));
+    let mut out = String::new();
+    let mut chunk = |choices: Value, usage: Option<Value>| {
+        let mut data = json!({
+            "id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
+            "system_fingerprint": null, "choices": choices,
+        });
+        if let Some(usage) = usage {
+            data["usage"] = usage;
+        }
+        out.push_str("data: ");
+        out.push_str(&data.to_string());
+        out.push_str("\n\n");
+    };
+    let delta = |delta: Value| json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]);
+    chunk(delta(json!({"role": "assistant", "content": ""})), None);
+    let pieces = |text: &str| -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(chunk_chars)
+            .map(|c| c.iter().collect())
+            .collect()
+    };
+    let blocks = message
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut tool_index = 0;
+    for block in &blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                for piece in pieces(
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                ) {
+                    chunk(delta(json!({"content": piece})), None);
+                }
+            }
+            Some("tool_use") => {
+                let announce = json!({"tool_calls": [{"index": tool_index, "id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": ""}}]});
+                chunk(delta(announce), None);
+                let input = block
+                    .get("input")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}))
+                    .to_string();
+                for piece in pieces(&input) {
+                    chunk(
+                        delta(
+                            json!({"tool_calls": [{"index": tool_index, "function": {"arguments": piece}}]}),
+                        ),
+                        None,
+                    );
+                }
+                tool_index += 1;
+            }
+            _ => {}
+        }
+    }
+    let finish = match message.get("stop_reason").and_then(Value::as_str) {
+        Some("tool_use") => "tool_calls",
+        Some("max_tokens") => "length",
+        _ => "stop",
+    };
+    chunk(
+        json!([{"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish}]),
+        None,
+    );
+    let usage = message.get("usage").cloned().unwrap_or_else(|| json!({}));
+    let field = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let cached = field("cache_read_input_tokens");
+    let prompt = field("input_tokens") + field("cache_creation_input_tokens") + cached;
+    let completion = field("output_tokens");
+    chunk(
+        json!([]),
+        Some(json!({
+            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        })),
+    );
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
 /// What a script answers to one request: the raw SSE body, or an error.
 pub type ScriptReply = Result<Bytes, ModelError>;
 
@@ -129,10 +233,16 @@ pub type Script = dyn Fn(usize, &Value) -> ScriptReply + Send + Sync;
 
 /// A [`Model`] that answers each request with the SSE bytes a script returns, decoded
 /// in-process in small chunks, exactly as a network stream would be.
+///
+/// [`ScriptedModel::new`] speaks Anthropic Messages; [`ScriptedModel::openai_chat`] speaks
+/// OpenAI Chat Completions through the same translation as the client (the script sees the
+/// translated request and answers with Chat Completions chunks, e.g. from
+/// [`openai_chat_sse`]).
 pub struct ScriptedModel {
     script: Arc<Script>,
     calls: Arc<AtomicUsize>,
     chunk: usize,
+    provider: Provider,
 }
 
 impl std::fmt::Debug for ScriptedModel {
@@ -150,6 +260,18 @@ impl ScriptedModel {
             script: Arc::new(script),
             calls: Arc::new(AtomicUsize::new(0)),
             chunk: 61,
+            provider: Provider::Anthropic,
+        }
+    }
+
+    /// A model speaking OpenAI Chat Completions: `script(n, chat_request)` answers with
+    /// `chat.completion.chunk` SSE bytes.
+    pub fn openai_chat(
+        script: impl Fn(usize, &Value) -> ScriptReply + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            provider: Provider::OpenAiChat,
+            ..Self::new(script)
         }
     }
 
@@ -162,13 +284,16 @@ impl ScriptedModel {
 impl Model for ScriptedModel {
     fn stream(&self, request: Value) -> ModelStream {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let reply = (self.script)(n, &request);
+        let reply = match self.provider {
+            Provider::Anthropic => (self.script)(n, &request),
+            _ => (self.script)(n, &chat_request(&request, ChatOptions::default())),
+        };
         let chunk = self.chunk;
         let mut items: Vec<ModelEvent> = Vec::new();
         match reply {
             Err(error) => items.push(ModelEvent::Failed(error)),
             Ok(body) => {
-                let mut decoder = StreamDecoder::for_provider(Provider::Anthropic);
+                let mut decoder = StreamDecoder::for_provider(self.provider);
                 let mut events: Vec<DecodeEvent> = Vec::new();
                 let mut failed = None;
                 let mut pos = 0;
@@ -193,6 +318,13 @@ impl Model for ScriptedModel {
                 };
                 items.push(last);
             }
+        }
+        if self.provider != Provider::Anthropic {
+            let mut translator = ChatEventTranslator::new();
+            items = items
+                .into_iter()
+                .flat_map(|item| translator.translate_model_event(item))
+                .collect();
         }
         Box::pin(futures_util::stream::iter(items))
     }
@@ -226,33 +358,52 @@ pub fn scripted_message(request: &Value, content: Vec<Value>, stop_reason: &str)
     })
 }
 
-/// The tool results in the last message of a request, by `tool_use_id`.
-fn last_results(request: &Value) -> Vec<(String, String)> {
-    request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last())
-        .and_then(|m| m.get("content"))
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|x| x.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The tool results a message carries, by call id: the `tool_result` blocks of an Anthropic
+/// user message, or an OpenAI `tool` message.
+fn results_of(message: &Value) -> Vec<(String, String)> {
+    if message.get("role").and_then(Value::as_str) == Some("tool") {
+        let id = message["tool_call_id"].as_str().unwrap_or_default();
+        return vec![(id.to_owned(), content_text(&message["content"]))];
+    }
+    message
+        .get("content")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
         .map(|b| {
-            let text = match &b["content"] {
-                Value::String(s) => s.clone(),
-                Value::Array(blocks) => blocks
-                    .iter()
-                    .filter_map(|x| x.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                other => other.to_string(),
-            };
             (
                 b["tool_use_id"].as_str().unwrap_or_default().to_owned(),
-                text,
+                content_text(&b["content"]),
             )
         })
         .collect()
+}
+
+/// The tool results sent since the last assistant message of a request (either shape).
+fn last_results(request: &Value) -> Vec<(String, String)> {
+    let messages = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let since = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .map_or(0, |i| i + 1);
+    messages[since..].iter().flat_map(results_of).collect()
 }
 
 /// How many assistant turns a request's history already holds.
@@ -266,7 +417,9 @@ fn assistant_turns(request: &Value) -> usize {
 
 /// The scripted conversation of `ferroloop run`'s replay model: it explores the current
 /// directory with `glob`, `grep` and `read` (several calls in parallel), then answers from what
-/// the tools returned. Only the model is scripted; the tools run for real.
+/// the tools returned. Only the model is scripted; the tools run for real. `request` is an
+/// Anthropic Messages or an OpenAI Chat Completions request; the answer is an Anthropic message
+/// (encode it with [`anthropic_sse`] or [`openai_chat_sse`]).
 pub fn explore_directory_script(request: &Value) -> Value {
     let text = |t: &str| json!({"type": "text", "text": t});
     let call = |id: &str, name: &str, input: Value| json!({"type": "tool_use", "id": id, "name": name, "input": input});
@@ -338,7 +491,7 @@ pub fn explore_directory_script(request: &Value) -> Value {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .flat_map(|m| last_results(&json!({"messages": [m]})))
+                .flat_map(results_of)
                 .collect();
             let lookup = |id: &str| {
                 all.iter()
@@ -407,5 +560,65 @@ mod tests {
             decoded["usage"]["output_tokens"],
             message["usage"]["output_tokens"]
         );
+    }
+
+    #[test]
+    fn the_openai_encoding_translates_back_to_the_same_message() {
+        let request = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let mut message = scripted_message(
+            &request,
+            vec![
+                json!({"type": "text", "text": "two calls, 世界 🚀"}),
+                json!({"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a \"b\".txt"}}),
+                json!({"type": "tool_use", "id": "t2", "name": "glob", "input": {}}),
+            ],
+            "tool_use",
+        );
+        message["usage"]["cache_read_input_tokens"] = json!(3);
+        let sse = openai_chat_sse(&message, 4);
+        assert!(sse.ends_with("data: [DONE]\n\n"));
+        let model = ScriptedModel::openai_chat(move |_, chat| {
+            assert_eq!(
+                chat["messages"][0],
+                json!({"role": "user", "content": "hi"})
+            );
+            Ok(Bytes::from(sse.clone()))
+        });
+        let items: Vec<ModelEvent> =
+            futures::executor::block_on(futures::StreamExt::collect(model.stream(request)));
+        let ready: Vec<&str> = items
+            .iter()
+            .filter_map(|i| match i {
+                ModelEvent::Decoded(DecodeEvent::ToolUseReady { id, .. }) => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ready, ["t1", "t2"]);
+        let Some(ModelEvent::Completed {
+            message: decoded, ..
+        }) = items.last()
+        else {
+            panic!("no final message: {items:?}");
+        };
+        assert_eq!(decoded["content"], message["content"]);
+        assert_eq!(decoded["stop_reason"], "tool_use");
+        assert_eq!(decoded["usage"], message["usage"]);
+    }
+
+    #[test]
+    fn the_script_reads_tool_results_in_either_shape() {
+        let anthropic = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "glob", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x.md"}]},
+        ]});
+        let chat =
+            json!({"messages": chat_request(&anthropic, ChatOptions::default())["messages"]});
+        assert_eq!(
+            last_results(&anthropic),
+            vec![("a".to_owned(), "x.md".to_owned())]
+        );
+        assert_eq!(last_results(&chat), last_results(&anthropic));
+        assert_eq!(assistant_turns(&chat), 1);
     }
 }

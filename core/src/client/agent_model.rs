@@ -1,27 +1,60 @@
 //! The client as the agent loop's [`Model`]: Anthropic Messages requests in, decoded events,
-//! retries and one final item out.
+//! retries and one final item out. Against an OpenAI Chat Completions endpoint the request and
+//! the response are translated ([`crate::agent::openai`]).
 
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{Client, ClientError, MessageItem, MessageStream, Provider};
+use crate::agent::openai::{self, ChatOptions, MaxTokensField};
 use crate::agent::{Model, ModelError, ModelEvent, ModelStream};
 
 impl Model for Client {
     fn stream(&self, mut request: Value) -> ModelStream {
-        if self.config().provider != Provider::Anthropic {
-            let error = ModelError::Other(format!(
-                "the agent loop sends Anthropic Messages requests; this client speaks {}",
-                self.config().provider.name()
-            ));
-            return Box::pin(futures_util::stream::iter([ModelEvent::Failed(error)]));
-        }
         if let Some(fields) = request.as_object_mut() {
             fields.insert("stream".to_owned(), Value::Bool(true));
         }
-        let body = request.to_string();
-        let stream = self.stream_message(body);
-        Box::pin(futures_util::stream::unfold(Some(stream), next_event))
+        match self.config().provider {
+            Provider::Anthropic => {
+                let stream = self.stream_message(request.to_string());
+                Box::pin(futures_util::stream::unfold(Some(stream), next_event))
+            }
+            Provider::OpenAiChat => {
+                let options = ChatOptions {
+                    max_tokens_field: max_tokens_field(&self.config().base_url),
+                };
+                let body = openai::chat_request(&request, options);
+                let stream = self.stream_message(body.to_string());
+                openai::translate_chat_stream(Box::pin(futures_util::stream::unfold(
+                    Some(stream),
+                    next_event,
+                )))
+            }
+            Provider::OpenAiResponses => {
+                let error = ModelError::Other(
+                    "the agent loop speaks Chat Completions to OpenAI endpoints; use the \
+                     openai-chat provider"
+                        .to_owned(),
+                );
+                Box::pin(futures_util::stream::iter([ModelEvent::Failed(error)]))
+            }
+        }
+    }
+}
+
+/// OpenAI itself wants `max_completion_tokens` (its reasoning models refuse `max_tokens`);
+/// OpenAI-compatible servers (vLLM, Ollama, LM Studio, gateways) widely know only `max_tokens`.
+fn max_tokens_field(base_url: &str) -> MaxTokensField {
+    let host = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or("");
+    if host.eq_ignore_ascii_case("api.openai.com") {
+        MaxTokensField::MaxCompletionTokens
+    } else {
+        MaxTokensField::MaxTokens
     }
 }
 
@@ -52,23 +85,28 @@ async fn next_event(stream: Option<MessageStream>) -> Option<(ModelEvent, Option
 }
 
 /// The loop's classes: prompt too long (compact and retry), truncated (retry the turn once),
-/// anything else (stop).
+/// overloaded (switch to the fallback model), anything else (stop).
 pub(crate) fn model_error(error: ClientError) -> ModelError {
     match error {
         ClientError::PromptTooLong { details, .. } => ModelError::PromptTooLong {
             message: details.message,
         },
-        ClientError::Truncated { partial, cause, .. } => {
-            if let ClientError::PromptTooLong { details, .. } = *cause {
-                return ModelError::PromptTooLong {
-                    message: details.message,
-                };
-            }
-            ModelError::Truncated {
+        ClientError::Overloaded(details) => ModelError::Overloaded {
+            message: details.to_string(),
+        },
+        ClientError::Truncated { partial, cause, .. } => match *cause {
+            ClientError::PromptTooLong { details, .. } => ModelError::PromptTooLong {
+                message: details.message,
+            },
+            // An overload announced mid-stream: the partial turn is discarded either way.
+            ClientError::Overloaded(details) => ModelError::Overloaded {
+                message: details.to_string(),
+            },
+            cause => ModelError::Truncated {
                 reason: cause.to_string(),
                 partial: partial.message.unwrap_or_else(|| Box::new(Value::Null)),
-            }
-        }
+            },
+        },
         other => ModelError::Other(other.to_string()),
     }
 }

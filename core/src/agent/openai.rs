@@ -1,0 +1,969 @@
+//! The loop against OpenAI Chat Completions: its history stays in the Anthropic Messages shape,
+//! and this module translates at the edge.
+//!
+//! - Requests ([`chat_request`]): `system` becomes the first `system` message; an assistant
+//!   message's text and `tool_use` blocks become `content` and `tool_calls`; a user message's
+//!   `tool_result` blocks become `role: "tool"` messages, in order, followed by one user message
+//!   with the rest (text, images as `image_url` parts, images returned by tools too); tool
+//!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
+//!   `max_tokens`, `stop_sequences`, `tool_choice` and `metadata.user_id` are mapped; fields
+//!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control`, server tools) are
+//!   dropped; unknown fields (`temperature`, `seed`, ...) pass through.
+//! - Responses ([`message_from_chat_completion`], [`ChatEventTranslator`]): the Chat
+//!   decoder's events and final `chat.completion` become Anthropic-shaped events and an
+//!   Anthropic message: text and `tool_use` blocks (input parsed), `finish_reason` `stop` /
+//!   `length` / `tool_calls` / `content_filter` → `end_turn` / `max_tokens` / `tool_use` /
+//!   `refusal`, and usage `prompt_tokens` / `completion_tokens` / `cached_tokens` →
+//!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`.
+//!
+//! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
+
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::model::{ModelError, ModelEvent, ModelStream};
+use crate::decode::DecodeEvent;
+
+/// Which request field carries the output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_completion_tokens`: OpenAI's current name (reasoning models refuse `max_tokens`).
+    #[default]
+    MaxCompletionTokens,
+    /// `max_tokens`: the older name, the one most OpenAI-compatible servers understand.
+    MaxTokens,
+}
+
+/// How requests are translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChatOptions {
+    /// The field for `max_tokens`.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// Request fields handled explicitly, or without a Chat Completions equivalent (dropped).
+const ANTHROPIC_ONLY: &[&str] = &[
+    "model",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "stop_sequences",
+    "stream",
+    "metadata",
+    "thinking",
+    "top_k",
+    "container",
+    "mcp_servers",
+];
+
+/// Translates an Anthropic Messages request body into a Chat Completions request body.
+pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
+    let empty = Map::new();
+    let fields = request.as_object().unwrap_or(&empty);
+    let mut out = Map::new();
+    if let Some(model) = fields.get("model") {
+        out.insert("model".to_owned(), model.clone());
+    }
+    let messages = fields
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    out.insert(
+        "messages".to_owned(),
+        Value::Array(chat_messages(fields.get("system"), messages)),
+    );
+    let tools = fields
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| chat_tools(tools))
+        .unwrap_or_default();
+    let has_tools = !tools.is_empty();
+    if has_tools {
+        out.insert("tools".to_owned(), Value::Array(tools));
+        if let Some(choice) = fields.get("tool_choice") {
+            let (choice, parallel) = chat_tool_choice(choice);
+            if let Some(choice) = choice {
+                out.insert("tool_choice".to_owned(), choice);
+            }
+            if let Some(parallel) = parallel {
+                out.insert("parallel_tool_calls".to_owned(), Value::Bool(parallel));
+            }
+        }
+    }
+    if let Some(max) = fields.get("max_tokens").filter(|m| m.is_number()) {
+        let key = match options.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        };
+        out.insert(key.to_owned(), max.clone());
+    }
+    if let Some(stops) = fields
+        .get("stop_sequences")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+    {
+        out.insert("stop".to_owned(), Value::Array(stops.clone()));
+    }
+    if fields.get("stream").and_then(Value::as_bool) == Some(true) {
+        out.insert("stream".to_owned(), Value::Bool(true));
+        // Usage comes in a last chunk only when asked for.
+        out.insert("stream_options".to_owned(), json!({"include_usage": true}));
+    }
+    if let Some(user) = fields
+        .get("metadata")
+        .and_then(|m| m.get("user_id"))
+        .filter(|u| u.is_string())
+    {
+        out.insert("user".to_owned(), user.clone());
+    }
+    for (key, value) in fields {
+        if !ANTHROPIC_ONLY.contains(&key.as_str()) && !out.contains_key(key) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// Translates a system prompt and Anthropic messages into Chat Completions messages.
+pub fn chat_messages(system: Option<&Value>, messages: &[Value]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = system {
+        let text = joined_text(system);
+        if !text.is_empty() {
+            out.push(json!({"role": "system", "content": text}));
+        }
+    }
+    for message in messages {
+        let content = message.get("content").unwrap_or(&Value::Null);
+        match message.get("role").and_then(Value::as_str) {
+            Some("assistant") => out.push(assistant_message(content)),
+            _ => user_messages(content, &mut out),
+        }
+    }
+    out
+}
+
+/// Translates Anthropic tool definitions into Chat Completions function tools. Server tools
+/// (a `type` other than `custom`, and no `input_schema`) have no equivalent and are left out.
+pub fn chat_tools(tools: &[Value]) -> Vec<Value> {
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let name = tool.get("name")?.as_str()?;
+            let kind = tool.get("type").and_then(Value::as_str);
+            let schema = tool.get("input_schema");
+            if schema.is_none() && kind.is_some_and(|k| k != "custom") {
+                return None;
+            }
+            let mut function = Map::new();
+            function.insert("name".to_owned(), Value::String(name.to_owned()));
+            if let Some(description) = tool.get("description").filter(|d| d.is_string()) {
+                function.insert("description".to_owned(), description.clone());
+            }
+            function.insert(
+                "parameters".to_owned(),
+                schema
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            );
+            Some(json!({"type": "function", "function": function}))
+        })
+        .collect()
+}
+
+/// `tool_choice` and `parallel_tool_calls` from Anthropic's `tool_choice`.
+fn chat_tool_choice(choice: &Value) -> (Option<Value>, Option<bool>) {
+    let parallel = choice
+        .get("disable_parallel_tool_use")
+        .and_then(Value::as_bool)
+        .map(|disabled| !disabled);
+    let translated = match choice.get("type").and_then(Value::as_str) {
+        Some("auto") => Some(json!("auto")),
+        Some("any") => Some(json!("required")),
+        Some("none") => Some(json!("none")),
+        Some("tool") => choice
+            .get("name")
+            .map(|name| json!({"type": "function", "function": {"name": name}})),
+        _ => None,
+    };
+    (translated, parallel)
+}
+
+fn block_type(block: &Value) -> &str {
+    block.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The text of a string or of the text blocks of a block list, blocks separated by a blank line.
+fn joined_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| block_type(b) == "text")
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    }
+}
+
+fn assistant_message(content: &Value) -> Value {
+    let blocks = match content {
+        Value::Array(blocks) => blocks.as_slice(),
+        other => return json!({"role": "assistant", "content": joined_text(other)}),
+    };
+    let text = joined_text(content);
+    let calls: Vec<Value> = blocks
+        .iter()
+        .filter(|b| block_type(b) == "tool_use")
+        .map(|b| {
+            let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
+            json!({
+                "id": b.get("id").cloned().unwrap_or(Value::Null),
+                "type": "function",
+                "function": {
+                    "name": b.get("name").cloned().unwrap_or(Value::Null),
+                    "arguments": input.to_string(),
+                },
+            })
+        })
+        .collect();
+    let mut message = Map::new();
+    message.insert("role".to_owned(), json!("assistant"));
+    let content = if text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        Value::String(text)
+    };
+    message.insert("content".to_owned(), content);
+    if !calls.is_empty() {
+        message.insert("tool_calls".to_owned(), Value::Array(calls));
+    }
+    Value::Object(message)
+}
+
+/// An image block as an `image_url` content part.
+fn image_part(block: &Value) -> Option<Value> {
+    let source = block.get("source")?;
+    let url = match source.get("type").and_then(Value::as_str) {
+        Some("base64") => format!(
+            "data:{};base64,{}",
+            source.get("media_type")?.as_str()?,
+            source.get("data")?.as_str()?
+        ),
+        Some("url") => source.get("url")?.as_str()?.to_owned(),
+        _ => return None,
+    };
+    Some(json!({"type": "image_url", "image_url": {"url": url}}))
+}
+
+/// A non-tool user block as a content part (`None`: no Chat Completions equivalent).
+fn user_part(block: &Value) -> Option<Value> {
+    match block_type(block) {
+        "text" => Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
+        "image" => image_part(block),
+        "document" => {
+            let source = block.get("source")?;
+            if source.get("type").and_then(Value::as_str) != Some("text") {
+                return None;
+            }
+            Some(json!({"type": "text", "text": source.get("data")?.as_str()?}))
+        }
+        _ => None,
+    }
+}
+
+/// A user message: its tool results as `tool` messages (in order, so they follow the assistant
+/// message that asked for them), then one user message with the rest.
+fn user_messages(content: &Value, out: &mut Vec<Value>) {
+    let blocks = match content {
+        Value::Array(blocks) => blocks,
+        other => {
+            out.push(json!({"role": "user", "content": joined_text(other)}));
+            return;
+        }
+    };
+    let mut parts = Vec::new();
+    let mut tool_messages = Vec::new();
+    for block in blocks {
+        if block_type(block) != "tool_result" {
+            parts.extend(user_part(block));
+            continue;
+        }
+        let id = block.get("tool_use_id").cloned().unwrap_or(Value::Null);
+        let (text, images) = match block.get("content") {
+            Some(Value::Array(inner)) => {
+                let images: Vec<Value> = inner
+                    .iter()
+                    .filter(|b| block_type(b) == "image")
+                    .filter_map(image_part)
+                    .collect();
+                (joined_text(&Value::Array(inner.clone())), images)
+            }
+            Some(other) => (joined_text(other), Vec::new()),
+            None => (String::new(), Vec::new()),
+        };
+        // A tool message holds text only: images a tool returned follow in the user message.
+        let text = if text.is_empty() && !images.is_empty() {
+            "(the result is the image in the next message)".to_owned()
+        } else {
+            text
+        };
+        if !images.is_empty() {
+            let label = format!(
+                "Image returned by tool call {}:",
+                id.as_str().unwrap_or_default()
+            );
+            parts.push(json!({"type": "text", "text": label}));
+            parts.extend(images);
+        }
+        tool_messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
+    }
+    let any_tool = !tool_messages.is_empty();
+    out.append(&mut tool_messages);
+    match parts.as_slice() {
+        [] if any_tool => {}
+        [] => out.push(json!({"role": "user", "content": ""})),
+        [only] if block_type(only) == "text" => {
+            out.push(json!({"role": "user", "content": only["text"].clone()}));
+        }
+        _ => out.push(json!({"role": "user", "content": parts})),
+    }
+}
+
+/// The loop's stop reason for a Chat Completions `finish_reason`. Calls present mean `tool_use`
+/// unless the output was cut (some compatible servers answer `stop` with tool calls).
+pub fn stop_reason(finish_reason: Option<&str>, has_tool_calls: bool) -> &'static str {
+    match finish_reason {
+        Some("length") => "max_tokens",
+        Some("content_filter") => "refusal",
+        _ if has_tool_calls => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+/// Anthropic-shaped usage from Chat Completions usage (`null` when there is none).
+/// `prompt_tokens` includes the cached tokens; Anthropic's `input_tokens` does not.
+pub fn anthropic_usage(usage: &Value) -> Value {
+    let Some(prompt) = usage.get("prompt_tokens").and_then(Value::as_u64) else {
+        return Value::Null;
+    };
+    let cached = usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(prompt);
+    let output = usage
+        .get("completion_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    json!({
+        "input_tokens": prompt - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output,
+    })
+}
+
+/// Where a content block of the translated message comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Text,
+    Tool(usize),
+}
+
+/// The arguments of a call as an input object (`{}` when empty or not valid JSON: the stream
+/// reported the call as invalid or truncated, and it is not run).
+fn parse_arguments(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(arguments).unwrap_or_else(|_| json!({}))
+}
+
+/// Translates a `chat.completion` (its first choice) into an Anthropic message, text first.
+pub fn message_from_chat_completion(completion: &Value) -> Value {
+    assemble(completion, None)
+}
+
+fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
+    let choice = completion
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c.is_object()));
+    let message = choice.and_then(|c| c.get("message"));
+    let field = |key: &str| {
+        message
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let mut text = field("content").to_owned();
+    text.push_str(field("refusal"));
+    let calls = message
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let tool_block = |call: &Value| {
+        let function = call.get("function");
+        let name = function
+            .and_then(|f| f.get("name"))
+            .cloned()
+            .unwrap_or(json!(""));
+        let arguments = function
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        json!({
+            "type": "tool_use",
+            "id": call.get("id").cloned().unwrap_or(json!("")),
+            "name": name,
+            "input": parse_arguments(arguments),
+        })
+    };
+    let default_order: Vec<Slot>;
+    let order = match order {
+        Some(order) => order,
+        None => {
+            default_order = std::iter::once(Slot::Text)
+                .chain((0..calls.len()).map(Slot::Tool))
+                .collect();
+            &default_order
+        }
+    };
+    let mut content = Vec::with_capacity(calls.len() + 1);
+    let mut text_done = false;
+    let mut tools_done = vec![false; calls.len()];
+    // Blocks in the order the stream opened them, then anything it did not announce.
+    let trailing = std::iter::once(Slot::Text).chain((0..calls.len()).map(Slot::Tool));
+    for slot in order.iter().copied().chain(trailing) {
+        match slot {
+            Slot::Text if !text_done => {
+                text_done = true;
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+            }
+            Slot::Tool(i) if tools_done.get(i) == Some(&false) => {
+                tools_done[i] = true;
+                content.push(tool_block(&calls[i]));
+            }
+            _ => {}
+        }
+    }
+    let finish = choice
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str);
+    let stop = if choice.is_some() && finish.is_some() {
+        Value::String(stop_reason(finish, !calls.is_empty()).to_owned())
+    } else {
+        Value::Null
+    };
+    json!({
+        "id": completion.get("id").cloned().unwrap_or(json!("")),
+        "type": "message",
+        "role": "assistant",
+        "model": completion.get("model").cloned().unwrap_or(json!("")),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": anthropic_usage(completion.get("usage").unwrap_or(&Value::Null)),
+    })
+}
+
+/// Translates the Chat decoder's events (first choice) into the events an Anthropic stream
+/// would have produced: text in one text block, each tool call in its own block, block indices
+/// in order of appearance, finish reason and usage in Anthropic terms. Then translates the final
+/// message with the same block order.
+#[derive(Debug, Default)]
+pub struct ChatEventTranslator {
+    slots: Vec<Slot>,
+    text_block: Option<usize>,
+    tool_blocks: Vec<Option<usize>>,
+    sealed: Vec<String>,
+}
+
+impl ChatEventTranslator {
+    /// A translator for one stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn text_block(&mut self, out: &mut Vec<DecodeEvent>) -> usize {
+        if let Some(index) = self.text_block {
+            return index;
+        }
+        let index = self.slots.len();
+        self.slots.push(Slot::Text);
+        self.text_block = Some(index);
+        out.push(DecodeEvent::BlockStart {
+            index,
+            block: json!({"type": "text", "text": ""}),
+        });
+        index
+    }
+
+    /// The block index of tool call `tool`, and whether it is new.
+    fn tool_block(&mut self, tool: usize) -> (usize, bool) {
+        if self.tool_blocks.len() <= tool {
+            self.tool_blocks.resize(tool + 1, None);
+        }
+        if let Some(index) = self.tool_blocks[tool] {
+            return (index, false);
+        }
+        let index = self.slots.len();
+        self.slots.push(Slot::Tool(tool));
+        self.tool_blocks[tool] = Some(index);
+        (index, true)
+    }
+
+    fn has_tools(&self) -> bool {
+        self.slots.iter().any(|s| matches!(s, Slot::Tool(_)))
+    }
+
+    /// Translates one decoder event into `out`.
+    pub fn translate(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>) {
+        match event {
+            DecodeEvent::MessageStart { message } => {
+                let mut start = assemble(&message, Some(&[][..]));
+                start["content"] = json!([]);
+                start["stop_reason"] = Value::Null;
+                out.push(DecodeEvent::MessageStart { message: start });
+            }
+            DecodeEvent::TextDelta { index: 0, text }
+            | DecodeEvent::RefusalDelta {
+                index: 0,
+                refusal: text,
+            } => {
+                let index = self.text_block(out);
+                out.push(DecodeEvent::TextDelta { index, text });
+            }
+            DecodeEvent::TextDelta { .. } | DecodeEvent::RefusalDelta { .. } => {}
+            DecodeEvent::BlockStart { index, block } => {
+                let (index, new) = self.tool_block(index);
+                if new {
+                    let function = block.get("function");
+                    let name = function
+                        .and_then(|f| f.get("name"))
+                        .cloned()
+                        .unwrap_or(json!(""));
+                    out.push(DecodeEvent::BlockStart {
+                        index,
+                        block: json!({"type": "tool_use", "id": block.get("id").cloned().unwrap_or(json!("")), "name": name, "input": {}}),
+                    });
+                }
+            }
+            DecodeEvent::InputJsonDelta {
+                index,
+                partial_json,
+            } => {
+                let (index, _) = self.tool_block(index);
+                out.push(DecodeEvent::InputJsonDelta {
+                    index,
+                    partial_json,
+                });
+            }
+            DecodeEvent::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            } => {
+                let (index, _) = self.tool_block(index);
+                self.sealed.push(id.clone());
+                out.push(DecodeEvent::ToolUseReady {
+                    index,
+                    id,
+                    name,
+                    input,
+                });
+                out.push(DecodeEvent::BlockStop { index });
+            }
+            DecodeEvent::ToolUseInvalid {
+                index,
+                id,
+                name,
+                partial_json,
+                error,
+            } => {
+                let (index, _) = self.tool_block(index);
+                self.sealed.push(id.clone());
+                out.push(DecodeEvent::ToolUseInvalid {
+                    index,
+                    id,
+                    name,
+                    partial_json,
+                    error,
+                });
+                out.push(DecodeEvent::BlockStop { index });
+            }
+            DecodeEvent::ToolUseTruncated {
+                index,
+                id,
+                name,
+                partial_json,
+            } => {
+                let (index, _) = self.tool_block(index);
+                self.sealed.push(id.clone());
+                out.push(DecodeEvent::ToolUseTruncated {
+                    index,
+                    id,
+                    name,
+                    partial_json,
+                });
+                out.push(DecodeEvent::BlockStop { index });
+            }
+            DecodeEvent::MessageDelta { delta, usage } => {
+                let delta = match delta.get("finish_reason").and_then(Value::as_str) {
+                    Some(reason) => {
+                        json!({"stop_reason": stop_reason(Some(reason), self.has_tools()), "stop_sequence": null})
+                    }
+                    None => json!({}),
+                };
+                out.push(DecodeEvent::MessageDelta {
+                    delta,
+                    usage: anthropic_usage(&usage),
+                });
+            }
+            DecodeEvent::MessageStop => {
+                if let Some(index) = self.text_block {
+                    out.push(DecodeEvent::BlockStop { index });
+                }
+                out.push(DecodeEvent::MessageStop);
+            }
+            other => out.push(other),
+        }
+    }
+
+    /// The final `chat.completion` as an Anthropic message, blocks in stream order.
+    pub fn message(&self, completion: &Value) -> Value {
+        assemble(completion, Some(&self.slots))
+    }
+
+    /// Translates one item of a model stream whose decoded events and final message are in the
+    /// Chat Completions shape. A call the stream never sealed (a server that ends without a
+    /// `finish_reason`) is reported ready before the final message, so it runs and is answered.
+    pub fn translate_model_event(&mut self, event: ModelEvent) -> Vec<ModelEvent> {
+        match event {
+            ModelEvent::Decoded(event) => {
+                let mut out = Vec::with_capacity(2);
+                self.translate(event, &mut out);
+                out.into_iter().map(ModelEvent::Decoded).collect()
+            }
+            ModelEvent::Completed {
+                message,
+                time_to_first_token,
+                request_id,
+            } => {
+                let message = self.message(&message);
+                let mut out = Vec::new();
+                if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
+                    let blocks = message.get("content").and_then(Value::as_array);
+                    for (index, block) in blocks.into_iter().flatten().enumerate() {
+                        let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                        if block_type(block) == "tool_use" && !self.sealed.iter().any(|s| s == id) {
+                            out.push(ModelEvent::Decoded(DecodeEvent::ToolUseReady {
+                                index,
+                                id: id.to_owned(),
+                                name: block["name"].as_str().unwrap_or_default().to_owned(),
+                                input: block["input"].clone(),
+                            }));
+                        }
+                    }
+                }
+                out.push(ModelEvent::Completed {
+                    message,
+                    time_to_first_token,
+                    request_id,
+                });
+                out
+            }
+            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
+                let partial = Box::new(self.message(&partial));
+                vec![ModelEvent::Failed(ModelError::Truncated {
+                    reason,
+                    partial,
+                })]
+            }
+            other => vec![other],
+        }
+    }
+}
+
+/// Wraps a model stream in the Chat Completions shape into one in the loop's shape.
+pub fn translate_chat_stream(stream: ModelStream) -> ModelStream {
+    let mut translator = ChatEventTranslator::new();
+    Box::pin(
+        stream.flat_map(move |event| {
+            futures_util::stream::iter(translator.translate_model_event(event))
+        }),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::decode::{EventDecoder, OpenAiChatDecoder};
+
+    #[test]
+    fn requests_translate_system_tools_limits_and_extras() {
+        let request = json!({
+            "model": "gpt-4o",
+            "max_tokens": 512,
+            "system": [{"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [
+                {"name": "read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}, "cache_control": {"type": "ephemeral"}},
+                {"type": "web_search_20250305", "name": "web_search"},
+            ],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+            "stop_sequences": ["END"],
+            "stream": true,
+            "temperature": 0.2,
+            "thinking": {"type": "enabled", "budget_tokens": 1000},
+            "top_k": 5,
+            "metadata": {"user_id": "u1"},
+        });
+        let chat = chat_request(&request, ChatOptions::default());
+        assert_eq!(
+            chat,
+            json!({
+                "model": "gpt-4o",
+                "messages": [
+                    {"role": "system", "content": "Be terse."},
+                    {"role": "user", "content": "hi"},
+                ],
+                "tools": [{"type": "function", "function": {"name": "read", "description": "Read a file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}],
+                "tool_choice": "required",
+                "parallel_tool_calls": false,
+                "max_completion_tokens": 512,
+                "stop": ["END"],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "user": "u1",
+                "temperature": 0.2,
+            })
+        );
+        let legacy = chat_request(
+            &request,
+            ChatOptions {
+                max_tokens_field: MaxTokensField::MaxTokens,
+            },
+        );
+        assert_eq!(legacy["max_tokens"], 512);
+        assert!(legacy.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn parallel_tool_calls_and_their_results_keep_their_order() {
+        let messages = vec![
+            json!({"role": "user", "content": [{"type": "text", "text": "look"}]}),
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                {"type": "text", "text": "Reading both."},
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "t2", "name": "read", "input": {"path": "b"}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "A"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "B1"}, {"type": "text", "text": "B2"}], "is_error": true},
+                {"type": "text", "text": "Resume directly."},
+            ]}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t3", "name": "glob", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t3", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+                ]},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        assert_eq!(
+            chat,
+            vec![
+                json!({"role": "user", "content": "look"}),
+                json!({"role": "assistant", "content": "Reading both.", "tool_calls": [
+                    {"id": "t1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}},
+                    {"id": "t2", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"b\"}"}},
+                ]}),
+                json!({"role": "tool", "tool_call_id": "t1", "content": "A"}),
+                json!({"role": "tool", "tool_call_id": "t2", "content": "B1\n\nB2"}),
+                json!({"role": "user", "content": "Resume directly."}),
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "t3", "type": "function", "function": {"name": "glob", "arguments": "{}"}},
+                ]}),
+                json!({"role": "tool", "tool_call_id": "t3", "content": "(the result is the image in the next message)"}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "Image returned by tool call t3:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                ]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn user_images_become_image_url_parts() {
+        let messages = vec![json!({"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        ]})];
+        assert_eq!(
+            chat_messages(Some(&json!("sys")), &messages),
+            vec![
+                json!({"role": "system", "content": "sys"}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                ]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn finish_reasons_and_usage_map_to_anthropic_terms() {
+        assert_eq!(stop_reason(Some("stop"), false), "end_turn");
+        assert_eq!(stop_reason(Some("stop"), true), "tool_use");
+        assert_eq!(stop_reason(Some("tool_calls"), true), "tool_use");
+        assert_eq!(stop_reason(Some("tool_calls"), false), "end_turn");
+        assert_eq!(stop_reason(Some("length"), true), "max_tokens");
+        assert_eq!(stop_reason(Some("content_filter"), false), "refusal");
+        assert_eq!(
+            anthropic_usage(
+                &json!({"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230, "prompt_tokens_details": {"cached_tokens": 1024}})
+            ),
+            json!({"input_tokens": 176, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 1024, "output_tokens": 30})
+        );
+        assert_eq!(anthropic_usage(&Value::Null), Value::Null);
+    }
+
+    #[test]
+    fn a_completion_becomes_an_anthropic_message() {
+        let completion = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": "Two reads.",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "read", "arguments": ""}},
+                ]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        });
+        let message = message_from_chat_completion(&completion);
+        assert_eq!(
+            message["content"],
+            json!([
+                {"type": "text", "text": "Two reads."},
+                {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "c2", "name": "read", "input": {}},
+            ])
+        );
+        assert_eq!(message["stop_reason"], "tool_use");
+        assert_eq!(message["usage"]["input_tokens"], 10);
+        assert_eq!(message["usage"]["output_tokens"], 5);
+    }
+
+    fn decode_translated(sse: &str) -> (Vec<DecodeEvent>, Value) {
+        let mut decoder = OpenAiChatDecoder::new();
+        let mut raw = Vec::new();
+        for line in sse.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            decoder.push_event("message", line).unwrap();
+            decoder.drain_events(&mut raw);
+        }
+        let mut translator = ChatEventTranslator::new();
+        let mut events = Vec::new();
+        for event in raw {
+            translator.translate(event, &mut events);
+        }
+        let message = translator.message(&decoder.finish().unwrap());
+        (events, message)
+    }
+
+    #[test]
+    fn stream_events_translate_to_anthropic_blocks_in_order() {
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let chunks = [
+            chunk(json!({"role": "assistant", "content": ""}), Value::Null),
+            chunk(json!({"content": "Hel"}), Value::Null),
+            chunk(json!({"content": "lo"}), Value::Null),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"pa"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"a\"}"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "c2", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [],
+                   "usage": {"prompt_tokens": 7, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}}),
+        ];
+        let mut sse = String::new();
+        for c in chunks {
+            sse.push_str(&format!("data: {c}\n\n"));
+        }
+        sse.push_str("data: [DONE]\n\n");
+        let (events, message) = decode_translated(&sse);
+        let ready: Vec<(usize, &str)> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::ToolUseReady { index, id, .. } => Some((*index, id.as_str())),
+                _ => None,
+            })
+            .collect();
+        // The first call is sealed when the second starts, before the finish reason.
+        assert_eq!(ready, vec![(1, "c1"), (2, "c2")]);
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::TextDelta { index: 0, text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Hello");
+        assert!(events.iter().any(|e| matches!(e, DecodeEvent::MessageDelta { delta, .. } if delta["stop_reason"] == "tool_use")));
+        assert!(events.iter().any(|e| matches!(e, DecodeEvent::MessageDelta { usage, .. } if usage["cache_read_input_tokens"] == 2 && usage["input_tokens"] == 5)));
+        assert_eq!(
+            message["content"],
+            json!([
+                {"type": "text", "text": "Hello"},
+                {"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "c2", "name": "glob", "input": {}},
+            ])
+        );
+        assert_eq!(message["stop_reason"], "tool_use");
+        assert_eq!(message["id"], "c");
+    }
+
+    #[test]
+    fn a_call_never_sealed_is_reported_before_the_final_message() {
+        let mut translator = ChatEventTranslator::new();
+        let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"x\"}"}}]}}]});
+        let out = translator.translate_model_event(ModelEvent::Completed {
+            message: completion,
+            time_to_first_token: None,
+            request_id: None,
+        });
+        assert!(
+            matches!(&out[0], ModelEvent::Decoded(DecodeEvent::ToolUseReady { id, input, .. }) if id == "c9" && input["path"] == "x")
+        );
+        assert!(
+            matches!(&out[1], ModelEvent::Completed { message, .. } if message["stop_reason"] == "tool_use")
+        );
+    }
+}
