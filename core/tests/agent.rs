@@ -1,6 +1,7 @@
 //! The agent loop against scripted models (SSE bytes decoded in-process, as from the network):
 //! multi-turn with parallel tools, max_tokens continuation, prompt-too-long recovery, truncated
-//! stream recovery, abort mid-tool, microcompact, budgets — and the history invariant after each.
+//! stream recovery, abort mid-tool, microcompact, budgets, model fallback, OpenAI Chat
+//! Completions through the translation — and the history invariant after each.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
-    Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, ModelError, StopReason,
-    check_tool_pairing,
+    Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, Model, ModelError,
+    ModelEvent, ModelStream, StopReason, check_tool_pairing,
 };
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use ferroloop::tokens::ContextBudget;
@@ -540,4 +541,283 @@ async fn replay_script_explores_a_directory_with_the_real_tools() {
     );
     let answer = messages.last().unwrap().to_string();
     assert!(answer.contains("Demo project"), "{answer}");
+}
+
+const OVERLOADED_EVENT: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+
+fn fallback_config() -> AgentConfig {
+    let mut config = AgentConfig::new("claude-primary");
+    config.fallback_model = Some("claude-fallback".into());
+    config
+}
+
+#[tokio::test]
+async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let models = Arc::new(Mutex::new(Vec::new()));
+    let seen = models.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => {
+                // Text and an eagerly started safe call stream, then the provider gives up.
+                let message = scripted_message(
+                    request,
+                    vec![
+                        text("Partial answer that must not stay."),
+                        call("t_sleep", "sleep", json!({"ms": 60_000})),
+                        call("t_read", "read", json!({"path": "never"})),
+                    ],
+                    "tool_use",
+                );
+                let sse = anthropic_sse(&message, 7);
+                let cut = sse.find("\"index\":2").unwrap();
+                let cut = sse[..cut].rfind("event:").unwrap();
+                Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", &sse[..cut])))
+            }
+            1 => reply(
+                request,
+                vec![
+                    text("Fallback here."),
+                    call("t1", "read", json!({"path": "a"})),
+                ],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(fallback_config(), Arc::new(model), executor(log.clone()));
+    let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, "go"))
+        .await
+        .unwrap();
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    let fallbacks: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ModelFallback { .. }))
+        .collect();
+    assert_eq!(
+        fallbacks,
+        [&AgentEvent::ModelFallback {
+            from: "claude-primary".into(),
+            to: "claude-fallback".into(),
+            reason: "overloaded",
+            error: "Overloaded".into(),
+        }]
+    );
+    // The eagerly started call was cancelled and reported; the unsealed one never ran.
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t_sleep"
+    )));
+    assert!(!log.lock().unwrap().iter().any(|l| l.contains("never")));
+    // Nothing of the discarded turn reached history; the retried turn and the rest went to the
+    // fallback model.
+    let history = serde_json::to_string(&messages).unwrap();
+    assert!(!history.contains("Partial answer") && !history.contains("t_sleep"));
+    let requests = models.lock().unwrap();
+    let names: Vec<&str> = requests
+        .iter()
+        .map(|r| r["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["claude-primary", "claude-fallback", "claude-fallback"]
+    );
+    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
+}
+
+#[tokio::test]
+async fn fallback_is_tried_once_and_only_when_configured() {
+    let overloaded = || {
+        ScriptedModel::new(|_, _| {
+            Err(ModelError::Overloaded {
+                message: "HTTP 529 overloaded_error: Overloaded".into(),
+            })
+        })
+    };
+    let agent = Agent::new(
+        fallback_config(),
+        Arc::new(overloaded()),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ModelFallback { .. }))
+            .count(),
+        1
+    );
+    let AgentEvent::Stop {
+        reason,
+        error,
+        messages,
+        turns,
+        ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop")
+    };
+    assert_eq!((*reason, *turns), (StopReason::Error, 1));
+    assert!(error.as_deref().unwrap().contains("overloaded"));
+    assert!(check_tool_pairing(messages).is_ok());
+
+    let agent = Agent::new(
+        AgentConfig::new("claude-primary"),
+        Arc::new(overloaded()),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ModelFallback { .. }))
+    );
+    assert_eq!(stop(&events).0, StopReason::Error);
+}
+
+/// The primary model answers every attempt with 529 and never completes; the fallback answers.
+struct AlwaysOverloaded {
+    fallback: ScriptedModel,
+}
+
+impl Model for AlwaysOverloaded {
+    fn stream(&self, request: Value) -> ModelStream {
+        if request["model"] == "claude-primary" {
+            let retries = (2..6).map(|attempt| ModelEvent::Retry {
+                attempt,
+                status: Some(529),
+                wait: Duration::from_millis(1),
+            });
+            return Box::pin(futures::stream::iter(retries).chain(futures::stream::pending()));
+        }
+        self.fallback.stream(request)
+    }
+}
+
+#[tokio::test]
+async fn repeated_529_retries_switch_to_the_fallback_without_waiting() {
+    let model = AlwaysOverloaded {
+        fallback: ScriptedModel::new(|_, request| reply(request, vec![text("Fine.")], "end_turn")),
+    };
+    let agent = Agent::new(
+        fallback_config(),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, "go"))
+        .await
+        .unwrap();
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1));
+    assert_eq!(messages.len(), 2);
+    // Two retries were waited for; the third 529 switched models instead.
+    let retries = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::Retry {
+                    status: Some(529),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(retries, 2);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ModelFallback { reason: "repeated_529", to, .. } if to == "claude-fallback"
+    )));
+}
+
+fn chat_reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, ModelError> {
+    Ok(Bytes::from(openai_chat_sse(
+        &scripted_message(request, content, stop),
+        5,
+    )))
+}
+
+#[tokio::test]
+async fn the_loop_speaks_openai_chat_completions() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::openai_chat(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => chat_reply(
+                request,
+                vec![
+                    text("Reading two files, then writing."),
+                    call("call_1", "read", json!({"path": "a"})),
+                    call("call_2", "read", json!({"path": "b"})),
+                    call("call_3", "write", json!({"path": "c"})),
+                ],
+                "tool_use",
+            ),
+            1 => chat_reply(request, vec![text("Half an ans")], "max_tokens"),
+            _ => chat_reply(request, vec![text("wer.")], "end_turn"),
+        }
+    });
+    let mut config = AgentConfig::new("gpt-4o");
+    config.system = Some("You are terse.".into());
+    let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
+    let events = collect(&agent, "do it").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    // History stays Anthropic-shaped: parsed inputs, results in request order.
+    assert_eq!(messages[1]["content"][1]["input"], json!({"path": "a"}));
+    let ids: Vec<&str> = messages[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_1", "call_2", "call_3"]);
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log.last().unwrap(), "write \"c\"");
+    // Usage arrived in the usage-only chunk and was translated.
+    assert!(events.iter().any(
+        |e| matches!(e, AgentEvent::Usage { usage, .. } if usage["input_tokens"].as_u64() > Some(0))
+    ));
+    // The requests were Chat Completions requests.
+    let requests = requests.lock().unwrap();
+    assert_eq!(
+        requests[0]["messages"][0],
+        json!({"role": "system", "content": "You are terse."})
+    );
+    assert_eq!(requests[0]["tools"][0]["type"], "function");
+    assert_eq!(requests[0]["tools"][0]["function"]["name"], "read");
+    assert_eq!(requests[0]["stream_options"]["include_usage"], true);
+    let second: Vec<(&str, Option<&str>)> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["tool_call_id"].as_str()))
+        .collect();
+    assert_eq!(
+        second,
+        [
+            ("system", None),
+            ("user", None),
+            ("assistant", None),
+            ("tool", Some("call_1")),
+            ("tool", Some("call_2")),
+            ("tool", Some("call_3")),
+        ]
+    );
+    assert_eq!(requests[1]["messages"][2]["tool_calls"][2]["id"], "call_3");
+    // The max_tokens continuation went out as assistant text plus the resume prompt.
+    let third = requests[2]["messages"].as_array().unwrap();
+    assert_eq!(third[third.len() - 2]["content"], "Half an ans");
+    assert!(
+        third[third.len() - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Resume directly")
+    );
 }

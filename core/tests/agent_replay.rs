@@ -1,14 +1,15 @@
 //! The agent loop over real HTTP against the loopback replay server: a 429 retried by the
 //! client, a disconnect mid-stream (the partial turn discarded and retried), parallel tool calls,
 //! a `max_tokens` continuation and a prompt-too-long recovery — in one conversation, with the
-//! history valid at the end. Nothing leaves 127.0.0.1.
+//! history valid at the end. Model fallback over HTTP (repeated 529s, an overload mid-stream),
+//! and the loop against an OpenAI Chat Completions endpoint. Nothing leaves 127.0.0.1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferroloop::agent::replay::{anthropic_sse, scripted_message};
+use ferroloop::agent::replay::{anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
     Agent, AgentConfig, AgentEvent, ContextAction, StopReason, check_tool_pairing,
 };
@@ -124,4 +125,255 @@ async fn a_conversation_survives_every_recoverable_failure_over_http() {
             && calls.iter().filter(|p| *p == "b").count() >= 1
     );
     assert_eq!(server.requests().len(), 7);
+}
+
+fn test_client(provider: Provider, server: &ReplayServer) -> Client {
+    let mut config = ClientConfig::new(provider)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.tls.native_roots = false;
+    Client::new(config).unwrap()
+}
+
+fn reading_tools(seen: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("read", move |input: Value, ctx| {
+                let seen = seen.clone();
+                async move {
+                    let path = input["path"].as_str().unwrap_or("?").to_owned();
+                    seen.lock().unwrap().push(path.clone());
+                    if path == "slow" {
+                        ctx.cancelled().await;
+                    }
+                    Ok(ToolOutput::text(format!("contents of {path}")))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    Arc::new(ToolExecutor::new(tools))
+}
+
+fn overloaded_529() -> ScriptedResponse {
+    ScriptedResponse::with_status(
+        529,
+        ScriptBody::Json(
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+    )
+}
+
+fn chat_sse(content: Vec<Value>, stop: &str) -> String {
+    openai_chat_sse(&scripted_message(&json!({}), content, stop), 16)
+}
+
+/// OpenAI Chat Completions over HTTP: two 529s make the loop switch to the fallback model
+/// (without waiting for the client's further retries), which runs parallel tool calls.
+#[tokio::test]
+async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
+    let script = Script {
+        responses: vec![
+            overloaded_529(),
+            overloaded_529(),
+            event_stream(chat_sse(
+                vec![
+                    json!({"type": "text", "text": "Reading both."}),
+                    json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
+                    json!({"type": "tool_use", "id": "call_b", "name": "read", "input": {"path": "b"}}),
+                ],
+                "tool_use",
+            )),
+            event_stream(chat_sse(
+                vec![json!({"type": "text", "text": "Both read."})],
+                "end_turn",
+            )),
+        ],
+        ..Script::default()
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let client = test_client(Provider::OpenAiChat, &server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut config = AgentConfig::new("gpt-primary");
+    config.fallback_model = Some("gpt-fallback".into());
+    config.fallback_after_529_retries = 2;
+    let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
+    let events: Vec<AgentEvent> =
+        tokio::time::timeout(Duration::from_secs(30), agent.run("read a and b").collect())
+            .await
+            .unwrap();
+    let AgentEvent::Stop {
+        reason, messages, ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop event")
+    };
+    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ModelFallback { reason: "repeated_529", from, to, .. }
+            if from == "gpt-primary" && to == "gpt-fallback"
+    )));
+    assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let bodies: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    let models: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        models,
+        ["gpt-primary", "gpt-primary", "gpt-fallback", "gpt-fallback"]
+    );
+    assert!(requests.iter().all(|r| r.path == "/chat/completions"));
+    assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
+    // A compatible server gets `max_tokens`; tool results follow the calls as tool messages.
+    assert_eq!(bodies[0]["max_tokens"], 8192);
+    let roles: Vec<&str> = bodies[3]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+}
+
+/// Anthropic over HTTP: an `overloaded_error` event after a safe call started eagerly. The
+/// partial turn is discarded (the call cancelled) and retried with the fallback model.
+#[tokio::test]
+async fn an_overloaded_error_mid_stream_falls_back_over_http() {
+    let partial = sse(
+        vec![
+            json!({"type": "text", "text": "Partial answer."}),
+            json!({"type": "tool_use", "id": "t_slow", "name": "read", "input": {"path": "slow"}}),
+            json!({"type": "tool_use", "id": "t_never", "name": "read", "input": {"path": "never"}}),
+        ],
+        "tool_use",
+    );
+    let cut = partial[..partial.find("\"index\":2").unwrap()]
+        .rfind("event:")
+        .unwrap();
+    let body = format!(
+        "{}event: error\ndata: {}\n\n",
+        &partial[..cut],
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    );
+    let script = Script {
+        responses: vec![
+            event_stream(body),
+            event_stream(sse(
+                vec![json!({"type": "text", "text": "From the fallback."})],
+                "end_turn",
+            )),
+        ],
+        ..Script::default()
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let client = test_client(Provider::Anthropic, &server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut config = AgentConfig::new("claude-primary");
+    config.fallback_model = Some("claude-fallback".into());
+    let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
+    let events: Vec<AgentEvent> =
+        tokio::time::timeout(Duration::from_secs(30), agent.run("go").collect())
+            .await
+            .unwrap();
+    let AgentEvent::Stop {
+        reason, messages, ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop event")
+    };
+    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    assert_eq!(messages.len(), 2);
+    assert!(!serde_json::to_string(messages).unwrap().contains("Partial"));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ModelFallback {
+            reason: "overloaded",
+            ..
+        }
+    )));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t_slow"
+    )));
+    assert!(!seen.lock().unwrap().iter().any(|p| p == "never"));
+    let second: Value = serde_json::from_str(&server.requests()[1].body).unwrap();
+    assert_eq!(second["model"], "claude-fallback");
+}
+
+/// The `ferroloop run` replay conversation, served as OpenAI Chat Completions chunks over
+/// loopback HTTP, with the real built-in tools on a temporary directory.
+#[cfg(feature = "tools")]
+#[tokio::test]
+async fn the_explore_script_runs_over_openai_chat_completions() {
+    use ferroloop::agent::replay::explore_directory_script;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "# Demo\n\nTODO: docs\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let responder: ferroloop_replay::Responder = Arc::new(|request| {
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        let sse = openai_chat_sse(&explore_directory_script(&body), 12);
+        Some(event_stream(sse).chunked(64, 0))
+    });
+    let options = ServerOptions {
+        responder: Some(responder),
+        ..ServerOptions::default()
+    };
+    let server = ReplayServer::start(&Script::default(), dir.path(), options)
+        .await
+        .unwrap();
+    let client = test_client(Provider::OpenAiChat, &server);
+    let workspace = ferroloop::tools::Workspace::new(dir.path()).unwrap();
+    let mut registry = ToolRegistry::new();
+    for tool in ferroloop::tools::all(&workspace) {
+        registry.register(tool).unwrap();
+    }
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(client),
+        Arc::new(ToolExecutor::new(registry)),
+    );
+    let events: Vec<AgentEvent> =
+        tokio::time::timeout(Duration::from_secs(30), agent.run("explore").collect())
+            .await
+            .unwrap();
+    let AgentEvent::Stop {
+        reason,
+        messages,
+        turns,
+        tool_calls,
+        ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop event")
+    };
+    assert_eq!(
+        (*reason, *turns, *tool_calls),
+        (StopReason::EndTurn, 3, 5),
+        "{events:#?}"
+    );
+    assert!(check_tool_pairing(messages).is_ok());
+    let answer = messages.last().unwrap().to_string();
+    assert!(
+        answer.contains("# Demo") && answer.contains("TODO/FIXME search: 1 in 1 file(s)"),
+        "{answer}"
+    );
 }

@@ -70,6 +70,16 @@ pub struct AgentConfig {
     pub prompt_caching: bool,
     /// Extra fields merged into every request (temperature, metadata, thinking, ...).
     pub extra: serde_json::Map<String, Value>,
+    /// The model to switch to when the model is overloaded: a call that fails with
+    /// [`ModelError::Overloaded`](super::ModelError::Overloaded) (after the client's retries),
+    /// or that sees [`fallback_after_529_retries`](Self::fallback_after_529_retries)
+    /// consecutive 529 retries, is discarded and the turn retried once with this model, which
+    /// then answers for the rest of the run. `None`: no fallback.
+    pub fallback_model: Option<String>,
+    /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
+    /// model and falls back (default 3; 0: only when the call fails). Only with a
+    /// [`fallback_model`](Self::fallback_model).
+    pub fallback_after_529_retries: u32,
 }
 
 /// The text that replaces an old tool result's content on microcompact.
@@ -96,15 +106,22 @@ impl AgentConfig {
             keep_recent_tool_results: 5,
             prompt_caching: true,
             extra: serde_json::Map::new(),
+            fallback_model: None,
+            fallback_after_529_retries: 3,
         }
     }
 
-    /// The price of `model` (longest matching prefix), if the table has one.
+    /// The price of the configured model (longest matching prefix), if the table has one.
     pub fn price(&self) -> Option<Price> {
+        self.price_of(&self.model)
+    }
+
+    /// The price of `model` (longest matching prefix), if the table has one.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
         self.limits
             .prices
             .iter()
-            .filter(|(prefix, _)| self.model.starts_with(prefix.as_str()))
+            .filter(|(prefix, _)| model.starts_with(prefix.as_str()))
             .max_by_key(|(prefix, _)| prefix.len())
             .map(|(_, price)| *price)
     }

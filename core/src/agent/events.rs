@@ -110,6 +110,21 @@ pub enum AgentEvent {
         #[serde(serialize_with = "as_millis")]
         wait: Duration,
     },
+    /// The model was overloaded and the run switched to the fallback model. The text and tool
+    /// calls streamed since the turn's `turn_start` are discarded (calls started early are
+    /// cancelled and reported); the turn is retried with `to`, which answers for the rest of
+    /// the run.
+    ModelFallback {
+        /// The model that was overloaded.
+        from: String,
+        /// The fallback model.
+        to: String,
+        /// `overloaded` (the call failed after the client's retries) or `repeated_529` (too
+        /// many consecutive 529 retries within the call).
+        reason: &'static str,
+        /// What the provider said, or how many 529s were seen.
+        error: String,
+    },
     /// Context management happened.
     Context(ContextAction),
     /// The prompt cache was read much less than on the previous turn.

@@ -11,6 +11,16 @@
 //!   message, and calls started early are cancelled and reported; a prompt-too-long error leads
 //!   to one reactive compaction and a retry; a truncated stream is discarded (its calls too) and
 //!   the turn retried once.
+//! - Model fallback ([`AgentConfig::fallback_model`]): a call that fails with
+//!   [`ModelError::Overloaded`] after the client's retries, or that sees
+//!   [`AgentConfig::fallback_after_529_retries`] consecutive 529 retries, is discarded like a
+//!   truncated one (early calls cancelled, nothing enters history) and the turn is retried once
+//!   with the fallback model, which then answers for the rest of the run
+//!   ([`AgentEvent::ModelFallback`]).
+//! - Providers: history and requests are in the Anthropic Messages shape. Against OpenAI Chat
+//!   Completions endpoints the [`openai`] module translates the request on the way out and the
+//!   decoded stream and final message on the way back (the client does this for
+//!   `Provider::OpenAiChat`; [`replay::ScriptedModel::openai_chat`] in-process).
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]).
 

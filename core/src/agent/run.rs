@@ -105,7 +105,14 @@ impl Agent {
         let tools = self.tool_definitions();
         tracker.set_tools(&Value::Array(tools.clone()));
         tracker.replace_messages(&messages);
+        let fallback = self
+            .config
+            .fallback_model
+            .clone()
+            .filter(|fallback| *fallback != self.config.model);
         let driver = Driver {
+            model: self.config.model.clone(),
+            fallback,
             agent: self.clone(),
             tools,
             events,
@@ -188,6 +195,10 @@ enum CallOutcome {
 /// The state of one run.
 struct Driver {
     agent: Agent,
+    /// The model requests go to (the fallback after a switch).
+    model: String,
+    /// The fallback not used yet.
+    fallback: Option<String>,
     tools: Vec<Value>,
     events: mpsc::UnboundedSender<AgentEvent>,
     cancel: CancellationToken,
@@ -261,6 +272,8 @@ impl Driver {
             let mut ttft = None;
             let mut outcome = None;
             let mut results: Vec<Option<ToolResult>> = Vec::new();
+            let mut overloaded_retries = 0;
+            let mut repeated_529 = false;
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -294,7 +307,17 @@ impl Driver {
                             }
                         }
                         Some(ModelEvent::Retry { attempt, status, wait }) => {
-                            self.emit(AgentEvent::Retry { attempt, status, wait });
+                            overloaded_retries = if status == Some(529) { overloaded_retries + 1 } else { 0 };
+                            let threshold = self.config().fallback_after_529_retries;
+                            if self.fallback.is_some() && threshold > 0 && overloaded_retries >= threshold {
+                                // Stop waiting for an overloaded model: this retry is not made.
+                                repeated_529 = true;
+                                outcome = Some(CallOutcome::Failed(ModelError::Overloaded {
+                                    message: format!("{overloaded_retries} consecutive HTTP 529 responses"),
+                                }));
+                            } else {
+                                self.emit(AgentEvent::Retry { attempt, status, wait });
+                            }
                         }
                         Some(ModelEvent::Completed { message, time_to_first_token, .. }) => {
                             ttft = time_to_first_token.or(ttft);
@@ -324,6 +347,25 @@ impl Driver {
                     self.settle(turn, &submitted, &mut results, true).await;
                     self.emit_turn_end(turn_number, None);
                     match error {
+                        ModelError::Overloaded { message } if self.fallback.is_some() => {
+                            // The partial response was discarded above (its early calls
+                            // cancelled); the same turn goes to the fallback model.
+                            let to = self.fallback.take().unwrap_or_default();
+                            let from = std::mem::replace(&mut self.model, to.clone());
+                            tracing::warn!(%from, %to, %message, "model overloaded; falling back");
+                            self.emit(AgentEvent::ModelFallback {
+                                from,
+                                to,
+                                reason: if repeated_529 {
+                                    "repeated_529"
+                                } else {
+                                    "overloaded"
+                                },
+                                error: message,
+                            });
+                            self.turns -= 1;
+                            continue;
+                        }
                         ModelError::Truncated { reason, .. } if !truncation_retry_done => {
                             tracing::warn!(%reason, "stream truncated; retrying the turn once");
                             truncation_retry_done = true;
@@ -563,7 +605,7 @@ impl Driver {
                 + parsed.cache_creation_input_tokens
                 + parsed.cache_read_input_tokens;
             self.output_tokens += parsed.output_tokens;
-            if let Some(price) = self.config().price() {
+            if let Some(price) = self.config().price_of(&self.model) {
                 self.cost += (parsed.input_tokens as f64 * price.input
                     + parsed.output_tokens as f64 * price.output
                     + parsed.cache_creation_input_tokens as f64 * price.cache_write
@@ -615,7 +657,7 @@ impl Driver {
     fn build_request(&self) -> Value {
         let config = self.config();
         let mut request = json!({
-            "model": config.model,
+            "model": self.model,
             "max_tokens": config.limits.max_tokens,
             "messages": self.messages,
             "stream": true,
@@ -725,7 +767,7 @@ impl Driver {
             history.push(json!({"role": "user", "content": SUMMARY_PROMPT}));
         }
         let request = json!({
-            "model": self.config().model,
+            "model": self.model,
             "max_tokens": self.config().limits.max_tokens,
             "messages": history,
             "stream": true,
