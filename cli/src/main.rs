@@ -36,8 +36,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the agent loop with the built-in tools (a real endpoint when ANTHROPIC_API_KEY is
-    /// set, otherwise the embedded replay model).
+    /// Run the agent loop with the built-in tools (a real endpoint when ANTHROPIC_API_KEY, or
+    /// OPENAI_API_KEY with --provider openai, or a base URL is set; otherwise the embedded
+    /// replay model).
     Run(run::RunArgs),
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),

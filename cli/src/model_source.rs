@@ -1,19 +1,20 @@
-//! Where `ferroloop run` gets its model: a real endpoint when credentials are set, otherwise the
-//! embedded replay model — a scripted conversation served over loopback HTTP by the replay
-//! server, through the same client, decoder and loop as a real one.
+//! Where `ferroloop run` gets its model: a real endpoint when credentials or a base URL are set,
+//! otherwise the embedded replay model — a scripted conversation served over loopback HTTP by
+//! the replay server, in the chosen provider's wire format, through the same client, decoder,
+//! translation and loop as a real one.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use ferroloop::agent::Model;
-use ferroloop::agent::replay::{anthropic_sse, explore_directory_script};
+use ferroloop::agent::replay::{anthropic_sse, explore_directory_script, openai_chat_sse};
 use ferroloop::client::{Client, ClientConfig};
 use ferroloop::decode::Provider;
 use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
 use serde_json::Value;
 
-use crate::run::RunArgs;
+use crate::run::{RunArgs, RunProvider};
 
 /// The model of a run, and what keeps it alive.
 pub enum ModelSource {
@@ -32,6 +33,8 @@ pub enum ModelSource {
         client: Arc<Client>,
         /// The loopback server (stops when dropped).
         server: ReplayServer,
+        /// The environment variable that would select a real endpoint.
+        key_var: &'static str,
     },
 }
 
@@ -64,8 +67,10 @@ impl ModelSource {
                     dir.display()
                 )
             }
-            ModelSource::Replay { server, .. } => format!(
-                "ferroloop run · replay model (no ANTHROPIC_API_KEY set): the model's answers are scripted and served from {}; the tools run for real in {}",
+            ModelSource::Replay {
+                server, key_var, ..
+            } => format!(
+                "ferroloop run · replay model (no {key_var} set): the model's answers are scripted and served from {}; the tools run for real in {}",
                 server.base_url(),
                 dir.display()
             ),
@@ -73,36 +78,41 @@ impl ModelSource {
     }
 }
 
-/// Picks the model source from the arguments and the environment.
+/// Picks the model source from the arguments and the environment: a real endpoint when the
+/// provider's key (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`) or base URL (`ANTHROPIC_BASE_URL`,
+/// `OPENAI_BASE_URL`, `--base-url`) is set and `--replay` is not.
 pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
-    let has_key = std::env::var_os("ANTHROPIC_API_KEY").is_some_and(|k| !k.is_empty());
-    let real = !args.replay && (has_key || args.base_url.is_some());
-    if args.provider != "anthropic" {
-        bail!(
-            "--provider {}: the agent loop speaks the Anthropic Messages API; OpenAI endpoints are supported by `ferroloop decode` and the client, not yet by `ferroloop run`",
-            args.provider
-        );
-    }
+    let provider = match args.provider {
+        RunProvider::Anthropic => Provider::Anthropic,
+        RunProvider::Openai => Provider::OpenAiChat,
+    };
+    let (key_var, url_var) = provider.env_names();
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    let real = !args.replay && (set(key_var) || set(url_var) || args.base_url.is_some());
     if real {
-        let mut config = ClientConfig::from_env(Provider::Anthropic);
+        let mut config = ClientConfig::from_env(provider);
         if let Some(url) = &args.base_url {
             config = config.with_base_url(url.clone());
         }
         let base_url = config.base_url.clone();
         let client = Client::new(config).context("cannot configure the client")?;
+        let default_model = match args.provider {
+            RunProvider::Anthropic => "claude-sonnet-4-5",
+            RunProvider::Openai => "gpt-4o",
+        };
         return Ok(ModelSource::Real {
             client: Arc::new(client),
-            model: args
-                .model
-                .clone()
-                .unwrap_or_else(|| "claude-sonnet-4-5".into()),
+            model: args.model.clone().unwrap_or_else(|| default_model.into()),
             base_url,
         });
     }
-    let responder: ferroloop_replay::Responder = Arc::new(|request| {
+    let responder: ferroloop_replay::Responder = Arc::new(move |request| {
         let body: Value = serde_json::from_str(&request.body).ok()?;
         let message = explore_directory_script(&body);
-        let sse = anthropic_sse(&message, 12);
+        let sse = match provider {
+            Provider::Anthropic => anthropic_sse(&message, 12),
+            _ => openai_chat_sse(&message, 12),
+        };
         // Small pieces a few milliseconds apart, so the stream is visibly a stream.
         Some(
             ScriptedResponse::ok(ScriptBody::Text(sse))
@@ -117,12 +127,13 @@ pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
     let server = ReplayServer::start(&Script::default(), Path::new("."), options)
         .await
         .context("cannot start the replay server on 127.0.0.1")?;
-    let config = ClientConfig::new(Provider::Anthropic)
+    let config = ClientConfig::new(provider)
         .with_base_url(server.base_url())
         .with_api_key("replay");
     let client = Client::new(config).context("cannot configure the client")?;
     Ok(ModelSource::Replay {
         client: Arc::new(client),
         server,
+        key_var,
     })
 }

@@ -1,6 +1,7 @@
 //! `ferroloop run`: the agent loop with the built-in tools, against a real endpoint when
 //! credentials are set, otherwise against the embedded replay model (a scripted conversation
-//! served over loopback HTTP; the tools run for real).
+//! served over loopback HTTP; the tools run for real). Anthropic Messages or OpenAI Chat
+//! Completions (`--provider openai`, translated by the core), with an optional fallback model.
 
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason};
 use ferroloop::exec::{ToolExecutor, ToolRegistry};
+use ferroloop::tokens::Family;
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -27,11 +29,17 @@ pub struct RunArgs {
     /// The model name (default: claude-sonnet-4-5, or gpt-4o with --provider openai).
     #[arg(long)]
     pub model: Option<String>,
-    /// The provider of the real endpoint: anthropic or openai (OpenAI-compatible Chat
-    /// Completions; see the README for what the loop supports there).
-    #[arg(long, default_value = "anthropic")]
-    pub provider: String,
-    /// A base URL for the real endpoint (a gateway or a local server).
+    /// The model to switch to when the model is overloaded (HTTP 529 / overloaded_error after
+    /// the client's retries, or 3 consecutive 529s); the turn is retried once with it and it
+    /// answers for the rest of the run.
+    #[arg(long, value_name = "MODEL")]
+    pub fallback_model: Option<String>,
+    /// The API spoken: anthropic (Messages; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) or openai
+    /// (Chat Completions, any compatible server; OPENAI_API_KEY, OPENAI_BASE_URL).
+    #[arg(long, value_enum, default_value_t = RunProvider::Anthropic)]
+    pub provider: RunProvider,
+    /// A base URL for the real endpoint (a gateway or a local server; for openai, up to the
+    /// `/v1`, e.g. http://localhost:11434/v1).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Use the embedded replay model even when credentials are set.
@@ -43,6 +51,16 @@ pub struct RunArgs {
     /// Model calls at most.
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
+}
+
+/// The API `ferroloop run` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunProvider {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Chat Completions (and compatible servers).
+    #[value(alias = "openai-chat")]
+    Openai,
 }
 
 const DEFAULT_PROMPT: &str = "Explore this directory and tell me what it contains.";
@@ -78,6 +96,10 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = AgentConfig::new(source.model_name());
     config.system = Some(SYSTEM_PROMPT.into());
     config.limits.max_turns = args.max_turns;
+    config.fallback_model = args.fallback_model.clone();
+    if args.provider == RunProvider::Openai {
+        config.family = Family::O200k;
+    }
     let model: Arc<dyn Model> = source.model();
     let agent = Agent::new(config, model, executor);
     let prompt = args.prompt.clone().unwrap_or_else(|| DEFAULT_PROMPT.into());
@@ -238,6 +260,18 @@ impl TerminalView {
                     out,
                     "  ↻ retry {attempt} after {status}, waiting {}",
                     human(*wait)
+                )?;
+            }
+            AgentEvent::ModelFallback {
+                from,
+                to,
+                reason,
+                error,
+            } => {
+                self.newline(out)?;
+                writeln!(
+                    out,
+                    "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
                 )?;
             }
             AgentEvent::Context(action) => {

@@ -13,6 +13,8 @@ fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .current_dir(dir)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
         .output()
         .unwrap()
 }
@@ -92,9 +94,134 @@ fn json_mode_prints_the_event_stream() {
 }
 
 #[test]
-fn openai_provider_is_refused_clearly() {
+fn openai_provider_without_a_key_runs_the_replay_model_as_chat_completions() {
     let dir = project();
     let out = run_in(dir.path(), &["--provider", "openai"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Anthropic Messages API"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("replay model (no OPENAI_API_KEY set)"),
+        "{first}"
+    );
+    assert!(text.contains("TODO/FIXME search: 2 in 2 file(s)"), "{text}");
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains("end_turn · 3 turns · 5 tool calls"),
+        "{summary}"
+    );
+}
+
+/// `--provider openai --base-url` against a loopback Chat Completions server that answers the
+/// first three requests with 529: the run falls back to `--fallback-model` and finishes the
+/// explore-directory conversation with the real tools.
+#[test]
+fn openai_provider_against_a_base_url_with_a_fallback_model() {
+    use std::sync::Arc;
+
+    use ferroloop::agent::replay::{explore_directory_script, openai_chat_sse};
+    use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+
+    let dir = project();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let responder: ferroloop_replay::Responder = Arc::new(|request| {
+        if request.index < 3 {
+            let overloaded =
+                serde_json::json!({"error": {"type": "overloaded_error", "message": "Overloaded"}});
+            return Some(ScriptedResponse::with_status(
+                529,
+                ScriptBody::Json(overloaded),
+            ));
+        }
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        let sse = openai_chat_sse(&explore_directory_script(&body), 12);
+        Some(
+            ScriptedResponse::ok(ScriptBody::Text(sse))
+                .header("content-type", "text/event-stream")
+                .chunked(64, 0),
+        )
+    });
+    let options = ServerOptions {
+        responder: Some(responder),
+        ..ServerOptions::default()
+    };
+    let server = runtime
+        .block_on(ReplayServer::start(&Script::default(), dir.path(), options))
+        .unwrap();
+    let base_url = format!("{}/v1", server.base_url());
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--provider", "openai", "--base-url", &base_url])
+        .args(["--model", "gpt-big", "--fallback-model", "gpt-small"])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains(&format!("model gpt-big at {base_url}")),
+        "{first}"
+    );
+    assert!(
+        text.contains("⇄ model gpt-big is overloaded (repeated_529")
+            && text.contains("retrying the turn with gpt-small"),
+        "{text}"
+    );
+    assert!(
+        text.contains("The file I read starts with: \"# Tiny project\""),
+        "{text}"
+    );
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains("end_turn · 3 turns · 5 tool calls"),
+        "{summary}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    assert!(requests.iter().all(|r| r.path == "/v1/chat/completions"));
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test"));
+    let models: Vec<String> = requests
+        .iter()
+        .map(|r| {
+            serde_json::from_str::<Value>(&r.body).unwrap()["model"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        models,
+        [
+            "gpt-big",
+            "gpt-big",
+            "gpt-big",
+            "gpt-small",
+            "gpt-small",
+            "gpt-small"
+        ]
+    );
+    let last: Value = serde_json::from_str(&requests[5].body).unwrap();
+    assert_eq!(last["messages"][0]["role"], "system");
+    assert!(
+        last["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")
+    );
 }
