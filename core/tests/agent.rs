@@ -821,3 +821,56 @@ async fn the_loop_speaks_openai_chat_completions() {
             .contains("Resume directly")
     );
 }
+
+/// A call whose arguments are not valid JSON is not run but still answered (with an error), in
+/// its place among the results, so history stays valid.
+#[tokio::test]
+async fn a_call_with_invalid_json_arguments_is_answered_with_an_error() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::openai_chat(|n, request| {
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        let chunk = |delta: Value, finish: Value| {
+            let data = json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {data}\n\n")
+        };
+        let sse = [
+            chunk(json!({"role": "assistant", "content": null}), Value::Null),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_bad", "type": "function", "function": {"name": "read", "arguments": "{\"path\": "}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "call_ok", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"b\"}"}}]}),
+                Value::Null,
+            ),
+            chunk(json!({}), json!("tool_calls")),
+            "data: [DONE]\n\n".to_owned(),
+        ]
+        .concat();
+        Ok(Bytes::from(sse))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    let results = messages[2]["content"].as_array().unwrap();
+    assert_eq!(results[0]["tool_use_id"], "call_bad");
+    assert_eq!(results[0]["is_error"], true);
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+    assert_eq!(results[1]["tool_use_id"], "call_ok");
+    assert_eq!(results[1]["is_error"], false);
+    assert_eq!(*log.lock().unwrap(), ["read \"b\""]);
+}

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, is_empty_message,
-    microcompact, place_cache_breakpoints, strip_tool_uses,
+    microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent};
@@ -274,6 +274,7 @@ impl Driver {
             let mut results: Vec<Option<ToolResult>> = Vec::new();
             let mut overloaded_retries = 0;
             let mut repeated_529 = false;
+            let mut not_run: Vec<(String, String)> = Vec::new();
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -285,6 +286,11 @@ impl Driver {
                         Some(ModelEvent::Decoded(decoded)) => {
                             if ttft.is_none() {
                                 ttft = Some(started.elapsed());
+                            }
+                            if let DecodeEvent::ToolUseInvalid { id, name, error, .. } = &decoded {
+                                not_run.push((id.clone(), format!(
+                                    "Invalid input for tool '{name}': the arguments are not valid JSON ({error}). The call was not run."
+                                )));
                             }
                             if let Some(tool_use) = self.on_decoded(decoded) {
                                 let safe = self
@@ -402,12 +408,9 @@ impl Driver {
                     let cancelled = self.cancel.is_cancelled();
                     let answered = self.settle(turn, &submitted, &mut results, cancelled).await;
                     self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
+                    let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
                     self.record_usage(turn_number, &request, &usage, estimated, ttft);
-                    let content: Vec<Value> = answered
-                        .iter()
-                        .filter_map(|r| serde_json::to_value(r).ok())
-                        .collect();
                     self.push_message(json!({"role": "user", "content": content}));
                     self.emit_turn_end(turn_number, stop_reason);
                     if cancelled || self.cancel.is_cancelled() {
@@ -465,7 +468,8 @@ impl Driver {
         }
     }
 
-    /// Handles one decoded event; returns a sealed tool call.
+    /// Handles one decoded event; returns a sealed tool call (one whose input is not valid JSON is
+    /// not run; it is answered in [`results_in_order`]).
     fn on_decoded(&self, event: DecodeEvent) -> Option<ToolUse> {
         match event {
             DecodeEvent::TextDelta { text, .. } => {
@@ -794,4 +798,33 @@ impl Driver {
         }
         None
     }
+}
+
+/// The tool results of a turn, one per `tool_use` of the assistant message and in its order:
+/// the executor's results, and an error for a call that was never run (its input was not valid
+/// JSON, or the stream never sealed it), so history stays valid for the API.
+fn results_in_order(
+    assistant: &Value,
+    answered: Vec<ToolResult>,
+    mut not_run: Vec<(String, String)>,
+) -> Vec<Value> {
+    let mut answered: Vec<Option<ToolResult>> = answered.into_iter().map(Some).collect();
+    tool_use_ids(assistant)
+        .into_iter()
+        .map(|id| {
+            let found = answered
+                .iter_mut()
+                .find(|r| r.as_ref().is_some_and(|r| r.tool_use_id == id))
+                .and_then(Option::take);
+            found.unwrap_or_else(|| {
+                let message = not_run
+                    .iter()
+                    .position(|(i, _)| *i == id)
+                    .map(|at| not_run.swap_remove(at).1)
+                    .unwrap_or_else(|| "The call was not run.".to_owned());
+                ToolResult::error(id, message)
+            })
+        })
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect()
 }
