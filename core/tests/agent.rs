@@ -606,6 +606,10 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
             error: "Overloaded".into(),
         }]
     );
+    assert_eq!(
+        serde_json::to_value(fallbacks[0]).unwrap(),
+        json!({"type": "model_fallback", "from": "claude-primary", "to": "claude-fallback", "reason": "overloaded", "error": "Overloaded"})
+    );
     // The eagerly started call was cancelled and reported; the unsealed one never ran.
     assert!(events.iter().any(|e| matches!(
         e,
