@@ -166,7 +166,7 @@ impl PySseParser {
         py: Python<'py>,
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        shield(py, || {
+        shield(py, "SseParser.feed", || {
             let chunk = chunk_bytes(chunk)?;
             if chunk.len() >= DETACH_THRESHOLD {
                 py.detach(|| self.parse_chunk(chunk));
@@ -181,7 +181,7 @@ impl PySseParser {
     /// specification requires; returns whether anything was discarded. The parser may then be
     /// fed a new stream (a reconnection); `last_event_id` and `retry` are kept.
     fn finish(&mut self, py: Python<'_>) -> PyResult<bool> {
-        shield(py, || Ok(self.parser.finish()))
+        shield(py, "SseParser.finish", || Ok(self.parser.finish()))
     }
 
     /// The reconnection time of the last valid `retry` field, in milliseconds (`None` if none).
