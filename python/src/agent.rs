@@ -75,8 +75,8 @@ impl PyAgent {
                     Some(root) => root,
                     None => std::env::current_dir()?,
                 };
-                let workspace = Workspace::new(&root)
-                    .map_err(|err| PyValueError::new_err(err.to_string()))?;
+                let workspace =
+                    Workspace::new(&root).map_err(|err| PyValueError::new_err(err.to_string()))?;
                 for name in &builtin_tools {
                     let tool = builtin(name, &workspace).ok_or_else(|| {
                         PyValueError::new_err(format!(
@@ -151,17 +151,15 @@ impl PyAgent {
             let run = {
                 let _entered = runtime()?.enter();
                 match (prompt, messages) {
-                    (Some(prompt), None) => {
-                        self.agent.run(py_to_value(prompt).map_err(PyValueError::new_err)?)
-                    }
+                    (Some(prompt), None) => self
+                        .agent
+                        .run(py_to_value(prompt).map_err(PyValueError::new_err)?),
                     (None, Some(messages)) => match py_to_value(messages) {
                         Ok(Value::Array(messages)) => self.agent.run_messages(messages),
                         _ => return Err(PyValueError::new_err("messages must be a list")),
                     },
                     _ => {
-                        return Err(PyValueError::new_err(
-                            "give either a prompt or messages",
-                        ));
+                        return Err(PyValueError::new_err("give either a prompt or messages"));
                     }
                 }
             };

@@ -13,8 +13,8 @@ use ferroloop::client::{
 };
 use ferroloop::decode::Provider;
 use futures_util::StreamExt;
-use pyo3::exceptions::PyValueError;
 use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
@@ -118,8 +118,16 @@ impl PyClient {
             for (name, value, slot) in [
                 ("timeout", timeout, &mut timeouts.total),
                 ("connect_timeout", connect_timeout, &mut timeouts.connect),
-                ("first_byte_timeout", first_byte_timeout, &mut timeouts.first_byte),
-                ("first_event_timeout", first_event_timeout, &mut timeouts.first_event),
+                (
+                    "first_byte_timeout",
+                    first_byte_timeout,
+                    &mut timeouts.first_byte,
+                ),
+                (
+                    "first_event_timeout",
+                    first_event_timeout,
+                    &mut timeouts.first_event,
+                ),
                 ("idle_timeout", idle_timeout, &mut timeouts.idle),
                 ("stall_notice", stall_notice, &mut timeouts.stall_notice),
             ] {
@@ -128,7 +136,9 @@ impl PyClient {
                 }
             }
             config.headers.extend(headers.unwrap_or_default());
-            config.anthropic_beta.extend(anthropic_beta.unwrap_or_default());
+            config
+                .anthropic_beta
+                .extend(anthropic_beta.unwrap_or_default());
             let base_url = config.base_url.clone();
             // Loading the TLS roots reads files: done without the interpreter.
             let client = py
@@ -199,13 +209,16 @@ impl PyClient {
                 let response = client.create(body).await?;
                 response.json()
             })?;
-            into_awaitable(py, &bridge, async move { Ok(task.await) }, |py, joined| {
-                match joined {
+            into_awaitable(
+                py,
+                &bridge,
+                async move { Ok(task.await) },
+                |py, joined| match joined {
                     Ok(Ok(response)) => Ok(pythonize::pythonize(py, &response)?.unbind()),
                     Ok(Err(err)) => Err(client_error(py, &err)),
                     Err(panic) => Err(internal_error(py, &panic)),
-                }
-            })
+                },
+            )
         })
     }
 
@@ -269,7 +282,10 @@ impl PyClientStream {
                 py,
                 &self.bridge,
                 async move {
-                    let stashed = pending.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    let stashed = pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take();
                     if let Some(err) = stashed {
                         return Ok(vec![Pumped::Failed(err)]);
                     }
@@ -295,7 +311,11 @@ impl PyClientStream {
     /// Aborts the request (the connection is dropped). Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, "ClientStream.close", || {
-            let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let task = self
+                .task
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
             if let Some(task) = task {
                 task.abort();
             }
@@ -345,9 +365,11 @@ fn convert_batch(
             }
         }
     }
-    Ok(PyTuple::new(py, [events.into_any().unbind(), message, metrics])?
-        .into_any()
-        .unbind())
+    Ok(
+        PyTuple::new(py, [events.into_any().unbind(), message, metrics])?
+            .into_any()
+            .unbind(),
+    )
 }
 
 /// `{"type": "retry", "attempt", "status", "wait", "reason"}` (`attempt`: the one that failed).
@@ -401,7 +423,10 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         let mut attrs = vec![
             request_id(),
             ("status", any(py, details.and_then(|d| d.status))),
-            ("error_type", text(details.and_then(|d| d.error_type.as_deref()))),
+            (
+                "error_type",
+                text(details.and_then(|d| d.error_type.as_deref())),
+            ),
         ];
         attrs.extend(extra);
         ferroloop_error(py, class, &message, &attrs)

@@ -25,7 +25,9 @@ fn _debug_panic(py: Python<'_>, message: &str) -> PyResult<()> {
 #[pyfunction]
 #[pyo3(signature = (message = "deliberate panic"))]
 fn _debug_panic_detached(py: Python<'_>, message: &str) -> PyResult<()> {
-    shield(py, "_debug_panic_detached", || py.detach(|| panic!("{message}")))
+    shield(py, "_debug_panic_detached", || {
+        py.detach(|| panic!("{message}"))
+    })
 }
 
 /// An awaitable whose Rust future panics: the awaiting code gets `ferroloop.InternalError`.

@@ -46,21 +46,23 @@ impl PyStreamDecoder {
     /// (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`), with no per-delta work.
     #[new]
     #[pyo3(signature = (provider = "anthropic", *, events = true))]
-    fn new(provider: &str, events: bool) -> PyResult<Self> {
-        let provider = Provider::from_name(provider).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
-            ))
-        })?;
-        let mut decoder = StreamDecoder::for_provider(provider);
-        if !events {
-            use ferroloop::decode::EventDecoder as _;
-            decoder.decoder_mut().set_record_events(false);
-        }
-        Ok(Self {
-            decoder: Box::new(decoder),
-            provider,
-            completed: Vec::new(),
+    fn new(py: Python<'_>, provider: &str, events: bool) -> PyResult<Self> {
+        shield(py, "StreamDecoder.__init__", || {
+            let provider = Provider::from_name(provider).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
+                ))
+            })?;
+            let mut decoder = StreamDecoder::for_provider(provider);
+            if !events {
+                use ferroloop::decode::EventDecoder as _;
+                decoder.decoder_mut().set_record_events(false);
+            }
+            Ok(Self {
+                decoder: Box::new(decoder),
+                provider,
+                completed: Vec::new(),
+            })
         })
     }
 
@@ -103,7 +105,9 @@ impl PyStreamDecoder {
     /// Whether the stream reached its end marker (`message_stop`, `[DONE]`, `response.completed`).
     #[getter]
     fn is_complete(&self, py: Python<'_>) -> PyResult<bool> {
-        shield(py, "StreamDecoder.is_complete", || Ok(self.decoder.is_complete()))
+        shield(py, "StreamDecoder.is_complete", || {
+            Ok(self.decoder.is_complete())
+        })
     }
 
     /// The provider name.

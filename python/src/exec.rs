@@ -251,34 +251,37 @@ impl PyExecutor {
     #[new]
     #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None))]
     fn new(
+        py: Python<'_>,
         max_concurrency: usize,
         max_result_chars: Option<usize>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
     ) -> PyResult<Self> {
-        if max_concurrency == 0 {
-            return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-        }
-        let mut config = ExecutorConfig {
-            max_concurrency,
-            default_timeout: default_timeout.map(seconds).transpose()?,
-            ..ExecutorConfig::default()
-        };
-        if let Some(grace) = cleanup_grace {
-            config.cleanup_grace = seconds(grace)?;
-        }
-        if let Some(chars) = max_result_chars {
-            config.budget.default_max_result_chars = chars;
-        }
-        if let Some(dir) = spill_dir {
-            config.budget.spill_dir = dir;
-        }
-        Ok(Self {
-            tools: Vec::new(),
-            config,
-            built: Mutex::new(None),
-            bridge: Arc::new(Mutex::new(None)),
+        shield(py, "ToolExecutor.__init__", || {
+            if max_concurrency == 0 {
+                return Err(PyValueError::new_err("max_concurrency must be at least 1"));
+            }
+            let mut config = ExecutorConfig {
+                max_concurrency,
+                default_timeout: default_timeout.map(seconds).transpose()?,
+                ..ExecutorConfig::default()
+            };
+            if let Some(grace) = cleanup_grace {
+                config.cleanup_grace = seconds(grace)?;
+            }
+            if let Some(chars) = max_result_chars {
+                config.budget.default_max_result_chars = chars;
+            }
+            if let Some(dir) = spill_dir {
+                config.budget.spill_dir = dir;
+            }
+            Ok(Self {
+                tools: Vec::new(),
+                config,
+                built: Mutex::new(None),
+                bridge: Arc::new(Mutex::new(None)),
+            })
         })
     }
 

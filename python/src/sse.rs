@@ -147,15 +147,17 @@ impl PySseParser {
     /// counted in `dropped_events`); `None`, the default, means no limit.
     #[new]
     #[pyo3(signature = (*, max_event_bytes = None))]
-    fn new(max_event_bytes: Option<usize>) -> PyResult<Self> {
-        if max_event_bytes == Some(0) {
-            return Err(PyValueError::new_err("max_event_bytes must be positive"));
-        }
-        Ok(Self {
-            parser: Box::new(SseParser::with_config(
-                SseConfig::default().max_event_bytes(max_event_bytes),
-            )),
-            completed: Vec::new(),
+    fn new(py: Python<'_>, max_event_bytes: Option<usize>) -> PyResult<Self> {
+        shield(py, "SseParser.__init__", || {
+            if max_event_bytes == Some(0) {
+                return Err(PyValueError::new_err("max_event_bytes must be positive"));
+            }
+            Ok(Self {
+                parser: Box::new(SseParser::with_config(
+                    SseConfig::default().max_event_bytes(max_event_bytes),
+                )),
+                completed: Vec::new(),
+            })
         })
     }
 

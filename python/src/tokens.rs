@@ -83,7 +83,9 @@ impl PyContextBudget {
     /// A budget for a context window and the request's max output tokens.
     #[new]
     #[pyo3(signature = (window, max_output_tokens, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         window: u64,
         max_output_tokens: u64,
         output_reserve_cap: Option<u64>,
@@ -91,24 +93,26 @@ impl PyContextBudget {
         warning_buffer: Option<u64>,
         blocking_buffer: Option<u64>,
         autocompact_percent: Option<f64>,
-    ) -> Self {
-        let mut budget = ContextBudget::new(window, max_output_tokens);
-        if let Some(v) = output_reserve_cap {
-            budget.output_reserve_cap = v;
-        }
-        if let Some(v) = autocompact_buffer {
-            budget.autocompact_buffer = v;
-        }
-        if let Some(v) = warning_buffer {
-            budget.warning_buffer = v;
-        }
-        if let Some(v) = blocking_buffer {
-            budget.blocking_buffer = v;
-        }
-        if let Some(p) = autocompact_percent {
-            budget = budget.with_autocompact_percent(p);
-        }
-        Self { budget }
+    ) -> PyResult<Self> {
+        shield(py, "ContextBudget.__init__", || {
+            let mut budget = ContextBudget::new(window, max_output_tokens);
+            if let Some(v) = output_reserve_cap {
+                budget.output_reserve_cap = v;
+            }
+            if let Some(v) = autocompact_buffer {
+                budget.autocompact_buffer = v;
+            }
+            if let Some(v) = warning_buffer {
+                budget.warning_buffer = v;
+            }
+            if let Some(v) = blocking_buffer {
+                budget.blocking_buffer = v;
+            }
+            if let Some(p) = autocompact_percent {
+                budget = budget.with_autocompact_percent(p);
+            }
+            Ok(Self { budget })
+        })
     }
 
     /// The budget for a known model name (context window and max output from the model table).
@@ -191,9 +195,11 @@ impl PyContextTracker {
     /// A tracker for a tokenizer family.
     #[new]
     #[pyo3(signature = (*, tokenizer = "claude"))]
-    fn new(tokenizer: &str) -> PyResult<Self> {
-        Ok(Self {
-            tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
+    fn new(py: Python<'_>, tokenizer: &str) -> PyResult<Self> {
+        shield(py, "ContextTracker.__init__", || {
+            Ok(Self {
+                tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
+            })
         })
     }
 
