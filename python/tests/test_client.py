@@ -38,7 +38,7 @@ def client_for(server: ReplayServer, **options: Any) -> ferroloop.Client:
 
 def header(request: dict[str, Any], name: str) -> str:
     """A header of a logged request (the log lists `[name, value]` pairs)."""
-    return next(value for key, value in request["headers"] if key.lower() == name)
+    return str(next(value for key, value in request["headers"] if key.lower() == name))
 
 
 async def collect(stream: ferroloop.MessageStream) -> list[dict[str, Any]]:
@@ -143,16 +143,17 @@ async def test_rate_limit_error_carries_retry_after_status_and_request_id(replay
     ],
 )
 async def test_http_errors_map_to_exception_classes(
-    replay: Replay, status: int, kind: str, message: str, cls: type
+    replay: Replay, status: int, kind: str, message: str, cls: type[ferroloop.APIError]
 ) -> None:
     body = {"json": {"type": "error", "error": {"type": kind, "message": message}}}
     server = replay({"responses": [{"status": status, "headers": {"request-id": "req_x"}, "body": body}]})
     async with client_for(server, max_retries=0) as client:
         with pytest.raises(cls) as caught:
             await client.create(**REQUEST)
-    assert caught.value.status == status and caught.value.request_id == "req_x"
-    if cls is ferroloop.PromptTooLongError:
-        assert caught.value.tokens == 210000 and caught.value.limit == 200000
+    error = caught.value
+    assert error.status == status and error.request_id == "req_x"
+    if isinstance(error, ferroloop.PromptTooLongError):
+        assert error.tokens == 210000 and error.limit == 200000
 
 
 @pytest.mark.asyncio

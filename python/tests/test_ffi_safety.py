@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from typing import Any, Awaitable, Callable, Union
 
 import pytest
@@ -257,17 +258,14 @@ async def test_a_tool_returning_a_wrong_type_gives_an_error_result(
     asynchronous: bool, value: Any, is_error: bool
 ) -> None:
     executor = ferroloop.ToolExecutor()
-    if asynchronous:
 
-        @executor.tool
-        async def bad(input: dict[str, Any]) -> Any:
-            return value
+    async def bad_async(input: dict[str, Any]) -> Any:
+        return value
 
-    else:
+    def bad_sync(input: dict[str, Any]) -> Any:
+        return value
 
-        @executor.tool
-        def bad(input: dict[str, Any]) -> Any:  # noqa: F811
-            return value
+    executor.tool(name="bad")(bad_async if asynchronous else bad_sync)
 
     (result,) = await executor.run([{"id": "t1", "name": "bad", "input": {}}])
     assert result["tool_use_id"] == "t1" and result["type"] == "tool_result"
@@ -281,30 +279,26 @@ async def test_a_tool_returning_a_wrong_type_gives_an_error_result(
 async def test_tools_that_raise_or_hang_give_error_results(asynchronous: bool) -> None:
     executor = ferroloop.ToolExecutor(cleanup_grace=0.5)
     stop = asyncio.Event()
-    import threading
-
     release = threading.Event()
-    if asynchronous:
 
-        @executor.tool(concurrency_safe=True)
-        async def raises(input: dict[str, Any]) -> str:
-            raise KeyError("missing")
+    async def raises_async(input: dict[str, Any]) -> str:
+        raise KeyError("missing")
 
-        @executor.tool(concurrency_safe=True, timeout=0.2)
-        async def hangs(input: dict[str, Any]) -> str:
-            await stop.wait()
-            return "never"
+    async def hangs_async(input: dict[str, Any]) -> str:
+        await stop.wait()
+        return "never"
 
-    else:
+    def raises_sync(input: dict[str, Any]) -> str:
+        raise KeyError("missing")
 
-        @executor.tool(concurrency_safe=True)
-        def raises(input: dict[str, Any]) -> str:
-            raise KeyError("missing")
+    def hangs_sync(input: dict[str, Any]) -> str:
+        release.wait(10)
+        return "late"
 
-        @executor.tool(concurrency_safe=True, timeout=0.2)
-        def hangs(input: dict[str, Any]) -> str:
-            release.wait(10)
-            return "late"
+    raises: Callable[..., Any] = raises_async if asynchronous else raises_sync
+    hangs: Callable[..., Any] = hangs_async if asynchronous else hangs_sync
+    executor.tool(name="raises", concurrency_safe=True)(raises)
+    executor.tool(name="hangs", concurrency_safe=True, timeout=0.2)(hangs)
 
     try:
         results = await executor.run(

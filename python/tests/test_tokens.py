@@ -102,7 +102,7 @@ def test_count_tokens_counts_exactly_with_the_offline_vocabularies() -> None:
     exact = ferroloop.count_tokens(text, "o200k")
     assert 0.5 < ferroloop.estimate_tokens(text, tokenizer="o200k") / exact < 2.0
     with pytest.raises(ValueError, match="no exact offline tokenizer"):
-        ferroloop.count_tokens("hi", "claude")
+        ferroloop.count_tokens("hi", "claude")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         ferroloop.count_tokens(b"bytes", "o200k")  # type: ignore[arg-type]
 
