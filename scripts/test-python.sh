@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The Python package's suite: builds the extension into a virtualenv at the repository root
-# (`.venv`), runs pytest on python/tests and `mypy --strict` on python/examples (which exercises the
-# .pyi stubs). Installs everything it needs; prints pytest's summary line.
+# The Python package's suite: builds the `ferroloop` CLI (the client and agent tests talk to its
+# loopback replay server, `ferroloop serve-replay`), builds the extension into a virtualenv at the
+# repository root (`.venv`), runs pytest on python/tests and `mypy --strict` on python/examples
+# (which exercises the .pyi stubs). Installs everything it needs; prints pytest's summary line.
 #
 #   FERROLOOP_PY_INSTALL=pip bash scripts/test-python.sh   # install with `pip install ./python`
 #                                                          # (a release build, as users get it)
+#   FERROLOOP_PY_FEATURES= bash scripts/test-python.sh     # build without exact counting (the
+#                                                          # tests then check count_tokens raises)
+#
+# The extension is built with the cargo feature `exact` by default: the CLI already compiles the
+# core with it, so the two builds share the core's artifacts (without it the core is compiled a
+# second time, which costs more than the feature).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +29,16 @@ fi
 source "$VENV/bin/activate"
 python -m pip install -q --disable-pip-version-check "maturin>=1.7,<2" pytest pytest-asyncio mypy
 
+echo "python: building the ferroloop CLI (replay server for the client and agent tests)"
+cargo build --quiet --locked -p ferroloop-cli
+export FERROLOOP_BIN="$PWD/target/debug/ferroloop"
+
+FEATURES="${FERROLOOP_PY_FEATURES-exact}"
 if [ "${FERROLOOP_PY_INSTALL:-develop}" = pip ]; then
     python -m pip install -q --disable-pip-version-check --force-reinstall --no-deps ./python
 else
     # A debug build installed in place: fast, and shares the workspace's target directory.
-    (cd python && maturin develop --quiet 2>&1 | { grep -v '^Ignoring ' || true; })
+    (cd python && maturin develop --quiet ${FEATURES:+--features "$FEATURES"} 2>&1 | { grep -v '^Ignoring ' || true; })
     python -c 'import ferroloop._native' || { echo "maturin develop failed" >&2; exit 1; }
 fi
 

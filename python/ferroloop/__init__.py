@@ -5,17 +5,25 @@
   accumulation into the provider's final message shape.
 - ``estimate_tokens``, ``ContextBudget``, ``ContextTracker``: token estimation per tokenizer
   family, Claude Code's context thresholds, usage-anchored conversation counts.
+- ``Client``: the streaming HTTP client (Anthropic, OpenAI Chat, OpenAI Responses) with
+  retries, backoff and stream watchdogs.
+- ``Agent``: the agent loop (model → tools → results → next turn) with Python tools and the
+  native built-in tools.
+- ``count_tokens``: exact o200k / cl100k counts (builds with the ``exact`` feature).
 - ``ToolExecutor``: Python tools (``async def`` on the event loop, plain functions on worker
   threads) run concurrently by the Rust executor, results in request order.
 - The exception hierarchy rooted at ``FerroloopError``; a Rust panic surfaces as
   ``InternalError``, never a crash.
 """
 
+from ._agent import Agent, AgentRun
+from ._client import Client, MessageStream
 from ._errors import (
     APIConnectionError,
     APIError,
     APITimeoutError,
     AuthenticationError,
+    ExactCountingUnavailableError,
     FerroloopError,
     InternalError,
     OverloadedError,
@@ -34,7 +42,9 @@ from ._native import (
     StreamDecoder,
     ToolContext,
     __version__,
+    count_tokens,
     estimate_tokens,
+    has_exact_counting,
 )
 
 __all__ = [
@@ -43,6 +53,12 @@ __all__ = [
     "SseParser",
     "StreamDecoder",
     "estimate_tokens",
+    "count_tokens",
+    "has_exact_counting",
+    "Client",
+    "MessageStream",
+    "Agent",
+    "AgentRun",
     "ContextBudget",
     "ContextTracker",
     "ToolExecutor",
@@ -59,5 +75,6 @@ __all__ = [
     "StreamTruncatedError",
     "ProtocolError",
     "ToolError",
+    "ExactCountingUnavailableError",
     "InternalError",
 ]

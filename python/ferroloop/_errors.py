@@ -39,7 +39,12 @@ class AuthenticationError(APIError):
 
 
 class RateLimitError(APIError):
-    """The request was rate limited (HTTP 429)."""
+    """The request was rate limited (HTTP 429). ``retry_after`` is the wait the server asked
+    for, in seconds (``None`` when it named none)."""
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
 
 
 class OverloadedError(APIError):
@@ -47,33 +52,76 @@ class OverloadedError(APIError):
 
 
 class PromptTooLongError(APIError):
-    """The request does not fit the model's context window."""
+    """The request does not fit the model's context window. ``tokens`` and ``limit`` are the
+    prompt's size and the model's limit when the provider's message said."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tokens: Optional[int] = None,
+        limit: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.tokens = tokens
+        self.limit = limit
 
 
 class APIConnectionError(FerroloopError):
-    """The connection to the provider failed or broke before a response completed."""
+    """The connection to the provider failed or broke before a response completed.
+    ``request_id`` is the provider's request id when the response headers had arrived."""
+
+    def __init__(self, message: str, *, request_id: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
 
 
 class APITimeoutError(APIConnectionError, TimeoutError):
-    """The request or the stream timed out (also a built-in ``TimeoutError``)."""
+    """The request or the stream timed out (also a built-in ``TimeoutError``). ``which`` names
+    the watchdog (``"connect"``, ``"first byte"``, ``"first event"``, ``"idle"``, ``"total"``)
+    and ``elapsed`` the seconds that had passed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        which: Optional[str] = None,
+        elapsed: Optional[float] = None,
+        request_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.which = which
+        self.elapsed = elapsed
 
 
 class StreamTruncatedError(FerroloopError):
     """The stream ended before the message completed.
 
     ``partial_message`` holds the message accumulated so far (provider shape, a ``dict``), so a
-    caller can keep what did arrive.
+    caller can keep what did arrive. From the client, ``__cause__`` is the failure that broke
+    the stream (an ``APITimeoutError`` after a stall, an ``APIConnectionError`` after a
+    disconnect) and ``request_id`` the provider's request id.
     """
 
-    def __init__(self, message: str, *, partial_message: Any = None) -> None:
+    def __init__(
+        self, message: str, *, partial_message: Any = None, request_id: Optional[str] = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.partial_message = partial_message
+        self.request_id = request_id
 
 
 class ProtocolError(FerroloopError):
     """The provider sent something that breaks its own protocol (malformed event JSON, events
-    out of order)."""
+    out of order). ``request_id`` is the provider's request id when known."""
+
+    def __init__(self, message: str, *, request_id: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
 
 
 class ToolError(FerroloopError):
@@ -85,6 +133,11 @@ class ToolError(FerroloopError):
         super().__init__(message)
         self.message = message
         self.results = results
+
+
+class ExactCountingUnavailableError(FerroloopError):
+    """``count_tokens`` was called on a build without exact counting (the extension was built
+    without the cargo feature ``exact``); ``estimate_tokens`` works in every build."""
 
 
 class InternalError(FerroloopError):
@@ -103,5 +156,6 @@ __all__ = [
     "StreamTruncatedError",
     "ProtocolError",
     "ToolError",
+    "ExactCountingUnavailableError",
     "InternalError",
 ]

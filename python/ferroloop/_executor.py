@@ -120,6 +120,7 @@ class ToolExecutor:
         max_result_chars: Optional[int] = None,
         schema: Optional[dict[str, Any]] = None,
         cancels_siblings_on_error: bool = False,
+        description: Optional[str] = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -131,13 +132,16 @@ class ToolExecutor:
         max_result_chars: Optional[int] = None,
         schema: Optional[dict[str, Any]] = None,
         cancels_siblings_on_error: bool = False,
+        description: Optional[str] = None,
     ) -> Any:
         """Registers a tool (a decorator). The function gets the input dict and, if it takes a
         second parameter, a ``ToolContext`` (``tool_use_id``, ``progress(...)``,
         ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
         worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
-        result. ``concurrency_safe`` is a bool or a callable taking the input.
+        result. ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
+        JSON schema) validates the input and, with ``description`` (default: the function's
+        docstring), is what an ``Agent`` tells the model about the tool.
         """
 
         def register(function: F) -> F:
@@ -151,6 +155,7 @@ class ToolExecutor:
                 max_result_chars=max_result_chars,
                 schema=schema,
                 cancels_siblings_on_error=cancels_siblings_on_error,
+                description=description if description is not None else inspect.getdoc(function),
             )
             return function
 

@@ -172,12 +172,88 @@ class _Executor:
         max_result_chars: Optional[int],
         schema: Optional[dict[str, Any]],
         cancels_siblings_on_error: bool,
+        description: Optional[str] = None,
     ) -> None: ...
     @property
     def tool_names(self) -> list[str]: ...
     def run(self, tool_uses: list[dict[str, Any]]) -> Awaitable[list[dict[str, Any]]]: ...
     def turn(self) -> _Turn: ...
 
+def count_tokens(text: str, tokenizer: Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]) -> int:
+    """Counts tokens exactly (builds with the ``exact`` feature; otherwise raises
+    ``ExactCountingUnavailableError``)."""
+
+def has_exact_counting() -> bool:
+    """Whether this build has ``count_tokens``."""
+
+@final
+class _ClientStream:
+    def next_batch(
+        self,
+    ) -> Awaitable[Optional[tuple[list[dict[str, Any]], Optional[dict[str, Any]], Optional[dict[str, Any]]]]]: ...
+    def close(self) -> None: ...
+
+@final
+class _Client:
+    def __init__(
+        self,
+        provider: str = "anthropic",
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        max_retries: Optional[int] = None,
+        retry_base_delay: Optional[float] = None,
+        retry_max_delay: Optional[float] = None,
+        timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
+        first_byte_timeout: Optional[float] = None,
+        first_event_timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        stall_notice: Optional[float] = None,
+        headers: Optional[list[tuple[str, str]]] = None,
+        anthropic_beta: Optional[list[str]] = None,
+        from_env: bool = True,
+    ) -> None: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    def close(self) -> None: ...
+    def stream(self, request: dict[str, Any]) -> _ClientStream: ...
+    def create(self, request: dict[str, Any]) -> Awaitable[dict[str, Any]]: ...
+
+@final
+class _AgentRun:
+    def next_batch(self) -> Awaitable[Optional[list[dict[str, Any]]]]: ...
+    def cancel(self) -> None: ...
+    def close(self) -> None: ...
+
+@final
+class _Agent:
+    def __init__(
+        self,
+        client: _Client,
+        *,
+        model: str,
+        system: Optional[str] = None,
+        executor: Optional[_Executor] = None,
+        builtin_tools: Optional[list[str]] = None,
+        workspace: Optional[str] = None,
+        max_turns: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        token_budget: Optional[int] = None,
+        max_continuations: Optional[int] = None,
+        prompt_caching: bool = True,
+        extra: Optional[dict[str, Any]] = None,
+    ) -> None: ...
+    @property
+    def tool_names(self) -> list[str]: ...
+    def tool_definitions(self) -> list[dict[str, Any]]: ...
+    def run(
+        self, prompt: Union[str, list[dict[str, Any]], None] = None, *, messages: Optional[list[dict[str, Any]]] = None
+    ) -> _AgentRun: ...
+
+def _debug_arm_panic(entry: Optional[str]) -> None: ...
 def _debug_panic(message: str = ...) -> None: ...
 def _debug_panic_detached(message: str = ...) -> None: ...
 def _debug_panic_async() -> Awaitable[None]: ...

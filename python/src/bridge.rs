@@ -159,6 +159,30 @@ impl LoopBridge {
     }
 }
 
+/// A cached bridge: each object that runs work on an event loop (an executor, a client, an
+/// agent) keeps the bridge of the loop it last served.
+pub(crate) type BridgeSlot = Mutex<Option<Arc<LoopBridge>>>;
+
+/// The bridge to the event loop running in this thread: the one in `slot` when it serves that
+/// loop, otherwise a new one (stored in `slot`). A `RuntimeError` if no loop runs.
+pub(crate) fn bridge_for_running_loop(
+    py: Python<'_>,
+    slot: &BridgeSlot,
+) -> PyResult<Arc<LoopBridge>> {
+    let running = py
+        .import(pyo3::intern!(py, "asyncio"))?
+        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    let mut slot = lock(slot);
+    if let Some(bridge) = slot.as_ref()
+        && bridge.event_loop(py).is(&running)
+    {
+        return Ok(Arc::clone(bridge));
+    }
+    let bridge = LoopBridge::for_running_loop(py)?;
+    *slot = Some(Arc::clone(&bridge));
+    Ok(bridge)
+}
+
 /// The callable the loop runs to drain a bridge's jobs (one per wake-up).
 #[pyclass(frozen, module = "ferroloop._native")]
 pub(crate) struct Pump {

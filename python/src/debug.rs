@@ -18,20 +18,22 @@ use crate::errors::shield;
 #[pyfunction]
 #[pyo3(signature = (message = "deliberate panic"))]
 fn _debug_panic(py: Python<'_>, message: &str) -> PyResult<()> {
-    shield(py, || panic!("{message}"))
+    shield(py, "_debug_panic", || panic!("{message}"))
 }
 
 /// The same, with the panic raised while the interpreter is released (inside `py.detach`).
 #[pyfunction]
 #[pyo3(signature = (message = "deliberate panic"))]
 fn _debug_panic_detached(py: Python<'_>, message: &str) -> PyResult<()> {
-    shield(py, || py.detach(|| panic!("{message}")))
+    shield(py, "_debug_panic_detached", || {
+        py.detach(|| panic!("{message}"))
+    })
 }
 
 /// An awaitable whose Rust future panics: the awaiting code gets `ferroloop.InternalError`.
 #[pyfunction]
 fn _debug_panic_async(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    shield(py, || {
+    shield(py, "_debug_panic_async", || {
         let bridge = LoopBridge::for_running_loop(py)?;
         into_awaitable(
             py,
@@ -55,7 +57,7 @@ fn _debug_gather<'py>(
     inputs: Vec<Bound<'py, PyAny>>,
     blocking: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    shield(py, || {
+    shield(py, "_debug_gather", || {
         if functions.len() != inputs.len() {
             return Err(PyValueError::new_err(
                 "functions and inputs differ in length",
@@ -91,11 +93,20 @@ fn _debug_gather<'py>(
     })
 }
 
+/// Arms a panic at the next call of the entry point `entry` (`"Class.method"` as named in the
+/// binding's sources, e.g. `"SseParser.feed"`), or disarms with `None`. One-shot.
+#[pyfunction]
+#[pyo3(signature = (entry))]
+fn _debug_arm_panic(entry: Option<String>) {
+    crate::errors::arm_panic(entry);
+}
+
 /// Adds the test hooks to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_debug_panic, module)?)?;
     module.add_function(wrap_pyfunction!(_debug_panic_detached, module)?)?;
     module.add_function(wrap_pyfunction!(_debug_panic_async, module)?)?;
     module.add_function(wrap_pyfunction!(_debug_gather, module)?)?;
+    module.add_function(wrap_pyfunction!(_debug_arm_panic, module)?)?;
     Ok(())
 }

@@ -46,21 +46,23 @@ impl PyStreamDecoder {
     /// (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`), with no per-delta work.
     #[new]
     #[pyo3(signature = (provider = "anthropic", *, events = true))]
-    fn new(provider: &str, events: bool) -> PyResult<Self> {
-        let provider = Provider::from_name(provider).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
-            ))
-        })?;
-        let mut decoder = StreamDecoder::for_provider(provider);
-        if !events {
-            use ferroloop::decode::EventDecoder as _;
-            decoder.decoder_mut().set_record_events(false);
-        }
-        Ok(Self {
-            decoder: Box::new(decoder),
-            provider,
-            completed: Vec::new(),
+    fn new(py: Python<'_>, provider: &str, events: bool) -> PyResult<Self> {
+        shield(py, "StreamDecoder.__init__", || {
+            let provider = Provider::from_name(provider).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
+                ))
+            })?;
+            let mut decoder = StreamDecoder::for_provider(provider);
+            if !events {
+                use ferroloop::decode::EventDecoder as _;
+                decoder.decoder_mut().set_record_events(false);
+            }
+            Ok(Self {
+                decoder: Box::new(decoder),
+                provider,
+                completed: Vec::new(),
+            })
         })
     }
 
@@ -73,7 +75,7 @@ impl PyStreamDecoder {
         py: Python<'py>,
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        shield(py, || {
+        shield(py, "StreamDecoder.feed", || {
             let chunk = chunk_bytes(chunk)?;
             let result = if chunk.len() >= DETACH_THRESHOLD {
                 py.detach(|| self.decode_chunk(chunk))
@@ -95,7 +97,7 @@ impl PyStreamDecoder {
     /// A snapshot of the message accumulated so far, in the provider's non-streaming response
     /// shape (`None` before the stream's first event).
     fn message<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, || {
+        shield(py, "StreamDecoder.message", || {
             Ok(pythonize::pythonize(py, &self.decoder.message())?)
         })
     }
@@ -103,7 +105,9 @@ impl PyStreamDecoder {
     /// Whether the stream reached its end marker (`message_stop`, `[DONE]`, `response.completed`).
     #[getter]
     fn is_complete(&self, py: Python<'_>) -> PyResult<bool> {
-        shield(py, || Ok(self.decoder.is_complete()))
+        shield(py, "StreamDecoder.is_complete", || {
+            Ok(self.decoder.is_complete())
+        })
     }
 
     /// The provider name.
@@ -115,7 +119,7 @@ impl PyStreamDecoder {
     /// Ends the input and returns the final message. Raises `StreamTruncatedError` (with
     /// `partial_message`) if the stream stopped before its end, or the provider's error.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, || match self.decoder.finish() {
+        shield(py, "StreamDecoder.finish", || match self.decoder.finish() {
             Ok(message) => Ok(pythonize::pythonize(py, &message)?),
             Err(err) => Err(decode_error(py, &err)),
         })

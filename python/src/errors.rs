@@ -3,6 +3,8 @@
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -44,13 +46,51 @@ pub(crate) fn ferroloop_error(
     })
 }
 
-/// Runs one entry point's body with panics caught: a panic becomes `ferroloop.InternalError`
-/// carrying the panic message, instead of pyo3's `PanicException` (a `BaseException` that
-/// `except Exception` does not catch).
-pub(crate) fn shield<T>(py: Python<'_>, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    match catch_unwind(AssertUnwindSafe(body)) {
+/// Runs the body of the entry point named `entry` (`"Class.method"` or a function name) with
+/// panics caught: a panic becomes `ferroloop.InternalError` carrying the panic message, instead
+/// of pyo3's `PanicException` (a `BaseException` that `except Exception` does not catch).
+pub(crate) fn shield<T>(
+    py: Python<'_>,
+    entry: &'static str,
+    body: impl FnOnce() -> PyResult<T>,
+) -> PyResult<T> {
+    let guarded = || {
+        trip_armed_panic(entry);
+        body()
+    };
+    match catch_unwind(AssertUnwindSafe(guarded)) {
         Ok(result) => result,
         Err(payload) => Err(internal_error(py, &panic_message(payload.as_ref()))),
+    }
+}
+
+/// Whether a test armed a panic (checked first: one relaxed load per call otherwise).
+static PANIC_ARMED: AtomicBool = AtomicBool::new(false);
+/// The entry point whose next call panics (a test hook, `_debug_arm_panic`).
+static PANIC_ENTRY: Mutex<Option<String>> = Mutex::new(None);
+
+/// Arms a panic at the next call of entry point `entry` (one-shot), or disarms with `None`.
+pub(crate) fn arm_panic(entry: Option<String>) {
+    let mut armed = PANIC_ENTRY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    PANIC_ARMED.store(entry.is_some(), Ordering::Release);
+    *armed = entry;
+}
+
+/// Panics if a test armed a panic at `entry` (and disarms it).
+fn trip_armed_panic(entry: &str) {
+    if !PANIC_ARMED.load(Ordering::Acquire) {
+        return;
+    }
+    let mut armed = PANIC_ENTRY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if armed.as_deref() == Some(entry) {
+        *armed = None;
+        PANIC_ARMED.store(false, Ordering::Release);
+        drop(armed);
+        panic!("armed test panic at {entry}");
     }
 }
 

@@ -16,7 +16,8 @@ use pyo3::types::{PyBool, PyDict, PyList};
 use serde_json::{Map, Value, json};
 
 use crate::bridge::{
-    CallOutcome, ExtraArg, LoopBridge, PyCall, call_blocking, into_awaitable, py_to_value,
+    BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
+    into_awaitable, py_to_value,
 };
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
@@ -24,10 +25,6 @@ use crate::runtime::runtime;
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
-
-/// The event loop the executor's tools run on: set by each `run()` / `turn()` from the loop it
-/// is called on (an executor serves one event loop at a time).
-type BridgeSlot = Mutex<Option<Arc<LoopBridge>>>;
 
 /// Whether a call may run beside other safe calls.
 enum Safety {
@@ -37,8 +34,9 @@ enum Safety {
 }
 
 /// A Python function registered as a tool.
-struct PyTool {
+pub(crate) struct PyTool {
     name: String,
+    description: String,
     function: Arc<Py<PyAny>>,
     is_async: bool,
     takes_context: bool,
@@ -53,6 +51,10 @@ struct PyTool {
 impl Tool for PyTool {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
     }
 
     fn input_schema(&self) -> Value {
@@ -192,7 +194,7 @@ impl PyToolContext {
 
     /// Reports progress (any JSON-like value); delivered to the turn's events at once.
     fn progress(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ToolContext.progress", || {
             let data = py_to_value(data).map_err(PyValueError::new_err)?;
             // Released while taking the turn's lock: the thread driving a spawned turn may hold
             // that lock while it waits for the interpreter (a tool's per-input safety check).
@@ -212,8 +214,8 @@ impl PyToolContext {
 /// The native half of `ferroloop.ToolExecutor`.
 #[pyclass(module = "ferroloop._native", name = "_Executor")]
 pub(crate) struct PyExecutor {
-    tools: Vec<Arc<PyTool>>,
-    config: ExecutorConfig,
+    pub(crate) tools: Vec<Arc<PyTool>>,
+    pub(crate) config: ExecutorConfig,
     /// Built on first use after the last registration (the core's registry is immutable).
     built: Mutex<Option<ToolExecutor>>,
     bridge: Arc<BridgeSlot>,
@@ -239,19 +241,8 @@ impl PyExecutor {
     }
 
     /// Points the tools at the event loop running in this thread.
-    fn bind_running_loop(&self, py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
-        let running = py
-            .import(pyo3::intern!(py, "asyncio"))?
-            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
-        let mut slot = lock(&self.bridge);
-        if let Some(bridge) = slot.as_ref()
-            && bridge.event_loop(py).is(&running)
-        {
-            return Ok(Arc::clone(bridge));
-        }
-        let bridge = LoopBridge::for_running_loop(py)?;
-        *slot = Some(Arc::clone(&bridge));
-        Ok(bridge)
+    pub(crate) fn bind_running_loop(&self, py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
+        bridge_for_running_loop(py, &self.bridge)
     }
 }
 
@@ -260,39 +251,42 @@ impl PyExecutor {
     #[new]
     #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None))]
     fn new(
+        py: Python<'_>,
         max_concurrency: usize,
         max_result_chars: Option<usize>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
     ) -> PyResult<Self> {
-        if max_concurrency == 0 {
-            return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-        }
-        let mut config = ExecutorConfig {
-            max_concurrency,
-            default_timeout: default_timeout.map(seconds).transpose()?,
-            ..ExecutorConfig::default()
-        };
-        if let Some(grace) = cleanup_grace {
-            config.cleanup_grace = seconds(grace)?;
-        }
-        if let Some(chars) = max_result_chars {
-            config.budget.default_max_result_chars = chars;
-        }
-        if let Some(dir) = spill_dir {
-            config.budget.spill_dir = dir;
-        }
-        Ok(Self {
-            tools: Vec::new(),
-            config,
-            built: Mutex::new(None),
-            bridge: Arc::new(Mutex::new(None)),
+        shield(py, "ToolExecutor.__init__", || {
+            if max_concurrency == 0 {
+                return Err(PyValueError::new_err("max_concurrency must be at least 1"));
+            }
+            let mut config = ExecutorConfig {
+                max_concurrency,
+                default_timeout: default_timeout.map(seconds).transpose()?,
+                ..ExecutorConfig::default()
+            };
+            if let Some(grace) = cleanup_grace {
+                config.cleanup_grace = seconds(grace)?;
+            }
+            if let Some(chars) = max_result_chars {
+                config.budget.default_max_result_chars = chars;
+            }
+            if let Some(dir) = spill_dir {
+                config.budget.spill_dir = dir;
+            }
+            Ok(Self {
+                tools: Vec::new(),
+                config,
+                built: Mutex::new(None),
+                bridge: Arc::new(Mutex::new(None)),
+            })
         })
     }
 
     /// Registers `function` as the tool `name` (see `ferroloop.ToolExecutor.tool`).
-    #[pyo3(signature = (name, function, *, is_async, takes_context, concurrency_safe, timeout, max_result_chars, schema, cancels_siblings_on_error))]
+    #[pyo3(signature = (name, function, *, is_async, takes_context, concurrency_safe, timeout, max_result_chars, schema, cancels_siblings_on_error, description = None))]
     #[allow(clippy::too_many_arguments)]
     fn register(
         &mut self,
@@ -306,8 +300,9 @@ impl PyExecutor {
         max_result_chars: Option<usize>,
         schema: Option<&Bound<'_, PyAny>>,
         cancels_siblings_on_error: bool,
+        description: Option<String>,
     ) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ToolExecutor.register", || {
             if self.tools.iter().any(|tool| tool.name == name) {
                 return Err(PyValueError::new_err(format!(
                     "a tool named {name:?} is already registered"
@@ -336,6 +331,7 @@ impl PyExecutor {
             }
             self.tools.push(Arc::new(PyTool {
                 name,
+                description: description.unwrap_or_default(),
                 function: Arc::new(function),
                 is_async,
                 takes_context,
@@ -364,7 +360,7 @@ impl PyExecutor {
         py: Python<'py>,
         tool_uses: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, || {
+        shield(py, "ToolExecutor.run", || {
             let tool_uses = tool_uses_of(tool_uses)?;
             let executor = self.executor()?;
             let bridge = self.bind_running_loop(py)?;
@@ -382,7 +378,7 @@ impl PyExecutor {
 
     /// Starts a streaming turn, driven on the runtime so calls start as soon as submitted.
     fn turn(&self, py: Python<'_>) -> PyResult<PyTurn> {
-        shield(py, || {
+        shield(py, "ToolExecutor.turn", || {
             let executor = self.executor()?;
             let bridge = self.bind_running_loop(py)?;
             let spawned = {
@@ -410,7 +406,7 @@ pub(crate) struct PyTurn {
 impl PyTurn {
     /// Submits a `tool_use` block; raises `ToolError` once the turn is sealed.
     fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "Turn.submit", || {
             let tool_use = tool_use_of(tool_use)?;
             // The turn's lock is taken with the interpreter released (see `progress`).
             py.detach(|| self.handle.submit(tool_use))
@@ -420,7 +416,7 @@ impl PyTurn {
 
     /// No more calls: the turn ends when its calls are answered.
     fn seal(&self, py: Python<'_>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "Turn.seal", || {
             py.detach(|| self.handle.seal());
             Ok(())
         })
@@ -428,7 +424,7 @@ impl PyTurn {
 
     /// Cancels the running and queued calls (each still gets an error result).
     fn cancel(&self, py: Python<'_>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "Turn.cancel", || {
             py.detach(|| self.handle.cancel());
             Ok(())
         })
@@ -436,7 +432,7 @@ impl PyTurn {
 
     /// Discards the turn: cancels it and seals it.
     fn discard(&self, py: Python<'_>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "Turn.discard", || {
             py.detach(|| self.handle.discard());
             Ok(())
         })
@@ -444,7 +440,7 @@ impl PyTurn {
 
     /// An awaitable of the next event dict, or `None` once the last result was delivered.
     fn next_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, || {
+        shield(py, "Turn.next_event", || {
             let turn = Arc::clone(&self.turn);
             into_awaitable(
                 py,
@@ -466,7 +462,7 @@ impl PyTurn {
 
     /// Seals the turn and returns an awaitable of all its results, in submission order.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, || {
+        shield(py, "Turn.finish", || {
             let turn = Arc::clone(&self.turn);
             py.detach(|| self.handle.seal());
             into_awaitable(

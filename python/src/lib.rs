@@ -5,7 +5,9 @@
 //! point runs inside `errors::shield`, so a Rust panic surfaces as `ferroloop.InternalError`.
 //! Logic that is not translation belongs in the core crate.
 
+mod agent;
 mod bridge;
+mod client;
 mod debug;
 mod decode;
 mod errors;
@@ -26,6 +28,8 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     sse::register(module)?;
     decode::register(module)?;
     exec::register(module)?;
+    client::register(module)?;
+    agent::register(module)?;
     tokens::register(module)?;
     Ok(())
 }

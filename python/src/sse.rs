@@ -147,15 +147,17 @@ impl PySseParser {
     /// counted in `dropped_events`); `None`, the default, means no limit.
     #[new]
     #[pyo3(signature = (*, max_event_bytes = None))]
-    fn new(max_event_bytes: Option<usize>) -> PyResult<Self> {
-        if max_event_bytes == Some(0) {
-            return Err(PyValueError::new_err("max_event_bytes must be positive"));
-        }
-        Ok(Self {
-            parser: Box::new(SseParser::with_config(
-                SseConfig::default().max_event_bytes(max_event_bytes),
-            )),
-            completed: Vec::new(),
+    fn new(py: Python<'_>, max_event_bytes: Option<usize>) -> PyResult<Self> {
+        shield(py, "SseParser.__init__", || {
+            if max_event_bytes == Some(0) {
+                return Err(PyValueError::new_err("max_event_bytes must be positive"));
+            }
+            Ok(Self {
+                parser: Box::new(SseParser::with_config(
+                    SseConfig::default().max_event_bytes(max_event_bytes),
+                )),
+                completed: Vec::new(),
+            })
         })
     }
 
@@ -166,7 +168,7 @@ impl PySseParser {
         py: Python<'py>,
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
-        shield(py, || {
+        shield(py, "SseParser.feed", || {
             let chunk = chunk_bytes(chunk)?;
             if chunk.len() >= DETACH_THRESHOLD {
                 py.detach(|| self.parse_chunk(chunk));
@@ -181,7 +183,7 @@ impl PySseParser {
     /// specification requires; returns whether anything was discarded. The parser may then be
     /// fed a new stream (a reconnection); `last_event_id` and `retry` are kept.
     fn finish(&mut self, py: Python<'_>) -> PyResult<bool> {
-        shield(py, || Ok(self.parser.finish()))
+        shield(py, "SseParser.finish", || Ok(self.parser.finish()))
     }
 
     /// The reconnection time of the last valid `retry` field, in milliseconds (`None` if none).

@@ -29,7 +29,7 @@ fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 #[pyfunction]
 #[pyo3(signature = (obj, *, tokenizer = "claude"))]
 fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
-    shield(py, || {
+    shield(py, "estimate_tokens", || {
         let family = family(tokenizer)?;
         if let Ok(text) = obj.cast::<PyString>() {
             let text = text.to_cow()?;
@@ -83,7 +83,9 @@ impl PyContextBudget {
     /// A budget for a context window and the request's max output tokens.
     #[new]
     #[pyo3(signature = (window, max_output_tokens, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         window: u64,
         max_output_tokens: u64,
         output_reserve_cap: Option<u64>,
@@ -91,24 +93,26 @@ impl PyContextBudget {
         warning_buffer: Option<u64>,
         blocking_buffer: Option<u64>,
         autocompact_percent: Option<f64>,
-    ) -> Self {
-        let mut budget = ContextBudget::new(window, max_output_tokens);
-        if let Some(v) = output_reserve_cap {
-            budget.output_reserve_cap = v;
-        }
-        if let Some(v) = autocompact_buffer {
-            budget.autocompact_buffer = v;
-        }
-        if let Some(v) = warning_buffer {
-            budget.warning_buffer = v;
-        }
-        if let Some(v) = blocking_buffer {
-            budget.blocking_buffer = v;
-        }
-        if let Some(p) = autocompact_percent {
-            budget = budget.with_autocompact_percent(p);
-        }
-        Self { budget }
+    ) -> PyResult<Self> {
+        shield(py, "ContextBudget.__init__", || {
+            let mut budget = ContextBudget::new(window, max_output_tokens);
+            if let Some(v) = output_reserve_cap {
+                budget.output_reserve_cap = v;
+            }
+            if let Some(v) = autocompact_buffer {
+                budget.autocompact_buffer = v;
+            }
+            if let Some(v) = warning_buffer {
+                budget.warning_buffer = v;
+            }
+            if let Some(v) = blocking_buffer {
+                budget.blocking_buffer = v;
+            }
+            if let Some(p) = autocompact_percent {
+                budget = budget.with_autocompact_percent(p);
+            }
+            Ok(Self { budget })
+        })
     }
 
     /// The budget for a known model name (context window and max output from the model table).
@@ -191,15 +195,17 @@ impl PyContextTracker {
     /// A tracker for a tokenizer family.
     #[new]
     #[pyo3(signature = (*, tokenizer = "claude"))]
-    fn new(tokenizer: &str) -> PyResult<Self> {
-        Ok(Self {
-            tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
+    fn new(py: Python<'_>, tokenizer: &str) -> PyResult<Self> {
+        shield(py, "ContextTracker.__init__", || {
+            Ok(Self {
+                tracker: Box::new(ContextTracker::new(family(tokenizer)?)),
+            })
         })
     }
 
     /// Sets the system prompt (a str or a list of blocks).
     fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.set_system", || {
             self.tracker.set_system(&json_of(system)?);
             Ok(())
         })
@@ -207,7 +213,7 @@ impl PyContextTracker {
 
     /// Sets the tool definitions (a list).
     fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.set_tools", || {
             self.tracker.set_tools(&json_of(tools)?);
             Ok(())
         })
@@ -215,7 +221,7 @@ impl PyContextTracker {
 
     /// Appends a message.
     fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.push_message", || {
             self.tracker.push_message(&json_of(message)?);
             Ok(())
         })
@@ -223,7 +229,7 @@ impl PyContextTracker {
 
     /// Replaces every message (e.g. after compaction).
     fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.replace_messages", || {
             let Value::Array(messages) = json_of(messages)? else {
                 return Err(PyTypeError::new_err("expected a list of messages"));
             };
@@ -234,7 +240,7 @@ impl PyContextTracker {
 
     /// Keeps the first `length` messages.
     fn truncate(&mut self, py: Python<'_>, length: usize) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.truncate", || {
             self.tracker.truncate(length);
             Ok(())
         })
@@ -249,7 +255,7 @@ impl PyContextTracker {
         usage: &Bound<'_, PyAny>,
         covered: Option<usize>,
     ) -> PyResult<()> {
-        shield(py, || {
+        shield(py, "ContextTracker.record_usage", || {
             let usage = Usage::from_json(&json_of(usage)?)
                 .ok_or_else(|| PyValueError::new_err("not a usage object: no token counts"))?;
             match covered {
@@ -262,7 +268,7 @@ impl PyContextTracker {
 
     /// The current count: `{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`.
     fn tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        shield(py, || {
+        shield(py, "ContextTracker.tokens", || {
             let count = self.tracker.tokens();
             let dict = PyDict::new(py);
             dict.set_item("tokens", count.tokens)?;
@@ -288,9 +294,53 @@ impl PyContextTracker {
     }
 }
 
+/// Counts the tokens of `text` exactly with the offline vocabulary of `tokenizer` (`"o200k"` or
+/// `"cl100k"`), with the interpreter released. Raises `ExactCountingUnavailableError` when the
+/// extension was built without the `exact` feature, `ValueError` for a family without an
+/// offline vocabulary (the Claude families: use `estimate_tokens`).
+#[pyfunction]
+fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
+    shield(py, "count_tokens", || {
+        let family = family(tokenizer)?;
+        let text = text
+            .cast::<PyString>()
+            .map_err(|_| PyTypeError::new_err("count_tokens counts a str"))?
+            .to_cow()?;
+        count_exact(py, &text, family)
+    })
+}
+
+#[cfg(feature = "exact")]
+fn count_exact(py: Python<'_>, text: &str, family: Family) -> PyResult<u64> {
+    py.detach(|| ferroloop::tokens::count_exact(text, family))
+        .map_err(|err| PyValueError::new_err(err.to_string()))
+}
+
+#[cfg(not(feature = "exact"))]
+fn count_exact(py: Python<'_>, _text: &str, family: Family) -> PyResult<u64> {
+    Err(crate::errors::ferroloop_error(
+        py,
+        "ExactCountingUnavailableError",
+        &format!(
+            "exact counting ({family}) is not in this build of ferroloop: build the extension \
+             with the cargo feature `exact` (maturin develop --features exact); \
+             estimate_tokens works without it"
+        ),
+        &[],
+    ))
+}
+
+/// Whether this build counts tokens exactly (`count_tokens`; the cargo feature `exact`).
+#[pyfunction]
+fn has_exact_counting() -> bool {
+    cfg!(feature = "exact")
+}
+
 /// Adds the token functions and classes to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(estimate_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(count_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(has_exact_counting, module)?)?;
     module.add_class::<PyContextBudget>()?;
     module.add_class::<PyContextTracker>()?;
     Ok(())

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -60,3 +62,153 @@ def chunked(data: bytes, size: int) -> Iterator[bytes]:
 def fixture_name(request: pytest.FixtureRequest) -> str:
     """Each recorded provider stream in turn."""
     return str(request.param)
+
+
+# --- The loopback replay server (`ferroloop serve-replay`) -----------------------------------
+
+
+def ferroloop_binary() -> Path:
+    """The `ferroloop` CLI: `$FERROLOOP_BIN`, else `target/debug/ferroloop`, built with cargo
+    when missing (scripts/test-python.sh builds it before pytest)."""
+    configured = os.environ.get("FERROLOOP_BIN")
+    if configured:
+        return Path(configured)
+    binary = REPO / "target" / "debug" / "ferroloop"
+    if not binary.exists():
+        subprocess.run(
+            ["cargo", "build", "--quiet", "-p", "ferroloop-cli"], cwd=REPO, check=True
+        )
+    return binary
+
+
+class ReplayServer:
+    """A running `ferroloop serve-replay`: `url` to point a client at, `requests()` the
+    requests it received (read once the server has stopped)."""
+
+    def __init__(self, script: dict[str, Any], directory: Path) -> None:
+        path = directory / "script.json"
+        path.write_text(json.dumps(script), encoding="utf-8")
+        self._process = subprocess.Popen(
+            [
+                str(ferroloop_binary()),
+                "serve-replay",
+                "--script",
+                str(path),
+                "--base-dir",
+                str(REPO),
+                "--log-requests",
+                "--idle-exit-ms",
+                "60000",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._process.stdout is not None
+        banner = json.loads(self._process.stdout.readline())
+        self.url: str = banner["url"]
+        self._requests: Optional[list[dict[str, Any]]] = None
+
+    def stop(self) -> None:
+        if self._requests is not None:
+            return
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.close()
+        rest = self._process.stdout.read()
+        self._process.wait(timeout=30)
+        self._requests = [
+            json.loads(line)["request"] for line in rest.decode("utf-8").splitlines() if line
+        ]
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request received, in order (stops the server)."""
+        self.stop()
+        assert self._requests is not None
+        return self._requests
+
+
+@pytest.fixture
+def replay(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], ReplayServer]]:
+    """Starts `ferroloop serve-replay` with a script (stopped at the end of the test)."""
+    servers: list[ReplayServer] = []
+
+    def start(script: dict[str, Any]) -> ReplayServer:
+        server = ReplayServer(script, tmp_path)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def anthropic_events(
+    content: list[dict[str, Any]],
+    *,
+    stop_reason: str = "end_turn",
+    message_id: str = "msg_replay",
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+) -> list[dict[str, Any]]:
+    """A complete Anthropic message as the `events` body of a replay script: text blocks in
+    two deltas, tool inputs as `input_json_delta` fragments."""
+    events: list[dict[str, Any]] = [
+        {
+            "event": "message_start",
+            "data": {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "replay",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+                },
+            },
+        }
+    ]
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            text = block["text"]
+            half = len(text) // 2
+            deltas = [
+                {"type": "text_delta", "text": piece} for piece in (text[:half], text[half:]) if piece
+            ]
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            raw = json.dumps(block["input"])
+            deltas = [
+                {"type": "input_json_delta", "partial_json": piece}
+                for piece in (raw[:3], raw[3:])
+            ]
+        events.append(
+            {
+                "event": "content_block_start",
+                "data": {"type": "content_block_start", "index": index, "content_block": start},
+            }
+        )
+        for delta in deltas:
+            events.append(
+                {
+                    "event": "content_block_delta",
+                    "data": {"type": "content_block_delta", "index": index, "delta": delta},
+                }
+            )
+        events.append(
+            {"event": "content_block_stop", "data": {"type": "content_block_stop", "index": index}}
+        )
+    events.append(
+        {
+            "event": "message_delta",
+            "data": {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            },
+        }
+    )
+    events.append({"event": "message_stop", "data": {"type": "message_stop"}})
+    return events

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import ferroloop
-from conftest import SHARED
+from conftest import SHARED, fixture_bytes
 
 SAMPLE = SHARED / "tokens" / "sample"
 
@@ -89,3 +89,26 @@ def test_context_tracker_anchors_on_usage() -> None:
     with pytest.raises(ValueError):
         tracker.record_usage({"nothing": 1})
     assert tracker.tokenizer == "claude" and tracker.correction > 0
+
+
+@pytest.mark.skipif(not ferroloop.has_exact_counting(), reason="built without the `exact` feature")
+def test_count_tokens_counts_exactly_with_the_offline_vocabularies() -> None:
+    assert ferroloop.count_tokens("hello world", "o200k") == 2
+    assert ferroloop.count_tokens("hello world", "cl100k") == 2
+    assert ferroloop.count_tokens("", "o200k") == 0
+    # Special-token text is counted as ordinary text.
+    assert ferroloop.count_tokens("<|endoftext|>", "cl100k") == 7
+    text = fixture_bytes("anthropic/tool_use_response").decode("utf-8")
+    exact = ferroloop.count_tokens(text, "o200k")
+    assert 0.5 < ferroloop.estimate_tokens(text, tokenizer="o200k") / exact < 2.0
+    with pytest.raises(ValueError, match="no exact offline tokenizer"):
+        ferroloop.count_tokens("hi", "claude")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        ferroloop.count_tokens(b"bytes", "o200k")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(ferroloop.has_exact_counting(), reason="built with the `exact` feature")
+def test_count_tokens_without_the_feature_raises_a_clear_error() -> None:
+    with pytest.raises(ferroloop.ExactCountingUnavailableError, match="feature `exact`"):
+        ferroloop.count_tokens("hello world", "o200k")
+    assert issubclass(ferroloop.ExactCountingUnavailableError, ferroloop.FerroloopError)

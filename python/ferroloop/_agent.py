@@ -1,0 +1,186 @@
+"""``Agent``: ferroloop's agent loop (model call → stream decode → tools → results → next
+turn, with retries, context management and recovery) driven from Python.
+
+The loop runs in Rust; tools come from a Python ``ToolExecutor`` (run on the caller's event
+loop or worker threads) and/or the native built-in tools (``read``, ``write``, ``edit``,
+``glob``, ``grep``, ``bash``, confined to a workspace directory).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from types import TracebackType
+from typing import Any, Optional, Sequence, Type, Union
+
+from . import _native
+from ._client import Client
+from ._executor import ToolExecutor
+
+Tools = Union[ToolExecutor, str, Sequence[Union[ToolExecutor, str]], None]
+
+
+class AgentRun:
+    """A run in progress: ``async for event in run`` yields event dicts with a ``"type"``:
+
+    - ``turn_start`` (``turn``, ``estimated_input_tokens``), ``turn_end`` (``turn``,
+      ``stop_reason``), ``usage`` (``turn``, ``usage``, ``estimated_input_tokens``,
+      ``time_to_first_token`` in seconds);
+    - ``text_delta`` (``text``), ``thinking_delta`` (``thinking``);
+    - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
+      (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
+      ``status``, ``duration`` in seconds);
+    - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``context`` (``action``:
+      ``microcompact`` or ``compaction``, ...), ``cache_break``;
+    - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``max_tokens``,
+      ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
+      ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
+      ``tool_calls``, ``input_tokens``, ``output_tokens``.
+
+    ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
+    reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
+    the run and its running tools at once.
+    """
+
+    def __init__(self, native: _native._AgentRun) -> None:
+        self._native = native
+        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        self._done = False
+        self._stop: Optional[dict[str, Any]] = None
+
+    def __aiter__(self) -> AgentRun:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self._buffer:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                batch = await self._native.next_batch()
+            except BaseException:
+                self._done = True
+                self._native.close()
+                raise
+            if batch is None:
+                self._done = True
+                continue
+            self._buffer.extend(batch)
+        event = self._buffer.popleft()
+        if event["type"] == "stop":
+            self._stop = event
+        return event
+
+    @property
+    def stop(self) -> Optional[dict[str, Any]]:
+        """The ``stop`` event once the run has ended (``None`` before)."""
+        return self._stop
+
+    def cancel(self) -> None:
+        """Asks the run to stop (it ends with a ``stop`` event, reason ``aborted``)."""
+        self._native.cancel()
+
+    async def finish(self) -> dict[str, Any]:
+        """Consumes the remaining events and returns the ``stop`` event."""
+        async for _ in self:
+            pass
+        if self._stop is None:
+            raise RuntimeError("the run ended without a stop event")
+        return self._stop
+
+    async def aclose(self) -> None:
+        """Aborts the run (idempotent)."""
+        self._done = True
+        self._native.close()
+
+    async def __aenter__(self) -> AgentRun:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
+
+class Agent:
+    """An agent: a ``Client`` (Anthropic Messages), a model name, a system prompt and tools.
+
+    ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
+    ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,
+    default the current directory), or a list mixing one executor and names. ``max_turns``
+    (default 50) caps model calls, ``max_tokens`` (default 8192) is each request's output
+    limit, ``token_budget`` caps input + output tokens over a run, ``max_continuations``
+    (default 3) how often a ``max_tokens`` stop is continued; ``extra`` fields (temperature,
+    thinking, metadata, ...) are merged into every request.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        model: str,
+        system: Optional[str] = None,
+        tools: Tools = None,
+        workspace: Optional[Union[str, "os.PathLike[str]"]] = None,
+        max_turns: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        token_budget: Optional[int] = None,
+        max_continuations: Optional[int] = None,
+        prompt_caching: bool = True,
+        extra: Optional[dict[str, Any]] = None,
+    ) -> None:
+        executor: Optional[ToolExecutor] = None
+        names: list[str] = []
+        items: Sequence[Union[ToolExecutor, str]]
+        if tools is None:
+            items = []
+        elif isinstance(tools, (ToolExecutor, str)):
+            items = [tools]
+        else:
+            items = list(tools)
+        for item in items:
+            if isinstance(item, ToolExecutor):
+                if executor is not None:
+                    raise ValueError("an agent takes at most one ToolExecutor")
+                executor = item
+            elif isinstance(item, str):
+                names.append(item)
+            else:
+                raise TypeError("tools must be a ToolExecutor, built-in tool names, or a list of them")
+        self._client = client
+        self._native = _native._Agent(
+            client._native,
+            model=model,
+            system=system,
+            executor=executor._native if executor is not None else None,
+            builtin_tools=names,
+            workspace=os.fspath(workspace) if workspace is not None else None,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            token_budget=token_budget,
+            max_continuations=max_continuations,
+            prompt_caching=prompt_caching,
+            extra=extra,
+        )
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The tools offered to the model."""
+        return self._native.tool_names
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The tool definitions sent to the model (sorted by name, for prompt caching)."""
+        return self._native.tool_definitions()
+
+    def run(
+        self,
+        prompt: Union[str, list[dict[str, Any]], None] = None,
+        *,
+        messages: Optional[list[dict[str, Any]]] = None,
+    ) -> AgentRun:
+        """Starts a run for a user ``prompt`` (text or content blocks), or continuing
+        ``messages`` (ending with a user message). Call from a coroutine: Python tools run on
+        its event loop. Iterate the result for events."""
+        return AgentRun(self._native.run(prompt, messages=messages))

@@ -1,0 +1,193 @@
+"""``Client``: the streaming HTTP client of ferroloop (Anthropic Messages, OpenAI Chat
+Completions, OpenAI Responses) with retries, backoff and stream watchdogs, running in Rust.
+
+Requests run on ferroloop's own threads (connection, SSE parsing, decoding, retries happen
+without the interpreter); the event loop receives batches of finished events.
+"""
+
+from __future__ import annotations
+
+import collections
+from types import TracebackType
+from typing import Any, Literal, Optional, Type
+
+from . import _native
+
+Provider = Literal["anthropic", "openai-chat", "openai-responses"]
+
+
+class MessageStream:
+    """A streaming request: ``async for event in stream`` yields typed event dicts (the same
+    shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "wait",
+    "reason"}`` before a retry and ``{"type": "stalled", "elapsed"}`` when the stream goes
+    quiet). After the last event, ``message()`` is the final message in the provider's
+    non-streaming shape and ``metrics`` the request's measurements.
+
+    A failure raises the matching ``FerroloopError`` subclass after the events that preceded
+    it; a stream that breaks after events raises ``StreamTruncatedError`` with the partial
+    message. Cancelling the task that iterates (or ``aclose()``) aborts the request.
+    """
+
+    def __init__(self, native: _native._ClientStream) -> None:
+        self._native = native
+        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        self._message: Optional[dict[str, Any]] = None
+        self._metrics: Optional[dict[str, Any]] = None
+        self._done = False
+
+    def __aiter__(self) -> MessageStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self._buffer:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                batch = await self._native.next_batch()
+            except BaseException:
+                # An error, or the iterating task was cancelled: the request is over.
+                self._done = True
+                self._native.close()
+                raise
+            if batch is None:
+                self._done = True
+                continue
+            events, message, metrics = batch
+            self._buffer.extend(events)
+            if message is not None:
+                self._message = message
+                self._metrics = metrics
+        return self._buffer.popleft()
+
+    def message(self) -> Optional[dict[str, Any]]:
+        """The final message once the stream has ended (``None`` before)."""
+        return self._message
+
+    @property
+    def metrics(self) -> Optional[dict[str, Any]]:
+        """The request's measurements once the stream has ended: ``request_id``, ``attempts``,
+        ``retries``, ``http_version``, ``time_to_first_token`` (seconds), ``bytes_received``,
+        ``usage``, ..."""
+        return self._metrics
+
+    async def until_done(self) -> dict[str, Any]:
+        """Consumes the remaining events and returns the final message."""
+        async for _ in self:
+            pass
+        if self._message is None:
+            raise _native_error("the stream ended without a message")
+        return self._message
+
+    async def aclose(self) -> None:
+        """Aborts the request (idempotent)."""
+        self._done = True
+        self._native.close()
+
+    async def __aenter__(self) -> MessageStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
+
+def _native_error(message: str) -> Exception:
+    from ._errors import ProtocolError
+
+    return ProtocolError(message)
+
+
+class Client:
+    """A client for one provider endpoint: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
+    Completions) or ``"openai-responses"`` (Responses).
+
+    ``api_key`` and ``base_url`` default to the provider's environment variables
+    (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``)
+    unless ``from_env=False``. Retries (``max_retries``, default 10) use exponential backoff
+    with full jitter from ``retry_base_delay`` (default 0.5 s) up to ``retry_max_delay``
+    (default 32 s), honouring ``retry-after``; they cover 408/409/429/5xx/529 and connection
+    failures before the first event. Timeouts are in seconds: ``timeout`` (the whole request,
+    retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),
+    ``first_event_timeout`` (90), ``idle_timeout`` (90, between two events), ``stall_notice``
+    (30, reported once as a ``stalled`` event).
+
+    Use as ``async with Client(...) as client:``; requests must be made from a coroutine.
+    """
+
+    def __init__(
+        self,
+        provider: Provider = "anthropic",
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        max_retries: Optional[int] = None,
+        retry_base_delay: Optional[float] = None,
+        retry_max_delay: Optional[float] = None,
+        timeout: Optional[float] = None,
+        connect_timeout: Optional[float] = None,
+        first_byte_timeout: Optional[float] = None,
+        first_event_timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        stall_notice: Optional[float] = None,
+        headers: Optional[dict[str, str]] = None,
+        anthropic_beta: Optional[list[str]] = None,
+        from_env: bool = True,
+    ) -> None:
+        self._native = _native._Client(
+            provider,
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            first_byte_timeout=first_byte_timeout,
+            first_event_timeout=first_event_timeout,
+            idle_timeout=idle_timeout,
+            stall_notice=stall_notice,
+            headers=list(headers.items()) if headers else None,
+            anthropic_beta=anthropic_beta,
+            from_env=from_env,
+        )
+
+    @property
+    def provider(self) -> str:
+        """The provider name."""
+        return self._native.provider
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint's base URL."""
+        return self._native.base_url
+
+    def stream(self, **request: Any) -> MessageStream:
+        """Starts a streaming request; ``request`` is the provider's JSON body (``model``,
+        ``messages``, ``max_tokens``, ...; ``stream`` is set for you). Iterate the result."""
+        return MessageStream(self._native.stream(request))
+
+    async def create(self, **request: Any) -> dict[str, Any]:
+        """A non-streaming request: returns the provider's JSON response (with retries)."""
+        return await self._native.create(request)
+
+    def close(self) -> None:
+        """Releases the connection pool; later requests raise ``FerroloopError``."""
+        self._native.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self._native)

@@ -1,0 +1,270 @@
+//! `Agent` and its runs: the core's agent loop (`ferroloop::agent`) over a Python `Client`, with
+//! tools from a Python `ToolExecutor` and/or the native built-in tools (`ferroloop::tools`).
+//!
+//! The loop runs as a task on the tokio runtime; Python tools run on the caller's event loop
+//! (async) or worker threads (plain), through the executor's bridge. The event loop receives
+//! batches of finished events. The Python package (`ferroloop/_agent.py`) adds async iteration.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, AgentRun, Model};
+use ferroloop::exec::{CancellationToken, ExecutorConfig, Tool, ToolExecutor, ToolRegistry};
+use ferroloop::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use serde_json::Value;
+
+use crate::bridge::{LoopBridge, py_to_value};
+use crate::client::PyClient;
+use crate::errors::shield;
+use crate::exec::PyExecutor;
+use crate::runtime::runtime;
+
+/// Events handed to Python per await, at most.
+const BATCH_MAX: usize = 512;
+
+/// The native half of `ferroloop.Agent`.
+#[pyclass(module = "ferroloop._native", name = "_Agent", frozen)]
+pub(crate) struct PyAgent {
+    agent: Agent,
+    /// The Python executor whose tools the agent calls (bound to the running loop per run).
+    executor: Option<Py<PyExecutor>>,
+    tool_names: Vec<String>,
+}
+
+#[pymethods]
+impl PyAgent {
+    #[new]
+    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        client: &Bound<'_, PyClient>,
+        model: String,
+        system: Option<String>,
+        executor: Option<Py<PyExecutor>>,
+        builtin_tools: Option<Vec<String>>,
+        workspace: Option<PathBuf>,
+        max_turns: Option<u32>,
+        max_tokens: Option<u64>,
+        token_budget: Option<u64>,
+        max_continuations: Option<u32>,
+        prompt_caching: bool,
+        extra: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        shield(py, "Agent.__init__", || {
+            let model_client = client.get().client(py)?;
+            let mut registry = ToolRegistry::new();
+            let mut executor_config = ExecutorConfig::default();
+            if let Some(executor) = &executor {
+                let executor = executor.borrow(py);
+                executor_config = executor.config.clone();
+                for tool in &executor.tools {
+                    registry
+                        .register_arc(Arc::clone(tool) as Arc<dyn Tool>)
+                        .map_err(|err| PyValueError::new_err(err.to_string()))?;
+                }
+            }
+            let builtin_tools = builtin_tools.unwrap_or_default();
+            if !builtin_tools.is_empty() {
+                let root = match workspace {
+                    Some(root) => root,
+                    None => std::env::current_dir()?,
+                };
+                let workspace =
+                    Workspace::new(&root).map_err(|err| PyValueError::new_err(err.to_string()))?;
+                for name in &builtin_tools {
+                    let tool = builtin(name, &workspace).ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "unknown built-in tool {name:?}: expected one of {}",
+                            BUILTIN_TOOL_NAMES.join(", ")
+                        ))
+                    })?;
+                    registry
+                        .register(tool)
+                        .map_err(|err| PyValueError::new_err(err.to_string()))?;
+                }
+            }
+            let tool_names = registry.names().into_iter().map(str::to_owned).collect();
+            let mut config = AgentConfig::new(model);
+            config.system = system;
+            if let Some(turns) = max_turns {
+                config.limits.max_turns = turns;
+            }
+            if let Some(tokens) = max_tokens {
+                config.limits.max_tokens = tokens;
+            }
+            config.limits.token_budget = token_budget;
+            if let Some(continuations) = max_continuations {
+                config.max_continuations = continuations;
+            }
+            config.prompt_caching = prompt_caching;
+            if let Some(extra) = extra {
+                match py_to_value(extra).map_err(PyValueError::new_err)? {
+                    Value::Object(fields) => config.extra = fields,
+                    _ => return Err(PyValueError::new_err("extra must be a dict")),
+                }
+            }
+            let tools = ToolExecutor::builder(registry)
+                .config(executor_config)
+                .build();
+            let agent = Agent::new(config, model_client as Arc<dyn Model>, Arc::new(tools));
+            Ok(Self {
+                agent,
+                executor,
+                tool_names,
+            })
+        })
+    }
+
+    /// The tools offered to the model, by name.
+    #[getter]
+    fn tool_names(&self) -> Vec<String> {
+        self.tool_names.clone()
+    }
+
+    /// The tool definitions sent to the model (sorted by name).
+    fn tool_definitions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, "Agent.tool_definitions", || {
+            Ok(pythonize::pythonize(py, &self.agent.tool_definitions())?)
+        })
+    }
+
+    /// Starts a run for `prompt` (a `str` or a list of content blocks), or continuing
+    /// `messages` (a conversation ending with a user message) when given.
+    #[pyo3(signature = (prompt = None, *, messages = None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        prompt: Option<&Bound<'_, PyAny>>,
+        messages: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyAgentRun> {
+        shield(py, "Agent.run", || {
+            let bridge = match &self.executor {
+                Some(executor) => executor.borrow(py).bind_running_loop(py)?,
+                None => LoopBridge::for_running_loop(py)?,
+            };
+            let run = {
+                let _entered = runtime()?.enter();
+                match (prompt, messages) {
+                    (Some(prompt), None) => self
+                        .agent
+                        .run(py_to_value(prompt).map_err(PyValueError::new_err)?),
+                    (None, Some(messages)) => match py_to_value(messages) {
+                        Ok(Value::Array(messages)) => self.agent.run_messages(messages),
+                        _ => return Err(PyValueError::new_err("messages must be a list")),
+                    },
+                    _ => {
+                        return Err(PyValueError::new_err("give either a prompt or messages"));
+                    }
+                }
+            };
+            Ok(PyAgentRun {
+                cancel: run.cancellation_token().clone(),
+                run: Arc::new(tokio::sync::Mutex::new(Some(run))),
+                bridge,
+            })
+        })
+    }
+}
+
+/// The native half of `ferroloop.AgentRun`.
+#[pyclass(module = "ferroloop._native", name = "_AgentRun", frozen)]
+pub(crate) struct PyAgentRun {
+    run: Arc<tokio::sync::Mutex<Option<AgentRun>>>,
+    cancel: CancellationToken,
+    bridge: Arc<LoopBridge>,
+}
+
+#[pymethods]
+impl PyAgentRun {
+    /// An awaitable of the next events (a non-empty list of dicts), or `None` after the last
+    /// one (the `stop` event).
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, "AgentRun.next_batch", || {
+            let run = Arc::clone(&self.run);
+            crate::bridge::into_awaitable(
+                py,
+                &self.bridge,
+                async move {
+                    let mut guard = run.lock().await;
+                    let Some(run) = guard.as_mut() else {
+                        return Ok(Vec::new());
+                    };
+                    let mut batch = Vec::new();
+                    let Some(first) = futures_util::StreamExt::next(run).await else {
+                        return Ok(batch);
+                    };
+                    batch.push(first);
+                    while batch.len() < BATCH_MAX {
+                        match futures_util::StreamExt::next(run).now_or_never() {
+                            Some(Some(event)) => batch.push(event),
+                            _ => break,
+                        }
+                    }
+                    Ok(batch)
+                },
+                |py, batch| {
+                    if batch.is_empty() {
+                        return Ok(py.None());
+                    }
+                    let list = PyList::empty(py);
+                    for event in &batch {
+                        list.append(event_to_py(py, event)?)?;
+                    }
+                    Ok(list.into_any().unbind())
+                },
+            )
+        })
+    }
+
+    /// Cancels the run: running tools are cancelled, and the run still ends with a `stop`
+    /// event (reason `aborted`) carrying a history valid for the API.
+    fn cancel(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, "AgentRun.cancel", || {
+            self.cancel.cancel();
+            Ok(())
+        })
+    }
+
+    /// Cancels the run and drops it (no more events). Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, "AgentRun.close", || {
+            self.cancel.cancel();
+            // Dropped now unless a `next_batch` holds it (it was just cancelled, so it ends).
+            if let Ok(mut guard) = self.run.try_lock() {
+                let run = guard.take();
+                py.detach(|| drop(run));
+            }
+            Ok(())
+        })
+    }
+}
+
+/// An agent event as a dict with a `"type"` (the core's serialisation), durations converted from
+/// milliseconds to seconds (the Python convention).
+fn event_to_py(py: Python<'_>, event: &AgentEvent) -> PyResult<Py<PyAny>> {
+    let mut value =
+        serde_json::to_value(event).map_err(|err| PyValueError::new_err(err.to_string()))?;
+    if let Some(fields) = value.as_object_mut() {
+        for key in ["duration", "wait", "time_to_first_token"] {
+            if let Some(slot) = fields.get_mut(key)
+                && let Some(ms) = slot.as_f64()
+            {
+                *slot = Value::from(ms / 1e3);
+            }
+        }
+    }
+    Ok(pythonize::pythonize(py, &value)?.unbind())
+}
+
+/// Adds the agent classes to the module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyAgent>()?;
+    module.add_class::<PyAgentRun>()?;
+    Ok(())
+}

@@ -1,0 +1,498 @@
+//! `Client` and its streams: the core's streaming HTTP client (`ferroloop::client`) for Python.
+//!
+//! Requests run as tasks on the tokio runtime (the connection, the SSE parser, the decoder and
+//! the retries all work without the interpreter); the event loop only receives batches of
+//! finished events, converted to dicts on its thread. The Python package
+//! (`ferroloop/_client.py`) adds `async with` and async iteration.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ferroloop::client::{
+    Client, ClientConfig, ClientError, MessageItem, RequestMetrics, RetryEvent,
+};
+use ferroloop::decode::Provider;
+use futures_util::StreamExt;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::bridge::{BridgeSlot, bridge_for_running_loop, into_awaitable, py_to_value};
+use crate::errors::{ferroloop_error, internal_error, shield};
+use crate::runtime::{AbortOnDrop, spawn};
+
+/// Items buffered between a request's task and a slow consumer (then the task waits).
+const STREAM_BUFFER: usize = 256;
+/// Items handed to Python per await, at most.
+const BATCH_MAX: usize = 512;
+
+/// Seconds (a float) as a duration.
+pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("invalid {name}: {value} seconds")))
+}
+
+/// The native half of `ferroloop.Client`.
+#[pyclass(module = "ferroloop._native", name = "_Client", frozen)]
+pub(crate) struct PyClient {
+    client: Mutex<Option<Arc<Client>>>,
+    provider: Provider,
+    base_url: String,
+    bridge: BridgeSlot,
+}
+
+impl PyClient {
+    /// The core client (an error once closed).
+    pub(crate) fn client(&self, py: Python<'_>) -> PyResult<Arc<Client>> {
+        self.client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| ferroloop_error(py, "FerroloopError", "the client is closed", &[]))
+    }
+
+    /// The request body: `request` as JSON with `"stream"` set.
+    fn body(request: &Bound<'_, PyAny>, stream: bool) -> PyResult<Vec<u8>> {
+        let mut body = py_to_value(request).map_err(PyValueError::new_err)?;
+        let Some(fields) = body.as_object_mut() else {
+            return Err(PyValueError::new_err("a request must be a dict"));
+        };
+        fields.insert("stream".to_owned(), Value::Bool(stream));
+        serde_json::to_vec(&body).map_err(|err| PyValueError::new_err(err.to_string()))
+    }
+}
+
+#[pymethods]
+impl PyClient {
+    #[new]
+    #[pyo3(signature = (provider = "anthropic", *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        provider: &str,
+        api_key: Option<String>,
+        base_url: Option<String>,
+        max_retries: Option<u32>,
+        retry_base_delay: Option<f64>,
+        retry_max_delay: Option<f64>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+        first_byte_timeout: Option<f64>,
+        first_event_timeout: Option<f64>,
+        idle_timeout: Option<f64>,
+        stall_notice: Option<f64>,
+        headers: Option<Vec<(String, String)>>,
+        anthropic_beta: Option<Vec<String>>,
+        from_env: bool,
+    ) -> PyResult<Self> {
+        shield(py, "Client.__init__", || {
+            let provider = Provider::from_name(provider).ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
+                ))
+            })?;
+            let mut config = if from_env {
+                ClientConfig::from_env(provider)
+            } else {
+                ClientConfig::new(provider)
+            };
+            if let Some(key) = api_key {
+                config = config.with_api_key(key);
+            }
+            if let Some(url) = base_url {
+                config = config.with_base_url(url);
+            }
+            if let Some(retries) = max_retries {
+                config.retry.max_retries = retries;
+            }
+            if let Some(delay) = retry_base_delay {
+                config.retry.base_delay = seconds("retry_base_delay", delay)?;
+            }
+            if let Some(delay) = retry_max_delay {
+                config.retry.max_delay = seconds("retry_max_delay", delay)?;
+            }
+            let timeouts = &mut config.timeouts;
+            for (name, value, slot) in [
+                ("timeout", timeout, &mut timeouts.total),
+                ("connect_timeout", connect_timeout, &mut timeouts.connect),
+                (
+                    "first_byte_timeout",
+                    first_byte_timeout,
+                    &mut timeouts.first_byte,
+                ),
+                (
+                    "first_event_timeout",
+                    first_event_timeout,
+                    &mut timeouts.first_event,
+                ),
+                ("idle_timeout", idle_timeout, &mut timeouts.idle),
+                ("stall_notice", stall_notice, &mut timeouts.stall_notice),
+            ] {
+                if let Some(value) = value {
+                    *slot = seconds(name, value)?;
+                }
+            }
+            config.headers.extend(headers.unwrap_or_default());
+            config
+                .anthropic_beta
+                .extend(anthropic_beta.unwrap_or_default());
+            let base_url = config.base_url.clone();
+            // Loading the TLS roots reads files: done without the interpreter.
+            let client = py
+                .detach(|| Client::new(config))
+                .map_err(|err| PyValueError::new_err(err.to_string()))?;
+            Ok(Self {
+                client: Mutex::new(Some(Arc::new(client))),
+                provider,
+                base_url,
+                bridge: Mutex::new(None),
+            })
+        })
+    }
+
+    /// The provider name.
+    #[getter]
+    fn provider(&self) -> &'static str {
+        self.provider.name()
+    }
+
+    /// The endpoint's base URL.
+    #[getter]
+    fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Releases the connection pool; later requests raise. Requests in flight finish.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, "Client.close", || {
+            let taken = self
+                .client
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            py.detach(|| drop(taken));
+            Ok(())
+        })
+    }
+
+    /// Starts a streaming request (`request` is the provider's JSON body as a dict).
+    fn stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<PyClientStream> {
+        shield(py, "Client.stream", || {
+            let body = Self::body(request, true)?;
+            let client = self.client(py)?;
+            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let (items, receiver) = mpsc::channel(STREAM_BUFFER);
+            let task = spawn(pump(client, body, items))?;
+            Ok(PyClientStream {
+                state: Arc::new(tokio::sync::Mutex::new(receiver)),
+                pending_error: Arc::new(Mutex::new(None)),
+                task: Mutex::new(Some(task)),
+                bridge,
+            })
+        })
+    }
+
+    /// A non-streaming request: an awaitable of the provider's JSON response (a dict).
+    fn create<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, "Client.create", || {
+            let body = Self::body(request, false)?;
+            let client = self.client(py)?;
+            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let task = spawn(async move {
+                let response = client.create(body).await?;
+                response.json()
+            })?;
+            into_awaitable(
+                py,
+                &bridge,
+                async move { Ok(task.await) },
+                |py, joined| match joined {
+                    Ok(Ok(response)) => Ok(pythonize::pythonize(py, &response)?.unbind()),
+                    Ok(Err(err)) => Err(client_error(py, &err)),
+                    Err(panic) => Err(internal_error(py, &panic)),
+                },
+            )
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Client(provider={:?}, base_url={:?})",
+            self.provider.name(),
+            self.base_url
+        )
+    }
+}
+
+/// What a request's task hands to the event loop.
+enum Pumped {
+    Item(MessageItem),
+    /// The final message and the request's measurements (always the last item).
+    Done(Value, Box<RequestMetrics>),
+    Failed(ClientError),
+}
+
+/// Drives one streaming request on the runtime, sending its items to the consumer; stops
+/// when the consumer goes away (the request is then aborted with the stream).
+async fn pump(client: Arc<Client>, body: Vec<u8>, items: mpsc::Sender<Pumped>) {
+    let mut stream = client.stream_message(body);
+    while let Some(item) = stream.next().await {
+        let pumped = match item {
+            Ok(MessageItem::Message(message)) => {
+                Pumped::Done(message, Box::new(stream.metrics().clone()))
+            }
+            Ok(item) => Pumped::Item(item),
+            Err(err) => Pumped::Failed(err),
+        };
+        let last = !matches!(pumped, Pumped::Item(_));
+        if items.send(pumped).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The native half of `ferroloop.MessageStream`.
+#[pyclass(module = "ferroloop._native", name = "_ClientStream", frozen)]
+pub(crate) struct PyClientStream {
+    state: Arc<tokio::sync::Mutex<mpsc::Receiver<Pumped>>>,
+    /// An error that followed events of the last batch: raised by the next call.
+    pending_error: Arc<Mutex<Option<ClientError>>>,
+    task: Mutex<Option<AbortOnDrop<()>>>,
+    bridge: Arc<crate::bridge::LoopBridge>,
+}
+
+#[pymethods]
+impl PyClientStream {
+    /// An awaitable of the next batch: `(events, message, metrics)` (`message` and `metrics`
+    /// set with the last batch), or `None` once the stream has ended. Raises the request's
+    /// error after delivering the events that preceded it.
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        shield(py, "ClientStream.next_batch", || {
+            let state = Arc::clone(&self.state);
+            let pending = Arc::clone(&self.pending_error);
+            let stash = Arc::clone(&self.pending_error);
+            into_awaitable(
+                py,
+                &self.bridge,
+                async move {
+                    let stashed = pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take();
+                    if let Some(err) = stashed {
+                        return Ok(vec![Pumped::Failed(err)]);
+                    }
+                    let mut receiver = state.lock().await;
+                    let mut batch = Vec::new();
+                    let Some(first) = receiver.recv().await else {
+                        return Ok(batch);
+                    };
+                    batch.push(first);
+                    while batch.len() < BATCH_MAX {
+                        match receiver.try_recv() {
+                            Ok(item) => batch.push(item),
+                            Err(_) => break,
+                        }
+                    }
+                    Ok(batch)
+                },
+                move |py, batch| convert_batch(py, batch, &stash),
+            )
+        })
+    }
+
+    /// Aborts the request (the connection is dropped). Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        shield(py, "ClientStream.close", || {
+            let task = self
+                .task
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            if let Some(task) = task {
+                task.abort();
+            }
+            Ok(())
+        })
+    }
+}
+
+/// A batch as `(events, message, metrics)`, `None` for the end of the stream, or the error.
+/// An error behind events is stashed in `stash` for the next call.
+fn convert_batch(
+    py: Python<'_>,
+    batch: Vec<Pumped>,
+    stash: &Mutex<Option<ClientError>>,
+) -> PyResult<Py<PyAny>> {
+    if batch.is_empty() {
+        return Ok(py.None());
+    }
+    let events = PyList::empty(py);
+    let mut message = py.None();
+    let mut metrics = py.None();
+    for item in batch {
+        match item {
+            Pumped::Item(MessageItem::Event(event)) => {
+                events.append(pythonize::pythonize(py, &event)?)?;
+            }
+            Pumped::Item(MessageItem::Retry(retry)) => events.append(retry_event(py, &retry)?)?,
+            Pumped::Item(MessageItem::Stalled { elapsed }) => {
+                let dict = PyDict::new(py);
+                dict.set_item("type", "stalled")?;
+                dict.set_item("elapsed", elapsed.as_secs_f64())?;
+                events.append(dict)?;
+            }
+            Pumped::Item(MessageItem::Message(value)) => {
+                message = pythonize::pythonize(py, &value)?.unbind();
+            }
+            Pumped::Done(value, measured) => {
+                message = pythonize::pythonize(py, &value)?.unbind();
+                metrics = metrics_to_py(py, &measured)?.into_any().unbind();
+            }
+            Pumped::Failed(err) => {
+                if events.is_empty() {
+                    return Err(client_error(py, &err));
+                }
+                *stash.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+                break;
+            }
+        }
+    }
+    Ok(
+        PyTuple::new(py, [events.into_any().unbind(), message, metrics])?
+            .into_any()
+            .unbind(),
+    )
+}
+
+/// `{"type": "retry", "attempt", "status", "wait", "reason"}` (`attempt`: the one that failed).
+fn retry_event<'py>(py: Python<'py>, retry: &RetryEvent) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("type", "retry")?;
+    dict.set_item("attempt", retry.attempt)?;
+    dict.set_item("status", retry.status)?;
+    dict.set_item("wait", retry.wait.as_secs_f64())?;
+    dict.set_item("reason", &retry.reason)?;
+    Ok(dict)
+}
+
+/// A request's measurements (durations in seconds).
+fn metrics_to_py<'py>(py: Python<'py>, metrics: &RequestMetrics) -> PyResult<Bound<'py, PyDict>> {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs_f64());
+    let dict = PyDict::new(py);
+    dict.set_item("request_id", &metrics.request_id)?;
+    dict.set_item("attempts", metrics.attempts)?;
+    let retries = PyList::empty(py);
+    for retry in &metrics.retries {
+        retries.append(retry_event(py, retry)?)?;
+    }
+    dict.set_item("retries", retries)?;
+    dict.set_item("http_version", metrics.http_version)?;
+    dict.set_item("time_to_headers", secs(metrics.time_to_headers))?;
+    dict.set_item("time_to_first_event", secs(metrics.time_to_first_event))?;
+    dict.set_item("time_to_first_token", secs(metrics.time_to_first_token))?;
+    dict.set_item("total", secs(metrics.total))?;
+    dict.set_item("bytes_received", metrics.bytes_received)?;
+    dict.set_item("events", metrics.events)?;
+    dict.set_item(
+        "usage",
+        pythonize::pythonize(py, &metrics.usage.clone().map(Value::Object))?,
+    )?;
+    Ok(dict)
+}
+
+/// The Python exception for a client error (classes of `ferroloop/_errors.py`). A truncated
+/// stream raises `StreamTruncatedError` with the partial message, its `__cause__` the failure
+/// that broke it.
+pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
+    let message = err.to_string();
+    let text = |value: Option<&str>| match value {
+        Some(text) => PyString::new(py, text).into_any(),
+        None => py.None().into_bound(py),
+    };
+    let request_id = || ("request_id", text(err.request_id()));
+    let api = |class: &str, extra: Vec<(&str, Bound<'_, PyAny>)>| {
+        let details = err.details();
+        let mut attrs = vec![
+            request_id(),
+            ("status", any(py, details.and_then(|d| d.status))),
+            (
+                "error_type",
+                text(details.and_then(|d| d.error_type.as_deref())),
+            ),
+        ];
+        attrs.extend(extra);
+        ferroloop_error(py, class, &message, &attrs)
+    };
+    match err {
+        ClientError::Authentication(_) | ClientError::Permission(_) => {
+            api("AuthenticationError", vec![])
+        }
+        ClientError::RateLimited { retry_after, .. } => {
+            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
+            api("RateLimitError", vec![("retry_after", wait)])
+        }
+        ClientError::Overloaded(_) => api("OverloadedError", vec![]),
+        ClientError::PromptTooLong { tokens, limit, .. } => api(
+            "PromptTooLongError",
+            vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],
+        ),
+        ClientError::NotFound(_) | ClientError::InvalidRequest(_) | ClientError::Server(_) => {
+            api("APIError", vec![])
+        }
+        ClientError::Connection { .. } => {
+            ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
+        }
+        ClientError::Timeout { which, elapsed, .. } => {
+            let which = PyString::new(py, &which.to_string()).into_any();
+            let elapsed = any(py, elapsed.as_secs_f64());
+            ferroloop_error(
+                py,
+                "APITimeoutError",
+                &message,
+                &[("which", which), ("elapsed", elapsed), request_id()],
+            )
+        }
+        ClientError::Truncated { partial, cause, .. } => {
+            let partial_message = match &partial.message {
+                Some(value) => pythonize::pythonize(py, value.as_ref())
+                    .unwrap_or_else(|_| py.None().into_bound(py)),
+                None => py.None().into_bound(py),
+            };
+            let raised = ferroloop_error(
+                py,
+                "StreamTruncatedError",
+                &message,
+                &[("partial_message", partial_message), request_id()],
+            );
+            raised.set_cause(py, Some(client_error(py, cause)));
+            raised
+        }
+        ClientError::Protocol { .. } => {
+            ferroloop_error(py, "ProtocolError", &message, &[request_id()])
+        }
+        ClientError::Config(_) => ferroloop_error(py, "FerroloopError", &message, &[]),
+    }
+}
+
+/// `value` as a Python object (`None` if the conversion fails: an error is never lost to a
+/// failing attribute).
+fn any<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> Bound<'py, PyAny> {
+    value
+        .into_bound_py_any(py)
+        .unwrap_or_else(|_| py.None().into_bound(py))
+}
+
+/// Adds the client classes to the module.
+pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<PyClient>()?;
+    module.add_class::<PyClientStream>()?;
+    Ok(())
+}

@@ -1,0 +1,250 @@
+"""`Agent` against the loopback replay server: a multi-turn conversation whose model calls
+parallel Python tools and a built-in tool, with a retry on the way; tool failures reaching
+the model as `is_error` results; cancelling a run cancels its running Python tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import ferroloop
+from conftest import ReplayServer, anthropic_events
+
+Replay = Callable[[dict[str, Any]], ReplayServer]
+
+
+def tool_use(id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": input}
+
+
+def turn(content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
+    return {"body": {"events": anthropic_events(content, stop_reason=stop_reason)}, "chunk_bytes": 97}
+
+
+def client_for(server: ReplayServer) -> ferroloop.Client:
+    return ferroloop.Client(
+        "anthropic", api_key="sk-test", base_url=server.url, from_env=False, retry_base_delay=0.01
+    )
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    body = json.loads(request["body"])
+    last = body["messages"][-1]
+    assert last["role"] == "user"
+    return [block for block in last["content"] if block["type"] == "tool_result"]
+
+
+@pytest.mark.asyncio
+async def test_a_conversation_with_parallel_python_tools_and_a_builtin(
+    replay: Replay, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("the answer is 42\n", encoding="utf-8")
+    server = replay(
+        {
+            "responses": [
+                {
+                    "status": 429,
+                    "headers": {"retry-after-ms": "10"},
+                    "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}},
+                },
+                turn(
+                    [
+                        {"type": "text", "text": "Let me look that up in parallel."},
+                        tool_use("toolu_1", "lookup", {"key": "a"}),
+                        tool_use("toolu_2", "lookup", {"key": "b"}),
+                        tool_use("toolu_3", "add", {"x": 2, "y": 3}),
+                        tool_use("toolu_4", "read", {"file_path": "notes.txt"}),
+                    ],
+                    "tool_use",
+                ),
+                turn([tool_use("toolu_5", "lookup", {"key": "c"})], "tool_use"),
+                turn([{"type": "text", "text": "Done: a, b, 5 and 42."}], "end_turn"),
+            ]
+        }
+    )
+    executor = ferroloop.ToolExecutor()
+    running = 0
+    peak = 0
+    both_running = asyncio.Event()
+
+    @executor.tool(concurrency_safe=True, schema={"type": "object", "properties": {"key": {"type": "string"}}})
+    async def lookup(input: dict[str, Any]) -> str:
+        """Looks a key up."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        if running == 2:
+            both_running.set()
+        if input["key"] != "c":
+            # Both lookups of the first turn must be running at once to get past this.
+            await asyncio.wait_for(both_running.wait(), timeout=10)
+        running -= 1
+        return f"value of {input['key']}"
+
+    @executor.tool(concurrency_safe=True)
+    def add(input: dict[str, Any]) -> str:
+        return str(input["x"] + input["y"])
+
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(
+            client,
+            model="claude-test",
+            system="Be brief.",
+            tools=[executor, "read"],
+            workspace=tmp_path,
+            max_turns=5,
+        )
+        assert sorted(agent.tool_names) == ["add", "lookup", "read"]
+        definitions = {d["name"]: d for d in agent.tool_definitions()}
+        assert definitions["lookup"]["description"] == "Looks a key up."
+        events = [event async for event in agent.run("What do a, b, 2+3 and my notes say?")]
+
+    kinds = [event["type"] for event in events]
+    assert kinds[0] == "turn_start" and kinds[-1] == "stop"
+    stop = events[-1]
+    assert stop["reason"] == "end_turn" and stop["turns"] == 3 and stop["tool_calls"] == 5
+    assert stop["error"] is None
+    assert peak == 2
+    retries = [e for e in events if e["type"] == "retry"]
+    assert len(retries) == 1 and retries[0]["status"] == 429
+    started = [e["tool_use_id"] for e in events if e["type"] == "tool_started"]
+    finished = {e["tool_use_id"]: e for e in events if e["type"] == "tool_finished"}
+    assert sorted(started) == ["toolu_1", "toolu_2", "toolu_3", "toolu_4", "toolu_5"]
+    assert all(not e["is_error"] and e["duration"] >= 0 for e in finished.values())
+    text = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert text == "Let me look that up in parallel.Done: a, b, 5 and 42."
+    assert [e["turn"] for e in events if e["type"] == "usage"] == [1, 2, 3]
+
+    requests = server.requests()
+    assert len(requests) == 4
+    first = json.loads(requests[1]["body"])
+    assert first["model"] == "claude-test" and first["stream"] is True
+    assert [t["name"] for t in first["tools"]] == ["add", "lookup", "read"]
+    results = tool_results(requests[2])
+    assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2", "toolu_3", "toolu_4"]
+    assert [r.get("is_error", False) for r in results] == [False] * 4
+    contents = [json.dumps(r["content"]) for r in results]
+    assert "value of a" in contents[0] and "value of b" in contents[1]
+    assert "5" in contents[2] and "the answer is 42" in contents[3]
+    assert "value of c" in json.dumps(tool_results(requests[3]))
+    # The final history is valid for the API: every tool_use answered, the answer last.
+    assert stop["messages"][-1]["role"] == "assistant"
+    assert len(stop["messages"]) == 6
+
+
+@pytest.mark.asyncio
+async def test_failing_python_tools_reach_the_model_as_error_results(replay: Replay) -> None:
+    server = replay(
+        {
+            "responses": [
+                turn(
+                    [
+                        tool_use("toolu_raise", "explode", {}),
+                        tool_use("toolu_hang", "hang", {}),
+                        tool_use("toolu_type", "wrong_type", {}),
+                        tool_use("toolu_unknown", "no_such_tool", {}),
+                    ],
+                    "tool_use",
+                ),
+                turn([{"type": "text", "text": "I see the errors."}], "end_turn"),
+            ]
+        }
+    )
+    executor = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    hang_cancelled = asyncio.Event()
+
+    @executor.tool(concurrency_safe=True)
+    async def explode(input: dict[str, Any]) -> str:
+        raise RuntimeError("kaboom")
+
+    @executor.tool(concurrency_safe=True, timeout=0.2)
+    async def hang(input: dict[str, Any]) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            hang_cancelled.set()
+            raise
+        return "never"
+
+    @executor.tool(concurrency_safe=True)
+    def wrong_type(input: dict[str, Any]) -> Any:
+        return object()
+
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", tools=executor)
+        stop = await agent.run("go").finish()
+    assert stop["reason"] == "end_turn"
+    assert hang_cancelled.is_set()
+    results = {r["tool_use_id"]: r for r in tool_results(server.requests()[1])}
+    assert all(r["is_error"] for r in results.values())
+    assert "kaboom" in json.dumps(results["toolu_raise"]["content"])
+    assert "timed out" in json.dumps(results["toolu_hang"]["content"]).lower()
+    assert "json" in json.dumps(results["toolu_type"]["content"]).lower()
+    assert "no_such_tool" in json.dumps(results["toolu_unknown"]["content"])
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Replay) -> None:
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor = ferroloop.ToolExecutor()
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @executor.tool
+    async def slow(input: dict[str, Any]) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", tools=executor)
+        run = agent.run("go")
+
+        async def consume() -> None:
+            async for _ in run:
+                pass
+
+        task = asyncio.create_task(consume())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(cancelled.wait(), timeout=10)
+    assert [e async for e in run] == []
+    assert len(server.requests()) == 1
+
+
+@pytest.mark.asyncio
+async def test_cancel_stops_the_run_with_reason_aborted(replay: Replay) -> None:
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    async def slow(input: dict[str, Any]) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+        async for event in run:
+            if event["type"] == "tool_started":
+                run.cancel()
+        stop = run.stop
+    assert stop is not None and stop["reason"] == "aborted"
+    # The history stays valid: the tool_use is answered.
+    last = stop["messages"][-1]
+    assert last["role"] == "user" and last["content"][0]["tool_use_id"] == "toolu_slow"
+
+
+def test_unknown_builtin_tool_is_a_value_error() -> None:
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    with pytest.raises(ValueError, match="unknown built-in tool"):
+        ferroloop.Agent(client, model="m", tools=["teleport"])

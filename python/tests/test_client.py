@@ -1,0 +1,292 @@
+"""`Client` against the loopback replay server (`ferroloop serve-replay`): streaming and
+non-streaming requests, retries (429 with retry-after, 529, 500, connection reset), watchdogs
+(stall → APITimeoutError), truncation (StreamTruncatedError with the partial message), error
+mapping, and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import pytest
+
+import ferroloop
+from conftest import ReplayServer, fixture_bytes
+
+Replay = Callable[[dict[str, Any]], ReplayServer]
+BASIC = {"fixture": "tests/fixtures/anthropic/basic_response.sse"}
+TOOL_USE = {"fixture": "tests/fixtures/anthropic/tool_use_response.sse"}
+REQUEST: dict[str, Any] = {
+    "model": "claude-test",
+    "max_tokens": 64,
+    "messages": [{"role": "user", "content": "Hi"}],
+}
+
+
+def expected_message(name: str) -> dict[str, Any]:
+    decoder = ferroloop.StreamDecoder("anthropic")
+    decoder.feed(fixture_bytes(name))
+    return decoder.finish()
+
+
+def client_for(server: ReplayServer, **options: Any) -> ferroloop.Client:
+    options.setdefault("retry_base_delay", 0.01)
+    return ferroloop.Client(
+        "anthropic", api_key="sk-test", base_url=server.url, from_env=False, **options
+    )
+
+
+def header(request: dict[str, Any], name: str) -> str:
+    """A header of a logged request (the log lists `[name, value]` pairs)."""
+    return str(next(value for key, value in request["headers"] if key.lower() == name))
+
+
+async def collect(stream: ferroloop.MessageStream) -> list[dict[str, Any]]:
+    return [event async for event in stream]
+
+
+@pytest.mark.asyncio
+async def test_streams_typed_events_and_the_final_message(replay: Replay) -> None:
+    server = replay({"responses": [{"body": BASIC, "chunk_bytes": 7}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        events = await collect(stream)
+    texts = [e["text"] for e in events if e["type"] == "text_delta"]
+    assert "".join(texts) == "Hello there!"
+    assert stream.message() == expected_message("anthropic/basic_response")
+    assert stream.metrics is not None and stream.metrics["attempts"] == 1
+    (request,) = server.requests()
+    assert request["path"] == "/v1/messages"
+    assert header(request, "x-api-key") == "sk-test"
+    body = request["body"]
+    assert '"stream":true' in body.replace(" ", "") and '"claude-test"' in body
+
+
+@pytest.mark.asyncio
+async def test_until_done_returns_the_message_of_a_tool_use_stream(replay: Replay) -> None:
+    server = replay({"responses": [{"body": TOOL_USE, "chunk_bytes": 1}]})
+    async with client_for(server) as client:
+        message = await client.stream(**REQUEST).until_done()
+    assert message == expected_message("anthropic/tool_use_response")
+    assert any(block["type"] == "tool_use" for block in message["content"])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "failure, status",
+    [
+        (
+            {
+                "status": 429,
+                "headers": {"retry-after-ms": "20"},
+                "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}},
+            },
+            429,
+        ),
+        (
+            {
+                "status": 529,
+                "body": {"json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
+            },
+            529,
+        ),
+        ({"status": 500, "body": {"text": "boom"}}, 500),
+        ({"fault": {"kind": "reset_before_headers"}}, None),
+    ],
+    ids=["429-retry-after", "529", "500", "reset"],
+)
+async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], status: Any) -> None:
+    server = replay({"responses": [failure, {"body": BASIC}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        events = await collect(stream)
+    retries = [e for e in events if e["type"] == "retry"]
+    assert len(retries) == 1
+    assert retries[0]["attempt"] == 1 and retries[0]["status"] == status
+    if status == 429:
+        assert retries[0]["wait"] == pytest.approx(0.02)
+    assert stream.message() == expected_message("anthropic/basic_response")
+    assert stream.metrics is not None and stream.metrics["attempts"] == 2
+    assert len(server.requests()) == 2
+
+
+@pytest.mark.asyncio
+async def test_rate_limit_error_carries_retry_after_status_and_request_id(replay: Replay) -> None:
+    server = replay(
+        {
+            "responses": [
+                {
+                    "status": 429,
+                    "headers": {"retry-after": "7", "request-id": "req_429"},
+                    "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}},
+                }
+            ]
+        }
+    )
+    async with client_for(server, max_retries=0) as client:
+        with pytest.raises(ferroloop.RateLimitError) as caught:
+            await collect(client.stream(**REQUEST))
+    error = caught.value
+    assert isinstance(error, ferroloop.APIError)
+    assert error.status == 429 and error.request_id == "req_429"
+    assert error.retry_after == 7.0 and error.error_type == "rate_limit_error"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "status, kind, message, cls",
+    [
+        (401, "authentication_error", "invalid x-api-key", ferroloop.AuthenticationError),
+        (529, "overloaded_error", "Overloaded", ferroloop.OverloadedError),
+        (400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", ferroloop.PromptTooLongError),
+        (404, "not_found_error", "model: nope", ferroloop.APIError),
+    ],
+)
+async def test_http_errors_map_to_exception_classes(
+    replay: Replay, status: int, kind: str, message: str, cls: type[ferroloop.APIError]
+) -> None:
+    body = {"json": {"type": "error", "error": {"type": kind, "message": message}}}
+    server = replay({"responses": [{"status": status, "headers": {"request-id": "req_x"}, "body": body}]})
+    async with client_for(server, max_retries=0) as client:
+        with pytest.raises(cls) as caught:
+            await client.create(**REQUEST)
+    error = caught.value
+    assert error.status == status and error.request_id == "req_x"
+    if isinstance(error, ferroloop.PromptTooLongError):
+        assert error.tokens == 210000 and error.limit == 200000
+
+
+@pytest.mark.asyncio
+async def test_create_returns_the_json_response(replay: Replay) -> None:
+    response = expected_message("anthropic/basic_response")
+    server = replay({"responses": [{"status": 503, "body": {"text": "busy"}}, {"body": {"json": response}}]})
+    async with client_for(server) as client:
+        assert await client.create(**REQUEST) == response
+    requests = server.requests()
+    assert len(requests) == 2 and '"stream":false' in requests[1]["body"].replace(" ", "")
+
+
+@pytest.mark.asyncio
+async def test_a_stall_before_the_first_event_is_a_timeout(replay: Replay) -> None:
+    server = replay({"responses": [{"body": BASIC, "fault": {"kind": "stall_after", "bytes": 0, "ms": 5000}}]})
+    async with client_for(server, max_retries=0, first_event_timeout=0.3) as client:
+        with pytest.raises(ferroloop.APITimeoutError) as caught:
+            await collect(client.stream(**REQUEST))
+    assert isinstance(caught.value, TimeoutError)
+    assert isinstance(caught.value, ferroloop.APIConnectionError)
+    assert caught.value.which == "first event"
+
+
+@pytest.mark.asyncio
+async def test_a_stall_mid_stream_truncates_with_the_partial_message(replay: Replay) -> None:
+    cut = fixture_bytes("anthropic/basic_response").index(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" there")
+    server = replay({"responses": [{"body": BASIC, "fault": {"kind": "stall_after", "bytes": cut, "ms": 5000}}]})
+    async with client_for(server, idle_timeout=0.3, stall_notice=0.1) as client:
+        stream = client.stream(**REQUEST)
+        seen: list[dict[str, Any]] = []
+        with pytest.raises(ferroloop.StreamTruncatedError) as caught:
+            async for event in stream:
+                seen.append(event)
+    error = caught.value
+    assert isinstance(error.__cause__, ferroloop.APITimeoutError)
+    assert error.partial_message["content"] == [{"type": "text", "text": "Hello"}]
+    assert [e["text"] for e in seen if e["type"] == "text_delta"] == ["Hello"]
+    assert any(e["type"] == "stalled" for e in seen)
+    assert stream.message() is None
+    assert len(server.requests()) == 1  # a truncated stream is not replayed
+
+
+@pytest.mark.asyncio
+async def test_a_disconnect_mid_stream_truncates_with_the_partial_message(replay: Replay) -> None:
+    cut = fixture_bytes("anthropic/tool_use_response").index(b"event: content_block_start", 400)
+    server = replay({"responses": [{"body": TOOL_USE, "fault": {"kind": "disconnect_after", "bytes": cut}}]})
+    async with client_for(server) as client:
+        with pytest.raises(ferroloop.StreamTruncatedError) as caught:
+            await collect(client.stream(**REQUEST))
+    assert isinstance(caught.value.__cause__, ferroloop.APIConnectionError)
+    partial = caught.value.partial_message
+    assert partial["id"].startswith("msg_") and partial["stop_reason"] is None
+
+
+@pytest.mark.asyncio
+async def test_an_error_event_mid_stream_is_raised_typed(replay: Replay) -> None:
+    events = [
+        {"event": "message_start", "data": {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "usage": {"input_tokens": 1, "output_tokens": 1}}}},
+        {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
+    ]
+    server = replay({"responses": [{"body": {"events": events}}]})
+    async with client_for(server) as client:
+        with pytest.raises(ferroloop.FerroloopError) as caught:
+            await collect(client.stream(**REQUEST))
+    error = caught.value
+    overloaded = error if isinstance(error, ferroloop.OverloadedError) else error.__cause__
+    assert isinstance(overloaded, ferroloop.OverloadedError)
+
+
+@pytest.mark.asyncio
+async def test_malformed_event_json_is_a_protocol_error(replay: Replay) -> None:
+    events = [{"event": "message_start", "data": "{\"type\": \"message_start\", \"message\": {"}]
+    server = replay({"responses": [{"body": {"events": events}}]})
+    async with client_for(server) as client:
+        with pytest.raises(ferroloop.FerroloopError) as caught:
+            await collect(client.stream(**REQUEST))
+    error = caught.value
+    protocol = error if isinstance(error, ferroloop.ProtocolError) else error.__cause__
+    assert isinstance(protocol, ferroloop.ProtocolError)
+
+
+@pytest.mark.asyncio
+async def test_openai_chat_streams_through_its_decoder(replay: Replay) -> None:
+    name = "openai-chat/173417d55340"
+    server = replay({"responses": [{"body": {"fixture": f"tests/fixtures/{name}.sse"}, "chunk_bytes": 5}]})
+    decoder = ferroloop.StreamDecoder("openai-chat")
+    decoder.feed(fixture_bytes(name))
+    expected = decoder.finish()
+    client = ferroloop.Client("openai-chat", api_key="sk-openai", base_url=server.url, from_env=False)
+    async with client:
+        assert await client.stream(model="gpt-test", messages=[]).until_done() == expected
+    (request,) = server.requests()
+    assert request["path"] == "/chat/completions"
+    assert header(request, "authorization") == "Bearer sk-openai"
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_iterating_task_aborts_the_request(replay: Replay) -> None:
+    # A drip of 128-byte pieces 300 ms apart: the first event arrives after about 0.6 s, the
+    # whole stream would take about 5 s.
+    server = replay({"responses": [{"body": TOOL_USE, "chunk_bytes": 128, "chunk_delay_ms": 300}, {"body": BASIC}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        first = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in stream:
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The stream is over (it never completed), and the client still serves requests.
+        assert [e async for e in stream] == []
+        assert stream.message() is None
+        assert await client.stream(**REQUEST).until_done() == expected_message("anthropic/basic_response")
+
+
+@pytest.mark.asyncio
+async def test_a_closed_client_refuses_requests() -> None:
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    async with client:
+        pass
+    with pytest.raises(ferroloop.FerroloopError):
+        client.stream(**REQUEST)
+
+
+def test_bad_configuration_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        ferroloop.Client("nope")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ferroloop.Client("anthropic", base_url="not a url", from_env=False)
+    with pytest.raises(ValueError):
+        ferroloop.Client("anthropic", timeout=-1.0, from_env=False)
