@@ -1,0 +1,26 @@
+//! The replay model of `ferroloop run` as a responder of the replay server: the scripted
+//! "explore this directory" conversation (`ferroloop::agent::replay`), answered turn by turn from
+//! the history in each request. Used by `ferroloop run` and by `ferroloop serve-replay
+//! --agent-model`, so that binding test suites can drive a multi-turn agent run with parallel
+//! tool calls over loopback HTTP.
+
+use std::sync::Arc;
+
+use ferroloop::agent::replay::{anthropic_sse, explore_directory_script};
+use ferroloop_replay::{Responder, ScriptBody, ScriptedResponse};
+use serde_json::Value;
+
+/// A responder answering each Messages request with the next turn of the conversation, as a
+/// stream written in `chunk_bytes` pieces `delay_ms` apart.
+pub fn explore_directory_responder(chunk_bytes: usize, delay_ms: u64) -> Responder {
+    Arc::new(move |request| {
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        let message = explore_directory_script(&body);
+        let sse = anthropic_sse(&message, 12);
+        Some(
+            ScriptedResponse::ok(ScriptBody::Text(sse))
+                .header("content-type", "text/event-stream")
+                .chunked(chunk_bytes, delay_ms),
+        )
+    })
+}
