@@ -24,6 +24,7 @@ function startServer(args, { log = false } = {}) {
       stdio: ['pipe', 'pipe', 'inherit'],
     })
     const requests = []
+    const waiters = []
     const lines = readline.createInterface({ input: child.stdout })
     let started = false
     child.once('error', reject)
@@ -37,6 +38,12 @@ function startServer(args, { log = false } = {}) {
         resolve({
           url: value.url,
           requests,
+          /** Resolves with the logged requests once at least `n` arrived (the log lags the responses). */
+          waitForRequests: (n) =>
+            new Promise((done) => {
+              if (requests.length >= n) done(requests)
+              else waiters.push({ n, done })
+            }),
           close: () =>
             new Promise((done) => {
               if (child.exitCode !== null) return done()
@@ -46,12 +53,21 @@ function startServer(args, { log = false } = {}) {
         })
       } else if (value.request !== undefined) {
         requests.push(value.request)
+        for (const waiter of waiters.filter((w) => requests.length >= w.n)) {
+          waiters.splice(waiters.indexOf(waiter), 1)
+          waiter.done(requests)
+        }
       }
     })
   })
 }
 
 let scriptCount = 0
+
+/** The value of header `name` in a logged request (`headers` is a list of [name, value]). */
+function header(request, name) {
+  return request.headers.find(([key]) => key === name)?.[1]
+}
 
 /** Starts a server for a script object (`{ responses, when_exhausted }`). */
 async function serveScript(script, options) {
@@ -94,4 +110,4 @@ function anthropicEvents(content, { stopReason = 'end_turn', id = 'msg_test', us
   return events
 }
 
-module.exports = { ferroloopBin, startServer, serveScript, anthropicEvents }
+module.exports = { header, ferroloopBin, startServer, serveScript, anthropicEvents }
