@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::FutureExt;
@@ -16,15 +17,28 @@ use crate::error::{ErrorCode, FerroloopError};
 /// When set, every guarded body panics as it starts (tests only; see [`arm`]).
 static ARMED: AtomicBool = AtomicBool::new(false);
 
-/// Makes every guarded entry point panic (`true`) or behave (`false`).
+/// The payload of an armed panic.
+const ARMED_PANIC: &str = "armed panic at a binding entry point";
+
+/// Makes every guarded entry point panic (`true`) or behave (`false`). Armed panics are not
+/// printed by the panic hook (a test arms dozens of them); every other panic still is.
 pub fn arm(armed: bool) {
+    static QUIET_HOOK: Once = Once::new();
+    QUIET_HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info.payload().downcast_ref::<String>().map(String::as_str) != Some(ARMED_PANIC) {
+                default(info);
+            }
+        }));
+    });
     ARMED.store(armed, Ordering::SeqCst);
 }
 
 /// Panics when the boundary is armed; called first thing inside every guarded body.
 fn tripwire() {
     if ARMED.load(Ordering::Relaxed) {
-        std::panic::panic_any("armed panic at a binding entry point".to_owned());
+        std::panic::panic_any(ARMED_PANIC.to_owned());
     }
 }
 
