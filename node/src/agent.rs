@@ -88,9 +88,11 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
         config.prompt_caching = on;
     }
     if let Some(name) = &options.tokenizer {
-        config.family = name.parse().map_err(
-            |err: ferroloop::tokens::UnknownFamily| FerroloopError::invalid_argument(err.to_string()),
-        )?;
+        config.family = name
+            .parse()
+            .map_err(|err: ferroloop::tokens::UnknownFamily| {
+                FerroloopError::invalid_argument(err.to_string())
+            })?;
     }
     if let Some(text) = &options.extra_json {
         match serde_json::from_str(text) {
@@ -154,10 +156,7 @@ impl NativeAgent {
                     })?,
                 };
                 let workspace = Workspace::new(&root).map_err(|err| {
-                    FerroloopError::invalid_argument(format!(
-                        "workspace {}: {err}",
-                        root.display()
-                    ))
+                    FerroloopError::invalid_argument(format!("workspace {}: {err}", root.display()))
                 })?;
                 for name in &builtins {
                     let tool = builtin_tools::builtin(name, &workspace).ok_or_else(|| {

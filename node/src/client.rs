@@ -10,9 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferroloop::client::{
-    Client, ClientConfig, ClientError, MessageItem, Provider, RequestMetrics,
-};
+use ferroloop::client::{Client, ClientConfig, ClientError, MessageItem, Provider, RequestMetrics};
 use ferroloop::exec::CancellationToken;
 use futures_util::StreamExt;
 use napi_derive::napi;
@@ -104,11 +102,27 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
             }
             Ok::<_, FerroloopError>(())
         };
-        set(&mut config.timeouts.connect, t.connect_ms, "timeouts.connectMs")?;
-        set(&mut config.timeouts.first_byte, t.first_byte_ms, "timeouts.firstByteMs")?;
-        set(&mut config.timeouts.first_event, t.first_event_ms, "timeouts.firstEventMs")?;
+        set(
+            &mut config.timeouts.connect,
+            t.connect_ms,
+            "timeouts.connectMs",
+        )?;
+        set(
+            &mut config.timeouts.first_byte,
+            t.first_byte_ms,
+            "timeouts.firstByteMs",
+        )?;
+        set(
+            &mut config.timeouts.first_event,
+            t.first_event_ms,
+            "timeouts.firstEventMs",
+        )?;
         set(&mut config.timeouts.idle, t.idle_ms, "timeouts.idleMs")?;
-        set(&mut config.timeouts.stall_notice, t.stall_notice_ms, "timeouts.stallNoticeMs")?;
+        set(
+            &mut config.timeouts.stall_notice,
+            t.stall_notice_ms,
+            "timeouts.stallNoticeMs",
+        )?;
         set(&mut config.timeouts.total, t.total_ms, "timeouts.totalMs")?;
     }
     if let Some(headers) = options.headers {
@@ -208,7 +222,9 @@ impl NativeClient {
         guard::sync(|| {
             let body = streaming_body(&body)?;
             let client = self.inner.clone();
-            pump::start(OnAbort::DropProducer, move |sink, cancel| produce_stream(client, body, sink, cancel))
+            pump::start(OnAbort::DropProducer, move |sink, cancel| {
+                produce_stream(client, body, sink, cancel)
+            })
         })
     }
 

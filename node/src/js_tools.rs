@@ -287,8 +287,15 @@ mod tests {
         let token = CancellationToken::new();
         let q = queues.clone();
         let call = tokio::spawn(async move {
-            q.call("echo", "t1", serde_json::json!({}), token, None, || "aborted")
-                .await
+            q.call(
+                "echo",
+                "t1",
+                serde_json::json!({}),
+                token,
+                None,
+                || "aborted",
+            )
+            .await
         });
         let invocation = loop {
             if let Some(inv) = queues.drain().invocations.pop() {

@@ -50,7 +50,10 @@ impl ItemSink {
 }
 
 /// An error item: the code, message, status and request id, plus `extra` fields.
-pub fn error_item(error: &FerroloopError, extra: serde_json::Map<String, serde_json::Value>) -> String {
+pub fn error_item(
+    error: &FerroloopError,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> String {
     let mut fields = json!({
         "code": error.code.as_str(),
         "message": error.message,
