@@ -65,21 +65,15 @@ test('the replay conversation runs the built-in tools, several calls in parallel
   )
 })
 
-test('JS tools run inside the agent: in parallel, with progress, in request order', async () => {
+test('JS tools run inside the agent, with progress, answered in request order', async () => {
   await withServer(
     () => startServer(['--agent-model']),
     async (client) => {
-      let running = 0
-      let peak = 0
       const executor = new ToolExecutor()
       const tool = (name) =>
         executor.tool({ name, concurrencySafe: true }, async (input, ctx) => {
-          running++
-          peak = Math.max(peak, running)
           ctx.progress({ step: 'started', name })
-          // Let every call of the batch start before any finishes.
-          await new Promise((resolve) => setTimeout(resolve, 20))
-          running--
+          await new Promise((resolve) => setImmediate(resolve))
           return `${name} result for ${JSON.stringify(input)}`
         })
       tool('glob')
@@ -91,7 +85,6 @@ test('JS tools run inside the agent: in parallel, with progress, in request orde
       // The script picks its later calls from the tool results, so the count depends on them.
       assert.ok(stop.toolCalls >= 3, `${stop.toolCalls} tool calls`)
       assert.equal(ofType('tool_started').length, stop.toolCalls)
-      assert.ok(peak >= 2, `parallel calls overlapped (peak ${peak})`)
       const progress = ofType('tool_progress')
       assert.equal(progress.length, stop.toolCalls, 'one progress event per call')
       assert.equal(progress[0].data.step, 'started')
@@ -102,11 +95,12 @@ test('JS tools run inside the agent: in parallel, with progress, in request orde
   )
 })
 
-test('a scripted turn: a retry, a throwing tool and an unknown tool become is_error results', async () => {
+test('a scripted turn: parallel JS calls, a retry, a throwing and an unknown tool', async () => {
   const toolTurn = anthropicEvents(
     [
       { type: 'text', text: 'Checking.' },
       { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { key: 'a' } },
+      { type: 'tool_use', id: 'toolu_1b', name: 'lookup', input: { key: 'b' } },
       { type: 'tool_use', id: 'toolu_2', name: 'explode', input: {} },
       { type: 'tool_use', id: 'toolu_3', name: 'missing', input: {} },
     ],
@@ -123,8 +117,19 @@ test('a scripted turn: a retry, a throwing tool and an unknown tool become is_er
   await withServer(
     () => serveScript(script, { log: true }),
     async (client, server) => {
+      // Each lookup waits until both run: they finish only if they run in parallel (otherwise
+      // the first one times out and its result is an error).
+      let started = 0
+      let bothStarted
+      const barrier = new Promise((resolve) => {
+        bothStarted = resolve
+      })
       const executor = new ToolExecutor()
-        .tool({ name: 'lookup', concurrencySafe: true }, (input) => `value of ${input.key}`)
+        .tool({ name: 'lookup', concurrencySafe: true, timeoutMs: 10000 }, async (input) => {
+          if (++started === 2) bothStarted()
+          await barrier
+          return `value of ${input.key}`
+        })
         .tool({ name: 'explode' }, () => {
           throw new Error('kaboom')
         })
@@ -139,12 +144,14 @@ test('a scripted turn: a retry, a throwing tool and an unknown tool become is_er
         results.map((r) => [r.tool_use_id, r.is_error]),
         [
           ['toolu_1', false],
+          ['toolu_1b', false],
           ['toolu_2', true],
           ['toolu_3', true],
         ],
       )
       assert.equal(results[0].content, 'value of a')
-      assert.match(JSON.stringify(results[1].content), /kaboom/)
+      assert.equal(results[1].content, 'value of b')
+      assert.match(JSON.stringify(results[2].content), /kaboom/)
       const requests = await server.waitForRequests(3)
       const last = JSON.parse(requests[2].body)
       assert.equal(last.model, 'replay')
