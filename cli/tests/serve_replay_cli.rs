@@ -177,3 +177,17 @@ fn rejects_a_bad_script() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid replay script"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn agent_model_answers_with_the_scripted_conversation() {
+    let (mut child, lines) = spawn(&["--agent-model"]);
+    let banner = next_line(&lines);
+    let addr = banner["addr"].as_str().unwrap().to_owned();
+    let response = post(&addr, "/v1/messages");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    // The first turn explores with tool calls, streamed as a Messages stream.
+    assert!(response.contains("\"type\":\"tool_use\""), "{response}");
+    assert!(response.contains("event: message_stop"), "{response}");
+    drop(child.stdin.take());
+    assert!(wait_exit(&mut child, Duration::from_secs(10)));
+}
