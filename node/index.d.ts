@@ -9,6 +9,42 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** An agent: a client, tools and a configuration. Each `run` is independent. */
+export declare class Agent {
+  /**
+   * An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
+   * announced through `wake`) and the built-in tools named in `builtins`.
+   */
+  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void)
+  /** The tool definitions sent to the model (JSON array, sorted by name). */
+  toolDefinitionsJson(): string
+  /**
+   * Starts a run continuing `messages` (a JSON array ending with a user message); its
+   * events arrive on the returned stream, the last one being `stop`.
+   */
+  runJson(messagesJson: string): NativeEventStream
+  /** The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON). */
+  drainToolsJson(): string
+  /** Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`). */
+  completeJson(repliesJson: string): number
+}
+export type NativeAgent = Agent
+
+/** A client for one provider endpoint; streams and requests run on napi's tokio runtime. */
+export declare class Client {
+  /** A client configured by `options` (the environment supplies the key and URL defaults). */
+  constructor(options: ClientOptions)
+  /** The provider spoken (`anthropic`, `openai-chat`, `openai-responses`). */
+  get provider(): string
+  /** The endpoint's base URL. */
+  get baseUrl(): string
+  /** Starts a streaming request (`body`: the provider's JSON request; `stream: true` is set). */
+  streamJson(body: string): NativeEventStream
+  /** Starts a non-streaming request; the stream carries one `response` or `error` item. */
+  createJson(body: string): NativeEventStream
+}
+export type NativeClient = Client
+
 /** Context thresholds for one model. */
 export declare class ContextBudget {
   /** A budget from explicit limits or a model name. */
@@ -65,6 +101,21 @@ export declare class ContextTracker {
   get bytesEstimated(): number
 }
 export type NativeContextTracker = ContextTracker
+
+/** A stream of JSON items produced on the async runtime. */
+export declare class EventStream {
+  /**
+   * The next batch of items as a JSON array (every item ready now, at least one), or `null`
+   * once the stream has ended.
+   */
+  nextJson(): Promise<string | null>
+  /**
+   * Cancels the producer (the HTTP request, the agent run): the stream ends with an
+   * `aborted` error item.
+   */
+  abort(): void
+}
+export type NativeEventStream = EventStream
 
 /**
  * A WHATWG Server-Sent-Events parser: feed it byte chunks split anywhere; each `feed` returns
@@ -167,10 +218,80 @@ export declare class Turn {
 export type NativeTurn = Turn
 
 /**
+ * Makes every native entry point panic inside its boundary (`true`) or behave (`false`): lets
+ * the test suite prove that no entry point lets a panic reach Node.
+ */
+export declare function _debugArmPanics(armed: boolean): void
+
+/**
  * Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic
  * surfaces as a `FerroloopError` with code `internal` and leaves the process running.
  */
 export declare function _debugPanic(message?: string | undefined | null): void
+
+/** How an agent is configured. */
+export interface AgentOptions {
+  /** The model name sent in requests. */
+  model: string
+  /** The system prompt. */
+  system?: string
+  /** Model calls at most (default 50). */
+  maxTurns?: number
+  /** `max_tokens` of each request (default 8,192). */
+  maxTokens?: number
+  /** Input + output tokens over the whole run, at most. */
+  tokenBudget?: number
+  /** How many times a `max_tokens` stop in text is continued (default 3). */
+  maxContinuations?: number
+  /** How many recent tool results microcompact keeps (default 5). */
+  keepRecentToolResults?: number
+  /** Place `cache_control` breakpoints (default true). */
+  promptCaching?: boolean
+  /** The tokenizer family for estimates (`claude` by default). */
+  tokenizer?: string
+  /** Extra fields merged into every request, as a JSON object (temperature, thinking, ...). */
+  extraJson?: string
+  /** The directory the built-in tools are confined to (default: the current directory). */
+  workspace?: string
+}
+
+/** How a client is configured. */
+export interface ClientOptions {
+  /** `anthropic` (default), `openai-chat` or `openai-responses`. */
+  provider?: string
+  /** The API key (default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`). */
+  apiKey?: string
+  /** The endpoint (default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else the public one). */
+  baseUrl?: string
+  /** Retries after the first attempt (default 10; 0 disables retries). */
+  maxRetries?: number
+  /** The first backoff ceiling in milliseconds (default 500; doubles on each retry). */
+  retryBaseDelayMs?: number
+  /** Watchdog timeouts. */
+  timeouts?: ClientTimeouts
+  /** Extra headers sent with every request. */
+  headers?: Record<string, string>
+  /** The `anthropic-version` header. */
+  anthropicVersion?: string
+  /** `anthropic-beta` flags. */
+  anthropicBeta?: Array<string>
+}
+
+/** Watchdog timeouts, in milliseconds. */
+export interface ClientTimeouts {
+  /** TCP (and proxy) connection (default 30,000). */
+  connectMs?: number
+  /** From sending the request to the response headers (default 600,000). */
+  firstByteMs?: number
+  /** From the headers to the first event (default 90,000). */
+  firstEventMs?: number
+  /** Between two events (default 90,000). */
+  idleMs?: number
+  /** A gap this long between events is reported once as a `stalled` event (default 30,000). */
+  stallNoticeMs?: number
+  /** The whole request, retries included (default 600,000). */
+  totalMs?: number
+}
 
 /** Budget settings; unset fields take Claude Code's defaults. */
 export interface ContextBudgetOptions {
@@ -191,6 +312,12 @@ export interface ContextBudgetOptions {
   /** Auto-compact at this percentage of the effective window when lower. */
   autocompactPercent?: number
 }
+
+/**
+ * Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`; without it, and for
+ * the families with no offline vocabulary, an `unsupported` error).
+ */
+export declare function countTokens(text: string, tokenizer: string): number
 
 /** Estimated tokens of UTF-8 bytes (invalid sequences count as other characters). */
 export declare function estimateBytes(bytes: Uint8Array, tokenizer?: string | undefined | null): number

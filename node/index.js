@@ -835,10 +835,16 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.Agent = nativeBinding.Agent
+module.exports.NativeAgent = nativeBinding.NativeAgent
+module.exports.Client = nativeBinding.Client
+module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.ContextBudget = nativeBinding.ContextBudget
 module.exports.NativeContextBudget = nativeBinding.NativeContextBudget
 module.exports.ContextTracker = nativeBinding.ContextTracker
 module.exports.NativeContextTracker = nativeBinding.NativeContextTracker
+module.exports.EventStream = nativeBinding.EventStream
+module.exports.NativeEventStream = nativeBinding.NativeEventStream
 module.exports.SseParser = nativeBinding.SseParser
 module.exports.NativeSseParser = nativeBinding.NativeSseParser
 module.exports.StreamDecoder = nativeBinding.StreamDecoder
@@ -847,7 +853,9 @@ module.exports.ToolExecutor = nativeBinding.ToolExecutor
 module.exports.NativeToolExecutor = nativeBinding.NativeToolExecutor
 module.exports.Turn = nativeBinding.Turn
 module.exports.NativeTurn = nativeBinding.NativeTurn
+module.exports._debugArmPanics = nativeBinding._debugArmPanics
 module.exports._debugPanic = nativeBinding._debugPanic
+module.exports.countTokens = nativeBinding.countTokens
 module.exports.estimateBytes = nativeBinding.estimateBytes
 module.exports.estimateRequestJson = nativeBinding.estimateRequestJson
 module.exports.estimateText = nativeBinding.estimateText

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Node suite: install the npm dev dependencies under node/node_modules, build the addon
-# (debug, to keep CI fast), run `node --test`, and type-check the TypeScript example.
+# (debug, to keep CI fast) and the `ferroloop` binary (the replay server of the client and agent
+# suites), run `node --test`, and type-check the TypeScript example.
 set -euo pipefail
 cd "$(dirname "$0")/../node"
 
@@ -17,6 +18,8 @@ else
     npm install --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
+# The client and agent suites run against `ferroloop serve-replay` (node/test/replay.js).
+(cd .. && cargo build --quiet -p ferroloop-cli)
 # The deliberate-panic test prints the panic message; keep it to one line.
 RUST_BACKTRACE=0 npm test
 npx tsc --noEmit -p examples/tsconfig.json

@@ -11,6 +11,7 @@ mod decode;
 mod input;
 mod model_source;
 mod output;
+mod replay_agent_model;
 mod run;
 mod serve_replay;
 mod sse;

@@ -8,11 +8,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ferroloop::agent::Model;
-use ferroloop::agent::replay::{anthropic_sse, explore_directory_script, openai_chat_sse};
 use ferroloop::client::{Client, ClientConfig};
 use ferroloop::decode::Provider;
-use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
-use serde_json::Value;
+use ferroloop_replay::{ReplayServer, Script, ServerOptions};
 
 use crate::run::{RunArgs, RunProvider};
 
@@ -106,20 +104,8 @@ pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
             base_url,
         });
     }
-    let responder: ferroloop_replay::Responder = Arc::new(move |request| {
-        let body: Value = serde_json::from_str(&request.body).ok()?;
-        let message = explore_directory_script(&body);
-        let sse = match provider {
-            Provider::Anthropic => anthropic_sse(&message, 12),
-            _ => openai_chat_sse(&message, 12),
-        };
-        // Small pieces a few milliseconds apart, so the stream is visibly a stream.
-        Some(
-            ScriptedResponse::ok(ScriptBody::Text(sse))
-                .header("content-type", "text/event-stream")
-                .chunked(64, 3),
-        )
-    });
+    // Small pieces a few milliseconds apart, so the stream is visibly a stream.
+    let responder = crate::replay_agent_model::explore_directory_responder(provider, 64, 3);
     let options = ServerOptions {
         responder: Some(responder),
         ..ServerOptions::default()

@@ -20,12 +20,16 @@ pub struct ServeReplayArgs {
         long,
         value_name = "FILE",
         conflicts_with = "fixture",
-        required_unless_present = "fixture"
+        required_unless_present_any = ["fixture", "agent_model"]
     )]
     pub script: Option<PathBuf>,
     /// Serve this file (a recorded stream) with status 200 to every request.
     #[arg(long, value_name = "FILE")]
     pub fixture: Option<PathBuf>,
+    /// Answer every request with the next turn of `ferroloop run`'s replay model (a scripted
+    /// conversation exploring a directory with parallel `glob`, `grep` and `read` calls).
+    #[arg(long, conflicts_with_all = ["script", "fixture"])]
+    pub agent_model: bool,
     /// Directory relative fixture paths resolve against (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub base_dir: Option<PathBuf>,
@@ -52,7 +56,8 @@ pub fn run(args: ServeReplayArgs) -> anyhow::Result<ExitCode> {
             Script::from_json(&text)?
         }
         (None, Some(path)) => Script::repeat(ScriptBody::Fixture(path.clone())),
-        (None, None) => anyhow::bail!("give --script or --fixture"),
+        (None, None) if args.agent_model => Script::default(),
+        (None, None) => anyhow::bail!("give --script, --fixture or --agent-model"),
     };
     let base_dir = match &args.base_dir {
         Some(dir) => dir.clone(),
@@ -75,7 +80,13 @@ async fn serve(
         &base_dir,
         ServerOptions {
             tls: args.tls,
-            ..ServerOptions::default()
+            responder: args.agent_model.then(|| {
+                crate::replay_agent_model::explore_directory_responder(
+                    ferroloop::decode::Provider::Anthropic,
+                    64,
+                    1,
+                )
+            }),
         },
         args.log_requests.then_some(log_sender),
     )

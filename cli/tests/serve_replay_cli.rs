@@ -177,3 +177,32 @@ fn rejects_a_bad_script() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid replay script"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn agent_model_answers_with_the_scripted_conversation() {
+    let (mut child, lines) = spawn(&["--agent-model"]);
+    let banner = next_line(&lines);
+    let addr = banner["addr"].as_str().unwrap().to_owned();
+    let response = post(&addr, "/v1/messages");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = dechunk(response.split_once("\r\n\r\n").unwrap().1);
+    // The first turn explores with tool calls, streamed as a Messages stream.
+    assert!(body.contains("\"type\":\"tool_use\""), "{body}");
+    assert!(body.contains("event: message_stop"), "{body}");
+    drop(child.stdin.take());
+    assert!(wait_exit(&mut child, Duration::from_secs(10)));
+}
+
+/// The payload of a `Transfer-Encoding: chunked` body.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    out
+}

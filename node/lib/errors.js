@@ -38,6 +38,13 @@ const PromptTooLongError = define('PromptTooLongError', 'prompt_too_long')
 // Named like the DOM's AbortError so `err.name === 'AbortError'` checks keep working.
 const AbortError = define('AbortError', 'aborted')
 const ProviderError = define('ProviderError', 'provider_error')
+const AuthenticationError = define('AuthenticationError', 'authentication')
+const PermissionError = define('PermissionError', 'permission')
+const NotFoundError = define('NotFoundError', 'not_found')
+const InvalidRequestError = define('InvalidRequestError', 'invalid_request')
+const ServerError = define('ServerError', 'server')
+const ConnectionError = define('ConnectionError', 'connection')
+const UnsupportedError = define('UnsupportedError', 'unsupported')
 
 const TAG = /^\[ferroloop:([a-z_]+):(\d*):([^\]]*)\] /
 // napi-rs statuses raised while converting arguments (before any ferroloop code runs).
@@ -76,6 +83,21 @@ function toFerroloopError(err) {
   return err
 }
 
+/**
+ * The FerroloopError of an error item from a native event stream
+ * (`{ code, message, status, requestId, ...detail }`); the detail fields (`partial`, `reason`,
+ * `errorType`, `retryAfterMs`) become properties of the error.
+ */
+function fromErrorItem(item, cause) {
+  const { code, message, status, requestId, ...detail } = item
+  const Cls = classes[code] ?? FerroloopError
+  const err = new Cls(message, { code, status, requestId, cause })
+  for (const [key, value] of Object.entries(detail)) {
+    if (value !== undefined) err[key] = value
+  }
+  return err
+}
+
 /** Calls `fn`, rethrowing native errors as FerroloopErrors. */
 function callNative(fn) {
   try {
@@ -97,6 +119,14 @@ module.exports = {
   PromptTooLongError,
   AbortError,
   ProviderError,
+  AuthenticationError,
+  PermissionError,
+  NotFoundError,
+  InvalidRequestError,
+  ServerError,
+  ConnectionError,
+  UnsupportedError,
   toFerroloopError,
+  fromErrorItem,
   callNative,
 }

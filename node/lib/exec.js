@@ -147,21 +147,23 @@ class Turn {
  * A native executor plus its reply batcher: replies settled in one tick go back to Rust in one
  * `completeJson` call (one boundary crossing and one wake for a burst of quick tools).
  */
-function nativeExecutorWithBatching(nativeExecutor) {
+function replyBatcher(target) {
   let pending = []
   const flush = () => {
     const replies = pending
     pending = []
-    callNative(() => nativeExecutor.completeJson(JSON.stringify(replies)))
+    callNative(() => target.completeJson(JSON.stringify(replies)))
   }
-  return {
-    native: nativeExecutor,
-    complete(callId, reply) {
-      if (pending.length === 0) queueMicrotask(flush)
-      reply.callId = callId
-      pending.push(reply)
-    },
+  // Replies and progress reports (`{ progress }`) share the batch, so their order is kept.
+  return (callId, reply) => {
+    if (pending.length === 0) queueMicrotask(flush)
+    reply.callId = callId
+    pending.push(reply)
   }
+}
+
+function nativeExecutorWithBatching(nativeExecutor) {
+  return { native: nativeExecutor, complete: replyBatcher(nativeExecutor) }
 }
 
 class ToolExecutor {
@@ -227,6 +229,11 @@ class ToolExecutor {
     return this.#native
   }
 
+  /** @internal What an Agent needs to run these tools inside its own loop. */
+  _internals() {
+    return { options: this.#options, specs: [...this.#specs.values()], host: this.#host }
+  }
+
   /** Starts a streaming turn. */
   turn() {
     return new Turn(this.#executor(), this.#host)
@@ -258,4 +265,9 @@ class ToolExecutor {
   }
 }
 
-module.exports = { ToolExecutor, Turn }
+/** @internal */
+function executorInternals(executor) {
+  return executor._internals()
+}
+
+module.exports = { ToolExecutor, Turn, executorInternals, replyBatcher }

@@ -21,6 +21,13 @@ export type FerroloopErrorCode =
   | 'prompt_too_long'
   | 'aborted'
   | 'provider_error'
+  | 'authentication'
+  | 'permission'
+  | 'not_found'
+  | 'invalid_request'
+  | 'server'
+  | 'connection'
+  | 'unsupported'
 
 /** Base class of every error ferroloop throws. */
 export declare class FerroloopError extends Error {
@@ -74,6 +81,47 @@ export declare class ProviderError extends FerroloopError {
   readonly code: 'provider_error'
 }
 
+/** The provider rejected the credentials (HTTP 401, `code: 'authentication'`). */
+export declare class AuthenticationError extends FerroloopError {
+  readonly code: 'authentication'
+}
+/** The credentials may not do this (HTTP 403, `code: 'permission'`). */
+export declare class PermissionError extends FerroloopError {
+  readonly code: 'permission'
+}
+/** No such endpoint or model (HTTP 404, `code: 'not_found'`). */
+export declare class NotFoundError extends FerroloopError {
+  readonly code: 'not_found'
+}
+/** The provider rejected the request (another 4xx, `code: 'invalid_request'`). */
+export declare class InvalidRequestError extends FerroloopError {
+  readonly code: 'invalid_request'
+}
+/** The provider failed (5xx) and the retries ran out (`code: 'server'`). */
+export declare class ServerError extends FerroloopError {
+  readonly code: 'server'
+}
+/** The connection could not be made or broke before any event (`code: 'connection'`). */
+export declare class ConnectionError extends FerroloopError {
+  readonly code: 'connection'
+}
+/** The feature is not available in this build or for this input (`code: 'unsupported'`). */
+export declare class UnsupportedError extends FerroloopError {
+  readonly code: 'unsupported'
+}
+
+/** Extra fields of errors thrown by {@link Client} requests. */
+export interface ClientErrorDetail {
+  /** StreamTruncatedError: the message received before the stream broke (provider shape). */
+  partial?: any
+  /** StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`, `protocol`, ...). */
+  reason?: FerroloopErrorCode
+  /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
+  errorType?: string
+  /** RateLimitedError: the wait the server asked for, in milliseconds. */
+  retryAfterMs?: number
+}
+
 /** Extra fields of errors thrown by {@link StreamDecoder}. */
 export interface DecodeErrorDetail {
   /** The message accumulated before the failure (provider response shape). */
@@ -122,6 +170,8 @@ export declare class SseParser {
 
 /** @internal Panics inside the native panic boundary (used by the test suite). */
 export declare function _debugPanic(message?: string): void
+/** @internal Arms a panic at every native entry point (used by the test suite). */
+export declare function _debugArmPanics(armed: boolean): void
 
 /** A `tool_use` content block, as the model sends it. */
 export interface ToolUse {
@@ -159,6 +209,8 @@ export interface ToolCallContext {
   toolUseId: string
   /** The tool's name. */
   name: string
+  /** Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at once. */
+  progress(data: unknown): void
 }
 
 /** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
@@ -276,6 +328,12 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k'
 /** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
 export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
 
+/**
+ * Exact tokens of `text` for `o200k` or `cl100k` (throws UnsupportedError for other families,
+ * or when the addon was built without the cargo feature `exact`).
+ */
+export declare function countTokens(text: string, tokenizer: Tokenizer): number
+
 /** Estimated tokens of a request, by part. */
 export interface RequestEstimate {
   system: number
@@ -340,4 +398,178 @@ export declare class ContextTracker {
   correction: number
   tokens(): TokenCount
   readonly bytesEstimated: number
+}
+
+/** The provider API a {@link Client} speaks. */
+export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
+
+/** Watchdog timeouts of a {@link Client}, in milliseconds. */
+export interface ClientTimeouts {
+  /** TCP (and proxy) connection (default 30,000). */
+  connectMs?: number
+  /** From sending the request to the response headers (default 600,000). */
+  firstByteMs?: number
+  /** From the headers to the first event (default 90,000). */
+  firstEventMs?: number
+  /** Between two events (default 90,000). */
+  idleMs?: number
+  /** A gap this long is reported once as a `stalled` event (default 30,000). */
+  stallNoticeMs?: number
+  /** The whole request, retries included (default 600,000). */
+  totalMs?: number
+}
+
+/** Options of {@link Client}. */
+export interface ClientOptions {
+  /** Default `anthropic`. */
+  provider?: Provider
+  /** Default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`. */
+  apiKey?: string
+  /** Default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else the public endpoint. */
+  baseUrl?: string
+  /** Retries after the first attempt (default 10; 0 disables retries). */
+  maxRetries?: number
+  /** The first backoff ceiling in milliseconds (default 500, doubling per retry, full jitter). */
+  retryBaseDelayMs?: number
+  timeouts?: ClientTimeouts
+  /** Extra headers sent with every request. */
+  headers?: Record<string, string>
+  anthropicVersion?: string
+  anthropicBeta?: string[]
+}
+
+/** Per-request options. */
+export interface RequestOptions {
+  /** Aborts the request at once (the Promise rejects / the iteration throws an AbortError). */
+  signal?: AbortSignal
+}
+
+/** Measurements of a completed request. */
+export interface RequestMetrics {
+  requestId: string | null
+  attempts: number
+  retries: number
+  httpVersion: string | null
+  timeToHeadersMs: number | null
+  timeToFirstEventMs: number | null
+  timeToFirstTokenMs: number | null
+  totalMs: number | null
+  bytesReceived: number
+  events: number
+  usage: Record<string, unknown> | null
+}
+
+/** What a stream yields: typed decoder events, retries and stall notices. */
+export type StreamEvent =
+  | DecodeEvent
+  | { type: 'retry'; attempt: number; status: number | null; waitMs: number; reason: string }
+  | { type: 'stalled'; elapsedMs: number }
+
+/** A streaming response: `for await` its events, then (or instead) `await message()`. */
+export declare class MessageStream implements AsyncIterable<StreamEvent> {
+  private constructor()
+  [Symbol.asyncIterator](): AsyncIterator<StreamEvent>
+  /** The final message (provider shape); rejects with the request's FerroloopError. */
+  message(): Promise<any>
+  /** Alias of {@link message}. */
+  finalMessage(): Promise<any>
+  /** Cancels the request. */
+  abort(): void
+  /** Measurements, once the message completed. */
+  readonly metrics: RequestMetrics | null
+  /** The final message once completed, else null. */
+  readonly completedMessage: any
+}
+
+/** A streaming HTTP client (retries with backoff, watchdogs, decoding) for one provider endpoint. */
+export declare class Client {
+  constructor(options?: ClientOptions)
+  readonly provider: Provider
+  readonly baseUrl: string
+  /** Starts a streaming request (`stream: true` is set). */
+  stream(request: Record<string, unknown>, options?: RequestOptions): MessageStream
+  /** A non-streaming request: the provider's JSON response. */
+  create(request: Record<string, unknown>, options?: RequestOptions): Promise<any>
+}
+
+/** A built-in native tool, confined to the agent's workspace. */
+export type BuiltinToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'bash'
+
+/** Options of {@link Agent}. */
+export interface AgentOptions {
+  /** The model name sent in requests. */
+  model: string
+  system?: string
+  /** JS tools (a ToolExecutor) and/or built-in tool names. */
+  tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
+  /** The directory the built-in tools are confined to (default: the current directory). */
+  workspace?: string
+  /** Model calls at most (default 50). */
+  maxTurns?: number
+  /** `max_tokens` per request (default 8,192). */
+  maxTokens?: number
+  /** Input + output tokens over the run, at most. */
+  tokenBudget?: number
+  /** Continuations after a `max_tokens` stop in text (default 3). */
+  maxContinuations?: number
+  /** Recent tool results microcompact keeps (default 5). */
+  keepRecentToolResults?: number
+  /** Place `cache_control` breakpoints (default true). */
+  promptCaching?: boolean
+  /** Tokenizer family for estimates. */
+  tokenizer?: Tokenizer
+  /** Extra fields merged into every request (temperature, thinking, metadata, ...). */
+  extra?: Record<string, unknown>
+}
+
+/** Why a run stopped. */
+export type StopReason = 'end_turn' | 'stop_sequence' | 'max_tokens' | 'max_turns' | 'budget' | 'aborted' | 'prompt_too_long' | 'error'
+
+/** The last event of a run. */
+export interface AgentStopEvent {
+  type: 'stop'
+  reason: StopReason
+  /** The error (reason `error`), or a note. */
+  error: string | null
+  /** The conversation, valid for the API (every tool_use answered). */
+  messages: any[]
+  turns: number
+  toolCalls: number
+  inputTokens: number
+  outputTokens: number
+}
+
+/** Events of an agent run, as they happen; the last is `stop`. */
+export type AgentEvent =
+  | { type: 'turn_start'; turn: number; estimatedInputTokens: number }
+  | { type: 'text_delta'; text: string }
+  | { type: 'thinking_delta'; thinking: string }
+  | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
+  | { type: 'tool_progress'; toolUseId: string; data: unknown }
+  | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
+  | { type: 'retry'; attempt: number; status: number | null; waitMs: number }
+  | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
+  | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
+  | { type: 'cache_break'; previous: number; current: number; changed: string[] }
+  | { type: 'usage'; turn: number; usage: Record<string, unknown>; estimatedInputTokens: number; timeToFirstTokenMs: number | null }
+  | { type: 'turn_end'; turn: number; stopReason: string | null }
+  | AgentStopEvent
+
+/** A run in progress. */
+export declare class AgentRun implements AsyncIterable<AgentEvent> {
+  private constructor()
+  [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
+  /** The stop event (reads the events nobody iterates). */
+  result(): Promise<AgentStopEvent>
+  /** Cancels the run: tools see ctx.signal abort; the run still ends with `stop` (reason `aborted`). */
+  abort(): void
+}
+
+/** The agent loop over a Client: model call, decode, tools (safe ones eagerly), results, repeat. */
+export declare class Agent {
+  constructor(client: Client, options: AgentOptions)
+  /** The tool definitions sent to the model (sorted by name). */
+  toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
+  /** Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). */
+  run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun
 }

@@ -6,11 +6,18 @@ const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
 const { ToolExecutor, Turn } = require('./exec.js')
 const { StreamDecoder } = require('./decode.js')
-const { estimateTokens, estimateRequest, ContextBudget, ContextTracker } = require('./tokens.js')
+const { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker } = require('./tokens.js')
+const { Client, MessageStream } = require('./client.js')
+const { Agent, AgentRun } = require('./agent.js')
 
 /** @internal Panics inside the native panic boundary (tests prove it becomes an InternalError). */
 function _debugPanic(message) {
   return errors.callNative(() => native._debugPanic(message))
+}
+
+/** @internal Arms (or disarms) a panic at every native entry point (used by the test suite). */
+function _debugArmPanics(armed) {
+  native._debugArmPanics(Boolean(armed))
 }
 
 module.exports = {
@@ -19,10 +26,17 @@ module.exports = {
   StreamDecoder,
   estimateTokens,
   estimateRequest,
+  countTokens,
   ContextBudget,
   ContextTracker,
   ToolExecutor,
   Turn,
+  Client,
+  MessageStream,
+  Agent,
+  AgentRun,
   _debugPanic,
+  _debugArmPanics,
 }
 delete module.exports.callNative
+delete module.exports.fromErrorItem

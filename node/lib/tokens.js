@@ -122,4 +122,14 @@ class ContextTracker {
   }
 }
 
-module.exports = { estimateTokens, estimateRequest, ContextBudget, ContextTracker }
+/**
+ * Exact tokens of `text` for `o200k` or `cl100k`. Throws an UnsupportedError for the families
+ * with no offline vocabulary, and when the addon was built without the cargo feature `exact`.
+ */
+function countTokens(text, tokenizer) {
+  if (typeof text !== 'string') throw new InvalidArgumentError('countTokens expects a string')
+  if (typeof tokenizer !== 'string') throw new InvalidArgumentError("countTokens needs a tokenizer ('o200k' or 'cl100k')")
+  return callNative(() => native.countTokens(text, tokenizer))
+}
+
+module.exports = { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker }

@@ -35,10 +35,25 @@ function abortReason(reason) {
 class CallContext {
   #controller = null
   #abortReason = undefined
+  #report
 
-  constructor(toolUseId, name) {
+  constructor(toolUseId, name, report) {
     this.toolUseId = toolUseId
     this.name = name
+    this.#report = report
+  }
+
+  /**
+   * Reports progress (any JSON value): delivered at once as a `progress` event of the turn (or
+   * a `tool_progress` event of an agent run). Ignored once the call has ended.
+   */
+  progress(data) {
+    this.#report?.(data)
+  }
+
+  /** @internal The call ended: later progress reports are dropped. */
+  end() {
+    this.#report = undefined
   }
 
   get signal() {
@@ -75,9 +90,21 @@ class ToolHost {
 
   /** Starts a call; `complete(callId, reply)` receives its outcome. */
   start(invocation, complete) {
-    const ctx = new CallContext(invocation.toolUseId, invocation.name)
+    const report = (data) => {
+      // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
+      // than failing the batch it would travel in.
+      let json
+      try {
+        json = JSON.stringify(data ?? null)
+      } catch {
+        return
+      }
+      complete(invocation.callId, { progress: true, data: JSON.parse(json ?? 'null') })
+    }
+    const ctx = new CallContext(invocation.toolUseId, invocation.name, report)
     this.running.set(invocation.callId, ctx)
     this.#run(invocation, ctx).then((reply) => {
+      ctx.end()
       this.running.delete(invocation.callId)
       complete(invocation.callId, reply)
     })

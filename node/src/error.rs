@@ -35,6 +35,20 @@ pub enum ErrorCode {
     Aborted,
     /// The provider reported an error not covered by a more specific code.
     ProviderError,
+    /// The provider rejected the credentials (HTTP 401).
+    Authentication,
+    /// The credentials may not do this (HTTP 403).
+    Permission,
+    /// No such endpoint or model (HTTP 404).
+    NotFound,
+    /// The provider rejected the request as invalid (another 4xx).
+    InvalidRequest,
+    /// The provider failed (5xx) and the retries ran out.
+    Server,
+    /// The connection could not be made or broke.
+    Connection,
+    /// The feature is not compiled into this build of the addon.
+    Unsupported,
 }
 
 impl ErrorCode {
@@ -51,6 +65,13 @@ impl ErrorCode {
             Self::PromptTooLong => "prompt_too_long",
             Self::Aborted => "aborted",
             Self::ProviderError => "provider_error",
+            Self::Authentication => "authentication",
+            Self::Permission => "permission",
+            Self::NotFound => "not_found",
+            Self::InvalidRequest => "invalid_request",
+            Self::Server => "server",
+            Self::Connection => "connection",
+            Self::Unsupported => "unsupported",
         }
     }
 }
@@ -105,6 +126,33 @@ impl FerroloopError {
             "[{CODE_PREFIX}:{}:{status}:{request_id}] {}",
             self.code, self.message
         )
+    }
+}
+
+impl From<&ferroloop::client::ClientError> for FerroloopError {
+    fn from(err: &ferroloop::client::ClientError) -> Self {
+        use ferroloop::client::ClientError as E;
+        let code = match err {
+            E::Authentication(_) => ErrorCode::Authentication,
+            E::Permission(_) => ErrorCode::Permission,
+            E::NotFound(_) => ErrorCode::NotFound,
+            E::RateLimited { .. } => ErrorCode::RateLimited,
+            E::Overloaded(_) => ErrorCode::Overloaded,
+            E::PromptTooLong { .. } => ErrorCode::PromptTooLong,
+            E::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            E::Server(_) => ErrorCode::Server,
+            E::Connection { .. } => ErrorCode::Connection,
+            E::Timeout { .. } => ErrorCode::Timeout,
+            E::Truncated { .. } => ErrorCode::StreamTruncated,
+            E::Protocol { .. } => ErrorCode::Protocol,
+            E::Config(_) => ErrorCode::InvalidArgument,
+        };
+        Self {
+            code,
+            message: err.to_string(),
+            status: err.status(),
+            request_id: err.request_id().map(str::to_owned),
+        }
     }
 }
 

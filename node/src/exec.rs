@@ -48,7 +48,7 @@ pub struct ExecutorOptions {
 }
 
 /// A non-negative integer count, or `None` for `Infinity`.
-fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>, FerroloopError> {
+pub(crate) fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>, FerroloopError> {
     if value == f64::INFINITY {
         Ok(None)
     } else if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
@@ -80,7 +80,7 @@ pub struct ToolSpec {
 }
 
 /// A non-negative, finite number of milliseconds.
-fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
+pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     if value.is_finite() && value >= 0.0 {
         Ok(Duration::from_secs_f64(value / 1000.0))
     } else {
@@ -90,8 +90,38 @@ fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     }
 }
 
+/// The core configuration for `options`.
+pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig, FerroloopError> {
+    let mut config = ExecutorConfig::default();
+    if let Some(n) = options.max_concurrency {
+        if n == 0 {
+            return Err(FerroloopError::invalid_argument(
+                "maxConcurrency must be at least 1",
+            ));
+        }
+        config.max_concurrency = n as usize;
+    }
+    if let Some(ms) = options.default_timeout_ms {
+        config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
+    }
+    if let Some(ms) = options.cleanup_grace_ms {
+        config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
+    }
+    if let Some(n) = options.default_max_result_chars {
+        config.budget.default_max_result_chars =
+            count_or_infinity(n, "defaultMaxResultChars")?.unwrap_or(usize::MAX);
+    }
+    if let Some(n) = options.turn_budget_chars {
+        config.budget.turn_budget_chars = count_or_infinity(n, "turnBudgetChars")?;
+    }
+    if let Some(dir) = options.spill_dir {
+        config.budget.spill_dir = dir.into();
+    }
+    Ok(config)
+}
+
 /// A tool whose `call` runs a JavaScript function.
-struct JsTool {
+pub(crate) struct JsTool {
     name: String,
     schema: Value,
     safe: bool,
@@ -102,7 +132,10 @@ struct JsTool {
 }
 
 impl JsTool {
-    fn from_spec(spec: ToolSpec, queues: Arc<JsToolQueues>) -> Result<Self, FerroloopError> {
+    pub(crate) fn from_spec(
+        spec: ToolSpec,
+        queues: Arc<JsToolQueues>,
+    ) -> Result<Self, FerroloopError> {
         if spec.name.is_empty() {
             return Err(FerroloopError::invalid_argument("a tool needs a name"));
         }
@@ -176,8 +209,9 @@ impl Tool for JsTool {
                 _ => "aborted",
             };
             let token = ctx.cancellation_token().clone();
+            let progress = Some(ctx.progress_sender());
             let reply = queues
-                .call(&name, ctx.tool_use_id(), input, token, reason)
+                .call(&name, ctx.tool_use_id(), input, token, progress, reason)
                 .await;
             let content = if reply.content_is_json {
                 match serde_json::from_str::<Vec<Value>>(&reply.content) {
@@ -245,32 +279,7 @@ impl NativeToolExecutor {
                     .register(tool)
                     .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
             }
-            let mut config = ExecutorConfig::default();
-            if let Some(n) = options.max_concurrency {
-                if n == 0 {
-                    return Err(FerroloopError::invalid_argument(
-                        "maxConcurrency must be at least 1",
-                    )
-                    .into());
-                }
-                config.max_concurrency = n as usize;
-            }
-            if let Some(ms) = options.default_timeout_ms {
-                config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
-            }
-            if let Some(ms) = options.cleanup_grace_ms {
-                config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
-            }
-            if let Some(n) = options.default_max_result_chars {
-                config.budget.default_max_result_chars =
-                    count_or_infinity(n, "defaultMaxResultChars")?.unwrap_or(usize::MAX);
-            }
-            if let Some(n) = options.turn_budget_chars {
-                config.budget.turn_budget_chars = count_or_infinity(n, "turnBudgetChars")?;
-            }
-            if let Some(dir) = options.spill_dir {
-                config.budget.spill_dir = dir.into();
-            }
+            let config = executor_config(options)?;
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)
                 .build();

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use ferroloop::exec::CancellationToken;
+use ferroloop::exec::{CancellationToken, ProgressSender};
 use napi_derive::napi;
 use tokio::sync::oneshot;
 
@@ -63,13 +63,36 @@ pub struct ToolAbort {
     pub reason: &'static str,
 }
 
+/// Tells the JS host that the outbox has work (for calls started off the JS thread).
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
+
+/// A call waiting for its reply, and where its progress reports go.
+struct Waiting {
+    reply: oneshot::Sender<ToolReply>,
+    progress: Option<ProgressSender>,
+}
+
 /// The queues between the executor's calls and the JS host, shared by every turn of one
 /// executor.
-#[derive(Debug, Default)]
+///
+/// A `ToolExecutor`'s turns are polled on the JS thread, which drains the outbox after every
+/// poll. An agent's turns run on the async runtime instead: its queues carry a [`Notify`] that
+/// asks JavaScript to drain whenever the outbox turns non-empty.
+#[derive(Default)]
 pub struct JsToolQueues {
     next_call_id: AtomicU32,
     outbox: Mutex<Outbox>,
-    waiting: Mutex<HashMap<u32, oneshot::Sender<ToolReply>>>,
+    waiting: Mutex<HashMap<u32, Waiting>>,
+    notify: Option<Notify>,
+}
+
+impl std::fmt::Debug for JsToolQueues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsToolQueues")
+            .field("waiting", &lock(&self.waiting).len())
+            .field("notify", &self.notify.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Work for the JS host, drained after every poll.
@@ -87,47 +110,111 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl JsToolQueues {
+    /// Queues whose new work is announced through `notify`.
+    pub fn with_notify(notify: Notify) -> Self {
+        Self {
+            notify: Some(notify),
+            ..Self::default()
+        }
+    }
+
+    /// Adds to the outbox, announcing the work when the outbox was empty (the host drains it
+    /// all at once, so one announcement per batch is enough).
+    fn post(&self, add: impl FnOnce(&mut Outbox)) {
+        let was_empty = {
+            let mut outbox = lock(&self.outbox);
+            let was_empty = outbox.invocations.is_empty() && outbox.aborts.is_empty();
+            add(&mut outbox);
+            was_empty
+        };
+        if was_empty && let Some(notify) = &self.notify {
+            notify();
+        }
+    }
+
     /// Takes the queued invocations and aborts.
     pub fn drain(&self) -> Outbox {
         std::mem::take(&mut *lock(&self.outbox))
     }
 
-    /// Delivers a batch of replies (JSON array of `{callId, content, contentIsJson, isError}`);
-    /// returns how many calls were still waiting.
+    /// Delivers a batch of replies and progress reports, in order (JSON array of
+    /// `{callId, content, contentIsJson, isError}` or `{callId, progress: true, data}`); returns how many
+    /// replies reached a call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Incoming {
             call_id: u32,
-            #[serde(flatten)]
-            reply: ToolReply,
+            #[serde(default)]
+            progress: bool,
+            #[serde(default)]
+            data: serde_json::Value,
+            #[serde(default)]
+            content: String,
+            #[serde(default)]
+            content_is_json: bool,
+            #[serde(default)]
+            is_error: bool,
         }
         let replies: Vec<Incoming> = serde_json::from_str(replies_json)?;
         let mut delivered = 0;
-        for Incoming { call_id, reply } in replies {
-            delivered += u32::from(self.complete(call_id, reply));
+        for incoming in replies {
+            if incoming.progress {
+                self.progress(incoming.call_id, incoming.data);
+                continue;
+            }
+            let reply = ToolReply {
+                content: incoming.content,
+                content_is_json: incoming.content_is_json,
+                is_error: incoming.is_error,
+            };
+            delivered += u32::from(self.complete(incoming.call_id, reply));
         }
         Ok(delivered)
+    }
+
+    /// Forwards a progress report of a running call to its turn (dropped once it ended).
+    pub fn progress(&self, call_id: u32, data: serde_json::Value) {
+        let sender = lock(&self.waiting)
+            .get(&call_id)
+            .and_then(|waiting| waiting.progress.clone());
+        if let Some(sender) = sender {
+            sender.send(data);
+        }
     }
 
     /// Delivers the reply of call `call_id`. Returns false when nobody waits for it any more
     /// (the call was dropped after a timeout or cancellation).
     pub fn complete(&self, call_id: u32, reply: ToolReply) -> bool {
         match lock(&self.waiting).remove(&call_id) {
-            Some(sender) => sender.send(reply).is_ok(),
+            Some(waiting) => waiting.reply.send(reply).is_ok(),
             None => false,
         }
     }
 
-    fn start(&self, name: &str, tool_use_id: &str, input: serde_json::Value) -> PendingCall<'_> {
+    fn start(
+        &self,
+        name: &str,
+        tool_use_id: &str,
+        input: serde_json::Value,
+        progress: Option<ProgressSender>,
+    ) -> PendingCall<'_> {
         let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = oneshot::channel();
-        lock(&self.waiting).insert(call_id, sender);
-        lock(&self.outbox).invocations.push(ToolInvocation {
+        lock(&self.waiting).insert(
             call_id,
-            name: name.to_owned(),
-            tool_use_id: tool_use_id.to_owned(),
-            input,
+            Waiting {
+                reply: sender,
+                progress,
+            },
+        );
+        self.post(|outbox| {
+            outbox.invocations.push(ToolInvocation {
+                call_id,
+                name: name.to_owned(),
+                tool_use_id: tool_use_id.to_owned(),
+                input,
+            });
         });
         PendingCall {
             queues: self,
@@ -138,9 +225,7 @@ impl JsToolQueues {
     }
 
     fn abort(&self, call_id: u32, reason: &'static str) {
-        lock(&self.outbox)
-            .aborts
-            .push(ToolAbort { call_id, reason });
+        self.post(|outbox| outbox.aborts.push(ToolAbort { call_id, reason }));
     }
 
     /// Calls tool `name` in JavaScript and waits for its reply. When `cancel` fires first, the
@@ -152,9 +237,10 @@ impl JsToolQueues {
         tool_use_id: &str,
         input: serde_json::Value,
         cancel: CancellationToken,
+        progress: Option<ProgressSender>,
         reason: impl Fn() -> &'static str,
     ) -> ToolReply {
-        let mut pending = self.start(name, tool_use_id, input);
+        let mut pending = self.start(name, tool_use_id, input, progress);
         let Some(mut receiver) = pending.receiver.take() else {
             return ToolReply::error("internal: call started twice");
         };
@@ -201,8 +287,15 @@ mod tests {
         let token = CancellationToken::new();
         let q = queues.clone();
         let call = tokio::spawn(async move {
-            q.call("echo", "t1", serde_json::json!({}), token, || "aborted")
-                .await
+            q.call(
+                "echo",
+                "t1",
+                serde_json::json!({}),
+                token,
+                None,
+                || "aborted",
+            )
+            .await
         });
         let invocation = loop {
             if let Some(inv) = queues.drain().invocations.pop() {
@@ -233,6 +326,7 @@ mod tests {
                     &format!("t{i}"),
                     serde_json::json!({ "i": i }),
                     CancellationToken::new(),
+                    None,
                     || "aborted",
                 )
                 .await
@@ -266,7 +360,7 @@ mod tests {
         let q = queues.clone();
         let t = token.clone();
         let call = tokio::spawn(async move {
-            q.call("slow", "t1", serde_json::json!({}), t, || "timeout")
+            q.call("slow", "t1", serde_json::json!({}), t, None, || "timeout")
                 .await
         });
         let id = loop {
@@ -297,6 +391,7 @@ mod tests {
                 "t1",
                 "{}".into(),
                 CancellationToken::new(),
+                None,
                 || "aborted",
             )
             .await

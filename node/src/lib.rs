@@ -6,11 +6,14 @@
 //! `internal`, never as a process abort. The JavaScript wrappers in `lib/` turn those errors into
 //! `FerroloopError` subclasses.
 
+pub mod agent;
+pub mod client;
 pub mod decode;
 pub mod error;
 pub mod exec;
 pub mod guard;
 pub mod js_tools;
+pub mod pump;
 pub mod sse;
 pub mod tokens;
 
@@ -20,6 +23,13 @@ use napi_derive::napi;
 // V8 churns the system allocator; mimalloc measured faster for the addon's own allocations.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[napi(js_name = "_debugArmPanics")]
+/// Makes every native entry point panic inside its boundary (`true`) or behave (`false`): lets
+/// the test suite prove that no entry point lets a panic reach Node.
+pub fn debug_arm_panics(armed: bool) {
+    guard::arm(armed);
+}
 
 /// Panics on purpose, inside the panic boundary: lets the test suite prove that a Rust panic
 /// surfaces as a `FerroloopError` with code `internal` and leaves the process running.

@@ -373,3 +373,30 @@ impl NativeContextTracker {
         guard::sync(|| Ok(self.inner.bytes_estimated() as f64))
     }
 }
+
+/// Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`; without it, and for
+/// the families with no offline vocabulary, an `unsupported` error).
+#[napi(js_name = "countTokens")]
+pub fn count_tokens(text: String, tokenizer: String) -> napi::Result<f64> {
+    guard::sync(|| {
+        let family = family(Some(tokenizer))?;
+        count_exact(&text, family).map_err(Into::into)
+    })
+}
+
+#[cfg(feature = "exact")]
+fn count_exact(text: &str, family: Family) -> Result<f64, FerroloopError> {
+    core_tokens::count_exact(text, family)
+        .map(|n| n as f64)
+        .map_err(|err| FerroloopError::new(crate::error::ErrorCode::Unsupported, err.to_string()))
+}
+
+#[cfg(not(feature = "exact"))]
+fn count_exact(_text: &str, family: Family) -> Result<f64, FerroloopError> {
+    Err(FerroloopError::new(
+        crate::error::ErrorCode::Unsupported,
+        format!(
+            "countTokens({family}): this build of the addon has no exact tokenizer (built without the cargo feature `exact`); use estimateTokens"
+        ),
+    ))
+}

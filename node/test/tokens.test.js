@@ -2,7 +2,8 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 
-const { estimateTokens, estimateRequest, ContextBudget, ContextTracker, InvalidArgumentError } = require('../lib/index.js')
+const ferroloop = require('../lib/index.js')
+const { estimateTokens, estimateRequest, ContextBudget, ContextTracker, InvalidArgumentError } = ferroloop
 
 test('estimateTokens: strings and bytes agree, families differ, CJK is not chars/4', () => {
   const prose = 'The executor runs safe tools in parallel and returns results in request order. '.repeat(20)
@@ -94,4 +95,13 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
   assert.throws(() => tracker.recordUsage({ nothing: 1 }), InvalidArgumentError)
   assert.throws(() => new ContextTracker({ tokenizer: 'nope' }), InvalidArgumentError)
   assert.throws(() => estimateTokens(42), InvalidArgumentError)
+})
+
+test('countTokens counts exactly for o200k and cl100k; other families are UnsupportedError', () => {
+  assert.equal(ferroloop.countTokens('hello world', 'o200k'), 2)
+  assert.equal(ferroloop.countTokens('hello world', 'cl100k'), 2)
+  assert.equal(ferroloop.countTokens('', 'o200k'), 0)
+  assert.throws(() => ferroloop.countTokens('hello', 'claude'), (err) => err instanceof ferroloop.UnsupportedError && err.code === 'unsupported')
+  assert.throws(() => ferroloop.countTokens('hello', 'nope'), ferroloop.InvalidArgumentError)
+  assert.throws(() => ferroloop.countTokens(5, 'o200k'), ferroloop.InvalidArgumentError)
 })

@@ -1,0 +1,185 @@
+'use strict'
+// Agent: the native agent loop over a Client, with JS tools (registered on a ToolExecutor)
+// and/or the native built-in tools. The loop runs on the native async runtime; JS tool calls
+// are announced through an unref'd wake function and answered like the executor's.
+
+const native = require('../index.js')
+const { InvalidArgumentError, InternalError, callNative, fromErrorItem } = require('./errors.js')
+const { Client, ItemSource, checkSignal } = require('./client.js')
+const { ToolExecutor, executorInternals, replyBatcher } = require('./exec.js')
+
+const BUILTIN_TOOLS = new Set(['read', 'write', 'edit', 'glob', 'grep', 'bash'])
+const isObject = (v) => v !== null && typeof v === 'object'
+
+// Agent events cross in the core's serialization (snake_case); API objects are camelCase in
+// JS, durations in milliseconds with an `Ms` suffix. Payloads (input, usage, messages, data)
+// keep their wire shape.
+const RENAMES = { duration: 'durationMs', wait: 'waitMs', time_to_first_token: 'timeToFirstTokenMs' }
+const camel = (key) => RENAMES[key] ?? key.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+
+function jsEvent(event) {
+  const out = {}
+  for (const key of Object.keys(event)) out[key === 'type' ? key : camel(key)] = event[key]
+  return out
+}
+
+/** A run: its events as an async iterable (the last is `stop`), or just the stop event. */
+class AgentRun {
+  #source
+  #iterating = false
+  #stop
+  #resolve
+  #reject
+
+  /** @internal */
+  constructor(source) {
+    this.#source = source
+    this.#stop = new Promise((resolve, reject) => {
+      this.#resolve = resolve
+      this.#reject = reject
+    })
+    this.#stop.catch(() => {})
+  }
+
+  async *[Symbol.asyncIterator]() {
+    if (this.#iterating) throw new InvalidArgumentError('an AgentRun can be iterated once')
+    this.#iterating = true
+    try {
+      for (;;) {
+        const item = await this.#source.next()
+        if (item === undefined) throw new InternalError('the agent run ended without a stop event')
+        if (item.type === 'error') throw fromErrorItem(item.error)
+        const event = jsEvent(item)
+        if (event.type === 'stop') {
+          this.#source.close()
+          this.#resolve(event)
+          yield event
+          return
+        }
+        yield event
+      }
+    } catch (err) {
+      this.#reject(err)
+      throw err
+    } finally {
+      // Leaving early cancels the run (its tools are cancelled too).
+      if (!this.#source.ended) this.#source.abort()
+    }
+  }
+
+  /** The `stop` event (reason, final history, totals); consumes the events nobody reads. */
+  async result() {
+    if (!this.#iterating) {
+      for await (const _ of this) {
+        // Only the stop event is wanted.
+      }
+    }
+    return this.#stop
+  }
+
+  /** Cancels the run: running tools are aborted; the run still ends with a `stop` event (reason `aborted`). */
+  abort() {
+    this.#source.abort()
+  }
+}
+
+function optionalNumber(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'number' || Number.isNaN(value)) throw new InvalidArgumentError(`${what} must be a number`)
+  return value
+}
+
+/** Splits `tools` into a ToolExecutor (JS tools) and built-in tool names. */
+function toolSources(tools) {
+  if (tools === undefined || tools === null) return { executor: null, builtins: [] }
+  const list = Array.isArray(tools) ? tools : [tools]
+  let executor = null
+  const builtins = []
+  for (const entry of list) {
+    if (entry instanceof ToolExecutor) {
+      if (executor !== null) throw new InvalidArgumentError('Agent: give at most one ToolExecutor')
+      executor = entry
+    } else if (typeof entry === 'string') {
+      if (!BUILTIN_TOOLS.has(entry)) {
+        throw new InvalidArgumentError(`Agent: no built-in tool named ${JSON.stringify(entry)} (expected one of ${[...BUILTIN_TOOLS].join(', ')})`)
+      }
+      builtins.push(entry)
+    } else {
+      throw new InvalidArgumentError('Agent: tools must be a ToolExecutor, built-in tool names, or an array of them')
+    }
+  }
+  return { executor, builtins }
+}
+
+/** An agent: the loop (model call, stream decode, tools, results, next turn) over a Client. */
+class Agent {
+  #native
+  #host = null
+  #complete = null
+
+  /**
+   * @param {Client} client
+   * @param {import('./index').AgentOptions} options
+   */
+  constructor(client, options) {
+    if (!(client instanceof Client)) throw new InvalidArgumentError('Agent: the first argument must be a Client')
+    if (!isObject(options) || typeof options.model !== 'string' || options.model === '') {
+      throw new InvalidArgumentError('Agent: options.model must be a non-empty string')
+    }
+    const { executor, builtins } = toolSources(options.tools)
+    const internals = executor === null ? { options: {}, specs: [], host: null } : executorInternals(executor)
+    this.#host = internals.host
+    const nativeOptions = {
+      model: options.model,
+      system: options.system,
+      maxTurns: optionalNumber(options.maxTurns, 'maxTurns'),
+      maxTokens: optionalNumber(options.maxTokens, 'maxTokens'),
+      tokenBudget: optionalNumber(options.tokenBudget, 'tokenBudget'),
+      maxContinuations: optionalNumber(options.maxContinuations, 'maxContinuations'),
+      keepRecentToolResults: optionalNumber(options.keepRecentToolResults, 'keepRecentToolResults'),
+      promptCaching: options.promptCaching,
+      tokenizer: options.tokenizer,
+      extraJson: options.extra === undefined ? undefined : JSON.stringify(options.extra),
+      workspace: options.workspace,
+    }
+    this.#native = callNative(
+      () => new native.Agent(client._native, nativeOptions, internals.options, internals.specs, builtins, () => this.#dispatch()),
+    )
+    this.#complete = replyBatcher(this.#native)
+  }
+
+  /** Starts the JS tool calls the loop queued and delivers the aborts (on the JS thread). */
+  #dispatch() {
+    const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
+    for (const abort of out.aborts) this.#host?.abort(abort)
+    for (const invocation of out.invocations) this.#host.start(invocation, this.#complete)
+  }
+
+  /** The tool definitions sent to the model (sorted by name). */
+  toolDefinitions() {
+    return JSON.parse(callNative(() => this.#native.toolDefinitionsJson()))
+  }
+
+  /**
+   * Runs the loop for `prompt` (a string or content blocks), or continues `messages` (ending
+   * with a user message). Returns an AgentRun: `for await` its events, or `await run.result()`.
+   */
+  run(prompt, { signal, messages } = {}) {
+    signal = checkSignal(signal, 'run')
+    let history
+    if (messages !== undefined) {
+      if (!Array.isArray(messages)) throw new InvalidArgumentError('run: messages must be an array')
+      history = prompt === undefined || prompt === null ? messages : [...messages, { role: 'user', content: prompt }]
+    } else {
+      if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
+        throw new InvalidArgumentError('run: the prompt must be a string or an array of content blocks')
+      }
+      history = [{ role: 'user', content: prompt }]
+    }
+    const source = new ItemSource(callNative(() => this.#native.runJson(JSON.stringify(history))), signal)
+    if (signal?.aborted) source.abort()
+    return new AgentRun(source)
+  }
+}
+
+module.exports = { Agent, AgentRun }

@@ -1,0 +1,270 @@
+'use strict'
+// Client: the native streaming HTTP client (retries, backoff, watchdogs, decoding). Requests run
+// on the native async runtime; their items arrive in batches through a native EventStream.
+
+const native = require('../index.js')
+const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError } = require('./errors.js')
+
+const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
+const isObject = (v) => v !== null && typeof v === 'object'
+
+function checkSignal(signal, what) {
+  if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+    throw new InvalidArgumentError(`${what}: signal must be an AbortSignal`)
+  }
+  return signal ?? undefined
+}
+
+function abortErrorFor(signal, message) {
+  return new AbortError(message, { cause: signal?.reason })
+}
+
+/**
+ * Pulls the items of a native EventStream: every batch the native side has ready, one Promise
+ * per batch. `signal` aborts the native producer (the HTTP request, the agent run).
+ * @internal
+ */
+class ItemSource {
+  #native
+  #batch = []
+  #head = 0
+  #ended = false
+  #signal
+  #onAbort
+
+  constructor(nativeStream, signal) {
+    this.#native = nativeStream
+    this.#signal = signal
+    if (signal !== undefined) {
+      this.#onAbort = () => this.abort()
+      signal.addEventListener('abort', this.#onAbort, { once: true })
+    }
+  }
+
+  /** The next item, or undefined once the stream has ended. */
+  async next() {
+    while (this.#head >= this.#batch.length) {
+      if (this.#ended) return undefined
+      let text
+      try {
+        text = await this.#native.nextJson()
+      } catch (err) {
+        this.#end()
+        throw toFerroloopError(err)
+      }
+      if (text === null) {
+        this.#end()
+        return undefined
+      }
+      this.#batch = JSON.parse(text)
+      this.#head = 0
+    }
+    const item = this.#batch[this.#head]
+    this.#batch[this.#head++] = undefined
+    return item
+  }
+
+  abort() {
+    if (!this.#ended) callNative(() => this.#native.abort())
+  }
+
+  /** The final item was read: stop listening to the signal. */
+  close() {
+    this.#end()
+  }
+
+  #end() {
+    this.#ended = true
+    if (this.#onAbort !== undefined) this.#signal.removeEventListener('abort', this.#onAbort)
+  }
+
+  get ended() {
+    return this.#ended
+  }
+}
+
+/** The error an `error` item stands for (an AbortError carries the signal's reason). */
+function errorOf(item, signal) {
+  if (item.error.code === 'aborted') return abortErrorFor(signal, item.error.message)
+  return fromErrorItem(item.error)
+}
+
+/** A streaming response: typed events as an async iterable, then the final message. */
+class MessageStream {
+  #source
+  #signal
+  #iterating = false
+  #message = null
+  #metrics = null
+  #done
+  #resolve
+  #reject
+
+  /** @internal */
+  constructor(source, signal) {
+    this.#source = source
+    this.#signal = signal
+    this.#done = new Promise((resolve, reject) => {
+      this.#resolve = resolve
+      this.#reject = reject
+    })
+    // Observed through message(); without this an unread failure would be an unhandled rejection.
+    this.#done.catch(() => {})
+  }
+
+  /** Typed events (`text_delta`, `tool_use_ready`, ..., `retry`, `stalled`); throws the request's error. */
+  async *[Symbol.asyncIterator]() {
+    if (this.#iterating) throw new InvalidArgumentError('a MessageStream can be iterated once')
+    this.#iterating = true
+    try {
+      for (;;) {
+        const item = await this.#source.next()
+        if (item === undefined) {
+          const err = new InternalError('the native stream ended without a message')
+          this.#reject(err)
+          throw err
+        }
+        if (item.type === 'message' || item.type === 'error') this.#source.close()
+        if (item.type === 'message') {
+          this.#message = item.message
+          this.#metrics = item.metrics
+          this.#resolve(item.message)
+          return
+        }
+        if (item.type === 'error') {
+          const err = errorOf(item, this.#signal)
+          this.#reject(err)
+          throw err
+        }
+        yield item
+      }
+    } catch (err) {
+      this.#reject(err)
+      throw err
+    } finally {
+      // Leaving the loop early (break, an exception in the body) cancels the request.
+      if (!this.#source.ended) {
+        this.#source.abort()
+        this.#reject(abortErrorFor(this.#signal, 'the stream was abandoned before the message completed'))
+      }
+    }
+  }
+
+  /**
+   * The final message, in the provider's non-streaming shape. Reads the rest of the stream
+   * when nobody iterates it; rejects with the request's error (a StreamTruncatedError carries
+   * `partial`, the message received so far).
+   */
+  async message() {
+    if (!this.#iterating) {
+      for await (const _ of this) {
+        // The events are not needed, only the final message.
+      }
+    }
+    return this.#done
+  }
+
+  /** Alias of {@link message}. */
+  finalMessage() {
+    return this.message()
+  }
+
+  /** Cancels the request now (the iteration throws an AbortError). */
+  abort() {
+    this.#source.abort()
+  }
+
+  /** The request's measurements, once the message completed (else null). */
+  get metrics() {
+    return this.#metrics
+  }
+
+  /** The final message once completed (else null). */
+  get completedMessage() {
+    return this.#message
+  }
+}
+
+function nativeOptions(options) {
+  if (!isObject(options)) throw new InvalidArgumentError('Client options must be an object')
+  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, timeouts, headers, anthropicVersion, anthropicBeta } = options
+  if (provider !== undefined && !PROVIDERS.has(provider)) {
+    throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
+  }
+  if (maxRetries !== undefined && !(Number.isInteger(maxRetries) && maxRetries >= 0)) {
+    throw new InvalidArgumentError('maxRetries must be a non-negative integer')
+  }
+  if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
+  if (headers !== undefined && !isObject(headers)) throw new InvalidArgumentError('headers must be an object')
+  return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, timeouts, headers, anthropicVersion, anthropicBeta }
+}
+
+function requestJson(request, what) {
+  if (!isObject(request) || Array.isArray(request)) throw new InvalidArgumentError(`${what}: the request must be an object`)
+  return JSON.stringify(request)
+}
+
+/** A client for one provider endpoint (Anthropic Messages or OpenAI-compatible). */
+class Client {
+  #native
+
+  /** @param {import('./index').ClientOptions} [options] */
+  constructor(options = {}) {
+    this.#native = callNative(() => new native.Client(nativeOptions(options)))
+  }
+
+  /** `anthropic`, `openai-chat` or `openai-responses`. */
+  get provider() {
+    return callNative(() => this.#native.provider)
+  }
+
+  /** The endpoint's base URL. */
+  get baseUrl() {
+    return callNative(() => this.#native.baseUrl)
+  }
+
+  /** @internal The native client (for Agent). */
+  get _native() {
+    return this.#native
+  }
+
+  /** Starts a streaming request (`stream: true` is set for you). */
+  stream(request, { signal } = {}) {
+    signal = checkSignal(signal, 'stream')
+    const body = requestJson(request, 'stream')
+    if (signal?.aborted) {
+      const stream = new MessageStream(new AbortedSource(), signal)
+      return stream
+    }
+    const source = new ItemSource(callNative(() => this.#native.streamJson(body)), signal)
+    return new MessageStream(source, signal)
+  }
+
+  /** A non-streaming request; resolves with the provider's JSON response. */
+  async create(request, { signal } = {}) {
+    signal = checkSignal(signal, 'create')
+    const body = requestJson(request, 'create')
+    if (signal?.aborted) throw abortErrorFor(signal, 'the request was aborted before it started')
+    const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)
+    const item = await source.next()
+    source.close()
+    if (item === undefined) throw new InternalError('the native request ended without a response')
+    if (item.type === 'error') throw errorOf(item, signal)
+    return item.body
+  }
+}
+
+/** The source of a stream whose signal was aborted before it started. */
+class AbortedSource {
+  ended = false
+  close() {
+    this.ended = true
+  }
+  async next() {
+    this.ended = true
+    return { type: 'error', error: { code: 'aborted', message: 'the request was aborted before it started' } }
+  }
+  abort() {}
+}
+
+module.exports = { Client, MessageStream, ItemSource, checkSignal }

@@ -1,0 +1,243 @@
+//! `Agent` for JavaScript: the core agent loop (`ferroloop::agent::Agent`) over a [`Client`],
+//! with tools implemented in JavaScript and/or the native built-in tools.
+//!
+//! A run executes on napi's tokio runtime. Its JavaScript tool calls are queued in the agent's
+//! [`JsToolQueues`], whose notifier wakes the JS wrapper (an unref'd thread-safe function) to
+//! drain and start them; replies come back through `completeJson`, as for `ToolExecutor`. The
+//! run's events reach JavaScript through an [`EventStream`](crate::pump::NativeEventStream) of
+//! JSON items (the core's `AgentEvent` serialization).
+
+use std::sync::Arc;
+
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent};
+use ferroloop::exec::{ToolExecutor, ToolRegistry};
+use ferroloop::tools::{self as builtin_tools, Workspace};
+use futures_util::StreamExt;
+use napi::Status;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::client::NativeClient;
+use crate::error::FerroloopError;
+use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config};
+use crate::guard;
+use crate::js_tools::JsToolQueues;
+use crate::pump::{self, NativeEventStream, OnAbort};
+
+/// How an agent is configured.
+#[napi(object)]
+#[derive(Debug, Default, Clone)]
+pub struct AgentOptions {
+    /// The model name sent in requests.
+    pub model: String,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// Model calls at most (default 50).
+    pub max_turns: Option<u32>,
+    /// `max_tokens` of each request (default 8,192).
+    pub max_tokens: Option<f64>,
+    /// Input + output tokens over the whole run, at most.
+    pub token_budget: Option<f64>,
+    /// How many times a `max_tokens` stop in text is continued (default 3).
+    pub max_continuations: Option<u32>,
+    /// How many recent tool results microcompact keeps (default 5).
+    pub keep_recent_tool_results: Option<u32>,
+    /// Place `cache_control` breakpoints (default true).
+    pub prompt_caching: Option<bool>,
+    /// The tokenizer family for estimates (`claude` by default).
+    pub tokenizer: Option<String>,
+    /// Extra fields merged into every request, as a JSON object (temperature, thinking, ...).
+    pub extra_json: Option<String>,
+    /// The directory the built-in tools are confined to (default: the current directory).
+    pub workspace: Option<String>,
+}
+
+fn whole(value: f64, what: &str) -> Result<u64, FerroloopError> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
+        Ok(value as u64)
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative integer, got {value}"
+        )))
+    }
+}
+
+fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
+    if options.model.is_empty() {
+        return Err(FerroloopError::invalid_argument("an agent needs a model"));
+    }
+    let mut config = AgentConfig::new(options.model.clone());
+    config.system.clone_from(&options.system);
+    if let Some(n) = options.max_turns {
+        config.limits.max_turns = n;
+    }
+    if let Some(n) = options.max_tokens {
+        config.limits.max_tokens = whole(n, "maxTokens")?;
+    }
+    if let Some(n) = options.token_budget {
+        config.limits.token_budget = Some(whole(n, "tokenBudget")?);
+    }
+    if let Some(n) = options.max_continuations {
+        config.max_continuations = n;
+    }
+    if let Some(n) = options.keep_recent_tool_results {
+        config.keep_recent_tool_results = n as usize;
+    }
+    if let Some(on) = options.prompt_caching {
+        config.prompt_caching = on;
+    }
+    if let Some(name) = &options.tokenizer {
+        config.family = name
+            .parse()
+            .map_err(|err: ferroloop::tokens::UnknownFamily| {
+                FerroloopError::invalid_argument(err.to_string())
+            })?;
+    }
+    if let Some(text) = &options.extra_json {
+        match serde_json::from_str(text) {
+            Ok(Value::Object(extra)) => config.extra = extra,
+            _ => {
+                return Err(FerroloopError::invalid_argument(
+                    "extra must be a JSON object",
+                ));
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// An agent: a client, tools and a configuration. Each `run` is independent.
+#[napi(js_name = "Agent")]
+pub struct NativeAgent {
+    inner: Agent,
+    queues: Arc<JsToolQueues>,
+}
+
+#[napi]
+impl NativeAgent {
+    /// An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
+    /// announced through `wake`) and the built-in tools named in `builtins`.
+    #[napi(
+        constructor,
+        ts_args_type = "client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void"
+    )]
+    pub fn new(
+        client: &NativeClient,
+        options: AgentOptions,
+        executor_options: ExecutorOptions,
+        tools: Vec<ToolSpec>,
+        builtins: Vec<String>,
+        wake: WakeFn,
+    ) -> napi::Result<Self> {
+        guard::sync(|| {
+            let config = agent_config(&options)?;
+            let notify = Arc::new(move || {
+                let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+                if status != Status::Ok {
+                    tracing::debug!(?status, "could not wake the JavaScript tool host");
+                }
+            });
+            let queues = Arc::new(JsToolQueues::with_notify(notify));
+            let mut registry = ToolRegistry::new();
+            for spec in tools {
+                let tool = JsTool::from_spec(spec, queues.clone())?;
+                registry
+                    .register(tool)
+                    .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
+            }
+            if !builtins.is_empty() {
+                let root = match &options.workspace {
+                    Some(dir) => std::path::PathBuf::from(dir),
+                    None => std::env::current_dir().map_err(|err| {
+                        FerroloopError::invalid_argument(format!(
+                            "no workspace given and no current directory: {err}"
+                        ))
+                    })?,
+                };
+                let workspace = Workspace::new(&root).map_err(|err| {
+                    FerroloopError::invalid_argument(format!("workspace {}: {err}", root.display()))
+                })?;
+                for name in &builtins {
+                    let tool = builtin_tools::builtin(name, &workspace).ok_or_else(|| {
+                        FerroloopError::invalid_argument(format!(
+                            "no built-in tool named {name:?} (expected one of {})",
+                            builtin_tools::BUILTIN_TOOL_NAMES.join(", ")
+                        ))
+                    })?;
+                    registry
+                        .register(tool)
+                        .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
+                }
+            }
+            let executor = ToolExecutor::builder(registry)
+                .config(executor_config(executor_options)?)
+                .build();
+            let inner = Agent::new(config, client.model(), Arc::new(executor));
+            Ok(Self { inner, queues })
+        })
+    }
+
+    /// The tool definitions sent to the model (JSON array, sorted by name).
+    #[napi(js_name = "toolDefinitionsJson")]
+    pub fn tool_definitions_json(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(Value::Array(self.inner.tool_definitions()).to_string()))
+    }
+
+    /// Starts a run continuing `messages` (a JSON array ending with a user message); its
+    /// events arrive on the returned stream, the last one being `stop`.
+    #[napi(js_name = "runJson")]
+    pub fn run_json(&self, messages_json: String) -> napi::Result<NativeEventStream> {
+        guard::sync(|| {
+            let messages: Vec<Value> = serde_json::from_str(&messages_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("messages must be a JSON array: {err}"))
+            })?;
+            let agent = self.inner.clone();
+            pump::start(OnAbort::TellProducer, move |sink, cancel| async move {
+                let mut run = agent.run_messages(messages);
+                let mut cancelled = false;
+                loop {
+                    let event = tokio::select! {
+                        biased;
+                        () = cancel.cancelled(), if !cancelled => {
+                            // The run stops with `aborted` and a valid history: keep reading.
+                            cancelled = true;
+                            run.cancel();
+                            continue;
+                        }
+                        event = run.next() => event,
+                    };
+                    let Some(event) = event else { return };
+                    let last = matches!(event, AgentEvent::Stop { .. });
+                    if !sink.send_json(&event).await || last {
+                        return;
+                    }
+                }
+            })
+        })
+    }
+
+    /// The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON).
+    #[napi(js_name = "drainToolsJson")]
+    pub fn drain_tools_json(&self) -> napi::Result<String> {
+        guard::sync(|| {
+            let outbox = self.queues.drain();
+            let out = serde_json::json!({
+                "invocations": outbox.invocations,
+                "aborts": outbox.aborts,
+            });
+            Ok(out.to_string())
+        })
+    }
+
+    /// Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`).
+    #[napi(js_name = "completeJson")]
+    pub fn complete_json(&self, replies_json: String) -> napi::Result<u32> {
+        guard::sync(|| {
+            self.queues.complete_many(&replies_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("tool replies are not valid: {err}"))
+                    .into()
+            })
+        })
+    }
+}

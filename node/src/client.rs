@@ -1,0 +1,324 @@
+//! `Client` for JavaScript: the core streaming HTTP client (`ferroloop::client`).
+//!
+//! `stream(body)` and `create(body)` return an [`EventStream`](crate::pump::NativeEventStream)
+//! of JSON items: for a stream, the typed decoder events (`{"type": "text_delta", ...}`), retries
+//! (`{"type": "retry", ...}`) and stall notices, then one `{"type": "message", ...}` or one
+//! `{"type": "error", ...}`; for `create`, one `{"type": "response", ...}` or one error. The
+//! wrappers in `lib/client.js` present them as an async iterable and Promises.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferroloop::client::{Client, ClientConfig, ClientError, MessageItem, Provider, RequestMetrics};
+use ferroloop::exec::CancellationToken;
+use futures_util::StreamExt;
+use napi_derive::napi;
+use serde_json::{Map, Value, json};
+
+use crate::error::FerroloopError;
+use crate::guard;
+use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
+
+/// Watchdog timeouts, in milliseconds.
+#[napi(object)]
+#[derive(Debug, Default, Clone)]
+pub struct ClientTimeouts {
+    /// TCP (and proxy) connection (default 30,000).
+    pub connect_ms: Option<f64>,
+    /// From sending the request to the response headers (default 600,000).
+    pub first_byte_ms: Option<f64>,
+    /// From the headers to the first event (default 90,000).
+    pub first_event_ms: Option<f64>,
+    /// Between two events (default 90,000).
+    pub idle_ms: Option<f64>,
+    /// A gap this long between events is reported once as a `stalled` event (default 30,000).
+    pub stall_notice_ms: Option<f64>,
+    /// The whole request, retries included (default 600,000).
+    pub total_ms: Option<f64>,
+}
+
+/// How a client is configured.
+#[napi(object)]
+#[derive(Debug, Default, Clone)]
+pub struct ClientOptions {
+    /// `anthropic` (default), `openai-chat` or `openai-responses`.
+    pub provider: Option<String>,
+    /// The API key (default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`).
+    pub api_key: Option<String>,
+    /// The endpoint (default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else the public one).
+    pub base_url: Option<String>,
+    /// Retries after the first attempt (default 10; 0 disables retries).
+    pub max_retries: Option<u32>,
+    /// The first backoff ceiling in milliseconds (default 500; doubles on each retry).
+    pub retry_base_delay_ms: Option<f64>,
+    /// Watchdog timeouts.
+    pub timeouts: Option<ClientTimeouts>,
+    /// Extra headers sent with every request.
+    pub headers: Option<HashMap<String, String>>,
+    /// The `anthropic-version` header.
+    pub anthropic_version: Option<String>,
+    /// `anthropic-beta` flags.
+    pub anthropic_beta: Option<Vec<String>>,
+}
+
+fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(Duration::from_secs_f64(value / 1000.0))
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative number of milliseconds, got {value}"
+        )))
+    }
+}
+
+/// The core configuration for `options`: environment defaults, then the explicit options.
+pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError> {
+    let provider = match options.provider.as_deref() {
+        None => Provider::Anthropic,
+        Some(name) => Provider::from_name(name).ok_or_else(|| {
+            FerroloopError::invalid_argument(format!(
+                "unknown provider {name:?} (expected anthropic, openai-chat or openai-responses)"
+            ))
+        })?,
+    };
+    let mut config = ClientConfig::from_env(provider);
+    if let Some(url) = options.base_url {
+        config = config.with_base_url(url);
+    }
+    if let Some(key) = options.api_key {
+        config = config.with_api_key(key);
+    }
+    if let Some(retries) = options.max_retries {
+        config.retry.max_retries = retries;
+    }
+    if let Some(ms) = options.retry_base_delay_ms {
+        config.retry.base_delay = millis(ms, "retryBaseDelayMs")?;
+    }
+    if let Some(t) = options.timeouts {
+        let set = |slot: &mut Duration, ms: Option<f64>, what: &str| {
+            if let Some(ms) = ms {
+                *slot = millis(ms, what)?;
+            }
+            Ok::<_, FerroloopError>(())
+        };
+        set(
+            &mut config.timeouts.connect,
+            t.connect_ms,
+            "timeouts.connectMs",
+        )?;
+        set(
+            &mut config.timeouts.first_byte,
+            t.first_byte_ms,
+            "timeouts.firstByteMs",
+        )?;
+        set(
+            &mut config.timeouts.first_event,
+            t.first_event_ms,
+            "timeouts.firstEventMs",
+        )?;
+        set(&mut config.timeouts.idle, t.idle_ms, "timeouts.idleMs")?;
+        set(
+            &mut config.timeouts.stall_notice,
+            t.stall_notice_ms,
+            "timeouts.stallNoticeMs",
+        )?;
+        set(&mut config.timeouts.total, t.total_ms, "timeouts.totalMs")?;
+    }
+    if let Some(headers) = options.headers {
+        config.headers.extend(headers);
+    }
+    if let Some(version) = options.anthropic_version {
+        config.anthropic_version = version;
+    }
+    if let Some(beta) = options.anthropic_beta {
+        config.anthropic_beta = beta;
+    }
+    Ok(config)
+}
+
+fn ms(duration: Option<Duration>) -> Value {
+    duration.map_or(Value::Null, |d| json!(d.as_secs_f64() * 1e3))
+}
+
+/// The request's measurements, in their JS shape.
+pub fn metrics_json(metrics: &RequestMetrics) -> Value {
+    json!({
+        "requestId": metrics.request_id,
+        "attempts": metrics.attempts,
+        "retries": metrics.retries.len(),
+        "httpVersion": metrics.http_version,
+        "timeToHeadersMs": ms(metrics.time_to_headers),
+        "timeToFirstEventMs": ms(metrics.time_to_first_event),
+        "timeToFirstTokenMs": ms(metrics.time_to_first_token),
+        "totalMs": ms(metrics.total),
+        "bytesReceived": metrics.bytes_received,
+        "events": metrics.events,
+        "usage": metrics.usage,
+    })
+}
+
+/// The error item of a failed request: the code, plus `partial` (the message received before
+/// a truncation), `reason` (the code of a truncation's cause), `errorType` (the provider's) and
+/// `retryAfterMs` where they apply.
+pub fn client_error_item(error: &ClientError) -> String {
+    let mut extra = Map::new();
+    if let ClientError::Truncated { partial, cause, .. } = error {
+        extra.insert(
+            "partial".into(),
+            partial.message.as_deref().cloned().unwrap_or(Value::Null),
+        );
+        let reason = FerroloopError::from(cause.root()).code;
+        extra.insert("reason".into(), json!(reason.as_str()));
+    }
+    if let Some(kind) = error.details().and_then(|d| d.error_type.as_deref()) {
+        extra.insert("errorType".into(), json!(kind));
+    }
+    if let ClientError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    } = error.root()
+    {
+        extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+    }
+    pump::error_item(&FerroloopError::from(error), extra)
+}
+
+/// A client for one provider endpoint; streams and requests run on napi's tokio runtime.
+#[napi(js_name = "Client")]
+pub struct NativeClient {
+    inner: Arc<Client>,
+}
+
+#[napi]
+impl NativeClient {
+    /// A client configured by `options` (the environment supplies the key and URL defaults).
+    #[napi(constructor)]
+    pub fn new(options: ClientOptions) -> napi::Result<Self> {
+        guard::sync(|| {
+            let config = config_of(options)?;
+            let inner = Client::new(config).map_err(|err| FerroloopError::from(&err))?;
+            Ok(Self {
+                inner: Arc::new(inner),
+            })
+        })
+    }
+
+    /// The provider spoken (`anthropic`, `openai-chat`, `openai-responses`).
+    #[napi(getter)]
+    pub fn provider(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.config().provider.name().to_owned()))
+    }
+
+    /// The endpoint's base URL.
+    #[napi(getter, js_name = "baseUrl")]
+    pub fn base_url(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.config().base_url.clone()))
+    }
+
+    /// Starts a streaming request (`body`: the provider's JSON request; `stream: true` is set).
+    #[napi(js_name = "streamJson")]
+    pub fn stream_json(&self, body: String) -> napi::Result<NativeEventStream> {
+        guard::sync(|| {
+            let body = streaming_body(&body)?;
+            let client = self.inner.clone();
+            pump::start(OnAbort::DropProducer, move |sink, cancel| {
+                produce_stream(client, body, sink, cancel)
+            })
+        })
+    }
+
+    /// Starts a non-streaming request; the stream carries one `response` or `error` item.
+    #[napi(js_name = "createJson")]
+    pub fn create_json(&self, body: String) -> napi::Result<NativeEventStream> {
+        guard::sync(|| {
+            let client = self.inner.clone();
+            pump::start(OnAbort::DropProducer, move |sink, _cancel| async move {
+                match client.create(body).await {
+                    Ok(response) => match response.json() {
+                        Ok(json) => {
+                            let item = json!({
+                                "type": "response",
+                                "status": response.status,
+                                "body": json,
+                                "metrics": metrics_json(&response.metrics),
+                            });
+                            sink.send_json(&item).await;
+                        }
+                        Err(error) => {
+                            sink.send(client_error_item(&error)).await;
+                        }
+                    },
+                    Err(error) => {
+                        sink.send(client_error_item(&error)).await;
+                    }
+                }
+            })
+        })
+    }
+}
+
+/// The request body with `"stream": true`.
+fn streaming_body(body: &str) -> Result<String, FerroloopError> {
+    let mut value: Value = serde_json::from_str(body).map_err(|err| {
+        FerroloopError::invalid_argument(format!("the request is not valid JSON: {err}"))
+    })?;
+    let Some(fields) = value.as_object_mut() else {
+        return Err(FerroloopError::invalid_argument(
+            "the request must be a JSON object",
+        ));
+    };
+    fields.insert("stream".into(), Value::Bool(true));
+    Ok(value.to_string())
+}
+
+async fn produce_stream(
+    client: Arc<Client>,
+    body: String,
+    sink: ItemSink,
+    _cancel: CancellationToken,
+) {
+    let mut stream = client.stream_message(body);
+    while let Some(item) = stream.next().await {
+        let delivered = match item {
+            Ok(MessageItem::Event(event)) => sink.send_json(&event).await,
+            Ok(MessageItem::Retry(retry)) => {
+                let item = json!({
+                    "type": "retry",
+                    "attempt": retry.attempt + 1,
+                    "status": retry.status,
+                    "waitMs": retry.wait.as_secs_f64() * 1e3,
+                    "reason": retry.reason,
+                });
+                sink.send_json(&item).await
+            }
+            Ok(MessageItem::Stalled { elapsed }) => {
+                let item = json!({"type": "stalled", "elapsedMs": elapsed.as_secs_f64() * 1e3});
+                sink.send_json(&item).await
+            }
+            Ok(MessageItem::Message(message)) => {
+                let item = json!({
+                    "type": "message",
+                    "message": message,
+                    "metrics": metrics_json(stream.metrics()),
+                });
+                sink.send_json(&item).await;
+                return;
+            }
+            Err(error) => {
+                sink.send(client_error_item(&error)).await;
+                return;
+            }
+        };
+        if !delivered {
+            return;
+        }
+    }
+}
+
+impl NativeClient {
+    /// The client as the agent loop's model.
+    pub fn model(&self) -> Arc<dyn ferroloop::agent::Model> {
+        self.inner.clone()
+    }
+}

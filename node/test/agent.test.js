@@ -1,0 +1,218 @@
+'use strict'
+// Agent against the loopback replay server: the scripted conversation of `ferroloop run`
+// (`serve-replay --agent-model`) with built-in and with JS tools, a scripted turn of parallel JS
+// tool calls with progress and a failing tool, retries inside a run, and aborting a run.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const ferroloop = require('..')
+const { repoRoot } = require('./helpers.js')
+const { startServer, serveScript, anthropicEvents } = require('./replay.js')
+
+const { Agent, Client, ToolExecutor } = ferroloop
+const workspace = path.join(repoRoot, 'node', 'lib')
+
+async function withServer(start, fn) {
+  const server = await start()
+  try {
+    return await fn(new Client({ apiKey: 'test-key', baseUrl: server.url, retryBaseDelayMs: 1 }), server)
+  } finally {
+    await server.close()
+  }
+}
+
+/** Every event of a run, by type, and the stop event. */
+async function collect(run) {
+  const events = []
+  for await (const event of run) events.push(event)
+  const stop = events.at(-1)
+  assert.equal(stop.type, 'stop', 'the last event is stop')
+  return { events, stop, ofType: (type) => events.filter((e) => e.type === type) }
+}
+
+/** Every tool_use in `messages` is answered by exactly one tool_result in the next message. */
+function assertPaired(messages) {
+  messages.forEach((message, i) => {
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) return
+    const uses = message.content.filter((b) => b.type === 'tool_use').map((b) => b.id)
+    if (uses.length === 0) return
+    const results = messages[i + 1].content.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id)
+    assert.deepEqual(results, uses)
+  })
+}
+
+test('the replay conversation runs the built-in tools, several calls in parallel', async () => {
+  await withServer(
+    () => startServer(['--agent-model']),
+    async (client) => {
+      const agent = new Agent(client, { model: 'ferroloop-replay', tools: ['read', 'glob', 'grep'], workspace })
+      assert.deepEqual(
+        agent.toolDefinitions().map((t) => t.name),
+        ['glob', 'grep', 'read'],
+      )
+      const { stop, ofType } = await collect(agent.run('Explore this directory.'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.equal(stop.turns, 3)
+      assert.equal(stop.toolCalls, 5)
+      assert.ok(ofType('text_delta').length > 0)
+      assert.equal(ofType('tool_started').length, 5)
+      const finished = ofType('tool_finished')
+      assert.ok(finished.every((e) => e.status === 'succeeded' && typeof e.durationMs === 'number'))
+      assert.equal(ofType('usage').length, 3)
+      assertPaired(stop.messages)
+    },
+  )
+})
+
+test('JS tools run inside the agent, with progress, answered in request order', async () => {
+  await withServer(
+    () => startServer(['--agent-model']),
+    async (client) => {
+      const executor = new ToolExecutor()
+      const tool = (name) =>
+        executor.tool({ name, concurrencySafe: true }, async (input, ctx) => {
+          ctx.progress({ step: 'started', name })
+          await new Promise((resolve) => setImmediate(resolve))
+          return `${name} result for ${JSON.stringify(input)}`
+        })
+      tool('glob')
+      tool('grep')
+      tool('read')
+      const agent = new Agent(client, { model: 'ferroloop-replay', tools: executor })
+      const { stop, ofType } = await collect(agent.run('Explore this directory.'))
+      assert.equal(stop.reason, 'end_turn')
+      // The script picks its later calls from the tool results, so the count depends on them.
+      assert.ok(stop.toolCalls >= 3, `${stop.toolCalls} tool calls`)
+      assert.equal(ofType('tool_started').length, stop.toolCalls)
+      const progress = ofType('tool_progress')
+      assert.equal(progress.length, stop.toolCalls, 'one progress event per call')
+      assert.equal(progress[0].data.step, 'started')
+      assertPaired(stop.messages)
+      const results = stop.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((b) => b.type === 'tool_result')
+      assert.ok(results.every((r) => !r.is_error && String(r.content).includes('result for')))
+    },
+  )
+})
+
+test('a scripted turn: parallel JS calls, a retry, a throwing and an unknown tool', async () => {
+  const toolTurn = anthropicEvents(
+    [
+      { type: 'text', text: 'Checking.' },
+      { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { key: 'a' } },
+      { type: 'tool_use', id: 'toolu_1b', name: 'lookup', input: { key: 'b' } },
+      { type: 'tool_use', id: 'toolu_2', name: 'explode', input: {} },
+      { type: 'tool_use', id: 'toolu_3', name: 'missing', input: {} },
+    ],
+    { stopReason: 'tool_use' },
+  )
+  const answer = anthropicEvents([{ type: 'text', text: 'Done.' }])
+  const script = {
+    responses: [
+      { status: 529, body: { json: { type: 'error', error: { type: 'overloaded_error', message: 'busy' } } } },
+      { body: { events: toolTurn } },
+      { body: { events: answer } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script, { log: true }),
+    async (client, server) => {
+      // Each lookup waits until both run: they finish only if they run in parallel (otherwise
+      // the first one times out and its result is an error).
+      let started = 0
+      let bothStarted
+      const barrier = new Promise((resolve) => {
+        bothStarted = resolve
+      })
+      const executor = new ToolExecutor()
+        .tool({ name: 'lookup', concurrencySafe: true, timeoutMs: 10000 }, async (input) => {
+          if (++started === 2) bothStarted()
+          await barrier
+          return `value of ${input.key}`
+        })
+        .tool({ name: 'explode' }, () => {
+          throw new Error('kaboom')
+        })
+      const agent = new Agent(client, { model: 'replay', system: 'Be brief.', tools: executor, maxTurns: 5 })
+      const { stop, ofType } = await collect(agent.run('Look up a.'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.equal(ofType('retry').length, 1)
+      assert.equal(ofType('retry')[0].status, 529)
+      assert.equal(typeof ofType('retry')[0].waitMs, 'number')
+      const results = stop.messages[2].content
+      assert.deepEqual(
+        results.map((r) => [r.tool_use_id, r.is_error]),
+        [
+          ['toolu_1', false],
+          ['toolu_1b', false],
+          ['toolu_2', true],
+          ['toolu_3', true],
+        ],
+      )
+      assert.equal(results[0].content, 'value of a')
+      assert.equal(results[1].content, 'value of b')
+      assert.match(JSON.stringify(results[2].content), /kaboom/)
+      const requests = await server.waitForRequests(3)
+      const last = JSON.parse(requests[2].body)
+      assert.equal(last.model, 'replay')
+      assert.deepEqual(
+        last.tools.map((t) => t.name),
+        ['explode', 'lookup'],
+      )
+    },
+  )
+})
+
+test('aborting a run cancels its running JS tool (ctx.signal) and stops with a valid history', async () => {
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      const controller = new AbortController()
+      let sawAbort = null
+      const executor = new ToolExecutor().tool({ name: 'slow' }, (_input, ctx) => {
+        controller.abort()
+        return new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            sawAbort = ctx.signal.reason
+            resolve('stopped')
+          })
+        })
+      })
+      const agent = new Agent(client, { model: 'replay', tools: executor })
+      const { stop } = await collect(agent.run('Go.', { signal: controller.signal }))
+      assert.equal(stop.reason, 'aborted')
+      assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
+      assertPaired(stop.messages)
+    },
+  )
+})
+
+test('maxTurns stops a run that keeps calling tools; result() gives the stop event', async () => {
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      const executor = new ToolExecutor().tool({ name: 'noop', concurrencySafe: true }, () => 'ok')
+      const agent = new Agent(client, { model: 'replay', tools: executor, maxTurns: 2 })
+      const stop = await agent.run('Loop.').result()
+      assert.equal(stop.reason, 'max_turns')
+      assert.equal(stop.turns, 2)
+      assertPaired(stop.messages)
+    },
+  )
+})
+
+test('Agent options are validated', () => {
+  const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
+  assert.throws(() => new Agent({}, { model: 'm' }), ferroloop.InvalidArgumentError)
+  assert.throws(() => new Agent(client, {}), ferroloop.InvalidArgumentError)
+  assert.throws(() => new Agent(client, { model: 'm', tools: ['rm'] }), ferroloop.InvalidArgumentError)
+  assert.throws(() => new Agent(client, { model: 'm', extra: 5 }), ferroloop.InvalidArgumentError)
+  const agent = new Agent(client, { model: 'm', tools: ['read', new ToolExecutor().tool({ name: 'x' }, () => '')] })
+  assert.deepEqual(
+    agent.toolDefinitions().map((t) => t.name),
+    ['read', 'x'],
+  )
+  assert.throws(() => agent.run(42), ferroloop.InvalidArgumentError)
+})

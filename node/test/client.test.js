@@ -1,0 +1,230 @@
+'use strict'
+// Client against the loopback replay server (`ferroloop serve-replay`): streaming and
+// non-streaming requests, retries, every scripted fault, typed errors, AbortSignal.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const ferroloop = require('..')
+const { fixturesDir } = require('./helpers.js')
+const { serveScript, anthropicEvents, header } = require('./replay.js')
+
+const { Client, FerroloopError } = ferroloop
+const request = { model: 'replay', max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] }
+const hello = (extra = {}) => ({ body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, world' }]) }, ...extra })
+const errorBody = (type, message) => ({ json: { type: 'error', error: { type, message } } })
+
+/** Runs `fn(client, server)` against a server for `responses`, then stops the server. */
+async function withServer(responses, clientOptions, fn) {
+  const server = await serveScript({ responses }, { log: true })
+  try {
+    const client = new Client({ apiKey: 'test-key', baseUrl: server.url, retryBaseDelayMs: 1, ...clientOptions })
+    return await fn(client, server)
+  } finally {
+    await server.close()
+  }
+}
+
+/** The error `promise` rejects with (fails when it resolves). */
+async function failure(promise) {
+  try {
+    await promise
+  } catch (err) {
+    return err
+  }
+  assert.fail('expected a rejection')
+}
+
+test('a stream yields typed events, then its final message and metrics', async () => {
+  await withServer([hello({ headers: { 'request-id': 'req_1' }, chunk_bytes: 7 })], {}, async (client, server) => {
+    const stream = client.stream(request)
+    const types = []
+    let text = ''
+    for await (const event of stream) {
+      types.push(event.type)
+      if (event.type === 'text_delta') text += event.text
+    }
+    assert.equal(text, 'Hello there, world')
+    assert.equal(types[0], 'message_start')
+    assert.ok(types.includes('block_stop'))
+    const message = await stream.message()
+    assert.deepEqual(message.content, [{ type: 'text', text: 'Hello there, world' }])
+    assert.equal(message.stop_reason, 'end_turn')
+    assert.equal(stream.metrics.requestId, 'req_1')
+    assert.equal(stream.metrics.attempts, 1)
+    const [sent] = await server.waitForRequests(1)
+    assert.equal(JSON.parse(sent.body).stream, true, 'stream: true is set for the caller')
+    assert.equal(header(sent, 'x-api-key'), 'test-key')
+  })
+})
+
+test('message() alone reads the whole stream (a recorded fixture, dripped in 1-byte pieces)', async () => {
+  const fixture = path.join(fixturesDir, 'anthropic', 'tool_use_response.sse')
+  await withServer([{ body: { fixture }, chunk_bytes: 1 }], {}, async (client) => {
+    const message = await client.stream(request).message()
+    const tool = message.content.find((block) => block.type === 'tool_use')
+    assert.ok(tool, 'the fixture holds a tool_use block')
+    assert.equal(typeof tool.input, 'object')
+    assert.ok(fs.existsSync(fixture))
+  })
+})
+
+test('429 with retry-after, 529 and 500 are retried; the retries are reported', async () => {
+  const responses = [
+    { status: 429, headers: { 'retry-after-ms': '5' }, body: errorBody('rate_limit_error', 'slow down') },
+    { status: 529, body: errorBody('overloaded_error', 'Overloaded') },
+    { status: 500, body: errorBody('api_error', 'oops') },
+    hello(),
+  ]
+  await withServer(responses, {}, async (client, server) => {
+    const stream = client.stream(request)
+    const retries = []
+    for await (const event of stream) if (event.type === 'retry') retries.push(event)
+    assert.deepEqual(
+      retries.map((r) => [r.attempt, r.status]),
+      [
+        [2, 429],
+        [3, 529],
+        [4, 500],
+      ],
+    )
+    assert.equal((await stream.message()).content[0].text, 'Hello there, world')
+    assert.equal(stream.metrics.attempts, 4)
+    assert.equal((await server.waitForRequests(4)).length, 4)
+  })
+})
+
+test('a connection reset before the headers is retried', async () => {
+  await withServer([hello({ fault: { kind: 'reset_before_headers' } }), hello()], {}, async (client) => {
+    const stream = client.stream(request)
+    assert.equal((await stream.message()).content[0].text, 'Hello there, world')
+    assert.equal(stream.metrics.attempts, 2)
+  })
+})
+
+test('errors are typed FerroloopErrors with code, status and request id once retries run out', async () => {
+  const cases = [
+    [{ status: 429, headers: { 'retry-after-ms': '20' }, body: errorBody('rate_limit_error', 'slow') }, ferroloop.RateLimitedError, 'rate_limited', 429],
+    [{ status: 529, body: errorBody('overloaded_error', 'busy') }, ferroloop.OverloadedError, 'overloaded', 529],
+    [{ status: 401, body: errorBody('authentication_error', 'bad key') }, ferroloop.AuthenticationError, 'authentication', 401],
+    [{ status: 400, body: errorBody('invalid_request_error', 'prompt is too long: 250000 tokens > 200000 maximum') }, ferroloop.PromptTooLongError, 'prompt_too_long', 400],
+    [{ status: 500, body: errorBody('api_error', 'boom') }, ferroloop.ServerError, 'server', 500],
+  ]
+  for (const [response, Cls, code, status] of cases) {
+    response.headers = { ...response.headers, 'request-id': `req_${code}` }
+    await withServer([response], { maxRetries: 0 }, async (client) => {
+      const err = await failure(client.stream(request).message())
+      assert.ok(err instanceof Cls, `${code}: ${err}`)
+      assert.ok(err instanceof FerroloopError)
+      assert.equal(err.code, code)
+      assert.equal(err.status, status)
+      assert.equal(err.requestId, `req_${code}`)
+      if (code === 'rate_limited') assert.equal(err.retryAfterMs, 20)
+    })
+  }
+})
+
+test('a disconnect mid-stream is a StreamTruncatedError carrying the partial message', async () => {
+  await withServer([hello({ fault: { kind: 'disconnect_after', bytes: 400 } })], { maxRetries: 0 }, async (client) => {
+    const stream = client.stream(request)
+    const seen = []
+    const err = await failure(
+      (async () => {
+        for await (const event of stream) seen.push(event.type)
+      })(),
+    )
+    assert.ok(err instanceof ferroloop.StreamTruncatedError, String(err))
+    assert.equal(err.code, 'stream_truncated')
+    assert.equal(err.reason, 'connection')
+    assert.equal(err.partial.id, 'msg_test', 'the partial message is attached')
+    assert.ok(seen.includes('message_start'), 'events before the break were delivered')
+    assert.equal(await failure(stream.message()), err, 'message() rejects with the same error')
+  })
+})
+
+test('a stall mid-stream trips the idle watchdog; a stall before any event is a TimeoutError', async () => {
+  const timeouts = { idleMs: 200, firstEventMs: 200 }
+  await withServer([hello({ fault: { kind: 'stall_after', bytes: 400, ms: 10000 } })], { maxRetries: 0, timeouts }, async (client) => {
+    const err = await failure(client.stream(request).message())
+    assert.equal(err.code, 'stream_truncated')
+    assert.equal(err.reason, 'timeout')
+    assert.equal(err.partial.id, 'msg_test')
+  })
+  await withServer([hello({ fault: { kind: 'stall_after', bytes: 0, ms: 10000 } })], { maxRetries: 0, timeouts }, async (client) => {
+    const err = await failure(client.stream(request).message())
+    assert.ok(err instanceof ferroloop.TimeoutError, String(err))
+  })
+})
+
+test('an error event and malformed JSON mid-stream end the stream with typed errors', async () => {
+  const start = anthropicEvents([{ type: 'text', text: 'Hello' }]).slice(0, 3)
+  const errorEvent = { event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }
+  const malformed = { event: 'content_block_delta', data: '{"type": "content_block_delta", "index": 0, "delta": {' }
+  await withServer([{ body: { events: [...start, errorEvent] } }], { maxRetries: 0 }, async (client) => {
+    const err = await failure(client.stream(request).message())
+    assert.equal(err.code, 'stream_truncated')
+    assert.equal(err.reason, 'overloaded')
+    assert.equal(err.errorType, 'overloaded_error')
+  })
+  await withServer([{ body: { events: [...start, malformed] } }], { maxRetries: 0 }, async (client) => {
+    const err = await failure(client.stream(request).message())
+    assert.equal(err.code, 'stream_truncated')
+    assert.equal(err.reason, 'protocol')
+  })
+})
+
+test('AbortSignal aborts a stalled stream promptly with an AbortError', async () => {
+  await withServer([hello({ fault: { kind: 'stall_after', bytes: 400, ms: 60000 } })], {}, async (client) => {
+    const controller = new AbortController()
+    const stream = client.stream(request, { signal: controller.signal })
+    const err = await failure(
+      (async () => {
+        for await (const event of stream) {
+          if (event.type === 'message_start') controller.abort(new Error('user cancelled'))
+        }
+      })(),
+    )
+    assert.ok(err instanceof ferroloop.AbortError, String(err))
+    assert.equal(err.name, 'AbortError')
+    assert.equal(err.cause.message, 'user cancelled')
+  })
+  const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
+  const err = await failure(client.stream(request, { signal: AbortSignal.abort() }).message())
+  assert.ok(err instanceof ferroloop.AbortError, 'an already aborted signal sends nothing')
+  await assert.rejects(client.create(request, { signal: AbortSignal.abort() }), ferroloop.AbortError)
+})
+
+test('breaking out of the iteration cancels the request', async () => {
+  await withServer([hello({ fault: { kind: 'stall_after', bytes: 400, ms: 60000 } })], {}, async (client) => {
+    const stream = client.stream(request)
+    for await (const event of stream) if (event.type === 'message_start') break
+    await assert.rejects(stream.message(), ferroloop.AbortError)
+  })
+})
+
+test('create() returns the JSON response; errors are typed the same way', async () => {
+  const body = { id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'text', text: 'Hi!' }], stop_reason: 'end_turn' }
+  await withServer([{ status: 529, body: errorBody('overloaded_error', 'busy') }, { body: { json: body } }], {}, async (client, server) => {
+    assert.deepEqual(await client.create(request), body)
+    const requests = await server.waitForRequests(2)
+    assert.equal(JSON.parse(requests[1].body).stream, undefined, 'create sends the request as given')
+  })
+  await withServer([{ status: 404, body: errorBody('not_found_error', 'no model') }], {}, async (client) => {
+    const err = await failure(client.create(request))
+    assert.ok(err instanceof ferroloop.NotFoundError)
+    assert.equal(err.status, 404)
+  })
+})
+
+test('bad options and requests are InvalidArgumentErrors; a refused connection is a ConnectionError', async () => {
+  assert.throws(() => new Client({ provider: 'gemini' }), ferroloop.InvalidArgumentError)
+  assert.throws(() => new Client({ baseUrl: 'ftp://x' }), ferroloop.InvalidArgumentError)
+  assert.throws(() => new Client({ maxRetries: -1 }), ferroloop.InvalidArgumentError)
+  const client = new Client({ provider: 'openai-chat', apiKey: 'k', baseUrl: 'http://127.0.0.1:9', maxRetries: 0 })
+  assert.equal(client.provider, 'openai-chat')
+  assert.equal(client.baseUrl, 'http://127.0.0.1:9')
+  assert.throws(() => client.stream('not an object'), ferroloop.InvalidArgumentError)
+  const err = await failure(client.stream({ model: 'm', messages: [] }).message())
+  assert.ok(err instanceof ferroloop.ConnectionError, String(err))
+})
