@@ -163,6 +163,7 @@ fn main() {
     let client = Client::new(config).unwrap();
     let origin = clock_origin();
     let mut client_runs = Vec::new();
+    let mut direct_runs = Vec::new();
     let mut floor_runs = Vec::new();
     for _ in 0..LATENCY_RUNS {
         let mut latencies = Vec::with_capacity(LATENCY_EVENTS as usize);
@@ -183,13 +184,19 @@ fn main() {
         });
         assert_eq!(latencies.len() as u64, LATENCY_EVENTS);
         client_runs.push(summarize(&mut latencies));
+        let mut direct = runtime.block_on(client_from_raw_server(
+            LATENCY_EVENTS as usize,
+            Duration::from_millis(1),
+        ));
+        direct_runs.push(summarize(&mut direct));
         let mut floor = runtime.block_on(raw_tcp_latencies(
             LATENCY_EVENTS as usize,
             Duration::from_millis(1),
         ));
         floor_runs.push(summarize(&mut floor));
     }
-    report("client (hyper + SSE)", &mut client_runs);
+    report("client via the replay server", &mut client_runs);
+    report("client via a raw socket writer", &mut direct_runs);
     report("raw TCP floor", &mut floor_runs);
 }
 
@@ -228,6 +235,65 @@ fn report(what: &str, runs: &mut [RunSummary]) {
         micros(quoted.max),
         p99s.join(", "),
     );
+}
+
+/// The client alone: a server thread writes an HTTP/1.1 response head and then a stamped event
+/// every `interval` straight on a loopback socket, exactly as the raw TCP floor writes its
+/// stamps (no server-side HTTP stack, no channel), and `ferroloop::client` reads them. The
+/// difference to the floor is what the client adds.
+async fn client_from_raw_server(count: usize, interval: Duration) -> Vec<Duration> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut socket, _) = listener.accept().unwrap();
+        socket.set_nodelay(true).unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = socket.read(&mut buffer).unwrap();
+            assert!(read > 0);
+            head.extend_from_slice(&buffer[..read]);
+        }
+        socket
+            .write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            )
+            .unwrap();
+        let origin = clock_origin();
+        let start = Instant::now();
+        for index in 0..count {
+            let due = start + interval * index as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let stamp = origin.elapsed().as_nanos();
+            let event = format!(
+                "id: {stamp}\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Hello there\"}}}}\n\n"
+            );
+            socket.write_all(event.as_bytes()).unwrap();
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(format!("http://{addr}"));
+    config.tls.native_roots = false;
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let origin = clock_origin();
+    let mut latencies = Vec::with_capacity(count);
+    let mut stream = client.stream("{}");
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(StreamItem::Event(event)) => {
+                let received = origin.elapsed().as_nanos();
+                let sent: u128 = event.id.parse().unwrap();
+                latencies.push(Duration::from_nanos((received - sent) as u64));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert_eq!(latencies.len(), count);
+    latencies
 }
 
 /// The floor under the same machine load: a server thread writes a send-time stamp every
