@@ -1165,3 +1165,211 @@ async fn model_failures_map_to_the_loop_classes() {
     );
     assert_eq!(events.len(), 1);
 }
+
+// ---- Issue 6 gaps: connect timeout, every retryable status, every retry-after form ----
+
+#[tokio::test]
+async fn a_connect_that_hangs_is_a_connect_timeout() {
+    // A listener that never accepts, with its accept queue full: Linux then drops every further
+    // SYN (no SYN-ACK, no RST), so a connect hangs until the client's own timeout.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    loop {
+        match tokio::time::timeout(
+            Duration::from_millis(200),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => queued.push(stream),
+            Ok(Err(error)) => panic!("filling the accept queue: {error}"),
+            Err(_) => break,
+        }
+        assert!(queued.len() < 64, "the accept queue never filled");
+    }
+
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(format!("http://{addr}"));
+    config.tls.native_roots = false;
+    config.timeouts.connect = Duration::from_millis(300);
+    config.retry.max_retries = 1;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(5);
+    let client = Client::new(config.clone()).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let elapsed = started.elapsed();
+    let error = got.error.unwrap();
+    let ClientError::Timeout {
+        which,
+        elapsed: reported,
+        ..
+    } = error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!(which, TimeoutKind::Connect);
+    assert!(reported >= config.timeouts.connect, "{reported:?}");
+    // Connect timeouts are retried like any connection failure.
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.retries[0].status, None);
+    // Two attempts of one connect timeout each, one backoff, and one more connect timeout of
+    // slack for scheduling: nothing else may add time.
+    let bound = config.timeouts.connect * 3 + config.retry.max_delay;
+    assert!(elapsed < bound, "{elapsed:?} >= {bound:?}");
+    assert!(elapsed >= config.timeouts.connect * 2, "{elapsed:?}");
+    drop(queued);
+}
+
+#[tokio::test]
+async fn retries_408_and_409_honouring_retry_after_in_seconds_and_as_a_date() {
+    let in_two_seconds =
+        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(408, ScriptBody::Text("timeout".into()))
+            .header("retry-after", "1"),
+        ScriptedResponse::with_status(409, ScriptBody::Text("conflict".into()))
+            .header("retry-after", &in_two_seconds),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let started = std::time::Instant::now();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let statuses: Vec<_> = got.retries.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![Some(408), Some(409)]);
+    assert_eq!(got.retries[0].wait, Duration::from_secs(1));
+    // An HTTP date has whole seconds: two seconds ahead, minus the part of the current second
+    // already gone, minus the time to get here.
+    let date_wait = got.retries[1].wait;
+    assert!(
+        date_wait > Duration::ZERO && date_wait <= Duration::from_secs(2),
+        "{date_wait:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1) + date_wait);
+    assert_eq!(stream.metrics().attempts, 3);
+    assert_eq!(got.events, fixture_events("anthropic/basic_response.sse"));
+}
+
+#[tokio::test]
+async fn streams_openai_responses_to_response_completed() {
+    let path = "tests/decode/streams/openai-responses/text_and_function_call.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(500, ScriptBody::Text("boom".into())),
+        ScriptedResponse::ok(ScriptBody::Fixture(PathBuf::from(path))).chunked(100, 0),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiResponses, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries, 1);
+    let bytes = std::fs::read(repo_root().join(path)).unwrap();
+    let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+    let events = decoder.feed(bytes::Bytes::from(bytes)).unwrap();
+    assert_eq!(got.events, events);
+    assert_eq!(got.message, Some(decoder.finish().unwrap()));
+    let request = &server.requests()[1];
+    assert_eq!(request.path, "/responses");
+    assert_eq!(request.header("authorization"), Some("Bearer test-key"));
+}
+
+// ---- The event size cap (a hostile endless event) ----
+
+/// A loopback HTTP/1.1 server that answers one request with a `message_start` event and then
+/// one event that never ends: `data: xxxx…` generated 64 KiB at a time until the client goes
+/// away. Returns the base URL and a receiver of the body bytes written.
+async fn endless_event_server() -> (String, tokio::sync::oneshot::Receiver<u64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (written_sender, written) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = socket.read(&mut buffer).await.unwrap();
+            assert!(read > 0);
+            head.extend_from_slice(&buffer[..read]);
+        }
+        let start = json!({"type":"message_start","message":{"id":"msg_big","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":1,"output_tokens":1}}});
+        let prelude = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+             event: message_start\ndata: {start}\n\nevent: content_block_delta\ndata: "
+        );
+        socket.write_all(prelude.as_bytes()).await.unwrap();
+        let block = vec![b'x'; 64 * 1024];
+        let mut total = 0u64;
+        while socket.write_all(&block).await.is_ok() {
+            total += block.len() as u64;
+        }
+        let _ = written_sender.send(total);
+    });
+    (format!("http://{addr}"), written)
+}
+
+#[tokio::test]
+async fn an_endless_event_ends_in_event_too_large_with_bounded_reading() {
+    const LIMIT: usize = 1 << 20;
+    let (url, written) = endless_event_server().await;
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(url);
+    config.tls.native_roots = false;
+    config.max_event_bytes = Some(LIMIT);
+    let client = Client::new(config).unwrap();
+    let mut stream = client.stream_message(BODY);
+    let mut events = 0;
+    let error = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match stream.next().await {
+                Some(Ok(MessageItem::Event(_))) => events += 1,
+                Some(Ok(other)) => panic!("{other:?}"),
+                Some(Err(error)) => return error,
+                None => panic!("the stream ended without an error"),
+            }
+        }
+    })
+    .await
+    .expect("the endless event was read for ever");
+    assert!(stream.next().await.is_none());
+    assert!(events > 0);
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert!(
+        matches!(**cause, ClientError::EventTooLarge { limit: LIMIT, .. }),
+        "{cause:?}"
+    );
+    assert_eq!(error.root().code(), "event_too_large");
+    assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_big");
+    // The client stopped within one read of the limit (hyper reads at most a few hundred KiB
+    // at a time): it neither buffered nor drained the rest of the event.
+    let received = stream.metrics().bytes_received;
+    assert!(received > LIMIT as u64, "{received}");
+    assert!(received < (LIMIT as u64) * 2, "{received}");
+    drop(stream);
+    // The server sees the connection go away and stops generating.
+    let written = tokio::time::timeout(Duration::from_secs(10), written)
+        .await
+        .expect("the server kept writing")
+        .unwrap();
+    assert!(written >= received - 4096, "{written} {received}");
+
+    // A limit below the first event's size: the error itself, not truncated, and not retried.
+    let (url, _written) = endless_event_server().await;
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(url);
+    config.tls.native_roots = false;
+    config.max_event_bytes = Some(100);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.events.is_empty());
+    assert!(got.retries.is_empty());
+    let error = got.error.unwrap();
+    assert!(
+        matches!(error, ClientError::EventTooLarge { limit: 100, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("100-byte limit"), "{error}");
+}

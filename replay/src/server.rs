@@ -93,6 +93,7 @@ pub(crate) struct State {
     next_index: AtomicUsize,
     requests: Mutex<Vec<RecordedRequest>>,
     connections: AtomicUsize,
+    open_connections: AtomicUsize,
     pub(crate) aborted_bodies: AtomicUsize,
     pub(crate) in_flight: AtomicUsize,
     last_activity: Mutex<Instant>,
@@ -156,6 +157,7 @@ impl ReplayServer {
             next_index: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
+            open_connections: AtomicUsize::new(0),
             aborted_bodies: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             last_activity: Mutex::new(Instant::now()),
@@ -220,6 +222,16 @@ impl ReplayServer {
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now (accepted and not yet closed by either side).
+    pub fn open_connections(&self) -> usize {
+        self.state.open_connections.load(Ordering::SeqCst)
+    }
+
+    /// Body writer tasks running now (paced, chunked or faulty bodies still being written).
+    pub fn bodies_in_flight(&self) -> usize {
+        self.state.in_flight.load(Ordering::SeqCst)
     }
 
     /// Bodies whose client went away before the body was fully written.
@@ -318,7 +330,9 @@ async fn accept_loop(
         state.mark_activity();
         let state = Arc::clone(&state);
         let tls = tls.clone();
+        let open = OpenConnection::new(Arc::clone(&state));
         connections.spawn(async move {
+            let _open = open;
             match tls {
                 Some(acceptor) => match acceptor.accept(stream).await {
                     Ok(stream) => serve_connection(stream, state).await,
@@ -327,6 +341,23 @@ async fn accept_loop(
                 None => serve_connection(stream, state).await,
             }
         });
+    }
+}
+
+/// Counts a connection as open for as long as it lives (also when its task is aborted).
+struct OpenConnection(Arc<State>);
+
+impl OpenConnection {
+    fn new(state: Arc<State>) -> Self {
+        state.open_connections.fetch_add(1, Ordering::SeqCst);
+        Self(state)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::SeqCst);
+        self.0.mark_activity();
     }
 }
 

@@ -87,10 +87,22 @@ pub struct ClientConfig {
     /// Speak HTTP/2 without negotiation on cleartext connections (h2c prior knowledge).
     /// Over TLS, HTTP/2 or HTTP/1.1 is chosen by ALPN regardless.
     pub http2_prior_knowledge: bool,
+    /// The largest event the stream accepts, in bytes (the SSE parser's
+    /// [`SseConfig::max_event_bytes`](crate::sse::SseConfig::max_event_bytes)): an event growing
+    /// past it ends the request with [`ClientError::EventTooLarge`](super::ClientError::EventTooLarge)
+    /// instead of buffering it, so a hostile endless event costs at most this much memory.
+    /// Default [`DEFAULT_MAX_EVENT_BYTES`] (64 MiB); `None` disables the cap.
+    pub max_event_bytes: Option<usize>,
     /// Called for every retry as it is scheduled, before the wait (streams also yield it as
     /// [`StreamItem::Retry`](super::StreamItem::Retry); this reaches non-streaming requests too).
     pub on_retry: Option<RetryObserver>,
 }
+
+/// The default [`ClientConfig::max_event_bytes`]: 64 MiB, far above any event a provider sends
+/// (Anthropic and OpenAI Chat events are deltas of a few KiB; the largest, OpenAI Responses'
+/// `response.completed`, repeats the whole output, which stays in single MiB even with an
+/// image in it) and far below what would hurt the host.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 64 << 20;
 
 /// A callback told about every retry.
 pub type RetryObserver = std::sync::Arc<dyn Fn(&super::RetryEvent) + Send + Sync>;
@@ -108,6 +120,7 @@ impl fmt::Debug for ClientConfig {
             .field("timeouts", &self.timeouts)
             .field("proxy", &self.proxy)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
+            .field("max_event_bytes", &self.max_event_bytes)
             .field("on_retry", &self.on_retry.is_some())
             .finish_non_exhaustive()
     }
@@ -129,6 +142,7 @@ impl ClientConfig {
             tls: TlsOptions::default(),
             proxy: ProxyConfig::default(),
             http2_prior_knowledge: false,
+            max_event_bytes: Some(DEFAULT_MAX_EVENT_BYTES),
             on_retry: None,
         }
     }
@@ -210,5 +224,12 @@ mod tests {
         let shown = format!("{config:?}");
         assert!(!shown.contains("sk-secret"));
         assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn events_are_capped_at_64_mib_by_default() {
+        let config = ClientConfig::new(Provider::OpenAiResponses);
+        assert_eq!(config.max_event_bytes, Some(64 * 1024 * 1024));
+        assert_eq!(config.max_event_bytes, Some(DEFAULT_MAX_EVENT_BYTES));
     }
 }

@@ -130,6 +130,16 @@ pub enum ClientError {
         /// The request id.
         request_id: Option<String>,
     },
+    /// One event grew past [`ClientConfig::max_event_bytes`](super::ClientConfig::max_event_bytes)
+    /// (a protocol violation: no provider sends such events). The stream stops reading at
+    /// once; nothing of the event is kept. Not retried.
+    #[error("protocol error: an event exceeded the {limit}-byte limit (max_event_bytes)")]
+    EventTooLarge {
+        /// The limit, in bytes (the event was larger; how much larger is not read).
+        limit: usize,
+        /// The request id.
+        request_id: Option<String>,
+    },
     /// The configuration cannot work (bad URL, bad header, bad certificate).
     #[error("invalid client configuration: {0}")]
     Config(String),
@@ -163,7 +173,8 @@ impl ClientError {
             ClientError::Connection { request_id, .. }
             | ClientError::Timeout { request_id, .. }
             | ClientError::Truncated { request_id, .. }
-            | ClientError::Protocol { request_id, .. } => request_id.as_deref(),
+            | ClientError::Protocol { request_id, .. }
+            | ClientError::EventTooLarge { request_id, .. } => request_id.as_deref(),
             ClientError::Config(_) => None,
             other => other
                 .details()
@@ -194,6 +205,7 @@ impl ClientError {
             ClientError::Timeout { .. } => "timeout",
             ClientError::Truncated { .. } => "truncated",
             ClientError::Protocol { .. } => "protocol",
+            ClientError::EventTooLarge { .. } => "event_too_large",
             ClientError::Config(_) => "config",
         }
     }

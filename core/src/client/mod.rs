@@ -43,7 +43,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use http_body_util::BodyExt;
 use tokio::time::Instant;
 
-pub use config::{ClientConfig, Provider, RetryObserver, TlsOptions};
+pub use config::{ClientConfig, DEFAULT_MAX_EVENT_BYTES, Provider, RetryObserver, TlsOptions};
 pub use error::{ClientError, ErrorDetails, PartialResponse};
 pub use message_stream::{MessageItem, MessageStream};
 pub use metrics::RequestMetrics;

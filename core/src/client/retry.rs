@@ -143,6 +143,14 @@ mod tests {
     }
 
     #[test]
+    fn foreground_defaults_are_ten_retries_from_half_a_second() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.max_retries, 10);
+        assert_eq!(policy.base_delay, Duration::from_millis(500));
+        assert_eq!(policy.max_delay, Duration::from_secs(32));
+    }
+
+    #[test]
     fn backoff_doubles_from_the_base_and_stops_at_the_cap() {
         let policy = RetryPolicy::default();
         assert_eq!(policy.ceiling(0), Duration::from_millis(500));

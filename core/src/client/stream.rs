@@ -19,7 +19,7 @@ use super::metrics::{RequestMetrics, version_label};
 use super::retry::RetryEvent;
 use super::send::{Sender, body_error, response_request_id};
 use super::watchdog::{Alarm, TimeoutKind, Watchdog};
-use crate::sse::{SseEvent, SseItem, SseParser};
+use crate::sse::{SseConfig, SseEvent, SseItem, SseParser};
 
 /// One item of a [`ResponseStream`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,11 +85,12 @@ impl ResponseStream {
 
     fn with_connecting(sender: Sender, provider: Provider, connecting: Connecting) -> Self {
         let start = sender.start;
+        let parser = new_parser(&sender);
         Self {
             sender,
             provider,
             phase: Phase::Connecting(connecting),
-            parser: SseParser::new(),
+            parser,
             metrics: RequestMetrics::default(),
             reported_retries: 0,
             complete: false,
@@ -158,7 +159,7 @@ impl ResponseStream {
             let attempt = self.sender.current_attempt();
             if let Some(wait) = self.sender.schedule_retry(attempt, &error, true, None) {
                 let sender = self.sender.clone();
-                self.parser = SseParser::new();
+                self.parser = new_parser(&sender);
                 self.phase = Phase::Connecting(Box::pin(async move {
                     tokio::time::sleep(wait).await;
                     sender.send().await
@@ -270,6 +271,12 @@ impl ResponseStream {
     }
 }
 
+/// A parser with the configured event size cap.
+fn new_parser(sender: &Sender) -> SseParser {
+    let config = SseConfig::default().max_event_bytes(sender.config.max_event_bytes);
+    SseParser::with_config(config)
+}
+
 fn parse(data: &str) -> Option<serde_json::Value> {
     serde_json::from_str(data).ok()
 }
@@ -310,11 +317,26 @@ impl Stream for ResponseStream {
                     }
                 },
                 Phase::Streaming { body, watchdog } => {
-                    if let Some(item) = this.parser.next_item() {
-                        let SseItem::Event(event) = item else {
+                    let item = this.parser.next_item().map(|item| match item {
+                        SseItem::Event(event) => Some(event.to_owned()),
+                        SseItem::Retry(_) => None,
+                    });
+                    // The parser drops an oversized event and reads on; the client stops
+                    // instead (before any later event), because the message is now broken.
+                    if this.parser.dropped_events() > 0 {
+                        let error = ClientError::EventTooLarge {
+                            limit: this.parser.config().max_event_bytes.unwrap_or(usize::MAX),
+                            request_id: this.metrics.request_id.clone(),
+                        };
+                        if let Some(error) = this.fail(error, false) {
+                            return Poll::Ready(Some(Err(error)));
+                        }
+                        continue;
+                    }
+                    if let Some(item) = item {
+                        let Some(event) = item else {
                             continue;
                         };
-                        let event = event.to_owned();
                         watchdog.on_event(this.frame_at);
                         if let Err(error) = this.on_event(&event) {
                             if let Some(error) = this.fail(error, false) {

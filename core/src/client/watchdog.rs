@@ -163,6 +163,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn default_timeouts_are_the_documented_ones() {
+        let timeouts = Timeouts::default();
+        assert_eq!(timeouts.idle, Duration::from_secs(90));
+        assert_eq!(timeouts.stall_notice, Duration::from_secs(30));
+        assert_eq!(timeouts.total, Duration::from_secs(600));
+        assert_eq!(timeouts.first_event, Duration::from_secs(90));
+        assert_eq!(timeouts.connect, Duration::from_secs(30));
+    }
+
+    #[test]
     fn huge_durations_saturate_instead_of_panicking() {
         let now = Instant::now();
         assert!(later(now, Duration::MAX) > now + Duration::from_secs(3600));
