@@ -144,7 +144,7 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
             E::Connection { .. } => ErrorCode::Connection,
             E::Timeout { .. } => ErrorCode::Timeout,
             E::Truncated { .. } => ErrorCode::StreamTruncated,
-            E::Protocol { .. } => ErrorCode::Protocol,
+            E::Protocol { .. } | E::EventTooLarge { .. } => ErrorCode::Protocol,
             E::Config(_) => ErrorCode::InvalidArgument,
         };
         Self {

@@ -116,12 +116,17 @@ class StreamTruncatedError(FerroloopError):
 
 class ProtocolError(FerroloopError):
     """The provider sent something that breaks its own protocol (malformed event JSON, events
-    out of order). ``request_id`` is the provider's request id when known."""
+    out of order, an event larger than the client's ``max_event_bytes`` cap). ``request_id`` is
+    the provider's request id when known; ``limit`` is the cap in bytes when an oversized event
+    ended the stream, else ``None``."""
 
-    def __init__(self, message: str, *, request_id: Optional[str] = None) -> None:
+    def __init__(
+        self, message: str, *, request_id: Optional[str] = None, limit: Optional[int] = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.request_id = request_id
+        self.limit = limit
 
 
 class ToolError(FerroloopError):

@@ -478,6 +478,13 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         ClientError::Protocol { .. } => {
             ferroloop_error(py, "ProtocolError", &message, &[request_id()])
         }
+        // A hostile or broken stream: a protocol failure, with the cap that stopped it.
+        ClientError::EventTooLarge { limit, .. } => ferroloop_error(
+            py,
+            "ProtocolError",
+            &message,
+            &[("limit", any(py, *limit)), request_id()],
+        ),
         ClientError::Config(_) => ferroloop_error(py, "FerroloopError", &message, &[]),
     }
 }
