@@ -219,7 +219,7 @@ test('bad declarations and arguments raise InvalidArgumentError', () => {
   assert.throws(() => ex.tool({ name: 'a', timeoutMs: -5 }, noop), InvalidArgumentError)
   assert.throws(() => ex.tool({ name: 'a', maxResultChars: 1.5 }, noop), InvalidArgumentError)
   assert.throws(() => ex.tool({ name: 'a', schema: 'x' }, noop), InvalidArgumentError)
-  assert.throws(() => ex.tool({ name: 'a', concurrencySafe: () => true }, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', concurrencySafe: 'yes' }, noop), InvalidArgumentError)
   ex.tool({ name: 'a' }, noop)
   assert.throws(() => ex.tool({ name: 'a' }, noop), InvalidArgumentError)
   assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), InvalidArgumentError)
