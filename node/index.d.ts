@@ -221,7 +221,8 @@ export declare class Turn {
    * `{events, starts, aborts, done, results?}`: the turn events that happened (results in
    * submission order; none once finishing), the calls JavaScript must start as a flat
    * `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
-   * abort, whether the turn is over, and (for a finished turn) every result in order.
+   * abort, whether the turn is over, and (for a finished turn) every result in order as a
+   * flat `[isError, content, ...]` array.
    */
   pollJson(): string
 }

@@ -45,6 +45,8 @@ class Turn {
   #tools
   /** Every submitted tool use, by index in the turn (the calls start from here). */
   #uses = []
+  /** Their ids, by index (the results of a finished turn arrive without them). */
+  #ids = []
   /** Events not yet taken by an iterator (from #head on). */
   #events = []
   #head = 0
@@ -91,7 +93,15 @@ class Turn {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
-    if (out.results !== undefined) this.#results = out.results
+    if (out.results !== undefined) {
+      const flat = out.results
+      const ids = this.#ids
+      const results = new Array(flat.length >> 1)
+      for (let i = 0, k = 0; k < flat.length; i++, k += 2) {
+        results[i] = { type: 'tool_result', tool_use_id: ids[i], content: flat[k + 1], is_error: flat[k] === 1 }
+      }
+      this.#results = results
+    }
     if (out.done) {
       this.#done = true
       this.#release()
@@ -146,7 +156,10 @@ class Turn {
       }
     }
     callNative(() => this.#native.submitJson(JSON.stringify(flat)))
-    for (const use of toolUses) this.#uses.push({ id: use.id, name: use.name, input: use.input })
+    for (const use of toolUses) {
+      this.#uses.push(use)
+      this.#ids.push(use.id)
+    }
     this.#schedule()
   }
 

@@ -325,6 +325,8 @@ pub struct NativeTurn {
 /// The future of a finishing turn: its results, in submission order.
 type Finishing = Pin<Box<dyn Future<Output = Result<Vec<ToolResult>, TurnError>> + Send>>;
 
+// One turn per `Turn` object, moved only when it starts finishing: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum TurnState {
     Streaming(Turn),
     Finishing(Finishing),
@@ -427,18 +429,21 @@ impl NativeTurn {
     /// the last call is answered (the batch form `run()` uses).
     #[napi]
     pub fn finish(&mut self) -> napi::Result<()> {
-        guard::sync(|| {
-            match std::mem::replace(&mut self.state, TurnState::Done) {
+        guard::sync(
+            || match std::mem::replace(&mut self.state, TurnState::Done) {
                 TurnState::Streaming(turn) => {
                     self.state = TurnState::Finishing(Box::pin(turn.finish()));
                     Ok(())
                 }
                 other => {
                     self.state = other;
-                    Err(FerroloopError::invalid_argument("the turn is finishing or done already").into())
+                    Err(
+                        FerroloopError::invalid_argument("the turn is finishing or done already")
+                            .into(),
+                    )
                 }
-            }
-        })
+            },
+        )
     }
 
     /// Cancels the turn: running calls are aborted, queued ones never start; every call still
@@ -464,7 +469,8 @@ impl NativeTurn {
     /// `{events, starts, aborts, done, results?}`: the turn events that happened (results in
     /// submission order; none once finishing), the calls JavaScript must start as a flat
     /// `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
-    /// abort, whether the turn is over, and (for a finished turn) every result in order.
+    /// abort, whether the turn is over, and (for a finished turn) every result in order as a
+    /// flat `[isError, content, ...]` array.
     #[napi(js_name = "pollJson")]
     pub fn poll_json(&mut self) -> napi::Result<String> {
         guard::sync(|| {
@@ -501,7 +507,7 @@ impl NativeTurn {
                 starts,
                 aborts: &outbox.aborts,
                 done,
-                results: results.as_deref(),
+                results: results.as_deref().map(FlatResults),
             };
             serde_json::to_string(&out).map_err(|err| {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
@@ -537,7 +543,9 @@ fn poll_state(
                         *results = Some(all);
                         Ok(())
                     }
-                    Err(err @ TurnError::Internal(_)) => Err(FerroloopError::internal(err.to_string())),
+                    Err(err @ TurnError::Internal(_)) => {
+                        Err(FerroloopError::internal(err.to_string()))
+                    }
                 }
             }
         },
@@ -552,8 +560,25 @@ struct PollOutcome<'a> {
     starts: Vec<u32>,
     aborts: &'a [crate::js_tools::ToolAbort],
     done: bool,
+    /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the
+    /// `tool_use` ids and builds the wire-shaped blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    results: Option<&'a [ToolResult]>,
+    results: Option<FlatResults<'a>>,
+}
+
+/// Results as a flat array of `isError, content` pairs (see [`PollOutcome::results`]).
+struct FlatResults<'a>(&'a [ToolResult]);
+
+impl serde::Serialize for FlatResults<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq as _;
+        let mut seq = serializer.serialize_seq(Some(2 * self.0.len()))?;
+        for result in self.0 {
+            seq.serialize_element(&u8::from(result.is_error))?;
+            seq.serialize_element(&result.content)?;
+        }
+        seq.end()
+    }
 }
 
 /// A turn event in its JS shape: camelCase fields, the result in wire shape. Serialized straight

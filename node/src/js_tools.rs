@@ -372,7 +372,12 @@ impl JsToolQueues {
 }
 
 /// Stores `reply` for a waiting call; returns its waker.
-fn deliver(state: &mut State, call_id: u32, reply: ToolReply, delivered: &mut u32) -> Option<Waker> {
+fn deliver(
+    state: &mut State,
+    call_id: u32,
+    reply: ToolReply,
+    delivered: &mut u32,
+) -> Option<Waker> {
     match state.calls.get_mut(&call_id) {
         Some(slot @ Slot::Waiting { .. }) => {
             *delivered += 1;
@@ -515,9 +520,10 @@ mod tests {
 
     #[test]
     fn reply_batches_parse_as_flat_triples() {
-        let ReplyBatch(items) =
-            serde_json::from_str(r#"[1, 0, "ok", 2, 3, [{"type": "text", "text": "x"}], 3, 4, {"p": 1}]"#)
-                .unwrap();
+        let ReplyBatch(items) = serde_json::from_str(
+            r#"[1, 0, "ok", 2, 3, [{"type": "text", "text": "x"}], 3, 4, {"p": 1}]"#,
+        )
+        .unwrap();
         assert_eq!(items.len(), 3);
         assert_eq!(items[0].call_id, 1);
         assert_eq!(
