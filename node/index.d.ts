@@ -180,26 +180,35 @@ export type NativeStreamDecoder = StreamDecoder
 export declare class ToolExecutor {
   /** An executor over `tools`; their calls are handed to JavaScript by the turns' polls. */
   constructor(options: ExecutorOptions, tools: Array<ToolSpec>)
+  /** Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled. */
+  startTurn(wake: () => void): NativeTurn
   /**
-   * Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled.
-   * With `resultsOnly`, polls report only the results (what `run()` needs), not the
-   * started/progress/finished events.
-   */
-  startTurn(wake: () => void, resultsOnly?: boolean): NativeTurn
-  /**
-   * Delivers a batch of JS tool replies (JSON array of `{callId, content, contentIsJson,
-   * isError}`); returns how many calls were still waiting for theirs.
+   * Delivers a batch of JS tool replies and progress reports: a flat JSON array
+   * `[callId, flags, content, ...]` (flags: 1 = error, 2 = content blocks, 4 = progress
+   * report with its data as content); returns how many calls were still waiting for theirs.
    */
   completeJson(repliesJson: string): number
 }
 export type NativeToolExecutor = ToolExecutor
 
-/** One streaming turn, polled on the JavaScript thread. */
+/**
+ * One turn, polled on the JavaScript thread: streaming (events as they happen) until
+ * [`finish`](NativeTurn::finish) turns it into a batch that reports only its results.
+ */
 export declare class Turn {
-  /** Submits tool uses (a JSON array of `tool_use` blocks); they start as admission allows. */
-  submitJson(toolUsesJson: string): void
+  /**
+   * Submits tool uses, a flat JSON array `[id, name, flags, (input,) ...]` (flags: 1 = the
+   * input follows, else it is an object the JS side keeps; 2 = the concurrency safety was
+   * decided, 4 = safe). They start as admission allows.
+   */
+  submitJson(submissionsJson: string): void
   /** No more tool uses: the turn ends when every submitted call is answered. */
   seal(): void
+  /**
+   * Seals the turn and stops its events: polls report only the results, all at once when
+   * the last call is answered (the batch form `run()` uses).
+   */
+  finish(): void
   /**
    * Cancels the turn: running calls are aborted, queued ones never start; every call still
    * gets its `is_error` result.
@@ -209,9 +218,11 @@ export declare class Turn {
   discard(): void
   /**
    * Drives the turn until it would block. Returns JSON
-   * `{events, invocations, aborts, done}`: the turn events that happened (results in
-   * submission order), the tool calls JavaScript must start, the calls it must abort, and
-   * whether every result was delivered.
+   * `{events, starts, aborts, done, results?}`: the turn events that happened (results in
+   * submission order; none once finishing), the calls JavaScript must start as a flat
+   * `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
+   * abort, whether the turn is over, and (for a finished turn) every result in order as a
+   * flat `[isError, content, ...]` array.
    */
   pollJson(): string
 }
@@ -386,16 +397,6 @@ export interface TokenCount {
   method: string
 }
 
-/** What a JavaScript tool produced. */
-export interface ToolReply {
-  /** The result content: text, or (when `contentIsJson`) a JSON array of content blocks. */
-  content: string
-  /** Whether `content` is JSON (an array of content blocks) rather than plain text. */
-  contentIsJson: boolean
-  /** The tool failed (threw, rejected or reported an error). */
-  isError: boolean
-}
-
 /** One tool's declaration (its implementation lives in JavaScript). */
 export interface ToolSpec {
   /** The tool's name, as the model calls it. */
@@ -413,4 +414,9 @@ export interface ToolSpec {
   schemaJson?: string
   /** A failure of this tool cancels its running and later siblings in the same turn. */
   cancelsSiblingsOnError?: boolean
+  /**
+   * Concurrency safety is decided per input by JavaScript at submission time (each
+   * submission carries the decision); `concurrencySafe` is then ignored.
+   */
+  safetyPerInput?: boolean
 }

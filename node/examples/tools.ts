@@ -10,6 +10,11 @@ const executor = new ToolExecutor({ maxConcurrency: 8, cleanupGraceMs: 1000 })
     ctx.signal.throwIfAborted()
     return `contents of ${input.path}`
   })
+  .tool<{ sql: string }>(
+    // Decided per call: reads run in parallel, writes alone.
+    { name: 'query', concurrencySafe: (input) => input.sql.trimStart().toLowerCase().startsWith('select') },
+    async (input) => `ran ${input.sql}`,
+  )
   .tool({ name: 'bash', cancelsSiblingsOnError: true, schema: { type: 'object' } }, async () => [
     { type: 'text', text: 'ok' },
   ])

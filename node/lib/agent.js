@@ -128,6 +128,14 @@ class Agent {
     }
     const { executor, builtins } = toolSources(options.tools)
     const internals = executor === null ? { options: {}, specs: [], host: null } : executorInternals(executor)
+    const perInput = internals.specs.find((spec) => spec.safetyPerInput)
+    if (perInput !== undefined) {
+      // The loop submits calls from the model stream on the native runtime, where a JS
+      // predicate cannot be asked synchronously.
+      throw new InvalidArgumentError(
+        `Agent: tool ${perInput.name} decides concurrencySafe per input (a function); agents need a boolean`,
+      )
+    }
     this.#host = internals.host
     const nativeOptions = {
       model: options.model,
@@ -152,7 +160,7 @@ class Agent {
   #dispatch() {
     const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
     for (const abort of out.aborts) this.#host?.abort(abort)
-    for (const invocation of out.invocations) this.#host.start(invocation, this.#complete)
+    for (const call of out.invocations) this.#host.start(call.callId, call.name, call.toolUseId, call.input, this.#complete)
   }
 
   /** The tool definitions sent to the model (sorted by name). */

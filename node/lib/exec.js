@@ -21,11 +21,32 @@ function optionalBoolean(value, what) {
   return value
 }
 
+// Submission flags (node/src/exec.rs): the input follows; the concurrency safety was decided
+// here; it was decided safe.
+const SUBMIT_HAS_INPUT = 1
+const SUBMIT_DECIDED = 2
+const SUBMIT_SAFE = 4
+
+/**
+ * Whether `input` is a plain object (what a tool without a schema accepts): such inputs stay
+ * here, and Rust validates `{}` in their place with the same outcome.
+ */
+function isPlainObject(input) {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) return false
+  const proto = Object.getPrototypeOf(input)
+  return (proto === Object.prototype || proto === null) && typeof input.toJSON !== 'function'
+}
+
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 class Turn {
   #native
   #host
   #complete
+  #tools
+  /** Every submitted tool use, by index in the turn (the calls start from here). */
+  #uses = []
+  /** Their ids, by index (the results of a finished turn arrive without them). */
+  #ids = []
   /** Events not yet taken by an iterator (from #head on). */
   #events = []
   #head = 0
@@ -36,11 +57,12 @@ class Turn {
   #keepAlive = null
 
   /** @internal */
-  constructor(executor, host, resultsOnly = false) {
+  constructor(executor, host) {
     this.#host = host
     this.#complete = executor.complete
+    this.#tools = executor.tools
     // The waker's thread-safe function calls this when the turn can progress.
-    this.#native = callNative(() => executor.native.startTurn(() => this.#pump(), resultsOnly))
+    this.#native = callNative(() => executor.native.startTurn(() => this.#pump()))
   }
 
   /** Polls on a microtask (several requests in one tick coalesce into one poll). */
@@ -57,10 +79,28 @@ class Turn {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
     for (const abort of out.aborts) this.#host.abort(abort)
-    for (const invocation of out.invocations) this.#host.start(invocation, this.#complete)
+    const starts = out.starts
+    const uses = this.#uses
+    const host = this.#host
+    const complete = this.#complete
+    for (let k = 0; k < starts.length; k += 2) {
+      const index = starts[k + 1]
+      const use = uses[index]
+      uses[index] = undefined
+      host.start(starts[k], use.name, use.id, use.input, complete)
+    }
     for (const event of out.events) {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
+    }
+    if (out.results !== undefined) {
+      const flat = out.results
+      const ids = this.#ids
+      const results = new Array(flat.length >> 1)
+      for (let i = 0, k = 0; k < flat.length; i++, k += 2) {
+        results[i] = { type: 'tool_result', tool_use_id: ids[i], content: flat[k + 1], is_error: flat[k] === 1 }
+      }
+      this.#results = results
     }
     if (out.done) {
       this.#done = true
@@ -89,18 +129,49 @@ class Turn {
 
   /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
   submit(...toolUses) {
+    const flat = []
     for (const use of toolUses) {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
       }
     }
-    callNative(() => this.#native.submitJson(JSON.stringify(toolUses)))
+    for (const use of toolUses) {
+      const tool = this.#tools.get(use.name)
+      let flags = 0
+      if (tool?.safety !== undefined) {
+        // Decided now, on the input as submitted (a throwing predicate: run it alone).
+        let safe = false
+        try {
+          safe = Boolean(tool.safety(use.input))
+        } catch {
+          safe = false
+        }
+        flags |= SUBMIT_DECIDED | (safe ? SUBMIT_SAFE : 0)
+      }
+      const keep = tool !== undefined && !tool.hasSchema && isPlainObject(use.input)
+      if (keep) {
+        flat.push(use.id, use.name, flags)
+      } else {
+        flat.push(use.id, use.name, flags | SUBMIT_HAS_INPUT, use.input === undefined ? null : use.input)
+      }
+    }
+    callNative(() => this.#native.submitJson(JSON.stringify(flat)))
+    for (const use of toolUses) {
+      this.#uses.push(use)
+      this.#ids.push(use.id)
+    }
     this.#schedule()
   }
 
   /** No more tool uses: the turn ends once every submitted call is answered. */
   seal() {
     callNative(() => this.#native.seal())
+    this.#schedule()
+  }
+
+  /** @internal Seals the turn and drops its events: the results arrive all at once. */
+  _finish() {
+    callNative(() => this.#native.finish())
     this.#schedule()
   }
 
@@ -144,8 +215,9 @@ class Turn {
 }
 
 /**
- * A native executor plus its reply batcher: replies settled in one tick go back to Rust in one
- * `completeJson` call (one boundary crossing and one wake for a burst of quick tools).
+ * A native executor's reply batcher: replies (and progress reports) settled in one tick go back
+ * to Rust in one `completeJson` call, as one flat `[callId, flags, content, ...]` array (one
+ * boundary crossing and one wake for a burst of quick tools).
  */
 function replyBatcher(target) {
   let pending = []
@@ -154,21 +226,22 @@ function replyBatcher(target) {
     pending = []
     callNative(() => target.completeJson(JSON.stringify(replies)))
   }
-  // Replies and progress reports (`{ progress }`) share the batch, so their order is kept.
-  return (callId, reply) => {
+  // Replies and progress reports share the batch, so their order is kept.
+  return (callId, flags, content) => {
     if (pending.length === 0) queueMicrotask(flush)
-    reply.callId = callId
-    pending.push(reply)
+    pending.push(callId, flags, content)
   }
 }
 
-function nativeExecutorWithBatching(nativeExecutor) {
-  return { native: nativeExecutor, complete: replyBatcher(nativeExecutor) }
+function nativeExecutorWithBatching(nativeExecutor, tools) {
+  return { native: nativeExecutor, complete: replyBatcher(nativeExecutor), tools }
 }
 
 class ToolExecutor {
   #options
   #specs = new Map()
+  /** name → { safety?: (input) => boolean, hasSchema } (what a turn needs at submission) */
+  #tools = new Map()
   #host = new ToolHost()
   #native = null
 
@@ -198,15 +271,14 @@ class ToolExecutor {
     }
     if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${spec.name}: fn must be a function`)
     if (this.#specs.has(spec.name)) throw new InvalidArgumentError(`a tool named '${spec.name}' is already registered`)
-    if (typeof spec.concurrencySafe === 'function') {
-      throw new InvalidArgumentError(`tool ${spec.name}: concurrencySafe must be a boolean (per-input decisions are not supported yet)`)
-    }
     if (spec.schema !== undefined && !isObject(spec.schema)) {
       throw new InvalidArgumentError(`tool ${spec.name}: schema must be a JSON Schema object`)
     }
+    const safety = typeof spec.concurrencySafe === 'function' ? spec.concurrencySafe : undefined
     const nativeSpec = {
       name: spec.name,
-      concurrencySafe: optionalBoolean(spec.concurrencySafe, 'concurrencySafe'),
+      concurrencySafe: safety === undefined ? optionalBoolean(spec.concurrencySafe, 'concurrencySafe') : undefined,
+      safetyPerInput: safety !== undefined,
       timeoutMs: optionalNumber(spec.timeoutMs, 'timeoutMs'),
       maxResultChars: optionalNumber(spec.maxResultChars, 'maxResultChars'),
       schemaJson: spec.schema === undefined ? undefined : JSON.stringify(spec.schema),
@@ -215,6 +287,7 @@ class ToolExecutor {
     // Build once to validate the declaration (schema, limits) at registration time.
     callNative(() => new native.ToolExecutor(this.#options, [nativeSpec]))
     this.#specs.set(spec.name, nativeSpec)
+    this.#tools.set(spec.name, { safety, hasSchema: spec.schema !== undefined })
     this.#host.register(spec.name, fn)
     this.#native = null
     return this
@@ -224,6 +297,7 @@ class ToolExecutor {
     if (this.#native === null) {
       this.#native = nativeExecutorWithBatching(
         callNative(() => new native.ToolExecutor(this.#options, [...this.#specs.values()])),
+        this.#tools,
       )
     }
     return this.#native
@@ -250,9 +324,9 @@ class ToolExecutor {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')
     }
     if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
-    const turn = new Turn(this.#executor(), this.#host, true)
+    const turn = new Turn(this.#executor(), this.#host)
     turn.submit(...toolUses)
-    turn.seal()
+    turn._finish()
     const onAbort = () => turn.cancel()
     signal?.addEventListener('abort', onAbort, { once: true })
     try {

@@ -217,10 +217,15 @@ export interface ToolCallContext {
 export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => ToolReturn | Promise<ToolReturn>
 
 /** A tool declaration. */
-export interface ToolDeclaration {
+export interface ToolDeclaration<Input = any> {
   name: string
-  /** May run in parallel with other safe calls (default false: runs alone, a barrier). */
-  concurrencySafe?: boolean
+  /**
+   * May run in parallel with other safe calls (default false: runs alone, a barrier). A
+   * function decides per call from the input, once, when the call is submitted to `run()` or
+   * `turn().submit()` (a throwing function makes the call exclusive). An `Agent` refuses a tool
+   * whose `concurrencySafe` is a function (its loop submits calls natively): use a boolean there.
+   */
+  concurrencySafe?: boolean | ((input: Input) => boolean)
   /** Per-call timeout in milliseconds. */
   timeoutMs?: number
   /** Result limit in characters (oversized results become a preview plus a spill file); Infinity for none. */
@@ -283,7 +288,7 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
 export declare class ToolExecutor {
   constructor(options?: ToolExecutorOptions)
   /** Registers a tool; returns the executor (chainable). */
-  tool<Input = any>(declaration: ToolDeclaration, fn: ToolFunction<Input>): this
+  tool<Input = any>(declaration: ToolDeclaration<Input>, fn: ToolFunction<Input>): this
   /** Runs a batch: one result per use, in request order; `signal` aborts (rejects with AbortError). */
   run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
   /** Starts a streaming turn. */

@@ -1,28 +1,33 @@
 'use strict'
 // The JavaScript half of the tool calls (node/src/js_tools.rs): a turn's poll hands over the
 // calls to start and to abort; `start` runs the tool and reports its settled value through
-// `complete(callId, reply)`. A call never throws nor rejects: every outcome, including a thrown
+// `complete(callId, flags, content)`. A call never throws nor rejects: every outcome, including a thrown
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AbortError, TimeoutError, InvalidArgumentError } = require('./errors.js')
 
-/** Normalizes what a tool returned into a ToolReply for Rust. */
+// Reply flags (node/src/js_tools.rs): the tool failed; the content is JSON text of content
+// blocks; the item is a progress report (its content is the data).
+const FLAG_ERROR = 1
+const FLAG_BLOCKS = 2
+const FLAG_PROGRESS = 4
+
+/** What a tool returned, as `complete(callId, flags, content)` arguments: [flags, content]. */
 function toReply(value) {
-  if (typeof value === 'string') return { content: value, contentIsJson: false, isError: false }
-  if (value === undefined || value === null) return { content: '', contentIsJson: false, isError: false }
-  if (Array.isArray(value)) return { content: JSON.stringify(value), contentIsJson: true, isError: false }
+  if (typeof value === 'string') return [0, value]
+  if (value === undefined || value === null) return [0, '']
+  if (Array.isArray(value)) return [FLAG_BLOCKS, JSON.stringify(value)]
   if (typeof value === 'object' && 'content' in value) {
     // An explicit result: { content, isError } (or the wire name is_error).
     const inner = toReply(value.content)
-    inner.isError = Boolean(value.isError ?? value.is_error ?? false)
+    if (value.isError ?? value.is_error ?? false) inner[0] |= FLAG_ERROR
     return inner
   }
-  return { content: JSON.stringify(value) ?? String(value), contentIsJson: false, isError: false }
+  return [0, JSON.stringify(value) ?? String(value)]
 }
 
-function errorReply(err) {
-  const message = err instanceof Error ? err.message || err.name : String(err)
-  return { content: message, contentIsJson: false, isError: true }
+function errorMessage(err) {
+  return err instanceof Error ? err.message || err.name : String(err)
 }
 
 function abortReason(reason) {
@@ -35,12 +40,15 @@ function abortReason(reason) {
 class CallContext {
   #controller = null
   #abortReason = undefined
-  #report
+  #callId
+  /** `complete(callId, flags, content)` until the call ends, then undefined. */
+  #complete
 
-  constructor(toolUseId, name, report) {
+  constructor(toolUseId, name, callId, complete) {
     this.toolUseId = toolUseId
     this.name = name
-    this.#report = report
+    this.#callId = callId
+    this.#complete = complete
   }
 
   /**
@@ -48,12 +56,23 @@ class CallContext {
    * a `tool_progress` event of an agent run). Ignored once the call has ended.
    */
   progress(data) {
-    this.#report?.(data)
+    if (this.#complete === undefined) return
+    // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
+    // than failing the batch it would travel in.
+    let json
+    try {
+      json = JSON.stringify(data ?? null)
+    } catch {
+      return
+    }
+    this.#complete(this.#callId, FLAG_PROGRESS, JSON.parse(json ?? 'null'))
   }
 
-  /** @internal The call ended: later progress reports are dropped. */
+  /** @internal The call ended: later progress reports are dropped. Returns the completion. */
   end() {
-    this.#report = undefined
+    const complete = this.#complete
+    this.#complete = undefined
+    return complete
   }
 
   get signal() {
@@ -88,36 +107,50 @@ class ToolHost {
     if (ctx !== undefined) ctx.abort(abortReason(reason))
   }
 
-  /** Starts a call; `complete(callId, reply)` receives its outcome. */
-  start(invocation, complete) {
-    const report = (data) => {
-      // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
-      // than failing the batch it would travel in.
-      let json
-      try {
-        json = JSON.stringify(data ?? null)
-      } catch {
-        return
-      }
-      complete(invocation.callId, { progress: true, data: JSON.parse(json ?? 'null') })
+  /**
+   * Starts a call; `complete(callId, flags, content)` receives its outcome (and its progress
+   * reports). A call never throws: a throwing or rejecting tool becomes an error reply.
+   */
+  start(callId, name, toolUseId, input, complete) {
+    const fn = this.tools.get(name)
+    if (fn === undefined) {
+      complete(callId, FLAG_ERROR, `no such tool: ${name}`)
+      return
     }
-    const ctx = new CallContext(invocation.toolUseId, invocation.name, report)
-    this.running.set(invocation.callId, ctx)
-    this.#run(invocation, ctx).then((reply) => {
-      ctx.end()
-      this.running.delete(invocation.callId)
-      complete(invocation.callId, reply)
-    })
+    const ctx = new CallContext(toolUseId, name, callId, complete)
+    this.running.set(callId, ctx)
+    let value
+    try {
+      value = fn(input, ctx)
+    } catch (err) {
+      this.#settle(callId, ctx, FLAG_ERROR, errorMessage(err))
+      return
+    }
+    if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+      // One reaction per call, no wrapper promise.
+      value.then(
+        (settled) => this.#reply(callId, ctx, settled),
+        (err) => this.#settle(callId, ctx, FLAG_ERROR, errorMessage(err)),
+      )
+    } else {
+      this.#reply(callId, ctx, value)
+    }
   }
 
-  async #run({ name, input }, ctx) {
-    const fn = this.tools.get(name)
-    if (fn === undefined) return errorReply(new Error(`no such tool: ${name}`))
+  #reply(callId, ctx, value) {
+    let reply
     try {
-      return toReply(await fn(input, ctx))
+      reply = toReply(value)
     } catch (err) {
-      return errorReply(err)
+      reply = [FLAG_ERROR, errorMessage(err)]
     }
+    this.#settle(callId, ctx, reply[0], reply[1])
+  }
+
+  #settle(callId, ctx, flags, content) {
+    const complete = ctx.end()
+    this.running.delete(callId)
+    complete(callId, flags, content)
   }
 }
 

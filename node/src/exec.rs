@@ -11,14 +11,16 @@
 //! `JSON.stringify` are faster than building objects property by property through N-API); the
 //! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferroloop::exec::{
-    ExecutorConfig, ResultLimit, Tool, ToolContext, ToolError, ToolFuture, ToolOutput,
-    ToolRegistry, ToolResult, ToolUse, Turn, TurnEvent, TurnHandle,
+    ExecutorConfig, ResultLimit, Tool, ToolContext, ToolFuture, ToolOutput, ToolRegistry,
+    ToolResult, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
 };
 use napi::Status;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -27,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::error::FerroloopError;
 use crate::guard;
-use crate::js_tools::JsToolQueues;
+use crate::js_tools::{Decisions, JsToolQueues, ReplyContent};
 
 /// Executor-wide options.
 #[napi(object)]
@@ -77,6 +79,9 @@ pub struct ToolSpec {
     pub schema_json: Option<String>,
     /// A failure of this tool cancels its running and later siblings in the same turn.
     pub cancels_siblings_on_error: Option<bool>,
+    /// Concurrency safety is decided per input by JavaScript at submission time (each
+    /// submission carries the decision); `concurrencySafe` is then ignored.
+    pub safety_per_input: Option<bool>,
 }
 
 /// A non-negative, finite number of milliseconds.
@@ -125,6 +130,8 @@ pub(crate) struct JsTool {
     name: String,
     schema: Value,
     safe: bool,
+    /// The safety of each call was decided in JavaScript (see [`JsToolQueues::decision`]).
+    safety_per_input: bool,
     timeout: Option<Duration>,
     limit: ResultLimit,
     cancels_siblings: bool,
@@ -163,6 +170,7 @@ impl JsTool {
             name: spec.name,
             schema,
             safe: spec.concurrency_safe.unwrap_or(false),
+            safety_per_input: spec.safety_per_input.unwrap_or(false),
             timeout,
             limit,
             cancels_siblings: spec.cancels_siblings_on_error.unwrap_or(false),
@@ -180,8 +188,12 @@ impl Tool for JsTool {
         self.schema.clone()
     }
 
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        self.safe
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        if self.safety_per_input {
+            self.queues.decision(&self.name, input)
+        } else {
+            self.safe
+        }
     }
 
     fn timeout(&self) -> Option<Duration> {
@@ -197,33 +209,12 @@ impl Tool for JsTool {
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
-        let queues = self.queues.clone();
-        let name = self.name.clone();
-        let timeout = self.timeout;
+        let call = self.queues.call(&self.name, input, ctx, self.timeout);
         Box::pin(async move {
-            let started = Instant::now();
-            // The executor cancels the call's token for a timeout as well as for a cancellation;
-            // tell them apart by the clock so the JS tool sees a TimeoutError or an AbortError.
-            let reason = move || match timeout {
-                Some(limit) if started.elapsed() >= limit => "timeout",
-                _ => "aborted",
-            };
-            let token = ctx.cancellation_token().clone();
-            let progress = Some(ctx.progress_sender());
-            let reply = queues
-                .call(&name, ctx.tool_use_id(), input, token, progress, reason)
-                .await;
-            let content = if reply.content_is_json {
-                match serde_json::from_str::<Vec<Value>>(&reply.content) {
-                    Ok(blocks) => ToolOutput::blocks(blocks).content,
-                    Err(err) => {
-                        return Err(ToolError::failed(format!(
-                            "tool {name} returned content blocks that are not a JSON array: {err}"
-                        )));
-                    }
-                }
-            } else {
-                reply.content.into()
+            let reply = call.await;
+            let content = match reply.content {
+                ReplyContent::Text(text) => text.into(),
+                ReplyContent::Blocks(blocks) => ToolOutput::blocks(blocks).content,
             };
             Ok(ToolOutput {
                 content,
@@ -288,30 +279,26 @@ impl NativeToolExecutor {
     }
 
     /// Starts a streaming turn; `wake` is called (asynchronously) whenever it should be polled.
-    /// With `resultsOnly`, polls report only the results (what `run()` needs), not the
-    /// started/progress/finished events.
-    #[napi(
-        js_name = "startTurn",
-        ts_args_type = "wake: () => void, resultsOnly?: boolean"
-    )]
-    pub fn start_turn(&self, wake: WakeFn, results_only: Option<bool>) -> napi::Result<NativeTurn> {
+    #[napi(js_name = "startTurn", ts_args_type = "wake: () => void")]
+    pub fn start_turn(&self, wake: WakeFn) -> napi::Result<NativeTurn> {
         guard::sync(|| {
             let turn = self.inner.turn();
             Ok(NativeTurn {
                 handle: turn.handle(),
-                turn: Some(turn),
-                results_only: results_only.unwrap_or(false),
+                state: TurnState::Streaming(turn),
                 waker: Arc::new(JsWaker {
                     scheduled: AtomicBool::new(false),
                     wake,
                 }),
                 queues: self.queues.clone(),
+                decisions: Decisions::new(),
             })
         })
     }
 
-    /// Delivers a batch of JS tool replies (JSON array of `{callId, content, contentIsJson,
-    /// isError}`); returns how many calls were still waiting for theirs.
+    /// Delivers a batch of JS tool replies and progress reports: a flat JSON array
+    /// `[callId, flags, content, ...]` (flags: 1 = error, 2 = content blocks, 4 = progress
+    /// report with its data as content); returns how many calls were still waiting for theirs.
     #[napi(js_name = "completeJson")]
     pub fn complete_json(&self, replies_json: String) -> napi::Result<u32> {
         guard::sync(|| {
@@ -323,41 +310,101 @@ impl NativeToolExecutor {
     }
 }
 
-/// One streaming turn, polled on the JavaScript thread.
+/// One turn, polled on the JavaScript thread: streaming (events as they happen) until
+/// [`finish`](NativeTurn::finish) turns it into a batch that reports only its results.
 #[napi(js_name = "Turn")]
 pub struct NativeTurn {
     handle: TurnHandle,
-    /// `None` once every result was delivered.
-    turn: Option<Turn>,
-    /// Report only `Result` events.
-    results_only: bool,
+    state: TurnState,
     waker: Arc<JsWaker>,
     queues: Arc<JsToolQueues>,
+    /// Concurrency decisions of the submissions not yet accepted by a poll.
+    decisions: Decisions,
 }
 
-/// Parses one wire-shaped `tool_use` block (`{type?, id, name, input}`).
-fn parse_tool_use(value: Value) -> Result<ToolUse, FerroloopError> {
-    serde_json::from_value(value).map_err(|err| {
-        FerroloopError::invalid_argument(format!(
-            "a tool use needs string `id` and `name` and an `input`: {err}"
-        ))
-    })
+/// The future of a finishing turn: its results, in submission order.
+type Finishing = Pin<Box<dyn Future<Output = Result<Vec<ToolResult>, TurnError>> + Send>>;
+
+// One turn per `Turn` object, moved only when it starts finishing: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum TurnState {
+    Streaming(Turn),
+    Finishing(Finishing),
+    Done,
+}
+
+/// Submission flags: the input follows (otherwise it is an object JavaScript kept, sent as
+/// `{}`: for a tool without a schema every object is as valid as `{}`).
+const SUBMIT_HAS_INPUT: u32 = 1;
+/// Submission flags: JavaScript decided the call's concurrency safety...
+const SUBMIT_DECIDED: u32 = 2;
+/// ...and decided it is safe.
+const SUBMIT_SAFE: u32 = 4;
+
+/// One submitted call: `id, name, flags[, input]` in a flat array.
+struct Submission {
+    tool_use: ToolUse,
+    decision: Option<bool>,
+}
+
+/// A submission batch: the flat JSON array `[id, name, flags, (input,) id, name, flags, ...]`.
+struct SubmissionBatch(Vec<Submission>);
+
+impl<'de> serde::Deserialize<'de> for SubmissionBatch {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, SeqAccess, Visitor};
+        struct BatchVisitor;
+        impl<'de> Visitor<'de> for BatchVisitor {
+            type Value = SubmissionBatch;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a flat array of id, name, flags[, input] submissions")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SubmissionBatch, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
+                while let Some(id) = seq.next_element::<String>()? {
+                    let name = seq
+                        .next_element::<String>()?
+                        .ok_or_else(|| A::Error::custom("a submission without a name"))?;
+                    let flags = seq
+                        .next_element::<u32>()?
+                        .ok_or_else(|| A::Error::custom("a submission without flags"))?;
+                    let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                        seq.next_element::<Value>()?
+                            .ok_or_else(|| A::Error::custom("a submission without its input"))?
+                    } else {
+                        Value::Object(serde_json::Map::new())
+                    };
+                    out.push(Submission {
+                        tool_use: ToolUse { id, name, input },
+                        decision: (flags & SUBMIT_DECIDED != 0).then_some(flags & SUBMIT_SAFE != 0),
+                    });
+                }
+                Ok(SubmissionBatch(out))
+            }
+        }
+        deserializer.deserialize_seq(BatchVisitor)
+    }
 }
 
 #[napi]
 impl NativeTurn {
-    /// Submits tool uses (a JSON array of `tool_use` blocks); they start as admission allows.
+    /// Submits tool uses, a flat JSON array `[id, name, flags, (input,) ...]` (flags: 1 = the
+    /// input follows, else it is an object the JS side keeps; 2 = the concurrency safety was
+    /// decided, 4 = safe). They start as admission allows.
     #[napi(js_name = "submitJson")]
-    pub fn submit_json(&self, tool_uses_json: String) -> napi::Result<()> {
+    pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
-            let values: Vec<Value> = serde_json::from_str(&tool_uses_json).map_err(|err| {
-                FerroloopError::invalid_argument(format!("tool uses are not a JSON array: {err}"))
-            })?;
-            let uses = values
-                .into_iter()
-                .map(parse_tool_use)
-                .collect::<Result<Vec<_>, _>>()?;
-            for tool_use in uses {
+            let SubmissionBatch(submissions) =
+                serde_json::from_str(&submissions_json).map_err(|err| {
+                    FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
+                })?;
+            for Submission { tool_use, decision } in submissions {
+                if let Some(safe) = decision {
+                    let key = (tool_use.name.clone(), tool_use.input.to_string());
+                    self.decisions.entry(key).or_default().push_back(safe);
+                }
                 self.handle.submit(tool_use).map_err(|closed| {
                     FerroloopError::invalid_argument(format!(
                         "the turn is sealed: tool use {} was not submitted",
@@ -376,6 +423,27 @@ impl NativeTurn {
             self.handle.seal();
             Ok(())
         })
+    }
+
+    /// Seals the turn and stops its events: polls report only the results, all at once when
+    /// the last call is answered (the batch form `run()` uses).
+    #[napi]
+    pub fn finish(&mut self) -> napi::Result<()> {
+        guard::sync(
+            || match std::mem::replace(&mut self.state, TurnState::Done) {
+                TurnState::Streaming(turn) => {
+                    self.state = TurnState::Finishing(Box::pin(turn.finish()));
+                    Ok(())
+                }
+                other => {
+                    self.state = other;
+                    Err(
+                        FerroloopError::invalid_argument("the turn is finishing or done already")
+                            .into(),
+                    )
+                }
+            },
+        )
     }
 
     /// Cancels the turn: running calls are aborted, queued ones never start; every call still
@@ -398,46 +466,48 @@ impl NativeTurn {
     }
 
     /// Drives the turn until it would block. Returns JSON
-    /// `{events, invocations, aborts, done}`: the turn events that happened (results in
-    /// submission order), the tool calls JavaScript must start, the calls it must abort, and
-    /// whether every result was delivered.
+    /// `{events, starts, aborts, done, results?}`: the turn events that happened (results in
+    /// submission order; none once finishing), the calls JavaScript must start as a flat
+    /// `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
+    /// abort, whether the turn is over, and (for a finished turn) every result in order as a
+    /// flat `[isError, content, ...]` array.
     #[napi(js_name = "pollJson")]
     pub fn poll_json(&mut self) -> napi::Result<String> {
         guard::sync(|| {
             // Cleared first: a wake during or after this poll schedules the next one.
             self.waker.scheduled.store(false, Ordering::Release);
+            let waker = Waker::from(self.waker.clone());
+            let mut cx = Context::from_waker(&waker);
+            let decided = !self.decisions.is_empty();
+            if decided {
+                self.queues.swap_decisions(&mut self.decisions);
+            }
             let mut events = Vec::new();
-            let mut done = self.turn.is_none();
-            if let Some(turn) = self.turn.as_mut() {
-                let waker = Waker::from(self.waker.clone());
-                let mut cx = Context::from_waker(&waker);
-                // Timers (timeouts, cleanup grace) register with the async runtime.
-                napi::bindgen_prelude::within_runtime_if_available(|| {
-                    loop {
-                        match turn.poll_next_event(&mut cx) {
-                            Poll::Ready(Some(event)) => {
-                                if !self.results_only || matches!(event, TurnEvent::Result { .. }) {
-                                    events.push(event);
-                                }
-                            }
-                            Poll::Ready(None) => {
-                                done = true;
-                                break;
-                            }
-                            Poll::Pending => break,
-                        }
-                    }
-                });
+            let mut results = None;
+            // Timers (timeouts, cleanup grace) register with the async runtime.
+            let outcome = napi::bindgen_prelude::within_runtime_if_available(|| {
+                poll_state(&mut self.state, &mut cx, &mut events, &mut results)
+            });
+            if decided {
+                // Every submission was accepted by this poll: what is left was never asked for
+                // (an unknown tool, a skipped call).
+                self.queues.swap_decisions(&mut self.decisions);
+                self.decisions.clear();
             }
-            if done {
-                self.turn = None;
-            }
+            outcome?;
+            let done = matches!(self.state, TurnState::Done);
             let outbox = self.queues.drain();
+            let mut starts = Vec::with_capacity(2 * outbox.invocations.len());
+            for invocation in &outbox.invocations {
+                starts.push(invocation.call_id);
+                starts.push(invocation.index);
+            }
             let out = PollOutcome {
                 events: events.iter().map(JsEvent::of).collect(),
-                invocations: &outbox.invocations,
+                starts,
                 aborts: &outbox.aborts,
                 done,
+                results: results.as_deref().map(FlatResults),
             };
             serde_json::to_string(&out).map_err(|err| {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
@@ -446,13 +516,69 @@ impl NativeTurn {
     }
 }
 
+/// Drives a turn's state until it would block (see [`NativeTurn::poll_json`]).
+fn poll_state(
+    state: &mut TurnState,
+    cx: &mut Context<'_>,
+    events: &mut Vec<TurnEvent>,
+    results: &mut Option<Vec<ToolResult>>,
+) -> Result<(), FerroloopError> {
+    match state {
+        TurnState::Streaming(turn) => loop {
+            match turn.poll_next_event(cx) {
+                Poll::Ready(Some(event)) => events.push(event),
+                Poll::Ready(None) => {
+                    *state = TurnState::Done;
+                    return Ok(());
+                }
+                Poll::Pending => return Ok(()),
+            }
+        },
+        TurnState::Finishing(finishing) => match finishing.as_mut().poll(cx) {
+            Poll::Pending => Ok(()),
+            Poll::Ready(outcome) => {
+                *state = TurnState::Done;
+                match outcome {
+                    Ok(all) | Err(TurnError::Fatal { results: all, .. }) => {
+                        *results = Some(all);
+                        Ok(())
+                    }
+                    Err(err @ TurnError::Internal(_)) => {
+                        Err(FerroloopError::internal(err.to_string()))
+                    }
+                }
+            }
+        },
+        TurnState::Done => Ok(()),
+    }
+}
+
 /// What one poll reports to the JS wrapper.
 #[derive(serde::Serialize)]
 struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
-    invocations: &'a [crate::js_tools::ToolInvocation],
+    starts: Vec<u32>,
     aborts: &'a [crate::js_tools::ToolAbort],
     done: bool,
+    /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the
+    /// `tool_use` ids and builds the wire-shaped blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    results: Option<FlatResults<'a>>,
+}
+
+/// Results as a flat array of `isError, content` pairs (see [`PollOutcome::results`]).
+struct FlatResults<'a>(&'a [ToolResult]);
+
+impl serde::Serialize for FlatResults<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq as _;
+        let mut seq = serializer.serialize_seq(Some(2 * self.0.len()))?;
+        for result in self.0 {
+            seq.serialize_element(&u8::from(result.is_error))?;
+            seq.serialize_element(&result.content)?;
+        }
+        seq.end()
+    }
 }
 
 /// A turn event in its JS shape: camelCase fields, the result in wire shape. Serialized straight

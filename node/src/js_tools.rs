@@ -1,53 +1,97 @@
 //! Tools implemented in JavaScript, driven from the JS thread.
 //!
 //! The executor's turns are polled on the JavaScript thread (see `exec.rs`), so calling a JS tool
-//! needs no thread hop: `JsTool::call` queues an invocation that the JS wrapper starts right
-//! after the poll that produced it, and the tool's settled value comes back through a
-//! synchronous `complete(callId, reply)` that wakes the waiting call. Aborts (timeout,
+//! needs no thread hop: a JS tool's future, when first polled, queues an invocation that the JS
+//! wrapper starts right after the poll that produced it, and the tool's settled value comes back
+//! in a batch of replies (`complete_many`) that wakes the waiting calls. Aborts (timeout,
 //! cancellation) are queued the same way and fire the call's `AbortSignal` in JS.
+//!
+//! The per-call cost matters (a turn can carry ten thousand quick calls), so a waiting call is
+//! one entry in a table keyed by its call id, holding its waker: no channel, no task, and no
+//! cancellation waiter of its own (the executor races every waiting call against its
+//! cancellation and timeout already, then polls it during the cleanup grace, which is when the
+//! call notices its cancelled token and asks JavaScript to abort).
+//!
+//! A `ToolExecutor` turn's invocations name only the call id and the call's index in its turn:
+//! the JS wrapper still holds the submitted `tool_use` blocks, inputs included, so nothing
+//! travels back. An agent's calls come from the model stream in Rust, so their invocations
+//! carry the name, id and input.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
-use ferroloop::exec::{CancellationToken, ProgressSender};
-use napi_derive::napi;
-use tokio::sync::oneshot;
+use ferroloop::exec::{ProgressSender, ToolContext};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde_json::Value;
 
-/// One tool call for JavaScript to start (sent inside a poll's JSON, so the input arrives in
-/// JS already parsed, in the same `JSON.parse`).
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One tool call for JavaScript to start.
+#[derive(Debug, Clone)]
 pub struct ToolInvocation {
-    /// Identifies the call in `complete` and in aborts.
+    /// Identifies the call in replies and in aborts.
     pub call_id: u32,
+    /// The call's position in its turn (submission order).
+    pub index: u32,
+    /// The tool's name, the `tool_use` id and the input, for hosts that do not hold the
+    /// submitted blocks (the agent's).
+    pub detail: Option<InvocationDetail>,
+}
+
+/// What an invocation carries when the JS host does not hold the `tool_use` block.
+#[derive(Debug, Clone)]
+pub struct InvocationDetail {
     /// The tool's name.
     pub name: String,
     /// The `tool_use` block's id.
     pub tool_use_id: String,
     /// The tool input.
-    pub input: serde_json::Value,
+    pub input: Value,
+}
+
+impl serde::Serialize for ToolInvocation {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut out = serializer.serialize_struct("ToolInvocation", 5)?;
+        out.serialize_field("callId", &self.call_id)?;
+        out.serialize_field("index", &self.index)?;
+        if let Some(detail) = &self.detail {
+            out.serialize_field("name", &detail.name)?;
+            out.serialize_field("toolUseId", &detail.tool_use_id)?;
+            out.serialize_field("input", &detail.input)?;
+        }
+        out.end()
+    }
 }
 
 /// What a JavaScript tool produced.
-#[napi(object)]
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolReply {
-    /// The result content: text, or (when `contentIsJson`) a JSON array of content blocks.
-    pub content: String,
-    /// Whether `content` is JSON (an array of content blocks) rather than plain text.
-    pub content_is_json: bool,
+    /// The result content: text or content blocks.
+    pub content: ReplyContent,
     /// The tool failed (threw, rejected or reported an error).
     pub is_error: bool,
+}
+
+/// A reply's content.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyContent {
+    /// Plain text.
+    Text(String),
+    /// Content blocks (a JSON array as the tool returned it).
+    Blocks(Vec<Value>),
 }
 
 impl ToolReply {
     /// An error reply with a plain-text message.
     pub fn error(message: impl Into<String>) -> Self {
         Self {
-            content: message.into(),
-            content_is_json: false,
+            content: ReplyContent::Text(message.into()),
             is_error: true,
         }
     }
@@ -66,11 +110,57 @@ pub struct ToolAbort {
 /// Tells the JS host that the outbox has work (for calls started off the JS thread).
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
-/// A call waiting for its reply, and where its progress reports go.
-struct Waiting {
-    reply: oneshot::Sender<ToolReply>,
-    progress: Option<ProgressSender>,
+/// Work for the JS host, drained after every poll.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// Calls to start.
+    pub invocations: Vec<ToolInvocation>,
+    /// Calls to abort.
+    pub aborts: Vec<ToolAbort>,
 }
+
+/// A hasher for the (sequential, unique) call ids: a multiplicative mix is all they need.
+#[derive(Default)]
+struct CallIdHasher(u64);
+
+impl Hasher for CallIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.0 = u64::from(value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A call waiting for its reply.
+enum Slot {
+    Waiting {
+        waker: Option<Waker>,
+        progress: Option<ProgressSender>,
+    },
+    Replied(ToolReply),
+}
+
+/// Everything behind the queues' one lock.
+#[derive(Default)]
+struct State {
+    outbox: Outbox,
+    calls: HashMap<u32, Slot, BuildHasherDefault<CallIdHasher>>,
+    /// Per-input concurrency decisions made in JavaScript, for the turn being polled (see
+    /// [`JsToolQueues::swap_decisions`]).
+    decisions: Decisions,
+}
+
+/// Concurrency-safety decisions taken in JavaScript at submission time, keyed by tool name and
+/// input (as JSON text), in submission order for equal keys.
+pub type Decisions = HashMap<(String, String), VecDeque<bool>>;
 
 /// The queues between the executor's calls and the JS host, shared by every turn of one
 /// executor.
@@ -81,27 +171,69 @@ struct Waiting {
 #[derive(Default)]
 pub struct JsToolQueues {
     next_call_id: AtomicU32,
-    outbox: Mutex<Outbox>,
-    waiting: Mutex<HashMap<u32, Waiting>>,
+    state: Mutex<State>,
     notify: Option<Notify>,
+    /// Invocations carry name, id and input (the host does not hold the `tool_use` blocks).
+    detailed: bool,
 }
 
-impl std::fmt::Debug for JsToolQueues {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for JsToolQueues {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JsToolQueues")
-            .field("waiting", &lock(&self.waiting).len())
+            .field("waiting", &self.lock().calls.len())
             .field("notify", &self.notify.is_some())
             .finish_non_exhaustive()
     }
 }
 
-/// Work for the JS host, drained after every poll.
-#[derive(Debug, Default)]
-pub struct Outbox {
-    /// Calls to start.
-    pub invocations: Vec<ToolInvocation>,
-    /// Calls to abort.
-    pub aborts: Vec<ToolAbort>,
+/// Reply flags (`complete_many`): the tool failed.
+const FLAG_ERROR: u32 = 1;
+/// Reply flags: the content is an array of content blocks.
+const FLAG_BLOCKS: u32 = 2;
+/// Reply flags: not a reply but a progress report (the content is its data).
+const FLAG_PROGRESS: u32 = 4;
+
+/// One item of a reply batch: `callId, flags, content` (three elements of a flat array).
+struct Incoming {
+    call_id: u32,
+    flags: u32,
+    content: Value,
+}
+
+/// A reply batch: a flat JSON array `[callId, flags, content, callId, flags, content, ...]`
+/// (no object per reply: its keys would be parsed and matched ten thousand times).
+struct ReplyBatch(Vec<Incoming>);
+
+impl<'de> serde::Deserialize<'de> for ReplyBatch {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BatchVisitor;
+        impl<'de> Visitor<'de> for BatchVisitor {
+            type Value = ReplyBatch;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a flat array of callId, flags, content triples")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReplyBatch, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
+                while let Some(call_id) = seq.next_element::<u32>()? {
+                    let flags = seq
+                        .next_element::<u32>()?
+                        .ok_or_else(|| de::Error::custom("a reply without flags"))?;
+                    let content = seq
+                        .next_element::<Value>()?
+                        .ok_or_else(|| de::Error::custom("a reply without content"))?;
+                    out.push(Incoming {
+                        call_id,
+                        flags,
+                        content,
+                    });
+                }
+                Ok(ReplyBatch(out))
+            }
+        }
+        deserializer.deserialize_seq(BatchVisitor)
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -110,168 +242,273 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl JsToolQueues {
-    /// Queues whose new work is announced through `notify`.
+    /// Queues whose new work is announced through `notify`, with invocations that carry the
+    /// tool name, `tool_use` id and input (the agent's host).
     pub fn with_notify(notify: Notify) -> Self {
         Self {
             notify: Some(notify),
+            detailed: true,
             ..Self::default()
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
     /// Adds to the outbox, announcing the work when the outbox was empty (the host drains it
     /// all at once, so one announcement per batch is enough).
-    fn post(&self, add: impl FnOnce(&mut Outbox)) {
-        let was_empty = {
-            let mut outbox = lock(&self.outbox);
-            let was_empty = outbox.invocations.is_empty() && outbox.aborts.is_empty();
-            add(&mut outbox);
-            was_empty
-        };
-        if was_empty && let Some(notify) = &self.notify {
+    fn post(&self, state: &mut State, add: impl FnOnce(&mut Outbox)) -> bool {
+        let was_empty = state.outbox.invocations.is_empty() && state.outbox.aborts.is_empty();
+        add(&mut state.outbox);
+        was_empty && self.notify.is_some()
+    }
+
+    fn announce(&self) {
+        if let Some(notify) = &self.notify {
             notify();
         }
     }
 
     /// Takes the queued invocations and aborts.
     pub fn drain(&self) -> Outbox {
-        std::mem::take(&mut *lock(&self.outbox))
+        std::mem::take(&mut self.lock().outbox)
     }
 
-    /// Delivers a batch of replies and progress reports, in order (JSON array of
-    /// `{callId, content, contentIsJson, isError}` or `{callId, progress: true, data}`); returns how many
-    /// replies reached a call still waiting.
+    /// Delivers a batch of replies and progress reports, in order (see [`ReplyBatch`]: flags
+    /// 1 = error, 2 = content blocks, 4 = progress report). Returns how many replies reached a
+    /// call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
-        #[derive(serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Incoming {
-            call_id: u32,
-            #[serde(default)]
-            progress: bool,
-            #[serde(default)]
-            data: serde_json::Value,
-            #[serde(default)]
-            content: String,
-            #[serde(default)]
-            content_is_json: bool,
-            #[serde(default)]
-            is_error: bool,
-        }
-        let replies: Vec<Incoming> = serde_json::from_str(replies_json)?;
+        let ReplyBatch(replies) = serde_json::from_str(replies_json)?;
+        let mut wakers = Vec::with_capacity(replies.len());
         let mut delivered = 0;
-        for incoming in replies {
-            if incoming.progress {
-                self.progress(incoming.call_id, incoming.data);
-                continue;
+        {
+            let mut state = self.lock();
+            for incoming in replies {
+                if incoming.flags & FLAG_PROGRESS != 0 {
+                    if let Some(Slot::Waiting {
+                        progress: Some(sender),
+                        ..
+                    }) = state.calls.get(&incoming.call_id)
+                    {
+                        sender.send(incoming.content);
+                    }
+                    continue;
+                }
+                let (content, malformed) = reply_content(incoming.content, incoming.flags);
+                let reply = ToolReply {
+                    content,
+                    is_error: malformed || incoming.flags & FLAG_ERROR != 0,
+                };
+                if let Some(waker) = deliver(&mut state, incoming.call_id, reply, &mut delivered) {
+                    wakers.push(waker);
+                }
             }
-            let reply = ToolReply {
-                content: incoming.content,
-                content_is_json: incoming.content_is_json,
-                is_error: incoming.is_error,
-            };
-            delivered += u32::from(self.complete(incoming.call_id, reply));
+        }
+        // Woken outside the lock: a waker may poll (and so lock) at once.
+        for waker in wakers {
+            waker.wake();
         }
         Ok(delivered)
     }
 
-    /// Forwards a progress report of a running call to its turn (dropped once it ended).
-    pub fn progress(&self, call_id: u32, data: serde_json::Value) {
-        let sender = lock(&self.waiting)
-            .get(&call_id)
-            .and_then(|waiting| waiting.progress.clone());
-        if let Some(sender) = sender {
-            sender.send(data);
-        }
-    }
-
     /// Delivers the reply of call `call_id`. Returns false when nobody waits for it any more
-    /// (the call was dropped after a timeout or cancellation).
+    /// (the call was dropped after a timeout or cancellation, or was answered already).
     pub fn complete(&self, call_id: u32, reply: ToolReply) -> bool {
-        match lock(&self.waiting).remove(&call_id) {
-            Some(waiting) => waiting.reply.send(reply).is_ok(),
-            None => false,
+        let mut delivered = 0;
+        let waker = deliver(&mut self.lock(), call_id, reply, &mut delivered);
+        if let Some(waker) = waker {
+            waker.wake();
         }
+        delivered == 1
     }
 
-    fn start(
-        &self,
+    /// Exchanges the decisions table with `decisions` (a turn installs its own for the
+    /// duration of a poll, during which the executor asks for them).
+    pub fn swap_decisions(&self, decisions: &mut Decisions) {
+        std::mem::swap(&mut self.lock().decisions, decisions);
+    }
+
+    /// The concurrency decision JavaScript took for this call of `tool` (false, the
+    /// conservative answer, when none was recorded).
+    pub fn decision(&self, tool: &str, input: &Value) -> bool {
+        let mut state = self.lock();
+        if state.decisions.is_empty() {
+            return false;
+        }
+        let key = (tool.to_owned(), input.to_string());
+        state
+            .decisions
+            .get_mut(&key)
+            .and_then(VecDeque::pop_front)
+            .unwrap_or(false)
+    }
+
+    /// A future that calls tool `name` in JavaScript and resolves with its reply. When the
+    /// call's token is cancelled, the next poll asks JavaScript to abort it (reason from the
+    /// clock: `timeout` once `timeout` has elapsed, else `aborted`) and keeps waiting for the
+    /// reply: the executor bounds that wait with its cleanup grace, then drops the future.
+    pub fn call(
+        self: &Arc<Self>,
         name: &str,
-        tool_use_id: &str,
-        input: serde_json::Value,
-        progress: Option<ProgressSender>,
-    ) -> PendingCall<'_> {
-        let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = oneshot::channel();
-        lock(&self.waiting).insert(
-            call_id,
-            Waiting {
-                reply: sender,
-                progress,
-            },
-        );
-        self.post(|outbox| {
-            outbox.invocations.push(ToolInvocation {
-                call_id,
-                name: name.to_owned(),
-                tool_use_id: tool_use_id.to_owned(),
-                input,
-            });
+        input: Value,
+        ctx: ToolContext,
+        timeout: Option<Duration>,
+    ) -> JsCall {
+        let detail = self.detailed.then(|| InvocationDetail {
+            name: name.to_owned(),
+            tool_use_id: ctx.tool_use_id().to_owned(),
+            input,
         });
-        PendingCall {
-            queues: self,
-            call_id,
-            receiver: Some(receiver),
+        JsCall {
+            queues: self.clone(),
+            call_id: None,
+            detail,
+            started: timeout.map(|limit| (Instant::now(), limit)),
+            ctx,
             aborted: false,
         }
     }
+}
 
-    fn abort(&self, call_id: u32, reason: &'static str) {
-        self.post(|outbox| outbox.aborts.push(ToolAbort { call_id, reason }));
-    }
-
-    /// Calls tool `name` in JavaScript and waits for its reply. When `cancel` fires first, the
-    /// JS call is aborted (reason from `reason()`) and its reply is still awaited: the executor
-    /// bounds that wait with its cleanup grace, then drops this future.
-    pub async fn call(
-        self: &Arc<Self>,
-        name: &str,
-        tool_use_id: &str,
-        input: serde_json::Value,
-        cancel: CancellationToken,
-        progress: Option<ProgressSender>,
-        reason: impl Fn() -> &'static str,
-    ) -> ToolReply {
-        let mut pending = self.start(name, tool_use_id, input, progress);
-        let Some(mut receiver) = pending.receiver.take() else {
-            return ToolReply::error("internal: call started twice");
-        };
-        let reply = tokio::select! {
-            biased;
-            reply = &mut receiver => reply,
-            () = cancel.cancelled() => {
-                pending.aborted = true;
-                self.abort(pending.call_id, reason());
-                (&mut receiver).await
+/// Stores `reply` for a waiting call; returns its waker.
+fn deliver(
+    state: &mut State,
+    call_id: u32,
+    reply: ToolReply,
+    delivered: &mut u32,
+) -> Option<Waker> {
+    match state.calls.get_mut(&call_id) {
+        Some(slot @ Slot::Waiting { .. }) => {
+            *delivered += 1;
+            match std::mem::replace(slot, Slot::Replied(reply)) {
+                Slot::Waiting { waker, .. } => waker,
+                Slot::Replied(_) => None,
             }
-        };
-        pending.receiver = None;
-        lock(&self.waiting).remove(&pending.call_id);
-        reply.unwrap_or_else(|_| ToolReply::error(format!("tool {name} was dropped")))
+        }
+        _ => None,
     }
 }
 
-/// A started call; dropping it before the reply aborts the JS side and forgets the waiter.
-struct PendingCall<'a> {
-    queues: &'a JsToolQueues,
-    call_id: u32,
-    receiver: Option<oneshot::Receiver<ToolReply>>,
+/// The content of a reply: text, or (flag 2) content blocks given as an array or as the JSON
+/// text of one. Blocks that are not an array become an error reply.
+fn reply_content(content: Value, flags: u32) -> (ReplyContent, bool) {
+    if flags & FLAG_BLOCKS == 0 {
+        return match content {
+            Value::String(text) => (ReplyContent::Text(text), false),
+            // The JS host sends a string; anything else is kept as its JSON text.
+            other => (ReplyContent::Text(other.to_string()), false),
+        };
+    }
+    let parsed = match content {
+        Value::String(text) => serde_json::from_str::<Value>(&text),
+        other => Ok(other),
+    };
+    match parsed {
+        Ok(Value::Array(blocks)) => (ReplyContent::Blocks(blocks), false),
+        _ => (
+            ReplyContent::Text("the tool returned content blocks that are not a JSON array".into()),
+            true,
+        ),
+    }
+}
+
+/// A JS tool call in flight (see [`JsToolQueues::call`]). Dropping it before the reply aborts
+/// the JS side and forgets the call.
+pub struct JsCall {
+    queues: Arc<JsToolQueues>,
+    /// Set when the invocation was queued (the first poll).
+    call_id: Option<u32>,
+    detail: Option<InvocationDetail>,
+    /// When the call started and its timeout, for calls that have one.
+    started: Option<(Instant, Duration)>,
+    ctx: ToolContext,
     aborted: bool,
 }
 
-impl Drop for PendingCall<'_> {
+impl JsCall {
+    fn abort_reason(&self) -> &'static str {
+        match self.started {
+            Some((at, limit)) if at.elapsed() >= limit => "timeout",
+            _ => "aborted",
+        }
+    }
+}
+
+impl Future for JsCall {
+    type Output = ToolReply;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ToolReply> {
+        let this = self.get_mut();
+        let queues = this.queues.clone();
+        let mut state = queues.lock();
+        let Some(call_id) = this.call_id else {
+            let call_id = queues.next_call_id.fetch_add(1, Ordering::Relaxed);
+            this.call_id = Some(call_id);
+            state.calls.insert(
+                call_id,
+                Slot::Waiting {
+                    waker: Some(cx.waker().clone()),
+                    progress: Some(this.ctx.progress_sender()),
+                },
+            );
+            let invocation = ToolInvocation {
+                call_id,
+                index: u32::try_from(this.ctx.index()).unwrap_or(u32::MAX),
+                detail: this.detail.take(),
+            };
+            let announce = queues.post(&mut state, |outbox| outbox.invocations.push(invocation));
+            drop(state);
+            if announce {
+                queues.announce();
+            }
+            return Poll::Pending;
+        };
+        match state.calls.get_mut(&call_id) {
+            Some(Slot::Waiting { waker, .. }) => {
+                match waker {
+                    Some(known) if known.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                let mut announce = false;
+                if !this.aborted && this.ctx.is_cancelled() {
+                    this.aborted = true;
+                    let reason = this.abort_reason();
+                    announce = queues.post(&mut state, |outbox| {
+                        outbox.aborts.push(ToolAbort { call_id, reason });
+                    });
+                }
+                drop(state);
+                if announce {
+                    queues.announce();
+                }
+                Poll::Pending
+            }
+            Some(Slot::Replied(_)) => match state.calls.remove(&call_id) {
+                Some(Slot::Replied(reply)) => Poll::Ready(reply),
+                _ => Poll::Ready(ToolReply::error("internal: the reply vanished")),
+            },
+            None => Poll::Ready(ToolReply::error("internal: the call was forgotten")),
+        }
+    }
+}
+
+impl Drop for JsCall {
     fn drop(&mut self) {
-        let answered = lock(&self.queues.waiting).remove(&self.call_id).is_none();
-        if !answered && !self.aborted {
-            self.queues.abort(self.call_id, "aborted");
+        let Some(call_id) = self.call_id else { return };
+        let mut state = self.queues.lock();
+        let unanswered = matches!(state.calls.remove(&call_id), Some(Slot::Waiting { .. }));
+        let announce = unanswered && !self.aborted && {
+            self.queues.post(&mut state, |outbox| {
+                outbox.aborts.push(ToolAbort {
+                    call_id,
+                    reason: "aborted",
+                });
+            })
+        };
+        drop(state);
+        if announce {
+            self.queues.announce();
         }
     }
 }
@@ -281,135 +518,49 @@ impl Drop for PendingCall<'_> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn reply_reaches_the_waiting_call() {
-        let queues = Arc::new(JsToolQueues::default());
-        let token = CancellationToken::new();
-        let q = queues.clone();
-        let call = tokio::spawn(async move {
-            q.call(
-                "echo",
-                "t1",
-                serde_json::json!({}),
-                token,
-                None,
-                || "aborted",
-            )
-            .await
-        });
-        let invocation = loop {
-            if let Some(inv) = queues.drain().invocations.pop() {
-                break inv;
-            }
-            tokio::task::yield_now().await;
-        };
-        assert_eq!(invocation.name, "echo");
-        let reply = ToolReply {
-            content: "hi".into(),
-            content_is_json: false,
-            is_error: false,
-        };
-        assert!(queues.complete(invocation.call_id, reply.clone()));
-        assert_eq!(call.await.unwrap(), reply);
-        assert!(!queues.complete(invocation.call_id, reply), "answered once");
-    }
-
-    #[tokio::test]
-    async fn replies_arrive_in_batches() {
-        let queues = Arc::new(JsToolQueues::default());
-        let mut calls = Vec::new();
-        for i in 0..3 {
-            let q = queues.clone();
-            calls.push(tokio::spawn(async move {
-                q.call(
-                    "t",
-                    &format!("t{i}"),
-                    serde_json::json!({ "i": i }),
-                    CancellationToken::new(),
-                    None,
-                    || "aborted",
-                )
-                .await
-            }));
-        }
-        let mut ids = Vec::new();
-        while ids.len() < 3 {
-            ids.extend(
-                queues
-                    .drain()
-                    .invocations
-                    .into_iter()
-                    .map(|inv| inv.call_id),
-            );
-            tokio::task::yield_now().await;
-        }
-        let batch = serde_json::to_string(&ids.iter().map(|id| serde_json::json!({
-            "callId": id, "content": format!("r{id}"), "contentIsJson": false, "isError": false
-        })).collect::<Vec<_>>()).unwrap();
-        assert_eq!(queues.complete_many(&batch).unwrap(), 3);
-        for call in calls {
-            assert!(call.await.unwrap().content.starts_with('r'));
-        }
-        assert!(queues.complete_many("not json").is_err());
-    }
-
-    #[tokio::test]
-    async fn cancellation_queues_an_abort_and_still_waits_for_the_reply() {
-        let queues = Arc::new(JsToolQueues::default());
-        let token = CancellationToken::new();
-        let q = queues.clone();
-        let t = token.clone();
-        let call = tokio::spawn(async move {
-            q.call("slow", "t1", serde_json::json!({}), t, None, || "timeout")
-                .await
-        });
-        let id = loop {
-            if let Some(inv) = queues.drain().invocations.pop() {
-                break inv.call_id;
-            }
-            tokio::task::yield_now().await;
-        };
-        token.cancel();
-        let abort = loop {
-            if let Some(abort) = queues.drain().aborts.pop() {
-                break abort;
-            }
-            tokio::task::yield_now().await;
-        };
-        assert_eq!((abort.call_id, abort.reason), (id, "timeout"));
-        assert!(queues.complete(id, ToolReply::error("stopped")));
-        assert_eq!(call.await.unwrap().content, "stopped");
-    }
-
-    #[tokio::test]
-    async fn dropping_an_unanswered_call_aborts_it() {
-        let queues = Arc::new(JsToolQueues::default());
-        let q = queues.clone();
-        let call = tokio::spawn(async move {
-            q.call(
-                "never",
-                "t1",
-                "{}".into(),
-                CancellationToken::new(),
-                None,
-                || "aborted",
-            )
-            .await
-        });
-        let id = loop {
-            if let Some(inv) = queues.drain().invocations.pop() {
-                break inv.call_id;
-            }
-            tokio::task::yield_now().await;
-        };
-        call.abort();
-        let _ = call.await;
-        let aborts = queues.drain().aborts;
-        assert_eq!(aborts.len(), 1);
-        assert_eq!(aborts[0].call_id, id);
-        assert!(
-            !queues.complete(id, ToolReply::error("late")),
-            "the waiter is gone"
+    #[test]
+    fn reply_batches_parse_as_flat_triples() {
+        let ReplyBatch(items) = serde_json::from_str(
+            r#"[1, 0, "ok", 2, 3, [{"type": "text", "text": "x"}], 3, 4, {"p": 1}]"#,
+        )
+        .unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].call_id, 1);
+        assert_eq!(
+            reply_content(items[0].content.clone(), items[0].flags),
+            (ReplyContent::Text("ok".into()), false)
         );
+        assert!(matches!(
+            reply_content(items[1].content.clone(), items[1].flags),
+            (ReplyContent::Blocks(ref blocks), false) if blocks.len() == 1
+        ));
+        assert!(matches!(
+            reply_content(Value::String(r#"[{"type": "text", "text": "y"}]"#.into()), FLAG_BLOCKS),
+            (ReplyContent::Blocks(ref blocks), false) if blocks.len() == 1
+        ));
+        assert!(matches!(
+            reply_content(Value::String("{}".into()), FLAG_BLOCKS),
+            (ReplyContent::Text(_), true)
+        ));
+        assert_eq!(items[2].flags, FLAG_PROGRESS);
+        assert!(serde_json::from_str::<ReplyBatch>("[1, 0]").is_err());
+        assert!(serde_json::from_str::<ReplyBatch>("not json").is_err());
+    }
+
+    #[test]
+    fn decisions_are_taken_in_order_and_default_to_exclusive() {
+        let queues = JsToolQueues::default();
+        let input = serde_json::json!({"path": "a"});
+        assert!(!queues.decision("t", &input), "nothing recorded: exclusive");
+        let mut decisions = Decisions::new();
+        decisions
+            .entry(("t".into(), input.to_string()))
+            .or_default()
+            .extend([true, false]);
+        queues.swap_decisions(&mut decisions);
+        assert!(queues.decision("t", &input));
+        assert!(!queues.decision("t", &input));
+        assert!(!queues.decision("t", &input), "used up");
+        assert!(!queues.decision("other", &input));
     }
 }

@@ -209,6 +209,9 @@ test('Agent options are validated', () => {
   assert.throws(() => new Agent(client, {}), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', tools: ['rm'] }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', extra: 5 }), ferroloop.InvalidArgumentError)
+  // Per-input concurrency decisions work in ToolExecutor.run/turn, not inside an agent's loop.
+  const perInput = new ToolExecutor().tool({ name: 'fs', concurrencySafe: (input) => input.read === true }, () => '')
+  assert.throws(() => new Agent(client, { model: 'm', tools: perInput }), /concurrencySafe per input/)
   const agent = new Agent(client, { model: 'm', tools: ['read', new ToolExecutor().tool({ name: 'x' }, () => '')] })
   assert.deepEqual(
     agent.toolDefinitions().map((t) => t.name),

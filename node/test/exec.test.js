@@ -62,6 +62,67 @@ test('safe calls overlap up to the cap; an unsafe call runs alone and is a barri
   assert.equal(log.at(-1), 'start safe5 (1 running)', 'nothing queued after the barrier starts before it ends')
 })
 
+test('concurrencySafe as a function of the input: decided per call at submission, for run() and turn()', async () => {
+  const decide = (input) => {
+    if (input.mode === 'throws') throw new Error('undecidable')
+    return input.mode === 'read'
+  }
+  const make = () => {
+    const state = { running: 0, log: [], asked: [] }
+    const ex = new ToolExecutor({ maxConcurrency: 10 })
+    ex.tool(
+      {
+        name: 'fs',
+        concurrencySafe: (input) => {
+          state.asked.push(input.label)
+          return decide(input)
+        },
+        // A schema makes the inputs travel to Rust (the decision must follow them there too).
+        schema: { type: 'object', properties: { mode: { type: 'string' }, label: { type: 'string' } } },
+      },
+      async ({ label }) => {
+        state.running++
+        state.log.push(`${label}:${state.running}`)
+        await sleep(10)
+        state.running--
+        return label
+      },
+    )
+    ex.tool({ name: 'plain', concurrencySafe: (input) => input.mode === 'read' }, async ({ label }) => {
+      state.running++
+      state.log.push(`${label}:${state.running}`)
+      await sleep(10)
+      state.running--
+      return label
+    })
+    return { ex, state }
+  }
+  const uses = [
+    use('r1', 'fs', { mode: 'read', label: 'r1' }),
+    use('r2', 'fs', { mode: 'read', label: 'r2' }),
+    use('w1', 'fs', { mode: 'write', label: 'w1' }),
+    use('r3', 'plain', { mode: 'read', label: 'r3' }),
+    use('r4', 'plain', { mode: 'read', label: 'r4' }),
+    use('t1', 'fs', { mode: 'throws', label: 't1' }),
+  ]
+  const expected = ['r1:1', 'r2:2', 'w1:1', 'r3:1', 'r4:2', 't1:1']
+
+  const batch = make()
+  const results = await batch.ex.run(uses)
+  assert.deepEqual(results.map((r) => r.content), ['r1', 'r2', 'w1', 'r3', 'r4', 't1'])
+  assert.deepEqual(batch.state.log, expected, 'reads overlap; a write, and an undecidable call, run alone')
+  assert.deepEqual(batch.state.asked, ['r1', 'r2', 'w1', 't1'], 'asked once per call, at submission')
+
+  const streaming = make()
+  const turn = streaming.ex.turn()
+  turn.submit(...uses.slice(0, 3))
+  turn.submit(...uses.slice(3))
+  turn.seal()
+  const streamed = await turn.results()
+  assert.deepEqual(streamed.map((r) => r.content), ['r1', 'r2', 'w1', 'r3', 'r4', 't1'])
+  assert.deepEqual(streaming.state.log, expected)
+})
+
 test('a throwing, rejecting, unknown or invalid-input call gets an is_error result', async () => {
   const ex = new ToolExecutor()
   ex.tool({ name: 'throws' }, () => {
@@ -219,7 +280,7 @@ test('bad declarations and arguments raise InvalidArgumentError', () => {
   assert.throws(() => ex.tool({ name: 'a', timeoutMs: -5 }, noop), InvalidArgumentError)
   assert.throws(() => ex.tool({ name: 'a', maxResultChars: 1.5 }, noop), InvalidArgumentError)
   assert.throws(() => ex.tool({ name: 'a', schema: 'x' }, noop), InvalidArgumentError)
-  assert.throws(() => ex.tool({ name: 'a', concurrencySafe: () => true }, noop), InvalidArgumentError)
+  assert.throws(() => ex.tool({ name: 'a', concurrencySafe: 'yes' }, noop), InvalidArgumentError)
   ex.tool({ name: 'a' }, noop)
   assert.throws(() => ex.tool({ name: 'a' }, noop), InvalidArgumentError)
   assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), InvalidArgumentError)

@@ -78,6 +78,7 @@ const calls = {
   'ToolExecutor.startTurn': (o) => o.startTurn(noop),
   'Turn.submitJson': (o) => o.submitJson('[]'),
   'Turn.seal': (o) => o.seal(),
+  'Turn.finish': (o) => o.finish(),
   'Turn.cancel': (o) => o.cancel(),
   'Turn.discard': (o) => o.discard(),
   'Turn.pollJson': (o) => o.pollJson(),

@@ -23,6 +23,59 @@ test('ESM and CommonJS expose the same classes', () => {
   assert.deepEqual(events, [{ event: 'message', data: 'esm', id: '' }])
 })
 
+test('ESM and CommonJS export the same Client, Agent and executor classes', () => {
+  const cjs = require('../lib/index.js')
+  for (const name of ['Client', 'MessageStream', 'Agent', 'AgentRun', 'ToolExecutor', 'Turn', 'StreamDecoder', 'countTokens']) {
+    assert.equal(typeof cjs[name], 'function', `CommonJS exports ${name}`)
+    assert.equal(esm[name], cjs[name], `ESM exports the same ${name}`)
+    assert.equal(esmDefault[name], cjs[name])
+  }
+})
+
+test('Client and Agent work in worker_threads, against the replay server', async () => {
+  const { startServer } = require('./replay.js')
+  const server = await startServer(['--agent-model'])
+  try {
+    const source = `
+      const { parentPort, workerData } = require('node:worker_threads')
+      const path = require('node:path')
+      const { Client, Agent, ToolExecutor } = require(path.join(workerData.pkgDir, 'lib', 'index.js'))
+      ;(async () => {
+        const client = new Client({ apiKey: 'test-key', baseUrl: workerData.url, retryBaseDelayMs: 1 })
+        const stream = client.stream({ model: 'ferroloop-replay', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+        let deltas = 0
+        for await (const event of stream) if (event.type === 'text_delta') deltas++
+        const message = await stream.message()
+        const executor = new ToolExecutor()
+        for (const name of ['glob', 'grep', 'read']) {
+          executor.tool({ name, concurrencySafe: true }, async (input) => name + ' result for ' + JSON.stringify(input))
+        }
+        const agent = new Agent(client, { model: 'ferroloop-replay', tools: executor })
+        const stop = await agent.run('Explore this directory.').result()
+        parentPort.postMessage({ role: message.role, deltas, reason: stop.reason, toolCalls: stop.toolCalls })
+      })().catch((err) => parentPort.postMessage({ error: String(err && err.stack || err) }))
+    `
+    const run = () =>
+      new Promise((resolve, reject) => {
+        const worker = new Worker(source, { eval: true, workerData: { pkgDir, url: server.url } })
+        worker.once('message', resolve)
+        worker.once('error', reject)
+        worker.once('exit', (code) => {
+          if (code !== 0) reject(new Error(`worker exited with ${code}`))
+        })
+      })
+    const outcomes = await Promise.all([run(), run()])
+    for (const outcome of outcomes) {
+      assert.equal(outcome.error, undefined, outcome.error)
+      assert.equal(outcome.role, 'assistant')
+      assert.equal(outcome.reason, 'end_turn')
+      assert.ok(outcome.toolCalls >= 3, `${outcome.toolCalls} tool calls`)
+    }
+  } finally {
+    await server.close()
+  }
+})
+
 test('the package name resolves through its exports map in both module systems', () => {
   const script = [
     "const cjs = require('ferroloop');",
