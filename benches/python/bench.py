@@ -10,6 +10,10 @@ and the peers (`pip install anthropic httpx-sse`). Prints a table of medians and
   `anthropic` SDK's SSEDecoder;
 - decode + accumulate the same stream: ferroloop.StreamDecoder vs the `anthropic` SDK's
   SSEDecoder + `accumulate_event` (target: >= 10x);
+- token counting on the 4 MiB mixed corpus (`tests/tokens/sample`, as the Rust bench):
+  ferroloop.estimate_tokens (o200k) and ferroloop.count_tokens (exact, `exact` builds) vs
+  `tiktoken`'s o200k_base, loaded offline from the vocabulary file tiktoken-rs ships (found in
+  ~/.cargo/registry, or --o200k FILE);
 - executor overhead for 10,000 no-op async tools vs a bare `asyncio.gather` (target: <= 1.5x).
 
 Sections whose ferroloop layer is not built into the installed package are reported as skipped.
@@ -21,6 +25,8 @@ import argparse
 import asyncio
 import codecs
 import gc
+import glob
+import os
 import hashlib
 import statistics
 import sys
@@ -134,6 +140,47 @@ def decode_anthropic(chunks: list[bytes]) -> tuple[int, int, str]:
     return summary(snapshot.to_dict())
 
 
+# ---- tokens ------------------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def mixed_corpus(target_bytes: int) -> str:
+    """`ferroloop_bench::token_corpus::mixed_corpus`: the sample files in name order, joined
+    by blank lines, repeated to at least `target_bytes` (UTF-8)."""
+    sample = REPO / "tests" / "tokens" / "sample"
+    one = "".join(
+        path.read_text(encoding="utf-8") + "\n\n"
+        for path in sorted(sample.iterdir())
+        if path.name != "expected.json"
+    )
+    size = len(one.encode())
+    return one * max(1, -(-target_bytes // size))
+
+
+def find_o200k(explicit: Optional[str]) -> Optional[str]:
+    """The o200k_base vocabulary: --o200k, else the copy in tiktoken-rs's crate source."""
+    if explicit:
+        return explicit
+    home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
+    found = sorted(glob.glob(f"{home}/registry/src/*/tiktoken-rs-*/assets/o200k_base.tiktoken"))
+    return found[-1] if found else None
+
+
+def tiktoken_o200k(path: str) -> Any:
+    """tiktoken's o200k_base encoding with its ranks read from `path` (no network): the
+    official constructor, with the download replaced by the local file (hash still checked)."""
+    import tiktoken
+    import tiktoken_ext.openai_public as public
+
+    download = public.load_tiktoken_bpe
+    public.load_tiktoken_bpe = lambda _url, expected_hash=None: download(path, expected_hash=expected_hash)
+    try:
+        return tiktoken.Encoding(**public.o200k_base())
+    finally:
+        public.load_tiktoken_bpe = download
+
+
 # ---- executor ----------------------------------------------------------------------------------
 
 TOOLS = 10_000
@@ -193,6 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=1460, help="network chunk size in bytes")
+    parser.add_argument("--o200k", help="o200k_base.tiktoken (default: tiktoken-rs's copy in ~/.cargo)")
     args = parser.parse_args()
 
     data = anthropic_stream(42, 6_000_000)
@@ -224,6 +272,34 @@ def main() -> None:
     else:
         rows.append(("decode+accumulate", "skipped: StreamDecoder not built", float("nan"), None))
 
+    # Token counting.
+    corpus = mixed_corpus(4 << 20)
+    corpus_mb = len(corpus.encode()) / 1e6
+    token_rows: list[tuple[str, float, int]] = []
+    e_t, e_n = median_seconds(lambda: ferroloop.estimate_tokens(corpus, tokenizer="o200k"), args.runs)
+    token_rows.append(("ferroloop.estimate_tokens (o200k)", e_t, e_n))
+    if ferroloop.has_exact_counting():
+        x_t, x_n = median_seconds(lambda: ferroloop.count_tokens(corpus, "o200k"), max(1, args.runs // 2))
+        token_rows.append(("ferroloop.count_tokens (o200k, exact)", x_t, x_n))
+    vocab = find_o200k(args.o200k)
+    try:
+        encoding = tiktoken_o200k(vocab) if vocab else None
+    except ImportError:
+        encoding = None
+    if encoding is not None:
+        t_t, t_n = median_seconds(lambda: len(encoding.encode_ordinary(corpus)), max(1, args.runs // 2))
+        token_rows.append(("tiktoken o200k_base encode_ordinary", t_t, t_n))
+        if ferroloop.has_exact_counting():
+            assert x_n == t_n, f"exact counts disagree: ferroloop {x_n} != tiktoken {t_n}"
+    for name, seconds, count in token_rows:
+        if encoding is not None and name.startswith("ferroloop"):
+            note = f"{t_t / seconds:.1f}x faster than tiktoken; {count / t_n:.3f} of its count"
+        else:
+            note = f"{count:,} tokens"
+        rows.append(("tokens 4 MiB", name, seconds, note))
+    if encoding is None:
+        rows.append(("tokens 4 MiB", "skipped: tiktoken or o200k_base.tiktoken missing", float("nan"), None))
+
     # Executor overhead.
     g_t, g_n = exec_median(exec_gather, args.runs)
     rows.append(("executor 10k no-op", "asyncio.gather", g_t, None))
@@ -240,7 +316,8 @@ def main() -> None:
 
     print(f"{'benchmark':<20} {'implementation':<40} {'median':>10} {'MB/s':>8}  ratio")
     for area, name, seconds, ratio in rows:
-        rate = f"{mb / seconds:8.1f}" if area != "executor 10k no-op" and seconds == seconds else " " * 8
+        size = corpus_mb if area == "tokens 4 MiB" else mb
+        rate = f"{size / seconds:8.1f}" if area != "executor 10k no-op" and seconds == seconds else " " * 8
         shown = f"{seconds * 1e3:8.1f} ms" if seconds == seconds else " " * 11
         print(f"{area:<20} {name:<40} {shown:>10} {rate}  {ratio or ''}")
 

@@ -10,7 +10,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use ferroloop::decode::Provider;
 use ferroloop_replay::{ReplayServer, Script, ScriptBody, ServerOptions};
+
+use crate::run::RunProvider;
 
 /// Arguments of `ferroloop serve-replay`.
 #[derive(Debug, clap::Args)]
@@ -30,6 +33,10 @@ pub struct ServeReplayArgs {
     /// conversation exploring a directory with parallel `glob`, `grep` and `read` calls).
     #[arg(long, conflicts_with_all = ["script", "fixture"])]
     pub agent_model: bool,
+    /// The wire format of `--agent-model`'s turns: Anthropic Messages events (default) or OpenAI
+    /// Chat Completions chunks (`openai`, alias `openai-chat`).
+    #[arg(long, value_enum, value_name = "PROVIDER")]
+    pub agent_model_provider: Option<RunProvider>,
     /// Directory relative fixture paths resolve against (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub base_dir: Option<PathBuf>,
@@ -49,6 +56,9 @@ pub struct ServeReplayArgs {
 
 /// Runs `ferroloop serve-replay`.
 pub fn run(args: ServeReplayArgs) -> anyhow::Result<ExitCode> {
+    if args.agent_model_provider.is_some() && !args.agent_model {
+        anyhow::bail!("--agent-model-provider applies to --agent-model only");
+    }
     let script = match (&args.script, &args.fixture) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)
@@ -75,17 +85,17 @@ async fn serve(
     args: ServeReplayArgs,
 ) -> anyhow::Result<ExitCode> {
     let (log_sender, mut log) = tokio::sync::mpsc::unbounded_channel();
+    let agent_model_provider = match args.agent_model_provider {
+        Some(RunProvider::Openai) => Provider::OpenAiChat,
+        Some(RunProvider::Anthropic) | None => Provider::Anthropic,
+    };
     let server = ReplayServer::start_with_log(
         &script,
         &base_dir,
         ServerOptions {
             tls: args.tls,
             responder: args.agent_model.then(|| {
-                crate::replay_agent_model::explore_directory_responder(
-                    ferroloop::decode::Provider::Anthropic,
-                    64,
-                    1,
-                )
+                crate::replay_agent_model::explore_directory_responder(agent_model_provider, 64, 1)
             }),
         },
         args.log_requests.then_some(log_sender),

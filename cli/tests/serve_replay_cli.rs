@@ -193,6 +193,46 @@ fn agent_model_answers_with_the_scripted_conversation() {
     assert!(wait_exit(&mut child, Duration::from_secs(10)));
 }
 
+#[test]
+fn agent_model_speaks_openai_chat_completions_when_asked() {
+    let (mut child, lines) = spawn(&["--agent-model", "--agent-model-provider", "openai"]);
+    let banner = next_line(&lines);
+    let addr = banner["addr"].as_str().unwrap().to_owned();
+    let response = post(&addr, "/v1/chat/completions");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = dechunk(response.split_once("\r\n\r\n").unwrap().1);
+    // The same first turn, as Chat Completions chunks: tool calls, a finish reason, [DONE].
+    assert!(
+        body.contains("\"object\":\"chat.completion.chunk\""),
+        "{body}"
+    );
+    assert!(body.contains("\"tool_calls\""), "{body}");
+    assert!(body.contains("\"finish_reason\":\"tool_calls\""), "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+    assert!(!body.contains("event: message_stop"), "{body}");
+    drop(child.stdin.take());
+    assert!(wait_exit(&mut child, Duration::from_secs(10)));
+}
+
+#[test]
+fn agent_model_provider_needs_agent_model() {
+    let output = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args([
+            "serve-replay",
+            "--fixture",
+            "x.sse",
+            "--agent-model-provider",
+            "openai",
+        ])
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--agent-model"), "{stderr}");
+}
+
 /// The payload of a `Transfer-Encoding: chunked` body.
 fn dechunk(mut rest: &str) -> String {
     let mut out = String::new();

@@ -105,7 +105,9 @@ class AgentRun:
 
 
 class Agent:
-    """An agent: a ``Client`` (Anthropic Messages), a model name, a system prompt and tools.
+    """An agent: a ``Client`` (``"anthropic"``, or ``"openai-chat"`` for Chat Completions
+    servers: the history stays in the Anthropic shape and the client translates), a model name,
+    a system prompt and tools.
 
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,

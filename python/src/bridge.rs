@@ -3,9 +3,15 @@
 //! Rust never runs Python code on its own threads for async tools: it queues *jobs* for the loop
 //! thread (start a tool's coroutine as a task, cancel a task, resolve an awaited future), and
 //! wakes the loop at most once per batch with `loop.call_soon_threadsafe(pump)`. Completed tasks
-//! report back through a oneshot channel from their done-callback, which runs on the loop thread
-//! and converts the result there. So a batch of 10,000 calls costs one wake-up, and the runtime's
-//! threads take the interpreter only to schedule that wake-up.
+//! report back through a oneshot channel, converted on the loop thread. So a batch of 10,000 calls
+//! costs one wake-up, and the runtime's threads take the interpreter only to schedule that wake-up.
+//!
+//! Most tool tasks finish in their first step. Rather than a done-callback per task (a loop
+//! callback and a call into Rust each), the tasks started by one drain are *swept* by one
+//! callback queued after their first steps (the loop runs callbacks in FIFO order): a finished
+//! task reports there, and only a task still running gets a done-callback. A sweep or a
+//! done-callback that completes calls then runs the jobs this queued (the executor's next poll)
+//! in the same loop callback, without a wake-up through the loop's self-pipe.
 //!
 //! Cancellation flows both ways: cancelling the asyncio future of [`into_awaitable`] aborts the
 //! Rust future, and dropping a [`PyCall`] (aborted, timed out, or discarded) cancels its Python
@@ -21,7 +27,6 @@ use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -43,7 +48,7 @@ fn call_args<'py>(
 ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
     let mut call_args = Vec::with_capacity(args.len() + 1);
     for arg in args {
-        call_args.push(pythonize::pythonize(py, arg)?);
+        call_args.push(crate::value::to_py(py, arg)?);
     }
     if let Some(extra) = extra {
         call_args.push(extra(py)?.into_bound(py));
@@ -63,6 +68,8 @@ pub(crate) struct LoopBridge {
     event_loop: Py<PyAny>,
     /// `event_loop.create_task`, looked up once.
     create_task: Py<PyAny>,
+    /// `event_loop.call_soon`, looked up once.
+    call_soon: Py<PyAny>,
     jobs: Mutex<Vec<Job>>,
     /// A pump call is queued on the loop and has not started draining yet.
     scheduled: AtomicBool,
@@ -73,7 +80,18 @@ pub(crate) struct LoopBridge {
     replies: Mutex<HashMap<usize, (u64, oneshot::Sender<CallOutcome>)>>,
     /// The one done-callback shared by every task of this loop (no object per call).
     task_done: Py<TaskDone>,
+    /// Tasks started by the running drain, swept once it ends.
+    unswept: Mutex<Vec<StartedTask>>,
+    /// This bridge (for the sweeps it queues).
+    me: Weak<LoopBridge>,
     next_call: AtomicU64,
+}
+
+/// A task started for a call, not yet known to be finished.
+struct StartedTask {
+    id: u64,
+    task: Py<PyAny>,
+    reply: oneshot::Sender<CallOutcome>,
 }
 
 impl LoopBridge {
@@ -85,16 +103,20 @@ impl LoopBridge {
         let create_task = event_loop
             .getattr(pyo3::intern!(py, "create_task"))?
             .unbind();
+        let call_soon = event_loop.getattr(pyo3::intern!(py, "call_soon"))?.unbind();
         let task_done = Py::new(
             py,
             TaskDone {
                 bridge: OnceLock::new(),
             },
         )?;
-        let bridge = Arc::new(Self {
+        let bridge = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             task_done: task_done.clone_ref(py),
             replies: Mutex::new(HashMap::new()),
+            unswept: Mutex::new(Vec::new()),
             create_task,
+            call_soon,
             event_loop: event_loop.unbind(),
             jobs: Mutex::new(Vec::new()),
             scheduled: AtomicBool::new(false),
@@ -144,6 +166,7 @@ impl LoopBridge {
         loop {
             let jobs = std::mem::take(&mut *lock(&self.jobs));
             if jobs.is_empty() {
+                self.queue_sweep(py);
                 self.scheduled.store(false, Ordering::Release);
                 // A job queued between the take and the store saw `scheduled` set and did not
                 // wake the loop: run it now, unless a newer submit already scheduled a pump.
@@ -154,6 +177,90 @@ impl LoopBridge {
             }
             for job in jobs {
                 job(py, self);
+            }
+        }
+    }
+
+    /// Runs `work` (on the loop thread, in a loop callback), then the jobs it queued, in this
+    /// same callback: while it runs the bridge counts as draining, so completions that wake the
+    /// executor queue its poll without waking the loop through its self-pipe. If a pump is
+    /// already pending, the jobs are left to it.
+    fn run_then_drain(&self, py: Python<'_>, work: impl FnOnce()) {
+        let claimed = !self.scheduled.swap(true, Ordering::AcqRel);
+        work();
+        if claimed {
+            self.drain(py);
+        }
+    }
+
+    /// Queues a sweep of the tasks this drain started, behind their first steps (which
+    /// `create_task` queued), so that it finds most of them finished.
+    fn queue_sweep(&self, py: Python<'_>) {
+        let started = std::mem::take(&mut *lock(&self.unswept));
+        if started.is_empty() {
+            return;
+        }
+        let sweep = Sweep {
+            bridge: self.me.clone(),
+            started: Mutex::new(Vec::new()),
+        };
+        let Ok(sweep) = Py::new(py, sweep) else {
+            return self.await_all_done(py, started);
+        };
+        *lock(&sweep.get().started) = started;
+        if self
+            .call_soon
+            .bind(py)
+            .call1((sweep.clone_ref(py),))
+            .is_err()
+        {
+            // The loop is closed: fall back to a done-callback per task.
+            let started = std::mem::take(&mut *lock(&sweep.get().started));
+            self.await_all_done(py, started);
+        }
+    }
+
+    fn await_all_done(&self, py: Python<'_>, started: Vec<StartedTask>) {
+        for StartedTask { id, task, reply } in started {
+            self.await_done(py, task.bind(py), id, reply);
+        }
+    }
+
+    /// Has the reply of a task that is still running sent by its done-callback.
+    fn await_done(
+        &self,
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        id: u64,
+        reply: oneshot::Sender<CallOutcome>,
+    ) {
+        let key = task.as_ptr() as usize;
+        lock(&self.replies).insert(key, (id, reply));
+        let added = task.call_method1(
+            pyo3::intern!(py, "add_done_callback"),
+            (self.task_done.clone_ref(py),),
+        );
+        if added.is_err() {
+            // Dropping the reply sender reads as cancellation; stop the task too.
+            lock(&self.replies).remove(&key);
+            lock(&self.tasks).remove(&id);
+            let _ = task.call_method0(pyo3::intern!(py, "cancel"));
+        }
+    }
+
+    /// Reports the finished tasks among `started` and has the others report when done.
+    fn sweep(&self, py: Python<'_>, started: Vec<StartedTask>) {
+        for StartedTask { id, task, reply } in started {
+            let task = task.bind(py);
+            let done = task
+                .call_method0(pyo3::intern!(py, "done"))
+                .and_then(|done| done.is_truthy())
+                .unwrap_or(false);
+            if done {
+                lock(&self.tasks).remove(&id);
+                let _ = reply.send(task_outcome(py, task));
+            } else {
+                self.await_done(py, task, id, reply);
             }
         }
     }
@@ -261,19 +368,12 @@ fn start_task(
     })();
     match started {
         Ok(task) => {
-            let key = task.as_ptr() as usize;
-            lock(&bridge.replies).insert(key, (id, tx));
-            let added = task.call_method1(
-                pyo3::intern!(py, "add_done_callback"),
-                (bridge.task_done.clone_ref(py),),
-            );
-            if added.is_ok() {
-                lock(&bridge.tasks).insert(id, task.unbind());
-            } else {
-                // Dropping the reply sender reads as cancellation; stop the task too.
-                lock(&bridge.replies).remove(&key);
-                let _ = task.call_method0(pyo3::intern!(py, "cancel"));
-            }
+            lock(&bridge.tasks).insert(id, task.clone().unbind());
+            lock(&bridge.unswept).push(StartedTask {
+                id,
+                task: task.unbind(),
+                reply: tx,
+            });
         }
         Err(err) => {
             let _ = tx.send(CallOutcome::Raised(describe_error(py, &err)));
@@ -371,8 +471,28 @@ impl TaskDone {
         let Some((id, tx)) = reply else {
             return;
         };
-        lock(&bridge.tasks).remove(&id);
-        let _ = tx.send(task_outcome(py, task));
+        bridge.run_then_drain(py, || {
+            lock(&bridge.tasks).remove(&id);
+            let _ = tx.send(task_outcome(py, task));
+        });
+    }
+}
+
+/// The callback that sweeps the tasks started by one drain, queued after their first steps.
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct Sweep {
+    bridge: Weak<LoopBridge>,
+    started: Mutex<Vec<StartedTask>>,
+}
+
+#[pymethods]
+impl Sweep {
+    fn __call__(&self, py: Python<'_>) {
+        let started = std::mem::take(&mut *lock(&self.started));
+        let Some(bridge) = self.bridge.upgrade() else {
+            return;
+        };
+        bridge.run_then_drain(py, || bridge.sweep(py, started));
     }
 }
 
@@ -395,15 +515,9 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     }
 }
 
-/// A Python return value as JSON: `str` directly, anything else through `pythonize`.
+/// A Python value (a tool's input or return value) as JSON.
 pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
-    if let Ok(text) = value.cast::<PyString>() {
-        return text
-            .to_cow()
-            .map(|s| Value::String(s.into_owned()))
-            .map_err(|err| format!("the result is not valid text: {err}"));
-    }
-    pythonize::depythonize::<Value>(value).map_err(|err| {
+    crate::value::to_value(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
 }

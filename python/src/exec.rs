@@ -12,7 +12,7 @@ use ferroloop::exec::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList};
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde_json::{Map, Value, json};
 
 use crate::bridge::{
@@ -498,20 +498,25 @@ fn seconds(value: f64) -> PyResult<Duration> {
 
 /// A `tool_use` dict (`{"type": "tool_use", "id", "name", "input"}`; `type` optional).
 fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
+    let py = obj.py();
     let dict = obj
         .cast::<PyDict>()
         .map_err(|_| PyTypeError::new_err("a tool_use must be a dict with id, name and input"))?;
-    let field = |key: &str| -> PyResult<String> {
+    let field = |key: &Bound<'_, PyString>| -> PyResult<String> {
         dict.get_item(key)?
-            .ok_or_else(|| PyValueError::new_err(format!("tool_use without {key:?}")))?
+            .ok_or_else(|| PyValueError::new_err(format!("tool_use without \"{key}\"")))?
             .extract::<String>()
-            .map_err(|_| PyTypeError::new_err(format!("tool_use {key:?} must be a str")))
+            .map_err(|_| PyTypeError::new_err(format!("tool_use \"{key}\" must be a str")))
     };
-    let input = match dict.get_item("input")? {
+    let input = match dict.get_item(pyo3::intern!(py, "input"))? {
         Some(input) => py_to_value(&input).map_err(PyValueError::new_err)?,
         None => Value::Object(Map::new()),
     };
-    Ok(ToolUse::new(field("id")?, field("name")?, input))
+    Ok(ToolUse::new(
+        field(pyo3::intern!(py, "id"))?,
+        field(pyo3::intern!(py, "name"))?,
+        input,
+    ))
 }
 
 fn tool_uses_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<ToolUse>> {

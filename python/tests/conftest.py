@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import pytest
 
@@ -85,15 +85,19 @@ class ReplayServer:
     """A running `ferroloop serve-replay`: `url` to point a client at, `requests()` the
     requests it received (read once the server has stopped)."""
 
-    def __init__(self, script: dict[str, Any], directory: Path) -> None:
-        path = directory / "script.json"
-        path.write_text(json.dumps(script), encoding="utf-8")
+    def __init__(
+        self, script: Optional[dict[str, Any]], directory: Path, args: Sequence[str] = ()
+    ) -> None:
+        """Serves `script`, or with `script=None` whatever `args` ask for (`--agent-model`)."""
+        if script is not None:
+            path = directory / "script.json"
+            path.write_text(json.dumps(script), encoding="utf-8")
+            args = ["--script", str(path), *args]
         self._process = subprocess.Popen(
             [
                 str(ferroloop_binary()),
                 "serve-replay",
-                "--script",
-                str(path),
+                *args,
                 "--base-dir",
                 str(REPO),
                 "--log-requests",
@@ -139,6 +143,80 @@ def replay(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], ReplayServer]]
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def agent_model(tmp_path: Path) -> Iterator[Callable[[str], ReplayServer]]:
+    """Starts `ferroloop serve-replay --agent-model` answering in a provider's format
+    (`"anthropic"` or `"openai"`), stopped at the end of the test."""
+    servers: list[ReplayServer] = []
+
+    def start(provider: str) -> ReplayServer:
+        server = ReplayServer(
+            None, tmp_path, ["--agent-model", "--agent-model-provider", provider]
+        )
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def openai_chat_events(
+    content: list[dict[str, Any]],
+    *,
+    finish_reason: str = "stop",
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+) -> list[dict[str, Any]]:
+    """A complete OpenAI Chat Completions stream as the `events` body of a replay script: the
+    role chunk, text in two deltas, each tool call as a header chunk then argument fragments,
+    the finish reason, the usage chunk and `[DONE]`."""
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "data": {
+                "id": "chatcmpl-replay",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "replay",
+                "choices": choices,
+                **extra,
+            }
+        }
+
+    def delta(fields: dict[str, Any]) -> dict[str, Any]:
+        return chunk([{"index": 0, "delta": fields, "finish_reason": None}])
+
+    events = [delta({"role": "assistant", "content": ""})]
+    calls = 0
+    for block in content:
+        if block["type"] == "text":
+            text = block["text"]
+            half = len(text) // 2
+            events += [delta({"content": piece}) for piece in (text[:half], text[half:]) if piece]
+        else:
+            raw = json.dumps(block["input"])
+            header = {
+                "index": calls,
+                "id": block["id"],
+                "type": "function",
+                "function": {"name": block["name"], "arguments": ""},
+            }
+            events.append(delta({"tool_calls": [header]}))
+            for piece in (raw[:3], raw[3:]):
+                events.append(delta({"tool_calls": [{"index": calls, "function": {"arguments": piece}}]}))
+            calls += 1
+    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    events.append(chunk([], usage=usage))
+    events.append({"data": "[DONE]"})
+    return events
 
 
 def anthropic_events(

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import pytest
 
 import ferroloop
-from conftest import ReplayServer, anthropic_events
+from conftest import ReplayServer, anthropic_events, openai_chat_events
 
 Replay = Callable[[dict[str, Any]], ReplayServer]
 
@@ -248,3 +248,100 @@ def test_unknown_builtin_tool_is_a_value_error() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="unknown built-in tool"):
         ferroloop.Agent(client, model="m", tools=["teleport"])
+
+
+def openai_turn(content: list[dict[str, Any]], finish_reason: str) -> dict[str, Any]:
+    return {"body": {"events": openai_chat_events(content, finish_reason=finish_reason)}, "chunk_bytes": 89}
+
+
+@pytest.mark.asyncio
+async def test_an_openai_chat_conversation_with_parallel_python_tools(replay: Replay) -> None:
+    # The same agent loop over OpenAI Chat Completions: the client translates the requests
+    # (tools as functions, tool results as `tool` messages) and the streamed chunks back.
+    server = replay(
+        {
+            "responses": [
+                openai_turn(
+                    [
+                        {"type": "text", "text": "Looking both up."},
+                        tool_use("call_1", "lookup", {"key": "a"}),
+                        tool_use("call_2", "lookup", {"key": "b"}),
+                    ],
+                    "tool_calls",
+                ),
+                openai_turn([{"type": "text", "text": "a and b found."}], "stop"),
+            ]
+        }
+    )
+    executor = ferroloop.ToolExecutor()
+    both_running = asyncio.Event()
+    running = 0
+
+    @executor.tool(concurrency_safe=True, schema={"type": "object", "properties": {"key": {"type": "string"}}})
+    async def lookup(input: dict[str, Any]) -> str:
+        """Looks a key up."""
+        nonlocal running
+        running += 1
+        if running == 2:
+            both_running.set()
+        await asyncio.wait_for(both_running.wait(), timeout=10)
+        return f"value of {input['key']}"
+
+    client = ferroloop.Client(
+        "openai-chat", api_key="sk-test", base_url=server.url, from_env=False, retry_base_delay=0.01
+    )
+    async with client:
+        agent = ferroloop.Agent(client, model="gpt-test", system="Be brief.", tools=executor)
+        events = [event async for event in agent.run("What are a and b?")]
+
+    stop = events[-1]
+    assert stop["type"] == "stop" and stop["reason"] == "end_turn", stop
+    assert stop["turns"] == 2 and stop["tool_calls"] == 2 and stop["error"] is None
+    text = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert text == "Looking both up.a and b found."
+    finished = [e for e in events if e["type"] == "tool_finished"]
+    assert sorted(e["tool_use_id"] for e in finished) == ["call_1", "call_2"]
+    assert not any(e["is_error"] for e in finished)
+
+    requests = server.requests()
+    assert len(requests) == 2
+    assert all(r["path"].endswith("/chat/completions") for r in requests)
+    first = json.loads(requests[0]["body"])
+    assert first["model"] == "gpt-test" and first["stream"] is True
+    assert first["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert [t["type"] for t in first["tools"]] == ["function"]
+    assert first["tools"][0]["function"]["name"] == "lookup"
+    second = json.loads(requests[1]["body"])
+    assistant = next(m for m in second["messages"] if m["role"] == "assistant")
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"]
+    answers = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == ["call_1", "call_2"]
+    assert "value of a" in json.dumps(answers[0]) and "value of b" in json.dumps(answers[1])
+
+
+@pytest.mark.asyncio
+async def test_an_openai_chat_agent_against_the_replay_model(
+    agent_model: Callable[[str], ReplayServer], tmp_path: Path
+) -> None:
+    # `serve-replay --agent-model --agent-model-provider openai`: the scripted exploration of a
+    # directory, streamed as Chat Completions chunks, with the built-in tools running for real.
+    (tmp_path / "README.md").write_text("# Demo project\n\nTODO: write more\n", encoding="utf-8")
+    (tmp_path / "main.py").write_text("def main():\n    pass\n", encoding="utf-8")
+    server = agent_model("openai")
+    client = ferroloop.Client("openai-chat", api_key="sk-test", base_url=server.url, from_env=False)
+    async with client:
+        agent = ferroloop.Agent(
+            client, model="gpt-test", tools=["glob", "grep", "read"], workspace=tmp_path, max_turns=6
+        )
+        stop = await agent.run("Explore this directory.").finish()
+
+    assert stop["reason"] == "end_turn" and stop["error"] is None, stop
+    assert stop["turns"] == 3 and stop["tool_calls"] == 5
+    answer = stop["messages"][-1]
+    assert answer["role"] == "assistant"
+    text = json.dumps(answer["content"])
+    assert "Here is what I found" in text and "# Demo project" in text
+    requests = server.requests()
+    assert len(requests) == 3 and all(r["path"].endswith("/chat/completions") for r in requests)
+    last = json.loads(requests[-1]["body"])
+    assert sum(1 for m in last["messages"] if m["role"] == "tool") == 5

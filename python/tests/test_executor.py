@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from pathlib import Path
@@ -435,3 +436,105 @@ async def test_streaming_turn_with_per_input_safety_and_progress_does_not_deadlo
         if event["type"] == "result":
             results.append(event["result"]["content"])
     assert results == [str(i) for i in range(30)]
+
+
+@pytest.mark.asyncio
+async def test_calls_finishing_at_once_and_later_mix_in_one_batch() -> None:
+    # Calls that finish in their first step are answered by the batch's sweep; the others by
+    # their done-callback: both kinds, interleaved, keep request order and their own values.
+    ex = ferroloop.ToolExecutor(max_concurrency=1000)
+
+    @ex.tool(concurrency_safe=True)
+    async def maybe_wait(inp: dict[str, Any]) -> str:
+        for _ in range(inp["steps"]):
+            await asyncio.sleep(0)
+        return f"{inp['n']} after {inp['steps']}"
+
+    uses = [use(n, "maybe_wait", n=n, steps=n % 3) for n in range(300)]
+    results = await ex.run(uses)
+    assert [r["content"] for r in results] == [f"{n} after {n % 3}" for n in range(300)]
+    assert not any(r["is_error"] for r in results)
+
+
+@pytest.mark.asyncio
+async def test_each_async_tool_runs_in_its_own_task_and_context() -> None:
+    # No shortcut around the task: every call sees its own current task (so asyncio.timeout and
+    # TaskGroup work in a tool's first step) and a context variable set by one call stays there.
+    import contextvars
+
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+    ex = ferroloop.ToolExecutor(max_concurrency=100)
+    caller = asyncio.current_task()
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    @ex.tool(concurrency_safe=True)
+    async def probe(inp: dict[str, Any]) -> str:
+        before = seen.get()
+        seen.set(str(inp["n"]))
+        tasks.append(asyncio.current_task())
+        if sys.version_info >= (3, 11):  # needs the current task in the tool's first step
+            async with asyncio.timeout(5):
+                await asyncio.sleep(0)
+        return f"{before} {seen.get()}"
+
+    results = await ex.run([use(n, "probe", n=n) for n in range(20)])
+    assert [r["content"] for r in results] == [f"unset {n}" for n in range(20)]
+    assert len({id(t) for t in tasks}) == 20 and caller not in tasks and None not in tasks
+    assert seen.get() == "unset"
+
+
+@pytest.mark.asyncio
+async def test_inputs_and_results_convert_as_json() -> None:
+    ex = ferroloop.ToolExecutor()
+    received: list[Any] = []
+
+    @ex.tool(concurrency_safe=True)
+    async def echo(inp: dict[str, Any]) -> dict[str, Any]:
+        received.append(inp)
+        return {"content": [{"type": "text", "text": "x", "extra": inp["value"]}]}
+
+    class Text(str):
+        pass
+
+    values: list[Any] = [
+        None, True, False, 0, -7, 2**63 - 1, 2**64 - 1, 1.5, "naïve 🚀", Text("sub"),
+        [1, [2, [3]]], (1, "two"), {"nested": {"k": [None, {"x": 1.0}]}},
+    ]
+    expected: list[Any] = [
+        None, True, False, 0, -7, 2**63 - 1, 2**64 - 1, 1.5, "naïve 🚀", "sub",
+        [1, [2, [3]]], [1, "two"], {"nested": {"k": [None, {"x": 1.0}]}},
+    ]
+    results = await ex.run([use(i, "echo", value=v) for i, v in enumerate(values)])
+    assert [r["is_error"] for r in results] == [False] * len(values)
+    assert [r["content"][0]["extra"] for r in results] == expected
+    assert [inp["value"] for inp in received] == expected
+    assert all(type(inp["value"]) is type(e) for inp, e in zip(received, expected))
+
+
+@pytest.mark.asyncio
+async def test_unconvertible_or_too_deep_values_are_errors_not_crashes() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def give(inp: dict[str, Any]) -> Any:
+        if inp["what"] == "deep":
+            value: Any = "leaf"
+            for _ in range(100_000):
+                value = [value]
+            return value
+        if inp["what"] == "int-keys":
+            return {"content": "ok", "meta": {1: "one"}}
+        return {"content": object()}
+
+    results = await ex.run([use(0, "give", what="deep"), use(1, "give", what="object"),
+                            use(2, "give", what="int-keys")])
+    assert results[0]["is_error"] and "nested more than" in results[0]["content"]
+    assert results[1]["is_error"] and "cannot be converted to JSON" in results[1]["content"]
+    # Non-str keys go through the general converter, as before (JSON has only string keys).
+    assert results[2]["is_error"] and "cannot be converted to JSON" in results[2]["content"]
+
+    deep: Any = {}
+    for _ in range(100_000):
+        deep = {"d": deep}
+    with pytest.raises(ValueError, match="nested more than"):
+        await ex.run([use(3, "give", what=deep)])

@@ -1,0 +1,123 @@
+//! JSON values to and from Python objects, on the executor's per-call path.
+//!
+//! `pythonize` handles any serde type, but going through serde costs per object: depythonizing
+//! probes every dict for dataclass fields (an attribute lookup that raises), which made a
+//! one-key input dict cost ~7,000 instructions. The exact built-in types (`dict` with `str`
+//! keys, `list`, `tuple`, `str`, `int`, `float`, `bool`, `None`) convert here directly; anything
+//! else (subclasses, dataclasses, big integers, non-`str` keys) goes through `pythonize` as before,
+//! so the results are the same.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+/// How deeply nested a value may be (a deeper one is an error, not a stack overflow).
+const MAX_DEPTH: usize = 512;
+
+/// A Python object as JSON (see the module docs), or why it cannot be converted.
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
+    to_value_at(obj, 0)
+}
+
+fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "the value is nested more than {MAX_DEPTH} levels deep"
+        ));
+    }
+    if let Ok(text) = obj.cast_exact::<PyString>() {
+        return text
+            .to_cow()
+            .map(|s| Value::String(s.into_owned()))
+            .map_err(|err| format!("the value is not valid text: {err}"));
+    }
+    if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        let mut map = Map::new();
+        for (key, item) in dict.iter() {
+            let Ok(key) = key.cast_exact::<PyString>() else {
+                return slow(obj);
+            };
+            let key = key
+                .to_cow()
+                .map_err(|err| format!("a key is not valid text: {err}"))?;
+            map.insert(key.into_owned(), to_value_at(&item, depth + 1)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(flag) = obj.cast_exact::<PyBool>() {
+        return Ok(Value::Bool(flag.is_true()));
+    }
+    if obj.is_exact_instance_of::<PyInt>() {
+        if let Ok(int) = obj.extract::<i64>() {
+            return Ok(Value::Number(int.into()));
+        }
+        if let Ok(int) = obj.extract::<u64>() {
+            return Ok(Value::Number(int.into()));
+        }
+        return slow(obj);
+    }
+    if let Ok(float) = obj.cast_exact::<PyFloat>() {
+        // As serde_json: a non-finite float has no JSON form and becomes null.
+        return Ok(Number::from_f64(float.value()).map_or(Value::Null, Value::Number));
+    }
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        return list
+            .iter()
+            .map(|item| to_value_at(&item, depth + 1))
+            .collect::<Result<_, _>>()
+            .map(Value::Array);
+    }
+    if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
+        return tuple
+            .iter()
+            .map(|item| to_value_at(&item, depth + 1))
+            .collect::<Result<_, _>>()
+            .map(Value::Array);
+    }
+    slow(obj)
+}
+
+/// Any other object, through serde.
+fn slow(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
+    pythonize::depythonize::<Value>(obj).map_err(|err| err.to_string())
+}
+
+/// A JSON value as Python objects (`dict`, `list`, `str`, `int`, `float`, `bool`, `None`): the
+/// same objects `pythonize` builds, without serde in between.
+pub(crate) fn to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(flag) => PyBool::new(py, *flag).to_owned().into_any(),
+        Value::Number(number) => {
+            if let Some(int) = number.as_i64() {
+                int.into_pyobject(py)?.into_any()
+            } else if let Some(int) = number.as_u64() {
+                int.into_pyobject(py)?.into_any()
+            } else {
+                number
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+                    .into_pyobject(py)?
+                    .into_any()
+            }
+        }
+        Value::String(text) => PyString::new(py, text).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (key, item) in map {
+                dict.set_item(key, to_py(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
