@@ -7,120 +7,140 @@ use super::classes::FEATURE_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; FEATURE_COUNT] = [
-    0.047441, // letters
-    0.620258, // word_starts
-    0.206430, // upper
-    1.055140, // case_changes
-    0.000000, // digits
-    1.591097, // digit_runs
+    0.000000, // letters
+    0.736672, // word_starts
+    0.156003, // upper
+    0.378853, // case_changes
+    0.000000, // cap_starts
+    0.068622, // digits
+    1.382771, // digit_runs
     0.000000, // alnum_switches
-    0.064179, // long_run
-    0.183139, // long_word
-    0.081938, // spaces
-    0.340323, // space_runs
-    0.439545, // newlines
-    0.265176, // punct
-    0.180123, // json
-    0.344267, // punct_runs
-    0.000000, // punct_repeats
-    0.451523, // cjk
-    0.694878, // kana
-    0.288670, // hangul
-    0.203692, // cyrillic
-    1.396917, // cyrillic_ext
-    0.932370, // other2
-    5.009941, // other3
+    0.037414, // long_run
+    0.000000, // word_tail
+    0.105431, // long_word
+    0.813740, // consonant_runs
+    0.099767, // spaces
+    0.268448, // space_runs
+    0.521232, // newlines
+    0.262236, // punct
+    0.288675, // json
+    0.310673, // punct_runs
+    0.466817, // cjk
+    0.662038, // kana
+    0.257142, // hangul
+    0.157389, // cyrillic
+    1.586713, // cyrillic_ext
+    0.550901, // cyrillic_upper
+    0.529389, // latin1
+    1.570031, // latin_ext
+    0.000000, // other2
+    4.060840, // other3
     0.000000, // four
-    0.520203, // high_runs
-    0.862765, // rare3
+    0.484703, // high_runs
+    1.013115, // rare3
 ];
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; FEATURE_COUNT] = [
-    0.067257, // letters
-    0.506791, // word_starts
-    0.173858, // upper
-    1.214251, // case_changes
+    0.000000, // letters
+    0.601343, // word_starts
+    0.113309, // upper
+    0.162183, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    1.551539, // digit_runs
-    0.104231, // alnum_switches
-    0.037413, // long_run
-    0.247754, // long_word
-    0.066734, // spaces
-    0.513653, // space_runs
-    0.187221, // newlines
-    0.178388, // punct
-    0.115972, // json
-    0.386634, // punct_runs
-    0.000000, // punct_repeats
-    0.681294, // cjk
-    0.899528, // kana
-    0.478991, // hangul
-    0.382476, // cyrillic
-    3.009512, // cyrillic_ext
-    1.791632, // other2
-    3.189063, // other3
+    1.469907, // digit_runs
+    0.151454, // alnum_switches
+    0.013856, // long_run
+    0.000000, // word_tail
+    0.222409, // long_word
+    1.073690, // consonant_runs
+    0.081408, // spaces
+    0.489702, // space_runs
+    0.297481, // newlines
+    0.190513, // punct
+    0.301473, // json
+    0.353450, // punct_runs
+    0.712422, // cjk
+    0.867702, // kana
+    0.446667, // hangul
+    0.306220, // cyrillic
+    3.306803, // cyrillic_ext
+    0.749758, // cyrillic_upper
+    1.529386, // latin1
+    2.405436, // latin_ext
+    0.093816, // other2
+    2.329464, // other3
     0.000000, // four
-    0.478488, // high_runs
-    1.668961, // rare3
+    0.462810, // high_runs
+    1.735837, // rare3
 ];
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; FEATURE_COUNT] = [
-    0.072318, // letters
-    0.704833, // word_starts
-    0.156753, // upper
-    0.909362, // case_changes
+    0.000000, // letters
+    0.894041, // word_starts
+    0.046499, // upper
+    0.000000, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    0.997163, // digit_runs
-    0.377588, // alnum_switches
-    0.010354, // long_run
-    0.378276, // long_word
+    0.916265, // digit_runs
+    0.349777, // alnum_switches
+    0.000000, // long_run
+    0.000000, // word_tail
+    0.434967, // long_word
+    0.993866, // consonant_runs
     0.000000, // spaces
-    0.355531, // space_runs
-    0.279500, // newlines
-    0.127084, // punct
-    0.000000, // json
-    0.854026, // punct_runs
-    0.000000, // punct_repeats
-    0.646431, // cjk
-    0.861027, // kana
-    0.643179, // hangul
-    0.464373, // cyrillic
-    2.017960, // cyrillic_ext
-    1.978015, // other2
-    1.053028, // other3
-    0.575595, // four
-    0.741289, // high_runs
-    1.589527, // rare3
+    0.337424, // space_runs
+    0.423408, // newlines
+    0.134320, // punct
+    0.123889, // json
+    0.833199, // punct_runs
+    0.689071, // cjk
+    0.858762, // kana
+    0.676139, // hangul
+    0.384579, // cyrillic
+    2.355882, // cyrillic_ext
+    0.678851, // cyrillic_upper
+    1.117565, // latin1
+    2.777011, // latin_ext
+    0.000000, // other2
+    0.567807, // other3
+    0.784039, // four
+    0.721951, // high_runs
+    1.479212, // rare3
 ];
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; FEATURE_COUNT] = [
-    0.099651, // letters
-    0.538924, // word_starts
-    0.153490, // upper
-    1.043536, // case_changes
+    0.000000, // letters
+    0.839066, // word_starts
+    0.102659, // upper
+    0.000000, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    1.166594, // digit_runs
-    0.418921, // alnum_switches
-    0.003355, // long_run
-    0.348884, // long_word
+    1.176824, // digit_runs
+    0.365161, // alnum_switches
+    0.000000, // long_run
+    0.000000, // word_tail
+    0.352390, // long_word
+    1.142008, // consonant_runs
     0.000000, // spaces
-    0.480523, // space_runs
-    0.375398, // newlines
-    0.264013, // punct
-    0.051938, // json
-    0.710159, // punct_runs
-    0.000000, // punct_repeats
-    0.740931, // cjk
-    0.915686, // kana
-    0.712183, // hangul
-    0.494479, // cyrillic
-    2.092224, // cyrillic_ext
-    2.314891, // other2
-    2.144674, // other3
-    1.887992, // four
-    0.598875, // high_runs
-    1.592182, // rare3
+    0.441681, // space_runs
+    0.607189, // newlines
+    0.268804, // punct
+    0.272292, // json
+    0.701145, // punct_runs
+    0.780193, // cjk
+    0.922427, // kana
+    0.716208, // hangul
+    0.431474, // cyrillic
+    2.544619, // cyrillic_ext
+    0.775835, // cyrillic_upper
+    1.716927, // latin1
+    3.383171, // latin_ext
+    0.000000, // other2
+    1.748064, // other3
+    4.032856, // four
+    0.604490, // high_runs
+    1.748424, // rare3
 ];
