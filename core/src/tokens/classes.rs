@@ -65,8 +65,11 @@ pub const LONG_WORD: u32 = 8;
 /// Letters from this position on in a run of letters count as `word_tail`.
 pub const WORD_TAIL: u32 = 4;
 
-/// Consonants from this position on in a run of consonants count as `consonant_runs`.
+/// Consonants from this position on in a run of consonants count as `consonant_runs`...
 pub const CONSONANT_RUN: u32 = 3;
+/// ...up to this position: the feature measures clusters; longer runs (`xxxxxxxx`) are long runs
+/// of letters, which `long_word` and `long_run` price.
+pub const CONSONANT_RUN_END: u32 = 6;
 
 /// Whether `b` is an ASCII vowel (`y` included), either case.
 pub const fn is_vowel(b: u8) -> bool {
@@ -117,9 +120,10 @@ pub struct ClassCounts {
     /// Letters preceded by at least [`LONG_WORD`]` - 1` letters (long words split into several
     /// tokens outside the vocabulary's common words).
     pub long_word: u64,
-    /// ASCII consonants (letters other than `a e i o u y`) preceded by at least
-    /// [`CONSONANT_RUN`]` - 1` consonants: clusters that read as abbreviations, identifiers or
-    /// foreign words, which vocabularies split more finely than pronounceable words.
+    /// ASCII consonants (letters other than `a e i o u y`) at positions [`CONSONANT_RUN`] to
+    /// [`CONSONANT_RUN_END`] of a run of consonants: clusters that read as abbreviations,
+    /// identifiers or foreign words, which vocabularies split more finely than pronounceable
+    /// words.
     pub consonant_runs: u64,
     /// CJK ideographs (UTF-8 leads `E4`–`E9`: U+4000–U+9FFF).
     pub cjk: u64,
@@ -315,6 +319,10 @@ struct RunMasks {
     high: u64,
     /// ASCII vowels ([`is_vowel`]).
     vowel: u64,
+    /// Line feeds.
+    newline: u64,
+    /// JSON structural characters.
+    json: u64,
 }
 
 /// The masks of a block with non-ASCII bytes that the multibyte run features need.
@@ -332,9 +340,19 @@ struct HighMasks {
     east_asian: u64,
 }
 
-#[inline(always)]
-fn pop(x: u64) -> u64 {
-    u64::from(x.count_ones())
+/// How a kernel counts the bits of a mask.
+trait PopCount {
+    fn pop(x: u64) -> u64;
+}
+
+/// `count_ones` as the target compiles it (every target).
+struct PortablePop;
+
+impl PopCount for PortablePop {
+    #[inline(always)]
+    fn pop(x: u64) -> u64 {
+        u64::from(x.count_ones())
+    }
 }
 
 /// Bits of `x` moved up by one, with the previous block's last bit (`prev >> 63`) at bit 0: the
@@ -360,70 +378,151 @@ fn run_ends(current: u64, prev: u64, len: u32) -> u64 {
 }
 
 /// The run and transition counts, with the carry state between blocks. Shared by both kernels.
+///
+/// The per-block popcounts of the nineteen features every block computes (the run features and
+/// the ASCII per-byte classes) are summed in 16-bit fields of five `u64`s (four features each),
+/// spilled into `counts` every [`Runs::SPILL_EVERY`] blocks: five additions per block instead
+/// of nineteen, and nothing for the compiler to turn into vector shuffles.
 #[derive(Debug, Default)]
 struct Runs {
     counts: ClassCounts,
+    /// Totals of the per-byte classes `byte_class::LOWER..=HIGH`.
+    ascii_totals: [u64; byte_class::HIGH + 1],
+    packed: [u64; 5],
+    pending: u32,
     prev: RunMasks,
-    prev_d1: u64,
-    prev_d0: u64,
 }
 
 impl Runs {
+    /// Blocks between spills of the packed fields (each block adds at most 64 to a field:
+    /// 1023 × 64 < 65536).
+    const SPILL_EVERY: u32 = 1023;
+
     #[inline(always)]
-    fn block(&mut self, m: RunMasks) {
-        let c = &mut self.counts;
+    fn block<P: PopCount>(&mut self, m: RunMasks) {
+        let pop = P::pop;
         let p = self.prev;
         let letter = m.lower | m.upper;
         let prev_letter = p.lower | p.upper;
         let alnum = letter | m.digit;
         let letter_before = before(letter, prev_letter);
         let digit_before = before(m.digit, p.digit);
-        c.word_starts += pop(letter & !letter_before);
-        c.cap_starts += pop(m.upper & !letter_before);
-        c.digit_runs += pop(m.digit & !digit_before);
-        c.punct_runs += pop(m.punct & !before(m.punct, p.punct));
-        c.space_runs += pop(m.space & !before(m.space, p.space));
-        c.case_changes += pop(m.upper & before(m.lower, p.lower));
-        c.alnum_switches += pop((letter & digit_before) | (m.digit & letter_before));
-        c.long_run += pop(run_ends(alnum, prev_letter | p.digit, LONG_RUN));
-        c.word_tail += pop(run_ends(letter, prev_letter, WORD_TAIL));
-        c.long_word += pop(run_ends(letter, prev_letter, LONG_WORD));
         let consonant = letter & !m.vowel;
         let prev_consonant = prev_letter & !p.vowel;
-        c.consonant_runs += pop(run_ends(consonant, prev_consonant, CONSONANT_RUN));
-        if m.high != 0 {
-            c.high_runs += pop(m.high & !before(m.high, p.high));
-        }
+        let pack = |a: u64, b: u64, c: u64, d: u64| a | (b << 16) | (c << 32) | (d << 48);
+        self.packed[0] += pack(
+            pop(letter & !letter_before),
+            pop(m.upper & !letter_before),
+            pop(m.digit & !digit_before),
+            pop(m.punct & !before(m.punct, p.punct)),
+        );
+        self.packed[1] += pack(
+            pop(m.space & !before(m.space, p.space)),
+            pop(m.upper & before(m.lower, p.lower)),
+            pop((letter & digit_before) | (m.digit & letter_before)),
+            pop(run_ends(alnum, prev_letter | p.digit, LONG_RUN)),
+        );
+        self.packed[2] += pack(
+            pop(run_ends(letter, prev_letter, WORD_TAIL)),
+            pop(run_ends(letter, prev_letter, LONG_WORD)),
+            pop(run_ends(consonant, prev_consonant, CONSONANT_RUN)
+                & !run_ends(consonant, prev_consonant, CONSONANT_RUN_END + 1)),
+            pop(m.high & !before(m.high, p.high)),
+        );
+        self.packed[3] += pack(pop(m.lower), pop(m.upper), pop(m.digit), pop(m.space));
+        self.packed[4] += pack(pop(m.newline), pop(m.json), pop(m.high), 0);
         self.prev = m;
+        self.pending += 1;
+        if self.pending == Self::SPILL_EVERY {
+            self.spill();
+        }
     }
 
-    /// The multibyte run features of a block with non-ASCII bytes (`bytes[start..]` is the
-    /// block); [`Runs::ascii_block`] keeps the carry right for blocks without.
-    #[inline(always)]
-    fn high_block(&mut self, h: HighMasks, bytes: &[u8], start: usize) {
+    /// Adds the packed fields to `counts` and clears them.
+    fn spill(&mut self) {
+        let field = |x: u64, i: u32| (x >> (16 * i)) & 0xFFFF;
+        let [a, b, d, e, f] = self.packed;
         let c = &mut self.counts;
-        c.cyrillic_ext += pop(h.cont_9x & before(h.d1, self.prev_d1));
-        c.cyrillic_upper += pop(h.cont_upper & before(h.d0, self.prev_d0));
+        c.word_starts += field(a, 0);
+        c.cap_starts += field(a, 1);
+        c.digit_runs += field(a, 2);
+        c.punct_runs += field(a, 3);
+        c.space_runs += field(b, 0);
+        c.case_changes += field(b, 1);
+        c.alnum_switches += field(b, 2);
+        c.long_run += field(b, 3);
+        c.word_tail += field(d, 0);
+        c.long_word += field(d, 1);
+        c.consonant_runs += field(d, 2);
+        c.high_runs += field(d, 3);
+        let t = &mut self.ascii_totals;
+        t[byte_class::LOWER] += field(e, 0);
+        t[byte_class::UPPER] += field(e, 1);
+        t[byte_class::DIGIT] += field(e, 2);
+        t[byte_class::SPACE] += field(e, 3);
+        t[byte_class::NEWLINE] += field(f, 0);
+        t[byte_class::JSON] += field(f, 1);
+        t[byte_class::HIGH] += field(f, 2);
+        self.packed = [0; 5];
+        self.pending = 0;
+    }
+
+    /// The counts so far (the per-byte fields are filled in by the kernel), and the totals of
+    /// the ASCII per-byte classes.
+    fn finish(mut self) -> (ClassCounts, [u64; byte_class::HIGH + 1]) {
+        self.spill();
+        (self.counts, self.ascii_totals)
+    }
+}
+
+/// The multibyte run features (Cyrillic pairs, rare three-byte characters) of the blocks that
+/// have non-ASCII bytes, with their own carry: kernels may visit those blocks after the others.
+#[derive(Debug, Default)]
+struct HighRuns {
+    cyrillic_ext: u64,
+    cyrillic_upper: u64,
+    rare3: u64,
+    /// Index of the last block visited, and its `D1` and `D0` masks.
+    last: Option<usize>,
+    prev_d1: u64,
+    prev_d0: u64,
+}
+
+impl HighRuns {
+    /// Block `index` (`bytes[index * 64..]`); blocks must come in increasing order, skipping
+    /// only blocks without non-ASCII bytes.
+    #[inline(always)]
+    fn block<P: PopCount>(&mut self, h: HighMasks, bytes: &[u8], index: usize) {
+        let pop = P::pop;
+        if self.last.is_none_or(|last| last + 1 != index) {
+            // The block before was all ASCII.
+            self.prev_d1 = 0;
+            self.prev_d0 = 0;
+        }
+        self.cyrillic_ext += pop(h.cont_9x & before(h.d1, self.prev_d1));
+        self.cyrillic_upper += pop(h.cont_upper & before(h.d0, self.prev_d0));
         self.prev_d1 = h.d1;
         self.prev_d0 = h.d0;
+        self.last = Some(index);
         // Rare three-byte characters: a bitmap lookup per kana/CJK/hangul lead (scalar, shared
         // by both kernels; only texts in those scripts pay for it).
         let mut east_asian = h.east_asian;
         while east_asian != 0 {
-            let i = start + east_asian.trailing_zeros() as usize;
+            let i = index * 64 + east_asian.trailing_zeros() as usize;
             east_asian &= east_asian - 1;
             let common = match bytes.get(i..i + 3) {
                 Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
                 _ => false,
             };
-            c.rare3 += u64::from(!common);
+            self.rare3 += u64::from(!common);
         }
     }
 
-    #[inline(always)]
-    fn ascii_block(&mut self) {
-        self.prev_d1 = 0;
-        self.prev_d0 = 0;
+    /// Copies the counts into `c`.
+    fn finish(&self, c: &mut ClassCounts) {
+        c.cyrillic_ext = self.cyrillic_ext;
+        c.cyrillic_upper = self.cyrillic_upper;
+        c.rare3 = self.rare3;
     }
 }
 
@@ -510,6 +609,7 @@ fn avx2_supported() -> bool {
 fn count_portable(bytes: &[u8]) -> ClassCounts {
     let mut histogram = [0u64; 256];
     let mut runs = Runs::default();
+    let mut high_runs = HighRuns::default();
     for (index, block) in bytes.chunks(64).enumerate() {
         let mut m = RunMasks::default();
         let mut h = HighMasks::default();
@@ -526,15 +626,15 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
             h.d1 |= bit(F_D1);
             h.east_asian |= bit(F_EAST_ASIAN);
             m.vowel |= u64::from(is_vowel(b)) << i;
+            m.newline |= u64::from(b == b'\n') << i;
+            m.json |= u64::from(in_byte_class(b, byte_class::JSON)) << i;
             h.cont_9x |= u64::from((0x90..=0x9F).contains(&b)) << i;
             h.d0 |= u64::from(b == 0xD0) << i;
             h.cont_upper |= u64::from((0x80..=0xAF).contains(&b)) << i;
         }
-        runs.block(m);
+        runs.block::<PortablePop>(m);
         if m.high != 0 {
-            runs.high_block(h, bytes, index * 64);
-        } else {
-            runs.ascii_block();
+            high_runs.block::<PortablePop>(h, bytes, index);
         }
     }
     let mut totals = [0u64; byte_class::COUNT];
@@ -548,7 +648,9 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
             }
         }
     }
-    let mut counts = runs.counts;
+    let (mut counts, ascii_totals) = runs.finish();
+    debug_assert_eq!(ascii_totals, totals[..=byte_class::HIGH]);
+    high_runs.finish(&mut counts);
     counts.bytes = bytes.len() as u64;
     apply_byte_classes(&mut counts, &totals);
     counts
@@ -558,7 +660,7 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
 mod avx2 {
     //! The AVX2 kernel. Every function here requires AVX2 (and POPCNT), which `count` declares
     //! and its caller checks at run time.
-    use super::{ClassCounts, HighMasks, RunMasks, Runs, byte_class};
+    use super::{ClassCounts, HighMasks, HighRuns, PopCount, RunMasks, Runs, byte_class};
     use std::arch::x86_64::*;
 
     /// Bytes of `v` in the unsigned range `lo..=hi`.
@@ -681,26 +783,46 @@ mod avx2 {
         u64::from(movemask(a)) | (u64::from(movemask(b)) << 32)
     }
 
-    /// Per-byte class counters: one byte counter per lane and class, incremented by subtracting
-    /// compare results (`-1`), drained into `totals` before they can overflow.
-    struct Counters {
-        lanes: [__m256i; byte_class::COUNT],
-        /// Blocks added since the last drain; each adds at most 2 per lane.
-        pending: u32,
-        totals: [u64; byte_class::COUNT],
+    /// `popcnt` as inline assembly. With `count_ones`, LLVM gathers the block's dozen popcounts
+    /// into vectors (moves, unpacks and a shuffle-based count), which costs more than it saves.
+    struct Popcnt;
+
+    impl PopCount for Popcnt {
+        #[inline(always)]
+        fn pop(x: u64) -> u64 {
+            let n: u64;
+            // SAFETY: `popcnt` reads and writes general-purpose registers only. This type is
+            // used only inside `count`, which runs after `avx2_supported` checked POPCNT.
+            unsafe {
+                std::arch::asm!(
+                    "popcnt {n}, {x}",
+                    n = lateout(reg) n,
+                    x = in(reg) x,
+                    options(pure, nomem, nostack),
+                );
+            }
+            n
+        }
     }
 
-    impl Counters {
-        /// Blocks after which counters are drained (2 × 127 = 254 fits a byte).
-        const DRAIN_EVERY: u32 = 127;
+    /// Byte counters for `N` per-byte classes: one counter per lane and class, incremented by
+    /// subtracting compare results (`-1`), drained into `totals` before they can overflow.
+    struct Counters<const N: usize> {
+        lanes: [__m256i; N],
+        totals: [u64; N],
+    }
 
+    /// Blocks between drains: each block adds at most 2 per lane (2 × 64 = 128 fits a byte),
+    /// and a group's blocks with non-ASCII bytes fit a `u64` bitmap.
+    const DRAIN_EVERY: usize = 64;
+
+    impl<const N: usize> Counters<N> {
         #[inline]
         #[target_feature(enable = "avx2")]
-        fn new() -> Counters {
+        fn new() -> Counters<N> {
             Counters {
-                lanes: [_mm256_setzero_si256(); byte_class::COUNT],
-                pending: 0,
-                totals: [0; byte_class::COUNT],
+                lanes: [_mm256_setzero_si256(); N],
+                totals: [0; N],
             }
         }
 
@@ -723,133 +845,175 @@ mod avx2 {
                 *total += (_mm_cvtsi128_si64(pair) + _mm_extract_epi64(pair, 1)) as u64;
                 *lane = _mm256_setzero_si256();
             }
-            self.pending = 0;
         }
     }
 
-    /// One 64-byte block (`block` is exactly 64 bytes; `valid` has a bit per byte of the text,
-    /// the rest being zero padding, which no per-byte class counts).
-    #[inline]
+    /// Counters of the multibyte classes (`byte_class::GE_C0..`), offset by `GE_C0`.
+    type HighCounters = Counters<{ byte_class::COUNT - byte_class::GE_C0 }>;
+
+    /// The non-ASCII part of block `index` (its bytes `a`, `b`), which has a byte `>= 0x80`.
+    #[inline(never)]
     #[target_feature(enable = "avx2,popcnt")]
-    fn block(
-        counters: &mut Counters,
-        runs: &mut Runs,
-        block: &[u8; 64],
-        valid: u64,
+    fn high_block(
+        counters: &mut HighCounters,
+        runs: &mut HighRuns,
+        a: __m256i,
+        b: __m256i,
         bytes: &[u8],
-        start: usize,
+        index: usize,
     ) {
-        let p = block.as_ptr();
-        // SAFETY: `block` is 64 readable bytes; the two unaligned 32-byte loads read 0..32 and
-        // 32..64.
-        let (a, b) = unsafe {
+        let mut add = |class: usize, x, y| counters.add(class - byte_class::GE_C0, x, y);
+        add(byte_class::GE_C0, at_least(a, 0xC0), at_least(b, 0xC0));
+        add(byte_class::GE_E0, at_least(a, 0xE0), at_least(b, 0xE0));
+        add(byte_class::GE_F0, at_least(a, 0xF0), at_least(b, 0xF0));
+        add(
+            byte_class::CJK,
+            in_range(a, 0xE4, 0xE9),
+            in_range(b, 0xE4, 0xE9),
+        );
+        add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
+        add(
+            byte_class::HANGUL,
+            in_range(a, 0xEA, 0xED),
+            in_range(b, 0xEA, 0xED),
+        );
+        add(
+            byte_class::CYRILLIC,
+            in_range(a, 0xD0, 0xD1),
+            in_range(b, 0xD0, 0xD1),
+        );
+        add(
+            byte_class::LATIN1,
+            in_range(a, 0xC2, 0xC3),
+            in_range(b, 0xC2, 0xC3),
+        );
+        add(
+            byte_class::LATIN_EXT,
+            in_range(a, 0xC4, 0xCA),
+            in_range(b, 0xC4, 0xCA),
+        );
+        runs.block::<Popcnt>(
+            HighMasks {
+                d1: mask(eq(a, 0xD1), eq(b, 0xD1)),
+                cont_9x: mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F)),
+                d0: mask(eq(a, 0xD0), eq(b, 0xD0)),
+                cont_upper: mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF)),
+                east_asian: mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED)),
+            },
+            bytes,
+            index,
+        );
+    }
+
+    /// The two 32-byte halves of the 64 bytes at `p`.
+    ///
+    /// # Safety
+    /// `p` must point to 64 readable bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load(p: *const u8) -> (__m256i, __m256i) {
+        // SAFETY: the caller guarantees 64 readable bytes; the two unaligned loads read 0..32
+        // and 32..64.
+        unsafe {
             (
                 _mm256_loadu_si256(p.cast()),
                 _mm256_loadu_si256(p.add(32).cast()),
             )
-        };
-        let (lower_a, lower_b) = (in_range(a, b'a', b'z'), in_range(b, b'a', b'z'));
-        let (upper_a, upper_b) = (in_range(a, b'A', b'Z'), in_range(b, b'A', b'Z'));
-        let (digit_a, digit_b) = (in_range(a, b'0', b'9'), in_range(b, b'0', b'9'));
-        let (space_a, space_b) = (space(a), space(b));
-        let (newline_a, newline_b) = (eq(a, b'\n'), eq(b, b'\n'));
-        let (json_a, json_b) = (json(a), json(b));
-        counters.add(byte_class::LOWER, lower_a, lower_b);
-        counters.add(byte_class::UPPER, upper_a, upper_b);
-        counters.add(byte_class::DIGIT, digit_a, digit_b);
-        counters.add(byte_class::SPACE, space_a, space_b);
-        counters.add(byte_class::NEWLINE, newline_a, newline_b);
-        counters.add(byte_class::JSON, json_a, json_b);
-        let zero = _mm256_setzero_si256();
-        let (high_a, high_b) = (_mm256_cmpgt_epi8(zero, a), _mm256_cmpgt_epi8(zero, b));
-        counters.add(byte_class::HIGH, high_a, high_b);
-        let other_a = any_of([lower_a, upper_a, digit_a, space_a, newline_a, high_a]);
-        let other_b = any_of([lower_b, upper_b, digit_b, space_b, newline_b, high_b]);
-        let high = mask(a, b) & valid;
-        runs.block(RunMasks {
-            lower: mask(lower_a, lower_b),
-            upper: mask(upper_a, upper_b),
-            digit: mask(digit_a, digit_b),
-            space: mask(space_a, space_b),
-            punct: !mask(other_a, other_b) & valid,
-            high,
-            vowel: mask(vowel(a), vowel(b)),
-        });
-        if high == 0 {
-            runs.ascii_block();
-        } else {
-            counters.add(byte_class::GE_C0, at_least(a, 0xC0), at_least(b, 0xC0));
-            counters.add(byte_class::GE_E0, at_least(a, 0xE0), at_least(b, 0xE0));
-            counters.add(byte_class::GE_F0, at_least(a, 0xF0), at_least(b, 0xF0));
-            counters.add(
-                byte_class::CJK,
-                in_range(a, 0xE4, 0xE9),
-                in_range(b, 0xE4, 0xE9),
-            );
-            counters.add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
-            counters.add(
-                byte_class::HANGUL,
-                in_range(a, 0xEA, 0xED),
-                in_range(b, 0xEA, 0xED),
-            );
-            counters.add(
-                byte_class::CYRILLIC,
-                in_range(a, 0xD0, 0xD1),
-                in_range(b, 0xD0, 0xD1),
-            );
-            counters.add(
-                byte_class::LATIN1,
-                in_range(a, 0xC2, 0xC3),
-                in_range(b, 0xC2, 0xC3),
-            );
-            counters.add(
-                byte_class::LATIN_EXT,
-                in_range(a, 0xC4, 0xCA),
-                in_range(b, 0xC4, 0xCA),
-            );
-            let east_asian = mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED));
-            runs.high_block(
-                HighMasks {
-                    d1: mask(eq(a, 0xD1), eq(b, 0xD1)),
-                    cont_9x: mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F)),
-                    d0: mask(eq(a, 0xD0), eq(b, 0xD0)),
-                    cont_upper: mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF)),
-                    east_asian,
-                },
-                bytes,
-                start,
-            );
-        }
-        counters.pending += 1;
-        if counters.pending == Counters::DRAIN_EVERY {
-            counters.drain();
         }
     }
 
+    /// The ASCII part of one 64-byte block `a`, `b` (`valid` has a bit per byte of the text;
+    /// the rest is zero padding, which no per-byte class counts). Evaluates to whether the block
+    /// has a byte `>= 0x80`, for which the caller runs [`high_block`]. A macro rather than a
+    /// function: LLVM does not inline a function this size called from two places, and through
+    /// a call the counters live in memory.
+    macro_rules! ascii_block {
+        ($runs:expr, $a:expr, $b:expr, $valid:expr) => {{
+            let runs: &mut Runs = $runs;
+            let (a, b): (__m256i, __m256i) = ($a, $b);
+            let valid: u64 = $valid;
+            let (lower_a, lower_b) = (in_range(a, b'a', b'z'), in_range(b, b'a', b'z'));
+            let (upper_a, upper_b) = (in_range(a, b'A', b'Z'), in_range(b, b'A', b'Z'));
+            let (digit_a, digit_b) = (in_range(a, b'0', b'9'), in_range(b, b'0', b'9'));
+            let (space_a, space_b) = (space(a), space(b));
+            let (newline_a, newline_b) = (eq(a, b'\n'), eq(b, b'\n'));
+            let zero = _mm256_setzero_si256();
+            let (high_a, high_b) = (_mm256_cmpgt_epi8(zero, a), _mm256_cmpgt_epi8(zero, b));
+            let other_a = any_of([lower_a, upper_a, digit_a, space_a, newline_a, high_a]);
+            let other_b = any_of([lower_b, upper_b, digit_b, space_b, newline_b, high_b]);
+            let high = mask(a, b) & valid;
+            runs.block::<Popcnt>(RunMasks {
+                lower: mask(lower_a, lower_b),
+                upper: mask(upper_a, upper_b),
+                digit: mask(digit_a, digit_b),
+                space: mask(space_a, space_b),
+                punct: !mask(other_a, other_b) & valid,
+                high,
+                vowel: mask(vowel(a), vowel(b)),
+                newline: mask(newline_a, newline_b),
+                json: mask(json(a), json(b)),
+            });
+            high != 0
+        }};
+    }
+
     /// Counts the classes of `bytes`.
+    ///
+    /// Blocks are visited in groups of [`DRAIN_EVERY`]: first the ASCII part of every block
+    /// (a tight loop with its counters in registers), then the non-ASCII part of the blocks
+    /// that need it, then the counters are drained.
     #[target_feature(enable = "avx2,popcnt")]
     pub(super) fn count(bytes: &[u8]) -> ClassCounts {
-        let mut counters = Counters::new();
+        let mut high = HighCounters::new();
         let mut runs = Runs::default();
-        let mut chunks = bytes.chunks_exact(64);
-        let mut start = 0;
-        for chunk in &mut chunks {
-            if let Ok(chunk) = <&[u8; 64]>::try_from(chunk) {
-                block(&mut counters, &mut runs, chunk, u64::MAX, bytes, start);
+        let mut high_runs = HighRuns::default();
+        let blocks = bytes.chunks_exact(64);
+        let tail = blocks.remainder();
+        let full = bytes.len() / 64;
+        let mut group_start = 0;
+        while group_start < full {
+            let group_end = full.min(group_start + DRAIN_EVERY);
+            // Bit `i`: block `group_start + i` has non-ASCII bytes.
+            let mut deferred = 0u64;
+            for (i, block) in bytes[group_start * 64..group_end * 64]
+                .chunks_exact(64)
+                .enumerate()
+            {
+                // SAFETY: `block` is 64 bytes.
+                let (a, b) = unsafe { load(block.as_ptr()) };
+                let has_high = ascii_block!(&mut runs, a, b, u64::MAX);
+                deferred |= u64::from(has_high) << i;
             }
-            start += 64;
+            while deferred != 0 {
+                let index = group_start + deferred.trailing_zeros() as usize;
+                deferred &= deferred - 1;
+                if let Some(block) = bytes.get(index * 64..index * 64 + 64) {
+                    // SAFETY: `block` is 64 bytes.
+                    let (a, b) = unsafe { load(block.as_ptr()) };
+                    high_block(&mut high, &mut high_runs, a, b, bytes, index);
+                }
+            }
+            high.drain();
+            group_start = group_end;
         }
-        let tail = chunks.remainder();
         if !tail.is_empty() {
             let mut padded = [0u8; 64];
             padded[..tail.len()].copy_from_slice(tail);
             let valid = (1u64 << tail.len()) - 1;
-            block(&mut counters, &mut runs, &padded, valid, bytes, start);
+            // SAFETY: `padded` is 64 bytes.
+            let (a, b) = unsafe { load(padded.as_ptr()) };
+            if ascii_block!(&mut runs, a, b, valid) {
+                high_block(&mut high, &mut high_runs, a, b, bytes, full);
+            }
+            high.drain();
         }
-        counters.drain();
-        let mut counts = runs.counts;
+        let mut totals = [0u64; byte_class::COUNT];
+        let (mut counts, ascii_totals) = runs.finish();
+        totals[..=byte_class::HIGH].copy_from_slice(&ascii_totals);
+        totals[byte_class::GE_C0..].copy_from_slice(&high.totals);
+        high_runs.finish(&mut counts);
         counts.bytes = bytes.len() as u64;
-        super::apply_byte_classes(&mut counts, &counters.totals);
+        super::apply_byte_classes(&mut counts, &totals);
         counts
     }
 }
@@ -950,7 +1114,7 @@ mod tests {
             c.cyrillic_ext += u64::from(prev == Some(0xD1) && (0x90..=0x9F).contains(&b));
             c.cyrillic_upper += u64::from(prev == Some(0xD0) && (0x80..=0xAF).contains(&b));
             c.space_runs += u64::from(is_space(b) && !prev.is_some_and(is_space));
-            c.high_runs += u64::from(b >= 0x80 && !prev.is_some_and(|p| p >= 0x80));
+            c.high_runs += u64::from(b >= 0x80 && prev.is_none_or(|p| p < 0x80));
             c.case_changes += u64::from(upper && prev.is_some_and(|p| p.is_ascii_lowercase()));
             c.alnum_switches += u64::from((letter && p_digit) || (digit && p_letter));
             alnum_run = if letter || digit { alnum_run + 1 } else { 0 };
@@ -963,7 +1127,8 @@ mod tests {
             } else {
                 0
             };
-            c.consonant_runs += u64::from(consonant_run >= CONSONANT_RUN);
+            c.consonant_runs +=
+                u64::from((CONSONANT_RUN..=CONSONANT_RUN_END).contains(&consonant_run));
             match b {
                 0xE4..=0xE9 => c.cjk += 1,
                 0xE3 => c.kana += 1,
@@ -1011,6 +1176,9 @@ mod tests {
         assert_eq!(c.word_tail, 4);
         // "wORLD": R L D.
         assert_eq!(c.consonant_runs, 1);
+        let c = count_classes(b"xxxxxxxxxx strength");
+        // x at positions 3..=6, then "str" (r) and "ngth" (t, h).
+        assert_eq!(c.consonant_runs, 4 + 1 + 2);
     }
 
     #[test]

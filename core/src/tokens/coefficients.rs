@@ -8,139 +8,139 @@ use super::classes::FEATURE_COUNT;
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; FEATURE_COUNT] = [
     0.000000, // letters
-    0.736672, // word_starts
-    0.156003, // upper
-    0.378853, // case_changes
+    0.738398, // word_starts
+    0.160870, // upper
+    0.574950, // case_changes
     0.000000, // cap_starts
-    0.068622, // digits
-    1.382771, // digit_runs
+    0.089880, // digits
+    1.333952, // digit_runs
     0.000000, // alnum_switches
-    0.037414, // long_run
+    0.034623, // long_run
     0.000000, // word_tail
-    0.105431, // long_word
-    0.813740, // consonant_runs
-    0.099767, // spaces
-    0.268448, // space_runs
-    0.521232, // newlines
-    0.262236, // punct
-    0.288675, // json
-    0.310673, // punct_runs
-    0.466817, // cjk
-    0.662038, // kana
-    0.257142, // hangul
-    0.157389, // cyrillic
-    1.586713, // cyrillic_ext
-    0.550901, // cyrillic_upper
-    0.529389, // latin1
-    1.570031, // latin_ext
+    0.095125, // long_word
+    0.820127, // consonant_runs
+    0.100225, // spaces
+    0.270832, // space_runs
+    0.518318, // newlines
+    0.264933, // punct
+    0.277614, // json
+    0.303145, // punct_runs
+    0.466994, // cjk
+    0.662889, // kana
+    0.257634, // hangul
+    0.157316, // cyrillic
+    1.587094, // cyrillic_ext
+    0.552261, // cyrillic_upper
+    0.538681, // latin1
+    1.570240, // latin_ext
     0.000000, // other2
-    4.060840, // other3
+    4.064983, // other3
     0.000000, // four
-    0.484703, // high_runs
-    1.013115, // rare3
+    0.485714, // high_runs
+    1.010982, // rare3
 ];
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; FEATURE_COUNT] = [
     0.000000, // letters
-    0.601343, // word_starts
-    0.113309, // upper
-    0.162183, // case_changes
+    0.603646, // word_starts
+    0.115912, // upper
+    0.402125, // case_changes
     0.000000, // cap_starts
     0.000000, // digits
-    1.469907, // digit_runs
-    0.151454, // alnum_switches
-    0.013856, // long_run
+    1.476609, // digit_runs
+    0.145471, // alnum_switches
+    0.014992, // long_run
     0.000000, // word_tail
-    0.222409, // long_word
-    1.073690, // consonant_runs
-    0.081408, // spaces
-    0.489702, // space_runs
-    0.297481, // newlines
-    0.190513, // punct
-    0.301473, // json
-    0.353450, // punct_runs
-    0.712422, // cjk
-    0.867702, // kana
-    0.446667, // hangul
-    0.306220, // cyrillic
-    3.306803, // cyrillic_ext
-    0.749758, // cyrillic_upper
-    1.529386, // latin1
-    2.405436, // latin_ext
-    0.093816, // other2
-    2.329464, // other3
+    0.211568, // long_word
+    1.070985, // consonant_runs
+    0.082195, // spaces
+    0.493178, // space_runs
+    0.295220, // newlines
+    0.191499, // punct
+    0.290413, // json
+    0.345233, // punct_runs
+    0.712324, // cjk
+    0.867867, // kana
+    0.445600, // hangul
+    0.306409, // cyrillic
+    3.303669, // cyrillic_ext
+    0.751574, // cyrillic_upper
+    1.540019, // latin1
+    2.409658, // latin_ext
+    0.278276, // other2
+    2.314287, // other3
     0.000000, // four
-    0.462810, // high_runs
-    1.735837, // rare3
+    0.461809, // high_runs
+    1.739604, // rare3
 ];
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; FEATURE_COUNT] = [
     0.000000, // letters
-    0.894041, // word_starts
-    0.046499, // upper
+    0.870536, // word_starts
+    0.065224, // upper
     0.000000, // case_changes
     0.000000, // cap_starts
     0.000000, // digits
-    0.916265, // digit_runs
-    0.349777, // alnum_switches
+    0.904012, // digit_runs
+    0.372221, // alnum_switches
     0.000000, // long_run
     0.000000, // word_tail
-    0.434967, // long_word
-    0.993866, // consonant_runs
+    0.435082, // long_word
+    1.115106, // consonant_runs
     0.000000, // spaces
-    0.337424, // space_runs
-    0.423408, // newlines
-    0.134320, // punct
-    0.123889, // json
-    0.833199, // punct_runs
-    0.689071, // cjk
-    0.858762, // kana
-    0.676139, // hangul
-    0.384579, // cyrillic
-    2.355882, // cyrillic_ext
-    0.678851, // cyrillic_upper
-    1.117565, // latin1
-    2.777011, // latin_ext
+    0.338138, // space_runs
+    0.410840, // newlines
+    0.135389, // punct
+    0.133976, // json
+    0.831540, // punct_runs
+    0.690181, // cjk
+    0.859793, // kana
+    0.676206, // hangul
+    0.385467, // cyrillic
+    2.353661, // cyrillic_ext
+    0.676167, // cyrillic_upper
+    1.107007, // latin1
+    2.778944, // latin_ext
     0.000000, // other2
-    0.567807, // other3
-    0.784039, // four
-    0.721951, // high_runs
-    1.479212, // rare3
+    0.580447, // other3
+    0.669589, // four
+    0.716767, // high_runs
+    1.479682, // rare3
 ];
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; FEATURE_COUNT] = [
     0.000000, // letters
-    0.839066, // word_starts
-    0.102659, // upper
-    0.000000, // case_changes
+    0.829819, // word_starts
+    0.111996, // upper
+    0.157997, // case_changes
     0.000000, // cap_starts
     0.000000, // digits
-    1.176824, // digit_runs
-    0.365161, // alnum_switches
+    1.181059, // digit_runs
+    0.369074, // alnum_switches
     0.000000, // long_run
     0.000000, // word_tail
-    0.352390, // long_word
-    1.142008, // consonant_runs
-    0.000000, // spaces
-    0.441681, // space_runs
-    0.607189, // newlines
-    0.268804, // punct
-    0.272292, // json
-    0.701145, // punct_runs
-    0.780193, // cjk
-    0.922427, // kana
-    0.716208, // hangul
-    0.431474, // cyrillic
-    2.544619, // cyrillic_ext
-    0.775835, // cyrillic_upper
-    1.716927, // latin1
-    3.383171, // latin_ext
+    0.347799, // long_word
+    1.197328, // consonant_runs
+    0.001929, // spaces
+    0.443711, // space_runs
+    0.596369, // newlines
+    0.268111, // punct
+    0.267248, // json
+    0.694934, // punct_runs
+    0.781122, // cjk
+    0.922961, // kana
+    0.715494, // hangul
+    0.432057, // cyrillic
+    2.542369, // cyrillic_ext
+    0.779441, // cyrillic_upper
+    1.721770, // latin1
+    3.392427, // latin_ext
     0.000000, // other2
-    1.748064, // other3
-    4.032856, // four
-    0.604490, // high_runs
-    1.748424, // rare3
+    1.730309, // other3
+    3.900912, // four
+    0.601303, // high_runs
+    1.752617, // rare3
 ];

@@ -9,7 +9,7 @@
 //! - `tests/tokens/accuracy.md` (the table).
 //!
 //! Run: `cargo run -p fit-tokens --profile fit -- [--seed N] [--limit DOCS_PER_CATEGORY]
-//! [--sessions N] [--dry-run]`.
+//! [--sessions N] [--dry-run]`, or `-- --count FILE` for one file's exact counts and estimates.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod corpus;
@@ -216,7 +216,38 @@ fn claude_code_rule(c: &Counted) -> f64 {
     (utf16_len(&c.doc.text) / per_token * 4.0 / 3.0).ceil()
 }
 
+/// `fit-tokens --count FILE`: exact counts and the estimates of one file, for spot checks.
+fn count_file(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let legacy = claude_tokenizer::get_tokenizer()
+        .encode(text.as_str(), false)
+        .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
+        .len();
+    println!(
+        "exact: o200k {} cl100k {} claude-legacy {}",
+        tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&text)
+            .len(),
+        tiktoken_rs::cl100k_base_singleton()
+            .encode_ordinary(&text)
+            .len(),
+        legacy
+    );
+    for family in ferroloop::tokens::FAMILIES {
+        println!(
+            "estimate {family}: {}",
+            ferroloop::tokens::estimate_text(&text, family)
+        );
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
+    if let [flag, path] = std::env::args().skip(1).collect::<Vec<_>>().as_slice()
+        && flag == "--count"
+    {
+        return count_file(Path::new(path));
+    }
     let args = parse_args()?;
     let roots = corpus::Roots::detect();
     let started = Instant::now();
