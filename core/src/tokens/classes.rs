@@ -1,20 +1,18 @@
 //! One pass over the bytes of a text, counting the character classes the estimator's linear model
 //! uses.
 //!
-//! The text is processed in 64-byte blocks, and the counts come in two kinds:
+//! The text is processed in 64-byte blocks. Both kernels turn a block into a few 64-bit masks
+//! (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the previous
+//! block's masks across block boundaries: the ASCII per-byte classes (letters, digits, spaces,
+//! JSON punctuation) and the run and transition features (word starts, case changes, long runs,
+//! consonant clusters, ...) are one shared function (`Runs::block`), so the kernels differ only
+//! in how the masks are built (a lookup table per byte, or AVX2 compares and `vpmovmskb`).
 //!
-//! - **per-byte classes** (letters, digits, spaces, JSON punctuation, UTF-8 lead bytes by script):
-//!   the AVX2 kernel keeps them in vector byte counters (one subtraction per class per 32 bytes,
-//!   summed with `psadbw` every 127 blocks); the portable kernel builds a byte histogram and
-//!   folds it through the class table at the end;
-//! - **run and transition features** (word starts, case changes, long runs, ...): both kernels
-//!   turn the block into a few 64-bit masks (bit `i` set when byte `i` is in a class) and count
-//!   with popcounts, carrying the previous block's masks across block boundaries. This part is
-//!   one shared function, so the kernels differ only in how the masks are built.
-//!
-//! Non-ASCII work (script leads, runs of high bytes, rare ideographs) is done only for blocks that
-//! contain a byte `>= 0x80`. Both kernels give identical counts; tests and the fuzz target check
-//! that against a byte-at-a-time reference.
+//! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs) is done only
+//! for blocks that contain a byte `>= 0x80`: the AVX2 kernel marks those blocks and visits them
+//! after each group of 64 blocks, counting the script leads in vector byte counters; the portable
+//! kernel takes them from a byte histogram. Both kernels give identical counts; tests and the
+//! fuzz target check that against a byte-at-a-time reference.
 
 /// Number of features in [`ClassCounts::features`].
 pub const FEATURE_COUNT: usize = 31;
