@@ -1206,6 +1206,21 @@ mod tests {
     }
 
     #[test]
+    fn kernels_agree_across_groups_of_blocks() {
+        // Non-ASCII blocks scattered over several 64-block groups (the AVX2 kernel visits them
+        // after each group), with a tail.
+        let mut text = String::new();
+        for i in 0..400 {
+            text.push_str(&"plain ascii text, {\"k\": 1}\n".repeat(i % 7));
+            if i % 3 == 0 {
+                text.push_str("Їжак їсть 漢字かな한글 ë ł 😀 ");
+            }
+        }
+        assert!(text.len() > 3 * 64 * 64);
+        check(text.as_bytes());
+    }
+
+    #[test]
     fn kernels_agree_on_real_text() {
         check(include_str!("classes.rs").as_bytes());
         check(include_str!("request.rs").as_bytes());
