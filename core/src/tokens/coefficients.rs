@@ -7,120 +7,140 @@ use super::classes::FEATURE_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; FEATURE_COUNT] = [
-    0.047441, // letters
-    0.620258, // word_starts
-    0.206430, // upper
-    1.055140, // case_changes
-    0.000000, // digits
-    1.591097, // digit_runs
+    0.000000, // letters
+    0.738398, // word_starts
+    0.160870, // upper
+    0.574950, // case_changes
+    0.000000, // cap_starts
+    0.089880, // digits
+    1.333952, // digit_runs
     0.000000, // alnum_switches
-    0.064179, // long_run
-    0.183139, // long_word
-    0.081938, // spaces
-    0.340323, // space_runs
-    0.439545, // newlines
-    0.265176, // punct
-    0.180123, // json
-    0.344267, // punct_runs
-    0.000000, // punct_repeats
-    0.451523, // cjk
-    0.694878, // kana
-    0.288670, // hangul
-    0.203692, // cyrillic
-    1.396917, // cyrillic_ext
-    0.932370, // other2
-    5.009941, // other3
+    0.034623, // long_run
+    0.000000, // word_tail
+    0.095125, // long_word
+    0.820127, // consonant_runs
+    0.100225, // spaces
+    0.270832, // space_runs
+    0.518318, // newlines
+    0.264933, // punct
+    0.277614, // json
+    0.303145, // punct_runs
+    0.466994, // cjk
+    0.662889, // kana
+    0.257634, // hangul
+    0.157316, // cyrillic
+    1.587094, // cyrillic_ext
+    0.552261, // cyrillic_upper
+    0.538681, // latin1
+    1.570240, // latin_ext
+    0.000000, // other2
+    4.064983, // other3
     0.000000, // four
-    0.520203, // high_runs
-    0.862765, // rare3
+    0.485714, // high_runs
+    1.010982, // rare3
 ];
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; FEATURE_COUNT] = [
-    0.067257, // letters
-    0.506791, // word_starts
-    0.173858, // upper
-    1.214251, // case_changes
+    0.000000, // letters
+    0.603646, // word_starts
+    0.115912, // upper
+    0.402125, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    1.551539, // digit_runs
-    0.104231, // alnum_switches
-    0.037413, // long_run
-    0.247754, // long_word
-    0.066734, // spaces
-    0.513653, // space_runs
-    0.187221, // newlines
-    0.178388, // punct
-    0.115972, // json
-    0.386634, // punct_runs
-    0.000000, // punct_repeats
-    0.681294, // cjk
-    0.899528, // kana
-    0.478991, // hangul
-    0.382476, // cyrillic
-    3.009512, // cyrillic_ext
-    1.791632, // other2
-    3.189063, // other3
+    1.476609, // digit_runs
+    0.145471, // alnum_switches
+    0.014992, // long_run
+    0.000000, // word_tail
+    0.211568, // long_word
+    1.070985, // consonant_runs
+    0.082195, // spaces
+    0.493178, // space_runs
+    0.295220, // newlines
+    0.191499, // punct
+    0.290413, // json
+    0.345233, // punct_runs
+    0.712324, // cjk
+    0.867867, // kana
+    0.445600, // hangul
+    0.306409, // cyrillic
+    3.303669, // cyrillic_ext
+    0.751574, // cyrillic_upper
+    1.540019, // latin1
+    2.409658, // latin_ext
+    0.278276, // other2
+    2.314287, // other3
     0.000000, // four
-    0.478488, // high_runs
-    1.668961, // rare3
+    0.461809, // high_runs
+    1.739604, // rare3
 ];
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; FEATURE_COUNT] = [
-    0.072318, // letters
-    0.704833, // word_starts
-    0.156753, // upper
-    0.909362, // case_changes
+    0.000000, // letters
+    0.870536, // word_starts
+    0.065224, // upper
+    0.000000, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    0.997163, // digit_runs
-    0.377588, // alnum_switches
-    0.010354, // long_run
-    0.378276, // long_word
+    0.904012, // digit_runs
+    0.372221, // alnum_switches
+    0.000000, // long_run
+    0.000000, // word_tail
+    0.435082, // long_word
+    1.115106, // consonant_runs
     0.000000, // spaces
-    0.355531, // space_runs
-    0.279500, // newlines
-    0.127084, // punct
-    0.000000, // json
-    0.854026, // punct_runs
-    0.000000, // punct_repeats
-    0.646431, // cjk
-    0.861027, // kana
-    0.643179, // hangul
-    0.464373, // cyrillic
-    2.017960, // cyrillic_ext
-    1.978015, // other2
-    1.053028, // other3
-    0.575595, // four
-    0.741289, // high_runs
-    1.589527, // rare3
+    0.338138, // space_runs
+    0.410840, // newlines
+    0.135389, // punct
+    0.133976, // json
+    0.831540, // punct_runs
+    0.690181, // cjk
+    0.859793, // kana
+    0.676206, // hangul
+    0.385467, // cyrillic
+    2.353661, // cyrillic_ext
+    0.676167, // cyrillic_upper
+    1.107007, // latin1
+    2.778944, // latin_ext
+    0.000000, // other2
+    0.580447, // other3
+    0.669589, // four
+    0.716767, // high_runs
+    1.479682, // rare3
 ];
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; FEATURE_COUNT] = [
-    0.099651, // letters
-    0.538924, // word_starts
-    0.153490, // upper
-    1.043536, // case_changes
+    0.000000, // letters
+    0.829819, // word_starts
+    0.111996, // upper
+    0.157997, // case_changes
+    0.000000, // cap_starts
     0.000000, // digits
-    1.166594, // digit_runs
-    0.418921, // alnum_switches
-    0.003355, // long_run
-    0.348884, // long_word
-    0.000000, // spaces
-    0.480523, // space_runs
-    0.375398, // newlines
-    0.264013, // punct
-    0.051938, // json
-    0.710159, // punct_runs
-    0.000000, // punct_repeats
-    0.740931, // cjk
-    0.915686, // kana
-    0.712183, // hangul
-    0.494479, // cyrillic
-    2.092224, // cyrillic_ext
-    2.314891, // other2
-    2.144674, // other3
-    1.887992, // four
-    0.598875, // high_runs
-    1.592182, // rare3
+    1.181059, // digit_runs
+    0.369074, // alnum_switches
+    0.000000, // long_run
+    0.000000, // word_tail
+    0.347799, // long_word
+    1.197328, // consonant_runs
+    0.001929, // spaces
+    0.443711, // space_runs
+    0.596369, // newlines
+    0.268111, // punct
+    0.267248, // json
+    0.694934, // punct_runs
+    0.781122, // cjk
+    0.922961, // kana
+    0.715494, // hangul
+    0.432057, // cyrillic
+    2.542369, // cyrillic_ext
+    0.779441, // cyrillic_upper
+    1.721770, // latin1
+    3.392427, // latin_ext
+    0.000000, // other2
+    1.730309, // other3
+    3.900912, // four
+    0.601303, // high_runs
+    1.752617, // rare3
 ];

@@ -130,6 +130,16 @@ mod tests {
     }
 
     #[test]
+    fn repeated_letters_are_not_priced_as_consonant_clusters() {
+        // Exact o200k count of 4000 `x`: 500 (`fit-tokens --count`).
+        let estimate = estimate_text(&"x".repeat(4000), Family::O200k) as f64;
+        assert!(
+            (0.85 * 500.0..=2.0 * 500.0).contains(&estimate),
+            "{estimate}"
+        );
+    }
+
+    #[test]
     fn estimates_scale_with_content() {
         for family in FAMILIES {
             assert_eq!(estimate_text("", family), 0);

@@ -124,6 +124,60 @@ const TEXT_MACROS: &[&str] = &[
     "Op", "Ar", "Fl", "Pa", "Xr", "It", "Sh", "Dl", "UR", "MT", "TH",
 ];
 
+/// Accent prefixes of groff's composite glyph names (`\\(:a` is `ä`) and the bases they
+/// combine with, in the same order as the composed characters.
+const GROFF_ACCENTS: &[(char, &str, &str)] = &[
+    (':', "aeiouyAEIOU", "äëïöüÿÄËÏÖÜ"),
+    ('\'', "aeiouyncszAEIOUYNCSZ", "áéíóúýńćśźÁÉÍÓÚÝŃĆŚŹ"),
+    ('`', "aeiouAEIOU", "àèìòùÀÈÌÒÙ"),
+    ('^', "aeiouAEIOU", "âêîôûÂÊÎÔÛ"),
+    ('~', "anoANO", "ãñõÃÑÕ"),
+    (',', "csCS", "çşÇŞ"),
+    ('v', "cszrnedtCSZRNEDT", "čšžřňěďťČŠŽŘŇĚĎŤ"),
+    ('/', "olOL", "øłØŁ"),
+    ('o', "auAU", "åůÅŮ"),
+];
+
+/// The character of a groff special-character name (`em`, `:a`, `'e`, `ss`, ...), if known.
+fn groff_glyph(name: &str) -> Option<char> {
+    let fixed = match name {
+        "em" => Some('—'),
+        "en" => Some('–'),
+        "aq" => Some('\''),
+        "dq" => Some('"'),
+        "bu" => Some('•'),
+        "co" => Some('©'),
+        "ss" => Some('ß'),
+        "ae" => Some('æ'),
+        "AE" => Some('Æ'),
+        "oe" => Some('œ'),
+        "Fo" => Some('«'),
+        "Fc" => Some('»'),
+        "lq" => Some('“'),
+        "rq" => Some('”'),
+        "oq" => Some('‘'),
+        "cq" => Some('’'),
+        "mu" => Some('×'),
+        "de" => Some('°'),
+        "rs" => Some('\\'),
+        "ti" => Some('~'),
+        "ha" => Some('^'),
+        "hy" | "mi" => Some('-'),
+        _ => None,
+    };
+    if fixed.is_some() {
+        return fixed;
+    }
+    let mut it = name.chars();
+    let (accent, base) = (it.next()?, it.next()?);
+    if it.next().is_some() {
+        return None;
+    }
+    let (_, bases, composed) = GROFF_ACCENTS.iter().find(|(a, _, _)| *a == accent)?;
+    let index = bases.chars().position(|b| b == base)?;
+    composed.chars().nth(index)
+}
+
 /// Strips groff markup from a man page, keeping its text: comments, requests, macro
 /// definitions (`.de` … `..`) and conditionals are dropped; text macros keep their arguments.
 pub fn strip_groff(src: &str) -> String {
@@ -183,14 +237,15 @@ pub fn strip_groff(src: &str) -> String {
                 Some('&') | Some('|') | Some('^') | Some('c') => {}
                 Some('(') => {
                     let name: String = chars.by_ref().take(2).collect();
-                    match name.as_str() {
-                        "em" => clean.push('—'),
-                        "en" => clean.push('–'),
-                        "aq" => clean.push('\''),
-                        "dq" => clean.push('"'),
-                        "bu" => clean.push('•'),
-                        "co" => clean.push('©'),
-                        _ => {}
+                    if let Some(glyph) = groff_glyph(&name) {
+                        clean.push(glyph);
+                    }
+                }
+                Some('[') => {
+                    // `\[name]`: a named glyph, like `\(xx` with a longer name.
+                    let name: String = chars.by_ref().take_while(|&c| c != ']').collect();
+                    if let Some(glyph) = groff_glyph(&name) {
+                        clean.push(glyph);
                     }
                 }
                 Some('*') => {

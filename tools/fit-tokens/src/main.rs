@@ -9,7 +9,7 @@
 //! - `tests/tokens/accuracy.md` (the table).
 //!
 //! Run: `cargo run -p fit-tokens --profile fit -- [--seed N] [--limit DOCS_PER_CATEGORY]
-//! [--sessions N] [--dry-run]`.
+//! [--sessions N] [--dry-run]`, or `-- --count FILE` for one file's exact counts and estimates.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod corpus;
@@ -26,8 +26,12 @@ use serde_json::json;
 
 /// `claude` is fitted to max(o200k, cl100k, claude-legacy) × this margin, per document.
 const CLAUDE_MARGIN: f64 = 1.05;
-/// Weight of under-estimated documents in the iteratively re-weighted fit.
+/// Weight of under-estimated documents in the iteratively re-weighted fit (per family: the
+/// values that gave the lowest held-out P90 error without lowering the worst ratio).
 const UNDER_WEIGHT: f64 = 8.0;
+/// `claude-legacy`'s under-estimate weight: its documents spread wider, and at 8 the safety scale
+/// below has to lift every estimate by ~5%.
+const UNDER_WEIGHT_LEGACY: f64 = 20.0;
 /// Reweighting rounds.
 const ROUNDS: usize = 8;
 /// After fitting, coefficients are scaled up until this fraction of training documents...
@@ -212,7 +216,38 @@ fn claude_code_rule(c: &Counted) -> f64 {
     (utf16_len(&c.doc.text) / per_token * 4.0 / 3.0).ceil()
 }
 
+/// `fit-tokens --count FILE`: exact counts and the estimates of one file, for spot checks.
+fn count_file(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let legacy = claude_tokenizer::get_tokenizer()
+        .encode(text.as_str(), false)
+        .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
+        .len();
+    println!(
+        "exact: o200k {} cl100k {} claude-legacy {}",
+        tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(&text)
+            .len(),
+        tiktoken_rs::cl100k_base_singleton()
+            .encode_ordinary(&text)
+            .len(),
+        legacy
+    );
+    for family in ferroloop::tokens::FAMILIES {
+        println!(
+            "estimate {family}: {}",
+            ferroloop::tokens::estimate_text(&text, family)
+        );
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
+    if let [flag, path] = std::env::args().skip(1).collect::<Vec<_>>().as_slice()
+        && flag == "--count"
+    {
+        return count_file(Path::new(path));
+    }
     let args = parse_args()?;
     let roots = corpus::Roots::detect();
     let started = Instant::now();
@@ -269,7 +304,12 @@ fn main() -> Result<()> {
                 category: c.doc.category,
             })
             .collect();
-        let under_weight = env_f64("FIT_UNDER_WEIGHT", UNDER_WEIGHT);
+        let default_under_weight = if fam == Fam::Legacy {
+            UNDER_WEIGHT_LEGACY
+        } else {
+            UNDER_WEIGHT
+        };
+        let under_weight = env_f64("FIT_UNDER_WEIGHT", default_under_weight);
         let floor_ratio = env_f64("FIT_FLOOR_RATIO", FLOOR_RATIO);
         let mut beta = fit::fit(&rows, FEATURE_COUNT, under_weight, ROUNDS);
         // Safety scale: lift the low tail of training ratios to the floor.
