@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::event::{SseEvent, SseEventRef, SseItem};
-use super::line_end::LineEndFinder;
+use super::line_end::{LineEndFinder, LineScan};
 use crate::Utf8Bytes;
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
@@ -95,6 +95,8 @@ pub struct SseParser {
     line_buf: Vec<u8>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
+    /// Every byte in `line_buf` is ASCII (so the line needs no UTF-8 check).
+    line_ascii: bool,
     /// The previous chunk ended with CR: skip one LF at the start of the next bytes.
     skip_lf: bool,
     /// How many bytes of the BOM have matched at stream start; `None` once decided.
@@ -114,8 +116,6 @@ pub struct SseParser {
 
     /// The pending event went over `max_event_bytes`: ignore lines until the next blank line.
     discarding: bool,
-    /// Buffers of the event returned last must be cleared before parsing continues.
-    reset_pending: bool,
 
     dropped_events: u64,
     bytes_scanned: u64,
@@ -147,6 +147,7 @@ impl SseParser {
             queue: VecDeque::new(),
             line_buf: Vec::new(),
             line_open: false,
+            line_ascii: true,
             skip_lf: false,
             bom_matched: Some(0),
             event_type: Field::Empty,
@@ -157,7 +158,6 @@ impl SseParser {
             last_event_id: Utf8Bytes::new(),
             retry: None,
             discarding: false,
-            reset_pending: false,
             dropped_events: 0,
             bytes_scanned: 0,
             bytes_fed: 0,
@@ -176,7 +176,13 @@ impl SseParser {
             return;
         }
         self.bytes_fed += chunk.len() as u64;
-        self.queue.push_back(chunk);
+        if self.queue.is_empty() && self.pos >= self.cur.len() {
+            // Nothing is waiting to be scanned (the usual case when the caller drains after
+            // every feed): the chunk becomes the current one without a trip through the queue.
+            self.install_chunk(chunk);
+        } else {
+            self.queue.push_back(chunk);
+        }
     }
 
     /// Copies `chunk` and queues it (for callers that do not own a [`Bytes`]).
@@ -197,10 +203,6 @@ impl SseParser {
     ///
     /// The returned event borrows the parser; it stays valid until the next call.
     pub fn next_item(&mut self) -> Option<SseItem<'_>> {
-        if self.reset_pending {
-            self.reset_pending = false;
-            self.clear_pending_event();
-        }
         loop {
             if self.pos >= self.cur.len() && !self.advance_chunk() {
                 return None;
@@ -213,10 +215,7 @@ impl SseParser {
             match outcome {
                 LineOutcome::Nothing => {}
                 LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
-                LineOutcome::Dispatch => {
-                    self.reset_pending = true;
-                    return Some(SseItem::Event(self.pending_event()));
-                }
+                LineOutcome::Dispatch => return Some(SseItem::Event(self.take_pending_event())),
             }
         }
     }
@@ -231,8 +230,8 @@ impl SseParser {
         let discarded = self.pos < self.cur.len()
             || !self.queue.is_empty()
             || self.line_open
-            || (!self.reset_pending
-                && (self.data != Field::Empty || self.event_type != Field::Empty));
+            || self.data != Field::Empty
+            || self.event_type != Field::Empty;
         self.queue.clear();
         self.cur = Bytes::new();
         self.prev = Bytes::new();
@@ -241,10 +240,10 @@ impl SseParser {
         self.cur_id += 1;
         self.line_buf.clear();
         self.line_open = false;
+        self.line_ascii = true;
         self.skip_lf = false;
         self.bom_matched = Some(0);
         self.discarding = false;
-        self.reset_pending = false;
         self.clear_pending_event();
         discarded
     }
@@ -280,6 +279,12 @@ impl SseParser {
         let Some(next) = self.queue.pop_front() else {
             return false;
         };
+        self.install_chunk(next);
+        true
+    }
+
+    /// Makes `next` the chunk being scanned (the current one must be used up).
+    fn install_chunk(&mut self, next: Bytes) {
         let finished = std::mem::replace(&mut self.cur, next);
         let finished_id = self.cur_id;
         self.cur_id += 1;
@@ -294,7 +299,6 @@ impl SseParser {
             self.prev = Bytes::new();
             self.prev_id = u64::MAX;
         }
-        true
     }
 
     fn refers_to(&self, chunk_id: u64) -> bool {
@@ -367,14 +371,18 @@ impl SseParser {
             let rest = &chunk[self.pos..];
             // A blank line (the end of every event) needs no search.
             let found = match rest.first() {
-                Some(b'\n' | b'\r') => Some(0),
-                _ => self.line_end.find(rest),
+                Some(b'\n' | b'\r') => LineScan {
+                    end: Some(0),
+                    ascii: true,
+                },
+                _ => self.line_end.scan(rest),
             };
-            let Some(offset) = found else {
+            let ascii = found.ascii;
+            let Some(offset) = found.end else {
                 self.bytes_scanned += rest.len() as u64;
                 let start = self.pos;
                 self.pos = chunk.len();
-                self.push_line_bytes(&chunk[start..]);
+                self.push_line_bytes(&chunk[start..], ascii);
                 return LineOutcome::Nothing;
             };
             self.bytes_scanned += offset as u64 + 1;
@@ -394,12 +402,13 @@ impl SseParser {
             }
             self.pos = next;
             let outcome = if self.line_open {
-                self.push_line_bytes(&chunk[line_start..line_end]);
+                self.push_line_bytes(&chunk[line_start..line_end], ascii);
                 self.line_open = false;
                 let line = std::mem::take(&mut self.line_buf);
-                self.process_buffered_line(chunk, line)
+                let line_ascii = std::mem::replace(&mut self.line_ascii, true);
+                self.process_buffered_line(chunk, line, line_ascii)
             } else {
-                self.process_line(chunk, line_start, line_end)
+                self.process_line(chunk, line_start, line_end, ascii)
             };
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
@@ -419,7 +428,7 @@ impl SseParser {
                 // Not a BOM: the bytes matched so far are ordinary line content.
                 self.bom_matched = None;
                 if matched > 0 {
-                    self.push_line_bytes(&BOM[..usize::from(matched)]);
+                    self.push_line_bytes(&BOM[..usize::from(matched)], false);
                 }
                 return true;
             }
@@ -436,8 +445,9 @@ impl SseParser {
         }
     }
 
-    /// Keeps bytes of a line that continues in a later chunk.
-    fn push_line_bytes(&mut self, bytes: &[u8]) {
+    /// Keeps bytes of a line that continues in a later chunk; `ascii` tells whether they are
+    /// all ASCII.
+    fn push_line_bytes(&mut self, bytes: &[u8], ascii: bool) {
         self.line_open = true;
         if self.discarding {
             // Only whether the line is blank matters until the next blank line.
@@ -446,7 +456,13 @@ impl SseParser {
             }
             return;
         }
-        self.line_buf.extend_from_slice(bytes);
+        self.line_ascii &= ascii;
+        if let [byte] = bytes {
+            // Byte-at-a-time feeds: a push, not a call to `memcpy`.
+            self.line_buf.push(*byte);
+        } else {
+            self.line_buf.extend_from_slice(bytes);
+        }
         if self.over_limit(0) {
             self.drop_pending_event();
             self.line_buf.clear();
@@ -492,8 +508,14 @@ impl SseParser {
         self.data_start = 0;
     }
 
-    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks).
-    fn process_buffered_line(&mut self, scanning: &Bytes, mut line: Vec<u8>) -> LineOutcome {
+    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks); `ascii`
+    /// tells whether it is all ASCII.
+    fn process_buffered_line(
+        &mut self,
+        scanning: &Bytes,
+        mut line: Vec<u8>,
+        ascii: bool,
+    ) -> LineOutcome {
         let outcome = if self.discarding {
             self.discarding_line(line.is_empty())
         } else if line.is_empty() {
@@ -503,14 +525,19 @@ impl SseParser {
             if &line[..name_end] == b"data" && self.data == Field::Empty {
                 // Move the assembled line into the data buffer instead of copying it.
                 let recycled = std::mem::take(&mut self.data_buf).into_bytes();
-                self.bytes_scanned += line.len() as u64;
-                self.data_buf = into_text(line);
+                self.data_buf = if ascii {
+                    // SAFETY: every byte of the line is ASCII (checked while it was scanned).
+                    unsafe { String::from_utf8_unchecked(line) }
+                } else {
+                    self.bytes_scanned += line.len() as u64;
+                    into_text(line)
+                };
                 self.data_start = value_start.min(self.data_buf.len());
                 self.data = Field::Buf;
                 line = recycled;
                 LineOutcome::Nothing
             } else {
-                self.apply_field(scanning, &line, name_end, value_start, None)
+                self.apply_field(scanning, &line, name_end, value_start, None, ascii)
             }
         };
         line.clear();
@@ -520,8 +547,15 @@ impl SseParser {
         outcome
     }
 
-    /// Processes a complete line that lies inside one chunk, without copying it.
-    fn process_line(&mut self, chunk: &Bytes, start: usize, end: usize) -> LineOutcome {
+    /// Processes a complete line that lies inside one chunk, without copying it; `ascii` tells
+    /// whether it is all ASCII.
+    fn process_line(
+        &mut self,
+        chunk: &Bytes,
+        start: usize,
+        end: usize,
+        ascii: bool,
+    ) -> LineOutcome {
         if self.discarding {
             return self.discarding_line(start == end);
         }
@@ -534,8 +568,21 @@ impl SseParser {
             return LineOutcome::Nothing;
         }
         let line = &chunk[start..end];
+        // The two fields of nearly every event, recognised without a search for the colon.
+        if let Some(after) = line.strip_prefix(b"data:") {
+            self.bytes_scanned += 5;
+            let (value, skipped) = strip_space(after);
+            self.append_data(chunk, value, Some(start + 5 + skipped), ascii);
+            return LineOutcome::Nothing;
+        }
+        if let Some(after) = line.strip_prefix(b"event:") {
+            self.bytes_scanned += 6;
+            let (value, skipped) = strip_space(after);
+            self.set_event_type(value, Some(start + 6 + skipped), ascii);
+            return LineOutcome::Nothing;
+        }
         let (name_end, value_start) = self.split_field(line);
-        self.apply_field(chunk, line, name_end, value_start, Some(start))
+        self.apply_field(chunk, line, name_end, value_start, Some(start), ascii)
     }
 
     fn discarding_line(&mut self, blank: bool) -> LineOutcome {
@@ -558,13 +605,7 @@ impl SseParser {
     /// Finds the field name and the start of its value (after the colon and one optional space).
     /// A line starting with a colon is a comment: its name is empty.
     fn split_field(&mut self, line: &[u8]) -> (usize, usize) {
-        let colon = if line.starts_with(b"data:") {
-            // The dominant line; no search needed.
-            Some(4)
-        } else {
-            memchr::memchr(b':', line)
-        };
-        match colon {
+        match memchr::memchr(b':', line) {
             Some(colon) => {
                 self.bytes_scanned += colon as u64 + 1;
                 let mut value_start = colon + 1;
@@ -581,7 +622,8 @@ impl SseParser {
     }
 
     /// Applies one field. `line_offset` is the line's position in `scanning` (the chunk being
-    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice.
+    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice; `ascii`
+    /// tells whether the line is all ASCII.
     fn apply_field(
         &mut self,
         scanning: &Bytes,
@@ -589,6 +631,7 @@ impl SseParser {
         name_end: usize,
         value_start: usize,
         line_offset: Option<usize>,
+        ascii: bool,
     ) -> LineOutcome {
         if name_end == 0 {
             return LineOutcome::Nothing; // a comment
@@ -597,19 +640,25 @@ impl SseParser {
         let value_offset = line_offset.map(|offset| offset + value_start);
         match &line[..name_end] {
             b"data" => {
-                self.append_data(scanning, value, value_offset);
+                self.append_data(scanning, value, value_offset, ascii);
                 LineOutcome::Nothing
             }
             b"event" => {
-                self.set_event_type(value, value_offset);
+                self.set_event_type(value, value_offset, ascii);
                 LineOutcome::Nothing
             }
             b"id" => {
                 self.bytes_scanned += value.len() as u64;
                 if memchr::memchr(0, value).is_none() {
-                    self.last_event_id = match value_offset {
-                        Some(start) => owned_text(scanning.slice(start..start + value.len())),
-                        None => owned_text(Bytes::copy_from_slice(value)),
+                    let shared = match value_offset {
+                        Some(start) => scanning.slice(start..start + value.len()),
+                        None => Bytes::copy_from_slice(value),
+                    };
+                    self.last_event_id = if ascii {
+                        // SAFETY: every byte of the line is ASCII (checked while it was scanned).
+                        unsafe { Utf8Bytes::from_bytes_unchecked(shared) }
+                    } else {
+                        owned_text(shared)
                     };
                 }
                 LineOutcome::Nothing
@@ -628,13 +677,30 @@ impl SseParser {
         }
     }
 
-    /// Appends one `data` value (and the LF that joins it to the previous one). `value_offset`
-    /// is the value's position in the current chunk, when it lies in one.
-    fn append_data(&mut self, scanning: &Bytes, value: &[u8], value_offset: Option<usize>) {
-        let first = self.data == Field::Empty;
+    /// Whether `value` is valid UTF-8; `ascii` says it is known to be ASCII already.
+    #[inline]
+    fn check_utf8(&mut self, value: &[u8], ascii: bool) -> bool {
+        if ascii {
+            return true;
+        }
         self.bytes_scanned += value.len() as u64;
+        // Known to hold a non-ASCII byte: straight to the full validator.
+        simdutf8::basic::from_utf8(value).is_ok()
+    }
+
+    /// Appends one `data` value (and the LF that joins it to the previous one). `value_offset`
+    /// is the value's position in the current chunk, when it lies in one; `ascii` tells whether
+    /// the value is all ASCII.
+    fn append_data(
+        &mut self,
+        scanning: &Bytes,
+        value: &[u8],
+        value_offset: Option<usize>,
+        ascii: bool,
+    ) {
+        let first = self.data == Field::Empty;
         if let (true, Some(start)) = (first, value_offset)
-            && is_utf8(value)
+            && self.check_utf8(value, ascii)
         {
             self.data = Field::Slice {
                 chunk: self.cur_id,
@@ -658,13 +724,12 @@ impl SseParser {
             self.data_buf.push('\n');
         }
         self.data = Field::Buf;
-        push_lossy(&mut self.data_buf, value);
+        push_text(&mut self.data_buf, value, ascii);
     }
 
-    fn set_event_type(&mut self, value: &[u8], value_offset: Option<usize>) {
-        self.bytes_scanned += value.len() as u64;
+    fn set_event_type(&mut self, value: &[u8], value_offset: Option<usize>, ascii: bool) {
         if let Some(start) = value_offset
-            && is_utf8(value)
+            && self.check_utf8(value, ascii)
         {
             self.event_type = Field::Slice {
                 chunk: self.cur_id,
@@ -674,13 +739,21 @@ impl SseParser {
             return;
         }
         self.event_type_buf.clear();
-        push_lossy(&mut self.event_type_buf, value);
+        push_text(&mut self.event_type_buf, value, ascii);
         self.event_type = Field::Buf;
     }
 
-    /// A view of the event ready for dispatch.
-    fn pending_event(&self) -> SseEventRef<'_> {
-        let (data, data_source) = match self.data {
+    /// The pending event, for dispatch: the parser's fields are reset to empty at once (the
+    /// buffers are cleared when next written), and the view borrows what they pointed to.
+    fn take_pending_event(&mut self) -> SseEventRef<'_> {
+        let data = std::mem::replace(&mut self.data, Field::Empty);
+        let event_type = std::mem::replace(&mut self.event_type, Field::Empty);
+        self.event_view(data, event_type)
+    }
+
+    /// A view of an event whose fields are `data` and `event_type`.
+    fn event_view(&self, data: Field, event_type: Field) -> SseEventRef<'_> {
+        let (data, data_source) = match data {
             Field::Slice { chunk, start, end } => (
                 self.text_in(&self.cur, chunk, start, end),
                 Some(self.chunk_by_id(chunk)),
@@ -691,7 +764,7 @@ impl SseParser {
             ),
             Field::Empty => ("", None),
         };
-        let (event_type, event_type_source) = match self.event_type {
+        let (event_type, event_type_source) = match event_type {
             Field::Slice { chunk, start, end } => (
                 self.text_in(&self.cur, chunk, start, end),
                 Some(self.chunk_by_id(chunk)),
@@ -764,10 +837,21 @@ fn is_ascii_words(bytes: &[u8]) -> bool {
     acc & HIGH == 0
 }
 
-/// Appends `bytes` to `out`, replacing invalid UTF-8 with U+FFFD.
-fn push_lossy(out: &mut String, bytes: &[u8]) {
-    if is_utf8(bytes) {
-        // SAFETY: validated on the line above.
+/// A field value after its colon: one leading space dropped. Returns the value and how many
+/// bytes were dropped.
+#[inline]
+fn strip_space(after_colon: &[u8]) -> (&[u8], usize) {
+    match after_colon.strip_prefix(b" ") {
+        Some(value) => (value, 1),
+        None => (after_colon, 0),
+    }
+}
+
+/// Appends `bytes` to `out`, replacing invalid UTF-8 with U+FFFD; `ascii` says they are known
+/// to be ASCII.
+fn push_text(out: &mut String, bytes: &[u8], ascii: bool) {
+    if ascii || is_utf8(bytes) {
+        // SAFETY: known ASCII or validated on the line above.
         out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
     } else {
         out.push_str(&String::from_utf8_lossy(bytes));
