@@ -1,19 +1,46 @@
-//! Finding the next CR or LF: the parser's hot loop. The same pass notes whether the bytes
-//! before the line end are all ASCII, so that most values need no separate UTF-8 check.
+//! Finding the next CR or LF: the parser's hot loop. The same pass notes where the first
+//! non-ASCII byte before the line end is, so that most values need no UTF-8 check and the
+//! others only a partial one.
 
-/// The result of scanning for a line end.
+/// The result of scanning for a line end. Two plain words (returned in registers, which
+/// matters at one call per line) with sentinels instead of `Option`s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LineScan {
-    /// The offset of the first CR or LF, if any.
-    pub(crate) end: Option<usize>,
-    /// Every byte before `end` (before the end of the haystack when there is none) is ASCII.
-    pub(crate) ascii: bool,
+    /// The offset of the first CR or LF; the haystack's length when there is none.
+    end: usize,
+    /// A position at or before the first non-ASCII byte before `end`, with only ASCII bytes
+    /// before it (so UTF-8 validation may start there); `LineScan::ASCII` when every byte
+    /// before `end` is ASCII.
+    first_high: usize,
+}
+
+impl LineScan {
+    const ASCII: usize = usize::MAX;
+
+    /// The offset of the line end, if the haystack (of `haystack_len` bytes) holds one.
+    #[inline]
+    pub(crate) fn end(self, haystack_len: usize) -> Option<usize> {
+        (self.end < haystack_len).then_some(self.end)
+    }
+
+    /// Where UTF-8 validation of the bytes before the line end must start (every byte before
+    /// it is ASCII), or `None` when they are all ASCII.
+    #[inline]
+    pub(crate) fn first_high(self) -> Option<usize> {
+        (self.first_high != Self::ASCII).then_some(self.first_high)
+    }
+
+    /// The bytes before the line end are all ASCII.
+    #[inline]
+    pub(crate) fn ascii(self) -> bool {
+        self.first_high == Self::ASCII
+    }
 }
 
 /// A CR/LF searcher built once per parser (the CPU-feature check happens once, not per line,
 /// which matters because SSE lines are short). On x86-64 with AVX2 it is a fused search that
-/// also ORs the bytes it passes to report whether they were all ASCII; elsewhere it is
-/// `memchr::memchr2` followed by an ASCII check of the line.
+/// also notes the first non-ASCII byte it passes; elsewhere it is `memchr::memchr2` followed by
+/// an ASCII check of the line.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LineEndFinder {
     #[cfg(target_arch = "x86_64")]
@@ -28,7 +55,7 @@ impl LineEndFinder {
         }
     }
 
-    /// Finds the first CR or LF in `haystack` and whether the bytes before it are ASCII.
+    /// Finds the first CR or LF in `haystack` and the first non-ASCII byte before it.
     #[inline]
     pub(crate) fn scan(&self, haystack: &[u8]) -> LineScan {
         #[cfg(target_arch = "x86_64")]
@@ -40,34 +67,34 @@ impl LineEndFinder {
     }
 }
 
-/// The portable search: `memchr2`, then an ASCII check of the bytes before the line end.
+/// The portable search: `memchr2`, then the first non-ASCII byte before the line end.
 fn scan_portable(haystack: &[u8]) -> LineScan {
-    let end = memchr::memchr2(b'\r', b'\n', haystack);
-    let before = haystack
-        .get(..end.unwrap_or(haystack.len()))
-        .unwrap_or(haystack);
+    let end = memchr::memchr2(b'\r', b'\n', haystack).unwrap_or(haystack.len());
+    let before = haystack.get(..end).unwrap_or(haystack);
     LineScan {
         end,
-        ascii: before.is_ascii(),
+        first_high: before
+            .iter()
+            .position(|b| !b.is_ascii())
+            .unwrap_or(LineScan::ASCII),
     }
 }
 
 /// A byte-at-a-time search for short haystacks, where vector set-up costs more than it saves.
 #[inline]
 fn scan_bytes(haystack: &[u8]) -> LineScan {
-    let mut high = 0u8;
+    let mut first_high = LineScan::ASCII;
     for (i, &byte) in haystack.iter().enumerate() {
         if byte == b'\r' || byte == b'\n' {
-            return LineScan {
-                end: Some(i),
-                ascii: high < 0x80,
-            };
+            return LineScan { end: i, first_high };
         }
-        high |= byte;
+        if byte >= 0x80 && first_high == LineScan::ASCII {
+            first_high = i;
+        }
     }
     LineScan {
-        end: None,
-        ascii: high < 0x80,
+        end: haystack.len(),
+        first_high,
     }
 }
 
@@ -92,19 +119,32 @@ mod avx2 {
     }
 
     /// The result for a block at `offset` whose CR/LF mask `eol` is not zero; `high` holds the
-    /// high-bit mask of this block and `seen_high` whether an earlier block had a high byte.
+    /// high-bit mask of this block and `first_high` the first non-ASCII position found before
+    /// it (`LineScan::ASCII` when none).
     #[inline]
-    fn found(offset: usize, eol: u32, high: u32, seen_high: bool) -> LineScan {
+    fn found(offset: usize, eol: u32, high: u32, first_high: usize) -> LineScan {
         let bit = eol.trailing_zeros();
-        // Bits below the line end (`bit` < 32 because `eol` is not zero).
-        let before = (1u32 << bit) - 1;
+        // High bits below the line end (`bit` < 32 because `eol` is not zero).
+        let before = high & ((1u32 << bit) - 1);
         LineScan {
-            end: Some(offset + bit as usize),
-            ascii: !seen_high && high & before == 0,
+            end: offset + bit as usize,
+            first_high: if first_high == LineScan::ASCII && before != 0 {
+                offset + before.trailing_zeros() as usize
+            } else {
+                first_high
+            },
         }
     }
 
-    /// The fused CR/LF + ASCII search.
+    /// Records the first non-ASCII byte of a block at `offset` with high-bit mask `high`.
+    #[inline]
+    fn note_high(first_high: &mut usize, offset: usize, high: u32) {
+        if high != 0 && *first_high == LineScan::ASCII {
+            *first_high = offset + high.trailing_zeros() as usize;
+        }
+    }
+
+    /// The fused CR/LF + non-ASCII search.
     ///
     /// # Safety
     /// The CPU must support AVX2.
@@ -122,15 +162,14 @@ mod avx2 {
             unsafe { _mm256_loadu_si256(ptr.add(offset).cast()) }
         };
         let mut offset = 0;
-        let mut high_acc = _mm256_setzero_si256();
+        let mut first_high = LineScan::ASCII;
         // Lines are mostly short: single blocks first, then four blocks per step for long lines.
         while offset + 32 <= len {
-            let v = load(offset);
-            let (eol, high) = masks(v);
+            let (eol, high) = masks(load(offset));
             if eol != 0 {
-                return found(offset, eol, high, _mm256_movemask_epi8(high_acc) != 0);
+                return found(offset, eol, high, first_high);
             }
-            high_acc = _mm256_or_si256(high_acc, v);
+            note_high(&mut first_high, offset, high);
             offset += 32;
             if offset >= 128 {
                 break;
@@ -151,19 +190,21 @@ mod avx2 {
                 // The line end is in one of these blocks: settle it block by block below.
                 break;
             }
-            high_acc = _mm256_or_si256(
-                high_acc,
-                _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d)),
-            );
+            if first_high == LineScan::ASCII {
+                let any_high = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
+                if _mm256_movemask_epi8(any_high) != 0 {
+                    // The group's start: every byte before it is ASCII.
+                    first_high = offset;
+                }
+            }
             offset += 128;
         }
         while offset + 32 <= len {
-            let v = load(offset);
-            let (eol, high) = masks(v);
+            let (eol, high) = masks(load(offset));
             if eol != 0 {
-                return found(offset, eol, high, _mm256_movemask_epi8(high_acc) != 0);
+                return found(offset, eol, high, first_high);
             }
-            high_acc = _mm256_or_si256(high_acc, v);
+            note_high(&mut first_high, offset, high);
             offset += 32;
         }
         if offset < len {
@@ -172,16 +213,13 @@ mod avx2 {
             let (eol, high) = masks(load(len - 32));
             let (eol, high) = (eol >> seen, high >> seen);
             if eol != 0 {
-                return found(offset, eol, high, _mm256_movemask_epi8(high_acc) != 0);
+                return found(offset, eol, high, first_high);
             }
-            return LineScan {
-                end: None,
-                ascii: high == 0 && _mm256_movemask_epi8(high_acc) == 0,
-            };
+            note_high(&mut first_high, offset, high);
         }
         LineScan {
-            end: None,
-            ascii: _mm256_movemask_epi8(high_acc) == 0,
+            end: len,
+            first_high,
         }
     }
 }
@@ -190,11 +228,23 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    fn reference(hay: &[u8]) -> LineScan {
+    /// The line end and whether the bytes before it are ASCII.
+    fn reference(hay: &[u8]) -> (Option<usize>, bool) {
         let end = hay.iter().position(|b| *b == b'\r' || *b == b'\n');
-        LineScan {
-            end,
-            ascii: hay[..end.unwrap_or(hay.len())].is_ascii(),
+        (end, hay[..end.unwrap_or(hay.len())].is_ascii())
+    }
+
+    /// `found` agrees with the reference, and its `first_high` is a valid place to start UTF-8
+    /// validation: at or before the first non-ASCII byte, with only ASCII before it.
+    fn check(found: LineScan, hay: &[u8]) {
+        let (end, ascii) = reference(hay);
+        assert_eq!(found.end(hay.len()), end, "{hay:?}");
+        assert_eq!(found.ascii(), ascii, "{hay:?}");
+        if let Some(high) = found.first_high() {
+            let line = &hay[..end.unwrap_or(hay.len())];
+            let first = line.iter().position(|b| !b.is_ascii());
+            assert!(first.is_some_and(|first| high <= first), "{hay:?}");
+            assert!(hay[..high].is_ascii(), "{hay:?}");
         }
     }
 
@@ -203,14 +253,14 @@ mod tests {
         let finder = LineEndFinder::new();
         for len in 0..300 {
             let plain = vec![b'a'; len];
-            assert_eq!(finder.scan(&plain), reference(&plain), "len {len}");
-            assert_eq!(scan_portable(&plain), reference(&plain));
+            check(finder.scan(&plain), &plain);
+            check(scan_portable(&plain), &plain);
             for pos in 0..len {
                 for byte in [b'\r', b'\n', 0xC3, 0x80, 0xFF] {
                     let mut hay = plain.clone();
                     hay[pos] = byte;
-                    assert_eq!(finder.scan(&hay), reference(&hay), "len {len} pos {pos}");
-                    assert_eq!(scan_portable(&hay), reference(&hay));
+                    check(finder.scan(&hay), &hay);
+                    check(scan_portable(&hay), &hay);
                 }
             }
         }
@@ -228,9 +278,25 @@ mod tests {
                     let mut hay = vec![b'x'; len];
                     hay[end] = b'\n';
                     hay[high] = 0xE4;
-                    assert_eq!(finder.scan(&hay), reference(&hay), "{len} {end} {high}");
+                    check(finder.scan(&hay), &hay);
+                    // Two non-ASCII bytes: the first one counts.
+                    if high + 1 < len && high + 1 != end {
+                        hay[high + 1] = 0xE4;
+                        check(finder.scan(&hay), &hay);
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn finds_the_first_high_byte_exactly_in_short_lines() {
+        let finder = LineEndFinder::new();
+        let mut hay = vec![b'a'; 200];
+        hay[150] = b'\n';
+        hay[70] = 0xE4;
+        hay[90] = 0xE4;
+        assert_eq!(finder.scan(&hay).first_high(), Some(70));
+        assert_eq!(scan_portable(&hay).first_high(), Some(70));
     }
 }

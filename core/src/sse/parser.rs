@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::event::{SseEvent, SseEventRef, SseItem};
-use super::line_end::{LineEndFinder, LineScan};
+use super::line_end::LineEndFinder;
 use crate::Utf8Bytes;
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
@@ -211,7 +211,9 @@ impl SseParser {
             // the line handlers can borrow it while they update the parser.
             let chunk = std::mem::take(&mut self.cur);
             let outcome = self.scan(&chunk);
-            self.cur = chunk;
+            // Put the chunk back without dropping the empty placeholder: `Bytes::new()` owns
+            // nothing, and skipping its drop saves an indirect call per item.
+            std::mem::forget(std::mem::replace(&mut self.cur, chunk));
             match outcome {
                 LineOutcome::Nothing => {}
                 LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
@@ -367,54 +369,96 @@ impl SseParser {
                 self.bytes_scanned += 1;
             }
         }
-        while self.pos < chunk.len() {
+        if self.line_open && self.pos < chunk.len() {
+            // Finish the line begun in an earlier chunk.
             let rest = &chunk[self.pos..];
-            // A blank line (the end of every event) needs no search.
-            let found = match rest.first() {
-                Some(b'\n' | b'\r') => LineScan {
-                    end: Some(0),
-                    ascii: true,
-                },
-                _ => self.line_end.scan(rest),
-            };
-            let ascii = found.ascii;
-            let Some(offset) = found.end else {
+            let found = self.line_end.scan(rest);
+            let Some(offset) = found.end(rest.len()) else {
                 self.bytes_scanned += rest.len() as u64;
-                let start = self.pos;
                 self.pos = chunk.len();
-                self.push_line_bytes(&chunk[start..], ascii);
+                self.push_line_bytes(rest, found.ascii());
                 return LineOutcome::Nothing;
             };
-            self.bytes_scanned += offset as u64 + 1;
             let line_start = self.pos;
-            let line_end = line_start + offset;
-            let mut next = line_end + 1;
-            if chunk[line_end] == b'\r' {
-                match chunk.get(next) {
-                    Some(b'\n') => {
-                        next += 1;
-                        self.bytes_scanned += 1;
-                    }
-                    Some(_) => {}
-                    // The CR ends the line now; an LF may still follow in the next chunk.
-                    None => self.skip_lf = true,
-                }
-            }
+            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
             self.pos = next;
-            let outcome = if self.line_open {
-                self.push_line_bytes(&chunk[line_start..line_end], ascii);
-                self.line_open = false;
-                let line = std::mem::take(&mut self.line_buf);
-                let line_ascii = std::mem::replace(&mut self.line_ascii, true);
-                self.process_buffered_line(chunk, line, line_ascii)
-            } else {
-                self.process_line(chunk, line_start, line_end, ascii)
-            };
+            self.push_line_bytes(&chunk[line_start..line_end], found.ascii());
+            self.line_open = false;
+            let line = std::mem::take(&mut self.line_buf);
+            let line_ascii = std::mem::replace(&mut self.line_ascii, true);
+            let outcome = self.process_buffered_line(chunk, line, line_ascii);
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
             }
         }
-        LineOutcome::Nothing
+        self.scan_lines(chunk)
+    }
+
+    /// The end of a line found `offset` bytes after `line_start`, and where the next line
+    /// starts (after a CRLF pair, or after the CR that ends the chunk: then one LF at the start
+    /// of the next chunk is skipped).
+    #[inline]
+    fn line_bounds(&mut self, chunk: &[u8], line_start: usize, offset: usize) -> (usize, usize) {
+        let line_end = line_start + offset;
+        let mut next = line_end + 1;
+        let mut scanned = offset as u64 + 1;
+        if chunk.get(line_end) == Some(&b'\r') {
+            match chunk.get(next) {
+                Some(b'\n') => {
+                    next += 1;
+                    scanned += 1;
+                }
+                Some(_) => {}
+                // The CR ends the line now; an LF may still follow in the next chunk.
+                None => self.skip_lf = true,
+            }
+        }
+        self.bytes_scanned += scanned;
+        (line_end, next)
+    }
+
+    /// Scans the lines that begin in `chunk` at `self.pos`, until one produces an item or the
+    /// chunk is used up (a line it does not end is kept in `line_buf`).
+    fn scan_lines(&mut self, chunk: &Bytes) -> LineOutcome {
+        // The position lives in a local (a register) in this loop, written back on exit.
+        let mut pos = self.pos;
+        let outcome = loop {
+            let Some(&first) = chunk.get(pos) else {
+                break LineOutcome::Nothing;
+            };
+            // A blank line (the end of every event) needs no search.
+            if first == b'\n' || first == b'\r' {
+                let (_, next) = self.line_bounds(chunk, pos, 0);
+                pos = next;
+                let outcome = if self.discarding {
+                    self.discarding_line(true)
+                } else {
+                    self.dispatch_outcome()
+                };
+                if !matches!(outcome, LineOutcome::Nothing) {
+                    break outcome;
+                }
+                continue;
+            }
+            let rest = chunk.get(pos..).unwrap_or_default();
+            let found = self.line_end.scan(rest);
+            let Some(offset) = found.end(rest.len()) else {
+                self.bytes_scanned += rest.len() as u64;
+                pos = chunk.len();
+                self.push_line_bytes(rest, found.ascii());
+                break LineOutcome::Nothing;
+            };
+            let line_start = pos;
+            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+            pos = next;
+            let first_high = found.first_high().map(|high| line_start + high);
+            let outcome = self.process_line(chunk, line_start, line_end, first_high);
+            if !matches!(outcome, LineOutcome::Nothing) {
+                break outcome;
+            }
+        };
+        self.pos = pos;
+        outcome
     }
 
     /// Strips a leading BOM, which may be split across chunks. Returns false when the chunk was
@@ -547,20 +591,18 @@ impl SseParser {
         outcome
     }
 
-    /// Processes a complete line that lies inside one chunk, without copying it; `ascii` tells
-    /// whether it is all ASCII.
+    /// Processes a complete, non-blank line that lies inside one chunk, without copying it;
+    /// `first_high` is the position of its first non-ASCII byte, if any.
+    #[inline(always)]
     fn process_line(
         &mut self,
         chunk: &Bytes,
         start: usize,
         end: usize,
-        ascii: bool,
+        first_high: Option<usize>,
     ) -> LineOutcome {
         if self.discarding {
             return self.discarding_line(start == end);
-        }
-        if start == end {
-            return self.dispatch_outcome();
         }
         if self.over_limit(end - start) {
             // The same rule as for a line assembled across chunks: the line counts in full.
@@ -572,16 +614,21 @@ impl SseParser {
         if let Some(after) = line.strip_prefix(b"data:") {
             self.bytes_scanned += 5;
             let (value, skipped) = strip_space(after);
-            self.append_data(chunk, value, Some(start + 5 + skipped), ascii);
+            let value_start = start + 5 + skipped;
+            let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
+            self.append_data(chunk, value, Some(value_start), utf8_from);
             return LineOutcome::Nothing;
         }
         if let Some(after) = line.strip_prefix(b"event:") {
             self.bytes_scanned += 6;
             let (value, skipped) = strip_space(after);
-            self.set_event_type(value, Some(start + 6 + skipped), ascii);
+            let value_start = start + 6 + skipped;
+            let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
+            self.set_event_type(value, Some(value_start), utf8_from);
             return LineOutcome::Nothing;
         }
         let (name_end, value_start) = self.split_field(line);
+        let ascii = first_high.is_none();
         self.apply_field(chunk, line, name_end, value_start, Some(start), ascii)
     }
 
@@ -640,11 +687,11 @@ impl SseParser {
         let value_offset = line_offset.map(|offset| offset + value_start);
         match &line[..name_end] {
             b"data" => {
-                self.append_data(scanning, value, value_offset, ascii);
+                self.append_data(scanning, value, value_offset, (!ascii).then_some(0));
                 LineOutcome::Nothing
             }
             b"event" => {
-                self.set_event_type(value, value_offset, ascii);
+                self.set_event_type(value, value_offset, (!ascii).then_some(0));
                 LineOutcome::Nothing
             }
             b"id" => {
@@ -677,30 +724,38 @@ impl SseParser {
         }
     }
 
-    /// Whether `value` is valid UTF-8; `ascii` says it is known to be ASCII already.
+    /// Whether `value` is valid UTF-8. `utf8_from` is where validation must start: every byte
+    /// before it is known to be ASCII (`None`: all of them are).
     #[inline]
-    fn check_utf8(&mut self, value: &[u8], ascii: bool) -> bool {
-        if ascii {
+    fn check_utf8(&mut self, value: &[u8], utf8_from: Option<usize>) -> bool {
+        let Some(from) = utf8_from else {
             return true;
-        }
-        self.bytes_scanned += value.len() as u64;
+        };
+        // Every byte before `from` is ASCII, so validation may start anywhere up to it: at
+        // least 64 bytes before the end when the value has them, because `simdutf8` hands
+        // shorter inputs to the (slower, byte-wise) standard validator.
+        let from = from.min(value.len().saturating_sub(64));
+        let tail = value.get(from..).unwrap_or_default();
+        self.bytes_scanned += tail.len() as u64;
         // Known to hold a non-ASCII byte: straight to the full validator.
-        simdutf8::basic::from_utf8(value).is_ok()
+        simdutf8::basic::from_utf8(tail).is_ok()
     }
 
     /// Appends one `data` value (and the LF that joins it to the previous one). `value_offset`
-    /// is the value's position in the current chunk, when it lies in one; `ascii` tells whether
-    /// the value is all ASCII.
+    /// is the value's position in the current chunk, when it lies in one; `utf8_from` is where
+    /// its UTF-8 validation must start (`None`: it is all ASCII).
+    #[inline(always)]
     fn append_data(
         &mut self,
         scanning: &Bytes,
         value: &[u8],
         value_offset: Option<usize>,
-        ascii: bool,
+        utf8_from: Option<usize>,
     ) {
-        let first = self.data == Field::Empty;
-        if let (true, Some(start)) = (first, value_offset)
-            && self.check_utf8(value, ascii)
+        // The common case, inline: the event's only data line, kept as a slice of the chunk.
+        if self.data == Field::Empty
+            && let Some(start) = value_offset
+            && self.check_utf8(value, utf8_from)
         {
             self.data = Field::Slice {
                 chunk: self.cur_id,
@@ -709,6 +764,14 @@ impl SseParser {
             };
             return;
         }
+        self.append_data_to_buffer(scanning, value, utf8_from);
+    }
+
+    /// [`append_data`](Self::append_data) for a value that is copied: a second line, a line
+    /// assembled across chunks, or invalid UTF-8.
+    #[inline(never)]
+    fn append_data_to_buffer(&mut self, scanning: &Bytes, value: &[u8], utf8_from: Option<usize>) {
+        let first = self.data == Field::Empty;
         if first {
             self.data_buf.clear();
             self.data_start = 0;
@@ -724,12 +787,17 @@ impl SseParser {
             self.data_buf.push('\n');
         }
         self.data = Field::Buf;
-        push_text(&mut self.data_buf, value, ascii);
+        push_text(&mut self.data_buf, value, utf8_from.is_none());
     }
 
-    fn set_event_type(&mut self, value: &[u8], value_offset: Option<usize>, ascii: bool) {
+    fn set_event_type(
+        &mut self,
+        value: &[u8],
+        value_offset: Option<usize>,
+        utf8_from: Option<usize>,
+    ) {
         if let Some(start) = value_offset
-            && self.check_utf8(value, ascii)
+            && self.check_utf8(value, utf8_from)
         {
             self.event_type = Field::Slice {
                 chunk: self.cur_id,
@@ -739,7 +807,7 @@ impl SseParser {
             return;
         }
         self.event_type_buf.clear();
-        push_text(&mut self.event_type_buf, value, ascii);
+        push_text(&mut self.event_type_buf, value, utf8_from.is_none());
         self.event_type = Field::Buf;
     }
 
@@ -1113,6 +1181,65 @@ mod tests {
             }
         }
         assert!(is_utf8("日本語 テキスト 🚀".as_bytes()));
+    }
+
+    #[test]
+    fn values_are_validated_from_their_first_non_ascii_byte_exactly() {
+        // Valid and invalid sequences at every position of short and long values (validation
+        // starts at the first non-ASCII byte or 64 bytes before the end, whichever is first).
+        let pieces: [&[u8]; 6] = [
+            "é".as_bytes(),
+            "日本".as_bytes(),
+            "🚀".as_bytes(),
+            b"\x80",
+            b"\xE6\x97",
+            b"\xF0\x9F\x9A",
+        ];
+        for len in [0usize, 1, 31, 32, 63, 64, 65, 100, 130, 200] {
+            for at in (0..=len).step_by(7).chain([len]) {
+                for piece in pieces {
+                    for second in [None, Some("ü".as_bytes()), Some(b"\xFF".as_slice())] {
+                        let mut value = vec![b'a'; len];
+                        value.splice(at..at, piece.iter().copied());
+                        if let Some(second) = second {
+                            value.extend_from_slice(second);
+                        }
+                        let expected = String::from_utf8_lossy(&value).into_owned();
+                        // (field, what follows the line, the expected event type and data)
+                        let cases = [
+                            (
+                                &b"data"[..],
+                                &b"\n\n"[..],
+                                "message".to_owned(),
+                                expected.clone(),
+                            ),
+                            (
+                                b"data",
+                                b"\ndata: x\n\n",
+                                "message".into(),
+                                format!("{expected}\nx"),
+                            ),
+                            (b"event", b"\ndata: x\n\n", expected.clone(), "x".into()),
+                        ];
+                        for (field, rest, event_type, data) in cases {
+                            let mut input = field.to_vec();
+                            input.extend_from_slice(b": ");
+                            input.extend_from_slice(&value);
+                            input.extend_from_slice(rest);
+                            let mut parser = SseParser::new();
+                            parser.feed(Bytes::from(input));
+                            let got = events(&mut parser);
+                            let want = if event_type.is_empty() {
+                                "message".to_owned()
+                            } else {
+                                event_type
+                            };
+                            assert_eq!(got, [(want, data, String::new())], "{len} {at} {piece:?}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
