@@ -29,12 +29,6 @@ impl LineScan {
     pub(crate) fn first_high(self) -> Option<usize> {
         (self.first_high != Self::ASCII).then_some(self.first_high)
     }
-
-    /// The bytes before the line end are all ASCII.
-    #[inline]
-    pub(crate) fn ascii(self) -> bool {
-        self.first_high == Self::ASCII
-    }
 }
 
 /// A CR/LF searcher built once per parser (the CPU-feature check happens once, not per line,
@@ -53,6 +47,20 @@ impl LineEndFinder {
             #[cfg(target_arch = "x86_64")]
             avx2: std::arch::is_x86_feature_detected!("avx2"),
         }
+    }
+
+    /// [`scan`](Self::scan) of `chunk[pos..]` (offsets relative to `pos`). Near the chunk's end,
+    /// where fewer than 32 bytes are left, it reads the chunk's last 32 bytes in one vector
+    /// instead of going byte by byte.
+    #[inline]
+    pub(crate) fn scan_at(&self, chunk: &[u8], pos: usize) -> LineScan {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 && chunk.len() >= 32 && chunk.len() - pos < 32 && pos < chunk.len() {
+            // SAFETY: AVX2 is present (`new`), `chunk` has at least 32 bytes and `pos` lies in
+            // its last 32.
+            return unsafe { avx2::scan_tail(chunk, pos) };
+        }
+        self.scan(chunk.get(pos..).unwrap_or_default())
     }
 
     /// Finds the first CR or LF in `haystack` and the first non-ASCII byte before it.
@@ -141,6 +149,31 @@ mod avx2 {
     fn note_high(first_high: &mut usize, offset: usize, high: u32) {
         if high != 0 && *first_high == LineScan::ASCII {
             *first_high = offset + high.trailing_zeros() as usize;
+        }
+    }
+
+    /// The search of `chunk[pos..]` (fewer than 32 bytes) with one load of the chunk's last
+    /// 32 bytes, its masks shifted past the bytes before `pos`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, `chunk.len() >= 32` and `chunk.len() - 32 <= pos < chunk.len()`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn scan_tail(chunk: &[u8], pos: usize) -> LineScan {
+        let len = chunk.len();
+        let rest = len - pos;
+        // SAFETY: `len >= 32`, so `len - 32 .. len` lies inside `chunk`.
+        let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().add(len - 32).cast()) };
+        let (eol, high) = masks(v);
+        let skip = 32 - rest;
+        let (eol, high) = (eol >> skip, high >> skip);
+        if eol != 0 {
+            return found(0, eol, high, LineScan::ASCII);
+        }
+        let mut first_high = LineScan::ASCII;
+        note_high(&mut first_high, 0, high);
+        LineScan {
+            end: rest,
+            first_high,
         }
     }
 
@@ -239,7 +272,7 @@ mod tests {
     fn check(found: LineScan, hay: &[u8]) {
         let (end, ascii) = reference(hay);
         assert_eq!(found.end(hay.len()), end, "{hay:?}");
-        assert_eq!(found.ascii(), ascii, "{hay:?}");
+        assert_eq!(found.first_high().is_none(), ascii, "{hay:?}");
         if let Some(high) = found.first_high() {
             let line = &hay[..end.unwrap_or(hay.len())];
             let first = line.iter().position(|b| !b.is_ascii());
@@ -283,6 +316,25 @@ mod tests {
                     if high + 1 < len && high + 1 != end {
                         hay[high + 1] = 0xE4;
                         check(finder.scan(&hay), &hay);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scan_at_agrees_with_the_reference_near_the_chunk_end() {
+        let finder = LineEndFinder::new();
+        for len in 0..80 {
+            for special in 0..len {
+                for byte in [b'\r', b'\n', 0xC3] {
+                    let mut chunk: Vec<u8> = (0..len as u8).map(|i| b'a' + i % 26).collect();
+                    chunk[special] = byte;
+                    if special + 3 < len {
+                        chunk[special + 3] = 0xE4;
+                    }
+                    for pos in 0..len {
+                        check(finder.scan_at(&chunk, pos), &chunk[pos..]);
                     }
                 }
             }

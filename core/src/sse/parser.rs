@@ -95,8 +95,9 @@ pub struct SseParser {
     line_buf: Vec<u8>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
-    /// Every byte in `line_buf` is ASCII (so the line needs no UTF-8 check).
-    line_ascii: bool,
+    /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
+    /// it needs no UTF-8 check; otherwise the check starts there).
+    line_first_high: Option<usize>,
     /// The previous chunk ended with CR: skip one LF at the start of the next bytes.
     skip_lf: bool,
     /// How many bytes of the BOM have matched at stream start; `None` once decided.
@@ -147,7 +148,7 @@ impl SseParser {
             queue: VecDeque::new(),
             line_buf: Vec::new(),
             line_open: false,
-            line_ascii: true,
+            line_first_high: None,
             skip_lf: false,
             bom_matched: Some(0),
             event_type: Field::Empty,
@@ -242,7 +243,7 @@ impl SseParser {
         self.cur_id += 1;
         self.line_buf.clear();
         self.line_open = false;
-        self.line_ascii = true;
+        self.line_first_high = None;
         self.skip_lf = false;
         self.bom_matched = Some(0);
         self.discarding = false;
@@ -372,21 +373,21 @@ impl SseParser {
         if self.line_open && self.pos < chunk.len() {
             // Finish the line begun in an earlier chunk.
             let rest = &chunk[self.pos..];
-            let found = self.line_end.scan(rest);
+            let found = self.line_end.scan_at(chunk, self.pos);
             let Some(offset) = found.end(rest.len()) else {
                 self.bytes_scanned += rest.len() as u64;
                 self.pos = chunk.len();
-                self.push_line_bytes(rest, found.ascii());
+                self.push_line_bytes(rest, found.first_high());
                 return LineOutcome::Nothing;
             };
             let line_start = self.pos;
             let (line_end, next) = self.line_bounds(chunk, line_start, offset);
             self.pos = next;
-            self.push_line_bytes(&chunk[line_start..line_end], found.ascii());
+            self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
             self.line_open = false;
             let line = std::mem::take(&mut self.line_buf);
-            let line_ascii = std::mem::replace(&mut self.line_ascii, true);
-            let outcome = self.process_buffered_line(chunk, line, line_ascii);
+            let first_high = self.line_first_high.take();
+            let outcome = self.process_buffered_line(chunk, line, first_high);
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
             }
@@ -441,11 +442,11 @@ impl SseParser {
                 continue;
             }
             let rest = chunk.get(pos..).unwrap_or_default();
-            let found = self.line_end.scan(rest);
+            let found = self.line_end.scan_at(chunk, pos);
             let Some(offset) = found.end(rest.len()) else {
                 self.bytes_scanned += rest.len() as u64;
                 pos = chunk.len();
-                self.push_line_bytes(rest, found.ascii());
+                self.push_line_bytes(rest, found.first_high());
                 break LineOutcome::Nothing;
             };
             let line_start = pos;
@@ -472,7 +473,7 @@ impl SseParser {
                 // Not a BOM: the bytes matched so far are ordinary line content.
                 self.bom_matched = None;
                 if matched > 0 {
-                    self.push_line_bytes(&BOM[..usize::from(matched)], false);
+                    self.push_line_bytes(&BOM[..usize::from(matched)], Some(0));
                 }
                 return true;
             }
@@ -489,9 +490,9 @@ impl SseParser {
         }
     }
 
-    /// Keeps bytes of a line that continues in a later chunk; `ascii` tells whether they are
-    /// all ASCII.
-    fn push_line_bytes(&mut self, bytes: &[u8], ascii: bool) {
+    /// Keeps bytes of a line that continues in a later chunk; `first_high` is the offset in
+    /// `bytes` from which they must be checked for UTF-8 (`None`: they are all ASCII).
+    fn push_line_bytes(&mut self, bytes: &[u8], first_high: Option<usize>) {
         self.line_open = true;
         if self.discarding {
             // Only whether the line is blank matters until the next blank line.
@@ -500,7 +501,11 @@ impl SseParser {
             }
             return;
         }
-        self.line_ascii &= ascii;
+        if self.line_first_high.is_none()
+            && let Some(high) = first_high
+        {
+            self.line_first_high = Some(self.line_buf.len() + high);
+        }
         if let [byte] = bytes {
             // Byte-at-a-time feeds: a push, not a call to `memcpy`.
             self.line_buf.push(*byte);
@@ -552,13 +557,13 @@ impl SseParser {
         self.data_start = 0;
     }
 
-    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks); `ascii`
-    /// tells whether it is all ASCII.
+    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks);
+    /// `first_high` is the offset from which it must be checked for UTF-8 (`None`: all ASCII).
     fn process_buffered_line(
         &mut self,
         scanning: &Bytes,
         mut line: Vec<u8>,
-        ascii: bool,
+        first_high: Option<usize>,
     ) -> LineOutcome {
         let outcome = if self.discarding {
             self.discarding_line(line.is_empty())
@@ -569,19 +574,27 @@ impl SseParser {
             if &line[..name_end] == b"data" && self.data == Field::Empty {
                 // Move the assembled line into the data buffer instead of copying it.
                 let recycled = std::mem::take(&mut self.data_buf).into_bytes();
-                self.data_buf = if ascii {
-                    // SAFETY: every byte of the line is ASCII (checked while it was scanned).
+                let valid = match first_high {
+                    None => true,
+                    Some(from) => {
+                        let (valid, checked) = valid_utf8_from(&line, from);
+                        self.bytes_scanned += checked as u64;
+                        valid
+                    }
+                };
+                self.data_buf = if valid {
+                    // SAFETY: the line's bytes before `first_high` are ASCII (noted while it
+                    // was scanned) and the rest was validated on the lines above.
                     unsafe { String::from_utf8_unchecked(line) }
                 } else {
-                    self.bytes_scanned += line.len() as u64;
-                    into_text(line)
+                    String::from_utf8_lossy(&line).into_owned()
                 };
                 self.data_start = value_start.min(self.data_buf.len());
                 self.data = Field::Buf;
                 line = recycled;
                 LineOutcome::Nothing
             } else {
-                self.apply_field(scanning, &line, name_end, value_start, None, ascii)
+                self.apply_field(scanning, &line, name_end, value_start, None, first_high)
             }
         };
         line.clear();
@@ -628,8 +641,8 @@ impl SseParser {
             return LineOutcome::Nothing;
         }
         let (name_end, value_start) = self.split_field(line);
-        let ascii = first_high.is_none();
-        self.apply_field(chunk, line, name_end, value_start, Some(start), ascii)
+        let first_high = first_high.map(|high| high - start);
+        self.apply_field(chunk, line, name_end, value_start, Some(start), first_high)
     }
 
     fn discarding_line(&mut self, blank: bool) -> LineOutcome {
@@ -669,8 +682,9 @@ impl SseParser {
     }
 
     /// Applies one field. `line_offset` is the line's position in `scanning` (the chunk being
-    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice; `ascii`
-    /// tells whether the line is all ASCII.
+    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice;
+    /// `first_high` is the offset in `line` from which it must be checked for UTF-8 (`None`:
+    /// all ASCII).
     fn apply_field(
         &mut self,
         scanning: &Bytes,
@@ -678,20 +692,22 @@ impl SseParser {
         name_end: usize,
         value_start: usize,
         line_offset: Option<usize>,
-        ascii: bool,
+        first_high: Option<usize>,
     ) -> LineOutcome {
         if name_end == 0 {
             return LineOutcome::Nothing; // a comment
         }
+        let ascii = first_high.is_none();
+        let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
         let value = line.get(value_start..).unwrap_or_default();
         let value_offset = line_offset.map(|offset| offset + value_start);
         match &line[..name_end] {
             b"data" => {
-                self.append_data(scanning, value, value_offset, (!ascii).then_some(0));
+                self.append_data(scanning, value, value_offset, utf8_from);
                 LineOutcome::Nothing
             }
             b"event" => {
-                self.set_event_type(value, value_offset, (!ascii).then_some(0));
+                self.set_event_type(value, value_offset, utf8_from);
                 LineOutcome::Nothing
             }
             b"id" => {
@@ -731,14 +747,9 @@ impl SseParser {
         let Some(from) = utf8_from else {
             return true;
         };
-        // Every byte before `from` is ASCII, so validation may start anywhere up to it: at
-        // least 64 bytes before the end when the value has them, because `simdutf8` hands
-        // shorter inputs to the (slower, byte-wise) standard validator.
-        let from = from.min(value.len().saturating_sub(64));
-        let tail = value.get(from..).unwrap_or_default();
-        self.bytes_scanned += tail.len() as u64;
-        // Known to hold a non-ASCII byte: straight to the full validator.
-        simdutf8::basic::from_utf8(tail).is_ok()
+        let (valid, checked) = valid_utf8_from(value, from);
+        self.bytes_scanned += checked as u64;
+        valid
     }
 
     /// Appends one `data` value (and the LF that joins it to the previous one). `value_offset`
@@ -864,6 +875,19 @@ impl SseParser {
     }
 }
 
+/// Whether `bytes` is valid UTF-8, given that every byte before `from` is ASCII; also returns
+/// how many bytes were checked.
+#[inline]
+fn valid_utf8_from(bytes: &[u8], from: usize) -> (bool, usize) {
+    // Validation may start anywhere up to `from`: at least 64 bytes before the end when there
+    // are that many, because `simdutf8` hands shorter inputs to the (slower, byte-wise)
+    // standard validator.
+    let from = from.min(bytes.len().saturating_sub(64));
+    let tail = bytes.get(from..).unwrap_or_default();
+    // Known to hold a non-ASCII byte: straight to the full validator.
+    (simdutf8::basic::from_utf8(tail).is_ok(), tail.len())
+}
+
 /// Whether `bytes` is valid UTF-8.
 ///
 /// Most SSE values are short and ASCII (event types, JSON with English text); a word-at-a-time
@@ -923,16 +947,6 @@ fn push_text(out: &mut String, bytes: &[u8], ascii: bool) {
         out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
     } else {
         out.push_str(&String::from_utf8_lossy(bytes));
-    }
-}
-
-/// `bytes` as a `String`, replacing invalid UTF-8 with U+FFFD (without copying when valid).
-fn into_text(bytes: Vec<u8>) -> String {
-    if is_utf8(&bytes) {
-        // SAFETY: validated on the line above.
-        unsafe { String::from_utf8_unchecked(bytes) }
-    } else {
-        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -1226,15 +1240,24 @@ mod tests {
                             input.extend_from_slice(b": ");
                             input.extend_from_slice(&value);
                             input.extend_from_slice(rest);
-                            let mut parser = SseParser::new();
-                            parser.feed(Bytes::from(input));
-                            let got = events(&mut parser);
                             let want = if event_type.is_empty() {
                                 "message".to_owned()
                             } else {
                                 event_type
                             };
-                            assert_eq!(got, [(want, data, String::new())], "{len} {at} {piece:?}");
+                            let want = [(want, data, String::new())];
+                            let input = Bytes::from(input);
+                            // Whole, and split (lines assembled across chunks) at several points.
+                            for split in (0..input.len()).step_by(11).chain([0]) {
+                                let mut parser = SseParser::new();
+                                parser.feed(input.slice(..split));
+                                let mut got = events(&mut parser);
+                                parser.feed(input.slice(split..));
+                                got.extend(events(&mut parser));
+                                assert_eq!(got, want, "{len} {at} {piece:?} split {split}");
+                            }
+                            let mut parser = SseParser::new();
+                            assert_eq!(feed_in_chunks(&mut parser, &input, 1), 1);
                         }
                     }
                 }
