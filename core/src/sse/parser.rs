@@ -80,17 +80,25 @@ enum LineOutcome {
 /// ```
 #[derive(Debug)]
 pub struct SseParser {
+    /// The chunk being scanned (from `state.pos`). It is kept apart from the rest of the
+    /// state so that the scanning code can borrow it while it updates the state.
+    cur: Bytes,
+    /// Chunks fed and not yet reached.
+    queue: VecDeque<Bytes>,
+    state: ParserState,
+}
+
+/// Everything [`SseParser`] keeps besides the chunks: the scanning code's `self`.
+#[derive(Debug)]
+struct ParserState {
     config: SseConfig,
     line_end: LineEndFinder,
-    /// The chunk being scanned, from `pos`, and its sequence number.
-    cur: Bytes,
+    /// The position in the current chunk, and that chunk's sequence number.
     pos: usize,
     cur_id: u64,
     /// An earlier chunk (numbered `prev_id`), kept while a pending field points into it.
     prev: Bytes,
     prev_id: u64,
-    /// Chunks fed and not yet reached.
-    queue: VecDeque<Bytes>,
     /// Bytes of a line that began in an earlier chunk.
     line_buf: Vec<u8>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
@@ -138,36 +146,15 @@ impl SseParser {
     /// A parser with the given configuration.
     pub fn with_config(config: SseConfig) -> Self {
         Self {
-            config,
-            line_end: LineEndFinder::new(),
             cur: Bytes::new(),
-            pos: 0,
-            cur_id: 0,
-            prev: Bytes::new(),
-            prev_id: u64::MAX,
             queue: VecDeque::new(),
-            line_buf: Vec::new(),
-            line_open: false,
-            line_first_high: None,
-            skip_lf: false,
-            bom_matched: Some(0),
-            event_type: Field::Empty,
-            event_type_buf: String::new(),
-            data: Field::Empty,
-            data_buf: String::new(),
-            data_start: 0,
-            last_event_id: Utf8Bytes::new(),
-            retry: None,
-            discarding: false,
-            dropped_events: 0,
-            bytes_scanned: 0,
-            bytes_fed: 0,
+            state: ParserState::new(config),
         }
     }
 
     /// The configuration this parser was built with.
     pub fn config(&self) -> &SseConfig {
-        &self.config
+        &self.state.config
     }
 
     /// Queues a chunk of the stream. Chunks may be split anywhere, including inside a CRLF pair,
@@ -176,8 +163,8 @@ impl SseParser {
         if chunk.is_empty() {
             return;
         }
-        self.bytes_fed += chunk.len() as u64;
-        if self.queue.is_empty() && self.pos >= self.cur.len() {
+        self.state.bytes_fed += chunk.len() as u64;
+        if self.queue.is_empty() && self.state.pos >= self.cur.len() {
             // Nothing is waiting to be scanned (the usual case when the caller drains after
             // every feed): the chunk becomes the current one without a trip through the queue.
             self.install_chunk(chunk);
@@ -205,20 +192,15 @@ impl SseParser {
     /// The returned event borrows the parser; it stays valid until the next call.
     pub fn next_item(&mut self) -> Option<SseItem<'_>> {
         loop {
-            if self.pos >= self.cur.len() && !self.advance_chunk() {
+            if self.state.pos >= self.cur.len() && !self.advance_chunk() {
                 return None;
             }
-            // Scan with the chunk moved out of `self` (a move, not a reference-count update), so
-            // the line handlers can borrow it while they update the parser.
-            let chunk = std::mem::take(&mut self.cur);
-            let outcome = self.scan(&chunk);
-            // Put the chunk back without dropping the empty placeholder: `Bytes::new()` owns
-            // nothing, and skipping its drop saves an indirect call per item.
-            std::mem::forget(std::mem::replace(&mut self.cur, chunk));
-            match outcome {
+            match self.state.scan(&self.cur) {
                 LineOutcome::Nothing => {}
                 LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
-                LineOutcome::Dispatch => return Some(SseItem::Event(self.take_pending_event())),
+                LineOutcome::Dispatch => {
+                    return Some(SseItem::Event(self.state.take_pending_event(&self.cur)));
+                }
             }
         }
     }
@@ -229,52 +211,53 @@ impl SseParser {
     /// The parser can then be fed a new stream (a reconnection): the BOM check is re-armed, the
     /// last event id and the retry value are kept.
     pub fn finish(&mut self) -> bool {
+        let state = &mut self.state;
         // Bytes not yet scanned belong to the unterminated tail.
-        let discarded = self.pos < self.cur.len()
+        let discarded = state.pos < self.cur.len()
             || !self.queue.is_empty()
-            || self.line_open
-            || self.data != Field::Empty
-            || self.event_type != Field::Empty;
+            || state.line_open
+            || state.data != Field::Empty
+            || state.event_type != Field::Empty;
         self.queue.clear();
         self.cur = Bytes::new();
-        self.prev = Bytes::new();
-        self.prev_id = u64::MAX;
-        self.pos = 0;
-        self.cur_id += 1;
-        self.line_buf.clear();
-        self.line_open = false;
-        self.line_first_high = None;
-        self.skip_lf = false;
-        self.bom_matched = Some(0);
-        self.discarding = false;
-        self.clear_pending_event();
+        state.prev = Bytes::new();
+        state.prev_id = u64::MAX;
+        state.pos = 0;
+        state.cur_id += 1;
+        state.line_buf.clear();
+        state.line_open = false;
+        state.line_first_high = None;
+        state.skip_lf = false;
+        state.bom_matched = Some(0);
+        state.discarding = false;
+        state.clear_pending_event();
         discarded
     }
 
     /// The current reconnection time set by the last valid `retry` field, in milliseconds.
     pub fn retry(&self) -> Option<u64> {
-        self.retry
+        self.state.retry
     }
 
     /// The last event id (persists across events; an `id` field with an empty value resets it).
     pub fn last_event_id(&self) -> &str {
-        self.last_event_id.as_str()
+        self.state.last_event_id.as_str()
     }
 
     /// Events dropped because they grew past [`SseConfig::max_event_bytes`].
     pub fn dropped_events(&self) -> u64 {
-        self.dropped_events
+        self.state.dropped_events
     }
 
     /// Bytes examined by the parser's scanning loops (line-end search, field-name search and
     /// UTF-8 validation). A work counter, used to prove the parser is linear in its input.
     pub fn bytes_scanned(&self) -> u64 {
-        self.bytes_scanned
+        self.state.bytes_scanned
     }
 
     /// Total bytes fed so far.
     pub fn bytes_fed(&self) -> u64 {
-        self.bytes_fed
+        self.state.bytes_fed
     }
 
     /// Moves on to the next queued chunk. Returns false when none is queued.
@@ -289,18 +272,48 @@ impl SseParser {
     /// Makes `next` the chunk being scanned (the current one must be used up).
     fn install_chunk(&mut self, next: Bytes) {
         let finished = std::mem::replace(&mut self.cur, next);
-        let finished_id = self.cur_id;
-        self.cur_id += 1;
-        self.pos = 0;
-        if self.refers_to(finished_id) {
+        let state = &mut self.state;
+        let finished_id = state.cur_id;
+        state.cur_id += 1;
+        state.pos = 0;
+        if state.refers_to(finished_id) {
             // Fields still point into the finished chunk: keep it, and copy out whatever pointed
             // into an older one (at most one event straddles each chunk boundary).
-            self.materialize_older_than(finished_id);
-            self.prev = finished;
-            self.prev_id = finished_id;
-        } else if !self.refers_to(self.prev_id) {
-            self.prev = Bytes::new();
-            self.prev_id = u64::MAX;
+            state.materialize_older_than(finished_id);
+            state.prev = finished;
+            state.prev_id = finished_id;
+        } else if !state.refers_to(state.prev_id) {
+            state.prev = Bytes::new();
+            state.prev_id = u64::MAX;
+        }
+    }
+}
+
+impl ParserState {
+    fn new(config: SseConfig) -> Self {
+        Self {
+            config,
+            line_end: LineEndFinder::new(),
+            pos: 0,
+            cur_id: 0,
+            prev: Bytes::new(),
+            prev_id: u64::MAX,
+            line_buf: Vec::new(),
+            line_open: false,
+            line_first_high: None,
+            skip_lf: false,
+            bom_matched: Some(0),
+            event_type: Field::Empty,
+            event_type_buf: String::new(),
+            data: Field::Empty,
+            data_buf: String::new(),
+            data_start: 0,
+            last_event_id: Utf8Bytes::new(),
+            retry: None,
+            discarding: false,
+            dropped_events: 0,
+            bytes_scanned: 0,
+            bytes_fed: 0,
         }
     }
 
@@ -315,7 +328,7 @@ impl SseParser {
         if let Field::Slice { chunk, start, end } = self.event_type
             && chunk < chunk_id
         {
-            let text = self.text_in(&self.cur, chunk, start, end).to_owned();
+            let text = self.text_in(&self.prev, chunk, start, end).to_owned();
             self.event_type_buf = text;
             self.event_type = Field::Buf;
         }
@@ -324,15 +337,14 @@ impl SseParser {
         {
             let mut buf = std::mem::take(&mut self.data_buf);
             buf.clear();
-            buf.push_str(self.text_in(&self.cur, chunk, start, end));
+            buf.push_str(self.text_in(&self.prev, chunk, start, end));
             self.data_buf = buf;
             self.data_start = 0;
             self.data = Field::Buf;
         }
     }
 
-    /// The text of a `Field::Slice`. `scanning` is the current chunk (while `scan` holds it,
-    /// `self.cur` is empty).
+    /// The text of a `Field::Slice`. `scanning` is the current chunk.
     fn text_in<'a>(&'a self, scanning: &'a Bytes, chunk: u64, start: usize, end: usize) -> &'a str {
         let source = if chunk == self.cur_id {
             scanning
@@ -824,18 +836,18 @@ impl SseParser {
 
     /// The pending event, for dispatch: the parser's fields are reset to empty at once (the
     /// buffers are cleared when next written), and the view borrows what they pointed to.
-    fn take_pending_event(&mut self) -> SseEventRef<'_> {
+    fn take_pending_event<'a>(&'a mut self, cur: &'a Bytes) -> SseEventRef<'a> {
         let data = std::mem::replace(&mut self.data, Field::Empty);
         let event_type = std::mem::replace(&mut self.event_type, Field::Empty);
-        self.event_view(data, event_type)
+        self.event_view(cur, data, event_type)
     }
 
-    /// A view of an event whose fields are `data` and `event_type`.
-    fn event_view(&self, data: Field, event_type: Field) -> SseEventRef<'_> {
+    /// A view of an event whose fields are `data` and `event_type`; `cur` is the current chunk.
+    fn event_view<'a>(&'a self, cur: &'a Bytes, data: Field, event_type: Field) -> SseEventRef<'a> {
         let (data, data_source) = match data {
             Field::Slice { chunk, start, end } => (
-                self.text_in(&self.cur, chunk, start, end),
-                Some(self.chunk_by_id(chunk)),
+                self.text_in(cur, chunk, start, end),
+                Some(self.chunk_by_id(cur, chunk)),
             ),
             Field::Buf => (
                 self.data_buf.get(self.data_start..).unwrap_or_default(),
@@ -845,8 +857,8 @@ impl SseParser {
         };
         let (event_type, event_type_source) = match event_type {
             Field::Slice { chunk, start, end } => (
-                self.text_in(&self.cur, chunk, start, end),
-                Some(self.chunk_by_id(chunk)),
+                self.text_in(cur, chunk, start, end),
+                Some(self.chunk_by_id(cur, chunk)),
             ),
             Field::Buf => (self.event_type_buf.as_str(), None),
             Field::Empty => ("", None),
@@ -866,9 +878,9 @@ impl SseParser {
         )
     }
 
-    fn chunk_by_id(&self, chunk: u64) -> &Bytes {
+    fn chunk_by_id<'a>(&'a self, cur: &'a Bytes, chunk: u64) -> &'a Bytes {
         if chunk == self.cur_id {
-            &self.cur
+            cur
         } else {
             &self.prev
         }
@@ -1140,8 +1152,11 @@ mod tests {
         let got: Vec<String> = events(&mut parser).into_iter().map(|e| e.1).collect();
         assert_eq!(got, ["small", "after"]);
         assert_eq!(parser.dropped_events(), 1);
-        assert!(parser.line_buf.capacity() < 4096, "memory stays bounded");
-        assert!(parser.data_buf.capacity() < 4096);
+        assert!(
+            parser.state.line_buf.capacity() < 4096,
+            "memory stays bounded"
+        );
+        assert!(parser.state.data_buf.capacity() < 4096);
     }
 
     #[test]
