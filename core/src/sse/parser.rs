@@ -394,6 +394,7 @@ impl ParserState {
             };
             let line_start = self.pos;
             let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+            self.bytes_scanned += (next - line_start) as u64;
             self.pos = next;
             self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
             self.line_open = false;
@@ -409,32 +410,30 @@ impl ParserState {
 
     /// The end of a line found `offset` bytes after `line_start`, and where the next line
     /// starts (after a CRLF pair, or after the CR that ends the chunk: then one LF at the start
-    /// of the next chunk is skipped).
+    /// of the next chunk is skipped). Every byte from `line_start` to the next line's start
+    /// counts as scanned once; the callers add that distance to `bytes_scanned`.
     #[inline]
     fn line_bounds(&mut self, chunk: &[u8], line_start: usize, offset: usize) -> (usize, usize) {
         let line_end = line_start + offset;
         let mut next = line_end + 1;
-        let mut scanned = offset as u64 + 1;
         if chunk.get(line_end) == Some(&b'\r') {
             match chunk.get(next) {
-                Some(b'\n') => {
-                    next += 1;
-                    scanned += 1;
-                }
+                Some(b'\n') => next += 1,
                 Some(_) => {}
                 // The CR ends the line now; an LF may still follow in the next chunk.
                 None => self.skip_lf = true,
             }
         }
-        self.bytes_scanned += scanned;
         (line_end, next)
     }
 
     /// Scans the lines that begin in `chunk` at `self.pos`, until one produces an item or the
     /// chunk is used up (a line it does not end is kept in `line_buf`).
     fn scan_lines(&mut self, chunk: &Bytes) -> LineOutcome {
-        // The position lives in a local (a register) in this loop, written back on exit.
-        let mut pos = self.pos;
+        // The position lives in a local (a register) in this loop, written back on exit; the
+        // line-end search looks at every byte it moves past once, counted on exit.
+        let start = self.pos;
+        let mut pos = start;
         let outcome = loop {
             let Some(&first) = chunk.get(pos) else {
                 break LineOutcome::Nothing;
@@ -456,7 +455,6 @@ impl ParserState {
             let rest = chunk.get(pos..).unwrap_or_default();
             let found = self.line_end.scan_at(chunk, pos);
             let Some(offset) = found.end(rest.len()) else {
-                self.bytes_scanned += rest.len() as u64;
                 pos = chunk.len();
                 self.push_line_bytes(rest, found.first_high());
                 break LineOutcome::Nothing;
@@ -470,6 +468,7 @@ impl ParserState {
                 break outcome;
             }
         };
+        self.bytes_scanned += (pos - start) as u64;
         self.pos = pos;
         outcome
     }
@@ -677,7 +676,15 @@ impl ParserState {
     /// Finds the field name and the start of its value (after the colon and one optional space).
     /// A line starting with a colon is a comment: its name is empty.
     fn split_field(&mut self, line: &[u8]) -> (usize, usize) {
-        match memchr::memchr(b':', line) {
+        // The two fields of nearly every event need no search for the colon.
+        let colon = if line.starts_with(b"data:") {
+            Some(4)
+        } else if line.starts_with(b"event:") {
+            Some(5)
+        } else {
+            memchr::memchr(b':', line)
+        };
+        match colon {
             Some(colon) => {
                 self.bytes_scanned += colon as u64 + 1;
                 let mut value_start = colon + 1;
