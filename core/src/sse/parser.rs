@@ -10,6 +10,9 @@ use crate::Utf8Bytes;
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
 const DEFAULT_EVENT_TYPE: &str = "message";
+/// Chunks up to this size that end no line are appended to the partial line directly by
+/// [`SseParser::feed`] (byte-at-a-time feeds would otherwise pay the chunk bookkeeping per byte).
+const SMALL_CHUNK: usize = 16;
 
 /// Options for [`SseParser`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -166,7 +169,11 @@ impl SseParser {
         self.state.bytes_fed += chunk.len() as u64;
         if self.queue.is_empty() && self.state.pos >= self.cur.len() {
             // Nothing is waiting to be scanned (the usual case when the caller drains after
-            // every feed): the chunk becomes the current one without a trip through the queue.
+            // every feed): a small chunk inside a line joins the partial line at once; any
+            // other becomes the current chunk without a trip through the queue.
+            if chunk.len() <= SMALL_CHUNK && self.state.absorb_small_chunk(&chunk) {
+                return;
+            }
             self.install_chunk(chunk);
         } else {
             self.queue.push_back(chunk);
@@ -190,13 +197,25 @@ impl SseParser {
     /// or `None` when every byte fed so far has been consumed.
     ///
     /// The returned event borrows the parser; it stays valid until the next call.
+    #[inline]
     pub fn next_item(&mut self) -> Option<SseItem<'_>> {
+        // Everything fed has been scanned: answered inline, without the scanning machinery
+        // (the usual answer after a small feed).
+        if self.state.pos >= self.cur.len() && !self.advance_chunk() {
+            return None;
+        }
+        self.scan_for_item()
+    }
+
+    /// [`next_item`](Self::next_item) once bytes are waiting in the current chunk.
+    fn scan_for_item(&mut self) -> Option<SseItem<'_>> {
         loop {
-            if self.state.pos >= self.cur.len() && !self.advance_chunk() {
-                return None;
-            }
             match self.state.scan(&self.cur) {
-                LineOutcome::Nothing => {}
+                LineOutcome::Nothing => {
+                    if self.state.pos >= self.cur.len() && !self.advance_chunk() {
+                        return None;
+                    }
+                }
                 LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
                 LineOutcome::Dispatch => {
                     return Some(SseItem::Event(self.state.take_pending_event(&self.cur)));
@@ -261,6 +280,7 @@ impl SseParser {
     }
 
     /// Moves on to the next queued chunk. Returns false when none is queued.
+    #[inline]
     fn advance_chunk(&mut self) -> bool {
         let Some(next) = self.queue.pop_front() else {
             return false;
@@ -282,7 +302,7 @@ impl SseParser {
             state.materialize_older_than(finished_id);
             state.prev = finished;
             state.prev_id = finished_id;
-        } else if !state.refers_to(state.prev_id) {
+        } else if state.prev_id != u64::MAX && !state.refers_to(state.prev_id) {
             state.prev = Bytes::new();
             state.prev_id = u64::MAX;
         }
@@ -315,6 +335,28 @@ impl ParserState {
             bytes_scanned: 0,
             bytes_fed: 0,
         }
+    }
+
+    /// Appends `bytes` (a small chunk, fed when every earlier byte has been scanned) to the
+    /// partial line when they end no line — exactly what scanning them would do. Returns false,
+    /// having changed nothing but the work counter, when they must be scanned as a chunk.
+    fn absorb_small_chunk(&mut self, bytes: &[u8]) -> bool {
+        if self.bom_matched.is_some() || self.skip_lf {
+            return false;
+        }
+        let mut first_high = None;
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == b'\r' || byte == b'\n' {
+                self.bytes_scanned += i as u64 + 1;
+                return false;
+            }
+            if byte >= 0x80 && first_high.is_none() {
+                first_high = Some(i);
+            }
+        }
+        self.bytes_scanned += bytes.len() as u64;
+        self.push_line_bytes(bytes, first_high);
+        true
     }
 
     fn refers_to(&self, chunk_id: u64) -> bool {
