@@ -1165,6 +1165,32 @@ mod tests {
     }
 
     #[test]
+    fn small_chunks_absorbed_by_feed_keep_pending_fields_valid() {
+        let mut parser = SseParser::new();
+        parser.feed(Bytes::from_static(b"data: hello\nevent: greeting\n"));
+        assert!(parser.next_item().is_none());
+        // Small chunks that end no line go straight to the partial line; the chunk the
+        // pending fields point into must stay alive until they are dispatched.
+        parser.feed(Bytes::from_static(b"x-un"));
+        parser.feed(Bytes::from_static(b"kn\xC3"));
+        assert!(parser.next_item().is_none());
+        parser.feed(Bytes::from_static(b"\xA9own: 1\r"));
+        assert!(parser.next_item().is_none());
+        parser.feed(Bytes::from_static(b"\n"));
+        parser.feed(Bytes::from_static(b"\n"));
+        assert_eq!(
+            events(&mut parser),
+            vec![("greeting".into(), "hello".into(), String::new())]
+        );
+        // A CR ending a small chunk is a line end, not a byte of the partial line.
+        parser.feed(Bytes::from_static(b"data: a"));
+        parser.feed(Bytes::from_static(b"b\r"));
+        parser.feed(Bytes::from_static(b"\r"));
+        assert_eq!(events(&mut parser)[0].1, "ab");
+        assert!(!parser.finish());
+    }
+
+    #[test]
     fn data_spanning_chunks_or_lines_is_assembled() {
         let mut parser = SseParser::new();
         parser.feed(Bytes::from_static(b"data: hel"));
