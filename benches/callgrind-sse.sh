@@ -4,7 +4,7 @@
 # Usage: benches/callgrind-sse.sh [CHUNK...]   (default: 16384 1460 64)
 # Environment: WORKLOAD=anthropic (default; the 6 MB Anthropic-shaped stream) | anthropic-prefix
 #   (its first 256 KiB) | single (one 16 MiB data line; adds a memcpy floor row);
-#   IMPLS="ferroloop sse-stream" to measure a subset.
+#   IMPLS="ferroloop sse-stream" to measure a subset (names without spaces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p ferroloop-bench --example sse_once
