@@ -403,8 +403,11 @@ impl ParserState {
             "slices are validated when stored"
         );
         debug_assert!(is_utf8(bytes));
-        // SAFETY: a `Field::Slice` is only stored after `simdutf8` validated exactly this range
-        // of this chunk (`append_data`, `set_event_type`), chunks are immutable, and the chunk a
+        // SAFETY: a `Field::Slice` is only stored once this range of this chunk is known to be
+        // UTF-8 (`append_data`, `set_event_type` via `check_utf8`: the line-end scan saw only
+        // ASCII before its first non-ASCII byte, and `simdutf8` validated the rest from there;
+        // tested by `values_are_validated_from_their_first_non_ascii_byte_exactly` and the
+        // scanner's tests), chunks are immutable, and the chunk a
         // slice points into is kept as the current chunk or `prev` until the field is cleared or
         // copied out (`advance_chunk` / `materialize_older_than`). Tested by the chunk-boundary
         // unit tests and the chunk-invariance property tests, which run with the debug
