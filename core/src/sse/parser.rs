@@ -10,6 +10,9 @@ use crate::Utf8Bytes;
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
 const DEFAULT_EVENT_TYPE: &str = "message";
+/// Chunks up to this size that end no line are appended to the partial line directly by
+/// [`SseParser::feed`] (byte-at-a-time feeds would otherwise pay the chunk bookkeeping per byte).
+const SMALL_CHUNK: usize = 16;
 
 /// Options for [`SseParser`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,21 +83,32 @@ enum LineOutcome {
 /// ```
 #[derive(Debug)]
 pub struct SseParser {
+    /// The chunk being scanned (from `state.pos`). It is kept apart from the rest of the
+    /// state so that the scanning code can borrow it while it updates the state.
+    cur: Bytes,
+    /// Chunks fed and not yet reached.
+    queue: VecDeque<Bytes>,
+    state: ParserState,
+}
+
+/// Everything [`SseParser`] keeps besides the chunks: the scanning code's `self`.
+#[derive(Debug)]
+struct ParserState {
     config: SseConfig,
     line_end: LineEndFinder,
-    /// The chunk being scanned, from `pos`, and its sequence number.
-    cur: Bytes,
+    /// The position in the current chunk, and that chunk's sequence number.
     pos: usize,
     cur_id: u64,
     /// An earlier chunk (numbered `prev_id`), kept while a pending field points into it.
     prev: Bytes,
     prev_id: u64,
-    /// Chunks fed and not yet reached.
-    queue: VecDeque<Bytes>,
     /// Bytes of a line that began in an earlier chunk.
     line_buf: Vec<u8>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
+    /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
+    /// it needs no UTF-8 check; otherwise the check starts there).
+    line_first_high: Option<usize>,
     /// The previous chunk ended with CR: skip one LF at the start of the next bytes.
     skip_lf: bool,
     /// How many bytes of the BOM have matched at stream start; `None` once decided.
@@ -114,8 +128,6 @@ pub struct SseParser {
 
     /// The pending event went over `max_event_bytes`: ignore lines until the next blank line.
     discarding: bool,
-    /// Buffers of the event returned last must be cleared before parsing continues.
-    reset_pending: bool,
 
     dropped_events: u64,
     bytes_scanned: u64,
@@ -137,36 +149,15 @@ impl SseParser {
     /// A parser with the given configuration.
     pub fn with_config(config: SseConfig) -> Self {
         Self {
-            config,
-            line_end: LineEndFinder::new(),
             cur: Bytes::new(),
-            pos: 0,
-            cur_id: 0,
-            prev: Bytes::new(),
-            prev_id: u64::MAX,
             queue: VecDeque::new(),
-            line_buf: Vec::new(),
-            line_open: false,
-            skip_lf: false,
-            bom_matched: Some(0),
-            event_type: Field::Empty,
-            event_type_buf: String::new(),
-            data: Field::Empty,
-            data_buf: String::new(),
-            data_start: 0,
-            last_event_id: Utf8Bytes::new(),
-            retry: None,
-            discarding: false,
-            reset_pending: false,
-            dropped_events: 0,
-            bytes_scanned: 0,
-            bytes_fed: 0,
+            state: ParserState::new(config),
         }
     }
 
     /// The configuration this parser was built with.
     pub fn config(&self) -> &SseConfig {
-        &self.config
+        &self.state.config
     }
 
     /// Queues a chunk of the stream. Chunks may be split anywhere, including inside a CRLF pair,
@@ -175,8 +166,18 @@ impl SseParser {
         if chunk.is_empty() {
             return;
         }
-        self.bytes_fed += chunk.len() as u64;
-        self.queue.push_back(chunk);
+        self.state.bytes_fed += chunk.len() as u64;
+        if self.queue.is_empty() && self.state.pos >= self.cur.len() {
+            // Nothing is waiting to be scanned (the usual case when the caller drains after
+            // every feed): a small chunk inside a line joins the partial line at once; any
+            // other becomes the current chunk without a trip through the queue.
+            if chunk.len() <= SMALL_CHUNK && self.state.absorb_small_chunk(&chunk) {
+                return;
+            }
+            self.install_chunk(chunk);
+        } else {
+            self.queue.push_back(chunk);
+        }
     }
 
     /// Copies `chunk` and queues it (for callers that do not own a [`Bytes`]).
@@ -196,26 +197,28 @@ impl SseParser {
     /// or `None` when every byte fed so far has been consumed.
     ///
     /// The returned event borrows the parser; it stays valid until the next call.
+    #[inline]
     pub fn next_item(&mut self) -> Option<SseItem<'_>> {
-        if self.reset_pending {
-            self.reset_pending = false;
-            self.clear_pending_event();
+        // Everything fed has been scanned: answered inline, without the scanning machinery
+        // (the usual answer after a small feed).
+        if self.state.pos >= self.cur.len() && !self.advance_chunk() {
+            return None;
         }
+        self.scan_for_item()
+    }
+
+    /// [`next_item`](Self::next_item) once bytes are waiting in the current chunk.
+    fn scan_for_item(&mut self) -> Option<SseItem<'_>> {
         loop {
-            if self.pos >= self.cur.len() && !self.advance_chunk() {
-                return None;
-            }
-            // Scan with the chunk moved out of `self` (a move, not a reference-count update), so
-            // the line handlers can borrow it while they update the parser.
-            let chunk = std::mem::take(&mut self.cur);
-            let outcome = self.scan(&chunk);
-            self.cur = chunk;
-            match outcome {
-                LineOutcome::Nothing => {}
+            match self.state.scan(&self.cur) {
+                LineOutcome::Nothing => {
+                    if self.state.pos >= self.cur.len() && !self.advance_chunk() {
+                        return None;
+                    }
+                }
                 LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
                 LineOutcome::Dispatch => {
-                    self.reset_pending = true;
-                    return Some(SseItem::Event(self.pending_event()));
+                    return Some(SseItem::Event(self.state.take_pending_event(&self.cur)));
                 }
             }
         }
@@ -227,73 +230,132 @@ impl SseParser {
     /// The parser can then be fed a new stream (a reconnection): the BOM check is re-armed, the
     /// last event id and the retry value are kept.
     pub fn finish(&mut self) -> bool {
+        let state = &mut self.state;
         // Bytes not yet scanned belong to the unterminated tail.
-        let discarded = self.pos < self.cur.len()
+        let discarded = state.pos < self.cur.len()
             || !self.queue.is_empty()
-            || self.line_open
-            || (!self.reset_pending
-                && (self.data != Field::Empty || self.event_type != Field::Empty));
+            || state.line_open
+            || state.data != Field::Empty
+            || state.event_type != Field::Empty;
         self.queue.clear();
         self.cur = Bytes::new();
-        self.prev = Bytes::new();
-        self.prev_id = u64::MAX;
-        self.pos = 0;
-        self.cur_id += 1;
-        self.line_buf.clear();
-        self.line_open = false;
-        self.skip_lf = false;
-        self.bom_matched = Some(0);
-        self.discarding = false;
-        self.reset_pending = false;
-        self.clear_pending_event();
+        state.prev = Bytes::new();
+        state.prev_id = u64::MAX;
+        state.pos = 0;
+        state.cur_id += 1;
+        state.line_buf.clear();
+        state.line_open = false;
+        state.line_first_high = None;
+        state.skip_lf = false;
+        state.bom_matched = Some(0);
+        state.discarding = false;
+        state.clear_pending_event();
         discarded
     }
 
     /// The current reconnection time set by the last valid `retry` field, in milliseconds.
     pub fn retry(&self) -> Option<u64> {
-        self.retry
+        self.state.retry
     }
 
     /// The last event id (persists across events; an `id` field with an empty value resets it).
     pub fn last_event_id(&self) -> &str {
-        self.last_event_id.as_str()
+        self.state.last_event_id.as_str()
     }
 
     /// Events dropped because they grew past [`SseConfig::max_event_bytes`].
     pub fn dropped_events(&self) -> u64 {
-        self.dropped_events
+        self.state.dropped_events
     }
 
     /// Bytes examined by the parser's scanning loops (line-end search, field-name search and
     /// UTF-8 validation). A work counter, used to prove the parser is linear in its input.
     pub fn bytes_scanned(&self) -> u64 {
-        self.bytes_scanned
+        self.state.bytes_scanned
     }
 
     /// Total bytes fed so far.
     pub fn bytes_fed(&self) -> u64 {
-        self.bytes_fed
+        self.state.bytes_fed
     }
 
     /// Moves on to the next queued chunk. Returns false when none is queued.
+    #[inline]
     fn advance_chunk(&mut self) -> bool {
         let Some(next) = self.queue.pop_front() else {
             return false;
         };
+        self.install_chunk(next);
+        true
+    }
+
+    /// Makes `next` the chunk being scanned (the current one must be used up).
+    fn install_chunk(&mut self, next: Bytes) {
         let finished = std::mem::replace(&mut self.cur, next);
-        let finished_id = self.cur_id;
-        self.cur_id += 1;
-        self.pos = 0;
-        if self.refers_to(finished_id) {
+        let state = &mut self.state;
+        let finished_id = state.cur_id;
+        state.cur_id += 1;
+        state.pos = 0;
+        if state.refers_to(finished_id) {
             // Fields still point into the finished chunk: keep it, and copy out whatever pointed
             // into an older one (at most one event straddles each chunk boundary).
-            self.materialize_older_than(finished_id);
-            self.prev = finished;
-            self.prev_id = finished_id;
-        } else if !self.refers_to(self.prev_id) {
-            self.prev = Bytes::new();
-            self.prev_id = u64::MAX;
+            state.materialize_older_than(finished_id);
+            state.prev = finished;
+            state.prev_id = finished_id;
+        } else if state.prev_id != u64::MAX && !state.refers_to(state.prev_id) {
+            state.prev = Bytes::new();
+            state.prev_id = u64::MAX;
         }
+    }
+}
+
+impl ParserState {
+    fn new(config: SseConfig) -> Self {
+        Self {
+            config,
+            line_end: LineEndFinder::new(),
+            pos: 0,
+            cur_id: 0,
+            prev: Bytes::new(),
+            prev_id: u64::MAX,
+            line_buf: Vec::new(),
+            line_open: false,
+            line_first_high: None,
+            skip_lf: false,
+            bom_matched: Some(0),
+            event_type: Field::Empty,
+            event_type_buf: String::new(),
+            data: Field::Empty,
+            data_buf: String::new(),
+            data_start: 0,
+            last_event_id: Utf8Bytes::new(),
+            retry: None,
+            discarding: false,
+            dropped_events: 0,
+            bytes_scanned: 0,
+            bytes_fed: 0,
+        }
+    }
+
+    /// Appends `bytes` (a small chunk, fed when every earlier byte has been scanned) to the
+    /// partial line when they end no line — exactly what scanning them would do. Returns false,
+    /// having changed nothing but the work counter, when they must be scanned as a chunk.
+    fn absorb_small_chunk(&mut self, bytes: &[u8]) -> bool {
+        if self.bom_matched.is_some() || self.skip_lf {
+            return false;
+        }
+        let mut first_high = None;
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == b'\r' || byte == b'\n' {
+                self.bytes_scanned += i as u64 + 1;
+                return false;
+            }
+            if byte >= 0x80 && first_high.is_none() {
+                first_high = Some(i);
+            }
+        }
+        self.bytes_scanned += bytes.len() as u64;
+        self.push_line_bytes(bytes, first_high);
         true
     }
 
@@ -308,7 +370,7 @@ impl SseParser {
         if let Field::Slice { chunk, start, end } = self.event_type
             && chunk < chunk_id
         {
-            let text = self.text_in(&self.cur, chunk, start, end).to_owned();
+            let text = self.text_in(&self.prev, chunk, start, end).to_owned();
             self.event_type_buf = text;
             self.event_type = Field::Buf;
         }
@@ -317,15 +379,14 @@ impl SseParser {
         {
             let mut buf = std::mem::take(&mut self.data_buf);
             buf.clear();
-            buf.push_str(self.text_in(&self.cur, chunk, start, end));
+            buf.push_str(self.text_in(&self.prev, chunk, start, end));
             self.data_buf = buf;
             self.data_start = 0;
             self.data = Field::Buf;
         }
     }
 
-    /// The text of a `Field::Slice`. `scanning` is the current chunk (while `scan` holds it,
-    /// `self.cur` is empty).
+    /// The text of a `Field::Slice`. `scanning` is the current chunk.
     fn text_in<'a>(&'a self, scanning: &'a Bytes, chunk: u64, start: usize, end: usize) -> &'a str {
         let source = if chunk == self.cur_id {
             scanning
@@ -342,8 +403,11 @@ impl SseParser {
             "slices are validated when stored"
         );
         debug_assert!(is_utf8(bytes));
-        // SAFETY: a `Field::Slice` is only stored after `simdutf8` validated exactly this range
-        // of this chunk (`append_data`, `set_event_type`), chunks are immutable, and the chunk a
+        // SAFETY: a `Field::Slice` is only stored once this range of this chunk is known to be
+        // UTF-8 (`append_data`, `set_event_type` via `check_utf8`: the line-end scan saw only
+        // ASCII before its first non-ASCII byte, and `simdutf8` validated the rest from there;
+        // tested by `values_are_validated_from_their_first_non_ascii_byte_exactly` and the
+        // scanner's tests), chunks are immutable, and the chunk a
         // slice points into is kept as the current chunk or `prev` until the field is cleared or
         // copied out (`advance_chunk` / `materialize_older_than`). Tested by the chunk-boundary
         // unit tests and the chunk-invariance property tests, which run with the debug
@@ -363,49 +427,95 @@ impl SseParser {
                 self.bytes_scanned += 1;
             }
         }
-        while self.pos < chunk.len() {
+        if self.line_open && self.pos < chunk.len() {
+            // Finish the line begun in an earlier chunk.
             let rest = &chunk[self.pos..];
-            // A blank line (the end of every event) needs no search.
-            let found = match rest.first() {
-                Some(b'\n' | b'\r') => Some(0),
-                _ => self.line_end.find(rest),
-            };
-            let Some(offset) = found else {
+            let found = self.line_end.scan_at(chunk, self.pos);
+            let Some(offset) = found.end(rest.len()) else {
                 self.bytes_scanned += rest.len() as u64;
-                let start = self.pos;
                 self.pos = chunk.len();
-                self.push_line_bytes(&chunk[start..]);
+                self.push_line_bytes(rest, found.first_high());
                 return LineOutcome::Nothing;
             };
-            self.bytes_scanned += offset as u64 + 1;
             let line_start = self.pos;
-            let line_end = line_start + offset;
-            let mut next = line_end + 1;
-            if chunk[line_end] == b'\r' {
-                match chunk.get(next) {
-                    Some(b'\n') => {
-                        next += 1;
-                        self.bytes_scanned += 1;
-                    }
-                    Some(_) => {}
-                    // The CR ends the line now; an LF may still follow in the next chunk.
-                    None => self.skip_lf = true,
-                }
-            }
+            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+            self.bytes_scanned += (next - line_start) as u64;
             self.pos = next;
-            let outcome = if self.line_open {
-                self.push_line_bytes(&chunk[line_start..line_end]);
-                self.line_open = false;
-                let line = std::mem::take(&mut self.line_buf);
-                self.process_buffered_line(chunk, line)
-            } else {
-                self.process_line(chunk, line_start, line_end)
-            };
+            self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
+            self.line_open = false;
+            let line = std::mem::take(&mut self.line_buf);
+            let first_high = self.line_first_high.take();
+            let outcome = self.process_buffered_line(chunk, line, first_high);
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
             }
         }
-        LineOutcome::Nothing
+        self.scan_lines(chunk)
+    }
+
+    /// The end of a line found `offset` bytes after `line_start`, and where the next line
+    /// starts (after a CRLF pair, or after the CR that ends the chunk: then one LF at the start
+    /// of the next chunk is skipped). Every byte from `line_start` to the next line's start
+    /// counts as scanned once; the callers add that distance to `bytes_scanned`.
+    #[inline]
+    fn line_bounds(&mut self, chunk: &[u8], line_start: usize, offset: usize) -> (usize, usize) {
+        let line_end = line_start + offset;
+        let mut next = line_end + 1;
+        if chunk.get(line_end) == Some(&b'\r') {
+            match chunk.get(next) {
+                Some(b'\n') => next += 1,
+                Some(_) => {}
+                // The CR ends the line now; an LF may still follow in the next chunk.
+                None => self.skip_lf = true,
+            }
+        }
+        (line_end, next)
+    }
+
+    /// Scans the lines that begin in `chunk` at `self.pos`, until one produces an item or the
+    /// chunk is used up (a line it does not end is kept in `line_buf`).
+    fn scan_lines(&mut self, chunk: &Bytes) -> LineOutcome {
+        // The position lives in a local (a register) in this loop, written back on exit; the
+        // line-end search looks at every byte it moves past once, counted on exit.
+        let start = self.pos;
+        let mut pos = start;
+        let outcome = loop {
+            let Some(&first) = chunk.get(pos) else {
+                break LineOutcome::Nothing;
+            };
+            // A blank line (the end of every event) needs no search.
+            if first == b'\n' || first == b'\r' {
+                let (_, next) = self.line_bounds(chunk, pos, 0);
+                pos = next;
+                let outcome = if self.discarding {
+                    self.discarding_line(true)
+                } else {
+                    self.dispatch_outcome()
+                };
+                if !matches!(outcome, LineOutcome::Nothing) {
+                    break outcome;
+                }
+                continue;
+            }
+            let rest = chunk.get(pos..).unwrap_or_default();
+            let found = self.line_end.scan_at(chunk, pos);
+            let Some(offset) = found.end(rest.len()) else {
+                pos = chunk.len();
+                self.push_line_bytes(rest, found.first_high());
+                break LineOutcome::Nothing;
+            };
+            let line_start = pos;
+            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+            pos = next;
+            let first_high = found.first_high().map(|high| line_start + high);
+            let outcome = self.process_line(chunk, line_start, line_end, first_high);
+            if !matches!(outcome, LineOutcome::Nothing) {
+                break outcome;
+            }
+        };
+        self.bytes_scanned += (pos - start) as u64;
+        self.pos = pos;
+        outcome
     }
 
     /// Strips a leading BOM, which may be split across chunks. Returns false when the chunk was
@@ -419,7 +529,7 @@ impl SseParser {
                 // Not a BOM: the bytes matched so far are ordinary line content.
                 self.bom_matched = None;
                 if matched > 0 {
-                    self.push_line_bytes(&BOM[..usize::from(matched)]);
+                    self.push_line_bytes(&BOM[..usize::from(matched)], Some(0));
                 }
                 return true;
             }
@@ -436,8 +546,9 @@ impl SseParser {
         }
     }
 
-    /// Keeps bytes of a line that continues in a later chunk.
-    fn push_line_bytes(&mut self, bytes: &[u8]) {
+    /// Keeps bytes of a line that continues in a later chunk; `first_high` is the offset in
+    /// `bytes` from which they must be checked for UTF-8 (`None`: they are all ASCII).
+    fn push_line_bytes(&mut self, bytes: &[u8], first_high: Option<usize>) {
         self.line_open = true;
         if self.discarding {
             // Only whether the line is blank matters until the next blank line.
@@ -446,7 +557,17 @@ impl SseParser {
             }
             return;
         }
-        self.line_buf.extend_from_slice(bytes);
+        if self.line_first_high.is_none()
+            && let Some(high) = first_high
+        {
+            self.line_first_high = Some(self.line_buf.len() + high);
+        }
+        if let [byte] = bytes {
+            // Byte-at-a-time feeds: a push, not a call to `memcpy`.
+            self.line_buf.push(*byte);
+        } else {
+            self.line_buf.extend_from_slice(bytes);
+        }
         if self.over_limit(0) {
             self.drop_pending_event();
             self.line_buf.clear();
@@ -492,8 +613,14 @@ impl SseParser {
         self.data_start = 0;
     }
 
-    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks).
-    fn process_buffered_line(&mut self, scanning: &Bytes, mut line: Vec<u8>) -> LineOutcome {
+    /// Processes a complete line that was assembled in `line_buf` (it spanned chunks);
+    /// `first_high` is the offset from which it must be checked for UTF-8 (`None`: all ASCII).
+    fn process_buffered_line(
+        &mut self,
+        scanning: &Bytes,
+        mut line: Vec<u8>,
+        first_high: Option<usize>,
+    ) -> LineOutcome {
         let outcome = if self.discarding {
             self.discarding_line(line.is_empty())
         } else if line.is_empty() {
@@ -503,14 +630,27 @@ impl SseParser {
             if &line[..name_end] == b"data" && self.data == Field::Empty {
                 // Move the assembled line into the data buffer instead of copying it.
                 let recycled = std::mem::take(&mut self.data_buf).into_bytes();
-                self.bytes_scanned += line.len() as u64;
-                self.data_buf = into_text(line);
+                let valid = match first_high {
+                    None => true,
+                    Some(from) => {
+                        let (valid, checked) = valid_utf8_from(&line, from);
+                        self.bytes_scanned += checked as u64;
+                        valid
+                    }
+                };
+                self.data_buf = if valid {
+                    // SAFETY: the line's bytes before `first_high` are ASCII (noted while it
+                    // was scanned) and the rest was validated on the lines above.
+                    unsafe { String::from_utf8_unchecked(line) }
+                } else {
+                    String::from_utf8_lossy(&line).into_owned()
+                };
                 self.data_start = value_start.min(self.data_buf.len());
                 self.data = Field::Buf;
                 line = recycled;
                 LineOutcome::Nothing
             } else {
-                self.apply_field(scanning, &line, name_end, value_start, None)
+                self.apply_field(scanning, &line, name_end, value_start, None, first_high)
             }
         };
         line.clear();
@@ -520,13 +660,18 @@ impl SseParser {
         outcome
     }
 
-    /// Processes a complete line that lies inside one chunk, without copying it.
-    fn process_line(&mut self, chunk: &Bytes, start: usize, end: usize) -> LineOutcome {
+    /// Processes a complete, non-blank line that lies inside one chunk, without copying it;
+    /// `first_high` is the position of its first non-ASCII byte, if any.
+    #[inline(always)]
+    fn process_line(
+        &mut self,
+        chunk: &Bytes,
+        start: usize,
+        end: usize,
+        first_high: Option<usize>,
+    ) -> LineOutcome {
         if self.discarding {
             return self.discarding_line(start == end);
-        }
-        if start == end {
-            return self.dispatch_outcome();
         }
         if self.over_limit(end - start) {
             // The same rule as for a line assembled across chunks: the line counts in full.
@@ -534,8 +679,26 @@ impl SseParser {
             return LineOutcome::Nothing;
         }
         let line = &chunk[start..end];
+        // The two fields of nearly every event, recognised without a search for the colon.
+        if let Some(after) = line.strip_prefix(b"data:") {
+            self.bytes_scanned += 5;
+            let (value, skipped) = strip_space(after);
+            let value_start = start + 5 + skipped;
+            let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
+            self.append_data(chunk, value, Some(value_start), utf8_from);
+            return LineOutcome::Nothing;
+        }
+        if let Some(after) = line.strip_prefix(b"event:") {
+            self.bytes_scanned += 6;
+            let (value, skipped) = strip_space(after);
+            let value_start = start + 6 + skipped;
+            let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
+            self.set_event_type(value, Some(value_start), utf8_from);
+            return LineOutcome::Nothing;
+        }
         let (name_end, value_start) = self.split_field(line);
-        self.apply_field(chunk, line, name_end, value_start, Some(start))
+        let first_high = first_high.map(|high| high - start);
+        self.apply_field(chunk, line, name_end, value_start, Some(start), first_high)
     }
 
     fn discarding_line(&mut self, blank: bool) -> LineOutcome {
@@ -558,9 +721,11 @@ impl SseParser {
     /// Finds the field name and the start of its value (after the colon and one optional space).
     /// A line starting with a colon is a comment: its name is empty.
     fn split_field(&mut self, line: &[u8]) -> (usize, usize) {
+        // The two fields of nearly every event need no search for the colon.
         let colon = if line.starts_with(b"data:") {
-            // The dominant line; no search needed.
             Some(4)
+        } else if line.starts_with(b"event:") {
+            Some(5)
         } else {
             memchr::memchr(b':', line)
         };
@@ -581,7 +746,9 @@ impl SseParser {
     }
 
     /// Applies one field. `line_offset` is the line's position in `scanning` (the chunk being
-    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice.
+    /// scanned) when the line lies in it, so its value may be kept as a zero-copy slice;
+    /// `first_high` is the offset in `line` from which it must be checked for UTF-8 (`None`:
+    /// all ASCII).
     fn apply_field(
         &mut self,
         scanning: &Bytes,
@@ -589,27 +756,36 @@ impl SseParser {
         name_end: usize,
         value_start: usize,
         line_offset: Option<usize>,
+        first_high: Option<usize>,
     ) -> LineOutcome {
         if name_end == 0 {
             return LineOutcome::Nothing; // a comment
         }
+        let ascii = first_high.is_none();
+        let utf8_from = first_high.map(|high| high.saturating_sub(value_start));
         let value = line.get(value_start..).unwrap_or_default();
         let value_offset = line_offset.map(|offset| offset + value_start);
         match &line[..name_end] {
             b"data" => {
-                self.append_data(scanning, value, value_offset);
+                self.append_data(scanning, value, value_offset, utf8_from);
                 LineOutcome::Nothing
             }
             b"event" => {
-                self.set_event_type(value, value_offset);
+                self.set_event_type(value, value_offset, utf8_from);
                 LineOutcome::Nothing
             }
             b"id" => {
                 self.bytes_scanned += value.len() as u64;
                 if memchr::memchr(0, value).is_none() {
-                    self.last_event_id = match value_offset {
-                        Some(start) => owned_text(scanning.slice(start..start + value.len())),
-                        None => owned_text(Bytes::copy_from_slice(value)),
+                    let shared = match value_offset {
+                        Some(start) => scanning.slice(start..start + value.len()),
+                        None => Bytes::copy_from_slice(value),
+                    };
+                    self.last_event_id = if ascii {
+                        // SAFETY: every byte of the line is ASCII (checked while it was scanned).
+                        unsafe { Utf8Bytes::from_bytes_unchecked(shared) }
+                    } else {
+                        owned_text(shared)
                     };
                 }
                 LineOutcome::Nothing
@@ -628,13 +804,33 @@ impl SseParser {
         }
     }
 
+    /// Whether `value` is valid UTF-8. `utf8_from` is where validation must start: every byte
+    /// before it is known to be ASCII (`None`: all of them are).
+    #[inline]
+    fn check_utf8(&mut self, value: &[u8], utf8_from: Option<usize>) -> bool {
+        let Some(from) = utf8_from else {
+            return true;
+        };
+        let (valid, checked) = valid_utf8_from(value, from);
+        self.bytes_scanned += checked as u64;
+        valid
+    }
+
     /// Appends one `data` value (and the LF that joins it to the previous one). `value_offset`
-    /// is the value's position in the current chunk, when it lies in one.
-    fn append_data(&mut self, scanning: &Bytes, value: &[u8], value_offset: Option<usize>) {
-        let first = self.data == Field::Empty;
-        self.bytes_scanned += value.len() as u64;
-        if let (true, Some(start)) = (first, value_offset)
-            && is_utf8(value)
+    /// is the value's position in the current chunk, when it lies in one; `utf8_from` is where
+    /// its UTF-8 validation must start (`None`: it is all ASCII).
+    #[inline(always)]
+    fn append_data(
+        &mut self,
+        scanning: &Bytes,
+        value: &[u8],
+        value_offset: Option<usize>,
+        utf8_from: Option<usize>,
+    ) {
+        // The common case, inline: the event's only data line, kept as a slice of the chunk.
+        if self.data == Field::Empty
+            && let Some(start) = value_offset
+            && self.check_utf8(value, utf8_from)
         {
             self.data = Field::Slice {
                 chunk: self.cur_id,
@@ -643,6 +839,14 @@ impl SseParser {
             };
             return;
         }
+        self.append_data_to_buffer(scanning, value, utf8_from);
+    }
+
+    /// [`append_data`](Self::append_data) for a value that is copied: a second line, a line
+    /// assembled across chunks, or invalid UTF-8.
+    #[inline(never)]
+    fn append_data_to_buffer(&mut self, scanning: &Bytes, value: &[u8], utf8_from: Option<usize>) {
+        let first = self.data == Field::Empty;
         if first {
             self.data_buf.clear();
             self.data_start = 0;
@@ -658,13 +862,17 @@ impl SseParser {
             self.data_buf.push('\n');
         }
         self.data = Field::Buf;
-        push_lossy(&mut self.data_buf, value);
+        push_text(&mut self.data_buf, value, utf8_from.is_none());
     }
 
-    fn set_event_type(&mut self, value: &[u8], value_offset: Option<usize>) {
-        self.bytes_scanned += value.len() as u64;
+    fn set_event_type(
+        &mut self,
+        value: &[u8],
+        value_offset: Option<usize>,
+        utf8_from: Option<usize>,
+    ) {
         if let Some(start) = value_offset
-            && is_utf8(value)
+            && self.check_utf8(value, utf8_from)
         {
             self.event_type = Field::Slice {
                 chunk: self.cur_id,
@@ -674,16 +882,24 @@ impl SseParser {
             return;
         }
         self.event_type_buf.clear();
-        push_lossy(&mut self.event_type_buf, value);
+        push_text(&mut self.event_type_buf, value, utf8_from.is_none());
         self.event_type = Field::Buf;
     }
 
-    /// A view of the event ready for dispatch.
-    fn pending_event(&self) -> SseEventRef<'_> {
-        let (data, data_source) = match self.data {
+    /// The pending event, for dispatch: the parser's fields are reset to empty at once (the
+    /// buffers are cleared when next written), and the view borrows what they pointed to.
+    fn take_pending_event<'a>(&'a mut self, cur: &'a Bytes) -> SseEventRef<'a> {
+        let data = std::mem::replace(&mut self.data, Field::Empty);
+        let event_type = std::mem::replace(&mut self.event_type, Field::Empty);
+        self.event_view(cur, data, event_type)
+    }
+
+    /// A view of an event whose fields are `data` and `event_type`; `cur` is the current chunk.
+    fn event_view<'a>(&'a self, cur: &'a Bytes, data: Field, event_type: Field) -> SseEventRef<'a> {
+        let (data, data_source) = match data {
             Field::Slice { chunk, start, end } => (
-                self.text_in(&self.cur, chunk, start, end),
-                Some(self.chunk_by_id(chunk)),
+                self.text_in(cur, chunk, start, end),
+                Some(self.chunk_by_id(cur, chunk)),
             ),
             Field::Buf => (
                 self.data_buf.get(self.data_start..).unwrap_or_default(),
@@ -691,10 +907,10 @@ impl SseParser {
             ),
             Field::Empty => ("", None),
         };
-        let (event_type, event_type_source) = match self.event_type {
+        let (event_type, event_type_source) = match event_type {
             Field::Slice { chunk, start, end } => (
-                self.text_in(&self.cur, chunk, start, end),
-                Some(self.chunk_by_id(chunk)),
+                self.text_in(cur, chunk, start, end),
+                Some(self.chunk_by_id(cur, chunk)),
             ),
             Field::Buf => (self.event_type_buf.as_str(), None),
             Field::Empty => ("", None),
@@ -714,13 +930,26 @@ impl SseParser {
         )
     }
 
-    fn chunk_by_id(&self, chunk: u64) -> &Bytes {
+    fn chunk_by_id<'a>(&'a self, cur: &'a Bytes, chunk: u64) -> &'a Bytes {
         if chunk == self.cur_id {
-            &self.cur
+            cur
         } else {
             &self.prev
         }
     }
+}
+
+/// Whether `bytes` is valid UTF-8, given that every byte before `from` is ASCII; also returns
+/// how many bytes were checked.
+#[inline]
+fn valid_utf8_from(bytes: &[u8], from: usize) -> (bool, usize) {
+    // Validation may start anywhere up to `from`: at least 64 bytes before the end when there
+    // are that many, because `simdutf8` hands shorter inputs to the (slower, byte-wise)
+    // standard validator.
+    let from = from.min(bytes.len().saturating_sub(64));
+    let tail = bytes.get(from..).unwrap_or_default();
+    // Known to hold a non-ASCII byte: straight to the full validator.
+    (simdutf8::basic::from_utf8(tail).is_ok(), tail.len())
 }
 
 /// Whether `bytes` is valid UTF-8.
@@ -764,23 +993,24 @@ fn is_ascii_words(bytes: &[u8]) -> bool {
     acc & HIGH == 0
 }
 
-/// Appends `bytes` to `out`, replacing invalid UTF-8 with U+FFFD.
-fn push_lossy(out: &mut String, bytes: &[u8]) {
-    if is_utf8(bytes) {
-        // SAFETY: validated on the line above.
-        out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
-    } else {
-        out.push_str(&String::from_utf8_lossy(bytes));
+/// A field value after its colon: one leading space dropped. Returns the value and how many
+/// bytes were dropped.
+#[inline]
+fn strip_space(after_colon: &[u8]) -> (&[u8], usize) {
+    match after_colon.strip_prefix(b" ") {
+        Some(value) => (value, 1),
+        None => (after_colon, 0),
     }
 }
 
-/// `bytes` as a `String`, replacing invalid UTF-8 with U+FFFD (without copying when valid).
-fn into_text(bytes: Vec<u8>) -> String {
-    if is_utf8(&bytes) {
-        // SAFETY: validated on the line above.
-        unsafe { String::from_utf8_unchecked(bytes) }
+/// Appends `bytes` to `out`, replacing invalid UTF-8 with U+FFFD; `ascii` says they are known
+/// to be ASCII.
+fn push_text(out: &mut String, bytes: &[u8], ascii: bool) {
+    if ascii || is_utf8(bytes) {
+        // SAFETY: known ASCII or validated on the line above.
+        out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
     } else {
-        String::from_utf8_lossy(&bytes).into_owned()
+        out.push_str(&String::from_utf8_lossy(bytes));
     }
 }
 
@@ -938,6 +1168,32 @@ mod tests {
     }
 
     #[test]
+    fn small_chunks_absorbed_by_feed_keep_pending_fields_valid() {
+        let mut parser = SseParser::new();
+        parser.feed(Bytes::from_static(b"data: hello\nevent: greeting\n"));
+        assert!(parser.next_item().is_none());
+        // Small chunks that end no line go straight to the partial line; the chunk the
+        // pending fields point into must stay alive until they are dispatched.
+        parser.feed(Bytes::from_static(b"x-un"));
+        parser.feed(Bytes::from_static(b"kn\xC3"));
+        assert!(parser.next_item().is_none());
+        parser.feed(Bytes::from_static(b"\xA9own: 1\r"));
+        assert!(parser.next_item().is_none());
+        parser.feed(Bytes::from_static(b"\n"));
+        parser.feed(Bytes::from_static(b"\n"));
+        assert_eq!(
+            events(&mut parser),
+            vec![("greeting".into(), "hello".into(), String::new())]
+        );
+        // A CR ending a small chunk is a line end, not a byte of the partial line.
+        parser.feed(Bytes::from_static(b"data: a"));
+        parser.feed(Bytes::from_static(b"b\r"));
+        parser.feed(Bytes::from_static(b"\r"));
+        assert_eq!(events(&mut parser)[0].1, "ab");
+        assert!(!parser.finish());
+    }
+
+    #[test]
     fn data_spanning_chunks_or_lines_is_assembled() {
         let mut parser = SseParser::new();
         parser.feed(Bytes::from_static(b"data: hel"));
@@ -974,8 +1230,11 @@ mod tests {
         let got: Vec<String> = events(&mut parser).into_iter().map(|e| e.1).collect();
         assert_eq!(got, ["small", "after"]);
         assert_eq!(parser.dropped_events(), 1);
-        assert!(parser.line_buf.capacity() < 4096, "memory stays bounded");
-        assert!(parser.data_buf.capacity() < 4096);
+        assert!(
+            parser.state.line_buf.capacity() < 4096,
+            "memory stays bounded"
+        );
+        assert!(parser.state.data_buf.capacity() < 4096);
     }
 
     #[test]
@@ -1029,6 +1288,74 @@ mod tests {
             }
         }
         assert!(is_utf8("日本語 テキスト 🚀".as_bytes()));
+    }
+
+    #[test]
+    fn values_are_validated_from_their_first_non_ascii_byte_exactly() {
+        // Valid and invalid sequences at every position of short and long values (validation
+        // starts at the first non-ASCII byte or 64 bytes before the end, whichever is first).
+        let pieces: [&[u8]; 6] = [
+            "é".as_bytes(),
+            "日本".as_bytes(),
+            "🚀".as_bytes(),
+            b"\x80",
+            b"\xE6\x97",
+            b"\xF0\x9F\x9A",
+        ];
+        for len in [0usize, 1, 31, 32, 63, 64, 65, 100, 130, 200] {
+            for at in (0..=len).step_by(7).chain([len]) {
+                for piece in pieces {
+                    for second in [None, Some("ü".as_bytes()), Some(b"\xFF".as_slice())] {
+                        let mut value = vec![b'a'; len];
+                        value.splice(at..at, piece.iter().copied());
+                        if let Some(second) = second {
+                            value.extend_from_slice(second);
+                        }
+                        let expected = String::from_utf8_lossy(&value).into_owned();
+                        // (field, what follows the line, the expected event type and data)
+                        let cases = [
+                            (
+                                &b"data"[..],
+                                &b"\n\n"[..],
+                                "message".to_owned(),
+                                expected.clone(),
+                            ),
+                            (
+                                b"data",
+                                b"\ndata: x\n\n",
+                                "message".into(),
+                                format!("{expected}\nx"),
+                            ),
+                            (b"event", b"\ndata: x\n\n", expected.clone(), "x".into()),
+                        ];
+                        for (field, rest, event_type, data) in cases {
+                            let mut input = field.to_vec();
+                            input.extend_from_slice(b": ");
+                            input.extend_from_slice(&value);
+                            input.extend_from_slice(rest);
+                            let want = if event_type.is_empty() {
+                                "message".to_owned()
+                            } else {
+                                event_type
+                            };
+                            let want = [(want, data, String::new())];
+                            let input = Bytes::from(input);
+                            // Whole, and split (lines assembled across chunks) at several points.
+                            for split in (0..input.len()).step_by(11).chain([0]) {
+                                let mut parser = SseParser::new();
+                                parser.feed(input.slice(..split));
+                                let mut got = events(&mut parser);
+                                parser.feed(input.slice(split..));
+                                got.extend(events(&mut parser));
+                                assert_eq!(got, want, "{len} {at} {piece:?} split {split}");
+                            }
+                            let mut parser = SseParser::new();
+                            assert_eq!(feed_in_chunks(&mut parser, &input, 1), 1);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
