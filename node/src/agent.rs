@@ -1,4 +1,4 @@
-//! `Agent` for JavaScript: the core agent loop (`ferroloop::agent::Agent`) over a [`Client`],
+//! `Agent` for JavaScript: the core agent loop (`ferroloop::agent::Agent`) over a `Client`,
 //! with tools implemented in JavaScript and/or the native built-in tools.
 //!
 //! A run executes on napi's tokio runtime. Its JavaScript tool calls are queued in the agent's

@@ -275,7 +275,7 @@ impl JsToolQueues {
         std::mem::take(&mut self.lock().outbox)
     }
 
-    /// Delivers a batch of replies and progress reports, in order (see [`ReplyBatch`]: flags
+    /// Delivers a batch of replies and progress reports, in order (see `ReplyBatch`: flags
     /// 1 = error, 2 = content blocks, 4 = progress report). Returns how many replies reached a
     /// call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
