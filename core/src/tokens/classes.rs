@@ -800,8 +800,8 @@ mod avx2 {
 
         #[inline]
         #[target_feature(enable = "avx2")]
-        fn add(&mut self, class: usize, a: __m256i, b: __m256i) {
-            let lane = &mut self.lanes[class];
+        fn add(&mut self, counter: usize, a: __m256i, b: __m256i) {
+            let lane = &mut self.lanes[counter];
             *lane = _mm256_sub_epi8(_mm256_sub_epi8(*lane, a), b);
         }
 
@@ -831,6 +831,9 @@ mod avx2 {
         prev: __m256i,
         /// Bit counts per lane: `long_run`, `long_word`, `consonant_runs`, unused.
         totals: __m256i,
+        /// Bit counts of the lower, upper, digit and space masks (the per-byte classes that
+        /// have a mask anyway: counting them from it keeps fewer vector counters live).
+        classes: __m256i,
     }
 
     /// Per-lane shifts of the four steps: after a step by `s` (at most the run length already
@@ -849,6 +852,7 @@ mod avx2 {
             RunLengths {
                 prev: _mm256_setzero_si256(),
                 totals: _mm256_setzero_si256(),
+                classes: _mm256_setzero_si256(),
             }
         }
 
@@ -879,6 +883,26 @@ mod avx2 {
             self.totals = _mm256_add_epi64(self.totals, popcount_lanes(features));
         }
 
+        /// Counts the bits of four per-byte class masks.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn classes(&mut self, lower: u64, upper: u64, digit: u64, space: u64) {
+            let low = _mm_insert_epi64(_mm_cvtsi64_si128(lower as i64), upper as i64, 1);
+            let high = _mm_insert_epi64(_mm_cvtsi64_si128(digit as i64), space as i64, 1);
+            let masks = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+            self.classes = _mm256_add_epi64(self.classes, popcount_lanes(masks));
+        }
+
+        /// The totals of the class masks: lower, upper, digit, space.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn class_totals(&self) -> [u64; 4] {
+            let mut lanes = [0u64; 4];
+            // SAFETY: `lanes` is 32 writable bytes; the unaligned store writes exactly them.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), self.classes) };
+            lanes
+        }
+
         /// Adds the totals to `c`.
         #[inline]
         #[target_feature(enable = "avx2")]
@@ -903,8 +927,11 @@ mod avx2 {
         _mm256_sad_epu8(_mm256_add_epi8(low, high), _mm256_setzero_si256())
     }
 
-    /// Counters of the ASCII per-byte classes and `HIGH` (`byte_class::LOWER..=HIGH`).
-    type AsciiCounters = Counters<{ byte_class::HIGH + 1 }>;
+    /// Counters of the per-byte classes that have no mask of their own: line feeds, JSON
+    /// punctuation and bytes `>= 0x80`, in this order.
+    type AsciiCounters = Counters<3>;
+    /// The classes of [`AsciiCounters`].
+    const ASCII_COUNTED: [usize; 3] = [byte_class::NEWLINE, byte_class::JSON, byte_class::HIGH];
 
     /// Counters of the multibyte classes (`byte_class::GE_C0..`), offset by `GE_C0`.
     type HighCounters = Counters<{ byte_class::COUNT - byte_class::GE_C0 }>;
@@ -1002,13 +1029,9 @@ mod avx2 {
             let other_a = any_of([lower_a, upper_a, digit_a, space_a, newline_a, high_a]);
             let other_b = any_of([lower_b, upper_b, digit_b, space_b, newline_b, high_b]);
             // Padding bytes are zero, which is in none of these classes.
-            counters.add(byte_class::LOWER, lower_a, lower_b);
-            counters.add(byte_class::UPPER, upper_a, upper_b);
-            counters.add(byte_class::DIGIT, digit_a, digit_b);
-            counters.add(byte_class::SPACE, space_a, space_b);
-            counters.add(byte_class::NEWLINE, newline_a, newline_b);
-            counters.add(byte_class::JSON, json(a), json(b));
-            counters.add(byte_class::HIGH, high_a, high_b);
+            counters.add(0, newline_a, newline_b);
+            counters.add(1, json(a), json(b));
+            counters.add(2, high_a, high_b);
             let high = mask(a, b) & valid;
             let (lower, upper) = (mask(lower_a, lower_b), mask(upper_a, upper_b));
             let digit = mask(digit_a, digit_b);
@@ -1016,12 +1039,14 @@ mod avx2 {
                 _mm256_andnot_si256(vowel(a), _mm256_or_si256(lower_a, upper_a)),
                 _mm256_andnot_si256(vowel(b), _mm256_or_si256(lower_b, upper_b)),
             );
+            let space = mask(space_a, space_b);
             lengths.block(lower | upper | digit, lower | upper, consonant);
+            lengths.classes(lower, upper, digit, space);
             runs.transitions::<Popcnt>(RunMasks {
                 lower,
                 upper,
                 digit,
-                space: mask(space_a, space_b),
+                space,
                 punct: !mask(other_a, other_b) & valid,
                 high,
                 // Only the run lengths need vowels.
@@ -1088,7 +1113,14 @@ mod avx2 {
         let mut totals = [0u64; byte_class::COUNT];
         let mut counts = runs.finish();
         lengths.finish(&mut counts);
-        totals[..=byte_class::HIGH].copy_from_slice(&ascii.totals);
+        for (class, total) in ASCII_COUNTED.into_iter().zip(ascii.totals) {
+            totals[class] = total;
+        }
+        let [lower, upper, digit, space] = lengths.class_totals();
+        totals[byte_class::LOWER] = lower;
+        totals[byte_class::UPPER] = upper;
+        totals[byte_class::DIGIT] = digit;
+        totals[byte_class::SPACE] = space;
         totals[byte_class::GE_C0..].copy_from_slice(&high.totals);
         high_runs.finish(&mut counts);
         counts.bytes = bytes.len() as u64;
