@@ -1,7 +1,8 @@
 //! Runs one token-counting implementation over the mixed corpus a few times, for profiling or
 //! instruction counting (`perf stat`, `valgrind --tool=callgrind`):
 //! `cargo build --release -p ferroloop-bench --example tokens_once &&
-//!  perf stat target/release/examples/tokens_once estimate 50`
+//!  perf stat target/release/examples/tokens_once estimate 50`. `bytecount` is the plain byte
+//! pass (newlines) the estimator is compared with; `setup` only builds the corpus (subtract it).
 #![allow(clippy::print_stdout)]
 
 use std::time::Instant;
@@ -20,6 +21,8 @@ fn main() {
     for _ in 0..rounds {
         total += match which.as_str() {
             "estimate" => estimate_text(&corpus, Family::O200k),
+            "setup" => 0,
+            "bytecount" => bytecount::count(corpus.as_bytes(), b'\n') as u64,
             "portable" => count_classes_with(corpus.as_bytes(), Kernel::Portable).newlines,
             "ascii" => {
                 let ascii: String = corpus.chars().filter(char::is_ascii).collect();

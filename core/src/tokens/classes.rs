@@ -15,21 +15,18 @@
 //! fuzz target check that against a byte-at-a-time reference.
 
 /// Number of features in [`ClassCounts::features`].
-pub const FEATURE_COUNT: usize = 31;
+pub const FEATURE_COUNT: usize = 28;
 
 /// Feature names, in the order of [`ClassCounts::features`] (used by the fitting tool and in
 /// generated coefficient tables).
 pub const FEATURE_NAMES: [&str; FEATURE_COUNT] = [
-    "letters",
     "word_starts",
     "upper",
     "case_changes",
-    "cap_starts",
     "digits",
     "digit_runs",
     "alnum_switches",
     "long_run",
-    "word_tail",
     "long_word",
     "consonant_runs",
     "spaces",
@@ -59,9 +56,6 @@ pub const LONG_RUN: u32 = 16;
 
 /// Letters from this position on in a run of letters count as `long_word`.
 pub const LONG_WORD: u32 = 8;
-
-/// Letters from this position on in a run of letters count as `word_tail`.
-pub const WORD_TAIL: u32 = 4;
 
 /// Consonants from this position on in a run of consonants count as `consonant_runs`...
 pub const CONSONANT_RUN: u32 = 3;
@@ -98,8 +92,6 @@ pub struct ClassCounts {
     pub punct: u64,
     /// Starts of runs of ASCII letters (words).
     pub word_starts: u64,
-    /// Words starting with an uppercase letter.
-    pub cap_starts: u64,
     /// Starts of runs of digits.
     pub digit_runs: u64,
     /// Starts of runs of punctuation (JSON structural characters included).
@@ -112,9 +104,6 @@ pub struct ClassCounts {
     pub alnum_switches: u64,
     /// Alphanumeric bytes preceded by at least [`LONG_RUN`]` - 1` alphanumeric bytes.
     pub long_run: u64,
-    /// Letters preceded by at least [`WORD_TAIL`]` - 1` letters (the part of a word beyond a
-    /// common short word).
-    pub word_tail: u64,
     /// Letters preceded by at least [`LONG_WORD`]` - 1` letters (long words split into several
     /// tokens outside the vocabulary's common words).
     pub long_word: u64,
@@ -158,16 +147,13 @@ impl ClassCounts {
     /// The model's feature vector, in the order of [`FEATURE_NAMES`].
     pub fn features(&self) -> [f64; FEATURE_COUNT] {
         [
-            (self.lower + self.upper) as f64,
             self.word_starts as f64,
             self.upper as f64,
             self.case_changes as f64,
-            self.cap_starts as f64,
             self.digits as f64,
             self.digit_runs as f64,
             self.alnum_switches as f64,
             self.long_run as f64,
-            self.word_tail as f64,
             self.long_word as f64,
             self.consonant_runs as f64,
             self.spaces as f64,
@@ -203,14 +189,12 @@ impl ClassCounts {
         self.json += other.json;
         self.punct += other.punct;
         self.word_starts += other.word_starts;
-        self.cap_starts += other.cap_starts;
         self.digit_runs += other.digit_runs;
         self.punct_runs += other.punct_runs;
         self.space_runs += other.space_runs;
         self.case_changes += other.case_changes;
         self.alnum_switches += other.alnum_switches;
         self.long_run += other.long_run;
-        self.word_tail += other.word_tail;
         self.long_word += other.long_word;
         self.consonant_runs += other.consonant_runs;
         self.cjk += other.cjk;
@@ -317,10 +301,6 @@ struct RunMasks {
     high: u64,
     /// ASCII vowels ([`is_vowel`]).
     vowel: u64,
-    /// Line feeds.
-    newline: u64,
-    /// JSON structural characters.
-    json: u64,
 }
 
 /// The masks of a block with non-ASCII bytes that the multibyte run features need.
@@ -375,18 +355,18 @@ fn run_ends(current: u64, prev: u64, len: u32) -> u64 {
     (run >> 64) as u64
 }
 
-/// The run and transition counts, with the carry state between blocks. Shared by both kernels.
+/// The run and transition counts, with the carry state between blocks. Shared by both kernels
+/// (the per-byte class totals are counted by each kernel in its own way: a histogram, vector
+/// byte counters).
 ///
-/// The per-block popcounts of the nineteen features every block computes (the run features and
-/// the ASCII per-byte classes) are summed in 16-bit fields of five `u64`s (four features each),
-/// spilled into `counts` every [`Runs::SPILL_EVERY`] blocks: five additions per block instead
-/// of nineteen, and nothing for the compiler to turn into vector shuffles.
+/// The per-block popcounts of the ten features are summed in 16-bit fields of three `u64`s
+/// (four features each), spilled into `counts` every [`Runs::SPILL_EVERY`] blocks: three
+/// additions per block instead of ten, and nothing for the compiler to turn into vector
+/// shuffles.
 #[derive(Debug, Default)]
 struct Runs {
     counts: ClassCounts,
-    /// Totals of the per-byte classes `byte_class::LOWER..=HIGH`.
-    ascii_totals: [u64; byte_class::HIGH + 1],
-    packed: [u64; 5],
+    packed: [u64; 3],
     pending: u32,
     prev: RunMasks,
 }
@@ -396,6 +376,7 @@ impl Runs {
     /// 1023 × 64 < 65536).
     const SPILL_EVERY: u32 = 1023;
 
+    /// Every feature of block `m`.
     #[inline(always)]
     fn block<P: PopCount>(&mut self, m: RunMasks) {
         let pop = P::pop;
@@ -403,32 +384,39 @@ impl Runs {
         let letter = m.lower | m.upper;
         let prev_letter = p.lower | p.upper;
         let alnum = letter | m.digit;
-        let letter_before = before(letter, prev_letter);
-        let digit_before = before(m.digit, p.digit);
         let consonant = letter & !m.vowel;
         let prev_consonant = prev_letter & !p.vowel;
+        self.packed[1] += (pop(run_ends(alnum, prev_letter | p.digit, LONG_RUN)) << 32)
+            | (pop(run_ends(letter, prev_letter, LONG_WORD)) << 48);
+        self.packed[2] += pop(run_ends(consonant, prev_consonant, CONSONANT_RUN)
+            & !run_ends(consonant, prev_consonant, CONSONANT_RUN_END + 1));
+        self.transitions::<P>(m);
+    }
+
+    /// The features of block `m` other than `long_run`, `long_word` and `consonant_runs` (the
+    /// run lengths, which the AVX2 kernel counts in vector registers).
+    #[inline(always)]
+    fn transitions<P: PopCount>(&mut self, m: RunMasks) {
+        let pop = P::pop;
+        let p = self.prev;
+        let letter = m.lower | m.upper;
+        let prev_letter = p.lower | p.upper;
+        let letter_before = before(letter, prev_letter);
+        let digit_before = before(m.digit, p.digit);
         let pack = |a: u64, b: u64, c: u64, d: u64| a | (b << 16) | (c << 32) | (d << 48);
         self.packed[0] += pack(
             pop(letter & !letter_before),
-            pop(m.upper & !letter_before),
             pop(m.digit & !digit_before),
             pop(m.punct & !before(m.punct, p.punct)),
+            pop(m.space & !before(m.space, p.space)),
         );
         self.packed[1] += pack(
-            pop(m.space & !before(m.space, p.space)),
             pop(m.upper & before(m.lower, p.lower)),
             pop((letter & digit_before) | (m.digit & letter_before)),
-            pop(run_ends(alnum, prev_letter | p.digit, LONG_RUN)),
+            0,
+            0,
         );
-        self.packed[2] += pack(
-            pop(run_ends(letter, prev_letter, WORD_TAIL)),
-            pop(run_ends(letter, prev_letter, LONG_WORD)),
-            pop(run_ends(consonant, prev_consonant, CONSONANT_RUN)
-                & !run_ends(consonant, prev_consonant, CONSONANT_RUN_END + 1)),
-            pop(m.high & !before(m.high, p.high)),
-        );
-        self.packed[3] += pack(pop(m.lower), pop(m.upper), pop(m.digit), pop(m.space));
-        self.packed[4] += pack(pop(m.newline), pop(m.json), pop(m.high), 0);
+        self.packed[2] += pop(m.high & !before(m.high, p.high)) << 16;
         self.prev = m;
         self.pending += 1;
         if self.pending == Self::SPILL_EVERY {
@@ -439,37 +427,26 @@ impl Runs {
     /// Adds the packed fields to `counts` and clears them.
     fn spill(&mut self) {
         let field = |x: u64, i: u32| (x >> (16 * i)) & 0xFFFF;
-        let [a, b, d, e, f] = self.packed;
+        let [a, b, d] = self.packed;
         let c = &mut self.counts;
         c.word_starts += field(a, 0);
-        c.cap_starts += field(a, 1);
-        c.digit_runs += field(a, 2);
-        c.punct_runs += field(a, 3);
-        c.space_runs += field(b, 0);
-        c.case_changes += field(b, 1);
-        c.alnum_switches += field(b, 2);
-        c.long_run += field(b, 3);
-        c.word_tail += field(d, 0);
-        c.long_word += field(d, 1);
-        c.consonant_runs += field(d, 2);
-        c.high_runs += field(d, 3);
-        let t = &mut self.ascii_totals;
-        t[byte_class::LOWER] += field(e, 0);
-        t[byte_class::UPPER] += field(e, 1);
-        t[byte_class::DIGIT] += field(e, 2);
-        t[byte_class::SPACE] += field(e, 3);
-        t[byte_class::NEWLINE] += field(f, 0);
-        t[byte_class::JSON] += field(f, 1);
-        t[byte_class::HIGH] += field(f, 2);
-        self.packed = [0; 5];
+        c.digit_runs += field(a, 1);
+        c.punct_runs += field(a, 2);
+        c.space_runs += field(a, 3);
+        c.case_changes += field(b, 0);
+        c.alnum_switches += field(b, 1);
+        c.long_run += field(b, 2);
+        c.long_word += field(b, 3);
+        c.consonant_runs += field(d, 0);
+        c.high_runs += field(d, 1);
+        self.packed = [0; 3];
         self.pending = 0;
     }
 
-    /// The counts so far (the per-byte fields are filled in by the kernel), and the totals of
-    /// the ASCII per-byte classes.
-    fn finish(mut self) -> (ClassCounts, [u64; byte_class::HIGH + 1]) {
+    /// The counts so far (the per-byte fields are filled in by the kernel).
+    fn finish(mut self) -> ClassCounts {
         self.spill();
-        (self.counts, self.ascii_totals)
+        self.counts
     }
 }
 
@@ -624,8 +601,6 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
             h.d1 |= bit(F_D1);
             h.east_asian |= bit(F_EAST_ASIAN);
             m.vowel |= u64::from(is_vowel(b)) << i;
-            m.newline |= u64::from(b == b'\n') << i;
-            m.json |= u64::from(in_byte_class(b, byte_class::JSON)) << i;
             h.cont_9x |= u64::from((0x90..=0x9F).contains(&b)) << i;
             h.d0 |= u64::from(b == 0xD0) << i;
             h.cont_upper |= u64::from((0x80..=0xAF).contains(&b)) << i;
@@ -646,8 +621,7 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
             }
         }
     }
-    let (mut counts, ascii_totals) = runs.finish();
-    debug_assert_eq!(ascii_totals, totals[..=byte_class::HIGH]);
+    let mut counts = runs.finish();
     high_runs.finish(&mut counts);
     counts.bytes = bytes.len() as u64;
     apply_byte_classes(&mut counts, &totals);
@@ -826,8 +800,8 @@ mod avx2 {
 
         #[inline]
         #[target_feature(enable = "avx2")]
-        fn add(&mut self, class: usize, a: __m256i, b: __m256i) {
-            let lane = &mut self.lanes[class];
+        fn add(&mut self, counter: usize, a: __m256i, b: __m256i) {
+            let lane = &mut self.lanes[counter];
             *lane = _mm256_sub_epi8(_mm256_sub_epi8(*lane, a), b);
         }
 
@@ -845,6 +819,119 @@ mod avx2 {
             }
         }
     }
+
+    /// The run-length features (`long_run`, `long_word`, `consonant_runs`) in vector registers:
+    /// the alphanumeric, letter and consonant masks of a block side by side in the four `u64`
+    /// lanes (consonants twice, for runs of [`super::CONSONANT_RUN`] and of
+    /// [`super::CONSONANT_RUN_END`]` + 1`),
+    /// shifted by a different amount per lane so that one chain of four steps finds every run
+    /// end, with the previous block's masks as the carry. The scalar chain (`run_ends`) of the
+    /// portable kernel kept a dozen 128-bit values in general-purpose registers.
+    struct RunLengths {
+        prev: __m256i,
+        /// Bit counts per lane: `long_run`, `long_word`, `consonant_runs`, unused.
+        totals: __m256i,
+        /// Bit counts of the lower, upper, digit and space masks (the per-byte classes that
+        /// have a mask anyway: counting them from it keeps fewer vector counters live).
+        classes: __m256i,
+    }
+
+    /// Per-lane shifts of the four steps: after a step by `s` (at most the run length already
+    /// reached), a bit is set where a run `s` longer ends. Alphanumerics reach 16
+    /// ([`super::LONG_RUN`]), letters 8 ([`super::LONG_WORD`]), consonants 3 and 7.
+    const RUN_STEPS: [[i64; 4]; 4] = [[1, 1, 1, 1], [2, 2, 1, 2], [4, 4, 0, 3], [8, 0, 0, 0]];
+    const _: () = {
+        assert!(super::LONG_RUN == 16 && super::LONG_WORD == 8);
+        assert!(super::CONSONANT_RUN == 3 && super::CONSONANT_RUN_END + 1 == 7);
+    };
+
+    impl RunLengths {
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn new() -> RunLengths {
+            RunLengths {
+                prev: _mm256_setzero_si256(),
+                totals: _mm256_setzero_si256(),
+                classes: _mm256_setzero_si256(),
+            }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn block(&mut self, alnum: u64, letter: u64, consonant: u64) {
+            let low = _mm_insert_epi64(_mm_cvtsi64_si128(alnum as i64), letter as i64, 1);
+            let high = _mm_set1_epi64x(consonant as i64);
+            let current = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+            let (mut run, mut carry) = (current, self.prev);
+            for step in RUN_STEPS {
+                let by = _mm256_setr_epi64x(step[0], step[1], step[2], step[3]);
+                let rest = _mm256_sub_epi64(_mm256_set1_epi64x(64), by);
+                // 128-bit `(run:carry) &= (run:carry) << by` per lane (a shift by 64 gives 0).
+                let shifted =
+                    _mm256_or_si256(_mm256_sllv_epi64(run, by), _mm256_srlv_epi64(carry, rest));
+                run = _mm256_and_si256(run, shifted);
+                carry = _mm256_and_si256(carry, _mm256_sllv_epi64(carry, by));
+            }
+            self.prev = current;
+            // Lane 2: consonants at positions 3..=6 (runs of 3 minus runs of 7).
+            let longer = _mm256_blend_epi32(
+                _mm256_setzero_si256(),
+                _mm256_permute4x64_epi64(run, 0b11_11_11_11),
+                0b0011_0000,
+            );
+            let features = _mm256_andnot_si256(longer, run);
+            self.totals = _mm256_add_epi64(self.totals, popcount_lanes(features));
+        }
+
+        /// Counts the bits of four per-byte class masks.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn classes(&mut self, lower: u64, upper: u64, digit: u64, space: u64) {
+            let low = _mm_insert_epi64(_mm_cvtsi64_si128(lower as i64), upper as i64, 1);
+            let high = _mm_insert_epi64(_mm_cvtsi64_si128(digit as i64), space as i64, 1);
+            let masks = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
+            self.classes = _mm256_add_epi64(self.classes, popcount_lanes(masks));
+        }
+
+        /// The totals of the class masks: lower, upper, digit, space.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn class_totals(&self) -> [u64; 4] {
+            let mut lanes = [0u64; 4];
+            // SAFETY: `lanes` is 32 writable bytes; the unaligned store writes exactly them.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), self.classes) };
+            lanes
+        }
+
+        /// Adds the totals to `c`.
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn finish(&self, c: &mut ClassCounts) {
+            let mut lanes = [0u64; 4];
+            // SAFETY: `lanes` is 32 writable bytes; the unaligned store writes exactly them.
+            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), self.totals) };
+            c.long_run += lanes[0];
+            c.long_word += lanes[1];
+            c.consonant_runs += lanes[2];
+        }
+    }
+
+    /// The number of set bits of each `u64` lane (nibble table lookups, summed per lane).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn popcount_lanes(v: __m256i) -> __m256i {
+        let bits = table([0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4]);
+        let nibble = _mm256_set1_epi8(0x0F);
+        let low = _mm256_shuffle_epi8(bits, _mm256_and_si256(v, nibble));
+        let high = _mm256_shuffle_epi8(bits, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+        _mm256_sad_epu8(_mm256_add_epi8(low, high), _mm256_setzero_si256())
+    }
+
+    /// Counters of the per-byte classes that have no mask of their own: line feeds, JSON
+    /// punctuation and bytes `>= 0x80`, in this order.
+    type AsciiCounters = Counters<3>;
+    /// The classes of [`AsciiCounters`].
+    const ASCII_COUNTED: [usize; 3] = [byte_class::NEWLINE, byte_class::JSON, byte_class::HIGH];
 
     /// Counters of the multibyte classes (`byte_class::GE_C0..`), offset by `GE_C0`.
     type HighCounters = Counters<{ byte_class::COUNT - byte_class::GE_C0 }>;
@@ -926,8 +1013,10 @@ mod avx2 {
     /// function: LLVM does not inline a function this size called from two places, and through
     /// a call the counters live in memory.
     macro_rules! ascii_block {
-        ($runs:expr, $a:expr, $b:expr, $valid:expr) => {{
+        ($runs:expr, $lengths:expr, $counters:expr, $a:expr, $b:expr, $valid:expr) => {{
             let runs: &mut Runs = $runs;
+            let lengths: &mut RunLengths = $lengths;
+            let counters: &mut AsciiCounters = $counters;
             let (a, b): (__m256i, __m256i) = ($a, $b);
             let valid: u64 = $valid;
             let (lower_a, lower_b) = (in_range(a, b'a', b'z'), in_range(b, b'a', b'z'));
@@ -939,17 +1028,29 @@ mod avx2 {
             let (high_a, high_b) = (_mm256_cmpgt_epi8(zero, a), _mm256_cmpgt_epi8(zero, b));
             let other_a = any_of([lower_a, upper_a, digit_a, space_a, newline_a, high_a]);
             let other_b = any_of([lower_b, upper_b, digit_b, space_b, newline_b, high_b]);
+            // Padding bytes are zero, which is in none of these classes.
+            counters.add(0, newline_a, newline_b);
+            counters.add(1, json(a), json(b));
+            counters.add(2, high_a, high_b);
             let high = mask(a, b) & valid;
-            runs.block::<Popcnt>(RunMasks {
-                lower: mask(lower_a, lower_b),
-                upper: mask(upper_a, upper_b),
-                digit: mask(digit_a, digit_b),
-                space: mask(space_a, space_b),
+            let (lower, upper) = (mask(lower_a, lower_b), mask(upper_a, upper_b));
+            let digit = mask(digit_a, digit_b);
+            let consonant = mask(
+                _mm256_andnot_si256(vowel(a), _mm256_or_si256(lower_a, upper_a)),
+                _mm256_andnot_si256(vowel(b), _mm256_or_si256(lower_b, upper_b)),
+            );
+            let space = mask(space_a, space_b);
+            lengths.block(lower | upper | digit, lower | upper, consonant);
+            lengths.classes(lower, upper, digit, space);
+            runs.transitions::<Popcnt>(RunMasks {
+                lower,
+                upper,
+                digit,
+                space,
                 punct: !mask(other_a, other_b) & valid,
                 high,
-                vowel: mask(vowel(a), vowel(b)),
-                newline: mask(newline_a, newline_b),
-                json: mask(json(a), json(b)),
+                // Only the run lengths need vowels.
+                vowel: 0,
             });
             high != 0
         }};
@@ -963,6 +1064,8 @@ mod avx2 {
     #[target_feature(enable = "avx2,popcnt")]
     pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         let mut high = HighCounters::new();
+        let mut ascii = AsciiCounters::new();
+        let mut lengths = RunLengths::new();
         let mut runs = Runs::default();
         let mut high_runs = HighRuns::default();
         let blocks = bytes.chunks_exact(64);
@@ -979,7 +1082,7 @@ mod avx2 {
             {
                 // SAFETY: `block` is 64 bytes.
                 let (a, b) = unsafe { load(block.as_ptr()) };
-                let has_high = ascii_block!(&mut runs, a, b, u64::MAX);
+                let has_high = ascii_block!(&mut runs, &mut lengths, &mut ascii, a, b, u64::MAX);
                 deferred |= u64::from(has_high) << i;
             }
             while deferred != 0 {
@@ -992,6 +1095,7 @@ mod avx2 {
                 }
             }
             high.drain();
+            ascii.drain();
             group_start = group_end;
         }
         if !tail.is_empty() {
@@ -1000,14 +1104,23 @@ mod avx2 {
             let valid = (1u64 << tail.len()) - 1;
             // SAFETY: `padded` is 64 bytes.
             let (a, b) = unsafe { load(padded.as_ptr()) };
-            if ascii_block!(&mut runs, a, b, valid) {
+            if ascii_block!(&mut runs, &mut lengths, &mut ascii, a, b, valid) {
                 high_block(&mut high, &mut high_runs, a, b, bytes, full);
             }
             high.drain();
+            ascii.drain();
         }
         let mut totals = [0u64; byte_class::COUNT];
-        let (mut counts, ascii_totals) = runs.finish();
-        totals[..=byte_class::HIGH].copy_from_slice(&ascii_totals);
+        let mut counts = runs.finish();
+        lengths.finish(&mut counts);
+        for (class, total) in ASCII_COUNTED.into_iter().zip(ascii.totals) {
+            totals[class] = total;
+        }
+        let [lower, upper, digit, space] = lengths.class_totals();
+        totals[byte_class::LOWER] = lower;
+        totals[byte_class::UPPER] = upper;
+        totals[byte_class::DIGIT] = digit;
+        totals[byte_class::SPACE] = space;
         totals[byte_class::GE_C0..].copy_from_slice(&high.totals);
         high_runs.finish(&mut counts);
         counts.bytes = bytes.len() as u64;
@@ -1106,7 +1219,6 @@ mod tests {
             c.json += u64::from(json);
             c.punct += u64::from(is_punct(b) && !json);
             c.word_starts += u64::from(letter && !p_letter);
-            c.cap_starts += u64::from(upper && !p_letter);
             c.digit_runs += u64::from(digit && !p_digit);
             c.punct_runs += u64::from(is_punct(b) && !prev.is_some_and(is_punct));
             c.cyrillic_ext += u64::from(prev == Some(0xD1) && (0x90..=0x9F).contains(&b));
@@ -1118,7 +1230,6 @@ mod tests {
             alnum_run = if letter || digit { alnum_run + 1 } else { 0 };
             c.long_run += u64::from(alnum_run >= LONG_RUN);
             letter_run = if letter { letter_run + 1 } else { 0 };
-            c.word_tail += u64::from(letter_run >= WORD_TAIL);
             c.long_word += u64::from(letter_run >= LONG_WORD);
             consonant_run = if letter && !is_vowel(b) {
                 consonant_run + 1
@@ -1169,9 +1280,7 @@ mod tests {
         assert_eq!(c.newlines, 1);
         assert_eq!(c.digits, 4);
         assert_eq!(c.case_changes, 1);
-        assert_eq!(c.cap_starts, 1);
         assert_eq!(c.json, 9);
-        assert_eq!(c.word_tail, 4);
         // "wORLD": R L D.
         assert_eq!(c.consonant_runs, 1);
         let c = count_classes(b"xxxxxxxxxx strength");

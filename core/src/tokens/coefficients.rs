@@ -7,16 +7,13 @@ use super::classes::FEATURE_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; FEATURE_COUNT] = [
-    0.000000, // letters
     0.738398, // word_starts
     0.160870, // upper
     0.574950, // case_changes
-    0.000000, // cap_starts
     0.089880, // digits
     1.333952, // digit_runs
     0.000000, // alnum_switches
     0.034623, // long_run
-    0.000000, // word_tail
     0.095125, // long_word
     0.820127, // consonant_runs
     0.100225, // spaces
@@ -42,16 +39,13 @@ pub(crate) const O200K: [f64; FEATURE_COUNT] = [
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; FEATURE_COUNT] = [
-    0.000000, // letters
     0.603646, // word_starts
     0.115912, // upper
     0.402125, // case_changes
-    0.000000, // cap_starts
     0.000000, // digits
     1.476609, // digit_runs
     0.145471, // alnum_switches
     0.014992, // long_run
-    0.000000, // word_tail
     0.211568, // long_word
     1.070985, // consonant_runs
     0.082195, // spaces
@@ -77,16 +71,13 @@ pub(crate) const CL100K: [f64; FEATURE_COUNT] = [
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; FEATURE_COUNT] = [
-    0.000000, // letters
     0.870536, // word_starts
     0.065224, // upper
     0.000000, // case_changes
-    0.000000, // cap_starts
     0.000000, // digits
     0.904012, // digit_runs
     0.372221, // alnum_switches
     0.000000, // long_run
-    0.000000, // word_tail
     0.435082, // long_word
     1.115106, // consonant_runs
     0.000000, // spaces
@@ -112,16 +103,13 @@ pub(crate) const CLAUDE_LEGACY: [f64; FEATURE_COUNT] = [
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; FEATURE_COUNT] = [
-    0.000000, // letters
     0.829819, // word_starts
     0.111996, // upper
     0.157997, // case_changes
-    0.000000, // cap_starts
     0.000000, // digits
     1.181059, // digit_runs
     0.369074, // alnum_switches
     0.000000, // long_run
-    0.000000, // word_tail
     0.347799, // long_word
     1.197328, // consonant_runs
     0.001929, // spaces
