@@ -428,29 +428,34 @@ impl ParserState {
             }
         }
         if self.line_open && self.pos < chunk.len() {
-            // Finish the line begun in an earlier chunk.
-            let rest = &chunk[self.pos..];
-            let found = self.line_end.scan_at(chunk, self.pos);
-            let Some(offset) = found.end(rest.len()) else {
-                self.bytes_scanned += rest.len() as u64;
-                self.pos = chunk.len();
-                self.push_line_bytes(rest, found.first_high());
-                return LineOutcome::Nothing;
-            };
-            let line_start = self.pos;
-            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
-            self.bytes_scanned += (next - line_start) as u64;
-            self.pos = next;
-            self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
-            self.line_open = false;
-            let line = std::mem::take(&mut self.line_buf);
-            let first_high = self.line_first_high.take();
-            let outcome = self.process_buffered_line(chunk, line, first_high);
+            let outcome = self.finish_open_line(chunk);
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
             }
         }
         self.scan_lines(chunk)
+    }
+
+    /// Finishes the line begun in an earlier chunk.
+    #[inline]
+    fn finish_open_line(&mut self, chunk: &Bytes) -> LineOutcome {
+        let rest = &chunk[self.pos..];
+        let found = self.line_end.scan_at(chunk, self.pos);
+        let Some(offset) = found.end(rest.len()) else {
+            self.bytes_scanned += rest.len() as u64;
+            self.pos = chunk.len();
+            self.push_line_bytes(rest, found.first_high());
+            return LineOutcome::Nothing;
+        };
+        let line_start = self.pos;
+        let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+        self.bytes_scanned += (next - line_start) as u64;
+        self.pos = next;
+        self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
+        self.line_open = false;
+        let line = std::mem::take(&mut self.line_buf);
+        let first_high = self.line_first_high.take();
+        self.process_buffered_line(chunk, line, first_high)
     }
 
     /// The end of a line found `offset` bytes after `line_start`, and where the next line
@@ -548,8 +553,30 @@ impl ParserState {
 
     /// Keeps bytes of a line that continues in a later chunk; `first_high` is the offset in
     /// `bytes` from which they must be checked for UTF-8 (`None`: they are all ASCII).
+    #[inline]
     fn push_line_bytes(&mut self, bytes: &[u8], first_high: Option<usize>) {
         self.line_open = true;
+        if !self.discarding && self.config.max_event_bytes.is_none() {
+            // No cap to check: the common case, inline.
+            if self.line_first_high.is_none()
+                && let Some(high) = first_high
+            {
+                self.line_first_high = Some(self.line_buf.len() + high);
+            }
+            if let [byte] = bytes {
+                // Byte-at-a-time feeds: a push, not a call to `memcpy`.
+                self.line_buf.push(*byte);
+            } else {
+                self.line_buf.extend_from_slice(bytes);
+            }
+            return;
+        }
+        self.push_line_bytes_checked(bytes, first_high);
+    }
+
+    /// [`push_line_bytes`](Self::push_line_bytes) while discarding or under a size cap.
+    #[inline(never)]
+    fn push_line_bytes_checked(&mut self, bytes: &[u8], first_high: Option<usize>) {
         if self.discarding {
             // Only whether the line is blank matters until the next blank line.
             if !bytes.is_empty() && self.line_buf.is_empty() {
