@@ -13,6 +13,11 @@ const DEFAULT_EVENT_TYPE: &str = "message";
 /// Chunks up to this size that end no line are appended to the partial line directly by
 /// [`SseParser::feed`] (byte-at-a-time feeds would otherwise pay the chunk bookkeeping per byte).
 const SMALL_CHUNK: usize = 16;
+/// Pieces of an open line at least this long are kept as slices of their chunk (no copy) and
+/// copied once, into a buffer of the exact size, when the line ends; shorter ones are copied
+/// into the line buffer at once. Long lines (a 16 MiB `data:`) then cost one copy, not the
+/// copies of a doubling buffer.
+const SHARED_PIECE: usize = 1024;
 
 /// Options for [`SseParser`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,6 +52,15 @@ enum Field {
     },
     /// Copied into the parser's own reusable buffer.
     Buf,
+}
+
+/// A piece of a line that spans chunks, once it holds a shared piece (in order).
+#[derive(Debug)]
+enum LinePiece {
+    /// `line_buf[start..end]`.
+    Buffered { start: usize, end: usize },
+    /// A slice of an input chunk.
+    Shared(Bytes),
 }
 
 /// What a complete line turned into.
@@ -102,8 +116,13 @@ struct ParserState {
     /// An earlier chunk (numbered `prev_id`), kept while a pending field points into it.
     prev: Bytes,
     prev_id: u64,
-    /// Bytes of a line that began in an earlier chunk.
+    /// Bytes of a line that began in an earlier chunk (while `line_pieces` is empty, all of
+    /// them, in order; otherwise the short pieces, which `line_pieces` orders).
     line_buf: Vec<u8>,
+    /// The pieces of the open line, in order, once a long one is kept as a chunk slice.
+    line_pieces: Vec<LinePiece>,
+    /// The bytes held in `LinePiece::Shared` pieces.
+    line_shared_len: usize,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
     /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
@@ -244,6 +263,8 @@ impl SseParser {
         state.pos = 0;
         state.cur_id += 1;
         state.line_buf.clear();
+        state.line_pieces.clear();
+        state.line_shared_len = 0;
         state.line_open = false;
         state.line_first_high = None;
         state.skip_lf = false;
@@ -319,6 +340,8 @@ impl ParserState {
             prev: Bytes::new(),
             prev_id: u64::MAX,
             line_buf: Vec::new(),
+            line_pieces: Vec::new(),
+            line_shared_len: 0,
             line_open: false,
             line_first_high: None,
             skip_lf: false,
@@ -428,29 +451,35 @@ impl ParserState {
             }
         }
         if self.line_open && self.pos < chunk.len() {
-            // Finish the line begun in an earlier chunk.
-            let rest = &chunk[self.pos..];
-            let found = self.line_end.scan_at(chunk, self.pos);
-            let Some(offset) = found.end(rest.len()) else {
-                self.bytes_scanned += rest.len() as u64;
-                self.pos = chunk.len();
-                self.push_line_bytes(rest, found.first_high());
-                return LineOutcome::Nothing;
-            };
-            let line_start = self.pos;
-            let (line_end, next) = self.line_bounds(chunk, line_start, offset);
-            self.bytes_scanned += (next - line_start) as u64;
-            self.pos = next;
-            self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
-            self.line_open = false;
-            let line = std::mem::take(&mut self.line_buf);
-            let first_high = self.line_first_high.take();
-            let outcome = self.process_buffered_line(chunk, line, first_high);
+            let outcome = self.finish_open_line(chunk);
             if !matches!(outcome, LineOutcome::Nothing) {
                 return outcome;
             }
         }
         self.scan_lines(chunk)
+    }
+
+    /// Finishes the line begun in an earlier chunk.
+    #[inline]
+    fn finish_open_line(&mut self, chunk: &Bytes) -> LineOutcome {
+        let rest = &chunk[self.pos..];
+        let found = self.line_end.scan_at(chunk, self.pos);
+        let Some(offset) = found.end(rest.len()) else {
+            self.bytes_scanned += rest.len() as u64;
+            let start = self.pos;
+            self.pos = chunk.len();
+            self.push_line_piece(chunk, start, found.first_high());
+            return LineOutcome::Nothing;
+        };
+        let line_start = self.pos;
+        let (line_end, next) = self.line_bounds(chunk, line_start, offset);
+        self.bytes_scanned += (next - line_start) as u64;
+        self.pos = next;
+        self.push_line_bytes(&chunk[line_start..line_end], found.first_high());
+        self.line_open = false;
+        let line = self.take_line();
+        let first_high = self.line_first_high.take();
+        self.process_buffered_line(chunk, line, first_high)
     }
 
     /// The end of a line found `offset` bytes after `line_start`, and where the next line
@@ -500,8 +529,9 @@ impl ParserState {
             let rest = chunk.get(pos..).unwrap_or_default();
             let found = self.line_end.scan_at(chunk, pos);
             let Some(offset) = found.end(rest.len()) else {
+                let start = pos;
                 pos = chunk.len();
-                self.push_line_bytes(rest, found.first_high());
+                self.push_line_piece(chunk, start, found.first_high());
                 break LineOutcome::Nothing;
             };
             let line_start = pos;
@@ -548,8 +578,31 @@ impl ParserState {
 
     /// Keeps bytes of a line that continues in a later chunk; `first_high` is the offset in
     /// `bytes` from which they must be checked for UTF-8 (`None`: they are all ASCII).
+    #[inline]
     fn push_line_bytes(&mut self, bytes: &[u8], first_high: Option<usize>) {
         self.line_open = true;
+        if !self.discarding && self.config.max_event_bytes.is_none() && self.line_pieces.is_empty()
+        {
+            // No cap to check: the common case, inline.
+            if self.line_first_high.is_none()
+                && let Some(high) = first_high
+            {
+                self.line_first_high = Some(self.line_buf.len() + high);
+            }
+            if let [byte] = bytes {
+                // Byte-at-a-time feeds: a push, not a call to `memcpy`.
+                self.line_buf.push(*byte);
+            } else {
+                self.line_buf.extend_from_slice(bytes);
+            }
+            return;
+        }
+        self.push_line_bytes_checked(bytes, first_high);
+    }
+
+    /// [`push_line_bytes`](Self::push_line_bytes) while discarding or under a size cap.
+    #[inline(never)]
+    fn push_line_bytes_checked(&mut self, bytes: &[u8], first_high: Option<usize>) {
         if self.discarding {
             // Only whether the line is blank matters until the next blank line.
             if !bytes.is_empty() && self.line_buf.is_empty() {
@@ -560,19 +613,96 @@ impl ParserState {
         if self.line_first_high.is_none()
             && let Some(high) = first_high
         {
-            self.line_first_high = Some(self.line_buf.len() + high);
+            self.line_first_high = Some(self.line_len() + high);
         }
+        let start = self.line_buf.len();
         if let [byte] = bytes {
             // Byte-at-a-time feeds: a push, not a call to `memcpy`.
             self.line_buf.push(*byte);
         } else {
             self.line_buf.extend_from_slice(bytes);
         }
+        let end = self.line_buf.len();
+        if !self.line_pieces.is_empty() && end > start {
+            match self.line_pieces.last_mut() {
+                Some(LinePiece::Buffered { end: last_end, .. }) if *last_end == start => {
+                    *last_end = end;
+                }
+                _ => self.line_pieces.push(LinePiece::Buffered { start, end }),
+            }
+        }
+        self.check_line_limit();
+    }
+
+    /// Keeps `chunk[start..]`, the part of a line that continues in a later chunk: as a slice
+    /// of the chunk when it is long, else copied.
+    #[inline(always)]
+    fn push_line_piece(&mut self, chunk: &Bytes, start: usize, first_high: Option<usize>) {
+        let rest = chunk.get(start..).unwrap_or_default();
+        if rest.len() >= SHARED_PIECE && !self.discarding {
+            self.push_shared_piece(chunk, start, first_high);
+        } else {
+            self.push_line_bytes(rest, first_high);
+        }
+    }
+
+    /// [`push_line_piece`](Self::push_line_piece) for a long piece, kept as a chunk slice.
+    #[inline(never)]
+    fn push_shared_piece(&mut self, chunk: &Bytes, start: usize, first_high: Option<usize>) {
+        let len = chunk.len().saturating_sub(start);
+        self.line_open = true;
+        if self.line_first_high.is_none()
+            && let Some(high) = first_high
+        {
+            self.line_first_high = Some(self.line_len() + high);
+        }
+        if self.line_pieces.is_empty() && !self.line_buf.is_empty() {
+            self.line_pieces.push(LinePiece::Buffered {
+                start: 0,
+                end: self.line_buf.len(),
+            });
+        }
+        self.line_pieces
+            .push(LinePiece::Shared(chunk.slice(start..)));
+        self.line_shared_len += len;
+        self.check_line_limit();
+    }
+
+    /// Drops the pending event when the open line took it over the size cap.
+    fn check_line_limit(&mut self) {
         if self.over_limit(0) {
             self.drop_pending_event();
             self.line_buf.clear();
+            self.line_pieces.clear();
+            self.line_shared_len = 0;
             self.line_buf.push(b'x');
         }
+    }
+
+    /// The length of the open line so far.
+    fn line_len(&self) -> usize {
+        self.line_buf.len() + self.line_shared_len
+    }
+
+    /// The complete line that spanned chunks, taken out of the parser: `line_buf` itself, or,
+    /// when long pieces were kept as chunk slices, every piece copied once, in order, into a
+    /// buffer of the exact size.
+    fn take_line(&mut self) -> Vec<u8> {
+        if self.line_pieces.is_empty() {
+            return std::mem::take(&mut self.line_buf);
+        }
+        let mut line = Vec::with_capacity(self.line_len());
+        for piece in self.line_pieces.drain(..) {
+            match piece {
+                LinePiece::Buffered { start, end } => {
+                    line.extend_from_slice(self.line_buf.get(start..end).unwrap_or_default());
+                }
+                LinePiece::Shared(bytes) => line.extend_from_slice(&bytes),
+            }
+        }
+        self.line_buf.clear();
+        self.line_shared_len = 0;
+        line
     }
 
     fn pending_event_bytes(&self) -> usize {
@@ -586,7 +716,7 @@ impl ParserState {
             Field::Slice { start, end, .. } => end - start,
             Field::Buf => self.event_type_buf.len(),
         };
-        self.line_buf.len() + data + event_type
+        self.line_len() + data + event_type
     }
 
     fn over_limit(&self, extra: usize) -> bool {
@@ -1113,6 +1243,81 @@ mod tests {
             );
             assert!(scanned >= input.len() as u64, "every byte is looked at");
         }
+    }
+
+    /// Chunk sizes that mix long pieces (kept as chunk slices) with short ones (copied), so
+    /// a long line is assembled from both kinds in every order.
+    fn feed_in_mixed_chunks(
+        parser: &mut SseParser,
+        input: &Bytes,
+        sizes: &[usize],
+    ) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        let mut turn = 0;
+        while pos < input.len() {
+            let end = (pos + sizes[turn % sizes.len()]).min(input.len());
+            turn += 1;
+            parser.feed(input.slice(pos..end));
+            out.extend(events(parser));
+            pos = end;
+        }
+        out
+    }
+
+    #[test]
+    fn long_lines_assembled_from_chunk_slices_match_the_whole_parse() {
+        // Multi-byte characters and an invalid byte at every distance from the piece edges.
+        let mut raw = b"\xEF\xBB\xBFid: 7\nevent: big\xC3\xA9\ndata: ".to_vec();
+        for i in 0..3000 {
+            match i % 7 {
+                0 => raw.extend_from_slice("é".as_bytes()),
+                3 => raw.extend_from_slice("😀".as_bytes()),
+                5 if i % 1000 == 5 => raw.push(0xFF),
+                _ => raw.push(b'a' + (i % 26) as u8),
+            }
+        }
+        raw.extend_from_slice(b"\r\ndata: second line\n\n: comment\ndata: short\n\n");
+        let input = Bytes::from(raw);
+        let mut whole = SseParser::new();
+        whole.feed(input.clone());
+        let expected = events(&mut whole);
+        assert_eq!(expected.len(), 2);
+        assert!(expected[0].1.contains('\u{FFFD}'));
+        for sizes in [
+            &[1460][..],
+            &[1024],
+            &[1025, 1],
+            &[1, 2000, 3],
+            &[5000, 7],
+            &[1500, 1500, 2, 1100],
+        ] {
+            let mut parser = SseParser::new();
+            assert_eq!(
+                feed_in_mixed_chunks(&mut parser, &input, sizes),
+                expected,
+                "chunk sizes {sizes:?}"
+            );
+            assert!(parser.state.line_pieces.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_long_line_over_the_cap_drops_its_chunk_slices() {
+        let config = SseConfig::default().max_event_bytes(Some(3000));
+        let mut parser = SseParser::with_config(config);
+        let mut raw = b"data: ".to_vec();
+        raw.extend(std::iter::repeat_n(b'z', 10_000));
+        raw.extend_from_slice(b"\n\ndata: after\n\n");
+        let input = Bytes::from(raw);
+        let got = feed_in_mixed_chunks(&mut parser, &input, &[1460]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].1, "after");
+        assert_eq!(parser.dropped_events(), 1);
+        assert!(
+            parser.state.line_pieces.capacity() < 8,
+            "no slice is kept past the cap"
+        );
     }
 
     #[test]
