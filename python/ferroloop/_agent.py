@@ -8,19 +8,18 @@ loop or worker threads) and/or the native built-in tools (``read``, ``write``, `
 
 from __future__ import annotations
 
-import collections
 import os
-from types import TracebackType
-from typing import Any, Optional, Sequence, Type, Union
+from typing import Any, Optional, Sequence, Union
 
 from . import _native
+from ._batches import BatchedEvents
 from ._client import Client
 from ._executor import ToolExecutor
 
 Tools = Union[ToolExecutor, str, Sequence[Union[ToolExecutor, str]], None]
 
 
-class AgentRun:
+class AgentRun(BatchedEvents):
     """A run in progress: ``async for event in run`` yields event dicts with a ``"type"``:
 
     - ``turn_start`` (``turn``, ``estimated_input_tokens``), ``turn_end`` (``turn``,
@@ -43,29 +42,11 @@ class AgentRun:
     """
 
     def __init__(self, native: _native._AgentRun) -> None:
-        self._native = native
-        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
-        self._done = False
+        super().__init__(native)
+        self._native_run = native
         self._stop: Optional[dict[str, Any]] = None
 
-    def __aiter__(self) -> AgentRun:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        while not self._buffer:
-            if self._done:
-                raise StopAsyncIteration
-            try:
-                batch = await self._native.next_batch()
-            except BaseException:
-                self._done = True
-                self._native.close()
-                raise
-            if batch is None:
-                self._done = True
-                continue
-            self._buffer.extend(batch)
-        event = self._buffer.popleft()
+    def _seen(self, event: dict[str, Any]) -> dict[str, Any]:
         if event["type"] == "stop":
             self._stop = event
         return event
@@ -77,7 +58,7 @@ class AgentRun:
 
     def cancel(self) -> None:
         """Asks the run to stop (it ends with a ``stop`` event, reason ``aborted``)."""
-        self._native.cancel()
+        self._native_run.cancel()
 
     async def finish(self) -> dict[str, Any]:
         """Consumes the remaining events and returns the ``stop`` event."""
@@ -86,22 +67,6 @@ class AgentRun:
         if self._stop is None:
             raise RuntimeError("the run ended without a stop event")
         return self._stop
-
-    async def aclose(self) -> None:
-        """Aborts the run (idempotent)."""
-        self._done = True
-        self._native.close()
-
-    async def __aenter__(self) -> AgentRun:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        await self.aclose()
 
 
 class Agent:

@@ -7,16 +7,16 @@ without the interpreter); the event loop receives batches of finished events.
 
 from __future__ import annotations
 
-import collections
 from types import TracebackType
 from typing import Any, Literal, Optional, Type
 
 from . import _native
+from ._batches import BatchedEvents
 
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 
-class MessageStream:
+class MessageStream(BatchedEvents):
     """A streaming request: ``async for event in stream`` yields typed event dicts (the same
     shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "wait",
     "reason"}`` before a retry and ``{"type": "stalled", "elapsed"}`` when the stream goes
@@ -29,35 +29,17 @@ class MessageStream:
     """
 
     def __init__(self, native: _native._ClientStream) -> None:
-        self._native = native
-        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        super().__init__(native)
         self._message: Optional[dict[str, Any]] = None
         self._metrics: Optional[dict[str, Any]] = None
-        self._done = False
 
-    def __aiter__(self) -> MessageStream:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        while not self._buffer:
-            if self._done:
-                raise StopAsyncIteration
-            try:
-                batch = await self._native.next_batch()
-            except BaseException:
-                # An error, or the iterating task was cancelled: the request is over.
-                self._done = True
-                self._native.close()
-                raise
-            if batch is None:
-                self._done = True
-                continue
-            events, message, metrics = batch
-            self._buffer.extend(events)
-            if message is not None:
-                self._message = message
-                self._metrics = metrics
-        return self._buffer.popleft()
+    def _unpack(self, batch: Any) -> list[dict[str, Any]]:
+        events, message, metrics = batch
+        if message is not None:
+            self._message = message
+            self._metrics = metrics
+        unpacked: list[dict[str, Any]] = events
+        return unpacked
 
     def message(self) -> Optional[dict[str, Any]]:
         """The final message once the stream has ended (``None`` before)."""
@@ -77,22 +59,6 @@ class MessageStream:
         if self._message is None:
             raise _native_error("the stream ended without a message")
         return self._message
-
-    async def aclose(self) -> None:
-        """Aborts the request (idempotent)."""
-        self._done = True
-        self._native.close()
-
-    async def __aenter__(self) -> MessageStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        await self.aclose()
 
 
 def _native_error(message: str) -> Exception:

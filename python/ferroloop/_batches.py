@@ -1,0 +1,77 @@
+"""The async iteration shared by ``MessageStream`` and ``AgentRun``: a native handle hands
+over finished events in batches (one crossing per batch, not per event); this buffers them and
+yields them one by one, closing the handle when the iteration fails or is cancelled."""
+
+from __future__ import annotations
+
+import collections
+from types import TracebackType
+from typing import Any, Awaitable, Iterable, Optional, Protocol, Type, TypeVar
+
+Event = dict[str, Any]
+
+
+class NativeBatches(Protocol):
+    """A native handle: ``next_batch()`` resolves to the next batch, ``None`` at the end."""
+
+    def next_batch(self) -> Awaitable[Any]: ...
+
+    def close(self) -> None: ...
+
+
+_Self = TypeVar("_Self", bound="BatchedEvents")
+
+
+class BatchedEvents:
+    """Yields the events of a ``NativeBatches`` handle one at a time. Subclasses unpack a batch
+    (``_unpack``) and look at each event as it is yielded (``_seen``)."""
+
+    def __init__(self, native: NativeBatches) -> None:
+        self._native = native
+        self._buffer: collections.deque[Event] = collections.deque()
+        self._done = False
+
+    def _unpack(self, batch: Any) -> Iterable[Event]:
+        """The events of one batch (a batch is a list of events unless a subclass says else)."""
+        events: Iterable[Event] = batch
+        return events
+
+    def _seen(self, event: Event) -> Event:
+        """Called with each event as it is yielded; returns it."""
+        return event
+
+    def __aiter__(self: _Self) -> _Self:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._buffer:
+            if self._done:
+                raise StopAsyncIteration
+            try:
+                batch = await self._native.next_batch()
+            except BaseException:
+                # An error, or the iterating task was cancelled: the work is over.
+                self._done = True
+                self._native.close()
+                raise
+            if batch is None:
+                self._done = True
+                continue
+            self._buffer.extend(self._unpack(batch))
+        return self._seen(self._buffer.popleft())
+
+    async def aclose(self) -> None:
+        """Aborts the underlying work (idempotent)."""
+        self._done = True
+        self._native.close()
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
