@@ -965,3 +965,33 @@ async fn waiting_calls_without_a_timeout_see_every_kind_of_cancellation() {
         "every listening tool saw each stop"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn submit_all_submits_in_order_and_nothing_once_sealed() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let turn = exec.turn();
+    turn.submit(call("a", "script", true, 3, "a")).unwrap();
+    turn.handle()
+        .submit_all([
+            call("b", "script", true, 2, "b"),
+            call("c", "script", true, 1, "c"),
+        ])
+        .unwrap();
+    turn.handle().submit_all(Vec::new()).unwrap();
+    turn.seal();
+    let closed = turn
+        .handle()
+        .submit_all([
+            call("d", "script", true, 1, "d"),
+            call("e", "script", true, 1, "e"),
+        ])
+        .unwrap_err();
+    assert_eq!(closed.0.id, "d");
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c"]);
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        ["a ok", "b ok", "c ok"]
+    );
+}

@@ -292,6 +292,7 @@ impl NativeToolExecutor {
                 }),
                 queues: self.queues.clone(),
                 decisions: Decisions::new(),
+                starts: Vec::new(),
             })
         })
     }
@@ -320,6 +321,8 @@ pub struct NativeTurn {
     queues: Arc<JsToolQueues>,
     /// Concurrency decisions of the submissions not yet accepted by a poll.
     decisions: Decisions,
+    /// The calls to start found by the last poll (a buffer kept across polls).
+    starts: Vec<u32>,
 }
 
 /// The future of a finishing turn: its results, in submission order.
@@ -400,17 +403,23 @@ impl NativeTurn {
                 serde_json::from_str(&submissions_json).map_err(|err| {
                     FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
                 })?;
+            let mut tool_uses = Vec::with_capacity(submissions.len());
+            let mut decisions = Vec::new();
             for Submission { tool_use, decision } in submissions {
                 if let Some(safe) = decision {
-                    let key = (tool_use.name.clone(), tool_use.input.to_string());
-                    self.decisions.entry(key).or_default().push_back(safe);
+                    decisions.push(((tool_use.name.clone(), tool_use.input.to_string()), safe));
                 }
-                self.handle.submit(tool_use).map_err(|closed| {
-                    FerroloopError::invalid_argument(format!(
-                        "the turn is sealed: tool use {} was not submitted",
-                        closed.0.id
-                    ))
-                })?;
+                tool_uses.push(tool_use);
+            }
+            // One lock and one wake for the batch; nothing is submitted to a sealed turn.
+            self.handle.submit_all(tool_uses).map_err(|closed| {
+                FerroloopError::invalid_argument(format!(
+                    "the turn is sealed: tool use {} was not submitted",
+                    closed.0.id
+                ))
+            })?;
+            for (key, safe) in decisions {
+                self.decisions.entry(key).or_default().push_back(safe);
             }
             Ok(())
         })
@@ -496,16 +505,11 @@ impl NativeTurn {
             }
             outcome?;
             let done = matches!(self.state, TurnState::Done);
-            let outbox = self.queues.drain();
-            let mut starts = Vec::with_capacity(2 * outbox.invocations.len());
-            for invocation in &outbox.invocations {
-                starts.push(invocation.call_id);
-                starts.push(invocation.index);
-            }
+            let aborts = self.queues.take_starts(&mut self.starts);
             let out = PollOutcome {
                 events: events.iter().map(JsEvent::of).collect(),
-                starts,
-                aborts: &outbox.aborts,
+                starts: &self.starts,
+                aborts: &aborts,
                 done,
                 results: results.as_deref().map(FlatResults),
             };
@@ -557,7 +561,7 @@ fn poll_state(
 #[derive(serde::Serialize)]
 struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
-    starts: Vec<u32>,
+    starts: &'a [u32],
     aborts: &'a [crate::js_tools::ToolAbort],
     done: bool,
     /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the

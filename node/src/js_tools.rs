@@ -113,10 +113,21 @@ pub type Notify = Arc<dyn Fn() + Send + Sync>;
 /// Work for the JS host, drained after every poll.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    /// Calls to start.
+    /// Calls to start, with their details (for hosts that do not hold the `tool_use` blocks).
     pub invocations: Vec<ToolInvocation>,
+    /// Calls to start, as flat `callId, index` pairs (for hosts that hold the blocks: a
+    /// `ToolExecutor`'s turns). Two words per call, in a buffer kept across polls (see
+    /// [`JsToolQueues::take_starts`]): ten thousand fresh 128-byte invocations cost more in page
+    /// faults and cache misses than everything else the first poll of a call does.
+    pub starts: Vec<u32>,
     /// Calls to abort.
     pub aborts: Vec<ToolAbort>,
+}
+
+impl Outbox {
+    fn is_empty(&self) -> bool {
+        self.invocations.is_empty() && self.starts.is_empty() && self.aborts.is_empty()
+    }
 }
 
 /// A hasher for the (sequential, unique) call ids: a multiplicative mix is all they need.
@@ -259,7 +270,7 @@ impl JsToolQueues {
     /// Adds to the outbox, announcing the work when the outbox was empty (the host drains it
     /// all at once, so one announcement per batch is enough).
     fn post(&self, state: &mut State, add: impl FnOnce(&mut Outbox)) -> bool {
-        let was_empty = state.outbox.invocations.is_empty() && state.outbox.aborts.is_empty();
+        let was_empty = state.outbox.is_empty();
         add(&mut state.outbox);
         was_empty && self.notify.is_some()
     }
@@ -273,6 +284,15 @@ impl JsToolQueues {
     /// Takes the queued invocations and aborts.
     pub fn drain(&self) -> Outbox {
         std::mem::take(&mut self.lock().outbox)
+    }
+
+    /// Takes the queued `callId, index` start pairs into `starts` (cleared first; the two
+    /// buffers swap, so both keep their capacity) and the queued aborts.
+    pub fn take_starts(&self, starts: &mut Vec<u32>) -> Vec<ToolAbort> {
+        starts.clear();
+        let mut state = self.lock();
+        std::mem::swap(starts, &mut state.outbox.starts);
+        std::mem::take(&mut state.outbox.aborts)
     }
 
     /// Delivers a batch of replies and progress reports, in order (see [`ReplyBatch`]: flags
@@ -452,12 +472,16 @@ impl Future for JsCall {
                     progress: Some(this.ctx.progress_sender()),
                 },
             );
-            let invocation = ToolInvocation {
-                call_id,
-                index: u32::try_from(this.ctx.index()).unwrap_or(u32::MAX),
-                detail: this.detail.take(),
-            };
-            let announce = queues.post(&mut state, |outbox| outbox.invocations.push(invocation));
+            let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
+            let detail = this.detail.take();
+            let announce = queues.post(&mut state, |outbox| match detail {
+                None => outbox.starts.extend_from_slice(&[call_id, index]),
+                Some(detail) => outbox.invocations.push(ToolInvocation {
+                    call_id,
+                    index,
+                    detail: Some(detail),
+                }),
+            });
             drop(state);
             if announce {
                 queues.announce();

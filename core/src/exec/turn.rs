@@ -103,6 +103,28 @@ impl TurnHandle {
         Ok(())
     }
 
+    /// Submits several calls at once (one lock and one wake for all of them); in order, after
+    /// the calls submitted before. When the turn is closed, none is submitted and the error
+    /// carries the first.
+    pub fn submit_all(
+        &self,
+        tool_uses: impl IntoIterator<Item = ToolUse>,
+    ) -> Result<(), TurnClosed> {
+        let mut tool_uses = tool_uses.into_iter();
+        {
+            let mut inbox = self.shared.lock();
+            if inbox.sealed {
+                return match tool_uses.next() {
+                    Some(first) => Err(TurnClosed(first)),
+                    None => Ok(()),
+                };
+            }
+            inbox.submissions.extend(tool_uses);
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
     /// No more calls will be submitted: the turn ends when its calls are answered.
     pub fn seal(&self) {
         self.shared.lock().sealed = true;
