@@ -344,50 +344,71 @@ const SUBMIT_DECIDED: u32 = 2;
 /// ...and decided it is safe.
 const SUBMIT_SAFE: u32 = 4;
 
-/// One submitted call: `id, name, flags[, input]` in a flat array.
-struct Submission {
-    tool_use: ToolUse,
-    decision: Option<bool>,
+/// A submission batch, parsed from the flat JSON array `[id, name, flags, (input,) id, name,
+/// flags, ...]`: the tool uses, and the concurrency decisions JavaScript took (keyed by tool
+/// name and input text, in submission order).
+struct SubmissionBatch {
+    tool_uses: Vec<ToolUse>,
+    decisions: Vec<((String, String), bool)>,
 }
 
-/// A submission batch: the flat JSON array `[id, name, flags, (input,) id, name, flags, ...]`.
-struct SubmissionBatch(Vec<Submission>);
+/// The fewest bytes one submission takes (`"","",0,`): the text's length over it bounds the
+/// number of submissions, so the batch is allocated once.
+const MIN_SUBMISSION_BYTES: usize = 8;
+/// At most this many submissions are reserved up front.
+const MAX_RESERVED_SUBMISSIONS: usize = 16_384;
 
-impl<'de> serde::Deserialize<'de> for SubmissionBatch {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::{Error, SeqAccess, Visitor};
-        struct BatchVisitor;
-        impl<'de> Visitor<'de> for BatchVisitor {
-            type Value = SubmissionBatch;
+impl SubmissionBatch {
+    fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        use serde::Deserializer as _;
+        let capacity = (text.len() / MIN_SUBMISSION_BYTES).min(MAX_RESERVED_SUBMISSIONS);
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let batch = deserializer.deserialize_seq(SubmissionVisitor { capacity })?;
+        deserializer.end()?;
+        Ok(batch)
+    }
+}
 
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a flat array of id, name, flags[, input] submissions")
+struct SubmissionVisitor {
+    capacity: usize,
+}
+
+impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
+    type Value = SubmissionBatch;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a flat array of id, name, flags[, input] submissions")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<SubmissionBatch, A::Error> {
+        use serde::de::Error;
+        let mut tool_uses = Vec::with_capacity(self.capacity);
+        let mut decisions = Vec::new();
+        while let Some(id) = seq.next_element::<String>()? {
+            let name = seq
+                .next_element::<String>()?
+                .ok_or_else(|| A::Error::custom("a submission without a name"))?;
+            let flags = seq
+                .next_element::<u32>()?
+                .ok_or_else(|| A::Error::custom("a submission without flags"))?;
+            let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                seq.next_element::<Value>()?
+                    .ok_or_else(|| A::Error::custom("a submission without its input"))?
+            } else {
+                Value::Object(serde_json::Map::new())
+            };
+            if flags & SUBMIT_DECIDED != 0 {
+                decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
             }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SubmissionBatch, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
-                while let Some(id) = seq.next_element::<String>()? {
-                    let name = seq
-                        .next_element::<String>()?
-                        .ok_or_else(|| A::Error::custom("a submission without a name"))?;
-                    let flags = seq
-                        .next_element::<u32>()?
-                        .ok_or_else(|| A::Error::custom("a submission without flags"))?;
-                    let input = if flags & SUBMIT_HAS_INPUT != 0 {
-                        seq.next_element::<Value>()?
-                            .ok_or_else(|| A::Error::custom("a submission without its input"))?
-                    } else {
-                        Value::Object(serde_json::Map::new())
-                    };
-                    out.push(Submission {
-                        tool_use: ToolUse { id, name, input },
-                        decision: (flags & SUBMIT_DECIDED != 0).then_some(flags & SUBMIT_SAFE != 0),
-                    });
-                }
-                Ok(SubmissionBatch(out))
-            }
+            tool_uses.push(ToolUse { id, name, input });
         }
-        deserializer.deserialize_seq(BatchVisitor)
+        Ok(SubmissionBatch {
+            tool_uses,
+            decisions,
+        })
     }
 }
 
@@ -399,18 +420,12 @@ impl NativeTurn {
     #[napi(js_name = "submitJson")]
     pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
-            let SubmissionBatch(submissions) =
-                serde_json::from_str(&submissions_json).map_err(|err| {
-                    FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
-                })?;
-            let mut tool_uses = Vec::with_capacity(submissions.len());
-            let mut decisions = Vec::new();
-            for Submission { tool_use, decision } in submissions {
-                if let Some(safe) = decision {
-                    decisions.push(((tool_use.name.clone(), tool_use.input.to_string()), safe));
-                }
-                tool_uses.push(tool_use);
-            }
+            let SubmissionBatch {
+                tool_uses,
+                decisions,
+            } = SubmissionBatch::parse(&submissions_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
+            })?;
             // One lock and one wake for the batch; nothing is submitted to a sealed turn.
             self.handle.submit_all(tool_uses).map_err(|closed| {
                 FerroloopError::invalid_argument(format!(

@@ -215,35 +215,57 @@ struct Incoming {
 /// (no object per reply: its keys would be parsed and matched ten thousand times).
 struct ReplyBatch(Vec<Incoming>);
 
+/// The fewest bytes one reply takes in a batch (`1,0,"",`): the text's length over it bounds the
+/// number of replies, so the batch is allocated once.
+const MIN_REPLY_BYTES: usize = 7;
+/// At most this many replies are reserved up front (a batch with one huge reply must not
+/// reserve for millions).
+const MAX_RESERVED_REPLIES: usize = 16_384;
+
+impl ReplyBatch {
+    /// Parses a batch, reserving for as many replies as its text can hold.
+    fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        let capacity = (text.len() / MIN_REPLY_BYTES).min(MAX_RESERVED_REPLIES);
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let batch = deserializer.deserialize_seq(BatchVisitor { capacity })?;
+        deserializer.end()?;
+        Ok(batch)
+    }
+}
+
+struct BatchVisitor {
+    capacity: usize,
+}
+
+impl<'de> Visitor<'de> for BatchVisitor {
+    type Value = ReplyBatch;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a flat array of callId, flags, content triples")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReplyBatch, A::Error> {
+        let mut out = Vec::with_capacity(self.capacity);
+        while let Some(call_id) = seq.next_element::<u32>()? {
+            let flags = seq
+                .next_element::<u32>()?
+                .ok_or_else(|| de::Error::custom("a reply without flags"))?;
+            let content = seq
+                .next_element::<Value>()?
+                .ok_or_else(|| de::Error::custom("a reply without content"))?;
+            out.push(Incoming {
+                call_id,
+                flags,
+                content,
+            });
+        }
+        Ok(ReplyBatch(out))
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ReplyBatch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct BatchVisitor;
-        impl<'de> Visitor<'de> for BatchVisitor {
-            type Value = ReplyBatch;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a flat array of callId, flags, content triples")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReplyBatch, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
-                while let Some(call_id) = seq.next_element::<u32>()? {
-                    let flags = seq
-                        .next_element::<u32>()?
-                        .ok_or_else(|| de::Error::custom("a reply without flags"))?;
-                    let content = seq
-                        .next_element::<Value>()?
-                        .ok_or_else(|| de::Error::custom("a reply without content"))?;
-                    out.push(Incoming {
-                        call_id,
-                        flags,
-                        content,
-                    });
-                }
-                Ok(ReplyBatch(out))
-            }
-        }
-        deserializer.deserialize_seq(BatchVisitor)
+        deserializer.deserialize_seq(BatchVisitor { capacity: 0 })
     }
 }
 
@@ -299,7 +321,7 @@ impl JsToolQueues {
     /// 1 = error, 2 = content blocks, 4 = progress report). Returns how many replies reached a
     /// call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
-        let ReplyBatch(replies) = serde_json::from_str(replies_json)?;
+        let ReplyBatch(replies) = ReplyBatch::parse(replies_json)?;
         let mut wakers = Vec::with_capacity(replies.len());
         let mut delivered = 0;
         {
@@ -569,6 +591,10 @@ mod tests {
         assert_eq!(items[2].flags, FLAG_PROGRESS);
         assert!(serde_json::from_str::<ReplyBatch>("[1, 0]").is_err());
         assert!(serde_json::from_str::<ReplyBatch>("not json").is_err());
+        let ReplyBatch(parsed) = ReplyBatch::parse(r#"[7, 1, "x", 8, 0, "y"]"#).unwrap();
+        assert_eq!((parsed.len(), parsed[1].call_id), (2, 8));
+        assert!(ReplyBatch::parse("[1, 0, \"x\"] trailing").is_err());
+        assert!(ReplyBatch::parse("[1, 0]").is_err());
     }
 
     #[test]

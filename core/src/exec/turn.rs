@@ -312,6 +312,7 @@ impl Turn {
     pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>) {
         self.stopped = self.shared.cancellation.observe();
         self.slots.reserve(tool_uses.len());
+        self.admission.reserve(tool_uses.len());
         for tool_use in tool_uses {
             self.accept(tool_use);
         }
@@ -423,6 +424,8 @@ impl Turn {
             )
         };
         self.push_progress(progress);
+        self.slots.reserve(submissions.len());
+        self.admission.reserve(submissions.len());
         for tool_use in submissions {
             self.accept(tool_use);
         }
