@@ -8,9 +8,9 @@
 //!
 //! The per-call cost matters (a turn can carry ten thousand quick calls), so a waiting call is
 //! one entry in a table keyed by its call id, holding its waker: no channel, no task, and no
-//! cancellation waiter of its own (the executor races every waiting call against its
-//! cancellation and timeout already, then polls it during the cleanup grace, which is when the
-//! call notices its cancelled token and asks JavaScript to abort).
+//! cancellation waiter of its own (the executor's turn watches its cancellation once for all its
+//! waiting calls and races a call's timeout itself, then polls the call during the cleanup
+//! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
 //! A `ToolExecutor` turn's invocations name only the call id and the call's index in its turn:
 //! the JS wrapper still holds the submitted `tool_use` blocks, inputs included, so nothing
