@@ -11,6 +11,11 @@
 //! Modes: `setup` (only builds the calls), `floor` (join_all over the tool futures), `run`
 //! (`ToolExecutor::run`), `spawned` (`run` with `spawn_calls`), `turn` (streaming turn with
 //! events). Subtract `setup` from the others and divide by `n × iterations`.
+//!
+//! Calls pending on their first poll and answered by one external batch (the bindings' host
+//! tools, see `ferroloop_bench::batch_tool`): `pending-floor` (join_all over those futures) and
+//! `pending-run` (`ToolExecutor::run`), both driven by `batch_tool::drive`.
+//! `benches/callgrind-exec.sh` runs every mode and prints instructions per call.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,6 +23,7 @@ use ferroloop::exec::{
     BudgetConfig, CancellationToken, ExecutorConfig, FnTool, Tool, ToolContext, ToolExecutor,
     ToolOutput, ToolRegistry, ToolResult, ToolUse,
 };
+use ferroloop_bench::batch_tool::{BatchReplies, batch_tool, drive};
 use serde_json::json;
 
 fn noop_tool() -> impl Tool {
@@ -33,8 +39,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let host = BatchReplies::new();
     let mut tools = ToolRegistry::new();
     tools.register(noop_tool()).unwrap();
+    tools.register(batch_tool("wait", &host)).unwrap();
     let config = ExecutorConfig {
         spawn_calls: mode == "spawned",
         budget: BudgetConfig {
@@ -45,11 +53,16 @@ fn main() {
     };
     let exec = ToolExecutor::builder(tools).config(config).build();
     let tool = noop_tool();
+    let waiting_tool = batch_tool("wait", &host);
+    let pending = mode.starts_with("pending");
     let token = CancellationToken::new();
     let mut answered = 0usize;
     for _ in 0..iterations {
         let uses: Vec<ToolUse> = (0..n)
-            .map(|i| ToolUse::new(format!("toolu_{i:06}"), "noop", json!({})))
+            .map(|i| {
+                let name = if pending { "wait" } else { "noop" };
+                ToolUse::new(format!("toolu_{i:06}"), name, json!({}))
+            })
             .collect();
         answered += runtime.block_on(async {
             match mode.as_str() {
@@ -69,6 +82,22 @@ fn main() {
                     });
                     futures::future::join_all(futures).await.len()
                 }
+                "pending-floor" => {
+                    let futures = uses.into_iter().map(|u| {
+                        let ctx = ToolContext::standalone(u.id.clone(), token.clone());
+                        let future = waiting_tool.call(u.input, ctx);
+                        async move {
+                            let output = future.await.unwrap();
+                            ToolResult {
+                                tool_use_id: u.id,
+                                content: output.content,
+                                is_error: output.is_error,
+                            }
+                        }
+                    });
+                    drive(&host, futures::future::join_all(futures)).await.len()
+                }
+                "pending-run" => drive(&host, exec.run(uses)).await.unwrap().len(),
                 "turn" => {
                     let mut turn = exec.turn();
                     for u in uses {

@@ -3,6 +3,7 @@
 //! peers live only here, never in the core.
 
 pub mod alloc;
+pub mod batch_tool;
 pub mod decode_peers;
 pub mod memory;
 pub mod runner;

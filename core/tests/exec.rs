@@ -834,3 +834,164 @@ async fn spawned_calls_run_in_parallel_on_worker_threads() {
         .unwrap();
     assert!(results.iter().all(|r| text(r) == "met"));
 }
+
+/// Calls waiting without a timeout share their turn's cancellation (the turn watches it once for
+/// all of them): each kind of stop reaches them, whichever way the tool listens.
+#[tokio::test(start_paused = true)]
+async fn waiting_calls_without_a_timeout_see_every_kind_of_cancellation() {
+    let saw = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    // Polls `is_cancelled`, awaits `cancelled()`, or ignores the token (answered after the grace).
+    let seen = saw.clone();
+    tools
+        .register(
+            FnTool::new("wait", move |input: serde_json::Value, ctx| {
+                let seen = seen.clone();
+                async move {
+                    match input["how"].as_str() {
+                        Some("poll") => {
+                            while !ctx.is_cancelled() {
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                            }
+                        }
+                        Some("await") => ctx.cancelled().await,
+                        Some("token") => ctx.cancellation_token().cancelled().await,
+                        _ => std::future::pending().await,
+                    }
+                    if ctx.is_cancelled() && ctx.cancellation_token().is_cancelled() {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(ToolOutput::text("saw the cancellation"))
+                }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    tools
+        .register(
+            FnTool::new("fail", |_, _| async {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                Err(ferroloop::exec::ToolError::failed("broke"))
+            })
+            .concurrency_safe(true)
+            .with_sibling_cancellation(true),
+        )
+        .unwrap();
+    let config = ExecutorConfig {
+        cleanup_grace: Duration::from_millis(50),
+        ..ExecutorConfig::default()
+    };
+    let exec = ToolExecutor::builder(tools).config(config).build();
+    let waits = |prefix: &str| -> Vec<ToolUse> {
+        ["poll", "await", "token", "ignore"]
+            .iter()
+            .map(|how| ToolUse::new(format!("{prefix}-{how}"), "wait", json!({"how": how})))
+            .collect()
+    };
+
+    // A sibling's failure.
+    let mut uses = waits("s");
+    uses.push(ToolUse::new("s-fail", "fail", json!({})));
+    let results = exec.run(uses).await.unwrap();
+    for result in &results[..4] {
+        assert_eq!(
+            text(result),
+            "Tool 'wait' was cancelled: a parallel call to 'fail' (s-fail) failed"
+        );
+    }
+
+    // The turn cancelled through its handle.
+    let turn = exec.turn();
+    let handle = turn.handle();
+    for tool_use in waits("t") {
+        turn.submit(tool_use).unwrap();
+    }
+    turn.seal();
+    let spawned = turn.spawn();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    handle.cancel();
+    let results = spawned.finish().await.unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.is_error && text(r) == "Tool 'wait' was cancelled: the turn was cancelled")
+    );
+
+    // The turn's token cancelled directly, then the run token, under calls that ignore it:
+    // nothing but the turn's own cancellation waiter wakes the turn.
+    let ignoring = |prefix: &str| -> Vec<ToolUse> {
+        (0..2)
+            .map(|i| ToolUse::new(format!("{prefix}{i}"), "wait", json!({"how": "ignore"})))
+            .collect()
+    };
+    let turn = exec.turn();
+    let token = turn.handle().cancellation_token().clone();
+    for tool_use in ignoring("d") {
+        turn.submit(tool_use).unwrap();
+    }
+    turn.seal();
+    let spawned = turn.spawn();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    token.cancel();
+    let results = tokio::time::timeout(Duration::from_secs(60), spawned.finish())
+        .await
+        .expect("the turn noticed its token")
+        .unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.is_error && text(r) == "Tool 'wait' was cancelled: the turn was cancelled")
+    );
+    let run = exec.clone();
+    let task = tokio::spawn(async move { run.run(ignoring("r")).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    exec.run_token().cancel();
+    let results = tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .expect("the turn noticed the run token")
+        .unwrap()
+        .unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.is_error && text(r) == "Tool 'wait' was cancelled: the turn was cancelled")
+    );
+    // 4 sibling, 4 handle, 2 token and 2 run cancellations; every ignoring call was detached.
+    assert_eq!(exec.metrics().cancelled, 12);
+    assert_eq!(exec.metrics().detached, 6);
+    assert_eq!(
+        saw.load(Ordering::SeqCst),
+        6,
+        "every listening tool saw each stop"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn submit_all_submits_in_order_and_nothing_once_sealed() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let turn = exec.turn();
+    turn.submit(call("a", "script", true, 3, "a")).unwrap();
+    turn.handle()
+        .submit_all([
+            call("b", "script", true, 2, "b"),
+            call("c", "script", true, 1, "c"),
+        ])
+        .unwrap();
+    turn.handle().submit_all(Vec::new()).unwrap();
+    turn.seal();
+    let closed = turn
+        .handle()
+        .submit_all([
+            call("d", "script", true, 1, "d"),
+            call("e", "script", true, 1, "e"),
+        ])
+        .unwrap_err();
+    assert_eq!(closed.0.id, "d");
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c"]);
+    assert_eq!(
+        results.iter().map(text).collect::<Vec<_>>(),
+        ["a ok", "b ok", "c ok"]
+    );
+}

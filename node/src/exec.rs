@@ -292,6 +292,7 @@ impl NativeToolExecutor {
                 }),
                 queues: self.queues.clone(),
                 decisions: Decisions::new(),
+                starts: Vec::new(),
             })
         })
     }
@@ -320,6 +321,8 @@ pub struct NativeTurn {
     queues: Arc<JsToolQueues>,
     /// Concurrency decisions of the submissions not yet accepted by a poll.
     decisions: Decisions,
+    /// The calls to start found by the last poll (a buffer kept across polls).
+    starts: Vec<u32>,
 }
 
 /// The future of a finishing turn: its results, in submission order.
@@ -341,50 +344,71 @@ const SUBMIT_DECIDED: u32 = 2;
 /// ...and decided it is safe.
 const SUBMIT_SAFE: u32 = 4;
 
-/// One submitted call: `id, name, flags[, input]` in a flat array.
-struct Submission {
-    tool_use: ToolUse,
-    decision: Option<bool>,
+/// A submission batch, parsed from the flat JSON array `[id, name, flags, (input,) id, name,
+/// flags, ...]`: the tool uses, and the concurrency decisions JavaScript took (keyed by tool
+/// name and input text, in submission order).
+struct SubmissionBatch {
+    tool_uses: Vec<ToolUse>,
+    decisions: Vec<((String, String), bool)>,
 }
 
-/// A submission batch: the flat JSON array `[id, name, flags, (input,) id, name, flags, ...]`.
-struct SubmissionBatch(Vec<Submission>);
+/// The fewest bytes one submission takes (`"","",0,`): the text's length over it bounds the
+/// number of submissions, so the batch is allocated once.
+const MIN_SUBMISSION_BYTES: usize = 8;
+/// At most this many submissions are reserved up front.
+const MAX_RESERVED_SUBMISSIONS: usize = 16_384;
 
-impl<'de> serde::Deserialize<'de> for SubmissionBatch {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::{Error, SeqAccess, Visitor};
-        struct BatchVisitor;
-        impl<'de> Visitor<'de> for BatchVisitor {
-            type Value = SubmissionBatch;
+impl SubmissionBatch {
+    fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        use serde::Deserializer as _;
+        let capacity = (text.len() / MIN_SUBMISSION_BYTES).min(MAX_RESERVED_SUBMISSIONS);
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let batch = deserializer.deserialize_seq(SubmissionVisitor { capacity })?;
+        deserializer.end()?;
+        Ok(batch)
+    }
+}
 
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a flat array of id, name, flags[, input] submissions")
+struct SubmissionVisitor {
+    capacity: usize,
+}
+
+impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
+    type Value = SubmissionBatch;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a flat array of id, name, flags[, input] submissions")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<SubmissionBatch, A::Error> {
+        use serde::de::Error;
+        let mut tool_uses = Vec::with_capacity(self.capacity);
+        let mut decisions = Vec::new();
+        while let Some(id) = seq.next_element::<String>()? {
+            let name = seq
+                .next_element::<String>()?
+                .ok_or_else(|| A::Error::custom("a submission without a name"))?;
+            let flags = seq
+                .next_element::<u32>()?
+                .ok_or_else(|| A::Error::custom("a submission without flags"))?;
+            let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                seq.next_element::<Value>()?
+                    .ok_or_else(|| A::Error::custom("a submission without its input"))?
+            } else {
+                Value::Object(serde_json::Map::new())
+            };
+            if flags & SUBMIT_DECIDED != 0 {
+                decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
             }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SubmissionBatch, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
-                while let Some(id) = seq.next_element::<String>()? {
-                    let name = seq
-                        .next_element::<String>()?
-                        .ok_or_else(|| A::Error::custom("a submission without a name"))?;
-                    let flags = seq
-                        .next_element::<u32>()?
-                        .ok_or_else(|| A::Error::custom("a submission without flags"))?;
-                    let input = if flags & SUBMIT_HAS_INPUT != 0 {
-                        seq.next_element::<Value>()?
-                            .ok_or_else(|| A::Error::custom("a submission without its input"))?
-                    } else {
-                        Value::Object(serde_json::Map::new())
-                    };
-                    out.push(Submission {
-                        tool_use: ToolUse { id, name, input },
-                        decision: (flags & SUBMIT_DECIDED != 0).then_some(flags & SUBMIT_SAFE != 0),
-                    });
-                }
-                Ok(SubmissionBatch(out))
-            }
+            tool_uses.push(ToolUse { id, name, input });
         }
-        deserializer.deserialize_seq(BatchVisitor)
+        Ok(SubmissionBatch {
+            tool_uses,
+            decisions,
+        })
     }
 }
 
@@ -396,21 +420,21 @@ impl NativeTurn {
     #[napi(js_name = "submitJson")]
     pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
-            let SubmissionBatch(submissions) =
-                serde_json::from_str(&submissions_json).map_err(|err| {
-                    FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
-                })?;
-            for Submission { tool_use, decision } in submissions {
-                if let Some(safe) = decision {
-                    let key = (tool_use.name.clone(), tool_use.input.to_string());
-                    self.decisions.entry(key).or_default().push_back(safe);
-                }
-                self.handle.submit(tool_use).map_err(|closed| {
-                    FerroloopError::invalid_argument(format!(
-                        "the turn is sealed: tool use {} was not submitted",
-                        closed.0.id
-                    ))
-                })?;
+            let SubmissionBatch {
+                tool_uses,
+                decisions,
+            } = SubmissionBatch::parse(&submissions_json).map_err(|err| {
+                FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
+            })?;
+            // One lock and one wake for the batch; nothing is submitted to a sealed turn.
+            self.handle.submit_all(tool_uses).map_err(|closed| {
+                FerroloopError::invalid_argument(format!(
+                    "the turn is sealed: tool use {} was not submitted",
+                    closed.0.id
+                ))
+            })?;
+            for (key, safe) in decisions {
+                self.decisions.entry(key).or_default().push_back(safe);
             }
             Ok(())
         })
@@ -496,16 +520,11 @@ impl NativeTurn {
             }
             outcome?;
             let done = matches!(self.state, TurnState::Done);
-            let outbox = self.queues.drain();
-            let mut starts = Vec::with_capacity(2 * outbox.invocations.len());
-            for invocation in &outbox.invocations {
-                starts.push(invocation.call_id);
-                starts.push(invocation.index);
-            }
+            let aborts = self.queues.take_starts(&mut self.starts);
             let out = PollOutcome {
                 events: events.iter().map(JsEvent::of).collect(),
-                starts,
-                aborts: &outbox.aborts,
+                starts: &self.starts,
+                aborts: &aborts,
                 done,
                 results: results.as_deref().map(FlatResults),
             };
@@ -557,7 +576,7 @@ fn poll_state(
 #[derive(serde::Serialize)]
 struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
-    starts: Vec<u32>,
+    starts: &'a [u32],
     aborts: &'a [crate::js_tools::ToolAbort],
     done: bool,
     /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the

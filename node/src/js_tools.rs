@@ -8,9 +8,9 @@
 //!
 //! The per-call cost matters (a turn can carry ten thousand quick calls), so a waiting call is
 //! one entry in a table keyed by its call id, holding its waker: no channel, no task, and no
-//! cancellation waiter of its own (the executor races every waiting call against its
-//! cancellation and timeout already, then polls it during the cleanup grace, which is when the
-//! call notices its cancelled token and asks JavaScript to abort).
+//! cancellation waiter of its own (the executor's turn watches its cancellation once for all its
+//! waiting calls and races a call's timeout itself, then polls the call during the cleanup
+//! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
 //! A `ToolExecutor` turn's invocations name only the call id and the call's index in its turn:
 //! the JS wrapper still holds the submitted `tool_use` blocks, inputs included, so nothing
@@ -113,10 +113,21 @@ pub type Notify = Arc<dyn Fn() + Send + Sync>;
 /// Work for the JS host, drained after every poll.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    /// Calls to start.
+    /// Calls to start, with their details (for hosts that do not hold the `tool_use` blocks).
     pub invocations: Vec<ToolInvocation>,
+    /// Calls to start, as flat `callId, index` pairs (for hosts that hold the blocks: a
+    /// `ToolExecutor`'s turns). Two words per call, in a buffer kept across polls (see
+    /// [`JsToolQueues::take_starts`]): ten thousand fresh 128-byte invocations cost more in page
+    /// faults and cache misses than everything else the first poll of a call does.
+    pub starts: Vec<u32>,
     /// Calls to abort.
     pub aborts: Vec<ToolAbort>,
+}
+
+impl Outbox {
+    fn is_empty(&self) -> bool {
+        self.invocations.is_empty() && self.starts.is_empty() && self.aborts.is_empty()
+    }
 }
 
 /// A hasher for the (sequential, unique) call ids: a multiplicative mix is all they need.
@@ -204,35 +215,57 @@ struct Incoming {
 /// (no object per reply: its keys would be parsed and matched ten thousand times).
 struct ReplyBatch(Vec<Incoming>);
 
+/// The fewest bytes one reply takes in a batch (`1,0,"",`): the text's length over it bounds the
+/// number of replies, so the batch is allocated once.
+const MIN_REPLY_BYTES: usize = 7;
+/// At most this many replies are reserved up front (a batch with one huge reply must not
+/// reserve for millions).
+const MAX_RESERVED_REPLIES: usize = 16_384;
+
+impl ReplyBatch {
+    /// Parses a batch, reserving for as many replies as its text can hold.
+    fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        let capacity = (text.len() / MIN_REPLY_BYTES).min(MAX_RESERVED_REPLIES);
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let batch = deserializer.deserialize_seq(BatchVisitor { capacity })?;
+        deserializer.end()?;
+        Ok(batch)
+    }
+}
+
+struct BatchVisitor {
+    capacity: usize,
+}
+
+impl<'de> Visitor<'de> for BatchVisitor {
+    type Value = ReplyBatch;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a flat array of callId, flags, content triples")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReplyBatch, A::Error> {
+        let mut out = Vec::with_capacity(self.capacity);
+        while let Some(call_id) = seq.next_element::<u32>()? {
+            let flags = seq
+                .next_element::<u32>()?
+                .ok_or_else(|| de::Error::custom("a reply without flags"))?;
+            let content = seq
+                .next_element::<Value>()?
+                .ok_or_else(|| de::Error::custom("a reply without content"))?;
+            out.push(Incoming {
+                call_id,
+                flags,
+                content,
+            });
+        }
+        Ok(ReplyBatch(out))
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ReplyBatch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct BatchVisitor;
-        impl<'de> Visitor<'de> for BatchVisitor {
-            type Value = ReplyBatch;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a flat array of callId, flags, content triples")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ReplyBatch, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0) / 3);
-                while let Some(call_id) = seq.next_element::<u32>()? {
-                    let flags = seq
-                        .next_element::<u32>()?
-                        .ok_or_else(|| de::Error::custom("a reply without flags"))?;
-                    let content = seq
-                        .next_element::<Value>()?
-                        .ok_or_else(|| de::Error::custom("a reply without content"))?;
-                    out.push(Incoming {
-                        call_id,
-                        flags,
-                        content,
-                    });
-                }
-                Ok(ReplyBatch(out))
-            }
-        }
-        deserializer.deserialize_seq(BatchVisitor)
+        deserializer.deserialize_seq(BatchVisitor { capacity: 0 })
     }
 }
 
@@ -259,7 +292,7 @@ impl JsToolQueues {
     /// Adds to the outbox, announcing the work when the outbox was empty (the host drains it
     /// all at once, so one announcement per batch is enough).
     fn post(&self, state: &mut State, add: impl FnOnce(&mut Outbox)) -> bool {
-        let was_empty = state.outbox.invocations.is_empty() && state.outbox.aborts.is_empty();
+        let was_empty = state.outbox.is_empty();
         add(&mut state.outbox);
         was_empty && self.notify.is_some()
     }
@@ -275,11 +308,20 @@ impl JsToolQueues {
         std::mem::take(&mut self.lock().outbox)
     }
 
+    /// Takes the queued `callId, index` start pairs into `starts` (cleared first; the two
+    /// buffers swap, so both keep their capacity) and the queued aborts.
+    pub fn take_starts(&self, starts: &mut Vec<u32>) -> Vec<ToolAbort> {
+        starts.clear();
+        let mut state = self.lock();
+        std::mem::swap(starts, &mut state.outbox.starts);
+        std::mem::take(&mut state.outbox.aborts)
+    }
+
     /// Delivers a batch of replies and progress reports, in order (see `ReplyBatch`: flags
     /// 1 = error, 2 = content blocks, 4 = progress report). Returns how many replies reached a
     /// call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
-        let ReplyBatch(replies) = serde_json::from_str(replies_json)?;
+        let ReplyBatch(replies) = ReplyBatch::parse(replies_json)?;
         let mut wakers = Vec::with_capacity(replies.len());
         let mut delivered = 0;
         {
@@ -452,12 +494,16 @@ impl Future for JsCall {
                     progress: Some(this.ctx.progress_sender()),
                 },
             );
-            let invocation = ToolInvocation {
-                call_id,
-                index: u32::try_from(this.ctx.index()).unwrap_or(u32::MAX),
-                detail: this.detail.take(),
-            };
-            let announce = queues.post(&mut state, |outbox| outbox.invocations.push(invocation));
+            let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
+            let detail = this.detail.take();
+            let announce = queues.post(&mut state, |outbox| match detail {
+                None => outbox.starts.extend_from_slice(&[call_id, index]),
+                Some(detail) => outbox.invocations.push(ToolInvocation {
+                    call_id,
+                    index,
+                    detail: Some(detail),
+                }),
+            });
             drop(state);
             if announce {
                 queues.announce();
@@ -545,6 +591,10 @@ mod tests {
         assert_eq!(items[2].flags, FLAG_PROGRESS);
         assert!(serde_json::from_str::<ReplyBatch>("[1, 0]").is_err());
         assert!(serde_json::from_str::<ReplyBatch>("not json").is_err());
+        let ReplyBatch(parsed) = ReplyBatch::parse(r#"[7, 1, "x", 8, 0, "y"]"#).unwrap();
+        assert_eq!((parsed.len(), parsed[1].call_id), (2, 8));
+        assert!(ReplyBatch::parse("[1, 0, \"x\"] trailing").is_err());
+        assert!(ReplyBatch::parse("[1, 0]").is_err());
     }
 
     #[test]

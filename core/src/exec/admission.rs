@@ -37,6 +37,11 @@ impl<T> AdmissionQueue<T> {
         }
     }
 
+    /// Makes room for `additional` more queued calls.
+    pub fn reserve(&mut self, additional: usize) {
+        self.queue.reserve(additional);
+    }
+
     /// Queues a call behind every call already queued.
     pub fn push(&mut self, item: T, concurrency: Concurrency) {
         self.queue.push_back((item, concurrency));

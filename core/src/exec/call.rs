@@ -67,11 +67,10 @@ async fn run_tool(
 ) -> Result<Result<ToolOutput, ToolError>, Outcome> {
     let name = env.tool.name();
     let timeout = env.tool.timeout.or(env.shared.exec.config.default_timeout);
-    let token = env.shared.cancellation.call_token(timeout.is_some());
-    // Only a call's own leaf must be kept now; the group token is fetched again if needed
-    // (a token clone takes the token's lock).
-    let leaf = timeout.is_some().then(|| token.clone());
-    let ctx = ToolContext::new(tool_use_id, env.index, token, env.shared.clone());
+    // Only a call that can time out has a token of its own; the turn's token is cloned only
+    // when needed (a token clone takes the token tree's lock).
+    let leaf = timeout.map(|_| env.shared.cancellation.call_token(true));
+    let ctx = ToolContext::new(tool_use_id, env.index, leaf.clone(), env.shared.clone());
     let tool = &env.tool.tool;
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
         Ok(future) => future,

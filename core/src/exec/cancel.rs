@@ -11,6 +11,7 @@
 //! result tells the model what happened. The first reason recorded wins.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use tokio_util::sync::CancellationToken;
 
@@ -45,6 +46,12 @@ pub(crate) struct TurnCancellation {
     turn: CancellationToken,
     turn_reason: OnceLock<StopReason>,
     sibling_reason: OnceLock<SiblingFailure>,
+    /// Set once the turn token is known to be cancelled (reading the token takes its tree's
+    /// lock; this flag is a lock-free read). Set by [`stop`](Self::stop) and
+    /// [`cancel_siblings`](Self::cancel_siblings) right after cancelling the token, and by
+    /// [`observe`](Self::observe) when the token was cancelled from elsewhere (the run token, or
+    /// the token itself): when set, the token is cancelled.
+    cancelled: AtomicBool,
 }
 
 impl TurnCancellation {
@@ -54,6 +61,7 @@ impl TurnCancellation {
             turn: run.child_token(),
             turn_reason: OnceLock::new(),
             sibling_reason: OnceLock::new(),
+            cancelled: AtomicBool::new(false),
         }
     }
 
@@ -77,6 +85,7 @@ impl TurnCancellation {
     pub(crate) fn stop(&self, reason: StopReason) {
         let _ = self.turn_reason.set(reason);
         self.turn.cancel();
+        self.cancelled.store(true, Ordering::Release);
     }
 
     /// Stops the turn's calls because `failure` happened (the first failure is kept). The turn
@@ -84,11 +93,31 @@ impl TurnCancellation {
     pub(crate) fn cancel_siblings(&self, failure: SiblingFailure) {
         let _ = self.sibling_reason.set(failure);
         self.turn.cancel();
+        self.cancelled.store(true, Ordering::Release);
+    }
+
+    /// Whether the turn token is cancelled, reading the token (a lock) only while the flag is
+    /// not set yet, and setting the flag when it is.
+    pub(crate) fn observe(&self) -> bool {
+        if self.cancelled.load(Ordering::Acquire) {
+            return true;
+        }
+        let cancelled = self.turn.is_cancelled();
+        if cancelled {
+            self.cancelled.store(true, Ordering::Release);
+        }
+        cancelled
+    }
+
+    /// Whether the cancellation was observed already (see [`observe`](Self::observe)): a
+    /// lock-free read, for calls polled by a turn that observes its token at every step.
+    pub(crate) fn observed(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
     }
 
     /// Why calls of this turn must not start or go on, if they must not.
     pub(crate) fn cause(&self) -> Option<Cause<'_>> {
-        if !self.turn.is_cancelled() {
+        if !self.observe() {
             return None;
         }
         if let Some(reason) = self.turn_reason.get() {

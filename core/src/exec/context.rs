@@ -2,7 +2,7 @@
 //! state a turn shares between its driver, its handles and its running calls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use futures_util::task::AtomicWaker;
 use serde_json::Value;
@@ -16,21 +16,34 @@ use super::types::ToolUse;
 pub struct ToolContext {
     tool_use_id: String,
     index: usize,
-    cancel: CancellationToken,
+    /// The call's own token (a call that can time out, a standalone context), or the turn's
+    /// token, cloned when a tool first asks for it: most calls never do, and a clone takes the
+    /// token tree's lock.
+    cancel: OnceLock<CancellationToken>,
+    /// Whether `cancel` holds the call's own token from the start.
+    own_token: bool,
     progress: ProgressSender,
 }
 
 impl ToolContext {
+    /// A context in a turn: `own_token` is the call's own token, if it has one (else the call
+    /// is cancelled with its turn, and shares the turn's token).
     pub(crate) fn new(
         tool_use_id: String,
         index: usize,
-        cancel: CancellationToken,
+        own_token: Option<CancellationToken>,
         shared: Arc<TurnShared>,
     ) -> Self {
+        let cancel = OnceLock::new();
+        let has_own = own_token.is_some();
+        if let Some(token) = own_token {
+            let _ = cancel.set(token);
+        }
         Self {
             tool_use_id,
             index,
             cancel,
+            own_token: has_own,
             progress: ProgressSender {
                 shared: Some(shared),
                 index,
@@ -44,7 +57,8 @@ impl ToolContext {
         Self {
             tool_use_id: tool_use_id.into(),
             index: 0,
-            cancel,
+            cancel: OnceLock::from(cancel),
+            own_token: true,
             progress: ProgressSender {
                 shared: None,
                 index: 0,
@@ -66,17 +80,24 @@ impl ToolContext {
     /// sibling's failure or run cancellation. Tools should stop promptly when it fires; the
     /// executor waits a bounded grace and then detaches the call.
     pub fn cancellation_token(&self) -> &CancellationToken {
-        &self.cancel
+        self.cancel.get_or_init(|| match &self.progress.shared {
+            Some(shared) => shared.cancellation.turn_token().clone(),
+            // A standalone context always has its own token; this is never reached.
+            None => CancellationToken::new(),
+        })
     }
 
     /// Whether the call has been cancelled.
     pub fn is_cancelled(&self) -> bool {
-        self.cancel.is_cancelled()
+        match (&self.progress.shared, self.own_token) {
+            (Some(shared), false) => shared.cancellation.observe(),
+            _ => self.cancellation_token().is_cancelled(),
+        }
     }
 
     /// Completes when the call is cancelled.
     pub async fn cancelled(&self) {
-        self.cancel.cancelled().await;
+        self.cancellation_token().cancelled().await;
     }
 
     /// Reports progress; delivered to the turn's event stream immediately.
@@ -165,7 +186,7 @@ mod tests {
     fn progress_is_queued_only_when_events_are_enabled() {
         let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
         let shared = Arc::new(TurnShared::new(exec.inner().clone(), true));
-        let ctx = ToolContext::new("t".into(), 3, CancellationToken::new(), shared.clone());
+        let ctx = ToolContext::new("t".into(), 3, None, shared.clone());
         ctx.progress(json!(1));
         ctx.progress_sender().send(json!(2));
         assert_eq!(shared.lock().progress, vec![(3, json!(1)), (3, json!(2))]);
@@ -173,6 +194,20 @@ mod tests {
         ctx.progress(json!(3));
         assert_eq!(shared.lock().progress.len(), 2);
         assert_eq!((ctx.tool_use_id(), ctx.index()), ("t", 3));
+    }
+
+    #[test]
+    fn a_call_without_its_own_token_follows_its_turn() {
+        let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), false));
+        let ctx = ToolContext::new("t".into(), 0, None, shared.clone());
+        let copy = ctx.clone();
+        assert!(!ctx.is_cancelled() && !ctx.cancellation_token().is_cancelled());
+        // Cancelled from the run token: seen before the turn observed it.
+        exec.run_token().cancel();
+        assert!(copy.is_cancelled() && copy.cancellation_token().is_cancelled());
+        assert!(ctx.is_cancelled() && ctx.cancellation_token().is_cancelled());
+        assert!(shared.cancellation.observed());
     }
 
     #[test]

@@ -1,7 +1,13 @@
-//! A call in flight, as a hand-written future: the common path (no hooks, a tool that completes
-//! when first polled) costs no allocation beyond the tool's own future and the slot in the
-//! turn's `FuturesUnordered`; the slow paths (hooks, waiting with cancellation and a timeout)
-//! move into one boxed future when they are needed.
+//! A call in flight, as a hand-written future: the common paths (no hooks; a tool that completes
+//! when first polled, or one that waits without a timeout on a turn's task) cost no allocation
+//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take no lock;
+//! the slow paths (hooks, a timeout, a call on a task of its own, the cleanup grace after a
+//! cancellation) move into one boxed future when they are needed.
+//!
+//! A waiting call of a turn registers no cancellation waiter of its own: the turn watches its
+//! token once for all its calls, and when it observes the cancellation it polls every running
+//! call again (see `Turn::alert_running`); a waiting call checks the turn's cancellation flag
+//! (an atomic read) each time it is polled, before polling the tool.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -36,6 +42,9 @@ enum State {
         leaf: Option<CancellationToken>,
         timeout: Option<Duration>,
     },
+    /// The tool's future, pending, without a timeout, on the turn's task: the turn watches the
+    /// cancellation for it.
+    Waiting(CatchUnwind<AssertUnwindSafe<ToolFuture>>),
     /// Hooks, or a tool raced against cancellation and its timeout.
     Slow(SlowPath),
     /// The outcome was returned.
@@ -49,6 +58,9 @@ pub(crate) struct CallTask {
     tool: Arc<RegisteredTool>,
     shared: Arc<TurnShared>,
     started: Option<Instant>,
+    /// Polled by its turn's task, which watches the cancellation for it (not on a task of its
+    /// own).
+    watched: bool,
     span: tracing::Span,
     state: State,
 }
@@ -63,6 +75,7 @@ impl CallTask {
         concurrency: Concurrency,
         shared: Arc<TurnShared>,
         timed: bool,
+        watched: bool,
         span: tracing::Span,
     ) -> Self {
         Self {
@@ -71,6 +84,7 @@ impl CallTask {
             tool,
             shared,
             started: timed.then(Instant::now),
+            watched,
             span,
             state: State::Start { tool_use_id, input },
         }
@@ -86,6 +100,23 @@ impl CallTask {
             tool: self.tool.clone(),
             shared: self.shared.clone(),
         }
+    }
+
+    /// The slow path of a pending tool: racing `token` and the timeout, then the cleanup grace.
+    fn wait_slowly(
+        &self,
+        future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
+        token: CancellationToken,
+        timeout: Option<Duration>,
+    ) -> State {
+        let env = self.env();
+        State::Slow(Box::pin(async move {
+            match wait_for_tool(&env, future, token, timeout).await {
+                Ok(Ok(answer)) => answer_outcome(answer),
+                Ok(Err(panic)) => panicked(env.tool.name(), &panic),
+                Err(outcome) => outcome,
+            }
+        }))
     }
 
     fn outcome(&mut self, (status, content, detached): Outcome) -> CallOutcome {
@@ -123,11 +154,16 @@ impl Future for CallTask {
                         .tool
                         .timeout
                         .or(this.shared.exec.config.default_timeout);
-                    let token = this.shared.cancellation.call_token(timeout.is_some());
-                    // Only a call's own leaf must be kept; the group token is fetched again if
-                    // needed (a token clone takes the token's lock).
-                    let leaf = timeout.is_some().then(|| token.clone());
-                    let ctx = ToolContext::new(tool_use_id, this.index, token, this.shared.clone());
+                    // Only a call that can time out has a token of its own (its timeout cancels
+                    // it alone); the others share the turn's, cloned only when needed (a token
+                    // clone takes the token tree's lock).
+                    let leaf = timeout.map(|_| this.shared.cancellation.call_token(true));
+                    let ctx = ToolContext::new(
+                        tool_use_id,
+                        this.index,
+                        leaf.clone(),
+                        this.shared.clone(),
+                    );
                     let tool = &this.tool.tool;
                     match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
                         Ok(future) => {
@@ -156,19 +192,40 @@ impl Future for CallTask {
                         return Poll::Ready(this.outcome(outcome));
                     }
                     Poll::Pending => {
-                        // Not done at once: race it against cancellation and its timeout.
+                        if timeout.is_none() && this.watched && !this.shared.cancellation.observed()
+                        {
+                            // The turn polls this call again when its token is cancelled.
+                            this.state = State::Waiting(future);
+                            return Poll::Pending;
+                        }
+                        // Race it against the cancellation and its timeout.
                         let token =
                             leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                        let env = this.env();
-                        this.state = State::Slow(Box::pin(async move {
-                            match wait_for_tool(&env, future, token, timeout).await {
-                                Ok(Ok(answer)) => answer_outcome(answer),
-                                Ok(Err(panic)) => panicked(env.tool.name(), &panic),
-                                Err(outcome) => outcome,
-                            }
-                        }));
+                        this.state = this.wait_slowly(future, token, timeout);
                     }
                 },
+                State::Waiting(mut future) => {
+                    // Cancellation first, as in `wait_for_tool`: a tool that returns because it
+                    // saw the cancellation is answered with the cancellation's message.
+                    if this.shared.cancellation.observed() {
+                        let token = this.shared.cancellation.call_token(false);
+                        this.state = this.wait_slowly(future, token, None);
+                        continue;
+                    }
+                    match future.poll_unpin(cx) {
+                        Poll::Ready(Ok(answer)) => {
+                            return Poll::Ready(this.outcome(answer_outcome(answer)));
+                        }
+                        Poll::Ready(Err(panic)) => {
+                            let outcome = panicked(this.tool.name(), &panic);
+                            return Poll::Ready(this.outcome(outcome));
+                        }
+                        Poll::Pending => {
+                            this.state = State::Waiting(future);
+                            return Poll::Pending;
+                        }
+                    }
+                }
                 State::Slow(mut slow) => match slow.as_mut().poll(cx) {
                     Poll::Ready(outcome) => return Poll::Ready(this.outcome(outcome)),
                     Poll::Pending => {

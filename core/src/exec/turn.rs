@@ -18,6 +18,7 @@ use std::time::Duration;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use serde_json::Value;
 use tokio::time::Instant;
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::admission::{AdmissionQueue, Concurrency};
 use super::call::{CallOutcome, invalid_input_message, not_run_message};
@@ -102,6 +103,28 @@ impl TurnHandle {
         Ok(())
     }
 
+    /// Submits several calls at once (one lock and one wake for all of them); in order, after
+    /// the calls submitted before. When the turn is closed, none is submitted and the error
+    /// carries the first.
+    pub fn submit_all(
+        &self,
+        tool_uses: impl IntoIterator<Item = ToolUse>,
+    ) -> Result<(), TurnClosed> {
+        let mut tool_uses = tool_uses.into_iter();
+        {
+            let mut inbox = self.shared.lock();
+            if inbox.sealed {
+                return match tool_uses.next() {
+                    Some(first) => Err(TurnClosed(first)),
+                    None => Ok(()),
+                };
+            }
+            inbox.submissions.extend(tool_uses);
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
     /// No more calls will be submitted: the turn ends when its calls are answered.
     pub fn seal(&self) {
         self.shared.lock().sealed = true;
@@ -157,6 +180,12 @@ pub struct Turn {
     /// Whether the turn token was cancelled, as of the last check (refreshed once
     /// per step, and set at once when a call of this turn stops it).
     stopped: bool,
+    /// Whether the running calls were polled again after the turn stopped (see
+    /// [`alert_running`](Self::alert_running)).
+    alerted: bool,
+    /// The turn's one cancellation waiter, for all its waiting calls (created when a step first
+    /// ends with calls running).
+    watch: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     fatal: Option<Fatal>,
     /// The last tool looked up: turns often call one tool many times.
     last_tool: Option<Arc<RegisteredTool>>,
@@ -193,6 +222,8 @@ impl Turn {
             sealed: false,
             done: false,
             stopped: false,
+            alerted: false,
+            watch: None,
             fatal: None,
             last_tool: None,
         }
@@ -279,8 +310,9 @@ impl Turn {
 
     /// Accepts a whole batch directly (no inbox, no lock) and seals the turn.
     pub(crate) fn accept_batch(&mut self, tool_uses: Vec<ToolUse>) {
-        self.stopped = self.shared.cancellation.cause().is_some();
+        self.stopped = self.shared.cancellation.observe();
         self.slots.reserve(tool_uses.len());
+        self.admission.reserve(tool_uses.len());
         for tool_use in tool_uses {
             self.accept(tool_use);
         }
@@ -326,9 +358,12 @@ impl Turn {
             return Poll::Ready(());
         }
         self.shared.waker.register(cx.waker());
-        self.stopped = self.shared.cancellation.cause().is_some();
+        self.stopped = self.shared.cancellation.observe();
         self.drain_inbox();
         loop {
+            if self.stopped && !self.alerted {
+                self.alert_running();
+            }
             self.flush_if_stopped();
             self.admit();
             match self.running.poll_next_unpin(cx) {
@@ -341,7 +376,41 @@ impl Turn {
             self.done = true;
             return Poll::Ready(());
         }
+        if !self.stopped && self.admission.running() > 0 && self.watch_cancellation(cx) {
+            // Cancelled since this step observed the token: step again at once.
+            cx.waker().wake_by_ref();
+        }
         Poll::Pending
+    }
+
+    /// Registers the turn's one cancellation waiter (the calls waiting on this turn's task have
+    /// none of their own). Returns whether the token is cancelled already.
+    fn watch_cancellation(&mut self, cx: &mut Context<'_>) -> bool {
+        let watch = self.watch.get_or_insert_with(|| {
+            Box::pin(
+                self.shared
+                    .cancellation
+                    .turn_token()
+                    .clone()
+                    .cancelled_owned(),
+            )
+        });
+        watch.as_mut().poll(cx).is_ready()
+    }
+
+    /// Polls every running call again once the turn has stopped: a call waiting on this turn's
+    /// task registered no cancellation waiter, and must see the cancellation now (it then races
+    /// its cleanup grace). Happens at most once per turn.
+    fn alert_running(&mut self) {
+        self.alerted = true;
+        if self.running.is_empty() {
+            return;
+        }
+        // A pushed future is polled at the next `poll_next`.
+        let running = std::mem::take(&mut self.running);
+        for call in running {
+            self.running.push(call);
+        }
     }
 
     /// Takes what handles and tools left in the shared inbox.
@@ -355,6 +424,8 @@ impl Turn {
             )
         };
         self.push_progress(progress);
+        self.slots.reserve(submissions.len());
+        self.admission.reserve(submissions.len());
         for tool_use in submissions {
             self.accept(tool_use);
         }
@@ -471,6 +542,7 @@ impl Turn {
                 concurrency,
                 self.shared.clone(),
                 self.events_enabled,
+                !self.exec.config.spawn_calls,
                 span,
             );
             let future = if self.exec.config.spawn_calls {
