@@ -53,6 +53,13 @@ enum LineOutcome {
     Retry(u64),
 }
 
+/// An item found by a scan, before it is lent out.
+#[derive(Clone, Copy)]
+enum Step {
+    Dispatch,
+    Retry(u64),
+}
+
 /// A zero-copy, linear-time Server-Sent-Events parser.
 ///
 /// Feed it byte chunks split anywhere with [`feed`](Self::feed), then drain the completed items with
@@ -197,6 +204,21 @@ impl SseParser {
     ///
     /// The returned event borrows the parser; it stays valid until the next call.
     pub fn next_item(&mut self) -> Option<SseItem<'_>> {
+        let step = self.step()?;
+        Some(self.item(step))
+    }
+
+    /// [`next_item`](Self::next_item), with [`dropped_events`](Self::dropped_events) as it
+    /// stands after the call: for a caller that must refuse any event following a dropped one
+    /// (the item borrows the parser, so the count cannot be read next to it otherwise).
+    pub(crate) fn next_item_and_dropped(&mut self) -> (u64, Option<SseItem<'_>>) {
+        let step = self.step();
+        let dropped = self.dropped_events;
+        (dropped, step.map(|step| self.item(step)))
+    }
+
+    /// Scans to the next item; `None` when every byte fed so far has been consumed.
+    fn step(&mut self) -> Option<Step> {
         if self.reset_pending {
             self.reset_pending = false;
             self.clear_pending_event();
@@ -212,12 +234,19 @@ impl SseParser {
             self.cur = chunk;
             match outcome {
                 LineOutcome::Nothing => {}
-                LineOutcome::Retry(ms) => return Some(SseItem::Retry(ms)),
+                LineOutcome::Retry(ms) => return Some(Step::Retry(ms)),
                 LineOutcome::Dispatch => {
                     self.reset_pending = true;
-                    return Some(SseItem::Event(self.pending_event()));
+                    return Some(Step::Dispatch);
                 }
             }
+        }
+    }
+
+    fn item(&self, step: Step) -> SseItem<'_> {
+        match step {
+            Step::Retry(ms) => SseItem::Retry(ms),
+            Step::Dispatch => SseItem::Event(self.pending_event()),
         }
     }
 
