@@ -54,6 +54,7 @@ enum LineOutcome {
 }
 
 /// An item found by [`SseParser::next_item`], without its borrow.
+#[cfg(any(feature = "client", test))]
 #[derive(Clone, Copy)]
 enum Step {
     Dispatch,
@@ -231,6 +232,7 @@ impl SseParser {
     /// [`next_item`](Self::next_item), with [`dropped_events`](Self::dropped_events) as it
     /// stands after the call: for a caller that must refuse any event following a dropped one
     /// (the item borrows the parser, so the count cannot be read next to it otherwise).
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn next_item_and_dropped(&mut self) -> (u64, Option<SseItem<'_>>) {
         // The item is taken apart and lent again (its fields stay in place until the next
         // call), so that `scan` keeps a single caller and stays inlined into `next_item`.
