@@ -1373,3 +1373,45 @@ async fn an_endless_event_ends_in_event_too_large_with_bounded_reading() {
     );
     assert!(error.to_string().contains("100-byte limit"), "{error}");
 }
+
+#[tokio::test]
+async fn no_event_after_an_oversized_one_in_the_same_frame_is_delivered() {
+    // One small body, so the events before and after the oversized one arrive in one frame and
+    // are parsed in one batch.
+    let start = r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}"#;
+    let big = format!(
+        r#"{{"type":"content_block_start","index":0,"content_block":{{"type":"text","text":"{}"}}}}"#,
+        "x".repeat(4000)
+    );
+    let after =
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;
+    let body = format!(
+        "event: message_start\ndata: {start}\n\nevent: content_block_start\ndata: {big}\n\nevent: content_block_start\ndata: {after}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+    );
+    let server = serve(&Script::repeat(ScriptBody::Text(body))).await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.max_event_bytes = Some(1000);
+    let client = Client::new(config).unwrap();
+
+    let (got, _) = collect(client.stream(BODY)).await;
+    let types: Vec<&str> = got.events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["message_start"]);
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.root().code(), "event_too_large");
+
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(
+        matches!(got.events.as_slice(), [DecodeEvent::MessageStart { .. }]),
+        "{:?}",
+        got.events
+    );
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(error.root().code(), "event_too_large");
+    assert_eq!(partial.events, 1);
+    assert_eq!(partial.last_event_type.as_deref(), Some("message_start"));
+    assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_1");
+}

@@ -3,6 +3,7 @@
 //! failure carries the partial message.
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use serde_json::Value;
 use super::error::{ClientError, PartialResponse};
 use super::metrics::RequestMetrics;
 use super::retry::RetryEvent;
-use super::stream::{ResponseStream, StreamItem};
+use super::stream::{ResponseStream, Signal};
 use crate::decode::{AnyDecoder, DecodeError, DecodeEvent, EventDecoder};
 
 /// One item of a [`MessageStream`].
@@ -37,8 +38,8 @@ pub enum MessageItem {
 pub struct MessageStream {
     inner: ResponseStream,
     decoder: AnyDecoder,
+    /// Typed events decoded and not yet yielded, in order.
     pending: VecDeque<DecodeEvent>,
-    scratch: Vec<DecodeEvent>,
     delivered: u64,
     pending_error: Option<ClientError>,
     done: bool,
@@ -60,7 +61,6 @@ impl MessageStream {
             inner,
             decoder,
             pending: VecDeque::new(),
-            scratch: Vec::new(),
             delivered: 0,
             pending_error: None,
             done: false,
@@ -118,6 +118,15 @@ impl MessageStream {
         }
     }
 
+    /// Appends the decoder's typed events to `pending`, in the queue's own buffer (no second
+    /// copy of each event through a scratch vector). `pending` is empty here in practice: the
+    /// inner stream is polled only once every pending event was yielded.
+    fn take_decoded(&mut self) {
+        let mut events = Vec::from(std::mem::take(&mut self.pending));
+        self.decoder.drain_events(&mut events);
+        self.pending = VecDeque::from(events);
+    }
+
     fn decode_error(&self, error: DecodeError) -> ClientError {
         let request_id = self.inner.metrics().request_id.clone();
         match error {
@@ -152,27 +161,37 @@ impl Stream for MessageStream {
             if this.done {
                 return Poll::Ready(None);
             }
-            match Pin::new(&mut this.inner).poll_next(cx) {
+            // Every event of the body data at hand goes through the decoder in one batch; the
+            // typed events are then yielded one by one without touching the connection.
+            let decoder = &mut this.decoder;
+            let mut decode_failure = None;
+            let polled = this.inner.poll_events(cx, &mut |event| match decoder
+                .push_event(event.event_type(), event.data())
+            {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(error) => {
+                    decode_failure = Some(error);
+                    ControlFlow::Break(())
+                }
+            });
+            match polled {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(StreamItem::Event(event)))) => {
-                    let pushed = this.decoder.push_event(&event.event_type, &event.data);
+                Poll::Ready(Some(Ok(Signal::Delivered))) => {
                     // Events decoded before a failure are still delivered, then the error.
-                    this.decoder.drain_events(&mut this.scratch);
-                    this.pending.extend(this.scratch.drain(..));
-                    if let Err(error) = pushed {
+                    this.take_decoded();
+                    if let Some(error) = decode_failure {
                         let error = this.decode_error(error);
                         this.pending_error = Some(this.fail(error));
                     }
                 }
-                Poll::Ready(Some(Ok(StreamItem::Retry(retry)))) => {
+                Poll::Ready(Some(Ok(Signal::Retry(retry)))) => {
                     return Poll::Ready(Some(Ok(MessageItem::Retry(retry))));
                 }
-                Poll::Ready(Some(Ok(StreamItem::Stalled { elapsed }))) => {
+                Poll::Ready(Some(Ok(Signal::Stalled(elapsed)))) => {
                     return Poll::Ready(Some(Ok(MessageItem::Stalled { elapsed })));
                 }
                 Poll::Ready(Some(Err(error))) => {
-                    this.decoder.drain_events(&mut this.scratch);
-                    this.pending.extend(this.scratch.drain(..));
+                    this.take_decoded();
                     this.pending_error = Some(this.fail(error));
                 }
                 Poll::Ready(None) => {

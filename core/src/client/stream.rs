@@ -3,6 +3,7 @@
 //! drops the body, which aborts the connection.
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use super::metrics::{RequestMetrics, version_label};
 use super::retry::RetryEvent;
 use super::send::{Sender, body_error, response_request_id};
 use super::watchdog::{Alarm, TimeoutKind, Watchdog};
-use crate::sse::{SseConfig, SseEvent, SseItem, SseParser};
+use crate::sse::{SseConfig, SseEvent, SseEventRef, SseItem, SseParser};
 
 /// One item of a [`ResponseStream`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,23 +51,44 @@ enum Phase {
 /// after that ends the stream with [`ClientError::Truncated`].
 pub struct ResponseStream {
     sender: Sender,
-    provider: Provider,
     phase: Phase,
     parser: SseParser,
-    metrics: RequestMetrics,
+    ledger: Ledger,
     reported_retries: usize,
+    /// Whether a retry may be recorded and not yet reported: false while streaming a response
+    /// whose retries were all reported, so an event costs no lock.
+    check_retries: bool,
+}
+
+/// What a stream knows about the events it delivered (apart from the parser, so it can be
+/// updated while an event still borrows the parser).
+struct Ledger {
+    provider: Provider,
+    start: Instant,
+    metrics: RequestMetrics,
     complete: bool,
-    last_event_type: Option<crate::Utf8Bytes>,
+    /// The type of the last event delivered (reused buffer; empty before the first).
+    last_event_type: String,
     /// When the last body frame arrived: every event parsed from it arrived then.
     frame_at: Instant,
+}
+
+/// Why [`ResponseStream::poll_events`] returned.
+pub(crate) enum Signal {
+    /// Events went to the callback (at least one).
+    Delivered,
+    /// A retry to report.
+    Retry(RetryEvent),
+    /// The stall notice.
+    Stalled(Duration),
 }
 
 impl std::fmt::Debug for ResponseStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseStream")
-            .field("provider", &self.provider)
-            .field("complete", &self.complete)
-            .field("metrics", &self.metrics)
+            .field("provider", &self.ledger.provider)
+            .field("complete", &self.ledger.complete)
+            .field("metrics", &self.ledger.metrics)
             .finish_non_exhaustive()
     }
 }
@@ -88,26 +110,30 @@ impl ResponseStream {
         let parser = new_parser(&sender);
         Self {
             sender,
-            provider,
             phase: Phase::Connecting(connecting),
             parser,
-            metrics: RequestMetrics::default(),
+            ledger: Ledger {
+                provider,
+                start,
+                metrics: RequestMetrics::default(),
+                complete: false,
+                last_event_type: String::new(),
+                frame_at: start,
+            },
             reported_retries: 0,
-            complete: false,
-            last_event_type: None,
-            frame_at: start,
+            check_retries: true,
         }
     }
 
     /// Measurements so far (final once the stream has ended).
     pub fn metrics(&self) -> &RequestMetrics {
-        &self.metrics
+        &self.ledger.metrics
     }
 
     /// True once the provider's terminal event arrived (`message_stop`, `[DONE]`,
     /// `response.completed`).
     pub fn is_complete(&self) -> bool {
-        self.complete
+        self.ledger.complete
     }
 
     /// Stops at once: drops the response body (aborting the connection) and ends the stream.
@@ -120,7 +146,7 @@ impl ResponseStream {
 
     /// Decodes this stream with the provider's decoder.
     pub fn decode(self) -> super::MessageStream {
-        let decoder = self.provider.decoder();
+        let decoder = self.ledger.provider.decoder();
         super::MessageStream::new(self, decoder)
     }
 
@@ -133,19 +159,20 @@ impl ResponseStream {
 
     fn sync_progress(&mut self) {
         if let Ok(progress) = self.sender.progress.lock() {
-            self.metrics.attempts = progress.attempts;
-            self.metrics.retries.clone_from(&progress.retries);
+            self.ledger.metrics.attempts = progress.attempts;
+            self.ledger.metrics.retries.clone_from(&progress.retries);
         }
     }
 
     fn on_headers(&mut self, response: Response<Incoming>) {
         let now = Instant::now();
-        self.metrics.request_id = response_request_id(&response);
-        self.metrics.http_version = Some(version_label(response.version()));
-        self.metrics.time_to_headers = Some(now - self.sender.start);
+        let metrics = &mut self.ledger.metrics;
+        metrics.request_id = response_request_id(&response);
+        metrics.http_version = Some(version_label(response.version()));
+        metrics.time_to_headers = Some(now - self.sender.start);
         self.sync_progress();
         let watchdog = Watchdog::new(&self.sender.config.timeouts, self.sender.start, now);
-        self.frame_at = now;
+        self.ledger.frame_at = now;
         self.phase = Phase::Streaming {
             body: response.into_body(),
             watchdog,
@@ -155,11 +182,12 @@ impl ResponseStream {
     /// Ends the stream with `error`, or starts a new attempt when nothing was delivered yet
     /// and the failure may be retried. Returns the error to yield, if any.
     fn fail(&mut self, error: ClientError, retryable: bool) -> Option<ClientError> {
-        if self.metrics.events == 0 && retryable {
+        if self.ledger.metrics.events == 0 && retryable {
             let attempt = self.sender.current_attempt();
             if let Some(wait) = self.sender.schedule_retry(attempt, &error, true, None) {
                 let sender = self.sender.clone();
                 self.parser = new_parser(&sender);
+                self.check_retries = true;
                 self.phase = Phase::Connecting(Box::pin(async move {
                     tokio::time::sleep(wait).await;
                     sender.send().await
@@ -169,38 +197,39 @@ impl ResponseStream {
         }
         self.finish_metrics();
         self.phase = Phase::Finished;
-        if self.metrics.events == 0 {
+        let metrics = &self.ledger.metrics;
+        if metrics.events == 0 {
             return Some(error);
         }
         Some(ClientError::Truncated {
             partial: PartialResponse {
-                events: self.metrics.events,
-                bytes: self.metrics.bytes_received,
-                last_event_type: self.last_event_type.as_ref().map(|t| t.to_string()),
+                events: metrics.events,
+                bytes: metrics.bytes_received,
+                last_event_type: Some(self.ledger.last_event_type.clone()),
                 message: None,
             },
             cause: Box::new(error),
-            request_id: self.metrics.request_id.clone(),
+            request_id: metrics.request_id.clone(),
         })
     }
 
     fn finish_metrics(&mut self) {
         self.sync_progress();
-        self.metrics.total = Some(self.sender.start.elapsed());
+        self.ledger.metrics.total = Some(self.sender.start.elapsed());
     }
+}
 
+impl Ledger {
     /// Bookkeeping for a delivered event; an error when the event is the provider's error.
-    fn on_event(&mut self, event: &SseEvent) -> Result<(), ClientError> {
-        let at = self.frame_at;
-        let since_start = at - self.sender.start;
+    fn on_event(&mut self, event: &SseEventRef<'_>) -> Result<(), ClientError> {
         if self.metrics.events == 0 {
-            self.metrics.time_to_first_event = Some(since_start);
+            self.metrics.time_to_first_event = Some(self.frame_at - self.start);
         }
         if self.metrics.time_to_first_token.is_none() && is_content(self.provider, event) {
-            self.metrics.time_to_first_token = Some(since_start);
+            self.metrics.time_to_first_token = Some(self.frame_at - self.start);
         }
-        let event_type: &str = &event.event_type;
-        let data: &str = &event.data;
+        let event_type = event.event_type();
+        let data = event.data();
         match self.provider {
             Provider::Anthropic => match event_type {
                 "message_stop" => self.complete = true,
@@ -266,7 +295,8 @@ impl ResponseStream {
             },
         }
         self.metrics.events += 1;
-        self.last_event_type = Some(event.event_type.clone());
+        self.last_event_type.clear();
+        self.last_event_type.push_str(event_type);
         Ok(())
     }
 }
@@ -281,8 +311,8 @@ fn parse(data: &str) -> Option<serde_json::Value> {
     serde_json::from_str(data).ok()
 }
 
-fn is_content(provider: Provider, event: &SseEvent) -> bool {
-    let event_type: &str = &event.event_type;
+fn is_content(provider: Provider, event: &SseEventRef<'_>) -> bool {
+    let event_type = event.event_type();
     match provider {
         Provider::Anthropic => event_type == "content_block_delta",
         Provider::OpenAiChat => true,
@@ -290,115 +320,136 @@ fn is_content(provider: Provider, event: &SseEvent) -> bool {
     }
 }
 
-impl Stream for ResponseStream {
-    type Item = Result<StreamItem, ClientError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
+impl ResponseStream {
+    /// Drives the request: each event parsed is checked and counted, then handed, borrowed, to
+    /// `on_event`, which may stop the batch with `Break`. Returns [`Signal::Delivered`] once
+    /// `on_event` was called and either stopped or the body data received so far is used up;
+    /// the next body frame is read only by a later call, so the caller sees every event before
+    /// the stream waits on the network again.
+    pub(crate) fn poll_events(
+        &mut self,
+        cx: &mut Context<'_>,
+        on_event: &mut impl FnMut(SseEventRef<'_>) -> ControlFlow<()>,
+    ) -> Poll<Option<Result<Signal, ClientError>>> {
         loop {
-            if let Some(retry) = this.next_unreported_retry() {
-                return Poll::Ready(Some(Ok(StreamItem::Retry(retry))));
+            if self.check_retries {
+                if let Some(retry) = self.next_unreported_retry() {
+                    return Poll::Ready(Some(Ok(Signal::Retry(retry))));
+                }
+                // Streaming, every retry of the request is behind us.
+                self.check_retries = !matches!(self.phase, Phase::Streaming { .. });
             }
-            match &mut this.phase {
+            match &mut self.phase {
                 Phase::Finished => return Poll::Ready(None),
                 Phase::Connecting(connecting) => match connecting.as_mut().poll(cx) {
                     Poll::Pending => {
                         // A retry recorded during this poll is reported before the wait ends.
-                        if let Some(retry) = this.next_unreported_retry() {
-                            return Poll::Ready(Some(Ok(StreamItem::Retry(retry))));
+                        if let Some(retry) = self.next_unreported_retry() {
+                            return Poll::Ready(Some(Ok(Signal::Retry(retry))));
                         }
                         return Poll::Pending;
                     }
-                    Poll::Ready(Ok(response)) => this.on_headers(response),
+                    Poll::Ready(Ok(response)) => self.on_headers(response),
                     Poll::Ready(Err(error)) => {
-                        this.finish_metrics();
-                        this.phase = Phase::Finished;
+                        self.finish_metrics();
+                        self.phase = Phase::Finished;
                         return Poll::Ready(Some(Err(error)));
                     }
                 },
                 Phase::Streaming { body, watchdog } => {
-                    let item = this.parser.next_item().map(|item| match item {
-                        SseItem::Event(event) => Some(event.to_owned()),
-                        SseItem::Retry(_) => None,
-                    });
-                    // The parser drops an oversized event and reads on; the client stops
-                    // instead (before any later event), because the message is now broken.
-                    if this.parser.dropped_events() > 0 {
-                        let error = ClientError::EventTooLarge {
-                            limit: this.parser.config().max_event_bytes.unwrap_or(usize::MAX),
-                            request_id: this.metrics.request_id.clone(),
+                    let mut delivered = false;
+                    let mut failure = None;
+                    loop {
+                        let (dropped, item) = self.parser.next_item_and_dropped();
+                        // The parser drops an oversized event and reads on; the client stops
+                        // instead (before any later event), because the message is now broken.
+                        if dropped > 0 {
+                            failure = Some(ClientError::EventTooLarge {
+                                limit: self.parser.config().max_event_bytes.unwrap_or(usize::MAX),
+                                request_id: self.ledger.metrics.request_id.clone(),
+                            });
+                            break;
+                        }
+                        let Some(item) = item else { break };
+                        let SseItem::Event(event) = item else {
+                            continue;
                         };
-                        if let Some(error) = this.fail(error, false) {
+                        if let Err(error) = self.ledger.on_event(&event) {
+                            failure = Some(error);
+                            break;
+                        }
+                        delivered = true;
+                        if on_event(event).is_break() {
+                            break;
+                        }
+                    }
+                    if delivered {
+                        // Every event of a batch came from frames that arrived by `frame_at`.
+                        watchdog.on_event(self.ledger.frame_at);
+                    }
+                    if let Some(error) = failure {
+                        // Events handed on before the failure stay delivered; the error follows.
+                        if let Some(error) = self.fail(error, false) {
                             return Poll::Ready(Some(Err(error)));
                         }
                         continue;
                     }
-                    if let Some(item) = item {
-                        let Some(event) = item else {
-                            continue;
-                        };
-                        watchdog.on_event(this.frame_at);
-                        if let Err(error) = this.on_event(&event) {
-                            if let Some(error) = this.fail(error, false) {
-                                return Poll::Ready(Some(Err(error)));
-                            }
-                            continue;
-                        }
-                        return Poll::Ready(Some(Ok(StreamItem::Event(event))));
+                    if delivered {
+                        return Poll::Ready(Some(Ok(Signal::Delivered)));
                     }
                     match Pin::new(body).poll_frame(cx) {
                         Poll::Ready(Some(Ok(frame))) => {
                             if let Ok(data) = frame.into_data() {
-                                this.frame_at = Instant::now();
-                                this.metrics.bytes_received += data.len() as u64;
-                                this.parser.feed(data);
+                                self.ledger.frame_at = Instant::now();
+                                self.ledger.metrics.bytes_received += data.len() as u64;
+                                self.parser.feed(data);
                             }
                         }
                         Poll::Ready(Some(Err(error))) => {
-                            if this.complete {
+                            if self.ledger.complete {
                                 // The answer is whole; a broken connection afterwards is moot.
-                                this.finish_metrics();
-                                this.phase = Phase::Finished;
+                                self.finish_metrics();
+                                self.phase = Phase::Finished;
                                 continue;
                             }
-                            let error = body_error(&error, this.metrics.request_id.clone());
-                            if let Some(error) = this.fail(error, true) {
+                            let error = body_error(&error, self.ledger.metrics.request_id.clone());
+                            if let Some(error) = self.fail(error, true) {
                                 return Poll::Ready(Some(Err(error)));
                             }
                         }
                         Poll::Ready(None) => {
-                            this.parser.finish();
-                            if this.parser.next_item().is_some() {
+                            self.parser.finish();
+                            if self.parser.next_item().is_some() {
                                 // `finish` never dispatches, but stay correct if it ever does.
                                 tracing::debug!("event completed at end of input ignored");
                             }
-                            if this.complete {
-                                this.finish_metrics();
-                                this.phase = Phase::Finished;
+                            if self.ledger.complete {
+                                self.finish_metrics();
+                                self.phase = Phase::Finished;
                                 continue;
                             }
                             let error = ClientError::Protocol {
                                 message: "the stream ended before the provider's final event"
                                     .to_owned(),
-                                request_id: this.metrics.request_id.clone(),
+                                request_id: self.ledger.metrics.request_id.clone(),
                             };
-                            if let Some(error) = this.fail(error, true) {
+                            if let Some(error) = self.fail(error, true) {
                                 return Poll::Ready(Some(Err(error)));
                             }
                         }
                         Poll::Pending => match watchdog.poll_alarm(cx) {
                             Poll::Pending => return Poll::Pending,
                             Poll::Ready(Alarm::Stall(elapsed)) => {
-                                return Poll::Ready(Some(Ok(StreamItem::Stalled { elapsed })));
+                                return Poll::Ready(Some(Ok(Signal::Stalled(elapsed))));
                             }
                             Poll::Ready(Alarm::Timeout(which, elapsed)) => {
                                 let retryable = which != TimeoutKind::Total;
                                 let error = ClientError::Timeout {
                                     which,
                                     elapsed,
-                                    request_id: this.metrics.request_id.clone(),
+                                    request_id: self.ledger.metrics.request_id.clone(),
                                 };
-                                if let Some(error) = this.fail(error, retryable) {
+                                if let Some(error) = self.fail(error, retryable) {
                                     return Poll::Ready(Some(Err(error)));
                                 }
                             }
@@ -407,5 +458,32 @@ impl Stream for ResponseStream {
                 }
             }
         }
+    }
+}
+
+impl Stream for ResponseStream {
+    type Item = Result<StreamItem, ClientError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let mut delivered = None;
+        let polled = this.poll_events(cx, &mut |event| {
+            delivered = Some(event.to_owned());
+            ControlFlow::Break(())
+        });
+        Poll::Ready(match polled {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => None,
+            Poll::Ready(Some(Err(error))) => Some(Err(error)),
+            Poll::Ready(Some(Ok(signal))) => Some(Ok(match signal {
+                Signal::Retry(retry) => StreamItem::Retry(retry),
+                Signal::Stalled(elapsed) => StreamItem::Stalled { elapsed },
+                // `Delivered` means the callback ran, so the event is there.
+                Signal::Delivered => match delivered {
+                    Some(event) => StreamItem::Event(event),
+                    None => return Poll::Ready(None),
+                },
+            })),
+        })
     }
 }
