@@ -18,6 +18,8 @@
 //!
 //! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
 
+use std::collections::VecDeque;
+
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
@@ -486,6 +488,8 @@ pub struct ChatEventTranslator {
     text_block: Option<usize>,
     tool_blocks: Vec<Option<usize>>,
     sealed: Vec<String>,
+    /// Reused for the decoded events of one model event (no allocation per event).
+    scratch: Vec<DecodeEvent>,
 }
 
 impl ChatEventTranslator {
@@ -646,14 +650,16 @@ impl ChatEventTranslator {
     }
 
     /// Translates one item of a model stream whose decoded events and final message are in the
-    /// Chat Completions shape. A call the stream never sealed (a server that ends without a
-    /// `finish_reason`) is reported ready before the final message, so it runs and is answered.
-    pub fn translate_model_event(&mut self, event: ModelEvent) -> Vec<ModelEvent> {
+    /// Chat Completions shape, appending the result to `out`. A call the stream never sealed (a
+    /// server that ends without a `finish_reason`) is reported ready before the final message, so
+    /// it runs and is answered.
+    pub fn translate_model_event(&mut self, event: ModelEvent, out: &mut impl Extend<ModelEvent>) {
         match event {
             ModelEvent::Decoded(event) => {
-                let mut out = Vec::with_capacity(2);
-                self.translate(event, &mut out);
-                out.into_iter().map(ModelEvent::Decoded).collect()
+                let mut scratch = std::mem::take(&mut self.scratch);
+                self.translate(event, &mut scratch);
+                out.extend(scratch.drain(..).map(ModelEvent::Decoded));
+                self.scratch = scratch;
             }
             ModelEvent::Completed {
                 message,
@@ -661,48 +667,54 @@ impl ChatEventTranslator {
                 request_id,
             } => {
                 let message = self.message(&message);
-                let mut out = Vec::new();
                 if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
                     let blocks = message.get("content").and_then(Value::as_array);
                     for (index, block) in blocks.into_iter().flatten().enumerate() {
                         let id = block.get("id").and_then(Value::as_str).unwrap_or("");
                         if block_type(block) == "tool_use" && !self.sealed.iter().any(|s| s == id) {
-                            out.push(ModelEvent::Decoded(DecodeEvent::ToolUseReady {
+                            out.extend([ModelEvent::Decoded(DecodeEvent::ToolUseReady {
                                 index,
                                 id: id.to_owned(),
                                 name: block["name"].as_str().unwrap_or_default().to_owned(),
                                 input: block["input"].clone(),
-                            }));
+                            })]);
                         }
                     }
                 }
-                out.push(ModelEvent::Completed {
+                out.extend([ModelEvent::Completed {
                     message,
                     time_to_first_token,
                     request_id,
-                });
-                out
+                }]);
             }
             ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
                 let partial = Box::new(self.message(&partial));
-                vec![ModelEvent::Failed(ModelError::Truncated {
+                out.extend([ModelEvent::Failed(ModelError::Truncated {
                     reason,
                     partial,
-                })]
+                })]);
             }
-            other => vec![other],
+            other => out.extend([other]),
         }
     }
 }
 
-/// Wraps a model stream in the Chat Completions shape into one in the loop's shape.
+/// Wraps a model stream in the Chat Completions shape into one in the loop's shape. The
+/// translated events wait in one queue reused for the whole stream.
 pub fn translate_chat_stream(stream: ModelStream) -> ModelStream {
-    let mut translator = ChatEventTranslator::new();
-    Box::pin(
-        stream.flat_map(move |event| {
-            futures_util::stream::iter(translator.translate_model_event(event))
-        }),
-    )
+    let state = (stream, ChatEventTranslator::new(), VecDeque::new());
+    Box::pin(futures_util::stream::unfold(
+        state,
+        |(mut stream, mut translator, mut pending)| async move {
+            loop {
+                if let Some(event) = pending.pop_front() {
+                    return Some((event, (stream, translator, pending)));
+                }
+                let event = stream.next().await?;
+                translator.translate_model_event(event, &mut pending);
+            }
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -954,11 +966,15 @@ mod tests {
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {
             "role": "assistant", "content": null,
             "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"x\"}"}}]}}]});
-        let out = translator.translate_model_event(ModelEvent::Completed {
-            message: completion,
-            time_to_first_token: None,
-            request_id: None,
-        });
+        let mut out = Vec::new();
+        translator.translate_model_event(
+            ModelEvent::Completed {
+                message: completion,
+                time_to_first_token: None,
+                request_id: None,
+            },
+            &mut out,
+        );
         assert!(
             matches!(&out[0], ModelEvent::Decoded(DecodeEvent::ToolUseReady { id, input, .. }) if id == "c9" && input["path"] == "x")
         );

@@ -321,10 +321,11 @@ impl Model for ScriptedModel {
         }
         if self.provider != Provider::Anthropic {
             let mut translator = ChatEventTranslator::new();
-            items = items
-                .into_iter()
-                .flat_map(|item| translator.translate_model_event(item))
-                .collect();
+            let mut translated = Vec::with_capacity(items.len());
+            for item in items {
+                translator.translate_model_event(item, &mut translated);
+            }
+            items = translated;
         }
         Box::pin(futures_util::stream::iter(items))
     }
