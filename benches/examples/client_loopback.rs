@@ -8,6 +8,13 @@
 //! p99 is the one to quote (one noisy run on a shared machine moves neither).
 //!
 //! `cargo run --release -p ferroloop-bench --features client --example client_loopback`
+//!
+//! On a shared machine the tail is the scheduler's, not the code's: a sleeping reader woken on
+//! another (virtual) core waits for that core. Running the whole process on one core at
+//! real-time priority removes that noise for every path alike (the writer thread sleeps between
+//! events, so the reader runs as soon as the write wakes it):
+//! `CLIENT_LOOPBACK_ONLY=latency taskset -c 1 chrt -f 50 target/release/examples/client_loopback`.
+//! `CLIENT_LOOPBACK_PATHS=direct,floor` measures only those paths.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -64,6 +71,21 @@ fn main() {
         .build()
         .unwrap();
 
+    // `CLIENT_LOOPBACK_ONLY=latency` skips the throughput part (e.g. under `strace` or `chrt`).
+    let latency_only = std::env::var("CLIENT_LOOPBACK_ONLY").is_ok_and(|only| only == "latency");
+    if !latency_only {
+        throughput(&runtime, throughput_url, &workload, mb);
+    }
+    latency(&runtime, latency_url);
+}
+
+/// Client, and client + decoder, end to end against the parser, and the decoder, alone.
+fn throughput(
+    runtime: &tokio::runtime::Runtime,
+    throughput_url: String,
+    workload: &bytes::Bytes,
+    mb: f64,
+) {
     // Throughput: client end to end.
     let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(throughput_url);
     config.tls.native_roots = false;
@@ -85,7 +107,7 @@ fn main() {
     });
 
     // The SSE parser alone on the same bytes in 16 KiB chunks, events made owned too.
-    let chunks = chunked(&workload, 16 * 1024);
+    let chunks = chunked(workload, 16 * 1024);
     let mut parser_times = Vec::new();
     for _ in 0..RUNS {
         let started = Instant::now();
@@ -156,8 +178,10 @@ fn main() {
         decoder_median.as_secs_f64() * 1e3,
         decoded_median.as_secs_f64() / decoder_median.as_secs_f64(),
     );
+}
 
-    // Latency at 1,000 events/s, client and raw TCP floor runs interleaved.
+/// Latency at 1,000 events/s, client and raw TCP floor runs interleaved.
+fn latency(runtime: &tokio::runtime::Runtime, latency_url: String) {
     let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(latency_url);
     config.tls.native_roots = false;
     let client = Client::new(config).unwrap();
@@ -165,39 +189,55 @@ fn main() {
     let mut client_runs = Vec::new();
     let mut direct_runs = Vec::new();
     let mut floor_runs = Vec::new();
+    // `CLIENT_LOOPBACK_PATHS=direct,floor` (any of `replay`, `direct`, `floor`) measures only those.
+    let paths =
+        std::env::var("CLIENT_LOOPBACK_PATHS").unwrap_or_else(|_| "replay,direct,floor".into());
+    let wanted = |path: &str| paths.split(',').any(|p| p == path);
     for _ in 0..LATENCY_RUNS {
-        let mut latencies = Vec::with_capacity(LATENCY_EVENTS as usize);
-        runtime.block_on(async {
-            let mut stream = client.stream("{}");
-            while let Some(item) = stream.next().await {
-                match item {
-                    Ok(StreamItem::Event(event)) => {
-                        let received = origin.elapsed().as_nanos();
-                        let sent: u128 = event.id.parse().unwrap();
-                        latencies.push(Duration::from_nanos((received - sent) as u64));
+        if wanted("replay") {
+            let mut latencies = Vec::with_capacity(LATENCY_EVENTS as usize);
+            runtime.block_on(async {
+                let mut stream = client.stream("{}");
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(StreamItem::Event(event)) => {
+                            let received = origin.elapsed().as_nanos();
+                            let sent: u128 = event.id.parse().unwrap();
+                            latencies.push(Duration::from_nanos((received - sent) as u64));
+                        }
+                        Ok(_) => {}
+                        // The paced body has no `message_stop`: the end is reported as truncated.
+                        Err(_) => break,
                     }
-                    Ok(_) => {}
-                    // The paced body has no `message_stop`: the end is reported as truncated.
-                    Err(_) => break,
                 }
-            }
-        });
-        assert_eq!(latencies.len() as u64, LATENCY_EVENTS);
-        client_runs.push(summarize(&mut latencies));
-        let mut direct = runtime.block_on(client_from_raw_server(
-            LATENCY_EVENTS as usize,
-            Duration::from_millis(1),
-        ));
-        direct_runs.push(summarize(&mut direct));
-        let mut floor = runtime.block_on(raw_tcp_latencies(
-            LATENCY_EVENTS as usize,
-            Duration::from_millis(1),
-        ));
-        floor_runs.push(summarize(&mut floor));
+            });
+            assert_eq!(latencies.len() as u64, LATENCY_EVENTS);
+            client_runs.push(summarize(&mut latencies));
+        }
+        if wanted("direct") {
+            let mut direct = runtime.block_on(client_from_raw_server(
+                LATENCY_EVENTS as usize,
+                Duration::from_millis(1),
+            ));
+            direct_runs.push(summarize(&mut direct));
+        }
+        if wanted("floor") {
+            let mut floor = runtime.block_on(raw_tcp_latencies(
+                LATENCY_EVENTS as usize,
+                Duration::from_millis(1),
+            ));
+            floor_runs.push(summarize(&mut floor));
+        }
     }
-    report("client via the replay server", &mut client_runs);
-    report("client via a raw socket writer", &mut direct_runs);
-    report("raw TCP floor", &mut floor_runs);
+    for (what, runs) in [
+        ("client via the replay server", &mut client_runs),
+        ("client via a raw socket writer", &mut direct_runs),
+        ("raw TCP floor", &mut floor_runs),
+    ] {
+        if !runs.is_empty() {
+            report(what, runs);
+        }
+    }
 }
 
 /// Median, p99 and max of one run.
