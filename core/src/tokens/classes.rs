@@ -485,9 +485,12 @@ impl HighRuns {
         while east_asian != 0 {
             let i = index * 64 + east_asian.trailing_zeros() as usize;
             east_asian &= east_asian - 1;
-            let common = match bytes.get(i..i + 3) {
-                Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
-                _ => false,
+            let common = match bytes.get(i..i + 4) {
+                Some(&[b0, b1, b2, b3]) => is_common3_lead(u32::from_le_bytes([b0, b1, b2, b3])),
+                _ => match bytes.get(i..i + 3) {
+                    Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
+                    _ => false,
+                },
             };
             self.rare3 += u64::from(!common);
         }
@@ -1168,6 +1171,23 @@ pub fn is_common3(b0: u8, b1: u8, b2: u8) -> bool {
     (word >> (index % 64)) & 1 == 1
 }
 
+/// [`is_common3`] of the first three bytes of `word` (little-endian: the lead in the low
+/// byte), for a lead known to be in `E3`–`ED`: no branch but the bitmap's bounds check, for the
+/// per-character loop over kana, CJK and hangul text.
+#[inline(always)]
+fn is_common3_lead(word: u32) -> bool {
+    debug_assert!((0xE3..=0xED).contains(&(word & 0xFF)));
+    let continuations = word & 0x00C0_C000 == 0x0080_8000;
+    let cp = ((word & 0x0F) << 12) | ((word >> 2) & 0x0FC0) | ((word >> 16) & 0x3F);
+    // A lead in `E3`–`ED` gives `cp >= 0x3000`.
+    let index = cp.wrapping_sub(COMMON3_FIRST);
+    let bits = super::common3::COMMON3
+        .get((index / 64) as usize)
+        .copied()
+        .unwrap_or(0);
+    continuations & ((bits >> (index % 64)) & 1 == 1)
+}
+
 /// The compiled-in [`is_common3`] bitmap (bit `cp - COMMON3_FIRST`), for the fitting tool.
 pub fn common3_bitmap() -> &'static [u64] {
     &super::common3::COMMON3
@@ -1355,6 +1375,35 @@ mod tests {
     fn kernels_agree_on_real_text() {
         check(include_str!("classes.rs").as_bytes());
         check(include_str!("request.rs").as_bytes());
+    }
+
+    #[test]
+    fn the_lead_lookup_matches_is_common3() {
+        for b0 in 0xE3..=0xEDu8 {
+            for b1 in 0..=255u8 {
+                for b2 in [
+                    0x00, 0x41, 0x7F, 0x80, 0x8F, 0x9A, 0xA5, 0xBF, 0xC0, 0xE3, 0xFF,
+                ] {
+                    let word = u32::from_le_bytes([b0, b1, b2, 0xFF]);
+                    assert_eq!(
+                        is_common3_lead(word),
+                        is_common3(b0, b1, b2),
+                        "{b0:x} {b1:x} {b2:x}"
+                    );
+                }
+            }
+        }
+        // Every character of the bitmap's range, and the count of common ones.
+        let mut common = 0u32;
+        for c in (0x3000..0xE000u32).filter_map(char::from_u32) {
+            let mut buf = [0u8; 4];
+            c.encode_utf8(&mut buf);
+            let fast = is_common3_lead(u32::from_le_bytes(buf));
+            assert_eq!(fast, is_common3(buf[0], buf[1], buf[2]), "{c:?}");
+            common += u32::from(fast);
+        }
+        let ones: u32 = common3_bitmap().iter().map(|w| w.count_ones()).sum();
+        assert_eq!(common, ones);
     }
 
     /// Bytes at the edges of the classes: vowels and consonants of both cases, the bytes beside
