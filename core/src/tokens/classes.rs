@@ -979,7 +979,7 @@ mod avx2 {
 
     /// The ASCII part of one 64-byte block `a`, `b` (`valid` has a bit per byte of the text;
     /// the rest is zero padding, which only the punctuation mask would count). Evaluates to
-    /// whether the block has a byte `>= 0x80`, for which the caller runs [`high_block`]. A
+    /// the block's mask of bytes `>= 0x80`; the caller runs [`high_block`] if it is not 0. A
     /// macro rather than a function: LLVM does not inline a function this size called from two
     /// places, and through a call the carries and totals live in memory.
     macro_rules! ascii_block {
@@ -1045,7 +1045,7 @@ mod avx2 {
                 consonant2,
                 consonant4,
             };
-            high != 0
+            high
         }};
     }
 
@@ -1066,29 +1066,26 @@ mod avx2 {
         let mut totals = AsciiTotals::default();
         let mut high_bytes = HighBytes::default();
         let mut high_runs = HighRuns::default();
+        // The mask of bytes `>= 0x80` of each block of a group (the blocks the non-ASCII pass
+        // visits): one store per block in the ASCII loop.
+        let mut highs = [0u64; DRAIN_EVERY];
         let blocks = bytes.chunks_exact(64);
         let tail = blocks.remainder();
         let full = bytes.len() / 64;
         let mut group_start = 0;
         while group_start < full {
             let group_end = full.min(group_start + DRAIN_EVERY);
-            // Bit `i`: block `group_start + i` has non-ASCII bytes.
-            let mut deferred = 0u64;
-            for (i, block) in bytes[group_start * 64..group_end * 64]
-                .chunks_exact(64)
-                .enumerate()
-            {
+            let group = &bytes[group_start * 64..group_end * 64];
+            for (high_mask, block) in highs.iter_mut().zip(group.chunks_exact(64)) {
                 // SAFETY: `block` is 64 bytes.
                 let (a, b) = unsafe { load(block.as_ptr()) };
-                let has_high = ascii_block!(&mut carry, &mut totals, &mut json, a, b, u64::MAX);
-                deferred |= u64::from(has_high) << i;
+                *high_mask = ascii_block!(&mut carry, &mut totals, &mut json, a, b, u64::MAX);
             }
-            while deferred != 0 {
-                let index = group_start + deferred.trailing_zeros() as usize;
-                deferred &= deferred - 1;
-                if let Some(block) = bytes.get(index * 64..index * 64 + 64) {
+            for (i, (&high_mask, block)) in highs.iter().zip(group.chunks_exact(64)).enumerate() {
+                if high_mask != 0 {
                     // SAFETY: `block` is 64 bytes.
                     let (a, b) = unsafe { load(block.as_ptr()) };
+                    let index = group_start + i;
                     high_block(
                         &mut high,
                         &mut high_runs,
@@ -1110,7 +1107,7 @@ mod avx2 {
             let valid = (1u64 << tail.len()) - 1;
             // SAFETY: `padded` is 64 bytes.
             let (a, b) = unsafe { load(padded.as_ptr()) };
-            if ascii_block!(&mut carry, &mut totals, &mut json, a, b, valid) {
+            if ascii_block!(&mut carry, &mut totals, &mut json, a, b, valid) != 0 {
                 high_block(
                     &mut high,
                     &mut high_runs,
