@@ -482,15 +482,26 @@ impl HighRuns {
         // Rare three-byte characters: a bitmap lookup per kana/CJK/hangul lead (scalar, shared
         // by both kernels; only texts in those scripts pay for it).
         let mut east_asian = h.east_asian;
+        let start = index * 64;
+        let window: Option<&[u8; 68]> =
+            bytes.get(start..start + 68).and_then(|w| w.try_into().ok());
+        if let Some(window) = window {
+            // Every lead's three bytes (and one more) are in `window`: no check per lead.
+            while east_asian != 0 {
+                let j = east_asian.trailing_zeros() as usize;
+                east_asian &= east_asian - 1;
+                let word =
+                    u32::from_le_bytes([window[j], window[j + 1], window[j + 2], window[j + 3]]);
+                self.rare3 += u64::from(!is_common3_lead(word));
+            }
+        }
+        // The last block of the text.
         while east_asian != 0 {
-            let i = index * 64 + east_asian.trailing_zeros() as usize;
+            let i = start + east_asian.trailing_zeros() as usize;
             east_asian &= east_asian - 1;
-            let common = match bytes.get(i..i + 4) {
-                Some(&[b0, b1, b2, b3]) => is_common3_lead(u32::from_le_bytes([b0, b1, b2, b3])),
-                _ => match bytes.get(i..i + 3) {
-                    Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
-                    _ => false,
-                },
+            let common = match bytes.get(i..i + 3) {
+                Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
+                _ => false,
             };
             self.rare3 += u64::from(!common);
         }
