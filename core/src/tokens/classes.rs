@@ -507,6 +507,13 @@ impl HighRuns {
         }
     }
 
+    /// Whether block `index`'s first byte may complete a Cyrillic pair: the block visited last
+    /// is the one before and ended in `D0` or `D1`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn cyrillic_carry(&self, index: usize) -> bool {
+        self.last.is_some_and(|last| last + 1 == index) && (self.prev_d0 | self.prev_d1) >> 63 != 0
+    }
+
     /// Copies the counts into `c`.
     fn finish(&self, c: &mut ClassCounts) {
         c.cyrillic_ext = self.cyrillic_ext;
@@ -928,47 +935,58 @@ mod avx2 {
         let high_before = (high << 1) | u64::from(last_before.is_some_and(|&b| b >= 0x80));
         high_bytes.total += Popcnt::pop(high);
         high_bytes.runs += Popcnt::pop(high & !high_before);
+        let (ge_c0_a, ge_c0_b) = (at_least(a, 0xC0), at_least(b, 0xC0));
+        let (ge_e0_a, ge_e0_b) = (at_least(a, 0xE0), at_least(b, 0xE0));
         let mut add = |class: usize, x, y| counters.add(class - byte_class::GE_C0, x, y);
-        add(byte_class::GE_C0, at_least(a, 0xC0), at_least(b, 0xC0));
-        add(byte_class::GE_E0, at_least(a, 0xE0), at_least(b, 0xE0));
+        add(byte_class::GE_C0, ge_c0_a, ge_c0_b);
+        add(byte_class::GE_E0, ge_e0_a, ge_e0_b);
         add(byte_class::GE_F0, at_least(a, 0xF0), at_least(b, 0xF0));
-        add(
-            byte_class::CJK,
-            in_range(a, 0xE4, 0xE9),
-            in_range(b, 0xE4, 0xE9),
+        // The script counters and masks only for the leads present (a document keeps to one
+        // script for many blocks, so the branches predict well); a block with no two-byte
+        // lead still looks at its continuation bytes when the block before ended in `D0`/`D1`.
+        let mut h = HighMasks::default();
+        if mask(ge_e0_a, ge_e0_b) != 0 {
+            add(
+                byte_class::CJK,
+                in_range(a, 0xE4, 0xE9),
+                in_range(b, 0xE4, 0xE9),
+            );
+            add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
+            add(
+                byte_class::HANGUL,
+                in_range(a, 0xEA, 0xED),
+                in_range(b, 0xEA, 0xED),
+            );
+            h.east_asian = mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED));
+        }
+        let two_byte = mask(
+            _mm256_andnot_si256(ge_e0_a, ge_c0_a),
+            _mm256_andnot_si256(ge_e0_b, ge_c0_b),
         );
-        add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
-        add(
-            byte_class::HANGUL,
-            in_range(a, 0xEA, 0xED),
-            in_range(b, 0xEA, 0xED),
-        );
-        add(
-            byte_class::CYRILLIC,
-            in_range(a, 0xD0, 0xD1),
-            in_range(b, 0xD0, 0xD1),
-        );
-        add(
-            byte_class::LATIN1,
-            in_range(a, 0xC2, 0xC3),
-            in_range(b, 0xC2, 0xC3),
-        );
-        add(
-            byte_class::LATIN_EXT,
-            in_range(a, 0xC4, 0xCA),
-            in_range(b, 0xC4, 0xCA),
-        );
-        runs.block::<Popcnt>(
-            HighMasks {
-                d1: mask(eq(a, 0xD1), eq(b, 0xD1)),
-                cont_9x: mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F)),
-                d0: mask(eq(a, 0xD0), eq(b, 0xD0)),
-                cont_upper: mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF)),
-                east_asian: mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED)),
-            },
-            bytes,
-            index,
-        );
+        if two_byte != 0 {
+            add(
+                byte_class::CYRILLIC,
+                in_range(a, 0xD0, 0xD1),
+                in_range(b, 0xD0, 0xD1),
+            );
+            add(
+                byte_class::LATIN1,
+                in_range(a, 0xC2, 0xC3),
+                in_range(b, 0xC2, 0xC3),
+            );
+            add(
+                byte_class::LATIN_EXT,
+                in_range(a, 0xC4, 0xCA),
+                in_range(b, 0xC4, 0xCA),
+            );
+        }
+        if two_byte != 0 || runs.cyrillic_carry(index) {
+            h.d1 = mask(eq(a, 0xD1), eq(b, 0xD1));
+            h.cont_9x = mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F));
+            h.d0 = mask(eq(a, 0xD0), eq(b, 0xD0));
+            h.cont_upper = mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF));
+        }
+        runs.block::<Popcnt>(h, bytes, index);
     }
 
     /// The two 32-byte halves of the 64 bytes at `p`.
@@ -1354,6 +1372,22 @@ mod tests {
             let c = count_classes(s.as_bytes());
             assert_eq!(c.long_run, 40 - u64::from(LONG_RUN) + 1);
             check(s.as_bytes());
+        }
+    }
+
+    #[test]
+    fn cyrillic_pairs_split_across_blocks() {
+        // The lead ends one block and the continuation starts the next, which has no two-byte
+        // lead of its own (CJK, ASCII, or the end of the text after it).
+        for (letter, after) in [("ї", "漢字"), ("Ї", "abc"), ("ѓ", ""), ("Я", "—")] {
+            let text = format!("{}{letter}{}", "a".repeat(63), after.repeat(30));
+            let c = count_classes(text.as_bytes());
+            assert_eq!(
+                c.cyrillic_ext + c.cyrillic_upper,
+                1,
+                "{letter} before {after:?}"
+            );
+            check(text.as_bytes());
         }
     }
 
