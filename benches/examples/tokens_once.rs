@@ -2,7 +2,8 @@
 //! instruction counting (`perf stat`, `valgrind --tool=callgrind`):
 //! `cargo build --release -p ferroloop-bench --example tokens_once &&
 //!  perf stat target/release/examples/tokens_once estimate 50`. `bytecount` is the plain byte
-//! pass (newlines) the estimator is compared with; `setup` only builds the corpus (subtract it).
+//! pass (newlines) the estimator is compared with; `setup` only builds the corpus (subtract it);
+//! `check` prints the class counts and fails unless both kernels agree on the corpus.
 #![allow(clippy::print_stdout)]
 
 use std::time::Instant;
@@ -24,6 +25,17 @@ fn main() {
             "setup" => 0,
             "bytecount" => bytecount::count(corpus.as_bytes(), b'\n') as u64,
             "portable" => count_classes_with(corpus.as_bytes(), Kernel::Portable).newlines,
+            "check" => {
+                // Both kernels over the whole corpus: every count must agree.
+                let avx2 = count_classes_with(corpus.as_bytes(), Kernel::Avx2);
+                let portable = count_classes_with(corpus.as_bytes(), Kernel::Portable);
+                if avx2 != portable {
+                    eprintln!("kernels disagree:\n{avx2:?}\n{portable:?}");
+                    std::process::exit(1);
+                }
+                println!("{avx2:?}");
+                avx2.bytes
+            }
             "ascii" => {
                 let ascii: String = corpus.chars().filter(char::is_ascii).collect();
                 estimate_text(&ascii, Family::O200k)

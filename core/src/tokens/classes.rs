@@ -3,10 +3,11 @@
 //!
 //! The text is processed in 64-byte blocks. Both kernels turn a block into a few 64-bit masks
 //! (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the previous
-//! block's masks across block boundaries: the ASCII per-byte classes (letters, digits, spaces,
-//! JSON punctuation) and the run and transition features (word starts, case changes, long runs,
-//! consonant clusters, ...) are one shared function (`Runs::block`), so the kernels differ only
-//! in how the masks are built (a lookup table per byte, or AVX2 compares and `vpmovmskb`).
+//! block's masks across block boundaries for the run and transition features (word starts, case
+//! changes, long runs, consonant clusters, ...). The portable kernel builds the masks with a
+//! lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds them with
+//! vector compares and `vpmovmskb` and counts them in its own tuned copy of that arithmetic
+//! (run lengths as chains of `shld` steps that carry each step's previous mask).
 //!
 //! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs) is done only
 //! for blocks that contain a byte `>= 0x80`: the AVX2 kernel marks those blocks and visits them
@@ -355,9 +356,8 @@ fn run_ends(current: u64, prev: u64, len: u32) -> u64 {
     (run >> 64) as u64
 }
 
-/// The run and transition counts, with the carry state between blocks. Shared by both kernels
-/// (the per-byte class totals are counted by each kernel in its own way: a histogram, vector
-/// byte counters).
+/// The run and transition counts of the portable kernel, with the carry state between blocks
+/// (the per-byte class totals come from its byte histogram).
 ///
 /// The per-block popcounts of the ten features are summed in 16-bit fields of three `u64`s
 /// (four features each), spilled into `counts` every [`Runs::SPILL_EVERY`] blocks: three
@@ -393,8 +393,8 @@ impl Runs {
         self.transitions::<P>(m);
     }
 
-    /// The features of block `m` other than `long_run`, `long_word` and `consonant_runs` (the
-    /// run lengths, which the AVX2 kernel counts in vector registers).
+    /// The features of block `m` other than the run lengths (`long_run`, `long_word`,
+    /// `consonant_runs`).
     #[inline(always)]
     fn transitions<P: PopCount>(&mut self, m: RunMasks) {
         let pop = P::pop;
@@ -482,8 +482,22 @@ impl HighRuns {
         // Rare three-byte characters: a bitmap lookup per kana/CJK/hangul lead (scalar, shared
         // by both kernels; only texts in those scripts pay for it).
         let mut east_asian = h.east_asian;
+        let start = index * 64;
+        let window: Option<&[u8; 68]> =
+            bytes.get(start..start + 68).and_then(|w| w.try_into().ok());
+        if let Some(window) = window {
+            // Every lead's three bytes (and one more) are in `window`: no check per lead.
+            while east_asian != 0 {
+                let j = east_asian.trailing_zeros() as usize;
+                east_asian &= east_asian - 1;
+                let word =
+                    u32::from_le_bytes([window[j], window[j + 1], window[j + 2], window[j + 3]]);
+                self.rare3 += u64::from(!is_common3_lead(word));
+            }
+        }
+        // The last block of the text.
         while east_asian != 0 {
-            let i = index * 64 + east_asian.trailing_zeros() as usize;
+            let i = start + east_asian.trailing_zeros() as usize;
             east_asian &= east_asian - 1;
             let common = match bytes.get(i..i + 3) {
                 Some(&[b0, b1, b2]) => is_common3(b0, b1, b2),
@@ -491,6 +505,13 @@ impl HighRuns {
             };
             self.rare3 += u64::from(!common);
         }
+    }
+
+    /// Whether block `index`'s first byte may complete a Cyrillic pair: the block visited last
+    /// is the one before and ended in `D0` or `D1`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fn cyrillic_carry(&self, index: usize) -> bool {
+        self.last.is_some_and(|last| last + 1 == index) && (self.prev_d0 | self.prev_d1) >> 63 != 0
     }
 
     /// Copies the counts into `c`.
@@ -572,11 +593,14 @@ impl Kernel {
     }
 }
 
-/// Whether the CPU has what the AVX2 kernel is compiled for (every AVX2 CPU also has POPCNT;
-/// checked anyway).
+/// Whether the CPU has what the AVX2 kernel is compiled for: AVX2, POPCNT, and BMI1/BMI2
+/// (`andn`, `shlx` in the mask arithmetic), which every AVX2 CPU so far also has; all checked.
 #[cfg(target_arch = "x86_64")]
 fn avx2_supported() -> bool {
-    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
 }
 
 /// Portable kernel: a byte histogram for the per-byte classes, a table lookup per byte for the
@@ -630,9 +654,9 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    //! The AVX2 kernel. Every function here requires AVX2 (and POPCNT), which `count` declares
+    //! The AVX2 kernel. Every function here requires AVX2 (and POPCNT, BMI1, BMI2), which `count` declares
     //! and its caller checks at run time.
-    use super::{ClassCounts, HighMasks, HighRuns, PopCount, RunMasks, Runs, byte_class};
+    use super::{ClassCounts, HighMasks, HighRuns, PopCount, byte_class};
     use std::arch::x86_64::*;
 
     /// Bytes of `v` in the unsigned range `lo..=hi`.
@@ -698,46 +722,16 @@ mod avx2 {
         )
     }
 
-    /// ASCII vowels `a e i o u y` of either case: the same table trick on the byte with its
-    /// case bit set (only letters become vowels that way), with two tables because `e`/`u` and
-    /// `i`/`y` share a low nibble.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn vowel(v: __m256i) -> __m256i {
-        let folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
-        let mut first = [0xFFu8; 16];
-        first[0x1] = b'a';
-        first[0x5] = b'e';
-        first[0x9] = b'i';
-        first[0xF] = b'o';
-        let mut second = [0xFFu8; 16];
-        second[0x5] = b'u';
-        second[0x9] = b'y';
-        _mm256_or_si256(
-            _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(first), folded), folded),
-            _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(second), folded), folded),
-        )
-    }
-
-    /// The union of six compare results.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn any_of(v: [__m256i; 6]) -> __m256i {
-        _mm256_or_si256(
-            _mm256_or_si256(_mm256_or_si256(v[0], v[1]), _mm256_or_si256(v[2], v[3])),
-            _mm256_or_si256(v[4], v[5]),
-        )
-    }
-
     /// The sign bits of the 32 bytes of `v` (`vpmovmskb`). Written as inline assembly on
     /// purpose: with the intrinsic, LLVM folds the masks' later integer logic back into vectors
     /// of booleans, which AVX2 cannot hold, and expands them byte by byte (4× slower).
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn movemask(v: __m256i) -> u32 {
-        let bits: u32;
+    fn movemask(v: __m256i) -> u64 {
+        let bits: u64;
         // SAFETY: `vpmovmskb` only reads the vector register and writes the general-purpose
-        // one; AVX2 is enabled for this function, so the instruction exists.
+        // one (its 32-bit form clears the upper half, so the `u64` is the mask); AVX2 is
+        // enabled for this function, so the instruction exists.
         unsafe {
             std::arch::asm!(
                 "vpmovmskb {bits:e}, {v}",
@@ -752,7 +746,7 @@ mod avx2 {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn mask(a: __m256i, b: __m256i) -> u64 {
-        u64::from(movemask(a)) | (u64::from(movemask(b)) << 32)
+        movemask(a) | (movemask(b) << 32)
     }
 
     /// `popcnt` as inline assembly. With `count_ones`, LLVM gathers the block's dozen popcounts
@@ -820,174 +814,179 @@ mod avx2 {
         }
     }
 
-    /// The run-length features (`long_run`, `long_word`, `consonant_runs`) in vector registers:
-    /// the alphanumeric, letter and consonant masks of a block side by side in the four `u64`
-    /// lanes (consonants twice, for runs of [`super::CONSONANT_RUN`] and of
-    /// [`super::CONSONANT_RUN_END`]` + 1`),
-    /// shifted by a different amount per lane so that one chain of four steps finds every run
-    /// end, with the previous block's masks as the carry. The scalar chain (`run_ends`) of the
-    /// portable kernel kept a dozen 128-bit values in general-purpose registers.
-    struct RunLengths {
-        prev: __m256i,
-        /// Bit counts per lane: `long_run`, `long_word`, `consonant_runs`, unused.
-        totals: __m256i,
-        /// Bit counts of the lower, upper, digit and space masks (the per-byte classes that
-        /// have a mask anyway: counting them from it keeps fewer vector counters live).
-        classes: __m256i,
-    }
-
-    /// Per-lane shifts of the four steps: after a step by `s` (at most the run length already
-    /// reached), a bit is set where a run `s` longer ends. Alphanumerics reach 16
-    /// ([`super::LONG_RUN`]), letters 8 ([`super::LONG_WORD`]), consonants 3 and 7.
-    const RUN_STEPS: [[i64; 4]; 4] = [[1, 1, 1, 1], [2, 2, 1, 2], [4, 4, 0, 3], [8, 0, 0, 0]];
-    const _: () = {
-        assert!(super::LONG_RUN == 16 && super::LONG_WORD == 8);
-        assert!(super::CONSONANT_RUN == 3 && super::CONSONANT_RUN_END + 1 == 7);
-    };
-
-    impl RunLengths {
-        #[inline]
-        #[target_feature(enable = "avx2")]
-        fn new() -> RunLengths {
-            RunLengths {
-                prev: _mm256_setzero_si256(),
-                totals: _mm256_setzero_si256(),
-                classes: _mm256_setzero_si256(),
-            }
-        }
-
-        #[inline]
-        #[target_feature(enable = "avx2")]
-        fn block(&mut self, alnum: u64, letter: u64, consonant: u64) {
-            let low = _mm_insert_epi64(_mm_cvtsi64_si128(alnum as i64), letter as i64, 1);
-            let high = _mm_set1_epi64x(consonant as i64);
-            let current = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-            let (mut run, mut carry) = (current, self.prev);
-            for step in RUN_STEPS {
-                let by = _mm256_setr_epi64x(step[0], step[1], step[2], step[3]);
-                let rest = _mm256_sub_epi64(_mm256_set1_epi64x(64), by);
-                // 128-bit `(run:carry) &= (run:carry) << by` per lane (a shift by 64 gives 0).
-                let shifted =
-                    _mm256_or_si256(_mm256_sllv_epi64(run, by), _mm256_srlv_epi64(carry, rest));
-                run = _mm256_and_si256(run, shifted);
-                carry = _mm256_and_si256(carry, _mm256_sllv_epi64(carry, by));
-            }
-            self.prev = current;
-            // Lane 2: consonants at positions 3..=6 (runs of 3 minus runs of 7).
-            let longer = _mm256_blend_epi32(
-                _mm256_setzero_si256(),
-                _mm256_permute4x64_epi64(run, 0b11_11_11_11),
-                0b0011_0000,
-            );
-            let features = _mm256_andnot_si256(longer, run);
-            self.totals = _mm256_add_epi64(self.totals, popcount_lanes(features));
-        }
-
-        /// Counts the bits of four per-byte class masks.
-        #[inline]
-        #[target_feature(enable = "avx2")]
-        fn classes(&mut self, lower: u64, upper: u64, digit: u64, space: u64) {
-            let low = _mm_insert_epi64(_mm_cvtsi64_si128(lower as i64), upper as i64, 1);
-            let high = _mm_insert_epi64(_mm_cvtsi64_si128(digit as i64), space as i64, 1);
-            let masks = _mm256_inserti128_si256(_mm256_castsi128_si256(low), high, 1);
-            self.classes = _mm256_add_epi64(self.classes, popcount_lanes(masks));
-        }
-
-        /// The totals of the class masks: lower, upper, digit, space.
-        #[inline]
-        #[target_feature(enable = "avx2")]
-        fn class_totals(&self) -> [u64; 4] {
-            let mut lanes = [0u64; 4];
-            // SAFETY: `lanes` is 32 writable bytes; the unaligned store writes exactly them.
-            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), self.classes) };
-            lanes
-        }
-
-        /// Adds the totals to `c`.
-        #[inline]
-        #[target_feature(enable = "avx2")]
-        fn finish(&self, c: &mut ClassCounts) {
-            let mut lanes = [0u64; 4];
-            // SAFETY: `lanes` is 32 writable bytes; the unaligned store writes exactly them.
-            unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), self.totals) };
-            c.long_run += lanes[0];
-            c.long_word += lanes[1];
-            c.consonant_runs += lanes[2];
-        }
-    }
-
-    /// The number of set bits of each `u64` lane (nibble table lookups, summed per lane).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn popcount_lanes(v: __m256i) -> __m256i {
-        let bits = table([0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4]);
-        let nibble = _mm256_set1_epi8(0x0F);
-        let low = _mm256_shuffle_epi8(bits, _mm256_and_si256(v, nibble));
-        let high = _mm256_shuffle_epi8(bits, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
-        _mm256_sad_epu8(_mm256_add_epi8(low, high), _mm256_setzero_si256())
-    }
-
-    /// Counters of the per-byte classes that have no mask of their own: line feeds, JSON
-    /// punctuation and bytes `>= 0x80`, in this order.
-    type AsciiCounters = Counters<3>;
-    /// The classes of [`AsciiCounters`].
-    const ASCII_COUNTED: [usize; 3] = [byte_class::NEWLINE, byte_class::JSON, byte_class::HIGH];
+    /// Counter of JSON punctuation, the one ASCII per-byte class without a mask of its own.
+    type JsonCounter = Counters<1>;
 
     /// Counters of the multibyte classes (`byte_class::GE_C0..`), offset by `GE_C0`.
     type HighCounters = Counters<{ byte_class::COUNT - byte_class::GE_C0 }>;
 
+    /// `x` moved up by `by` (1..=63) with the top `by` bits of the previous block's `prev`
+    /// shifted in below: the upper half of `(x:prev) << by` (one `shld`).
+    #[inline(always)]
+    fn shift_in(x: u64, prev: u64, by: u32) -> u64 {
+        (x << by) | (prev >> (64 - by))
+    }
+
+    /// The previous block's masks that the ASCII features look back into: the classes of the
+    /// transitions, and the intermediate masks of the run-length chains (`alnum4`: bytes that
+    /// end a run of at least 4 alphanumerics, ...), so that each step of a chain is one
+    /// `shld` and one `and` whatever the run's length before the block.
+    #[derive(Default, Clone, Copy)]
+    struct Carry {
+        letter: u64,
+        digit: u64,
+        punct: u64,
+        space: u64,
+        lower: u64,
+        alnum2: u64,
+        alnum4: u64,
+        alnum8: u64,
+        letter2: u64,
+        letter4: u64,
+        consonant: u64,
+        consonant2: u64,
+        consonant4: u64,
+    }
+
+    /// Totals of the ASCII loop, one per count.
+    #[derive(Default)]
+    struct AsciiTotals {
+        letters: u64,
+        upper: u64,
+        digits: u64,
+        spaces: u64,
+        newlines: u64,
+        word_starts: u64,
+        digit_runs: u64,
+        punct_runs: u64,
+        space_runs: u64,
+        case_changes: u64,
+        alnum_switches: u64,
+        long_run: u64,
+        long_word: u64,
+        consonant_runs: u64,
+    }
+
+    /// Total and run starts of bytes `>= 0x80`, counted in the non-ASCII pass (an ASCII block
+    /// adds nothing to either).
+    #[derive(Default)]
+    struct HighBytes {
+        total: u64,
+        runs: u64,
+    }
+
+    /// The per-byte classes of one 32-byte half that become masks, as compare results.
+    struct HalfClasses {
+        letter: __m256i,
+        /// Bit 5 of each byte moved to bit 7 (lowercase among letters).
+        case: __m256i,
+        digit: __m256i,
+        space: __m256i,
+        newline: __m256i,
+        consonant: __m256i,
+        json: __m256i,
+    }
+
+    /// The classes of the 32 bytes `v`. Ranges are one signed compare after an addition that
+    /// moves the range to the top of the positive bytes (the addition is a bijection, so no
+    /// other byte lands there); letters are tested case-folded.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn classify(v: __m256i) -> HalfClasses {
+        let set = |b: u8| _mm256_set1_epi8(b as i8);
+        let folded = _mm256_or_si256(v, set(0x20));
+        // `a`..=`z` + 5 → 0x66..=0x7F; `0`..=`9` + 0x46 → 0x76..=0x7F.
+        let letter = _mm256_cmpgt_epi8(_mm256_add_epi8(folded, set(5)), set(0x65));
+        let digit = _mm256_cmpgt_epi8(_mm256_add_epi8(v, set(0x46)), set(0x75));
+        // Vowels: bits 1..=4 of the folded letter index a table with one vowel per slot
+        // (a e i o u y land on 0 2 4 7 A C); empty slots hold 0, which no folded byte is.
+        let mut vowels = [0u8; 16];
+        for vowel in *b"aeiouy" {
+            vowels[usize::from((vowel >> 1) & 0x0F)] = vowel;
+        }
+        let slot = _mm256_and_si256(_mm256_srli_epi16(folded, 1), set(0x0F));
+        let vowel = _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(vowels), slot), folded);
+        HalfClasses {
+            letter,
+            case: _mm256_slli_epi16(v, 2),
+            digit,
+            space: space(v),
+            newline: eq(v, b'\n'),
+            consonant: _mm256_andnot_si256(vowel, letter),
+            json: json(v),
+        }
+    }
+
     /// The non-ASCII part of block `index` (its bytes `a`, `b`), which has a byte `>= 0x80`.
     #[inline(never)]
-    #[target_feature(enable = "avx2,popcnt")]
+    #[target_feature(enable = "avx2,popcnt,bmi1,bmi2")]
     fn high_block(
         counters: &mut HighCounters,
         runs: &mut HighRuns,
+        high_bytes: &mut HighBytes,
         a: __m256i,
         b: __m256i,
         bytes: &[u8],
         index: usize,
     ) {
+        // Padding bytes are zero: not high.
+        let high = mask(a, b);
+        let last_before = (index * 64).checked_sub(1).and_then(|i| bytes.get(i));
+        let high_before = (high << 1) | u64::from(last_before.is_some_and(|&b| b >= 0x80));
+        high_bytes.total += Popcnt::pop(high);
+        high_bytes.runs += Popcnt::pop(high & !high_before);
+        let (ge_c0_a, ge_c0_b) = (at_least(a, 0xC0), at_least(b, 0xC0));
+        let (ge_e0_a, ge_e0_b) = (at_least(a, 0xE0), at_least(b, 0xE0));
         let mut add = |class: usize, x, y| counters.add(class - byte_class::GE_C0, x, y);
-        add(byte_class::GE_C0, at_least(a, 0xC0), at_least(b, 0xC0));
-        add(byte_class::GE_E0, at_least(a, 0xE0), at_least(b, 0xE0));
+        add(byte_class::GE_C0, ge_c0_a, ge_c0_b);
+        add(byte_class::GE_E0, ge_e0_a, ge_e0_b);
         add(byte_class::GE_F0, at_least(a, 0xF0), at_least(b, 0xF0));
-        add(
-            byte_class::CJK,
-            in_range(a, 0xE4, 0xE9),
-            in_range(b, 0xE4, 0xE9),
+        // The script counters and masks only for the leads present (a document keeps to one
+        // script for many blocks, so the branches predict well); a block with no two-byte
+        // lead still looks at its continuation bytes when the block before ended in `D0`/`D1`.
+        let mut h = HighMasks::default();
+        if mask(ge_e0_a, ge_e0_b) != 0 {
+            add(
+                byte_class::CJK,
+                in_range(a, 0xE4, 0xE9),
+                in_range(b, 0xE4, 0xE9),
+            );
+            add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
+            add(
+                byte_class::HANGUL,
+                in_range(a, 0xEA, 0xED),
+                in_range(b, 0xEA, 0xED),
+            );
+            h.east_asian = mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED));
+        }
+        let two_byte = mask(
+            _mm256_andnot_si256(ge_e0_a, ge_c0_a),
+            _mm256_andnot_si256(ge_e0_b, ge_c0_b),
         );
-        add(byte_class::KANA, eq(a, 0xE3), eq(b, 0xE3));
-        add(
-            byte_class::HANGUL,
-            in_range(a, 0xEA, 0xED),
-            in_range(b, 0xEA, 0xED),
-        );
-        add(
-            byte_class::CYRILLIC,
-            in_range(a, 0xD0, 0xD1),
-            in_range(b, 0xD0, 0xD1),
-        );
-        add(
-            byte_class::LATIN1,
-            in_range(a, 0xC2, 0xC3),
-            in_range(b, 0xC2, 0xC3),
-        );
-        add(
-            byte_class::LATIN_EXT,
-            in_range(a, 0xC4, 0xCA),
-            in_range(b, 0xC4, 0xCA),
-        );
-        runs.block::<Popcnt>(
-            HighMasks {
-                d1: mask(eq(a, 0xD1), eq(b, 0xD1)),
-                cont_9x: mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F)),
-                d0: mask(eq(a, 0xD0), eq(b, 0xD0)),
-                cont_upper: mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF)),
-                east_asian: mask(in_range(a, 0xE3, 0xED), in_range(b, 0xE3, 0xED)),
-            },
-            bytes,
-            index,
-        );
+        if two_byte != 0 {
+            add(
+                byte_class::CYRILLIC,
+                in_range(a, 0xD0, 0xD1),
+                in_range(b, 0xD0, 0xD1),
+            );
+            add(
+                byte_class::LATIN1,
+                in_range(a, 0xC2, 0xC3),
+                in_range(b, 0xC2, 0xC3),
+            );
+            add(
+                byte_class::LATIN_EXT,
+                in_range(a, 0xC4, 0xCA),
+                in_range(b, 0xC4, 0xCA),
+            );
+        }
+        if two_byte != 0 || runs.cyrillic_carry(index) {
+            h.d1 = mask(eq(a, 0xD1), eq(b, 0xD1));
+            h.cont_9x = mask(in_range(a, 0x90, 0x9F), in_range(b, 0x90, 0x9F));
+            h.d0 = mask(eq(a, 0xD0), eq(b, 0xD0));
+            h.cont_upper = mask(in_range(a, 0x80, 0xAF), in_range(b, 0x80, 0xAF));
+        }
+        runs.block::<Popcnt>(h, bytes, index);
     }
 
     /// The two 32-byte halves of the 64 bytes at `p`.
@@ -1008,94 +1007,132 @@ mod avx2 {
     }
 
     /// The ASCII part of one 64-byte block `a`, `b` (`valid` has a bit per byte of the text;
-    /// the rest is zero padding, which no per-byte class counts). Evaluates to whether the block
-    /// has a byte `>= 0x80`, for which the caller runs [`high_block`]. A macro rather than a
-    /// function: LLVM does not inline a function this size called from two places, and through
-    /// a call the counters live in memory.
+    /// the rest is zero padding, which only the punctuation mask would count). Evaluates to
+    /// the block's mask of bytes `>= 0x80`; the caller runs [`high_block`] if it is not 0. A
+    /// macro rather than a function: LLVM does not inline a function this size called from two
+    /// places, and through a call the carries and totals live in memory.
     macro_rules! ascii_block {
-        ($runs:expr, $lengths:expr, $counters:expr, $a:expr, $b:expr, $valid:expr) => {{
-            let runs: &mut Runs = $runs;
-            let lengths: &mut RunLengths = $lengths;
-            let counters: &mut AsciiCounters = $counters;
+        ($carry:expr, $totals:expr, $json:expr, $a:expr, $b:expr, $valid:expr) => {{
+            let carry: &mut Carry = $carry;
+            let t: &mut AsciiTotals = $totals;
+            let json: &mut JsonCounter = $json;
             let (a, b): (__m256i, __m256i) = ($a, $b);
             let valid: u64 = $valid;
-            let (lower_a, lower_b) = (in_range(a, b'a', b'z'), in_range(b, b'a', b'z'));
-            let (upper_a, upper_b) = (in_range(a, b'A', b'Z'), in_range(b, b'A', b'Z'));
-            let (digit_a, digit_b) = (in_range(a, b'0', b'9'), in_range(b, b'0', b'9'));
-            let (space_a, space_b) = (space(a), space(b));
-            let (newline_a, newline_b) = (eq(a, b'\n'), eq(b, b'\n'));
-            let zero = _mm256_setzero_si256();
-            let (high_a, high_b) = (_mm256_cmpgt_epi8(zero, a), _mm256_cmpgt_epi8(zero, b));
-            let other_a = any_of([lower_a, upper_a, digit_a, space_a, newline_a, high_a]);
-            let other_b = any_of([lower_b, upper_b, digit_b, space_b, newline_b, high_b]);
-            // Padding bytes are zero, which is in none of these classes.
-            counters.add(0, newline_a, newline_b);
-            counters.add(1, json(a), json(b));
-            counters.add(2, high_a, high_b);
-            let high = mask(a, b) & valid;
-            let (lower, upper) = (mask(lower_a, lower_b), mask(upper_a, upper_b));
-            let digit = mask(digit_a, digit_b);
-            let consonant = mask(
-                _mm256_andnot_si256(vowel(a), _mm256_or_si256(lower_a, upper_a)),
-                _mm256_andnot_si256(vowel(b), _mm256_or_si256(lower_b, upper_b)),
-            );
-            let space = mask(space_a, space_b);
-            lengths.block(lower | upper | digit, lower | upper, consonant);
-            lengths.classes(lower, upper, digit, space);
-            runs.transitions::<Popcnt>(RunMasks {
-                lower,
-                upper,
+            let pop = Popcnt::pop;
+            let (ca, cb) = (classify(a), classify(b));
+            json.add(0, ca.json, cb.json);
+            let high = mask(a, b);
+            let letter = mask(ca.letter, cb.letter);
+            let case = mask(ca.case, cb.case);
+            let digit = mask(ca.digit, cb.digit);
+            let space = mask(ca.space, cb.space);
+            let newline = mask(ca.newline, cb.newline);
+            let consonant = mask(ca.consonant, cb.consonant);
+            let lower = letter & case;
+            let upper = letter & !case;
+            let punct = !(letter | digit | space | newline | high) & valid;
+            let p = *carry;
+            t.letters += pop(letter);
+            t.upper += pop(upper);
+            t.digits += pop(digit);
+            t.spaces += pop(space);
+            t.newlines += pop(newline);
+            // Transitions: a class starting, or changing into another.
+            let letter_before = shift_in(letter, p.letter, 1);
+            let digit_before = shift_in(digit, p.digit, 1);
+            t.word_starts += pop(letter & !letter_before);
+            t.digit_runs += pop(digit & !digit_before);
+            t.punct_runs += pop(punct & !shift_in(punct, p.punct, 1));
+            t.space_runs += pop(space & !shift_in(space, p.space, 1));
+            t.case_changes += pop(upper & shift_in(lower, p.lower, 1));
+            t.alnum_switches += pop((letter & digit_before) | (digit & letter_before));
+            // Run lengths: each step doubles (or extends) the run length a bit stands for.
+            let alnum2 = (letter | digit) & (letter_before | digit_before);
+            let alnum4 = alnum2 & shift_in(alnum2, p.alnum2, 2);
+            let alnum8 = alnum4 & shift_in(alnum4, p.alnum4, 4);
+            t.long_run += pop(alnum8 & shift_in(alnum8, p.alnum8, 8));
+            let letter2 = letter & letter_before;
+            let letter4 = letter2 & shift_in(letter2, p.letter2, 2);
+            t.long_word += pop(letter4 & shift_in(letter4, p.letter4, 4));
+            let consonant2 = consonant & shift_in(consonant, p.consonant, 1);
+            let consonant3 = consonant2 & shift_in(consonant2, p.consonant2, 1);
+            let consonant4 = consonant2 & shift_in(consonant2, p.consonant2, 2);
+            let consonant7 = consonant4 & shift_in(consonant4, p.consonant4, 3);
+            t.consonant_runs += pop(consonant3 & !consonant7);
+            *carry = Carry {
+                letter,
                 digit,
+                punct,
                 space,
-                punct: !mask(other_a, other_b) & valid,
-                high,
-                // Only the run lengths need vowels.
-                vowel: 0,
-            });
-            high != 0
+                lower,
+                alnum2,
+                alnum4,
+                alnum8,
+                letter2,
+                letter4,
+                consonant,
+                consonant2,
+                consonant4,
+            };
+            high
         }};
     }
 
     /// Counts the classes of `bytes`.
     ///
     /// Blocks are visited in groups of [`DRAIN_EVERY`]: first the ASCII part of every block
-    /// (a tight loop with its counters in registers), then the non-ASCII part of the blocks
-    /// that need it, then the counters are drained.
-    #[target_feature(enable = "avx2,popcnt")]
+    /// (a tight loop: class compares, seven masks, their arithmetic and popcounts), then the
+    /// non-ASCII part of the blocks that have a byte `>= 0x80` (with the high bytes' total and
+    /// run starts, which are 0 in the others), then the byte counters are drained. Two other
+    /// layouts measured worse: run lengths in one 4-lane vector chain (its constants and
+    /// counters took the vector registers the class compares need), and a vector pass storing
+    /// each group's masks followed by a scalar pass over them (the scalar pass still spilled its
+    /// thirteen carried masks, and LLVM gathered its totals into vectors).
+    #[target_feature(enable = "avx2,popcnt,bmi1,bmi2")]
     pub(super) fn count(bytes: &[u8]) -> ClassCounts {
+        const _: () = {
+            assert!(super::LONG_RUN == 16 && super::LONG_WORD == 8);
+            assert!(super::CONSONANT_RUN == 3 && super::CONSONANT_RUN_END == 6);
+        };
         let mut high = HighCounters::new();
-        let mut ascii = AsciiCounters::new();
-        let mut lengths = RunLengths::new();
-        let mut runs = Runs::default();
+        let mut json = JsonCounter::new();
+        let mut carry = Carry::default();
+        let mut totals = AsciiTotals::default();
+        let mut high_bytes = HighBytes::default();
         let mut high_runs = HighRuns::default();
+        // The mask of bytes `>= 0x80` of each block of a group (the blocks the non-ASCII pass
+        // visits): one store per block in the ASCII loop.
+        let mut highs = [0u64; DRAIN_EVERY];
         let blocks = bytes.chunks_exact(64);
         let tail = blocks.remainder();
         let full = bytes.len() / 64;
         let mut group_start = 0;
         while group_start < full {
             let group_end = full.min(group_start + DRAIN_EVERY);
-            // Bit `i`: block `group_start + i` has non-ASCII bytes.
-            let mut deferred = 0u64;
-            for (i, block) in bytes[group_start * 64..group_end * 64]
-                .chunks_exact(64)
-                .enumerate()
-            {
+            let group = &bytes[group_start * 64..group_end * 64];
+            for (high_mask, block) in highs.iter_mut().zip(group.chunks_exact(64)) {
                 // SAFETY: `block` is 64 bytes.
                 let (a, b) = unsafe { load(block.as_ptr()) };
-                let has_high = ascii_block!(&mut runs, &mut lengths, &mut ascii, a, b, u64::MAX);
-                deferred |= u64::from(has_high) << i;
+                *high_mask = ascii_block!(&mut carry, &mut totals, &mut json, a, b, u64::MAX);
             }
-            while deferred != 0 {
-                let index = group_start + deferred.trailing_zeros() as usize;
-                deferred &= deferred - 1;
-                if let Some(block) = bytes.get(index * 64..index * 64 + 64) {
+            for (i, (&high_mask, block)) in highs.iter().zip(group.chunks_exact(64)).enumerate() {
+                if high_mask != 0 {
                     // SAFETY: `block` is 64 bytes.
                     let (a, b) = unsafe { load(block.as_ptr()) };
-                    high_block(&mut high, &mut high_runs, a, b, bytes, index);
+                    let index = group_start + i;
+                    high_block(
+                        &mut high,
+                        &mut high_runs,
+                        &mut high_bytes,
+                        a,
+                        b,
+                        bytes,
+                        index,
+                    );
                 }
             }
             high.drain();
-            ascii.drain();
+            json.drain();
             group_start = group_end;
         }
         if !tail.is_empty() {
@@ -1104,27 +1141,46 @@ mod avx2 {
             let valid = (1u64 << tail.len()) - 1;
             // SAFETY: `padded` is 64 bytes.
             let (a, b) = unsafe { load(padded.as_ptr()) };
-            if ascii_block!(&mut runs, &mut lengths, &mut ascii, a, b, valid) {
-                high_block(&mut high, &mut high_runs, a, b, bytes, full);
+            if ascii_block!(&mut carry, &mut totals, &mut json, a, b, valid) != 0 {
+                high_block(
+                    &mut high,
+                    &mut high_runs,
+                    &mut high_bytes,
+                    a,
+                    b,
+                    bytes,
+                    full,
+                );
             }
             high.drain();
-            ascii.drain();
+            json.drain();
         }
-        let mut totals = [0u64; byte_class::COUNT];
-        let mut counts = runs.finish();
-        lengths.finish(&mut counts);
-        for (class, total) in ASCII_COUNTED.into_iter().zip(ascii.totals) {
-            totals[class] = total;
-        }
-        let [lower, upper, digit, space] = lengths.class_totals();
-        totals[byte_class::LOWER] = lower;
-        totals[byte_class::UPPER] = upper;
-        totals[byte_class::DIGIT] = digit;
-        totals[byte_class::SPACE] = space;
-        totals[byte_class::GE_C0..].copy_from_slice(&high.totals);
+        let t = totals;
+        let mut counts = ClassCounts {
+            word_starts: t.word_starts,
+            digit_runs: t.digit_runs,
+            punct_runs: t.punct_runs,
+            space_runs: t.space_runs,
+            case_changes: t.case_changes,
+            alnum_switches: t.alnum_switches,
+            long_run: t.long_run,
+            long_word: t.long_word,
+            consonant_runs: t.consonant_runs,
+            high_runs: high_bytes.runs,
+            ..ClassCounts::default()
+        };
+        let mut classes = [0u64; byte_class::COUNT];
+        classes[byte_class::LOWER] = t.letters - t.upper;
+        classes[byte_class::UPPER] = t.upper;
+        classes[byte_class::DIGIT] = t.digits;
+        classes[byte_class::SPACE] = t.spaces;
+        classes[byte_class::NEWLINE] = t.newlines;
+        classes[byte_class::JSON] = json.totals[0];
+        classes[byte_class::HIGH] = high_bytes.total;
+        classes[byte_class::GE_C0..].copy_from_slice(&high.totals);
         high_runs.finish(&mut counts);
         counts.bytes = bytes.len() as u64;
-        super::apply_byte_classes(&mut counts, &totals);
+        super::apply_byte_classes(&mut counts, &classes);
         counts
     }
 }
@@ -1146,6 +1202,23 @@ pub fn is_common3(b0: u8, b1: u8, b2: u8) -> bool {
     (word >> (index % 64)) & 1 == 1
 }
 
+/// [`is_common3`] of the first three bytes of `word` (little-endian: the lead in the low
+/// byte), for a lead known to be in `E3`–`ED`: no branch but the bitmap's bounds check, for the
+/// per-character loop over kana, CJK and hangul text.
+#[inline(always)]
+fn is_common3_lead(word: u32) -> bool {
+    debug_assert!((0xE3..=0xED).contains(&(word & 0xFF)));
+    let continuations = word & 0x00C0_C000 == 0x0080_8000;
+    let cp = ((word & 0x0F) << 12) | ((word >> 2) & 0x0FC0) | ((word >> 16) & 0x3F);
+    // A lead in `E3`–`ED` gives `cp >= 0x3000`.
+    let index = cp.wrapping_sub(COMMON3_FIRST);
+    let bits = super::common3::COMMON3
+        .get((index / 64) as usize)
+        .copied()
+        .unwrap_or(0);
+    continuations & ((bits >> (index % 64)) & 1 == 1)
+}
+
 /// The compiled-in [`is_common3`] bitmap (bit `cp - COMMON3_FIRST`), for the fitting tool.
 pub fn common3_bitmap() -> &'static [u64] {
     &super::common3::COMMON3
@@ -1162,7 +1235,7 @@ pub fn count_classes_with(bytes: &[u8], kernel: Kernel) -> ClassCounts {
     match kernel {
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx2 if avx2_supported() => {
-            // SAFETY: AVX2 and POPCNT support was just checked.
+            // SAFETY: AVX2, POPCNT, BMI1 and BMI2 support was just checked.
             unsafe { avx2::count(bytes) }
         }
         _ => count_portable(bytes),
@@ -1303,6 +1376,22 @@ mod tests {
     }
 
     #[test]
+    fn cyrillic_pairs_split_across_blocks() {
+        // The lead ends one block and the continuation starts the next, which has no two-byte
+        // lead of its own (CJK, ASCII, or the end of the text after it).
+        for (letter, after) in [("ї", "漢字"), ("Ї", "abc"), ("ѓ", ""), ("Я", "—")] {
+            let text = format!("{}{letter}{}", "a".repeat(63), after.repeat(30));
+            let c = count_classes(text.as_bytes());
+            assert_eq!(
+                c.cyrillic_ext + c.cyrillic_upper,
+                1,
+                "{letter} before {after:?}"
+            );
+            check(text.as_bytes());
+        }
+    }
+
+    #[test]
     fn counters_drain_before_overflowing() {
         // Far more than 255 blocks of one class, and a tail.
         let text = "a".repeat(64 * 600 + 17);
@@ -1335,7 +1424,68 @@ mod tests {
         check(include_str!("request.rs").as_bytes());
     }
 
+    #[test]
+    fn the_lead_lookup_matches_is_common3() {
+        for b0 in 0xE3..=0xEDu8 {
+            for b1 in 0..=255u8 {
+                for b2 in [
+                    0x00, 0x41, 0x7F, 0x80, 0x8F, 0x9A, 0xA5, 0xBF, 0xC0, 0xE3, 0xFF,
+                ] {
+                    let word = u32::from_le_bytes([b0, b1, b2, 0xFF]);
+                    assert_eq!(
+                        is_common3_lead(word),
+                        is_common3(b0, b1, b2),
+                        "{b0:x} {b1:x} {b2:x}"
+                    );
+                }
+            }
+        }
+        // Every character of the bitmap's range, and the count of common ones.
+        let mut common = 0u32;
+        for c in (0x3000..0xE000u32).filter_map(char::from_u32) {
+            let mut buf = [0u8; 4];
+            c.encode_utf8(&mut buf);
+            let fast = is_common3_lead(u32::from_le_bytes(buf));
+            assert_eq!(fast, is_common3(buf[0], buf[1], buf[2]), "{c:?}");
+            common += u32::from(fast);
+        }
+        let ones: u32 = common3_bitmap().iter().map(|w| w.count_ones()).sum();
+        assert_eq!(common, ones);
+    }
+
+    /// Bytes at the edges of the classes: vowels and consonants of both cases, the bytes beside
+    /// `A`..=`Z`, `a`..=`z` and `0`..=`9`, the spaces, line feed, JSON punctuation, control
+    /// bytes, and the UTF-8 leads and continuations the multibyte classes split on.
+    const EDGE_BYTES: &[u8] = b"aeiouyAEIOUYbtxzBTXZ@[`{09/: \t\r\n\",[]{}-\x00\x1f\x7f\
+        \x80\x8f\x90\x9f\xa0\xaf\xb0\xbf\xc0\xc2\xc3\xc4\xca\xcb\xcf\xd0\xd1\xd2\xdf\
+        \xe0\xe2\xe3\xe4\xe9\xea\xed\xee\xef\xf0\xff";
+
+    /// Runs of one edge byte (run lengths around the features' thresholds and the 64-byte
+    /// block size) and short mixes of edge bytes, up to a few thousand bytes so that inputs
+    /// cross blocks, groups of 64 blocks (the AVX2 kernel's deferred non-ASCII pass) and a
+    /// tail.
+    fn adversarial_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let edge = || proptest::sample::select(EDGE_BYTES);
+        let run = (edge(), 1usize..=70).prop_map(|(b, n)| vec![b; n]);
+        let mix = proptest::collection::vec(edge(), 1..40);
+        proptest::collection::vec(prop_oneof![run, mix], 0..120).prop_map(|parts| parts.concat())
+    }
+
     proptest! {
+        #[test]
+        fn kernels_agree_on_adversarial_bytes(bytes in adversarial_bytes()) {
+            let portable = count_classes_with(&bytes, Kernel::Portable);
+            prop_assert_eq!(count_classes_with(&bytes, Kernel::Avx2), portable);
+            prop_assert_eq!(portable, reference(&bytes));
+            // The same bytes one position later: every run crosses block edges differently.
+            let mut shifted = vec![b'a'];
+            shifted.extend_from_slice(&bytes);
+            prop_assert_eq!(
+                count_classes_with(&shifted, Kernel::Avx2),
+                count_classes_with(&shifted, Kernel::Portable)
+            );
+        }
+
         #[test]
         fn kernels_match_the_reference(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
             let expected = reference(&bytes);
