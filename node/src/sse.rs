@@ -64,7 +64,9 @@ impl BatchText {
     }
 
     fn make_js_string<'env>(&mut self, env: &'env Env) -> napi::Result<JsString<'env>> {
-        if self.units == self.utf8.len() && self.utf8.is_ascii() {
+        // As many UTF-16 units as bytes only when every byte is ASCII (any other character
+        // takes more bytes than units).
+        if self.units == self.utf8.len() {
             return env.create_string_latin1(&self.utf8);
         }
         if self.wide.len() < self.utf8.len() {
