@@ -234,9 +234,13 @@ mod block16 {
     }
 }
 
-/// The portable form of the x86-64 `block16`.
+/// The portable form of the x86-64 `block16` (also built for the tests, which compare the two).
 #[cfg(not(target_arch = "x86_64"))]
-mod block16 {
+use portable16 as block16;
+
+/// The portable form of `block16`.
+#[cfg(any(not(target_arch = "x86_64"), test))]
+mod portable16 {
     pub(super) fn widen(block: &[u8; 16], out: &mut [u16; 16]) -> u32 {
         let mut high = 0;
         for (k, (unit, &byte)) in out.iter_mut().zip(block).enumerate() {
@@ -546,6 +550,10 @@ mod tests {
             }
             let expected: usize = block.iter().map(|&b| utf16_units_of_byte(b)).sum();
             assert_eq!(block16::utf16_units(block), expected, "at {start}");
+            let mut portable = [0u16; 16];
+            assert_eq!(portable16::widen(block, &mut portable), high);
+            assert_eq!(portable, out);
+            assert_eq!(portable16::utf16_units(block), expected);
         }
         // Long enough for several counter groups of 255 blocks.
         let long = text.repeat(200);
