@@ -47,33 +47,40 @@ async function measure(fn) {
 
 // ---- SSE alone -------------------------------------------------------------------------------
 
+// Both sides read `data` and `event` of every event (their lengths are compared below), so
+// neither can leave a field unmaterialised.
 function ferroloopSse(chunks) {
   const parser = new ferroloop.SseParser()
   let events = 0
   let dataChars = 0
+  let typeChars = 0
   for (const chunk of chunks) {
     for (const ev of parser.feed(chunk)) {
       events++
       dataChars += ev.data.length
+      typeChars += ev.event.length
     }
   }
   parser.finish()
-  return { events, dataChars }
+  return { events, dataChars, typeChars }
 }
 
 function eventsourceParserSse(chunks) {
   let events = 0
   let dataChars = 0
+  let typeChars = 0
   const parser = createParser({
     onEvent(ev) {
       events++
       dataChars += ev.data.length
+      // eventsource-parser leaves `event` undefined for an unnamed event ('message' here).
+      typeChars += ev.event === undefined ? 7 : ev.event.length
     },
   })
   const decoder = new TextDecoder()
   for (const chunk of chunks) parser.feed(decoder.decode(chunk, { stream: true }))
   parser.feed(decoder.decode())
-  return { events, dataChars }
+  return { events, dataChars, typeChars }
 }
 
 // ---- decode + accumulate ---------------------------------------------------------------------
@@ -151,7 +158,11 @@ for (const size of [1460, 16384]) {
   const chunks = chunked(input, size)
   const fl = await measure(() => ferroloopSse(chunks))
   const esp = await measure(() => eventsourceParserSse(chunks))
-  if (fl.check.events !== esp.check.events || fl.check.dataChars !== esp.check.dataChars) {
+  if (
+    fl.check.events !== esp.check.events ||
+    fl.check.dataChars !== esp.check.dataChars ||
+    fl.check.typeChars !== esp.check.typeChars
+  ) {
     throw new Error(`SSE results differ: ${JSON.stringify(fl.check)} vs ${JSON.stringify(esp.check)}`)
   }
   row(`sse (chunk ${size})`, 'ferroloop SseParser', fl.ms, input.length, fl.check)

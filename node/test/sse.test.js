@@ -131,3 +131,122 @@ test('the native batch call refuses an offsets array overlapping the chunk', () 
   )
   assert.throws(() => parser.feedBatch(chunk, new Uint32Array(0)), (err) => toFerroloopError(err).code === 'invalid_argument')
 })
+
+// ---- the batch path against an independent reference, at every small chunking ------------------
+
+/** A direct transcription of the WHATWG event-stream interpretation, over the decoded text. */
+function referenceEvents(bytes) {
+  let text = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes)
+  if (text.startsWith('\uFEFF')) text = text.slice(1)
+  const events = []
+  let data = ''
+  let type = ''
+  let lastId = ''
+  const lines = text.split(/\r\n|\r|\n/)
+  // The text after the last line end is an unterminated line: never processed.
+  lines.pop()
+  for (const line of lines) {
+    if (line === '') {
+      if (data !== '') {
+        events.push({ event: type || 'message', data: data.slice(0, -1), id: lastId })
+      }
+      data = ''
+      type = ''
+      continue
+    }
+    if (line.startsWith(':')) continue
+    const colon = line.indexOf(':')
+    const name = colon < 0 ? line : line.slice(0, colon)
+    let value = colon < 0 ? '' : line.slice(colon + 1)
+    if (value.startsWith(' ')) value = value.slice(1)
+    if (name === 'data') data += `${value}\n`
+    else if (name === 'event') type = value
+    else if (name === 'id' && !value.includes('\0')) lastId = value
+  }
+  return events
+}
+
+/** A deterministic stream exercising multi-byte characters, invalid bytes, CR/LF/CRLF line ends,
+ * multi-line data, long data spanning chunks, repeated and changing types and ids, and a BOM. */
+function trickyStream(seed) {
+  let state = seed
+  const next = (n) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0
+    return (state >>> 8) % n
+  }
+  const pieces = ['é', '日本語', '😀', 'ascii', ' ', '\u{10FFFF}', 'naïve', '\u0080', 'x'.repeat(40), '会话']
+  const ends = ['\n', '\r\n', '\r']
+  const parts = [Buffer.from([0xef, 0xbb, 0xbf])]
+  for (let e = 0; e < 60; e++) {
+    const end = ends[next(3)]
+    if (next(3) === 0) parts.push(Buffer.from(`event: ${next(2) ? 'delta' : 'typ€'}${end}`))
+    if (next(5) === 0) parts.push(Buffer.from(`id: ${next(4)}${end}`))
+    if (next(9) === 0) parts.push(Buffer.from(`: comment ${pieces[next(pieces.length)]}${end}`))
+    const lines = 1 + (next(4) === 0 ? next(3) : 0)
+    for (let l = 0; l < lines; l++) {
+      let value = ''
+      const words = next(12)
+      for (let w = 0; w < words; w++) value += pieces[next(pieces.length)]
+      if (next(50) === 0 || (e === 30 && l === 0)) value += 'y'.repeat(5000)
+      parts.push(Buffer.from(`data: ${value}`))
+      // Invalid UTF-8 now and then: a lone continuation byte or a truncated sequence.
+      if (next(10) === 0) parts.push(Buffer.from(next(2) ? [0x80] : [0xe6, 0x97]))
+      parts.push(Buffer.from(end))
+    }
+    parts.push(Buffer.from(end))
+  }
+  return Buffer.concat(parts)
+}
+
+test('the batch path matches a reference parser at 1, 2, 3, 7, 16 and odd chunk sizes', () => {
+  for (const seed of [1, 2, 3, 42]) {
+    const bytes = trickyStream(seed)
+    const expected = referenceEvents(bytes)
+    assert.ok(expected.length > 40, `seed ${seed}: ${expected.length} events`)
+    assert.ok(expected.some((e) => e.data.length > 5000))
+    assert.ok(expected.some((e) => e.data.includes('\uFFFD')))
+    assert.ok(expected.some((e) => e.data.includes('\n')))
+    for (const size of [Infinity, 1, 2, 3, 7, 16, 61, 1460]) {
+      assert.deepEqual(feedAll(new SseParser(), bytes, size), expected, `seed ${seed} at chunk size ${size}`)
+    }
+  }
+})
+
+test('multi-byte characters split across chunks at every offset keep their UTF-16 indices', () => {
+  // ASCII before and after, so a wrong byte-versus-UTF-16 offset shows in the slices.
+  const input = Buffer.from('event: é\nid: 日\ndata: a😀b\ndata: 語c\n\ndata: plain\n\nevent: ✅\ndata: 😀\n\n')
+  const expected = [
+    { event: 'é', data: 'a😀b\n語c', id: '日' },
+    { event: 'message', data: 'plain', id: '日' },
+    { event: '✅', data: '😀', id: '日' },
+  ]
+  for (let cut = 1; cut < input.length; cut++) {
+    for (let cut2 = cut; cut2 < input.length; cut2 += 5) {
+      const parser = new SseParser()
+      const events = [
+        ...parser.feed(input.subarray(0, cut)),
+        ...parser.feed(input.subarray(cut, cut2)),
+        ...parser.feed(input.subarray(cut2)),
+      ]
+      assert.deepEqual(events, expected, `cuts at ${cut} and ${cut2}`)
+    }
+  }
+})
+
+test('ASCII and non-ASCII events mixed in one batch slice correctly (Latin-1 and UTF-16 batches)', () => {
+  const parser = new SseParser()
+  const ascii = parser.feed(Buffer.from('event: t\ndata: one\n\ndata: two\n\n'))
+  assert.deepEqual(ascii, [
+    { event: 't', data: 'one', id: '' },
+    { event: 'message', data: 'two', id: '' },
+  ])
+  const mixed = parser.feed(Buffer.from('data: three\n\ndata: 四\n\ndata: five\n\nevent: t\ndata: 😀six\n\n'))
+  assert.deepEqual(mixed, [
+    { event: 'message', data: 'three', id: '' },
+    { event: 'message', data: '四', id: '' },
+    { event: 'message', data: 'five', id: '' },
+    { event: 't', data: '😀six', id: '' },
+  ])
+  // Back to an all-ASCII batch after a wide one.
+  assert.deepEqual(parser.feed(Buffer.from('data: seven\n\n')), [{ event: 'message', data: 'seven', id: '' }])
+})
