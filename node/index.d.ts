@@ -13,9 +13,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class Agent {
   /**
    * An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
-   * announced through `wake`) and the built-in tools named in `builtins`.
+   * announced through `wake`) and the built-in tools named in `builtins`. `decide` answers
+   * the concurrency safety of calls of tools declared with `safetyPerInput`: given the JSON
+   * text `[name, input]`, whether the call may run beside other safe calls.
    */
-  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void)
+  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => boolean)
   /** The tool definitions sent to the model (JSON array, sorted by name). */
   toolDefinitionsJson(): string
   /**

@@ -37,6 +37,18 @@ function isPlainObject(input) {
   return (proto === Object.prototype || proto === null) && typeof input.toJSON !== 'function'
 }
 
+/**
+ * A per-input concurrency predicate's answer for `input`: a throwing predicate makes the call
+ * exclusive (the conservative answer). Shared by ToolExecutor turns and Agent runs.
+ */
+function decideSafety(predicate, input) {
+  try {
+    return Boolean(predicate(input))
+  } catch {
+    return false
+  }
+}
+
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 class Turn {
   #native
@@ -139,14 +151,8 @@ class Turn {
       const tool = this.#tools.get(use.name)
       let flags = 0
       if (tool?.safety !== undefined) {
-        // Decided now, on the input as submitted (a throwing predicate: run it alone).
-        let safe = false
-        try {
-          safe = Boolean(tool.safety(use.input))
-        } catch {
-          safe = false
-        }
-        flags |= SUBMIT_DECIDED | (safe ? SUBMIT_SAFE : 0)
+        // Decided now, on the input as submitted.
+        flags |= SUBMIT_DECIDED | (decideSafety(tool.safety, use.input) ? SUBMIT_SAFE : 0)
       }
       const keep = tool !== undefined && !tool.hasSchema && isPlainObject(use.input)
       if (keep) {
@@ -305,7 +311,7 @@ class ToolExecutor {
 
   /** @internal What an Agent needs to run these tools inside its own loop. */
   _internals() {
-    return { options: this.#options, specs: [...this.#specs.values()], host: this.#host }
+    return { options: this.#options, specs: [...this.#specs.values()], host: this.#host, tools: this.#tools }
   }
 
   /** Starts a streaming turn. */
@@ -344,4 +350,4 @@ function executorInternals(executor) {
   return executor._internals()
 }
 
-module.exports = { ToolExecutor, Turn, executorInternals, replyBatcher }
+module.exports = { ToolExecutor, Turn, executorInternals, replyBatcher, decideSafety }

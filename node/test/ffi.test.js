@@ -23,7 +23,7 @@ function instances() {
     Turn: executor.startTurn(() => {}),
     Client: client,
     EventStream: client.createJson('{}'),
-    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}),
+    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}, () => false),
   }
 }
 
@@ -89,7 +89,7 @@ const calls = {
   'Client.createJson': (o) => o.createJson('{}'),
   'EventStream.nextJson': (o) => o.nextJson(),
   'EventStream.abort': (o) => o.abort(),
-  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop),
+  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, () => false),
   'Agent.completeJson': (o) => o.completeJson('[]'),
   'Agent.drainToolsJson': (o) => o.drainToolsJson(),
   'Agent.runJson': (o) => o.runJson('[]'),
