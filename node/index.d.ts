@@ -219,6 +219,14 @@ export declare class Turn {
   /** Cancels and seals the turn (its model response will be replayed). */
   discard(): void
   /**
+   * Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
+   * progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
+   * is the JSON text of content blocks, 4 = a progress report whose content is its data as
+   * JSON), `contents` their contents one after the other, each `length` UTF-16 code units
+   * long. Returns how many answers reached a running call. Poll afterwards.
+   */
+  settle(items: Uint32Array, contents: string): number
+  /**
    * Drives the turn until it would block. Returns JSON
    * `{events, starts, aborts, done, results?}`: the turn events that happened (results in
    * submission order; none once finishing), the calls JavaScript must start as a flat

@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
-const { ToolHost } = require('./tool-host.js')
+const { ToolHost, CallContext, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -67,6 +67,15 @@ class Turn {
   #waiters = []
   #scheduled = false
   #keepAlive = null
+  // Calls the turn hands over by index (`calls` of a poll): started here, answered with
+  // `settle` in one batch per microtask.
+  /** Their contexts, by index, while they run (for aborts). */
+  #contexts = []
+  /** By index: the text a call settled with (its result, unless the core replaced it). */
+  #texts = []
+  /** Settlements not yet sent: `index, flags, length` triples, and their contents. */
+  #items = []
+  #contents = []
 
   /** @internal */
   constructor(executor, host) {
@@ -87,10 +96,52 @@ class Turn {
     })
   }
 
+  /** Queues a settlement (or, flag 4, a progress report) of a call started by index. */
+  #settle = (index, flags, content) => {
+    if ((flags & FLAG_PROGRESS) !== 0) {
+      content = JSON.stringify(content)
+    } else {
+      this.#contexts[index] = undefined
+      if ((flags & FLAG_BLOCKS) === 0) this.#texts[index] = content
+    }
+    if (this.#items.length === 0) queueMicrotask(this.#flush)
+    this.#items.push(index, flags, content.length)
+    this.#contents.push(content)
+  }
+
+  /** Sends the settlements of this microtask in one call, then polls. */
+  #flush = () => {
+    const items = new Uint32Array(this.#items)
+    const contents = this.#contents.join('')
+    this.#items = []
+    this.#contents = []
+    if (this.#done) return
+    callNative(() => this.#native.settle(items, contents))
+    this.#pump()
+  }
+
+  #startByIndex(index) {
+    const use = this.#uses[index]
+    this.#uses[index] = undefined
+    const fn = this.#host.tools.get(use.name)
+    const settle = this.#settle
+    if (fn === undefined) {
+      settle(index, FLAG_ERROR, `no such tool: ${use.name}`)
+      return
+    }
+    const ctx = new CallContext(use.id, use.name, index, settle)
+    this.#contexts[index] = ctx
+    callTool(fn, use.input, ctx, (flags, content) => {
+      ctx.end()
+      settle(index, flags, content)
+    })
+  }
+
   #pump() {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
     for (const abort of out.aborts) this.#host.abort(abort)
+    for (const index of out.cancels) this.#contexts[index]?.abort(abortReason('aborted'))
     const starts = out.starts
     const uses = this.#uses
     const host = this.#host
@@ -101,18 +152,26 @@ class Turn {
       uses[index] = undefined
       host.start(starts[k], use.name, use.id, use.input, complete)
     }
+    const calls = out.calls
+    for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
     for (const event of out.events) {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
     if (out.results !== undefined) {
+      // Flags (1 = error, 2 = the content is the text the call settled with, kept here), each
+      // followed by the content unless it was kept.
       const flat = out.results
       const ids = this.#ids
-      const results = new Array(flat.length >> 1)
-      for (let i = 0, k = 0; k < flat.length; i++, k += 2) {
-        results[i] = { type: 'tool_result', tool_use_id: ids[i], content: flat[k + 1], is_error: flat[k] === 1 }
+      const texts = this.#texts
+      const results = new Array(ids.length)
+      for (let i = 0, k = 0; k < flat.length; i++) {
+        const flags = flat[k++]
+        const content = (flags & 2) !== 0 ? texts[i] : flat[k++]
+        results[i] = { type: 'tool_result', tool_use_id: ids[i], content, is_error: (flags & 1) !== 0 }
       }
       this.#results = results
+      this.#texts = []
     }
     if (out.done) {
       this.#done = true

@@ -11,8 +11,6 @@
 //! `JSON.stringify` are faster than building objects property by property through N-API); the
 //! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
@@ -20,9 +18,10 @@ use std::time::Duration;
 
 use ferroloop::exec::{
     ExecutorConfig, ResultLimit, Tool, ToolContext, ToolFuture, ToolOutput, ToolRegistry,
-    ToolResult, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
+    ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
 };
 use napi::Status;
+use napi::bindgen_prelude::{Uint32Array, Utf16String};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
@@ -208,6 +207,12 @@ impl Tool for JsTool {
         self.cancels_siblings
     }
 
+    fn is_externally_completed(&self) -> bool {
+        // Only turns whose host starts and answers calls itself enable this: a `ToolExecutor`'s
+        // (see `NativeTurn::settle`); an agent's turns call `call`.
+        true
+    }
+
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
         let call = self.queues.call(&self.name, input, ctx, self.timeout);
         Box::pin(async move {
@@ -282,7 +287,8 @@ impl NativeToolExecutor {
     #[napi(js_name = "startTurn", ts_args_type = "wake: () => void")]
     pub fn start_turn(&self, wake: WakeFn) -> napi::Result<NativeTurn> {
         guard::sync(|| {
-            let turn = self.inner.turn();
+            let mut turn = self.inner.turn();
+            turn.enable_external_calls();
             Ok(NativeTurn {
                 handle: turn.handle(),
                 state: TurnState::Streaming(turn),
@@ -293,6 +299,9 @@ impl NativeToolExecutor {
                 queues: self.queues.clone(),
                 decisions: Decisions::new(),
                 starts: Vec::new(),
+                calls: Vec::new(),
+                cancels: Vec::new(),
+                plain: Vec::new(),
             })
         })
     }
@@ -323,18 +332,37 @@ pub struct NativeTurn {
     decisions: Decisions,
     /// The calls to start found by the last poll (a buffer kept across polls).
     starts: Vec<u32>,
+    /// The external calls to start (indexes in the turn) found by the last poll.
+    calls: Vec<u32>,
+    /// The external calls to abort found by the last poll.
+    cancels: Vec<u32>,
+    /// By index: the call was answered with plain text, which JavaScript keeps (its result is
+    /// not sent back when the core kept it unchanged).
+    plain: Vec<bool>,
 }
 
-/// The future of a finishing turn: its results, in submission order.
-type Finishing = Pin<Box<dyn Future<Output = Result<Vec<ToolResult>, TurnError>> + Send>>;
-
-// One turn per `Turn` object, moved only when it starts finishing: boxing it would buy nothing.
-#[allow(clippy::large_enum_variant)]
+/// A turn, streaming events or finishing (reporting only its results, once).
 enum TurnState {
     Streaming(Turn),
-    Finishing(Finishing),
+    Finishing(Turn),
     Done,
 }
+
+impl TurnState {
+    fn turn_mut(&mut self) -> Option<&mut Turn> {
+        match self {
+            Self::Streaming(turn) | Self::Finishing(turn) => Some(turn),
+            Self::Done => None,
+        }
+    }
+}
+
+/// Settlement flags (`settle`): the tool failed.
+const SETTLE_ERROR: u32 = 1;
+/// Settlement flags: the content is the JSON text of an array of content blocks.
+const SETTLE_BLOCKS: u32 = 2;
+/// Settlement flags: not an answer but a progress report (the content is its data as JSON).
+const SETTLE_PROGRESS: u32 = 4;
 
 /// Submission flags: the input follows (otherwise it is an object JavaScript kept, sent as
 /// `{}`: for a tool without a schema every object is as valid as `{}`).
@@ -455,8 +483,9 @@ impl NativeTurn {
     pub fn finish(&mut self) -> napi::Result<()> {
         guard::sync(
             || match std::mem::replace(&mut self.state, TurnState::Done) {
-                TurnState::Streaming(turn) => {
-                    self.state = TurnState::Finishing(Box::pin(turn.finish()));
+                TurnState::Streaming(mut turn) => {
+                    turn.begin_finish();
+                    self.state = TurnState::Finishing(turn);
                     Ok(())
                 }
                 other => {
@@ -489,6 +518,58 @@ impl NativeTurn {
         })
     }
 
+    /// Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
+    /// progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
+    /// is the JSON text of content blocks, 4 = a progress report whose content is its data as
+    /// JSON), `contents` their contents one after the other, each `length` UTF-16 code units
+    /// long. Returns how many answers reached a running call. Poll afterwards.
+    #[napi]
+    pub fn settle(&mut self, items: Uint32Array, contents: Utf16String) -> napi::Result<u32> {
+        guard::sync(|| {
+            let Some(turn) = self.state.turn_mut() else {
+                return Ok(0);
+            };
+            let units: &[u16] = &contents;
+            let mut offset = 0usize;
+            let mut delivered = 0;
+            for item in items.chunks_exact(3) {
+                let (index, flags, len) = (item[0] as usize, item[1], item[2] as usize);
+                let end = offset.saturating_add(len).min(units.len());
+                let text = String::from_utf16_lossy(&units[offset.min(end)..end]);
+                offset = end;
+                if flags & SETTLE_PROGRESS != 0 {
+                    let data = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    turn.external_progress(index, data);
+                    continue;
+                }
+                let output = if flags & SETTLE_BLOCKS != 0 {
+                    match serde_json::from_str(&text) {
+                        Ok(Value::Array(blocks)) => ToolOutput {
+                            content: ToolOutput::blocks(blocks).content,
+                            is_error: flags & SETTLE_ERROR != 0,
+                        },
+                        _ => ToolOutput::error(
+                            "the tool returned content blocks that are not a JSON array",
+                        ),
+                    }
+                } else {
+                    if self.plain.len() <= index {
+                        self.plain.resize(index + 1, false);
+                    }
+                    self.plain[index] = true;
+                    ToolOutput {
+                        content: text.into(),
+                        is_error: flags & SETTLE_ERROR != 0,
+                    }
+                };
+                if turn.complete_external(index, output) {
+                    delivered += 1;
+                }
+            }
+            Ok(delivered)
+        })
+    }
+
     /// Drives the turn until it would block. Returns JSON
     /// `{events, starts, aborts, done, results?}`: the turn events that happened (results in
     /// submission order; none once finishing), the calls JavaScript must start as a flat
@@ -507,11 +588,18 @@ impl NativeTurn {
                 self.queues.swap_decisions(&mut self.decisions);
             }
             let mut events = Vec::new();
-            let mut results = None;
+            let mut results: Option<(Vec<ToolResult>, Vec<bool>)> = None;
             // Timers (timeouts, cleanup grace) register with the async runtime.
             let outcome = napi::bindgen_prelude::within_runtime_if_available(|| {
                 poll_state(&mut self.state, &mut cx, &mut events, &mut results)
             });
+            match self.state.turn_mut() {
+                Some(turn) => turn.take_external_work(&mut self.calls, &mut self.cancels),
+                None => {
+                    self.calls.clear();
+                    self.cancels.clear();
+                }
+            }
             if decided {
                 // Every submission was accepted by this poll: what is left was never asked for
                 // (an unknown tool, a skipped call).
@@ -525,8 +613,14 @@ impl NativeTurn {
                 events: events.iter().map(JsEvent::of).collect(),
                 starts: &self.starts,
                 aborts: &aborts,
+                calls: &self.calls,
+                cancels: &self.cancels,
                 done,
-                results: results.as_deref().map(FlatResults),
+                results: results.as_ref().map(|(results, kept)| FlatResults {
+                    results,
+                    kept,
+                    plain: &self.plain,
+                }),
             };
             serde_json::to_string(&out).map_err(|err| {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
@@ -540,7 +634,7 @@ fn poll_state(
     state: &mut TurnState,
     cx: &mut Context<'_>,
     events: &mut Vec<TurnEvent>,
-    results: &mut Option<Vec<ToolResult>>,
+    results: &mut Option<(Vec<ToolResult>, Vec<bool>)>,
 ) -> Result<(), FerroloopError> {
     match state {
         TurnState::Streaming(turn) => loop {
@@ -553,13 +647,19 @@ fn poll_state(
                 Poll::Pending => return Ok(()),
             }
         },
-        TurnState::Finishing(finishing) => match finishing.as_mut().poll(cx) {
+        TurnState::Finishing(turn) => match turn.poll_finish(cx) {
             Poll::Pending => Ok(()),
             Poll::Ready(outcome) => {
+                let kept = match &outcome {
+                    Ok(all) | Err(TurnError::Fatal { results: all, .. }) => (0..all.len())
+                        .map(|index| turn.external_content_kept(index))
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
                 *state = TurnState::Done;
                 match outcome {
                     Ok(all) | Err(TurnError::Fatal { results: all, .. }) => {
-                        *results = Some(all);
+                        *results = Some((all, kept));
                         Ok(())
                     }
                     Err(err @ TurnError::Internal(_)) => {
@@ -578,23 +678,40 @@ struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
     starts: &'a [u32],
     aborts: &'a [crate::js_tools::ToolAbort],
+    /// External calls to start (indexes in the turn).
+    calls: &'a [u32],
+    /// External calls to abort (indexes in the turn).
+    cancels: &'a [u32],
     done: bool,
-    /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the
-    /// `tool_use` ids and builds the wire-shaped blocks.
+    /// `[flags, (content,) flags, (content,) ...]` in submission order (flags: 1 = error,
+    /// 2 = the content is the text JavaScript settled the call with, kept there and not sent):
+    /// the JS side holds the `tool_use` ids and builds the wire-shaped blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
     results: Option<FlatResults<'a>>,
 }
 
-/// Results as a flat array of `isError, content` pairs (see [`PollOutcome::results`]).
-struct FlatResults<'a>(&'a [ToolResult]);
+/// Results as a flat array of flags, each followed by the content unless JavaScript kept it
+/// (see [`PollOutcome::results`]).
+struct FlatResults<'a> {
+    results: &'a [ToolResult],
+    /// By index: the core kept the content the host settled the call with.
+    kept: &'a [bool],
+    /// By index: the call was settled with plain text (what JavaScript keeps).
+    plain: &'a [bool],
+}
 
 impl serde::Serialize for FlatResults<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq as _;
-        let mut seq = serializer.serialize_seq(Some(2 * self.0.len()))?;
-        for result in self.0 {
-            seq.serialize_element(&u8::from(result.is_error))?;
-            seq.serialize_element(&result.content)?;
+        let mut seq = serializer.serialize_seq(None)?;
+        for (index, result) in self.results.iter().enumerate() {
+            let kept = self.kept.get(index).copied().unwrap_or(false)
+                && self.plain.get(index).copied().unwrap_or(false)
+                && matches!(result.content, ToolResultContent::Text(_));
+            seq.serialize_element(&(u8::from(result.is_error) | (u8::from(kept) << 1)))?;
+            if !kept {
+                seq.serialize_element(&result.content)?;
+            }
         }
         seq.end()
     }

@@ -82,6 +82,7 @@ const calls = {
   'Turn.cancel': (o) => o.cancel(),
   'Turn.discard': (o) => o.discard(),
   'Turn.pollJson': (o) => o.pollJson(),
+  'Turn.settle': (o) => o.settle(new Uint32Array(0), ''),
   'Client.new': () => new native.Client({ baseUrl: 'http://127.0.0.1:9' }),
   'Client.baseUrl': (o) => o.baseUrl,
   'Client.provider': (o) => o.provider,
