@@ -204,6 +204,15 @@ export declare class Turn {
    * decided, 4 = safe). They start as admission allows.
    */
   submitJson(submissionsJson: string): void
+  /**
+   * Submits tool uses without a JSON text per call: `items` holds `tool, flags, idLength`
+   * triples (tool: the tool's position in the executor's declarations, or 2^32 - 1 for a
+   * name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
+   * other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
+   * some calls need in order: the name of an unknown tool, then the input when flag 1 is set
+   * (empty text when nothing is needed).
+   */
+  submit(items: Uint32Array, ids: string, extraJson: string): void
   /** No more tool uses: the turn ends when every submitted call is answered. */
   seal(): void
   /**

@@ -26,6 +26,8 @@ function optionalBoolean(value, what) {
 const SUBMIT_HAS_INPUT = 1
 const SUBMIT_DECIDED = 2
 const SUBMIT_SAFE = 4
+/** A submission's tool index for a name no tool has. */
+const UNKNOWN_TOOL = 0xffffffff
 
 /**
  * Whether `input` is a plain object (what a tool without a schema accepts): such inputs stay
@@ -200,27 +202,35 @@ class Turn {
 
   /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
   submit(...toolUses) {
-    const flat = []
     for (const use of toolUses) {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
       }
     }
-    for (const use of toolUses) {
+    // `tool, flags, idLength` per call, the ids one after the other, and (as JSON) only what
+    // the native side cannot know: unknown tools' names and the inputs it must validate.
+    const items = new Uint32Array(3 * toolUses.length)
+    const ids = new Array(toolUses.length)
+    const extra = []
+    for (let k = 0; k < toolUses.length; k++) {
+      const use = toolUses[k]
       const tool = this.#tools.get(use.name)
       let flags = 0
       if (tool?.safety !== undefined) {
         // Decided now, on the input as submitted.
         flags |= SUBMIT_DECIDED | (decideSafety(tool.safety, use.input) ? SUBMIT_SAFE : 0)
       }
-      const keep = tool !== undefined && !tool.hasSchema && isPlainObject(use.input)
-      if (keep) {
-        flat.push(use.id, use.name, flags)
-      } else {
-        flat.push(use.id, use.name, flags | SUBMIT_HAS_INPUT, use.input === undefined ? null : use.input)
+      if (tool === undefined) extra.push(use.name)
+      if (tool === undefined || tool.hasSchema || !isPlainObject(use.input)) {
+        flags |= SUBMIT_HAS_INPUT
+        extra.push(use.input === undefined ? null : use.input)
       }
+      items[3 * k] = tool === undefined ? UNKNOWN_TOOL : tool.index
+      items[3 * k + 1] = flags
+      items[3 * k + 2] = use.id.length
+      ids[k] = use.id
     }
-    callNative(() => this.#native.submitJson(JSON.stringify(flat)))
+    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : JSON.stringify(extra)))
     for (const use of toolUses) {
       this.#uses.push(use)
       this.#ids.push(use.id)
@@ -352,7 +362,8 @@ class ToolExecutor {
     // Build once to validate the declaration (schema, limits) at registration time.
     callNative(() => new native.ToolExecutor(this.#options, [nativeSpec]))
     this.#specs.set(spec.name, nativeSpec)
-    this.#tools.set(spec.name, { safety, hasSchema: spec.schema !== undefined })
+    // `index`: the tool's position in the declarations the native executor is built from.
+    this.#tools.set(spec.name, { safety, hasSchema: spec.schema !== undefined, index: this.#specs.size - 1 })
     this.#host.register(spec.name, fn)
     this.#native = null
     return this

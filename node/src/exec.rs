@@ -259,6 +259,8 @@ impl Wake for JsWaker {
 pub struct NativeToolExecutor {
     inner: ferroloop::exec::ToolExecutor,
     queues: Arc<JsToolQueues>,
+    /// The tools' names in declaration order: submissions name a tool by its position here.
+    names: Arc<[String]>,
 }
 
 #[napi]
@@ -268,6 +270,7 @@ impl NativeToolExecutor {
     pub fn new(options: ExecutorOptions, tools: Vec<ToolSpec>) -> napi::Result<Self> {
         guard::sync(|| {
             let queues = Arc::new(JsToolQueues::default());
+            let names: Arc<[String]> = tools.iter().map(|spec| spec.name.clone()).collect();
             let mut registry = ToolRegistry::new();
             for spec in tools {
                 let tool = JsTool::from_spec(spec, queues.clone())?;
@@ -279,7 +282,11 @@ impl NativeToolExecutor {
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)
                 .build();
-            Ok(Self { inner, queues })
+            Ok(Self {
+                inner,
+                queues,
+                names,
+            })
         })
     }
 
@@ -297,6 +304,7 @@ impl NativeToolExecutor {
                     wake,
                 }),
                 queues: self.queues.clone(),
+                names: self.names.clone(),
                 decisions: Decisions::new(),
                 starts: Vec::new(),
                 calls: Vec::new(),
@@ -328,6 +336,8 @@ pub struct NativeTurn {
     state: TurnState,
     waker: Arc<JsWaker>,
     queues: Arc<JsToolQueues>,
+    /// The executor's tool names, by declaration order.
+    names: Arc<[String]>,
     /// Concurrency decisions of the submissions not yet accepted by a poll.
     decisions: Decisions,
     /// The calls to start found by the last poll (a buffer kept across polls).
@@ -448,23 +458,74 @@ impl NativeTurn {
     #[napi(js_name = "submitJson")]
     pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
-            let SubmissionBatch {
-                tool_uses,
-                decisions,
-            } = SubmissionBatch::parse(&submissions_json).map_err(|err| {
+            let batch = SubmissionBatch::parse(&submissions_json).map_err(|err| {
                 FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
             })?;
-            // One lock and one wake for the batch; nothing is submitted to a sealed turn.
-            self.handle.submit_all(tool_uses).map_err(|closed| {
-                FerroloopError::invalid_argument(format!(
-                    "the turn is sealed: tool use {} was not submitted",
-                    closed.0.id
-                ))
-            })?;
-            for (key, safe) in decisions {
-                self.decisions.entry(key).or_default().push_back(safe);
+            Ok(self.submit_batch(batch)?)
+        })
+    }
+
+    /// Submits tool uses without a JSON text per call: `items` holds `tool, flags, idLength`
+    /// triples (tool: the tool's position in the executor's declarations, or 2^32 - 1 for a
+    /// name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
+    /// other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
+    /// some calls need in order: the name of an unknown tool, then the input when flag 1 is set
+    /// (empty text when nothing is needed).
+    #[napi]
+    pub fn submit(
+        &mut self,
+        items: Uint32Array,
+        ids: Utf16String,
+        extra_json: String,
+    ) -> napi::Result<()> {
+        guard::sync(|| {
+            let invalid = |what: &str| {
+                FerroloopError::invalid_argument(format!("tool uses are not valid: {what}"))
+            };
+            if !items.len().is_multiple_of(3) {
+                return Err(invalid("items must be tool, flags, idLength triples").into());
             }
-            Ok(())
+            let extra: Vec<Value> = if extra_json.is_empty() {
+                Vec::new()
+            } else {
+                serde_json::from_str(&extra_json).map_err(|err| invalid(&err.to_string()))?
+            };
+            let mut extra = extra.into_iter();
+            let units: &[u16] = &ids;
+            let mut offset = 0usize;
+            let mut tool_uses = Vec::with_capacity(items.len() / 3);
+            let mut decisions = Vec::new();
+            for item in items.chunks_exact(3) {
+                let (tool, flags, len) = (item[0] as usize, item[1], item[2] as usize);
+                let end = offset.saturating_add(len);
+                let id = units
+                    .get(offset..end)
+                    .ok_or_else(|| invalid("the ids are shorter than their lengths"))?;
+                offset = end;
+                let id = String::from_utf16_lossy(id);
+                let name = match self.names.get(tool) {
+                    Some(name) => name.clone(),
+                    None => match extra.next() {
+                        Some(Value::String(name)) => name,
+                        _ => return Err(invalid("an unknown tool's name is missing").into()),
+                    },
+                };
+                let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                    extra
+                        .next()
+                        .ok_or_else(|| invalid("a submission without its input"))?
+                } else {
+                    Value::Object(serde_json::Map::new())
+                };
+                if flags & SUBMIT_DECIDED != 0 {
+                    decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
+                }
+                tool_uses.push(ToolUse { id, name, input });
+            }
+            Ok(self.submit_batch(SubmissionBatch {
+                tool_uses,
+                decisions,
+            })?)
         })
     }
 
@@ -626,6 +687,27 @@ impl NativeTurn {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
             })
         })
+    }
+}
+
+impl NativeTurn {
+    /// Submits a parsed batch: one lock and one wake for all of it; nothing is submitted to a
+    /// sealed turn.
+    fn submit_batch(&mut self, batch: SubmissionBatch) -> Result<(), FerroloopError> {
+        let SubmissionBatch {
+            tool_uses,
+            decisions,
+        } = batch;
+        self.handle.submit_all(tool_uses).map_err(|closed| {
+            FerroloopError::invalid_argument(format!(
+                "the turn is sealed: tool use {} was not submitted",
+                closed.0.id
+            ))
+        })?;
+        for (key, safe) in decisions {
+            self.decisions.entry(key).or_default().push_back(safe);
+        }
+        Ok(())
     }
 }
 

@@ -77,6 +77,7 @@ const calls = {
   'ToolExecutor.completeJson': (o) => o.completeJson('[]'),
   'ToolExecutor.startTurn': (o) => o.startTurn(noop),
   'Turn.submitJson': (o) => o.submitJson('[]'),
+  'Turn.submit': (o) => o.submit(new Uint32Array(0), '', ''),
   'Turn.seal': (o) => o.seal(),
   'Turn.finish': (o) => o.finish(),
   'Turn.cancel': (o) => o.cancel(),

@@ -41,7 +41,9 @@ enum Entry {
     Idle,
     Running(Running),
     /// Answered; `kept`: its result content is the host's, unchanged.
-    Answered { kept: bool },
+    Answered {
+        kept: bool,
+    },
 }
 
 /// The external calls of one turn.
@@ -71,8 +73,7 @@ impl ExternalCalls {
 
     /// Makes room for calls up to `len` in the turn.
     pub(crate) fn reserve(&mut self, len: usize) {
-        self.entries
-            .reserve(len.saturating_sub(self.entries.len()));
+        self.entries.reserve(len.saturating_sub(self.entries.len()));
     }
 
     /// Records that call `index` starts, and asks the host to start it.
@@ -114,7 +115,10 @@ impl ExternalCalls {
 
     /// Whether the result of call `index` is the content its host delivered, unchanged.
     pub(crate) fn kept(&self, index: usize) -> bool {
-        matches!(self.entries.get(index), Some(Entry::Answered { kept: true }))
+        matches!(
+            self.entries.get(index),
+            Some(Entry::Answered { kept: true })
+        )
     }
 
     /// Forgets which results are unchanged (the turn budget replaced some).

@@ -277,7 +277,11 @@ impl Turn {
         let cancelled = call.aborting || self.shared.cancellation.observed();
         let (status, content, from_host) = if cancelled {
             let message = cancelled_message(call.tool.name(), self.shared.cancellation.cause());
-            (CallStatus::Cancelled, ToolResultContent::Text(message), false)
+            (
+                CallStatus::Cancelled,
+                ToolResultContent::Text(message),
+                false,
+            )
         } else {
             let (status, content, _) = answer_outcome(Ok(output));
             (status, content, true)
@@ -375,7 +379,10 @@ impl Turn {
 
     /// The second half of [`finish`](Self::finish): drives the turn; ready with its results
     /// once (later polls answer with no results). Needs [`begin_finish`](Self::begin_finish).
-    pub fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<Result<Vec<ToolResult>, TurnError>> {
+    pub fn poll_finish(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<ToolResult>, TurnError>> {
         if !self.finishing {
             self.begin_finish();
         }
@@ -537,7 +544,13 @@ impl Turn {
             );
             let message = cancelled_message(call.tool.name(), self.shared.cancellation.cause());
             let content = ToolResultContent::Text(message);
-            self.complete(external_outcome(index, call, CallStatus::Cancelled, content, true));
+            self.complete(external_outcome(
+                index,
+                call,
+                CallStatus::Cancelled,
+                content,
+                true,
+            ));
         }
     }
 
