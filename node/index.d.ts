@@ -235,6 +235,14 @@ export declare class Turn {
    * long. Returns how many answers reached a running call. Poll afterwards.
    */
   settle(items: Uint32Array, contents: string): number
+  /** The external calls to start that the last poll counted in `calls` (indexes in the turn). */
+  takeCalls(): Uint32Array
+  /**
+   * The flags of the finished turn's results, one per call in order (1 = error, 2 = the
+   * content is the text JavaScript settled the call with, which it kept; the other contents
+   * are the poll's `results`).
+   */
+  takeResultFlags(): Uint8Array
   /**
    * Drives the turn until it would block. Returns JSON
    * `{events, starts, aborts, done, results?}`: the turn events that happened (results in

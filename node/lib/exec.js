@@ -154,23 +154,25 @@ class Turn {
       uses[index] = undefined
       host.start(starts[k], use.name, use.id, use.input, complete)
     }
-    const calls = out.calls
-    for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
+    if (out.calls > 0) {
+      const calls = callNative(() => this.#native.takeCalls())
+      for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
+    }
     for (const event of out.events) {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
     if (out.results !== undefined) {
-      // Flags (1 = error, 2 = the content is the text the call settled with, kept here), each
-      // followed by the content unless it was kept.
-      const flat = out.results
+      // Flags per result (1 = error, 2 = the content is the text the call settled with, kept
+      // here); the other contents come in order.
+      const flags = callNative(() => this.#native.takeResultFlags())
+      const changed = out.results
       const ids = this.#ids
       const texts = this.#texts
-      const results = new Array(ids.length)
-      for (let i = 0, k = 0; k < flat.length; i++) {
-        const flags = flat[k++]
-        const content = (flags & 2) !== 0 ? texts[i] : flat[k++]
-        results[i] = { type: 'tool_result', tool_use_id: ids[i], content, is_error: (flags & 1) !== 0 }
+      const results = new Array(flags.length)
+      for (let i = 0, k = 0; i < flags.length; i++) {
+        const content = (flags[i] & 2) !== 0 ? texts[i] : changed[k++]
+        results[i] = { type: 'tool_result', tool_use_id: ids[i], content, is_error: (flags[i] & 1) !== 0 }
       }
       this.#results = results
       this.#texts = []

@@ -20,14 +20,16 @@ use ferroloop::exec::{
     ExecutorConfig, ResultLimit, Tool, ToolContext, ToolFuture, ToolOutput, ToolRegistry,
     ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
 };
+use napi::JsString;
 use napi::Status;
-use napi::bindgen_prelude::{Uint32Array, Utf16String};
+use napi::bindgen_prelude::{Uint8Array, Uint32Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::error::FerroloopError;
 use crate::guard;
+use crate::joined::Parts;
 use crate::js_tools::{Decisions, JsToolQueues, ReplyContent};
 
 /// Executor-wide options.
@@ -310,6 +312,7 @@ impl NativeToolExecutor {
                 calls: Vec::new(),
                 cancels: Vec::new(),
                 plain: Vec::new(),
+                result_flags: Vec::new(),
             })
         })
     }
@@ -349,6 +352,8 @@ pub struct NativeTurn {
     /// By index: the call was answered with plain text, which JavaScript keeps (its result is
     /// not sent back when the core kept it unchanged).
     plain: Vec<bool>,
+    /// The flags of a finished turn's results (see `takeResultFlags`).
+    result_flags: Vec<u8>,
 }
 
 /// A turn, streaming events or finishing (reporting only its results, once).
@@ -475,7 +480,7 @@ impl NativeTurn {
     pub fn submit(
         &mut self,
         items: Uint32Array,
-        ids: Utf16String,
+        ids: JsString<'_>,
         extra_json: String,
     ) -> napi::Result<()> {
         guard::sync(|| {
@@ -491,18 +496,15 @@ impl NativeTurn {
                 serde_json::from_str(&extra_json).map_err(|err| invalid(&err.to_string()))?
             };
             let mut extra = extra.into_iter();
-            let units: &[u16] = &ids;
-            let mut offset = 0usize;
+            let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();
+            let mut ids = Parts::read(ids, units)?;
             let mut tool_uses = Vec::with_capacity(items.len() / 3);
             let mut decisions = Vec::new();
             for item in items.chunks_exact(3) {
                 let (tool, flags, len) = (item[0] as usize, item[1], item[2] as usize);
-                let end = offset.saturating_add(len);
-                let id = units
-                    .get(offset..end)
+                let id = ids
+                    .next(len)
                     .ok_or_else(|| invalid("the ids are shorter than their lengths"))?;
-                offset = end;
-                let id = String::from_utf16_lossy(id);
                 let name = match self.names.get(tool) {
                     Some(name) => name.clone(),
                     None => match extra.next() {
@@ -585,19 +587,22 @@ impl NativeTurn {
     /// JSON), `contents` their contents one after the other, each `length` UTF-16 code units
     /// long. Returns how many answers reached a running call. Poll afterwards.
     #[napi]
-    pub fn settle(&mut self, items: Uint32Array, contents: Utf16String) -> napi::Result<u32> {
+    pub fn settle(&mut self, items: Uint32Array, contents: JsString<'_>) -> napi::Result<u32> {
         guard::sync(|| {
             let Some(turn) = self.state.turn_mut() else {
                 return Ok(0);
             };
-            let units: &[u16] = &contents;
-            let mut offset = 0usize;
+            let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();
+            let mut parts = Parts::read(contents, units)?;
             let mut delivered = 0;
             for item in items.chunks_exact(3) {
                 let (index, flags, len) = (item[0] as usize, item[1], item[2] as usize);
-                let end = offset.saturating_add(len).min(units.len());
-                let text = String::from_utf16_lossy(&units[offset.min(end)..end]);
-                offset = end;
+                let Some(text) = parts.next(len) else {
+                    return Err(FerroloopError::invalid_argument(
+                        "settlements: the contents are shorter than their lengths",
+                    )
+                    .into());
+                };
                 if flags & SETTLE_PROGRESS != 0 {
                     let data = serde_json::from_str(&text).unwrap_or(Value::Null);
                     turn.external_progress(index, data);
@@ -629,6 +634,20 @@ impl NativeTurn {
             }
             Ok(delivered)
         })
+    }
+
+    /// The external calls to start that the last poll counted in `calls` (indexes in the turn).
+    #[napi(js_name = "takeCalls")]
+    pub fn take_calls(&mut self) -> napi::Result<Uint32Array> {
+        guard::sync(|| Ok(Uint32Array::new(std::mem::take(&mut self.calls))))
+    }
+
+    /// The flags of the finished turn's results, one per call in order (1 = error, 2 = the
+    /// content is the text JavaScript settled the call with, which it kept; the other contents
+    /// are the poll's `results`).
+    #[napi(js_name = "takeResultFlags")]
+    pub fn take_result_flags(&mut self) -> napi::Result<Uint8Array> {
+        guard::sync(|| Ok(Uint8Array::new(std::mem::take(&mut self.result_flags))))
     }
 
     /// Drives the turn until it would block. Returns JSON
@@ -670,18 +689,17 @@ impl NativeTurn {
             outcome?;
             let done = matches!(self.state, TurnState::Done);
             let aborts = self.queues.take_starts(&mut self.starts);
+            let changed = results.as_ref().map(|(results, kept)| {
+                changed_results(results, kept, &self.plain, &mut self.result_flags)
+            });
             let out = PollOutcome {
                 events: events.iter().map(JsEvent::of).collect(),
                 starts: &self.starts,
                 aborts: &aborts,
-                calls: &self.calls,
+                calls: self.calls.len(),
                 cancels: &self.cancels,
                 done,
-                results: results.as_ref().map(|(results, kept)| FlatResults {
-                    results,
-                    kept,
-                    plain: &self.plain,
-                }),
+                results: changed,
             };
             serde_json::to_string(&out).map_err(|err| {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
@@ -760,43 +778,40 @@ struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
     starts: &'a [u32],
     aborts: &'a [crate::js_tools::ToolAbort],
-    /// External calls to start (indexes in the turn).
-    calls: &'a [u32],
+    /// How many external calls to start (their indexes: `takeCalls`).
+    calls: usize,
     /// External calls to abort (indexes in the turn).
     cancels: &'a [u32],
     done: bool,
-    /// `[flags, (content,) flags, (content,) ...]` in submission order (flags: 1 = error,
-    /// 2 = the content is the text JavaScript settled the call with, kept there and not sent):
-    /// the JS side holds the `tool_use` ids and builds the wire-shaped blocks.
+    /// The contents of the results JavaScript did not keep, in order (the flags of every
+    /// result: `takeResultFlags`): the JS side holds the `tool_use` ids and builds the
+    /// wire-shaped blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    results: Option<FlatResults<'a>>,
+    results: Option<Vec<&'a ToolResultContent>>,
 }
 
-/// Results as a flat array of flags, each followed by the content unless JavaScript kept it
-/// (see [`PollOutcome::results`]).
-struct FlatResults<'a> {
+/// Fills `flags` with each result's flags (1 = error, 2 = its content is the text JavaScript
+/// settled the call with, unchanged: `kept` by the core, and `plain` text) and returns the
+/// contents JavaScript does not hold, in order.
+fn changed_results<'a>(
     results: &'a [ToolResult],
-    /// By index: the core kept the content the host settled the call with.
-    kept: &'a [bool],
-    /// By index: the call was settled with plain text (what JavaScript keeps).
-    plain: &'a [bool],
-}
-
-impl serde::Serialize for FlatResults<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq as _;
-        let mut seq = serializer.serialize_seq(None)?;
-        for (index, result) in self.results.iter().enumerate() {
-            let kept = self.kept.get(index).copied().unwrap_or(false)
-                && self.plain.get(index).copied().unwrap_or(false)
-                && matches!(result.content, ToolResultContent::Text(_));
-            seq.serialize_element(&(u8::from(result.is_error) | (u8::from(kept) << 1)))?;
-            if !kept {
-                seq.serialize_element(&result.content)?;
-            }
+    kept: &[bool],
+    plain: &[bool],
+    flags: &mut Vec<u8>,
+) -> Vec<&'a ToolResultContent> {
+    flags.clear();
+    flags.reserve(results.len());
+    let mut changed = Vec::new();
+    for (index, result) in results.iter().enumerate() {
+        let kept = kept.get(index).copied().unwrap_or(false)
+            && plain.get(index).copied().unwrap_or(false)
+            && matches!(result.content, ToolResultContent::Text(_));
+        flags.push(u8::from(result.is_error) | (u8::from(kept) << 1));
+        if !kept {
+            changed.push(&result.content);
         }
-        seq.end()
     }
+    changed
 }
 
 /// A turn event in its JS shape: camelCase fields, the result in wire shape. Serialized straight
