@@ -75,8 +75,9 @@ class Turn {
   #contexts = []
   /** By index: the text a call settled with (its result, unless the core replaced it). */
   #texts = []
-  /** Settlements not yet sent: `index, flags, length` triples, and their contents. */
-  #items = []
+  /** Settlements not yet sent: `index, flags, length` triples (#count of them), and their contents. */
+  #items = new Uint32Array(96)
+  #count = 0
   #contents = []
 
   /** @internal */
@@ -106,16 +107,25 @@ class Turn {
       this.#contexts[index] = undefined
       if ((flags & FLAG_BLOCKS) === 0) this.#texts[index] = content
     }
-    if (this.#items.length === 0) queueMicrotask(this.#flush)
-    this.#items.push(index, flags, content.length)
-    this.#contents.push(content)
+    const n = this.#count++
+    if (n === 0) queueMicrotask(this.#flush)
+    let items = this.#items
+    if (3 * n + 3 > items.length) {
+      items = new Uint32Array(2 * items.length)
+      items.set(this.#items)
+      this.#items = items
+    }
+    items[3 * n] = index
+    items[3 * n + 1] = flags
+    items[3 * n + 2] = content.length
+    this.#contents[n] = content
   }
 
   /** Sends the settlements of this microtask in one call, then polls. */
   #flush = () => {
-    const items = new Uint32Array(this.#items)
+    const items = this.#items.subarray(0, 3 * this.#count)
     const contents = this.#contents.join('')
-    this.#items = []
+    this.#count = 0
     this.#contents = []
     if (this.#done) return
     callNative(() => this.#native.settle(items, contents))

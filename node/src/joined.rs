@@ -38,7 +38,11 @@ impl<'env> Parts<'env> {
         let part = match &self.text {
             Joined::Ascii(text) => {
                 let bytes = text.as_slice().get(self.offset..end)?;
-                String::from_utf8_lossy(bytes).into_owned()
+                // ASCII (see `read`): valid UTF-8, checked a word at a time.
+                match std::str::from_utf8(bytes) {
+                    Ok(part) => part.to_owned(),
+                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+                }
             }
             Joined::Wide(text) => {
                 let units = text.as_slice().get(self.offset..end)?;

@@ -458,3 +458,19 @@ test('calls handed over by index: cancelling aborts them, the grace bounds a too
   stubbornSettle('too late')
   await sleep(5)
 })
+
+test('a large batch settles in one go: every result in order, ASCII and not', async () => {
+  const ex = new ToolExecutor({ maxConcurrency: 1000 })
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ s }) => s)
+  ex.tool({ name: 'sync', concurrencySafe: true }, ({ s }) => s)
+  const uses = []
+  for (let i = 0; i < 1000; i++) {
+    const s = i % 7 === 0 ? `ü${i}🎉` : `r${i}`
+    uses.push(use(i % 5 === 0 ? `íd${i}` : `id${i}`, i % 2 === 0 ? 'echo' : 'sync', { s }))
+  }
+  const results = await ex.run(uses)
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.content, r.is_error]),
+    uses.map((u) => [u.id, u.input.s, false]),
+  )
+})
