@@ -6,11 +6,12 @@
 //! lengths are byte lengths and each part is a plain slice. Otherwise it is read again as
 //! UTF-16 and each part decoded (an unpaired surrogate becomes U+FFFD).
 
-use napi::{JsString, JsStringUtf8, JsStringUtf16};
+use napi::{JsString, JsStringUtf16};
 
 /// The joined text, in the encoding it is split in.
 pub(crate) enum Joined<'env> {
-    Ascii(JsStringUtf8<'env>),
+    /// Validated once as a whole (a part is then a slice, not a validation of its own).
+    Ascii(String),
     Wide(JsStringUtf16<'env>),
 }
 
@@ -25,7 +26,7 @@ impl<'env> Parts<'env> {
     pub(crate) fn read(text: JsString<'env>, units: usize) -> napi::Result<Self> {
         let utf8 = text.into_utf8()?;
         let text = if utf8.len() == units {
-            Joined::Ascii(utf8)
+            Joined::Ascii(utf8.into_owned()?)
         } else {
             Joined::Wide(text.into_utf16()?)
         };
@@ -36,14 +37,7 @@ impl<'env> Parts<'env> {
     pub(crate) fn next(&mut self, len: usize) -> Option<String> {
         let end = self.offset.checked_add(len)?;
         let part = match &self.text {
-            Joined::Ascii(text) => {
-                let bytes = text.as_slice().get(self.offset..end)?;
-                // ASCII (see `read`): valid UTF-8, checked a word at a time.
-                match std::str::from_utf8(bytes) {
-                    Ok(part) => part.to_owned(),
-                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-                }
-            }
+            Joined::Ascii(text) => text.get(self.offset..end)?.to_owned(),
             Joined::Wide(text) => {
                 let units = text.as_slice().get(self.offset..end)?;
                 let mut part = String::with_capacity(units.len());
