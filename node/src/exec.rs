@@ -7,9 +7,15 @@
 //! `wake` function through an unref'd thread-safe function, which polls again. A turn of
 //! ten thousand quick calls therefore costs a handful of polls, not a thread hop per call.
 //!
-//! Tool uses, results and events cross the boundary as JSON text (V8's `JSON.parse` and
-//! `JSON.stringify` are faster than building objects property by property through N-API); the
-//! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
+//! A `ToolExecutor`'s turns run their calls as the core's *external* calls
+//! (`Turn::enable_external_calls`): JavaScript submits tool uses as a typed array of tool indexes
+//! and flags plus the joined ids, starts the calls a poll lists by their index in the turn (it
+//! holds the `tool_use` blocks), and settles them in batches by index (`settle`); a finished
+//! turn sends back only result flags and the contents JavaScript does not already hold. Calls
+//! that need a future (a tool with a timeout) go through `JsTool::call` and the call-id
+//! queues of [`crate::js_tools`]. Events cross as JSON text (V8's `JSON.parse` is faster than
+//! building objects property by property through N-API); the wrappers in `lib/exec.js` present
+//! everything with the providers' wire names.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,7 +12,9 @@
 //! waiting calls and races a call's timeout itself, then polls the call during the cleanup
 //! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
-//! A `ToolExecutor` turn's invocations name only the call id and the call's index in its turn:
+//! A `ToolExecutor` turn uses these queues only for calls that need a future (a tool with a
+//! timeout; its other calls are the turn's external calls, see `exec.rs`). Its invocations name
+//! only the call id and the call's index in its turn:
 //! the JS wrapper still holds the submitted `tool_use` blocks, inputs included, so nothing
 //! travels back. An agent's calls come from the model stream in Rust, so their invocations
 //! carry the name, id and input.
