@@ -13,9 +13,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class Agent {
   /**
    * An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
-   * announced through `wake`) and the built-in tools named in `builtins`.
+   * announced through `wake`) and the built-in tools named in `builtins`. `decide` answers
+   * the concurrency safety of calls of tools declared with `safetyPerInput`: given the JSON
+   * text `[name, input]`, whether the call may run beside other safe calls.
    */
-  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void)
+  constructor(client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => boolean)
   /** The tool definitions sent to the model (JSON array, sorted by name). */
   toolDefinitionsJson(): string
   /**
@@ -202,6 +204,15 @@ export declare class Turn {
    * decided, 4 = safe). They start as admission allows.
    */
   submitJson(submissionsJson: string): void
+  /**
+   * Submits tool uses without a JSON text per call: `items` holds `tool, flags, idLength`
+   * triples (tool: the tool's position in the executor's declarations, or 2^32 - 1 for a
+   * name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
+   * other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
+   * some calls need in order: the name of an unknown tool, then the input when flag 1 is set
+   * (empty text when nothing is needed).
+   */
+  submit(items: Uint32Array, ids: string, extraJson: string): void
   /** No more tool uses: the turn ends when every submitted call is answered. */
   seal(): void
   /**
@@ -216,6 +227,22 @@ export declare class Turn {
   cancel(): void
   /** Cancels and seals the turn (its model response will be replayed). */
   discard(): void
+  /**
+   * Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
+   * progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
+   * is the JSON text of content blocks, 4 = a progress report whose content is its data as
+   * JSON), `contents` their contents one after the other, each `length` UTF-16 code units
+   * long. Returns how many answers reached a running call. Poll afterwards.
+   */
+  settle(items: Uint32Array, contents: string): number
+  /** The external calls to start that the last poll counted in `calls` (indexes in the turn). */
+  takeCalls(): Uint32Array
+  /**
+   * The flags of the finished turn's results, one per call in order (1 = error, 2 = the
+   * content is the text JavaScript settled the call with, which it kept; the other contents
+   * are the poll's `results`).
+   */
+  takeResultFlags(): Uint8Array
   /**
    * Drives the turn until it would block. Returns JSON
    * `{events, starts, aborts, done, results?}`: the turn events that happened (results in

@@ -6,7 +6,7 @@
 const native = require('../index.js')
 const { InvalidArgumentError, InternalError, callNative, fromErrorItem } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
-const { ToolExecutor, executorInternals, replyBatcher } = require('./exec.js')
+const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 
 const BUILTIN_TOOLS = new Set(['read', 'write', 'edit', 'glob', 'grep', 'bash'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -127,15 +127,9 @@ class Agent {
       throw new InvalidArgumentError('Agent: options.model must be a non-empty string')
     }
     const { executor, builtins } = toolSources(options.tools)
-    const internals = executor === null ? { options: {}, specs: [], host: null } : executorInternals(executor)
-    const perInput = internals.specs.find((spec) => spec.safetyPerInput)
-    if (perInput !== undefined) {
-      // The loop submits calls from the model stream on the native runtime, where a JS
-      // predicate cannot be asked synchronously.
-      throw new InvalidArgumentError(
-        `Agent: tool ${perInput.name} decides concurrencySafe per input (a function); agents need a boolean`,
-      )
-    }
+    const internals =
+      executor === null ? { options: {}, specs: [], host: null, tools: new Map() } : executorInternals(executor)
+    const tools = internals.tools
     this.#host = internals.host
     const nativeOptions = {
       model: options.model,
@@ -151,7 +145,22 @@ class Agent {
       workspace: options.workspace,
     }
     this.#native = callNative(
-      () => new native.Agent(client._native, nativeOptions, internals.options, internals.specs, builtins, () => this.#dispatch()),
+      () =>
+        new native.Agent(
+          client._native,
+          nativeOptions,
+          internals.options,
+          internals.specs,
+          builtins,
+          () => this.#dispatch(),
+          // The loop admits calls on the native runtime and asks here (as ToolExecutor turns
+          // decide at submission): a per-input predicate decides each call from its input.
+          (question) => {
+            const [name, input] = JSON.parse(question)
+            const safety = tools.get(name)?.safety
+            return safety === undefined ? false : decideSafety(safety, input)
+          },
+        ),
     )
     this.#complete = replyBatcher(this.#native)
   }

@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
-const { ToolHost } = require('./tool-host.js')
+const { ToolHost, CallContext, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -26,6 +26,8 @@ function optionalBoolean(value, what) {
 const SUBMIT_HAS_INPUT = 1
 const SUBMIT_DECIDED = 2
 const SUBMIT_SAFE = 4
+/** A submission's tool index for a name no tool has. */
+const UNKNOWN_TOOL = 0xffffffff
 
 /**
  * Whether `input` is a plain object (what a tool without a schema accepts): such inputs stay
@@ -35,6 +37,18 @@ function isPlainObject(input) {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) return false
   const proto = Object.getPrototypeOf(input)
   return (proto === Object.prototype || proto === null) && typeof input.toJSON !== 'function'
+}
+
+/**
+ * A per-input concurrency predicate's answer for `input`: a throwing predicate makes the call
+ * exclusive (the conservative answer). Shared by ToolExecutor turns and Agent runs.
+ */
+function decideSafety(predicate, input) {
+  try {
+    return Boolean(predicate(input))
+  } catch {
+    return false
+  }
 }
 
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
@@ -55,6 +69,16 @@ class Turn {
   #waiters = []
   #scheduled = false
   #keepAlive = null
+  // Calls the turn hands over by index (`calls` of a poll): started here, answered with
+  // `settle` in one batch per microtask.
+  /** Their contexts, by index, while they run (for aborts). */
+  #contexts = []
+  /** By index: the text a call settled with (its result, unless the core replaced it). */
+  #texts = []
+  /** Settlements not yet sent: `index, flags, length` triples (#count of them), and their contents. */
+  #items = new Uint32Array(96)
+  #count = 0
+  #contents = []
 
   /** @internal */
   constructor(executor, host) {
@@ -75,10 +99,61 @@ class Turn {
     })
   }
 
+  /** Queues a settlement (or, flag 4, a progress report) of a call started by index. */
+  #settle = (index, flags, content) => {
+    if ((flags & FLAG_PROGRESS) !== 0) {
+      content = JSON.stringify(content)
+    } else {
+      this.#contexts[index] = undefined
+      if ((flags & FLAG_BLOCKS) === 0) this.#texts[index] = content
+    }
+    const n = this.#count++
+    if (n === 0) queueMicrotask(this.#flush)
+    let items = this.#items
+    if (3 * n + 3 > items.length) {
+      items = new Uint32Array(2 * items.length)
+      items.set(this.#items)
+      this.#items = items
+    }
+    items[3 * n] = index
+    items[3 * n + 1] = flags
+    items[3 * n + 2] = content.length
+    this.#contents[n] = content
+  }
+
+  /** Sends the settlements of this microtask in one call, then polls. */
+  #flush = () => {
+    const items = this.#items.subarray(0, 3 * this.#count)
+    const contents = this.#contents.join('')
+    this.#count = 0
+    this.#contents = []
+    if (this.#done) return
+    callNative(() => this.#native.settle(items, contents))
+    this.#pump()
+  }
+
+  #startByIndex(index) {
+    const use = this.#uses[index]
+    this.#uses[index] = undefined
+    const fn = this.#host.tools.get(use.name)
+    const settle = this.#settle
+    if (fn === undefined) {
+      settle(index, FLAG_ERROR, `no such tool: ${use.name}`)
+      return
+    }
+    const ctx = new CallContext(use.id, use.name, index, settle)
+    this.#contexts[index] = ctx
+    callTool(fn, use.input, ctx, (flags, content) => {
+      ctx.end()
+      settle(index, flags, content)
+    })
+  }
+
   #pump() {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
     for (const abort of out.aborts) this.#host.abort(abort)
+    for (const index of out.cancels) this.#contexts[index]?.abort(abortReason('aborted'))
     const starts = out.starts
     const uses = this.#uses
     const host = this.#host
@@ -89,18 +164,28 @@ class Turn {
       uses[index] = undefined
       host.start(starts[k], use.name, use.id, use.input, complete)
     }
+    if (out.calls > 0) {
+      const calls = callNative(() => this.#native.takeCalls())
+      for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
+    }
     for (const event of out.events) {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
     if (out.results !== undefined) {
-      const flat = out.results
+      // Flags per result (1 = error, 2 = the content is the text the call settled with, kept
+      // here); the other contents come in order.
+      const flags = callNative(() => this.#native.takeResultFlags())
+      const changed = out.results
       const ids = this.#ids
-      const results = new Array(flat.length >> 1)
-      for (let i = 0, k = 0; k < flat.length; i++, k += 2) {
-        results[i] = { type: 'tool_result', tool_use_id: ids[i], content: flat[k + 1], is_error: flat[k] === 1 }
+      const texts = this.#texts
+      const results = new Array(flags.length)
+      for (let i = 0, k = 0; i < flags.length; i++) {
+        const content = (flags[i] & 2) !== 0 ? texts[i] : changed[k++]
+        results[i] = { type: 'tool_result', tool_use_id: ids[i], content, is_error: (flags[i] & 1) !== 0 }
       }
       this.#results = results
+      this.#texts = []
     }
     if (out.done) {
       this.#done = true
@@ -129,33 +214,35 @@ class Turn {
 
   /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
   submit(...toolUses) {
-    const flat = []
     for (const use of toolUses) {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
       }
     }
-    for (const use of toolUses) {
+    // `tool, flags, idLength` per call, the ids one after the other, and (as JSON) only what
+    // the native side cannot know: unknown tools' names and the inputs it must validate.
+    const items = new Uint32Array(3 * toolUses.length)
+    const ids = new Array(toolUses.length)
+    const extra = []
+    for (let k = 0; k < toolUses.length; k++) {
+      const use = toolUses[k]
       const tool = this.#tools.get(use.name)
       let flags = 0
       if (tool?.safety !== undefined) {
-        // Decided now, on the input as submitted (a throwing predicate: run it alone).
-        let safe = false
-        try {
-          safe = Boolean(tool.safety(use.input))
-        } catch {
-          safe = false
-        }
-        flags |= SUBMIT_DECIDED | (safe ? SUBMIT_SAFE : 0)
+        // Decided now, on the input as submitted.
+        flags |= SUBMIT_DECIDED | (decideSafety(tool.safety, use.input) ? SUBMIT_SAFE : 0)
       }
-      const keep = tool !== undefined && !tool.hasSchema && isPlainObject(use.input)
-      if (keep) {
-        flat.push(use.id, use.name, flags)
-      } else {
-        flat.push(use.id, use.name, flags | SUBMIT_HAS_INPUT, use.input === undefined ? null : use.input)
+      if (tool === undefined) extra.push(use.name)
+      if (tool === undefined || tool.hasSchema || !isPlainObject(use.input)) {
+        flags |= SUBMIT_HAS_INPUT
+        extra.push(use.input === undefined ? null : use.input)
       }
+      items[3 * k] = tool === undefined ? UNKNOWN_TOOL : tool.index
+      items[3 * k + 1] = flags
+      items[3 * k + 2] = use.id.length
+      ids[k] = use.id
     }
-    callNative(() => this.#native.submitJson(JSON.stringify(flat)))
+    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : JSON.stringify(extra)))
     for (const use of toolUses) {
       this.#uses.push(use)
       this.#ids.push(use.id)
@@ -287,7 +374,8 @@ class ToolExecutor {
     // Build once to validate the declaration (schema, limits) at registration time.
     callNative(() => new native.ToolExecutor(this.#options, [nativeSpec]))
     this.#specs.set(spec.name, nativeSpec)
-    this.#tools.set(spec.name, { safety, hasSchema: spec.schema !== undefined })
+    // `index`: the tool's position in the declarations the native executor is built from.
+    this.#tools.set(spec.name, { safety, hasSchema: spec.schema !== undefined, index: this.#specs.size - 1 })
     this.#host.register(spec.name, fn)
     this.#native = null
     return this
@@ -305,7 +393,7 @@ class ToolExecutor {
 
   /** @internal What an Agent needs to run these tools inside its own loop. */
   _internals() {
-    return { options: this.#options, specs: [...this.#specs.values()], host: this.#host }
+    return { options: this.#options, specs: [...this.#specs.values()], host: this.#host, tools: this.#tools }
   }
 
   /** Starts a streaming turn. */
@@ -344,4 +432,4 @@ function executorInternals(executor) {
   return executor._internals()
 }
 
-module.exports = { ToolExecutor, Turn, executorInternals, replyBatcher }
+module.exports = { ToolExecutor, Turn, executorInternals, replyBatcher, decideSafety }

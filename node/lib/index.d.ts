@@ -221,9 +221,9 @@ export interface ToolDeclaration<Input = any> {
   name: string
   /**
    * May run in parallel with other safe calls (default false: runs alone, a barrier). A
-   * function decides per call from the input, once, when the call is submitted to `run()` or
-   * `turn().submit()` (a throwing function makes the call exclusive). An `Agent` refuses a tool
-   * whose `concurrencySafe` is a function (its loop submits calls natively): use a boolean there.
+   * function decides per call from the input, once: when the call is submitted to `run()` or
+   * `turn().submit()`, or (in an `Agent` run) when the loop admits the model's call. A throwing
+   * function makes the call exclusive.
    */
   concurrencySafe?: boolean | ((input: Input) => boolean)
   /** Per-call timeout in milliseconds. */

@@ -154,4 +154,36 @@ class ToolHost {
   }
 }
 
-module.exports = { ToolHost, toReply }
+/**
+ * Calls `fn(input, ctx)` and reports its outcome once through `settle(flags, content)` (the
+ * reply flags above; never throws). One reaction per call, no wrapper promise.
+ */
+function callTool(fn, input, ctx, settle) {
+  let value
+  try {
+    value = fn(input, ctx)
+  } catch (err) {
+    settle(FLAG_ERROR, errorMessage(err))
+    return
+  }
+  if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+    value.then(
+      (settled) => settleWith(settle, settled),
+      (err) => settle(FLAG_ERROR, errorMessage(err)),
+    )
+  } else {
+    settleWith(settle, value)
+  }
+}
+
+function settleWith(settle, value) {
+  let reply
+  try {
+    reply = toReply(value)
+  } catch (err) {
+    reply = [FLAG_ERROR, errorMessage(err)]
+  }
+  settle(reply[0], reply[1])
+}
+
+module.exports = { ToolHost, CallContext, toReply, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }

@@ -8,13 +8,14 @@
 //! JSON items (the core's `AgentEvent` serialization).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent};
 use ferroloop::exec::{ToolExecutor, ToolRegistry};
 use ferroloop::tools::{self as builtin_tools, Workspace};
 use futures_util::StreamExt;
 use napi::Status;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -22,7 +23,7 @@ use crate::client::NativeClient;
 use crate::error::FerroloopError;
 use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config};
 use crate::guard;
-use crate::js_tools::JsToolQueues;
+use crate::js_tools::{Decide, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
 
 /// How an agent is configured.
@@ -107,6 +108,47 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
     Ok(config)
 }
 
+/// The JS function deciding a call's concurrency safety: given the JSON text `[name, input]`,
+/// returns whether the call may run beside other safe calls (unref'd).
+pub type DecideFn = ThreadsafeFunction<String, bool, String, Status, false, true>;
+
+/// How long a run's task waits for JavaScript to decide a call's concurrency safety before
+/// running the call alone (the conservative answer). JavaScript answers between two of its
+/// tasks, so only a tool blocking the JS thread for this long (or a host shutting down) makes
+/// the decision fall back.
+const DECIDE_WAIT: Duration = Duration::from_secs(30);
+
+/// A [`Decide`] that asks `decide` on the JS thread and waits for its answer.
+///
+/// The executor asks while admitting a call, synchronously, on the run's task (on the async
+/// runtime, never on the JS thread, which the answer needs); nothing the JS thread waits for is
+/// held meanwhile.
+fn decide_in_js(decide: DecideFn) -> Decide {
+    Arc::new(move |name: &str, input: &Value| {
+        let question =
+            Value::Array(vec![Value::String(name.to_owned()), input.clone()]).to_string();
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        let status = decide.call_with_return_value(
+            question,
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |safe, _env| {
+                // A throwing predicate is caught in JS; any other failure: not safe.
+                let _ = answer.send(safe.unwrap_or(false));
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            tracing::debug!(
+                ?status,
+                "could not ask JavaScript for a concurrency decision"
+            );
+            return false;
+        }
+        // A dropped question (the environment is shutting down) disconnects the channel.
+        answered.recv_timeout(DECIDE_WAIT).unwrap_or(false)
+    })
+}
+
 /// An agent: a client, tools and a configuration. Each `run` is independent.
 #[napi(js_name = "Agent")]
 pub struct NativeAgent {
@@ -117,10 +159,12 @@ pub struct NativeAgent {
 #[napi]
 impl NativeAgent {
     /// An agent calling `client`, with JavaScript tools declared by `tools` (their calls are
-    /// announced through `wake`) and the built-in tools named in `builtins`.
+    /// announced through `wake`) and the built-in tools named in `builtins`. `decide` answers
+    /// the concurrency safety of calls of tools declared with `safetyPerInput`: given the JSON
+    /// text `[name, input]`, whether the call may run beside other safe calls.
     #[napi(
         constructor,
-        ts_args_type = "client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void"
+        ts_args_type = "client: Client, options: AgentOptions, executorOptions: ExecutorOptions, tools: Array<ToolSpec>, builtins: Array<string>, wake: () => void, decide: (question: string) => boolean"
     )]
     pub fn new(
         client: &NativeClient,
@@ -129,6 +173,7 @@ impl NativeAgent {
         tools: Vec<ToolSpec>,
         builtins: Vec<String>,
         wake: WakeFn,
+        decide: DecideFn,
     ) -> napi::Result<Self> {
         guard::sync(|| {
             let config = agent_config(&options)?;
@@ -138,7 +183,9 @@ impl NativeAgent {
                     tracing::debug!(?status, "could not wake the JavaScript tool host");
                 }
             });
-            let queues = Arc::new(JsToolQueues::with_notify(notify));
+            let per_input = tools.iter().any(|spec| spec.safety_per_input == Some(true));
+            let decide = per_input.then(|| decide_in_js(decide));
+            let queues = Arc::new(JsToolQueues::with_notify(notify, decide));
             let mut registry = ToolRegistry::new();
             for spec in tools {
                 let tool = JsTool::from_spec(spec, queues.clone())?;

@@ -7,12 +7,16 @@
 //! `wake` function through an unref'd thread-safe function, which polls again. A turn of
 //! ten thousand quick calls therefore costs a handful of polls, not a thread hop per call.
 //!
-//! Tool uses, results and events cross the boundary as JSON text (V8's `JSON.parse` and
-//! `JSON.stringify` are faster than building objects property by property through N-API); the
-//! wrappers in `lib/exec.js` present them as objects, with the providers' wire names.
+//! A `ToolExecutor`'s turns run their calls as the core's *external* calls
+//! (`Turn::enable_external_calls`): JavaScript submits tool uses as a typed array of tool indexes
+//! and flags plus the joined ids, starts the calls a poll lists by their index in the turn (it
+//! holds the `tool_use` blocks), and settles them in batches by index (`settle`); a finished
+//! turn sends back only result flags and the contents JavaScript does not already hold. Calls
+//! that need a future (a tool with a timeout) go through `JsTool::call` and the call-id
+//! queues of [`crate::js_tools`]. Events cross as JSON text (V8's `JSON.parse` is faster than
+//! building objects property by property through N-API); the wrappers in `lib/exec.js` present
+//! everything with the providers' wire names.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
@@ -20,15 +24,18 @@ use std::time::Duration;
 
 use ferroloop::exec::{
     ExecutorConfig, ResultLimit, Tool, ToolContext, ToolFuture, ToolOutput, ToolRegistry,
-    ToolResult, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
+    ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
 };
+use napi::JsString;
 use napi::Status;
+use napi::bindgen_prelude::{Uint8Array, Uint32Array};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::error::FerroloopError;
 use crate::guard;
+use crate::joined::Parts;
 use crate::js_tools::{Decisions, JsToolQueues, ReplyContent};
 
 /// Executor-wide options.
@@ -208,6 +215,12 @@ impl Tool for JsTool {
         self.cancels_siblings
     }
 
+    fn is_externally_completed(&self) -> bool {
+        // Only turns whose host starts and answers calls itself enable this: a `ToolExecutor`'s
+        // (see `NativeTurn::settle`); an agent's turns call `call`.
+        true
+    }
+
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
         let call = self.queues.call(&self.name, input, ctx, self.timeout);
         Box::pin(async move {
@@ -254,6 +267,8 @@ impl Wake for JsWaker {
 pub struct NativeToolExecutor {
     inner: ferroloop::exec::ToolExecutor,
     queues: Arc<JsToolQueues>,
+    /// The tools' names in declaration order: submissions name a tool by its position here.
+    names: Arc<[String]>,
 }
 
 #[napi]
@@ -263,6 +278,7 @@ impl NativeToolExecutor {
     pub fn new(options: ExecutorOptions, tools: Vec<ToolSpec>) -> napi::Result<Self> {
         guard::sync(|| {
             let queues = Arc::new(JsToolQueues::default());
+            let names: Arc<[String]> = tools.iter().map(|spec| spec.name.clone()).collect();
             let mut registry = ToolRegistry::new();
             for spec in tools {
                 let tool = JsTool::from_spec(spec, queues.clone())?;
@@ -274,7 +290,11 @@ impl NativeToolExecutor {
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)
                 .build();
-            Ok(Self { inner, queues })
+            Ok(Self {
+                inner,
+                queues,
+                names,
+            })
         })
     }
 
@@ -282,7 +302,8 @@ impl NativeToolExecutor {
     #[napi(js_name = "startTurn", ts_args_type = "wake: () => void")]
     pub fn start_turn(&self, wake: WakeFn) -> napi::Result<NativeTurn> {
         guard::sync(|| {
-            let turn = self.inner.turn();
+            let mut turn = self.inner.turn();
+            turn.enable_external_calls();
             Ok(NativeTurn {
                 handle: turn.handle(),
                 state: TurnState::Streaming(turn),
@@ -291,8 +312,13 @@ impl NativeToolExecutor {
                     wake,
                 }),
                 queues: self.queues.clone(),
+                names: self.names.clone(),
                 decisions: Decisions::new(),
                 starts: Vec::new(),
+                calls: Vec::new(),
+                cancels: Vec::new(),
+                plain: Vec::new(),
+                result_flags: Vec::new(),
             })
         })
     }
@@ -319,22 +345,45 @@ pub struct NativeTurn {
     state: TurnState,
     waker: Arc<JsWaker>,
     queues: Arc<JsToolQueues>,
+    /// The executor's tool names, by declaration order.
+    names: Arc<[String]>,
     /// Concurrency decisions of the submissions not yet accepted by a poll.
     decisions: Decisions,
     /// The calls to start found by the last poll (a buffer kept across polls).
     starts: Vec<u32>,
+    /// The external calls to start (indexes in the turn) found by the last poll.
+    calls: Vec<u32>,
+    /// The external calls to abort found by the last poll.
+    cancels: Vec<u32>,
+    /// By index: the call was answered with plain text, which JavaScript keeps (its result is
+    /// not sent back when the core kept it unchanged).
+    plain: Vec<bool>,
+    /// The flags of a finished turn's results (see `takeResultFlags`).
+    result_flags: Vec<u8>,
 }
 
-/// The future of a finishing turn: its results, in submission order.
-type Finishing = Pin<Box<dyn Future<Output = Result<Vec<ToolResult>, TurnError>> + Send>>;
-
-// One turn per `Turn` object, moved only when it starts finishing: boxing it would buy nothing.
-#[allow(clippy::large_enum_variant)]
+/// A turn, streaming events or finishing (reporting only its results, once).
 enum TurnState {
     Streaming(Turn),
-    Finishing(Finishing),
+    Finishing(Turn),
     Done,
 }
+
+impl TurnState {
+    fn turn_mut(&mut self) -> Option<&mut Turn> {
+        match self {
+            Self::Streaming(turn) | Self::Finishing(turn) => Some(turn),
+            Self::Done => None,
+        }
+    }
+}
+
+/// Settlement flags (`settle`): the tool failed.
+const SETTLE_ERROR: u32 = 1;
+/// Settlement flags: the content is the JSON text of an array of content blocks.
+const SETTLE_BLOCKS: u32 = 2;
+/// Settlement flags: not an answer but a progress report (the content is its data as JSON).
+const SETTLE_PROGRESS: u32 = 4;
 
 /// Submission flags: the input follows (otherwise it is an object JavaScript kept, sent as
 /// `{}`: for a tool without a schema every object is as valid as `{}`).
@@ -420,23 +469,71 @@ impl NativeTurn {
     #[napi(js_name = "submitJson")]
     pub fn submit_json(&mut self, submissions_json: String) -> napi::Result<()> {
         guard::sync(|| {
-            let SubmissionBatch {
-                tool_uses,
-                decisions,
-            } = SubmissionBatch::parse(&submissions_json).map_err(|err| {
+            let batch = SubmissionBatch::parse(&submissions_json).map_err(|err| {
                 FerroloopError::invalid_argument(format!("tool uses are not valid: {err}"))
             })?;
-            // One lock and one wake for the batch; nothing is submitted to a sealed turn.
-            self.handle.submit_all(tool_uses).map_err(|closed| {
-                FerroloopError::invalid_argument(format!(
-                    "the turn is sealed: tool use {} was not submitted",
-                    closed.0.id
-                ))
-            })?;
-            for (key, safe) in decisions {
-                self.decisions.entry(key).or_default().push_back(safe);
+            Ok(self.submit_batch(batch)?)
+        })
+    }
+
+    /// Submits tool uses without a JSON text per call: `items` holds `tool, flags, idLength`
+    /// triples (tool: the tool's position in the executor's declarations, or 2^32 - 1 for a
+    /// name it does not know; flags as for `submitJson`), `ids` the `tool_use` ids one after the
+    /// other (each `idLength` UTF-16 code units long), and `extraJson` a JSON array of what
+    /// some calls need in order: the name of an unknown tool, then the input when flag 1 is set
+    /// (empty text when nothing is needed).
+    #[napi]
+    pub fn submit(
+        &mut self,
+        items: Uint32Array,
+        ids: JsString<'_>,
+        extra_json: String,
+    ) -> napi::Result<()> {
+        guard::sync(|| {
+            let invalid = |what: &str| {
+                FerroloopError::invalid_argument(format!("tool uses are not valid: {what}"))
+            };
+            if !items.len().is_multiple_of(3) {
+                return Err(invalid("items must be tool, flags, idLength triples").into());
             }
-            Ok(())
+            let extra: Vec<Value> = if extra_json.is_empty() {
+                Vec::new()
+            } else {
+                serde_json::from_str(&extra_json).map_err(|err| invalid(&err.to_string()))?
+            };
+            let mut extra = extra.into_iter();
+            let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();
+            let mut ids = Parts::read(ids, units)?;
+            let mut tool_uses = Vec::with_capacity(items.len() / 3);
+            let mut decisions = Vec::new();
+            for item in items.chunks_exact(3) {
+                let (tool, flags, len) = (item[0] as usize, item[1], item[2] as usize);
+                let id = ids
+                    .next(len)
+                    .ok_or_else(|| invalid("the ids are shorter than their lengths"))?;
+                let name = match self.names.get(tool) {
+                    Some(name) => name.clone(),
+                    None => match extra.next() {
+                        Some(Value::String(name)) => name,
+                        _ => return Err(invalid("an unknown tool's name is missing").into()),
+                    },
+                };
+                let input = if flags & SUBMIT_HAS_INPUT != 0 {
+                    extra
+                        .next()
+                        .ok_or_else(|| invalid("a submission without its input"))?
+                } else {
+                    Value::Object(serde_json::Map::new())
+                };
+                if flags & SUBMIT_DECIDED != 0 {
+                    decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
+                }
+                tool_uses.push(ToolUse { id, name, input });
+            }
+            Ok(self.submit_batch(SubmissionBatch {
+                tool_uses,
+                decisions,
+            })?)
         })
     }
 
@@ -455,8 +552,9 @@ impl NativeTurn {
     pub fn finish(&mut self) -> napi::Result<()> {
         guard::sync(
             || match std::mem::replace(&mut self.state, TurnState::Done) {
-                TurnState::Streaming(turn) => {
-                    self.state = TurnState::Finishing(Box::pin(turn.finish()));
+                TurnState::Streaming(mut turn) => {
+                    turn.begin_finish();
+                    self.state = TurnState::Finishing(turn);
                     Ok(())
                 }
                 other => {
@@ -489,6 +587,75 @@ impl NativeTurn {
         })
     }
 
+    /// Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
+    /// progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
+    /// is the JSON text of content blocks, 4 = a progress report whose content is its data as
+    /// JSON), `contents` their contents one after the other, each `length` UTF-16 code units
+    /// long. Returns how many answers reached a running call. Poll afterwards.
+    #[napi]
+    pub fn settle(&mut self, items: Uint32Array, contents: JsString<'_>) -> napi::Result<u32> {
+        guard::sync(|| {
+            let Some(turn) = self.state.turn_mut() else {
+                return Ok(0);
+            };
+            let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();
+            let mut parts = Parts::read(contents, units)?;
+            let mut delivered = 0;
+            for item in items.chunks_exact(3) {
+                let (index, flags, len) = (item[0] as usize, item[1], item[2] as usize);
+                let Some(text) = parts.next(len) else {
+                    return Err(FerroloopError::invalid_argument(
+                        "settlements: the contents are shorter than their lengths",
+                    )
+                    .into());
+                };
+                if flags & SETTLE_PROGRESS != 0 {
+                    let data = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    turn.external_progress(index, data);
+                    continue;
+                }
+                let output = if flags & SETTLE_BLOCKS != 0 {
+                    match serde_json::from_str(&text) {
+                        Ok(Value::Array(blocks)) => ToolOutput {
+                            content: ToolOutput::blocks(blocks).content,
+                            is_error: flags & SETTLE_ERROR != 0,
+                        },
+                        _ => ToolOutput::error(
+                            "the tool returned content blocks that are not a JSON array",
+                        ),
+                    }
+                } else {
+                    if self.plain.len() <= index {
+                        self.plain.resize(index + 1, false);
+                    }
+                    self.plain[index] = true;
+                    ToolOutput {
+                        content: text.into(),
+                        is_error: flags & SETTLE_ERROR != 0,
+                    }
+                };
+                if turn.complete_external(index, output) {
+                    delivered += 1;
+                }
+            }
+            Ok(delivered)
+        })
+    }
+
+    /// The external calls to start that the last poll counted in `calls` (indexes in the turn).
+    #[napi(js_name = "takeCalls")]
+    pub fn take_calls(&mut self) -> napi::Result<Uint32Array> {
+        guard::sync(|| Ok(Uint32Array::new(std::mem::take(&mut self.calls))))
+    }
+
+    /// The flags of the finished turn's results, one per call in order (1 = error, 2 = the
+    /// content is the text JavaScript settled the call with, which it kept; the other contents
+    /// are the poll's `results`).
+    #[napi(js_name = "takeResultFlags")]
+    pub fn take_result_flags(&mut self) -> napi::Result<Uint8Array> {
+        guard::sync(|| Ok(Uint8Array::new(std::mem::take(&mut self.result_flags))))
+    }
+
     /// Drives the turn until it would block. Returns JSON
     /// `{events, starts, aborts, done, results?}`: the turn events that happened (results in
     /// submission order; none once finishing), the calls JavaScript must start as a flat
@@ -507,11 +674,18 @@ impl NativeTurn {
                 self.queues.swap_decisions(&mut self.decisions);
             }
             let mut events = Vec::new();
-            let mut results = None;
+            let mut results: Option<(Vec<ToolResult>, Vec<bool>)> = None;
             // Timers (timeouts, cleanup grace) register with the async runtime.
             let outcome = napi::bindgen_prelude::within_runtime_if_available(|| {
                 poll_state(&mut self.state, &mut cx, &mut events, &mut results)
             });
+            match self.state.turn_mut() {
+                Some(turn) => turn.take_external_work(&mut self.calls, &mut self.cancels),
+                None => {
+                    self.calls.clear();
+                    self.cancels.clear();
+                }
+            }
             if decided {
                 // Every submission was accepted by this poll: what is left was never asked for
                 // (an unknown tool, a skipped call).
@@ -521,12 +695,17 @@ impl NativeTurn {
             outcome?;
             let done = matches!(self.state, TurnState::Done);
             let aborts = self.queues.take_starts(&mut self.starts);
+            let changed = results.as_ref().map(|(results, kept)| {
+                changed_results(results, kept, &self.plain, &mut self.result_flags)
+            });
             let out = PollOutcome {
                 events: events.iter().map(JsEvent::of).collect(),
                 starts: &self.starts,
                 aborts: &aborts,
+                calls: self.calls.len(),
+                cancels: &self.cancels,
                 done,
-                results: results.as_deref().map(FlatResults),
+                results: changed,
             };
             serde_json::to_string(&out).map_err(|err| {
                 FerroloopError::internal(format!("poll serialization: {err}")).into()
@@ -535,12 +714,33 @@ impl NativeTurn {
     }
 }
 
+impl NativeTurn {
+    /// Submits a parsed batch: one lock and one wake for all of it; nothing is submitted to a
+    /// sealed turn.
+    fn submit_batch(&mut self, batch: SubmissionBatch) -> Result<(), FerroloopError> {
+        let SubmissionBatch {
+            tool_uses,
+            decisions,
+        } = batch;
+        self.handle.submit_all(tool_uses).map_err(|closed| {
+            FerroloopError::invalid_argument(format!(
+                "the turn is sealed: tool use {} was not submitted",
+                closed.0.id
+            ))
+        })?;
+        for (key, safe) in decisions {
+            self.decisions.entry(key).or_default().push_back(safe);
+        }
+        Ok(())
+    }
+}
+
 /// Drives a turn's state until it would block (see [`NativeTurn::poll_json`]).
 fn poll_state(
     state: &mut TurnState,
     cx: &mut Context<'_>,
     events: &mut Vec<TurnEvent>,
-    results: &mut Option<Vec<ToolResult>>,
+    results: &mut Option<(Vec<ToolResult>, Vec<bool>)>,
 ) -> Result<(), FerroloopError> {
     match state {
         TurnState::Streaming(turn) => loop {
@@ -553,13 +753,19 @@ fn poll_state(
                 Poll::Pending => return Ok(()),
             }
         },
-        TurnState::Finishing(finishing) => match finishing.as_mut().poll(cx) {
+        TurnState::Finishing(turn) => match turn.poll_finish(cx) {
             Poll::Pending => Ok(()),
             Poll::Ready(outcome) => {
+                let kept = match &outcome {
+                    Ok(all) | Err(TurnError::Fatal { results: all, .. }) => (0..all.len())
+                        .map(|index| turn.external_content_kept(index))
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
                 *state = TurnState::Done;
                 match outcome {
                     Ok(all) | Err(TurnError::Fatal { results: all, .. }) => {
-                        *results = Some(all);
+                        *results = Some((all, kept));
                         Ok(())
                     }
                     Err(err @ TurnError::Internal(_)) => {
@@ -578,26 +784,40 @@ struct PollOutcome<'a> {
     events: Vec<JsEvent<'a>>,
     starts: &'a [u32],
     aborts: &'a [crate::js_tools::ToolAbort],
+    /// How many external calls to start (their indexes: `takeCalls`).
+    calls: usize,
+    /// External calls to abort (indexes in the turn).
+    cancels: &'a [u32],
     done: bool,
-    /// `[isError, content, isError, content, ...]` in submission order: the JS side holds the
-    /// `tool_use` ids and builds the wire-shaped blocks.
+    /// The contents of the results JavaScript did not keep, in order (the flags of every
+    /// result: `takeResultFlags`): the JS side holds the `tool_use` ids and builds the
+    /// wire-shaped blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    results: Option<FlatResults<'a>>,
+    results: Option<Vec<&'a ToolResultContent>>,
 }
 
-/// Results as a flat array of `isError, content` pairs (see [`PollOutcome::results`]).
-struct FlatResults<'a>(&'a [ToolResult]);
-
-impl serde::Serialize for FlatResults<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq as _;
-        let mut seq = serializer.serialize_seq(Some(2 * self.0.len()))?;
-        for result in self.0 {
-            seq.serialize_element(&u8::from(result.is_error))?;
-            seq.serialize_element(&result.content)?;
+/// Fills `flags` with each result's flags (1 = error, 2 = its content is the text JavaScript
+/// settled the call with, unchanged: `kept` by the core, and `plain` text) and returns the
+/// contents JavaScript does not hold, in order.
+fn changed_results<'a>(
+    results: &'a [ToolResult],
+    kept: &[bool],
+    plain: &[bool],
+    flags: &mut Vec<u8>,
+) -> Vec<&'a ToolResultContent> {
+    flags.clear();
+    flags.reserve(results.len());
+    let mut changed = Vec::new();
+    for (index, result) in results.iter().enumerate() {
+        let kept = kept.get(index).copied().unwrap_or(false)
+            && plain.get(index).copied().unwrap_or(false)
+            && matches!(result.content, ToolResultContent::Text(_));
+        flags.push(u8::from(result.is_error) | (u8::from(kept) << 1));
+        if !kept {
+            changed.push(&result.content);
         }
-        seq.end()
     }
+    changed
 }
 
 /// A turn event in its JS shape: camelCase fields, the result in wire shape. Serialized straight

@@ -12,7 +12,9 @@
 //! waiting calls and races a call's timeout itself, then polls the call during the cleanup
 //! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
-//! A `ToolExecutor` turn's invocations name only the call id and the call's index in its turn:
+//! A `ToolExecutor` turn uses these queues only for calls that need a future (a tool with a
+//! timeout; its other calls are the turn's external calls, see `exec.rs`). Its invocations name
+//! only the call id and the call's index in its turn:
 //! the JS wrapper still holds the submitted `tool_use` blocks, inputs included, so nothing
 //! travels back. An agent's calls come from the model stream in Rust, so their invocations
 //! carry the name, id and input.
@@ -110,6 +112,10 @@ pub struct ToolAbort {
 /// Tells the JS host that the outbox has work (for calls started off the JS thread).
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
+/// Asks the JS host whether a call of tool `name` with this input is concurrency-safe (for
+/// calls submitted off the JS thread, where no decision was taken at submission time).
+pub type Decide = Arc<dyn Fn(&str, &Value) -> bool + Send + Sync>;
+
 /// Work for the JS host, drained after every poll.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -184,6 +190,9 @@ pub struct JsToolQueues {
     next_call_id: AtomicU32,
     state: Mutex<State>,
     notify: Option<Notify>,
+    /// Decides per-input concurrency safety by asking JavaScript (the agent's host); without it
+    /// the decisions recorded at submission time are used.
+    decide: Option<Decide>,
     /// Invocations carry name, id and input (the host does not hold the `tool_use` blocks).
     detailed: bool,
 }
@@ -277,9 +286,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl JsToolQueues {
     /// Queues whose new work is announced through `notify`, with invocations that carry the
     /// tool name, `tool_use` id and input (the agent's host).
-    pub fn with_notify(notify: Notify) -> Self {
+    /// `decide` answers the per-input concurrency questions of tools whose safety JavaScript
+    /// decides (see [`JsToolQueues::decision`]).
+    pub fn with_notify(notify: Notify, decide: Option<Decide>) -> Self {
         Self {
             notify: Some(notify),
+            decide,
             detailed: true,
             ..Self::default()
         }
@@ -371,9 +383,35 @@ impl JsToolQueues {
         std::mem::swap(&mut self.lock().decisions, decisions);
     }
 
-    /// The concurrency decision JavaScript took for this call of `tool` (false, the
+    /// The concurrency decision JavaScript took for this call of `tool`: asked now when the
+    /// queues have a [`Decide`] function, else the one recorded at submission (false, the
     /// conservative answer, when none was recorded).
+    ///
+    /// With a [`Decide`] function each answer is kept for the next question about the same call:
+    /// an agent's loop asks once to decide whether the call may start while the message streams,
+    /// and its turn asks again at admission; JavaScript is asked once per call. (A kept answer
+    /// whose second question never comes, for a call rejected before admission, answers the next
+    /// call with the same tool and input: the same question.)
     pub fn decision(&self, tool: &str, input: &Value) -> bool {
+        if let Some(decide) = &self.decide {
+            let key = (tool.to_owned(), input.to_string());
+            if let Some(kept) = self
+                .lock()
+                .decisions
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front)
+            {
+                return kept;
+            }
+            // Asked without the lock: JavaScript may drain or reply meanwhile.
+            let safe = decide(tool, input);
+            self.lock()
+                .decisions
+                .entry(key)
+                .or_default()
+                .push_back(safe);
+            return safe;
+        }
         let mut state = self.lock();
         if state.decisions.is_empty() {
             return false;
@@ -612,5 +650,26 @@ mod tests {
         assert!(!queues.decision("t", &input));
         assert!(!queues.decision("t", &input), "used up");
         assert!(!queues.decision("other", &input));
+    }
+
+    #[test]
+    fn asked_decisions_are_kept_for_the_second_question_about_a_call() {
+        let asked = Arc::new(AtomicU32::new(0));
+        let counter = asked.clone();
+        let decide: Decide = Arc::new(move |_tool: &str, input: &Value| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            input["read"] == Value::Bool(true)
+        });
+        let queues = JsToolQueues::with_notify(Arc::new(|| {}), Some(decide));
+        let read = serde_json::json!({"read": true});
+        let write = serde_json::json!({"read": false});
+        // The loop's question, then the turn's: one answer from JavaScript per call.
+        assert!(queues.decision("fs", &read));
+        assert!(!queues.decision("fs", &write));
+        assert!(queues.decision("fs", &read));
+        assert!(!queues.decision("fs", &write));
+        assert_eq!(asked.load(Ordering::Relaxed), 2);
+        assert!(queues.decision("fs", &read), "a new call is asked again");
+        assert_eq!(asked.load(Ordering::Relaxed), 3);
     }
 }

@@ -12,6 +12,7 @@ pub mod decode;
 pub mod error;
 pub mod exec;
 pub mod guard;
+mod joined;
 pub mod js_tools;
 pub mod pump;
 pub mod sse;

@@ -203,15 +203,82 @@ test('maxTurns stops a run that keeps calling tools; result() gives the stop eve
   )
 })
 
+test('concurrencySafe as a function in an agent: decided per call from its input', async () => {
+  // Two reads run together (each waits for the other); the write and the call whose predicate
+  // throws run alone: nothing else runs while they do.
+  const toolTurn = anthropicEvents(
+    [
+      { type: 'tool_use', id: 'toolu_r1', name: 'fs', input: { op: 'read', path: 'a' } },
+      { type: 'tool_use', id: 'toolu_r2', name: 'fs', input: { op: 'read', path: 'b' } },
+      { type: 'tool_use', id: 'toolu_w', name: 'fs', input: { op: 'write', path: 'c' } },
+      { type: 'tool_use', id: 'toolu_t', name: 'fs', input: { op: 'throw', path: 'd' } },
+      { type: 'tool_use', id: 'toolu_r3', name: 'fs', input: { op: 'read', path: 'e' } },
+    ],
+    { stopReason: 'tool_use' },
+  )
+  const answer = anthropicEvents([{ type: 'text', text: 'Done.' }])
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }, { body: { events: answer } }] }),
+    async (client) => {
+      const asked = []
+      let running = 0
+      const overlaps = []
+      let readers = 0
+      let bothReading
+      const pair = new Promise((resolve) => {
+        bothReading = resolve
+      })
+      const executor = new ToolExecutor().tool(
+        {
+          name: 'fs',
+          concurrencySafe: (input) => {
+            asked.push(input.path)
+            if (input.op === 'throw') throw new Error('cannot tell')
+            return input.op === 'read'
+          },
+          timeoutMs: 10000,
+        },
+        async (input) => {
+          running++
+          overlaps.push([input.path, running])
+          if (input.path === 'a' || input.path === 'b') {
+            if (++readers === 2) bothReading()
+            await pair
+          } else {
+            await new Promise((resolve) => setTimeout(resolve, 5))
+          }
+          running--
+          return `${input.op} ${input.path}`
+        },
+      )
+      const agent = new Agent(client, { model: 'replay', tools: executor, maxTurns: 3 })
+      const { stop } = await collect(agent.run('Go.'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.deepEqual(asked, ['a', 'b', 'c', 'd', 'e'], 'asked once per call, in order')
+      const results = stop.messages[2].content
+      assert.deepEqual(
+        results.map((r) => [r.tool_use_id, r.is_error, r.content]),
+        [
+          ['toolu_r1', false, 'read a'],
+          ['toolu_r2', false, 'read b'],
+          ['toolu_w', false, 'write c'],
+          ['toolu_t', false, 'throw d'],
+          ['toolu_r3', false, 'read e'],
+        ],
+      )
+      // The reads overlapped; the write, the undecidable call and the read after them ran alone.
+      assert.deepEqual(new Map(overlaps), new Map([['a', 1], ['b', 2], ['c', 1], ['d', 1], ['e', 1]]))
+      assertPaired(stop.messages)
+    },
+  )
+})
+
 test('Agent options are validated', () => {
   const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
   assert.throws(() => new Agent({}, { model: 'm' }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, {}), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', tools: ['rm'] }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', extra: 5 }), ferroloop.InvalidArgumentError)
-  // Per-input concurrency decisions work in ToolExecutor.run/turn, not inside an agent's loop.
-  const perInput = new ToolExecutor().tool({ name: 'fs', concurrencySafe: (input) => input.read === true }, () => '')
-  assert.throws(() => new Agent(client, { model: 'm', tools: perInput }), /concurrencySafe per input/)
   const agent = new Agent(client, { model: 'm', tools: ['read', new ToolExecutor().tool({ name: 'x' }, () => '')] })
   assert.deepEqual(
     agent.toolDefinitions().map((t) => t.name),

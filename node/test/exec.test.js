@@ -346,3 +346,131 @@ test('an abandoned turn (never awaited) does not keep the process alive', () => 
   assert.equal(run.stdout.trim(), 'tick')
   assert.ok(Date.now() - started < 15_000)
 })
+
+test('calls handed over by index: a mixed batch settles in order, whatever way each call ends', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 50 })
+  ex.tool({ name: 'throws', concurrencySafe: true }, () => {
+    throw new Error('sync boom')
+  })
+  ex.tool({ name: 'rejects', concurrencySafe: true }, async () => {
+    await sleep(2)
+    throw new TypeError('async boom')
+  })
+  ex.tool({ name: 'text', concurrencySafe: true }, ({ s }) => s)
+  ex.tool({ name: 'blocks', concurrencySafe: true }, async () => [{ type: 'text', text: 'ünïcode 🎉' }])
+  ex.tool({ name: 'array', concurrencySafe: true }, async () => ({ content: ['not', 'blocks'] }))
+  ex.tool({ name: 'refuses', concurrencySafe: true }, async () => ({ content: 'no 🙅', isError: true }))
+  // A timeout needs a future in the core: this tool takes the other path in the same turn.
+  ex.tool({ name: 'slow', timeoutMs: 20, concurrencySafe: true }, (_input, ctx) => sleep(10_000, ctx.signal))
+  ex.tool({ name: 'big', concurrencySafe: true, maxResultChars: 50 }, async () => 'é'.repeat(100))
+  const texts = ['', 'plain', 'héllo wörld', '🎉🎉 surrogate pairs', 'x'.repeat(10_000), '\u0000nul\u0000']
+  const results = await ex.run([
+    use('t', 'throws'),
+    use('r', 'rejects'),
+    ...texts.map((s, i) => use(`s${i}`, 'text', { s })),
+    use('b', 'blocks'),
+    use('bb', 'array'),
+    use('e', 'refuses'),
+    use('slow', 'slow'),
+    use('big', 'big'),
+    use('ü🎉', 'missing'),
+  ])
+  assert.deepEqual(
+    results.map((r) => r.tool_use_id),
+    ['t', 'r', ...texts.map((_, i) => `s${i}`), 'b', 'bb', 'e', 'slow', 'big', 'ü🎉'],
+  )
+  const [t, r, ...rest] = results
+  assert.deepEqual([t.is_error, t.content], [true, 'sync boom'])
+  assert.deepEqual([r.is_error, r.content], [true, 'async boom'])
+  const strings = rest.slice(0, texts.length)
+  assert.deepEqual(
+    strings.map((x) => [x.is_error, x.content]),
+    texts.map((s) => [false, s]),
+  )
+  const [b, bb, e, slow, big, u] = rest.slice(texts.length)
+  assert.deepEqual([b.is_error, b.content], [false, [{ type: 'text', text: 'ünïcode 🎉' }]])
+  assert.equal(bb.is_error, false)
+  assert.deepEqual(bb.content, ['not', 'blocks'], 'an array content is passed on as blocks')
+  assert.deepEqual([e.is_error, e.content], [true, 'no 🙅'])
+  assert.equal(slow.is_error, true)
+  assert.match(slow.content, /timed out/)
+  assert.equal(big.is_error, false)
+  assert.notEqual(big.content, 'é'.repeat(100), 'the limit replaced the settled text')
+  assert.equal(u.is_error, true)
+  assert.match(u.content, /Unknown tool 'missing'/)
+})
+
+test('calls handed over by index: cancelling aborts them, the grace bounds a tool that ignores it', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 40, maxConcurrency: 2 })
+  let politeSaw = null
+  let stubbornSettle = null
+  ex.tool({ name: 'polite', concurrencySafe: true }, async (_input, ctx) => {
+    ctx.progress({ step: 'started' })
+    try {
+      await sleep(10_000, ctx.signal)
+      return 'finished'
+    } catch (err) {
+      politeSaw = err
+      return 'stopped early'
+    }
+  })
+  ex.tool(
+    { name: 'stubborn', concurrencySafe: true },
+    () =>
+      new Promise((resolve) => {
+        stubbornSettle = resolve
+      }),
+  )
+  const turn = ex.turn()
+  turn.submit(use('p', 'polite'), use('s', 'stubborn'), use('q', 'polite'))
+  turn.seal()
+  const events = []
+  const consumer = (async () => {
+    for await (const event of turn) {
+      events.push(event)
+      if (event.type === 'progress') turn.cancel()
+    }
+  })()
+  await consumer
+  const results = events.filter((e) => e.type === 'result').map((e) => e.result)
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.is_error]),
+    [
+      ['p', true],
+      ['s', true],
+      ['q', true],
+    ],
+  )
+  assert.match(results[0].content, /was cancelled: the turn was cancelled/, 'answered with the cancellation, not its return value')
+  assert.match(results[1].content, /was cancelled/)
+  assert.match(results[2].content, /was not run/, 'the queued call never started')
+  assert.ok(politeSaw instanceof AbortError, 'the running call saw the abort through ctx.signal')
+  assert.deepEqual(
+    events.filter((e) => e.type === 'detached').map((e) => e.toolUseId),
+    ['s'],
+    'the call that ignored the abort past the grace is reported detached',
+  )
+  assert.deepEqual(
+    events.filter((e) => e.type === 'progress').map((e) => [e.toolUseId, e.data]),
+    [['p', { step: 'started' }]],
+  )
+  // Settling after the turn ended is ignored.
+  stubbornSettle('too late')
+  await sleep(5)
+})
+
+test('a large batch settles in one go: every result in order, ASCII and not', async () => {
+  const ex = new ToolExecutor({ maxConcurrency: 1000 })
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ s }) => s)
+  ex.tool({ name: 'sync', concurrencySafe: true }, ({ s }) => s)
+  const uses = []
+  for (let i = 0; i < 1000; i++) {
+    const s = i % 7 === 0 ? `ü${i}🎉` : `r${i}`
+    uses.push(use(i % 5 === 0 ? `íd${i}` : `id${i}`, i % 2 === 0 ? 'echo' : 'sync', { s }))
+  }
+  const results = await ex.run(uses)
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.content, r.is_error]),
+    uses.map((u) => [u.id, u.input.s, false]),
+  )
+})

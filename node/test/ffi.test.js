@@ -23,7 +23,7 @@ function instances() {
     Turn: executor.startTurn(() => {}),
     Client: client,
     EventStream: client.createJson('{}'),
-    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}),
+    Agent: new native.Agent(client, { model: 'm' }, {}, [], [], () => {}, () => false),
   }
 }
 
@@ -77,11 +77,15 @@ const calls = {
   'ToolExecutor.completeJson': (o) => o.completeJson('[]'),
   'ToolExecutor.startTurn': (o) => o.startTurn(noop),
   'Turn.submitJson': (o) => o.submitJson('[]'),
+  'Turn.submit': (o) => o.submit(new Uint32Array(0), '', ''),
   'Turn.seal': (o) => o.seal(),
   'Turn.finish': (o) => o.finish(),
   'Turn.cancel': (o) => o.cancel(),
   'Turn.discard': (o) => o.discard(),
   'Turn.pollJson': (o) => o.pollJson(),
+  'Turn.settle': (o) => o.settle(new Uint32Array(0), ''),
+  'Turn.takeCalls': (o) => o.takeCalls(),
+  'Turn.takeResultFlags': (o) => o.takeResultFlags(),
   'Client.new': () => new native.Client({ baseUrl: 'http://127.0.0.1:9' }),
   'Client.baseUrl': (o) => o.baseUrl,
   'Client.provider': (o) => o.provider,
@@ -89,7 +93,7 @@ const calls = {
   'Client.createJson': (o) => o.createJson('{}'),
   'EventStream.nextJson': (o) => o.nextJson(),
   'EventStream.abort': (o) => o.abort(),
-  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop),
+  'Agent.new': (_o, all) => new native.Agent(all.Client, { model: 'm' }, {}, [], [], noop, () => false),
   'Agent.completeJson': (o) => o.completeJson('[]'),
   'Agent.drainToolsJson': (o) => o.drainToolsJson(),
   'Agent.runJson': (o) => o.runJson('[]'),

@@ -51,6 +51,7 @@ pub mod cancel;
 mod context;
 mod events;
 mod executor;
+mod external;
 pub mod hooks;
 mod metrics;
 pub mod schema;

@@ -127,6 +127,14 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
+    /// Whether the host runs this tool's calls itself, answering them through the turn, when the
+    /// turn allows it ([`Turn::enable_external_calls`](super::Turn::enable_external_calls));
+    /// [`call`](Self::call) is still used for calls that need a future: with hooks, a timeout,
+    /// or on a task of their own. Default: no.
+    fn is_externally_completed(&self) -> bool {
+        false
+    }
+
     /// Starts a call. The future runs on the executor's task (or a task of its own when
     /// [`ExecutorConfig::spawn_calls`](super::ExecutorConfig::spawn_calls) is set); CPU-heavy
     /// work belongs on `spawn_blocking` or a host thread.

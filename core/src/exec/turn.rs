@@ -21,14 +21,17 @@ use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::admission::{AdmissionQueue, Concurrency};
-use super::call::{CallOutcome, invalid_input_message, not_run_message};
+use super::call::{
+    CallOutcome, answer_outcome, cancelled_message, invalid_input_message, not_run_message,
+};
 use super::cancel::{SiblingFailure, StopReason};
 use super::context::TurnShared;
 use super::events::{CallStatus, TurnEvent};
 use super::executor::{ExecutorInner, TurnError};
+use super::external::{ExternalCalls, Running};
 use super::metrics::Counter;
 use super::task::CallTask;
-use super::tool::{RegisteredTool, ResultLimit};
+use super::tool::{RegisteredTool, ResultLimit, ToolOutput};
 use super::types::{ToolResult, ToolResultContent, ToolUse};
 
 /// The turn no longer accepts calls (it was sealed, discarded or has finished).
@@ -189,6 +192,11 @@ pub struct Turn {
     fatal: Option<Fatal>,
     /// The last tool looked up: turns often call one tool many times.
     last_tool: Option<Arc<RegisteredTool>>,
+    /// Calls the host runs itself, when it allowed them (see
+    /// [`enable_external_calls`](Self::enable_external_calls)).
+    external: Option<ExternalCalls>,
+    /// [`begin_finish`](Self::begin_finish) was called.
+    finishing: bool,
 }
 
 impl std::fmt::Debug for Turn {
@@ -226,7 +234,85 @@ impl Turn {
             watch: None,
             fatal: None,
             last_tool: None,
+            external: None,
+            finishing: false,
         }
+    }
+
+    /// Lets this turn hand the calls of externally completed tools
+    /// ([`Tool::is_externally_completed`](super::Tool::is_externally_completed)) to the host
+    /// instead of calling them: the host polls the turn, starts the calls that
+    /// [`take_external_work`](Self::take_external_work) lists after each poll, aborts the ones
+    /// it lists as aborted, and answers each started call once with
+    /// [`complete_external`](Self::complete_external). A call that needs a future (hooks, a
+    /// timeout, a task of its own) is still made through [`Tool::call`](super::Tool::call).
+    pub fn enable_external_calls(&mut self) {
+        if self.external.is_none() {
+            self.external = Some(ExternalCalls::new());
+        }
+    }
+
+    /// Moves the external calls to start and to abort, as indexes in the turn, into `starts`
+    /// and `aborts` (cleared first). An aborted call must still be answered; its answer then
+    /// becomes a cancellation result.
+    pub fn take_external_work(&mut self, starts: &mut Vec<u32>, aborts: &mut Vec<u32>) {
+        match &mut self.external {
+            Some(external) => external.take_work(starts, aborts),
+            None => {
+                starts.clear();
+                aborts.clear();
+            }
+        }
+    }
+
+    /// Answers the running external call `index` with what its tool produced. Returns false
+    /// when no such call runs (never started, answered already, or answered as cancelled when
+    /// its cleanup grace ran out). The turn makes progress at its next poll.
+    pub fn complete_external(&mut self, index: usize, output: ToolOutput) -> bool {
+        let Some(call) = self.external.as_mut().and_then(|ext| ext.take(index)) else {
+            return false;
+        };
+        // Cancellation first, as for a call with a future: a tool that returns because it was
+        // aborted is answered with the cancellation's message.
+        let cancelled = call.aborting || self.shared.cancellation.observed();
+        let (status, content, from_host) = if cancelled {
+            let message = cancelled_message(call.tool.name(), self.shared.cancellation.cause());
+            (
+                CallStatus::Cancelled,
+                ToolResultContent::Text(message),
+                false,
+            )
+        } else {
+            let (status, content, _) = answer_outcome(Ok(output));
+            (status, content, true)
+        };
+        let unchanged = self.complete(external_outcome(index, call, status, content, false));
+        if from_host
+            && unchanged
+            && let Some(external) = &mut self.external
+        {
+            external.keep(index);
+        }
+        true
+    }
+
+    /// A progress report of the running external call `index` (a `Progress` event; dropped
+    /// when events are off or the call is not running).
+    pub fn external_progress(&mut self, index: usize, data: Value) {
+        let running = self
+            .external
+            .as_ref()
+            .is_some_and(|ext| ext.is_running(index));
+        if running {
+            self.push_progress(vec![(index, data)]);
+        }
+    }
+
+    /// Whether the result of call `index` is exactly the content its host gave to
+    /// [`complete_external`](Self::complete_external) (not replaced by a limit, a budget or a
+    /// cancellation): a host that kept the content need not read it back.
+    pub fn external_content_kept(&self, index: usize) -> bool {
+        self.external.as_ref().is_some_and(|ext| ext.kept(index))
     }
 
     /// A handle to submit, seal, cancel or discard from other tasks or threads.
@@ -277,12 +363,33 @@ impl Turn {
     /// Seals the turn, drives it to the end without producing further events, and returns one
     /// result per call in submission order, with the turn's aggregate budget applied.
     pub async fn finish(mut self) -> Result<Vec<ToolResult>, TurnError> {
+        self.begin_finish();
+        std::future::poll_fn(|cx| self.poll_finish(cx)).await
+    }
+
+    /// The first half of [`finish`](Self::finish), for a host that polls the turn itself:
+    /// seals the turn and stops its events.
+    pub fn begin_finish(&mut self) {
         self.seal();
+        self.finishing = true;
         self.events_enabled = false;
         self.shared.events_enabled.store(false, Ordering::Relaxed);
         self.events.clear();
-        std::future::poll_fn(|cx| self.poll_step(cx)).await;
-        self.into_results()
+    }
+
+    /// The second half of [`finish`](Self::finish): drives the turn; ready with its results
+    /// once (later polls answer with no results). Needs [`begin_finish`](Self::begin_finish).
+    pub fn poll_finish(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<ToolResult>, TurnError>> {
+        if !self.finishing {
+            self.begin_finish();
+        }
+        if self.poll_step(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Poll::Ready(self.take_results())
     }
 
     /// Drives the turn on a tokio task of its own, so calls start the moment they are submitted
@@ -320,7 +427,7 @@ impl Turn {
         self.shared.lock().sealed = true;
     }
 
-    fn into_results(mut self) -> Result<Vec<ToolResult>, TurnError> {
+    fn take_results(&mut self) -> Result<Vec<ToolResult>, TurnError> {
         let slots = std::mem::take(&mut self.slots);
         let mut results: Vec<ToolResult> = slots
             .into_iter()
@@ -339,6 +446,11 @@ impl Turn {
                 .enforce_turn(&mut self.exec.record(), &mut results);
             for _ in 0..spilled {
                 self.exec.counters.bump(Counter::Spilled);
+            }
+            if spilled > 0
+                && let Some(external) = &mut self.external
+            {
+                external.forget_kept();
             }
         }
         match self.fatal.take() {
@@ -364,10 +476,13 @@ impl Turn {
             if self.stopped && !self.alerted {
                 self.alert_running();
             }
+            self.expire_external_grace(cx);
             self.flush_if_stopped();
             self.admit();
             match self.running.poll_next_unpin(cx) {
-                Poll::Ready(Some(outcome)) => self.complete(outcome),
+                Poll::Ready(Some(outcome)) => {
+                    self.complete(outcome);
+                }
                 Poll::Ready(None) | Poll::Pending => break,
             }
         }
@@ -403,6 +518,9 @@ impl Turn {
     /// its cleanup grace). Happens at most once per turn.
     fn alert_running(&mut self) {
         self.alerted = true;
+        if let Some(external) = &mut self.external {
+            external.abort_all(self.exec.config.cleanup_grace);
+        }
         if self.running.is_empty() {
             return;
         }
@@ -410,6 +528,29 @@ impl Turn {
         let running = std::mem::take(&mut self.running);
         for call in running {
             self.running.push(call);
+        }
+    }
+
+    /// Answers the aborted external calls still running when their cleanup grace ran out.
+    fn expire_external_grace(&mut self, cx: &mut Context<'_>) {
+        let Some(external) = &mut self.external else {
+            return;
+        };
+        for (index, call) in external.poll_grace_expired(cx) {
+            tracing::warn!(
+                tool = call.tool.name(),
+                index,
+                "tool ignored cancellation past its cleanup grace; detached"
+            );
+            let message = cancelled_message(call.tool.name(), self.shared.cancellation.cause());
+            let content = ToolResultContent::Text(message);
+            self.complete(external_outcome(
+                index,
+                call,
+                CallStatus::Cancelled,
+                content,
+                true,
+            ));
         }
     }
 
@@ -426,6 +567,9 @@ impl Turn {
         self.push_progress(progress);
         self.slots.reserve(submissions.len());
         self.admission.reserve(submissions.len());
+        if let Some(external) = &mut self.external {
+            external.reserve(self.slots.len() + submissions.len());
+        }
         for tool_use in submissions {
             self.accept(tool_use);
         }
@@ -519,6 +663,29 @@ impl Turn {
     fn admit(&mut self) {
         while let Some((call, concurrency)) = self.admission.pop_admissible() {
             self.exec.counters.bump(Counter::Started);
+            if self.runs_externally(&call.tool) {
+                if self.events_enabled {
+                    self.events.push_back(TurnEvent::Started {
+                        index: call.index,
+                        tool_use_id: self.slots[call.index].tool_use_id().to_owned(),
+                        tool: call.tool.name().to_owned(),
+                        queued: call.queued_at.map_or(Duration::ZERO, |at| at.elapsed()),
+                    });
+                }
+                let started = self.events_enabled.then(Instant::now);
+                if let Some(external) = &mut self.external {
+                    external.start(
+                        call.index,
+                        Running {
+                            tool: call.tool,
+                            concurrency,
+                            started,
+                            aborting: false,
+                        },
+                    );
+                }
+                continue;
+            }
             let tool_use_id = self.slots[call.index].tool_use_id().to_owned();
             if self.events_enabled {
                 self.events.push_back(TurnEvent::Started {
@@ -555,8 +722,19 @@ impl Turn {
         }
     }
 
-    /// Records a finished call.
-    fn complete(&mut self, outcome: CallOutcome) {
+    /// Whether a call of `tool` is handed to the host (see
+    /// [`enable_external_calls`](Self::enable_external_calls)).
+    fn runs_externally(&self, tool: &RegisteredTool) -> bool {
+        self.external.is_some()
+            && tool.tool.is_externally_completed()
+            && self.exec.hooks.is_none()
+            && !self.exec.config.spawn_calls
+            && tool.timeout.or(self.exec.config.default_timeout).is_none()
+    }
+
+    /// Records a finished call. Returns whether its content was kept as it came (not replaced
+    /// by the result limit).
+    fn complete(&mut self, outcome: CallOutcome) -> bool {
         self.admission.finish(outcome.concurrency);
         let CallOutcome {
             index,
@@ -591,7 +769,7 @@ impl Turn {
             });
             self.stopped = true;
         }
-        let content = self.limit_result(index, &tool, content);
+        let (content, unchanged) = self.limit_result(index, &tool, content);
         if self.events_enabled {
             // Progress sent before the tool finished is delivered before its `Finished`.
             let progress = std::mem::take(&mut self.shared.lock().progress);
@@ -613,15 +791,17 @@ impl Turn {
             });
         }
         self.set_result(index, content, is_error);
+        unchanged
     }
 
-    /// Applies the tool's per-result limit (spilling when over it).
+    /// Applies the tool's per-result limit (spilling when over it); says whether the content is
+    /// unchanged.
     fn limit_result(
         &self,
         index: usize,
         tool: &RegisteredTool,
         content: ToolResultContent,
-    ) -> ToolResultContent {
+    ) -> (ToolResultContent, bool) {
         let limit = match tool.limit {
             ResultLimit::Default => Some(self.exec.config.budget.default_max_result_chars),
             ResultLimit::Chars(limit) => Some(limit),
@@ -633,7 +813,7 @@ impl Turn {
             (ToolResultContent::Blocks(_), Some(_)) => true,
         };
         if !over {
-            return content;
+            return (content, true);
         }
         let id = self.slots[index].tool_use_id();
         let (content, spilled) =
@@ -643,7 +823,7 @@ impl Turn {
         if spilled {
             self.exec.counters.bump(Counter::Spilled);
         }
-        content
+        (content, false)
     }
 
     /// Answers a call that never started.
@@ -708,6 +888,25 @@ impl Drop for Turn {
         if !self.done {
             self.shared.cancellation.stop(StopReason::Cancelled);
         }
+    }
+}
+
+/// The outcome of an external call.
+fn external_outcome(
+    index: usize,
+    call: Running,
+    status: CallStatus,
+    content: ToolResultContent,
+    detached: bool,
+) -> CallOutcome {
+    CallOutcome {
+        index,
+        tool: call.tool,
+        concurrency: call.concurrency,
+        status,
+        content,
+        duration: call.started.map_or(Duration::ZERO, |at| at.elapsed()),
+        detached,
     }
 }
 

@@ -1,0 +1,269 @@
+//! Externally completed calls (`Turn::enable_external_calls`): the host starts the calls the
+//! turn hands over and answers them by index; the turn keeps admission, ordering, result
+//! limits, cancellation with one cleanup grace, and sibling failures. Deterministic: the turn is
+//! polled by hand under tokio's paused clock.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ferroloop::exec::{
+    ExecutorConfig, ResultLimit, Tool, ToolContext, ToolExecutor, ToolFuture, ToolOutput,
+    ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnEvent,
+};
+use serde_json::{Value, json};
+
+/// A tool the host runs itself; `call` is used only when the turn needs a future.
+struct HostTool {
+    name: &'static str,
+    safe: bool,
+    timeout: Option<Duration>,
+    limit: ResultLimit,
+    cancels_siblings: bool,
+}
+
+impl HostTool {
+    fn new(name: &'static str, safe: bool) -> Self {
+        Self {
+            name,
+            safe,
+            timeout: None,
+            limit: ResultLimit::Default,
+            cancels_siblings: false,
+        }
+    }
+}
+
+impl Tool for HostTool {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        self.safe
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    fn max_result_chars(&self) -> ResultLimit {
+        self.limit
+    }
+
+    fn cancels_siblings_on_error(&self) -> bool {
+        self.cancels_siblings
+    }
+
+    fn is_externally_completed(&self) -> bool {
+        true
+    }
+
+    fn call(&self, _input: Value, _ctx: ToolContext) -> ToolFuture {
+        Box::pin(async { Ok(ToolOutput::text("through a future")) })
+    }
+}
+
+fn executor(tools: Vec<HostTool>, config: ExecutorConfig) -> ToolExecutor {
+    let mut registry = ToolRegistry::new();
+    for tool in tools {
+        registry.register(tool).unwrap();
+    }
+    ToolExecutor::builder(registry).config(config).build()
+}
+
+/// Polls the turn until it would block: its events, and whether it ended.
+fn step(turn: &mut Turn) -> (Vec<TurnEvent>, bool) {
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut events = Vec::new();
+    loop {
+        match turn.poll_next_event(&mut cx) {
+            Poll::Ready(Some(event)) => events.push(event),
+            Poll::Ready(None) => return (events, true),
+            Poll::Pending => return (events, false),
+        }
+    }
+}
+
+/// The calls to start and to abort since the last look.
+fn work(turn: &mut Turn) -> (Vec<u32>, Vec<u32>) {
+    let (mut starts, mut aborts) = (Vec::new(), Vec::new());
+    turn.take_external_work(&mut starts, &mut aborts);
+    (starts, aborts)
+}
+
+fn results(events: &[TurnEvent]) -> Vec<(usize, ToolResult)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            TurnEvent::Result { index, result } => Some((*index, result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn text(result: &ToolResult) -> &str {
+    match &result.content {
+        ToolResultContent::Text(text) => text,
+        ToolResultContent::Blocks(_) => panic!("blocks"),
+    }
+}
+
+fn submit(turn: &Turn, calls: &[(&str, &str)]) {
+    for (id, name) in calls {
+        turn.submit(ToolUse::new(*id, *name, json!({}))).unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_calls_are_started_by_index_and_answered_in_order() {
+    let mut small = HostTool::new("small", true);
+    small.limit = ResultLimit::Chars(10);
+    let mut timed = HostTool::new("timed", true);
+    timed.timeout = Some(Duration::from_secs(1));
+    let exec = executor(
+        vec![
+            HostTool::new("host", true),
+            HostTool::new("alone", false),
+            small,
+            timed,
+        ],
+        ExecutorConfig::default(),
+    );
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    submit(
+        &turn,
+        &[
+            ("h0", "host"),
+            ("h1", "host"),
+            ("s2", "small"),
+            ("t3", "timed"),
+            ("a4", "alone"),
+            ("h5", "host"),
+            ("u6", "missing"),
+        ],
+    );
+    turn.seal();
+    let mut events = step(&mut turn).0;
+    // The call with a timeout needs a future: it is called, not handed over. The exclusive call
+    // waits for the running ones, and the call after it for it.
+    assert_eq!(work(&mut turn), (vec![0, 1, 2], vec![]));
+    assert!(turn.complete_external(1, ToolOutput::text("one")));
+    assert!(turn.complete_external(0, ToolOutput::text("zero")));
+    assert!(
+        !turn.complete_external(1, ToolOutput::text("again")),
+        "answered once"
+    );
+    assert!(
+        !turn.complete_external(3, ToolOutput::text("x")),
+        "not a host call"
+    );
+    events.extend(step(&mut turn).0);
+    assert_eq!(work(&mut turn).0, Vec::<u32>::new(), "a4 waits for s2");
+    assert!(turn.complete_external(2, ToolOutput::text("x".repeat(100))));
+    events.extend(step(&mut turn).0);
+    assert_eq!(work(&mut turn).0, vec![4]);
+    assert!(turn.complete_external(4, ToolOutput::error("refused")));
+    events.extend(step(&mut turn).0);
+    assert_eq!(work(&mut turn).0, vec![5]);
+    assert!(turn.complete_external(5, ToolOutput::text("five")));
+    let (more, ended) = step(&mut turn);
+    events.extend(more);
+    assert!(ended);
+    let results = results(&events);
+    assert_eq!(
+        results.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4, 5, 6]
+    );
+    assert_eq!(text(&results[0].1), "zero");
+    assert_eq!(text(&results[1].1), "one");
+    assert_ne!(text(&results[2].1), "x".repeat(100), "over its limit");
+    assert_eq!(text(&results[3].1), "through a future");
+    assert!(results[4].1.is_error);
+    assert_eq!(text(&results[4].1), "refused");
+    assert!(results[6].1.is_error);
+    let kept: Vec<bool> = (0..7).map(|i| turn.external_content_kept(i)).collect();
+    assert_eq!(kept, [true, true, false, false, true, true, false]);
+    let started = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::Started { .. }))
+        .count();
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::Finished { .. }))
+        .count();
+    assert_eq!((started, finished), (6, 7));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_aborts_host_calls_and_one_grace_bounds_them() {
+    let config = ExecutorConfig {
+        max_concurrency: 2,
+        cleanup_grace: Duration::from_millis(100),
+        ..ExecutorConfig::default()
+    };
+    let exec = executor(vec![HostTool::new("host", true)], config);
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    submit(&turn, &[("a", "host"), ("b", "host"), ("c", "host")]);
+    turn.begin_finish();
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(turn.poll_finish(&mut cx).is_pending());
+    assert_eq!(work(&mut turn), (vec![0, 1], vec![]));
+    turn.cancel();
+    assert!(turn.poll_finish(&mut cx).is_pending());
+    assert_eq!(
+        work(&mut turn),
+        (vec![], vec![0, 1]),
+        "both running calls are aborted"
+    );
+    // Answering after the abort gives the cancellation's result, not the answer.
+    assert!(turn.complete_external(0, ToolOutput::text("done anyway")));
+    assert!(turn.poll_finish(&mut cx).is_pending(), "b has its grace");
+    tokio::time::advance(Duration::from_millis(150)).await;
+    let Poll::Ready(Ok(results)) = turn.poll_finish(&mut cx) else {
+        panic!("the grace ran out: the turn ends");
+    };
+    assert!(results.iter().all(|r| r.is_error));
+    assert!(text(&results[0]).contains("was cancelled"), "{results:?}");
+    assert!(text(&results[1]).contains("was cancelled"));
+    assert!(text(&results[2]).contains("was not run"));
+    assert!(!turn.complete_external(1, ToolOutput::text("too late")));
+    assert!(!turn.external_content_kept(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_host_call_cancels_its_siblings() {
+    let mut shell = HostTool::new("shell", true);
+    shell.cancels_siblings = true;
+    let exec = executor(vec![shell], ExecutorConfig::default());
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    submit(&turn, &[("a", "shell"), ("b", "shell")]);
+    turn.seal();
+    let mut events = step(&mut turn).0;
+    assert_eq!(work(&mut turn).0, vec![0, 1]);
+    assert!(turn.complete_external(1, ToolOutput::error("exit 1")));
+    events.extend(step(&mut turn).0);
+    assert_eq!(work(&mut turn), (vec![], vec![0]));
+    assert!(turn.complete_external(0, ToolOutput::text("ok")));
+    let (more, ended) = step(&mut turn);
+    events.extend(more);
+    assert!(ended);
+    let results = results(&events);
+    assert_eq!(
+        text(&results[0].1),
+        "Tool 'shell' was cancelled: a parallel call to 'shell' (b) failed"
+    );
+    assert_eq!(text(&results[1].1), "exit 1");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, TurnEvent::Detached { .. })),
+        "answered within its grace"
+    );
+}
