@@ -130,10 +130,17 @@ async fn serve(
     tokio::pin!(idle);
     loop {
         tokio::select! {
+            // Requests first: a request logged before stdin closed must not be lost to the
+            // random choice among ready branches.
+            biased;
+            Some(request) = log.recv() => write_line(&serde_json::json!({"request": request}))?,
             () = &mut stdin_closed => break,
             () = &mut idle => break,
-            Some(request) = log.recv() => write_line(&serde_json::json!({"request": request}))?,
         }
+    }
+    // Whatever arrived while the loop was ending is still part of the log.
+    while let Ok(request) = log.try_recv() {
+        write_line(&serde_json::json!({"request": request}))?;
     }
     Ok(ExitCode::SUCCESS)
 }
