@@ -59,8 +59,10 @@ enum Field {
 enum LinePiece {
     /// `line_buf[start..end]`.
     Buffered { start: usize, end: usize },
-    /// A slice of an input chunk.
-    Shared(Bytes),
+    /// `chunk[start..]`, the tail of an input chunk. The chunk is moved in when the parser
+    /// moves past it (`SseParser::install_chunk`): until then `chunk` is empty and
+    /// `ParserState::line_tail_pending` is set.
+    Shared { chunk: Bytes, start: usize },
 }
 
 /// What a complete line turned into.
@@ -123,6 +125,10 @@ struct ParserState {
     line_pieces: Vec<LinePiece>,
     /// The bytes held in `LinePiece::Shared` pieces.
     line_shared_len: usize,
+    /// The index in `line_pieces` of the tail of the current chunk, which joins its piece when
+    /// the parser moves to the next chunk (small chunks absorbed by `feed` may add pieces after
+    /// it before then).
+    line_tail_pending: Option<usize>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
     /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
@@ -290,6 +296,7 @@ impl SseParser {
         state.line_buf.clear();
         state.line_pieces.clear();
         state.line_shared_len = 0;
+        state.line_tail_pending = None;
         state.line_open = false;
         state.line_first_high = None;
         state.skip_lf = false;
@@ -346,11 +353,20 @@ impl SseParser {
             // Fields still point into the finished chunk: keep it, and copy out whatever pointed
             // into an older one (at most one event straddles each chunk boundary).
             state.materialize_older_than(finished_id);
+            if state.line_tail_pending.is_some() {
+                state.keep_line_tail(finished.clone());
+            }
             state.prev = finished;
             state.prev_id = finished_id;
-        } else if state.prev_id != u64::MAX && !state.refers_to(state.prev_id) {
-            state.prev = Bytes::new();
-            state.prev_id = u64::MAX;
+        } else {
+            if state.line_tail_pending.is_some() {
+                // Moved, not shared: no reference-count traffic per chunk of a long line.
+                state.keep_line_tail(finished);
+            }
+            if state.prev_id != u64::MAX && !state.refers_to(state.prev_id) {
+                state.prev = Bytes::new();
+                state.prev_id = u64::MAX;
+            }
         }
     }
 }
@@ -367,6 +383,7 @@ impl ParserState {
             line_buf: Vec::new(),
             line_pieces: Vec::new(),
             line_shared_len: 0,
+            line_tail_pending: None,
             line_open: false,
             line_first_high: None,
             skip_lf: false,
@@ -687,10 +704,24 @@ impl ParserState {
                 end: self.line_buf.len(),
             });
         }
-        self.line_pieces
-            .push(LinePiece::Shared(chunk.slice(start..)));
+        // The chunk itself joins the piece when the parser moves past it (`keep_line_tail`).
+        self.line_tail_pending = Some(self.line_pieces.len());
+        self.line_pieces.push(LinePiece::Shared {
+            chunk: Bytes::new(),
+            start,
+        });
         self.line_shared_len += len;
         self.check_line_limit();
+    }
+
+    /// Gives the pending tail piece of the open line its chunk (the one the parser just left).
+    #[inline(never)]
+    fn keep_line_tail(&mut self, finished: Bytes) {
+        if let Some(index) = self.line_tail_pending.take()
+            && let Some(LinePiece::Shared { chunk, .. }) = self.line_pieces.get_mut(index)
+        {
+            *chunk = finished;
+        }
     }
 
     /// Drops the pending event when the open line took it over the size cap.
@@ -700,6 +731,7 @@ impl ParserState {
             self.line_buf.clear();
             self.line_pieces.clear();
             self.line_shared_len = 0;
+            self.line_tail_pending = None;
             self.line_buf.push(b'x');
         }
     }
@@ -716,15 +748,23 @@ impl ParserState {
         if self.line_pieces.is_empty() {
             return std::mem::take(&mut self.line_buf);
         }
+        debug_assert!(self.line_tail_pending.is_none(), "a line ends in a later chunk");
         let mut line = Vec::with_capacity(self.line_len());
-        for piece in self.line_pieces.drain(..) {
-            match piece {
+        for piece in &self.line_pieces {
+            match *piece {
                 LinePiece::Buffered { start, end } => {
                     line.extend_from_slice(self.line_buf.get(start..end).unwrap_or_default());
                 }
-                LinePiece::Shared(bytes) => line.extend_from_slice(&bytes),
+                LinePiece::Shared {
+                    ref chunk,
+                    start,
+                } => line.extend_from_slice(chunk.get(start..).unwrap_or_default()),
             }
         }
+        // The chunk slices are released only once every piece is copied: a release is an atomic
+        // decrement, a full barrier that would otherwise wait for the copy just before it to
+        // reach memory, piece after piece (measured: a quarter of the time of a 16 MiB line).
+        self.line_pieces.clear();
         self.line_buf.clear();
         self.line_shared_len = 0;
         line
