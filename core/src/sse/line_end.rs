@@ -210,45 +210,27 @@ mod avx2 {
         }
         let cr = _mm256_set1_epi8(b'\r' as i8);
         let lf = _mm256_set1_epi8(b'\n' as i8);
-        let eq = |v| _mm256_or_si256(_mm256_cmpeq_epi8(v, cr), _mm256_cmpeq_epi8(v, lf));
-        let group = |offset: usize| {
+        while offset + 128 <= len {
             let (a, b, c, d) = (
                 load(offset),
                 load(offset + 32),
                 load(offset + 64),
                 load(offset + 96),
             );
-            let eol = _mm256_or_si256(_mm256_or_si256(eq(a), eq(b)), _mm256_or_si256(eq(c), eq(d)));
-            let high = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
-            (eol, high)
-        };
-        // Groups of 128 bytes; the line end, when one holds it, is settled block by block below.
-        let mut eol_group = false;
-        if first_high == LineScan::ASCII {
-            // One test per group for a line end or a non-ASCII byte, while there is none.
-            while offset + 128 <= len {
-                let (eol, high) = group(offset);
-                if _mm256_movemask_epi8(_mm256_or_si256(eol, high)) != 0 {
-                    if _mm256_movemask_epi8(eol) != 0 {
-                        eol_group = true;
-                        break;
-                    }
+            let eq = |v| _mm256_or_si256(_mm256_cmpeq_epi8(v, cr), _mm256_cmpeq_epi8(v, lf));
+            let any = _mm256_or_si256(_mm256_or_si256(eq(a), eq(b)), _mm256_or_si256(eq(c), eq(d)));
+            if _mm256_movemask_epi8(any) != 0 {
+                // The line end is in one of these blocks: settle it block by block below.
+                break;
+            }
+            if first_high == LineScan::ASCII {
+                let any_high = _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d));
+                if _mm256_movemask_epi8(any_high) != 0 {
                     // The group's start: every byte before it is ASCII.
                     first_high = offset;
-                    offset += 128;
-                    break;
                 }
-                offset += 128;
             }
-        }
-        if !eol_group {
-            while offset + 128 <= len {
-                let (eol, _) = group(offset);
-                if _mm256_movemask_epi8(eol) != 0 {
-                    break;
-                }
-                offset += 128;
-            }
+            offset += 128;
         }
         while offset + 32 <= len {
             let (eol, high) = masks(load(offset));
