@@ -1,8 +1,8 @@
 //! Token estimation and context budgeting.
 //!
 //! - [`estimate_text`]: one pass over the bytes counting character classes ([`classes`]), then a
-//!   linear model per tokenizer [`Family`] whose coefficients are fitted offline against exact
-//!   tokenizers by `tools/fit-tokens`.
+//!   model per tokenizer [`Family`] (linear per text kind, the kinds gated by count ratios) whose
+//!   coefficients are fitted offline against exact tokenizers by `tools/fit-tokens`.
 //! - [`estimate_request`] / [`estimate_request_body`]: per-block rules for provider requests
 //!   (text, thinking, tool use and results, images from dimensions, documents, overheads).
 //! - [`ContextTracker`]: usage anchoring with an online correction factor.
@@ -24,7 +24,10 @@ pub use budget::{BudgetState, ContextBudget, ModelLimits, ModelTable};
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
 pub use exact::{NoExactTokenizer, count_exact, has_exact};
-pub use model::{FAMILIES, Family, UnknownFamily, estimate_bytes, estimate_counts, estimate_text};
+pub use model::{
+    FAMILIES, Family, INPUT_COUNT, KIND_COUNT, KIND_NAMES, TERM_COUNT, UnknownFamily,
+    estimate_bytes, estimate_counts, estimate_text, input_is_signed, model_inputs, term_name,
+};
 pub use request::{
     Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
     estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,

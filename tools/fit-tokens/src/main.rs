@@ -1,6 +1,6 @@
 //! `fit-tokens`: builds the estimator's fitting corpus from text on this machine plus seeded
 //! generators, counts it exactly (tiktoken-rs `o200k`/`cl100k`, claude-tokenizer for
-//! `claude-legacy`), fits the per-family linear models on one half, prints the accuracy table on
+//! `claude-legacy`), fits the per-family models on one half, prints the accuracy table on
 //! the held-out half and writes:
 //!
 //! - `core/src/tokens/coefficients.rs` (the tables the core includes),
@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use ferroloop::tokens::{FEATURE_COUNT, FEATURE_NAMES, count_classes};
+use ferroloop::tokens::{
+    FEATURE_NAMES, INPUT_COUNT, KIND_NAMES, TERM_COUNT, count_classes, input_is_signed,
+    model_inputs, term_name,
+};
 use serde_json::json;
 
 /// `claude` is fitted to max(o200k, cl100k, claude-legacy) × this margin, per document.
@@ -105,7 +108,8 @@ fn parse_args() -> Result<Args> {
 
 struct Counted {
     doc: corpus::Doc,
-    features: [f64; FEATURE_COUNT],
+    /// The model's inputs (`ferroloop::tokens::model_inputs`).
+    features: [f64; INPUT_COUNT],
     o200k: f64,
     cl100k: f64,
     legacy: f64,
@@ -250,46 +254,20 @@ fn main() -> Result<()> {
     }
     let args = parse_args()?;
     let roots = corpus::Roots::detect();
-    let started = Instant::now();
-    let docs = corpus::build(&roots, args.seed, args.limit, args.sessions);
-    let total_bytes: usize = docs.iter().map(|d| d.text.len()).sum();
-    eprintln!(
-        "corpus: {} documents, {} bytes ({:.1?})",
-        docs.len(),
-        total_bytes,
-        started.elapsed()
-    );
-
-    let o200k = tiktoken_rs::o200k_base_singleton();
-    let cl100k = tiktoken_rs::cl100k_base_singleton();
-    if ensure_common3(&args)? {
-        bail!(
-            "core/src/tokens/common3.rs was regenerated: rebuild (cargo run again) to fit with it"
-        );
-    }
-    let legacy = claude_tokenizer::get_tokenizer();
-    let mut index_in_category = BTreeMap::<&str, usize>::new();
-    let mut counted = Vec::with_capacity(docs.len());
-    let started = Instant::now();
-    for doc in docs {
-        let i = index_in_category.entry(doc.category).or_default();
-        let train = (*i).is_multiple_of(2);
-        *i += 1;
-        let legacy_count = legacy
-            .encode(doc.text.as_str(), false)
-            .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
-            .len();
-        counted.push(Counted {
-            features: count_classes(doc.text.as_bytes()).features(),
-            o200k: o200k.encode_ordinary(&doc.text).len() as f64,
-            cl100k: cl100k.encode_ordinary(&doc.text).len() as f64,
-            legacy: legacy_count as f64,
-            train,
-            doc,
-        });
-    }
-    eprintln!("exact counts: {:.1?}", started.elapsed());
+    let mut counted = match std::env::var_os("FIT_CACHE").map(PathBuf::from) {
+        Some(cache) if cache.exists() => load_cache(&cache)?,
+        cache => {
+            let counted = build_and_count(&args, &roots)?;
+            if let Some(cache) = cache {
+                save_cache(&cache, &counted)?;
+            }
+            counted
+        }
+    };
     counted.retain(|c| c.o200k > 0.0 && c.cl100k > 0.0 && c.legacy > 0.0);
+    if let Some(path) = std::env::var_os("FIT_DUMP") {
+        dump_features(Path::new(&path), &counted)?;
+    }
 
     let mut tables = Vec::new();
     for fam in Fam::ALL {
@@ -311,7 +289,8 @@ fn main() -> Result<()> {
         };
         let under_weight = env_f64("FIT_UNDER_WEIGHT", default_under_weight);
         let floor_ratio = env_f64("FIT_FLOOR_RATIO", FLOOR_RATIO);
-        let mut beta = fit::fit(&rows, FEATURE_COUNT, under_weight, ROUNDS);
+        let signed: Vec<bool> = (0..INPUT_COUNT).map(input_is_signed).collect();
+        let mut beta = fit::fit(&rows, &signed, under_weight, ROUNDS);
         // Safety scale: lift the low tail of training ratios to the floor.
         let mut ratios: Vec<f64> = rows
             .iter()
@@ -339,6 +318,124 @@ fn main() -> Result<()> {
     write_manifest(&args, &roots, &counted)?;
     write_sample(&args, &counted)?;
     std::fs::write(args.repo.join("tests/tokens/accuracy.md"), &report)?;
+    Ok(())
+}
+
+/// Builds the corpus and counts every document exactly (the slow part: minutes).
+fn build_and_count(args: &Args, roots: &corpus::Roots) -> Result<Vec<Counted>> {
+    let started = Instant::now();
+    let docs = corpus::build(roots, args.seed, args.limit, args.sessions);
+    let total_bytes: usize = docs.iter().map(|d| d.text.len()).sum();
+    eprintln!(
+        "corpus: {} documents, {} bytes ({:.1?})",
+        docs.len(),
+        total_bytes,
+        started.elapsed()
+    );
+
+    let o200k = tiktoken_rs::o200k_base_singleton();
+    let cl100k = tiktoken_rs::cl100k_base_singleton();
+    if ensure_common3(args)? {
+        bail!(
+            "core/src/tokens/common3.rs was regenerated: rebuild (cargo run again) to fit with it"
+        );
+    }
+    let legacy = claude_tokenizer::get_tokenizer();
+    let mut index_in_category = BTreeMap::<&str, usize>::new();
+    let mut counted = Vec::with_capacity(docs.len());
+    let started = Instant::now();
+    for doc in docs {
+        let i = index_in_category.entry(doc.category).or_default();
+        let train = (*i).is_multiple_of(2);
+        *i += 1;
+        let legacy_count = legacy
+            .encode(doc.text.as_str(), false)
+            .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
+            .len();
+        counted.push(Counted {
+            features: model_inputs(&count_classes(doc.text.as_bytes())),
+            o200k: o200k.encode_ordinary(&doc.text).len() as f64,
+            cl100k: cl100k.encode_ordinary(&doc.text).len() as f64,
+            legacy: legacy_count as f64,
+            train,
+            doc,
+        });
+    }
+    eprintln!("exact counts: {:.1?}", started.elapsed());
+    Ok(counted)
+}
+
+/// With `FIT_CACHE=FILE`: the counted corpus (documents, exact counts, split) as JSON lines, so
+/// that refits skip building and counting. Features are recomputed on load.
+fn save_cache(path: &Path, counted: &[Counted]) -> Result<()> {
+    let mut out = String::new();
+    for c in counted {
+        let line = json!({
+            "category": c.doc.category, "source": c.doc.source, "text": c.doc.text,
+            "o200k": c.o200k, "cl100k": c.cl100k, "legacy": c.legacy, "train": c.train,
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    std::fs::write(path, out)?;
+    eprintln!("wrote cache {}", path.display());
+    Ok(())
+}
+
+fn load_cache(path: &Path) -> Result<Vec<Counted>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut counted = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let category = v["category"].as_str().context("category")?;
+        let category = CATEGORIES
+            .iter()
+            .find(|c| **c == category)
+            .context("unknown category in cache")?;
+        let text = v["text"].as_str().context("text")?.to_owned();
+        counted.push(Counted {
+            features: model_inputs(&count_classes(text.as_bytes())),
+            o200k: v["o200k"].as_f64().context("o200k")?,
+            cl100k: v["cl100k"].as_f64().context("cl100k")?,
+            legacy: v["legacy"].as_f64().context("legacy")?,
+            train: v["train"].as_bool().context("train")?,
+            doc: corpus::Doc {
+                category,
+                source: v["source"].as_str().context("source")?.to_owned(),
+                text,
+            },
+        });
+    }
+    eprintln!("loaded {} documents from {}", counted.len(), path.display());
+    Ok(counted)
+}
+
+/// With `FIT_DUMP=FILE`: one tab-separated row per document (category, split, byte and letter
+/// totals, features, exact counts) for exploring model forms outside the tool.
+fn dump_features(path: &Path, counted: &[Counted]) -> Result<()> {
+    let mut out = String::from("category\ttrain\tbytes\tlower\tutf16");
+    for name in FEATURE_NAMES {
+        out.push('\t');
+        out.push_str(name);
+    }
+    out.push_str("\to200k\tcl100k\tlegacy\n");
+    for c in counted {
+        let counts = count_classes(c.doc.text.as_bytes());
+        let _ = write!(
+            out,
+            "{}\t{}\t{}\t{}\t{}",
+            c.doc.category,
+            u8::from(c.train),
+            counts.bytes,
+            counts.lower,
+            utf16_len(&c.doc.text)
+        );
+        for f in counts.features() {
+            let _ = write!(out, "\t{f}");
+        }
+        let _ = writeln!(out, "\t{}\t{}\t{}", c.o200k, c.cl100k, c.legacy);
+    }
+    std::fs::write(path, out)?;
     Ok(())
 }
 
@@ -479,7 +576,7 @@ fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "//! Estimator coefficients, one per feature of `ClassCounts::features`.\n//!\n\
+        "//! Estimator coefficients, one per input of `model::model_inputs` (kind-major).\n//!\n\
          //! @generated by `cargo run -p fit-tokens --profile fit` (seed {}, {} documents, {} \
          training). Do not edit.\n//! `claude` is fitted to max(o200k, cl100k, claude-legacy) × {} \
          per document: no offline vocabulary exists for current Claude models.\n",
@@ -488,16 +585,17 @@ fn write_coefficients(args: &Args, counted: &[Counted], tables: &[(Fam, Vec<f64>
         counted.iter().filter(|c| c.train).count(),
         CLAUDE_MARGIN
     );
-    let _ = writeln!(s, "use super::classes::FEATURE_COUNT;\n");
+    let _ = writeln!(s, "use super::model::INPUT_COUNT;\n");
     for (fam, beta) in tables {
         let _ = writeln!(s, "/// `{}` coefficients.", fam.name());
         let _ = writeln!(
             s,
-            "pub(crate) const {}: [f64; FEATURE_COUNT] = [",
+            "pub(crate) const {}: [f64; INPUT_COUNT] = [",
             fam.konst()
         );
-        for (name, b) in FEATURE_NAMES.iter().zip(beta) {
-            let _ = writeln!(s, "    {b:.6}, // {name}");
+        for (i, b) in beta.iter().enumerate() {
+            let (kind, term) = (KIND_NAMES[i / TERM_COUNT], term_name(i % TERM_COUNT));
+            let _ = writeln!(s, "    {b:.6}, // {kind}: {term}");
         }
         let _ = writeln!(s, "];\n");
     }
