@@ -185,7 +185,6 @@ fn latency(runtime: &tokio::runtime::Runtime, latency_url: String) {
     let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(latency_url);
     config.tls.native_roots = false;
     let client = Client::new(config).unwrap();
-    let origin = clock_origin();
     let mut client_runs = Vec::new();
     let mut direct_runs = Vec::new();
     let mut floor_runs = Vec::new();
@@ -195,22 +194,7 @@ fn latency(runtime: &tokio::runtime::Runtime, latency_url: String) {
     let wanted = |path: &str| paths.split(',').any(|p| p == path);
     for _ in 0..LATENCY_RUNS {
         if wanted("replay") {
-            let mut latencies = Vec::with_capacity(LATENCY_EVENTS as usize);
-            runtime.block_on(async {
-                let mut stream = client.stream("{}");
-                while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(StreamItem::Event(event)) => {
-                            let received = origin.elapsed().as_nanos();
-                            let sent: u128 = event.id.parse().unwrap();
-                            latencies.push(Duration::from_nanos((received - sent) as u64));
-                        }
-                        Ok(_) => {}
-                        // The paced body has no `message_stop`: the end is reported as truncated.
-                        Err(_) => break,
-                    }
-                }
-            });
+            let mut latencies = runtime.block_on(stamped_latencies(client.stream("{}")));
             assert_eq!(latencies.len() as u64, LATENCY_EVENTS);
             client_runs.push(summarize(&mut latencies));
         }
@@ -318,9 +302,18 @@ async fn client_from_raw_server(count: usize, interval: Duration) -> Vec<Duratio
     config.tls.native_roots = false;
     config.retry.max_retries = 0;
     let client = Client::new(config).unwrap();
+    let latencies = stamped_latencies(client.stream("{}")).await;
+    assert_eq!(latencies.len(), count);
+    latencies
+}
+
+/// Receive time minus the send time stamped in each event's id, for every event of `stream`.
+async fn stamped_latencies<S, E>(mut stream: S) -> Vec<Duration>
+where
+    S: futures::Stream<Item = Result<StreamItem, E>> + Unpin,
+{
     let origin = clock_origin();
-    let mut latencies = Vec::with_capacity(count);
-    let mut stream = client.stream("{}");
+    let mut latencies = Vec::with_capacity(LATENCY_EVENTS as usize);
     while let Some(item) = stream.next().await {
         match item {
             Ok(StreamItem::Event(event)) => {
@@ -329,10 +322,10 @@ async fn client_from_raw_server(count: usize, interval: Duration) -> Vec<Duratio
                 latencies.push(Duration::from_nanos((received - sent) as u64));
             }
             Ok(_) => {}
+            // The paced bodies have no `message_stop`: the end is reported as truncated.
             Err(_) => break,
         }
     }
-    assert_eq!(latencies.len(), count);
     latencies
 }
 

@@ -13,6 +13,7 @@ import { createParser } from 'eventsource-parser'
 import Anthropic from '@anthropic-ai/sdk'
 
 import { anthropicStream, chunked } from './workload.mjs'
+import { TOOL_CALLS, ferroloopTools, makeExecutor, promiseAllTools, toolUses } from './executor-workload.mjs'
 
 const require = createRequire(import.meta.url)
 const ferroloop = require('../../node/lib/index.js')
@@ -119,32 +120,7 @@ async function ferroloopDecode(chunks, events) {
 
 // ---- executor overhead -----------------------------------------------------------------------
 
-const TOOL_CALLS = 10_000
-
-function toolUses() {
-  const out = new Array(TOOL_CALLS)
-  for (let i = 0; i < TOOL_CALLS; i++) out[i] = { type: 'tool_use', id: `toolu_${i}`, name: 'noop', input: { i } }
-  return out
-}
-
-async function promiseAllTools(uses) {
-  const noop = async (input) => `ok ${input.i}`
-  const results = await Promise.all(
-    uses.map(async (use) => ({ type: 'tool_result', tool_use_id: use.id, content: await noop(use.input), is_error: false })),
-  )
-  return { results: results.length }
-}
-
-function makeExecutor() {
-  const executor = new ferroloop.ToolExecutor({ maxConcurrency: TOOL_CALLS })
-  executor.tool({ name: 'noop', concurrencySafe: true }, async (input) => `ok ${input.i}`)
-  return executor
-}
-
-async function ferroloopTools(executor, uses) {
-  const results = await executor.run(uses)
-  return { results: results.length }
-}
+// The workload and both sides are in executor-workload.mjs (shared with exec.mjs).
 
 // ---- report ----------------------------------------------------------------------------------
 
@@ -187,11 +163,11 @@ for (const size of [1460, 16384]) {
 
 {
   const uses = toolUses()
-  const base = await measure(() => promiseAllTools(uses))
+  const base = await measure(async () => ({ results: await promiseAllTools(uses) }))
   row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base.ms, 0, base.check)
   if (typeof ferroloop.ToolExecutor === 'function') {
-    const executor = makeExecutor()
-    const fl = await measure(() => ferroloopTools(executor, uses))
+    const executor = makeExecutor(ferroloop)
+    const fl = await measure(async () => ({ results: await ferroloopTools(executor, uses) }))
     row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl.ms, 0, fl.check)
   }
 }

@@ -8,35 +8,14 @@
 
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
+import { ferroloopTools as runTools, makeExecutor, promiseAllTools, TOOL_CALLS, toolUses } from './executor-workload.mjs'
 
 const require = createRequire(import.meta.url)
 const ferroloop = require('../../node/lib/index.js')
 
-const TOOL_CALLS = 10_000
 const ITERATIONS = 15
-
-function toolUses() {
-  const out = new Array(TOOL_CALLS)
-  for (let i = 0; i < TOOL_CALLS; i++) out[i] = { type: 'tool_use', id: `toolu_${i}`, name: 'noop', input: { i } }
-  return out
-}
-
-async function promiseAllTools(uses) {
-  const noop = async (input) => `ok ${input.i}`
-  const results = await Promise.all(
-    uses.map(async (use) => ({ type: 'tool_result', tool_use_id: use.id, content: await noop(use.input), is_error: false })),
-  )
-  return results.length
-}
-
-const executor = new ferroloop.ToolExecutor({ maxConcurrency: TOOL_CALLS })
-executor.tool({ name: 'noop', concurrencySafe: true }, async (input) => `ok ${input.i}`)
-
-async function ferroloopTools(uses) {
-  const results = await executor.run(uses)
-  if (results[TOOL_CALLS - 1].content !== `ok ${TOOL_CALLS - 1}`) throw new Error('wrong result')
-  return results.length
-}
+const executor = makeExecutor(ferroloop)
+const ferroloopTools = (uses) => runTools(executor, uses)
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b)
