@@ -1,5 +1,5 @@
-//! One pass over the bytes of a text, counting the character classes the estimator's linear model
-//! uses.
+//! One pass over the bytes of a text, counting the character classes the estimator's model
+//! (`model.rs`: linear per kind of text, the kinds gated by count ratios) uses.
 //!
 //! The text is processed in 64-byte blocks. Both kernels turn a block into a few 64-bit masks
 //! (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the previous
