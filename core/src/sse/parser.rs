@@ -212,13 +212,22 @@ impl SseParser {
             if chunk.len() <= SMALL_CHUNK && self.state.absorb_small_chunk(&chunk) {
                 return;
             }
-            let chunk = match self.state.absorb_line_chunk(chunk) {
-                Ok(()) => return,
-                Err(chunk) => chunk,
-            };
+            if self.state.line_shared_len != 0 {
+                return self.feed_long_line(chunk);
+            }
             self.install_chunk(chunk);
         } else {
             self.queue.push_back(chunk);
+        }
+    }
+
+    /// [`feed`](Self::feed) while a long line is open and nothing waits to be scanned.
+    // Not inlined, so that `feed` hands the usual chunk on to `install_chunk` as it came
+    // (measured: 8 instructions more per feed of a 64-byte chunk otherwise).
+    #[inline(never)]
+    fn feed_long_line(&mut self, chunk: Bytes) {
+        if let Err(chunk) = self.state.absorb_line_chunk(chunk) {
+            self.install_chunk(chunk);
         }
     }
 
@@ -449,9 +458,9 @@ impl ParserState {
     /// when it must be scanned as a chunk.
     #[inline]
     fn absorb_line_chunk(&mut self, chunk: Bytes) -> Result<(), Bytes> {
-        // Only lines already long try it: a short line cut by the chunk end (most chunk
-        // boundaries of a stream of small events) ends early in the next chunk, which would
-        // then be searched twice.
+        // Only lines already long try it (`feed` tests `line_shared_len` first): a short
+        // line cut by the chunk end (most chunk boundaries of a stream of small events) ends
+        // early in the next chunk, which would then be searched twice.
         if self.line_shared_len == 0
             || chunk.len() < SHARED_PIECE
             || self.discarding
