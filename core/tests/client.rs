@@ -1225,13 +1225,15 @@ async fn a_connect_that_hangs_is_a_connect_timeout() {
 
 #[tokio::test]
 async fn retries_408_and_409_honouring_retry_after_in_seconds_and_as_a_date() {
-    let in_two_seconds =
-        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    // Three seconds ahead: after the first retry's one-second wait (and a slow machine's
+    // delays) the date is still in the future, so the second wait is a real one.
+    let in_three_seconds =
+        httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3));
     let server = serve(&script(vec![
         ScriptedResponse::with_status(408, ScriptBody::Text("timeout".into()))
             .header("retry-after", "1"),
         ScriptedResponse::with_status(409, ScriptBody::Text("conflict".into()))
-            .header("retry-after", &in_two_seconds),
+            .header("retry-after", &in_three_seconds),
         ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
     ]))
     .await;
@@ -1242,8 +1244,8 @@ async fn retries_408_and_409_honouring_retry_after_in_seconds_and_as_a_date() {
     let statuses: Vec<_> = got.retries.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![Some(408), Some(409)]);
     assert_eq!(got.retries[0].wait, Duration::from_secs(1));
-    // An HTTP date has whole seconds: two seconds ahead, minus the part of the current second
-    // already gone, minus the time to get here.
+    // An HTTP date has whole seconds: three seconds ahead, minus the part of the current
+    // second already gone, minus the time to get here (the first retry's second included).
     let date_wait = got.retries[1].wait;
     assert!(
         date_wait > Duration::ZERO && date_wait <= Duration::from_secs(2),
