@@ -33,6 +33,17 @@ use super::types::ToolResultContent;
 
 type SlowPath = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
+/// The outcome of a tool future that finished: its answer, or the panic it ended with.
+fn finished_outcome(
+    name: &str,
+    finished: Result<<ToolFuture as Future>::Output, Box<dyn std::any::Any + Send>>,
+) -> Outcome {
+    match finished {
+        Ok(answer) => answer_outcome(answer),
+        Err(panic) => panicked(name, &panic),
+    }
+}
+
 enum State {
     /// Admitted, not yet polled.
     Start { tool_use_id: String, input: Value },
@@ -184,11 +195,8 @@ impl Future for CallTask {
                     leaf,
                     timeout,
                 } => match future.poll_unpin(cx) {
-                    Poll::Ready(Ok(answer)) => {
-                        return Poll::Ready(this.outcome(answer_outcome(answer)));
-                    }
-                    Poll::Ready(Err(panic)) => {
-                        let outcome = panicked(this.tool.name(), &panic);
+                    Poll::Ready(finished) => {
+                        let outcome = finished_outcome(this.tool.name(), finished);
                         return Poll::Ready(this.outcome(outcome));
                     }
                     Poll::Pending => {
@@ -213,11 +221,8 @@ impl Future for CallTask {
                         continue;
                     }
                     match future.poll_unpin(cx) {
-                        Poll::Ready(Ok(answer)) => {
-                            return Poll::Ready(this.outcome(answer_outcome(answer)));
-                        }
-                        Poll::Ready(Err(panic)) => {
-                            let outcome = panicked(this.tool.name(), &panic);
+                        Poll::Ready(finished) => {
+                            let outcome = finished_outcome(this.tool.name(), finished);
                             return Poll::Ready(this.outcome(outcome));
                         }
                         Poll::Pending => {
