@@ -45,6 +45,96 @@ fn parser_job(imp: SseImpl, chunks: &[Bytes]) -> Job<'_> {
     (imp.name(), Box::new(move || imp.parse(chunks).data_bytes))
 }
 
+/// The line-end search of a chunk (`memchr2`, standing in for the parser's own search).
+fn search(chunk: &[u8]) -> u64 {
+    memchr::memchr2(b'\r', b'\n', chunk).map_or(0, |end| end as u64 + 1)
+}
+
+/// `SSE_CPU_PARTS=1`: the parts of parsing one long line, timed alone, to show where the time
+/// of the 16 MiB event goes (BENCHMARKS.md, "Long lines copied as they arrive").
+fn part_jobs(chunks: &[Bytes], len: usize) -> Vec<Job<'_>> {
+    let mut jobs: Vec<Job<'_>> = Vec::new();
+    jobs.push((
+        "search only",
+        Box::new(move || chunks.iter().map(|chunk| search(chunk)).sum()),
+    ));
+    jobs.push((
+        "search all, then copy all",
+        Box::new(move || {
+            let found: u64 = chunks.iter().map(|chunk| search(chunk)).sum();
+            let mut copy = Vec::with_capacity(len);
+            for chunk in chunks {
+                copy.extend_from_slice(chunk);
+            }
+            std::hint::black_box(&copy);
+            found + copy.len() as u64
+        }),
+    ));
+    jobs.push((
+        "search+copy, doubling",
+        Box::new(move || {
+            let mut grown = Vec::new();
+            let found: u64 = chunks
+                .iter()
+                .map(|chunk| {
+                    grown.extend_from_slice(chunk);
+                    search(chunk)
+                })
+                .sum();
+            std::hint::black_box(&grown);
+            found + grown.len() as u64
+        }),
+    ));
+    // Copying each chunk right after its search, into a buffer with room: with and without
+    // the atomic reference-count updates of owned chunks (`feed(chunk.clone())`), and with the
+    // destination prefetched one chunk ahead.
+    for (name, owned, prefetch) in [
+        ("search+copy, reserved", false, false),
+        ("+ clone/drop per chunk", true, false),
+        ("+ prefetch ahead", true, true),
+    ] {
+        let mut line: Vec<u8> = Vec::with_capacity(len);
+        jobs.push((
+            name,
+            Box::new(move || {
+                line.clear();
+                let mut found = 0;
+                for chunk in chunks {
+                    let held = owned.then(|| std::hint::black_box(chunk.clone()));
+                    if prefetch {
+                        prefetch_for_write(&line, chunk.len());
+                    }
+                    found += search(chunk);
+                    line.extend_from_slice(chunk);
+                    drop(held);
+                }
+                std::hint::black_box(&line);
+                found + line.len() as u64
+            }),
+        ));
+    }
+    jobs
+}
+
+/// Prefetches, for writing, the spare capacity of `line` one chunk of `chunk_len` ahead.
+fn prefetch_for_write(line: &Vec<u8>, chunk_len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
+        let spare = line.capacity() - line.len();
+        let base = line.as_ptr().wrapping_add(line.len());
+        let mut offset = chunk_len;
+        while offset < spare.min(2 * chunk_len) {
+            // SAFETY: a prefetch never faults and writes nothing; the address is inside the
+            // vector's allocation.
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.wrapping_add(offset).cast()) };
+            offset += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (line, chunk_len);
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let workload = args.next().unwrap_or_else(|| "anthropic".into());
@@ -86,6 +176,9 @@ fn main() {
                 copy.len() as u64
             }),
         ));
+        if std::env::var_os("SSE_CPU_PARTS").is_some() {
+            jobs.extend(part_jobs(chunks, len));
+        }
     } else {
         jobs.push(parser_job(SseImpl::SseStream, &chunks));
     }

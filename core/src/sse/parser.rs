@@ -15,9 +15,22 @@ const DEFAULT_EVENT_TYPE: &str = "message";
 const SMALL_CHUNK: usize = 16;
 /// Pieces of an open line at least this long are kept as slices of their chunk (no copy) and
 /// copied once, into a buffer of the exact size, when the line ends; shorter ones are copied
-/// into the line buffer at once. Long lines (a 16 MiB `data:`) then cost one copy, not the
-/// copies of a doubling buffer.
+/// into the line buffer at once. Lines then cost one copy, not the copies of a doubling buffer
+/// (until they reach [`LONG_LINE`]).
 const SHARED_PIECE: usize = 1024;
+/// An open line that reaches this length is copied into the line buffer chunk by chunk, right
+/// after each chunk is searched, while the chunk is still in the L1 cache (its earlier pieces
+/// are gathered once, when it gets there). Copying at the line's end instead reads the whole
+/// line from memory a second time: for a 16 MiB `data:` line that second read cost as much as
+/// the search itself.
+const LONG_LINE: usize = 1 << 20;
+/// The least capacity reserved for a long line's buffer. A line past [`LONG_LINE`] is an
+/// outlier (a whole file or image in one event) of unknown final size; a doubling buffer would
+/// copy it again at every step (measured: twice the time of the copy itself), so its buffer is
+/// reserved at once, generously, and grows fourfold after that. Capacity that is never written
+/// is address space, not memory: the OS maps pages as they are first written. The parser keeps
+/// the buffer for its next long line.
+const LONG_LINE_RESERVE: usize = 32 << 20;
 
 /// Options for [`SseParser`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -212,7 +225,7 @@ impl SseParser {
             if chunk.len() <= SMALL_CHUNK && self.state.absorb_small_chunk(&chunk) {
                 return;
             }
-            if self.state.line_shared_len != 0 {
+            if self.state.line_is_long() {
                 return self.feed_long_line(chunk);
             }
             self.install_chunk(chunk);
@@ -226,7 +239,7 @@ impl SseParser {
     // (measured: 8 instructions more per feed of a 64-byte chunk otherwise).
     #[inline(never)]
     fn feed_long_line(&mut self, chunk: Bytes) {
-        if let Err(chunk) = self.state.absorb_line_chunk(chunk) {
+        if let Err(chunk) = self.state.absorb_line_chunk(chunk, &self.cur) {
             self.install_chunk(chunk);
         }
     }
@@ -456,19 +469,24 @@ impl ParserState {
     /// chunks of a 16 MiB line then cost a search and a push each, not the chunk change and the
     /// line loop's set-up). Gives the chunk back, having changed nothing but the work counter,
     /// when it must be scanned as a chunk.
+    ///
+    /// `cur` is the current chunk (used up), whose tail may be the line's last piece.
     #[inline]
-    fn absorb_line_chunk(&mut self, chunk: Bytes) -> Result<(), Bytes> {
-        // Only lines already long try it (`feed` tests `line_shared_len` first): a short
-        // line cut by the chunk end (most chunk boundaries of a stream of small events) ends
-        // early in the next chunk, which would then be searched twice.
-        if self.line_shared_len == 0
-            || chunk.len() < SHARED_PIECE
+    fn absorb_line_chunk(&mut self, chunk: Bytes, cur: &Bytes) -> Result<(), Bytes> {
+        // Only lines already long try it (`feed` tests `line_is_long` first): a short line cut
+        // by the chunk end (most chunk boundaries of a stream of small events) ends early in
+        // the next chunk, which would then be searched twice.
+        let copying = self.is_copying_long_line();
+        if !(copying || self.line_shared_len != 0 && chunk.len() >= SHARED_PIECE)
             || self.discarding
             || self.config.max_event_bytes.is_some()
             || self.bom_matched.is_some()
             || self.skip_lf
         {
             return Err(chunk);
+        }
+        if copying {
+            self.prefetch_long_line_space(chunk.len());
         }
         let found = self.line_end.scan(&chunk);
         if let Some(end) = found.end(chunk.len()) {
@@ -482,10 +500,84 @@ impl ParserState {
         {
             self.line_first_high = Some(self.line_len() + high);
         }
+        if self.line_len() + chunk.len() >= LONG_LINE {
+            // Copied while it is in the L1 cache; the chunk is released here.
+            self.append_to_long_line(&chunk, cur);
+            return Ok(());
+        }
         // `line_shared_len` > 0: the line's earlier bytes are all in `line_pieces` already.
         self.line_shared_len += chunk.len();
         self.line_pieces.push(LinePiece::Shared { chunk, start: 0 });
         Ok(())
+    }
+
+    /// Whether the open line is long enough for [`SseParser::feed`] to hand whole chunks to
+    /// [`absorb_line_chunk`](Self::absorb_line_chunk).
+    #[inline(always)]
+    fn line_is_long(&self) -> bool {
+        self.line_shared_len != 0 || self.line_buf.len() >= LONG_LINE
+    }
+
+    /// Whether the open line is a long one being copied into `line_buf` as it arrives (no
+    /// chunk slices; see [`LONG_LINE`]).
+    #[inline(always)]
+    fn is_copying_long_line(&self) -> bool {
+        self.line_buf.len() >= LONG_LINE && self.line_pieces.is_empty()
+    }
+
+    /// Appends `bytes` to a line that is (or now becomes) [`LONG_LINE`] long: its chunk slices
+    /// are gathered into `line_buf` first (`cur` holds the pending tail piece, if any), with
+    /// room reserved for what follows.
+    fn append_to_long_line(&mut self, bytes: &[u8], cur: &Bytes) {
+        let needed = self.line_len() + bytes.len();
+        if !self.line_pieces.is_empty() {
+            let line = self.gather_line(cur, self.long_line_capacity(needed));
+            self.line_buf = line;
+        } else if needed > self.line_buf.capacity() {
+            let extra = self.long_line_capacity(needed) - self.line_buf.len();
+            self.line_buf.reserve_exact(extra);
+        }
+        self.line_open = true;
+        self.line_buf.extend_from_slice(bytes);
+        if self.config.max_event_bytes.is_some() {
+            self.check_line_limit();
+        }
+    }
+
+    /// The capacity to reserve for a long line that needs `needed` bytes.
+    fn long_line_capacity(&self, needed: usize) -> usize {
+        let wanted = needed.saturating_mul(4).max(LONG_LINE_RESERVE);
+        // Never more than a capped event may hold.
+        let wanted = match self.config.max_event_bytes {
+            Some(limit) => wanted.min(limit.saturating_add(1)),
+            None => wanted,
+        };
+        wanted.max(needed)
+    }
+
+    /// Asks the CPU to fetch, for writing, the part of the long line's buffer that the chunk
+    /// after one of `chunk_len` bytes will be copied to. Without it each chunk's copy ends with
+    /// stores still waiting for their cache lines, and the atomic reference-count update that
+    /// follows (releasing the chunk, or the caller cloning the next one) waits for them all:
+    /// measured, that stall cost as much as the search of a 16 MiB line.
+    #[inline(always)]
+    fn prefetch_long_line_space(&self, chunk_len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
+            let spare = self.line_buf.capacity() - self.line_buf.len();
+            let end = spare.min(chunk_len.saturating_mul(2));
+            let base = self.line_buf.as_ptr().wrapping_add(self.line_buf.len());
+            let mut offset = chunk_len;
+            while offset < end {
+                // SAFETY: a prefetch is a hint: it never faults and changes no memory; the
+                // address lies inside the buffer's allocation (`offset < spare`).
+                unsafe { _mm_prefetch::<_MM_HINT_ET0>(base.wrapping_add(offset).cast()) };
+                offset += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = chunk_len;
     }
 
     fn refers_to(&self, chunk_id: u64) -> bool {
@@ -859,10 +951,27 @@ impl ParserState {
     fn push_line_piece(&mut self, chunk: &Bytes, start: usize, first_high: Option<usize>) {
         let rest = chunk.get(start..).unwrap_or_default();
         if rest.len() >= SHARED_PIECE && !self.discarding {
-            self.push_shared_piece(chunk, start, first_high);
+            if self.line_len() + rest.len() >= LONG_LINE && self.line_tail_pending.is_none() {
+                self.push_long_line_piece(chunk, rest, first_high);
+            } else {
+                self.push_shared_piece(chunk, start, first_high);
+            }
         } else {
             self.push_line_bytes(rest, first_high);
         }
+    }
+
+    /// [`push_line_piece`](Self::push_line_piece) for a piece that makes (or keeps) the line
+    /// long: copied into `line_buf` (see [`LONG_LINE`]).
+    #[inline(never)]
+    fn push_long_line_piece(&mut self, chunk: &Bytes, rest: &[u8], first_high: Option<usize>) {
+        if self.line_first_high.is_none()
+            && let Some(high) = first_high
+        {
+            self.line_first_high = Some(self.line_len() + high);
+        }
+        // No tail is pending (tested by the caller), so `chunk` stands in for it unread.
+        self.append_to_long_line(rest, chunk);
     }
 
     /// [`push_line_piece`](Self::push_line_piece) for a long piece, kept as a chunk slice.
@@ -929,13 +1038,27 @@ impl ParserState {
             self.line_tail_pending.is_none(),
             "a line ends in a later chunk"
         );
-        let mut line = Vec::with_capacity(self.line_len());
-        for piece in &self.line_pieces {
+        let line = self.gather_line(&Bytes::new(), self.line_len());
+        self.line_buf.clear();
+        line
+    }
+
+    /// The open line's pieces copied once, in order, into a new buffer of `capacity` bytes
+    /// (at least the line's length); the pieces are cleared. `cur` is the chunk a pending
+    /// tail piece lies in.
+    fn gather_line(&mut self, cur: &Bytes, capacity: usize) -> Vec<u8> {
+        let mut line = Vec::with_capacity(capacity.max(self.line_len()));
+        for (index, piece) in self.line_pieces.iter().enumerate() {
             match *piece {
                 LinePiece::Buffered { start, end } => {
                     line.extend_from_slice(self.line_buf.get(start..end).unwrap_or_default());
                 }
                 LinePiece::Shared { ref chunk, start } => {
+                    let chunk = if self.line_tail_pending == Some(index) {
+                        cur
+                    } else {
+                        chunk
+                    };
                     line.extend_from_slice(chunk.get(start..).unwrap_or_default())
                 }
             }
@@ -944,8 +1067,8 @@ impl ParserState {
         // decrement, a full barrier that would otherwise wait for the copy just before it to
         // reach memory, piece after piece (measured: a quarter of the time of a 16 MiB line).
         self.line_pieces.clear();
-        self.line_buf.clear();
         self.line_shared_len = 0;
+        self.line_tail_pending = None;
         line
     }
 
@@ -1543,6 +1666,113 @@ mod tests {
                 "chunk sizes {sizes:?}"
             );
             assert!(parser.state.line_pieces.is_empty());
+        }
+    }
+
+    /// A stream whose events hold lines past `LONG_LINE` (copied into the line buffer as
+    /// they arrive), with multi-byte characters and invalid bytes before and after the point
+    /// where the copying starts, in a first and in a second `data` line and in an event type.
+    fn long_line_stream() -> Bytes {
+        let long_text = |len: usize, salt: usize| {
+            let mut text = Vec::with_capacity(len + 8);
+            let mut i = 0;
+            while text.len() < len {
+                match (i + salt) % 11 {
+                    0 => text.extend_from_slice("é".as_bytes()),
+                    4 => text.extend_from_slice("日本".as_bytes()),
+                    7 if i % 90_001 == 7 => text.push(0xFF),
+                    _ => text.push(b'a' + (i % 26) as u8),
+                }
+                i += 1;
+            }
+            text
+        };
+        let mut raw = b"data: ".to_vec();
+        raw.extend(long_text(LONG_LINE + (LONG_LINE >> 1), 0));
+        raw.extend_from_slice(b"\n\nevent: e\ndata: first\r\ndata: ");
+        raw.extend(long_text(2 * LONG_LINE + 333, 3));
+        raw.extend_from_slice(b"\r\rid: 9\nevent: ");
+        raw.extend(long_text(LONG_LINE + 77, 5));
+        raw.extend_from_slice(b"\ndata: after\n\ndata: short\n\n");
+        Bytes::from(raw)
+    }
+
+    /// Feeds `input` in chunks of the given sizes in turn, draining after every `batch` feeds.
+    fn feed_in_batches(
+        parser: &mut SseParser,
+        input: &Bytes,
+        sizes: &[usize],
+        batch: usize,
+    ) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        let (mut pos, mut turn) = (0, 0);
+        while pos < input.len() {
+            let end = (pos + sizes[turn % sizes.len()]).min(input.len());
+            turn += 1;
+            parser.feed(input.slice(pos..end));
+            if turn % batch == 0 {
+                out.extend(events(parser));
+            }
+            pos = end;
+        }
+        out.extend(events(parser));
+        out
+    }
+
+    #[test]
+    fn lines_past_the_long_line_length_are_copied_as_they_arrive() {
+        let input = long_line_stream();
+        let mut whole = SseParser::new();
+        whole.feed(input.clone());
+        let expected = events(&mut whole);
+        assert_eq!(expected.len(), 4);
+        assert!(expected[0].1.len() > LONG_LINE && expected[0].1.contains('\u{FFFD}'));
+        assert!(expected[1].1.starts_with("first\n") && expected[1].1.len() > 2 * LONG_LINE);
+        assert!(expected[2].0.len() > LONG_LINE && expected[2].1 == "after");
+        for (sizes, batch) in [
+            (&[1460][..], 1),
+            (&[1460], 3),
+            (&[4096, 1], 1),
+            (&[700], 1),
+            (&[65536, 3, 2000], 2),
+            (&[LONG_LINE + 5], 1),
+        ] {
+            let mut parser = SseParser::new();
+            let got = feed_in_batches(&mut parser, &input, sizes, batch);
+            assert!(
+                got == expected,
+                "chunk sizes {sizes:?}, drained every {batch}"
+            );
+            assert!(parser.state.line_pieces.is_empty());
+            // Each byte searched about once (the line ends twice, by the attempt to add
+            // their chunks whole, and the non-ASCII parts once more by validation).
+            assert!(parser.bytes_scanned() <= 2 * input.len() as u64);
+            // The long line's buffer is kept for the next one.
+            let kept = parser
+                .state
+                .line_buf
+                .capacity()
+                .max(parser.state.data_buf.capacity());
+            assert!(kept >= LONG_LINE_RESERVE, "{sizes:?}: kept {kept}");
+        }
+    }
+
+    #[test]
+    fn a_capped_parser_drops_a_long_line_and_reserves_no_more_than_the_cap() {
+        let input = long_line_stream();
+        let limit = LONG_LINE;
+        let config = SseConfig::default().max_event_bytes(Some(limit));
+        let mut whole = SseParser::with_config(config.clone());
+        whole.feed(input.clone());
+        let expected = events(&mut whole);
+        let last = ("message".to_owned(), "short".to_owned(), "9".to_owned());
+        assert!(expected == [last], "only the last event fits");
+        for sizes in [&[1460][..], &[LONG_LINE + 5]] {
+            let mut parser = SseParser::with_config(config.clone());
+            let got = feed_in_batches(&mut parser, &input, sizes, 1);
+            assert!(got == expected, "chunk sizes {sizes:?}");
+            assert_eq!(parser.dropped_events(), 3);
+            assert!(parser.state.line_buf.capacity() <= 2 * limit);
         }
     }
 
