@@ -156,6 +156,8 @@ struct ParserState {
     line_tail_pending: Option<usize>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
+    /// [`LONG_LINE`]; smaller in tests, so that random streams reach the long-line path.
+    long_line: usize,
     /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
     /// it needs no UTF-8 check; otherwise the check starts there).
     line_first_high: Option<usize>,
@@ -424,6 +426,7 @@ impl ParserState {
             line_shared_len: 0,
             line_tail_pending: None,
             line_open: false,
+            long_line: LONG_LINE,
             line_first_high: None,
             skip_lf: false,
             bom_matched: Some(0),
@@ -500,7 +503,7 @@ impl ParserState {
         {
             self.line_first_high = Some(self.line_len() + high);
         }
-        if self.line_len() + chunk.len() >= LONG_LINE {
+        if self.line_len() + chunk.len() >= self.long_line {
             // Copied while it is in the L1 cache; the chunk is released here.
             self.append_to_long_line(&chunk, cur);
             return Ok(());
@@ -515,14 +518,14 @@ impl ParserState {
     /// [`absorb_line_chunk`](Self::absorb_line_chunk).
     #[inline(always)]
     fn line_is_long(&self) -> bool {
-        self.line_shared_len != 0 || self.line_buf.len() >= LONG_LINE
+        self.line_shared_len != 0 || self.line_buf.len() >= self.long_line
     }
 
     /// Whether the open line is a long one being copied into `line_buf` as it arrives (no
     /// chunk slices; see [`LONG_LINE`]).
     #[inline(always)]
     fn is_copying_long_line(&self) -> bool {
-        self.line_buf.len() >= LONG_LINE && self.line_pieces.is_empty()
+        self.line_buf.len() >= self.long_line && self.line_pieces.is_empty()
     }
 
     /// Appends `bytes` to a line that is (or now becomes) [`LONG_LINE`] long: its chunk slices
@@ -951,7 +954,7 @@ impl ParserState {
     fn push_line_piece(&mut self, chunk: &Bytes, start: usize, first_high: Option<usize>) {
         let rest = chunk.get(start..).unwrap_or_default();
         if rest.len() >= SHARED_PIECE && !self.discarding {
-            if self.line_len() + rest.len() >= LONG_LINE && self.line_tail_pending.is_none() {
+            if self.line_len() + rest.len() >= self.long_line && self.line_tail_pending.is_none() {
                 self.push_long_line_piece(chunk, rest, first_high);
             } else {
                 self.push_shared_piece(chunk, start, first_high);
@@ -1773,6 +1776,71 @@ mod tests {
             assert!(got == expected, "chunk sizes {sizes:?}");
             assert_eq!(parser.dropped_events(), 3);
             assert!(parser.state.line_buf.capacity() <= 2 * limit);
+        }
+    }
+
+    /// Streams of events whose lines run to tens of KiB, so that with a small `long_line`
+    /// they cross it (copied as they arrive) at random points.
+    fn streams_with_long_lines() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let run = (
+            prop_oneof![
+                Just(b"abcdefgh".to_vec()),
+                Just("é".as_bytes().to_vec()),
+                Just("日本".as_bytes().to_vec()),
+                Just(b"\xff".to_vec()),
+                Just(b"x".to_vec()),
+            ],
+            1usize..100,
+        )
+            .prop_map(|(token, times)| token.repeat(times));
+        let value = prop::collection::vec(run, 0..40).prop_map(|runs| runs.concat());
+        let field = prop_oneof![
+            4 => Just(&b"data: "[..]),
+            1 => Just(&b"data:"[..]),
+            1 => Just(&b"event: "[..]),
+            1 => Just(&b"id: "[..]),
+            1 => Just(&b": "[..]),
+        ];
+        let eol =
+            prop_oneof![4 => Just(&b"\n"[..]), 1 => Just(&b"\r"[..]), 1 => Just(&b"\r\n"[..])];
+        let line = (field, value, eol.clone()).prop_map(|(field, value, eol)| {
+            let mut line = field.to_vec();
+            line.extend(value);
+            line.extend_from_slice(eol);
+            line
+        });
+        let event = (prop::collection::vec(line, 1..4), eol).prop_map(|(lines, blank)| {
+            let mut event = lines.concat();
+            event.extend_from_slice(blank);
+            event
+        });
+        prop::collection::vec(event, 1..6).prop_map(|events| events.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+        #[test]
+        fn long_lines_copied_as_they_arrive_match_the_whole_parse(
+            raw in streams_with_long_lines(),
+            sizes in proptest::collection::vec(1usize..4000, 1..6),
+            batch in 1usize..4,
+            // Below and above `SHARED_PIECE`: a line is then copied from its first long piece
+            // on, or gathered from chunk slices (one of them a pending tail) when it gets there.
+            long_line in proptest::prop_oneof![proptest::strategy::Just(700usize), proptest::strategy::Just(3000)],
+        ) {
+            let input = Bytes::from(raw);
+            let mut whole = SseParser::new();
+            whole.feed(input.clone());
+            let expected = events(&mut whole);
+            let mut parser = SseParser::new();
+            parser.state.long_line = long_line;
+            let got = feed_in_batches(&mut parser, &input, &sizes, batch);
+            proptest::prop_assert!(got == expected, "events differ");
+            // Each byte searched once, non-ASCII values validated once more, and a long
+            // line's last chunk searched twice (the attempt to add it whole).
+            proptest::prop_assert!(parser.bytes_scanned() <= 3 * input.len() as u64 + 64);
         }
     }
 
