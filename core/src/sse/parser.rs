@@ -119,6 +119,18 @@ pub struct SseParser {
     state: ParserState,
 }
 
+/// A [`SseParser`] whose current chunk is borrowed from the caller, for the length of one
+/// [`SseParser::feed_borrowed`] call: dropping it (also while unwinding) releases the chunk.
+struct BorrowedChunk<'p> {
+    parser: &'p mut SseParser,
+}
+
+impl Drop for BorrowedChunk<'_> {
+    fn drop(&mut self) {
+        self.parser.release_borrowed();
+    }
+}
+
 /// Everything [`SseParser`] keeps besides the chunks: the scanning code's `self`.
 #[derive(Debug)]
 struct ParserState {
@@ -165,6 +177,9 @@ struct ParserState {
 
     /// The pending event went over `max_event_bytes`: ignore lines until the next blank line.
     discarding: bool,
+    /// The current chunk is a caller's borrowed slice ([`SseParser::feed_borrowed`]): nothing
+    /// may keep a `Bytes` handle to it (an `id` value is copied instead of shared).
+    cur_borrowed: bool,
 
     dropped_events: u64,
     bytes_scanned: u64,
@@ -242,6 +257,66 @@ impl SseParser {
         while let Some(item) = self.next_item() {
             on_item(item);
         }
+    }
+
+    /// Feeds a chunk the caller keeps and calls `on_item` for every item it completes, in order:
+    /// the same items as [`feed_with`](Self::feed_with) given a copy of `chunk`, without the
+    /// copy. The parser reads the chunk in place during the call and keeps only what an
+    /// unfinished line or event still needs from it (copied when the call ends), so a caller
+    /// holding its bytes in memory it does not own (a JavaScript `Uint8Array`, a read buffer)
+    /// saves a pass over the input and an allocation per chunk.
+    ///
+    /// The events `on_item` receives borrow the chunk only for the call: their
+    /// [`to_owned`](SseEventRef::to_owned) and [`data_shared`](SseEventRef::data_shared) copy
+    /// instead of sharing. Items of chunks fed earlier and not drained yet are delivered first.
+    pub fn feed_borrowed(&mut self, chunk: &[u8], mut on_item: impl FnMut(SseItem<'_>)) {
+        let idle = self.queue.is_empty() && self.state.pos >= self.cur.len();
+        // The cases `feed` would not make the chunk current (items still waiting, a small
+        // chunk joining the open line, a chunk continuing a long line as a piece of its own)
+        // take the copying path: rare, or cheap to copy.
+        if !idle || chunk.len() <= SMALL_CHUNK || self.state.line_shared_len != 0 {
+            self.feed(Bytes::copy_from_slice(chunk));
+            while let Some(item) = self.next_item() {
+                on_item(item.without_sources());
+            }
+            return;
+        }
+        self.state.bytes_fed += chunk.len() as u64;
+        // SAFETY: the `'static` lifetime is a fiction confined to this call: the alias is only
+        // ever the current chunk (the queue is empty, so nothing is installed after it), nothing
+        // takes a `Bytes` handle of it (an `id` value is copied while `cur_borrowed` is set,
+        // `keep_line_tail` and `absorb_line_chunk` only take chunks the parser moves past or is
+        // fed, and the events handed out have no sources), and `BorrowedChunk`'s drop, which
+        // runs before this function returns or unwinds, copies what the parser still needs
+        // from it and drops the alias. Tested by `feed_borrowed_*` below and by the property
+        // test `borrowed_feeds_match_owned_feeds` (with the debug assertions of `text_in`).
+        let alias =
+            Bytes::from_static(unsafe { std::mem::transmute::<&[u8], &'static [u8]>(chunk) });
+        self.install_chunk(alias);
+        self.state.cur_borrowed = true;
+        let borrowed = BorrowedChunk { parser: self };
+        while let Some(item) = borrowed.parser.next_item() {
+            on_item(item.without_sources());
+        }
+    }
+
+    /// Ends a [`feed_borrowed`](Self::feed_borrowed) call: copies whatever the parser still
+    /// needs from the borrowed current chunk and forgets it.
+    fn release_borrowed(&mut self) {
+        let state = &mut self.state;
+        state.cur_borrowed = false;
+        if state.pos < self.cur.len() {
+            // Not drained (`on_item` panicked): keep the whole chunk, as an owned copy at the
+            // same offsets.
+            self.cur = Bytes::copy_from_slice(&self.cur);
+            return;
+        }
+        state.materialize_chunk(&self.cur, state.cur_id);
+        if let Some(index) = state.line_tail_pending.take() {
+            state.buffer_line_piece(&self.cur, index);
+        }
+        self.cur = Bytes::new();
+        state.pos = 0;
     }
 
     /// The next completed item (an event, or a `retry` value at the point its field was read),
@@ -422,6 +497,7 @@ impl ParserState {
             last_event_id: Utf8Bytes::new(),
             retry: None,
             discarding: false,
+            cur_borrowed: false,
             dropped_events: 0,
             bytes_scanned: 0,
             bytes_fed: 0,
@@ -512,6 +588,54 @@ impl ParserState {
             self.data_buf = buf;
             self.data_start = 0;
             self.data = Field::Buf;
+        }
+    }
+
+    /// Copies fields that point into the chunk numbered `chunk_id` (`source`) into the parser's
+    /// buffers.
+    fn materialize_chunk(&mut self, source: &Bytes, chunk_id: u64) {
+        if let Field::Slice { chunk, start, end } = self.event_type
+            && chunk == chunk_id
+        {
+            let mut buf = std::mem::take(&mut self.event_type_buf);
+            buf.clear();
+            buf.push_str(self.text_in(source, chunk, start, end));
+            self.event_type_buf = buf;
+            self.event_type = Field::Buf;
+        }
+        if let Field::Slice { chunk, start, end } = self.data
+            && chunk == chunk_id
+        {
+            let mut buf = std::mem::take(&mut self.data_buf);
+            buf.clear();
+            buf.push_str(self.text_in(source, chunk, start, end));
+            self.data_buf = buf;
+            self.data_start = 0;
+            self.data = Field::Buf;
+        }
+    }
+
+    /// Turns the open line's piece at `index`, the tail of `chunk` (the current chunk, which
+    /// the parser is about to forget), into a copy in `line_buf`. When no piece is a chunk slice
+    /// any more, `line_buf` holds the whole line in order and the pieces are dropped.
+    fn buffer_line_piece(&mut self, chunk: &Bytes, index: usize) {
+        let Some(piece) = self.line_pieces.get_mut(index) else {
+            return;
+        };
+        let LinePiece::Shared { start: from, .. } = *piece else {
+            return;
+        };
+        let tail = chunk.get(from..).unwrap_or_default();
+        let start = self.line_buf.len();
+        self.line_buf.extend_from_slice(tail);
+        *piece = LinePiece::Buffered {
+            start,
+            end: self.line_buf.len(),
+        };
+        self.line_shared_len -= tail.len();
+        if self.line_shared_len == 0 {
+            // Buffered pieces are appended to `line_buf` in line order.
+            self.line_pieces.clear();
         }
     }
 
@@ -1152,8 +1276,10 @@ impl ParserState {
                 self.bytes_scanned += value.len() as u64;
                 if memchr::memchr(0, value).is_none() {
                     let shared = match value_offset {
-                        Some(start) => scanning.slice(start..start + value.len()),
-                        None => Bytes::copy_from_slice(value),
+                        Some(start) if !self.cur_borrowed => {
+                            scanning.slice(start..start + value.len())
+                        }
+                        _ => Bytes::copy_from_slice(value),
                     };
                     self.last_event_id = if ascii {
                         // SAFETY: every byte of the line is ASCII (checked while it was scanned).
