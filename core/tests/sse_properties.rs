@@ -150,6 +150,16 @@ fn sse_with_long_lines() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(part, 0..6).prop_map(|parts| parts.concat())
 }
 
+/// What a parse gave: items as JSON, their owned forms, last event id, dropped events and
+/// whether `finish` discarded anything.
+type MixedOutcome = (
+    Vec<serde_json::Value>,
+    Vec<ferroloop::sse::SseOwnedItem>,
+    String,
+    u64,
+    bool,
+);
+
 /// Items (as JSON, and their owned forms), last event id, dropped events and whether `finish`
 /// discarded anything, with the scanning work apart (it may differ between the two kinds of
 /// feed: an owned chunk that continues a long line is searched once more when the line ends), for `input` fed in the given chunk sizes (cycled); a
@@ -160,16 +170,7 @@ fn parse_mixed(
     input: &[u8],
     sizes: &[usize],
     borrowed: &[bool],
-) -> (
-    (
-        Vec<serde_json::Value>,
-        Vec<ferroloop::sse::SseOwnedItem>,
-        String,
-        u64,
-        bool,
-    ),
-    u64,
-) {
+) -> (MixedOutcome, u64) {
     let mut parser = SseParser::with_config(config);
     let (mut items, mut owned) = (Vec::new(), Vec::new());
     let mut scratch = Vec::new();

@@ -1827,6 +1827,67 @@ mod tests {
         assert!(type_ptr >= base && type_ptr < base + chunk.len());
     }
 
+    fn owned_event(item: &SseItem<'_>) -> Option<SseEvent> {
+        match item {
+            SseItem::Event(event) => Some(event.to_owned()),
+            SseItem::Retry(_) => None,
+        }
+    }
+
+    #[test]
+    fn feed_borrowed_events_own_copies_of_the_chunk() {
+        let mut buffer = b"id: 7\nevent: delta\ndata: {\"x\":1}\n\nevent: de".to_vec();
+        let mut parser = SseParser::new();
+        let mut owned = Vec::new();
+        parser.feed_borrowed(&buffer, |item| {
+            if let SseItem::Event(event) = item {
+                assert!(!event.is_data_borrowed());
+                owned.push(event.to_owned());
+            }
+        });
+        let range = buffer.as_ptr_range();
+        let outside = |text: &str| !range.contains(&text.as_ptr());
+        assert!(outside(&owned[0].data) && outside(&owned[0].event_type));
+        assert!(outside(&owned[0].id) && outside(parser.last_event_id()));
+        // Nothing the parser kept points into the caller's buffer.
+        buffer.fill(b'#');
+        parser.feed_borrowed(
+            b"lta\ndata: second, long enough to be borrowed\n\n",
+            |item| {
+                owned.extend(owned_event(&item));
+            },
+        );
+        let texts: Vec<_> = owned
+            .iter()
+            .map(|e| (e.event_type.as_str(), e.data.as_str(), e.id.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("delta", "{\"x\":1}", "7"),
+                ("delta", "second, long enough to be borrowed", "7")
+            ]
+        );
+    }
+
+    #[test]
+    fn feed_borrowed_keeps_the_rest_of_the_chunk_when_the_callback_panics() {
+        let mut buffer = b"data: one\n\ndata: two\n\ndata: three, then a partial li".to_vec();
+        let mut parser = SseParser::new();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            parser.feed_borrowed(&buffer, |_| panic!("callback failed"));
+        }));
+        assert!(outcome.is_err());
+        buffer.fill(b'#');
+        let mut rest = Vec::new();
+        while let Some(item) = parser.next_item() {
+            rest.extend(owned_event(&item));
+        }
+        parser.feed_borrowed(b"ne\n\n", |item| rest.extend(owned_event(&item)));
+        let data: Vec<_> = rest.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["two", "three, then a partial line"]);
+    }
+
     #[test]
     fn small_chunks_absorbed_by_feed_keep_pending_fields_valid() {
         let mut parser = SseParser::new();
