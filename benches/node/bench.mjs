@@ -9,10 +9,10 @@
 
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
-import { createParser } from 'eventsource-parser'
 import Anthropic from '@anthropic-ai/sdk'
 
 import { anthropicStream, chunked } from './workload.mjs'
+import { eventsourceParserSse, ferroloopSse } from './sse-workload.mjs'
 import { TOOL_CALLS, ferroloopTools, makeExecutor, promiseAllTools, toolUses } from './executor-workload.mjs'
 
 const require = createRequire(import.meta.url)
@@ -48,41 +48,7 @@ async function measure(fn) {
 
 // ---- SSE alone -------------------------------------------------------------------------------
 
-// Both sides read `data` and `event` of every event (their lengths are compared below), so
-// neither can leave a field unmaterialised.
-function ferroloopSse(chunks) {
-  const parser = new ferroloop.SseParser()
-  let events = 0
-  let dataChars = 0
-  let typeChars = 0
-  for (const chunk of chunks) {
-    for (const ev of parser.feed(chunk)) {
-      events++
-      dataChars += ev.data.length
-      typeChars += ev.event.length
-    }
-  }
-  parser.finish()
-  return { events, dataChars, typeChars }
-}
-
-function eventsourceParserSse(chunks) {
-  let events = 0
-  let dataChars = 0
-  let typeChars = 0
-  const parser = createParser({
-    onEvent(ev) {
-      events++
-      dataChars += ev.data.length
-      // eventsource-parser leaves `event` undefined for an unnamed event ('message' here).
-      typeChars += ev.event === undefined ? 7 : ev.event.length
-    },
-  })
-  const decoder = new TextDecoder()
-  for (const chunk of chunks) parser.feed(decoder.decode(chunk, { stream: true }))
-  parser.feed(decoder.decode())
-  return { events, dataChars, typeChars }
-}
+// Both sides are in sse-workload.mjs (shared with sse.mjs, which runs them interleaved).
 
 // ---- decode + accumulate ---------------------------------------------------------------------
 

@@ -130,3 +130,98 @@ proptest! {
         }
     }
 }
+
+/// Streams with long lines too (past the parser's 1 KiB shared-piece threshold) and `id` lines,
+/// for feeds in chunks of any size.
+fn sse_with_long_lines() -> impl Strategy<Value = Vec<u8>> {
+    let part = prop_oneof![
+        6 => sse_like(),
+        1 => (1000usize..2600, prop::bool::ANY).prop_map(|(len, wide)| {
+            let unit: &[u8] = if wide { "é日🌍".as_bytes() } else { b"x" };
+            let mut line = b"data: ".to_vec();
+            while line.len() < len {
+                line.extend_from_slice(unit);
+            }
+            line.push(b'\n');
+            line
+        }),
+        1 => Just(b"id: 42\nevent: named\ndata: {\"a\":1}\n\n".to_vec()),
+    ];
+    prop::collection::vec(part, 0..6).prop_map(|parts| parts.concat())
+}
+
+/// What a parse gave: items as JSON, their owned forms, last event id, dropped events and
+/// whether `finish` discarded anything.
+type MixedOutcome = (
+    Vec<serde_json::Value>,
+    Vec<ferroloop::sse::SseOwnedItem>,
+    String,
+    u64,
+    bool,
+);
+
+/// Items (as JSON, and their owned forms), last event id, dropped events and whether `finish`
+/// discarded anything, with the scanning work apart (it may differ between the two kinds of
+/// feed: an owned chunk that continues a long line is searched once more when the line ends), for `input` fed in the given chunk sizes (cycled); a
+/// chunk is fed borrowed (from a scratch buffer overwritten after the call, so anything still
+/// pointing into it would read garbage) when its entry in `borrowed` (cycled) is set.
+fn parse_mixed(
+    config: SseConfig,
+    input: &[u8],
+    sizes: &[usize],
+    borrowed: &[bool],
+) -> (MixedOutcome, u64) {
+    let mut parser = SseParser::with_config(config);
+    let (mut items, mut owned) = (Vec::new(), Vec::new());
+    let mut scratch = Vec::new();
+    let (mut pos, mut turn) = (0, 0);
+    while pos < input.len() {
+        let end = (pos + sizes[turn % sizes.len()].max(1)).min(input.len());
+        let part = &input[pos..end];
+        if borrowed[turn % borrowed.len()] {
+            scratch.clear();
+            scratch.extend_from_slice(part);
+            parser.feed_borrowed(&scratch, |item| {
+                items.push(common::item_json(&item));
+                owned.push(item.to_owned());
+            });
+            scratch.fill(b'#');
+        } else {
+            parser.feed(Bytes::copy_from_slice(part));
+            while let Some(item) = parser.next_item() {
+                items.push(common::item_json(&item));
+                owned.push(item.to_owned());
+            }
+        }
+        turn += 1;
+        pos = end;
+    }
+    let id = parser.last_event_id().to_owned();
+    let discarded = parser.finish();
+    let outcome = (items, owned, id, parser.dropped_events(), discarded);
+    (outcome, parser.bytes_scanned())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Borrowed feeds give exactly what feeds of owned copies give, at any chunking, mixed with
+    /// owned feeds in any order, with or without a size cap.
+    #[test]
+    fn borrowed_feeds_match_owned_feeds(
+        input in sse_with_long_lines(),
+        sizes in prop::collection::vec(prop_oneof![1usize..40, 1usize..3000], 1..6),
+        borrowed in prop::collection::vec(prop::bool::weighted(0.7), 1..5),
+        limit in prop::option::weighted(0.2, 1usize..3000),
+    ) {
+        let config = SseConfig::default().max_event_bytes(limit);
+        let (owned, owned_work) = parse_mixed(config.clone(), &input, &sizes, &[false]);
+        for pattern in [&borrowed[..], &[true]] {
+            let (outcome, work) = parse_mixed(config.clone(), &input, &sizes, pattern);
+            prop_assert_eq!(&outcome, &owned);
+            // Still linear: never more work than the owned feeds' (which search a long line's
+            // chunks once more).
+            prop_assert!(work <= owned_work, "{} > {}", work, owned_work);
+        }
+    }
+}

@@ -7,7 +7,6 @@
 //! batch string. The offsets are written into a `Uint32Array` the caller owns and reuses: a new
 //! typed array per chunk would cost an external buffer and a GC finalizer each time.
 
-use bytes::Bytes;
 use napi::bindgen_prelude::Uint32ArraySlice;
 use napi::{Env, JsString};
 use napi_derive::napi;
@@ -31,93 +30,136 @@ struct Span {
     end: u32,
 }
 
-/// The batch text: the fields' UTF-8 back to back, handed to V8 in the cheapest form it can copy
-/// in: as is (a Latin-1 string) while every field is ASCII, else converted to UTF-16 in one pass
-/// over the whole batch. V8's own UTF-8 decoding of a non-ASCII string is several times slower
-/// than our conversion plus a copy; converting the batch at once (rather than field by field)
-/// keeps the conversion in its sixteen-byte blocks except at the batch's very end. The buffers
-/// are kept across chunks (cleared, not freed) so a steady stream allocates nothing per chunk.
+/// The batch text, written straight into the form V8 copies in: Latin-1 bytes (the fields as
+/// they are) while every field of the batch is ASCII; from the first field that is not, UTF-16
+/// (the bytes so far widened once, then every field converted as it arrives). Each field is read
+/// once, with no intermediate UTF-8 copy and no separate count of its UTF-16 length (the
+/// conversion gives it). V8's own UTF-8 decoding of a non-ASCII string is several times slower
+/// than our conversion plus its copy. The buffers are kept across chunks (cleared, not freed) so
+/// a steady stream allocates nothing per chunk.
 #[derive(Debug, Default)]
 struct BatchText {
-    utf8: Vec<u8>,
-    /// Length of the text in UTF-16 code units (what JavaScript string indices count).
-    units: usize,
-    /// UTF-16 conversion buffer; grown (and zeroed) only when a batch needs more room than any
-    /// before it.
+    /// The text while it is all ASCII (`wide_units` is `None`).
+    narrow: Vec<u8>,
+    /// UTF-16 conversion buffer: `wide[..units]` is the text once a field was not ASCII. Its
+    /// length is its capacity (zeroed when it grows, not per chunk), so writing into it needs no
+    /// `unsafe` and a conversion may overshoot by a block (`BLOCK_SLACK`).
     wide: Vec<u16>,
+    /// Units written into `wide`; `None` while the text is ASCII (in `narrow`).
+    wide_units: Option<usize>,
 }
 
+/// Room a conversion needs past the units it writes: it stores whole sixteen-unit blocks.
+const BLOCK_SLACK: usize = 16;
+
 impl BatchText {
-    /// Length in UTF-16 code units.
+    /// Length in UTF-16 code units (what JavaScript string indices count).
     fn len(&self) -> usize {
-        self.units
+        self.wide_units.unwrap_or(self.narrow.len())
     }
 
     fn push(&mut self, field: &str) {
-        self.utf8.extend_from_slice(field.as_bytes());
-        self.units += utf16_len(field);
+        let Some(units) = self.wide_units else {
+            if field.is_ascii() {
+                self.narrow.extend_from_slice(field.as_bytes());
+                return;
+            }
+            // The first non-ASCII field: the ASCII text so far is widened once.
+            let ascii = self.narrow.len();
+            self.reserve_wide(ascii + field.len());
+            for (unit, &byte) in self.wide.iter_mut().zip(&self.narrow) {
+                *unit = u16::from(byte);
+            }
+            self.wide_units = Some(ascii);
+            return self.push_wide(ascii, field);
+        };
+        self.push_wide(units, field);
+    }
+
+    /// Converts `field` into `wide` after its first `units` units.
+    fn push_wide(&mut self, units: usize, field: &str) {
+        self.reserve_wide(units + field.len());
+        let written = self
+            .wide
+            .get_mut(units..)
+            .map_or(0, |out| utf8_to_utf16(field.as_bytes(), out));
+        self.wide_units = Some(units + written);
+    }
+
+    /// Makes `wide` hold at least `units` units plus the conversion's slack.
+    fn reserve_wide(&mut self, units: usize) {
+        let needed = units + BLOCK_SLACK;
+        if self.wide.len() < needed {
+            self.wide.resize(needed.max(2 * self.wide.len()), 0);
+        }
     }
 
     fn clear(&mut self) {
-        self.utf8.clear();
-        self.units = 0;
+        self.narrow.clear();
+        self.wide_units = None;
     }
 
-    fn make_js_string<'env>(&mut self, env: &'env Env) -> napi::Result<JsString<'env>> {
-        // As many UTF-16 units as bytes only when every byte is ASCII (any other character
-        // takes more bytes than units).
-        if self.units == self.utf8.len() {
-            return env.create_string_latin1(&self.utf8);
+    fn make_js_string<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
+        match self.wide_units {
+            None => env.create_string_latin1(&self.narrow),
+            Some(units) => env.create_string_utf16(self.wide.get(..units).unwrap_or_default()),
         }
-        if self.wide.len() < self.utf8.len() {
-            self.wide.resize(self.utf8.len(), 0);
-        }
-        let written = utf8_to_utf16(&self.utf8, &mut self.wide);
-        env.create_string_utf16(&self.wide[..written])
     }
 
     #[cfg(test)]
     fn units(&self) -> Vec<u16> {
-        String::from_utf8_lossy(&self.utf8).encode_utf16().collect()
+        match self.wide_units {
+            None => self.narrow.iter().map(|&b| u16::from(b)).collect(),
+            Some(units) => self.wide[..units].to_vec(),
+        }
     }
 }
 
-/// The length of `text` in UTF-16 code units: one per character, two for those outside the
-/// Basic Multilingual Plane (four-byte UTF-8).
-fn utf16_len(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let whole = bytes.len() - bytes.len() % 16;
-    let (blocks, rest) = bytes.split_at(whole);
-    let mut units = block16::utf16_units(blocks);
-    for &byte in rest {
-        units += utf16_units_of_byte(byte);
-    }
-    units
-}
-
-/// The UTF-16 units a byte of valid UTF-8 accounts for: one where a character starts, another
-/// for a four-byte lead (a surrogate pair), none for a continuation byte.
-fn utf16_units_of_byte(byte: u8) -> usize {
-    usize::from((byte as i8) >= -0x40) + usize::from(byte >= 0xF0)
-}
-
-/// Writes `utf8` (valid UTF-8: whole `str` fields back to back) as UTF-16 into the front of
-/// `out` (which must hold `utf8.len()` units) and returns the number of units written.
+/// Writes `utf8` (valid UTF-8: a whole `str`) as UTF-16 into the front of `out` and returns the
+/// number of units written; `out` must hold `utf8.len() + BLOCK_SLACK` units (a character never
+/// takes more UTF-16 units than UTF-8 bytes), else nothing is written.
 ///
 /// Works sixteen bytes at a time: the block is widened whole, then the position advances past
-/// its ASCII prefix and one other character is decoded inline. Writing a whole block is in
-/// bounds because a character never takes more UTF-16 units than UTF-8 bytes, so the output
-/// position trails the input's. The input is not validated again (that would be another pass);
-/// malformed input could only produce wrong units, never a panic or an overrun. (The standard
-/// library's `encode_utf16` iterator works a character at a time and was the largest cost of a
-/// batch in profiles.)
+/// its ASCII prefix and one other character is decoded inline. The last (partial) block is
+/// copied into a zero-padded buffer and converted the same way, so a short field does not fall
+/// back to a byte loop at its end; the units written past the end are overwritten by the next
+/// field or ignored. The input is not validated again (that would be another pass); malformed
+/// input could only produce wrong units, never a panic or an overrun. (The standard library's
+/// `encode_utf16` iterator works a character at a time and was the largest cost of a batch in
+/// profiles.)
 fn utf8_to_utf16(utf8: &[u8], out: &mut [u16]) -> usize {
-    let Some(out) = out.get_mut(..utf8.len()) else {
+    if out.len() < utf8.len() + BLOCK_SLACK {
         return 0;
-    };
-    let (mut i, mut o) = (0, 0);
-    while i < utf8.len() {
-        if let (Some(block), Some(dest)) = (utf8.get(i..i + 16), out.get_mut(o..o + 16))
+    }
+    let whole = utf8.len().saturating_sub(BLOCK_SLACK - 1);
+    let (i, o) = convert_blocks(utf8, whole, 0, out, 0);
+    let rest = utf8.get(i..).unwrap_or_default();
+    if rest.is_empty() {
+        return o.min(out.len());
+    }
+    // Every character starts and ends inside `rest` (`i` is at a character boundary), so the
+    // padding is never decoded as part of one.
+    let mut padded = [0u8; 2 * BLOCK_SLACK];
+    if let Some(front) = padded.get_mut(..rest.len()) {
+        front.copy_from_slice(rest);
+    }
+    let (_, o) = convert_blocks(&padded, rest.len(), 0, out, o);
+    o.min(out.len())
+}
+
+/// The conversion loop of [`utf8_to_utf16`]: converts `src` from `i` while `i < end`, writing
+/// from `out[o]`; returns where it stopped in both. A block is read at `i` only when sixteen
+/// bytes are there, and it advances past `end` only into bytes of the same character (so a
+/// caller with blocks up to `end` only gets every character that starts before `end`).
+fn convert_blocks(
+    src: &[u8],
+    end: usize,
+    mut i: usize,
+    out: &mut [u16],
+    mut o: usize,
+) -> (usize, usize) {
+    while i < end {
+        if let (Some(block), Some(dest)) = (src.get(i..i + 16), out.get_mut(o..o + 16))
             && let (Ok(block), Ok(dest)) = (
                 <&[u8; 16]>::try_from(block),
                 <&mut [u16; 16]>::try_from(dest),
@@ -125,27 +167,36 @@ fn utf8_to_utf16(utf8: &[u8], out: &mut [u16]) -> usize {
         {
             let high = block16::widen(block, dest);
             if high == 0 {
-                i += 16;
-                o += 16;
+                let step = BLOCK_SLACK.min(end - i);
+                i += step;
+                o += step;
                 continue;
             }
-            let ascii = high.trailing_zeros() as usize;
+            let ascii = (high.trailing_zeros() as usize).min(end - i);
             i += ascii;
             o += ascii;
+            if i >= end {
+                break;
+            }
         }
-        let lead = utf8[i];
+        let Some(&lead) = src.get(i) else {
+            break;
+        };
         // Continuation bytes carry six bits each (valid input always has them).
-        let cont = |k: usize| utf8.get(i + k).map_or(0, |&b| u32::from(b & 0x3F));
+        let cont = |k: usize| src.get(i + k).map_or(0, |&b| u32::from(b & 0x3F));
+        let Some(unit) = out.get_mut(o) else {
+            break;
+        };
         if lead < 0x80 {
-            out[o] = u16::from(lead);
+            *unit = u16::from(lead);
             i += 1;
             o += 1;
         } else if lead < 0xE0 {
-            out[o] = ((u32::from(lead & 0x1F) << 6) | cont(1)) as u16;
+            *unit = ((u32::from(lead & 0x1F) << 6) | cont(1)) as u16;
             i += 2;
             o += 1;
         } else if lead < 0xF0 {
-            out[o] = ((u32::from(lead & 0x0F) << 12) | (cont(1) << 6) | cont(2)) as u16;
+            *unit = ((u32::from(lead & 0x0F) << 12) | (cont(1) << 6) | cont(2)) as u16;
             i += 3;
             o += 1;
         } else {
@@ -160,7 +211,7 @@ fn utf8_to_utf16(utf8: &[u8], out: &mut [u16]) -> usize {
             o += 2;
         }
     }
-    o.min(out.len())
+    (i, o)
 }
 
 /// Sixteen-byte steps of the UTF-8 to UTF-16 work, with SSE2 on x86-64 (part of its baseline):
@@ -169,9 +220,8 @@ fn utf8_to_utf16(utf8: &[u8], out: &mut [u16]) -> usize {
 #[cfg(target_arch = "x86_64")]
 mod block16 {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_loadu_si128, _mm_max_epu8,
-        _mm_movemask_epi8, _mm_sad_epu8, _mm_set1_epi8, _mm_setzero_si128, _mm_storeu_si128,
-        _mm_sub_epi8, _mm_unpackhi_epi8, _mm_unpackhi_epi64, _mm_unpacklo_epi8,
+        _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128, _mm_storeu_si128, _mm_unpackhi_epi8,
+        _mm_unpacklo_epi8,
     };
 
     /// Writes the sixteen bytes as sixteen UTF-16 units; returns the mask of non-ASCII bytes
@@ -190,48 +240,6 @@ mod block16 {
             _mm_movemask_epi8(v) as u32
         }
     }
-
-    /// The UTF-16 units `blocks` (valid UTF-8, a multiple of sixteen bytes long) accounts for
-    /// (see `utf16_units_of_byte`): per-lane byte counters of continuation bytes and four-byte
-    /// leads, summed every 255 blocks (before a counter can wrap) and at the end.
-    #[inline]
-    pub(super) fn utf16_units(blocks: &[u8]) -> usize {
-        let mut units = blocks.len();
-        for group in blocks.chunks(16 * 255) {
-            // SAFETY: SSE2 is part of the x86-64 baseline; each load reads sixteen bytes that
-            // `chunks_exact` guarantees are inside `group`.
-            let (continuation, four_byte) = unsafe {
-                let (mut continuation, mut four_byte) = (_mm_setzero_si128(), _mm_setzero_si128());
-                for block in group.chunks_exact(16) {
-                    let v = _mm_loadu_si128(block.as_ptr().cast());
-                    // Continuation bytes are 0x80..=0xBF, i.e. below -64 as signed bytes; a
-                    // true comparison is -1, so subtracting it counts.
-                    continuation =
-                        _mm_sub_epi8(continuation, _mm_cmplt_epi8(v, _mm_set1_epi8(-64)));
-                    // Four-byte leads are 0xF0 and above: max(v, 0xF0) == v.
-                    let lead = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(-16)), v);
-                    four_byte = _mm_sub_epi8(four_byte, lead);
-                }
-                (lane_sum(continuation), lane_sum(four_byte))
-            };
-            units = units - continuation + four_byte;
-        }
-        units
-    }
-
-    /// The sum of the sixteen unsigned byte lanes of `v`.
-    ///
-    /// # Safety
-    /// Needs SSE2 (the x86-64 baseline).
-    #[inline]
-    unsafe fn lane_sum(v: __m128i) -> usize {
-        // SAFETY: SSE2 only (see above); `_mm_sad_epu8` against zero sums each half's bytes
-        // into its 64-bit lane.
-        unsafe {
-            let sums = _mm_sad_epu8(v, _mm_setzero_si128());
-            (_mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums))) as usize
-        }
-    }
 }
 
 /// The portable form of the x86-64 `block16` (also built for the tests, which compare the two).
@@ -248,10 +256,6 @@ mod portable16 {
             high |= u32::from(byte >> 7) << k;
         }
         high
-    }
-
-    pub(super) fn utf16_units(blocks: &[u8]) -> usize {
-        blocks.iter().map(|&b| super::utf16_units_of_byte(b)).sum()
     }
 }
 
@@ -428,13 +432,20 @@ impl NativeSseParser {
     ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
             let out = writable(&mut out, Some(chunk))?;
-            self.inner.feed(Bytes::copy_from_slice(chunk));
             let batch = &mut self.batch;
             batch.clear();
-            while let Some(item) = self.inner.next_item() {
-                if let ferroloop::sse::SseItem::Event(ev) = item {
-                    batch.push_event(ev.event_type(), ev.data(), ev.id())?;
+            // Read in place: the core copies only what an unfinished line or event needs.
+            let mut failed = None;
+            self.inner.feed_borrowed(chunk, |item| {
+                if let ferroloop::sse::SseItem::Event(ev) = item
+                    && failed.is_none()
+                    && let Err(err) = batch.push_event(ev.event_type(), ev.data(), ev.id())
+                {
+                    failed = Some(err);
                 }
+            });
+            if let Some(err) = failed {
+                return Err(err.into());
             }
             let count = batch.event_count();
             out[0] = u32::try_from(count).map_err(|_| {
@@ -507,33 +518,44 @@ mod tests {
         text.encode_utf16().collect()
     }
 
+    const SAMPLES: [&str; 12] = [
+        "",
+        "a",
+        "plain ascii longer than one word",
+        "é",
+        "abcdefgé",
+        "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
+        "😀😀😀",
+        "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+        "sixteen bytes ok, then é at 17, 日本語 at 30, and 😀 straddling the second block!",
+        "0123456789abcdef0123456789abcdef",
+        "0123456789abcde😀0123456789abcdef日",
+        "0123456789abcdefé",
+    ];
+
     #[test]
     fn utf8_to_utf16_matches_the_standard_library() {
-        let samples = [
-            "",
-            "a",
-            "plain ascii longer than one word",
-            "é",
-            "abcdefgé",
-            "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
-            "😀😀😀",
-            "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
-            "sixteen bytes ok, then é at 17, 日本語 at 30, and 😀 straddling the second block!",
-            "0123456789abcdef0123456789abcdef",
-            "0123456789abcde😀0123456789abcdef日",
-        ];
-        for sample in samples {
-            for start in 0..sample.len() {
+        for sample in SAMPLES {
+            for start in 0..=sample.len() {
                 let Some(tail) = sample.get(start..) else {
                     continue;
                 };
-                let mut units = vec![7u16; tail.len() + 1];
+                let mut units = vec![7u16; tail.len() + 1 + BLOCK_SLACK];
                 let written = utf8_to_utf16(tail.as_bytes(), &mut units[1..]);
                 let expected: Vec<u16> = tail.encode_utf16().collect();
+                assert_eq!(written, expected.len(), "{tail:?}");
                 assert_eq!(&units[1..=written], &expected[..], "{tail:?}");
                 assert_eq!(units[0], 7);
             }
         }
+    }
+
+    #[test]
+    fn utf8_to_utf16_needs_its_slack() {
+        let mut units = vec![0u16; 3 + BLOCK_SLACK - 1];
+        assert_eq!(utf8_to_utf16(b"abc", &mut units), 0);
+        let mut units = vec![0u16; 3 + BLOCK_SLACK];
+        assert_eq!(utf8_to_utf16(b"abc", &mut units), 3);
     }
 
     #[test]
@@ -548,57 +570,43 @@ mod tests {
                 assert_eq!(out[k], u16::from(block[k]));
                 assert_eq!(high >> k & 1, u32::from(block[k] >= 0x80));
             }
-            let expected: usize = block.iter().map(|&b| utf16_units_of_byte(b)).sum();
-            assert_eq!(block16::utf16_units(block), expected, "at {start}");
             let mut portable = [0u16; 16];
             assert_eq!(portable16::widen(block, &mut portable), high);
             assert_eq!(portable, out);
-            assert_eq!(portable16::utf16_units(block), expected);
-        }
-        // Long enough for several counter groups of 255 blocks.
-        let long = text.repeat(200);
-        let whole = long.len() - long.len() % 16;
-        let expected: usize = long.as_bytes()[..whole]
-            .iter()
-            .map(|&b| utf16_units_of_byte(b))
-            .sum();
-        assert_eq!(block16::utf16_units(&long.as_bytes()[..whole]), expected);
-        assert_eq!(utf16_len(&long), long.encode_utf16().count());
-    }
-
-    #[test]
-    fn utf16_len_counts_units() {
-        for sample in [
-            "",
-            "abc",
-            "é",
-            "日本語",
-            "😀",
-            "a😀é日\u{10FFFF}\u{7f}\u{80}",
-            "naïve café",
-            "a longer field: 会话 工具 结果 🚀 ✅ naïve café Straße, over several blocks 😀😀",
-        ] {
-            assert_eq!(
-                utf16_len(sample),
-                sample.encode_utf16().count(),
-                "{sample:?}"
-            );
         }
     }
 
     #[test]
     fn malformed_utf8_never_overruns() {
-        let inputs: [&[u8]; 5] = [
+        let inputs: [&[u8]; 6] = [
             b"\xF0",
             b"\xF0\x9F",
             b"abc\xF4",
             b"\x80\x80\x80",
             b"\xE6\x97",
+            b"0123456789abcdefghijklmnopqrstu\xF0",
         ];
         for input in inputs {
-            let mut out = vec![0u16; input.len()];
-            assert!(utf8_to_utf16(input, &mut out) <= input.len());
+            let mut out = vec![0u16; input.len() + BLOCK_SLACK];
+            assert!(utf8_to_utf16(input, &mut out) <= out.len());
         }
+    }
+
+    #[test]
+    fn batch_text_widens_at_the_first_non_ascii_field() {
+        let mut text = BatchText::default();
+        let mut joined = String::new();
+        for field in SAMPLES.iter().chain(&SAMPLES) {
+            text.push(field);
+            joined.push_str(field);
+            assert_eq!(text.units(), wide(&joined));
+            assert_eq!(text.len(), joined.encode_utf16().count());
+            assert_eq!(text.wide_units.is_none(), joined.is_ascii());
+        }
+        text.clear();
+        text.push("ascii again");
+        assert_eq!(text.wide_units, None);
+        assert_eq!(text.units(), wide("ascii again"));
     }
 
     #[test]
@@ -624,7 +632,8 @@ mod tests {
     fn ascii_batches_stay_one_byte_per_character() {
         let mut b = BatchBuilder::default();
         b.push_event("message", "hello", "1").unwrap();
-        assert_eq!(b.text.utf8, b"messagehello1");
+        assert_eq!(b.text.narrow, b"messagehello1");
+        assert_eq!(b.text.wide_units, None);
         assert_eq!(b.text.len(), 13);
         assert_eq!(b.offsets, vec![0, 7, 7, 12, 12, 13]);
     }
@@ -665,7 +674,8 @@ mod tests {
         b.push_event("delta", "😀", "1").unwrap();
         b.clear();
         b.push_event("delta", "x", "1").unwrap();
-        assert_eq!(b.text.utf8, b"deltax1");
+        assert_eq!(b.text.narrow, b"deltax1");
+        assert_eq!(b.text.wide_units, None);
         assert_eq!(b.text.len(), 7);
         assert_eq!(b.offsets, vec![0, 5, 5, 6, 6, 7]);
     }

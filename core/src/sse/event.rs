@@ -4,6 +4,16 @@ use bytes::Bytes;
 
 use crate::Utf8Bytes;
 
+impl SseItem<'_> {
+    /// The item with its event's source buffers removed (see `SseEventRef::without_sources`).
+    pub(crate) fn without_sources(self) -> Self {
+        match self {
+            Self::Event(event) => Self::Event(event.without_sources()),
+            retry @ Self::Retry(_) => retry,
+        }
+    }
+}
+
 /// One completed item of an event stream.
 #[derive(Debug)]
 pub enum SseItem<'a> {
@@ -39,6 +49,16 @@ impl<'a> SseEventRef<'a> {
             data,
             data_source,
             id,
+        }
+    }
+
+    /// The same view without its source buffers (so that [`to_owned`](Self::to_owned) copies):
+    /// for an event read from a chunk that is not a `Bytes` the parser may share.
+    pub(crate) fn without_sources(self) -> Self {
+        Self {
+            event_type_source: None,
+            data_source: None,
+            ..self
         }
     }
 

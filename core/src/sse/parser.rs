@@ -132,6 +132,18 @@ pub struct SseParser {
     state: ParserState,
 }
 
+/// A [`SseParser`] whose current chunk is borrowed from the caller, for the length of one
+/// [`SseParser::feed_borrowed`] call: dropping it (also while unwinding) releases the chunk.
+struct BorrowedChunk<'p> {
+    parser: &'p mut SseParser,
+}
+
+impl Drop for BorrowedChunk<'_> {
+    fn drop(&mut self) {
+        self.parser.release_borrowed();
+    }
+}
+
 /// Everything [`SseParser`] keeps besides the chunks: the scanning code's `self`.
 #[derive(Debug)]
 struct ParserState {
@@ -180,6 +192,9 @@ struct ParserState {
 
     /// The pending event went over `max_event_bytes`: ignore lines until the next blank line.
     discarding: bool,
+    /// The current chunk is a caller's borrowed slice ([`SseParser::feed_borrowed`]): nothing
+    /// may keep a `Bytes` handle to it (an `id` value is copied instead of shared).
+    cur_borrowed: bool,
 
     dropped_events: u64,
     bytes_scanned: u64,
@@ -257,6 +272,66 @@ impl SseParser {
         while let Some(item) = self.next_item() {
             on_item(item);
         }
+    }
+
+    /// Feeds a chunk the caller keeps and calls `on_item` for every item it completes, in order:
+    /// the same items as [`feed_with`](Self::feed_with) given a copy of `chunk`, without the
+    /// copy. The parser reads the chunk in place during the call and keeps only what an
+    /// unfinished line or event still needs from it (copied when the call ends), so a caller
+    /// holding its bytes in memory it does not own (a JavaScript `Uint8Array`, a read buffer)
+    /// saves a pass over the input and an allocation per chunk.
+    ///
+    /// The events `on_item` receives borrow the chunk only for the call: their
+    /// [`to_owned`](SseEventRef::to_owned) and [`data_shared`](SseEventRef::data_shared) copy
+    /// instead of sharing. Items of chunks fed earlier and not drained yet are delivered first.
+    pub fn feed_borrowed(&mut self, chunk: &[u8], mut on_item: impl FnMut(SseItem<'_>)) {
+        let idle = self.queue.is_empty() && self.state.pos >= self.cur.len();
+        // The cases `feed` would not make the chunk current (items still waiting, a small
+        // chunk joining the open line, a chunk continuing a long line as a piece of its own)
+        // take the copying path: rare, or cheap to copy.
+        if !idle || chunk.len() <= SMALL_CHUNK || self.state.line_shared_len != 0 {
+            self.feed(Bytes::copy_from_slice(chunk));
+            while let Some(item) = self.next_item() {
+                on_item(item.without_sources());
+            }
+            return;
+        }
+        self.state.bytes_fed += chunk.len() as u64;
+        // SAFETY: the `'static` lifetime is a fiction confined to this call: the alias is only
+        // ever the current chunk (the queue is empty, so nothing is installed after it), nothing
+        // takes a `Bytes` handle of it (an `id` value is copied while `cur_borrowed` is set,
+        // `keep_line_tail` and `absorb_line_chunk` only take chunks the parser moves past or is
+        // fed, and the events handed out have no sources), and `BorrowedChunk`'s drop, which
+        // runs before this function returns or unwinds, copies what the parser still needs
+        // from it and drops the alias. Tested by `feed_borrowed_*` below and by the property
+        // test `borrowed_feeds_match_owned_feeds` (with the debug assertions of `text_in`).
+        let alias =
+            Bytes::from_static(unsafe { std::mem::transmute::<&[u8], &'static [u8]>(chunk) });
+        self.install_chunk(alias);
+        self.state.cur_borrowed = true;
+        let borrowed = BorrowedChunk { parser: self };
+        while let Some(item) = borrowed.parser.next_item() {
+            on_item(item.without_sources());
+        }
+    }
+
+    /// Ends a [`feed_borrowed`](Self::feed_borrowed) call: copies whatever the parser still
+    /// needs from the borrowed current chunk and forgets it.
+    fn release_borrowed(&mut self) {
+        let state = &mut self.state;
+        state.cur_borrowed = false;
+        if state.pos < self.cur.len() {
+            // Not drained (`on_item` panicked): keep the whole chunk, as an owned copy at the
+            // same offsets.
+            self.cur = Bytes::copy_from_slice(&self.cur);
+            return;
+        }
+        state.materialize_chunk(&self.cur, state.cur_id);
+        if let Some(index) = state.line_tail_pending.take() {
+            state.buffer_line_piece(&self.cur, index);
+        }
+        self.cur = Bytes::new();
+        state.pos = 0;
     }
 
     /// The next completed item (an event, or a `retry` value at the point its field was read),
@@ -438,6 +513,7 @@ impl ParserState {
             last_event_id: Utf8Bytes::new(),
             retry: None,
             discarding: false,
+            cur_borrowed: false,
             dropped_events: 0,
             bytes_scanned: 0,
             bytes_fed: 0,
@@ -607,6 +683,54 @@ impl ParserState {
             self.data_buf = buf;
             self.data_start = 0;
             self.data = Field::Buf;
+        }
+    }
+
+    /// Copies fields that point into the chunk numbered `chunk_id` (`source`) into the parser's
+    /// buffers.
+    fn materialize_chunk(&mut self, source: &Bytes, chunk_id: u64) {
+        if let Field::Slice { chunk, start, end } = self.event_type
+            && chunk == chunk_id
+        {
+            let mut buf = std::mem::take(&mut self.event_type_buf);
+            buf.clear();
+            buf.push_str(self.text_in(source, chunk, start, end));
+            self.event_type_buf = buf;
+            self.event_type = Field::Buf;
+        }
+        if let Field::Slice { chunk, start, end } = self.data
+            && chunk == chunk_id
+        {
+            let mut buf = std::mem::take(&mut self.data_buf);
+            buf.clear();
+            buf.push_str(self.text_in(source, chunk, start, end));
+            self.data_buf = buf;
+            self.data_start = 0;
+            self.data = Field::Buf;
+        }
+    }
+
+    /// Turns the open line's piece at `index`, the tail of `chunk` (the current chunk, which
+    /// the parser is about to forget), into a copy in `line_buf`. When no piece is a chunk slice
+    /// any more, `line_buf` holds the whole line in order and the pieces are dropped.
+    fn buffer_line_piece(&mut self, chunk: &Bytes, index: usize) {
+        let Some(piece) = self.line_pieces.get_mut(index) else {
+            return;
+        };
+        let LinePiece::Shared { start: from, .. } = *piece else {
+            return;
+        };
+        let tail = chunk.get(from..).unwrap_or_default();
+        let start = self.line_buf.len();
+        self.line_buf.extend_from_slice(tail);
+        *piece = LinePiece::Buffered {
+            start,
+            end: self.line_buf.len(),
+        };
+        self.line_shared_len -= tail.len();
+        if self.line_shared_len == 0 {
+            // Buffered pieces are appended to `line_buf` in line order.
+            self.line_pieces.clear();
         }
     }
 
@@ -1278,8 +1402,10 @@ impl ParserState {
                 self.bytes_scanned += value.len() as u64;
                 if memchr::memchr(0, value).is_none() {
                     let shared = match value_offset {
-                        Some(start) => scanning.slice(start..start + value.len()),
-                        None => Bytes::copy_from_slice(value),
+                        Some(start) if !self.cur_borrowed => {
+                            scanning.slice(start..start + value.len())
+                        }
+                        _ => Bytes::copy_from_slice(value),
                     };
                     self.last_event_id = if ascii {
                         // SAFETY: every byte of the line is ASCII (checked while it was scanned).
@@ -1700,7 +1826,8 @@ mod tests {
         Bytes::from(raw)
     }
 
-    /// Feeds `input` in chunks of the given sizes in turn, draining after every `batch` feeds.
+    /// Feeds `input` in chunks of the given sizes in turn, draining after every `batch` feeds;
+    /// `batch` 0: by [`SseParser::feed_borrowed`] (drained by each call).
     fn feed_in_batches(
         parser: &mut SseParser,
         input: &Bytes,
@@ -1712,9 +1839,17 @@ mod tests {
         while pos < input.len() {
             let end = (pos + sizes[turn % sizes.len()]).min(input.len());
             turn += 1;
-            parser.feed(input.slice(pos..end));
-            if turn % batch == 0 {
-                out.extend(events(parser));
+            if batch == 0 {
+                parser.feed_borrowed(&input[pos..end], |item| {
+                    if let SseItem::Event(e) = item {
+                        out.push((e.event_type().into(), e.data().into(), e.id().into()));
+                    }
+                });
+            } else {
+                parser.feed(input.slice(pos..end));
+                if turn % batch == 0 {
+                    out.extend(events(parser));
+                }
             }
             pos = end;
         }
@@ -1735,6 +1870,7 @@ mod tests {
         for (sizes, batch) in [
             (&[1460][..], 1),
             (&[1460], 3),
+            (&[1460, 20000], 0),
             (&[4096, 1], 1),
             (&[700], 1),
             (&[65536, 3, 2000], 2),
@@ -1825,7 +1961,7 @@ mod tests {
         fn long_lines_copied_as_they_arrive_match_the_whole_parse(
             raw in streams_with_long_lines(),
             sizes in proptest::collection::vec(1usize..4000, 1..6),
-            batch in 1usize..4,
+            batch in 0usize..4,
             // Below and above `SHARED_PIECE`: a line is then copied from its first long piece
             // on, or gathered from chunk slices (one of them a pending tail) when it gets there.
             long_line in proptest::prop_oneof![proptest::strategy::Just(700usize), proptest::strategy::Just(3000)],
@@ -1997,6 +2133,67 @@ mod tests {
         assert!(data_ptr >= base && data_ptr < base + chunk.len());
         let type_ptr = owned.event_type.as_ptr() as usize;
         assert!(type_ptr >= base && type_ptr < base + chunk.len());
+    }
+
+    fn owned_event(item: &SseItem<'_>) -> Option<SseEvent> {
+        match item {
+            SseItem::Event(event) => Some(event.to_owned()),
+            SseItem::Retry(_) => None,
+        }
+    }
+
+    #[test]
+    fn feed_borrowed_events_own_copies_of_the_chunk() {
+        let mut buffer = b"id: 7\nevent: delta\ndata: {\"x\":1}\n\nevent: de".to_vec();
+        let mut parser = SseParser::new();
+        let mut owned = Vec::new();
+        parser.feed_borrowed(&buffer, |item| {
+            if let SseItem::Event(event) = item {
+                assert!(!event.is_data_borrowed());
+                owned.push(event.to_owned());
+            }
+        });
+        let range = buffer.as_ptr_range();
+        let outside = |text: &str| !range.contains(&text.as_ptr());
+        assert!(outside(&owned[0].data) && outside(&owned[0].event_type));
+        assert!(outside(&owned[0].id) && outside(parser.last_event_id()));
+        // Nothing the parser kept points into the caller's buffer.
+        buffer.fill(b'#');
+        parser.feed_borrowed(
+            b"lta\ndata: second, long enough to be borrowed\n\n",
+            |item| {
+                owned.extend(owned_event(&item));
+            },
+        );
+        let texts: Vec<_> = owned
+            .iter()
+            .map(|e| (e.event_type.as_str(), e.data.as_str(), e.id.as_str()))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("delta", "{\"x\":1}", "7"),
+                ("delta", "second, long enough to be borrowed", "7")
+            ]
+        );
+    }
+
+    #[test]
+    fn feed_borrowed_keeps_the_rest_of_the_chunk_when_the_callback_panics() {
+        let mut buffer = b"data: one\n\ndata: two\n\ndata: three, then a partial li".to_vec();
+        let mut parser = SseParser::new();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            parser.feed_borrowed(&buffer, |_| panic!("callback failed"));
+        }));
+        assert!(outcome.is_err());
+        buffer.fill(b'#');
+        let mut rest = Vec::new();
+        while let Some(item) = parser.next_item() {
+            rest.extend(owned_event(&item));
+        }
+        parser.feed_borrowed(b"ne\n\n", |item| rest.extend(owned_event(&item)));
+        let data: Vec<_> = rest.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["two", "three, then a partial line"]);
     }
 
     #[test]
