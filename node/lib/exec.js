@@ -40,8 +40,13 @@ const UNKNOWN_TOOL = 0xffffffff
  */
 function isPlainObject(input) {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) return false
+  if (typeof input.toJSON === 'function') return false
+  // The common case without Object.getPrototypeOf (a runtime call in V8, even from optimized
+  // code): the inherited `__proto__` accessor. (An own `__proto__` property, as JSON.parse
+  // makes, is a value, not the prototype: such objects take the exact path.)
+  if (input.__proto__ === Object.prototype) return true
   const proto = Object.getPrototypeOf(input)
-  return (proto === Object.prototype || proto === null) && typeof input.toJSON !== 'function'
+  return proto === Object.prototype || proto === null
 }
 
 /**
@@ -57,26 +62,28 @@ function decideSafety(predicate, input) {
 }
 
 /**
- * A running call's `ctx` in a turn: two fields; `toolUseId` and `name` are read from the
+ * A running call's `ctx` in a turn: three fields; `toolUseId` and `name` are read from the
  * submitted `tool_use`, the `signal` is created when first read (most calls never look at it).
  */
 class TurnCallContext {
   #calls
   #index
+  #use
 
-  constructor(calls, index) {
+  constructor(calls, index, use) {
     this.#calls = calls
     this.#index = index
+    this.#use = use
   }
 
   /** The id of the `tool_use` block being answered. */
   get toolUseId() {
-    return this.#calls.uses[this.#index].id
+    return this.#use.id
   }
 
   /** The tool's name. */
   get name() {
-    return this.#calls.uses[this.#index].name
+    return this.#use.name
   }
 
   get signal() {
@@ -255,6 +262,11 @@ class Turn {
     this.#settle(index, reply[0], reply[1])
   }
 
+  /** Settles call `index` with the error its tool threw or rejected with. */
+  #reject(index, err) {
+    this.#settle(index, FLAG_ERROR, errorMessage(err))
+  }
+
   /** Sends the settlements of this microtask in one call, then polls. */
   #flush = () => {
     const items = this.#items.subarray(0, 3 * this.#count)
@@ -316,16 +328,15 @@ class Turn {
     }
     let value
     try {
-      value = fn(use.input, new TurnCallContext(this.#calls, index))
+      value = fn(use.input, new TurnCallContext(this.#calls, index, use))
     } catch (err) {
       this.#settle(index, FLAG_ERROR, errorMessage(err))
       return
     }
     if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
-      value.then(
-        (settled) => this.#settleValue(index, settled),
-        (err) => this.#settle(index, FLAG_ERROR, errorMessage(err)),
-      )
+      // Bound methods rather than arrow functions: a fresh closure runs V8's lazy-compile
+      // trampoline on its first call, once per call here.
+      value.then(this.#settleValue.bind(this, index), this.#reject.bind(this, index))
     } else {
       this.#settleValue(index, value)
     }
@@ -370,6 +381,9 @@ class Turn {
     }
     if (out.done) {
       this.#done = true
+      // The tool uses and kept texts are no longer needed (the results hold what they need).
+      this.#calls.uses = []
+      this.#texts = []
       this.#release()
     }
     if (out.events.length > 0 || out.done) {
@@ -474,6 +488,11 @@ class Turn {
   discard() {
     callNative(() => this.#native.discard())
     this.#schedule()
+  }
+
+  /** @internal Forgets the results (run() handed them over and never asks again). */
+  _forgetResults() {
+    this.#results = []
   }
 
   /** Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). */
@@ -621,6 +640,7 @@ class ToolExecutor {
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const results = await turn.results()
+      turn._forgetResults()
       if (signal?.aborted) throw new AbortError('the run was aborted', { cause: signal.reason })
       return results
     } finally {

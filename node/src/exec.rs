@@ -17,8 +17,8 @@
 //! building objects property by property through N-API); the wrappers in `lib/exec.js` present
 //! everything with the providers' wire names.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -243,7 +243,28 @@ pub type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 /// A turn's waker: schedules one JS-side poll however often it is woken before that poll.
 struct JsWaker {
     scheduled: AtomicBool,
-    wake: WakeFn,
+    /// Released when the turn is done: the function holds the JS turn, which holds this
+    /// native turn, a cycle the garbage collector cannot see through (every turn leaked).
+    wake: Mutex<Option<WakeFn>>,
+}
+
+impl JsWaker {
+    fn new(wake: WakeFn) -> Self {
+        Self {
+            scheduled: AtomicBool::new(false),
+            wake: Mutex::new(Some(wake)),
+        }
+    }
+
+    /// Releases the JS function (the turn is done: nothing will wake it any more).
+    fn release(&self) {
+        let wake = self
+            .wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(wake);
+    }
 }
 
 impl Wake for JsWaker {
@@ -253,7 +274,11 @@ impl Wake for JsWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
-            let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            let wake = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(wake) = wake.as_ref() else {
+                return;
+            };
+            let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
             if status != Status::Ok {
                 tracing::debug!(?status, "could not schedule a turn poll in JavaScript");
             }
@@ -307,10 +332,7 @@ impl NativeToolExecutor {
             Ok(NativeTurn {
                 handle: turn.handle(),
                 state: TurnState::Streaming(turn),
-                waker: Arc::new(JsWaker {
-                    scheduled: AtomicBool::new(false),
-                    wake,
-                }),
+                waker: Arc::new(JsWaker::new(wake)),
                 queues: self.queues.clone(),
                 names: self.names.clone(),
                 decisions: Decisions::new(),
@@ -759,6 +781,9 @@ impl NativeTurn {
             }
             outcome?;
             let done = matches!(self.state, TurnState::Done);
+            if done {
+                self.waker.release();
+            }
             let aborts = self.queues.take_starts(&mut self.starts);
             let changed = results.as_ref().map(|(results, kept)| {
                 changed_results(results, kept, &self.plain, &mut self.result_flags)
