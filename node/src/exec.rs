@@ -11,7 +11,11 @@
 //! (`Turn::enable_external_calls`): JavaScript submits tool uses as a typed array of tool indexes
 //! and flags plus the joined ids, starts the calls a poll lists by their index in the turn (it
 //! holds the `tool_use` blocks), and settles them in batches by index (`settle`); a finished
-//! turn sends back only result flags and the contents JavaScript does not already hold. Calls
+//! turn sends back only result flags and the contents JavaScript does not already hold. In a
+//! finishing turn (`run()`) a plain-text answer does not cross at all: JavaScript keeps it and
+//! sends its length (`Turn::complete_external_held`), and sends the text only when the turn
+//! needs it (a length past the tool's limit, or a turn budget that may be exceeded). A turn
+//! releases its wake function when done (it holds the JS turn, which holds this one). Calls
 //! that need a future (a tool with a timeout) go through `JsTool::call` and the call-id
 //! queues of [`crate::js_tools`]. Events cross as JSON text (V8's `JSON.parse` is faster than
 //! building objects property by property through N-API); the wrappers in `lib/exec.js` present
