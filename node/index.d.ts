@@ -231,10 +231,27 @@ export declare class Turn {
    * Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
    * progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
    * is the JSON text of content blocks, 4 = a progress report whose content is its data as
-   * JSON), `contents` their contents one after the other, each `length` UTF-16 code units
-   * long. Returns how many answers reached a running call. Poll afterwards.
+   * JSON, 8 = a plain text JavaScript keeps and does not send), `contents` the contents sent,
+   * one after the other, each `length` UTF-16 code units long. Returns how many kept texts
+   * the turn needs after all (`takeNeededTexts`: send them again, without flag 8). Poll
+   * afterwards.
    */
   settle(items: Uint32Array, contents: string): number
+  /**
+   * The kept texts the last `settle` could not leave with JavaScript, as `index, flags`
+   * pairs (flags: 1 = error): settle them again with their text.
+   */
+  takeNeededTexts(): Uint32Array
+  /**
+   * The calls whose kept text the finishing turn asks for (the last poll counted them in
+   * `texts`), as indexes in the turn: give them with `provideTexts`, then poll.
+   */
+  takeTextRequests(): Uint32Array
+  /**
+   * Gives kept texts the turn asked for: `items` holds `index, length` pairs, `texts` the
+   * texts one after the other, each `length` UTF-16 code units long.
+   */
+  provideTexts(items: Uint32Array, texts: string): void
   /** The external calls to start that the last poll counted in `calls` (indexes in the turn). */
   takeCalls(): Uint32Array
   /**
@@ -245,11 +262,13 @@ export declare class Turn {
   takeResultFlags(): Uint8Array
   /**
    * Drives the turn until it would block. Returns JSON
-   * `{events, starts, aborts, done, results?}`: the turn events that happened (results in
-   * submission order; none once finishing), the calls JavaScript must start as a flat
-   * `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
-   * abort, whether the turn is over, and (for a finished turn) every result in order as a
-   * flat `[isError, content, ...]` array.
+   * `{events, starts, aborts, calls, cancels, texts, done, results?}`: the turn events that
+   * happened (results in submission order; none once finishing), the calls JavaScript must
+   * start as a flat `[callId, index, ...]` array (index: the call's position in the turn),
+   * the calls it must abort, how many external calls to start (`takeCalls`), the external
+   * calls to abort, how many kept texts the turn asks for (`takeTextRequests`), whether the
+   * turn is over, and (for a finished turn) the contents JavaScript does not hold
+   * (`takeResultFlags` says which).
    */
   pollJson(): string
 }

@@ -995,3 +995,30 @@ async fn submit_all_submits_in_order_and_nothing_once_sealed() {
         ["a ok", "b ok", "c ok"]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn submit_vec_submits_in_order_into_an_empty_or_a_waiting_inbox() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let turn = exec.turn();
+    // Into an empty inbox (the vector becomes it), then behind calls still waiting there.
+    turn.handle()
+        .submit_vec(vec![
+            call("a", "script", true, 3, "a"),
+            call("b", "script", true, 2, "b"),
+        ])
+        .unwrap();
+    turn.handle()
+        .submit_vec(vec![call("c", "script", true, 1, "c")])
+        .unwrap();
+    turn.handle().submit_vec(Vec::new()).unwrap();
+    turn.seal();
+    let closed = turn
+        .handle()
+        .submit_vec(vec![call("d", "script", true, 1, "d")])
+        .unwrap_err();
+    assert_eq!(closed.0.id, "d");
+    assert!(turn.handle().submit_vec(Vec::new()).is_ok());
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c"]);
+}

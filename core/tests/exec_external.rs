@@ -267,3 +267,137 @@ async fn a_failing_host_call_cancels_its_siblings() {
         "answered within its grace"
     );
 }
+
+/// A finishing turn's `poll_finish`, once.
+fn finish_step(turn: &mut Turn) -> Poll<Vec<ToolResult>> {
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    turn.poll_finish(&mut cx).map(|outcome| outcome.unwrap())
+}
+
+fn text_requests(turn: &mut Turn) -> Vec<u32> {
+    let mut requests = Vec::new();
+    turn.take_external_text_requests(&mut requests);
+    requests
+}
+
+#[tokio::test(start_paused = true)]
+async fn held_answers_keep_their_text_with_the_host_when_nothing_reads_it() {
+    let mut small = HostTool::new("small", true);
+    small.limit = ResultLimit::Chars(9);
+    let mut open = HostTool::new("open", true);
+    open.limit = ResultLimit::Unlimited;
+    let exec = executor(
+        vec![HostTool::new("host", true), small, open],
+        ExecutorConfig::default(),
+    );
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    submit(
+        &turn,
+        &[
+            ("h0", "host"),
+            ("s1", "small"),
+            ("s2", "small"),
+            ("o3", "open"),
+            ("h4", "host"),
+        ],
+    );
+    // Streaming with events: the turn reads every text (its `Result` events carry them).
+    step(&mut turn);
+    assert_eq!(work(&mut turn).0, vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        turn.complete_external_held(0, 4, false),
+        Err(ferroloop::exec::TextNeeded)
+    );
+    turn.begin_finish();
+    assert!(finish_step(&mut turn).is_pending());
+    assert_eq!(turn.complete_external_held(0, 4, false), Ok(true));
+    assert_eq!(
+        turn.complete_external_held(0, 4, false),
+        Ok(false),
+        "answered once"
+    );
+    assert_eq!(
+        turn.complete_external_held(9, 4, false),
+        Ok(false),
+        "no such call"
+    );
+    // Within its limit (three bytes a character at most): held; past it, the text is needed.
+    assert_eq!(turn.complete_external_held(1, 3, true), Ok(true));
+    assert_eq!(
+        turn.complete_external_held(2, 10, false),
+        Err(ferroloop::exec::TextNeeded),
+        "may be over its limit"
+    );
+    assert!(turn.complete_external(2, ToolOutput::text("x".repeat(10))));
+    assert_eq!(turn.complete_external_held(3, 60_000, false), Ok(true));
+    assert!(finish_step(&mut turn).is_pending(), "h4 runs");
+    assert_eq!(turn.complete_external_held(4, 2, false), Ok(true));
+    let Poll::Ready(results) = finish_step(&mut turn) else {
+        panic!("the turn is done");
+    };
+    // Under the turn budget even at three bytes a character (s2's replacement is recorded):
+    // no text is needed.
+    assert!(text_requests(&mut turn).is_empty());
+    assert_eq!(results.len(), 5);
+    let kept: Vec<bool> = (0..5).map(|i| turn.external_content_kept(i)).collect();
+    assert_eq!(kept, [true, true, false, true, true]);
+    // Held results are placeholders (the host has their text); the flags are the core's.
+    assert_eq!(text(&results[0]), "");
+    assert!(results[1].is_error && text(&results[1]).is_empty());
+    assert_ne!(
+        text(&results[2]),
+        "x".repeat(10),
+        "over its limit: replaced"
+    );
+    assert_eq!(results[4].tool_use_id, "h4");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_budget_that_may_be_exceeded_asks_for_the_held_texts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ExecutorConfig::default();
+    config.budget.spill_dir = dir.path().to_owned();
+    config.budget.turn_budget_chars = Some(300);
+    config.budget.preview_bytes = 4;
+    let exec = executor(vec![HostTool::new("host", true)], config);
+    let mut turn = exec.turn();
+    turn.enable_external_calls();
+    submit(&turn, &[("a", "host"), ("b", "host"), ("c", "host")]);
+    turn.begin_finish();
+    assert!(finish_step(&mut turn).is_pending());
+    assert_eq!(work(&mut turn).0, vec![0, 1, 2]);
+    let long = "long text ".repeat(40);
+    assert_eq!(turn.complete_external_held(0, long.len(), false), Ok(true));
+    assert!(turn.complete_external(1, ToolOutput::text("short")));
+    assert_eq!(turn.complete_external_held(2, 3, false), Ok(true));
+    // 400 + 5 + 3 characters at most: over 300, so the budget may need the held texts.
+    assert!(
+        finish_step(&mut turn).is_pending(),
+        "waits for the held texts"
+    );
+    assert_eq!(text_requests(&mut turn), vec![0, 2]);
+    assert!(text_requests(&mut turn).is_empty(), "asked once");
+    assert!(turn.provide_external_text(0, long.clone()));
+    assert!(!turn.provide_external_text(1, "x".into()), "not held");
+    assert!(
+        finish_step(&mut turn).is_pending(),
+        "c's text is still awaited"
+    );
+    assert!(turn.provide_external_text(2, "abc".into()));
+    assert!(!turn.provide_external_text(2, "abc".into()), "given once");
+    let Poll::Ready(results) = finish_step(&mut turn) else {
+        panic!("the turn is done");
+    };
+    // The largest result was spilled, as if its text had come with the answer.
+    assert_ne!(text(&results[0]), long);
+    assert_eq!(text(&results[1]), "short");
+    assert_eq!(text(&results[2]), "abc");
+    let kept: Vec<bool> = (0..3).map(|i| turn.external_content_kept(i)).collect();
+    assert_eq!(
+        kept,
+        [false, false, false],
+        "after the budget ran, the host reads every result"
+    );
+}

@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
-const { ToolHost, CallContext, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
+const { ToolHost, toReply, errorMessage, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -26,6 +26,11 @@ function optionalBoolean(value, what) {
 const SUBMIT_HAS_INPUT = 1
 const SUBMIT_DECIDED = 2
 const SUBMIT_SAFE = 4
+/**
+ * Settlement flag (node/src/exec.rs): a plain text kept here and not sent (a finishing turn
+ * holds a placeholder, and asks for the text only if its result budget needs it).
+ */
+const SETTLE_HELD = 8
 /** A submission's tool index for a name no tool has. */
 const UNKNOWN_TOOL = 0xffffffff
 
@@ -35,8 +40,13 @@ const UNKNOWN_TOOL = 0xffffffff
  */
 function isPlainObject(input) {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) return false
+  if (typeof input.toJSON === 'function') return false
+  // The common case without Object.getPrototypeOf (a runtime call in V8, even from optimized
+  // code): the inherited `__proto__` accessor. (An own `__proto__` property, as JSON.parse
+  // makes, is a value, not the prototype: such objects take the exact path.)
+  if (input.__proto__ === Object.prototype) return true
   const proto = Object.getPrototypeOf(input)
-  return (proto === Object.prototype || proto === null) && typeof input.toJSON !== 'function'
+  return proto === Object.prototype || proto === null
 }
 
 /**
@@ -51,16 +61,122 @@ function decideSafety(predicate, input) {
   }
 }
 
+/**
+ * A running call's `ctx` in a turn: three fields; `toolUseId` and `name` are read from the
+ * submitted `tool_use`, the `signal` is created when first read (most calls never look at it).
+ */
+class TurnCallContext {
+  #calls
+  #index
+  #use
+
+  constructor(calls, index, use) {
+    this.#calls = calls
+    this.#index = index
+    this.#use = use
+  }
+
+  /** The id of the `tool_use` block being answered. */
+  get toolUseId() {
+    return this.#use.id
+  }
+
+  /** The tool's name. */
+  get name() {
+    return this.#use.name
+  }
+
+  get signal() {
+    return this.#calls.signal(this.#index)
+  }
+
+  /**
+   * Reports progress (any JSON value): delivered at once as a `progress` event of the turn.
+   * Ignored once the call has ended.
+   */
+  progress(data) {
+    this.#calls.progress(this.#index, data)
+  }
+}
+
+/**
+ * The calls of one turn, by index: their `tool_use` blocks, which ones ended, and the abort
+ * state of the few whose `ctx.signal` was read or that were aborted.
+ */
+class TurnCalls {
+  /** Every submitted tool use, by index in the turn (kept: the results carry their ids). */
+  uses = []
+  /** By index: 1 once the call has ended (its later progress reports are dropped). */
+  ended = new Uint8Array(64)
+  /** index → AbortController, for the calls whose `ctx.signal` was read. */
+  controllers = new Map()
+  /** index → abort reason, for the calls aborted before their `ctx.signal` was read. */
+  reasons = new Map()
+  /** `settle(index, flags, content)` of the turn. */
+  #settle
+
+  constructor(settle) {
+    this.#settle = settle
+  }
+
+  /** Makes room for the calls up to `count`. */
+  reserve(count) {
+    if (count <= this.ended.length) return
+    let size = this.ended.length
+    while (size < count) size *= 2
+    const ended = new Uint8Array(size)
+    ended.set(this.ended)
+    this.ended = ended
+  }
+
+  signal(index) {
+    let controller = this.controllers.get(index)
+    if (controller === undefined) {
+      controller = new AbortController()
+      const reason = this.reasons.get(index)
+      if (reason !== undefined) controller.abort(reason)
+      // An ended call's signal is not kept (nothing will abort it any more).
+      if (this.ended[index] === 0) this.controllers.set(index, controller)
+    }
+    return controller.signal
+  }
+
+  progress(index, data) {
+    if (this.ended[index] !== 0) return
+    // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
+    // than failing the batch it would travel in.
+    let json
+    try {
+      json = JSON.stringify(data ?? null)
+    } catch {
+      return
+    }
+    this.#settle(index, FLAG_PROGRESS, json ?? 'null')
+  }
+
+  /** Aborts running call `index` (its ctx.signal fires with `reason`). */
+  abort(index, reason) {
+    if (this.ended[index] !== 0 || this.reasons.has(index)) return
+    this.reasons.set(index, reason)
+    this.controllers.get(index)?.abort(reason)
+  }
+
+  /** Call `index` ended. */
+  end(index) {
+    this.ended[index] = 1
+    if (this.controllers.size !== 0) this.controllers.delete(index)
+    if (this.reasons.size !== 0) this.reasons.delete(index)
+  }
+}
+
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 class Turn {
   #native
   #host
   #complete
   #tools
-  /** Every submitted tool use, by index in the turn (the calls start from here). */
-  #uses = []
-  /** Their ids, by index (the results of a finished turn arrive without them). */
-  #ids = []
+  /** The submitted calls (their `tool_use` blocks, by index) and their abort state. */
+  #calls
   /** Events not yet taken by an iterator (from #head on). */
   #events = []
   #head = 0
@@ -71,20 +187,26 @@ class Turn {
   #keepAlive = null
   // Calls the turn hands over by index (`calls` of a poll): started here, answered with
   // `settle` in one batch per microtask.
-  /** Their contexts, by index, while they run (for aborts). */
-  #contexts = []
   /** By index: the text a call settled with (its result, unless the core replaced it). */
   #texts = []
   /** Settlements not yet sent: `index, flags, length` triples (#count of them), and their contents. */
   #items = new Uint32Array(96)
   #count = 0
   #contents = []
+  /** The last tool looked up by name (a turn often calls one tool many times). */
+  #lastName = undefined
+  #lastFn = undefined
+  #lastToolName = undefined
+  #lastTool = undefined
+  /** `_finish()` was called: plain texts stay here (see SETTLE_HELD). */
+  #finishing = false
 
   /** @internal */
   constructor(executor, host) {
     this.#host = host
     this.#complete = executor.complete
     this.#tools = executor.tools
+    this.#calls = new TurnCalls(this.#settle)
     // The waker's thread-safe function calls this when the turn can progress.
     this.#native = callNative(() => executor.native.startTurn(() => this.#pump()))
   }
@@ -99,13 +221,17 @@ class Turn {
     })
   }
 
-  /** Queues a settlement (or, flag 4, a progress report) of a call started by index. */
+  /**
+   * Queues a settlement (or, flag 4, a progress report, its data as JSON text) of a call
+   * started by index.
+   */
   #settle = (index, flags, content) => {
-    if ((flags & FLAG_PROGRESS) !== 0) {
-      content = JSON.stringify(content)
-    } else {
-      this.#contexts[index] = undefined
-      if ((flags & FLAG_BLOCKS) === 0) this.#texts[index] = content
+    if ((flags & FLAG_PROGRESS) === 0) {
+      this.#calls.end(index)
+      if ((flags & FLAG_BLOCKS) === 0) {
+        this.#texts[index] = content
+        if (this.#finishing) flags |= SETTLE_HELD
+      }
     }
     const n = this.#count++
     if (n === 0) queueMicrotask(this.#flush)
@@ -118,7 +244,27 @@ class Turn {
     items[3 * n] = index
     items[3 * n + 1] = flags
     items[3 * n + 2] = content.length
-    this.#contents[n] = content
+    if ((flags & SETTLE_HELD) === 0) this.#contents.push(content)
+  }
+
+  /** Settles call `index` with what its tool returned. */
+  #settleValue(index, value) {
+    if (typeof value === 'string') {
+      this.#settle(index, 0, value)
+      return
+    }
+    let reply
+    try {
+      reply = toReply(value)
+    } catch (err) {
+      reply = [FLAG_ERROR, errorMessage(err)]
+    }
+    this.#settle(index, reply[0], reply[1])
+  }
+
+  /** Settles call `index` with the error its tool threw or rejected with. */
+  #reject(index, err) {
+    this.#settle(index, FLAG_ERROR, errorMessage(err))
   }
 
   /** Sends the settlements of this microtask in one call, then polls. */
@@ -128,46 +274,92 @@ class Turn {
     this.#count = 0
     this.#contents = []
     if (this.#done) return
-    callNative(() => this.#native.settle(items, contents))
+    if (callNative(() => this.#native.settle(items, contents)) > 0) this.#settleNeededTexts()
     this.#pump()
   }
 
+  /** Settles again, with their text, the kept texts the turn needs after all. */
+  #settleNeededTexts() {
+    const needed = callNative(() => this.#native.takeNeededTexts())
+    const n = needed.length >> 1
+    const items = new Uint32Array(3 * n)
+    const texts = new Array(n)
+    for (let k = 0; k < n; k++) {
+      const text = this.#texts[needed[2 * k]]
+      items[3 * k] = needed[2 * k]
+      items[3 * k + 1] = needed[2 * k + 1]
+      items[3 * k + 2] = text.length
+      texts[k] = text
+    }
+    callNative(() => this.#native.settle(items, texts.join('')))
+  }
+
+  /** Gives the kept texts a finishing turn asks for (its result budget may need them). */
+  #provideTexts() {
+    const requests = callNative(() => this.#native.takeTextRequests())
+    const items = new Uint32Array(2 * requests.length)
+    const texts = new Array(requests.length)
+    for (let k = 0; k < requests.length; k++) {
+      const text = this.#texts[requests[k]]
+      items[2 * k] = requests[k]
+      items[2 * k + 1] = text.length
+      texts[k] = text
+    }
+    callNative(() => this.#native.provideTexts(items, texts.join('')))
+    this.#schedule()
+  }
+
+  /** The tool function named `name` (undefined for an unknown tool). */
+  #toolFunction(name) {
+    if (name !== this.#lastName) {
+      this.#lastFn = this.#host.tools.get(name)
+      this.#lastName = this.#lastFn === undefined ? undefined : name
+    }
+    return this.#lastFn
+  }
+
+  /** Starts call `index` (one reaction on the tool's promise, no wrapper promise). */
   #startByIndex(index) {
-    const use = this.#uses[index]
-    this.#uses[index] = undefined
-    const fn = this.#host.tools.get(use.name)
-    const settle = this.#settle
+    const use = this.#calls.uses[index]
+    const fn = this.#toolFunction(use.name)
     if (fn === undefined) {
-      settle(index, FLAG_ERROR, `no such tool: ${use.name}`)
+      this.#settle(index, FLAG_ERROR, `no such tool: ${use.name}`)
       return
     }
-    const ctx = new CallContext(use.id, use.name, index, settle)
-    this.#contexts[index] = ctx
-    callTool(fn, use.input, ctx, (flags, content) => {
-      ctx.end()
-      settle(index, flags, content)
-    })
+    let value
+    try {
+      value = fn(use.input, new TurnCallContext(this.#calls, index, use))
+    } catch (err) {
+      this.#settle(index, FLAG_ERROR, errorMessage(err))
+      return
+    }
+    if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+      // Bound methods rather than arrow functions: a fresh closure runs V8's lazy-compile
+      // trampoline on its first call, once per call here.
+      value.then(this.#settleValue.bind(this, index), this.#reject.bind(this, index))
+    } else {
+      this.#settleValue(index, value)
+    }
   }
 
   #pump() {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
     for (const abort of out.aborts) this.#host.abort(abort)
-    for (const index of out.cancels) this.#contexts[index]?.abort(abortReason('aborted'))
+    for (const index of out.cancels) this.#calls.abort(index, abortReason('aborted'))
     const starts = out.starts
-    const uses = this.#uses
+    const uses = this.#calls.uses
     const host = this.#host
     const complete = this.#complete
     for (let k = 0; k < starts.length; k += 2) {
-      const index = starts[k + 1]
-      const use = uses[index]
-      uses[index] = undefined
+      const use = uses[starts[k + 1]]
       host.start(starts[k], use.name, use.id, use.input, complete)
     }
     if (out.calls > 0) {
       const calls = callNative(() => this.#native.takeCalls())
       for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
     }
+    if (out.texts > 0) this.#provideTexts()
     for (const event of out.events) {
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
@@ -177,18 +369,21 @@ class Turn {
       // here); the other contents come in order.
       const flags = callNative(() => this.#native.takeResultFlags())
       const changed = out.results
-      const ids = this.#ids
+      const uses = this.#calls.uses
       const texts = this.#texts
       const results = new Array(flags.length)
       for (let i = 0, k = 0; i < flags.length; i++) {
         const content = (flags[i] & 2) !== 0 ? texts[i] : changed[k++]
-        results[i] = { type: 'tool_result', tool_use_id: ids[i], content, is_error: (flags[i] & 1) !== 0 }
+        results[i] = { type: 'tool_result', tool_use_id: uses[i].id, content, is_error: (flags[i] & 1) !== 0 }
       }
       this.#results = results
       this.#texts = []
     }
     if (out.done) {
       this.#done = true
+      // The tool uses and kept texts are no longer needed (the results hold what they need).
+      this.#calls.uses = []
+      this.#texts = []
       this.#release()
     }
     if (out.events.length > 0 || out.done) {
@@ -214,6 +409,14 @@ class Turn {
 
   /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
   submit(...toolUses) {
+    this._submitAll(toolUses, true)
+  }
+
+  /**
+   * @internal Submits an array of `tool_use` blocks (`owned`: the array is the turn's to keep,
+   * else it is copied).
+   */
+  _submitAll(toolUses, owned) {
     for (const use of toolUses) {
       if (!isObject(use) || typeof use.id !== 'string' || typeof use.name !== 'string') {
         throw new InvalidArgumentError('a tool use needs string `id` and `name` (and an `input`)')
@@ -226,7 +429,7 @@ class Turn {
     const extra = []
     for (let k = 0; k < toolUses.length; k++) {
       const use = toolUses[k]
-      const tool = this.#tools.get(use.name)
+      const tool = this.#tool(use.name)
       let flags = 0
       if (tool?.safety !== undefined) {
         // Decided now, on the input as submitted.
@@ -243,11 +446,23 @@ class Turn {
       ids[k] = use.id
     }
     callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : JSON.stringify(extra)))
-    for (const use of toolUses) {
-      this.#uses.push(use)
-      this.#ids.push(use.id)
+    const calls = this.#calls
+    if (calls.uses.length === 0) {
+      calls.uses = owned ? toolUses : toolUses.slice()
+    } else {
+      for (const use of toolUses) calls.uses.push(use)
     }
+    calls.reserve(calls.uses.length)
     this.#schedule()
+  }
+
+  /** The declaration of tool `name` (undefined for an unknown tool). */
+  #tool(name) {
+    if (name !== this.#lastToolName) {
+      this.#lastTool = this.#tools.get(name)
+      this.#lastToolName = this.#lastTool === undefined ? undefined : name
+    }
+    return this.#lastTool
   }
 
   /** No more tool uses: the turn ends once every submitted call is answered. */
@@ -259,6 +474,7 @@ class Turn {
   /** @internal Seals the turn and drops its events: the results arrive all at once. */
   _finish() {
     callNative(() => this.#native.finish())
+    this.#finishing = true
     this.#schedule()
   }
 
@@ -272,6 +488,11 @@ class Turn {
   discard() {
     callNative(() => this.#native.discard())
     this.#schedule()
+  }
+
+  /** @internal Forgets the results (run() handed them over and never asks again). */
+  _forgetResults() {
+    this.#results = []
   }
 
   /** Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). */
@@ -413,12 +634,13 @@ class ToolExecutor {
     }
     if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
     const turn = new Turn(this.#executor(), this.#host)
-    turn.submit(...toolUses)
+    turn._submitAll(toolUses, false)
     turn._finish()
     const onAbort = () => turn.cancel()
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const results = await turn.results()
+      turn._forgetResults()
       if (signal?.aborted) throw new AbortError('the run was aborted', { cause: signal.reason })
       return results
     } finally {

@@ -186,4 +186,4 @@ function settleWith(settle, value) {
   settle(reply[0], reply[1])
 }
 
-module.exports = { ToolHost, CallContext, toReply, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }
+module.exports = { ToolHost, CallContext, toReply, errorMessage, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }

@@ -11,20 +11,24 @@
 //! (`Turn::enable_external_calls`): JavaScript submits tool uses as a typed array of tool indexes
 //! and flags plus the joined ids, starts the calls a poll lists by their index in the turn (it
 //! holds the `tool_use` blocks), and settles them in batches by index (`settle`); a finished
-//! turn sends back only result flags and the contents JavaScript does not already hold. Calls
+//! turn sends back only result flags and the contents JavaScript does not already hold. In a
+//! finishing turn (`run()`) a plain-text answer does not cross at all: JavaScript keeps it and
+//! sends its length (`Turn::complete_external_held`), and sends the text only when the turn
+//! needs it (a length past the tool's limit, or a turn budget that may be exceeded). A turn
+//! releases its wake function when done (it holds the JS turn, which holds this one). Calls
 //! that need a future (a tool with a timeout) go through `JsTool::call` and the call-id
 //! queues of [`crate::js_tools`]. Events cross as JSON text (V8's `JSON.parse` is faster than
 //! building objects property by property through N-API); the wrappers in `lib/exec.js` present
 //! everything with the providers' wire names.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use ferroloop::exec::{
-    ExecutorConfig, ResultLimit, Tool, ToolContext, ToolFuture, ToolOutput, ToolRegistry,
-    ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
+    ExecutorConfig, ResultLimit, TextNeeded, Tool, ToolContext, ToolFuture, ToolOutput,
+    ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
 };
 use napi::JsString;
 use napi::Status;
@@ -243,7 +247,28 @@ pub type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 /// A turn's waker: schedules one JS-side poll however often it is woken before that poll.
 struct JsWaker {
     scheduled: AtomicBool,
-    wake: WakeFn,
+    /// Released when the turn is done: the function holds the JS turn, which holds this
+    /// native turn, a cycle the garbage collector cannot see through (every turn leaked).
+    wake: Mutex<Option<WakeFn>>,
+}
+
+impl JsWaker {
+    fn new(wake: WakeFn) -> Self {
+        Self {
+            scheduled: AtomicBool::new(false),
+            wake: Mutex::new(Some(wake)),
+        }
+    }
+
+    /// Releases the JS function (the turn is done: nothing will wake it any more).
+    fn release(&self) {
+        let wake = self
+            .wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(wake);
+    }
 }
 
 impl Wake for JsWaker {
@@ -253,7 +278,11 @@ impl Wake for JsWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {
-            let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            let wake = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(wake) = wake.as_ref() else {
+                return;
+            };
+            let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
             if status != Status::Ok {
                 tracing::debug!(?status, "could not schedule a turn poll in JavaScript");
             }
@@ -307,16 +336,15 @@ impl NativeToolExecutor {
             Ok(NativeTurn {
                 handle: turn.handle(),
                 state: TurnState::Streaming(turn),
-                waker: Arc::new(JsWaker {
-                    scheduled: AtomicBool::new(false),
-                    wake,
-                }),
+                waker: Arc::new(JsWaker::new(wake)),
                 queues: self.queues.clone(),
                 names: self.names.clone(),
                 decisions: Decisions::new(),
                 starts: Vec::new(),
                 calls: Vec::new(),
                 cancels: Vec::new(),
+                needed: Vec::new(),
+                text_requests: Vec::new(),
                 plain: Vec::new(),
                 result_flags: Vec::new(),
             })
@@ -355,6 +383,11 @@ pub struct NativeTurn {
     calls: Vec<u32>,
     /// The external calls to abort found by the last poll.
     cancels: Vec<u32>,
+    /// Held answers the turn refused without their text: `index, flags` pairs (see
+    /// `takeNeededTexts`).
+    needed: Vec<u32>,
+    /// Held answers whose text the finishing turn asks for (see `takeTextRequests`).
+    text_requests: Vec<u32>,
     /// By index: the call was answered with plain text, which JavaScript keeps (its result is
     /// not sent back when the core kept it unchanged).
     plain: Vec<bool>,
@@ -384,6 +417,9 @@ const SETTLE_ERROR: u32 = 1;
 const SETTLE_BLOCKS: u32 = 2;
 /// Settlement flags: not an answer but a progress report (the content is its data as JSON).
 const SETTLE_PROGRESS: u32 = 4;
+/// Settlement flags: a plain text JavaScript keeps, not included in the contents (its length
+/// alone is given): the turn holds a placeholder, or asks for the text (`takeNeededTexts`).
+const SETTLE_HELD: u32 = 8;
 
 /// Submission flags: the input follows (otherwise it is an object JavaScript kept, sent as
 /// `{}`: for a tool without a schema every object is as valid as `{}`).
@@ -590,19 +626,36 @@ impl NativeTurn {
     /// Answers external calls (the indexes `pollJson` listed in `calls`) and reports their
     /// progress: `items` holds `index, flags, length` triples (flags: 1 = error, 2 = the content
     /// is the JSON text of content blocks, 4 = a progress report whose content is its data as
-    /// JSON), `contents` their contents one after the other, each `length` UTF-16 code units
-    /// long. Returns how many answers reached a running call. Poll afterwards.
+    /// JSON, 8 = a plain text JavaScript keeps and does not send), `contents` the contents sent,
+    /// one after the other, each `length` UTF-16 code units long. Returns how many kept texts
+    /// the turn needs after all (`takeNeededTexts`: send them again, without flag 8). Poll
+    /// afterwards.
     #[napi]
     pub fn settle(&mut self, items: Uint32Array, contents: JsString<'_>) -> napi::Result<u32> {
         guard::sync(|| {
             let Some(turn) = self.state.turn_mut() else {
                 return Ok(0);
             };
-            let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();
+            let units = items
+                .chunks_exact(3)
+                .filter(|item| item[1] & SETTLE_HELD == 0)
+                .map(|item| item[2] as usize)
+                .sum();
             let mut parts = Parts::read(contents, units)?;
-            let mut delivered = 0;
+            self.needed.clear();
             for item in items.chunks_exact(3) {
                 let (index, flags, len) = (item[0] as usize, item[1], item[2] as usize);
+                if flags & SETTLE_HELD != 0 {
+                    match turn.complete_external_held(index, len, flags & SETTLE_ERROR != 0) {
+                        Ok(true) => mark_plain(&mut self.plain, index),
+                        Ok(false) => {}
+                        Err(TextNeeded) => {
+                            self.needed
+                                .extend_from_slice(&[item[0], flags & SETTLE_ERROR]);
+                        }
+                    }
+                    continue;
+                }
                 let Some(text) = parts.next(len) else {
                     return Err(FerroloopError::invalid_argument(
                         "settlements: the contents are shorter than their lengths",
@@ -625,20 +678,52 @@ impl NativeTurn {
                         ),
                     }
                 } else {
-                    if self.plain.len() <= index {
-                        self.plain.resize(index + 1, false);
-                    }
-                    self.plain[index] = true;
+                    mark_plain(&mut self.plain, index);
                     ToolOutput {
                         content: text.into(),
                         is_error: flags & SETTLE_ERROR != 0,
                     }
                 };
-                if turn.complete_external(index, output) {
-                    delivered += 1;
-                }
+                turn.complete_external(index, output);
             }
-            Ok(delivered)
+            Ok(u32::try_from(self.needed.len() / 2).unwrap_or(u32::MAX))
+        })
+    }
+
+    /// The kept texts the last `settle` could not leave with JavaScript, as `index, flags`
+    /// pairs (flags: 1 = error): settle them again with their text.
+    #[napi(js_name = "takeNeededTexts")]
+    pub fn take_needed_texts(&mut self) -> napi::Result<Uint32Array> {
+        guard::sync(|| Ok(Uint32Array::new(std::mem::take(&mut self.needed))))
+    }
+
+    /// The calls whose kept text the finishing turn asks for (the last poll counted them in
+    /// `texts`), as indexes in the turn: give them with `provideTexts`, then poll.
+    #[napi(js_name = "takeTextRequests")]
+    pub fn take_text_requests(&mut self) -> napi::Result<Uint32Array> {
+        guard::sync(|| Ok(Uint32Array::new(std::mem::take(&mut self.text_requests))))
+    }
+
+    /// Gives kept texts the turn asked for: `items` holds `index, length` pairs, `texts` the
+    /// texts one after the other, each `length` UTF-16 code units long.
+    #[napi(js_name = "provideTexts")]
+    pub fn provide_texts(&mut self, items: Uint32Array, texts: JsString<'_>) -> napi::Result<()> {
+        guard::sync(|| {
+            let Some(turn) = self.state.turn_mut() else {
+                return Ok(());
+            };
+            let units = items.chunks_exact(2).map(|item| item[1] as usize).sum();
+            let mut parts = Parts::read(texts, units)?;
+            for item in items.chunks_exact(2) {
+                let Some(text) = parts.next(item[1] as usize) else {
+                    return Err(FerroloopError::invalid_argument(
+                        "texts: shorter than their lengths",
+                    )
+                    .into());
+                };
+                turn.provide_external_text(item[0] as usize, text);
+            }
+            Ok(())
         })
     }
 
@@ -657,11 +742,13 @@ impl NativeTurn {
     }
 
     /// Drives the turn until it would block. Returns JSON
-    /// `{events, starts, aborts, done, results?}`: the turn events that happened (results in
-    /// submission order; none once finishing), the calls JavaScript must start as a flat
-    /// `[callId, index, ...]` array (index: the call's position in the turn), the calls it must
-    /// abort, whether the turn is over, and (for a finished turn) every result in order as a
-    /// flat `[isError, content, ...]` array.
+    /// `{events, starts, aborts, calls, cancels, texts, done, results?}`: the turn events that
+    /// happened (results in submission order; none once finishing), the calls JavaScript must
+    /// start as a flat `[callId, index, ...]` array (index: the call's position in the turn),
+    /// the calls it must abort, how many external calls to start (`takeCalls`), the external
+    /// calls to abort, how many kept texts the turn asks for (`takeTextRequests`), whether the
+    /// turn is over, and (for a finished turn) the contents JavaScript does not hold
+    /// (`takeResultFlags` says which).
     #[napi(js_name = "pollJson")]
     pub fn poll_json(&mut self) -> napi::Result<String> {
         guard::sync(|| {
@@ -680,10 +767,14 @@ impl NativeTurn {
                 poll_state(&mut self.state, &mut cx, &mut events, &mut results)
             });
             match self.state.turn_mut() {
-                Some(turn) => turn.take_external_work(&mut self.calls, &mut self.cancels),
+                Some(turn) => {
+                    turn.take_external_work(&mut self.calls, &mut self.cancels);
+                    turn.take_external_text_requests(&mut self.text_requests);
+                }
                 None => {
                     self.calls.clear();
                     self.cancels.clear();
+                    self.text_requests.clear();
                 }
             }
             if decided {
@@ -694,6 +785,9 @@ impl NativeTurn {
             }
             outcome?;
             let done = matches!(self.state, TurnState::Done);
+            if done {
+                self.waker.release();
+            }
             let aborts = self.queues.take_starts(&mut self.starts);
             let changed = results.as_ref().map(|(results, kept)| {
                 changed_results(results, kept, &self.plain, &mut self.result_flags)
@@ -703,6 +797,7 @@ impl NativeTurn {
                 starts: &self.starts,
                 aborts: &aborts,
                 calls: self.calls.len(),
+                texts: self.text_requests.len(),
                 cancels: &self.cancels,
                 done,
                 results: changed,
@@ -722,7 +817,7 @@ impl NativeTurn {
             tool_uses,
             decisions,
         } = batch;
-        self.handle.submit_all(tool_uses).map_err(|closed| {
+        self.handle.submit_vec(tool_uses).map_err(|closed| {
             FerroloopError::invalid_argument(format!(
                 "the turn is sealed: tool use {} was not submitted",
                 closed.0.id
@@ -786,6 +881,8 @@ struct PollOutcome<'a> {
     aborts: &'a [crate::js_tools::ToolAbort],
     /// How many external calls to start (their indexes: `takeCalls`).
     calls: usize,
+    /// How many kept texts the finishing turn asks for (their indexes: `takeTextRequests`).
+    texts: usize,
     /// External calls to abort (indexes in the turn).
     cancels: &'a [u32],
     done: bool,
@@ -794,6 +891,14 @@ struct PollOutcome<'a> {
     /// wire-shaped blocks.
     #[serde(skip_serializing_if = "Option::is_none")]
     results: Option<Vec<&'a ToolResultContent>>,
+}
+
+/// Records that call `index` was answered with plain text JavaScript keeps.
+fn mark_plain(plain: &mut Vec<bool>, index: usize) {
+    if plain.len() <= index {
+        plain.resize(index + 1, false);
+    }
+    plain[index] = true;
 }
 
 /// Fills `flags` with each result's flags (1 = error, 2 = its content is the text JavaScript

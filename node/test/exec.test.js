@@ -474,3 +474,56 @@ test('a large batch settles in one go: every result in order, ASCII and not', as
     uses.map((u) => [u.id, u.input.s, false]),
   )
 })
+
+test('run() holds the text results in JS, and asks for them when the turn budget needs them', async () => {
+  // Under the budget: the texts never cross; the results are the strings the tools returned.
+  const ex = new ToolExecutor({ maxConcurrency: 100, turnBudgetChars: 1_000 })
+  ex.tool({ name: 'say', concurrencySafe: true }, async ({ s }) => s)
+  ex.tool({ name: 'big', concurrencySafe: true, maxResultChars: 50 }, async ({ n }) => 'é'.repeat(n))
+  const small = await ex.run([use('a', 'say', { s: 'hello' }), use('b', 'big', { n: 10 }), use('c', 'say', { s: 'wörld' })])
+  assert.deepEqual(
+    small.map((r) => r.content),
+    ['hello', 'é'.repeat(10), 'wörld'],
+  )
+  // Over a tool's limit (20 characters may be 60 bytes > 50): the text is needed and replaced.
+  const [limited] = await ex.run([use('d', 'big', { n: 60 })])
+  assert.match(limited.content, /Output too large \(60 characters\)/)
+  // Within the limit by characters, maybe not by bytes (20 × 'é' may be 60 bytes): still held.
+  const [within] = await ex.run([use('e', 'big', { n: 20 })])
+  assert.equal(within.content, 'é'.repeat(20))
+  // Over the turn budget: the held texts are asked for, and the largest result is spilled.
+  const budgeted = new ToolExecutor({ maxConcurrency: 100, turnBudgetChars: 5_000 })
+  budgeted.tool({ name: 'say', concurrencySafe: true }, async ({ s }) => s)
+  const sizes = [100, 200, 10_000]
+  const uses = sizes.map((n, i) => use(`t${i}`, 'say', { s: String(i).repeat(n) }))
+  const results = await budgeted.run(uses)
+  assert.equal(results[0].content, '0'.repeat(100))
+  assert.equal(results[1].content, '1'.repeat(200))
+  assert.match(results[2].content, /Output too large \(10000 characters\)/)
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.is_error]),
+    [['t0', false], ['t1', false], ['t2', false]],
+  )
+})
+
+test('a finished turn is garbage: its wake function is released', async () => {
+  const v8 = require('node:v8')
+  const vm = require('node:vm')
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  const ex = new ToolExecutor({ maxConcurrency: 10 })
+  ex.tool({ name: 'noop', concurrencySafe: true }, async () => 'ok')
+  let turn = ex.turn()
+  const collected = new WeakRef(turn)
+  turn.submit(use('a', 'noop'), use('b', 'noop'))
+  turn.seal()
+  const results = await turn.results()
+  assert.equal(results.length, 2)
+  turn = null
+  // The native side releases its thread-safe function asynchronously: a few turns of the loop.
+  for (let i = 0; i < 20 && collected.deref() !== undefined; i++) {
+    await new Promise(setImmediate)
+    gc()
+  }
+  assert.equal(collected.deref(), undefined, 'the turn was collected')
+})

@@ -234,7 +234,7 @@ impl ResultBudget {
 }
 
 /// The text bytes of `content` (an upper bound of its characters).
-fn content_bytes(content: &ToolResultContent) -> usize {
+pub(crate) fn content_bytes(content: &ToolResultContent) -> usize {
     match content {
         ToolResultContent::Text(text) => text.len(),
         ToolResultContent::Blocks(_) => content.text_chars(),

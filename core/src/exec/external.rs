@@ -7,6 +7,12 @@
 //! must do: start the calls listed by [`Turn::take_external_work`], abort the ones listed there
 //! as aborted, and answer each started call once with [`Turn::complete_external`].
 //!
+//! A host that keeps the text of an answer (it already holds it) can answer with its length
+//! alone ([`Turn::complete_external_held`]) when the turn has no use for the text: events off
+//! and the text within its result limit. Should the turn's aggregate budget need the texts at
+//! the end, the turn asks for them ([`Turn::take_external_text_requests`]) and waits for
+//! [`Turn::provide_external_text`].
+//!
 //! A cancelled turn asks the host to abort its running external calls and gives them one
 //! cleanup grace, measured from the cancellation, for the whole turn (one timer, not one per
 //! call); a call still unanswered past it is answered as cancelled and reported detached.
@@ -14,6 +20,9 @@
 //! [`Turn::enable_external_calls`]: super::Turn::enable_external_calls
 //! [`Turn::take_external_work`]: super::Turn::take_external_work
 //! [`Turn::complete_external`]: super::Turn::complete_external
+//! [`Turn::complete_external_held`]: super::Turn::complete_external_held
+//! [`Turn::take_external_text_requests`]: super::Turn::take_external_text_requests
+//! [`Turn::provide_external_text`]: super::Turn::provide_external_text
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,6 +53,11 @@ enum Entry {
     Answered {
         kept: bool,
     },
+    /// Answered with a text the host keeps (the result holds an empty placeholder): at most
+    /// `chars` characters long.
+    Held {
+        chars: usize,
+    },
 }
 
 /// The external calls of one turn.
@@ -54,6 +68,13 @@ pub(crate) struct ExternalCalls {
     aborts: Vec<u32>,
     /// The cleanup grace of the calls being aborted.
     grace: Option<Pin<Box<Sleep>>>,
+    /// How many answers are held by the host, and their characters (an upper bound).
+    held: usize,
+    held_chars: usize,
+    /// Held answers whose text the turn asks for (not yet taken by the host).
+    text_requests: Vec<u32>,
+    /// Whether the held texts were asked for (once per turn).
+    texts_requested: bool,
 }
 
 fn index_u32(index: usize) -> u32 {
@@ -68,6 +89,10 @@ impl ExternalCalls {
             starts: Vec::new(),
             aborts: Vec::new(),
             grace: None,
+            held: 0,
+            held_chars: 0,
+            text_requests: Vec::new(),
+            texts_requested: false,
         }
     }
 
@@ -101,6 +126,14 @@ impl ExternalCalls {
         }
     }
 
+    /// The tool of call `index`, when it is running.
+    pub(crate) fn running_tool(&self, index: usize) -> Option<&Arc<RegisteredTool>> {
+        match self.entries.get(index) {
+            Some(Entry::Running(call)) => Some(&call.tool),
+            _ => None,
+        }
+    }
+
     /// Whether call `index` is running.
     pub(crate) fn is_running(&self, index: usize) -> bool {
         matches!(self.entries.get(index), Some(Entry::Running(_)))
@@ -113,15 +146,69 @@ impl ExternalCalls {
         }
     }
 
-    /// Whether the result of call `index` is the content its host delivered, unchanged.
+    /// Marks the answered call `index` as held: its result is an empty placeholder for a text
+    /// of at most `chars` characters that the host keeps.
+    pub(crate) fn hold(&mut self, index: usize, chars: usize) {
+        if let Some(entry @ Entry::Answered { kept: true }) = self.entries.get_mut(index) {
+            *entry = Entry::Held { chars };
+            self.held += 1;
+            self.held_chars = self.held_chars.saturating_add(chars);
+        }
+    }
+
+    /// The upper bound of the held texts' characters, when some are held.
+    pub(crate) fn held_chars(&self) -> Option<usize> {
+        (self.held > 0).then_some(self.held_chars)
+    }
+
+    /// Asks the host for every held text (once). Returns whether some are still awaited.
+    pub(crate) fn request_held_texts(&mut self) -> bool {
+        if self.held > 0 && !self.texts_requested {
+            self.texts_requested = true;
+            for (index, entry) in self.entries.iter().enumerate() {
+                if matches!(entry, Entry::Held { .. }) {
+                    self.text_requests.push(index_u32(index));
+                }
+            }
+        }
+        self.held > 0
+    }
+
+    /// Moves the held answers whose text the turn needs into `requests` (cleared first).
+    pub(crate) fn take_text_requests(&mut self, requests: &mut Vec<u32>) {
+        requests.clear();
+        std::mem::swap(requests, &mut self.text_requests);
+    }
+
+    /// The host gave the text of held answer `index`: it is an ordinary kept answer again.
+    /// Returns false when `index` is not held.
+    pub(crate) fn unhold(&mut self, index: usize) -> bool {
+        match self.entries.get_mut(index) {
+            Some(entry @ Entry::Held { .. }) => {
+                let Entry::Held { chars } =
+                    std::mem::replace(entry, Entry::Answered { kept: true })
+                else {
+                    return false;
+                };
+                self.held -= 1;
+                self.held_chars -= chars.min(self.held_chars);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the result of call `index` is the content its host delivered, unchanged (or a
+    /// placeholder for it, when held).
     pub(crate) fn kept(&self, index: usize) -> bool {
         matches!(
             self.entries.get(index),
-            Some(Entry::Answered { kept: true })
+            Some(Entry::Answered { kept: true } | Entry::Held { .. })
         )
     }
 
-    /// Forgets which results are unchanged (the turn budget replaced some).
+    /// Forgets which results are unchanged (the turn budget replaced some). Never called while
+    /// answers are held (their texts are asked for first).
     pub(crate) fn forget_kept(&mut self) {
         for entry in &mut self.entries {
             if let Entry::Answered { kept } = entry {

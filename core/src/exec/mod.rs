@@ -74,5 +74,5 @@ pub use schema::{InputSchema, SchemaError, Violation};
 pub use tool::{
     FnTool, RegistryError, ResultLimit, Tool, ToolError, ToolFuture, ToolOutput, ToolRegistry,
 };
-pub use turn::{SpawnedTurn, Turn, TurnClosed, TurnHandle};
+pub use turn::{SpawnedTurn, TextNeeded, Turn, TurnClosed, TurnHandle};
 pub use types::{ToolResult, ToolResultContent, ToolUse};

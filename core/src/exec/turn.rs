@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::admission::{AdmissionQueue, Concurrency};
+use super::budget::content_bytes;
 use super::call::{
     CallOutcome, answer_outcome, cancelled_message, invalid_input_message, not_run_message,
 };
@@ -38,6 +39,12 @@ use super::types::{ToolResult, ToolResultContent, ToolUse};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("the turn is closed: it no longer accepts tool calls")]
 pub struct TurnClosed(pub ToolUse);
+
+/// The turn needs the text of an answer offered by length alone
+/// ([`Turn::complete_external_held`]): answer with [`Turn::complete_external`] instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the turn needs the text of this answer")]
+pub struct TextNeeded;
 
 /// A running call: polled in place, or awaited from a task of its own.
 enum CallFuture {
@@ -123,6 +130,27 @@ impl TurnHandle {
                 };
             }
             inbox.submissions.extend(tool_uses);
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
+    /// Submits a batch held in a vector, as [`submit_all`](Self::submit_all) does; when nothing
+    /// is waiting in the turn's inbox the vector becomes the inbox (no copy of the calls).
+    pub fn submit_vec(&self, tool_uses: Vec<ToolUse>) -> Result<(), TurnClosed> {
+        {
+            let mut inbox = self.shared.lock();
+            if inbox.sealed {
+                return match tool_uses.into_iter().next() {
+                    Some(first) => Err(TurnClosed(first)),
+                    None => Ok(()),
+                };
+            }
+            if inbox.submissions.is_empty() {
+                inbox.submissions = tool_uses;
+            } else {
+                inbox.submissions.extend(tool_uses);
+            }
         }
         self.shared.waker.wake();
         Ok(())
@@ -296,6 +324,125 @@ impl Turn {
         true
     }
 
+    /// Answers the running external call `index` with a plain text the host keeps, giving only
+    /// an upper bound of its length in characters (its UTF-16 length will do): the result holds
+    /// an empty placeholder, and [`external_content_kept`](Self::external_content_kept) tells the
+    /// host to use its own text. Only when the turn would never read the text: the turn's events
+    /// are off (a finishing turn), and the text is surely within its tool's result limit;
+    /// otherwise nothing happens and the answer is [`TextNeeded`]. Returns, as
+    /// [`complete_external`](Self::complete_external) does, whether a running call was
+    /// answered.
+    ///
+    /// A host that answers so must drive the turn with [`poll_finish`](Self::poll_finish) and,
+    /// after each poll, give the texts that [`take_external_text_requests`] lists (the turn's
+    /// aggregate budget may need them at the end) with
+    /// [`provide_external_text`](Self::provide_external_text), then poll again.
+    ///
+    /// [`take_external_text_requests`]: Self::take_external_text_requests
+    pub fn complete_external_held(
+        &mut self,
+        index: usize,
+        chars: usize,
+        is_error: bool,
+    ) -> Result<bool, TextNeeded> {
+        let Some(external) = &self.external else {
+            return Ok(false);
+        };
+        let Some(tool) = external.running_tool(index) else {
+            return Ok(false);
+        };
+        if self.events_enabled {
+            return Err(TextNeeded);
+        }
+        let limit = match tool.limit {
+            ResultLimit::Default => Some(self.exec.config.budget.default_max_result_chars),
+            ResultLimit::Chars(limit) => Some(limit),
+            ResultLimit::Unlimited => None,
+        };
+        if let Some(limit) = limit {
+            // The limit counts characters, after a check of the UTF-8 length (at most three
+            // bytes per UTF-16 unit) past which a replacement recorded for the id applies.
+            let within = chars <= limit
+                && (chars.saturating_mul(3) <= limit
+                    || !self
+                        .exec
+                        .record()
+                        .is_replaced(self.slots[index].tool_use_id()));
+            if !within {
+                return Err(TextNeeded);
+            }
+        }
+        let output = ToolOutput {
+            content: ToolResultContent::Text(String::new()),
+            is_error,
+        };
+        if !self.complete_external(index, output) {
+            return Ok(false);
+        }
+        if let Some(external) = &mut self.external {
+            external.hold(index, chars);
+        }
+        Ok(true)
+    }
+
+    /// Moves the held answers whose text the turn needs (see
+    /// [`complete_external_held`](Self::complete_external_held)) into `requests` (cleared
+    /// first), as indexes in the turn.
+    pub fn take_external_text_requests(&mut self, requests: &mut Vec<u32>) {
+        match &mut self.external {
+            Some(external) => external.take_text_requests(requests),
+            None => requests.clear(),
+        }
+    }
+
+    /// Gives the text of the held answer `index` (the text the host kept). Returns false when
+    /// `index` is not a held answer. Poll afterwards.
+    pub fn provide_external_text(&mut self, index: usize, text: String) -> bool {
+        let unheld = self
+            .external
+            .as_mut()
+            .is_some_and(|external| external.unhold(index));
+        if unheld && let Some(Slot::Answered(result)) = self.slots.get_mut(index) {
+            result.content = ToolResultContent::Text(text);
+        }
+        unheld
+    }
+
+    /// Whether the turn must wait for held texts before its results: the aggregate budget could
+    /// read them (see [`ResultBudget::turn_may_exceed`](super::budget::ResultBudget)). Asks the
+    /// host for them the first time.
+    fn awaits_held_texts(&mut self) -> bool {
+        let Some(external) = &mut self.external else {
+            return false;
+        };
+        let Some(held_chars) = external.held_chars() else {
+            return false;
+        };
+        let Some(budget) = self.exec.config.budget.turn_budget_chars else {
+            return false;
+        };
+        // An upper bound of what the budget's first check counts (UTF-8 bytes): a held text's
+        // characters when no replacement is recorded (the check then only decides whether
+        // characters are counted), else its bytes, at most three per character.
+        let held = if self.exec.record().replaced_len() == 0 {
+            held_chars
+        } else {
+            held_chars.saturating_mul(3)
+        };
+        let others: usize = self
+            .slots
+            .iter()
+            .map(|slot| match slot {
+                Slot::Answered(result) => content_bytes(&result.content),
+                Slot::Pending(_) => 0,
+            })
+            .sum();
+        if others.saturating_add(held) <= budget {
+            return false;
+        }
+        external.request_held_texts()
+    }
+
     /// A progress report of the running external call `index` (a `Progress` event; dropped
     /// when events are off or the call is not running).
     pub fn external_progress(&mut self, index: usize, data: Value) {
@@ -386,7 +533,7 @@ impl Turn {
         if !self.finishing {
             self.begin_finish();
         }
-        if self.poll_step(cx).is_pending() {
+        if self.poll_step(cx).is_pending() || self.awaits_held_texts() {
             return Poll::Pending;
         }
         Poll::Ready(self.take_results())
@@ -447,9 +594,9 @@ impl Turn {
             for _ in 0..spilled {
                 self.exec.counters.bump(Counter::Spilled);
             }
-            if spilled > 0
-                && let Some(external) = &mut self.external
-            {
+            // Spilled or reapplied (a replacement recorded for the id): which contents changed
+            // is not tracked, so none counts as kept.
+            if let Some(external) = &mut self.external {
                 external.forget_kept();
             }
         }
