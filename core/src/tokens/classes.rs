@@ -581,7 +581,7 @@ pub enum Kernel {
     /// AVX2 vector compares and counters, POPCNT (x86_64 with AVX2, detected at run time).
     Avx2,
     /// AVX-512 bit-sliced class bytes and carry-save counters (x86_64 with AVX-512 F/BW/VBMI/
-    /// VBMI2 and GFNI, detected at run time).
+    /// VBMI2/VPOPCNTDQ and GFNI, detected at run time).
     Avx512,
 }
 
@@ -615,13 +615,15 @@ fn avx2_supported() -> bool {
 }
 
 /// Whether the CPU has what the AVX-512 kernel is compiled for: AVX-512 F and BW, VBMI (byte
-/// permutes), VBMI2 (byte compression), GFNI (bit permutes within bytes) and POPCNT.
+/// permutes), VBMI2 (byte compression), VPOPCNTDQ (vector popcounts), GFNI (bit permutes
+/// within bytes) and POPCNT (Ice Lake and later, Zen 4 and later).
 #[cfg(target_arch = "x86_64")]
 fn avx512_supported() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bw")
         && std::arch::is_x86_feature_detected!("avx512vbmi")
         && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
         && std::arch::is_x86_feature_detected!("gfni")
         && std::arch::is_x86_feature_detected!("popcnt")
 }
@@ -1266,7 +1268,8 @@ pub fn count_classes_with(bytes: &[u8], kernel: Kernel) -> ClassCounts {
         }
         #[cfg(target_arch = "x86_64")]
         Kernel::Avx512 if avx512_supported() => {
-            // SAFETY: AVX-512 F/BW/VBMI/VBMI2, GFNI and POPCNT support was just checked.
+            // SAFETY: AVX-512 F/BW/VBMI/VBMI2/VPOPCNTDQ, GFNI and POPCNT support was just
+            // checked.
             unsafe { avx512::count(bytes) }
         }
         _ => count_portable(bytes),

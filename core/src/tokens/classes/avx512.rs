@@ -99,20 +99,19 @@ const fn bit_moves(moves: &[(u8, u8)]) -> i64 {
     m as i64
 }
 
-/// Applied to the class byte of the byte before: a letter before lands on `UPPER` (case
-/// changes need a lowercase letter before: this and not `UPPER_BEFORE`) and on `DIGIT`
-/// (digit after letter), a digit before on `LETTER` (letter after digit).
-const SWITCH_BEFORE: i64 = bit_moves(&[(UPPER, LETTER), (DIGIT, LETTER), (LETTER, DIGIT)]);
-/// An uppercase letter before, on `UPPER`.
-const UPPER_BEFORE: i64 = bit_moves(&[(UPPER, UPPER)]);
+/// Applied to the class byte of the byte before: a letter before, on `UPPER` (an uppercase
+/// letter after a letter that is not uppercase is a case change).
+const LETTER_ON_UPPER: i64 = bit_moves(&[(UPPER, LETTER)]);
+/// `LETTER` on `JSON` (the long-word count takes the slot of the JSON pairs, not counted).
+const LETTER_ON_JSON: i64 = bit_moves(&[(JSON, LETTER)]);
 
 // `vpternlogq` truth tables, operands `a` = 0xF0, `b` = 0xCC, `c` = 0xAA.
 /// `a ^ b ^ c` (sum of a full adder).
 const XOR3: i32 = 0x96;
 /// At least two of `a`, `b`, `c` (carry of a full adder).
 const MAJORITY: i32 = 0xE8;
-/// `a & b & !c`.
-const AND_ANDNOT: i32 = 0x40;
+/// `a & (b ^ c)`.
+const AND_XOR: i32 = 0x60;
 /// `c ? b : a`.
 const SELECT: i32 = 0xD8;
 
@@ -130,52 +129,71 @@ struct Carry {
 /// `N` vectors of class or event bytes, counted together.
 type Vectors<const N: usize> = [__m512i; N];
 
-/// The four vectors whose positional popcounts are an ASCII block's counts.
+/// The two vectors whose positional popcounts are an ASCII block's counts.
 ///
-/// - `class`: per-byte classes (`LETTER`, `UPPER`, `DIGIT`, `SPACE`, `PUNCT`, `JSON`);
-/// - `starts`: starts of runs of a class (`LETTER`: words, `DIGIT`, `SPACE`, `PUNCT`);
-/// - `switches`: `UPPER` after a lowercase letter, `LETTER` after a digit, `DIGIT` after a
-///   letter (other bits 0);
-/// - `runs`: `ALNUM` at the 16th byte of an alphanumeric run and after, `LETTER` at the 8th
-///   letter and after, `CONSONANT` at the 3rd to 6th consonant.
-type Events = Vectors<4>;
+/// - `classes`: the class bytes (`LETTER`, `UPPER`, `DIGIT`, `SPACE`, `PUNCT`, `JSON`), with
+///   the bytes at the 16th byte of an alphanumeric run and after on `ALNUM` (`long_run`) and the
+///   3rd to 6th consonants of a run on `CONSONANT` (`consonant_runs`);
+/// - `pairs`: bytes of a class after a byte of the same class, for `LETTER`, `DIGIT`, `SPACE`,
+///   `PUNCT` and `ALNUM` (the run starts are the class totals less these; the letter/digit
+///   switches are the alphanumeric pairs less the letter and digit pairs), uppercase letters
+///   after a letter that is not uppercase on `UPPER` (`case_changes`), and the 8th letter of a
+///   run and after on `JSON` (`long_word`).
+type Events = Vectors<2>;
 
-/// Which bits of which event vector are counted, in the order of [`Totals`].
-const COUNTED: [(usize, u8); 16] = [
-    (0, LETTER),
-    (0, UPPER),
-    (0, DIGIT),
-    (0, SPACE),
-    (0, PUNCT),
-    (0, JSON),
-    (1, LETTER),
-    (1, DIGIT),
-    (1, SPACE),
-    (1, PUNCT),
-    (2, UPPER),
-    (2, LETTER),
-    (2, DIGIT),
-    (3, ALNUM),
-    (3, LETTER),
-    (3, CONSONANT),
-];
-
-/// Totals of the [`COUNTED`] bits.
-type Totals = [u64; COUNTED.len()];
-
-/// Adds the positional popcounts (how many bytes have the bit set) of the `counted` bits of
-/// `vectors`, times `1 << weight`, to `totals` (in the order of `counted`).
+/// The positional popcounts of the bytes of `v`: lane `j` (a `u64`) is how many bytes have
+/// bit `j` set.
+///
+/// `vgf2p8affineqb` with `v` as the matrix transposes each 8×8 bit block (byte `j` of each
+/// `u64` gets bit `j` of its eight bytes), `vpermb` gathers the eight bytes of bit `j` into
+/// lane `j`, and `vpopcntq` counts them: three instructions for eight counts.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,popcnt")]
-fn count_bits<const N: usize>(
-    totals: &mut [u64],
-    counted: &[(usize, u8)],
-    vectors: &Vectors<N>,
-    weight: u32,
-) {
-    for (total, &(vector, bit)) in totals.iter_mut().zip(counted) {
-        let mask = _mm512_test_epi8_mask(vectors[vector], _mm512_set1_epi8(bit as i8));
-        *total += u64::from(mask.count_ones()) << weight;
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni")]
+fn positional(v: __m512i) -> __m512i {
+    // Byte `j` of each `u64`: `1 << j`, selecting bit `j` of every row.
+    let select = _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64);
+    let transposed = _mm512_gf2p8affine_epi64_epi8::<0>(select, v);
+    // Byte `q` of lane `j` takes byte `j` of lane `q`.
+    let mut indices = [0u8; 64];
+    for (i, index) in indices.iter_mut().enumerate() {
+        *index = (8 * (i % 8) + i / 8) as u8;
+    }
+    _mm512_popcnt_epi64(_mm512_permutexvar_epi8(load(&indices), transposed))
+}
+
+/// Positional counts of `N` event vectors, accumulated (lane `j` of vector `i`: bytes with
+/// bit `j` set).
+struct Counts<const N: usize> {
+    lanes: Vectors<N>,
+}
+
+impl<const N: usize> Counts<N> {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn new() -> Counts<N> {
+        Counts {
+            lanes: [_mm512_setzero_si512(); N],
+        }
+    }
+
+    /// Adds the positional popcounts of `vectors`, times `1 << weight`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni")]
+    fn add(&mut self, vectors: &Vectors<N>, weight: u32) {
+        for (lanes, &v) in self.lanes.iter_mut().zip(vectors) {
+            let counts = _mm512_sllv_epi64(positional(v), _mm512_set1_epi64(i64::from(weight)));
+            *lanes = _mm512_add_epi64(*lanes, counts);
+        }
+    }
+
+    /// The count of `bit` in vector `vector`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn get(&self, vector: usize, bit: u8) -> u64 {
+        let mut lanes = [0u64; 8];
+        // SAFETY: `lanes` is 64 writable bytes; the unaligned store writes exactly them.
+        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), self.lanes[vector]) };
+        lanes[bit.trailing_zeros() as usize]
     }
 }
 
@@ -272,19 +290,20 @@ impl<const N: usize> Planes<N> {
         sixteens
     }
 
-    /// Adds what the planes hold to `totals`.
+    /// Adds what the planes hold to `counts`.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,popcnt")]
-    fn count(&self, totals: &mut [u64], counted: &[(usize, u8)]) {
-        count_bits(totals, counted, &self.ones, 0);
-        count_bits(totals, counted, &self.twos, 1);
-        count_bits(totals, counted, &self.fours, 2);
-        count_bits(totals, counted, &self.eights, 3);
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni")]
+    fn count(&self, counts: &mut Counts<N>) {
+        counts.add(&self.ones, 0);
+        counts.add(&self.twos, 1);
+        counts.add(&self.fours, 2);
+        counts.add(&self.eights, 3);
     }
 }
 
-/// `vpermt2b` indices moving a vector up by `by` bytes, the previous block's last `by` bytes
-/// shifted in below: byte `i` takes index `64 - by + i` (`>= 64`: this block).
+/// `vpermt2b` indices moving a vector up by `by` bytes (1 to 3; 4 and 8 are `valignd` and
+/// `valignq`), the previous block's last `by` bytes shifted in below: byte `i` takes index
+/// `64 - by + i` (`>= 64`: this block).
 ///
 /// Passed through `black_box`: with constant indices LLVM rewrites most of these permutes as
 /// `valignq` + `vpalignr` pairs, two shuffles where one does.
@@ -313,12 +332,11 @@ struct Constants {
     by1: __m512i,
     by2: __m512i,
     by3: __m512i,
-    by4: __m512i,
-    by8: __m512i,
-    switch_before: __m512i,
-    upper_before: __m512i,
+    letter_on_upper: __m512i,
+    letter_on_json: __m512i,
     alnum: __m512i,
     consonant: __m512i,
+    json: __m512i,
 }
 
 impl Constants {
@@ -332,12 +350,11 @@ impl Constants {
             by1: shift_indices(1),
             by2: shift_indices(2),
             by3: shift_indices(3),
-            by4: shift_indices(4),
-            by8: shift_indices(8),
-            switch_before: _mm512_set1_epi64(SWITCH_BEFORE),
-            upper_before: _mm512_set1_epi64(UPPER_BEFORE),
+            letter_on_upper: _mm512_set1_epi64(LETTER_ON_UPPER),
+            letter_on_json: _mm512_set1_epi64(LETTER_ON_JSON),
             alnum: _mm512_set1_epi8(ALNUM as i8),
             consonant: _mm512_set1_epi8(CONSONANT as i8),
+            json: _mm512_set1_epi8(JSON as i8),
         }
     }
 }
@@ -349,35 +366,38 @@ impl Constants {
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
 fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u64) {
     // `vpermi2b` indexes by the low 7 bits: bytes `>= 0x80` are zeroed instead.
-    let ascii = _mm512_cmpge_epi8_mask(v, _mm512_setzero_si512()) & valid;
+    let ascii = _knot_mask64(_mm512_movepi8_mask(v)) & valid;
     let class = _mm512_maskz_permutex2var_epi8(ascii, k.table_low, v, k.table_high);
     let p = *carry;
     let shift = |prev, indices, x| _mm512_permutex2var_epi8(prev, indices, x);
     let before = shift(p.class, k.by1, class);
-    let starts = _mm512_andnot_si512(before, class);
-    let switches = _mm512_ternarylogic_epi64::<AND_ANDNOT>(
+    // Same-class pairs; on `UPPER`, an uppercase letter after a letter and not after an
+    // uppercase one (uppercase letters before are letters before: `^` is `& !`).
+    let run2 = _mm512_ternarylogic_epi64::<AND_XOR>(
         class,
-        _mm512_gf2p8affine_epi64_epi8::<0>(before, k.switch_before),
-        _mm512_gf2p8affine_epi64_epi8::<0>(before, k.upper_before),
+        before,
+        _mm512_gf2p8affine_epi64_epi8::<0>(before, k.letter_on_upper),
     );
-    // Run lengths: each step doubles (or extends) the run length a bit stands for.
-    let run2 = _mm512_and_si512(class, before);
+    // Run lengths: each step doubles (or extends) the run length a bit stands for. The chains
+    // only read `ALNUM`, `LETTER` and `CONSONANT`, which `run2` has as plain pairs.
     let run3 = _mm512_and_si512(run2, shift(p.run2, k.by1, run2));
     let run4 = _mm512_and_si512(run2, shift(p.run2, k.by2, run2));
     let run7 = _mm512_and_si512(run4, shift(p.run4, k.by3, run4));
-    let run8 = _mm512_and_si512(run4, shift(p.run4, k.by4, run4));
-    let run16 = _mm512_and_si512(run8, shift(p.run8, k.by8, run8));
-    // `ALNUM` from `run16`, the consonant clusters (3 to 6) on `CONSONANT`, the rest `run8`.
-    let long = _mm512_ternarylogic_epi64::<SELECT>(run8, run16, k.alnum);
-    let cluster = _mm512_andnot_si512(run7, run3);
-    let runs = _mm512_ternarylogic_epi64::<SELECT>(long, cluster, k.consonant);
+    // Moves by whole 32- and 64-bit lanes: `valignd`, `valignq`, which leave their operands.
+    let run8 = _mm512_and_si512(run4, _mm512_alignr_epi32::<15>(run4, p.run4));
+    let run16 = _mm512_and_si512(run8, _mm512_alignr_epi64::<7>(run8, p.run8));
+    let long_run = _mm512_ternarylogic_epi64::<SELECT>(class, run16, k.alnum);
+    let classes =
+        _mm512_ternarylogic_epi64::<SELECT>(long_run, _mm512_andnot_si512(run7, run3), k.consonant);
+    let long_word = _mm512_gf2p8affine_epi64_epi8::<0>(run8, k.letter_on_json);
+    let pairs = _mm512_ternarylogic_epi64::<SELECT>(run2, long_word, k.json);
     *carry = Carry {
         class,
         run2,
         run4,
         run8,
     };
-    ([class, starts, switches, runs], _cvtmask64_u64(ascii))
+    ([classes, pairs], _cvtmask64_u64(ascii))
 }
 
 /// The two 64-byte halves of a 128-entry `vpermi2b` table.
@@ -492,24 +512,6 @@ const HIGH_TABLES: [[u8; 128]; 2] = {
     t
 };
 
-/// Which bits of a non-ASCII block's two event vectors (lead classes, counted pair bits) are
-/// counted, in the order of [`HighPart::totals`].
-const HIGH_COUNTED: [(usize, u8); 13] = [
-    (0, OTHER2),
-    (0, CYRILLIC),
-    (0, LATIN1),
-    (0, LATIN_EXT),
-    (0, OTHER3),
-    (0, CJK),
-    (0, KANA),
-    (0, HANGUL),
-    (1, FOUR),
-    (1, HIGH),
-    (1, HIGH_START),
-    (1, CONT_UPPER),
-    (1, CONT_EXT),
-];
-
 /// The non-ASCII part: event vectors of the blocks with a byte `>= 0x80`, buffered and added
 /// 16 at a time into carry-save counters like the ASCII part's, and the rare-character count.
 struct HighPart {
@@ -519,7 +521,7 @@ struct HighPart {
     planes: Planes<2>,
     buffer: [Vectors<2>; 16],
     buffered: usize,
-    totals: [u64; HIGH_COUNTED.len()],
+    counts: Counts<2>,
     rare3: u64,
 }
 
@@ -534,14 +536,14 @@ impl HighPart {
             planes: Planes::new(),
             buffer: [[_mm512_setzero_si512(); 2]; 16],
             buffered: 0,
-            totals: [0; HIGH_COUNTED.len()],
+            counts: Counts::new(),
             rare3: 0,
         }
     }
 
     /// The non-ASCII part of the block starting at `bytes[start]`.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,gfni,popcnt")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
     fn block(&mut self, bytes: &[u8], start: usize) {
         let [before, v, next1, next2] = window(bytes, start);
         let classes = |tables: [__m512i; 2], x| {
@@ -560,7 +562,7 @@ impl HighPart {
         if self.buffered == 16 {
             let buffer = &self.buffer;
             let sixteens = self.planes.add16(|i| buffer[i]);
-            count_bits(&mut self.totals, &HIGH_COUNTED, &sixteens, 4);
+            self.counts.add(&sixteens, 4);
             self.buffered = 0;
         }
         let east_asian = _mm512_test_epi8_mask(pair, _mm512_set1_epi8(EAST_ASIAN as i8));
@@ -569,15 +571,16 @@ impl HighPart {
         }
     }
 
-    /// The totals (per [`HIGH_COUNTED`] bit) and the rare-character count.
+    /// The positional counts of the lead classes (vector 0) and the counted pair bits (vector
+    /// 1), and the rare-character count.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,popcnt")]
-    fn finish(mut self) -> ([u64; HIGH_COUNTED.len()], u64) {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni")]
+    fn finish(mut self) -> (Counts<2>, u64) {
         for events in &self.buffer[..self.buffered] {
-            count_bits(&mut self.totals, &HIGH_COUNTED, events, 0);
+            self.counts.add(events, 0);
         }
-        self.planes.count(&mut self.totals, &HIGH_COUNTED);
-        (self.totals, self.rare3)
+        self.planes.count(&mut self.counts);
+        (self.counts, self.rare3)
     }
 }
 
@@ -585,7 +588,7 @@ impl HighPart {
 /// before the block first, 0 at the start of the text), and on by one and two bytes (the
 /// continuations of each lead); zeros past the end of the text.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,gfni,popcnt")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
 fn window(bytes: &[u8], start: usize) -> [__m512i; 4] {
     let inside: Option<&[u8; 67]> = match start.checked_sub(1) {
         Some(first) => bytes.get(first..start + 66).and_then(|w| w.try_into().ok()),
@@ -691,7 +694,7 @@ const GROUP: usize = 64;
 /// Blocks are visited in groups of [`GROUP`]: first the ASCII part of every block (16 blocks
 /// at a time into the carry-save counters; the group's last blocks short of 16 counted one by
 /// one), then the non-ASCII part of the blocks that have a byte `>= 0x80`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,gfni,popcnt")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
 pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     const _: () = {
         assert!(super::LONG_RUN == 16 && super::LONG_WORD == 8);
@@ -705,8 +708,8 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         run4: zero,
         run8: zero,
     };
-    let mut planes = Planes::<4>::new();
-    let mut totals: Totals = [0; COUNTED.len()];
+    let mut planes = Planes::<2>::new();
+    let mut counts = Counts::<2>::new();
     let mut high = HighPart::new();
     // The mask of ASCII bytes of each block of a group.
     let mut ascii = [0u64; GROUP];
@@ -720,12 +723,12 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
                 ascii16[i] = mask;
                 events
             });
-            count_bits(&mut totals, &COUNTED, &sixteens, 4);
+            counts.add(&sixteens, 4);
         }
         for (block_bytes, mask) in rest.iter().zip(&mut ascii[chunks.len() * 16..]) {
             let (events, ascii_mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
             *mask = ascii_mask;
-            count_bits(&mut totals, &COUNTED, &events, 0);
+            counts.add(&events, 0);
         }
         for (i, &mask) in ascii.iter().take(group.len()).enumerate() {
             if mask != u64::MAX {
@@ -738,93 +741,69 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         padded[..tail.len()].copy_from_slice(tail);
         let valid = (1u64 << tail.len()) - 1;
         let (events, ascii_mask) = block(&k, &mut carry, load(&padded), valid);
-        count_bits(&mut totals, &COUNTED, &events, 0);
+        counts.add(&events, 0);
         if ascii_mask != valid {
             high.block(bytes, blocks.len() * 64);
         }
     }
-    planes.count(&mut totals, &COUNTED);
-    let (high_totals, rare3) = high.finish();
-    finish(bytes.len() as u64, &totals, &high_totals, rare3)
+    planes.count(&mut counts);
+    let (high_counts, rare3) = high.finish();
+    finish(bytes.len() as u64, &counts, &high_counts, rare3)
 }
 
-/// The counts from the totals of both parts.
-fn finish(
-    bytes: u64,
-    totals: &Totals,
-    high: &[u64; HIGH_COUNTED.len()],
-    rare3: u64,
-) -> ClassCounts {
-    let &[
-        letters,
-        upper,
-        digits,
-        spaces,
-        punct,
-        json,
-        word_starts,
-        digit_runs,
-        space_runs,
-        punct_runs,
-        case_changes,
-        letter_after_digit,
-        digit_after_letter,
-        long_run,
-        long_word,
-        consonant_runs,
-    ] = totals;
-    let &[
-        other2,
-        cyrillic,
-        latin1,
-        latin_ext,
-        other3,
-        cjk,
-        kana,
-        hangul,
-        four,
-        high_bytes,
-        high_runs,
-        cyrillic_upper,
-        cyrillic_ext,
-    ] = high;
+/// The class counts from the positional counts of both parts.
+#[target_feature(enable = "avx512f")]
+fn finish(bytes: u64, ascii: &Counts<2>, high: &Counts<2>, rare3: u64) -> ClassCounts {
+    let (classes, pairs) = (|bit| ascii.get(0, bit), |bit| ascii.get(1, bit));
+    let (letters, upper, digits, spaces, punct) = (
+        classes(LETTER),
+        classes(UPPER),
+        classes(DIGIT),
+        classes(SPACE),
+        classes(PUNCT),
+    );
+    let (letter_pairs, digit_pairs) = (pairs(LETTER), pairs(DIGIT));
+    let (lead, pair) = (|bit| high.get(0, bit), |bit| high.get(1, bit));
+    let high_bytes = pair(HIGH);
     let mut counts = ClassCounts {
         bytes,
-        word_starts,
-        digit_runs,
-        punct_runs,
-        space_runs,
-        case_changes,
-        alnum_switches: letter_after_digit + digit_after_letter,
-        long_run,
-        long_word,
-        consonant_runs,
-        high_runs,
-        cyrillic_ext,
-        cyrillic_upper,
+        word_starts: letters.saturating_sub(letter_pairs),
+        digit_runs: digits.saturating_sub(digit_pairs),
+        punct_runs: punct.saturating_sub(pairs(PUNCT)),
+        space_runs: spaces.saturating_sub(pairs(SPACE)),
+        case_changes: pairs(UPPER),
+        alnum_switches: pairs(ALNUM).saturating_sub(letter_pairs + digit_pairs),
+        long_run: classes(ALNUM),
+        long_word: pairs(JSON),
+        consonant_runs: classes(CONSONANT),
+        high_runs: pair(HIGH_START),
+        cyrillic_ext: pair(CONT_EXT),
+        cyrillic_upper: pair(CONT_UPPER),
         rare3,
         ..ClassCounts::default()
     };
-    let three = other3 + cjk + kana + hangul;
-    let two = other2 + cyrillic + latin1 + latin_ext;
-    let mut classes = [0u64; byte_class::COUNT];
-    classes[byte_class::LOWER] = letters - upper;
-    classes[byte_class::UPPER] = upper;
-    classes[byte_class::DIGIT] = digits;
-    classes[byte_class::SPACE] = spaces;
+    let four = pair(FOUR);
+    let three = lead(OTHER3) + lead(CJK) + lead(KANA) + lead(HANGUL);
+    let two = lead(OTHER2) + lead(CYRILLIC) + lead(LATIN1) + lead(LATIN_EXT);
+    let mut totals = [0u64; byte_class::COUNT];
+    totals[byte_class::LOWER] = letters.saturating_sub(upper);
+    totals[byte_class::UPPER] = upper;
+    totals[byte_class::DIGIT] = digits;
+    totals[byte_class::SPACE] = spaces;
     // Every byte is a letter, digit, space, punctuation, line feed or high byte.
-    classes[byte_class::NEWLINE] = bytes.saturating_sub(letters + digits + spaces + punct + high_bytes);
-    classes[byte_class::JSON] = json;
-    classes[byte_class::HIGH] = high_bytes;
-    classes[byte_class::GE_C0] = two + three + four;
-    classes[byte_class::GE_E0] = three + four;
-    classes[byte_class::GE_F0] = four;
-    classes[byte_class::CJK] = cjk;
-    classes[byte_class::KANA] = kana;
-    classes[byte_class::HANGUL] = hangul;
-    classes[byte_class::CYRILLIC] = cyrillic;
-    classes[byte_class::LATIN1] = latin1;
-    classes[byte_class::LATIN_EXT] = latin_ext;
-    super::apply_byte_classes(&mut counts, &classes);
+    totals[byte_class::NEWLINE] =
+        bytes.saturating_sub(letters + digits + spaces + punct + high_bytes);
+    totals[byte_class::JSON] = classes(JSON);
+    totals[byte_class::HIGH] = high_bytes;
+    totals[byte_class::GE_C0] = two + three + four;
+    totals[byte_class::GE_E0] = three + four;
+    totals[byte_class::GE_F0] = four;
+    totals[byte_class::CJK] = lead(CJK);
+    totals[byte_class::KANA] = lead(KANA);
+    totals[byte_class::HANGUL] = lead(HANGUL);
+    totals[byte_class::CYRILLIC] = lead(CYRILLIC);
+    totals[byte_class::LATIN1] = lead(LATIN1);
+    totals[byte_class::LATIN_EXT] = lead(LATIN_EXT);
+    super::apply_byte_classes(&mut counts, &totals);
     counts
 }
