@@ -1,19 +1,23 @@
 //! One pass over the bytes of a text, counting the character classes the estimator's model
 //! (`model.rs`: linear per kind of text, the kinds gated by count ratios) uses.
 //!
-//! The text is processed in 64-byte blocks. Both kernels turn a block into a few 64-bit masks
-//! (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the previous
-//! block's masks across block boundaries for the run and transition features (word starts, case
-//! changes, long runs, consonant clusters, ...). The portable kernel builds the masks with a
-//! lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds them with
-//! vector compares and `vpmovmskb` and counts them in its own tuned copy of that arithmetic
-//! (run lengths as chains of `shld` steps that carry each step's previous mask).
+//! The text is processed in 64-byte blocks by one of three kernels, picked once per process
+//! ([`Kernel::detect`]): AVX-512 where the CPU has AVX-512 BW/VBMI/VBMI2/VPOPCNTDQ and GFNI,
+//! else AVX2, else the portable one. The portable and AVX2 kernels turn a block into a few
+//! 64-bit masks (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the
+//! previous block's masks across block boundaries for the run and transition features (word
+//! starts, case changes, long runs, consonant clusters, ...). The portable kernel builds the
+//! masks with a lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds
+//! them with vector compares and `vpmovmskb` and counts them in its own tuned copy of that
+//! arithmetic (run lengths as chains of `shld` steps that carry each step's previous mask). The
+//! AVX-512 kernel (`avx512.rs`) keeps the classes bit-sliced in class bytes instead and counts
+//! run features for all classes at once with byte moves and carry-save counters.
 //!
 //! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs) is done only
-//! for blocks that contain a byte `>= 0x80`: the AVX2 kernel marks those blocks and visits them
-//! after each group of 64 blocks, counting the script leads in vector byte counters; the portable
-//! kernel takes them from a byte histogram. Both kernels give identical counts; tests and the
-//! fuzz target check that against a byte-at-a-time reference.
+//! for blocks that contain a byte `>= 0x80`: the vector kernels mark those blocks and visit them
+//! after each group of 64 blocks; the portable kernel takes the script leads from a byte
+//! histogram. All kernels give identical counts; tests and the fuzz target check that against a
+//! byte-at-a-time reference.
 
 use std::sync::OnceLock;
 

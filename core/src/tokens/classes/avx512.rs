@@ -1,4 +1,5 @@
-//! The AVX-512 kernel (AVX-512 F/BW/VBMI and GFNI; x86_64, detected at run time).
+//! The AVX-512 kernel (AVX-512 F/BW/VBMI/VBMI2/VPOPCNTDQ and GFNI: Ice Lake, Zen 4 and later;
+//! x86_64, detected at run time).
 //!
 //! Where the AVX2 kernel turns each class into a 64-bit mask and does the run and transition
 //! arithmetic in general registers (13 carried masks, spilled), this kernel keeps the classes
@@ -7,20 +8,25 @@
 //! moving whole class vectors along the text:
 //!
 //! - the class byte of the byte before (`vpermt2b` of the previous block's and this block's class
-//!   vectors) gives the starts of runs (`class & !before`) and, through a GF(2) bit permutation
-//!   (`vgf2p8affineqb`), the case changes and letter/digit switches;
-//! - run lengths are chains of `and`s with the vector shifted by 1, 2, 3, 4 and 8 bytes, each
+//!   vectors) gives the same-class pairs (`class & before`); run starts are class totals less
+//!   pairs, letter/digit switches the alphanumeric pairs less the letter and digit pairs, and a
+//!   GF(2) bit move (`vgf2p8affineqb`) turns the uppercase pairs into case changes;
+//! - run lengths are chains of `and`s with the pair vector moved by 1, 2, 3, 4 and 8 bytes, each
 //!   carrying the previous block's vector (four carried vectors instead of 13 masks);
-//! - the counts are *positional* popcounts of four event vectors (how many bytes have bit `b`
+//! - the counts are *positional* popcounts of two event vectors (how many bytes have bit `b`
 //!   set), accumulated over 16 blocks with a carry-save adder tree (Harley–Seal, two
-//!   `vpternlogq` per vector and block) so that only every 16th block pays for the per-bit
-//!   `vptestmb` + `popcnt`.
+//!   `vpternlogq` per vector and block); every 16th block counts the carries out of the tree
+//!   (a GF(2) 8×8 bit transpose, `vpermb`, `vpopcntq`: three instructions for eight counts).
 //!
 //! The non-ASCII part (multibyte scripts, Cyrillic pairs, rare ideographs, high-byte runs) runs
 //! after each group of 64 blocks on the blocks with a byte `>= 0x80`: two more table lookups give
-//! one-hot lead classes and the pair bytes, counted by `vptestmb` + `popcnt`; the rare-character
-//! lookup computes the code points of the group's kana/CJK/hangul leads in 16-bit lanes after
-//! compressing their bytes together (`vpcompressb`), leaving one bitmap load per lead.
+//! one-hot lead classes and the pair bytes (the byte before through a third lookup and a GF(2)
+//! move), buffered and counted 16 blocks at a time the same way; the rare-character lookup
+//! computes the code points of a block's kana/CJK/hangul leads in 16-bit lanes after compressing
+//! their bytes together (`vpcompressb`) and gathers one bitmap word per lead (`vpgatherdd`).
+//!
+//! Counts are identical to the other kernels' (the tests compare all three with a byte-at-a-time
+//! reference).
 
 use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_vowel};
 use std::arch::x86_64::*;
@@ -360,14 +366,14 @@ impl Constants {
 }
 
 /// The event vectors of the 64 bytes `v` (`valid`: a bit per byte of the text; padding past
-/// the end gets no class), and the block's mask of ASCII bytes among `valid` (all bits set:
-/// the block has no non-ASCII part).
+/// the end gets no class), and the block's mask of bytes `>= 0x80` (0: the block has no
+/// non-ASCII part).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,gfni")]
 fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u64) {
     // `vpermi2b` indexes by the low 7 bits: bytes `>= 0x80` are zeroed instead.
-    let ascii = _knot_mask64(_mm512_movepi8_mask(v)) & valid;
-    let class = _mm512_maskz_permutex2var_epi8(ascii, k.table_low, v, k.table_high);
+    let high = _mm512_movepi8_mask(v);
+    let class = _mm512_maskz_permutex2var_epi8(!high & valid, k.table_low, v, k.table_high);
     let p = *carry;
     let shift = |prev, indices, x| _mm512_permutex2var_epi8(prev, indices, x);
     let before = shift(p.class, k.by1, class);
@@ -397,7 +403,7 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
         run4,
         run8,
     };
-    ([classes, pairs], _cvtmask64_u64(ascii))
+    ([classes, pairs], _cvtmask64_u64(high))
 }
 
 /// The two 64-byte halves of a 128-entry `vpermi2b` table.
@@ -692,8 +698,9 @@ const GROUP: usize = 64;
 /// Counts the classes of `bytes`.
 ///
 /// Blocks are visited in groups of [`GROUP`]: first the ASCII part of every block (16 blocks
-/// at a time into the carry-save counters; the group's last blocks short of 16 counted one by
-/// one), then the non-ASCII part of the blocks that have a byte `>= 0x80`.
+/// at a time into the carry-save counters; the last group's blocks short of 16 counted one by
+/// one), then the non-ASCII part of the blocks that have a byte `>= 0x80`, so the ASCII loop
+/// holds no call and no branch on the data.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
 pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     const _: () = {
@@ -711,27 +718,27 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     let mut planes = Planes::<2>::new();
     let mut counts = Counts::<2>::new();
     let mut high = HighPart::new();
-    // The mask of ASCII bytes of each block of a group.
-    let mut ascii = [0u64; GROUP];
+    // The mask of bytes `>= 0x80` of each block of a group.
+    let mut highs = [0u64; GROUP];
     let (blocks, tail) = bytes.as_chunks::<64>();
     for (group_index, group) in blocks.chunks(GROUP).enumerate() {
         let (chunks, rest) = group.as_chunks::<16>();
-        let (ascii16, _) = ascii.as_chunks_mut::<16>();
-        for (chunk, ascii16) in chunks.iter().zip(ascii16) {
+        let (highs16, _) = highs.as_chunks_mut::<16>();
+        for (chunk, highs16) in chunks.iter().zip(highs16) {
             let sixteens = planes.add16(|i| {
                 let (events, mask) = block(&k, &mut carry, load(&chunk[i]), u64::MAX);
-                ascii16[i] = mask;
+                highs16[i] = mask;
                 events
             });
             counts.add(&sixteens, 4);
         }
-        for (block_bytes, mask) in rest.iter().zip(&mut ascii[chunks.len() * 16..]) {
-            let (events, ascii_mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
-            *mask = ascii_mask;
+        for (block_bytes, mask) in rest.iter().zip(&mut highs[chunks.len() * 16..]) {
+            let (events, high_mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
+            *mask = high_mask;
             counts.add(&events, 0);
         }
-        for (i, &mask) in ascii.iter().take(group.len()).enumerate() {
-            if mask != u64::MAX {
+        for (i, &mask) in highs.iter().take(group.len()).enumerate() {
+            if mask != 0 {
                 high.block(bytes, (group_index * GROUP + i) * 64);
             }
         }
@@ -740,9 +747,9 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         let mut padded = [0u8; 64];
         padded[..tail.len()].copy_from_slice(tail);
         let valid = (1u64 << tail.len()) - 1;
-        let (events, ascii_mask) = block(&k, &mut carry, load(&padded), valid);
+        let (events, high_mask) = block(&k, &mut carry, load(&padded), valid);
         counts.add(&events, 0);
-        if ascii_mask != valid {
+        if high_mask != 0 {
             high.block(bytes, blocks.len() * 64);
         }
     }
