@@ -123,12 +123,13 @@ const SELECT: i32 = 0xD8;
 
 /// The vector state carried from one block to the next: this block's class vector and the
 /// intermediate vectors of the run-length chains (`run2`: bytes that end a run of at least 2
-/// bytes of a class, for each class bit; `run4`, `run8` alike).
+/// bytes of a class, for each class bit; `run8` alike; `run4_3`: `run4` but `run3` on
+/// `CONSONANT`).
 #[derive(Clone, Copy)]
 struct Carry {
     class: __m512i,
     run2: __m512i,
-    run4: __m512i,
+    run4_3: __m512i,
     run8: __m512i,
 }
 
@@ -307,7 +308,7 @@ impl<const N: usize> Planes<N> {
     }
 }
 
-/// `vpermt2b` indices moving a vector up by `by` bytes (1 to 3; 4 and 8 are `valignd` and
+/// `vpermt2b` indices moving a vector up by `by` bytes (1 and 2; 4 and 8 are `valignd` and
 /// `valignq`), the previous block's last `by` bytes shifted in below: byte `i` takes index
 /// `64 - by + i` (`>= 64`: this block).
 ///
@@ -337,7 +338,6 @@ struct Constants {
     table_high: __m512i,
     by1: __m512i,
     by2: __m512i,
-    by3: __m512i,
     letter_on_upper: __m512i,
     letter_on_json: __m512i,
     alnum: __m512i,
@@ -355,7 +355,6 @@ impl Constants {
             table_high,
             by1: shift_indices(1),
             by2: shift_indices(2),
-            by3: shift_indices(3),
             letter_on_upper: _mm512_set1_epi64(LETTER_ON_UPPER),
             letter_on_json: _mm512_set1_epi64(LETTER_ON_JSON),
             alnum: _mm512_set1_epi8(ALNUM as i8),
@@ -388,20 +387,25 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
     // only read `ALNUM`, `LETTER` and `CONSONANT`, which `run2` has as plain pairs.
     let run3 = _mm512_and_si512(run2, shift(p.run2, k.by1, run2));
     let run4 = _mm512_and_si512(run2, shift(p.run2, k.by2, run2));
-    let run7 = _mm512_and_si512(run4, shift(p.run4, k.by3, run4));
-    // Moves by whole 32- and 64-bit lanes: `valignd`, `valignq`, which leave their operands.
-    let run8 = _mm512_and_si512(run4, _mm512_alignr_epi32::<15>(run4, p.run4));
-    let run16 = _mm512_and_si512(run8, _mm512_alignr_epi64::<7>(run8, p.run8));
+    // One move by 4 bytes gives both `run8` (`run4` and `run4` 4 bytes back) and, on
+    // `CONSONANT`, `run7` (`run4` and `run3` 4 bytes back); moves by whole 32- and 64-bit lanes
+    // are `valignd` and `valignq`, which leave their operands.
+    let run4_3 = _mm512_ternarylogic_epi64::<SELECT>(run4, run3, k.consonant);
+    let run8_7 = _mm512_and_si512(run4, _mm512_alignr_epi32::<15>(run4_3, p.run4_3));
+    let run16 = _mm512_and_si512(run8_7, _mm512_alignr_epi64::<7>(run8_7, p.run8));
     let long_run = _mm512_ternarylogic_epi64::<SELECT>(class, run16, k.alnum);
-    let classes =
-        _mm512_ternarylogic_epi64::<SELECT>(long_run, _mm512_andnot_si512(run7, run3), k.consonant);
-    let long_word = _mm512_gf2p8affine_epi64_epi8::<0>(run8, k.letter_on_json);
+    let classes = _mm512_ternarylogic_epi64::<SELECT>(
+        long_run,
+        _mm512_andnot_si512(run8_7, run3),
+        k.consonant,
+    );
+    let long_word = _mm512_gf2p8affine_epi64_epi8::<0>(run8_7, k.letter_on_json);
     let pairs = _mm512_ternarylogic_epi64::<SELECT>(run2, long_word, k.json);
     *carry = Carry {
         class,
         run2,
-        run4,
-        run8,
+        run4_3,
+        run8: run8_7,
     };
     ([classes, pairs], _cvtmask64_u64(high))
 }
@@ -712,7 +716,7 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     let mut carry = Carry {
         class: zero,
         run2: zero,
-        run4: zero,
+        run4_3: zero,
         run8: zero,
     };
     let mut planes = Planes::<2>::new();
