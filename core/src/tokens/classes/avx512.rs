@@ -553,7 +553,9 @@ impl HighPart {
 
     /// The non-ASCII part of the block starting at `bytes[start]`.
     #[inline]
-    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt")]
+    #[target_feature(
+        enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2,avx512vpopcntdq,gfni,popcnt"
+    )]
     fn block(&mut self, bytes: &[u8], start: usize) {
         let [before, v, next1, next2] = window(bytes, start);
         let classes = |tables: [__m512i; 2], x| {
@@ -696,7 +698,8 @@ fn rare3(leads: u64, v: __m512i, next1: __m512i, next2: __m512i) -> u64 {
     rare
 }
 
-/// Blocks per group: the ASCII part of a group's blocks runs before their non-ASCII part.
+/// Blocks per group: the ASCII part of a group's blocks runs before their non-ASCII part (a
+/// bit per block in a `u64` marks the blocks with bytes `>= 0x80`).
 const GROUP: usize = 64;
 
 /// Counts the classes of `bytes`.
@@ -722,29 +725,28 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
     let mut planes = Planes::<2>::new();
     let mut counts = Counts::<2>::new();
     let mut high = HighPart::new();
-    // The mask of bytes `>= 0x80` of each block of a group.
-    let mut highs = [0u64; GROUP];
     let (blocks, tail) = bytes.as_chunks::<64>();
     for (group_index, group) in blocks.chunks(GROUP).enumerate() {
+        // Bit `i`: block `i` of the group has a byte `>= 0x80`.
+        let mut high_blocks = 0u64;
         let (chunks, rest) = group.as_chunks::<16>();
-        let (highs16, _) = highs.as_chunks_mut::<16>();
-        for (chunk, highs16) in chunks.iter().zip(highs16) {
+        for (c, chunk) in chunks.iter().enumerate() {
             let sixteens = planes.add16(|i| {
                 let (events, mask) = block(&k, &mut carry, load(&chunk[i]), u64::MAX);
-                highs16[i] = mask;
+                high_blocks |= u64::from(mask != 0) << (16 * c + i);
                 events
             });
             counts.add(&sixteens, 4);
         }
-        for (block_bytes, mask) in rest.iter().zip(&mut highs[chunks.len() * 16..]) {
-            let (events, high_mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
-            *mask = high_mask;
+        for (i, block_bytes) in rest.iter().enumerate() {
+            let (events, mask) = block(&k, &mut carry, load(block_bytes), u64::MAX);
+            high_blocks |= u64::from(mask != 0) << (16 * chunks.len() + i);
             counts.add(&events, 0);
         }
-        for (i, &mask) in highs.iter().take(group.len()).enumerate() {
-            if mask != 0 {
-                high.block(bytes, (group_index * GROUP + i) * 64);
-            }
+        while high_blocks != 0 {
+            let i = high_blocks.trailing_zeros() as usize;
+            high_blocks &= high_blocks - 1;
+            high.block(bytes, (group_index * GROUP + i) * 64);
         }
     }
     if !tail.is_empty() {
