@@ -1,6 +1,8 @@
-//! Token estimation throughput, side by side in one run (criterion): ferroloop's estimator (AVX2
-//! and portable kernels), tiktoken-rs exact o200k counting, and a plain byte pass counting
-//! newlines with `bytecount` and `memchr` over the same buffer (the memory-bandwidth floor).
+//! Token estimation throughput, side by side in one run (criterion): ferroloop's estimator (the
+//! kernel `Kernel::detect` picks) and its class-counting kernels (AVX2, AVX-512, portable; a
+//! kernel the CPU lacks falls back to the portable one), tiktoken-rs exact o200k counting, and a
+//! plain byte pass counting newlines with `bytecount` and `memchr` over the same buffer (the
+//! memory-bandwidth floor).
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use std::hint::black_box;
@@ -22,6 +24,12 @@ fn tokens(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(bytes.len() as u64));
     group.bench_function("ferroloop-estimate", |b| {
         b.iter(|| estimate_text(black_box(&corpus), Family::O200k))
+    });
+    group.bench_function("ferroloop-avx2-kernel", |b| {
+        b.iter(|| count_classes_with(black_box(bytes), Kernel::Avx2))
+    });
+    group.bench_function("ferroloop-avx512-kernel", |b| {
+        b.iter(|| count_classes_with(black_box(bytes), Kernel::Avx512))
     });
     group.bench_function("ferroloop-portable-kernel", |b| {
         b.iter(|| count_classes_with(black_box(bytes), Kernel::Portable))

@@ -631,8 +631,8 @@ const REQUEST_VOCAB: Vocab = Vocab {
 };
 
 /// The token estimator on arbitrary bytes:
-/// - the vector (AVX2) and portable class-counting kernels agree on every input, and count
-///   every byte;
+/// - the vector (AVX2, AVX-512) and portable class-counting kernels agree on every input, and
+///   count every byte;
 /// - every family's estimate is 0 exactly for empty input and never panics, for raw bytes
 ///   (invalid UTF-8 included) and for their lossy UTF-8 decoding;
 /// - on valid UTF-8, the text and byte entry points agree.
@@ -641,8 +641,10 @@ pub fn check_token_estimator(data: &[u8]) {
     use ferroloop::tokens::{FAMILIES, estimate_bytes, estimate_text};
 
     let portable = count_classes_with(data, Kernel::Portable);
-    let vector = count_classes_with(data, Kernel::Avx2);
-    assert_eq!(portable, vector, "the class-counting kernels disagree");
+    for kernel in [Kernel::Avx2, Kernel::Avx512] {
+        let vector = count_classes_with(data, kernel);
+        assert_eq!(portable, vector, "the class-counting kernels disagree ({kernel:?})");
+    }
     assert_eq!(portable.bytes, data.len() as u64);
     let lossy = String::from_utf8_lossy(data);
     for family in FAMILIES {

@@ -1,19 +1,25 @@
 //! One pass over the bytes of a text, counting the character classes the estimator's model
 //! (`model.rs`: linear per kind of text, the kinds gated by count ratios) uses.
 //!
-//! The text is processed in 64-byte blocks. Both kernels turn a block into a few 64-bit masks
-//! (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the previous
-//! block's masks across block boundaries for the run and transition features (word starts, case
-//! changes, long runs, consonant clusters, ...). The portable kernel builds the masks with a
-//! lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds them with
-//! vector compares and `vpmovmskb` and counts them in its own tuned copy of that arithmetic
-//! (run lengths as chains of `shld` steps that carry each step's previous mask).
+//! The text is processed in 64-byte blocks by one of three kernels, picked once per process
+//! ([`Kernel::detect`]): AVX-512 where the CPU has AVX-512 BW/VBMI/VBMI2/VPOPCNTDQ and GFNI,
+//! else AVX2, else the portable one. The portable and AVX2 kernels turn a block into a few
+//! 64-bit masks (bit `i` set when byte `i` is in a class) and count with popcounts, carrying the
+//! previous block's masks across block boundaries for the run and transition features (word
+//! starts, case changes, long runs, consonant clusters, ...). The portable kernel builds the
+//! masks with a lookup table per byte and counts them in `Runs::block`; the AVX2 kernel builds
+//! them with vector compares and `vpmovmskb` and counts them in its own tuned copy of that
+//! arithmetic (run lengths as chains of `shld` steps that carry each step's previous mask). The
+//! AVX-512 kernel (`avx512.rs`) keeps the classes bit-sliced in class bytes instead and counts
+//! run features for all classes at once with byte moves and carry-save counters.
 //!
 //! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs) is done only
-//! for blocks that contain a byte `>= 0x80`: the AVX2 kernel marks those blocks and visits them
-//! after each group of 64 blocks, counting the script leads in vector byte counters; the portable
-//! kernel takes them from a byte histogram. Both kernels give identical counts; tests and the
-//! fuzz target check that against a byte-at-a-time reference.
+//! for blocks that contain a byte `>= 0x80`: the vector kernels mark those blocks and visit them
+//! after each group of 64 blocks; the portable kernel takes the script leads from a byte
+//! histogram. All kernels give identical counts; tests and the fuzz target check that against a
+//! byte-at-a-time reference.
+
+use std::sync::OnceLock;
 
 /// Number of features in [`ClassCounts::features`].
 pub const FEATURE_COUNT: usize = 28;
@@ -578,18 +584,27 @@ pub enum Kernel {
     Portable,
     /// AVX2 vector compares and counters, POPCNT (x86_64 with AVX2, detected at run time).
     Avx2,
+    /// AVX-512 bit-sliced class bytes and carry-save counters (x86_64 with AVX-512 F/BW/VBMI/
+    /// VBMI2/VPOPCNTDQ and GFNI, detected at run time).
+    Avx512,
 }
 
 impl Kernel {
-    /// The fastest kernel this CPU supports.
+    /// The fastest kernel this CPU supports (detected once per process).
     pub fn detect() -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if avx2_supported() {
-                return Kernel::Avx2;
+        static DETECTED: OnceLock<Kernel> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx512_supported() {
+                    return Kernel::Avx512;
+                }
+                if avx2_supported() {
+                    return Kernel::Avx2;
+                }
             }
-        }
-        Kernel::Portable
+            Kernel::Portable
+        })
     }
 }
 
@@ -601,6 +616,20 @@ fn avx2_supported() -> bool {
         && std::arch::is_x86_feature_detected!("popcnt")
         && std::arch::is_x86_feature_detected!("bmi1")
         && std::arch::is_x86_feature_detected!("bmi2")
+}
+
+/// Whether the CPU has what the AVX-512 kernel is compiled for: AVX-512 F and BW, VBMI (byte
+/// permutes), VBMI2 (byte compression), VPOPCNTDQ (vector popcounts), GFNI (bit permutes
+/// within bytes) and POPCNT (Ice Lake and later, Zen 4 and later).
+#[cfg(target_arch = "x86_64")]
+fn avx512_supported() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vbmi")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("avx512vpopcntdq")
+        && std::arch::is_x86_feature_detected!("gfni")
+        && std::arch::is_x86_feature_detected!("popcnt")
 }
 
 /// Portable kernel: a byte histogram for the per-byte classes, a table lookup per byte for the
@@ -651,6 +680,9 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
     apply_byte_classes(&mut counts, &totals);
     counts
 }
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
@@ -1238,6 +1270,12 @@ pub fn count_classes_with(bytes: &[u8], kernel: Kernel) -> ClassCounts {
             // SAFETY: AVX2, POPCNT, BMI1 and BMI2 support was just checked.
             unsafe { avx2::count(bytes) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx512 if avx512_supported() => {
+            // SAFETY: AVX-512 F/BW/VBMI/VBMI2/VPOPCNTDQ, GFNI and POPCNT support was just
+            // checked.
+            unsafe { avx512::count(bytes) }
+        }
         _ => count_portable(bytes),
     }
 }
@@ -1328,10 +1366,15 @@ mod tests {
         c
     }
 
+    /// Every kernel (those the CPU lacks fall back to the portable one).
+    const KERNELS: [Kernel; 3] = [Kernel::Portable, Kernel::Avx2, Kernel::Avx512];
+
     fn check(bytes: &[u8]) {
         let expected = reference(bytes);
-        assert_eq!(count_classes_with(bytes, Kernel::Portable), expected);
-        assert_eq!(count_classes_with(bytes, Kernel::detect()), expected);
+        for kernel in KERNELS {
+            assert_eq!(count_classes_with(bytes, kernel), expected, "{kernel:?}");
+        }
+        assert_eq!(count_classes(bytes), expected);
     }
 
     #[test]
@@ -1476,28 +1519,30 @@ mod tests {
         fn kernels_agree_on_adversarial_bytes(bytes in adversarial_bytes()) {
             let portable = count_classes_with(&bytes, Kernel::Portable);
             prop_assert_eq!(count_classes_with(&bytes, Kernel::Avx2), portable);
+            prop_assert_eq!(count_classes_with(&bytes, Kernel::Avx512), portable);
             prop_assert_eq!(portable, reference(&bytes));
             // The same bytes one position later: every run crosses block edges differently.
             let mut shifted = vec![b'a'];
             shifted.extend_from_slice(&bytes);
-            prop_assert_eq!(
-                count_classes_with(&shifted, Kernel::Avx2),
-                count_classes_with(&shifted, Kernel::Portable)
-            );
+            let portable = count_classes_with(&shifted, Kernel::Portable);
+            prop_assert_eq!(count_classes_with(&shifted, Kernel::Avx2), portable);
+            prop_assert_eq!(count_classes_with(&shifted, Kernel::Avx512), portable);
         }
 
         #[test]
         fn kernels_match_the_reference(bytes in proptest::collection::vec(any::<u8>(), 0..700)) {
             let expected = reference(&bytes);
-            prop_assert_eq!(count_classes_with(&bytes, Kernel::Portable), expected);
-            prop_assert_eq!(count_classes_with(&bytes, Kernel::detect()), expected);
+            for kernel in KERNELS {
+                prop_assert_eq!(count_classes_with(&bytes, kernel), expected);
+            }
         }
 
         #[test]
         fn kernels_match_on_text(s in "[a-zA-Z0-9 \\t\\r\\n{}\":,.\\-_/+=éłαї中かㄱ한й😀]{0,400}") {
             let expected = reference(s.as_bytes());
-            prop_assert_eq!(count_classes_with(s.as_bytes(), Kernel::Portable), expected);
-            prop_assert_eq!(count_classes_with(s.as_bytes(), Kernel::detect()), expected);
+            for kernel in KERNELS {
+                prop_assert_eq!(count_classes_with(s.as_bytes(), kernel), expected);
+            }
         }
     }
 }
