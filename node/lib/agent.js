@@ -26,14 +26,17 @@ function jsEvent(event) {
 /** A run: its events as an async iterable (the last is `stop`), or just the stop event. */
 class AgentRun {
   #source
+  // The agent that started the run: its tool host must live while the run can call tools.
+  #agent
   #iterating = false
   #stop
   #resolve
   #reject
 
   /** @internal */
-  constructor(source) {
+  constructor(source, agent) {
     this.#source = source
+    this.#agent = agent
     this.#stop = new Promise((resolve, reject) => {
       this.#resolve = resolve
       this.#reject = reject
@@ -144,6 +147,11 @@ class Agent {
       extraJson: options.extra === undefined ? undefined : JSON.stringify(options.extra),
       workspace: options.workspace,
     }
+    // The native agent holds the wake function for its lifetime, and a thread-safe function
+    // holds its JS callback as a root: a callback closing over `this` would keep this agent
+    // (and its tools) alive forever. It reaches the agent through a weak reference instead;
+    // a run keeps its agent alive while it is read.
+    const self = new WeakRef(this)
     this.#native = callNative(
       () =>
         new native.Agent(
@@ -152,7 +160,7 @@ class Agent {
           internals.options,
           internals.specs,
           builtins,
-          () => this.#dispatch(),
+          () => self.deref()?.#dispatch(),
           // The loop admits calls on the native runtime and asks here (as ToolExecutor turns
           // decide at submission): a per-input predicate decides each call from its input.
           (question) => {
@@ -195,7 +203,7 @@ class Agent {
     }
     const source = new ItemSource(callNative(() => this.#native.runJson(JSON.stringify(history))), signal)
     if (signal?.aborted) source.abort()
-    return new AgentRun(source)
+    return new AgentRun(source, this)
   }
 }
 

@@ -286,3 +286,39 @@ test('Agent options are validated', () => {
   )
   assert.throws(() => agent.run(42), ferroloop.InvalidArgumentError)
 })
+
+test('an agent is garbage once it and its runs are dropped (its wake function holds no reference to it)', async () => {
+  const v8 = require('node:v8')
+  const vm = require('node:vm')
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  await withServer(
+    () => startServer(['--agent-model']),
+    async (client) => {
+      const executor = new ToolExecutor()
+      for (const name of ['glob', 'grep', 'read']) {
+        executor.tool({ name, concurrencySafe: true }, async () => {
+          // Collect while the run goes on: the run alone must keep its agent's tools reachable.
+          gc()
+          return `${name} result`
+        })
+      }
+      // Only the run refers to its agent once this returns.
+      const start = () => {
+        const agent = new Agent(client, { model: 'ferroloop-replay', tools: executor })
+        return [agent.run('Explore.'), new WeakRef(agent)]
+      }
+      let [run, ran] = start()
+      const { stop } = await collect(run)
+      assert.ok(stop.toolCalls >= 3, `the JS tools ran (${stop.toolCalls} calls)`)
+      run = null
+      const idle = new WeakRef(new Agent(client, { model: 'm', tools: executor }))
+      for (let i = 0; i < 40 && (ran.deref() !== undefined || idle.deref() !== undefined); i++) {
+        await new Promise(setImmediate)
+        gc()
+      }
+      assert.equal(ran.deref(), undefined, 'the agent was collected after its run')
+      assert.equal(idle.deref(), undefined, 'an agent that never ran was collected')
+    },
+  )
+})
