@@ -667,43 +667,34 @@ impl ParserState {
 
     /// Copies fields that point into chunks older than `chunk_id` into the parser's buffers.
     fn materialize_older_than(&mut self, chunk_id: u64) {
-        if let Field::Slice { chunk, start, end } = self.event_type
-            && chunk < chunk_id
-        {
-            let text = self.text_in(&self.prev, chunk, start, end).to_owned();
-            self.event_type_buf = text;
-            self.event_type = Field::Buf;
-        }
-        if let Field::Slice { chunk, start, end } = self.data
-            && chunk < chunk_id
-        {
-            let mut buf = std::mem::take(&mut self.data_buf);
-            buf.clear();
-            buf.push_str(self.text_in(&self.prev, chunk, start, end));
-            self.data_buf = buf;
-            self.data_start = 0;
-            self.data = Field::Buf;
-        }
+        // Older chunks are read from `prev`, whatever `scanning` is.
+        self.materialize_where(&Bytes::new(), |chunk| chunk < chunk_id);
     }
 
     /// Copies fields that point into the chunk numbered `chunk_id` (`source`) into the parser's
     /// buffers.
     fn materialize_chunk(&mut self, source: &Bytes, chunk_id: u64) {
+        self.materialize_where(source, |chunk| chunk == chunk_id);
+    }
+
+    /// Copies the fields that point into chunks `copy` selects into the parser's buffers (their
+    /// text is read as [`text_in`](Self::text_in) reads it, `scanning` being the current chunk).
+    fn materialize_where(&mut self, scanning: &Bytes, copy: impl Fn(u64) -> bool) {
         if let Field::Slice { chunk, start, end } = self.event_type
-            && chunk == chunk_id
+            && copy(chunk)
         {
             let mut buf = std::mem::take(&mut self.event_type_buf);
             buf.clear();
-            buf.push_str(self.text_in(source, chunk, start, end));
+            buf.push_str(self.text_in(scanning, chunk, start, end));
             self.event_type_buf = buf;
             self.event_type = Field::Buf;
         }
         if let Field::Slice { chunk, start, end } = self.data
-            && chunk == chunk_id
+            && copy(chunk)
         {
             let mut buf = std::mem::take(&mut self.data_buf);
             buf.clear();
-            buf.push_str(self.text_in(source, chunk, start, end));
+            buf.push_str(self.text_in(scanning, chunk, start, end));
             self.data_buf = buf;
             self.data_start = 0;
             self.data = Field::Buf;
