@@ -878,3 +878,50 @@ async fn a_call_with_invalid_json_arguments_is_answered_with_an_error() {
     assert_eq!(results[1]["is_error"], false);
     assert_eq!(*log.lock().unwrap(), ["read \"b\""]);
 }
+
+#[tokio::test]
+async fn a_panicking_safety_predicate_makes_the_call_exclusive_instead_of_ending_the_run() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("probe", |_input: Value, _ctx| async {
+                Ok(ToolOutput::text("probed"))
+            })
+            .safe_when(|_| panic!("a bug in the safety predicate")),
+        )
+        .unwrap();
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                call("p1", "probe", json!({})),
+                call("p2", "probe", json!({})),
+            ],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events = collect(&agent, "probe twice").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(turns, 2);
+    check_tool_pairing(&messages).unwrap();
+    let results: Vec<&Value> = messages
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|block| block["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["content"] == "probed" && r.get("is_error") != Some(&json!(true))),
+        "{results:?}"
+    );
+}

@@ -298,7 +298,14 @@ impl Driver {
                                     .executor
                                     .registry()
                                     .get(&tool_use.name)
-                                    .is_some_and(|tool| tool.is_concurrency_safe(&tool_use.input));
+                                    .is_some_and(|tool| {
+                                        // A panicking safety predicate makes the call
+                                        // exclusive, as the executor's admission does.
+                                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                            tool.is_concurrency_safe(&tool_use.input)
+                                        }))
+                                        .unwrap_or(false)
+                                    });
                                 // Safe calls start at once while the message streams; the first
                                 // unsafe call, and every call after it, waits for the message
                                 // to end, so request order and the barrier are kept.
