@@ -925,3 +925,43 @@ async fn a_panicking_safety_predicate_makes_the_call_exclusive_instead_of_ending
         "{results:?}"
     );
 }
+
+#[tokio::test]
+async fn a_per_input_safety_predicate_is_asked_once_per_call() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("probe", |input: Value, _ctx| async move {
+                Ok(ToolOutput::text(format!("probed {}", input["n"])))
+            })
+            .safe_when(move |input| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                input["n"].as_u64() != Some(2)
+            }),
+        )
+        .unwrap();
+    // Call 2 is unsafe: it and the call after it wait for the message's end (held), the
+    // first starts while the message streams.
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => reply(
+            request,
+            (1..=3)
+                .map(|i| call(&format!("p{i}"), "probe", json!({"n": i})))
+                .collect(),
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events = collect(&agent, "probe").await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    check_tool_pairing(&messages).unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 3, "one question per call");
+}

@@ -384,33 +384,13 @@ impl JsToolQueues {
     }
 
     /// The concurrency decision JavaScript took for this call of `tool`: asked now when the
-    /// queues have a [`Decide`] function, else the one recorded at submission (false, the
-    /// conservative answer, when none was recorded).
-    ///
-    /// With a [`Decide`] function each answer is kept for the next question about the same call:
-    /// an agent's loop asks once to decide whether the call may start while the message streams,
-    /// and its turn asks again at admission; JavaScript is asked once per call. (A kept answer
-    /// whose second question never comes, for a call rejected before admission, answers the next
-    /// call with the same tool and input: the same question.)
+    /// queues have a [`Decide`] function (an agent's loop asks once per call and hands the
+    /// answer to its turn), else the one recorded at submission (false, the conservative
+    /// answer, when none was recorded).
     pub fn decision(&self, tool: &str, input: &Value) -> bool {
         if let Some(decide) = &self.decide {
-            let key = (tool.to_owned(), input.to_string());
-            if let Some(kept) = self
-                .lock()
-                .decisions
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front)
-            {
-                return kept;
-            }
             // Asked without the lock: JavaScript may drain or reply meanwhile.
-            let safe = decide(tool, input);
-            self.lock()
-                .decisions
-                .entry(key)
-                .or_default()
-                .push_back(safe);
-            return safe;
+            return decide(tool, input);
         }
         let mut state = self.lock();
         if state.decisions.is_empty() {
@@ -653,7 +633,7 @@ mod tests {
     }
 
     #[test]
-    fn asked_decisions_are_kept_for_the_second_question_about_a_call() {
+    fn a_decide_function_is_asked_for_every_question() {
         let asked = Arc::new(AtomicU32::new(0));
         let counter = asked.clone();
         let decide: Decide = Arc::new(move |_tool: &str, input: &Value| {
@@ -663,13 +643,11 @@ mod tests {
         let queues = JsToolQueues::with_notify(Arc::new(|| {}), Some(decide));
         let read = serde_json::json!({"read": true});
         let write = serde_json::json!({"read": false});
-        // The loop's question, then the turn's: one answer from JavaScript per call.
+        // No answer is kept: the core asks once per call (the agent's loop decides and hands
+        // the answer to its turn), so a kept one could only answer a different call.
         assert!(queues.decision("fs", &read));
         assert!(!queues.decision("fs", &write));
         assert!(queues.decision("fs", &read));
-        assert!(!queues.decision("fs", &write));
-        assert_eq!(asked.load(Ordering::Relaxed), 2);
-        assert!(queues.decision("fs", &read), "a new call is asked again");
         assert_eq!(asked.load(Ordering::Relaxed), 3);
     }
 }

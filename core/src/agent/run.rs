@@ -266,7 +266,7 @@ impl Driver {
             let mut stream = self.agent.model.stream(request.clone());
             let mut turn = self.agent.executor.turn();
             let handle = turn.handle();
-            let mut held: Vec<ToolUse> = Vec::new();
+            let mut held: Vec<(ToolUse, bool)> = Vec::new();
             let mut eager = true;
             let mut submitted: Vec<ToolUse> = Vec::new();
             let mut ttft = None;
@@ -310,12 +310,12 @@ impl Driver {
                                 // unsafe call, and every call after it, waits for the message
                                 // to end, so request order and the barrier are kept.
                                 if eager && safe {
-                                    if handle.submit(tool_use.clone()).is_ok() {
+                                    if handle.submit_decided(tool_use.clone(), safe).is_ok() {
                                         submitted.push(tool_use);
                                     }
                                 } else {
                                     eager = false;
-                                    held.push(tool_use);
+                                    held.push((tool_use, safe));
                                 }
                             }
                         }
@@ -407,8 +407,9 @@ impl Driver {
 
             match stop_reason.as_deref() {
                 Some("tool_use") => {
-                    for tool_use in held.drain(..) {
-                        if turn.submit(tool_use.clone()).is_ok() {
+                    for (tool_use, safe) in held.drain(..) {
+                        // Decided once, above: a host's per-input predicate is not asked again.
+                        if turn.submit_decided(tool_use.clone(), safe).is_ok() {
                             submitted.push(tool_use);
                         }
                     }

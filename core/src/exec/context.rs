@@ -152,6 +152,9 @@ pub(crate) struct TurnShared {
 pub(crate) struct Inbox {
     /// Calls submitted and not yet taken by the driver.
     pub(crate) submissions: Vec<ToolUse>,
+    /// Concurrency decisions the submitter already took, in ascending order of their call's
+    /// position in `submissions` (calls without one are asked at admission).
+    pub(crate) decided: Vec<(usize, bool)>,
     /// Progress updates not yet turned into events: (call index, data).
     pub(crate) progress: Vec<(usize, Value)>,
     /// No more submissions will come.

@@ -113,6 +113,23 @@ impl TurnHandle {
         Ok(())
     }
 
+    /// Submits a call whose concurrency safety the caller has already decided (an agent's loop
+    /// decides it to start safe calls while the message streams): admission uses `safe` instead
+    /// of asking the tool again, so a per-input predicate (a host callback) runs once per call.
+    pub fn submit_decided(&self, tool_use: ToolUse, safe: bool) -> Result<(), TurnClosed> {
+        {
+            let mut inbox = self.shared.lock();
+            if inbox.sealed {
+                return Err(TurnClosed(tool_use));
+            }
+            let position = inbox.submissions.len();
+            inbox.decided.push((position, safe));
+            inbox.submissions.push(tool_use);
+        }
+        self.shared.waker.wake();
+        Ok(())
+    }
+
     /// Submits several calls at once (one lock and one wake for all of them); in order, after
     /// the calls submitted before. When the turn is closed, none is submitted and the error
     /// carries the first.
@@ -472,6 +489,11 @@ impl Turn {
         self.handle.submit(tool_use)
     }
 
+    /// Submits a call whose concurrency safety is decided (see [`TurnHandle::submit_decided`]).
+    pub fn submit_decided(&self, tool_use: ToolUse, safe: bool) -> Result<(), TurnClosed> {
+        self.handle.submit_decided(tool_use, safe)
+    }
+
     /// Seals the turn (see [`TurnHandle::seal`]).
     pub fn seal(&self) {
         self.handle.seal();
@@ -568,7 +590,7 @@ impl Turn {
         self.slots.reserve(tool_uses.len());
         self.admission.reserve(tool_uses.len());
         for tool_use in tool_uses {
-            self.accept(tool_use);
+            self.accept(tool_use, None);
         }
         self.sealed = true;
         self.shared.lock().sealed = true;
@@ -703,10 +725,11 @@ impl Turn {
 
     /// Takes what handles and tools left in the shared inbox.
     fn drain_inbox(&mut self) {
-        let (submissions, progress, sealed) = {
+        let (submissions, decided, progress, sealed) = {
             let mut inbox = self.shared.lock();
             (
                 std::mem::take(&mut inbox.submissions),
+                std::mem::take(&mut inbox.decided),
                 std::mem::take(&mut inbox.progress),
                 inbox.sealed,
             )
@@ -717,8 +740,12 @@ impl Turn {
         if let Some(external) = &mut self.external {
             external.reserve(self.slots.len() + submissions.len());
         }
-        for tool_use in submissions {
-            self.accept(tool_use);
+        let mut decided = decided.into_iter().peekable();
+        for (position, tool_use) in submissions.into_iter().enumerate() {
+            let safe = decided
+                .next_if(|&(at, _)| at == position)
+                .map(|(_, safe)| safe);
+            self.accept(tool_use, safe);
         }
         // Read under the same lock as the submissions: nothing submitted before the seal is missed.
         self.sealed |= sealed;
@@ -742,7 +769,8 @@ impl Turn {
     }
 
     /// Registers a call: answered at once if it cannot run, queued for admission otherwise.
-    fn accept(&mut self, tool_use: ToolUse) {
+    /// `decided`: its concurrency safety, when the submitter decided it.
+    fn accept(&mut self, tool_use: ToolUse, decided: Option<bool>) {
         let ToolUse { id, name, input } = tool_use;
         let index = self.slots.len();
         self.slots.push(Slot::Pending(id));
@@ -766,9 +794,10 @@ impl Turn {
             return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
         }
         // A panicking safety predicate makes the call exclusive: the conservative choice.
-        let safe =
+        let safe = decided.unwrap_or_else(|| {
             std::panic::catch_unwind(AssertUnwindSafe(|| tool.tool.is_concurrency_safe(&input)))
-                .unwrap_or(false);
+                .unwrap_or(false)
+        });
         let concurrency = if safe {
             Concurrency::Safe
         } else {
