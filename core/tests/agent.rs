@@ -879,75 +879,26 @@ async fn a_call_with_invalid_json_arguments_is_answered_with_an_error() {
     assert_eq!(*log.lock().unwrap(), ["read \"b\""]);
 }
 
-#[tokio::test]
-async fn a_panicking_safety_predicate_makes_the_call_exclusive_instead_of_ending_the_run() {
-    let mut tools = ToolRegistry::new();
-    tools
-        .register(
-            FnTool::new("probe", |_input: Value, _ctx| async {
-                Ok(ToolOutput::text("probed"))
-            })
-            .safe_when(|_| panic!("a bug in the safety predicate")),
-        )
-        .unwrap();
-    let model = ScriptedModel::new(|n, request| match n {
-        0 => reply(
-            request,
-            vec![
-                call("p1", "probe", json!({})),
-                call("p2", "probe", json!({})),
-            ],
-            "tool_use",
-        ),
-        _ => reply(request, vec![text("done")], "end_turn"),
-    });
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        Arc::new(model),
-        Arc::new(ToolExecutor::new(tools)),
-    );
-    let events = collect(&agent, "probe twice").await;
-    let (reason, messages, turns) = stop(&events);
-    assert_eq!(reason, StopReason::EndTurn);
-    assert_eq!(turns, 2);
-    check_tool_pairing(&messages).unwrap();
-    let results: Vec<&Value> = messages
-        .iter()
-        .filter_map(|m| m["content"].as_array())
-        .flatten()
-        .filter(|block| block["type"] == "tool_result")
-        .collect();
-    assert_eq!(results.len(), 2);
-    assert!(
-        results
-            .iter()
-            .all(|r| r["content"] == "probed" && r.get("is_error") != Some(&json!(true))),
-        "{results:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_per_input_safety_predicate_is_asked_once_per_call() {
-    let asked = Arc::new(AtomicUsize::new(0));
-    let counter = asked.clone();
+/// Runs an agent whose one tool, `probe`, answers "probed N" and decides its safety with
+/// `safe_when`; the model calls it `calls` times (inputs `{"n": 1..}`) in one message, then ends.
+/// Returns the final messages (the run ended normally, every call answered).
+async fn run_probes(
+    safe_when: impl Fn(&Value) -> bool + Send + Sync + 'static,
+    calls: u64,
+) -> Vec<Value> {
     let mut tools = ToolRegistry::new();
     tools
         .register(
             FnTool::new("probe", |input: Value, _ctx| async move {
                 Ok(ToolOutput::text(format!("probed {}", input["n"])))
             })
-            .safe_when(move |input| {
-                counter.fetch_add(1, Ordering::SeqCst);
-                input["n"].as_u64() != Some(2)
-            }),
+            .safe_when(safe_when),
         )
         .unwrap();
-    // Call 2 is unsafe: it and the call after it wait for the message's end (held), the
-    // first starts while the message streams.
-    let model = ScriptedModel::new(|n, request| match n {
+    let model = ScriptedModel::new(move |n, request| match n {
         0 => reply(
             request,
-            (1..=3)
+            (1..=calls)
                 .map(|i| call(&format!("p{i}"), "probe", json!({"n": i})))
                 .collect(),
             "tool_use",
@@ -960,8 +911,41 @@ async fn a_per_input_safety_predicate_is_asked_once_per_call() {
         Arc::new(ToolExecutor::new(tools)),
     );
     let events = collect(&agent, "probe").await;
-    let (reason, messages, _) = stop(&events);
-    assert_eq!(reason, StopReason::EndTurn);
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
     check_tool_pairing(&messages).unwrap();
+    messages
+}
+
+#[tokio::test]
+async fn a_panicking_safety_predicate_makes_the_call_exclusive_instead_of_ending_the_run() {
+    let messages = run_probes(|_| panic!("a bug in the safety predicate"), 2).await;
+    let results: Vec<&Value> = messages
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|block| block["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2);
+    for (result, n) in results.iter().zip(1..) {
+        assert_eq!(result["content"], format!("probed {n}"));
+        assert_ne!(result.get("is_error"), Some(&json!(true)));
+    }
+}
+
+#[tokio::test]
+async fn a_per_input_safety_predicate_is_asked_once_per_call() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    // Call 2 is unsafe: it and the call after it wait for the message's end (held); the first
+    // starts while the message streams.
+    run_probes(
+        move |input| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            input["n"].as_u64() != Some(2)
+        },
+        3,
+    )
+    .await;
     assert_eq!(asked.load(Ordering::SeqCst), 3, "one question per call");
 }
