@@ -574,14 +574,10 @@ impl ParserState {
             return Err(chunk);
         }
         self.bytes_scanned += chunk.len() as u64;
-        if self.line_first_high.is_none()
-            && let Some(high) = found.first_high()
-        {
-            self.line_first_high = Some(self.line_len() + high);
-        }
+        self.note_line_first_high(found.first_high());
         if self.line_len() + chunk.len() >= self.long_line {
             // Copied while it is in the L1 cache; the chunk is released here.
-            self.append_to_long_line(&chunk, cur);
+            self.append_to_long_line(&chunk, Some(cur));
             return Ok(());
         }
         // `line_shared_len` > 0: the line's earlier bytes are all in `line_pieces` already.
@@ -607,7 +603,7 @@ impl ParserState {
     /// Appends `bytes` to a line that is (or now becomes) [`LONG_LINE`] long: its chunk slices
     /// are gathered into `line_buf` first (`cur` holds the pending tail piece, if any), with
     /// room reserved for what follows.
-    fn append_to_long_line(&mut self, bytes: &[u8], cur: &Bytes) {
+    fn append_to_long_line(&mut self, bytes: &[u8], cur: Option<&Bytes>) {
         let needed = self.line_len() + bytes.len();
         if !self.line_pieces.is_empty() {
             let line = self.gather_line(cur, self.long_line_capacity(needed));
@@ -1039,11 +1035,7 @@ impl ParserState {
             }
             return;
         }
-        if self.line_first_high.is_none()
-            && let Some(high) = first_high
-        {
-            self.line_first_high = Some(self.line_len() + high);
-        }
+        self.note_line_first_high(first_high);
         let start = self.line_buf.len();
         if let [byte] = bytes {
             // Byte-at-a-time feeds: a push, not a call to `memcpy`.
@@ -1070,7 +1062,7 @@ impl ParserState {
         let rest = chunk.get(start..).unwrap_or_default();
         if rest.len() >= SHARED_PIECE && !self.discarding {
             if self.line_len() + rest.len() >= self.long_line && self.line_tail_pending.is_none() {
-                self.push_long_line_piece(chunk, rest, first_high);
+                self.push_long_line_piece(rest, first_high);
             } else {
                 self.push_shared_piece(chunk, start, first_high);
             }
@@ -1082,14 +1074,10 @@ impl ParserState {
     /// [`push_line_piece`](Self::push_line_piece) for a piece that makes (or keeps) the line
     /// long: copied into `line_buf` (see [`LONG_LINE`]).
     #[inline(never)]
-    fn push_long_line_piece(&mut self, chunk: &Bytes, rest: &[u8], first_high: Option<usize>) {
-        if self.line_first_high.is_none()
-            && let Some(high) = first_high
-        {
-            self.line_first_high = Some(self.line_len() + high);
-        }
-        // No tail is pending (tested by the caller), so `chunk` stands in for it unread.
-        self.append_to_long_line(rest, chunk);
+    fn push_long_line_piece(&mut self, rest: &[u8], first_high: Option<usize>) {
+        self.note_line_first_high(first_high);
+        // No tail is pending (tested by the caller).
+        self.append_to_long_line(rest, None);
     }
 
     /// [`push_line_piece`](Self::push_line_piece) for a long piece, kept as a chunk slice.
@@ -1097,11 +1085,7 @@ impl ParserState {
     fn push_shared_piece(&mut self, chunk: &Bytes, start: usize, first_high: Option<usize>) {
         let len = chunk.len().saturating_sub(start);
         self.line_open = true;
-        if self.line_first_high.is_none()
-            && let Some(high) = first_high
-        {
-            self.line_first_high = Some(self.line_len() + high);
-        }
+        self.note_line_first_high(first_high);
         if self.line_pieces.is_empty() && !self.line_buf.is_empty() {
             self.line_pieces.push(LinePiece::Buffered {
                 start: 0,
@@ -1145,6 +1129,16 @@ impl ParserState {
         self.line_buf.len() + self.line_shared_len
     }
 
+    /// Notes where the open line's first non-ASCII byte is, given `first_high`, its offset in
+    /// bytes about to be added to the line (the first one noted wins).
+    fn note_line_first_high(&mut self, first_high: Option<usize>) {
+        if self.line_first_high.is_none()
+            && let Some(high) = first_high
+        {
+            self.line_first_high = Some(self.line_len() + high);
+        }
+    }
+
     /// The complete line that spanned chunks, taken out of the parser: `line_buf` itself, or,
     /// when long pieces were kept as chunk slices, every piece copied once, in order, into a
     /// buffer of the exact size.
@@ -1156,15 +1150,15 @@ impl ParserState {
             self.line_tail_pending.is_none(),
             "a line ends in a later chunk"
         );
-        let line = self.gather_line(&Bytes::new(), self.line_len());
+        let line = self.gather_line(None, self.line_len());
         self.line_buf.clear();
         line
     }
 
     /// The open line's pieces copied once, in order, into a new buffer of `capacity` bytes
     /// (at least the line's length); the pieces are cleared. `cur` is the chunk a pending
-    /// tail piece lies in.
-    fn gather_line(&mut self, cur: &Bytes, capacity: usize) -> Vec<u8> {
+    /// tail piece lies in (`None` when no tail is pending).
+    fn gather_line(&mut self, cur: Option<&Bytes>, capacity: usize) -> Vec<u8> {
         let mut line = Vec::with_capacity(capacity.max(self.line_len()));
         for (index, piece) in self.line_pieces.iter().enumerate() {
             match *piece {
@@ -1172,10 +1166,9 @@ impl ParserState {
                     line.extend_from_slice(self.line_buf.get(start..end).unwrap_or_default());
                 }
                 LinePiece::Shared { ref chunk, start } => {
-                    let chunk = if self.line_tail_pending == Some(index) {
-                        cur
-                    } else {
-                        chunk
+                    let chunk = match cur {
+                        Some(cur) if self.line_tail_pending == Some(index) => cur,
+                        _ => chunk,
                     };
                     line.extend_from_slice(chunk.get(start..).unwrap_or_default())
                 }
