@@ -20,7 +20,10 @@ use super::context::{
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent};
 use crate::decode::DecodeEvent;
-use crate::exec::{CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent};
+use crate::exec::{
+    CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent,
+    decide_concurrency_safe,
+};
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
@@ -299,12 +302,7 @@ impl Driver {
                                     .registry()
                                     .get(&tool_use.name)
                                     .is_some_and(|tool| {
-                                        // A panicking safety predicate makes the call
-                                        // exclusive, as the executor's admission does.
-                                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                            tool.is_concurrency_safe(&tool_use.input)
-                                        }))
-                                        .unwrap_or(false)
+                                        decide_concurrency_safe(tool.as_ref(), &tool_use.input)
                                     });
                                 // Safe calls start at once while the message streams; the first
                                 // unsafe call, and every call after it, waits for the message

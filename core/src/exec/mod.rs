@@ -71,6 +71,7 @@ pub use executor::{
 pub use hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
 pub use metrics::ExecutorMetrics;
 pub use schema::{InputSchema, SchemaError, Violation};
+pub(crate) use tool::decide_concurrency_safe;
 pub use tool::{
     FnTool, RegistryError, ResultLimit, Tool, ToolError, ToolFuture, ToolOutput, ToolRegistry,
 };

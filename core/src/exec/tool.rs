@@ -141,6 +141,16 @@ pub trait Tool: Send + Sync + 'static {
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture;
 }
 
+/// Whether a call of `tool` with `input` may run beside other safe calls, as the executor and
+/// the agent's loop decide it: a panicking predicate answers no, the conservative choice (the
+/// call then runs alone).
+pub(crate) fn decide_concurrency_safe(tool: &dyn Tool, input: &Value) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.is_concurrency_safe(input)
+    }))
+    .unwrap_or(false)
+}
+
 type SafetyFn = dyn Fn(&Value) -> bool + Send + Sync;
 
 enum Safety {

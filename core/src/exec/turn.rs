@@ -8,7 +8,6 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -32,6 +31,7 @@ use super::executor::{ExecutorInner, TurnError};
 use super::external::{ExternalCalls, Running};
 use super::metrics::Counter;
 use super::task::CallTask;
+use super::tool::decide_concurrency_safe;
 use super::tool::{RegisteredTool, ResultLimit, ToolOutput};
 use super::types::{ToolResult, ToolResultContent, ToolUse};
 
@@ -793,11 +793,7 @@ impl Turn {
             let message = not_run_message(tool.name(), cause);
             return self.answer_unstarted(index, tool.name(), CallStatus::Skipped, message);
         }
-        // A panicking safety predicate makes the call exclusive: the conservative choice.
-        let safe = decided.unwrap_or_else(|| {
-            std::panic::catch_unwind(AssertUnwindSafe(|| tool.tool.is_concurrency_safe(&input)))
-                .unwrap_or(false)
-        });
+        let safe = decided.unwrap_or_else(|| decide_concurrency_safe(tool.tool.as_ref(), &input));
         let concurrency = if safe {
             Concurrency::Safe
         } else {
