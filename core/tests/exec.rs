@@ -1022,3 +1022,40 @@ async fn submit_vec_submits_in_order_into_an_empty_or_a_waiting_inbox() {
     let results = turn.finish().await.unwrap();
     assert_eq!(ids(&results), ["a", "b", "c"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn decided_submissions_use_the_callers_decision_instead_of_asking_the_tool() {
+    let probe = Arc::new(Probe::default());
+    let exec = executor(&probe, ExecutorConfig::default());
+    let start = Instant::now();
+    let turn = exec.turn();
+    let handle = turn.handle();
+    // The script tool would call every one of these exclusive (its input says so).
+    handle.submit(call("a", "script", false, 10, "ok")).unwrap();
+    handle
+        .submit_vec_decided(
+            vec![
+                call("b", "script", false, 10, "ok"),
+                call("c", "script", false, 10, "ok"),
+                call("d", "script", false, 10, "ok"),
+            ],
+            // Positions in this batch: `b` and `c` decided safe, `d` asked (exclusive).
+            vec![(0, true), (1, true)],
+        )
+        .unwrap();
+    handle.seal();
+    let results = turn.finish().await.unwrap();
+    assert_eq!(ids(&results), ["a", "b", "c", "d"]);
+    assert_eq!(
+        probe.log(),
+        [
+            "start a", "end a", "start b", "start c", "end b", "end c", "start d", "end d"
+        ]
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(30),
+        "a → {{b‖c}} → d"
+    );
+    assert_eq!(probe.max(), 2);
+}

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 use crate::error::FerroloopError;
 use crate::guard;
 use crate::joined::Parts;
-use crate::js_tools::{Decisions, JsToolQueues, ReplyContent};
+use crate::js_tools::{JsToolQueues, ReplyContent};
 
 /// Executor-wide options.
 #[napi(object)]
@@ -339,7 +339,6 @@ impl NativeToolExecutor {
                 waker: Arc::new(JsWaker::new(wake)),
                 queues: self.queues.clone(),
                 names: self.names.clone(),
-                decisions: Decisions::new(),
                 starts: Vec::new(),
                 calls: Vec::new(),
                 cancels: Vec::new(),
@@ -375,8 +374,6 @@ pub struct NativeTurn {
     queues: Arc<JsToolQueues>,
     /// The executor's tool names, by declaration order.
     names: Arc<[String]>,
-    /// Concurrency decisions of the submissions not yet accepted by a poll.
-    decisions: Decisions,
     /// The calls to start found by the last poll (a buffer kept across polls).
     starts: Vec<u32>,
     /// The external calls to start (indexes in the turn) found by the last poll.
@@ -430,11 +427,11 @@ const SUBMIT_DECIDED: u32 = 2;
 const SUBMIT_SAFE: u32 = 4;
 
 /// A submission batch, parsed from the flat JSON array `[id, name, flags, (input,) id, name,
-/// flags, ...]`: the tool uses, and the concurrency decisions JavaScript took (keyed by tool
-/// name and input text, in submission order).
+/// flags, ...]`: the tool uses, and the concurrency decisions JavaScript took, as `(position in
+/// the batch, safe)` (handed to the turn with the calls).
 struct SubmissionBatch {
     tool_uses: Vec<ToolUse>,
-    decisions: Vec<((String, String), bool)>,
+    decisions: Vec<(usize, bool)>,
 }
 
 /// The fewest bytes one submission takes (`"","",0,`): the text's length over it bounds the
@@ -486,7 +483,7 @@ impl<'de> serde::de::Visitor<'de> for SubmissionVisitor {
                 Value::Object(serde_json::Map::new())
             };
             if flags & SUBMIT_DECIDED != 0 {
-                decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
+                decisions.push((tool_uses.len(), flags & SUBMIT_SAFE != 0));
             }
             tool_uses.push(ToolUse { id, name, input });
         }
@@ -562,7 +559,7 @@ impl NativeTurn {
                     Value::Object(serde_json::Map::new())
                 };
                 if flags & SUBMIT_DECIDED != 0 {
-                    decisions.push(((name.clone(), input.to_string()), flags & SUBMIT_SAFE != 0));
+                    decisions.push((tool_uses.len(), flags & SUBMIT_SAFE != 0));
                 }
                 tool_uses.push(ToolUse { id, name, input });
             }
@@ -756,10 +753,6 @@ impl NativeTurn {
             self.waker.scheduled.store(false, Ordering::Release);
             let waker = Waker::from(self.waker.clone());
             let mut cx = Context::from_waker(&waker);
-            let decided = !self.decisions.is_empty();
-            if decided {
-                self.queues.swap_decisions(&mut self.decisions);
-            }
             let mut events = Vec::new();
             let mut results: Option<(Vec<ToolResult>, Vec<bool>)> = None;
             // Timers (timeouts, cleanup grace) register with the async runtime.
@@ -776,12 +769,6 @@ impl NativeTurn {
                     self.cancels.clear();
                     self.text_requests.clear();
                 }
-            }
-            if decided {
-                // Every submission was accepted by this poll: what is left was never asked for
-                // (an unknown tool, a skipped call).
-                self.queues.swap_decisions(&mut self.decisions);
-                self.decisions.clear();
             }
             outcome?;
             let done = matches!(self.state, TurnState::Done);
@@ -817,15 +804,14 @@ impl NativeTurn {
             tool_uses,
             decisions,
         } = batch;
-        self.handle.submit_vec(tool_uses).map_err(|closed| {
-            FerroloopError::invalid_argument(format!(
-                "the turn is sealed: tool use {} was not submitted",
-                closed.0.id
-            ))
-        })?;
-        for (key, safe) in decisions {
-            self.decisions.entry(key).or_default().push_back(safe);
-        }
+        self.handle
+            .submit_vec_decided(tool_uses, decisions)
+            .map_err(|closed| {
+                FerroloopError::invalid_argument(format!(
+                    "the turn is sealed: tool use {} was not submitted",
+                    closed.0.id
+                ))
+            })?;
         Ok(())
     }
 }

@@ -19,7 +19,7 @@
 //! travels back. An agent's calls come from the model stream in Rust, so their invocations
 //! carry the name, id and input.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -170,14 +170,7 @@ enum Slot {
 struct State {
     outbox: Outbox,
     calls: HashMap<u32, Slot, BuildHasherDefault<CallIdHasher>>,
-    /// Per-input concurrency decisions made in JavaScript, for the turn being polled (see
-    /// [`JsToolQueues::swap_decisions`]).
-    decisions: Decisions,
 }
-
-/// Concurrency-safety decisions taken in JavaScript at submission time, keyed by tool name and
-/// input (as JSON text), in submission order for equal keys.
-pub type Decisions = HashMap<(String, String), VecDeque<bool>>;
 
 /// The queues between the executor's calls and the JS host, shared by every turn of one
 /// executor.
@@ -191,7 +184,8 @@ pub struct JsToolQueues {
     state: Mutex<State>,
     notify: Option<Notify>,
     /// Decides per-input concurrency safety by asking JavaScript (the agent's host); without it
-    /// the decisions recorded at submission time are used.
+    /// (a `ToolExecutor`, whose turns receive JavaScript's decisions with the submissions) a
+    /// question that reaches the tool is answered "not safe".
     decide: Option<Decide>,
     /// Invocations carry name, id and input (the host does not hold the `tool_use` blocks).
     detailed: bool,
@@ -377,31 +371,16 @@ impl JsToolQueues {
         delivered == 1
     }
 
-    /// Exchanges the decisions table with `decisions` (a turn installs its own for the
-    /// duration of a poll, during which the executor asks for them).
-    pub fn swap_decisions(&self, decisions: &mut Decisions) {
-        std::mem::swap(&mut self.lock().decisions, decisions);
-    }
-
-    /// The concurrency decision JavaScript took for this call of `tool`: asked now when the
-    /// queues have a [`Decide`] function (an agent's loop asks once per call and hands the
-    /// answer to its turn), else the one recorded at submission (false, the conservative
-    /// answer, when none was recorded).
+    /// The concurrency safety of this call of `tool`, asked of JavaScript when the queues have
+    /// a [`Decide`] function (an agent's loop asks once per call and hands the answer to its
+    /// turn); false, the conservative answer, without one (a `ToolExecutor`'s turns receive
+    /// JavaScript's decisions with the submissions and do not ask).
     pub fn decision(&self, tool: &str, input: &Value) -> bool {
-        if let Some(decide) = &self.decide {
+        match &self.decide {
             // Asked without the lock: JavaScript may drain or reply meanwhile.
-            return decide(tool, input);
+            Some(decide) => decide(tool, input),
+            None => false,
         }
-        let mut state = self.lock();
-        if state.decisions.is_empty() {
-            return false;
-        }
-        let key = (tool.to_owned(), input.to_string());
-        state
-            .decisions
-            .get_mut(&key)
-            .and_then(VecDeque::pop_front)
-            .unwrap_or(false)
     }
 
     /// A future that calls tool `name` in JavaScript and resolves with its reply. When the
@@ -616,19 +595,10 @@ mod tests {
     }
 
     #[test]
-    fn decisions_are_taken_in_order_and_default_to_exclusive() {
+    fn without_a_decide_function_every_call_is_exclusive() {
         let queues = JsToolQueues::default();
         let input = serde_json::json!({"path": "a"});
-        assert!(!queues.decision("t", &input), "nothing recorded: exclusive");
-        let mut decisions = Decisions::new();
-        decisions
-            .entry(("t".into(), input.to_string()))
-            .or_default()
-            .extend([true, false]);
-        queues.swap_decisions(&mut decisions);
-        assert!(queues.decision("t", &input));
         assert!(!queues.decision("t", &input));
-        assert!(!queues.decision("t", &input), "used up");
         assert!(!queues.decision("other", &input));
     }
 

@@ -155,6 +155,17 @@ impl TurnHandle {
     /// Submits a batch held in a vector, as [`submit_all`](Self::submit_all) does; when nothing
     /// is waiting in the turn's inbox the vector becomes the inbox (no copy of the calls).
     pub fn submit_vec(&self, tool_uses: Vec<ToolUse>) -> Result<(), TurnClosed> {
+        self.submit_vec_decided(tool_uses, Vec::new())
+    }
+
+    /// [`submit_vec`](Self::submit_vec) with the concurrency decisions the caller already took
+    /// for some of the calls, as `(position in tool_uses, safe)` in ascending order: those are
+    /// admitted as [`submit_decided`](Self::submit_decided) admits its call.
+    pub fn submit_vec_decided(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        decided: Vec<(usize, bool)>,
+    ) -> Result<(), TurnClosed> {
         {
             let mut inbox = self.shared.lock();
             if inbox.sealed {
@@ -163,6 +174,10 @@ impl TurnHandle {
                     None => Ok(()),
                 };
             }
+            let base = inbox.submissions.len();
+            inbox
+                .decided
+                .extend(decided.into_iter().map(|(at, safe)| (base + at, safe)));
             if inbox.submissions.is_empty() {
                 inbox.submissions = tool_uses;
             } else {
