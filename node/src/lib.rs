@@ -17,6 +17,7 @@ pub mod js_tools;
 pub mod pump;
 pub mod sse;
 pub mod tokens;
+mod utf16;
 
 use napi_derive::napi;
 

@@ -13,6 +13,7 @@ use napi_derive::napi;
 
 use crate::error::FerroloopError;
 use crate::guard;
+use crate::utf16::{SLACK, Utf16Converter};
 
 /// Options for the `SseParser` class.
 #[napi(object)]
@@ -43,14 +44,13 @@ struct BatchText {
     narrow: Vec<u8>,
     /// UTF-16 conversion buffer: `wide[..units]` is the text once a field was not ASCII. Its
     /// length is its capacity (zeroed when it grows, not per chunk), so writing into it needs no
-    /// `unsafe` and a conversion may overshoot by a block (`BLOCK_SLACK`).
+    /// `unsafe` and a conversion may overshoot by a block (`SLACK`).
     wide: Vec<u16>,
     /// Units written into `wide`; `None` while the text is ASCII (in `narrow`).
     wide_units: Option<usize>,
+    /// The conversion loop for this CPU.
+    converter: Utf16Converter,
 }
-
-/// Room a conversion needs past the units it writes: it stores whole sixteen-unit blocks.
-const BLOCK_SLACK: usize = 16;
 
 impl BatchText {
     /// Length in UTF-16 code units (what JavaScript string indices count).
@@ -79,16 +79,17 @@ impl BatchText {
     /// Converts `field` into `wide` after its first `units` units.
     fn push_wide(&mut self, units: usize, field: &str) {
         self.reserve_wide(units + field.len());
+        let converter = self.converter;
         let written = self
             .wide
             .get_mut(units..)
-            .map_or(0, |out| utf8_to_utf16(field.as_bytes(), out));
+            .map_or(0, |out| converter.convert(field, out));
         self.wide_units = Some(units + written);
     }
 
     /// Makes `wide` hold at least `units` units plus the conversion's slack.
     fn reserve_wide(&mut self, units: usize) {
-        let needed = units + BLOCK_SLACK;
+        let needed = units + SLACK;
         if self.wide.len() < needed {
             self.wide.resize(needed.max(2 * self.wide.len()), 0);
         }
@@ -112,150 +113,6 @@ impl BatchText {
             None => self.narrow.iter().map(|&b| u16::from(b)).collect(),
             Some(units) => self.wide[..units].to_vec(),
         }
-    }
-}
-
-/// Writes `utf8` (valid UTF-8: a whole `str`) as UTF-16 into the front of `out` and returns the
-/// number of units written; `out` must hold `utf8.len() + BLOCK_SLACK` units (a character never
-/// takes more UTF-16 units than UTF-8 bytes), else nothing is written.
-///
-/// Works sixteen bytes at a time: the block is widened whole, then the position advances past
-/// its ASCII prefix and one other character is decoded inline. The last (partial) block is
-/// copied into a zero-padded buffer and converted the same way, so a short field does not fall
-/// back to a byte loop at its end; the units written past the end are overwritten by the next
-/// field or ignored. The input is not validated again (that would be another pass); malformed
-/// input could only produce wrong units, never a panic or an overrun. (The standard library's
-/// `encode_utf16` iterator works a character at a time and was the largest cost of a batch in
-/// profiles.)
-fn utf8_to_utf16(utf8: &[u8], out: &mut [u16]) -> usize {
-    if out.len() < utf8.len() + BLOCK_SLACK {
-        return 0;
-    }
-    let whole = utf8.len().saturating_sub(BLOCK_SLACK - 1);
-    let (i, o) = convert_blocks(utf8, whole, 0, out, 0);
-    let rest = utf8.get(i..).unwrap_or_default();
-    if rest.is_empty() {
-        return o.min(out.len());
-    }
-    // Every character starts and ends inside `rest` (`i` is at a character boundary), so the
-    // padding is never decoded as part of one.
-    let mut padded = [0u8; 2 * BLOCK_SLACK];
-    if let Some(front) = padded.get_mut(..rest.len()) {
-        front.copy_from_slice(rest);
-    }
-    let (_, o) = convert_blocks(&padded, rest.len(), 0, out, o);
-    o.min(out.len())
-}
-
-/// The conversion loop of [`utf8_to_utf16`]: converts `src` from `i` while `i < end`, writing
-/// from `out[o]`; returns where it stopped in both. A block is read at `i` only when sixteen
-/// bytes are there, and it advances past `end` only into bytes of the same character (so a
-/// caller with blocks up to `end` only gets every character that starts before `end`).
-fn convert_blocks(
-    src: &[u8],
-    end: usize,
-    mut i: usize,
-    out: &mut [u16],
-    mut o: usize,
-) -> (usize, usize) {
-    while i < end {
-        if let (Some(block), Some(dest)) = (src.get(i..i + 16), out.get_mut(o..o + 16))
-            && let (Ok(block), Ok(dest)) = (
-                <&[u8; 16]>::try_from(block),
-                <&mut [u16; 16]>::try_from(dest),
-            )
-        {
-            let high = block16::widen(block, dest);
-            if high == 0 {
-                let step = BLOCK_SLACK.min(end - i);
-                i += step;
-                o += step;
-                continue;
-            }
-            let ascii = (high.trailing_zeros() as usize).min(end - i);
-            i += ascii;
-            o += ascii;
-            if i >= end {
-                break;
-            }
-        }
-        let Some(&lead) = src.get(i) else {
-            break;
-        };
-        // Continuation bytes carry six bits each (valid input always has them).
-        let cont = |k: usize| src.get(i + k).map_or(0, |&b| u32::from(b & 0x3F));
-        let Some(unit) = out.get_mut(o) else {
-            break;
-        };
-        if lead < 0x80 {
-            *unit = u16::from(lead);
-            i += 1;
-            o += 1;
-        } else if lead < 0xE0 {
-            *unit = ((u32::from(lead & 0x1F) << 6) | cont(1)) as u16;
-            i += 2;
-            o += 1;
-        } else if lead < 0xF0 {
-            *unit = ((u32::from(lead & 0x0F) << 12) | (cont(1) << 6) | cont(2)) as u16;
-            i += 3;
-            o += 1;
-        } else {
-            let scalar =
-                (u32::from(lead & 0x07) << 18) | (cont(1) << 12) | (cont(2) << 6) | cont(3);
-            let offset = scalar.wrapping_sub(0x1_0000);
-            if let Some(pair) = out.get_mut(o..o + 2) {
-                pair[0] = (0xD800 | ((offset >> 10) & 0x3FF)) as u16;
-                pair[1] = (0xDC00 | (offset & 0x3FF)) as u16;
-            }
-            i += 4;
-            o += 2;
-        }
-    }
-    (i, o)
-}
-
-/// Sixteen-byte steps of the UTF-8 to UTF-16 work, with SSE2 on x86-64 (part of its baseline):
-/// the compiler did not vectorize the portable loops well (measured: ~16 instructions a block
-/// for the widening alone, against 5).
-#[cfg(target_arch = "x86_64")]
-mod block16 {
-    use std::arch::x86_64::{
-        _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128, _mm_storeu_si128, _mm_unpackhi_epi8,
-        _mm_unpacklo_epi8,
-    };
-
-    /// Writes the sixteen bytes as sixteen UTF-16 units; returns the mask of non-ASCII bytes
-    /// (bit `k` for byte `k`).
-    #[inline]
-    pub(super) fn widen(block: &[u8; 16], out: &mut [u16; 16]) -> u32 {
-        // SAFETY: SSE2 is part of the x86-64 baseline (every build of this target enables it);
-        // the load reads exactly the sixteen bytes of `block` and the two stores write exactly
-        // the 32 bytes of `out` (all unaligned forms).
-        unsafe {
-            let v = _mm_loadu_si128(block.as_ptr().cast());
-            let zero = _mm_setzero_si128();
-            let dest = out.as_mut_ptr();
-            _mm_storeu_si128(dest.cast(), _mm_unpacklo_epi8(v, zero));
-            _mm_storeu_si128(dest.add(8).cast(), _mm_unpackhi_epi8(v, zero));
-            _mm_movemask_epi8(v) as u32
-        }
-    }
-}
-
-/// The portable form of the x86-64 `block16` (also built for the tests, which compare the two).
-#[cfg(not(target_arch = "x86_64"))]
-use portable16 as block16;
-
-/// The portable form of `block16`.
-#[cfg(any(not(target_arch = "x86_64"), test))]
-mod portable16 {
-    pub(super) fn widen(block: &[u8; 16], out: &mut [u16; 16]) -> u32 {
-        let mut high = 0;
-        for (k, (unit, &byte)) in out.iter_mut().zip(block).enumerate() {
-            *unit = u16::from(byte);
-            high |= u32::from(byte >> 7) << k;
-        }
-        high
     }
 }
 
@@ -532,65 +389,6 @@ mod tests {
         "0123456789abcde😀0123456789abcdef日",
         "0123456789abcdefé",
     ];
-
-    #[test]
-    fn utf8_to_utf16_matches_the_standard_library() {
-        for sample in SAMPLES {
-            for start in 0..=sample.len() {
-                let Some(tail) = sample.get(start..) else {
-                    continue;
-                };
-                let mut units = vec![7u16; tail.len() + 1 + BLOCK_SLACK];
-                let written = utf8_to_utf16(tail.as_bytes(), &mut units[1..]);
-                let expected: Vec<u16> = tail.encode_utf16().collect();
-                assert_eq!(written, expected.len(), "{tail:?}");
-                assert_eq!(&units[1..=written], &expected[..], "{tail:?}");
-                assert_eq!(units[0], 7);
-            }
-        }
-    }
-
-    #[test]
-    fn utf8_to_utf16_needs_its_slack() {
-        let mut units = vec![0u16; 3 + BLOCK_SLACK - 1];
-        assert_eq!(utf8_to_utf16(b"abc", &mut units), 0);
-        let mut units = vec![0u16; 3 + BLOCK_SLACK];
-        assert_eq!(utf8_to_utf16(b"abc", &mut units), 3);
-    }
-
-    #[test]
-    fn block16_matches_the_byte_rules() {
-        let text = "0123456789abcde😀0123456789abcdef日本語 naïve café Straße \u{10FFFF}\u{7f}\u{80}\u{7ff}";
-        let bytes = text.as_bytes();
-        for start in 0..bytes.len() - 16 {
-            let block = <&[u8; 16]>::try_from(&bytes[start..start + 16]).unwrap();
-            let mut out = [0u16; 16];
-            let high = block16::widen(block, &mut out);
-            for k in 0..16 {
-                assert_eq!(out[k], u16::from(block[k]));
-                assert_eq!(high >> k & 1, u32::from(block[k] >= 0x80));
-            }
-            let mut portable = [0u16; 16];
-            assert_eq!(portable16::widen(block, &mut portable), high);
-            assert_eq!(portable, out);
-        }
-    }
-
-    #[test]
-    fn malformed_utf8_never_overruns() {
-        let inputs: [&[u8]; 6] = [
-            b"\xF0",
-            b"\xF0\x9F",
-            b"abc\xF4",
-            b"\x80\x80\x80",
-            b"\xE6\x97",
-            b"0123456789abcdefghijklmnopqrstu\xF0",
-        ];
-        for input in inputs {
-            let mut out = vec![0u16; input.len() + BLOCK_SLACK];
-            assert!(utf8_to_utf16(input, &mut out) <= out.len());
-        }
-    }
 
     #[test]
     fn batch_text_widens_at_the_first_non_ascii_field() {
