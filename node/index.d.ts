@@ -129,12 +129,16 @@ export declare class SseParser {
   /**
    * Feeds a chunk; returns the batch text of the events it completed (`null` when none).
    *
-   * `out[0]` receives the event count `n`; when `out` has room for `1 + 6n` values the offsets
-   * follow in `out[1..]`, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+   * `out` is a byte view of a `Uint32Array` (`new Uint8Array(offsets.buffer, ...)`): its
+   * first value receives the event count `n`; when it has room for `1 + 6n` values the offsets
+   * follow, otherwise they are kept for [`take_offsets`](Self::take_offsets).
    */
-  feedBatch(chunk: Uint8Array, out: Uint32Array): string | null
-  /** Copies the offsets `feedBatch` could not fit into `out` (which must hold them all). */
-  takeOffsets(out: Uint32Array): void
+  feedBatch(chunk: Uint8Array, out: Uint8Array): string | null
+  /**
+   * Copies the offsets `feedBatch` could not fit into `out` (a byte view of a `Uint32Array`,
+   * which must hold them all).
+   */
+  takeOffsets(out: Uint8Array): void
   /**
    * Ends the stream; returns whether an unterminated event was discarded. The parser may then
    * be fed a new stream (a reconnection); `lastEventId` and `retry` are kept.

@@ -7,7 +7,7 @@
 //! batch string. The offsets are written into a `Uint32Array` the caller owns and reuses: a new
 //! typed array per chunk would cost an external buffer and a GC finalizer each time.
 
-use napi::bindgen_prelude::Uint32ArraySlice;
+use napi::bindgen_prelude::BufferSlice;
 use napi::{Env, JsString};
 use napi_derive::napi;
 
@@ -209,13 +209,16 @@ fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
     Ok(Span { start, end })
 }
 
-/// The caller's offsets array as a mutable slice, checked to be non-empty and not to overlap
-/// `input` (both could be views of one `ArrayBuffer`).
+/// The caller's offsets array (a byte view of a `Uint32Array`'s memory, see `lib/sse.js`) as a
+/// mutable byte slice, checked to hold at least one offset and not to overlap `input` (both could
+/// be views of one `ArrayBuffer`). Byte views are read by `napi_get_buffer_info`, which is
+/// cheaper per call than `napi_get_typedarray_info` (that one tests the array's type against
+/// each typed-array kind in turn); at one call per network packet it measured.
 fn writable<'a>(
-    out: &'a mut Uint32ArraySlice<'_>,
+    out: &'a mut BufferSlice<'_>,
     input: Option<&[u8]>,
-) -> Result<&'a mut [u32], FerroloopError> {
-    if out.is_empty() {
+) -> Result<&'a mut [u8], FerroloopError> {
+    if out.len() < OFFSET_BYTES {
         return Err(FerroloopError::invalid_argument("offsets array is empty"));
     }
     let out_range = out.as_ptr_range();
@@ -228,12 +231,23 @@ fn writable<'a>(
             ));
         }
     }
-    // SAFETY: the slice is a live typed array argument of the current synchronous call, so its
-    // memory stays valid and JavaScript cannot run (nor touch it) until we return; it is not
-    // empty (a zero-length view may hold a dangling pointer); and it does not overlap the only
-    // other borrowed JS memory of the call (`input`, checked above). A reused offsets array is
-    // the measured fast path: allocating a typed array per chunk cost more than parsing.
-    Ok(unsafe { out.as_mut() })
+    Ok(out)
+}
+
+/// Bytes per offset in the caller's array (a `Uint32Array`, in the platform's byte order).
+const OFFSET_BYTES: usize = 4;
+
+/// Writes `values` into `out` from offset slot `first` on (native byte order, as a `Uint32Array`
+/// on the same memory reads them); returns `false`, writing nothing, when they do not fit.
+fn put_offsets(out: &mut [u8], first: usize, values: &[u32]) -> bool {
+    let Some(slots) = out.get_mut(first * OFFSET_BYTES..(first + values.len()) * OFFSET_BYTES)
+    else {
+        return false;
+    };
+    for (slot, value) in slots.chunks_exact_mut(OFFSET_BYTES).zip(values) {
+        slot.copy_from_slice(&value.to_ne_bytes());
+    }
+    true
 }
 
 /// A WHATWG Server-Sent-Events parser: feed it byte chunks split anywhere; each `feed` returns
@@ -275,19 +289,21 @@ impl NativeSseParser {
 
     /// Feeds a chunk; returns the batch text of the events it completed (`null` when none).
     ///
-    /// `out[0]` receives the event count `n`; when `out` has room for `1 + 6n` values the offsets
-    /// follow in `out[1..]`, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+    /// `out` is a byte view of a `Uint32Array` (`new Uint8Array(offsets.buffer, ...)`): its
+    /// first value receives the event count `n`; when it has room for `1 + 6n` values the offsets
+    /// follow, otherwise they are kept for [`take_offsets`](Self::take_offsets).
     #[napi(
         js_name = "feedBatch",
-        ts_args_type = "chunk: Uint8Array, out: Uint32Array"
+        ts_args_type = "chunk: Uint8Array, out: Uint8Array"
     )]
     pub fn feed_batch<'env>(
         &mut self,
         env: &'env Env,
-        chunk: &[u8],
-        mut out: Uint32ArraySlice<'_>,
+        chunk: BufferSlice<'_>,
+        mut out: BufferSlice<'_>,
     ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
+            let chunk: &[u8] = &chunk;
             let out = writable(&mut out, Some(chunk))?;
             let batch = &mut self.batch;
             batch.clear();
@@ -305,37 +321,36 @@ impl NativeSseParser {
                 return Err(err.into());
             }
             let count = batch.event_count();
-            out[0] = u32::try_from(count).map_err(|_| {
+            let count_value = u32::try_from(count).map_err(|_| {
                 FerroloopError::invalid_argument("one chunk completed over 2^32 events")
             })?;
+            put_offsets(out, 0, &[count_value]);
             if count == 0 {
                 return Ok(None);
             }
-            match out.get_mut(1..=batch.offsets.len()) {
-                Some(slots) => slots.copy_from_slice(&batch.offsets),
-                None => self.pending_offsets.clone_from(&batch.offsets),
+            if !put_offsets(out, 1, &batch.offsets) {
+                self.pending_offsets.clone_from(&batch.offsets);
             }
             batch.text.make_js_string(env).map(Some)
         })
     }
 
-    /// Copies the offsets `feedBatch` could not fit into `out` (which must hold them all).
-    #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint32Array")]
-    pub fn take_offsets(&mut self, mut out: Uint32ArraySlice<'_>) -> napi::Result<()> {
+    /// Copies the offsets `feedBatch` could not fit into `out` (a byte view of a `Uint32Array`,
+    /// which must hold them all).
+    #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint8Array")]
+    pub fn take_offsets(&mut self, mut out: BufferSlice<'_>) -> napi::Result<()> {
         guard::sync(|| {
             let out = writable(&mut out, None)?;
             let pending = std::mem::take(&mut self.pending_offsets);
-            match out.get_mut(..pending.len()) {
-                Some(slots) => {
-                    slots.copy_from_slice(&pending);
-                    Ok(())
-                }
-                None => Err(FerroloopError::invalid_argument(format!(
+            if put_offsets(out, 0, &pending) {
+                Ok(())
+            } else {
+                Err(FerroloopError::invalid_argument(format!(
                     "offsets array too small: {} slots for {} offsets",
-                    out.len(),
+                    out.len() / OFFSET_BYTES,
                     pending.len()
                 ))
-                .into()),
+                .into())
             }
         })
     }
