@@ -298,7 +298,7 @@ mod avx512 {
         // so a block's units always fit in `out`, which holds `n` units.
         let (mut i, mut o) = (0, 0);
         while i < n {
-            let step = (n - i).min(32);
+            let mut step = (n - i).min(32);
             let bytes = load32(utf8, i);
             let high = _mm256_movepi8_mask(bytes);
             if high == 0 {
@@ -307,30 +307,27 @@ mod avx512 {
                 o += step;
                 continue;
             }
-            let live = if step == 32 {
-                u32::MAX
-            } else {
-                (1u32 << step) - 1
-            };
-            let continuation =
-                _mm256_cmpeq_epi8_mask(and8(bytes, 0xC0), _mm256_set1_epi8(0x80_u8 as i8));
-            let starts = live & !continuation;
+            let continuation = _mm256_cmpeq_epi8_mask(
+                and8(bytes, 0xC0),
+                _mm256_set1_epi8(0x80_u8 as i8),
+            );
+            let mut starts = lanes(step) & !continuation;
             let four = _mm256_cmpge_epu8_mask(bytes, _mm256_set1_epi8(0xF0_u8 as i8)) & starts;
             if four != 0 {
-                // A surrogate pair breaks the one-unit-per-start rule: characters one at a
-                // time from the first that starts in this block, through the block.
-                let block_end = i + step;
-                while utf8.get(i).is_some_and(|&b| b & 0xC0 == 0x80) {
-                    i += 1;
-                }
-                while i < block_end {
+                // A four-byte character is two units (a surrogate pair), which breaks the
+                // one-unit-per-start rule: the lanes before it go through the vector path, the
+                // character itself is decoded alone.
+                let at = four.trailing_zeros() as usize;
+                if at == 0 {
                     let Some((read, written)) = decode_one(utf8, i, out, o) else {
                         return o;
                     };
                     i += read;
                     o += written;
+                    continue;
                 }
-                continue;
+                step = at;
+                starts &= lanes(at);
             }
             let b0 = _mm512_cvtepu8_epi16(bytes);
             let b1 = low6(_mm512_cvtepu8_epi16(load32(utf8, (i + 1).min(n))));
@@ -352,6 +349,16 @@ mod avx512 {
             o += count;
         }
         o
+    }
+
+    /// The mask of the first `count` (at most 32) lanes.
+    #[inline]
+    fn lanes(count: usize) -> u32 {
+        if count >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << count) - 1
+        }
     }
 
     #[inline]
