@@ -307,10 +307,8 @@ mod avx512 {
                 o += step;
                 continue;
             }
-            let continuation = _mm256_cmpeq_epi8_mask(
-                and8(bytes, 0xC0),
-                _mm256_set1_epi8(0x80_u8 as i8),
-            );
+            let continuation =
+                _mm256_cmpeq_epi8_mask(and8(bytes, 0xC0), _mm256_set1_epi8(0x80_u8 as i8));
             let mut starts = lanes(step) & !continuation;
             let four = _mm256_cmpge_epu8_mask(bytes, _mm256_set1_epi8(0xF0_u8 as i8)) & starts;
             if four != 0 {
