@@ -131,7 +131,9 @@ export declare class SseParser {
    *
    * `out` is a byte view of a `Uint32Array` (`new Uint8Array(offsets.buffer, ...)`): its
    * first value receives the event count `n`; when it has room for `1 + 6n` values the offsets
-   * follow, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+   * follow, otherwise they are kept for [`take_offsets`](Self::take_offsets). A type's two
+   * offsets may be a reference to an interned type instead of a span (see `TypeTable`): the
+   * caller must decode every batch returned, in order.
    */
   feedBatch(chunk: Uint8Array, out: Uint8Array): string | null
   /**

@@ -5,8 +5,13 @@
 const native = require('../index.js')
 const { InvalidArgumentError, callNative, toFerroloopError } = require('./errors.js')
 
-// Offsets arrive in a reused array: [count, then six offsets per event from index 1].
-function decodeBatch(text, offsets, count) {
+// Event types the native side has interned (node/src/sse.rs, `TypeTable`): both sides append a
+// type sent as text while they hold fewer than this many, so their indexes agree.
+const TYPE_TABLE_CAP = 64
+
+// Offsets arrive in a reused array: [count, then six offsets per event from index 1]. A type's
+// pair (a, b) with a > b refers to entry a - 1 of `types`; otherwise it is a span of `text`.
+function decodeBatch(text, offsets, count, types) {
   const events = new Array(count)
   let typeStart = -1
   let typeEnd = -1
@@ -15,11 +20,16 @@ function decodeBatch(text, offsets, count) {
   let idEnd = -1
   let id = ''
   for (let i = 0, k = 1; i < count; i++, k += 6) {
-    // Repeated types and ids share one span in the batch: slice them once.
-    if (offsets[k] !== typeStart || offsets[k + 1] !== typeEnd) {
-      typeStart = offsets[k]
-      typeEnd = offsets[k + 1]
-      type = text.substring(typeStart, typeEnd)
+    const a = offsets[k]
+    const b = offsets[k + 1]
+    if (a > b) {
+      type = types[a - 1]
+    } else if (a !== typeStart || b !== typeEnd) {
+      // Repeated types share one span in the batch once the table is full: slice them once.
+      typeStart = a
+      typeEnd = b
+      type = text.substring(a, b)
+      if (types.length < TYPE_TABLE_CAP) types.push(type)
     }
     if (offsets[k + 4] !== idStart || offsets[k + 5] !== idEnd) {
       idStart = offsets[k + 4]
@@ -37,6 +47,8 @@ class SseParser {
   // The native side writes the offsets through a byte view of the same memory (cheaper to
   // receive per call than a Uint32Array, see node/src/sse.rs).
   #offsetBytes = new Uint8Array(this.#offsets.buffer)
+  // The interned event types (see decodeBatch); every batch returned must be decoded, in order.
+  #types = []
 
   /** @param {{ maxEventBytes?: number }} [options] */
   constructor(options = {}) {
@@ -69,7 +81,7 @@ class SseParser {
       this.#offsets = grown
       this.#offsetBytes = new Uint8Array(grown.buffer)
     }
-    return decodeBatch(text, this.#offsets, count)
+    return decodeBatch(text, this.#offsets, count, this.#types)
   }
 
   /** Ends the stream; returns true when an unterminated event was discarded. */

@@ -3,9 +3,12 @@
 //! Crossing the N-API boundary costs per value, so a chunk's events travel as one batch: a single
 //! string holding every field back to back plus UTF-16 offsets (six per event: type, data and id,
 //! each as start/end). `lib/sse.js` slices the string into `{event, data, id}` objects (V8 makes
-//! substrings cheap). Consecutive events with the same type or id share one copy of it in the
-//! batch string. The offsets are written into a `Uint32Array` the caller owns and reuses: a new
-//! typed array per chunk would cost an external buffer and a GC finalizer each time.
+//! substrings cheap). Consecutive events with the same id share one copy of it in the batch
+//! string. Event types are interned across batches (see [`TypeTable`]): a type sent once is
+//! afterwards sent as a reference to the JavaScript string made the first time, so a stream's
+//! few types are neither copied into every batch nor sliced again per batch. The offsets are
+//! written into a `Uint32Array` the caller owns and reuses: a new typed array per chunk would
+//! cost an external buffer and a GC finalizer each time.
 
 use napi::bindgen_prelude::BufferSlice;
 use napi::{Env, JsString};
@@ -121,10 +124,77 @@ impl BatchText {
 struct BatchBuilder {
     text: BatchText,
     offsets: Vec<u32>,
+    /// Event types sent once, referenced afterwards.
+    types: TypeTable,
     /// The previous event's type and id with their spans in this batch (`None` after a clear),
-    /// reused when the next event repeats them.
+    /// reused when the next event repeats them (types only once the table is full).
     last_type: LastField,
     last_id: LastField,
+}
+
+/// The event types both sides have interned, in the order they were first sent; `lib/sse.js`
+/// keeps the matching JavaScript strings in an array under the same rule, so the indexes agree.
+///
+/// The protocol, per event, in the type's two offset slots `(a, b)`:
+/// - `a > b`: the type is entry `a - 1` of the table (`b` is 0; a span always has `a <= b`);
+/// - `a <= b`: the type is the span `a..b` of the batch text; if the table then holds fewer than
+///   [`TYPE_TABLE_CAP`] entries, both sides append it (the native side sends a span for a type
+///   only when it is not in the table, so a type is never appended twice).
+///
+/// Entries added while building a batch count only once the batch reached JavaScript: a batch
+/// that fails (an error or a panic before `feedBatch` returns) is never decoded there, so the
+/// next batch first drops them (`clear`).
+#[derive(Debug, Default)]
+struct TypeTable {
+    names: Vec<String>,
+    /// Entries JavaScript has (from batches that were returned).
+    committed: usize,
+    /// The entry the previous event referenced (checked first: types come in runs).
+    last: Option<usize>,
+}
+
+/// Types kept per parser: streams have a handful; past this, types travel as text (as ids do).
+const TYPE_TABLE_CAP: usize = 64;
+
+impl TypeTable {
+    /// The table entry equal to `event_type`, if any.
+    fn find(&mut self, event_type: &str) -> Option<usize> {
+        if let Some(last) = self.last
+            && let Some(name) = self.names.get(last)
+            && same_bytes(name.as_bytes(), event_type.as_bytes())
+        {
+            return Some(last);
+        }
+        let found = self
+            .names
+            .iter()
+            .position(|name| same_bytes(name.as_bytes(), event_type.as_bytes()))?;
+        self.last = Some(found);
+        Some(found)
+    }
+
+    /// Adds `event_type` (known not to be in the table) if there is room; returns whether it did.
+    fn add(&mut self, event_type: &str) -> bool {
+        if self.names.len() >= TYPE_TABLE_CAP {
+            return false;
+        }
+        self.last = Some(self.names.len());
+        self.names.push(event_type.to_owned());
+        true
+    }
+
+    /// Drops the entries of a batch that never reached JavaScript.
+    fn roll_back(&mut self) {
+        self.names.truncate(self.committed);
+        if self.last.is_some_and(|last| last >= self.committed) {
+            self.last = None;
+        }
+    }
+
+    /// Marks every entry as known to JavaScript (the batch was returned).
+    fn commit(&mut self) {
+        self.committed = self.names.len();
+    }
 }
 
 /// A type or id already in the batch text.
@@ -154,12 +224,29 @@ impl BatchBuilder {
     fn clear(&mut self) {
         self.text.clear();
         self.offsets.clear();
+        self.types.roll_back();
         self.last_type.span = None;
         self.last_id.span = None;
     }
 
+    /// The type's two offset slots (see [`TypeTable`]), appending its text when it is not
+    /// interned.
+    fn type_slots(&mut self, event_type: &str) -> Result<Span, FerroloopError> {
+        if let Some(index) = self.types.find(event_type) {
+            let reference = u32::try_from(index + 1).unwrap_or(u32::MAX);
+            return Ok(Span {
+                start: reference,
+                end: 0,
+            });
+        }
+        if self.types.add(event_type) {
+            return append(&mut self.text, event_type);
+        }
+        self.last_type.span_of(&mut self.text, event_type)
+    }
+
     fn push_event(&mut self, event_type: &str, data: &str, id: &str) -> Result<(), FerroloopError> {
-        let type_span = self.last_type.span_of(&mut self.text, event_type)?;
+        let type_span = self.type_slots(event_type)?;
         let data_span = append(&mut self.text, data)?;
         let id_span = self.last_id.span_of(&mut self.text, id)?;
         for span in [type_span, data_span, id_span] {
@@ -291,7 +378,9 @@ impl NativeSseParser {
     ///
     /// `out` is a byte view of a `Uint32Array` (`new Uint8Array(offsets.buffer, ...)`): its
     /// first value receives the event count `n`; when it has room for `1 + 6n` values the offsets
-    /// follow, otherwise they are kept for [`take_offsets`](Self::take_offsets).
+    /// follow, otherwise they are kept for [`take_offsets`](Self::take_offsets). A type's two
+    /// offsets may be a reference to an interned type instead of a span (see `TypeTable`): the
+    /// caller must decode every batch returned, in order.
     #[napi(
         js_name = "feedBatch",
         ts_args_type = "chunk: Uint8Array, out: Uint8Array"
@@ -331,7 +420,10 @@ impl NativeSseParser {
             if !put_offsets(out, 1, &batch.offsets) {
                 self.pending_offsets.clone_from(&batch.offsets);
             }
-            batch.text.make_js_string(env).map(Some)
+            let text = batch.text.make_js_string(env)?;
+            // The batch reaches JavaScript, which interns its new types.
+            batch.types.commit();
+            Ok(Some(text))
         })
     }
 
@@ -468,16 +560,70 @@ mod tests {
     }
 
     #[test]
-    fn batch_shares_repeated_type_and_id() {
+    fn batch_shares_repeated_id_and_interns_types() {
         let mut b = BatchBuilder::default();
         b.push_event("delta", "x", "").unwrap();
         b.push_event("delta", "😀", "").unwrap();
         b.push_event("stop", "z", "7").unwrap();
-        // "delta" + "" + "x" + "😀"(2 units) + "stop" + "z" + "7"
-        assert_eq!(b.text.units(), wide("deltax😀stopz7"));
+        b.push_event("delta", "w", "7").unwrap();
+        // "delta" + "" + "x" + "😀"(2 units) + "stop" + "z" + "7" + "w"
+        assert_eq!(b.text.units(), wide("deltax😀stopz7w"));
         assert_eq!(
             b.offsets,
-            vec![0, 5, 5, 6, 6, 6, 0, 5, 6, 8, 6, 6, 8, 12, 12, 13, 13, 14]
+            vec![
+                0, 5, 5, 6, 6, 6, // "delta" sent as text (interned as entry 0)
+                1, 0, 6, 8, 6, 6, // entry 0
+                8, 12, 12, 13, 13, 14, // "stop" sent as text (entry 1)
+                1, 0, 14, 15, 13, 14, // entry 0 again; the id's span reused
+            ]
+        );
+        // A later batch refers to both without sending them again.
+        b.types.commit();
+        b.clear();
+        b.push_event("stop", "a", "").unwrap();
+        b.push_event("delta", "b", "").unwrap();
+        assert_eq!(b.text.units(), wide("ab"));
+        assert_eq!(b.offsets, vec![2, 0, 0, 1, 1, 1, 1, 0, 1, 2, 1, 1]);
+    }
+
+    #[test]
+    fn types_of_a_batch_that_never_reached_javascript_are_dropped() {
+        let mut b = BatchBuilder::default();
+        b.push_event("kept", "x", "").unwrap();
+        b.types.commit();
+        b.push_event("lost", "y", "").unwrap();
+        // No commit: the batch failed before JavaScript saw it.
+        b.clear();
+        b.push_event("lost", "z", "").unwrap();
+        b.push_event("kept", "w", "").unwrap();
+        assert_eq!(
+            b.text.units(),
+            wide("lostz")
+                .into_iter()
+                .chain(wide("w"))
+                .collect::<Vec<_>>()
+        );
+        // "lost" is sent as text again (and interned as entry 1 again); "kept" is entry 0.
+        assert_eq!(b.offsets, vec![0, 4, 4, 5, 5, 5, 1, 0, 5, 6, 5, 5]);
+        assert_eq!(b.types.names, ["kept", "lost"]);
+    }
+
+    #[test]
+    fn types_past_the_table_travel_as_text() {
+        let mut b = BatchBuilder::default();
+        for n in 0..TYPE_TABLE_CAP {
+            b.push_event(&format!("t{n}"), "", "").unwrap();
+        }
+        b.types.commit();
+        b.clear();
+        b.push_event("extra", "a", "").unwrap();
+        b.push_event("extra", "b", "").unwrap();
+        b.push_event("t3", "c", "").unwrap();
+        assert_eq!(b.types.names.len(), TYPE_TABLE_CAP);
+        // Not interned: sent once per batch as text, the span shared by consecutive events.
+        assert_eq!(
+            b.offsets,
+            vec![0, 5, 5, 6, 6, 6, 0, 5, 6, 7, 6, 6, 4, 0, 7, 8, 6, 6]
         );
     }
 

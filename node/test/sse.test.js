@@ -212,6 +212,24 @@ test('the batch path matches a reference parser at 1, 2, 3, 7, 16 and odd chunk 
   }
 })
 
+test('event types stay right across batches, past the interned-type table and with non-ASCII types', () => {
+  // 150 distinct types (more than the 64 the native side interns), revisited out of order, in
+  // runs and alone, so references, texts and shared spans all occur within and across batches.
+  let stream = ''
+  for (let e = 0; e < 900; e++) {
+    const n = e < 300 ? e % 150 : (e * 37) % 150
+    const type = n % 10 === 0 ? `typ€-${n}` : `type-${n}`
+    stream += (e % 4 === 0 ? '' : `event: ${type}\n`) + `data: ${e} ${'é'.repeat(e % 3)}\n\n`
+    if (e % 5 === 0) stream += `event: type-${n}\ndata: again\n\n`
+  }
+  const bytes = Buffer.from(stream)
+  const expected = referenceEvents(bytes)
+  assert.equal(expected.length, 1080)
+  for (const size of [Infinity, 1, 7, 61, 300, 1460]) {
+    assert.deepEqual(feedAll(new SseParser(), bytes, size), expected, `chunk size ${size}`)
+  }
+})
+
 test('multi-byte characters split across chunks at every offset keep their UTF-16 indices', () => {
   // ASCII before and after, so a wrong byte-versus-UTF-16 offset shows in the slices.
   const input = Buffer.from('event: é\nid: 日\ndata: a😀b\ndata: 語c\n\ndata: plain\n\nevent: ✅\ndata: 😀\n\n')
