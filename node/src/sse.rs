@@ -57,10 +57,12 @@ struct BatchText {
 
 impl BatchText {
     /// Length in UTF-16 code units (what JavaScript string indices count).
+    #[inline]
     fn len(&self) -> usize {
         self.wide_units.unwrap_or(self.narrow.len())
     }
 
+    #[inline]
     fn push(&mut self, field: &str) {
         let Some(units) = self.wide_units else {
             if field.is_ascii() {
@@ -80,6 +82,7 @@ impl BatchText {
     }
 
     /// Converts `field` into `wide` after its first `units` units.
+    #[inline]
     fn push_wide(&mut self, units: usize, field: &str) {
         self.reserve_wide(units + field.len());
         let converter = self.converter;
@@ -206,6 +209,7 @@ struct LastField {
 
 impl LastField {
     /// The span of `value` in the batch, appending it unless it repeats the last one.
+    #[inline]
     fn span_of(&mut self, text: &mut BatchText, value: &str) -> Result<Span, FerroloopError> {
         if let Some(span) = self.span
             && same_bytes(self.value.as_bytes(), value.as_bytes())
@@ -231,6 +235,7 @@ impl BatchBuilder {
 
     /// The type's two offset slots (see [`TypeTable`]), appending its text when it is not
     /// interned.
+    #[inline]
     fn type_slots(&mut self, event_type: &str) -> Result<Span, FerroloopError> {
         if let Some(index) = self.types.find(event_type) {
             let reference = u32::try_from(index + 1).unwrap_or(u32::MAX);
@@ -245,14 +250,19 @@ impl BatchBuilder {
         self.last_type.span_of(&mut self.text, event_type)
     }
 
+    #[inline]
     fn push_event(&mut self, event_type: &str, data: &str, id: &str) -> Result<(), FerroloopError> {
         let type_span = self.type_slots(event_type)?;
         let data_span = append(&mut self.text, data)?;
         let id_span = self.last_id.span_of(&mut self.text, id)?;
-        for span in [type_span, data_span, id_span] {
-            self.offsets.push(span.start);
-            self.offsets.push(span.end);
-        }
+        self.offsets.extend_from_slice(&[
+            type_span.start,
+            type_span.end,
+            data_span.start,
+            data_span.end,
+            id_span.start,
+            id_span.end,
+        ]);
         Ok(())
     }
 
@@ -284,6 +294,7 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Appends `field` to the batch text and returns where it landed.
+#[inline]
 fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
     let too_long = |_| {
         FerroloopError::invalid_argument(
