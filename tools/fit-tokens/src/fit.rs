@@ -5,6 +5,12 @@
 //! category weighs the same in total) and a_d = `under_weight` when document d is under-estimated
 //! (iteratively re-weighted), so the fit leans towards over-estimating: an under-estimate costs a
 //! rejected request, an over-estimate only an early compaction.
+//!
+//! Rows of the category [`GUARD`] are constraints rather than samples: they weigh nothing while
+//! their ratio is at least the guard floor, and `under_weight`·(r − floor)² below it.
+
+/// The category of guard rows (see the module docs).
+pub const GUARD: &str = "guard";
 
 /// One training row: features and the exact count.
 pub struct Row<'a> {
@@ -44,19 +50,19 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 }
 
 /// Weighted least squares restricted to the `active` features, with a small ridge.
-fn weighted_fit(rows: &[Row<'_>], weights: &[f64], active: &[bool]) -> Vec<f64> {
+fn weighted_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], active: &[bool]) -> Vec<f64> {
     let dim = active.len();
     let idx: Vec<usize> = (0..dim).filter(|&j| active[j]).collect();
     let n = idx.len();
     let mut a = vec![vec![0.0; n]; n];
     let mut b = vec![0.0; n];
-    for (row, &w) in rows.iter().zip(weights) {
-        if row.exact <= 0.0 {
+    for ((row, &w), &t) in rows.iter().zip(weights).zip(targets) {
+        if row.exact <= 0.0 || w == 0.0 {
             continue;
         }
         let x: Vec<f64> = idx.iter().map(|&j| row.features[j] / row.exact).collect();
         for i in 0..n {
-            b[i] += w * x[i];
+            b[i] += w * t * x[i];
             for k in 0..n {
                 a[i][k] += w * x[i] * x[k];
             }
@@ -77,11 +83,11 @@ fn weighted_fit(rows: &[Row<'_>], weights: &[f64], active: &[bool]) -> Vec<f64> 
 
 /// Fits β_j ≥ 0 for every unsigned input (active set: drop the most negative coefficient and
 /// refit).
-fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], signed: &[bool]) -> Vec<f64> {
+fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], signed: &[bool]) -> Vec<f64> {
     let dim = signed.len();
     let mut active = vec![true; dim];
     loop {
-        let beta = weighted_fit(rows, weights, &active);
+        let beta = weighted_fit(rows, weights, targets, &active);
         let worst = (0..dim)
             .filter(|&j| active[j] && !signed[j] && beta[j] < 0.0)
             .min_by(|&i, &j| beta[i].total_cmp(&beta[j]));
@@ -100,8 +106,15 @@ pub fn predict(beta: &[f64], features: &[f64]) -> f64 {
         .max(0.0)
 }
 
-/// The full fit: category balancing, IRLS towards over-estimates.
-pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) -> Vec<f64> {
+/// The full fit: category balancing, IRLS towards over-estimates; guard rows held at or above
+/// `guard_floor`.
+pub fn fit(
+    rows: &[Row<'_>],
+    signed: &[bool],
+    under_weight: f64,
+    rounds: usize,
+    guard_floor: f64,
+) -> Vec<f64> {
     let mut per_category = std::collections::HashMap::<&str, f64>::new();
     for row in rows {
         *per_category.entry(row.category).or_default() += 1.0;
@@ -110,14 +123,30 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) 
         .iter()
         .map(|r| 1.0 / per_category[r.category])
         .collect();
-    let mut weights = base.clone();
-    let mut beta = nonneg_fit(rows, &weights, signed);
+    let is_guard: Vec<bool> = rows.iter().map(|r| r.category == GUARD).collect();
+    let mut weights: Vec<f64> = base
+        .iter()
+        .zip(&is_guard)
+        .map(|(&w, &guard)| if guard { 0.0 } else { w })
+        .collect();
+    let mut targets = vec![1.0; rows.len()];
+    let mut beta = nonneg_fit(rows, &weights, &targets, signed);
     for _ in 0..rounds {
         for (i, row) in rows.iter().enumerate() {
-            let under = predict(&beta, row.features) < row.exact;
-            weights[i] = base[i] * if under { under_weight } else { 1.0 };
+            let ratio = predict(&beta, row.features) / row.exact;
+            (weights[i], targets[i]) = if is_guard[i] {
+                if ratio < guard_floor {
+                    (base[i] * under_weight, guard_floor)
+                } else {
+                    (0.0, guard_floor)
+                }
+            } else if ratio < 1.0 {
+                (base[i] * under_weight, 1.0)
+            } else {
+                (base[i], 1.0)
+            };
         }
-        beta = nonneg_fit(rows, &weights, signed);
+        beta = nonneg_fit(rows, &weights, &targets, signed);
     }
     beta
 }
@@ -140,7 +169,7 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let beta = fit(&rows, &[false, false], 1.0, 0);
+        let beta = fit(&rows, &[false, false], 1.0, 0, 0.0);
         assert!(
             (beta[0] - 0.5).abs() < 1e-3 && (beta[1] - 2.0).abs() < 1e-3,
             "{beta:?}"
