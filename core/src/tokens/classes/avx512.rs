@@ -91,15 +91,18 @@ const CLASS_TABLE: [u8; 128] = {
     t
 };
 
-/// `CONSONANT` on the rare letters ([`is_rare_letter`]), 0 elsewhere: a second `vpermi2b`
-/// table. The eight class bits are taken, but the consonant pairs on `CONSONANT` of the `pairs`
-/// vector are never counted, so the rare letters take that slot.
-const RARE_TABLE: [u8; 128] = {
-    let mut t = [0u8; 128];
+/// `CONSONANT` at the low six bits of each rare letter ([`is_rare_letter`]), for a one-table
+/// `vpermb` (which indexes by the low six bits). Of the four bytes sharing an index at most one
+/// is a letter (uppercase letters have low bits `01`–`1A`, lowercase `21`–`3A`), so the lookup
+/// `&` the class byte's `CONSONANT` is the rare letters. The eight class bits are taken, but the
+/// consonant pairs on `CONSONANT` of the `pairs` vector are never counted: the rare letters
+/// take that slot.
+const RARE_TABLE: [u8; 64] = {
+    let mut t = [0u8; 64];
     let mut b = 0;
     while b < 128 {
         if is_rare_letter(b as u8) {
-            t[b] = CONSONANT;
+            t[b & 63] = CONSONANT;
         }
         b += 1;
     }
@@ -135,6 +138,8 @@ const MAJORITY: i32 = 0xE8;
 const AND_XOR: i32 = 0x60;
 /// `c ? b : a`.
 const SELECT: i32 = 0xD8;
+/// `a | (b & c)`.
+const OR_AND: i32 = 0xF8;
 
 /// The vector state carried from one block to the next: this block's class vector and the
 /// intermediate vectors of the run-length chains (`run2`: bytes that end a run of at least 2
@@ -352,8 +357,7 @@ fn load(block: &[u8; 64]) -> __m512i {
 struct Constants {
     table_low: __m512i,
     table_high: __m512i,
-    rare_low: __m512i,
-    rare_high: __m512i,
+    rare: __m512i,
     /// `JSON | CONSONANT`: the bits of `pairs` that are not same-class pairs.
     pairs_other: __m512i,
     by1: __m512i,
@@ -369,12 +373,10 @@ impl Constants {
     #[target_feature(enable = "avx512f,avx512bw")]
     fn new() -> Constants {
         let [table_low, table_high] = halves(&CLASS_TABLE);
-        let [rare_low, rare_high] = halves(&RARE_TABLE);
         Constants {
             table_low,
             table_high,
-            rare_low,
-            rare_high,
+            rare: load(&RARE_TABLE),
             pairs_other: _mm512_set1_epi8((JSON | CONSONANT) as i8),
             by1: shift_indices(1),
             by2: shift_indices(2),
@@ -394,9 +396,8 @@ impl Constants {
 fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u64) {
     // `vpermi2b` indexes by the low 7 bits: bytes `>= 0x80` are zeroed instead.
     let high = _mm512_movepi8_mask(v);
-    let ascii = !high & valid;
-    let class = _mm512_maskz_permutex2var_epi8(ascii, k.table_low, v, k.table_high);
-    let rare = _mm512_maskz_permutex2var_epi8(ascii, k.rare_low, v, k.rare_high);
+    let class = _mm512_maskz_permutex2var_epi8(!high & valid, k.table_low, v, k.table_high);
+    let rare = _mm512_permutexvar_epi8(v, k.rare);
     let p = *carry;
     let shift = |prev, indices, x| _mm512_permutex2var_epi8(prev, indices, x);
     let before = shift(p.class, k.by1, class);
@@ -424,8 +425,11 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
         k.consonant,
     );
     let long_word = _mm512_gf2p8affine_epi64_epi8::<0>(run8_7, k.letter_on_json);
-    let pairs =
-        _mm512_ternarylogic_epi64::<SELECT>(run2, _mm512_or_si512(long_word, rare), k.pairs_other);
+    let pairs = _mm512_ternarylogic_epi64::<SELECT>(
+        run2,
+        _mm512_ternarylogic_epi64::<OR_AND>(long_word, rare, class),
+        k.pairs_other,
+    );
     *carry = Carry {
         class,
         run2,
