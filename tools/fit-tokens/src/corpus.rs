@@ -1041,9 +1041,9 @@ const LOREM: &[&str] = &[
     "mauris",
 ];
 
-/// Guard documents for the fit's training half only (category `guard`, never evaluated):
-/// placeholder text (lorem ipsum sentences, and a short phrase repeated), which no source on
-/// the machine has but real inputs do. Without them the fit is free to price such text (Latin
+/// Guard documents for the fit's training half only (categories `guard-*`, never evaluated):
+/// placeholder text (lorem ipsum sentences, and a short phrase repeated) and one-letter words,
+/// which no source on the machine has but real inputs may. Without them the fit is free to price such text (Latin
 /// words with no accent and few rare letters) like English, far below its exact count in every
 /// vocabulary; an under-estimate costs a rejected request.
 pub fn guard_docs(seed: u64) -> Vec<Doc> {
@@ -1068,14 +1068,23 @@ pub fn guard_docs(seed: u64) -> Vec<Doc> {
             sentence.push_str(if g.chance(0.2) { ".\n\n" } else { ". " });
             text.push_str(&sentence);
         }
-        docs.push(generated(crate::fit::GUARD, n, text));
+        docs.push(generated("guard-lorem", n, text));
     }
     for (n, phrase) in ["lorem ipsum dolor ", "Lorem ipsum dolor sit amet. "]
         .iter()
         .enumerate()
     {
         let times = g.range(40, 120);
-        docs.push(generated(crate::fit::GUARD, 12 + n, phrase.repeat(times)));
+        docs.push(generated("guard-lorem", 12 + n, phrase.repeat(times)));
     }
+    // One-letter words: the shortest words there are, one token each with their space.
+    let times = g.range(500, 2000);
+    docs.push(generated("guard-letters", 0, "a ".repeat(times)));
+    let mut letters = String::new();
+    for _ in 0..g.range(500, 2000) {
+        letters.push(char::from(b'a' + g.range(0, 26) as u8));
+        letters.push(' ');
+    }
+    docs.push(generated("guard-letters", 1, letters));
     docs
 }

@@ -6,11 +6,18 @@
 //! (iteratively re-weighted), so the fit leans towards over-estimating: an under-estimate costs a
 //! rejected request, an over-estimate only an early compaction.
 //!
-//! Rows of the category [`GUARD`] are constraints rather than samples: they weigh nothing while
-//! their ratio is at least the guard floor, and `under_weight`·(r − floor)² below it.
+//! Rows of a guard category are constraints rather than samples: they weigh nothing while their
+//! ratio is at least the category's floor, and `under_weight`·(r − floor)² below it.
 
-/// The category of guard rows (see the module docs).
-pub const GUARD: &str = "guard";
+/// Guard categories (training only, never evaluated) and the ratio their rows are held at or
+/// above: placeholder text (lorem ipsum: no vocabulary has its words, claude-legacy least of
+/// all, so its floor is lower) and one-letter words.
+pub const GUARDS: [(&str, f64); 2] = [("guard-lorem", 0.75), ("guard-letters", 0.85)];
+
+/// The floor of a guard category, `None` for the others.
+pub fn guard_floor(category: &str) -> Option<f64> {
+    GUARDS.iter().find(|(c, _)| *c == category).map(|&(_, f)| f)
+}
 
 /// One training row: features and the exact count.
 pub struct Row<'a> {
@@ -107,14 +114,8 @@ pub fn predict(beta: &[f64], features: &[f64]) -> f64 {
 }
 
 /// The full fit: category balancing, IRLS towards over-estimates; guard rows held at or above
-/// `guard_floor`.
-pub fn fit(
-    rows: &[Row<'_>],
-    signed: &[bool],
-    under_weight: f64,
-    rounds: usize,
-    guard_floor: f64,
-) -> Vec<f64> {
+/// their floor ([`GUARDS`]).
+pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) -> Vec<f64> {
     let mut per_category = std::collections::HashMap::<&str, f64>::new();
     for row in rows {
         *per_category.entry(row.category).or_default() += 1.0;
@@ -123,22 +124,22 @@ pub fn fit(
         .iter()
         .map(|r| 1.0 / per_category[r.category])
         .collect();
-    let is_guard: Vec<bool> = rows.iter().map(|r| r.category == GUARD).collect();
+    let floors: Vec<Option<f64>> = rows.iter().map(|r| guard_floor(r.category)).collect();
     let mut weights: Vec<f64> = base
         .iter()
-        .zip(&is_guard)
-        .map(|(&w, &guard)| if guard { 0.0 } else { w })
+        .zip(&floors)
+        .map(|(&w, floor)| if floor.is_some() { 0.0 } else { w })
         .collect();
     let mut targets = vec![1.0; rows.len()];
     let mut beta = nonneg_fit(rows, &weights, &targets, signed);
     for _ in 0..rounds {
         for (i, row) in rows.iter().enumerate() {
             let ratio = predict(&beta, row.features) / row.exact;
-            (weights[i], targets[i]) = if is_guard[i] {
-                if ratio < guard_floor {
-                    (base[i] * under_weight, guard_floor)
+            (weights[i], targets[i]) = if let Some(floor) = floors[i] {
+                if ratio < floor {
+                    (base[i] * under_weight, floor)
                 } else {
-                    (0.0, guard_floor)
+                    (0.0, floor)
                 }
             } else if ratio < 1.0 {
                 (base[i] * under_weight, 1.0)
@@ -169,7 +170,7 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let beta = fit(&rows, &[false, false], 1.0, 0, 0.0);
+        let beta = fit(&rows, &[false, false], 1.0, 0);
         assert!(
             (beta[0] - 0.5).abs() < 1e-3 && (beta[1] - 2.0).abs() < 1e-3,
             "{beta:?}"

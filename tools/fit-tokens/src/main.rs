@@ -37,8 +37,6 @@ const UNDER_WEIGHT: f64 = 8.0;
 const UNDER_WEIGHT_LEGACY: f64 = 20.0;
 /// Reweighting rounds.
 const ROUNDS: usize = 8;
-/// The guard documents (lorem ipsum, training only) are held at or above this ratio.
-const GUARD_FLOOR: f64 = 0.7;
 /// After fitting, coefficients are scaled up until this fraction of training documents...
 const FLOOR_QUANTILE: f64 = 0.005;
 /// ...is at or above this ratio.
@@ -330,11 +328,10 @@ fn fit_with_floor(
     under_weight: f64,
     floor_ratio: f64,
 ) -> (Vec<f64>, f64) {
-    let guard_floor = env_f64("FIT_GUARD_FLOOR", GUARD_FLOOR);
-    let mut beta = fit::fit(rows, signed, under_weight, ROUNDS, guard_floor);
+    let mut beta = fit::fit(rows, signed, under_weight, ROUNDS);
     let mut ratios: Vec<f64> = rows
         .iter()
-        .filter(|r| r.category != fit::GUARD)
+        .filter(|r| fit::guard_floor(r.category).is_none())
         .map(|r| fit::predict(&beta, r.features) / r.exact)
         .collect();
     ratios.sort_by(f64::total_cmp);
@@ -611,7 +608,7 @@ fn debug_worst(counted: &[Counted], fam: Fam, beta: &[f64]) {
                 .collect::<String>()
                 .replace('\n', "⏎");
             eprintln!(
-                "{} {category} {r:.3} {} bytes {} :: {preview}",
+                "{} {category} {r:.4} {} bytes {} :: {preview}",
                 fam.name(),
                 c.doc.text.len(),
                 c.doc.source
