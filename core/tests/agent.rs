@@ -416,12 +416,14 @@ async fn microcompact_clears_old_results_when_context_runs_low() {
     let model = ScriptedModel::new(move |n, request| {
         counter.fetch_add(1, Ordering::Relaxed);
         if n < 8 {
+            // A run of one letter is estimated near its exact count (~0.35 tokens per byte for
+            // `claude`): 8,000 bytes per call pass the warning threshold within 8 turns.
             reply(
                 request,
                 vec![call(
                     &format!("t{n}"),
                     "read",
-                    json!({"path": "x".repeat(4000)}),
+                    json!({"path": "x".repeat(8000)}),
                 )],
                 "tool_use",
             )

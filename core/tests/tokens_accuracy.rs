@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use ferroloop::tokens::{Family, estimate_text};
 use serde_json::Value;
 
-/// No document may be estimated below this fraction of its exact count. The target is
-/// 0.85; the held-out corpus still has a few documents between 0.78 and 0.85 (Italian man pages:
-/// accent-free Romance text reads like English to a class-count model), see BENCHMARKS.md.
-const FLOOR: f64 = 0.80;
+/// No document may be estimated below this fraction of its exact count: the target,
+/// met on the whole held-out half since the rare-letter count and guard documents (worst 0.852
+/// o200k, 0.864 cl100k and claude-legacy; see BENCHMARKS.md).
+const FLOOR: f64 = 0.85;
 /// Per category, the mean |error| on the sample (the fit leans towards over-estimates; Python on
 /// claude-legacy is the loosest at ~16%).
 const MAX_MEAN_ABS_ERROR: f64 = 0.20;

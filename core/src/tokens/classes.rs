@@ -22,7 +22,7 @@
 use std::sync::OnceLock;
 
 /// Number of features in [`ClassCounts::features`].
-pub const FEATURE_COUNT: usize = 28;
+pub const FEATURE_COUNT: usize = 29;
 
 /// Feature names, in the order of [`ClassCounts::features`] (used by the fitting tool and in
 /// generated coefficient tables).
@@ -55,6 +55,7 @@ pub const FEATURE_NAMES: [&str; FEATURE_COUNT] = [
     "four",
     "high_runs",
     "rare3",
+    "rare_letters",
 ];
 
 /// Alphanumeric runs longer than this many bytes count their further bytes as `long_run`
@@ -73,6 +74,11 @@ pub const CONSONANT_RUN_END: u32 = 6;
 /// Whether `b` is an ASCII vowel (`y` included), either case.
 pub const fn is_vowel(b: u8) -> bool {
     matches!(b | 0x20, b'a' | b'e' | b'i' | b'o' | b'u' | b'y')
+}
+
+/// Whether `b` is one of the letters `k v z q`, either case ([`ClassCounts::rare_letters`]).
+pub const fn is_rare_letter(b: u8) -> bool {
+    matches!(b, b'k' | b'v' | b'z' | b'q' | b'K' | b'V' | b'Z' | b'Q')
 }
 
 /// Character-class counts of a text: the estimator's input.
@@ -148,6 +154,11 @@ pub struct ClassCounts {
     /// Three-byte characters in U+3000–U+DFFF (kana, CJK, hangul) that are not single tokens in
     /// both OpenAI vocabularies ([`is_common3`]): rare and traditional characters cost 2–3 tokens.
     pub rare3: u64,
+    /// ASCII letters `k v z q`, either case ([`is_rare_letter`]): rare in English, frequent in
+    /// Dutch, German, Slavic and Scandinavian text and in identifiers, which English-centred
+    /// vocabularies split more finely. It separates Latin-script languages that have no accents
+    /// to count.
+    pub rare_letters: u64,
 }
 
 impl ClassCounts {
@@ -182,6 +193,7 @@ impl ClassCounts {
             self.four as f64,
             self.high_runs as f64,
             self.rare3 as f64,
+            self.rare_letters as f64,
         ]
     }
 
@@ -217,6 +229,7 @@ impl ClassCounts {
         self.four += other.four;
         self.high_runs += other.high_runs;
         self.rare3 += other.rare3;
+        self.rare_letters += other.rare_letters;
     }
 }
 
@@ -229,18 +242,19 @@ mod byte_class {
     pub const SPACE: usize = 3;
     pub const NEWLINE: usize = 4;
     pub const JSON: usize = 5;
-    pub const HIGH: usize = 6;
-    pub const GE_C0: usize = 7;
-    pub const GE_E0: usize = 8;
-    pub const GE_F0: usize = 9;
-    pub const CJK: usize = 10;
-    pub const KANA: usize = 11;
-    pub const HANGUL: usize = 12;
-    pub const CYRILLIC: usize = 13;
-    pub const LATIN1: usize = 14;
-    pub const LATIN_EXT: usize = 15;
+    pub const RARE_LETTER: usize = 6;
+    pub const HIGH: usize = 7;
+    pub const GE_C0: usize = 8;
+    pub const GE_E0: usize = 9;
+    pub const GE_F0: usize = 10;
+    pub const CJK: usize = 11;
+    pub const KANA: usize = 12;
+    pub const HANGUL: usize = 13;
+    pub const CYRILLIC: usize = 14;
+    pub const LATIN1: usize = 15;
+    pub const LATIN_EXT: usize = 16;
     /// Number of classes.
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
 }
 
 /// Whether byte `b` is in per-byte class `class` (the definition both kernels implement).
@@ -252,6 +266,7 @@ const fn in_byte_class(b: u8, class: usize) -> bool {
         byte_class::SPACE => b == b' ' || b == b'\t' || b == b'\r',
         byte_class::NEWLINE => b == b'\n',
         byte_class::JSON => matches!(b, b'{' | b'}' | b'[' | b']' | b'"' | b':' | b','),
+        byte_class::RARE_LETTER => is_rare_letter(b),
         byte_class::HIGH => b >= 0x80,
         byte_class::GE_C0 => b >= 0xC0,
         byte_class::GE_E0 => b >= 0xE0,
@@ -280,6 +295,7 @@ fn apply_byte_classes(c: &mut ClassCounts, t: &[u64; byte_class::COUNT]) {
     c.spaces = t[SPACE];
     c.newlines = t[NEWLINE];
     c.json = t[JSON];
+    c.rare_letters = t[RARE_LETTER];
     let classified = t[LOWER] + t[UPPER] + t[DIGIT] + t[SPACE] + t[NEWLINE] + t[JSON] + t[HIGH];
     c.punct = c.bytes.saturating_sub(classified);
     c.cjk = t[CJK];
@@ -884,6 +900,7 @@ mod avx2 {
     #[derive(Default)]
     struct AsciiTotals {
         letters: u64,
+        rare_letters: u64,
         upper: u64,
         digits: u64,
         spaces: u64,
@@ -917,6 +934,8 @@ mod avx2 {
         newline: __m256i,
         consonant: __m256i,
         json: __m256i,
+        /// [`super::is_rare_letter`].
+        rare_letter: __m256i,
     }
 
     /// The classes of the 32 bytes `v`. Ranges are one signed compare after an addition that
@@ -938,6 +957,12 @@ mod avx2 {
         }
         let slot = _mm256_and_si256(_mm256_srli_epi16(folded, 1), set(0x0F));
         let vowel = _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(vowels), slot), folded);
+        // Rare letters the same way (k v z q land on 5 B D 8).
+        let mut rare = [0u8; 16];
+        for letter in *b"kvzq" {
+            rare[usize::from((letter >> 1) & 0x0F)] = letter;
+        }
+        let rare_letter = _mm256_cmpeq_epi8(_mm256_shuffle_epi8(table(rare), slot), folded);
         HalfClasses {
             letter,
             case: _mm256_slli_epi16(v, 2),
@@ -946,6 +971,7 @@ mod avx2 {
             newline: eq(v, b'\n'),
             consonant: _mm256_andnot_si256(vowel, letter),
             json: json(v),
+            rare_letter,
         }
     }
 
@@ -1069,6 +1095,7 @@ mod avx2 {
             t.digits += pop(digit);
             t.spaces += pop(space);
             t.newlines += pop(newline);
+            t.rare_letters += pop(mask(ca.rare_letter, cb.rare_letter));
             // Transitions: a class starting, or changing into another.
             let letter_before = shift_in(letter, p.letter, 1);
             let digit_before = shift_in(digit, p.digit, 1);
@@ -1208,6 +1235,7 @@ mod avx2 {
         classes[byte_class::SPACE] = t.spaces;
         classes[byte_class::NEWLINE] = t.newlines;
         classes[byte_class::JSON] = json.totals[0];
+        classes[byte_class::RARE_LETTER] = t.rare_letters;
         classes[byte_class::HIGH] = high_bytes.total;
         classes[byte_class::GE_C0..].copy_from_slice(&high.totals);
         high_runs.finish(&mut counts);
@@ -1328,6 +1356,7 @@ mod tests {
             c.newlines += u64::from(b == b'\n');
             let json = matches!(b, b'{' | b'}' | b'[' | b']' | b'"' | b':' | b',');
             c.json += u64::from(json);
+            c.rare_letters += u64::from(matches!(b | 0x20, b'k' | b'v' | b'z' | b'q'));
             c.punct += u64::from(is_punct(b) && !json);
             c.word_starts += u64::from(letter && !p_letter);
             c.digit_runs += u64::from(digit && !p_digit);
@@ -1496,10 +1525,12 @@ mod tests {
         assert_eq!(common, ones);
     }
 
-    /// Bytes at the edges of the classes: vowels and consonants of both cases, the bytes beside
+    /// Bytes at the edges of the classes: vowels and consonants of both cases, the rare letters
+    /// and the bytes sharing their table slots (`j w` in the AVX2 kernel's; `+ 6 1 :`, control
+    /// and high bytes with the same low six bits in the AVX-512 kernel's), the bytes beside
     /// `A`..=`Z`, `a`..=`z` and `0`..=`9`, the spaces, line feed, JSON punctuation, control
     /// bytes, and the UTF-8 leads and continuations the multibyte classes split on.
-    const EDGE_BYTES: &[u8] = b"aeiouyAEIOUYbtxzBTXZ@[`{09/: \t\r\n\",[]{}-\x00\x1f\x7f\
+    const EDGE_BYTES: &[u8] = b"aeiouyAEIOUYbtxzBTXZkvqKVQjwJW+61\x0b\x16\x11\xab\xeb\xb6@[`{09/: \t\r\n\",[]{}-\x00\x1f\x7f\
         \x80\x8f\x90\x9f\xa0\xaf\xb0\xbf\xc0\xc2\xc3\xc4\xca\xcb\xcf\xd0\xd1\xd2\xdf\
         \xe0\xe2\xe3\xe4\xe9\xea\xed\xee\xef\xf0\xff";
 

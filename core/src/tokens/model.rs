@@ -2,7 +2,8 @@
 //!
 //! The model is evaluated once per text on its class counts (never per byte). Its terms are the
 //! class counts of [`ClassCounts::features`] plus a few products of two counts divided by the
-//! text's length (density interactions: hangul among CJK ideographs, JSON punctuation among letters). A soft gate
+//! text's length (density interactions: hangul among CJK ideographs, JSON punctuation among
+//! letters, words among letters: how long the words are). A soft gate
 //! computed from count ratios splits the text between three kinds (non-Latin script, code-like,
 //! prose-like), each with its own coefficients:
 //!
@@ -21,13 +22,17 @@ use super::classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 use super::coefficients;
 
 /// Number of density interactions appended to the class counts.
-pub const INTERACTION_COUNT: usize = 2;
+pub const INTERACTION_COUNT: usize = 3;
 
 /// Number of model terms: the class counts, then the interactions.
 pub const TERM_COUNT: usize = FEATURE_COUNT + INTERACTION_COUNT;
 
 /// Names of the interaction terms (each `a·b / bytes`), in the order of [`model_terms`].
-pub const INTERACTION_NAMES: [&str; INTERACTION_COUNT] = ["hangul*cjk/bytes", "json*lower/bytes"];
+pub const INTERACTION_NAMES: [&str; INTERACTION_COUNT] = [
+    "hangul*cjk/bytes",
+    "json*lower/bytes",
+    "lower*space_runs/bytes",
+];
 
 /// Number of text kinds the gate distinguishes.
 pub const KIND_COUNT: usize = 3;
@@ -62,6 +67,7 @@ pub fn model_terms(counts: &ClassCounts) -> [f64; TERM_COUNT] {
     terms[FEATURE_COUNT..].copy_from_slice(&[
         per_byte(counts.hangul, counts.cjk),
         per_byte(counts.json, counts.lower),
+        per_byte(counts.lower, counts.space_runs),
     ]);
     terms
 }

@@ -5,6 +5,19 @@
 //! category weighs the same in total) and a_d = `under_weight` when document d is under-estimated
 //! (iteratively re-weighted), so the fit leans towards over-estimating: an under-estimate costs a
 //! rejected request, an over-estimate only an early compaction.
+//!
+//! Rows of a guard category are constraints rather than samples: they weigh nothing while their
+//! ratio is at least the category's floor, and `under_weight`·(r − floor)² below it.
+
+/// Guard categories (training only, never evaluated) and the ratio their rows are held at or
+/// above: placeholder text (lorem ipsum: no vocabulary has its words, claude-legacy least of
+/// all, so its floor is lower) and one-letter words.
+pub const GUARDS: [(&str, f64); 2] = [("guard-lorem", 0.75), ("guard-letters", 0.85)];
+
+/// The floor of a guard category, `None` for the others.
+pub fn guard_floor(category: &str) -> Option<f64> {
+    GUARDS.iter().find(|(c, _)| *c == category).map(|&(_, f)| f)
+}
 
 /// One training row: features and the exact count.
 pub struct Row<'a> {
@@ -44,19 +57,19 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
 }
 
 /// Weighted least squares restricted to the `active` features, with a small ridge.
-fn weighted_fit(rows: &[Row<'_>], weights: &[f64], active: &[bool]) -> Vec<f64> {
+fn weighted_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], active: &[bool]) -> Vec<f64> {
     let dim = active.len();
     let idx: Vec<usize> = (0..dim).filter(|&j| active[j]).collect();
     let n = idx.len();
     let mut a = vec![vec![0.0; n]; n];
     let mut b = vec![0.0; n];
-    for (row, &w) in rows.iter().zip(weights) {
-        if row.exact <= 0.0 {
+    for ((row, &w), &t) in rows.iter().zip(weights).zip(targets) {
+        if row.exact <= 0.0 || w == 0.0 {
             continue;
         }
         let x: Vec<f64> = idx.iter().map(|&j| row.features[j] / row.exact).collect();
         for i in 0..n {
-            b[i] += w * x[i];
+            b[i] += w * t * x[i];
             for k in 0..n {
                 a[i][k] += w * x[i] * x[k];
             }
@@ -77,11 +90,11 @@ fn weighted_fit(rows: &[Row<'_>], weights: &[f64], active: &[bool]) -> Vec<f64> 
 
 /// Fits β_j ≥ 0 for every unsigned input (active set: drop the most negative coefficient and
 /// refit).
-fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], signed: &[bool]) -> Vec<f64> {
+fn nonneg_fit(rows: &[Row<'_>], weights: &[f64], targets: &[f64], signed: &[bool]) -> Vec<f64> {
     let dim = signed.len();
     let mut active = vec![true; dim];
     loop {
-        let beta = weighted_fit(rows, weights, &active);
+        let beta = weighted_fit(rows, weights, targets, &active);
         let worst = (0..dim)
             .filter(|&j| active[j] && !signed[j] && beta[j] < 0.0)
             .min_by(|&i, &j| beta[i].total_cmp(&beta[j]));
@@ -100,7 +113,8 @@ pub fn predict(beta: &[f64], features: &[f64]) -> f64 {
         .max(0.0)
 }
 
-/// The full fit: category balancing, IRLS towards over-estimates.
+/// The full fit: category balancing, IRLS towards over-estimates; guard rows held at or above
+/// their floor ([`GUARDS`]).
 pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) -> Vec<f64> {
     let mut per_category = std::collections::HashMap::<&str, f64>::new();
     for row in rows {
@@ -110,14 +124,30 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) 
         .iter()
         .map(|r| 1.0 / per_category[r.category])
         .collect();
-    let mut weights = base.clone();
-    let mut beta = nonneg_fit(rows, &weights, signed);
+    let floors: Vec<Option<f64>> = rows.iter().map(|r| guard_floor(r.category)).collect();
+    let mut weights: Vec<f64> = base
+        .iter()
+        .zip(&floors)
+        .map(|(&w, floor)| if floor.is_some() { 0.0 } else { w })
+        .collect();
+    let mut targets = vec![1.0; rows.len()];
+    let mut beta = nonneg_fit(rows, &weights, &targets, signed);
     for _ in 0..rounds {
         for (i, row) in rows.iter().enumerate() {
-            let under = predict(&beta, row.features) < row.exact;
-            weights[i] = base[i] * if under { under_weight } else { 1.0 };
+            let ratio = predict(&beta, row.features) / row.exact;
+            (weights[i], targets[i]) = if let Some(floor) = floors[i] {
+                if ratio < floor {
+                    (base[i] * under_weight, floor)
+                } else {
+                    (0.0, floor)
+                }
+            } else if ratio < 1.0 {
+                (base[i] * under_weight, 1.0)
+            } else {
+                (base[i], 1.0)
+            };
         }
-        beta = nonneg_fit(rows, &weights, signed);
+        beta = nonneg_fit(rows, &weights, &targets, signed);
     }
     beta
 }

@@ -28,7 +28,7 @@
 //! Counts are identical to the other kernels' (the tests compare all three with a byte-at-a-time
 //! reference).
 
-use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_vowel};
+use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_rare_letter, is_vowel};
 use std::arch::x86_64::*;
 
 // The bits of a class byte (ASCII bytes only; bytes `>= 0x80` and padding get 0).
@@ -91,6 +91,24 @@ const CLASS_TABLE: [u8; 128] = {
     t
 };
 
+/// `CONSONANT` at the low six bits of each rare letter ([`is_rare_letter`]), for a one-table
+/// `vpermb` (which indexes by the low six bits). Of the four bytes sharing an index at most one
+/// is a letter (uppercase letters have low bits `01`–`1A`, lowercase `21`–`3A`), so the lookup
+/// `&` the class byte's `CONSONANT` is the rare letters. The eight class bits are taken, but the
+/// consonant pairs on `CONSONANT` of the `pairs` vector are never counted: the rare letters
+/// take that slot.
+const RARE_TABLE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut b = 0;
+    while b < 128 {
+        if is_rare_letter(b as u8) {
+            t[b & 63] = CONSONANT;
+        }
+        b += 1;
+    }
+    t
+};
+
 /// A `vgf2p8affineqb` matrix setting output bit `to` to input bit `from` for each pair (every
 /// other output bit 0): row `7 - to` of the matrix (byte `7 - to` of the `u64`) selects the
 /// input bits whose parity is output bit `to`.
@@ -120,6 +138,8 @@ const MAJORITY: i32 = 0xE8;
 const AND_XOR: i32 = 0x60;
 /// `c ? b : a`.
 const SELECT: i32 = 0xD8;
+/// `a | (b & c)`.
+const OR_AND: i32 = 0xF8;
 
 /// The vector state carried from one block to the next: this block's class vector and the
 /// intermediate vectors of the run-length chains (`run2`: bytes that end a run of at least 2
@@ -144,8 +164,9 @@ type Vectors<const N: usize> = [__m512i; N];
 /// - `pairs`: bytes of a class after a byte of the same class, for `LETTER`, `DIGIT`, `SPACE`,
 ///   `PUNCT` and `ALNUM` (the run starts are the class totals less these; the letter/digit
 ///   switches are the alphanumeric pairs less the letter and digit pairs), uppercase letters
-///   after a letter that is not uppercase on `UPPER` (`case_changes`), and the 8th letter of a
-///   run and after on `JSON` (`long_word`).
+///   after a letter that is not uppercase on `UPPER` (`case_changes`), the 8th letter of a
+///   run and after on `JSON` (`long_word`), and the rare letters on `CONSONANT`
+///   (`rare_letters`, a per-byte class in the one slot no pair count uses).
 type Events = Vectors<2>;
 
 /// The positional popcounts of the bytes of `v`: lane `j` (a `u64`) is how many bytes have
@@ -336,13 +357,15 @@ fn load(block: &[u8; 64]) -> __m512i {
 struct Constants {
     table_low: __m512i,
     table_high: __m512i,
+    rare: __m512i,
+    /// `JSON | CONSONANT`: the bits of `pairs` that are not same-class pairs.
+    pairs_other: __m512i,
     by1: __m512i,
     by2: __m512i,
     letter_on_upper: __m512i,
     letter_on_json: __m512i,
     alnum: __m512i,
     consonant: __m512i,
-    json: __m512i,
 }
 
 impl Constants {
@@ -353,13 +376,14 @@ impl Constants {
         Constants {
             table_low,
             table_high,
+            rare: load(&RARE_TABLE),
+            pairs_other: _mm512_set1_epi8((JSON | CONSONANT) as i8),
             by1: shift_indices(1),
             by2: shift_indices(2),
             letter_on_upper: _mm512_set1_epi64(LETTER_ON_UPPER),
             letter_on_json: _mm512_set1_epi64(LETTER_ON_JSON),
             alnum: _mm512_set1_epi8(ALNUM as i8),
             consonant: _mm512_set1_epi8(CONSONANT as i8),
-            json: _mm512_set1_epi8(JSON as i8),
         }
     }
 }
@@ -373,6 +397,7 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
     // `vpermi2b` indexes by the low 7 bits: bytes `>= 0x80` are zeroed instead.
     let high = _mm512_movepi8_mask(v);
     let class = _mm512_maskz_permutex2var_epi8(!high & valid, k.table_low, v, k.table_high);
+    let rare = _mm512_permutexvar_epi8(v, k.rare);
     let p = *carry;
     let shift = |prev, indices, x| _mm512_permutex2var_epi8(prev, indices, x);
     let before = shift(p.class, k.by1, class);
@@ -400,7 +425,11 @@ fn block(k: &Constants, carry: &mut Carry, v: __m512i, valid: u64) -> (Events, u
         k.consonant,
     );
     let long_word = _mm512_gf2p8affine_epi64_epi8::<0>(run8_7, k.letter_on_json);
-    let pairs = _mm512_ternarylogic_epi64::<SELECT>(run2, long_word, k.json);
+    let pairs = _mm512_ternarylogic_epi64::<SELECT>(
+        run2,
+        _mm512_ternarylogic_epi64::<OR_AND>(long_word, rare, class),
+        k.pairs_other,
+    );
     *carry = Carry {
         class,
         run2,
@@ -807,6 +836,7 @@ fn finish(bytes: u64, ascii: &Counts<2>, high: &Counts<2>, rare3: u64) -> ClassC
     totals[byte_class::NEWLINE] =
         bytes.saturating_sub(letters + digits + spaces + punct + high_bytes);
     totals[byte_class::JSON] = classes(JSON);
+    totals[byte_class::RARE_LETTER] = pairs(CONSONANT);
     totals[byte_class::HIGH] = high_bytes;
     totals[byte_class::GE_C0] = two + three + four;
     totals[byte_class::GE_E0] = three + four;
