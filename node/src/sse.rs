@@ -4,7 +4,7 @@
 //! string holding every field back to back plus UTF-16 offsets (six per event: type, data and id,
 //! each as start/end). `lib/sse.js` slices the string into `{event, data, id}` objects (V8 makes
 //! substrings cheap). Consecutive events with the same id share one copy of it in the batch
-//! string. Event types are interned across batches (see [`TypeTable`]): a type sent once is
+//! string. Event types are interned across batches (see `TypeTable`): a type sent once is
 //! afterwards sent as a reference to the JavaScript string made the first time, so a stream's
 //! few types are neither copied into every batch nor sliced again per batch. The offsets are
 //! written into a `Uint32Array` the caller owns and reuses: a new typed array per chunk would
