@@ -488,31 +488,17 @@ impl NativeSseParser {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::utf16::TEST_SAMPLES;
 
     fn wide(text: &str) -> Vec<u16> {
         text.encode_utf16().collect()
     }
 
-    const SAMPLES: [&str; 12] = [
-        "",
-        "a",
-        "plain ascii longer than one word",
-        "é",
-        "abcdefgé",
-        "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
-        "😀😀😀",
-        "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
-        "sixteen bytes ok, then é at 17, 日本語 at 30, and 😀 straddling the second block!",
-        "0123456789abcdef0123456789abcdef",
-        "0123456789abcde😀0123456789abcdef日",
-        "0123456789abcdefé",
-    ];
-
     #[test]
     fn batch_text_widens_at_the_first_non_ascii_field() {
         let mut text = BatchText::default();
         let mut joined = String::new();
-        for field in SAMPLES.iter().chain(&SAMPLES) {
+        for field in TEST_SAMPLES.iter().chain(&TEST_SAMPLES) {
             text.push(field);
             joined.push_str(field);
             assert_eq!(text.units(), wide(&joined));

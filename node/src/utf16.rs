@@ -396,28 +396,31 @@ mod avx512 {
     }
 }
 
+/// Texts for the conversion tests here and in `sse.rs`: ASCII, every UTF-8 length, characters
+/// across the 16- and 32-byte block edges.
+#[cfg(test)]
+pub(crate) const TEST_SAMPLES: [&str; 13] = [
+    "",
+    "a",
+    "plain ascii longer than one word",
+    "é",
+    "abcdefgé",
+    "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
+    "😀😀😀",
+    "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
+    "sixteen bytes ok, then é at 17, 日本語 at 30, and 😀 straddling the second block!",
+    "0123456789abcdef0123456789abcdef",
+    "0123456789abcde😀0123456789abcdef日",
+    "0123456789abcdefé",
+    "0123456789abcdef0123456789abcde日本語0123456789abcdef0123456789abcdé😀",
+];
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    const SAMPLES: [&str; 13] = [
-        "",
-        "a",
-        "plain ascii longer than one word",
-        "é",
-        "abcdefgé",
-        "abcdefghé日本語 mixed 😀 with ascii runs of various lengths 12345678",
-        "😀😀😀",
-        "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}\u{10ffff}",
-        "sixteen bytes ok, then é at 17, 日本語 at 30, and 😀 straddling the second block!",
-        "0123456789abcdef0123456789abcdef",
-        "0123456789abcde😀0123456789abcdef日",
-        "0123456789abcdefé",
-        "0123456789abcdef0123456789abcde日本語0123456789abcdef0123456789abcdé😀",
-    ];
 
     /// Converts with `converter` into a buffer with a sentinel before and after the room the
     /// contract asks for; checks the result against the standard library and the sentinels.
@@ -435,7 +438,7 @@ mod tests {
     #[test]
     fn every_converter_matches_the_standard_library_on_the_samples() {
         for converter in Utf16Converter::all() {
-            for sample in SAMPLES {
+            for sample in TEST_SAMPLES {
                 for start in 0..=sample.len() {
                     if let Some(tail) = sample.get(start..) {
                         check(converter, tail);

@@ -223,20 +223,8 @@ fn claude_code_rule(c: &Counted) -> f64 {
 /// `fit-tokens --count FILE`: exact counts and the estimates of one file, for spot checks.
 fn count_file(path: &Path) -> Result<()> {
     let text = std::fs::read_to_string(path)?;
-    let legacy = claude_tokenizer::get_tokenizer()
-        .encode(text.as_str(), false)
-        .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
-        .len();
-    println!(
-        "exact: o200k {} cl100k {} claude-legacy {}",
-        tiktoken_rs::o200k_base_singleton()
-            .encode_ordinary(&text)
-            .len(),
-        tiktoken_rs::cl100k_base_singleton()
-            .encode_ordinary(&text)
-            .len(),
-        legacy
-    );
+    let [o200k, cl100k, legacy] = exact_counter()(&text)?;
+    println!("exact: o200k {o200k} cl100k {cl100k} claude-legacy {legacy}");
     for family in ferroloop::tokens::FAMILIES {
         println!(
             "estimate {family}: {}",
@@ -416,14 +404,12 @@ fn build_and_count(args: &Args, roots: &corpus::Roots) -> Result<Vec<Counted>> {
         started.elapsed()
     );
 
-    let o200k = tiktoken_rs::o200k_base_singleton();
-    let cl100k = tiktoken_rs::cl100k_base_singleton();
     if ensure_common3(args)? {
         bail!(
             "core/src/tokens/common3.rs was regenerated: rebuild (cargo run again) to fit with it"
         );
     }
-    let legacy = claude_tokenizer::get_tokenizer();
+    let exact = exact_counter();
     let mut index_in_category = BTreeMap::<&str, usize>::new();
     let mut counted = Vec::with_capacity(docs.len());
     let started = Instant::now();
@@ -431,18 +417,7 @@ fn build_and_count(args: &Args, roots: &corpus::Roots) -> Result<Vec<Counted>> {
         let i = index_in_category.entry(doc.category).or_default();
         let train = (*i).is_multiple_of(2);
         *i += 1;
-        let legacy_count = legacy
-            .encode(doc.text.as_str(), false)
-            .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
-            .len();
-        counted.push(Counted {
-            features: model_inputs(&count_classes(doc.text.as_bytes())),
-            o200k: o200k.encode_ordinary(&doc.text).len() as f64,
-            cl100k: cl100k.encode_ordinary(&doc.text).len() as f64,
-            legacy: legacy_count as f64,
-            train,
-            doc,
-        });
+        counted.push(count_doc(doc, train, &exact)?);
     }
     eprintln!("exact counts: {:.1?}", started.elapsed());
     Ok(counted)
@@ -450,25 +425,49 @@ fn build_and_count(args: &Args, roots: &corpus::Roots) -> Result<Vec<Counted>> {
 
 /// Counts documents exactly, all in one half (the guard documents: training only).
 fn count_docs(docs: Vec<corpus::Doc>, train: bool) -> Result<Vec<Counted>> {
+    let exact = exact_counter();
+    docs.into_iter()
+        .map(|doc| count_doc(doc, train, &exact))
+        .collect()
+}
+
+/// Exact token counts of a text: o200k, cl100k, claude-legacy.
+type ExactCounts = [usize; 3];
+
+/// A function counting texts exactly in the three vocabularies (the Claude tokenizer is parsed
+/// once, here; the OpenAI ones are process-wide singletons).
+fn exact_counter() -> impl Fn(&str) -> Result<ExactCounts> {
     let o200k = tiktoken_rs::o200k_base_singleton();
     let cl100k = tiktoken_rs::cl100k_base_singleton();
     let legacy = claude_tokenizer::get_tokenizer();
-    docs.into_iter()
-        .map(|doc| {
-            let legacy_count = legacy
-                .encode(doc.text.as_str(), false)
-                .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
-                .len();
-            Ok(Counted {
-                features: model_inputs(&count_classes(doc.text.as_bytes())),
-                o200k: o200k.encode_ordinary(&doc.text).len() as f64,
-                cl100k: cl100k.encode_ordinary(&doc.text).len() as f64,
-                legacy: legacy_count as f64,
-                train,
-                doc,
-            })
-        })
-        .collect()
+    move |text| {
+        let legacy = legacy
+            .encode(text, false)
+            .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?
+            .len();
+        Ok([
+            o200k.encode_ordinary(text).len(),
+            cl100k.encode_ordinary(text).len(),
+            legacy,
+        ])
+    }
+}
+
+/// One document's features and exact counts.
+fn count_doc(
+    doc: corpus::Doc,
+    train: bool,
+    exact: &impl Fn(&str) -> Result<ExactCounts>,
+) -> Result<Counted> {
+    let [o200k, cl100k, legacy] = exact(&doc.text)?;
+    Ok(Counted {
+        features: model_inputs(&count_classes(doc.text.as_bytes())),
+        o200k: o200k as f64,
+        cl100k: cl100k as f64,
+        legacy: legacy as f64,
+        train,
+        doc,
+    })
 }
 
 /// With `FIT_CACHE=FILE`: the counted corpus (documents, exact counts, split) as JSON lines, so
