@@ -15,6 +15,7 @@ function decodeBatch(text, offsets, count, types) {
   const events = new Array(count)
   let typeStart = -1
   let typeEnd = -1
+  let spanType = ''
   let type = ''
   let idStart = -1
   let idEnd = -1
@@ -24,12 +25,16 @@ function decodeBatch(text, offsets, count, types) {
     const b = offsets[k + 1]
     if (a > b) {
       type = types[a - 1]
-    } else if (a !== typeStart || b !== typeEnd) {
+    } else {
       // Repeated types share one span in the batch once the table is full: slice them once.
-      typeStart = a
-      typeEnd = b
-      type = text.substring(a, b)
-      if (types.length < TYPE_TABLE_CAP) types.push(type)
+      // The slice is kept apart from `type`, which references in between may change.
+      if (a !== typeStart || b !== typeEnd) {
+        typeStart = a
+        typeEnd = b
+        spanType = text.substring(a, b)
+        if (types.length < TYPE_TABLE_CAP) types.push(spanType)
+      }
+      type = spanType
     }
     if (offsets[k + 4] !== idStart || offsets[k + 5] !== idEnd) {
       idStart = offsets[k + 4]

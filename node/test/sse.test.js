@@ -230,6 +230,20 @@ test('event types stay right across batches, past the interned-type table and wi
   }
 })
 
+test('a type sent as text past the full table keeps its name after an interned type in the same batch', () => {
+  // The table fills with t0..t63; X then travels as a span, shared by its two events, with a
+  // reference to t0 between them.
+  const parser = new SseParser()
+  let fill = ''
+  for (let i = 0; i < 64; i++) fill += `event: t${i}\ndata: x\n\n`
+  assert.equal(parser.feed(Buffer.from(fill)).length, 64)
+  const events = parser.feed(Buffer.from('event: X\ndata: 1\n\nevent: t0\ndata: 2\n\nevent: X\ndata: 3\n\n'))
+  assert.deepEqual(
+    events.map((e) => [e.event, e.data]),
+    [['X', '1'], ['t0', '2'], ['X', '3']],
+  )
+})
+
 test('multi-byte characters split across chunks at every offset keep their UTF-16 indices', () => {
   // ASCII before and after, so a wrong byte-versus-UTF-16 offset shows in the slices.
   const input = Buffer.from('event: é\nid: 日\ndata: a😀b\ndata: 語c\n\ndata: plain\n\nevent: ✅\ndata: 😀\n\n')
