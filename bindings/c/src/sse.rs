@@ -604,14 +604,16 @@ mod tests {
                     let status = fl_sse_parser_feed(parser, scratch.as_ptr(), scratch.len());
                     assert_eq!(status, fl_status::FL_STATUS_OK);
                     let mut item = std::mem::zeroed::<fl_sse_item>();
-                    while drain {
-                        assert_eq!(
-                            fl_sse_parser_next(parser, &mut item),
-                            fl_status::FL_STATUS_OK
-                        );
-                        match owned_item(&item) {
-                            Some(owned) => items.push(owned),
-                            None => break,
+                    if drain {
+                        loop {
+                            assert_eq!(
+                                fl_sse_parser_next(parser, &mut item),
+                                fl_status::FL_STATUS_OK
+                            );
+                            match owned_item(&item) {
+                                Some(owned) => items.push(owned),
+                                None => break,
+                            }
                         }
                     }
                 }
