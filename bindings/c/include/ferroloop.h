@@ -607,7 +607,9 @@ fl_status fl_sse_parser_new(fl_sse_parser **out);
 fl_status fl_sse_parser_new_with_max_event_bytes(size_t max_event_bytes, fl_sse_parser **out);
 
 /**
- * Releases a parser and every view it handed out. NULL is accepted and ignored.
+ * Releases a parser and every view it handed out. NULL is accepted and ignored. Called from
+ * inside the parser's own `fl_sse_parser_feed_each` callback it does nothing (the parser is in
+ * use) and records the thread's last error.
  *
  * # Safety
  * `parser` must be NULL or a parser from `fl_sse_parser_new*` not freed yet; it must not be
