@@ -235,8 +235,9 @@ typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation,
  * Each field is a pointer and a length in bytes: the text is valid UTF-8 and is **not**
  * NUL-terminated. The pointers are never NULL (an empty field points to a static empty
  * string). They stay valid until the next call on the same parser (`fl_sse_parser_feed`,
- * `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`); copy what you need
- * to keep. The caller never frees them.
+ * `fl_sse_parser_feed_each`, `fl_sse_parser_next`, `fl_sse_parser_finish`,
+ * `fl_sse_parser_free`), and those passed to an `fl_sse_parser_feed_each` callback only until
+ * the callback returns; copy what you need to keep. The caller never frees them.
  */
 typedef struct {
     /**
@@ -266,7 +267,7 @@ typedef struct {
 } fl_sse_event;
 
 /**
- * One item produced by `fl_sse_parser_next`.
+ * One item produced by `fl_sse_parser_next` or passed to an `fl_sse_parser_feed_each` callback.
  */
 typedef struct {
     /**
@@ -282,6 +283,18 @@ typedef struct {
      */
     uint64_t retry_ms;
 } fl_sse_item;
+
+/**
+ * Receives one item from `fl_sse_parser_feed_each`: `userdata` is the pointer given to that
+ * call, `item` is never NULL and its `kind` is `FL_SSE_ITEM_EVENT` or `FL_SSE_ITEM_RETRY`.
+ *
+ * `*item` and every view in it are valid only until the callback returns: copy what you need
+ * to keep. The callback must return normally (no `longjmp`, no C++ exception). It may call
+ * any function except the `fl_sse_parser_*` functions on the same parser, which fail with
+ * `FL_STATUS_INVALID_STATE` (`fl_sse_parser_free` does nothing) while it runs; other parsers
+ * may be used freely.
+ */
+typedef void (*fl_sse_item_callback)(void *userdata, const fl_sse_item *item);
 
 /**
  * The estimate of a request, per part. `total` is the sum of the other four.
@@ -594,7 +607,9 @@ fl_status fl_sse_parser_new(fl_sse_parser **out);
 fl_status fl_sse_parser_new_with_max_event_bytes(size_t max_event_bytes, fl_sse_parser **out);
 
 /**
- * Releases a parser and every view it handed out. NULL is accepted and ignored.
+ * Releases a parser and every view it handed out. NULL is accepted and ignored. Called from
+ * inside the parser's own `fl_sse_parser_feed_each` callback it does nothing (the parser is in
+ * use) and records the thread's last error.
  *
  * # Safety
  * `parser` must be NULL or a parser from `fl_sse_parser_new*` not freed yet; it must not be
@@ -628,6 +643,36 @@ fl_status fl_sse_parser_feed(fl_sse_parser *parser, const uint8_t *data, size_t 
  * `parser` must be a live parser not used concurrently; `item` must be valid for a write.
  */
 fl_status fl_sse_parser_next(fl_sse_parser *parser, fl_sse_item *item);
+
+/**
+ * Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
+ * complete, in stream order, before returning: the zero-copy counterpart of
+ * `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE`, with the same
+ * items. `data` is read in place during the call (not copied, except what an unfinished line
+ * or event still needs, which the parser keeps): the caller may reuse it once the call
+ * returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
+ * pending.
+ *
+ * Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
+ * two ways of feeding can be mixed freely. Every item is delivered: the callback cannot stop
+ * the delivery (record a failure in `userdata` and ignore the items that follow if needed).
+ * After the call no item is pending: `fl_sse_parser_next` yields `FL_SSE_ITEM_NONE`.
+ *
+ * See `fl_sse_item_callback` for the lifetime of the items and the calls allowed inside the
+ * callback. Returns `FL_STATUS_NULL_ARGUMENT` when `parser` or `on_item` is NULL (or `data`
+ * with a non-zero `len`), `FL_STATUS_INVALID_STATE` when called from inside a callback of the
+ * same parser; nothing is fed then.
+ *
+ * # Safety
+ * `parser` must be a live parser not used concurrently; `data` must be valid for reads of
+ * `len` bytes and not written during the call; `on_item` must be safe to call with
+ * `userdata`.
+ */
+fl_status fl_sse_parser_feed_each(fl_sse_parser *parser,
+                                  const uint8_t *data,
+                                  size_t len,
+                                  fl_sse_item_callback on_item,
+                                  void *userdata);
 
 /**
  * Ends the stream. An unterminated event (no blank line after it) is discarded, as the

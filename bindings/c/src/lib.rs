@@ -41,10 +41,10 @@ pub use exec::{
     fl_tool_invocation, fl_tool_options, fl_tool_options_default,
 };
 pub use sse::{
-    fl_sse_event, fl_sse_item, fl_sse_item_kind, fl_sse_parser, fl_sse_parser_dropped_events,
-    fl_sse_parser_feed, fl_sse_parser_finish, fl_sse_parser_free, fl_sse_parser_last_event_id,
-    fl_sse_parser_new, fl_sse_parser_new_with_max_event_bytes, fl_sse_parser_next,
-    fl_sse_parser_retry,
+    fl_sse_event, fl_sse_item, fl_sse_item_callback, fl_sse_item_kind, fl_sse_parser,
+    fl_sse_parser_dropped_events, fl_sse_parser_feed, fl_sse_parser_feed_each,
+    fl_sse_parser_finish, fl_sse_parser_free, fl_sse_parser_last_event_id, fl_sse_parser_new,
+    fl_sse_parser_new_with_max_event_bytes, fl_sse_parser_next, fl_sse_parser_retry,
 };
 pub use status::{fl_status, fl_status_message};
 pub use tokens::{fl_request_estimate, fl_tokens_estimate_request, fl_tokens_estimate_text};

@@ -1,10 +1,11 @@
 //! The Server-Sent-Events parser: bytes in, borrowed event views out.
 
-use std::ffi::c_char;
+use std::cell::{Cell, UnsafeCell};
+use std::ffi::{c_char, c_void};
 
 use ferroloop_core::sse::{SseConfig, SseItem, SseParser};
 
-use crate::boundary::{self, FfiError};
+use crate::boundary::{self, FfiError, FfiResult};
 use crate::status::fl_status;
 use crate::text::{self, Out, view};
 
@@ -13,7 +14,62 @@ use crate::text::{self, Out, view};
 ///
 /// Not thread-safe: use a parser from one thread at a time (it may move between threads).
 pub struct fl_sse_parser {
-    parser: SseParser,
+    /// Reached only through [`parser_mut`] / [`parser_ref`], which refuse while `delivering`.
+    parser: UnsafeCell<SseParser>,
+    /// `fl_sse_parser_feed_each` is running its callback and holds the parser exclusively: any
+    /// other call on this parser (from inside the callback) is refused.
+    delivering: Cell<bool>,
+}
+
+impl fl_sse_parser {
+    fn boxed(parser: SseParser) -> Box<Self> {
+        Box::new(Self {
+            parser: UnsafeCell::new(parser),
+            delivering: Cell::new(false),
+        })
+    }
+}
+
+/// The error of a call made on a parser from inside its `fl_sse_parser_feed_each` callback.
+fn reentrant() -> FfiError {
+    FfiError::state("the parser is delivering items to its fl_sse_parser_feed_each callback")
+}
+
+/// The handle behind `ptr`, refused while its parser is delivering items to a callback.
+///
+/// # Safety
+/// When not NULL, `ptr` must point to a live parser for the lifetime `'a`.
+unsafe fn idle_handle<'a>(ptr: *const fl_sse_parser) -> FfiResult<&'a fl_sse_parser> {
+    // SAFETY: forwarded from the caller. A shared reference is sound even while
+    // `fl_sse_parser_feed_each` holds the parser: both fields are interior-mutable.
+    let handle = unsafe { text::handle_ref(ptr, "parser") }?;
+    if handle.delivering.get() {
+        return Err(reentrant());
+    }
+    Ok(handle)
+}
+
+/// Exclusive access to the parser behind `ptr` (refused from inside a callback).
+///
+/// # Safety
+/// When not NULL, `ptr` must point to a live parser not used concurrently for the lifetime `'a`.
+unsafe fn parser_mut<'a>(ptr: *mut fl_sse_parser) -> FfiResult<&'a mut SseParser> {
+    // SAFETY: forwarded from the caller.
+    let handle = unsafe { idle_handle(ptr) }?;
+    // SAFETY: no other reference to the parser exists: not `delivering` (checked), so no
+    // `fl_sse_parser_feed_each` holds it, and the caller promises no concurrent use.
+    Ok(unsafe { &mut *handle.parser.get() })
+}
+
+/// Shared access to the parser behind `ptr` (refused from inside a callback).
+///
+/// # Safety
+/// When not NULL, `ptr` must point to a live parser not used concurrently for the lifetime `'a`.
+unsafe fn parser_ref<'a>(ptr: *const fl_sse_parser) -> FfiResult<&'a SseParser> {
+    // SAFETY: forwarded from the caller.
+    let handle = unsafe { idle_handle(ptr) }?;
+    // SAFETY: as in `parser_mut`: no exclusive reference to the parser exists.
+    Ok(unsafe { &*handle.parser.get() })
 }
 
 /// What `fl_sse_parser_next` produced.
@@ -33,8 +89,9 @@ pub enum fl_sse_item_kind {
 /// Each field is a pointer and a length in bytes: the text is valid UTF-8 and is **not**
 /// NUL-terminated. The pointers are never NULL (an empty field points to a static empty
 /// string). They stay valid until the next call on the same parser (`fl_sse_parser_feed`,
-/// `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`); copy what you need
-/// to keep. The caller never frees them.
+/// `fl_sse_parser_feed_each`, `fl_sse_parser_next`, `fl_sse_parser_finish`,
+/// `fl_sse_parser_free`), and those passed to an `fl_sse_parser_feed_each` callback only until
+/// the callback returns; copy what you need to keep. The caller never frees them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct fl_sse_event {
@@ -52,7 +109,7 @@ pub struct fl_sse_event {
     pub id_len: usize,
 }
 
-/// One item produced by `fl_sse_parser_next`.
+/// One item produced by `fl_sse_parser_next` or passed to an `fl_sse_parser_feed_each` callback.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct fl_sse_item {
@@ -89,9 +146,7 @@ impl fl_sse_event {
 pub unsafe extern "C" fn fl_sse_parser_new(out: *mut *mut fl_sse_parser) -> fl_status {
     boundary::run(|| {
         let out = Out::new(out, "out")?;
-        let parser = Box::new(fl_sse_parser {
-            parser: SseParser::new(),
-        });
+        let parser = fl_sse_parser::boxed(SseParser::new());
         // SAFETY: `out` is not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(parser)) };
         Ok(())
@@ -118,16 +173,16 @@ pub unsafe extern "C" fn fl_sse_parser_new_with_max_event_bytes(
             return Err(FfiError::invalid("max_event_bytes must be at least 1"));
         }
         let config = SseConfig::default().max_event_bytes(Some(max_event_bytes));
-        let parser = Box::new(fl_sse_parser {
-            parser: SseParser::with_config(config),
-        });
+        let parser = fl_sse_parser::boxed(SseParser::with_config(config));
         // SAFETY: `out` is not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(parser)) };
         Ok(())
     })
 }
 
-/// Releases a parser and every view it handed out. NULL is accepted and ignored.
+/// Releases a parser and every view it handed out. NULL is accepted and ignored. Called from
+/// inside the parser's own `fl_sse_parser_feed_each` callback it does nothing (the parser is in
+/// use) and records the thread's last error.
 ///
 /// # Safety
 /// `parser` must be NULL or a parser from `fl_sse_parser_new*` not freed yet; it must not be
@@ -135,6 +190,14 @@ pub unsafe extern "C" fn fl_sse_parser_new_with_max_event_bytes(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_sse_parser_free(parser: *mut fl_sse_parser) {
     boundary::run_void(|| {
+        // SAFETY: the caller passes NULL or a live parser.
+        if let Ok(handle) = unsafe { text::handle_ref(parser, "parser") }
+            && handle.delivering.get()
+        {
+            // Freed from inside its own callback: `fl_sse_parser_feed_each` still uses it.
+            boundary::set_last_error(&reentrant().message);
+            return;
+        }
         if !parser.is_null() {
             // SAFETY: the caller passes a pointer from `Box::into_raw` in `fl_sse_parser_new*`,
             // freed only once.
@@ -162,13 +225,8 @@ pub unsafe extern "C" fn fl_sse_parser_feed(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promises on `parser` and `data`.
-        let (parser, data) = unsafe {
-            (
-                text::handle_mut(parser, "parser")?,
-                text::bytes_arg(data, len, "data")?,
-            )
-        };
-        parser.parser.feed_slice(data);
+        let (parser, data) = unsafe { (parser_mut(parser)?, text::bytes_arg(data, len, "data")?) };
+        parser.feed_slice(data);
         Ok(())
     })
 }
@@ -188,38 +246,116 @@ pub unsafe extern "C" fn fl_sse_parser_next(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { text::handle_mut(parser, "parser") }?;
+        let parser = unsafe { parser_mut(parser) }?;
         let item = Out::new(item, "item")?;
-        let mut result = fl_sse_item {
-            kind: fl_sse_item_kind::FL_SSE_ITEM_NONE,
-            event: fl_sse_event::empty(),
-            retry_ms: 0,
-        };
-        match parser.parser.next_item() {
-            None => {}
-            Some(SseItem::Retry(ms)) => {
-                result.kind = fl_sse_item_kind::FL_SSE_ITEM_RETRY;
-                result.retry_ms = ms;
-            }
-            Some(SseItem::Event(event)) => {
-                // The views borrow the parser's chunks and buffers, which stay untouched until
-                // the next call on the parser (documented lifetime of the views).
-                let (event_type, event_type_len) = view(event.event_type());
-                let (data, data_len) = view(event.data());
-                let (id, id_len) = view(event.id());
-                result.kind = fl_sse_item_kind::FL_SSE_ITEM_EVENT;
-                result.event = fl_sse_event {
-                    event_type,
-                    event_type_len,
-                    data,
-                    data_len,
-                    id,
-                    id_len,
-                };
-            }
-        }
+        let result = c_item(parser.next_item());
         // SAFETY: `item` is not NULL (checked) and writable (the caller's promise).
         unsafe { item.write(result) };
+        Ok(())
+    })
+}
+
+/// The C form of an item of the core parser (`None`: `FL_SSE_ITEM_NONE`). The event views
+/// borrow what `item` borrows.
+fn c_item(item: Option<SseItem<'_>>) -> fl_sse_item {
+    let mut result = fl_sse_item {
+        kind: fl_sse_item_kind::FL_SSE_ITEM_NONE,
+        event: fl_sse_event::empty(),
+        retry_ms: 0,
+    };
+    match item {
+        None => {}
+        Some(SseItem::Retry(ms)) => {
+            result.kind = fl_sse_item_kind::FL_SSE_ITEM_RETRY;
+            result.retry_ms = ms;
+        }
+        Some(SseItem::Event(event)) => {
+            // The views borrow the parser's chunks and buffers (or the caller's chunk during
+            // `fl_sse_parser_feed_each`), untouched for as long as the views are documented
+            // to live.
+            let (event_type, event_type_len) = view(event.event_type());
+            let (data, data_len) = view(event.data());
+            let (id, id_len) = view(event.id());
+            result.kind = fl_sse_item_kind::FL_SSE_ITEM_EVENT;
+            result.event = fl_sse_event {
+                event_type,
+                event_type_len,
+                data,
+                data_len,
+                id,
+                id_len,
+            };
+        }
+    }
+    result
+}
+
+/// Receives one item from `fl_sse_parser_feed_each`: `userdata` is the pointer given to that
+/// call, `item` is never NULL and its `kind` is `FL_SSE_ITEM_EVENT` or `FL_SSE_ITEM_RETRY`.
+///
+/// `*item` and every view in it are valid only until the callback returns: copy what you need
+/// to keep. The callback must return normally (no `longjmp`, no C++ exception). It may call
+/// any function except the `fl_sse_parser_*` functions on the same parser, which fail with
+/// `FL_STATUS_INVALID_STATE` (`fl_sse_parser_free` does nothing) while it runs; other parsers
+/// may be used freely.
+pub type fl_sse_item_callback =
+    Option<unsafe extern "C" fn(userdata: *mut c_void, item: *const fl_sse_item)>;
+
+/// Clears a parser's `delivering` flag when `fl_sse_parser_feed_each` ends (also on a panic).
+struct Delivering<'a>(&'a Cell<bool>);
+
+impl Drop for Delivering<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
+/// complete, in stream order, before returning: the zero-copy counterpart of
+/// `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE`, with the same
+/// items. `data` is read in place during the call (not copied, except what an unfinished line
+/// or event still needs, which the parser keeps): the caller may reuse it once the call
+/// returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
+/// pending.
+///
+/// Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
+/// two ways of feeding can be mixed freely. Every item is delivered: the callback cannot stop
+/// the delivery (record a failure in `userdata` and ignore the items that follow if needed).
+/// After the call no item is pending: `fl_sse_parser_next` yields `FL_SSE_ITEM_NONE`.
+///
+/// See `fl_sse_item_callback` for the lifetime of the items and the calls allowed inside the
+/// callback. Returns `FL_STATUS_NULL_ARGUMENT` when `parser` or `on_item` is NULL (or `data`
+/// with a non-zero `len`), `FL_STATUS_INVALID_STATE` when called from inside a callback of the
+/// same parser; nothing is fed then.
+///
+/// # Safety
+/// `parser` must be a live parser not used concurrently; `data` must be valid for reads of
+/// `len` bytes and not written during the call; `on_item` must be safe to call with
+/// `userdata`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_sse_parser_feed_each(
+    parser: *mut fl_sse_parser,
+    data: *const u8,
+    len: usize,
+    on_item: fl_sse_item_callback,
+    userdata: *mut c_void,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `parser` and `data`.
+        let (handle, data) = unsafe { (idle_handle(parser)?, text::bytes_arg(data, len, "data")?) };
+        let on_item = on_item.ok_or_else(|| FfiError::null("on_item"))?;
+        handle.delivering.set(true);
+        let _delivering = Delivering(&handle.delivering);
+        // SAFETY: the only reference to the parser: it was not `delivering` (checked), the
+        // caller promises no concurrent use, and calls from inside the callback are refused
+        // (they see `delivering`) before they touch it.
+        let parser = unsafe { &mut *handle.parser.get() };
+        parser.feed_borrowed(data, |item| {
+            let item = c_item(Some(item));
+            // SAFETY: the caller's promise on `on_item` and `userdata`; `item` and the views
+            // in it live until the callback returns.
+            unsafe { on_item(userdata, &item) };
+        });
         Ok(())
     })
 }
@@ -239,8 +375,8 @@ pub unsafe extern "C" fn fl_sse_parser_finish(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { text::handle_mut(parser, "parser") }?;
-        let was_discarded = parser.parser.finish();
+        let parser = unsafe { parser_mut(parser) }?;
+        let was_discarded = parser.finish();
         if let Ok(out) = Out::new(discarded, "discarded") {
             // SAFETY: not NULL (checked) and writable (the caller's promise).
             unsafe { out.write(was_discarded) };
@@ -263,10 +399,10 @@ pub unsafe extern "C" fn fl_sse_parser_retry(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let parser = unsafe { parser_ref(parser) }?;
         let retry_ms = Out::new(retry_ms, "retry_ms")?;
         let has_retry = Out::new(has_retry, "has_retry")?;
-        let retry = parser.parser.retry();
+        let retry = parser.retry();
         // SAFETY: both not NULL (checked) and writable (the caller's promise).
         unsafe {
             retry_ms.write(retry.unwrap_or(0));
@@ -291,10 +427,10 @@ pub unsafe extern "C" fn fl_sse_parser_last_event_id(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let parser = unsafe { parser_ref(parser) }?;
         let id = Out::new(id, "id")?;
         let id_len = Out::new(id_len, "id_len")?;
-        let (ptr, len) = view(parser.parser.last_event_id());
+        let (ptr, len) = view(parser.last_event_id());
         // SAFETY: both not NULL (checked) and writable (the caller's promise).
         unsafe {
             id.write(ptr);
@@ -316,10 +452,10 @@ pub unsafe extern "C" fn fl_sse_parser_dropped_events(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { text::handle_ref(parser, "parser") }?;
+        let parser = unsafe { parser_ref(parser) }?;
         let count = Out::new(count, "count")?;
         // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { count.write(parser.parser.dropped_events()) };
+        unsafe { count.write(parser.dropped_events()) };
         Ok(())
     })
 }
@@ -403,6 +539,102 @@ mod tests {
         assert_eq!(items, vec!["message||", "discarded false"]);
     }
 
+    /// The owned form of a C item (`None` for `FL_SSE_ITEM_NONE`).
+    ///
+    /// # Safety
+    /// The views of `item` must be valid.
+    unsafe fn owned_item(item: &fl_sse_item) -> Option<SseOwnedItem> {
+        match item.kind {
+            fl_sse_item_kind::FL_SSE_ITEM_NONE => None,
+            fl_sse_item_kind::FL_SSE_ITEM_RETRY => Some(SseOwnedItem::Retry(item.retry_ms)),
+            fl_sse_item_kind::FL_SSE_ITEM_EVENT => {
+                let e = item.event;
+                Some(SseOwnedItem::Event(SseEvent {
+                    event_type: Utf8Bytes::from(text(e.event_type, e.event_type_len)),
+                    data: Utf8Bytes::from(text(e.data, e.data_len)),
+                    id: Utf8Bytes::from(text(e.id, e.id_len)),
+                }))
+            }
+        }
+    }
+
+    /// An `fl_sse_item_callback` that pushes the owned item onto the `Vec<SseOwnedItem>`
+    /// behind `userdata`.
+    unsafe extern "C" fn collect(userdata: *mut c_void, item: *const fl_sse_item) {
+        // SAFETY: the tests pass a live `Vec<SseOwnedItem>`; `item` is valid during the call.
+        unsafe {
+            let items = &mut *userdata.cast::<Vec<SseOwnedItem>>();
+            items.push(owned_item(&*item).expect("feed_each delivers no NONE item"));
+        }
+    }
+
+    /// The items of `chunks` through `fl_sse_parser_feed_each` where `each` (cycled) is set and
+    /// through `fl_sse_parser_feed` + `fl_sse_parser_next` (drained after every feed only
+    /// where `drain` is set, otherwise left pending) elsewhere.
+    fn items_through_feed_each(
+        chunks: &[Vec<u8>],
+        each: &[bool],
+        drain: bool,
+    ) -> Vec<SseOwnedItem> {
+        let mut parser = ptr::null_mut();
+        let mut items: Vec<SseOwnedItem> = Vec::new();
+        // SAFETY: every pointer is a live local or the parser created here; a scratch copy of
+        // each chunk is overwritten after the call, so a view left pointing into it would
+        // read garbage.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            let mut scratch = Vec::new();
+            for (turn, chunk) in chunks.iter().enumerate() {
+                scratch.clear();
+                scratch.extend_from_slice(chunk);
+                if each[turn % each.len()] {
+                    let status = fl_sse_parser_feed_each(
+                        parser,
+                        scratch.as_ptr(),
+                        scratch.len(),
+                        Some(collect),
+                        (&raw mut items).cast(),
+                    );
+                    assert_eq!(status, fl_status::FL_STATUS_OK);
+                    let mut item = std::mem::zeroed::<fl_sse_item>();
+                    assert_eq!(
+                        fl_sse_parser_next(parser, &mut item),
+                        fl_status::FL_STATUS_OK
+                    );
+                    assert_eq!(item.kind, fl_sse_item_kind::FL_SSE_ITEM_NONE);
+                } else {
+                    let status = fl_sse_parser_feed(parser, scratch.as_ptr(), scratch.len());
+                    assert_eq!(status, fl_status::FL_STATUS_OK);
+                    let mut item = std::mem::zeroed::<fl_sse_item>();
+                    if drain {
+                        loop {
+                            assert_eq!(
+                                fl_sse_parser_next(parser, &mut item),
+                                fl_status::FL_STATUS_OK
+                            );
+                            match owned_item(&item) {
+                                Some(owned) => items.push(owned),
+                                None => break,
+                            }
+                        }
+                    }
+                }
+                scratch.fill(b'#');
+            }
+            let status = fl_sse_parser_feed_each(
+                parser,
+                ptr::null(),
+                0,
+                Some(collect),
+                (&raw mut items).cast(),
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            fl_sse_parser_finish(parser, ptr::null_mut());
+            fl_sse_parser_free(parser);
+        }
+        items
+    }
+
     /// The items of `chunks` through the C API, as owned core items.
     fn items_through_c(chunks: &[Vec<u8>]) -> Vec<SseOwnedItem> {
         let mut parser = ptr::null_mut();
@@ -457,6 +689,29 @@ mod tests {
             cuts.sort_unstable();
             let chunks: Vec<Vec<u8>> = cuts.windows(2).map(|w| input[w[0]..w[1]].to_vec()).collect();
             proptest::prop_assert_eq!(items_through_c(&chunks), parse_all(input.clone()));
+        }
+
+        /// `fl_sse_parser_feed_each`, alone or mixed with `fl_sse_parser_feed` (drained or
+        /// not), gives exactly the core's items, at any chunking.
+        #[test]
+        fn feed_each_matches_the_core(
+            input in proptest::collection::vec(
+                proptest::sample::select(b"data: ventid:ry\r\n\xff\xc3\xa9:1 ".to_vec()),
+                0..600,
+            ),
+            cuts in proptest::collection::vec(0usize..600, 0..8),
+            each in proptest::collection::vec(proptest::bool::weighted(0.7), 1..4),
+            drain: bool,
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= input.len()).collect();
+            cuts.push(0);
+            cuts.push(input.len());
+            cuts.sort_unstable();
+            let chunks: Vec<Vec<u8>> = cuts.windows(2).map(|w| input[w[0]..w[1]].to_vec()).collect();
+            proptest::prop_assert_eq!(
+                items_through_feed_each(&chunks, &each, drain),
+                parse_all(input.clone())
+            );
         }
     }
 
@@ -544,6 +799,127 @@ mod tests {
             );
             fl_sse_parser_free(parser);
             fl_sse_parser_free(ptr::null_mut());
+        }
+    }
+
+    /// What `reenter` saw: the statuses of the calls it made on the parser under delivery.
+    struct Reentry {
+        parser: *mut fl_sse_parser,
+        statuses: Vec<fl_status>,
+        items: usize,
+    }
+
+    /// An `fl_sse_item_callback` that calls the parser delivering to it (all refused).
+    unsafe extern "C" fn reenter(userdata: *mut c_void, _item: *const fl_sse_item) {
+        // SAFETY: the test passes a live `Reentry`; the calls below are refused before they
+        // touch the parser.
+        unsafe {
+            let seen = &mut *userdata.cast::<Reentry>();
+            seen.items += 1;
+            let parser = seen.parser;
+            let mut item = std::mem::zeroed::<fl_sse_item>();
+            let mut count = 0;
+            seen.statuses.push(fl_sse_parser_next(parser, &mut item));
+            seen.statuses
+                .push(fl_sse_parser_feed(parser, b"x".as_ptr(), 1));
+            seen.statuses.push(fl_sse_parser_feed_each(
+                parser,
+                ptr::null(),
+                0,
+                Some(reenter),
+                userdata,
+            ));
+            seen.statuses
+                .push(fl_sse_parser_dropped_events(parser, &mut count));
+            seen.statuses
+                .push(fl_sse_parser_finish(parser, ptr::null_mut()));
+            fl_sse_parser_free(parser);
+        }
+    }
+
+    #[test]
+    fn calls_on_the_parser_from_its_callback_are_refused() {
+        let mut parser = ptr::null_mut();
+        // SAFETY: every pointer is a live local or the parser created here.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            let mut seen = Reentry {
+                parser,
+                statuses: Vec::new(),
+                items: 0,
+            };
+            let input = b"data: one\n\ndata: two\n\n";
+            let status = fl_sse_parser_feed_each(
+                parser,
+                input.as_ptr(),
+                input.len(),
+                Some(reenter),
+                (&raw mut seen).cast(),
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            assert_eq!(seen.items, 2);
+            assert_eq!(seen.statuses, [fl_status::FL_STATUS_INVALID_STATE; 10]);
+            // The parser is whole and usable after the call (the free inside was refused).
+            let mut items: Vec<SseOwnedItem> = Vec::new();
+            let input = b"data: three\n\n";
+            let status = fl_sse_parser_feed_each(
+                parser,
+                input.as_ptr(),
+                input.len(),
+                Some(collect),
+                (&raw mut items).cast(),
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            assert_eq!(
+                items,
+                parse_all(bytes::Bytes::from_static(b"data: three\n\n"))
+            );
+            fl_sse_parser_free(parser);
+        }
+    }
+
+    #[test]
+    fn feed_each_null_arguments_feed_nothing() {
+        let mut parser = ptr::null_mut();
+        let mut items: Vec<SseOwnedItem> = Vec::new();
+        let input = b"data: kept\n\n";
+        // SAFETY: every pointer is a live local, the parser created here, or NULL where the
+        // test checks that NULL is rejected.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            let userdata: *mut c_void = (&raw mut items).cast();
+            assert_eq!(
+                fl_sse_parser_feed_each(parser, input.as_ptr(), input.len(), None, userdata),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_feed_each(
+                    ptr::null_mut(),
+                    input.as_ptr(),
+                    input.len(),
+                    Some(collect),
+                    userdata
+                ),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_sse_parser_feed_each(parser, ptr::null(), 1, Some(collect), userdata),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert!(items.is_empty());
+            let status = fl_sse_parser_feed_each(
+                parser,
+                input.as_ptr(),
+                input.len(),
+                Some(collect),
+                userdata,
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            assert_eq!(
+                items,
+                parse_all(bytes::Bytes::from_static(b"data: kept\n\n"))
+            );
+            fl_sse_parser_free(parser);
         }
     }
 }

@@ -34,6 +34,26 @@ static void append_json_string(buffer *out, const char *text, size_t len) {
     buffer_append_str(out, "\"");
 }
 
+/* Appends `item` (an event or a retry value) to `out` as a JSON line. */
+static void append_item(buffer *out, const fl_sse_item *item) {
+    if (item->kind == FL_SSE_ITEM_RETRY) {
+        char line[64];
+        snprintf(line, sizeof line, "{\"retry\":%llu}\n", (unsigned long long)item->retry_ms);
+        buffer_append_str(out, line);
+        return;
+    }
+    CHECK(item->kind == FL_SSE_ITEM_EVENT);
+    const fl_sse_event *event = &item->event;
+    CHECK(event->event_type != NULL && event->data != NULL && event->id != NULL);
+    buffer_append_str(out, "{\"event\":");
+    append_json_string(out, event->event_type, event->event_type_len);
+    buffer_append_str(out, ",\"data\":");
+    append_json_string(out, event->data, event->data_len);
+    buffer_append_str(out, ",\"id\":");
+    append_json_string(out, event->id, event->id_len);
+    buffer_append_str(out, "}\n");
+}
+
 /* Drains every completed item of `parser` into `out` as JSON lines. */
 static void drain(fl_sse_parser *parser, buffer *out) {
     for (;;) {
@@ -43,22 +63,28 @@ static void drain(fl_sse_parser *parser, buffer *out) {
         if (status != FL_STATUS_OK || item.kind == FL_SSE_ITEM_NONE) {
             return;
         }
-        if (item.kind == FL_SSE_ITEM_RETRY) {
-            char line[64];
-            snprintf(line, sizeof line, "{\"retry\":%llu}\n", (unsigned long long)item.retry_ms);
-            buffer_append_str(out, line);
-            continue;
-        }
-        CHECK(item.kind == FL_SSE_ITEM_EVENT);
-        CHECK(item.event.event_type != NULL && item.event.data != NULL && item.event.id != NULL);
-        buffer_append_str(out, "{\"event\":");
-        append_json_string(out, item.event.event_type, item.event.event_type_len);
-        buffer_append_str(out, ",\"data\":");
-        append_json_string(out, item.event.data, item.event.data_len);
-        buffer_append_str(out, ",\"id\":");
-        append_json_string(out, item.event.id, item.event.id_len);
-        buffer_append_str(out, "}\n");
+        append_item(out, &item);
     }
+}
+
+/* An fl_sse_item_callback appending each item to the `buffer` behind `userdata`. */
+static void append_each(void *userdata, const fl_sse_item *item) {
+    CHECK(item != NULL);
+    append_item((buffer *)userdata, item);
+}
+
+/* Feeds `data[..len]` through fl_sse_parser_feed_each from a heap copy that is freed right after
+ * the call: valgrind reports any view or state still pointing into it. */
+static void feed_each_copy(fl_sse_parser *parser, const char *data, size_t len, buffer *out) {
+    uint8_t *copy = malloc(len == 0 ? 1 : len);
+    CHECK(copy != NULL);
+    if (copy == NULL) {
+        return;
+    }
+    memcpy(copy, data, len);
+    CHECK_OK(fl_sse_parser_feed_each(parser, copy, len, append_each, out));
+    memset(copy, '#', len);
+    free(copy);
 }
 
 /* Parses `input` fed in chunks of `chunk` bytes (0: all at once) into JSON lines. */
@@ -78,6 +104,101 @@ static void parse_in_chunks(const char *input, size_t len, size_t chunk, buffer 
     CHECK_OK(fl_sse_parser_finish(parser, &discarded));
     CHECK(!discarded); /* every fixture ends with a blank line */
     fl_sse_parser_free(parser);
+}
+
+/* How a fixture is fed: */
+typedef enum {
+    FEED_NEXT, /* fl_sse_parser_feed + fl_sse_parser_next after each chunk */
+    FEED_EACH, /* fl_sse_parser_feed_each */
+    FEED_MIXED, /* in turn: feed (not drained), feed_each, feed + next */
+} feed_mode;
+
+/* Parses `input` fed as the chunks ending at `ends[0..count]` (the last one is `len`) into
+ * JSON lines. */
+static void parse_chunks(const char *input, size_t len, const size_t *ends, size_t count,
+                         feed_mode mode, buffer *out) {
+    fl_sse_parser *parser = NULL;
+    CHECK_OK(fl_sse_parser_new(&parser));
+    if (parser == NULL) {
+        return;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t n = ends[i] - at;
+        int turn = mode == FEED_MIXED ? (int)(i % 3) : (int)mode;
+        if (turn == FEED_EACH) {
+            feed_each_copy(parser, input + at, n, out);
+            fl_sse_item item;
+            CHECK_OK(fl_sse_parser_next(parser, &item));
+            CHECK(item.kind == FL_SSE_ITEM_NONE); /* feed_each leaves nothing pending */
+        } else {
+            CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)input + at, n));
+            if (turn == FEED_NEXT) {
+                drain(parser, out);
+            }
+        }
+        at = ends[i];
+    }
+    CHECK(at == len);
+    /* Whatever a last undrained feed left pending. */
+    CHECK_OK(fl_sse_parser_feed_each(parser, NULL, 0, append_each, out));
+    bool discarded = true;
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(!discarded); /* every fixture ends with a blank line */
+    fl_sse_parser_free(parser);
+}
+
+/* Compares `out` with `expected`, naming the case on a difference. */
+static void check_same(const buffer *out, const char *expected, size_t expected_len,
+                       const char *provider, const char *name, const char *how) {
+    int same = out->len == expected_len && memcmp(out->data, expected, expected_len) == 0;
+    CHECK(same);
+    if (!same) {
+        fprintf(stderr, "    %s/%s %s: output differs\n", provider, name, how);
+    }
+}
+
+/* fl_sse_parser_feed_each gives what feed + next gives: the input split in two at every
+ * offset (every fifth for fixtures past 1200 bytes, to keep the valgrind run short), in small
+ * random chunks, and mixed with fl_sse_parser_feed. */
+static void check_fixture_feed_each(const char *input, size_t len, const char *expected,
+                                    size_t expected_len, const char *provider, const char *name) {
+    char how[96];
+    size_t stride = len <= 1200 ? 1 : 5;
+    for (size_t cut = 0; cut <= len; cut += stride) {
+        size_t ends[2] = {cut, len};
+        buffer out = {0};
+        parse_chunks(input, len, ends, 2, FEED_EACH, &out);
+        snprintf(how, sizeof how, "feed_each split at %zu", cut);
+        check_same(&out, expected, expected_len, provider, name, how);
+        buffer_free(&out);
+    }
+    size_t *ends = malloc((len + 1) * sizeof *ends);
+    CHECK(ends != NULL);
+    if (ends == NULL) {
+        return;
+    }
+    uint32_t state = 0x9E3779B9u ^ (uint32_t)len;
+    for (int round = 0; round < 8; round++) {
+        /* Chunks of 1 to 24 bytes, then 1 to 600 bytes (past the parser's copy threshold). */
+        uint32_t span = round < 4 ? 24 : 600;
+        size_t count = 0;
+        for (size_t at = 0; at < len;) {
+            state = state * 1664525u + 1013904223u;
+            size_t n = 1 + (state >> 8) % span;
+            at = at + n > len ? len : at + n;
+            ends[count++] = at;
+        }
+        for (feed_mode mode = FEED_EACH; mode <= FEED_MIXED; mode++) {
+            buffer out = {0};
+            parse_chunks(input, len, ends, count, mode, &out);
+            snprintf(how, sizeof how, "%s, random chunks round %d",
+                     mode == FEED_EACH ? "feed_each" : "mixed feeds", round);
+            check_same(&out, expected, expected_len, provider, name, how);
+            buffer_free(&out);
+        }
+    }
+    free(ends);
 }
 
 static void check_fixture(const char *root, const char *provider, const char *name) {
@@ -102,6 +223,7 @@ static void check_fixture(const char *root, const char *provider, const char *na
             }
             buffer_free(&out);
         }
+        check_fixture_feed_each(input, input_len, expected, expected_len, provider, name);
     }
     free(input);
     free(expected);
@@ -153,6 +275,71 @@ static void check_invalid_utf8_is_replaced(void) {
     fl_sse_parser_free(parser);
 }
 
+/* Counts the items delivered to it and the events among them. */
+typedef struct {
+    size_t items;
+    size_t events;
+    fl_status reentry; /* what a call on the same parser from inside the callback returned */
+    fl_sse_parser *parser;
+} counter;
+
+static void count_item(void *userdata, const fl_sse_item *item) {
+    counter *count = userdata;
+    count->items++;
+    count->events += item->kind == FL_SSE_ITEM_EVENT;
+    if (count->parser != NULL) {
+        fl_sse_item next;
+        count->reentry = fl_sse_parser_next(count->parser, &next);
+    }
+}
+
+/* A counting callback, pending items from fl_sse_parser_feed delivered first, a NULL
+ * callback refused without feeding anything, calls on the parser from its callback refused. */
+static void check_feed_each_contract(void) {
+    fl_sse_parser *parser = NULL;
+    CHECK_OK(fl_sse_parser_new(&parser));
+    counter count = {0};
+    const char *first = "retry: 10\ndata: a\n\ndata: b\n\n";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)first, strlen(first)));
+    /* Two items pending from feed come before the chunk's own, in order. */
+    buffer out = {0};
+    const char *second = "data: c, long enough to be read in place\n\ndata: tail";
+    feed_each_copy(parser, second, strlen(second), &out);
+    const char *expected = "{\"retry\":10}\n"
+                           "{\"event\":\"message\",\"data\":\"a\",\"id\":\"\"}\n"
+                           "{\"event\":\"message\",\"data\":\"b\",\"id\":\"\"}\n"
+                           "{\"event\":\"message\",\"data\":\"c, long enough to be read in "
+                           "place\",\"id\":\"\"}\n";
+    CHECK(out.len == strlen(expected) && memcmp(out.data, expected, out.len) == 0);
+    buffer_free(&out);
+
+    /* NULL callback: refused, nothing fed (the next chunk still continues "tail"). */
+    const char *third = "s\n\ndata: d\n\n";
+    CHECK_STATUS(fl_sse_parser_feed_each(parser, (const uint8_t *)"x\n\n", 3, NULL, &count),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_sse_parser_feed_each(NULL, (const uint8_t *)third, strlen(third), count_item,
+                                         &count),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_sse_parser_feed_each(parser, NULL, 1, count_item, &count),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK(count.items == 0);
+
+    /* A counting callback that also calls the parser it is fed from: refused. */
+    count.parser = parser;
+    count.reentry = FL_STATUS_OK;
+    CHECK_OK(fl_sse_parser_feed_each(parser, (const uint8_t *)third, strlen(third), count_item,
+                                     &count));
+    CHECK(count.items == 2 && count.events == 2);
+    CHECK(count.reentry == FL_STATUS_INVALID_STATE);
+    fl_sse_item item;
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_NONE);
+    bool discarded = true;
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(!discarded);
+    fl_sse_parser_free(parser);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     const char *fixtures[][2] = {
@@ -169,5 +356,6 @@ int main(int argc, char **argv) {
     }
     check_accessors();
     check_invalid_utf8_is_replaced();
+    check_feed_each_contract();
     return check_summary("test_sse");
 }
