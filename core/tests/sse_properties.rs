@@ -225,3 +225,70 @@ proptest! {
         }
     }
 }
+
+/// Items (as JSON) for `input` fed borrowed in the given chunk sizes (cycled), the callback
+/// stopping the delivery after the number of items `stops` (cycled) gives for each feed; the
+/// items left pending are drained with `next_item` after every other stopped feed and
+/// otherwise left to the next feed, which delivers them first.
+fn parse_stopping(
+    config: SseConfig,
+    input: &[u8],
+    sizes: &[usize],
+    stops: &[usize],
+) -> (Vec<serde_json::Value>, u64, bool) {
+    let mut parser = SseParser::with_config(config);
+    let mut items = Vec::new();
+    let mut scratch = Vec::new();
+    let (mut pos, mut turn) = (0, 0);
+    while pos < input.len() {
+        let end = (pos + sizes[turn % sizes.len()].max(1)).min(input.len());
+        scratch.clear();
+        scratch.extend_from_slice(&input[pos..end]);
+        let stop_after = stops[turn % stops.len()];
+        let mut delivered = 0;
+        let flow = parser.feed_borrowed_until(&scratch, |item| {
+            items.push(common::item_json(&item));
+            delivered += 1;
+            if delivered >= stop_after {
+                std::ops::ControlFlow::Break(())
+            } else {
+                std::ops::ControlFlow::Continue(())
+            }
+        });
+        // Anything still pointing into the caller's buffer would now read garbage.
+        scratch.fill(b'#');
+        if flow.is_break() && turn % 2 == 0 {
+            while let Some(item) = parser.next_item() {
+                items.push(common::item_json(&item));
+            }
+        }
+        turn += 1;
+        pos = end;
+    }
+    while let Some(item) = parser.next_item() {
+        items.push(common::item_json(&item));
+    }
+    let discarded = parser.finish();
+    (items, parser.dropped_events(), discarded)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A callback that stops the delivery loses nothing: the items not delivered come out of
+    /// `next_item` or the next feed, in order, whatever the chunking and wherever it stops.
+    #[test]
+    fn stopped_borrowed_feeds_lose_nothing(
+        input in sse_with_long_lines(),
+        sizes in prop::collection::vec(prop_oneof![1usize..40, 1usize..3000], 1..6),
+        stops in prop::collection::vec(1usize..4, 1..5),
+        limit in prop::option::weighted(0.2, 1usize..3000),
+    ) {
+        let config = SseConfig::default().max_event_bytes(limit);
+        let (owned, _) = parse_mixed(config.clone(), &input, &sizes, &[false]);
+        let (items, dropped, discarded) = parse_stopping(config, &input, &sizes, &stops);
+        prop_assert_eq!(&items, &owned.0);
+        prop_assert_eq!(dropped, owned.3);
+        prop_assert_eq!(discarded, owned.4);
+    }
+}

@@ -288,13 +288,16 @@ typedef struct {
  * Receives one item from `fl_sse_parser_feed_each`: `userdata` is the pointer given to that
  * call, `item` is never NULL and its `kind` is `FL_SSE_ITEM_EVENT` or `FL_SSE_ITEM_RETRY`.
  *
+ * Returns 0 to go on with the next item, any other value to stop the delivery: the items not
+ * delivered stay pending (see `fl_sse_parser_feed_each`).
+ *
  * `*item` and every view in it are valid only until the callback returns: copy what you need
  * to keep. The callback must return normally (no `longjmp`, no C++ exception). It may call
  * any function except the `fl_sse_parser_*` functions on the same parser, which fail with
  * `FL_STATUS_INVALID_STATE` (`fl_sse_parser_free` does nothing) while it runs; other parsers
  * may be used freely.
  */
-typedef void (*fl_sse_item_callback)(void *userdata, const fl_sse_item *item);
+typedef int (*fl_sse_item_callback)(void *userdata, const fl_sse_item *item);
 
 /**
  * The estimate of a request, per part. `total` is the sum of the other four.
@@ -647,16 +650,19 @@ fl_status fl_sse_parser_next(fl_sse_parser *parser, fl_sse_item *item);
 /**
  * Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
  * complete, in stream order, before returning: the zero-copy counterpart of
- * `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE`, with the same
- * items. `data` is read in place during the call (not copied, except what an unfinished line
+ * `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE` (or until the
+ * callback asks to stop), with the same items. `data` is read in place during the call (not copied, except what an unfinished line
  * or event still needs, which the parser keeps): the caller may reuse it once the call
  * returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
  * pending.
  *
  * Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
- * two ways of feeding can be mixed freely. Every item is delivered: the callback cannot stop
- * the delivery (record a failure in `userdata` and ignore the items that follow if needed).
- * After the call no item is pending: `fl_sse_parser_next` yields `FL_SSE_ITEM_NONE`.
+ * two ways of feeding can be mixed freely. While the callback returns 0 every item is
+ * delivered, and after the call no item is pending (`fl_sse_parser_next` yields
+ * `FL_SSE_ITEM_NONE`). When it returns anything else, no further item is delivered and the call
+ * still returns `FL_STATUS_OK`; nothing is lost: the parser keeps its own copy of `data`, and
+ * the items not delivered come, in order, from `fl_sse_parser_next` or first from the next
+ * `fl_sse_parser_feed_each`.
  *
  * See `fl_sse_item_callback` for the lifetime of the items and the calls allowed inside the
  * callback. Returns `FL_STATUS_NULL_ARGUMENT` when `parser` or `on_item` is NULL (or `data`

@@ -1,7 +1,8 @@
 //! The Server-Sent-Events parser: bytes in, borrowed event views out.
 
 use std::cell::{Cell, UnsafeCell};
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
+use std::ops::ControlFlow;
 
 use ferroloop_core::sse::{SseConfig, SseItem, SseParser};
 
@@ -293,13 +294,16 @@ fn c_item(item: Option<SseItem<'_>>) -> fl_sse_item {
 /// Receives one item from `fl_sse_parser_feed_each`: `userdata` is the pointer given to that
 /// call, `item` is never NULL and its `kind` is `FL_SSE_ITEM_EVENT` or `FL_SSE_ITEM_RETRY`.
 ///
+/// Returns 0 to go on with the next item, any other value to stop the delivery: the items not
+/// delivered stay pending (see `fl_sse_parser_feed_each`).
+///
 /// `*item` and every view in it are valid only until the callback returns: copy what you need
 /// to keep. The callback must return normally (no `longjmp`, no C++ exception). It may call
 /// any function except the `fl_sse_parser_*` functions on the same parser, which fail with
 /// `FL_STATUS_INVALID_STATE` (`fl_sse_parser_free` does nothing) while it runs; other parsers
 /// may be used freely.
 pub type fl_sse_item_callback =
-    Option<unsafe extern "C" fn(userdata: *mut c_void, item: *const fl_sse_item)>;
+    Option<unsafe extern "C" fn(userdata: *mut c_void, item: *const fl_sse_item) -> c_int>;
 
 /// Clears a parser's `delivering` flag when `fl_sse_parser_feed_each` ends (also on a panic).
 struct Delivering<'a>(&'a Cell<bool>);
@@ -312,16 +316,19 @@ impl Drop for Delivering<'_> {
 
 /// Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
 /// complete, in stream order, before returning: the zero-copy counterpart of
-/// `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE`, with the same
-/// items. `data` is read in place during the call (not copied, except what an unfinished line
+/// `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE` (or until the
+/// callback asks to stop), with the same items. `data` is read in place during the call (not copied, except what an unfinished line
 /// or event still needs, which the parser keeps): the caller may reuse it once the call
 /// returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
 /// pending.
 ///
 /// Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
-/// two ways of feeding can be mixed freely. Every item is delivered: the callback cannot stop
-/// the delivery (record a failure in `userdata` and ignore the items that follow if needed).
-/// After the call no item is pending: `fl_sse_parser_next` yields `FL_SSE_ITEM_NONE`.
+/// two ways of feeding can be mixed freely. While the callback returns 0 every item is
+/// delivered, and after the call no item is pending (`fl_sse_parser_next` yields
+/// `FL_SSE_ITEM_NONE`). When it returns anything else, no further item is delivered and the call
+/// still returns `FL_STATUS_OK`; nothing is lost: the parser keeps its own copy of `data`, and
+/// the items not delivered come, in order, from `fl_sse_parser_next` or first from the next
+/// `fl_sse_parser_feed_each`.
 ///
 /// See `fl_sse_item_callback` for the lifetime of the items and the calls allowed inside the
 /// callback. Returns `FL_STATUS_NULL_ARGUMENT` when `parser` or `on_item` is NULL (or `data`
@@ -350,11 +357,14 @@ pub unsafe extern "C" fn fl_sse_parser_feed_each(
         // caller promises no concurrent use, and calls from inside the callback are refused
         // (they see `delivering`) before they touch it.
         let parser = unsafe { &mut *handle.parser.get() };
-        parser.feed_borrowed(data, |item| {
+        let _ = parser.feed_borrowed_until(data, |item| {
             let item = c_item(Some(item));
             // SAFETY: the caller's promise on `on_item` and `userdata`; `item` and the views
             // in it live until the callback returns.
-            unsafe { on_item(userdata, &item) };
+            match unsafe { on_item(userdata, &item) } {
+                0 => ControlFlow::Continue(()),
+                _ => ControlFlow::Break(()),
+            }
         });
         Ok(())
     })
@@ -560,12 +570,76 @@ mod tests {
 
     /// An `fl_sse_item_callback` that pushes the owned item onto the `Vec<SseOwnedItem>`
     /// behind `userdata`.
-    unsafe extern "C" fn collect(userdata: *mut c_void, item: *const fl_sse_item) {
+    unsafe extern "C" fn collect(userdata: *mut c_void, item: *const fl_sse_item) -> c_int {
         // SAFETY: the tests pass a live `Vec<SseOwnedItem>`; `item` is valid during the call.
         unsafe {
             let items = &mut *userdata.cast::<Vec<SseOwnedItem>>();
             items.push(owned_item(&*item).expect("feed_each delivers no NONE item"));
         }
+        0
+    }
+
+    /// An `fl_sse_item_callback` that collects one item into the `Vec<SseOwnedItem>` behind
+    /// `userdata` and stops the delivery.
+    unsafe extern "C" fn collect_one(userdata: *mut c_void, item: *const fl_sse_item) -> c_int {
+        // SAFETY: forwarded from the caller (as for `collect`).
+        unsafe { collect(userdata, item) };
+        1
+    }
+
+    #[test]
+    fn a_callback_that_stops_leaves_the_rest_pending() {
+        let mut parser = ptr::null_mut();
+        let mut first: Vec<SseOwnedItem> = Vec::new();
+        let mut rest: Vec<SseOwnedItem> = Vec::new();
+        // SAFETY: every pointer is a live local or the parser created here; the chunk is
+        // overwritten after the call, so a view left pointing into it would read garbage.
+        unsafe {
+            assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+            let mut chunk = b"data: one\n\nretry: 7\ndata: two\n\ndata: three, partial".to_vec();
+            let status = fl_sse_parser_feed_each(
+                parser,
+                chunk.as_ptr(),
+                chunk.len(),
+                Some(collect_one),
+                (&raw mut first).cast(),
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            chunk.fill(b'#');
+            // One pending item drained with `next`, the rest first from the next feed_each.
+            let mut item = std::mem::zeroed::<fl_sse_item>();
+            assert_eq!(
+                fl_sse_parser_next(parser, &mut item),
+                fl_status::FL_STATUS_OK
+            );
+            rest.extend(owned_item(&item));
+            let tail = b" line\n\n";
+            let status = fl_sse_parser_feed_each(
+                parser,
+                tail.as_ptr(),
+                tail.len(),
+                Some(collect),
+                (&raw mut rest).cast(),
+            );
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            assert_eq!(
+                fl_sse_parser_next(parser, &mut item),
+                fl_status::FL_STATUS_OK
+            );
+            assert_eq!(item.kind, fl_sse_item_kind::FL_SSE_ITEM_NONE);
+            fl_sse_parser_free(parser);
+        }
+        let data = |items: &[SseOwnedItem]| -> Vec<String> {
+            items
+                .iter()
+                .map(|item| match item {
+                    SseOwnedItem::Event(e) => e.data.to_string(),
+                    SseOwnedItem::Retry(ms) => format!("retry {ms}"),
+                })
+                .collect()
+        };
+        assert_eq!(data(&first), ["one"]);
+        assert_eq!(data(&rest), ["retry 7", "two", "three, partial line"]);
     }
 
     /// The items of `chunks` through `fl_sse_parser_feed_each` where `each` (cycled) is set and
@@ -810,7 +884,7 @@ mod tests {
     }
 
     /// An `fl_sse_item_callback` that calls the parser delivering to it (all refused).
-    unsafe extern "C" fn reenter(userdata: *mut c_void, _item: *const fl_sse_item) {
+    unsafe extern "C" fn reenter(userdata: *mut c_void, _item: *const fl_sse_item) -> c_int {
         // SAFETY: the test passes a live `Reentry`; the calls below are refused before they
         // touch the parser.
         unsafe {
@@ -835,6 +909,7 @@ mod tests {
                 .push(fl_sse_parser_finish(parser, ptr::null_mut()));
             fl_sse_parser_free(parser);
         }
+        0
     }
 
     #[test]

@@ -68,21 +68,30 @@ static void drain(fl_sse_parser *parser, buffer *out) {
 }
 
 /* An fl_sse_item_callback appending each item to the `buffer` behind `userdata`. */
-static void append_each(void *userdata, const fl_sse_item *item) {
+static int append_each(void *userdata, const fl_sse_item *item) {
     CHECK(item != NULL);
     append_item((buffer *)userdata, item);
+    return 0;
+}
+
+/* An fl_sse_item_callback appending one item to the `buffer` behind `userdata`, then stopping
+ * the delivery (the rest stays pending). */
+static int append_one(void *userdata, const fl_sse_item *item) {
+    append_each(userdata, item);
+    return 1;
 }
 
 /* Feeds `data[..len]` through fl_sse_parser_feed_each from a heap copy that is freed right after
  * the call: valgrind reports any view or state still pointing into it. */
-static void feed_each_copy(fl_sse_parser *parser, const char *data, size_t len, buffer *out) {
+static void feed_each_copy(fl_sse_parser *parser, const char *data, size_t len,
+                           fl_sse_item_callback on_item, buffer *out) {
     uint8_t *copy = malloc(len == 0 ? 1 : len);
     CHECK(copy != NULL);
     if (copy == NULL) {
         return;
     }
     memcpy(copy, data, len);
-    CHECK_OK(fl_sse_parser_feed_each(parser, copy, len, append_each, out));
+    CHECK_OK(fl_sse_parser_feed_each(parser, copy, len, on_item, out));
     memset(copy, '#', len);
     free(copy);
 }
@@ -110,7 +119,9 @@ static void parse_in_chunks(const char *input, size_t len, size_t chunk, buffer 
 typedef enum {
     FEED_NEXT, /* fl_sse_parser_feed + fl_sse_parser_next after each chunk */
     FEED_EACH, /* fl_sse_parser_feed_each */
-    FEED_MIXED, /* in turn: feed (not drained), feed_each, feed + next */
+    FEED_MIXED, /* in turn: feed + next, feed_each, feed (not drained), feed_each stopping
+                   after one item (the rest not drained) */
+    FEED_EACH_STOP, /* fl_sse_parser_feed_each stopping after one item, then fl_sse_parser_next */
 } feed_mode;
 
 /* Parses `input` fed as the chunks ending at `ends[0..count]` (the last one is `len`) into
@@ -125,12 +136,17 @@ static void parse_chunks(const char *input, size_t len, const size_t *ends, size
     size_t at = 0;
     for (size_t i = 0; i < count; i++) {
         size_t n = ends[i] - at;
-        int turn = mode == FEED_MIXED ? (int)(i % 3) : (int)mode;
+        int turn = mode == FEED_MIXED ? (int)(i % 4) : (int)mode;
         if (turn == FEED_EACH) {
-            feed_each_copy(parser, input + at, n, out);
+            feed_each_copy(parser, input + at, n, append_each, out);
             fl_sse_item item;
             CHECK_OK(fl_sse_parser_next(parser, &item));
             CHECK(item.kind == FL_SSE_ITEM_NONE); /* feed_each leaves nothing pending */
+        } else if (turn == FEED_EACH_STOP) {
+            feed_each_copy(parser, input + at, n, append_one, out);
+            if (mode == FEED_EACH_STOP) {
+                drain(parser, out);
+            }
         } else {
             CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)input + at, n));
             if (turn == FEED_NEXT) {
@@ -189,11 +205,14 @@ static void check_fixture_feed_each(const char *input, size_t len, const char *e
             at = at + n > len ? len : at + n;
             ends[count++] = at;
         }
-        for (feed_mode mode = FEED_EACH; mode <= FEED_MIXED; mode++) {
+        for (feed_mode mode = FEED_EACH; mode <= FEED_EACH_STOP; mode++) {
             buffer out = {0};
             parse_chunks(input, len, ends, count, mode, &out);
             snprintf(how, sizeof how, "%s, random chunks round %d",
-                     mode == FEED_EACH ? "feed_each" : "mixed feeds", round);
+                     mode == FEED_EACH        ? "feed_each"
+                     : mode == FEED_EACH_STOP ? "feed_each stopping"
+                                              : "mixed feeds",
+                     round);
             check_same(&out, expected, expected_len, provider, name, how);
             buffer_free(&out);
         }
@@ -283,7 +302,7 @@ typedef struct {
     fl_sse_parser *parser;
 } counter;
 
-static void count_item(void *userdata, const fl_sse_item *item) {
+static int count_item(void *userdata, const fl_sse_item *item) {
     counter *count = userdata;
     count->items++;
     count->events += item->kind == FL_SSE_ITEM_EVENT;
@@ -291,6 +310,7 @@ static void count_item(void *userdata, const fl_sse_item *item) {
         fl_sse_item next;
         count->reentry = fl_sse_parser_next(count->parser, &next);
     }
+    return 0;
 }
 
 /* A counting callback, pending items from fl_sse_parser_feed delivered first, a NULL
@@ -304,7 +324,7 @@ static void check_feed_each_contract(void) {
     /* Two items pending from feed come before the chunk's own, in order. */
     buffer out = {0};
     const char *second = "data: c, long enough to be read in place\n\ndata: tail";
-    feed_each_copy(parser, second, strlen(second), &out);
+    feed_each_copy(parser, second, strlen(second), append_each, &out);
     const char *expected = "{\"retry\":10}\n"
                            "{\"event\":\"message\",\"data\":\"a\",\"id\":\"\"}\n"
                            "{\"event\":\"message\",\"data\":\"b\",\"id\":\"\"}\n"

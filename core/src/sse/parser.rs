@@ -1,6 +1,7 @@
 //! The sans-IO event-stream parser (WHATWG HTML, "Parsing an event stream").
 
 use std::collections::VecDeque;
+use std::ops::ControlFlow;
 
 use bytes::Bytes;
 
@@ -285,6 +286,22 @@ impl SseParser {
     /// [`to_owned`](SseEventRef::to_owned) and [`data_shared`](SseEventRef::data_shared) copy
     /// instead of sharing. Items of chunks fed earlier and not drained yet are delivered first.
     pub fn feed_borrowed(&mut self, chunk: &[u8], mut on_item: impl FnMut(SseItem<'_>)) {
+        let _ = self.feed_borrowed_until(chunk, |item| {
+            on_item(item);
+            ControlFlow::Continue(())
+        });
+    }
+
+    /// [`feed_borrowed`](Self::feed_borrowed) whose callback may stop the delivery: once
+    /// `on_item` returns [`ControlFlow::Break`], no further item is delivered and the call
+    /// returns `Break`. Nothing is lost: the items not delivered stay pending, and
+    /// [`next_item`](Self::next_item) (or the next feed) yields them, in order. The chunk is
+    /// then kept as an owned copy, since the caller may reuse its memory once the call returns.
+    pub fn feed_borrowed_until(
+        &mut self,
+        chunk: &[u8],
+        mut on_item: impl FnMut(SseItem<'_>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let idle = self.queue.is_empty() && self.state.pos >= self.cur.len();
         // The cases `feed` would not make the chunk current (items still waiting, a small
         // chunk joining the open line, a chunk continuing a long line as a piece of its own)
@@ -292,9 +309,9 @@ impl SseParser {
         if !idle || chunk.len() <= SMALL_CHUNK || self.state.line_shared_len != 0 {
             self.feed(Bytes::copy_from_slice(chunk));
             while let Some(item) = self.next_item() {
-                on_item(item.without_sources());
+                on_item(item.without_sources())?;
             }
-            return;
+            return ControlFlow::Continue(());
         }
         self.state.bytes_fed += chunk.len() as u64;
         // SAFETY: the `'static` lifetime is a fiction confined to this call: the alias is only
@@ -303,16 +320,18 @@ impl SseParser {
         // `keep_line_tail` and `absorb_line_chunk` only take chunks the parser moves past or is
         // fed, and the events handed out have no sources), and `BorrowedChunk`'s drop, which
         // runs before this function returns or unwinds, copies what the parser still needs
-        // from it and drops the alias. Tested by `feed_borrowed_*` below and by the property
-        // test `borrowed_feeds_match_owned_feeds` (with the debug assertions of `text_in`).
+        // from it (all of it when the delivery stopped early) and drops the alias. Tested by
+        // `feed_borrowed_*` below and by the property tests `borrowed_feeds_match_owned_feeds`
+        // (with the debug assertions of `text_in`) and `stopped_borrowed_feeds_lose_nothing`.
         let alias =
             Bytes::from_static(unsafe { std::mem::transmute::<&[u8], &'static [u8]>(chunk) });
         self.install_chunk(alias);
         self.state.cur_borrowed = true;
         let borrowed = BorrowedChunk { parser: self };
         while let Some(item) = borrowed.parser.next_item() {
-            on_item(item.without_sources());
+            on_item(item.without_sources())?;
         }
+        ControlFlow::Continue(())
     }
 
     /// Ends a [`feed_borrowed`](Self::feed_borrowed) call: copies whatever the parser still
@@ -321,8 +340,8 @@ impl SseParser {
         let state = &mut self.state;
         state.cur_borrowed = false;
         if state.pos < self.cur.len() {
-            // Not drained (`on_item` panicked): keep the whole chunk, as an owned copy at the
-            // same offsets.
+            // Not drained (`on_item` stopped the delivery or panicked): keep the whole chunk,
+            // as an owned copy at the same offsets.
             self.cur = Bytes::copy_from_slice(&self.cur);
             return;
         }
@@ -2178,6 +2197,53 @@ mod tests {
         parser.feed_borrowed(b"ne\n\n", |item| rest.extend(owned_event(&item)));
         let data: Vec<_> = rest.iter().map(|e| e.data.as_str()).collect();
         assert_eq!(data, ["two", "three, then a partial line"]);
+    }
+
+    #[test]
+    fn feed_borrowed_until_keeps_the_undelivered_items_pending() {
+        let mut buffer =
+            b"data: one\n\ndata: two\n\nretry: 5\ndata: three, then a partial li".to_vec();
+        let mut parser = SseParser::new();
+        let mut seen = Vec::new();
+        let flow = parser.feed_borrowed_until(&buffer, |item| {
+            seen.extend(owned_event(&item));
+            ControlFlow::Break(())
+        });
+        assert_eq!(flow, ControlFlow::Break(()));
+        buffer.fill(b'#');
+        assert!(matches!(parser.next_item(), Some(SseItem::Event(e)) if e.data() == "two"));
+        assert!(matches!(parser.next_item(), Some(SseItem::Retry(5))));
+        assert!(parser.next_item().is_none());
+        // The next feed continues the partial line; a callback that never stops sees the rest.
+        let flow = parser.feed_borrowed_until(b"ne\n\n", |item| {
+            seen.extend(owned_event(&item));
+            ControlFlow::Continue(())
+        });
+        assert_eq!(flow, ControlFlow::Continue(()));
+        let data: Vec<_> = seen.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["one", "three, then a partial line"]);
+    }
+
+    #[test]
+    fn feed_borrowed_until_delivers_pending_items_first_and_may_stop_among_them() {
+        let mut parser = SseParser::new();
+        parser.feed_slice(b"data: a\n\ndata: b\n\n");
+        let mut seen = Vec::new();
+        let chunk = b"data: c, long enough to take the borrowing path of the parser\n\n".to_vec();
+        let flow = parser.feed_borrowed_until(&chunk, |item| {
+            seen.extend(owned_event(&item));
+            if seen.len() == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert_eq!(flow, ControlFlow::Break(()));
+        let rest = events(&mut parser);
+        let data: Vec<_> = seen.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(data, ["a", "b"]);
+        assert_eq!(rest.len(), 1);
+        assert!(rest[0].1.starts_with("c, long enough"));
     }
 
     #[test]
