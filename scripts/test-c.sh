@@ -2,7 +2,8 @@
 # The C suite of ferroloop: builds libferroloop (bindings/c), stages it with its header and a
 # pkg-config file under target/capi/, compiles every C program in bindings/c/tests/ with
 # `cc -Wall -Wextra -Werror` against the header and the library, runs each one, then runs each
-# one again under valgrind (zero errors and zero leaks required). One program is also linked
+# one again under valgrind (zero errors and zero leaks required), and builds the C benchmark
+# driver (benches/c/sse_feed.c), checking its two ways of feeding agree. One program is also linked
 # statically through pkg-config. Prints "N passed, N failed" and fails if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,6 +103,22 @@ for name in "${programs[@]}"; do
     record "valgrind $name" $?
     set -e
 done
+
+# The benchmark driver (benches/c/sse_feed.c) compiles, and its two ways of feeding agree on a
+# fixture (event count, data bytes, checksum) at a small and a large chunk size.
+# shellcheck disable=SC2046
+if cc "${cflags[@]}" benches/c/sse_feed.c -o "$stage/bin/sse_feed" $(pkg-config --cflags --libs ferroloop) -lpthread; then
+    fixture=tests/fixtures/anthropic/tool_use_response.sse
+    status=0
+    for chunk in 7 4096; do
+        next="$("$stage/bin/sse_feed" feed-next "$chunk" "$fixture" | sed 's/^[a-z-]* //')" || status=1
+        each="$("$stage/bin/sse_feed" feed-each "$chunk" "$fixture" | sed 's/^[a-z-]* //')" || status=1
+        [[ -n "$next" && "$next" == "$each" && "$next" != *" 0 events"* ]] || status=1
+    done
+    record "bench driver sse_feed" "$status"
+else
+    record "compile bench driver sse_feed" 1
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
