@@ -3,7 +3,9 @@
 //   * decode + accumulate: ferroloop StreamDecoder vs the official @anthropic-ai/sdk
 //     (its SSE decoding + MessageStream accumulation, driven through a stubbed fetch)
 //   * executor overhead: 10,000 no-op async tools through ToolExecutor vs Promise.all
-// Prints medians (ms) and ratios. Build the addon in release mode first:
+// Within a section the sides run interleaved (each iteration times every side once, the order
+// rotating), so a load change on this shared machine hits them alike; prints each side's
+// median (ms) and the median of the per-iteration ratios. Build the addon in release mode first:
 //   (cd node && npm run build:release) && (cd benches/node && npm install && node bench.mjs)
 // Options: --iterations N (default 15), --bytes N (default 6000000), --json (machine-readable).
 
@@ -33,17 +35,28 @@ function median(values) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
 }
 
-/** Runs `fn` (sync or async) a few times to warm up, then ITERATIONS times; returns the median ms. */
-async function measure(fn) {
-  let check
-  for (let i = 0; i < 3; i++) check = await fn()
-  const times = []
-  for (let i = 0; i < ITERATIONS; i++) {
-    const start = performance.now()
-    await fn()
-    times.push(performance.now() - start)
+/**
+ * Runs each of `fns` (sync or async) three times to warm up, then ITERATIONS rounds in which
+ * every function runs once, the order rotating by one each round; returns, per function, its
+ * median ms, its per-round times and the result of its last warm-up run.
+ */
+async function measureInterleaved(fns) {
+  const checks = []
+  for (const fn of fns) {
+    let check
+    for (let i = 0; i < 3; i++) check = await fn()
+    checks.push(check)
   }
-  return { ms: median(times), check }
+  const times = fns.map(() => [])
+  for (let round = 0; round < ITERATIONS; round++) {
+    for (let k = 0; k < fns.length; k++) {
+      const i = (round + k) % fns.length
+      const start = performance.now()
+      await fns[i]()
+      times[i].push(performance.now() - start)
+    }
+  }
+  return fns.map((_, i) => ({ ms: median(times[i]), times: times[i], check: checks[i] }))
 }
 
 // ---- SSE alone -------------------------------------------------------------------------------
@@ -79,8 +92,8 @@ async function ferroloopDecode(chunks, events) {
   const decoder = new ferroloop.StreamDecoder({ provider: 'anthropic', events })
   const response = new Response(bodyOf(chunks), { headers: { 'content-type': 'text/event-stream' } })
   for await (const chunk of response.body) decoder.feed(chunk)
-  decoder.finish()
-  const message = decoder.message()
+  // finish() returns the final message, as finalMessage() does on the SDK's side.
+  const message = decoder.finish()
   return { blocks: message.content.length, stop: message.stop_reason }
 }
 
@@ -91,15 +104,19 @@ async function ferroloopDecode(chunks, events) {
 // ---- report ----------------------------------------------------------------------------------
 
 const rows = []
-function row(group, name, ms, bytes, check) {
-  rows.push({ group, name, ms, mbPerS: bytes ? bytes / 1e6 / (ms / 1e3) : null, check })
+function row(group, name, { ms, times, check }, bytes) {
+  rows.push({ group, name, ms, times, mbPerS: bytes ? bytes / 1e6 / (ms / 1e3) : null, check })
+}
+
+/** The median over rounds of `a`'s time divided by `b`'s (the two were timed in the same rounds). */
+function medianRatio(a, b) {
+  return median(a.times.map((t, i) => t / b.times[i]))
 }
 
 const input = anthropicStream(42, BYTES)
 for (const size of [1460, 16384]) {
   const chunks = chunked(input, size)
-  const fl = await measure(() => ferroloopSse(chunks))
-  const esp = await measure(() => eventsourceParserSse(chunks))
+  const [fl, esp] = await measureInterleaved([() => ferroloopSse(chunks), () => eventsourceParserSse(chunks)])
   if (
     fl.check.events !== esp.check.events ||
     fl.check.dataChars !== esp.check.dataChars ||
@@ -107,35 +124,36 @@ for (const size of [1460, 16384]) {
   ) {
     throw new Error(`SSE results differ: ${JSON.stringify(fl.check)} vs ${JSON.stringify(esp.check)}`)
   }
-  row(`sse (chunk ${size})`, 'ferroloop SseParser', fl.ms, input.length, fl.check)
-  row(`sse (chunk ${size})`, 'eventsource-parser', esp.ms, input.length, esp.check)
+  row(`sse (chunk ${size})`, 'ferroloop SseParser', fl, input.length)
+  row(`sse (chunk ${size})`, 'eventsource-parser', esp, input.length)
 }
 
 {
   const chunks = chunked(input, 16384)
-  const sdk = await measure(() => sdkDecode(chunks))
-  row('decode+accumulate (chunk 16384)', '@anthropic-ai/sdk MessageStream', sdk.ms, input.length, sdk.check)
-  if (typeof ferroloop.StreamDecoder === 'function') {
-    // events: false accumulates only (what MessageStream.finalMessage() needs); events: true
-    // also hands every typed event to JS (what a streaming UI consumes).
-    for (const events of [false, true]) {
-      const fl = await measure(() => ferroloopDecode(chunks, events))
-      if (fl.check.blocks !== sdk.check.blocks) throw new Error('decoded messages differ')
-      const label = events ? 'ferroloop StreamDecoder (+events)' : 'ferroloop StreamDecoder'
-      row('decode+accumulate (chunk 16384)', label, fl.ms, input.length, fl.check)
-    }
+  // events: false accumulates only (what MessageStream.finalMessage() needs); events: true
+  // also hands every typed event to JS (what a streaming UI consumes).
+  const [sdk, fl, flEvents] = await measureInterleaved([
+    () => sdkDecode(chunks),
+    () => ferroloopDecode(chunks, false),
+    () => ferroloopDecode(chunks, true),
+  ])
+  for (const side of [fl, flEvents]) {
+    if (side.check.blocks !== sdk.check.blocks) throw new Error('decoded messages differ')
   }
+  row('decode+accumulate (chunk 16384)', '@anthropic-ai/sdk MessageStream', sdk, input.length)
+  row('decode+accumulate (chunk 16384)', 'ferroloop StreamDecoder', fl, input.length)
+  row('decode+accumulate (chunk 16384)', 'ferroloop StreamDecoder (+events)', flEvents, input.length)
 }
 
 {
   const uses = toolUses()
-  const base = await measure(async () => ({ results: await promiseAllTools(uses) }))
-  row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base.ms, 0, base.check)
-  if (typeof ferroloop.ToolExecutor === 'function') {
-    const executor = makeExecutor(ferroloop)
-    const fl = await measure(async () => ({ results: await ferroloopTools(executor, uses) }))
-    row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl.ms, 0, fl.check)
-  }
+  const executor = makeExecutor(ferroloop)
+  const [base, fl] = await measureInterleaved([
+    async () => ({ results: await promiseAllTools(uses) }),
+    async () => ({ results: await ferroloopTools(executor, uses) }),
+  ])
+  row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base, 0)
+  row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl, 0)
 }
 
 if (JSON_OUT) {
@@ -148,7 +166,10 @@ if (JSON_OUT) {
     const fl = inGroup.find((r) => r.name.startsWith('ferroloop'))
     for (const r of inGroup) {
       const rate = r.mbPerS === null ? '' : `${r.mbPerS.toFixed(1).padStart(8)} MB/s`
-      const ratio = fl && r !== fl ? `   ferroloop time ratio ${(fl.ms / r.ms).toFixed(3)} (speedup ${(r.ms / fl.ms).toFixed(2)}x)` : ''
+      const ratio =
+        fl && r !== fl
+          ? `   ferroloop time ratio ${medianRatio(fl, r).toFixed(3)} (speedup ${medianRatio(r, fl).toFixed(2)}x, median of rounds)`
+          : ''
       console.log(`  ${r.name.padEnd(34)} ${r.ms.toFixed(2).padStart(9)} ms ${rate}${ratio}`)
     }
   }

@@ -218,3 +218,128 @@ proptest! {
         }
     }
 }
+
+/// Every stream of `provider` (recorded and hand-written, failing ones included).
+fn all_streams(provider: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for dir in ["tests/fixtures", "tests/decode/streams"] {
+        let Ok(entries) = std::fs::read_dir(repo_root().join(dir).join(provider)) else {
+            continue;
+        };
+        for path in entries.map(|e| e.unwrap().path()) {
+            if path.extension().is_some_and(|x| x == "sse") {
+                let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+                out.push((name, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `message_json` and `finish_json` give exactly the text of `message()` and `finish()` (the
+/// decoders that serialize their typed message directly must not drift from the `Value` form),
+/// after every chunk of every stream, with tool inputs still open or sealed, and at the end,
+/// errors included.
+#[test]
+fn message_json_is_the_text_of_message() {
+    let mut streams = 0;
+    for provider in [
+        Provider::Anthropic,
+        Provider::OpenAiChat,
+        Provider::OpenAiResponses,
+    ] {
+        for (name, input) in all_streams(provider.name()) {
+            streams += 1;
+            for chunk in [1, 7, 64] {
+                let mut by_value = StreamDecoder::for_provider(provider);
+                let mut by_text = StreamDecoder::for_provider(provider);
+                let mut events = Vec::new();
+                for piece in input.chunks(chunk) {
+                    let fed = by_value.feed_into(Bytes::copy_from_slice(piece), &mut events);
+                    let fed_text = by_text.feed_into(Bytes::copy_from_slice(piece), &mut events);
+                    assert_eq!(fed.is_ok(), fed_text.is_ok(), "{name}");
+                    assert_eq!(
+                        by_text.message_json(),
+                        by_value.message().to_string(),
+                        "{name} at chunk {chunk}"
+                    );
+                }
+                match (by_value.finish(), by_text.finish_json()) {
+                    (Ok(message), Ok(text)) => assert_eq!(text, message.to_string(), "{name}"),
+                    (Err(a), Err(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name}"),
+                    (a, b) => panic!("{name}: finish {a:?} but finish_json {b:?}"),
+                }
+            }
+        }
+    }
+    assert!(streams >= 12, "only {streams} streams found");
+}
+
+/// Each call's outcome (`Ok`, or the error's debug text) with the events it added, for
+/// `input` cut at `cuts`, fed borrowed or as owned copies; the decoding goes on after an error
+/// (the events after a failing one stay queued for the next call), and ends with `finish`.
+fn feed_outcomes(
+    provider: Provider,
+    input: &[u8],
+    cuts: &[usize],
+    borrowed: bool,
+) -> (Vec<(String, Vec<Value>)>, String) {
+    let mut decoder = StreamDecoder::for_provider(provider);
+    let mut calls = Vec::new();
+    let mut start = 0;
+    // A scratch buffer overwritten after each borrowed feed: a view left into it would show.
+    let mut scratch = Vec::new();
+    for &cut in cuts.iter().chain([input.len(), input.len()].iter()) {
+        let cut = cut.clamp(start, input.len());
+        let mut events = Vec::new();
+        let fed = if borrowed {
+            scratch.clear();
+            scratch.extend_from_slice(&input[start..cut]);
+            let fed = decoder.feed_borrowed_into(&scratch, &mut events);
+            scratch.fill(b'#');
+            fed
+        } else {
+            decoder.feed_into(Bytes::copy_from_slice(&input[start..cut]), &mut events)
+        };
+        let outcome = fed.map_or_else(|e| format!("{e:?}"), |()| "ok".to_owned());
+        calls.push((outcome, events.iter().map(DecodeEvent::to_json).collect()));
+        start = cut;
+    }
+    let end = decoder
+        .finish()
+        .map_or_else(|e| format!("{e:?}"), |m| m.to_string());
+    (calls, end)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Borrowed feeds decode every stream (failing ones included) exactly as owned feeds do,
+    /// call by call, at any chunking.
+    #[test]
+    fn borrowed_feeds_decode_like_owned_feeds(
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
+    ) {
+        for provider in [Provider::Anthropic, Provider::OpenAiChat, Provider::OpenAiResponses] {
+            let mut streams = all_streams(provider.name());
+            if provider == Provider::Anthropic {
+                // Malformed events in the middle: the decoding fails there and goes on.
+                let (_, basic) = streams.iter().find(|(n, _)| n == "basic_response").unwrap();
+                let text = String::from_utf8(basic.clone()).unwrap();
+                let bad = "event: content_block_delta\ndata: {not json\n\n";
+                let mut parts: Vec<&str> = text.split_inclusive("\n\n").collect();
+                parts.insert(4, bad);
+                parts.insert(2, bad);
+                streams.push(("basic_response with bad events".into(), parts.concat().into_bytes()));
+            }
+            for (name, input) in streams {
+                let mut points: Vec<usize> = cuts.iter().map(|c| c.index(input.len() + 1)).collect();
+                points.sort_unstable();
+                let owned = feed_outcomes(provider, &input, &points, false);
+                let borrowed = feed_outcomes(provider, &input, &points, true);
+                prop_assert_eq!(borrowed, owned, "{}", name);
+            }
+        }
+    }
+}

@@ -6,13 +6,14 @@
 //! stream, the provider's error payload, the events completed before the failure) is kept as
 //! JSON for `takeErrorDetail`, which the wrapper attaches to the thrown error.
 
-use bytes::Bytes;
 use ferroloop::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
+use napi::{Env, JsString};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, FerroloopError};
 use crate::guard;
+use crate::utf16::js_string;
 
 /// Options for [`NativeStreamDecoder`].
 #[napi(object)]
@@ -91,14 +92,14 @@ impl NativeStreamDecoder {
     }
 
     /// The pending events as a JSON array, serialized straight to text (no `Value` tree).
-    fn events_json(&mut self) -> Result<Option<String>, FerroloopError> {
+    fn events_json<'env>(&mut self, env: &'env Env) -> napi::Result<Option<JsString<'env>>> {
         if self.events.is_empty() {
             return Ok(None);
         }
         let text = serde_json::to_string(&self.events)
             .map_err(|err| FerroloopError::internal(format!("event serialization: {err}")))?;
         self.events.clear();
-        Ok(Some(text))
+        Ok(Some(js_string(env, &text)?))
     }
 }
 
@@ -129,15 +130,18 @@ impl NativeStreamDecoder {
     /// Feeds raw bytes; returns the typed events they completed as a JSON array (`null` when
     /// none).
     #[napi(js_name = "feedJson")]
-    pub fn feed_json(&mut self, chunk: &[u8]) -> napi::Result<Option<String>> {
+    pub fn feed_json<'env>(
+        &mut self,
+        env: &'env Env,
+        chunk: &[u8],
+    ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
             let mut events = std::mem::take(&mut self.events);
-            let fed = self
-                .inner
-                .feed_into(Bytes::copy_from_slice(chunk), &mut events);
+            // Read in place: the SSE parser copies only what an unfinished event needs.
+            let fed = self.inner.feed_borrowed_into(chunk, &mut events);
             self.events = events;
             match fed {
-                Ok(()) => Ok(self.events_json()?),
+                Ok(()) => self.events_json(env),
                 Err(err) => Err(self.fail(&err)),
             }
         })
@@ -145,8 +149,8 @@ impl NativeStreamDecoder {
 
     /// The message accumulated so far, as JSON (`null` before the first event).
     #[napi(js_name = "messageJson")]
-    pub fn message_json(&self) -> napi::Result<String> {
-        guard::sync(|| Ok(self.inner.message().to_string()))
+    pub fn message_json<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
+        guard::sync(|| js_string(env, &self.inner.message_json()))
     }
 
     /// Whether the stream reached its end marker.
@@ -158,9 +162,9 @@ impl NativeStreamDecoder {
     /// Ends the input; returns the final message as JSON, or throws `stream_truncated` (partial
     /// message in the detail), the provider's error, or `protocol`.
     #[napi(js_name = "finishJson")]
-    pub fn finish_json(&mut self) -> napi::Result<String> {
-        guard::sync(|| match self.inner.finish() {
-            Ok(message) => Ok(message.to_string()),
+    pub fn finish_json<'env>(&mut self, env: &'env Env) -> napi::Result<JsString<'env>> {
+        guard::sync(|| match self.inner.finish_json() {
+            Ok(text) => js_string(env, &text),
             Err(err) => Err(self.fail(&err)),
         })
     }

@@ -75,6 +75,30 @@ test('every recorded and hand-written stream decodes to its expected message at 
   }
 })
 
+test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in events, message() and finish()', () => {
+  const pieces = ['plain ASCII, ', 'café ', '日本語', ' 😀', ' \\ "q" \u2028', 'é'.repeat(5000)]
+  const sse = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+  let stream = sse('message_start', {
+    type: 'message_start',
+    message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'm', stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } },
+  })
+  stream += sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } })
+  for (const text of pieces) {
+    stream += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } })
+  }
+  stream += sse('content_block_stop', { type: 'content_block_stop', index: 0 })
+  stream += sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } })
+  stream += sse('message_stop', { type: 'message_stop' })
+  const bytes = Buffer.from(stream, 'utf8')
+  for (const size of [1, 3, 64, Infinity]) {
+    const { decoder, events } = decodeAll('anthropic', bytes, size)
+    const deltas = events.filter((e) => e.type === 'text_delta').map((e) => e.text)
+    assert.deepEqual(deltas, pieces, `events at chunk ${size}`)
+    assert.equal(decoder.message().content[0].text, pieces.join(''), `message() at chunk ${size}`)
+    assert.equal(decoder.finish().content[0].text, pieces.join(''), `finish() at chunk ${size}`)
+  }
+})
+
 test('a tool_use is sealed (tool_use_ready) at its content_block_stop, before the message ends', () => {
   const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'tool_use_response.sse'))
   const { decoder, events } = decodeAll('anthropic', bytes, 1)

@@ -671,12 +671,48 @@ impl EventDecoder for AnthropicDecoder {
             .unwrap_or(Value::Null)
     }
 
+    fn message_json(&self) -> String {
+        let Some(message) = self.message.as_deref() else {
+            return "null".to_owned();
+        };
+        // A tool input still streaming is patched into a copy (`snapshot`); otherwise the
+        // message is serialized where it is, with no copy of its text.
+        let open_input = self
+            .blocks
+            .iter()
+            .any(|state| !state.sealed && state.input.is_some());
+        let text = if open_input {
+            self.snapshot().map(|m| serde_json::to_string(&m))
+        } else {
+            Some(serde_json::to_string(message))
+        };
+        text.and_then(Result::ok)
+            .unwrap_or_else(|| "null".to_owned())
+    }
+
     fn is_complete(&self) -> bool {
         self.stopped
     }
 
     fn finish(&mut self) -> Result<Value, DecodeError> {
-        DecodeError::finish_result(
+        match self.finish_error() {
+            Some(error) => Err(error),
+            None => Ok(self.message()),
+        }
+    }
+
+    fn finish_json(&mut self) -> Result<String, DecodeError> {
+        match self.finish_error() {
+            Some(error) => Err(error),
+            None => Ok(self.message_json()),
+        }
+    }
+}
+
+impl AnthropicDecoder {
+    /// What `finish` fails with, if anything.
+    fn finish_error(&self) -> Option<DecodeError> {
+        DecodeError::finish_error(
             self.failure.as_ref(),
             self.stopped,
             self.message.is_some(),

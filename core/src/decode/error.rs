@@ -84,19 +84,40 @@ impl DecodeError {
         complete: bool,
         started: bool,
         (not_started, not_completed): (&str, &str),
-        message: impl FnOnce() -> serde_json::Value,
+        message: impl Fn() -> serde_json::Value,
     ) -> Result<serde_json::Value, DecodeError> {
+        match Self::finish_error(
+            failure,
+            complete,
+            started,
+            (not_started, not_completed),
+            &message,
+        ) {
+            Some(error) => Err(error),
+            None => Ok(message()),
+        }
+    }
+
+    /// The error of [`finish_result`](Self::finish_result), if it has one; `partial` gives the
+    /// message a [`DecodeError::Truncated`] carries.
+    pub(crate) fn finish_error(
+        failure: Option<&DecodeError>,
+        complete: bool,
+        started: bool,
+        (not_started, not_completed): (&str, &str),
+        partial: impl FnOnce() -> serde_json::Value,
+    ) -> Option<DecodeError> {
         if let Some(error) = failure.and_then(DecodeError::replay) {
-            return Err(error);
+            return Some(error);
         }
         if !complete {
             let reason = if started { not_completed } else { not_started };
-            return Err(DecodeError::Truncated {
+            return Some(DecodeError::Truncated {
                 reason: reason.to_owned(),
-                partial: Box::new(message()),
+                partial: Box::new(partial()),
             });
         }
-        Ok(message())
+        None
     }
 
     /// A copy of a provider error, to answer again from `finish()`.

@@ -55,6 +55,13 @@ pub trait EventDecoder {
     /// shape; `Value::Null` before the stream's first event.
     fn message(&self) -> Value;
 
+    /// [`message`](Self::message) as JSON text: the same text as `message().to_string()`.
+    /// Decoders that keep the message in a typed form serialize it directly, without building a
+    /// `Value` tree first (what a binding handing the message over as JSON needs).
+    fn message_json(&self) -> String {
+        self.message().to_string()
+    }
+
     /// Whether the stream reached its end marker (`message_stop`, `[DONE]`,
     /// `response.completed`).
     fn is_complete(&self) -> bool;
@@ -62,6 +69,12 @@ pub trait EventDecoder {
     /// Ends the input. Returns the final message, the provider error if the stream carried one,
     /// or [`DecodeError::Truncated`] with the partial message if the stream stopped early.
     fn finish(&mut self) -> Result<Value, DecodeError>;
+
+    /// [`finish`](Self::finish) with the final message as JSON text (see
+    /// [`message_json`](Self::message_json)); the errors are the same.
+    fn finish_json(&mut self) -> Result<String, DecodeError> {
+        self.finish().map(|message| message.to_string())
+    }
 }
 
 /// The providers whose streams can be decoded.
@@ -139,10 +152,16 @@ impl EventDecoder for AnyDecoder {
     fn message(&self) -> Value {
         dispatch!(self, d => d.message())
     }
+    fn message_json(&self) -> String {
+        dispatch!(self, d => d.message_json())
+    }
     fn is_complete(&self) -> bool {
         dispatch!(self, d => d.is_complete())
     }
     fn finish(&mut self) -> Result<Value, DecodeError> {
         dispatch!(self, d => d.finish())
+    }
+    fn finish_json(&mut self) -> Result<String, DecodeError> {
+        dispatch!(self, d => d.finish_json())
     }
 }

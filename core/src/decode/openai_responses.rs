@@ -459,6 +459,11 @@ impl EventDecoder for OpenAiResponsesDecoder {
         self.snapshot.clone().map_or(Value::Null, Value::Object)
     }
 
+    fn message_json(&self) -> String {
+        // The snapshot serialized where it is (`None` is `null`), not copied into a `Value`.
+        serde_json::to_string(&self.snapshot).unwrap_or_else(|_| "null".to_owned())
+    }
+
     fn is_complete(&self) -> bool {
         self.done
     }

@@ -1,5 +1,7 @@
 //! Bytes in, typed events out: an [`EventDecoder`] fed through an [`SseParser`].
 
+use std::ops::ControlFlow;
+
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -54,6 +56,36 @@ impl<D: EventDecoder> StreamDecoder<D> {
         self.drain(out)
     }
 
+    /// [`feed_into`](Self::feed_into) of a chunk the caller keeps (a read buffer, a
+    /// JavaScript `Uint8Array`): the SSE parser reads it in place (see
+    /// [`SseParser::feed_borrowed`]) instead of taking a copy, and keeps only what an
+    /// unfinished event still needs. The same events and errors as `feed_into` given a copy:
+    /// on error, `out` holds the events completed before the failing SSE event, and the events
+    /// after it stay queued (the parser keeps its own copy of the chunk then) for the next call.
+    pub fn feed_borrowed_into(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<DecodeEvent>,
+    ) -> Result<(), DecodeError> {
+        let decoder = &mut self.decoder;
+        let mut failure = None;
+        let _ = self.sse.feed_borrowed_until(chunk, |item| {
+            let SseItem::Event(event) = item else {
+                return ControlFlow::Continue(());
+            };
+            let result = decoder.push_event(event.event_type(), event.data());
+            decoder.drain_events(out);
+            match result {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(error) => {
+                    failure = Some(error);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        failure.map_or(Ok(()), Err)
+    }
+
     fn drain(&mut self, out: &mut Vec<DecodeEvent>) -> Result<(), DecodeError> {
         while let Some(item) = self.sse.next_item() {
             let SseItem::Event(event) = item else {
@@ -71,6 +103,11 @@ impl<D: EventDecoder> StreamDecoder<D> {
         self.decoder.message()
     }
 
+    /// [`message`](Self::message) as JSON text (see [`EventDecoder::message_json`]).
+    pub fn message_json(&self) -> String {
+        self.decoder.message_json()
+    }
+
     /// Whether the stream reached its end marker.
     pub fn is_complete(&self) -> bool {
         self.decoder.is_complete()
@@ -79,12 +116,25 @@ impl<D: EventDecoder> StreamDecoder<D> {
     /// Ends the input: the final message, the provider's error, or [`DecodeError::Truncated`]
     /// with the partial message. Bytes after the last complete SSE event are discarded.
     pub fn finish(&mut self) -> Result<Value, DecodeError> {
+        self.end_input()?;
+        self.decoder.finish()
+    }
+
+    /// [`finish`](Self::finish) with the final message as JSON text (see
+    /// [`EventDecoder::finish_json`]).
+    pub fn finish_json(&mut self) -> Result<String, DecodeError> {
+        self.end_input()?;
+        self.decoder.finish_json()
+    }
+
+    /// Decodes the events still queued and ends the SSE input.
+    fn end_input(&mut self) -> Result<(), DecodeError> {
         let mut ignored = Vec::new();
         self.drain(&mut ignored)?;
         if self.sse.finish() {
             tracing::debug!("unterminated SSE event discarded at end of input");
         }
-        self.decoder.finish()
+        Ok(())
     }
 
     /// The provider decoder (for its typed accessors).
