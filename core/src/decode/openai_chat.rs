@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions stream decoding (see [`OpenAiChatDecoder`]).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -12,6 +13,9 @@ use super::events::DecodeEvent;
 use super::json_str;
 
 type Object = Map<String, Value>;
+
+/// A choice's content and refusal text, as ranges of the decoder's scratch buffer.
+type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 
 /// OpenAI Chat Completions streaming: `chat.completion.chunk` objects, then `data: [DONE]`.
 ///
@@ -33,6 +37,29 @@ pub struct OpenAiChatDecoder {
     failure: Option<DecodeError>,
     events: Vec<DecodeEvent>,
     record: bool,
+    text_fast_path: bool,
+    template: Template,
+    /// Decoded text of the chunk in hand (reused: no allocation per chunk once warm).
+    scratch: String,
+    /// Per choice of the chunk in hand: where its content and refusal sit in `scratch`.
+    spans: Vec<TextSpans>,
+}
+
+/// The previous chunk's bytes around its content string, when that chunk was a single-choice,
+/// content-only text chunk. A chunk made of the same bytes with only the string in between
+/// changed is the same JSON with one string value replaced, so it is applied by appending the
+/// string, with no JSON parse. Valid only right after that chunk: every other event clears it,
+/// because the template chunk also resets `usage` and `system_fingerprint`, which another chunk
+/// may have changed in between.
+#[derive(Debug, Default)]
+struct Template {
+    valid: bool,
+    /// The choice the content goes to.
+    index: usize,
+    /// The bytes up to and including the content string's opening quote.
+    prefix: String,
+    /// The bytes after its closing quote.
+    suffix: String,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -49,15 +76,17 @@ impl Default for OpenAiChatDecoder {
     }
 }
 
-/// A chunk whose choices only carry `content`/`refusal` text: the hot path.
+/// A chunk whose choices only carry `content`/`refusal` text: the serde fast path. Nothing in
+/// it allocates for the usual single-choice chunk: strings stay borrowed (text as raw JSON,
+/// decoded into the decoder's scratch buffer), the first choice is held inline.
 #[derive(Deserialize)]
 struct TextChunk<'a> {
     #[serde(borrow)]
-    choices: Vec<TextChoice<'a>>,
+    choices: Choices<TextChoice<'a>>,
     #[serde(default)]
     usage: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    system_fingerprint: Option<Cow<'a, str>>,
+    system_fingerprint: Option<JsonStr<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -68,16 +97,107 @@ struct TextChoice<'a> {
     #[serde(default)]
     logprobs: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<JsonStr<'a>>,
 }
 
+/// Raw JSON values, so that the text is decoded once, straight where it goes, and the content
+/// string's position in the chunk is known (see [`Template`]). Anything but a string or `null`
+/// sends the chunk to the general path, as a typed `String` field would.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TextDelta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    refusal: Option<Cow<'a, str>>,
+    refusal: Option<&'a RawValue>,
+}
+
+/// A JSON string, borrowed from the input unless it holds escapes. (`Option<Cow<str>>` fields
+/// always allocate: serde borrows only for a bare `Cow<str>`.)
+struct JsonStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for JsonStr<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = JsonStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visit)
+    }
+}
+
+/// A JSON list whose first element is held inline: one choice per chunk is the rule, and a
+/// `Vec` would allocate for it every chunk.
+struct Choices<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Choices<T> {
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.first.iter().chain(&self.rest)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choices<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Choices<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element()?;
+                let mut rest = Vec::new();
+                if first.is_some() {
+                    while let Some(item) = seq.next_element()? {
+                        rest.push(item);
+                    }
+                }
+                Ok(Choices { first, rest })
+            }
+        }
+        deserializer.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
+/// Decodes a raw JSON text field into `scratch`: `Ok(None)` when absent or `null`, `Err` when
+/// it is not a valid string (the chunk then takes the general path).
+fn decode_text(raw: Option<&RawValue>, scratch: &mut String) -> Result<Option<Range<usize>>, ()> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let body = raw.get().strip_prefix('"').ok_or(())?;
+    let start = scratch.len();
+    let used = json_str::push_body(body, scratch).ok_or(())?;
+    if used != body.len() {
+        scratch.truncate(start);
+        return Err(());
+    }
+    Ok(Some(start..scratch.len()))
+}
+
+/// Where `inner` (a subslice of `outer`) starts in `outer`.
+fn offset_in(outer: &str, inner: &str) -> Option<usize> {
+    let offset = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+    let end = offset.checked_add(inner.len())?;
+    (outer.get(offset..end)? == inner).then_some(offset)
 }
 
 fn malformed(detail: impl Into<String>) -> DecodeError {
@@ -98,7 +218,20 @@ impl OpenAiChatDecoder {
             failure: None,
             events: Vec::new(),
             record: true,
+            text_fast_path: true,
+            template: Template::default(),
+            scratch: String::new(),
+            spans: Vec::new(),
         }
+    }
+
+    /// Turns the text-chunk fast paths (serde borrowed structs, and appending a chunk that
+    /// repeats the previous one's bytes around its content) on or off. Benchmarks and tests
+    /// compare them with the general path; results are identical either way.
+    #[doc(hidden)]
+    pub fn set_text_fast_path(&mut self, enabled: bool) {
+        self.text_fast_path = enabled;
+        self.template.valid = false;
     }
 
     fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
@@ -107,44 +240,83 @@ impl OpenAiChatDecoder {
         }
     }
 
-    /// The fast path: text-only deltas for existing choices. Returns `false` (having changed
-    /// nothing) when the chunk needs the general path.
-    fn try_text_chunk(&mut self, data: &str) -> bool {
-        let Some(snapshot) = self.snapshot.as_mut() else {
+    /// The template fast path (see [`Template`]): `data` is the previous chunk with only its
+    /// content string changed. Returns `false` (having changed nothing) otherwise.
+    fn try_template(&mut self, data: &str) -> bool {
+        let Self {
+            template,
+            snapshot,
+            events,
+            record,
+            ..
+        } = self;
+        let Some(rest) = data.strip_prefix(template.prefix.as_str()) else {
             return false;
         };
+        let Some(message) = snapshot
+            .as_mut()
+            .and_then(|s| s.get_mut("choices"))
+            .and_then(|c| c.get_mut(template.index))
+            .and_then(|c| c.get_mut("message"))
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        let index = template.index;
+        if let Some(Value::String(content)) = message.get_mut("content") {
+            let start = content.len();
+            let Some(used) = json_str::push_body(rest, content) else {
+                return false;
+            };
+            if rest.get(used..) != Some(template.suffix.as_str()) {
+                content.truncate(start);
+                return false;
+            }
+            if *record && content.len() > start {
+                let text = content.get(start..).unwrap_or_default().to_owned();
+                events.push(DecodeEvent::TextDelta { index, text });
+            }
+            return true;
+        }
+        let Some((text, used)) = json_str::string_body(rest) else {
+            return false;
+        };
+        if rest.get(used..) != Some(template.suffix.as_str()) {
+            return false;
+        }
+        append_string(message, "content", &text);
+        if *record && !text.is_empty() {
+            events.push(DecodeEvent::TextDelta {
+                index,
+                text: text.into_owned(),
+            });
+        }
+        true
+    }
+
+    /// The serde fast path: text-only deltas for existing choices. Returns `false` (having
+    /// changed nothing) when the chunk needs the general path.
+    fn try_text_chunk(&mut self, data: &str) -> bool {
+        if self.snapshot.is_none() {
+            return false;
+        }
         let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data) else {
             return false;
         };
-        let Some(choices) = snapshot.get_mut("choices").and_then(Value::as_array_mut) else {
-            return false;
-        };
-        let simple = chunk.choices.iter().all(|c| {
-            c.logprobs.is_none()
-                && choices
-                    .get(c.index)
-                    .and_then(|choice| choice.get("message"))
-                    .is_some_and(Value::is_object)
-        });
-        if !simple {
-            return false;
-        }
-        for choice in &chunk.choices {
-            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
-            else {
-                continue;
+        // Everything that can fail is checked before anything changes.
+        self.scratch.clear();
+        self.spans.clear();
+        for choice in chunk.choices.iter() {
+            if choice.logprobs.is_some() {
+                return false;
+            }
+            let (Ok(content), Ok(refusal)) = (
+                decode_text(choice.delta.content, &mut self.scratch),
+                decode_text(choice.delta.refusal, &mut self.scratch),
+            ) else {
+                return false;
             };
-            if let Some(Value::Object(message)) = existing.get_mut("message") {
-                if let Some(text) = &choice.delta.content {
-                    append_string(message, "content", text);
-                }
-                if let Some(text) = &choice.delta.refusal {
-                    append_string(message, "refusal", text);
-                }
-            }
-            if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
-                existing.insert("finish_reason".to_owned(), Value::String(reason.to_owned()));
-            }
+            self.spans.push((content, refusal));
         }
         let usage = match chunk.usage {
             Some(raw) => match serde_json::from_str(raw.get()) {
@@ -153,34 +325,118 @@ impl OpenAiChatDecoder {
             },
             None => Value::Null,
         };
-        let fingerprint = chunk
-            .system_fingerprint
-            .as_deref()
-            .map_or(Value::Null, |s| Value::String(s.to_owned()));
-        let has_usage = !usage.is_null();
-        snapshot.insert("usage".to_owned(), usage);
-        snapshot.insert("system_fingerprint".to_owned(), fingerprint);
-        for choice in chunk.choices {
-            if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
-                self.emit(|| DecodeEvent::TextDelta {
-                    index: choice.index,
-                    text: text.into_owned(),
-                });
+        let Some(snapshot) = self.snapshot.as_mut() else {
+            return false;
+        };
+        let Some(choices) = snapshot.get_mut("choices").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let simple = chunk.choices.iter().all(|c| {
+            choices
+                .get(c.index)
+                .and_then(|choice| choice.get("message"))
+                .is_some_and(Value::is_object)
+        });
+        if !simple {
+            return false;
+        }
+        for (choice, (content, refusal)) in chunk.choices.iter().zip(&self.spans) {
+            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            if let Some(Value::Object(message)) = existing.get_mut("message") {
+                if let Some(text) = content.clone().and_then(|r| self.scratch.get(r)) {
+                    append_string(message, "content", text);
+                }
+                if let Some(text) = refusal.clone().and_then(|r| self.scratch.get(r)) {
+                    append_string(message, "refusal", text);
+                }
             }
-            if let Some(text) = choice.delta.refusal.filter(|t| !t.is_empty()) {
-                self.emit(|| DecodeEvent::RefusalDelta {
-                    index: choice.index,
-                    refusal: text.into_owned(),
-                });
-            }
-            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                self.finish_choice(choice.index, &reason);
+            if let Some(reason) = choice.finish_reason.as_ref().filter(|r| !r.0.is_empty()) {
+                set_field(
+                    existing,
+                    "finish_reason",
+                    Value::String(reason.0.as_ref().to_owned()),
+                );
             }
         }
+        let has_usage = !usage.is_null();
+        set_field(snapshot, "usage", usage);
+        let fingerprint = chunk.system_fingerprint.as_ref().map(|f| f.0.as_ref());
+        set_str_field(snapshot, "system_fingerprint", fingerprint);
+
+        let scratch = std::mem::take(&mut self.scratch);
+        let spans = std::mem::take(&mut self.spans);
+        for (choice, (content, refusal)) in chunk.choices.iter().zip(&spans) {
+            let text = |span: &Option<Range<usize>>| {
+                span.clone()
+                    .and_then(|r| scratch.get(r))
+                    .filter(|t| !t.is_empty())
+            };
+            if let Some(text) = text(content) {
+                self.emit(|| DecodeEvent::TextDelta {
+                    index: choice.index,
+                    text: text.to_owned(),
+                });
+            }
+            if let Some(text) = text(refusal) {
+                self.emit(|| DecodeEvent::RefusalDelta {
+                    index: choice.index,
+                    refusal: text.to_owned(),
+                });
+            }
+            if let Some(reason) = choice.finish_reason.as_ref().filter(|r| !r.0.is_empty()) {
+                self.finish_choice(choice.index, &reason.0);
+            }
+        }
+        self.scratch = scratch;
+        self.spans = spans;
         if has_usage {
             self.emit_usage();
         }
+        if self.text_fast_path {
+            self.learn_template(data, &chunk);
+        }
         true
+    }
+
+    /// Keeps `data`'s bytes around its content string as the [`Template`] for the next chunk,
+    /// if applying that chunk again would change nothing but the content: one choice, content
+    /// only, no usage, no finish reason.
+    fn learn_template(&mut self, data: &str, chunk: &TextChunk<'_>) {
+        let (Some(choice), true, None) = (
+            &chunk.choices.first,
+            chunk.choices.rest.is_empty(),
+            chunk.usage,
+        ) else {
+            return;
+        };
+        let (Some(content), None, None) = (
+            choice.delta.content,
+            choice.delta.refusal,
+            &choice.finish_reason,
+        ) else {
+            return;
+        };
+        let raw = content.get();
+        let Some(start) = offset_in(data, raw) else {
+            return;
+        };
+        let (Some(prefix), Some(suffix)) = (data.get(..start + 1), data.get(start + raw.len()..))
+        else {
+            return;
+        };
+        if !raw.starts_with('"') || raw.len() < 2 {
+            return;
+        }
+        let template = &mut self.template;
+        template.prefix.clear();
+        template.prefix.push_str(prefix);
+        template.suffix.clear();
+        template.suffix.push_str(suffix);
+        template.index = choice.index;
+        template.valid = true;
     }
 
     fn emit_usage(&mut self) {
@@ -536,6 +792,34 @@ fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
         .ok_or_else(|| malformed("a choice has no valid `index`"))
 }
 
+/// Sets `key` to `value`, in place when present (the key keeps its position, no key allocated).
+fn set_field(map: &mut Object, key: &str, value: Value) {
+    match map.get_mut(key) {
+        Some(slot) => *slot = value,
+        None => {
+            map.insert(key.to_owned(), value);
+        }
+    }
+}
+
+/// [`set_field`] with a string or `null`, reusing the string already there.
+fn set_str_field(map: &mut Object, key: &str, value: Option<&str>) {
+    match (map.get_mut(key), value) {
+        (Some(Value::String(existing)), Some(text)) => {
+            if existing != text {
+                text.clone_into(existing);
+            }
+        }
+        (Some(slot), value) => *slot = value.map_or(Value::Null, |t| Value::String(t.to_owned())),
+        (None, value) => {
+            map.insert(
+                key.to_owned(),
+                value.map_or(Value::Null, |t| Value::String(t.to_owned())),
+            );
+        }
+    }
+}
+
 fn append_string(message: &mut Object, key: &str, text: &str) {
     match message.get_mut(key) {
         Some(Value::String(existing)) => existing.push_str(text),
@@ -691,6 +975,10 @@ fn to_response_shape(snapshot: &Object) -> Value {
 
 impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        if self.template.valid && !self.done && event_type != "error" && self.try_template(data) {
+            return Ok(());
+        }
+        self.template.valid = false;
         if data == "[DONE]" {
             if self.snapshot.is_none() {
                 return Err(ProtocolError::BeforeStart {
@@ -706,7 +994,7 @@ impl EventDecoder for OpenAiChatDecoder {
             let raw = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
             return Err(self.fail(raw));
         }
-        if !self.done && self.try_text_chunk(data) {
+        if !self.done && self.text_fast_path && self.try_text_chunk(data) {
             return Ok(());
         }
         self.general_chunk(data)
