@@ -51,11 +51,17 @@ pub struct OpenAiChatDecoder {
 /// string, with no JSON parse. Valid only right after that chunk: every other event clears it,
 /// because the template chunk also resets `usage` and `system_fingerprint`, which another chunk
 /// may have changed in between.
+///
+/// The text of a run of such chunks collects in `pending` and joins the snapshot's content
+/// when the run ends (or in the copy [`EventDecoder::message`] returns): finding the content
+/// in the snapshot costs three map lookups, more than the rest of the chunk's work.
 #[derive(Debug, Default)]
 struct Template {
     valid: bool,
-    /// The choice the content goes to.
+    /// The choice the content goes to (its content is a string when the template is valid).
     index: usize,
+    /// Content decoded since the template was learned, not yet in the snapshot.
+    pending: String,
     /// The bytes up to and including the content string's opening quote.
     prefix: String,
     /// The bytes after its closing quote.
@@ -230,8 +236,8 @@ impl OpenAiChatDecoder {
     /// compare them with the general path; results are identical either way.
     #[doc(hidden)]
     pub fn set_text_fast_path(&mut self, enabled: bool) {
+        self.end_template();
         self.text_fast_path = enabled;
-        self.template.valid = false;
     }
 
     fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
@@ -245,7 +251,6 @@ impl OpenAiChatDecoder {
     fn try_template(&mut self, data: &str) -> bool {
         let Self {
             template,
-            snapshot,
             events,
             record,
             ..
@@ -253,45 +258,38 @@ impl OpenAiChatDecoder {
         let Some(rest) = data.strip_prefix(template.prefix.as_str()) else {
             return false;
         };
-        let Some(message) = snapshot
-            .as_mut()
-            .and_then(|s| s.get_mut("choices"))
-            .and_then(|c| c.get_mut(template.index))
-            .and_then(|c| c.get_mut("message"))
-            .and_then(Value::as_object_mut)
-        else {
-            return false;
-        };
-        let index = template.index;
-        if let Some(Value::String(content)) = message.get_mut("content") {
-            let start = content.len();
-            let Some(used) = json_str::push_body(rest, content) else {
-                return false;
-            };
-            if rest.get(used..) != Some(template.suffix.as_str()) {
-                content.truncate(start);
-                return false;
-            }
-            if *record && content.len() > start {
-                let text = content.get(start..).unwrap_or_default().to_owned();
-                events.push(DecodeEvent::TextDelta { index, text });
-            }
-            return true;
-        }
-        let Some((text, used)) = json_str::string_body(rest) else {
+        let start = template.pending.len();
+        let Some(used) = json_str::push_body(rest, &mut template.pending) else {
             return false;
         };
         if rest.get(used..) != Some(template.suffix.as_str()) {
+            template.pending.truncate(start);
             return false;
         }
-        append_string(message, "content", &text);
-        if *record && !text.is_empty() {
+        if *record && template.pending.len() > start {
+            let text = template.pending.get(start..).unwrap_or_default().to_owned();
             events.push(DecodeEvent::TextDelta {
-                index,
-                text: text.into_owned(),
+                index: template.index,
+                text,
             });
         }
         true
+    }
+
+    /// Ends the template run: its pending text joins the snapshot.
+    fn end_template(&mut self) {
+        if !self.template.valid {
+            return;
+        }
+        self.template.valid = false;
+        if let Some(content) = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| template_content(s, self.template.index))
+        {
+            content.push_str(&self.template.pending);
+        }
+        self.template.pending.clear();
     }
 
     /// The serde fast path: text-only deltas for existing choices. Returns `false` (having
@@ -430,7 +428,16 @@ impl OpenAiChatDecoder {
         if !raw.starts_with('"') || raw.len() < 2 {
             return;
         }
+        let content_is_string = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| template_content(s, choice.index))
+            .is_some();
+        if !content_is_string {
+            return;
+        }
         let template = &mut self.template;
+        template.pending.clear();
         template.prefix.clear();
         template.prefix.push_str(prefix);
         template.suffix.clear();
@@ -954,9 +961,28 @@ fn merge_logprobs(choice: &mut Object, logprobs: Value) {
     }
 }
 
-/// The snapshot in the non-streaming shape: tool calls lose their streaming-only `index`.
-fn to_response_shape(snapshot: &Object) -> Value {
+/// The content string of choice `index` in the snapshot, if it is a string.
+fn template_content(snapshot: &mut Object, index: usize) -> Option<&mut String> {
+    match snapshot
+        .get_mut("choices")?
+        .get_mut(index)?
+        .get_mut("message")?
+        .get_mut("content")?
+    {
+        Value::String(content) => Some(content),
+        _ => None,
+    }
+}
+
+/// The snapshot in the non-streaming shape, with the template run's `pending` content
+/// appended: tool calls lose their streaming-only `index`.
+fn to_response_shape(snapshot: &Object, pending: Option<(usize, &str)>) -> Value {
     let mut out = snapshot.clone();
+    if let Some((index, text)) = pending
+        && let Some(content) = template_content(&mut out, index)
+    {
+        content.push_str(text);
+    }
     if let Some(Value::Array(choices)) = out.get_mut("choices") {
         for choice in choices {
             let calls = choice
@@ -978,7 +1004,7 @@ impl EventDecoder for OpenAiChatDecoder {
         if self.template.valid && !self.done && event_type != "error" && self.try_template(data) {
             return Ok(());
         }
-        self.template.valid = false;
+        self.end_template();
         if data == "[DONE]" {
             if self.snapshot.is_none() {
                 return Err(ProtocolError::BeforeStart {
@@ -1009,9 +1035,13 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn message(&self) -> Value {
+        let pending = self
+            .template
+            .valid
+            .then_some((self.template.index, self.template.pending.as_str()));
         self.snapshot
             .as_ref()
-            .map_or(Value::Null, to_response_shape)
+            .map_or(Value::Null, |s| to_response_shape(s, pending))
     }
 
     fn is_complete(&self) -> bool {
