@@ -3,14 +3,18 @@
 //! `cargo build --release -p ferroloop-bench --example decode_openai_once &&
 //!  valgrind --tool=callgrind --toggle-collect='*decode_peers*' \
 //!    target/release/examples/decode_openai_once accumulate`
-//! Implementations: `events`, `accumulate`, `naive`. Prints the checksum and the allocations per
+//! Implementations: `events`, `accumulate`, `serde` (accumulate, template fast path off),
+//! `naive`; a third argument `obfuscated` decodes the workload with OpenAI's `obfuscation`
+//! padding in every chunk. Prints the checksum and the allocations per
 //! SSE event made while decoding (the bench's allocs/event column, counted on one run).
 #![allow(clippy::print_stdout)]
 
 use ferroloop_bench::alloc::{CountingAlloc, allocations};
-use ferroloop_bench::decode_peers::{ferroloop_openai_chat, naive_openai_chat};
+use ferroloop_bench::decode_peers::{
+    ferroloop_openai_chat, ferroloop_openai_chat_serde, naive_openai_chat,
+};
 use ferroloop_bench::sse_peers::SseImpl;
-use ferroloop_bench::workloads::{chunked, openai_chat_stream};
+use ferroloop_bench::workloads::{chunked, openai_chat_stream, openai_chat_stream_obfuscated};
 
 // The system allocator, so callgrind counts the same code every run.
 #[global_allocator]
@@ -23,13 +27,18 @@ fn main() {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16 * 1024);
-    let input = openai_chat_stream(7, 6_000_000);
+    let input = if std::env::args().nth(3).as_deref() == Some("obfuscated") {
+        openai_chat_stream_obfuscated(7, 6_000_000)
+    } else {
+        openai_chat_stream(7, 6_000_000)
+    };
     let chunks = chunked(&input, chunk);
     let events = SseImpl::Ferroloop.parse(&chunks).events;
     let before = allocations();
     let checksum = match name.as_str() {
         "events" => ferroloop_openai_chat(&chunks, true),
         "accumulate" => ferroloop_openai_chat(&chunks, false),
+        "serde" => ferroloop_openai_chat_serde(&chunks),
         "naive" => naive_openai_chat(&chunks),
         _ => {
             eprintln!("unknown implementation {name}");

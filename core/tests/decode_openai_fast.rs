@@ -39,18 +39,24 @@ fn literal(text: &str, ascii_only: bool) -> String {
     out
 }
 
-const HEADS: [&str; 5] = [
+const HEADS: [&str; 6] = [
     r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp_a","choices":["#,
     r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp_b","choices":["#,
     r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":["#,
     r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","usage":null,"system_fingerprint":"fp_\u0061","choices":["#,
     r#"{ "id": "chatcmpl-1", "object": "chat.completion.chunk", "system_fingerprint": "fp_a", "choices": [ "#,
+    r#"{"obfuscation":"h","id":"chatcmpl-1","system_fingerprint":"fp_a","choices":["#,
 ];
 
-const TAILS: [&str; 5] = [
+const TAILS: [&str; 10] = [
     "]}",
     r#"],"obfuscation":"x1"}"#,
     r#"],"obfuscation":"y22"}"#,
+    r#"],"obfuscation":"q\"3"}"#,
+    r#"],"obfuscation":7}"#,
+    r#"],"obfuscation":"z","extra":1}"#,
+    r#"],"obfuscation":"z","usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
+    "],\"obfuscation\":\"w4\"}\n",
     r#"],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}"#,
     "] }\n",
 ];
