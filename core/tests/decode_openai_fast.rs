@@ -71,6 +71,8 @@ enum Op {
     Finish(String, &'static str),
     UsageOnly,
     Tool(usize, String),
+    /// An arguments-only tool call chunk: head, call index, fragment, tail.
+    Args(usize, usize, String, usize),
     Logprobs(String),
     Role(String),
     TwoChoices(String, String),
@@ -93,6 +95,9 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(t, r)| Op::Finish(t, r)),
         1 => Just(Op::UsageOnly),
         2 => (0..2usize, "[a-z{}\":, ]{0,6}").prop_map(|(i, a)| Op::Tool(i, a)),
+        6 => (0..HEADS.len(), 0..2usize, text_piece(), 0..TAILS.len())
+            .prop_map(|(h, i, a, tail)| Op::Args(h, i, a, tail)),
+        6 => (0..2usize, "[a-z{}\":, ]{0,6}").prop_map(|(i, a)| Op::Args(0, i, a, 1)),
         1 => text_piece().prop_map(Op::Logprobs),
         1 => text_piece().prop_map(Op::Role),
         1 => (text_piece(), text_piece()).prop_map(|(a, b)| Op::TwoChoices(a, b)),
@@ -140,6 +145,19 @@ fn event(op: &Op) -> Option<(&'static str, String)> {
                 ),
                 ""
             )
+        ),
+        Op::Args(h, i, arguments, tail) => format!(
+            "{}{}{}",
+            HEADS[*h],
+            choice(
+                0,
+                &format!(
+                    r#"{{"tool_calls":[{{"index":{i},"function":{{"arguments":{}}}}}]}}"#,
+                    literal(arguments, false)
+                ),
+                ""
+            ),
+            TAILS[*tail]
         ),
         Op::Logprobs(t) => format!(
             r#"{head}{{"index":0,"delta":{},"logprobs":{{"content":[{{"token":"a","logprob":-0.5}}],"refusal":null}},"finish_reason":null}}]}}"#,

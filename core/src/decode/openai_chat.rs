@@ -59,8 +59,10 @@ pub struct OpenAiChatDecoder {
 #[derive(Debug, Default)]
 struct Template {
     valid: bool,
-    /// The choice the content goes to (its content is a string when the template is valid).
+    /// The choice the string goes to.
     index: usize,
+    /// Which string of that choice (a string in the snapshot while the template is valid).
+    target: Target,
     /// Content decoded since the template was learned, not yet in the snapshot.
     pending: String,
     /// The bytes up to and including the content string's opening quote.
@@ -74,6 +76,16 @@ struct Template {
     obfuscated: bool,
     /// With `obfuscated`, the bytes after that string's closing quote.
     end: String,
+}
+
+/// The string a [`Template`] appends to.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The message's `content`.
+    #[default]
+    Content,
+    /// `function.arguments` of the tool call with this index.
+    Arguments(usize),
 }
 
 #[derive(Debug, Default, Clone)]
@@ -127,6 +139,51 @@ struct TextDelta<'a> {
     content: Option<&'a RawValue>,
     #[serde(default, borrow)]
     refusal: Option<&'a RawValue>,
+}
+
+/// A chunk that only appends to one tool call's arguments, parsed after the general path
+/// applied it, to learn a [`Template`] from it.
+#[derive(Deserialize)]
+struct ArgsChunk<'a> {
+    #[serde(borrow)]
+    choices: Choices<ArgsChoice<'a>>,
+    #[serde(default, borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    obfuscation: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ArgsChoice<'a> {
+    index: usize,
+    #[serde(borrow)]
+    delta: ArgsDelta<'a>,
+    #[serde(default, borrow)]
+    logprobs: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    finish_reason: Option<JsonStr<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsDelta<'a> {
+    #[serde(borrow)]
+    tool_calls: Choices<ArgsCall<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsCall<'a> {
+    index: usize,
+    #[serde(borrow)]
+    function: ArgsFunction<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsFunction<'a> {
+    #[serde(borrow)]
+    arguments: &'a RawValue,
 }
 
 /// A JSON string, borrowed from the input unless it holds escapes. (`Option<Cow<str>>` fields
@@ -297,9 +354,15 @@ impl OpenAiChatDecoder {
         }
         if *record && template.pending.len() > start {
             let text = template.pending.get(start..).unwrap_or_default().to_owned();
-            events.push(DecodeEvent::TextDelta {
-                index: template.index,
-                text,
+            events.push(match template.target {
+                Target::Content => DecodeEvent::TextDelta {
+                    index: template.index,
+                    text,
+                },
+                Target::Arguments(tool) => DecodeEvent::InputJsonDelta {
+                    index: tool,
+                    partial_json: text,
+                },
             });
         }
         true
@@ -314,7 +377,7 @@ impl OpenAiChatDecoder {
         if let Some(content) = self
             .snapshot
             .as_mut()
-            .and_then(|s| template_content(s, self.template.index))
+            .and_then(|s| template_slot(s, self.template.index, self.template.target))
         {
             content.push_str(&self.template.pending);
         }
@@ -446,36 +509,93 @@ impl OpenAiChatDecoder {
         ) else {
             return;
         };
-        let raw = content.get();
+        self.set_template(
+            data,
+            content,
+            chunk.obfuscation,
+            choice.index,
+            Target::Content,
+        );
+    }
+
+    /// After the general path applied `data`: keeps its bytes around the arguments string as
+    /// the [`Template`], if `data` is a chunk that only appends to one tool call's arguments
+    /// (one choice, one call with only `index` and `function.arguments`, no usage, finish
+    /// reason or logprobs) and that call is the current one (no seal, no start on a repeat).
+    fn learn_arguments_template(&mut self, data: &str) {
+        let Ok(chunk) = serde_json::from_str::<ArgsChunk<'_>>(data) else {
+            return;
+        };
+        let (Some(choice), true, None) = (
+            &chunk.choices.first,
+            chunk.choices.rest.is_empty(),
+            chunk.usage,
+        ) else {
+            return;
+        };
+        let (Some(call), true, None, None) = (
+            &choice.delta.tool_calls.first,
+            choice.delta.tool_calls.rest.is_empty(),
+            choice.logprobs,
+            &choice.finish_reason,
+        ) else {
+            return;
+        };
+        let current = self
+            .choices
+            .get(choice.index)
+            .is_some_and(|s| s.current_tool == Some(call.index) && s.sealed.len() > call.index);
+        if current {
+            let target = Target::Arguments(call.index);
+            self.set_template(
+                data,
+                call.function.arguments,
+                chunk.obfuscation,
+                choice.index,
+                target,
+            );
+        }
+    }
+
+    /// Records `data`'s bytes around `value` (a string in `data`) and, when it is a string
+    /// after `value`, around `obfuscation`, as the template for `target` of choice `index`.
+    fn set_template(
+        &mut self,
+        data: &str,
+        value: &RawValue,
+        obfuscation: Option<&RawValue>,
+        index: usize,
+        target: Target,
+    ) {
+        let raw = value.get();
         if !raw.starts_with('"') || raw.len() < 2 {
             return;
         }
         let Some(start) = offset_in(data, raw) else {
             return;
         };
-        let content_end = start + raw.len();
+        let value_end = start + raw.len();
         let Some(prefix) = data.get(..start + 1) else {
             return;
         };
-        let obfuscation = chunk
-            .obfuscation
+        let obfuscation = obfuscation
             .map(RawValue::get)
             .filter(|o| o.starts_with('"'))
             .and_then(|o| Some((offset_in(data, o)?, o.len())))
-            .filter(|&(at, _)| at >= content_end);
+            .filter(|&(at, _)| at >= value_end);
         let (suffix, end) = match obfuscation {
-            Some((at, len)) => (data.get(content_end..at + 1), data.get(at + len..)),
-            None => (data.get(content_end..), Some("")),
+            Some((at, len)) => (data.get(value_end..at + 1), data.get(at + len..)),
+            None => (data.get(value_end..), Some("")),
         };
         let (Some(suffix), Some(end)) = (suffix, end) else {
             return;
         };
-        let content_is_string = self
+        let is_string = self
             .snapshot
             .as_mut()
-            .and_then(|s| template_content(s, choice.index))
+            .and_then(|s| template_slot(s, index, target))
             .is_some();
-        if !content_is_string {
+        if !is_string {
             return;
         }
         let template = &mut self.template;
@@ -487,7 +607,8 @@ impl OpenAiChatDecoder {
         template.obfuscated = obfuscation.is_some();
         template.end.clear();
         template.end.push_str(end);
-        template.index = choice.index;
+        template.index = index;
+        template.target = target;
         template.valid = true;
     }
 
@@ -1006,25 +1127,32 @@ fn merge_logprobs(choice: &mut Object, logprobs: Value) {
     }
 }
 
-/// The content string of choice `index` in the snapshot, if it is a string.
-fn template_content(snapshot: &mut Object, index: usize) -> Option<&mut String> {
-    match snapshot
+/// The `target` string of choice `index` in the snapshot, if it is a string.
+fn template_slot(snapshot: &mut Object, index: usize, target: Target) -> Option<&mut String> {
+    let message = snapshot
         .get_mut("choices")?
         .get_mut(index)?
-        .get_mut("message")?
-        .get_mut("content")?
-    {
-        Value::String(content) => Some(content),
+        .get_mut("message")?;
+    let slot = match target {
+        Target::Content => message.get_mut("content")?,
+        Target::Arguments(tool) => message
+            .get_mut("tool_calls")?
+            .get_mut(tool)?
+            .get_mut("function")?
+            .get_mut("arguments")?,
+    };
+    match slot {
+        Value::String(text) => Some(text),
         _ => None,
     }
 }
 
 /// The snapshot in the non-streaming shape, with the template run's `pending` content
 /// appended: tool calls lose their streaming-only `index`.
-fn to_response_shape(snapshot: &Object, pending: Option<(usize, &str)>) -> Value {
+fn to_response_shape(snapshot: &Object, pending: Option<(usize, Target, &str)>) -> Value {
     let mut out = snapshot.clone();
-    if let Some((index, text)) = pending
-        && let Some(content) = template_content(&mut out, index)
+    if let Some((index, target, text)) = pending
+        && let Some(content) = template_slot(&mut out, index, target)
     {
         content.push_str(text);
     }
@@ -1068,7 +1196,11 @@ impl EventDecoder for OpenAiChatDecoder {
         if !self.done && self.text_fast_path && self.try_text_chunk(data) {
             return Ok(());
         }
-        self.general_chunk(data)
+        let result = self.general_chunk(data);
+        if result.is_ok() && self.text_fast_path && self.template_fast_path {
+            self.learn_arguments_template(data);
+        }
+        result
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
@@ -1080,10 +1212,11 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn message(&self) -> Value {
-        let pending = self
-            .template
-            .valid
-            .then_some((self.template.index, self.template.pending.as_str()));
+        let pending = self.template.valid.then_some((
+            self.template.index,
+            self.template.target,
+            self.template.pending.as_str(),
+        ));
         self.snapshot
             .as_ref()
             .map_or(Value::Null, |s| to_response_shape(s, pending))
