@@ -3,6 +3,8 @@
 //! `cargo build --release -p ferroloop-bench --example decode_openai_once &&
 //!  valgrind --tool=callgrind --toggle-collect='*decode_peers*' \
 //!    target/release/examples/decode_openai_once accumulate`
+//! (for `naive`, `--toggle-collect='*naive_openai_chat*'`: the naive decoder's functions are not
+//! under `decode_peers` once inlined).
 //! Implementations: `events`, `accumulate`, `serde` (accumulate, template fast path off),
 //! `naive`; a third argument `obfuscated` decodes the workload with OpenAI's `obfuscation`
 //! padding in every chunk. Prints the checksum and the allocations per
