@@ -46,16 +46,17 @@ pub struct OpenAiChatDecoder {
     spans: Vec<TextSpans>,
 }
 
-/// The previous chunk's bytes around its content string, when that chunk was a single-choice,
-/// content-only text chunk. A chunk made of the same bytes with only the string in between
-/// changed is the same JSON with one string value replaced, so it is applied by appending the
-/// string, with no JSON parse. Valid only right after that chunk: every other event clears it,
-/// because the template chunk also resets `usage` and `system_fingerprint`, which another chunk
-/// may have changed in between.
+/// The previous chunk's bytes around its one appended string, when that chunk only appended
+/// content (single choice, no usage, refusal, logprobs or finish reason) or one tool call's
+/// arguments ([`Target`]). A chunk made of the same bytes with only that string changed is the
+/// same JSON with one string value replaced, so it is applied by appending the string, with no
+/// JSON parse. Valid only right after that chunk: every other event clears it, because the
+/// template chunk also resets `usage` and `system_fingerprint`, which another chunk may have
+/// changed in between.
 ///
-/// The text of a run of such chunks collects in `pending` and joins the snapshot's content
-/// when the run ends (or in the copy [`EventDecoder::message`] returns): finding the content
-/// in the snapshot costs three map lookups, more than the rest of the chunk's work.
+/// The text of a run of such chunks collects in `pending` and joins the snapshot when the run
+/// ends (or in the copy [`EventDecoder::message`] returns): finding the string in the snapshot
+/// costs three or more map lookups, more than the rest of the chunk's work.
 #[derive(Debug, Default)]
 struct Template {
     valid: bool,
@@ -63,9 +64,9 @@ struct Template {
     index: usize,
     /// Which string of that choice (a string in the snapshot while the template is valid).
     target: Target,
-    /// Content decoded since the template was learned, not yet in the snapshot.
+    /// Text decoded since the template was learned, not yet in the snapshot.
     pending: String,
-    /// The bytes up to and including the content string's opening quote.
+    /// The bytes up to and including the appended string's opening quote.
     prefix: String,
     /// The bytes after its closing quote; with `obfuscated`, up to and including the opening
     /// quote of the chunk's `obfuscation` string.
@@ -324,7 +325,8 @@ impl OpenAiChatDecoder {
     }
 
     /// The template fast path (see [`Template`]): `data` is the previous chunk with only its
-    /// content string changed. Returns `false` (having changed nothing) otherwise.
+    /// appended string (and its padding) changed. Returns `false` (having changed nothing)
+    /// otherwise.
     fn try_template(&mut self, data: &str) -> bool {
         let Self {
             template,
