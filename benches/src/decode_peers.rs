@@ -250,8 +250,20 @@ pub fn openai_chat_checksum(message: &Value) -> u64 {
 /// ferroloop's OpenAI Chat decoder over `chunks` (typed events recorded or not); returns
 /// [`openai_chat_checksum`] of the final message, or 0 if it failed.
 pub fn ferroloop_openai_chat(chunks: &[Bytes], record_events: bool) -> u64 {
+    openai_chat_with(chunks, record_events, true)
+}
+
+/// [`ferroloop_openai_chat`], accumulation only, with the template fast path off: every text
+/// chunk through the serde borrowed structs (what a stream whose chunks differ in more than
+/// their text costs).
+pub fn ferroloop_openai_chat_serde(chunks: &[Bytes]) -> u64 {
+    openai_chat_with(chunks, false, false)
+}
+
+fn openai_chat_with(chunks: &[Bytes], record_events: bool, template: bool) -> u64 {
     let mut inner = OpenAiChatDecoder::new();
     inner.set_record_events(record_events);
+    inner.set_template_fast_path(template);
     let mut decoder = StreamDecoder::new(inner);
     let mut events = Vec::with_capacity(1024);
     for chunk in chunks {

@@ -10,12 +10,18 @@ use ferroloop::exec::{
 };
 use ferroloop::tokens::{Family, estimate_text};
 
-use crate::decode_peers::{DecodeImpl, DecodeSummary, ferroloop_openai_chat, naive_openai_chat};
+use crate::decode_peers::{
+    DecodeImpl, DecodeSummary, ferroloop_openai_chat, ferroloop_openai_chat_serde,
+    naive_openai_chat,
+};
 use crate::runner::{Case, Unit, Workload};
 use crate::sse_peers::SseImpl;
 use crate::token_corpus::mixed_corpus;
 use crate::tool_input::{self, tool_input_stream};
-use crate::workloads::{anthropic_stream, chunked, openai_chat_stream, single_large_event};
+use crate::workloads::{
+    anthropic_stream, chunked, openai_chat_stream, openai_chat_stream_obfuscated,
+    single_large_event,
+};
 
 /// Sizes of the generated inputs.
 #[derive(Debug, Clone, Copy)]
@@ -232,7 +238,13 @@ pub fn decode_workloads(sizes: Sizes) -> Vec<Workload> {
     let openai = openai_chat_stream(7, sizes.anthropic);
     let chunks = Rc::new(chunked(&openai, CHUNK));
     let events = SseImpl::Ferroloop.parse(&chunks).events;
-    let (a, b, c, d) = (chunks.clone(), chunks.clone(), chunks.clone(), chunks);
+    let (a, b, c, d, e) = (
+        chunks.clone(),
+        chunks.clone(),
+        chunks.clone(),
+        chunks.clone(),
+        chunks,
+    );
     out.push(Workload {
         name: format!("decode/openai-chat-{}/16KiB", label(sizes.anthropic)),
         unit: Unit::Bytes(openai.len() as u64),
@@ -244,13 +256,43 @@ pub fn decode_workloads(sizes: Sizes) -> Vec<Workload> {
             Case::new("ferroloop (accumulate only)", move || {
                 ferroloop_openai_chat(&b, false)
             }),
+            Case::new("ferroloop (serde borrowed, no template)", move || {
+                ferroloop_openai_chat_serde(&c)
+            }),
+            Case::new("naive serde_json::Value per event", move || {
+                naive_openai_chat(&d)
+            }),
+            Case::new("SSE framing only (floor)", move || {
+                SseImpl::Ferroloop.parse(&e).events
+            })
+            .unchecked(),
+        ],
+        same_checksum: true,
+    });
+
+    // The same stream with OpenAI's per-chunk `obfuscation` padding (the API's default since
+    // 2025): the chunks differ in two strings, not one.
+    let padded = openai_chat_stream_obfuscated(7, sizes.anthropic);
+    let chunks = Rc::new(chunked(&padded, CHUNK));
+    let events = SseImpl::Ferroloop.parse(&chunks).events;
+    let (a, b, c) = (chunks.clone(), chunks.clone(), chunks);
+    out.push(Workload {
+        name: format!(
+            "decode/openai-chat-obfuscated-{}/16KiB",
+            label(sizes.anthropic)
+        ),
+        unit: Unit::Bytes(padded.len() as u64),
+        events,
+        cases: vec![
+            Case::new("ferroloop (accumulate only)", move || {
+                ferroloop_openai_chat(&a, false)
+            }),
+            Case::new("ferroloop (serde borrowed, no template)", move || {
+                ferroloop_openai_chat_serde(&b)
+            }),
             Case::new("naive serde_json::Value per event", move || {
                 naive_openai_chat(&c)
             }),
-            Case::new("SSE framing only (floor)", move || {
-                SseImpl::Ferroloop.parse(&d).events
-            })
-            .unchecked(),
         ],
         same_checksum: true,
     });
@@ -536,6 +578,7 @@ mod tests {
         assert_eq!(first("exec/3-safe").checksum, 3);
         assert!(first("decode/anthropic").checksum > 0);
         assert!(first("decode/openai-chat").checksum > 0);
+        assert!(first("decode/openai-chat-obfuscated").checksum > 0);
         assert!(first("decode/tool-input").checksum > 0);
         // The sleeping tools ran concurrently: one sleep, not three.
         let sleep = first("exec/3-safe");

@@ -166,6 +166,30 @@ pub fn openai_chat_stream(seed: u64, target_bytes: usize) -> Bytes {
     Bytes::from(out)
 }
 
+/// [`openai_chat_stream`] as OpenAI sends it since 2025: every chunk with `choices` ends with
+/// an `obfuscation` string of random length (padding against size side channels), so no two
+/// chunks differ in their text alone.
+pub fn openai_chat_stream_obfuscated(seed: u64, target_bytes: usize) -> Bytes {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let plain = openai_chat_stream(seed, target_bytes);
+    let mut rng = Rng::new(seed ^ 0x0bf5);
+    let mut out = String::with_capacity(plain.len() + plain.len() / 8);
+    for line in String::from_utf8_lossy(&plain).split_inclusive('\n') {
+        match line.strip_suffix("]}\n") {
+            Some(head) if line.starts_with("data: {") => {
+                out.push_str(head);
+                out.push_str("],\"obfuscation\":\"");
+                for _ in 0..1 + rng.below(12) {
+                    out.push(char::from(*rng.pick(ALPHABET)));
+                }
+                out.push_str("\"}\n");
+            }
+            _ => out.push_str(line),
+        }
+    }
+    Bytes::from(out)
+}
+
 /// One event whose single `data:` line is `data_bytes` long (a huge tool result or image).
 pub fn single_large_event(data_bytes: usize) -> Bytes {
     let mut out = Vec::with_capacity(data_bytes + 16);
@@ -226,6 +250,30 @@ mod tests {
                 assert_eq!(value["object"], "chat.completion.chunk");
             }
         }
+    }
+
+    #[test]
+    fn obfuscated_openai_chat_stream_differs_only_by_padding() {
+        let plain = ferroloop::sse::parse_all(openai_chat_stream(3, 50_000));
+        let padded = ferroloop::sse::parse_all(openai_chat_stream_obfuscated(3, 50_000));
+        assert_eq!(plain.len(), padded.len());
+        let mut obfuscated = 0;
+        for (a, b) in plain.iter().zip(&padded) {
+            if let (ferroloop::sse::SseOwnedItem::Event(a), ferroloop::sse::SseOwnedItem::Event(b)) =
+                (a, b)
+                && &*a.data != "[DONE]"
+            {
+                let mut b: serde_json::Value = serde_json::from_str(&b.data).unwrap();
+                if b.as_object_mut().unwrap().remove("obfuscation").is_some() {
+                    obfuscated += 1;
+                }
+                assert_eq!(
+                    serde_json::from_str::<serde_json::Value>(&a.data).unwrap(),
+                    b
+                );
+            }
+        }
+        assert!(obfuscated + 2 >= plain.len());
     }
 
     #[test]

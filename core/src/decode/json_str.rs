@@ -8,7 +8,7 @@ use std::borrow::Cow;
 /// general parser, which reports the error).
 pub(crate) fn string_body(s: &str) -> Option<(Cow<'_, str>, usize)> {
     let bytes = s.as_bytes();
-    let mut i = memchr::memchr2(b'"', b'\\', bytes)?;
+    let i = memchr::memchr2(b'"', b'\\', bytes)?;
     if has_control(&bytes[..i]) {
         return None;
     }
@@ -16,11 +16,34 @@ pub(crate) fn string_body(s: &str) -> Option<(Cow<'_, str>, usize)> {
         return Some((Cow::Borrowed(s.get(..i)?), i + 1));
     }
     let mut out = String::with_capacity(i + 16);
+    let used = decode_into(s, &mut out)?;
+    Some((Cow::Owned(out), used))
+}
+
+/// Like [`string_body`], but appends the decoded text to `out` (no allocation beyond `out`'s
+/// growth, escapes or not). Returns the offset just past the closing quote; on `None`, `out` is
+/// left as it was.
+pub(crate) fn push_body(s: &str, out: &mut String) -> Option<usize> {
+    let len = out.len();
+    let used = decode_into(s, out);
+    if used.is_none() {
+        out.truncate(len);
+    }
+    used
+}
+
+/// Appends the decoded body to `out`; on `None`, `out` may hold part of it.
+fn decode_into(s: &str, out: &mut String) -> Option<usize> {
+    let bytes = s.as_bytes();
     let mut start = 0;
+    let mut i = memchr::memchr2(b'"', b'\\', bytes)?;
     loop {
+        if has_control(&bytes[start..i]) {
+            return None;
+        }
         out.push_str(s.get(start..i)?);
         if bytes[i] == b'"' {
-            return Some((Cow::Owned(out), i + 1));
+            return Some(i + 1);
         }
         let escape = *bytes.get(i + 1)?;
         i += 2;
@@ -57,9 +80,6 @@ pub(crate) fn string_body(s: &str) -> Option<(Cow<'_, str>, usize)> {
         }
         start = i;
         i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
-        if has_control(&bytes[start..i]) {
-            return None;
-        }
     }
 }
 
@@ -104,6 +124,9 @@ mod tests {
             assert_eq!(used, body.len());
             let expected: String = serde_json::from_str(&format!("\"{body}")).unwrap();
             assert_eq!(text, expected);
+            let mut out = String::from("kept ");
+            assert_eq!(push_body(body, &mut out), Some(used));
+            assert_eq!(out, format!("kept {expected}"));
         }
         assert!(matches!(
             string_body(r#"abc" rest"#),
@@ -137,6 +160,9 @@ mod tests {
             r#"\n\u0"#,
         ] {
             assert!(string_body(body).is_none(), "{body:?}");
+            let mut out = String::from("kept");
+            assert!(push_body(body, &mut out).is_none(), "{body:?}");
+            assert_eq!(out, "kept");
             assert!(
                 serde_json::from_str::<String>(&format!("\"{body}")).is_err(),
                 "{body:?}"

@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions stream decoding (see [`OpenAiChatDecoder`]).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -12,6 +13,9 @@ use super::events::DecodeEvent;
 use super::json_str;
 
 type Object = Map<String, Value>;
+
+/// A choice's content and refusal text, as ranges of the decoder's scratch buffer.
+type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 
 /// OpenAI Chat Completions streaming: `chat.completion.chunk` objects, then `data: [DONE]`.
 ///
@@ -33,6 +37,56 @@ pub struct OpenAiChatDecoder {
     failure: Option<DecodeError>,
     events: Vec<DecodeEvent>,
     record: bool,
+    text_fast_path: bool,
+    template_fast_path: bool,
+    template: Template,
+    /// Decoded text of the chunk in hand (reused: no allocation per chunk once warm).
+    scratch: String,
+    /// Per choice of the chunk in hand: where its content and refusal sit in `scratch`.
+    spans: Vec<TextSpans>,
+}
+
+/// The previous chunk's bytes around its one appended string, when that chunk only appended
+/// content (single choice, no usage, refusal, logprobs or finish reason) or one tool call's
+/// arguments ([`Target`]). A chunk made of the same bytes with only that string changed is the
+/// same JSON with one string value replaced, so it is applied by appending the string, with no
+/// JSON parse. Valid only right after that chunk: every other event clears it, because the
+/// template chunk also resets `usage` and `system_fingerprint`, which another chunk may have
+/// changed in between.
+///
+/// The text of a run of such chunks collects in `pending` and joins the snapshot when the run
+/// ends (or in the copy [`EventDecoder::message`] returns): finding the string in the snapshot
+/// costs three or more map lookups, more than the rest of the chunk's work.
+#[derive(Debug, Default)]
+struct Template {
+    valid: bool,
+    /// The choice the string goes to.
+    index: usize,
+    /// Which string of that choice (a string in the snapshot while the template is valid).
+    target: Target,
+    /// Text decoded since the template was learned, not yet in the snapshot.
+    pending: String,
+    /// The bytes up to and including the appended string's opening quote.
+    prefix: String,
+    /// The bytes after its closing quote; with `obfuscated`, up to and including the opening
+    /// quote of the chunk's `obfuscation` string.
+    suffix: String,
+    /// Whether the chunk ended with an `obfuscation` string (OpenAI pads chunks with a random
+    /// one, after `choices`, which no path reads past the first chunk): the second string that
+    /// may differ.
+    obfuscated: bool,
+    /// With `obfuscated`, the bytes after that string's closing quote.
+    end: String,
+}
+
+/// The string a [`Template`] appends to.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The message's `content`.
+    #[default]
+    Content,
+    /// `function.arguments` of the tool call with this index.
+    Arguments(usize),
 }
 
 #[derive(Debug, Default, Clone)]
@@ -49,15 +103,20 @@ impl Default for OpenAiChatDecoder {
     }
 }
 
-/// A chunk whose choices only carry `content`/`refusal` text: the hot path.
+/// A chunk whose choices only carry `content`/`refusal` text: the serde fast path. Nothing in
+/// it allocates for the usual single-choice chunk: strings stay borrowed (text as raw JSON,
+/// decoded into the decoder's scratch buffer), the first choice is held inline.
 #[derive(Deserialize)]
 struct TextChunk<'a> {
     #[serde(borrow)]
-    choices: Vec<TextChoice<'a>>,
+    choices: Choices<TextChoice<'a>>,
     #[serde(default)]
     usage: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    system_fingerprint: Option<Cow<'a, str>>,
+    system_fingerprint: Option<JsonStr<'a>>,
+    /// Read only for its position (see [`Template`]).
+    #[serde(default, borrow)]
+    obfuscation: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -68,16 +127,152 @@ struct TextChoice<'a> {
     #[serde(default)]
     logprobs: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<JsonStr<'a>>,
 }
 
+/// Raw JSON values, so that the text is decoded once, straight where it goes, and the content
+/// string's position in the chunk is known (see [`Template`]). Anything but a string or `null`
+/// sends the chunk to the general path, as a typed `String` field would.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TextDelta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    refusal: Option<Cow<'a, str>>,
+    refusal: Option<&'a RawValue>,
+}
+
+/// A chunk that only appends to one tool call's arguments, parsed after the general path
+/// applied it, to learn a [`Template`] from it.
+#[derive(Deserialize)]
+struct ArgsChunk<'a> {
+    #[serde(borrow)]
+    choices: Choices<ArgsChoice<'a>>,
+    #[serde(default, borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    obfuscation: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ArgsChoice<'a> {
+    index: usize,
+    #[serde(borrow)]
+    delta: ArgsDelta<'a>,
+    #[serde(default, borrow)]
+    logprobs: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    finish_reason: Option<JsonStr<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsDelta<'a> {
+    #[serde(borrow)]
+    tool_calls: Choices<ArgsCall<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsCall<'a> {
+    index: usize,
+    #[serde(borrow)]
+    function: ArgsFunction<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArgsFunction<'a> {
+    #[serde(borrow)]
+    arguments: &'a RawValue,
+}
+
+/// A JSON string, borrowed from the input unless it holds escapes. (`Option<Cow<str>>` fields
+/// always allocate: serde borrows only for a bare `Cow<str>`.)
+struct JsonStr<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for JsonStr<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = JsonStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(JsonStr(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visit)
+    }
+}
+
+/// A JSON list whose first element is held inline: one choice per chunk is the rule, and a
+/// `Vec` would allocate for it every chunk.
+struct Choices<T> {
+    first: Option<T>,
+    rest: Vec<T>,
+}
+
+impl<T> Choices<T> {
+    fn iter(&self) -> impl Iterator<Item = &T> {
+        self.first.iter().chain(&self.rest)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Choices<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Choices<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let first = seq.next_element()?;
+                let mut rest = Vec::new();
+                if first.is_some() {
+                    while let Some(item) = seq.next_element()? {
+                        rest.push(item);
+                    }
+                }
+                Ok(Choices { first, rest })
+            }
+        }
+        deserializer.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
+/// Decodes a raw JSON text field into `scratch`: `Ok(None)` when absent or `null`, `Err` when
+/// it is not a valid string (the chunk then takes the general path).
+fn decode_text(raw: Option<&RawValue>, scratch: &mut String) -> Result<Option<Range<usize>>, ()> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let body = raw.get().strip_prefix('"').ok_or(())?;
+    let start = scratch.len();
+    let used = json_str::push_body(body, scratch).ok_or(())?;
+    if used != body.len() {
+        scratch.truncate(start);
+        return Err(());
+    }
+    Ok(Some(start..scratch.len()))
+}
+
+/// Where `inner` (a subslice of `outer`) starts in `outer`.
+fn offset_in(outer: &str, inner: &str) -> Option<usize> {
+    let offset = (inner.as_ptr() as usize).checked_sub(outer.as_ptr() as usize)?;
+    let end = offset.checked_add(inner.len())?;
+    (outer.get(offset..end)? == inner).then_some(offset)
 }
 
 fn malformed(detail: impl Into<String>) -> DecodeError {
@@ -98,7 +293,29 @@ impl OpenAiChatDecoder {
             failure: None,
             events: Vec::new(),
             record: true,
+            text_fast_path: true,
+            template_fast_path: true,
+            template: Template::default(),
+            scratch: String::new(),
+            spans: Vec::new(),
         }
+    }
+
+    /// Turns the text-chunk fast paths (serde borrowed structs, and appending a chunk that
+    /// repeats the previous one's bytes around its content) on or off. Benchmarks and tests
+    /// compare them with the general path; results are identical either way.
+    #[doc(hidden)]
+    pub fn set_text_fast_path(&mut self, enabled: bool) {
+        self.end_template();
+        self.text_fast_path = enabled;
+    }
+
+    /// Turns the template fast path alone on or off (benchmarks measure the serde text path
+    /// without it; results are identical either way).
+    #[doc(hidden)]
+    pub fn set_template_fast_path(&mut self, enabled: bool) {
+        self.end_template();
+        self.template_fast_path = enabled;
     }
 
     fn emit(&mut self, event: impl FnOnce() -> DecodeEvent) {
@@ -107,44 +324,91 @@ impl OpenAiChatDecoder {
         }
     }
 
-    /// The fast path: text-only deltas for existing choices. Returns `false` (having changed
-    /// nothing) when the chunk needs the general path.
-    fn try_text_chunk(&mut self, data: &str) -> bool {
-        let Some(snapshot) = self.snapshot.as_mut() else {
+    /// The template fast path (see [`Template`]): `data` is the previous chunk with only its
+    /// appended string (and its padding) changed. Returns `false` (having changed nothing)
+    /// otherwise.
+    fn try_template(&mut self, data: &str) -> bool {
+        let Self {
+            template,
+            events,
+            record,
+            ..
+        } = self;
+        let Some(rest) = data.strip_prefix(template.prefix.as_str()) else {
             return false;
         };
+        let start = template.pending.len();
+        let Some(used) = json_str::push_body(rest, &mut template.pending) else {
+            return false;
+        };
+        let after = rest.get(used..).unwrap_or_default();
+        let matched = if template.obfuscated {
+            after
+                .strip_prefix(template.suffix.as_str())
+                .and_then(|r| r.get(json_str::string_body(r)?.1..))
+                == Some(template.end.as_str())
+        } else {
+            after == template.suffix
+        };
+        if !matched {
+            template.pending.truncate(start);
+            return false;
+        }
+        if *record && template.pending.len() > start {
+            let text = template.pending.get(start..).unwrap_or_default().to_owned();
+            events.push(match template.target {
+                Target::Content => DecodeEvent::TextDelta {
+                    index: template.index,
+                    text,
+                },
+                Target::Arguments(tool) => DecodeEvent::InputJsonDelta {
+                    index: tool,
+                    partial_json: text,
+                },
+            });
+        }
+        true
+    }
+
+    /// Ends the template run: its pending text joins the snapshot.
+    fn end_template(&mut self) {
+        if !self.template.valid {
+            return;
+        }
+        self.template.valid = false;
+        if let Some(content) = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| template_slot(s, self.template.index, self.template.target))
+        {
+            content.push_str(&self.template.pending);
+        }
+        self.template.pending.clear();
+    }
+
+    /// The serde fast path: text-only deltas for existing choices. Returns `false` (having
+    /// changed nothing) when the chunk needs the general path.
+    fn try_text_chunk(&mut self, data: &str) -> bool {
+        if self.snapshot.is_none() {
+            return false;
+        }
         let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data) else {
             return false;
         };
-        let Some(choices) = snapshot.get_mut("choices").and_then(Value::as_array_mut) else {
-            return false;
-        };
-        let simple = chunk.choices.iter().all(|c| {
-            c.logprobs.is_none()
-                && choices
-                    .get(c.index)
-                    .and_then(|choice| choice.get("message"))
-                    .is_some_and(Value::is_object)
-        });
-        if !simple {
-            return false;
-        }
-        for choice in &chunk.choices {
-            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
-            else {
-                continue;
+        // Everything that can fail is checked before anything changes.
+        self.scratch.clear();
+        self.spans.clear();
+        for choice in chunk.choices.iter() {
+            if choice.logprobs.is_some() {
+                return false;
+            }
+            let (Ok(content), Ok(refusal)) = (
+                decode_text(choice.delta.content, &mut self.scratch),
+                decode_text(choice.delta.refusal, &mut self.scratch),
+            ) else {
+                return false;
             };
-            if let Some(Value::Object(message)) = existing.get_mut("message") {
-                if let Some(text) = &choice.delta.content {
-                    append_string(message, "content", text);
-                }
-                if let Some(text) = &choice.delta.refusal {
-                    append_string(message, "refusal", text);
-                }
-            }
-            if let Some(reason) = choice.finish_reason.as_deref().filter(|r| !r.is_empty()) {
-                existing.insert("finish_reason".to_owned(), Value::String(reason.to_owned()));
-            }
+            self.spans.push((content, refusal));
         }
         let usage = match chunk.usage {
             Some(raw) => match serde_json::from_str(raw.get()) {
@@ -153,34 +417,201 @@ impl OpenAiChatDecoder {
             },
             None => Value::Null,
         };
-        let fingerprint = chunk
-            .system_fingerprint
-            .as_deref()
-            .map_or(Value::Null, |s| Value::String(s.to_owned()));
-        let has_usage = !usage.is_null();
-        snapshot.insert("usage".to_owned(), usage);
-        snapshot.insert("system_fingerprint".to_owned(), fingerprint);
-        for choice in chunk.choices {
-            if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
-                self.emit(|| DecodeEvent::TextDelta {
-                    index: choice.index,
-                    text: text.into_owned(),
-                });
+        let Some(snapshot) = self.snapshot.as_mut() else {
+            return false;
+        };
+        let Some(choices) = snapshot.get_mut("choices").and_then(Value::as_array_mut) else {
+            return false;
+        };
+        let simple = chunk.choices.iter().all(|c| {
+            choices
+                .get(c.index)
+                .and_then(|choice| choice.get("message"))
+                .is_some_and(Value::is_object)
+        });
+        if !simple {
+            return false;
+        }
+        for (choice, (content, refusal)) in chunk.choices.iter().zip(&self.spans) {
+            let Some(existing) = choices.get_mut(choice.index).and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            if let Some(Value::Object(message)) = existing.get_mut("message") {
+                if let Some(text) = content.clone().and_then(|r| self.scratch.get(r)) {
+                    append_string(message, "content", text);
+                }
+                if let Some(text) = refusal.clone().and_then(|r| self.scratch.get(r)) {
+                    append_string(message, "refusal", text);
+                }
             }
-            if let Some(text) = choice.delta.refusal.filter(|t| !t.is_empty()) {
-                self.emit(|| DecodeEvent::RefusalDelta {
-                    index: choice.index,
-                    refusal: text.into_owned(),
-                });
-            }
-            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                self.finish_choice(choice.index, &reason);
+            if let Some(reason) = choice.finish_reason.as_ref().filter(|r| !r.0.is_empty()) {
+                set_field(
+                    existing,
+                    "finish_reason",
+                    Value::String(reason.0.as_ref().to_owned()),
+                );
             }
         }
+        let has_usage = !usage.is_null();
+        set_field(snapshot, "usage", usage);
+        let fingerprint = chunk.system_fingerprint.as_ref().map(|f| f.0.as_ref());
+        set_str_field(snapshot, "system_fingerprint", fingerprint);
+
+        let scratch = std::mem::take(&mut self.scratch);
+        let spans = std::mem::take(&mut self.spans);
+        for (choice, (content, refusal)) in chunk.choices.iter().zip(&spans) {
+            let text = |span: &Option<Range<usize>>| {
+                span.clone()
+                    .and_then(|r| scratch.get(r))
+                    .filter(|t| !t.is_empty())
+            };
+            if let Some(text) = text(content) {
+                self.emit(|| DecodeEvent::TextDelta {
+                    index: choice.index,
+                    text: text.to_owned(),
+                });
+            }
+            if let Some(text) = text(refusal) {
+                self.emit(|| DecodeEvent::RefusalDelta {
+                    index: choice.index,
+                    refusal: text.to_owned(),
+                });
+            }
+            if let Some(reason) = choice.finish_reason.as_ref().filter(|r| !r.0.is_empty()) {
+                self.finish_choice(choice.index, &reason.0);
+            }
+        }
+        self.scratch = scratch;
+        self.spans = spans;
         if has_usage {
             self.emit_usage();
         }
+        if self.template_fast_path {
+            self.learn_template(data, &chunk);
+        }
         true
+    }
+
+    /// Keeps `data`'s bytes around its content string as the [`Template`] for the next chunk,
+    /// if applying that chunk again would change nothing but the content: one choice, content
+    /// only, no usage, no finish reason.
+    fn learn_template(&mut self, data: &str, chunk: &TextChunk<'_>) {
+        let (Some(choice), true, None) = (
+            &chunk.choices.first,
+            chunk.choices.rest.is_empty(),
+            chunk.usage,
+        ) else {
+            return;
+        };
+        let (Some(content), None, None) = (
+            choice.delta.content,
+            choice.delta.refusal,
+            &choice.finish_reason,
+        ) else {
+            return;
+        };
+        self.set_template(
+            data,
+            content,
+            chunk.obfuscation,
+            choice.index,
+            Target::Content,
+        );
+    }
+
+    /// After the general path applied `data`: keeps its bytes around the arguments string as
+    /// the [`Template`], if `data` is a chunk that only appends to one tool call's arguments
+    /// (one choice, one call with only `index` and `function.arguments`, no usage, finish
+    /// reason or logprobs) and that call is the current one (no seal, no start on a repeat).
+    fn learn_arguments_template(&mut self, data: &str) {
+        let Ok(chunk) = serde_json::from_str::<ArgsChunk<'_>>(data) else {
+            return;
+        };
+        let (Some(choice), true, None) = (
+            &chunk.choices.first,
+            chunk.choices.rest.is_empty(),
+            chunk.usage,
+        ) else {
+            return;
+        };
+        let (Some(call), true, None, None) = (
+            &choice.delta.tool_calls.first,
+            choice.delta.tool_calls.rest.is_empty(),
+            choice.logprobs,
+            &choice.finish_reason,
+        ) else {
+            return;
+        };
+        let current = self
+            .choices
+            .get(choice.index)
+            .is_some_and(|s| s.current_tool == Some(call.index) && s.sealed.len() > call.index);
+        if current {
+            let target = Target::Arguments(call.index);
+            self.set_template(
+                data,
+                call.function.arguments,
+                chunk.obfuscation,
+                choice.index,
+                target,
+            );
+        }
+    }
+
+    /// Records `data`'s bytes around `value` (a string in `data`) and, when it is a string
+    /// after `value`, around `obfuscation`, as the template for `target` of choice `index`.
+    fn set_template(
+        &mut self,
+        data: &str,
+        value: &RawValue,
+        obfuscation: Option<&RawValue>,
+        index: usize,
+        target: Target,
+    ) {
+        let raw = value.get();
+        if !raw.starts_with('"') || raw.len() < 2 {
+            return;
+        }
+        let Some(start) = offset_in(data, raw) else {
+            return;
+        };
+        let value_end = start + raw.len();
+        let Some(prefix) = data.get(..start + 1) else {
+            return;
+        };
+        let obfuscation = obfuscation
+            .map(RawValue::get)
+            .filter(|o| o.starts_with('"'))
+            .and_then(|o| Some((offset_in(data, o)?, o.len())))
+            .filter(|&(at, _)| at >= value_end);
+        let (suffix, end) = match obfuscation {
+            Some((at, len)) => (data.get(value_end..at + 1), data.get(at + len..)),
+            None => (data.get(value_end..), Some("")),
+        };
+        let (Some(suffix), Some(end)) = (suffix, end) else {
+            return;
+        };
+        let is_string = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| template_slot(s, index, target))
+            .is_some();
+        if !is_string {
+            return;
+        }
+        let template = &mut self.template;
+        template.pending.clear();
+        template.prefix.clear();
+        template.prefix.push_str(prefix);
+        template.suffix.clear();
+        template.suffix.push_str(suffix);
+        template.obfuscated = obfuscation.is_some();
+        template.end.clear();
+        template.end.push_str(end);
+        template.index = index;
+        template.target = target;
+        template.valid = true;
     }
 
     fn emit_usage(&mut self) {
@@ -536,6 +967,34 @@ fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
         .ok_or_else(|| malformed("a choice has no valid `index`"))
 }
 
+/// Sets `key` to `value`, in place when present (the key keeps its position, no key allocated).
+fn set_field(map: &mut Object, key: &str, value: Value) {
+    match map.get_mut(key) {
+        Some(slot) => *slot = value,
+        None => {
+            map.insert(key.to_owned(), value);
+        }
+    }
+}
+
+/// [`set_field`] with a string or `null`, reusing the string already there.
+fn set_str_field(map: &mut Object, key: &str, value: Option<&str>) {
+    match (map.get_mut(key), value) {
+        (Some(Value::String(existing)), Some(text)) => {
+            if existing != text {
+                text.clone_into(existing);
+            }
+        }
+        (Some(slot), value) => *slot = value.map_or(Value::Null, |t| Value::String(t.to_owned())),
+        (None, value) => {
+            map.insert(
+                key.to_owned(),
+                value.map_or(Value::Null, |t| Value::String(t.to_owned())),
+            );
+        }
+    }
+}
+
 fn append_string(message: &mut Object, key: &str, text: &str) {
     match message.get_mut(key) {
         Some(Value::String(existing)) => existing.push_str(text),
@@ -670,9 +1129,35 @@ fn merge_logprobs(choice: &mut Object, logprobs: Value) {
     }
 }
 
-/// The snapshot in the non-streaming shape: tool calls lose their streaming-only `index`.
-fn to_response_shape(snapshot: &Object) -> Value {
+/// The `target` string of choice `index` in the snapshot, if it is a string.
+fn template_slot(snapshot: &mut Object, index: usize, target: Target) -> Option<&mut String> {
+    let message = snapshot
+        .get_mut("choices")?
+        .get_mut(index)?
+        .get_mut("message")?;
+    let slot = match target {
+        Target::Content => message.get_mut("content")?,
+        Target::Arguments(tool) => message
+            .get_mut("tool_calls")?
+            .get_mut(tool)?
+            .get_mut("function")?
+            .get_mut("arguments")?,
+    };
+    match slot {
+        Value::String(text) => Some(text),
+        _ => None,
+    }
+}
+
+/// The snapshot in the non-streaming shape, with the template run's `pending` content
+/// appended: tool calls lose their streaming-only `index`.
+fn to_response_shape(snapshot: &Object, pending: Option<(usize, Target, &str)>) -> Value {
     let mut out = snapshot.clone();
+    if let Some((index, target, text)) = pending
+        && let Some(content) = template_slot(&mut out, index, target)
+    {
+        content.push_str(text);
+    }
     if let Some(Value::Array(choices)) = out.get_mut("choices") {
         for choice in choices {
             let calls = choice
@@ -691,6 +1176,10 @@ fn to_response_shape(snapshot: &Object) -> Value {
 
 impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        if self.template.valid && !self.done && event_type != "error" && self.try_template(data) {
+            return Ok(());
+        }
+        self.end_template();
         if data == "[DONE]" {
             if self.snapshot.is_none() {
                 return Err(ProtocolError::BeforeStart {
@@ -706,10 +1195,14 @@ impl EventDecoder for OpenAiChatDecoder {
             let raw = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
             return Err(self.fail(raw));
         }
-        if !self.done && self.try_text_chunk(data) {
+        if !self.done && self.text_fast_path && self.try_text_chunk(data) {
             return Ok(());
         }
-        self.general_chunk(data)
+        let result = self.general_chunk(data);
+        if result.is_ok() && self.text_fast_path && self.template_fast_path {
+            self.learn_arguments_template(data);
+        }
+        result
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
@@ -721,9 +1214,14 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn message(&self) -> Value {
+        let pending = self.template.valid.then_some((
+            self.template.index,
+            self.template.target,
+            self.template.pending.as_str(),
+        ));
         self.snapshot
             .as_ref()
-            .map_or(Value::Null, to_response_shape)
+            .map_or(Value::Null, |s| to_response_shape(s, pending))
     }
 
     fn is_complete(&self) -> bool {
