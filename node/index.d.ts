@@ -167,6 +167,22 @@ export declare class StreamDecoder {
    * none).
    */
   feedJson(chunk: Uint8Array): string | null
+  /**
+   * Feeds raw bytes; returns the typed events they completed as one batch (`null` when
+   * none): a text holding each event's span back to back, and in `out` (a byte view of a
+   * `Uint32Array`) the count `n` then four values per event: its kind (0: the span is the
+   * event's JSON; 1–5: a `text_delta`, `input_json_delta`, `thinking_delta`, `refusal_delta`
+   * or `signature_delta` whose text is the span), its block index (0 for JSON) and the
+   * span's start and end in UTF-16 units. When `out` has no room for `1 + 4n` values, only
+   * the count is written and the offsets are kept for [`take_offsets`](Self::take_offsets).
+   * Errors as `feedJson`.
+   */
+  feedBatch(chunk: Uint8Array, out: Uint8Array): string | null
+  /**
+   * Copies the offsets `feedBatch` could not fit into `out` (a byte view of a `Uint32Array`,
+   * which must hold them all).
+   */
+  takeOffsets(out: Uint8Array): void
   /** The message accumulated so far, as JSON (`null` before the first event). */
   messageJson(): string
   /** Whether the stream reached its end marker. */

@@ -3,9 +3,10 @@
 //   * decode + accumulate: ferroloop StreamDecoder vs the official @anthropic-ai/sdk
 //     (its SSE decoding + MessageStream accumulation, driven through a stubbed fetch)
 //   * executor overhead: 10,000 no-op async tools through ToolExecutor vs Promise.all
-// Within a section the sides run interleaved (each iteration times every side once, the order
-// rotating), so a load change on this shared machine hits them alike; prints each side's
-// median (ms) and the median of the per-iteration ratios. Build the addon in release mode first:
+// Within the SSE and decode sections the sides run interleaved (each iteration times every side
+// once, the order rotating), so a load change on this shared machine hits them alike; prints
+// each side's median (ms) and the median of the per-iteration ratios. The executor's sides run
+// in blocks (see there). Build the addon in release mode first:
 //   (cd node && npm run build:release) && (cd benches/node && npm install && node bench.mjs)
 // Options: --iterations N (default 15), --bytes N (default 6000000), --json (machine-readable).
 
@@ -56,7 +57,7 @@ async function measureInterleaved(fns) {
       times[i].push(performance.now() - start)
     }
   }
-  return fns.map((_, i) => ({ ms: median(times[i]), times: times[i], check: checks[i] }))
+  return fns.map((_, i) => ({ ms: median(times[i]), times: times[i], check: checks[i], interleaved: fns.length > 1 }))
 }
 
 // ---- SSE alone -------------------------------------------------------------------------------
@@ -104,13 +105,14 @@ async function ferroloopDecode(chunks, events) {
 // ---- report ----------------------------------------------------------------------------------
 
 const rows = []
-function row(group, name, { ms, times, check }, bytes) {
-  rows.push({ group, name, ms, times, mbPerS: bytes ? bytes / 1e6 / (ms / 1e3) : null, check })
+function row(group, name, { ms, times, check, interleaved }, bytes) {
+  rows.push({ group, name, ms, times, interleaved, mbPerS: bytes ? bytes / 1e6 / (ms / 1e3) : null, check })
 }
 
-/** The median over rounds of `a`'s time divided by `b`'s (the two were timed in the same rounds). */
+/** `a`'s time over `b`'s: the median of the per-round ratios when the two were interleaved,
+ * else the ratio of their medians. */
 function medianRatio(a, b) {
-  return median(a.times.map((t, i) => t / b.times[i]))
+  return a.interleaved ? median(a.times.map((t, i) => t / b.times[i])) : a.ms / b.ms
 }
 
 const input = anthropicStream(42, BYTES)
@@ -148,10 +150,11 @@ for (const size of [1460, 16384]) {
 {
   const uses = toolUses()
   const executor = makeExecutor(ferroloop)
-  const [base, fl] = await measureInterleaved([
-    async () => ({ results: await promiseAllTools(uses) }),
-    async () => ({ results: await ferroloopTools(executor, uses) }),
-  ])
+  // In blocks, not interleaved: a run is 2-4 ms and mostly allocation, so run by run each side
+  // would pay for the other's garbage (measured: Promise.all 2.0-2.6 ms right after the
+  // executor, 2.9-3.5 ms in a block of its own). Each block is timed as in exec.mjs.
+  const [base] = await measureInterleaved([async () => ({ results: await promiseAllTools(uses) })])
+  const [fl] = await measureInterleaved([async () => ({ results: await ferroloopTools(executor, uses) })])
   row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base, 0)
   row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl, 0)
 }
@@ -163,12 +166,13 @@ if (JSON_OUT) {
   for (const group of [...new Set(rows.map((r) => r.group))]) {
     console.log(`\n${group}`)
     const inGroup = rows.filter((r) => r.group === group)
-    const fl = inGroup.find((r) => r.name.startsWith('ferroloop'))
+    // Each ferroloop row against the group's peer (the first row that is not ferroloop's).
+    const peer = inGroup.find((r) => !r.name.startsWith('ferroloop'))
     for (const r of inGroup) {
       const rate = r.mbPerS === null ? '' : `${r.mbPerS.toFixed(1).padStart(8)} MB/s`
       const ratio =
-        fl && r !== fl
-          ? `   ferroloop time ratio ${medianRatio(fl, r).toFixed(3)} (speedup ${medianRatio(r, fl).toFixed(2)}x, median of rounds)`
+        peer && r.name.startsWith('ferroloop')
+          ? `   time ratio to ${peer.name} ${medianRatio(r, peer).toFixed(3)} (speedup ${medianRatio(peer, r).toFixed(2)}x, ${r.interleaved ? 'median of rounds' : 'ratio of medians'})`
           : ''
       console.log(`  ${r.name.padEnd(34)} ${r.ms.toFixed(2).padStart(9)} ms ${rate}${ratio}`)
     }

@@ -4,8 +4,42 @@
 const native = require('../index.js')
 const { InvalidArgumentError, toFerroloopError } = require('./errors.js')
 
+// The events of a chunk arrive as one batch (node/src/decode.rs, `feedBatch`): a text and, in a
+// reused array, [count, then kind, index, start, end per event]. Kind 0: the span is the event's
+// JSON; kinds 1-5: a text delta, built here with the keys in the order the JSON form has them.
+function decodeBatch(text, offsets, count) {
+  const events = new Array(count)
+  for (let i = 0, k = 1; i < count; i++, k += 4) {
+    const a = offsets[k + 2]
+    const b = offsets[k + 3]
+    switch (offsets[k]) {
+      case 1:
+        events[i] = { type: 'text_delta', index: offsets[k + 1], text: text.substring(a, b) }
+        break
+      case 2:
+        events[i] = { type: 'input_json_delta', index: offsets[k + 1], partial_json: text.substring(a, b) }
+        break
+      case 3:
+        events[i] = { type: 'thinking_delta', index: offsets[k + 1], thinking: text.substring(a, b) }
+        break
+      case 4:
+        events[i] = { type: 'refusal_delta', index: offsets[k + 1], refusal: text.substring(a, b) }
+        break
+      case 5:
+        events[i] = { type: 'signature_delta', index: offsets[k + 1], signature: text.substring(a, b) }
+        break
+      default:
+        events[i] = JSON.parse(text.substring(a, b))
+    }
+  }
+  return events
+}
+
 class StreamDecoder {
   #native
+  #offsets = new Uint32Array(1 + 4 * 256)
+  // The native side writes the offsets through a byte view of the same memory.
+  #offsetBytes = new Uint8Array(this.#offsets.buffer)
 
   /** @param {{ provider: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} options */
   constructor(options) {
@@ -34,8 +68,19 @@ class StreamDecoder {
   /** Feeds raw bytes (split anywhere); returns the typed events they completed. */
   feed(chunk) {
     if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError('StreamDecoder.feed expects a Buffer or Uint8Array')
-    const events = this.#call(() => this.#native.feedJson(chunk))
-    return events === null ? [] : JSON.parse(events)
+    const text = this.#call(() => this.#native.feedBatch(chunk, this.#offsetBytes))
+    if (text === null) return []
+    const count = this.#offsets[0]
+    if (1 + 4 * count > this.#offsets.length) {
+      // More events than the reused array holds: grow it, then fetch the kept offsets.
+      const capacity = Math.max(count, 2 * Math.floor((this.#offsets.length - 1) / 4))
+      const grown = new Uint32Array(1 + 4 * capacity)
+      this.#call(() => this.#native.takeOffsets(new Uint8Array(grown.buffer, 4)))
+      grown[0] = count
+      this.#offsets = grown
+      this.#offsetBytes = new Uint8Array(grown.buffer)
+    }
+    return decodeBatch(text, this.#offsets, count)
   }
 
   /** The message accumulated so far, in the provider's response shape (null before any event). */

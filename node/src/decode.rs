@@ -7,12 +7,14 @@
 //! JSON for `takeErrorDetail`, which the wrapper attaches to the thrown error.
 
 use ferroloop::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
+use napi::bindgen_prelude::BufferSlice;
 use napi::{Env, JsString};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, FerroloopError};
 use crate::guard;
+use crate::sse::{BatchText, OFFSET_BYTES, put_offsets, writable};
 use crate::utf16::js_string;
 
 /// Options for [`NativeStreamDecoder`].
@@ -34,6 +36,48 @@ pub struct NativeStreamDecoder {
     inner: StreamDecoder,
     events: Vec<DecodeEvent>,
     error_detail: Option<String>,
+    /// The text of the batch being built (`feedBatch`), reused from chunk to chunk.
+    batch_text: BatchText,
+    /// Its offsets: four per event (see `feedBatch`).
+    batch_offsets: Vec<u32>,
+    /// Offsets of the last batch that did not fit the caller's array (see `takeOffsets`).
+    pending_offsets: Vec<u32>,
+}
+
+/// How `feedBatch` sends an event: [`EventKind::Json`], or the kind of text delta whose text is
+/// the span (the common events: no JSON to write or to parse). `lib/decode.js` keeps the same
+/// numbering.
+#[derive(Debug, Clone, Copy)]
+#[repr(u32)]
+enum EventKind {
+    /// The span is the event as JSON.
+    Json = 0,
+    TextDelta = 1,
+    InputJsonDelta = 2,
+    ThinkingDelta = 3,
+    RefusalDelta = 4,
+    SignatureDelta = 5,
+}
+
+/// The compact form of `event` (a text delta: its kind, block index and text), if it has one.
+fn text_delta(event: &DecodeEvent) -> Option<(EventKind, u32, &str)> {
+    let (kind, index, text) = match event {
+        DecodeEvent::TextDelta { index, text } => (EventKind::TextDelta, index, text),
+        DecodeEvent::InputJsonDelta {
+            index,
+            partial_json,
+        } => (EventKind::InputJsonDelta, index, partial_json),
+        DecodeEvent::ThinkingDelta { index, thinking } => {
+            (EventKind::ThinkingDelta, index, thinking)
+        }
+        DecodeEvent::RefusalDelta { index, refusal } => (EventKind::RefusalDelta, index, refusal),
+        DecodeEvent::SignatureDelta { index, signature } => {
+            (EventKind::SignatureDelta, index, signature)
+        }
+        _ => return None,
+    };
+    // An index past u32 (never seen in practice) goes as JSON, which carries any number.
+    Some((kind, u32::try_from(*index).ok()?, text.as_str()))
 }
 
 /// The stable code of a decoder error.
@@ -91,6 +135,41 @@ impl NativeStreamDecoder {
         FerroloopError::new(code_of(err), err.to_string()).into()
     }
 
+    /// Writes the pending events into the batch text and offsets (see `feedBatch`) and clears
+    /// them.
+    fn build_batch(&mut self) -> Result<(), FerroloopError> {
+        // Taken: an error below drops the events (the call throws), never sends them twice.
+        let mut events = std::mem::take(&mut self.events);
+        let (text, offsets) = (&mut self.batch_text, &mut self.batch_offsets);
+        text.clear();
+        offsets.clear();
+        let span_end = |text: &BatchText| {
+            u32::try_from(text.len()).map_err(|_| {
+                FerroloopError::invalid_argument("one chunk's events exceed 2^32 units")
+            })
+        };
+        for event in &events {
+            let start = span_end(text)?;
+            let (kind, index) = match text_delta(event) {
+                Some((kind, index, delta)) => {
+                    text.push(delta);
+                    (kind, index)
+                }
+                None => {
+                    let json = serde_json::to_string(event).map_err(|err| {
+                        FerroloopError::internal(format!("event serialization: {err}"))
+                    })?;
+                    text.push(&json);
+                    (EventKind::Json, 0)
+                }
+            };
+            offsets.extend_from_slice(&[kind as u32, index, start, span_end(text)?]);
+        }
+        events.clear();
+        self.events = events;
+        Ok(())
+    }
+
     /// The pending events as a JSON array, serialized straight to text (no `Value` tree).
     fn events_json<'env>(&mut self, env: &'env Env) -> napi::Result<Option<JsString<'env>>> {
         if self.events.is_empty() {
@@ -123,6 +202,9 @@ impl NativeStreamDecoder {
                 inner,
                 events: Vec::new(),
                 error_detail: None,
+                batch_text: BatchText::default(),
+                batch_offsets: Vec::new(),
+                pending_offsets: Vec::new(),
             })
         })
     }
@@ -143,6 +225,69 @@ impl NativeStreamDecoder {
             match fed {
                 Ok(()) => self.events_json(env),
                 Err(err) => Err(self.fail(&err)),
+            }
+        })
+    }
+
+    /// Feeds raw bytes; returns the typed events they completed as one batch (`null` when
+    /// none): a text holding each event's span back to back, and in `out` (a byte view of a
+    /// `Uint32Array`) the count `n` then four values per event: its kind (0: the span is the
+    /// event's JSON; 1–5: a `text_delta`, `input_json_delta`, `thinking_delta`, `refusal_delta`
+    /// or `signature_delta` whose text is the span), its block index (0 for JSON) and the
+    /// span's start and end in UTF-16 units. When `out` has no room for `1 + 4n` values, only
+    /// the count is written and the offsets are kept for [`take_offsets`](Self::take_offsets).
+    /// Errors as `feedJson`.
+    #[napi(
+        js_name = "feedBatch",
+        ts_args_type = "chunk: Uint8Array, out: Uint8Array"
+    )]
+    pub fn feed_batch<'env>(
+        &mut self,
+        env: &'env Env,
+        chunk: BufferSlice<'_>,
+        mut out: BufferSlice<'_>,
+    ) -> napi::Result<Option<JsString<'env>>> {
+        guard::sync(|| {
+            let chunk: &[u8] = &chunk;
+            let out = writable(&mut out, Some(chunk))?;
+            let mut events = std::mem::take(&mut self.events);
+            // Read in place: the SSE parser copies only what an unfinished event needs.
+            let fed = self.inner.feed_borrowed_into(chunk, &mut events);
+            self.events = events;
+            if let Err(err) = fed {
+                return Err(self.fail(&err));
+            }
+            let count = u32::try_from(self.events.len()).map_err(|_| {
+                FerroloopError::invalid_argument("one chunk completed over 2^32 events")
+            })?;
+            put_offsets(out, 0, &[count]);
+            if count == 0 {
+                return Ok(None);
+            }
+            self.build_batch()?;
+            if !put_offsets(out, 1, &self.batch_offsets) {
+                self.pending_offsets.clone_from(&self.batch_offsets);
+            }
+            Ok(Some(self.batch_text.make_js_string(env)?))
+        })
+    }
+
+    /// Copies the offsets `feedBatch` could not fit into `out` (a byte view of a `Uint32Array`,
+    /// which must hold them all).
+    #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint8Array")]
+    pub fn take_offsets(&mut self, mut out: BufferSlice<'_>) -> napi::Result<()> {
+        guard::sync(|| {
+            let out = writable(&mut out, None)?;
+            let pending = std::mem::take(&mut self.pending_offsets);
+            if put_offsets(out, 0, &pending) {
+                Ok(())
+            } else {
+                Err(FerroloopError::invalid_argument(format!(
+                    "offsets array too small: {} slots for {} offsets",
+                    out.len() / OFFSET_BYTES,
+                    pending.len()
+                ))
+                .into())
             }
         })
     }

@@ -42,7 +42,7 @@ struct Span {
 /// than our conversion plus its copy. The buffers are kept across chunks (cleared, not freed) so
 /// a steady stream allocates nothing per chunk.
 #[derive(Debug, Default)]
-struct BatchText {
+pub(crate) struct BatchText {
     /// The text while it is all ASCII (`wide_units` is `None`).
     narrow: Vec<u8>,
     /// UTF-16 conversion buffer: `wide[..units]` is the text once a field was not ASCII. Its
@@ -58,12 +58,12 @@ struct BatchText {
 impl BatchText {
     /// Length in UTF-16 code units (what JavaScript string indices count).
     #[inline]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.wide_units.unwrap_or(self.narrow.len())
     }
 
     #[inline]
-    fn push(&mut self, field: &str) {
+    pub(crate) fn push(&mut self, field: &str) {
         let Some(units) = self.wide_units else {
             if field.is_ascii() {
                 self.narrow.extend_from_slice(field.as_bytes());
@@ -101,12 +101,12 @@ impl BatchText {
         }
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.narrow.clear();
         self.wide_units = None;
     }
 
-    fn make_js_string<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
+    pub(crate) fn make_js_string<'env>(&self, env: &'env Env) -> napi::Result<JsString<'env>> {
         match self.wide_units {
             None => env.create_string_latin1(&self.narrow),
             Some(units) => env.create_string_utf16(self.wide.get(..units).unwrap_or_default()),
@@ -312,7 +312,7 @@ fn append(text: &mut BatchText, field: &str) -> Result<Span, FerroloopError> {
 /// be views of one `ArrayBuffer`). Byte views are read by `napi_get_buffer_info`, which is
 /// cheaper per call than `napi_get_typedarray_info` (that one tests the array's type against
 /// each typed-array kind in turn); at one call per network packet it measured.
-fn writable<'a>(
+pub(crate) fn writable<'a>(
     out: &'a mut BufferSlice<'_>,
     input: Option<&[u8]>,
 ) -> Result<&'a mut [u8], FerroloopError> {
@@ -333,11 +333,11 @@ fn writable<'a>(
 }
 
 /// Bytes per offset in the caller's array (a `Uint32Array`, in the platform's byte order).
-const OFFSET_BYTES: usize = 4;
+pub(crate) const OFFSET_BYTES: usize = 4;
 
 /// Writes `values` into `out` from offset slot `first` on (native byte order, as a `Uint32Array`
 /// on the same memory reads them); returns `false`, writing nothing, when they do not fit.
-fn put_offsets(out: &mut [u8], first: usize, values: &[u32]) -> bool {
+pub(crate) fn put_offsets(out: &mut [u8], first: usize, values: &[u32]) -> bool {
     let Some(slots) = out.get_mut(first * OFFSET_BYTES..(first + values.len()) * OFFSET_BYTES)
     else {
         return false;

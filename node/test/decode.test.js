@@ -99,6 +99,63 @@ test('non-ASCII text (accents, CJK, a surrogate pair, escapes) crosses intact in
   }
 })
 
+test('feed() builds exactly the events of the JSON form (keys in order), at every chunking and past 256 events a chunk', () => {
+  const native = require('../index.js')
+  const streams = decodeCases().map(({ provider, name, bytes }) => ({ provider, name, bytes }))
+  // Many deltas of every compact kind in one chunk (the offsets array grows), non-ASCII text.
+  const sse = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+  let many = sse('message_start', {
+    type: 'message_start',
+    message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'm', stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } },
+  })
+  many += sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } })
+  for (let i = 0; i < 300; i++) {
+    many += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: `t${i} é` } })
+  }
+  many += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: 'sig' } })
+  many += sse('content_block_stop', { type: 'content_block_stop', index: 0 })
+  many += sse('content_block_start', { type: 'content_block_start', index: 1, content_block: { type: 'text', text: '' } })
+  for (let i = 0; i < 300; i++) {
+    many += sse('content_block_delta', { type: 'content_block_delta', index: 1, delta: { type: 'text_delta', text: i % 2 ? `日本 ${i}` : `plain ${i}` } })
+  }
+  many += sse('content_block_stop', { type: 'content_block_stop', index: 1 })
+  many += sse('content_block_start', { type: 'content_block_start', index: 2, content_block: { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} } })
+  for (const part of ['{"a"', ': "é', '😀"}']) {
+    many += sse('content_block_delta', { type: 'content_block_delta', index: 2, delta: { type: 'input_json_delta', partial_json: part } })
+  }
+  many += sse('content_block_stop', { type: 'content_block_stop', index: 2 })
+  many += sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 9 } })
+  many += sse('message_stop', { type: 'message_stop' })
+  streams.push({ provider: 'anthropic', name: 'many deltas', bytes: Buffer.from(many, 'utf8') })
+  let compared = 0
+  for (const { provider, name, bytes } of streams) {
+    for (const size of CHUNKINGS) {
+      for (const events of [true, false]) {
+        const batched = new StreamDecoder({ provider, events })
+        const reference = new native.StreamDecoder({ provider, events })
+        for (const chunk of chunked(bytes, size)) {
+          let got
+          let want
+          try {
+            got = batched.feed(chunk)
+          } catch (err) {
+            got = err.code
+          }
+          try {
+            const json = reference.feedJson(chunk)
+            want = json === null ? [] : JSON.parse(json)
+          } catch (err) {
+            want = require('../lib/errors.js').toFerroloopError(err).code
+          }
+          assert.equal(JSON.stringify(got), JSON.stringify(want), `${provider}/${name} at chunk ${size}, events ${events}`)
+          compared += Array.isArray(got) ? got.length : 1
+        }
+      }
+    }
+  }
+  assert.ok(compared > 3000, `compared ${compared} events`)
+})
+
 test('a tool_use is sealed (tool_use_ready) at its content_block_stop, before the message ends', () => {
   const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'tool_use_response.sse'))
   const { decoder, events } = decodeAll('anthropic', bytes, 1)
