@@ -41,7 +41,7 @@ function median(values) {
  * every function runs once, the order rotating by one each round; returns, per function, its
  * median ms, its per-round times and the result of its last warm-up run.
  */
-async function measureInterleaved(fns) {
+async function measureInterleaved(fns, iterations = ITERATIONS) {
   const checks = []
   for (const fn of fns) {
     let check
@@ -49,7 +49,7 @@ async function measureInterleaved(fns) {
     checks.push(check)
   }
   const times = fns.map(() => [])
-  for (let round = 0; round < ITERATIONS; round++) {
+  for (let round = 0; round < iterations; round++) {
     for (let k = 0; k < fns.length; k++) {
       const i = (round + k) % fns.length
       const start = performance.now()
@@ -152,9 +152,11 @@ for (const size of [1460, 16384]) {
   const executor = makeExecutor(ferroloop)
   // In blocks, not interleaved: a run is 2-4 ms and mostly allocation, so run by run each side
   // would pay for the other's garbage (measured: Promise.all 2.0-2.6 ms right after the
-  // executor, 2.9-3.5 ms in a block of its own). Each block is timed as in exec.mjs.
-  const [base] = await measureInterleaved([async () => ({ results: await promiseAllTools(uses) })])
-  const [fl] = await measureInterleaved([async () => ({ results: await ferroloopTools(executor, uses) })])
+  // executor, 2.9-3.5 ms in a block of its own). Each block is timed as in exec.mjs, with more
+  // runs (a run is short and its time swings with the garbage collector's state).
+  const runs = Math.max(ITERATIONS, 61)
+  const [base] = await measureInterleaved([async () => ({ results: await promiseAllTools(uses) })], runs)
+  const [fl] = await measureInterleaved([async () => ({ results: await ferroloopTools(executor, uses) })], runs)
   row(`executor (${TOOL_CALLS} no-op async tools)`, 'Promise.all', base, 0)
   row(`executor (${TOOL_CALLS} no-op async tools)`, 'ferroloop ToolExecutor', fl, 0)
 }
