@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, FerroloopError};
 use crate::guard;
-use crate::sse::{BatchText, OFFSET_BYTES, put_offsets, writable};
+use crate::sse::{BatchText, put_offsets, take_kept_offsets, writable};
 use crate::utf16::js_string;
 
 /// Options for [`NativeStreamDecoder`].
@@ -276,20 +276,7 @@ impl NativeStreamDecoder {
     /// which must hold them all).
     #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint8Array")]
     pub fn take_offsets(&mut self, mut out: BufferSlice<'_>) -> napi::Result<()> {
-        guard::sync(|| {
-            let out = writable(&mut out, None)?;
-            let pending = std::mem::take(&mut self.pending_offsets);
-            if put_offsets(out, 0, &pending) {
-                Ok(())
-            } else {
-                Err(FerroloopError::invalid_argument(format!(
-                    "offsets array too small: {} slots for {} offsets",
-                    out.len() / OFFSET_BYTES,
-                    pending.len()
-                ))
-                .into())
-            }
-        })
+        guard::sync(|| Ok(take_kept_offsets(&mut self.pending_offsets, &mut out)?))
     }
 
     /// The message accumulated so far, as JSON (`null` before the first event).

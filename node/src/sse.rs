@@ -332,6 +332,25 @@ pub(crate) fn writable<'a>(
     Ok(out)
 }
 
+/// Moves `kept` (the offsets of a batch that did not fit the caller's array) into `out`, a
+/// byte view of a `Uint32Array` that must hold them all (`takeOffsets` of the batch classes).
+pub(crate) fn take_kept_offsets(
+    kept: &mut Vec<u32>,
+    out: &mut BufferSlice<'_>,
+) -> Result<(), FerroloopError> {
+    let out = writable(out, None)?;
+    let kept = std::mem::take(kept);
+    if put_offsets(out, 0, &kept) {
+        Ok(())
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "offsets array too small: {} slots for {} offsets",
+            out.len() / OFFSET_BYTES,
+            kept.len()
+        )))
+    }
+}
+
 /// Bytes per offset in the caller's array (a `Uint32Array`, in the platform's byte order).
 pub(crate) const OFFSET_BYTES: usize = 4;
 
@@ -442,20 +461,7 @@ impl NativeSseParser {
     /// which must hold them all).
     #[napi(js_name = "takeOffsets", ts_args_type = "out: Uint8Array")]
     pub fn take_offsets(&mut self, mut out: BufferSlice<'_>) -> napi::Result<()> {
-        guard::sync(|| {
-            let out = writable(&mut out, None)?;
-            let pending = std::mem::take(&mut self.pending_offsets);
-            if put_offsets(out, 0, &pending) {
-                Ok(())
-            } else {
-                Err(FerroloopError::invalid_argument(format!(
-                    "offsets array too small: {} slots for {} offsets",
-                    out.len() / OFFSET_BYTES,
-                    pending.len()
-                ))
-                .into())
-            }
-        })
+        guard::sync(|| Ok(take_kept_offsets(&mut self.pending_offsets, &mut out)?))
     }
 
     /// Ends the stream; returns whether an unterminated event was discarded. The parser may then
