@@ -520,7 +520,8 @@ impl OpenAiChatDecoder {
         );
     }
 
-    /// After the general path applied `data`: keeps its bytes around the arguments string as
+    /// After the general path applied `data` (a chunk whose only delta is one tool call): keeps
+    /// its bytes around the arguments string as
     /// the [`Template`], if `data` is a chunk that only appends to one tool call's arguments
     /// (one choice, one call with only `index` and `function.arguments`, no usage, finish
     /// reason or logprobs) and that call is the current one (no seal, no start on a repeat).
@@ -935,6 +936,13 @@ impl OpenAiChatDecoder {
         snapshot.insert("usage".to_owned(), usage);
         let fingerprint = chunk.remove("system_fingerprint").unwrap_or(Value::Null);
         snapshot.insert("system_fingerprint".to_owned(), fingerprint);
+        // Only a chunk that appends to one tool call and nothing else can teach a template:
+        // the others are not parsed a second time for it.
+        let arguments_only = !has_usage
+            && matches!(
+                reports.as_slice(),
+                [(_, None, None, tools, None)] if tools.len() == 1
+            );
         for (index, content, refusal, tools, finish) in reports {
             self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
             if let Some(reason) = finish {
@@ -943,6 +951,9 @@ impl OpenAiChatDecoder {
         }
         if has_usage {
             self.emit_usage();
+        }
+        if arguments_only && self.text_fast_path && self.template_fast_path {
+            self.learn_arguments_template(data);
         }
         Ok(())
     }
@@ -1198,11 +1209,7 @@ impl EventDecoder for OpenAiChatDecoder {
         if !self.done && self.text_fast_path && self.try_text_chunk(data) {
             return Ok(());
         }
-        let result = self.general_chunk(data);
-        if result.is_ok() && self.text_fast_path && self.template_fast_path {
-            self.learn_arguments_template(data);
-        }
-        result
+        self.general_chunk(data)
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {
