@@ -69,31 +69,21 @@ impl<D: EventDecoder> StreamDecoder<D> {
     ) -> Result<(), DecodeError> {
         let decoder = &mut self.decoder;
         let mut failure = None;
-        let _ = self.sse.feed_borrowed_until(chunk, |item| {
-            let SseItem::Event(event) = item else {
-                return ControlFlow::Continue(());
-            };
-            let result = decoder.push_event(event.event_type(), event.data());
-            decoder.drain_events(out);
-            match result {
+        let _ = self
+            .sse
+            .feed_borrowed_until(chunk, |item| match decode_item(decoder, item, out) {
                 Ok(()) => ControlFlow::Continue(()),
                 Err(error) => {
                     failure = Some(error);
                     ControlFlow::Break(())
                 }
-            }
-        });
+            });
         failure.map_or(Ok(()), Err)
     }
 
     fn drain(&mut self, out: &mut Vec<DecodeEvent>) -> Result<(), DecodeError> {
         while let Some(item) = self.sse.next_item() {
-            let SseItem::Event(event) = item else {
-                continue;
-            };
-            let result = self.decoder.push_event(event.event_type(), event.data());
-            self.decoder.drain_events(out);
-            result?;
+            decode_item(&mut self.decoder, item, out)?;
         }
         Ok(())
     }
@@ -146,4 +136,19 @@ impl<D: EventDecoder> StreamDecoder<D> {
     pub fn decoder_mut(&mut self) -> &mut D {
         &mut self.decoder
     }
+}
+
+/// Decodes one SSE item (events only; `retry` is not the decoder's) and moves the typed events
+/// it completed into `out`, also when it fails.
+fn decode_item<D: EventDecoder>(
+    decoder: &mut D,
+    item: SseItem<'_>,
+    out: &mut Vec<DecodeEvent>,
+) -> Result<(), DecodeError> {
+    let SseItem::Event(event) = item else {
+        return Ok(());
+    };
+    let result = decoder.push_event(event.event_type(), event.data());
+    decoder.drain_events(out);
+    result
 }
