@@ -2,6 +2,7 @@
 // StreamDecoder: raw provider SSE bytes in, typed events and the accumulated message out.
 
 const native = require('../index.js')
+const { BatchOffsets } = require('./batch.js')
 const { InvalidArgumentError, toFerroloopError } = require('./errors.js')
 
 // The events of a chunk arrive as one batch (node/src/decode.rs, `feedBatch`): a text and, in a
@@ -37,9 +38,7 @@ function decodeBatch(text, offsets, count) {
 
 class StreamDecoder {
   #native
-  #offsets = new Uint32Array(1 + 4 * 256)
-  // The native side writes the offsets through a byte view of the same memory.
-  #offsetBytes = new Uint8Array(this.#offsets.buffer)
+  #offsets = new BatchOffsets(4)
 
   /** @param {{ provider: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} options */
   constructor(options) {
@@ -68,19 +67,11 @@ class StreamDecoder {
   /** Feeds raw bytes (split anywhere); returns the typed events they completed. */
   feed(chunk) {
     if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError('StreamDecoder.feed expects a Buffer or Uint8Array')
-    const text = this.#call(() => this.#native.feedBatch(chunk, this.#offsetBytes))
+    const text = this.#call(() => this.#native.feedBatch(chunk, this.#offsets.bytes))
     if (text === null) return []
-    const count = this.#offsets[0]
-    if (1 + 4 * count > this.#offsets.length) {
-      // More events than the reused array holds: grow it, then fetch the kept offsets.
-      const capacity = Math.max(count, 2 * Math.floor((this.#offsets.length - 1) / 4))
-      const grown = new Uint32Array(1 + 4 * capacity)
-      this.#call(() => this.#native.takeOffsets(new Uint8Array(grown.buffer, 4)))
-      grown[0] = count
-      this.#offsets = grown
-      this.#offsetBytes = new Uint8Array(grown.buffer)
-    }
-    return decodeBatch(text, this.#offsets, count)
+    const count = this.#offsets.values[0]
+    const offsets = this.#offsets.fit(count, this.#native)
+    return decodeBatch(text, offsets, count)
   }
 
   /** The message accumulated so far, in the provider's response shape (null before any event). */

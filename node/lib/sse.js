@@ -3,6 +3,7 @@
 // offsets, see node/src/sse.rs); this wrapper slices it into `{ event, data, id }` objects.
 
 const native = require('../index.js')
+const { BatchOffsets } = require('./batch.js')
 const { InvalidArgumentError, callNative, toFerroloopError } = require('./errors.js')
 
 // Event types the native side has interned (node/src/sse.rs, `TypeTable`): both sides append a
@@ -48,10 +49,7 @@ function decodeBatch(text, offsets, count, types) {
 
 class SseParser {
   #native
-  #offsets = new Uint32Array(1 + 6 * 256)
-  // The native side writes the offsets through a byte view of the same memory (cheaper to
-  // receive per call than a Uint32Array, see node/src/sse.rs).
-  #offsetBytes = new Uint8Array(this.#offsets.buffer)
+  #offsets = new BatchOffsets(6)
   // The interned event types (see decodeBatch); every batch returned must be decoded, in order.
   #types = []
 
@@ -71,22 +69,14 @@ class SseParser {
     let text
     // try/catch inline rather than through callNative: a closure per chunk was measurable.
     try {
-      text = this.#native.feedBatch(chunk, this.#offsetBytes)
+      text = this.#native.feedBatch(chunk, this.#offsets.bytes)
     } catch (err) {
       throw toFerroloopError(err)
     }
     if (text === null) return []
-    const count = this.#offsets[0]
-    if (1 + 6 * count > this.#offsets.length) {
-      // More events than the reused array holds: grow it, then fetch the kept offsets.
-      const capacity = Math.max(count, 2 * Math.floor((this.#offsets.length - 1) / 6))
-      const grown = new Uint32Array(1 + 6 * capacity)
-      callNative(() => this.#native.takeOffsets(new Uint8Array(grown.buffer, 4)))
-      grown[0] = count
-      this.#offsets = grown
-      this.#offsetBytes = new Uint8Array(grown.buffer)
-    }
-    return decodeBatch(text, this.#offsets, count, this.#types)
+    const count = this.#offsets.values[0]
+    const offsets = this.#offsets.fit(count, this.#native)
+    return decodeBatch(text, offsets, count, this.#types)
   }
 
   /** Ends the stream; returns true when an unterminated event was discarded. */

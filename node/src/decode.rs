@@ -12,10 +12,9 @@ use napi::{Env, JsString};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
+use crate::batch::{BatchText, append, js_string, put_offsets, take_kept_offsets, writable};
 use crate::error::{ErrorCode, FerroloopError};
 use crate::guard;
-use crate::sse::{BatchText, put_offsets, take_kept_offsets, writable};
-use crate::utf16::js_string;
 
 /// Options for [`NativeStreamDecoder`].
 #[napi(object)]
@@ -135,6 +134,15 @@ impl NativeStreamDecoder {
         FerroloopError::new(code_of(err), err.to_string()).into()
     }
 
+    /// Decodes `chunk` (read in place: the SSE parser copies only what an unfinished event
+    /// needs) into the pending events; a decoding error becomes the error to throw (`fail`).
+    fn feed_events(&mut self, chunk: &[u8]) -> napi::Result<()> {
+        let mut events = std::mem::take(&mut self.events);
+        let fed = self.inner.feed_borrowed_into(chunk, &mut events);
+        self.events = events;
+        fed.map_err(|err| self.fail(&err))
+    }
+
     /// Writes the pending events into the batch text and offsets (see `feedBatch`) and clears
     /// them.
     fn build_batch(&mut self) -> Result<(), FerroloopError> {
@@ -143,27 +151,17 @@ impl NativeStreamDecoder {
         let (text, offsets) = (&mut self.batch_text, &mut self.batch_offsets);
         text.clear();
         offsets.clear();
-        let span_end = |text: &BatchText| {
-            u32::try_from(text.len()).map_err(|_| {
-                FerroloopError::invalid_argument("one chunk's events exceed 2^32 units")
-            })
-        };
         for event in &events {
-            let start = span_end(text)?;
-            let (kind, index) = match text_delta(event) {
-                Some((kind, index, delta)) => {
-                    text.push(delta);
-                    (kind, index)
-                }
+            let (kind, index, span) = match text_delta(event) {
+                Some((kind, index, delta)) => (kind, index, append(text, delta)?),
                 None => {
                     let json = serde_json::to_string(event).map_err(|err| {
                         FerroloopError::internal(format!("event serialization: {err}"))
                     })?;
-                    text.push(&json);
-                    (EventKind::Json, 0)
+                    (EventKind::Json, 0, append(text, &json)?)
                 }
             };
-            offsets.extend_from_slice(&[kind as u32, index, start, span_end(text)?]);
+            offsets.extend_from_slice(&[kind as u32, index, span.start, span.end]);
         }
         events.clear();
         self.events = events;
@@ -218,14 +216,8 @@ impl NativeStreamDecoder {
         chunk: &[u8],
     ) -> napi::Result<Option<JsString<'env>>> {
         guard::sync(|| {
-            let mut events = std::mem::take(&mut self.events);
-            // Read in place: the SSE parser copies only what an unfinished event needs.
-            let fed = self.inner.feed_borrowed_into(chunk, &mut events);
-            self.events = events;
-            match fed {
-                Ok(()) => self.events_json(env),
-                Err(err) => Err(self.fail(&err)),
-            }
+            self.feed_events(chunk)?;
+            self.events_json(env)
         })
     }
 
@@ -250,13 +242,7 @@ impl NativeStreamDecoder {
         guard::sync(|| {
             let chunk: &[u8] = &chunk;
             let out = writable(&mut out, Some(chunk))?;
-            let mut events = std::mem::take(&mut self.events);
-            // Read in place: the SSE parser copies only what an unfinished event needs.
-            let fed = self.inner.feed_borrowed_into(chunk, &mut events);
-            self.events = events;
-            if let Err(err) = fed {
-                return Err(self.fail(&err));
-            }
+            self.feed_events(chunk)?;
             let count = u32::try_from(self.events.len()).map_err(|_| {
                 FerroloopError::invalid_argument("one chunk completed over 2^32 events")
             })?;

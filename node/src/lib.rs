@@ -7,6 +7,7 @@
 //! `FerroloopError` subclasses.
 
 pub mod agent;
+mod batch;
 pub mod client;
 pub mod decode;
 pub mod error;

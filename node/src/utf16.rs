@@ -1,15 +1,10 @@
-//! UTF-8 to UTF-16 conversion for the strings handed to V8 (the SSE batch text, the decoder's
-//! event and message JSON).
+//! UTF-8 to UTF-16 conversion for the strings handed to V8 (see `batch::BatchText`).
 //!
 //! V8 takes non-ASCII text as UTF-16; its own UTF-8 decoding measured several times slower than
 //! converting here and letting it copy the units. The standard library's `encode_utf16` works a
 //! character at a time and was the largest cost of a batch in profiles, so the conversion is a
 //! vector loop: AVX-512 (BW + VBMI2) when the CPU has it, chosen once per [`Utf16Converter`],
 //! else sixteen-byte SSE2 blocks (x86-64 baseline), else a portable form of the same loop.
-
-use std::cell::RefCell;
-
-use napi::{Env, JsString};
 
 /// Units of room a conversion needs past the units it writes: the SSE2 and portable loops store
 /// whole sixteen-unit blocks. (The AVX-512 loop writes exactly the units it produces.)
@@ -88,46 +83,6 @@ impl Utf16Converter {
             Kernel::Avx512 => unsafe { avx512::convert(utf8, out) },
         }
     }
-}
-
-thread_local! {
-    /// The UTF-16 scratch of [`js_string`], one per thread (each JavaScript thread has its
-    /// own). Kept between calls: a fresh buffer for a decoder's final message (megabytes) cost
-    /// zeroing and page faults on every call. Its length is its capacity.
-    static WIDE: RefCell<Vec<u16>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The largest scratch [`js_string`] keeps after a call (8 MiB); a larger one is released.
-const RETAINED_UNITS: usize = 1 << 22;
-
-/// `text` as a JavaScript string. ASCII text is handed over as Latin-1 (V8 copies the bytes);
-/// other text is converted to UTF-16 here, which measured several times faster than V8's own
-/// UTF-8 decoding of non-ASCII text (`napi_create_string_utf8`, what a returned `String` goes
-/// through).
-pub(crate) fn js_string<'env>(env: &'env Env, text: &str) -> napi::Result<JsString<'env>> {
-    if text.is_ascii() {
-        return env.create_string_latin1(text.as_bytes());
-    }
-    WIDE.with(|cell| {
-        // Never re-entered (nothing in here calls back into JavaScript); a fresh buffer if it
-        // ever were.
-        let mut fresh = Vec::new();
-        let mut kept = cell.try_borrow_mut();
-        let wide = match kept.as_deref_mut() {
-            Ok(wide) => wide,
-            Err(_) => &mut fresh,
-        };
-        let needed = text.len() + SLACK;
-        if wide.len() < needed {
-            wide.resize(needed.max(2 * wide.len()), 0);
-        }
-        let units = Utf16Converter::detect().convert(text, wide);
-        let string = env.create_string_utf16(wide.get(..units).unwrap_or_default());
-        if wide.len() > RETAINED_UNITS {
-            *wide = Vec::new();
-        }
-        string
-    })
 }
 
 /// The sixteen-byte loop: the block is widened whole, then the position advances past its ASCII
