@@ -391,9 +391,10 @@ void fl_decoder_free(fl_decoder *decoder);
 fl_status fl_decoder_set_record_events(fl_decoder *decoder, bool record);
 
 /**
- * Feeds `len` raw bytes of the streamed response (split anywhere; copied, so `data` may be
- * reused at once; NULL when `len` is 0) and decodes every SSE event they complete. The typed
- * events are queued for `fl_decoder_next_event`.
+ * Feeds `len` raw bytes of the streamed response (split anywhere; NULL when `len` is 0) and
+ * decodes every SSE event they complete. The typed events are queued for
+ * `fl_decoder_next_event`. The bytes are read in place and only what an unfinished event still
+ * needs is copied, so `data` may be reused as soon as this returns.
  *
  * Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
  * `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol

@@ -3,9 +3,7 @@
 use std::collections::VecDeque;
 use std::ffi::c_char;
 
-use bytes::Bytes;
 use ferroloop_core::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
-use serde_json::Value;
 
 use crate::boundary::{self, FfiError, FfiResult};
 use crate::status::fl_status;
@@ -38,9 +36,21 @@ impl fl_decoder {
         self.view.clear();
         serde_json::to_writer(&mut self.view, value)
             .map_err(|error| FfiError::invalid(format!("cannot serialise to JSON: {error}")))?;
+        Ok(self.terminate_view())
+    }
+
+    /// Stores JSON text the decoder already serialized as the current view and returns the view.
+    fn set_view_text(&mut self, json: &str) -> (*const c_char, usize) {
+        self.view.clear();
+        self.view.extend_from_slice(json.as_bytes());
+        self.terminate_view()
+    }
+
+    /// NUL-terminates the view's JSON and returns the view (the length excludes the NUL).
+    fn terminate_view(&mut self) -> (*const c_char, usize) {
         let len = self.view.len();
         self.view.push(0);
-        Ok((self.view.as_ptr().cast(), len))
+        (self.view.as_ptr().cast(), len)
     }
 }
 
@@ -124,9 +134,10 @@ pub unsafe extern "C" fn fl_decoder_set_record_events(
     })
 }
 
-/// Feeds `len` raw bytes of the streamed response (split anywhere; copied, so `data` may be
-/// reused at once; NULL when `len` is 0) and decodes every SSE event they complete. The typed
-/// events are queued for `fl_decoder_next_event`.
+/// Feeds `len` raw bytes of the streamed response (split anywhere; NULL when `len` is 0) and
+/// decodes every SSE event they complete. The typed events are queued for
+/// `fl_decoder_next_event`. The bytes are read in place and only what an unfinished event still
+/// needs is copied, so `data` may be reused as soon as this returns.
 ///
 /// Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
 /// `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
@@ -156,9 +167,9 @@ pub unsafe extern "C" fn fl_decoder_feed(
             return Err(FfiError::state("the decoder was finished"));
         }
         let mut scratch = std::mem::take(&mut decoder.scratch);
-        let result = decoder
-            .decoder
-            .feed_into(Bytes::copy_from_slice(data), &mut scratch);
+        // Read in place: the parser copies only what an unfinished event still needs, so `data`
+        // may still be reused as soon as this returns.
+        let result = decoder.decoder.feed_borrowed_into(data, &mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();
         result.map_err(|error| decode_error(&error))
@@ -223,8 +234,8 @@ pub unsafe extern "C" fn fl_decoder_message(
         let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
         let json = Out::new(json, "json")?;
         let json_len = Out::new(json_len, "json_len")?;
-        let message = decoder.decoder.message();
-        let (ptr, len) = decoder.set_view(&message)?;
+        let message = decoder.decoder.message_json();
+        let (ptr, len) = decoder.set_view_text(&message);
         // SAFETY: both not NULL (checked) and writable (the caller's promise).
         unsafe {
             json.write(ptr);
@@ -282,22 +293,28 @@ pub unsafe extern "C" fn fl_decoder_finish(
             return Err(FfiError::state("the decoder was already finished"));
         }
         decoder.finished = true;
-        let result = decoder.decoder.finish();
+        let result = decoder.decoder.finish_json();
         let mut scratch = std::mem::take(&mut decoder.scratch);
         decoder.decoder.decoder_mut().drain_events(&mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();
-        let (message, error): (Value, Option<FfiError>) = match result {
-            Ok(message) => (message, None),
+        let (ptr, len, error) = match result {
+            Ok(message) => {
+                let (ptr, len) = decoder.set_view_text(&message);
+                (ptr, len, None)
+            }
             Err(error) => {
                 let status = decode_error(&error);
-                match error {
-                    DecodeError::Truncated { partial, .. } => (*partial, Some(status)),
-                    _ => (decoder.decoder.message(), Some(status)),
-                }
+                let (ptr, len) = match error {
+                    DecodeError::Truncated { partial, .. } => decoder.set_view(&*partial)?,
+                    _ => {
+                        let message = decoder.decoder.message_json();
+                        decoder.set_view_text(&message)
+                    }
+                };
+                (ptr, len, Some(status))
             }
         };
-        let (ptr, len) = decoder.set_view(&message)?;
         // SAFETY: both not NULL (checked) and writable (the caller's promise).
         unsafe {
             json.write(ptr);
@@ -311,6 +328,8 @@ pub unsafe extern "C" fn fl_decoder_finish(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::ptr;
+
+    use serde_json::Value;
 
     use super::*;
 

@@ -72,7 +72,9 @@ static bool json_equal(const char *a, const char *b) {
 }
 
 /* Decodes `input` in chunks of `chunk` bytes (0: at once); returns the final message (malloc'd,
- * through strip_json) and the finish status. Counts the typed events. */
+ * through strip_json) and the finish status. Counts the typed events. Every chunk is fed from
+ * one reused buffer, overwritten after each feed (the decoder reads it in place and must keep
+ * what it still needs). */
 static char *decode(const char *provider, const char *input, size_t len, size_t chunk,
                     fl_status *finish_status, size_t *event_count) {
     fl_decoder *decoder = NULL;
@@ -82,12 +84,15 @@ static char *decode(const char *provider, const char *input, size_t len, size_t 
     }
     *event_count = 0;
     size_t step = chunk == 0 ? (len == 0 ? 1 : len) : chunk;
+    uint8_t *buffer = malloc(step);
     const char *json = NULL;
     size_t json_len = 0;
     bool has_event = false;
     for (size_t at = 0; at < len; at += step) {
         size_t n = len - at < step ? len - at : step;
-        CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)input + at, n));
+        memcpy(buffer, input + at, n);
+        CHECK_OK(fl_decoder_feed(decoder, buffer, n));
+        memset(buffer, 0xA5, n);
         for (;;) {
             CHECK_OK(fl_decoder_next_event(decoder, &json, &json_len, &has_event));
             if (!has_event) {
@@ -101,6 +106,7 @@ static char *decode(const char *provider, const char *input, size_t len, size_t 
     *finish_status = fl_decoder_finish(decoder, &json, &json_len);
     char *message = strip_json(json, json_len);
     fl_decoder_free(decoder);
+    free(buffer);
     return message;
 }
 
