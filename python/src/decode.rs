@@ -4,7 +4,7 @@ use bytes::Bytes;
 use ferroloop::decode::{DecodeError, DecodeEvent, Provider, StreamDecoder};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
 use crate::errors::{ferroloop_error, shield};
@@ -27,6 +27,35 @@ pub(crate) struct PyStreamDecoder {
 impl PyStreamDecoder {
     fn decode_chunk(&mut self, chunk: Bytes) -> Result<(), DecodeError> {
         self.decoder.feed_into(chunk, &mut self.completed)
+    }
+
+    /// Decodes a chunk read in place: only what an unfinished event needs is copied.
+    fn decode_borrowed(&mut self, chunk: &[u8]) -> Result<(), DecodeError> {
+        self.decoder.feed_borrowed_into(chunk, &mut self.completed)
+    }
+
+    /// Decodes a chunk of any bytes-like type. `bytes` is immutable, so it is read in place,
+    /// even with the interpreter released; anything else (a `bytearray` another thread could
+    /// resize, a `memoryview`) is copied first.
+    fn decode_any(
+        &mut self,
+        py: Python<'_>,
+        chunk: &Bound<'_, PyAny>,
+    ) -> PyResult<Result<(), DecodeError>> {
+        if let Ok(bytes) = chunk.cast::<PyBytes>() {
+            let bytes = bytes.as_bytes();
+            return Ok(if bytes.len() >= DETACH_THRESHOLD {
+                py.detach(|| self.decode_borrowed(bytes))
+            } else {
+                self.decode_borrowed(bytes)
+            });
+        }
+        let chunk = chunk_bytes(chunk)?;
+        Ok(if chunk.len() >= DETACH_THRESHOLD {
+            py.detach(|| self.decode_chunk(chunk))
+        } else {
+            self.decode_chunk(chunk)
+        })
     }
 
     /// The completed events as a list of dicts (each with a `"type"`), draining them.
@@ -76,12 +105,7 @@ impl PyStreamDecoder {
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         shield(py, "StreamDecoder.feed", || {
-            let chunk = chunk_bytes(chunk)?;
-            let result = if chunk.len() >= DETACH_THRESHOLD {
-                py.detach(|| self.decode_chunk(chunk))
-            } else {
-                self.decode_chunk(chunk)
-            };
+            let result = self.decode_any(py, chunk)?;
             let events = self.take_events(py)?;
             match result {
                 Ok(()) => Ok(events),

@@ -119,6 +119,27 @@ def test_accumulate_only_mode_returns_only_tool_events_and_the_same_message() ->
     assert quiet.finish() == loud.finish()
 
 
+@pytest.mark.parametrize("size", [1, 7, 1460, 100_000])
+def test_every_bytes_like_chunk_decodes_alike(size: int) -> None:
+    # `bytes` is read in place, other buffers are copied: a bytearray rewritten after each feed
+    # must not change what the decoder kept of an unfinished event.
+    data = fixture_bytes("anthropic/tool_use_response")
+    _, reference = decode("anthropic", data, size)
+    expected = reference.finish()
+    for kind in ("bytes", "bytearray", "memoryview"):
+        decoder = ferroloop.StreamDecoder("anthropic")
+        events: list[dict[str, Any]] = []
+        for piece in chunked(data, size):
+            buffer = bytearray(piece)
+            chunk: bytes | bytearray | memoryview = (
+                bytes(buffer) if kind == "bytes" else buffer if kind == "bytearray" else memoryview(buffer)
+            )
+            events.extend(decoder.feed(chunk))
+            buffer[:] = b"\xa5" * len(buffer)
+        assert decoder.finish() == expected, kind
+        assert [e["type"] for e in events].count("tool_use_ready") == 1, kind
+
+
 def test_large_chunks_decode_with_the_interpreter_released() -> None:
     # Many copies of a text stream's deltas inside one message: one chunk over 64 KiB.
     raw = fixture_bytes("anthropic/basic_response").decode()
