@@ -22,7 +22,9 @@ use tokio::sync::mpsc;
 
 use crate::bridge::{BridgeSlot, bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
+use crate::events::event_to_py;
 use crate::runtime::{AbortOnDrop, spawn};
+use crate::value::to_py;
 
 /// Items buffered between a request's task and a slow consumer (then the task waits).
 const STREAM_BUFFER: usize = 256;
@@ -340,7 +342,7 @@ fn convert_batch(
     for item in batch {
         match item {
             Pumped::Item(MessageItem::Event(event)) => {
-                events.append(pythonize::pythonize(py, &event)?)?;
+                events.append(event_to_py(py, &event)?)?;
             }
             Pumped::Item(MessageItem::Retry(retry)) => events.append(retry_event(py, &retry)?)?,
             Pumped::Item(MessageItem::Stalled { elapsed }) => {
@@ -350,10 +352,10 @@ fn convert_batch(
                 events.append(dict)?;
             }
             Pumped::Item(MessageItem::Message(value)) => {
-                message = pythonize::pythonize(py, &value)?.unbind();
+                message = to_py(py, &value)?.unbind();
             }
             Pumped::Done(value, measured) => {
-                message = pythonize::pythonize(py, &value)?.unbind();
+                message = to_py(py, &value)?.unbind();
                 metrics = metrics_to_py(py, &measured)?.into_any().unbind();
             }
             Pumped::Failed(err) => {

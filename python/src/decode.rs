@@ -8,7 +8,9 @@ use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
 use crate::errors::{ferroloop_error, shield};
+use crate::events::event_to_py;
 use crate::sse::chunk_bytes;
+use crate::value::to_py;
 
 /// Chunks at least this large are decoded with the interpreter released.
 const DETACH_THRESHOLD: usize = 64 * 1024;
@@ -60,11 +62,13 @@ impl PyStreamDecoder {
 
     /// The completed events as a list of dicts (each with a `"type"`), draining them.
     fn take_events<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for event in self.completed.drain(..) {
-            list.append(pythonize::pythonize(py, &event)?)?;
-        }
-        Ok(list)
+        let events = self
+            .completed
+            .iter()
+            .map(|event| event_to_py(py, event))
+            .collect::<PyResult<Vec<_>>>();
+        self.completed.clear();
+        PyList::new(py, events?)
     }
 }
 
@@ -122,7 +126,7 @@ impl PyStreamDecoder {
     /// shape (`None` before the stream's first event).
     fn message<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "StreamDecoder.message", || {
-            Ok(pythonize::pythonize(py, &self.decoder.message())?)
+            to_py(py, &self.decoder.message())
         })
     }
 
@@ -144,7 +148,7 @@ impl PyStreamDecoder {
     /// `partial_message`) if the stream stopped before its end, or the provider's error.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "StreamDecoder.finish", || match self.decoder.finish() {
-            Ok(message) => Ok(pythonize::pythonize(py, &message)?),
+            Ok(message) => to_py(py, &message),
             Err(err) => Err(decode_error(py, &err)),
         })
     }
@@ -157,9 +161,7 @@ impl PyStreamDecoder {
 /// The Python exception for a decoder error.
 fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
     let message = err.to_string();
-    let converted = |value: &Value| {
-        pythonize::pythonize(py, value).unwrap_or_else(|_| py.None().into_bound(py))
-    };
+    let converted = |value: &Value| to_py(py, value).unwrap_or_else(|_| py.None().into_bound(py));
     match err {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             ferroloop_error(py, "ProtocolError", &message, &[])

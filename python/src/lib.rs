@@ -11,6 +11,7 @@ mod client;
 mod debug;
 mod decode;
 mod errors;
+mod events;
 mod exec;
 mod runtime;
 mod sse;

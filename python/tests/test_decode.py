@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ferroloop
-from conftest import SHARED, chunked, fixture_bytes
+from conftest import SHARED, chunked, ferroloop_binary, fixture_bytes
 
 CHUNKINGS = [0, 1, 7, 1460]
 
@@ -50,6 +51,51 @@ def test_final_message_matches_the_shared_expectation(provider: str, name: str, 
     assert decoder.is_complete
     assert decoder.message() == expected
     assert decoder.finish() == expected
+
+
+def assert_events_match_the_cli(provider: str, source: Path) -> None:
+    """The extension builds event dicts directly (python/src/events.rs); the CLI prints the
+    core's serde form. Same keys, same order, same values, and the same final message."""
+    lines = subprocess.run(
+        [str(ferroloop_binary()), "decode", "--provider", provider, str(source), "--events"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    expected = [json.loads(line) for line in lines[:-1]]
+    events, decoder = decode(provider, source.read_bytes(), 7)
+    assert [json.dumps(e) for e in events] == [json.dumps(e) for e in expected]
+    assert json.dumps(decoder.finish()) == json.dumps(json.loads(lines[-1]))
+
+
+@pytest.mark.parametrize("provider,name,source", CASES, ids=[f"{p}/{n}" for p, n, _ in CASES])
+def test_events_are_the_serde_form_of_the_core_events(provider: str, name: str, source: Path) -> None:
+    assert_events_match_the_cli(provider, source)
+
+
+def test_invalid_tool_input_event_is_the_serde_form(tmp_path: Path) -> None:
+    # The one event kind no shared stream produces: a tool call whose input is not JSON.
+    def event(kind: str, data: dict[str, Any]) -> str:
+        return f"event: {kind}\ndata: {json.dumps(data)}\n\n"
+
+    message: dict[str, Any] = {"id": "m", "type": "message", "role": "assistant", "model": "x", "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    stream = "".join([
+        event("message_start", {"type": "message_start", "message": message}),
+        event("content_block_start", {"type": "content_block_start", "index": 0,
+                                      "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}}),
+        event("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                      "delta": {"type": "input_json_delta", "partial_json": '{"a": tru'}}),
+        event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                "usage": {"output_tokens": 5}}),
+        event("message_stop", {"type": "message_stop"}),
+    ])
+    source = tmp_path / "invalid_tool_input.sse"
+    source.write_text(stream, encoding="utf-8")
+    events, _ = decode("anthropic", stream.encode(), 0)
+    assert "tool_use_invalid" in [e["type"] for e in events]
+    assert_events_match_the_cli("anthropic", source)
 
 
 def test_anthropic_tool_use_events() -> None:
