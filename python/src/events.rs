@@ -1,9 +1,9 @@
 //! Typed decoder events as Python dicts, built directly.
 //!
 //! A stream hands out one event per delta, so this is per-event work: through `pythonize` (serde's
-//! generic path, which also looks each key up again) a text delta cost about three times what
-//! building its dict directly does. The dicts are exactly what `pythonize` of the event's serde
-//! form gives: a `"type"` key first, then the fields in declaration order (a test compares the two
+//! generic path) the events of the 6 MB benchmark stream cost 21 ms on top of decoding, built
+//! directly 14 ms. The dicts are what `pythonize` of the event's serde form gives: a `"type"` key
+//! first, then the fields in declaration order (a test compares them with the CLI's serde output
 //! on every shared stream).
 
 use ferroloop::decode::DecodeEvent;
