@@ -19,6 +19,13 @@ seed() {
   case "$target" in
     sse)
       cp tests/fixtures/*/*.sse tests/decode/streams/*/*.sse "$corpus/" 2>/dev/null || true ;;
+    sse_feeds)
+      # 17 control bytes first (see `check_sse_feeds`): no size cap, then (mode, size) pairs
+      # that mix every entry point at chunk sizes around the parser's 16-byte small-chunk path.
+      for f in tests/fixtures/*/*.sse tests/decode/streams/*/*.sse; do
+        printf '\000\000\040\001\005\005\100\006\003\017\017\016\310\014\020\002\050' |
+          cat - "$f" > "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
+      done ;;
     decode_anthropic)
       cp tests/fixtures/anthropic/*.sse tests/decode/streams/anthropic/*.sse "$corpus/" 2>/dev/null || true ;;
     decode_openai_chat)

@@ -2,8 +2,10 @@
 //! the fuzz target that found it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use bytes::Bytes;
 use ferroloop::decode::partial_json::{PartialJson, PartialMode};
-use serde_json::Value;
+use ferroloop::decode::{Provider, StreamDecoder};
+use serde_json::{Value, json};
 
 const MODES: [PartialMode; 2] = [
     PartialMode::DropIncompleteStrings,
@@ -82,4 +84,42 @@ fn errors_inside_strings_give_the_same_view_at_any_fragmentation() {
         let p = check_incremental(pieces);
         assert!(p.is_invalid(), "{pieces:?}");
     }
+}
+
+/// fuzz target `decode_anthropic` (crash-4bbcf51f): a `message_delta` delta naming a field the
+/// message models (`type`, here) went into the message's `extra` map, and so did a usage counter
+/// that was not a count. The message then serialized with the key twice: `message_json` (and
+/// `finish_json`) wrote both, while `message()` kept one, so the texts differed.
+#[test]
+fn message_delta_keys_of_modelled_fields_do_not_duplicate_them() {
+    let stream = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        "\n\n",
+        "event: message_delta\n",
+        r#"data: {"type":"message_delta","delta":{"type":"input_json_delta","id":"x","content":7,"stop_reason":"end_turn","container":null},"usage":{"output_tokens":"many","input_tokens":-1,"cache_read_input_tokens":2.5,"service_tier":"standard"}}"#,
+        "\n\n",
+        "event: message_stop\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+    let mut by_value = StreamDecoder::for_provider(Provider::Anthropic);
+    let mut by_text = StreamDecoder::for_provider(Provider::Anthropic);
+    by_value
+        .feed(Bytes::from_static(stream.as_bytes()))
+        .unwrap();
+    by_text.feed(Bytes::from_static(stream.as_bytes())).unwrap();
+    assert_eq!(by_text.message_json(), by_value.message().to_string());
+    let message = by_value.finish().unwrap();
+    assert_eq!(by_text.finish_json().unwrap(), message.to_string());
+    // The modelled fields keep what `message_start` said; unmodelled keys are still kept.
+    assert_eq!(message["type"], "message");
+    assert_eq!(message["id"], "msg_1");
+    assert_eq!(message["content"], json!([]));
+    assert_eq!(message["stop_reason"], "end_turn");
+    assert_eq!(message["container"], Value::Null);
+    assert!(message.as_object().unwrap().contains_key("container"));
+    assert_eq!(
+        message["usage"],
+        json!({"input_tokens": 3, "output_tokens": 1, "service_tier": "standard"})
+    );
 }

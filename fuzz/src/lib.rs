@@ -1,12 +1,15 @@
 //! Checks shared by the fuzz targets (each target in `fuzz_targets/` is a thin `fuzz_target!`
 //! calling one of these). Every check asserts real invariants, not only "no panic".
 
+use std::ops::ControlFlow;
+
 use bytes::Bytes;
 use ferroloop::decode::partial_json::{PartialJson, PartialMode};
 use ferroloop::decode::{
     AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder,
 };
-use ferroloop::sse::{SseOwnedItem, parse_all};
+use ferroloop::sse::{SseConfig, SseOwnedItem, SseParser, parse_all};
+use serde::de::IgnoredAny;
 use serde_json::{Map, Value};
 
 /// One step of a decoder's output: a typed event, or an error returned by `push_event`/`feed`.
@@ -25,33 +28,63 @@ pub struct Outcome {
     pub log: Vec<Entry>,
     /// The snapshot before `finish`.
     pub snapshot: Value,
-    /// The result of `finish`: the final message, or the error with its partial message.
-    pub finish: Result<Value, (String, Option<Value>)>,
+    /// The result of `finish`: the final message as JSON text (`finish_json`, or the text of
+    /// `finish`'s message), or the error with its partial message.
+    pub finish: Result<String, (String, Option<Value>)>,
+}
+
+/// How [`run_stream`] hands the chunks to the stream decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feed {
+    /// `feed_into` of an owned copy; ends with `finish`.
+    Owned,
+    /// `feed_borrowed_into` of a buffer freed right after the call; checks `message_json`
+    /// against `message` along the way and ends with `finish_json`.
+    Borrowed,
 }
 
 fn describe(error: &DecodeError) -> String {
     format!("{}: {error}", error.code())
 }
 
-fn finish_result(result: Result<Value, DecodeError>) -> Result<Value, (String, Option<Value>)> {
+fn finish_result(result: Result<Value, DecodeError>) -> Result<String, (String, Option<Value>)> {
     match result {
         Ok(message) => {
             assert!(
                 message.is_object(),
                 "finish returned a non-object: {message}"
             );
-            Ok(message)
+            Ok(message.to_string())
         }
-        Err(error) => {
-            let text = describe(&error);
-            assert!(!error.to_string().is_empty());
-            let partial = match error {
-                DecodeError::Truncated { partial, .. } => Some(*partial),
-                _ => None,
-            };
-            Err((text, partial))
-        }
+        Err(error) => finish_error(error),
     }
+}
+
+fn finish_json_result(
+    result: Result<String, DecodeError>,
+) -> Result<String, (String, Option<Value>)> {
+    match result {
+        Ok(text) => {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(message) => {
+                    assert!(message.is_object(), "finish_json gave a non-object: {text}")
+                }
+                Err(error) => panic!("finish_json gave invalid JSON {text:?}: {error}"),
+            }
+            Ok(text)
+        }
+        Err(error) => finish_error(error),
+    }
+}
+
+fn finish_error(error: DecodeError) -> Result<String, (String, Option<Value>)> {
+    let text = describe(&error);
+    assert!(!error.to_string().is_empty());
+    let partial = match error {
+        DecodeError::Truncated { partial, .. } => Some(*partial),
+        _ => None,
+    };
+    Err((text, partial))
 }
 
 fn check_snapshot(snapshot: &Value) {
@@ -61,14 +94,15 @@ fn check_snapshot(snapshot: &Value) {
     );
 }
 
-/// Feeds `input` as raw SSE bytes in chunks of `chunk` bytes (0 = one chunk). After an error
-/// the queued events are drained with empty feeds, so the log does not depend on where the
-/// chunk boundaries fell.
+/// Feeds `input` as raw SSE bytes in chunks of `chunk` bytes (0 = one chunk), as `feed` says.
+/// After an error the queued events are drained with empty feeds, so the log does not depend on
+/// where the chunk boundaries fell.
 pub fn run_stream<D: EventDecoder>(
     decoder: D,
     input: &[u8],
     chunk: usize,
     record: bool,
+    feed: Feed,
 ) -> Outcome {
     let mut stream = StreamDecoder::new(decoder);
     stream.decoder_mut().set_record_events(record);
@@ -79,27 +113,41 @@ pub fn run_stream<D: EventDecoder>(
     } else {
         chunk
     };
+    let feed_piece = |stream: &mut StreamDecoder<D>, piece: &[u8], events: &mut Vec<_>| match feed {
+        Feed::Owned => stream.feed_into(Bytes::copy_from_slice(piece), events),
+        Feed::Borrowed => with_scratch(piece, |chunk| stream.feed_borrowed_into(chunk, events)),
+    };
     // A snapshot costs the size of the message: check a bounded number of them per run.
     let stride = input.len().div_ceil(size).div_ceil(16).max(1);
     for (turn, piece) in input.chunks(size).enumerate() {
-        let mut result = stream.feed_into(Bytes::copy_from_slice(piece), &mut events);
+        let mut result = feed_piece(&mut stream, piece, &mut events);
         loop {
             log.extend(events.drain(..).map(Entry::Event));
             match result {
                 Ok(()) => break,
                 Err(error) => {
                     log.push(Entry::Error(describe(&error)));
-                    result = stream.feed_into(Bytes::new(), &mut events);
+                    result = feed_piece(&mut stream, &[], &mut events);
                 }
             }
         }
         if turn % stride == 0 {
-            check_snapshot(&stream.message());
+            let snapshot = stream.message();
+            check_snapshot(&snapshot);
+            if feed == Feed::Borrowed {
+                check_message_json(&stream, &snapshot);
+            }
         }
     }
     let snapshot = stream.message();
+    if feed == Feed::Borrowed {
+        check_message_json(&stream, &snapshot);
+    }
     let complete = stream.is_complete();
-    let finish = finish_result(stream.finish());
+    let finish = match feed {
+        Feed::Owned => finish_result(stream.finish()),
+        Feed::Borrowed => finish_json_result(stream.finish_json()),
+    };
     if finish.is_ok() {
         assert!(
             complete,
@@ -111,6 +159,16 @@ pub fn run_stream<D: EventDecoder>(
         snapshot,
         finish,
     }
+}
+
+/// `message_json` is exactly the text of `message()` (what `EventDecoder::message_json`
+/// promises: the bindings hand it over instead of serializing the `Value`).
+fn check_message_json<D: EventDecoder>(stream: &StreamDecoder<D>, snapshot: &Value) {
+    assert_eq!(
+        stream.message_json(),
+        snapshot.to_string(),
+        "message_json is not the text of message"
+    );
 }
 
 /// Pushes already-framed events straight into a decoder (no SSE parser).
@@ -173,13 +231,32 @@ fn new_decoder(provider: Provider) -> ferroloop::decode::AnyDecoder {
 
 /// Raw SSE bytes through one provider's decoder:
 /// - one chunk and small chunks give the same events, errors, snapshot and final result;
+/// - `feed_borrowed_into` gives what `feed_into` gives at the same chunking, and `message_json`
+///   and `finish_json` are exactly the text of `message` and `finish`;
 /// - the stream decoder agrees with pushing the framed events directly;
 /// - accumulate-only mode (no typed events) gives the same errors and the same message;
 /// - for Anthropic, the hand-written string-delta fast path agrees with the serde path.
 pub fn check_decode_stream(provider: Provider, input: &[u8]) {
-    let whole = run_stream(new_decoder(provider), input, 0, true);
-    let split = run_stream(new_decoder(provider), input, chunk_size_for(input), true);
+    let whole = run_stream(new_decoder(provider), input, 0, true, Feed::Owned);
+    let split = run_stream(
+        new_decoder(provider),
+        input,
+        chunk_size_for(input),
+        true,
+        Feed::Owned,
+    );
     assert_eq!(whole, split, "chunking changed the decoding");
+    let borrowed = run_stream(
+        new_decoder(provider),
+        input,
+        chunk_size_for(input),
+        true,
+        Feed::Borrowed,
+    );
+    assert_eq!(
+        split, borrowed,
+        "feed_borrowed_into and feed_into disagree (or finish_json is not the text of finish)"
+    );
 
     let items = parse_all(Bytes::copy_from_slice(input));
     let framed = items.iter().filter_map(|item| match item {
@@ -192,7 +269,7 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
         "the stream decoder and direct pushes disagree"
     );
 
-    let quiet = run_stream(new_decoder(provider), input, 0, false);
+    let quiet = run_stream(new_decoder(provider), input, 0, false, Feed::Owned);
     assert_eq!(
         errors_only(&whole),
         errors_only(&quiet),
@@ -210,7 +287,7 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
     if provider == Provider::Anthropic {
         let mut slow = AnthropicDecoder::new();
         slow.set_text_fast_path(false);
-        let serde_path = run_stream(slow, input, 0, true);
+        let serde_path = run_stream(slow, input, 0, true, Feed::Owned);
         assert_eq!(
             whole, serde_path,
             "the text fast path and the serde path disagree"
@@ -464,7 +541,13 @@ pub fn check_decode_events(data: &[u8]) {
     ] {
         let pairs = events.iter().map(|(t, d)| (t.as_str(), d.as_str()));
         let direct = run_events(new_decoder(provider), pairs, true);
-        let streamed = run_stream(new_decoder(provider), &sse, chunk_size_for(data), true);
+        let streamed = run_stream(
+            new_decoder(provider),
+            &sse,
+            chunk_size_for(data),
+            true,
+            Feed::Owned,
+        );
         assert_eq!(direct, streamed, "framing as SSE changed the decoding");
         let pairs = events.iter().map(|(t, d)| (t.as_str(), d.as_str()));
         let quiet = run_events(new_decoder(provider), pairs, false);
@@ -475,7 +558,8 @@ pub fn check_decode_events(data: &[u8]) {
 }
 
 /// The partial-JSON view on arbitrary text fed in arbitrary fragments:
-/// - never panics; the view, when there is one, is valid JSON;
+/// - never panics; the view, when there is one, is valid JSON (by the grammar: numbers out of
+///   f64's range included);
 /// - after every fragment, the incremental view equals the view of a fresh parse of the same
 ///   prefix, in both modes, and the scanner has examined each byte at most once;
 /// - once the whole text is a valid JSON document, the view is that document.
@@ -525,7 +609,12 @@ pub fn check_partial_json(data: &[u8]) {
             assert_eq!(incremental.is_invalid(), fresh.is_invalid());
             if let Some(view) = &got {
                 if let Err(error) = serde_json::from_str::<Value>(view) {
-                    panic!("view {view:?} of {:?} is not JSON: {error}", &text[..end]);
+                    // A number past f64's range is valid JSON that `Value` cannot hold: the
+                    // grammar alone is checked then.
+                    let out_of_range = error.to_string().starts_with("number out of range");
+                    if !out_of_range || serde_json::from_str::<IgnoredAny>(view).is_err() {
+                        panic!("view {view:?} of {:?} is not JSON: {error}", &text[..end]);
+                    }
                 }
             }
             assert!(incremental.work() <= end as u64, "a byte was scanned twice");
@@ -643,7 +732,10 @@ pub fn check_token_estimator(data: &[u8]) {
     let portable = count_classes_with(data, Kernel::Portable);
     for kernel in [Kernel::Avx2, Kernel::Avx512] {
         let vector = count_classes_with(data, kernel);
-        assert_eq!(portable, vector, "the class-counting kernels disagree ({kernel:?})");
+        assert_eq!(
+            portable, vector,
+            "the class-counting kernels disagree ({kernel:?})"
+        );
     }
     assert_eq!(portable.bytes, data.len() as u64);
     let lossy = String::from_utf8_lossy(data);
@@ -706,4 +798,164 @@ pub fn check_request_estimate(data: &[u8]) {
             let _ = images::estimate_image(part, family);
         }
     }
+}
+
+/// Everything observable about one SSE parse.
+#[derive(Debug, PartialEq)]
+struct SseRun {
+    items: Vec<SseOwnedItem>,
+    last_event_id: String,
+    retry: Option<u64>,
+    dropped: u64,
+    discarded: bool,
+    /// `last_event_id` and `retry` after `finish`, which keeps them.
+    after_finish: (String, Option<u64>),
+}
+
+/// The bytes a borrowed feed is given: a fresh allocation per call, scribbled over and freed
+/// right after it, so a reference the parser kept into caller memory reads garbage (or, under
+/// the address sanitizer, freed memory) and shows.
+fn with_scratch<R>(piece: &[u8], feed: impl FnOnce(&[u8]) -> R) -> R {
+    let mut scratch = piece.to_vec();
+    let result = feed(&scratch);
+    scratch.fill(0xFF);
+    drop(scratch);
+    result
+}
+
+fn drain_into(parser: &mut SseParser, items: &mut Vec<SseOwnedItem>) {
+    while let Some(item) = parser.next_item() {
+        items.push(item.to_owned());
+    }
+}
+
+/// After a feed that promises to deliver every completed item, none is left.
+fn assert_drained(parser: &mut SseParser, how: &str) {
+    if let Some(item) = parser.next_item() {
+        panic!("{how} left {:?} pending", item.to_owned());
+    }
+}
+
+fn end_run(mut parser: SseParser, mut items: Vec<SseOwnedItem>, input_len: usize) -> SseRun {
+    // `finish` discards what is still queued: every fed item must be taken out first.
+    drain_into(&mut parser, &mut items);
+    let last_event_id = parser.last_event_id().to_owned();
+    let retry = parser.retry();
+    let dropped = parser.dropped_events();
+    let discarded = parser.finish();
+    // Linear work, whatever the input, the chunking and the entry points.
+    let len = input_len as u64;
+    assert!(
+        parser.bytes_scanned() <= 2 * len + 8 * (len + 1),
+        "{} bytes scanned for {len} bytes of input",
+        parser.bytes_scanned()
+    );
+    assert_eq!(parser.bytes_fed(), len, "bytes_fed");
+    SseRun {
+        items,
+        last_event_id,
+        retry,
+        dropped,
+        discarded,
+        after_finish: (parser.last_event_id().to_owned(), parser.retry()),
+    }
+}
+
+/// How many control bytes [`check_sse_feeds`] reads before the stream.
+pub const SSE_FEEDS_CONTROL: usize = 17;
+
+/// The SSE parser's entry points mixed freely. The first byte chooses an optional
+/// `max_event_bytes` cap; the next 16 are 8 (mode, size) pairs, used in turn for the chunks of
+/// the rest of the input. A mode is one of: `feed` then drain with `next_item`; `feed` with the
+/// items left pending; `feed_slice` then drain; `feed_slice` left pending; `feed_with`;
+/// `feed_borrowed`; `feed_borrowed_until` stopping after 1 to 4 items, the rest drained with
+/// `next_item` or left for the next feed. Whatever the mix:
+/// - the items (owned), `last_event_id`, `retry`, `dropped_events` and the `finish` result equal
+///   those of one owned feed of the whole input;
+/// - the feeds that deliver leave nothing pending, a stopping callback stops exactly when it
+///   says, and the work stays linear in the input.
+pub fn check_sse_feeds(data: &[u8]) {
+    let (control, input) = data.split_at(data.len().min(SSE_FEEDS_CONTROL));
+    let (limit_byte, steps) = control.split_first().unwrap_or((&0, &[]));
+    let limit = (*limit_byte > 200).then(|| usize::from(*limit_byte - 200) * 4);
+    let config = || SseConfig::default().max_event_bytes(limit);
+
+    let mut whole = SseParser::with_config(config());
+    let mut items = Vec::new();
+    whole.feed(Bytes::copy_from_slice(input));
+    drain_into(&mut whole, &mut items);
+    let expected = end_run(whole, items, input.len());
+
+    let steps: Vec<(u8, u8)> = steps.chunks_exact(2).map(|s| (s[0], s[1])).collect();
+    let mut parser = SseParser::with_config(config());
+    let mut items = Vec::new();
+    let mut pos = 0;
+    let mut turn = 0;
+    while pos < input.len() {
+        let (mode, size) = steps
+            .get(turn % steps.len().max(1))
+            .copied()
+            .unwrap_or((0, 255));
+        turn += 1;
+        // 255 takes the rest: chunks past 256 bytes too.
+        let size = if size == 255 {
+            input.len()
+        } else {
+            usize::from(size) + 1
+        };
+        let end = (pos + size).min(input.len());
+        let piece = &input[pos..end];
+        pos = end;
+        let stop_after = usize::from((mode >> 3) % 4) + 1;
+        match mode % 8 {
+            0 => {
+                parser.feed(Bytes::copy_from_slice(piece));
+                drain_into(&mut parser, &mut items);
+            }
+            1 => parser.feed(Bytes::copy_from_slice(piece)),
+            2 => {
+                parser.feed_slice(piece);
+                drain_into(&mut parser, &mut items);
+            }
+            3 => parser.feed_slice(piece),
+            4 => {
+                parser.feed_with(Bytes::copy_from_slice(piece), |item| {
+                    items.push(item.to_owned());
+                });
+                assert_drained(&mut parser, "feed_with");
+            }
+            5 => {
+                with_scratch(piece, |chunk| {
+                    parser.feed_borrowed(chunk, |item| items.push(item.to_owned()));
+                });
+                assert_drained(&mut parser, "feed_borrowed");
+            }
+            mode => {
+                let mut delivered = 0;
+                let flow = with_scratch(piece, |chunk| {
+                    parser.feed_borrowed_until(chunk, |item| {
+                        items.push(item.to_owned());
+                        delivered += 1;
+                        if delivered == stop_after {
+                            ControlFlow::Break(())
+                        } else {
+                            ControlFlow::Continue(())
+                        }
+                    })
+                });
+                match flow {
+                    ControlFlow::Break(()) => assert_eq!(delivered, stop_after, "early break"),
+                    ControlFlow::Continue(()) => {
+                        assert!(delivered < stop_after, "the callback's break was ignored");
+                        assert_drained(&mut parser, "feed_borrowed_until");
+                    }
+                }
+                if mode == 6 {
+                    drain_into(&mut parser, &mut items);
+                }
+            }
+        }
+    }
+    let got = end_run(parser, items, input.len());
+    assert_eq!(expected, got, "the feeds changed the parse");
 }

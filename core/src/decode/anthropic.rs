@@ -538,6 +538,9 @@ impl AnthropicDecoder {
             match key.as_str() {
                 "stop_reason" => message.stop_reason = value.as_str().map(str::to_owned),
                 "stop_sequence" => message.stop_sequence = value.as_str().map(str::to_owned),
+                // A delta does not replace what `message_start` set, and in `extra` the key
+                // would be serialized twice (`message_json` would disagree with `message`).
+                key if Message::FIELDS.contains(&key) => {}
                 _ => {
                     message.extra.insert(key.clone(), value.clone());
                 }

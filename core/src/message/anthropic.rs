@@ -42,6 +42,21 @@ pub struct Message {
     pub extra: JsonObject,
 }
 
+impl Message {
+    /// The JSON keys of the modelled fields. `extra` must hold none of them: the message would
+    /// serialize with the key twice.
+    pub(crate) const FIELDS: [&'static str; 8] = [
+        "id",
+        "type",
+        "role",
+        "model",
+        "content",
+        "stop_reason",
+        "stop_sequence",
+        "usage",
+    ];
+}
+
 fn message_type() -> String {
     "message".to_owned()
 }
@@ -84,7 +99,7 @@ impl Usage {
     }
 
     /// Applies one field of a streamed `message_delta.usage`: values are cumulative, so they are
-    /// assigned, never added; a `null` keeps the earlier value.
+    /// assigned, never added; a `null`, or a counter that is not a count, keeps the earlier value.
     pub fn assign_field(&mut self, key: &str, value: &Value) {
         if value.is_null() {
             return;
@@ -95,6 +110,14 @@ impl Usage {
             ("output_tokens", Some(n)) => self.output_tokens = n,
             ("cache_creation_input_tokens", Some(n)) => self.cache_creation_input_tokens = Some(n),
             ("cache_read_input_tokens", Some(n)) => self.cache_read_input_tokens = Some(n),
+            // Not into `extra`: the usage would serialize with the key twice.
+            (
+                "input_tokens"
+                | "output_tokens"
+                | "cache_creation_input_tokens"
+                | "cache_read_input_tokens",
+                None,
+            ) => {}
             ("server_tool_use", _) => self.server_tool_use = Some(value.clone()),
             _ => {
                 self.extra.insert(key.to_owned(), value.clone());
