@@ -59,6 +59,20 @@ test('a stream yields typed events, then its final message and metrics', async (
   })
 })
 
+test('non-ASCII text, escapes and surrogate pairs arrive intact (batches reach JS as UTF-16)', async () => {
+  const text = '会话 テキスト 한국어 naïve 🚀✅ "quoted" \\ back\nslash\ttab \u0001'
+  await withServer([{ body: { events: anthropicEvents([{ type: 'text', text }]) }, chunk_bytes: 5 }], {}, async (client) => {
+    const stream = client.stream(request)
+    let streamed = ''
+    for await (const event of stream) {
+      if (event.type === 'text_delta') streamed += event.text
+    }
+    assert.equal(streamed, text)
+    const message = await stream.message()
+    assert.deepEqual(message.content, [{ type: 'text', text }])
+  })
+})
+
 test('message() alone reads the whole stream (a recorded fixture, dripped in 1-byte pieces)', async () => {
   const fixture = path.join(fixturesDir, 'anthropic', 'tool_use_response.sse')
   await withServer([{ body: { fixture }, chunk_bytes: 1 }], {}, async (client) => {
