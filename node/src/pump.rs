@@ -162,7 +162,7 @@ impl NativeEventStream {
     }
 }
 
-/// A batch's JSON text on its way to JavaScript, made a string by [`js_string`] (Latin-1 or the
+/// A batch's JSON text on its way to JavaScript, made a string by `batch::js_string` (Latin-1 or the
 /// addon's UTF-16 conversion) rather than by napi's `String` conversion, V8's UTF-8 decoder, which
 /// is several times slower on non-ASCII text (model output in most languages but English).
 pub struct JsonBatch(String);
