@@ -234,11 +234,7 @@ pub(crate) fn js_string<'env>(env: &'env Env, text: &str) -> napi::Result<JsStri
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::utf16::TEST_SAMPLES;
-
-    fn wide(text: &str) -> Vec<u16> {
-        text.encode_utf16().collect()
-    }
+    use crate::utf16::{TEST_SAMPLES, wide};
 
     #[test]
     fn batch_text_widens_at_the_first_non_ascii_field() {

@@ -325,10 +325,7 @@ impl NativeSseParser {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    fn wide(text: &str) -> Vec<u16> {
-        text.encode_utf16().collect()
-    }
+    use crate::utf16::wide;
 
     #[test]
     fn same_bytes_is_byte_equality() {

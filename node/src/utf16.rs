@@ -396,6 +396,12 @@ mod avx512 {
     }
 }
 
+/// `text` as UTF-16 units, what a conversion must produce (tests only).
+#[cfg(test)]
+pub(crate) fn wide(text: &str) -> Vec<u16> {
+    text.encode_utf16().collect()
+}
+
 /// Texts for the conversion tests here and in `sse.rs`: ASCII, every UTF-8 length, characters
 /// across the 16- and 32-byte block edges.
 #[cfg(test)]
@@ -428,7 +434,7 @@ mod tests {
         let room = text.len() + SLACK;
         let mut units = vec![7u16; room + 2];
         let written = converter.convert(text, &mut units[1..=room]);
-        let expected: Vec<u16> = text.encode_utf16().collect();
+        let expected = wide(text);
         assert_eq!(written, expected.len(), "{converter:?} {text:?}");
         assert_eq!(&units[1..=written], &expected[..], "{converter:?} {text:?}");
         assert_eq!(units[0], 7);
