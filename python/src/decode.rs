@@ -9,11 +9,8 @@ use serde_json::Value;
 
 use crate::errors::{ferroloop_error, shield};
 use crate::events::event_to_py;
-use crate::sse::chunk_bytes;
+use crate::sse::{chunk_bytes, detach_if_large};
 use crate::value::to_py;
-
-/// Chunks at least this large are decoded with the interpreter released.
-const DETACH_THRESHOLD: usize = 64 * 1024;
 
 /// Decodes a provider's raw SSE stream into typed events and accumulates the message.
 #[pyclass(module = "ferroloop._native", name = "StreamDecoder")]
@@ -46,18 +43,14 @@ impl PyStreamDecoder {
     ) -> PyResult<Result<(), DecodeError>> {
         if let Ok(bytes) = chunk.cast::<PyBytes>() {
             let bytes = bytes.as_bytes();
-            return Ok(if bytes.len() >= DETACH_THRESHOLD {
-                py.detach(|| self.decode_borrowed(bytes))
-            } else {
+            return Ok(detach_if_large(py, bytes.len(), || {
                 self.decode_borrowed(bytes)
-            });
+            }));
         }
         let chunk = chunk_bytes(chunk)?;
-        Ok(if chunk.len() >= DETACH_THRESHOLD {
-            py.detach(|| self.decode_chunk(chunk))
-        } else {
+        Ok(detach_if_large(py, chunk.len(), || {
             self.decode_chunk(chunk)
-        })
+        }))
     }
 
     /// The completed events as a list of dicts (each with a `"type"`), draining them.

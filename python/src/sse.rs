@@ -4,6 +4,7 @@ use bytes::Bytes;
 use ferroloop::Utf8Bytes;
 use ferroloop::sse::{SseConfig, SseEvent, SseItem, SseParser};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 
@@ -12,6 +13,20 @@ use crate::errors::shield;
 /// Chunks at least this large are parsed with the interpreter released (`py.detach`): below it,
 /// saving and restoring the thread state costs more than other threads could gain.
 const DETACH_THRESHOLD: usize = 64 * 1024;
+
+/// Runs `work` on a chunk of `len` bytes, with the interpreter released when the chunk is large
+/// enough for that to pay (see [`DETACH_THRESHOLD`]).
+pub(crate) fn detach_if_large<T: Ungil>(
+    py: Python<'_>,
+    len: usize,
+    work: impl Ungil + FnOnce() -> T,
+) -> T {
+    if len >= DETACH_THRESHOLD {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
 
 /// Copies a bytes-like chunk (`bytes`, `bytearray`, `memoryview`, any buffer) into `Bytes`.
 ///
@@ -170,11 +185,7 @@ impl PySseParser {
     ) -> PyResult<Bound<'py, PyList>> {
         shield(py, "SseParser.feed", || {
             let chunk = chunk_bytes(chunk)?;
-            if chunk.len() >= DETACH_THRESHOLD {
-                py.detach(|| self.parse_chunk(chunk));
-            } else {
-                self.parse_chunk(chunk);
-            }
+            detach_if_large(py, chunk.len(), || self.parse_chunk(chunk));
             PyList::new(py, self.completed.drain(..).map(PySseEvent::from))
         })
     }
