@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use ferroloop::decode::partial_json::{PartialJson, PartialMode};
-use ferroloop::decode::{Provider, StreamDecoder};
+use ferroloop::decode::{AnthropicDecoder, Provider, StreamDecoder};
 use serde_json::{Value, json};
 
 const MODES: [PartialMode; 2] = [
@@ -122,4 +122,40 @@ fn message_delta_keys_of_modelled_fields_do_not_duplicate_them() {
         message["usage"],
         json!({"input_tokens": 3, "output_tokens": 1, "service_tier": "standard"})
     );
+}
+
+/// Found by fuzzing (`decode_anthropic`): the hand-written `content_block_delta` fast path read
+/// an index with a leading zero (`"index":01`), which is not JSON. Before `message_start` it
+/// reported a protocol error where serde reports invalid JSON; after it, it appended the text to
+/// block 1 where serde rejects the event. Both paths now reject it as invalid JSON.
+#[test]
+fn delta_index_with_a_leading_zero_is_invalid_json_on_both_paths() {
+    let start = concat!(
+        "event: message_start\n",
+        r#"data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        "\n\n",
+        "event: content_block_start\n",
+        r#"data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        "\n\n",
+        "event: content_block_start\n",
+        r#"data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+        "\n\n",
+    );
+    let bad_delta = concat!(
+        "event: content_block_delta\n",
+        r#"data: {"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"Partial"}}"#,
+        "\n\n",
+    );
+    for stream in [bad_delta.to_owned(), format!("{start}{bad_delta}")] {
+        let mut serde_only = AnthropicDecoder::new();
+        serde_only.set_text_fast_path(false);
+        let mut fast = StreamDecoder::new(AnthropicDecoder::new());
+        let mut slow = StreamDecoder::new(serde_only);
+        let fast_err = fast.feed(Bytes::from(stream.clone())).unwrap_err();
+        let slow_err = slow.feed(Bytes::from(stream.clone())).unwrap_err();
+        assert_eq!(fast_err.code(), "invalid_json", "{fast_err}");
+        assert_eq!(fast_err.to_string(), slow_err.to_string());
+        assert_eq!(fast.message(), slow.message());
+        assert!(!fast.message_json().contains("Partial"));
+    }
 }

@@ -6,7 +6,8 @@ use std::ops::ControlFlow;
 use bytes::Bytes;
 use ferroloop::decode::partial_json::{PartialJson, PartialMode};
 use ferroloop::decode::{
-    AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder,
+    AnthropicDecoder, DecodeError, DecodeEvent, EventDecoder, OpenAiChatDecoder, Provider,
+    StreamDecoder,
 };
 use ferroloop::sse::{SseConfig, SseOwnedItem, SseParser, parse_all};
 use serde::de::IgnoredAny;
@@ -235,7 +236,8 @@ fn new_decoder(provider: Provider) -> ferroloop::decode::AnyDecoder {
 ///   and `finish_json` are exactly the text of `message` and `finish`;
 /// - the stream decoder agrees with pushing the framed events directly;
 /// - accumulate-only mode (no typed events) gives the same errors and the same message;
-/// - for Anthropic, the hand-written string-delta fast path agrees with the serde path.
+/// - for Anthropic, the hand-written string-delta fast path agrees with the serde path, and for
+///   OpenAI Chat Completions the template and text fast paths agree with the general path.
 pub fn check_decode_stream(provider: Provider, input: &[u8]) {
     let whole = run_stream(new_decoder(provider), input, 0, true, Feed::Owned);
     let split = run_stream(
@@ -291,6 +293,22 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
         assert_eq!(
             whole, serde_path,
             "the text fast path and the serde path disagree"
+        );
+    }
+    if provider == Provider::OpenAiChat {
+        let mut no_template = OpenAiChatDecoder::new();
+        no_template.set_template_fast_path(false);
+        let serde_text = run_stream(no_template, input, 0, true, Feed::Owned);
+        assert_eq!(
+            whole, serde_text,
+            "the template fast path and the serde text path disagree"
+        );
+        let mut general = OpenAiChatDecoder::new();
+        general.set_text_fast_path(false);
+        let general = run_stream(general, input, 0, true, Feed::Owned);
+        assert_eq!(
+            whole, general,
+            "the text fast paths and the general path disagree"
         );
     }
 }

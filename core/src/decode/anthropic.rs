@@ -135,7 +135,8 @@ const DELTA_MIDDLES: [(&str, StringDelta); 3] = [
 fn fast_string_delta(data: &str) -> Option<(u64, StringDelta, Cow<'_, str>)> {
     let rest = data.strip_prefix(DELTA_PREFIX)?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 || digits > 9 {
+    // JSON forbids leading zeros (`01`); such an index is left to serde, which rejects it.
+    if digits == 0 || digits > 9 || (digits > 1 && rest.starts_with('0')) {
         return None;
     }
     let index: u64 = rest.get(..digits)?.parse().ok()?;
