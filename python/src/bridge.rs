@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -280,10 +281,26 @@ pub(crate) fn bridge_for_running_loop(
         .import(pyo3::intern!(py, "asyncio"))?
         .call_method0(pyo3::intern!(py, "get_running_loop"))?;
     let mut slot = lock(slot);
-    if let Some(bridge) = slot.as_ref()
-        && bridge.event_loop(py).is(&running)
-    {
-        return Ok(Arc::clone(bridge));
+    if let Some(bridge) = slot.as_ref() {
+        let bound = bridge.event_loop(py);
+        if bound.is(&running) {
+            return Ok(Arc::clone(bridge));
+        }
+        // The tools find their loop through the slot when they are called, not when their
+        // run started: rebinding it while another thread's loop still has runs, turns or agent
+        // runs (each holds the bridge) would send their later calls to this loop (they failed
+        // as "cancelled" once this loop closed, or ran on the wrong loop). Refused, rather
+        // than silently misrouted; a loop with nothing in flight may be replaced.
+        if Arc::strong_count(bridge) > 1
+            && bound
+                .call_method0(pyo3::intern!(py, "is_running"))?
+                .is_truthy()?
+        {
+            return Err(PyRuntimeError::new_err(
+                "these tools are in use on an event loop running in another thread; \
+                 use one ToolExecutor (and Agent) per event loop",
+            ));
+        }
     }
     let bridge = LoopBridge::for_running_loop(py)?;
     *slot = Some(Arc::clone(&bridge));
