@@ -1,0 +1,143 @@
+"""Careless or hostile use of the bindings: every case here once crashed the interpreter, raised
+`InternalError` for bad input, or silently gave wrong results. Each must now be a clean Python
+exception or a correct result."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import ferroloop
+
+
+def use(i: int, name: str, **input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": input}
+
+
+def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a fresh interpreter: a crash (stack overflow) fails the test, not the suite."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_deep_nesting_through_non_builtin_containers_is_an_error_not_a_crash() -> None:
+    # Exact dicts and lists were depth-limited, but anything else (dict subclasses such as
+    # OrderedDict, frozensets, mappings, and everything below them) went to pythonize, which
+    # recursed without a bound: a segmentation fault (stack overflow).
+    result = run_isolated(
+        """
+        import asyncio, collections, types, ferroloop
+
+        def nested(make, depth=200_000):
+            value = "leaf"
+            for _ in range(depth):
+                value = make(value)
+            return value
+
+        cases = {
+            "ordered": nested(lambda v: collections.OrderedDict(k=v)),
+            "frozenset": nested(lambda v: frozenset([v])),
+            "mapping-then-lists": types.MappingProxyType({"k": nested(lambda v: [v])}),
+            "dict-subclass": nested(lambda v: type("D", (dict,), {})(k=v)),
+        }
+        for name, value in cases.items():
+            try:
+                ferroloop.estimate_tokens({"role": "user", "content": [value]})
+            except ValueError as err:
+                assert "nested more than" in str(err), (name, err)
+            else:
+                raise AssertionError(f"{name}: no error")
+
+        async def main():
+            ex = ferroloop.ToolExecutor()
+
+            @ex.tool
+            async def deep(inp):
+                return {"content": [cases["ordered"]]}
+
+            (result,) = await ex.run([{"id": "t", "name": "deep", "input": {}}])
+            assert result["is_error"] and "nested more than" in result["content"], result
+            print("ok")
+
+        asyncio.run(main())
+        """
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"
+
+
+def test_shallow_non_builtin_containers_still_convert() -> None:
+    ordered = collections.OrderedDict(role="user", content=[collections.OrderedDict(type="text", text="hi")])
+    plain = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    assert ferroloop.estimate_tokens(ordered) == ferroloop.estimate_tokens(plain)
+    with pytest.raises(ValueError, match="cannot be converted to JSON"):
+        ferroloop.estimate_tokens({"role": "user", "content": [{"k": 2**70}]})
+
+
+def test_absurd_usage_counts_saturate_instead_of_an_internal_error() -> None:
+    # Usage comes from a server or a caller; summing it overflowed (an InternalError in debug
+    # builds, a wrapped, tiny count in release builds).
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hi"})
+    tracker.record_usage({"input_tokens": 2**64 - 1, "cache_read_input_tokens": 5, "output_tokens": 2**63})
+    assert tracker.tokens() == {"tokens": 2**64 - 1, "method": "exact"}
+    tracker.push_message({"role": "user", "content": "x" * 1000})
+    assert tracker.tokens() == {"tokens": 2**64 - 1, "method": "usage+estimate"}
+
+
+def test_one_executor_used_from_two_event_loops_at_once() -> None:
+    # The tools find their loop through the executor when called: a second thread's loop used
+    # to take over, so the first run's later calls ran on (and were cancelled with) that loop.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool  # exclusive: the calls run one after another
+    async def where(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.2)
+        return str(id(asyncio.get_running_loop()))
+
+    out: dict[str, Any] = {}
+    first_started = threading.Event()
+
+    def runner(tag: str, calls: int) -> None:
+        async def main() -> list[str]:
+            out[f"{tag}_loop"] = str(id(asyncio.get_running_loop()))
+            run = asyncio.ensure_future(ex.run([use(i, "where") for i in range(calls)]))
+            first_started.set()
+            return [r["content"] for r in await asyncio.wait_for(run, 10)]
+
+        try:
+            out[tag] = asyncio.run(main())
+        except Exception as err:  # noqa: BLE001 - recorded for the assertions
+            out[tag] = err
+
+    first = threading.Thread(target=runner, args=("A", 3))
+    first.start()
+    assert first_started.wait(5)
+    time.sleep(0.1)
+    second = threading.Thread(target=runner, args=("B", 1))
+    second.start()
+    first.join()
+    second.join()
+
+    # The first run is untouched: every call ran on its own loop.
+    assert out["A"] == [out["A_loop"]] * 3
+    # The second is refused with a clear error instead of stealing the first run's calls.
+    assert isinstance(out["B"], RuntimeError) and "one ToolExecutor" in str(out["B"])
+
+    # Once the first loop has finished, another loop may use the executor.
+    async def later() -> list[str]:
+        return [r["content"] for r in await ex.run([use(0, "where")])]
+
+    assert asyncio.run(later())[0] != out["A_loop"]
