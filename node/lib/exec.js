@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
-const { ToolHost, toReply, errorMessage, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
+const { ToolHost, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -333,10 +333,11 @@ class Turn {
       this.#settle(index, FLAG_ERROR, errorMessage(err))
       return
     }
-    if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+    const pending = pendingOf(value)
+    if (pending !== undefined) {
       // Bound methods rather than arrow functions: a fresh closure runs V8's lazy-compile
       // trampoline on its first call, once per call here.
-      value.then(this.#settleValue.bind(this, index), this.#reject.bind(this, index))
+      promiseThen(pending, this.#settleValue.bind(this, index), this.#reject.bind(this, index))
     } else {
       this.#settleValue(index, value)
     }
