@@ -3,7 +3,7 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson } = require('./errors.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -201,7 +201,7 @@ function nativeOptions(options) {
 
 function requestJson(request, what) {
   if (!isObject(request) || Array.isArray(request)) throw new InvalidArgumentError(`${what}: the request must be an object`)
-  return JSON.stringify(request)
+  return toJson(request, `${what}: the request`)
 }
 
 /** A client for one provider endpoint (Anthropic Messages or OpenAI-compatible). */

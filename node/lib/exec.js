@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson } = require('./errors.js')
 const { ToolHost, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -446,7 +446,7 @@ class Turn {
       items[3 * k + 2] = use.id.length
       ids[k] = use.id
     }
-    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : JSON.stringify(extra)))
+    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : toJson(extra, 'a tool use input')))
     const calls = this.#calls
     if (calls.uses.length === 0) {
       calls.uses = owned ? toolUses : toolUses.slice()
@@ -590,7 +590,7 @@ class ToolExecutor {
       safetyPerInput: safety !== undefined,
       timeoutMs: optionalNumber(spec.timeoutMs, 'timeoutMs'),
       maxResultChars: optionalNumber(spec.maxResultChars, 'maxResultChars'),
-      schemaJson: spec.schema === undefined ? undefined : JSON.stringify(spec.schema),
+      schemaJson: spec.schema === undefined ? undefined : toJson(spec.schema, `tool ${spec.name}: the schema`),
       cancelsSiblingsOnError: optionalBoolean(spec.cancelsSiblingsOnError, 'cancelsSiblingsOnError'),
     }
     // Build once to validate the declaration (schema, limits) at registration time.

@@ -40,3 +40,4 @@ module.exports = {
 }
 delete module.exports.callNative
 delete module.exports.fromErrorItem
+delete module.exports.toJson
