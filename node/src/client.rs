@@ -17,6 +17,7 @@ use napi_derive::napi;
 use serde_json::{Map, Value, json};
 
 use crate::error::FerroloopError;
+use crate::exec::millis;
 use crate::guard;
 use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
 
@@ -60,16 +61,6 @@ pub struct ClientOptions {
     pub anthropic_version: Option<String>,
     /// `anthropic-beta` flags.
     pub anthropic_beta: Option<Vec<String>>,
-}
-
-fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(Duration::from_secs_f64(value / 1000.0))
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative number of milliseconds, got {value}"
-        )))
-    }
 }
 
 /// The core configuration for `options`: environment defaults, then the explicit options.

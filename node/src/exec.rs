@@ -95,15 +95,21 @@ pub struct ToolSpec {
     pub safety_per_input: Option<bool>,
 }
 
-/// A non-negative, finite number of milliseconds.
+/// A non-negative, finite number of milliseconds that a `Duration` can hold.
+///
+/// `try_from_secs_f64`, not `from_secs_f64`: a finite but huge value (`Number.MAX_VALUE`,
+/// `1e300`) made the latter panic, an `internal` error for what is bad input.
 pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(Duration::from_secs_f64(value / 1000.0))
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative number of milliseconds, got {value}"
-        )))
+    let invalid = || {
+        FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative number of milliseconds (at most {:e}), got {value}",
+            Duration::MAX.as_secs_f64() * 1000.0
+        ))
+    };
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(invalid());
     }
+    Duration::try_from_secs_f64(value / 1000.0).map_err(|_| invalid())
 }
 
 /// The core configuration for `options`.
