@@ -1,0 +1,190 @@
+'use strict'
+// Careless or hostile use of the addon: every case here once ended the process (an uncaught
+// exception in a promise reaction), mixed one call's result into another's, threw a bare
+// TypeError, or turned bad input into an `internal` error. Each must now be a typed error or a
+// correct result.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+
+const { ToolExecutor, ContextTracker, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
+
+const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
+
+/** Tools that return or throw what a careless tool might, each with what its result must say. */
+const HOSTILE = {
+  // `String(err)` threw inside the rejection handler: an uncaught exception.
+  throws_object_with_throwing_to_string: [
+    async () => {
+      throw { toString: () => { throw new Error('no text') } }
+    },
+    /cannot be converted to a string/,
+  ],
+  throws_null_prototype_object: [
+    async () => {
+      throw Object.create(null)
+    },
+    /cannot be converted to a string/,
+  ],
+  // A number as the content: its `.length` is undefined, so in a turn the settlement batch was
+  // misaligned and this call's text ended up in the next call's result.
+  throws_error_with_numeric_message: [
+    async () => {
+      const err = new Error('x')
+      err.message = 12345
+      throw err
+    },
+    /^12345$/,
+  ],
+  // Reading `then` threw outside any try: an uncaught exception.
+  returns_object_whose_then_getter_throws: [
+    () => ({
+      get then() {
+        throw new Error('then getter')
+      },
+    }),
+    /then getter/,
+  ],
+  returns_hostile_proxy: [
+    () =>
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error('proxy trap')
+          },
+          has() {
+            throw new Error('proxy trap')
+          },
+          getPrototypeOf() {
+            throw new Error('proxy trap')
+          },
+        },
+      ),
+    /proxy trap/,
+  ],
+  returns_thenable_whose_then_throws: [
+    () => ({
+      then() {
+        throw new Error('then threw')
+      },
+    }),
+    /then threw/,
+  ],
+  // `toJSON` making content blocks serialize to nothing: `undefined.length` threw.
+  returns_blocks_without_json: [
+    async () => {
+      const blocks = [{ type: 'text', text: 'x' }]
+      blocks.toJSON = () => undefined
+      return { content: blocks }
+    },
+    /no JSON form/,
+  ],
+  throws_from_to_json_with_a_value_without_text: [
+    async () => ({
+      toJSON() {
+        throw Object.create(null)
+      },
+    }),
+    /cannot be converted to a string/,
+  ],
+}
+
+function hostileExecutor() {
+  const ex = new ToolExecutor()
+  for (const [name, [fn]] of Object.entries(HOSTILE)) ex.tool({ name, concurrencySafe: true }, fn)
+  ex.tool({ name: 'ok', concurrencySafe: true }, async () => 'the next result')
+  // A thenable that settles three times: only its first outcome counts.
+  ex.tool({ name: 'settles_thrice', concurrencySafe: true }, () => ({
+    then(resolve, reject) {
+      resolve('first')
+      resolve('second')
+      reject(new Error('third'))
+    },
+  }))
+  return ex
+}
+
+function checkResults(results, name) {
+  assert.equal(results.length, 2)
+  assert.equal(results[0].tool_use_id, 'hostile')
+  assert.equal(results[0].is_error, true, `${name}: ${JSON.stringify(results[0])}`)
+  assert.equal(typeof results[0].content, 'string', name)
+  assert.match(results[0].content, HOSTILE[name][1], name)
+  // The call beside it is untouched.
+  assert.deepEqual(results[1], { type: 'tool_result', tool_use_id: 'next', content: 'the next result', is_error: false }, name)
+}
+
+test('a tool that throws or returns anything gives an error result, never a crash (run)', async () => {
+  const ex = hostileExecutor()
+  for (const name of Object.keys(HOSTILE)) {
+    checkResults(await ex.run([use('hostile', name), use('next', 'ok')]), name)
+  }
+})
+
+test('a tool that throws or returns anything gives an error result, never a crash (turn)', async () => {
+  const ex = hostileExecutor()
+  for (const name of Object.keys(HOSTILE)) {
+    const turn = ex.turn()
+    turn.submit(use('hostile', name), use('next', 'ok'))
+    turn.seal()
+    checkResults(await turn.results(), name)
+  }
+})
+
+test('a thenable that settles several times is answered by its first outcome', async () => {
+  const ex = hostileExecutor()
+  const expected = [
+    { type: 'tool_result', tool_use_id: 'a', content: 'first', is_error: false },
+    { type: 'tool_result', tool_use_id: 'b', content: 'the next result', is_error: false },
+  ]
+  assert.deepEqual(await ex.run([use('a', 'settles_thrice'), use('b', 'ok')]), expected)
+  const turn = ex.turn()
+  turn.submit(use('a', 'settles_thrice'), use('b', 'ok'))
+  turn.seal()
+  assert.deepEqual(await turn.results(), expected)
+})
+
+test('values JSON cannot carry are InvalidArgumentErrors, not bare TypeErrors', async () => {
+  const cycle = {}
+  cycle.self = cycle
+  const tracker = new ContextTracker()
+  const cases = {
+    'estimateRequest bigint': () => estimateRequest({ messages: [{ role: 'user', content: 1n }] }),
+    'estimateRequest cycle': () => estimateRequest(cycle),
+    'pushMessage bigint': () => tracker.pushMessage({ role: 'user', content: 1n }),
+    'pushMessage cycle': () => tracker.pushMessage(cycle),
+    'replaceMessages cycle': () => tracker.replaceMessages([cycle]),
+    'setSystem bigint': () => tracker.setSystem(1n),
+    'setTools cycle': () => tracker.setTools([cycle]),
+    'recordUsage bigint': () => tracker.recordUsage({ input_tokens: 1n }),
+  }
+  for (const [name, call] of Object.entries(cases)) {
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && err.code === 'invalid_argument' && /cannot be sent as JSON/.test(err.message), name)
+  }
+  // A tool use whose input must cross (the tool has a schema) is refused the same way.
+  const ex = new ToolExecutor().tool({ name: 'checked', schema: { type: 'object' } }, async () => 'ok')
+  await assert.rejects(ex.run([use('a', 'checked', { n: 1n })]), InvalidArgumentError)
+  assert.throws(() => ex.turn().submit(use('a', 'checked', cycle)), InvalidArgumentError)
+  assert.throws(() => new ToolExecutor().tool({ name: 'bad_schema', schema: cycle }, async () => 'ok'), InvalidArgumentError)
+})
+
+test('huge durations are invalid arguments, not internal errors', async () => {
+  for (const ms of [Number.MAX_VALUE, 1e300, 1e23]) {
+    assert.throws(() => new ToolExecutor({ defaultTimeoutMs: ms }), InvalidArgumentError, `defaultTimeoutMs ${ms}`)
+    assert.throws(() => new ToolExecutor({ cleanupGraceMs: ms }), InvalidArgumentError, `cleanupGraceMs ${ms}`)
+    assert.throws(() => new ToolExecutor().tool({ name: 't', timeoutMs: ms }, async () => 'ok'), InvalidArgumentError, `timeoutMs ${ms}`)
+  }
+  // The largest durations that fit still work (a timeout that never fires).
+  const ex = new ToolExecutor().tool({ name: 't', timeoutMs: 1e18 }, async () => 'ok')
+  assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('absurd usage counts saturate instead of an internal error', () => {
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hi' })
+  // 1e19 is a u64 in JSON; the sum of two is not.
+  tracker.recordUsage({ input_tokens: 1e19, output_tokens: 1e19 })
+  assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'exact' })
+  tracker.pushMessage({ role: 'user', content: 'more' })
+  assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'usage+estimate' })
+})
