@@ -117,6 +117,16 @@ function toJson(value, what) {
   }
 }
 
+/**
+ * The options argument of a call (`run(x, { signal })`): `{}` when absent, else it must be an
+ * object (destructuring `null` in the parameter list threw a bare TypeError).
+ */
+function callOptions(options, what) {
+  if (options === undefined) return {}
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError(`${what}: the options must be an object`)
+  return options
+}
+
 /** Calls `fn`, rethrowing native errors as FerroloopErrors. */
 function callNative(fn) {
   try {
@@ -149,4 +159,5 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
+  callOptions,
 }

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, callOptions } = require('./errors.js')
 const { ToolHost, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -628,7 +628,8 @@ class ToolExecutor {
    * order. Aborting `signal` aborts running tools (through `ctx.signal`) and rejects with an
    * AbortError.
    */
-  async run(toolUses, { signal } = {}) {
+  async run(toolUses, options) {
+    const { signal } = callOptions(options, 'run')
     if (!Array.isArray(toolUses)) throw new InvalidArgumentError('run(toolUses): toolUses must be an array')
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')

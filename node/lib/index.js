@@ -41,3 +41,4 @@ module.exports = {
 delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
+delete module.exports.callOptions
