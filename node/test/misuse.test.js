@@ -6,7 +6,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 
-const { ToolExecutor, ContextTracker, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
+const { Agent, Client, ToolExecutor, ContextTracker, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
 
 const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
 
@@ -187,4 +187,34 @@ test('absurd usage counts saturate instead of an internal error', () => {
   assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'exact' })
   tracker.pushMessage({ role: 'user', content: 'more' })
   assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'usage+estimate' })
+})
+
+test('counts that are negative, fractional or past 2^32 are invalid arguments, not wrapped', async () => {
+  // These crossed as u32, converted as JavaScript's ToUint32 does: -1 became 4,294,967,295.
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  for (const n of [-1, 1.5, 2 ** 32, Infinity]) {
+    assert.throws(() => new ToolExecutor({ maxConcurrency: n }), InvalidArgumentError, `maxConcurrency ${n}`)
+    assert.throws(() => new Client({ apiKey: 'k', maxRetries: n }), InvalidArgumentError, `maxRetries ${n}`)
+    for (const option of ['maxTurns', 'maxContinuations', 'keepRecentToolResults']) {
+      assert.throws(() => new Agent(client, { model: 'm', [option]: n }), InvalidArgumentError, `${option} ${n}`)
+    }
+  }
+  assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), /maxConcurrency must be a whole number from 1/)
+  // The valid extremes still work.
+  const ex = new ToolExecutor({ maxConcurrency: 2 ** 32 - 1 }).tool({ name: 't', concurrencySafe: true }, async () => 'ok')
+  assert.equal((await ex.run([use('a', 't'), use('b', 't')])).length, 2)
+  new Client({ apiKey: 'k', maxRetries: 0 })
+  new Agent(client, { model: 'm', maxTurns: 0, maxContinuations: 0, keepRecentToolResults: 0 })
+})
+
+test('null options are invalid arguments, not a destructuring TypeError', async () => {
+  const ex = new ToolExecutor().tool({ name: 't' }, async () => 'ok')
+  await assert.rejects(ex.run([use('a', 't')], null), InvalidArgumentError)
+  await assert.rejects(ex.run([use('a', 't')], 'signal'), InvalidArgumentError)
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  assert.throws(() => client.stream({ model: 'm', messages: [] }, null), InvalidArgumentError)
+  await assert.rejects(client.create({ model: 'm', messages: [] }, null), InvalidArgumentError)
+  assert.throws(() => new Agent(client, { model: 'm' }).run('hi', null), InvalidArgumentError)
+  // Absent options still mean none.
+  assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
 })
