@@ -621,6 +621,26 @@ where
     F: Future<Output = PyResult<T>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
+    into_awaitable_keeping(py, bridge, future, convert, drop)
+}
+
+/// [`into_awaitable`] for outputs that must not be lost: when the asyncio future was cancelled
+/// after `future` had produced its output (an event taken from a channel, a turn's results) but
+/// before the loop delivered it, the output goes to `unclaimed` instead of being dropped, so the
+/// next call can return it.
+pub(crate) fn into_awaitable_keeping<'py, T, F, C, K>(
+    py: Python<'py>,
+    bridge: &Arc<LoopBridge>,
+    future: F,
+    convert: C,
+    unclaimed: K,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Send + 'static,
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    K: FnOnce(T) + Send + 'static,
+{
     runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)
@@ -636,7 +656,11 @@ where
                 .and_then(|d| d.is_truthy())
                 .unwrap_or(true);
             if done {
-                return; // cancelled meanwhile
+                // Cancelled meanwhile: the output is kept for the next call.
+                if let Ok(Ok(value)) = output {
+                    unclaimed(value);
+                }
+                return;
             }
             let result = match output {
                 Ok(Ok(value)) => convert(py, value),
