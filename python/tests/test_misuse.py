@@ -141,3 +141,54 @@ def test_one_executor_used_from_two_event_loops_at_once() -> None:
         return [r["content"] for r in await ex.run([use(0, "where")])]
 
     assert asyncio.run(later())[0] != out["A_loop"]
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_pending_turn_iteration_loses_no_event() -> None:
+    # `asyncio.wait_for(anext(turn), ...)` timing out just as an event arrived dropped that
+    # event: in the native future's delivery, or in the task whose wake-up was pending.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def quick(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.02)
+        return "done"
+
+    for attempt in range(30):
+        turn = ex.turn()
+        turn.submit(use(0, "quick"))
+        events = turn.__aiter__()
+        seen = [(await events.__anext__())["type"]]
+        pending = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(0)
+        turn.submit(use(1, "quick"))  # its `started` event arrives about now
+        await asyncio.sleep(0)
+        pending.cancel()
+        try:
+            seen.append((await pending)["type"])
+        except asyncio.CancelledError:
+            pass
+        turn.seal()
+        seen += [event["type"] async for event in turn]
+        assert sorted(seen) == ["finished", "finished", "result", "result", "started", "started"], (attempt, seen)
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_wait_for_results_keeps_the_turn_and_its_results() -> None:
+    # Cancelling `results()` (a `wait_for` timeout) dropped the turn: its running calls were
+    # aborted and a second `results()` said they "were already collected".
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def slow(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.3)
+        return "late"
+
+    turn = ex.turn()
+    turn.submit(use(0, "slow"))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(turn.results(), 0.05)
+    results = await asyncio.wait_for(turn.results(), 5)
+    assert results == [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "late", "is_error": False}]
+    with pytest.raises(ferroloop.ToolError, match="already collected"):
+        await turn.results()
