@@ -192,3 +192,38 @@ async def test_a_cancelled_wait_for_results_keeps_the_turn_and_its_results() -> 
     assert results == [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "late", "is_error": False}]
     with pytest.raises(ferroloop.ToolError, match="already collected"):
         await turn.results()
+
+
+def test_one_parser_or_decoder_fed_from_two_threads_fails_cleanly() -> None:
+    # Large chunks are parsed with the interpreter released, so another thread can call the
+    # same object meanwhile: that call must be a clean RuntimeError (the object is in use),
+    # never a crash or a corrupted parse; the object keeps working afterwards.
+    chunk = b"".join(b"data: %d\n\n" % i for i in range(40_000))  # ~400 KiB: released
+    for make in (ferroloop.SseParser, lambda: ferroloop.StreamDecoder("openai-chat", events=False)):
+        obj: Any = make()
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def feed(target: Any = obj) -> None:
+            for _ in range(10):
+                try:
+                    target.feed(chunk)
+                    outcome = "ok"
+                except RuntimeError as err:
+                    outcome = f"busy: {err}"
+                except ferroloop.FerroloopError as err:  # the decoder: not a valid chat stream
+                    outcome = f"ferroloop: {type(err).__name__}"
+                with lock:
+                    outcomes.append(outcome)
+
+        threads = [threading.Thread(target=feed) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(outcomes) == 40
+        assert all(o == "ok" or o.startswith("busy: ") or o.startswith("ferroloop: ") for o in outcomes), outcomes
+        if isinstance(obj, ferroloop.SseParser):
+            fed = outcomes.count("ok")
+            assert obj.bytes_fed == fed * len(chunk)  # every feed that ran was whole
+            assert obj.feed(b"data: after\n\n")[0].data == "after"
