@@ -453,7 +453,7 @@ pub(crate) async fn call_blocking(
         Python::attach(|py| {
             let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
-                Ok(value) => match py_to_value(&value) {
+                Ok(value) => match result_to_value(&value) {
                     Ok(value) => CallOutcome::Returned(value),
                     Err(message) => CallOutcome::Raised(message),
                 },
@@ -516,7 +516,7 @@ impl Sweep {
 /// The outcome of a finished task.
 fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     match task.call_method0(pyo3::intern!(py, "result")) {
-        Ok(value) => match py_to_value(&value) {
+        Ok(value) => match result_to_value(&value) {
             Ok(value) => CallOutcome::Returned(value),
             Err(message) => CallOutcome::Raised(message),
         },
@@ -532,8 +532,14 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     }
 }
 
-/// A Python value (a tool's input or return value) as JSON.
+/// A Python value given to ferroloop (a tool input, a message, a request) as JSON.
 pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
+    crate::value::to_value(value)
+        .map_err(|err| format!("the value cannot be converted to JSON: {err}"))
+}
+
+/// A tool's return value as JSON; the message says what a tool may return.
+fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
     crate::value::to_value(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
