@@ -227,3 +227,23 @@ def test_one_parser_or_decoder_fed_from_two_threads_fails_cleanly() -> None:
             fed = outcomes.count("ok")
             assert obj.bytes_fed == fed * len(chunk)  # every feed that ran was whole
             assert obj.feed(b"data: after\n\n")[0].data == "after"
+
+
+def test_bad_arguments_name_what_was_wrong() -> None:
+    # A percentage out of range was clamped silently (NaN: no override; -5: 1 %; 250: 100 %).
+    for percent in [float("nan"), float("inf"), 0.0, -5.0, 250.0]:
+        with pytest.raises(ValueError, match="autocompact_percent must be in"):
+            ferroloop.ContextBudget(200_000, 8_000, autocompact_percent=percent)
+    assert ferroloop.ContextBudget(200_000, 8_000, autocompact_percent=50).autocompact_threshold == 96_000
+    # A bad argument is not reported as a bad tool result.
+    with pytest.raises(ValueError, match="^the value cannot be converted to JSON") as err:
+        ferroloop.estimate_tokens({"role": "user", "content": [object()]})
+    assert "return a str" not in str(err.value)
+    tracker = ferroloop.ContextTracker()
+    with pytest.raises(ValueError, match="^the value cannot be converted to JSON"):
+        tracker.push_message({"role": "user", "content": {1, object()}})
+    # Text that is not valid Unicode (a lone surrogate) is a UnicodeEncodeError (a ValueError).
+    with pytest.raises(UnicodeEncodeError):
+        ferroloop.estimate_tokens("\ud800")
+    with pytest.raises(ValueError, match="not valid text"):
+        ferroloop.estimate_tokens([{"role": "user", "content": "\udfff"}])
