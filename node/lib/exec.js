@@ -362,6 +362,13 @@ class Turn {
     }
     if (out.texts > 0) this.#provideTexts()
     for (const event of out.events) {
+      // The ids as submitted: Rust strings cannot hold a lone surrogate, so an id with one came
+      // back with U+FFFD and no longer matched its tool use (run() already used the JS ids).
+      const submitted = this.#calls.uses[event.index]?.id
+      if (submitted !== undefined) {
+        if (event.type === 'result') event.result.tool_use_id = submitted
+        else if (event.toolUseId !== undefined) event.toolUseId = submitted
+      }
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
