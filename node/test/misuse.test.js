@@ -6,7 +6,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 
-const { Agent, Client, ToolExecutor, ContextTracker, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
+const { Agent, Client, ToolExecutor, ContextTracker, SseParser, StreamDecoder, estimateTokens, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
 
 const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
 
@@ -217,4 +217,50 @@ test('null options are invalid arguments, not a destructuring TypeError', async 
   assert.throws(() => new Agent(client, { model: 'm' }).run('hi', null), InvalidArgumentError)
   // Absent options still mean none.
   assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('lone surrogates: not errors, ids come back as submitted, halves of a pair in adjacent results stay apart', async () => {
+  // Settled texts travel joined in one string (node/src/joined.rs): a lone high surrogate
+  // ending one result and a lone low one starting the next form a valid pair there.
+  assert.equal(typeof estimateTokens('\ud800'), 'number')
+  assert.equal(estimateTokens('a\udc00\ud800b'), estimateTokens('a\ufffd\ufffdb'))
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ text }) => text)
+  const texts = ['\ud83d', '\ude00', 'x\ud800', '\udfffy', '😀']
+  const uses = texts.map((text, i) => use(`id\ud800${i}`, 'echo', { text }))
+  for (const results of [await ex.run(uses), await turnResults(ex, uses)]) {
+    assert.deepEqual(results.map((r) => r.tool_use_id), uses.map((u) => u.id))
+    // Each text comes back whole or with its lone halves replaced, never merged with its neighbour.
+    assert.deepEqual(results.map((r) => r.content.toWellFormed()), ['\ufffd', '\ufffd', 'x\ufffd', '\ufffdy', '😀'])
+  }
+  // A turn's events too (they came back with U+FFFD for the lone surrogate).
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  for await (const event of turn) {
+    const id = event.type === 'result' ? event.result.tool_use_id : event.toolUseId
+    assert.equal(id, uses[event.index].id, event.type)
+  }
+})
+
+async function turnResults(ex, uses) {
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  return turn.results()
+}
+
+test('views on a SharedArrayBuffer or a detached buffer feed like any bytes', () => {
+  const text = 'event: ping\ndata: {"type":"ping"}\n\n'
+  const shared = new Uint8Array(new SharedArrayBuffer(text.length))
+  shared.set(Buffer.from(text))
+  assert.deepEqual(new SseParser().feed(shared), [{ event: 'ping', data: '{"type":"ping"}', id: '' }])
+  assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(shared), [{ type: 'ping' }])
+  assert.equal(estimateTokens(shared), estimateTokens(text))
+  const buffer = new ArrayBuffer(8)
+  const view = new Uint8Array(buffer)
+  structuredClone(buffer, { transfer: [buffer] }) // detaches: the view is now empty
+  assert.deepEqual(new SseParser().feed(view), [])
+  assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(view), [])
+  assert.equal(estimateTokens(view), 0)
 })
