@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { InvalidArgumentError, InternalError, callNative, fromErrorItem } = require('./errors.js')
+const { InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 
@@ -144,7 +144,7 @@ class Agent {
       keepRecentToolResults: optionalNumber(options.keepRecentToolResults, 'keepRecentToolResults'),
       promptCaching: options.promptCaching,
       tokenizer: options.tokenizer,
-      extraJson: options.extra === undefined ? undefined : JSON.stringify(options.extra),
+      extraJson: options.extra === undefined ? undefined : toJson(options.extra, 'Agent: extra'),
       workspace: options.workspace,
     }
     // The native agent holds the wake function for its lifetime, and a thread-safe function
@@ -189,8 +189,9 @@ class Agent {
    * Runs the loop for `prompt` (a string or content blocks), or continues `messages` (ending
    * with a user message). Returns an AgentRun: `for await` its events, or `await run.result()`.
    */
-  run(prompt, { signal, messages } = {}) {
-    signal = checkSignal(signal, 'run')
+  run(prompt, options) {
+    const { signal: given, messages } = callOptions(options, 'run')
+    const signal = checkSignal(given, 'run')
     let history
     if (messages !== undefined) {
       if (!Array.isArray(messages)) throw new InvalidArgumentError('run: messages must be an array')
@@ -201,7 +202,7 @@ class Agent {
       }
       history = [{ role: 'user', content: prompt }]
     }
-    const source = new ItemSource(callNative(() => this.#native.runJson(JSON.stringify(history))), signal)
+    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'))), signal)
     if (signal?.aborted) source.abort()
     return new AgentRun(source, this)
   }

@@ -3,7 +3,7 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions } = require('./errors.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -201,7 +201,7 @@ function nativeOptions(options) {
 
 function requestJson(request, what) {
   if (!isObject(request) || Array.isArray(request)) throw new InvalidArgumentError(`${what}: the request must be an object`)
-  return JSON.stringify(request)
+  return toJson(request, `${what}: the request`)
 }
 
 /** A client for one provider endpoint (Anthropic Messages or OpenAI-compatible). */
@@ -229,8 +229,8 @@ class Client {
   }
 
   /** Starts a streaming request (`stream: true` is set for you). */
-  stream(request, { signal } = {}) {
-    signal = checkSignal(signal, 'stream')
+  stream(request, options) {
+    const signal = checkSignal(callOptions(options, 'stream').signal, 'stream')
     const body = requestJson(request, 'stream')
     if (signal?.aborted) {
       const stream = new MessageStream(new AbortedSource(), signal)
@@ -241,8 +241,8 @@ class Client {
   }
 
   /** A non-streaming request; resolves with the provider's JSON response. */
-  async create(request, { signal } = {}) {
-    signal = checkSignal(signal, 'create')
+  async create(request, options) {
+    const signal = checkSignal(callOptions(options, 'create').signal, 'create')
     const body = requestJson(request, 'create')
     if (signal?.aborted) throw abortErrorFor(signal, 'the request was aborted before it started')
     const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)

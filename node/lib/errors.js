@@ -98,6 +98,35 @@ function fromErrorItem(item, cause) {
   return err
 }
 
+/**
+ * `JSON.stringify(value)` for what crosses to the native layer as JSON text: a value JSON cannot
+ * carry (a BigInt, a cycle, a throwing `toJSON`) is an InvalidArgumentError naming `what`, not
+ * the bare TypeError of `JSON.stringify`.
+ */
+function toJson(value, what) {
+  try {
+    return JSON.stringify(value)
+  } catch (err) {
+    let reason
+    try {
+      reason = err instanceof Error ? err.message : String(err)
+    } catch {
+      reason = 'its toJSON threw'
+    }
+    throw new InvalidArgumentError(`${what} cannot be sent as JSON: ${reason}`, { cause: err })
+  }
+}
+
+/**
+ * The options argument of a call (`run(x, { signal })`): `{}` when absent, else it must be an
+ * object (destructuring `null` in the parameter list threw a bare TypeError).
+ */
+function callOptions(options, what) {
+  if (options === undefined) return {}
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError(`${what}: the options must be an object`)
+  return options
+}
+
 /** Calls `fn`, rethrowing native errors as FerroloopErrors. */
 function callNative(fn) {
   try {
@@ -129,4 +158,6 @@ module.exports = {
   toFerroloopError,
   fromErrorItem,
   callNative,
+  toJson,
+  callOptions,
 }

@@ -4,8 +4,8 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative } = require('./errors.js')
-const { ToolHost, toReply, errorMessage, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, callOptions } = require('./errors.js')
+const { ToolHost, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -333,10 +333,11 @@ class Turn {
       this.#settle(index, FLAG_ERROR, errorMessage(err))
       return
     }
-    if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+    const pending = pendingOf(value)
+    if (pending !== undefined) {
       // Bound methods rather than arrow functions: a fresh closure runs V8's lazy-compile
       // trampoline on its first call, once per call here.
-      value.then(this.#settleValue.bind(this, index), this.#reject.bind(this, index))
+      promiseThen(pending, this.#settleValue.bind(this, index), this.#reject.bind(this, index))
     } else {
       this.#settleValue(index, value)
     }
@@ -361,6 +362,13 @@ class Turn {
     }
     if (out.texts > 0) this.#provideTexts()
     for (const event of out.events) {
+      // The ids as submitted: Rust strings cannot hold a lone surrogate, so an id with one came
+      // back with U+FFFD and no longer matched its tool use (run() already used the JS ids).
+      const submitted = this.#calls.uses[event.index]?.id
+      if (submitted !== undefined) {
+        if (event.type === 'result') event.result.tool_use_id = submitted
+        else if (event.toolUseId !== undefined) event.toolUseId = submitted
+      }
       this.#events.push(event)
       if (event.type === 'result') this.#results.push(event.result)
     }
@@ -445,7 +453,7 @@ class Turn {
       items[3 * k + 2] = use.id.length
       ids[k] = use.id
     }
-    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : JSON.stringify(extra)))
+    callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : toJson(extra, 'a tool use input')))
     const calls = this.#calls
     if (calls.uses.length === 0) {
       calls.uses = owned ? toolUses : toolUses.slice()
@@ -589,7 +597,7 @@ class ToolExecutor {
       safetyPerInput: safety !== undefined,
       timeoutMs: optionalNumber(spec.timeoutMs, 'timeoutMs'),
       maxResultChars: optionalNumber(spec.maxResultChars, 'maxResultChars'),
-      schemaJson: spec.schema === undefined ? undefined : JSON.stringify(spec.schema),
+      schemaJson: spec.schema === undefined ? undefined : toJson(spec.schema, `tool ${spec.name}: the schema`),
       cancelsSiblingsOnError: optionalBoolean(spec.cancelsSiblingsOnError, 'cancelsSiblingsOnError'),
     }
     // Build once to validate the declaration (schema, limits) at registration time.
@@ -627,7 +635,8 @@ class ToolExecutor {
    * order. Aborting `signal` aborts running tools (through `ctx.signal`) and rejects with an
    * AbortError.
    */
-  async run(toolUses, { signal } = {}) {
+  async run(toolUses, options) {
+    const { signal } = callOptions(options, 'run')
     if (!Array.isArray(toolUses)) throw new InvalidArgumentError('run(toolUses): toolUses must be an array')
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')

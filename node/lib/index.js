@@ -40,3 +40,5 @@ module.exports = {
 }
 delete module.exports.callNative
 delete module.exports.fromErrorItem
+delete module.exports.toJson
+delete module.exports.callOptions

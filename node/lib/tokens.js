@@ -2,7 +2,7 @@
 // Token estimation and context budgeting (ferroloop::tokens).
 
 const native = require('../index.js')
-const { InvalidArgumentError, callNative } = require('./errors.js')
+const { InvalidArgumentError, callNative, toJson } = require('./errors.js')
 
 function tokenizerOf(options) {
   if (options === undefined || options === null) return undefined
@@ -28,7 +28,7 @@ function estimateTokens(input, options) {
 function estimateRequest(body, options) {
   const tokenizer = tokenizerOf(options)
   if (body === null || typeof body !== 'object') throw new InvalidArgumentError('estimateRequest expects a request object')
-  return callNative(() => native.estimateRequestJson(JSON.stringify(body), tokenizer))
+  return callNative(() => native.estimateRequestJson(toJson(body, 'estimateRequest: the request'), tokenizer))
 }
 
 /** Context thresholds for one model (Claude Code's defaults, every field configurable). */
@@ -82,17 +82,17 @@ class ContextTracker {
     return this.#native.tokenizer
   }
   setSystem(system) {
-    callNative(() => this.#native.setSystemJson(JSON.stringify(system)))
+    callNative(() => this.#native.setSystemJson(toJson(system, 'setSystem: the system prompt')))
   }
   setTools(tools) {
-    callNative(() => this.#native.setToolsJson(JSON.stringify(tools)))
+    callNative(() => this.#native.setToolsJson(toJson(tools, 'setTools: the tools')))
   }
   pushMessage(message) {
-    callNative(() => this.#native.pushMessageJson(JSON.stringify(message)))
+    callNative(() => this.#native.pushMessageJson(toJson(message, 'pushMessage: the message')))
   }
   replaceMessages(messages) {
     if (!Array.isArray(messages)) throw new InvalidArgumentError('replaceMessages expects an array')
-    callNative(() => this.#native.replaceMessagesJson(JSON.stringify(messages)))
+    callNative(() => this.#native.replaceMessagesJson(toJson(messages, 'replaceMessages: the messages')))
   }
   truncate(length) {
     callNative(() => this.#native.truncate(length))
@@ -103,7 +103,7 @@ class ContextTracker {
   /** Records a response's usage covering the first `covered` messages (default: all). */
   recordUsage(usage, covered) {
     if (usage === null || typeof usage !== 'object') throw new InvalidArgumentError('usage must be an object')
-    callNative(() => this.#native.recordUsageJson(JSON.stringify(usage), covered))
+    callNative(() => this.#native.recordUsageJson(toJson(usage, 'recordUsage: the usage'), covered))
   }
   get correction() {
     return this.#native.correction

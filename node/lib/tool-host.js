@@ -12,11 +12,20 @@ const FLAG_ERROR = 1
 const FLAG_BLOCKS = 2
 const FLAG_PROGRESS = 4
 
-/** What a tool returned, as `complete(callId, flags, content)` arguments: [flags, content]. */
+/**
+ * What a tool returned, as `complete(callId, flags, content)` arguments: [flags, content]. The
+ * content is always a string (the settlement batches measure it with `.length`); a value that
+ * has none throws, and the caller makes the throw an error reply.
+ */
 function toReply(value) {
   if (typeof value === 'string') return [0, value]
   if (value === undefined || value === null) return [0, '']
-  if (Array.isArray(value)) return [FLAG_BLOCKS, JSON.stringify(value)]
+  if (Array.isArray(value)) {
+    // `toJSON` may make an array serialize to nothing.
+    const json = JSON.stringify(value)
+    if (typeof json !== 'string') throw new TypeError('the tool returned content blocks that have no JSON form')
+    return [FLAG_BLOCKS, json]
+  }
   if (typeof value === 'object' && 'content' in value) {
     // An explicit result: { content, isError } (or the wire name is_error).
     const inner = toReply(value.content)
@@ -26,9 +35,40 @@ function toReply(value) {
   return [0, JSON.stringify(value) ?? String(value)]
 }
 
+/**
+ * The text of what a tool threw. Never throws and always returns a string: a tool may throw
+ * anything (an object whose `toString` throws, one with no prototype, an Error whose `message`
+ * was replaced by a number), and this runs in promise reactions where a throw would end the
+ * process, or a non-string would shift the contents of a settlement batch.
+ */
 function errorMessage(err) {
-  return err instanceof Error ? err.message || err.name : String(err)
+  try {
+    const text = err instanceof Error ? err.message || err.name : err
+    return typeof text === 'string' ? text : String(text)
+  } catch {
+    return 'the tool failed with a value that cannot be converted to a string'
+  }
 }
+
+/**
+ * The promise to wait on when a tool returned `value`, or undefined for a plain value. Never
+ * throws. A native promise is used as it is; any other thenable is adopted by `Promise.resolve`,
+ * which calls its `then` once, later, and turns a throwing `then` or a repeated settlement into
+ * one outcome; a value whose `then` cannot even be read (a throwing getter, a hostile Proxy)
+ * becomes a rejection.
+ */
+function pendingOf(value) {
+  if (value === null || typeof value !== 'object') return undefined
+  try {
+    if (value instanceof Promise) return value
+    return typeof value.then === 'function' ? Promise.resolve(value) : undefined
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+/** `promise.then(onValue, onError)` with the built-in `then` (an own `then` is not called). */
+const promiseThen = (promise, onValue, onError) => Promise.prototype.then.call(promise, onValue, onError)
 
 function abortReason(reason) {
   return reason === 'timeout'
@@ -126,9 +166,11 @@ class ToolHost {
       this.#settle(callId, ctx, FLAG_ERROR, errorMessage(err))
       return
     }
-    if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
-      // One reaction per call, no wrapper promise.
-      value.then(
+    const pending = pendingOf(value)
+    if (pending !== undefined) {
+      // One reaction per call, no wrapper promise (for a native promise).
+      promiseThen(
+        pending,
         (settled) => this.#reply(callId, ctx, settled),
         (err) => this.#settle(callId, ctx, FLAG_ERROR, errorMessage(err)),
       )
@@ -166,8 +208,10 @@ function callTool(fn, input, ctx, settle) {
     settle(FLAG_ERROR, errorMessage(err))
     return
   }
-  if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
-    value.then(
+  const pending = pendingOf(value)
+  if (pending !== undefined) {
+    promiseThen(
+      pending,
       (settled) => settleWith(settle, settled),
       (err) => settle(FLAG_ERROR, errorMessage(err)),
     )
@@ -186,4 +230,4 @@ function settleWith(settle, value) {
   settle(reply[0], reply[1])
 }
 
-module.exports = { ToolHost, CallContext, toReply, errorMessage, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }
+module.exports = { ToolHost, CallContext, toReply, errorMessage, pendingOf, promiseThen, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::client::NativeClient;
 use crate::error::FerroloopError;
-use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config};
+use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count};
 use crate::guard;
 use crate::js_tools::{Decide, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
@@ -35,15 +35,15 @@ pub struct AgentOptions {
     /// The system prompt.
     pub system: Option<String>,
     /// Model calls at most (default 50).
-    pub max_turns: Option<u32>,
+    pub max_turns: Option<f64>,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: Option<f64>,
     /// Input + output tokens over the whole run, at most.
     pub token_budget: Option<f64>,
     /// How many times a `max_tokens` stop in text is continued (default 3).
-    pub max_continuations: Option<u32>,
+    pub max_continuations: Option<f64>,
     /// How many recent tool results microcompact keeps (default 5).
-    pub keep_recent_tool_results: Option<u32>,
+    pub keep_recent_tool_results: Option<f64>,
     /// Place `cache_control` breakpoints (default true).
     pub prompt_caching: Option<bool>,
     /// The tokenizer family for estimates (`claude` by default).
@@ -71,7 +71,7 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
     let mut config = AgentConfig::new(options.model.clone());
     config.system.clone_from(&options.system);
     if let Some(n) = options.max_turns {
-        config.limits.max_turns = n;
+        config.limits.max_turns = small_count(n, 0, "maxTurns")?;
     }
     if let Some(n) = options.max_tokens {
         config.limits.max_tokens = whole(n, "maxTokens")?;
@@ -80,10 +80,10 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
         config.limits.token_budget = Some(whole(n, "tokenBudget")?);
     }
     if let Some(n) = options.max_continuations {
-        config.max_continuations = n;
+        config.max_continuations = small_count(n, 0, "maxContinuations")?;
     }
     if let Some(n) = options.keep_recent_tool_results {
-        config.keep_recent_tool_results = n as usize;
+        config.keep_recent_tool_results = small_count(n, 0, "keepRecentToolResults")? as usize;
     }
     if let Some(on) = options.prompt_caching {
         config.prompt_caching = on;

@@ -17,6 +17,7 @@ use napi_derive::napi;
 use serde_json::{Map, Value, json};
 
 use crate::error::FerroloopError;
+use crate::exec::{millis, small_count};
 use crate::guard;
 use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
 
@@ -49,7 +50,7 @@ pub struct ClientOptions {
     /// The endpoint (default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else the public one).
     pub base_url: Option<String>,
     /// Retries after the first attempt (default 10; 0 disables retries).
-    pub max_retries: Option<u32>,
+    pub max_retries: Option<f64>,
     /// The first backoff ceiling in milliseconds (default 500; doubles on each retry).
     pub retry_base_delay_ms: Option<f64>,
     /// Watchdog timeouts.
@@ -60,16 +61,6 @@ pub struct ClientOptions {
     pub anthropic_version: Option<String>,
     /// `anthropic-beta` flags.
     pub anthropic_beta: Option<Vec<String>>,
-}
-
-fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(Duration::from_secs_f64(value / 1000.0))
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative number of milliseconds, got {value}"
-        )))
-    }
 }
 
 /// The core configuration for `options`: environment defaults, then the explicit options.
@@ -90,7 +81,7 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
         config = config.with_api_key(key);
     }
     if let Some(retries) = options.max_retries {
-        config.retry.max_retries = retries;
+        config.retry.max_retries = small_count(retries, 0, "maxRetries")?;
     }
     if let Some(ms) = options.retry_base_delay_ms {
         config.retry.base_delay = millis(ms, "retryBaseDelayMs")?;

@@ -47,7 +47,7 @@ use crate::js_tools::{JsToolQueues, ReplyContent};
 #[derive(Debug, Default, Clone)]
 pub struct ExecutorOptions {
     /// At most this many calls run at once (default 10).
-    pub max_concurrency: Option<u32>,
+    pub max_concurrency: Option<f64>,
     /// Timeout for tools that declare none, in milliseconds (default: none).
     pub default_timeout_ms: Option<f64>,
     /// How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000).
@@ -58,6 +58,23 @@ pub struct ExecutorOptions {
     pub turn_budget_chars: Option<f64>,
     /// Directory for the spill files of oversized results (default: the OS temp dir).
     pub spill_dir: Option<String>,
+}
+
+/// A whole number from `min` to `u32::MAX`.
+///
+/// These options were `u32` fields, which napi converts the way JavaScript's `ToUint32` does:
+/// `-1` became 4,294,967,295 (`maxRetries: -1` retried practically forever, `maxTurns: -1` let
+/// an agent run without limit), `1.5` became 1 and `2 ** 32` became 0. They cross as numbers and
+/// are checked here instead.
+pub(crate) fn small_count(value: f64, min: u32, what: &str) -> Result<u32, FerroloopError> {
+    if value.fract() == 0.0 && value >= f64::from(min) && value <= f64::from(u32::MAX) {
+        Ok(value as u32)
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a whole number from {min} to {}, got {value}",
+            u32::MAX
+        )))
+    }
 }
 
 /// A non-negative integer count, or `None` for `Infinity`.
@@ -95,27 +112,28 @@ pub struct ToolSpec {
     pub safety_per_input: Option<bool>,
 }
 
-/// A non-negative, finite number of milliseconds.
+/// A non-negative, finite number of milliseconds that a `Duration` can hold.
+///
+/// `try_from_secs_f64`, not `from_secs_f64`: a finite but huge value (`Number.MAX_VALUE`,
+/// `1e300`) made the latter panic, an `internal` error for what is bad input.
 pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
-    if value.is_finite() && value >= 0.0 {
-        Ok(Duration::from_secs_f64(value / 1000.0))
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative number of milliseconds, got {value}"
-        )))
+    let invalid = || {
+        FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative number of milliseconds (at most {:e}), got {value}",
+            Duration::MAX.as_secs_f64() * 1000.0
+        ))
+    };
+    if !(value.is_finite() && value >= 0.0) {
+        return Err(invalid());
     }
+    Duration::try_from_secs_f64(value / 1000.0).map_err(|_| invalid())
 }
 
 /// The core configuration for `options`.
 pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig, FerroloopError> {
     let mut config = ExecutorConfig::default();
     if let Some(n) = options.max_concurrency {
-        if n == 0 {
-            return Err(FerroloopError::invalid_argument(
-                "maxConcurrency must be at least 1",
-            ));
-        }
-        config.max_concurrency = n as usize;
+        config.max_concurrency = small_count(n, 1, "maxConcurrency")? as usize;
     }
     if let Some(ms) = options.default_timeout_ms {
         config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);

@@ -6,13 +6,16 @@ never on the loop. Results come back in request order, one per call, whatever ha
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import inspect
 import os
-from typing import Any, AsyncIterator, Callable, Iterable, Optional, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, TypeVar, Union, overload
 
 from . import _native
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 ConcurrencySafe = Union[bool, Callable[[dict[str, Any]], bool]]
 
@@ -50,6 +53,10 @@ class Turn:
 
     def __init__(self, native: _native._Turn) -> None:
         self._native = native
+        # What an awaiting task cancelled just after the native future completed had already
+        # taken from the turn: returned by the next call instead of being lost.
+        self._unclaimed_events: collections.deque[dict[str, Any]] = collections.deque()
+        self._unclaimed_results: Optional[list[dict[str, Any]]] = None
 
     def submit(self, tool_use: dict[str, Any]) -> None:
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``)."""
@@ -71,14 +78,38 @@ class Turn:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
-        event = await self._native.next_event()
+        if self._unclaimed_events:
+            return self._unclaimed_events.popleft()
+        event = await _claim(self._native.next_event(), self._unclaimed_events.appendleft)
         if event is None:
             raise StopAsyncIteration
         return event
 
     async def results(self) -> list[dict[str, Any]]:
         """Seals the turn and waits for every ``tool_result``, in submission order."""
-        return await self._native.finish()
+        if self._unclaimed_results is not None:
+            results, self._unclaimed_results = self._unclaimed_results, None
+            return results
+
+        def keep(results: list[dict[str, Any]]) -> None:
+            self._unclaimed_results = results
+
+        return await _claim(self._native.finish(), keep)
+
+
+async def _claim(future: Awaitable[T], keep: Callable[[Any], None]) -> T:
+    """Awaits a native future; if the awaiting task is cancelled after the future already has
+    its value (the wake-up was pending), hands the value to ``keep`` before re-raising, since
+    asyncio would otherwise drop it (as ``asyncio.Queue.get`` guards against)."""
+    fut = asyncio.ensure_future(future)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            value = fut.result()
+            if value is not None:
+                keep(value)
+        raise
 
 
 class ToolExecutor:

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -280,10 +281,26 @@ pub(crate) fn bridge_for_running_loop(
         .import(pyo3::intern!(py, "asyncio"))?
         .call_method0(pyo3::intern!(py, "get_running_loop"))?;
     let mut slot = lock(slot);
-    if let Some(bridge) = slot.as_ref()
-        && bridge.event_loop(py).is(&running)
-    {
-        return Ok(Arc::clone(bridge));
+    if let Some(bridge) = slot.as_ref() {
+        let bound = bridge.event_loop(py);
+        if bound.is(&running) {
+            return Ok(Arc::clone(bridge));
+        }
+        // The tools find their loop through the slot when they are called, not when their
+        // run started: rebinding it while another thread's loop still has runs, turns or agent
+        // runs (each holds the bridge) would send their later calls to this loop (they failed
+        // as "cancelled" once this loop closed, or ran on the wrong loop). Refused, rather
+        // than silently misrouted; a loop with nothing in flight may be replaced.
+        if Arc::strong_count(bridge) > 1
+            && bound
+                .call_method0(pyo3::intern!(py, "is_running"))?
+                .is_truthy()?
+        {
+            return Err(PyRuntimeError::new_err(
+                "these tools are in use on an event loop running in another thread; \
+                 use one ToolExecutor (and Agent) per event loop",
+            ));
+        }
     }
     let bridge = LoopBridge::for_running_loop(py)?;
     *slot = Some(Arc::clone(&bridge));
@@ -436,7 +453,7 @@ pub(crate) async fn call_blocking(
         Python::attach(|py| {
             let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
-                Ok(value) => match py_to_value(&value) {
+                Ok(value) => match result_to_value(&value) {
                     Ok(value) => CallOutcome::Returned(value),
                     Err(message) => CallOutcome::Raised(message),
                 },
@@ -499,7 +516,7 @@ impl Sweep {
 /// The outcome of a finished task.
 fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     match task.call_method0(pyo3::intern!(py, "result")) {
-        Ok(value) => match py_to_value(&value) {
+        Ok(value) => match result_to_value(&value) {
             Ok(value) => CallOutcome::Returned(value),
             Err(message) => CallOutcome::Raised(message),
         },
@@ -515,8 +532,14 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     }
 }
 
-/// A Python value (a tool's input or return value) as JSON.
+/// A Python value given to ferroloop (a tool input, a message, a request) as JSON.
 pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
+    crate::value::to_value(value)
+        .map_err(|err| format!("the value cannot be converted to JSON: {err}"))
+}
+
+/// A tool's return value as JSON; the message says what a tool may return.
+fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
     crate::value::to_value(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
@@ -604,6 +627,26 @@ where
     F: Future<Output = PyResult<T>> + Send + 'static,
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
+    into_awaitable_keeping(py, bridge, future, convert, drop)
+}
+
+/// [`into_awaitable`] for outputs that must not be lost: when the asyncio future was cancelled
+/// after `future` had produced its output (an event taken from a channel, a turn's results) but
+/// before the loop delivered it, the output goes to `unclaimed` instead of being dropped, so the
+/// next call can return it.
+pub(crate) fn into_awaitable_keeping<'py, T, F, C, K>(
+    py: Python<'py>,
+    bridge: &Arc<LoopBridge>,
+    future: F,
+    convert: C,
+    unclaimed: K,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Send + 'static,
+    F: Future<Output = PyResult<T>> + Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    K: FnOnce(T) + Send + 'static,
+{
     runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)
@@ -619,7 +662,11 @@ where
                 .and_then(|d| d.is_truthy())
                 .unwrap_or(true);
             if done {
-                return; // cancelled meanwhile
+                // Cancelled meanwhile: the output is kept for the next call.
+                if let Ok(Ok(value)) = output {
+                    unclaimed(value);
+                }
+                return;
             }
             let result = match output {
                 Ok(Ok(value)) => convert(py, value),

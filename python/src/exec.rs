@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
-    into_awaitable, py_to_value,
+    into_awaitable, into_awaitable_keeping, py_to_value,
 };
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
@@ -389,6 +389,7 @@ impl PyExecutor {
                 handle: spawned.handle().clone(),
                 turn: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
                 bridge,
+                unclaimed: Arc::default(),
             })
         })
     }
@@ -400,6 +401,16 @@ pub(crate) struct PyTurn {
     handle: TurnHandle,
     turn: Arc<tokio::sync::Mutex<Option<SpawnedTurn>>>,
     bridge: Arc<LoopBridge>,
+    /// What a cancelled `next_event` or `finish` had already taken from the turn (an event, the
+    /// results), returned by the next call instead of being lost.
+    unclaimed: Arc<Mutex<Unclaimed>>,
+}
+
+/// See [`PyTurn::unclaimed`].
+#[derive(Default)]
+struct Unclaimed {
+    events: std::collections::VecDeque<TurnEvent>,
+    results: Option<Result<Vec<ToolResult>, TurnError>>,
 }
 
 #[pymethods]
@@ -442,10 +453,15 @@ impl PyTurn {
     fn next_event<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "Turn.next_event", || {
             let turn = Arc::clone(&self.turn);
-            into_awaitable(
+            let unclaimed = Arc::clone(&self.unclaimed);
+            let keep = Arc::clone(&self.unclaimed);
+            into_awaitable_keeping(
                 py,
                 &self.bridge,
                 async move {
+                    if let Some(event) = lock(&unclaimed).events.pop_front() {
+                        return Ok(Some(event));
+                    }
                     let mut guard = turn.lock().await;
                     Ok(match guard.as_mut() {
                         Some(turn) => turn.next_event().await,
@@ -456,6 +472,13 @@ impl PyTurn {
                     Some(event) => event_to_py(py, &event),
                     None => Ok(py.None()),
                 },
+                // `asyncio.wait_for(anext(turn), ...)` timing out just as an event arrived
+                // dropped that event (a call's `result` among them).
+                move |event| {
+                    if let Some(event) = event {
+                        lock(&keep).events.push_front(event);
+                    }
+                },
             )
         })
     }
@@ -464,12 +487,26 @@ impl PyTurn {
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "Turn.finish", || {
             let turn = Arc::clone(&self.turn);
+            let unclaimed = Arc::clone(&self.unclaimed);
+            let keep = Arc::clone(&self.unclaimed);
             py.detach(|| self.handle.seal());
-            into_awaitable(
+            into_awaitable_keeping(
                 py,
                 &self.bridge,
                 async move {
-                    let taken = turn.lock().await.take();
+                    if let Some(results) = lock(&unclaimed).results.take() {
+                        return Ok(Some(results));
+                    }
+                    let mut guard = turn.lock().await;
+                    // The end is awaited through the events (cancel-safe), with the turn left in
+                    // place: taking it first meant a cancelled `results()` dropped the turn, its
+                    // running calls and their results ("already collected" afterwards). The
+                    // events end when the turn's task ends, so `finish` then returns at once.
+                    if let Some(spawned) = guard.as_mut() {
+                        while spawned.next_event().await.is_some() {}
+                    }
+                    let taken = guard.take();
+                    drop(guard);
                     Ok(match taken {
                         Some(turn) => Some(turn.finish().await),
                         None => None,
@@ -484,6 +521,11 @@ impl PyTurn {
                         "the turn's results were already collected",
                         &[],
                     )),
+                },
+                move |results| {
+                    if let Some(results) = results {
+                        lock(&keep).results = Some(results);
+                    }
                 },
             )
         })

@@ -7,8 +7,12 @@
 //! else (subclasses, dataclasses, big integers, non-`str` keys) goes through `pythonize` as before,
 //! so the results are the same.
 
+use std::fmt;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 /// How deeply nested a value may be (a deeper one is an error, not a stack overflow).
@@ -35,7 +39,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
         let mut map = Map::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast_exact::<PyString>() else {
-                return slow(obj);
+                return slow(obj, depth);
             };
             let key = key
                 .to_cow()
@@ -57,7 +61,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
         if let Ok(int) = obj.extract::<u64>() {
             return Ok(Value::Number(int.into()));
         }
-        return slow(obj);
+        return slow(obj, depth);
     }
     if let Ok(float) = obj.cast_exact::<PyFloat>() {
         // As serde_json: a non-finite float has no JSON form and becomes null.
@@ -77,12 +81,117 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
-    slow(obj)
+    slow(obj, depth)
 }
 
-/// Any other object, through serde.
-fn slow(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
-    pythonize::depythonize::<Value>(obj).map_err(|err| err.to_string())
+/// Any other object, through serde, still at nesting `depth`.
+///
+/// `depythonize::<Value>` would recurse without a bound: a deeply nested `OrderedDict`, dict
+/// subclass, set of frozensets or mapping overflowed the thread's stack (a segfault). The value
+/// is built by [`Nested`] instead, which counts the levels as the fast path does.
+fn slow(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+    let mut depythonizer = pythonize::Depythonizer::from_object(obj);
+    Nested { depth }
+        .deserialize(&mut depythonizer)
+        .map_err(|err| err.to_string())
+}
+
+/// `serde_json::Value`'s own deserialization (same values, same errors) with a depth limit.
+#[derive(Clone, Copy)]
+struct Nested {
+    depth: usize,
+}
+
+impl Nested {
+    fn inner<E: de::Error>(self) -> Result<Self, E> {
+        if self.depth >= MAX_DEPTH {
+            return Err(E::custom(format!(
+                "the value is nested more than {MAX_DEPTH} levels deep"
+            )));
+        }
+        Ok(Self {
+            depth: self.depth + 1,
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Nested {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Nested {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
+        Number::deserialize(de::value::I128Deserializer::<E>::new(value)).map(Value::Number)
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
+        Number::deserialize(de::value::U128Deserializer::<E>::new(value)).map(Value::Number)
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(inner)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(inner)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// A JSON value as Python objects (`dict`, `list`, `str`, `int`, `float`, `bool`, `None`): the

@@ -611,10 +611,9 @@ impl Driver {
     ) {
         if let Some(parsed) = Usage::from_json(usage) {
             self.tracker.record_usage(parsed);
-            self.input_tokens += parsed.input_tokens
-                + parsed.cache_creation_input_tokens
-                + parsed.cache_read_input_tokens;
-            self.output_tokens += parsed.output_tokens;
+            // Saturating: the counts are the server's and may be absurd.
+            self.input_tokens = self.input_tokens.saturating_add(parsed.input_total());
+            self.output_tokens = self.output_tokens.saturating_add(parsed.output_tokens);
             if let Some(price) = self.config().price_of(&self.model) {
                 self.cost += (parsed.input_tokens as f64 * price.input
                     + parsed.output_tokens as f64 * price.output
@@ -643,7 +642,7 @@ impl Driver {
     fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
         let limits = &self.config().limits;
         if let Some(budget) = limits.token_budget
-            && self.input_tokens + self.output_tokens >= budget
+            && self.input_tokens.saturating_add(self.output_tokens) >= budget
         {
             return Some((
                 StopReason::Budget,

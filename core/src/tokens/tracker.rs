@@ -35,11 +35,18 @@ pub struct Usage {
 
 impl Usage {
     /// Everything the context now holds: input + cache creation + cache read + output.
+    ///
+    /// Saturating: the counts come from a server (or a caller) and may be absurd; a sum past
+    /// `u64::MAX` must not overflow (a panic in debug builds, a tiny wrapped count in release).
     pub fn total(&self) -> u64 {
+        self.input_total().saturating_add(self.output_tokens)
+    }
+
+    /// The prompt's tokens: input + cache creation + cache read (saturating, as [`Self::total`]).
+    pub fn input_total(&self) -> u64 {
         self.input_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-            + self.output_tokens
+            .saturating_add(self.cache_creation_input_tokens)
+            .saturating_add(self.cache_read_input_tokens)
     }
 
     /// Reads an Anthropic (`input_tokens`, `cache_*_input_tokens`, `output_tokens`) or OpenAI
@@ -254,7 +261,10 @@ impl ContextTracker {
                 method: CountMethod::Exact,
             },
             Some(anchor) => TokenCount {
-                tokens: anchor.tokens + self.corrected(self.messages_total - self.anchored_total),
+                // Saturating: the anchor is a caller's usage, possibly near `u64::MAX`.
+                tokens: anchor
+                    .tokens
+                    .saturating_add(self.corrected(self.messages_total - self.anchored_total)),
                 method: CountMethod::UsageEstimate,
             },
             None => TokenCount {
@@ -469,5 +479,16 @@ mod tests {
         let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
         assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
         assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+
+    #[test]
+    fn absurd_usage_saturates_instead_of_overflowing() {
+        let huge = json!({"input_tokens": u64::MAX, "cache_read_input_tokens": 7, "output_tokens": u64::MAX});
+        assert_eq!(Usage::from_json(&huge).unwrap().total(), u64::MAX);
+        let mut t = ContextTracker::new(Family::Claude);
+        t.push_message(&user(0));
+        t.record_usage(Usage::from_json(&huge).unwrap());
+        t.push_message(&user(1));
+        assert_eq!(t.tokens().tokens, u64::MAX);
     }
 }

@@ -1,0 +1,266 @@
+'use strict'
+// Careless or hostile use of the addon: every case here once ended the process (an uncaught
+// exception in a promise reaction), mixed one call's result into another's, threw a bare
+// TypeError, or turned bad input into an `internal` error. Each must now be a typed error or a
+// correct result.
+const test = require('node:test')
+const assert = require('node:assert/strict')
+
+const { Agent, Client, ToolExecutor, ContextTracker, SseParser, StreamDecoder, estimateTokens, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
+
+const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
+
+/** Tools that return or throw what a careless tool might, each with what its result must say. */
+const HOSTILE = {
+  // `String(err)` threw inside the rejection handler: an uncaught exception.
+  throws_object_with_throwing_to_string: [
+    async () => {
+      throw { toString: () => { throw new Error('no text') } }
+    },
+    /cannot be converted to a string/,
+  ],
+  throws_null_prototype_object: [
+    async () => {
+      throw Object.create(null)
+    },
+    /cannot be converted to a string/,
+  ],
+  // A number as the content: its `.length` is undefined, so in a turn the settlement batch was
+  // misaligned and this call's text ended up in the next call's result.
+  throws_error_with_numeric_message: [
+    async () => {
+      const err = new Error('x')
+      err.message = 12345
+      throw err
+    },
+    /^12345$/,
+  ],
+  // Reading `then` threw outside any try: an uncaught exception.
+  returns_object_whose_then_getter_throws: [
+    () => ({
+      get then() {
+        throw new Error('then getter')
+      },
+    }),
+    /then getter/,
+  ],
+  returns_hostile_proxy: [
+    () =>
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error('proxy trap')
+          },
+          has() {
+            throw new Error('proxy trap')
+          },
+          getPrototypeOf() {
+            throw new Error('proxy trap')
+          },
+        },
+      ),
+    /proxy trap/,
+  ],
+  returns_thenable_whose_then_throws: [
+    () => ({
+      then() {
+        throw new Error('then threw')
+      },
+    }),
+    /then threw/,
+  ],
+  // `toJSON` making content blocks serialize to nothing: `undefined.length` threw.
+  returns_blocks_without_json: [
+    async () => {
+      const blocks = [{ type: 'text', text: 'x' }]
+      blocks.toJSON = () => undefined
+      return { content: blocks }
+    },
+    /no JSON form/,
+  ],
+  throws_from_to_json_with_a_value_without_text: [
+    async () => ({
+      toJSON() {
+        throw Object.create(null)
+      },
+    }),
+    /cannot be converted to a string/,
+  ],
+}
+
+function hostileExecutor() {
+  const ex = new ToolExecutor()
+  for (const [name, [fn]] of Object.entries(HOSTILE)) ex.tool({ name, concurrencySafe: true }, fn)
+  ex.tool({ name: 'ok', concurrencySafe: true }, async () => 'the next result')
+  // A thenable that settles three times: only its first outcome counts.
+  ex.tool({ name: 'settles_thrice', concurrencySafe: true }, () => ({
+    then(resolve, reject) {
+      resolve('first')
+      resolve('second')
+      reject(new Error('third'))
+    },
+  }))
+  return ex
+}
+
+function checkResults(results, name) {
+  assert.equal(results.length, 2)
+  assert.equal(results[0].tool_use_id, 'hostile')
+  assert.equal(results[0].is_error, true, `${name}: ${JSON.stringify(results[0])}`)
+  assert.equal(typeof results[0].content, 'string', name)
+  assert.match(results[0].content, HOSTILE[name][1], name)
+  // The call beside it is untouched.
+  assert.deepEqual(results[1], { type: 'tool_result', tool_use_id: 'next', content: 'the next result', is_error: false }, name)
+}
+
+test('a tool that throws or returns anything gives an error result, never a crash (run)', async () => {
+  const ex = hostileExecutor()
+  for (const name of Object.keys(HOSTILE)) {
+    checkResults(await ex.run([use('hostile', name), use('next', 'ok')]), name)
+  }
+})
+
+test('a tool that throws or returns anything gives an error result, never a crash (turn)', async () => {
+  const ex = hostileExecutor()
+  for (const name of Object.keys(HOSTILE)) {
+    const turn = ex.turn()
+    turn.submit(use('hostile', name), use('next', 'ok'))
+    turn.seal()
+    checkResults(await turn.results(), name)
+  }
+})
+
+test('a thenable that settles several times is answered by its first outcome', async () => {
+  const ex = hostileExecutor()
+  const expected = [
+    { type: 'tool_result', tool_use_id: 'a', content: 'first', is_error: false },
+    { type: 'tool_result', tool_use_id: 'b', content: 'the next result', is_error: false },
+  ]
+  assert.deepEqual(await ex.run([use('a', 'settles_thrice'), use('b', 'ok')]), expected)
+  const turn = ex.turn()
+  turn.submit(use('a', 'settles_thrice'), use('b', 'ok'))
+  turn.seal()
+  assert.deepEqual(await turn.results(), expected)
+})
+
+test('values JSON cannot carry are InvalidArgumentErrors, not bare TypeErrors', async () => {
+  const cycle = {}
+  cycle.self = cycle
+  const tracker = new ContextTracker()
+  const cases = {
+    'estimateRequest bigint': () => estimateRequest({ messages: [{ role: 'user', content: 1n }] }),
+    'estimateRequest cycle': () => estimateRequest(cycle),
+    'pushMessage bigint': () => tracker.pushMessage({ role: 'user', content: 1n }),
+    'pushMessage cycle': () => tracker.pushMessage(cycle),
+    'replaceMessages cycle': () => tracker.replaceMessages([cycle]),
+    'setSystem bigint': () => tracker.setSystem(1n),
+    'setTools cycle': () => tracker.setTools([cycle]),
+    'recordUsage bigint': () => tracker.recordUsage({ input_tokens: 1n }),
+  }
+  for (const [name, call] of Object.entries(cases)) {
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && err.code === 'invalid_argument' && /cannot be sent as JSON/.test(err.message), name)
+  }
+  // A tool use whose input must cross (the tool has a schema) is refused the same way.
+  const ex = new ToolExecutor().tool({ name: 'checked', schema: { type: 'object' } }, async () => 'ok')
+  await assert.rejects(ex.run([use('a', 'checked', { n: 1n })]), InvalidArgumentError)
+  assert.throws(() => ex.turn().submit(use('a', 'checked', cycle)), InvalidArgumentError)
+  assert.throws(() => new ToolExecutor().tool({ name: 'bad_schema', schema: cycle }, async () => 'ok'), InvalidArgumentError)
+})
+
+test('huge durations are invalid arguments, not internal errors', async () => {
+  for (const ms of [Number.MAX_VALUE, 1e300, 1e23]) {
+    assert.throws(() => new ToolExecutor({ defaultTimeoutMs: ms }), InvalidArgumentError, `defaultTimeoutMs ${ms}`)
+    assert.throws(() => new ToolExecutor({ cleanupGraceMs: ms }), InvalidArgumentError, `cleanupGraceMs ${ms}`)
+    assert.throws(() => new ToolExecutor().tool({ name: 't', timeoutMs: ms }, async () => 'ok'), InvalidArgumentError, `timeoutMs ${ms}`)
+  }
+  // The largest durations that fit still work (a timeout that never fires).
+  const ex = new ToolExecutor().tool({ name: 't', timeoutMs: 1e18 }, async () => 'ok')
+  assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('absurd usage counts saturate instead of an internal error', () => {
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hi' })
+  // 1e19 is a u64 in JSON; the sum of two is not.
+  tracker.recordUsage({ input_tokens: 1e19, output_tokens: 1e19 })
+  assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'exact' })
+  tracker.pushMessage({ role: 'user', content: 'more' })
+  assert.deepEqual(tracker.tokens(), { tokens: 2 ** 64, method: 'usage+estimate' })
+})
+
+test('counts that are negative, fractional or past 2^32 are invalid arguments, not wrapped', async () => {
+  // These crossed as u32, converted as JavaScript's ToUint32 does: -1 became 4,294,967,295.
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  for (const n of [-1, 1.5, 2 ** 32, Infinity]) {
+    assert.throws(() => new ToolExecutor({ maxConcurrency: n }), InvalidArgumentError, `maxConcurrency ${n}`)
+    assert.throws(() => new Client({ apiKey: 'k', maxRetries: n }), InvalidArgumentError, `maxRetries ${n}`)
+    for (const option of ['maxTurns', 'maxContinuations', 'keepRecentToolResults']) {
+      assert.throws(() => new Agent(client, { model: 'm', [option]: n }), InvalidArgumentError, `${option} ${n}`)
+    }
+  }
+  assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), /maxConcurrency must be a whole number from 1/)
+  // The valid extremes still work.
+  const ex = new ToolExecutor({ maxConcurrency: 2 ** 32 - 1 }).tool({ name: 't', concurrencySafe: true }, async () => 'ok')
+  assert.equal((await ex.run([use('a', 't'), use('b', 't')])).length, 2)
+  new Client({ apiKey: 'k', maxRetries: 0 })
+  new Agent(client, { model: 'm', maxTurns: 0, maxContinuations: 0, keepRecentToolResults: 0 })
+})
+
+test('null options are invalid arguments, not a destructuring TypeError', async () => {
+  const ex = new ToolExecutor().tool({ name: 't' }, async () => 'ok')
+  await assert.rejects(ex.run([use('a', 't')], null), InvalidArgumentError)
+  await assert.rejects(ex.run([use('a', 't')], 'signal'), InvalidArgumentError)
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  assert.throws(() => client.stream({ model: 'm', messages: [] }, null), InvalidArgumentError)
+  await assert.rejects(client.create({ model: 'm', messages: [] }, null), InvalidArgumentError)
+  assert.throws(() => new Agent(client, { model: 'm' }).run('hi', null), InvalidArgumentError)
+  // Absent options still mean none.
+  assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('lone surrogates: not errors, ids come back as submitted, halves of a pair in adjacent results stay apart', async () => {
+  // Settled texts travel joined in one string (node/src/joined.rs): a lone high surrogate
+  // ending one result and a lone low one starting the next form a valid pair there.
+  assert.equal(typeof estimateTokens('\ud800'), 'number')
+  assert.equal(estimateTokens('a\udc00\ud800b'), estimateTokens('a\ufffd\ufffdb'))
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ text }) => text)
+  const texts = ['\ud83d', '\ude00', 'x\ud800', '\udfffy', '😀']
+  const uses = texts.map((text, i) => use(`id\ud800${i}`, 'echo', { text }))
+  for (const results of [await ex.run(uses), await turnResults(ex, uses)]) {
+    assert.deepEqual(results.map((r) => r.tool_use_id), uses.map((u) => u.id))
+    // Each text comes back whole or with its lone halves replaced, never merged with its neighbour.
+    assert.deepEqual(results.map((r) => r.content.toWellFormed()), ['\ufffd', '\ufffd', 'x\ufffd', '\ufffdy', '😀'])
+  }
+  // A turn's events too (they came back with U+FFFD for the lone surrogate).
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  for await (const event of turn) {
+    const id = event.type === 'result' ? event.result.tool_use_id : event.toolUseId
+    assert.equal(id, uses[event.index].id, event.type)
+  }
+})
+
+async function turnResults(ex, uses) {
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  return turn.results()
+}
+
+test('views on a SharedArrayBuffer or a detached buffer feed like any bytes', () => {
+  const text = 'event: ping\ndata: {"type":"ping"}\n\n'
+  const shared = new Uint8Array(new SharedArrayBuffer(text.length))
+  shared.set(Buffer.from(text))
+  assert.deepEqual(new SseParser().feed(shared), [{ event: 'ping', data: '{"type":"ping"}', id: '' }])
+  assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(shared), [{ type: 'ping' }])
+  assert.equal(estimateTokens(shared), estimateTokens(text))
+  const buffer = new ArrayBuffer(8)
+  const view = new Uint8Array(buffer)
+  structuredClone(buffer, { transfer: [buffer] }) // detaches: the view is now empty
+  assert.deepEqual(new SseParser().feed(view), [])
+  assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(view), [])
+  assert.equal(estimateTokens(view), 0)
+})

@@ -1,0 +1,249 @@
+"""Careless or hostile use of the bindings: every case here once crashed the interpreter, raised
+`InternalError` for bad input, or silently gave wrong results. Each must now be a clean Python
+exception or a correct result."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import ferroloop
+
+
+def use(i: int, name: str, **input: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": input}
+
+
+def run_isolated(code: str) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a fresh interpreter: a crash (stack overflow) fails the test, not the suite."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_deep_nesting_through_non_builtin_containers_is_an_error_not_a_crash() -> None:
+    # Exact dicts and lists were depth-limited, but anything else (dict subclasses such as
+    # OrderedDict, frozensets, mappings, and everything below them) went to pythonize, which
+    # recursed without a bound: a segmentation fault (stack overflow).
+    result = run_isolated(
+        """
+        import asyncio, collections, types, ferroloop
+
+        def nested(make, depth=200_000):
+            value = "leaf"
+            for _ in range(depth):
+                value = make(value)
+            return value
+
+        cases = {
+            "ordered": nested(lambda v: collections.OrderedDict(k=v)),
+            "frozenset": nested(lambda v: frozenset([v])),
+            "mapping-then-lists": types.MappingProxyType({"k": nested(lambda v: [v])}),
+            "dict-subclass": nested(lambda v: type("D", (dict,), {})(k=v)),
+        }
+        for name, value in cases.items():
+            try:
+                ferroloop.estimate_tokens({"role": "user", "content": [value]})
+            except ValueError as err:
+                assert "nested more than" in str(err), (name, err)
+            else:
+                raise AssertionError(f"{name}: no error")
+
+        async def main():
+            ex = ferroloop.ToolExecutor()
+
+            @ex.tool
+            async def deep(inp):
+                return {"content": [cases["ordered"]]}
+
+            (result,) = await ex.run([{"id": "t", "name": "deep", "input": {}}])
+            assert result["is_error"] and "nested more than" in result["content"], result
+            print("ok")
+
+        asyncio.run(main())
+        """
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"
+
+
+def test_shallow_non_builtin_containers_still_convert() -> None:
+    ordered = collections.OrderedDict(role="user", content=[collections.OrderedDict(type="text", text="hi")])
+    plain = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    assert ferroloop.estimate_tokens(ordered) == ferroloop.estimate_tokens(plain)
+    with pytest.raises(ValueError, match="cannot be converted to JSON"):
+        ferroloop.estimate_tokens({"role": "user", "content": [{"k": 2**70}]})
+
+
+def test_absurd_usage_counts_saturate_instead_of_an_internal_error() -> None:
+    # Usage comes from a server or a caller; summing it overflowed (an InternalError in debug
+    # builds, a wrapped, tiny count in release builds).
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hi"})
+    tracker.record_usage({"input_tokens": 2**64 - 1, "cache_read_input_tokens": 5, "output_tokens": 2**63})
+    assert tracker.tokens() == {"tokens": 2**64 - 1, "method": "exact"}
+    tracker.push_message({"role": "user", "content": "x" * 1000})
+    assert tracker.tokens() == {"tokens": 2**64 - 1, "method": "usage+estimate"}
+
+
+def test_one_executor_used_from_two_event_loops_at_once() -> None:
+    # The tools find their loop through the executor when called: a second thread's loop used
+    # to take over, so the first run's later calls ran on (and were cancelled with) that loop.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool  # exclusive: the calls run one after another
+    async def where(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.2)
+        return str(id(asyncio.get_running_loop()))
+
+    out: dict[str, Any] = {}
+    first_started = threading.Event()
+
+    def runner(tag: str, calls: int) -> None:
+        async def main() -> list[str]:
+            out[f"{tag}_loop"] = str(id(asyncio.get_running_loop()))
+            run = asyncio.ensure_future(ex.run([use(i, "where") for i in range(calls)]))
+            first_started.set()
+            return [r["content"] for r in await asyncio.wait_for(run, 10)]
+
+        try:
+            out[tag] = asyncio.run(main())
+        except Exception as err:  # noqa: BLE001 - recorded for the assertions
+            out[tag] = err
+
+    first = threading.Thread(target=runner, args=("A", 3))
+    first.start()
+    assert first_started.wait(5)
+    time.sleep(0.1)
+    second = threading.Thread(target=runner, args=("B", 1))
+    second.start()
+    first.join()
+    second.join()
+
+    # The first run is untouched: every call ran on its own loop.
+    assert out["A"] == [out["A_loop"]] * 3
+    # The second is refused with a clear error instead of stealing the first run's calls.
+    assert isinstance(out["B"], RuntimeError) and "one ToolExecutor" in str(out["B"])
+
+    # Once the first loop has finished, another loop may use the executor.
+    async def later() -> list[str]:
+        return [r["content"] for r in await ex.run([use(0, "where")])]
+
+    assert asyncio.run(later())[0] != out["A_loop"]
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_pending_turn_iteration_loses_no_event() -> None:
+    # `asyncio.wait_for(anext(turn), ...)` timing out just as an event arrived dropped that
+    # event: in the native future's delivery, or in the task whose wake-up was pending.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def quick(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.02)
+        return "done"
+
+    for attempt in range(30):
+        turn = ex.turn()
+        turn.submit(use(0, "quick"))
+        events = turn.__aiter__()
+        seen = [(await events.__anext__())["type"]]
+        pending = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(0)
+        turn.submit(use(1, "quick"))  # its `started` event arrives about now
+        await asyncio.sleep(0)
+        pending.cancel()
+        try:
+            seen.append((await pending)["type"])
+        except asyncio.CancelledError:
+            pass
+        turn.seal()
+        seen += [event["type"] async for event in turn]
+        assert sorted(seen) == ["finished", "finished", "result", "result", "started", "started"], (attempt, seen)
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_wait_for_results_keeps_the_turn_and_its_results() -> None:
+    # Cancelling `results()` (a `wait_for` timeout) dropped the turn: its running calls were
+    # aborted and a second `results()` said they "were already collected".
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def slow(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.3)
+        return "late"
+
+    turn = ex.turn()
+    turn.submit(use(0, "slow"))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(turn.results(), 0.05)
+    results = await asyncio.wait_for(turn.results(), 5)
+    assert results == [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "late", "is_error": False}]
+    with pytest.raises(ferroloop.ToolError, match="already collected"):
+        await turn.results()
+
+
+def test_one_parser_or_decoder_fed_from_two_threads_fails_cleanly() -> None:
+    # Large chunks are parsed with the interpreter released, so another thread can call the
+    # same object meanwhile: that call must be a clean RuntimeError (the object is in use),
+    # never a crash or a corrupted parse; the object keeps working afterwards.
+    chunk = b"".join(b"data: %d\n\n" % i for i in range(40_000))  # ~400 KiB: released
+    for make in (ferroloop.SseParser, lambda: ferroloop.StreamDecoder("openai-chat", events=False)):
+        obj: Any = make()
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def feed(target: Any = obj) -> None:
+            for _ in range(10):
+                try:
+                    target.feed(chunk)
+                    outcome = "ok"
+                except RuntimeError as err:
+                    outcome = f"busy: {err}"
+                except ferroloop.FerroloopError as err:  # the decoder: not a valid chat stream
+                    outcome = f"ferroloop: {type(err).__name__}"
+                with lock:
+                    outcomes.append(outcome)
+
+        threads = [threading.Thread(target=feed) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(outcomes) == 40
+        assert all(o == "ok" or o.startswith("busy: ") or o.startswith("ferroloop: ") for o in outcomes), outcomes
+        if isinstance(obj, ferroloop.SseParser):
+            fed = outcomes.count("ok")
+            assert obj.bytes_fed == fed * len(chunk)  # every feed that ran was whole
+            assert obj.feed(b"data: after\n\n")[0].data == "after"
+
+
+def test_bad_arguments_name_what_was_wrong() -> None:
+    # A percentage out of range was clamped silently (NaN: no override; -5: 1 %; 250: 100 %).
+    for percent in [float("nan"), float("inf"), 0.0, -5.0, 250.0]:
+        with pytest.raises(ValueError, match="autocompact_percent must be in"):
+            ferroloop.ContextBudget(200_000, 8_000, autocompact_percent=percent)
+    assert ferroloop.ContextBudget(200_000, 8_000, autocompact_percent=50).autocompact_threshold == 96_000
+    # A bad argument is not reported as a bad tool result.
+    with pytest.raises(ValueError, match="^the value cannot be converted to JSON") as err:
+        ferroloop.estimate_tokens({"role": "user", "content": [object()]})
+    assert "return a str" not in str(err.value)
+    tracker = ferroloop.ContextTracker()
+    with pytest.raises(ValueError, match="^the value cannot be converted to JSON"):
+        tracker.push_message({"role": "user", "content": {1, object()}})
+    # Text that is not valid Unicode (a lone surrogate) is a UnicodeEncodeError (a ValueError).
+    with pytest.raises(UnicodeEncodeError):
+        ferroloop.estimate_tokens("\ud800")
+    with pytest.raises(ValueError, match="not valid text"):
+        ferroloop.estimate_tokens([{"role": "user", "content": "\udfff"}])
