@@ -495,6 +495,91 @@ async fn a_provider_error_stops_with_error() {
     }
 }
 
+/// A conversation handed to `run_messages` is checked before any request: an invalid one ends
+/// the run at once with an error saying what is wrong (before, it was sent as it was, and a
+/// tool_result answering nothing tripped the loop's history assertion at the end of the run).
+#[tokio::test]
+async fn an_invalid_conversation_stops_the_run_before_any_request() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply(request, vec![text("Done.")], "end_turn")
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let cases: Vec<(Vec<Value>, &str)> = vec![
+        (vec![], "empty"),
+        (vec![json!(5)], "not an object"),
+        (vec![json!({"content": "hi"})], "no role"),
+        (vec![json!({"role": "system", "content": "hi"})], "role"),
+        (
+            vec![json!({"role": "user", "content": 7})],
+            "content must be",
+        ),
+        (vec![user(json!([{"text": "no type"}]))], "has no type"),
+        (
+            vec![
+                user(json!("hi")),
+                json!({"role": "assistant", "content": "prefill"}),
+            ],
+            "last message must be a user message",
+        ),
+        (
+            vec![user(
+                json!([{"type": "tool_result", "tool_use_id": "t9", "content": "x"}]),
+            )],
+            "answers no tool_use",
+        ),
+        (
+            vec![
+                user(json!("go")),
+                json!({"role": "assistant", "content": [call("t1", "read", json!({"path": "a"}))]}),
+                user(json!("no results")),
+            ],
+            "has no tool_result",
+        ),
+    ];
+    for (messages, expected) in cases {
+        let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        match &events[0] {
+            AgentEvent::Stop {
+                reason,
+                error,
+                messages: kept,
+                turns,
+                ..
+            } => {
+                assert_eq!(*reason, StopReason::Error);
+                let error = error.as_deref().unwrap();
+                assert!(error.starts_with("invalid conversation: "), "{error}");
+                assert!(error.contains(expected), "{error} (expected {expected:?})");
+                assert_eq!(kept, &messages);
+                assert_eq!(*turns, 0);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+
+    // A valid continuation (tool calls answered, a user message last) still runs.
+    let valid = vec![
+        user(json!("go")),
+        json!({"role": "assistant", "content": [text("Reading."), call("t1", "read", json!({"path": "a"}))]}),
+        user(json!([{"type": "tool_result", "tool_use_id": "t1", "content": "contents"}])),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(valid).collect().await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1));
+    assert!(check_tool_pairing(&messages).is_ok());
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
 /// The replay model's scripted conversation with the real built-in tools on a temporary
 /// directory: three turns, parallel read-only calls, an answer built from the real results.
 #[cfg(feature = "tools")]

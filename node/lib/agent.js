@@ -188,6 +188,7 @@ class Agent {
   /**
    * Runs the loop for `prompt` (a string or content blocks), or continues `messages` (ending
    * with a user message). Returns an AgentRun: `for await` its events, or `await run.result()`.
+   * An invalid conversation makes no request: the run stops at once with reason 'error'.
    */
   run(prompt, options) {
     const { signal: given, messages } = callOptions(options, 'run')

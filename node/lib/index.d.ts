@@ -575,6 +575,11 @@ export declare class Agent {
   constructor(client: Client, options: AgentOptions)
   /** The tool definitions sent to the model (sorted by name). */
   toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
-  /** Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). */
+  /**
+   * Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). An invalid
+   * conversation (not user/assistant messages ending with the user's, or tool calls and results
+   * that do not pair up) makes no request: the run's only event is a `stop` with reason
+   * `'error'` and an `error` saying what is wrong.
+   */
   run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun
 }

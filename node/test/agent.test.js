@@ -273,6 +273,28 @@ test('concurrencySafe as a function in an agent: decided per call from its input
   )
 })
 
+test('an invalid conversation stops the run with an error before any request', async () => {
+  await withServer(
+    () => serveScript({ responses: [] }, { log: true }),
+    async (client, server) => {
+      const agent = new Agent(client, { model: 'replay' })
+      for (const [messages, expected] of [
+        [[5, null], 'message 0 is not an object'],
+        [[{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'prefill' }], 'the last message must be a user message'],
+        [[{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_9', content: 'x' }] }], 'answers no tool_use'],
+      ]) {
+        const { events, stop } = await collect(agent.run(undefined, { messages }))
+        assert.equal(events.length, 1)
+        assert.equal(stop.reason, 'error')
+        assert.match(stop.error, /^invalid conversation: /)
+        assert.ok(stop.error.includes(expected), stop.error)
+        assert.equal(stop.turns, 0)
+      }
+      assert.equal(server.requests.length, 0)
+    },
+  )
+})
+
 test('Agent options are validated', () => {
   const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
   assert.throws(() => new Agent({}, { model: 'm' }), ferroloop.InvalidArgumentError)

@@ -345,3 +345,28 @@ async def test_an_openai_chat_agent_against_the_replay_model(
     assert len(requests) == 3 and all(r["path"].endswith("/chat/completions") for r in requests)
     last = json.loads(requests[-1]["body"])
     assert sum(1 for m in last["messages"] if m["role"] == "tool") == 5
+
+
+@pytest.mark.asyncio
+async def test_an_invalid_conversation_stops_the_run_before_any_request(replay: Replay) -> None:
+    server = replay({"responses": []})
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test")
+        cases: list[tuple[list[Any], str]] = [
+            ([5], "message 0 is not an object"),
+            (
+                [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "prefill"}],
+                "the last message must be a user message",
+            ),
+            (
+                [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "x"}]}],
+                "answers no tool_use",
+            ),
+        ]
+        for messages, expected in cases:
+            events = [event async for event in agent.run(messages=messages)]
+            assert len(events) == 1
+            stop = events[0]
+            assert stop["type"] == "stop" and stop["reason"] == "error" and stop["turns"] == 0
+            assert stop["error"].startswith("invalid conversation: ") and expected in stop["error"], stop
+    assert server.requests() == []

@@ -81,6 +81,53 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
+/// list of `user` and `assistant` messages whose content is a string or an array of typed
+/// blocks, ending with a user message, whose tool calls and results pair up
+/// ([`check_tool_pairing`]). The loop keeps that shape as it appends to the history; a history
+/// without it would only come back from the API as a 400, after a round trip.
+///
+/// [`Agent::run_messages`]: super::Agent::run_messages
+pub fn check_history(messages: &[Value]) -> Result<(), String> {
+    let Some(last) = messages.last() else {
+        return Err("the conversation is empty".to_owned());
+    };
+    for (i, message) in messages.iter().enumerate() {
+        let Some(object) = message.as_object() else {
+            return Err(format!("message {i} is not an object"));
+        };
+        match object.get("role") {
+            Some(Value::String(role)) if role == "user" || role == "assistant" => {}
+            Some(role) => {
+                return Err(format!(
+                    "message {i}: the role must be \"user\" or \"assistant\", not {role}"
+                ));
+            }
+            None => return Err(format!("message {i} has no role")),
+        }
+        match object.get("content") {
+            Some(Value::String(_)) => {}
+            Some(Value::Array(blocks)) => {
+                if let Some(j) = blocks
+                    .iter()
+                    .position(|block| !block.get("type").is_some_and(Value::is_string))
+                {
+                    return Err(format!("message {i}: content block {j} has no type"));
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "message {i}: the content must be a string or an array of content blocks"
+                ));
+            }
+        }
+    }
+    if last.get("role").and_then(Value::as_str) != Some("user") {
+        return Err("the last message must be a user message".to_owned());
+    }
+    check_tool_pairing(messages)
+}
+
 /// Removes the `tool_use` blocks of an assistant message (used when a response is cut before
 /// its calls could be answered). Returns how many were removed.
 pub fn strip_tool_uses(message: &mut Value) -> usize {

@@ -34,8 +34,8 @@ mod run;
 
 pub use config::{AgentConfig, CLEARED_TOOL_RESULT, Limits, Price};
 pub use context::{
-    CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, microcompact,
-    place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, history_from_summary,
+    microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 pub use events::{AgentEvent, ContextAction, StopReason};
 pub use model::{Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 
 use super::config::AgentConfig;
 use super::context::{
-    CacheBreakDetector, SUMMARY_PROMPT, check_tool_pairing, history_from_summary, is_empty_message,
-    microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, history_from_summary,
+    is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent};
@@ -97,7 +97,11 @@ impl Agent {
         self.run_messages(vec![json!({"role": "user", "content": prompt.into()})])
     }
 
-    /// Starts a run that continues `messages` (which must end with a user message).
+    /// Starts a run that continues `messages` (which must end with a user message). A
+    /// conversation that fails [`check_history`] (no messages, a role other than `user` or
+    /// `assistant`, content that is neither a string nor typed blocks, a last message that is
+    /// not the user's, tool calls and results that do not pair up) makes no request: the run
+    /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
@@ -226,11 +230,25 @@ impl Driver {
     }
 
     async fn drive(mut self) {
-        let (reason, error) = self.turns_loop().await;
-        debug_assert!(check_tool_pairing(&self.messages).is_ok());
-        if let Err(broken) = check_tool_pairing(&self.messages) {
-            tracing::error!(%broken, "history invariant broken at the end of a run");
-        }
+        // A conversation the caller handed in is checked before any request: the loop only
+        // keeps the history valid, it does not make it so (and the API would refuse it).
+        let (reason, error) = match check_history(&self.messages) {
+            Ok(()) => {
+                let stop = self.turns_loop().await;
+                debug_assert!(check_tool_pairing(&self.messages).is_ok());
+                if let Err(broken) = check_tool_pairing(&self.messages) {
+                    tracing::error!(%broken, "history invariant broken at the end of a run");
+                }
+                stop
+            }
+            Err(problem) => {
+                tracing::debug!(%problem, "run refused: invalid conversation");
+                (
+                    StopReason::Error,
+                    Some(format!("invalid conversation: {problem}")),
+                )
+            }
+        };
         let stop = AgentEvent::Stop {
             reason,
             error,
