@@ -1036,3 +1036,76 @@ async fn a_per_input_safety_predicate_is_asked_once_per_call() {
     .await;
     assert_eq!(asked.load(Ordering::SeqCst), 3, "one question per call");
 }
+
+/// A response that repeats a tool call id (or leaves one empty), as some OpenAI-compatible local
+/// servers do: every call still runs and is answered with its own result, under an id made
+/// unique in the recorded message, so history stays valid (before, two results shared one id
+/// and the history assertion failed at the end of the run).
+#[tokio::test]
+async fn repeated_or_empty_call_ids_in_one_response_are_made_unique() {
+    let calls = vec![
+        call("t1", "read", json!({"path": "a"})),
+        call("t1", "read", json!({"path": "b"})),
+        call("", "read", json!({"path": "c"})),
+    ];
+    for provider in ["anthropic", "openai-chat"] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let calls = calls.clone();
+        let script = move |n: usize, request: &Value| {
+            let (content, stop) = if n == 0 {
+                (calls.clone(), "tool_use")
+            } else {
+                (vec![text("Done.")], "end_turn")
+            };
+            (scripted_message(request, content, stop), stop)
+        };
+        let model = if provider == "anthropic" {
+            ScriptedModel::new(move |n, request| {
+                Ok(Bytes::from(anthropic_sse(&script(n, request).0, 7)))
+            })
+        } else {
+            ScriptedModel::openai_chat(move |n, request| {
+                let (message, stop) = script(n, request);
+                chat_reply(
+                    request,
+                    message["content"].as_array().unwrap().clone(),
+                    stop,
+                )
+            })
+        };
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(log.clone()),
+        );
+        let events = collect(&agent, "go").await;
+        let (reason, messages, _) = stop(&events);
+        assert_eq!(reason, StopReason::EndTurn, "{provider}: {events:#?}");
+        assert!(
+            check_tool_pairing(&messages).is_ok(),
+            "{provider}: {messages:#?}"
+        );
+        let uses = messages[1]["content"].as_array().unwrap();
+        let ids: Vec<&str> = uses.iter().map(|b| b["id"].as_str().unwrap()).collect();
+        assert_eq!(
+            ids[0], "t1",
+            "{provider}: the first of a repeated id is kept"
+        );
+        assert!(
+            ids[1] != "t1" && !ids[2].is_empty() && ids[1] != ids[2],
+            "{provider}: {ids:?}"
+        );
+        // Each call's result answers it: its own input, under its own id.
+        let results = messages[2]["content"].as_array().unwrap();
+        for (use_block, result) in uses.iter().zip(results) {
+            assert_eq!(result["tool_use_id"], use_block["id"], "{provider}");
+            let path = use_block["input"]["path"].as_str().unwrap();
+            assert_eq!(
+                result["content"],
+                format!("contents of {path}"),
+                "{provider}: {results:#?}"
+            );
+        }
+        assert_eq!(log.lock().unwrap().len(), 3, "{provider}");
+    }
+}

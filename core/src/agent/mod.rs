@@ -22,8 +22,10 @@
 //!   decoded stream and final message on the way back (the client does this for
 //!   `Provider::OpenAiChat`; [`replay::ScriptedModel::openai_chat`] in-process).
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
-//!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]).
+//!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]); a call id
+//!   a response repeats (or leaves empty) is renamed so that it holds.
 
+mod call_ids;
 mod config;
 mod context;
 mod events;

@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, history_from_summary,
@@ -296,6 +297,7 @@ impl Driver {
             let mut overloaded_retries = 0;
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
+            let mut call_ids = ResponseCallIds::default();
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -308,6 +310,7 @@ impl Driver {
                             if ttft.is_none() {
                                 ttft = Some(started.elapsed());
                             }
+                            let decoded = call_ids.dedupe(decoded, turn_number);
                             if let DecodeEvent::ToolUseInvalid { id, name, error, .. } = &decoded {
                                 not_run.push((id.clone(), format!(
                                     "Invalid input for tool '{name}': the arguments are not valid JSON ({error}). The call was not run."
@@ -420,6 +423,7 @@ impl Driver {
                 .map(str::to_owned);
             let usage = message.get("usage").cloned().unwrap_or(Value::Null);
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
+            call_ids.apply(&mut assistant);
 
             match stop_reason.as_deref() {
                 Some("tool_use") => {
