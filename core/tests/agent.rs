@@ -1109,3 +1109,34 @@ async fn repeated_or_empty_call_ids_in_one_response_are_made_unique() {
         assert_eq!(log.lock().unwrap().len(), 3, "{provider}");
     }
 }
+
+/// `stop_reason: "tool_use"` with no call in the message ends the run like `end_turn`: before,
+/// the loop answered it with an empty user message, which the API refuses with a 400.
+#[tokio::test]
+async fn tool_use_stop_without_a_call_ends_the_turn() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        match n {
+            0 => reply(request, vec![text("Let me think.")], "tool_use"),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1));
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert_eq!(messages[1]["content"], json!([text("Let me think.")]));
+    assert!(
+        events.iter().any(
+            |e| matches!(e, AgentEvent::TurnEnd { stop_reason: Some(s), .. } if s == "tool_use")
+        )
+    );
+}

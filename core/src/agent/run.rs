@@ -425,8 +425,13 @@ impl Driver {
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
             call_ids.apply(&mut assistant);
 
+            // `tool_use` with no call to answer (a misbehaving server or proxy) ends the turn
+            // like `end_turn`: answering it would send an empty user message, which the API
+            // refuses (the OpenAI translation maps such a finish the same way).
+            let has_calls =
+                !submitted.is_empty() || !held.is_empty() || !tool_use_ids(&assistant).is_empty();
             match stop_reason.as_deref() {
-                Some("tool_use") => {
+                Some("tool_use") if has_calls => {
                     for (tool_use, safe) in held.drain(..) {
                         // Decided once, above: a host's per-input predicate is not asked again.
                         if turn.submit_decided(tool_use.clone(), safe).is_ok() {
