@@ -487,7 +487,8 @@ pub struct ChatEventTranslator {
     slots: Vec<Slot>,
     text_block: Option<usize>,
     tool_blocks: Vec<Option<usize>>,
-    sealed: Vec<String>,
+    /// Block indices of the tool calls already reported sealed (ready, invalid or truncated).
+    sealed: Vec<usize>,
     /// Reused for the decoded events of one model event (no allocation per event).
     scratch: Vec<DecodeEvent>,
 }
@@ -579,7 +580,7 @@ impl ChatEventTranslator {
                 input,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(id.clone());
+                self.sealed.push(index);
                 out.push(DecodeEvent::ToolUseReady {
                     index,
                     id,
@@ -596,7 +597,7 @@ impl ChatEventTranslator {
                 error,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(id.clone());
+                self.sealed.push(index);
                 out.push(DecodeEvent::ToolUseInvalid {
                     index,
                     id,
@@ -613,7 +614,7 @@ impl ChatEventTranslator {
                 partial_json,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(id.clone());
+                self.sealed.push(index);
                 out.push(DecodeEvent::ToolUseTruncated {
                     index,
                     id,
@@ -670,8 +671,9 @@ impl ChatEventTranslator {
                 if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
                     let blocks = message.get("content").and_then(Value::as_array);
                     for (index, block) in blocks.into_iter().flatten().enumerate() {
+                        // By block index, not id: a server may repeat an id or leave it empty.
                         let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                        if block_type(block) == "tool_use" && !self.sealed.iter().any(|s| s == id) {
+                        if block_type(block) == "tool_use" && !self.sealed.contains(&index) {
                             out.extend([ModelEvent::Decoded(DecodeEvent::ToolUseReady {
                                 index,
                                 id: id.to_owned(),
@@ -958,6 +960,47 @@ mod tests {
         );
         assert_eq!(message["stop_reason"], "tool_use");
         assert_eq!(message["id"], "c");
+    }
+
+    /// Sealed calls are tracked by block, not by id: a second call repeating the id of a sealed
+    /// one is still reported (before, it was taken for the sealed one and never ran).
+    #[test]
+    fn a_call_repeating_a_sealed_calls_id_is_still_reported() {
+        let mut translator = ChatEventTranslator::new();
+        let mut events = Vec::new();
+        translator.translate(
+            DecodeEvent::BlockStart {
+                index: 0,
+                block: json!({"id": "c1", "type": "function", "function": {"name": "read"}}),
+            },
+            &mut events,
+        );
+        translator.translate(
+            DecodeEvent::ToolUseReady {
+                index: 0,
+                id: "c1".to_owned(),
+                name: "read".to_owned(),
+                input: json!({"path": "a"}),
+            },
+            &mut events,
+        );
+        let call = |path: &str| json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}});
+        let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]}}]});
+        let mut out = Vec::new();
+        translator.translate_model_event(
+            ModelEvent::Completed {
+                message: completion,
+                time_to_first_token: None,
+                request_id: None,
+            },
+            &mut out,
+        );
+        assert_eq!(out.len(), 2, "{out:#?}");
+        assert!(
+            matches!(&out[0], ModelEvent::Decoded(DecodeEvent::ToolUseReady { index: 1, id, input, .. }) if id == "c1" && input["path"] == "b"),
+            "{out:#?}"
+        );
     }
 
     #[test]
