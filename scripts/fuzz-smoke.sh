@@ -28,7 +28,7 @@ seed() {
       done ;;
     decode_anthropic)
       cp tests/fixtures/anthropic/*.sse tests/decode/streams/anthropic/*.sse "$corpus/" 2>/dev/null || true ;;
-    decode_openai_chat)
+    decode_openai_chat|agent_openai_chat)
       cp tests/fixtures/openai-chat/*.sse "$corpus/" 2>/dev/null || true ;;
     decode_openai_responses)
       cp tests/decode/streams/openai-responses/*.sse "$corpus/" 2>/dev/null || true ;;
@@ -47,7 +47,7 @@ seed() {
 
 dict_for() {
   case "$1" in
-    decode_*) echo "fuzz/dicts/decode.dict" ;;
+    decode_*|agent_openai_chat) echo "fuzz/dicts/decode.dict" ;;
     partial_json) echo "fuzz/dicts/partial_json.dict" ;;
     *) echo "" ;;
   esac

@@ -159,3 +159,74 @@ fn delta_index_with_a_leading_zero_is_invalid_json_on_both_paths() {
         assert!(!fast.message_json().contains("Partial"));
     }
 }
+
+/// Found by fuzzing (`agent_openai_chat`): a server that numbers its tool calls out of order
+/// (`index` 1 first). The snapshot appends such a call at the next position (the SDK's
+/// accumulation), but the events named it by its `index`: a block started at 1 while the call,
+/// sealed at 0, was reported at 0, and a later `index: 0` fragment was reported for a block
+/// never started. Events now name every call by its position in the message.
+#[test]
+fn out_of_order_tool_call_indexes_are_reported_by_position() {
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    };
+    let stream = [
+        chunk(r#"{"role":"assistant","content":null}"#, "null"),
+        chunk(
+            r#"{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"name":"read","arguments":"{\"p\":"}}]}"#,
+            "null",
+        ),
+        chunk(
+            r#"{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}"#,
+            "null",
+        ),
+        chunk(
+            r#"{"tool_calls":[{"index":7,"id":"c2","type":"function","function":{"name":"glob","arguments":"{}"}}]}"#,
+            "null",
+        ),
+        chunk("{}", r#""tool_calls""#),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let mut decoder = StreamDecoder::for_provider(Provider::OpenAiChat);
+    let events = decoder.feed(Bytes::from(stream)).unwrap();
+    let message = decoder.finish().unwrap();
+    let calls = message["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 2, "{message}");
+    let events: Vec<Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let started: Vec<u64> = events
+        .iter()
+        .filter(|e| e["type"] == "block_start")
+        .map(|e| e["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(started, [0, 1], "{events:#?}");
+    for event in &events {
+        if let Some(index) = event.get("index").and_then(Value::as_u64)
+            && event["type"] != "text_delta"
+        {
+            assert!(started.contains(&index), "{event} names no started block");
+        }
+    }
+    let ready: Vec<(u64, &str, &Value)> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_use_ready")
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["id"].as_str().unwrap(),
+                &e["input"],
+            )
+        })
+        .collect();
+    assert_eq!(ready, [(0, "c1", &json!({"p": 1})), (1, "c2", &json!({}))]);
+    for (index, id, _) in ready {
+        assert_eq!(calls[index as usize]["id"], id);
+    }
+}

@@ -977,3 +977,147 @@ pub fn check_sse_feeds(data: &[u8]) {
     let got = end_run(parser, items, input.len());
     assert_eq!(expected, got, "the feeds changed the parse");
 }
+
+/// Raw Chat Completions SSE through the decoder and the agent's translation into the Anthropic
+/// shape (`ferroloop::agent::openai::ChatEventTranslator`), as the loop consumes it:
+/// - blocks are announced in order (0, 1, 2, ...) and every streamed event names an announced
+///   block;
+/// - when the stream completes, the final message agrees with what was streamed: each call
+///   reported ready sits at its block index with the same id, name and input, and the text
+///   streamed into the text block is the text block's text;
+/// - when the message stops for `tool_use`, every `tool_use` block of it is reported (ready,
+///   invalid or truncated) exactly once, so each call runs or is answered once.
+pub fn check_chat_translation(input: &[u8]) {
+    use ferroloop::agent::ModelEvent;
+    use ferroloop::agent::openai::ChatEventTranslator;
+
+    let mut stream = StreamDecoder::new(OpenAiChatDecoder::new());
+    let mut decoded = Vec::new();
+    let failed = stream
+        .feed_into(Bytes::copy_from_slice(input), &mut decoded)
+        .is_err();
+    let mut translator = ChatEventTranslator::new();
+    let mut out: Vec<ModelEvent> = Vec::new();
+    for event in decoded {
+        translator.translate_model_event(ModelEvent::Decoded(event), &mut out);
+    }
+    let streamed = out.len();
+
+    // Streamed events: blocks announced in order, events only for announced blocks.
+    let mut announced = 0usize;
+    let mut texts: Vec<String> = Vec::new();
+    let mut refusal_seen = false;
+    for event in &out {
+        let ModelEvent::Decoded(event) = event else {
+            continue;
+        };
+        match event {
+            DecodeEvent::BlockStart { index, .. } => {
+                assert_eq!(*index, announced, "blocks announced out of order: {out:#?}");
+                announced += 1;
+                texts.push(String::new());
+            }
+            DecodeEvent::TextDelta { index, text } => {
+                assert!(
+                    *index < announced,
+                    "text for an unannounced block: {out:#?}"
+                );
+                texts[*index].push_str(text);
+            }
+            DecodeEvent::RefusalDelta { .. } => refusal_seen = true,
+            DecodeEvent::InputJsonDelta { index, .. }
+            | DecodeEvent::ToolUseReady { index, .. }
+            | DecodeEvent::ToolUseInvalid { index, .. }
+            | DecodeEvent::ToolUseTruncated { index, .. }
+            | DecodeEvent::BlockStop { index } => {
+                assert!(
+                    *index < announced,
+                    "event for an unannounced block: {out:#?}"
+                );
+            }
+            _ => {}
+        }
+    }
+
+    if failed {
+        return;
+    }
+    let Ok(completion) = stream.finish() else {
+        return;
+    };
+    translator.translate_model_event(
+        ModelEvent::Completed {
+            message: completion,
+            time_to_first_token: None,
+            request_id: None,
+        },
+        &mut out,
+    );
+    let Some(ModelEvent::Completed { message, .. }) = out.last() else {
+        panic!("no final message: {out:#?}");
+    };
+    let content = message["content"].as_array().cloned().unwrap_or_default();
+
+    let mut reported = vec![0usize; content.len()];
+    for (position, event) in out.iter().enumerate() {
+        let ModelEvent::Decoded(event) = event else {
+            continue;
+        };
+        let (index, id, ready_input, name) = match event {
+            DecodeEvent::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            } => (*index, id, Some(input), name),
+            DecodeEvent::ToolUseInvalid {
+                index, id, name, ..
+            }
+            | DecodeEvent::ToolUseTruncated {
+                index, id, name, ..
+            } => (*index, id, None, name),
+            DecodeEvent::TextDelta { index, .. } if position < streamed && !refusal_seen => {
+                let block = content.get(*index);
+                assert_eq!(
+                    block.and_then(|b| b["text"].as_str()),
+                    Some(texts[*index].as_str()),
+                    "streamed text and final text differ: {out:#?}"
+                );
+                continue;
+            }
+            _ => continue,
+        };
+        let Some(block) = content.get(index) else {
+            panic!("a call reported at block {index}, past the message's content: {out:#?}");
+        };
+        assert_eq!(
+            block["type"], "tool_use",
+            "call {index} is not a tool_use block: {out:#?}"
+        );
+        assert_eq!(
+            block["id"].as_str(),
+            Some(id.as_str()),
+            "ids differ: {out:#?}"
+        );
+        assert_eq!(
+            block["name"].as_str(),
+            Some(name.as_str()),
+            "names differ: {out:#?}"
+        );
+        if let Some(input) = ready_input {
+            assert_eq!(&block["input"], input, "inputs differ: {out:#?}");
+        }
+        reported[index] += 1;
+    }
+    if message["stop_reason"] == "tool_use" {
+        for (index, block) in content.iter().enumerate() {
+            if block["type"] == "tool_use" {
+                assert_eq!(
+                    reported[index], 1,
+                    "tool_use block {index} reported {} times: {out:#?}",
+                    reported[index]
+                );
+            }
+        }
+    }
+}

@@ -7,8 +7,10 @@ use serde_json::Value;
 /// (`{"type": "text_delta", "index": 0, "text": "Hi"}`), the shape the bindings and
 /// `ferroloop decode --events` expose.
 ///
-/// `index` is the content block index (Anthropic), the choice index for text or the tool call
-/// index for tool calls (OpenAI Chat), or the output item index (OpenAI Responses).
+/// `index` is the content block index (Anthropic), the choice index for text or the tool call's
+/// position in the message's `tool_calls` for tool calls (OpenAI Chat: the chunk's `index` when
+/// the server numbers its calls in order, as OpenAI does), or the output item index (OpenAI
+/// Responses).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum DecodeEvent {

@@ -91,9 +91,9 @@ enum Target {
 
 #[derive(Debug, Default, Clone)]
 struct ChoiceState {
-    /// Per tool call (by its `index`): sealed yet?
+    /// Per tool call (by its position in the message's `tool_calls`): sealed yet?
     sealed: Vec<bool>,
-    /// The tool call index that received the latest fragment.
+    /// The position of the tool call that received the latest fragment.
     current_tool: Option<usize>,
 }
 
@@ -700,7 +700,15 @@ impl OpenAiChatDecoder {
             ));
         }
         for (index, content, refusal, tools, finish) in reports {
-            self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
+            // The first chunk's lists are the snapshot's as they are.
+            let positions = tool_positions(None, &tools);
+            self.report_delta(
+                index,
+                content.as_deref(),
+                refusal.as_deref(),
+                &tools,
+                &positions,
+            );
             if let Some(reason) = finish.filter(|r| !r.is_empty()) {
                 self.finish_choice(index, &reason);
             }
@@ -712,13 +720,16 @@ impl OpenAiChatDecoder {
     }
 
     /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
-    /// when a new one starts, as the SDK does).
+    /// when a new one starts, as the SDK does). `positions` says where each entry of `tools`
+    /// landed in the snapshot's `tool_calls` ([`tool_positions`]): events and seals name calls by
+    /// that position.
     fn report_delta(
         &mut self,
         choice: usize,
         content: Option<&str>,
         refusal: Option<&str>,
         tools: &[Value],
+        positions: &[Option<usize>],
     ) {
         if let Some(text) = content.filter(|t| !t.is_empty()) {
             self.emit(|| DecodeEvent::TextDelta {
@@ -732,14 +743,10 @@ impl OpenAiChatDecoder {
                 refusal: text.to_owned(),
             });
         }
-        for tool in tools {
-            // Bounded: the index sizes a table, and it comes from the network.
-            let Some(tool_index) = tool
-                .get("index")
-                .and_then(Value::as_u64)
-                .and_then(|i| usize::try_from(i).ok())
-                .filter(|&i| i < MAX_INDEX)
-            else {
+        for (tool, position) in tools.iter().zip(positions) {
+            // A position, not the network's `index`: it sizes a table, and it is bounded by the
+            // calls the stream actually sent.
+            let Some(tool_index) = *position else {
                 continue;
             };
             if self.choices.len() <= choice {
@@ -899,6 +906,7 @@ impl OpenAiChatDecoder {
                 .and_then(Value::as_str)
                 .filter(|r| !r.is_empty())
                 .map(str::to_owned);
+            let positions;
             match snapshot_choices
                 .get_mut(index)
                 .and_then(Value::as_object_mut)
@@ -908,7 +916,10 @@ impl OpenAiChatDecoder {
                         .entry("message")
                         .or_insert_with(|| Value::Object(Map::new()));
                     if let Value::Object(message) = message {
+                        positions = tool_positions(message.get("tool_calls"), &tools);
                         accumulate_delta(message, delta)?;
+                    } else {
+                        positions = vec![None; tools.len()];
                     }
                     if let Some(reason) = &finish {
                         existing.insert("finish_reason".to_owned(), Value::String(reason.clone()));
@@ -918,6 +929,7 @@ impl OpenAiChatDecoder {
                     }
                 }
                 None => {
+                    positions = tool_positions(None, &tools);
                     choice.insert("message".to_owned(), Value::Object(delta));
                     while snapshot_choices.len() < index {
                         snapshot_choices.push(Value::Null);
@@ -929,7 +941,7 @@ impl OpenAiChatDecoder {
                     }
                 }
             }
-            reports.push((index, content, refusal, tools, finish));
+            reports.push((index, content, refusal, tools, positions, finish));
         }
         let usage = chunk.remove("usage").unwrap_or(Value::Null);
         let has_usage = !usage.is_null();
@@ -941,10 +953,16 @@ impl OpenAiChatDecoder {
         let arguments_only = !has_usage
             && matches!(
                 reports.as_slice(),
-                [(_, None, None, tools, None)] if tools.len() == 1
+                [(_, None, None, tools, _, None)] if tools.len() == 1
             );
-        for (index, content, refusal, tools, finish) in reports {
-            self.report_delta(index, content.as_deref(), refusal.as_deref(), &tools);
+        for (index, content, refusal, tools, positions, finish) in reports {
+            self.report_delta(
+                index,
+                content.as_deref(),
+                refusal.as_deref(),
+                &tools,
+                &positions,
+            );
             if let Some(reason) = finish {
                 self.finish_choice(index, &reason);
             }
@@ -976,6 +994,41 @@ fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
         .and_then(|i| usize::try_from(i).ok())
         .filter(|&i| i < MAX_INDEX)
         .ok_or_else(|| malformed("a choice has no valid `index`"))
+}
+
+/// Where the entries of a `tool_calls` delta land in the message's `tool_calls` (`current`,
+/// before the delta), by [`accumulate_delta`]'s rule: the delta's list is taken as it is when
+/// the message has none yet (and extends an empty or scalar-only one); otherwise an entry merges
+/// into the call at the position its `index` names when there is one, and is appended when not.
+/// Events and seals name calls by these positions, so they match the message's calls even when
+/// a server numbers its calls out of order (for in-order numbering, position = `index`).
+fn tool_positions(current: Option<&Value>, tools: &[Value]) -> Vec<Option<usize>> {
+    match current {
+        None | Some(Value::Null) => (0..tools.len()).map(Some).collect(),
+        Some(Value::Array(calls)) if calls.iter().all(|c| c.is_string() || c.is_number()) => {
+            (calls.len()..calls.len() + tools.len()).map(Some).collect()
+        }
+        Some(Value::Array(calls)) => {
+            let mut len = calls.len();
+            tools
+                .iter()
+                .map(|tool| {
+                    let index = tool
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .and_then(|i| usize::try_from(i).ok())?;
+                    if index < len {
+                        Some(index)
+                    } else {
+                        len += 1;
+                        Some(len - 1)
+                    }
+                })
+                .collect()
+        }
+        // Another kind: the SDK keeps it, and the delta's calls land nowhere.
+        Some(_) => vec![None; tools.len()],
+    }
 }
 
 /// Sets `key` to `value`, in place when present (the key keeps its position, no key allocated).
