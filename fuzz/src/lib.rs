@@ -287,6 +287,7 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
     );
 
     if provider == Provider::Anthropic {
+        check_anthropic_calls(&whole);
         let mut slow = AnthropicDecoder::new();
         slow.set_text_fast_path(false);
         let serde_path = run_stream(slow, input, 0, true, Feed::Owned);
@@ -310,6 +311,63 @@ pub fn check_decode_stream(provider: Provider, input: &[u8]) {
             whole, general,
             "the text fast paths and the general path disagree"
         );
+    }
+}
+
+/// When an Anthropic stream completes, every call its events reported (ready, invalid or
+/// truncated) is the `tool_use` (or `server_tool_use`) block at that index of the final message,
+/// with the same id and name (and input, when ready), and no block is reported twice: an agent
+/// runs what the events report and records what the message holds.
+fn check_anthropic_calls(outcome: &Outcome) {
+    let Ok(text) = &outcome.finish else {
+        return;
+    };
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let content = message["content"].as_array().cloned().unwrap_or_default();
+    let mut reported = vec![false; content.len()];
+    for entry in &outcome.log {
+        let Entry::Event(event) = entry else {
+            continue;
+        };
+        let (index, id, name, input) = match event {
+            DecodeEvent::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            } => (*index, id, name, Some(input)),
+            DecodeEvent::ToolUseInvalid {
+                index, id, name, ..
+            }
+            | DecodeEvent::ToolUseTruncated {
+                index, id, name, ..
+            } => (*index, id, name, None),
+            _ => continue,
+        };
+        let Some(block) = content.get(index) else {
+            panic!("a call reported at block {index}, past the message's content: {message}");
+        };
+        assert!(
+            block.get("input").is_some(),
+            "call {index} is not a tool block: {message}"
+        );
+        assert_eq!(
+            block["id"].as_str(),
+            Some(id.as_str()),
+            "ids differ: {message}"
+        );
+        assert_eq!(
+            block["name"].as_str(),
+            Some(name.as_str()),
+            "names differ: {message}"
+        );
+        if let Some(input) = input {
+            assert_eq!(&block["input"], input, "inputs differ: {message}");
+        }
+        assert!(!reported[index], "block {index} reported twice: {message}");
+        reported[index] = true;
     }
 }
 
