@@ -413,17 +413,20 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
         .unwrap_or(&[]);
     let tool_block = |call: &Value| {
         let function = call.get("function");
+        // Strings, as the decoder reports them ("" when missing or of another kind): the loop
+        // matches the stream's calls to the message's blocks by them.
         let name = function
             .and_then(|f| f.get("name"))
-            .cloned()
-            .unwrap_or(json!(""));
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
         let arguments = function
             .and_then(|f| f.get("arguments"))
             .and_then(Value::as_str)
             .unwrap_or("");
         json!({
             "type": "tool_use",
-            "id": call.get("id").cloned().unwrap_or(json!("")),
+            "id": id,
             "name": name,
             "input": parse_arguments(arguments),
         })
@@ -960,6 +963,20 @@ mod tests {
         );
         assert_eq!(message["stop_reason"], "tool_use");
         assert_eq!(message["id"], "c");
+    }
+
+    /// A call whose id or name is not a string gets "" in the message, as the decoder reports it
+    /// (the loop then gives the call an id of its own), never a number in a `tool_use` block.
+    #[test]
+    fn ids_and_names_that_are_not_strings_become_empty() {
+        let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": 5, "type": "function", "function": {"name": ["read"], "arguments": "{}"}}]}}]});
+        let message = message_from_chat_completion(&completion);
+        assert_eq!(
+            message["content"],
+            json!([{"type": "tool_use", "id": "", "name": "", "input": {}}])
+        );
     }
 
     /// Sealed calls are tracked by block, not by id: a second call repeating the id of a sealed
