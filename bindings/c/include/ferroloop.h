@@ -487,9 +487,14 @@ fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out)
  * Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
  * still held by tools stay valid: completing them later is harmless.
  *
+ * Called while a run of this executor is in progress (for example from one of its own tool
+ * callbacks), it does nothing and records the thread's last error: the run still uses the
+ * executor. Free it once `fl_executor_run` has returned.
+ *
  * # Safety
- * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
- * `fl_executor_run` in progress; it must not be used afterwards.
+ * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
+ * used afterwards. Freeing from another thread while a run may start or end is a race the
+ * caller must prevent.
  */
 void fl_executor_free(fl_executor *executor);
 
@@ -537,7 +542,10 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * `FL_STATUS_INVALID_ARGUMENT`.
  *
  * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
- * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
+ * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
+ * callback cannot run any executor on its own thread either, since that thread is driving the
+ * outer run (`FL_STATUS_INVALID_STATE`): to run tools inside a tool, hand the call to a worker
+ * thread, run the inner executor there and complete the outer call when it returns.
  *
  * # Safety
  * `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;

@@ -6,7 +6,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{
@@ -106,6 +106,58 @@ pub type fl_tool_fn = Option<
 /// and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
 pub struct fl_cancel_token {
     token: CancellationToken,
+    /// The turn tokens of the runs in progress under this token. Cancelling cancels them on the
+    /// spot, so a tool that cancels the run (or a thread racing the run's next step) stops the
+    /// queued calls before the next one starts, not once the runtime gets round to noticing.
+    /// Shared with the runs, which unlink their turn when they end.
+    turns: Arc<Mutex<LinkedTurns>>,
+}
+
+/// Turn tokens linked to a cancel token, by link id.
+#[derive(Default)]
+struct LinkedTurns {
+    next_id: u64,
+    turns: Vec<(u64, CancellationToken)>,
+}
+
+/// A turn linked to a cancel token for the duration of a run; unlinks it when dropped.
+struct TurnLink {
+    turns: Arc<Mutex<LinkedTurns>>,
+    id: u64,
+}
+
+impl TurnLink {
+    /// Links `turn` to the token `cancel` (whose `turns` are `turns`), and cancels it at once
+    /// when `cancel` is already cancelled.
+    fn new(
+        cancel: &CancellationToken,
+        turns: &Arc<Mutex<LinkedTurns>>,
+        turn: CancellationToken,
+    ) -> Self {
+        let id = {
+            let mut linked = turns.lock().unwrap_or_else(PoisonError::into_inner);
+            let id = linked.next_id;
+            linked.next_id = linked.next_id.wrapping_add(1);
+            linked.turns.push((id, turn.clone()));
+            id
+        };
+        // `fl_cancel_token_cancel` cancels the token before it reads the links: either it saw
+        // this link, or the token reads as cancelled here.
+        if cancel.is_cancelled() {
+            turn.cancel();
+        }
+        Self {
+            turns: Arc::clone(turns),
+            id,
+        }
+    }
+}
+
+impl Drop for TurnLink {
+    fn drop(&mut self) {
+        let mut linked = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        linked.turns.retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// The default executor settings. Thread-safe.
@@ -249,16 +301,34 @@ pub unsafe extern "C" fn fl_executor_new(
 /// Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
 /// still held by tools stay valid: completing them later is harmless.
 ///
+/// Called while a run of this executor is in progress (for example from one of its own tool
+/// callbacks), it does nothing and records the thread's last error: the run still uses the
+/// executor. Free it once `fl_executor_run` has returned.
+///
 /// # Safety
-/// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
-/// `fl_executor_run` in progress; it must not be used afterwards.
+/// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
+/// used afterwards. Freeing from another thread while a run may start or end is a race the
+/// caller must prevent.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
     boundary::run_void(|| {
-        if !executor.is_null() {
-            // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once.
-            drop(unsafe { Box::from_raw(executor) });
+        if executor.is_null() {
+            return;
         }
+        // SAFETY: a live executor (the caller's promise); only its atomic flag is read.
+        let running = unsafe { &*executor }.running.load(Ordering::Acquire);
+        if running {
+            // Freeing now would pull the runtime and the tools out from under the run that is
+            // driving them (a use after free): refuse, like a parser freed in its own callback.
+            boundary::set_last_error(
+                "fl_executor_free: a run is in progress on this executor; free it after \
+                 fl_executor_run returns",
+            );
+            return;
+        }
+        // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once, and no
+        // run uses it (checked above).
+        drop(unsafe { Box::from_raw(executor) });
     });
 }
 
@@ -340,7 +410,10 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// `FL_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
-/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
+/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
+/// callback cannot run any executor on its own thread either, since that thread is driving the
+/// outer run (`FL_STATUS_INVALID_STATE`): to run tools inside a tool, hand the call to a worker
+/// thread, run the inner executor there and complete the outer call when it returns.
 ///
 /// # Safety
 /// `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;
@@ -378,8 +451,18 @@ pub unsafe extern "C" fn fl_executor_run(
             ));
         }
         let _running = RunningGuard(&executor.running);
-        let token = cancel.map(|cancel| cancel.token.clone());
-        let (results, status) = executor.run(tool_uses, token)?;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // This thread is already driving an async runtime, which happens when a tool
+            // callback of another executor runs this one: blocking on a second runtime here
+            // would panic inside tokio. Refuse with the way out instead.
+            return Err(FfiError::state(
+                "fl_executor_run was called on a thread that is driving another run (from a \
+                 tool callback of another executor): hand the call to a worker thread, run this \
+                 executor there, then complete the call",
+            ));
+        }
+        let cancel = cancel.map(|cancel| (cancel.token.clone(), Arc::clone(&cancel.turns)));
+        let (results, status) = executor.run(tool_uses, cancel)?;
         let mut stored = executor
             .results
             .lock()
@@ -433,11 +516,15 @@ impl fl_executor {
     fn run(
         &self,
         tool_uses: Vec<ToolUse>,
-        cancel: Option<CancellationToken>,
+        cancel: Option<(CancellationToken, Arc<Mutex<LinkedTurns>>)>,
     ) -> FfiResult<(String, fl_status)> {
         let executor = self.executor();
         let turn = executor.turn();
         let handle = turn.handle();
+        let _link = cancel
+            .as_ref()
+            .map(|(token, turns)| TurnLink::new(token, turns, handle.cancellation_token().clone()));
+        let cancel = cancel.map(|(token, _)| token);
         for tool_use in tool_uses {
             // The turn is open until `finish` seals it.
             if let Err(closed) = turn.submit(tool_use) {
@@ -501,6 +588,7 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
         let out = Out::new(out, "out")?;
         let token = Box::new(fl_cancel_token {
             token: CancellationToken::new(),
+            turns: Arc::default(),
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(token)) };
@@ -519,6 +607,10 @@ pub unsafe extern "C" fn fl_cancel_token_cancel(token: *const fl_cancel_token) -
         // SAFETY: the caller's promise on `token`.
         let token = unsafe { text::handle_ref(token, "token") }?;
         token.token.cancel();
+        let linked = token.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, turn) in &linked.turns {
+            turn.cancel();
+        }
         Ok(())
     })
 }
