@@ -636,9 +636,13 @@ pub unsafe extern "C" fn fl_cancel_token_is_cancelled(
 
 /// Releases a token. NULL is accepted and ignored.
 ///
+/// A run the token was passed to keeps what it needs once it has started, so the token may be
+/// freed from one of that run's tool callbacks (the run can then no longer be cancelled through
+/// it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+///
 /// # Safety
-/// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet, and not used by a
-/// run in progress; it must not be used afterwards.
+/// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used
+/// afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
     boundary::run_void(|| {

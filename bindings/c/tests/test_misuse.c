@@ -122,6 +122,16 @@ static void cancel_twice_tool(void *userdata, const fl_tool_invocation *invocati
     CHECK_OK(fl_tool_complete(call, "cancelled myself", 16, false));
 }
 
+/* "free_token": frees the run's token from inside the run, then completes. */
+static void free_token_tool(void *userdata, const fl_tool_invocation *invocation,
+                            fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    fl_cancel_token_free(run_token);
+    run_token = NULL;
+    CHECK_OK(fl_tool_complete(call, "token freed", 11, false));
+}
+
 /* Calls completed after their run gave up on them, and after their executor was freed: the
  * completions are accepted and ignored; the handles report cancellation meanwhile. */
 static void check_late_completions(void) {
@@ -132,6 +142,8 @@ static void check_late_completions(void) {
     CHECK_OK(fl_executor_new(&options, &executor));
     CHECK_OK(fl_executor_add_tool(executor, "keep", 4, NULL, keep_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "cancel_twice", 12, NULL, cancel_twice_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "free_token", 10, NULL, free_token_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "echo", 4, NULL, echo_tool, NULL));
     const char *calls = "[{\"id\":\"k1\",\"name\":\"keep\",\"input\":{}}]";
     const char *results = NULL;
     size_t len = 0;
@@ -176,6 +188,15 @@ static void check_late_completions(void) {
     }
     CHECK(kept_count == 1);
     fl_cancel_token_free(early);
+
+    /* The run's token freed by a tool of that run: the run goes on to the end, normally. */
+    CHECK_OK(fl_cancel_token_new(&run_token));
+    const char *freeing = "[{\"id\":\"t\",\"name\":\"free_token\",\"input\":{}},"
+                          "{\"id\":\"e\",\"name\":\"echo\",\"input\":{\"after\":1}}]";
+    CHECK_OK(fl_executor_run(executor, freeing, strlen(freeing), run_token, &results, &len));
+    CHECK(run_token == NULL);
+    CHECK(results != NULL && strstr(results, "\"content\":\"token freed\"") != NULL);
+    CHECK(results != NULL && strstr(results, "{\\\"after\\\":1}") != NULL);
 
     /* A call kept past the executor's lifetime. */
     const char *kept_call = "[{\"id\":\"k3\",\"name\":\"keep\",\"input\":{}}]";
