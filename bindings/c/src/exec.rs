@@ -93,7 +93,8 @@ pub struct fl_tool_invocation {
 /// returning or later from any thread (for example a worker thread it hands the call to). It
 /// should return promptly: other calls only start or finish while it is not running. A call
 /// that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
-/// cleanup grace, when set).
+/// cleanup grace, when set). It must return normally (no `longjmp`, no C++ exception) and must
+/// not run an executor nor free this one (see `fl_executor_run` and `fl_executor_free`).
 pub type fl_tool_fn = Option<
     unsafe extern "C" fn(
         userdata: *mut c_void,
