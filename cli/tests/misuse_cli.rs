@@ -172,3 +172,43 @@ fn tokens_of_odd_files_are_one_line_each() {
         );
     }
 }
+
+/// A file `tokens` cannot read is reported on stderr whatever `RUST_LOG` says: it used to be a
+/// log record only, so `RUST_LOG=off` left an exit code of 1 and no word about why.
+#[test]
+fn an_unreadable_file_is_reported_even_with_logging_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let output = bin()
+        .env("RUST_LOG", "off")
+        .arg("tokens")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.starts_with("ferroloop: "), "{err}");
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+    assert!(err.contains("No such file"), "{err}");
+}
+
+/// An error that prints its cause itself is not followed by that cause again: `run --dir FILE`
+/// said "... is unusable: not a directory: not a directory".
+#[test]
+fn an_error_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "not a directory").unwrap();
+    let output = bin()
+        .args(["run", "--replay", "--json", "--dir"])
+        .arg(&file)
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert_eq!(err.matches("not a directory").count(), 1, "{err}");
+    assert!(err.starts_with("ferroloop: cannot use "), "{err}");
+}
