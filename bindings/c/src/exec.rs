@@ -4,6 +4,7 @@
 //! thread, so every tool callback runs on that thread, while the replies (`fl_tool_complete`)
 //! may come from any thread.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -452,10 +453,10 @@ pub unsafe extern "C" fn fl_executor_run(
             ));
         }
         let _running = RunningGuard(&executor.running);
-        if tokio::runtime::Handle::try_current().is_ok() {
-            // This thread is already driving an async runtime, which happens when a tool
-            // callback of another executor runs this one: blocking on a second runtime here
-            // would panic inside tokio. Refuse with the way out instead.
+        if DRIVING.with(Cell::get) {
+            // This thread is driving another executor's run: a tool callback of that executor
+            // runs this one. Blocking on a second runtime here would panic inside tokio
+            // ("Cannot start a runtime from within a runtime"); refuse with the way out.
             return Err(FfiError::state(
                 "fl_executor_run was called on a thread that is driving another run (from a \
                  tool callback of another executor): hand the call to a worker thread, run this \
@@ -463,7 +464,10 @@ pub unsafe extern "C" fn fl_executor_run(
             ));
         }
         let cancel = cancel.map(|cancel| (cancel.token.clone(), Arc::clone(&cancel.turns)));
-        let (results, status) = executor.run(tool_uses, cancel)?;
+        let (results, status) = {
+            let _driving = Driving::enter();
+            executor.run(tool_uses, cancel)?
+        };
         let mut stored = executor
             .results
             .lock()
@@ -485,6 +489,28 @@ pub unsafe extern "C" fn fl_executor_run(
         outcome
     } else {
         status
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside a run (driving its runtime, calling its tools).
+    static DRIVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the thread as driving a run until dropped (also on a panic).
+struct Driving;
+
+impl Driving {
+    fn enter() -> Self {
+        DRIVING.with(|driving| driving.set(true));
+        Self
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        // `try_with`: nothing to clear during thread teardown.
+        let _ = DRIVING.try_with(|driving| driving.set(false));
     }
 }
 
