@@ -623,8 +623,10 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
     })
 }
 
-/// Cancels the token: the runs it was passed to cancel their calls. Idempotent; callable from any
-/// thread, including from a tool callback.
+/// Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
+/// running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
+/// callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+/// from a tool callback.
 ///
 /// # Safety
 /// `token` must be a live token.
