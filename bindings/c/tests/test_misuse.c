@@ -1,8 +1,9 @@
 /*
  * The C API used carelessly: executors run or freed from inside tool callbacks, calls completed
  * after their run returned (or after the executor is gone), absurd option values, malformed
- * tool_use batches and replies, hostile token-estimation inputs, and NUL bytes echoed into error
- * messages. Each must end in a status and a message, never a crash, a panic or a leak.
+ * tool_use batches and replies, hostile token-estimation inputs, NUL bytes echoed into error
+ * messages, and decoders and parsers at the edges of their contract. Each must end in a status
+ * and a message, never a crash, a panic or a leak.
  *
  * Misuse that the header declares undefined (completing a call twice, using a view after the
  * next call on its handle, lengths longer than the buffer) is not exercised: no library can
@@ -377,6 +378,72 @@ static void check_nul_in_error_messages(void) {
     CHECK(strcmp(message, "unknown status") == 0);
 }
 
+/* Decoders and parsers at the edges of their contract. */
+static void check_stream_edges(void) {
+    fl_decoder *decoder = NULL;
+    CHECK_STATUS(fl_decoder_new("", 0, &decoder), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_decoder_new(NULL, 0, &decoder), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_decoder_new("Anthropic", 9, &decoder), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(decoder == NULL);
+
+    /* Finished before any byte: truncated, and the snapshot is still valid JSON (null). */
+    const char *json = NULL;
+    size_t len = 0;
+    bool has_event = true;
+    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    CHECK_STATUS(fl_decoder_finish(decoder, &json, &len), FL_STATUS_TRUNCATED);
+    CHECK(json != NULL && strcmp(json, "null") == 0);
+    CHECK_OK(fl_decoder_message(decoder, &json, &len));
+    CHECK(len == 4 && strcmp(json, "null") == 0);
+    CHECK_OK(fl_decoder_next_event(decoder, &json, &len, &has_event));
+    CHECK(!has_event && json == NULL);
+    CHECK_STATUS(fl_decoder_feed(decoder, NULL, 0), FL_STATUS_INVALID_STATE);
+    CHECK_STATUS(fl_decoder_feed(decoder, NULL, SIZE_MAX), FL_STATUS_NULL_ARGUMENT);
+    fl_decoder_free(decoder);
+
+    /* Absurd indices are protocol errors, not allocations. */
+    CHECK_OK(fl_decoder_new("openai-chat", 11, &decoder));
+    const char *chunk =
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\","
+        "\"choices\":[{\"index\":18446744073709551615,\"delta\":{\"content\":\"x\"},"
+        "\"finish_reason\":null}]}\n\n";
+    CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)chunk, strlen(chunk)),
+                 FL_STATUS_PROTOCOL_ERROR);
+    CHECK(strstr(last_error(), "index") != NULL);
+    fl_decoder_free(decoder);
+
+    /* Parsers: the largest limit is no limit; the smallest drops every event. */
+    fl_sse_parser *parser = NULL;
+    fl_sse_item item;
+    const char *stream = "event: \xff\xfe\ndata: a\xc3\n\nretry: 99999999999999999999999\n\n";
+    CHECK_OK(fl_sse_parser_new_with_max_event_bytes(SIZE_MAX, &parser));
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)stream, strlen(stream)));
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_EVENT);
+    /* Invalid UTF-8 becomes U+FFFD (EF BF BD), in the type as in the data. */
+    CHECK(text_equals(item.event.event_type, item.event.event_type_len, "\xef\xbf\xbd\xef\xbf\xbd"));
+    CHECK(text_equals(item.event.data, item.event.data_len, "a\xef\xbf\xbd"));
+    /* A retry beyond 64 bits saturates. */
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_RETRY && item.retry_ms == UINT64_MAX);
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_NONE);
+    bool discarded = true;
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(!discarded);
+    fl_sse_parser_free(parser);
+
+    CHECK_OK(fl_sse_parser_new_with_max_event_bytes(1, &parser));
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)"data: x\n\ndata:\n\n", 15));
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_NONE);
+    uint64_t dropped = 0;
+    CHECK_OK(fl_sse_parser_dropped_events(parser, &dropped));
+    CHECK(dropped == 2);
+    fl_sse_parser_free(parser);
+}
+
 int main(void) {
     check_run_of_another_executor_inside_a_tool();
     check_free_inside_a_tool_is_refused();
@@ -385,5 +452,6 @@ int main(void) {
     check_bad_batches();
     check_hostile_requests();
     check_nul_in_error_messages();
+    check_stream_edges();
     return check_summary("test_misuse");
 }
