@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) if output::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("ferroloop: {error:#}");
+            eprintln!("ferroloop: {}", output::describe(&error));
             ExitCode::FAILURE
         }
     }

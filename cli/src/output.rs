@@ -11,6 +11,24 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
         .any(|e| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
+/// `error` and its causes joined by ": ", like `{:#}`, but without a cause whose text the
+/// message before it already ends with: many errors print their source in their own message,
+/// and the chain would say it twice ("unusable: not a directory: not a directory").
+pub fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if text.ends_with(&message) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
+}
+
 /// Writes `value` as a JSON string (escaped per RFC 8259).
 pub fn json_string(out: &mut impl Write, value: &str) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value).map_err(io::Error::from)

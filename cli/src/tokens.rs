@@ -56,7 +56,12 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
                 out.flush()?;
             }
             Err(error) => {
-                tracing::error!("{}: {error:#}", path.display());
+                // On stderr, not in the log: `RUST_LOG=off` must not hide why the exit is 1.
+                eprintln!(
+                    "ferroloop: {}: {}",
+                    path.display(),
+                    crate::output::describe(&error)
+                );
                 status = ExitCode::FAILURE;
             }
         }

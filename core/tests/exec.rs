@@ -1059,3 +1059,44 @@ async fn decided_submissions_use_the_callers_decision_instead_of_asking_the_tool
     );
     assert_eq!(probe.max(), 2);
 }
+
+/// A tool that cancels the run and returns at once (a "stop" tool, or a C tool that cancels its
+/// run's token from its callback): the exclusive call queued after it must not start. The turn
+/// used to look at its token only when a step began, so the next call was admitted in the same
+/// step as the completion that cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_cancels_the_run_stops_the_calls_queued_after_it() {
+    let run = ferroloop::exec::CancellationToken::new();
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let stopper = run.clone();
+    tools
+        .register(FnTool::new("stop", move |_, _| {
+            let stopper = stopper.clone();
+            async move {
+                stopper.cancel();
+                Ok(ToolOutput::text("stopped"))
+            }
+        }))
+        .unwrap();
+    let counter = started.clone();
+    tools
+        .register(FnTool::new("work", move |_, _| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok(ToolOutput::text("worked")) }
+        }))
+        .unwrap();
+    let exec = ToolExecutor::builder(tools).run_token(run).build();
+    let results = exec
+        .run(vec![
+            ToolUse::new("s", "stop", json!({})),
+            ToolUse::new("w1", "work", json!({})),
+            ToolUse::new("w2", "work", json!({})),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(ids(&results), ["s", "w1", "w2"]);
+    assert!(!results[0].is_error);
+    assert_eq!(started.load(Ordering::SeqCst), 0, "{results:?}");
+    assert!(results[1].is_error && results[2].is_error);
+}

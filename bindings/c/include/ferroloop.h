@@ -225,7 +225,8 @@ typedef struct {
  * returning or later from any thread (for example a worker thread it hands the call to). It
  * should return promptly: other calls only start or finish while it is not running. A call
  * that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
- * cleanup grace, when set).
+ * cleanup grace, when set). It must return normally (no `longjmp`, no C++ exception) and must
+ * not run an executor nor free this one (see `fl_executor_run` and `fl_executor_free`).
  */
 typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
 
@@ -487,9 +488,14 @@ fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out)
  * Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
  * still held by tools stay valid: completing them later is harmless.
  *
+ * Called while a run of this executor is in progress (for example from one of its own tool
+ * callbacks), it does nothing and records the thread's last error: the run still uses the
+ * executor. Free it once `fl_executor_run` has returned.
+ *
  * # Safety
- * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
- * `fl_executor_run` in progress; it must not be used afterwards.
+ * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
+ * used afterwards. Freeing from another thread while a run may start or end is a race the
+ * caller must prevent.
  */
 void fl_executor_free(fl_executor *executor);
 
@@ -537,7 +543,10 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * `FL_STATUS_INVALID_ARGUMENT`.
  *
  * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
- * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
+ * run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
+ * callback cannot run any executor on its own thread either, since that thread is driving the
+ * outer run (`FL_STATUS_INVALID_STATE`): to run tools inside a tool, hand the call to a worker
+ * thread, run the inner executor there and complete the outer call when it returns.
  *
  * # Safety
  * `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;
@@ -561,8 +570,10 @@ fl_status fl_executor_run(fl_executor *executor,
 fl_status fl_cancel_token_new(fl_cancel_token **out);
 
 /**
- * Cancels the token: the runs it was passed to cancel their calls. Idempotent; callable from any
- * thread, including from a tool callback.
+ * Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
+ * running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
+ * callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+ * from a tool callback.
  *
  * # Safety
  * `token` must be a live token.
@@ -580,9 +591,13 @@ fl_status fl_cancel_token_is_cancelled(const fl_cancel_token *token, bool *cance
 /**
  * Releases a token. NULL is accepted and ignored.
  *
+ * A run the token was passed to keeps what it needs once it has started, so the token may be
+ * freed from one of that run's tool callbacks (the run can then no longer be cancelled through
+ * it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+ *
  * # Safety
- * `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet, and not used by a
- * run in progress; it must not be used afterwards.
+ * `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used
+ * afterwards.
  */
 void fl_cancel_token_free(fl_cancel_token *token);
 

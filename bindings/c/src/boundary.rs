@@ -103,7 +103,14 @@ pub(crate) fn set_last_error(message: &str) {
     let _ = LAST_ERROR.try_with(|slot| {
         if let Ok(mut slot) = slot.try_borrow_mut() {
             slot.clear();
-            slot.push_str(message);
+            // C reads the message as a NUL-terminated string: a NUL echoed from an argument
+            // (`"anthropic\0"`) would hide the rest of it, so it is written out as `\0`.
+            for (index, part) in message.split('\0').enumerate() {
+                if index > 0 {
+                    slot.push_str("\\0");
+                }
+                slot.push_str(part);
+            }
         }
     });
 }
@@ -165,6 +172,12 @@ mod tests {
         assert_eq!(last_error(), "argument `parser` must not be NULL");
         assert_eq!(run(|| Ok(())), fl_status::FL_STATUS_OK);
         assert_eq!(last_error(), "argument `parser` must not be NULL");
+    }
+
+    #[test]
+    fn nul_bytes_in_a_message_are_escaped() {
+        set_last_error("unknown provider 'a\0b'\0");
+        assert_eq!(last_error(), "unknown provider 'a\\0b'\\0");
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! thread, so every tool callback runs on that thread, while the replies (`fl_tool_complete`)
 //! may come from any thread.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{
@@ -93,7 +94,8 @@ pub struct fl_tool_invocation {
 /// returning or later from any thread (for example a worker thread it hands the call to). It
 /// should return promptly: other calls only start or finish while it is not running. A call
 /// that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
-/// cleanup grace, when set).
+/// cleanup grace, when set). It must return normally (no `longjmp`, no C++ exception) and must
+/// not run an executor nor free this one (see `fl_executor_run` and `fl_executor_free`).
 pub type fl_tool_fn = Option<
     unsafe extern "C" fn(
         userdata: *mut c_void,
@@ -106,6 +108,58 @@ pub type fl_tool_fn = Option<
 /// and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
 pub struct fl_cancel_token {
     token: CancellationToken,
+    /// The turn tokens of the runs in progress under this token. Cancelling cancels them on the
+    /// spot, so a tool that cancels the run (or a thread racing the run's next step) stops the
+    /// queued calls before the next one starts, not once the runtime gets round to noticing.
+    /// Shared with the runs, which unlink their turn when they end.
+    turns: Arc<Mutex<LinkedTurns>>,
+}
+
+/// Turn tokens linked to a cancel token, by link id.
+#[derive(Default)]
+struct LinkedTurns {
+    next_id: u64,
+    turns: Vec<(u64, CancellationToken)>,
+}
+
+/// A turn linked to a cancel token for the duration of a run; unlinks it when dropped.
+struct TurnLink {
+    turns: Arc<Mutex<LinkedTurns>>,
+    id: u64,
+}
+
+impl TurnLink {
+    /// Links `turn` to the token `cancel` (whose `turns` are `turns`), and cancels it at once
+    /// when `cancel` is already cancelled.
+    fn new(
+        cancel: &CancellationToken,
+        turns: &Arc<Mutex<LinkedTurns>>,
+        turn: CancellationToken,
+    ) -> Self {
+        let id = {
+            let mut linked = turns.lock().unwrap_or_else(PoisonError::into_inner);
+            let id = linked.next_id;
+            linked.next_id = linked.next_id.wrapping_add(1);
+            linked.turns.push((id, turn.clone()));
+            id
+        };
+        // `fl_cancel_token_cancel` cancels the token before it reads the links: either it saw
+        // this link, or the token reads as cancelled here.
+        if cancel.is_cancelled() {
+            turn.cancel();
+        }
+        Self {
+            turns: Arc::clone(turns),
+            id,
+        }
+    }
+}
+
+impl Drop for TurnLink {
+    fn drop(&mut self) {
+        let mut linked = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        linked.turns.retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// The default executor settings. Thread-safe.
@@ -249,16 +303,34 @@ pub unsafe extern "C" fn fl_executor_new(
 /// Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
 /// still held by tools stay valid: completing them later is harmless.
 ///
+/// Called while a run of this executor is in progress (for example from one of its own tool
+/// callbacks), it does nothing and records the thread's last error: the run still uses the
+/// executor. Free it once `fl_executor_run` has returned.
+///
 /// # Safety
-/// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet, with no
-/// `fl_executor_run` in progress; it must not be used afterwards.
+/// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
+/// used afterwards. Freeing from another thread while a run may start or end is a race the
+/// caller must prevent.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
     boundary::run_void(|| {
-        if !executor.is_null() {
-            // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once.
-            drop(unsafe { Box::from_raw(executor) });
+        if executor.is_null() {
+            return;
         }
+        // SAFETY: a live executor (the caller's promise); only its atomic flag is read.
+        let running = unsafe { &*executor }.running.load(Ordering::Acquire);
+        if running {
+            // Freeing now would pull the runtime and the tools out from under the run that is
+            // driving them (a use after free): refuse, like a parser freed in its own callback.
+            boundary::set_last_error(
+                "fl_executor_free: a run is in progress on this executor; free it after \
+                 fl_executor_run returns",
+            );
+            return;
+        }
+        // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once, and no
+        // run uses it (checked above).
+        drop(unsafe { Box::from_raw(executor) });
     });
 }
 
@@ -340,7 +412,10 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// `FL_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
-/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`).
+/// run, including one started from a tool callback, returns `FL_STATUS_INVALID_STATE`). A tool
+/// callback cannot run any executor on its own thread either, since that thread is driving the
+/// outer run (`FL_STATUS_INVALID_STATE`): to run tools inside a tool, hand the call to a worker
+/// thread, run the inner executor there and complete the outer call when it returns.
 ///
 /// # Safety
 /// `executor` must be a live executor; `tool_uses_json` must be valid for reads of `len` bytes;
@@ -378,8 +453,21 @@ pub unsafe extern "C" fn fl_executor_run(
             ));
         }
         let _running = RunningGuard(&executor.running);
-        let token = cancel.map(|cancel| cancel.token.clone());
-        let (results, status) = executor.run(tool_uses, token)?;
+        if DRIVING.with(Cell::get) {
+            // This thread is driving another executor's run: a tool callback of that executor
+            // runs this one. Blocking on a second runtime here would panic inside tokio
+            // ("Cannot start a runtime from within a runtime"); refuse with the way out.
+            return Err(FfiError::state(
+                "fl_executor_run was called on a thread that is driving another run (from a \
+                 tool callback of another executor): hand the call to a worker thread, run this \
+                 executor there, then complete the call",
+            ));
+        }
+        let cancel = cancel.map(|cancel| (cancel.token.clone(), Arc::clone(&cancel.turns)));
+        let (results, status) = {
+            let _driving = Driving::enter();
+            executor.run(tool_uses, cancel)?
+        };
         let mut stored = executor
             .results
             .lock()
@@ -401,6 +489,28 @@ pub unsafe extern "C" fn fl_executor_run(
         outcome
     } else {
         status
+    }
+}
+
+thread_local! {
+    /// Whether this thread is inside a run (driving its runtime, calling its tools).
+    static DRIVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the thread as driving a run until dropped (also on a panic).
+struct Driving;
+
+impl Driving {
+    fn enter() -> Self {
+        DRIVING.with(|driving| driving.set(true));
+        Self
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        // `try_with`: nothing to clear during thread teardown.
+        let _ = DRIVING.try_with(|driving| driving.set(false));
     }
 }
 
@@ -433,11 +543,15 @@ impl fl_executor {
     fn run(
         &self,
         tool_uses: Vec<ToolUse>,
-        cancel: Option<CancellationToken>,
+        cancel: Option<(CancellationToken, Arc<Mutex<LinkedTurns>>)>,
     ) -> FfiResult<(String, fl_status)> {
         let executor = self.executor();
         let turn = executor.turn();
         let handle = turn.handle();
+        let _link = cancel
+            .as_ref()
+            .map(|(token, turns)| TurnLink::new(token, turns, handle.cancellation_token().clone()));
+        let cancel = cancel.map(|(token, _)| token);
         for tool_use in tool_uses {
             // The turn is open until `finish` seals it.
             if let Err(closed) = turn.submit(tool_use) {
@@ -501,6 +615,7 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
         let out = Out::new(out, "out")?;
         let token = Box::new(fl_cancel_token {
             token: CancellationToken::new(),
+            turns: Arc::default(),
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(token)) };
@@ -508,8 +623,10 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
     })
 }
 
-/// Cancels the token: the runs it was passed to cancel their calls. Idempotent; callable from any
-/// thread, including from a tool callback.
+/// Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
+/// running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
+/// callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+/// from a tool callback.
 ///
 /// # Safety
 /// `token` must be a live token.
@@ -519,6 +636,10 @@ pub unsafe extern "C" fn fl_cancel_token_cancel(token: *const fl_cancel_token) -
         // SAFETY: the caller's promise on `token`.
         let token = unsafe { text::handle_ref(token, "token") }?;
         token.token.cancel();
+        let linked = token.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, turn) in &linked.turns {
+            turn.cancel();
+        }
         Ok(())
     })
 }
@@ -544,9 +665,13 @@ pub unsafe extern "C" fn fl_cancel_token_is_cancelled(
 
 /// Releases a token. NULL is accepted and ignored.
 ///
+/// A run the token was passed to keeps what it needs once it has started, so the token may be
+/// freed from one of that run's tool callbacks (the run can then no longer be cancelled through
+/// it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+///
 /// # Safety
-/// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet, and not used by a
-/// run in progress; it must not be used afterwards.
+/// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used
+/// afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
     boundary::run_void(|| {

@@ -666,6 +666,13 @@ impl Turn {
             match self.running.poll_next_unpin(cx) {
                 Poll::Ready(Some(outcome)) => {
                     self.complete(outcome);
+                    // The call just polled may have cancelled the turn or the run (a tool that
+                    // stops the run, or another thread meanwhile): look again before the next
+                    // `admit`, or calls queued behind it would start after the cancellation.
+                    // (A lock per completed call, and only until the turn is stopped.)
+                    if !self.stopped {
+                        self.stopped = self.shared.cancellation.observe();
+                    }
                 }
                 Poll::Ready(None) | Poll::Pending => break,
             }

@@ -1,0 +1,214 @@
+//! `ferroloop sse`, `decode` and `tokens` given what a careless user gives them: zero-sized
+//! options, directories, binary and empty files, non-UTF-8 streams, hostile JSON. DESIGN.md's
+//! contract must hold, and every failure is a clear message and a non-zero exit, never a panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+}
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/anthropic/tool_use_response.sse")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The program ended on its own terms: no panic message, whatever the exit code.
+fn assert_no_panic(output: &Output) {
+    let err = stderr(output);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        output.status.code().is_some(),
+        "killed by a signal: {output:?}"
+    );
+}
+
+fn run(args: &[&str], files: &[&Path]) -> Output {
+    let output = bin().args(args).args(files).output().unwrap();
+    assert_no_panic(&output);
+    output
+}
+
+fn run_stdin(args: &[&str], input: &[u8]) -> Output {
+    let mut child = bin()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_no_panic(&output);
+    output
+}
+
+fn json_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8(output.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn zero_chunk_and_zero_event_limit_are_usage_errors() {
+    let fixture = fixture();
+    for args in [
+        &["sse", "--chunk", "0"][..],
+        &["sse", "--max-event-bytes", "0"],
+        &["decode", "--provider", "anthropic", "--chunk", "0"],
+        &[
+            "decode",
+            "--provider",
+            "anthropic",
+            "--chunk",
+            "99999999999999999999999",
+        ],
+    ] {
+        let output = run(args, &[&fixture]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        assert!(
+            stderr(&output).contains("invalid value"),
+            "{args:?}: {output:?}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_directory_as_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["sse"][..],
+        &["decode", "--provider", "openai-chat"],
+        &["tokens"],
+    ] {
+        let output = run(args, &[dir.path()]);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        assert!(
+            stderr(&output).contains("directory"),
+            "{args:?}: {output:?}"
+        );
+        assert!(output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn invalid_utf8_in_a_stream_becomes_replacement_characters() {
+    let output = run_stdin(
+        &["sse", "--chunk", "1"],
+        b"event: \xff\xfe\nid: \xc3\ndata: a\xc3\n\n",
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        json_lines(&output),
+        [serde_json::json!({"event": "\u{fffd}\u{fffd}", "data": "a\u{fffd}", "id": "\u{fffd}"})]
+    );
+}
+
+#[test]
+fn decode_of_a_binary_stream_fails_cleanly() {
+    let mut input = b"data: ".to_vec();
+    input.extend((0u8..=255).cycle().take(4096));
+    input.extend_from_slice(b"\n\n");
+    let output = run_stdin(&["decode", "--provider", "anthropic"], &input);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(stderr(&output).starts_with("ferroloop"), "{output:?}");
+}
+
+#[test]
+fn tokens_of_odd_files_are_one_line_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    let binary: Vec<u8> = (0u8..=255).cycle().take(3000).collect();
+    let files = [
+        write("binary.bin", &binary),
+        write("empty.txt", b""),
+        write("empty.json", b""),
+        write("array.json", b"[1, 2, 3]"),
+        write("not-utf8.json", b"\xff\xfe{}"),
+        write("deep.json", &vec![b'['; 100_000]),
+        write("deep-request.json", &{
+            let mut body = b"{\"messages\": ".to_vec();
+            body.extend(vec![b'['; 100_000]);
+            body
+        }),
+        // One 8 MB line: no line-oriented buffering may choke on it.
+        write("one-line.txt", &vec![b'a'; 8 << 20]),
+    ];
+    let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let output = run(&["tokens"], &refs);
+    assert!(output.status.success(), "{output:?}");
+    let lines = json_lines(&output);
+    assert_eq!(lines.len(), files.len(), "{lines:?}");
+    for (line, file) in lines.iter().zip(&files) {
+        assert_eq!(line["file"], file.to_str().unwrap());
+        assert_eq!(line["method"], "estimate");
+        assert_eq!(line["tokenizer"], "claude");
+        assert!(line["tokens"].is_u64(), "{line}");
+    }
+    // Empty files cost nothing; everything else costs something.
+    assert_eq!(lines[1]["tokens"], 0);
+    assert_eq!(lines[2]["tokens"], 0);
+    for index in [0, 3, 4, 5, 6, 7] {
+        assert!(
+            lines[index]["tokens"].as_u64().unwrap() > 0,
+            "{}",
+            lines[index]
+        );
+    }
+}
+
+/// A file `tokens` cannot read is reported on stderr whatever `RUST_LOG` says: it used to be a
+/// log record only, so `RUST_LOG=off` left an exit code of 1 and no word about why.
+#[test]
+fn an_unreadable_file_is_reported_even_with_logging_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let output = bin()
+        .env("RUST_LOG", "off")
+        .arg("tokens")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.starts_with("ferroloop: "), "{err}");
+    assert!(err.contains(missing.to_str().unwrap()), "{err}");
+    assert!(err.contains("No such file"), "{err}");
+}
+
+/// An error that prints its cause itself is not followed by that cause again: `run --dir FILE`
+/// said "... is unusable: not a directory: not a directory".
+#[test]
+fn an_error_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.txt");
+    std::fs::write(&file, "not a directory").unwrap();
+    let output = bin()
+        .args(["run", "--replay", "--json", "--dir"])
+        .arg(&file)
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert_no_panic(&output);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert_eq!(err.matches("not a directory").count(), 1, "{err}");
+    assert!(err.starts_with("ferroloop: cannot use "), "{err}");
+}
