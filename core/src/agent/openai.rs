@@ -492,6 +492,9 @@ pub struct ChatEventTranslator {
     tool_blocks: Vec<Option<usize>>,
     /// Block indices of the tool calls already reported sealed (ready, invalid or truncated).
     sealed: Vec<usize>,
+    /// The input each call reported ready was sealed with (by block index): what runs, and so
+    /// what the recorded message says, whatever fragments a server sends after the seal.
+    ready_inputs: Vec<(usize, Value)>,
     /// Reused for the decoded events of one model event (no allocation per event).
     scratch: Vec<DecodeEvent>,
 }
@@ -584,6 +587,7 @@ impl ChatEventTranslator {
             } => {
                 let (index, _) = self.tool_block(index);
                 self.sealed.push(index);
+                self.ready_inputs.push((index, input.clone()));
                 out.push(DecodeEvent::ToolUseReady {
                     index,
                     id,
@@ -670,7 +674,18 @@ impl ChatEventTranslator {
                 time_to_first_token,
                 request_id,
             } => {
-                let message = self.message(&message);
+                let mut message = self.message(&message);
+                // A fragment after a call was sealed (a server streaming past its finish
+                // reason) changed the message's arguments but not what runs: record what runs.
+                if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+                    for (index, input) in &self.ready_inputs {
+                        if let Some(block) = blocks.get_mut(*index)
+                            && block_type(block) == "tool_use"
+                        {
+                            block["input"] = input.clone();
+                        }
+                    }
+                }
                 if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
                     let blocks = message.get("content").and_then(Value::as_array);
                     for (index, block) in blocks.into_iter().flatten().enumerate() {
@@ -977,6 +992,47 @@ mod tests {
             message["content"],
             json!([{"type": "tool_use", "id": "", "name": "", "input": {}}])
         );
+    }
+
+    /// Fragments a server sends after a call was sealed (past its finish reason) change the
+    /// completion's arguments; the recorded message keeps the input the call was sealed (and
+    /// run) with.
+    #[test]
+    fn the_message_records_the_input_a_call_was_sealed_with() {
+        let mut translator = ChatEventTranslator::new();
+        let mut events = Vec::new();
+        translator.translate(
+            DecodeEvent::BlockStart {
+                index: 0,
+                block: json!({"id": "c1", "type": "function", "function": {"name": "read"}}),
+            },
+            &mut events,
+        );
+        translator.translate(
+            DecodeEvent::ToolUseReady {
+                index: 0,
+                id: "c1".to_owned(),
+                name: "read".to_owned(),
+                input: json!({"path": "a"}),
+            },
+            &mut events,
+        );
+        let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"} late"}}]}}]});
+        let mut out = Vec::new();
+        translator.translate_model_event(
+            ModelEvent::Completed {
+                message: completion,
+                time_to_first_token: None,
+                request_id: None,
+            },
+            &mut out,
+        );
+        let [ModelEvent::Completed { message, .. }] = out.as_slice() else {
+            panic!("{out:#?}");
+        };
+        assert_eq!(message["content"][0]["input"], json!({"path": "a"}));
     }
 
     /// Sealed calls are tracked by block, not by id: a second call repeating the id of a sealed
