@@ -161,53 +161,95 @@ fn delta_index_with_a_leading_zero_is_invalid_json_on_both_paths() {
 }
 
 /// Found by fuzzing (`agent_openai_chat`): a server that numbers its tool calls out of order
-/// (`index` 1 first). The snapshot appends such a call at the next position (the SDK's
-/// accumulation), but the events named it by its `index`: a block started at 1 while the call,
-/// sealed at 0, was reported at 0, and a later `index: 0` fragment was reported for a block
-/// never started. Events now name every call by its position in the message.
+/// (`index` 1 first). The snapshot put such a call at the next position, but the events named it
+/// by its `index`: a block started at 1 while the call, sealed at 0, was reported at 0, and a
+/// later `index: 0` fragment was reported for a block never started (and, by the SDK's rule,
+/// merged into the first call). Calls are now kept in the order they start, a fragment goes to
+/// the latest call sent with its `index`, and events name calls by their position.
 #[test]
 fn out_of_order_tool_call_indexes_are_reported_by_position() {
+    let (events, message) = decode_chat(&[
+        r#"{"role":"assistant","content":null}"#,
+        r#"{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"name":"read","arguments":"{\"p\":"}}]}"#,
+        r#"{"tool_calls":[{"index":1,"function":{"arguments":"1}"}}]}"#,
+        r#"{"tool_calls":[{"index":0,"id":"c0","type":"function","function":{"name":"glob","arguments":"{}"}}]}"#,
+        r#"{"tool_calls":[{"index":7,"id":"c2","type":"function","function":{"name":"grep","arguments":"{}"}}]}"#,
+    ]);
+    assert_calls(
+        &events,
+        &message,
+        &[
+            ("c1", json!({"p": 1})),
+            ("c0", json!({})),
+            ("c2", json!({})),
+        ],
+    );
+}
+
+/// Ollama sends every parallel tool call with `index: 0` (each with its own id). The SDK's
+/// accumulation merged them into one call with concatenated arguments (reported invalid); a
+/// fragment with another id now starts a new call, and fragments without an id continue the
+/// latest call with their `index`.
+#[test]
+fn parallel_calls_sharing_index_zero_stay_apart() {
+    let (events, message) = decode_chat(&[
+        r#"{"role":"assistant","content":""}"#,
+        r#"{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":"{\"path\":"}}]}"#,
+        r#"{"tool_calls":[{"index":0,"function":{"arguments":"\"a\"}"}}]}"#,
+        r#"{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"read","arguments":"{\"path\":\"b\"}"}}]}"#,
+        r#"{"tool_calls":[{"index":0,"id":"call_b","function":{"arguments":""}}]}"#,
+    ]);
+    assert_calls(
+        &events,
+        &message,
+        &[
+            ("call_a", json!({"path": "a"})),
+            ("call_b", json!({"path": "b"})),
+        ],
+    );
+}
+
+/// Decodes Chat Completions chunks (one choice, these deltas, then `tool_calls`) to their events
+/// (as JSON) and the final message.
+fn decode_chat(deltas: &[&str]) -> (Vec<Value>, Value) {
     let chunk = |delta: &str, finish: &str| {
         format!(
             "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
         )
     };
-    let stream = [
-        chunk(r#"{"role":"assistant","content":null}"#, "null"),
-        chunk(
-            r#"{"tool_calls":[{"index":1,"id":"c1","type":"function","function":{"name":"read","arguments":"{\"p\":"}}]}"#,
-            "null",
-        ),
-        chunk(
-            r#"{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}"#,
-            "null",
-        ),
-        chunk(
-            r#"{"tool_calls":[{"index":7,"id":"c2","type":"function","function":{"name":"glob","arguments":"{}"}}]}"#,
-            "null",
-        ),
-        chunk("{}", r#""tool_calls""#),
-        "data: [DONE]\n\n".to_owned(),
-    ]
-    .concat();
+    let mut stream: String = deltas.iter().map(|d| chunk(d, "null")).collect();
+    stream.push_str(&chunk("{}", r#""tool_calls""#));
+    stream.push_str("data: [DONE]\n\n");
     let mut decoder = StreamDecoder::for_provider(Provider::OpenAiChat);
     let events = decoder.feed(Bytes::from(stream)).unwrap();
     let message = decoder.finish().unwrap();
-    let calls = message["choices"][0]["message"]["tool_calls"]
-        .as_array()
-        .unwrap();
-    assert_eq!(calls.len(), 2, "{message}");
-    let events: Vec<Value> = events
+    let events = events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
         .collect();
+    (events, message)
+}
+
+/// The message holds exactly `expected` calls (id, input) in order; each was started, then
+/// reported ready once, at its position, and every event names a started call.
+fn assert_calls(events: &[Value], message: &Value, expected: &[(&str, Value)]) {
+    let calls = message["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    let ids: Vec<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let expected_ids: Vec<&str> = expected.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, expected_ids, "{message}");
     let started: Vec<u64> = events
         .iter()
         .filter(|e| e["type"] == "block_start")
         .map(|e| e["index"].as_u64().unwrap())
         .collect();
-    assert_eq!(started, [0, 1], "{events:#?}");
-    for event in &events {
+    assert_eq!(
+        started,
+        (0..expected.len() as u64).collect::<Vec<_>>(),
+        "{events:#?}"
+    );
+    for event in events {
         if let Some(index) = event.get("index").and_then(Value::as_u64)
             && event["type"] != "text_delta"
         {
@@ -225,8 +267,10 @@ fn out_of_order_tool_call_indexes_are_reported_by_position() {
             )
         })
         .collect();
-    assert_eq!(ready, [(0, "c1", &json!({"p": 1})), (1, "c2", &json!({}))]);
-    for (index, id, _) in ready {
-        assert_eq!(calls[index as usize]["id"], id);
-    }
+    let wanted: Vec<(u64, &str, &Value)> = expected
+        .iter()
+        .enumerate()
+        .map(|(i, (id, input))| (i as u64, *id, input))
+        .collect();
+    assert_eq!(ready, wanted, "{events:#?}");
 }

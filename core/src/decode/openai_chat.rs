@@ -95,6 +95,25 @@ struct ChoiceState {
     sealed: Vec<bool>,
     /// The position of the tool call that received the latest fragment.
     current_tool: Option<usize>,
+    /// (chunk `index`, position) of the calls, latest last: a fragment goes to the latest call
+    /// with its `index` (see [`accumulate_tool_calls`]).
+    calls_by_index: Vec<(usize, usize)>,
+}
+
+impl ChoiceState {
+    /// The position of the latest call sent with `index`.
+    fn call_at(&self, index: usize) -> Option<usize> {
+        self.calls_by_index
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map(|(_, position)| *position)
+    }
+
+    /// Records that the call at `position` was sent with `index`.
+    fn add_call(&mut self, index: usize, position: usize) {
+        self.calls_by_index.push((index, position));
+    }
 }
 
 impl Default for OpenAiChatDecoder {
@@ -544,12 +563,14 @@ impl OpenAiChatDecoder {
         ) else {
             return;
         };
-        let current = self
-            .choices
-            .get(choice.index)
-            .is_some_and(|s| s.current_tool == Some(call.index) && s.sealed.len() > call.index);
-        if current {
-            let target = Target::Arguments(call.index);
+        // The call this fragment went to (by its position in the message), if it is the
+        // current one: a repeat of these bytes appends to the same call.
+        let position = self.choices.get(choice.index).and_then(|s| {
+            s.call_at(call.index)
+                .filter(|&p| s.current_tool == Some(p) && s.sealed.len() > p)
+        });
+        if let Some(position) = position {
+            let target = Target::Arguments(position);
             self.set_template(
                 data,
                 call.function.arguments,
@@ -701,7 +722,10 @@ impl OpenAiChatDecoder {
         }
         for (index, content, refusal, tools, finish) in reports {
             // The first chunk's lists are the snapshot's as they are.
-            let positions = tool_positions(None, &tools);
+            if self.choices.len() <= index {
+                self.choices.resize(index + 1, ChoiceState::default());
+            }
+            let positions = calls_as_they_are(&tools, &mut self.choices[index]);
             self.report_delta(
                 index,
                 content.as_deref(),
@@ -884,7 +908,7 @@ impl OpenAiChatDecoder {
                 return Err(malformed("a choice is not an object"));
             };
             let index = choice_index(&choice)?;
-            let delta = match choice.remove("delta") {
+            let mut delta = match choice.remove("delta") {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
             };
@@ -915,9 +939,28 @@ impl OpenAiChatDecoder {
                     let message = existing
                         .entry("message")
                         .or_insert_with(|| Value::Object(Map::new()));
+                    if self.choices.len() <= index {
+                        self.choices.resize(index + 1, ChoiceState::default());
+                    }
+                    let state = &mut self.choices[index];
                     if let Value::Object(message) = message {
-                        positions = tool_positions(message.get("tool_calls"), &tools);
+                        let before = message.get("tool_calls");
+                        let has_calls = matches!(before, Some(Value::Array(_)));
+                        let as_is = matches!(before, None | Some(Value::Null));
+                        let entries = if has_calls {
+                            delta.shift_remove("tool_calls")
+                        } else {
+                            None
+                        };
                         accumulate_delta(message, delta)?;
+                        positions = match entries {
+                            // Calls already there: the fragments are matched to them here.
+                            Some(entries) => accumulate_tool_calls(message, entries, state)?,
+                            // Taken as they are (the SDK's rule), or dropped (another kind
+                            // there, which the SDK keeps).
+                            None if as_is => calls_as_they_are(&tools, state),
+                            None => vec![None; tools.len()],
+                        };
                     } else {
                         positions = vec![None; tools.len()];
                     }
@@ -929,7 +972,10 @@ impl OpenAiChatDecoder {
                     }
                 }
                 None => {
-                    positions = tool_positions(None, &tools);
+                    if self.choices.len() <= index {
+                        self.choices.resize(index + 1, ChoiceState::default());
+                    }
+                    positions = calls_as_they_are(&tools, &mut self.choices[index]);
                     choice.insert("message".to_owned(), Value::Object(delta));
                     while snapshot_choices.len() < index {
                         snapshot_choices.push(Value::Null);
@@ -996,39 +1042,108 @@ fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
         .ok_or_else(|| malformed("a choice has no valid `index`"))
 }
 
-/// Where the entries of a `tool_calls` delta land in the message's `tool_calls` (`current`,
-/// before the delta), by [`accumulate_delta`]'s rule: the delta's list is taken as it is when
-/// the message has none yet (and extends an empty or scalar-only one); otherwise an entry merges
-/// into the call at the position its `index` names when there is one, and is appended when not.
-/// Events and seals name calls by these positions, so they match the message's calls even when
-/// a server numbers its calls out of order (for in-order numbering, position = `index`).
-fn tool_positions(current: Option<&Value>, tools: &[Value]) -> Vec<Option<usize>> {
-    match current {
-        None | Some(Value::Null) => (0..tools.len()).map(Some).collect(),
-        Some(Value::Array(calls)) if calls.iter().all(|c| c.is_string() || c.is_number()) => {
-            (calls.len()..calls.len() + tools.len()).map(Some).collect()
-        }
-        Some(Value::Array(calls)) => {
-            let mut len = calls.len();
-            tools
-                .iter()
-                .map(|tool| {
-                    let index = tool
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .and_then(|i| usize::try_from(i).ok())?;
-                    if index < len {
-                        Some(index)
-                    } else {
-                        len += 1;
-                        Some(len - 1)
-                    }
-                })
-                .collect()
-        }
-        // Another kind: the SDK keeps it, and the delta's calls land nowhere.
-        Some(_) => vec![None; tools.len()],
+/// The calls of a `tool_calls` list the snapshot took as it is (the first chunk of a choice, or
+/// a message without calls yet): each at its position in the list, found afterwards by its
+/// `index`. Returns the positions.
+fn calls_as_they_are(tools: &[Value], state: &mut ChoiceState) -> Vec<Option<usize>> {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(position, tool)| {
+            if let Some(index) = wire_index(tool) {
+                state.add_call(index, position);
+            }
+            Some(position)
+        })
+        .collect()
+}
+
+/// The `index` a tool call entry was sent with.
+fn wire_index(tool: &Value) -> Option<usize> {
+    tool.get("index")
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok())
+}
+
+/// Appends the fragments of a `tool_calls` delta to the message's calls (`message` holds a
+/// `tool_calls` list) and returns where each landed. A fragment goes to the latest call sent
+/// with its `index`, as the SDK's accumulation does for servers that number their calls 0, 1,
+/// 2, ...; it starts a new call when no call has its `index` yet (a server numbering out of
+/// order) or when it carries an `id` other than that call's (Ollama sends every parallel call
+/// with `index: 0`, which the SDK merges into one call with concatenated arguments). Events
+/// and seals name calls by these positions.
+fn accumulate_tool_calls(
+    message: &mut Object,
+    entries: Value,
+    state: &mut ChoiceState,
+) -> Result<Vec<Option<usize>>, DecodeError> {
+    let Value::Array(entries) = entries else {
+        // The SDK keeps the calls when the delta's are of another kind.
+        return Ok(Vec::new());
+    };
+    let Some(Value::Array(calls)) = message.get_mut("tool_calls") else {
+        return Ok(vec![None; entries.len()]);
+    };
+    if calls.iter().all(|c| c.is_string() || c.is_number()) {
+        // An empty list (or one of scalars) is extended as it is, like the SDK does.
+        let first = calls.len();
+        let positions = entries
+            .iter()
+            .enumerate()
+            .map(|(offset, entry)| {
+                if let Some(index) = wire_index(entry) {
+                    state.add_call(index, first + offset);
+                }
+                Some(first + offset)
+            })
+            .collect();
+        calls.extend(entries);
+        return Ok(positions);
     }
+    let mut positions = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Object(entry) = entry else {
+            return Err(malformed("`tool_calls` list entry is not an object"));
+        };
+        let index = entry
+            .get("index")
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok())
+            .ok_or_else(|| malformed("`tool_calls` list entry has no integer `index`"))?;
+        let id = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty());
+        let existing = state.call_at(index).filter(|&position| {
+            let call_id = calls
+                .get(position)
+                .and_then(|c| c.get("id"))
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty());
+            match (id, call_id) {
+                (Some(id), Some(call_id)) => id == call_id,
+                _ => true,
+            }
+        });
+        match existing {
+            Some(position) => {
+                let Some(Value::Object(call)) = calls.get_mut(position) else {
+                    return Err(malformed(format!(
+                        "`tool_calls` entry {position} is not an object"
+                    )));
+                };
+                accumulate_tool_call(call, entry)?;
+                positions.push(Some(position));
+            }
+            None => {
+                let position = calls.len();
+                calls.push(Value::Object(entry));
+                state.add_call(index, position);
+                positions.push(Some(position));
+            }
+        }
+    }
+    Ok(positions)
 }
 
 /// Sets `key` to `value`, in place when present (the key keeps its position, no key allocated).
