@@ -1050,6 +1050,11 @@ pub fn check_chat_translation(input: &[u8]) {
         .is_err();
     let mut translator = ChatEventTranslator::new();
     let mut out: Vec<ModelEvent> = Vec::new();
+    // Refusal text joins the text block, after the content, in the final message; the
+    // streamed order may interleave them, so text is only compared when no refusal came.
+    let refusal_seen = decoded
+        .iter()
+        .any(|event| matches!(event, DecodeEvent::RefusalDelta { .. }));
     for event in decoded {
         translator.translate_model_event(ModelEvent::Decoded(event), &mut out);
     }
@@ -1058,7 +1063,6 @@ pub fn check_chat_translation(input: &[u8]) {
     // Streamed events: blocks announced in order, events only for announced blocks.
     let mut announced = 0usize;
     let mut texts: Vec<String> = Vec::new();
-    let mut refusal_seen = false;
     for event in &out {
         let ModelEvent::Decoded(event) = event else {
             continue;
@@ -1076,7 +1080,6 @@ pub fn check_chat_translation(input: &[u8]) {
                 );
                 texts[*index].push_str(text);
             }
-            DecodeEvent::RefusalDelta { .. } => refusal_seen = true,
             DecodeEvent::InputJsonDelta { index, .. }
             | DecodeEvent::ToolUseReady { index, .. }
             | DecodeEvent::ToolUseInvalid { index, .. }
@@ -1097,6 +1100,16 @@ pub fn check_chat_translation(input: &[u8]) {
     let Ok(completion) = stream.finish() else {
         return;
     };
+    // The streamed text is the final text when the first choice's `content` and `refusal` are
+    // text (or null): a server that sent another kind there keeps it, as the SDK does, while
+    // the deltas were still reported.
+    let is_text = |key: &str| {
+        matches!(
+            completion["choices"][0]["message"].get(key),
+            None | Some(Value::Null | Value::String(_))
+        )
+    };
+    let text_fields = is_text("content") && is_text("refusal");
     translator.translate_model_event(
         ModelEvent::Completed {
             message: completion,
@@ -1128,7 +1141,9 @@ pub fn check_chat_translation(input: &[u8]) {
             | DecodeEvent::ToolUseTruncated {
                 index, id, name, ..
             } => (*index, id, None, name),
-            DecodeEvent::TextDelta { index, .. } if position < streamed && !refusal_seen => {
+            DecodeEvent::TextDelta { index, .. }
+                if position < streamed && !refusal_seen && text_fields =>
+            {
                 let block = content.get(*index);
                 assert_eq!(
                     block.and_then(|b| b["text"].as_str()),
