@@ -994,11 +994,8 @@ mod tests {
         );
     }
 
-    /// Fragments a server sends after a call was sealed (past its finish reason) change the
-    /// completion's arguments; the recorded message keeps the input the call was sealed (and
-    /// run) with.
-    #[test]
-    fn the_message_records_the_input_a_call_was_sealed_with() {
+    /// A translator that saw call `c1` (`read`, block 0) start and be sealed with `{"path": "a"}`.
+    fn translator_with_a_sealed_call() -> ChatEventTranslator {
         let mut translator = ChatEventTranslator::new();
         let mut events = Vec::new();
         translator.translate(
@@ -1017,6 +1014,15 @@ mod tests {
             },
             &mut events,
         );
+        translator
+    }
+
+    /// Fragments a server sends after a call was sealed (past its finish reason) change the
+    /// completion's arguments; the recorded message keeps the input the call was sealed (and
+    /// run) with.
+    #[test]
+    fn the_message_records_the_input_a_call_was_sealed_with() {
+        let mut translator = translator_with_a_sealed_call();
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null,
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"} late"}}]}}]});
@@ -1039,24 +1045,7 @@ mod tests {
     /// one is still reported (before, it was taken for the sealed one and never ran).
     #[test]
     fn a_call_repeating_a_sealed_calls_id_is_still_reported() {
-        let mut translator = ChatEventTranslator::new();
-        let mut events = Vec::new();
-        translator.translate(
-            DecodeEvent::BlockStart {
-                index: 0,
-                block: json!({"id": "c1", "type": "function", "function": {"name": "read"}}),
-            },
-            &mut events,
-        );
-        translator.translate(
-            DecodeEvent::ToolUseReady {
-                index: 0,
-                id: "c1".to_owned(),
-                name: "read".to_owned(),
-                input: json!({"path": "a"}),
-            },
-            &mut events,
-        );
+        let mut translator = translator_with_a_sealed_call();
         let call = |path: &str| json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}});
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]}}]});
