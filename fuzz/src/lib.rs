@@ -1100,6 +1100,14 @@ pub fn check_chat_translation(input: &[u8]) {
     let Ok(completion) = stream.finish() else {
         return;
     };
+    // The loop asks for one choice; tool call events do not say which choice they belong to,
+    // so a stream with several is out of this check's reach.
+    if completion["choices"]
+        .as_array()
+        .is_some_and(|c| c.len() > 1)
+    {
+        return;
+    }
     // The streamed text is the final text when the first choice's `content` and `refusal` are
     // text (or null): a server that sent another kind there keeps it, as the SDK does, while
     // the deltas were still reported.
