@@ -481,6 +481,17 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
     })
 }
 
+/// A tool call as its seal reported it.
+#[derive(Debug)]
+struct SealedCall {
+    /// Its block.
+    index: usize,
+    id: String,
+    name: String,
+    /// The parsed input, when it was reported ready.
+    input: Option<Value>,
+}
+
 /// Translates the Chat decoder's events (first choice) into the events an Anthropic stream
 /// would have produced: text in one text block, each tool call in its own block, block indices
 /// in order of appearance, finish reason and usage in Anthropic terms. Then translates the final
@@ -490,11 +501,10 @@ pub struct ChatEventTranslator {
     slots: Vec<Slot>,
     text_block: Option<usize>,
     tool_blocks: Vec<Option<usize>>,
-    /// Block indices of the tool calls already reported sealed (ready, invalid or truncated).
-    sealed: Vec<usize>,
-    /// The input each call reported ready was sealed with (by block index): what runs, and so
-    /// what the recorded message says, whatever fragments a server sends after the seal.
-    ready_inputs: Vec<(usize, Value)>,
+    /// The tool calls already reported sealed (ready, invalid or truncated), as reported: what
+    /// runs (or is answered), and so what the recorded message says, whatever fragments a
+    /// server sends after the seal.
+    sealed: Vec<SealedCall>,
     /// Reused for the decoded events of one model event (no allocation per event).
     scratch: Vec<DecodeEvent>,
 }
@@ -586,8 +596,12 @@ impl ChatEventTranslator {
                 input,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(index);
-                self.ready_inputs.push((index, input.clone()));
+                self.sealed.push(SealedCall {
+                    index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: Some(input.clone()),
+                });
                 out.push(DecodeEvent::ToolUseReady {
                     index,
                     id,
@@ -604,7 +618,12 @@ impl ChatEventTranslator {
                 error,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(index);
+                self.sealed.push(SealedCall {
+                    index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: None,
+                });
                 out.push(DecodeEvent::ToolUseInvalid {
                     index,
                     id,
@@ -621,7 +640,12 @@ impl ChatEventTranslator {
                 partial_json,
             } => {
                 let (index, _) = self.tool_block(index);
-                self.sealed.push(index);
+                self.sealed.push(SealedCall {
+                    index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: None,
+                });
                 out.push(DecodeEvent::ToolUseTruncated {
                     index,
                     id,
@@ -675,14 +699,18 @@ impl ChatEventTranslator {
                 request_id,
             } => {
                 let mut message = self.message(&message);
-                // A fragment after a call was sealed (a server streaming past its finish
-                // reason) changed the message's arguments but not what runs: record what runs.
+                // Fragments after a call was sealed (a server streaming past its finish reason)
+                // changed the message's call but not what runs: record what runs.
                 if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
-                    for (index, input) in &self.ready_inputs {
-                        if let Some(block) = blocks.get_mut(*index)
+                    for call in &self.sealed {
+                        if let Some(block) = blocks.get_mut(call.index)
                             && block_type(block) == "tool_use"
                         {
-                            block["input"] = input.clone();
+                            block["id"] = Value::String(call.id.clone());
+                            block["name"] = Value::String(call.name.clone());
+                            if let Some(input) = &call.input {
+                                block["input"] = input.clone();
+                            }
                         }
                     }
                 }
@@ -691,7 +719,9 @@ impl ChatEventTranslator {
                     for (index, block) in blocks.into_iter().flatten().enumerate() {
                         // By block index, not id: a server may repeat an id or leave it empty.
                         let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                        if block_type(block) == "tool_use" && !self.sealed.contains(&index) {
+                        if block_type(block) == "tool_use"
+                            && !self.sealed.iter().any(|call| call.index == index)
+                        {
                             out.extend([ModelEvent::Decoded(DecodeEvent::ToolUseReady {
                                 index,
                                 id: id.to_owned(),
@@ -1018,14 +1048,14 @@ mod tests {
     }
 
     /// Fragments a server sends after a call was sealed (past its finish reason) change the
-    /// completion's arguments; the recorded message keeps the input the call was sealed (and
-    /// run) with.
+    /// completion's call; the recorded message keeps the id, name and input the call was sealed
+    /// (and run) with.
     #[test]
     fn the_message_records_the_input_a_call_was_sealed_with() {
         let mut translator = translator_with_a_sealed_call();
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null,
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"} late"}}]}}]});
+            "tool_calls": [{"id": "c1late", "type": "function", "function": {"name": "readlate", "arguments": "{\"path\":\"a\"} late"}}]}}]});
         let mut out = Vec::new();
         translator.translate_model_event(
             ModelEvent::Completed {
@@ -1038,7 +1068,10 @@ mod tests {
         let [ModelEvent::Completed { message, .. }] = out.as_slice() else {
             panic!("{out:#?}");
         };
-        assert_eq!(message["content"][0]["input"], json!({"path": "a"}));
+        assert_eq!(
+            message["content"][0],
+            json!({"type": "tool_use", "id": "c1", "name": "read", "input": {"path": "a"}})
+        );
     }
 
     /// Sealed calls are tracked by block, not by id: a second call repeating the id of a sealed
