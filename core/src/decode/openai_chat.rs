@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions stream decoding (see [`OpenAiChatDecoder`]).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use serde::Deserialize;
@@ -95,24 +96,20 @@ struct ChoiceState {
     sealed: Vec<bool>,
     /// The position of the tool call that received the latest fragment.
     current_tool: Option<usize>,
-    /// (chunk `index`, position) of the calls, latest last: a fragment goes to the latest call
-    /// with its `index` (see [`accumulate_tool_calls`]).
-    calls_by_index: Vec<(usize, usize)>,
+    /// The position of the latest call sent with each chunk `index`: a fragment goes there
+    /// (see [`accumulate_tool_calls`]). A map, so a stream of many calls stays linear.
+    calls_by_index: HashMap<usize, usize>,
 }
 
 impl ChoiceState {
     /// The position of the latest call sent with `index`.
     fn call_at(&self, index: usize) -> Option<usize> {
-        self.calls_by_index
-            .iter()
-            .rev()
-            .find(|(i, _)| *i == index)
-            .map(|(_, position)| *position)
+        self.calls_by_index.get(&index).copied()
     }
 
-    /// Records that the call at `position` was sent with `index`.
+    /// Records that the call at `position` is the latest sent with `index`.
     fn add_call(&mut self, index: usize, position: usize) {
-        self.calls_by_index.push((index, position));
+        self.calls_by_index.insert(index, position);
     }
 }
 
@@ -745,7 +742,7 @@ impl OpenAiChatDecoder {
 
     /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
     /// when a new one starts, as the SDK does). `positions` says where each entry of `tools`
-    /// landed in the snapshot's `tool_calls` ([`tool_positions`]): events and seals name calls by
+    /// landed in the snapshot's `tool_calls` ([`accumulate_tool_calls`]): events and seals name calls by
     /// that position.
     fn report_delta(
         &mut self,
