@@ -2,10 +2,11 @@
 //!
 //! The history invariant ([`check_tool_pairing`](super::check_tool_pairing)) and the API both
 //! need every `tool_use` of a message to have its own id: results are matched to calls by id.
-//! A server that sends the same id twice, or an empty one (seen from OpenAI-compatible local
-//! servers), would otherwise give two results one id, which the next request cannot carry. Such
-//! a call is renamed as it is sealed, before it is submitted, and the response's message is
-//! rewritten to match when it completes; ids that are already unique are kept as sent.
+//! A server that sends the same id twice, or an empty one (nothing in the OpenAI-compatible
+//! protocol forbids it), would otherwise give two results one id, which the next request cannot
+//! carry. Such a call is renamed as it is sealed, before it is submitted, and the response's
+//! message is rewritten to match when it completes; ids that are already unique are kept as
+//! sent.
 
 use std::collections::HashSet;
 
