@@ -1037,10 +1037,10 @@ async fn a_per_input_safety_predicate_is_asked_once_per_call() {
     assert_eq!(asked.load(Ordering::SeqCst), 3, "one question per call");
 }
 
-/// A response that repeats a tool call id (or leaves one empty), which nothing in the OpenAI-
-/// compatible protocol forbids: every call still runs and is answered with its own result, under an
-/// id made unique in the recorded message, so history stays valid (before, two results shared one
-/// id and the history assertion failed at the end of the run).
+/// A response that repeats a tool call id (or leaves one empty), which nothing in the
+/// OpenAI-compatible protocol forbids: every call still runs and is answered with its own result,
+/// under an id made unique in the recorded message, so history stays valid (before, two results
+/// shared one id and the history assertion failed at the end of the run).
 #[tokio::test]
 async fn repeated_or_empty_call_ids_in_one_response_are_made_unique() {
     let calls = vec![
