@@ -143,13 +143,9 @@ impl NativeContextBudget {
                 inner.blocking_buffer = token_count(n, "blockingBuffer")?;
             }
             if let Some(pct) = options.autocompact_percent {
-                if !(pct.is_finite() && pct > 0.0 && pct <= 100.0) {
-                    return Err(FerroloopError::invalid_argument(
-                        "autocompactPercent must be in (0, 100]",
-                    )
-                    .into());
-                }
-                inner = inner.with_autocompact_percent(pct);
+                inner = inner.with_autocompact_percent(pct).map_err(|_| {
+                    FerroloopError::invalid_argument("autocompactPercent must be in (0, 100]")
+                })?;
             }
             Ok(Self { inner })
         })

@@ -109,14 +109,11 @@ impl PyContextBudget {
                 budget.blocking_buffer = v;
             }
             if let Some(p) = autocompact_percent {
-                // Checked as the Node binding does: NaN, 0, -5 or 250 were silently clamped
-                // (to "no override", 1 % or 100 %).
-                if !(p.is_finite() && p > 0.0 && p <= 100.0) {
-                    return Err(PyValueError::new_err(format!(
+                budget = budget.with_autocompact_percent(p).map_err(|_| {
+                    PyValueError::new_err(format!(
                         "autocompact_percent must be in (0, 100], got {p}"
-                    )));
-                }
-                budget = budget.with_autocompact_percent(p);
+                    ))
+                })?;
             }
             Ok(Self { budget })
         })

@@ -4,6 +4,11 @@
 //! 20,000); auto-compact at effective − 13,000; warning (and error) 20,000 below the auto-compact
 //! point; blocking at effective − 3,000.
 
+/// An auto-compact percentage outside (0, 100] ([`ContextBudget::with_autocompact_percent`]).
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("the auto-compact percentage must be in (0, 100], got {0}")]
+pub struct InvalidAutocompactPercent(pub f64);
+
 /// A model's context window and output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelLimits {
@@ -160,10 +165,18 @@ impl ContextBudget {
         ContextBudget::new(limits.context_window, limits.max_output_tokens)
     }
 
-    /// Returns the budget with a percentage auto-compact override (clamped to 1..=100).
-    pub fn with_autocompact_percent(mut self, percent: f64) -> ContextBudget {
-        self.autocompact_percent = Some(percent.clamp(1.0, 100.0));
-        self
+    /// Returns the budget with a percentage auto-compact override: compact at `percent` % of
+    /// the effective window. `percent` must be in (0, 100]; NaN, 0, a negative or a larger value
+    /// is an error rather than a silent clamp (the bindings report it as a bad argument).
+    pub fn with_autocompact_percent(
+        mut self,
+        percent: f64,
+    ) -> Result<ContextBudget, InvalidAutocompactPercent> {
+        if !(percent.is_finite() && percent > 0.0 && percent <= 100.0) {
+            return Err(InvalidAutocompactPercent(percent));
+        }
+        self.autocompact_percent = Some(percent);
+        Ok(self)
     }
 
     /// The window minus the reserved output.
@@ -244,11 +257,28 @@ mod tests {
     }
 
     #[test]
+    fn percentages_outside_zero_to_a_hundred_are_refused() {
+        for bad in [f64::NAN, 0.0, -5.0, 100.5, 250.0, f64::INFINITY] {
+            let refused = ContextBudget::new(200_000, 32_000).with_autocompact_percent(bad);
+            assert!(refused.is_err(), "{bad} accepted");
+        }
+        assert!(
+            ContextBudget::new(200_000, 32_000)
+                .with_autocompact_percent(100.0)
+                .is_ok()
+        );
+    }
+
+    #[test]
     fn percentage_override_only_lowers() {
-        let b = ContextBudget::new(200_000, 32_000).with_autocompact_percent(50.0);
+        let b = ContextBudget::new(200_000, 32_000)
+            .with_autocompact_percent(50.0)
+            .unwrap();
         assert_eq!(b.autocompact_threshold(), 90_000);
         assert_eq!(b.state(90_000), BudgetState::AutoCompact);
-        let b = ContextBudget::new(200_000, 32_000).with_autocompact_percent(99.0);
+        let b = ContextBudget::new(200_000, 32_000)
+            .with_autocompact_percent(99.0)
+            .unwrap();
         assert_eq!(b.autocompact_threshold(), 167_000);
     }
 

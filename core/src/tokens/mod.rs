@@ -20,7 +20,7 @@ pub mod model;
 pub mod request;
 pub mod tracker;
 
-pub use budget::{BudgetState, ContextBudget, ModelLimits, ModelTable};
+pub use budget::{BudgetState, ContextBudget, InvalidAutocompactPercent, ModelLimits, ModelTable};
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
 pub use exact::{NoExactTokenizer, count_exact, has_exact};
