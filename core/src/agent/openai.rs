@@ -1024,6 +1024,20 @@ mod tests {
         );
     }
 
+    /// What the translator makes of the stream's final `chat.completion`.
+    fn complete(translator: &mut ChatEventTranslator, completion: Value) -> Vec<ModelEvent> {
+        let mut out = Vec::new();
+        translator.translate_model_event(
+            ModelEvent::Completed {
+                message: completion,
+                time_to_first_token: None,
+                request_id: None,
+            },
+            &mut out,
+        );
+        out
+    }
+
     /// A translator that saw call `c1` (`read`, block 0) start and be sealed with `{"path": "a"}`.
     fn translator_with_a_sealed_call() -> ChatEventTranslator {
         let mut translator = ChatEventTranslator::new();
@@ -1056,15 +1070,7 @@ mod tests {
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null,
             "tool_calls": [{"id": "c1late", "type": "function", "function": {"name": "readlate", "arguments": "{\"path\":\"a\"} late"}}]}}]});
-        let mut out = Vec::new();
-        translator.translate_model_event(
-            ModelEvent::Completed {
-                message: completion,
-                time_to_first_token: None,
-                request_id: None,
-            },
-            &mut out,
-        );
+        let out = complete(&mut translator, completion);
         let [ModelEvent::Completed { message, .. }] = out.as_slice() else {
             panic!("{out:#?}");
         };
@@ -1082,15 +1088,7 @@ mod tests {
         let call = |path: &str| json!({"id": "c1", "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}});
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]}}]});
-        let mut out = Vec::new();
-        translator.translate_model_event(
-            ModelEvent::Completed {
-                message: completion,
-                time_to_first_token: None,
-                request_id: None,
-            },
-            &mut out,
-        );
+        let out = complete(&mut translator, completion);
         assert_eq!(out.len(), 2, "{out:#?}");
         assert!(
             matches!(&out[0], ModelEvent::Decoded(DecodeEvent::ToolUseReady { index: 1, id, input, .. }) if id == "c1" && input["path"] == "b"),
@@ -1104,15 +1102,7 @@ mod tests {
         let completion = json!({"id": "c", "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "message": {
             "role": "assistant", "content": null,
             "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"x\"}"}}]}}]});
-        let mut out = Vec::new();
-        translator.translate_model_event(
-            ModelEvent::Completed {
-                message: completion,
-                time_to_first_token: None,
-                request_id: None,
-            },
-            &mut out,
-        );
+        let out = complete(&mut translator, completion);
         assert!(
             matches!(&out[0], ModelEvent::Decoded(DecodeEvent::ToolUseReady { id, input, .. }) if id == "c9" && input["path"] == "x")
         );
