@@ -97,19 +97,38 @@ struct ChoiceState {
     /// The position of the tool call that received the latest fragment.
     current_tool: Option<usize>,
     /// The position of the latest call sent with each chunk `index`: a fragment goes there
-    /// (see [`accumulate_tool_calls`]). A map, so a stream of many calls stays linear.
-    calls_by_index: HashMap<usize, usize>,
+    /// (see [`accumulate_tool_calls`]). The usual small indexes are looked up directly (no
+    /// hashing on the hot path), others in a map, so neither a large `index` nor many calls cost
+    /// more than linear time and memory.
+    calls_by_small_index: Vec<Option<usize>>,
+    calls_by_large_index: HashMap<usize, usize>,
 }
+
+/// Tool call indexes below this are looked up in a table ([`ChoiceState::call_at`]).
+const SMALL_CALL_INDEX: usize = 64;
 
 impl ChoiceState {
     /// The position of the latest call sent with `index`.
     fn call_at(&self, index: usize) -> Option<usize> {
-        self.calls_by_index.get(&index).copied()
+        if index < SMALL_CALL_INDEX {
+            self.calls_by_small_index.get(index).copied().flatten()
+        } else {
+            self.calls_by_large_index.get(&index).copied()
+        }
     }
 
     /// Records that the call at `position` is the latest sent with `index`.
     fn add_call(&mut self, index: usize, position: usize) {
-        self.calls_by_index.insert(index, position);
+        if index >= SMALL_CALL_INDEX {
+            self.calls_by_large_index.insert(index, position);
+            return;
+        }
+        if self.calls_by_small_index.len() <= index {
+            self.calls_by_small_index.resize(index + 1, None);
+        }
+        if let Some(slot) = self.calls_by_small_index.get_mut(index) {
+            *slot = Some(position);
+        }
     }
 }
 
