@@ -1140,3 +1140,230 @@ async fn tool_use_stop_without_a_call_ends_the_turn() {
         )
     );
 }
+
+fn server_search(id: &str, query: &str) -> Vec<Value> {
+    vec![
+        json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": query}}),
+        json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [
+            {"type": "web_search_result", "url": "https://example.com", "title": "Example", "encrypted_content": "e30=", "page_age": null}
+        ]}),
+    ]
+}
+
+/// `pause_turn` (a long server-side turn paused by the provider) is continued: the paused
+/// response goes back as the last message, the next response's blocks join it, and no local
+/// tool runs for a `server_tool_use`. Before, the run ended at the pause as if the model had
+/// finished.
+#[tokio::test]
+async fn a_paused_turn_is_continued_and_joined_into_one_message() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => {
+                let mut content = vec![text("Searching.")];
+                content.extend(server_search("srvtoolu_1", "rust sse"));
+                reply(request, content, "pause_turn")
+            }
+            1 => {
+                let mut content = server_search("srvtoolu_2", "rust sse parser");
+                content.push(call("toolu_1", "read", json!({"path": "notes"})));
+                reply(request, content, "tool_use")
+            }
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tools".into(),
+        json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}]),
+    );
+    let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
+    let events = collect(&agent, "look it up").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    let requests = requests.lock().unwrap();
+    // The server tool went out after the executor's tools, which were all kept.
+    let names: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read", "sleep", "write", "web_search"]);
+    assert_eq!(requests[0]["tools"][3]["type"], "web_search_20250305");
+    // The continuation sends the paused response back as it came, as the last message.
+    let second = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(second.len(), 2);
+    assert_eq!(second[1]["role"], "assistant");
+    let kinds = |m: &Value| -> Vec<String> {
+        m["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        kinds(&second[1]),
+        ["text", "server_tool_use", "web_search_tool_result"]
+    );
+    assert_eq!(
+        second[1]["content"][1]["input"],
+        json!({"query": "rust sse"})
+    );
+    // One assistant message for the whole turn, its client call answered.
+    assert_eq!(messages.len(), 4, "{messages:#?}");
+    assert_eq!(
+        kinds(&messages[1]),
+        [
+            "text",
+            "server_tool_use",
+            "web_search_tool_result",
+            "server_tool_use",
+            "web_search_tool_result",
+            "tool_use"
+        ]
+    );
+    assert_eq!(messages[2]["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(messages[2]["content"].as_array().unwrap().len(), 1);
+    // Only the client call ran locally.
+    assert_eq!(*log.lock().unwrap(), ["read \"notes\""]);
+    assert!(events.iter().any(
+        |e| matches!(e, AgentEvent::TurnEnd { stop_reason: Some(s), .. } if s == "pause_turn")
+    ));
+}
+
+/// Pauses are bounded by `max_turns` like any other model call.
+#[tokio::test]
+async fn endless_pauses_stop_at_max_turns_with_valid_history() {
+    let model = ScriptedModel::new(|_, request| {
+        reply(request, server_search("srvtoolu_x", "again"), "pause_turn")
+    });
+    let mut config = AgentConfig::new("m");
+    config.limits.max_turns = 3;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::MaxTurns, 3));
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert_eq!(messages[1]["content"].as_array().unwrap().len(), 6);
+    assert!(check_tool_pairing(&messages).is_ok());
+}
+
+/// A response that ran in a container (code execution) names it; later requests must name it
+/// too to reuse it.
+#[tokio::test]
+async fn the_container_of_a_response_is_named_in_later_requests() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => {
+                let mut message = scripted_message(
+                    request,
+                    vec![call("toolu_1", "read", json!({"path": "a"}))],
+                    "tool_use",
+                );
+                message["container"] =
+                    json!({"id": "container_011", "expires_at": "2026-12-01T14:00:00Z"});
+                Ok(Bytes::from(anthropic_sse(&message, 7)))
+            }
+            _ => reply(request, vec![text("ok")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, _, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    let requests = requests.lock().unwrap();
+    assert!(requests[0].get("container").is_none());
+    assert_eq!(requests[1]["container"], "container_011");
+}
+
+/// `extra` tools that are not an array are refused before any request: they used to replace
+/// the executor's tool definitions in every request.
+#[tokio::test]
+async fn extra_tools_that_are_not_an_array_stop_the_run_before_any_request() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply(request, vec![text("hi")], "end_turn")
+    });
+    let mut config = AgentConfig::new("m");
+    config
+        .extra
+        .insert("tools".into(), json!({"name": "web_search"}));
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "go").await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert!(error.contains("\"tools\" must be an array"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+}
+
+/// A refusal is its own stop reason (it was reported as `end_turn`), from either provider.
+#[tokio::test]
+async fn a_refusal_stops_with_reason_refusal() {
+    let anthropic = ScriptedModel::new(|_, request| {
+        reply(request, vec![text("I can't help with that.")], "refusal")
+    });
+    let chat = ScriptedModel::openai_chat(|_, request| {
+        chat_reply(request, vec![text("I can't help with that.")], "refusal")
+    });
+    for model in [anthropic, chat] {
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(Default::default()),
+        );
+        let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+        assert_eq!((reason, turns), (StopReason::Refusal, 1));
+        assert_eq!(messages.len(), 2);
+    }
+}
+
+/// `model_context_window_exceeded` cuts the output like `max_tokens`: the text is continued and
+/// the response's calls are not run (the decoder reports a call cut in its input truncated:
+/// `context_window_cut_mid_tool_input_is_reported_truncated`). Before, the run ended there.
+#[tokio::test]
+async fn a_response_cut_by_the_context_window_is_continued_like_max_tokens() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                text("Writing"),
+                call("toolu_1", "write", json!({"path": "x"})),
+            ],
+            "model_context_window_exceeded",
+        ),
+        _ => {
+            let last = &request["messages"].as_array().unwrap().last().unwrap()["content"];
+            assert!(last.to_string().contains("Resume directly"), "{last}");
+            reply(request, vec![text(" done.")], "end_turn")
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert!(log.lock().unwrap().is_empty(), "the cut call ran");
+    assert_eq!(messages[1]["content"], json!([text("Writing")]));
+}

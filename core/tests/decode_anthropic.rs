@@ -371,6 +371,16 @@ fn stream_without_message_stop_is_truncated_with_the_partial_message() {
 
 #[test]
 fn max_tokens_mid_tool_input_is_reported_truncated() {
+    cut_mid_tool_input_is_reported_truncated("max_tokens");
+}
+
+/// The context window cuts the output as `max_tokens` does; the call was reported invalid JSON.
+#[test]
+fn context_window_cut_mid_tool_input_is_reported_truncated() {
+    cut_mid_tool_input_is_reported_truncated("model_context_window_exceeded");
+}
+
+fn cut_mid_tool_input_is_reported_truncated(stop_reason: &str) {
     let stream = vec![
         start("msg_7"),
         block_start(
@@ -384,7 +394,7 @@ fn max_tokens_mid_tool_input_is_reported_truncated() {
             json!({"type": "tool_use", "id": "toolu_cut", "name": "b", "input": {}}),
         ),
         input(1, "{\"lines\": [\"one\", \"tw"),
-        message_delta("max_tokens", json!({"output_tokens": 100})),
+        message_delta(stop_reason, json!({"output_tokens": 100})),
         message_stop(),
     ];
     let (mut decoder, events, error) = run(&stream);

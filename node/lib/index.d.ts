@@ -523,12 +523,16 @@ export interface AgentOptions {
   promptCaching?: boolean
   /** Tokenizer family for estimates. */
   tokenizer?: Tokenizer
-  /** Extra fields merged into every request (temperature, thinking, metadata, ...). */
+  /**
+   * Extra fields merged into every request (temperature, thinking, metadata, ...), except
+   * `tools`: an array added to the tools' definitions (tools the provider runs itself, such as
+   * Anthropic's `{ type: 'web_search_20250305', name: 'web_search' }`).
+   */
   extra?: Record<string, unknown>
 }
 
 /** Why a run stopped. */
-export type StopReason = 'end_turn' | 'stop_sequence' | 'max_tokens' | 'max_turns' | 'budget' | 'aborted' | 'prompt_too_long' | 'error'
+export type StopReason = 'end_turn' | 'stop_sequence' | 'refusal' | 'max_tokens' | 'max_turns' | 'budget' | 'aborted' | 'prompt_too_long' | 'error'
 
 /** The last event of a run. */
 export interface AgentStopEvent {

@@ -295,6 +295,49 @@ test('an invalid conversation stops the run with an error before any request', a
   )
 })
 
+test('a paused server-tool turn is continued into one message; refusals stop with reason refusal', async () => {
+  const search = (id, query) => [
+    { type: 'server_tool_use', id, name: 'web_search', input: { query } },
+    { type: 'web_search_tool_result', tool_use_id: id, content: [{ type: 'web_search_result', url: 'https://example.com', title: 'Example', encrypted_content: 'e30=' }] },
+  ]
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Searching.' }, ...search('srvtoolu_1', 'sse')], { stopReason: 'pause_turn' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Found it.' }], { stopReason: 'end_turn' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'No.' }], { stopReason: 'refusal' }) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script, { log: true }),
+    async (client, server) => {
+      const webSearch = { type: 'web_search_20250305', name: 'web_search', max_uses: 3 }
+      const agent = new Agent(client, { model: 'replay', tools: ['read'], workspace, extra: { tools: [webSearch] } })
+      assert.deepEqual(agent.toolDefinitions().map((t) => t.name), ['read', 'web_search'])
+      const { stop } = await collect(agent.run('look it up'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.equal(stop.turns, 2)
+      assert.deepEqual(
+        stop.messages.map((m) => m.role),
+        ['user', 'assistant'],
+      )
+      assert.deepEqual(
+        stop.messages[1].content.map((b) => b.type),
+        ['text', 'server_tool_use', 'web_search_tool_result', 'text'],
+      )
+      const requests = await server.waitForRequests(2)
+      const first = JSON.parse(requests[0].body)
+      // Last of the tools, so it carries the tools' cache breakpoint.
+      assert.deepEqual(first.tools.at(-1), { ...webSearch, cache_control: { type: 'ephemeral' } })
+      const second = JSON.parse(requests[1].body)
+      assert.equal(second.messages.at(-1).role, 'assistant')
+      assert.equal(second.messages.at(-1).content[1].id, 'srvtoolu_1')
+
+      const refused = await collect(agent.run('something else'))
+      assert.equal(refused.stop.reason, 'refusal')
+    },
+  )
+})
+
 test('Agent options are validated', () => {
   const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
   assert.throws(() => new Agent({}, { model: 'm' }), ferroloop.InvalidArgumentError)

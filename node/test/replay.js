@@ -99,9 +99,12 @@ function anthropicEvents(content, { stopReason = 'end_turn', id = 'msg_test', us
       for (let i = 0; i < block.text.length; i += 8) {
         events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'text_delta', text: block.text.slice(i, i + 8) } } })
       }
-    } else {
-      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} } } })
+    } else if (block.type === 'tool_use' || block.type === 'server_tool_use') {
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: block.type, id: block.id, name: block.name, input: {} } } })
       events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } } })
+    } else {
+      // Other blocks (server tool results, ...) arrive whole in their start event.
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: block } })
     }
     events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } })
   })

@@ -31,7 +31,7 @@ class AgentRun(BatchedEvents):
       ``status``, ``duration`` in seconds);
     - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``context`` (``action``:
       ``microcompact`` or ``compaction``, ...), ``cache_break``;
-    - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``max_tokens``,
+    - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
       ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
       ``tool_calls``, ``input_tokens``, ``output_tokens``.
@@ -80,7 +80,9 @@ class Agent:
     (default 50) caps model calls, ``max_tokens`` (default 8192) is each request's output
     limit, ``token_budget`` caps input + output tokens over a run, ``max_continuations``
     (default 3) how often a ``max_tokens`` stop is continued; ``extra`` fields (temperature,
-    thinking, metadata, ...) are merged into every request.
+    thinking, metadata, ...) are merged into every request, except ``tools``, a list added to
+    the tools' definitions: tools the provider runs itself, such as Anthropic's
+    ``{"type": "web_search_20250305", "name": "web_search"}``.
     """
 
     def __init__(

@@ -228,7 +228,8 @@ def anthropic_events(
     output_tokens: int = 5,
 ) -> list[dict[str, Any]]:
     """A complete Anthropic message as the `events` body of a replay script: text blocks in
-    two deltas, tool inputs as `input_json_delta` fragments."""
+    two deltas, tool inputs (client and server tools) as `input_json_delta` fragments, other
+    blocks whole in their start event."""
     events: list[dict[str, Any]] = [
         {
             "event": "message_start",
@@ -255,13 +256,17 @@ def anthropic_events(
             deltas = [
                 {"type": "text_delta", "text": piece} for piece in (text[:half], text[half:]) if piece
             ]
-        else:
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        elif block["type"] in ("tool_use", "server_tool_use"):
+            start = {"type": block["type"], "id": block["id"], "name": block["name"], "input": {}}
             raw = json.dumps(block["input"])
             deltas = [
                 {"type": "input_json_delta", "partial_json": piece}
                 for piece in (raw[:3], raw[3:])
             ]
+        else:
+            # Other blocks (server tool results, ...) arrive whole in their start event.
+            start = block
+            deltas = []
         events.append(
             {
                 "event": "content_block_start",

@@ -370,3 +370,59 @@ async def test_an_invalid_conversation_stops_the_run_before_any_request(replay: 
             assert stop["type"] == "stop" and stop["reason"] == "error" and stop["turns"] == 0
             assert stop["error"].startswith("invalid conversation: ") and expected in stop["error"], stop
     assert server.requests() == []
+
+
+def server_search(id: str, query: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": query}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": id,
+            "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Example"}],
+        },
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_paused_server_tool_turn_is_continued_and_a_refusal_is_its_own_reason(
+    replay: Replay,
+) -> None:
+    server = replay(
+        {
+            "responses": [
+                turn([{"type": "text", "text": "Searching."}, *server_search("srvtoolu_1", "sse")], "pause_turn"),
+                turn([tool_use("toolu_1", "lookup", {"key": "a"})], "tool_use"),
+                turn([{"type": "text", "text": "Done."}], "end_turn"),
+                turn([{"type": "text", "text": "No."}], "refusal"),
+            ]
+        }
+    )
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(name="lookup")
+    async def lookup(input: dict[str, Any]) -> str:
+        return f"value of {input['key']}"
+
+    web_search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test", tools=executor, extra={"tools": [web_search]})
+        assert [t["name"] for t in agent.tool_definitions()] == ["lookup", "web_search"]
+        stop = await agent.run("look it up").finish()
+        assert stop["reason"] == "end_turn" and stop["turns"] == 3, stop
+        messages = stop["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+        assert [b["type"] for b in messages[1]["content"]] == [
+            "text",
+            "server_tool_use",
+            "web_search_tool_result",
+            "tool_use",
+        ]
+        assert messages[2]["content"][0]["tool_use_id"] == "toolu_1"
+        refused = await agent.run("something else").finish()
+        assert refused["reason"] == "refusal"
+    requests = [json.loads(r["body"]) for r in server.requests()]
+    # Last of the tools, so it carries the tools' cache breakpoint.
+    assert requests[0]["tools"][-1] == {**web_search, "cache_control": {"type": "ephemeral"}}
+    continued = requests[1]["messages"]
+    assert continued[-1]["role"] == "assistant"
+    assert continued[-1]["content"][1]["id"] == "srvtoolu_1"

@@ -68,7 +68,10 @@ pub struct AgentConfig {
     pub keep_recent_tool_results: usize,
     /// Place `cache_control` breakpoints (system, tools, last message).
     pub prompt_caching: bool,
-    /// Extra fields merged into every request (temperature, metadata, thinking, ...).
+    /// Extra fields merged into every request (temperature, metadata, thinking, ...). A `tools`
+    /// array is added to the executor's tool definitions rather than replacing them: that is
+    /// where tools the provider runs go (Anthropic server tools such as
+    /// `{"type": "web_search_20250305", "name": "web_search"}`).
     pub extra: serde_json::Map<String, Value>,
     /// The model to switch to when the model is overloaded: a call that fails with
     /// [`ModelError::Overloaded`](super::ModelError::Overloaded) (after the client's retries),

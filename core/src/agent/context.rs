@@ -225,13 +225,26 @@ pub fn place_cache_breakpoints(request: &mut Value) {
         if let Some(Value::String(text)) = last.get("content") {
             last["content"] = json!([{"type": "text", "text": text.clone()}]);
         }
+        // The API refuses a breakpoint on a thinking block or an empty text block; a paused
+        // turn (`pause_turn`) sends an assistant message last, which may end with either.
         if let Some(block) = last
             .get_mut("content")
             .and_then(Value::as_array_mut)
-            .and_then(|c| c.last_mut())
+            .and_then(|c| c.iter_mut().rev().find(|b| may_carry_cache_control(b)))
         {
             block["cache_control"] = ephemeral;
         }
+    }
+}
+
+fn may_carry_cache_control(block: &Value) -> bool {
+    match block_type(block) {
+        "thinking" | "redacted_thinking" => false,
+        "text" => block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|text| !text.is_empty()),
+        _ => block.is_object(),
     }
 }
 
@@ -421,6 +434,24 @@ mod tests {
             "ephemeral"
         );
         assert_eq!(request["messages"][0]["content"], "one");
+    }
+
+    #[test]
+    fn no_breakpoint_goes_on_a_thinking_block_or_an_empty_text() {
+        let mut request = json!({
+            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
+                {"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}},
+                {"type": "text", "text": ""},
+                {"type": "thinking", "thinking": "t", "signature": "x"},
+            ]}],
+        });
+        place_cache_breakpoints(&mut request);
+        let blocks = request["messages"][1]["content"].as_array().unwrap();
+        let marked: Vec<bool> = blocks
+            .iter()
+            .map(|b| b.get("cache_control").is_some())
+            .collect();
+        assert_eq!(marked, [true, false, false]);
     }
 
     #[test]

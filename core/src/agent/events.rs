@@ -13,6 +13,8 @@ pub enum StopReason {
     EndTurn,
     /// The model hit one of the request's stop sequences.
     StopSequence,
+    /// The model declined to answer (`stop_reason: "refusal"`, or OpenAI's `content_filter`).
+    Refusal,
     /// The model hit `max_tokens` more often than the continuation limit allows.
     MaxTokens,
     /// `max_turns` model calls were made.

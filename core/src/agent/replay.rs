@@ -56,8 +56,8 @@ pub fn anthropic_sse(message: &Value, chunk_chars: usize) -> String {
             .unwrap_or_default();
         let announced = match kind {
             "text" => json!({"type": "text", "text": ""}),
-            "tool_use" => {
-                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}})
+            "tool_use" | "server_tool_use" => {
+                json!({"type": kind, "id": block["id"], "name": block["name"], "input": {}})
             }
             _ => block.clone(),
         };
@@ -88,7 +88,7 @@ pub fn anthropic_sse(message: &Value, chunk_chars: usize) -> String {
                     );
                 }
             }
-            "tool_use" => {
+            "tool_use" | "server_tool_use" => {
                 let input = block
                     .get("input")
                     .cloned()
@@ -126,7 +126,7 @@ pub fn anthropic_sse(message: &Value, chunk_chars: usize) -> String {
 /// Encodes a complete Anthropic message as OpenAI Chat Completions would stream the same answer:
 /// a first chunk with the role, text in `content` deltas of about `chunk_chars` characters, each
 /// `tool_use` as a tool call (id and name first, then `arguments` fragments, one call after the
-/// other), a chunk with the `finish_reason` (`stop`, `length`, `tool_calls`), the usage-only
+/// other), a chunk with the `finish_reason` (`stop`, `length`, `tool_calls`, `content_filter`), the usage-only
 /// chunk (empty `choices`; cache reads as `prompt_tokens_details.cached_tokens`), then
 /// `data: [DONE]`.
 pub fn openai_chat_sse(message: &Value, chunk_chars: usize) -> String {
@@ -203,6 +203,7 @@ pub fn openai_chat_sse(message: &Value, chunk_chars: usize) -> String {
     let finish = match message.get("stop_reason").and_then(Value::as_str) {
         Some("tool_use") => "tool_calls",
         Some("max_tokens") => "length",
+        Some("refusal") => "content_filter",
         _ => "stop",
     };
     chunk(

@@ -73,13 +73,16 @@ impl Agent {
         &self.config
     }
 
-    /// The tool definitions sent to the model, sorted by name so the request prefix stays
-    /// byte-identical from turn to turn (prompt caching).
+    /// The tool definitions sent to the model: the executor's tools, sorted by name so the
+    /// request prefix stays byte-identical from turn to turn (prompt caching), then the
+    /// definitions of [`AgentConfig::extra`]'s `tools` array in their order (tools the provider
+    /// runs itself, such as Anthropic's `web_search`; their calls come back as
+    /// `server_tool_use` blocks, which the loop leaves to the provider).
     pub fn tool_definitions(&self) -> Vec<Value> {
         let registry = self.executor.registry();
         let mut names = registry.names();
         names.sort_unstable();
-        names
+        let mut definitions: Vec<Value> = names
             .into_iter()
             .filter_map(|name| registry.get(name))
             .map(|tool| {
@@ -89,7 +92,11 @@ impl Agent {
                 }
                 def
             })
-            .collect()
+            .collect();
+        if let Some(Value::Array(extra)) = self.config.extra.get("tools") {
+            definitions.extend(extra.iter().cloned());
+        }
+        definitions
     }
 
     /// Starts a run for a user prompt (a string, or an array of content blocks). Must be called
@@ -133,6 +140,8 @@ impl Agent {
             input_tokens: 0,
             output_tokens: 0,
             cost: 0.0,
+            paused: false,
+            container: None,
         };
         let task = tokio::spawn(driver.drive());
         AgentRun {
@@ -218,6 +227,11 @@ struct Driver {
     input_tokens: u64,
     output_tokens: u64,
     cost: f64,
+    /// The last message is a paused assistant turn (`pause_turn`) that the next response
+    /// continues.
+    paused: bool,
+    /// The provider's container of this run (code execution), sent with every later request.
+    container: Option<String>,
 }
 
 impl Driver {
@@ -233,7 +247,14 @@ impl Driver {
     async fn drive(mut self) {
         // A conversation the caller handed in is checked before any request: the loop only
         // keeps the history valid, it does not make it so (and the API would refuse it).
-        let (reason, error) = match check_history(&self.messages) {
+        let checked = match self.config().extra.get("tools") {
+            Some(tools) if !tools.is_array() => Err(format!(
+                "invalid configuration: extra \"tools\" must be an array of tool definitions, not {tools}"
+            )),
+            _ => check_history(&self.messages)
+                .map_err(|problem| format!("invalid conversation: {problem}")),
+        };
+        let (reason, error) = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
                 debug_assert!(check_tool_pairing(&self.messages).is_ok());
@@ -243,11 +264,8 @@ impl Driver {
                 stop
             }
             Err(problem) => {
-                tracing::debug!(%problem, "run refused: invalid conversation");
-                (
-                    StopReason::Error,
-                    Some(format!("invalid conversation: {problem}")),
-                )
+                tracing::debug!(%problem, "run refused");
+                (StopReason::Error, Some(problem))
             }
         };
         let stop = AgentEvent::Stop {
@@ -424,6 +442,14 @@ impl Driver {
             let usage = message.get("usage").cloned().unwrap_or(Value::Null);
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
             call_ids.apply(&mut assistant);
+            if let Some(id) = container_id(&message) {
+                self.container = Some(id);
+            }
+            // The answer to a paused turn continues it: its blocks join the paused message, so
+            // history keeps one assistant message per turn and roles still alternate.
+            if std::mem::take(&mut self.paused) {
+                self.merge_into_paused(&mut assistant);
+            }
 
             // `tool_use` with no call to answer (a misbehaving server or proxy) ends the turn
             // like `end_turn`: answering it would send an empty user message, which the API
@@ -454,9 +480,28 @@ impl Driver {
                     }
                     continuations = 0;
                 }
-                Some("max_tokens") => {
+                Some("pause_turn") => {
+                    // The provider paused a long server-side turn (server tools such as web
+                    // search): the response goes back as it is and the model carries on. A
+                    // client call in it was not asked to run (the API ends a turn that needs
+                    // one with `tool_use`), so it is dropped like any unrequested call.
+                    self.settle(turn, &submitted, &mut results, true).await;
+                    strip_tool_uses(&mut assistant);
+                    if !is_empty_message(&assistant) {
+                        self.push_message(assistant);
+                        self.paused = true;
+                    }
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.emit_turn_end(turn_number, stop_reason);
+                    if let Some(reason) = self.over_budget() {
+                        return reason;
+                    }
+                }
+                Some("max_tokens" | "model_context_window_exceeded") => {
                     // Calls started early are cancelled; the cut response keeps its text only,
-                    // so history stays valid.
+                    // so history stays valid. (A response cut by the context window is
+                    // continued the same way: the context management before the next call
+                    // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
                     let text_cut = !is_empty_message(&assistant);
@@ -493,6 +538,7 @@ impl Driver {
                     }
                     let reason = match other {
                         Some("stop_sequence") => StopReason::StopSequence,
+                        Some("refusal") => StopReason::Refusal,
                         _ => StopReason::EndTurn,
                     };
                     return (reason, None);
@@ -623,6 +669,23 @@ impl Driver {
         self.emit(AgentEvent::TurnEnd { turn, stop_reason });
     }
 
+    /// Puts the blocks of the paused assistant message (the last one) before `assistant`'s and
+    /// takes that message out of history; `assistant` then stands for the whole turn.
+    fn merge_into_paused(&mut self, assistant: &mut Value) {
+        let is_assistant = |m: &Value| m.get("role").and_then(Value::as_str) == Some("assistant");
+        if !self.messages.last().is_some_and(is_assistant) {
+            // History was replaced since (compaction): nothing to continue.
+            return;
+        }
+        let Some(paused) = self.messages.pop() else {
+            return;
+        };
+        self.tracker.truncate(self.messages.len());
+        let mut blocks = content_blocks(&paused);
+        blocks.extend(content_blocks(assistant));
+        assistant["content"] = Value::Array(blocks);
+    }
+
     fn push_message(&mut self, message: Value) {
         self.tracker.push_message(&message);
         self.messages.push(message);
@@ -704,8 +767,14 @@ impl Driver {
         if !self.tools.is_empty() {
             request["tools"] = Value::Array(self.tools.clone());
         }
+        if let Some(container) = &self.container {
+            request["container"] = Value::String(container.clone());
+        }
         for (key, value) in &config.extra {
-            request[key.as_str()] = value.clone();
+            // Tools in `extra` were added to the executor's at the start of the run.
+            if key != "tools" {
+                request[key.as_str()] = value.clone();
+            }
         }
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
@@ -771,6 +840,7 @@ impl Driver {
             return;
         }
         self.messages = compacted;
+        self.paused = false;
         self.tracker.replace_messages(&self.messages);
         self.emit(AgentEvent::Context(ContextAction::Compaction {
             messages_before: before,
@@ -829,6 +899,28 @@ impl Driver {
             }
         }
         None
+    }
+}
+
+/// The id of the container a response ran in (`"container": {"id": ...}`), which later requests
+/// must name to reuse it.
+fn container_id(message: &Value) -> Option<String> {
+    message
+        .get("container")?
+        .get("id")?
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned)
+}
+
+/// A message's content as blocks (a string content is one text block).
+fn content_blocks(message: &Value) -> Vec<Value> {
+    match message.get("content") {
+        Some(Value::Array(blocks)) => blocks.clone(),
+        Some(Value::String(text)) if !text.is_empty() => {
+            vec![json!({"type": "text", "text": text})]
+        }
+        _ => Vec::new(),
     }
 }
 

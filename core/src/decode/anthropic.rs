@@ -552,7 +552,11 @@ impl AnthropicDecoder {
                 message.usage.assign_field(key, value);
             }
         }
-        let cut_off = message.stop_reason.as_deref() == Some("max_tokens");
+        // Both limits cut the output wherever it was, an open tool input included.
+        let cut_off = matches!(
+            message.stop_reason.as_deref(),
+            Some("max_tokens" | "model_context_window_exceeded")
+        );
         if self.record {
             self.events.push(DecodeEvent::MessageDelta {
                 delta: Value::Object(delta.delta),
