@@ -1417,3 +1417,81 @@ async fn no_event_after_an_oversized_one_in_the_same_frame_is_delivered() {
     assert_eq!(partial.last_event_type.as_deref(), Some("message_start"));
     assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_1");
 }
+
+/// A script whose every request gets `response` (so a wrongly retried request shows up as
+/// more than one request).
+fn always(response: ScriptedResponse) -> Script {
+    Script {
+        responses: vec![response],
+        when_exhausted: ferroloop_replay::WhenExhausted::RepeatLast,
+    }
+}
+
+#[tokio::test]
+async fn a_200_that_is_json_or_html_is_a_clear_error_and_not_retried() {
+    // A gateway that ignored `"stream": true` answers with the whole message as JSON; a
+    // captive portal or SSO proxy answers with a login page. Neither is an event stream, and
+    // sending the request again (a billed generation) would get the same answer.
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[]});
+    let cases = [
+        (
+            ScriptedResponse::ok(ScriptBody::Json(message)),
+            "application/json",
+        ),
+        (
+            ScriptedResponse::ok(ScriptBody::Text(
+                "<!DOCTYPE html><html><body>Sign in</body></html>".into(),
+            ))
+            .header("content-type", "text/html; charset=utf-8"),
+            "text/html",
+        ),
+    ];
+    for (response, content_type) in cases {
+        let server = serve(&always(response.header("request-id", "req_ct"))).await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert!(matches!(error, ClientError::Protocol { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains(content_type), "{text}");
+        assert!(text.contains("event stream"), "{text}");
+        assert_eq!(error.request_id(), Some("req_ct"));
+        assert!(got.retries.is_empty(), "{:?}", got.retries);
+        assert_eq!(server.requests().len(), 1, "{content_type}");
+    }
+}
+
+#[tokio::test]
+async fn a_200_json_error_body_is_classified_like_an_error_event() {
+    let server = serve(&always(ScriptedResponse::ok(ScriptBody::Json(
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+    ))))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "overloaded", "{error:?}");
+    assert_eq!(
+        error.details().map(|details| details.message.as_str()),
+        Some("Overloaded")
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_compressed_event_stream_is_a_clear_error_and_not_retried() {
+    // Nothing asked for compression; a server that compresses anyway sends bytes the event
+    // parser cannot read.
+    let server = serve(&always(
+        ScriptedResponse::ok(ScriptBody::Text("\u{1f}\u{8b}\u{8}garbage".into()))
+            .header("content-type", "text/event-stream")
+            .header("content-encoding", "gzip"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Protocol { .. }), "{error:?}");
+    assert!(error.to_string().contains("gzip"), "{error}");
+    assert_eq!(server.requests().len(), 1);
+}

@@ -235,7 +235,12 @@ impl Client {
             value.set_sensitive(true);
             headers.insert(http::header::PROXY_AUTHORIZATION, value);
         }
-        let request = PreparedRequest { uri, headers, body };
+        let request = PreparedRequest {
+            uri,
+            headers,
+            body,
+            event_stream: accept == "text/event-stream",
+        };
         Ok(Sender {
             http: self.http.clone(),
             config: Arc::clone(&self.config),
@@ -254,6 +259,7 @@ impl Client {
                 uri: Uri::from_static("http://127.0.0.1/"),
                 headers: HeaderMap::new(),
                 body: Bytes::new(),
+                event_stream: false,
             }),
             progress: Arc::new(Mutex::new(Progress::default())),
             start: Instant::now(),

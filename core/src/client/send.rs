@@ -28,6 +28,8 @@ pub(crate) struct PreparedRequest {
     pub(crate) uri: Uri,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// Whether a success must be an event stream (a streaming request).
+    pub(crate) event_stream: bool,
 }
 
 impl PreparedRequest {
@@ -131,6 +133,11 @@ impl Sender {
             Ok(Ok(response)) => response,
         };
         if response.status().is_success() {
+            if self.request.event_stream
+                && let Some(problem) = not_an_event_stream(response.headers())
+            {
+                return Err((self.unexpected_body(response, problem).await, false, None));
+            }
             return Ok(response);
         }
         let status = response.status().as_u16();
@@ -148,6 +155,49 @@ impl Sender {
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
         let retryable = is_retryable_status(status, &parts.headers);
         Err((error, retryable, server_wait))
+    }
+
+    /// The error for a success that is not an event stream. Not retried: the same request
+    /// gets the same answer, and a gateway that ignored `"stream": true` has already run (and
+    /// billed) the generation.
+    async fn unexpected_body(
+        &self,
+        response: Response<Incoming>,
+        problem: NotStream,
+    ) -> ClientError {
+        let request_id = error::request_id(response.headers());
+        let content_type = match problem {
+            NotStream::ContentType(content_type) => content_type,
+            NotStream::Encoding(encoding) => {
+                return ClientError::Protocol {
+                    message: format!(
+                        "expected an event stream, got a body compressed with \
+                         content-encoding {encoding:?} although no compression was asked for"
+                    ),
+                    request_id,
+                };
+            }
+        };
+        let deadline = self.total_deadline();
+        let body = read_prefix(response.into_body(), MAX_ERROR_BODY, deadline).await;
+        // A gateway may put a provider error in a 200 JSON body: classify it as the same
+        // error arriving as an event would be.
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        if parsed
+            .as_ref()
+            .is_some_and(|value| value.get("error").is_some())
+        {
+            return ClientError::from_stream_error(&String::from_utf8_lossy(&body), request_id);
+        }
+        let text = String::from_utf8_lossy(&body);
+        let excerpt: String = text.trim().chars().take(200).collect();
+        ClientError::Protocol {
+            message: format!(
+                "expected an event stream (text/event-stream), got {content_type} (did the \
+                 server ignore \"stream\": true?): {excerpt}"
+            ),
+            request_id,
+        }
     }
 
     /// Decides whether attempt `attempt` is retried after `error`; if so, records the retry
@@ -182,6 +232,55 @@ impl Sender {
         }
         Some(wait)
     }
+}
+
+/// Why a success response cannot be read as an event stream.
+enum NotStream {
+    /// It declares a type that is certainly not an event stream (JSON, HTML).
+    ContentType(String),
+    /// It is compressed.
+    Encoding(String),
+}
+
+/// `Some` when the headers of a success say the body is not a readable event stream. Only
+/// types that are certainly something else are refused: some OpenAI-compatible servers stream
+/// events under no or a generic content type, and those still parse.
+fn not_an_event_stream(headers: &HeaderMap) -> Option<NotStream> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|value: &http::HeaderValue| value.to_str().ok())
+            .map(|value| value.trim().to_ascii_lowercase())
+    };
+    if let Some(encoding) = text(http::header::CONTENT_ENCODING)
+        && !encoding.is_empty()
+        && encoding != "identity"
+    {
+        return Some(NotStream::Encoding(encoding));
+    }
+    let content_type = text(http::header::CONTENT_TYPE)?;
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let json = media == "application/json" || media.ends_with("+json");
+    let html = media == "text/html" || media == "application/xhtml+xml";
+    (json || html).then(|| NotStream::ContentType(media.to_owned()))
+}
+
+/// The first `limit` bytes of `body` (fewer when it ends, breaks or `deadline` passes first);
+/// the rest is never read.
+async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Bytes {
+    let mut prefix = Vec::new();
+    while prefix.len() < limit {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    let take = data.len().min(limit - prefix.len());
+                    prefix.extend_from_slice(&data[..take]);
+                }
+            }
+            _ => break,
+        }
+    }
+    Bytes::from(prefix)
 }
 
 /// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
