@@ -1495,3 +1495,67 @@ async fn a_compressed_event_stream_is_a_clear_error_and_not_retried() {
     assert!(error.to_string().contains("gzip"), "{error}");
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn openai_context_length_exceeded_is_prompt_too_long_whatever_the_message() {
+    // The Responses API says so only in `code`; its message names no "maximum context length".
+    let server = serve(&script(vec![ScriptedResponse::with_status(
+        400,
+        ScriptBody::Json(json!({"error": {
+            "message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}})),
+    )]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiResponses, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::PromptTooLong {
+        tokens,
+        limit,
+        details,
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!((*tokens, *limit), (None, None));
+    assert_eq!(details.error_type.as_deref(), Some("invalid_request_error"));
+    assert!(
+        details.message.starts_with("Your input exceeds"),
+        "{details:?}"
+    );
+}
+
+#[tokio::test]
+async fn error_bodies_of_other_json_shapes_yield_their_message() {
+    let cases = [
+        // vLLM and other OpenAI-compatible servers.
+        (
+            json!({"object": "error", "message": "The model `x` does not exist.",
+                   "type": "NotFoundError", "param": null, "code": 404}),
+            "The model `x` does not exist.",
+            Some("NotFoundError"),
+        ),
+        // Gateways that put a bare string in `error`.
+        (json!({"error": "model not found"}), "model not found", None),
+        // FastAPI-style servers.
+        (
+            json!({"detail": "Not authenticated"}),
+            "Not authenticated",
+            None,
+        ),
+    ];
+    for (body, message, error_type) in cases {
+        let server = serve(&script(vec![ScriptedResponse::with_status(
+            404,
+            ScriptBody::Json(body.clone()),
+        )]))
+        .await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), "not_found", "{error:?}");
+        let details = error.details().unwrap();
+        assert_eq!(details.message, message, "{body}");
+        assert_eq!(details.error_type.as_deref(), error_type, "{body}");
+    }
+}
