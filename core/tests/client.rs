@@ -1559,3 +1559,33 @@ async fn error_bodies_of_other_json_shapes_yield_their_message() {
         assert_eq!(details.error_type.as_deref(), error_type, "{body}");
     }
 }
+
+#[tokio::test]
+async fn extra_headers_replace_the_defaults_of_the_same_name() {
+    let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.headers = vec![
+        ("User-Agent".into(), "my-app/2".into()),
+        ("anthropic-version".into(), "2099-01-01".into()),
+        ("x-api-key".into(), "gateway-key".into()),
+        ("x-tag".into(), "a".into()),
+        ("x-tag".into(), "b".into()),
+    ];
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    let values = |name: &str| -> Vec<&str> {
+        request
+            .headers
+            .iter()
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .collect()
+    };
+    assert_eq!(values("user-agent"), ["my-app/2"]);
+    assert_eq!(values("anthropic-version"), ["2099-01-01"]);
+    assert_eq!(values("x-api-key"), ["gateway-key"]);
+    // A name the defaults do not set keeps every value given.
+    assert_eq!(values("x-tag"), ["a", "b"]);
+}

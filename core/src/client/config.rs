@@ -72,7 +72,9 @@ pub struct ClientConfig {
     pub anthropic_version: String,
     /// `anthropic-beta` flags, sent comma-separated when not empty.
     pub anthropic_beta: Vec<String>,
-    /// Extra headers sent with every request.
+    /// Extra headers sent with every request. A name given here replaces the default header of
+    /// that name (`user-agent`, `x-api-key`, `authorization`, `anthropic-version`, ...); a name
+    /// given twice is sent twice. `accept` is always the client's own.
     pub headers: Vec<(String, String)>,
     /// The `user-agent` header.
     pub user_agent: String,

@@ -313,10 +313,18 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
             }
         }
     }
+    // An extra header replaces a default of the same name (a gateway's own key or version,
+    // an application's user agent): two values would reach the server otherwise.
+    let mut given: Vec<HeaderName> = Vec::new();
     for (name, text) in &config.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ClientError::Config(format!("bad header name {name:?}")))?;
-        headers.append(name, value(text, "extra")?);
+        let value = value(text, "extra")?;
+        if !given.contains(&name) {
+            headers.remove(&name);
+            given.push(name.clone());
+        }
+        headers.append(name, value);
     }
     Ok(headers)
 }
