@@ -1589,3 +1589,48 @@ async fn extra_headers_replace_the_defaults_of_the_same_name() {
     // A name the defaults do not set keeps every value given.
     assert_eq!(values("x-tag"), ["a", "b"]);
 }
+
+#[tokio::test]
+async fn a_proxy_without_a_scheme_is_an_http_proxy() {
+    // `HTTPS_PROXY=proxy.corp:3128` is common; curl reads it as http://.
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
+    config.proxy.http = Some(format!("user:pw@{}", server.addr()));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    assert_eq!(request.uri, "http://api.example.invalid:81/v1/messages");
+    assert_eq!(
+        request.header("proxy-authorization"),
+        Some("Basic dXNlcjpwdw==")
+    );
+}
+
+#[tokio::test]
+async fn an_unsupported_proxy_is_a_config_error_not_retried_connection_errors() {
+    for proxy in [
+        "socks5://user:secret@127.0.0.1:1080",
+        "https://127.0.0.1:3128",
+        "http://",
+        "http://proxy:port",
+    ] {
+        let mut config = ClientConfig::new(Provider::Anthropic);
+        config.proxy.https = Some(proxy.to_owned());
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains("proxy"), "{proxy}: {message}");
+                assert!(!message.contains("secret"), "{message}");
+            }
+            other => panic!("{proxy}: {other:?}"),
+        }
+    }
+    // A proxy for the other scheme is never used, so it does not matter.
+    let mut config = ClientConfig::new(Provider::Anthropic);
+    config.proxy.http = Some("socks5://127.0.0.1:1080".to_owned());
+    assert!(Client::new(config).is_ok());
+}

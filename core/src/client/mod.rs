@@ -97,11 +97,13 @@ impl ClientResponse {
 
 impl Client {
     /// A client for `config` (loads the TLS roots once).
-    pub fn new(config: ClientConfig) -> Result<Self, ClientError> {
+    pub fn new(mut config: ClientConfig) -> Result<Self, ClientError> {
+        config.proxy = config.proxy.normalized();
         let http = transport::build(&config)?;
         let base_headers = base_headers(&config)?;
-        // Fail on a bad base URL now rather than on the first request.
-        endpoint(&config, config.provider.messages_path())?;
+        // Fail on a bad base URL or proxy now rather than on the first request.
+        let uri = endpoint(&config, config.provider.messages_path())?;
+        config.proxy.check(&uri)?;
         Ok(Self {
             config: Arc::new(config),
             http,

@@ -14,10 +14,14 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::error::ClientError;
+
 /// Proxy settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyConfig {
-    /// Proxy for `https` destinations (`http://host:port`).
+    /// Proxy for `https` destinations (`http://host:port`; `host:port` means the same). Only
+    /// `http://` proxies are supported: another scheme fails [`Client::new`](super::Client::new)
+    /// when the base URL would go through it.
     pub https: Option<String>,
     /// Proxy for `http` destinations.
     pub http: Option<String>,
@@ -49,6 +53,31 @@ impl ProxyConfig {
         }
     }
 
+    /// The settings with a scheme-less proxy (`proxy.corp:3128`, as curl accepts) read as
+    /// `http://`.
+    pub(crate) fn normalized(mut self) -> Self {
+        for proxy in [&mut self.https, &mut self.http].into_iter().flatten() {
+            let trimmed = proxy.trim();
+            *proxy = if trimmed.contains("://") {
+                trimmed.to_owned()
+            } else {
+                format!("http://{trimmed}")
+            };
+        }
+        self
+    }
+
+    /// Checks the proxy that `destination` goes through, if any: one that cannot work is a
+    /// configuration error then rather than a connection error retried on every request. (A
+    /// proxy for the other scheme is left alone: the environment may name one this client
+    /// never uses.)
+    pub(crate) fn check(&self, destination: &Uri) -> Result<(), ClientError> {
+        match self.proxy_for(destination) {
+            Some(proxy) => check_proxy(proxy),
+            None => Ok(()),
+        }
+    }
+
     /// The proxy to use for `destination`, if any.
     pub fn proxy_for(&self, destination: &Uri) -> Option<&str> {
         let proxy = if destination.scheme_str() == Some("https") {
@@ -73,6 +102,46 @@ impl ProxyConfig {
                     && host.ends_with(entry)
                     && host.as_bytes()[host.len() - entry.len() - 1] == b'.')
         })
+    }
+}
+
+fn check_proxy(url: &str) -> Result<(), ClientError> {
+    let bad = |why: String| ClientError::Config(format!("proxy {}: {why}", redacted(url)));
+    let uri: Uri = url
+        .parse()
+        .map_err(|error| bad(format!("bad URL: {error}")))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(bad(
+            "only http:// proxies are supported (plain HTTP to the proxy, CONNECT for https)"
+                .to_owned(),
+        ));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("no host".to_owned()));
+    }
+    // `http::Uri` accepts any port text; the connector would fail on every request.
+    let host_port = uri.authority().map_or("", |authority| {
+        let text = authority.as_str();
+        text.rsplit_once('@').map_or(text, |(_, host)| host)
+    });
+    let has_port = host_port
+        .rsplit_once(':')
+        .is_some_and(|(_, tail)| !tail.contains(']'));
+    if has_port && uri.port_u16().is_none() {
+        return Err(bad("bad port".to_owned()));
+    }
+    Ok(())
+}
+
+/// `url` without the credentials it may carry, for messages.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
     }
 }
 
