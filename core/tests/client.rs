@@ -1634,3 +1634,57 @@ async fn an_unsupported_proxy_is_a_config_error_not_retried_connection_errors() 
     config.proxy.http = Some("socks5://127.0.0.1:1080".to_owned());
     assert!(Client::new(config).is_ok());
 }
+
+#[tokio::test]
+async fn a_huge_error_body_is_read_bounded_and_keeps_its_beginning() {
+    // A gateway's 502 page far larger than any error the client keeps (1 MiB).
+    let page = format!(
+        "<html><title>502 Bad Gateway</title>{}</html>",
+        "x".repeat(3 << 20)
+    );
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(502, ScriptBody::Text(page))
+            .header("content-type", "text/html"),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "server");
+    let message = &error.details().unwrap().message;
+    assert!(
+        message.starts_with("<html><title>502 Bad Gateway</title>"),
+        "{message:.80}"
+    );
+    assert!(message.len() <= 2000 * 4, "{}", message.len());
+    assert!(stream.metrics().total.unwrap() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn an_error_body_that_stalls_is_cut_at_the_idle_timeout_and_retried() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(503, ScriptBody::Text("temporarily unavailable".into()))
+            .fault(Fault::StallAfter {
+                bytes: 4,
+                ms: 15_000,
+            }),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.idle = Duration::from_millis(300);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.retries[0].status, Some(503));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
@@ -19,7 +19,7 @@ use super::transport::HttpClient;
 use super::watchdog::{TimeoutKind, later};
 use super::{ClientConfig, error};
 
-/// Error bodies beyond this are cut (they are diagnostics, not payloads).
+/// Error bodies are cut after this many bytes (they are diagnostics, not payloads).
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// A request built once and sent as many times as needed (the body is shared, not copied).
@@ -142,15 +142,12 @@ impl Sender {
         }
         let status = response.status().as_u16();
         let (parts, body) = response.into_parts();
-        let remaining = total_deadline.saturating_duration_since(Instant::now());
-        let body =
-            match tokio::time::timeout(remaining, Limited::new(body, MAX_ERROR_BODY).collect())
-                .await
-            {
-                Ok(Ok(collected)) => collected.to_bytes(),
-                // A cut or broken error body still leaves the status to classify by.
-                _ => Bytes::new(),
-            };
+        // An error body is a diagnostic: its first MiB is kept, the rest never read, and a
+        // body that stalls is given up at the idle timeout (not the total one), so that the
+        // retry it may call for still happens. A cut or broken body still leaves the status
+        // to classify by.
+        let deadline = later(Instant::now(), timeouts.idle).min(total_deadline);
+        let body = read_prefix(body, MAX_ERROR_BODY, deadline).await;
         let server_wait = retry_after(&parts.headers, SystemTime::now());
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
         let retryable = is_retryable_status(status, &parts.headers);
@@ -178,7 +175,7 @@ impl Sender {
                 };
             }
         };
-        let deadline = self.total_deadline();
+        let deadline = later(Instant::now(), self.config.timeouts.idle).min(self.total_deadline());
         let body = read_prefix(response.into_body(), MAX_ERROR_BODY, deadline).await;
         // A gateway may put a provider error in a 200 JSON body: classify it as the same
         // error arriving as an event would be.
