@@ -1688,3 +1688,23 @@ async fn an_error_body_that_stalls_is_cut_at_the_idle_timeout_and_retried() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_names_where_it_points() {
+    let server = serve(&always(
+        ScriptedResponse::with_status(301, ScriptBody::Text("Moved Permanently".into()))
+            .header("location", "https://api.example.com/v1/messages"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.status(), Some(301));
+    let text = error.to_string();
+    assert!(
+        text.contains("https://api.example.com/v1/messages"),
+        "{text}"
+    );
+    assert!(text.contains("Moved Permanently"), "{text}");
+    assert_eq!(server.requests().len(), 1);
+}

@@ -218,10 +218,25 @@ impl ClientError {
         retry_after: Option<Duration>,
     ) -> Self {
         let parsed = parse_error_body(body);
+        let mut message = parsed.message;
+        // Redirects are not followed (the request carries the key); where it pointed is what
+        // the user needs to fix the base URL.
+        if (300..400).contains(&status)
+            && let Some(location) = headers
+                .get(http::header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+        {
+            let note = format!("redirect to {location} not followed (check the base URL)");
+            message = if message.is_empty() {
+                note
+            } else {
+                format!("{note}: {message}")
+            };
+        }
         let details = ErrorDetails {
             status: Some(status),
             error_type: parsed.error_type,
-            message: parsed.message,
+            message,
             request_id: request_id(headers),
         };
         classify(details, parsed.code.as_deref(), retry_after)
