@@ -1708,3 +1708,23 @@ async fn a_redirect_is_not_followed_and_names_where_it_points() {
     assert!(text.contains("Moved Permanently"), "{text}");
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_zero_or_past_retry_after_falls_back_to_the_backoff() {
+    // Both SDKs ignore a zero wait: retrying at once would hammer a server that is limiting.
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(429, ScriptBody::Empty).header("retry-after", "0"),
+        ScriptedResponse::with_status(429, ScriptBody::Empty)
+            .header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 2);
+    for retry in &got.retries {
+        assert!(retry.wait > Duration::ZERO, "{retry:?}");
+        assert!(retry.wait <= Duration::from_millis(20), "{retry:?}");
+    }
+}
