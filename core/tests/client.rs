@@ -1728,3 +1728,33 @@ async fn a_zero_or_past_retry_after_falls_back_to_the_backoff() {
         assert!(retry.wait <= Duration::from_millis(20), "{retry:?}");
     }
 }
+
+#[tokio::test]
+async fn a_base_url_with_a_query_keeps_it_after_the_endpoint_path() {
+    // Azure OpenAI's deployment URLs carry `?api-version=...`.
+    let server = serve(&Script::repeat(fixture("openai-chat/173417d55340.sse"))).await;
+    let base = format!(
+        "{}/openai/deployments/gpt/?api-version=2024-10-21",
+        server.base_url()
+    );
+    let client = Client::new(config(Provider::OpenAiChat, &server).with_base_url(base)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(
+        server.requests()[0].path,
+        "/openai/deployments/gpt/chat/completions?api-version=2024-10-21"
+    );
+}
+
+#[tokio::test]
+async fn credentials_in_the_base_url_are_a_config_error_not_silently_dropped() {
+    let config =
+        ClientConfig::new(Provider::OpenAiChat).with_base_url("https://user:secret@gw.example/v1");
+    match Client::new(config) {
+        Err(ClientError::Config(message)) => {
+            assert!(message.contains("credentials"), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

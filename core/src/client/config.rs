@@ -64,7 +64,9 @@ impl Default for TlsOptions {
 pub struct ClientConfig {
     /// The API spoken.
     pub provider: Provider,
-    /// Scheme, host, port and optional path prefix, without a trailing slash.
+    /// Scheme, host, port and optional path prefix, without a trailing slash. A query
+    /// (`?api-version=...`) is kept after the endpoint's path; credentials (`user:pw@`) are
+    /// refused.
     pub base_url: String,
     /// The API key (`x-api-key` for Anthropic, `Authorization: Bearer` otherwise).
     pub api_key: Option<String>,

@@ -270,10 +270,30 @@ impl Client {
 }
 
 fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
-    let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
+    // A query in the base URL (Azure's `?api-version=`) stays at the end.
+    let (base, query) = match config.base_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (config.base_url.as_str(), None),
+    };
+    let mut url = format!("{}{path}", base.trim_end_matches('/'));
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
     let uri: Uri = url
         .parse()
         .map_err(|error| ClientError::Config(format!("bad URL {url:?}: {error}")))?;
+    if uri
+        .authority()
+        .is_some_and(|authority| authority.as_str().contains('@'))
+    {
+        // hyper would drop them without a word, and the server would answer 401.
+        return Err(ClientError::Config(
+            "the base URL carries credentials, which are never sent: give the key as api_key \
+             or in headers"
+                .to_owned(),
+        ));
+    }
     match uri.scheme_str() {
         Some("http" | "https") if uri.host().is_some() => Ok(uri),
         _ => Err(ClientError::Config(format!(
