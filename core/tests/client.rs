@@ -1758,3 +1758,75 @@ async fn credentials_in_the_base_url_are_a_config_error_not_silently_dropped() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A loopback server that answers every request with `head` and `body` written raw, then keeps
+/// the connection open (a chunked body is never terminated) until the client goes away.
+async fn raw_server_holding_open(head: &'static str, body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => request.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+                // Hold the connection until the client closes it.
+                while matches!(socket.read(&mut buffer).await, Ok(read) if read > 0) {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_complete_stream_whose_body_never_ends_finishes_promptly_without_error() {
+    // A gateway that sends the final event and then neither ends the chunked body nor closes
+    // the connection: the answer is whole, so waiting for the idle timeout and then
+    // reporting it truncated would be wrong twice.
+    let events = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"x\",\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let body = format!("{:x}\r\n{events}\r\n", events.len());
+    let base = raw_server_holding_open(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        body,
+    )
+    .await;
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(base);
+    config.timeouts.idle = Duration::from_secs(30);
+    config.timeouts.stall_notice = Duration::from_secs(20);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+
+    let started = std::time::Instant::now();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(got.stalls.is_empty());
+    assert_eq!(got.events.len(), 3);
+    assert!(stream.is_complete());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let started = std::time::Instant::now();
+    let decoded = collect_decoded(client.stream_message(BODY)).await;
+    assert!(decoded.error.is_none(), "{:?}", decoded.error);
+    assert!(decoded.message.is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
