@@ -1830,3 +1830,40 @@ async fn a_complete_stream_whose_body_never_ends_finishes_promptly_without_error
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_proxy_refusing_connect_with_a_4xx_is_not_retried() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Wrong proxy credentials (407) or a blocked destination (403) stay so on every try.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let _ = socket.read(&mut buffer).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 407 Proxy Authentication Required\r\n\
+                          proxy-authenticate: Basic\r\ncontent-length: 0\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("k");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.tls.native_roots = false;
+    config.proxy.https = Some(format!("http://{addr}"));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "connection", "{error:?}");
+    assert!(error.to_string().contains("407"), "{error}");
+    assert!(got.retries.is_empty(), "{:?}", got.retries);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -239,12 +239,21 @@ async fn tunnel(stream: &mut TcpStream, destination: &Uri, proxy: &Uri) -> io::R
         .nth(1)
         .and_then(|code| std::str::from_utf8(code).ok());
     if status != Some("200") {
-        return Err(io::Error::other(format!(
-            "proxy refused CONNECT: {}",
-            String::from_utf8_lossy(status_line).trim_end()
-        )));
+        return Err(io::Error::other(ProxyRefused {
+            status: status.and_then(|code| code.parse().ok()),
+            line: String::from_utf8_lossy(status_line).trim_end().to_owned(),
+        }));
     }
     Ok(())
+}
+
+/// The proxy answered `CONNECT` with something other than 200.
+#[derive(Debug, thiserror::Error)]
+#[error("proxy refused CONNECT: {line}")]
+pub(crate) struct ProxyRefused {
+    /// The status, when the line had one.
+    pub(crate) status: Option<u16>,
+    line: String,
 }
 
 /// `Basic base64(user:password)` when the proxy URL carries credentials.

@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::error::ClientError;
+use super::proxy::ProxyRefused;
 use super::retry::{RetryEvent, is_retryable_status, retry_after};
 use super::transport::HttpClient;
 use super::watchdog::{TimeoutKind, later};
@@ -281,7 +282,8 @@ async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Byt
 }
 
 /// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
-/// whether it may be retried: everything but a TLS failure (a bad certificate stays bad).
+/// whether it may be retried: everything but a TLS failure (a bad certificate stays bad) and a
+/// proxy's 4xx to `CONNECT` (wrong proxy credentials or a blocked destination stay so).
 fn connection_error(
     error: &hyper_util::client::legacy::Error,
     started: Instant,
@@ -290,6 +292,7 @@ fn connection_error(
     let mut source = error.source();
     let mut timed_out = false;
     let mut tls_failure = false;
+    let mut refused = false;
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
@@ -297,6 +300,9 @@ fn connection_error(
             timed_out |= io.kind() == io::ErrorKind::TimedOut;
         }
         tls_failure |= is_tls_error(cause);
+        refused |= find_cause::<ProxyRefused>(cause)
+            .and_then(|refusal| refusal.status)
+            .is_some_and(|status| (400..500).contains(&status));
         source = cause.source();
     }
     if timed_out && error.is_connect() {
@@ -311,7 +317,20 @@ fn connection_error(
         message,
         request_id: None,
     };
-    (error, !tls_failure)
+    (error, !tls_failure && !refused)
+}
+
+/// `error` as a `T`, looking through `io::Error`s (which hide their payload from `source()`).
+fn find_cause<'a, T: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    if let Some(found) = error.downcast_ref::<T>() {
+        return Some(found);
+    }
+    error
+        .downcast_ref::<io::Error>()
+        .and_then(io::Error::get_ref)
+        .and_then(|inner| find_cause::<T>(inner))
 }
 
 /// True when `error` is, or wraps through `io::Error`s (which hide their payload from
