@@ -1867,3 +1867,19 @@ async fn a_proxy_refusing_connect_with_a_4xx_is_not_retried() {
     assert!(got.retries.is_empty(), "{:?}", got.retries);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn an_api_key_with_a_newline_is_a_config_error_that_says_so() {
+    // A key read from a file keeps its trailing newline.
+    for provider in [Provider::Anthropic, Provider::OpenAiChat] {
+        let config = ClientConfig::new(provider).with_api_key("sk-test-123\n");
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains("API key"), "{message}");
+                assert!(message.contains("newline"), "{message}");
+                assert!(!message.contains("sk-test"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -309,6 +309,16 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(USER_AGENT, value(&config.user_agent, "user-agent")?);
+    if let Some(key) = &config.api_key
+        && HeaderValue::from_str(key).is_err()
+    {
+        // Never echo the key; say what is usually wrong with it.
+        return Err(ClientError::Config(
+            "the API key cannot be sent in a header: it contains a control character (a \
+             trailing newline?) or a non-ASCII one"
+                .to_owned(),
+        ));
+    }
     match config.provider {
         Provider::Anthropic => {
             if let Some(key) = &config.api_key {
