@@ -1883,3 +1883,20 @@ async fn an_api_key_with_a_newline_is_a_config_error_that_says_so() {
         }
     }
 }
+
+#[tokio::test]
+async fn no_proxy_ip_ranges_reach_a_local_server_directly() {
+    // Corporate settings list networks: NO_PROXY=localhost,10.0.0.0/8,127.0.0.0/8.
+    let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let mut config = config(Provider::Anthropic, &server);
+    let lookup = |name: &str| match name {
+        "HTTP_PROXY" => Some("http://127.0.0.1:9".to_owned()),
+        "NO_PROXY" => Some("localhost,10.0.0.0/8,127.0.0.0/8".to_owned()),
+        _ => None,
+    };
+    config.proxy = ferroloop::client::ProxyConfig::from_lookup(&lookup);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(got.retries.is_empty());
+}

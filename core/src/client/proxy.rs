@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -25,7 +26,8 @@ pub struct ProxyConfig {
     pub https: Option<String>,
     /// Proxy for `http` destinations.
     pub http: Option<String>,
-    /// Hosts reached directly: exact names, `.suffix` or `suffix` domain matches, `*` for all.
+    /// Hosts reached directly: exact names, `.suffix` or `suffix` domain matches, `*` for all,
+    /// IP ranges (`10.0.0.0/8`), any of them with `:port`.
     pub no_proxy: Vec<String>,
 }
 
@@ -89,19 +91,76 @@ impl ProxyConfig {
             .host()?
             .trim_start_matches('[')
             .trim_end_matches(']');
-        (!self.bypasses(host)).then_some(proxy)
+        let port = destination
+            .port_u16()
+            .unwrap_or(match destination.scheme_str() {
+                Some("https") => 443,
+                _ => 80,
+            });
+        (!self.bypasses(host, port)).then_some(proxy)
     }
 
-    fn bypasses(&self, host: &str) -> bool {
+    /// Whether `NO_PROXY` sends `host:port` directly. Entries are names (`.suffix`,
+    /// `*.suffix` and `suffix` match subdomains too), `*`, IP ranges (`10.0.0.0/8`,
+    /// `fd00::/8`, as Go and curl read them), and any of those with `:port` (then only that
+    /// port).
+    fn bypasses(&self, host: &str, port: u16) -> bool {
         let host = host.to_ascii_lowercase();
+        let address: Option<IpAddr> = host.parse().ok();
         self.no_proxy.iter().any(|entry| {
-            let entry = entry.trim_start_matches("*.").trim_start_matches('.');
+            if let Some((network, bits)) = entry.split_once('/') {
+                return match (address, network.parse::<IpAddr>(), bits.parse::<u8>()) {
+                    (Some(address), Ok(network), Ok(bits)) => in_range(address, network, bits),
+                    _ => false,
+                };
+            }
+            let (entry, entry_port) = split_port(entry);
+            if entry_port.is_some_and(|entry_port| entry_port != port) {
+                return false;
+            }
+            let entry = entry
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim_start_matches("*.")
+                .trim_start_matches('.');
             entry == "*"
                 || host == entry
                 || (host.len() > entry.len()
                     && host.ends_with(entry)
                     && host.as_bytes()[host.len() - entry.len() - 1] == b'.')
         })
+    }
+}
+
+/// `(host, Some(port))` for `host:port` and `[v6]:port`; a bare IPv6 address has no port.
+fn split_port(entry: &str) -> (&str, Option<u16>) {
+    let split = if entry.starts_with('[') {
+        entry
+            .rsplit_once("]:")
+            .map(|(host, port)| (&entry[..host.len() + 1], port))
+    } else {
+        entry
+            .split_once(':')
+            .filter(|(_, port)| !port.contains(':'))
+    };
+    match split.and_then(|(host, port)| Some((host, port.parse().ok()?))) {
+        Some((host, port)) => (host, Some(port)),
+        None => (entry, None),
+    }
+}
+
+/// Whether `address` is in `network/bits` (false for a prefix longer than the address).
+fn in_range(address: IpAddr, network: IpAddr, bits: u8) -> bool {
+    match (address, network) {
+        (IpAddr::V4(address), IpAddr::V4(network)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+            u32::from(address) & mask == u32::from(network) & mask
+        }
+        (IpAddr::V6(address), IpAddr::V6(network)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+            u128::from(address) & mask == u128::from(network) & mask
+        }
+        _ => false,
     }
 }
 
@@ -380,6 +439,42 @@ mod tests {
             config("*").proxy_for(&"https://x.y/".parse().unwrap()),
             None
         );
+    }
+
+    #[test]
+    fn no_proxy_understands_ip_ranges_and_ports() {
+        let listed = config("10.0.0.0/8, 192.168.1.0/24, fd00::/8, gw.local:8443, [::1]:9000");
+        let direct = [
+            "https://10.1.2.3/",
+            "http://192.168.1.77:8080/",
+            "https://[fd12::1]/",
+            "https://gw.local:8443/",
+            "http://[::1]:9000/",
+        ];
+        for url in direct {
+            assert_eq!(listed.proxy_for(&url.parse().unwrap()), None, "{url}");
+        }
+        let proxied = [
+            "https://11.0.0.1/",
+            "http://192.168.2.1/",
+            "https://[fe80::1]/",
+            "https://gw.local/",
+            "https://gw.local:9443/",
+            "http://[::1]:9001/",
+            // A name is not an address in the range.
+            "https://ten.example/",
+        ];
+        for url in proxied {
+            assert!(listed.proxy_for(&url.parse().unwrap()).is_some(), "{url}");
+        }
+        // Nonsense ranges match nothing.
+        let odd = config("10.0.0.0/99, x/8, 10.0.0.0/");
+        assert!(
+            odd.proxy_for(&"https://10.0.0.1/".parse().unwrap())
+                .is_some()
+        );
+        let all = config("0.0.0.0/0");
+        assert_eq!(all.proxy_for(&"https://1.2.3.4/".parse().unwrap()), None);
     }
 
     #[test]
