@@ -1900,3 +1900,42 @@ async fn no_proxy_ip_ranges_reach_a_local_server_directly() {
     assert!(got.error.is_none(), "{:?}", got.error);
     assert!(got.retries.is_empty());
 }
+
+#[tokio::test]
+async fn a_proxy_that_never_answers_connect_is_a_connect_timeout() {
+    // The proxy accepts the TCP connection and then says nothing (a black-holing proxy).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("k");
+    config.tls.native_roots = false;
+    config.proxy.https = Some(format!("http://{addr}"));
+    config.timeouts.connect = Duration::from_millis(300);
+    config.timeouts.first_byte = Duration::from_secs(60);
+    config.timeouts.total = Duration::from_secs(60);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                which: TimeoutKind::Connect,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -7,6 +7,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
@@ -209,13 +210,20 @@ fn redacted(url: &str) -> String {
 pub(crate) struct ProxyConnector {
     direct: HttpConnector,
     config: std::sync::Arc<ProxyConfig>,
+    /// Bounds the `CONNECT` exchange too: the TCP connect alone is bounded by `direct`.
+    connect_timeout: Duration,
 }
 
 impl ProxyConnector {
-    pub(crate) fn new(direct: HttpConnector, config: ProxyConfig) -> Self {
+    pub(crate) fn new(
+        direct: HttpConnector,
+        config: ProxyConfig,
+        connect_timeout: Duration,
+    ) -> Self {
         Self {
             direct,
             config: std::sync::Arc::new(config),
+            connect_timeout,
         }
     }
 }
@@ -234,6 +242,7 @@ impl tower_service::Service<Uri> for ProxyConnector {
     fn call(&mut self, destination: Uri) -> Self::Future {
         let mut direct = self.direct.clone();
         let proxy = self.config.proxy_for(&destination).map(str::to_owned);
+        let connect_timeout = self.connect_timeout;
         Box::pin(async move {
             let Some(proxy) = proxy else {
                 let stream = direct.call(destination).await?;
@@ -245,7 +254,16 @@ impl tower_service::Service<Uri> for ProxyConnector {
             let proxy_uri: Uri = proxy.parse()?;
             let mut stream = direct.call(proxy_uri.clone()).await?;
             if destination.scheme_str() == Some("https") {
-                tunnel(stream.inner_mut(), &destination, &proxy_uri).await?;
+                // A proxy that accepts and then says nothing would otherwise hold the
+                // attempt until the first-byte timeout.
+                tokio::time::timeout(
+                    connect_timeout,
+                    tunnel(stream.inner_mut(), &destination, &proxy_uri),
+                )
+                .await
+                .map_err(|_| {
+                    io::Error::new(io::ErrorKind::TimedOut, "the proxy did not answer CONNECT")
+                })??;
                 Ok(ProxiedStream {
                     io: stream,
                     via_proxy: false,

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 /// [`ClientError::Timeout`]: super::ClientError::Timeout
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timeouts {
-    /// TCP (and proxy) connection (default 30 s).
+    /// TCP connection, and the proxy's answer to `CONNECT` when tunnelling (default 30 s).
     pub connect: Duration,
     /// From sending the request to the response headers (default 600 s).
     pub first_byte: Duration,
