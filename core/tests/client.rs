@@ -1939,3 +1939,20 @@ async fn a_proxy_that_never_answers_connect_is_a_connect_timeout() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn create_on_a_body_that_is_not_json_says_what_it_got() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Text(
+            "<html><body>Please sign in</body></html>".into(),
+        ))
+        .header("content-type", "text/html"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let error = client.create(BODY).await.unwrap().json().unwrap_err();
+    let text = error.to_string();
+    assert_eq!(error.code(), "protocol");
+    assert!(text.contains("text/html"), "{text}");
+    assert!(text.contains("Please sign in"), "{text}");
+}

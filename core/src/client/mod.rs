@@ -88,9 +88,21 @@ pub struct ClientResponse {
 impl ClientResponse {
     /// The body parsed as JSON.
     pub fn json(&self) -> Result<serde_json::Value, ClientError> {
-        serde_json::from_slice(&self.body).map_err(|error| ClientError::Protocol {
-            message: format!("response body is not JSON: {error}"),
-            request_id: self.metrics.request_id.clone(),
+        serde_json::from_slice(&self.body).map_err(|error| {
+            // A login page or a proxy's notice is recognised by its type and first words.
+            let content_type = self
+                .headers
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("no content type");
+            let text = String::from_utf8_lossy(&self.body);
+            let excerpt: String = text.trim().chars().take(200).collect();
+            ClientError::Protocol {
+                message: format!(
+                    "response body is not JSON ({error}); it is {content_type}: {excerpt}"
+                ),
+                request_id: self.metrics.request_id.clone(),
+            }
         })
     }
 }
