@@ -1956,3 +1956,28 @@ async fn create_on_a_body_that_is_not_json_says_what_it_got() {
     assert!(text.contains("text/html"), "{text}");
     assert!(text.contains("Please sign in"), "{text}");
 }
+
+#[tokio::test]
+async fn a_non_streaming_body_that_stalls_is_an_idle_timeout_and_retried() {
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[]});
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())).fault(Fault::StallAfter {
+            bytes: 5,
+            ms: 30_000,
+        }),
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.idle = Duration::from_millis(300);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), client.create(BODY))
+        .await
+        .expect("the stalled body held the request")
+        .unwrap();
+    assert_eq!(response.json().unwrap(), message);
+    assert_eq!(response.metrics.attempts, 2);
+    let reason = &response.metrics.retries[0].reason;
+    assert!(reason.contains("idle"), "{reason}");
+}

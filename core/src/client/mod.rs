@@ -40,7 +40,6 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
-use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 pub use config::{ClientConfig, DEFAULT_MAX_EVENT_BYTES, Provider, RetryObserver, TlsOptions};
@@ -180,12 +179,9 @@ impl Client {
             let response = sender.clone().send().await?;
             let headers_at = Instant::now();
             let (parts, body) = response.into_parts();
-            let remaining = sender
-                .total_deadline()
-                .saturating_duration_since(headers_at);
-            let failure = match tokio::time::timeout(remaining, body.collect()).await {
-                Ok(Ok(collected)) => {
-                    let body = collected.to_bytes();
+            let request_id = error::request_id(&parts.headers);
+            let failure = match send::read_whole(body, &sender, request_id).await {
+                Ok(body) => {
                     let progress = sender
                         .progress
                         .lock()
@@ -208,18 +204,7 @@ impl Client {
                         metrics,
                     });
                 }
-                Ok(Err(error)) => (
-                    send::body_error(&error, error::request_id(&parts.headers)),
-                    true,
-                ),
-                Err(_) => (
-                    ClientError::Timeout {
-                        which: TimeoutKind::Total,
-                        elapsed: sender.start.elapsed(),
-                        request_id: error::request_id(&parts.headers),
-                    },
-                    false,
-                ),
+                Err(failure) => failure,
             };
             let (error, retryable) = failure;
             let attempt = sender.current_attempt();

@@ -348,6 +348,50 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     }
 }
 
+/// Reads a whole (non-streaming) body, failing when the total deadline passes or, once data
+/// has begun to arrive, when none comes for the idle timeout; the error says whether it may be
+/// retried. (Before the first byte only the total deadline applies: a server may send the
+/// headers at once and the body when the generation is done.)
+pub(crate) async fn read_whole(
+    mut body: Incoming,
+    sender: &Sender,
+    request_id: Option<String>,
+) -> Result<Bytes, (ClientError, bool)> {
+    let idle = sender.config.timeouts.idle;
+    let total_deadline = sender.total_deadline();
+    let mut data = Vec::new();
+    loop {
+        let quiet_since = Instant::now();
+        let deadline = if data.is_empty() {
+            total_deadline
+        } else {
+            later(quiet_since, idle).min(total_deadline)
+        };
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(None) => return Ok(Bytes::from(data)),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(chunk) = frame.into_data() {
+                    data.extend_from_slice(&chunk);
+                }
+            }
+            Ok(Some(Err(error))) => return Err((body_error(&error, request_id), true)),
+            Err(_) => {
+                let (which, elapsed, retryable) = if deadline >= total_deadline {
+                    (TimeoutKind::Total, sender.start.elapsed(), false)
+                } else {
+                    (TimeoutKind::Idle, quiet_since.elapsed(), true)
+                };
+                let error = ClientError::Timeout {
+                    which,
+                    elapsed,
+                    request_id,
+                };
+                return Err((error, retryable));
+            }
+        }
+    }
+}
+
 /// Maps a body read error to [`ClientError::Connection`].
 pub(crate) fn body_error(error: &hyper::Error, request_id: Option<String>) -> ClientError {
     let mut message = error.to_string();
