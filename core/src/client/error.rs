@@ -500,6 +500,22 @@ mod tests {
     }
 
     #[test]
+    fn responses_error_events_with_top_level_fields_are_classified() {
+        // The Responses API's `error` event carries code and message at the top level.
+        let error = ClientError::from_stream_error(
+            r#"{"type":"error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model.","param":null,"sequence_number":1}"#,
+            None,
+        );
+        assert_eq!(error.code(), "prompt_too_long", "{error:?}");
+        let details = error.details().unwrap();
+        assert_eq!(details.error_type, None);
+        assert_eq!(
+            details.message,
+            "Your input exceeds the context window of this model."
+        );
+    }
+
+    #[test]
     fn truncated_exposes_its_cause() {
         let error = ClientError::Truncated {
             partial: PartialResponse {
