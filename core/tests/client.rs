@@ -1981,3 +1981,35 @@ async fn a_non_streaming_body_that_stalls_is_an_idle_timeout_and_retried() {
     let reason = &response.metrics.retries[0].reason;
     assert!(reason.contains("idle"), "{reason}");
 }
+
+#[tokio::test]
+async fn prompt_too_long_reads_the_limit_wherever_the_server_puts_it() {
+    let cases = [
+        // Mistral: the size first, then the limit before the words.
+        (
+            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+            (Some(40_000), Some(32_768)),
+        ),
+        // OpenAI and vLLM with the breakdown of the request.
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested 9,000 tokens (8000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+            (Some(9_000), Some(8_192)),
+        ),
+    ];
+    for (message, expected) in cases {
+        let server = serve(&script(vec![ScriptedResponse::with_status(
+            400,
+            ScriptBody::Json(
+                json!({"error": {"message": message, "type": "invalid_request_error"}}),
+            ),
+        )]))
+        .await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        let ClientError::PromptTooLong { tokens, limit, .. } = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!((tokens, limit), expected, "{message}");
+    }
+}

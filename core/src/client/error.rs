@@ -345,17 +345,37 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
 }
 
 /// `Some((tokens, limit))` when the message says the prompt is too long. Understands
-/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum" and OpenAI's "maximum
-/// context length is 128000 tokens. However, your messages resulted in 130000 tokens".
+/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum", OpenAI's (and vLLM's)
+/// "maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens"
+/// and Mistral's "Prompt contains 40000 tokens and 0 draft tokens, too large for model with
+/// 32768 maximum context length".
 fn prompt_too_long(message: &str, reason: &str) -> Option<(Option<u64>, Option<u64>)> {
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `message`.
     let lower = message.to_ascii_lowercase();
     if let Some(at) = lower.find("prompt is too long") {
         let numbers = numbers(&message[at..]);
         return Some((numbers.first().copied(), numbers.get(1).copied()));
     }
     if reason == "context_length_exceeded" || lower.contains("maximum context length") {
-        let numbers = numbers(message);
-        return Some((numbers.get(1).copied(), numbers.first().copied()));
+        const PHRASE: &str = "maximum context length";
+        // The limit follows "maximum context length is", or comes right before the phrase.
+        let limit = match lower.find("maximum context length is") {
+            Some(at) => numbers(&message[at..]).first().copied(),
+            None => lower.find(PHRASE).and_then(|at| {
+                let before = message[..at].trim_end();
+                let word = before
+                    .rsplit(char::is_whitespace)
+                    .next()
+                    .unwrap_or_default();
+                numbers(word).last().copied()
+            }),
+        };
+        // The request's size is the largest other number (a breakdown follows it).
+        let tokens = numbers(message)
+            .into_iter()
+            .filter(|number| Some(*number) != limit)
+            .max();
+        return Some((tokens, limit));
     }
     None
 }
