@@ -2013,3 +2013,24 @@ async fn prompt_too_long_reads_the_limit_wherever_the_server_puts_it() {
         assert_eq!((tokens, limit), expected, "{message}");
     }
 }
+
+#[tokio::test]
+async fn percent_encoded_proxy_credentials_are_decoded() {
+    // A user name with an @ or a password with a : must be percent-encoded in the URL; the
+    // proxy expects the decoded text, as curl sends it.
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
+    config.proxy.http = Some(format!("http://me%40corp:p%3Aw%25d@{}", server.addr()));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    // base64("me@corp:p:w%d")
+    assert_eq!(
+        server.requests()[0].header("proxy-authorization"),
+        Some("Basic bWVAY29ycDpwOnclZA==")
+    );
+}

@@ -336,7 +336,37 @@ pub(crate) struct ProxyRefused {
 /// `Basic base64(user:password)` when the proxy URL carries credentials.
 pub(crate) fn proxy_authorization(proxy: &Uri) -> Option<String> {
     let (credentials, _) = proxy.authority()?.as_str().rsplit_once('@')?;
-    Some(format!("Basic {}", base64_encode(credentials.as_bytes())))
+    // A URL carries `@`, `:` and `%` in a name or password percent-encoded; the proxy checks
+    // the text itself.
+    Some(format!(
+        "Basic {}",
+        base64_encode(&percent_decode(credentials.as_bytes()))
+    ))
+}
+
+/// `%XX` escapes decoded; anything else (a lone `%` included) kept as is.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let hex = |byte: u8| char::from(byte).to_digit(16);
+    let mut out = Vec::with_capacity(input.len());
+    let mut index = 0;
+    while index < input.len() {
+        let escaped = match input.get(index..index + 3) {
+            Some([b'%', high, low]) => hex(*high).zip(hex(*low)),
+            _ => None,
+        };
+        match escaped {
+            Some((high, low)) => {
+                // Two hex digits make at most 255.
+                out.push(u8::try_from(high * 16 + low).unwrap_or(b'?'));
+                index += 3;
+            }
+            None => {
+                out.push(input[index]);
+                index += 1;
+            }
+        }
+    }
+    out
 }
 
 fn base64_encode(input: &[u8]) -> String {
@@ -493,6 +523,14 @@ mod tests {
         );
         let all = config("0.0.0.0/0");
         assert_eq!(all.proxy_for(&"https://1.2.3.4/".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(percent_decode(b"a%40b%3a%3A%25"), b"a@b::%");
+        assert_eq!(percent_decode(b"50%"), b"50%");
+        assert_eq!(percent_decode(b"%zz%4"), b"%zz%4");
+        assert_eq!(percent_decode(b"%C3%A9"), "\u{e9}".as_bytes());
     }
 
     #[test]
