@@ -2034,3 +2034,16 @@ async fn percent_encoded_proxy_credentials_are_decoded() {
         Some("Basic bWVAY29ycDpwOnclZA==")
     );
 }
+
+#[tokio::test]
+async fn a_bad_base_url_error_does_not_echo_credentials() {
+    let config = ClientConfig::new(Provider::OpenAiChat)
+        .with_base_url("https://user:top secret@gw.example/v1");
+    match Client::new(config) {
+        Err(ClientError::Config(message)) => {
+            assert!(!message.contains("top secret"), "{message}");
+            assert!(message.contains("gw.example"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -277,9 +277,10 @@ fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
         url.push('?');
         url.push_str(query);
     }
-    let uri: Uri = url
-        .parse()
-        .map_err(|error| ClientError::Config(format!("bad URL {url:?}: {error}")))?;
+    let uri: Uri = url.parse().map_err(|error| {
+        let url = proxy::redacted(&url);
+        ClientError::Config(format!("bad URL {url:?}: {error}"))
+    })?;
     if uri
         .authority()
         .is_some_and(|authority| authority.as_str().contains('@'))

@@ -194,7 +194,7 @@ fn check_proxy(url: &str) -> Result<(), ClientError> {
 }
 
 /// `url` without the credentials it may carry, for messages.
-fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
