@@ -2047,3 +2047,17 @@ async fn a_bad_base_url_error_does_not_echo_credentials() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn debug_output_does_not_show_proxy_passwords() {
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("sk-secret");
+    config.proxy.https = Some("http://me:hunter2@proxy.corp:3128".into());
+    config.proxy.http = Some("http://me:hunter3@proxy.corp:3128".into());
+    let shown = format!("{config:?}");
+    let client = Client::new(config).unwrap();
+    for text in [shown, format!("{client:?}")] {
+        assert!(!text.contains("hunter"), "{text}");
+        assert!(!text.contains("sk-secret"), "{text}");
+        assert!(text.contains("proxy.corp:3128"), "{text}");
+    }
+}

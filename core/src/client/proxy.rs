@@ -18,8 +18,8 @@ use tokio::net::TcpStream;
 
 use super::error::ClientError;
 
-/// Proxy settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Proxy settings. Their debug output hides proxy credentials.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ProxyConfig {
     /// Proxy for `https` destinations (`http://host:port`; `host:port` means the same). Only
     /// `http://` proxies are supported: another scheme fails [`Client::new`](super::Client::new)
@@ -30,6 +30,16 @@ pub struct ProxyConfig {
     /// Hosts reached directly: exact names, `.suffix` or `suffix` domain matches, `*` for all,
     /// IP ranges (`10.0.0.0/8`), any of them with `:port`.
     pub no_proxy: Vec<String>,
+}
+
+impl std::fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyConfig")
+            .field("https", &self.https.as_deref().map(redacted))
+            .field("http", &self.http.as_deref().map(redacted))
+            .field("no_proxy", &self.no_proxy)
+            .finish()
+    }
 }
 
 impl ProxyConfig {
@@ -193,14 +203,15 @@ fn check_proxy(url: &str) -> Result<(), ClientError> {
     Ok(())
 }
 
-/// `url` without the credentials it may carry, for messages.
+/// `url` without the credentials it may carry, for messages and debug output.
 pub(crate) fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    let (prefix, rest) = match url.find("://") {
+        Some(at) => url.split_at(at + 3),
+        None => ("", url),
     };
     let authority_end = rest.find('/').unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        Some(at) => format!("{prefix}***@{}", &rest[at + 1..]),
         None => url.to_owned(),
     }
 }
@@ -523,6 +534,14 @@ mod tests {
         );
         let all = config("0.0.0.0/0");
         assert_eq!(all.proxy_for(&"https://1.2.3.4/".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn credentials_are_redacted_with_or_without_a_scheme() {
+        assert_eq!(redacted("http://u:p@h:1/x"), "http://***@h:1/x");
+        assert_eq!(redacted("u:p@h:1"), "***@h:1");
+        assert_eq!(redacted("http://h:1/a@b"), "http://h:1/a@b");
+        assert_eq!(redacted("http://h:1"), "http://h:1");
     }
 
     #[test]
