@@ -2061,3 +2061,24 @@ async fn debug_output_does_not_show_proxy_passwords() {
         assert!(text.contains("proxy.corp:3128"), "{text}");
     }
 }
+
+#[tokio::test]
+async fn a_base_url_that_is_the_whole_endpoint_is_a_config_error_that_says_so() {
+    // Pasting the endpoint instead of the base would request .../chat/completions/chat/completions.
+    let cases = [
+        (
+            Provider::OpenAiChat,
+            "https://gw.example/v1/chat/completions/",
+        ),
+        (Provider::OpenAiResponses, "https://gw.example/v1/responses"),
+        (Provider::Anthropic, "https://gw.example/v1/messages"),
+    ];
+    for (provider, base) in cases {
+        match Client::new(ClientConfig::new(provider).with_base_url(base)) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains(provider.messages_path()), "{message}");
+            }
+            other => panic!("{base}: {other:?}"),
+        }
+    }
+}

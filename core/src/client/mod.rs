@@ -113,7 +113,16 @@ impl Client {
         let http = transport::build(&config)?;
         let base_headers = base_headers(&config)?;
         // Fail on a bad base URL or proxy now rather than on the first request.
-        let uri = endpoint(&config, config.provider.messages_path())?;
+        let path = config.provider.messages_path();
+        let base = config.base_url.split('?').next().unwrap_or_default();
+        if base.trim_end_matches('/').ends_with(path) {
+            // The endpoint pasted as the base would be requested as `{path}{path}`: a 404.
+            return Err(ClientError::Config(format!(
+                "the base URL ends with the endpoint path {path}: give the base (such as \
+                 https://api.openai.com/v1), the client appends {path}"
+            )));
+        }
+        let uri = endpoint(&config, path)?;
         config.proxy.check(&uri)?;
         Ok(Self {
             config: Arc::new(config),
