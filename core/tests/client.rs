@@ -1417,3 +1417,668 @@ async fn no_event_after_an_oversized_one_in_the_same_frame_is_delivered() {
     assert_eq!(partial.last_event_type.as_deref(), Some("message_start"));
     assert_eq!(partial.message.as_ref().unwrap()["id"], "msg_1");
 }
+
+/// A script whose every request gets `response` (so a wrongly retried request shows up as
+/// more than one request).
+fn always(response: ScriptedResponse) -> Script {
+    Script {
+        responses: vec![response],
+        when_exhausted: ferroloop_replay::WhenExhausted::RepeatLast,
+    }
+}
+
+#[tokio::test]
+async fn a_200_that_is_json_or_html_is_a_clear_error_and_not_retried() {
+    // A gateway that ignored `"stream": true` answers with the whole message as JSON; a
+    // captive portal or SSO proxy answers with a login page. Neither is an event stream, and
+    // sending the request again (a billed generation) would get the same answer.
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[]});
+    let cases = [
+        (
+            ScriptedResponse::ok(ScriptBody::Json(message)),
+            "application/json",
+        ),
+        (
+            ScriptedResponse::ok(ScriptBody::Text(
+                "<!DOCTYPE html><html><body>Sign in</body></html>".into(),
+            ))
+            .header("content-type", "text/html; charset=utf-8"),
+            "text/html",
+        ),
+    ];
+    for (response, content_type) in cases {
+        let server = serve(&always(response.header("request-id", "req_ct"))).await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert!(matches!(error, ClientError::Protocol { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains(content_type), "{text}");
+        assert!(text.contains("event stream"), "{text}");
+        assert_eq!(error.request_id(), Some("req_ct"));
+        assert!(got.retries.is_empty(), "{:?}", got.retries);
+        assert_eq!(server.requests().len(), 1, "{content_type}");
+    }
+}
+
+#[tokio::test]
+async fn a_200_json_error_body_is_classified_like_an_error_event() {
+    let server = serve(&always(ScriptedResponse::ok(ScriptBody::Json(
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+    ))))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "overloaded", "{error:?}");
+    assert_eq!(
+        error.details().map(|details| details.message.as_str()),
+        Some("Overloaded")
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_compressed_event_stream_is_a_clear_error_and_not_retried() {
+    // Nothing asked for compression; a server that compresses anyway sends bytes the event
+    // parser cannot read.
+    let server = serve(&always(
+        ScriptedResponse::ok(ScriptBody::Text("\u{1f}\u{8b}\u{8}garbage".into()))
+            .header("content-type", "text/event-stream")
+            .header("content-encoding", "gzip"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Protocol { .. }), "{error:?}");
+    assert!(error.to_string().contains("gzip"), "{error}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn openai_context_length_exceeded_is_prompt_too_long_whatever_the_message() {
+    // The Responses API says so only in `code`; its message names no "maximum context length".
+    let server = serve(&script(vec![ScriptedResponse::with_status(
+        400,
+        ScriptBody::Json(json!({"error": {
+            "message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}})),
+    )]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiResponses, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::PromptTooLong {
+        tokens,
+        limit,
+        details,
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert_eq!((*tokens, *limit), (None, None));
+    assert_eq!(details.error_type.as_deref(), Some("invalid_request_error"));
+    assert!(
+        details.message.starts_with("Your input exceeds"),
+        "{details:?}"
+    );
+}
+
+#[tokio::test]
+async fn error_bodies_of_other_json_shapes_yield_their_message() {
+    let cases = [
+        // vLLM and other OpenAI-compatible servers.
+        (
+            json!({"object": "error", "message": "The model `x` does not exist.",
+                   "type": "NotFoundError", "param": null, "code": 404}),
+            "The model `x` does not exist.",
+            Some("NotFoundError"),
+        ),
+        // Gateways that put a bare string in `error`.
+        (json!({"error": "model not found"}), "model not found", None),
+        // FastAPI-style servers.
+        (
+            json!({"detail": "Not authenticated"}),
+            "Not authenticated",
+            None,
+        ),
+    ];
+    for (body, message, error_type) in cases {
+        let server = serve(&script(vec![ScriptedResponse::with_status(
+            404,
+            ScriptBody::Json(body.clone()),
+        )]))
+        .await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), "not_found", "{error:?}");
+        let details = error.details().unwrap();
+        assert_eq!(details.message, message, "{body}");
+        assert_eq!(details.error_type.as_deref(), error_type, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn extra_headers_replace_the_defaults_of_the_same_name() {
+    let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.headers = vec![
+        ("User-Agent".into(), "my-app/2".into()),
+        ("anthropic-version".into(), "2099-01-01".into()),
+        ("x-api-key".into(), "gateway-key".into()),
+        ("x-tag".into(), "a".into()),
+        ("x-tag".into(), "b".into()),
+    ];
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    let values = |name: &str| -> Vec<&str> {
+        request
+            .headers
+            .iter()
+            .filter(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+            .collect()
+    };
+    assert_eq!(values("user-agent"), ["my-app/2"]);
+    assert_eq!(values("anthropic-version"), ["2099-01-01"]);
+    assert_eq!(values("x-api-key"), ["gateway-key"]);
+    // A name the defaults do not set keeps every value given.
+    assert_eq!(values("x-tag"), ["a", "b"]);
+}
+
+#[tokio::test]
+async fn a_proxy_without_a_scheme_is_an_http_proxy() {
+    // `HTTPS_PROXY=proxy.corp:3128` is common; curl reads it as http://.
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
+    config.proxy.http = Some(format!("user:pw@{}", server.addr()));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let request = &server.requests()[0];
+    assert_eq!(request.uri, "http://api.example.invalid:81/v1/messages");
+    assert_eq!(
+        request.header("proxy-authorization"),
+        Some("Basic dXNlcjpwdw==")
+    );
+}
+
+#[tokio::test]
+async fn an_unsupported_proxy_is_a_config_error_not_retried_connection_errors() {
+    for proxy in [
+        "socks5://user:secret@127.0.0.1:1080",
+        "https://127.0.0.1:3128",
+        "http://",
+        "http://proxy:port",
+    ] {
+        let mut config = ClientConfig::new(Provider::Anthropic);
+        config.proxy.https = Some(proxy.to_owned());
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains("proxy"), "{proxy}: {message}");
+                assert!(!message.contains("secret"), "{message}");
+            }
+            other => panic!("{proxy}: {other:?}"),
+        }
+    }
+    // A proxy for the other scheme is never used, so it does not matter.
+    let mut config = ClientConfig::new(Provider::Anthropic);
+    config.proxy.http = Some("socks5://127.0.0.1:1080".to_owned());
+    assert!(Client::new(config).is_ok());
+}
+
+#[tokio::test]
+async fn a_huge_error_body_is_read_bounded_and_keeps_its_beginning() {
+    // A gateway's 502 page far larger than any error the client keeps (1 MiB).
+    let page = format!(
+        "<html><title>502 Bad Gateway</title>{}</html>",
+        "x".repeat(3 << 20)
+    );
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(502, ScriptBody::Text(page))
+            .header("content-type", "text/html"),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "server");
+    let message = &error.details().unwrap().message;
+    assert!(
+        message.starts_with("<html><title>502 Bad Gateway</title>"),
+        "{message:.80}"
+    );
+    assert!(message.len() <= 2000 * 4, "{}", message.len());
+    assert!(stream.metrics().total.unwrap() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn an_error_body_that_stalls_is_cut_at_the_idle_timeout_and_retried() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(503, ScriptBody::Text("temporarily unavailable".into()))
+            .fault(Fault::StallAfter {
+                bytes: 4,
+                ms: 15_000,
+            }),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.idle = Duration::from_millis(300);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(got.retries[0].status, Some(503));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_names_where_it_points() {
+    let server = serve(&always(
+        ScriptedResponse::with_status(301, ScriptBody::Text("Moved Permanently".into()))
+            .header("location", "https://api.example.com/v1/messages"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.status(), Some(301));
+    let text = error.to_string();
+    assert!(
+        text.contains("https://api.example.com/v1/messages"),
+        "{text}"
+    );
+    assert!(text.contains("Moved Permanently"), "{text}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_zero_or_past_retry_after_falls_back_to_the_backoff() {
+    // Both SDKs ignore a zero wait: retrying at once would hammer a server that is limiting.
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(429, ScriptBody::Empty).header("retry-after", "0"),
+        ScriptedResponse::with_status(429, ScriptBody::Empty)
+            .header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 2);
+    for retry in &got.retries {
+        assert!(retry.wait > Duration::ZERO, "{retry:?}");
+        assert!(retry.wait <= Duration::from_millis(20), "{retry:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_base_url_with_a_query_keeps_it_after_the_endpoint_path() {
+    // Azure OpenAI's deployment URLs carry `?api-version=...`.
+    let server = serve(&Script::repeat(fixture("openai-chat/173417d55340.sse"))).await;
+    let base = format!(
+        "{}/openai/deployments/gpt/?api-version=2024-10-21",
+        server.base_url()
+    );
+    let client = Client::new(config(Provider::OpenAiChat, &server).with_base_url(base)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(
+        server.requests()[0].path,
+        "/openai/deployments/gpt/chat/completions?api-version=2024-10-21"
+    );
+}
+
+#[tokio::test]
+async fn credentials_in_the_base_url_are_a_config_error_not_silently_dropped() {
+    let config =
+        ClientConfig::new(Provider::OpenAiChat).with_base_url("https://user:secret@gw.example/v1");
+    match Client::new(config) {
+        Err(ClientError::Config(message)) => {
+            assert!(message.contains("credentials"), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A loopback server that answers every request with `head` and `body` written raw, then keeps
+/// the connection open (a chunked body is never terminated) until the client goes away.
+async fn raw_server_holding_open(head: &'static str, body: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => request.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+                // Hold the connection until the client closes it.
+                while matches!(socket.read(&mut buffer).await, Ok(read) if read > 0) {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_complete_stream_whose_body_never_ends_finishes_promptly_without_error() {
+    // A gateway that sends the final event and then neither ends the chunked body nor closes
+    // the connection: the answer is whole, so waiting for the idle timeout and then
+    // reporting it truncated would be wrong twice.
+    let events = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"x\",\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let body = format!("{:x}\r\n{events}\r\n", events.len());
+    let base = raw_server_holding_open(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        body,
+    )
+    .await;
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(base);
+    config.timeouts.idle = Duration::from_secs(30);
+    config.timeouts.stall_notice = Duration::from_secs(20);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+
+    let started = std::time::Instant::now();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(got.stalls.is_empty());
+    assert_eq!(got.events.len(), 3);
+    assert!(stream.is_complete());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let started = std::time::Instant::now();
+    let decoded = collect_decoded(client.stream_message(BODY)).await;
+    assert!(decoded.error.is_none(), "{:?}", decoded.error);
+    assert!(decoded.message.is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_proxy_refusing_connect_with_a_4xx_is_not_retried() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Wrong proxy credentials (407) or a blocked destination (403) stay so on every try.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let _ = socket.read(&mut buffer).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 407 Proxy Authentication Required\r\n\
+                          proxy-authenticate: Basic\r\ncontent-length: 0\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("k");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.tls.native_roots = false;
+    config.proxy.https = Some(format!("http://{addr}"));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "connection", "{error:?}");
+    assert!(error.to_string().contains("407"), "{error}");
+    assert!(got.retries.is_empty(), "{:?}", got.retries);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_api_key_with_a_newline_is_a_config_error_that_says_so() {
+    // A key read from a file keeps its trailing newline.
+    for provider in [Provider::Anthropic, Provider::OpenAiChat] {
+        let config = ClientConfig::new(provider).with_api_key("sk-test-123\n");
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains("API key"), "{message}");
+                assert!(message.contains("newline"), "{message}");
+                assert!(!message.contains("sk-test"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_proxy_ip_ranges_reach_a_local_server_directly() {
+    // Corporate settings list networks: NO_PROXY=localhost,10.0.0.0/8,127.0.0.0/8.
+    let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
+    let mut config = config(Provider::Anthropic, &server);
+    let lookup = |name: &str| match name {
+        "HTTP_PROXY" => Some("http://127.0.0.1:9".to_owned()),
+        "NO_PROXY" => Some("localhost,10.0.0.0/8,127.0.0.0/8".to_owned()),
+        _ => None,
+    };
+    config.proxy = ferroloop::client::ProxyConfig::from_lookup(&lookup);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(got.retries.is_empty());
+}
+
+#[tokio::test]
+async fn a_proxy_that_never_answers_connect_is_a_connect_timeout() {
+    // The proxy accepts the TCP connection and then says nothing (a black-holing proxy).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("k");
+    config.tls.native_roots = false;
+    config.proxy.https = Some(format!("http://{addr}"));
+    config.timeouts.connect = Duration::from_millis(300);
+    config.timeouts.first_byte = Duration::from_secs(60);
+    config.timeouts.total = Duration::from_secs(60);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                which: TimeoutKind::Connect,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn create_on_a_body_that_is_not_json_says_what_it_got() {
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Text(
+            "<html><body>Please sign in</body></html>".into(),
+        ))
+        .header("content-type", "text/html"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let error = client.create(BODY).await.unwrap().json().unwrap_err();
+    let text = error.to_string();
+    assert_eq!(error.code(), "protocol");
+    assert!(text.contains("text/html"), "{text}");
+    assert!(text.contains("Please sign in"), "{text}");
+}
+
+#[tokio::test]
+async fn a_non_streaming_body_that_stalls_is_an_idle_timeout_and_retried() {
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[]});
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())).fault(Fault::StallAfter {
+            bytes: 5,
+            ms: 30_000,
+        }),
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.timeouts.idle = Duration::from_millis(300);
+    config.timeouts.total = Duration::from_secs(60);
+    let client = Client::new(config).unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), client.create(BODY))
+        .await
+        .expect("the stalled body held the request")
+        .unwrap();
+    assert_eq!(response.json().unwrap(), message);
+    assert_eq!(response.metrics.attempts, 2);
+    let reason = &response.metrics.retries[0].reason;
+    assert!(reason.contains("idle"), "{reason}");
+}
+
+#[tokio::test]
+async fn prompt_too_long_reads_the_limit_wherever_the_server_puts_it() {
+    let cases = [
+        // Mistral: the size first, then the limit before the words.
+        (
+            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+            (Some(40_000), Some(32_768)),
+        ),
+        // OpenAI and vLLM with the breakdown of the request.
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested 9,000 tokens (8000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.",
+            (Some(9_000), Some(8_192)),
+        ),
+    ];
+    for (message, expected) in cases {
+        let server = serve(&script(vec![ScriptedResponse::with_status(
+            400,
+            ScriptBody::Json(
+                json!({"error": {"message": message, "type": "invalid_request_error"}}),
+            ),
+        )]))
+        .await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        let ClientError::PromptTooLong { tokens, limit, .. } = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!((tokens, limit), expected, "{message}");
+    }
+}
+
+#[tokio::test]
+async fn percent_encoded_proxy_credentials_are_decoded() {
+    // A user name with an @ or a password with a : must be percent-encoded in the URL; the
+    // proxy expects the decoded text, as curl sends it.
+    let server = serve(&script(vec![ScriptedResponse::ok(fixture(
+        "anthropic/basic_response.sse",
+    ))]))
+    .await;
+    let mut config =
+        config(Provider::Anthropic, &server).with_base_url("http://api.example.invalid:81");
+    config.proxy.http = Some(format!("http://me%40corp:p%3Aw%25d@{}", server.addr()));
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    // base64("me@corp:p:w%d")
+    assert_eq!(
+        server.requests()[0].header("proxy-authorization"),
+        Some("Basic bWVAY29ycDpwOnclZA==")
+    );
+}
+
+#[tokio::test]
+async fn a_bad_base_url_error_does_not_echo_credentials() {
+    let config = ClientConfig::new(Provider::OpenAiChat)
+        .with_base_url("https://user:top secret@gw.example/v1");
+    match Client::new(config) {
+        Err(ClientError::Config(message)) => {
+            assert!(!message.contains("top secret"), "{message}");
+            assert!(message.contains("gw.example"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn debug_output_does_not_show_proxy_passwords() {
+    let mut config = ClientConfig::new(Provider::Anthropic).with_api_key("sk-secret");
+    config.proxy.https = Some("http://me:hunter2@proxy.corp:3128".into());
+    config.proxy.http = Some("http://me:hunter3@proxy.corp:3128".into());
+    let shown = format!("{config:?}");
+    let client = Client::new(config).unwrap();
+    for text in [shown, format!("{client:?}")] {
+        assert!(!text.contains("hunter"), "{text}");
+        assert!(!text.contains("sk-secret"), "{text}");
+        assert!(text.contains("proxy.corp:3128"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_base_url_that_is_the_whole_endpoint_is_a_config_error_that_says_so() {
+    // Pasting the endpoint instead of the base would request .../chat/completions/chat/completions.
+    let cases = [
+        (
+            Provider::OpenAiChat,
+            "https://gw.example/v1/chat/completions/",
+        ),
+        (Provider::OpenAiResponses, "https://gw.example/v1/responses"),
+        (Provider::Anthropic, "https://gw.example/v1/messages"),
+    ];
+    for (provider, base) in cases {
+        match Client::new(ClientConfig::new(provider).with_base_url(base)) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains(provider.messages_path()), "{message}");
+            }
+            other => panic!("{base}: {other:?}"),
+        }
+    }
+}

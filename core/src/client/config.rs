@@ -64,7 +64,9 @@ impl Default for TlsOptions {
 pub struct ClientConfig {
     /// The API spoken.
     pub provider: Provider,
-    /// Scheme, host, port and optional path prefix, without a trailing slash.
+    /// Scheme, host, port and optional path prefix, without a trailing slash. A query
+    /// (`?api-version=...`) is kept after the endpoint's path; credentials (`user:pw@`) are
+    /// refused.
     pub base_url: String,
     /// The API key (`x-api-key` for Anthropic, `Authorization: Bearer` otherwise).
     pub api_key: Option<String>,
@@ -72,7 +74,9 @@ pub struct ClientConfig {
     pub anthropic_version: String,
     /// `anthropic-beta` flags, sent comma-separated when not empty.
     pub anthropic_beta: Vec<String>,
-    /// Extra headers sent with every request.
+    /// Extra headers sent with every request. A name given here replaces the default header of
+    /// that name (`user-agent`, `x-api-key`, `authorization`, `anthropic-version`, ...); a name
+    /// given twice is sent twice. `accept` is always the client's own.
     pub headers: Vec<(String, String)>,
     /// The `user-agent` header.
     pub user_agent: String,

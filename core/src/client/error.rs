@@ -217,26 +217,41 @@ impl ClientError {
         body: &[u8],
         retry_after: Option<Duration>,
     ) -> Self {
-        let (error_type, message) = parse_error_body(body);
+        let parsed = parse_error_body(body);
+        let mut message = parsed.message;
+        // Redirects are not followed (the request carries the key); where it pointed is what
+        // the user needs to fix the base URL.
+        if (300..400).contains(&status)
+            && let Some(location) = headers
+                .get(http::header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+        {
+            let note = format!("redirect to {location} not followed (check the base URL)");
+            message = if message.is_empty() {
+                note
+            } else {
+                format!("{note}: {message}")
+            };
+        }
         let details = ErrorDetails {
             status: Some(status),
-            error_type,
+            error_type: parsed.error_type,
             message,
             request_id: request_id(headers),
         };
-        classify(details, retry_after)
+        classify(details, parsed.code.as_deref(), retry_after)
     }
 
     /// Builds the error for an `error` event inside a stream (`data` is its JSON).
     pub(crate) fn from_stream_error(data: &str, request_id: Option<String>) -> Self {
-        let (error_type, message) = parse_error_body(data.as_bytes());
+        let parsed = parse_error_body(data.as_bytes());
         let details = ErrorDetails {
             status: None,
-            error_type,
-            message,
+            error_type: parsed.error_type,
+            message: parsed.message,
             request_id,
         };
-        classify(details, None)
+        classify(details, parsed.code.as_deref(), None)
     }
 }
 
@@ -249,10 +264,15 @@ pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Picks the class from the status, refined by the provider's error type and message.
-fn classify(details: ErrorDetails, retry_after: Option<Duration>) -> ClientError {
+/// Picks the class from the status, refined by the provider's error type, code and message.
+fn classify(
+    details: ErrorDetails,
+    code: Option<&str>,
+    retry_after: Option<Duration>,
+) -> ClientError {
     let error_type = details.error_type.as_deref().unwrap_or("");
-    if let Some((tokens, limit)) = prompt_too_long(&details.message, error_type) {
+    let reason = code.unwrap_or(error_type);
+    if let Some((tokens, limit)) = prompt_too_long(&details.message, reason) {
         return ClientError::PromptTooLong {
             details,
             tokens,
@@ -278,41 +298,84 @@ fn classify(details: ErrorDetails, retry_after: Option<Duration>) -> ClientError
     }
 }
 
-/// `(error.type, error.message)` from `{"error": {"type", "message"}}` (Anthropic and OpenAI
-/// both), falling back to the raw text.
-fn parse_error_body(body: &[u8]) -> (Option<String>, String) {
+/// What an error body says: `{"error": {"type", "code", "message"}}` (Anthropic and OpenAI
+/// both), else the shapes of other OpenAI-compatible servers (a top-level `message` and
+/// `type`, `{"error": "text"}`, `{"detail": "text"}`), else the raw text.
+struct ParsedError {
+    error_type: Option<String>,
+    /// OpenAI's precise reason (`context_length_exceeded`), which may differ from the type.
+    code: Option<String>,
+    message: String,
+}
+
+fn parse_error_body(body: &[u8]) -> ParsedError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let error = parsed.as_ref().and_then(|value| value.get("error"));
-    let field = |name: &str| {
-        error
-            .and_then(|error| error.get(name))
+    let text_of = |value: Option<&serde_json::Value>| {
+        value
             .and_then(serde_json::Value::as_str)
+            .filter(|text| !text.is_empty())
             .map(str::to_owned)
     };
-    // OpenAI puts the precise reason in `code` (`context_length_exceeded`).
-    let error_type = field("type")
-        .filter(|kind| !kind.is_empty())
-        .or_else(|| field("code"));
-    let message = field("message").unwrap_or_else(|| {
-        let text = String::from_utf8_lossy(body);
-        let text = text.trim();
-        text.chars().take(2000).collect()
-    });
-    (error_type, message)
+    let top = |name: &str| text_of(parsed.as_ref().and_then(|value| value.get(name)));
+    let error = parsed
+        .as_ref()
+        .and_then(|value| value.get("error"))
+        .filter(|error| error.is_object());
+    let field = |name: &str| text_of(error.and_then(|error| error.get(name)));
+    let code = field("code").or_else(|| top("code"));
+    let error_type = match error {
+        Some(_) => field("type").or_else(|| code.clone()),
+        // Anthropic's envelope says `"type": "error"`, which names no class.
+        None => top("type").filter(|kind| kind != "error"),
+    };
+    let message = field("message")
+        .or_else(|| top("error"))
+        .or_else(|| top("message"))
+        .or_else(|| top("detail"))
+        .unwrap_or_else(|| {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            text.chars().take(2000).collect()
+        });
+    ParsedError {
+        error_type,
+        code,
+        message,
+    }
 }
 
 /// `Some((tokens, limit))` when the message says the prompt is too long. Understands
-/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum" and OpenAI's "maximum
-/// context length is 128000 tokens. However, your messages resulted in 130000 tokens".
-fn prompt_too_long(message: &str, error_type: &str) -> Option<(Option<u64>, Option<u64>)> {
+/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum", OpenAI's (and vLLM's)
+/// "maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens"
+/// and Mistral's "Prompt contains 40000 tokens and 0 draft tokens, too large for model with
+/// 32768 maximum context length".
+fn prompt_too_long(message: &str, reason: &str) -> Option<(Option<u64>, Option<u64>)> {
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `message`.
     let lower = message.to_ascii_lowercase();
     if let Some(at) = lower.find("prompt is too long") {
         let numbers = numbers(&message[at..]);
         return Some((numbers.first().copied(), numbers.get(1).copied()));
     }
-    if error_type == "context_length_exceeded" || lower.contains("maximum context length") {
-        let numbers = numbers(message);
-        return Some((numbers.get(1).copied(), numbers.first().copied()));
+    if reason == "context_length_exceeded" || lower.contains("maximum context length") {
+        const PHRASE: &str = "maximum context length";
+        // The limit follows "maximum context length is", or comes right before the phrase.
+        let limit = match lower.find("maximum context length is") {
+            Some(at) => numbers(&message[at..]).first().copied(),
+            None => lower.find(PHRASE).and_then(|at| {
+                let before = message[..at].trim_end();
+                let word = before
+                    .rsplit(char::is_whitespace)
+                    .next()
+                    .unwrap_or_default();
+                numbers(word).last().copied()
+            }),
+        };
+        // The request's size is the largest other number (a breakdown follows it).
+        let tokens = numbers(message)
+            .into_iter()
+            .filter(|number| Some(*number) != limit)
+            .max();
+        return Some((tokens, limit));
     }
     None
 }
@@ -453,6 +516,22 @@ mod tests {
         assert_eq!(
             garbage.details().map(|d| d.message.as_str()),
             Some("not json")
+        );
+    }
+
+    #[test]
+    fn responses_error_events_with_top_level_fields_are_classified() {
+        // The Responses API's `error` event carries code and message at the top level.
+        let error = ClientError::from_stream_error(
+            r#"{"type":"error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model.","param":null,"sequence_number":1}"#,
+            None,
+        );
+        assert_eq!(error.code(), "prompt_too_long", "{error:?}");
+        let details = error.details().unwrap();
+        assert_eq!(details.error_type, None);
+        assert_eq!(
+            details.message,
+            "Your input exceeds the context window of this model."
         );
     }
 

@@ -40,7 +40,6 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
-use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 pub use config::{ClientConfig, DEFAULT_MAX_EVENT_BYTES, Provider, RetryObserver, TlsOptions};
@@ -88,20 +87,43 @@ pub struct ClientResponse {
 impl ClientResponse {
     /// The body parsed as JSON.
     pub fn json(&self) -> Result<serde_json::Value, ClientError> {
-        serde_json::from_slice(&self.body).map_err(|error| ClientError::Protocol {
-            message: format!("response body is not JSON: {error}"),
-            request_id: self.metrics.request_id.clone(),
+        serde_json::from_slice(&self.body).map_err(|error| {
+            // A login page or a proxy's notice is recognised by its type and first words.
+            let content_type = self
+                .headers
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("no content type");
+            let text = String::from_utf8_lossy(&self.body);
+            let excerpt: String = text.trim().chars().take(200).collect();
+            ClientError::Protocol {
+                message: format!(
+                    "response body is not JSON ({error}); it is {content_type}: {excerpt}"
+                ),
+                request_id: self.metrics.request_id.clone(),
+            }
         })
     }
 }
 
 impl Client {
     /// A client for `config` (loads the TLS roots once).
-    pub fn new(config: ClientConfig) -> Result<Self, ClientError> {
+    pub fn new(mut config: ClientConfig) -> Result<Self, ClientError> {
+        config.proxy = config.proxy.normalized();
         let http = transport::build(&config)?;
         let base_headers = base_headers(&config)?;
-        // Fail on a bad base URL now rather than on the first request.
-        endpoint(&config, config.provider.messages_path())?;
+        // Fail on a bad base URL or proxy now rather than on the first request.
+        let path = config.provider.messages_path();
+        let base = config.base_url.split('?').next().unwrap_or_default();
+        if base.trim_end_matches('/').ends_with(path) {
+            // The endpoint pasted as the base would be requested as `{path}{path}`: a 404.
+            return Err(ClientError::Config(format!(
+                "the base URL ends with the endpoint path {path}: give the base (such as \
+                 https://api.openai.com/v1), the client appends {path}"
+            )));
+        }
+        let uri = endpoint(&config, path)?;
+        config.proxy.check(&uri)?;
         Ok(Self {
             config: Arc::new(config),
             http,
@@ -166,12 +188,9 @@ impl Client {
             let response = sender.clone().send().await?;
             let headers_at = Instant::now();
             let (parts, body) = response.into_parts();
-            let remaining = sender
-                .total_deadline()
-                .saturating_duration_since(headers_at);
-            let failure = match tokio::time::timeout(remaining, body.collect()).await {
-                Ok(Ok(collected)) => {
-                    let body = collected.to_bytes();
+            let request_id = error::request_id(&parts.headers);
+            let failure = match send::read_whole(body, &sender, request_id).await {
+                Ok(body) => {
                     let progress = sender
                         .progress
                         .lock()
@@ -194,18 +213,7 @@ impl Client {
                         metrics,
                     });
                 }
-                Ok(Err(error)) => (
-                    send::body_error(&error, error::request_id(&parts.headers)),
-                    true,
-                ),
-                Err(_) => (
-                    ClientError::Timeout {
-                        which: TimeoutKind::Total,
-                        elapsed: sender.start.elapsed(),
-                        request_id: error::request_id(&parts.headers),
-                    },
-                    false,
-                ),
+                Err(failure) => failure,
             };
             let (error, retryable) = failure;
             let attempt = sender.current_attempt();
@@ -235,7 +243,12 @@ impl Client {
             value.set_sensitive(true);
             headers.insert(http::header::PROXY_AUTHORIZATION, value);
         }
-        let request = PreparedRequest { uri, headers, body };
+        let request = PreparedRequest {
+            uri,
+            headers,
+            body,
+            event_stream: accept == "text/event-stream",
+        };
         Ok(Sender {
             http: self.http.clone(),
             config: Arc::clone(&self.config),
@@ -254,6 +267,7 @@ impl Client {
                 uri: Uri::from_static("http://127.0.0.1/"),
                 headers: HeaderMap::new(),
                 body: Bytes::new(),
+                event_stream: false,
             }),
             progress: Arc::new(Mutex::new(Progress::default())),
             start: Instant::now(),
@@ -262,10 +276,31 @@ impl Client {
 }
 
 fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
-    let url = format!("{}{path}", config.base_url.trim_end_matches('/'));
-    let uri: Uri = url
-        .parse()
-        .map_err(|error| ClientError::Config(format!("bad URL {url:?}: {error}")))?;
+    // A query in the base URL (Azure's `?api-version=`) stays at the end.
+    let (base, query) = match config.base_url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (config.base_url.as_str(), None),
+    };
+    let mut url = format!("{}{path}", base.trim_end_matches('/'));
+    if let Some(query) = query {
+        url.push('?');
+        url.push_str(query);
+    }
+    let uri: Uri = url.parse().map_err(|error| {
+        let url = proxy::redacted(&url);
+        ClientError::Config(format!("bad URL {url:?}: {error}"))
+    })?;
+    if uri
+        .authority()
+        .is_some_and(|authority| authority.as_str().contains('@'))
+    {
+        // hyper would drop them without a word, and the server would answer 401.
+        return Err(ClientError::Config(
+            "the base URL carries credentials, which are never sent: give the key as api_key \
+             or in headers"
+                .to_owned(),
+        ));
+    }
     match uri.scheme_str() {
         Some("http" | "https") if uri.host().is_some() => Ok(uri),
         _ => Err(ClientError::Config(format!(
@@ -281,6 +316,16 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(USER_AGENT, value(&config.user_agent, "user-agent")?);
+    if let Some(key) = &config.api_key
+        && HeaderValue::from_str(key).is_err()
+    {
+        // Never echo the key; say what is usually wrong with it.
+        return Err(ClientError::Config(
+            "the API key cannot be sent in a header: it contains a control character (a \
+             trailing newline?) or a non-ASCII one"
+                .to_owned(),
+        ));
+    }
     match config.provider {
         Provider::Anthropic => {
             if let Some(key) = &config.api_key {
@@ -307,10 +352,18 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
             }
         }
     }
+    // An extra header replaces a default of the same name (a gateway's own key or version,
+    // an application's user agent): two values would reach the server otherwise.
+    let mut given: Vec<HeaderName> = Vec::new();
     for (name, text) in &config.headers {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ClientError::Config(format!("bad header name {name:?}")))?;
-        headers.append(name, value(text, "extra")?);
+        let value = value(text, "extra")?;
+        if !given.contains(&name) {
+            headers.remove(&name);
+            given.push(name.clone());
+        }
+        headers.append(name, value);
     }
     Ok(headers)
 }

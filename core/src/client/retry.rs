@@ -54,7 +54,7 @@ impl RetryPolicy {
     }
 
     /// The wait before retry number `retry` (from 0): the server's request when present and
-    /// reasonable, otherwise a uniformly random fraction of the ceiling (full jitter).
+    /// reasonable (above zero, at most [`RetryPolicy::max_retry_after`]), otherwise a uniformly random fraction of the ceiling (full jitter).
     pub fn wait(&self, retry: u32, server_requested: Option<Duration>) -> Duration {
         self.wait_with_jitter(retry, server_requested, fastrand::f64())
     }
@@ -67,7 +67,9 @@ impl RetryPolicy {
         jitter: f64,
     ) -> Duration {
         match server_requested {
-            Some(wait) if wait <= self.max_retry_after => wait,
+            // A zero wait (`retry-after: 0`, a date in the past) would retry at once, again
+            // and again, against a server that is shedding load: the backoff applies instead.
+            Some(wait) if !wait.is_zero() && wait <= self.max_retry_after => wait,
             _ => self.ceiling(retry).mul_f64(jitter.clamp(0.0, 1.0)),
         }
     }
@@ -185,6 +187,10 @@ mod tests {
         assert_eq!(
             policy.wait_with_jitter(0, asked, 0.1),
             Duration::from_secs(3)
+        );
+        assert_eq!(
+            policy.wait_with_jitter(1, Some(Duration::ZERO), 0.5),
+            Duration::from_millis(500)
         );
         let absurd = Some(Duration::from_secs(3600));
         assert_eq!(

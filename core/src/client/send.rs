@@ -9,17 +9,18 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::error::ClientError;
+use super::proxy::ProxyRefused;
 use super::retry::{RetryEvent, is_retryable_status, retry_after};
 use super::transport::HttpClient;
 use super::watchdog::{TimeoutKind, later};
 use super::{ClientConfig, error};
 
-/// Error bodies beyond this are cut (they are diagnostics, not payloads).
+/// Error bodies are cut after this many bytes (they are diagnostics, not payloads).
 const MAX_ERROR_BODY: usize = 1 << 20;
 
 /// A request built once and sent as many times as needed (the body is shared, not copied).
@@ -28,6 +29,8 @@ pub(crate) struct PreparedRequest {
     pub(crate) uri: Uri,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
+    /// Whether a success must be an event stream (a streaming request).
+    pub(crate) event_stream: bool,
 }
 
 impl PreparedRequest {
@@ -131,23 +134,68 @@ impl Sender {
             Ok(Ok(response)) => response,
         };
         if response.status().is_success() {
+            if self.request.event_stream
+                && let Some(problem) = not_an_event_stream(response.headers())
+            {
+                return Err((self.unexpected_body(response, problem).await, false, None));
+            }
             return Ok(response);
         }
         let status = response.status().as_u16();
         let (parts, body) = response.into_parts();
-        let remaining = total_deadline.saturating_duration_since(Instant::now());
-        let body =
-            match tokio::time::timeout(remaining, Limited::new(body, MAX_ERROR_BODY).collect())
-                .await
-            {
-                Ok(Ok(collected)) => collected.to_bytes(),
-                // A cut or broken error body still leaves the status to classify by.
-                _ => Bytes::new(),
-            };
+        // An error body is a diagnostic: its first MiB is kept, the rest never read, and a
+        // body that stalls is given up at the idle timeout (not the total one), so that the
+        // retry it may call for still happens. A cut or broken body still leaves the status
+        // to classify by.
+        let deadline = later(Instant::now(), timeouts.idle).min(total_deadline);
+        let body = read_prefix(body, MAX_ERROR_BODY, deadline).await;
         let server_wait = retry_after(&parts.headers, SystemTime::now());
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
         let retryable = is_retryable_status(status, &parts.headers);
         Err((error, retryable, server_wait))
+    }
+
+    /// The error for a success that is not an event stream. Not retried: the same request
+    /// gets the same answer, and a gateway that ignored `"stream": true` has already run (and
+    /// billed) the generation.
+    async fn unexpected_body(
+        &self,
+        response: Response<Incoming>,
+        problem: NotStream,
+    ) -> ClientError {
+        let request_id = error::request_id(response.headers());
+        let content_type = match problem {
+            NotStream::ContentType(content_type) => content_type,
+            NotStream::Encoding(encoding) => {
+                return ClientError::Protocol {
+                    message: format!(
+                        "expected an event stream, got a body compressed with \
+                         content-encoding {encoding:?} although no compression was asked for"
+                    ),
+                    request_id,
+                };
+            }
+        };
+        let deadline = later(Instant::now(), self.config.timeouts.idle).min(self.total_deadline());
+        let body = read_prefix(response.into_body(), MAX_ERROR_BODY, deadline).await;
+        // A gateway may put a provider error in a 200 JSON body: classify it as the same
+        // error arriving as an event would be.
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        if parsed
+            .as_ref()
+            .is_some_and(|value| value.get("error").is_some())
+        {
+            return ClientError::from_stream_error(&String::from_utf8_lossy(&body), request_id);
+        }
+        let text = String::from_utf8_lossy(&body);
+        let excerpt: String = text.trim().chars().take(200).collect();
+        ClientError::Protocol {
+            message: format!(
+                "expected an event stream (text/event-stream), got {content_type} (did the \
+                 server ignore \"stream\": true?): {excerpt}"
+            ),
+            request_id,
+        }
     }
 
     /// Decides whether attempt `attempt` is retried after `error`; if so, records the retry
@@ -184,8 +232,58 @@ impl Sender {
     }
 }
 
+/// Why a success response cannot be read as an event stream.
+enum NotStream {
+    /// It declares a type that is certainly not an event stream (JSON, HTML).
+    ContentType(String),
+    /// It is compressed.
+    Encoding(String),
+}
+
+/// `Some` when the headers of a success say the body is not a readable event stream. Only
+/// types that are certainly something else are refused: some OpenAI-compatible servers stream
+/// events under no or a generic content type, and those still parse.
+fn not_an_event_stream(headers: &HeaderMap) -> Option<NotStream> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|value: &http::HeaderValue| value.to_str().ok())
+            .map(|value| value.trim().to_ascii_lowercase())
+    };
+    if let Some(encoding) = text(http::header::CONTENT_ENCODING)
+        && !encoding.is_empty()
+        && encoding != "identity"
+    {
+        return Some(NotStream::Encoding(encoding));
+    }
+    let content_type = text(http::header::CONTENT_TYPE)?;
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let json = media == "application/json" || media.ends_with("+json");
+    let html = media == "text/html" || media == "application/xhtml+xml";
+    (json || html).then(|| NotStream::ContentType(media.to_owned()))
+}
+
+/// The first `limit` bytes of `body` (fewer when it ends, breaks or `deadline` passes first);
+/// the rest is never read.
+async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Bytes {
+    let mut prefix = Vec::new();
+    while prefix.len() < limit {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    let take = data.len().min(limit - prefix.len());
+                    prefix.extend_from_slice(&data[..take]);
+                }
+            }
+            _ => break,
+        }
+    }
+    Bytes::from(prefix)
+}
+
 /// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
-/// whether it may be retried: everything but a TLS failure (a bad certificate stays bad).
+/// whether it may be retried: everything but a TLS failure (a bad certificate stays bad) and a
+/// proxy's 4xx to `CONNECT` (wrong proxy credentials or a blocked destination stay so).
 fn connection_error(
     error: &hyper_util::client::legacy::Error,
     started: Instant,
@@ -194,6 +292,7 @@ fn connection_error(
     let mut source = error.source();
     let mut timed_out = false;
     let mut tls_failure = false;
+    let mut refused = false;
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
@@ -201,6 +300,9 @@ fn connection_error(
             timed_out |= io.kind() == io::ErrorKind::TimedOut;
         }
         tls_failure |= is_tls_error(cause);
+        refused |= find_cause::<ProxyRefused>(cause)
+            .and_then(|refusal| refusal.status)
+            .is_some_and(|status| (400..500).contains(&status));
         source = cause.source();
     }
     if timed_out && error.is_connect() {
@@ -215,7 +317,20 @@ fn connection_error(
         message,
         request_id: None,
     };
-    (error, !tls_failure)
+    (error, !tls_failure && !refused)
+}
+
+/// `error` as a `T`, looking through `io::Error`s (which hide their payload from `source()`).
+fn find_cause<'a, T: std::error::Error + 'static>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    if let Some(found) = error.downcast_ref::<T>() {
+        return Some(found);
+    }
+    error
+        .downcast_ref::<io::Error>()
+        .and_then(io::Error::get_ref)
+        .and_then(|inner| find_cause::<T>(inner))
 }
 
 /// True when `error` is, or wraps through `io::Error`s (which hide their payload from
@@ -230,6 +345,50 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     {
         Some(inner) => is_tls_error(inner),
         None => false,
+    }
+}
+
+/// Reads a whole (non-streaming) body, failing when the total deadline passes or, once data
+/// has begun to arrive, when none comes for the idle timeout; the error says whether it may be
+/// retried. (Before the first byte only the total deadline applies: a server may send the
+/// headers at once and the body when the generation is done.)
+pub(crate) async fn read_whole(
+    mut body: Incoming,
+    sender: &Sender,
+    request_id: Option<String>,
+) -> Result<Bytes, (ClientError, bool)> {
+    let idle = sender.config.timeouts.idle;
+    let total_deadline = sender.total_deadline();
+    let mut data = Vec::new();
+    loop {
+        let quiet_since = Instant::now();
+        let deadline = if data.is_empty() {
+            total_deadline
+        } else {
+            later(quiet_since, idle).min(total_deadline)
+        };
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(None) => return Ok(Bytes::from(data)),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(chunk) = frame.into_data() {
+                    data.extend_from_slice(&chunk);
+                }
+            }
+            Ok(Some(Err(error))) => return Err((body_error(&error, request_id), true)),
+            Err(_) => {
+                let (which, elapsed, retryable) = if deadline >= total_deadline {
+                    (TimeoutKind::Total, sender.start.elapsed(), false)
+                } else {
+                    (TimeoutKind::Idle, quiet_since.elapsed(), true)
+                };
+                let error = ClientError::Timeout {
+                    which,
+                    elapsed,
+                    request_id,
+                };
+                return Err((error, retryable));
+            }
+        }
     }
 }
 

@@ -386,6 +386,9 @@ impl ResponseStream {
                     if delivered {
                         // Every event of a batch came from frames that arrived by `frame_at`.
                         watchdog.on_event(self.ledger.frame_at);
+                        if self.ledger.complete {
+                            watchdog.on_complete(Instant::now());
+                        }
                     }
                     if let Some(error) = failure {
                         // Events handed on before the failure stay delivered; the error follows.
@@ -441,6 +444,13 @@ impl ResponseStream {
                             Poll::Pending => return Poll::Pending,
                             Poll::Ready(Alarm::Stall(elapsed)) => {
                                 return Poll::Ready(Some(Ok(Signal::Stalled(elapsed))));
+                            }
+                            Poll::Ready(Alarm::GraceOver) => {
+                                // The answer is whole; the body that never ends is dropped
+                                // (and its connection with it).
+                                tracing::debug!("body not ended after the final event; dropped");
+                                self.finish_metrics();
+                                self.phase = Phase::Finished;
                             }
                             Poll::Ready(Alarm::Timeout(which, elapsed)) => {
                                 let retryable = which != TimeoutKind::Total;

@@ -33,7 +33,11 @@ pub(crate) fn build(config: &ClientConfig) -> Result<HttpClient, ClientError> {
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(ProxyConnector::new(tcp, config.proxy.clone()));
+        .wrap_connector(ProxyConnector::new(
+            tcp,
+            config.proxy.clone(),
+            config.timeouts.connect,
+        ));
     let mut builder = Client::builder(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 /// [`ClientError::Timeout`]: super::ClientError::Timeout
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timeouts {
-    /// TCP (and proxy) connection (default 30 s).
+    /// TCP connection, and the proxy's answer to `CONNECT` when tunnelling (default 30 s).
     pub connect: Duration,
     /// From sending the request to the response headers (default 600 s).
     pub first_byte: Duration,
@@ -76,7 +76,14 @@ pub(crate) enum Alarm {
     Stall(Duration),
     /// A timeout: the request must end.
     Timeout(TimeoutKind, Duration),
+    /// The grace after the provider's final event is over (see [`Watchdog::on_complete`]).
+    GraceOver,
 }
+
+/// How long the end of the body is awaited after the provider's final event. The end normally
+/// comes with the event or just after (reading it lets the connection go back to the pool);
+/// a server that never ends the body must not hold a complete answer for the idle timeout.
+pub(crate) const COMPLETE_GRACE: Duration = Duration::from_millis(500);
 
 /// The watchdogs of one response body.
 #[derive(Debug)]
@@ -88,6 +95,8 @@ pub(crate) struct Watchdog {
     stall_reported: bool,
     timer: Pin<Box<Sleep>>,
     request_start: Instant,
+    /// Set once the final event arrived: the end of the body is awaited until then only.
+    grace_deadline: Option<Instant>,
 }
 
 impl Watchdog {
@@ -102,6 +111,15 @@ impl Watchdog {
             stall_reported: false,
             timer: Box::pin(tokio::time::sleep_until(headers_at.min(total_deadline))),
             request_start,
+            grace_deadline: None,
+        }
+    }
+
+    /// Records that the provider's final event arrived at `now`: from then on only
+    /// [`COMPLETE_GRACE`] is given to the end of the body, and no stall is reported.
+    pub(crate) fn on_complete(&mut self, now: Instant) {
+        if self.grace_deadline.is_none() {
+            self.grace_deadline = Some(later(now, COMPLETE_GRACE));
         }
     }
 
@@ -116,6 +134,16 @@ impl Watchdog {
     pub(crate) fn poll_alarm(&mut self, cx: &mut Context<'_>) -> Poll<Alarm> {
         loop {
             let now = Instant::now();
+            if let Some(grace) = self.grace_deadline {
+                if now >= grace.min(self.total_deadline) {
+                    return Poll::Ready(Alarm::GraceOver);
+                }
+                self.arm(grace.min(self.total_deadline));
+                if self.timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                continue;
+            }
             if now >= self.total_deadline {
                 return Poll::Ready(Alarm::Timeout(TimeoutKind::Total, now - self.request_start));
             }
@@ -138,14 +166,19 @@ impl Watchdog {
             if stall_pending {
                 next = next.min(stall_deadline);
             }
-            // Lazy re-arming: a timer set too early just wakes us to recompute; only a timer
-            // set too late (or already fired) needs moving.
-            if self.timer.deadline() > next || self.timer.is_elapsed() {
-                self.timer.as_mut().reset(next);
-            }
+            self.arm(next);
             if self.timer.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
+        }
+    }
+
+    /// Makes the timer fire no later than `next`.
+    fn arm(&mut self, next: Instant) {
+        // Lazy re-arming: a timer set too early just wakes us to recompute; only a timer set
+        // too late (or already fired) needs moving.
+        if self.timer.deadline() > next || self.timer.is_elapsed() {
+            self.timer.as_mut().reset(next);
         }
     }
 }
