@@ -766,3 +766,101 @@ fn responses_annotations_land_at_their_index() {
         json!([a(0), a(2)])
     );
 }
+
+fn tool_chunk(calls: Value) -> String {
+    chunk(json!([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": null}]))
+}
+
+#[test]
+fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
+    // A server interleaving two calls' fragments (A, B, A, B): each call is sealed once, with
+    // all its arguments, not A invalid when B starts.
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        tool_chunk(
+            json!([{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}}]),
+        ),
+        tool_chunk(
+            json!([{"index": 1, "id": "call_b", "type": "function", "function": {"name": "list", "arguments": "{\"d"}}]),
+        ),
+        tool_chunk(json!([{"index": 0, "function": {"arguments": "{\"path\": "}}])),
+        tool_chunk(json!([{"index": 1, "function": {"arguments": "ir\": \"/\"}"}}])),
+        tool_chunk(json!([{"index": 0, "function": {"arguments": "\"x}\"}"}}])),
+        // B is complete here and A just completed: A is sealed as this fragment of B arrives.
+        tool_chunk(json!([{"index": 1, "function": {"arguments": " "}}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let ready = |index: usize, id: &str, name: &str, input: Value| DecodeEvent::ToolUseReady {
+        index,
+        id: id.into(),
+        name: name.into(),
+        input,
+    };
+    assert_eq!(
+        sealed(&events),
+        [
+            &ready(1, "call_b", "list", json!({"dir": "/"})),
+            &ready(0, "call_a", "read", json!({"path": "x}"})),
+        ]
+    );
+    // Both sealed before the finish_reason: as soon as each was complete at a switch.
+    let finish_at = events
+        .iter()
+        .position(|e| matches!(e, DecodeEvent::MessageDelta { .. }))
+        .unwrap();
+    let last_seal = events
+        .iter()
+        .rposition(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .unwrap();
+    assert!(last_seal < finish_at);
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        "{\"path\": \"x}\"}"
+    );
+
+    // Without a finish_reason, a call left open is sealed at `[DONE]`; a call still unfinished
+    // there is reported invalid, as before.
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        tool_chunk(
+            json!([{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"p\":"}}]),
+        ),
+        tool_chunk(
+            json!([{"index": 1, "id": "call_b", "type": "function", "function": {"name": "list", "arguments": "{}"}}]),
+        ),
+        "[DONE]".to_owned(),
+    ];
+    let (_, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    assert!(matches!(
+        sealed(&events).as_slice(),
+        [DecodeEvent::ToolUseInvalid { id, .. }] if id == "call_a"
+    ));
+}
+
+#[test]
+fn chat_done_marker_with_trailing_whitespace_ends_the_stream() {
+    // openai-python ends the stream at data starting with `[DONE]`.
+    for done in ["[DONE] ", "[DONE]\t"] {
+        let chunks = vec![
+            chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]),
+            ),
+            done.to_owned(),
+        ];
+        let (mut decoder, _, error) = chat(&chunks);
+        assert!(error.is_none(), "{done:?}: {error:?}");
+        assert_eq!(
+            decoder.finish().unwrap()["choices"][0]["message"]["content"],
+            "hi"
+        );
+    }
+}
