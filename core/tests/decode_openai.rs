@@ -864,3 +864,69 @@ fn chat_done_marker_with_trailing_whitespace_ends_the_stream() {
         );
     }
 }
+
+#[test]
+fn responses_reasoning_accumulates_and_streams_as_thinking() {
+    let item = json!({"type": "reasoning", "id": "rs_1", "summary": []});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+        (
+            "response.reasoning_summary_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "delta": "Think"}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "delta": "ing"}),
+        ),
+        (
+            "response.reasoning_summary_text.done",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "text": "Thinking."}),
+        ),
+        (
+            "response.reasoning_summary_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 1,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 1, "delta": "More"}),
+        ),
+        (
+            "response.content_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0,
+            "part": {"type": "reasoning_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "delta": "raw"}),
+        ),
+        (
+            "response.reasoning_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "delta": " cot"}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let output = &decoder.message()["output"][0];
+    assert_eq!(
+        output["summary"],
+        json!([{"type": "summary_text", "text": "Thinking."}, {"type": "summary_text", "text": "More"}])
+    );
+    assert_eq!(output["content"][0]["text"], "raw cot");
+    let thinking: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["Think", "ing", "More", "raw", " cot"]);
+}

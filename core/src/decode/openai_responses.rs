@@ -515,9 +515,98 @@ impl OpenAiResponsesDecoder {
                 }
                 return Err(self.fail(error));
             }
+            "response.reasoning_summary_part.added"
+            | "response.reasoning_summary_part.done"
+            | "response.reasoning_summary_text.delta"
+            | "response.reasoning_summary_text.done"
+            | "response.reasoning_text.delta"
+            | "response.reasoning_text.done" => {
+                if !self.on_reasoning(event_type, &mut event) {
+                    self.pass_through(event_type, Value::Object(event));
+                }
+            }
             _ => self.pass_through(event_type, Value::Object(event)),
         }
         Ok(())
+    }
+
+    /// Reasoning summary parts and text (`summary[summary_index]`) and reasoning text
+    /// (`content[content_index]`), accumulated as openai-node does; text deltas are reported as
+    /// thinking. Returns `false`, having changed nothing, when the event names nothing there:
+    /// these events passed through before they were read, and a stream that sends them for an
+    /// item it never announced still decodes.
+    fn on_reasoning(&mut self, event_type: &str, event: &mut Object) -> bool {
+        let (list, at_key) = if event_type.starts_with("response.reasoning_summary_") {
+            ("summary", "summary_index")
+        } else {
+            ("content", "content_index")
+        };
+        let index = index_field(event, "output_index", event_type).ok();
+        let at = index_field(event, at_key, event_type).ok();
+        let (Some(index), Some(at)) = (index, at) else {
+            return false;
+        };
+        if self.done {
+            return false;
+        }
+        let Some(item) = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| s.get_mut("output"))
+            .and_then(|o| o.get_mut(index))
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        if event_type.starts_with("response.reasoning_summary_part.") {
+            let parts = item.entry(list).or_insert_with(|| Value::Array(Vec::new()));
+            let Value::Array(parts) = parts else {
+                return false;
+            };
+            if at > parts.len() {
+                return false;
+            }
+            let Some(part) = event.remove("part") else {
+                return false;
+            };
+            if at == parts.len() {
+                parts.push(part);
+            } else {
+                parts[at] = part;
+            }
+            return true;
+        }
+        let Some(entry) = item
+            .get_mut(list)
+            .and_then(|l| l.get_mut(at))
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        if event_type.ends_with(".done") {
+            if let Some(text) = event.get("text").filter(|t| t.is_string()) {
+                entry.insert("text".to_owned(), text.clone());
+            }
+            return true;
+        }
+        let Some(delta) = event
+            .get("delta")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return false;
+        };
+        match entry.get_mut("text") {
+            Some(Value::String(text)) => text.push_str(&delta),
+            _ => {
+                entry.insert("text".to_owned(), Value::String(delta.clone()));
+            }
+        }
+        self.emit(|| DecodeEvent::ThinkingDelta {
+            index,
+            thinking: delta,
+        });
+        true
     }
 
     fn pass_through(&mut self, event_type: &str, data: Value) {
@@ -550,7 +639,8 @@ impl OpenAiResponsesDecoder {
 /// The most output indexes one `output_item.added` may skip (each costs a slot).
 const MAX_HOLES: usize = 1024;
 
-/// The event types [`OpenAiResponsesDecoder`] reads; the others pass through, whatever their data.
+/// The event types [`OpenAiResponsesDecoder`] requires to be well-formed; the others pass
+/// through, whatever their data (the reasoning events are read when they name a part there).
 fn handles(event_type: &str) -> bool {
     matches!(
         event_type,
