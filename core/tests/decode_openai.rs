@@ -930,3 +930,23 @@ fn responses_reasoning_accumulates_and_streams_as_thinking() {
         .collect();
     assert_eq!(thinking, ["Think", "ing", "More", "raw", " cot"]);
 }
+
+#[test]
+fn responses_output_item_done_without_item_keeps_the_streamed_one() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+        "arguments": "{}", "status": "in_progress"});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": call}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"output_index": 0, "item": null}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(decoder.message()["output"], json!([call]));
+    assert_eq!(sealed(&events).len(), 1);
+}

@@ -355,11 +355,14 @@ impl OpenAiResponsesDecoder {
             }
             "response.output_item.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
-                let item = event.remove("item").unwrap_or(Value::Null);
-                *self
+                let slot = self
                     .output_mut(event_type)?
                     .get_mut(index)
-                    .ok_or_else(|| unknown_index(event_type, index))? = item;
+                    .ok_or_else(|| unknown_index(event_type, index))?;
+                // Without an item it finalizes nothing: the streamed one stands.
+                if let Some(item) = event.remove("item").filter(|item| !item.is_null()) {
+                    *slot = item;
+                }
                 self.emit(|| DecodeEvent::BlockStop { index });
                 self.seal(index, false);
             }
