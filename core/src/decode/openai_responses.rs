@@ -592,22 +592,18 @@ impl OpenAiResponsesDecoder {
             }
             return true;
         }
-        let Some(delta) = event
-            .get("delta")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
+        let Some(delta) = event.get("delta").and_then(Value::as_str) else {
             return false;
         };
         match entry.get_mut("text") {
-            Some(Value::String(text)) => text.push_str(&delta),
+            Some(Value::String(text)) => text.push_str(delta),
             _ => {
-                entry.insert("text".to_owned(), Value::String(delta.clone()));
+                entry.insert("text".to_owned(), Value::String(delta.to_owned()));
             }
         }
         self.emit(|| DecodeEvent::ThinkingDelta {
             index,
-            thinking: delta,
+            thinking: delta.to_owned(),
         });
         true
     }
