@@ -950,3 +950,45 @@ fn responses_output_item_done_without_item_keeps_the_streamed_one() {
     assert_eq!(decoder.message()["output"], json!([call]));
     assert_eq!(sealed(&events).len(), 1);
 }
+
+#[test]
+fn responses_custom_tool_call_of_an_incomplete_response_never_runs() {
+    // Free text cannot show it was cut: a custom call the response (or the item) marks
+    // incomplete is truncated, whatever the reason.
+    let added = json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "sh", "input": ""});
+    let mut partial = added.clone();
+    partial["input"] = json!("rm -rf /tmp/x &&");
+    for (incomplete_event, item_status) in [(true, "in_progress"), (false, "incomplete")] {
+        let mut item = partial.clone();
+        item["status"] = json!(item_status);
+        let end = if incomplete_event {
+            (
+                "response.incomplete",
+                json!({"response": {"id": "resp_1", "status": "incomplete",
+                "incomplete_details": {"reason": "content_filter"}, "output": [item]}}),
+            )
+        } else {
+            (
+                "response.completed",
+                json!({"response": {"id": "resp_1", "status": "completed", "output": [item]}}),
+            )
+        };
+        let (_, events, error) = responses(&[
+            created(),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": added}),
+            ),
+            (
+                "response.custom_tool_call_input.delta",
+                json!({"output_index": 0, "item_id": "ctc_1", "delta": "rm -rf /tmp/x &&"}),
+            ),
+            end,
+        ]);
+        assert!(error.is_none(), "{error:?}");
+        assert!(
+            matches!(sealed(&events).as_slice(), [DecodeEvent::ToolUseTruncated { partial_json, .. }] if partial_json == "rm -rf /tmp/x &&"),
+            "{events:?}"
+        );
+    }
+}

@@ -25,8 +25,8 @@ type Object = Map<String, Value>;
 /// A custom tool call (`custom_tool_call`, whose `input` is free text such as a patch, not
 /// JSON) accumulates `response.custom_tool_call_input.delta` into `input` and is sealed at
 /// `response.custom_tool_call_input.done` (or its `response.output_item.done`) with the input as
-/// a JSON string: it is never parsed, so never invalid; cut off by `max_output_tokens` before it
-/// was done, it is truncated.
+/// a JSON string: it is never parsed, so never invalid; left unfinished by `response.incomplete`
+/// (or marked `incomplete`), it is truncated.
 ///
 /// Output indexes are the stream's: an `output_item.added` without an item takes its index but
 /// starts nothing, and an index may skip a few (openai-python tolerates both); events for such a
@@ -195,7 +195,7 @@ impl OpenAiResponsesDecoder {
     }
 
     /// Seals the tool call at stream index `index` of the snapshot, once.
-    fn seal(&mut self, index: usize, cut_off: bool) {
+    fn seal(&mut self, index: usize, ending: Ending) {
         if self.sealed.get(index).copied().unwrap_or(false) {
             return;
         }
@@ -204,7 +204,7 @@ impl OpenAiResponsesDecoder {
             .as_ref()
             .and_then(|s| s.get("output"))
             .and_then(|o| o.get(index))
-            .and_then(|item| seal_event(index, item, cut_off));
+            .and_then(|item| seal_event(index, item, ending));
         if let Some(event) = event {
             self.mark_sealed(index);
             self.events.push(event);
@@ -221,7 +221,7 @@ impl OpenAiResponsesDecoder {
     /// Seals the calls of the final response's `output` not sealed yet, each under its stream
     /// index: the item with the same `id` (or `call_id`) in the snapshot, which sits at the same
     /// position unless the stream had holes.
-    fn seal_final(&mut self, output: &[Value], cut_off: bool) {
+    fn seal_final(&mut self, output: &[Value], ending: Ending) {
         let streamed: &[Value] = self
             .snapshot
             .as_ref()
@@ -253,7 +253,7 @@ impl OpenAiResponsesDecoder {
             if streamed && self.sealed.get(index).copied().unwrap_or(false) {
                 continue;
             }
-            if let Some(event) = seal_event(index, item, cut_off) {
+            if let Some(event) = seal_event(index, item, ending) {
                 if streamed {
                     self.mark_sealed(index);
                 }
@@ -364,7 +364,7 @@ impl OpenAiResponsesDecoder {
                     *slot = item;
                 }
                 self.emit(|| DecodeEvent::BlockStop { index });
-                self.seal(index, false);
+                self.seal(index, Ending::Complete);
             }
             "response.content_part.added" | "response.content_part.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
@@ -443,7 +443,7 @@ impl OpenAiResponsesDecoder {
                     self.item_mut(event_type, index)?
                         .insert("arguments".to_owned(), arguments);
                 }
-                self.seal(index, false);
+                self.seal(index, Ending::Complete);
             }
             "response.custom_tool_call_input.delta" | "response.mcp_call_arguments.delta" => {
                 let index = index_field(&event, "output_index", event_type)?;
@@ -468,7 +468,7 @@ impl OpenAiResponsesDecoder {
                     self.item_mut(event_type, index)?
                         .insert(key.to_owned(), text);
                 }
-                self.seal(index, false);
+                self.seal(index, Ending::Complete);
                 self.pass_through(event_type, Value::Object(event));
             }
             "response.completed" | "response.incomplete" => {
@@ -476,17 +476,21 @@ impl OpenAiResponsesDecoder {
                 let Some(Value::Object(mut response)) = event.remove("response") else {
                     return Err(malformed(event_type, "missing `response`"));
                 };
-                let cut_off = response
+                let reason = response
                     .get("incomplete_details")
                     .and_then(|d| d.get("reason"))
-                    .and_then(Value::as_str)
-                    == Some("max_output_tokens");
+                    .and_then(Value::as_str);
+                let ending = match (event_type, reason) {
+                    (_, Some("max_output_tokens")) => Ending::CutOff,
+                    ("response.incomplete", _) => Ending::Incomplete,
+                    _ => Ending::Complete,
+                };
                 match response.get("output") {
-                    Some(Value::Array(output)) => self.seal_final(output, cut_off),
+                    Some(Value::Array(output)) => self.seal_final(output, ending),
                     None | Some(Value::Null) => {
                         let count = self.output_mut(event_type)?.len();
                         for index in 0..count {
-                            self.seal(index, cut_off);
+                            self.seal(index, ending);
                         }
                         self.keep_streamed_output(&mut response);
                     }
@@ -693,9 +697,21 @@ fn identity_of(item: &Value) -> Option<&str> {
     })
 }
 
+/// How the response ended for a call sealed without its own `done` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Completed (or the call's own `done` event sealed it).
+    Complete,
+    /// `response.incomplete` for another reason (a content filter).
+    Incomplete,
+    /// `response.incomplete` because of `max_output_tokens`.
+    CutOff,
+}
+
 /// The event sealing `item` if it is a tool call the host runs (`function_call`,
-/// `custom_tool_call`); `cut_off`: the output limit ended the response before the call was done.
-fn seal_event(index: usize, item: &Value, cut_off: bool) -> Option<DecodeEvent> {
+/// `custom_tool_call`), given how the response ended.
+fn seal_event(index: usize, item: &Value, ending: Ending) -> Option<DecodeEvent> {
+    let cut_off = ending == Ending::CutOff;
     let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let (id, name) = (field("call_id"), field("name"));
     match item.get("type").and_then(Value::as_str)? {
@@ -729,10 +745,13 @@ fn seal_event(index: usize, item: &Value, cut_off: bool) -> Option<DecodeEvent> 
             })
         }
         // Free text, not JSON: there is nothing to parse, and no way to tell a cut-off input
-        // from a complete one but the cut itself.
+        // from a complete one but the response (or the item) saying it is incomplete: such a
+        // call must not run, whatever cut it.
         "custom_tool_call" => {
             let input = field("input");
-            Some(if cut_off {
+            let unfinished = ending != Ending::Complete
+                || item.get("status").and_then(Value::as_str) == Some("incomplete");
+            Some(if unfinished {
                 DecodeEvent::ToolUseTruncated {
                     index,
                     id,
