@@ -992,3 +992,55 @@ fn responses_custom_tool_call_of_an_incomplete_response_never_runs() {
         );
     }
 }
+
+#[test]
+fn responses_hosted_tool_progress_updates_the_item_and_passes_through() {
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0,
+            "item": {"type": "web_search_call", "id": "ws_1", "status": "in_progress"}}),
+        ),
+        (
+            "response.web_search_call.searching",
+            json!({"output_index": 0, "item_id": "ws_1"}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 1,
+            "item": {"type": "code_interpreter_call", "id": "ci_1", "status": "in_progress", "code": null, "container_id": "c"}}),
+        ),
+        (
+            "response.code_interpreter_call_code.delta",
+            json!({"output_index": 1, "item_id": "ci_1", "delta": "print("}),
+        ),
+        (
+            "response.code_interpreter_call_code.delta",
+            json!({"output_index": 1, "item_id": "ci_1", "delta": "1)"}),
+        ),
+        (
+            "response.code_interpreter_call.interpreting",
+            json!({"output_index": 1, "item_id": "ci_1"}),
+        ),
+        // The wrong kind of item, or none: nothing changes.
+        (
+            "response.file_search_call.completed",
+            json!({"output_index": 1, "item_id": "ci_1"}),
+        ),
+        (
+            "response.web_search_call.completed",
+            json!({"output_index": 7, "item_id": "ws_9"}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let output = &decoder.message()["output"];
+    assert_eq!(output[0]["status"], "searching");
+    assert_eq!(output[1]["code"], "print(1)");
+    assert_eq!(output[1]["status"], "interpreting");
+    let passed = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::Unknown { .. }))
+        .count();
+    assert_eq!(passed, 6);
+}

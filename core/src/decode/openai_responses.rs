@@ -532,7 +532,10 @@ impl OpenAiResponsesDecoder {
                     self.pass_through(event_type, Value::Object(event));
                 }
             }
-            _ => self.pass_through(event_type, Value::Object(event)),
+            _ => {
+                self.on_hosted_call(event_type, &event);
+                self.pass_through(event_type, Value::Object(event));
+            }
         }
         Ok(())
     }
@@ -610,6 +613,62 @@ impl OpenAiResponsesDecoder {
             thinking: delta.to_owned(),
         });
         true
+    }
+
+    /// A hosted tool call's progress (`response.web_search_call.searching`, ...) sets its item's
+    /// `status`, and a code interpreter's code accumulates into `code`, as openai-node keeps them
+    /// (`output_item.done` and the final response have the final values); the events still pass
+    /// through. An event naming no such item changes nothing.
+    fn on_hosted_call(&mut self, event_type: &str, event: &Object) {
+        let Some((kind, what)) = event_type
+            .strip_prefix("response.")
+            .and_then(|rest| rest.split_once('.'))
+        else {
+            return;
+        };
+        let (item_type, status) = match (kind, what) {
+            (
+                "web_search_call"
+                | "file_search_call"
+                | "code_interpreter_call"
+                | "image_generation_call"
+                | "mcp_call",
+                "in_progress" | "searching" | "interpreting" | "generating" | "completed"
+                | "failed",
+            ) => (kind, Some(what)),
+            ("code_interpreter_call_code", "delta" | "done") => ("code_interpreter_call", None),
+            _ => return,
+        };
+        let index = event
+            .get("output_index")
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok());
+        let item = index.and_then(|index| {
+            self.snapshot
+                .as_mut()
+                .filter(|_| !self.done)?
+                .get_mut("output")?
+                .get_mut(index)?
+                .as_object_mut()
+        });
+        let Some(item) = item.filter(|i| i.get("type").and_then(Value::as_str) == Some(item_type))
+        else {
+            return;
+        };
+        if let Some(status) = status {
+            item.insert("status".to_owned(), Value::String(status.to_owned()));
+        } else if what == "done" {
+            if let Some(code) = event.get("code").filter(|c| c.is_string()) {
+                item.insert("code".to_owned(), code.clone());
+            }
+        } else if let Some(delta) = event.get("delta").and_then(Value::as_str) {
+            match item.get_mut("code") {
+                Some(Value::String(code)) => code.push_str(delta),
+                _ => {
+                    item.insert("code".to_owned(), Value::String(delta.to_owned()));
+                }
+            }
+        }
     }
 
     fn pass_through(&mut self, event_type: &str, data: Value) {
