@@ -74,8 +74,8 @@ fn fixtures_decode_to_the_expected_message_at_every_chunk_size() {
         }
     }
     assert_eq!(
-        checked, 10,
-        "3 + 4 recorded fixtures, 3 hand-written streams"
+        checked, 11,
+        "3 + 4 recorded fixtures, 4 hand-written streams"
     );
 }
 

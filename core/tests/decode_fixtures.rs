@@ -104,6 +104,37 @@ fn openai_responses_streams_match_expected_at_every_chunking() {
 }
 
 #[test]
+fn codex_stream_seals_the_custom_tool_call_with_its_text_and_streams_thinking() {
+    let input = std::fs::read(
+        repo_root().join("tests/decode/streams/openai-responses/codex_custom_tool_output_null.sse"),
+    )
+    .unwrap();
+    let (_, events) = decode_chunked(Provider::OpenAiResponses, &input, 9);
+    let sealed: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("tool_use_"))
+        })
+        .collect();
+    assert_eq!(sealed.len(), 1, "{sealed:?}");
+    assert_eq!(sealed[0]["type"], "tool_use_ready");
+    assert_eq!(sealed[0]["id"], "call_patch");
+    assert!(
+        sealed[0]["input"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("*** Begin Patch\n") && i.ends_with("*** End Patch"))
+    );
+    let thinking: String = events
+        .iter()
+        .filter(|e| e["type"] == "thinking_delta")
+        .filter_map(|e| e["thinking"].as_str())
+        .collect();
+    assert_eq!(thinking, "Need to patch the file.");
+}
+
+#[test]
 fn anthropic_fixture_events_seal_the_tool_call() {
     let input =
         std::fs::read(repo_root().join("tests/fixtures/anthropic/tool_use_response.sse")).unwrap();

@@ -413,3 +413,634 @@ fn responses_failure_error_and_truncation() {
         DecodeError::Protocol(ProtocolError::BeforeStart { .. })
     ));
 }
+
+/// Pushes `(type, data)` pairs (the `type` field added to each object); returns the decoder, its
+/// events and the first error.
+fn responses(
+    stream: &[(&str, Value)],
+) -> (
+    OpenAiResponsesDecoder,
+    Vec<DecodeEvent>,
+    Option<DecodeError>,
+) {
+    let mut decoder = OpenAiResponsesDecoder::new();
+    let mut events = Vec::new();
+    let mut first = None;
+    for (kind, data) in stream {
+        let mut data = data.clone();
+        if data.is_object() {
+            data["type"] = json!(kind);
+        }
+        let text = match &data {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        let result = decoder.push_event(kind, &text);
+        decoder.drain_events(&mut events);
+        if let Err(e) = result {
+            first.get_or_insert(e);
+        }
+    }
+    (decoder, events, first)
+}
+
+fn created() -> (&'static str, Value) {
+    (
+        "response.created",
+        json!({"response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+    )
+}
+
+fn sealed(events: &[DecodeEvent]) -> Vec<&DecodeEvent> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                DecodeEvent::ToolUseReady { .. }
+                    | DecodeEvent::ToolUseInvalid { .. }
+                    | DecodeEvent::ToolUseTruncated { .. }
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn responses_completed_without_output_keeps_the_streamed_items() {
+    // The chatgpt.com Codex backend sends `response.completed` with `output: null`
+    // (openai-python #3321); the SDK then takes the items of `response.output_item.done`.
+    let message = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "Hi", "annotations": []}]});
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+        "arguments": "{\"a\":1}", "status": "completed"});
+    for explicit_null in [false, true] {
+        let mut done = json!({"id": "resp_1", "object": "response", "status": "completed",
+            "usage": {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}});
+        if explicit_null {
+            done["output"] = Value::Null;
+        }
+        let (mut decoder, events, error) = responses(&[
+            created(),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0,
+                "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 0, "item": message}),
+            ),
+            (
+                "response.output_item.added",
+                json!({"output_index": 1,
+                "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "", "status": "in_progress"}}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": 1, "item": call}),
+            ),
+            ("response.completed", json!({"response": done})),
+        ]);
+        assert!(error.is_none(), "{error:?}");
+        let final_message = decoder.finish().unwrap();
+        assert_eq!(final_message["output"], json!([message, call]));
+        assert_eq!(final_message["status"], "completed");
+        assert_eq!(final_message["usage"]["total_tokens"], 3);
+        assert_eq!(sealed(&events).len(), 1);
+    }
+    // An empty list is what the server said: kept.
+    let done = json!({"id": "resp_1", "object": "response", "status": "completed", "output": []});
+    let (mut decoder, _, _) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": call}),
+        ),
+        ("response.completed", json!({"response": done})),
+    ]);
+    assert_eq!(decoder.finish().unwrap()["output"], json!([]));
+}
+
+#[test]
+fn responses_custom_tool_call_input_is_a_string_sealed_once() {
+    let added = json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "apply_patch", "input": ""});
+    let mut done_item = added.clone();
+    done_item["input"] = json!("*** Begin Patch\n+x\n*** End Patch");
+    done_item["status"] = json!("completed");
+    let stream = [
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": added}),
+        ),
+        (
+            "response.custom_tool_call_input.delta",
+            json!({"output_index": 0, "item_id": "ctc_1", "delta": "*** Begin Patch\n"}),
+        ),
+        (
+            "response.custom_tool_call_input.delta",
+            json!({"output_index": 0, "item_id": "ctc_1", "delta": "+x\n*** End Patch"}),
+        ),
+        (
+            "response.custom_tool_call_input.done",
+            json!({"output_index": 0, "item_id": "ctc_1", "input": "*** Begin Patch\n+x\n*** End Patch"}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"output_index": 0, "item": done_item}),
+        ),
+        (
+            "response.completed",
+            json!({"response": {"id": "resp_1", "object": "response", "status": "completed", "output": [done_item]}}),
+        ),
+    ];
+    // The snapshot accumulates the input before any `done` event.
+    let (decoder, _, error) = responses(&stream[..4]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.message()["output"][0]["input"],
+        "*** Begin Patch\n+x\n*** End Patch"
+    );
+    let (mut decoder, events, error) = responses(&stream);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        sealed(&events),
+        [&DecodeEvent::ToolUseReady {
+            index: 0,
+            id: "call_c".into(),
+            name: "apply_patch".into(),
+            input: json!("*** Begin Patch\n+x\n*** End Patch"),
+        }]
+    );
+    assert_eq!(decoder.finish().unwrap()["output"][0], done_item);
+    // Sealed at `response.completed` when no `done` event came; cut off by the output limit,
+    // it must not run.
+    let mut cut = added.clone();
+    cut["input"] = json!("*** Begin");
+    let (_, events, _) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": added}),
+        ),
+        (
+            "response.custom_tool_call_input.delta",
+            json!({"output_index": 0, "item_id": "ctc_1", "delta": "*** Begin"}),
+        ),
+        (
+            "response.incomplete",
+            json!({"response": {"id": "resp_1", "object": "response", "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"}, "output": [cut]}}),
+        ),
+    ]);
+    assert_eq!(
+        sealed(&events),
+        [&DecodeEvent::ToolUseTruncated {
+            index: 0,
+            id: "call_c".into(),
+            name: "apply_patch".into(),
+            partial_json: "*** Begin".into(),
+        }]
+    );
+}
+
+#[test]
+fn responses_unknown_events_never_fail_the_stream() {
+    let (mut decoder, events, error) = responses(&[
+        created(),
+        ("response.future_thing", json!("not json at all")),
+        ("response.future_list", json!([1, 2])),
+        ("keepalive", json!({"sequence_number": 3})),
+        (
+            "response.completed",
+            json!({"response": {"id": "resp_1", "status": "completed", "output": []}}),
+        ),
+        // openai-python stops reading at data starting with `[DONE]`, whatever the endpoint.
+        ("message", json!("[DONE]")),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(events.iter().any(|e| matches!(e,
+        DecodeEvent::Unknown { event_type, data } if event_type == "response.future_thing" && data == "not json at all")));
+    assert!(events.iter().any(|e| matches!(e,
+        DecodeEvent::Unknown { event_type, data } if event_type == "response.future_list" && *data == json!([1, 2]))));
+    assert_eq!(decoder.finish().unwrap()["status"], "completed");
+    // A known event that is not JSON is still an error.
+    let (_, _, error) = responses(&[created(), ("response.output_item.added", json!("{oops"))]);
+    assert!(matches!(error, Some(DecodeError::InvalidJson { .. })));
+}
+
+#[test]
+fn responses_failed_without_error_object_keeps_the_response() {
+    let failed = json!({"id": "resp_1", "status": "failed", "error": null,
+        "incomplete_details": null, "output": []});
+    let (mut decoder, _, error) =
+        responses(&[created(), ("response.failed", json!({"response": failed}))]);
+    let Some(DecodeError::Provider { raw, .. }) = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(raw["id"], "resp_1");
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Provider { .. })
+    ));
+}
+
+#[test]
+fn responses_empty_added_items_and_index_gaps_are_tolerated() {
+    // openai-python (#3126): an `output_item.added` without an item takes no place, later
+    // items keep their stream indexes; indexes may skip.
+    let call = |n: u32| {
+        json!({"type": "function_call", "id": format!("fc_{n}"), "call_id": format!("call_{n}"),
+        "name": "f", "arguments": "", "status": "in_progress"})
+    };
+    let (mut decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": null}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 1, "item": call(1)}),
+        ),
+        (
+            "response.function_call_arguments.delta",
+            json!({"output_index": 1, "item_id": "fc_1", "delta": "{}"}),
+        ),
+        (
+            "response.function_call_arguments.done",
+            json!({"output_index": 1, "item_id": "fc_1", "arguments": "{}"}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 3, "item": call(3)}),
+        ),
+        (
+            "response.function_call_arguments.delta",
+            json!({"output_index": 3, "item_id": "fc_3", "delta": "{\"x\":2}"}),
+        ),
+        // The authoritative response has no holes: the calls sit at 0 and 1 there. Each is
+        // sealed once, under its stream index.
+        (
+            "response.completed",
+            json!({"response": {"id": "resp_1", "status": "completed", "output": [
+                {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "{}", "status": "completed"},
+                {"type": "function_call", "id": "fc_3", "call_id": "call_3", "name": "f", "arguments": "{\"x\":2}", "status": "completed"},
+            ]}}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::BlockStart { block, .. } if block.is_null()))
+    );
+    assert_eq!(
+        sealed(&events),
+        [
+            &DecodeEvent::ToolUseReady {
+                index: 1,
+                id: "call_1".into(),
+                name: "f".into(),
+                input: json!({})
+            },
+            &DecodeEvent::ToolUseReady {
+                index: 3,
+                id: "call_3".into(),
+                name: "f".into(),
+                input: json!({"x": 2})
+            },
+        ]
+    );
+    assert_eq!(decoder.finish().unwrap()["output"][1]["call_id"], "call_3");
+    // Content for an item that never arrived is a clear error.
+    let (_, _, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": null}),
+        ),
+        (
+            "response.function_call_arguments.delta",
+            json!({"output_index": 0, "item_id": "fc_0", "delta": "{}"}),
+        ),
+    ]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex { .. }))
+    ));
+}
+
+#[test]
+fn responses_annotations_land_at_their_index() {
+    let a = |n: u32| json!({"type": "url_citation", "url": format!("https://e/{n}"), "start_index": 0, "end_index": 1});
+    let (decoder, _, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0,
+            "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+        ),
+        (
+            "response.content_part.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1",
+            "part": {"type": "output_text", "text": "", "annotations": []}}),
+        ),
+        (
+            "response.output_text.annotation.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "annotation_index": 0, "annotation": a(0)}),
+        ),
+        (
+            "response.output_text.annotation.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "annotation_index": 1, "annotation": a(1)}),
+        ),
+        // Sent again (a replayed stream): replaced, not duplicated.
+        (
+            "response.output_text.annotation.added",
+            json!({"output_index": 0, "content_index": 0, "item_id": "msg_1", "annotation_index": 1, "annotation": a(2)}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.message()["output"][0]["content"][0]["annotations"],
+        json!([a(0), a(2)])
+    );
+}
+
+fn tool_chunk(calls: Value) -> String {
+    chunk(json!([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": null}]))
+}
+
+#[test]
+fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
+    // A server interleaving two calls' fragments (A, B, A, B): each call is sealed once, with
+    // all its arguments, not A invalid when B starts.
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        tool_chunk(
+            json!([{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": ""}}]),
+        ),
+        tool_chunk(
+            json!([{"index": 1, "id": "call_b", "type": "function", "function": {"name": "list", "arguments": "{\"d"}}]),
+        ),
+        tool_chunk(json!([{"index": 0, "function": {"arguments": "{\"path\": "}}])),
+        tool_chunk(json!([{"index": 1, "function": {"arguments": "ir\": \"/\"}"}}])),
+        tool_chunk(json!([{"index": 0, "function": {"arguments": "\"x}\"}"}}])),
+        // B is complete here and A just completed: A is sealed as this fragment of B arrives.
+        tool_chunk(json!([{"index": 1, "function": {"arguments": " "}}])),
+        chunk(json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ];
+    let (mut decoder, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    let ready = |index: usize, id: &str, name: &str, input: Value| DecodeEvent::ToolUseReady {
+        index,
+        id: id.into(),
+        name: name.into(),
+        input,
+    };
+    assert_eq!(
+        sealed(&events),
+        [
+            &ready(1, "call_b", "list", json!({"dir": "/"})),
+            &ready(0, "call_a", "read", json!({"path": "x}"})),
+        ]
+    );
+    // Both sealed before the finish_reason: as soon as each was complete at a switch.
+    let finish_at = events
+        .iter()
+        .position(|e| matches!(e, DecodeEvent::MessageDelta { .. }))
+        .unwrap();
+    let last_seal = events
+        .iter()
+        .rposition(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .unwrap();
+    assert!(last_seal < finish_at);
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+        "{\"path\": \"x}\"}"
+    );
+
+    // Without a finish_reason, a call left open is sealed at `[DONE]`; a call still unfinished
+    // there is reported invalid, as before.
+    let chunks = vec![
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        tool_chunk(
+            json!([{"index": 0, "id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"p\":"}}]),
+        ),
+        tool_chunk(
+            json!([{"index": 1, "id": "call_b", "type": "function", "function": {"name": "list", "arguments": "{}"}}]),
+        ),
+        "[DONE]".to_owned(),
+    ];
+    let (_, events, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    assert!(matches!(
+        sealed(&events).as_slice(),
+        [DecodeEvent::ToolUseInvalid { id, .. }] if id == "call_a"
+    ));
+}
+
+#[test]
+fn chat_done_marker_with_trailing_whitespace_ends_the_stream() {
+    // openai-python ends the stream at data starting with `[DONE]`.
+    for done in ["[DONE] ", "[DONE]\t"] {
+        let chunks = vec![
+            chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]),
+            ),
+            done.to_owned(),
+        ];
+        let (mut decoder, _, error) = chat(&chunks);
+        assert!(error.is_none(), "{done:?}: {error:?}");
+        assert_eq!(
+            decoder.finish().unwrap()["choices"][0]["message"]["content"],
+            "hi"
+        );
+    }
+}
+
+#[test]
+fn responses_reasoning_accumulates_and_streams_as_thinking() {
+    let item = json!({"type": "reasoning", "id": "rs_1", "summary": []});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": item}),
+        ),
+        (
+            "response.reasoning_summary_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "delta": "Think"}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "delta": "ing"}),
+        ),
+        (
+            "response.reasoning_summary_text.done",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 0, "text": "Thinking."}),
+        ),
+        (
+            "response.reasoning_summary_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 1,
+            "part": {"type": "summary_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_summary_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "summary_index": 1, "delta": "More"}),
+        ),
+        (
+            "response.content_part.added",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0,
+            "part": {"type": "reasoning_text", "text": ""}}),
+        ),
+        (
+            "response.reasoning_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "delta": "raw"}),
+        ),
+        (
+            "response.reasoning_text.delta",
+            json!({"output_index": 0, "item_id": "rs_1", "content_index": 0, "delta": " cot"}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let output = &decoder.message()["output"][0];
+    assert_eq!(
+        output["summary"],
+        json!([{"type": "summary_text", "text": "Thinking."}, {"type": "summary_text", "text": "More"}])
+    );
+    assert_eq!(output["content"][0]["text"], "raw cot");
+    let thinking: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["Think", "ing", "More", "raw", " cot"]);
+}
+
+#[test]
+fn responses_output_item_done_without_item_keeps_the_streamed_one() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+        "arguments": "{}", "status": "in_progress"});
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0, "item": call}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"output_index": 0, "item": null}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(decoder.message()["output"], json!([call]));
+    assert_eq!(sealed(&events).len(), 1);
+}
+
+#[test]
+fn responses_custom_tool_call_of_an_incomplete_response_never_runs() {
+    // Free text cannot show it was cut: a custom call the response (or the item) marks
+    // incomplete is truncated, whatever the reason.
+    let added = json!({"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_c", "name": "sh", "input": ""});
+    let mut partial = added.clone();
+    partial["input"] = json!("rm -rf /tmp/x &&");
+    for (incomplete_event, item_status) in [(true, "in_progress"), (false, "incomplete")] {
+        let mut item = partial.clone();
+        item["status"] = json!(item_status);
+        let end = if incomplete_event {
+            (
+                "response.incomplete",
+                json!({"response": {"id": "resp_1", "status": "incomplete",
+                "incomplete_details": {"reason": "content_filter"}, "output": [item]}}),
+            )
+        } else {
+            (
+                "response.completed",
+                json!({"response": {"id": "resp_1", "status": "completed", "output": [item]}}),
+            )
+        };
+        let (_, events, error) = responses(&[
+            created(),
+            (
+                "response.output_item.added",
+                json!({"output_index": 0, "item": added}),
+            ),
+            (
+                "response.custom_tool_call_input.delta",
+                json!({"output_index": 0, "item_id": "ctc_1", "delta": "rm -rf /tmp/x &&"}),
+            ),
+            end,
+        ]);
+        assert!(error.is_none(), "{error:?}");
+        assert!(
+            matches!(sealed(&events).as_slice(), [DecodeEvent::ToolUseTruncated { partial_json, .. }] if partial_json == "rm -rf /tmp/x &&"),
+            "{events:?}"
+        );
+    }
+}
+
+#[test]
+fn responses_hosted_tool_progress_updates_the_item_and_passes_through() {
+    let (decoder, events, error) = responses(&[
+        created(),
+        (
+            "response.output_item.added",
+            json!({"output_index": 0,
+            "item": {"type": "web_search_call", "id": "ws_1", "status": "in_progress"}}),
+        ),
+        (
+            "response.web_search_call.searching",
+            json!({"output_index": 0, "item_id": "ws_1"}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"output_index": 1,
+            "item": {"type": "code_interpreter_call", "id": "ci_1", "status": "in_progress", "code": null, "container_id": "c"}}),
+        ),
+        (
+            "response.code_interpreter_call_code.delta",
+            json!({"output_index": 1, "item_id": "ci_1", "delta": "print("}),
+        ),
+        (
+            "response.code_interpreter_call_code.delta",
+            json!({"output_index": 1, "item_id": "ci_1", "delta": "1)"}),
+        ),
+        (
+            "response.code_interpreter_call.interpreting",
+            json!({"output_index": 1, "item_id": "ci_1"}),
+        ),
+        // The wrong kind of item, or none: nothing changes.
+        (
+            "response.file_search_call.completed",
+            json!({"output_index": 1, "item_id": "ci_1"}),
+        ),
+        (
+            "response.web_search_call.completed",
+            json!({"output_index": 7, "item_id": "ws_9"}),
+        ),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let output = &decoder.message()["output"];
+    assert_eq!(output[0]["status"], "searching");
+    assert_eq!(output[1]["code"], "print(1)");
+    assert_eq!(output[1]["status"], "interpreting");
+    let passed = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::Unknown { .. }))
+        .count();
+    assert_eq!(passed, 6);
+}

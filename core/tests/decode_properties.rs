@@ -223,8 +223,12 @@ struct ChatCall {
 }
 
 /// An OpenAI Chat stream: text content pieces, then each tool call's deltas (merged by
-/// `index`); and the message it must decode to.
-fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
+/// `index`), interleaved as `order` says; and the message it must decode to.
+fn chat_stream(
+    content: &[String],
+    calls: &[ChatCall],
+    order: &[prop::sample::Index],
+) -> (String, Value) {
     let chunk = |choices: Value| {
         json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
             "model": "gpt-test", "choices": choices})
@@ -245,27 +249,49 @@ fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
             &chunk(json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}])),
         );
     }
-    // Calls arrive one after the other, as the API sends them: the decoder seals a call when
-    // the next index starts (the SDK's rule), so interleaving is not a valid stream.
-    for (i, call) in calls.iter().enumerate() {
-        let mut deltas = vec![
-            json!({"index": i, "id": format!("call_{i}"), "type": "function",
-            "function": {"name": "tool", "arguments": ""}}),
-        ];
-        deltas.extend(
-            fragments(&call.arguments.to_string(), &call.cuts)
-                .into_iter()
-                .map(|f| json!({"index": i, "function": {"arguments": f}})),
-        );
-        for delta in deltas {
-            sse(
-                &mut out,
-                None,
-                &chunk(
-                    json!([{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": null}]),
-                ),
+    // Each call's deltas in order. With an empty `order`, the calls arrive one after the
+    // other, as the API sends them (a call is sealed when the next starts, the SDK's rule);
+    // otherwise `order` picks whose next delta comes, interleaving them as some servers do.
+    let mut queues: Vec<std::collections::VecDeque<Value>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let mut deltas = vec![
+                json!({"index": i, "id": format!("call_{i}"), "type": "function",
+                "function": {"name": "tool", "arguments": ""}}),
+            ];
+            deltas.extend(
+                fragments(&call.arguments.to_string(), &call.cuts)
+                    .into_iter()
+                    .map(|f| json!({"index": i, "function": {"arguments": f}})),
             );
+            deltas.into()
+        })
+        .collect();
+    let mut picks = order.iter().cycle();
+    // The decoder keeps calls in the order they start.
+    let mut started = Vec::new();
+    loop {
+        let waiting: Vec<usize> = (0..queues.len())
+            .filter(|&i| !queues[i].is_empty())
+            .collect();
+        let Some(&first) = waiting.first() else {
+            break;
+        };
+        let call = picks
+            .next()
+            .map_or(first, |pick| waiting[pick.index(waiting.len())]);
+        let Some(delta) = queues[call].pop_front() else {
+            break;
+        };
+        if delta.get("id").is_some() {
+            started.push(call);
         }
+        sse(
+            &mut out,
+            None,
+            &chunk(json!([{"index": 0, "delta": {"tool_calls": [delta]}, "finish_reason": null}])),
+        );
     }
     let finish = if calls.is_empty() {
         "stop"
@@ -278,11 +304,10 @@ fn chat_stream(content: &[String], calls: &[ChatCall]) -> (String, Value) {
         &chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])),
     );
     sse(&mut out, None, "[DONE]");
-    let tool_calls: Vec<Value> = calls
+    let tool_calls: Vec<Value> = started
         .iter()
-        .enumerate()
-        .map(|(i, call)| {
-            json!({"id": format!("call_{i}"), "name": "tool", "arguments": call.arguments.to_string()})
+        .map(|&i| {
+            json!({"id": format!("call_{i}"), "name": "tool", "arguments": calls[i].arguments.to_string()})
         })
         .collect();
     (
@@ -319,8 +344,9 @@ proptest! {
         prop_assert_eq!(split, whole);
     }
 
-    /// Generated OpenAI Chat streams with parallel tool calls merge by index, keep
-    /// the raw argument text, seal every call once with its parsed arguments, at any chunking.
+    /// Generated OpenAI Chat streams with parallel tool calls, one after the other or with
+    /// their fragments interleaved, merge by index, keep the raw argument text, seal every call
+    /// once with its parsed arguments, at any chunking.
     #[test]
     fn generated_chat_streams_decode_at_any_chunking(
         content in prop::collection::vec(text_piece(), 0..6),
@@ -330,8 +356,11 @@ proptest! {
             0..4,
         ),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..30),
+        interleave in prop::bool::weighted(0.5),
+        order in prop::collection::vec(any::<prop::sample::Index>(), 1..12),
     ) {
-        let (stream, expected) = chat_stream(&content, &calls);
+        let order = if interleave { order } else { Vec::new() };
+        let (stream, expected) = chat_stream(&content, &calls, &order);
         let whole = decode(Provider::OpenAiChat, stream.as_bytes(), &[]);
         let message = &whole.0["choices"][0]["message"];
         prop_assert_eq!(&message["content"], &expected["content"]);
@@ -345,10 +374,17 @@ proptest! {
             })
             .unwrap_or_default();
         prop_assert_eq!(Value::Array(got_calls), expected["tool_calls"].clone());
-        let expected_ready: Vec<(usize, String, Value)> = calls
-            .iter()
+        // Events name calls by their position in the message.
+        let expected_ready: Vec<(usize, String, Value)> = expected["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .enumerate()
-            .map(|(i, c)| (i, format!("call_{i}"), c.arguments.clone()))
+            .map(|(position, c)| {
+                let id = c["id"].as_str().unwrap_or_default().to_owned();
+                let wire: usize = id.trim_start_matches("call_").parse().unwrap();
+                (position, id, calls[wire].arguments.clone())
+            })
             .collect();
         let mut ready = ready_inputs(&whole.1);
         ready.sort_by_key(|r| r.0);

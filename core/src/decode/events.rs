@@ -88,7 +88,8 @@ pub enum DecodeEvent {
         id: String,
         /// Tool name.
         name: String,
-        /// The parsed input (`{}` when the model sent none).
+        /// The parsed input (`{}` when the model sent none); for an OpenAI Responses custom tool
+        /// call, whose input is free text, that text as a JSON string.
         input: Value,
     },
     /// A tool call ended but its input is not valid JSON.

@@ -27,6 +27,10 @@ type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 /// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
 /// (the usage-only final chunk has empty `choices`).
 ///
+/// A tool call is sealed when another call starts, if its arguments are complete JSON there;
+/// otherwise it stays open for its late fragments (servers interleaving calls) and is sealed when
+/// its value ends, at the `finish_reason`, or at `[DONE]`.
+///
 /// The output is the non-streaming `chat.completion` shape: the streaming-only `index` of each
 /// tool call is removed (the SDK keeps it, and adds its client-side `parsed` fields, which are not
 /// part of the API's response).
@@ -94,6 +98,9 @@ enum Target {
 struct ChoiceState {
     /// Per tool call (by its position in the message's `tool_calls`): sealed yet?
     sealed: Vec<bool>,
+    /// Per tool call: left open when another call started, because its arguments were an
+    /// unfinished JSON value (see [`OpenAiChatDecoder::seal_at_switch`]); how far they were read.
+    open: Vec<Option<JsonEnd>>,
     /// The position of the tool call that received the latest fragment.
     current_tool: Option<usize>,
     /// The position of the latest call sent with each chunk `index`: a fragment goes there
@@ -102,6 +109,56 @@ struct ChoiceState {
     /// more than linear time and memory.
     calls_by_small_index: Vec<Option<usize>>,
     calls_by_large_index: HashMap<usize, usize>,
+}
+
+/// Where a JSON object or list ends, read incrementally: the state after the bytes read so far.
+#[derive(Debug, Default, Clone, Copy)]
+struct JsonEnd {
+    read: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonEnd {
+    /// Reads `text` (the previous text with more appended) on from where the last call stopped;
+    /// whether its first value has ended. A value that is not an object or a list counts as
+    /// ended at once: a later fragment completing it is not worth waiting for.
+    fn ended(&mut self, text: &str) -> bool {
+        let bytes = text.as_bytes();
+        let Some(rest) = bytes.get(self.read..) else {
+            // The text did not grow from the one read (it cannot): read it again.
+            *self = Self::default();
+            return self.ended(text);
+        };
+        for (offset, &byte) in rest.iter().enumerate() {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if byte == b'\\' {
+                    self.escaped = true;
+                } else if byte == b'"' {
+                    self.in_string = false;
+                }
+                continue;
+            }
+            match (self.depth, byte) {
+                (_, b' ' | b'\t' | b'\n' | b'\r') => {}
+                (_, b'{' | b'[') => self.depth += 1,
+                (0, _) => return true,
+                (1, b'}' | b']') => {
+                    self.depth = 0;
+                    self.read += offset + 1;
+                    return true;
+                }
+                (_, b'}' | b']') => self.depth -= 1,
+                (_, b'"') => self.in_string = true,
+                _ => {}
+            }
+        }
+        self.read = bytes.len();
+        false
+    }
 }
 
 /// Tool call indexes below this are looked up in a table ([`ChoiceState::call_at`]).
@@ -799,7 +856,7 @@ impl OpenAiChatDecoder {
                 state.sealed.resize(tool_index + 1, false);
             }
             if let Some(previous) = previous.filter(|&p| p != tool_index) {
-                self.seal(choice, previous, false);
+                self.seal_at_switch(choice, previous);
             }
             if is_new {
                 let block = tool.clone();
@@ -834,8 +891,84 @@ impl OpenAiChatDecoder {
         }
     }
 
+    /// Seals the call at `tool` now that another call of the choice received a fragment, as the
+    /// SDK's events do, unless its arguments are an unfinished (or empty) JSON value: a server
+    /// interleaving two calls' fragments (A, B, A) would otherwise have A sealed invalid. Such a
+    /// call stays open, its late fragments still go to it, and it is sealed once its value
+    /// ends (checked at the next switch, reading only the new text), at the `finish_reason`, or
+    /// at `[DONE]`. In the usual stream the arguments are complete here and parsed once, as
+    /// before.
+    fn seal_at_switch(&mut self, choice: usize, tool: usize) {
+        let Some(state) = self.choices.get_mut(choice) else {
+            return;
+        };
+        if state.sealed.get(tool).copied().unwrap_or(true) {
+            return;
+        }
+        let arguments = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("choices"))
+            .and_then(|c| c.get(choice))
+            .and_then(|c| c.get("message"))
+            .and_then(|m| m.get("tool_calls"))
+            .and_then(|t| t.get(tool))
+            .and_then(|c| c.get("function"))
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let parsed = match state.open.get_mut(tool).and_then(Option::as_mut) {
+            Some(end) => {
+                if !end.ended(arguments) {
+                    return;
+                }
+                None
+            }
+            None => {
+                let parsed = (!json_str::is_json_whitespace(arguments))
+                    .then(|| serde_json::from_str::<Value>(arguments));
+                if !matches!(parsed, Some(Ok(_))) {
+                    let mut end = JsonEnd::default();
+                    if !end.ended(arguments) {
+                        if state.open.len() <= tool {
+                            state.open.resize(tool + 1, None);
+                        }
+                        state.open[tool] = Some(end);
+                        return;
+                    }
+                }
+                parsed
+            }
+        };
+        self.seal_parsed(choice, tool, false, parsed);
+    }
+
+    /// Seals the calls left open at a switch ([`seal_at_switch`](Self::seal_at_switch)) that no
+    /// `finish_reason` sealed: the stream ended.
+    fn seal_open_calls(&mut self) {
+        for choice in 0..self.choices.len() {
+            let count = self.choices[choice].open.len();
+            for tool in 0..count {
+                if self.choices[choice].open[tool].is_some() {
+                    self.seal(choice, tool, false);
+                }
+            }
+        }
+    }
+
     /// Parses a tool call's arguments once and reports the outcome.
     fn seal(&mut self, choice: usize, tool: usize, cut_off: bool) {
+        self.seal_parsed(choice, tool, cut_off, None);
+    }
+
+    /// [`seal`](Self::seal), with the arguments already parsed when `parsed` is given.
+    fn seal_parsed(
+        &mut self,
+        choice: usize,
+        tool: usize,
+        cut_off: bool,
+        parsed: Option<Result<Value, serde_json::Error>>,
+    ) {
         let Some(flag) = self
             .choices
             .get_mut(choice)
@@ -863,11 +996,13 @@ impl OpenAiChatDecoder {
         let function = call.get("function");
         let name = field(function.and_then(|f| f.get("name")));
         let arguments = field(function.and_then(|f| f.get("arguments")));
-        let parsed = if json_str::is_json_whitespace(&arguments) {
-            Ok(Value::Object(Map::new()))
-        } else {
-            serde_json::from_str::<Value>(&arguments)
-        };
+        let parsed = parsed.unwrap_or_else(|| {
+            if json_str::is_json_whitespace(&arguments) {
+                Ok(Value::Object(Map::new()))
+            } else {
+                serde_json::from_str::<Value>(&arguments)
+            }
+        });
         let event = match parsed {
             Ok(input) => DecodeEvent::ToolUseReady {
                 index: tool,
@@ -1044,6 +1179,13 @@ impl OpenAiChatDecoder {
         self.failure = error.replay();
         error
     }
+}
+
+/// `[DONE]`, also with trailing whitespace (openai-python ends the stream at any data starting
+/// with `[DONE]`; a chunk is JSON, so it never does).
+fn is_done_marker(data: &str) -> bool {
+    data.strip_prefix("[DONE]")
+        .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_whitespace()))
 }
 
 /// Largest choice or tool call index accepted (indexes size tables).
@@ -1375,13 +1517,14 @@ impl EventDecoder for OpenAiChatDecoder {
             return Ok(());
         }
         self.end_template();
-        if data == "[DONE]" {
+        if is_done_marker(data) {
             if self.snapshot.is_none() {
                 return Err(ProtocolError::BeforeStart {
                     event_type: "[DONE]".to_owned(),
                 }
                 .into());
             }
+            self.seal_open_calls();
             self.done = true;
             self.emit(|| DecodeEvent::MessageStop);
             return Ok(());

@@ -17,14 +17,29 @@ type Object = Map<String, Value>;
 /// The snapshot starts from `response.created`; output items, content parts, text and function
 /// call arguments accumulate from the delta events; `*.done` events replace the piece they name
 /// with its final value; `response.completed` (or `response.incomplete`) carries the
-/// authoritative final response, which replaces the snapshot. A function call is sealed at
-/// `response.function_call_arguments.done` (or its `response.output_item.done`, whichever comes
-/// first).
+/// authoritative final response, which replaces the snapshot (when it carries no `output` at
+/// all, as the chatgpt.com Codex backend sends it, the streamed items are kept, as openai-python
+/// does). A function call is sealed at `response.function_call_arguments.done` (or its
+/// `response.output_item.done`, whichever comes first).
+///
+/// A custom tool call (`custom_tool_call`, whose `input` is free text such as a patch, not
+/// JSON) accumulates `response.custom_tool_call_input.delta` into `input` and is sealed at
+/// `response.custom_tool_call_input.done` (or its `response.output_item.done`) with the input as
+/// a JSON string: it is never parsed, so never invalid; left unfinished by `response.incomplete`
+/// (or marked `incomplete`), it is truncated.
+///
+/// Output indexes are the stream's: an `output_item.added` without an item takes its index but
+/// starts nothing, and an index may skip a few (openai-python tolerates both); events for such a
+/// hole are an unknown-index error, and the holes are left out of the message. Unknown event
+/// types pass through, whatever their data; data starting with `[DONE]` is ignored (the SDK stops
+/// reading there on every endpoint).
 #[derive(Debug)]
 pub struct OpenAiResponsesDecoder {
     snapshot: Option<Object>,
-    /// Per output index: the function call there has been sealed.
+    /// Per output index: the tool call there has been sealed.
     sealed: Vec<bool>,
+    /// Whether `output` holds a hole (see [`OpenAiResponsesDecoder`]).
+    holes: bool,
     done: bool,
     failure: Option<DecodeError>,
     events: Vec<DecodeEvent>,
@@ -70,6 +85,7 @@ impl OpenAiResponsesDecoder {
         Self {
             snapshot: None,
             sealed: Vec::new(),
+            holes: false,
             done: false,
             failure: None,
             events: Vec::new(),
@@ -178,65 +194,110 @@ impl OpenAiResponsesDecoder {
         Ok(())
     }
 
-    /// Seals the function call at `index` with `arguments` (the final text when known).
-    fn seal(&mut self, index: usize, cut_off: bool) {
-        if self.sealed.len() <= index {
-            self.sealed.resize(index + 1, false);
-        }
-        if self.sealed[index] {
+    /// Seals the tool call at stream index `index` of the snapshot, once.
+    fn seal(&mut self, index: usize, ending: Ending) {
+        if self.sealed.get(index).copied().unwrap_or(false) {
             return;
         }
-        let item = self
+        let event = self
             .snapshot
             .as_ref()
             .and_then(|s| s.get("output"))
-            .and_then(|o| o.get(index));
-        let Some(item) =
-            item.filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call"))
-        else {
-            return;
-        };
+            .and_then(|o| o.get(index))
+            .and_then(|item| seal_event(index, item, ending));
+        if let Some(event) = event {
+            self.mark_sealed(index);
+            self.events.push(event);
+        }
+    }
+
+    fn mark_sealed(&mut self, index: usize) {
+        if self.sealed.len() <= index {
+            self.sealed.resize(index + 1, false);
+        }
         self.sealed[index] = true;
-        let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let (id, name, arguments) = (field("call_id"), field("name"), field("arguments"));
-        let parsed = if json_str::is_json_whitespace(&arguments) {
-            Ok(Value::Object(Map::new()))
-        } else {
-            serde_json::from_str::<Value>(&arguments)
-        };
-        self.events.push(match parsed {
-            Ok(input) => DecodeEvent::ToolUseReady {
-                index,
-                id,
-                name,
-                input,
-            },
-            Err(_) if cut_off => DecodeEvent::ToolUseTruncated {
-                index,
-                id,
-                name,
-                partial_json: arguments,
-            },
-            Err(error) => DecodeEvent::ToolUseInvalid {
-                index,
-                id,
-                name,
-                partial_json: arguments,
-                error: error.to_string(),
-            },
-        });
+    }
+
+    /// Seals the calls of the final response's `output` not sealed yet, each under its stream
+    /// index: the item with the same `id` (or `call_id`) in the snapshot, which sits at the same
+    /// position unless the stream had holes.
+    fn seal_final(&mut self, output: &[Value], ending: Ending) {
+        let streamed: &[Value] = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("output"))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        let mut by_identity: Option<std::collections::HashMap<&str, usize>> = None;
+        let mut targets = Vec::new();
+        for (position, item) in output.iter().enumerate() {
+            let Some(identity) = identity_of(item) else {
+                targets.push((position, true));
+                continue;
+            };
+            if streamed.get(position).and_then(identity_of) == Some(identity) {
+                targets.push((position, true));
+                continue;
+            }
+            let map = by_identity.get_or_insert_with(|| {
+                streamed
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, item)| identity_of(item).map(|id| (id, i)))
+                    .collect()
+            });
+            // Not streamed at all: it cannot have been sealed; its position names it.
+            targets.push(map.get(identity).map_or((position, false), |&i| (i, true)));
+        }
+        for ((index, streamed), item) in targets.into_iter().zip(output) {
+            if streamed && self.sealed.get(index).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(event) = seal_event(index, item, ending) {
+                if streamed {
+                    self.mark_sealed(index);
+                }
+                self.events.push(event);
+            }
+        }
+    }
+
+    /// The snapshot as the message: holes left out.
+    fn snapshot_value(&self) -> Option<Object> {
+        let mut snapshot = self.snapshot.clone()?;
+        if self.holes
+            && let Some(Value::Array(output)) = snapshot.get_mut("output")
+        {
+            output.retain(|item| !item.is_null());
+        }
+        Some(snapshot)
     }
 
     fn on_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         match event_type {
             "response.output_text.delta" => return self.on_text_delta(event_type, data, "text"),
             "response.refusal.delta" => return self.on_text_delta(event_type, data, "refusal"),
+            "error" => {
+                // Not JSON, it is still the provider's error.
+                let raw =
+                    serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+                return Err(self.fail(raw));
+            }
             _ => {}
         }
-        let value: Value =
-            serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
-        let Value::Object(mut event) = value else {
-            return Err(malformed(event_type, "the event is not an object"));
+        let known = handles(event_type);
+        let value: Value = match serde_json::from_str(data) {
+            Ok(value) => value,
+            Err(e) if known => return Err(DecodeError::json(event_type, e)),
+            Err(_) => Value::String(data.to_owned()),
+        };
+        let mut event = match value {
+            Value::Object(event) => event,
+            _ if known => return Err(malformed(event_type, "the event is not an object")),
+            data => {
+                self.pass_through(event_type, data);
+                return Ok(());
+            }
         };
         match event_type {
             "response.created" => {
@@ -267,31 +328,43 @@ impl OpenAiResponsesDecoder {
             }
             "response.output_item.added" => {
                 let index = index_field(&event, "output_index", event_type)?;
-                let item = event.remove("item").unwrap_or(Value::Null);
+                let item = event.remove("item").filter(|item| !item.is_null());
                 let output = self.output_mut(event_type)?;
-                if index > output.len() {
+                if index > output.len() + MAX_HOLES {
                     return Err(ProtocolError::OutOfOrderIndex {
                         index: index as u64,
                         expected: output.len() as u64,
                     }
                     .into());
                 }
-                if index == output.len() {
-                    output.push(item.clone());
-                } else {
-                    output[index] = item.clone();
+                let holes = index > output.len() || item.is_none();
+                while output.len() < index {
+                    output.push(Value::Null);
                 }
-                self.emit(|| DecodeEvent::BlockStart { index, block: item });
+                let block = item.unwrap_or(Value::Null);
+                let announced = !block.is_null();
+                if index == output.len() {
+                    output.push(block.clone());
+                } else {
+                    output[index] = block.clone();
+                }
+                self.holes |= holes;
+                if announced {
+                    self.emit(|| DecodeEvent::BlockStart { index, block });
+                }
             }
             "response.output_item.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
-                let item = event.remove("item").unwrap_or(Value::Null);
-                *self
+                let slot = self
                     .output_mut(event_type)?
                     .get_mut(index)
-                    .ok_or_else(|| unknown_index(event_type, index))? = item;
+                    .ok_or_else(|| unknown_index(event_type, index))?;
+                // Without an item it finalizes nothing: the streamed one stands.
+                if let Some(item) = event.remove("item").filter(|item| !item.is_null()) {
+                    *slot = item;
+                }
                 self.emit(|| DecodeEvent::BlockStop { index });
-                self.seal(index, false);
+                self.seal(index, Ending::Complete);
             }
             "response.content_part.added" | "response.content_part.done" => {
                 let index = index_field(&event, "output_index", event_type)?;
@@ -329,12 +402,21 @@ impl OpenAiResponsesDecoder {
                 let index = index_field(&event, "output_index", event_type)?;
                 let part_index = index_field(&event, "content_index", event_type)?;
                 let annotation = event.remove("annotation").unwrap_or(Value::Null);
+                let at = event
+                    .get("annotation_index")
+                    .and_then(Value::as_u64)
+                    .and_then(|i| usize::try_from(i).ok());
                 let part = self.part_mut(event_type, index, part_index)?;
                 match part
                     .entry("annotations")
                     .or_insert_with(|| Value::Array(Vec::new()))
                 {
-                    Value::Array(list) => list.push(annotation),
+                    // An index already filled is the same annotation sent again (a replayed
+                    // stream): replaced, as the SDK does, not duplicated.
+                    Value::Array(list) => match at.and_then(|i| list.get_mut(i)) {
+                        Some(slot) => *slot = annotation,
+                        None => list.push(annotation),
+                    },
                     other => *other = Value::Array(vec![annotation]),
                 }
             }
@@ -361,28 +443,62 @@ impl OpenAiResponsesDecoder {
                     self.item_mut(event_type, index)?
                         .insert("arguments".to_owned(), arguments);
                 }
-                self.seal(index, false);
+                self.seal(index, Ending::Complete);
+            }
+            "response.custom_tool_call_input.delta" | "response.mcp_call_arguments.delta" => {
+                let index = index_field(&event, "output_index", event_type)?;
+                let Some(fragment) = event.get("delta").and_then(Value::as_str) else {
+                    return Err(malformed(event_type, "missing `delta`"));
+                };
+                let key = text_key(event_type);
+                let item = self.item_mut(event_type, index)?;
+                match item.get_mut(key) {
+                    Some(Value::String(text)) => text.push_str(fragment),
+                    _ => {
+                        item.insert(key.to_owned(), Value::String(fragment.to_owned()));
+                    }
+                }
+                self.pass_through(event_type, Value::Object(event));
+            }
+            "response.custom_tool_call_input.done" | "response.mcp_call_arguments.done" => {
+                let index = index_field(&event, "output_index", event_type)?;
+                let key = text_key(event_type);
+                if let Some(text) = event.get(key).filter(|t| t.is_string()) {
+                    let text = text.clone();
+                    self.item_mut(event_type, index)?
+                        .insert(key.to_owned(), text);
+                }
+                self.seal(index, Ending::Complete);
+                self.pass_through(event_type, Value::Object(event));
             }
             "response.completed" | "response.incomplete" => {
                 self.snapshot_mut(event_type)?;
-                let Some(Value::Object(response)) = event.remove("response") else {
+                let Some(Value::Object(mut response)) = event.remove("response") else {
                     return Err(malformed(event_type, "missing `response`"));
                 };
-                let cut_off = response
+                let reason = response
                     .get("incomplete_details")
                     .and_then(|d| d.get("reason"))
-                    .and_then(Value::as_str)
-                    == Some("max_output_tokens");
-                let count = response
-                    .get("output")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
+                    .and_then(Value::as_str);
+                let ending = match (event_type, reason) {
+                    (_, Some("max_output_tokens")) => Ending::CutOff,
+                    ("response.incomplete", _) => Ending::Incomplete,
+                    _ => Ending::Complete,
+                };
+                match response.get("output") {
+                    Some(Value::Array(output)) => self.seal_final(output, ending),
+                    None | Some(Value::Null) => {
+                        let count = self.output_mut(event_type)?.len();
+                        for index in 0..count {
+                            self.seal(index, ending);
+                        }
+                        self.keep_streamed_output(&mut response);
+                    }
+                    Some(_) => {}
+                }
                 let status = response.get("status").cloned().unwrap_or(Value::Null);
                 let usage = response.get("usage").cloned().unwrap_or(Value::Null);
                 self.snapshot = Some(response);
-                for index in 0..count {
-                    self.seal(index, cut_off);
-                }
                 self.emit(|| DecodeEvent::MessageDelta {
                     delta: serde_json::json!({ "status": status }),
                     usage,
@@ -392,25 +508,186 @@ impl OpenAiResponsesDecoder {
             }
             "response.failed" => {
                 let response = event.remove("response").unwrap_or(Value::Null);
+                // `error: null` names no error: the response itself is the payload then.
                 let error = response
                     .get("error")
+                    .filter(|e| e.is_object())
                     .cloned()
                     .unwrap_or_else(|| response.clone());
-                if let Value::Object(response) = response {
+                if let Value::Object(mut response) = response {
+                    if matches!(response.get("output"), None | Some(Value::Null)) {
+                        self.keep_streamed_output(&mut response);
+                    }
                     self.snapshot = Some(response);
                 }
                 return Err(self.fail(error));
             }
-            "error" => return Err(self.fail(Value::Object(event))),
+            "response.reasoning_summary_part.added"
+            | "response.reasoning_summary_part.done"
+            | "response.reasoning_summary_text.delta"
+            | "response.reasoning_summary_text.done"
+            | "response.reasoning_text.delta"
+            | "response.reasoning_text.done" => {
+                if !self.on_reasoning(event_type, &mut event) {
+                    self.pass_through(event_type, Value::Object(event));
+                }
+            }
             _ => {
-                tracing::debug!(event_type, "unknown event passed through");
-                self.emit(|| DecodeEvent::Unknown {
-                    event_type: event_type.to_owned(),
-                    data: Value::Object(event),
-                });
+                self.on_hosted_call(event_type, &event);
+                self.pass_through(event_type, Value::Object(event));
             }
         }
         Ok(())
+    }
+
+    /// Reasoning summary parts and text (`summary[summary_index]`) and reasoning text
+    /// (`content[content_index]`), accumulated as openai-node does; text deltas are reported as
+    /// thinking. Returns `false`, having changed nothing, when the event names nothing there:
+    /// these events passed through before they were read, and a stream that sends them for an
+    /// item it never announced still decodes.
+    fn on_reasoning(&mut self, event_type: &str, event: &mut Object) -> bool {
+        let (list, at_key) = if event_type.starts_with("response.reasoning_summary_") {
+            ("summary", "summary_index")
+        } else {
+            ("content", "content_index")
+        };
+        let index = index_field(event, "output_index", event_type).ok();
+        let at = index_field(event, at_key, event_type).ok();
+        let (Some(index), Some(at)) = (index, at) else {
+            return false;
+        };
+        if self.done {
+            return false;
+        }
+        let Some(item) = self
+            .snapshot
+            .as_mut()
+            .and_then(|s| s.get_mut("output"))
+            .and_then(|o| o.get_mut(index))
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        if event_type.starts_with("response.reasoning_summary_part.") {
+            let parts = item.entry(list).or_insert_with(|| Value::Array(Vec::new()));
+            let Value::Array(parts) = parts else {
+                return false;
+            };
+            if at > parts.len() {
+                return false;
+            }
+            let Some(part) = event.remove("part") else {
+                return false;
+            };
+            if at == parts.len() {
+                parts.push(part);
+            } else {
+                parts[at] = part;
+            }
+            return true;
+        }
+        let Some(entry) = item
+            .get_mut(list)
+            .and_then(|l| l.get_mut(at))
+            .and_then(Value::as_object_mut)
+        else {
+            return false;
+        };
+        if event_type.ends_with(".done") {
+            if let Some(text) = event.get("text").filter(|t| t.is_string()) {
+                entry.insert("text".to_owned(), text.clone());
+            }
+            return true;
+        }
+        let Some(delta) = event.get("delta").and_then(Value::as_str) else {
+            return false;
+        };
+        match entry.get_mut("text") {
+            Some(Value::String(text)) => text.push_str(delta),
+            _ => {
+                entry.insert("text".to_owned(), Value::String(delta.to_owned()));
+            }
+        }
+        self.emit(|| DecodeEvent::ThinkingDelta {
+            index,
+            thinking: delta.to_owned(),
+        });
+        true
+    }
+
+    /// A hosted tool call's progress (`response.web_search_call.searching`, ...) sets its item's
+    /// `status`, and a code interpreter's code accumulates into `code`, as openai-node keeps them
+    /// (`output_item.done` and the final response have the final values); the events still pass
+    /// through. An event naming no such item changes nothing.
+    fn on_hosted_call(&mut self, event_type: &str, event: &Object) {
+        let Some((kind, what)) = event_type
+            .strip_prefix("response.")
+            .and_then(|rest| rest.split_once('.'))
+        else {
+            return;
+        };
+        let (item_type, status) = match (kind, what) {
+            (
+                "web_search_call"
+                | "file_search_call"
+                | "code_interpreter_call"
+                | "image_generation_call"
+                | "mcp_call",
+                "in_progress" | "searching" | "interpreting" | "generating" | "completed"
+                | "failed",
+            ) => (kind, Some(what)),
+            ("code_interpreter_call_code", "delta" | "done") => ("code_interpreter_call", None),
+            _ => return,
+        };
+        let index = event
+            .get("output_index")
+            .and_then(Value::as_u64)
+            .and_then(|i| usize::try_from(i).ok());
+        let item = index.and_then(|index| {
+            self.snapshot
+                .as_mut()
+                .filter(|_| !self.done)?
+                .get_mut("output")?
+                .get_mut(index)?
+                .as_object_mut()
+        });
+        let Some(item) = item.filter(|i| i.get("type").and_then(Value::as_str) == Some(item_type))
+        else {
+            return;
+        };
+        if let Some(status) = status {
+            item.insert("status".to_owned(), Value::String(status.to_owned()));
+        } else if what == "done" {
+            if let Some(code) = event.get("code").filter(|c| c.is_string()) {
+                item.insert("code".to_owned(), code.clone());
+            }
+        } else if let Some(delta) = event.get("delta").and_then(Value::as_str) {
+            match item.get_mut("code") {
+                Some(Value::String(code)) => code.push_str(delta),
+                _ => {
+                    item.insert("code".to_owned(), Value::String(delta.to_owned()));
+                }
+            }
+        }
+    }
+
+    fn pass_through(&mut self, event_type: &str, data: Value) {
+        tracing::debug!(event_type, "event passed through");
+        self.emit(|| DecodeEvent::Unknown {
+            event_type: event_type.to_owned(),
+            data,
+        });
+    }
+
+    /// Gives `response` (a final response without `output`) the streamed items, holes left out:
+    /// what openai-python recovers from the `output_item.done` events, which replaced them.
+    fn keep_streamed_output(&mut self, response: &mut Object) {
+        let mut output = match self.snapshot.as_mut().and_then(|s| s.remove("output")) {
+            Some(Value::Array(output)) => output,
+            _ => Vec::new(),
+        };
+        output.retain(|item| !item.is_null());
+        response.insert("output".to_owned(), Value::Array(output));
     }
 
     fn fail(&mut self, raw: Value) -> DecodeError {
@@ -418,6 +695,47 @@ impl OpenAiResponsesDecoder {
         tracing::debug!(%error, "provider error in stream");
         self.failure = error.replay();
         error
+    }
+}
+
+/// The most output indexes one `output_item.added` may skip (each costs a slot).
+const MAX_HOLES: usize = 1024;
+
+/// The event types [`OpenAiResponsesDecoder`] requires to be well-formed; the others pass
+/// through, whatever their data (the reasoning events are read when they name a part there).
+fn handles(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        "response.created"
+            | "response.in_progress"
+            | "response.queued"
+            | "response.output_item.added"
+            | "response.output_item.done"
+            | "response.content_part.added"
+            | "response.content_part.done"
+            | "response.output_text.delta"
+            | "response.output_text.done"
+            | "response.output_text.annotation.added"
+            | "response.refusal.delta"
+            | "response.refusal.done"
+            | "response.function_call_arguments.delta"
+            | "response.function_call_arguments.done"
+            | "response.custom_tool_call_input.delta"
+            | "response.custom_tool_call_input.done"
+            | "response.mcp_call_arguments.delta"
+            | "response.mcp_call_arguments.done"
+            | "response.completed"
+            | "response.incomplete"
+            | "response.failed"
+    )
+}
+
+/// The item field a `*.delta` / `*.done` text event of a call writes.
+fn text_key(event_type: &str) -> &'static str {
+    if event_type.starts_with("response.custom_tool_call_input.") {
+        "input"
+    } else {
+        "arguments"
     }
 }
 
@@ -429,6 +747,89 @@ fn unknown_index(event_type: &str, index: usize) -> DecodeError {
     .into()
 }
 
+/// An output item's identity: its `id`, else its `call_id`.
+fn identity_of(item: &Value) -> Option<&str> {
+    ["id", "call_id"].into_iter().find_map(|key| {
+        item.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    })
+}
+
+/// How the response ended for a call sealed without its own `done` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Completed (or the call's own `done` event sealed it).
+    Complete,
+    /// `response.incomplete` for another reason (a content filter).
+    Incomplete,
+    /// `response.incomplete` because of `max_output_tokens`.
+    CutOff,
+}
+
+/// The event sealing `item` if it is a tool call the host runs (`function_call`,
+/// `custom_tool_call`), given how the response ended.
+fn seal_event(index: usize, item: &Value, ending: Ending) -> Option<DecodeEvent> {
+    let cut_off = ending == Ending::CutOff;
+    let field = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let (id, name) = (field("call_id"), field("name"));
+    match item.get("type").and_then(Value::as_str)? {
+        "function_call" => {
+            let arguments = field("arguments");
+            let parsed = if json_str::is_json_whitespace(&arguments) {
+                Ok(Value::Object(Map::new()))
+            } else {
+                serde_json::from_str::<Value>(&arguments)
+            };
+            Some(match parsed {
+                Ok(input) => DecodeEvent::ToolUseReady {
+                    index,
+                    id,
+                    name,
+                    input,
+                },
+                Err(_) if cut_off => DecodeEvent::ToolUseTruncated {
+                    index,
+                    id,
+                    name,
+                    partial_json: arguments,
+                },
+                Err(error) => DecodeEvent::ToolUseInvalid {
+                    index,
+                    id,
+                    name,
+                    partial_json: arguments,
+                    error: error.to_string(),
+                },
+            })
+        }
+        // Free text, not JSON: there is nothing to parse, and no way to tell a cut-off input
+        // from a complete one but the response (or the item) saying it is incomplete: such a
+        // call must not run, whatever cut it.
+        "custom_tool_call" => {
+            let input = field("input");
+            let unfinished = ending != Ending::Complete
+                || item.get("status").and_then(Value::as_str) == Some("incomplete");
+            Some(if unfinished {
+                DecodeEvent::ToolUseTruncated {
+                    index,
+                    id,
+                    name,
+                    partial_json: input,
+                }
+            } else {
+                DecodeEvent::ToolUseReady {
+                    index,
+                    id,
+                    name,
+                    input: Value::String(input),
+                }
+            })
+        }
+        _ => None,
+    }
+}
+
 #[derive(Deserialize)]
 struct TypeOnly<'a> {
     #[serde(rename = "type", borrow)]
@@ -437,6 +838,9 @@ struct TypeOnly<'a> {
 
 impl EventDecoder for OpenAiResponsesDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        if data.starts_with("[DONE]") {
+            return Ok(());
+        }
         match event_type {
             "" | "message" => {
                 let peek: TypeOnly<'_> =
@@ -456,10 +860,14 @@ impl EventDecoder for OpenAiResponsesDecoder {
     }
 
     fn message(&self) -> Value {
-        self.snapshot.clone().map_or(Value::Null, Value::Object)
+        self.snapshot_value().map_or(Value::Null, Value::Object)
     }
 
     fn message_json(&self) -> String {
+        if self.holes {
+            return serde_json::to_string(&self.snapshot_value())
+                .unwrap_or_else(|_| "null".to_owned());
+        }
         // The snapshot serialized where it is (`None` is `null`), not copied into a `Value`.
         serde_json::to_string(&self.snapshot).unwrap_or_else(|_| "null".to_owned())
     }
