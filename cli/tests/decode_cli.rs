@@ -170,11 +170,21 @@ fn truncated_stream_exits_1_and_prints_the_partial_message() {
     let partial: Value = serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
     assert_eq!(partial["id"], "msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK");
 
+    // A Chat stream cut before its finish_reason is truncated; one that only lacks `[DONE]`
+    // after it is whole (some servers leave the marker out).
     let chat = std::fs::read(shared("fixtures/openai-chat/2018feb66ae1.sse")).unwrap();
-    let without_done = &chat[..chat.len() - "data: [DONE]\n\n".len()];
-    let out = decode_stdin("openai-chat", without_done, &[]);
+    let text = String::from_utf8(chat.clone()).unwrap();
+    let finish = text.find("\"finish_reason\":\"tool_calls\"").unwrap();
+    let before_finish = text[..finish].rfind("data: ").unwrap();
+    let out = decode_stdin("openai-chat", &chat[..before_finish], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8(out.stderr).unwrap().contains("[DONE]"));
+    let without_done = &chat[..chat.len() - "data: [DONE]\n\n".len()];
+    let out = decode_stdin("openai-chat", without_done, &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let message: Value = serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(message["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message["usage"]["total_tokens"], 60);
 }
 
 #[test]

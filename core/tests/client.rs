@@ -2082,3 +2082,48 @@ async fn a_base_url_that_is_the_whole_endpoint_is_a_config_error_that_says_so() 
         }
     }
 }
+
+/// A Chat Completions server that ends the body after the `finish_reason` without
+/// `data: [DONE]` (some OpenAI-compatible servers do) delivered a whole answer: one request,
+/// the final message, no error. Before, every such stream was retried (no event yet) or
+/// reported truncated. Without a `finish_reason` the stream is still cut.
+#[tokio::test]
+async fn a_chat_stream_without_done_ends_well_after_its_finish_reason() {
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let whole = format!(
+        "{}{}",
+        chunk(
+            json!({"role": "assistant", "content": "Hello"}),
+            json!(null)
+        ),
+        chunk(json!({}), json!("stop"))
+    );
+    let cut = chunk(json!({"role": "assistant", "content": "Hel"}), json!(null));
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Text(whole)),
+        ScriptedResponse::ok(ScriptBody::Text(cut)),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    let message = got.message.unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(message["choices"][0]["finish_reason"], "stop");
+    assert_eq!(server.requests().len(), 1);
+
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    let error = got.error.expect("a stream without a finish_reason is cut");
+    assert_eq!(error.code(), "truncated", "{error:?}");
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "events were delivered: not replayed"
+    );
+}

@@ -1044,3 +1044,50 @@ fn responses_hosted_tool_progress_updates_the_item_and_passes_through() {
         .count();
     assert_eq!(passed, 6);
 }
+
+/// A server that leaves out `data: [DONE]` after the last `finish_reason` (the body just ends)
+/// sent a whole answer: the SDKs accept it. Before, `finish` called it truncated, and the
+/// client retried or failed every such stream.
+#[test]
+fn chat_without_done_is_whole_once_every_choice_has_a_finish_reason() {
+    let finished = chunk(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]),
+    );
+    let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "gpt-test", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+    .to_string();
+    let (mut decoder, _, error) = chat(&[finished.clone(), usage]);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "hi");
+    assert_eq!(message["choices"][0]["finish_reason"], "stop");
+    assert_eq!(message["usage"]["total_tokens"], 4);
+
+    // Not whole: no reason at all, an empty reason (Ollama and sglang send `""` on every
+    // chunk), or a choice still without one.
+    let cases = [
+        vec![chunk(json!([{"index": 0, "delta": {"content": "hi"}}]))],
+        vec![chunk(
+            json!([{"index": 0, "delta": {"content": "hi"}, "finish_reason": ""}]),
+        )],
+        vec![
+            finished.clone(),
+            chunk(json!([{"index": 1, "delta": {"content": "second"}}])),
+        ],
+        // A call started after the finish_reason was never sealed: nothing ran it.
+        vec![
+            finished,
+            chunk(
+                json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}]),
+            ),
+        ],
+    ];
+    for chunks in cases {
+        let (mut decoder, _, error) = chat(&chunks);
+        assert!(error.is_none(), "{error:?}");
+        assert!(
+            matches!(decoder.finish(), Err(DecodeError::Truncated { .. })),
+            "{chunks:?}"
+        );
+    }
+}

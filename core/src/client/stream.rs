@@ -20,6 +20,7 @@ use super::metrics::{RequestMetrics, version_label};
 use super::retry::RetryEvent;
 use super::send::{Sender, body_error, response_request_id};
 use super::watchdog::{Alarm, TimeoutKind, Watchdog};
+use crate::decode::openai_chat::{is_done_marker, sets_finish_reason};
 use crate::sse::{SseConfig, SseEvent, SseEventRef, SseItem, SseParser};
 
 /// One item of a [`ResponseStream`].
@@ -67,6 +68,10 @@ struct Ledger {
     start: Instant,
     metrics: RequestMetrics,
     complete: bool,
+    /// OpenAI Chat: a chunk gave a choice its `finish_reason`. A body that ends cleanly after
+    /// that, without `data: [DONE]`, still carried a whole answer (some servers leave the
+    /// marker out; the decoder checks that every choice finished).
+    finish_reason_seen: bool,
     /// The type of the last event delivered (reused buffer; empty before the first).
     last_event_type: String,
     /// When the last body frame arrived: every event parsed from it arrived then.
@@ -117,6 +122,7 @@ impl ResponseStream {
                 start,
                 metrics: RequestMetrics::default(),
                 complete: false,
+                finish_reason_seen: false,
                 last_event_type: String::new(),
                 frame_at: start,
             },
@@ -256,17 +262,21 @@ impl Ledger {
                 _ => {}
             },
             Provider::OpenAiChat => {
-                if data == "[DONE]" {
+                if is_done_marker(data) {
                     self.complete = true;
                 } else if data.starts_with("{\"error\"") || event_type == "error" {
                     return Err(ClientError::from_stream_error(
                         data,
                         self.metrics.request_id.clone(),
                     ));
-                } else if memchr::memmem::find(data.as_bytes(), b"\"usage\":{").is_some()
-                    && let Some(usage) = parse(data).as_ref().and_then(|value| value.get("usage"))
-                {
-                    self.metrics.merge_usage(usage);
+                } else {
+                    self.finish_reason_seen = self.finish_reason_seen || sets_finish_reason(data);
+                    if memchr::memmem::find(data.as_bytes(), b"\"usage\":{").is_some()
+                        && let Some(usage) =
+                            parse(data).as_ref().and_then(|value| value.get("usage"))
+                    {
+                        self.metrics.merge_usage(usage);
+                    }
                 }
             }
             Provider::OpenAiResponses => match event_type {
@@ -426,7 +436,7 @@ impl ResponseStream {
                                 // `finish` never dispatches, but stay correct if it ever does.
                                 tracing::debug!("event completed at end of input ignored");
                             }
-                            if self.ledger.complete {
+                            if self.ledger.complete || self.ledger.finish_reason_seen {
                                 self.finish_metrics();
                                 self.phase = Phase::Finished;
                                 continue;

@@ -20,7 +20,7 @@ mod anthropic;
 mod error;
 mod events;
 mod json_str;
-mod openai_chat;
+pub(crate) mod openai_chat;
 mod openai_responses;
 pub mod partial_json;
 mod stream;

@@ -891,6 +891,32 @@ impl OpenAiChatDecoder {
         }
     }
 
+    /// Whether the snapshot has at least one choice, each has a `finish_reason`, and every
+    /// tool call was sealed (a call started after its choice's `finish_reason` was not).
+    fn every_choice_finished(&self) -> bool {
+        if !self
+            .choices
+            .iter()
+            .all(|state| state.sealed.iter().all(|sealed| *sealed))
+        {
+            return false;
+        }
+        let choices = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.get("choices"))
+            .and_then(Value::as_array);
+        choices.is_some_and(|choices| {
+            !choices.is_empty()
+                && choices.iter().all(|choice| {
+                    choice
+                        .get("finish_reason")
+                        .and_then(Value::as_str)
+                        .is_some_and(|reason| !reason.is_empty())
+                })
+        })
+    }
+
     /// Seals the call at `tool` now that another call of the choice received a fragment, as the
     /// SDK's events do, unless its arguments are an unfinished (or empty) JSON value: a server
     /// interleaving two calls' fragments (A, B, A) would otherwise have A sealed invalid. Such a
@@ -1183,9 +1209,23 @@ impl OpenAiChatDecoder {
 
 /// `[DONE]`, also with trailing whitespace (openai-python ends the stream at any data starting
 /// with `[DONE]`; a chunk is JSON, so it never does).
-fn is_done_marker(data: &str) -> bool {
+pub(crate) fn is_done_marker(data: &str) -> bool {
     data.strip_prefix("[DONE]")
         .is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_whitespace()))
+}
+
+/// Whether a chunk's text gives some choice a `finish_reason` (a non-empty string; `null` and
+/// `""`, which some servers send on every chunk, do not count). A scan for the key, not a
+/// parse: the client's bookkeeping calls it on every chunk, and a false positive (the key
+/// inside a string) only matters for a server that also leaves out `[DONE]`.
+pub(crate) fn sets_finish_reason(data: &str) -> bool {
+    const KEY: &[u8] = b"\"finish_reason\"";
+    let bytes = data.as_bytes();
+    memchr::memmem::find_iter(bytes, KEY).any(|at| {
+        let mut rest = bytes[at + KEY.len()..].iter().copied();
+        let mut next = || rest.find(|b| !b.is_ascii_whitespace());
+        next() == Some(b':') && next() == Some(b'"') && next() != Some(b'"')
+    })
 }
 
 /// Largest choice or tool call index accepted (indexes size tables).
@@ -1563,15 +1603,55 @@ impl EventDecoder for OpenAiChatDecoder {
     }
 
     fn finish(&mut self) -> Result<Value, DecodeError> {
+        // Some servers end the body after the last choice's `finish_reason` without sending
+        // `data: [DONE]`; the answer is whole (the SDKs accept it: their accumulation ends with
+        // the body, and openai-node checks each choice's `finish_reason`). Without a reason for
+        // every choice, the stream was cut.
+        let whole = self.done || self.every_choice_finished();
         DecodeError::finish_result(
             self.failure.as_ref(),
-            self.done,
+            whole,
             self.snapshot.is_some(),
             (
                 "the stream ended before its first chunk",
-                "the stream ended before `data: [DONE]`",
+                "the stream ended before `data: [DONE]` (and before a `finish_reason` for every choice)",
             ),
             || self.message(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finish_reason_is_a_non_empty_string_whatever_the_spacing() {
+        assert!(sets_finish_reason(
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#
+        ));
+        assert!(sets_finish_reason(
+            r#"{"choices": [{"index": 0, "finish_reason" : "tool_calls"}]}"#
+        ));
+        assert!(sets_finish_reason(
+            r#"{"choices":[{"index":0,"finish_reason":null},{"index":1,"finish_reason":"length"}]}"#
+        ));
+        for no in [
+            r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":""}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"finish_reason""#,
+            "",
+        ] {
+            assert!(!sets_finish_reason(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn the_done_marker_may_carry_trailing_whitespace_only() {
+        assert!(is_done_marker("[DONE]"));
+        assert!(is_done_marker("[DONE] \r\n"));
+        assert!(!is_done_marker(" [DONE]"));
+        assert!(!is_done_marker("[DONE]x"));
     }
 }
