@@ -1218,6 +1218,7 @@ pub(crate) fn is_done_marker(data: &str) -> bool {
 /// `""`, which some servers send on every chunk, do not count). A scan for the key, not a
 /// parse: the client's bookkeeping calls it on every chunk, and a false positive (the key
 /// inside a string) only matters for a server that also leaves out `[DONE]`.
+#[cfg_attr(not(feature = "client"), allow(dead_code))] // the client is its only caller
 pub(crate) fn sets_finish_reason(data: &str) -> bool {
     const KEY: &[u8] = b"\"finish_reason\"";
     let bytes = data.as_bytes();
