@@ -222,7 +222,15 @@ impl ContextTracker {
     }
 
     /// Records usage covering the first `covered` messages.
+    ///
+    /// Usage with no prompt tokens (`input + cache_creation + cache_read == 0`) is ignored: every
+    /// request has a prompt, so such usage is missing rather than measured (a proxy that reports
+    /// only `output_tokens`, a stream cut before `message_start`'s usage), and anchoring to it
+    /// would make a full context look empty to the budget.
     pub fn record_usage_at(&mut self, usage: Usage, covered: usize) {
+        if usage.input_total() == 0 {
+            return;
+        }
         let covered = covered.min(self.messages.len());
         let covered_messages: u64 = self.messages[..covered].iter().sum();
         let raw = self.fixed() + covered_messages;
@@ -479,6 +487,28 @@ mod tests {
         let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
         assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
         assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+
+    #[test]
+    fn usage_without_prompt_tokens_does_not_anchor() {
+        let mut t = ContextTracker::new(Family::Claude);
+        for i in 0..3 {
+            t.push_message(&user(i));
+        }
+        t.record_usage(Usage {
+            input_tokens: 900,
+            ..Usage::default()
+        });
+        let correction = t.correction();
+        t.push_message(&json!({"role": "assistant", "content": "done"}));
+        let before = t.tokens();
+        assert_eq!(before.method, CountMethod::UsageEstimate);
+        // Only the output reported: the prompt's size is unknown, not zero.
+        t.record_usage(Usage::from_json(&json!({"output_tokens": 50})).unwrap());
+        assert_eq!(t.tokens(), before);
+        assert_eq!(t.correction(), correction);
+        t.record_usage(Usage::default());
+        assert_eq!(t.tokens(), before);
     }
 
     #[test]
