@@ -2,7 +2,8 @@
 //!
 //! The defaults are Claude Code's: effective window = context window − min(max output tokens,
 //! 20,000); auto-compact at effective − 13,000; warning (and error) 20,000 below the auto-compact
-//! point; blocking at effective − 3,000.
+//! point; blocking at effective − 3,000. Windows too small to hold those buffers (below about
+//! 100,000 tokens) get them shrunk in proportion ([`ContextBudget::new`]).
 
 /// An auto-compact percentage outside (0, 100] ([`ContextBudget::with_autocompact_percent`]).
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -147,8 +148,14 @@ pub struct ContextBudget {
 
 impl ContextBudget {
     /// A budget with Claude Code's default buffers.
+    ///
+    /// Those are sized for 200,000-token windows. When the output reserve and the auto-compact
+    /// and warning buffers would take more than half of `window` (windows below about 100,000
+    /// tokens: `gpt-4`'s 8,192 would otherwise be blocking at zero tokens, `gpt-3.5-turbo`
+    /// compacting at zero), the reserve and all three buffers shrink in proportion so that they
+    /// take exactly half. Larger windows get the defaults unchanged.
     pub fn new(window: u64, max_output_tokens: u64) -> ContextBudget {
-        ContextBudget {
+        let mut budget = ContextBudget {
             window,
             max_output_tokens,
             output_reserve_cap: 20_000,
@@ -156,7 +163,19 @@ impl ContextBudget {
             warning_buffer: 20_000,
             blocking_buffer: 3_000,
             autocompact_percent: None,
+        };
+        let reserve = max_output_tokens.min(budget.output_reserve_cap);
+        let spent = reserve + budget.autocompact_buffer + budget.warning_buffer;
+        let half = window / 2;
+        if spent > half {
+            // `spent` is at most 53,000 and `half` is below it: no overflow, no division by 0.
+            let scale = |v: u64| v * half / spent;
+            budget.output_reserve_cap = scale(reserve);
+            budget.autocompact_buffer = scale(budget.autocompact_buffer);
+            budget.warning_buffer = scale(budget.warning_buffer);
+            budget.blocking_buffer = scale(budget.blocking_buffer);
         }
+        budget
     }
 
     /// The budget for a model from the table.
@@ -283,11 +302,49 @@ mod tests {
     }
 
     #[test]
-    fn tiny_windows_saturate() {
-        let b = ContextBudget::new(1_000, 32_000);
+    fn oversized_buffers_saturate() {
+        let mut b = ContextBudget::new(1_000, 32_000);
+        b.output_reserve_cap = u64::MAX;
+        b.autocompact_buffer = u64::MAX;
         assert_eq!(b.effective_window(), 0);
         assert_eq!(b.state(0), BudgetState::Blocking);
         assert_eq!(b.percent_left(10), 0.0);
+        assert_eq!(ContextBudget::new(0, 0).state(0), BudgetState::Blocking);
+    }
+
+    #[test]
+    fn small_windows_keep_every_state_reachable() {
+        let table = ModelTable::default();
+        for model in ["gpt-4", "gpt-3.5-turbo"] {
+            let b = ContextBudget::for_model(model, &table);
+            assert_eq!(b.state(0), BudgetState::Ok, "{model}");
+            let (warning, compact, blocking) = (
+                b.warning_threshold(),
+                b.autocompact_threshold(),
+                b.blocking_threshold(),
+            );
+            assert!(
+                0 < warning && warning < compact && compact < blocking,
+                "{model}: {warning} {compact} {blocking}"
+            );
+            assert!(blocking < b.effective_window() && b.effective_window() < b.window);
+            // The reserve and the two lower buffers take half the window.
+            assert!(warning.abs_diff(b.window / 2) <= 4, "{model}: {warning}");
+        }
+        for window in [1, 2, 100, 1_000, 10_000, 105_999] {
+            let b = ContextBudget::new(window, 64_000);
+            assert!(b.warning_threshold() <= b.autocompact_threshold());
+            assert!(b.autocompact_threshold() <= b.blocking_threshold());
+            assert!(b.blocking_threshold() <= b.effective_window());
+        }
+        // Windows that hold the defaults keep them.
+        let b = ContextBudget::new(106_000, 20_000);
+        assert_eq!(b.effective_window(), 86_000);
+        assert_eq!(b.autocompact_threshold(), 73_000);
+        assert_eq!(b.warning_threshold(), 53_000);
+        assert_eq!(b.blocking_threshold(), 83_000);
+        let b = ContextBudget::for_model("gpt-4o", &table);
+        assert_eq!(b.autocompact_threshold(), 128_000 - 16_384 - 13_000);
     }
 
     #[test]
