@@ -209,8 +209,10 @@ impl ContextBudget {
         let effective = self.effective_window();
         let by_buffer = effective.saturating_sub(self.autocompact_buffer);
         match self.autocompact_percent {
-            Some(pct) if pct.is_finite() => {
-                let by_percent = (effective as f64 * pct.clamp(1.0, 100.0) / 100.0) as u64;
+            // The field is public: a value `with_autocompact_percent` would refuse is ignored
+            // rather than clamped to a threshold nobody asked for.
+            Some(pct) if pct.is_finite() && pct > 0.0 && pct <= 100.0 => {
+                let by_percent = (effective as f64 * pct / 100.0) as u64;
                 by_percent.min(by_buffer)
             }
             _ => by_buffer,
@@ -298,6 +300,15 @@ mod tests {
         let b = ContextBudget::new(200_000, 32_000)
             .with_autocompact_percent(99.0)
             .unwrap();
+        assert_eq!(b.autocompact_threshold(), 167_000);
+        // Accepted percentages below 1 are used as given.
+        let b = ContextBudget::new(200_000, 32_000)
+            .with_autocompact_percent(0.5)
+            .unwrap();
+        assert_eq!(b.autocompact_threshold(), 900);
+        // Out-of-range values set on the field directly are ignored.
+        let mut b = ContextBudget::new(200_000, 32_000);
+        b.autocompact_percent = Some(-3.0);
         assert_eq!(b.autocompact_threshold(), 167_000);
     }
 
