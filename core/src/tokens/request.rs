@@ -347,6 +347,7 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
             images::estimate_image(block, c.family()) + overhead
         }
         "document" => estimate_document_c(block, c) + overhead,
+        "file" | "input_file" => estimate_file_c(block, c) + overhead,
         _ => estimate_json_c(block, c),
     }
 }
@@ -372,6 +373,30 @@ fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
             // URL or file sources: the size is unknown here; one page is the floor.
             _ => PDF_PAGE_TOKENS,
         }
+}
+
+/// OpenAI file inputs: Chat's `{"type": "file", "file": {file_data | file_id, filename}}` and
+/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. Only PDFs are
+/// accepted there, so they cost what an Anthropic PDF does: per page, never by base64 length.
+fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    let file = block.get("file").unwrap_or(block);
+    let name = file
+        .get("filename")
+        .and_then(Value::as_str)
+        .map_or(0, |s| c.text(s));
+    let pages = match file.get("file_data").and_then(Value::as_str) {
+        Some(data) => {
+            // A data URL, or bare base64.
+            let base64 = data
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(',').map(|(_, b)| b))
+                .unwrap_or(data);
+            images::pdf_page_count(base64).max(1)
+        }
+        // A file id or URL: the size is unknown here; one page is the floor.
+        None => 1,
+    };
+    name + pages * PDF_PAGE_TOKENS
 }
 
 fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
@@ -462,6 +487,51 @@ mod tests {
         assert!(estimate_block(&text, Family::Claude) < 20);
         let url = json!({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}});
         assert_eq!(estimate_block(&url, Family::Claude), PDF_PAGE_TOKENS + 8);
+    }
+
+    #[test]
+    fn openai_files_count_by_page_not_by_base64_length() {
+        let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type /Page>>\n";
+        let mut padded = pdf.to_vec();
+        padded.extend(std::iter::repeat_n(b'x', 300_000));
+        let data = base64_of(&padded);
+        let chat = json!({"type": "file", "file": {"filename": "a.pdf", "file_data": format!("data:application/pdf;base64,{data}")}});
+        let responses =
+            json!({"type": "input_file", "filename": "a.pdf", "file_data": data.clone()});
+        let by_id = json!({"type": "file", "file": {"file_id": "file-abc"}});
+        for family in [Family::O200k, Family::Claude] {
+            let overhead = Overheads::of(family).per_block;
+            let name = estimate_text("a.pdf", family);
+            assert_eq!(
+                estimate_block(&chat, family),
+                name + 2 * PDF_PAGE_TOKENS + overhead
+            );
+            assert_eq!(
+                estimate_block(&responses, family),
+                name + 2 * PDF_PAGE_TOKENS + overhead
+            );
+            assert_eq!(estimate_block(&by_id, family), PDF_PAGE_TOKENS + overhead);
+        }
+    }
+
+    fn base64_of(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
     }
 
     #[test]
