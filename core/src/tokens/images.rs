@@ -340,3 +340,37 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn formulas_stay_within_their_ceilings(w in any::<u32>(), h in any::<u32>()) {
+            let a = anthropic_image_tokens(w, h);
+            prop_assert!((1..=ANTHROPIC_MAX_IMAGE_TOKENS).contains(&a));
+            let o = openai_image_tokens(w, h, false);
+            prop_assert!((OPENAI_BASE_TOKENS + OPENAI_TILE_TOKENS..=OPENAI_MAX_IMAGE_TOKENS).contains(&o), "{w}x{h}: {o}");
+        }
+
+        #[test]
+        fn any_header_bytes_are_safe(
+            magic in prop::sample::select(vec![
+                b"\x89PNG\r\n\x1a\n".to_vec(), b"GIF89a".to_vec(), b"RIFF\0\0\0\0WEBPVP8 ".to_vec(),
+                b"RIFF\0\0\0\0WEBPVP8L".to_vec(), b"RIFF\0\0\0\0WEBPVP8X".to_vec(), vec![0xFF, 0xD8], vec![],
+            ]),
+            rest in prop::collection::vec(any::<u8>(), 0..64),
+            text in "[A-Za-z0-9+/=_ -]{0,200}",
+        ) {
+            let bytes = [magic, rest].concat();
+            let _ = header_dimensions(&bytes);
+            let block = json!({"type": "image", "source": {"type": "base64", "data": text}});
+            prop_assert!(estimate_image(&block, Family::Claude) <= ANTHROPIC_MAX_IMAGE_TOKENS);
+            prop_assert!(estimate_image(&block, Family::O200k) <= OPENAI_MAX_IMAGE_TOKENS);
+        }
+    }
+}
