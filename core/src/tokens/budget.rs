@@ -83,9 +83,11 @@ impl Default for ModelTable {
 
 impl ModelTable {
     /// Adds or replaces the limits for models whose name starts with `prefix`.
+    /// Prefixes match regardless of letter case.
     pub fn insert(&mut self, prefix: &str, limits: ModelLimits) {
-        self.entries.retain(|(p, _)| p != prefix);
-        self.entries.push((prefix.to_owned(), limits));
+        let prefix = prefix.to_ascii_lowercase();
+        self.entries.retain(|(p, _)| *p != prefix);
+        self.entries.push((prefix, limits));
         self.entries
             .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
@@ -96,16 +98,35 @@ impl ModelTable {
     }
 
     /// The limits of `model`.
+    ///
+    /// Gateway spellings of a model name find the same entry: a provider path
+    /// (`openai/gpt-4o`, `publishers/anthropic/models/claude-...`), a Bedrock id
+    /// (`us.anthropic.claude-3-5-haiku-20241022-v1:0`), OpenRouter's dotted versions
+    /// (`anthropic/claude-3.5-sonnet`) and any letter case. The longest prefix matching the
+    /// name as given or one of those forms wins, so an entry spelled like the gateway's name
+    /// takes precedence.
     pub fn lookup(&self, model: &str) -> ModelLimits {
         let (name, one_million) = match model.strip_suffix("[1m]") {
             Some(name) => (name, true),
             None => (model, false),
         };
-        let mut limits = self
-            .entries
-            .iter()
-            .find(|(prefix, _)| name.starts_with(prefix.as_str()))
-            .map_or(self.fallback, |(_, limits)| *limits);
+        let name = name.to_ascii_lowercase();
+        let base = name.rsplit('/').next().unwrap_or(&name);
+        let base = base.find("claude").map_or(base, |at| &base[at..]);
+        let dashed = base.replace('.', "-");
+        let mut best: Option<(usize, ModelLimits)> = None;
+        for candidate in [name.as_str(), base, dashed.as_str()] {
+            // Entries are sorted longest first: the first match is the candidate's longest.
+            if let Some((prefix, limits)) = self
+                .entries
+                .iter()
+                .find(|(prefix, _)| candidate.starts_with(prefix.as_str()))
+                && best.is_none_or(|(len, _)| prefix.len() > len)
+            {
+                best = Some((prefix.len(), *limits));
+            }
+        }
+        let mut limits = best.map_or(self.fallback, |(_, limits)| limits);
         if one_million {
             limits.context_window = ONE_MILLION;
         }
@@ -372,6 +393,31 @@ mod tests {
         assert_eq!(t.lookup("gpt-4o-mini").context_window, 128_000);
         assert_eq!(t.lookup("gpt-4-0613").context_window, 8_192);
         assert_eq!(t.lookup("something-else"), DEFAULT_LIMITS);
+        let limits = |model: &str| t.lookup(model);
+        // Gateway spellings.
+        assert_eq!(limits("openai/gpt-4").context_window, 8_192);
+        assert_eq!(limits("openai/gpt-4.1-mini").context_window, 1_047_576);
+        assert_eq!(
+            limits("anthropic/claude-3.5-haiku").max_output_tokens,
+            8_192
+        );
+        assert_eq!(
+            limits("us.anthropic.claude-3-5-haiku-20241022-v1:0").max_output_tokens,
+            8_192
+        );
+        assert_eq!(
+            limits("anthropic/claude-opus-4.5"),
+            limits("claude-opus-4-5-20251101")
+        );
+        assert_eq!(
+            limits("publishers/anthropic/models/claude-3-opus@20240229").max_output_tokens,
+            4_096
+        );
+        assert_eq!(limits("GPT-4-0613").context_window, 8_192);
+        assert_eq!(
+            limits("anthropic/claude-3.5-sonnet[1m]").context_window,
+            ONE_MILLION
+        );
         t.insert(
             "gpt-4o",
             ModelLimits {
