@@ -230,7 +230,9 @@ fn estimate_request_body_c(body: &Value, c: &TextCounter<'_>) -> RequestEstimate
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
-    estimate_request_c(body.get("system"), body.get("tools"), messages, c)
+    // `functions` is the legacy (pre-`tools`) form of OpenAI tool definitions.
+    let tools = body.get("tools").or_else(|| body.get("functions"));
+    estimate_request_c(body.get("system"), tools, messages, c)
 }
 
 fn is_system_message(message: &Value) -> bool {
@@ -283,18 +285,22 @@ fn estimate_message_c(message: &Value, c: &TextCounter<'_>) -> u64 {
 fn estimate_message_frame_c(message: &Value, c: &TextCounter<'_>) -> u64 {
     let overheads = Overheads::of(c.family());
     let mut tokens = overheads.per_message;
-    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-        for call in calls {
-            let function = call.get("function").unwrap_or(call);
-            tokens += overheads.per_block;
-            if let Some(name) = function.get("name").and_then(Value::as_str) {
-                tokens += c.text(name);
-            }
-            match function.get("arguments") {
-                Some(Value::String(args)) => tokens += c.text(args),
-                Some(args) => tokens += estimate_json_c(args, c),
-                None => {}
-            }
+    let calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    // The legacy (pre-`tools`) `function_call` is one call, still accepted by Chat Completions.
+    let legacy = message.get("function_call").filter(|f| f.is_object());
+    for call in calls.iter().chain(legacy) {
+        let function = call.get("function").unwrap_or(call);
+        tokens += overheads.per_block;
+        if let Some(name) = function.get("name").and_then(Value::as_str) {
+            tokens += c.text(name);
+        }
+        match function.get("arguments") {
+            Some(Value::String(args)) => tokens += c.text(args),
+            Some(args) => tokens += estimate_json_c(args, c),
+            None => {}
         }
     }
     for key in ["name", "tool_call_id"] {
@@ -479,6 +485,21 @@ mod tests {
             {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}}
         ]});
         assert!(estimate_message(&with_calls, Family::O200k) > 3 + 3);
+        let legacy = json!({"role": "assistant", "content": null,
+            "function_call": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}});
+        assert_eq!(
+            estimate_message(&legacy, Family::O200k),
+            estimate_message(&with_calls, Family::O200k)
+        );
+        let def = json!({"name": "ls", "description": "List a directory",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}});
+        let tools = estimate_request_body(
+            &json!({"tools": [{"type": "function", "function": def}], "messages": []}),
+            Family::O200k,
+        );
+        let functions =
+            estimate_request_body(&json!({"functions": [def], "messages": []}), Family::O200k);
+        assert_eq!(functions, tools);
     }
 
     #[test]
