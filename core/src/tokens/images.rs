@@ -86,8 +86,13 @@ fn explicit_dimensions(v: &Value) -> Option<(u32, u32)> {
     Some((dim("width")?, dim("height")?))
 }
 
-/// The image's dimensions, from explicit fields or from its header.
+/// The image's dimensions, from explicit fields or from its header. A zero width or height is
+/// no image a provider accepts: it counts as unknown (the ceiling), not as a 1-token image.
 pub fn image_dimensions(block: &Value) -> Option<(u32, u32)> {
+    stated_dimensions(block).filter(|&(w, h)| w > 0 && h > 0)
+}
+
+fn stated_dimensions(block: &Value) -> Option<(u32, u32)> {
     let source = block.get("source");
     if let Some(dims) = explicit_dimensions(block).or_else(|| source.and_then(explicit_dimensions))
     {
@@ -320,6 +325,31 @@ mod tests {
         assert_eq!(estimate_image(&url, Family::O200k), OPENAI_MAX_IMAGE_TOKENS);
         let hinted = json!({"type": "image", "width": 750, "height": 10, "source": {"type": "url", "url": "u"}});
         assert_eq!(estimate_image(&hinted, Family::Claude), 10);
+    }
+
+    #[test]
+    fn zero_dimensions_are_unknown_not_free() {
+        let block = |data: &str| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        let zero = block(&encode_base64(&png(0, 0)));
+        assert_eq!(image_dimensions(&zero), None);
+        assert_eq!(
+            estimate_image(&zero, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
+        assert_eq!(
+            estimate_image(&zero, Family::O200k),
+            OPENAI_MAX_IMAGE_TOKENS
+        );
+        let flat = block(&encode_base64(&png(4000, 0)));
+        assert_eq!(
+            estimate_image(&flat, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
+        let hinted = json!({"type": "image", "width": 0, "height": 10, "source": {"type": "url", "url": "u"}});
+        assert_eq!(
+            estimate_image(&hinted, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
     }
 
     #[test]
