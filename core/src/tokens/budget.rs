@@ -39,6 +39,10 @@ pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
     ("gpt-4.1", 1_047_576, 32_768),
     ("gpt-4o", 128_000, 16_384),
     ("gpt-4-turbo", 128_000, 4_096),
+    // GPT-4 Turbo's preview snapshots, which the `gpt-4` prefix would otherwise give 8,192.
+    ("gpt-4-1106", 128_000, 4_096),
+    ("gpt-4-0125", 128_000, 4_096),
+    ("gpt-4-vision", 128_000, 4_096),
     ("gpt-4", 8_192, 8_192),
     ("gpt-3.5-turbo", 16_385, 4_096),
     ("o1", 200_000, 100_000),
@@ -392,6 +396,14 @@ mod tests {
         );
         assert_eq!(t.lookup("gpt-4o-mini").context_window, 128_000);
         assert_eq!(t.lookup("gpt-4-0613").context_window, 8_192);
+        for turbo in [
+            "gpt-4-1106-preview",
+            "gpt-4-0125-preview",
+            "gpt-4-vision-preview",
+            "gpt-4-turbo-preview",
+        ] {
+            assert_eq!(t.lookup(turbo).context_window, 128_000, "{turbo}");
+        }
         assert_eq!(t.lookup("something-else"), DEFAULT_LIMITS);
         let limits = |model: &str| t.lookup(model);
         // Gateway spellings.
