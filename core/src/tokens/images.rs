@@ -215,10 +215,19 @@ pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
 /// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). Returns 0 when
 /// none are visible (e.g. all page objects inside compressed object streams).
 pub fn pdf_page_count(base64: &str) -> u64 {
-    let pdf = decode_base64(base64.as_bytes());
+    pdf_pages(&decode_base64(base64.as_bytes()))
+}
+
+/// Decodes standard or URL-safe base64 (see `decode_base64`).
+pub(crate) fn decode(base64: &str) -> Vec<u8> {
+    decode_base64(base64.as_bytes())
+}
+
+/// Counts the visible page objects of a decoded PDF (see [`pdf_page_count`]).
+pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
     let finder = memchr::memmem::Finder::new(b"/Type");
     let mut pages = 0;
-    for at in finder.find_iter(&pdf) {
+    for at in finder.find_iter(pdf) {
         let rest = &pdf[at + 5..];
         let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
         let rest = &rest[skip..];

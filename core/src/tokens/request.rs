@@ -382,8 +382,8 @@ fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
 }
 
 /// OpenAI file inputs: Chat's `{"type": "file", "file": {file_data | file_id, filename}}` and
-/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. Only PDFs are
-/// accepted there, so they cost what an Anthropic PDF does: per page, never by base64 length.
+/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. A PDF costs what
+/// an Anthropic PDF does (per page), a text file its decoded text; never the base64 length.
 fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
     let file = block.get("file").unwrap_or(block);
     let name = file
@@ -397,7 +397,13 @@ fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
                 .strip_prefix("data:")
                 .and_then(|rest| rest.split_once(',').map(|(_, b)| b))
                 .unwrap_or(data);
-            images::pdf_page_count(base64).max(1)
+            let bytes = images::decode(base64);
+            if !bytes.starts_with(b"%PDF")
+                && let Ok(text) = std::str::from_utf8(&bytes)
+            {
+                return name + c.text(text);
+            }
+            images::pdf_pages(&bytes).max(1)
         }
         // A file id or URL: the size is unknown here; one page is the floor.
         None => 1,
@@ -533,6 +539,13 @@ mod tests {
             );
             assert_eq!(estimate_block(&by_id, family), PDF_PAGE_TOKENS + overhead);
         }
+        // A text file is its text, however long.
+        let text = "fn main() { println!(\"hello\"); }\n".repeat(2_000);
+        let file = json!({"type": "input_file", "file_data": format!("data:text/plain;base64,{}", base64_of(text.as_bytes()))});
+        assert_eq!(
+            estimate_block(&file, Family::O200k),
+            estimate_text(&text, Family::O200k) + Overheads::of(Family::O200k).per_block
+        );
     }
 
     fn base64_of(bytes: &[u8]) -> String {
