@@ -172,6 +172,11 @@ fn le24(b: &[u8], at: usize) -> Option<u32> {
 /// Width and height from a PNG, GIF, WebP or JPEG header.
 pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     if b.starts_with(b"\x89PNG\r\n\x1a\n") {
+        // The width and height are IHDR's, which must come first; anything else there (Apple's
+        // CgBI chunk, a corrupt file) would be read as arbitrary dimensions.
+        if b.get(12..16) != Some(b"IHDR") {
+            return None;
+        }
         let w = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?);
         let h = u32::from_be_bytes(b.get(20..24)?.try_into().ok()?);
         return Some((w, h));
@@ -334,6 +339,14 @@ mod tests {
         assert_eq!(estimate_image(&url, Family::O200k), OPENAI_MAX_IMAGE_TOKENS);
         let hinted = json!({"type": "image", "width": 750, "height": 10, "source": {"type": "url", "url": "u"}});
         assert_eq!(estimate_image(&hinted, Family::Claude), 10);
+    }
+
+    #[test]
+    fn a_png_without_ihdr_first_has_unknown_dimensions() {
+        let mut cgbi = b"\x89PNG\r\n\x1a\n\0\0\0\x04CgBI\x50\0\x20\x06".to_vec();
+        cgbi.extend_from_slice(&png(10, 10)[8..]);
+        assert_eq!(header_dimensions(&cgbi), None);
+        assert_eq!(header_dimensions(&png(10, 10)), Some((10, 10)));
     }
 
     #[test]
