@@ -217,8 +217,9 @@ pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). Returns 0 when
-/// none are visible (e.g. all page objects inside compressed object streams).
+/// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). When the page
+/// objects are all inside compressed object streams, a linearized PDF still states its page
+/// count (`/Linearized ... /N pages`) in the uncompressed first object; otherwise returns 0.
 pub fn pdf_page_count(base64: &str) -> u64 {
     pdf_pages(&decode_base64(base64.as_bytes()))
 }
@@ -240,7 +241,25 @@ pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
             pages += 1;
         }
     }
+    if pages == 0 {
+        pages = linearized_page_count(pdf).unwrap_or(0);
+    }
     pages
+}
+
+/// The `/N` entry of a linearization dictionary (which is never in an object stream).
+fn linearized_page_count(pdf: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(pdf, b"/Linearized")?;
+    // The dictionary is short: its end bounds the search, so `/N` of another object is not read.
+    let dict = &pdf[at..pdf.len().min(at + 1024)];
+    let dict = &dict[..memchr::memmem::find(dict, b">>").unwrap_or(dict.len())];
+    let n = memchr::memmem::find_iter(dict, b"/N").find_map(|n| {
+        let rest = &dict[n + 2..];
+        let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        (skip > 0 && rest.get(skip).is_some_and(u8::is_ascii_digit)).then_some(&rest[skip..])
+    })?;
+    let digits = n.iter().take_while(|c| c.is_ascii_digit()).count();
+    std::str::from_utf8(&n[..digits.min(9)]).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -381,6 +400,17 @@ mod tests {
     }
 
     #[test]
+    fn linearized_pdfs_with_compressed_pages_state_their_count() {
+        let pdf = b"%PDF-1.5\n1 0 obj\n<< /Linearized 1 /L 72000 /H [ 600 140 ] /O 4 /E 9000 /N 12 /T 71000 >>\nendobj\n5 0 obj<</Type/ObjStm/N 40/First 300/Filter/FlateDecode>>stream\nx\x9c\x01\x02endstream";
+        assert_eq!(pdf_page_count(&encode_base64(pdf)), 12);
+        // Visible page objects win; a `/N` outside the linearization dictionary is not read.
+        let plain = b"%PDF-1.4\n1 0 obj<</Type/ObjStm/N 40>>\n2 0 obj<</Type /Page>>";
+        assert_eq!(pdf_page_count(&encode_base64(plain)), 1);
+        let other = b"%PDF-1.5\n1 0 obj<</Linearized 1/L 5>>\n2 0 obj<</Type/ObjStm/N 40>>";
+        assert_eq!(pdf_page_count(&encode_base64(other)), 0);
+    }
+
+    #[test]
     fn truncated_headers_never_panic() {
         for n in 0..40 {
             let mut b = png(5, 5);
@@ -423,6 +453,12 @@ mod props {
             let block = json!({"type": "image", "source": {"type": "base64", "data": text}});
             prop_assert!(estimate_image(&block, Family::Claude) <= ANTHROPIC_MAX_IMAGE_TOKENS);
             prop_assert!(estimate_image(&block, Family::O200k) <= OPENAI_MAX_IMAGE_TOKENS);
+        }
+
+        #[test]
+        fn any_pdf_bytes_are_safe(rest in "[/NLinearizedTypePage0-9 <>]{0,300}") {
+            let pdf = format!("%PDF-1.5 /Linearized {rest}");
+            prop_assert!(pdf_pages(pdf.as_bytes()) <= 999_999_999 + pdf.len() as u64);
         }
     }
 }
