@@ -3,11 +3,12 @@
 //! `{"file": PATH, "tokens": N, "method": "estimate"|"exact", "tokenizer": NAME}`.
 //!
 //! A `.json` file holding a Messages request body (an object with a `messages` array) is counted
-//! as a request (system, tools, messages, per-block rules); anything else as plain text. With
+//! as a request (system, tools, messages, per-block rules); anything else as plain text. `-` is
+//! stdin, counted as a request when it holds one (it has no extension to go by). With
 //! `--exact`, text is counted by the family's exact tokenizer (o200k and cl100k only); request
 //! overheads and images still follow the documented rules.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -24,7 +25,7 @@ pub struct TokensArgs {
     /// Count exactly with the embedded vocabulary (o200k and cl100k only).
     #[arg(long)]
     exact: bool,
-    /// Files to count.
+    /// Files to count (`-`: stdin).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -70,11 +71,22 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let stdin = path.as_os_str() == "-";
+    let bytes = if stdin {
+        let mut bytes = Vec::new();
+        io::stdin()
+            .lock()
+            .read_to_end(&mut bytes)
+            .context("reading stdin")?;
+        bytes
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+    };
     let exact_text = |text: &str| count_exact(text, family).unwrap_or(0);
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    if (stdin
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json")))
         && let Some(body) = as_request(&bytes)
     {
         let counter = if exact {
@@ -93,6 +105,9 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
 
 /// The file as a Messages request body, if it is one.
 fn as_request(bytes: &[u8]) -> Option<Value> {
+    // Editors on Windows save JSON with a byte-order mark, which serde_json refuses; counted as
+    // text instead, the request's base64 images would be estimated from their length.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let value: Value = serde_json::from_slice(bytes).ok()?;
     value.get("messages")?.as_array()?;
     Some(value)

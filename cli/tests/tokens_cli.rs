@@ -142,3 +142,85 @@ fn exact_is_refused_for_claude_and_missing_files_fail() {
         .unwrap();
     assert!(!output.status.success());
 }
+
+/// A request whose only content is a 100×100 PNG padded to 300 KB: about 14 tokens of image, but
+/// tens of thousands if its base64 were counted as text.
+fn image_request() -> String {
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+    png.extend_from_slice(&100u32.to_be_bytes());
+    png.extend_from_slice(&100u32.to_be_bytes());
+    png.extend_from_slice(&[8, 6, 0, 0, 0]);
+    png.resize(300_000, 0);
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut data = String::new();
+    for chunk in png.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            data.push(if i <= chunk.len() {
+                ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    ]}]})
+    .to_string()
+}
+
+#[test]
+fn a_json_request_with_a_byte_order_mark_is_still_a_request() {
+    let dir = std::env::temp_dir().join(format!("ferroloop-tokens-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("plain.json");
+    let bom = dir.join("bom.json");
+    let body = image_request();
+    std::fs::write(&plain, &body).unwrap();
+    std::fs::write(&bom, [b"\xEF\xBB\xBF".as_slice(), body.as_bytes()].concat()).unwrap();
+    let output = bin().arg("tokens").arg(&plain).arg(&bom).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let lines = lines(&output);
+    let tokens = lines[0]["tokens"].as_u64().unwrap();
+    assert!(tokens < 100, "{tokens}");
+    assert_eq!(lines[1]["tokens"], tokens);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_dash_reads_stdin_and_counts_a_request_as_one() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let count = |input: &str| {
+        let mut child = bin()
+            .args(["tokens", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let lines = lines(&output);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0]["file"], "-");
+        lines[0]["tokens"].as_u64().unwrap()
+    };
+    assert!(count(&image_request()) < 100);
+    let text = std::fs::read_to_string(sample("prose-0.txt")).unwrap();
+    let by_file = bin()
+        .arg("tokens")
+        .arg(sample("prose-0.txt"))
+        .output()
+        .unwrap();
+    assert_eq!(count(&text), lines(&by_file)[0]["tokens"].as_u64().unwrap());
+}

@@ -2,7 +2,8 @@
 //!
 //! The defaults are Claude Code's: effective window = context window − min(max output tokens,
 //! 20,000); auto-compact at effective − 13,000; warning (and error) 20,000 below the auto-compact
-//! point; blocking at effective − 3,000.
+//! point; blocking at effective − 3,000. Windows too small to hold those buffers (below about
+//! 100,000 tokens) get them shrunk in proportion ([`ContextBudget::new`]).
 
 /// An auto-compact percentage outside (0, 100] ([`ContextBudget::with_autocompact_percent`]).
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -38,6 +39,10 @@ pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
     ("gpt-4.1", 1_047_576, 32_768),
     ("gpt-4o", 128_000, 16_384),
     ("gpt-4-turbo", 128_000, 4_096),
+    // GPT-4 Turbo's preview snapshots, which the `gpt-4` prefix would otherwise give 8,192.
+    ("gpt-4-1106", 128_000, 4_096),
+    ("gpt-4-0125", 128_000, 4_096),
+    ("gpt-4-vision", 128_000, 4_096),
     ("gpt-4", 8_192, 8_192),
     ("gpt-3.5-turbo", 16_385, 4_096),
     ("o1", 200_000, 100_000),
@@ -82,9 +87,11 @@ impl Default for ModelTable {
 
 impl ModelTable {
     /// Adds or replaces the limits for models whose name starts with `prefix`.
+    /// Prefixes match regardless of letter case.
     pub fn insert(&mut self, prefix: &str, limits: ModelLimits) {
-        self.entries.retain(|(p, _)| p != prefix);
-        self.entries.push((prefix.to_owned(), limits));
+        let prefix = prefix.to_ascii_lowercase();
+        self.entries.retain(|(p, _)| *p != prefix);
+        self.entries.push((prefix, limits));
         self.entries
             .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     }
@@ -95,16 +102,35 @@ impl ModelTable {
     }
 
     /// The limits of `model`.
+    ///
+    /// Gateway spellings of a model name find the same entry: a provider path
+    /// (`openai/gpt-4o`, `publishers/anthropic/models/claude-...`), a Bedrock id
+    /// (`us.anthropic.claude-3-5-haiku-20241022-v1:0`), OpenRouter's dotted versions
+    /// (`anthropic/claude-3.5-sonnet`) and any letter case. The longest prefix matching the
+    /// name as given or one of those forms wins, so an entry spelled like the gateway's name
+    /// takes precedence.
     pub fn lookup(&self, model: &str) -> ModelLimits {
         let (name, one_million) = match model.strip_suffix("[1m]") {
             Some(name) => (name, true),
             None => (model, false),
         };
-        let mut limits = self
-            .entries
-            .iter()
-            .find(|(prefix, _)| name.starts_with(prefix.as_str()))
-            .map_or(self.fallback, |(_, limits)| *limits);
+        let name = name.to_ascii_lowercase();
+        let base = name.rsplit('/').next().unwrap_or(&name);
+        let base = base.find("claude").map_or(base, |at| &base[at..]);
+        let dashed = base.replace('.', "-");
+        let mut best: Option<(usize, ModelLimits)> = None;
+        for candidate in [name.as_str(), base, dashed.as_str()] {
+            // Entries are sorted longest first: the first match is the candidate's longest.
+            if let Some((prefix, limits)) = self
+                .entries
+                .iter()
+                .find(|(prefix, _)| candidate.starts_with(prefix.as_str()))
+                && best.is_none_or(|(len, _)| prefix.len() > len)
+            {
+                best = Some((prefix.len(), *limits));
+            }
+        }
+        let mut limits = best.map_or(self.fallback, |(_, limits)| limits);
         if one_million {
             limits.context_window = ONE_MILLION;
         }
@@ -147,8 +173,14 @@ pub struct ContextBudget {
 
 impl ContextBudget {
     /// A budget with Claude Code's default buffers.
+    ///
+    /// Those are sized for 200,000-token windows. When the output reserve and the auto-compact
+    /// and warning buffers would take more than half of `window` (windows below about 100,000
+    /// tokens: `gpt-4`'s 8,192 would otherwise be blocking at zero tokens, `gpt-3.5-turbo`
+    /// compacting at zero), the reserve and all three buffers shrink in proportion so that they
+    /// take exactly half. Larger windows get the defaults unchanged.
     pub fn new(window: u64, max_output_tokens: u64) -> ContextBudget {
-        ContextBudget {
+        let mut budget = ContextBudget {
             window,
             max_output_tokens,
             output_reserve_cap: 20_000,
@@ -156,7 +188,19 @@ impl ContextBudget {
             warning_buffer: 20_000,
             blocking_buffer: 3_000,
             autocompact_percent: None,
+        };
+        let reserve = max_output_tokens.min(budget.output_reserve_cap);
+        let spent = reserve + budget.autocompact_buffer + budget.warning_buffer;
+        let half = window / 2;
+        if spent > half {
+            // `spent` is at most 53,000 and `half` is below it: no overflow, no division by 0.
+            let scale = |v: u64| v * half / spent;
+            budget.output_reserve_cap = scale(reserve);
+            budget.autocompact_buffer = scale(budget.autocompact_buffer);
+            budget.warning_buffer = scale(budget.warning_buffer);
+            budget.blocking_buffer = scale(budget.blocking_buffer);
         }
+        budget
     }
 
     /// The budget for a model from the table.
@@ -190,8 +234,10 @@ impl ContextBudget {
         let effective = self.effective_window();
         let by_buffer = effective.saturating_sub(self.autocompact_buffer);
         match self.autocompact_percent {
-            Some(pct) if pct.is_finite() => {
-                let by_percent = (effective as f64 * pct.clamp(1.0, 100.0) / 100.0) as u64;
+            // The field is public: a value `with_autocompact_percent` would refuse is ignored
+            // rather than clamped to a threshold nobody asked for.
+            Some(pct) if pct.is_finite() && pct > 0.0 && pct <= 100.0 => {
+                let by_percent = (effective as f64 * pct / 100.0) as u64;
                 by_percent.min(by_buffer)
             }
             _ => by_buffer,
@@ -280,14 +326,61 @@ mod tests {
             .with_autocompact_percent(99.0)
             .unwrap();
         assert_eq!(b.autocompact_threshold(), 167_000);
+        // Accepted percentages below 1 are used as given.
+        let b = ContextBudget::new(200_000, 32_000)
+            .with_autocompact_percent(0.5)
+            .unwrap();
+        assert_eq!(b.autocompact_threshold(), 900);
+        // Out-of-range values set on the field directly are ignored.
+        let mut b = ContextBudget::new(200_000, 32_000);
+        b.autocompact_percent = Some(-3.0);
+        assert_eq!(b.autocompact_threshold(), 167_000);
     }
 
     #[test]
-    fn tiny_windows_saturate() {
-        let b = ContextBudget::new(1_000, 32_000);
+    fn oversized_buffers_saturate() {
+        let mut b = ContextBudget::new(1_000, 32_000);
+        b.output_reserve_cap = u64::MAX;
+        b.autocompact_buffer = u64::MAX;
         assert_eq!(b.effective_window(), 0);
         assert_eq!(b.state(0), BudgetState::Blocking);
         assert_eq!(b.percent_left(10), 0.0);
+        assert_eq!(ContextBudget::new(0, 0).state(0), BudgetState::Blocking);
+    }
+
+    #[test]
+    fn small_windows_keep_every_state_reachable() {
+        let table = ModelTable::default();
+        for model in ["gpt-4", "gpt-3.5-turbo"] {
+            let b = ContextBudget::for_model(model, &table);
+            assert_eq!(b.state(0), BudgetState::Ok, "{model}");
+            let (warning, compact, blocking) = (
+                b.warning_threshold(),
+                b.autocompact_threshold(),
+                b.blocking_threshold(),
+            );
+            assert!(
+                0 < warning && warning < compact && compact < blocking,
+                "{model}: {warning} {compact} {blocking}"
+            );
+            assert!(blocking < b.effective_window() && b.effective_window() < b.window);
+            // The reserve and the two lower buffers take half the window.
+            assert!(warning.abs_diff(b.window / 2) <= 4, "{model}: {warning}");
+        }
+        for window in [1, 2, 100, 1_000, 10_000, 105_999] {
+            let b = ContextBudget::new(window, 64_000);
+            assert!(b.warning_threshold() <= b.autocompact_threshold());
+            assert!(b.autocompact_threshold() <= b.blocking_threshold());
+            assert!(b.blocking_threshold() <= b.effective_window());
+        }
+        // Windows that hold the defaults keep them.
+        let b = ContextBudget::new(106_000, 20_000);
+        assert_eq!(b.effective_window(), 86_000);
+        assert_eq!(b.autocompact_threshold(), 73_000);
+        assert_eq!(b.warning_threshold(), 53_000);
+        assert_eq!(b.blocking_threshold(), 83_000);
+        let b = ContextBudget::for_model("gpt-4o", &table);
+        assert_eq!(b.autocompact_threshold(), 128_000 - 16_384 - 13_000);
     }
 
     #[test]
@@ -303,7 +396,40 @@ mod tests {
         );
         assert_eq!(t.lookup("gpt-4o-mini").context_window, 128_000);
         assert_eq!(t.lookup("gpt-4-0613").context_window, 8_192);
+        for turbo in [
+            "gpt-4-1106-preview",
+            "gpt-4-0125-preview",
+            "gpt-4-vision-preview",
+            "gpt-4-turbo-preview",
+        ] {
+            assert_eq!(t.lookup(turbo).context_window, 128_000, "{turbo}");
+        }
         assert_eq!(t.lookup("something-else"), DEFAULT_LIMITS);
+        let limits = |model: &str| t.lookup(model);
+        // Gateway spellings.
+        assert_eq!(limits("openai/gpt-4").context_window, 8_192);
+        assert_eq!(limits("openai/gpt-4.1-mini").context_window, 1_047_576);
+        assert_eq!(
+            limits("anthropic/claude-3.5-haiku").max_output_tokens,
+            8_192
+        );
+        assert_eq!(
+            limits("us.anthropic.claude-3-5-haiku-20241022-v1:0").max_output_tokens,
+            8_192
+        );
+        assert_eq!(
+            limits("anthropic/claude-opus-4.5"),
+            limits("claude-opus-4-5-20251101")
+        );
+        assert_eq!(
+            limits("publishers/anthropic/models/claude-3-opus@20240229").max_output_tokens,
+            4_096
+        );
+        assert_eq!(limits("GPT-4-0613").context_window, 8_192);
+        assert_eq!(
+            limits("anthropic/claude-3.5-sonnet[1m]").context_window,
+            ONE_MILLION
+        );
         t.insert(
             "gpt-4o",
             ModelLimits {

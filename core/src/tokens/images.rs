@@ -86,8 +86,13 @@ fn explicit_dimensions(v: &Value) -> Option<(u32, u32)> {
     Some((dim("width")?, dim("height")?))
 }
 
-/// The image's dimensions, from explicit fields or from its header.
+/// The image's dimensions, from explicit fields or from its header. A zero width or height is
+/// no image a provider accepts: it counts as unknown (the ceiling), not as a 1-token image.
 pub fn image_dimensions(block: &Value) -> Option<(u32, u32)> {
+    stated_dimensions(block).filter(|&(w, h)| w > 0 && h > 0)
+}
+
+fn stated_dimensions(block: &Value) -> Option<(u32, u32)> {
     let source = block.get("source");
     if let Some(dims) = explicit_dimensions(block).or_else(|| source.and_then(explicit_dimensions))
     {
@@ -167,6 +172,11 @@ fn le24(b: &[u8], at: usize) -> Option<u32> {
 /// Width and height from a PNG, GIF, WebP or JPEG header.
 pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     if b.starts_with(b"\x89PNG\r\n\x1a\n") {
+        // The width and height are IHDR's, which must come first; anything else there (Apple's
+        // CgBI chunk, a corrupt file) would be read as arbitrary dimensions.
+        if b.get(12..16) != Some(b"IHDR") {
+            return None;
+        }
         let w = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?);
         let h = u32::from_be_bytes(b.get(20..24)?.try_into().ok()?);
         return Some((w, h));
@@ -207,13 +217,23 @@ pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). Returns 0 when
-/// none are visible (e.g. all page objects inside compressed object streams).
+/// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). When the page
+/// objects are all inside compressed object streams, a linearized PDF still states its page
+/// count (`/Linearized ... /N pages`) in the uncompressed first object; otherwise returns 0.
 pub fn pdf_page_count(base64: &str) -> u64 {
-    let pdf = decode_base64(base64.as_bytes());
+    pdf_pages(&decode_base64(base64.as_bytes()))
+}
+
+/// Decodes standard or URL-safe base64 (see `decode_base64`).
+pub(crate) fn decode(base64: &str) -> Vec<u8> {
+    decode_base64(base64.as_bytes())
+}
+
+/// Counts the visible page objects of a decoded PDF (see [`pdf_page_count`]).
+pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
     let finder = memchr::memmem::Finder::new(b"/Type");
     let mut pages = 0;
-    for at in finder.find_iter(&pdf) {
+    for at in finder.find_iter(pdf) {
         let rest = &pdf[at + 5..];
         let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
         let rest = &rest[skip..];
@@ -221,7 +241,25 @@ pub fn pdf_page_count(base64: &str) -> u64 {
             pages += 1;
         }
     }
+    if pages == 0 {
+        pages = linearized_page_count(pdf).unwrap_or(0);
+    }
     pages
+}
+
+/// The `/N` entry of a linearization dictionary (which is never in an object stream).
+fn linearized_page_count(pdf: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(pdf, b"/Linearized")?;
+    // The dictionary is short: its end bounds the search, so `/N` of another object is not read.
+    let dict = &pdf[at..pdf.len().min(at + 1024)];
+    let dict = &dict[..memchr::memmem::find(dict, b">>").unwrap_or(dict.len())];
+    let n = memchr::memmem::find_iter(dict, b"/N").find_map(|n| {
+        let rest = &dict[n + 2..];
+        let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        (skip > 0 && rest.get(skip).is_some_and(u8::is_ascii_digit)).then_some(&rest[skip..])
+    })?;
+    let digits = n.iter().take_while(|c| c.is_ascii_digit()).count();
+    std::str::from_utf8(&n[..digits.min(9)]).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -323,9 +361,53 @@ mod tests {
     }
 
     #[test]
+    fn a_png_without_ihdr_first_has_unknown_dimensions() {
+        let mut cgbi = b"\x89PNG\r\n\x1a\n\0\0\0\x04CgBI\x50\0\x20\x06".to_vec();
+        cgbi.extend_from_slice(&png(10, 10)[8..]);
+        assert_eq!(header_dimensions(&cgbi), None);
+        assert_eq!(header_dimensions(&png(10, 10)), Some((10, 10)));
+    }
+
+    #[test]
+    fn zero_dimensions_are_unknown_not_free() {
+        let block = |data: &str| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        let zero = block(&encode_base64(&png(0, 0)));
+        assert_eq!(image_dimensions(&zero), None);
+        assert_eq!(
+            estimate_image(&zero, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
+        assert_eq!(
+            estimate_image(&zero, Family::O200k),
+            OPENAI_MAX_IMAGE_TOKENS
+        );
+        let flat = block(&encode_base64(&png(4000, 0)));
+        assert_eq!(
+            estimate_image(&flat, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
+        let hinted = json!({"type": "image", "width": 0, "height": 10, "source": {"type": "url", "url": "u"}});
+        assert_eq!(
+            estimate_image(&hinted, Family::Claude),
+            ANTHROPIC_MAX_IMAGE_TOKENS
+        );
+    }
+
+    #[test]
     fn pdf_pages() {
         let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type/Page/Parent 1 0 R>>";
         assert_eq!(pdf_page_count(&encode_base64(pdf)), 2);
+    }
+
+    #[test]
+    fn linearized_pdfs_with_compressed_pages_state_their_count() {
+        let pdf = b"%PDF-1.5\n1 0 obj\n<< /Linearized 1 /L 72000 /H [ 600 140 ] /O 4 /E 9000 /N 12 /T 71000 >>\nendobj\n5 0 obj<</Type/ObjStm/N 40/First 300/Filter/FlateDecode>>stream\nx\x9c\x01\x02endstream";
+        assert_eq!(pdf_page_count(&encode_base64(pdf)), 12);
+        // Visible page objects win; a `/N` outside the linearization dictionary is not read.
+        let plain = b"%PDF-1.4\n1 0 obj<</Type/ObjStm/N 40>>\n2 0 obj<</Type /Page>>";
+        assert_eq!(pdf_page_count(&encode_base64(plain)), 1);
+        let other = b"%PDF-1.5\n1 0 obj<</Linearized 1/L 5>>\n2 0 obj<</Type/ObjStm/N 40>>";
+        assert_eq!(pdf_page_count(&encode_base64(other)), 0);
     }
 
     #[test]
@@ -337,6 +419,46 @@ mod tests {
             let mut j = vec![0xFF, 0xD8, 0xFF, 0xC0, 0, 11, 8, 1];
             j.truncate(n.min(8));
             let _ = header_dimensions(&j);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn formulas_stay_within_their_ceilings(w in any::<u32>(), h in any::<u32>()) {
+            let a = anthropic_image_tokens(w, h);
+            prop_assert!((1..=ANTHROPIC_MAX_IMAGE_TOKENS).contains(&a));
+            let o = openai_image_tokens(w, h, false);
+            prop_assert!((OPENAI_BASE_TOKENS + OPENAI_TILE_TOKENS..=OPENAI_MAX_IMAGE_TOKENS).contains(&o), "{w}x{h}: {o}");
+        }
+
+        #[test]
+        fn any_header_bytes_are_safe(
+            magic in prop::sample::select(vec![
+                b"\x89PNG\r\n\x1a\n".to_vec(), b"GIF89a".to_vec(), b"RIFF\0\0\0\0WEBPVP8 ".to_vec(),
+                b"RIFF\0\0\0\0WEBPVP8L".to_vec(), b"RIFF\0\0\0\0WEBPVP8X".to_vec(), vec![0xFF, 0xD8], vec![],
+            ]),
+            rest in prop::collection::vec(any::<u8>(), 0..64),
+            text in "[A-Za-z0-9+/=_ -]{0,200}",
+        ) {
+            let bytes = [magic, rest].concat();
+            let _ = header_dimensions(&bytes);
+            let block = json!({"type": "image", "source": {"type": "base64", "data": text}});
+            prop_assert!(estimate_image(&block, Family::Claude) <= ANTHROPIC_MAX_IMAGE_TOKENS);
+            prop_assert!(estimate_image(&block, Family::O200k) <= OPENAI_MAX_IMAGE_TOKENS);
+        }
+
+        #[test]
+        fn any_pdf_bytes_are_safe(rest in "[/NLinearizedTypePage0-9 <>]{0,300}") {
+            let pdf = format!("%PDF-1.5 /Linearized {rest}");
+            prop_assert!(pdf_pages(pdf.as_bytes()) <= 999_999_999 + pdf.len() as u64);
         }
     }
 }

@@ -230,7 +230,9 @@ fn estimate_request_body_c(body: &Value, c: &TextCounter<'_>) -> RequestEstimate
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
-    estimate_request_c(body.get("system"), body.get("tools"), messages, c)
+    // `functions` is the legacy (pre-`tools`) form of OpenAI tool definitions.
+    let tools = body.get("tools").or_else(|| body.get("functions"));
+    estimate_request_c(body.get("system"), tools, messages, c)
 }
 
 fn is_system_message(message: &Value) -> bool {
@@ -283,18 +285,22 @@ fn estimate_message_c(message: &Value, c: &TextCounter<'_>) -> u64 {
 fn estimate_message_frame_c(message: &Value, c: &TextCounter<'_>) -> u64 {
     let overheads = Overheads::of(c.family());
     let mut tokens = overheads.per_message;
-    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
-        for call in calls {
-            let function = call.get("function").unwrap_or(call);
-            tokens += overheads.per_block;
-            if let Some(name) = function.get("name").and_then(Value::as_str) {
-                tokens += c.text(name);
-            }
-            match function.get("arguments") {
-                Some(Value::String(args)) => tokens += c.text(args),
-                Some(args) => tokens += estimate_json_c(args, c),
-                None => {}
-            }
+    let calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    // The legacy (pre-`tools`) `function_call` is one call, still accepted by Chat Completions.
+    let legacy = message.get("function_call").filter(|f| f.is_object());
+    for call in calls.iter().chain(legacy) {
+        let function = call.get("function").unwrap_or(call);
+        tokens += overheads.per_block;
+        if let Some(name) = function.get("name").and_then(Value::as_str) {
+            tokens += c.text(name);
+        }
+        match function.get("arguments") {
+            Some(Value::String(args)) => tokens += c.text(args),
+            Some(args) => tokens += estimate_json_c(args, c),
+            None => {}
         }
     }
     for key in ["name", "tool_call_id"] {
@@ -347,6 +353,7 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
             images::estimate_image(block, c.family()) + overhead
         }
         "document" => estimate_document_c(block, c) + overhead,
+        "file" | "input_file" => estimate_file_c(block, c) + overhead,
         _ => estimate_json_c(block, c),
     }
 }
@@ -372,6 +379,36 @@ fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
             // URL or file sources: the size is unknown here; one page is the floor.
             _ => PDF_PAGE_TOKENS,
         }
+}
+
+/// OpenAI file inputs: Chat's `{"type": "file", "file": {file_data | file_id, filename}}` and
+/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. A PDF costs what
+/// an Anthropic PDF does (per page), a text file its decoded text; never the base64 length.
+fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    let file = block.get("file").unwrap_or(block);
+    let name = file
+        .get("filename")
+        .and_then(Value::as_str)
+        .map_or(0, |s| c.text(s));
+    let pages = match file.get("file_data").and_then(Value::as_str) {
+        Some(data) => {
+            // A data URL, or bare base64.
+            let base64 = data
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(',').map(|(_, b)| b))
+                .unwrap_or(data);
+            let bytes = images::decode(base64);
+            if !bytes.starts_with(b"%PDF")
+                && let Ok(text) = std::str::from_utf8(&bytes)
+            {
+                return name + c.text(text);
+            }
+            images::pdf_pages(&bytes).max(1)
+        }
+        // A file id or URL: the size is unknown here; one page is the floor.
+        None => 1,
+    };
+    name + pages * PDF_PAGE_TOKENS
 }
 
 fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
@@ -454,6 +491,21 @@ mod tests {
             {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}}
         ]});
         assert!(estimate_message(&with_calls, Family::O200k) > 3 + 3);
+        let legacy = json!({"role": "assistant", "content": null,
+            "function_call": {"name": "ls", "arguments": "{\"path\":\"/tmp\"}"}});
+        assert_eq!(
+            estimate_message(&legacy, Family::O200k),
+            estimate_message(&with_calls, Family::O200k)
+        );
+        let def = json!({"name": "ls", "description": "List a directory",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}});
+        let tools = estimate_request_body(
+            &json!({"tools": [{"type": "function", "function": def}], "messages": []}),
+            Family::O200k,
+        );
+        let functions =
+            estimate_request_body(&json!({"functions": [def], "messages": []}), Family::O200k);
+        assert_eq!(functions, tools);
     }
 
     #[test]
@@ -462,6 +514,58 @@ mod tests {
         assert!(estimate_block(&text, Family::Claude) < 20);
         let url = json!({"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}});
         assert_eq!(estimate_block(&url, Family::Claude), PDF_PAGE_TOKENS + 8);
+    }
+
+    #[test]
+    fn openai_files_count_by_page_not_by_base64_length() {
+        let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type /Page>>\n";
+        let mut padded = pdf.to_vec();
+        padded.extend(std::iter::repeat_n(b'x', 300_000));
+        let data = base64_of(&padded);
+        let chat = json!({"type": "file", "file": {"filename": "a.pdf", "file_data": format!("data:application/pdf;base64,{data}")}});
+        let responses =
+            json!({"type": "input_file", "filename": "a.pdf", "file_data": data.clone()});
+        let by_id = json!({"type": "file", "file": {"file_id": "file-abc"}});
+        for family in [Family::O200k, Family::Claude] {
+            let overhead = Overheads::of(family).per_block;
+            let name = estimate_text("a.pdf", family);
+            assert_eq!(
+                estimate_block(&chat, family),
+                name + 2 * PDF_PAGE_TOKENS + overhead
+            );
+            assert_eq!(
+                estimate_block(&responses, family),
+                name + 2 * PDF_PAGE_TOKENS + overhead
+            );
+            assert_eq!(estimate_block(&by_id, family), PDF_PAGE_TOKENS + overhead);
+        }
+        // A text file is its text, however long.
+        let text = "fn main() { println!(\"hello\"); }\n".repeat(2_000);
+        let file = json!({"type": "input_file", "file_data": format!("data:text/plain;base64,{}", base64_of(text.as_bytes()))});
+        assert_eq!(
+            estimate_block(&file, Family::O200k),
+            estimate_text(&text, Family::O200k) + Overheads::of(Family::O200k).per_block
+        );
+    }
+
+    fn base64_of(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub struct ContextTracker {
     family: Family,
     system: u64,
     tools: u64,
+    /// Content hashes of the system prompt and tool definitions last set.
+    system_key: Option<u64>,
+    tools_key: Option<u64>,
     /// Raw estimate per message.
     messages: Vec<u64>,
     /// Sum of `messages`.
@@ -144,6 +147,8 @@ impl ContextTracker {
             family,
             system: 0,
             tools: 0,
+            system_key: None,
+            tools_key: None,
             messages: Vec::new(),
             messages_total: 0,
             anchor: None,
@@ -159,16 +164,29 @@ impl ContextTracker {
         self.family
     }
 
-    /// Sets the system prompt (a string or text blocks). Invalidates the usage anchor.
+    /// Sets the system prompt (a string or text blocks). Invalidates the usage anchor if the
+    /// prompt changed; setting the same prompt again (a loop that rebuilds its request every
+    /// turn) keeps it and costs no estimation.
     pub fn set_system(&mut self, system: &Value) {
+        let key = content_key(system);
+        if self.system_key == Some(key) {
+            return;
+        }
         self.system = self.estimate_content(system);
+        self.system_key = Some(key);
         self.anchor = None;
     }
 
-    /// Sets the tool definitions. Invalidates the usage anchor.
+    /// Sets the tool definitions. Invalidates the usage anchor if they changed (as
+    /// [`Self::set_system`]).
     pub fn set_tools(&mut self, tools: &Value) {
+        let key = content_key(tools);
+        if self.tools_key == Some(key) {
+            return;
+        }
         self.bytes_estimated += json_len(tools);
         self.tools = estimate_tools(tools, self.family);
+        self.tools_key = Some(key);
         self.anchor = None;
     }
 
@@ -222,7 +240,15 @@ impl ContextTracker {
     }
 
     /// Records usage covering the first `covered` messages.
+    ///
+    /// Usage with no prompt tokens (`input + cache_creation + cache_read == 0`) is ignored: every
+    /// request has a prompt, so such usage is missing rather than measured (a proxy that reports
+    /// only `output_tokens`, a stream cut before `message_start`'s usage), and anchoring to it
+    /// would make a full context look empty to the budget.
     pub fn record_usage_at(&mut self, usage: Usage, covered: usize) {
+        if usage.input_total() == 0 {
+            return;
+        }
         let covered = covered.min(self.messages.len());
         let covered_messages: u64 = self.messages[..covered].iter().sum();
         let raw = self.fixed() + covered_messages;
@@ -297,9 +323,7 @@ impl ContextTracker {
     }
 
     fn estimate_cached(&mut self, block: &Value) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        hash_value(block, &mut hasher);
-        let key = hasher.finish();
+        let key = content_key(block);
         if let Some(&tokens) = self.cache.get(&key) {
             return tokens;
         }
@@ -328,6 +352,12 @@ fn json_len(value: &Value) -> u64 {
         Value::Number(_) => 8,
         Value::Bool(_) | Value::Null => 4,
     }
+}
+
+fn content_key(value: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    hash_value(value, &mut hasher);
+    hasher.finish()
 }
 
 /// Hashes a JSON value structurally (key order included, as it is in the request).
@@ -479,6 +509,61 @@ mod tests {
         let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
         assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
         assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+
+    #[test]
+    fn setting_the_same_system_and_tools_keeps_the_anchor() {
+        let system = json!("You are terse.");
+        let tools =
+            json!([{"name": "ls", "description": "list", "input_schema": {"type": "object"}}]);
+        let mut t = ContextTracker::new(Family::Claude);
+        t.set_system(&system);
+        t.set_tools(&tools);
+        t.push_message(&user(0));
+        t.record_usage(Usage {
+            input_tokens: 700,
+            ..Usage::default()
+        });
+        let bytes = t.bytes_estimated();
+        // A loop that rebuilds its request each turn sets the same prompt and tools again.
+        t.set_system(&system);
+        t.set_tools(&tools);
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 700,
+                method: CountMethod::Exact
+            }
+        );
+        assert_eq!(t.bytes_estimated(), bytes);
+        // A changed prompt still invalidates the anchor, and is counted.
+        t.set_system(&json!("You are verbose and thorough."));
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        let before = t.tokens().tokens;
+        t.set_tools(&json!([]));
+        assert!(t.tokens().tokens < before);
+    }
+
+    #[test]
+    fn usage_without_prompt_tokens_does_not_anchor() {
+        let mut t = ContextTracker::new(Family::Claude);
+        for i in 0..3 {
+            t.push_message(&user(i));
+        }
+        t.record_usage(Usage {
+            input_tokens: 900,
+            ..Usage::default()
+        });
+        let correction = t.correction();
+        t.push_message(&json!({"role": "assistant", "content": "done"}));
+        let before = t.tokens();
+        assert_eq!(before.method, CountMethod::UsageEstimate);
+        // Only the output reported: the prompt's size is unknown, not zero.
+        t.record_usage(Usage::from_json(&json!({"output_tokens": 50})).unwrap());
+        assert_eq!(t.tokens(), before);
+        assert_eq!(t.correction(), correction);
+        t.record_usage(Usage::default());
+        assert_eq!(t.tokens(), before);
     }
 
     #[test]
