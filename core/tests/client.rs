@@ -2127,3 +2127,75 @@ async fn a_chat_stream_without_done_ends_well_after_its_finish_reason() {
         "events were delivered: not replayed"
     );
 }
+
+/// A server that sends keep-alive comments while the model works (OpenRouter's
+/// `: OPENROUTER PROCESSING` while a reasoning model thinks, WHATWG's suggested practice) is
+/// alive: the first-event and idle timeouts start again at each comment. Before, such a stream
+/// ended in a first-event timeout (and was retried, paying for the generation again).
+#[tokio::test]
+async fn keep_alive_comments_hold_off_the_first_event_and_idle_timeouts() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => request.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                let _ = socket.write_all(head.as_bytes()).await;
+                // Six comments 100 ms apart: 600 ms of silence but for them, against
+                // 250 ms timeouts; the same again between the first event and the rest.
+                let comments = async |socket: &mut tokio::net::TcpStream| {
+                    for _ in 0..6 {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        let _ = socket
+                            .write_all(chunk(": OPENROUTER PROCESSING\n\n").as_bytes())
+                            .await;
+                    }
+                };
+                comments(&mut socket).await;
+                let first = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+                let _ = socket.write_all(chunk(first).as_bytes()).await;
+                comments(&mut socket).await;
+                let last = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+                let _ = socket.write_all(chunk(last).as_bytes()).await;
+                let _ = socket.write_all(b"0\r\n\r\n").await;
+                while matches!(socket.read(&mut buffer).await, Ok(read) if read > 0) {}
+            });
+        }
+    });
+    let mut config = ClientConfig::new(Provider::OpenAiChat)
+        .with_base_url(format!("http://{addr}"))
+        .with_api_key("test-key");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.timeouts.first_event = Duration::from_millis(250);
+    config.timeouts.idle = Duration::from_millis(250);
+    config.timeouts.stall_notice = Duration::from_millis(200);
+    let client = Client::new(config).unwrap();
+    let got = collect_decoded(client.stream_message(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(
+        got.message.unwrap()["choices"][0]["message"]["content"],
+        "Hi"
+    );
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no retry"
+    );
+}

@@ -72,6 +72,8 @@ struct Ledger {
     /// that, without `data: [DONE]`, still carried a whole answer (some servers leave the
     /// marker out; the decoder checks that every choice finished).
     finish_reason_seen: bool,
+    /// The parser's count of comment lines when last looked at (a new one is a keep-alive).
+    comments: u64,
     /// The type of the last event delivered (reused buffer; empty before the first).
     last_event_type: String,
     /// When the last body frame arrived: every event parsed from it arrived then.
@@ -123,6 +125,7 @@ impl ResponseStream {
                 metrics: RequestMetrics::default(),
                 complete: false,
                 finish_reason_seen: false,
+                comments: 0,
                 last_event_type: String::new(),
                 frame_at: start,
             },
@@ -392,6 +395,11 @@ impl ResponseStream {
                         if on_event(event).is_break() {
                             break;
                         }
+                    }
+                    let comments = self.parser.comments();
+                    if comments != self.ledger.comments {
+                        self.ledger.comments = comments;
+                        watchdog.on_keepalive(self.ledger.frame_at);
                     }
                     if delivered {
                         // Every event of a batch came from frames that arrived by `frame_at`.

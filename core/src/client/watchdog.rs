@@ -1,5 +1,6 @@
 //! Watchdogs on a streaming response: first event, idle gap between events (with an earlier
-//! stall notice), total time. One lazily re-armed timer serves all of them, so an event costs
+//! stall notice), total time. Keep-alive comments count as signs of life for the first-event
+//! and idle timeouts, not for the stall notice. One lazily re-armed timer serves all of them, so an event costs
 //! a clock read, never a timer reset.
 
 use std::fmt;
@@ -19,9 +20,10 @@ pub struct Timeouts {
     pub connect: Duration,
     /// From sending the request to the response headers (default 600 s).
     pub first_byte: Duration,
-    /// From the headers to the first event (default 90 s).
+    /// From the headers to the first event, or from the latest keep-alive comment (default
+    /// 90 s).
     pub first_event: Duration,
-    /// Between two events (default 90 s).
+    /// Between two events, or since the latest keep-alive comment (default 90 s).
     pub idle: Duration,
     /// A gap this long between events is reported once as a stall (default 30 s).
     pub stall_notice: Duration,
@@ -88,9 +90,16 @@ pub(crate) const COMPLETE_GRACE: Duration = Duration::from_millis(500);
 /// The watchdogs of one response body.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
-    timeouts: Timeouts,
+    /// The three limits this watchdog applies (not the whole [`Timeouts`]: the response stream
+    /// holds it by value, and its size counts).
+    first_event: Duration,
+    idle: Duration,
+    stall_notice: Duration,
     total_deadline: Instant,
+    /// The last event (the stall notice counts from it).
     last_progress: Instant,
+    /// The last event or keep-alive comment (the first-event and idle timeouts count from it).
+    last_alive: Instant,
     seen_event: bool,
     stall_reported: bool,
     timer: Pin<Box<Sleep>>,
@@ -104,9 +113,12 @@ impl Watchdog {
     pub(crate) fn new(timeouts: &Timeouts, request_start: Instant, headers_at: Instant) -> Self {
         let total_deadline = later(request_start, timeouts.total);
         Self {
-            timeouts: timeouts.clone(),
+            first_event: timeouts.first_event,
+            idle: timeouts.idle,
+            stall_notice: timeouts.stall_notice,
             total_deadline,
             last_progress: headers_at,
+            last_alive: headers_at,
             seen_event: false,
             stall_reported: false,
             timer: Box::pin(tokio::time::sleep_until(headers_at.min(total_deadline))),
@@ -126,8 +138,17 @@ impl Watchdog {
     /// Records an event delivered at `now`.
     pub(crate) fn on_event(&mut self, now: Instant) {
         self.last_progress = now;
+        self.last_alive = now;
         self.seen_event = true;
         self.stall_reported = false;
+    }
+
+    /// Records a keep-alive comment read at `now`. The server is alive, so the first-event and
+    /// idle timeouts start again (a reasoning model behind a gateway that sends `: PROCESSING`
+    /// may think for minutes before its first token); the stall notice still counts from the
+    /// last event, since no output arrived.
+    pub(crate) fn on_keepalive(&mut self, now: Instant) {
+        self.last_alive = self.last_alive.max(now);
     }
 
     /// Resolves when an alarm is due; otherwise arms the timer for the earliest deadline.
@@ -148,15 +169,15 @@ impl Watchdog {
                 return Poll::Ready(Alarm::Timeout(TimeoutKind::Total, now - self.request_start));
             }
             let (kind, limit) = if self.seen_event {
-                (TimeoutKind::Idle, self.timeouts.idle)
+                (TimeoutKind::Idle, self.idle)
             } else {
-                (TimeoutKind::FirstEvent, self.timeouts.first_event)
+                (TimeoutKind::FirstEvent, self.first_event)
             };
-            let quiet_deadline = later(self.last_progress, limit);
+            let quiet_deadline = later(self.last_alive, limit);
             if now >= quiet_deadline {
-                return Poll::Ready(Alarm::Timeout(kind, now - self.last_progress));
+                return Poll::Ready(Alarm::Timeout(kind, now - self.last_alive));
             }
-            let stall_deadline = later(self.last_progress, self.timeouts.stall_notice);
+            let stall_deadline = later(self.last_progress, self.stall_notice);
             let stall_pending = !self.stall_reported && stall_deadline < quiet_deadline;
             if stall_pending && now >= stall_deadline {
                 self.stall_reported = true;

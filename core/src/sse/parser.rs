@@ -200,6 +200,7 @@ struct ParserState {
     dropped_events: u64,
     bytes_scanned: u64,
     bytes_fed: u64,
+    comments: u64,
 }
 
 impl Default for SseParser {
@@ -462,6 +463,13 @@ impl SseParser {
         self.state.bytes_scanned
     }
 
+    /// Comment lines (`: ...`) read so far. Servers send them as keep-alives while the model
+    /// is still working (WHATWG suggests one every 15 seconds); a client's idle watchdog counts
+    /// them as signs of life.
+    pub fn comments(&self) -> u64 {
+        self.state.comments
+    }
+
     /// Total bytes fed so far.
     pub fn bytes_fed(&self) -> u64 {
         self.state.bytes_fed
@@ -536,6 +544,7 @@ impl ParserState {
             dropped_events: 0,
             bytes_scanned: 0,
             bytes_fed: 0,
+            comments: 0,
         }
     }
 
@@ -1386,6 +1395,7 @@ impl ParserState {
         first_high: Option<usize>,
     ) -> LineOutcome {
         if name_end == 0 {
+            self.comments += 1;
             return LineOutcome::Nothing; // a comment
         }
         let ascii = first_high.is_none();
@@ -1719,6 +1729,18 @@ mod tests {
             pos = end;
         }
         count
+    }
+
+    #[test]
+    fn comment_lines_are_counted_at_any_chunking() {
+        let input = Bytes::from_static(
+            b": keep-alive\r\n\r\nevent: a\ndata: x\n: inside an event\n\n:\n:OPENROUTER PROCESSING\n\ndata: y\n\n",
+        );
+        for size in 1..=input.len() {
+            let mut parser = SseParser::new();
+            assert_eq!(feed_in_chunks(&mut parser, &input, size), 2, "{size}");
+            assert_eq!(parser.comments(), 4, "{size}-byte chunks");
+        }
     }
 
     #[test]
