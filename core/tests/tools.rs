@@ -393,3 +393,108 @@ async fn a_failing_bash_call_cancels_the_calls_queued_after_it() {
     );
     assert!(results[2].is_error, "{:?}", results[2]);
 }
+
+/// `read` and `edit` on a named pipe (made by `bash`'s `mkfifo`, say) must refuse it rather
+/// than block forever in `open` waiting for a writer.
+#[tokio::test]
+async fn read_and_edit_refuse_a_named_pipe_without_hanging() {
+    let (dir, workspace) = workspace();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let inputs = [
+        ("read", json!({"file_path": "pipe"})),
+        (
+            "edit",
+            json!({"file_path": "pipe", "old_string": "a", "new_string": "b"}),
+        ),
+    ];
+    for (name, input) in inputs {
+        let builtin = tool(name, &workspace);
+        let call = builtin.call(input, CancellationToken::new());
+        let result = tokio::time::timeout(Duration::from_secs(20), call).await;
+        if result.is_err() {
+            // Unblock the stuck reader (a writer's open lets it through) so the runtime can
+            // shut down and the test fails instead of hanging.
+            drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+            panic!("{name} on a named pipe hung");
+        }
+        let failure = result.unwrap().unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::NotAFile(_)),
+            "{name}: {failure:?}"
+        );
+    }
+}
+
+/// `read` shows a CRLF file's lines without their `\r`, so the model's `old_string` has LF line
+/// ends: the edit must still apply, and the file must keep CRLF everywhere.
+#[tokio::test]
+async fn edit_applies_lf_text_to_a_crlf_file_and_keeps_crlf() {
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("win.rs");
+    std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\nfn b() {}\r\n").unwrap();
+    let read = tool("read", &workspace)
+        .call(json!({"file_path": "win.rs"}), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!read.contains('\r'), "{read:?}");
+    let out = tool("edit", &workspace)
+        .call(
+            json!({"file_path": "win.rs", "old_string": "fn a() {\n    1\n}\n", "new_string": "fn a() {\n    2\n    3\n}\n"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "Replaced 1 occurrence in 'win.rs'");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() {\r\n    2\r\n    3\r\n}\r\nfn b() {}\r\n"
+    );
+    // A single-line edit never needed the fallback, and an absent text still fails.
+    let failure = tool("edit", &workspace)
+        .call(
+            json!({"file_path": "win.rs", "old_string": "fn c\n", "new_string": "x"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(failure, ToolFailure::NoMatch(_)), "{failure:?}");
+}
+
+/// Models often write glob patterns as `./src/*.rs`; paths are matched without the `./`.
+#[tokio::test]
+async fn glob_accepts_a_leading_dot_slash() {
+    let (dir, workspace) = workspace();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
+    for pattern in ["./src/*.rs", "././src/*.rs", "./**/*.rs"] {
+        let out = tool("glob", &workspace)
+            .call(json!({"pattern": pattern}), CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\n", "{pattern}");
+    }
+}
+
+/// grep's `glob` filter with a leading `./`, as models write it.
+#[tokio::test]
+async fn grep_glob_filter_accepts_a_leading_dot_slash() {
+    let (dir, workspace) = workspace();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(dir.path().join("b.rs"), "fn main() {}\n").unwrap();
+    for glob in ["src/*.rs", "./src/*.rs"] {
+        let out = tool("grep", &workspace)
+            .call(
+                json!({"pattern": "main", "glob": glob}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\n", "{glob}");
+    }
+}

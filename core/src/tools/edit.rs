@@ -1,5 +1,6 @@
 //! `edit`: exact-string replacement in a text file.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -87,12 +88,29 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
     if metadata.is_dir() {
         return Err(ToolFailure::IsADirectory(shown.into()));
     }
+    // Reading a named pipe would block until some writer appears, possibly forever.
+    if !metadata.is_file() {
+        return Err(ToolFailure::NotAFile(shown.into()));
+    }
     let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
     if looks_binary(&bytes) {
         return Err(ToolFailure::BinaryFile(shown.into()));
     }
     let text = String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?;
-    let count = text.matches(input.old_string.as_str()).count();
+    let mut old = Cow::Borrowed(input.old_string.as_str());
+    let mut new = Cow::Borrowed(input.new_string.as_str());
+    let mut count = text.matches(old.as_ref()).count();
+    if count == 0 && text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
+        // `read` shows CRLF lines without their `\r`, so a model copies LF text out of a CRLF
+        // file; match it with CRLF line ends, and give the replacement the same ones.
+        let crlf_old = to_crlf(&old);
+        let crlf_count = text.matches(crlf_old.as_str()).count();
+        if crlf_count > 0 {
+            old = Cow::Owned(crlf_old);
+            new = Cow::Owned(to_crlf(&new));
+            count = crlf_count;
+        }
+    }
     if count == 0 {
         return Err(ToolFailure::NoMatch(shown.into()));
     }
@@ -102,7 +120,7 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
             count,
         });
     }
-    let edited = text.replace(input.old_string.as_str(), &input.new_string);
+    let edited = text.replace(old.as_ref(), &new);
     std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
     let noun = if count == 1 {
         "occurrence"
@@ -110,6 +128,11 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         "occurrences"
     };
     Ok(format!("Replaced {count} {noun} in '{shown}'"))
+}
+
+/// `text` with every line end (LF or CRLF) made CRLF.
+fn to_crlf(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\n', "\r\n")
 }
 
 #[cfg(test)]

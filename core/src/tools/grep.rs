@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::output::truncate_line;
-use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker};
+use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker, without_leading_dot_slash};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `grep` tool.
@@ -156,7 +156,7 @@ impl GrepTool {
             None => None,
             Some(glob) => Some(
                 OverrideBuilder::new(&base)
-                    .add(glob)
+                    .add(&override_glob(glob))
                     .and_then(|builder| builder.build())
                     .map_err(|error| {
                         ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"))
@@ -181,6 +181,14 @@ impl GrepTool {
             search.run(walk.build(), &matcher, searcher)
         })
         .await
+    }
+}
+
+/// The `glob` filter as an override glob: a leading `./` dropped (after a `!` negation too).
+fn override_glob(glob: &str) -> String {
+    match glob.strip_prefix('!') {
+        Some(negated) => format!("!{}", without_leading_dot_slash(negated)),
+        None => without_leading_dot_slash(glob).to_owned(),
     }
 }
 
