@@ -498,3 +498,60 @@ async fn grep_glob_filter_accepts_a_leading_dot_slash() {
         assert_eq!(out, "src/a.rs\n", "{glob}");
     }
 }
+
+/// Line anchors work on CRLF files (ripgrep's `--crlf`): `read` shows the lines without their
+/// `\r`, so a model searching for `\{$` or `^}$` expects them to match there too.
+#[tokio::test]
+async fn grep_line_anchors_match_in_a_crlf_file() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("win.rs"), "fn main() {\r\n}\r\n").unwrap();
+    std::fs::write(dir.path().join("unix.rs"), "fn unix() {\n}\n").unwrap();
+    let grep = tool("grep", &workspace);
+    let out = grep
+        .call(
+            json!({"pattern": "\\{$", "output_mode": "content"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1:fn unix() {\nwin.rs:1:fn main() {\n");
+    let out = grep
+        .call(
+            json!({"pattern": "^}$", "output_mode": "count"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1\nwin.rs:1\n");
+    // A match never includes the `\r`.
+    let out = grep
+        .call(
+            json!({"pattern": "\\{\\s*$", "output_mode": "content"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1:fn unix() {\nwin.rs:1:fn main() {\n");
+}
+
+/// `^` and `$` anchor at every line, not only at the start and end of the file.
+#[tokio::test]
+async fn grep_line_anchors_match_on_every_line() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.rs"), "x\nfn one() {\n}\nfn two() {\n}\n").unwrap();
+    let grep = tool("grep", &workspace);
+    for (pattern, expected) in [
+        ("^fn", "a.rs:2:fn one() {\na.rs:4:fn two() {\n"),
+        ("\\{$", "a.rs:2:fn one() {\na.rs:4:fn two() {\n"),
+        ("^}$", "a.rs:3:}\na.rs:5:}\n"),
+    ] {
+        let out = grep
+            .call(
+                json!({"pattern": pattern, "output_mode": "content"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, expected, "{pattern}");
+    }
+}

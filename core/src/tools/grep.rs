@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
@@ -136,7 +137,11 @@ impl GrepTool {
         };
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.case_insensitive)
-            .line_terminator(Some(b'\n'))
+            // ripgrep's `--crlf` (with its always-on `multi_line`, so `^`/`$` are line anchors):
+            // `$` also matches before `\r\n` and a match never takes the `\r`, so anchored
+            // patterns work on CRLF files as the model sees them in `read` (without the `\r`).
+            .multi_line(true)
+            .crlf(true)
             .build(&input.pattern)
             .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))?;
         let context = if mode == OutputMode::Content {
@@ -145,6 +150,7 @@ impl GrepTool {
             0
         };
         let searcher = SearcherBuilder::new()
+            .line_terminator(LineTerminator::crlf())
             .line_number(true)
             .before_context(context)
             .after_context(context)
