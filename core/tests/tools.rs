@@ -555,3 +555,24 @@ async fn grep_line_anchors_match_on_every_line() {
         assert_eq!(out, expected, "{pattern}");
     }
 }
+
+/// `write` must not turn `~/x` into a directory named `~` inside the workspace, nor `dir/`
+/// into a file named `dir`.
+#[tokio::test]
+async fn write_refuses_a_home_path_and_a_trailing_slash() {
+    let (dir, workspace) = workspace();
+    for path in ["~/notes.txt", "newdir/"] {
+        let failure = tool("write", &workspace)
+            .call(
+                json!({"file_path": path, "content": "x"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::InvalidInput(_)),
+            "{path}: {failure:?}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
