@@ -576,3 +576,31 @@ async fn write_refuses_a_home_path_and_a_trailing_slash() {
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A NUL byte stops the search of a file (ripgrep's binary detection). When that file matched
+/// before it, or was named by `path`, the output says so instead of a silently partial count or
+/// a "No matches found"; binary files met during a walk with no match stay silent.
+#[tokio::test]
+async fn grep_says_when_a_nul_byte_cut_a_file_short() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("bin.dat"), b"needle\0\x01\x02").unwrap();
+    let mut late = "needle\n".repeat(20_000).into_bytes();
+    late.extend_from_slice(b"\0\nneedle last\n");
+    std::fs::write(dir.path().join("late.txt"), late).unwrap();
+    let grep = tool("grep", &workspace);
+    let call = |input: serde_json::Value| grep.call(input, CancellationToken::new());
+    let note = "binary file (a NUL byte at byte";
+
+    let out = call(json!({"pattern": "needle", "path": "bin.dat"}))
+        .await
+        .unwrap();
+    assert!(out.starts_with("[bin.dat: binary file"), "{out}");
+    let out = call(json!({"pattern": "needle", "output_mode": "count"}))
+        .await
+        .unwrap();
+    assert!(out.starts_with("late.txt:"), "{out}");
+    assert!(out.contains(&format!("[late.txt: {note} 140000)")), "{out}");
+    assert!(!out.contains("bin.dat"), "{out}");
+    let out = call(json!({"pattern": "zzz"})).await.unwrap();
+    assert_eq!(out, "No matches found");
+}
