@@ -604,3 +604,23 @@ async fn grep_says_when_a_nul_byte_cut_a_file_short() {
     let out = call(json!({"pattern": "zzz"})).await.unwrap();
     assert_eq!(out, "No matches found");
 }
+
+/// The command runs in a session of its own, without a controlling terminal, so a program that
+/// prompts on `/dev/tty` (git credentials, ssh, sudo) fails at once instead of stopping on the
+/// host's terminal until the timeout. The session id (field 6 of /proc/PID/stat) is the shell's
+/// pid, and `/dev/tty` cannot be opened.
+#[tokio::test]
+async fn bash_runs_in_its_own_session_without_a_terminal() {
+    let (_dir, workspace) = workspace();
+    let out = tool("bash", &workspace)
+        .call(
+            json!({"command": "echo $$ $(cut -d' ' -f6 /proc/$$/stat); (exec 3</dev/tty) 2>/dev/null && echo tty || echo no-tty"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let mut lines = out.lines();
+    let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
+    assert_eq!(ids[0], ids[1], "{out}");
+    assert_eq!(lines.next(), Some("no-tty"), "{out}");
+}
