@@ -112,6 +112,9 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         }
     }
     if count == 0 {
+        if has_read_line_prefixes(&input.old_string) {
+            return Err(ToolFailure::NoMatchWithLineNumbers(shown.into()));
+        }
         return Err(ToolFailure::NoMatch(shown.into()));
     }
     if count > 1 && !input.replace_all {
@@ -128,6 +131,16 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         "occurrences"
     };
     Ok(format!("Replaced {count} {noun} in '{shown}'"))
+}
+
+/// Whether every line of `text` starts with `read`'s numbering: optional spaces, digits, a tab.
+fn has_read_line_prefixes(text: &str) -> bool {
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    text.split('\n').all(|line| {
+        let digits = line.trim_start_matches(' ');
+        let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
+        rest.len() < digits.len() && rest.starts_with('\t')
+    })
 }
 
 /// `text` with every line end (LF or CRLF) made CRLF.
@@ -166,6 +179,31 @@ mod tests {
         assert!(matches!(failure, ToolFailure::NoMatch(ref p) if p == "f.txt"));
         assert!(failure.to_string().contains("not found"));
         assert_eq!(content(&dir), "alpha beta\n");
+    }
+
+    #[tokio::test]
+    async fn old_string_with_read_line_numbers_gets_a_specific_hint() {
+        let (dir, tool) = tool("fn a() {\n    1\n}\n");
+        let failure = edit(&tool, "     1\tfn a() {\n     2\t    1\n", "x", false)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::NoMatchWithLineNumbers(ref p) if p == "f.txt"),
+            "{failure:?}"
+        );
+        assert!(
+            failure.to_string().contains("line-number prefixes"),
+            "{failure}"
+        );
+        assert_eq!(content(&dir), "fn a() {\n    1\n}\n");
+        // Text that merely contains digits and tabs gets the ordinary message.
+        for old in ["12 apples\t", "\tindented", "2\tx\nplain"] {
+            let failure = edit(&tool, old, "x", false).await.unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::NoMatch(_)),
+                "{old:?}: {failure:?}"
+            );
+        }
     }
 
     #[tokio::test]
