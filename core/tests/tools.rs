@@ -393,3 +393,234 @@ async fn a_failing_bash_call_cancels_the_calls_queued_after_it() {
     );
     assert!(results[2].is_error, "{:?}", results[2]);
 }
+
+/// `read` and `edit` on a named pipe (made by `bash`'s `mkfifo`, say) must refuse it rather
+/// than block forever in `open` waiting for a writer.
+#[tokio::test]
+async fn read_and_edit_refuse_a_named_pipe_without_hanging() {
+    let (dir, workspace) = workspace();
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let inputs = [
+        ("read", json!({"file_path": "pipe"})),
+        (
+            "edit",
+            json!({"file_path": "pipe", "old_string": "a", "new_string": "b"}),
+        ),
+    ];
+    for (name, input) in inputs {
+        let builtin = tool(name, &workspace);
+        let call = builtin.call(input, CancellationToken::new());
+        let result = tokio::time::timeout(Duration::from_secs(20), call).await;
+        if result.is_err() {
+            // Unblock the stuck reader (a writer's open lets it through) so the runtime can
+            // shut down and the test fails instead of hanging.
+            drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+            panic!("{name} on a named pipe hung");
+        }
+        let failure = result.unwrap().unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::NotAFile(_)),
+            "{name}: {failure:?}"
+        );
+    }
+}
+
+/// `read` shows a CRLF file's lines without their `\r`, so the model's `old_string` has LF line
+/// ends: the edit must still apply, and the file must keep CRLF everywhere.
+#[tokio::test]
+async fn edit_applies_lf_text_to_a_crlf_file_and_keeps_crlf() {
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("win.rs");
+    std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\nfn b() {}\r\n").unwrap();
+    let read = tool("read", &workspace)
+        .call(json!({"file_path": "win.rs"}), CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(!read.contains('\r'), "{read:?}");
+    let out = tool("edit", &workspace)
+        .call(
+            json!({"file_path": "win.rs", "old_string": "fn a() {\n    1\n}\n", "new_string": "fn a() {\n    2\n    3\n}\n"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "Replaced 1 occurrence in 'win.rs'");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() {\r\n    2\r\n    3\r\n}\r\nfn b() {}\r\n"
+    );
+    // A single-line edit never needed the fallback, and an absent text still fails.
+    let failure = tool("edit", &workspace)
+        .call(
+            json!({"file_path": "win.rs", "old_string": "fn c\n", "new_string": "x"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(failure, ToolFailure::NoMatch(_)), "{failure:?}");
+}
+
+/// Models often write glob patterns as `./src/*.rs`; paths are matched without the `./`.
+#[tokio::test]
+async fn glob_accepts_a_leading_dot_slash() {
+    let (dir, workspace) = workspace();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
+    for pattern in ["./src/*.rs", "././src/*.rs", "./**/*.rs"] {
+        let out = tool("glob", &workspace)
+            .call(json!({"pattern": pattern}), CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\n", "{pattern}");
+    }
+}
+
+/// grep's `glob` filter with a leading `./`, as models write it.
+#[tokio::test]
+async fn grep_glob_filter_accepts_a_leading_dot_slash() {
+    let (dir, workspace) = workspace();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(dir.path().join("b.rs"), "fn main() {}\n").unwrap();
+    for glob in ["src/*.rs", "./src/*.rs"] {
+        let out = tool("grep", &workspace)
+            .call(
+                json!({"pattern": "main", "glob": glob}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, "src/a.rs\n", "{glob}");
+    }
+}
+
+/// Line anchors work on CRLF files (ripgrep's `--crlf`): `read` shows the lines without their
+/// `\r`, so a model searching for `\{$` or `^}$` expects them to match there too.
+#[tokio::test]
+async fn grep_line_anchors_match_in_a_crlf_file() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("win.rs"), "fn main() {\r\n}\r\n").unwrap();
+    std::fs::write(dir.path().join("unix.rs"), "fn unix() {\n}\n").unwrap();
+    let grep = tool("grep", &workspace);
+    let out = grep
+        .call(
+            json!({"pattern": "\\{$", "output_mode": "content"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1:fn unix() {\nwin.rs:1:fn main() {\n");
+    let out = grep
+        .call(
+            json!({"pattern": "^}$", "output_mode": "count"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1\nwin.rs:1\n");
+    // A match never includes the `\r`.
+    let out = grep
+        .call(
+            json!({"pattern": "\\{\\s*$", "output_mode": "content"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, "unix.rs:1:fn unix() {\nwin.rs:1:fn main() {\n");
+}
+
+/// `^` and `$` anchor at every line, not only at the start and end of the file.
+#[tokio::test]
+async fn grep_line_anchors_match_on_every_line() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.rs"), "x\nfn one() {\n}\nfn two() {\n}\n").unwrap();
+    let grep = tool("grep", &workspace);
+    for (pattern, expected) in [
+        ("^fn", "a.rs:2:fn one() {\na.rs:4:fn two() {\n"),
+        ("\\{$", "a.rs:2:fn one() {\na.rs:4:fn two() {\n"),
+        ("^}$", "a.rs:3:}\na.rs:5:}\n"),
+    ] {
+        let out = grep
+            .call(
+                json!({"pattern": pattern, "output_mode": "content"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out, expected, "{pattern}");
+    }
+}
+
+/// `write` must not turn `~/x` into a directory named `~` inside the workspace, nor `dir/`
+/// into a file named `dir`.
+#[tokio::test]
+async fn write_refuses_a_home_path_and_a_trailing_slash() {
+    let (dir, workspace) = workspace();
+    for path in ["~/notes.txt", "newdir/"] {
+        let failure = tool("write", &workspace)
+            .call(
+                json!({"file_path": path, "content": "x"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::InvalidInput(_)),
+            "{path}: {failure:?}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A NUL byte stops the search of a file (ripgrep's binary detection). When that file matched
+/// before it, or was named by `path`, the output says so instead of a silently partial count or
+/// a "No matches found"; binary files met during a walk with no match stay silent.
+#[tokio::test]
+async fn grep_says_when_a_nul_byte_cut_a_file_short() {
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("bin.dat"), b"needle\0\x01\x02").unwrap();
+    let mut late = "needle\n".repeat(20_000).into_bytes();
+    late.extend_from_slice(b"\0\nneedle last\n");
+    std::fs::write(dir.path().join("late.txt"), late).unwrap();
+    let grep = tool("grep", &workspace);
+    let call = |input: serde_json::Value| grep.call(input, CancellationToken::new());
+    let note = "binary file (a NUL byte at byte";
+
+    let out = call(json!({"pattern": "needle", "path": "bin.dat"}))
+        .await
+        .unwrap();
+    assert!(out.starts_with("[bin.dat: binary file"), "{out}");
+    let out = call(json!({"pattern": "needle", "output_mode": "count"}))
+        .await
+        .unwrap();
+    assert!(out.starts_with("late.txt:"), "{out}");
+    assert!(out.contains(&format!("[late.txt: {note} 140000)")), "{out}");
+    assert!(!out.contains("bin.dat"), "{out}");
+    let out = call(json!({"pattern": "zzz"})).await.unwrap();
+    assert_eq!(out, "No matches found");
+}
+
+/// The command runs in a session of its own, without a controlling terminal, so a program that
+/// prompts on `/dev/tty` (git credentials, ssh, sudo) fails at once instead of stopping on the
+/// host's terminal until the timeout. The session id (field 6 of /proc/PID/stat) is the shell's
+/// pid, and `/dev/tty` cannot be opened.
+#[tokio::test]
+async fn bash_runs_in_its_own_session_without_a_terminal() {
+    let (_dir, workspace) = workspace();
+    let out = tool("bash", &workspace)
+        .call(
+            json!({"command": "echo $$ $(cut -d' ' -f6 /proc/$$/stat); (exec 3</dev/tty) 2>/dev/null && echo tty || echo no-tty"}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let mut lines = out.lines();
+    let ids: Vec<&str> = lines.next().unwrap().split(' ').collect();
+    assert_eq!(ids[0], ids[1], "{out}");
+    assert_eq!(lines.next(), Some("no-tty"), "{out}");
+}

@@ -2,9 +2,11 @@
 //! the whole process tree killed on timeout or cancellation.
 //!
 //! The command runs as `sh -c COMMAND` with stderr joined to stdout (one pipe, so the output
-//! interleaves as written), in a new process group (`setpgid(0, 0)` in the child), so
-//! everything it starts — pipelines, background jobs, subshells — shares one group id, the
-//! shell's pid. On timeout or cancellation that group is sent `SIGKILL`. When the shell exits on
+//! interleaves as written), in a new session (`setsid()` in the child), which is also a new
+//! process group, so everything it starts — pipelines, background jobs, subshells — shares one
+//! group id, the shell's pid. The new session has no controlling terminal: a program that
+//! would prompt on `/dev/tty` (`git` asking for a password, `ssh`, `sudo`) fails at once instead
+//! of stopping on the host's terminal until the timeout. On timeout or cancellation that group is sent `SIGKILL`. When the shell exits on
 //! its own, the group is killed too: background jobs it left behind do not outlive the call
 //! (and cannot keep the output pipe open). A process that leaves the group on purpose
 //! (`setsid`) escapes; reading its output after a kill is bounded so such a process cannot hang
@@ -160,14 +162,18 @@ impl BashTool {
             .stdout(Stdio::piped())
             // Replaced by stdout's pipe in the child, below.
             .stderr(Stdio::null())
-            .process_group(0)
             .kill_on_drop(true);
-        // SAFETY: the closure runs in the forked child before `exec`; it only calls `dup2`,
-        // which is async-signal-safe, allocates nothing and touches no lock. It makes stderr a
-        // second handle on stdout's pipe, so the output interleaves exactly as the command
-        // wrote it (the same as `2>&1`) without rewriting the command.
+        // SAFETY: the closure runs in the forked child before `exec`; it only calls `setsid` and
+        // `dup2`, which are async-signal-safe, allocate nothing and touch no lock. `setsid`
+        // makes the child a session and group leader (it cannot fail: a freshly forked child
+        // leads no group, which is why `process_group(0)` must not be used with it). `dup2`
+        // makes stderr a second handle on stdout's pipe, so the output interleaves exactly as
+        // the command wrote it (the same as `2>&1`) without rewriting the command.
         unsafe {
             shell.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 if libc::dup2(libc::STDOUT_FILENO, libc::STDERR_FILENO) == -1 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -288,7 +294,7 @@ impl ProcessGroup {
     /// Sends `SIGKILL` to every process in the group.
     fn kill(&self) {
         // SAFETY: `killpg` takes two integers and has no memory-safety preconditions. The group
-        // id is the pid of our own child, made a group leader by `process_group(0)`; the id
+        // id is the pid of our own child, made a group leader by `setsid()`; the id
         // cannot be reused while the child is unreaped or any group member lives.
         let result = unsafe { libc::killpg(self.id, libc::SIGKILL) };
         if result != 0 {

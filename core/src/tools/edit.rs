@@ -1,5 +1,6 @@
 //! `edit`: exact-string replacement in a text file.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -87,13 +88,33 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
     if metadata.is_dir() {
         return Err(ToolFailure::IsADirectory(shown.into()));
     }
+    // Reading a named pipe would block until some writer appears, possibly forever.
+    if !metadata.is_file() {
+        return Err(ToolFailure::NotAFile(shown.into()));
+    }
     let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
     if looks_binary(&bytes) {
         return Err(ToolFailure::BinaryFile(shown.into()));
     }
     let text = String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?;
-    let count = text.matches(input.old_string.as_str()).count();
+    let mut old = Cow::Borrowed(input.old_string.as_str());
+    let mut new = Cow::Borrowed(input.new_string.as_str());
+    let mut count = text.matches(old.as_ref()).count();
+    if count == 0 && text.contains("\r\n") && old.contains('\n') && !old.contains("\r\n") {
+        // `read` shows CRLF lines without their `\r`, so a model copies LF text out of a CRLF
+        // file; match it with CRLF line ends, and give the replacement the same ones.
+        let crlf_old = to_crlf(&old);
+        let crlf_count = text.matches(crlf_old.as_str()).count();
+        if crlf_count > 0 {
+            old = Cow::Owned(crlf_old);
+            new = Cow::Owned(to_crlf(&new));
+            count = crlf_count;
+        }
+    }
     if count == 0 {
+        if has_read_line_prefixes(&input.old_string) {
+            return Err(ToolFailure::NoMatchWithLineNumbers(shown.into()));
+        }
         return Err(ToolFailure::NoMatch(shown.into()));
     }
     if count > 1 && !input.replace_all {
@@ -102,7 +123,7 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
             count,
         });
     }
-    let edited = text.replace(input.old_string.as_str(), &input.new_string);
+    let edited = text.replace(old.as_ref(), &new);
     std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
     let noun = if count == 1 {
         "occurrence"
@@ -110,6 +131,21 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         "occurrences"
     };
     Ok(format!("Replaced {count} {noun} in '{shown}'"))
+}
+
+/// Whether every line of `text` starts with `read`'s numbering: optional spaces, digits, a tab.
+fn has_read_line_prefixes(text: &str) -> bool {
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    text.split('\n').all(|line| {
+        let digits = line.trim_start_matches(' ');
+        let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
+        rest.len() < digits.len() && rest.starts_with('\t')
+    })
+}
+
+/// `text` with every line end (LF or CRLF) made CRLF.
+fn to_crlf(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\n', "\r\n")
 }
 
 #[cfg(test)]
@@ -143,6 +179,31 @@ mod tests {
         assert!(matches!(failure, ToolFailure::NoMatch(ref p) if p == "f.txt"));
         assert!(failure.to_string().contains("not found"));
         assert_eq!(content(&dir), "alpha beta\n");
+    }
+
+    #[tokio::test]
+    async fn old_string_with_read_line_numbers_gets_a_specific_hint() {
+        let (dir, tool) = tool("fn a() {\n    1\n}\n");
+        let failure = edit(&tool, "     1\tfn a() {\n     2\t    1\n", "x", false)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::NoMatchWithLineNumbers(ref p) if p == "f.txt"),
+            "{failure:?}"
+        );
+        assert!(
+            failure.to_string().contains("line-number prefixes"),
+            "{failure}"
+        );
+        assert_eq!(content(&dir), "fn a() {\n    1\n}\n");
+        // Text that merely contains digits and tabs gets the ordinary message.
+        for old in ["12 apples\t", "\tindented", "2\tx\nplain"] {
+            let failure = edit(&tool, old, "x", false).await.unwrap_err();
+            assert!(
+                matches!(failure, ToolFailure::NoMatch(_)),
+                "{old:?}: {failure:?}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -40,6 +40,12 @@ pub enum ToolFailure {
         "old_string was not found in '{0}'; read the file and copy the exact text, including whitespace"
     )]
     NoMatch(String),
+    /// `edit`: `old_string` does not occur in the file, and every line of it starts like a line
+    /// of `read` output (spaces, a line number, a tab): the model copied the numbering.
+    #[error(
+        "old_string was not found in '{0}'; it seems to include the line-number prefixes of `read` output (spaces, a number, a tab): copy only the text after the tab"
+    )]
+    NoMatchWithLineNumbers(String),
     /// `edit`: `old_string` occurs more than once and `replace_all` was not set.
     #[error(
         "old_string occurs {count} times in '{path}'; include more surrounding context to make it unique, or set replace_all to true"

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker};
+use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker, without_leading_dot_slash};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Paths returned when the call gives no `max_results`.
@@ -69,7 +69,8 @@ impl GlobTool {
         input: Value,
         cancel: CancellationToken,
     ) -> Result<String, ToolFailure> {
-        let input: GlobInput = parse_input(input)?;
+        let mut input: GlobInput = parse_input(input)?;
+        input.pattern = without_leading_dot_slash(&input.pattern).to_owned();
         if Path::new(&input.pattern).is_absolute() {
             return Err(ToolFailure::InvalidInput(
                 "the pattern must be relative; set `path` to choose the directory to search".into(),

@@ -1,8 +1,9 @@
 //! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::overrides::OverrideBuilder;
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::output::truncate_line;
-use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker};
+use super::walk::{ENTRIES_PER_CANCEL_CHECK, walker, without_leading_dot_slash};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `grep` tool.
@@ -136,7 +137,11 @@ impl GrepTool {
         };
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(input.case_insensitive)
-            .line_terminator(Some(b'\n'))
+            // ripgrep's `--crlf` (with its always-on `multi_line`, so `^`/`$` are line anchors):
+            // `$` also matches before `\r\n` and a match never takes the `\r`, so anchored
+            // patterns work on CRLF files as the model sees them in `read` (without the `\r`).
+            .multi_line(true)
+            .crlf(true)
             .build(&input.pattern)
             .map_err(|error| ToolFailure::InvalidInput(format!("invalid regex: {error}")))?;
         let context = if mode == OutputMode::Content {
@@ -145,6 +150,7 @@ impl GrepTool {
             0
         };
         let searcher = SearcherBuilder::new()
+            .line_terminator(LineTerminator::crlf())
             .line_number(true)
             .before_context(context)
             .after_context(context)
@@ -156,7 +162,7 @@ impl GrepTool {
             None => None,
             Some(glob) => Some(
                 OverrideBuilder::new(&base)
-                    .add(glob)
+                    .add(&override_glob(glob))
                     .and_then(|builder| builder.build())
                     .map_err(|error| {
                         ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"))
@@ -170,6 +176,7 @@ impl GrepTool {
             max_results,
             context,
             cancel: cancel.clone(),
+            base: base.clone(),
         };
         run_blocking(&cancel, move || {
             std::fs::metadata(&base)
@@ -184,6 +191,14 @@ impl GrepTool {
     }
 }
 
+/// The `glob` filter as an override glob: a leading `./` dropped (after a `!` negation too).
+fn override_glob(glob: &str) -> String {
+    match glob.strip_prefix('!') {
+        Some(negated) => format!("!{}", without_leading_dot_slash(negated)),
+        None => without_leading_dot_slash(glob).to_owned(),
+    }
+}
+
 /// One search: its settings and the output being built.
 struct Search {
     workspace: Workspace,
@@ -192,6 +207,8 @@ struct Search {
     max_results: usize,
     context: usize,
     cancel: CancellationToken,
+    /// What `path` resolved to: a file named there is reported even when nothing matched.
+    base: PathBuf,
 }
 
 /// Output and counters across files.
@@ -269,12 +286,28 @@ impl Search {
             progress,
             matched_lines: 0,
             printed_in_file: false,
+            binary_offset: None,
         };
         if let Err(error) = searcher.search_path(matcher, path, &mut sink) {
             tracing::debug!(%error, path = %shown, "grep: skipping an unreadable file");
         }
         let matched_lines = sink.matched_lines;
+        let binary_offset = sink.binary_offset;
+        // Like ripgrep, a file stops being searched at its first NUL byte (the text before it,
+        // back to the start of the buffer, is dropped too). Binary files met during a walk are
+        // skipped silently; but a file that did match, or that was named by `path`, gets a note
+        // so that a partial count or a silent "no matches" is not taken as the whole truth.
+        let binary_note = binary_offset
+            .filter(|_| matched_lines > 0 || path == self.base)
+            .map(|offset| {
+                format!(
+                    "[{shown}: binary file (a NUL byte at byte {offset}); searching it stopped there, so matches may be missing]\n"
+                )
+            });
         if matched_lines == 0 || self.mode == OutputMode::Content {
+            if let Some(note) = binary_note {
+                progress.out.push_str(&note);
+            }
             return;
         }
         if self.is_full(progress) {
@@ -286,6 +319,9 @@ impl Search {
         } else {
             progress.out.push_str(&shown);
             progress.out.push('\n');
+        }
+        if let Some(note) = binary_note {
+            progress.out.push_str(&note);
         }
         progress.results += 1;
     }
@@ -303,6 +339,8 @@ struct FileSink<'a> {
     progress: &'a mut Progress,
     matched_lines: u64,
     printed_in_file: bool,
+    /// Where binary data stopped the search, if it did.
+    binary_offset: Option<u64>,
 }
 
 impl FileSink<'_> {
@@ -364,6 +402,15 @@ impl Sink for FileSink<'_> {
             self.print_line('-', context.line_number(), context.bytes());
         }
         Ok(!self.search.cancel.is_cancelled())
+    }
+
+    fn binary_data(
+        &mut self,
+        _searcher: &Searcher,
+        binary_byte_offset: u64,
+    ) -> Result<bool, Self::Error> {
+        self.binary_offset = Some(binary_byte_offset);
+        Ok(false)
     }
 
     fn context_break(&mut self, _searcher: &Searcher) -> Result<bool, Self::Error> {

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -122,7 +123,13 @@ fn read_lines(
     limits: &ReadLimits,
     cancel: &CancellationToken,
 ) -> Result<String, ToolFailure> {
-    let file = File::open(path).map_err(|error| ToolFailure::io("read", shown, error))?;
+    // Non-blocking, so that opening a named pipe returns at once instead of waiting forever
+    // for a writer (the metadata check below then refuses it); regular files ignore the flag.
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|error| ToolFailure::io("read", shown, error))?;
     let metadata = file
         .metadata()
         .map_err(|error| ToolFailure::io("read", shown, error))?;

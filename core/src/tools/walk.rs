@@ -29,3 +29,12 @@ pub(crate) fn walker(base: &Path) -> WalkBuilder {
 
 /// Entries visited between two looks at the cancellation token.
 pub(crate) const ENTRIES_PER_CANCEL_CHECK: usize = 256;
+
+/// `pattern` without leading `./` components. Walked paths are matched relative to the base and
+/// never start with `./`, but models often write `./src/**/*.rs` anyway.
+pub(crate) fn without_leading_dot_slash(mut pattern: &str) -> &str {
+    while let Some(rest) = pattern.strip_prefix("./") {
+        pattern = rest.trim_start_matches('/');
+    }
+    pattern
+}

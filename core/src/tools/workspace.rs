@@ -67,8 +67,8 @@ impl Workspace {
     /// the workspace, following symbolic links; components that do not exist yet are kept.
     ///
     /// Fails with [`ToolFailure::OutsideWorkspace`] when the resolved path is not the root or
-    /// below it, and with [`ToolFailure::InvalidInput`] on an empty path, a NUL byte, or a
-    /// symbolic-link loop.
+    /// below it, and with [`ToolFailure::InvalidInput`] on an empty path, a NUL byte, a leading
+    /// `~` (home is not expanded), or a symbolic-link loop.
     pub fn resolve(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
         if raw.is_empty() {
             return Err(ToolFailure::InvalidInput("the path is empty".to_owned()));
@@ -77,6 +77,13 @@ impl Workspace {
             return Err(ToolFailure::InvalidInput(format!(
                 "the path '{}' contains a NUL byte",
                 raw.escape_debug()
+            )));
+        }
+        // No shell expands `~` here; taken literally it would make a directory named `~` in
+        // the workspace, which is never what a model writing `~/notes.txt` means.
+        if raw == "~" || raw.starts_with("~/") {
+            return Err(ToolFailure::InvalidInput(format!(
+                "'{raw}': '~' is not expanded; give a path relative to the workspace root (or absolute inside it)"
             )));
         }
         let requested = Path::new(raw);
@@ -333,6 +340,12 @@ mod tests {
             "{message}"
         );
         assert!(matches!(ws.resolve(""), Err(ToolFailure::InvalidInput(_))));
+        for raw in ["~", "~/notes.txt"] {
+            let message = ws.resolve(raw).unwrap_err().to_string();
+            assert!(message.contains("'~' is not expanded"), "{message}");
+        }
+        // A name that merely starts with `~` is an ordinary name.
+        assert_eq!(ws.resolve("~backup").unwrap(), ws.root().join("~backup"));
         assert!(matches!(
             ws.resolve("a\0b"),
             Err(ToolFailure::InvalidInput(_))

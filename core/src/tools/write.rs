@@ -67,6 +67,13 @@ impl WriteTool {
 }
 
 fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, ToolFailure> {
+    // Resolution drops a trailing `/`, which would turn "create under this directory" into a
+    // file with the directory's name.
+    if shown.ends_with('/') {
+        return Err(ToolFailure::InvalidInput(format!(
+            "'{shown}' names a directory; give the path of the file to write"
+        )));
+    }
     let existed = match std::fs::metadata(path) {
         Ok(metadata) if metadata.is_dir() => return Err(ToolFailure::IsADirectory(shown.into())),
         Ok(metadata) if !metadata.is_file() => return Err(ToolFailure::NotAFile(shown.into())),
