@@ -6,8 +6,9 @@
 //! process group, so everything it starts — pipelines, background jobs, subshells — shares one
 //! group id, the shell's pid. The new session has no controlling terminal: a program that
 //! would prompt on `/dev/tty` (`git` asking for a password, `ssh`, `sudo`) fails at once instead
-//! of stopping on the host's terminal until the timeout. On timeout or cancellation that group is sent `SIGKILL`. When the shell exits on
-//! its own, the group is killed too: background jobs it left behind do not outlive the call
+//! of stopping on the host's terminal until the timeout. On timeout or cancellation that group
+//! is sent `SIGKILL`. When the shell exits on its own, the group is killed too: background jobs
+//! it left behind do not outlive the call
 //! (and cannot keep the output pipe open). A process that leaves the group on purpose
 //! (`setsid`) escapes; reading its output after a kill is bounded so such a process cannot hang
 //! the call. If the future is dropped mid-run (an executor timeout), a guard kills the group.
