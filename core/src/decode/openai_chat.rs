@@ -931,14 +931,7 @@ impl OpenAiChatDecoder {
         if state.sealed.get(tool).copied().unwrap_or(true) {
             return;
         }
-        let arguments = self
-            .snapshot
-            .as_ref()
-            .and_then(|s| s.get("choices"))
-            .and_then(|c| c.get(choice))
-            .and_then(|c| c.get("message"))
-            .and_then(|m| m.get("tool_calls"))
-            .and_then(|t| t.get(tool))
+        let arguments = snapshot_call(self.snapshot.as_ref(), choice, tool)
             .and_then(|c| c.get("function"))
             .and_then(|f| f.get("arguments"))
             .and_then(Value::as_str)
@@ -1006,15 +999,7 @@ impl OpenAiChatDecoder {
             return;
         }
         *flag = true;
-        let call = self
-            .snapshot
-            .as_ref()
-            .and_then(|s| s.get("choices"))
-            .and_then(|c| c.get(choice))
-            .and_then(|c| c.get("message"))
-            .and_then(|m| m.get("tool_calls"))
-            .and_then(|t| t.get(tool));
-        let Some(call) = call else {
+        let Some(call) = snapshot_call(self.snapshot.as_ref(), choice, tool) else {
             return;
         };
         let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
@@ -1205,6 +1190,16 @@ impl OpenAiChatDecoder {
         self.failure = error.replay();
         error
     }
+}
+
+/// The tool call at position `tool` of choice `choice` in the snapshot.
+fn snapshot_call(snapshot: Option<&Object>, choice: usize, tool: usize) -> Option<&Value> {
+    snapshot?
+        .get("choices")?
+        .get(choice)?
+        .get("message")?
+        .get("tool_calls")?
+        .get(tool)
 }
 
 /// `[DONE]`, also with trailing whitespace (openai-python ends the stream at any data starting

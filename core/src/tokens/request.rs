@@ -521,7 +521,7 @@ mod tests {
         let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type /Page>>\n";
         let mut padded = pdf.to_vec();
         padded.extend(std::iter::repeat_n(b'x', 300_000));
-        let data = base64_of(&padded);
+        let data = crate::tokens::images::encode_base64(&padded);
         let chat = json!({"type": "file", "file": {"filename": "a.pdf", "file_data": format!("data:application/pdf;base64,{data}")}});
         let responses =
             json!({"type": "input_file", "filename": "a.pdf", "file_data": data.clone()});
@@ -541,31 +541,11 @@ mod tests {
         }
         // A text file is its text, however long.
         let text = "fn main() { println!(\"hello\"); }\n".repeat(2_000);
-        let file = json!({"type": "input_file", "file_data": format!("data:text/plain;base64,{}", base64_of(text.as_bytes()))});
+        let file = json!({"type": "input_file", "file_data": format!("data:text/plain;base64,{}", crate::tokens::images::encode_base64(text.as_bytes()))});
         assert_eq!(
             estimate_block(&file, Family::O200k),
             estimate_text(&text, Family::O200k) + Overheads::of(Family::O200k).per_block
         );
-    }
-
-    fn base64_of(bytes: &[u8]) -> String {
-        const ALPHABET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
-            for i in 0..4 {
-                out.push(if i <= chunk.len() {
-                    ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char
-                } else {
-                    '='
-                });
-            }
-        }
-        out
     }
 
     #[test]
