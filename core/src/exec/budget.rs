@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::spill_file::write_spill_file;
 use super::types::{ToolResult, ToolResultContent};
 
 /// The default per-result limit, in characters.
@@ -25,7 +26,9 @@ pub const DEFAULT_PREVIEW_BYTES: usize = 2_048;
 /// Budget settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetConfig {
-    /// Where spill files go (created on first use).
+    /// Where spill files go (created with mode 0700 on first use; on Unix a directory owned by
+    /// another user, or world-writable without the sticky bit, is refused and the result is cut
+    /// to its preview instead).
     pub spill_dir: PathBuf,
     /// The per-result limit for tools using [`ResultLimit::Default`](super::ResultLimit::Default).
     pub default_max_result_chars: usize,
@@ -212,8 +215,7 @@ impl ResultBudget {
     fn spill(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> Replacement {
         let original_chars = text.chars().count();
         let path = self.config.spill_dir.join(spill_file_name(tool_use_id));
-        let written = std::fs::create_dir_all(&self.config.spill_dir)
-            .and_then(|()| std::fs::write(&path, text.as_bytes()));
+        let written = write_spill_file(&self.config.spill_dir, &path, text.as_bytes());
         let preview = preview_of(text, preview_bytes);
         match written {
             Ok(()) => Replacement {

@@ -55,6 +55,7 @@ mod external;
 pub mod hooks;
 mod metrics;
 pub mod schema;
+mod spill_file;
 mod task;
 mod tool;
 mod turn;
