@@ -322,7 +322,7 @@ export interface AgentOptions {
   tokenBudget?: number
   /** How many times a `max_tokens` stop in text is continued (default 3). */
   maxContinuations?: number
-  /** How many recent tool results microcompact keeps (default 5). */
+  /** How many recent tool results microcompact keeps (default 5); the last turn's results, not yet read by the model, are always kept. */
   keepRecentToolResults?: number
   /** Place `cache_control` breakpoints (default true). */
   promptCaching?: boolean

@@ -1367,3 +1367,323 @@ async fn a_response_cut_by_the_context_window_is_continued_like_max_tokens() {
     assert!(log.lock().unwrap().is_empty(), "the cut call ran");
     assert_eq!(messages[1]["content"], json!([text("Writing")]));
 }
+
+// --- Context management and stop reasons: compaction hook, summariser, microcompact. ---
+
+/// Thresholds set directly: auto-compact at `autocompact` tokens, blocking at `blocking`.
+fn thresholds(autocompact: u64, blocking: u64) -> ContextBudget {
+    ContextBudget {
+        window: blocking,
+        max_output_tokens: 0,
+        output_reserve_cap: 0,
+        autocompact_buffer: blocking - autocompact,
+        warning_buffer: 0,
+        blocking_buffer: 0,
+        autocompact_percent: None,
+    }
+}
+
+/// A prompt of about `tokens` estimated tokens (one letter repeated, ~0.35 tokens per byte).
+fn big_prompt(tokens: usize) -> String {
+    "x".repeat(tokens * 3)
+}
+
+fn hook(
+    f: impl Fn(Vec<Value>) -> Option<Vec<Value>> + Send + Sync + 'static,
+) -> ferroloop::agent::CompactHook {
+    let f = Arc::new(f);
+    Arc::new(move |messages| {
+        let f = f.clone();
+        Box::pin(async move { f(messages) })
+    })
+}
+
+fn stops(events: &[AgentEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Stop { .. }))
+        .count()
+}
+
+#[tokio::test]
+async fn a_panicking_compaction_hook_ends_the_run_with_one_stop_event() {
+    let model = ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn"));
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+        .with_compaction_hook(hook(|_| panic!("the host's compactor broke")));
+    let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, &big_prompt(5_000)))
+        .await
+        .unwrap();
+    assert_eq!(stops(&events), 1, "{events:#?}");
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::Error);
+    assert!(check_tool_pairing(&messages).is_ok());
+    match events.last() {
+        Some(AgentEvent::Stop {
+            error: Some(error), ..
+        }) => {
+            assert!(error.contains("compaction hook panicked"), "{error}");
+            assert!(error.contains("the host's compactor broke"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_compaction_hook_history_not_ending_with_a_user_message_is_refused() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        reply(request, vec![text("hi")], "end_turn")
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+        .with_compaction_hook(hook(|_| {
+            Some(vec![
+                json!({"role": "user", "content": "summary"}),
+                json!({"role": "assistant", "content": "ok"}),
+            ])
+        }));
+    let events = collect(&agent, &big_prompt(5_000)).await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+        "an invalid compacted history was taken"
+    );
+    let requests = requests.lock().unwrap();
+    let last = requests[0]["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user", "{last}");
+    assert_eq!(stops(&events), 1);
+}
+
+/// Answers like `inner`, except that a summary request never completes.
+struct HangingSummariser {
+    inner: ScriptedModel,
+}
+
+impl Model for HangingSummariser {
+    fn stream(&self, request: Value) -> ModelStream {
+        if request.to_string().contains("Summarize this conversation") {
+            return Box::pin(futures::stream::pending());
+        }
+        self.inner.stream(request)
+    }
+}
+
+#[tokio::test]
+async fn abort_during_compaction_stops_the_run() {
+    // The built-in summariser hangs.
+    let model = HangingSummariser {
+        inner: ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn")),
+    };
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let prompt = big_prompt(5_000);
+    let messages = vec![
+        json!({"role": "user", "content": prompt}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(
+        config.clone(),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let run = agent.run_messages(messages.clone());
+    let token = run.cancellation_token().clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        token.cancel();
+    });
+    let events: Vec<AgentEvent> = tokio::time::timeout(Duration::from_secs(10), run.collect())
+        .await
+        .expect("the run hung in the summariser after a cancel");
+    assert_eq!(stops(&events), 1);
+    let (reason, history, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::Aborted, 0));
+    assert_eq!(history, messages);
+
+    // The host's hook hangs.
+    let model = ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn"));
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+        .with_compaction_hook(Arc::new(|_| Box::pin(futures::future::pending())));
+    let run = agent.run_messages(messages.clone());
+    let token = run.cancellation_token().clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        token.cancel();
+    });
+    let events: Vec<AgentEvent> = tokio::time::timeout(Duration::from_secs(10), run.collect())
+        .await
+        .expect("the run hung in the compaction hook after a cancel");
+    let (reason, history, _) = stop(&events);
+    assert_eq!(reason, StopReason::Aborted);
+    assert_eq!(history, messages);
+}
+
+#[tokio::test]
+async fn the_summariser_s_usage_counts_toward_the_run_s_tokens_and_budget() {
+    let model_again = || {
+        ScriptedModel::new(|n, request| {
+            if request.to_string().contains("Summarize this conversation") {
+                let mut message =
+                    scripted_message(request, vec![text("short summary")], "end_turn");
+                message["usage"] = json!({"input_tokens": 40_000, "output_tokens": 500});
+                return Ok(Bytes::from(anthropic_sse(&message, 7)));
+            }
+            assert!(n < 3, "the budget did not stop the run");
+            let mut message = scripted_message(request, vec![text("hi")], "end_turn");
+            message["usage"] = json!({"input_tokens": 100, "output_tokens": 10});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        })
+    };
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(
+        config.clone(),
+        Arc::new(model_again()),
+        executor(Default::default()),
+    );
+    let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            output_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::EndTurn);
+            assert_eq!(
+                (*input_tokens, *output_tokens),
+                (40_100, 510),
+                "{events:#?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A summary that spends the token budget stops the run before the next request.
+    config.limits.token_budget = Some(30_000);
+    let agent = Agent::new(
+        config,
+        Arc::new(model_again()),
+        executor(Default::default()),
+    );
+    let (reason, history, turns) = stop(&agent.run_messages(messages).collect::<Vec<_>>().await);
+    assert_eq!((reason, turns), (StopReason::Budget, 0));
+    assert!(ferroloop::agent::check_history(&history).is_ok());
+}
+
+#[tokio::test]
+async fn a_first_prompt_over_the_limit_makes_no_summary_call() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        reply(request, vec![text("summary")], "end_turn")
+    }));
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 2_000);
+    let agent = Agent::new(config, model.clone(), executor(Default::default()));
+    let events = collect(&agent, &big_prompt(5_000)).await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::PromptTooLong, 0));
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        model.calls(),
+        0,
+        "a summary of a lone prompt that compaction keeps whole cannot help"
+    );
+}
+
+#[tokio::test]
+async fn repeated_compactions_keep_only_the_latest_summary() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let count = summaries.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            let k = count.fetch_add(1, Ordering::Relaxed);
+            return reply(
+                request,
+                vec![text(&format!("summary number {k}"))],
+                "end_turn",
+            );
+        }
+        if n < 6 {
+            // Each turn reads a big result, so the context passes the threshold again.
+            reply(
+                request,
+                vec![call(
+                    &format!("t{n}"),
+                    "read",
+                    json!({"path": big_prompt(2_000)}),
+                )],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(3_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "explore").await;
+    assert!(summaries.load(Ordering::Relaxed) >= 2, "{events:#?}");
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let first = messages[0].to_string();
+    assert_eq!(
+        first
+            .matches("This session continues from an earlier conversation")
+            .count(),
+        1,
+        "{first}"
+    );
+    assert!(
+        first.contains("explore"),
+        "the user's prompt was lost: {first}"
+    );
+}
+
+#[tokio::test]
+async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        if n < 3 {
+            reply(
+                request,
+                vec![call(
+                    &format!("t{n}"),
+                    "read",
+                    json!({"path": format!("f{n}")}),
+                )],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.keep_recent_tool_results = 0;
+    // Warning (not auto-compact) from the start: microcompact runs before every call.
+    config.budget = thresholds(500_000, 1_000_000);
+    config.budget.warning_buffer = 500_000;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, _, _) = stop(&collect(&agent, "go").await);
+    assert_eq!(reason, StopReason::EndTurn);
+    for (n, request) in requests.lock().unwrap().iter().enumerate().skip(1) {
+        let last = request["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(
+            last["content"][0]["content"],
+            format!("contents of f{}", n - 1),
+            "request {n} cleared the result the model is about to read: {last}"
+        );
+    }
+}

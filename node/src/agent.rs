@@ -42,7 +42,7 @@ pub struct AgentOptions {
     pub token_budget: Option<f64>,
     /// How many times a `max_tokens` stop in text is continued (default 3).
     pub max_continuations: Option<f64>,
-    /// How many recent tool results microcompact keeps (default 5).
+    /// How many recent tool results microcompact keeps (default 5); the last turn's results, not yet read by the model, are always kept.
     pub keep_recent_tool_results: Option<f64>,
     /// Place `cache_control` breakpoints (default true).
     pub prompt_caching: Option<bool>,

@@ -64,7 +64,8 @@ pub struct AgentConfig {
     pub continuation_prompt: String,
     /// Tools whose old results microcompact may clear (empty: every tool).
     pub compactable_tools: Vec<String>,
-    /// How many recent tool results microcompact keeps (default 5).
+    /// How many recent tool results microcompact keeps (default 5). The results of the last
+    /// turn, which the model has not read yet, are kept whatever this says.
     pub keep_recent_tool_results: usize,
     /// Place `cache_control` breakpoints (system, tools, last message).
     pub prompt_caching: bool,

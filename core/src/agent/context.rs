@@ -327,12 +327,27 @@ pub const SUMMARY_PROMPT: &str = "Summarize this conversation so far for your ow
 user's goal, what has been done, the key facts and file paths found, and what remains. Be \
 concise and specific. Answer with the summary only.";
 
+/// How the summary block of a compacted history begins.
+const SUMMARY_PREAMBLE: &str =
+    "This session continues from an earlier conversation, summarised here:\n\n";
+
+/// Whether `block` is the summary block of an earlier compaction.
+fn is_summary_block(block: &Value) -> bool {
+    block_type(block) == "text"
+        && block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|text| text.starts_with(SUMMARY_PREAMBLE))
+}
+
 /// Rebuilds history after compaction: the summary, then the latest user prompt (the last user
-/// message that is not only tool results), as one user message.
+/// message that is not only tool results), as one user message. When that message is itself
+/// the product of an earlier compaction, its old summary is left out: the new summary covers
+/// it, and summaries would otherwise pile up with every compaction.
 pub fn history_from_summary(messages: &[Value], summary: &str) -> Vec<Value> {
     let mut content = vec![json!({
         "type": "text",
-        "text": format!("This session continues from an earlier conversation, summarised here:\n\n{summary}"),
+        "text": format!("{SUMMARY_PREAMBLE}{summary}"),
     })];
     let last_prompt = messages.iter().rev().find(|m| {
         m.get("role").and_then(Value::as_str) == Some("user")
@@ -347,7 +362,7 @@ pub fn history_from_summary(messages: &[Value], summary: &str) -> Vec<Value> {
         Some(Value::Array(blocks)) => content.extend(
             blocks
                 .iter()
-                .filter(|b| block_type(b) != "tool_result")
+                .filter(|b| block_type(b) != "tool_result" && !is_summary_block(b))
                 .cloned(),
         ),
         _ => {}
@@ -482,5 +497,16 @@ mod tests {
         assert_eq!(history.len(), 1);
         assert_eq!(history[0]["content"][1]["text"], "find the bug");
         assert!(check_tool_pairing(&history).is_ok());
+        // Compacted again: the new summary replaces the old one, the prompt stays.
+        let again = history_from_summary(&history, "read main.rs, fixed it");
+        let texts: Vec<&str> = again[0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[0].ends_with("read main.rs, fixed it"));
+        assert_eq!(texts[1], "find the bug");
     }
 }

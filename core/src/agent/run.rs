@@ -1,14 +1,16 @@
 //! The loop: context management → model call → decode → tools (eagerly where safe) → results →
 //! next turn, until the model stops or a limit does.
 
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures_core::Stream;
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -28,7 +30,9 @@ use crate::exec::{
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
-/// summariser).
+/// summariser). A history that [`check_history`] refuses (it must end with a user message) is
+/// not used: the old one is kept. A hook that panics ends the run with
+/// [`StopReason::Error`]; a cancel while it runs ends the run with [`StopReason::Aborted`].
 pub type CompactHook =
     Arc<dyn Fn(Vec<Value>) -> BoxFuture<'static, Option<Vec<Value>>> + Send + Sync>;
 
@@ -427,7 +431,12 @@ impl Driver {
                                 return (StopReason::PromptTooLong, Some(message));
                             }
                             reactive_compaction_done = true;
-                            self.compact("reactive").await;
+                            if let Some(stop) = self.compact("reactive").await {
+                                return stop;
+                            }
+                            if let Some(stop) = self.over_budget() {
+                                return stop;
+                            }
                             continue;
                         }
                         other => return (StopReason::Error, Some(other.to_string())),
@@ -701,16 +710,7 @@ impl Driver {
     ) {
         if let Some(parsed) = Usage::from_json(usage) {
             self.tracker.record_usage(parsed);
-            // Saturating: the counts are the server's and may be absurd.
-            self.input_tokens = self.input_tokens.saturating_add(parsed.input_total());
-            self.output_tokens = self.output_tokens.saturating_add(parsed.output_tokens);
-            if let Some(price) = self.config().price_of(&self.model) {
-                self.cost += (parsed.input_tokens as f64 * price.input
-                    + parsed.output_tokens as f64 * price.output
-                    + parsed.cache_creation_input_tokens as f64 * price.cache_write
-                    + parsed.cache_read_input_tokens as f64 * price.cache_read)
-                    / 1e6;
-            }
+            self.count_usage(parsed);
             if let Some((previous, changed)) =
                 self.cache.observe(request, parsed.cache_read_input_tokens)
             {
@@ -727,6 +727,20 @@ impl Driver {
             estimated_input_tokens: estimated,
             time_to_first_token: ttft,
         });
+    }
+
+    /// Adds a call's usage to the run's totals and cost.
+    fn count_usage(&mut self, usage: Usage) {
+        // Saturating: the counts are the server's and may be absurd.
+        self.input_tokens = self.input_tokens.saturating_add(usage.input_total());
+        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
+        if let Some(price) = self.config().price_of(&self.model) {
+            self.cost += (usage.input_tokens as f64 * price.input
+                + usage.output_tokens as f64 * price.output
+                + usage.cache_creation_input_tokens as f64 * price.cache_write
+                + usage.cache_read_input_tokens as f64 * price.cache_read)
+                / 1e6;
+        }
     }
 
     fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
@@ -793,7 +807,20 @@ impl Driver {
         ) {
             let keep = self.config().keep_recent_tool_results;
             let compactable = self.config().compactable_tools.clone();
-            let cleared = microcompact(&mut self.messages, keep, &compactable);
+            // The results of the last message are the ones the model is about to read: they
+            // are never cleared, whatever `keep` says (0 would otherwise send them cleared and
+            // the model would call the same tools again).
+            let unseen = self.messages.last().map_or(0, tool_result_count);
+            let cleared = if unseen > 0 {
+                let older = self.messages.len() - 1;
+                microcompact(
+                    &mut self.messages[..older],
+                    keep.saturating_sub(unseen),
+                    &compactable,
+                )
+            } else {
+                microcompact(&mut self.messages, keep, &compactable)
+            };
             if cleared > 0 {
                 self.tracker.replace_messages(&self.messages);
                 self.emit(AgentEvent::Context(ContextAction::Microcompact {
@@ -807,7 +834,13 @@ impl Driver {
             self.config().budget.state(tokens),
             BudgetState::AutoCompact | BudgetState::Blocking
         ) {
-            self.compact("auto").await;
+            if let Some(stop) = self.compact("auto").await {
+                return Some(stop);
+            }
+            // The summariser's call is spent like any other.
+            if let Some(stop) = self.over_budget() {
+                return Some(stop);
+            }
         }
         let tokens = self.tracker.tokens().tokens;
         if matches!(self.config().budget.state(tokens), BudgetState::Blocking) {
@@ -822,22 +855,49 @@ impl Driver {
     }
 
     /// Replaces history by a summary (the host's hook, or a model call) plus the latest prompt.
-    async fn compact(&mut self, trigger: &'static str) {
+    /// A compaction that fails, or whose history would not be valid, keeps the old history.
+    /// Returns a stop when the run must end: it was cancelled meanwhile, or the host's hook
+    /// panicked.
+    async fn compact(&mut self, trigger: &'static str) -> Option<(StopReason, Option<String>)> {
         let before = self.messages.len();
-        let compacted = match &self.agent.compact_hook {
-            Some(hook) => hook(self.messages.clone()).await,
+        let compacted = match self.agent.compact_hook.clone() {
+            Some(hook) => {
+                let messages = self.messages.clone();
+                // A host's hook is host code: a panic in it (building the future or polling
+                // it) ends the run with an error instead of taking the loop's task down with
+                // it, which would lose the stop event.
+                let future = match std::panic::catch_unwind(AssertUnwindSafe(|| hook(messages))) {
+                    Ok(future) => future,
+                    Err(panic) => return Some(hook_panicked(panic.as_ref())),
+                };
+                tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => return Some((StopReason::Aborted, None)),
+                    outcome = AssertUnwindSafe(future).catch_unwind() => match outcome {
+                        Ok(history) => history,
+                        Err(panic) => return Some(hook_panicked(panic.as_ref())),
+                    },
+                }
+            }
             None => None,
         };
         let compacted = match compacted {
             Some(history) => history,
+            // A lone message is the latest prompt, which a summary keeps whole: a summary call
+            // could not make the context smaller, only cost one (a request already too big on
+            // the first turn). The reactive path keeps its documented single attempt.
+            None if trigger == "auto" && self.messages.len() <= 1 => return None,
             None => match self.summarise().await {
-                Some(summary) => history_from_summary(&self.messages, &summary),
-                None => return,
+                Summary::Text(summary) => history_from_summary(&self.messages, &summary),
+                Summary::Failed => return None,
+                Summary::Cancelled => return Some((StopReason::Aborted, None)),
             },
         };
-        if check_tool_pairing(&compacted).is_err() || compacted.is_empty() {
-            tracing::warn!("compaction produced an invalid history; keeping the old one");
-            return;
+        // The next request sends this history as it is: it must be one the API accepts (and
+        // end with the user's turn, since the compacted history has no paused turn).
+        if let Err(problem) = check_history(&compacted) {
+            tracing::warn!(%problem, "compaction produced an invalid history; keeping the old one");
+            return None;
         }
         self.messages = compacted;
         self.paused = false;
@@ -847,30 +907,32 @@ impl Driver {
             messages_after: self.messages.len(),
             trigger,
         }));
+        None
     }
 
     /// The built-in summariser: one model call, without tools, over the history plus a summary
-    /// request. Tool results are cleared first so the call itself fits.
-    async fn summarise(&mut self) -> Option<String> {
+    /// request. Tool results are cleared first so the call itself fits. Its usage counts toward
+    /// the run's totals and budgets (it is not a turn).
+    async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
-        if history
+        let last_is_user = history
             .last()
             .and_then(|m| m.get("role"))
             .and_then(Value::as_str)
-            == Some("user")
-        {
+            == Some("user");
+        match history.last_mut() {
             // Keep roles alternating: the request goes in the same user message.
-            let last = history.last_mut()?;
-            let mut content = match last.get("content").cloned() {
-                Some(Value::Array(blocks)) => blocks,
-                Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
-                _ => Vec::new(),
-            };
-            content.push(json!({"type": "text", "text": SUMMARY_PROMPT}));
-            last["content"] = Value::Array(content);
-        } else {
-            history.push(json!({"role": "user", "content": SUMMARY_PROMPT}));
+            Some(last) if last_is_user => {
+                let mut content = match last.get("content").cloned() {
+                    Some(Value::Array(blocks)) => blocks,
+                    Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+                    _ => Vec::new(),
+                };
+                content.push(json!({"type": "text", "text": SUMMARY_PROMPT}));
+                last["content"] = Value::Array(content);
+            }
+            _ => history.push(json!({"role": "user", "content": SUMMARY_PROMPT})),
         }
         let request = json!({
             "model": self.model,
@@ -879,9 +941,17 @@ impl Driver {
             "stream": true,
         });
         let mut stream = self.agent.model.stream(request);
-        while let Some(event) = stream.next().await {
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Summary::Cancelled,
+                event = stream.next() => event,
+            };
             match event {
-                ModelEvent::Completed { message, .. } => {
+                Some(ModelEvent::Completed { message, .. }) => {
+                    if let Some(usage) = message.get("usage").and_then(Usage::from_json) {
+                        self.count_usage(usage);
+                    }
                     let text: String = message
                         .get("content")
                         .and_then(Value::as_array)
@@ -889,17 +959,58 @@ impl Driver {
                         .flatten()
                         .filter_map(|b| b.get("text").and_then(Value::as_str))
                         .collect();
-                    return (!text.is_empty()).then_some(text);
+                    return if text.is_empty() {
+                        Summary::Failed
+                    } else {
+                        Summary::Text(text)
+                    };
                 }
-                ModelEvent::Failed(error) => {
+                Some(ModelEvent::Failed(error)) => {
                     tracing::warn!(%error, "compaction call failed");
-                    return None;
+                    return Summary::Failed;
                 }
-                _ => {}
+                Some(_) => {}
+                None => return Summary::Failed,
             }
         }
-        None
     }
+}
+
+/// How the built-in summariser's call ended.
+enum Summary {
+    /// The summary.
+    Text(String),
+    /// No summary (the call failed, or answered no text).
+    Failed,
+    /// The run was cancelled during the call.
+    Cancelled,
+}
+
+/// The stop of a run whose compaction hook panicked.
+fn hook_panicked(panic: &(dyn Any + Send)) -> (StopReason, Option<String>) {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("panic");
+    tracing::error!(%message, "the compaction hook panicked");
+    (
+        StopReason::Error,
+        Some(format!("the compaction hook panicked: {message}")),
+    )
+}
+
+/// How many `tool_result` blocks a message holds.
+fn tool_result_count(message: &Value) -> usize {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .map_or(0, |blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .count()
+        })
 }
 
 /// The id of the container a response ran in (`"container": {"id": ...}`), which later requests
