@@ -1687,3 +1687,118 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_discarded_response_s_output_does_not_count_as_context() {
+    // The first response is cut inside its only block, a tool call: nothing of it enters
+    // history, and the same request is made again. Its 50,000 output tokens are not in the
+    // context, so they must not trigger a compaction.
+    let model = Arc::new(ScriptedModel::new(|n, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            return reply(request, vec![text("summary")], "end_turn");
+        }
+        let (content, stop) = match n {
+            0 => (
+                vec![call("t1", "write", json!({"path": "x"}))],
+                "max_tokens",
+            ),
+            _ => (vec![text("done")], "end_turn"),
+        };
+        let mut message = scripted_message(request, content, stop);
+        message["usage"]["output_tokens"] = json!(50_000);
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    }));
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(10_000, 1_000_000);
+    let agent = Agent::new(config, model.clone(), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent
+        .run_messages(vec![
+            json!({"role": "user", "content": "hello"}),
+            json!({"role": "assistant", "content": "hi"}),
+            json!({"role": "user", "content": "write x"}),
+        ])
+        .collect()
+        .await;
+    let (reason, _, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+        "{events:#?}"
+    );
+    assert_eq!(model.calls(), 2);
+}
+
+#[tokio::test]
+async fn empty_text_blocks_never_enter_history() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            // Cut right after a text block opened; then a call announced by an empty text.
+            0 => reply(request, vec![text("Part one."), text("")], "max_tokens"),
+            1 => reply(
+                request,
+                vec![text(""), call("t1", "read", json!({"path": "a"}))],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("Done."), text("")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3));
+    let empty = |v: &Value| v.to_string().contains(r#""text":"""#);
+    for request in requests.lock().unwrap().iter() {
+        assert!(!empty(&request["messages"]), "{:#}", request["messages"]);
+    }
+    assert!(!messages.iter().any(empty), "{messages:#?}");
+    assert!(ferroloop::agent::check_tool_pairing(&messages).is_ok());
+}
+
+/// A host's model that panics: when asked for a stream, or while its stream is polled.
+struct PanickingModel {
+    when_polled: bool,
+}
+
+impl Model for PanickingModel {
+    fn stream(&self, _request: Value) -> ModelStream {
+        assert!(self.when_polled, "the host's model broke");
+        Box::pin(futures::stream::poll_fn(
+            |_| -> std::task::Poll<Option<ModelEvent>> { panic!("the host's stream broke") },
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_model_ends_the_run_with_one_stop_event() {
+    for when_polled in [false, true] {
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(PanickingModel { when_polled }),
+            executor(Default::default()),
+        );
+        let events = tokio::time::timeout(Duration::from_secs(10), collect(&agent, "go"))
+            .await
+            .unwrap();
+        assert_eq!(stops(&events), 1, "{events:#?}");
+        match events.last() {
+            Some(AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                messages,
+                ..
+            }) => {
+                assert!(error.contains("broke"), "{error}");
+                assert_eq!(messages.len(), 1);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

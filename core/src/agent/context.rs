@@ -139,6 +139,22 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Removes the empty text blocks of a message (the API refuses them in history). Returns how
+/// many were removed.
+pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    content.retain(|b| {
+        block_type(b) != "text"
+            || b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+    });
+    before - content.len()
+}
+
 /// Whether a message has no content left.
 pub fn is_empty_message(message: &Value) -> bool {
     match message.get("content") {

@@ -17,11 +17,12 @@ use tokio::sync::mpsc;
 use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
-    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, history_from_summary,
-    is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_empty_text_blocks,
+    history_from_summary, is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses,
+    tool_use_ids,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
-use super::model::{Model, ModelError, ModelEvent};
+use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
     CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent,
@@ -248,6 +249,24 @@ impl Driver {
         &self.agent.config
     }
 
+    /// Starts a model call. The model may be the host's: a panic starting the call or polling
+    /// its stream becomes a failed call (the run stops with `error`) instead of taking the
+    /// loop's task down, which would lose the stop event.
+    fn call_model(&self, request: Value) -> ModelStream {
+        let model = &self.agent.model;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| model.stream(request))) {
+            Ok(stream) => Box::pin(AssertUnwindSafe(stream).catch_unwind().map(
+                |item| match item {
+                    Ok(event) => event,
+                    Err(panic) => model_panicked(panic.as_ref()),
+                },
+            )),
+            Err(panic) => Box::pin(futures_util::stream::once(std::future::ready(
+                model_panicked(panic.as_ref()),
+            ))),
+        }
+    }
+
     async fn drive(mut self) {
         // A conversation the caller handed in is checked before any request: the loop only
         // keeps the history valid, it does not make it so (and the API would refuse it).
@@ -307,7 +326,7 @@ impl Driver {
                 estimated_input_tokens: estimated,
             });
             let started = Instant::now();
-            let mut stream = self.agent.model.stream(request.clone());
+            let mut stream = self.call_model(request.clone());
             let mut turn = self.agent.executor.turn();
             let handle = turn.handle();
             let mut held: Vec<(ToolUse, bool)> = Vec::new();
@@ -451,6 +470,9 @@ impl Driver {
             let usage = message.get("usage").cloned().unwrap_or(Value::Null);
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
             call_ids.apply(&mut assistant);
+            // The API refuses an empty text block in history (a response cut right after a
+            // text block opened, a provider that announces a call with one).
+            drop_empty_text_blocks(&mut assistant);
             if let Some(id) = container_id(&message) {
                 self.container = Some(id);
             }
@@ -478,7 +500,7 @@ impl Driver {
                     self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft, true);
                     self.push_message(json!({"role": "user", "content": content}));
                     self.emit_turn_end(turn_number, stop_reason);
                     if cancelled || self.cancel.is_cancelled() {
@@ -496,11 +518,12 @@ impl Driver {
                     // one with `tool_use`), so it is dropped like any unrequested call.
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
-                    if !is_empty_message(&assistant) {
+                    let kept = !is_empty_message(&assistant);
+                    if kept {
                         self.push_message(assistant);
                         self.paused = true;
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -517,7 +540,7 @@ impl Driver {
                     if text_cut {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft, text_cut);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -537,10 +560,11 @@ impl Driver {
                         // Calls in a response that did not ask for them to run: not run.
                         strip_tool_uses(&mut assistant);
                     }
-                    if !is_empty_message(&assistant) {
+                    let kept = !is_empty_message(&assistant);
+                    if kept {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft);
+                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason.clone());
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -700,6 +724,8 @@ impl Driver {
         self.messages.push(message);
     }
 
+    /// Records a response's usage: the run's totals and cost, the tracker's anchor (`kept`:
+    /// whether the response entered history), the cache-break detector, and the event.
     fn record_usage(
         &mut self,
         turn: u32,
@@ -707,9 +733,22 @@ impl Driver {
         usage: &Value,
         estimated: u64,
         ttft: Option<std::time::Duration>,
+        kept: bool,
     ) {
         if let Some(parsed) = Usage::from_json(usage) {
-            self.tracker.record_usage(parsed);
+            // The tracker measures what the next request will hold. A response that did not
+            // enter history (cut inside a call, or empty) holds none of its output tokens;
+            // counted, they would make the context look up to `max_tokens` bigger than it is
+            // and compact it early.
+            let in_context = if kept {
+                parsed
+            } else {
+                Usage {
+                    output_tokens: 0,
+                    ..parsed
+                }
+            };
+            self.tracker.record_usage(in_context);
             self.count_usage(parsed);
             if let Some((previous, changed)) =
                 self.cache.observe(request, parsed.cache_read_input_tokens)
@@ -940,7 +979,7 @@ impl Driver {
             "messages": history,
             "stream": true,
         });
-        let mut stream = self.agent.model.stream(request);
+        let mut stream = self.call_model(request);
         loop {
             let event = tokio::select! {
                 biased;
@@ -986,13 +1025,25 @@ enum Summary {
     Cancelled,
 }
 
-/// The stop of a run whose compaction hook panicked.
-fn hook_panicked(panic: &(dyn Any + Send)) -> (StopReason, Option<String>) {
-    let message = panic
+/// The message a panic carries.
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
         .downcast_ref::<&str>()
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("panic");
+        .unwrap_or("panic")
+}
+
+/// The failure of a model call whose model panicked.
+fn model_panicked(panic: &(dyn Any + Send)) -> ModelEvent {
+    let message = panic_text(panic);
+    tracing::error!(%message, "the model panicked");
+    ModelEvent::Failed(ModelError::Other(format!("the model panicked: {message}")))
+}
+
+/// The stop of a run whose compaction hook panicked.
+fn hook_panicked(panic: &(dyn Any + Send)) -> (StopReason, Option<String>) {
+    let message = panic_text(panic);
     tracing::error!(%message, "the compaction hook panicked");
     (
         StopReason::Error,
