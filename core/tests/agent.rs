@@ -1802,3 +1802,47 @@ async fn a_panicking_model_ends_the_run_with_one_stop_event() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let thinking = |t: &str, signature: &str| json!({"type": "thinking", "thinking": t, "signature": signature});
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            // Cut while thinking: the block never got its signature.
+            0 => reply(
+                request,
+                vec![thinking("Let me think about", "")],
+                "max_tokens",
+            ),
+            // Cut in the text after a finished (signed) thought.
+            1 => reply(
+                request,
+                vec![thinking("Now I know.", "sig-1"), text("The answer is")],
+                "max_tokens",
+            ),
+            _ => reply(request, vec![text(" 42.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, messages, turns) = stop(&collect(&agent, "think").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3));
+    let unsigned = |v: &Value| v.to_string().contains(r#""signature":"""#);
+    for request in requests.lock().unwrap().iter() {
+        assert!(!unsigned(&request["messages"]), "{:#}", request["messages"]);
+    }
+    assert!(!messages.iter().any(unsigned), "{messages:#?}");
+    // The signed thought stays with its text.
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["content"][0] == thinking("Now I know.", "sig-1")),
+        "{messages:#?}"
+    );
+}

@@ -155,6 +155,23 @@ pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Removes the thinking blocks of a message that have no signature (a response cut while it
+/// was thinking: the API refuses such a block, and an earlier turn's thinking may be left out).
+/// Returns how many were removed.
+pub(crate) fn drop_unsigned_thinking(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    content.retain(|b| {
+        block_type(b) != "thinking"
+            || b.get("signature")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+    });
+    before - content.len()
+}
+
 /// Whether a message has no content left.
 pub fn is_empty_message(message: &Value) -> bool {
     match message.get("content") {
