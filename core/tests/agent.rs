@@ -1846,3 +1846,54 @@ async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
         "{messages:#?}"
     );
 }
+
+#[tokio::test]
+async fn empty_messages_and_empty_text_blocks_are_refused_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        reply(request, vec![text("Done.")], "end_turn")
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let cases = [
+        (
+            vec![json!({"role": "user", "content": ""})],
+            "message 0: the content is empty",
+        ),
+        (
+            vec![json!({"role": "user", "content": []})],
+            "message 0: the content is empty",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "hi"}),
+                json!({"role": "assistant", "content": []}),
+                json!({"role": "user", "content": "again"}),
+            ],
+            "message 1: the content is empty",
+        ),
+        (
+            vec![json!({"role": "user", "content": [text("look"), text("")]})],
+            "message 0: text block 1 is empty",
+        ),
+    ];
+    for (messages, expected) in cases {
+        let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+        match events.as_slice() {
+            [
+                AgentEvent::Stop {
+                    reason: StopReason::Error,
+                    error: Some(error),
+                    ..
+                },
+            ] => assert!(error.contains(expected), "{error} (expected {expected:?})"),
+            other => panic!("{messages:?}: {other:?}"),
+        }
+    }
+    // `run("")` is the same empty prompt.
+    let (reason, _, turns) = stop(&collect(&agent, "").await);
+    assert_eq!((reason, turns), (StopReason::Error, 0));
+    assert_eq!(model.calls(), 0);
+}

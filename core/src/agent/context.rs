@@ -82,8 +82,8 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
 }
 
 /// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
-/// list of `user` and `assistant` messages whose content is a string or an array of typed
-/// blocks, ending with a user message, whose tool calls and results pair up
+/// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
+/// array of typed blocks (no empty text block), ending with a user message, whose tool calls and results pair up
 /// ([`check_tool_pairing`]). The loop keeps that shape as it appends to the history; a history
 /// without it would only come back from the API as a 400, after a round trip.
 ///
@@ -105,14 +105,28 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
             }
             None => return Err(format!("message {i} has no role")),
         }
+        // The API refuses empty content and empty text blocks in every message but a final
+        // assistant one, which a conversation handed to the loop never has.
         match object.get("content") {
+            Some(Value::String(text)) if text.is_empty() => {
+                return Err(format!("message {i}: the content is empty"));
+            }
             Some(Value::String(_)) => {}
             Some(Value::Array(blocks)) => {
+                if blocks.is_empty() {
+                    return Err(format!("message {i}: the content is empty"));
+                }
                 if let Some(j) = blocks
                     .iter()
                     .position(|block| !block.get("type").is_some_and(Value::is_string))
                 {
                     return Err(format!("message {i}: content block {j} has no type"));
+                }
+                if let Some(j) = blocks.iter().position(|block| {
+                    block_type(block) == "text"
+                        && block.get("text").and_then(Value::as_str) == Some("")
+                }) {
+                    return Err(format!("message {i}: text block {j} is empty"));
                 }
             }
             _ => {

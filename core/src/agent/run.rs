@@ -112,7 +112,8 @@ impl Agent {
 
     /// Starts a run that continues `messages` (which must end with a user message). A
     /// conversation that fails [`check_history`] (no messages, a role other than `user` or
-    /// `assistant`, content that is neither a string nor typed blocks, a last message that is
+    /// `assistant`, content that is neither a string nor typed blocks, empty content or an
+    /// empty text block (an empty prompt too), a last message that is
     /// not the user's, tool calls and results that do not pair up) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
