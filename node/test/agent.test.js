@@ -295,6 +295,26 @@ test('an invalid conversation stops the run with an error before any request', a
   )
 })
 
+test('an empty prompt or text block stops the run with an error before any request', async () => {
+  await withServer(
+    () => serveScript({ responses: [] }, { log: true }),
+    async (client, server) => {
+      const agent = new Agent(client, { model: 'replay' })
+      for (const [prompt, expected] of [
+        ['', 'message 0: the content is empty'],
+        [[], 'message 0: the content is empty'],
+        [[{ type: 'text', text: '' }], 'message 0: text block 0 is empty'],
+      ]) {
+        const { events, stop } = await collect(agent.run(prompt))
+        assert.equal(events.length, 1)
+        assert.equal(stop.reason, 'error')
+        assert.ok(stop.error.includes(expected), stop.error)
+      }
+      assert.equal(server.requests.length, 0)
+    },
+  )
+})
+
 test('a paused server-tool turn is continued into one message; refusals stop with reason refusal', async () => {
   const search = (id, query) => [
     { type: 'server_tool_use', id, name: 'web_search', input: { query } },

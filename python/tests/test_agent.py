@@ -372,6 +372,23 @@ async def test_an_invalid_conversation_stops_the_run_before_any_request(replay: 
     assert server.requests() == []
 
 
+@pytest.mark.asyncio
+async def test_an_empty_prompt_or_text_block_stops_the_run_before_any_request(replay: Replay) -> None:
+    server = replay({"responses": []})
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test")
+        runs = [
+            (agent.run(""), "message 0: the content is empty"),
+            (agent.run([]), "message 0: the content is empty"),
+            (agent.run([{"type": "text", "text": ""}]), "message 0: text block 0 is empty"),
+        ]
+        for run, expected in runs:
+            events = [event async for event in run]
+            assert [event["type"] for event in events] == ["stop"]
+            assert events[0]["reason"] == "error" and expected in events[0]["error"], events[0]
+    assert server.requests() == []
+
+
 def server_search(id: str, query: str) -> list[dict[str, Any]]:
     return [
         {"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": query}},
