@@ -1897,3 +1897,113 @@ async fn empty_messages_and_empty_text_blocks_are_refused_before_any_request() {
     assert_eq!((reason, turns), (StopReason::Error, 0));
     assert_eq!(model.calls(), 0);
 }
+
+#[tokio::test]
+async fn compaction_after_a_max_tokens_cut_keeps_the_user_s_prompt() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        if request.to_string().contains("Summarize this conversation") {
+            return reply(
+                request,
+                vec![text("An essay was being written.")],
+                "end_turn",
+            );
+        }
+        match n {
+            // A long answer cut by max_tokens passes the auto-compact threshold.
+            0 => reply(request, vec![text(&big_prompt(5_000))], "max_tokens"),
+            _ => reply(request, vec![text("The essay, whole.")], "end_turn"),
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(3_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "write a long essay about rivers").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })))
+    );
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let first = messages[0].to_string();
+    assert!(first.contains("write a long essay about rivers"), "{first}");
+    assert!(!first.contains("Resume directly"), "{first}");
+}
+
+#[tokio::test]
+async fn a_compaction_that_cannot_get_under_the_threshold_is_not_repeated_every_turn() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let count = summaries.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            count.fetch_add(1, Ordering::Relaxed);
+            return reply(request, vec![text("summary")], "end_turn");
+        }
+        let turn = request["messages"].as_array().unwrap().len();
+        if turn < 8 {
+            reply(
+                request,
+                vec![call(&format!("t{turn}"), "read", json!({"path": "a"}))],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    // The latest prompt alone is over the auto-compact threshold: a summary keeps it whole.
+    let messages = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": big_prompt(5_000)}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    let (reason, _, turns) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    assert!(turns >= 4);
+    assert_eq!(
+        summaries.load(Ordering::Relaxed),
+        1,
+        "a summary call on every turn"
+    );
+}
+
+#[tokio::test]
+async fn a_summariser_that_keeps_failing_is_tried_three_times_in_a_row_at_most() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let count = summaries.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            count.fetch_add(1, Ordering::Relaxed);
+            return Err(ModelError::Other("summaries are down".into()));
+        }
+        let turn = request["messages"].as_array().unwrap().len();
+        if turn < 20 {
+            reply(
+                request,
+                vec![call(&format!("t{turn}"), "read", json!({"path": "a"}))],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert!(check_tool_pairing(&messages).is_ok());
+    assert_eq!(summaries.load(Ordering::Relaxed), 3);
+}

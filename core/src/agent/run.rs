@@ -148,6 +148,7 @@ impl Agent {
             cost: 0.0,
             paused: false,
             container: None,
+            auto_compaction: AutoCompaction::default(),
         };
         let task = tokio::spawn(driver.drive());
         AgentRun {
@@ -238,6 +239,38 @@ struct Driver {
     paused: bool,
     /// The provider's container of this run (code execution), sent with every later request.
     container: Option<String>,
+    /// Whether auto-compaction is still worth trying.
+    auto_compaction: AutoCompaction,
+}
+
+/// Auto-compaction's circuit breaker: without it, a compaction that cannot get the context
+/// under the threshold (a latest prompt bigger than the threshold, which every summary keeps
+/// whole) or a summariser that keeps failing would be tried again before every call, a
+/// summary call per turn, the model's tool results summarised away each time.
+#[derive(Debug, Default)]
+struct AutoCompaction {
+    /// Consecutive attempts that did not compact.
+    failures: u32,
+    /// A compaction succeeded and the context stayed over the threshold.
+    exhausted: bool,
+}
+
+impl AutoCompaction {
+    /// Consecutive failed attempts after which auto-compaction stops for the run.
+    const MAX_FAILURES: u32 = 3;
+
+    fn may_try(&self) -> bool {
+        !self.exhausted && self.failures < Self::MAX_FAILURES
+    }
+
+    fn record(&mut self, compacted: bool, still_over: bool) {
+        if compacted {
+            self.failures = 0;
+            self.exhausted = still_over;
+        } else {
+            self.failures += 1;
+        }
+    }
 }
 
 impl Driver {
@@ -451,7 +484,7 @@ impl Driver {
                                 return (StopReason::PromptTooLong, Some(message));
                             }
                             reactive_compaction_done = true;
-                            if let Some(stop) = self.compact("reactive").await {
+                            if let Err(stop) = self.compact("reactive").await {
                                 return stop;
                             }
                             if let Some(stop) = self.over_budget() {
@@ -871,12 +904,20 @@ impl Driver {
             }
         }
         let tokens = self.tracker.tokens().tokens;
-        if matches!(
-            self.config().budget.state(tokens),
-            BudgetState::AutoCompact | BudgetState::Blocking
-        ) {
-            if let Some(stop) = self.compact("auto").await {
-                return Some(stop);
+        let budget = self.config().budget;
+        let over = |tokens| {
+            matches!(
+                budget.state(tokens),
+                BudgetState::AutoCompact | BudgetState::Blocking
+            )
+        };
+        if over(tokens) && self.auto_compaction.may_try() {
+            match self.compact("auto").await {
+                Err(stop) => return Some(stop),
+                Ok(compacted) => {
+                    let still_over = over(self.tracker.tokens().tokens);
+                    self.auto_compaction.record(compacted, still_over);
+                }
             }
             // The summariser's call is spent like any other.
             if let Some(stop) = self.over_budget() {
@@ -897,9 +938,12 @@ impl Driver {
 
     /// Replaces history by a summary (the host's hook, or a model call) plus the latest prompt.
     /// A compaction that fails, or whose history would not be valid, keeps the old history.
-    /// Returns a stop when the run must end: it was cancelled meanwhile, or the host's hook
-    /// panicked.
-    async fn compact(&mut self, trigger: &'static str) -> Option<(StopReason, Option<String>)> {
+    /// Returns whether history was replaced, or a stop when the run must end: it was cancelled
+    /// meanwhile, or the host's hook panicked.
+    async fn compact(
+        &mut self,
+        trigger: &'static str,
+    ) -> Result<bool, (StopReason, Option<String>)> {
         let before = self.messages.len();
         let compacted = match self.agent.compact_hook.clone() {
             Some(hook) => {
@@ -909,14 +953,14 @@ impl Driver {
                 // it, which would lose the stop event.
                 let future = match std::panic::catch_unwind(AssertUnwindSafe(|| hook(messages))) {
                     Ok(future) => future,
-                    Err(panic) => return Some(hook_panicked(panic.as_ref())),
+                    Err(panic) => return Err(hook_panicked(panic.as_ref())),
                 };
                 tokio::select! {
                     biased;
-                    () = self.cancel.cancelled() => return Some((StopReason::Aborted, None)),
+                    () = self.cancel.cancelled() => return Err((StopReason::Aborted, None)),
                     outcome = AssertUnwindSafe(future).catch_unwind() => match outcome {
                         Ok(history) => history,
-                        Err(panic) => return Some(hook_panicked(panic.as_ref())),
+                        Err(panic) => return Err(hook_panicked(panic.as_ref())),
                     },
                 }
             }
@@ -927,18 +971,30 @@ impl Driver {
             // A lone message is the latest prompt, which a summary keeps whole: a summary call
             // could not make the context smaller, only cost one (a request already too big on
             // the first turn). The reactive path keeps its documented single attempt.
-            None if trigger == "auto" && self.messages.len() <= 1 => return None,
+            None if trigger == "auto" && self.messages.len() <= 1 => return Ok(false),
             None => match self.summarise().await {
-                Summary::Text(summary) => history_from_summary(&self.messages, &summary),
-                Summary::Failed => return None,
-                Summary::Cancelled => return Some((StopReason::Aborted, None)),
+                Summary::Text(summary) => {
+                    // The loop's own continuation prompts are not the user's: after a
+                    // `max_tokens` cut the prompt to keep is the one before them (the cut text
+                    // they continue is summarised away).
+                    let continuation = self.config().continuation_prompt.as_str();
+                    let source: Vec<Value> = self
+                        .messages
+                        .iter()
+                        .filter(|m| m.get("content").and_then(Value::as_str) != Some(continuation))
+                        .cloned()
+                        .collect();
+                    history_from_summary(&source, &summary)
+                }
+                Summary::Failed => return Ok(false),
+                Summary::Cancelled => return Err((StopReason::Aborted, None)),
             },
         };
         // The next request sends this history as it is: it must be one the API accepts (and
         // end with the user's turn, since the compacted history has no paused turn).
         if let Err(problem) = check_history(&compacted) {
             tracing::warn!(%problem, "compaction produced an invalid history; keeping the old one");
-            return None;
+            return Ok(false);
         }
         self.messages = compacted;
         self.paused = false;
@@ -948,7 +1004,7 @@ impl Driver {
             messages_after: self.messages.len(),
             trigger,
         }));
-        None
+        Ok(true)
     }
 
     /// The built-in summariser: one model call, without tools, over the history plus a summary
