@@ -2007,3 +2007,83 @@ async fn a_summariser_that_keeps_failing_is_tried_three_times_in_a_row_at_most()
     assert!(check_tool_pairing(&messages).is_ok());
     assert_eq!(summaries.load(Ordering::Relaxed), 3);
 }
+
+/// A run with every stage: compaction, eager and held tool calls, a `max_tokens` cut and its
+/// continuation, then the answer.
+fn every_stage_model() -> ScriptedModel {
+    ScriptedModel::new(|_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            return reply(request, vec![text("summary")], "end_turn");
+        }
+        let len = request["messages"].as_array().unwrap().len();
+        match len {
+            1 => reply(
+                request,
+                vec![
+                    text("Looking."),
+                    call("t1", "sleep", json!({"ms": 20})),
+                    call("t2", "write", json!({"path": "w"})),
+                ],
+                "tool_use",
+            ),
+            3 => reply(request, vec![text("A long answer")], "max_tokens"),
+            _ => reply(request, vec![text(" ends here.")], "end_turn"),
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_cancel_at_any_point_ends_with_one_stop_event_and_a_valid_history() {
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(2_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(3_000)}),
+        json!({"role": "assistant", "content": "ok"}),
+        json!({"role": "user", "content": "go"}),
+    ];
+    let agent = Agent::new(
+        config,
+        Arc::new(every_stage_model()),
+        executor(Default::default()),
+    );
+    let full: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+    assert_eq!(stop(&full).0, StopReason::EndTurn, "{full:#?}");
+    for k in 0..full.len() {
+        let mut run = agent.run_messages(messages.clone());
+        let mut events = Vec::new();
+        if k == 0 {
+            run.cancel();
+        }
+        while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+            .await
+            .unwrap_or_else(|_| panic!("cancel after event {k}: the run hung"))
+        {
+            events.push(event);
+            if events.len() == k {
+                run.cancel();
+            }
+        }
+        assert_eq!(stops(&events), 1, "cancel after event {k}: {events:#?}");
+        let (reason, history, _) = stop(&events);
+        assert!(
+            matches!(reason, StopReason::Aborted | StopReason::EndTurn),
+            "cancel after event {k}: {reason:?}"
+        );
+        if reason == StopReason::EndTurn {
+            // The loop runs ahead of its reader: the cancel came after the end.
+            assert_eq!(history, stop(&full).1, "cancel after event {k}");
+        }
+        assert!(
+            check_tool_pairing(&history).is_ok(),
+            "cancel after event {k}: {history:#?}"
+        );
+        assert!(!history.is_empty());
+        assert!(
+            history.iter().all(
+                |m| !ferroloop::agent::check_history(std::slice::from_ref(m))
+                    .is_err_and(|e| e.contains("empty"))
+            ),
+            "cancel after event {k}: {history:#?}"
+        );
+    }
+}
