@@ -2087,3 +2087,44 @@ async fn a_cancel_at_any_point_ends_with_one_stop_event_and_a_valid_history() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_server_tool_call_cut_by_max_tokens_before_its_result_is_not_sent_back() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            // A finished search, then a second search cut before the server ran it.
+            0 => {
+                let mut content = vec![text("Searching.")];
+                content.extend(server_search("srvtoolu_1", "rivers"));
+                content.push(json!({"type": "server_tool_use", "id": "srvtoolu_2", "name": "web_search", "input": {"query": "la"}}));
+                reply(request, content, "max_tokens")
+            }
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, messages, turns) = stop(&collect(&agent, "search").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    let requests = requests.lock().unwrap();
+    let sent = requests[1]["messages"].to_string();
+    assert!(
+        sent.contains("srvtoolu_1"),
+        "the answered search stays: {sent}"
+    );
+    assert!(
+        !sent.contains("srvtoolu_2"),
+        "the unanswered search was sent back: {sent}"
+    );
+    assert!(
+        !serde_json::to_string(&messages)
+            .unwrap()
+            .contains("srvtoolu_2")
+    );
+}

@@ -186,6 +186,33 @@ pub(crate) fn drop_unsigned_thinking(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Removes the calls the provider runs itself (`server_tool_use`, `mcp_tool_use`) that have no
+/// result block in the message: a response cut by `max_tokens` before the provider ran one.
+/// The API refuses such a call sent back (a paused turn, `pause_turn`, is another matter: it
+/// goes back as it is). Returns how many were removed.
+pub(crate) fn drop_unanswered_server_tool_uses(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let answered: HashSet<String> = content
+        .iter()
+        .filter(|b| block_type(b).ends_with("_tool_result"))
+        .filter_map(|b| {
+            b.get("tool_use_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    let before = content.len();
+    content.retain(|b| {
+        !matches!(block_type(b), "server_tool_use" | "mcp_tool_use")
+            || b.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| answered.contains(id))
+    });
+    before - content.len()
+}
+
 /// Whether a message has no content left.
 pub fn is_empty_message(message: &Value) -> bool {
     match message.get("content") {

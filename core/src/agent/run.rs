@@ -18,8 +18,8 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_empty_text_blocks,
-    drop_unsigned_thinking, history_from_summary, is_empty_message, microcompact,
-    place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
+    is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -564,12 +564,14 @@ impl Driver {
                     }
                 }
                 Some("max_tokens" | "model_context_window_exceeded") => {
-                    // Calls started early are cancelled; the cut response keeps its text (and
-                    // its signed thinking) only, so history stays valid. (A response cut by the context window is
+                    // Calls started early are cancelled; the cut response keeps its text, its
+                    // signed thinking and its answered server tool calls only, so history stays
+                    // valid. (A response cut by the context window is
                     // continued the same way: the context management before the next call
                     // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
+                    drop_unanswered_server_tool_uses(&mut assistant);
                     drop_unsigned_thinking(&mut assistant);
                     let text_cut = !is_empty_message(&assistant);
                     if text_cut {
