@@ -2128,3 +2128,57 @@ async fn a_server_tool_call_cut_by_max_tokens_before_its_result_is_not_sent_back
             .contains("srvtoolu_2")
     );
 }
+
+/// The API refuses a request whose history holds `tool_use` or `tool_result` blocks without
+/// tool definitions ("Requests which include tool_use or tool_result blocks must define
+/// tools"): the summary request of a tool-using conversation carries the run's tools, with
+/// `tool_choice: none` so that the answer is the summary.
+#[tokio::test]
+async fn the_summary_request_of_a_tool_using_conversation_defines_the_tools() {
+    let summary_requests = Arc::new(Mutex::new(Vec::new()));
+    let turn_requests = Arc::new(Mutex::new(Vec::new()));
+    let (summaries, turns) = (summary_requests.clone(), turn_requests.clone());
+    let model = ScriptedModel::new(move |_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            summaries.lock().unwrap().push(request.clone());
+            return reply(request, vec![text("summary")], "end_turn");
+        }
+        let len = {
+            let mut turns = turns.lock().unwrap();
+            turns.push(request.clone());
+            turns.len()
+        };
+        if len < 4 {
+            reply(
+                request,
+                vec![call(
+                    &format!("t{len}"),
+                    "read",
+                    json!({"path": big_prompt(1_000)}),
+                )],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_500, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, _, _) = stop(&collect(&agent, "go").await);
+    assert_eq!(reason, StopReason::EndTurn);
+    let summaries = summary_requests.lock().unwrap();
+    assert!(!summaries.is_empty());
+    let first_turn = &turn_requests.lock().unwrap()[0];
+    for request in summaries.iter() {
+        assert!(request["messages"].to_string().contains("tool_use"));
+        let names = |r: &Value| -> Vec<Value> {
+            r["tools"]
+                .as_array()
+                .map(|t| t.iter().map(|d| d["name"].clone()).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(names(request), names(first_turn), "{request:#}");
+        assert_eq!(request["tool_choice"], json!({"type": "none"}));
+    }
+}

@@ -1009,8 +1009,9 @@ impl Driver {
         Ok(true)
     }
 
-    /// The built-in summariser: one model call, without tools, over the history plus a summary
-    /// request. Tool results are cleared first so the call itself fits. Its usage counts toward
+    /// The built-in summariser: one model call over the history plus a summary request, with
+    /// the run's tool definitions (which a history holding tool calls needs) and
+    /// `tool_choice: none`. Tool results are cleared first so the call itself fits. Its usage counts toward
     /// the run's totals and budgets (it is not a turn).
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
@@ -1033,12 +1034,18 @@ impl Driver {
             }
             _ => history.push(json!({"role": "user", "content": SUMMARY_PROMPT})),
         }
-        let request = json!({
+        let mut request = json!({
             "model": self.model,
             "max_tokens": self.config().limits.max_tokens,
             "messages": history,
             "stream": true,
         });
+        if !self.tools.is_empty() {
+            // The API refuses a history holding tool calls or results without tool
+            // definitions; `none` keeps the answer a summary rather than another call.
+            request["tools"] = Value::Array(self.tools.clone());
+            request["tool_choice"] = json!({"type": "none"});
+        }
         let mut stream = self.call_model(request);
         loop {
             let event = tokio::select! {
