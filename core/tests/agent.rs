@@ -2182,3 +2182,45 @@ async fn the_summary_request_of_a_tool_using_conversation_defines_the_tools() {
         assert_eq!(request["tool_choice"], json!({"type": "none"}));
     }
 }
+
+#[tokio::test]
+async fn after_the_breaker_trips_compaction_is_still_tried_at_the_blocking_limit() {
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let count = summaries.clone();
+    let turns = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new(move |_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            count.fetch_add(1, Ordering::Relaxed);
+            return reply(request, vec![text("summary")], "end_turn");
+        }
+        let turn = turns.fetch_add(1, Ordering::Relaxed);
+        if turn < 6 {
+            // Each result adds ~1,000 tokens: the blocking limit is reached after a few turns.
+            reply(
+                request,
+                vec![call(
+                    &format!("t{turn}"),
+                    "read",
+                    json!({"path": big_prompt(1_000)}),
+                )],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 8_000);
+    // The latest prompt alone is over the auto-compact threshold (the breaker trips at once),
+    // far under the blocking limit.
+    let messages = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": "hi"}),
+        json!({"role": "user", "content": big_prompt(3_000)}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    let (reason, _, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    assert!(summaries.load(Ordering::Relaxed) >= 2);
+}

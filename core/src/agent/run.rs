@@ -246,7 +246,8 @@ struct Driver {
 /// Auto-compaction's circuit breaker: without it, a compaction that cannot get the context
 /// under the threshold (a latest prompt bigger than the threshold, which every summary keeps
 /// whole) or a summariser that keeps failing would be tried again before every call, a
-/// summary call per turn, the model's tool results summarised away each time.
+/// summary call per turn, the model's tool results summarised away each time. At the blocking
+/// limit compaction is still tried: the run would stop otherwise.
 #[derive(Debug, Default)]
 struct AutoCompaction {
     /// Consecutive attempts that did not compact.
@@ -913,7 +914,9 @@ impl Driver {
                 BudgetState::AutoCompact | BudgetState::Blocking
             )
         };
-        if over(tokens) && self.auto_compaction.may_try() {
+        // At the blocking limit the run stops unless compaction helps: always worth a try.
+        let blocking = matches!(budget.state(tokens), BudgetState::Blocking);
+        if over(tokens) && (blocking || self.auto_compaction.may_try()) {
             match self.compact("auto").await {
                 Err(stop) => return Some(stop),
                 Ok(compacted) => {
