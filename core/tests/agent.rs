@@ -2224,3 +2224,37 @@ async fn after_the_breaker_trips_compaction_is_still_tried_at_the_blocking_limit
     assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
     assert!(summaries.load(Ordering::Relaxed) >= 2);
 }
+
+#[tokio::test]
+async fn a_truncated_call_s_reported_input_counts_toward_the_run_s_tokens() {
+    let model = ScriptedModel::new(|n, request| {
+        let mut message = scripted_message(request, vec![text("Hello there.")], "end_turn");
+        message["usage"] = json!({"input_tokens": 1_000, "output_tokens": 10});
+        let sse = anthropic_sse(&message, 7);
+        match n {
+            // Cut after message_start reported 1,000 input tokens.
+            0 => {
+                let cut = sse.find("event: message_delta").unwrap();
+                Ok(Bytes::from(sse[..cut].to_owned()))
+            }
+            _ => Ok(Bytes::from(sse)),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "hi").await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::EndTurn,
+            input_tokens,
+            ..
+        }) => assert_eq!(
+            *input_tokens, 2_000,
+            "the truncated call's input was billed too"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -454,6 +454,14 @@ impl Driver {
                 CallOutcome::Failed(error) => {
                     self.settle(turn, &submitted, &mut results, true).await;
                     self.emit_turn_end(turn_number, None);
+                    // A stream cut after `message_start` was billed for its prompt (and what
+                    // it streamed): the run's totals and budgets count what the provider
+                    // reported.
+                    if let ModelError::Truncated { partial, .. } = &error
+                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
+                    {
+                        self.count_usage(usage);
+                    }
                     match error {
                         ModelError::Overloaded { message } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
@@ -475,6 +483,9 @@ impl Driver {
                             continue;
                         }
                         ModelError::Truncated { reason, .. } if !truncation_retry_done => {
+                            if let Some(stop) = self.over_budget() {
+                                return stop;
+                            }
                             tracing::warn!(%reason, "stream truncated; retrying the turn once");
                             truncation_retry_done = true;
                             self.turns -= 1;
