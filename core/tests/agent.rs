@@ -2258,3 +2258,59 @@ async fn a_truncated_call_s_reported_input_counts_toward_the_run_s_tokens() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Compaction and microcompact change the prompt on purpose: the cache read falling after them
+/// is expected, not a cache break to report.
+#[tokio::test]
+async fn context_management_is_not_reported_as_a_cache_break() {
+    for compaction in [true, false] {
+        let cleared_before = Arc::new(AtomicUsize::new(0));
+        let model = ScriptedModel::new(move |_, request| {
+            if request.to_string().contains("Summarize this conversation") {
+                return reply(request, vec![text("summary")], "end_turn");
+            }
+            let len = request["messages"].as_array().unwrap().len();
+            let content = if len < 7 {
+                vec![call(
+                    &format!("t{len}"),
+                    "read",
+                    json!({"path": big_prompt(700)}),
+                )]
+            } else {
+                vec![text("done")]
+            };
+            let stop = if len < 7 { "tool_use" } else { "end_turn" };
+            let mut message = scripted_message(request, content, stop);
+            // Everything before the last message was read from the cache, unless compaction
+            // or a newly cleared result changed the prefix.
+            let cleared = request.to_string().matches(CLEARED_TOOL_RESULT).count();
+            let newly_cleared = cleared_before.swap(cleared, Ordering::Relaxed) < cleared;
+            let cached = if len > 1 && !newly_cleared { 40_000 } else { 0 };
+            message["usage"] = json!({"input_tokens": 100, "cache_read_input_tokens": cached, "output_tokens": 10});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        });
+        let mut config = AgentConfig::new("m");
+        if compaction {
+            config.budget = thresholds(40_500, 1_000_000);
+        } else {
+            // Warning only: microcompact, no compaction.
+            config.budget = thresholds(500_000, 1_000_000);
+            config.budget.warning_buffer = 459_500;
+            config.keep_recent_tool_results = 1;
+        }
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "go").await;
+        let managed = events.iter().any(|e| match e {
+            AgentEvent::Context(ContextAction::Compaction { .. }) => compaction,
+            AgentEvent::Context(ContextAction::Microcompact { .. }) => !compaction,
+            _ => false,
+        });
+        assert!(managed, "compaction {compaction}: {events:#?}");
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::CacheBreak { .. })),
+            "compaction {compaction}: {events:#?}"
+        );
+    }
+}

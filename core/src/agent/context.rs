@@ -340,6 +340,12 @@ pub struct CacheBreakDetector {
 }
 
 impl CacheBreakDetector {
+    /// Forgets the previous turn: the next observation sets a new baseline. For a prompt
+    /// changed on purpose (compaction, microcompact), whose cache read is expected to fall.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
     /// Records the request of a turn and its reported cached-read tokens; returns the changed
     /// components when the cache broke.
     pub fn observe(

@@ -911,6 +911,8 @@ impl Driver {
             };
             if cleared > 0 {
                 self.tracker.replace_messages(&self.messages);
+                // The prefix changed on purpose: the cache read falling next is no break.
+                self.cache.reset();
                 self.emit(AgentEvent::Context(ContextAction::Microcompact {
                     cleared,
                     tokens_before: tokens,
@@ -1015,6 +1017,7 @@ impl Driver {
         self.messages = compacted;
         self.paused = false;
         self.tracker.replace_messages(&self.messages);
+        self.cache.reset();
         self.emit(AgentEvent::Context(ContextAction::Compaction {
             messages_before: before,
             messages_after: self.messages.len(),
