@@ -65,12 +65,38 @@ class AgentRun {
       this.#reject(err)
       throw err
     } finally {
-      // Leaving early cancels the run (its tools are cancelled too).
-      if (!this.#source.ended) this.#source.abort()
+      // Leaving early cancels the run (its tools are cancelled too). The cancelled run still
+      // ends with its stop event: read on in the background so that result() gives it rather
+      // than waiting forever.
+      if (!this.#source.ended) {
+        this.#source.abort()
+        this.#drain()
+      }
     }
   }
 
-  /** The `stop` event (reason, final history, totals); consumes the events nobody reads. */
+  /** Reads the rest of a run nobody iterates any more, settling result() with its stop. */
+  async #drain() {
+    try {
+      for (;;) {
+        const item = await this.#source.next()
+        if (item === undefined) throw new InternalError('the agent run ended without a stop event')
+        if (item.type === 'error') throw fromErrorItem(item.error)
+        if (item.type === 'stop') {
+          this.#source.close()
+          this.#resolve(jsEvent(item))
+          return
+        }
+      }
+    } catch (err) {
+      this.#reject(err)
+    }
+  }
+
+  /**
+   * The `stop` event (reason, final history, totals); consumes the events nobody reads. After
+   * an iteration left early (which cancels the run), the stop event of the cancelled run.
+   */
   async result() {
     if (!this.#iterating) {
       for await (const _ of this) {

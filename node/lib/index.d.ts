@@ -517,7 +517,7 @@ export interface AgentOptions {
   tokenBudget?: number
   /** Continuations after a `max_tokens` stop in text (default 3). */
   maxContinuations?: number
-  /** Recent tool results microcompact keeps (default 5). */
+  /** Recent tool results microcompact keeps (default 5); the last turn's, not yet read by the model, are always kept. */
   keepRecentToolResults?: number
   /** Place `cache_control` breakpoints (default true). */
   promptCaching?: boolean
@@ -568,7 +568,7 @@ export type AgentEvent =
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
-  /** The stop event (reads the events nobody iterates). */
+  /** The stop event (reads the events nobody iterates; after an iteration left early, which cancels the run, the cancelled run's stop). */
   result(): Promise<AgentStopEvent>
   /** Cancels the run: tools see ctx.signal abort; the run still ends with `stop` (reason `aborted`). */
   abort(): void
@@ -581,8 +581,8 @@ export declare class Agent {
   toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
   /**
    * Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). An invalid
-   * conversation (not user/assistant messages ending with the user's, or tool calls and results
-   * that do not pair up) makes no request: the run's only event is a `stop` with reason
+   * conversation (not user/assistant messages ending with the user's, an empty message or text
+   * block, or tool calls and results that do not pair up) makes no request: the run's only event is a `stop` with reason
    * `'error'` and an `error` saying what is wrong.
    */
   run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun

@@ -203,6 +203,32 @@ test('maxTurns stops a run that keeps calling tools; result() gives the stop eve
   )
 })
 
+test('result() after leaving the events early gives the stop event of the cancelled run', async () => {
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      const executor = new ToolExecutor().tool({ name: 'noop', concurrencySafe: true }, () => 'ok')
+      const agent = new Agent(client, { model: 'replay', tools: executor, maxTurns: 50 })
+      const run = agent.run('Loop.')
+      for await (const event of run) {
+        assert.equal(event.type, 'turn_start')
+        break
+      }
+      let timer
+      const stop = await Promise.race([
+        run.result(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('result() hung after an early break')), 10_000)
+        }),
+      ]).finally(() => clearTimeout(timer))
+      assert.equal(stop.type, 'stop')
+      assert.equal(stop.reason, 'aborted')
+      assertPaired(stop.messages)
+    },
+  )
+})
+
 test('concurrencySafe as a function in an agent: decided per call from its input', async () => {
   // Two reads run together (each waits for the other); the write and the call whose predicate
   // throws run alone: nothing else runs while they do.
