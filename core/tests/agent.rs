@@ -2314,3 +2314,102 @@ async fn context_management_is_not_reported_as_a_cache_break() {
         );
     }
 }
+
+/// Image results are cleared like text ones, and a cleared result stays byte-identical from
+/// one request to the next (the prefix the prompt cache reads).
+#[tokio::test]
+async fn microcompact_clears_image_results_and_keeps_cleared_ones_byte_stable() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        if n < 4 {
+            reply(
+                request,
+                vec![call(&format!("s{n}"), "shot", json!({}))],
+                "tool_use",
+            )
+        } else {
+            reply(request, vec![text("done")], "end_turn")
+        }
+    });
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new("shot", |_input: Value, _ctx| async move {
+            Ok(ToolOutput::blocks(vec![
+                json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}),
+                json!({"type": "text", "text": "a screenshot"}),
+            ]))
+        }))
+        .unwrap();
+    let mut config = AgentConfig::new("m");
+    config.keep_recent_tool_results = 1;
+    config.budget = thresholds(500_000, 1_000_000);
+    config.budget.warning_buffer = 500_000;
+    let agent = Agent::new(config, Arc::new(model), Arc::new(ToolExecutor::new(tools)));
+    let (reason, messages, _) = stop(&collect(&agent, "look").await);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert!(check_tool_pairing(&messages).is_ok());
+    // The oldest results were cleared, the latest kept whole.
+    assert_eq!(messages[2]["content"][0]["content"], CLEARED_TOOL_RESULT);
+    assert_eq!(messages[8]["content"][0]["content"][0]["type"], "image");
+    // Once cleared, a message is sent the same, byte for byte, in every later request.
+    let requests = requests.lock().unwrap();
+    let message_2 = |r: &Value| {
+        let mut m = r["messages"][2].clone();
+        // The cache breakpoint moves to the last message; it is not part of the history.
+        if let Some(blocks) = m["content"].as_array_mut() {
+            for b in blocks {
+                b.as_object_mut().unwrap().remove("cache_control");
+            }
+        }
+        m.to_string()
+    };
+    let cleared: Vec<String> = requests
+        .iter()
+        .map(message_2)
+        .filter(|m| m.contains(CLEARED_TOOL_RESULT))
+        .collect();
+    assert!(cleared.len() >= 2, "{cleared:?}");
+    assert!(cleared.windows(2).all(|w| w[0] == w[1]), "{cleared:?}");
+}
+
+#[tokio::test]
+async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_times() {
+    for variant in ["same", "empty", "over"] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let model = ScriptedModel::new(|n, request| {
+            if n < 8 {
+                reply(
+                    request,
+                    vec![call(&format!("t{n}"), "read", json!({"path": "a"}))],
+                    "tool_use",
+                )
+            } else {
+                reply(request, vec![text("done")], "end_turn")
+            }
+        });
+        let mut config = AgentConfig::new("m");
+        config.budget = thresholds(1_000, 1_000_000);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+            .with_compaction_hook(hook(move |history| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                match variant {
+                    "same" => Some(history),
+                    "empty" => Some(Vec::new()),
+                    // A valid history, still over the threshold.
+                    _ => Some(vec![json!({"role": "user", "content": big_prompt(3_000)})]),
+                }
+            }));
+        let events =
+            tokio::time::timeout(Duration::from_secs(20), collect(&agent, &big_prompt(2_000)))
+                .await
+                .unwrap();
+        let (reason, messages, _) = stop(&events);
+        assert_eq!(reason, StopReason::EndTurn, "{variant}");
+        assert!(check_tool_pairing(&messages).is_ok());
+        let calls = calls.load(Ordering::Relaxed);
+        assert!(calls <= 3, "{variant}: the hook was called {calls} times");
+    }
+}
