@@ -120,5 +120,25 @@ else
     record "compile bench driver sse_feed" 1
 fi
 
+# The README's complete C program ("Example: the SSE parser") compiles as written, runs clean
+# under valgrind and prints the event it parses.
+example="$stage/bin/readme_sse_example"
+awk '/^## Example: the SSE parser/ { section = 1 }
+     section && /^```$/ && inside { exit }
+     inside { print }
+     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+status=0
+# shellcheck disable=SC2046
+if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
+    set +e
+    printed="$("$example")" && [[ "$printed" == 'ping: {"a":1}' ]] || status=1
+    valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible \
+        --suppressions=bindings/c/tests/valgrind.supp "$example" >/dev/null || status=1
+    set -e
+else
+    status=1
+fi
+record "README SSE example" "$status"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
