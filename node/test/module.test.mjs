@@ -149,6 +149,17 @@ test('a process using the addon exits by itself (no dangling handles)', () => {
   assert.ok(Date.now() - started < 20_000)
 })
 
+test('the README quickstart is the example file that runs', async () => {
+  const { readFileSync } = await import('node:fs')
+  const readme = readFileSync(path.join(pkgDir, '..', 'README.md'), 'utf8')
+  const block = readme.match(/```js\n\/\/ node\/examples\/quickstart\.mjs[^\n]*\n([\s\S]*?)```/)
+  assert.ok(block, 'the README quickstart block (it names node/examples/quickstart.mjs)')
+  // Its code lines (comment lines aside) are the file's, in the same order.
+  const code = (text) => text.split('\n').filter((line) => line.trim() !== '' && !line.trim().startsWith('//'))
+  const example = code(readFileSync(path.join(pkgDir, 'examples', 'quickstart.mjs'), 'utf8'))
+  assert.deepEqual(code(block[1]), example)
+})
+
 test('the README quickstart example runs', () => {
   const run = spawnSync(process.execPath, [path.join(pkgDir, 'examples', 'quickstart.mjs')], {
     cwd: pkgDir,
