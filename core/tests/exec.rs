@@ -799,6 +799,64 @@ async fn a_panicking_hook_becomes_an_error_result() {
     assert!(probe.log().is_empty());
 }
 
+/// An after-call hook that never answers (a stuck review prompt, a hung logger).
+struct StuckAfterCall;
+
+impl ToolHooks for StuckAfterCall {
+    fn after_call<'a>(
+        &'a self,
+        _call: HookCall<'a>,
+        _output: &'a ToolOutput,
+    ) -> BoxFuture<'a, AfterCall> {
+        std::future::pending().boxed()
+    }
+}
+
+/// Cancelling a turn reaches a call whose after-call hook hangs, as it reaches one whose
+/// before-call or permission hook hangs: the turn ends with a cancellation result instead of
+/// waiting for the hook forever.
+#[tokio::test(start_paused = true)]
+async fn cancelling_reaches_a_call_stuck_in_its_after_call_hook() {
+    let probe = Arc::new(Probe::default());
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(StuckAfterCall))
+        .build();
+    let mut turn = exec.turn();
+    turn.submit(call("a", "script", true, 1, "ok")).unwrap();
+    turn.seal();
+    let handle = turn.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        handle.cancel();
+    });
+    let results = tokio::time::timeout(Duration::from_secs(60), turn.finish())
+        .await
+        .expect("the cancelled turn ends")
+        .unwrap();
+    assert_eq!(ids(&results), ["a"]);
+    assert!(results[0].is_error);
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+
+    // Batch mode and the run token: the same.
+    let run = exec.run(vec![call("b", "script", true, 1, "ok")]);
+    let token = exec.run_token().clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        token.cancel();
+    });
+    let results = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the cancelled run ends")
+        .unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+}
+
 /// With `spawn_calls`, calls run on runtime worker threads in parallel: two tools that block
 /// their thread until both have arrived can only finish if they truly run at the same time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
