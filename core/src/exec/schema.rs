@@ -1,7 +1,7 @@
 //! Tool input validation against the common subset of JSON Schema that tool definitions use:
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
 //! `properties`, `additionalProperties` (boolean or schema), `items` (one schema), `enum`,
-//! `const`, and boolean schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …)
+//! `const` (numbers compared by value: `1.0` matches `1`), and boolean schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …)
 //! are accepted and ignored: the model's input is checked for shape, not for every constraint.
 //!
 //! Schemas are compiled once when a tool is registered; validation walks the input once.
@@ -274,14 +274,14 @@ fn conforms(node: &Node, value: &Value) -> bool {
     if checks
         .allowed
         .as_ref()
-        .is_some_and(|allowed| !allowed.contains(value))
+        .is_some_and(|allowed| !is_member(allowed, value))
     {
         return false;
     }
     if checks
         .constant
         .as_ref()
-        .is_some_and(|constant| constant != value)
+        .is_some_and(|constant| !json_equal(constant, value))
     {
         return false;
     }
@@ -306,6 +306,36 @@ fn conforms(node: &Node, value: &Value) -> bool {
     }
 }
 
+/// Whether `value` is one of `allowed` (JSON Schema equality, see [`json_equal`]).
+fn is_member(allowed: &[Value], value: &Value) -> bool {
+    allowed.iter().any(|member| json_equal(member, value))
+}
+
+/// JSON Schema's equality for `enum` and `const`: numbers are equal when their values are
+/// (`1` and `1.0`), where `serde_json` tells an integer from a float; arrays and objects
+/// compare member by member.
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if x.is_f64() || y.is_f64() {
+                x.as_f64() == y.as_f64()
+            } else {
+                // Two integers: exactly (beyond 2^53 an f64 would merge neighbours).
+                x == y
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equal(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, x)| y.get(key).is_some_and(|y| json_equal(x, y)))
+        }
+        _ => a == b,
+    }
+}
+
 fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Violation>) {
     let checks = match node {
         Node::Any => return,
@@ -319,13 +349,13 @@ fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Vio
         return report(violations, path, problem);
     }
     if let Some(allowed) = &checks.allowed
-        && !allowed.contains(value)
+        && !is_member(allowed, value)
     {
         let list = Value::Array(allowed.clone());
         report(violations, path, format!("must be one of {list}"));
     }
     if let Some(constant) = &checks.constant
-        && constant != value
+        && !json_equal(constant, value)
     {
         report(violations, path, format!("must be {constant}"));
     }
@@ -458,6 +488,33 @@ mod tests {
         assert_eq!(
             problems(json!({"type": "object"}), json!("text")),
             ["input: expected object, got string"]
+        );
+    }
+
+    /// JSON Schema compares numbers by value: `1.0` is the enum member `1` (a model, or a
+    /// host language with one float type, may well send `1.0`), as `integer` already accepts.
+    #[test]
+    fn enum_and_const_compare_numbers_by_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": {"enum": [1, 2]},
+                "m": {"const": 3},
+                "big": {"const": 18_446_744_073_709_551_615_u64},
+                "nested": {"enum": [[1, {"a": 2}]]},
+            },
+        });
+        let input = json!({"n": 1.0, "m": 3.0, "nested": [1.0, {"a": 2.0}]});
+        assert!(problems(schema.clone(), input).is_empty());
+        assert!(problems(schema.clone(), json!({"m": -3})).len() == 1);
+        assert_eq!(
+            problems(schema.clone(), json!({"n": 1.5, "m": "3"})),
+            ["input.n: must be one of [1,2]", "input.m: must be 3"]
+        );
+        // Integers beyond f64's exact range are compared exactly.
+        assert_eq!(
+            problems(schema, json!({"big": 18_446_744_073_709_551_614_u64})),
+            ["input.big: must be 18446744073709551615"]
         );
     }
 
