@@ -1,8 +1,9 @@
 //! Tool input validation against the common subset of JSON Schema that tool definitions use:
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
 //! `properties`, `additionalProperties` (boolean or schema), `items` (one schema), `enum`,
-//! `const` (numbers compared by value: `1.0` matches `1`), and boolean schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …)
-//! are accepted and ignored: the model's input is checked for shape, not for every constraint.
+//! `const` (numbers compared by value: `1.0` matches `1`), and boolean schemas. Other keywords
+//! (`description`, `minimum`, `format`, `$ref`, …) are accepted and ignored: the model's input is
+//! checked for shape, not for every constraint.
 //!
 //! Schemas are compiled once when a tool is registered; validation walks the input once.
 
