@@ -680,6 +680,7 @@ impl Turn {
         self.emit_ordered_results();
         if self.sealed && self.unanswered == 0 {
             self.done = true;
+            self.stop_progress();
             return Poll::Ready(());
         }
         if !self.stopped && self.admission.running() > 0 && self.watch_cancellation(cx) {
@@ -687,6 +688,15 @@ impl Turn {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// Drops the progress of a turn that has ended, and makes later sends no-ops: a sender kept
+    /// past its call (a detached tool, a host thread) would otherwise fill an inbox that is
+    /// never drained again.
+    fn stop_progress(&self) {
+        self.shared.events_enabled.store(false, Ordering::Relaxed);
+        let progress = std::mem::take(&mut self.shared.lock().progress);
+        drop(progress);
     }
 
     /// Registers the turn's one cancellation waiter (the calls waiting on this turn's task have
@@ -1081,6 +1091,7 @@ impl Drop for Turn {
     fn drop(&mut self) {
         if !self.done {
             self.shared.cancellation.stop(StopReason::Cancelled);
+            self.stop_progress();
         }
     }
 }
