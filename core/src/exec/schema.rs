@@ -1,6 +1,8 @@
 //! Tool input validation against the common subset of JSON Schema that tool definitions use:
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
-//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema), `enum`,
+//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema, or an array
+//! of them checking the leading positions of a tuple), `prefixItems` (then `items` checks the
+//! rest), `enum`,
 //! `const` (numbers compared by value: `1.0` matches `1`), and boolean schemas. Other keywords
 //! (`description`, `minimum`, `format`, `$ref`, …) are accepted and ignored: the model's input is
 //! checked for shape, not for every constraint.
@@ -63,6 +65,12 @@ struct Checks {
     properties: Vec<(String, Node)>,
     additional: Option<Node>,
     items: Option<Node>,
+    /// `items` as an array (draft-07) or `prefixItems` (2020-12): the schema of each leading
+    /// position of a tuple.
+    tuple: Vec<Node>,
+    /// The first position `items` applies to: 0, or past the `prefixItems` (in 2020-12, `items`
+    /// is the schema of the rest of the tuple).
+    items_from: usize,
 }
 
 /// A set of JSON types as bits.
@@ -210,7 +218,17 @@ fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> 
         }
     }
     checks.additional = compile_child(object, "additionalProperties", path)?;
-    checks.items = compile_child(object, "items", path)?;
+    match (object.get("prefixItems"), object.get("items")) {
+        (Some(prefix), _) => {
+            checks.tuple = compile_positions(prefix, "prefixItems", path)?;
+            checks.items_from = checks.tuple.len();
+            checks.items = compile_child(object, "items", path)?;
+        }
+        (None, Some(positions @ Value::Array(_))) => {
+            checks.tuple = compile_positions(positions, "items", path)?;
+        }
+        (None, _) => checks.items = compile_child(object, "items", path)?,
+    }
     let trivial = checks == Checks::default();
     Ok(if trivial {
         Node::Any
@@ -251,6 +269,25 @@ fn compile_child(
     let node = compile_node(sub, path)?;
     path.truncate(mark);
     Ok(Some(node))
+}
+
+/// The schemas of a tuple's leading positions (an array under `keyword`).
+fn compile_positions(
+    positions: &Value,
+    keyword: &str,
+    path: &mut String,
+) -> Result<Vec<Node>, SchemaError> {
+    let Value::Array(positions) = positions else {
+        return Err(schema_error(path, &format!("`{keyword}` must be an array")));
+    };
+    let mut nodes = Vec::with_capacity(positions.len());
+    for (i, sub) in positions.iter().enumerate() {
+        let mark = path.len();
+        let _ = write!(path, "/{keyword}/{i}");
+        nodes.push(compile_node(sub, path)?);
+        path.truncate(mark);
+    }
+    Ok(nodes)
 }
 
 fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
@@ -299,10 +336,18 @@ fn conforms(node: &Node, value: &Value) -> bool {
                     }
                 })
         }
-        Value::Array(items) => checks
-            .items
-            .as_ref()
-            .is_none_or(|node| items.iter().all(|item| conforms(node, item))),
+        Value::Array(items) => {
+            checks.items.as_ref().is_none_or(|node| {
+                items
+                    .iter()
+                    .skip(checks.items_from)
+                    .all(|item| conforms(node, item))
+            }) && checks
+                .tuple
+                .iter()
+                .zip(items)
+                .all(|(node, item)| conforms(node, item))
+        }
         _ => true,
     }
 }
@@ -363,11 +408,13 @@ fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Vio
     match value {
         Value::Object(object) => check_object(checks, object, path, violations),
         Value::Array(items) => {
-            if let Some(item_node) = &checks.items {
-                for (i, item) in items.iter().enumerate() {
+            for (i, item) in items.iter().enumerate() {
+                let rest = checks.items.iter().filter(|_| i >= checks.items_from);
+                let nodes = checks.tuple.get(i).into_iter().chain(rest);
+                for node in nodes {
                     let mark = path.len();
                     let _ = write!(path, "[{i}]");
-                    check(item_node, item, path, violations);
+                    check(node, item, path, violations);
                     path.truncate(mark);
                 }
             }
@@ -519,6 +566,50 @@ mod tests {
         );
     }
 
+    /// `items` as an array (draft-07 tuple validation, what pydantic v1 and zod-to-json-schema
+    /// emit for tuples) is a valid schema: it must register, and checks each position.
+    #[test]
+    fn tuple_items_validate_each_position() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "point": {
+                    "type": "array",
+                    "items": [{"type": "integer"}, {"type": "string"}],
+                    "minItems": 2,
+                },
+            },
+        });
+        assert!(problems(schema.clone(), json!({"point": [1, "a"]})).is_empty());
+        // Items past the tuple are not checked (`additionalItems` is ignored like other keywords).
+        assert!(problems(schema.clone(), json!({"point": [1, "a", null]})).is_empty());
+        assert_eq!(
+            problems(schema, json!({"point": ["a", 1]})),
+            [
+                "input.point[0]: expected integer, got string",
+                "input.point[1]: expected string, got number"
+            ]
+        );
+        let err = InputSchema::compile(&json!({"items": [{"type": 1}]})).unwrap_err();
+        assert_eq!(err.path, "/items/0");
+        // 2020-12: `prefixItems` checks the leading positions, `items` the rest only.
+        let schema = json!({"prefixItems": [{"type": "string"}], "items": {"type": "number"}});
+        assert!(problems(schema.clone(), json!(["a", 1, 2.5])).is_empty());
+        assert_eq!(
+            problems(schema, json!([1, "b"])),
+            [
+                "input[0]: expected string, got number",
+                "input[1]: expected number, got string"
+            ]
+        );
+        let closed = json!({"prefixItems": [{"type": "string"}], "items": false});
+        assert!(problems(closed.clone(), json!(["a"])).is_empty());
+        assert_eq!(
+            problems(closed, json!(["a", "b"])),
+            ["input[1]: no value is allowed here"]
+        );
+    }
+
     #[test]
     fn reports_at_most_five_problems() {
         let schema = json!({"type": "array", "items": {"type": "string"}});
@@ -551,7 +642,14 @@ mod tests {
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
                 proptest::collection::vec(
                     (
-                        prop_oneof![Just("path"), Just("mode"), Just("tags"), Just("n")],
+                        prop_oneof![
+                            Just("path"),
+                            Just("mode"),
+                            Just("tags"),
+                            Just("n"),
+                            Just("pair"),
+                            Just("rest")
+                        ],
                         inner
                     ),
                     0..4
@@ -574,6 +672,8 @@ mod tests {
                     "mode": {"enum": ["read", "write"]},
                     "tags": {"type": "array", "items": {"type": ["string", "null"]}},
                     "n": {"type": "integer", "const": 2},
+                    "pair": {"items": [{"type": "string"}, {"enum": [2]}]},
+                    "rest": {"prefixItems": [{"type": "string"}], "items": {"type": "integer"}},
                 },
                 "required": ["path"],
                 "additionalProperties": false,
