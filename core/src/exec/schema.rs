@@ -2,10 +2,9 @@
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
 //! `properties`, `additionalProperties` (boolean or schema), `items` (one schema, or an array
 //! of them checking the leading positions of a tuple), `prefixItems` (then `items` checks the
-//! rest), `enum`,
-//! `const` (numbers compared by value: `1.0` matches `1`), and boolean schemas. Other keywords
-//! (`description`, `minimum`, `format`, `$ref`, …) are accepted and ignored: the model's input is
-//! checked for shape, not for every constraint.
+//! rest), `enum` and `const` (numbers compared by value: `1.0` matches `1`), and boolean
+//! schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …) are accepted and
+//! ignored: the model's input is checked for shape, not for every constraint.
 //!
 //! Schemas are compiled once when a tool is registered; validation walks the input once.
 
