@@ -973,7 +973,12 @@ impl Turn {
             });
             self.stopped = true;
         }
-        let (content, unchanged) = self.limit_result(index, &tool, content);
+        // A timeout or cancellation message is the executor's, short, and what the model must
+        // read: a tool's small result limit would hide it behind a spill-file preview.
+        let (content, unchanged) = match status {
+            CallStatus::TimedOut | CallStatus::Cancelled => (content, true),
+            _ => self.limit_result(index, &tool, content),
+        };
         if self.events_enabled {
             // Progress sent before the tool finished is delivered before its `Finished`.
             let progress = std::mem::take(&mut self.shared.lock().progress);
