@@ -704,7 +704,7 @@ async fn timeout_and_cancellation_messages_are_never_spilled() {
     );
     assert!(!dir.join("timed_out.txt").exists());
 
-    let mut turn = exec.turn();
+    let turn = exec.turn();
     turn.submit(ToolUse::new("cancelled", "tiny", json!({"hang": true})))
         .unwrap();
     turn.seal();
@@ -884,7 +884,7 @@ async fn cancelling_reaches_a_call_stuck_in_its_after_call_hook() {
     let exec = ToolExecutor::builder(registry(&probe))
         .hooks(Arc::new(StuckAfterCall))
         .build();
-    let mut turn = exec.turn();
+    let turn = exec.turn();
     turn.submit(call("a", "script", true, 1, "ok")).unwrap();
     turn.seal();
     let handle = turn.handle();
