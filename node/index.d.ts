@@ -415,7 +415,7 @@ export interface ExecutorOptions {
   defaultTimeoutMs?: number
   /** How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000). */
   cleanupGraceMs?: number
-  /** Result limit in characters for tools that declare none (default 100,000 per the core). */
+  /** Result limit in characters for tools that declare none (default 50,000, the core's). */
   defaultMaxResultChars?: number
   /** Aggregate limit of one turn's results in characters; `Infinity` disables it. */
   turnBudgetChars?: number

@@ -659,6 +659,69 @@ fn big_tools() -> ToolRegistry {
     tools
 }
 
+/// The executor's own messages (a timeout, a cancellation) are not the tool's output: a small
+/// result limit must not hide them behind a spill-file preview the model has to open to learn
+/// that the call timed out.
+#[tokio::test(start_paused = true)]
+async fn timeout_and_cancellation_messages_are_never_spilled() {
+    let dir = std::env::temp_dir().join(format!(
+        "ferroloop-exec-spill-messages-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("tiny", |input, ctx| async move {
+                if input["hang"] == true {
+                    ctx.cancelled().await;
+                }
+                Ok(ToolOutput::text("a result longer than ten characters"))
+            })
+            .with_timeout(Duration::from_millis(30))
+            .with_result_limit(ResultLimit::Chars(10))
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools)
+        .config(spill_config(&dir, None))
+        .build();
+    let results = exec
+        .run(vec![
+            ToolUse::new("timed_out", "tiny", json!({"hang": true})),
+            ToolUse::new("spilled", "tiny", json!({})),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'tiny' timed out after 30ms",
+        "the timeout message is delivered as is"
+    );
+    assert!(
+        text(&results[1]).starts_with("<tool-output-truncated>"),
+        "the tool's own output still obeys its limit"
+    );
+    assert!(!dir.join("timed_out.txt").exists());
+
+    let turn = exec.turn();
+    turn.submit(ToolUse::new("cancelled", "tiny", json!({"hang": true})))
+        .unwrap();
+    turn.seal();
+    let handle = turn.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        handle.cancel();
+    });
+    let results = turn.finish().await.unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'tiny' was cancelled: the turn was cancelled"
+    );
+    assert!(!dir.join("cancelled.txt").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(start_paused = true)]
 async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
     let dir = std::env::temp_dir().join(format!("ferroloop-exec-spill-{}", std::process::id()));
@@ -797,6 +860,64 @@ async fn a_panicking_hook_becomes_an_error_result() {
         "Tool 'script' was not run: its permission hook failed with an internal error: permission prompt crashed"
     );
     assert!(probe.log().is_empty());
+}
+
+/// An after-call hook that never answers (a stuck review prompt, a hung logger).
+struct StuckAfterCall;
+
+impl ToolHooks for StuckAfterCall {
+    fn after_call<'a>(
+        &'a self,
+        _call: HookCall<'a>,
+        _output: &'a ToolOutput,
+    ) -> BoxFuture<'a, AfterCall> {
+        std::future::pending().boxed()
+    }
+}
+
+/// Cancelling a turn reaches a call whose after-call hook hangs, as it reaches one whose
+/// before-call or permission hook hangs: the turn ends with a cancellation result instead of
+/// waiting for the hook forever.
+#[tokio::test(start_paused = true)]
+async fn cancelling_reaches_a_call_stuck_in_its_after_call_hook() {
+    let probe = Arc::new(Probe::default());
+    let exec = ToolExecutor::builder(registry(&probe))
+        .hooks(Arc::new(StuckAfterCall))
+        .build();
+    let turn = exec.turn();
+    turn.submit(call("a", "script", true, 1, "ok")).unwrap();
+    turn.seal();
+    let handle = turn.handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        handle.cancel();
+    });
+    let results = tokio::time::timeout(Duration::from_secs(60), turn.finish())
+        .await
+        .expect("the cancelled turn ends")
+        .unwrap();
+    assert_eq!(ids(&results), ["a"]);
+    assert!(results[0].is_error);
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
+
+    // Batch mode and the run token: the same.
+    let run = exec.run(vec![call("b", "script", true, 1, "ok")]);
+    let token = exec.run_token().clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        token.cancel();
+    });
+    let results = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the cancelled run ends")
+        .unwrap();
+    assert_eq!(
+        text(&results[0]),
+        "Tool 'script' was cancelled: the turn was cancelled"
+    );
 }
 
 /// With `spawn_calls`, calls run on runtime worker threads in parallel: two tools that block

@@ -52,7 +52,7 @@ pub struct ExecutorOptions {
     pub default_timeout_ms: Option<f64>,
     /// How long a cancelled or timed-out tool may take to stop, in milliseconds (default 5000).
     pub cleanup_grace_ms: Option<f64>,
-    /// Result limit in characters for tools that declare none (default 100,000 per the core).
+    /// Result limit in characters for tools that declare none (default 50,000, the core's).
     pub default_max_result_chars: Option<f64>,
     /// Aggregate limit of one turn's results in characters; `Infinity` disables it.
     pub turn_budget_chars: Option<f64>,

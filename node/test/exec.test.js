@@ -304,6 +304,66 @@ test('maxResultChars replaces an oversized result with a preview', async () => {
   assert.equal(huge.content.length, 300_000)
 })
 
+test('small limits: timeout and abort messages stay readable, the turn budget never grows a result', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const spillDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ferroloop-node-spill-'))
+  t.after(() => fs.rmSync(spillDir, { recursive: true, force: true }))
+
+  // A result limit of 10 characters applies to what the tool returns, not to the executor's
+  // own timeout and cancellation messages.
+  const ex = new ToolExecutor({ spillDir, cleanupGraceMs: 50 })
+  ex.tool({ name: 'slow', timeoutMs: 30, maxResultChars: 10 }, (_input, ctx) => sleep(10_000, ctx.signal))
+  ex.tool({ name: 'hang', maxResultChars: 10, concurrencySafe: true }, (_input, ctx) => sleep(10_000, ctx.signal))
+  const [slow] = await ex.run([use('s', 'slow')])
+  assert.equal(slow.content, "Tool 'slow' timed out after 30ms")
+  const turn = ex.turn()
+  turn.submit(use('h', 'hang'))
+  turn.seal()
+  setTimeout(() => turn.cancel(), 20)
+  const [hang] = await turn.results()
+  assert.equal(hang.content, "Tool 'hang' was cancelled: the turn was cancelled")
+  assert.deepEqual(fs.readdirSync(spillDir), [])
+
+  // Ten small results over a small turn budget: a preview would be longer than each of them,
+  // so they are kept whole (they all used to be replaced, and the turn grew tenfold).
+  const budget = new ToolExecutor({ spillDir, turnBudgetChars: 300 })
+  budget.tool({ name: 'small', concurrencySafe: true }, async () => 's'.repeat(40))
+  const results = await budget.run(Array.from({ length: 10 }, (_, i) => use(`m${i}`, 'small')))
+  assert.deepEqual(
+    results.map((r) => r.content),
+    Array(10).fill('s'.repeat(40)),
+  )
+  assert.deepEqual(fs.readdirSync(spillDir), [])
+})
+
+test('tuple schemas register and validate each position; enums match 1.0 to 1', async () => {
+  const ex = new ToolExecutor()
+  ex.tool(
+    {
+      name: 'place',
+      schema: {
+        type: 'object',
+        properties: {
+          point: { type: 'array', items: [{ type: 'integer' }, { type: 'string' }] },
+          level: { enum: [1, 2] },
+        },
+      },
+    },
+    async ({ point, level }) => `${point.join(',')} ${level}`,
+  )
+  const [ok, bad] = await ex.run([
+    { type: 'tool_use', id: 'a', name: 'place', input: { point: [1, 'x'], level: 2 } },
+    { type: 'tool_use', id: 'b', name: 'place', input: { point: ['x', 1] } },
+  ])
+  assert.equal(ok.is_error, false)
+  assert.equal(ok.content, '1,x 2')
+  assert.equal(
+    bad.content,
+    "Invalid input for tool 'place': input.point[0]: expected integer, got string; input.point[1]: expected string, got number",
+  )
+})
+
 test('a process with an executor and a never-settling tool exits by itself after run()', () => {
   const script = `
     const { ToolExecutor } = require(${JSON.stringify(path.join(__dirname, '..', 'lib', 'index.js'))})

@@ -357,6 +357,54 @@ async def test_schema_validation_rejects_invalid_input() -> None:
 
 
 @pytest.mark.asyncio
+async def test_tuple_schemas_register_and_numbers_match_enums_by_value() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    # What pydantic v1 emits for `Tuple[int, str]`, and an enum of integers.
+    schema = {
+        "type": "object",
+        "properties": {
+            "point": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]},
+            "level": {"enum": [1, 2, 3]},
+        },
+    }
+
+    @ex.tool(schema=schema)
+    async def place(inp: dict[str, Any]) -> str:
+        return f"{inp['point']} {inp['level']}"
+
+    results = await ex.run(
+        [use(0, "place", point=[1, "a"], level=2.0), use(1, "place", point=["a", 1], level=1)]
+    )
+    assert results[0] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_0",
+        "content": "[1, 'a'] 2.0",
+        "is_error": False,
+    }
+    assert results[1]["is_error"]
+    assert results[1]["content"] == (
+        "Invalid input for tool 'place': input.point[0]: expected integer, got string; "
+        "input.point[1]: expected string, got number"
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_timeout_message_is_not_spilled_by_a_small_result_limit(tmp_path: Path) -> None:
+    ex = ferroloop.ToolExecutor(spill_dir=tmp_path)
+
+    @ex.tool(timeout=0.05, max_result_chars=10)
+    async def slow(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(10)
+        return "never"
+
+    (result,) = await ex.run([use(0, "slow")])
+    assert result["is_error"]
+    assert result["content"] == "Tool 'slow' timed out after 50ms"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.asyncio
 async def test_large_results_are_spilled_to_a_file(tmp_path: Path) -> None:
     ex = ferroloop.ToolExecutor(spill_dir=tmp_path)
 

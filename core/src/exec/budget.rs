@@ -152,7 +152,8 @@ impl ResultBudget {
 
     /// Applies the per-turn budget to one turn's results (call it once per turn, with that
     /// turn's results): recorded replacements are reapplied, then, while the total exceeds the
-    /// budget, the largest results not replaced before are spilled, largest first. Applying it
+    /// budget, the largest results not replaced before are spilled, largest first (a result no
+    /// longer than its replacement would be is kept whole: replacing it cannot help). Applying it
     /// again to the same results changes nothing (they are under budget, or nothing is left to
     /// replace); history from earlier turns takes [`ReplacementRecord::reapply`] instead, so a
     /// result delivered whole is never replaced later. Returns how many were spilled now.
@@ -187,6 +188,13 @@ impl ResultBudget {
             let Some(text) = result.content.as_plain_text() else {
                 continue;
             };
+            // A small result may be shorter than its replacement would be: replacing it would
+            // grow the turn and write a spill file for nothing.
+            if self.replacement_chars(&result.tool_use_id, &text, self.config.preview_bytes)
+                >= sizes[index]
+            {
+                continue;
+            }
             let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
             let new_size = replacement.content.chars().count();
             result.content = ToolResultContent::Text(replacement.content.clone());
@@ -209,6 +217,16 @@ impl ResultBudget {
                 .sum::<usize>()
                 > budget
         })
+    }
+
+    /// The length in characters of the replacement [`spill`](Self::spill) would build for
+    /// `text` once its file is written (nothing is written).
+    fn replacement_chars(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> usize {
+        let path = self.config.spill_dir.join(spill_file_name(tool_use_id));
+        let preview = preview_of(text, preview_bytes);
+        wrap_preview(preview, text.chars().count(), Some(&path), None)
+            .chars()
+            .count()
     }
 
     /// Writes the full text to its spill file and builds the replacement.
@@ -419,6 +437,33 @@ mod tests {
         ]);
         assert!(!budget.limit_result(&mut record, "b", image, Some(10)).1);
         assert!(!dir.exists());
+    }
+
+    /// A replacement (the wrapper, the path, the preview) can be longer than a small result:
+    /// replacing such a result makes the turn larger, never brings it under budget, and
+    /// writes a spill file for nothing. The budget replaces only results it shrinks.
+    #[test]
+    fn turn_budget_never_replaces_a_result_by_a_longer_preview() {
+        let dir = temp_dir("no-growth");
+        let budget = budget(&dir, Some(300));
+        let mut record = ReplacementRecord::new();
+        let mut results: Vec<ToolResult> = (0..10)
+            .map(|i| ToolResult::success(format!("small{i}"), "s".repeat(40)))
+            .collect();
+        results.push(ToolResult::success("big", lines(100)));
+        let originals = results.clone();
+        assert_eq!(budget.enforce_turn(&mut record, &mut results), 1);
+        assert_eq!(
+            results[..10],
+            originals[..10],
+            "small results are kept whole"
+        );
+        assert_ne!(results[10], originals[10], "the large one is replaced");
+        assert_eq!(record.replaced_len(), 1);
+        for i in 0..10 {
+            assert!(!dir.join(format!("small{i}.txt")).exists());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

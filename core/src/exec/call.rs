@@ -210,10 +210,15 @@ pub(crate) async fn execute_hooked(
         tool_name: name,
         input: &hook_input,
     };
-    let output = match AssertUnwindSafe(hooks.after_call(call, &output))
-        .catch_unwind()
-        .await
-    {
+    // Raced against the cancellation like the other hooks: a hook that never answers must not
+    // hold a cancelled turn forever. The hook comes first, so one that answers at once keeps
+    // the output of a tool that finished before the cancellation.
+    let after = tokio::select! {
+        biased;
+        after = AssertUnwindSafe(hooks.after_call(call, &output)).catch_unwind() => after,
+        () = group.cancelled() => return cancelled(),
+    };
+    let output = match after {
         Ok(AfterCall::Keep) => output,
         Ok(AfterCall::Replace(replaced)) => replaced,
         Err(panic) => return hook_panicked(name, "after-call", &panic),

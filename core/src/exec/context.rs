@@ -120,7 +120,8 @@ pub struct ProgressSender {
 }
 
 impl ProgressSender {
-    /// Sends one progress update (dropped when nobody listens to the turn's events).
+    /// Sends one progress update (dropped when nobody listens to the turn's events, and once
+    /// the turn has ended).
     pub fn send(&self, data: Value) {
         let Some(shared) = &self.shared else {
             return;
@@ -139,7 +140,8 @@ pub(crate) struct TurnShared {
     inbox: Mutex<Inbox>,
     /// Wakes the driver: a submission, a seal, a cancellation, a progress update.
     pub(crate) waker: AtomicWaker,
-    /// Whether started/progress/finished/result events are produced.
+    /// Whether started/progress/finished/result events are produced (cleared when the turn
+    /// ends, so that progress sent afterwards goes nowhere).
     pub(crate) events_enabled: AtomicBool,
     /// The turn's cancellation tree.
     pub(crate) cancellation: TurnCancellation,
@@ -197,6 +199,39 @@ mod tests {
         ctx.progress(json!(3));
         assert_eq!(shared.lock().progress.len(), 2);
         assert_eq!((ctx.tool_use_id(), ctx.index()), ("t", 3));
+    }
+
+    /// A sender kept past its call (a detached tool, a host thread) must not grow the inbox of a
+    /// turn that has ended: nothing will ever drain it.
+    #[tokio::test]
+    async fn progress_sent_after_the_turn_ended_is_not_kept() {
+        use crate::exec::{FnTool, ToolOutput, ToolRegistry, ToolUse};
+        let kept: Arc<Mutex<Option<ProgressSender>>> = Arc::default();
+        let slot = kept.clone();
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(FnTool::new("t", move |_, ctx: ToolContext| {
+                let slot = slot.clone();
+                async move {
+                    *slot.lock().unwrap() = Some(ctx.progress_sender());
+                    Ok(ToolOutput::text("ok"))
+                }
+            }))
+            .unwrap();
+        let exec = crate::exec::ToolExecutor::new(registry);
+        let mut turn = exec.turn();
+        turn.submit(ToolUse::new("a", "t", json!({}))).unwrap();
+        turn.seal();
+        while turn.next_event().await.is_some() {}
+        let sender = kept.lock().unwrap().take().unwrap();
+        let shared = sender.shared.clone().unwrap();
+        for i in 0..1000 {
+            sender.send(json!(i));
+        }
+        assert!(shared.lock().progress.is_empty(), "ended turn");
+        drop(turn);
+        sender.send(json!("after the drop"));
+        assert!(shared.lock().progress.is_empty(), "dropped turn");
     }
 
     #[test]

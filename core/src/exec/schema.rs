@@ -1,8 +1,10 @@
 //! Tool input validation against the common subset of JSON Schema that tool definitions use:
 //! `type` (a name or a list; `integer` means a number without a fraction), `required`,
-//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema), `enum`,
-//! `const`, and boolean schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …)
-//! are accepted and ignored: the model's input is checked for shape, not for every constraint.
+//! `properties`, `additionalProperties` (boolean or schema), `items` (one schema, or an array
+//! of them checking the leading positions of a tuple), `prefixItems` (then `items` checks the
+//! rest), `enum` and `const` (numbers compared by value: `1.0` matches `1`), and boolean
+//! schemas. Other keywords (`description`, `minimum`, `format`, `$ref`, …) are accepted and
+//! ignored: the model's input is checked for shape, not for every constraint.
 //!
 //! Schemas are compiled once when a tool is registered; validation walks the input once.
 
@@ -62,6 +64,12 @@ struct Checks {
     properties: Vec<(String, Node)>,
     additional: Option<Node>,
     items: Option<Node>,
+    /// `items` as an array (draft-07) or `prefixItems` (2020-12): the schema of each leading
+    /// position of a tuple.
+    tuple: Vec<Node>,
+    /// The first position `items` applies to: 0, or past the `prefixItems` (in 2020-12, `items`
+    /// is the schema of the rest of the tuple).
+    items_from: usize,
 }
 
 /// A set of JSON types as bits.
@@ -209,7 +217,17 @@ fn compile_node(schema: &Value, path: &mut String) -> Result<Node, SchemaError> 
         }
     }
     checks.additional = compile_child(object, "additionalProperties", path)?;
-    checks.items = compile_child(object, "items", path)?;
+    match (object.get("prefixItems"), object.get("items")) {
+        (Some(prefix), _) => {
+            checks.tuple = compile_positions(prefix, "prefixItems", path)?;
+            checks.items_from = checks.tuple.len();
+            checks.items = compile_child(object, "items", path)?;
+        }
+        (None, Some(positions @ Value::Array(_))) => {
+            checks.tuple = compile_positions(positions, "items", path)?;
+        }
+        (None, _) => checks.items = compile_child(object, "items", path)?,
+    }
     let trivial = checks == Checks::default();
     Ok(if trivial {
         Node::Any
@@ -252,6 +270,25 @@ fn compile_child(
     Ok(Some(node))
 }
 
+/// The schemas of a tuple's leading positions (an array under `keyword`).
+fn compile_positions(
+    positions: &Value,
+    keyword: &str,
+    path: &mut String,
+) -> Result<Vec<Node>, SchemaError> {
+    let Value::Array(positions) = positions else {
+        return Err(schema_error(path, &format!("`{keyword}` must be an array")));
+    };
+    let mut nodes = Vec::with_capacity(positions.len());
+    for (i, sub) in positions.iter().enumerate() {
+        let mark = path.len();
+        let _ = write!(path, "/{keyword}/{i}");
+        nodes.push(compile_node(sub, path)?);
+        path.truncate(mark);
+    }
+    Ok(nodes)
+}
+
 fn report(violations: &mut Vec<Violation>, path: &str, problem: String) {
     if violations.len() < MAX_REPORTED {
         violations.push(Violation {
@@ -274,14 +311,14 @@ fn conforms(node: &Node, value: &Value) -> bool {
     if checks
         .allowed
         .as_ref()
-        .is_some_and(|allowed| !allowed.contains(value))
+        .is_some_and(|allowed| !is_member(allowed, value))
     {
         return false;
     }
     if checks
         .constant
         .as_ref()
-        .is_some_and(|constant| constant != value)
+        .is_some_and(|constant| !json_equal(constant, value))
     {
         return false;
     }
@@ -298,11 +335,49 @@ fn conforms(node: &Node, value: &Value) -> bool {
                     }
                 })
         }
-        Value::Array(items) => checks
-            .items
-            .as_ref()
-            .is_none_or(|node| items.iter().all(|item| conforms(node, item))),
+        Value::Array(items) => {
+            checks.items.as_ref().is_none_or(|node| {
+                items
+                    .iter()
+                    .skip(checks.items_from)
+                    .all(|item| conforms(node, item))
+            }) && checks
+                .tuple
+                .iter()
+                .zip(items)
+                .all(|(node, item)| conforms(node, item))
+        }
         _ => true,
+    }
+}
+
+/// Whether `value` is one of `allowed` (JSON Schema equality, see [`json_equal`]).
+fn is_member(allowed: &[Value], value: &Value) -> bool {
+    allowed.iter().any(|member| json_equal(member, value))
+}
+
+/// JSON Schema's equality for `enum` and `const`: numbers are equal when their values are
+/// (`1` and `1.0`), where `serde_json` tells an integer from a float; arrays and objects
+/// compare member by member.
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if x.is_f64() || y.is_f64() {
+                x.as_f64() == y.as_f64()
+            } else {
+                // Two integers: exactly (beyond 2^53 an f64 would merge neighbours).
+                x == y
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equal(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, x)| y.get(key).is_some_and(|y| json_equal(x, y)))
+        }
+        _ => a == b,
     }
 }
 
@@ -319,24 +394,26 @@ fn check(node: &Node, value: &Value, path: &mut String, violations: &mut Vec<Vio
         return report(violations, path, problem);
     }
     if let Some(allowed) = &checks.allowed
-        && !allowed.contains(value)
+        && !is_member(allowed, value)
     {
         let list = Value::Array(allowed.clone());
         report(violations, path, format!("must be one of {list}"));
     }
     if let Some(constant) = &checks.constant
-        && constant != value
+        && !json_equal(constant, value)
     {
         report(violations, path, format!("must be {constant}"));
     }
     match value {
         Value::Object(object) => check_object(checks, object, path, violations),
         Value::Array(items) => {
-            if let Some(item_node) = &checks.items {
-                for (i, item) in items.iter().enumerate() {
+            for (i, item) in items.iter().enumerate() {
+                let rest = checks.items.iter().filter(|_| i >= checks.items_from);
+                let nodes = checks.tuple.get(i).into_iter().chain(rest);
+                for node in nodes {
                     let mark = path.len();
                     let _ = write!(path, "[{i}]");
-                    check(item_node, item, path, violations);
+                    check(node, item, path, violations);
                     path.truncate(mark);
                 }
             }
@@ -461,6 +538,77 @@ mod tests {
         );
     }
 
+    /// JSON Schema compares numbers by value: `1.0` is the enum member `1` (a model, or a
+    /// host language with one float type, may well send `1.0`), as `integer` already accepts.
+    #[test]
+    fn enum_and_const_compare_numbers_by_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "n": {"enum": [1, 2]},
+                "m": {"const": 3},
+                "big": {"const": 18_446_744_073_709_551_615_u64},
+                "nested": {"enum": [[1, {"a": 2}]]},
+            },
+        });
+        let input = json!({"n": 1.0, "m": 3.0, "nested": [1.0, {"a": 2.0}]});
+        assert!(problems(schema.clone(), input).is_empty());
+        assert!(problems(schema.clone(), json!({"m": -3})).len() == 1);
+        assert_eq!(
+            problems(schema.clone(), json!({"n": 1.5, "m": "3"})),
+            ["input.n: must be one of [1,2]", "input.m: must be 3"]
+        );
+        // Integers beyond f64's exact range are compared exactly.
+        assert_eq!(
+            problems(schema, json!({"big": 18_446_744_073_709_551_614_u64})),
+            ["input.big: must be 18446744073709551615"]
+        );
+    }
+
+    /// `items` as an array (draft-07 tuple validation, what pydantic v1 and zod-to-json-schema
+    /// emit for tuples) is a valid schema: it must register, and checks each position.
+    #[test]
+    fn tuple_items_validate_each_position() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "point": {
+                    "type": "array",
+                    "items": [{"type": "integer"}, {"type": "string"}],
+                    "minItems": 2,
+                },
+            },
+        });
+        assert!(problems(schema.clone(), json!({"point": [1, "a"]})).is_empty());
+        // Items past the tuple are not checked (`additionalItems` is ignored like other keywords).
+        assert!(problems(schema.clone(), json!({"point": [1, "a", null]})).is_empty());
+        assert_eq!(
+            problems(schema, json!({"point": ["a", 1]})),
+            [
+                "input.point[0]: expected integer, got string",
+                "input.point[1]: expected string, got number"
+            ]
+        );
+        let err = InputSchema::compile(&json!({"items": [{"type": 1}]})).unwrap_err();
+        assert_eq!(err.path, "/items/0");
+        // 2020-12: `prefixItems` checks the leading positions, `items` the rest only.
+        let schema = json!({"prefixItems": [{"type": "string"}], "items": {"type": "number"}});
+        assert!(problems(schema.clone(), json!(["a", 1, 2.5])).is_empty());
+        assert_eq!(
+            problems(schema, json!([1, "b"])),
+            [
+                "input[0]: expected string, got number",
+                "input[1]: expected number, got string"
+            ]
+        );
+        let closed = json!({"prefixItems": [{"type": "string"}], "items": false});
+        assert!(problems(closed.clone(), json!(["a"])).is_empty());
+        assert_eq!(
+            problems(closed, json!(["a", "b"])),
+            ["input[1]: no value is allowed here"]
+        );
+    }
+
     #[test]
     fn reports_at_most_five_problems() {
         let schema = json!({"type": "array", "items": {"type": "string"}});
@@ -493,7 +641,14 @@ mod tests {
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
                 proptest::collection::vec(
                     (
-                        prop_oneof![Just("path"), Just("mode"), Just("tags"), Just("n")],
+                        prop_oneof![
+                            Just("path"),
+                            Just("mode"),
+                            Just("tags"),
+                            Just("n"),
+                            Just("pair"),
+                            Just("rest")
+                        ],
                         inner
                     ),
                     0..4
@@ -516,6 +671,8 @@ mod tests {
                     "mode": {"enum": ["read", "write"]},
                     "tags": {"type": "array", "items": {"type": ["string", "null"]}},
                     "n": {"type": "integer", "const": 2},
+                    "pair": {"items": [{"type": "string"}, {"enum": [2]}]},
+                    "rest": {"prefixItems": [{"type": "string"}], "items": {"type": "integer"}},
                 },
                 "required": ["path"],
                 "additionalProperties": false,

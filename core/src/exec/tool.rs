@@ -76,7 +76,8 @@ impl ToolError {
     }
 }
 
-/// How large a tool's result may be before it is spilled to a file.
+/// How large a tool's result may be before it is spilled to a file. The executor's own timeout
+/// and cancellation messages are delivered whole whatever the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ResultLimit {
     /// The executor's default (50,000 characters unless configured).

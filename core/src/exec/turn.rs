@@ -680,6 +680,7 @@ impl Turn {
         self.emit_ordered_results();
         if self.sealed && self.unanswered == 0 {
             self.done = true;
+            self.stop_progress();
             return Poll::Ready(());
         }
         if !self.stopped && self.admission.running() > 0 && self.watch_cancellation(cx) {
@@ -687,6 +688,15 @@ impl Turn {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+
+    /// Drops the progress of a turn that has ended, and makes later sends no-ops: a sender kept
+    /// past its call (a detached tool, a host thread) would otherwise fill an inbox that is
+    /// never drained again.
+    fn stop_progress(&self) {
+        self.shared.events_enabled.store(false, Ordering::Relaxed);
+        let progress = std::mem::take(&mut self.shared.lock().progress);
+        drop(progress);
     }
 
     /// Registers the turn's one cancellation waiter (the calls waiting on this turn's task have
@@ -963,7 +973,12 @@ impl Turn {
             });
             self.stopped = true;
         }
-        let (content, unchanged) = self.limit_result(index, &tool, content);
+        // A timeout or cancellation message is the executor's, short, and what the model must
+        // read: a tool's small result limit would hide it behind a spill-file preview.
+        let (content, unchanged) = match status {
+            CallStatus::TimedOut | CallStatus::Cancelled => (content, true),
+            _ => self.limit_result(index, &tool, content),
+        };
         if self.events_enabled {
             // Progress sent before the tool finished is delivered before its `Finished`.
             let progress = std::mem::take(&mut self.shared.lock().progress);
@@ -1081,6 +1096,7 @@ impl Drop for Turn {
     fn drop(&mut self) {
         if !self.done {
             self.shared.cancellation.stop(StopReason::Cancelled);
+            self.stop_progress();
         }
     }
 }
