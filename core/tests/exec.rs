@@ -659,6 +659,44 @@ fn big_tools() -> ToolRegistry {
     tools
 }
 
+/// Some OpenAI-compatible servers number calls `call_0`, `call_1`… in every response, and one
+/// executor serves many turns and runs: a reused id with other output must get its own preview
+/// and its own spill file, never the earlier result's.
+#[tokio::test]
+async fn a_reused_call_id_gets_its_own_preview_and_spill_file() {
+    let dir = std::env::temp_dir().join(format!(
+        "ferroloop-exec-spill-reused-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let exec = ToolExecutor::builder(big_tools())
+        .config(spill_config(&dir, None))
+        .build();
+    let first = exec
+        .run(vec![ToolUse::new("call_0", "big", json!({"lines": 200}))])
+        .await
+        .unwrap();
+    let second = exec
+        .run(vec![ToolUse::new("call_0", "big", json!({"lines": 300}))])
+        .await
+        .unwrap();
+    assert!(
+        text(&first[0]).contains("(2000 characters)"),
+        "{}",
+        text(&first[0])
+    );
+    assert!(
+        text(&second[0]).contains("(3000 characters)"),
+        "{}",
+        text(&second[0])
+    );
+    let first_file = std::fs::read_to_string(dir.join("call_0.txt")).unwrap();
+    assert_eq!(first_file.lines().count(), 200, "the first file is kept");
+    let spilled: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert_eq!(spilled.len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The executor's own messages (a timeout, a cancellation) are not the tool's output: a small
 /// result limit must not hide them behind a spill-file preview the model has to open to learn
 /// that the call timed out.

@@ -2,10 +2,17 @@
 //! turn's aggregate budget, are written to a spill file (`<spill_dir>/<tool_use_id>.txt`) and
 //! replaced by a preview in a fixed wrapper.
 //!
-//! The decision for a `tool_use_id` is taken once and kept in a [`ReplacementRecord`]: a replaced
-//! result is replaced by the very same bytes on every later turn, and a result kept whole is
-//! never replaced later (its bytes are already in the provider's prompt cache). The record
-//! serialises with serde, so a resumed session makes the same decisions.
+//! The decision for a `tool_use_id` (and its content) is taken once and kept in a
+//! [`ReplacementRecord`]: a replaced result is replaced by the very same bytes on every later
+//! turn, and a result kept whole is never replaced later (its bytes are already in the
+//! provider's prompt cache). The record serialises with serde, so a resumed session makes the
+//! same decisions.
+//!
+//! A decision also holds a fingerprint of the text it replaced. Call ids are not always unique
+//! (OpenAI-compatible servers that number calls `call_0`, `call_1`… in every response; one
+//! executor serving many runs), and a later result that reuses an id with other content is a
+//! different result: it is decided on its own, spilled to its own file, and never shown the
+//! earlier result's preview.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -58,6 +65,39 @@ pub struct Replacement {
     pub path: Option<PathBuf>,
     /// The size of the original result, in characters.
     pub original_chars: usize,
+    /// A fingerprint of the original text ([`text_fingerprint`]). `None` in records written
+    /// before fingerprints were kept: such a replacement applies to any result of its id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<u64>,
+}
+
+impl Replacement {
+    /// Whether this replacement stands for `text`: `text` is the original it replaced (same
+    /// fingerprint), or already this replacement.
+    fn stands_for(&self, text: &str, fingerprint: &mut Option<u64>) -> bool {
+        let Some(own) = self.fingerprint else {
+            return true;
+        };
+        if self.content == text {
+            return true;
+        }
+        own == *fingerprint.get_or_insert_with(|| text_fingerprint(text))
+    }
+}
+
+/// A stable 64-bit fingerprint of a result's text (FNV-1a over its UTF-8 bytes): stable across
+/// processes and releases, so a serialised record keeps matching after a resume.
+pub fn text_fingerprint(text: &str) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    text.bytes().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    })
+}
+
+/// The record key of a later decision for an id already decided for other content.
+fn reused_id_key(tool_use_id: &str, fingerprint: u64) -> String {
+    format!("{tool_use_id}#{fingerprint:016x}")
 }
 
 /// The budget decisions taken so far, by `tool_use_id`.
@@ -72,12 +112,12 @@ impl ReplacementRecord {
         Self::default()
     }
 
-    /// The replacement decided for `tool_use_id`, if it was replaced.
+    /// The replacement first decided for `tool_use_id`, if a result of that id was replaced.
     pub fn replacement(&self, tool_use_id: &str) -> Option<&Replacement> {
         self.replaced.get(tool_use_id)
     }
 
-    /// Whether `tool_use_id` was replaced.
+    /// Whether a result of `tool_use_id` was replaced.
     pub fn is_replaced(&self, tool_use_id: &str) -> bool {
         self.replaced.contains_key(tool_use_id)
     }
@@ -87,20 +127,62 @@ impl ReplacementRecord {
         self.replaced.len()
     }
 
-    /// Puts the recorded replacements back into `results` (for instance the history rebuilt from
-    /// original results on a later turn), byte for byte. Returns how many were replaced.
-    pub fn reapply(&self, results: &mut [ToolResult]) -> usize {
-        if self.replaced.is_empty() {
-            return 0;
+    /// The replacement decided for this result: one recorded for its id that stands for its
+    /// content (the same original text, or the replacement itself).
+    pub fn replacement_for(
+        &self,
+        tool_use_id: &str,
+        content: &ToolResultContent,
+    ) -> Option<&Replacement> {
+        let first = self.replaced.get(tool_use_id)?;
+        if first.fingerprint.is_none() {
+            return Some(first);
         }
-        let mut count = 0;
-        for result in results {
-            if let Some(replacement) = self.replaced.get(&result.tool_use_id) {
+        let text = content.as_plain_text()?;
+        let mut fingerprint = None;
+        if first.stands_for(&text, &mut fingerprint) {
+            return Some(first);
+        }
+        let fingerprint = fingerprint.unwrap_or_else(|| text_fingerprint(&text));
+        self.replaced
+            .get(&reused_id_key(tool_use_id, fingerprint))
+            .filter(|later| later.fingerprint == Some(fingerprint))
+    }
+
+    /// Records a new decision: under the id itself when it is the id's first, otherwise under a
+    /// key of its own.
+    fn insert(&mut self, tool_use_id: &str, replacement: Replacement) {
+        let key = match (
+            self.replaced.contains_key(tool_use_id),
+            replacement.fingerprint,
+        ) {
+            (true, Some(fingerprint)) => reused_id_key(tool_use_id, fingerprint),
+            _ => tool_use_id.to_owned(),
+        };
+        self.replaced.insert(key, replacement);
+    }
+
+    /// Puts the recorded replacements back into `results` (for instance the history rebuilt from
+    /// original results on a later turn), byte for byte: a result gets the replacement decided
+    /// for its id and its content, never one decided for other content under the same id.
+    /// Returns how many were replaced.
+    pub fn reapply(&self, results: &mut [ToolResult]) -> usize {
+        self.reapply_marking(results).iter().filter(|&&m| m).count()
+    }
+
+    /// [`reapply`](Self::reapply), saying which results carry a recorded replacement.
+    fn reapply_marking(&self, results: &mut [ToolResult]) -> Vec<bool> {
+        let mut marked = vec![false; results.len()];
+        if self.replaced.is_empty() {
+            return marked;
+        }
+        for (result, mark) in results.iter_mut().zip(&mut marked) {
+            if let Some(replacement) = self.replacement_for(&result.tool_use_id, &result.content) {
                 result.content = ToolResultContent::Text(replacement.content.clone());
-                count += 1;
+                *mark = true;
             }
         }
-        count
+        marked
     }
 }
 
@@ -131,7 +213,7 @@ impl ResultBudget {
         content: ToolResultContent,
         limit: Option<usize>,
     ) -> (ToolResultContent, bool) {
-        if let Some(replacement) = record.replaced.get(tool_use_id) {
+        if let Some(replacement) = record.replacement_for(tool_use_id, &content) {
             return (ToolResultContent::Text(replacement.content.clone()), false);
         }
         let Some(limit) = limit else {
@@ -144,9 +226,9 @@ impl ResultBudget {
             return (content, false);
         };
         let preview_bytes = self.config.preview_bytes.min(limit);
-        let replacement = self.spill(tool_use_id, &text, preview_bytes);
+        let replacement = self.spill(record, tool_use_id, &text, preview_bytes);
         let delivered = ToolResultContent::Text(replacement.content.clone());
-        record.replaced.insert(tool_use_id.to_owned(), replacement);
+        record.insert(tool_use_id, replacement);
         (delivered, true)
     }
 
@@ -162,7 +244,7 @@ impl ResultBudget {
         record: &mut ReplacementRecord,
         results: &mut [ToolResult],
     ) -> usize {
-        record.reapply(results);
+        let decided = record.reapply_marking(results);
         let Some(budget) = self.config.turn_budget_chars else {
             return 0;
         };
@@ -174,7 +256,7 @@ impl ResultBudget {
         let sizes: Vec<usize> = results.iter().map(|r| r.content.text_chars()).collect();
         let mut total: usize = sizes.iter().sum();
         let mut candidates: Vec<usize> = (0..results.len())
-            .filter(|&i| !record.is_replaced(&results[i].tool_use_id))
+            .filter(|&i| !decided[i])
             .filter(|&i| results[i].content.as_plain_text().is_some())
             .collect();
         // Largest first; ties keep request order so the choice is deterministic.
@@ -190,17 +272,19 @@ impl ResultBudget {
             };
             // A small result may be shorter than its replacement would be: replacing it would
             // grow the turn and write a spill file for nothing.
-            if self.replacement_chars(&result.tool_use_id, &text, self.config.preview_bytes)
-                >= sizes[index]
-            {
+            let path = self.spill_path(record, &result.tool_use_id, &text);
+            if replacement_chars(&path, &text, self.config.preview_bytes) >= sizes[index] {
                 continue;
             }
-            let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
+            let replacement = self.spill(
+                record,
+                &result.tool_use_id,
+                &text,
+                self.config.preview_bytes,
+            );
             let new_size = replacement.content.chars().count();
             result.content = ToolResultContent::Text(replacement.content.clone());
-            record
-                .replaced
-                .insert(result.tool_use_id.clone(), replacement);
+            record.insert(&result.tool_use_id, replacement);
             total = total - sizes[index] + new_size;
             spilled += 1;
         }
@@ -219,20 +303,29 @@ impl ResultBudget {
         })
     }
 
-    /// The length in characters of the replacement [`spill`](Self::spill) would build for
-    /// `text` once its file is written (nothing is written).
-    fn replacement_chars(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> usize {
-        let path = self.config.spill_dir.join(spill_file_name(tool_use_id));
-        let preview = preview_of(text, preview_bytes);
-        wrap_preview(preview, text.chars().count(), Some(&path), None)
-            .chars()
-            .count()
+    /// The spill file of a result: `<id>.txt` for the first result of an id, and a name with
+    /// the text's fingerprint for a later one, so the first file (named in an earlier preview)
+    /// is never overwritten.
+    fn spill_path(&self, record: &ReplacementRecord, tool_use_id: &str, text: &str) -> PathBuf {
+        let name = if record.is_replaced(tool_use_id) {
+            spill_file_name(&format!("{tool_use_id}-{:016x}", text_fingerprint(text)))
+        } else {
+            spill_file_name(tool_use_id)
+        };
+        self.config.spill_dir.join(name)
     }
 
     /// Writes the full text to its spill file and builds the replacement.
-    fn spill(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> Replacement {
+    fn spill(
+        &self,
+        record: &ReplacementRecord,
+        tool_use_id: &str,
+        text: &str,
+        preview_bytes: usize,
+    ) -> Replacement {
         let original_chars = text.chars().count();
-        let path = self.config.spill_dir.join(spill_file_name(tool_use_id));
+        let fingerprint = Some(text_fingerprint(text));
+        let path = self.spill_path(record, tool_use_id, text);
         let written = write_spill_file(&self.config.spill_dir, &path, text.as_bytes());
         let preview = preview_of(text, preview_bytes);
         match written {
@@ -240,6 +333,7 @@ impl ResultBudget {
                 content: wrap_preview(preview, original_chars, Some(&path), None),
                 path: Some(path),
                 original_chars,
+                fingerprint,
             },
             Err(error) => {
                 tracing::warn!(%error, path = %path.display(), "could not write a spill file");
@@ -247,10 +341,20 @@ impl ResultBudget {
                     content: wrap_preview(preview, original_chars, None, Some(&error.to_string())),
                     path: None,
                     original_chars,
+                    fingerprint,
                 }
             }
         }
     }
+}
+
+/// The length in characters of the replacement a spill to `path` would build for `text` once
+/// its file is written (nothing is written).
+fn replacement_chars(path: &Path, text: &str, preview_bytes: usize) -> usize {
+    let preview = preview_of(text, preview_bytes);
+    wrap_preview(preview, text.chars().count(), Some(path), None)
+        .chars()
+        .count()
 }
 
 /// The text bytes of `content` (an upper bound of its characters).
@@ -507,6 +611,132 @@ mod tests {
         assert_eq!(resumed.reapply(&mut history), 2);
         assert_eq!(history[..3], turn1[..]);
         assert_eq!(history[3], turn2[0]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn text_fingerprints_are_fnv1a_64() {
+        // The published FNV-1a test vectors: a record written by one build matches in another.
+        assert_eq!(text_fingerprint(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(text_fingerprint("a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(text_fingerprint("foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn a_reused_id_with_other_content_is_decided_on_its_own() {
+        let dir = temp_dir("reused");
+        let budget = budget(&dir, None);
+        let mut record = ReplacementRecord::new();
+        let first = "A\n".repeat(100);
+        let second = "B\n".repeat(100);
+        let text = |content: ToolResultContent| match content {
+            ToolResultContent::Text(text) => text,
+            other => panic!("{other:?}"),
+        };
+        let (delivered_first, spilled) = budget.limit_result(
+            &mut record,
+            "call_0",
+            ToolResultContent::Text(first.clone()),
+            Some(100),
+        );
+        assert!(spilled);
+        let delivered_first = text(delivered_first);
+        // The same id, other content (a server numbering calls per response): its own preview
+        // and its own file; the first file, named in the first preview, is left as it was.
+        let (delivered_second, spilled) = budget.limit_result(
+            &mut record,
+            "call_0",
+            ToolResultContent::Text(second.clone()),
+            Some(100),
+        );
+        assert!(spilled, "decided on its own");
+        let delivered_second = text(delivered_second);
+        assert!(delivered_second.contains("B\nB\n"), "{delivered_second}");
+        assert!(!delivered_second.contains("A\n"), "{delivered_second}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("call_0.txt")).unwrap(),
+            first
+        );
+        let second_path = record
+            .replacement_for("call_0", &ToolResultContent::Text(second.clone()))
+            .and_then(|r| r.path.clone())
+            .unwrap();
+        assert_ne!(second_path, dir.join("call_0.txt"));
+        assert_eq!(std::fs::read_to_string(&second_path).unwrap(), second);
+        assert_eq!(record.replaced_len(), 2);
+
+        // The first content again gets its recorded bytes; nothing new is written.
+        let (again, spilled) = budget.limit_result(
+            &mut record,
+            "call_0",
+            ToolResultContent::Text(first.clone()),
+            Some(100),
+        );
+        assert!(!spilled);
+        assert_eq!(text(again), delivered_first);
+
+        // History rebuilt from the originals: each result gets its own replacement, and a small
+        // result under the same id is not given either preview.
+        let mut history = vec![
+            ToolResult::success("call_0", first.clone()),
+            ToolResult::success("call_0", second.clone()),
+            ToolResult::success("call_0", "ok"),
+        ];
+        assert_eq!(record.reapply(&mut history), 2);
+        assert_eq!(history[0].content, ToolResultContent::Text(delivered_first));
+        assert_eq!(
+            history[1].content,
+            ToolResultContent::Text(delivered_second)
+        );
+        assert_eq!(history[2].content, ToolResultContent::Text("ok".into()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_turn_budget_does_not_give_a_reused_id_an_earlier_preview() {
+        let dir = temp_dir("reused-turn");
+        let budget = budget(&dir, Some(300));
+        let mut record = ReplacementRecord::new();
+        let mut turn1 = vec![ToolResult::success("call_0", "a".repeat(700))];
+        assert_eq!(budget.enforce_turn(&mut record, &mut turn1), 1);
+        // The next response numbers its calls from 0 again.
+        let originals = vec![
+            ToolResult::success("call_0", "small"),
+            ToolResult::success("call_1", "b".repeat(700)),
+        ];
+        let mut turn2 = originals.clone();
+        assert_eq!(budget.enforce_turn(&mut record, &mut turn2), 1);
+        assert_eq!(turn2[0], originals[0], "not the first turn's preview");
+        assert_ne!(turn2[1], originals[1]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_record_written_before_fingerprints_still_applies_to_its_ids() {
+        let json =
+            r#"{"replaced":{"t1":{"content":"<preview>","path":null,"original_chars":900}}}"#;
+        let record: ReplacementRecord = serde_json::from_str(json).unwrap();
+        let mut history = vec![ToolResult::success("t1", "x".repeat(900))];
+        assert_eq!(record.reapply(&mut history), 1);
+        assert_eq!(
+            history[0].content,
+            ToolResultContent::Text("<preview>".into())
+        );
+        // New decisions serialise their fingerprint.
+        let dir = temp_dir("fingerprint-json");
+        let budget = budget(&dir, None);
+        let mut record = ReplacementRecord::new();
+        budget.limit_result(
+            &mut record,
+            "t2",
+            ToolResultContent::Text("y".repeat(500)),
+            Some(100),
+        );
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(
+            json["replaced"]["t2"]["fingerprint"],
+            text_fingerprint(&"y".repeat(500))
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
