@@ -117,8 +117,10 @@ class ToolExecutor:
     unsafe calls alone, results in request order.
 
     ``max_result_chars`` is the default result size limit (larger results are spilled to a file
-    in ``spill_dir`` and replaced by a preview); ``default_timeout`` (seconds) applies to tools
-    that declare none; ``cleanup_grace`` is how long a cancelled tool may take to stop.
+    in ``spill_dir`` and replaced by a preview); ``turn_budget_chars`` is the aggregate limit of
+    one turn's results (over it, the largest results are spilled, largest first; ``None``
+    disables it); ``default_timeout`` (seconds) applies to tools that declare none;
+    ``cleanup_grace`` is how long a cancelled tool may take to stop.
     """
 
     def __init__(
@@ -129,6 +131,7 @@ class ToolExecutor:
         spill_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
+        turn_budget_chars: Optional[int] = _native.DEFAULT_TURN_BUDGET_CHARS,
     ) -> None:
         self._native = _native._Executor(
             max_concurrency,
@@ -136,6 +139,7 @@ class ToolExecutor:
             spill_dir=os.fspath(spill_dir) if spill_dir is not None else None,
             default_timeout=default_timeout,
             cleanup_grace=cleanup_grace,
+            turn_budget_chars=turn_budget_chars,
         )
 
     @overload

@@ -3,6 +3,7 @@
 from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
 
 __version__: str
+DEFAULT_TURN_BUDGET_CHARS: int
 
 _Chunk = Union[bytes, bytearray, memoryview]
 
@@ -159,6 +160,7 @@ class _Executor:
         spill_dir: Optional[str] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
+        turn_budget_chars: Optional[int] = ...,
     ) -> None: ...
     def register(
         self,

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use ferroloop::exec::budget::DEFAULT_TURN_BUDGET_CHARS;
 use ferroloop::exec::{
     CancellationToken, ExecutorConfig, InputSchema, ProgressSender, ResultLimit, SpawnedTurn, Tool,
     ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult,
@@ -249,7 +250,8 @@ impl PyExecutor {
 #[pymethods]
 impl PyExecutor {
     #[new]
-    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None))]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS)))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         max_concurrency: usize,
@@ -257,6 +259,7 @@ impl PyExecutor {
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
+        turn_budget_chars: Option<usize>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
             if max_concurrency == 0 {
@@ -276,6 +279,7 @@ impl PyExecutor {
             if let Some(dir) = spill_dir {
                 config.budget.spill_dir = dir;
             }
+            config.budget.turn_budget_chars = turn_budget_chars;
             Ok(Self {
                 tools: Vec::new(),
                 config,
@@ -646,6 +650,7 @@ fn turn_error(py: Python<'_>, err: TurnError) -> PyErr {
 
 /// Adds the executor classes to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("DEFAULT_TURN_BUDGET_CHARS", DEFAULT_TURN_BUDGET_CHARS)?;
     module.add_class::<PyExecutor>()?;
     module.add_class::<PyTurn>()?;
     module.add_class::<PyToolContext>()?;

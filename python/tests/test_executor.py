@@ -420,6 +420,39 @@ async def test_large_results_are_spilled_to_a_file(tmp_path: Path) -> None:
     assert str(spilled[0]) in content
 
 
+@pytest.mark.asyncio
+async def test_the_turn_budget_is_configurable(tmp_path: Path) -> None:
+    """Three 3,000-character results: over an 8,500-character turn budget one is spilled (the
+    first of the equally large); with the budget disabled, or the default, all come back whole."""
+
+    async def run(**options: Any) -> list[dict[str, Any]]:
+        ex = ferroloop.ToolExecutor(spill_dir=tmp_path, **options)
+
+        @ex.tool(concurrency_safe=True)
+        async def text(inp: dict[str, Any]) -> str:
+            return str(inp["c"]) * 3_000
+
+        return await ex.run(
+            [{"type": "tool_use", "id": f"t{i}", "name": "text", "input": {"c": c}} for i, c in enumerate("abc")]
+        )
+
+    limited = await run(turn_budget_chars=8_500)
+    assert limited[0]["content"].startswith("<tool-output-truncated>")
+    assert [r["content"] for r in limited[1:]] == ["b" * 3_000, "c" * 3_000]
+    assert [p.read_text() for p in tmp_path.iterdir()] == ["a" * 3_000]
+    whole = await run(turn_budget_chars=None)
+    assert [r["content"] for r in whole] == [c * 3_000 for c in "abc"]
+    default = await run()
+    assert [r["content"] for r in default] == [c * 3_000 for c in "abc"]
+    assert _native_default() == 200_000
+
+
+def _native_default() -> int:
+    from ferroloop import _native
+
+    return _native.DEFAULT_TURN_BUDGET_CHARS
+
+
 def test_registration_errors() -> None:
     ex = ferroloop.ToolExecutor()
 
