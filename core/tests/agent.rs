@@ -1314,6 +1314,41 @@ async fn extra_tools_that_are_not_an_array_stop_the_run_before_any_request() {
     assert_eq!(requests.load(Ordering::SeqCst), 0);
 }
 
+/// An empty continuation prompt would be sent as an empty user message at the first
+/// `max_tokens` stop, deep into a run; the configuration is refused up front instead, unless
+/// continuations are off.
+#[tokio::test]
+async fn an_empty_continuation_prompt_is_refused_before_any_request() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply(request, vec![text("hi")], "end_turn")
+    });
+    let model = Arc::new(model);
+    let mut config = AgentConfig::new("m");
+    config.continuation_prompt = " \n".into();
+    let agent = Agent::new(config.clone(), model.clone(), executor(Default::default()));
+    match collect(&agent, "go").await.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert!(
+            error.starts_with("invalid configuration: the continuation prompt is empty"),
+            "{error}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+
+    config.max_continuations = 0;
+    let agent = Agent::new(config, model, executor(Default::default()));
+    let (reason, _, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1));
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
 /// A refusal is its own stop reason (it was reported as `end_turn`), from either provider.
 #[tokio::test]
 async fn a_refusal_stops_with_reason_refusal() {

@@ -115,6 +115,24 @@ impl AgentConfig {
         }
     }
 
+    /// Checks what the API would refuse only after a round trip, or only once the case arises
+    /// mid-run: extra `tools` that are not an array, and an empty continuation prompt while
+    /// `max_tokens` stops are continued (it would be sent as an empty user message).
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
+            return Err(format!(
+                "extra \"tools\" must be an array of tool definitions, not {tools}"
+            ));
+        }
+        if self.max_continuations > 0 && self.continuation_prompt.trim().is_empty() {
+            return Err(
+                "the continuation prompt is empty (set max_continuations to 0 to stop at max_tokens instead)"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
+
     /// The price of the configured model (longest matching prefix), if the table has one.
     pub fn price(&self) -> Option<Price> {
         self.price_of(&self.model)

@@ -83,9 +83,10 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
 /// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
-/// array of typed blocks (no empty text block), ending with a user message, whose tool calls and results pair up
-/// ([`check_tool_pairing`]). The loop keeps that shape as it appends to the history; a history
-/// without it would only come back from the API as a 400, after a round trip.
+/// array of typed blocks (no empty text block), ending with a user message, whose tool calls
+/// and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
+/// history; a history without it would only come back from the API as a 400, after a round
+/// trip.
 ///
 /// [`Agent::run_messages`]: super::Agent::run_messages
 pub fn check_history(messages: &[Value]) -> Result<(), String> {

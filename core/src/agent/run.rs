@@ -305,13 +305,14 @@ impl Driver {
     async fn drive(mut self) {
         // A conversation the caller handed in is checked before any request: the loop only
         // keeps the history valid, it does not make it so (and the API would refuse it).
-        let checked = match self.config().extra.get("tools") {
-            Some(tools) if !tools.is_array() => Err(format!(
-                "invalid configuration: extra \"tools\" must be an array of tool definitions, not {tools}"
-            )),
-            _ => check_history(&self.messages)
-                .map_err(|problem| format!("invalid conversation: {problem}")),
-        };
+        let checked = self
+            .config()
+            .check()
+            .map_err(|problem| format!("invalid configuration: {problem}"))
+            .and_then(|()| {
+                check_history(&self.messages)
+                    .map_err(|problem| format!("invalid conversation: {problem}"))
+            });
         let (reason, error) = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
