@@ -157,32 +157,28 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
 /// Removes the empty text blocks of a message (the API refuses them in history). Returns how
 /// many were removed.
 pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
-    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
-        return 0;
-    };
-    let before = content.len();
-    content.retain(|b| {
-        block_type(b) != "text"
-            || b.get("text")
-                .and_then(Value::as_str)
-                .is_some_and(|t| !t.is_empty())
-    });
-    before - content.len()
+    drop_blocks_without(message, "text", "text")
 }
 
 /// Removes the thinking blocks of a message that have no signature (a response cut while it
 /// was thinking: the API refuses such a block, and an earlier turn's thinking may be left out).
 /// Returns how many were removed.
 pub(crate) fn drop_unsigned_thinking(message: &mut Value) -> usize {
+    drop_blocks_without(message, "thinking", "signature")
+}
+
+/// Removes the blocks of type `kind` whose `field` is missing or an empty string. Returns how
+/// many were removed.
+fn drop_blocks_without(message: &mut Value, kind: &str, field: &str) -> usize {
     let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
         return 0;
     };
     let before = content.len();
     content.retain(|b| {
-        block_type(b) != "thinking"
-            || b.get("signature")
+        block_type(b) != kind
+            || b.get(field)
                 .and_then(Value::as_str)
-                .is_some_and(|s| !s.is_empty())
+                .is_some_and(|value| !value.is_empty())
     });
     before - content.len()
 }
