@@ -1418,6 +1418,20 @@ fn thresholds(autocompact: u64, blocking: u64) -> ContextBudget {
     }
 }
 
+/// The reply of a model that reads `path` on every turn below `until`, then answers "done".
+fn read_until(request: &Value, turn: usize, until: usize, path: &str) -> Result<Bytes, ModelError> {
+    if turn < until {
+        let input = json!({ "path": path });
+        reply(
+            request,
+            vec![call(&format!("t{turn}"), "read", input)],
+            "tool_use",
+        )
+    } else {
+        reply(request, vec![text("done")], "end_turn")
+    }
+}
+
 /// A prompt of about `tokens` estimated tokens (one letter repeated, ~0.35 tokens per byte).
 fn big_prompt(tokens: usize) -> String {
     "x".repeat(tokens * 3)
@@ -1649,20 +1663,8 @@ async fn repeated_compactions_keep_only_the_latest_summary() {
                 "end_turn",
             );
         }
-        if n < 6 {
-            // Each turn reads a big result, so the context passes the threshold again.
-            reply(
-                request,
-                vec![call(
-                    &format!("t{n}"),
-                    "read",
-                    json!({"path": big_prompt(2_000)}),
-                )],
-                "tool_use",
-            )
-        } else {
-            reply(request, vec![text("done")], "end_turn")
-        }
+        // Each turn reads a big result, so the context passes the threshold again.
+        read_until(request, n, 6, &big_prompt(2_000))
     });
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(3_000, 1_000_000);
@@ -1978,15 +1980,7 @@ async fn a_compaction_that_cannot_get_under_the_threshold_is_not_repeated_every_
             return reply(request, vec![text("summary")], "end_turn");
         }
         let turn = request["messages"].as_array().unwrap().len();
-        if turn < 8 {
-            reply(
-                request,
-                vec![call(&format!("t{turn}"), "read", json!({"path": "a"}))],
-                "tool_use",
-            )
-        } else {
-            reply(request, vec![text("done")], "end_turn")
-        }
+        read_until(request, turn, 8, "a")
     });
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(1_000, 1_000_000);
@@ -2018,15 +2012,7 @@ async fn a_summariser_that_keeps_failing_is_tried_three_times_in_a_row_at_most()
             return Err(ModelError::Other("summaries are down".into()));
         }
         let turn = request["messages"].as_array().unwrap().len();
-        if turn < 20 {
-            reply(
-                request,
-                vec![call(&format!("t{turn}"), "read", json!({"path": "a"}))],
-                "tool_use",
-            )
-        } else {
-            reply(request, vec![text("done")], "end_turn")
-        }
+        read_until(request, turn, 20, "a")
     });
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(1_000, 1_000_000);
@@ -2183,19 +2169,7 @@ async fn the_summary_request_of_a_tool_using_conversation_defines_the_tools() {
             turns.push(request.clone());
             turns.len()
         };
-        if len < 4 {
-            reply(
-                request,
-                vec![call(
-                    &format!("t{len}"),
-                    "read",
-                    json!({"path": big_prompt(1_000)}),
-                )],
-                "tool_use",
-            )
-        } else {
-            reply(request, vec![text("done")], "end_turn")
-        }
+        read_until(request, len, 4, &big_prompt(1_000))
     });
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(1_500, 1_000_000);
@@ -2229,20 +2203,8 @@ async fn after_the_breaker_trips_compaction_is_still_tried_at_the_blocking_limit
             return reply(request, vec![text("summary")], "end_turn");
         }
         let turn = turns.fetch_add(1, Ordering::Relaxed);
-        if turn < 6 {
-            // Each result adds ~1,000 tokens: the blocking limit is reached after a few turns.
-            reply(
-                request,
-                vec![call(
-                    &format!("t{turn}"),
-                    "read",
-                    json!({"path": big_prompt(1_000)}),
-                )],
-                "tool_use",
-            )
-        } else {
-            reply(request, vec![text("done")], "end_turn")
-        }
+        // Each result adds ~1,000 tokens: the blocking limit is reached after a few turns.
+        read_until(request, turn, 6, &big_prompt(1_000))
     });
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(1_000, 8_000);
@@ -2414,17 +2376,7 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
     for variant in ["same", "empty", "over"] {
         let calls = Arc::new(AtomicUsize::new(0));
         let counted = calls.clone();
-        let model = ScriptedModel::new(|n, request| {
-            if n < 8 {
-                reply(
-                    request,
-                    vec![call(&format!("t{n}"), "read", json!({"path": "a"}))],
-                    "tool_use",
-                )
-            } else {
-                reply(request, vec![text("done")], "end_turn")
-            }
-        });
+        let model = ScriptedModel::new(|n, request| read_until(request, n, 8, "a"));
         let mut config = AgentConfig::new("m");
         config.budget = thresholds(1_000, 1_000_000);
         let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
