@@ -590,9 +590,13 @@ class ToolExecutor {
     if (spec.schema !== undefined && !isObject(spec.schema)) {
       throw new InvalidArgumentError(`tool ${spec.name}: schema must be a JSON Schema object`)
     }
+    if (spec.description !== undefined && typeof spec.description !== 'string') {
+      throw new InvalidArgumentError(`tool ${spec.name}: description must be a string`)
+    }
     const safety = typeof spec.concurrencySafe === 'function' ? spec.concurrencySafe : undefined
     const nativeSpec = {
       name: spec.name,
+      description: spec.description,
       concurrencySafe: safety === undefined ? optionalBoolean(spec.concurrencySafe, 'concurrencySafe') : undefined,
       safetyPerInput: safety !== undefined,
       timeoutMs: optionalNumber(spec.timeoutMs, 'timeoutMs'),

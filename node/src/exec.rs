@@ -54,9 +54,11 @@ pub struct ExecutorOptions {
     pub cleanup_grace_ms: Option<f64>,
     /// Result limit in characters for tools that declare none (default 50,000, the core's).
     pub default_max_result_chars: Option<f64>,
-    /// Aggregate limit of one turn's results in characters; `Infinity` disables it.
+    /// Aggregate limit of one turn's results in characters (default 200,000, the core's);
+    /// `Infinity` disables it.
     pub turn_budget_chars: Option<f64>,
-    /// Directory for the spill files of oversized results (default: the OS temp dir).
+    /// Directory for the spill files of oversized results (default: `ferroloop-tool-results` in
+    /// the OS temp dir).
     pub spill_dir: Option<String>,
 }
 
@@ -96,6 +98,8 @@ pub(crate) fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>,
 pub struct ToolSpec {
     /// The tool's name, as the model calls it.
     pub name: String,
+    /// What the tool does, told to the model in its definition (default: none).
+    pub description: Option<String>,
     /// Calls may run in parallel with other safe calls (default false: the call runs alone).
     pub concurrency_safe: Option<bool>,
     /// Per-call timeout in milliseconds.
@@ -157,6 +161,8 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
 /// A tool whose `call` runs a JavaScript function.
 pub(crate) struct JsTool {
     name: String,
+    /// Empty when the declaration gave none (the definition then leaves the field out).
+    description: String,
     schema: Value,
     safe: bool,
     /// The safety of each call was decided in JavaScript (see [`JsToolQueues::decision`]).
@@ -197,6 +203,7 @@ impl JsTool {
         };
         Ok(Self {
             name: spec.name,
+            description: spec.description.unwrap_or_default(),
             schema,
             safe: spec.concurrency_safe.unwrap_or(false),
             safety_per_input: spec.safety_per_input.unwrap_or(false),
@@ -211,6 +218,10 @@ impl JsTool {
 impl Tool for JsTool {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
     }
 
     fn input_schema(&self) -> Value {

@@ -433,3 +433,20 @@ test('an agent is garbage once it and its runs are dropped (its wake function ho
     },
   )
 })
+
+test('a JS tool declared with a description offers it to the model, like Python tools', () => {
+  // The model learns what a tool does from its definition: without the description a JS tool
+  // was offered as a bare name and schema (Python's `description=` always reached the model).
+  const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }
+  const tools = new ToolExecutor()
+    .tool({ name: 'weather', description: 'Current weather for a city.', schema }, () => 'Sunny')
+    .tool({ name: 'plain' }, () => 'ok')
+  const agent = new Agent(new Client({ apiKey: 'test-key', baseUrl: 'http://127.0.0.1:9' }), { model: 'm', tools })
+  const byName = Object.fromEntries(agent.toolDefinitions().map((t) => [t.name, t]))
+  assert.deepEqual(byName.weather, { name: 'weather', description: 'Current weather for a city.', input_schema: schema })
+  assert.equal('description' in byName.plain, false, 'no description: the field is left out')
+  assert.throws(
+    () => new ToolExecutor().tool({ name: 'bad', description: 42 }, () => ''),
+    (err) => err.code === 'invalid_argument',
+  )
+})
