@@ -187,7 +187,7 @@ class MessageStream {
 
 function nativeOptions(options) {
   if (!isObject(options)) throw new InvalidArgumentError('Client options must be an object')
-  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, timeouts, headers, anthropicVersion, anthropicBeta } = options
+  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta } = options
   if (provider !== undefined && !PROVIDERS.has(provider)) {
     throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
   }
@@ -196,7 +196,7 @@ function nativeOptions(options) {
   }
   if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
   if (headers !== undefined && !isObject(headers)) throw new InvalidArgumentError('headers must be an object')
-  return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, timeouts, headers, anthropicVersion, anthropicBeta }
+  return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta }
 }
 
 function requestJson(request, what) {

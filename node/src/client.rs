@@ -53,6 +53,8 @@ pub struct ClientOptions {
     pub max_retries: Option<f64>,
     /// The first backoff ceiling in milliseconds (default 500; doubles on each retry).
     pub retry_base_delay_ms: Option<f64>,
+    /// The largest backoff ceiling in milliseconds (default 32,000).
+    pub retry_max_delay_ms: Option<f64>,
     /// Watchdog timeouts.
     pub timeouts: Option<ClientTimeouts>,
     /// Extra headers sent with every request.
@@ -85,6 +87,9 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
     }
     if let Some(ms) = options.retry_base_delay_ms {
         config.retry.base_delay = millis(ms, "retryBaseDelayMs")?;
+    }
+    if let Some(ms) = options.retry_max_delay_ms {
+        config.retry.max_delay = millis(ms, "retryMaxDelayMs")?;
     }
     if let Some(t) = options.timeouts {
         let set = |slot: &mut Duration, ms: Option<f64>, what: &str| {

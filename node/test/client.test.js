@@ -242,3 +242,19 @@ test('bad options and requests are InvalidArgumentErrors; a refused connection i
   const err = await failure(client.stream({ model: 'm', messages: [] }).message())
   assert.ok(err instanceof ferroloop.ConnectionError, String(err))
 })
+
+test('retryMaxDelayMs caps the backoff, like Python retry_max_delay', async () => {
+  // Without the cap a 10 s base delay waits up to 10 s before the first retry (full jitter).
+  const responses = [{ status: 529, body: errorBody('overloaded_error', 'busy') }, hello()]
+  await withServer(responses, { retryBaseDelayMs: 10_000, retryMaxDelayMs: 20 }, async (client) => {
+    const stream = client.stream(request)
+    const retries = []
+    for await (const event of stream) if (event.type === 'retry') retries.push(event)
+    assert.equal(retries.length, 1)
+    assert.ok(retries[0].waitMs <= 20, `waited ${retries[0].waitMs} ms`)
+    assert.equal((await stream.message()).content[0].text, 'Hello there, world')
+  })
+  for (const bad of [-1, Number.NaN, Infinity, 1e300]) {
+    assert.throws(() => new Client({ apiKey: 'k', retryMaxDelayMs: bad }), (err) => err.code === 'invalid_argument', String(bad))
+  }
+})
