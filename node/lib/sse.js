@@ -98,6 +98,11 @@ class SseParser {
   get droppedEvents() {
     return this.#native.droppedEvents
   }
+
+  /** Total bytes fed so far. */
+  get bytesFed() {
+    return this.#native.bytesFed
+  }
 }
 
 module.exports = { SseParser }

@@ -319,6 +319,12 @@ impl NativeSseParser {
     pub fn dropped_events(&self) -> napi::Result<f64> {
         guard::sync(|| Ok(self.inner.dropped_events() as f64))
     }
+
+    /// Total bytes fed so far (Python's `bytes_fed`).
+    #[napi(getter)]
+    pub fn bytes_fed(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.bytes_fed() as f64))
+    }
 }
 
 #[cfg(test)]

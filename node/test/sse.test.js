@@ -282,3 +282,12 @@ test('ASCII and non-ASCII events mixed in one batch slice correctly (Latin-1 and
   // Back to an all-ASCII batch after a wide one.
   assert.deepEqual(parser.feed(Buffer.from('data: seven\n\n')), [{ event: 'message', data: 'seven', id: '' }])
 })
+
+test('bytesFed counts every byte fed, like Python bytes_fed', () => {
+  const parser = new SseParser()
+  assert.equal(parser.bytesFed, 0)
+  parser.feed(Buffer.from('data: a'))
+  parser.feed(new Uint8Array(0))
+  parser.feed(Buffer.from('bc\n\n: comment\n'))
+  assert.equal(parser.bytesFed, 7 + 14)
+})
