@@ -152,6 +152,8 @@ export declare class SseParser {
   get lastEventId(): string
   /** Events dropped for exceeding `maxEventBytes`. */
   get droppedEvents(): number
+  /** Total bytes fed so far (Python's `bytes_fed`). */
+  get bytesFed(): number
 }
 export type NativeSseParser = SseParser
 
@@ -346,6 +348,8 @@ export interface ClientOptions {
   maxRetries?: number
   /** The first backoff ceiling in milliseconds (default 500; doubles on each retry). */
   retryBaseDelayMs?: number
+  /** The largest backoff ceiling in milliseconds (default 32,000). */
+  retryMaxDelayMs?: number
   /** Watchdog timeouts. */
   timeouts?: ClientTimeouts
   /** Extra headers sent with every request. */
@@ -417,9 +421,15 @@ export interface ExecutorOptions {
   cleanupGraceMs?: number
   /** Result limit in characters for tools that declare none (default 50,000, the core's). */
   defaultMaxResultChars?: number
-  /** Aggregate limit of one turn's results in characters; `Infinity` disables it. */
+  /**
+   * Aggregate limit of one turn's results in characters (default 200,000, the core's);
+   * `Infinity` disables it.
+   */
   turnBudgetChars?: number
-  /** Directory for the spill files of oversized results (default: the OS temp dir). */
+  /**
+   * Directory for the spill files of oversized results (default: `ferroloop-tool-results` in
+   * the OS temp dir).
+   */
   spillDir?: string
 }
 
@@ -469,6 +479,8 @@ export interface TokenCount {
 export interface ToolSpec {
   /** The tool's name, as the model calls it. */
   name: string
+  /** What the tool does, told to the model in its definition (default: none). */
+  description?: string
   /** Calls may run in parallel with other safe calls (default false: the call runs alone). */
   concurrencySafe?: boolean
   /** Per-call timeout in milliseconds. */

@@ -166,6 +166,8 @@ export declare class SseParser {
   readonly lastEventId: string
   /** Events dropped for exceeding `maxEventBytes`. */
   readonly droppedEvents: number
+  /** Total bytes fed so far. */
+  readonly bytesFed: number
 }
 
 /** @internal Panics inside the native panic boundary (used by the test suite). */
@@ -219,6 +221,8 @@ export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => 
 /** A tool declaration. */
 export interface ToolDeclaration<Input = any> {
   name: string
+  /** What the tool does: sent to the model in the tool's definition (an `Agent` run). */
+  description?: string
   /**
    * May run in parallel with other safe calls (default false: runs alone, a barrier). A
    * function decides per call from the input, once: when the call is submitted to `run()` or
@@ -240,15 +244,15 @@ export interface ToolDeclaration<Input = any> {
 export interface ToolExecutorOptions {
   /** At most this many calls at once (default 10). */
   maxConcurrency?: number
-  /** Timeout for tools that declare none, in milliseconds. */
+  /** Timeout for tools that declare none, in milliseconds (default: none). */
   defaultTimeoutMs?: number
   /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
   cleanupGraceMs?: number
-  /** Result limit for tools that declare none, in characters. */
+  /** Result limit for tools that declare none, in characters (default 50,000). */
   defaultMaxResultChars?: number
-  /** Aggregate limit of one turn's results in characters; Infinity disables it. */
+  /** Aggregate limit of one turn's results in characters (default 200,000); Infinity disables it. */
   turnBudgetChars?: number
-  /** Directory for spill files of oversized results. */
+  /** Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS temp dir). */
   spillDir?: string
 }
 
@@ -436,6 +440,8 @@ export interface ClientOptions {
   maxRetries?: number
   /** The first backoff ceiling in milliseconds (default 500, doubling per retry, full jitter). */
   retryBaseDelayMs?: number
+  /** The largest backoff ceiling in milliseconds (default 32,000). */
+  retryMaxDelayMs?: number
   timeouts?: ClientTimeouts
   /** Extra headers sent with every request. */
   headers?: Record<string, string>
