@@ -41,6 +41,7 @@ const calls = {
   'SseParser.takeOffsets': (o) => o.takeOffsets(new Uint8Array(64)),
   'SseParser.finish': (o) => o.finish(),
   'SseParser.droppedEvents': (o) => o.droppedEvents,
+  'SseParser.bytesFed': (o) => o.bytesFed,
   'SseParser.lastEventId': (o) => o.lastEventId,
   'SseParser.retry': (o) => o.retry,
   'StreamDecoder.new': () => new native.StreamDecoder({ provider: 'anthropic' }),
