@@ -1314,6 +1314,27 @@ async fn extra_tools_that_are_not_an_array_stop_the_run_before_any_request() {
     assert_eq!(requests.load(Ordering::SeqCst), 0);
 }
 
+/// An empty model name is refused before any request, whichever binding built the config.
+#[tokio::test]
+async fn an_empty_model_name_is_refused_before_any_request() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = Arc::new(ScriptedModel::new(move |_, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply(request, vec![text("hi")], "end_turn")
+    }));
+    let agent = Agent::new(AgentConfig::new(" "), model, executor(Default::default()));
+    match collect(&agent, "go").await.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert_eq!(error, "invalid configuration: the model name is empty"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+}
+
 /// An empty continuation prompt would be sent as an empty user message at the first
 /// `max_tokens` stop, deep into a run; the configuration is refused up front instead, unless
 /// continuations are off.

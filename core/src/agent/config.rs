@@ -116,9 +116,15 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: extra `tools` that are not an array, and an empty continuation prompt while
-    /// `max_tokens` stops are continued (it would be sent as an empty user message).
+    /// mid-run: an empty model name, extra `tools` that are not an array, and an empty
+    /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
+    /// user message).
     pub fn check(&self) -> Result<(), String> {
+        // Every binding builds this from the host's options: refused here once rather than by
+        // each (Node refused it at construction, Python sent it and got the provider's 400).
+        if self.model.trim().is_empty() {
+            return Err("the model name is empty".to_owned());
+        }
         if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
             return Err(format!(
                 "extra \"tools\" must be an array of tool definitions, not {tools}"
