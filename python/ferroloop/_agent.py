@@ -79,7 +79,10 @@ class Agent:
     default the current directory), or a list mixing one executor and names. ``max_turns``
     (default 50) caps model calls, ``max_tokens`` (default 8192) is each request's output
     limit, ``token_budget`` caps input + output tokens over a run, ``max_continuations``
-    (default 3) how often a ``max_tokens`` stop is continued; ``extra`` fields (temperature,
+    (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``
+    (default 5) how many recent tool results microcompact keeps when the context fills up (the
+    last turn's, not yet read by the model, are always kept), ``tokenizer`` (default
+    ``"claude"``) the family of the loop's token estimates; ``extra`` fields (temperature,
     thinking, metadata, ...) are merged into every request, except ``tools``, a list added to
     the tools' definitions: tools the provider runs itself, such as Anthropic's
     ``{"type": "web_search_20250305", "name": "web_search"}``.
@@ -99,6 +102,8 @@ class Agent:
         max_continuations: Optional[int] = None,
         prompt_caching: bool = True,
         extra: Optional[dict[str, Any]] = None,
+        keep_recent_tool_results: Optional[int] = None,
+        tokenizer: Optional[str] = None,
     ) -> None:
         executor: Optional[ToolExecutor] = None
         names: list[str] = []
@@ -132,6 +137,8 @@ class Agent:
             max_continuations=max_continuations,
             prompt_caching=prompt_caching,
             extra=extra,
+            keep_recent_tool_results=keep_recent_tool_results,
+            tokenizer=tokenizer,
         )
 
     @property

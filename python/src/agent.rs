@@ -12,6 +12,7 @@ use futures_util::FutureExt;
 
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, AgentRun, Model};
 use ferroloop::exec::{CancellationToken, ExecutorConfig, Tool, ToolExecutor, ToolRegistry};
+use ferroloop::tokens::UnknownFamily;
 use ferroloop::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -39,7 +40,7 @@ pub(crate) struct PyAgent {
 #[pymethods]
 impl PyAgent {
     #[new]
-    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None))]
+    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -55,6 +56,8 @@ impl PyAgent {
         max_continuations: Option<u32>,
         prompt_caching: bool,
         extra: Option<&Bound<'_, PyAny>>,
+        keep_recent_tool_results: Option<usize>,
+        tokenizer: Option<&str>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
             let model_client = client.get().client(py)?;
@@ -103,6 +106,14 @@ impl PyAgent {
                 config.max_continuations = continuations;
             }
             config.prompt_caching = prompt_caching;
+            if let Some(keep) = keep_recent_tool_results {
+                config.keep_recent_tool_results = keep;
+            }
+            if let Some(name) = tokenizer {
+                config.family = name
+                    .parse()
+                    .map_err(|err: UnknownFamily| PyValueError::new_err(err.to_string()))?;
+            }
             if let Some(extra) = extra {
                 match py_to_value(extra).map_err(PyValueError::new_err)? {
                     Value::Object(fields) => config.extra = fields,

@@ -443,3 +443,91 @@ async def test_a_paused_server_tool_turn_is_continued_and_a_refusal_is_its_own_r
     continued = requests[1]["messages"]
     assert continued[-1]["role"] == "assistant"
     assert continued[-1]["content"][1]["id"] == "srvtoolu_1"
+
+
+def compaction_script() -> dict[str, Any]:
+    """Two tool turns, the second reporting a context deep in the warning zone (so the loop
+    microcompacts before the third request), then the answer."""
+    return {
+        "responses": [
+            turn([tool_use("toolu_a1", "echo", {"n": 1}), tool_use("toolu_a2", "echo", {"n": 2})], "tool_use"),
+            {
+                "body": {
+                    "events": anthropic_events(
+                        [tool_use("toolu_b1", "echo", {"n": 3})], stop_reason="tool_use", input_tokens=150_000
+                    )
+                },
+                "chunk_bytes": 97,
+            },
+            turn([{"type": "text", "text": "done"}], "end_turn"),
+        ]
+    }
+
+
+@pytest.mark.asyncio
+async def test_keep_recent_tool_results_is_the_microcompact_setting_like_node(replay: Replay) -> None:
+    # Node's `keepRecentToolResults`: how many old tool results microcompact keeps (default 5).
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    async def run(**options: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        server = replay(compaction_script())
+        async with client_for(server) as client:
+            agent = ferroloop.Agent(client, model="m", tools=executor, **options)
+            events = [event async for event in agent.run("go")]
+        assert events[-1]["reason"] == "end_turn"
+        return events, [
+            block
+            for message in json.loads(server.requests()[2]["body"])["messages"]
+            if message["role"] == "user" and isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+
+    events, _ = await run()
+    assert [e for e in events if e["type"] == "context"] == []
+
+    events, blocks = await run(keep_recent_tool_results=0)
+    contexts = [e for e in events if e["type"] == "context"]
+    assert len(contexts) == 1 and contexts[0]["action"] == "microcompact" and contexts[0]["cleared"] == 2
+    by_id = {block["tool_use_id"]: json.dumps(block["content"]) for block in blocks}
+    assert "cleared" in by_id["toolu_a1"] and "cleared" in by_id["toolu_a2"]
+    # The last turn's result, not read by the model yet, is kept whatever the setting says.
+    assert "echo 3" in by_id["toolu_b1"]
+
+
+@pytest.mark.asyncio
+async def test_tokenizer_picks_the_estimates_family_like_node(replay: Replay) -> None:
+    # Node's `tokenizer` option: the family the loop's estimates use.
+    prompt = "東京都の天気を教えてください。" * 40
+
+    async def estimate(**options: Any) -> int:
+        server = replay({"responses": [turn([{"type": "text", "text": "ok"}], "end_turn")]})
+        async with client_for(server) as client:
+            events = [e async for e in ferroloop.Agent(client, model="m", **options).run(prompt)]
+        return int(next(e for e in events if e["type"] == "turn_start")["estimated_input_tokens"])
+
+    claude, o200k = await estimate(), await estimate(tokenizer="o200k")
+    assert claude == await estimate(tokenizer="claude")
+    assert o200k != claude
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    with pytest.raises(ValueError, match="nope"):
+        ferroloop.Agent(client, model="m", tokenizer="nope")
+    with pytest.raises((ValueError, OverflowError)):
+        ferroloop.Agent(client, model="m", keep_recent_tool_results=-1)
+
+
+@pytest.mark.asyncio
+async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Replay) -> None:
+    # Node refuses `model: ''` at construction; Python sent the request and got the provider's
+    # 400. The core's configuration check now stops the run first, for every binding.
+    server = replay({"responses": [turn([{"type": "text", "text": "hi"}], "end_turn")]})
+    async with client_for(server) as client:
+        events = [e async for e in ferroloop.Agent(client, model="").run("go")]
+    assert [e["type"] for e in events] == ["stop"]
+    assert events[0]["reason"] == "error"
+    assert events[0]["error"] == "invalid configuration: the model name is empty"
+    assert server.requests() == []
