@@ -3,7 +3,7 @@
 - ``SseParser``: a zero-copy WHATWG Server-Sent-Events parser (feed bytes, get events).
 - ``StreamDecoder``: provider stream decoding (Anthropic, OpenAI Chat, OpenAI Responses) and
   accumulation into the provider's final message shape.
-- ``estimate_tokens``, ``ContextBudget``, ``ContextTracker``: token estimation per tokenizer
+- ``estimate_tokens``, ``estimate_request`` (by part), ``ContextBudget``, ``ContextTracker``: token estimation per tokenizer
   family, Claude Code's context thresholds, usage-anchored conversation counts.
 - ``Client``: the streaming HTTP client (Anthropic, OpenAI Chat, OpenAI Responses) with
   retries, backoff and stream watchdogs.
@@ -43,6 +43,7 @@ from ._native import (
     ToolContext,
     __version__,
     count_tokens,
+    estimate_request,
     estimate_tokens,
     has_exact_counting,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "SseParser",
     "StreamDecoder",
     "estimate_tokens",
+    "estimate_request",
     "count_tokens",
     "has_exact_counting",
     "Client",

@@ -73,6 +73,35 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
 }
 
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).
+/// Estimates a request body (a dict with `system`, `tools`, `messages`) by part: a dict with
+/// `system`, `tools`, `messages`, `overhead` and `total` (what Node's `estimateRequest` and C's
+/// `fl_tokens_estimate_request` give; `estimate_tokens(body)` is the `total`).
+#[pyfunction]
+#[pyo3(signature = (body, *, tokenizer = "claude"))]
+fn estimate_request<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    tokenizer: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    shield(py, "estimate_request", || {
+        let family = family(tokenizer)?;
+        if body.cast::<PyDict>().is_err() {
+            return Err(PyTypeError::new_err(
+                "estimate_request takes a request dict (system, tools, messages)",
+            ));
+        }
+        let value = json_of(body)?;
+        let estimate = py.detach(|| estimate_request_body(&value, family));
+        let dict = PyDict::new(py);
+        dict.set_item("system", estimate.system)?;
+        dict.set_item("tools", estimate.tools)?;
+        dict.set_item("messages", estimate.messages)?;
+        dict.set_item("overhead", estimate.overhead)?;
+        dict.set_item("total", estimate.total())?;
+        Ok(dict)
+    })
+}
+
 #[pyclass(module = "ferroloop._native", name = "ContextBudget", frozen)]
 struct PyContextBudget {
     budget: ContextBudget,
@@ -287,6 +316,28 @@ impl PyContextTracker {
         self.tracker.correction()
     }
 
+    /// Overrides the correction factor (e.g. restored from an earlier session with the same
+    /// model); the core clamps it to its range. Not positive and finite: `ValueError`.
+    #[setter]
+    fn set_correction(&mut self, py: Python<'_>, correction: f64) -> PyResult<()> {
+        shield(py, "ContextTracker.correction", || {
+            // The core ignores a non-finite value silently; a caller setting one has a bug.
+            if !(correction.is_finite() && correction > 0.0) {
+                return Err(PyValueError::new_err(format!(
+                    "correction must be a positive number, got {correction}"
+                )));
+            }
+            self.tracker.set_correction(correction);
+            Ok(())
+        })
+    }
+
+    /// Total bytes fed to the estimator so far (unchanged messages cost nothing again).
+    #[getter]
+    fn bytes_estimated(&self) -> u64 {
+        self.tracker.bytes_estimated()
+    }
+
     /// The tokenizer family.
     #[getter]
     fn tokenizer(&self) -> &'static str {
@@ -343,6 +394,7 @@ fn has_exact_counting() -> bool {
 /// Adds the token functions and classes to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(estimate_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(estimate_request, module)?)?;
     module.add_function(wrap_pyfunction!(count_tokens, module)?)?;
     module.add_function(wrap_pyfunction!(has_exact_counting, module)?)?;
     module.add_class::<PyContextBudget>()?;

@@ -80,6 +80,10 @@ async def s_estimate() -> Call:
     return lambda: ferroloop.estimate_tokens("hello")
 
 
+async def s_estimate_request() -> Call:
+    return lambda: ferroloop.estimate_request({"messages": [{"role": "user", "content": "hi"}]})
+
+
 async def s_count() -> Call:
     return lambda: ferroloop.count_tokens("hello", "o200k")
 
@@ -99,6 +103,7 @@ async def s_tracker(method: str) -> Call:
         "truncate": lambda: tracker.truncate(0),
         "record_usage": lambda: tracker.record_usage({"input_tokens": 1, "output_tokens": 1}),
         "tokens": tracker.tokens,
+        "correction": lambda: setattr(tracker, "correction", 1.2),
     }
     return calls[method]
 
@@ -176,11 +181,12 @@ ENTRY_POINTS: dict[str, Setup] = {
     "StreamDecoder.__init__": s_decoder_init,
     **{f"StreamDecoder.{m}": bind(s_decoder, m) for m in ["feed", "message", "is_complete", "finish"]},
     "estimate_tokens": s_estimate,
+    "estimate_request": s_estimate_request,
     "count_tokens": s_count,
     "ContextBudget.__init__": s_budget_init,
     **{
         f"ContextTracker.{m}": bind(s_tracker, m)
-        for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens"]
+        for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens", "correction"]
     },
     **{f"ToolExecutor.{m}": bind(s_executor, m) for m in ["__init__", "register", "run", "turn"]},
     **{f"Turn.{m}": bind(s_turn, m) for m in ["submit", "seal", "cancel", "discard", "next_event", "finish"]},

@@ -112,3 +112,43 @@ def test_count_tokens_without_the_feature_raises_a_clear_error() -> None:
     with pytest.raises(ferroloop.ExactCountingUnavailableError, match="feature `exact`"):
         ferroloop.count_tokens("hello world", "o200k")
     assert issubclass(ferroloop.ExactCountingUnavailableError, ferroloop.FerroloopError)
+
+
+def test_context_tracker_correction_can_be_restored_and_work_is_counted_like_node() -> None:
+    # Node's `tracker.correction = x` and `bytesEstimated`: a host carries the learned correction
+    # over from an earlier session, and can check that re-estimating costs nothing.
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "What is in the repo? " * 40})
+    raw = tracker.tokens()["tokens"]
+    tracker.correction = 1.5
+    assert tracker.correction == 1.5
+    assert tracker.tokens()["tokens"] > raw
+    for bad in (-1.0, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            tracker.correction = bad
+    assert tracker.correction == 1.5
+
+    estimated = tracker.bytes_estimated
+    assert estimated > 0
+    tracker.replace_messages([{"role": "user", "content": "What is in the repo? " * 40}])
+    assert tracker.bytes_estimated == estimated
+
+
+def test_estimate_request_gives_the_parts_like_node_and_c() -> None:
+    body = {
+        "system": "You are terse.",
+        "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "Summarise the file. " * 20}],
+    }
+    parts = ferroloop.estimate_request(body)
+    assert set(parts) == {"system", "tools", "messages", "overhead", "total"}
+    assert all(parts[k] > 0 for k in ("system", "tools", "messages"))
+    assert parts["total"] == parts["system"] + parts["tools"] + parts["messages"] + parts["overhead"]
+    assert parts["total"] == ferroloop.estimate_tokens(body)
+    assert ferroloop.estimate_request(body, tokenizer="o200k")["total"] == ferroloop.estimate_tokens(
+        body, tokenizer="o200k"
+    )
+    with pytest.raises(TypeError):
+        ferroloop.estimate_request("not a request")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ferroloop.estimate_request(body, tokenizer="nope")  # type: ignore[arg-type]
