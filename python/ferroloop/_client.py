@@ -79,7 +79,9 @@ class Client:
     failures before the first event. Timeouts are in seconds: ``timeout`` (the whole request,
     retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),
     ``first_event_timeout`` (90), ``idle_timeout`` (90, between two events), ``stall_notice``
-    (30, reported once as a ``stalled`` event).
+    (30, reported once as a ``stalled`` event). ``anthropic_version`` is the
+    ``anthropic-version`` header (default ``"2023-06-01"``), ``anthropic_beta`` the
+    ``anthropic-beta`` flags.
 
     Use as ``async with Client(...) as client:``; requests must be made from a coroutine.
     """
@@ -102,6 +104,7 @@ class Client:
         headers: Optional[dict[str, str]] = None,
         anthropic_beta: Optional[list[str]] = None,
         from_env: bool = True,
+        anthropic_version: Optional[str] = None,
     ) -> None:
         self._native = _native._Client(
             provider,
@@ -119,6 +122,7 @@ class Client:
             headers=list(headers.items()) if headers else None,
             anthropic_beta=anthropic_beta,
             from_env=from_env,
+            anthropic_version=anthropic_version,
         )
 
     @property

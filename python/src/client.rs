@@ -70,7 +70,7 @@ impl PyClient {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (provider = "anthropic", *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true))]
+    #[pyo3(signature = (provider = "anthropic", *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true, anthropic_version = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -89,6 +89,7 @@ impl PyClient {
         headers: Option<Vec<(String, String)>>,
         anthropic_beta: Option<Vec<String>>,
         from_env: bool,
+        anthropic_version: Option<String>,
     ) -> PyResult<Self> {
         shield(py, "Client.__init__", || {
             let provider = Provider::from_name(provider).ok_or_else(|| {
@@ -138,6 +139,9 @@ impl PyClient {
                 }
             }
             config.headers.extend(headers.unwrap_or_default());
+            if let Some(version) = anthropic_version {
+                config.anthropic_version = version;
+            }
             config
                 .anthropic_beta
                 .extend(anthropic_beta.unwrap_or_default());

@@ -290,3 +290,15 @@ def test_bad_configuration_is_a_value_error() -> None:
         ferroloop.Client("anthropic", base_url="not a url", from_env=False)
     with pytest.raises(ValueError):
         ferroloop.Client("anthropic", timeout=-1.0, from_env=False)
+
+
+@pytest.mark.asyncio
+async def test_anthropic_version_sets_the_header_like_node(replay: Replay) -> None:
+    # Node's `anthropicVersion`: the `anthropic-version` header (default "2023-06-01").
+    server = replay({"responses": [{"body": BASIC}, {"body": BASIC}]})
+    async with client_for(server) as default, client_for(server, anthropic_version="2099-01-01") as pinned:
+        await default.stream(**REQUEST).until_done()
+        await pinned.stream(**REQUEST).until_done()
+    first, second = server.requests()
+    assert header(first, "anthropic-version") == "2023-06-01"
+    assert header(second, "anthropic-version") == "2099-01-01"
