@@ -116,11 +116,13 @@ class ToolExecutor:
     """Runs tool calls concurrently: safe calls in parallel (at most ``max_concurrency``),
     unsafe calls alone, results in request order.
 
-    ``max_result_chars`` is the default result size limit (larger results are spilled to a file
-    in ``spill_dir`` and replaced by a preview); ``turn_budget_chars`` is the aggregate limit of
-    one turn's results (over it, the largest results are spilled, largest first; ``None``
-    disables it); ``default_timeout`` (seconds) applies to tools that declare none;
-    ``cleanup_grace`` is how long a cancelled tool may take to stop.
+    ``max_result_chars`` is the default result size limit (default 50,000 characters; larger
+    results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,
+    and replaced by a preview); ``turn_budget_chars`` is the aggregate limit of one turn's
+    results (default 200,000 characters; over it, the largest results are spilled, largest
+    first; ``None`` disables it); ``default_timeout`` (seconds; default none) applies to tools
+    that declare none; ``cleanup_grace`` (seconds, default 5) is how long a cancelled tool may
+    take to stop.
     """
 
     def __init__(

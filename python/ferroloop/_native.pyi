@@ -78,6 +78,10 @@ _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base",
 def estimate_tokens(obj: Union[str, bytes, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
     """Estimates the tokens of text, a list of messages, a message, a block or a request body."""
 
+def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
+    """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and
+    ``total`` (``estimate_tokens(body)`` is the ``total``)."""
+
 @final
 class ContextBudget:
     """Context thresholds for one model (Claude Code's defaults, configurable)."""
@@ -124,7 +128,15 @@ class ContextTracker:
     def tokens(self) -> dict[str, Any]:
         """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}``."""
     @property
-    def correction(self) -> float: ...
+    def correction(self) -> float:
+        """The learned correction factor applied to estimates; settable (e.g. restored from an
+        earlier session with the same model; clamped to 0.8..1.6; ``ValueError`` unless
+        positive and finite)."""
+    @correction.setter
+    def correction(self, value: float) -> None: ...
+    @property
+    def bytes_estimated(self) -> int:
+        """Total bytes fed to the estimator so far (unchanged messages cost nothing again)."""
     @property
     def tokenizer(self) -> str: ...
     def __len__(self) -> int: ...
@@ -215,6 +227,7 @@ class _Client:
         headers: Optional[list[tuple[str, str]]] = None,
         anthropic_beta: Optional[list[str]] = None,
         from_env: bool = True,
+        anthropic_version: Optional[str] = None,
     ) -> None: ...
     @property
     def provider(self) -> str: ...
@@ -247,6 +260,8 @@ class _Agent:
         max_continuations: Optional[int] = None,
         prompt_caching: bool = True,
         extra: Optional[dict[str, Any]] = None,
+        keep_recent_tool_results: Optional[int] = None,
+        tokenizer: Optional[str] = None,
     ) -> None: ...
     @property
     def tool_names(self) -> list[str]: ...
