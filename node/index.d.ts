@@ -358,6 +358,8 @@ export interface ClientOptions {
   anthropicVersion?: string
   /** `anthropic-beta` flags. */
   anthropicBeta?: Array<string>
+  /** Read the API key, base URL and proxies from the environment (default true). */
+  fromEnv?: boolean
 }
 
 /** Watchdog timeouts, in milliseconds. */

@@ -187,16 +187,17 @@ class MessageStream {
 
 function nativeOptions(options) {
   if (!isObject(options)) throw new InvalidArgumentError('Client options must be an object')
-  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta } = options
+  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv } = options
   if (provider !== undefined && !PROVIDERS.has(provider)) {
     throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
   }
   if (maxRetries !== undefined && !(Number.isInteger(maxRetries) && maxRetries >= 0)) {
     throw new InvalidArgumentError('maxRetries must be a non-negative integer')
   }
+  if (fromEnv !== undefined && typeof fromEnv !== 'boolean') throw new InvalidArgumentError('fromEnv must be a boolean')
   if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
   if (headers !== undefined && !isObject(headers)) throw new InvalidArgumentError('headers must be an object')
-  return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta }
+  return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv }
 }
 
 function requestJson(request, what) {

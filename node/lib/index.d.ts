@@ -432,9 +432,9 @@ export interface ClientTimeouts {
 export interface ClientOptions {
   /** Default `anthropic`. */
   provider?: Provider
-  /** Default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`. */
+  /** Default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` (unless `fromEnv: false`). */
   apiKey?: string
-  /** Default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, else the public endpoint. */
+  /** Default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` (unless `fromEnv: false`), else the public endpoint. */
   baseUrl?: string
   /** Retries after the first attempt (default 10; 0 disables retries). */
   maxRetries?: number
@@ -447,6 +447,8 @@ export interface ClientOptions {
   headers?: Record<string, string>
   anthropicVersion?: string
   anthropicBeta?: string[]
+  /** Read `apiKey`, `baseUrl` and proxies from the environment when not given (default true). */
+  fromEnv?: boolean
 }
 
 /** Per-request options. */

@@ -63,6 +63,8 @@ pub struct ClientOptions {
     pub anthropic_version: Option<String>,
     /// `anthropic-beta` flags.
     pub anthropic_beta: Option<Vec<String>>,
+    /// Read the API key, base URL and proxies from the environment (default true).
+    pub from_env: Option<bool>,
 }
 
 /// The core configuration for `options`: environment defaults, then the explicit options.
@@ -75,7 +77,11 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
             ))
         })?,
     };
-    let mut config = ClientConfig::from_env(provider);
+    let mut config = if options.from_env.unwrap_or(true) {
+        ClientConfig::from_env(provider)
+    } else {
+        ClientConfig::new(provider)
+    };
     if let Some(url) = options.base_url {
         config = config.with_base_url(url);
     }

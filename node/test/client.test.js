@@ -258,3 +258,19 @@ test('retryMaxDelayMs caps the backoff, like Python retry_max_delay', async () =
     assert.throws(() => new Client({ apiKey: 'k', retryMaxDelayMs: bad }), (err) => err.code === 'invalid_argument', String(bad))
   }
 })
+
+test('fromEnv: false ignores the environment, like Python from_env=False', () => {
+  const saved = { key: process.env.ANTHROPIC_API_KEY, url: process.env.ANTHROPIC_BASE_URL }
+  process.env.ANTHROPIC_BASE_URL = 'http://127.0.0.1:9/from-env'
+  try {
+    assert.equal(new Client().baseUrl, 'http://127.0.0.1:9/from-env')
+    assert.equal(new Client({ fromEnv: false }).baseUrl, 'https://api.anthropic.com')
+    assert.equal(new Client({ fromEnv: false, baseUrl: 'http://127.0.0.1:9' }).baseUrl, 'http://127.0.0.1:9')
+    assert.throws(() => new Client({ fromEnv: 'no' }), (err) => err.code === 'invalid_argument')
+  } finally {
+    for (const [name, value] of [['ANTHROPIC_API_KEY', saved.key], ['ANTHROPIC_BASE_URL', saved.url]]) {
+      if (value === undefined) delete process.env[name]
+      else process.env[name] = value
+    }
+  }
+})
