@@ -384,7 +384,8 @@ void fl_decoder_free(fl_decoder *decoder);
 /**
  * Turns the recording of typed events on or off (on by default). Off, the decoder only
  * accumulates the message, with no per-event allocation, and `fl_decoder_next_event` yields
- * nothing.
+ * only the tool-call sealing events (`tool_use_ready`, `tool_use_invalid`,
+ * `tool_use_truncated`), which a host needs to start calls while the message streams.
  *
  * # Safety
  * `decoder` must be a live decoder not used concurrently.
@@ -534,6 +535,11 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * unknown tool, an invalid input, a timeout or a cancellation yields an `is_error` result. The
  * view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
  * `fl_executor_free`.
+ *
+ * Result sizes are budgeted with the core's defaults, which C cannot change: a result over
+ * 50,000 characters, or the largest results of a run whose results exceed 200,000 characters
+ * in total, are written to a spill file (`<system temp dir>/ferroloop-tool-results/`) and
+ * replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
  * see `fl_tool_call_cancelled`) and the queued ones never start.

@@ -117,7 +117,8 @@ pub unsafe extern "C" fn fl_decoder_free(decoder: *mut fl_decoder) {
 
 /// Turns the recording of typed events on or off (on by default). Off, the decoder only
 /// accumulates the message, with no per-event allocation, and `fl_decoder_next_event` yields
-/// nothing.
+/// only the tool-call sealing events (`tool_use_ready`, `tool_use_invalid`,
+/// `tool_use_truncated`), which a host needs to start calls while the message streams.
 ///
 /// # Safety
 /// `decoder` must be a live decoder not used concurrently.

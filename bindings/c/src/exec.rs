@@ -404,6 +404,11 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
 /// `fl_executor_free`.
 ///
+/// Result sizes are budgeted with the core's defaults, which C cannot change: a result over
+/// 50,000 characters, or the largest results of a run whose results exceed 200,000 characters
+/// in total, are written to a spill file (`<system temp dir>/ferroloop-tool-results/`) and
+/// replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
+///
 /// `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
 /// see `fl_tool_call_cancelled`) and the queued ones never start.
 ///

@@ -228,6 +228,43 @@ static void check_arguments(void) {
     fl_decoder_free(NULL);
 }
 
+/* With typed events off, the sealing events still come (what the executor needs to start a
+ * call), as in Python and Node; the other events do not. */
+static void check_sealing_events_without_recording(void) {
+    static const char stream[] =
+        "event: message_start\n"
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+        "\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,"
+        "\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+        "event: content_block_start\n"
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+        "event: content_block_delta\n"
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+        "event: content_block_stop\n"
+        "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+        "event: content_block_start\n"
+        "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\","
+        "\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}\n\n"
+        "event: content_block_delta\n"
+        "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\","
+        "\"partial_json\":\"{\\\"path\\\":\\\"a\\\"}\"}}\n\n"
+        "event: content_block_stop\n"
+        "data: {\"type\":\"content_block_stop\",\"index\":1}\n\n";
+    fl_decoder *decoder = NULL;
+    const char *json = NULL;
+    size_t len = 0;
+    bool has = false;
+    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    CHECK_OK(fl_decoder_set_record_events(decoder, false));
+    CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)stream, sizeof stream - 1));
+    CHECK_OK(fl_decoder_next_event(decoder, &json, &len, &has));
+    CHECK(has && strncmp(json, "{\"type\":\"tool_use_ready\"", 24) == 0 &&
+          strstr(json, "\"id\":\"toolu_1\"") != NULL);
+    CHECK_OK(fl_decoder_next_event(decoder, &json, &len, &has));
+    CHECK(!has);
+    fl_decoder_free(decoder);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     /* The comparison itself: numbers by value, everything else exactly. */
@@ -257,5 +294,6 @@ int main(int argc, char **argv) {
     }
     check_failures(root);
     check_arguments();
+    check_sealing_events_without_recording();
     return check_summary("test_decode");
 }
