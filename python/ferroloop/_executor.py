@@ -46,9 +46,10 @@ class Turn:
     """A streaming turn: ``submit`` calls as the model's stream seals them, ``seal`` at the end,
     and ``async for event in turn`` to follow it. Calls start as soon as they are submitted.
 
-    Events are dicts with a ``"type"``: ``started``, ``progress``, ``finished`` (as they happen)
-    and ``result`` (one per call, in submission order, with the ``tool_result`` dict under
-    ``"result"``). Every submitted call gets exactly one result, even when cancelled.
+    Events are dicts with a ``"type"``: ``started``, ``progress``, ``finished``, ``detached`` (a
+    cancelled or timed-out call that outlived its cleanup grace; its result is produced anyway)
+    as they happen, and ``result`` (one per call, in submission order, with the ``tool_result``
+    dict under ``"result"``). Every submitted call gets exactly one result, even when cancelled.
     """
 
     def __init__(self, native: _native._Turn) -> None:
