@@ -173,8 +173,8 @@ class ToolExecutor:
         description: Optional[str] = None,
     ) -> Any:
         """Registers a tool (a decorator). The function gets the input dict and, if it takes a
-        second parameter, a ``ToolContext`` (``tool_use_id``, ``progress(...)``,
-        ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
+        second parameter, a ``ToolContext`` (``tool_use_id``, ``name``, ``index``,
+        ``progress(...)``, ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
         worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
         result. ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a

@@ -148,6 +148,9 @@ class ToolContext:
     @property
     def tool_use_id(self) -> str: ...
     @property
+    def name(self) -> str:
+        """The tool's name, as the model called it."""
+    @property
     def index(self) -> int: ...
     @property
     def cancelled(self) -> bool: ...

@@ -93,6 +93,7 @@ impl Tool for PyTool {
         let extra: Option<ExtraArg> = self.takes_context.then(|| {
             let context = PyToolContext {
                 tool_use_id: ctx.tool_use_id().to_owned(),
+                name: self.name.clone(),
                 index: ctx.index(),
                 progress: ctx.progress_sender(),
                 cancel: ctx.cancellation_token().clone(),
@@ -167,6 +168,8 @@ fn output_of(value: Value) -> ToolOutput {
 #[pyclass(module = "ferroloop._native", name = "ToolContext", frozen)]
 struct PyToolContext {
     tool_use_id: String,
+    /// The name the call was made under (one function may be registered under several).
+    name: String,
     index: usize,
     progress: ProgressSender,
     cancel: CancellationToken,
@@ -178,6 +181,12 @@ impl PyToolContext {
     #[getter]
     fn tool_use_id(&self) -> &str {
         &self.tool_use_id
+    }
+
+    /// The tool's name, as the model called it.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
     }
 
     /// The call's position in its turn (from 0).
@@ -206,8 +215,8 @@ impl PyToolContext {
 
     fn __repr__(&self) -> String {
         format!(
-            "ToolContext(tool_use_id={:?}, index={})",
-            self.tool_use_id, self.index
+            "ToolContext(tool_use_id={:?}, name={:?}, index={})",
+            self.tool_use_id, self.name, self.index
         )
     }
 }

@@ -619,3 +619,17 @@ async def test_unconvertible_or_too_deep_values_are_errors_not_crashes() -> None
         deep = {"d": deep}
     with pytest.raises(ValueError, match="nested more than"):
         await ex.run([use(3, "give", what=deep)])
+
+
+@pytest.mark.asyncio
+async def test_context_names_the_tool_like_node() -> None:
+    # Node's `ctx.name`: one function registered under two names can tell which was called.
+    ex = ferroloop.ToolExecutor()
+
+    def which(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        return ctx.name
+
+    ex.tool("first")(which)
+    ex.tool("second")(which)
+    results = await ex.run([use("a", "first"), use("b", "second")])
+    assert [r["content"] for r in results] == ["first", "second"]
