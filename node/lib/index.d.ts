@@ -331,8 +331,11 @@ export declare class StreamDecoder {
   finish(): any
 }
 
-/** A tokenizer family for estimates. `claude` (current Claude models) is the default. */
-export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k'
+/**
+ * A tokenizer family for estimates. `claude` (current Claude models) is the default;
+ * `o200k_base` and `cl100k_base` are accepted aliases of `o200k` and `cl100k` (as in Python).
+ */
+export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k_base' | 'cl100k_base'
 
 /** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
 export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
