@@ -624,3 +624,17 @@ async fn bash_runs_in_its_own_session_without_a_terminal() {
     assert_eq!(ids[0], ids[1], "{out}");
     assert_eq!(lines.next(), Some("no-tty"), "{out}");
 }
+
+#[test]
+fn registered_builtin_tools_carry_their_description_for_the_model() {
+    // The agent builds the request's tool definitions from the registry's `Tool::description`;
+    // an empty one there means the model never sees how a tool behaves.
+    let (_dir, workspace) = workspace();
+    let registry = registry(&workspace);
+    for name in tools::BUILTIN_TOOL_NAMES {
+        let registered = registry.get(name).unwrap();
+        let direct = tool(name, &workspace);
+        assert!(!registered.description().is_empty(), "{name}");
+        assert_eq!(registered.description(), direct.description(), "{name}");
+    }
+}

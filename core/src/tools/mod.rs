@@ -162,6 +162,12 @@ impl Tool for BuiltinTool {
         BuiltinTool::name(self)
     }
 
+    // Without this the trait's empty default applies, and the agent sends the tool to the model
+    // with no description at all.
+    fn description(&self) -> &str {
+        BuiltinTool::description(self)
+    }
+
     fn input_schema(&self) -> Value {
         BuiltinTool::input_schema(self)
     }
