@@ -638,3 +638,58 @@ fn registered_builtin_tools_carry_their_description_for_the_model() {
         assert_eq!(registered.description(), direct.description(), "{name}");
     }
 }
+
+#[test]
+fn descriptions_and_schemas_state_the_configured_limits() {
+    use ferroloop::tools::{BashLimits, BashTool, GrepLimits, GrepTool, ReadLimits, ReadTool};
+    let (_dir, workspace) = workspace();
+    let read = ReadTool::with_limits(
+        workspace.clone(),
+        ReadLimits {
+            default_line_limit: 50,
+            max_line_chars: 300,
+            ..ReadLimits::default()
+        },
+    );
+    let text = read.description();
+    assert!(text.contains("up to 50 lines"), "{text}");
+    assert!(text.contains("longer than 300 characters"), "{text}");
+    assert!(!text.contains("2000"), "{text}");
+    let schema = read.input_schema().to_string();
+    assert!(schema.contains("(default 50)"), "{schema}");
+
+    let grep = GrepTool::with_limits(
+        workspace.clone(),
+        GrepLimits {
+            default_max_results: 20,
+            ..GrepLimits::default()
+        },
+    );
+    let text = grep.description();
+    assert!(text.contains("At most 20 results"), "{text}");
+    assert!(!text.contains("100"), "{text}");
+    let schema = grep.input_schema().to_string();
+    assert!(schema.contains("(default 20)"), "{schema}");
+
+    let bash = BashTool::with_limits(
+        workspace,
+        BashLimits {
+            default_timeout: Duration::from_secs(5),
+            max_timeout: Duration::from_secs(60),
+            max_output_bytes: 1_000,
+        },
+    );
+    let text = bash.description();
+    assert!(text.contains("default 5000, at most 60000"), "{text}");
+    assert!(text.contains("first 500 and last 500 bytes"), "{text}");
+    assert!(
+        !text.contains("120000") && !text.contains("15000"),
+        "{text}"
+    );
+    let schema = bash.input_schema();
+    assert_eq!(schema["properties"]["timeout_ms"]["maximum"], 60_000);
+    let timeout = schema["properties"]["timeout_ms"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(timeout.contains("(default 5000"), "{timeout}");
+}

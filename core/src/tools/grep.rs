@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -42,6 +43,8 @@ impl Default for GrepLimits {
 pub struct GrepTool {
     workspace: Workspace,
     limits: GrepLimits,
+    /// Built from the limits once, so the model is told the numbers that actually apply.
+    description: Arc<str>,
 }
 
 /// What `grep` prints.
@@ -85,19 +88,28 @@ impl GrepTool {
 
     /// A `grep` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: GrepLimits) -> Self {
-        Self { workspace, limits }
+        let description = format!(
+            "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
+             Searches `path` (a file or directory, default: the workspace root) recursively, \
+             skipping files ignored by .gitignore, the .git directory and binary files. \
+             `glob` filters files (e.g. `*.rs`, `src/**/*.ts`). `output_mode`: \
+             `files_with_matches` (default: matching file paths), `content` (matching lines as \
+             `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
+             (`path:count`). `case_insensitive` ignores case. At most {} results (lines in \
+             content mode, files otherwise) unless `max_results` says otherwise; files in path \
+             order.",
+            limits.default_max_results
+        );
+        Self {
+            workspace,
+            limits,
+            description: description.into(),
+        }
     }
 
-    /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
-        "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
-         Searches `path` (a file or directory, default: the workspace root) recursively, \
-         skipping files ignored by .gitignore, the .git directory and binary files. \
-         `glob` filters files (e.g. `*.rs`, `src/**/*.ts`). `output_mode`: \
-         `files_with_matches` (default: matching file paths), `content` (matching lines as \
-         `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
-         (`path:count`). `case_insensitive` ignores case. At most 100 results (lines in content \
-         mode, files otherwise) unless `max_results` says otherwise; files in path order."
+    /// The description shown to the model; it states this tool's limits.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The JSON schema of the input.
@@ -111,7 +123,7 @@ impl GrepTool {
                 "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "What to print (default files_with_matches)."},
                 "case_insensitive": {"type": "boolean", "default": false, "description": "Match regardless of case."},
                 "context": {"type": "integer", "minimum": 0, "description": "Lines of context before and after each match (content mode)."},
-                "max_results": {"type": "integer", "minimum": 1, "description": "The most results to return (default 100)."}
+                "max_results": {"type": "integer", "minimum": 1, "description": format!("The most results to return (default {}).", self.limits.default_max_results)}
             },
             "required": ["pattern"],
             "additionalProperties": false

@@ -105,7 +105,7 @@ impl BuiltinTool {
     }
 
     /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
+    pub fn description(&self) -> &str {
         match self {
             Self::Read(tool) => tool.description(),
             Self::Write(tool) => tool.description(),

@@ -49,14 +49,20 @@ pub(crate) struct HeadTailBuffer {
 impl HeadTailBuffer {
     /// A buffer keeping at most `max_bytes` bytes: half from the start, half from the end.
     pub(crate) fn new(max_bytes: usize) -> Self {
-        let head_capacity = max_bytes / 2;
+        let (head_capacity, tail_capacity) = Self::capacities(max_bytes);
         Self {
             head: Vec::new(),
             tail: VecDeque::new(),
             head_capacity,
-            tail_capacity: max_bytes - head_capacity,
+            tail_capacity,
             total: 0,
         }
+    }
+
+    /// How `max_bytes` splits into the bytes kept from the start and from the end.
+    pub(crate) fn capacities(max_bytes: usize) -> (usize, usize) {
+        let head = max_bytes / 2;
+        (head, max_bytes - head)
     }
 
     /// Appends a chunk of the stream.

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,6 +41,8 @@ impl Default for ReadLimits {
 pub struct ReadTool {
     workspace: Workspace,
     limits: ReadLimits,
+    /// Built from the limits once, so the model is told the numbers that actually apply.
+    description: Arc<str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,16 +66,24 @@ impl ReadTool {
 
     /// A `read` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: ReadLimits) -> Self {
-        Self { workspace, limits }
+        let description = format!(
+            "Read a text file from the workspace. Output lines are numbered like `cat -n` \
+             (line number, tab, content), starting at 1. By default up to {} lines are returned \
+             from the start; use `offset` (1-based line number to start at) and `limit` (number \
+             of lines) to read other parts of long files. Lines longer than {} characters are \
+             truncated. Binary files are refused. Paths are relative to the workspace root.",
+            limits.default_line_limit, limits.max_line_chars
+        );
+        Self {
+            workspace,
+            limits,
+            description: description.into(),
+        }
     }
 
-    /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
-        "Read a text file from the workspace. Output lines are numbered like `cat -n` \
-         (line number, tab, content), starting at 1. By default up to 2000 lines are returned \
-         from the start; use `offset` (1-based line number to start at) and `limit` (number of \
-         lines) to read other parts of long files. Lines longer than 2000 characters are \
-         truncated. Binary files are refused. Paths are relative to the workspace root."
+    /// The description shown to the model; it states this tool's limits.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The JSON schema of the input.
@@ -82,7 +93,7 @@ impl ReadTool {
             "properties": {
                 "file_path": {"type": "string", "description": "The file to read, relative to the workspace root (or absolute inside it)."},
                 "offset": {"type": "integer", "minimum": 1, "description": "The 1-based line number to start reading at (default 1)."},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read (default 2000)."}
+                "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to read (default {}).", self.limits.default_line_limit)}
             },
             "required": ["file_path"],
             "additionalProperties": false
