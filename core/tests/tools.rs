@@ -693,3 +693,71 @@ fn descriptions_and_schemas_state_the_configured_limits() {
         .unwrap();
     assert!(timeout.contains("(default 5000"), "{timeout}");
 }
+
+/// Lists what `glob` and `grep` (files mode) report for `**/*` and `x` under `path`.
+async fn glob_and_grep(workspace: &Workspace, path: &str) -> (String, String) {
+    let glob = tool("glob", workspace)
+        .call(
+            json!({"pattern": "**/*", "path": path}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let grep = tool("grep", workspace)
+        .call(
+            json!({"pattern": "x", "path": path}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let mut glob: Vec<&str> = glob.lines().collect();
+    glob.sort_unstable();
+    (glob.join(" "), grep.lines().collect::<Vec<_>>().join(" "))
+}
+
+#[tokio::test]
+async fn ignore_files_above_the_workspace_apply_only_within_its_git_repository() {
+    // top/            not a repository; its .gitignore hides every .rs file, its .ignore *.md
+    //   outside-repo/ the workspace: not in any repository
+    //   repo/         a repository hiding *.tmp (.gitignore) and *.bak (.git/info/exclude)
+    //     ws/         the workspace inside it
+    let top = tempfile::tempdir().unwrap();
+    let top = top.path();
+    std::fs::write(top.join(".gitignore"), "*.rs\n").unwrap();
+    std::fs::write(top.join(".ignore"), "*.md\n").unwrap();
+    for dir in ["outside-repo/sub", "repo/.git/info", "repo/ws/sub"] {
+        std::fs::create_dir_all(top.join(dir)).unwrap();
+    }
+    std::fs::write(top.join("repo/.gitignore"), "*.tmp\n").unwrap();
+    std::fs::write(top.join("repo/.git/info/exclude"), "*.bak\n").unwrap();
+    for file in [
+        "outside-repo/main.rs",
+        "outside-repo/notes.md",
+        "outside-repo/sub/lib.rs",
+        "outside-repo/sub/debug.log",
+        "repo/ws/main.rs",
+        "repo/ws/notes.md",
+        "repo/ws/scratch.tmp",
+        "repo/ws/sub/lib.rs",
+        "repo/ws/sub/old.bak",
+    ] {
+        std::fs::write(top.join(file), "x\n").unwrap();
+    }
+    // The workspace's own ignore file applies to a search below its root.
+    std::fs::write(top.join("outside-repo/.gitignore"), "*.log\n").unwrap();
+
+    let outside = Workspace::new(top.join("outside-repo")).unwrap();
+    let (glob, grep) = glob_and_grep(&outside, ".").await;
+    assert_eq!(glob, ".gitignore main.rs notes.md sub/lib.rs");
+    assert_eq!(grep, "main.rs notes.md sub/lib.rs");
+    let (glob, grep) = glob_and_grep(&outside, "sub").await;
+    assert_eq!(glob, "sub/lib.rs");
+    assert_eq!(grep, "sub/lib.rs");
+
+    let inside = Workspace::new(top.join("repo/ws")).unwrap();
+    let (glob, grep) = glob_and_grep(&inside, ".").await;
+    assert_eq!(glob, "main.rs notes.md sub/lib.rs");
+    assert_eq!(grep, "main.rs notes.md sub/lib.rs");
+    let (glob, _) = glob_and_grep(&inside, "sub").await;
+    assert_eq!(glob, "sub/lib.rs");
+}

@@ -109,7 +109,7 @@ impl GlobTool {
                 )));
             }
             let mut found: Vec<(SystemTime, String)> = Vec::new();
-            for (index, entry) in walker(&base).build().enumerate() {
+            for (index, entry) in walker(&workspace, &base).build().enumerate() {
                 if index % ENTRIES_PER_CANCEL_CHECK == 0 && job_cancel.is_cancelled() {
                     return Err(ToolFailure::Cancelled);
                 }

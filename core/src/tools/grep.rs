@@ -193,7 +193,7 @@ impl GrepTool {
         run_blocking(&cancel, move || {
             std::fs::metadata(&base)
                 .map_err(|error| ToolFailure::io("search", &shown_base, error))?;
-            let mut walk = walker(&base);
+            let mut walk = walker(&search.workspace, &base);
             if let Some(overrides) = overrides {
                 walk.overrides(overrides);
             }
