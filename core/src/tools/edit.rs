@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::output::looks_binary;
+use super::output::{Utf16, looks_binary};
 use super::{ToolFailure, Workspace, parse_input, run_to_completion};
 
 /// Replaces an exact string in a file. Not concurrency-safe.
@@ -93,10 +93,19 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         return Err(ToolFailure::NotAFile(shown.into()));
     }
     let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
-    if looks_binary(&bytes) {
+    // A UTF-16 file (which `read` shows as text) is edited as text and written back in its
+    // own encoding, byte order mark included.
+    let utf16 = Utf16::sniff(&bytes);
+    let text = match utf16 {
+        Some(encoding) => encoding
+            .decode(&bytes[2..])
+            .ok_or_else(|| ToolFailure::InvalidUtf16(shown.into()))?,
+        None if looks_binary(&bytes) => return Err(ToolFailure::BinaryFile(shown.into())),
+        None => String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?,
+    };
+    if utf16.is_some() && looks_binary(text.as_bytes()) {
         return Err(ToolFailure::BinaryFile(shown.into()));
     }
-    let text = String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?;
     let mut old = Cow::Borrowed(input.old_string.as_str());
     let mut new = Cow::Borrowed(input.new_string.as_str());
     let mut count = text.matches(old.as_ref()).count();
@@ -124,6 +133,10 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         });
     }
     let edited = text.replace(old.as_ref(), &new);
+    let edited = match utf16 {
+        Some(encoding) => encoding.encode(&edited),
+        None => edited.into_bytes(),
+    };
     std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
     let noun = if count == 1 {
         "occurrence"
@@ -227,6 +240,45 @@ mod tests {
         let out = edit(&tool, "x = 1", "x = 2", true).await.unwrap();
         assert_eq!(out, "Replaced 2 occurrences in 'f.txt'");
         assert_eq!(content(&dir), "x = 2;\nx = 2;\n");
+    }
+
+    #[tokio::test]
+    async fn utf16_files_are_edited_in_their_own_encoding() {
+        for big_endian in [false, true] {
+            let encode = |text: &str| -> Vec<u8> {
+                std::iter::once(0xFEFF)
+                    .chain(text.encode_utf16())
+                    .flat_map(|unit| {
+                        if big_endian {
+                            unit.to_be_bytes()
+                        } else {
+                            unit.to_le_bytes()
+                        }
+                    })
+                    .collect()
+            };
+            let (dir, tool) = tool("");
+            std::fs::write(dir.path().join("f.txt"), encode("key = old 𝄞\r\nnext\r\n")).unwrap();
+            let out = edit(&tool, "old 𝄞\nnext", "new ✓\nlast", false)
+                .await
+                .unwrap();
+            assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+            assert_eq!(
+                std::fs::read(dir.path().join("f.txt")).unwrap(),
+                encode("key = new ✓\r\nlast\r\n"),
+                "big endian: {big_endian}"
+            );
+        }
+        // Unpaired surrogates cannot round-trip: the file is refused, untouched.
+        let (dir, tool) = tool("");
+        let broken = [0xFF, 0xFE, b'a', 0x00, 0x00, 0xD8, b'b', 0x00];
+        std::fs::write(dir.path().join("f.txt"), broken).unwrap();
+        let failure = edit(&tool, "a", "c", false).await.unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::InvalidUtf16(_)),
+            "{failure:?}"
+        );
+        assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), broken);
     }
 
     #[tokio::test]

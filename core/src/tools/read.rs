@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::output::{looks_binary, truncate_line};
+use super::output::{Utf16, Utf16Reader, looks_binary, truncate_line};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `read` tool.
@@ -71,7 +71,8 @@ impl ReadTool {
              (line number, tab, content), starting at 1. By default up to {} lines are returned \
              from the start; use `offset` (1-based line number to start at) and `limit` (number \
              of lines) to read other parts of long files. Lines longer than {} characters are \
-             truncated. Binary files are refused. Paths are relative to the workspace root.",
+             truncated. UTF-16 files with a byte order mark are read as text; binary files \
+             are refused. Paths are relative to the workspace root.",
             limits.default_line_limit, limits.max_line_chars
         );
         Self {
@@ -150,7 +151,33 @@ fn read_lines(
     if !metadata.is_file() {
         return Err(ToolFailure::NotAFile(shown.to_owned()));
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file);
+    let prefix = reader
+        .fill_buf()
+        .map_err(|error| ToolFailure::io("read", shown, error))?;
+    // UTF-16 is full of NUL bytes: without this it would be refused as binary, although
+    // `grep` (ripgrep's BOM sniffing) searches it as text.
+    if let Some(encoding) = Utf16::sniff(prefix) {
+        reader.consume(2);
+        let mut decoded =
+            BufReader::with_capacity(READ_BUFFER_BYTES, Utf16Reader::new(reader, encoding));
+        return number_lines(&mut decoded, shown, offset, limit, limits, cancel);
+    }
+    number_lines(&mut reader, shown, offset, limit, limits, cancel)
+}
+
+/// Bytes read from the file at a time.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The numbered window of lines of `reader` (UTF-8, or bytes shown as UTF-8 where they are not).
+fn number_lines(
+    reader: &mut impl BufRead,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+    limits: &ReadLimits,
+    cancel: &CancellationToken,
+) -> Result<String, ToolFailure> {
     let prefix = reader
         .fill_buf()
         .map_err(|error| ToolFailure::io("read", shown, error))?;
@@ -174,7 +201,7 @@ fn read_lines(
         } else {
             line_byte_cap
         };
-        let Some(dropped) = read_line_capped(&mut reader, &mut line, cap)
+        let Some(dropped) = read_line_capped(reader, &mut line, cap)
             .map_err(|error| ToolFailure::io("read", shown, error))?
         else {
             break;
@@ -364,6 +391,51 @@ mod tests {
                 512 * 1024 - 3
             )
         );
+    }
+
+    fn utf16(text: &str, big_endian: bool) -> Vec<u8> {
+        std::iter::once(0xFEFF)
+            .chain(text.encode_utf16())
+            .flat_map(|unit| {
+                if big_endian {
+                    unit.to_be_bytes()
+                } else {
+                    unit.to_le_bytes()
+                }
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn utf16_files_with_a_byte_order_mark_are_read_as_text() {
+        // Windows tools (PowerShell's `Out-File`, resource compilers) write UTF-16; `grep`
+        // searches such files, so `read` must show them instead of calling them binary.
+        let limits = ReadLimits {
+            max_line_chars: 4,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        let text = "first\r\nsé ✓ 𝄞\r\nthird";
+        std::fs::write(dir.path().join("le.txt"), utf16(text, false)).unwrap();
+        std::fs::write(dir.path().join("be.txt"), utf16(text, true)).unwrap();
+        for file in ["le.txt", "be.txt"] {
+            let out = call(&tool, json!({"file_path": file, "offset": 2}))
+                .await
+                .unwrap();
+            assert_eq!(
+                out,
+                "     2\tsé ✓… [line truncated: 2 more characters]\n     3\tthir… [line truncated: 1 more characters]\n",
+                "{file}"
+            );
+        }
+        // A lone surrogate and an odd trailing byte become replacement characters.
+        let mut broken = utf16("a", false);
+        broken.extend_from_slice(&[0x00, 0xD8, b'b', 0x00, b'c']);
+        std::fs::write(dir.path().join("broken.txt"), broken).unwrap();
+        let out = call(&tool, json!({"file_path": "broken.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "     1\ta\u{FFFD}b\u{FFFD}\n");
     }
 
     #[tokio::test]
