@@ -411,6 +411,12 @@ impl Sink for FileSink<'_> {
         context: &SinkContext<'_>,
     ) -> Result<bool, Self::Error> {
         if self.search.mode == OutputMode::Content {
+            // Context lines count toward the output cap like matches do: a large `context`
+            // would otherwise print whole files past it.
+            if self.progress.out.len() >= self.search.limits.max_output_bytes {
+                self.progress.truncated = true;
+                return Ok(false);
+            }
             self.print_line('-', context.line_number(), context.bytes());
         }
         Ok(!self.search.cancel.is_cancelled())
@@ -533,6 +539,33 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(none, "No matches found");
+    }
+
+    #[tokio::test]
+    async fn context_lines_cannot_push_the_output_past_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text: String = (1..=5_000).map(|i| format!("line {i}\n")).collect();
+        text.push_str("needle\n");
+        text.extend((1..=5_000).map(|i| format!("after {i}\n")));
+        std::fs::write(dir.path().join("big.log"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 2_000,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "needle", "output_mode": "content", "context": 1_000_000}),
+        )
+        .await
+        .unwrap();
+        // Cut where the cap is reached: a few lines over it at most, and said so.
+        assert!(out.len() < 2_000 + 200, "{} bytes", out.len());
+        assert!(out.starts_with("big.log-1-line 1\n"), "{out}");
+        assert!(
+            out.ends_with("narrow the search with path, glob or a more specific pattern]\n"),
+            "{out}"
+        );
     }
 
     #[tokio::test]
