@@ -761,3 +761,43 @@ async fn ignore_files_above_the_workspace_apply_only_within_its_git_repository()
     let (glob, _) = glob_and_grep(&inside, "sub").await;
     assert_eq!(glob, "sub/lib.rs");
 }
+
+#[tokio::test]
+async fn whole_numbers_written_as_floats_are_accepted_like_the_schema_check_accepts_them() {
+    // The executor's schema check counts `2.0` as an integer (JSON does not tell them apart,
+    // and some models write numbers that way); the tools must then not refuse it themselves.
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new(
+                "t1",
+                "read",
+                json!({"file_path": "a.txt", "offset": 2.0, "limit": 1.0}),
+            ),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "two", "output_mode": "content", "context": 1.0, "max_results": 5.0}),
+            ),
+            ToolUse::new("t3", "glob", json!({"pattern": "*.txt", "max_results": 1.0})),
+            ToolUse::new("t4", "bash", json!({"command": "echo hi", "timeout_ms": 5000.0})),
+            ToolUse::new("t5", "read", json!({"file_path": "a.txt", "offset": 1.5})),
+        ])
+        .await
+        .unwrap();
+    let texts: Vec<&str> = results.iter().map(text).collect();
+    assert_eq!(
+        texts[..4],
+        [
+            "     2\ttwo\n[more lines follow; continue with offset=3]\n",
+            "a.txt-1-one\na.txt:2:two\na.txt-3-three\n",
+            "a.txt\n",
+            "hi\nExit code: 0",
+        ]
+    );
+    assert!(results[..4].iter().all(|result| !result.is_error));
+    assert!(results[4].is_error);
+    assert!(texts[4].contains("offset"), "{}", texts[4]);
+}
