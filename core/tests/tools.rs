@@ -801,3 +801,51 @@ async fn whole_numbers_written_as_floats_are_accepted_like_the_schema_check_acce
     assert!(results[4].is_error);
     assert!(texts[4].contains("offset"), "{}", texts[4]);
 }
+
+#[tokio::test]
+async fn grep_glob_filters_are_matched_from_the_workspace_root_as_well_as_from_path() {
+    // ripgrep roots `--glob` at the working directory (the workspace root here), not at the
+    // searched path: `path: "src", glob: "src/**/*.ts"` must not silently find nothing.
+    let (dir, workspace) = workspace();
+    for file in [
+        "src/app/x.ts",
+        "src/app/y.js",
+        "src/[v1]/z.ts",
+        "other/w.ts",
+    ] {
+        let full = dir.path().join(file);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, "needle\n").unwrap();
+    }
+    let grep = tool("grep", &workspace);
+    let search = |path: &'static str, glob: &'static str| {
+        let grep = grep.clone();
+        async move {
+            grep.call(
+                json!({"pattern": "needle", "path": path, "glob": glob}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    for (path, glob, expected) in [
+        ("src", "src/**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("src", "src/app/*.ts", "src/app/x.ts\n"),
+        ("src", "app/*.ts", "src/app/x.ts\n"),
+        ("src", "**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("src", "*.js", "src/app/y.js\n"),
+        ("src", "!src/app/*", "src/[v1]/z.ts\n"),
+        ("src", "!app/*", "src/[v1]/z.ts\n"),
+        ("src/[v1]", "src/[[]v1]/*.ts", "src/[v1]/z.ts\n"),
+        ("src/[v1]", "*.ts", "src/[v1]/z.ts\n"),
+        (".", "src/**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("other", "src/**/*.ts", "No matches found"),
+    ] {
+        assert_eq!(
+            search(path, glob).await,
+            expected,
+            "path {path}, glob {glob}"
+        );
+    }
+}

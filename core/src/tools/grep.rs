@@ -7,7 +7,7 @@ use std::sync::Arc;
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::overrides::OverrideBuilder;
+use ignore::overrides::{Override, OverrideBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -92,7 +92,8 @@ impl GrepTool {
             "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
              Searches `path` (a file or directory, default: the workspace root) recursively, \
              skipping files ignored by .gitignore, the .git directory and binary files. \
-             `glob` filters files (e.g. `*.rs`, `src/**/*.ts`). `output_mode`: \
+             `glob` filters files (e.g. `*.rs`, `src/**/*.ts`; a glob with a `/` may be written \
+             from the workspace root or from `path`). `output_mode`: \
              `files_with_matches` (default: matching file paths), `content` (matching lines as \
              `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
              (`path:count`). `case_insensitive` ignores case. At most {} results (lines in \
@@ -172,14 +173,7 @@ impl GrepTool {
         let base = self.workspace.resolve(&shown_base)?;
         let overrides = match &input.glob {
             None => None,
-            Some(glob) => Some(
-                OverrideBuilder::new(&base)
-                    .add(&override_glob(glob))
-                    .and_then(|builder| builder.build())
-                    .map_err(|error| {
-                        ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"))
-                    })?,
-            ),
+            Some(glob) => Some(glob_filter(&self.workspace, &base, glob)?),
         };
         let search = Search {
             workspace: self.workspace.clone(),
@@ -203,12 +197,48 @@ impl GrepTool {
     }
 }
 
-/// The `glob` filter as an override glob: a leading `./` dropped (after a `!` negation too).
-fn override_glob(glob: &str) -> String {
-    match glob.strip_prefix('!') {
-        Some(negated) => format!("!{}", without_leading_dot_slash(negated)),
-        None => without_leading_dot_slash(glob).to_owned(),
+/// The `glob` filter as ripgrep's override globs (gitignore syntax; a leading `!` negates).
+///
+/// ripgrep roots them at its working directory, which for a model is the workspace root, so
+/// `path: "src", glob: "src/**/*.ts"` finds files; a glob written from the searched directory
+/// (`app/*.ts` under `src`) is also honoured. Only an anchored glob (one with a `/` before its
+/// end) can differ between the two readings; an unanchored one (`*.rs`) matches at any depth.
+/// A leading `./` is dropped (after a `!` too).
+fn glob_filter(workspace: &Workspace, base: &Path, glob: &str) -> Result<Override, ToolFailure> {
+    let invalid =
+        |error: ignore::Error| ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"));
+    let (bang, pattern) = match glob.strip_prefix('!') {
+        Some(negated) => ("!", without_leading_dot_slash(negated)),
+        None => ("", without_leading_dot_slash(glob)),
+    };
+    let mut builder = OverrideBuilder::new(workspace.root());
+    builder.add(&format!("{bang}{pattern}")).map_err(invalid)?;
+    let anchored = pattern.trim_end_matches('/').contains('/');
+    let from_base = base
+        .strip_prefix(workspace.root())
+        .ok()
+        .filter(|relative| !relative.as_os_str().is_empty());
+    if let Some(relative) = from_base.filter(|_| anchored) {
+        let prefix = escape_glob(&relative.to_string_lossy());
+        let rest = pattern.trim_start_matches('/');
+        builder
+            .add(&format!("{bang}{prefix}/{rest}"))
+            .map_err(invalid)?;
     }
+    builder.build().map_err(invalid)
+}
+
+/// `path` as a glob matching exactly itself: every character a glob or a gitignore line
+/// gives a meaning to is escaped with a backslash.
+fn escape_glob(path: &str) -> String {
+    let mut escaped = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ']' | '{' | '}' | '!' | '#') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// One search: its settings and the output being built.
