@@ -74,6 +74,8 @@ pub(crate) struct Utf16Reader<R> {
     odd_byte: Option<u8>,
     /// A high surrogate waiting for its low half, which the next read may bring.
     high_surrogate: Option<u16>,
+    /// Raw bytes of the current chunk (kept to avoid an allocation per refill).
+    raw: Vec<u8>,
     /// Decoded UTF-8 not yet handed out, from `out_start` on.
     out: Vec<u8>,
     out_start: usize,
@@ -90,6 +92,7 @@ impl<R: std::io::Read> Utf16Reader<R> {
             encoding,
             odd_byte: None,
             high_surrogate: None,
+            raw: vec![0; Self::CHUNK],
             out: Vec::new(),
             out_start: 0,
             finished: false,
@@ -124,7 +127,7 @@ impl<R: std::io::Read> Utf16Reader<R> {
     fn refill(&mut self) -> std::io::Result<()> {
         self.out.clear();
         self.out_start = 0;
-        let mut chunk = vec![0u8; Self::CHUNK];
+        let mut chunk = std::mem::take(&mut self.raw);
         let start = usize::from(self.odd_byte.is_some());
         if let Some(byte) = self.odd_byte.take() {
             chunk[0] = byte;
@@ -132,15 +135,26 @@ impl<R: std::io::Read> Utf16Reader<R> {
         let read = loop {
             match self.inner.read(&mut chunk[start..]) {
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                other => break other?,
+                Err(error) => {
+                    self.raw = chunk;
+                    return Err(error);
+                }
+                Ok(read) => break read,
             }
         };
+        self.decode_chunk(&chunk, start, read);
+        self.raw = chunk;
+        Ok(())
+    }
+
+    /// Decodes `read` new bytes of `chunk`, after the `start` bytes carried over.
+    fn decode_chunk(&mut self, chunk: &[u8], start: usize, read: usize) {
         if read == 0 {
             self.finished = true;
             if start == 1 || self.high_surrogate.take().is_some() {
                 self.push_char(char::REPLACEMENT_CHARACTER);
             }
-            return Ok(());
+            return;
         }
         let filled = start + read;
         let pairs = filled / 2;
@@ -151,7 +165,6 @@ impl<R: std::io::Read> Utf16Reader<R> {
         if !filled.is_multiple_of(2) {
             self.odd_byte = Some(chunk[filled - 1]);
         }
-        Ok(())
     }
 }
 
