@@ -849,3 +849,46 @@ async fn grep_glob_filters_are_matched_from_the_workspace_root_as_well_as_from_p
         );
     }
 }
+
+#[tokio::test]
+async fn read_and_grep_pages_fit_the_executors_default_result_limit() {
+    // A result over the executor's per-result limit is replaced by a preview and a spill file
+    // outside the workspace, which `read` refuses to open: the model would be stuck. With the
+    // default limits, `read` and `grep` must cut their own output first and say how to go on.
+    let (dir, workspace) = workspace();
+    let line = "x".repeat(99);
+    let text: String = (0..2_000).map(|_| format!("{line}\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), &text).unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "big.txt"})),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "x", "output_mode": "content", "max_results": 2000}),
+            ),
+        ])
+        .await
+        .unwrap();
+    let read = text_of(&results[0]);
+    assert!(!read.contains("Output too large"), "{}", &read[..200]);
+    assert!(
+        read.contains("continue with offset="),
+        "{}",
+        &read[read.len() - 200..]
+    );
+    assert!(read.len() < ferroloop::exec::budget::DEFAULT_MAX_RESULT_CHARS);
+    let grep = text_of(&results[1]);
+    assert!(!grep.contains("Output too large"), "{}", &grep[..200]);
+    assert!(
+        grep.contains("[results truncated"),
+        "{}",
+        &grep[grep.len() - 200..]
+    );
+}
+
+fn text_of(result: &ToolResult) -> String {
+    assert!(!result.is_error, "{result:?}");
+    text(result).to_owned()
+}

@@ -24,7 +24,9 @@ pub struct GrepLimits {
     pub default_max_results: usize,
     /// Characters kept of one printed line (default 500).
     pub max_line_chars: usize,
-    /// Bytes of output after which the search stops with a note (default 64 KiB).
+    /// Bytes of output after which the search stops with a note (default 40 KiB: with the
+    /// one line that may follow, the result stays under the executor's default per-result
+    /// limit of 50,000 characters, so it is never replaced by a spill file `read` cannot open).
     pub max_output_bytes: usize,
 }
 
@@ -33,7 +35,7 @@ impl Default for GrepLimits {
         Self {
             default_max_results: 100,
             max_line_chars: 500,
-            max_output_bytes: 64 * 1024,
+            max_output_bytes: 40 * 1024,
         }
     }
 }

@@ -21,8 +21,11 @@ pub struct ReadLimits {
     pub default_line_limit: usize,
     /// Characters kept of one line; the rest is replaced by a marker (default 2,000).
     pub max_line_chars: usize,
-    /// Bytes of output after which reading stops with a "continue at offset" note
-    /// (default 256 KiB). Bounds the result whatever the file's size.
+    /// Bytes of output a call returns at most (the first line excepted), then a "continue at
+    /// offset" note; bounds the result whatever the file's size. The default, 48 KiB, keeps
+    /// a page under the executor's default per-result limit (50,000 characters): a page over
+    /// it would be replaced by a preview and a spill file outside the workspace, which `read`
+    /// cannot open.
     pub max_output_bytes: usize,
 }
 
@@ -31,7 +34,7 @@ impl Default for ReadLimits {
         Self {
             default_line_limit: 2_000,
             max_line_chars: 2_000,
-            max_output_bytes: 256 * 1024,
+            max_output_bytes: 48 * 1024,
         }
     }
 }
@@ -217,7 +220,14 @@ fn number_lines(
             let _ = writeln!(out, "[more lines follow; continue with offset={number}]");
             return Ok(out);
         }
-        if out.len() >= limits.max_output_bytes {
+        let text = String::from_utf8_lossy(strip_line_end(&line));
+        let numbered = format!(
+            "{number:>6}\t{}\n",
+            truncate_line(&text, limits.max_line_chars, dropped)
+        );
+        // The cap is a bound, not a threshold: the line that would cross it is left for the next
+        // page (the first line of a page is always shown, however long).
+        if emitted > 0 && out.len() + numbered.len() > limits.max_output_bytes {
             let _ = writeln!(
                 out,
                 "[output capped at {} bytes; continue with offset={number}]",
@@ -225,12 +235,7 @@ fn number_lines(
             );
             return Ok(out);
         }
-        let text = String::from_utf8_lossy(strip_line_end(&line));
-        let _ = writeln!(
-            out,
-            "{number:>6}\t{}",
-            truncate_line(&text, limits.max_line_chars, dropped)
-        );
+        out.push_str(&numbered);
         emitted += 1;
     }
     if emitted == 0 {
@@ -370,6 +375,23 @@ mod tests {
             Some("[output capped at 30 bytes; continue with offset=2]")
         );
         assert_eq!(lines.next(), None);
+    }
+
+    #[tokio::test]
+    async fn the_output_cap_is_never_crossed_after_the_first_line() {
+        let limits = ReadLimits {
+            max_output_bytes: 20,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        std::fs::write(dir.path().join("a.txt"), "aaaa\nbbbb\ncccc\n").unwrap();
+        let out = call(&tool, json!({"file_path": "a.txt"})).await.unwrap();
+        // Two numbered lines would take 24 bytes: the second waits for the next page.
+        assert_eq!(
+            out,
+            "     1\taaaa\n[output capped at 20 bytes; continue with offset=2]\n"
+        );
+        assert_eq!(ReadLimits::default().max_output_bytes, 48 * 1024);
     }
 
     #[tokio::test]
