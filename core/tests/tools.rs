@@ -892,3 +892,30 @@ fn text_of(result: &ToolResult) -> String {
     assert!(!result.is_error, "{result:?}");
     text(result).to_owned()
 }
+
+#[tokio::test]
+async fn edit_gives_new_lines_a_crlf_files_line_ends_even_when_old_string_is_one_line() {
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("win.rs");
+    std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\n").unwrap();
+    let edit = tool("edit", &workspace);
+    edit.call(
+        json!({"file_path": "win.rs", "old_string": "    1", "new_string": "    1\n    2"}),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() {\r\n    1\r\n    2\r\n}\r\n"
+    );
+    // A file with LF line ends, or mixed ones, gets new_string as written.
+    std::fs::write(&path, "a\r\nb\nc\r\n").unwrap();
+    edit.call(
+        json!({"file_path": "win.rs", "old_string": "b", "new_string": "b\nb2"}),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\r\nb\nb2\nc\r\n");
+}

@@ -120,6 +120,11 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
             count = crlf_count;
         }
     }
+    if count > 0 && matches!(new, Cow::Borrowed(_)) && uses_crlf_only(&text) && new.contains('\n') {
+        // The model writes LF line ends (that is what `read` shows); in a file whose every line
+        // ends with CRLF, the lines it adds must too, or the file ends up with mixed ends.
+        new = Cow::Owned(to_crlf(&new));
+    }
     if count == 0 {
         if has_read_line_prefixes(&input.old_string) {
             return Err(ToolFailure::NoMatchWithLineNumbers(shown.into()));
@@ -154,6 +159,19 @@ fn has_read_line_prefixes(text: &str) -> bool {
         let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
         rest.len() < digits.len() && rest.starts_with('\t')
     })
+}
+
+/// Whether `text` has line ends and every one of them is CRLF.
+fn uses_crlf_only(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut any = false;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        if end == 0 || bytes[end - 1] != b'\r' {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// `text` with every line end (LF or CRLF) made CRLF.
