@@ -1,12 +1,15 @@
 //! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use grep_matcher::LineTerminator;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
 use ignore::overrides::{Override, OverrideBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -331,6 +334,9 @@ impl Search {
             matched_lines: 0,
             printed_in_file: false,
             binary_offset: None,
+            pending_before: VecDeque::new(),
+            pending_bytes: 0,
+            dropped_before: false,
         };
         if let Err(error) = searcher.search_path(matcher, path, &mut sink) {
             tracing::debug!(%error, path = %shown, "grep: skipping an unreadable file");
@@ -385,10 +391,34 @@ struct FileSink<'a> {
     printed_in_file: bool,
     /// Where binary data stopped the search, if it did.
     binary_offset: Option<u64>,
+    /// Before-context lines of the coming match, held back so that they can never crowd the
+    /// match itself out of the capped output: they may use half the room left, and the
+    /// farthest from the match are dropped first.
+    pending_before: VecDeque<String>,
+    pending_bytes: usize,
+    /// Whether lines were dropped from `pending_before` (the group then starts with `--`).
+    dropped_before: bool,
 }
 
 impl FileSink<'_> {
-    fn print_line(&mut self, separator: char, line_number: Option<u64>, bytes: &[u8]) {
+    /// One output line: `path:number:text` for a match, `path-number-text` for context.
+    fn render_line(&self, separator: char, line_number: Option<u64>, bytes: &[u8]) -> String {
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
+        let mut line = String::with_capacity(self.shown.len() + text.len() + 16);
+        line.push_str(self.shown);
+        line.push(separator);
+        if let Some(number) = line_number {
+            let _ = write!(line, "{number}{separator}");
+        }
+        line.push_str(&text);
+        line.push('\n');
+        line
+    }
+
+    fn emit(&mut self, line: &str) {
         let out = &mut self.progress.out;
         if !self.printed_in_file {
             // Groups of different files are separated like ripgrep does when context is on.
@@ -396,18 +426,22 @@ impl FileSink<'_> {
                 out.push_str("--\n");
             }
             self.printed_in_file = true;
+        } else if self.dropped_before && !out.ends_with("--\n") {
+            // Lines between the previous group and this one were left out.
+            out.push_str("--\n");
         }
-        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let text = String::from_utf8_lossy(bytes);
-        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
-        out.push_str(self.shown);
-        out.push(separator);
-        if let Some(number) = line_number {
-            let _ = write!(out, "{number}{separator}");
+        out.push_str(line);
+    }
+
+    /// Prints the held-back before-context lines of the match about to be printed.
+    fn flush_before(&mut self) {
+        let pending = std::mem::take(&mut self.pending_before);
+        for line in &pending {
+            self.emit(line);
+            self.dropped_before = false;
         }
-        out.push_str(&text);
-        out.push('\n');
+        self.pending_bytes = 0;
+        self.dropped_before = false;
     }
 }
 
@@ -430,7 +464,9 @@ impl Sink for FileSink<'_> {
                     self.progress.truncated = true;
                     return Ok(false);
                 }
-                self.print_line(':', found.line_number(), found.bytes());
+                self.flush_before();
+                let line = self.render_line(':', found.line_number(), found.bytes());
+                self.emit(&line);
                 self.progress.results += 1;
                 Ok(!self.search.cancel.is_cancelled())
             }
@@ -442,14 +478,30 @@ impl Sink for FileSink<'_> {
         _searcher: &Searcher,
         context: &SinkContext<'_>,
     ) -> Result<bool, Self::Error> {
-        if self.search.mode == OutputMode::Content {
-            // Context lines count toward the output cap like matches do: a large `context`
+        if self.search.mode != OutputMode::Content {
+            return Ok(!self.search.cancel.is_cancelled());
+        }
+        let cap = self.search.limits.max_output_bytes;
+        let line = self.render_line('-', context.line_number(), context.bytes());
+        if *context.kind() == SinkContextKind::Before {
+            let room = cap.saturating_sub(self.progress.out.len()) / 2;
+            self.pending_bytes += line.len();
+            self.pending_before.push_back(line);
+            while self.pending_bytes > room {
+                let Some(dropped) = self.pending_before.pop_front() else {
+                    break;
+                };
+                self.pending_bytes -= dropped.len();
+                self.dropped_before = true;
+            }
+        } else {
+            // After-context counts toward the output cap like matches do: a large `context`
             // would otherwise print whole files past it.
-            if self.progress.out.len() >= self.search.limits.max_output_bytes {
+            if self.progress.out.len() >= cap {
                 self.progress.truncated = true;
                 return Ok(false);
             }
-            self.print_line('-', context.line_number(), context.bytes());
+            self.emit(&line);
         }
         Ok(!self.search.cancel.is_cancelled())
     }
@@ -591,13 +643,52 @@ mod tests {
         )
         .await
         .unwrap();
-        // Cut where the cap is reached: a few lines over it at most, and said so.
+        // Cut where the cap is reached: a few lines over it at most, and said so; the match
+        // is shown with the before-context nearest to it, whatever the context asked for.
         assert!(out.len() < 2_000 + 200, "{} bytes", out.len());
-        assert!(out.starts_with("big.log-1-line 1\n"), "{out}");
+        assert!(
+            out.starts_with("big.log-") && !out.starts_with("big.log-1-"),
+            "{out}"
+        );
+        assert!(
+            out.contains("big.log-5000-line 5000\nbig.log:5001:needle\nbig.log-5002-after 1\n"),
+            "{out}"
+        );
         assert!(
             out.ends_with("narrow the search with path, glob or a more specific pattern]\n"),
             "{out}"
         );
+    }
+
+    #[tokio::test]
+    async fn before_context_cut_for_room_is_marked_as_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (1..=40)
+            .map(|i| {
+                if i == 1 || i == 21 {
+                    "hit\n".to_owned()
+                } else {
+                    format!("l{i:02}\n")
+                }
+            })
+            .collect();
+        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 300,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
+        )
+        .await
+        .unwrap();
+        // Lines 2-11 follow the first hit; of 12-20, only the nearest to the second hit fit.
+        assert!(out.starts_with("f.txt:1:hit\nf.txt-2-l02\n"), "{out}");
+        assert!(out.contains("f.txt-11-l11\n--\n"), "{out}");
+        assert!(!out.contains("f.txt-12-"), "{out}");
+        assert!(out.contains("f.txt-20-l20\nf.txt:21:hit\n"), "{out}");
     }
 
     #[tokio::test]
