@@ -430,6 +430,7 @@ impl FileSink<'_> {
             // Lines between the previous group and this one were left out.
             out.push_str("--\n");
         }
+        self.dropped_before = false;
         out.push_str(line);
     }
 
@@ -438,10 +439,8 @@ impl FileSink<'_> {
         let pending = std::mem::take(&mut self.pending_before);
         for line in &pending {
             self.emit(line);
-            self.dropped_before = false;
         }
         self.pending_bytes = 0;
-        self.dropped_before = false;
     }
 }
 
@@ -689,6 +688,32 @@ mod tests {
         assert!(out.contains("f.txt-11-l11\n--\n"), "{out}");
         assert!(!out.contains("f.txt-12-"), "{out}");
         assert!(out.contains("f.txt-20-l20\nf.txt:21:hit\n"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_match_whose_whole_before_context_was_dropped_still_shows_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "y".repeat(80);
+        let text: String = (1..=30)
+            .map(|i| match i {
+                1 | 21 => "hit\n".to_owned(),
+                12..=20 => format!("{long}\n"),
+                _ => format!("l{i:02}\n"),
+            })
+            .collect();
+        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 300,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
+        )
+        .await
+        .unwrap();
+        assert!(out.contains("f.txt-11-l11\n--\nf.txt:21:hit\n"), "{out}");
     }
 
     #[tokio::test]
