@@ -131,11 +131,20 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         }
         return Err(ToolFailure::NoMatch(shown.into()));
     }
-    if count > 1 && !input.replace_all {
-        return Err(ToolFailure::AmbiguousMatch {
-            path: shown.into(),
-            count,
-        });
+    if !input.replace_all {
+        // `matches` counts non-overlapping occurrences; one that overlaps the first ("}\n}" in
+        // "}\n}\n}") makes the edit just as ambiguous.
+        let occurrences = if count == 1 {
+            overlapping_occurrences(&text, &old)
+        } else {
+            count
+        };
+        if occurrences > 1 {
+            return Err(ToolFailure::AmbiguousMatch {
+                path: shown.into(),
+                count: occurrences,
+            });
+        }
     }
     let edited = text.replace(old.as_ref(), &new);
     let edited = match utf16 {
@@ -159,6 +168,32 @@ fn has_read_line_prefixes(text: &str) -> bool {
         let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
         rest.len() < digits.len() && rest.starts_with('\t')
     })
+}
+
+/// How many times `needle` (non-empty, with exactly one non-overlapping occurrence) occurs in
+/// `text` counting overlaps. Every other occurrence then starts inside the first one, so only
+/// a window of twice the needle's length is searched.
+fn overlapping_occurrences(text: &str, needle: &str) -> usize {
+    let Some(first) = text.find(needle) else {
+        return 0;
+    };
+    let mut end = (first + 2 * needle.len()).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let window = &text[..end];
+    let mut count = 0;
+    let mut from = first;
+    while let Some(found) = window[from..].find(needle) {
+        count += 1;
+        let at = from + found;
+        // Resume one character later: occurrences may overlap.
+        from = at + window[at..].chars().next().map_or(1, char::len_utf8);
+        if from >= window.len() {
+            break;
+        }
+    }
+    count
 }
 
 /// Whether `text` has line ends and every one of them is CRLF.
@@ -297,6 +332,27 @@ mod tests {
             "{failure:?}"
         );
         assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), broken);
+    }
+
+    #[tokio::test]
+    async fn overlapping_occurrences_are_ambiguous_too() {
+        // "}\n}" occurs at two places in three closing braces; which one the model meant is
+        // unknown, so the edit must not silently pick the first.
+        let (dir, tool) = tool("    }\n}\n}\n");
+        let failure = edit(&tool, "}\n}", "}", false).await.unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::AmbiguousMatch { count: 2, .. }),
+            "{failure:?}"
+        );
+        assert_eq!(content(&dir), "    }\n}\n}\n");
+        // With replace_all, the non-overlapping occurrences are replaced, as reported.
+        let out = edit(&tool, "}\n}", "}", true).await.unwrap();
+        assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+        assert_eq!(content(&dir), "    }\n}\n");
+        // Enough context makes it unique again.
+        let out = edit(&tool, "    }\n}", "  }\n}", false).await.unwrap();
+        assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+        assert_eq!(content(&dir), "  }\n}\n");
     }
 
     #[tokio::test]
