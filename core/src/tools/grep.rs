@@ -1,11 +1,12 @@
 //! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use grep_matcher::LineTerminator;
+use grep_matcher::{LineTerminator, Matcher as _};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
     BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
@@ -101,10 +102,11 @@ impl GrepTool {
              from the workspace root or from `path`). `output_mode`: \
              `files_with_matches` (default: matching file paths), `content` (matching lines as \
              `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
-             (`path:count`). `case_insensitive` ignores case. At most {} results (lines in \
+             (`path:count`); a printed line longer than {} characters is cut, around the first \
+             match on a matching line. `case_insensitive` ignores case. At most {} results (lines in \
              content mode, files otherwise) unless `max_results` says otherwise; files in path \
              order.",
-            limits.default_max_results
+            limits.max_line_chars, limits.default_max_results
         );
         Self {
             workspace,
@@ -329,6 +331,7 @@ impl Search {
         let shown = self.workspace.display_relative(path);
         let mut sink = FileSink {
             search: self,
+            matcher,
             shown: &shown,
             progress,
             matched_lines: 0,
@@ -385,6 +388,8 @@ impl Search {
 /// Receives one file's matches from the searcher.
 struct FileSink<'a> {
     search: &'a Search,
+    /// To find where on a long line the match is, so that the kept part shows it.
+    matcher: &'a RegexMatcher,
     shown: &'a str,
     progress: &'a mut Progress,
     matched_lines: u64,
@@ -405,17 +410,52 @@ impl FileSink<'_> {
     fn render_line(&self, separator: char, line_number: Option<u64>, bytes: &[u8]) -> String {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let max_chars = self.search.limits.max_line_chars;
         let text = String::from_utf8_lossy(bytes);
-        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
+        // On a long matching line, keep the part around the first match rather than the start,
+        // which may not contain it (minified files are one line).
+        let skipped = if separator == ':' && text.len() > max_chars {
+            self.chars_to_skip(bytes, max_chars)
+        } else {
+            0
+        };
+        let text = match skipped {
+            0 => text,
+            skipped => {
+                let start = text
+                    .char_indices()
+                    .nth(skipped)
+                    .map_or(text.len(), |(at, _)| at);
+                Cow::Owned(text[start..].to_owned())
+            }
+        };
+        let text = truncate_line(&text, max_chars, 0);
         let mut line = String::with_capacity(self.shown.len() + text.len() + 16);
         line.push_str(self.shown);
         line.push(separator);
         if let Some(number) = line_number {
             let _ = write!(line, "{number}{separator}");
         }
+        if skipped > 0 {
+            let _ = write!(line, "[{skipped} characters omitted] …");
+        }
         line.push_str(&text);
         line.push('\n');
         line
+    }
+
+    /// How many leading characters of a matching line to leave out so that its first match
+    /// shows in the `max_chars` kept, a quarter of them before it: 0 when the match already
+    /// ends within them from the start.
+    fn chars_to_skip(&self, line: &[u8], max_chars: usize) -> usize {
+        let Ok(Some(found)) = self.matcher.find(line) else {
+            return 0;
+        };
+        let chars_before = |end: usize| String::from_utf8_lossy(&line[..end]).chars().count();
+        if chars_before(found.end()) <= max_chars {
+            return 0;
+        }
+        chars_before(found.start()).saturating_sub(max_chars / 4)
     }
 
     fn emit(&mut self, line: &str) {
@@ -714,6 +754,38 @@ mod tests {
         .await
         .unwrap();
         assert!(out.contains("f.txt-11-l11\n--\nf.txt:21:hit\n"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_match_far_into_a_long_line_is_shown_with_its_surroundings() {
+        // Minified files: a match past the kept characters would otherwise be cut away, and
+        // `read` cuts long lines too, so the model could never see it.
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!(
+            "{}NEEDLE{}\nshort NEEDLE\n",
+            "a".repeat(3_000),
+            "é".repeat(3_000)
+        );
+        std::fs::write(dir.path().join("min.js"), line).unwrap();
+        let limits = GrepLimits {
+            max_line_chars: 100,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "NEEDLE", "output_mode": "content"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "min.js:1:[2975 characters omitted] …{}NEEDLE{}… [line truncated: 2931 more characters]\nmin.js:2:short NEEDLE\n",
+                "a".repeat(25),
+                "é".repeat(69)
+            )
+        );
     }
 
     #[tokio::test]
