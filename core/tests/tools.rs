@@ -624,3 +624,298 @@ async fn bash_runs_in_its_own_session_without_a_terminal() {
     assert_eq!(ids[0], ids[1], "{out}");
     assert_eq!(lines.next(), Some("no-tty"), "{out}");
 }
+
+#[test]
+fn registered_builtin_tools_carry_their_description_for_the_model() {
+    // The agent builds the request's tool definitions from the registry's `Tool::description`;
+    // an empty one there means the model never sees how a tool behaves.
+    let (_dir, workspace) = workspace();
+    let registry = registry(&workspace);
+    for name in tools::BUILTIN_TOOL_NAMES {
+        let registered = registry.get(name).unwrap();
+        let direct = tool(name, &workspace);
+        assert!(!registered.description().is_empty(), "{name}");
+        assert_eq!(registered.description(), direct.description(), "{name}");
+    }
+}
+
+#[test]
+fn descriptions_and_schemas_state_the_configured_limits() {
+    use ferroloop::tools::{BashLimits, BashTool, GrepLimits, GrepTool, ReadLimits, ReadTool};
+    let (_dir, workspace) = workspace();
+    let read = ReadTool::with_limits(
+        workspace.clone(),
+        ReadLimits {
+            default_line_limit: 50,
+            max_line_chars: 300,
+            ..ReadLimits::default()
+        },
+    );
+    let text = read.description();
+    assert!(text.contains("up to 50 lines"), "{text}");
+    assert!(text.contains("longer than 300 characters"), "{text}");
+    assert!(!text.contains("2000"), "{text}");
+    let schema = read.input_schema().to_string();
+    assert!(schema.contains("(default 50)"), "{schema}");
+
+    let grep = GrepTool::with_limits(
+        workspace.clone(),
+        GrepLimits {
+            default_max_results: 20,
+            ..GrepLimits::default()
+        },
+    );
+    let text = grep.description();
+    assert!(text.contains("At most 20 results"), "{text}");
+    assert!(!text.contains("100"), "{text}");
+    let schema = grep.input_schema().to_string();
+    assert!(schema.contains("(default 20)"), "{schema}");
+
+    let bash = BashTool::with_limits(
+        workspace,
+        BashLimits {
+            default_timeout: Duration::from_secs(5),
+            max_timeout: Duration::from_secs(60),
+            max_output_bytes: 1_000,
+        },
+    );
+    let text = bash.description();
+    assert!(text.contains("default 5000, at most 60000"), "{text}");
+    assert!(text.contains("first 500 and last 500 bytes"), "{text}");
+    assert!(
+        !text.contains("120000") && !text.contains("15000"),
+        "{text}"
+    );
+    let schema = bash.input_schema();
+    assert_eq!(schema["properties"]["timeout_ms"]["maximum"], 60_000);
+    let timeout = schema["properties"]["timeout_ms"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(timeout.contains("(default 5000"), "{timeout}");
+}
+
+/// Lists what `glob` and `grep` (files mode) report for `**/*` and `x` under `path`.
+async fn glob_and_grep(workspace: &Workspace, path: &str) -> (String, String) {
+    let glob = tool("glob", workspace)
+        .call(
+            json!({"pattern": "**/*", "path": path}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let grep = tool("grep", workspace)
+        .call(
+            json!({"pattern": "x", "path": path}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let mut glob: Vec<&str> = glob.lines().collect();
+    glob.sort_unstable();
+    (glob.join(" "), grep.lines().collect::<Vec<_>>().join(" "))
+}
+
+#[tokio::test]
+async fn ignore_files_above_the_workspace_apply_only_within_its_git_repository() {
+    // top/            not a repository; its .gitignore hides every .rs file, its .ignore *.md
+    //   outside-repo/ the workspace: not in any repository
+    //   repo/         a repository hiding *.tmp (.gitignore) and *.bak (.git/info/exclude)
+    //     ws/         the workspace inside it
+    let top = tempfile::tempdir().unwrap();
+    let top = top.path();
+    std::fs::write(top.join(".gitignore"), "*.rs\n").unwrap();
+    std::fs::write(top.join(".ignore"), "*.md\n").unwrap();
+    for dir in ["outside-repo/sub", "repo/.git/info", "repo/ws/sub"] {
+        std::fs::create_dir_all(top.join(dir)).unwrap();
+    }
+    std::fs::write(top.join("repo/.gitignore"), "*.tmp\n").unwrap();
+    std::fs::write(top.join("repo/.git/info/exclude"), "*.bak\n").unwrap();
+    for file in [
+        "outside-repo/main.rs",
+        "outside-repo/notes.md",
+        "outside-repo/sub/lib.rs",
+        "outside-repo/sub/debug.log",
+        "repo/ws/main.rs",
+        "repo/ws/notes.md",
+        "repo/ws/scratch.tmp",
+        "repo/ws/sub/lib.rs",
+        "repo/ws/sub/old.bak",
+    ] {
+        std::fs::write(top.join(file), "x\n").unwrap();
+    }
+    // The workspace's own ignore file applies to a search below its root.
+    std::fs::write(top.join("outside-repo/.gitignore"), "*.log\n").unwrap();
+
+    let outside = Workspace::new(top.join("outside-repo")).unwrap();
+    let (glob, grep) = glob_and_grep(&outside, ".").await;
+    assert_eq!(glob, ".gitignore main.rs notes.md sub/lib.rs");
+    assert_eq!(grep, "main.rs notes.md sub/lib.rs");
+    let (glob, grep) = glob_and_grep(&outside, "sub").await;
+    assert_eq!(glob, "sub/lib.rs");
+    assert_eq!(grep, "sub/lib.rs");
+
+    let inside = Workspace::new(top.join("repo/ws")).unwrap();
+    let (glob, grep) = glob_and_grep(&inside, ".").await;
+    assert_eq!(glob, "main.rs notes.md sub/lib.rs");
+    assert_eq!(grep, "main.rs notes.md sub/lib.rs");
+    let (glob, _) = glob_and_grep(&inside, "sub").await;
+    assert_eq!(glob, "sub/lib.rs");
+}
+
+#[tokio::test]
+async fn whole_numbers_written_as_floats_are_accepted_like_the_schema_check_accepts_them() {
+    // The executor's schema check counts `2.0` as an integer (JSON does not tell them apart,
+    // and some models write numbers that way); the tools must then not refuse it themselves.
+    let (dir, workspace) = workspace();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new(
+                "t1",
+                "read",
+                json!({"file_path": "a.txt", "offset": 2.0, "limit": 1.0}),
+            ),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "two", "output_mode": "content", "context": 1.0, "max_results": 5.0}),
+            ),
+            ToolUse::new("t3", "glob", json!({"pattern": "*.txt", "max_results": 1.0})),
+            ToolUse::new("t4", "bash", json!({"command": "echo hi", "timeout_ms": 5000.0})),
+            ToolUse::new("t5", "read", json!({"file_path": "a.txt", "offset": 1.5})),
+        ])
+        .await
+        .unwrap();
+    let texts: Vec<&str> = results.iter().map(text).collect();
+    assert_eq!(
+        texts[..4],
+        [
+            "     2\ttwo\n[more lines follow; continue with offset=3]\n",
+            "a.txt-1-one\na.txt:2:two\na.txt-3-three\n",
+            "a.txt\n",
+            "hi\nExit code: 0",
+        ]
+    );
+    assert!(results[..4].iter().all(|result| !result.is_error));
+    assert!(results[4].is_error);
+    assert!(texts[4].contains("offset"), "{}", texts[4]);
+}
+
+#[tokio::test]
+async fn grep_glob_filters_are_matched_from_the_workspace_root_as_well_as_from_path() {
+    // ripgrep roots `--glob` at the working directory (the workspace root here), not at the
+    // searched path: `path: "src", glob: "src/**/*.ts"` must not silently find nothing.
+    let (dir, workspace) = workspace();
+    for file in [
+        "src/app/x.ts",
+        "src/app/y.js",
+        "src/[v1]/z.ts",
+        "other/w.ts",
+    ] {
+        let full = dir.path().join(file);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, "needle\n").unwrap();
+    }
+    let grep = tool("grep", &workspace);
+    let search = |path: &'static str, glob: &'static str| {
+        let grep = grep.clone();
+        async move {
+            grep.call(
+                json!({"pattern": "needle", "path": path, "glob": glob}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    for (path, glob, expected) in [
+        ("src", "src/**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("src", "src/app/*.ts", "src/app/x.ts\n"),
+        ("src", "app/*.ts", "src/app/x.ts\n"),
+        ("src", "**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("src", "*.js", "src/app/y.js\n"),
+        ("src", "!src/app/*", "src/[v1]/z.ts\n"),
+        ("src", "!app/*", "src/[v1]/z.ts\n"),
+        ("src/[v1]", "src/[[]v1]/*.ts", "src/[v1]/z.ts\n"),
+        ("src/[v1]", "*.ts", "src/[v1]/z.ts\n"),
+        (".", "src/**/*.ts", "src/[v1]/z.ts\nsrc/app/x.ts\n"),
+        ("other", "src/**/*.ts", "No matches found"),
+    ] {
+        assert_eq!(
+            search(path, glob).await,
+            expected,
+            "path {path}, glob {glob}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn read_and_grep_pages_fit_the_executors_default_result_limit() {
+    // A result over the executor's per-result limit is replaced by a preview and a spill file
+    // outside the workspace, which `read` refuses to open: the model would be stuck. With the
+    // default limits, `read` and `grep` must cut their own output first and say how to go on.
+    let (dir, workspace) = workspace();
+    let line = "x".repeat(99);
+    let text: String = (0..2_000).map(|_| format!("{line}\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), &text).unwrap();
+    let executor = ToolExecutor::new(registry(&workspace));
+    let results = executor
+        .run(vec![
+            ToolUse::new("t1", "read", json!({"file_path": "big.txt"})),
+            ToolUse::new(
+                "t2",
+                "grep",
+                json!({"pattern": "x", "output_mode": "content", "max_results": 2000}),
+            ),
+        ])
+        .await
+        .unwrap();
+    let read = text_of(&results[0]);
+    assert!(!read.contains("Output too large"), "{}", &read[..200]);
+    assert!(
+        read.contains("continue with offset="),
+        "{}",
+        &read[read.len() - 200..]
+    );
+    assert!(read.len() < ferroloop::exec::budget::DEFAULT_MAX_RESULT_CHARS);
+    let grep = text_of(&results[1]);
+    assert!(!grep.contains("Output too large"), "{}", &grep[..200]);
+    assert!(
+        grep.contains("[results truncated"),
+        "{}",
+        &grep[grep.len() - 200..]
+    );
+}
+
+fn text_of(result: &ToolResult) -> String {
+    assert!(!result.is_error, "{result:?}");
+    text(result).to_owned()
+}
+
+#[tokio::test]
+async fn edit_gives_new_lines_a_crlf_files_line_ends_even_when_old_string_is_one_line() {
+    let (dir, workspace) = workspace();
+    let path = dir.path().join("win.rs");
+    std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\n").unwrap();
+    let edit = tool("edit", &workspace);
+    edit.call(
+        json!({"file_path": "win.rs", "old_string": "    1", "new_string": "    1\n    2"}),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() {\r\n    1\r\n    2\r\n}\r\n"
+    );
+    // A file with LF line ends, or mixed ones, gets new_string as written.
+    std::fs::write(&path, "a\r\nb\nc\r\n").unwrap();
+    edit.call(
+        json!({"file_path": "win.rs", "old_string": "b", "new_string": "b\nb2"}),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\r\nb\nb2\nc\r\n");
+}

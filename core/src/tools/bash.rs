@@ -14,6 +14,7 @@
 //! the call. If the future is dropped mid-run (an executor timeout), a guard kills the group.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -56,6 +57,8 @@ const DRAIN_AFTER_KILL: Duration = Duration::from_secs(2);
 pub struct BashTool {
     workspace: Workspace,
     limits: BashLimits,
+    /// Built from the limits once, so the model is told the numbers that actually apply.
+    description: Arc<str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,17 +91,28 @@ impl BashTool {
 
     /// A `bash` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: BashLimits) -> Self {
-        Self { workspace, limits }
+        let (head, tail) = HeadTailBuffer::capacities(limits.max_output_bytes);
+        let description = format!(
+            "Run a shell command with `sh -c` in the workspace root and return its combined \
+             stdout and stderr. Each call starts a fresh shell (no state carries over). The \
+             command is killed, with every process it started, after `timeout_ms` (default \
+             {}, at most {}); background processes do not outlive the call. Long output \
+             keeps its first {head} and last {tail} bytes. A non-zero exit code is reported as \
+             an error with the output. Prefer the read, glob and grep tools for reading and \
+             searching files.",
+            millis(limits.default_timeout),
+            millis(limits.max_timeout)
+        );
+        Self {
+            workspace,
+            limits,
+            description: description.into(),
+        }
     }
 
-    /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
-        "Run a shell command with `sh -c` in the workspace root and return its combined \
-         stdout and stderr. Each call starts a fresh shell (no state carries over). The \
-         command is killed, with every process it started, after `timeout_ms` (default \
-         120000, at most 600000); background processes do not outlive the call. Long output \
-         keeps its first and last 15000 bytes. A non-zero exit code is reported as an error \
-         with the output. Prefer the read, glob and grep tools for reading and searching files."
+    /// The description shown to the model; it states this tool's limits.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The JSON schema of the input.
@@ -107,7 +121,7 @@ impl BashTool {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The shell command to run."},
-                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": self.limits.max_timeout.as_millis() as u64, "description": "Timeout in milliseconds (default 120000)."},
+                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": millis(self.limits.max_timeout), "description": format!("Timeout in milliseconds (default {}).", millis(self.limits.default_timeout))},
                 "description": {"type": "string", "description": "A short description of what the command does (optional)."}
             },
             "required": ["command"],
@@ -141,7 +155,7 @@ impl BashTool {
         match ending {
             Ending::Exited(status) => exit_result(status, output),
             Ending::TimedOut => Err(ToolFailure::TimedOut {
-                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                timeout_ms: millis(timeout),
                 output,
             }),
             Ending::Cancelled => Err(ToolFailure::Cancelled),
@@ -259,6 +273,11 @@ impl BashTool {
         let ending = ending.unwrap_or(Ending::Cancelled);
         Ok((ending, output.render()))
     }
+}
+
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn exit_result(status: std::process::ExitStatus, output: String) -> Result<String, ToolFailure> {

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::output::looks_binary;
+use super::output::{Utf16, looks_binary};
 use super::{ToolFailure, Workspace, parse_input, run_to_completion};
 
 /// Replaces an exact string in a file. Not concurrency-safe.
@@ -93,10 +93,19 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         return Err(ToolFailure::NotAFile(shown.into()));
     }
     let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
-    if looks_binary(&bytes) {
+    // A UTF-16 file (which `read` shows as text) is edited as text and written back in its
+    // own encoding, byte order mark included.
+    let utf16 = Utf16::sniff(&bytes);
+    let text = match utf16 {
+        Some(encoding) => encoding
+            .decode(&bytes[2..])
+            .ok_or_else(|| ToolFailure::InvalidUtf16(shown.into()))?,
+        None if looks_binary(&bytes) => return Err(ToolFailure::BinaryFile(shown.into())),
+        None => String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?,
+    };
+    if utf16.is_some() && looks_binary(text.as_bytes()) {
         return Err(ToolFailure::BinaryFile(shown.into()));
     }
-    let text = String::from_utf8(bytes).map_err(|_| ToolFailure::NotUtf8(shown.into()))?;
     let mut old = Cow::Borrowed(input.old_string.as_str());
     let mut new = Cow::Borrowed(input.new_string.as_str());
     let mut count = text.matches(old.as_ref()).count();
@@ -111,19 +120,37 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
             count = crlf_count;
         }
     }
+    if count > 0 && matches!(new, Cow::Borrowed(_)) && uses_crlf_only(&text) && new.contains('\n') {
+        // The model writes LF line ends (that is what `read` shows); in a file whose every line
+        // ends with CRLF, the lines it adds must too, or the file ends up with mixed ends.
+        new = Cow::Owned(to_crlf(&new));
+    }
     if count == 0 {
         if has_read_line_prefixes(&input.old_string) {
             return Err(ToolFailure::NoMatchWithLineNumbers(shown.into()));
         }
         return Err(ToolFailure::NoMatch(shown.into()));
     }
-    if count > 1 && !input.replace_all {
-        return Err(ToolFailure::AmbiguousMatch {
-            path: shown.into(),
-            count,
-        });
+    if !input.replace_all {
+        // `matches` counts non-overlapping occurrences; one that overlaps the first ("}\n}" in
+        // "}\n}\n}") makes the edit just as ambiguous.
+        let occurrences = if count == 1 {
+            overlapping_occurrences(&text, &old)
+        } else {
+            count
+        };
+        if occurrences > 1 {
+            return Err(ToolFailure::AmbiguousMatch {
+                path: shown.into(),
+                count: occurrences,
+            });
+        }
     }
     let edited = text.replace(old.as_ref(), &new);
+    let edited = match utf16 {
+        Some(encoding) => encoding.encode(&edited),
+        None => edited.into_bytes(),
+    };
     std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
     let noun = if count == 1 {
         "occurrence"
@@ -141,6 +168,45 @@ fn has_read_line_prefixes(text: &str) -> bool {
         let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
         rest.len() < digits.len() && rest.starts_with('\t')
     })
+}
+
+/// How many times `needle` (non-empty, with exactly one non-overlapping occurrence) occurs in
+/// `text` counting overlaps. Every other occurrence then starts inside the first one, so only
+/// a window of twice the needle's length is searched.
+fn overlapping_occurrences(text: &str, needle: &str) -> usize {
+    let Some(first) = text.find(needle) else {
+        return 0;
+    };
+    let mut end = (first + 2 * needle.len()).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let window = &text[..end];
+    let mut count = 0;
+    let mut from = first;
+    while let Some(found) = window[from..].find(needle) {
+        count += 1;
+        let at = from + found;
+        // Resume one character later: occurrences may overlap.
+        from = at + window[at..].chars().next().map_or(1, char::len_utf8);
+        if from >= window.len() {
+            break;
+        }
+    }
+    count
+}
+
+/// Whether `text` has line ends and every one of them is CRLF.
+fn uses_crlf_only(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut any = false;
+    for end in memchr::memchr_iter(b'\n', bytes) {
+        if end == 0 || bytes[end - 1] != b'\r' {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
 
 /// `text` with every line end (LF or CRLF) made CRLF.
@@ -227,6 +293,66 @@ mod tests {
         let out = edit(&tool, "x = 1", "x = 2", true).await.unwrap();
         assert_eq!(out, "Replaced 2 occurrences in 'f.txt'");
         assert_eq!(content(&dir), "x = 2;\nx = 2;\n");
+    }
+
+    #[tokio::test]
+    async fn utf16_files_are_edited_in_their_own_encoding() {
+        for big_endian in [false, true] {
+            let encode = |text: &str| -> Vec<u8> {
+                std::iter::once(0xFEFF)
+                    .chain(text.encode_utf16())
+                    .flat_map(|unit| {
+                        if big_endian {
+                            unit.to_be_bytes()
+                        } else {
+                            unit.to_le_bytes()
+                        }
+                    })
+                    .collect()
+            };
+            let (dir, tool) = tool("");
+            std::fs::write(dir.path().join("f.txt"), encode("key = old 𝄞\r\nnext\r\n")).unwrap();
+            let out = edit(&tool, "old 𝄞\nnext", "new ✓\nlast", false)
+                .await
+                .unwrap();
+            assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+            assert_eq!(
+                std::fs::read(dir.path().join("f.txt")).unwrap(),
+                encode("key = new ✓\r\nlast\r\n"),
+                "big endian: {big_endian}"
+            );
+        }
+        // Unpaired surrogates cannot round-trip: the file is refused, untouched.
+        let (dir, tool) = tool("");
+        let broken = [0xFF, 0xFE, b'a', 0x00, 0x00, 0xD8, b'b', 0x00];
+        std::fs::write(dir.path().join("f.txt"), broken).unwrap();
+        let failure = edit(&tool, "a", "c", false).await.unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::InvalidUtf16(_)),
+            "{failure:?}"
+        );
+        assert_eq!(std::fs::read(dir.path().join("f.txt")).unwrap(), broken);
+    }
+
+    #[tokio::test]
+    async fn overlapping_occurrences_are_ambiguous_too() {
+        // "}\n}" occurs at two places in three closing braces; which one the model meant is
+        // unknown, so the edit must not silently pick the first.
+        let (dir, tool) = tool("    }\n}\n}\n");
+        let failure = edit(&tool, "}\n}", "}", false).await.unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::AmbiguousMatch { count: 2, .. }),
+            "{failure:?}"
+        );
+        assert_eq!(content(&dir), "    }\n}\n}\n");
+        // With replace_all, the non-overlapping occurrences are replaced, as reported.
+        let out = edit(&tool, "}\n}", "}", true).await.unwrap();
+        assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+        assert_eq!(content(&dir), "    }\n}\n");
+        // Enough context makes it unique again.
+        let out = edit(&tool, "    }\n}", "  }\n}", false).await.unwrap();
+        assert_eq!(out, "Replaced 1 occurrence in 'f.txt'");
+        assert_eq!(content(&dir), "  }\n}\n");
     }
 
     #[tokio::test]

@@ -35,6 +35,12 @@ pub enum ToolFailure {
     /// The file is not valid UTF-8, so an exact-string edit cannot be applied safely.
     #[error("'{0}' is not valid UTF-8 text; it cannot be edited")]
     NotUtf8(String),
+    /// The file is UTF-16 (it starts with a byte order mark) but holds unpaired surrogates, so
+    /// an edit could not write it back unchanged around the replacement.
+    #[error(
+        "'{0}' is UTF-16 text with invalid code units (unpaired surrogates); it cannot be edited"
+    )]
+    InvalidUtf16(String),
     /// `edit`: `old_string` does not occur in the file.
     #[error(
         "old_string was not found in '{0}'; read the file and copy the exact text, including whitespace"

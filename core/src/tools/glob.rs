@@ -14,6 +14,11 @@ use super::{ToolFailure, Workspace, parse_input, run_blocking};
 /// Paths returned when the call gives no `max_results`.
 const DEFAULT_MAX_RESULTS: usize = 100;
 
+/// Bytes of paths returned at most, whatever `max_results` says: the result stays under the
+/// executor's default per-result limit (50,000 characters), so it is never replaced by a spill
+/// file outside the workspace, which `read` cannot open.
+const MAX_OUTPUT_BYTES: usize = 40 * 1024;
+
 /// Finds files by glob pattern. Concurrency-safe.
 #[derive(Debug, Clone)]
 pub struct GlobTool {
@@ -46,7 +51,7 @@ impl GlobTool {
          `*` does not cross `/`, `**` matches any number of directories, `{a,b}` alternates. \
          Files ignored by .gitignore and the .git directory are skipped; symbolic links are not \
          listed. Returns workspace-relative paths, most recently modified first, at most 100 \
-         unless `max_results` says otherwise."
+         unless `max_results` says otherwise (and at most 40 KiB of them)."
     }
 
     /// The JSON schema of the input.
@@ -109,7 +114,7 @@ impl GlobTool {
                 )));
             }
             let mut found: Vec<(SystemTime, String)> = Vec::new();
-            for (index, entry) in walker(&base).build().enumerate() {
+            for (index, entry) in walker(&workspace, &base).build().enumerate() {
                 if index % ENTRIES_PER_CANCEL_CHECK == 0 && job_cancel.is_cancelled() {
                     return Err(ToolFailure::Cancelled);
                 }
@@ -144,13 +149,18 @@ fn render(mut found: Vec<(SystemTime, String)>, max_results: usize) -> String {
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
     let mut out = String::new();
+    let mut shown = 0;
     for (_, path) in found.iter().take(max_results) {
+        if shown > 0 && out.len() + path.len() + 1 > MAX_OUTPUT_BYTES {
+            break;
+        }
         out.push_str(path);
         out.push('\n');
+        shown += 1;
     }
-    if total > max_results {
+    if total > shown {
         out.push_str(&format!(
-            "[showing {max_results} of {total} files; use a more specific pattern or path]\n"
+            "[showing {shown} of {total} files; use a more specific pattern or path]\n"
         ));
     }
     out
@@ -238,6 +248,30 @@ mod tests {
         assert_eq!(
             out,
             "src/main.rs\nsrc/deep/mod.rs\n[showing 2 of 5 files; use a more specific pattern or path]\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_max_results_is_still_bounded_in_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "n".repeat(90);
+        for i in 0..1_000 {
+            std::fs::write(dir.path().join(format!("{name}{i:04}.txt")), "x").unwrap();
+        }
+        let tool = GlobTool::new(Workspace::new(dir.path()).unwrap());
+        let out = call(&tool, json!({"pattern": "*.txt", "max_results": 5_000}))
+            .await
+            .unwrap();
+        // 1,000 paths of 99 bytes would be 99,000 bytes, over the executor's default
+        // per-result limit (50,000 characters), whose spill file `read` could not open.
+        assert!(out.len() <= MAX_OUTPUT_BYTES + 100, "{} bytes", out.len());
+        let shown = out.lines().count() - 1;
+        assert!(
+            out.ends_with(&format!(
+                "[showing {shown} of 1000 files; use a more specific pattern or path]\n"
+            )),
+            "{}",
+            &out[out.len() - 200..]
         );
     }
 

@@ -1,12 +1,17 @@
 //! `grep`: regex search over the workspace with ripgrep's engine, honouring `.gitignore`.
 
+use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use grep_matcher::LineTerminator;
+use grep_matcher::{LineTerminator, Matcher as _};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::overrides::OverrideBuilder;
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
+use ignore::overrides::{Override, OverrideBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -23,7 +28,9 @@ pub struct GrepLimits {
     pub default_max_results: usize,
     /// Characters kept of one printed line (default 500).
     pub max_line_chars: usize,
-    /// Bytes of output after which the search stops with a note (default 64 KiB).
+    /// Bytes of output after which the search stops with a note (default 40 KiB: with the
+    /// one line that may follow, the result stays under the executor's default per-result
+    /// limit of 50,000 characters, so it is never replaced by a spill file `read` cannot open).
     pub max_output_bytes: usize,
 }
 
@@ -32,7 +39,7 @@ impl Default for GrepLimits {
         Self {
             default_max_results: 100,
             max_line_chars: 500,
-            max_output_bytes: 64 * 1024,
+            max_output_bytes: 40 * 1024,
         }
     }
 }
@@ -42,6 +49,8 @@ impl Default for GrepLimits {
 pub struct GrepTool {
     workspace: Workspace,
     limits: GrepLimits,
+    /// Built from the limits once, so the model is told the numbers that actually apply.
+    description: Arc<str>,
 }
 
 /// What `grep` prints.
@@ -85,19 +94,30 @@ impl GrepTool {
 
     /// A `grep` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: GrepLimits) -> Self {
-        Self { workspace, limits }
+        let description = format!(
+            "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
+             Searches `path` (a file or directory, default: the workspace root) recursively, \
+             skipping files ignored by .gitignore, the .git directory and binary files. \
+             `glob` filters files (e.g. `*.rs`, `src/**/*.ts`; a glob with a `/` may be written \
+             from the workspace root or from `path`). `output_mode`: \
+             `files_with_matches` (default: matching file paths), `content` (matching lines as \
+             `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
+             (`path:count`); a printed line longer than {} characters is cut, around the first \
+             match on a matching line. `case_insensitive` ignores case. At most {} results (lines in \
+             content mode, files otherwise) unless `max_results` says otherwise; files in path \
+             order.",
+            limits.max_line_chars, limits.default_max_results
+        );
+        Self {
+            workspace,
+            limits,
+            description: description.into(),
+        }
     }
 
-    /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
-        "Search file contents with a regular expression (Rust regex syntax, like ripgrep). \
-         Searches `path` (a file or directory, default: the workspace root) recursively, \
-         skipping files ignored by .gitignore, the .git directory and binary files. \
-         `glob` filters files (e.g. `*.rs`, `src/**/*.ts`). `output_mode`: \
-         `files_with_matches` (default: matching file paths), `content` (matching lines as \
-         `path:line:text`, with `context` lines around each as `path-line-text`), or `count` \
-         (`path:count`). `case_insensitive` ignores case. At most 100 results (lines in content \
-         mode, files otherwise) unless `max_results` says otherwise; files in path order."
+    /// The description shown to the model; it states this tool's limits.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The JSON schema of the input.
@@ -111,7 +131,7 @@ impl GrepTool {
                 "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "What to print (default files_with_matches)."},
                 "case_insensitive": {"type": "boolean", "default": false, "description": "Match regardless of case."},
                 "context": {"type": "integer", "minimum": 0, "description": "Lines of context before and after each match (content mode)."},
-                "max_results": {"type": "integer", "minimum": 1, "description": "The most results to return (default 100)."}
+                "max_results": {"type": "integer", "minimum": 1, "description": format!("The most results to return (default {}).", self.limits.default_max_results)}
             },
             "required": ["pattern"],
             "additionalProperties": false
@@ -160,14 +180,7 @@ impl GrepTool {
         let base = self.workspace.resolve(&shown_base)?;
         let overrides = match &input.glob {
             None => None,
-            Some(glob) => Some(
-                OverrideBuilder::new(&base)
-                    .add(&override_glob(glob))
-                    .and_then(|builder| builder.build())
-                    .map_err(|error| {
-                        ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"))
-                    })?,
-            ),
+            Some(glob) => Some(glob_filter(&self.workspace, &base, glob)?),
         };
         let search = Search {
             workspace: self.workspace.clone(),
@@ -181,7 +194,7 @@ impl GrepTool {
         run_blocking(&cancel, move || {
             std::fs::metadata(&base)
                 .map_err(|error| ToolFailure::io("search", &shown_base, error))?;
-            let mut walk = walker(&base);
+            let mut walk = walker(&search.workspace, &base);
             if let Some(overrides) = overrides {
                 walk.overrides(overrides);
             }
@@ -191,12 +204,48 @@ impl GrepTool {
     }
 }
 
-/// The `glob` filter as an override glob: a leading `./` dropped (after a `!` negation too).
-fn override_glob(glob: &str) -> String {
-    match glob.strip_prefix('!') {
-        Some(negated) => format!("!{}", without_leading_dot_slash(negated)),
-        None => without_leading_dot_slash(glob).to_owned(),
+/// The `glob` filter as ripgrep's override globs (gitignore syntax; a leading `!` negates).
+///
+/// ripgrep roots them at its working directory, which for a model is the workspace root, so
+/// `path: "src", glob: "src/**/*.ts"` finds files; a glob written from the searched directory
+/// (`app/*.ts` under `src`) is also honoured. Only an anchored glob (one with a `/` before its
+/// end) can differ between the two readings; an unanchored one (`*.rs`) matches at any depth.
+/// A leading `./` is dropped (after a `!` too).
+fn glob_filter(workspace: &Workspace, base: &Path, glob: &str) -> Result<Override, ToolFailure> {
+    let invalid =
+        |error: ignore::Error| ToolFailure::InvalidInput(format!("invalid glob '{glob}': {error}"));
+    let (bang, pattern) = match glob.strip_prefix('!') {
+        Some(negated) => ("!", without_leading_dot_slash(negated)),
+        None => ("", without_leading_dot_slash(glob)),
+    };
+    let mut builder = OverrideBuilder::new(workspace.root());
+    builder.add(&format!("{bang}{pattern}")).map_err(invalid)?;
+    let anchored = pattern.trim_end_matches('/').contains('/');
+    let from_base = base
+        .strip_prefix(workspace.root())
+        .ok()
+        .filter(|relative| !relative.as_os_str().is_empty());
+    if let Some(relative) = from_base.filter(|_| anchored) {
+        let prefix = escape_glob(&relative.to_string_lossy());
+        let rest = pattern.trim_start_matches('/');
+        builder
+            .add(&format!("{bang}{prefix}/{rest}"))
+            .map_err(invalid)?;
     }
+    builder.build().map_err(invalid)
+}
+
+/// `path` as a glob matching exactly itself: every character a glob or a gitignore line
+/// gives a meaning to is escaped with a backslash.
+fn escape_glob(path: &str) -> String {
+    let mut escaped = String::with_capacity(path.len());
+    for c in path.chars() {
+        if matches!(c, '\\' | '*' | '?' | '[' | ']' | '{' | '}' | '!' | '#') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// One search: its settings and the output being built.
@@ -282,11 +331,15 @@ impl Search {
         let shown = self.workspace.display_relative(path);
         let mut sink = FileSink {
             search: self,
+            matcher,
             shown: &shown,
             progress,
             matched_lines: 0,
             printed_in_file: false,
             binary_offset: None,
+            pending_before: VecDeque::new(),
+            pending_bytes: 0,
+            dropped_before: false,
         };
         if let Err(error) = searcher.search_path(matcher, path, &mut sink) {
             tracing::debug!(%error, path = %shown, "grep: skipping an unreadable file");
@@ -335,16 +388,77 @@ impl Search {
 /// Receives one file's matches from the searcher.
 struct FileSink<'a> {
     search: &'a Search,
+    /// To find where on a long line the match is, so that the kept part shows it.
+    matcher: &'a RegexMatcher,
     shown: &'a str,
     progress: &'a mut Progress,
     matched_lines: u64,
     printed_in_file: bool,
     /// Where binary data stopped the search, if it did.
     binary_offset: Option<u64>,
+    /// Before-context lines of the coming match, held back so that they can never crowd the
+    /// match itself out of the capped output: they may use half the room left, and the
+    /// farthest from the match are dropped first.
+    pending_before: VecDeque<String>,
+    pending_bytes: usize,
+    /// Whether lines were dropped from `pending_before` (the group then starts with `--`).
+    dropped_before: bool,
 }
 
 impl FileSink<'_> {
-    fn print_line(&mut self, separator: char, line_number: Option<u64>, bytes: &[u8]) {
+    /// One output line: `path:number:text` for a match, `path-number-text` for context.
+    fn render_line(&self, separator: char, line_number: Option<u64>, bytes: &[u8]) -> String {
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let max_chars = self.search.limits.max_line_chars;
+        let text = String::from_utf8_lossy(bytes);
+        // On a long matching line, keep the part around the first match rather than the start,
+        // which may not contain it (minified files are one line).
+        let skipped = if separator == ':' && text.len() > max_chars {
+            self.chars_to_skip(bytes, max_chars)
+        } else {
+            0
+        };
+        let text = match skipped {
+            0 => text,
+            skipped => {
+                let start = text
+                    .char_indices()
+                    .nth(skipped)
+                    .map_or(text.len(), |(at, _)| at);
+                Cow::Owned(text[start..].to_owned())
+            }
+        };
+        let text = truncate_line(&text, max_chars, 0);
+        let mut line = String::with_capacity(self.shown.len() + text.len() + 16);
+        line.push_str(self.shown);
+        line.push(separator);
+        if let Some(number) = line_number {
+            let _ = write!(line, "{number}{separator}");
+        }
+        if skipped > 0 {
+            let _ = write!(line, "[{skipped} characters omitted] …");
+        }
+        line.push_str(&text);
+        line.push('\n');
+        line
+    }
+
+    /// How many leading characters of a matching line to leave out so that its first match
+    /// shows in the `max_chars` kept, a quarter of them before it: 0 when the match already
+    /// ends within them from the start.
+    fn chars_to_skip(&self, line: &[u8], max_chars: usize) -> usize {
+        let Ok(Some(found)) = self.matcher.find(line) else {
+            return 0;
+        };
+        let chars_before = |end: usize| String::from_utf8_lossy(&line[..end]).chars().count();
+        if chars_before(found.end()) <= max_chars {
+            return 0;
+        }
+        chars_before(found.start()).saturating_sub(max_chars / 4)
+    }
+
+    fn emit(&mut self, line: &str) {
         let out = &mut self.progress.out;
         if !self.printed_in_file {
             // Groups of different files are separated like ripgrep does when context is on.
@@ -352,18 +466,21 @@ impl FileSink<'_> {
                 out.push_str("--\n");
             }
             self.printed_in_file = true;
+        } else if self.dropped_before && !out.ends_with("--\n") {
+            // Lines between the previous group and this one were left out.
+            out.push_str("--\n");
         }
-        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let text = String::from_utf8_lossy(bytes);
-        let text = truncate_line(&text, self.search.limits.max_line_chars, 0);
-        out.push_str(self.shown);
-        out.push(separator);
-        if let Some(number) = line_number {
-            let _ = write!(out, "{number}{separator}");
+        self.dropped_before = false;
+        out.push_str(line);
+    }
+
+    /// Prints the held-back before-context lines of the match about to be printed.
+    fn flush_before(&mut self) {
+        let pending = std::mem::take(&mut self.pending_before);
+        for line in &pending {
+            self.emit(line);
         }
-        out.push_str(&text);
-        out.push('\n');
+        self.pending_bytes = 0;
     }
 }
 
@@ -386,7 +503,9 @@ impl Sink for FileSink<'_> {
                     self.progress.truncated = true;
                     return Ok(false);
                 }
-                self.print_line(':', found.line_number(), found.bytes());
+                self.flush_before();
+                let line = self.render_line(':', found.line_number(), found.bytes());
+                self.emit(&line);
                 self.progress.results += 1;
                 Ok(!self.search.cancel.is_cancelled())
             }
@@ -398,8 +517,30 @@ impl Sink for FileSink<'_> {
         _searcher: &Searcher,
         context: &SinkContext<'_>,
     ) -> Result<bool, Self::Error> {
-        if self.search.mode == OutputMode::Content {
-            self.print_line('-', context.line_number(), context.bytes());
+        if self.search.mode != OutputMode::Content {
+            return Ok(!self.search.cancel.is_cancelled());
+        }
+        let cap = self.search.limits.max_output_bytes;
+        let line = self.render_line('-', context.line_number(), context.bytes());
+        if *context.kind() == SinkContextKind::Before {
+            let room = cap.saturating_sub(self.progress.out.len()) / 2;
+            self.pending_bytes += line.len();
+            self.pending_before.push_back(line);
+            while self.pending_bytes > room {
+                let Some(dropped) = self.pending_before.pop_front() else {
+                    break;
+                };
+                self.pending_bytes -= dropped.len();
+                self.dropped_before = true;
+            }
+        } else {
+            // After-context counts toward the output cap like matches do: a large `context`
+            // would otherwise print whole files past it.
+            if self.progress.out.len() >= cap {
+                self.progress.truncated = true;
+                return Ok(false);
+            }
+            self.emit(&line);
         }
         Ok(!self.search.cancel.is_cancelled())
     }
@@ -521,6 +662,130 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(none, "No matches found");
+    }
+
+    #[tokio::test]
+    async fn context_lines_cannot_push_the_output_past_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text: String = (1..=5_000).map(|i| format!("line {i}\n")).collect();
+        text.push_str("needle\n");
+        text.extend((1..=5_000).map(|i| format!("after {i}\n")));
+        std::fs::write(dir.path().join("big.log"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 2_000,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "needle", "output_mode": "content", "context": 1_000_000}),
+        )
+        .await
+        .unwrap();
+        // Cut where the cap is reached: a few lines over it at most, and said so; the match
+        // is shown with the before-context nearest to it, whatever the context asked for.
+        assert!(out.len() < 2_000 + 200, "{} bytes", out.len());
+        assert!(
+            out.starts_with("big.log-") && !out.starts_with("big.log-1-"),
+            "{out}"
+        );
+        assert!(
+            out.contains("big.log-5000-line 5000\nbig.log:5001:needle\nbig.log-5002-after 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("narrow the search with path, glob or a more specific pattern]\n"),
+            "{out}"
+        );
+    }
+
+    #[tokio::test]
+    async fn before_context_cut_for_room_is_marked_as_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let text: String = (1..=40)
+            .map(|i| {
+                if i == 1 || i == 21 {
+                    "hit\n".to_owned()
+                } else {
+                    format!("l{i:02}\n")
+                }
+            })
+            .collect();
+        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 300,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
+        )
+        .await
+        .unwrap();
+        // Lines 2-11 follow the first hit; of 12-20, only the nearest to the second hit fit.
+        assert!(out.starts_with("f.txt:1:hit\nf.txt-2-l02\n"), "{out}");
+        assert!(out.contains("f.txt-11-l11\n--\n"), "{out}");
+        assert!(!out.contains("f.txt-12-"), "{out}");
+        assert!(out.contains("f.txt-20-l20\nf.txt:21:hit\n"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_match_whose_whole_before_context_was_dropped_still_shows_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "y".repeat(80);
+        let text: String = (1..=30)
+            .map(|i| match i {
+                1 | 21 => "hit\n".to_owned(),
+                12..=20 => format!("{long}\n"),
+                _ => format!("l{i:02}\n"),
+            })
+            .collect();
+        std::fs::write(dir.path().join("f.txt"), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: 300,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
+        )
+        .await
+        .unwrap();
+        assert!(out.contains("f.txt-11-l11\n--\nf.txt:21:hit\n"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn a_match_far_into_a_long_line_is_shown_with_its_surroundings() {
+        // Minified files: a match past the kept characters would otherwise be cut away, and
+        // `read` cuts long lines too, so the model could never see it.
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!(
+            "{}NEEDLE{}\nshort NEEDLE\n",
+            "a".repeat(3_000),
+            "é".repeat(3_000)
+        );
+        std::fs::write(dir.path().join("min.js"), line).unwrap();
+        let limits = GrepLimits {
+            max_line_chars: 100,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let out = call(
+            &tool,
+            json!({"pattern": "NEEDLE", "output_mode": "content"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "min.js:1:[2975 characters omitted] …{}NEEDLE{}… [line truncated: 2931 more characters]\nmin.js:2:short NEEDLE\n",
+                "a".repeat(25),
+                "é".repeat(69)
+            )
+        );
     }
 
     #[tokio::test]

@@ -105,7 +105,7 @@ impl BuiltinTool {
     }
 
     /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
+    pub fn description(&self) -> &str {
         match self {
             Self::Read(tool) => tool.description(),
             Self::Write(tool) => tool.description(),
@@ -162,6 +162,12 @@ impl Tool for BuiltinTool {
         BuiltinTool::name(self)
     }
 
+    // Without this the trait's empty default applies, and the agent sends the tool to the model
+    // with no description at all.
+    fn description(&self) -> &str {
+        BuiltinTool::description(self)
+    }
+
     fn input_schema(&self) -> Value {
         BuiltinTool::input_schema(self)
     }
@@ -210,8 +216,39 @@ pub fn all(workspace: &Workspace) -> Vec<BuiltinTool> {
 }
 
 /// Parses a tool's input, turning serde's message into a model-readable failure.
-fn parse_input<T: DeserializeOwned>(input: Value) -> Result<T, ToolFailure> {
+fn parse_input<T: DeserializeOwned>(mut input: Value) -> Result<T, ToolFailure> {
+    if let Value::Object(fields) = &mut input {
+        for (name, value) in fields.iter_mut() {
+            whole_number_field(name, value)?;
+        }
+    }
     serde_json::from_value(input).map_err(|error| ToolFailure::InvalidInput(error.to_string()))
+}
+
+/// Every number a built-in tool takes is a count (a line, a limit, milliseconds). The executor's
+/// schema check accepts `2.0` for an integer, as JSON Schema does, but serde would refuse it as
+/// a float: such a value is made an integer here. A fraction or a negative number is refused
+/// naming the field, which serde's message would not.
+fn whole_number_field(name: &str, value: &mut Value) -> Result<(), ToolFailure> {
+    let Value::Number(number) = value else {
+        return Ok(());
+    };
+    if number.is_u64() {
+        return Ok(());
+    }
+    let whole = number
+        .as_f64()
+        .filter(|float| float.fract() == 0.0 && *float >= 0.0)
+        .and_then(|float| format!("{float:.0}").parse::<u64>().ok());
+    match whole {
+        Some(whole) => {
+            *value = Value::from(whole);
+            Ok(())
+        }
+        None => Err(ToolFailure::InvalidInput(format!(
+            "{name} must be a whole number of at least 0, not {number}"
+        ))),
+    }
 }
 
 /// Runs blocking file-system work on the blocking pool; a cancellation returns at once (the

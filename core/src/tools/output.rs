@@ -11,6 +11,179 @@ pub(crate) fn looks_binary(prefix: &[u8]) -> bool {
     memchr::memchr(0, &prefix[..prefix.len().min(BINARY_SNIFF_BYTES)]).is_some()
 }
 
+/// A UTF-16 encoding announced by a byte order mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Utf16 {
+    /// `FF FE`.
+    LittleEndian,
+    /// `FE FF`.
+    BigEndian,
+}
+
+impl Utf16 {
+    /// The encoding whose byte order mark `bytes` starts with, if any. The mark is 2 bytes.
+    pub(crate) fn sniff(bytes: &[u8]) -> Option<Self> {
+        match bytes {
+            [0xFF, 0xFE, ..] => Some(Self::LittleEndian),
+            [0xFE, 0xFF, ..] => Some(Self::BigEndian),
+            _ => None,
+        }
+    }
+
+    fn unit(self, pair: [u8; 2]) -> u16 {
+        match self {
+            Self::LittleEndian => u16::from_le_bytes(pair),
+            Self::BigEndian => u16::from_be_bytes(pair),
+        }
+    }
+
+    /// `bytes` (after the mark) as text, or `None` if they hold an unpaired surrogate or an
+    /// odd trailing byte.
+    pub(crate) fn decode(self, bytes: &[u8]) -> Option<String> {
+        if !bytes.len().is_multiple_of(2) {
+            return None;
+        }
+        let units = bytes
+            .chunks_exact(2)
+            .map(|pair| self.unit([pair[0], pair[1]]));
+        char::decode_utf16(units)
+            .collect::<Result<String, _>>()
+            .ok()
+    }
+
+    /// `text` encoded, byte order mark first.
+    pub(crate) fn encode(self, text: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + text.len() * 2);
+        for unit in std::iter::once(0xFEFF).chain(text.encode_utf16()) {
+            out.extend_from_slice(&match self {
+                Self::LittleEndian => unit.to_le_bytes(),
+                Self::BigEndian => unit.to_be_bytes(),
+            });
+        }
+        out
+    }
+}
+
+/// A reader turning a UTF-16 stream (its byte order mark already consumed) into UTF-8, in
+/// bounded memory, so that `read` can number the lines of a file of any size. Unpaired
+/// surrogates and an odd trailing byte become U+FFFD, as invalid UTF-8 does elsewhere.
+pub(crate) struct Utf16Reader<R> {
+    inner: R,
+    encoding: Utf16,
+    /// A byte of a code unit split across two reads of `inner`.
+    odd_byte: Option<u8>,
+    /// A high surrogate waiting for its low half, which the next read may bring.
+    high_surrogate: Option<u16>,
+    /// Raw bytes of the current chunk (kept to avoid an allocation per refill).
+    raw: Vec<u8>,
+    /// Decoded UTF-8 not yet handed out, from `out_start` on.
+    out: Vec<u8>,
+    out_start: usize,
+    finished: bool,
+}
+
+impl<R: std::io::Read> Utf16Reader<R> {
+    /// Bytes of `inner` decoded per refill.
+    const CHUNK: usize = 16 * 1024;
+
+    pub(crate) fn new(inner: R, encoding: Utf16) -> Self {
+        Self {
+            inner,
+            encoding,
+            odd_byte: None,
+            high_surrogate: None,
+            raw: vec![0; Self::CHUNK],
+            out: Vec::new(),
+            out_start: 0,
+            finished: false,
+        }
+    }
+
+    fn push_char(&mut self, c: char) {
+        let mut buffer = [0u8; 4];
+        self.out
+            .extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+    }
+
+    fn push_unit(&mut self, unit: u16) {
+        if let Some(high) = self.high_surrogate.take() {
+            if (0xDC00..=0xDFFF).contains(&unit) {
+                let code =
+                    0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                self.push_char(char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER));
+                return;
+            }
+            self.push_char(char::REPLACEMENT_CHARACTER);
+        }
+        match unit {
+            0xD800..=0xDBFF => self.high_surrogate = Some(unit),
+            0xDC00..=0xDFFF => self.push_char(char::REPLACEMENT_CHARACTER),
+            _ => self
+                .push_char(char::from_u32(u32::from(unit)).unwrap_or(char::REPLACEMENT_CHARACTER)),
+        }
+    }
+
+    /// Decodes the next chunk of `inner` into `out` (which is empty).
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.out.clear();
+        self.out_start = 0;
+        let mut chunk = std::mem::take(&mut self.raw);
+        let start = usize::from(self.odd_byte.is_some());
+        if let Some(byte) = self.odd_byte.take() {
+            chunk[0] = byte;
+        }
+        let read = loop {
+            match self.inner.read(&mut chunk[start..]) {
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    self.raw = chunk;
+                    return Err(error);
+                }
+                Ok(read) => break read,
+            }
+        };
+        self.decode_chunk(&chunk, start, read);
+        self.raw = chunk;
+        Ok(())
+    }
+
+    /// Decodes `read` new bytes of `chunk`, after the `start` bytes carried over.
+    fn decode_chunk(&mut self, chunk: &[u8], start: usize, read: usize) {
+        if read == 0 {
+            self.finished = true;
+            if start == 1 || self.high_surrogate.take().is_some() {
+                self.push_char(char::REPLACEMENT_CHARACTER);
+            }
+            return;
+        }
+        let filled = start + read;
+        let pairs = filled / 2;
+        for index in 0..pairs {
+            let unit = self.encoding.unit([chunk[2 * index], chunk[2 * index + 1]]);
+            self.push_unit(unit);
+        }
+        if !filled.is_multiple_of(2) {
+            self.odd_byte = Some(chunk[filled - 1]);
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Utf16Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.out_start == self.out.len() {
+            if self.finished {
+                return Ok(0);
+            }
+            self.refill()?;
+        }
+        let available = &self.out[self.out_start..];
+        let count = available.len().min(buf.len());
+        buf[..count].copy_from_slice(&available[..count]);
+        self.out_start += count;
+        Ok(count)
+    }
+}
+
 /// `line` cut to at most `max_chars` characters, with a marker saying how many were dropped;
 /// `dropped_before` counts characters the caller already dropped from the line's end (a line
 /// read with a byte cap), so the marker is present and exact in that case too.
@@ -49,14 +222,20 @@ pub(crate) struct HeadTailBuffer {
 impl HeadTailBuffer {
     /// A buffer keeping at most `max_bytes` bytes: half from the start, half from the end.
     pub(crate) fn new(max_bytes: usize) -> Self {
-        let head_capacity = max_bytes / 2;
+        let (head_capacity, tail_capacity) = Self::capacities(max_bytes);
         Self {
             head: Vec::new(),
             tail: VecDeque::new(),
             head_capacity,
-            tail_capacity: max_bytes - head_capacity,
+            tail_capacity,
             total: 0,
         }
+    }
+
+    /// How `max_bytes` splits into the bytes kept from the start and from the end.
+    pub(crate) fn capacities(max_bytes: usize) -> (usize, usize) {
+        let head = max_bytes / 2;
+        (head, max_bytes - head)
     }
 
     /// Appends a chunk of the stream.
@@ -202,6 +381,46 @@ mod tests {
             truncate_line("abcd", 2, 7),
             "ab… [line truncated: 9 more characters]"
         );
+    }
+
+    /// Hands out one byte per read, so every code unit and surrogate pair is split.
+    struct OneByteAtATime<'a>(&'a [u8]);
+
+    impl std::io::Read for OneByteAtATime<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+
+    #[test]
+    fn utf16_decoding_survives_splits_anywhere_and_round_trips() {
+        use std::io::Read as _;
+        let text = "héllo 𝄞 ✓\r\nend";
+        for encoding in [Utf16::LittleEndian, Utf16::BigEndian] {
+            let bytes = encoding.encode(text);
+            assert_eq!(Utf16::sniff(&bytes), Some(encoding));
+            assert_eq!(encoding.decode(&bytes[2..]).as_deref(), Some(text));
+            let mut decoded = String::new();
+            Utf16Reader::new(OneByteAtATime(&bytes[2..]), encoding)
+                .read_to_string(&mut decoded)
+                .unwrap();
+            assert_eq!(decoded, text);
+        }
+        // A high surrogate followed by a non-surrogate, and a dangling one at the end.
+        let units: [u16; 4] = [0xD834, 0x0061, 0x0062, 0xD834];
+        let bytes: Vec<u8> = units.iter().flat_map(|unit| unit.to_le_bytes()).collect();
+        let mut decoded = String::new();
+        Utf16Reader::new(OneByteAtATime(&bytes), Utf16::LittleEndian)
+            .read_to_string(&mut decoded)
+            .unwrap();
+        assert_eq!(decoded, "\u{FFFD}ab\u{FFFD}");
+        assert_eq!(Utf16::LittleEndian.decode(&bytes), None);
+        assert_eq!(Utf16::sniff(b"\xEF\xBB\xBFutf-8"), None);
     }
 
     #[test]

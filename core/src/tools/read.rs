@@ -5,12 +5,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::output::{looks_binary, truncate_line};
+use super::output::{Utf16, Utf16Reader, looks_binary, truncate_line};
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `read` tool.
@@ -20,8 +21,11 @@ pub struct ReadLimits {
     pub default_line_limit: usize,
     /// Characters kept of one line; the rest is replaced by a marker (default 2,000).
     pub max_line_chars: usize,
-    /// Bytes of output after which reading stops with a "continue at offset" note
-    /// (default 256 KiB). Bounds the result whatever the file's size.
+    /// Bytes of output a call returns at most (the first line excepted), then a "continue at
+    /// offset" note; bounds the result whatever the file's size. The default, 48 KiB, keeps
+    /// a page under the executor's default per-result limit (50,000 characters): a page over
+    /// it would be replaced by a preview and a spill file outside the workspace, which `read`
+    /// cannot open.
     pub max_output_bytes: usize,
 }
 
@@ -30,7 +34,7 @@ impl Default for ReadLimits {
         Self {
             default_line_limit: 2_000,
             max_line_chars: 2_000,
-            max_output_bytes: 256 * 1024,
+            max_output_bytes: 48 * 1024,
         }
     }
 }
@@ -40,6 +44,8 @@ impl Default for ReadLimits {
 pub struct ReadTool {
     workspace: Workspace,
     limits: ReadLimits,
+    /// Built from the limits once, so the model is told the numbers that actually apply.
+    description: Arc<str>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,16 +69,25 @@ impl ReadTool {
 
     /// A `read` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: ReadLimits) -> Self {
-        Self { workspace, limits }
+        let description = format!(
+            "Read a text file from the workspace. Output lines are numbered like `cat -n` \
+             (line number, tab, content), starting at 1. By default up to {} lines are returned \
+             from the start; use `offset` (1-based line number to start at) and `limit` (number \
+             of lines) to read other parts of long files. Lines longer than {} characters are \
+             truncated. UTF-16 files with a byte order mark are read as text; binary files \
+             are refused. Paths are relative to the workspace root.",
+            limits.default_line_limit, limits.max_line_chars
+        );
+        Self {
+            workspace,
+            limits,
+            description: description.into(),
+        }
     }
 
-    /// The description shown to the model.
-    pub fn description(&self) -> &'static str {
-        "Read a text file from the workspace. Output lines are numbered like `cat -n` \
-         (line number, tab, content), starting at 1. By default up to 2000 lines are returned \
-         from the start; use `offset` (1-based line number to start at) and `limit` (number of \
-         lines) to read other parts of long files. Lines longer than 2000 characters are \
-         truncated. Binary files are refused. Paths are relative to the workspace root."
+    /// The description shown to the model; it states this tool's limits.
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// The JSON schema of the input.
@@ -82,7 +97,7 @@ impl ReadTool {
             "properties": {
                 "file_path": {"type": "string", "description": "The file to read, relative to the workspace root (or absolute inside it)."},
                 "offset": {"type": "integer", "minimum": 1, "description": "The 1-based line number to start reading at (default 1)."},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to read (default 2000)."}
+                "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to read (default {}).", self.limits.default_line_limit)}
             },
             "required": ["file_path"],
             "additionalProperties": false
@@ -139,7 +154,33 @@ fn read_lines(
     if !metadata.is_file() {
         return Err(ToolFailure::NotAFile(shown.to_owned()));
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file);
+    let prefix = reader
+        .fill_buf()
+        .map_err(|error| ToolFailure::io("read", shown, error))?;
+    // UTF-16 is full of NUL bytes: without this it would be refused as binary, although
+    // `grep` (ripgrep's BOM sniffing) searches it as text.
+    if let Some(encoding) = Utf16::sniff(prefix) {
+        reader.consume(2);
+        let mut decoded =
+            BufReader::with_capacity(READ_BUFFER_BYTES, Utf16Reader::new(reader, encoding));
+        return number_lines(&mut decoded, shown, offset, limit, limits, cancel);
+    }
+    number_lines(&mut reader, shown, offset, limit, limits, cancel)
+}
+
+/// Bytes read from the file at a time.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The numbered window of lines of `reader` (UTF-8, or bytes shown as UTF-8 where they are not).
+fn number_lines(
+    reader: &mut impl BufRead,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+    limits: &ReadLimits,
+    cancel: &CancellationToken,
+) -> Result<String, ToolFailure> {
     let prefix = reader
         .fill_buf()
         .map_err(|error| ToolFailure::io("read", shown, error))?;
@@ -163,7 +204,7 @@ fn read_lines(
         } else {
             line_byte_cap
         };
-        let Some(dropped) = read_line_capped(&mut reader, &mut line, cap)
+        let Some(dropped) = read_line_capped(reader, &mut line, cap)
             .map_err(|error| ToolFailure::io("read", shown, error))?
         else {
             break;
@@ -179,7 +220,14 @@ fn read_lines(
             let _ = writeln!(out, "[more lines follow; continue with offset={number}]");
             return Ok(out);
         }
-        if out.len() >= limits.max_output_bytes {
+        let text = String::from_utf8_lossy(strip_line_end(&line));
+        let numbered = format!(
+            "{number:>6}\t{}\n",
+            truncate_line(&text, limits.max_line_chars, dropped)
+        );
+        // The cap is a bound, not a threshold: the line that would cross it is left for the next
+        // page (the first line of a page is always shown, however long).
+        if emitted > 0 && out.len() + numbered.len() > limits.max_output_bytes {
             let _ = writeln!(
                 out,
                 "[output capped at {} bytes; continue with offset={number}]",
@@ -187,12 +235,7 @@ fn read_lines(
             );
             return Ok(out);
         }
-        let text = String::from_utf8_lossy(strip_line_end(&line));
-        let _ = writeln!(
-            out,
-            "{number:>6}\t{}",
-            truncate_line(&text, limits.max_line_chars, dropped)
-        );
+        out.push_str(&numbered);
         emitted += 1;
     }
     if emitted == 0 {
@@ -335,6 +378,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_output_cap_is_never_crossed_after_the_first_line() {
+        let limits = ReadLimits {
+            max_output_bytes: 20,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        std::fs::write(dir.path().join("a.txt"), "aaaa\nbbbb\ncccc\n").unwrap();
+        let out = call(&tool, json!({"file_path": "a.txt"})).await.unwrap();
+        // Two numbered lines would take 24 bytes: the second waits for the next page.
+        assert_eq!(
+            out,
+            "     1\taaaa\n[output capped at 20 bytes; continue with offset=2]\n"
+        );
+        assert_eq!(ReadLimits::default().max_output_bytes, 48 * 1024);
+    }
+
+    #[tokio::test]
     async fn a_huge_line_is_read_with_bounded_memory_and_an_exact_marker() {
         let limits = ReadLimits {
             max_line_chars: 3,
@@ -353,6 +413,51 @@ mod tests {
                 512 * 1024 - 3
             )
         );
+    }
+
+    fn utf16(text: &str, big_endian: bool) -> Vec<u8> {
+        std::iter::once(0xFEFF)
+            .chain(text.encode_utf16())
+            .flat_map(|unit| {
+                if big_endian {
+                    unit.to_be_bytes()
+                } else {
+                    unit.to_le_bytes()
+                }
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn utf16_files_with_a_byte_order_mark_are_read_as_text() {
+        // Windows tools (PowerShell's `Out-File`, resource compilers) write UTF-16; `grep`
+        // searches such files, so `read` must show them instead of calling them binary.
+        let limits = ReadLimits {
+            max_line_chars: 4,
+            ..ReadLimits::default()
+        };
+        let (dir, tool) = tool(limits);
+        let text = "first\r\nsé ✓ 𝄞\r\nthird";
+        std::fs::write(dir.path().join("le.txt"), utf16(text, false)).unwrap();
+        std::fs::write(dir.path().join("be.txt"), utf16(text, true)).unwrap();
+        for file in ["le.txt", "be.txt"] {
+            let out = call(&tool, json!({"file_path": file, "offset": 2}))
+                .await
+                .unwrap();
+            assert_eq!(
+                out,
+                "     2\tsé ✓… [line truncated: 2 more characters]\n     3\tthir… [line truncated: 1 more characters]\n",
+                "{file}"
+            );
+        }
+        // A lone surrogate and an odd trailing byte become replacement characters.
+        let mut broken = utf16("a", false);
+        broken.extend_from_slice(&[0x00, 0xD8, b'b', 0x00, b'c']);
+        std::fs::write(dir.path().join("broken.txt"), broken).unwrap();
+        let out = call(&tool, json!({"file_path": "broken.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "     1\ta\u{FFFD}b\u{FFFD}\n");
     }
 
     #[tokio::test]
