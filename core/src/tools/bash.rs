@@ -1,7 +1,9 @@
 //! `bash`: a shell command in the workspace root, with a timeout, capped combined output, and
 //! the whole process tree killed on timeout or cancellation.
 //!
-//! The command runs as `sh -c COMMAND` with stderr joined to stdout (one pipe, so the output
+//! The command runs as `bash -c COMMAND` (`sh -c` where no `bash` is on `PATH`: models write
+//! bash — brace expansion, `[[`, `set -o pipefail` — and a tool named `bash` that runs dash
+//! fails them in confusing ways) with stderr joined to stdout (one pipe, so the output
 //! interleaves as written), in a new session (`setsid()` in the child), which is also a new
 //! process group, so everything it starts — pipelines, background jobs, subshells — shares one
 //! group id, the shell's pid. The new session has no controlling terminal: a program that
@@ -59,6 +61,8 @@ pub struct BashTool {
     limits: BashLimits,
     /// Built from the limits once, so the model is told the numbers that actually apply.
     description: Arc<str>,
+    /// The shell the commands run in: `bash` found on `PATH`, else `sh`.
+    shell: Arc<std::path::Path>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +75,23 @@ struct BashInput {
     #[serde(default)]
     #[allow(dead_code)]
     description: Option<String>,
+}
+
+/// The shell to run commands in: the first executable `bash` on `PATH`, else `sh` (POSIX
+/// guarantees one).
+fn find_shell() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("bash"))
+        .find(|path| {
+            std::fs::metadata(path)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| "sh".into())
 }
 
 /// How the run ended.
@@ -92,8 +113,14 @@ impl BashTool {
     /// A `bash` tool with explicit limits.
     pub fn with_limits(workspace: Workspace, limits: BashLimits) -> Self {
         let (head, tail) = HeadTailBuffer::capacities(limits.max_output_bytes);
+        let shell = find_shell();
+        let shell_name = if shell.ends_with("bash") {
+            "bash"
+        } else {
+            "sh"
+        };
         let description = format!(
-            "Run a shell command with `sh -c` in the workspace root and return its combined \
+            "Run a shell command with `{shell_name} -c` in the workspace root and return its combined \
              stdout and stderr. Each call starts a fresh shell (no state carries over). The \
              command is killed, with every process it started, after `timeout_ms` (default \
              {}, at most {}); background processes do not outlive the call. Long output \
@@ -107,6 +134,7 @@ impl BashTool {
             workspace,
             limits,
             description: description.into(),
+            shell: shell.into(),
         }
     }
 
@@ -168,7 +196,7 @@ impl BashTool {
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<(Ending, String), ToolFailure> {
-        let mut shell = Command::new("sh");
+        let mut shell = Command::new(&*self.shell);
         shell
             .arg("-c")
             .arg(command)
@@ -197,7 +225,7 @@ impl BashTool {
         }
         let mut child = shell.spawn().map_err(|error| ToolFailure::Io {
             operation: "start",
-            path: "sh".into(),
+            path: self.shell.display().to_string(),
             source: error,
         })?;
         let group = child
@@ -231,7 +259,7 @@ impl BashTool {
                 waited = child.wait(), if status.is_none() => {
                     let exit = waited.map_err(|error| ToolFailure::Io {
                         operation: "wait for",
-                        path: "sh".into(),
+                        path: self.shell.display().to_string(),
                         source: error,
                     })?;
                     status = Some(exit);
@@ -350,6 +378,30 @@ mod tests {
 
     async fn call(tool: &BashTool, input: Value) -> Result<String, ToolFailure> {
         tool.call(input, CancellationToken::new()).await
+    }
+
+    /// Models write bash: where bash exists, the tool runs it (it ran `sh`, dash on Debian,
+    /// where `{a,b}` stays literal, `[[` is "not found" and `set -o pipefail` is illegal), and
+    /// the description names the shell that runs.
+    #[tokio::test]
+    async fn commands_run_in_bash_when_there_is_one() {
+        let (_dir, tool) = tool(BashLimits::default());
+        if !find_shell().ends_with("bash") {
+            assert!(tool.description.contains("`sh -c`"));
+            return;
+        }
+        assert!(
+            tool.description.contains("`bash -c`"),
+            "{}",
+            tool.description
+        );
+        let out = call(
+            &tool,
+            json!({"command": "set -o pipefail; mkdir -p x/{a,b} && [[ -d x/a && -d x/b ]] && echo both"}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out, "both\nExit code: 0");
     }
 
     #[tokio::test]

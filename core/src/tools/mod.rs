@@ -37,7 +37,7 @@
 //! | `edit`  | no               | exact-string replace; 0 or (without `replace_all`) 2+ matches fail |
 //! | `glob`  | yes              | files by glob, newest first, `.gitignore` honoured            |
 //! | `grep`  | yes              | ripgrep's regex search: content / files / count modes          |
-//! | `bash`  | no               | `sh -c` with a timeout; the process group is killed at the end |
+//! | `bash`  | no               | `bash -c` (else `sh -c`), timeout; process group killed at end |
 
 mod bash;
 mod edit;
