@@ -82,8 +82,10 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
+    // `read` may open the spill files the result previews point to.
     let workspace = ferroloop::tools::Workspace::new(&dir)
-        .with_context(|| format!("cannot use {} as the workspace", dir.display()))?;
+        .with_context(|| format!("cannot use {} as the workspace", dir.display()))?
+        .also_readable(ferroloop::exec::BudgetConfig::default().spill_dir);
     let mut registry = ToolRegistry::new();
     for tool in ferroloop::tools::all(&workspace) {
         registry

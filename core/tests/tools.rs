@@ -919,3 +919,61 @@ async fn edit_gives_new_lines_a_crlf_files_line_ends_even_when_old_string_is_one
     .unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\r\nb\nb2\nc\r\n");
 }
+
+/// An oversized result's preview says "Full output saved to: <spill file>. Read that file…";
+/// the spill directory lies outside the workspace, so `read` must be allowed there (and only
+/// there, and only `read`) for the model to follow it.
+#[tokio::test]
+async fn read_can_open_the_spill_file_a_preview_points_to() {
+    let (dir, workspace) = workspace();
+    let spill = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let workspace = workspace.also_readable(spill.path().join("results"));
+    let big: String = (0..3_000).map(|i| format!("line {i:05}\n")).collect();
+    std::fs::write(dir.path().join("big.txt"), &big).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "no").unwrap();
+
+    let mut config = ExecutorConfig::default();
+    config.budget.spill_dir = spill.path().join("results");
+    config.budget.default_max_result_chars = 1_000;
+    let executor = ToolExecutor::builder(registry(&workspace))
+        .config(config)
+        .build();
+    let results = executor
+        .run(vec![ToolUse::new(
+            "r1",
+            "read",
+            json!({"file_path": "big.txt", "limit": 3000}),
+        )])
+        .await
+        .unwrap();
+    let preview = text(&results[0]);
+    let saved = preview
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("Output too large (")
+                .and_then(|rest| rest.split("saved to: ").nth(1))
+        })
+        .unwrap_or_else(|| panic!("{preview}"))
+        .to_owned();
+
+    let results = executor
+        .run(vec![
+            ToolUse::new("r2", "read", json!({"file_path": saved, "offset": 10, "limit": 2})),
+            ToolUse::new("r3", "read", json!({"file_path": outside.path().join("secret.txt")})),
+            ToolUse::new("r4", "read", json!({"file_path": format!("{}/../../{}/secret.txt", saved, outside.path().display())})),
+            ToolUse::new("r5", "write", json!({"file_path": saved, "content": "x"})),
+        ])
+        .await
+        .unwrap();
+    assert!(!results[0].is_error, "{}", text(&results[0]));
+    assert!(
+        text(&results[0]).contains("line 00009"),
+        "{}",
+        text(&results[0])
+    );
+    for refused in &results[1..] {
+        assert!(refused.is_error, "{}", text(refused));
+        assert!(text(refused).contains("outside"), "{}", text(refused));
+    }
+}

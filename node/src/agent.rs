@@ -177,6 +177,7 @@ impl NativeAgent {
     ) -> napi::Result<Self> {
         guard::sync(|| {
             let config = agent_config(&options)?;
+            let exec_config = executor_config(executor_options)?;
             let notify = Arc::new(move || {
                 let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
                 if status != Status::Ok {
@@ -202,9 +203,15 @@ impl NativeAgent {
                         ))
                     })?,
                 };
-                let workspace = Workspace::new(&root).map_err(|err| {
-                    FerroloopError::invalid_argument(format!("workspace {}: {err}", root.display()))
-                })?;
+                // `read` may open the spill files the result previews point to.
+                let workspace = Workspace::new(&root)
+                    .map_err(|err| {
+                        FerroloopError::invalid_argument(format!(
+                            "workspace {}: {err}",
+                            root.display()
+                        ))
+                    })?
+                    .also_readable(exec_config.budget.spill_dir.clone());
                 for name in &builtins {
                     let tool = builtin_tools::builtin(name, &workspace).ok_or_else(|| {
                         FerroloopError::invalid_argument(format!(
@@ -217,9 +224,7 @@ impl NativeAgent {
                         .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
                 }
             }
-            let executor = ToolExecutor::builder(registry)
-                .config(executor_config(executor_options)?)
-                .build();
+            let executor = ToolExecutor::builder(registry).config(exec_config).build();
             let inner = Agent::new(config, client.model(), Arc::new(executor));
             Ok(Self { inner, queues })
         })

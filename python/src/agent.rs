@@ -78,8 +78,10 @@ impl PyAgent {
                     Some(root) => root,
                     None => std::env::current_dir()?,
                 };
-                let workspace =
-                    Workspace::new(&root).map_err(|err| PyValueError::new_err(err.to_string()))?;
+                // `read` may open the spill files the result previews point to.
+                let workspace = Workspace::new(&root)
+                    .map_err(|err| PyValueError::new_err(err.to_string()))?
+                    .also_readable(executor_config.budget.spill_dir.clone());
                 for name in &builtin_tools {
                     let tool = builtin(name, &workspace).ok_or_else(|| {
                         PyValueError::new_err(format!(

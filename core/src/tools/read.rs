@@ -117,7 +117,7 @@ impl ReadTool {
             Some(limit) => limit,
             None => self.limits.default_line_limit,
         };
-        let path = self.workspace.resolve(&input.file_path)?;
+        let path = self.workspace.resolve_readable(&input.file_path)?;
         let limits = self.limits;
         let job_cancel = cancel.clone();
         run_blocking(&cancel, move || {

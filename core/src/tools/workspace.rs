@@ -34,6 +34,9 @@ pub struct WorkspaceError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
     root: Arc<Path>,
+    /// Directories outside the root that `read` may also open: the executor's spill directory,
+    /// whose files the previews of oversized results tell the model to read.
+    readable: Arc<[PathBuf]>,
 }
 
 impl Workspace {
@@ -55,7 +58,38 @@ impl Workspace {
         }
         Ok(Self {
             root: Arc::from(canonical),
+            readable: Arc::from([]),
         })
+    }
+
+    /// This workspace with `dir` (outside the root, or not) also open to reading: `read` accepts
+    /// paths below it, every other tool still only the root. Meant for the executor's spill
+    /// directory ([`BudgetConfig::spill_dir`](crate::exec::BudgetConfig::spill_dir)), so that
+    /// "Full output saved to: …" can be followed. `dir` need not exist yet; it is resolved
+    /// (symbolic links followed) when a path is checked against it.
+    pub fn also_readable(mut self, dir: impl Into<PathBuf>) -> Self {
+        let mut dirs = self.readable.to_vec();
+        dirs.push(dir.into());
+        self.readable = Arc::from(dirs);
+        self
+    }
+
+    /// [`resolve`](Self::resolve) for reading: a path below one of the
+    /// [`also_readable`](Self::also_readable) directories is accepted too.
+    pub fn resolve_readable(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
+        let outside = match self.resolve(raw) {
+            Err(outside @ ToolFailure::OutsideWorkspace { .. }) => outside,
+            other => return other,
+        };
+        let resolved = resolve_from(PathBuf::from("/"), Path::new(raw))
+            .ok()
+            .filter(|_| Path::new(raw).is_absolute());
+        let readable = resolved.filter(|path| {
+            self.readable.iter().any(|dir| {
+                std::fs::canonicalize(dir).is_ok_and(|dir| path.starts_with(&dir) && *path != dir)
+            })
+        });
+        readable.ok_or(outside)
     }
 
     /// The canonical root directory.
