@@ -1,13 +1,10 @@
 //! `ferroloop bench` as a program: filtered runs, JSON rows, errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-}
+mod common;
+use common::bin;
 
 #[test]
 fn json_rows_for_a_filtered_quick_run() {

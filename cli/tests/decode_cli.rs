@@ -1,33 +1,17 @@
 //! `ferroloop decode` as a program: the CLI contract of DESIGN.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-}
-
-fn shared(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests")
-        .join(path)
-}
+mod common;
+use common::{bin, run_stdin, shared};
 
 fn decode_stdin(provider: &str, input: &[u8], extra: &[&str]) -> Output {
-    let mut child = bin()
-        .args(["decode", "--provider", provider])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
+    let mut args = vec!["decode", "--provider", provider];
+    args.extend_from_slice(extra);
+    run_stdin(&args, input)
 }
 
 #[test]

@@ -3,15 +3,13 @@
 //! contract must hold, and every failure is a clear message and a non-zero exit, never a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-}
+mod common;
+use common::{bin, run_stdin};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -38,16 +36,9 @@ fn run(args: &[&str], files: &[&Path]) -> Output {
     output
 }
 
-fn run_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = bin()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let output = child.wait_with_output().unwrap();
+/// Runs with `input` on stdin; a panic fails the test whatever the exit.
+fn run_stdin_no_panic(args: &[&str], input: &[u8]) -> Output {
+    let output = run_stdin(args, input);
     assert_no_panic(&output);
     output
 }
@@ -105,7 +96,7 @@ fn a_directory_as_input_is_a_clear_error() {
 
 #[test]
 fn invalid_utf8_in_a_stream_becomes_replacement_characters() {
-    let output = run_stdin(
+    let output = run_stdin_no_panic(
         &["sse", "--chunk", "1"],
         b"event: \xff\xfe\nid: \xc3\ndata: a\xc3\n\n",
     );
@@ -121,7 +112,7 @@ fn decode_of_a_binary_stream_fails_cleanly() {
     let mut input = b"data: ".to_vec();
     input.extend((0u8..=255).cycle().take(4096));
     input.extend_from_slice(b"\n\n");
-    let output = run_stdin(&["decode", "--provider", "anthropic"], &input);
+    let output = run_stdin_no_panic(&["decode", "--provider", "anthropic"], &input);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(stderr(&output).starts_with("ferroloop"), "{output:?}");
 }

@@ -2,20 +2,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-}
-
-fn shared(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests")
-        .join(path)
-}
+mod common;
+use common::{bin, run_stdin, shared};
 
 #[test]
 fn fixtures_print_their_expected_lines_at_every_chunk_size() {
@@ -47,19 +39,10 @@ fn fixtures_print_their_expected_lines_at_every_chunk_size() {
 
 #[test]
 fn reads_stdin_and_prints_retry_and_ids() {
-    let mut child = bin()
-        .arg("sse")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"retry: 300\nid: 7\nevent: e\ndata: a\"b\n\ndata: tail")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_stdin(
+        &["sse"],
+        b"retry: 300\nid: 7\nevent: e\ndata: a\"b\n\ndata: tail",
+    );
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8(out.stdout).unwrap(),

@@ -2,13 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-}
+mod common;
+use common::{bin, run_stdin};
 
 fn sample(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -192,23 +190,8 @@ fn a_json_request_with_a_byte_order_mark_is_still_a_request() {
 
 #[test]
 fn a_dash_reads_stdin_and_counts_a_request_as_one() {
-    use std::io::Write;
-    use std::process::Stdio;
     let count = |input: &str| {
-        let mut child = bin()
-            .args(["tokens", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let output = child.wait_with_output().unwrap();
+        let output = run_stdin(&["tokens", "-"], input.as_bytes());
         assert!(output.status.success(), "{output:?}");
         let lines = lines(&output);
         assert_eq!(lines.len(), 1);

@@ -297,19 +297,8 @@ mod tests {
 
     #[tokio::test]
     async fn utf16_files_are_edited_in_their_own_encoding() {
-        for big_endian in [false, true] {
-            let encode = |text: &str| -> Vec<u8> {
-                std::iter::once(0xFEFF)
-                    .chain(text.encode_utf16())
-                    .flat_map(|unit| {
-                        if big_endian {
-                            unit.to_be_bytes()
-                        } else {
-                            unit.to_le_bytes()
-                        }
-                    })
-                    .collect()
-            };
+        for encoding in [Utf16::LittleEndian, Utf16::BigEndian] {
+            let encode = |text: &str| encoding.encode(text);
             let (dir, tool) = tool("");
             std::fs::write(dir.path().join("f.txt"), encode("key = old 𝄞\r\nnext\r\n")).unwrap();
             let out = edit(&tool, "old 𝄞\nnext", "new ✓\nlast", false)
@@ -319,7 +308,7 @@ mod tests {
             assert_eq!(
                 std::fs::read(dir.path().join("f.txt")).unwrap(),
                 encode("key = new ✓\r\nlast\r\n"),
-                "big endian: {big_endian}"
+                "{encoding:?}"
             );
         }
         // Unpaired surrogates cannot round-trip: the file is refused, untouched.

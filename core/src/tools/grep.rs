@@ -664,24 +664,33 @@ mod tests {
         assert_eq!(none, "No matches found");
     }
 
+    /// Writes `text` to `file` and greps it in content mode with `context` lines around each
+    /// match, the output capped at `cap` bytes.
+    async fn grep_capped(
+        dir: &tempfile::TempDir,
+        file: &str,
+        text: &str,
+        cap: usize,
+        pattern: &str,
+        context: usize,
+    ) -> String {
+        std::fs::write(dir.path().join(file), text).unwrap();
+        let limits = GrepLimits {
+            max_output_bytes: cap,
+            ..GrepLimits::default()
+        };
+        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
+        let input = json!({"pattern": pattern, "output_mode": "content", "context": context});
+        call(&tool, input).await.unwrap()
+    }
+
     #[tokio::test]
     async fn context_lines_cannot_push_the_output_past_its_cap() {
         let dir = tempfile::tempdir().unwrap();
         let mut text: String = (1..=5_000).map(|i| format!("line {i}\n")).collect();
         text.push_str("needle\n");
         text.extend((1..=5_000).map(|i| format!("after {i}\n")));
-        std::fs::write(dir.path().join("big.log"), text).unwrap();
-        let limits = GrepLimits {
-            max_output_bytes: 2_000,
-            ..GrepLimits::default()
-        };
-        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
-        let out = call(
-            &tool,
-            json!({"pattern": "needle", "output_mode": "content", "context": 1_000_000}),
-        )
-        .await
-        .unwrap();
+        let out = grep_capped(&dir, "big.log", &text, 2_000, "needle", 1_000_000).await;
         // Cut where the cap is reached: a few lines over it at most, and said so; the match
         // is shown with the before-context nearest to it, whatever the context asked for.
         assert!(out.len() < 2_000 + 200, "{} bytes", out.len());
@@ -711,18 +720,7 @@ mod tests {
                 }
             })
             .collect();
-        std::fs::write(dir.path().join("f.txt"), text).unwrap();
-        let limits = GrepLimits {
-            max_output_bytes: 300,
-            ..GrepLimits::default()
-        };
-        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
-        let out = call(
-            &tool,
-            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
-        )
-        .await
-        .unwrap();
+        let out = grep_capped(&dir, "f.txt", &text, 300, "hit", 10).await;
         // Lines 2-11 follow the first hit; of 12-20, only the nearest to the second hit fit.
         assert!(out.starts_with("f.txt:1:hit\nf.txt-2-l02\n"), "{out}");
         assert!(out.contains("f.txt-11-l11\n--\n"), "{out}");
@@ -741,18 +739,7 @@ mod tests {
                 _ => format!("l{i:02}\n"),
             })
             .collect();
-        std::fs::write(dir.path().join("f.txt"), text).unwrap();
-        let limits = GrepLimits {
-            max_output_bytes: 300,
-            ..GrepLimits::default()
-        };
-        let tool = GrepTool::with_limits(Workspace::new(dir.path()).unwrap(), limits);
-        let out = call(
-            &tool,
-            json!({"pattern": "hit", "output_mode": "content", "context": 10}),
-        )
-        .await
-        .unwrap();
+        let out = grep_capped(&dir, "f.txt", &text, 300, "hit", 10).await;
         assert!(out.contains("f.txt-11-l11\n--\nf.txt:21:hit\n"), "{out}");
     }
 

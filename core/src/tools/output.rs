@@ -400,6 +400,15 @@ mod tests {
     #[test]
     fn utf16_decoding_survives_splits_anywhere_and_round_trips() {
         use std::io::Read as _;
+        // The encoder against bytes written out by hand (the tools' tests build files with it).
+        assert_eq!(
+            Utf16::LittleEndian.encode("a𝄞"),
+            [0xFF, 0xFE, 0x61, 0, 0x34, 0xD8, 0x1E, 0xDD]
+        );
+        assert_eq!(
+            Utf16::BigEndian.encode("a𝄞"),
+            [0xFE, 0xFF, 0, 0x61, 0xD8, 0x34, 0xDD, 0x1E]
+        );
         let text = "héllo 𝄞 ✓\r\nend";
         for encoding in [Utf16::LittleEndian, Utf16::BigEndian] {
             let bytes = encoding.encode(text);

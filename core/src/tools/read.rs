@@ -415,19 +415,6 @@ mod tests {
         );
     }
 
-    fn utf16(text: &str, big_endian: bool) -> Vec<u8> {
-        std::iter::once(0xFEFF)
-            .chain(text.encode_utf16())
-            .flat_map(|unit| {
-                if big_endian {
-                    unit.to_be_bytes()
-                } else {
-                    unit.to_le_bytes()
-                }
-            })
-            .collect()
-    }
-
     #[tokio::test]
     async fn utf16_files_with_a_byte_order_mark_are_read_as_text() {
         // Windows tools (PowerShell's `Out-File`, resource compilers) write UTF-16; `grep`
@@ -438,8 +425,8 @@ mod tests {
         };
         let (dir, tool) = tool(limits);
         let text = "first\r\nsé ✓ 𝄞\r\nthird";
-        std::fs::write(dir.path().join("le.txt"), utf16(text, false)).unwrap();
-        std::fs::write(dir.path().join("be.txt"), utf16(text, true)).unwrap();
+        std::fs::write(dir.path().join("le.txt"), Utf16::LittleEndian.encode(text)).unwrap();
+        std::fs::write(dir.path().join("be.txt"), Utf16::BigEndian.encode(text)).unwrap();
         for file in ["le.txt", "be.txt"] {
             let out = call(&tool, json!({"file_path": file, "offset": 2}))
                 .await
@@ -451,7 +438,7 @@ mod tests {
             );
         }
         // A lone surrogate and an odd trailing byte become replacement characters.
-        let mut broken = utf16("a", false);
+        let mut broken = Utf16::LittleEndian.encode("a");
         broken.extend_from_slice(&[0x00, 0xD8, b'b', 0x00, b'c']);
         std::fs::write(dir.path().join("broken.txt"), broken).unwrap();
         let out = call(&tool, json!({"file_path": "broken.txt"}))
