@@ -340,14 +340,9 @@ impl NativeContextTracker {
     #[napi(setter)]
     pub fn set_correction(&mut self, correction: f64) -> napi::Result<()> {
         guard::sync(|| {
-            if !correction.is_finite() || correction <= 0.0 {
-                return Err(FerroloopError::invalid_argument(
-                    "correction must be a positive number",
-                )
-                .into());
-            }
-            self.inner.set_correction(correction);
-            Ok(())
+            self.inner
+                .set_correction(correction)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 

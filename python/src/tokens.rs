@@ -72,7 +72,6 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
     })
 }
 
-/// Context thresholds for one model (Claude Code's defaults, every field configurable).
 /// Estimates a request body (a dict with `system`, `tools`, `messages`) by part: a dict with
 /// `system`, `tools`, `messages`, `overhead` and `total` (what Node's `estimateRequest` and C's
 /// `fl_tokens_estimate_request` give; `estimate_tokens(body)` is the `total`).
@@ -102,6 +101,7 @@ fn estimate_request<'py>(
     })
 }
 
+/// Context thresholds for one model (Claude Code's defaults, every field configurable).
 #[pyclass(module = "ferroloop._native", name = "ContextBudget", frozen)]
 struct PyContextBudget {
     budget: ContextBudget,
@@ -321,14 +321,9 @@ impl PyContextTracker {
     #[setter]
     fn set_correction(&mut self, py: Python<'_>, correction: f64) -> PyResult<()> {
         shield(py, "ContextTracker.correction", || {
-            // The core ignores a non-finite value silently; a caller setting one has a bug.
-            if !(correction.is_finite() && correction > 0.0) {
-                return Err(PyValueError::new_err(format!(
-                    "correction must be a positive number, got {correction}"
-                )));
-            }
-            self.tracker.set_correction(correction);
-            Ok(())
+            self.tracker
+                .set_correction(correction)
+                .map_err(|error| PyValueError::new_err(error.to_string()))
         })
     }
 

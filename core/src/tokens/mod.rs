@@ -32,4 +32,4 @@ pub use request::{
     Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
     estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
 };
-pub use tracker::{ContextTracker, CountMethod, TokenCount, Usage};
+pub use tracker::{ContextTracker, CountMethod, InvalidCorrection, TokenCount, Usage};

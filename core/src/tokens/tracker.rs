@@ -7,6 +7,11 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use serde_json::Value;
 
 use super::model::{Family, estimate_text};
+
+/// A correction factor that is not a positive finite number.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("the correction factor must be a positive number, got {0}")]
+pub struct InvalidCorrection(pub f64);
 use super::request::{Overheads, estimate_block, estimate_message_frame, estimate_tools};
 
 /// Lower clamp of the correction factor.
@@ -272,11 +277,14 @@ impl ContextTracker {
     }
 
     /// Sets the correction factor (e.g. carried over from an earlier session with the same
-    /// model); clamped.
-    pub fn set_correction(&mut self, correction: f64) {
-        if correction.is_finite() {
-            self.correction = correction.clamp(CORRECTION_MIN, CORRECTION_MAX);
+    /// model), clamped to its range. A value that is not a positive finite number is refused
+    /// and the factor kept.
+    pub fn set_correction(&mut self, correction: f64) -> Result<(), InvalidCorrection> {
+        if !(correction.is_finite() && correction > 0.0) {
+            return Err(InvalidCorrection(correction));
         }
+        self.correction = correction.clamp(CORRECTION_MIN, CORRECTION_MAX);
+        Ok(())
     }
 
     /// Tokens in the context now, and how they were obtained.
@@ -475,8 +483,17 @@ mod tests {
             });
         }
         assert_eq!(t.correction(), CORRECTION_MIN);
-        t.set_correction(f64::NAN);
-        assert_eq!(t.correction(), CORRECTION_MIN);
+        for invalid in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
+            let error = t.set_correction(invalid).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .starts_with("the correction factor must be a positive")
+            );
+            assert_eq!(t.correction(), CORRECTION_MIN);
+        }
+        assert_eq!(t.set_correction(9.0), Ok(()));
+        assert_eq!(t.correction(), CORRECTION_MAX);
     }
 
     #[test]
