@@ -74,24 +74,6 @@ impl Workspace {
         self
     }
 
-    /// [`resolve`](Self::resolve) for reading: a path below one of the
-    /// [`also_readable`](Self::also_readable) directories is accepted too.
-    pub fn resolve_readable(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
-        let outside = match self.resolve(raw) {
-            Err(outside @ ToolFailure::OutsideWorkspace { .. }) => outside,
-            other => return other,
-        };
-        let resolved = resolve_from(PathBuf::from("/"), Path::new(raw))
-            .ok()
-            .filter(|_| Path::new(raw).is_absolute());
-        let readable = resolved.filter(|path| {
-            self.readable.iter().any(|dir| {
-                std::fs::canonicalize(dir).is_ok_and(|dir| path.starts_with(&dir) && *path != dir)
-            })
-        });
-        readable.ok_or(outside)
-    }
-
     /// The canonical root directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -104,6 +86,40 @@ impl Workspace {
     /// below it, and with [`ToolFailure::InvalidInput`] on an empty path, a NUL byte, a leading
     /// `~` (home is not expanded), or a symbolic-link loop.
     pub fn resolve(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
+        let resolved = self.resolve_anywhere(raw)?;
+        if resolved.starts_with(&self.root) {
+            Ok(resolved)
+        } else {
+            Err(self.outside(raw))
+        }
+    }
+
+    /// [`resolve`](Self::resolve) for reading: a path below one of the
+    /// [`also_readable`](Self::also_readable) directories is accepted too.
+    pub fn resolve_readable(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
+        let resolved = self.resolve_anywhere(raw)?;
+        let readable = |path: &Path| {
+            self.readable.iter().any(|dir| {
+                std::fs::canonicalize(dir).is_ok_and(|dir| path.starts_with(&dir) && path != dir)
+            })
+        };
+        if resolved.starts_with(&self.root) || readable(&resolved) {
+            Ok(resolved)
+        } else {
+            Err(self.outside(raw))
+        }
+    }
+
+    fn outside(&self, raw: &str) -> ToolFailure {
+        ToolFailure::OutsideWorkspace {
+            path: raw.to_owned(),
+            root: self.root.to_path_buf(),
+        }
+    }
+
+    /// A path argument checked for what no tool accepts and resolved to a canonical path,
+    /// wherever it leads.
+    fn resolve_anywhere(&self, raw: &str) -> Result<PathBuf, ToolFailure> {
         if raw.is_empty() {
             return Err(ToolFailure::InvalidInput("the path is empty".to_owned()));
         }
@@ -126,20 +142,12 @@ impl Workspace {
         } else {
             self.root.to_path_buf()
         };
-        let resolved = resolve_from(start, requested).map_err(|error| match error {
+        resolve_from(start, requested).map_err(|error| match error {
             ResolveError::SymlinkLoop => {
                 ToolFailure::InvalidInput(format!("too many levels of symbolic links in '{raw}'"))
             }
             ResolveError::Io(source) => ToolFailure::io("resolve", raw, source),
-        })?;
-        if resolved.starts_with(&self.root) {
-            Ok(resolved)
-        } else {
-            Err(ToolFailure::OutsideWorkspace {
-                path: raw.to_owned(),
-                root: self.root.to_path_buf(),
-            })
-        }
+        })
     }
 
     /// `path` (a resolved path inside the workspace) relative to the root, for tool output;
