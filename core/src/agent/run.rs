@@ -26,7 +26,7 @@ use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
     CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent,
-    decide_concurrency_safe,
+    decide_concurrency_safe, panic_message,
 };
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
 
@@ -1110,25 +1110,16 @@ enum Summary {
     Cancelled,
 }
 
-/// The message a panic carries.
-fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("panic")
-}
-
 /// The failure of a model call whose model panicked.
 fn model_panicked(panic: &(dyn Any + Send)) -> ModelEvent {
-    let message = panic_text(panic);
+    let message = panic_message(panic);
     tracing::error!(%message, "the model panicked");
     ModelEvent::Failed(ModelError::Other(format!("the model panicked: {message}")))
 }
 
 /// The stop of a run whose compaction hook panicked.
 fn hook_panicked(panic: &(dyn Any + Send)) -> (StopReason, Option<String>) {
-    let message = panic_text(panic);
+    let message = panic_message(panic);
     tracing::error!(%message, "the compaction hook panicked");
     (
         StopReason::Error,

@@ -252,7 +252,8 @@ fn text(message: String) -> ToolResultContent {
     ToolResultContent::Text(message)
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
+/// The text a panic was raised with (`"panic"` when it carries none).
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
     if let Some(message) = panic.downcast_ref::<&str>() {
         message
     } else if let Some(message) = panic.downcast_ref::<String>() {
