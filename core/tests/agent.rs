@@ -296,7 +296,12 @@ async fn prompt_too_long_compacts_once_and_retries() {
         Arc::new(model),
         executor(Default::default()),
     );
-    let events = collect(&agent, "write a haiku").await;
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+        json!({"role": "user", "content": "write a haiku"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     assert!(events.iter().any(|e| matches!(
         e,
         AgentEvent::Context(ContextAction::Compaction {
@@ -307,6 +312,58 @@ async fn prompt_too_long_compacts_once_and_retries() {
     let (reason, messages, _) = stop(&events);
     assert_eq!(reason, StopReason::EndTurn);
     assert!(check_tool_pairing(&messages).is_ok());
+}
+
+#[tokio::test]
+async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
+    // Compaction keeps the latest prompt whole, so a summary of a lone prompt only makes the
+    // request bigger: the provider's refusal ends the run after the one request.
+    let model = Arc::new(ScriptedModel::new(|_, _| {
+        Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 250000 tokens > 200000 maximum".into(),
+        })
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "a prompt bigger than the window").await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::PromptTooLong);
+    assert_eq!(messages.len(), 1);
+    assert_eq!(model.calls(), 1, "{events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })))
+    );
+}
+
+#[tokio::test]
+async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request() {
+    let model = Arc::new(ScriptedModel::new(|n, _| match n {
+        1 => Err(ModelError::Other("summary call failed".into())),
+        _ => Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        }),
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::PromptTooLong);
+    assert_eq!(messages.len(), 3);
+    // The request, then the summary call that failed; the unchanged request is not sent again.
+    assert_eq!(model.calls(), 2, "{events:#?}");
 }
 
 #[tokio::test]

@@ -9,8 +9,9 @@
 //!   one user message.
 //! - Recovery: `max_tokens` in text is continued (3 times by default) with a "resume directly"
 //!   message, and calls started early are cancelled and reported; a prompt-too-long error leads
-//!   to one reactive compaction and a retry; a truncated stream is discarded (its calls too) and
-//!   the turn retried once.
+//!   to one reactive compaction and a retry (none when compaction could not shrink the history:
+//!   a lone prompt without a compaction hook, or a summary call that failed — the run stops with
+//!   `prompt_too_long`); a truncated stream is discarded (its calls too) and the turn retried once.
 //! - Model fallback ([`AgentConfig::fallback_model`]): a call that fails with
 //!   [`ModelError::Overloaded`] after the client's retries, or that sees
 //!   [`AgentConfig::fallback_after_529_retries`] consecutive 529 retries, is discarded like a

@@ -497,8 +497,12 @@ impl Driver {
                                 return (StopReason::PromptTooLong, Some(message));
                             }
                             reactive_compaction_done = true;
-                            if let Err(stop) = self.compact("reactive").await {
-                                return stop;
+                            // Without a smaller history the same request would be refused
+                            // again: stop instead of sending it a second time.
+                            match self.compact("reactive").await {
+                                Ok(true) => {}
+                                Ok(false) => return (StopReason::PromptTooLong, Some(message)),
+                                Err(stop) => return stop,
                             }
                             if let Some(stop) = self.over_budget() {
                                 return stop;
@@ -989,8 +993,8 @@ impl Driver {
             Some(history) => history,
             // A lone message is the latest prompt, which a summary keeps whole: a summary call
             // could not make the context smaller, only cost one (a request already too big on
-            // the first turn). The reactive path keeps its documented single attempt.
-            None if trigger == "auto" && self.messages.len() <= 1 => return Ok(false),
+            // the first turn).
+            None if self.messages.len() <= 1 => return Ok(false),
             None => match self.summarise().await {
                 Summary::Text(summary) => {
                     // The loop's own continuation prompts are not the user's: after a
