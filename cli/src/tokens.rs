@@ -58,11 +58,8 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
             }
             Err(error) => {
                 // On stderr, not in the log: `RUST_LOG=off` must not hide why the exit is 1.
-                eprintln!(
-                    "ferroloop: {}: {}",
-                    path.display(),
-                    crate::output::describe(&error)
-                );
+                // The error names the path.
+                eprintln!("ferroloop: {}", crate::output::describe(&error));
                 status = ExitCode::FAILURE;
             }
         }
@@ -77,10 +74,10 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
         io::stdin()
             .lock()
             .read_to_end(&mut bytes)
-            .context("reading stdin")?;
+            .context("cannot read stdin")?;
         bytes
     } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?
     };
     let exact_text = |text: &str| count_exact(text, family).unwrap_or(0);
     if (stdin

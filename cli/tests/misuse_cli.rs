@@ -223,3 +223,16 @@ fn a_chunk_size_larger_than_the_input_is_one_chunk() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(json_lines(&out)[0]["stop_reason"], "tool_use");
 }
+
+/// A file `tokens` cannot read is named once: the message said
+/// "ferroloop: PATH: reading PATH: No such file or directory".
+#[test]
+fn an_unreadable_file_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let output = run(&["tokens"], &[&missing]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert_eq!(err.matches(missing.to_str().unwrap()).count(), 1, "{err}");
+    assert!(err.starts_with("ferroloop: cannot read "), "{err}");
+}

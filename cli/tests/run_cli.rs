@@ -390,3 +390,29 @@ fn the_terminal_view_numbers_retries_from_one() {
     assert!(!text.contains("↻ retry 2"), "{text}");
     assert!(text.lines().last().unwrap().contains("retries 1"), "{text}");
 }
+
+/// With `--replay` and a key set, the banner said "replay model (no ANTHROPIC_API_KEY set)":
+/// it now names the flag as the reason.
+#[test]
+fn the_banner_says_why_the_replay_model_answers() {
+    let dir = project();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--replay", "--max-turns", "1"])
+        .current_dir(dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-unused")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("replay model (--replay)"), "{first}");
+    assert!(!first.contains("no ANTHROPIC_API_KEY"), "{first}");
+    let out = run_in(dir.path(), &["--max-turns", "1"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("replay model (no ANTHROPIC_API_KEY set)"),
+        "{first}"
+    );
+}
