@@ -411,6 +411,18 @@ fn listed(output: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// `"+"` when a `grep` result says it stopped early (its counts are lower bounds), else `""`.
+fn capped(output: &str) -> &'static str {
+    if output
+        .lines()
+        .any(|line| line.trim().starts_with("[results truncated"))
+    {
+        "+"
+    } else {
+        ""
+    }
+}
+
 /// How many things a `glob` or `grep` result names: the total of a capped `glob` listing's
 /// `[showing N of M files; ...]` note, else the lines that name something.
 fn listed_count(output: &str) -> usize {
@@ -532,7 +544,11 @@ pub fn explore_directory_script(request: &Value) -> Value {
                 .collect();
             let todos = match counts.len() {
                 0 => "none found".to_owned(),
-                files => format!("{} in {files} file(s)", counts.iter().sum::<u64>()),
+                files => format!(
+                    "{}{more} in {files}{more} file(s)",
+                    counts.iter().sum::<u64>(),
+                    more = capped(lookup("toolu_replay_03"))
+                ),
             };
             // The second turn read a file (beside a `grep`), or, finding none, listed the
             // hidden ones.
@@ -544,7 +560,11 @@ pub fn explore_directory_script(request: &Value) -> Value {
                     .find(|l| !l.is_empty())
                     .unwrap_or("(empty)")
                     .to_owned();
-                let defining = listed_count(lookup("toolu_replay_05"));
+                let defining = format!(
+                    "{}{}",
+                    listed_count(lookup("toolu_replay_05")),
+                    capped(lookup("toolu_replay_05"))
+                );
                 format!(
                     "- The file I read starts with: \"{first_line}\".\n- {defining} files define functions or classes."
                 )
@@ -703,7 +723,7 @@ mod tests {
             [
                 "a\nb\n[showing 2 of 250 files; use a more specific pattern or path]\n",
                 "No files found",
-                "",
+                "a:2\nb:3\n[results truncated at 2 files; narrow the search with path, glob or a more specific pattern]\n",
             ],
             vec![
                 ("toolu_replay_04", "read", "     1\thi\n"),
@@ -716,7 +736,11 @@ mod tests {
         );
         let text = answer(&request);
         assert!(text.contains("250 entries at the top level"), "{text}");
-        assert!(text.contains("- 1 files define"), "{text}");
+        assert!(
+            text.contains("TODO/FIXME search: 5+ in 2+ file(s)"),
+            "{text}"
+        );
+        assert!(text.contains("- 1+ files define"), "{text}");
     }
 
     #[test]
