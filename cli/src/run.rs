@@ -228,6 +228,10 @@ struct TerminalView {
     reported_input: u64,
     first_token: Option<Duration>,
     retries: u32,
+    /// The number of the last `turn_start`: the loop starts a turn again under the same number
+    /// after a broken stream (or a model fallback, which says so itself).
+    last_turn: u32,
+    fallback_shown: bool,
 }
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -244,6 +248,8 @@ impl TerminalView {
             reported_input: 0,
             first_token: None,
             retries: 0,
+            last_turn: 0,
+            fallback_shown: false,
         }
     }
 
@@ -345,6 +351,7 @@ impl TerminalView {
                 error,
             } => {
                 self.newline(out)?;
+                self.fallback_shown = true;
                 writeln!(
                     out,
                     "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
@@ -370,7 +377,17 @@ impl TerminalView {
                     changed.join(", ")
                 )?;
             }
-            AgentEvent::TurnStart { .. } => {}
+            AgentEvent::TurnStart { turn, .. } => {
+                if *turn == self.last_turn && !self.fallback_shown {
+                    self.newline(out)?;
+                    writeln!(
+                        out,
+                        "  ↻ the response broke off; asking again (the text above is discarded)"
+                    )?;
+                }
+                self.last_turn = *turn;
+                self.fallback_shown = false;
+            }
             AgentEvent::Usage {
                 usage,
                 estimated_input_tokens,

@@ -6,6 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ferroloop"))
         .arg("run")
@@ -414,5 +416,52 @@ fn the_banner_says_why_the_replay_model_answers() {
     assert!(
         first.contains("replay model (no ANTHROPIC_API_KEY set)"),
         "{first}"
+    );
+}
+
+/// A response that breaks off mid-stream is asked for again, and the text it had streamed is
+/// discarded. The terminal view printed both attempts' text as one ("Hello thereHello there!")
+/// with nothing to tell them apart; it now says the turn is asked again before the new text.
+#[test]
+fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
+    use ferroloop_replay::{ReplayServer, Script, ServerOptions};
+
+    let dir = project();
+    let fixture = common::shared("fixtures/anthropic/basic_response.sse");
+    let fixture = fixture.to_str().unwrap();
+    // Byte 690 is inside the third text delta: "Hello there" has streamed.
+    let script = Script::from_json(&format!(
+        r#"{{"responses": [
+            {{"body": {{"fixture": {fixture:?}}}, "fault": {{"kind": "disconnect_after", "bytes": 690}}}},
+            {{"body": {{"fixture": {fixture:?}}}}}
+        ]}}"#
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ReplayServer::start(
+            &script,
+            dir.path(),
+            ServerOptions::default(),
+        ))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("Hello there\n  ↻ the response broke off; asking again (the text above is discarded)\nHello there!"),
+        "{text}"
     );
 }
