@@ -461,7 +461,9 @@ fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("Hello there\n  ↻ the response broke off; asking again (the text above is discarded)\nHello there!"),
+        text.contains(
+            "\n  ↻ the response broke off; asking again (the text above is discarded)\nHello there!"
+        ),
         "{text}"
     );
 }
