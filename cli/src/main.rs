@@ -76,10 +76,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// Diagnostics go to stderr, filtered by `RUST_LOG` (default: warnings).
+/// Diagnostics go to stderr, filtered by `RUST_LOG` (default: warnings, except the SSE
+/// parser's record of each event it drops: `ferroloop sse` reports those itself, once per
+/// input chunk, and a hostile stream would otherwise write a line per dropped event).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ferroloop::sse=error"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -31,8 +31,8 @@ pub enum ModelSource {
         client: Arc<Client>,
         /// The loopback server (stops when dropped).
         server: ReplayServer,
-        /// The environment variable that would select a real endpoint.
-        key_var: &'static str,
+        /// Why the replay model answers: `--replay`, or which variable is unset.
+        why: String,
     },
 }
 
@@ -65,10 +65,8 @@ impl ModelSource {
                     dir.display()
                 )
             }
-            ModelSource::Replay {
-                server, key_var, ..
-            } => format!(
-                "ferroloop run · replay model (no {key_var} set): the model's answers are scripted and served from {}; the tools run for real in {}",
+            ModelSource::Replay { server, why, .. } => format!(
+                "ferroloop run · replay model ({why}): the model's answers are scripted and served from {}; the tools run for real in {}",
                 server.base_url(),
                 dir.display()
             ),
@@ -117,9 +115,14 @@ pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
         .with_base_url(server.base_url())
         .with_api_key("replay");
     let client = Client::new(config).context("cannot configure the client")?;
+    let why = if args.replay {
+        "--replay".to_owned()
+    } else {
+        format!("no {key_var} set")
+    };
     Ok(ModelSource::Replay {
         client: Arc::new(client),
         server,
-        key_var,
+        why,
     })
 }

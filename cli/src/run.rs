@@ -78,6 +78,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // From the start: a signal during setup still stops the run cleanly once it begins.
+    let mut signals = Signals::new().context("cannot listen for SIGINT and SIGTERM")?;
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -118,12 +120,17 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut run = agent.run(prompt);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let mut stop_reason = StopReason::Error;
+    let mut stop_error = None;
+    // The first SIGINT or SIGTERM cancels the run, which still ends with its `stop` event; a
+    // second one ends the process at once.
+    let mut interrupted: Option<i32> = None;
     loop {
         tokio::select! {
             event = run.next() => {
                 let Some(event) = event else { break };
-                if let AgentEvent::Stop { reason, .. } = &event {
+                if let AgentEvent::Stop { reason, error, .. } = &event {
                     stop_reason = *reason;
+                    stop_error.clone_from(error);
                 }
                 if args.json {
                     serde_json::to_writer(&mut out, &event)?;
@@ -134,14 +141,79 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             _ = ticker.tick(), if !args.json => view.tick(&mut out)?,
-            _ = tokio::signal::ctrl_c() => run.cancel(),
+            signal = signals.next() => {
+                if interrupted.is_some() {
+                    out.flush()?;
+                    return Ok(signal_exit(signal));
+                }
+                interrupted = Some(signal);
+                run.cancel();
+            }
         }
     }
+    out.flush()?;
     drop(source);
-    Ok(match stop_reason {
-        StopReason::Error | StopReason::PromptTooLong => ExitCode::FAILURE,
+    if let Some(error) = stop_error {
+        // Why the run failed, where a script looks for it; stdout is the transcript.
+        let reason = serde_json::to_value(stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        eprintln!("ferroloop run: stopped ({reason}): {error}");
+    }
+    Ok(match (interrupted, stop_reason) {
+        (Some(signal), _) => signal_exit(signal),
+        (None, StopReason::Error | StopReason::PromptTooLong) => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// The exit status of a run ended by `signal`: 128 + its number, as a shell reports a command
+/// the signal killed (130 for SIGINT, 143 for SIGTERM).
+fn signal_exit(signal: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
+}
+
+/// SIGINT and SIGTERM, listened to for the whole run: a signal that arrives while an event is
+/// being printed is kept for the next poll, not lost.
+struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Self {})
+        }
+    }
+
+    /// The number of the next signal received.
+    async fn next(&mut self) -> i32 {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => 2,
+                _ = self.terminate.recv() => 15,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            2
+        }
+    }
 }
 
 /// The terminal view: streaming text, a spinner while tools run, a line per finished call, and
@@ -156,6 +228,10 @@ struct TerminalView {
     reported_input: u64,
     first_token: Option<Duration>,
     retries: u32,
+    /// The number of the last `turn_start`: the loop starts a turn again under the same number
+    /// after a broken stream (or a model fallback, which says so itself).
+    last_turn: u32,
+    fallback_shown: bool,
 }
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -172,6 +248,8 @@ impl TerminalView {
             reported_input: 0,
             first_token: None,
             retries: 0,
+            last_turn: 0,
+            fallback_shown: false,
         }
     }
 
@@ -258,9 +336,11 @@ impl TerminalView {
                 self.newline(out)?;
                 self.retries += 1;
                 let status = status.map_or("connection error".to_owned(), |s| format!("HTTP {s}"));
+                // `attempt` is the attempt about to be made: the first retry is attempt 2.
                 writeln!(
                     out,
-                    "  ↻ retry {attempt} after {status}, waiting {}",
+                    "  ↻ retry {} after {status}, waiting {}",
+                    attempt.saturating_sub(1).max(1),
                     human(*wait)
                 )?;
             }
@@ -271,6 +351,7 @@ impl TerminalView {
                 error,
             } => {
                 self.newline(out)?;
+                self.fallback_shown = true;
                 writeln!(
                     out,
                     "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
@@ -296,7 +377,17 @@ impl TerminalView {
                     changed.join(", ")
                 )?;
             }
-            AgentEvent::TurnStart { .. } => {}
+            AgentEvent::TurnStart { turn, .. } => {
+                if *turn == self.last_turn && !self.fallback_shown {
+                    self.newline(out)?;
+                    writeln!(
+                        out,
+                        "  ↻ the response broke off; asking again (the text above is discarded)"
+                    )?;
+                }
+                self.last_turn = *turn;
+                self.fallback_shown = false;
+            }
             AgentEvent::Usage {
                 usage,
                 estimated_input_tokens,
@@ -315,18 +406,15 @@ impl TerminalView {
             AgentEvent::TurnEnd { .. } => {}
             AgentEvent::Stop {
                 reason,
-                error,
                 turns,
                 tool_calls,
                 input_tokens,
                 output_tokens,
                 ..
             } => {
+                // The error, if any, is reported on stderr once the view is done.
                 self.newline(out)?;
                 writeln!(out)?;
-                if let Some(error) = error {
-                    writeln!(out, "stopped: {reason:?} — {error}")?;
-                }
                 let ttft = self.first_token.map_or("-".to_owned(), human);
                 writeln!(
                     out,

@@ -43,8 +43,10 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let mut status = ExitCode::SUCCESS;
+    // Read once: `-` given twice counts the same input twice, not the rest of a spent stdin.
+    let mut stdin: Option<Vec<u8>> = None;
     for path in &args.files {
-        match count_file(path, family, args.exact) {
+        match count_file(path, family, args.exact, &mut stdin) {
             Ok(tokens) => {
                 let line = json!({
                     "file": path.display().to_string(),
@@ -58,11 +60,8 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
             }
             Err(error) => {
                 // On stderr, not in the log: `RUST_LOG=off` must not hide why the exit is 1.
-                eprintln!(
-                    "ferroloop: {}: {}",
-                    path.display(),
-                    crate::output::describe(&error)
-                );
+                // The error names the path.
+                eprintln!("ferroloop: {}", crate::output::describe(&error));
                 status = ExitCode::FAILURE;
             }
         }
@@ -70,24 +69,34 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
     Ok(status)
 }
 
-fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
+fn count_file(
+    path: &Path,
+    family: Family,
+    exact: bool,
+    stdin_bytes: &mut Option<Vec<u8>>,
+) -> anyhow::Result<u64> {
     let stdin = path.as_os_str() == "-";
-    let bytes = if stdin {
-        let mut bytes = Vec::new();
-        io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-        bytes
+    let read;
+    let bytes: &[u8] = if stdin {
+        if stdin_bytes.is_none() {
+            let mut bytes = Vec::new();
+            io::stdin()
+                .lock()
+                .read_to_end(&mut bytes)
+                .context("cannot read stdin")?;
+            *stdin_bytes = Some(bytes);
+        }
+        stdin_bytes.as_deref().unwrap_or_default()
     } else {
-        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+        read = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        &read
     };
     let exact_text = |text: &str| count_exact(text, family).unwrap_or(0);
     if (stdin
         || path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json")))
-        && let Some(body) = as_request(&bytes)
+        && let Some(body) = as_request(bytes)
     {
         let counter = if exact {
             TextCounter::with(family, &exact_text)
@@ -97,9 +106,9 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
         return Ok(count_request_body(&body, &counter).total());
     }
     if exact {
-        Ok(exact_text(&String::from_utf8_lossy(&bytes)))
+        Ok(exact_text(&String::from_utf8_lossy(bytes)))
     } else {
-        Ok(estimate_bytes(&bytes, family))
+        Ok(estimate_bytes(bytes, family))
     }
 }
 

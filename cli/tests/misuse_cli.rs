@@ -203,3 +203,36 @@ fn an_error_names_its_cause_once() {
     assert_eq!(err.matches("not a directory").count(), 1, "{err}");
     assert!(err.starts_with("ferroloop: cannot use "), "{err}");
 }
+
+/// `--chunk N` with N larger than the input (up to `u64::MAX`) feeds the whole input as one
+/// chunk. The reader allocated N bytes up front: `u64::MAX` panicked with "capacity overflow",
+/// and a terabyte was zero-filled until the kernel killed the process.
+#[test]
+fn a_chunk_size_larger_than_the_input_is_one_chunk() {
+    let max = u64::MAX.to_string();
+    let out = run_stdin_no_panic(&["sse", "--chunk", &max], b"data: a\n\ndata: b\n\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events = json_lines(&out);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1]["data"], "b");
+    let stream = std::fs::read(fixture()).unwrap();
+    let out = run_stdin_no_panic(
+        &["decode", "--provider", "anthropic", "--chunk", &max],
+        &stream,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json_lines(&out)[0]["stop_reason"], "tool_use");
+}
+
+/// A file `tokens` cannot read is named once: the message said
+/// "ferroloop: PATH: reading PATH: No such file or directory".
+#[test]
+fn an_unreadable_file_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.txt");
+    let output = run(&["tokens"], &[&missing]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert_eq!(err.matches(missing.to_str().unwrap()).count(), 1, "{err}");
+    assert!(err.starts_with("ferroloop: cannot read "), "{err}");
+}

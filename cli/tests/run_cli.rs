@@ -6,6 +6,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
 fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_ferroloop"))
         .arg("run")
@@ -223,5 +225,245 @@ fn openai_provider_against_a_base_url_with_a_fallback_model() {
             .unwrap()
             .iter()
             .any(|m| m["role"] == "tool")
+    );
+}
+
+/// The final answer of the replay model counted the tools' "No files found" and "No matches
+/// found" answers as one file each, and in an empty directory said it had read a file whose
+/// first line was "No files found".
+#[test]
+fn the_replay_answer_counts_nothing_in_an_empty_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("0 entries at the top level, 0 Markdown documents in the tree"),
+        "{text}"
+    );
+    assert!(!text.contains("No files found\""), "{text}");
+    assert!(!text.contains("The file I read"), "{text}");
+}
+
+/// A directory whose only file has a space in its name is not empty: the replay model reads
+/// that file, and counts no Markdown document or defining file where the tools found none.
+#[test]
+fn the_replay_model_reads_a_file_with_a_space_in_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("my notes.txt"), "first line\n").unwrap();
+    let out = run_in(dir.path(), &[]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("The file I read starts with: \"first line\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 entries at the top level, 0 Markdown documents in the tree"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- 0 files define functions or classes."),
+        "{text}"
+    );
+}
+
+/// A run that ends with an error exits 1 and says why on stderr (stdout is the transcript);
+/// an empty prompt is such an error.
+#[test]
+fn a_run_ending_in_an_error_says_why_on_stderr() {
+    let dir = project();
+    for args in [&[""][..], &["--json", ""][..]] {
+        let out = run_in(dir.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("ferroloop run: stopped (error): ")
+                && stderr.contains("the content is empty"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM stop the run cleanly: the running tools are cancelled, the
+/// `stop` event (reason `aborted`) is still printed, and the exit status is 128 + the signal's
+/// number, as a shell reports a command ended by it. Before, SIGINT exited 0, as if the run had
+/// finished, and SIGTERM killed the process without the `stop` event.
+#[cfg(unix)]
+#[test]
+fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let dir = project();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+            .args(["run", "--json"])
+            .current_dir(dir.path())
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert!(first.contains("turn_start"), "{first}");
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {rest}\n{stderr}");
+        let last: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "stop", "SIG{signal}");
+        assert_eq!(last["reason"], "aborted", "SIG{signal}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// The terminal view numbers retries from 1, as its summary counts them (it showed the
+/// attempt about to be made: "retry 2" for the first retry, "retries 1" in the summary).
+#[test]
+fn the_terminal_view_numbers_retries_from_one() {
+    use std::sync::Arc;
+
+    use ferroloop::agent::replay::{anthropic_sse, explore_directory_script};
+    use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+
+    let dir = project();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let responder: ferroloop_replay::Responder = Arc::new(|request| {
+        if request.index == 0 {
+            let error = serde_json::json!({"error": {"type": "api_error", "message": "boom"}});
+            return Some(
+                ScriptedResponse::with_status(500, ScriptBody::Json(error))
+                    .header("retry-after-ms", "10"),
+            );
+        }
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        let sse = anthropic_sse(&explore_directory_script(&body), 12);
+        Some(
+            ScriptedResponse::ok(ScriptBody::Text(sse))
+                .header("content-type", "text/event-stream")
+                .chunked(64, 0),
+        )
+    });
+    let options = ServerOptions {
+        responder: Some(responder),
+        ..ServerOptions::default()
+    };
+    let server = runtime
+        .block_on(ReplayServer::start(&Script::default(), dir.path(), options))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("↻ retry 1 after HTTP 500"), "{text}");
+    assert!(!text.contains("↻ retry 2"), "{text}");
+    assert!(text.lines().last().unwrap().contains("retries 1"), "{text}");
+}
+
+/// With `--replay` and a key set, the banner said "replay model (no ANTHROPIC_API_KEY set)":
+/// it now names the flag as the reason.
+#[test]
+fn the_banner_says_why_the_replay_model_answers() {
+    let dir = project();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--replay", "--max-turns", "1"])
+        .current_dir(dir.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-unused")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("replay model (--replay)"), "{first}");
+    assert!(!first.contains("no ANTHROPIC_API_KEY"), "{first}");
+    let out = run_in(dir.path(), &["--max-turns", "1"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.contains("replay model (no ANTHROPIC_API_KEY set)"),
+        "{first}"
+    );
+}
+
+/// A response that breaks off mid-stream is asked for again, and the text it had streamed is
+/// discarded. The terminal view printed both attempts' text as one ("Hello thereHello there!")
+/// with nothing to tell them apart; it now says the turn is asked again before the new text.
+#[test]
+fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
+    use ferroloop_replay::{ReplayServer, Script, ServerOptions};
+
+    let dir = project();
+    let fixture = common::shared("fixtures/anthropic/basic_response.sse");
+    let fixture = fixture.to_str().unwrap();
+    // Byte 690 is inside the third text delta: "Hello there" has streamed.
+    let script = Script::from_json(&format!(
+        r#"{{"responses": [
+            {{"body": {{"fixture": {fixture:?}}}, "fault": {{"kind": "disconnect_after", "bytes": 690}}}},
+            {{"body": {{"fixture": {fixture:?}}}}}
+        ]}}"#
+    ))
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ReplayServer::start(
+            &script,
+            dir.path(),
+            ServerOptions::default(),
+        ))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "\n  ↻ the response broke off; asking again (the text above is discarded)\nHello there!"
+        ),
+        "{text}"
     );
 }

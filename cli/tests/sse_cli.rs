@@ -116,3 +116,33 @@ fn a_missing_file_is_a_clear_error() {
             .contains("cannot open /nonexistent/stream.sse")
     );
 }
+
+/// Dropped events are reported once per input chunk by `ferroloop sse`, not once more per
+/// event by the parser's log: 100,000 oversized events wrote 100,000 warning lines on stderr.
+#[test]
+fn dropped_events_do_not_flood_stderr() {
+    let mut child = bin()
+        .env_remove("RUST_LOG")
+        .args(["sse", "--max-event-bytes", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = b"data: xxxxxxxxxxxxxxxxxxxx\n\n".repeat(1000);
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    // One report per input chunk (the pipe may split the input).
+    let reported: u64 = stderr
+        .lines()
+        .map(|line| {
+            line.strip_prefix("ferroloop sse: dropped ")
+                .and_then(|rest| rest.split_once(' '))
+                .and_then(|(n, _)| n.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("unexpected stderr line: {line}"))
+        })
+        .sum();
+    assert_eq!(reported, 1000, "{stderr}");
+}

@@ -207,3 +207,18 @@ fn a_dash_reads_stdin_and_counts_a_request_as_one() {
         .unwrap();
     assert_eq!(count(&text), lines(&by_file)[0]["tokens"].as_u64().unwrap());
 }
+
+/// `-` given twice counts stdin twice: the second read found stdin at its end and printed
+/// `"tokens": 0`, a wrong count rather than an error.
+#[test]
+fn a_dash_given_twice_counts_the_same_input() {
+    let output = run_stdin(
+        &["tokens", "-", "-"],
+        b"The quick brown fox jumps over the lazy dog.",
+    );
+    assert!(output.status.success());
+    let counts = lines(&output);
+    assert_eq!(counts.len(), 2);
+    assert!(counts[0]["tokens"].as_u64().unwrap() > 0, "{counts:?}");
+    assert_eq!(counts[0]["tokens"], counts[1]["tokens"], "{counts:?}");
+}

@@ -1877,6 +1877,98 @@ async fn empty_text_blocks_never_enter_history() {
     assert!(ferroloop::agent::check_tool_pairing(&messages).is_ok());
 }
 
+/// The API refuses a text block that is only whitespace ("text content blocks must contain
+/// non-whitespace text"), and models do stream one, "\n\n", before a call. It entered history
+/// and the next request was refused.
+#[tokio::test]
+async fn whitespace_only_text_blocks_never_enter_history() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => reply(
+                request,
+                vec![text("\n\n"), call("t1", "read", json!({"path": "a"}))],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("Done."), text(" \n\t")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, messages, turns) = stop(&collect(&agent, "go").await);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2));
+    let blank = |v: &Value| {
+        let mut found = false;
+        let mut stack = vec![v];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => {
+                    if map.get("type") == Some(&json!("text"))
+                        && map
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| t.trim().is_empty())
+                    {
+                        found = true;
+                    }
+                    stack.extend(map.values());
+                }
+                _ => {}
+            }
+        }
+        found
+    };
+    for request in requests.lock().unwrap().iter() {
+        assert!(!blank(&request["messages"]), "{:#}", request["messages"]);
+    }
+    assert!(!messages.iter().any(blank), "{messages:#?}");
+    assert!(ferroloop::agent::check_tool_pairing(&messages).is_ok());
+}
+
+/// A prompt or text block that is only whitespace is refused before any request, as an empty
+/// one is (the API refuses both).
+#[tokio::test]
+async fn whitespace_only_prompts_are_refused_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        reply(request, vec![text("Done.")], "end_turn")
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let cases = [
+        (
+            vec![json!({"role": "user", "content": " \n"})],
+            "message 0: the content is only whitespace",
+        ),
+        (
+            vec![json!({"role": "user", "content": [text("look"), text("\t")]})],
+            "message 0: text block 1 is only whitespace",
+        ),
+    ];
+    for (messages, expected) in cases {
+        let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+        match events.as_slice() {
+            [
+                AgentEvent::Stop {
+                    reason: StopReason::Error,
+                    error: Some(error),
+                    ..
+                },
+            ] => assert!(error.ends_with(expected), "{error}"),
+            other => panic!("{messages:?}: {other:#?}"),
+        }
+    }
+    assert_eq!(model.calls(), 0);
+}
+
 /// A host's model that panics: when asked for a stream, or while its stream is polled.
 struct PanickingModel {
     when_polled: bool,

@@ -106,11 +106,15 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
             }
             None => return Err(format!("message {i} has no role")),
         }
-        // The API refuses empty content and empty text blocks in every message but a final
+        // The API refuses empty content and empty or whitespace-only text blocks ("text
+        // content blocks must contain non-whitespace text") in every message but a final
         // assistant one, which a conversation handed to the loop never has.
         match object.get("content") {
             Some(Value::String(text)) if text.is_empty() => {
                 return Err(format!("message {i}: the content is empty"));
+            }
+            Some(Value::String(text)) if text.trim().is_empty() => {
+                return Err(format!("message {i}: the content is only whitespace"));
             }
             Some(Value::String(_)) => {}
             Some(Value::Array(blocks)) => {
@@ -128,6 +132,15 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                         && block.get("text").and_then(Value::as_str) == Some("")
                 }) {
                     return Err(format!("message {i}: text block {j} is empty"));
+                }
+                if let Some(j) = blocks.iter().position(|block| {
+                    block_type(block) == "text"
+                        && block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .is_some_and(|text| text.trim().is_empty())
+                }) {
+                    return Err(format!("message {i}: text block {j} is only whitespace"));
                 }
             }
             _ => {
@@ -154,10 +167,21 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
     before - content.len()
 }
 
-/// Removes the empty text blocks of a message (the API refuses them in history). Returns how
-/// many were removed.
+/// Removes the empty and whitespace-only text blocks of a message (the API refuses them in
+/// history: "text content blocks must contain non-whitespace text"; models stream a "\n\n"
+/// block before a call). Returns how many were removed.
 pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
-    drop_blocks_without(message, "text", "text")
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    content.retain(|b| {
+        block_type(b) != "text"
+            || b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|text| !text.trim().is_empty())
+    });
+    before - content.len()
 }
 
 /// Removes the thinking blocks of a message that have no signature (a response cut while it

@@ -386,12 +386,52 @@ fn results_of(message: &Value) -> Vec<(String, String)> {
         .flatten()
         .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
         .map(|b| {
+            // An error result (a refused path, a failed search) lists nothing.
+            let text = if b.get("is_error").and_then(Value::as_bool) == Some(true) {
+                String::new()
+            } else {
+                content_text(&b["content"])
+            };
             (
                 b["tool_use_id"].as_str().unwrap_or_default().to_owned(),
-                content_text(&b["content"]),
+                text,
             )
         })
         .collect()
+}
+
+/// The lines of a `glob` or `grep` result that name something: not the tools' "No files found"
+/// and "No matches found" answers, nor their bracketed notes (`[showing 2 of 250 files; ...]`).
+fn listed(output: &str) -> impl Iterator<Item = &str> {
+    output.lines().map(str::trim).filter(|line| {
+        !line.is_empty()
+            && *line != "No files found"
+            && *line != "No matches found"
+            && !(line.starts_with('[') && line.ends_with(']'))
+    })
+}
+
+/// `"+"` when a `grep` result says it stopped early (its counts are lower bounds), else `""`.
+fn capped(output: &str) -> &'static str {
+    if output
+        .lines()
+        .any(|line| line.trim().starts_with("[results truncated"))
+    {
+        "+"
+    } else {
+        ""
+    }
+}
+
+/// How many things a `glob` or `grep` result names: the total of a capped `glob` listing's
+/// `[showing N of M files; ...]` note, else the lines that name something.
+fn listed_count(output: &str) -> usize {
+    output
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("[showing "))
+        .filter_map(|rest| rest.split_once(" of ")?.1.split_once(' ')?.0.parse().ok())
+        .next()
+        .unwrap_or_else(|| listed(output).count())
 }
 
 /// The tool results sent since the last assistant message of a request (either shape).
@@ -447,13 +487,7 @@ pub fn explore_directory_script(request: &Value) -> Value {
             let files: Vec<String> = results
                 .iter()
                 .filter(|(id, _)| id == "toolu_replay_01" || id == "toolu_replay_02")
-                .flat_map(|(_, out)| {
-                    out.lines()
-                        .map(str::trim)
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                })
-                .filter(|l| !l.is_empty() && !l.contains(' '))
+                .flat_map(|(_, out)| listed(out).map(str::to_owned).collect::<Vec<_>>())
                 .collect();
             let pick = files
                 .iter()
@@ -501,14 +535,8 @@ pub fn explore_directory_script(request: &Value) -> Value {
                     .map(|(_, t)| t.as_str())
                     .unwrap_or("")
             };
-            let top = lookup("toolu_replay_01")
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .count();
-            let docs = lookup("toolu_replay_02")
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .count();
+            let top = listed_count(lookup("toolu_replay_01"));
+            let docs = listed_count(lookup("toolu_replay_02"));
             // `grep` in count mode answers `path:count` per file.
             let counts: Vec<u64> = lookup("toolu_replay_03")
                 .lines()
@@ -516,20 +544,36 @@ pub fn explore_directory_script(request: &Value) -> Value {
                 .collect();
             let todos = match counts.len() {
                 0 => "none found".to_owned(),
-                files => format!("{} in {files} file(s)", counts.iter().sum::<u64>()),
+                files => format!(
+                    "{}{more} in {files}{more} file(s)",
+                    counts.iter().sum::<u64>(),
+                    more = capped(lookup("toolu_replay_03"))
+                ),
             };
-            let first_line = lookup("toolu_replay_04")
-                .lines()
-                .map(|l| l.split_once('\t').map_or(l, |(_, rest)| rest).trim())
-                .find(|l| !l.is_empty())
-                .unwrap_or("(empty)")
-                .to_owned();
-            let defining = lookup("toolu_replay_05")
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .count();
+            // The second turn read a file (beside a `grep`), or, finding none, listed the
+            // hidden ones.
+            let read_a_file = all.iter().any(|(id, _)| id == "toolu_replay_05");
+            let second = if read_a_file {
+                let first_line = lookup("toolu_replay_04")
+                    .lines()
+                    .map(|l| l.split_once('\t').map_or(l, |(_, rest)| rest).trim())
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("(empty)")
+                    .to_owned();
+                let defining = format!(
+                    "{}{}",
+                    listed_count(lookup("toolu_replay_05")),
+                    capped(lookup("toolu_replay_05"))
+                );
+                format!(
+                    "- The file I read starts with: \"{first_line}\".\n- {defining} files define functions or classes."
+                )
+            } else {
+                let hidden = listed_count(lookup("toolu_replay_04"));
+                format!("- There was no file to read; {hidden} hidden files.")
+            };
             let answer = format!(
-                "Here is what I found.\n\n- {top} entries at the top level, {docs} Markdown documents in the tree.\n- TODO/FIXME search: {todos}.\n- The file I read starts with: \"{first_line}\".\n- {defining} files define functions or classes.\n\n(This answer came from ferroloop's scripted replay model; the tool results above are real.)"
+                "Here is what I found.\n\n- {top} entries at the top level, {docs} Markdown documents in the tree.\n- TODO/FIXME search: {todos}.\n{second}\n\n(This answer came from ferroloop's scripted replay model; the tool results above are real.)"
             );
             scripted_message(request, vec![text(&answer)], "end_turn")
         }
@@ -622,5 +666,121 @@ mod tests {
         );
         assert_eq!(last_results(&chat), last_results(&anthropic));
         assert_eq!(assistant_turns(&chat), 1);
+    }
+
+    /// A request whose history holds the first two turns of the script, with these results.
+    fn history(turn1: [&str; 3], turn2: Vec<(&str, &str, &str)>) -> Value {
+        let call =
+            |id: &str, name: &str| json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+        let result = |id: &str, text: &str| json!({"type": "tool_result", "tool_use_id": id, "content": text});
+        let (calls2, results2): (Vec<Value>, Vec<Value>) = turn2
+            .iter()
+            .map(|(id, name, text)| (call(id, name), result(id, text)))
+            .unzip();
+        json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                call("toolu_replay_01", "glob"), call("toolu_replay_02", "glob"), call("toolu_replay_03", "grep"),
+            ]},
+            {"role": "user", "content": [
+                result("toolu_replay_01", turn1[0]), result("toolu_replay_02", turn1[1]), result("toolu_replay_03", turn1[2]),
+            ]},
+            {"role": "assistant", "content": calls2},
+            {"role": "user", "content": results2},
+        ]})
+    }
+
+    fn answer(request: &Value) -> String {
+        explore_directory_script(request)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn the_answer_does_not_count_the_tools_nothing_found_answers() {
+        let request = history(
+            ["a.txt\n", "No files found", "No matches found"],
+            vec![
+                ("toolu_replay_04", "read", "     1\thi\n"),
+                ("toolu_replay_05", "grep", "No matches found"),
+            ],
+        );
+        let text = answer(&request);
+        assert!(
+            text.contains("1 entries at the top level, 0 Markdown documents in the tree"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- 0 files define functions or classes."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_answer_counts_every_file_of_a_capped_listing() {
+        let request = history(
+            [
+                "a\nb\n[showing 2 of 250 files; use a more specific pattern or path]\n",
+                "No files found",
+                "a:2\nb:3\n[results truncated at 2 files; narrow the search with path, glob or a more specific pattern]\n",
+            ],
+            vec![
+                ("toolu_replay_04", "read", "     1\thi\n"),
+                (
+                    "toolu_replay_05",
+                    "grep",
+                    "a\n[results truncated at 1 files; narrow the search with path, glob or a more specific pattern]\n",
+                ),
+            ],
+        );
+        let text = answer(&request);
+        assert!(text.contains("250 entries at the top level"), "{text}");
+        assert!(
+            text.contains("TODO/FIXME search: 5+ in 2+ file(s)"),
+            "{text}"
+        );
+        assert!(text.contains("- 1+ files define"), "{text}");
+    }
+
+    #[test]
+    fn an_empty_directory_is_not_a_file_read() {
+        let first = history(
+            ["No files found", "No files found", "No matches found"],
+            vec![],
+        );
+        let Value::Array(mut messages) = first["messages"].clone() else {
+            unreachable!()
+        };
+        messages.truncate(3);
+        let turn2 = explore_directory_script(&json!({"messages": messages}));
+        assert_eq!(turn2["content"][1]["name"], "glob", "{turn2}");
+        let request = history(
+            ["No files found", "No files found", "No matches found"],
+            vec![("toolu_replay_04", "glob", "No files found")],
+        );
+        let text = answer(&request);
+        assert!(
+            text.contains("0 entries at the top level, 0 Markdown"),
+            "{text}"
+        );
+        assert!(!text.contains("The file I read"), "{text}");
+    }
+
+    #[test]
+    fn a_file_name_with_a_space_is_a_file() {
+        let request = history(
+            ["my notes.txt\n", "No files found", "No matches found"],
+            vec![],
+        );
+        let Value::Array(mut messages) = request["messages"].clone() else {
+            unreachable!()
+        };
+        messages.truncate(3);
+        let turn2 = explore_directory_script(&json!({"messages": messages}));
+        assert_eq!(
+            turn2["content"][1]["input"]["file_path"], "my notes.txt",
+            "{turn2}"
+        );
     }
 }
