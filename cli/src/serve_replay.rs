@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use clap::CommandFactory;
 use ferroloop::decode::Provider;
 use ferroloop_replay::{ReplayServer, Script, ScriptBody, ServerOptions};
 
@@ -57,7 +58,14 @@ pub struct ServeReplayArgs {
 /// Runs `ferroloop serve-replay`.
 pub fn run(args: ServeReplayArgs) -> anyhow::Result<ExitCode> {
     if args.agent_model_provider.is_some() && !args.agent_model {
-        anyhow::bail!("--agent-model-provider applies to --agent-model only");
+        // A usage error like clap's own (exit 2): clap's `requires` cannot express it, since a
+        // boolean flag always has a value.
+        crate::Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--agent-model-provider applies to --agent-model only",
+            )
+            .exit();
     }
     let script = match (&args.script, &args.fixture) {
         (Some(path), _) => {

@@ -228,7 +228,8 @@ fn agent_model_provider_needs_agent_model() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    // A usage error, like every other misuse of the flags.
+    assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--agent-model"), "{stderr}");
 }

@@ -43,7 +43,7 @@ pub enum ModelEvent {
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The prompt is over the model's context window (the loop compacts once and retries).
-    #[error("prompt is too long: {message}")]
+    #[error("{}", prompt_too_long_text(message))]
     PromptTooLong {
         /// The provider's message.
         message: String,
@@ -94,6 +94,19 @@ pub fn is_prompt_too_long(message: &str) -> bool {
     lower.contains("prompt is too long") || lower.contains("context_length_exceeded")
 }
 
+/// The provider's message, prefixed with what happened unless it already says so (Anthropic's
+/// reads "prompt is too long: 210000 tokens > 200000 maximum").
+fn prompt_too_long_text(message: &str) -> String {
+    if message
+        .get(..18)
+        .is_some_and(|start| start.eq_ignore_ascii_case("prompt is too long"))
+    {
+        message.to_owned()
+    } else {
+        format!("prompt is too long: {message}")
+    }
+}
+
 /// A boxed stream of model events.
 pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
 
@@ -101,4 +114,31 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
 pub trait Model: Send + Sync + 'static {
     /// Starts one streaming call. Dropping the stream cancels it.
     fn stream(&self, request: Value) -> ModelStream;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_too_long_error_says_so_once() {
+        let anthropic = ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        };
+        assert_eq!(
+            anthropic.to_string(),
+            "prompt is too long: 210000 tokens > 200000 maximum"
+        );
+        let openai = ModelError::PromptTooLong {
+            message: "This model's maximum context length is 128000 tokens.".into(),
+        };
+        assert_eq!(
+            openai.to_string(),
+            "prompt is too long: This model's maximum context length is 128000 tokens."
+        );
+        let short = ModelError::PromptTooLong {
+            message: "é".into(),
+        };
+        assert_eq!(short.to_string(), "prompt is too long: é");
+    }
 }
