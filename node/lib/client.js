@@ -29,6 +29,7 @@ class ItemSource {
   #batch = []
   #head = 0
   #ended = false
+  #aborted = false
   #signal
   #onAbort
 
@@ -64,8 +65,16 @@ class ItemSource {
     return item
   }
 
+  /**
+   * Cancels the native producer. The signal is not listened to any more: nothing is left for
+   * it to abort (a signal reused for many requests would otherwise collect one listener per
+   * request left early).
+   */
   abort() {
-    if (!this.#ended) callNative(() => this.#native.abort())
+    if (this.#ended) return
+    this.#aborted = true
+    this.#unlisten()
+    callNative(() => this.#native.abort())
   }
 
   /** The final item was read: stop listening to the signal. */
@@ -75,7 +84,19 @@ class ItemSource {
 
   #end() {
     this.#ended = true
-    if (this.#onAbort !== undefined) this.#signal.removeEventListener('abort', this.#onAbort)
+    this.#unlisten()
+  }
+
+  #unlisten() {
+    if (this.#onAbort !== undefined) {
+      this.#signal.removeEventListener('abort', this.#onAbort)
+      this.#onAbort = undefined
+    }
+  }
+
+  /** abort() was called (or the signal fired) before the stream ended. */
+  get aborted() {
+    return this.#aborted
   }
 
   get ended() {
@@ -119,6 +140,15 @@ class MessageStream {
     try {
       for (;;) {
         const item = await this.#source.next()
+        if (this.#source.aborted) {
+          // Aborted before the message was read: an AbortError, as the documentation says,
+          // even when the response had already arrived (the abort and the producer race; like
+          // fetch, a body not yet read rejects once aborted).
+          this.#source.close()
+          const err = abortErrorFor(this.#signal, 'the request was aborted')
+          this.#reject(err)
+          throw err
+        }
         if (item === undefined) {
           const err = new InternalError('the native stream ended without a message')
           this.#reject(err)
@@ -249,6 +279,8 @@ class Client {
     const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)
     const item = await source.next()
     source.close()
+    // Aborted while the response was on its way: an AbortError even if it arrived meanwhile.
+    if (source.aborted) throw abortErrorFor(signal, 'the request was aborted')
     if (item === undefined) throw new InternalError('the native request ended without a response')
     if (item.type === 'error') throw errorOf(item, signal)
     return item.body
