@@ -20,8 +20,9 @@ function abortErrorFor(signal, message) {
 }
 
 /**
- * Pulls the items of a native EventStream: every batch the native side has ready, one Promise
- * per batch. `signal` aborts the native producer (the HTTP request, the agent run).
+ * Pulls the items of a native EventStream: every batch the native side has ready at once; when
+ * none is, waits for the stream's waker. `signal` aborts the native producer (the HTTP request,
+ * the agent run).
  * @internal
  */
 class ItemSource {
@@ -32,14 +33,35 @@ class ItemSource {
   #aborted = false
   #signal
   #onAbort
+  /** Resolves the wait for the waker (null when nobody waits). */
+  #waiter = null
+  /**
+   * While someone waits, a ref'd timer keeps the event loop alive (the waker is unref'd: the
+   * work runs on the native runtime, which Node does not see) and this source reachable.
+   */
+  #keepAlive = null
 
   constructor(nativeStream, signal) {
     this.#native = nativeStream
     this.#signal = signal
+    // The native stream holds its waker for as long as it lives: a closure over this source
+    // would be a cycle through a native root, and an abandoned stream would never be collected.
+    const self = new WeakRef(this)
+    callNative(() => nativeStream.setWaker(() => self.deref()?.#wake()))
     if (signal !== undefined) {
       this.#onAbort = () => this.abort()
       signal.addEventListener('abort', this.#onAbort, { once: true })
     }
+  }
+
+  #wake() {
+    const resolve = this.#waiter
+    this.#waiter = null
+    if (this.#keepAlive !== null) {
+      clearInterval(this.#keepAlive)
+      this.#keepAlive = null
+    }
+    resolve?.()
   }
 
   /** The next item, or undefined once the stream has ended. */
@@ -48,10 +70,24 @@ class ItemSource {
       if (this.#ended) return undefined
       let text
       try {
-        text = await this.#native.nextJson()
+        text = this.#native.takeJson()
       } catch (err) {
         this.#end()
         throw toFerroloopError(err)
+      }
+      if (text === undefined) {
+        await new Promise((resolve) => {
+          const earlier = this.#waiter
+          this.#waiter =
+            earlier === null
+              ? resolve
+              : () => {
+                  earlier()
+                  resolve()
+                }
+          if (this.#keepAlive === null) this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
+        })
+        continue
       }
       if (text === null) {
         this.#end()

@@ -92,3 +92,55 @@ test('aborting after the response arrived but before it was read rejects with Ab
     await server.close()
   }
 })
+
+test('workers that load the addon one after the other, and are terminated mid-run, do not crash the process', async () => {
+  // The main thread never loads the addon: each worker's exit unloads it, the next loads it
+  // again (a segmentation fault in the allocator's thread setup, before the fix). Each worker is
+  // terminated with a stream, an agent run and tool calls in flight (Promises the native side
+  // settles while the worker's environment shuts down: an abort in a debug build, before).
+  const stalled = await serveScript({
+    responses: [{ body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, world' }]) }, fault: { kind: 'stall_after', bytes: 400, ms: 60000 } }],
+    when_exhausted: 'repeat_last',
+  })
+  const quick = await serveScript({ responses: [hello()], when_exhausted: 'repeat_last' })
+  try {
+    const script = `
+      const { Worker } = require('node:worker_threads')
+      const source = \`
+        const { parentPort, workerData } = require('node:worker_threads')
+        const { ToolExecutor, SseParser, Client, Agent } = require(workerData.pkg)
+        new SseParser().feed(Buffer.from('data: x\\\\n\\\\n'))
+        const request = { model: 'replay', max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] }
+        const executor = new ToolExecutor()
+          .tool({ name: 'never', concurrencySafe: true }, () => new Promise(() => {}))
+          .tool({ name: 'quick', concurrencySafe: true }, async () => 'ok')
+        executor.run([{ id: 'a', name: 'never', input: {} }]).catch(() => {})
+        setInterval(() => executor.run([{ id: 'b', name: 'quick', input: {} }]), 1)
+        const stalled = new Client({ apiKey: 'k', baseUrl: workerData.stalled, fromEnv: false })
+        stalled.stream(request).message().catch(() => {})
+        const quick = new Client({ apiKey: 'k', baseUrl: workerData.quick, fromEnv: false })
+        setInterval(() => quick.stream(request).message().catch(() => {}), 2)
+        setInterval(() => new Agent(quick, { model: 'replay' }).run('Hi').result().catch(() => {}), 3)
+        executor.run([{ id: 'c', name: 'quick', input: {} }]).then(() => parentPort.postMessage('running'))
+      \`
+      ;(async () => {
+        for (let i = 0; i < 8; i++) {
+          const worker = new Worker(source, { eval: true, workerData: { pkg, stalled: ${JSON.stringify(stalled.url)}, quick: ${JSON.stringify(quick.url)} } })
+          await new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject) })
+          await new Promise((resolve) => setTimeout(resolve, 20 + 10 * i))
+          await worker.terminate()
+        }
+        const { ToolExecutor } = require(pkg)
+        const results = await new ToolExecutor().tool({ name: 't' }, () => 'main').run([{ id: 'm', name: 't', input: {} }])
+        console.log(results[0].content)
+      })()
+    `
+    const run = runNode(script, { args: ['--unhandled-rejections=strict'], timeout: 60_000 })
+    assert.equal(run.signal, null, `the process died of ${run.signal}: ${run.stderr}`)
+    assert.equal(run.status, 0, run.stderr)
+    assert.equal(run.stdout.trim(), 'main')
+  } finally {
+    await stalled.close()
+    await quick.close()
+  }
+})
