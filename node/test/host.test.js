@@ -144,3 +144,56 @@ test('workers that load the addon one after the other, and are terminated mid-ru
     await quick.close()
   }
 })
+
+test('the declarations match the runtime: every declared export, method and field exists, every public item has JSDoc', () => {
+  const ts = require('typescript')
+  const fs = require('node:fs')
+  const ferroloop = require('../lib/index.js')
+  const file = path.join(pkgDir, 'lib', 'index.d.ts')
+  const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true)
+  const hasDoc = (node) => ts.getJSDocCommentsAndTags(node).length > 0
+  const undocumented = []
+  const missing = []
+  const declared = new Set()
+  /** An instance of a declared class, for the fields set by constructors (errors only). */
+  const instanceOf = (cls) => (cls.prototype instanceof ferroloop.FerroloopError || cls === ferroloop.FerroloopError ? new cls('x') : null)
+  for (const statement of source.statements) {
+    const name = statement.name?.text
+    if (!hasDoc(statement)) undocumented.push(name)
+    if (ts.isInterfaceDeclaration(statement)) {
+      for (const member of statement.members) if (!hasDoc(member)) undocumented.push(`${name}.${member.name?.getText(source)}`)
+    }
+    if (!ts.isClassDeclaration(statement) && !ts.isFunctionDeclaration(statement)) continue
+    declared.add(name)
+    const value = ferroloop[name]
+    if (typeof value !== 'function') {
+      missing.push(name)
+      continue
+    }
+    if (!ts.isClassDeclaration(statement)) continue
+    const instance = instanceOf(value)
+    for (const member of statement.members) {
+      if (ts.isConstructorDeclaration(member)) continue
+      if (member.modifiers?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword)) continue
+      const text = member.name.getText(source)
+      if (!hasDoc(member)) undocumented.push(`${name}.${text}`)
+      const key = text === '[Symbol.asyncIterator]' ? Symbol.asyncIterator : text
+      const where = instance ?? value.prototype
+      if (!(key in where)) {
+        missing.push(`${name}.${text}`)
+      } else if (ts.isMethodDeclaration(member) && typeof where[key] !== 'function') {
+        missing.push(`${name}.${text} (not a method)`)
+      }
+    }
+  }
+  assert.deepEqual(missing, [], 'declared but absent at runtime')
+  assert.deepEqual(undocumented, [], 'public declarations without JSDoc')
+  // Nothing exported at runtime is left undeclared.
+  assert.deepEqual(Object.keys(ferroloop).filter((key) => !declared.has(key)), [])
+  // The error fields the declarations promise, on a native error and on a constructed one.
+  const err = ferroloop.toFerroloopError(new Error('[ferroloop:rate_limited:429:req_1] slow down'))
+  assert.ok(err instanceof ferroloop.RateLimitedError)
+  assert.deepEqual([err.code, err.status, err.requestId, err.name], ['rate_limited', 429, 'req_1', 'RateLimitedError'])
+  const cause = new Error('root')
+  assert.equal(new ferroloop.ConnectionError('x', { cause }).cause, cause)
+})
