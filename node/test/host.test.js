@@ -197,3 +197,38 @@ test('the declarations match the runtime: every declared export, method and fiel
   const cause = new Error('root')
   assert.equal(new ferroloop.ConnectionError('x', { cause }).cause, cause)
 })
+
+test('a tool that throws a non-Error or returns what JSON cannot carry gets a clear is_error result', async () => {
+  const circular = {}
+  circular.self = circular
+  const cases = {
+    throws_undefined: [() => Promise.reject(undefined), /^the tool threw undefined$/],
+    throws_null: [() => { throw null }, /^the tool threw null$/],
+    throws_number: [() => Promise.reject(42), /^the tool threw 42$/],
+    throws_plain_object: [() => { throw { code: 'E_BUSY', retry: true } }, /^the tool threw \{"code":"E_BUSY","retry":true\}$/],
+    throws_string: [() => { throw 'disk full' }, /^disk full$/],
+    returns_bigint: [() => 10n, /^the tool's result cannot be sent as JSON: .*BigInt/],
+    returns_object_with_bigint: [async () => ({ size: 10n }), /^the tool's result cannot be sent as JSON: .*BigInt/],
+    returns_circular: [() => circular, /^the tool's result cannot be sent as JSON: .*circular/i],
+    returns_circular_blocks: [() => [circular], /^the tool's result cannot be sent as JSON: .*circular/i],
+    returns_function: [() => function later() {}, /^the tool returned a function, not a result/],
+    returns_symbol: [() => Symbol('x'), /^the tool returned a symbol, not a result/],
+  }
+  const executor = new ToolExecutor()
+  for (const [name, [fn]] of Object.entries(cases)) executor.tool({ name, concurrencySafe: true }, fn)
+  executor.tool({ name: 'returns_undefined' }, () => undefined)
+  const uses = [...Object.keys(cases), 'returns_undefined'].map((name) => ({ id: `id_${name}`, name, input: {} }))
+  const check = (results) => {
+    for (const [i, name] of Object.keys(cases).entries()) {
+      assert.equal(results[i].is_error, true, `${name}: ${JSON.stringify(results[i])}`)
+      assert.match(results[i].content, cases[name][1], name)
+    }
+    // Undefined is documented as an empty (successful) result.
+    assert.deepEqual(results.at(-1), { type: 'tool_result', tool_use_id: 'id_returns_undefined', content: '', is_error: false })
+  }
+  check(await executor.run(uses))
+  const turn = executor.turn()
+  turn.submit(...uses)
+  turn.seal()
+  check(await turn.results())
+})
