@@ -234,7 +234,11 @@ export type ToolReturn =
 
 /** The second argument of a tool function. */
 export interface ToolCallContext {
-  /** Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason: AbortError). */
+  /**
+   * Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason:
+   * AbortError; when `run()`'s AbortSignal aborted it, the AbortError's `cause` is that
+   * signal's reason).
+   */
   signal: AbortSignal
   /** The id of the `tool_use` block being answered. */
   toolUseId: string

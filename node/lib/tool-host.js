@@ -107,10 +107,14 @@ function pendingOf(value) {
 /** `promise.then(onValue, onError)` with the built-in `then` (an own `then` is not called). */
 const promiseThen = (promise, onValue, onError) => Promise.prototype.then.call(promise, onValue, onError)
 
-function abortReason(reason) {
+/**
+ * The `ctx.signal.reason` of a call aborted for `reason` (`timeout`, `aborted`, ...); `cause`:
+ * why the run was aborted (its AbortSignal's reason), when that is the reason.
+ */
+function abortReason(reason, cause) {
   return reason === 'timeout'
     ? new TimeoutError('the tool call timed out')
-    : new AbortError(`the tool call was aborted (${reason})`)
+    : new AbortError(`the tool call was aborted (${reason})`, { cause })
 }
 
 /** A tool's `ctx`: `signal` is created when first read (most calls never look at it). */
@@ -178,10 +182,13 @@ class ToolHost {
     this.tools.set(name, fn)
   }
 
-  /** Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError). */
-  abort({ callId, reason }) {
+  /**
+   * Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError, whose
+   * `cause` is `cause` when given).
+   */
+  abort({ callId, reason }, cause) {
     const ctx = this.running.get(callId)
-    if (ctx !== undefined) ctx.abort(abortReason(reason))
+    if (ctx !== undefined) ctx.abort(abortReason(reason, cause))
   }
 
   /**

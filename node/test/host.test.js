@@ -232,3 +232,33 @@ test('a tool that throws a non-Error or returns what JSON cannot carry gets a cl
   turn.seal()
   check(await turn.results())
 })
+
+test("aborting run() hands the signal's reason to the tools too: ctx.signal.reason.cause, like fetch", async () => {
+  const seen = []
+  const executor = new ToolExecutor({ cleanupGraceMs: 200 }).tool({ name: 'watch', concurrencySafe: true }, (_input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        seen.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  const uses = [
+    { id: 'a', name: 'watch', input: {} },
+    { id: 'b', name: 'watch', input: {} },
+  ]
+  const controller = new AbortController()
+  const reason = new Error('the user pressed Ctrl-C')
+  setTimeout(() => controller.abort(reason), 30)
+  await assert.rejects(executor.run(uses, { signal: controller.signal }), (err) => err.name === 'AbortError' && err.cause === reason)
+  assert.equal(seen.length, 2)
+  for (const toolReason of seen) {
+    assert.equal(toolReason.name, 'AbortError')
+    assert.equal(toolReason.cause, reason, 'the tool sees why the run was aborted')
+  }
+  // AbortSignal.timeout(): the tools see its TimeoutError (a DOMException) as the cause.
+  seen.length = 0
+  await assert.rejects(executor.run(uses, { signal: AbortSignal.timeout(30) }), { name: 'AbortError' })
+  assert.equal(seen.length, 2)
+  for (const toolReason of seen) assert.equal(toolReason.cause?.name, 'TimeoutError')
+})
