@@ -22,9 +22,11 @@ export declare class Agent {
   toolDefinitionsJson(): string
   /**
    * Starts a run continuing `messages` (a JSON array ending with a user message); its
-   * events arrive on the returned stream, the last one being `stop`.
+   * events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
+   * AbortSignal had already fired: the run starts cancelled and stops with reason
+   * `aborted` without a request.
    */
-  runJson(messagesJson: string): NativeEventStream
+  runJson(messagesJson: string, aborted?: boolean | undefined | null): NativeEventStream
   /** The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON). */
   drainToolsJson(): string
   /** Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`). */

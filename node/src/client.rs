@@ -224,7 +224,7 @@ impl NativeClient {
         guard::sync(|| {
             let body = streaming_body(&body)?;
             let client = self.inner.clone();
-            pump::start(OnAbort::DropProducer, move |sink, cancel| {
+            pump::start(OnAbort::DropProducer, false, move |sink, cancel| {
                 produce_stream(client, body, sink, cancel)
             })
         })
@@ -235,27 +235,31 @@ impl NativeClient {
     pub fn create_json(&self, body: String) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             let client = self.inner.clone();
-            pump::start(OnAbort::DropProducer, move |sink, _cancel| async move {
-                match client.create(body).await {
-                    Ok(response) => match response.json() {
-                        Ok(json) => {
-                            let item = json!({
-                                "type": "response",
-                                "status": response.status,
-                                "body": json,
-                                "metrics": metrics_json(&response.metrics),
-                            });
-                            sink.send_json(&item).await;
-                        }
+            pump::start(
+                OnAbort::DropProducer,
+                false,
+                move |sink, _cancel| async move {
+                    match client.create(body).await {
+                        Ok(response) => match response.json() {
+                            Ok(json) => {
+                                let item = json!({
+                                    "type": "response",
+                                    "status": response.status,
+                                    "body": json,
+                                    "metrics": metrics_json(&response.metrics),
+                                });
+                                sink.send_json(&item).await;
+                            }
+                            Err(error) => {
+                                sink.send(client_error_item(&error)).await;
+                            }
+                        },
                         Err(error) => {
                             sink.send(client_error_item(&error)).await;
                         }
-                    },
-                    Err(error) => {
-                        sink.send(client_error_item(&error)).await;
                     }
-                }
-            })
+                },
+            )
         })
     }
 }

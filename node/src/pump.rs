@@ -134,14 +134,23 @@ pub enum OnAbort {
 }
 
 /// Starts `produce(sink, cancel)` on the runtime. A panic in it ends the stream with an
-/// `internal` error item.
-pub fn start<F, Fut>(on_abort: OnAbort, produce: F) -> napi::Result<NativeEventStream>
+/// `internal` error item. `aborted`: the caller's AbortSignal had already fired, so the stream
+/// starts aborted (cancelling after the spawn would race the producer's first poll on another
+/// thread, which may already have sent its request).
+pub fn start<F, Fut>(
+    on_abort: OnAbort,
+    aborted: bool,
+    produce: F,
+) -> napi::Result<NativeEventStream>
 where
     F: FnOnce(ItemSink, CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (sender, receiver) = mpsc::channel(CHANNEL_ITEMS);
     let cancel = CancellationToken::new();
+    if aborted {
+        cancel.cancel();
+    }
     let doorbell = Arc::new(Doorbell::default());
     let sink = ItemSink {
         sender,

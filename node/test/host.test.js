@@ -262,3 +262,26 @@ test("aborting run() hands the signal's reason to the tools too: ctx.signal.reas
   assert.equal(seen.length, 2)
   for (const toolReason of seen) assert.equal(toolReason.cause?.name, 'TimeoutError')
 })
+
+test('an already-aborted signal sends no request: Agent.run stops with reason aborted, Client.stream/create reject', async () => {
+  const server = await serveScript({ responses: [hello()], when_exhausted: 'repeat_last' }, { log: true })
+  try {
+    const client = new Client({ apiKey: 'test-key', baseUrl: server.url, fromEnv: false })
+    const agent = new Agent(client, { model: 'replay' })
+    const reason = new Error('cancelled before it started')
+    for (let i = 0; i < 10; i++) {
+      const stop = await agent.run('Hi', { signal: AbortSignal.abort(reason) }).result()
+      assert.equal(stop.reason, 'aborted')
+      assert.deepEqual(stop.messages, [{ role: 'user', content: 'Hi' }])
+      await assert.rejects(client.stream(request, { signal: AbortSignal.abort(reason) }).message(), (err) => err.name === 'AbortError' && err.cause === reason)
+      await assert.rejects(client.create(request, { signal: AbortSignal.abort(reason) }), (err) => err.name === 'AbortError' && err.cause === reason)
+    }
+    // A request that is made shows up in the log: make one, so that the count is not just lag.
+    await client.stream(request).message()
+    const logged = await server.waitForRequests(1)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    assert.equal(logged.length, 1, 'only the request made without an aborted signal reached the server')
+  } finally {
+    await server.close()
+  }
+})
