@@ -135,7 +135,10 @@ export declare class UnsupportedError extends FerroloopError {
 export interface ClientErrorDetail {
   /** StreamTruncatedError: the message received before the stream broke (provider shape). */
   partial?: any
-  /** StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`, `protocol`, ...). */
+  /**
+   * StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`,
+   * `protocol`, ...); the breaking failure itself is the error's `cause` (a FerroloopError).
+   */
   reason?: FerroloopErrorCode
   /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
   errorType?: string

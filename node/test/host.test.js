@@ -285,3 +285,22 @@ test('an already-aborted signal sends no request: Agent.run stops with reason ab
     await server.close()
   }
 })
+
+test('a StreamTruncatedError has the breaking failure as its cause (Python: __cause__)', async () => {
+  const stalled = { body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, world' }]) }, fault: { kind: 'stall_after', bytes: 400, ms: 10000 } }
+  const server = await serveScript({ responses: [stalled], when_exhausted: 'repeat_last' })
+  try {
+    const client = new Client({ apiKey: 'k', baseUrl: server.url, fromEnv: false, maxRetries: 0, timeouts: { idleMs: 200 } })
+    const err = await client.stream(request).message().then(
+      () => assert.fail('resolved'),
+      (e) => e,
+    )
+    assert.equal(err.name, 'StreamTruncatedError')
+    assert.equal(err.reason, 'timeout')
+    assert.ok(err.cause instanceof require('../lib/index.js').TimeoutError, `cause: ${err.cause}`)
+    assert.equal(err.cause.code, 'timeout')
+    assert.match(err.cause.message, /idle|event|timed out|timeout/i)
+  } finally {
+    await server.close()
+  }
+})
