@@ -22,9 +22,11 @@ export declare class Agent {
   toolDefinitionsJson(): string
   /**
    * Starts a run continuing `messages` (a JSON array ending with a user message); its
-   * events arrive on the returned stream, the last one being `stop`.
+   * events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
+   * AbortSignal had already fired: the run starts cancelled and stops with reason
+   * `aborted` without a request.
    */
-  runJson(messagesJson: string): NativeEventStream
+  runJson(messagesJson: string, aborted?: boolean | undefined | null): NativeEventStream
   /** The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON). */
   drainToolsJson(): string
   /** Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`). */
@@ -107,10 +109,16 @@ export type NativeContextTracker = ContextTracker
 /** A stream of JSON items produced on the async runtime. */
 export declare class EventStream {
   /**
-   * The next batch of items as a JSON array (every item ready now, at least one), or `null`
-   * once the stream has ended.
+   * Sets the function called (asynchronously, from any thread; the function is unref'd and
+   * never keeps the process alive) when `takeJson` returned `undefined` and an item or the
+   * end has arrived since.
    */
-  nextJson(): Promise<string | null>
+  setWaker(wake: () => void): void
+  /**
+   * Every item ready now as a JSON array; `undefined` when none is ready yet (the waker will
+   * be called once one is); `null` once the stream has ended (the waker is released).
+   */
+  takeJson(): string | null | undefined
   /**
    * Cancels the producer (the HTTP request, the agent run): the stream ends with an
    * `aborted` error item.

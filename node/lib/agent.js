@@ -229,8 +229,11 @@ class Agent {
       }
       history = [{ role: 'user', content: prompt }]
     }
-    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'))), signal)
-    if (signal?.aborted) source.abort()
+    // An already-aborted signal: the run starts cancelled (no request), and still ends with its
+    // `stop` event (reason `aborted`).
+    const aborted = signal?.aborted === true
+    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted)), signal)
+    if (aborted) source.abort()
     return new AgentRun(source, this)
   }
 }

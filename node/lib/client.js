@@ -20,8 +20,9 @@ function abortErrorFor(signal, message) {
 }
 
 /**
- * Pulls the items of a native EventStream: every batch the native side has ready, one Promise
- * per batch. `signal` aborts the native producer (the HTTP request, the agent run).
+ * Pulls the items of a native EventStream: every batch the native side has ready at once; when
+ * none is, waits for the stream's waker. `signal` aborts the native producer (the HTTP request,
+ * the agent run).
  * @internal
  */
 class ItemSource {
@@ -29,16 +30,38 @@ class ItemSource {
   #batch = []
   #head = 0
   #ended = false
+  #aborted = false
   #signal
   #onAbort
+  /** Resolves the wait for the waker (null when nobody waits). */
+  #waiter = null
+  /**
+   * While someone waits, a ref'd timer keeps the event loop alive (the waker is unref'd: the
+   * work runs on the native runtime, which Node does not see) and this source reachable.
+   */
+  #keepAlive = null
 
   constructor(nativeStream, signal) {
     this.#native = nativeStream
     this.#signal = signal
+    // The native stream holds its waker for as long as it lives: a closure over this source
+    // would be a cycle through a native root, and an abandoned stream would never be collected.
+    const self = new WeakRef(this)
+    callNative(() => nativeStream.setWaker(() => self.deref()?.#wake()))
     if (signal !== undefined) {
       this.#onAbort = () => this.abort()
       signal.addEventListener('abort', this.#onAbort, { once: true })
     }
+  }
+
+  #wake() {
+    const resolve = this.#waiter
+    this.#waiter = null
+    if (this.#keepAlive !== null) {
+      clearInterval(this.#keepAlive)
+      this.#keepAlive = null
+    }
+    resolve?.()
   }
 
   /** The next item, or undefined once the stream has ended. */
@@ -47,10 +70,24 @@ class ItemSource {
       if (this.#ended) return undefined
       let text
       try {
-        text = await this.#native.nextJson()
+        text = this.#native.takeJson()
       } catch (err) {
         this.#end()
         throw toFerroloopError(err)
+      }
+      if (text === undefined) {
+        await new Promise((resolve) => {
+          const earlier = this.#waiter
+          this.#waiter =
+            earlier === null
+              ? resolve
+              : () => {
+                  earlier()
+                  resolve()
+                }
+          if (this.#keepAlive === null) this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
+        })
+        continue
       }
       if (text === null) {
         this.#end()
@@ -64,8 +101,16 @@ class ItemSource {
     return item
   }
 
+  /**
+   * Cancels the native producer. The signal is not listened to any more: nothing is left for
+   * it to abort (a signal reused for many requests would otherwise collect one listener per
+   * request left early).
+   */
   abort() {
-    if (!this.#ended) callNative(() => this.#native.abort())
+    if (this.#ended) return
+    this.#aborted = true
+    this.#unlisten()
+    callNative(() => this.#native.abort())
   }
 
   /** The final item was read: stop listening to the signal. */
@@ -75,7 +120,19 @@ class ItemSource {
 
   #end() {
     this.#ended = true
-    if (this.#onAbort !== undefined) this.#signal.removeEventListener('abort', this.#onAbort)
+    this.#unlisten()
+  }
+
+  #unlisten() {
+    if (this.#onAbort !== undefined) {
+      this.#signal.removeEventListener('abort', this.#onAbort)
+      this.#onAbort = undefined
+    }
+  }
+
+  /** abort() was called (or the signal fired) before the stream ended. */
+  get aborted() {
+    return this.#aborted
   }
 
   get ended() {
@@ -119,6 +176,15 @@ class MessageStream {
     try {
       for (;;) {
         const item = await this.#source.next()
+        if (this.#source.aborted) {
+          // Aborted before the message was read: an AbortError, as the documentation says,
+          // even when the response had already arrived (the abort and the producer race; like
+          // fetch, a body not yet read rejects once aborted).
+          this.#source.close()
+          const err = abortErrorFor(this.#signal, 'the request was aborted')
+          this.#reject(err)
+          throw err
+        }
         if (item === undefined) {
           const err = new InternalError('the native stream ended without a message')
           this.#reject(err)
@@ -249,6 +315,8 @@ class Client {
     const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)
     const item = await source.next()
     source.close()
+    // Aborted while the response was on its way: an AbortError even if it arrived meanwhile.
+    if (source.aborted) throw abortErrorFor(signal, 'the request was aborted')
     if (item === undefined) throw new InternalError('the native request ended without a response')
     if (item.type === 'error') throw errorOf(item, signal)
     return item.body

@@ -85,11 +85,16 @@ function toFerroloopError(err) {
 
 /**
  * The FerroloopError of an error item from a native event stream
- * (`{ code, message, status, requestId, ...detail }`); the detail fields (`partial`, `reason`,
- * `errorType`, `retryAfterMs`) become properties of the error.
+ * (`{ code, message, status, requestId, cause?, ...detail }`); the detail fields (`partial`,
+ * `reason`, `errorType`, `retryAfterMs`) become properties of the error, an item `cause` its
+ * `cause` (as a FerroloopError).
  */
 function fromErrorItem(item, cause) {
-  const { code, message, status, requestId, ...detail } = item
+  const { code, message, status, requestId, cause: itemCause, ...detail } = item
+  // An item may carry its cause as an error item (a truncation's breaking failure).
+  if (cause === undefined && itemCause !== null && typeof itemCause === 'object' && typeof itemCause.code === 'string') {
+    cause = fromErrorItem(itemCause)
+  }
   const Cls = classes[code] ?? FerroloopError
   const err = new Cls(message, { code, status, requestId, cause })
   for (const [key, value] of Object.entries(detail)) {

@@ -200,6 +200,8 @@ class Turn {
   #lastTool = undefined
   /** `_finish()` was called: plain texts stay here (see SETTLE_HELD). */
   #finishing = false
+  /** Why `_cancel(reason)` cancelled the turn (the cause of the calls' abort reasons). */
+  #cancelCause = undefined
 
   /** @internal */
   constructor(executor, host) {
@@ -346,8 +348,8 @@ class Turn {
   #pump() {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
-    for (const abort of out.aborts) this.#host.abort(abort)
-    for (const index of out.cancels) this.#calls.abort(index, abortReason('aborted'))
+    for (const abort of out.aborts) this.#host.abort(abort, this.#cancelCause)
+    for (const index of out.cancels) this.#calls.abort(index, abortReason('aborted', this.#cancelCause))
     const starts = out.starts
     const uses = this.#calls.uses
     const host = this.#host
@@ -490,6 +492,15 @@ class Turn {
   cancel() {
     callNative(() => this.#native.cancel())
     this.#schedule()
+  }
+
+  /**
+   * @internal Cancels for `reason` (a run's AbortSignal reason): the aborted calls'
+   * `ctx.signal.reason` carries it as its `cause`, as fetch passes a signal's reason on.
+   */
+  _cancel(reason) {
+    if (this.#cancelCause === undefined) this.#cancelCause = reason
+    this.cancel()
   }
 
   /** Cancels and seals (the model response will be replayed). */
@@ -649,7 +660,7 @@ class ToolExecutor {
     const turn = new Turn(this.#executor(), this.#host)
     turn._submitAll(toolUses, false)
     turn._finish()
-    const onAbort = () => turn.cancel()
+    const onAbort = () => turn._cancel(signal.reason)
     signal?.addEventListener('abort', onAbort, { once: true })
     try {
       const results = await turn.results()

@@ -3,9 +3,13 @@
 
 /** Options shared by every FerroloopError constructor. */
 export interface FerroloopErrorOptions {
+  /** The error code (default: the subclass's code, `internal` for FerroloopError itself). */
   code?: FerroloopErrorCode | (string & {})
+  /** HTTP status, for errors from a provider response (default null). */
   status?: number | null
+  /** Provider request id when known (default null). */
   requestId?: string | null
+  /** The underlying error or value (set as the standard `cause`). */
   cause?: unknown
 }
 
@@ -41,72 +45,89 @@ export declare class FerroloopError extends Error {
 }
 /** An argument had the wrong type or an invalid value (`code: 'invalid_argument'`). */
 export declare class InvalidArgumentError extends FerroloopError {
+  /** Always `'invalid_argument'`. */
   readonly code: 'invalid_argument'
 }
 /** A bug in ferroloop, e.g. a caught Rust panic (`code: 'internal'`). */
 export declare class InternalError extends FerroloopError {
+  /** Always `'internal'`. */
   readonly code: 'internal'
 }
 /** An operation ran past its deadline (`code: 'timeout'`). */
 export declare class TimeoutError extends FerroloopError {
+  /** Always `'timeout'`. */
   readonly code: 'timeout'
 }
 /** The stream ended before the message completed (`code: 'stream_truncated'`). */
 export declare class StreamTruncatedError extends FerroloopError {
+  /** Always `'stream_truncated'`. */
   readonly code: 'stream_truncated'
 }
 /** The peer broke the wire protocol (`code: 'protocol'`). */
 export declare class ProtocolError extends FerroloopError {
+  /** Always `'protocol'`. */
   readonly code: 'protocol'
 }
 /** The provider rate-limited the request (`code: 'rate_limited'`). */
 export declare class RateLimitedError extends FerroloopError {
+  /** Always `'rate_limited'`. */
   readonly code: 'rate_limited'
 }
 /** The provider is overloaded (`code: 'overloaded'`). */
 export declare class OverloadedError extends FerroloopError {
+  /** Always `'overloaded'`. */
   readonly code: 'overloaded'
 }
 /** The request does not fit the context window (`code: 'prompt_too_long'`). */
 export declare class PromptTooLongError extends FerroloopError {
+  /** Always `'prompt_too_long'`. */
   readonly code: 'prompt_too_long'
 }
 /** The operation was aborted through an AbortSignal (`name: 'AbortError'`, `code: 'aborted'`). */
 export declare class AbortError extends FerroloopError {
+  /** Always `'aborted'`. */
   readonly code: 'aborted'
 }
 
 /** The provider reported another error in the stream (`code: 'provider_error'`). */
 export declare class ProviderError extends FerroloopError {
+  /** Always `'provider_error'`. */
   readonly code: 'provider_error'
 }
 
 /** The provider rejected the credentials (HTTP 401, `code: 'authentication'`). */
 export declare class AuthenticationError extends FerroloopError {
+  /** Always `'authentication'`. */
   readonly code: 'authentication'
 }
 /** The credentials may not do this (HTTP 403, `code: 'permission'`). */
 export declare class PermissionError extends FerroloopError {
+  /** Always `'permission'`. */
   readonly code: 'permission'
 }
 /** No such endpoint or model (HTTP 404, `code: 'not_found'`). */
 export declare class NotFoundError extends FerroloopError {
+  /** Always `'not_found'`. */
   readonly code: 'not_found'
 }
 /** The provider rejected the request (another 4xx, `code: 'invalid_request'`). */
 export declare class InvalidRequestError extends FerroloopError {
+  /** Always `'invalid_request'`. */
   readonly code: 'invalid_request'
 }
 /** The provider failed (5xx) and the retries ran out (`code: 'server'`). */
 export declare class ServerError extends FerroloopError {
+  /** Always `'server'`. */
   readonly code: 'server'
 }
 /** The connection could not be made or broke before any event (`code: 'connection'`). */
 export declare class ConnectionError extends FerroloopError {
+  /** Always `'connection'`. */
   readonly code: 'connection'
 }
 /** The feature is not available in this build or for this input (`code: 'unsupported'`). */
 export declare class UnsupportedError extends FerroloopError {
+  /** Always `'unsupported'`. */
   readonly code: 'unsupported'
 }
 
@@ -114,7 +135,10 @@ export declare class UnsupportedError extends FerroloopError {
 export interface ClientErrorDetail {
   /** StreamTruncatedError: the message received before the stream broke (provider shape). */
   partial?: any
-  /** StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`, `protocol`, ...). */
+  /**
+   * StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`,
+   * `protocol`, ...); the breaking failure itself is the error's `cause` (a FerroloopError).
+   */
   reason?: FerroloopErrorCode
   /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
   errorType?: string
@@ -177,9 +201,13 @@ export declare function _debugArmPanics(armed: boolean): void
 
 /** A `tool_use` content block, as the model sends it. */
 export interface ToolUse {
+  /** `'tool_use'` on the wire (optional here). */
   type?: 'tool_use'
+  /** The id the matching `tool_result` answers (`tool_use_id`). */
   id: string
+  /** The tool to call. */
   name: string
+  /** The tool's input (validated against the tool's schema, if it has one). */
   input: unknown
 }
 
@@ -188,9 +216,13 @@ export type ToolResultBlock = { type: string; [key: string]: unknown }
 
 /** A `tool_result` content block, in the provider's wire shape. */
 export interface ToolResult {
+  /** Always `'tool_result'`. */
   type: 'tool_result'
+  /** The `id` of the `tool_use` block this answers. */
   tool_use_id: string
+  /** The tool's text, or content blocks. */
   content: string | ToolResultBlock[]
+  /** Whether the call failed (threw, rejected, timed out, was cancelled, had an invalid input, ...). */
   is_error: boolean
 }
 
@@ -205,7 +237,11 @@ export type ToolReturn =
 
 /** The second argument of a tool function. */
 export interface ToolCallContext {
-  /** Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason: AbortError). */
+  /**
+   * Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason:
+   * AbortError; when `run()`'s AbortSignal aborted it, the AbortError's `cause` is that
+   * signal's reason).
+   */
   signal: AbortSignal
   /** The id of the `tool_use` block being answered. */
   toolUseId: string
@@ -220,6 +256,7 @@ export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => 
 
 /** A tool declaration. */
 export interface ToolDeclaration<Input = any> {
+  /** The tool's name (unique per executor), as the model calls it. */
   name: string
   /** What the tool does: sent to the model in the tool's definition (an `Agent` run). */
   description?: string
@@ -279,12 +316,17 @@ export type TurnEvent =
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 export declare class Turn implements AsyncIterable<TurnEvent> {
   private constructor()
+  /** Submits `tool_use` blocks; they start as soon as admission allows. */
   submit(...toolUses: ToolUse[]): void
+  /** No more tool uses: the turn ends once every submitted call is answered. */
   seal(): void
+  /** Cancels running and queued calls; each still gets its is_error result. */
   cancel(): void
+  /** Cancels and seals (the model response will be replayed). */
   discard(): void
   /** Every result in submission order; resolves once the turn is sealed and answered. */
   results(): Promise<ToolResult[]>
+  /** Events as they happen (started, progress, finished, detached) and results in submission order. */
   [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
 }
 
@@ -313,6 +355,7 @@ export type DecodeEvent =
 
 /** Options of {@link StreamDecoder}. */
 export interface StreamDecoderOptions {
+  /** The wire format of the stream. */
   provider: 'anthropic' | 'openai-chat' | 'openai-responses'
   /** Record typed events (default true); false accumulates only (sealing events still come). */
   events?: boolean
@@ -348,10 +391,15 @@ export declare function countTokens(text: string, tokenizer: Tokenizer): number
 
 /** Estimated tokens of a request, by part. */
 export interface RequestEstimate {
+  /** The system prompt. */
   system: number
+  /** Tool definitions (with the tool-use preamble). */
   tools: number
+  /** Every message (with per-message overheads). */
   messages: number
+  /** Per-request overhead. */
   overhead: number
+  /** The sum. */
   total: number
 }
 
@@ -366,49 +414,77 @@ export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
 
 /** Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude Code's defaults. */
 export interface ContextBudgetOptions {
+  /** The model's context window (required unless `model` is given). */
   window?: number
+  /** The request's max output tokens (required unless `model` is given). */
   maxOutputTokens?: number
+  /** Take the window and max output from the built-in model table. */
   model?: string
+  /** At most this much output is reserved out of the window (20,000). */
   outputReserveCap?: number
+  /** Auto-compact this far below the effective window (13,000). */
   autocompactBuffer?: number
+  /** Warn this far below the auto-compact threshold (20,000). */
   warningBuffer?: number
+  /** Block this far below the effective window (3,000). */
   blockingBuffer?: number
+  /** Auto-compact at this percentage of the effective window when that is lower. */
   autocompactPercent?: number
 }
 
 /** Context thresholds for one model. */
 export declare class ContextBudget {
   constructor(options: ContextBudgetOptions)
+  /** The model's context window. */
   readonly window: number
+  /** The request's max output tokens. */
   readonly maxOutputTokens: number
+  /** The window minus the reserved output. */
   readonly effectiveWindow: number
+  /** Compact at or above this many tokens. */
   readonly autocompactThreshold: number
+  /** Warn at or above this many tokens. */
   readonly warningThreshold: number
+  /** Do not send at or above this many tokens. */
   readonly blockingThreshold: number
+  /** Where `tokens` stands: `ok`, `warning`, `auto_compact` or `blocking`. */
   state(tokens: number): BudgetState
+  /** Percentage of the auto-compact threshold still free at `tokens`. */
   percentLeft(tokens: number): number
 }
 
 /** How a token count was obtained. */
 export interface TokenCount {
+  /** Tokens in the context. */
   tokens: number
+  /** How they were counted. */
   method: 'exact' | 'usage+estimate' | 'estimate'
 }
 
 /** Tracks a conversation's token size: provider usage for the covered prefix, estimates after it. */
 export declare class ContextTracker {
   constructor(options?: { tokenizer?: Tokenizer })
+  /** The tokenizer family of the estimates. */
   readonly tokenizer: Tokenizer
+  /** Sets the system prompt (a string or content blocks). */
   setSystem(system: unknown): void
+  /** Sets the tool definitions. */
   setTools(tools: unknown[]): void
+  /** Appends a message. */
   pushMessage(message: unknown): void
+  /** Replaces the whole history (e.g. after compaction). */
   replaceMessages(messages: unknown[]): void
+  /** Keeps the first `length` messages. */
   truncate(length: number): void
+  /** Number of messages tracked. */
   readonly length: number
   /** Records a response's usage (Anthropic or OpenAI field names) covering the first `covered` messages. */
   recordUsage(usage: Record<string, unknown>, covered?: number): void
+  /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */
   correction: number
+  /** The context's size now. */
   tokens(): TokenCount
+  /** Bytes run through the estimator so far (a work counter). */
   readonly bytesEstimated: number
 }
 
@@ -445,10 +521,13 @@ export interface ClientOptions {
   retryBaseDelayMs?: number
   /** The largest backoff ceiling in milliseconds (default 32,000). */
   retryMaxDelayMs?: number
+  /** Watchdog timeouts. */
   timeouts?: ClientTimeouts
   /** Extra headers sent with every request. */
   headers?: Record<string, string>
+  /** The `anthropic-version` header (default `2023-06-01`). */
   anthropicVersion?: string
+  /** `anthropic-beta` header values. */
   anthropicBeta?: string[]
   /** Read `apiKey`, `baseUrl` and proxies from the environment when not given (default true). */
   fromEnv?: boolean
@@ -462,16 +541,27 @@ export interface RequestOptions {
 
 /** Measurements of a completed request. */
 export interface RequestMetrics {
+  /** The provider's request id, when it sent one. */
   requestId: string | null
+  /** Attempts made (1 without retries). */
   attempts: number
+  /** Retries made. */
   retries: number
+  /** The HTTP version of the last attempt (`HTTP/1.1`, `HTTP/2.0`). */
   httpVersion: string | null
+  /** From the start of the request to the headers of the response used. */
   timeToHeadersMs: number | null
+  /** From the start of the request to its first event. */
   timeToFirstEventMs: number | null
+  /** From the start of the request to its first content delta. */
   timeToFirstTokenMs: number | null
+  /** The whole request, retries included. */
   totalMs: number | null
+  /** Response body bytes received, all attempts together. */
   bytesReceived: number
+  /** Events received. */
   events: number
+  /** The provider's final usage object, when it sent one. */
   usage: Record<string, unknown> | null
 }
 
@@ -484,6 +574,7 @@ export type StreamEvent =
 /** A streaming response: `for await` its events, then (or instead) `await message()`. */
 export declare class MessageStream implements AsyncIterable<StreamEvent> {
   private constructor()
+  /** The events as they arrive (iterate once); leaving the loop early cancels the request. */
   [Symbol.asyncIterator](): AsyncIterator<StreamEvent>
   /** The final message (provider shape); rejects with the request's FerroloopError. */
   message(): Promise<any>
@@ -500,7 +591,9 @@ export declare class MessageStream implements AsyncIterable<StreamEvent> {
 /** A streaming HTTP client (retries with backoff, watchdogs, decoding) for one provider endpoint. */
 export declare class Client {
   constructor(options?: ClientOptions)
+  /** The provider API spoken. */
   readonly provider: Provider
+  /** The endpoint's base URL. */
   readonly baseUrl: string
   /** Starts a streaming request (`stream: true` is set). */
   stream(request: Record<string, unknown>, options?: RequestOptions): MessageStream
@@ -515,6 +608,7 @@ export type BuiltinToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'bas
 export interface AgentOptions {
   /** The model name sent in requests. */
   model: string
+  /** The system prompt. */
   system?: string
   /** JS tools (a ToolExecutor) and/or built-in tool names. */
   tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
@@ -547,15 +641,21 @@ export type StopReason = 'end_turn' | 'stop_sequence' | 'refusal' | 'max_tokens'
 
 /** The last event of a run. */
 export interface AgentStopEvent {
+  /** Always `'stop'`. */
   type: 'stop'
+  /** Why the run stopped. */
   reason: StopReason
   /** The error (reason `error`), or a note. */
   error: string | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
+  /** Model calls made. */
   turns: number
+  /** Tool calls made. */
   toolCalls: number
+  /** Input tokens over the run (provider usage). */
   inputTokens: number
+  /** Output tokens over the run (provider usage). */
   outputTokens: number
 }
 
@@ -578,6 +678,7 @@ export type AgentEvent =
 /** A run in progress. */
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
+  /** The events as they happen (iterate once); leaving the loop early cancels the run. */
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
   /** The stop event (reads the events nobody iterates; after an iteration left early, which cancels the run, the cancelled run's stop). */
   result(): Promise<AgentStopEvent>

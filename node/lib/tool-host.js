@@ -22,9 +22,14 @@ function toReply(value) {
   if (value === undefined || value === null) return [0, '']
   if (Array.isArray(value)) {
     // `toJSON` may make an array serialize to nothing.
-    const json = JSON.stringify(value)
+    const json = resultJson(value)
     if (typeof json !== 'string') throw new TypeError('the tool returned content blocks that have no JSON form')
     return [FLAG_BLOCKS, json]
+  }
+  if (typeof value === 'function' || typeof value === 'symbol') {
+    // Not a result (a function returned rather than called, most likely): its source text
+    // or `Symbol(...)` was sent to the model as a successful result.
+    throw new TypeError(`the tool returned a ${typeof value}, not a result (a string, content blocks or a JSON value)`)
   }
   if (typeof value === 'object' && 'content' in value) {
     // An explicit result: { content, isError } (or the wire name is_error).
@@ -32,7 +37,19 @@ function toReply(value) {
     if (value.isError ?? value.is_error ?? false) inner[0] |= FLAG_ERROR
     return inner
   }
-  return [0, JSON.stringify(value) ?? String(value)]
+  return [0, resultJson(value) ?? String(value)]
+}
+
+/**
+ * `JSON.stringify(value)` of a tool's result; a value JSON cannot carry (a BigInt, a cycle)
+ * throws an error saying it is the result that could not be sent, not a bare TypeError.
+ */
+function resultJson(value) {
+  try {
+    return JSON.stringify(value)
+  } catch (err) {
+    throw new TypeError(`the tool's result cannot be sent as JSON: ${errorMessage(err)}`)
+  }
 }
 
 /**
@@ -43,11 +60,31 @@ function toReply(value) {
  */
 function errorMessage(err) {
   try {
-    const text = err instanceof Error ? err.message || err.name : err
-    return typeof text === 'string' ? text : String(text)
+    if (err instanceof Error) {
+      const text = err.message || err.name
+      return typeof text === 'string' ? text : String(text)
+    }
+    // A thrown string is the message; anything else is named as what was thrown (a bare
+    // "undefined" or "[object Object]" said nothing about where it came from).
+    if (typeof err === 'string') return err
+    return `the tool threw ${thrownValue(err)}`
   } catch {
     return 'the tool failed with a value that cannot be converted to a string'
   }
+}
+
+/** The text of a thrown non-Error, non-string value (may throw: see errorMessage). */
+function thrownValue(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return String(value)
+  const text = String(value)
+  if (text !== '[object Object]') return text
+  let json
+  try {
+    json = JSON.stringify(value)
+  } catch {
+    // A cycle, a BigInt: the plain text will do.
+  }
+  return typeof json === 'string' ? json : text
 }
 
 /**
@@ -70,10 +107,14 @@ function pendingOf(value) {
 /** `promise.then(onValue, onError)` with the built-in `then` (an own `then` is not called). */
 const promiseThen = (promise, onValue, onError) => Promise.prototype.then.call(promise, onValue, onError)
 
-function abortReason(reason) {
+/**
+ * The `ctx.signal.reason` of a call aborted for `reason` (`timeout`, `aborted`, ...); `cause`:
+ * why the run was aborted (its AbortSignal's reason), when that is the reason.
+ */
+function abortReason(reason, cause) {
   return reason === 'timeout'
     ? new TimeoutError('the tool call timed out')
-    : new AbortError(`the tool call was aborted (${reason})`)
+    : new AbortError(`the tool call was aborted (${reason})`, { cause })
 }
 
 /** A tool's `ctx`: `signal` is created when first read (most calls never look at it). */
@@ -141,10 +182,13 @@ class ToolHost {
     this.tools.set(name, fn)
   }
 
-  /** Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError). */
-  abort({ callId, reason }) {
+  /**
+   * Aborts a running call (its ctx.signal fires with a TimeoutError or an AbortError, whose
+   * `cause` is `cause` when given).
+   */
+  abort({ callId, reason }, cause) {
     const ctx = this.running.get(callId)
-    if (ctx !== undefined) ctx.abort(abortReason(reason))
+    if (ctx !== undefined) ctx.abort(abortReason(reason, cause))
   }
 
   /**

@@ -237,35 +237,45 @@ impl NativeAgent {
     }
 
     /// Starts a run continuing `messages` (a JSON array ending with a user message); its
-    /// events arrive on the returned stream, the last one being `stop`.
+    /// events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
+    /// AbortSignal had already fired: the run starts cancelled and stops with reason
+    /// `aborted` without a request.
     #[napi(js_name = "runJson")]
-    pub fn run_json(&self, messages_json: String) -> napi::Result<NativeEventStream> {
+    pub fn run_json(
+        &self,
+        messages_json: String,
+        aborted: Option<bool>,
+    ) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             let messages: Vec<Value> = serde_json::from_str(&messages_json).map_err(|err| {
                 FerroloopError::invalid_argument(format!("messages must be a JSON array: {err}"))
             })?;
             let agent = self.inner.clone();
-            pump::start(OnAbort::TellProducer, move |sink, cancel| async move {
-                let mut run = agent.run_messages(messages);
-                let mut cancelled = false;
-                loop {
-                    let event = tokio::select! {
-                        biased;
-                        () = cancel.cancelled(), if !cancelled => {
-                            // The run stops with `aborted` and a valid history: keep reading.
-                            cancelled = true;
-                            run.cancel();
-                            continue;
+            pump::start(
+                OnAbort::TellProducer,
+                aborted.unwrap_or(false),
+                move |sink, cancel| async move {
+                    let mut run = agent.run_messages(messages);
+                    let mut cancelled = false;
+                    loop {
+                        let event = tokio::select! {
+                            biased;
+                            () = cancel.cancelled(), if !cancelled => {
+                                // The run stops with `aborted` and a valid history: keep reading.
+                                cancelled = true;
+                                run.cancel();
+                                continue;
+                            }
+                            event = run.next() => event,
+                        };
+                        let Some(event) = event else { return };
+                        let last = matches!(event, AgentEvent::Stop { .. });
+                        if !sink.send_json(&event).await || last {
+                            return;
                         }
-                        event = run.next() => event,
-                    };
-                    let Some(event) = event else { return };
-                    let last = matches!(event, AgentEvent::Stop { .. });
-                    if !sink.send_json(&event).await || last {
-                        return;
                     }
-                }
-            })
+                },
+            )
         })
     }
 

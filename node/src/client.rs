@@ -161,8 +161,8 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 }
 
 /// The error item of a failed request: the code, plus `partial` (the message received before
-/// a truncation), `reason` (the code of a truncation's cause), `errorType` (the provider's) and
-/// `retryAfterMs` where they apply.
+/// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
+/// error item's fields), `errorType` (the provider's) and `retryAfterMs` where they apply.
 pub fn client_error_item(error: &ClientError) -> String {
     let mut extra = Map::new();
     if let ClientError::Truncated { partial, cause, .. } = error {
@@ -170,8 +170,18 @@ pub fn client_error_item(error: &ClientError) -> String {
             "partial".into(),
             partial.message.as_deref().cloned().unwrap_or(Value::Null),
         );
-        let reason = FerroloopError::from(cause.root()).code;
-        extra.insert("reason".into(), json!(reason.as_str()));
+        let root = FerroloopError::from(cause.root());
+        extra.insert("reason".into(), json!(root.code.as_str()));
+        // The breaking failure itself (JS: the error's `cause`; Python: `__cause__`).
+        extra.insert(
+            "cause".into(),
+            json!({
+                "code": root.code.as_str(),
+                "message": root.message,
+                "status": root.status,
+                "requestId": root.request_id,
+            }),
+        );
     }
     if let Some(kind) = error.details().and_then(|d| d.error_type.as_deref()) {
         extra.insert("errorType".into(), json!(kind));
@@ -224,7 +234,7 @@ impl NativeClient {
         guard::sync(|| {
             let body = streaming_body(&body)?;
             let client = self.inner.clone();
-            pump::start(OnAbort::DropProducer, move |sink, cancel| {
+            pump::start(OnAbort::DropProducer, false, move |sink, cancel| {
                 produce_stream(client, body, sink, cancel)
             })
         })
@@ -235,27 +245,31 @@ impl NativeClient {
     pub fn create_json(&self, body: String) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             let client = self.inner.clone();
-            pump::start(OnAbort::DropProducer, move |sink, _cancel| async move {
-                match client.create(body).await {
-                    Ok(response) => match response.json() {
-                        Ok(json) => {
-                            let item = json!({
-                                "type": "response",
-                                "status": response.status,
-                                "body": json,
-                                "metrics": metrics_json(&response.metrics),
-                            });
-                            sink.send_json(&item).await;
-                        }
+            pump::start(
+                OnAbort::DropProducer,
+                false,
+                move |sink, _cancel| async move {
+                    match client.create(body).await {
+                        Ok(response) => match response.json() {
+                            Ok(json) => {
+                                let item = json!({
+                                    "type": "response",
+                                    "status": response.status,
+                                    "body": json,
+                                    "metrics": metrics_json(&response.metrics),
+                                });
+                                sink.send_json(&item).await;
+                            }
+                            Err(error) => {
+                                sink.send(client_error_item(&error)).await;
+                            }
+                        },
                         Err(error) => {
                             sink.send(client_error_item(&error)).await;
                         }
-                    },
-                    Err(error) => {
-                        sink.send(client_error_item(&error)).await;
                     }
-                }
-            })
+                },
+            )
         })
     }
 }

@@ -1,37 +1,90 @@
 //! An event stream from the async runtime to JavaScript: a task on napi's tokio runtime
 //! produces items (JSON text, serialized off the JS thread) into a bounded channel, and the JS
-//! wrapper pulls them in batches with `next()`, one Promise per batch rather than per event.
+//! wrapper takes them in batches with `takeJson()`, every item ready at once. When none is
+//! ready, the wrapper arms the stream's waker (`setWaker`, an unref'd thread-safe function) and
+//! waits: the producer calls it once the next item (or the end) is there.
+//!
+//! No napi-rs Promise crosses here: a Promise the runtime settles after a worker thread began
+//! terminating called a thread-safe function that Node had already freed (and released a
+//! reference with an assertion that fails then), which aborted the whole process.
+//!
 //! `abort()` cancels the producer at once; the stream then ends with an `aborted` error item.
 //! Dropping the handle (garbage collection) cancels the producer too.
 
 use std::future::Future;
+use std::sync::{Arc, PoisonError};
 
 use ferroloop::exec::CancellationToken;
 use futures_util::FutureExt;
 use napi_derive::napi;
 use serde_json::json;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 
 use napi::bindgen_prelude::ToNapiValue;
-use napi::{Env, JsValue, sys};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::{Env, JsValue, Status, sys};
 
 use crate::batch::js_string;
 use crate::error::{ErrorCode, FerroloopError};
+use crate::exec::WakeFn;
 use crate::guard;
 
 /// How many produced items may wait for JavaScript before the producer waits (backpressure).
 const CHANNEL_ITEMS: usize = 1024;
 
+/// Tells JavaScript that items (or the end) are there, when it is waiting for them.
+#[derive(Default)]
+struct Doorbell {
+    state: std::sync::Mutex<DoorbellState>,
+}
+
+#[derive(Default)]
+struct DoorbellState {
+    /// JavaScript found no item and waits for a ring.
+    waiting: bool,
+    /// Released when the stream ends or is dropped (the function holds a JS closure).
+    wake: Option<WakeFn>,
+}
+
+impl Doorbell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, DoorbellState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls the waker if JavaScript waits. Called after each send, under the same lock as the
+    /// check in `takeJson`: either that check saw the item, or it set `waiting` before this.
+    fn ring(&self) {
+        let mut state = self.lock();
+        if !std::mem::take(&mut state.waiting) {
+            return;
+        }
+        if let Some(wake) = state.wake.as_ref() {
+            let status = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            if status != Status::Ok {
+                tracing::debug!(?status, "could not wake a JavaScript event stream reader");
+            }
+        }
+    }
+
+    fn release(&self) {
+        let wake = self.lock().wake.take();
+        drop(wake);
+    }
+}
+
 /// The producer's side: sends JSON items; a closed channel means JavaScript is gone.
 #[derive(Clone)]
 pub struct ItemSink {
     sender: mpsc::Sender<String>,
+    doorbell: Arc<Doorbell>,
 }
 
 impl ItemSink {
     /// Sends one JSON item; false when nobody listens any more.
     pub async fn send(&self, item: String) -> bool {
-        self.sender.send(item).await.is_ok()
+        let sent = self.sender.send(item).await.is_ok();
+        self.doorbell.ring();
+        sent
     }
 
     /// Sends a serializable item.
@@ -81,15 +134,28 @@ pub enum OnAbort {
 }
 
 /// Starts `produce(sink, cancel)` on the runtime. A panic in it ends the stream with an
-/// `internal` error item.
-pub fn start<F, Fut>(on_abort: OnAbort, produce: F) -> napi::Result<NativeEventStream>
+/// `internal` error item. `aborted`: the caller's AbortSignal had already fired, so the stream
+/// starts aborted (cancelling after the spawn would race the producer's first poll on another
+/// thread, which may already have sent its request).
+pub fn start<F, Fut>(
+    on_abort: OnAbort,
+    aborted: bool,
+    produce: F,
+) -> napi::Result<NativeEventStream>
 where
     F: FnOnce(ItemSink, CancellationToken) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let (sender, receiver) = mpsc::channel(CHANNEL_ITEMS);
     let cancel = CancellationToken::new();
-    let sink = ItemSink { sender };
+    if aborted {
+        cancel.cancel();
+    }
+    let doorbell = Arc::new(Doorbell::default());
+    let sink = ItemSink {
+        sender,
+        doorbell: doorbell.clone(),
+    };
     let producer = produce(sink.clone(), cancel.clone());
     let stopped = cancel.clone();
     let on_panic = sink.clone();
@@ -111,9 +177,14 @@ where
                 .send_error(&guard::panic_error(payload.as_ref()))
                 .await;
         }
+        // The last sender goes: the stream has ended, which a waiting reader must learn.
+        let doorbell = on_panic.doorbell.clone();
+        drop(on_panic);
+        doorbell.ring();
     });
     Ok(NativeEventStream {
-        receiver: Mutex::new(receiver),
+        receiver: std::sync::Mutex::new(receiver),
+        doorbell,
         cancel,
         task,
     })
@@ -122,21 +193,45 @@ where
 /// A stream of JSON items produced on the async runtime.
 #[napi(js_name = "EventStream")]
 pub struct NativeEventStream {
-    receiver: Mutex<mpsc::Receiver<String>>,
+    receiver: std::sync::Mutex<mpsc::Receiver<String>>,
+    doorbell: Arc<Doorbell>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 #[napi]
 impl NativeEventStream {
-    /// The next batch of items as a JSON array (every item ready now, at least one), or `null`
-    /// once the stream has ended.
-    #[napi(js_name = "nextJson", ts_return_type = "Promise<string | null>")]
-    pub async fn next_json(&self) -> napi::Result<Option<JsonBatch>> {
-        guard::future(async {
-            let mut receiver = self.receiver.lock().await;
-            let Some(first) = receiver.recv().await else {
-                return Ok(None);
+    /// Sets the function called (asynchronously, from any thread; the function is unref'd and
+    /// never keeps the process alive) when `takeJson` returned `undefined` and an item or the
+    /// end has arrived since.
+    #[napi(js_name = "setWaker", ts_args_type = "wake: () => void")]
+    pub fn set_waker(&self, wake: WakeFn) -> napi::Result<()> {
+        guard::sync(|| {
+            self.doorbell.lock().wake = Some(wake);
+            Ok(())
+        })
+    }
+
+    /// Every item ready now as a JSON array; `undefined` when none is ready yet (the waker will
+    /// be called once one is); `null` once the stream has ended (the waker is released).
+    #[napi(js_name = "takeJson", ts_return_type = "string | null | undefined")]
+    pub fn take_json(&self) -> napi::Result<Taken> {
+        guard::sync(|| {
+            let mut receiver = self.receiver.lock().unwrap_or_else(PoisonError::into_inner);
+            let first = {
+                let mut state = self.doorbell.lock();
+                match receiver.try_recv() {
+                    Ok(item) => item,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        state.waiting = true;
+                        return Ok(Taken::NotYet);
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        drop(state);
+                        self.doorbell.release();
+                        return Ok(Taken::Ended);
+                    }
+                }
             };
             let mut batch = String::with_capacity(first.len() + 2);
             batch.push('[');
@@ -146,9 +241,8 @@ impl NativeEventStream {
                 batch.push_str(&item);
             }
             batch.push(']');
-            Ok(Some(JsonBatch(batch)))
+            Ok(Taken::Batch(JsonBatch(batch)))
         })
-        .await
     }
 
     /// Cancels the producer (the HTTP request, the agent run): the stream ends with an
@@ -159,6 +253,31 @@ impl NativeEventStream {
             self.cancel.cancel();
             Ok(())
         })
+    }
+}
+
+/// What `takeJson` found.
+pub enum Taken {
+    /// Items, as a JSON array.
+    Batch(JsonBatch),
+    /// None yet (`undefined`).
+    NotYet,
+    /// The stream has ended (`null`).
+    Ended,
+}
+
+impl ToNapiValue for Taken {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        match val {
+            // SAFETY: `env` is the live environment napi-rs passes to this conversion.
+            Taken::Batch(batch) => unsafe { JsonBatch::to_napi_value(env, batch) },
+            // SAFETY: as above.
+            Taken::NotYet => unsafe { <()>::to_napi_value(env, ()) },
+            // SAFETY: as above.
+            Taken::Ended => unsafe {
+                napi::bindgen_prelude::Null::to_napi_value(env, napi::bindgen_prelude::Null)
+            },
+        }
     }
 }
 
@@ -176,6 +295,7 @@ impl ToNapiValue for JsonBatch {
 
 impl Drop for NativeEventStream {
     fn drop(&mut self) {
+        self.doorbell.release();
         self.cancel.cancel();
         // The producer ends on the cancellation; aborting the task as well stops one that is
         // stuck outside a cancellation point.
