@@ -58,8 +58,8 @@ fn fixtures_decode_to_the_expected_message_at_every_chunk_size() {
         }
     }
     assert_eq!(
-        checked, 11,
-        "3 + 4 recorded fixtures, 4 hand-written streams"
+        checked, 12,
+        "3 + 4 recorded fixtures, 5 hand-written streams"
     );
 }
 

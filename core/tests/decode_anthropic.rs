@@ -380,6 +380,13 @@ fn context_window_cut_mid_tool_input_is_reported_truncated() {
     cut_mid_tool_input_is_reported_truncated("model_context_window_exceeded");
 }
 
+/// A streaming classifier's refusal stops the output wherever it was, as the limits do: the call
+/// it cut must not run (it was reported invalid JSON, or ready if the cut fell after a `}`).
+#[test]
+fn refusal_mid_tool_input_is_reported_truncated() {
+    cut_mid_tool_input_is_reported_truncated("refusal");
+}
+
 fn cut_mid_tool_input_is_reported_truncated(stop_reason: &str) {
     let stream = vec![
         start("msg_7"),
@@ -736,6 +743,7 @@ fn fast_path_and_serde_path_agree_on_shared_streams() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for path in [
         "tests/decode/streams/anthropic/every_block_type.sse",
+        "tests/decode/streams/anthropic/compaction_code_execution.sse",
         "tests/fixtures/anthropic/tool_use_response.sse",
         "tests/fixtures/anthropic/incomplete_partial_json_response.sse",
     ] {
@@ -749,5 +757,338 @@ fn fast_path_and_serde_path_agree_on_shared_streams() {
             results.push((decoder.finish().unwrap(), events));
         }
         assert_eq!(results[0], results[1], "{path}");
+    }
+}
+
+/// Server-side compaction (beta): a `compaction` block whose summary arrives in
+/// `compaction_delta`s. `content` appends (anthropic-sdk-typescript's `BetaMessageStream`; the
+/// API sends the summary in one delta, where appending and assigning agree), a non-null
+/// `encrypted_content` replaces, a later `null` erases neither.
+#[test]
+fn compaction_delta_accumulates_onto_the_compaction_block() {
+    let compaction = |content: Value, encrypted: Value| {
+        delta(
+            0,
+            json!({"type": "compaction_delta", "content": content, "encrypted_content": encrypted}),
+        )
+    };
+    let stream = vec![
+        start("msg_c"),
+        block_start(0, json!({"type": "compaction", "content": null})),
+        ev("ping", json!({"type": "ping"})),
+        compaction(json!("## Summary\n"), json!("opaque-1")),
+        compaction(json!("The user asked about 漢字 😀."), json!("opaque-2")),
+        compaction(Value::Null, Value::Null),
+        stop(0),
+        block_start(1, json!({"type": "text", "text": ""})),
+        text(1, "Continuing."),
+        stop(1),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.message()["content"][0],
+        json!({"type": "compaction", "content": "## Summary\nThe user asked about 漢字 😀.",
+               "encrypted_content": "opaque-2"})
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&decoder.message_json()).unwrap(),
+        decoder.message()
+    );
+    // The delta has no typed event of its own: it passes through whole.
+    assert!(events.contains(&DecodeEvent::UnknownDelta {
+        index: 0,
+        delta: json!({"type": "compaction_delta", "content": "## Summary\n", "encrypted_content": "opaque-1"})
+    }));
+    assert_eq!(
+        decoder.finish().unwrap()["content"][1]["text"],
+        "Continuing."
+    );
+
+    // A compaction_delta is accumulated only onto a compaction block.
+    let (decoder, _, error) = run(&[
+        start("msg_d"),
+        block_start(0, json!({"type": "text", "text": "kept"})),
+        delta(0, json!({"type": "compaction_delta", "content": "x"})),
+    ]);
+    assert!(error.is_none());
+    assert_eq!(
+        decoder.message()["content"][0],
+        json!({"type": "text", "text": "kept"})
+    );
+}
+
+/// A delta type this crate does not model passes through even when a field has the name of a
+/// known delta's field with another type; a known delta with such a field is still rejected.
+#[test]
+fn unknown_delta_with_fields_named_like_known_ones_passes_through() {
+    let odd = json!({"type": "future_delta", "text": {"runs": [1, 2]}, "signature": 5, "partial_json": null});
+    let (decoder, events, error) = run(&[
+        start("msg_u"),
+        block_start(0, json!({"type": "future_block"})),
+        delta(0, odd.clone()),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(events.contains(&DecodeEvent::UnknownDelta {
+        index: 0,
+        delta: odd
+    }));
+    assert_eq!(
+        decoder.message()["content"][0],
+        json!({"type": "future_block"})
+    );
+
+    let (_, _, error) = run(&[
+        start("msg_v"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(
+            0,
+            json!({"type": "text_delta", "text": {"not": "a string"}}),
+        ),
+    ]);
+    assert!(
+        matches!(error, Some(DecodeError::InvalidJson { .. })),
+        "{error:?}"
+    );
+    let (_, _, error) = run(&[
+        start("msg_w"),
+        delta(4, json!({"type": "future_delta", "text": 1})),
+    ]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::UnknownIndex {
+            index: 4,
+            ..
+        }))
+    ));
+}
+
+/// Beta context management reports the edits it applied at the top level of `message_delta`
+/// (beside `delta` and `usage`); the SDK accumulators assign it to the message. Fields of the
+/// `delta` this crate does not model (`container`, `stop_details`) and usage fields
+/// (`iterations`, `output_tokens_details`) are kept as sent.
+#[test]
+fn message_delta_context_management_and_new_fields_are_kept() {
+    let applied = json!({"applied_edits": [{"type": "clear_tool_uses_20250919",
+        "cleared_tool_uses": 3, "cleared_input_tokens": 4200}]});
+    let iterations = json!([
+        {"type": "compaction", "input_tokens": 60000, "output_tokens": 500},
+        {"type": "message", "input_tokens": 600, "output_tokens": 40}
+    ]);
+    let stream = vec![
+        start("msg_cm"),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "ok"),
+        stop(0),
+        ev(
+            "message_delta",
+            json!({"type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": null, "stop_details": null,
+                          "container": {"id": "container_1", "expires_at": "2026-01-01T00:00:00Z"}},
+                "usage": {"output_tokens": 40, "iterations": iterations,
+                          "output_tokens_details": {"thinking_tokens": 0}},
+                "context_management": applied}),
+        ),
+        message_stop(),
+    ];
+    let (mut decoder, _, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["context_management"], applied);
+    assert_eq!(message["container"]["id"], "container_1");
+    assert_eq!(message["stop_details"], Value::Null);
+    assert!(message.as_object().unwrap().contains_key("stop_details"));
+    assert_eq!(message["usage"]["iterations"], iterations);
+    assert_eq!(message["usage"]["output_tokens"], 40);
+    assert_eq!(
+        serde_json::from_str::<Value>(&decoder.message_json()).unwrap(),
+        message
+    );
+}
+
+/// With programmatic tool calling, a turn the container carries on without sampling arrives
+/// whole in `message_start` (result blocks, the next call to a client tool, `stop_reason`),
+/// then `message_stop`. The call is complete: it is reported ready like a streamed one.
+#[test]
+fn tool_use_complete_in_message_start_is_ready() {
+    let result = json!({"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_r",
+        "content": {"type": "code_execution_result", "stdout": "42\n", "stderr": "",
+                    "return_code": 0, "content": []}});
+    let call = json!({"type": "tool_use", "id": "toolu_next", "name": "lookup_customer",
+        "input": {"id": "customer_123"},
+        "caller": {"type": "code_execution_20250825", "tool_id": "srvtoolu_r"}});
+    let begin = ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_ptc", "type": "message",
+            "role": "assistant", "model": "claude-test", "content": [result, call],
+            "container": {"id": "container_1", "expires_at": "2026-01-01T00:00:00Z"},
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+    );
+    let (mut decoder, events, error) = run(&[begin, message_stop()]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        kinds(&events),
+        ["message_start", "tool_use_ready", "message_stop"]
+    );
+    assert_eq!(
+        events[1],
+        DecodeEvent::ToolUseReady {
+            index: 1,
+            id: "toolu_next".into(),
+            name: "lookup_customer".into(),
+            input: json!({"id": "customer_123"}),
+        }
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["stop_reason"], "tool_use");
+    assert_eq!(message["content"][0], result);
+    assert_eq!(message["content"][1], call);
+
+    // Also when events are off: the sealing events always come.
+    let mut quiet = AnthropicDecoder::new();
+    quiet.set_record_events(false);
+    let (kind, data) = &begin_ptc_again();
+    quiet.push_event(kind, &data.to_string()).unwrap();
+    let mut out = Vec::new();
+    quiet.drain_events(&mut out);
+    assert_eq!(kinds(&out), ["tool_use_ready"]);
+}
+
+fn begin_ptc_again() -> (String, Value) {
+    ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_ptc2", "type": "message",
+            "role": "assistant", "model": "claude-test",
+            "content": [{"type": "tool_use", "id": "toolu_q", "name": "f", "input": {}}],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+    )
+}
+
+/// The tool-call events are for calls the client runs: a server tool's input cut by the limit
+/// or not valid JSON is not reported as one (an agent would answer it, which the API refuses);
+/// the message still shows what arrived.
+#[test]
+fn server_tool_calls_get_no_client_call_events() {
+    let stream = vec![
+        start("msg_s"),
+        block_start(
+            0,
+            json!({"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "echo", "server_name": "s", "input": {}}),
+        ),
+        input(0, "{\"a\": 1} and more"),
+        stop(0),
+        block_start(
+            1,
+            json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
+        ),
+        input(1, "{\"query\": \"why is"),
+        message_delta("max_tokens", json!({"output_tokens": 100})),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            DecodeEvent::ToolUseReady { .. }
+                | DecodeEvent::ToolUseInvalid { .. }
+                | DecodeEvent::ToolUseTruncated { .. }
+        )),
+        "{events:?}"
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["content"][0]["input"], json!({"a": 1}));
+    assert_eq!(message["content"][1]["input"], json!({}));
+}
+
+/// A gateway that repeats `message_start` for the open message (LiteLLM's Responses bridge,
+/// Bifrost) loses nothing: the repeat is ignored, as anthropic-sdk-python ignores it. Another
+/// message's start (an intermediary splicing a retried generation in) is still an error, and so
+/// is any start after `message_stop`.
+#[test]
+fn repeated_message_start_of_the_open_message_is_ignored() {
+    let mut again = start("msg_r");
+    again.1["message"]["usage"]["input_tokens"] = json!(99);
+    let stream = vec![
+        start("msg_r"),
+        again.clone(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        text(0, "Hello"),
+        stop(0),
+        message_delta("end_turn", json!({"output_tokens": 2})),
+        message_stop(),
+    ];
+    let (mut decoder, events, error) = run(&stream);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| *k == "message_start")
+            .count(),
+        1
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["usage"]["input_tokens"], 10,
+        "the first start is kept"
+    );
+    assert_eq!(message["content"][0]["text"], "Hello");
+
+    let (_, _, error) = run(&[start("msg_r"), message_stop(), start("msg_r")]);
+    assert!(matches!(
+        error,
+        Some(DecodeError::Protocol(ProtocolError::DuplicateStart { .. }))
+    ));
+}
+
+/// Tool input fragments are raw JSON text: a fragment may end inside an escape or between the
+/// two halves of a surrogate pair. The input is parsed from the whole text, and every snapshot
+/// on the way is valid JSON.
+#[test]
+fn tool_input_split_inside_escapes_and_surrogate_pairs() {
+    let whole = r#"{"s": "a😀\"b\\c\u00e9\ud83d\ude00\n", "n": [1.5e3, -0]}"#;
+    let expected: Value = serde_json::from_str(whole).unwrap();
+    // Every split point (byte offsets on char boundaries), two and three fragments.
+    let bounds: Vec<usize> = (0..=whole.len())
+        .filter(|&i| whole.is_char_boundary(i))
+        .collect();
+    for &a in &bounds {
+        for &b in bounds.iter().filter(|&&b| b >= a).step_by(3) {
+            let mut stream = vec![
+                start("m"),
+                block_start(
+                    0,
+                    json!({"type": "tool_use", "id": "t", "name": "f", "input": {}}),
+                ),
+            ];
+            for piece in [&whole[..a], &whole[a..b], &whole[b..]] {
+                stream.push(input(0, piece));
+            }
+            let mut decoder = AnthropicDecoder::new();
+            for (k, d) in &stream {
+                decoder.push_event(k, &d.to_string()).unwrap();
+                let snapshot = decoder.message();
+                if k != "message_start" {
+                    assert!(snapshot["content"][0]["input"].is_object(), "{a} {b}");
+                }
+                assert_eq!(
+                    serde_json::from_str::<Value>(&decoder.message_json()).unwrap(),
+                    snapshot
+                );
+            }
+            decoder
+                .push_event("content_block_stop", &stop(0).1.to_string())
+                .unwrap();
+            let mut events = Vec::new();
+            decoder.drain_events(&mut events);
+            assert!(
+                events.iter().any(|e| matches!(e,
+                    DecodeEvent::ToolUseReady { input, .. } if *input == expected)),
+                "split at {a}, {b}"
+            );
+        }
     }
 }

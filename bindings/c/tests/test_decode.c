@@ -286,6 +286,7 @@ int main(int argc, char **argv) {
     }
     const char *written[][2] = {
         {"anthropic", "every_block_type"},
+        {"anthropic", "compaction_code_execution"},
         {"anthropic", "max_tokens_mid_tool_input"},
         {"openai-responses", "text_and_function_call"},
     };

@@ -18,8 +18,16 @@ use crate::message::anthropic::{ContentBlock, Message};
 ///
 /// Accumulation follows anthropic-sdk-python's `accumulate_event`: text and thinking append,
 /// a signature replaces, citations append, tool input fragments concatenate raw (parsed once, at
-/// the block's stop; an empty buffer keeps the announced input, `{}`), `message_delta` assigns
-/// `stop_reason`/`stop_sequence` and assigns every non-null usage field.
+/// the block's stop; an empty buffer keeps the announced input, `{}`), a `compaction_delta`
+/// appends its `content` to the `compaction` block and replaces its `encrypted_content` (as
+/// anthropic-sdk-typescript's `BetaMessageStream`), `message_delta` assigns
+/// `stop_reason`/`stop_sequence`, every non-null usage field and a top-level
+/// `context_management`.
+///
+/// The tool-call events (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`) are for
+/// the calls the client runs, `tool_use` blocks, also one that arrives complete in
+/// `message_start`. Calls the server runs (`server_tool_use`, `mcp_tool_use`) get none: their
+/// input is accumulated into the message all the same.
 #[derive(Debug)]
 pub struct AnthropicDecoder {
     /// Boxed: a `Message` is large and most decoders live inside enums and futures.
@@ -102,7 +110,26 @@ struct MessageDelta {
     delta: Map<String, Value>,
     #[serde(default)]
     usage: Option<Map<String, Value>>,
+    /// Beta context management: the edits applied to the request (top level, not in `delta`).
+    /// Present (`null` included) or absent.
+    #[serde(default, deserialize_with = "present")]
+    context_management: Option<Value>,
 }
+
+/// `Some` for a field that is present, `null` included (`Option<Value>` alone reads `null` as
+/// absent).
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+/// The delta types with a typed form (`RawDelta`); any other passes through.
+const KNOWN_DELTAS: [&str; 5] = [
+    "text_delta",
+    "input_json_delta",
+    "thinking_delta",
+    "signature_delta",
+    "citations_delta",
+];
 
 const DELTA_PREFIX: &str = r#"{"type":"content_block_delta","index":"#;
 
@@ -327,7 +354,10 @@ impl AnthropicDecoder {
 
     fn on_delta(&mut self, data: &str) -> Result<(), DecodeError> {
         const KIND: &str = "content_block_delta";
-        let raw: RawBlockDelta<'_> = parse(KIND, data)?;
+        let raw: RawBlockDelta<'_> = match parse(KIND, data) {
+            Ok(raw) => raw,
+            Err(error) => return self.on_untyped_delta(data, error),
+        };
         self.started(KIND)?;
         let i = self.block_index(KIND, raw.index)?;
         let delta = raw.delta;
@@ -376,13 +406,47 @@ impl AnthropicDecoder {
                 }
             }
             _ => {
-                // Unknown delta type: passed through, accumulation unchanged.
                 let whole: Value = parse(KIND, data)?;
-                let delta = whole.get("delta").cloned().unwrap_or(Value::Null);
-                self.emit(|| DecodeEvent::UnknownDelta { index: i, delta });
+                self.on_other_delta(i, whole);
             }
         }
         Ok(())
+    }
+
+    /// A `content_block_delta` the typed form rejected: a delta of a type this crate does not
+    /// model may carry fields named like the known ones but of another type (`"text": {...}`),
+    /// and still passes through. A known delta type keeps the parse error.
+    fn on_untyped_delta(&mut self, data: &str, error: DecodeError) -> Result<(), DecodeError> {
+        const KIND: &str = "content_block_delta";
+        let Ok(whole) = serde_json::from_str::<Value>(data) else {
+            return Err(error);
+        };
+        let kind = whole.pointer("/delta/type").and_then(Value::as_str);
+        let index = whole.get("index").and_then(Value::as_u64);
+        let (Some(kind), Some(index)) = (kind, index) else {
+            return Err(error);
+        };
+        if KNOWN_DELTAS.contains(&kind) {
+            return Err(error);
+        }
+        self.started(KIND)?;
+        let i = self.block_index(KIND, index)?;
+        self.on_other_delta(i, whole);
+        Ok(())
+    }
+
+    /// A delta with no typed event: a `compaction_delta` (accumulated onto its `compaction`
+    /// block) or a type this crate does not know (accumulation unchanged). Passed through as
+    /// [`DecodeEvent::UnknownDelta`].
+    fn on_other_delta(&mut self, i: usize, mut whole: Value) {
+        let delta = whole.get_mut("delta").map_or(Value::Null, Value::take);
+        if delta.get("type").and_then(Value::as_str) == Some("compaction_delta")
+            && let Some(ContentBlock::Other(block)) = self.block_mut(i)
+            && block.get("type").and_then(Value::as_str) == Some("compaction")
+        {
+            apply_compaction_delta(block, &delta);
+        }
+        self.emit(|| DecodeEvent::UnknownDelta { index: i, delta });
     }
 
     fn block_mut(&mut self, i: usize) -> Option<&mut ContentBlock> {
@@ -391,13 +455,21 @@ impl AnthropicDecoder {
 
     fn on_message_start(&mut self, data: &str) -> Result<(), DecodeError> {
         const KIND: &str = "message_start";
-        if self.message.is_some() {
+        let start: MessageStart = parse(KIND, data)?;
+        if let Some(current) = self.message.as_deref() {
+            // A gateway that repeats the frame of the open message (same id: LiteLLM's
+            // Responses bridge, Bifrost) loses nothing: the repeat is ignored, as
+            // anthropic-sdk-python's accumulator ignores it. Another message spliced into the
+            // stream (an intermediary's retry after a lost upstream) must not be merged.
+            if !self.stopped && start.message.id == current.id {
+                tracing::debug!(id = %current.id, "repeated message_start ignored");
+                return Ok(());
+            }
             return Err(ProtocolError::DuplicateStart {
                 event_type: KIND.to_owned(),
             }
             .into());
         }
-        let start: MessageStart = parse(KIND, data)?;
         let mut message = start.message;
         self.blocks = message
             .content
@@ -409,12 +481,25 @@ impl AnthropicDecoder {
                 work: 0,
             })
             .collect();
-        // Content announced in message_start is complete already (prefilled turns).
+        // Content announced in message_start is complete already: a turn the server carried
+        // on without sampling (programmatic tool calling: the container's next call to a
+        // client tool) arrives whole in message_start, then message_stop.
         message.content.shrink_to_fit();
         if self.record {
             let snapshot = serde_json::to_value(&message).unwrap_or(Value::Null);
             self.events
                 .push(DecodeEvent::MessageStart { message: snapshot });
+        }
+        // Such a call is sealed already: it runs like one streamed in a block.
+        for (index, block) in message.content.iter().enumerate() {
+            if let ContentBlock::ToolUse(tool) = block {
+                self.events.push(DecodeEvent::ToolUseReady {
+                    index,
+                    id: tool.id.clone(),
+                    name: tool.name.clone(),
+                    input: tool.input.clone(),
+                });
+            }
         }
         self.message = Some(Box::new(message));
         Ok(())
@@ -509,7 +594,13 @@ impl AnthropicDecoder {
                 if let Some(view) = fallback_view {
                     set_input(block, view);
                 }
-                let (id, name) = block_id_name(block);
+                // Only a call the client runs is reported: a server tool's call is the
+                // server's (a client answer to it would be refused by the API).
+                let ContentBlock::ToolUse(tool) = block else {
+                    tracing::debug!(index = i, %error, "server tool input not valid JSON");
+                    return;
+                };
+                let (id, name) = (tool.id.clone(), tool.name.clone());
                 let event = if cut_off {
                     DecodeEvent::ToolUseTruncated {
                         index: i,
@@ -552,10 +643,16 @@ impl AnthropicDecoder {
                 message.usage.assign_field(key, value);
             }
         }
-        // Both limits cut the output wherever it was, an open tool input included.
+        if let Some(context_management) = delta.context_management {
+            message
+                .extra
+                .insert("context_management".to_owned(), context_management);
+        }
+        // The limits, and a streaming classifier's refusal, cut the output wherever it was, an
+        // open tool input included.
         let cut_off = matches!(
             message.stop_reason.as_deref(),
-            Some("max_tokens" | "model_context_window_exceeded")
+            Some("max_tokens" | "model_context_window_exceeded" | "refusal")
         );
         if self.record {
             self.events.push(DecodeEvent::MessageDelta {
@@ -640,16 +737,20 @@ fn set_input(block: &mut ContentBlock, value: Value) {
     }
 }
 
-fn block_id_name(block: &ContentBlock) -> (String, String) {
-    match block {
-        ContentBlock::ToolUse(tool) | ContentBlock::ServerToolUse(tool) => {
-            (tool.id.clone(), tool.name.clone())
+/// A `compaction_delta` on a `compaction` block: `content` appends (a summary may come in
+/// several deltas; a `null` adds nothing), a non-null `encrypted_content` replaces the earlier
+/// one (a later `null` does not erase it).
+fn apply_compaction_delta(block: &mut Map<String, Value>, delta: &Value) {
+    if let Some(text) = delta.get("content").and_then(Value::as_str) {
+        match block.get_mut("content") {
+            Some(Value::String(content)) => content.push_str(text),
+            _ => {
+                block.insert("content".to_owned(), Value::String(text.to_owned()));
+            }
         }
-        ContentBlock::Other(map) => {
-            let field = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-            (field("id"), field("name"))
-        }
-        _ => (String::new(), String::new()),
+    }
+    if let Some(encrypted) = delta.get("encrypted_content").filter(|v| !v.is_null()) {
+        block.insert("encrypted_content".to_owned(), encrypted.clone());
     }
 }
 

@@ -147,7 +147,8 @@ pub enum ProtocolError {
         /// The offending event.
         event_type: String,
     },
-    /// A second opening event in one stream.
+    /// A second opening event in one stream (Anthropic: a `message_start` of another message,
+    /// or one after `message_stop`; a repeat of the open message's own is ignored).
     #[error("a second `{event_type}` in one stream")]
     DuplicateStart {
         /// The offending event.

@@ -68,7 +68,9 @@ pub enum DecodeEvent {
         /// The raw fragment.
         partial_json: String,
     },
-    /// A delta of a type this crate does not know, passed through unchanged.
+    /// A delta with no typed event of its own, passed through unchanged: an Anthropic
+    /// `compaction_delta` (accumulated onto its `compaction` block all the same) or a type this
+    /// crate does not know.
     UnknownDelta {
         /// Block index.
         index: usize,
@@ -105,7 +107,8 @@ pub enum DecodeEvent {
         /// The parser's complaint.
         error: String,
     },
-    /// The output limit cut a tool call's input off (`max_tokens` / `length`): it must not run.
+    /// The output limit (`max_tokens` / `length`), or Anthropic's streaming refusal, cut a tool
+    /// call's input off: it must not run.
     ToolUseTruncated {
         /// Block index (or tool call index).
         index: usize,
