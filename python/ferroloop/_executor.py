@@ -2,6 +2,10 @@
 
 Async tools run as tasks on the caller's event loop; plain functions run on worker threads,
 never on the loop. Results come back in request order, one per call, whatever happens.
+
+A plain function cannot be interrupted: cancelled, it runs to its end (long ones should poll
+``ctx.cancelled``); one still running when the interpreter exits is waited for, like the
+workers of ``asyncio.to_thread``.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::errors::{internal_error, panic_message};
-use crate::runtime::runtime;
+use crate::runtime::{loop_callback_pass, python_pass, refuse_after_exit, runtime};
 
 /// Work for the event loop's thread, run with the interpreter attached.
 type Job = Box<dyn FnOnce(Python<'_>, &LoopBridge) + Send>;
@@ -98,6 +98,7 @@ struct StartedTask {
 impl LoopBridge {
     /// A bridge to the event loop running in the calling thread (a `RuntimeError` if none runs).
     pub(crate) fn for_running_loop(py: Python<'_>) -> PyResult<Arc<Self>> {
+        refuse_after_exit()?;
         let event_loop = py
             .import(pyo3::intern!(py, "asyncio"))?
             .call_method0(pyo3::intern!(py, "get_running_loop"))?;
@@ -138,7 +139,11 @@ impl LoopBridge {
     fn submit(self: &Arc<Self>, job: Job) {
         lock(&self.jobs).push(job);
         if !self.scheduled.swap(true, Ordering::AcqRel) {
-            Python::attach(|py| self.schedule_pump(py));
+            // Once the interpreter exits, a loop is not woken from ferroloop's threads (they
+            // must stay out of Python; see `runtime::python_pass`).
+            if let Some(_pass) = python_pass() {
+                Python::attach(|py| self.schedule_pump(py));
+            }
         }
     }
 
@@ -277,6 +282,7 @@ pub(crate) fn bridge_for_running_loop(
     py: Python<'_>,
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
+    refuse_after_exit()?;
     let running = py
         .import(pyo3::intern!(py, "asyncio"))?
         .call_method0(pyo3::intern!(py, "get_running_loop"))?;
@@ -316,6 +322,9 @@ pub(crate) struct Pump {
 #[pymethods]
 impl Pump {
     fn __call__(&self, py: Python<'_>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         self.bridge.drain(py);
     }
 }
@@ -450,6 +459,9 @@ pub(crate) async fn call_blocking(
     extra: Option<ExtraArg>,
 ) -> CallOutcome {
     let worker = tokio::task::spawn_blocking(move || {
+        let Some(_pass) = python_pass() else {
+            return CallOutcome::Raised("the interpreter is exiting".to_owned());
+        };
         Python::attach(|py| {
             let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
@@ -481,6 +493,9 @@ pub(crate) struct TaskDone {
 #[pymethods]
 impl TaskDone {
     fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let Some(bridge) = self.bridge.get().and_then(Weak::upgrade) else {
             return;
         };
@@ -505,6 +520,9 @@ pub(crate) struct Sweep {
 #[pymethods]
 impl Sweep {
     fn __call__(&self, py: Python<'_>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let started = std::mem::take(&mut *lock(&self.started));
         let Some(bridge) = self.bridge.upgrade() else {
             return;
@@ -647,6 +665,7 @@ where
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
     K: FnOnce(T) + Send + 'static,
 {
+    refuse_after_exit()?;
     runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)
@@ -701,6 +720,9 @@ struct AbortOnCancel {
 #[pymethods]
 impl AbortOnCancel {
     fn __call__(&self, py: Python<'_>, future: &Bound<'_, PyAny>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let cancelled = future
             .call_method0(pyo3::intern!(py, "cancelled"))
             .and_then(|c| c.is_truthy())

@@ -65,14 +65,20 @@ impl Tool for PyTool {
     fn is_concurrency_safe(&self, input: &Value) -> bool {
         match &self.safety {
             Safety::Fixed(safe) => *safe,
-            Safety::PerInput(decide) => Python::attach(|py| {
-                pythonize::pythonize(py, input)
-                    .map_err(PyErr::from)
-                    .and_then(|input| decide.bind(py).call1((input,)))
-                    .and_then(|answer| answer.is_truthy())
-                    // A failing predicate means "not safe": the call then runs alone.
-                    .unwrap_or(false)
-            }),
+            Safety::PerInput(decide) => {
+                // Exiting: not run (the call then runs alone).
+                let Some(_pass) = crate::runtime::python_pass() else {
+                    return false;
+                };
+                Python::attach(|py| {
+                    pythonize::pythonize(py, input)
+                        .map_err(PyErr::from)
+                        .and_then(|input| decide.bind(py).call1((input,)))
+                        .and_then(|answer| answer.is_truthy())
+                        // A failing predicate means "not safe": the call then runs alone.
+                        .unwrap_or(false)
+                })
+            }
         }
     }
 

@@ -40,5 +40,12 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     client::register(module)?;
     agent::register(module)?;
     tokens::register(module)?;
+    // Before the interpreter finalizes, ferroloop's threads leave Python (see `runtime`).
+    let at_exit = wrap_pyfunction!(runtime::_at_exit, module)?;
+    module.add_function(at_exit.clone())?;
+    module
+        .py()
+        .import("atexit")?
+        .call_method1("register", (at_exit,))?;
     Ok(())
 }

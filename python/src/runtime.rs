@@ -3,7 +3,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::thread::ThreadId;
 
 use pyo3::PyResult;
 use pyo3::exceptions::PyRuntimeError;
@@ -71,4 +73,78 @@ impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+// --- Interpreter exit ----------------------------------------------------------------------
+//
+// When the interpreter finalizes, a thread that (re)takes the interpreter lock is ended with
+// `pthread_exit` (CPython 3.9 to 3.13): on a thread with Rust frames that unwinds through Rust
+// destructors, which touch Python objects without the interpreter (an abort or a segfault). A
+// ferroloop worker running a plain tool (or waking a loop) must therefore not be inside Python
+// when finalization starts, and no Rust code may be entered from a daemon thread afterwards.
+// `_at_exit` (an `atexit` handler, registered at import) closes the gate and waits for the
+// threads inside to leave. After that, ferroloop's threads never enter Python again, Rust
+// callbacks run only on the main thread (which finalization does not end), and new awaitables
+// are refused with a `RuntimeError` (an application's later `atexit` handler gets an error,
+// not a loop that is never woken).
+
+static GATE_CLOSED: AtomicBool = AtomicBool::new(false);
+static INSIDE_PYTHON: AtomicUsize = AtomicUsize::new(0);
+static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+/// Permission to run Python code from ferroloop's threads or callbacks; held while doing so.
+pub(crate) struct PythonPass(());
+
+impl Drop for PythonPass {
+    fn drop(&mut self) {
+        INSIDE_PYTHON.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A pass to run Python code from one of ferroloop's threads, or `None` once the interpreter
+/// exits.
+pub(crate) fn python_pass() -> Option<PythonPass> {
+    INSIDE_PYTHON.fetch_add(1, Ordering::SeqCst);
+    let pass = PythonPass(());
+    if GATE_CLOSED.load(Ordering::SeqCst) {
+        return None;
+    }
+    Some(pass)
+}
+
+/// The pass of a callback of an event loop into Rust: refused on a thread other than the main
+/// one once the interpreter exits (finalization ends such threads; it must not find them in
+/// Rust code).
+pub(crate) fn loop_callback_pass() -> Option<PythonPass> {
+    INSIDE_PYTHON.fetch_add(1, Ordering::SeqCst);
+    let pass = PythonPass(());
+    if GATE_CLOSED.load(Ordering::SeqCst) && MAIN_THREAD.get() != Some(&std::thread::current().id())
+    {
+        return None;
+    }
+    Some(pass)
+}
+
+/// A `RuntimeError` once the interpreter exits (no new work is started then).
+pub(crate) fn refuse_after_exit() -> PyResult<()> {
+    if GATE_CLOSED.load(Ordering::SeqCst) {
+        return Err(PyRuntimeError::new_err(
+            "the interpreter is exiting: ferroloop starts no new work",
+        ));
+    }
+    Ok(())
+}
+
+/// The `atexit` handler: closes the gate, then waits (the interpreter released) until no
+/// ferroloop thread runs Python code. A plain tool still running is waited for, like the
+/// workers of `asyncio.to_thread`; Ctrl-C stops the wait.
+#[pyo3::pyfunction]
+pub(crate) fn _at_exit(py: pyo3::Python<'_>) -> PyResult<()> {
+    let _ = MAIN_THREAD.set(std::thread::current().id());
+    GATE_CLOSED.store(true, Ordering::SeqCst);
+    while INSIDE_PYTHON.load(Ordering::SeqCst) > 0 {
+        py.detach(|| std::thread::sleep(std::time::Duration::from_millis(2)));
+        py.check_signals()?;
+    }
+    Ok(())
 }

@@ -1,0 +1,119 @@
+"""The package in a real asyncio host: interpreter shutdown with work in flight, exceptions that
+must not be swallowed, the stubs against the runtime."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# A daemon thread runs an event loop that keeps the executor busy (plain tools on ferroloop's
+# worker threads, async tools on the loop) while the main thread exits: the interpreter's
+# finalization must not find a ferroloop thread inside Python (it used to abort or segfault:
+# "PyGILState_Release: thread state must be current", the worker killed mid-call).
+BUSY_DAEMON = textwrap.dedent(
+    """
+    import asyncio, sys, threading, time
+    import ferroloop
+
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    def plain(input):
+        time.sleep(0.001)
+        return "x" * 100
+
+    @executor.tool
+    async def coroutine(input):
+        await asyncio.sleep(0)
+        return "y"
+
+    def serve():
+        async def forever():
+            while True:
+                await executor.run(
+                    [{"id": str(i), "name": "plain" if i % 2 else "coroutine", "input": {}}
+                     for i in range(50)]
+                )
+        asyncio.run(forever())
+
+    threading.Thread(target=serve, daemon=True).start()
+    time.sleep(float(sys.argv[1]))
+    print("exiting", flush=True)
+    """
+)
+
+
+def test_exit_with_a_busy_executor_on_a_daemon_thread_does_not_crash() -> None:
+    for delay in ("0.3", "0.45", "0.6", "0.75", "0.9", "1.05", "0.35", "0.5", "0.65", "0.8"):
+        done = subprocess.run(
+            [sys.executable, "-c", BUSY_DAEMON, delay],
+            capture_output=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (delay, done.returncode, done.stderr.decode()[-2000:])
+        assert done.stdout == b"exiting\n"
+
+
+def test_a_plain_tool_running_at_exit_is_waited_for_like_to_thread(tmp_path: Path) -> None:
+    marker = f"{tmp_path}/finished"
+    program = textwrap.dedent(
+        f"""
+        import asyncio, time
+        import ferroloop
+
+        executor = ferroloop.ToolExecutor()
+
+        @executor.tool
+        def slow(input):
+            time.sleep(0.5)
+            open({marker!r}, "w").write("done")
+            return "late"
+
+        async def main():
+            task = asyncio.ensure_future(executor.run([{{"id": "a", "name": "slow", "input": {{}}}}]))
+            await asyncio.sleep(0.1)
+            task.cancel()
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    with open(marker) as finished:
+        assert finished.read() == "done"
+
+
+def test_work_started_by_a_later_atexit_handler_is_refused_with_a_clear_error() -> None:
+    # Registered before ferroloop is imported, so it runs after ferroloop's own handler.
+    program = textwrap.dedent(
+        """
+        import asyncio, atexit
+
+        def late():
+            import ferroloop
+
+            async def main():
+                executor = ferroloop.ToolExecutor()
+
+                @executor.tool
+                async def echo(input):
+                    return "x"
+
+                try:
+                    await executor.run([{"id": "a", "name": "echo", "input": {}}])
+                except RuntimeError as err:
+                    print("refused:", err, flush=True)
+
+            asyncio.run(main())
+
+        atexit.register(late)
+        import ferroloop
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert b"refused: the interpreter is exiting" in done.stdout
