@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -164,6 +164,18 @@ impl LoopBridge {
             self.scheduled.store(false, Ordering::Release);
             drop(orphaned);
         }
+    }
+
+    /// Raises `err` from a callback of the loop (which lets `SystemExit` and `KeyboardInterrupt`
+    /// out of `run_forever`, like a task's).
+    fn raise_on_loop(&self, py: Python<'_>, err: PyErr) {
+        let raise = Reraise {
+            err: Mutex::new(Some(err)),
+        };
+        let _ = self
+            .event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (raise,));
     }
 
     /// Runs every queued job (on the loop thread), including jobs queued while it runs: they
@@ -329,6 +341,22 @@ impl Pump {
     }
 }
 
+/// A loop callback that raises an exception caught on another thread.
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct Reraise {
+    err: Mutex<Option<PyErr>>,
+}
+
+#[pymethods]
+impl Reraise {
+    fn __call__(&self) -> PyResult<()> {
+        match lock(&self.err).take() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
 /// How a Python call ended.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum CallOutcome {
@@ -453,10 +481,14 @@ impl Drop for PyCall {
 
 /// Calls a plain (synchronous) Python function on the runtime's blocking pool, never on the event
 /// loop. It cannot be interrupted; dropping the future abandons its result.
+///
+/// `SystemExit` and `KeyboardInterrupt` are raised again on `bridge`'s loop (as asyncio does for
+/// a task's): they end the loop instead of becoming an error result only.
 pub(crate) async fn call_blocking(
     function: Arc<Py<PyAny>>,
     args: Vec<Value>,
     extra: Option<ExtraArg>,
+    bridge: Option<Arc<LoopBridge>>,
 ) -> CallOutcome {
     let worker = tokio::task::spawn_blocking(move || {
         let Some(_pass) = python_pass() else {
@@ -469,7 +501,16 @@ pub(crate) async fn call_blocking(
                     Ok(value) => CallOutcome::Returned(value),
                     Err(message) => CallOutcome::Raised(message),
                 },
-                Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+                Err(err) => {
+                    let outcome = CallOutcome::Raised(describe_error(py, &err));
+                    if let Some(bridge) = bridge
+                        && (err.is_instance_of::<PySystemExit>(py)
+                            || err.is_instance_of::<PyKeyboardInterrupt>(py))
+                    {
+                        bridge.raise_on_loop(py, err);
+                    }
+                    outcome
+                }
             }
         })
     });

@@ -106,12 +106,12 @@ impl Tool for PyTool {
             };
             Box::new(move |py: Python<'_>| Ok(Py::new(py, context)?.into_any())) as ExtraArg
         });
+        let bridge = lock(&self.bridge).clone();
         if !self.is_async {
             return Box::pin(async move {
-                tool_output(call_blocking(function, vec![input], extra).await)
+                tool_output(call_blocking(function, vec![input], extra, bridge).await)
             });
         }
-        let bridge = lock(&self.bridge).clone();
         let token = ctx.cancellation_token().clone();
         Box::pin(async move {
             let Some(bridge) = bridge else {

@@ -3,12 +3,15 @@ must not be swallowed, the stubs against the runtime."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+import ferroloop
 
 # A daemon thread runs an event loop that keeps the executor busy (plain tools on ferroloop's
 # worker threads, async tools on the loop) while the main thread exits: the interpreter's
@@ -117,3 +120,64 @@ def test_work_started_by_a_later_atexit_handler_is_refused_with_a_clear_error() 
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert b"refused: the interpreter is exiting" in done.stdout
+
+
+def _tool_use(name: str) -> list[dict[str, object]]:
+    return [{"id": "a", "name": name, "input": {}}]
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_system_exit_inside_a_tool_ends_the_loop_like_an_asyncio_task(plain: bool) -> None:
+    # asyncio lets SystemExit and KeyboardInterrupt raised in a task out of the loop; a plain
+    # tool's (on a worker thread) used to be swallowed into an is_error result.
+    executor = ferroloop.ToolExecutor()
+    if plain:
+
+        @executor.tool
+        def leave(input: dict[str, object]) -> str:
+            sys.exit(3)
+
+    else:
+
+        @executor.tool
+        async def leave(input: dict[str, object]) -> str:
+            sys.exit(3)
+
+    async def main() -> list[dict[str, object]]:
+        return await executor.run(_tool_use("leave"))
+
+    with pytest.raises(SystemExit) as raised:
+        asyncio.run(main())
+    assert raised.value.code == 3
+
+
+def test_keyboard_interrupt_inside_a_plain_tool_is_not_swallowed() -> None:
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    def interrupted(input: dict[str, object]) -> str:
+        raise KeyboardInterrupt
+
+    async def main() -> list[dict[str, object]]:
+        return await executor.run(_tool_use("interrupted"))
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def test_other_base_exceptions_inside_a_plain_tool_stay_error_results() -> None:
+    class Custom(BaseException):
+        pass
+
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    def odd(input: dict[str, object]) -> str:
+        raise Custom("odd")
+
+    async def main() -> list[dict[str, object]]:
+        return await executor.run(_tool_use("odd"))
+
+    [result] = asyncio.run(main())
+    assert result["is_error"] is True
+    assert result["content"] == "Custom: odd"
