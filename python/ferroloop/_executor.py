@@ -181,8 +181,9 @@ class ToolExecutor:
         ``progress(...)``, ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
         worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
-        result (``SystemExit`` and ``KeyboardInterrupt`` also end the event loop, from a plain
-        function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
+        result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
+        ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and
+        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool.
         """

@@ -430,7 +430,7 @@ fn start_task(
             });
         }
         Err(err) => {
-            let _ = tx.send(CallOutcome::Raised(describe_error(py, &err)));
+            let _ = tx.send(CallOutcome::Raised(describe_tool_error(py, &err)));
         }
     }
 }
@@ -502,7 +502,7 @@ pub(crate) async fn call_blocking(
                     Err(message) => CallOutcome::Raised(message),
                 },
                 Err(err) => {
-                    let outcome = CallOutcome::Raised(describe_error(py, &err));
+                    let outcome = CallOutcome::Raised(describe_tool_error(py, &err));
                     if let Some(bridge) = bridge
                         && (err.is_instance_of::<PySystemExit>(py)
                             || err.is_instance_of::<PyKeyboardInterrupt>(py))
@@ -587,7 +587,7 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
         {
             CallOutcome::Cancelled
         }
-        Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+        Err(err) => CallOutcome::Raised(describe_tool_error(py, &err)),
     }
 }
 
@@ -602,6 +602,43 @@ fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
     crate::value::to_value(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
+}
+
+/// `logging.getLogger("ferroloop")`, looked up once.
+static LOGGER: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// `"TypeName: message"` for the exception a tool function raised (its result's text), the
+/// exception with its traceback and cause logged to the `ferroloop` logger at DEBUG level: the
+/// model reads the text, the developer gets the traceback.
+pub(crate) fn describe_tool_error(py: Python<'_>, err: &PyErr) -> String {
+    let described = describe_error(py, err);
+    let logged = (|| -> PyResult<()> {
+        let logger = LOGGER.get_or_try_init(py, || {
+            py.import(pyo3::intern!(py, "logging"))?
+                .call_method1(pyo3::intern!(py, "getLogger"), ("ferroloop",))
+                .map(Bound::unbind)
+        })?;
+        let logger = logger.bind(py);
+        // logging.DEBUG
+        if !logger
+            .call_method1(pyo3::intern!(py, "isEnabledFor"), (10,))?
+            .is_truthy()?
+        {
+            return Ok(());
+        }
+        let exc_info = (err.get_type(py), err.value(py), err.traceback(py));
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "exc_info"), exc_info)?;
+        logger.call_method(
+            pyo3::intern!(py, "debug"),
+            ("a Python tool raised %s", &described),
+            Some(&kwargs),
+        )?;
+        Ok(())
+    })();
+    // Logging must not change the outcome.
+    drop(logged);
+    described
 }
 
 /// `"TypeName: message"` for a Python exception.

@@ -181,3 +181,38 @@ def test_other_base_exceptions_inside_a_plain_tool_stay_error_results() -> None:
     [result] = asyncio.run(main())
     assert result["is_error"] is True
     assert result["content"] == "Custom: odd"
+
+
+def test_a_tool_exception_keeps_its_traceback_in_the_ferroloop_logger(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The result tells the model "ValueError: ..."; the developer gets the traceback (and the
+    # cause) from logging.getLogger("ferroloop") at DEBUG level.
+    executor = ferroloop.ToolExecutor()
+
+    def lookup(key: str) -> str:
+        raise KeyError(key)
+
+    @executor.tool
+    def plain(input: dict[str, object]) -> str:
+        try:
+            return lookup("missing-plain")
+        except KeyError as err:
+            raise ValueError("plain failed") from err
+
+    @executor.tool
+    async def coroutine(input: dict[str, object]) -> str:
+        return lookup("missing-async")
+
+    async def main() -> list[dict[str, object]]:
+        return await executor.run(
+            [{"id": "p", "name": "plain", "input": {}}, {"id": "c", "name": "coroutine", "input": {}}]
+        )
+
+    with caplog.at_level("DEBUG", logger="ferroloop"):
+        results = asyncio.run(main())
+    assert [r["content"] for r in results] == ["ValueError: plain failed", "KeyError: 'missing-async'"]
+    logged = "\n".join(caplog.text.splitlines())
+    assert "in lookup" in logged and "missing-plain" in logged and "missing-async" in logged
+    assert "The above exception was the direct cause" in logged
+    assert len([r for r in caplog.records if r.exc_info]) == 2
