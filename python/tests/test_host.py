@@ -130,18 +130,14 @@ def _tool_use(name: str) -> list[dict[str, object]]:
 def test_system_exit_inside_a_tool_ends_the_loop_like_an_asyncio_task(plain: bool) -> None:
     # asyncio lets SystemExit and KeyboardInterrupt raised in a task out of the loop; a plain
     # tool's (on a worker thread) used to be swallowed into an is_error result.
+    def leave_plain(input: dict[str, object]) -> str:
+        sys.exit(3)
+
+    async def leave_async(input: dict[str, object]) -> str:
+        sys.exit(3)
+
     executor = ferroloop.ToolExecutor()
-    if plain:
-
-        @executor.tool
-        def leave(input: dict[str, object]) -> str:
-            sys.exit(3)
-
-    else:
-
-        @executor.tool
-        async def leave(input: dict[str, object]) -> str:
-            sys.exit(3)
+    executor.tool("leave")(leave_plain if plain else leave_async)
 
     async def main() -> list[dict[str, object]]:
         return await executor.run(_tool_use("leave"))
@@ -216,3 +212,14 @@ def test_a_tool_exception_keeps_its_traceback_in_the_ferroloop_logger(
     assert "in lookup" in logged and "missing-plain" in logged and "missing-async" in logged
     assert "The above exception was the direct cause" in logged
     assert len([r for r in caplog.records if r.exc_info]) == 2
+
+
+def test_the_stubs_match_the_extension_module() -> None:
+    pytest.importorskip("mypy.stubtest")
+    # Constructors are `__new__` at runtime (pyo3), parameters as the stubs spell them.
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "ferroloop._native", "--ignore-missing-stub"],
+        capture_output=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-4000:]
