@@ -325,6 +325,29 @@ pub(crate) fn bridge_for_running_loop(
     Ok(bridge)
 }
 
+/// The bridge to the event loop running in this thread, for an owner without tools (a client):
+/// the one cached in `slot` when it serves that loop, otherwise a new one, cached instead. Each
+/// request keeps the bridge it was started with, so loops in several threads may share the
+/// owner. A `RuntimeError` if no loop runs.
+pub(crate) fn cached_bridge_for_running_loop(
+    py: Python<'_>,
+    slot: &BridgeSlot,
+) -> PyResult<Arc<LoopBridge>> {
+    refuse_after_exit()?;
+    let running = py
+        .import(pyo3::intern!(py, "asyncio"))?
+        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    let mut slot = lock(slot);
+    if let Some(bridge) = slot.as_ref()
+        && bridge.event_loop(py).is(&running)
+    {
+        return Ok(Arc::clone(bridge));
+    }
+    let bridge = LoopBridge::for_running_loop(py)?;
+    *slot = Some(Arc::clone(&bridge));
+    Ok(bridge)
+}
+
 /// The callable the loop runs to drain a bridge's jobs (one per wake-up).
 #[pyclass(frozen, module = "ferroloop._native")]
 pub(crate) struct Pump {

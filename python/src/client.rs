@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::bridge::{BridgeSlot, bridge_for_running_loop, into_awaitable, py_to_value};
+use crate::bridge::{BridgeSlot, cached_bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::events::event_to_py;
 use crate::runtime::{AbortOnDrop, spawn};
@@ -189,7 +189,7 @@ impl PyClient {
         shield(py, "Client.stream", || {
             let body = Self::body(request, true)?;
             let client = self.client(py)?;
-            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let (items, receiver) = mpsc::channel(STREAM_BUFFER);
             let task = spawn(pump(client, body, items))?;
             Ok(PyClientStream {
@@ -210,7 +210,7 @@ impl PyClient {
         shield(py, "Client.create", || {
             let body = Self::body(request, false)?;
             let client = self.client(py)?;
-            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let task = spawn(async move {
                 let response = client.create(body).await?;
                 response.json()

@@ -7,6 +7,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,46 @@ def test_the_stubs_match_the_extension_module() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout.decode()[-4000:]
+
+
+def test_one_client_serves_event_loops_in_two_threads_at_once(tmp_path: Path) -> None:
+    # A client is a connection pool with no tools: each stream keeps the loop it was started
+    # on. It used to refuse ("these tools are in use on an event loop running in another
+    # thread") when a second thread's loop streamed while the first one's did.
+    from conftest import ReplayServer
+
+    response = {
+        "body": {"fixture": "tests/fixtures/anthropic/basic_response.sse"},
+        "chunk_bytes": 50,
+        "chunk_delay_ms": 5,
+    }
+    server = ReplayServer({"responses": [response] * 10}, tmp_path)
+    try:
+        client = ferroloop.Client(
+            "anthropic", api_key="sk-test", base_url=server.url, from_env=False
+        )
+        errors: list[BaseException] = []
+        messages: list[dict[str, object]] = []
+
+        def worker() -> None:
+            async def main() -> None:
+                for _ in range(5):
+                    stream = client.stream(
+                        model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+                    )
+                    messages.append(await stream.until_done())
+
+            try:
+                asyncio.run(main())
+            except BaseException as err:  # noqa: BLE001 - reported below
+                errors.append(err)
+
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert len(messages) == 10
+    finally:
+        server.stop()
