@@ -8,7 +8,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -267,3 +269,38 @@ def test_one_client_serves_event_loops_in_two_threads_at_once(tmp_path: Path) ->
         assert len(messages) == 10
     finally:
         server.stop()
+
+
+def _progress_of_another_thread_during(work: Callable[[], object]) -> tuple[int, float]:
+    """How often another Python thread ran (and how long ``work`` took) while ``work`` ran."""
+    ticks = 0
+    stop = threading.Event()
+
+    def spin() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    time.sleep(0.05)
+    try:
+        before, started = ticks, time.monotonic()
+        work()
+        return ticks - before, time.monotonic() - started
+    finally:
+        stop.set()
+        spinner.join()
+
+
+def test_context_tracker_estimates_a_huge_message_with_the_interpreter_released() -> None:
+    message = {"role": "user", "content": "hello world " * 2_000_000}  # 24 MB
+    tracker = ferroloop.ContextTracker()
+    ticks, took = _progress_of_another_thread_during(lambda: tracker.push_message(message))
+    # Released: the other thread ticks about once per millisecond of the estimate.
+    assert ticks >= took * 1000 / 10, (ticks, took)
+    tracker2 = ferroloop.ContextTracker()
+    ticks, took = _progress_of_another_thread_during(lambda: tracker2.replace_messages([message]))
+    assert ticks >= took * 1000 / 10, (ticks, took)
+    assert tracker.tokens() == tracker2.tokens()
