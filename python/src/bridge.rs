@@ -767,6 +767,17 @@ where
     K: FnOnce(T) + Send + 'static,
 {
     refuse_after_exit()?;
+    // A future of another loop would fail in asyncio with "got Future attached to a different
+    // loop", naming no ferroloop object: say which mistake it is.
+    let running = py
+        .import(pyo3::intern!(py, "asyncio"))?
+        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    if !bridge.event_loop(py).is(&running) {
+        return Err(PyRuntimeError::new_err(
+            "this ferroloop object (a stream, a run or a turn) was started on another event loop \
+             (closed, or running in another thread): use it on the loop that started it",
+        ));
+    }
     runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)

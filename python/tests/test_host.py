@@ -304,3 +304,36 @@ def test_context_tracker_estimates_a_huge_message_with_the_interpreter_released(
     ticks, took = _progress_of_another_thread_during(lambda: tracker2.replace_messages([message]))
     assert ticks >= took * 1000 / 10, (ticks, took)
     assert tracker.tokens() == tracker2.tokens()
+
+
+def test_objects_started_on_one_event_loop_say_so_when_used_on_another() -> None:
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool
+    async def echo(input: dict[str, object]) -> str:
+        return "x"
+
+    client = ferroloop.Client(
+        "anthropic", api_key="sk-secret", base_url="http://127.0.0.1:9", from_env=False
+    )
+
+    async def start() -> tuple[ferroloop.Turn, ferroloop.MessageStream, ferroloop.AgentRun]:
+        turn = executor.turn()
+        stream = client.stream(model="m", max_tokens=1, messages=[])
+        run = ferroloop.Agent(client, model="m").run("hi")
+        return turn, stream, run
+
+    turn, stream, run = asyncio.run(start())
+
+    async def use_turn() -> object:
+        return await turn.results()
+
+    async def use_stream() -> object:
+        return await stream.until_done()
+
+    async def use_run() -> object:
+        return await run.finish()
+
+    for use in (use_turn, use_stream, use_run):
+        with pytest.raises(RuntimeError, match="started on another event loop"):
+            asyncio.run(asyncio.wait_for(use(), 10))
