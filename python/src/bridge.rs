@@ -99,9 +99,7 @@ impl LoopBridge {
     /// A bridge to the event loop running in the calling thread (a `RuntimeError` if none runs).
     pub(crate) fn for_running_loop(py: Python<'_>) -> PyResult<Arc<Self>> {
         refuse_after_exit()?;
-        let event_loop = py
-            .import(pyo3::intern!(py, "asyncio"))?
-            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+        let event_loop = running_loop(py)?;
         let create_task = event_loop
             .getattr(pyo3::intern!(py, "create_task"))?
             .unbind();
@@ -284,6 +282,21 @@ impl LoopBridge {
     }
 }
 
+/// `asyncio.get_running_loop`, looked up once.
+static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// The event loop running in this thread (asyncio's `RuntimeError` if none).
+fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    GET_RUNNING_LOOP
+        .get_or_try_init(py, || {
+            py.import(pyo3::intern!(py, "asyncio"))?
+                .getattr(pyo3::intern!(py, "get_running_loop"))
+                .map(Bound::unbind)
+        })?
+        .bind(py)
+        .call0()
+}
+
 /// A cached bridge: each object that runs work on an event loop (an executor, a client, an
 /// agent) keeps the bridge of the loop it last served.
 pub(crate) type BridgeSlot = Mutex<Option<Arc<LoopBridge>>>;
@@ -295,9 +308,7 @@ pub(crate) fn bridge_for_running_loop(
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
     refuse_after_exit()?;
-    let running = py
-        .import(pyo3::intern!(py, "asyncio"))?
-        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    let running = running_loop(py)?;
     let mut slot = lock(slot);
     if let Some(bridge) = slot.as_ref() {
         let bound = bridge.event_loop(py);
@@ -334,9 +345,7 @@ pub(crate) fn cached_bridge_for_running_loop(
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
     refuse_after_exit()?;
-    let running = py
-        .import(pyo3::intern!(py, "asyncio"))?
-        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    let running = running_loop(py)?;
     let mut slot = lock(slot);
     if let Some(bridge) = slot.as_ref()
         && bridge.event_loop(py).is(&running)
@@ -769,9 +778,7 @@ where
     refuse_after_exit()?;
     // A future of another loop would fail in asyncio with "got Future attached to a different
     // loop", naming no ferroloop object: say which mistake it is.
-    let running = py
-        .import(pyo3::intern!(py, "asyncio"))?
-        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    let running = running_loop(py)?;
     if !bridge.event_loop(py).is(&running) {
         return Err(PyRuntimeError::new_err(
             "this ferroloop object (a stream, a run or a turn) was started on another event loop \
