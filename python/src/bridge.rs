@@ -529,6 +529,18 @@ pub(crate) async fn call_blocking(
         Python::attach(|py| {
             let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
+                Ok(value) if is_awaitable(&value) => {
+                    // Closed, so that it does not warn "never awaited" as it is collected.
+                    if let Ok(close) = value.getattr(pyo3::intern!(py, "close")) {
+                        let _ = close.call0();
+                    }
+                    CallOutcome::Raised(
+                        "the tool's plain function returned a coroutine (an awaitable) instead \
+                         of a result: register an `async def` function (a wrapper that hides it \
+                         runs on a worker thread)"
+                            .to_owned(),
+                    )
+                }
                 Ok(value) => match result_to_value(&value) {
                     Ok(value) => CallOutcome::Returned(value),
                     Err(message) => CallOutcome::Raised(message),
@@ -554,6 +566,14 @@ pub(crate) async fn call_blocking(
         )),
         Err(_) => CallOutcome::Cancelled,
     }
+}
+
+/// Whether `value` is awaitable (a coroutine, a future, ...).
+fn is_awaitable(value: &Bound<'_, PyAny>) -> bool {
+    value
+        .get_type()
+        .hasattr(pyo3::intern!(value.py(), "__await__"))
+        .unwrap_or(false)
 }
 
 /// The done-callback of every task of one loop: converts the task's outcome on the loop

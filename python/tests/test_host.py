@@ -4,11 +4,13 @@ must not be swallowed, the stubs against the runtime."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -337,3 +339,31 @@ def test_objects_started_on_one_event_loop_say_so_when_used_on_another() -> None
     for use in (use_turn, use_stream, use_run):
         with pytest.raises(RuntimeError, match="started on another event loop"):
             asyncio.run(asyncio.wait_for(use(), 10))
+
+
+def test_a_plain_function_returning_a_coroutine_is_a_clear_error_without_a_warning() -> None:
+    # A decorator that hides `async def` (a plain wrapper returning the coroutine) makes the
+    # tool look plain: it runs on a worker thread and returns a coroutine nobody awaits.
+    executor = ferroloop.ToolExecutor()
+
+    async def fetch(input: dict[str, object]) -> str:
+        return "fetched"
+
+    def hiding(function: Callable[[dict[str, object]], object]) -> Callable[[dict[str, object]], object]:
+        def wrapper(input: dict[str, object]) -> object:
+            return function(input)
+
+        return wrapper
+
+    executor.tool("fetch")(hiding(fetch))
+
+    async def main() -> list[dict[str, object]]:
+        return await executor.run(_tool_use("fetch"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        [result] = asyncio.run(main())
+        gc.collect()
+    assert result["is_error"] is True
+    assert "returned a coroutine" in str(result["content"])
+    assert "async def" in str(result["content"])
