@@ -277,6 +277,9 @@ def _at_exit() -> None:
     """The ``atexit`` handler (registered at import): waits until ferroloop's threads are out of
     Python, then starts no new work."""
 
+def _after_fork_in_child() -> None:
+    """Registered with ``os.register_at_fork``: a forked child builds its own runtime."""
+
 def _debug_arm_panic(entry: Optional[str]) -> None: ...
 def _debug_panic(message: str = ...) -> None: ...
 def _debug_panic_detached(message: str = ...) -> None: ...

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::thread::ThreadId;
 
@@ -11,13 +11,18 @@ use pyo3::PyResult;
 use pyo3::exceptions::PyRuntimeError;
 use tokio::runtime::{Builder, Runtime};
 
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+/// The runtime: a leaked `Box<Runtime>` (never freed), null until first use, and again in a
+/// child process after `os.fork()` (whose copy has none of the parent's threads).
+static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The process-wide runtime, built on first use: a few worker threads (the work done on them is
 /// bookkeeping; Python code runs on the caller's event loop or on the blocking pool).
 pub(crate) fn runtime() -> PyResult<&'static Runtime> {
-    if let Some(runtime) = RUNTIME.get() {
-        return Ok(runtime);
+    let current = RUNTIME.load(Ordering::Acquire);
+    if !current.is_null() {
+        // SAFETY: every pointer stored in RUNTIME comes from `Box::leak` below and is never
+        // freed (not even when replaced after a fork), so it is valid for 'static.
+        return Ok(unsafe { &*current });
     }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get().min(2))
@@ -28,8 +33,38 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
         .enable_all()
         .build()
         .map_err(|err| PyRuntimeError::new_err(format!("cannot start the tokio runtime: {err}")))?;
-    // Two threads may race to build it; the loser's runtime is dropped unused.
-    Ok(RUNTIME.get_or_init(|| built))
+    let built: *mut Runtime = Box::leak(Box::new(built));
+    match RUNTIME.compare_exchange(
+        std::ptr::null_mut(),
+        built,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: `built` was just leaked (valid for 'static).
+        Ok(_) => Ok(unsafe { &*built }),
+        Err(winner) => {
+            // Two threads raced to build it: the loser's runtime is shut down unused.
+            // SAFETY: `built` was leaked above and never published, so this is its only owner.
+            drop(unsafe { Box::from_raw(built) });
+            // SAFETY: `winner` is a published pointer (leaked, never freed).
+            Ok(unsafe { &*winner })
+        }
+    }
+}
+
+/// The id of the process that runs this module now (changes in a child after `os.fork()`).
+pub(crate) fn process_id() -> u32 {
+    std::process::id()
+}
+
+/// Registered with `os.register_at_fork(after_in_child=...)`: the child's copy of the runtime
+/// has no threads (its tasks would never run, a request or a plain tool would hang), so the
+/// next use builds a new one (the old one is leaked); nor do the parent's threads the exit
+/// handler would wait for exist in the child.
+#[pyo3::pyfunction]
+pub(crate) fn _after_fork_in_child() {
+    RUNTIME.store(std::ptr::null_mut(), Ordering::Release);
+    INSIDE_PYTHON.store(0, Ordering::SeqCst);
 }
 
 /// A task spawned on the runtime, aborted when this handle is dropped (the awaiting Python

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -367,3 +368,77 @@ def test_a_plain_function_returning_a_coroutine_is_a_clear_error_without_a_warni
     assert result["is_error"] is True
     assert "returned a coroutine" in str(result["content"])
     assert "async def" in str(result["content"])
+
+
+FORKED = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    sys.path.insert(0, sys.argv[1])
+    from conftest import ReplayServer
+    import pathlib, tempfile
+    import ferroloop
+
+    server = ReplayServer(
+        {"responses": [{"body": {"fixture": "tests/fixtures/anthropic/basic_response.sse"}}] * 4},
+        pathlib.Path(tempfile.mkdtemp()),
+    )
+    executor = ferroloop.ToolExecutor(default_timeout=0.2)
+
+    @executor.tool
+    async def coroutine(input):
+        return "c"
+
+    @executor.tool
+    def plain(input):
+        return "p"
+
+    @executor.tool
+    async def slow(input):
+        await asyncio.sleep(5)
+
+    def new_client():
+        return ferroloop.Client("anthropic", api_key="k", base_url=server.url, from_env=False)
+
+    parent_client = new_client()
+
+    async def work(client):
+        uses = [{"id": "1", "name": "coroutine", "input": {}}, {"id": "2", "name": "plain", "input": {}},
+                {"id": "3", "name": "slow", "input": {}}]
+        results = [r["content"] for r in await executor.run(uses)]
+        stream = client.stream(model="m", max_tokens=5, messages=[{"role": "user", "content": "x"}])
+        message = await stream.until_done()
+        return results[:2] + ["timed out" in results[2], message["stop_reason"]]
+
+    print("parent", asyncio.run(work(parent_client)), flush=True)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            print("child", asyncio.run(asyncio.wait_for(work(new_client()), 10)), flush=True)
+            try:
+                asyncio.run(asyncio.wait_for(work(parent_client), 10))
+            except Exception as err:
+                print("parent client in child:", type(err).__name__, err, flush=True)
+        finally:
+            sys.stdout.flush()
+        # A normal exit (atexit handlers run): must not wait for threads of the parent.
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    print("child status", status, flush=True)
+    server.stop()
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_a_working_runtime_and_a_clear_error_for_the_parents_client() -> None:
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", FORKED, str(Path(__file__).parent)],
+        capture_output=True,
+        timeout=120,
+    )
+    out = done.stdout.decode()
+    assert done.returncode == 0, (out, done.stderr.decode()[-2000:])
+    assert "parent ['c', 'p', True, 'end_turn']" in out
+    assert "child ['c', 'p', True, 'end_turn']" in out, out
+    assert "parent client in child: FerroloopError" in out and "os.fork" in out, out
+    assert "child status 0" in out
