@@ -64,7 +64,8 @@ pub(crate) fn process_id() -> u32 {
 #[pyo3::pyfunction]
 pub(crate) fn _after_fork_in_child() {
     RUNTIME.store(std::ptr::null_mut(), Ordering::Release);
-    INSIDE_PYTHON.store(0, Ordering::SeqCst);
+    // Only this thread exists in the child (a plain tool may fork): its passes are all there is.
+    INSIDE_PYTHON.store(PASSES_HERE.with(std::cell::Cell::get), Ordering::SeqCst);
 }
 
 /// A task spawned on the runtime, aborted when this handle is dropped (the awaiting Python
@@ -130,8 +131,23 @@ static MAIN_THREAD: OnceLock<ThreadId> = OnceLock::new();
 /// Permission to run Python code from ferroloop's threads or callbacks; held while doing so.
 pub(crate) struct PythonPass(());
 
+std::thread_local! {
+    /// The passes this thread holds (after a fork, the child's only thread is the forking one:
+    /// its passes are the child's whole count).
+    static PASSES_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+impl PythonPass {
+    fn take() -> Self {
+        INSIDE_PYTHON.fetch_add(1, Ordering::SeqCst);
+        PASSES_HERE.with(|passes| passes.set(passes.get() + 1));
+        Self(())
+    }
+}
+
 impl Drop for PythonPass {
     fn drop(&mut self) {
+        PASSES_HERE.with(|passes| passes.set(passes.get().saturating_sub(1)));
         INSIDE_PYTHON.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -139,8 +155,7 @@ impl Drop for PythonPass {
 /// A pass to run Python code from one of ferroloop's threads, or `None` once the interpreter
 /// exits.
 pub(crate) fn python_pass() -> Option<PythonPass> {
-    INSIDE_PYTHON.fetch_add(1, Ordering::SeqCst);
-    let pass = PythonPass(());
+    let pass = PythonPass::take();
     if GATE_CLOSED.load(Ordering::SeqCst) {
         return None;
     }
@@ -151,8 +166,7 @@ pub(crate) fn python_pass() -> Option<PythonPass> {
 /// one once the interpreter exits (finalization ends such threads; it must not find them in
 /// Rust code).
 pub(crate) fn loop_callback_pass() -> Option<PythonPass> {
-    INSIDE_PYTHON.fetch_add(1, Ordering::SeqCst);
-    let pass = PythonPass(());
+    let pass = PythonPass::take();
     if GATE_CLOSED.load(Ordering::SeqCst) && MAIN_THREAD.get() != Some(&std::thread::current().id())
     {
         return None;
