@@ -2,6 +2,10 @@
 
 Async tools run as tasks on the caller's event loop; plain functions run on worker threads,
 never on the loop. Results come back in request order, one per call, whatever happens.
+
+A plain function cannot be interrupted: cancelled, it runs to its end (long ones should poll
+``ctx.cancelled``); one still running when the interpreter exits is waited for, like the
+workers of ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -177,7 +181,9 @@ class ToolExecutor:
         ``progress(...)``, ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
         worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
-        result. ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
+        result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
+        ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and
+        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool.
         """

@@ -11,7 +11,7 @@ _Chunk = Union[bytes, bytearray, memoryview]
 class SseEvent:
     """One dispatched Server-Sent Event."""
 
-    def __init__(self, data: str, event: str = "message", id: str = "") -> None: ...
+    def __new__(cls, data: str, event: str = "message", id: str = "") -> SseEvent: ...
     @property
     def event(self) -> str:
         """The event type (``"message"`` when the stream named none)."""
@@ -21,14 +21,14 @@ class SseEvent:
     @property
     def id(self) -> str:
         """The last event id in force when the event was dispatched (``""`` when none)."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
 class SseParser:
     """A WHATWG event-stream parser: feed byte chunks split anywhere, get completed events."""
 
-    def __init__(self, *, max_event_bytes: Optional[int] = None) -> None: ...
+    def __new__(cls, *, max_event_bytes: Optional[int] = None) -> SseParser: ...
     def feed(self, chunk: _Chunk) -> list[SseEvent]:
         """Feeds a chunk and returns the events it completed, in order."""
     def finish(self) -> bool:
@@ -54,12 +54,12 @@ class StreamDecoder:
     ``tool_use_invalid``, ``tool_use_truncated``).
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         provider: Literal["anthropic", "openai-chat", "openai-responses"] = "anthropic",
         *,
         events: bool = True,
-    ) -> None: ...
+    ) -> StreamDecoder: ...
     def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
         """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``)."""
     def message(self) -> Optional[dict[str, Any]]:
@@ -86,8 +86,8 @@ def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") 
 class ContextBudget:
     """Context thresholds for one model (Claude Code's defaults, configurable)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         window: int,
         max_output_tokens: int,
         *,
@@ -96,7 +96,7 @@ class ContextBudget:
         warning_buffer: Optional[int] = None,
         blocking_buffer: Optional[int] = None,
         autocompact_percent: Optional[float] = None,
-    ) -> None: ...
+    ) -> ContextBudget: ...
     @staticmethod
     def for_model(model: str) -> ContextBudget: ...
     @property
@@ -118,7 +118,7 @@ class ContextBudget:
 class ContextTracker:
     """A conversation's token count, anchored on the provider's reported usage."""
 
-    def __init__(self, *, tokenizer: _Tokenizer = "claude") -> None: ...
+    def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> ContextTracker: ...
     def set_system(self, system: Union[str, list[Any]]) -> None: ...
     def set_tools(self, tools: list[dict[str, Any]]) -> None: ...
     def push_message(self, message: dict[str, Any]) -> None: ...
@@ -167,8 +167,8 @@ class _Turn:
 
 @final
 class _Executor:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         max_concurrency: int = 10,
         *,
         max_result_chars: Optional[int] = None,
@@ -176,7 +176,7 @@ class _Executor:
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
         turn_budget_chars: Optional[int] = ...,
-    ) -> None: ...
+    ) -> _Executor: ...
     def register(
         self,
         name: str,
@@ -212,8 +212,8 @@ class _ClientStream:
 
 @final
 class _Client:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         provider: str = "anthropic",
         *,
         api_key: Optional[str] = None,
@@ -231,7 +231,7 @@ class _Client:
         anthropic_beta: Optional[list[str]] = None,
         from_env: bool = True,
         anthropic_version: Optional[str] = None,
-    ) -> None: ...
+    ) -> _Client: ...
     @property
     def provider(self) -> str: ...
     @property
@@ -248,8 +248,8 @@ class _AgentRun:
 
 @final
 class _Agent:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         client: _Client,
         *,
         model: str,
@@ -265,13 +265,20 @@ class _Agent:
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
         tokenizer: Optional[str] = None,
-    ) -> None: ...
+    ) -> _Agent: ...
     @property
     def tool_names(self) -> list[str]: ...
     def tool_definitions(self) -> list[dict[str, Any]]: ...
     def run(
         self, prompt: Union[str, list[dict[str, Any]], None] = None, *, messages: Optional[list[dict[str, Any]]] = None
     ) -> _AgentRun: ...
+
+def _at_exit() -> None:
+    """The ``atexit`` handler (registered at import): waits until ferroloop's threads are out of
+    Python, then starts no new work."""
+
+def _after_fork_in_child() -> None:
+    """Registered with ``os.register_at_fork``: a forked child builds its own runtime."""
 
 def _debug_arm_panic(entry: Optional[str]) -> None: ...
 def _debug_panic(message: str = ...) -> None: ...

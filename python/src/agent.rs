@@ -35,6 +35,8 @@ pub(crate) struct PyAgent {
     /// The Python executor whose tools the agent calls (bound to the running loop per run).
     executor: Option<Py<PyExecutor>>,
     tool_names: Vec<String>,
+    /// The process that created it (see [`crate::client::refuse_in_forked_child`]).
+    pid: u32,
 }
 
 #[pymethods]
@@ -130,6 +132,7 @@ impl PyAgent {
                 agent,
                 executor,
                 tool_names,
+                pid: crate::runtime::process_id(),
             })
         })
     }
@@ -157,6 +160,7 @@ impl PyAgent {
         messages: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyAgentRun> {
         shield(py, "Agent.run", || {
+            crate::client::refuse_in_forked_child(py, self.pid, "Agent")?;
             let bridge = match &self.executor {
                 Some(executor) => executor.borrow(py).bind_running_loop(py)?,
                 None => LoopBridge::for_running_loop(py)?,

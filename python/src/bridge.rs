@@ -26,13 +26,13 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::FutureExt;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::errors::{internal_error, panic_message};
-use crate::runtime::runtime;
+use crate::runtime::{loop_callback_pass, python_pass, refuse_after_exit, runtime};
 
 /// Work for the event loop's thread, run with the interpreter attached.
 type Job = Box<dyn FnOnce(Python<'_>, &LoopBridge) + Send>;
@@ -98,9 +98,8 @@ struct StartedTask {
 impl LoopBridge {
     /// A bridge to the event loop running in the calling thread (a `RuntimeError` if none runs).
     pub(crate) fn for_running_loop(py: Python<'_>) -> PyResult<Arc<Self>> {
-        let event_loop = py
-            .import(pyo3::intern!(py, "asyncio"))?
-            .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+        refuse_after_exit()?;
+        let event_loop = running_loop(py)?;
         let create_task = event_loop
             .getattr(pyo3::intern!(py, "create_task"))?
             .unbind();
@@ -138,7 +137,11 @@ impl LoopBridge {
     fn submit(self: &Arc<Self>, job: Job) {
         lock(&self.jobs).push(job);
         if !self.scheduled.swap(true, Ordering::AcqRel) {
-            Python::attach(|py| self.schedule_pump(py));
+            // Once the interpreter exits, a loop is not woken from ferroloop's threads (they
+            // must stay out of Python; see `runtime::python_pass`).
+            if let Some(_pass) = python_pass() {
+                Python::attach(|py| self.schedule_pump(py));
+            }
         }
     }
 
@@ -159,6 +162,18 @@ impl LoopBridge {
             self.scheduled.store(false, Ordering::Release);
             drop(orphaned);
         }
+    }
+
+    /// Raises `err` from a callback of the loop (which lets `SystemExit` and `KeyboardInterrupt`
+    /// out of `run_forever`, like a task's).
+    fn raise_on_loop(&self, py: Python<'_>, err: PyErr) {
+        let raise = Reraise {
+            err: Mutex::new(Some(err)),
+        };
+        let _ = self
+            .event_loop
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "call_soon_threadsafe"), (raise,));
     }
 
     /// Runs every queued job (on the loop thread), including jobs queued while it runs: they
@@ -267,6 +282,21 @@ impl LoopBridge {
     }
 }
 
+/// `asyncio.get_running_loop`, looked up once.
+static GET_RUNNING_LOOP: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// The event loop running in this thread (asyncio's `RuntimeError` if none).
+fn running_loop(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    GET_RUNNING_LOOP
+        .get_or_try_init(py, || {
+            py.import(pyo3::intern!(py, "asyncio"))?
+                .getattr(pyo3::intern!(py, "get_running_loop"))
+                .map(Bound::unbind)
+        })?
+        .bind(py)
+        .call0()
+}
+
 /// A cached bridge: each object that runs work on an event loop (an executor, a client, an
 /// agent) keeps the bridge of the loop it last served.
 pub(crate) type BridgeSlot = Mutex<Option<Arc<LoopBridge>>>;
@@ -277,9 +307,8 @@ pub(crate) fn bridge_for_running_loop(
     py: Python<'_>,
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
-    let running = py
-        .import(pyo3::intern!(py, "asyncio"))?
-        .call_method0(pyo3::intern!(py, "get_running_loop"))?;
+    refuse_after_exit()?;
+    let running = running_loop(py)?;
     let mut slot = lock(slot);
     if let Some(bridge) = slot.as_ref() {
         let bound = bridge.event_loop(py);
@@ -307,6 +336,27 @@ pub(crate) fn bridge_for_running_loop(
     Ok(bridge)
 }
 
+/// The bridge to the event loop running in this thread, for an owner without tools (a client):
+/// the one cached in `slot` when it serves that loop, otherwise a new one, cached instead. Each
+/// request keeps the bridge it was started with, so loops in several threads may share the
+/// owner. A `RuntimeError` if no loop runs.
+pub(crate) fn cached_bridge_for_running_loop(
+    py: Python<'_>,
+    slot: &BridgeSlot,
+) -> PyResult<Arc<LoopBridge>> {
+    refuse_after_exit()?;
+    let running = running_loop(py)?;
+    let mut slot = lock(slot);
+    if let Some(bridge) = slot.as_ref()
+        && bridge.event_loop(py).is(&running)
+    {
+        return Ok(Arc::clone(bridge));
+    }
+    let bridge = LoopBridge::for_running_loop(py)?;
+    *slot = Some(Arc::clone(&bridge));
+    Ok(bridge)
+}
+
 /// The callable the loop runs to drain a bridge's jobs (one per wake-up).
 #[pyclass(frozen, module = "ferroloop._native")]
 pub(crate) struct Pump {
@@ -316,7 +366,26 @@ pub(crate) struct Pump {
 #[pymethods]
 impl Pump {
     fn __call__(&self, py: Python<'_>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         self.bridge.drain(py);
+    }
+}
+
+/// A loop callback that raises an exception caught on another thread.
+#[pyclass(frozen, module = "ferroloop._native")]
+pub(crate) struct Reraise {
+    err: Mutex<Option<PyErr>>,
+}
+
+#[pymethods]
+impl Reraise {
+    fn __call__(&self) -> PyResult<()> {
+        match lock(&self.err).take() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
     }
 }
 
@@ -393,7 +462,7 @@ fn start_task(
             });
         }
         Err(err) => {
-            let _ = tx.send(CallOutcome::Raised(describe_error(py, &err)));
+            let _ = tx.send(CallOutcome::Raised(describe_tool_error(py, &err)));
         }
     }
 }
@@ -444,20 +513,48 @@ impl Drop for PyCall {
 
 /// Calls a plain (synchronous) Python function on the runtime's blocking pool, never on the event
 /// loop. It cannot be interrupted; dropping the future abandons its result.
+///
+/// `SystemExit` and `KeyboardInterrupt` are raised again on `bridge`'s loop (as asyncio does for
+/// a task's): they end the loop instead of becoming an error result only.
 pub(crate) async fn call_blocking(
     function: Arc<Py<PyAny>>,
     args: Vec<Value>,
     extra: Option<ExtraArg>,
+    bridge: Option<Arc<LoopBridge>>,
 ) -> CallOutcome {
     let worker = tokio::task::spawn_blocking(move || {
+        let Some(_pass) = python_pass() else {
+            return CallOutcome::Raised("the interpreter is exiting".to_owned());
+        };
         Python::attach(|py| {
             let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
             match called {
+                Ok(value) if is_awaitable(&value) => {
+                    // Closed, so that it does not warn "never awaited" as it is collected.
+                    if let Ok(close) = value.getattr(pyo3::intern!(py, "close")) {
+                        let _ = close.call0();
+                    }
+                    CallOutcome::Raised(
+                        "the tool's plain function returned a coroutine (an awaitable) instead \
+                         of a result: register an `async def` function (a wrapper that hides it \
+                         runs on a worker thread)"
+                            .to_owned(),
+                    )
+                }
                 Ok(value) => match result_to_value(&value) {
                     Ok(value) => CallOutcome::Returned(value),
                     Err(message) => CallOutcome::Raised(message),
                 },
-                Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+                Err(err) => {
+                    let outcome = CallOutcome::Raised(describe_tool_error(py, &err));
+                    if let Some(bridge) = bridge
+                        && (err.is_instance_of::<PySystemExit>(py)
+                            || err.is_instance_of::<PyKeyboardInterrupt>(py))
+                    {
+                        bridge.raise_on_loop(py, err);
+                    }
+                    outcome
+                }
             }
         })
     });
@@ -471,6 +568,14 @@ pub(crate) async fn call_blocking(
     }
 }
 
+/// Whether `value` is awaitable (a coroutine, a future, ...).
+fn is_awaitable(value: &Bound<'_, PyAny>) -> bool {
+    value
+        .get_type()
+        .hasattr(pyo3::intern!(value.py(), "__await__"))
+        .unwrap_or(false)
+}
+
 /// The done-callback of every task of one loop: converts the task's outcome on the loop
 /// thread and sends it to the waiting Rust future.
 #[pyclass(frozen, module = "ferroloop._native")]
@@ -481,6 +586,9 @@ pub(crate) struct TaskDone {
 #[pymethods]
 impl TaskDone {
     fn __call__(&self, py: Python<'_>, task: &Bound<'_, PyAny>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let Some(bridge) = self.bridge.get().and_then(Weak::upgrade) else {
             return;
         };
@@ -505,6 +613,9 @@ pub(crate) struct Sweep {
 #[pymethods]
 impl Sweep {
     fn __call__(&self, py: Python<'_>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let started = std::mem::take(&mut *lock(&self.started));
         let Some(bridge) = self.bridge.upgrade() else {
             return;
@@ -528,7 +639,7 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
         {
             CallOutcome::Cancelled
         }
-        Err(err) => CallOutcome::Raised(describe_error(py, &err)),
+        Err(err) => CallOutcome::Raised(describe_tool_error(py, &err)),
     }
 }
 
@@ -543,6 +654,43 @@ fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
     crate::value::to_value(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
+}
+
+/// `logging.getLogger("ferroloop")`, looked up once.
+static LOGGER: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// `"TypeName: message"` for the exception a tool function raised (its result's text), the
+/// exception with its traceback and cause logged to the `ferroloop` logger at DEBUG level: the
+/// model reads the text, the developer gets the traceback.
+pub(crate) fn describe_tool_error(py: Python<'_>, err: &PyErr) -> String {
+    let described = describe_error(py, err);
+    let logged = (|| -> PyResult<()> {
+        let logger = LOGGER.get_or_try_init(py, || {
+            py.import(pyo3::intern!(py, "logging"))?
+                .call_method1(pyo3::intern!(py, "getLogger"), ("ferroloop",))
+                .map(Bound::unbind)
+        })?;
+        let logger = logger.bind(py);
+        // logging.DEBUG
+        if !logger
+            .call_method1(pyo3::intern!(py, "isEnabledFor"), (10,))?
+            .is_truthy()?
+        {
+            return Ok(());
+        }
+        let exc_info = (err.get_type(py), err.value(py), err.traceback(py));
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item(pyo3::intern!(py, "exc_info"), exc_info)?;
+        logger.call_method(
+            pyo3::intern!(py, "debug"),
+            ("a Python tool raised %s", &described),
+            Some(&kwargs),
+        )?;
+        Ok(())
+    })();
+    // Logging must not change the outcome.
+    drop(logged);
+    described
 }
 
 /// `"TypeName: message"` for a Python exception.
@@ -647,6 +795,16 @@ where
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
     K: FnOnce(T) + Send + 'static,
 {
+    refuse_after_exit()?;
+    // A future of another loop would fail in asyncio with "got Future attached to a different
+    // loop", naming no ferroloop object: say which mistake it is.
+    let running = running_loop(py)?;
+    if !bridge.event_loop(py).is(&running) {
+        return Err(PyRuntimeError::new_err(
+            "this ferroloop object (a stream, a run or a turn) was started on another event loop \
+             (closed, or running in another thread): use it on the loop that started it",
+        ));
+    }
     runtime()?; // started before the first poll needs its context
     let py_future = bridge
         .event_loop(py)
@@ -701,6 +859,9 @@ struct AbortOnCancel {
 #[pymethods]
 impl AbortOnCancel {
     fn __call__(&self, py: Python<'_>, future: &Bound<'_, PyAny>) {
+        let Some(_pass) = loop_callback_pass() else {
+            return;
+        };
         let cancelled = future
             .call_method0(pyo3::intern!(py, "cancelled"))
             .and_then(|c| c.is_truthy())

@@ -20,7 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::bridge::{BridgeSlot, bridge_for_running_loop, into_awaitable, py_to_value};
+use crate::bridge::{BridgeSlot, cached_bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::events::event_to_py;
 use crate::runtime::{AbortOnDrop, spawn};
@@ -44,11 +44,14 @@ pub(crate) struct PyClient {
     provider: Provider,
     base_url: String,
     bridge: BridgeSlot,
+    /// The process that created it (see [`refuse_in_forked_child`]).
+    pid: u32,
 }
 
 impl PyClient {
     /// The core client (an error once closed).
     pub(crate) fn client(&self, py: Python<'_>) -> PyResult<Arc<Client>> {
+        refuse_in_forked_child(py, self.pid, "Client")?;
         self.client
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -155,6 +158,7 @@ impl PyClient {
                 provider,
                 base_url,
                 bridge: Mutex::new(None),
+                pid: crate::runtime::process_id(),
             })
         })
     }
@@ -189,7 +193,7 @@ impl PyClient {
         shield(py, "Client.stream", || {
             let body = Self::body(request, true)?;
             let client = self.client(py)?;
-            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let (items, receiver) = mpsc::channel(STREAM_BUFFER);
             let task = spawn(pump(client, body, items))?;
             Ok(PyClientStream {
@@ -210,7 +214,7 @@ impl PyClient {
         shield(py, "Client.create", || {
             let body = Self::body(request, false)?;
             let client = self.client(py)?;
-            let bridge = bridge_for_running_loop(py, &self.bridge)?;
+            let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let task = spawn(async move {
                 let response = client.create(body).await?;
                 response.json()
@@ -235,6 +239,24 @@ impl PyClient {
             self.base_url
         )
     }
+}
+
+/// A `FerroloopError` when `pid` (the creator's process) is not this process: an object that
+/// holds connections (a client, an agent) is not usable in a child after `os.fork()` (the
+/// connections and their I/O belong to the parent; a request would hang).
+pub(crate) fn refuse_in_forked_child(py: Python<'_>, pid: u32, what: &str) -> PyResult<()> {
+    if pid == crate::runtime::process_id() {
+        return Ok(());
+    }
+    Err(ferroloop_error(
+        py,
+        "FerroloopError",
+        &format!(
+            "this {what} was created before os.fork(): its connections belong to the parent \
+             process; create a new one in the child"
+        ),
+        &[],
+    ))
 }
 
 /// What a request's task hands to the event loop.

@@ -65,14 +65,20 @@ impl Tool for PyTool {
     fn is_concurrency_safe(&self, input: &Value) -> bool {
         match &self.safety {
             Safety::Fixed(safe) => *safe,
-            Safety::PerInput(decide) => Python::attach(|py| {
-                pythonize::pythonize(py, input)
-                    .map_err(PyErr::from)
-                    .and_then(|input| decide.bind(py).call1((input,)))
-                    .and_then(|answer| answer.is_truthy())
-                    // A failing predicate means "not safe": the call then runs alone.
-                    .unwrap_or(false)
-            }),
+            Safety::PerInput(decide) => {
+                // Exiting: not run (the call then runs alone).
+                let Some(_pass) = crate::runtime::python_pass() else {
+                    return false;
+                };
+                Python::attach(|py| {
+                    pythonize::pythonize(py, input)
+                        .map_err(PyErr::from)
+                        .and_then(|input| decide.bind(py).call1((input,)))
+                        .and_then(|answer| answer.is_truthy())
+                        // A failing predicate means "not safe": the call then runs alone.
+                        .unwrap_or(false)
+                })
+            }
         }
     }
 
@@ -100,12 +106,12 @@ impl Tool for PyTool {
             };
             Box::new(move |py: Python<'_>| Ok(Py::new(py, context)?.into_any())) as ExtraArg
         });
+        let bridge = lock(&self.bridge).clone();
         if !self.is_async {
             return Box::pin(async move {
-                tool_output(call_blocking(function, vec![input], extra).await)
+                tool_output(call_blocking(function, vec![input], extra, bridge).await)
             });
         }
-        let bridge = lock(&self.bridge).clone();
         let token = ctx.cancellation_token().clone();
         Box::pin(async move {
             let Some(bridge) = bridge else {

@@ -40,5 +40,21 @@ fn native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     client::register(module)?;
     agent::register(module)?;
     tokens::register(module)?;
+    // Before the interpreter finalizes, ferroloop's threads leave Python (see `runtime`).
+    let at_exit = wrap_pyfunction!(runtime::_at_exit, module)?;
+    module.add_function(at_exit.clone())?;
+    module
+        .py()
+        .import("atexit")?
+        .call_method1("register", (at_exit,))?;
+    // A forked child gets its own runtime (see `runtime::_after_fork_in_child`).
+    let after_fork = wrap_pyfunction!(runtime::_after_fork_in_child, module)?;
+    module.add_function(after_fork.clone())?;
+    let os = module.py().import("os")?;
+    if os.hasattr("register_at_fork")? {
+        let kwargs = pyo3::types::PyDict::new(module.py());
+        kwargs.set_item("after_in_child", after_fork)?;
+        os.call_method("register_at_fork", (), Some(&kwargs))?;
+    }
     Ok(())
 }

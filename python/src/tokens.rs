@@ -239,7 +239,10 @@ impl PyContextTracker {
     /// Sets the system prompt (a str or a list of blocks).
     fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_system", || {
-            self.tracker.set_system(&json_of(system)?);
+            let system = json_of(system)?;
+            // Estimating a large value takes a while: done with the interpreter released.
+            let tracker = &mut self.tracker;
+            py.detach(move || tracker.set_system(&system));
             Ok(())
         })
     }
@@ -247,7 +250,9 @@ impl PyContextTracker {
     /// Sets the tool definitions (a list).
     fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_tools", || {
-            self.tracker.set_tools(&json_of(tools)?);
+            let tools = json_of(tools)?;
+            let tracker = &mut self.tracker;
+            py.detach(move || tracker.set_tools(&tools));
             Ok(())
         })
     }
@@ -255,7 +260,9 @@ impl PyContextTracker {
     /// Appends a message.
     fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.push_message", || {
-            self.tracker.push_message(&json_of(message)?);
+            let message = json_of(message)?;
+            let tracker = &mut self.tracker;
+            py.detach(move || tracker.push_message(&message));
             Ok(())
         })
     }
@@ -266,7 +273,8 @@ impl PyContextTracker {
             let Value::Array(messages) = json_of(messages)? else {
                 return Err(PyTypeError::new_err("expected a list of messages"));
             };
-            self.tracker.replace_messages(&messages);
+            let tracker = &mut self.tracker;
+            py.detach(move || tracker.replace_messages(&messages));
             Ok(())
         })
     }
