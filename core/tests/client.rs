@@ -1747,6 +1747,31 @@ async fn a_base_url_with_a_query_keeps_it_after_the_endpoint_path() {
 }
 
 #[tokio::test]
+async fn a_key_given_as_the_base_url_is_not_echoed_in_the_error() {
+    // Swapped arguments (`Client(base_url=key, api_key=url)`): the message, which ends up in
+    // logs, must not carry the key.
+    let key = "sk-ant-api03-AbCdEfGh0123456789";
+    for base in [key.to_owned(), format!("{key}/v1"), format!(" {key}")] {
+        let config = ClientConfig::new(Provider::Anthropic)
+            .with_base_url(base.as_str())
+            .with_api_key("https://api.anthropic.com");
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(!message.contains("AbCdEfGh"), "{message}");
+                assert!(message.contains("http(s)://"), "{message}");
+            }
+            other => panic!("{base}: {other:?}"),
+        }
+    }
+    // A URL with a scheme is still shown: it is what the user needs to see to fix it.
+    let config = ClientConfig::new(Provider::Anthropic).with_base_url("ftp://gw.example");
+    match Client::new(config) {
+        Err(ClientError::Config(message)) => assert!(message.contains("ftp://gw.example")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
 async fn credentials_in_the_base_url_are_a_config_error_not_silently_dropped() {
     let config =
         ClientConfig::new(Provider::OpenAiChat).with_base_url("https://user:secret@gw.example/v1");

@@ -276,6 +276,15 @@ impl Client {
 }
 
 fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
+    if !config.base_url.contains("://") {
+        // Not shown: a value without a scheme is as likely a key given in the wrong place
+        // (swapped arguments) as a URL, and this message ends up in logs.
+        return Err(ClientError::Config(format!(
+            "bad base URL (a {}-character value without a scheme, not shown): expected \
+             http(s)://host",
+            config.base_url.chars().count()
+        )));
+    }
     // A query in the base URL (Azure's `?api-version=`) stays at the end.
     let (base, query) = match config.base_url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
