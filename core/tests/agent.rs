@@ -1935,15 +1935,7 @@ async fn whitespace_only_text_blocks_never_enter_history() {
 /// one is (the API refuses both).
 #[tokio::test]
 async fn whitespace_only_prompts_are_refused_before_any_request() {
-    let model = Arc::new(ScriptedModel::new(|_, request| {
-        reply(request, vec![text("Done.")], "end_turn")
-    }));
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        model.clone(),
-        executor(Default::default()),
-    );
-    let cases = [
+    refused_before_any_request(vec![
         (
             vec![json!({"role": "user", "content": " \n"})],
             "message 0: the content is only whitespace",
@@ -1952,7 +1944,21 @@ async fn whitespace_only_prompts_are_refused_before_any_request() {
             vec![json!({"role": "user", "content": [text("look"), text("\t")]})],
             "message 0: text block 1 is only whitespace",
         ),
-    ];
+    ])
+    .await;
+}
+
+/// Runs each conversation on one agent and checks that it stops with an error naming the
+/// problem and that the model was never called; returns the agent and its model for more.
+async fn refused_before_any_request(cases: Vec<(Vec<Value>, &str)>) -> (Agent, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        reply(request, vec![text("Done.")], "end_turn")
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
     for (messages, expected) in cases {
         let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
         match events.as_slice() {
@@ -1962,11 +1968,12 @@ async fn whitespace_only_prompts_are_refused_before_any_request() {
                     error: Some(error),
                     ..
                 },
-            ] => assert!(error.ends_with(expected), "{error}"),
-            other => panic!("{messages:?}: {other:#?}"),
+            ] => assert!(error.contains(expected), "{error} (expected {expected:?})"),
+            other => panic!("{messages:?}: {other:?}"),
         }
     }
     assert_eq!(model.calls(), 0);
+    (agent, model)
 }
 
 /// A host's model that panics: when asked for a stream, or while its stream is polled.
@@ -2056,15 +2063,7 @@ async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
 
 #[tokio::test]
 async fn empty_messages_and_empty_text_blocks_are_refused_before_any_request() {
-    let model = Arc::new(ScriptedModel::new(|_, request| {
-        reply(request, vec![text("Done.")], "end_turn")
-    }));
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        model.clone(),
-        executor(Default::default()),
-    );
-    let cases = [
+    let (agent, model) = refused_before_any_request(vec![
         (
             vec![json!({"role": "user", "content": ""})],
             "message 0: the content is empty",
@@ -2085,20 +2084,8 @@ async fn empty_messages_and_empty_text_blocks_are_refused_before_any_request() {
             vec![json!({"role": "user", "content": [text("look"), text("")]})],
             "message 0: text block 1 is empty",
         ),
-    ];
-    for (messages, expected) in cases {
-        let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
-        match events.as_slice() {
-            [
-                AgentEvent::Stop {
-                    reason: StopReason::Error,
-                    error: Some(error),
-                    ..
-                },
-            ] => assert!(error.contains(expected), "{error} (expected {expected:?})"),
-            other => panic!("{messages:?}: {other:?}"),
-        }
-    }
+    ])
+    .await;
     // `run("")` is the same empty prompt.
     let (reason, _, turns) = stop(&collect(&agent, "").await);
     assert_eq!((reason, turns), (StopReason::Error, 0));
