@@ -110,13 +110,11 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
         // content blocks must contain non-whitespace text") in every message but a final
         // assistant one, which a conversation handed to the loop never has.
         match object.get("content") {
-            Some(Value::String(text)) if text.is_empty() => {
-                return Err(format!("message {i}: the content is empty"));
+            Some(Value::String(text)) => {
+                if let Some(blank) = blank(text) {
+                    return Err(format!("message {i}: the content is {blank}"));
+                }
             }
-            Some(Value::String(text)) if text.trim().is_empty() => {
-                return Err(format!("message {i}: the content is only whitespace"));
-            }
-            Some(Value::String(_)) => {}
             Some(Value::Array(blocks)) => {
                 if blocks.is_empty() {
                     return Err(format!("message {i}: the content is empty"));
@@ -127,20 +125,14 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                 {
                     return Err(format!("message {i}: content block {j} has no type"));
                 }
-                if let Some(j) = blocks.iter().position(|block| {
-                    block_type(block) == "text"
-                        && block.get("text").and_then(Value::as_str) == Some("")
+                if let Some((j, blank)) = blocks.iter().enumerate().find_map(|(j, block)| {
+                    let text = block.get("text").and_then(Value::as_str);
+                    let blank = text
+                        .filter(|_| block_type(block) == "text")
+                        .and_then(blank)?;
+                    Some((j, blank))
                 }) {
-                    return Err(format!("message {i}: text block {j} is empty"));
-                }
-                if let Some(j) = blocks.iter().position(|block| {
-                    block_type(block) == "text"
-                        && block
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .is_some_and(|text| text.trim().is_empty())
-                }) {
-                    return Err(format!("message {i}: text block {j} is only whitespace"));
+                    return Err(format!("message {i}: text block {j} is {blank}"));
                 }
             }
             _ => {
@@ -154,6 +146,18 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
         return Err("the last message must be a user message".to_owned());
     }
     check_tool_pairing(messages)
+}
+
+/// How a text the API refuses as blank reads in an error ("empty", "only whitespace"), or
+/// `None` for a text with something in it.
+fn blank(text: &str) -> Option<&'static str> {
+    if text.is_empty() {
+        Some("empty")
+    } else if text.trim().is_empty() {
+        Some("only whitespace")
+    } else {
+        None
+    }
 }
 
 /// Removes the `tool_use` blocks of an assistant message (used when a response is cut before
@@ -170,7 +174,7 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
 /// Removes the empty and whitespace-only text blocks of a message (the API refuses them in
 /// history: "text content blocks must contain non-whitespace text"; models stream a "\n\n"
 /// block before a call). Returns how many were removed.
-pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
+pub(crate) fn drop_blank_text_blocks(message: &mut Value) -> usize {
     let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
         return 0;
     };
@@ -179,7 +183,7 @@ pub(crate) fn drop_empty_text_blocks(message: &mut Value) -> usize {
         block_type(b) != "text"
             || b.get("text")
                 .and_then(Value::as_str)
-                .is_some_and(|text| !text.trim().is_empty())
+                .is_some_and(|text| blank(text).is_none())
     });
     before - content.len()
 }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
-    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_empty_text_blocks,
+    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
     drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
     is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
@@ -523,7 +523,7 @@ impl Driver {
             call_ids.apply(&mut assistant);
             // The API refuses an empty text block in history (a response cut right after a
             // text block opened, a provider that announces a call with one).
-            drop_empty_text_blocks(&mut assistant);
+            drop_blank_text_blocks(&mut assistant);
             if let Some(id) = container_id(&message) {
                 self.container = Some(id);
             }
