@@ -72,12 +72,6 @@ pub async fn future<T>(body: impl Future<Output = napi::Result<T>>) -> napi::Res
 
 /// The error reported for a caught panic payload.
 pub fn panic_error(payload: &(dyn std::any::Any + Send)) -> FerroloopError {
-    let detail = if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    };
+    let detail = ferroloop::exec::panic_message(payload);
     FerroloopError::new(ErrorCode::Internal, format!("ferroloop panicked: {detail}"))
 }

@@ -104,13 +104,7 @@ pub(crate) fn internal_error(py: Python<'_>, detail: &str) -> PyErr {
     )
 }
 
-/// The text of a panic payload (`panic!` with a literal gives `&str`, with arguments `String`).
+/// The text of a panic payload.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "panic with a non-string payload".to_owned()
-    }
+    ferroloop::exec::panic_message(payload).to_owned()
 }

@@ -87,11 +87,7 @@ pub(crate) fn run_void(body: impl FnOnce()) {
 
 /// Records a caught panic and returns `FL_STATUS_PANIC`.
 fn panicked(payload: &(dyn Any + Send)) -> fl_status {
-    let detail = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)");
+    let detail = ferroloop_core::exec::panic_message(payload);
     tracing::error!(detail, "panic caught at the C boundary");
     set_last_error(&format!("internal error: panic: {detail}"));
     fl_status::FL_STATUS_PANIC

@@ -252,8 +252,10 @@ fn text(message: String) -> ToolResultContent {
     ToolResultContent::Text(message)
 }
 
-/// The text a panic was raised with (`"panic"` when it carries none).
-pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> &str {
+/// The text a panic was raised with (a `panic!` with a literal carries a `&str`, one with
+/// arguments a `String`; `"panic"` when it carries neither). Every binding reports caught panics
+/// with it.
+pub fn panic_message(panic: &(dyn Any + Send)) -> &str {
     if let Some(message) = panic.downcast_ref::<&str>() {
         message
     } else if let Some(message) = panic.downcast_ref::<String>() {

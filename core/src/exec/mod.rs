@@ -47,7 +47,7 @@
 pub mod admission;
 pub mod budget;
 mod call;
-pub(crate) use call::panic_message;
+pub use call::panic_message;
 pub mod cancel;
 mod context;
 mod events;
