@@ -155,11 +155,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     drop(source);
     if let Some(error) = stop_error {
         // Why the run failed, where a script looks for it; stdout is the transcript.
-        let reason = serde_json::to_value(stop_reason)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        eprintln!("ferroloop run: stopped ({reason}): {error}");
+        eprintln!("ferroloop run: stopped ({}): {error}", stop_reason.as_str());
     }
     Ok(match (interrupted, stop_reason) {
         (Some(signal), _) => signal_exit(signal),
@@ -419,10 +415,7 @@ impl TerminalView {
                 writeln!(
                     out,
                     "── {} · {turns} turns · {tool_calls} tool calls · tokens in {input_tokens} / out {output_tokens} · estimated input {} vs reported {} · first token {ttft} · retries {} · wall {}",
-                    serde_json::to_value(reason)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default(),
+                    reason.as_str(),
                     self.estimated,
                     self.reported_input,
                     self.retries,

@@ -29,6 +29,23 @@ pub enum StopReason {
     Error,
 }
 
+impl StopReason {
+    /// The reason's wire name, as serialised (`"end_turn"`, `"prompt_too_long"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::StopSequence => "stop_sequence",
+            Self::Refusal => "refusal",
+            Self::MaxTokens => "max_tokens",
+            Self::MaxTurns => "max_turns",
+            Self::Budget => "budget",
+            Self::Aborted => "aborted",
+            Self::PromptTooLong => "prompt_too_long",
+            Self::Error => "error",
+        }
+    }
+}
+
 /// A context-management step taken before a model call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
@@ -184,5 +201,29 @@ fn as_opt_millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::
     match d {
         Some(d) => s.serialize_f64(d.as_secs_f64() * 1e3),
         None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_reason_s_name_is_its_serialised_form() {
+        use StopReason::*;
+        for reason in [
+            EndTurn,
+            StopSequence,
+            Refusal,
+            MaxTokens,
+            MaxTurns,
+            Budget,
+            Aborted,
+            PromptTooLong,
+            Error,
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
     }
 }
