@@ -690,6 +690,15 @@ mod tests {
         ]})
     }
 
+    /// The script's second turn, answering the first turn's results of `request`.
+    fn second_turn(request: &Value) -> Value {
+        let messages: Vec<Value> = request["messages"]
+            .as_array()
+            .map(|messages| messages.iter().take(3).cloned().collect())
+            .unwrap_or_default();
+        explore_directory_script(&json!({ "messages": messages }))
+    }
+
     fn answer(request: &Value) -> String {
         explore_directory_script(request)["content"][0]["text"]
             .as_str()
@@ -749,11 +758,7 @@ mod tests {
             ["No files found", "No files found", "No matches found"],
             vec![],
         );
-        let Value::Array(mut messages) = first["messages"].clone() else {
-            unreachable!()
-        };
-        messages.truncate(3);
-        let turn2 = explore_directory_script(&json!({"messages": messages}));
+        let turn2 = second_turn(&first);
         assert_eq!(turn2["content"][1]["name"], "glob", "{turn2}");
         let request = history(
             ["No files found", "No files found", "No matches found"],
@@ -773,11 +778,7 @@ mod tests {
             ["my notes.txt\n", "No files found", "No matches found"],
             vec![],
         );
-        let Value::Array(mut messages) = request["messages"].clone() else {
-            unreachable!()
-        };
-        messages.truncate(3);
-        let turn2 = explore_directory_script(&json!({"messages": messages}));
+        let turn2 = second_turn(&request);
         assert_eq!(
             turn2["content"][1]["input"]["file_path"], "my notes.txt",
             "{turn2}"
