@@ -15,6 +15,7 @@ mod replay_agent_model;
 mod run;
 mod serve_replay;
 mod sse;
+mod terminal_text;
 mod tokens;
 
 // With `bench`, allocations are counted (one relaxed atomic add each) for its allocs/event column.

@@ -3,20 +3,24 @@
 //! served over loopback HTTP; the tools run for real). Anthropic Messages or OpenAI Chat
 //! Completions (`--provider openai`, translated by the core), with an optional fallback model.
 
+use std::borrow::Cow;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason};
-use ferroloop::exec::{ToolExecutor, ToolRegistry};
+use ferroloop::exec::{CancellationToken, ToolExecutor, ToolRegistry};
 use ferroloop::tokens::Family;
 use futures::StreamExt;
 use serde_json::Value;
 
 use crate::model_source;
+use crate::terminal_text::for_terminal;
 
 /// Arguments of `ferroloop run`.
 #[derive(Debug, clap::Args)]
@@ -79,7 +83,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     // From the start: a signal during setup still stops the run cleanly once it begins.
-    let mut signals = Signals::new().context("cannot listen for SIGINT and SIGTERM")?;
+    let signals = Signals::new().context("cannot listen for SIGINT and SIGTERM")?;
     let dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -110,20 +114,21 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let stdout = io::stdout();
     let mut out = stdout.lock();
+    let mut view = TerminalView::new(io::stdout().is_terminal());
     if !args.json {
-        writeln!(out, "{}", source.banner(&dir))?;
-        writeln!(out, "> {prompt}\n")?;
+        writeln!(out, "{}", view.shown(&source.banner(&dir)))?;
+        writeln!(out, "> {}\n", view.shown(&prompt))?;
         out.flush()?;
     }
     let started = Instant::now();
-    let mut view = TerminalView::new(io::stdout().is_terminal());
     let mut run = agent.run(prompt);
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     let mut stop_reason = StopReason::Error;
     let mut stop_error = None;
-    // The first SIGINT or SIGTERM cancels the run, which still ends with its `stop` event; a
-    // second one ends the process at once.
-    let mut interrupted: Option<i32> = None;
+    // Signals are watched on a task of their own, not in the loop below: the loop may be stuck
+    // in a write to a stdout nobody reads (a paused terminal, a full pipe), and Ctrl-C must
+    // still act.
+    let watch = SignalWatch::start(signals, run.cancellation_token().clone());
     loop {
         tokio::select! {
             event = run.next() => {
@@ -141,20 +146,19 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             _ = ticker.tick(), if !args.json => view.tick(&mut out)?,
-            signal = signals.next() => {
-                if interrupted.is_some() {
-                    out.flush()?;
-                    return Ok(signal_exit(signal));
-                }
-                interrupted = Some(signal);
-                run.cancel();
-            }
         }
     }
+    let interrupted = watch.run_ended();
     out.flush()?;
     drop(source);
     if let Some(error) = stop_error {
-        // Why the run failed, where a script looks for it; stdout is the transcript.
+        // Why the run failed, where a script looks for it; stdout is the transcript. The error
+        // may quote a server's or a tool's text.
+        let error = if io::stderr().is_terminal() {
+            for_terminal(&error).into_owned()
+        } else {
+            error
+        };
         eprintln!("ferroloop run: stopped ({}): {error}", stop_reason.as_str());
     }
     Ok(match (interrupted, stop_reason) {
@@ -167,7 +171,72 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// The exit status of a run ended by `signal`: 128 + its number, as a shell reports a command
 /// the signal killed (130 for SIGINT, 143 for SIGTERM).
 fn signal_exit(signal: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(128 + signal).unwrap_or(u8::MAX))
+    ExitCode::from(u8::try_from(signal_status(signal)).unwrap_or(u8::MAX))
+}
+
+/// 128 + the signal's number.
+fn signal_status(signal: i32) -> i32 {
+    128 + signal
+}
+
+/// The signal watcher of a run. The first SIGINT or SIGTERM cancels the run, which still ends
+/// with its `stop` event and summary; a second one, or one after the run ended (the last writes
+/// may be blocked), ends the process at once with the signal's status.
+struct SignalWatch {
+    /// 0 while no signal came, else the number of the first one.
+    first: Arc<AtomicI32>,
+    run_over: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SignalWatch {
+    fn start(mut signals: Signals, cancel: CancellationToken) -> Self {
+        let first = Arc::new(AtomicI32::new(0));
+        let run_over = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (first, run_over) = (Arc::clone(&first), Arc::clone(&run_over));
+            async move {
+                loop {
+                    let signal = signals.next().await;
+                    let earlier = first.compare_exchange(0, signal, SeqCst, SeqCst);
+                    if earlier.is_err() || run_over.load(SeqCst) {
+                        // Whatever holds the main thread (a blocked write), stop now; the
+                        // exit does not wait for stdout, whose lock that thread holds.
+                        std::process::exit(signal_status(signal));
+                    }
+                    cancel.cancel();
+                }
+            }
+        });
+        Self {
+            first,
+            run_over,
+            task,
+        }
+    }
+
+    /// Marks the run as over and returns the signal that interrupted it, if any.
+    fn run_ended(&self) -> Option<i32> {
+        self.run_over.store(true, SeqCst);
+        match self.first.load(SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
+    }
+}
+
+impl Drop for SignalWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for SignalWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignalWatch")
+            .field("first", &self.first)
+            .finish_non_exhaustive()
+    }
 }
 
 /// SIGINT and SIGTERM, listened to for the whole run: a signal that arrives while an event is
@@ -249,6 +318,16 @@ impl TerminalView {
         }
     }
 
+    /// Text from the model, a tool or a server as it may be printed: with its control
+    /// characters made visible on a terminal (see `terminal_text`), exact otherwise.
+    fn shown<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.tty {
+            for_terminal(text)
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
     fn clear_spinner(&mut self, out: &mut impl Write) -> io::Result<()> {
         if self.spinner_shown {
             write!(out, "\r\x1b[2K")?;
@@ -291,8 +370,11 @@ impl TerminalView {
         self.clear_spinner(out)?;
         match event {
             AgentEvent::TextDelta { text } => {
+                let text = self.shown(text);
                 write!(out, "{text}")?;
-                self.at_line_start = text.ends_with('\n');
+                if !text.is_empty() {
+                    self.at_line_start = text.ends_with('\n');
+                }
             }
             AgentEvent::ThinkingDelta { .. } => {}
             AgentEvent::ToolStarted {
@@ -304,7 +386,8 @@ impl TerminalView {
                 if !self.tty {
                     writeln!(out, "  … {name} {}", brief(input))?;
                 }
-                self.running.push((tool_use_id.clone(), name.clone()));
+                let name = self.shown(name).into_owned();
+                self.running.push((tool_use_id.clone(), name));
             }
             AgentEvent::ToolFinished {
                 tool_use_id,
@@ -321,6 +404,7 @@ impl TerminalView {
                 } else {
                     String::new()
                 };
+                let name = self.shown(name);
                 writeln!(out, "  {mark} {name}{note} · {}", human(*duration))?;
             }
             AgentEvent::ToolProgress { .. } => {}
@@ -348,6 +432,7 @@ impl TerminalView {
             } => {
                 self.newline(out)?;
                 self.fallback_shown = true;
+                let (from, to, error) = (self.shown(from), self.shown(to), self.shown(error));
                 writeln!(
                     out,
                     "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
@@ -355,11 +440,8 @@ impl TerminalView {
             }
             AgentEvent::Context(action) => {
                 self.newline(out)?;
-                writeln!(
-                    out,
-                    "  ⋯ context: {}",
-                    serde_json::to_string(action).unwrap_or_default()
-                )?;
+                let action = serde_json::to_string(action).unwrap_or_default();
+                writeln!(out, "  ⋯ context: {}", self.shown(&action))?;
             }
             AgentEvent::CacheBreak {
                 previous,
@@ -370,7 +452,7 @@ impl TerminalView {
                 writeln!(
                     out,
                     "  ⚠ prompt cache break: {previous} → {current} cached tokens ({})",
-                    changed.join(", ")
+                    self.shown(&changed.join(", "))
                 )?;
             }
             AgentEvent::TurnStart { turn, .. } => {
@@ -452,5 +534,51 @@ impl std::fmt::Debug for TerminalView {
         f.debug_struct("TerminalView")
             .field("tty", &self.tty)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn shown_on(tty: bool, events: &[AgentEvent]) -> String {
+        let mut view = TerminalView::new(tty);
+        let mut out = Vec::new();
+        for event in events {
+            view.show(&mut out, event, Instant::now()).unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Escape sequences the model repeats (from a file a tool read, say) are shown on a
+    /// terminal, not obeyed; a pipe gets the exact text.
+    #[test]
+    fn a_terminal_is_not_driven_by_the_models_escape_sequences() {
+        let text = "done\x1b]52;c;cm0gLXJmIH4=\x07\x1b[1A\x1b[2K\r\n";
+        let events = [
+            AgentEvent::TextDelta { text: text.into() },
+            AgentEvent::ToolStarted {
+                tool_use_id: "t1".into(),
+                name: "re\x1b[2Jad".into(),
+                input: serde_json::json!({}),
+            },
+            AgentEvent::ToolFinished {
+                tool_use_id: "t1".into(),
+                name: "re\x1b[2Jad".into(),
+                is_error: true,
+                status: "error".into(),
+                duration: Duration::from_millis(1),
+            },
+        ];
+        let tty = shown_on(true, &events);
+        assert!(!tty.contains('\x1b') && !tty.contains('\x07'), "{tty:?}");
+        assert!(
+            tty.starts_with("done␛]52;c;cm0gLXJmIH4=␇␛[1A␛[2K\n"),
+            "{tty:?}"
+        );
+        assert!(tty.contains("✗ re␛[2Jad (error)"), "{tty:?}");
+        let piped = shown_on(false, &events);
+        assert!(piped.starts_with(text), "{piped:?}");
     }
 }

@@ -340,6 +340,71 @@ fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
     }
 }
 
+/// Ctrl-C acts even while the run is stuck writing to a stdout nobody reads (a paused
+/// terminal, a full pipe): the first signal cancels the run, the second ends the process with
+/// the signal's status. Before, signals were only looked at between two writes, so a run
+/// blocked in a write could not be interrupted at all.
+#[cfg(unix)]
+#[test]
+fn signals_act_while_stdout_is_blocked() {
+    use std::io::Write;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = project();
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let child_stdout = writer.try_clone().unwrap();
+    // Fill the pipe: the filler blocks once it is full, and so does the run's first write.
+    let filler = std::thread::spawn(move || {
+        let block = [b'.'; 4096];
+        while writer.write_all(&block).is_ok() {}
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--json"])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .stdout(child_stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let the run start and block on its first event line.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run should be blocked"
+    );
+    let kill = |signal: &str| {
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    kill("INT");
+    std::thread::sleep(Duration::from_millis(300));
+    kill("INT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(reader);
+    let _ = filler.join();
+    let status = status.expect("the run ignored two SIGINTs while its stdout was blocked");
+    assert_eq!(status.code(), Some(130));
+}
+
 /// The terminal view numbers retries from 1, as its summary counts them (it showed the
 /// attempt about to be made: "retry 2" for the first retry, "retries 1" in the summary).
 #[test]
