@@ -6,14 +6,17 @@
 //! as a request (system, tools, messages, per-block rules); anything else as plain text. `-` is
 //! stdin, counted as a request when it holds one (it has no extension to go by). With
 //! `--exact`, text is counted by the family's exact tokenizer (o200k and cl100k only); request
-//! overheads and images still follow the documented rules.
+//! overheads and images still follow the documented rules. Plain text is estimated as it is
+//! read, a block at a time, so a large log does not have to fit in memory.
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use ferroloop::tokens::{Family, TextCounter, count_exact, count_request_body, estimate_bytes};
+use ferroloop::tokens::{
+    Family, TextCounter, TextEstimator, count_exact, count_request_body, estimate_bytes,
+};
 use serde_json::{Value, json};
 
 /// Arguments of `ferroloop tokens`.
@@ -43,10 +46,18 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let mut status = ExitCode::SUCCESS;
-    // Read once: `-` given twice counts the same input twice, not the rest of a spent stdin.
-    let mut stdin: Option<Vec<u8>> = None;
+    // Counted once: `-` given twice counts the same input twice, not the rest of a spent stdin.
+    let mut stdin_tokens: Option<u64> = None;
     for path in &args.files {
-        match count_file(path, family, args.exact, &mut stdin) {
+        let counted = if path.as_os_str() == "-" {
+            match stdin_tokens {
+                Some(tokens) => Ok(tokens),
+                None => count_stdin(family, args.exact).inspect(|&n| stdin_tokens = Some(n)),
+            }
+        } else {
+            count_file(path, family, args.exact)
+        };
+        match counted {
             Ok(tokens) => {
                 let line = json!({
                     "file": path.display().to_string(),
@@ -69,46 +80,89 @@ pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
     Ok(status)
 }
 
-fn count_file(
-    path: &Path,
-    family: Family,
-    exact: bool,
-    stdin_bytes: &mut Option<Vec<u8>>,
-) -> anyhow::Result<u64> {
-    let stdin = path.as_os_str() == "-";
-    let read;
-    let bytes: &[u8] = if stdin {
-        if stdin_bytes.is_none() {
-            let mut bytes = Vec::new();
-            io::stdin()
-                .lock()
-                .read_to_end(&mut bytes)
-                .context("cannot read stdin")?;
-            *stdin_bytes = Some(bytes);
+/// Bytes read at a time from a text counted as it is read.
+const READ_BLOCK: usize = 1 << 20;
+
+fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
+    let is_json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if is_json || exact {
+        // A request is parsed whole, and the exact tokenizer needs the whole text.
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        return Ok(count_bytes(&bytes, family, exact, is_json));
+    }
+    estimate_read(&mut file, &[], family).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Stdin: a request when it holds one (it has no extension to go by), else text. Only an input
+/// that starts as a JSON object (`{` after any byte-order mark and whitespace) can be a
+/// request, and only such an input is read whole; text is counted as it arrives.
+fn count_stdin(family: Family, exact: bool) -> anyhow::Result<u64> {
+    let mut stdin = io::stdin().lock();
+    let mut head = Vec::new();
+    loop {
+        let start = head.len();
+        head.resize(start + 64 * 1024, 0);
+        let n = read_some(&mut stdin, &mut head[start..]).context("cannot read stdin")?;
+        head.truncate(start + n);
+        let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        if n == 0 || first.is_some() || head.len() >= READ_BLOCK {
+            break;
         }
-        stdin_bytes.as_deref().unwrap_or_default()
-    } else {
-        read = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        &read
-    };
+    }
+    let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
+    let may_be_request = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if may_be_request || exact {
+        stdin.read_to_end(&mut head).context("cannot read stdin")?;
+        return Ok(count_bytes(&head, family, exact, true));
+    }
+    estimate_read(&mut stdin, &head, family).context("cannot read stdin")
+}
+
+/// The estimate of `head` followed by the rest of `reader`, read a block at a time.
+fn estimate_read(reader: &mut impl Read, head: &[u8], family: Family) -> io::Result<u64> {
+    let mut estimator = TextEstimator::new(family);
+    estimator.feed(head);
+    let mut block = vec![0; READ_BLOCK];
+    loop {
+        match read_some(reader, &mut block)? {
+            0 => return Ok(estimator.estimate()),
+            n => estimator.feed(&block[..n]),
+        }
+    }
+}
+
+/// One read, retried when interrupted by a signal.
+fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+/// Counts text read whole: as a request when `may_be_request` and it holds one, else as text.
+fn count_bytes(bytes: &[u8], family: Family, exact: bool, may_be_request: bool) -> u64 {
     let exact_text = |text: &str| count_exact(text, family).unwrap_or(0);
-    if (stdin
-        || path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json")))
-        && let Some(body) = as_request(bytes)
-    {
+    if may_be_request && let Some(body) = as_request(bytes) {
         let counter = if exact {
             TextCounter::with(family, &exact_text)
         } else {
             TextCounter::estimate(family)
         };
-        return Ok(count_request_body(&body, &counter).total());
+        return count_request_body(&body, &counter).total();
     }
     if exact {
-        Ok(exact_text(&String::from_utf8_lossy(bytes)))
+        exact_text(&String::from_utf8_lossy(bytes))
     } else {
-        Ok(estimate_bytes(bytes, family))
+        estimate_bytes(bytes, family)
     }
 }
 

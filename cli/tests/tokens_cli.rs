@@ -222,3 +222,74 @@ fn a_dash_given_twice_counts_the_same_input() {
     assert!(counts[0]["tokens"].as_u64().unwrap() > 0, "{counts:?}");
     assert_eq!(counts[0]["tokens"], counts[1]["tokens"], "{counts:?}");
 }
+
+/// A text larger than a read block (here 3 MiB of mixed lines, one line crossing each block
+/// boundary) is estimated as it is read, with the whole text's estimate, from a file and from
+/// stdin alike.
+#[test]
+fn a_large_text_read_in_blocks_gets_the_whole_texts_estimate() {
+    let mut text = String::new();
+    let mut n = 0u64;
+    while text.len() < 3 << 20 {
+        n = n
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        match n >> 61 {
+            0 => text.push_str("fn main() { println!(\"{}\", 42); }\n"),
+            1 => text.push_str("2026-12-01T19:42:35Z INFO request id=7f3a latency_ms=12\n"),
+            2 => text.push_str("Обычный русский текст, и ещё немного.\n"),
+            3 => text.push_str("日本語のテキストと한국어 문장。\n"),
+            4 => text.push_str(&format!("{n:016x}{n:016x}")),
+            _ => text.push_str("The quick brown fox jumps over the lazy dog. "),
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    std::fs::write(&path, &text).unwrap();
+    for family in ["claude", "o200k", "claude-legacy"] {
+        let expected = ferroloop::tokens::estimate_text(&text, family.parse().unwrap());
+        let output = bin()
+            .args(["tokens", "--tokenizer", family])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(lines(&output)[0]["tokens"], expected, "{family}");
+        let output = run_stdin(&["tokens", "--tokenizer", family, "-"], text.as_bytes());
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(lines(&output)[0]["tokens"], expected, "{family} from stdin");
+    }
+}
+
+/// Text on stdin is counted as it arrives: 256 MiB piped through keep the process's peak
+/// memory far below the input's size. Before, all of stdin was read into memory first.
+#[cfg(target_os = "linux")]
+#[test]
+fn text_on_stdin_is_not_held_in_memory() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let line = "2026-12-01T19:42:35Z INFO worker=3 request id=7f3a9c latency_ms=12 ok\n";
+    let block = line.repeat((1 << 20) / line.len());
+    let mut child = bin()
+        .args(["tokens", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for _ in 0..256 {
+        stdin.write_all(block.as_bytes()).unwrap();
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    drop(stdin);
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(lines(&output)[0]["tokens"].as_u64().unwrap() > 256 * 10_000);
+    assert!(peak_kib < 96 * 1024, "peak resident memory {peak_kib} KiB");
+}

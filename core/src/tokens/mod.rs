@@ -5,6 +5,8 @@
 //!   coefficients are fitted offline against exact tokenizers by `tools/fit-tokens`.
 //! - [`estimate_request`] / [`estimate_request_body`]: per-block rules for provider requests
 //!   (text, thinking, tool use and results, images from dimensions, documents, overheads).
+//! - [`TextEstimator`]: the same estimate for a text fed in pieces, in memory bounded by its
+//!   longest line.
 //! - [`ContextTracker`]: usage anchoring with an online correction factor.
 //! - [`ContextBudget`]: Claude Code's thresholds, configurable.
 //! - `count_exact` (feature `exact`): exact counts for `o200k` and `cl100k`.
@@ -18,6 +20,7 @@ pub mod exact;
 pub mod images;
 pub mod model;
 pub mod request;
+pub mod stream;
 pub mod tracker;
 
 pub use budget::{BudgetState, ContextBudget, InvalidAutocompactPercent, ModelLimits, ModelTable};
@@ -32,4 +35,5 @@ pub use request::{
     Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
     estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
 };
+pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
 pub use tracker::{ContextTracker, CountMethod, InvalidCorrection, TokenCount, Usage};
