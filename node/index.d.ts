@@ -208,6 +208,22 @@ export declare class StreamDecoder {
 export type NativeStreamDecoder = StreamDecoder
 
 /**
+ * The token estimate of a text fed in pieces: the whole text's estimate, in memory bounded by
+ * its longest line.
+ */
+export declare class TextEstimator {
+  /** An estimator for a tokenizer family (`claude` by default), before any text. */
+  constructor(tokenizer?: string | undefined | null)
+  /** Adds the next piece, as text. */
+  feedText(text: string): void
+  /** Adds the next piece, as UTF-8 bytes (a character may be split between two pieces). */
+  feedBytes(bytes: Uint8Array): void
+  /** The estimate of the text fed so far (0 for none). */
+  estimate(): number
+}
+export type NativeTextEstimator = TextEstimator
+
+/**
  * The executor: register tools (declarations here, functions in JS), then run batches or
  * streaming turns.
  */

@@ -1,5 +1,5 @@
 // Token estimates and the context budget with types (checked by `tsc --noEmit`).
-import { ContextBudget, ContextTracker, estimateRequest, estimateTokens, type BudgetState } from 'ferroloop'
+import { ContextBudget, ContextTracker, TextEstimator, estimateRequest, estimateTokens, type BudgetState } from 'ferroloop'
 
 const n: number = estimateTokens('fn main() { println!("hi") }', { tokenizer: 'o200k' })
 const request = estimateRequest({ system: 'Be brief.', messages: [{ role: 'user', content: 'hi' }] })
@@ -8,4 +8,8 @@ const tracker = new ContextTracker({ tokenizer: 'claude' })
 tracker.pushMessage({ role: 'user', content: 'hello' })
 tracker.recordUsage({ input_tokens: 12, output_tokens: 0 })
 const state: BudgetState = budget.state(tracker.tokens().tokens)
-console.log(n, request.total, state, tracker.tokens().method)
+const log = new TextEstimator({ tokenizer: 'claude' })
+log.feed('first line\n')
+log.feed(new TextEncoder().encode('second line\n'))
+const logTokens: number = log.estimate()
+console.log(n, request.total, state, tracker.tokens().method, logTokens)

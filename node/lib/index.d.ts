@@ -488,6 +488,19 @@ export declare class ContextTracker {
   readonly bytesEstimated: number
 }
 
+/**
+ * The token estimate of a text fed in pieces (a file read in chunks, a child process's output):
+ * what {@link estimateTokens} gives for the whole text, in memory bounded by its longest line (a
+ * line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece).
+ */
+export declare class TextEstimator {
+  constructor(options?: { tokenizer?: Tokenizer })
+  /** Adds the next piece: a string, or UTF-8 bytes (a character may be split between pieces). */
+  feed(piece: string | Uint8Array): void
+  /** The estimate of the text fed so far (0 for none). */
+  estimate(): number
+}
+
 /** The provider API a {@link Client} speaks. */
 export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
 

@@ -6,7 +6,7 @@ const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
 const { ToolExecutor, Turn } = require('./exec.js')
 const { StreamDecoder } = require('./decode.js')
-const { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker } = require('./tokens.js')
+const { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker, TextEstimator } = require('./tokens.js')
 const { Client, MessageStream } = require('./client.js')
 const { Agent, AgentRun } = require('./agent.js')
 
@@ -29,6 +29,7 @@ module.exports = {
   countTokens,
   ContextBudget,
   ContextTracker,
+  TextEstimator,
   ToolExecutor,
   Turn,
   Client,

@@ -28,6 +28,7 @@ export const {
   countTokens,
   ContextBudget,
   ContextTracker,
+  TextEstimator,
   ToolExecutor,
   Turn,
   Client,

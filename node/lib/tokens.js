@@ -123,6 +123,30 @@ class ContextTracker {
 }
 
 /**
+ * The token estimate of a text fed in pieces (a file read in chunks, a child process's output):
+ * what `estimateTokens` gives for the whole text, in memory bounded by its longest line (a
+ * line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece).
+ */
+class TextEstimator {
+  #native
+
+  constructor(options) {
+    const tokenizer = tokenizerOf(options)
+    this.#native = callNative(() => new native.TextEstimator(tokenizer))
+  }
+  /** Adds the next piece: a string, or UTF-8 bytes (a character may be split between pieces). */
+  feed(piece) {
+    if (typeof piece === 'string') return callNative(() => this.#native.feedText(piece))
+    if (piece instanceof Uint8Array) return callNative(() => this.#native.feedBytes(piece))
+    throw new InvalidArgumentError('TextEstimator.feed expects a string or a Uint8Array')
+  }
+  /** The estimate of the text fed so far (0 for none). */
+  estimate() {
+    return callNative(() => this.#native.estimate())
+  }
+}
+
+/**
  * Exact tokens of `text` for `o200k` or `cl100k`. Throws an UnsupportedError for the families
  * with no offline vocabulary, and when the addon was built without the cargo feature `exact`.
  */
@@ -132,4 +156,4 @@ function countTokens(text, tokenizer) {
   return callNative(() => native.countTokens(text, tokenizer))
 }
 
-module.exports = { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker }
+module.exports = { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker, TextEstimator }

@@ -391,3 +391,48 @@ fn count_exact(_text: &str, family: Family) -> Result<f64, FerroloopError> {
         ),
     ))
 }
+
+/// The token estimate of a text fed in pieces: the whole text's estimate, in memory bounded by
+/// its longest line.
+#[napi(js_name = "TextEstimator")]
+#[derive(Debug)]
+pub struct NativeTextEstimator {
+    inner: core_tokens::TextEstimator,
+}
+
+#[napi]
+impl NativeTextEstimator {
+    /// An estimator for a tokenizer family (`claude` by default), before any text.
+    #[napi(constructor)]
+    pub fn new(tokenizer: Option<String>) -> napi::Result<Self> {
+        guard::sync(|| {
+            Ok(Self {
+                inner: core_tokens::TextEstimator::new(family(tokenizer)?),
+            })
+        })
+    }
+
+    /// Adds the next piece, as text.
+    #[napi(js_name = "feedText")]
+    pub fn feed_text(&mut self, text: String) -> napi::Result<()> {
+        guard::sync(|| {
+            self.inner.feed(text.as_bytes());
+            Ok(())
+        })
+    }
+
+    /// Adds the next piece, as UTF-8 bytes (a character may be split between two pieces).
+    #[napi(js_name = "feedBytes")]
+    pub fn feed_bytes(&mut self, bytes: &[u8]) -> napi::Result<()> {
+        guard::sync(|| {
+            self.inner.feed(bytes);
+            Ok(())
+        })
+    }
+
+    /// The estimate of the text fed so far (0 for none).
+    #[napi]
+    pub fn estimate(&self) -> napi::Result<f64> {
+        guard::sync(|| Ok(self.inner.estimate() as f64))
+    }
+}

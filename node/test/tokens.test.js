@@ -105,3 +105,25 @@ test('countTokens counts exactly for o200k and cl100k; other families are Unsupp
   assert.throws(() => ferroloop.countTokens('hello', 'nope'), ferroloop.InvalidArgumentError)
   assert.throws(() => ferroloop.countTokens(5, 'o200k'), ferroloop.InvalidArgumentError)
 })
+
+test('TextEstimator: pieces (strings, or bytes splitting characters) give the whole text\'s estimate', () => {
+  const { TextEstimator } = ferroloop
+  let text = ''
+  for (let i = 0; i < 2000; i++) {
+    text += `line ${i}: Обычный текст, 日本語のテキスト, ${(i * 7919).toString(16)} and some English words.\n`
+  }
+  text += 'no newline at the end ж'
+  const bytes = Buffer.from(text)
+  for (const tokenizer of ['claude', 'o200k', 'cl100k', 'claude-legacy']) {
+    const whole = estimateTokens(text, { tokenizer })
+    const byBytes = new TextEstimator({ tokenizer })
+    for (let start = 0; start < bytes.length; start += 997) byBytes.feed(bytes.subarray(start, start + 997))
+    assert.equal(byBytes.estimate(), whole, tokenizer)
+    const byText = new TextEstimator({ tokenizer })
+    for (let start = 0; start < text.length; start += 1234) byText.feed(text.slice(start, start + 1234))
+    assert.equal(byText.estimate(), whole, tokenizer)
+  }
+  assert.equal(new TextEstimator().estimate(), 0)
+  assert.throws(() => new TextEstimator().feed(42), InvalidArgumentError)
+  assert.throws(() => new TextEstimator({ tokenizer: 'gpt2' }), InvalidArgumentError)
+})

@@ -3,8 +3,9 @@
 - ``SseParser``: a zero-copy WHATWG Server-Sent-Events parser (feed bytes, get events).
 - ``StreamDecoder``: provider stream decoding (Anthropic, OpenAI Chat, OpenAI Responses) and
   accumulation into the provider's final message shape.
-- ``estimate_tokens``, ``estimate_request`` (by part), ``ContextBudget``, ``ContextTracker``: token estimation per tokenizer
-  family, Claude Code's context thresholds, usage-anchored conversation counts.
+- ``estimate_tokens``, ``estimate_request`` (by part), ``TextEstimator`` (text fed in pieces),
+  ``ContextBudget``, ``ContextTracker``: token estimation per tokenizer family, Claude Code's
+  context thresholds, usage-anchored conversation counts.
 - ``Client``: the streaming HTTP client (Anthropic, OpenAI Chat, OpenAI Responses) with
   retries, backoff and stream watchdogs.
 - ``Agent``: the agent loop (model → tools → results → next turn) with Python tools and the
@@ -40,6 +41,7 @@ from ._native import (
     SseEvent,
     SseParser,
     StreamDecoder,
+    TextEstimator,
     ToolContext,
     __version__,
     count_tokens,
@@ -55,6 +57,7 @@ __all__ = [
     "StreamDecoder",
     "estimate_tokens",
     "estimate_request",
+    "TextEstimator",
     "count_tokens",
     "has_exact_counting",
     "Client",

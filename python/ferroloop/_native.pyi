@@ -115,6 +115,18 @@ class ContextBudget:
     def percent_left(self, tokens: int) -> float: ...
 
 @final
+class TextEstimator:
+    """The token estimate of a text fed in pieces (a file read in blocks, a subprocess's
+    output): what ``estimate_tokens`` gives for the whole text, in memory bounded by its longest
+    line (a line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece)."""
+
+    def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> TextEstimator: ...
+    def feed(self, piece: Union[str, bytes]) -> None:
+        """Adds the next piece; ``bytes`` may split a multibyte character between pieces."""
+    def estimate(self) -> int:
+        """The estimate of the text so far (0 for none)."""
+
+@final
 class ContextTracker:
     """A conversation's token count, anchored on the provider's reported usage."""
 

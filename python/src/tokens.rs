@@ -1,8 +1,8 @@
 //! Token estimation and context budgeting (`ferroloop::tokens`).
 
 use ferroloop::tokens::{
-    BudgetState, ContextBudget, ContextTracker, Family, ModelTable, Usage, estimate_block,
-    estimate_bytes, estimate_message, estimate_request_body, estimate_text,
+    BudgetState, ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage,
+    estimate_block, estimate_bytes, estimate_message, estimate_request_body, estimate_text,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -394,6 +394,55 @@ fn has_exact_counting() -> bool {
     cfg!(feature = "exact")
 }
 
+/// The token estimate of a text fed in pieces (a file read in blocks, a subprocess's output):
+/// the estimate of the whole text, in memory bounded by its longest line.
+#[pyclass(module = "ferroloop._native", name = "TextEstimator")]
+struct PyTextEstimator {
+    estimator: TextEstimator,
+}
+
+#[pymethods]
+impl PyTextEstimator {
+    /// An estimator for a tokenizer family, before any text.
+    #[new]
+    #[pyo3(signature = (*, tokenizer = "claude"))]
+    fn new(py: Python<'_>, tokenizer: &str) -> PyResult<Self> {
+        shield(py, "TextEstimator.__init__", || {
+            Ok(Self {
+                estimator: TextEstimator::new(family(tokenizer)?),
+            })
+        })
+    }
+
+    /// Adds the next piece: a `str`, or `bytes` (a multibyte character may be split between
+    /// two pieces).
+    fn feed(&mut self, py: Python<'_>, piece: &Bound<'_, PyAny>) -> PyResult<()> {
+        shield(py, "TextEstimator.feed", || {
+            let estimator = &mut self.estimator;
+            if let Ok(text) = piece.cast::<PyString>() {
+                let text = text.to_cow()?;
+                py.detach(|| estimator.feed(text.as_bytes()));
+                return Ok(());
+            }
+            if let Ok(bytes) = piece.cast::<PyBytes>() {
+                estimator.feed(bytes.as_bytes());
+                return Ok(());
+            }
+            Err(PyTypeError::new_err(format!(
+                "TextEstimator.feed takes str or bytes, not {}",
+                piece.get_type().name()?
+            )))
+        })
+    }
+
+    /// The estimate of the text fed so far (0 for none).
+    fn estimate(&self, py: Python<'_>) -> PyResult<u64> {
+        shield(py, "TextEstimator.estimate", || {
+            Ok(self.estimator.estimate())
+        })
+    }
+}
+
 /// Adds the token functions and classes to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(estimate_tokens, module)?)?;
@@ -402,5 +451,6 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(has_exact_counting, module)?)?;
     module.add_class::<PyContextBudget>()?;
     module.add_class::<PyContextTracker>()?;
+    module.add_class::<PyTextEstimator>()?;
     Ok(())
 }

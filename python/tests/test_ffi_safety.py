@@ -108,6 +108,16 @@ async def s_tracker(method: str) -> Call:
     return calls[method]
 
 
+async def s_text_estimator(method: str) -> Call:
+    estimator = ferroloop.TextEstimator()
+    calls: dict[str, Call] = {
+        "__init__": lambda: ferroloop.TextEstimator(),
+        "feed": lambda: estimator.feed("some text\n"),
+        "estimate": estimator.estimate,
+    }
+    return calls[method]
+
+
 async def s_executor(method: str) -> Call:
     executor = await executor_with_tool()
     calls: dict[str, Call] = {
@@ -188,6 +198,7 @@ ENTRY_POINTS: dict[str, Setup] = {
         f"ContextTracker.{m}": bind(s_tracker, m)
         for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens", "correction"]
     },
+    **{f"TextEstimator.{m}": bind(s_text_estimator, m) for m in ["__init__", "feed", "estimate"]},
     **{f"ToolExecutor.{m}": bind(s_executor, m) for m in ["__init__", "register", "run", "turn"]},
     **{f"Turn.{m}": bind(s_turn, m) for m in ["submit", "seal", "cancel", "discard", "next_event", "finish"]},
     **{f"Client.{m}": bind(s_client, m) for m in ["__init__", "close", "stream", "create"]},

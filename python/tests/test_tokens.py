@@ -152,3 +152,29 @@ def test_estimate_request_gives_the_parts_like_node_and_c() -> None:
         ferroloop.estimate_request("not a request")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ferroloop.estimate_request(body, tokenizer="nope")  # type: ignore[arg-type]
+
+
+def test_text_fed_in_pieces_gets_the_whole_texts_estimate() -> None:
+    # str and bytes pieces, a multibyte character split between two bytes pieces, lines cut
+    # anywhere: the estimate of the whole text.
+    text = "".join(
+        f"line {i}: Обычный текст, 日本語のテキスト, {i * 7919:x} and some English words.\n"
+        for i in range(2000)
+    ) + "no newline at the end ж"
+    data = text.encode("utf-8")
+    for tokenizer in ("claude", "o200k", "cl100k", "claude-legacy"):
+        whole = ferroloop.estimate_tokens(text, tokenizer=tokenizer)
+        by_bytes = ferroloop.TextEstimator(tokenizer=tokenizer)
+        for start in range(0, len(data), 997):  # 997 cuts through multibyte characters
+            by_bytes.feed(data[start : start + 997])
+        assert by_bytes.estimate() == whole, tokenizer
+        by_str = ferroloop.TextEstimator(tokenizer=tokenizer)
+        for start in range(0, len(text), 1234):
+            by_str.feed(text[start : start + 1234])
+        assert by_str.estimate() == whole, tokenizer
+    empty = ferroloop.TextEstimator()
+    assert empty.estimate() == 0
+    with pytest.raises(TypeError, match="str or bytes"):
+        empty.feed(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ferroloop.TextEstimator(tokenizer="gpt2")  # type: ignore[arg-type]
