@@ -8,17 +8,22 @@ use serde_json::Value;
 
 mod common;
 
-fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+/// `ferroloop run ARGS` in `dir`, without credentials: the replay model answers.
+fn replay_run(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ferroloop"));
+    command
         .arg("run")
         .args(args)
         .current_dir(dir)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
         .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .output()
-        .unwrap()
+        .env_remove("OPENAI_BASE_URL");
+    command
+}
+
+fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    replay_run(dir, args).output().unwrap()
 }
 
 fn project() -> tempfile::TempDir {
@@ -302,13 +307,7 @@ fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
 
     for (signal, code) in [("INT", 130), ("TERM", 143)] {
         let dir = project();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-            .args(["run", "--json"])
-            .current_dir(dir.path())
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("ANTHROPIC_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OPENAI_BASE_URL")
+        let mut child = replay_run(dir.path(), &["--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -360,13 +359,7 @@ fn signals_act_while_stdout_is_blocked() {
         while writer.write_all(&block).is_ok() {}
     });
     std::thread::sleep(Duration::from_millis(300));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-        .args(["run", "--json"])
-        .current_dir(dir.path())
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
+    let mut child = replay_run(dir.path(), &["--json"])
         .stdout(child_stdout)
         .stderr(Stdio::null())
         .spawn()
