@@ -491,7 +491,8 @@ fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out)
  *
  * Called while a run of this executor is in progress (for example from one of its own tool
  * callbacks), it does nothing and records the thread's last error: the run still uses the
- * executor. Free it once `fl_executor_run` has returned.
+ * executor. Free it once `fl_executor_run` has returned. Freeing another, idle executor from a
+ * tool callback is fine.
  *
  * # Safety
  * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
