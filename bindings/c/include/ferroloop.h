@@ -401,15 +401,18 @@ fl_status fl_decoder_set_record_events(fl_decoder *decoder, bool record);
  * Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
  * `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
  * or was not valid JSON, with the details in `fl_last_error_message`. The events completed
- * before the failing one are still queued, and `fl_decoder_message` still shows what arrived.
- * Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
+ * before the failing one are still queued, and `fl_decoder_message` still shows what arrived;
+ * the SSE events after it in `data` are kept and decoded (their typed events queued) by the
+ * next `fl_decoder_feed` (`NULL`, 0 will do) or by `fl_decoder_finish`. Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
  * out by this decoder.
  *
  * # Safety
  * `decoder` must be a live decoder not used concurrently; `data` must be valid for reads of
  * `len` bytes.
  */
-fl_status fl_decoder_feed(fl_decoder *decoder, const uint8_t *data, size_t len);
+fl_status fl_decoder_feed(fl_decoder *decoder,
+                          const uint8_t *data,
+                          size_t len);
 
 /**
  * Writes the next queued typed event into `*json` / `*json_len` as a JSON object with a `type`
