@@ -677,13 +677,13 @@ fl_status fl_sse_parser_next(fl_sse_parser *parser, fl_sse_item *item);
  * Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
  * complete, in stream order, before returning: the zero-copy counterpart of
  * `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE` (or until the
- * callback asks to stop), with the same items. `data` is read in place during the call (not copied, except what an unfinished line
- * or event still needs, which the parser keeps): the caller may reuse it once the call
- * returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
- * pending.
+ * callback asks to stop), with the same items. `data` is read in place during the call (not
+ * copied, except what an unfinished line or event still needs, which the parser keeps): the
+ * caller may reuse it once the call returns. `data` may be NULL when `len` is 0; such a call
+ * delivers only the items already pending.
  *
- * Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
- * two ways of feeding can be mixed freely. While the callback returns 0 every item is
+ * Items fed earlier with `fl_sse_parser_feed` (or kept by `fl_sse_parser_finish`) and not
+ * drained yet are delivered first, so the two ways of feeding can be mixed freely. While the callback returns 0 every item is
  * delivered, and after the call no item is pending (`fl_sse_parser_next` yields
  * `FL_SSE_ITEM_NONE`). When it returns anything else, no further item is delivered and the call
  * still returns `FL_STATUS_OK`; nothing is lost: the parser keeps its own copy of `data`, and
@@ -709,8 +709,10 @@ fl_status fl_sse_parser_feed_each(fl_sse_parser *parser,
 /**
  * Ends the stream. An unterminated event (no blank line after it) is discarded, as the
  * specification requires; `*discarded` (when `discarded` is not NULL) tells whether anything
- * was. The parser may then be fed a new stream (a reconnection): the last event id and the
- * retry value are kept. Invalidates the views handed out by this parser.
+ * was. Complete items not drained yet are not lost: they still come, in order, from
+ * `fl_sse_parser_next` or `fl_sse_parser_feed_each`, before anything fed after the finish. The
+ * parser may then be fed a new stream (a reconnection): the last event id and the retry value
+ * are kept (as the complete items left them). Invalidates the views handed out by this parser.
  *
  * # Safety
  * `parser` must be a live parser not used concurrently; `discarded` must be NULL or valid for a
@@ -731,7 +733,8 @@ fl_status fl_sse_parser_retry(const fl_sse_parser *parser, uint64_t *retry_ms, b
 /**
  * Writes a view of the last event id (empty when none) into `*id` and `*id_len`: UTF-8, not
  * NUL-terminated, never NULL, valid until the next call that changes the parser
- * (`fl_sse_parser_feed`, `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`).
+ * (`fl_sse_parser_feed`, `fl_sse_parser_feed_each`, `fl_sse_parser_next`,
+ * `fl_sse_parser_finish`, `fl_sse_parser_free`).
  *
  * # Safety
  * `parser` must be a live parser not used concurrently; `id` and `id_len` must be valid for
