@@ -853,6 +853,71 @@ mod tests {
                 parse_all(input.clone())
             );
         }
+
+        /// Streams ended by `fl_sse_parser_finish` before their items were drained lose only
+        /// their unterminated tails: drained at the very end (by `fl_sse_parser_next` or
+        /// `fl_sse_parser_feed_each`), the items are the core's, stream after stream.
+        #[test]
+        fn finish_before_draining_loses_only_the_tail(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    &b"data: x"[..], b"data", b"id: 1", b"id", b"retry: 5", b"event: e", b": c",
+                    b"\n", b"\n", b"\r\n", b"\r", b"\xff", b"\xef\xbb\xbf",
+                ]),
+                0..80,
+            ),
+            cuts in proptest::collection::vec(0usize..400, 0..5),
+            drain_with_next: bool,
+        ) {
+            let input = tokens.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= input.len()).collect();
+            cuts.push(0);
+            cuts.push(input.len());
+            cuts.sort_unstable();
+            let streams: Vec<&[u8]> = cuts.windows(2).map(|w| &input[w[0]..w[1]]).collect();
+
+            let mut core = SseParser::new();
+            let mut expected = Vec::new();
+            for stream in &streams {
+                core.feed_slice(stream);
+                while let Some(item) = core.next_item() {
+                    expected.push(item.to_owned());
+                }
+                core.finish();
+            }
+
+            let mut parser = ptr::null_mut();
+            let mut items: Vec<SseOwnedItem> = Vec::new();
+            // SAFETY: every pointer is a live local or the parser created here; views are
+            // read before the next call on the parser.
+            unsafe {
+                proptest::prop_assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+                for stream in &streams {
+                    fl_sse_parser_feed(parser, stream.as_ptr(), stream.len());
+                    fl_sse_parser_finish(parser, ptr::null_mut());
+                }
+                if drain_with_next {
+                    let mut item = std::mem::zeroed::<fl_sse_item>();
+                    loop {
+                        fl_sse_parser_next(parser, &mut item);
+                        match owned_item(&item) {
+                            Some(owned) => items.push(owned),
+                            None => break,
+                        }
+                    }
+                } else {
+                    fl_sse_parser_feed_each(
+                        parser,
+                        ptr::null(),
+                        0,
+                        Some(collect),
+                        (&raw mut items).cast(),
+                    );
+                }
+                fl_sse_parser_free(parser);
+            }
+            proptest::prop_assert_eq!(items, expected);
+        }
     }
 
     #[test]
