@@ -546,10 +546,11 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
- * see `fl_tool_call_cancelled`) and the queued ones never start.
+ * see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
+ * run given a token cancelled earlier starts no call at all.
  *
- * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
- * in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+ * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
+ * during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
  * `FL_STATUS_INVALID_ARGUMENT`.
  *
  * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
