@@ -401,15 +401,18 @@ fl_status fl_decoder_set_record_events(fl_decoder *decoder, bool record);
  * Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
  * `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
  * or was not valid JSON, with the details in `fl_last_error_message`. The events completed
- * before the failing one are still queued, and `fl_decoder_message` still shows what arrived.
- * Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
+ * before the failing one are still queued, and `fl_decoder_message` still shows what arrived;
+ * the SSE events after it in `data` are kept and decoded (their typed events queued) by the
+ * next `fl_decoder_feed` (`NULL`, 0 will do) or by `fl_decoder_finish`. Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
  * out by this decoder.
  *
  * # Safety
  * `decoder` must be a live decoder not used concurrently; `data` must be valid for reads of
  * `len` bytes.
  */
-fl_status fl_decoder_feed(fl_decoder *decoder, const uint8_t *data, size_t len);
+fl_status fl_decoder_feed(fl_decoder *decoder,
+                          const uint8_t *data,
+                          size_t len);
 
 /**
  * Writes the next queued typed event into `*json` / `*json_len` as a JSON object with a `type`
@@ -491,7 +494,8 @@ fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out)
  *
  * Called while a run of this executor is in progress (for example from one of its own tool
  * callbacks), it does nothing and records the thread's last error: the run still uses the
- * executor. Free it once `fl_executor_run` has returned.
+ * executor. Free it once `fl_executor_run` has returned. Freeing another, idle executor from a
+ * tool callback is fine.
  *
  * # Safety
  * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
@@ -542,10 +546,11 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
- * see `fl_tool_call_cancelled`) and the queued ones never start.
+ * see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
+ * run given a token cancelled earlier starts no call at all.
  *
- * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
- * in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+ * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
+ * during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
  * `FL_STATUS_INVALID_ARGUMENT`.
  *
  * Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
@@ -673,13 +678,13 @@ fl_status fl_sse_parser_next(fl_sse_parser *parser, fl_sse_item *item);
  * Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
  * complete, in stream order, before returning: the zero-copy counterpart of
  * `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE` (or until the
- * callback asks to stop), with the same items. `data` is read in place during the call (not copied, except what an unfinished line
- * or event still needs, which the parser keeps): the caller may reuse it once the call
- * returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
- * pending.
+ * callback asks to stop), with the same items. `data` is read in place during the call (not
+ * copied, except what an unfinished line or event still needs, which the parser keeps): the
+ * caller may reuse it once the call returns. `data` may be NULL when `len` is 0; such a call
+ * delivers only the items already pending.
  *
- * Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
- * two ways of feeding can be mixed freely. While the callback returns 0 every item is
+ * Items fed earlier with `fl_sse_parser_feed` (or kept by `fl_sse_parser_finish`) and not
+ * drained yet are delivered first, so the two ways of feeding can be mixed freely. While the callback returns 0 every item is
  * delivered, and after the call no item is pending (`fl_sse_parser_next` yields
  * `FL_SSE_ITEM_NONE`). When it returns anything else, no further item is delivered and the call
  * still returns `FL_STATUS_OK`; nothing is lost: the parser keeps its own copy of `data`, and
@@ -705,8 +710,10 @@ fl_status fl_sse_parser_feed_each(fl_sse_parser *parser,
 /**
  * Ends the stream. An unterminated event (no blank line after it) is discarded, as the
  * specification requires; `*discarded` (when `discarded` is not NULL) tells whether anything
- * was. The parser may then be fed a new stream (a reconnection): the last event id and the
- * retry value are kept. Invalidates the views handed out by this parser.
+ * was. Complete items not drained yet are not lost: they still come, in order, from
+ * `fl_sse_parser_next` or `fl_sse_parser_feed_each`, before anything fed after the finish. The
+ * parser may then be fed a new stream (a reconnection): the last event id and the retry value
+ * are kept (as the complete items left them). Invalidates the views handed out by this parser.
  *
  * # Safety
  * `parser` must be a live parser not used concurrently; `discarded` must be NULL or valid for a
@@ -727,7 +734,8 @@ fl_status fl_sse_parser_retry(const fl_sse_parser *parser, uint64_t *retry_ms, b
 /**
  * Writes a view of the last event id (empty when none) into `*id` and `*id_len`: UTF-8, not
  * NUL-terminated, never NULL, valid until the next call that changes the parser
- * (`fl_sse_parser_feed`, `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`).
+ * (`fl_sse_parser_feed`, `fl_sse_parser_feed_each`, `fl_sse_parser_next`,
+ * `fl_sse_parser_finish`, `fl_sse_parser_free`).
  *
  * # Safety
  * `parser` must be a live parser not used concurrently; `id` and `id_len` must be valid for

@@ -143,8 +143,9 @@ pub unsafe extern "C" fn fl_decoder_set_record_events(
 /// Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
 /// `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
 /// or was not valid JSON, with the details in `fl_last_error_message`. The events completed
-/// before the failing one are still queued, and `fl_decoder_message` still shows what arrived.
-/// Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
+/// before the failing one are still queued, and `fl_decoder_message` still shows what arrived;
+/// the SSE events after it in `data` are kept and decoded (their typed events queued) by the
+/// next `fl_decoder_feed` (`NULL`, 0 will do) or by `fl_decoder_finish`. Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
 /// out by this decoder.
 ///
 /// # Safety
@@ -294,8 +295,12 @@ pub unsafe extern "C" fn fl_decoder_finish(
             return Err(FfiError::state("the decoder was already finished"));
         }
         decoder.finished = true;
-        let result = decoder.decoder.finish_json();
+        // The SSE events still pending (those behind an event that failed in
+        // `fl_decoder_feed`) are decoded here, with their typed events queued:
+        // `finish_json` would decode them too, but without handing out their events.
         let mut scratch = std::mem::take(&mut decoder.scratch);
+        let pending = decoder.decoder.feed_borrowed_into(&[], &mut scratch);
+        let result = pending.and_then(|()| decoder.decoder.finish_json());
         decoder.decoder.decoder_mut().drain_events(&mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();

@@ -305,7 +305,8 @@ pub unsafe extern "C" fn fl_executor_new(
 ///
 /// Called while a run of this executor is in progress (for example from one of its own tool
 /// callbacks), it does nothing and records the thread's last error: the run still uses the
-/// executor. Free it once `fl_executor_run` has returned.
+/// executor. Free it once `fl_executor_run` has returned. Freeing another, idle executor from a
+/// tool callback is fine.
 ///
 /// # Safety
 /// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
@@ -330,7 +331,7 @@ pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
         }
         // SAFETY: a pointer from `Box::into_raw` in `fl_executor_new`, freed only once, and no
         // run uses it (checked above).
-        drop(unsafe { Box::from_raw(executor) });
+        unsafe { Box::from_raw(executor) }.release();
     });
 }
 
@@ -410,10 +411,11 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
 ///
 /// `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
-/// see `fl_tool_call_cancelled`) and the queued ones never start.
+/// see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
+/// run given a token cancelled earlier starts no call at all.
 ///
-/// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled during the run;
-/// in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
+/// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
+/// during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
 /// `FL_STATUS_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: any thread may run an executor, one run at a time per executor (a concurrent
@@ -529,6 +531,28 @@ impl Drop for RunningGuard<'_> {
 }
 
 impl fl_executor {
+    /// Drops the executor, its runtime last. On a thread inside a tokio runtime (a tool callback
+    /// of another executor frees this one) a plain drop of the runtime would panic ("Cannot
+    /// drop a runtime in a context where blocking is not allowed") and leak the rest; the
+    /// runtime is then shut down without blocking. No run is in progress (the caller checked),
+    /// so it has no work to wait for.
+    fn release(self: Box<Self>) {
+        let Self {
+            runtime,
+            config,
+            registry,
+            executor,
+            running,
+            results,
+        } = *self;
+        drop((executor, registry, config, running, results));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            runtime.shutdown_background();
+        } else {
+            drop(runtime);
+        }
+    }
+
     /// The executor, built from the registered tools at the first run.
     fn executor(&self) -> &ToolExecutor {
         self.executor.get_or_init(|| {

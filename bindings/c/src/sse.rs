@@ -1,10 +1,11 @@
 //! The Server-Sent-Events parser: bytes in, borrowed event views out.
 
 use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void};
 use std::ops::ControlFlow;
 
-use ferroloop_core::sse::{SseConfig, SseItem, SseParser};
+use ferroloop_core::sse::{SseConfig, SseItem, SseOwnedItem, SseParser};
 
 use crate::boundary::{self, FfiError, FfiResult};
 use crate::status::fl_status;
@@ -16,16 +17,31 @@ use crate::text::{self, Out, view};
 /// Not thread-safe: use a parser from one thread at a time (it may move between threads).
 pub struct fl_sse_parser {
     /// Reached only through [`parser_mut`] / [`parser_ref`], which refuse while `delivering`.
-    parser: UnsafeCell<SseParser>,
+    inner: UnsafeCell<Inner>,
     /// `fl_sse_parser_feed_each` is running its callback and holds the parser exclusively: any
     /// other call on this parser (from inside the callback) is refused.
     delivering: Cell<bool>,
 }
 
+/// The state behind a parser handle.
+struct Inner {
+    parser: SseParser,
+    /// Complete items still pending when `fl_sse_parser_finish` ended the stream (fed and not
+    /// drained yet, or left by a callback that stopped the delivery): the finish discards only
+    /// the unterminated tail, so these are delivered first, before anything fed after it.
+    kept: VecDeque<SseOwnedItem>,
+    /// The kept item `fl_sse_parser_next` handed out last: its views point into it.
+    current: Option<SseOwnedItem>,
+}
+
 impl fl_sse_parser {
     fn boxed(parser: SseParser) -> Box<Self> {
         Box::new(Self {
-            parser: UnsafeCell::new(parser),
+            inner: UnsafeCell::new(Inner {
+                parser,
+                kept: VecDeque::new(),
+                current: None,
+            }),
             delivering: Cell::new(false),
         })
     }
@@ -54,23 +70,23 @@ unsafe fn idle_handle<'a>(ptr: *const fl_sse_parser) -> FfiResult<&'a fl_sse_par
 ///
 /// # Safety
 /// When not NULL, `ptr` must point to a live parser not used concurrently for the lifetime `'a`.
-unsafe fn parser_mut<'a>(ptr: *mut fl_sse_parser) -> FfiResult<&'a mut SseParser> {
+unsafe fn parser_mut<'a>(ptr: *mut fl_sse_parser) -> FfiResult<&'a mut Inner> {
     // SAFETY: forwarded from the caller.
     let handle = unsafe { idle_handle(ptr) }?;
     // SAFETY: no other reference to the parser exists: not `delivering` (checked), so no
     // `fl_sse_parser_feed_each` holds it, and the caller promises no concurrent use.
-    Ok(unsafe { &mut *handle.parser.get() })
+    Ok(unsafe { &mut *handle.inner.get() })
 }
 
 /// Shared access to the parser behind `ptr` (refused from inside a callback).
 ///
 /// # Safety
 /// When not NULL, `ptr` must point to a live parser not used concurrently for the lifetime `'a`.
-unsafe fn parser_ref<'a>(ptr: *const fl_sse_parser) -> FfiResult<&'a SseParser> {
+unsafe fn parser_ref<'a>(ptr: *const fl_sse_parser) -> FfiResult<&'a Inner> {
     // SAFETY: forwarded from the caller.
     let handle = unsafe { idle_handle(ptr) }?;
     // SAFETY: as in `parser_mut`: no exclusive reference to the parser exists.
-    Ok(unsafe { &*handle.parser.get() })
+    Ok(unsafe { &*handle.inner.get() })
 }
 
 /// What `fl_sse_parser_next` produced.
@@ -226,8 +242,8 @@ pub unsafe extern "C" fn fl_sse_parser_feed(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promises on `parser` and `data`.
-        let (parser, data) = unsafe { (parser_mut(parser)?, text::bytes_arg(data, len, "data")?) };
-        parser.feed_slice(data);
+        let (inner, data) = unsafe { (parser_mut(parser)?, text::bytes_arg(data, len, "data")?) };
+        inner.parser.feed_slice(data);
         Ok(())
     })
 }
@@ -247,9 +263,15 @@ pub unsafe extern "C" fn fl_sse_parser_next(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { parser_mut(parser) }?;
+        let inner = unsafe { parser_mut(parser) }?;
         let item = Out::new(item, "item")?;
-        let result = c_item(parser.next_item());
+        let result = match inner.kept.pop_front() {
+            Some(kept) => c_owned_item(inner.current.insert(kept)),
+            None => {
+                inner.current = None;
+                c_item(inner.parser.next_item())
+            }
+        };
         // SAFETY: `item` is not NULL (checked) and writable (the caller's promise).
         unsafe { item.write(result) };
         Ok(())
@@ -291,6 +313,30 @@ fn c_item(item: Option<SseItem<'_>>) -> fl_sse_item {
     result
 }
 
+/// The C form of an item kept by `fl_sse_parser_finish`; the views borrow `item`.
+fn c_owned_item(item: &SseOwnedItem) -> fl_sse_item {
+    match item {
+        SseOwnedItem::Retry(ms) => c_item(Some(SseItem::Retry(*ms))),
+        SseOwnedItem::Event(event) => {
+            let (event_type, event_type_len) = view(event.event_type.as_str());
+            let (data, data_len) = view(event.data.as_str());
+            let (id, id_len) = view(event.id.as_str());
+            fl_sse_item {
+                kind: fl_sse_item_kind::FL_SSE_ITEM_EVENT,
+                event: fl_sse_event {
+                    event_type,
+                    event_type_len,
+                    data,
+                    data_len,
+                    id,
+                    id_len,
+                },
+                retry_ms: 0,
+            }
+        }
+    }
+}
+
 /// Receives one item from `fl_sse_parser_feed_each`: `userdata` is the pointer given to that
 /// call, `item` is never NULL and its `kind` is `FL_SSE_ITEM_EVENT` or `FL_SSE_ITEM_RETRY`.
 ///
@@ -317,13 +363,13 @@ impl Drop for Delivering<'_> {
 /// Feeds `len` bytes of the stream and calls `on_item(userdata, item)` for every item they
 /// complete, in stream order, before returning: the zero-copy counterpart of
 /// `fl_sse_parser_feed` followed by `fl_sse_parser_next` until `FL_SSE_ITEM_NONE` (or until the
-/// callback asks to stop), with the same items. `data` is read in place during the call (not copied, except what an unfinished line
-/// or event still needs, which the parser keeps): the caller may reuse it once the call
-/// returns. `data` may be NULL when `len` is 0; such a call delivers only the items already
-/// pending.
+/// callback asks to stop), with the same items. `data` is read in place during the call (not
+/// copied, except what an unfinished line or event still needs, which the parser keeps): the
+/// caller may reuse it once the call returns. `data` may be NULL when `len` is 0; such a call
+/// delivers only the items already pending.
 ///
-/// Items fed earlier with `fl_sse_parser_feed` and not drained yet are delivered first, so the
-/// two ways of feeding can be mixed freely. While the callback returns 0 every item is
+/// Items fed earlier with `fl_sse_parser_feed` (or kept by `fl_sse_parser_finish`) and not
+/// drained yet are delivered first, so the two ways of feeding can be mixed freely. While the callback returns 0 every item is
 /// delivered, and after the call no item is pending (`fl_sse_parser_next` yields
 /// `FL_SSE_ITEM_NONE`). When it returns anything else, no further item is delivered and the call
 /// still returns `FL_STATUS_OK`; nothing is lost: the parser keeps its own copy of `data`, and
@@ -356,8 +402,19 @@ pub unsafe extern "C" fn fl_sse_parser_feed_each(
         // SAFETY: the only reference to the parser: it was not `delivering` (checked), the
         // caller promises no concurrent use, and calls from inside the callback are refused
         // (they see `delivering`) before they touch it.
-        let parser = unsafe { &mut *handle.parser.get() };
-        let _ = parser.feed_borrowed_until(data, |item| {
+        let inner = unsafe { &mut *handle.inner.get() };
+        inner.current = None;
+        while let Some(kept) = inner.kept.pop_front() {
+            let item = c_owned_item(&kept);
+            // SAFETY: the caller's promise on `on_item` and `userdata`; `item` and the views
+            // in it (into `kept`) live until the callback returns.
+            if unsafe { on_item(userdata, &item) } != 0 {
+                // Stopped: the chunk waits behind the kept items, in the parser's own copy.
+                inner.parser.feed_slice(data);
+                return Ok(());
+            }
+        }
+        let _ = inner.parser.feed_borrowed_until(data, |item| {
             let item = c_item(Some(item));
             // SAFETY: the caller's promise on `on_item` and `userdata`; `item` and the views
             // in it live until the callback returns.
@@ -372,8 +429,10 @@ pub unsafe extern "C" fn fl_sse_parser_feed_each(
 
 /// Ends the stream. An unterminated event (no blank line after it) is discarded, as the
 /// specification requires; `*discarded` (when `discarded` is not NULL) tells whether anything
-/// was. The parser may then be fed a new stream (a reconnection): the last event id and the
-/// retry value are kept. Invalidates the views handed out by this parser.
+/// was. Complete items not drained yet are not lost: they still come, in order, from
+/// `fl_sse_parser_next` or `fl_sse_parser_feed_each`, before anything fed after the finish. The
+/// parser may then be fed a new stream (a reconnection): the last event id and the retry value
+/// are kept (as the complete items left them). Invalidates the views handed out by this parser.
 ///
 /// # Safety
 /// `parser` must be a live parser not used concurrently; `discarded` must be NULL or valid for a
@@ -385,8 +444,14 @@ pub unsafe extern "C" fn fl_sse_parser_finish(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { parser_mut(parser) }?;
-        let was_discarded = parser.finish();
+        let inner = unsafe { parser_mut(parser) }?;
+        inner.current = None;
+        // The complete items not drained yet are kept (as owned items: the finish resets the
+        // buffers their views would point into); only the unterminated tail is discarded.
+        while let Some(item) = inner.parser.next_item() {
+            inner.kept.push_back(item.to_owned());
+        }
+        let was_discarded = inner.parser.finish();
         if let Ok(out) = Out::new(discarded, "discarded") {
             // SAFETY: not NULL (checked) and writable (the caller's promise).
             unsafe { out.write(was_discarded) };
@@ -409,7 +474,7 @@ pub unsafe extern "C" fn fl_sse_parser_retry(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { parser_ref(parser) }?;
+        let parser = &unsafe { parser_ref(parser) }?.parser;
         let retry_ms = Out::new(retry_ms, "retry_ms")?;
         let has_retry = Out::new(has_retry, "has_retry")?;
         let retry = parser.retry();
@@ -424,7 +489,8 @@ pub unsafe extern "C" fn fl_sse_parser_retry(
 
 /// Writes a view of the last event id (empty when none) into `*id` and `*id_len`: UTF-8, not
 /// NUL-terminated, never NULL, valid until the next call that changes the parser
-/// (`fl_sse_parser_feed`, `fl_sse_parser_next`, `fl_sse_parser_finish`, `fl_sse_parser_free`).
+/// (`fl_sse_parser_feed`, `fl_sse_parser_feed_each`, `fl_sse_parser_next`,
+/// `fl_sse_parser_finish`, `fl_sse_parser_free`).
 ///
 /// # Safety
 /// `parser` must be a live parser not used concurrently; `id` and `id_len` must be valid for
@@ -437,7 +503,7 @@ pub unsafe extern "C" fn fl_sse_parser_last_event_id(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { parser_ref(parser) }?;
+        let parser = &unsafe { parser_ref(parser) }?.parser;
         let id = Out::new(id, "id")?;
         let id_len = Out::new(id_len, "id_len")?;
         let (ptr, len) = view(parser.last_event_id());
@@ -462,7 +528,7 @@ pub unsafe extern "C" fn fl_sse_parser_dropped_events(
 ) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `parser`.
-        let parser = unsafe { parser_ref(parser) }?;
+        let parser = &unsafe { parser_ref(parser) }?.parser;
         let count = Out::new(count, "count")?;
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { count.write(parser.dropped_events()) };
@@ -786,6 +852,71 @@ mod tests {
                 items_through_feed_each(&chunks, &each, drain),
                 parse_all(input.clone())
             );
+        }
+
+        /// Streams ended by `fl_sse_parser_finish` before their items were drained lose only
+        /// their unterminated tails: drained at the very end (by `fl_sse_parser_next` or
+        /// `fl_sse_parser_feed_each`), the items are the core's, stream after stream.
+        #[test]
+        fn finish_before_draining_loses_only_the_tail(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    &b"data: x"[..], b"data", b"id: 1", b"id", b"retry: 5", b"event: e", b": c",
+                    b"\n", b"\n", b"\r\n", b"\r", b"\xff", b"\xef\xbb\xbf",
+                ]),
+                0..80,
+            ),
+            cuts in proptest::collection::vec(0usize..400, 0..5),
+            drain_with_next: bool,
+        ) {
+            let input = tokens.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= input.len()).collect();
+            cuts.push(0);
+            cuts.push(input.len());
+            cuts.sort_unstable();
+            let streams: Vec<&[u8]> = cuts.windows(2).map(|w| &input[w[0]..w[1]]).collect();
+
+            let mut core = SseParser::new();
+            let mut expected = Vec::new();
+            for stream in &streams {
+                core.feed_slice(stream);
+                while let Some(item) = core.next_item() {
+                    expected.push(item.to_owned());
+                }
+                core.finish();
+            }
+
+            let mut parser = ptr::null_mut();
+            let mut items: Vec<SseOwnedItem> = Vec::new();
+            // SAFETY: every pointer is a live local or the parser created here; views are
+            // read before the next call on the parser.
+            unsafe {
+                proptest::prop_assert_eq!(fl_sse_parser_new(&mut parser), fl_status::FL_STATUS_OK);
+                for stream in &streams {
+                    fl_sse_parser_feed(parser, stream.as_ptr(), stream.len());
+                    fl_sse_parser_finish(parser, ptr::null_mut());
+                }
+                if drain_with_next {
+                    let mut item = std::mem::zeroed::<fl_sse_item>();
+                    loop {
+                        fl_sse_parser_next(parser, &mut item);
+                        match owned_item(&item) {
+                            Some(owned) => items.push(owned),
+                            None => break,
+                        }
+                    }
+                } else {
+                    fl_sse_parser_feed_each(
+                        parser,
+                        ptr::null(),
+                        0,
+                        Some(collect),
+                        (&raw mut items).cast(),
+                    );
+                }
+                fl_sse_parser_free(parser);
+            }
+            proptest::prop_assert_eq!(items, expected);
         }
     }
 

@@ -73,7 +73,7 @@ impl fl_status {
             fl_status::FL_STATUS_INVALID_UTF8 => "a text argument was not valid UTF-8",
             fl_status::FL_STATUS_INVALID_ARGUMENT => "an argument was invalid",
             fl_status::FL_STATUS_PROTOCOL_ERROR => {
-                "the stream broke its protocol or reported an error"
+                "the stream broke its provider's protocol (or an event was not valid JSON)"
             }
             fl_status::FL_STATUS_TRUNCATED => "the stream ended before the message was complete",
             fl_status::FL_STATUS_BUFFER_TOO_SMALL => "the output buffer is too small",
@@ -129,6 +129,19 @@ mod tests {
         assert_eq!(fl_status::FL_STATUS_PANIC as i32, 7);
         assert_eq!(fl_status::from_code(-1), None);
         assert_eq!(fl_status::from_code(ALL_STATUSES.len() as i32), None);
+    }
+
+    #[test]
+    fn protocol_and_provider_errors_are_described_apart() {
+        // A provider's error event is FL_STATUS_PROVIDER_ERROR, never FL_STATUS_PROTOCOL_ERROR.
+        assert_eq!(
+            fl_status::FL_STATUS_PROTOCOL_ERROR.description(),
+            "the stream broke its provider's protocol (or an event was not valid JSON)"
+        );
+        let mut seen = std::collections::HashSet::new();
+        for status in ALL_STATUSES {
+            assert!(seen.insert(status.description()), "{status:?}");
+        }
     }
 
     #[test]

@@ -265,6 +265,58 @@ static void check_sealing_events_without_recording(void) {
     fl_decoder_free(decoder);
 }
 
+/* After a failing event, the events behind it in the same chunk are not lost: the next feed, or
+ * finish, decodes them and queues their typed events (a sealed tool call among them). */
+static void check_events_after_a_failing_event(void) {
+    static const char stream[] =
+        "event: message_start\n"
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+        "\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,"
+        "\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+        "event: content_block_delta\n"
+        "data: {garbage\n\n"
+        "event: content_block_start\n"
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\","
+        "\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}}\n\n"
+        "event: content_block_delta\n"
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\","
+        "\"partial_json\":\"{}\"}}\n\n"
+        "event: content_block_stop\n"
+        "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+        "event: message_delta\n"
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},"
+        "\"usage\":{\"output_tokens\":5}}\n\n"
+        "event: message_stop\n"
+        "data: {\"type\":\"message_stop\"}\n\n";
+    for (int by_feed = 0; by_feed < 2; by_feed++) {
+        fl_decoder *decoder = NULL;
+        const char *json = NULL;
+        size_t len = 0;
+        bool has = false;
+        CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+        CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)stream, sizeof stream - 1),
+                     FL_STATUS_PROTOCOL_ERROR);
+        CHECK_OK(fl_decoder_next_event(decoder, &json, &len, &has));
+        CHECK(has && strncmp(json, "{\"type\":\"message_start\"", 23) == 0);
+        CHECK_OK(fl_decoder_next_event(decoder, &json, &len, &has));
+        CHECK(!has);
+        if (by_feed) {
+            CHECK_OK(fl_decoder_feed(decoder, NULL, 0));
+        }
+        CHECK_OK(fl_decoder_finish(decoder, &json, &len));
+        CHECK(strstr(json, "\"stop_reason\":\"tool_use\"") != NULL);
+        bool ready = false;
+        bool stop = false;
+        while (fl_decoder_next_event(decoder, &json, &len, &has) == FL_STATUS_OK && has) {
+            ready = ready || strncmp(json, "{\"type\":\"tool_use_ready\"", 24) == 0;
+            stop = stop || strcmp(json, "{\"type\":\"message_stop\"}") == 0;
+        }
+        CHECK(ready);
+        CHECK(stop);
+        fl_decoder_free(decoder);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     /* The comparison itself: numbers by value, everything else exactly. */
@@ -296,5 +348,6 @@ int main(int argc, char **argv) {
     check_failures(root);
     check_arguments();
     check_sealing_events_without_recording();
+    check_events_after_a_failing_event();
     return check_summary("test_decode");
 }

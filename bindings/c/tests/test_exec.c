@@ -302,6 +302,14 @@ static void check_cancellation(fl_executor *executor) {
         CHECK(in_order(results, order, sizeof order / sizeof order[0]));
         CHECK(strstr(results, "\"is_error\":false") == NULL);
     }
+    /* The token stays cancelled: a later run under it starts no call. */
+    reset_state();
+    const char *echo_call = "[{\"id\":\"e\",\"name\":\"echo\",\"input\":{}}]";
+    results = NULL;
+    CHECK_STATUS(fl_executor_run(executor, echo_call, strlen(echo_call), token, &results, &len),
+                 FL_STATUS_CANCELLED);
+    CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
+    CHECK(results != NULL && strstr(results, "was not run") != NULL);
     fl_cancel_token_free(token);
 }
 

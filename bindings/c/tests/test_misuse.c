@@ -11,6 +11,7 @@
  *
  * Usage: test_misuse
  */
+#include <pthread.h>
 #include <stdint.h>
 
 #include "check.h"
@@ -92,6 +93,60 @@ static void check_free_inside_a_tool_is_refused(void) {
     CHECK(strstr(free_error, "in progress") != NULL);
     /* Once the run returned, the executor is freed for real (valgrind checks for the leak). */
     fl_executor_free(executor);
+}
+
+/* "make_and_free": creates, uses from a worker thread, and frees other executors from inside
+ * its callback (on the thread driving the outer run). Only running an executor there is
+ * refused; creating and freeing one are ordinary calls. */
+static char make_and_free_error[512];
+static fl_executor *idle_executor = NULL;
+
+static void *run_inner(void *arg) {
+    fl_executor *inner = arg;
+    const char *calls = "[{\"id\":\"w\",\"name\":\"echo\",\"input\":{\"w\":1}}]";
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_executor_run(inner, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "{\\\"w\\\":1}") != NULL);
+    return NULL;
+}
+
+static void make_and_free_tool(void *userdata, const fl_tool_invocation *invocation,
+                               fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    /* A known last error, to see whether the frees below record a new one. */
+    CHECK_STATUS(fl_executor_new(NULL, NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_executor *inner = NULL;
+    CHECK_OK(fl_executor_new(NULL, &inner));
+    CHECK_OK(fl_executor_add_tool(inner, "echo", 4, NULL, echo_tool, NULL));
+    pthread_t worker;
+    CHECK(pthread_create(&worker, NULL, run_inner, inner) == 0);
+    CHECK(pthread_join(worker, NULL) == 0);
+    fl_executor_free(inner);
+    fl_executor_free(idle_executor); /* created (and run) before the outer run */
+    idle_executor = NULL;
+    snprintf(make_and_free_error, sizeof make_and_free_error, "%s", last_error());
+    CHECK_OK(fl_tool_complete(call, "made and freed", 14, false));
+}
+
+static void check_free_of_another_executor_inside_a_tool(void) {
+    CHECK_OK(fl_executor_new(NULL, &idle_executor));
+    CHECK_OK(fl_executor_add_tool(idle_executor, "echo", 4, NULL, echo_tool, NULL));
+    const char *results = NULL;
+    size_t len = 0;
+    const char *echo_call = "[{\"id\":\"i\",\"name\":\"echo\",\"input\":{}}]";
+    CHECK_OK(fl_executor_run(idle_executor, echo_call, strlen(echo_call), NULL, &results, &len));
+
+    fl_executor *outer = NULL;
+    CHECK_OK(fl_executor_new(NULL, &outer));
+    CHECK_OK(fl_executor_add_tool(outer, "make_and_free", 13, NULL, make_and_free_tool, NULL));
+    const char *calls = "[{\"id\":\"m\",\"name\":\"make_and_free\",\"input\":{}}]";
+    CHECK_OK(fl_executor_run(outer, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "\"content\":\"made and freed\"") != NULL);
+    /* The frees recorded nothing: no panic was caught inside them. */
+    CHECK(strstr(make_and_free_error, "argument `out` must not be NULL") != NULL);
+    fl_executor_free(outer);
 }
 
 /* "keep": keeps its call for later (never completes during the run). */
@@ -447,6 +502,7 @@ static void check_stream_edges(void) {
 int main(void) {
     check_run_of_another_executor_inside_a_tool();
     check_free_inside_a_tool_is_refused();
+    check_free_of_another_executor_inside_a_tool();
     check_late_completions();
     check_extreme_options();
     check_bad_batches();

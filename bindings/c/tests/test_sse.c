@@ -360,6 +360,70 @@ static void check_feed_each_contract(void) {
     fl_sse_parser_free(parser);
 }
 
+static int stop_after_one(void *userdata, const fl_sse_item *item) {
+    (void)item;
+    ++*(size_t *)userdata;
+    return 1;
+}
+
+/* fl_sse_parser_finish at the end of the input discards only the unterminated tail: complete
+ * items not drained yet (fed, or left by a callback that stopped) still come, before anything
+ * fed after the finish. */
+static void check_finish_keeps_complete_items(void) {
+    fl_sse_parser *parser = NULL;
+    CHECK_OK(fl_sse_parser_new(&parser));
+    const char *input = "data: a\n\nretry: 5\nid: 7\ndata: b\n\ndata: tail";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)input, strlen(input)));
+    bool discarded = false;
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(discarded); /* "data: tail" */
+    const char *id = NULL;
+    size_t id_len = 0;
+    CHECK_OK(fl_sse_parser_last_event_id(parser, &id, &id_len));
+    CHECK(text_equals(id, id_len, "7"));
+    const char *after = "data: c\n\n";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)after, strlen(after)));
+    buffer out = {0};
+    drain(parser, &out);
+    const char *expected = "{\"event\":\"message\",\"data\":\"a\",\"id\":\"\"}\n"
+                           "{\"retry\":5}\n"
+                           "{\"event\":\"message\",\"data\":\"b\",\"id\":\"7\"}\n"
+                           "{\"event\":\"message\",\"data\":\"c\",\"id\":\"7\"}\n";
+    CHECK(out.len == strlen(expected) && memcmp(out.data, expected, out.len) == 0);
+    buffer_free(&out);
+
+    /* A callback stopped after the first item; finish; the rest comes from feed_each, and a
+     * callback that stops again leaves the others (and the new chunk) pending, in order. */
+    size_t seen = 0;
+    CHECK_OK(fl_sse_parser_feed_each(parser, (const uint8_t *)input, strlen(input), stop_after_one,
+                                     &seen));
+    CHECK(seen == 1);
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(discarded);
+    CHECK_OK(fl_sse_parser_feed_each(parser, (const uint8_t *)after, strlen(after), stop_after_one,
+                                     &seen));
+    CHECK(seen == 2);
+    CHECK_OK(fl_sse_parser_feed_each(parser, NULL, 0, append_each, &out));
+    expected = "{\"event\":\"message\",\"data\":\"b\",\"id\":\"7\"}\n"
+               "{\"event\":\"message\",\"data\":\"c\",\"id\":\"7\"}\n";
+    CHECK(out.len == strlen(expected) && memcmp(out.data, expected, out.len) == 0);
+    buffer_free(&out);
+
+    /* Only complete items pending: nothing is discarded. */
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)after, strlen(after)));
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(!discarded);
+    fl_sse_item item;
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_EVENT && text_equals(item.event.data, item.event.data_len, "c"));
+    CHECK_OK(fl_sse_parser_next(parser, &item));
+    CHECK(item.kind == FL_SSE_ITEM_NONE);
+    /* Freed with kept items still undelivered: no leak (valgrind). */
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)after, strlen(after)));
+    CHECK_OK(fl_sse_parser_finish(parser, NULL));
+    fl_sse_parser_free(parser);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     const char *fixtures[][2] = {
@@ -377,5 +441,6 @@ int main(int argc, char **argv) {
     check_accessors();
     check_invalid_utf8_is_replaced();
     check_feed_each_contract();
+    check_finish_keeps_complete_items();
     return check_summary("test_sse");
 }
