@@ -587,3 +587,36 @@ test('a finished turn is garbage: its wake function is released', async () => {
   }
   assert.equal(collected.deref(), undefined, 'the turn was collected')
 })
+
+/** Blocks the JS thread for `ms` milliseconds (a synchronous tool's busy work). */
+function blockFor(ms) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    // busy
+  }
+}
+
+test('a synchronous tool that blocks the event loop past its timeoutMs gets the timeout result', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 50 })
+  ex.tool({ name: 'busy', timeoutMs: 30 }, () => {
+    blockFor(200)
+    return 'done too late'
+  })
+  ex.tool({ name: 'quick', timeoutMs: 5_000 }, () => {
+    blockFor(20)
+    return 'done in time'
+  })
+  const [busy, quick] = await ex.run([use('b', 'busy'), use('q', 'quick')])
+  assert.deepEqual(busy, { type: 'tool_result', tool_use_id: 'b', content: "Tool 'busy' timed out after 30ms", is_error: true })
+  assert.deepEqual(quick, { type: 'tool_result', tool_use_id: 'q', content: 'done in time', is_error: false })
+  // The same in a streaming turn, with the status the events report.
+  const turn = ex.turn()
+  turn.submit(use('t', 'busy'))
+  turn.seal()
+  const finished = []
+  for await (const event of turn) if (event.type === 'finished') finished.push(event.status)
+  assert.deepEqual(finished, ['timed_out'])
+  const [result] = await turn.results()
+  assert.equal(result.content, "Tool 'busy' timed out after 30ms")
+  assert.equal(result.is_error, true)
+})
