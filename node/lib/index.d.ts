@@ -326,7 +326,14 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   discard(): void
   /** Every result in submission order; resolves once the turn is sealed and answered. */
   results(): Promise<ToolResult[]>
-  /** Events as they happen (started, progress, finished, detached) and results in submission order. */
+  /**
+   * Events as they happen (started, progress, finished, detached) and results in submission
+   * order. Leaving the loop before the turn is done (`break`, `return`, a throw) cancels and
+   * seals the turn: running calls see `ctx.signal` abort (an AbortError whose `cause` says the
+   * loop was left), queued calls never start, `submit()` throws from then on, and every
+   * submitted call still gets exactly one (`is_error`) result from `results()`. That iterator
+   * is done (`next()` resolves `{ done: true }`).
+   */
   [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
 }
 
