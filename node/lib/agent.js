@@ -33,15 +33,18 @@ class AgentRun {
   #resolve
   #reject
 
-  /** @internal */
-  constructor(source, agent) {
+  /**
+   * @internal `ended` is called once the run's last item was read (the agent forgets why the
+   * run was aborted).
+   */
+  constructor(source, agent, ended) {
     this.#source = source
     this.#agent = agent
     this.#stop = new Promise((resolve, reject) => {
       this.#resolve = resolve
       this.#reject = reject
     })
-    this.#stop.catch(() => {})
+    this.#stop.then(ended, ended)
   }
 
   async *[Symbol.asyncIterator]() {
@@ -145,6 +148,10 @@ class Agent {
   #native
   #host = null
   #complete = null
+  /** The tag of the latest run (its tool calls' aborts name it). */
+  #lastRun = 0
+  /** run tag → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
+  #abortCauses = new Map()
 
   /**
    * @param {Client} client
@@ -202,7 +209,9 @@ class Agent {
   /** Starts the JS tool calls the loop queued and delivers the aborts (on the JS thread). */
   #dispatch() {
     const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
-    for (const abort of out.aborts) this.#host?.abort(abort)
+    for (const abort of out.aborts) {
+      this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
+    }
     for (const call of out.invocations) this.#host.start(call.callId, call.name, call.toolUseId, call.input, this.#complete)
   }
 
@@ -232,9 +241,27 @@ class Agent {
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its
     // `stop` event (reason `aborted`).
     const aborted = signal?.aborted === true
-    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted)), signal)
+    const tag = (this.#lastRun = (this.#lastRun + 1) >>> 0)
+    // Listening before the source does: the reason is known here by the time the aborted
+    // calls are dispatched, and their ctx.signal.reason carries it as its cause (as
+    // ToolExecutor.run() does with its signal's reason).
+    // (The closures hold the map, not the agent: a signal outliving the agent keeps only them.)
+    const causes = this.#abortCauses
+    const onAbort = () => causes.set(tag, signal.reason)
+    if (signal !== undefined && !aborted) signal.addEventListener('abort', onAbort, { once: true })
+    const ended = () => {
+      signal?.removeEventListener('abort', onAbort)
+      causes.delete(tag)
+    }
+    let source
+    try {
+      source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted, tag)), signal)
+    } catch (err) {
+      ended()
+      throw err
+    }
     if (aborted) source.abort()
-    return new AgentRun(source, this)
+    return new AgentRun(source, this, ended)
   }
 }
 

@@ -239,8 +239,9 @@ export type ToolReturn =
 export interface ToolCallContext {
   /**
    * Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason:
-   * AbortError; when `run()`'s AbortSignal aborted it, the AbortError's `cause` is that
-   * signal's reason).
+   * AbortError; when the AbortSignal of `executor.run()` or `agent.run()` aborted it, the
+   * AbortError's `cause` is that signal's reason; when a `for await` over a turn was left
+   * early, an AbortError saying so).
    */
   signal: AbortSignal
   /** The id of the `tool_use` block being answered. */
