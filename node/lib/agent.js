@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 
@@ -33,13 +33,17 @@ class AgentRun {
   #resolve
   #reject
 
+  /** Called when an iteration is left early: gives the run's tools the reason. */
+  #leaving
+
   /**
    * @internal `ended` is called once the run's last item was read (the agent forgets why the
-   * run was aborted).
+   * run was aborted); `leaving(reason)` records why the run is aborted when a loop is left early.
    */
-  constructor(source, agent, ended) {
+  constructor(source, agent, ended, leaving) {
     this.#source = source
     this.#agent = agent
+    this.#leaving = leaving
     this.#stop = new Promise((resolve, reject) => {
       this.#resolve = resolve
       this.#reject = reject
@@ -72,6 +76,7 @@ class AgentRun {
       // ends with its stop event: read on in the background so that result() gives it rather
       // than waiting forever.
       if (!this.#source.ended) {
+        this.#leaving?.(new AbortError("the loop over the run's events was left early"))
         this.#source.abort()
         this.#drain()
       }
@@ -261,7 +266,11 @@ class Agent {
       throw err
     }
     if (aborted) source.abort()
-    return new AgentRun(source, this, ended)
+    // Leaving a loop early: the tools learn why (unless the signal said so first).
+    const leaving = (reason) => {
+      if (!causes.has(tag)) causes.set(tag, reason)
+    }
+    return new AgentRun(source, this, ended, leaving)
   }
 }
 

@@ -240,8 +240,8 @@ export interface ToolCallContext {
   /**
    * Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason:
    * AbortError; when the AbortSignal of `executor.run()` or `agent.run()` aborted it, the
-   * AbortError's `cause` is that signal's reason; when a `for await` over a turn was left
-   * early, an AbortError saying so).
+   * AbortError's `cause` is that signal's reason; when a `for await` over a turn or an agent
+   * run was left early, an AbortError saying so).
    */
   signal: AbortSignal
   /** The id of the `tool_use` block being answered. */

@@ -245,6 +245,7 @@ test('leaving the loop over a run early cancels it: its running JS tool sees ctx
         }),
       ]).finally(() => clearTimeout(timer))
       assert.ok(reason instanceof ferroloop.AbortError)
+      assert.match(String(reason.cause?.message), /left early/, 'the tool is told why')
       const stop = await run.result()
       assert.equal(stop.reason, 'aborted')
       assertPaired(stop.messages)
