@@ -2557,3 +2557,46 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
         assert!(calls <= 3, "{variant}: the hook was called {calls} times");
     }
 }
+
+/// A tool's future runs on the run's task: `tokio::task::try_id()` inside it is the run's
+/// `task_id()` (how a host tells which of several runs a call belongs to).
+#[tokio::test]
+async fn a_tool_call_runs_on_the_task_named_by_the_runs_task_id() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut tools = ToolRegistry::new();
+    let record = seen.clone();
+    tools
+        .register(FnTool::new("where", move |_input: Value, _ctx| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(tokio::task::try_id());
+                Ok(ToolOutput::text("here"))
+            }
+        }))
+        .unwrap();
+    // Each run: one tool call, then (once its result is in the request) the answer.
+    let model = ScriptedModel::new(|_, request| {
+        if request["messages"].to_string().contains("tool_result") {
+            reply(request, vec![text("done")], "end_turn")
+        } else {
+            reply(request, vec![call("w", "where", json!({}))], "tool_use")
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::builder(tools).build()),
+    );
+    let mut first = agent.run("go");
+    let mut second = agent.run("go");
+    let (one, two) = (first.task_id(), second.task_id());
+    assert!(one.is_some() && two.is_some() && one != two);
+    while first.next().await.is_some() {}
+    while second.next().await.is_some() {}
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen.contains(&one) && seen.contains(&two),
+        "{seen:?} {one:?} {two:?}"
+    );
+}

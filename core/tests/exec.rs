@@ -1259,3 +1259,33 @@ async fn a_call_that_cancels_the_run_stops_the_calls_queued_after_it() {
     assert_eq!(started.load(Ordering::SeqCst), 0, "{results:?}");
     assert!(results[1].is_error && results[2].is_error);
 }
+
+/// A tool that answers after its deadline, in the same wake-up in which the timer would have
+/// fired (it blocked the thread its turn is polled on, as a synchronous JavaScript tool blocks
+/// the event loop), still times out: a late answer is not a success.
+#[tokio::test]
+async fn an_answer_that_arrives_after_the_deadline_is_a_timeout() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("blocking", |input, _| async move {
+                tokio::task::yield_now().await;
+                let ms = input["ms"].as_u64().unwrap_or(0);
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(ToolOutput::text("answered"))
+            })
+            .with_timeout(Duration::from_millis(30)),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools).build();
+    let uses = vec![
+        ToolUse::new("late", "blocking", json!({"ms": 120})),
+        ToolUse::new("early", "blocking", json!({"ms": 0})),
+    ];
+    let results = exec.run(uses).await.unwrap();
+    assert!(results[0].is_error);
+    assert_eq!(text(&results[0]), "Tool 'blocking' timed out after 30ms");
+    assert!(!results[1].is_error);
+    assert_eq!(text(&results[1]), "answered");
+    assert_eq!(exec.metrics().timed_out, 1);
+}

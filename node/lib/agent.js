@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 
@@ -33,15 +33,22 @@ class AgentRun {
   #resolve
   #reject
 
-  /** @internal */
-  constructor(source, agent) {
+  /** Called when an iteration is left early: gives the run's tools the reason. */
+  #leaving
+
+  /**
+   * @internal `ended` is called once the run's last item was read (the agent forgets why the
+   * run was aborted); `leaving(reason)` records why the run is aborted when a loop is left early.
+   */
+  constructor(source, agent, ended, leaving) {
     this.#source = source
     this.#agent = agent
+    this.#leaving = leaving
     this.#stop = new Promise((resolve, reject) => {
       this.#resolve = resolve
       this.#reject = reject
     })
-    this.#stop.catch(() => {})
+    this.#stop.then(ended, ended)
   }
 
   async *[Symbol.asyncIterator]() {
@@ -69,6 +76,7 @@ class AgentRun {
       // ends with its stop event: read on in the background so that result() gives it rather
       // than waiting forever.
       if (!this.#source.ended) {
+        this.#leaving?.(new AbortError("the loop over the run's events was left early"))
         this.#source.abort()
         this.#drain()
       }
@@ -145,6 +153,10 @@ class Agent {
   #native
   #host = null
   #complete = null
+  /** The tag of the latest run (its tool calls' aborts name it). */
+  #lastRun = 0
+  /** run tag → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
+  #abortCauses = new Map()
 
   /**
    * @param {Client} client
@@ -202,7 +214,9 @@ class Agent {
   /** Starts the JS tool calls the loop queued and delivers the aborts (on the JS thread). */
   #dispatch() {
     const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
-    for (const abort of out.aborts) this.#host?.abort(abort)
+    for (const abort of out.aborts) {
+      this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
+    }
     for (const call of out.invocations) this.#host.start(call.callId, call.name, call.toolUseId, call.input, this.#complete)
   }
 
@@ -232,9 +246,31 @@ class Agent {
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its
     // `stop` event (reason `aborted`).
     const aborted = signal?.aborted === true
-    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted)), signal)
+    const tag = (this.#lastRun = (this.#lastRun + 1) >>> 0)
+    // Listening before the source does: the reason is known here by the time the aborted
+    // calls are dispatched, and their ctx.signal.reason carries it as its cause (as
+    // ToolExecutor.run() does with its signal's reason).
+    // (The closures hold the map, not the agent: a signal outliving the agent keeps only them.)
+    const causes = this.#abortCauses
+    const onAbort = () => causes.set(tag, signal.reason)
+    if (signal !== undefined && !aborted) signal.addEventListener('abort', onAbort, { once: true })
+    const ended = () => {
+      signal?.removeEventListener('abort', onAbort)
+      causes.delete(tag)
+    }
+    let source
+    try {
+      source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted, tag)), signal)
+    } catch (err) {
+      ended()
+      throw err
+    }
     if (aborted) source.abort()
-    return new AgentRun(source, this)
+    // Leaving a loop early: the tools learn why (unless the signal said so first).
+    const leaving = (reason) => {
+      if (!causes.has(tag)) causes.set(tag, reason)
+    }
+    return new AgentRun(source, this, ended, leaving)
   }
 }
 

@@ -521,7 +521,11 @@ class Turn {
     return this.#results
   }
 
-  /** Events as they happen (started, progress, finished, detached) and results in order. */
+  /**
+   * Events as they happen (started, progress, finished, detached) and results in order.
+   * Leaving the loop before the turn is done (break, return, a throw: the iterator's
+   * `return()`) cancels and seals the turn; that iterator is then done.
+   */
   async *[Symbol.asyncIterator]() {
     this.#schedule()
     try {
@@ -537,6 +541,12 @@ class Turn {
       }
     } finally {
       if (this.#waiters.length === 0) this.#release()
+      if (!this.#done) {
+        // Nobody follows the turn any more: its calls are aborted (as leaving a Client
+        // stream's loop cancels the request), and every call still gets its result.
+        this._cancel(new AbortError("the loop over the turn's events was left early"))
+        this.seal()
+      }
     }
   }
 }

@@ -239,8 +239,9 @@ export type ToolReturn =
 export interface ToolCallContext {
   /**
    * Aborted on timeout (reason: TimeoutError), cancellation or abort of the run (reason:
-   * AbortError; when `run()`'s AbortSignal aborted it, the AbortError's `cause` is that
-   * signal's reason).
+   * AbortError; when the AbortSignal of `executor.run()` or `agent.run()` aborted it, the
+   * AbortError's `cause` is that signal's reason; when a `for await` over a turn or an agent
+   * run was left early, an AbortError saying so).
    */
   signal: AbortSignal
   /** The id of the `tool_use` block being answered. */
@@ -326,7 +327,14 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   discard(): void
   /** Every result in submission order; resolves once the turn is sealed and answered. */
   results(): Promise<ToolResult[]>
-  /** Events as they happen (started, progress, finished, detached) and results in submission order. */
+  /**
+   * Events as they happen (started, progress, finished, detached) and results in submission
+   * order. Leaving the loop before the turn is done (`break`, `return`, a throw) cancels and
+   * seals the turn: running calls see `ctx.signal` abort (an AbortError whose `cause` says the
+   * loop was left), queued calls never start, `submit()` throws from then on, and every
+   * submitted call still gets exactly one (`is_error`) result from `results()`. That iterator
+   * is done (`next()` resolves `{ done: true }`).
+   */
   [Symbol.asyncIterator](): AsyncIterator<TurnEvent>
 }
 

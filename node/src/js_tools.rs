@@ -107,6 +107,10 @@ pub struct ToolAbort {
     pub call_id: u32,
     /// `timeout` or `aborted`.
     pub reason: &'static str,
+    /// The tag of the agent run the call belongs to (see [`JsToolQueues::register_run`]):
+    /// JavaScript gives the call the reason that run was aborted for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
 }
 
 /// Tells the JS host that the outbox has work (for calls started off the JS thread).
@@ -170,6 +174,15 @@ enum Slot {
 struct State {
     outbox: Outbox,
     calls: HashMap<u32, Slot, BuildHasherDefault<CallIdHasher>>,
+    /// The agent runs in progress: the tokio task driving each, and the tag JavaScript gave it.
+    runs: HashMap<tokio::task::Id, u32>,
+}
+
+impl State {
+    /// The tag of the run driven by `task`, if that is a registered run's task.
+    fn run_of(&self, task: Option<tokio::task::Id>) -> Option<u32> {
+        task.and_then(|task| self.runs.get(&task).copied())
+    }
 }
 
 /// The queues between the executor's calls and the JS host, shared by every turn of one
@@ -309,6 +322,17 @@ impl JsToolQueues {
         }
     }
 
+    /// Registers an agent run: the calls polled on `task` (the task driving the run, see
+    /// `AgentRun::task_id`) name `tag` in their aborts.
+    pub fn register_run(&self, task: tokio::task::Id, tag: u32) {
+        self.lock().runs.insert(task, tag);
+    }
+
+    /// Forgets a run registered with [`register_run`](Self::register_run).
+    pub fn forget_run(&self, task: tokio::task::Id) {
+        self.lock().runs.remove(&task);
+    }
+
     /// Takes the queued invocations and aborts.
     pub fn drain(&self) -> Outbox {
         std::mem::take(&mut self.lock().outbox)
@@ -406,6 +430,7 @@ impl JsToolQueues {
             started: timeout.map(|limit| (Instant::now(), limit)),
             ctx,
             aborted: false,
+            task: None,
         }
     }
 }
@@ -463,6 +488,9 @@ pub struct JsCall {
     started: Option<(Instant, Duration)>,
     ctx: ToolContext,
     aborted: bool,
+    /// The task the call was first polled on (for an agent's calls: the run's task, see
+    /// [`JsToolQueues::register_run`]).
+    task: Option<tokio::task::Id>,
 }
 
 impl JsCall {
@@ -493,6 +521,9 @@ impl Future for JsCall {
             );
             let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
             let detail = this.detail.take();
+            if detail.is_some() {
+                this.task = tokio::task::try_id();
+            }
             let announce = queues.post(&mut state, |outbox| match detail {
                 None => outbox.starts.extend_from_slice(&[call_id, index]),
                 Some(detail) => outbox.invocations.push(ToolInvocation {
@@ -517,8 +548,13 @@ impl Future for JsCall {
                 if !this.aborted && this.ctx.is_cancelled() {
                     this.aborted = true;
                     let reason = this.abort_reason();
+                    let run = state.run_of(this.task);
                     announce = queues.post(&mut state, |outbox| {
-                        outbox.aborts.push(ToolAbort { call_id, reason });
+                        outbox.aborts.push(ToolAbort {
+                            call_id,
+                            reason,
+                            run,
+                        });
                     });
                 }
                 drop(state);
@@ -542,10 +578,12 @@ impl Drop for JsCall {
         let mut state = self.queues.lock();
         let unanswered = matches!(state.calls.remove(&call_id), Some(Slot::Waiting { .. }));
         let announce = unanswered && !self.aborted && {
+            let run = state.run_of(self.task);
             self.queues.post(&mut state, |outbox| {
                 outbox.aborts.push(ToolAbort {
                     call_id,
                     reason: "aborted",
+                    run,
                 });
             })
         };

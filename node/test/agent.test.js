@@ -188,6 +188,71 @@ test('aborting a run cancels its running JS tool (ctx.signal) and stops with a v
   )
 })
 
+test("aborting a run with a reason hands that reason to its tools: ctx.signal.reason.cause, as for executor.run()", async () => {
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      const controller = new AbortController()
+      const reason = new Error('the user pressed Ctrl-C')
+      let sawAbort = null
+      const executor = new ToolExecutor().tool({ name: 'slow' }, (_input, ctx) => {
+        setTimeout(() => controller.abort(reason), 10)
+        return new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            sawAbort = ctx.signal.reason
+            resolve('stopped')
+          })
+        })
+      })
+      const agent = new Agent(client, { model: 'replay', tools: executor })
+      const { stop } = await collect(agent.run('Go.', { signal: controller.signal }))
+      assert.equal(stop.reason, 'aborted')
+      assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
+      assert.equal(sawAbort.cause, reason, "the tool sees why the run was aborted")
+      assertPaired(stop.messages)
+    },
+  )
+})
+
+test('leaving the loop over a run early cancels it: its running JS tool sees ctx.signal abort', async () => {
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      let sawAbort
+      const aborted = new Promise((resolve) => {
+        sawAbort = resolve
+      })
+      const executor = new ToolExecutor().tool({ name: 'slow' }, (_input, ctx) => {
+        return new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            sawAbort(ctx.signal.reason)
+            resolve('stopped')
+          })
+        })
+      })
+      const agent = new Agent(client, { model: 'replay', tools: executor })
+      const run = agent.run('Go.')
+      for await (const event of run) {
+        if (event.type === 'tool_started') break
+      }
+      let timer
+      const reason = await Promise.race([
+        aborted,
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('the tool kept running after the loop was left')), 10_000)
+        }),
+      ]).finally(() => clearTimeout(timer))
+      assert.ok(reason instanceof ferroloop.AbortError)
+      assert.match(String(reason.cause?.message), /left early/, 'the tool is told why')
+      const stop = await run.result()
+      assert.equal(stop.reason, 'aborted')
+      assertPaired(stop.messages)
+    },
+  )
+})
+
 test('maxTurns stops a run that keeps calling tools; result() gives the stop event', async () => {
   const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
   await withServer(

@@ -587,3 +587,107 @@ test('a finished turn is garbage: its wake function is released', async () => {
   }
   assert.equal(collected.deref(), undefined, 'the turn was collected')
 })
+
+/** Blocks the JS thread for `ms` milliseconds (a synchronous tool's busy work). */
+function blockFor(ms) {
+  const end = Date.now() + ms
+  while (Date.now() < end) {
+    // busy
+  }
+}
+
+test('a synchronous tool that blocks the event loop past its timeoutMs gets the timeout result', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 50 })
+  ex.tool({ name: 'busy', timeoutMs: 30 }, () => {
+    blockFor(200)
+    return 'done too late'
+  })
+  ex.tool({ name: 'quick', timeoutMs: 5_000 }, () => {
+    blockFor(20)
+    return 'done in time'
+  })
+  const [busy, quick] = await ex.run([use('b', 'busy'), use('q', 'quick')])
+  assert.deepEqual(busy, { type: 'tool_result', tool_use_id: 'b', content: "Tool 'busy' timed out after 30ms", is_error: true })
+  assert.deepEqual(quick, { type: 'tool_result', tool_use_id: 'q', content: 'done in time', is_error: false })
+  // The same in a streaming turn, with the status the events report.
+  const turn = ex.turn()
+  turn.submit(use('t', 'busy'))
+  turn.seal()
+  const finished = []
+  for await (const event of turn) if (event.type === 'finished') finished.push(event.status)
+  assert.deepEqual(finished, ['timed_out'])
+  const [result] = await turn.results()
+  assert.equal(result.content, "Tool 'busy' timed out after 30ms")
+  assert.equal(result.is_error, true)
+})
+
+test("leaving a turn's for await early cancels its running calls; each still gets one result", async () => {
+  const seen = []
+  const ex = new ToolExecutor({ cleanupGraceMs: 500 })
+  ex.tool({ name: 'watch', concurrencySafe: true }, (_input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        seen.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  // With a timeout, the call takes the other path (a native future rather than a call by index).
+  ex.tool({ name: 'timed', concurrencySafe: true, timeoutMs: 60_000 }, (_input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        seen.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'watch'), use('b', 'timed'))
+  let started = 0
+  for await (const event of turn) {
+    if (event.type === 'started' && ++started === 2) break
+  }
+  let timer
+  const results = await Promise.race([
+    turn.results(),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('results() hung after an early break')), 10_000)
+    }),
+  ]).finally(() => clearTimeout(timer))
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.is_error]),
+    [
+      ['a', true],
+      ['b', true],
+    ],
+  )
+  for (const r of results) assert.match(r.content, /cancelled/)
+  assert.equal(seen.length, 2, 'both tools saw their ctx.signal abort')
+  for (const reason of seen) {
+    assert.equal(reason.name, 'AbortError')
+    assert.match(String(reason.cause?.message), /left early/)
+  }
+  // The iterator a loop left is finished, as any async iterator after return().
+  const turn2 = ex.turn()
+  turn2.submit(use('c', 'watch'))
+  const iterator = turn2[Symbol.asyncIterator]()
+  assert.equal((await iterator.next()).value.type, 'started')
+  assert.deepEqual(await iterator.return(), { done: true, value: undefined })
+  assert.deepEqual(await iterator.next(), { done: true, value: undefined })
+  const [c] = await turn2.results()
+  assert.equal(c.is_error, true)
+})
+
+test('leaving the loop after the turn is done cancels nothing', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'ok' }, () => 'fine')
+  const turn = ex.turn()
+  turn.submit(use('a', 'ok'))
+  turn.seal()
+  await turn.results()
+  for await (const event of turn) {
+    if (event.type === 'started') break
+  }
+  const [a] = await turn.results()
+  assert.deepEqual(a, { type: 'tool_result', tool_use_id: 'a', content: 'fine', is_error: false })
+})

@@ -38,7 +38,9 @@ class AgentRun(BatchedEvents):
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
-    the run and its running tools at once.
+    the run and its running tools at once. Leaving ``async for`` with ``break`` calls nothing
+    (this is a plain async iterator, not a generator): the run goes on until ``aclose()``, the
+    end of an ``async with run:`` block, or the run being dropped, which aborts it too.
     """
 
     def __init__(self, native: _native._AgentRun) -> None:

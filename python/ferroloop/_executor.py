@@ -14,7 +14,8 @@ import asyncio
 import collections
 import inspect
 import os
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, TypeVar, Union, overload
+from types import TracebackType
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, Type, TypeVar, Union, overload
 
 from . import _native
 
@@ -54,6 +55,13 @@ class Turn:
     cancelled or timed-out call that outlived its cleanup grace; its result is produced anyway)
     as they happen, and ``result`` (one per call, in submission order, with the ``tool_result``
     dict under ``"result"``). Every submitted call gets exactly one result, even when cancelled.
+
+    Leaving ``async for event in turn`` early (``break``) does not stop the turn: Python calls
+    nothing on a plain async iterator. ``await turn.aclose()``, or leaving an
+    ``async with executor.turn() as turn:`` block, cancels and seals a turn not yet done (its
+    running tool tasks see ``asyncio.CancelledError``; ``results()`` still gives every call
+    its one, ``is_error``, result) and ends the iteration. A turn dropped before its end
+    cancels its calls too.
     """
 
     def __init__(self, native: _native._Turn) -> None:
@@ -62,6 +70,7 @@ class Turn:
         # taken from the turn: returned by the next call instead of being lost.
         self._unclaimed_events: collections.deque[dict[str, Any]] = collections.deque()
         self._unclaimed_results: Optional[list[dict[str, Any]]] = None
+        self._closed = False
 
     def submit(self, tool_use: dict[str, Any]) -> None:
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``)."""
@@ -79,10 +88,31 @@ class Turn:
         """Discards the turn (cancels and seals it)."""
         self._native.discard()
 
+    async def aclose(self) -> None:
+        """Stops following the turn: cancels its running and queued calls and seals it (every
+        submitted call still gets its result from ``results()``; ``submit`` raises from now
+        on); the iteration ends. Changes nothing in a turn already done. Idempotent."""
+        self._closed = True
+        self._native.cancel()
+        self._native.seal()
+
+    async def __aenter__(self) -> "Turn":
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
+        if self._closed:
+            raise StopAsyncIteration
         if self._unclaimed_events:
             return self._unclaimed_events.popleft()
         event = await _claim(self._native.next_event(), self._unclaimed_events.appendleft)

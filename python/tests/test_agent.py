@@ -5,6 +5,7 @@ the model as `is_error` results; cancelling a run cancels its running Python too
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -531,3 +532,47 @@ async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Repl
     assert events[0]["reason"] == "error"
     assert events[0]["error"] == "invalid configuration: the model name is empty"
     assert server.requests() == []
+
+
+async def wait_until(flag: asyncio.Event, what: str) -> None:
+    try:
+        await asyncio.wait_for(flag.wait(), timeout=10)
+    except asyncio.TimeoutError:
+        raise AssertionError(what) from None
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["aclose", "drop"])
+async def test_leaving_the_loop_then_closing_or_dropping_the_run_cancels_it(replay: Replay, how: str) -> None:
+    # `break` calls nothing on a plain async iterator: the run goes on until it is closed
+    # (aclose(), `async with`) or dropped, and then its model request and tools stop.
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor = ferroloop.ToolExecutor()
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @executor.tool
+    async def slow(input: dict[str, Any]) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", tools=executor)
+        run = agent.run("go")
+        async for event in run:
+            if event["type"] == "tool_started":
+                break
+        await wait_until(started, "the tool never started")
+        if how == "aclose":
+            await run.aclose()
+            assert [e async for e in run] == []
+        else:
+            del run
+            gc.collect()
+        await wait_until(cancelled, f"the tool kept running after the run was left ({how})")
+    assert len(server.requests()) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
 import time
@@ -633,3 +634,118 @@ async def test_context_names_the_tool_like_node() -> None:
     ex.tool("second")(which)
     results = await ex.run([use("a", "first"), use("b", "second")])
     assert [r["content"] for r in results] == ["first", "second"]
+
+
+@pytest.mark.asyncio
+async def test_a_plain_tool_that_overruns_its_timeout_gets_the_timeout_result() -> None:
+    # A plain function runs on a worker thread: the timer fires on time even though the
+    # function cannot be interrupted, and its late answer is not taken as a success (as for a
+    # synchronous JavaScript tool that blocks the event loop).
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+
+    @ex.tool(timeout=0.05)
+    def busy(inp: dict[str, Any]) -> str:
+        time.sleep(0.3)
+        return "done too late"
+
+    @ex.tool(timeout=5)
+    def quick(inp: dict[str, Any]) -> str:
+        time.sleep(0.01)
+        return "done in time"
+
+    late, in_time = await ex.run([use(0, "busy"), use(1, "quick")])
+    assert late == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_0",
+        "content": "Tool 'busy' timed out after 50ms",
+        "is_error": True,
+    }
+    assert in_time["content"] == "done in time" and in_time["is_error"] is False
+
+
+def hanging_tools(ex: ferroloop.ToolExecutor) -> tuple[asyncio.Event, list[str], list[str]]:
+    """Registers ``hang`` (an async tool waiting forever); returns the event set when one
+    starts, the calls that started, and the calls whose task saw ``CancelledError``."""
+    started = asyncio.Event()
+    entered: list[str] = []
+    cancelled: list[str] = []
+
+    @ex.tool(concurrency_safe=True)
+    async def hang(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        entered.append(ctx.tool_use_id)
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(ctx.tool_use_id)
+            raise
+        return "unreachable"
+
+    return started, entered, cancelled
+
+
+@pytest.mark.asyncio
+async def test_aclose_after_leaving_the_loop_cancels_the_turn_and_answers_every_call() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    _, entered, cancelled = hanging_tools(ex)
+    turn = ex.turn()
+    turn.submit(use(0, "hang"))
+    turn.submit(use(1, "hang"))
+    started = 0
+    async for event in turn:
+        if event["type"] == "started":
+            started += 1
+            if started == 2:
+                break
+    for _ in range(500):  # until both tool tasks are inside their body
+        if len(entered) == 2:
+            break
+        await asyncio.sleep(0.01)
+    await turn.aclose()
+    # The iteration is over (as an async generator's after aclose()) ...
+    assert [event async for event in turn] == []
+    # ... and every call still gets exactly one result.
+    results = await asyncio.wait_for(turn.results(), 10)
+    assert [(r["tool_use_id"], r["is_error"]) for r in results] == [("toolu_0", True), ("toolu_1", True)]
+    assert sorted(cancelled) == ["toolu_0", "toolu_1"]
+    with pytest.raises(ferroloop.ToolError):
+        turn.submit(use(2, "hang"))
+    await turn.aclose()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_leaving_an_async_with_turn_cancels_its_unfinished_calls() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    started, _, cancelled = hanging_tools(ex)
+    async with ex.turn() as turn:
+        turn.submit(use(0, "hang"))
+        await asyncio.wait_for(started.wait(), 5)
+    results = await asyncio.wait_for(turn.results(), 10)
+    assert results[0]["is_error"] is True
+    assert cancelled == ["toolu_0"]
+
+    @ex.tool
+    def fine(inp: dict[str, Any]) -> str:
+        return "fine"
+
+    # A turn already answered is left as it is.
+    async with ex.turn() as done:
+        done.submit(use(1, "fine"))
+        assert [r["content"] for r in await done.results()] == ["fine"]
+
+
+@pytest.mark.asyncio
+async def test_an_abandoned_turn_cancels_its_tool_tasks() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
+    started, _, cancelled = hanging_tools(ex)
+    turn = ex.turn()
+    turn.submit(use(0, "hang"))
+    await asyncio.wait_for(started.wait(), 5)
+    # Never sealed, never drained: dropping it must not leave the tool task running forever.
+    del turn
+    gc.collect()
+    for _ in range(500):
+        if cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert cancelled == ["toolu_0"]

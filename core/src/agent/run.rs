@@ -180,6 +180,15 @@ impl AgentRun {
         &self.cancel
     }
 
+    /// The id of the tokio task that drives the run. The run's tool calls are polled on that
+    /// task (unless [`ExecutorConfig::spawn_calls`](crate::exec::ExecutorConfig::spawn_calls)
+    /// is set), so a tool's future sees it as [`tokio::task::try_id`]: a host whose tools serve
+    /// several runs at once can tell which run a call belongs to. `None` once the run is
+    /// dropped.
+    pub fn task_id(&self) -> Option<tokio::task::Id> {
+        self.task.as_ref().map(tokio::task::JoinHandle::id)
+    }
+
     /// Waits for the end of the run, discarding the events before the final one.
     pub async fn finish(mut self) -> Option<AgentEvent> {
         let mut last = None;

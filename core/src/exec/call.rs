@@ -108,12 +108,28 @@ where
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
         },
-        Some(limit) => tokio::select! {
-            biased;
-            () = token.cancelled() => Ended::Cancelled,
-            done = &mut future => Ended::Done(done),
-            () = tokio::time::sleep(limit) => Ended::TimedOut(limit),
-        },
+        Some(limit) => {
+            let deadline = tokio::time::Instant::now() + limit;
+            match tokio::select! {
+                biased;
+                () = token.cancelled() => Ended::Cancelled,
+                done = &mut future => Ended::Done(done),
+                () = tokio::time::sleep_until(deadline) => Ended::TimedOut(limit),
+            } {
+                // An answer that arrives after the deadline is late even when the timer could
+                // not win the race: a host tool that blocked the thread its turn is polled on
+                // (a synchronous JavaScript function) answers in the same wake-up as the timer.
+                Ended::Done(_) if tokio::time::Instant::now() >= deadline => {
+                    token.cancel();
+                    return Err((
+                        CallStatus::TimedOut,
+                        text(timed_out_message(name, limit)),
+                        false,
+                    ));
+                }
+                ended => ended,
+            }
+        }
     };
     if let Ended::Done(returned) = ended {
         return Ok(returned);
@@ -129,10 +145,7 @@ where
         }
     };
     let (status, message) = match ended {
-        Ended::TimedOut(limit) => (
-            CallStatus::TimedOut,
-            format!("Tool '{name}' timed out after {}", human_duration(limit)),
-        ),
+        Ended::TimedOut(limit) => (CallStatus::TimedOut, timed_out_message(name, limit)),
         _ => (
             CallStatus::Cancelled,
             cancelled_message(name, env.shared.cancellation.cause()),
@@ -292,6 +305,11 @@ pub(crate) fn human_duration(duration: Duration) -> String {
         let seconds = format!("{:.3}", duration.as_secs_f64());
         format!("{}s", seconds.trim_end_matches('0').trim_end_matches('.'))
     }
+}
+
+/// The message of a call that timed out after `limit`.
+fn timed_out_message(tool: &str, limit: Duration) -> String {
+    format!("Tool '{tool}' timed out after {}", human_duration(limit))
 }
 
 /// The message of a call that was running when its turn was cancelled or a sibling failed.
