@@ -805,7 +805,8 @@ const REQUEST_VOCAB: Vocab = Vocab {
 ///   count every byte;
 /// - every family's estimate is 0 exactly for empty input and never panics, for raw bytes
 ///   (invalid UTF-8 included) and for their lossy UTF-8 decoding;
-/// - on valid UTF-8, the text and byte entry points agree.
+/// - on valid UTF-8, the text and byte entry points agree;
+/// - `TextEstimator` fed the input in pieces counts what one pass over the whole counts.
 pub fn check_token_estimator(data: &[u8]) {
     use ferroloop::tokens::classes::{Kernel, count_classes_with};
     use ferroloop::tokens::{FAMILIES, estimate_bytes, estimate_text};
@@ -819,6 +820,17 @@ pub fn check_token_estimator(data: &[u8]) {
         );
     }
     assert_eq!(portable.bytes, data.len() as u64);
+    // Fed in pieces (of a size the input picks), the counts are the whole input's.
+    let piece = usize::from(data.first().copied().unwrap_or(0) % 61) + 1;
+    let mut pieces = ferroloop::tokens::TextEstimator::new(ferroloop::tokens::Family::Claude);
+    for chunk in data.chunks(piece) {
+        pieces.feed(chunk);
+    }
+    assert_eq!(
+        pieces.counts(),
+        portable,
+        "the counts of the pieces differ from the whole's"
+    );
     let lossy = String::from_utf8_lossy(data);
     for family in FAMILIES {
         let by_bytes = estimate_bytes(data, family);

@@ -20,6 +20,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::args::non_negative_opt;
 use crate::bridge::{BridgeSlot, cached_bridge_for_running_loop, into_awaitable, py_to_value};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::events::event_to_py;
@@ -80,7 +81,7 @@ impl PyClient {
         provider: &str,
         api_key: Option<String>,
         base_url: Option<String>,
-        max_retries: Option<u32>,
+        max_retries: Option<i64>,
         retry_base_delay: Option<f64>,
         retry_max_delay: Option<f64>,
         timeout: Option<f64>,
@@ -111,7 +112,7 @@ impl PyClient {
             if let Some(url) = base_url {
                 config = config.with_base_url(url);
             }
-            if let Some(retries) = max_retries {
+            if let Some(retries) = non_negative_opt("max_retries", max_retries)? {
                 config.retry.max_retries = retries;
             }
             if let Some(delay) = retry_base_delay {

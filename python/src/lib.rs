@@ -6,6 +6,7 @@
 //! Logic that is not translation belongs in the core crate.
 
 mod agent;
+mod args;
 mod bridge;
 mod client;
 mod debug;

@@ -8,6 +8,7 @@ use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 
+use crate::args::non_negative_opt;
 use crate::errors::shield;
 
 /// Chunks at least this large are parsed with the interpreter released (`py.detach`): below it,
@@ -162,8 +163,10 @@ impl PySseParser {
     /// counted in `dropped_events`); `None`, the default, means no limit.
     #[new]
     #[pyo3(signature = (*, max_event_bytes = None))]
-    fn new(py: Python<'_>, max_event_bytes: Option<usize>) -> PyResult<Self> {
+    fn new(py: Python<'_>, max_event_bytes: Option<i64>) -> PyResult<Self> {
         shield(py, "SseParser.__init__", || {
+            let max_event_bytes: Option<usize> =
+                non_negative_opt("max_event_bytes", max_event_bytes)?;
             if max_event_bytes == Some(0) {
                 return Err(PyValueError::new_err("max_event_bytes must be positive"));
             }

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use serde_json::Value;
 
+use crate::args::{non_negative, non_negative_opt};
 use crate::bridge::py_to_value;
 use crate::errors::shield;
 
@@ -115,16 +116,23 @@ impl PyContextBudget {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        window: u64,
-        max_output_tokens: u64,
-        output_reserve_cap: Option<u64>,
-        autocompact_buffer: Option<u64>,
-        warning_buffer: Option<u64>,
-        blocking_buffer: Option<u64>,
+        window: i64,
+        max_output_tokens: i64,
+        output_reserve_cap: Option<i64>,
+        autocompact_buffer: Option<i64>,
+        warning_buffer: Option<i64>,
+        blocking_buffer: Option<i64>,
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let mut budget = ContextBudget::new(window, max_output_tokens);
+            let mut budget = ContextBudget::new(
+                non_negative("window", window)?,
+                non_negative("max_output_tokens", max_output_tokens)?,
+            );
+            let output_reserve_cap = non_negative_opt("output_reserve_cap", output_reserve_cap)?;
+            let autocompact_buffer = non_negative_opt("autocompact_buffer", autocompact_buffer)?;
+            let warning_buffer = non_negative_opt("warning_buffer", warning_buffer)?;
+            let blocking_buffer = non_negative_opt("blocking_buffer", blocking_buffer)?;
             if let Some(v) = output_reserve_cap {
                 budget.output_reserve_cap = v;
             }
@@ -193,18 +201,18 @@ impl PyContextBudget {
     }
 
     /// `"ok"`, `"warning"`, `"autocompact"` or `"blocking"` for a token count.
-    fn state(&self, tokens: u64) -> &'static str {
-        match self.budget.state(tokens) {
+    fn state(&self, tokens: i64) -> PyResult<&'static str> {
+        Ok(match self.budget.state(non_negative("tokens", tokens)?) {
             BudgetState::Ok => "ok",
             BudgetState::Warning => "warning",
             BudgetState::AutoCompact => "autocompact",
             BudgetState::Blocking => "blocking",
-        }
+        })
     }
 
     /// The percentage of the auto-compact threshold still free.
-    fn percent_left(&self, tokens: u64) -> f64 {
-        self.budget.percent_left(tokens)
+    fn percent_left(&self, tokens: i64) -> PyResult<f64> {
+        Ok(self.budget.percent_left(non_negative("tokens", tokens)?))
     }
 
     fn __repr__(&self) -> String {
@@ -280,9 +288,9 @@ impl PyContextTracker {
     }
 
     /// Keeps the first `length` messages.
-    fn truncate(&mut self, py: Python<'_>, length: usize) -> PyResult<()> {
+    fn truncate(&mut self, py: Python<'_>, length: i64) -> PyResult<()> {
         shield(py, "ContextTracker.truncate", || {
-            self.tracker.truncate(length);
+            self.tracker.truncate(non_negative("length", length)?);
             Ok(())
         })
     }
@@ -294,9 +302,10 @@ impl PyContextTracker {
         &mut self,
         py: Python<'_>,
         usage: &Bound<'_, PyAny>,
-        covered: Option<usize>,
+        covered: Option<i64>,
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
+            let covered: Option<usize> = non_negative_opt("covered", covered)?;
             let usage = Usage::from_json(&json_of(usage)?)
                 .ok_or_else(|| PyValueError::new_err("not a usage object: no token counts"))?;
             match covered {

@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -247,3 +247,32 @@ def test_bad_arguments_name_what_was_wrong() -> None:
         ferroloop.estimate_tokens("\ud800")
     with pytest.raises(ValueError, match="not valid text"):
         ferroloop.estimate_tokens([{"role": "user", "content": "\udfff"}])
+
+
+def test_negative_counts_are_value_errors_naming_the_argument() -> None:
+    # Taken as unsigned types, these raised `OverflowError: can't convert negative int to
+    # unsigned`, which does not say which argument was wrong.
+    budget = ferroloop.ContextBudget(200_000, 8_000)
+    tracker = ferroloop.ContextTracker()
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("window", lambda: ferroloop.ContextBudget(-1, 8_000)),
+        ("max_output_tokens", lambda: ferroloop.ContextBudget(200_000, -8_000)),
+        ("output_reserve_cap", lambda: ferroloop.ContextBudget(200_000, 8_000, output_reserve_cap=-1)),
+        ("autocompact_buffer", lambda: ferroloop.ContextBudget(200_000, 8_000, autocompact_buffer=-1)),
+        ("warning_buffer", lambda: ferroloop.ContextBudget(200_000, 8_000, warning_buffer=-1)),
+        ("blocking_buffer", lambda: ferroloop.ContextBudget(200_000, 8_000, blocking_buffer=-1)),
+        ("tokens", lambda: budget.state(-1)),
+        ("tokens", lambda: budget.percent_left(-1)),
+        ("length", lambda: tracker.truncate(-1)),
+        ("covered", lambda: tracker.record_usage({"input_tokens": 1}, covered=-1)),
+        ("max_event_bytes", lambda: ferroloop.SseParser(max_event_bytes=-1)),
+        ("max_retries", lambda: ferroloop.Client("anthropic", api_key="k", max_retries=-1, from_env=False)),
+    ]
+    for name, call in cases:
+        with pytest.raises(ValueError, match=f"^{name} must not be negative, got -"):
+            call()
+    # Zero and positive values still pass; a float is still a TypeError naming the argument.
+    assert ferroloop.ContextBudget(200_000, 0).max_output_tokens == 0
+    assert budget.state(0) == "ok"
+    with pytest.raises(TypeError, match="window"):
+        ferroloop.ContextBudget(1.5, 8_000)  # type: ignore[arg-type]

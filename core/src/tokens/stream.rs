@@ -168,6 +168,23 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Bytes that are not UTF-8 add up too (binary files, a log with a stray byte).
+        #[test]
+        fn arbitrary_bytes_add_up_to_the_whole(
+            bytes in prop::collection::vec(
+                prop_oneof![Just(b'\n'), Just(0x80u8), Just(0xE4u8), Just(0xF0u8), any::<u8>()],
+                0..400,
+            ),
+            cuts in prop::collection::vec(0usize..400, 0..12),
+        ) {
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let estimator = fed(&bytes, &cuts, Family::Claude);
+            prop_assert_eq!(estimator.counts(), count_classes(&bytes));
+        }
+    }
+
     #[test]
     fn nothing_fed_is_zero_tokens() {
         let mut estimator = TextEstimator::new(Family::O200k);
