@@ -2557,3 +2557,58 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
         assert!(calls <= 3, "{variant}: the hook was called {calls} times");
     }
 }
+
+/// The host data given to a run reaches the tool calls of each of its turns, and only those.
+#[tokio::test]
+async fn host_data_of_a_run_reaches_its_tool_calls() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("whose", |_, ctx: ferroloop::exec::ToolContext| {
+                let seen = ctx
+                    .host_data()
+                    .and_then(|host| host.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "none".into());
+                async move { Ok(ToolOutput::text(seen)) }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    let model = ScriptedModel::new(|n, request| match n % 3 {
+        0 => reply(
+            request,
+            vec![call(&format!("w{n}"), "whose", json!({}))],
+            "tool_use",
+        ),
+        1 => reply(
+            request,
+            vec![call(&format!("w{n}"), "whose", json!({}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("claude-sonnet-4-5"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let prompt = || vec![json!({"role": "user", "content": "go"})];
+    let results = |events: &[AgentEvent]| -> Vec<Value> {
+        let (reason, messages, _) = stop(events);
+        assert_eq!(reason, StopReason::EndTurn);
+        messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| b["content"].clone())
+            .collect()
+    };
+    let events: Vec<AgentEvent> = agent
+        .run_messages_with_host_data(prompt(), Arc::new(String::from("run one")))
+        .collect()
+        .await;
+    assert_eq!(results(&events), [json!("run one"), json!("run one")]);
+    let events: Vec<AgentEvent> = agent.run_messages(prompt()).collect().await;
+    assert_eq!(results(&events), [json!("none"), json!("none")]);
+}
