@@ -24,9 +24,10 @@ export declare class Agent {
    * Starts a run continuing `messages` (a JSON array ending with a user message); its
    * events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
    * AbortSignal had already fired: the run starts cancelled and stops with reason
-   * `aborted` without a request.
+   * `aborted` without a request. `run_id`: the id under which JavaScript keeps the run's
+   * async context; the run's tool invocations carry it (`runId`).
    */
-  runJson(messagesJson: string, aborted?: boolean | undefined | null): NativeEventStream
+  runJson(messagesJson: string, aborted?: boolean | undefined | null, runId?: number | undefined | null): NativeEventStream
   /** The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON). */
   drainToolsJson(): string
   /** Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`). */

@@ -7,6 +7,7 @@ const native = require('../index.js')
 const { InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
+const { CallerScope } = require('./tool-host.js')
 
 const BUILTIN_TOOLS = new Set(['read', 'write', 'edit', 'glob', 'grep', 'bash'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -33,15 +34,15 @@ class AgentRun {
   #resolve
   #reject
 
-  /** @internal */
-  constructor(source, agent) {
+  /** @internal `ended` is called once the run has ended (its stop event or error was read). */
+  constructor(source, agent, ended) {
     this.#source = source
     this.#agent = agent
     this.#stop = new Promise((resolve, reject) => {
       this.#resolve = resolve
       this.#reject = reject
     })
-    this.#stop.catch(() => {})
+    this.#stop.then(ended, ended)
   }
 
   async *[Symbol.asyncIterator]() {
@@ -145,6 +146,9 @@ class Agent {
   #native
   #host = null
   #complete = null
+  /** runId → the CallerScope of a run not yet ended (its tool calls start in it). */
+  #scopes = new Map()
+  #lastRunId = 0
 
   /**
    * @param {Client} client
@@ -203,7 +207,12 @@ class Agent {
   #dispatch() {
     const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
     for (const abort of out.aborts) this.#host?.abort(abort)
-    for (const call of out.invocations) this.#host.start(call.callId, call.name, call.toolUseId, call.input, this.#complete)
+    for (const call of out.invocations) {
+      // In the async context agent.run() was called in (the wake-up that runs this has none).
+      const scope = call.runId === undefined ? undefined : this.#scopes.get(call.runId)
+      if (scope === undefined) this.#host.startInvocation(call, this.#complete)
+      else scope.run(this.#host.startInvocation, this.#host, call, this.#complete)
+    }
   }
 
   /** The tool definitions sent to the model (sorted by name). */
@@ -232,9 +241,14 @@ class Agent {
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its
     // `stop` event (reason `aborted`).
     const aborted = signal?.aborted === true
-    const source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted)), signal)
+    // The run's tools start in the async context of this call (AsyncLocalStorage values active
+    // here are visible inside them), captured once for the run.
+    const runId = (this.#lastRunId = (this.#lastRunId + 1) >>> 0)
+    const json = toJson(history, 'run: the conversation')
+    const source = new ItemSource(callNative(() => this.#native.runJson(json, aborted, runId)), signal)
+    this.#scopes.set(runId, new CallerScope())
     if (aborted) source.abort()
-    return new AgentRun(source, this)
+    return new AgentRun(source, this, () => this.#scopes.delete(runId))
   }
 }
 

@@ -23,7 +23,7 @@ use crate::client::NativeClient;
 use crate::error::FerroloopError;
 use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count};
 use crate::guard;
-use crate::js_tools::{Decide, JsToolQueues};
+use crate::js_tools::{Decide, JsRunId, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
 
 /// How an agent is configured.
@@ -239,12 +239,14 @@ impl NativeAgent {
     /// Starts a run continuing `messages` (a JSON array ending with a user message); its
     /// events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
     /// AbortSignal had already fired: the run starts cancelled and stops with reason
-    /// `aborted` without a request.
+    /// `aborted` without a request. `run_id`: the id under which JavaScript keeps the run's
+    /// async context; the run's tool invocations carry it (`runId`).
     #[napi(js_name = "runJson")]
     pub fn run_json(
         &self,
         messages_json: String,
         aborted: Option<bool>,
+        run_id: Option<u32>,
     ) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             let messages: Vec<Value> = serde_json::from_str(&messages_json).map_err(|err| {
@@ -255,7 +257,12 @@ impl NativeAgent {
                 OnAbort::TellProducer,
                 aborted.unwrap_or(false),
                 move |sink, cancel| async move {
-                    let mut run = agent.run_messages(messages);
+                    let mut run = match run_id {
+                        Some(id) => {
+                            agent.run_messages_with_host_data(messages, Arc::new(JsRunId(id)))
+                        }
+                        None => agent.run_messages(messages),
+                    };
                     let mut cancelled = false;
                     loop {
                         let event = tokio::select! {

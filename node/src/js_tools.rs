@@ -54,18 +54,29 @@ pub struct InvocationDetail {
     pub tool_use_id: String,
     /// The tool input.
     pub input: Value,
+    /// The JS run the call belongs to ([`JsRunId`], attached by the agent to each run), so
+    /// that JavaScript starts it in the async context captured when that run started.
+    pub run_id: Option<u32>,
 }
+
+/// The host data an agent attaches to each run (see `ferroloop::exec::HostData`): the id under
+/// which JavaScript keeps the async context the run was started in.
+#[derive(Debug, Clone, Copy)]
+pub struct JsRunId(pub u32);
 
 impl serde::Serialize for ToolInvocation {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct as _;
-        let mut out = serializer.serialize_struct("ToolInvocation", 5)?;
+        let mut out = serializer.serialize_struct("ToolInvocation", 6)?;
         out.serialize_field("callId", &self.call_id)?;
         out.serialize_field("index", &self.index)?;
         if let Some(detail) = &self.detail {
             out.serialize_field("name", &detail.name)?;
             out.serialize_field("toolUseId", &detail.tool_use_id)?;
             out.serialize_field("input", &detail.input)?;
+            if let Some(run_id) = detail.run_id {
+                out.serialize_field("runId", &run_id)?;
+            }
         }
         out.end()
     }
@@ -398,6 +409,10 @@ impl JsToolQueues {
             name: name.to_owned(),
             tool_use_id: ctx.tool_use_id().to_owned(),
             input,
+            run_id: ctx
+                .host_data()
+                .and_then(|host| host.downcast_ref::<JsRunId>())
+                .map(|run| run.0),
         });
         JsCall {
             queues: self.clone(),
