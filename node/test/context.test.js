@@ -139,3 +139,18 @@ test('agent: tools see the store active where agent.run() was called; concurrent
     await Promise.all(servers.map((server) => server.close()))
   }
 })
+
+test('an enterWith inside a tool does not change the caller nor the calls started later', async () => {
+  const ex = probingExecutor({ maxConcurrency: 1 }).tool({ name: 'enter' }, () => {
+    als.enterWith('entered by a tool')
+    return String(als.getStore())
+  })
+  const uses = [use('e', 'enter'), use('s', 'syncProbe'), use('a', 'asyncProbe'), use('t', 'timed')]
+  await als.run('caller', async () => {
+    const results = await ex.run(uses)
+    assert.deepEqual(contents(results), ['entered by a tool', 'caller', 'caller', 'caller'])
+    assert.equal(als.getStore(), 'caller')
+    const again = await ex.run([use('s2', 'syncProbe'), use('a2', 'asyncProbe')])
+    assert.deepEqual(contents(again), ['caller', 'caller'])
+  })
+})
