@@ -71,8 +71,6 @@ pub(crate) struct LoopBridge {
     create_task: Py<PyAny>,
     /// `event_loop.call_soon`, looked up once.
     call_soon: Py<PyAny>,
-    /// `create_task` takes `context=` (Python 3.11+).
-    task_context: bool,
     jobs: Mutex<Vec<Job>>,
     /// A pump call is queued on the loop and has not started draining yet.
     scheduled: AtomicBool,
@@ -119,7 +117,6 @@ impl LoopBridge {
             unswept: Mutex::new(Vec::new()),
             create_task,
             call_soon,
-            task_context: py.version_info() >= (3, 11),
             event_loop: event_loop.unbind(),
             jobs: Mutex::new(Vec::new()),
             scheduled: AtomicBool::new(false),
@@ -476,18 +473,20 @@ fn start_task(
         let awaitable = function.bind(py).call1(call_args(py, args, extra)?)?;
         let create_task = bridge.create_task.bind(py);
         let created = match &context {
-            // Its own copy, as `create_task` makes of the current context.
+            // `context.run(create_task, coroutine)`: the task copies the current context, so
+            // it runs in a copy of the caller's, its own (no copy made here: `run` only enters
+            // the context while `create_task` runs, on this thread).
             Some(context) => {
-                let copy = context.bind(py).call_method0(pyo3::intern!(py, "copy"))?;
-                if bridge.task_context {
-                    let kwargs = pyo3::types::PyDict::new(py);
-                    kwargs.set_item(pyo3::intern!(py, "context"), copy)?;
-                    create_task.call((&awaitable,), Some(&kwargs))
-                } else {
-                    // Before Python 3.11 (no `context=`): created inside the copy, the task
-                    // runs in a copy of it.
-                    copy.call_method1(pyo3::intern!(py, "run"), (create_task, &awaitable))
-                }
+                let context = context.bind(py);
+                let run = pyo3::intern!(py, "run");
+                context
+                    .call_method1(run, (create_task, &awaitable))
+                    // Entered already (never by ferroloop): from a copy of it.
+                    .or_else(|_| {
+                        context
+                            .call_method0(pyo3::intern!(py, "copy"))?
+                            .call_method1(run, (create_task, &awaitable))
+                    })
             }
             None => create_task.call1((&awaitable,)),
         };
