@@ -610,6 +610,25 @@ mod tests {
     }
 
     #[test]
+    fn an_invocation_names_its_run_when_it_has_one() {
+        let invocation = |run_id| ToolInvocation {
+            call_id: 7,
+            index: 1,
+            detail: Some(InvocationDetail {
+                name: "t".into(),
+                tool_use_id: "toolu_1".into(),
+                input: serde_json::json!({"a": 1}),
+                run_id,
+            }),
+        };
+        let with_run = serde_json::to_value(invocation(Some(3))).unwrap();
+        assert_eq!(with_run["runId"], 3);
+        assert_eq!(with_run["toolUseId"], "toolu_1");
+        let without = serde_json::to_value(invocation(None)).unwrap();
+        assert!(without.get("runId").is_none());
+    }
+
+    #[test]
     fn without_a_decide_function_every_call_is_exclusive() {
         let queues = JsToolQueues::default();
         let input = serde_json::json!({"path": "a"});
