@@ -24,10 +24,11 @@ export declare class Agent {
    * Starts a run continuing `messages` (a JSON array ending with a user message); its
    * events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
    * AbortSignal had already fired: the run starts cancelled and stops with reason
-   * `aborted` without a request. `tag`: the aborts of the run's JS tool calls carry it as
-   * `run` (JavaScript gives them the reason the run was aborted for).
+   * `aborted` without a request. `run_id`: the id under which JavaScript keeps the run's
+   * async context and the reason it was aborted for; the run's tool invocations and aborts
+   * carry it (`runId`, `run`).
    */
-  runJson(messagesJson: string, aborted?: boolean | undefined | null, tag?: number | undefined | null): NativeEventStream
+  runJson(messagesJson: string, aborted?: boolean | undefined | null, runId?: number | undefined | null): NativeEventStream
   /** The JavaScript tool calls to start and to abort (`{invocations, aborts}` as JSON). */
   drainToolsJson(): string
   /** Delivers a batch of JS tool replies and progress reports (as `ToolExecutor.completeJson`). */

@@ -2558,45 +2558,57 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
     }
 }
 
-/// A tool's future runs on the run's task: `tokio::task::try_id()` inside it is the run's
-/// `task_id()` (how a host tells which of several runs a call belongs to).
+/// The host data given to a run reaches the tool calls of each of its turns, and only those.
 #[tokio::test]
-async fn a_tool_call_runs_on_the_task_named_by_the_runs_task_id() {
-    let seen = Arc::new(Mutex::new(Vec::new()));
+async fn host_data_of_a_run_reaches_its_tool_calls() {
     let mut tools = ToolRegistry::new();
-    let record = seen.clone();
     tools
-        .register(FnTool::new("where", move |_input: Value, _ctx| {
-            let record = record.clone();
-            async move {
-                record.lock().unwrap().push(tokio::task::try_id());
-                Ok(ToolOutput::text("here"))
-            }
-        }))
+        .register(
+            FnTool::new("whose", |_, ctx: ferroloop::exec::ToolContext| {
+                let seen = ctx
+                    .host_data()
+                    .and_then(|host| host.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "none".into());
+                async move { Ok(ToolOutput::text(seen)) }
+            })
+            .concurrency_safe(true),
+        )
         .unwrap();
-    // Each run: one tool call, then (once its result is in the request) the answer.
-    let model = ScriptedModel::new(|_, request| {
-        if request["messages"].to_string().contains("tool_result") {
-            reply(request, vec![text("done")], "end_turn")
-        } else {
-            reply(request, vec![call("w", "where", json!({}))], "tool_use")
-        }
+    let model = ScriptedModel::new(|n, request| match n % 3 {
+        0 => reply(
+            request,
+            vec![call(&format!("w{n}"), "whose", json!({}))],
+            "tool_use",
+        ),
+        1 => reply(
+            request,
+            vec![call(&format!("w{n}"), "whose", json!({}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
     });
     let agent = Agent::new(
-        AgentConfig::new("m"),
+        AgentConfig::new("claude-sonnet-4-5"),
         Arc::new(model),
-        Arc::new(ToolExecutor::builder(tools).build()),
+        Arc::new(ToolExecutor::new(tools)),
     );
-    let mut first = agent.run("go");
-    let mut second = agent.run("go");
-    let (one, two) = (first.task_id(), second.task_id());
-    assert!(one.is_some() && two.is_some() && one != two);
-    while first.next().await.is_some() {}
-    while second.next().await.is_some() {}
-    let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2);
-    assert!(
-        seen.contains(&one) && seen.contains(&two),
-        "{seen:?} {one:?} {two:?}"
-    );
+    let prompt = || vec![json!({"role": "user", "content": "go"})];
+    let results = |events: &[AgentEvent]| -> Vec<Value> {
+        let (reason, messages, _) = stop(events);
+        assert_eq!(reason, StopReason::EndTurn);
+        messages
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| b["content"].clone())
+            .collect()
+    };
+    let events: Vec<AgentEvent> = agent
+        .run_messages_with_host_data(prompt(), Arc::new(String::from("run one")))
+        .collect()
+        .await;
+    assert_eq!(results(&events), [json!("run one"), json!("run one")]);
+    let events: Vec<AgentEvent> = agent.run_messages(prompt()).collect().await;
+    assert_eq!(results(&events), [json!("none"), json!("none")]);
 }

@@ -13,7 +13,7 @@ use exec_support::{Probe, call, registry, text};
 use ferroloop::exec::{
     AfterCall, BeforeCall, BudgetConfig, CallStatus, ExecutorConfig, FnTool, HookCall, Permission,
     ReplacementRecord, ResultLimit, ToolExecutor, ToolHooks, ToolOutput, ToolRegistry, ToolResult,
-    ToolUse, TurnError, TurnEvent,
+    ToolResultContent, ToolUse, TurnError, TurnEvent,
 };
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -1288,4 +1288,80 @@ async fn an_answer_that_arrives_after_the_deadline_is_a_timeout() {
     assert!(!results[1].is_error);
     assert_eq!(text(&results[1]), "answered");
     assert_eq!(exec.metrics().timed_out, 1);
+}
+
+/// A tool echoing the `&'static str` its run's host data holds ("none" without host data).
+fn host_echo_registry() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("host", |_, ctx: ferroloop::exec::ToolContext| {
+                let seen = match ctx.host_data() {
+                    Some(host) => host
+                        .downcast_ref::<&'static str>()
+                        .copied()
+                        .unwrap_or("another type"),
+                    None => "none",
+                };
+                async move { Ok(ToolOutput::text(seen)) }
+            })
+            .concurrency_safe(true)
+            .with_timeout(Duration::from_secs(10)),
+        )
+        .unwrap();
+    tools
+        .register(
+            FnTool::new("host_plain", |_, ctx: ferroloop::exec::ToolContext| {
+                let seen = ctx
+                    .host_data()
+                    .and_then(|host| host.downcast_ref::<&'static str>().copied())
+                    .unwrap_or("none");
+                async move { Ok(ToolOutput::text(seen)) }
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    tools
+}
+
+#[tokio::test]
+async fn host_data_attached_to_a_run_or_turn_reaches_its_calls_only() {
+    let exec = ToolExecutor::new(host_echo_registry());
+    let uses = || {
+        vec![
+            ToolUse::new("a", "host", json!({})),
+            ToolUse::new("b", "host_plain", json!({})),
+        ]
+    };
+    let texts = |results: &[ToolResult]| -> Vec<String> {
+        results
+            .iter()
+            .map(|r| match &r.content {
+                ToolResultContent::Text(text) => text.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    let plain = exec.run(uses()).await.unwrap();
+    assert_eq!(texts(&plain), ["none", "none"]);
+    // Two runs at once, each with its own data.
+    let (one, two) = tokio::join!(
+        exec.run_with_host_data(uses(), Arc::new("run one")),
+        exec.run_with_host_data(uses(), Arc::new("run two")),
+    );
+    assert_eq!(texts(&one.unwrap()), ["run one", "run one"]);
+    assert_eq!(texts(&two.unwrap()), ["run two", "run two"]);
+    let turn = exec.turn_with_host_data(Arc::new("a turn"));
+    for tool_use in uses() {
+        turn.submit(tool_use).unwrap();
+    }
+    turn.seal();
+    assert_eq!(texts(&turn.finish().await.unwrap()), ["a turn", "a turn"]);
+    let turn = exec.turn();
+    turn.submit(ToolUse::new("c", "host", json!({}))).unwrap();
+    turn.seal();
+    assert_eq!(texts(&turn.finish().await.unwrap()), ["none"]);
+    let standalone =
+        ferroloop::exec::ToolContext::standalone("x", ferroloop::exec::CancellationToken::new());
+    assert!(standalone.host_data().is_none());
 }

@@ -7,6 +7,7 @@ const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
+const { CallerScope } = require('./tool-host.js')
 
 const BUILTIN_TOOLS = new Set(['read', 'write', 'edit', 'glob', 'grep', 'bash'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -153,9 +154,11 @@ class Agent {
   #native
   #host = null
   #complete = null
-  /** The tag of the latest run (its tool calls' aborts name it). */
-  #lastRun = 0
-  /** run tag → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
+  /** The id of the latest run (its tool calls and their aborts carry it). */
+  #lastRunId = 0
+  /** runId → the CallerScope of a run not yet ended (its tool calls start in it). */
+  #scopes = new Map()
+  /** runId → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
   #abortCauses = new Map()
 
   /**
@@ -217,7 +220,12 @@ class Agent {
     for (const abort of out.aborts) {
       this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
     }
-    for (const call of out.invocations) this.#host.start(call.callId, call.name, call.toolUseId, call.input, this.#complete)
+    for (const call of out.invocations) {
+      // In the async context agent.run() was called in (the wake-up that runs this has none).
+      const scope = call.runId === undefined ? undefined : this.#scopes.get(call.runId)
+      if (scope === undefined) this.#host.startInvocation(call, this.#complete)
+      else scope.run(this.#host.startInvocation, this.#host, call, this.#complete)
+    }
   }
 
   /** The tool definitions sent to the model (sorted by name). */
@@ -246,29 +254,35 @@ class Agent {
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its
     // `stop` event (reason `aborted`).
     const aborted = signal?.aborted === true
-    const tag = (this.#lastRun = (this.#lastRun + 1) >>> 0)
+    const runId = (this.#lastRunId = (this.#lastRunId + 1) >>> 0)
     // Listening before the source does: the reason is known here by the time the aborted
     // calls are dispatched, and their ctx.signal.reason carries it as its cause (as
     // ToolExecutor.run() does with its signal's reason).
-    // (The closures hold the map, not the agent: a signal outliving the agent keeps only them.)
+    // (The closures hold the maps, not the agent: a signal outliving the agent keeps only them.)
     const causes = this.#abortCauses
-    const onAbort = () => causes.set(tag, signal.reason)
+    const scopes = this.#scopes
+    const onAbort = () => causes.set(runId, signal.reason)
     if (signal !== undefined && !aborted) signal.addEventListener('abort', onAbort, { once: true })
     const ended = () => {
       signal?.removeEventListener('abort', onAbort)
-      causes.delete(tag)
+      causes.delete(runId)
+      scopes.delete(runId)
     }
     let source
     try {
-      source = new ItemSource(callNative(() => this.#native.runJson(toJson(history, 'run: the conversation'), aborted, tag)), signal)
+      const json = toJson(history, 'run: the conversation')
+      source = new ItemSource(callNative(() => this.#native.runJson(json, aborted, runId)), signal)
     } catch (err) {
       ended()
       throw err
     }
+    // The run's tools start in the async context of this call (AsyncLocalStorage values active
+    // here are visible inside them), captured once for the run.
+    scopes.set(runId, new CallerScope())
     if (aborted) source.abort()
     // Leaving a loop early: the tools learn why (unless the signal said so first).
     const leaving = (reason) => {
-      if (!causes.has(tag)) causes.set(tag, reason)
+      if (!causes.has(runId)) causes.set(runId, reason)
     }
     return new AgentRun(source, this, ended, leaving)
   }

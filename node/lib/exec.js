@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative, toJson, callOptions } = require('./errors.js')
-const { ToolHost, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
+const { ToolHost, CallerScope, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -106,6 +106,8 @@ class TurnCallContext {
 class TurnCalls {
   /** Every submitted tool use, by index in the turn (kept: the results carry their ids). */
   uses = []
+  /** By index: the CallerScope of the `submit` (or `run`) that submitted the call. */
+  scopes = []
   /** By index: 1 once the call has ended (its later progress reports are dropped). */
   ended = new Uint8Array(64)
   /** index → AbortController, for the calls whose `ctx.signal` was read. */
@@ -320,6 +322,11 @@ class Turn {
     return this.#lastFn
   }
 
+  /** Starts the calls `calls[from..to]`, by index. */
+  #startRange(calls, from, to) {
+    for (let k = from; k < to; k++) this.#startByIndex(calls[k])
+  }
+
   /** Starts call `index` (one reaction on the tool's promise, no wrapper promise). */
   #startByIndex(index) {
     const use = this.#calls.uses[index]
@@ -354,13 +361,22 @@ class Turn {
     const uses = this.#calls.uses
     const host = this.#host
     const complete = this.#complete
+    // Each call starts in the async context of the submit that submitted it (its CallerScope),
+    // entered once per run of consecutive calls sharing one.
+    const scopes = this.#calls.scopes
     for (let k = 0; k < starts.length; k += 2) {
       const use = uses[starts[k + 1]]
-      host.start(starts[k], use.name, use.id, use.input, complete)
+      scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete)
     }
     if (out.calls > 0) {
       const calls = callNative(() => this.#native.takeCalls())
-      for (let k = 0; k < calls.length; k++) this.#startByIndex(calls[k])
+      for (let k = 0; k < calls.length; ) {
+        const scope = scopes[calls[k]]
+        let end = k + 1
+        while (end < calls.length && scopes[calls[end]] === scope) end++
+        scope.run(this.#startRange, this, calls, k, end)
+        k = end
+      }
     }
     if (out.texts > 0) this.#provideTexts()
     for (const event of out.events) {
@@ -393,6 +409,7 @@ class Turn {
       this.#done = true
       // The tool uses and kept texts are no longer needed (the results hold what they need).
       this.#calls.uses = []
+      this.#calls.scopes = []
       this.#texts = []
       this.#release()
     }
@@ -417,7 +434,11 @@ class Turn {
     }
   }
 
-  /** Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows. */
+  /**
+   * Submits `tool_use` blocks ({ id, name, input }); they start as soon as admission allows,
+   * each in the async context of this call (AsyncLocalStorage values active here are visible
+   * inside the tools).
+   */
   submit(...toolUses) {
     this._submitAll(toolUses, true)
   }
@@ -457,10 +478,16 @@ class Turn {
     }
     callNative(() => this.#native.submit(items, ids.join(''), extra.length === 0 ? '' : toJson(extra, 'a tool use input')))
     const calls = this.#calls
+    // The calls start in the async context of this submit (captured once for the batch).
+    const scope = new CallerScope()
     if (calls.uses.length === 0) {
       calls.uses = owned ? toolUses : toolUses.slice()
+      calls.scopes = new Array(toolUses.length).fill(scope)
     } else {
-      for (const use of toolUses) calls.uses.push(use)
+      for (const use of toolUses) {
+        calls.uses.push(use)
+        calls.scopes.push(scope)
+      }
     }
     calls.reserve(calls.uses.length)
     this.#schedule()

@@ -317,7 +317,10 @@ export type TurnEvent =
 /** A streaming turn: submit tool uses as the model stream seals them, then seal. */
 export declare class Turn implements AsyncIterable<TurnEvent> {
   private constructor()
-  /** Submits `tool_use` blocks; they start as soon as admission allows. */
+  /**
+   * Submits `tool_use` blocks; they start as soon as admission allows, in the async context of
+   * this call (`AsyncLocalStorage` values active here are visible inside the tools).
+   */
   submit(...toolUses: ToolUse[]): void
   /** No more tool uses: the turn ends once every submitted call is answered. */
   seal(): void
@@ -343,7 +346,11 @@ export declare class ToolExecutor {
   constructor(options?: ToolExecutorOptions)
   /** Registers a tool; returns the executor (chainable). */
   tool<Input = any>(declaration: ToolDeclaration<Input>, fn: ToolFunction<Input>): this
-  /** Runs a batch: one result per use, in request order; `signal` aborts (rejects with AbortError). */
+  /**
+   * Runs a batch: one result per use, in request order; `signal` aborts (rejects with
+   * AbortError). The tools run in the async context of this call (`AsyncLocalStorage` values
+   * active here are visible inside them; concurrent runs each see their own).
+   */
   run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
   /** Starts a streaming turn. */
   turn(): Turn
@@ -716,7 +723,8 @@ export declare class Agent {
    * Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). An invalid
    * conversation (not user/assistant messages ending with the user's, an empty message or text
    * block, or tool calls and results that do not pair up) makes no request: the run's only event is a `stop` with reason
-   * `'error'` and an `error` saying what is wrong.
+   * `'error'` and an `error` saying what is wrong. The run's JS tools run in the async context
+   * of this call (`AsyncLocalStorage` values active here are visible inside them).
    */
   run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun
 }

@@ -4,6 +4,7 @@
 // `complete(callId, flags, content)`. A call never throws nor rejects: every outcome, including a thrown
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
+const { AsyncResource } = require('node:async_hooks')
 const { AbortError, TimeoutError, InvalidArgumentError } = require('./errors.js')
 
 // Reply flags (node/src/js_tools.rs): the tool failed; the content is JSON text of content
@@ -171,6 +172,34 @@ class CallContext {
   }
 }
 
+/**
+ * The async context of the code that started a run (or submitted calls to a turn), captured
+ * once: its tool calls start in it, whatever wake-up (a microtask, a native callback) starts
+ * them, so AsyncLocalStorage values (request-scoped loggers, tracing spans, auth) active at
+ * `run(...)` or `submit(...)` are visible inside the tools, as they would be in functions
+ * called there.
+ */
+class CallerScope {
+  #resource
+
+  constructor() {
+    this.#resource = new AsyncResource('ferroloop.ToolCalls')
+  }
+
+  /**
+   * Calls `fn.call(thisArg, a, b, c)` in the captured context, inside a scope of its own: an
+   * `AsyncLocalStorage.enterWith` in a tool then changes that scope only, not the captured
+   * context the run's later calls start in.
+   */
+  run(fn, thisArg, a, b, c) {
+    return this.#resource.runInAsyncScope(inFreshScope, null, fn, thisArg, a, b, c)
+  }
+}
+
+function inFreshScope(fn, thisArg, a, b, c) {
+  return new AsyncResource('ferroloop.ToolCalls').runInAsyncScope(fn, thisArg, a, b, c)
+}
+
 class ToolHost {
   /** name → fn */
   tools = new Map()
@@ -189,6 +218,16 @@ class ToolHost {
   abort({ callId, reason }, cause) {
     const ctx = this.running.get(callId)
     if (ctx !== undefined) ctx.abort(abortReason(reason, cause))
+  }
+
+  /** Starts call `callId` of a submitted `tool_use` block (see `start`). */
+  startUse(callId, use, complete) {
+    this.start(callId, use.name, use.id, use.input, complete)
+  }
+
+  /** Starts the call of an agent's invocation (`{ callId, name, toolUseId, input }`; see `start`). */
+  startInvocation(call, complete) {
+    this.start(call.callId, call.name, call.toolUseId, call.input, complete)
   }
 
   /**
@@ -274,4 +313,4 @@ function settleWith(settle, value) {
   settle(reply[0], reply[1])
 }
 
-module.exports = { ToolHost, CallContext, toReply, errorMessage, pendingOf, promiseThen, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }
+module.exports = { ToolHost, CallerScope, CallContext, toReply, errorMessage, pendingOf, promiseThen, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }

@@ -23,7 +23,7 @@ use crate::client::NativeClient;
 use crate::error::FerroloopError;
 use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count};
 use crate::guard;
-use crate::js_tools::{Decide, JsToolQueues};
+use crate::js_tools::{Decide, JsRunId, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
 
 /// How an agent is configured.
@@ -149,25 +149,6 @@ fn decide_in_js(decide: DecideFn) -> Decide {
     })
 }
 
-/// A run registered in its agent's queues (see [`JsToolQueues::register_run`]) until dropped.
-struct RunRegistration {
-    queues: Arc<JsToolQueues>,
-    task: tokio::task::Id,
-}
-
-impl RunRegistration {
-    fn new(queues: Arc<JsToolQueues>, task: tokio::task::Id, tag: u32) -> Self {
-        queues.register_run(task, tag);
-        Self { queues, task }
-    }
-}
-
-impl Drop for RunRegistration {
-    fn drop(&mut self) {
-        self.queues.forget_run(self.task);
-    }
-}
-
 /// An agent: a client, tools and a configuration. Each `run` is independent.
 #[napi(js_name = "Agent")]
 pub struct NativeAgent {
@@ -258,29 +239,31 @@ impl NativeAgent {
     /// Starts a run continuing `messages` (a JSON array ending with a user message); its
     /// events arrive on the returned stream, the last one being `stop`. `aborted`: the run's
     /// AbortSignal had already fired: the run starts cancelled and stops with reason
-    /// `aborted` without a request. `tag`: the aborts of the run's JS tool calls carry it as
-    /// `run` (JavaScript gives them the reason the run was aborted for).
+    /// `aborted` without a request. `run_id`: the id under which JavaScript keeps the run's
+    /// async context and the reason it was aborted for; the run's tool invocations and aborts
+    /// carry it (`runId`, `run`).
     #[napi(js_name = "runJson")]
     pub fn run_json(
         &self,
         messages_json: String,
         aborted: Option<bool>,
-        tag: Option<u32>,
+        run_id: Option<u32>,
     ) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             let messages: Vec<Value> = serde_json::from_str(&messages_json).map_err(|err| {
                 FerroloopError::invalid_argument(format!("messages must be a JSON array: {err}"))
             })?;
             let agent = self.inner.clone();
-            let queues = self.queues.clone();
             pump::start(
                 OnAbort::TellProducer,
                 aborted.unwrap_or(false),
                 move |sink, cancel| async move {
-                    let mut run = agent.run_messages(messages);
-                    let _registered = tag
-                        .zip(run.task_id())
-                        .map(|(tag, task)| RunRegistration::new(queues, task, tag));
+                    let mut run = match run_id {
+                        Some(id) => {
+                            agent.run_messages_with_host_data(messages, Arc::new(JsRunId(id)))
+                        }
+                        None => agent.run_messages(messages),
+                    };
                     let mut cancelled = false;
                     loop {
                         let event = tokio::select! {

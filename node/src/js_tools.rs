@@ -54,18 +54,29 @@ pub struct InvocationDetail {
     pub tool_use_id: String,
     /// The tool input.
     pub input: Value,
+    /// The JS run the call belongs to ([`JsRunId`], attached by the agent to each run), so
+    /// that JavaScript starts it in the async context captured when that run started.
+    pub run_id: Option<u32>,
 }
+
+/// The host data an agent attaches to each run (see `ferroloop::exec::HostData`): the id under
+/// which JavaScript keeps the async context the run was started in.
+#[derive(Debug, Clone, Copy)]
+pub struct JsRunId(pub u32);
 
 impl serde::Serialize for ToolInvocation {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct as _;
-        let mut out = serializer.serialize_struct("ToolInvocation", 5)?;
+        let mut out = serializer.serialize_struct("ToolInvocation", 6)?;
         out.serialize_field("callId", &self.call_id)?;
         out.serialize_field("index", &self.index)?;
         if let Some(detail) = &self.detail {
             out.serialize_field("name", &detail.name)?;
             out.serialize_field("toolUseId", &detail.tool_use_id)?;
             out.serialize_field("input", &detail.input)?;
+            if let Some(run_id) = detail.run_id {
+                out.serialize_field("runId", &run_id)?;
+            }
         }
         out.end()
     }
@@ -107,8 +118,8 @@ pub struct ToolAbort {
     pub call_id: u32,
     /// `timeout` or `aborted`.
     pub reason: &'static str,
-    /// The tag of the agent run the call belongs to (see [`JsToolQueues::register_run`]):
-    /// JavaScript gives the call the reason that run was aborted for.
+    /// The JS run the call belongs to ([`JsRunId`]): JavaScript gives the call the reason that
+    /// run was aborted for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
 }
@@ -174,15 +185,13 @@ enum Slot {
 struct State {
     outbox: Outbox,
     calls: HashMap<u32, Slot, BuildHasherDefault<CallIdHasher>>,
-    /// The agent runs in progress: the tokio task driving each, and the tag JavaScript gave it.
-    runs: HashMap<tokio::task::Id, u32>,
 }
 
-impl State {
-    /// The tag of the run driven by `task`, if that is a registered run's task.
-    fn run_of(&self, task: Option<tokio::task::Id>) -> Option<u32> {
-        task.and_then(|task| self.runs.get(&task).copied())
-    }
+/// The JS run a call belongs to: the [`JsRunId`] its run carries as host data, if any.
+fn run_id(ctx: &ToolContext) -> Option<u32> {
+    ctx.host_data()
+        .and_then(|host| host.downcast_ref::<JsRunId>())
+        .map(|run| run.0)
 }
 
 /// The queues between the executor's calls and the JS host, shared by every turn of one
@@ -322,17 +331,6 @@ impl JsToolQueues {
         }
     }
 
-    /// Registers an agent run: the calls polled on `task` (the task driving the run, see
-    /// `AgentRun::task_id`) name `tag` in their aborts.
-    pub fn register_run(&self, task: tokio::task::Id, tag: u32) {
-        self.lock().runs.insert(task, tag);
-    }
-
-    /// Forgets a run registered with [`register_run`](Self::register_run).
-    pub fn forget_run(&self, task: tokio::task::Id) {
-        self.lock().runs.remove(&task);
-    }
-
     /// Takes the queued invocations and aborts.
     pub fn drain(&self) -> Outbox {
         std::mem::take(&mut self.lock().outbox)
@@ -422,6 +420,7 @@ impl JsToolQueues {
             name: name.to_owned(),
             tool_use_id: ctx.tool_use_id().to_owned(),
             input,
+            run_id: run_id(&ctx),
         });
         JsCall {
             queues: self.clone(),
@@ -430,7 +429,6 @@ impl JsToolQueues {
             started: timeout.map(|limit| (Instant::now(), limit)),
             ctx,
             aborted: false,
-            task: None,
         }
     }
 }
@@ -488,9 +486,6 @@ pub struct JsCall {
     started: Option<(Instant, Duration)>,
     ctx: ToolContext,
     aborted: bool,
-    /// The task the call was first polled on (for an agent's calls: the run's task, see
-    /// [`JsToolQueues::register_run`]).
-    task: Option<tokio::task::Id>,
 }
 
 impl JsCall {
@@ -521,9 +516,6 @@ impl Future for JsCall {
             );
             let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
             let detail = this.detail.take();
-            if detail.is_some() {
-                this.task = tokio::task::try_id();
-            }
             let announce = queues.post(&mut state, |outbox| match detail {
                 None => outbox.starts.extend_from_slice(&[call_id, index]),
                 Some(detail) => outbox.invocations.push(ToolInvocation {
@@ -548,7 +540,7 @@ impl Future for JsCall {
                 if !this.aborted && this.ctx.is_cancelled() {
                     this.aborted = true;
                     let reason = this.abort_reason();
-                    let run = state.run_of(this.task);
+                    let run = run_id(&this.ctx);
                     announce = queues.post(&mut state, |outbox| {
                         outbox.aborts.push(ToolAbort {
                             call_id,
@@ -578,7 +570,7 @@ impl Drop for JsCall {
         let mut state = self.queues.lock();
         let unanswered = matches!(state.calls.remove(&call_id), Some(Slot::Waiting { .. }));
         let announce = unanswered && !self.aborted && {
-            let run = state.run_of(self.task);
+            let run = run_id(&self.ctx);
             self.queues.post(&mut state, |outbox| {
                 outbox.aborts.push(ToolAbort {
                     call_id,
@@ -630,6 +622,25 @@ mod tests {
         assert_eq!((parsed.len(), parsed[1].call_id), (2, 8));
         assert!(ReplyBatch::parse("[1, 0, \"x\"] trailing").is_err());
         assert!(ReplyBatch::parse("[1, 0]").is_err());
+    }
+
+    #[test]
+    fn an_invocation_names_its_run_when_it_has_one() {
+        let invocation = |run_id| ToolInvocation {
+            call_id: 7,
+            index: 1,
+            detail: Some(InvocationDetail {
+                name: "t".into(),
+                tool_use_id: "toolu_1".into(),
+                input: serde_json::json!({"a": 1}),
+                run_id,
+            }),
+        };
+        let with_run = serde_json::to_value(invocation(Some(3))).unwrap();
+        assert_eq!(with_run["runId"], 3);
+        assert_eq!(with_run["toolUseId"], "toolu_1");
+        let without = serde_json::to_value(invocation(None)).unwrap();
+        assert!(without.get("runId").is_none());
     }
 
     #[test]

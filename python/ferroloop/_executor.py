@@ -3,6 +3,11 @@
 Async tools run as tasks on the caller's event loop; plain functions run on worker threads,
 never on the loop. Results come back in request order, one per call, whatever happens.
 
+Each call runs in a copy of the caller's ``contextvars`` context (the context of ``run``, of the
+``Turn.submit`` that submitted it, or of ``Agent.run``), as ``asyncio.create_task`` and
+``asyncio.to_thread`` do: context variables set by the caller (request ids, loggers, tracing
+spans) are seen by the tools, and what a tool sets stays in its own call.
+
 A plain function cannot be interrupted: cancelled, it runs to its end (long ones should poll
 ``ctx.cancelled``); one still running when the interpreter exits is waited for, like the
 workers of ``asyncio.to_thread``.
@@ -73,7 +78,8 @@ class Turn:
         self._closed = False
 
     def submit(self, tool_use: dict[str, Any]) -> None:
-        """Submits a ``tool_use`` block (``id``, ``name``, ``input``)."""
+        """Submits a ``tool_use`` block (``id``, ``name``, ``input``). Its tool runs in a copy of
+        the current ``contextvars`` context (this call's)."""
         self._native.submit(tool_use)
 
     def seal(self) -> None:
@@ -244,7 +250,8 @@ class ToolExecutor:
 
     async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Runs ``tool_use`` blocks and returns one ``tool_result`` dict per call, in request
-        order. Cancelling the awaiting task cancels the running tools (their tasks see
+        order. Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
+        call). Cancelling the awaiting task cancels the running tools (their tasks see
         ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
         ``results``)."""
         return await self._native.run(list(tool_uses))

@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::bridge::{LoopBridge, py_to_value};
 use crate::client::PyClient;
 use crate::errors::shield;
-use crate::exec::PyExecutor;
+use crate::exec::{CallerContext, PyExecutor};
 use crate::runtime::runtime;
 
 /// Events handed to Python per await, at most.
@@ -167,12 +167,20 @@ impl PyAgent {
             };
             let run = {
                 let _entered = runtime()?.enter();
+                // The tools run in copies of the caller's context (captured once per run).
+                let context = CallerContext::for_run(py)?;
                 match (prompt, messages) {
-                    (Some(prompt), None) => self
-                        .agent
-                        .run(py_to_value(prompt).map_err(PyValueError::new_err)?),
+                    (Some(prompt), None) => {
+                        let prompt = py_to_value(prompt).map_err(PyValueError::new_err)?;
+                        self.agent.run_messages_with_host_data(
+                            vec![serde_json::json!({"role": "user", "content": prompt})],
+                            context,
+                        )
+                    }
                     (None, Some(messages)) => match py_to_value(messages) {
-                        Ok(Value::Array(messages)) => self.agent.run_messages(messages),
+                        Ok(Value::Array(messages)) => {
+                            self.agent.run_messages_with_host_data(messages, context)
+                        }
                         _ => return Err(PyValueError::new_err("messages must be a list")),
                     },
                     _ => {

@@ -411,17 +411,19 @@ pub(crate) struct PyCall {
 
 impl PyCall {
     /// Queues `function(*args)` to start as a task on the loop. `args` are converted on the loop
-    /// thread; `extra` (e.g. a context object) is appended as a last argument.
+    /// thread; `extra` (e.g. a context object) is appended as a last argument. With `context`
+    /// (a `contextvars.Context`), the task runs in a copy of it.
     pub(crate) fn start(
         bridge: &Arc<LoopBridge>,
         function: Arc<Py<PyAny>>,
         args: Vec<Value>,
         extra: Option<ExtraArg>,
+        context: Option<Arc<Py<PyAny>>>,
     ) -> Self {
         let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, reply) = oneshot::channel();
         bridge.submit(Box::new(move |py, bridge| {
-            start_task(py, bridge, id, &function, &args, extra, tx);
+            start_task(py, bridge, id, &function, &args, extra, context, tx);
         }));
         Self {
             bridge: Arc::clone(bridge),
@@ -432,7 +434,29 @@ impl PyCall {
     }
 }
 
-/// Starts `function(*args)` as a task whose done-callback sends its outcome on `tx`.
+/// `function(*args)`, called in a copy of `context` when given (`context.copy().run(...)`).
+fn call_in_context<'py>(
+    py: Python<'py>,
+    function: &Py<PyAny>,
+    args: Bound<'py, pyo3::types::PyTuple>,
+    context: Option<&Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let Some(context) = context else {
+        return function.bind(py).call1(args);
+    };
+    let copy = context.bind(py).call_method0(pyo3::intern!(py, "copy"))?;
+    let mut run_args = Vec::with_capacity(args.len() + 1);
+    run_args.push(function.bind(py).clone());
+    run_args.extend(args.iter());
+    copy.call_method1(
+        pyo3::intern!(py, "run"),
+        pyo3::types::PyTuple::new(py, run_args)?,
+    )
+}
+
+/// Starts `function(*args)` as a task whose done-callback sends its outcome on `tx`; with
+/// `context`, the task runs in a copy of it.
+#[allow(clippy::too_many_arguments)]
 fn start_task(
     py: Python<'_>,
     bridge: &LoopBridge,
@@ -440,11 +464,33 @@ fn start_task(
     function: &Py<PyAny>,
     args: &[Value],
     extra: Option<ExtraArg>,
+    context: Option<Arc<Py<PyAny>>>,
     tx: oneshot::Sender<CallOutcome>,
 ) {
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
+        // An `async def` function's call only makes its coroutine (no code of it runs): it is
+        // the task that runs in the context.
         let awaitable = function.bind(py).call1(call_args(py, args, extra)?)?;
-        match bridge.create_task.bind(py).call1((&awaitable,)) {
+        let create_task = bridge.create_task.bind(py);
+        let created = match &context {
+            // `context.run(create_task, coroutine)`: the task copies the current context, so
+            // it runs in a copy of the caller's, its own (no copy made here: `run` only enters
+            // the context while `create_task` runs, on this thread).
+            Some(context) => {
+                let context = context.bind(py);
+                let run = pyo3::intern!(py, "run");
+                context
+                    .call_method1(run, (create_task, &awaitable))
+                    // Entered already (never by ferroloop): from a copy of it.
+                    .or_else(|_| {
+                        context
+                            .call_method0(pyo3::intern!(py, "copy"))?
+                            .call_method1(run, (create_task, &awaitable))
+                    })
+            }
+            None => create_task.call1((&awaitable,)),
+        };
+        match created {
             Ok(task) => Ok(task),
             // Not a coroutine (a future, or an object with `__await__`).
             Err(_) => py
@@ -512,7 +558,8 @@ impl Drop for PyCall {
 }
 
 /// Calls a plain (synchronous) Python function on the runtime's blocking pool, never on the event
-/// loop. It cannot be interrupted; dropping the future abandons its result.
+/// loop, in a copy of `context` when given (as `asyncio.to_thread` does). It cannot be
+/// interrupted; dropping the future abandons its result.
 ///
 /// `SystemExit` and `KeyboardInterrupt` are raised again on `bridge`'s loop (as asyncio does for
 /// a task's): they end the loop instead of becoming an error result only.
@@ -520,6 +567,7 @@ pub(crate) async fn call_blocking(
     function: Arc<Py<PyAny>>,
     args: Vec<Value>,
     extra: Option<ExtraArg>,
+    context: Option<Arc<Py<PyAny>>>,
     bridge: Option<Arc<LoopBridge>>,
 ) -> CallOutcome {
     let worker = tokio::task::spawn_blocking(move || {
@@ -527,7 +575,8 @@ pub(crate) async fn call_blocking(
             return CallOutcome::Raised("the interpreter is exiting".to_owned());
         };
         Python::attach(|py| {
-            let called = call_args(py, &args, extra).and_then(|args| function.bind(py).call1(args));
+            let called = call_args(py, &args, extra)
+                .and_then(|args| call_in_context(py, &function, args, context.as_deref()));
             match called {
                 Ok(value) if is_awaitable(&value) => {
                     // Closed, so that it does not warn "never awaited" as it is collected.

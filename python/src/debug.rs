@@ -69,9 +69,9 @@ fn _debug_gather<'py>(
             let input = py_to_value(&input).map_err(PyValueError::new_err)?;
             let function = Arc::new(function);
             calls.push(if blocking {
-                Box::pin(call_blocking(function, vec![input], None, None))
+                Box::pin(call_blocking(function, vec![input], None, None, None))
             } else {
-                Box::pin(PyCall::start(&bridge, function, vec![input], None))
+                Box::pin(PyCall::start(&bridge, function, vec![input], None, None))
             });
         }
         into_awaitable(

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ferroloop::exec::budget::DEFAULT_TURN_BUDGET_CHARS;
 use ferroloop::exec::{
-    CancellationToken, ExecutorConfig, InputSchema, ProgressSender, ResultLimit, SpawnedTurn, Tool,
-    ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult,
-    ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
+    CancellationToken, ExecutorConfig, HostData, InputSchema, ProgressSender, ResultLimit,
+    SpawnedTurn, Tool, ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry,
+    ToolResult, ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -96,6 +96,7 @@ impl Tool for PyTool {
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
         let function = Arc::clone(&self.function);
+        let context = CallerContext::of_call(&ctx);
         let extra: Option<ExtraArg> = self.takes_context.then(|| {
             let context = PyToolContext {
                 tool_use_id: ctx.tool_use_id().to_owned(),
@@ -109,7 +110,7 @@ impl Tool for PyTool {
         let bridge = lock(&self.bridge).clone();
         if !self.is_async {
             return Box::pin(async move {
-                tool_output(call_blocking(function, vec![input], extra, bridge).await)
+                tool_output(call_blocking(function, vec![input], extra, context, bridge).await)
             });
         }
         let token = ctx.cancellation_token().clone();
@@ -119,7 +120,7 @@ impl Tool for PyTool {
                     "ferroloop: no event loop to run this tool on",
                 ));
             };
-            let mut call = PyCall::start(&bridge, function, vec![input], extra);
+            let mut call = PyCall::start(&bridge, function, vec![input], extra, context);
             // A timeout, a turn cancellation or a sibling's failure cancels the token while the
             // executor waits (its cleanup grace) for the call to end: cancel the Python task so
             // it sees CancelledError and can clean up, then report how it ended.
@@ -131,6 +132,46 @@ impl Tool for PyTool {
                 }
             }
         })
+    }
+}
+
+/// The `contextvars.Context` of the Python code that started a run or submitted a call: the
+/// [`HostData`] the bindings attach to executor runs, turns and agent runs. A tool call runs in a
+/// copy of it (each call its own copy), as `asyncio.create_task` and `asyncio.to_thread` run
+/// their work in a copy of the current context.
+pub(crate) enum CallerContext {
+    /// `ToolExecutor.run` and `Agent.run`: the context of that call, for every tool call.
+    Run(Arc<Py<PyAny>>),
+    /// A streaming turn: the context of each `Turn.submit`, by call index (the turn's
+    /// submission order).
+    Turn(Mutex<Vec<Arc<Py<PyAny>>>>),
+}
+
+/// `contextvars.copy_context`, looked up once.
+static COPY_CONTEXT: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+impl CallerContext {
+    /// A copy of the current context (that of the Python code calling into ferroloop).
+    pub(crate) fn current(py: Python<'_>) -> PyResult<Arc<Py<PyAny>>> {
+        let copy = COPY_CONTEXT.get_or_try_init(py, || {
+            py.import(pyo3::intern!(py, "contextvars"))?
+                .getattr(pyo3::intern!(py, "copy_context"))
+                .map(Bound::unbind)
+        })?;
+        Ok(Arc::new(copy.bind(py).call0()?.unbind()))
+    }
+
+    /// Host data holding the current context, for a run.
+    pub(crate) fn for_run(py: Python<'_>) -> PyResult<HostData> {
+        Ok(Arc::new(Self::Run(Self::current(py)?)))
+    }
+
+    /// The context the call of `ctx` runs in (a copy of it), if its run or turn has one.
+    fn of_call(ctx: &ToolContext) -> Option<Arc<Py<PyAny>>> {
+        match ctx.host_data()?.downcast_ref::<Self>()? {
+            Self::Run(context) => Some(Arc::clone(context)),
+            Self::Turn(contexts) => lock(contexts).get(ctx.index()).cloned(),
+        }
     }
 }
 
@@ -383,10 +424,12 @@ impl PyExecutor {
             let tool_uses = tool_uses_of(tool_uses)?;
             let executor = self.executor()?;
             let bridge = self.bind_running_loop(py)?;
+            // The tools run in copies of the caller's context (captured once per run).
+            let context = CallerContext::for_run(py)?;
             into_awaitable(
                 py,
                 &bridge,
-                async move { Ok(executor.run(tool_uses).await) },
+                async move { Ok(executor.run_with_host_data(tool_uses, context).await) },
                 |py, outcome| match outcome {
                     Ok(results) => results_to_py(py, &results),
                     Err(err) => Err(turn_error(py, err)),
@@ -400,11 +443,15 @@ impl PyExecutor {
         shield(py, "ToolExecutor.turn", || {
             let executor = self.executor()?;
             let bridge = self.bind_running_loop(py)?;
+            let contexts = Arc::new(CallerContext::Turn(Mutex::new(Vec::new())));
             let spawned = {
                 let _entered = runtime()?.enter();
-                executor.turn().spawn()
+                executor
+                    .turn_with_host_data(Arc::clone(&contexts) as HostData)
+                    .spawn()
             };
             Ok(PyTurn {
+                contexts,
                 handle: spawned.handle().clone(),
                 turn: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
                 bridge,
@@ -417,6 +464,8 @@ impl PyExecutor {
 /// The native half of `ferroloop.Turn`.
 #[pyclass(module = "ferroloop._native", name = "_Turn")]
 pub(crate) struct PyTurn {
+    /// The context of each submission (a [`CallerContext::Turn`]).
+    contexts: Arc<CallerContext>,
     handle: TurnHandle,
     turn: Arc<tokio::sync::Mutex<Option<SpawnedTurn>>>,
     bridge: Arc<LoopBridge>,
@@ -438,9 +487,24 @@ impl PyTurn {
     fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "Turn.submit", || {
             let tool_use = tool_use_of(tool_use)?;
+            // The call runs in a copy of the submitter's context.
+            let context = CallerContext::current(py)?;
             // The turn's lock is taken with the interpreter released (see `progress`).
-            py.detach(|| self.handle.submit(tool_use))
-                .map_err(|closed| ferroloop_error(py, "ToolError", &closed.to_string(), &[]))
+            py.detach(|| {
+                let CallerContext::Turn(contexts) = self.contexts.as_ref() else {
+                    return self.handle.submit(tool_use);
+                };
+                // Held across the submission, so the context's position is the call's index
+                // (its tool may be called, on the runtime, as soon as it is submitted).
+                let mut contexts = lock(contexts);
+                contexts.push(context);
+                let submitted = self.handle.submit(tool_use);
+                if submitted.is_err() {
+                    contexts.pop();
+                }
+                submitted
+            })
+            .map_err(|closed| ferroloop_error(py, "ToolError", &closed.to_string(), &[]))
         })
     }
 

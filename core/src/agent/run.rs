@@ -25,7 +25,7 @@ use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
-    CallStatus, CancellationToken, ToolExecutor, ToolResult, ToolUse, TurnEvent,
+    CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolUse, TurnEvent,
     decide_concurrency_safe, panic_message,
 };
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
@@ -117,6 +117,17 @@ impl Agent {
     /// not the user's, tool calls and results that do not pair up) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
+        self.start(messages, None)
+    }
+
+    /// [`run_messages`](Self::run_messages), with `host` attached to every turn of the run: each
+    /// tool call's [`ToolContext::host_data`](crate::exec::ToolContext::host_data) returns it
+    /// (a binding finds there which run, and so which caller's context, a call belongs to).
+    pub fn run_messages_with_host_data(&self, messages: Vec<Value>, host: HostData) -> AgentRun {
+        self.start(messages, Some(host))
+    }
+
+    fn start(&self, messages: Vec<Value>, host: Option<HostData>) -> AgentRun {
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
         let mut tracker = ContextTracker::new(self.config.family);
@@ -149,6 +160,7 @@ impl Agent {
             paused: false,
             container: None,
             auto_compaction: AutoCompaction::default(),
+            host,
         };
         let task = tokio::spawn(driver.drive());
         AgentRun {
@@ -178,15 +190,6 @@ impl AgentRun {
     /// The run's cancellation token (cancel it from anywhere).
     pub fn cancellation_token(&self) -> &CancellationToken {
         &self.cancel
-    }
-
-    /// The id of the tokio task that drives the run. The run's tool calls are polled on that
-    /// task (unless [`ExecutorConfig::spawn_calls`](crate::exec::ExecutorConfig::spawn_calls)
-    /// is set), so a tool's future sees it as [`tokio::task::try_id`]: a host whose tools serve
-    /// several runs at once can tell which run a call belongs to. `None` once the run is
-    /// dropped.
-    pub fn task_id(&self) -> Option<tokio::task::Id> {
-        self.task.as_ref().map(tokio::task::JoinHandle::id)
     }
 
     /// Waits for the end of the run, discarding the events before the final one.
@@ -250,6 +253,8 @@ struct Driver {
     container: Option<String>,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
+    /// What the host attached to the run, attached to each of its turns.
+    host: Option<HostData>,
 }
 
 /// Auto-compaction's circuit breaker: without it, a compaction that cannot get the context
@@ -372,7 +377,10 @@ impl Driver {
             });
             let started = Instant::now();
             let mut stream = self.call_model(request.clone());
-            let mut turn = self.agent.executor.turn();
+            let mut turn = match &self.host {
+                Some(host) => self.agent.executor.turn_with_host_data(host.clone()),
+                None => self.agent.executor.turn(),
+            };
             let handle = turn.handle();
             let mut held: Vec<(ToolUse, bool)> = Vec::new();
             let mut eager = true;

@@ -1,6 +1,8 @@
-//! What a running tool sees: its call id, its cancellation token and a progress sender; and the
-//! state a turn shares between its driver, its handles and its running calls.
+//! What a running tool sees: its call id, its cancellation token, a progress sender and the host
+//! data of its run; and the state a turn shares between its driver, its handles and its running
+//! calls.
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -10,6 +12,17 @@ use serde_json::Value;
 use super::cancel::{CancellationToken, TurnCancellation};
 use super::executor::ExecutorInner;
 use super::types::ToolUse;
+
+/// Opaque data a host attaches to a run or a turn
+/// ([`ToolExecutor::run_with_host_data`](super::ToolExecutor::run_with_host_data),
+/// [`ToolExecutor::turn_with_host_data`](super::ToolExecutor::turn_with_host_data),
+/// [`Agent::run_messages_with_host_data`](crate::agent::Agent::run_messages_with_host_data)),
+/// which its tools find again in [`ToolContext::host_data`].
+///
+/// ferroloop never looks inside. A language binding uses it to find which run a call belongs
+/// to: for example the caller's context (Python `contextvars`, a Node async context) captured
+/// when the run started, so that the tool runs in it.
+pub type HostData = Arc<dyn Any + Send + Sync>;
 
 /// The context handed to [`Tool::call`](super::Tool::call).
 #[derive(Debug, Clone)]
@@ -109,6 +122,13 @@ impl ToolContext {
     pub fn progress_sender(&self) -> ProgressSender {
         self.progress.clone()
     }
+
+    /// The [`HostData`] attached to the run or turn this call belongs to (`None` when none was
+    /// attached, and for a [`standalone`](Self::standalone) context). Downcast it with
+    /// [`Arc::downcast`] or `<dyn Any>::downcast_ref`.
+    pub fn host_data(&self) -> Option<&HostData> {
+        self.progress.shared.as_ref()?.host.as_ref()
+    }
 }
 
 /// Sends progress updates of one call to its turn's event stream.
@@ -147,6 +167,8 @@ pub(crate) struct TurnShared {
     pub(crate) cancellation: TurnCancellation,
     /// The executor the turn belongs to.
     pub(crate) exec: Arc<ExecutorInner>,
+    /// What the host attached to the turn (see [`HostData`]).
+    pub(crate) host: Option<HostData>,
 }
 
 /// What handles and tools hand to the driver.
@@ -164,13 +186,18 @@ pub(crate) struct Inbox {
 }
 
 impl TurnShared {
-    pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
+    pub(crate) fn new(
+        exec: Arc<ExecutorInner>,
+        events_enabled: bool,
+        host: Option<HostData>,
+    ) -> Self {
         Self {
             inbox: Mutex::new(Inbox::default()),
             waker: AtomicWaker::new(),
             events_enabled: AtomicBool::new(events_enabled),
             cancellation: TurnCancellation::new(&exec.run_token),
             exec,
+            host,
         }
     }
 
@@ -190,7 +217,7 @@ mod tests {
     #[test]
     fn progress_is_queued_only_when_events_are_enabled() {
         let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
-        let shared = Arc::new(TurnShared::new(exec.inner().clone(), true));
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), true, None));
         let ctx = ToolContext::new("t".into(), 3, None, shared.clone());
         ctx.progress(json!(1));
         ctx.progress_sender().send(json!(2));
@@ -237,7 +264,7 @@ mod tests {
     #[test]
     fn a_call_without_its_own_token_follows_its_turn() {
         let exec = crate::exec::ToolExecutor::new(crate::exec::ToolRegistry::new());
-        let shared = Arc::new(TurnShared::new(exec.inner().clone(), false));
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), false, None));
         let ctx = ToolContext::new("t".into(), 0, None, shared.clone());
         let copy = ctx.clone();
         assert!(!ctx.is_cancelled() && !ctx.cancellation_token().is_cancelled());

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::budget::{BudgetConfig, ReplacementRecord, ResultBudget};
 use super::cancel::CancellationToken;
+use super::context::HostData;
 use super::hooks::ToolHooks;
 use super::metrics::{Counters, ExecutorMetrics};
 use super::tool::ToolRegistry;
@@ -191,7 +192,25 @@ impl ToolExecutor {
     /// tools. A fatal tool error ends the turn with [`TurnError::Fatal`], which carries the
     /// results.
     pub async fn run(&self, tool_uses: Vec<ToolUse>) -> Result<Vec<ToolResult>, TurnError> {
-        let mut turn = Turn::new(self.inner.clone(), false);
+        self.run_with(tool_uses, None).await
+    }
+
+    /// [`run`](Self::run), with `host` attached: each call's
+    /// [`ToolContext::host_data`](super::ToolContext::host_data) returns it.
+    pub async fn run_with_host_data(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        host: HostData,
+    ) -> Result<Vec<ToolResult>, TurnError> {
+        self.run_with(tool_uses, Some(host)).await
+    }
+
+    async fn run_with(
+        &self,
+        tool_uses: Vec<ToolUse>,
+        host: Option<HostData>,
+    ) -> Result<Vec<ToolResult>, TurnError> {
+        let mut turn = Turn::new(self.inner.clone(), false, host);
         turn.accept_batch(tool_uses);
         turn.finish().await
     }
@@ -199,7 +218,13 @@ impl ToolExecutor {
     /// Starts a streaming turn: [`Turn::submit`] calls as the model's stream seals them, then
     /// [`Turn::seal`]; poll [`Turn::next_event`] (or [`Turn::spawn`] it) to drive it.
     pub fn turn(&self) -> Turn {
-        Turn::new(self.inner.clone(), true)
+        Turn::new(self.inner.clone(), true, None)
+    }
+
+    /// [`turn`](Self::turn), with `host` attached: each call's
+    /// [`ToolContext::host_data`](super::ToolContext::host_data) returns it.
+    pub fn turn_with_host_data(&self, host: HostData) -> Turn {
+        Turn::new(self.inner.clone(), true, Some(host))
     }
 
     #[cfg(test)]

@@ -64,7 +64,7 @@ mod types;
 
 pub use budget::{BudgetConfig, Replacement, ReplacementRecord, ResultBudget};
 pub use cancel::{CancellationToken, SiblingFailure, StopReason};
-pub use context::{ProgressSender, ToolContext};
+pub use context::{HostData, ProgressSender, ToolContext};
 pub use events::{CallStatus, TurnEvent};
 pub use executor::{
     DEFAULT_CLEANUP_GRACE, DEFAULT_MAX_CONCURRENCY, ExecutorBuilder, ExecutorConfig, ToolExecutor,

@@ -25,7 +25,7 @@ use super::call::{
     CallOutcome, answer_outcome, cancelled_message, invalid_input_message, not_run_message,
 };
 use super::cancel::{SiblingFailure, StopReason};
-use super::context::TurnShared;
+use super::context::{HostData, TurnShared};
 use super::events::{CallStatus, TurnEvent};
 use super::executor::{ExecutorInner, TurnError};
 use super::external::{ExternalCalls, Running};
@@ -272,8 +272,12 @@ impl std::fmt::Debug for Turn {
 }
 
 impl Turn {
-    pub(crate) fn new(exec: Arc<ExecutorInner>, events_enabled: bool) -> Self {
-        let shared = Arc::new(TurnShared::new(exec.clone(), events_enabled));
+    pub(crate) fn new(
+        exec: Arc<ExecutorInner>,
+        events_enabled: bool,
+        host: Option<HostData>,
+    ) -> Self {
+        let shared = Arc::new(TurnShared::new(exec.clone(), events_enabled, host));
         Self {
             admission: AdmissionQueue::new(exec.config.max_concurrency),
             handle: TurnHandle {
