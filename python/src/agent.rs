@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use serde_json::Value;
 
+use crate::args::non_negative_opt;
 use crate::bridge::{LoopBridge, py_to_value};
 use crate::client::PyClient;
 use crate::errors::shield;
@@ -52,16 +53,23 @@ impl PyAgent {
         executor: Option<Py<PyExecutor>>,
         builtin_tools: Option<Vec<String>>,
         workspace: Option<PathBuf>,
-        max_turns: Option<u32>,
-        max_tokens: Option<u64>,
-        token_budget: Option<u64>,
-        max_continuations: Option<u32>,
+        max_turns: Option<i64>,
+        max_tokens: Option<i64>,
+        token_budget: Option<i64>,
+        max_continuations: Option<i64>,
         prompt_caching: bool,
         extra: Option<&Bound<'_, PyAny>>,
-        keep_recent_tool_results: Option<usize>,
+        keep_recent_tool_results: Option<i64>,
         tokenizer: Option<&str>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
+            let max_turns: Option<u32> = non_negative_opt("max_turns", max_turns)?;
+            let max_tokens: Option<u64> = non_negative_opt("max_tokens", max_tokens)?;
+            let token_budget: Option<u64> = non_negative_opt("token_budget", token_budget)?;
+            let max_continuations: Option<u32> =
+                non_negative_opt("max_continuations", max_continuations)?;
+            let keep_recent_tool_results: Option<usize> =
+                non_negative_opt("keep_recent_tool_results", keep_recent_tool_results)?;
             let model_client = client.get().client(py)?;
             let mut registry = ToolRegistry::new();
             let mut executor_config = ExecutorConfig::default();

@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde_json::{Map, Value, json};
 
+use crate::args::{non_negative, non_negative_opt};
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
@@ -306,18 +307,23 @@ impl PyExecutor {
 #[pymethods]
 impl PyExecutor {
     #[new]
-    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS)))]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i64)))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        max_concurrency: usize,
-        max_result_chars: Option<usize>,
+        max_concurrency: i64,
+        max_result_chars: Option<i64>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
-        turn_budget_chars: Option<usize>,
+        turn_budget_chars: Option<i64>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
+            let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
+            let max_result_chars: Option<usize> =
+                non_negative_opt("max_result_chars", max_result_chars)?;
+            let turn_budget_chars: Option<usize> =
+                non_negative_opt("turn_budget_chars", turn_budget_chars)?;
             if max_concurrency == 0 {
                 return Err(PyValueError::new_err("max_concurrency must be at least 1"));
             }
@@ -357,12 +363,14 @@ impl PyExecutor {
         takes_context: bool,
         concurrency_safe: &Bound<'_, PyAny>,
         timeout: Option<f64>,
-        max_result_chars: Option<usize>,
+        max_result_chars: Option<i64>,
         schema: Option<&Bound<'_, PyAny>>,
         cancels_siblings_on_error: bool,
         description: Option<String>,
     ) -> PyResult<()> {
         shield(py, "ToolExecutor.register", || {
+            let max_result_chars: Option<usize> =
+                non_negative_opt("max_result_chars", max_result_chars)?;
             if self.tools.iter().any(|tool| tool.name == name) {
                 return Err(PyValueError::new_err(format!(
                     "a tool named {name:?} is already registered"

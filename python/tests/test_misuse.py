@@ -254,6 +254,8 @@ def test_negative_counts_are_value_errors_naming_the_argument() -> None:
     # unsigned`, which does not say which argument was wrong.
     budget = ferroloop.ContextBudget(200_000, 8_000)
     tracker = ferroloop.ContextTracker()
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    executor = ferroloop.ToolExecutor()
     cases: list[tuple[str, Callable[[], object]]] = [
         ("window", lambda: ferroloop.ContextBudget(-1, 8_000)),
         ("max_output_tokens", lambda: ferroloop.ContextBudget(200_000, -8_000)),
@@ -267,6 +269,15 @@ def test_negative_counts_are_value_errors_naming_the_argument() -> None:
         ("covered", lambda: tracker.record_usage({"input_tokens": 1}, covered=-1)),
         ("max_event_bytes", lambda: ferroloop.SseParser(max_event_bytes=-1)),
         ("max_retries", lambda: ferroloop.Client("anthropic", api_key="k", max_retries=-1, from_env=False)),
+        ("max_concurrency", lambda: ferroloop.ToolExecutor(max_concurrency=-1)),
+        ("max_result_chars", lambda: ferroloop.ToolExecutor(max_result_chars=-1)),
+        ("turn_budget_chars", lambda: ferroloop.ToolExecutor(turn_budget_chars=-1)),
+        ("max_result_chars", lambda: executor.tool(name="t", max_result_chars=-1)(lambda _: "x")),
+        ("max_turns", lambda: ferroloop.Agent(client, model="m", max_turns=-1)),
+        ("max_tokens", lambda: ferroloop.Agent(client, model="m", max_tokens=-1)),
+        ("token_budget", lambda: ferroloop.Agent(client, model="m", token_budget=-1)),
+        ("max_continuations", lambda: ferroloop.Agent(client, model="m", max_continuations=-1)),
+        ("keep_recent_tool_results", lambda: ferroloop.Agent(client, model="m", keep_recent_tool_results=-1)),
     ]
     for name, call in cases:
         with pytest.raises(ValueError, match=f"^{name} must not be negative, got -"):
