@@ -163,15 +163,17 @@ test('a scripted turn: parallel JS calls, a retry, a throwing and an unknown too
   )
 })
 
-test('aborting a run cancels its running JS tool (ctx.signal) and stops with a valid history', async () => {
+/** Runs an agent whose tool aborts the run (`abort(controller)`) and waits for ctx.signal. */
+async function abortedWhileAToolRuns(abort) {
   const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
+  let outcome
   await withServer(
     () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
     async (client) => {
       const controller = new AbortController()
       let sawAbort = null
       const executor = new ToolExecutor().tool({ name: 'slow' }, (_input, ctx) => {
-        controller.abort()
+        abort(controller)
         return new Promise((resolve) => {
           ctx.signal.addEventListener('abort', () => {
             sawAbort = ctx.signal.reason
@@ -181,38 +183,26 @@ test('aborting a run cancels its running JS tool (ctx.signal) and stops with a v
       })
       const agent = new Agent(client, { model: 'replay', tools: executor })
       const { stop } = await collect(agent.run('Go.', { signal: controller.signal }))
-      assert.equal(stop.reason, 'aborted')
-      assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
-      assertPaired(stop.messages)
+      outcome = { stop, sawAbort }
     },
   )
+  return outcome
+}
+
+test('aborting a run cancels its running JS tool (ctx.signal) and stops with a valid history', async () => {
+  const { stop, sawAbort } = await abortedWhileAToolRuns((controller) => controller.abort())
+  assert.equal(stop.reason, 'aborted')
+  assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
+  assertPaired(stop.messages)
 })
 
 test("aborting a run with a reason hands that reason to its tools: ctx.signal.reason.cause, as for executor.run()", async () => {
-  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_slow', name: 'slow', input: {} }], { stopReason: 'tool_use' })
-  await withServer(
-    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
-    async (client) => {
-      const controller = new AbortController()
-      const reason = new Error('the user pressed Ctrl-C')
-      let sawAbort = null
-      const executor = new ToolExecutor().tool({ name: 'slow' }, (_input, ctx) => {
-        setTimeout(() => controller.abort(reason), 10)
-        return new Promise((resolve) => {
-          ctx.signal.addEventListener('abort', () => {
-            sawAbort = ctx.signal.reason
-            resolve('stopped')
-          })
-        })
-      })
-      const agent = new Agent(client, { model: 'replay', tools: executor })
-      const { stop } = await collect(agent.run('Go.', { signal: controller.signal }))
-      assert.equal(stop.reason, 'aborted')
-      assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
-      assert.equal(sawAbort.cause, reason, "the tool sees why the run was aborted")
-      assertPaired(stop.messages)
-    },
-  )
+  const reason = new Error('the user pressed Ctrl-C')
+  const { stop, sawAbort } = await abortedWhileAToolRuns((controller) => setTimeout(() => controller.abort(reason), 10))
+  assert.equal(stop.reason, 'aborted')
+  assert.ok(sawAbort instanceof ferroloop.AbortError, 'the tool saw the abort through ctx.signal')
+  assert.equal(sawAbort.cause, reason, 'the tool sees why the run was aborted')
+  assertPaired(stop.messages)
 })
 
 test('leaving the loop over a run early cancels it: its running JS tool sees ctx.signal abort', async () => {

@@ -188,9 +188,8 @@ async def test_failing_python_tools_reach_the_model_as_error_results(replay: Rep
     assert "no_such_tool" in json.dumps(results["toolu_unknown"]["content"])
 
 
-@pytest.mark.asyncio
-async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Replay) -> None:
-    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+def executor_with_a_slow_tool() -> tuple[ferroloop.ToolExecutor, asyncio.Event, asyncio.Event]:
+    """An executor whose tool `slow` never answers; the events say it started and was cancelled."""
     executor = ferroloop.ToolExecutor()
     started = asyncio.Event()
     cancelled = asyncio.Event()
@@ -204,6 +203,14 @@ async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Rep
             cancelled.set()
             raise
         return "never"
+
+    return executor, started, cancelled
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_iteration_cancels_running_python_tools(replay: Replay) -> None:
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor, started, cancelled = executor_with_a_slow_tool()
 
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m", tools=executor)
@@ -547,19 +554,7 @@ async def test_leaving_the_loop_then_closing_or_dropping_the_run_cancels_it(repl
     # `break` calls nothing on a plain async iterator: the run goes on until it is closed
     # (aclose(), `async with`) or dropped, and then its model request and tools stop.
     server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
-    executor = ferroloop.ToolExecutor()
-    started = asyncio.Event()
-    cancelled = asyncio.Event()
-
-    @executor.tool
-    async def slow(input: dict[str, Any]) -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
+    executor, started, cancelled = executor_with_a_slow_tool()
 
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m", tools=executor)

@@ -296,44 +296,41 @@ fn c_item(item: Option<SseItem<'_>>) -> fl_sse_item {
             // The views borrow the parser's chunks and buffers (or the caller's chunk during
             // `fl_sse_parser_feed_each`), untouched for as long as the views are documented
             // to live.
-            let (event_type, event_type_len) = view(event.event_type());
-            let (data, data_len) = view(event.data());
-            let (id, id_len) = view(event.id());
             result.kind = fl_sse_item_kind::FL_SSE_ITEM_EVENT;
-            result.event = fl_sse_event {
-                event_type,
-                event_type_len,
-                data,
-                data_len,
-                id,
-                id_len,
-            };
+            result.event = c_event(event.event_type(), event.data(), event.id());
         }
     }
     result
+}
+
+/// An event's views of `event_type`, `data` and `id` (valid as long as they are).
+fn c_event(event_type: &str, data: &str, id: &str) -> fl_sse_event {
+    let (event_type, event_type_len) = view(event_type);
+    let (data, data_len) = view(data);
+    let (id, id_len) = view(id);
+    fl_sse_event {
+        event_type,
+        event_type_len,
+        data,
+        data_len,
+        id,
+        id_len,
+    }
 }
 
 /// The C form of an item kept by `fl_sse_parser_finish`; the views borrow `item`.
 fn c_owned_item(item: &SseOwnedItem) -> fl_sse_item {
     match item {
         SseOwnedItem::Retry(ms) => c_item(Some(SseItem::Retry(*ms))),
-        SseOwnedItem::Event(event) => {
-            let (event_type, event_type_len) = view(event.event_type.as_str());
-            let (data, data_len) = view(event.data.as_str());
-            let (id, id_len) = view(event.id.as_str());
-            fl_sse_item {
-                kind: fl_sse_item_kind::FL_SSE_ITEM_EVENT,
-                event: fl_sse_event {
-                    event_type,
-                    event_type_len,
-                    data,
-                    data_len,
-                    id,
-                    id_len,
-                },
-                retry_ms: 0,
-            }
-        }
+        SseOwnedItem::Event(event) => fl_sse_item {
+            kind: fl_sse_item_kind::FL_SSE_ITEM_EVENT,
+            event: c_event(
+                event.event_type.as_str(),
+                event.data.as_str(),
+                event.id.as_str(),
+            ),
+            retry_ms: 0,
+        },
     }
 }
 
