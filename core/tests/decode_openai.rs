@@ -1091,3 +1091,46 @@ fn chat_without_done_is_whole_once_every_choice_has_a_finish_reason() {
         );
     }
 }
+
+/// OpenRouter (and other gateways) report an upstream failure after HTTP 200 as a chunk that
+/// carries an `error` object next to its `choices` (with `finish_reason: "error"`): a typed
+/// provider error with the message, not a normal end of the answer, on the text fast path too.
+#[test]
+fn chat_error_object_next_to_choices_is_a_provider_error() {
+    let start = chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]));
+    let text = chunk(json!([{"index": 0, "delta": {"content": "Hel"}}]));
+    for finish in [json!("error"), Value::Null] {
+        let failed = json!({"id": "gen-1", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "provider": "Upstream",
+            "error": {"code": 502, "message": "Upstream provider went away"},
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": finish}]})
+        .to_string();
+        let (mut decoder, events, error) =
+            chat(&[start.clone(), text.clone(), failed, "[DONE]".to_owned()]);
+        match error {
+            Some(DecodeError::Provider {
+                error_type,
+                message,
+                ..
+            }) => {
+                assert_eq!(message, "Upstream provider went away");
+                assert_eq!(error_type, "502");
+            }
+            other => panic!("{other:?} {events:?}"),
+        }
+        assert!(
+            matches!(decoder.finish(), Err(DecodeError::Provider { .. })),
+            "finish must answer the error again"
+        );
+    }
+    // `"error": null` next to choices is no error.
+    let fine = json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "error": null,
+        "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]})
+    .to_string();
+    let (mut decoder, _, error) = chat(&[start, text, fine, "[DONE]".to_owned()]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.finish().unwrap()["choices"][0]["message"]["content"],
+        "Hello"
+    );
+}

@@ -209,6 +209,9 @@ struct TextChunk<'a> {
     /// Read only for its position (see [`Template`]).
     #[serde(default, borrow)]
     obfuscation: Option<&'a RawValue>,
+    /// An error reported next to the choices (OpenRouter): the general path fails the stream.
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -487,6 +490,9 @@ impl OpenAiChatDecoder {
         let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data) else {
             return false;
         };
+        if chunk.error.is_some() {
+            return false;
+        }
         // Everything that can fail is checked before anything changes.
         self.scratch.clear();
         self.spans.clear();
@@ -1044,7 +1050,12 @@ impl OpenAiChatDecoder {
         let Value::Object(mut chunk) = value else {
             return Err(malformed("the chunk is not an object"));
         };
-        if chunk.contains_key("error") && !chunk.contains_key("choices") {
+        // An error chunk (vLLM: `{"error": {...}}` alone; OpenRouter: an `error` object next to
+        // choices that end with `finish_reason: "error"`) fails the stream, whatever else it holds.
+        let error = chunk.get("error");
+        if error.is_some_and(|e| !e.is_null())
+            || (error.is_some() && !chunk.contains_key("choices"))
+        {
             return Err(self.fail(Value::Object(chunk)));
         }
         if self.done {
