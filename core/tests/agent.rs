@@ -2612,3 +2612,56 @@ async fn host_data_of_a_run_reaches_its_tool_calls() {
     let events: Vec<AgentEvent> = agent.run_messages(prompt()).collect().await;
     assert_eq!(results(&events), [json!("none"), json!("none")]);
 }
+
+/// The SSE body of Chat Completions chunks (each `data` a chunk's JSON) ended by `[DONE]`.
+fn chat_chunks(chunks: &[Value]) -> Bytes {
+    let mut sse: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    sse.push_str("data: [DONE]\n\n");
+    Bytes::from(sse)
+}
+
+/// A Chat Completions chunk of choice 0.
+fn chat_chunk(delta: Value, finish: Value) -> Value {
+    json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+/// Some servers and gateways end a tool-calling answer with `[DONE]` and no `finish_reason`
+/// (or a `null` one on every chunk): the calls are whole, and they run and are answered.
+#[tokio::test]
+async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::openai_chat(|n, request| {
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        Ok(chat_chunks(&[
+            chat_chunk(json!({"role": "assistant", "content": null}), Value::Null),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}]}),
+                Value::Null,
+            ),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 1, "id": "call_2", "type": "function", "function": {"name": "write", "arguments": "{\"path\": \"b\"}"}}]}),
+                Value::Null,
+            ),
+        ]))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert_eq!(*log.lock().unwrap(), ["read \"a\"", "write \"b\""]);
+    let ids: Vec<&str> = messages[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_1", "call_2"]);
+}

@@ -825,7 +825,8 @@ fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
     );
 
     // Without a finish_reason, a call left open is sealed at `[DONE]`; a call still unfinished
-    // there is reported invalid, as before.
+    // there is reported invalid, as before; the whole call after it is sealed there too (it was
+    // never sealed, so never run).
     let chunks = vec![
         chunk(
             json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
@@ -840,10 +841,14 @@ fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
     ];
     let (_, events, error) = chat(&chunks);
     assert!(error.is_none(), "{error:?}");
-    assert!(matches!(
-        sealed(&events).as_slice(),
-        [DecodeEvent::ToolUseInvalid { id, .. }] if id == "call_a"
-    ));
+    assert!(
+        matches!(
+            sealed(&events).as_slice(),
+            [DecodeEvent::ToolUseInvalid { id, .. }, DecodeEvent::ToolUseReady { id: b, input, .. }]
+                if id == "call_a" && b == "call_b" && *input == json!({})
+        ),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -1133,4 +1138,30 @@ fn chat_error_object_next_to_choices_is_a_provider_error() {
         decoder.finish().unwrap()["choices"][0]["message"]["content"],
         "Hello"
     );
+}
+
+/// `[DONE]` after tool calls without any `finish_reason` (servers that send `null` on every
+/// chunk): the stream is whole, so every call is sealed there, the last one included.
+#[test]
+fn chat_done_seals_calls_without_a_finish_reason() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "ping", "arguments": ""}}]}, "finish_reason": null}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let ready: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
+    assert!(
+        matches!(ready.as_slice(), [DecodeEvent::ToolUseReady { index: 0, id, name, input }]
+            if id == "call_1" && name == "ping" && *input == json!({})),
+        "{events:?}"
+    );
+    assert!(decoder.finish().is_ok());
 }

@@ -699,6 +699,16 @@ impl ChatEventTranslator {
                 request_id,
             } => {
                 let mut message = self.message(&message);
+                // A whole answer without a `finish_reason` (servers that send none, or `null`
+                // on every chunk, before `[DONE]`): its calls were sealed at `[DONE]`, and they
+                // run, as `stop` with calls does.
+                if message.get("stop_reason").is_some_and(Value::is_null) {
+                    let has_calls = message
+                        .get("content")
+                        .and_then(Value::as_array)
+                        .is_some_and(|blocks| blocks.iter().any(|b| block_type(b) == "tool_use"));
+                    message["stop_reason"] = Value::String(stop_reason(None, has_calls).to_owned());
+                }
                 // Fragments after a call was sealed (a server streaming past its finish reason)
                 // changed the message's call but not what runs: record what runs.
                 if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {

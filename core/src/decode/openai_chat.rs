@@ -968,15 +968,15 @@ impl OpenAiChatDecoder {
         self.seal_parsed(choice, tool, false, parsed);
     }
 
-    /// Seals the calls left open at a switch ([`seal_at_switch`](Self::seal_at_switch)) that no
-    /// `finish_reason` sealed: the stream ended.
-    fn seal_open_calls(&mut self) {
+    /// Seals the calls no `finish_reason` sealed at `[DONE]`: the stream is whole, so their
+    /// arguments are final. Calls left open at a switch ([`seal_at_switch`](Self::seal_at_switch))
+    /// end here, and so do the calls of a server that sends no `finish_reason` (or `null` on
+    /// every chunk) before `[DONE]`.
+    fn seal_unsealed_calls(&mut self) {
         for choice in 0..self.choices.len() {
-            let count = self.choices[choice].open.len();
+            let count = self.choices[choice].sealed.len();
             for tool in 0..count {
-                if self.choices[choice].open[tool].is_some() {
-                    self.seal(choice, tool, false);
-                }
+                self.seal(choice, tool, false);
             }
         }
     }
@@ -1571,7 +1571,7 @@ impl EventDecoder for OpenAiChatDecoder {
                 }
                 .into());
             }
-            self.seal_open_calls();
+            self.seal_unsealed_calls();
             self.done = true;
             self.emit(|| DecodeEvent::MessageStop);
             return Ok(());
