@@ -2665,3 +2665,59 @@ async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
         .collect();
     assert_eq!(ids, ["call_1", "call_2"]);
 }
+
+/// Reasoning a Chat Completions server streams (`reasoning_content`: DeepSeek, vLLM;
+/// `reasoning`: Ollama, OpenRouter) is surfaced as thinking, and never sent back: DeepSeek
+/// refuses a request whose messages carry `reasoning_content`.
+#[tokio::test]
+async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::openai_chat(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        Ok(chat_chunks(&[
+            chat_chunk(
+                json!({"role": "assistant", "content": null, "reasoning_content": "Need a"}),
+                Value::Null,
+            ),
+            chat_chunk(json!({"content": null, "reasoning": " file."}), Value::Null),
+            chat_chunk(
+                json!({"content": "Reading.", "reasoning_content": null}),
+                Value::Null,
+            ),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}]}),
+                json!("tool_calls"),
+            ),
+        ]))
+    });
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("deepseek-reasoner"),
+        Arc::new(model),
+        executor(log),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    let thinking: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ThinkingDelta { thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, "Need a file.");
+    assert_eq!(
+        messages[1]["content"],
+        json!([
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a"}},
+        ])
+    );
+    let second = requests.lock().unwrap()[1].to_string();
+    assert!(!second.contains("reasoning"), "{second}");
+}

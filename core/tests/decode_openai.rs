@@ -1165,3 +1165,38 @@ fn chat_done_seals_calls_without_a_finish_reason() {
     );
     assert!(decoder.finish().is_ok());
 }
+
+/// Reasoning text of OpenAI-compatible servers — `delta.reasoning_content` (DeepSeek, vLLM,
+/// LM Studio), `delta.reasoning` (Ollama, OpenRouter, newer vLLM, which may send both with the
+/// same text) — is reported as `thinking_delta` once per chunk and kept in the message.
+#[test]
+fn chat_reasoning_deltas_are_thinking() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null, "reasoning_content": "Let"}}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"content": null, "reasoning_content": " me think"}}])),
+        chunk(json!([{"index": 0, "delta": {"reasoning": ".", "reasoning_content": "."}}])),
+        chunk(json!([{"index": 0, "delta": {"reasoning": " Done."}}])),
+        chunk(json!([{"index": 0, "delta": {"content": "Hi", "reasoning_content": null}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"content": "", "reasoning_content": null}, "finish_reason": "stop"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let thinking: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["Let", " me think", ".", " Done."], "{events:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hi");
+    assert_eq!(
+        message["choices"][0]["message"]["reasoning_content"],
+        "Let me think."
+    );
+}

@@ -14,7 +14,9 @@
 //!   Anthropic message: text and `tool_use` blocks (input parsed), `finish_reason` `stop` /
 //!   `length` / `tool_calls` / `content_filter` → `end_turn` / `max_tokens` / `tool_use` /
 //!   `refusal`, and usage `prompt_tokens` / `completion_tokens` / `cached_tokens` →
-//!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`.
+//!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`. Reasoning text
+//!   (`reasoning_content`, `reasoning`) is passed on as `thinking_delta` events of no block: it
+//!   is not part of the message, so it is never sent back.
 //!
 //! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
 
@@ -565,6 +567,13 @@ impl ChatEventTranslator {
                 out.push(DecodeEvent::TextDelta { index, text });
             }
             DecodeEvent::TextDelta { .. } | DecodeEvent::RefusalDelta { .. } => {}
+            // Reasoning (`reasoning_content`, `reasoning`) is surfaced as thinking but has no
+            // block: it is not part of the message, and never sent back (DeepSeek refuses a
+            // request carrying it). Other choices' reasoning is dropped like their text.
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => {
+                out.push(DecodeEvent::ThinkingDelta { index: 0, thinking });
+            }
+            DecodeEvent::ThinkingDelta { .. } => {}
             DecodeEvent::BlockStart { index, block } => {
                 let (index, new) = self.tool_block(index);
                 if new {

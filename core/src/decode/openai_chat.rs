@@ -782,6 +782,10 @@ impl OpenAiChatDecoder {
             let refusal = message
                 .and_then(|m| m.get("refusal"))
                 .and_then(Value::as_str);
+            let reasoning = message
+                .and_then(Value::as_object)
+                .and_then(reasoning_text)
+                .map(str::to_owned);
             let tools = message
                 .and_then(|m| m.get("tool_calls"))
                 .and_then(Value::as_array)
@@ -793,18 +797,20 @@ impl OpenAiChatDecoder {
                 .map(str::to_owned);
             reports.push((
                 index,
+                reasoning,
                 content.map(str::to_owned),
                 refusal.map(str::to_owned),
                 tools,
                 finish,
             ));
         }
-        for (index, content, refusal, tools, finish) in reports {
+        for (index, reasoning, content, refusal, tools, finish) in reports {
             // The first chunk's lists are the snapshot's as they are.
             if self.choices.len() <= index {
                 self.choices.resize(index + 1, ChoiceState::default());
             }
             let positions = calls_as_they_are(&tools, &mut self.choices[index]);
+            self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
                 index,
                 content.as_deref(),
@@ -820,6 +826,16 @@ impl OpenAiChatDecoder {
             self.emit_usage();
         }
         Ok(())
+    }
+
+    /// Reports a choice's reasoning text ([`reasoning_text`]) as thinking.
+    fn report_reasoning(&mut self, choice: usize, reasoning: Option<&str>) {
+        if let Some(text) = reasoning {
+            self.emit(|| DecodeEvent::ThinkingDelta {
+                index: choice,
+                thinking: text.to_owned(),
+            });
+        }
     }
 
     /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
@@ -1093,6 +1109,7 @@ impl OpenAiChatDecoder {
                 .get("refusal")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
+            let reasoning = reasoning_text(&delta).map(str::to_owned);
             let tools = delta
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -1160,7 +1177,7 @@ impl OpenAiChatDecoder {
                     }
                 }
             }
-            reports.push((index, content, refusal, tools, positions, finish));
+            reports.push((index, reasoning, content, refusal, tools, positions, finish));
         }
         let usage = chunk.remove("usage").unwrap_or(Value::Null);
         let has_usage = !usage.is_null();
@@ -1172,9 +1189,10 @@ impl OpenAiChatDecoder {
         let arguments_only = !has_usage
             && matches!(
                 reports.as_slice(),
-                [(_, None, None, tools, _, None)] if tools.len() == 1
+                [(_, None, None, None, tools, _, None)] if tools.len() == 1
             );
-        for (index, content, refusal, tools, positions, finish) in reports {
+        for (index, reasoning, content, refusal, tools, positions, finish) in reports {
+            self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
                 index,
                 content.as_deref(),
@@ -1201,6 +1219,20 @@ impl OpenAiChatDecoder {
         self.failure = error.replay();
         error
     }
+}
+
+/// The reasoning text of a delta, not empty: `reasoning_content` (DeepSeek, vLLM, LM Studio,
+/// llama.cpp), else `reasoning` (Ollama, OpenRouter, newer vLLM, which may send both with the
+/// same text: it is reported once). Both accumulate into the message as any unknown string
+/// field does. The text fast paths never see them (their deltas name only `content` and
+/// `refusal`).
+fn reasoning_text(delta: &Object) -> Option<&str> {
+    ["reasoning_content", "reasoning"].iter().find_map(|key| {
+        delta
+            .get(*key)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+    })
 }
 
 /// The tool call at position `tool` of choice `choice` in the snapshot.
