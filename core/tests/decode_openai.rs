@@ -1200,3 +1200,52 @@ fn chat_reasoning_deltas_are_thinking() {
         "Let me think."
     );
 }
+
+/// Gemini's OpenAI-compatible endpoint sends each tool call whole, without `index`, and
+/// `role: "assistant"` on every delta: each call with a new `id` is a call of its own (one
+/// without `id` continues the current call), and the role stays `assistant`.
+#[test]
+fn chat_tool_calls_without_index_and_repeated_roles() {
+    let call = |id: &str, path: &str| json!({"id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}});
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [call("call_1", "a")]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [call("call_2", "b")]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "read", "arguments": "{\"pa"}}]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"function": {"arguments": "th\":\"c\"}"}}]}}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let ready: Vec<(usize, &str, &Value)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ToolUseReady {
+                index, id, input, ..
+            } => Some((*index, id.as_str(), input)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            (0, "call_1", &json!({"path": "a"})),
+            (1, "call_2", &json!({"path": "b"})),
+            (2, "call_3", &json!({"path": "c"})),
+        ],
+        "{events:?}"
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][2]["function"]["arguments"],
+        "{\"path\":\"c\"}"
+    );
+}

@@ -1342,16 +1342,26 @@ fn accumulate_tool_calls(
         let Value::Object(entry) = entry else {
             return Err(malformed("`tool_calls` list entry is not an object"));
         };
-        let index = entry
-            .get("index")
-            .and_then(Value::as_u64)
-            .and_then(|i| usize::try_from(i).ok())
-            .ok_or_else(|| malformed("`tool_calls` list entry has no integer `index`"))?;
+        let index = match entry.get("index") {
+            None | Some(Value::Null) => None,
+            Some(index) => Some(
+                index
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or_else(|| malformed("`tool_calls` list entry has no integer `index`"))?,
+            ),
+        };
         let id = entry
             .get("id")
             .and_then(Value::as_str)
             .filter(|id| !id.is_empty());
-        let existing = state.call_at(index).filter(|&position| {
+        // Without an `index` (Gemini sends each call whole, unnumbered), a fragment goes to the
+        // current call, unless its `id` names another one.
+        let candidate = match index {
+            Some(index) => state.call_at(index),
+            None => state.current_tool,
+        };
+        let existing = candidate.filter(|&position| {
             let call_id = calls
                 .get(position)
                 .and_then(|c| c.get("id"))
@@ -1375,7 +1385,9 @@ fn accumulate_tool_calls(
             None => {
                 let position = calls.len();
                 calls.push(Value::Object(entry));
-                state.add_call(index, position);
+                if let Some(index) = index {
+                    state.add_call(index, position);
+                }
                 positions.push(Some(position));
             }
         }
@@ -1429,7 +1441,9 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
             acc.insert(key, delta_value);
             continue;
         };
-        if acc_value.is_null() || key == "index" || key == "type" {
+        // `role` too: servers that repeat `"role": "assistant"` on every delta (Gemini, LM
+        // Studio) would otherwise make it `assistantassistant...`.
+        if acc_value.is_null() || key == "index" || key == "type" || key == "role" {
             *acc_value = delta_value;
             continue;
         }
