@@ -23,7 +23,8 @@ type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 /// Accumulation follows openai-python's `ChatCompletionStreamState`: the first chunk becomes the
 /// snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
 /// later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
-/// objects merge by their `index`, `index`/`type` are replaced); a truthy `finish_reason` is
+/// objects merge by their `index`, `index`/`type` are replaced, and so is `role`, which some
+/// servers repeat on every delta); a truthy `finish_reason` is
 /// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
 /// (the usage-only final chunk has empty `choices`).
 ///
