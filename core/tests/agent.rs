@@ -2721,3 +2721,50 @@ async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
     let second = requests.lock().unwrap()[1].to_string();
     assert!(!second.contains("reasoning"), "{second}");
 }
+
+/// With several choices (`n` > 1 passed through in the request), only the first choice is the
+/// answer: the other choices' text and tool calls are neither shown, run nor recorded.
+#[tokio::test]
+async fn chat_choices_other_than_the_first_are_ignored() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::openai_chat(|n, request| {
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        let two = |first: Value, second: Value, finish: Value| {
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [
+                {"index": 0, "delta": first, "finish_reason": finish},
+                {"index": 1, "delta": second, "finish_reason": finish},
+            ]})
+        };
+        let call = |id: &str, path: &str| json!({"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}}]});
+        Ok(chat_chunks(&[
+            two(
+                json!({"role": "assistant", "content": "First."}),
+                json!({"role": "assistant", "content": "Second."}),
+                Value::Null,
+            ),
+            two(call("call_a", "a"), call("call_b", "b"), Value::Null),
+            two(json!({}), json!({}), json!("tool_calls")),
+        ]))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert_eq!(*log.lock().unwrap(), ["read \"a\""]);
+    let shown: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.contains("Second"), "{shown}");
+    assert_eq!(messages[2]["content"].as_array().unwrap().len(), 1);
+}

@@ -28,6 +28,10 @@ type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 /// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
 /// (the usage-only final chunk has empty `choices`).
 ///
+/// Tool call events (`block_start`, `input_json_delta`, `tool_use_*`) name a call, not a choice,
+/// so they are reported for the first choice only (with `n` > 1, another choice's calls would
+/// otherwise be taken for the first's and run); every choice's calls are in the message.
+///
 /// A tool call is sealed when another call starts, if its arguments are complete JSON there;
 /// otherwise it stays open for its late fragments (servers interleaving calls) and is sealed when
 /// its value ends, at the `finish_reason`, or at `[DONE]`.
@@ -635,11 +639,12 @@ impl OpenAiChatDecoder {
         ) else {
             return;
         };
-        let (Some(call), true, None, None) = (
+        let (Some(call), true, None, None, 0) = (
             &choice.delta.tool_calls.first,
             choice.delta.tool_calls.rest.is_empty(),
             choice.logprobs,
             &choice.finish_reason,
+            choice.index,
         ) else {
             return;
         };
@@ -881,6 +886,11 @@ impl OpenAiChatDecoder {
             if let Some(previous) = previous.filter(|&p| p != tool_index) {
                 self.seal_at_switch(choice, previous);
             }
+            // Tool call events name no choice: only the first choice's are reported (see
+            // [`OpenAiChatDecoder`]); the others' calls are in the message.
+            if choice != 0 {
+                continue;
+            }
             if is_new {
                 let block = tool.clone();
                 self.emit(|| DecodeEvent::BlockStart {
@@ -1022,6 +1032,9 @@ impl OpenAiChatDecoder {
             return;
         }
         *flag = true;
+        if choice != 0 {
+            return;
+        }
         let Some(call) = snapshot_call(self.snapshot.as_ref(), choice, tool) else {
             return;
         };
