@@ -1249,3 +1249,27 @@ fn chat_tool_calls_without_index_and_repeated_roles() {
         "{\"path\":\"c\"}"
     );
 }
+
+/// Azure OpenAI sends its prompt filter results first, in a chunk with empty `choices`, an empty
+/// `id` and `model` and `created: 0`: the message takes them from the first chunk with choices.
+#[test]
+fn chat_azure_prompt_filter_chunk_does_not_blank_the_id_and_model() {
+    let filter = json!({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+        "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]})
+    .to_string();
+    let first = json!({"choices": [{"content_filter_results": {}, "delta": {"content": "", "role": "assistant"}, "finish_reason": null, "index": 0, "logprobs": null}],
+        "created": 1700000000, "id": "chatcmpl-az", "model": "gpt-4o-2024-08-06", "object": "chat.completion.chunk", "system_fingerprint": "fp"})
+    .to_string();
+    let text = json!({"choices": [{"delta": {"content": "Hi"}, "finish_reason": "stop", "index": 0}],
+        "created": 1700000000, "id": "chatcmpl-az", "model": "gpt-4o-2024-08-06", "object": "chat.completion.chunk"})
+    .to_string();
+    let (mut decoder, _, error) = chat(&[filter, first, text, "[DONE]".to_owned()]);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["id"], "chatcmpl-az");
+    assert_eq!(message["model"], "gpt-4o-2024-08-06");
+    assert_eq!(message["created"], 1_700_000_000);
+    assert_eq!(message["object"], "chat.completion");
+    assert_eq!(message["choices"][0]["message"]["content"], "Hi");
+    assert!(message["prompt_filter_results"].is_array());
+}

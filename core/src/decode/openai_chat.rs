@@ -1102,6 +1102,22 @@ impl OpenAiChatDecoder {
             Some(Value::Null) | None => Vec::new(),
             Some(_) => return Err(malformed("`choices` is not a list")),
         };
+        let no_choice_yet = snapshot
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty);
+        if no_choice_yet && !choices.is_empty() {
+            // The first chunk had no choices (Azure's prompt filter results, with an empty `id`
+            // and `model` and `created: 0`): the first chunk with choices names the completion.
+            for key in ["id", "model", "created"] {
+                let blank = snapshot
+                    .get(key)
+                    .is_none_or(|v| v.is_null() || v.as_str() == Some("") || v.as_u64() == Some(0));
+                if let Some(value) = chunk.get(key).filter(|_| blank) {
+                    snapshot.insert(key.to_owned(), value.clone());
+                }
+            }
+        }
         let Some(Value::Array(snapshot_choices)) = snapshot.get_mut("choices") else {
             return Err(malformed("snapshot lost its choices"));
         };
