@@ -1273,3 +1273,22 @@ fn chat_azure_prompt_filter_chunk_does_not_blank_the_id_and_model() {
     assert_eq!(message["choices"][0]["message"]["content"], "Hi");
     assert!(message["prompt_filter_results"].is_array());
 }
+
+/// Some servers (TGI, LocalAI) send a call's `arguments` as a JSON object, not a string holding
+/// one: the call's input is that object, not `{}` (its arguments silently dropped).
+#[test]
+fn chat_arguments_sent_as_an_object_are_the_input() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": null}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": {"path": "a"}}}]}, "finish_reason": "tool_calls"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, DecodeEvent::ToolUseReady { input, .. } if *input == json!({"path": "a"}))),
+        "{events:?}"
+    );
+    assert!(decoder.finish().is_ok());
+}

@@ -422,15 +422,17 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-        let arguments = function
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let arguments = function.and_then(|f| f.get("arguments"));
+        // A JSON object is the input itself (servers that send one instead of a string).
+        let input = match arguments {
+            Some(object @ Value::Object(_)) => object.clone(),
+            other => parse_arguments(other.and_then(Value::as_str).unwrap_or("")),
+        };
         json!({
             "type": "tool_use",
             "id": id,
             "name": name,
-            "input": parse_arguments(arguments),
+            "input": input,
         })
     };
     let default_order: Vec<Slot>;

@@ -964,11 +964,14 @@ impl OpenAiChatDecoder {
         if state.sealed.get(tool).copied().unwrap_or(true) {
             return;
         }
-        let arguments = snapshot_call(self.snapshot.as_ref(), choice, tool)
+        let raw_arguments = snapshot_call(self.snapshot.as_ref(), choice, tool)
             .and_then(|c| c.get("function"))
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+            .and_then(|f| f.get("arguments"));
+        if raw_arguments.is_some_and(Value::is_object) {
+            self.seal(choice, tool, false);
+            return;
+        }
+        let arguments = raw_arguments.and_then(Value::as_str).unwrap_or("");
         let parsed = match state.open.get_mut(tool).and_then(Option::as_mut) {
             Some(end) => {
                 if !end.ended(arguments) {
@@ -1042,8 +1045,11 @@ impl OpenAiChatDecoder {
         let id = field(call.get("id"));
         let function = call.get("function");
         let name = field(function.and_then(|f| f.get("name")));
-        let arguments = field(function.and_then(|f| f.get("arguments")));
-        let parsed = parsed.unwrap_or_else(|| {
+        let raw_arguments = function.and_then(|f| f.get("arguments"));
+        let arguments = field(raw_arguments);
+        // Arguments sent as a JSON object, not a string holding one (TGI, LocalAI): the input.
+        let object = raw_arguments.filter(|a| a.is_object()).cloned();
+        let parsed = parsed.or(object.map(Ok)).unwrap_or_else(|| {
             if json_str::is_json_whitespace(&arguments) {
                 Ok(Value::Object(Map::new()))
             } else {
