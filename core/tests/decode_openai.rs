@@ -1292,3 +1292,31 @@ fn chat_arguments_sent_as_an_object_are_the_input() {
     );
     assert!(decoder.finish().is_ok());
 }
+
+/// Some OpenAI-compatible servers leave out the choice `index` (the Vercel AI SDK reads
+/// `choices[0]` without it): a choice without one is the choice at its position in the list.
+#[test]
+fn chat_choices_without_index_are_taken_by_position() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(json!([{"delta": {"role": "assistant", "content": ""}}])),
+        chunk(json!([{"delta": {"content": "Hel"}}])),
+        chunk(json!([{"delta": {"content": "lo"}}])),
+        chunk(
+            json!([{"delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { id, .. } if id == "call_1")),
+        "{events:?}"
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(message["choices"][0]["finish_reason"], "tool_calls");
+    // An `index` that is there but not a valid number is still refused.
+    let (_, _, error) = chat(&[chunk(json!([{"index": "x", "delta": {"content": "a"}}]))]);
+    assert!(matches!(error, Some(DecodeError::Protocol(_))), "{error:?}");
+}

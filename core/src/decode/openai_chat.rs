@@ -221,6 +221,8 @@ struct TextChunk<'a> {
 
 #[derive(Deserialize)]
 struct TextChoice<'a> {
+    /// Missing: [`NO_INDEX`], which sends the chunk to the general path.
+    #[serde(default = "no_index")]
     index: usize,
     #[serde(borrow)]
     delta: TextDelta<'a>,
@@ -256,6 +258,7 @@ struct ArgsChunk<'a> {
 
 #[derive(Deserialize)]
 struct ArgsChoice<'a> {
+    #[serde(default = "no_index")]
     index: usize,
     #[serde(borrow)]
     delta: ArgsDelta<'a>,
@@ -285,6 +288,14 @@ struct ArgsCall<'a> {
 struct ArgsFunction<'a> {
     #[serde(borrow)]
     arguments: &'a RawValue,
+}
+
+/// The fast paths' choice index when the chunk gives none: no choice has it, so the chunk goes to
+/// the general path, which takes the choice's position in the list.
+const NO_INDEX: usize = usize::MAX;
+
+fn no_index() -> usize {
+    NO_INDEX
 }
 
 /// A JSON string, borrowed from the input unless it holds escapes. (`Option<Cow<str>>` fields
@@ -743,11 +754,11 @@ impl OpenAiChatDecoder {
             _ => Vec::new(),
         };
         let mut converted: Vec<Value> = Vec::with_capacity(choices.len());
-        for choice in choices {
+        for (position, choice) in choices.into_iter().enumerate() {
             let Value::Object(mut choice) = choice else {
                 return Err(malformed("a choice is not an object"));
             };
-            let index = choice_index(&choice)?;
+            let index = choice_index(&mut choice, position)?;
             let delta = choice.remove("delta").unwrap_or(Value::Object(Map::new()));
             choice.insert("message".to_owned(), delta);
             while converted.len() <= index {
@@ -1128,11 +1139,11 @@ impl OpenAiChatDecoder {
             return Err(malformed("snapshot lost its choices"));
         };
         let mut reports = Vec::with_capacity(choices.len());
-        for choice in choices {
+        for (position, choice) in choices.into_iter().enumerate() {
             let Value::Object(mut choice) = choice else {
                 return Err(malformed("a choice is not an object"));
             };
-            let index = choice_index(&choice)?;
+            let index = choice_index(&mut choice, position)?;
             let mut delta = match choice.remove("delta") {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
@@ -1306,7 +1317,13 @@ pub(crate) fn sets_finish_reason(data: &str) -> bool {
 /// Largest choice or tool call index accepted (indexes size tables).
 const MAX_INDEX: usize = 1 << 16;
 
-fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
+/// A choice's `index`; without one (some compatible servers leave it out), its `position` in the
+/// chunk's list, which is then written into the choice.
+fn choice_index(choice: &mut Object, position: usize) -> Result<usize, DecodeError> {
+    if matches!(choice.get("index"), None | Some(Value::Null)) && position < MAX_INDEX {
+        choice.insert("index".to_owned(), Value::from(position));
+        return Ok(position);
+    }
     choice
         .get("index")
         .and_then(Value::as_u64)
