@@ -1320,3 +1320,15 @@ fn chat_choices_without_index_are_taken_by_position() {
     let (_, _, error) = chat(&[chunk(json!([{"index": "x", "delta": {"content": "a"}}]))]);
     assert!(matches!(error, Some(DecodeError::Protocol(_))), "{error:?}");
 }
+
+/// An error chunk whose `error` is a plain string (`{"error": "..."}`, as llama.cpp and some
+/// gateways send) keeps that text as the message.
+#[test]
+fn chat_error_given_as_a_string_keeps_its_text() {
+    let start = chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]));
+    let (_, _, error) = chat(&[start, json!({"error": "upstream timed out"}).to_string()]);
+    match error {
+        Some(DecodeError::Provider { message, .. }) => assert_eq!(message, "upstream timed out"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -74,7 +74,11 @@ impl DecodeError {
             .map(str::to_owned)
             .or(number_code)
             .unwrap_or_else(|| "unknown_error".to_owned());
-        let message = field("message").unwrap_or("").to_owned();
+        // `{"error": "text"}` (llama.cpp, some gateways): the text is the message.
+        let message = field("message")
+            .or_else(|| raw.get("error").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_owned();
         Self::Provider {
             error_type,
             message,
