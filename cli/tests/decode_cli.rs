@@ -181,3 +181,19 @@ fn unknown_provider_is_a_usage_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8(out.stderr).unwrap().contains("gemini"));
 }
+
+/// OpenRouter reports an upstream failure after HTTP 200 as a chunk with an `error` object next
+/// to choices ending with `finish_reason: "error"`: exit 1 naming the error, not a normal answer.
+#[test]
+fn openai_chat_error_next_to_choices_exits_1_with_the_message() {
+    let input = concat!(
+        "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"provider\":\"Upstream\",\"error\":{\"code\":502,\"message\":\"Upstream provider went away\"},\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let out = decode_stdin("openai-chat", input.as_bytes(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("Upstream provider went away"), "{stderr}");
+}

@@ -2612,3 +2612,159 @@ async fn host_data_of_a_run_reaches_its_tool_calls() {
     let events: Vec<AgentEvent> = agent.run_messages(prompt()).collect().await;
     assert_eq!(results(&events), [json!("none"), json!("none")]);
 }
+
+/// The SSE body of Chat Completions chunks (each `data` a chunk's JSON) ended by `[DONE]`.
+fn chat_chunks(chunks: &[Value]) -> Bytes {
+    let mut sse: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    sse.push_str("data: [DONE]\n\n");
+    Bytes::from(sse)
+}
+
+/// A Chat Completions chunk of choice 0.
+fn chat_chunk(delta: Value, finish: Value) -> Value {
+    json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+/// Some servers and gateways end a tool-calling answer with `[DONE]` and no `finish_reason`
+/// (or a `null` one on every chunk): the calls are whole, and they run and are answered.
+#[tokio::test]
+async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::openai_chat(|n, request| {
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        Ok(chat_chunks(&[
+            chat_chunk(json!({"role": "assistant", "content": null}), Value::Null),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}]}),
+                Value::Null,
+            ),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 1, "id": "call_2", "type": "function", "function": {"name": "write", "arguments": "{\"path\": \"b\"}"}}]}),
+                Value::Null,
+            ),
+        ]))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert_eq!(*log.lock().unwrap(), ["read \"a\"", "write \"b\""]);
+    let ids: Vec<&str> = messages[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_1", "call_2"]);
+}
+
+/// Reasoning a Chat Completions server streams (`reasoning_content`: DeepSeek, vLLM;
+/// `reasoning`: Ollama, OpenRouter) is surfaced as thinking, and never sent back: DeepSeek
+/// refuses a request whose messages carry `reasoning_content`.
+#[tokio::test]
+async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::openai_chat(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        Ok(chat_chunks(&[
+            chat_chunk(
+                json!({"role": "assistant", "content": null, "reasoning_content": "Need a"}),
+                Value::Null,
+            ),
+            chat_chunk(json!({"content": null, "reasoning": " file."}), Value::Null),
+            chat_chunk(
+                json!({"content": "Reading.", "reasoning_content": null}),
+                Value::Null,
+            ),
+            chat_chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"a\"}"}}]}),
+                json!("tool_calls"),
+            ),
+        ]))
+    });
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("deepseek-reasoner"),
+        Arc::new(model),
+        executor(log),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    let thinking: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ThinkingDelta { thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, "Need a file.");
+    assert_eq!(
+        messages[1]["content"],
+        json!([
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a"}},
+        ])
+    );
+    let second = requests.lock().unwrap()[1].to_string();
+    assert!(!second.contains("reasoning"), "{second}");
+}
+
+/// With several choices (`n` > 1 passed through in the request), only the first choice is the
+/// answer: the other choices' text and tool calls are neither shown, run nor recorded.
+#[tokio::test]
+async fn chat_choices_other_than_the_first_are_ignored() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::openai_chat(|n, request| {
+        if n > 0 {
+            return chat_reply(request, vec![text("ok")], "end_turn");
+        }
+        let two = |first: Value, second: Value, finish: Value| {
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [
+                {"index": 0, "delta": first, "finish_reason": finish},
+                {"index": 1, "delta": second, "finish_reason": finish},
+            ]})
+        };
+        let call = |id: &str, path: &str| json!({"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}}]});
+        Ok(chat_chunks(&[
+            two(
+                json!({"role": "assistant", "content": "First."}),
+                json!({"role": "assistant", "content": "Second."}),
+                Value::Null,
+            ),
+            two(call("call_a", "a"), call("call_b", "b"), Value::Null),
+            two(json!({}), json!({}), json!("tool_calls")),
+        ]))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4o"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    assert_eq!(*log.lock().unwrap(), ["read \"a\""]);
+    let shown: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.contains("Second"), "{shown}");
+    assert_eq!(messages[2]["content"].as_array().unwrap().len(), 1);
+}

@@ -825,7 +825,8 @@ fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
     );
 
     // Without a finish_reason, a call left open is sealed at `[DONE]`; a call still unfinished
-    // there is reported invalid, as before.
+    // there is reported invalid, as before; the whole call after it is sealed there too (it was
+    // never sealed, so never run).
     let chunks = vec![
         chunk(
             json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
@@ -840,10 +841,14 @@ fn chat_interleaved_tool_call_fragments_seal_each_call_complete() {
     ];
     let (_, events, error) = chat(&chunks);
     assert!(error.is_none(), "{error:?}");
-    assert!(matches!(
-        sealed(&events).as_slice(),
-        [DecodeEvent::ToolUseInvalid { id, .. }] if id == "call_a"
-    ));
+    assert!(
+        matches!(
+            sealed(&events).as_slice(),
+            [DecodeEvent::ToolUseInvalid { id, .. }, DecodeEvent::ToolUseReady { id: b, input, .. }]
+                if id == "call_a" && b == "call_b" && *input == json!({})
+        ),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -1089,5 +1094,241 @@ fn chat_without_done_is_whole_once_every_choice_has_a_finish_reason() {
             matches!(decoder.finish(), Err(DecodeError::Truncated { .. })),
             "{chunks:?}"
         );
+    }
+}
+
+/// OpenRouter (and other gateways) report an upstream failure after HTTP 200 as a chunk that
+/// carries an `error` object next to its `choices` (with `finish_reason: "error"`): a typed
+/// provider error with the message, not a normal end of the answer, on the text fast path too.
+#[test]
+fn chat_error_object_next_to_choices_is_a_provider_error() {
+    let start = chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]));
+    let text = chunk(json!([{"index": 0, "delta": {"content": "Hel"}}]));
+    for finish in [json!("error"), Value::Null] {
+        let failed = json!({"id": "gen-1", "object": "chat.completion.chunk", "created": 1,
+            "model": "m", "provider": "Upstream",
+            "error": {"code": 502, "message": "Upstream provider went away"},
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": finish}]})
+        .to_string();
+        let (mut decoder, events, error) =
+            chat(&[start.clone(), text.clone(), failed, "[DONE]".to_owned()]);
+        match error {
+            Some(DecodeError::Provider {
+                error_type,
+                message,
+                ..
+            }) => {
+                assert_eq!(message, "Upstream provider went away");
+                assert_eq!(error_type, "502");
+            }
+            other => panic!("{other:?} {events:?}"),
+        }
+        assert!(
+            matches!(decoder.finish(), Err(DecodeError::Provider { .. })),
+            "finish must answer the error again"
+        );
+    }
+    // `"error": null` next to choices is no error.
+    let fine = json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "error": null,
+        "choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]})
+    .to_string();
+    let (mut decoder, _, error) = chat(&[start, text, fine, "[DONE]".to_owned()]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.finish().unwrap()["choices"][0]["message"]["content"],
+        "Hello"
+    );
+}
+
+/// `[DONE]` after tool calls without any `finish_reason` (servers that send `null` on every
+/// chunk): the stream is whole, so every call is sealed there, the last one included.
+#[test]
+fn chat_done_seals_calls_without_a_finish_reason() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "ping", "arguments": ""}}]}, "finish_reason": null}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let ready: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, DecodeEvent::ToolUseReady { .. }))
+        .collect();
+    assert!(
+        matches!(ready.as_slice(), [DecodeEvent::ToolUseReady { index: 0, id, name, input }]
+            if id == "call_1" && name == "ping" && *input == json!({})),
+        "{events:?}"
+    );
+    assert!(decoder.finish().is_ok());
+}
+
+/// Reasoning text of OpenAI-compatible servers — `delta.reasoning_content` (DeepSeek, vLLM,
+/// LM Studio), `delta.reasoning` (Ollama, OpenRouter, newer vLLM, which may send both with the
+/// same text) — is reported as `thinking_delta` once per chunk and kept in the message.
+#[test]
+fn chat_reasoning_deltas_are_thinking() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": null, "reasoning_content": "Let"}}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"content": null, "reasoning_content": " me think"}}])),
+        chunk(json!([{"index": 0, "delta": {"reasoning": ".", "reasoning_content": "."}}])),
+        chunk(json!([{"index": 0, "delta": {"reasoning": " Done."}}])),
+        chunk(json!([{"index": 0, "delta": {"content": "Hi", "reasoning_content": null}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"content": "", "reasoning_content": null}, "finish_reason": "stop"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let thinking: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thinking, ["Let", " me think", ".", " Done."], "{events:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hi");
+    assert_eq!(
+        message["choices"][0]["message"]["reasoning_content"],
+        "Let me think."
+    );
+}
+
+/// Gemini's OpenAI-compatible endpoint sends each tool call whole, without `index`, and
+/// `role: "assistant"` on every delta: each call with a new `id` is a call of its own (one
+/// without `id` continues the current call), and the role stays `assistant`.
+#[test]
+fn chat_tool_calls_without_index_and_repeated_roles() {
+    let call = |id: &str, path: &str| json!({"id": id, "type": "function", "function": {"name": "read", "arguments": format!("{{\"path\":\"{path}\"}}")}});
+    let (mut decoder, events, error) = chat(&[
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [call("call_1", "a")]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [call("call_2", "b")]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"id": "call_3", "type": "function", "function": {"name": "read", "arguments": "{\"pa"}}]}}]),
+        ),
+        chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"function": {"arguments": "th\":\"c\"}"}}]}}]),
+        ),
+        chunk(json!([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": "tool_calls"}])),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let ready: Vec<(usize, &str, &Value)> = events
+        .iter()
+        .filter_map(|e| match e {
+            DecodeEvent::ToolUseReady {
+                index, id, input, ..
+            } => Some((*index, id.as_str(), input)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            (0, "call_1", &json!({"path": "a"})),
+            (1, "call_2", &json!({"path": "b"})),
+            (2, "call_3", &json!({"path": "c"})),
+        ],
+        "{events:?}"
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(
+        message["choices"][0]["message"]["tool_calls"][2]["function"]["arguments"],
+        "{\"path\":\"c\"}"
+    );
+}
+
+/// Azure OpenAI sends its prompt filter results first, in a chunk with empty `choices`, an empty
+/// `id` and `model` and `created: 0`: the message takes them from the first chunk with choices.
+#[test]
+fn chat_azure_prompt_filter_chunk_does_not_blank_the_id_and_model() {
+    let filter = json!({"choices": [], "created": 0, "id": "", "model": "", "object": "",
+        "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {}}]})
+    .to_string();
+    let first = json!({"choices": [{"content_filter_results": {}, "delta": {"content": "", "role": "assistant"}, "finish_reason": null, "index": 0, "logprobs": null}],
+        "created": 1700000000, "id": "chatcmpl-az", "model": "gpt-4o-2024-08-06", "object": "chat.completion.chunk", "system_fingerprint": "fp"})
+    .to_string();
+    let text = json!({"choices": [{"delta": {"content": "Hi"}, "finish_reason": "stop", "index": 0}],
+        "created": 1700000000, "id": "chatcmpl-az", "model": "gpt-4o-2024-08-06", "object": "chat.completion.chunk"})
+    .to_string();
+    let (mut decoder, _, error) = chat(&[filter, first, text, "[DONE]".to_owned()]);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["id"], "chatcmpl-az");
+    assert_eq!(message["model"], "gpt-4o-2024-08-06");
+    assert_eq!(message["created"], 1_700_000_000);
+    assert_eq!(message["object"], "chat.completion");
+    assert_eq!(message["choices"][0]["message"]["content"], "Hi");
+    assert!(message["prompt_filter_results"].is_array());
+}
+
+/// Some servers (TGI, LocalAI) send a call's `arguments` as a JSON object, not a string holding
+/// one: the call's input is that object, not `{}` (its arguments silently dropped).
+#[test]
+fn chat_arguments_sent_as_an_object_are_the_input() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": null}}])),
+        chunk(
+            json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": {"path": "a"}}}]}, "finish_reason": "tool_calls"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, DecodeEvent::ToolUseReady { input, .. } if *input == json!({"path": "a"}))),
+        "{events:?}"
+    );
+    assert!(decoder.finish().is_ok());
+}
+
+/// Some OpenAI-compatible servers leave out the choice `index` (the Vercel AI SDK reads
+/// `choices[0]` without it): a choice without one is the choice at its position in the list.
+#[test]
+fn chat_choices_without_index_are_taken_by_position() {
+    let (mut decoder, events, error) = chat(&[
+        chunk(json!([{"delta": {"role": "assistant", "content": ""}}])),
+        chunk(json!([{"delta": {"content": "Hel"}}])),
+        chunk(json!([{"delta": {"content": "lo"}}])),
+        chunk(
+            json!([{"delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]),
+        ),
+        "[DONE]".to_owned(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, DecodeEvent::ToolUseReady { id, .. } if id == "call_1")),
+        "{events:?}"
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(message["choices"][0]["finish_reason"], "tool_calls");
+    // An `index` that is there but not a valid number is still refused.
+    let (_, _, error) = chat(&[chunk(json!([{"index": "x", "delta": {"content": "a"}}]))]);
+    assert!(matches!(error, Some(DecodeError::Protocol(_))), "{error:?}");
+}
+
+/// An error chunk whose `error` is a plain string (`{"error": "..."}`, as llama.cpp and some
+/// gateways send) keeps that text as the message.
+#[test]
+fn chat_error_given_as_a_string_keeps_its_text() {
+    let start = chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}}]));
+    let (_, _, error) = chat(&[start, json!({"error": "upstream timed out"}).to_string()]);
+    match error {
+        Some(DecodeError::Provider { message, .. }) => assert_eq!(message, "upstream timed out"),
+        other => panic!("{other:?}"),
     }
 }

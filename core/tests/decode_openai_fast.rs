@@ -80,6 +80,12 @@ enum Op {
     LoneSurrogate,
     NotJson,
     ProviderError,
+    /// Reasoning text (`reasoning_content` or `reasoning`) next to null content.
+    Reasoning(String, bool),
+    /// An `error` object next to a text-only choice (OpenRouter): must leave the fast paths.
+    ErrorNextToChoices(String),
+    /// A whole tool call without `index` (Gemini).
+    UnindexedTool(usize, String),
     Done,
     Record(bool),
 }
@@ -105,6 +111,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::LoneSurrogate),
         1 => Just(Op::NotJson),
         1 => Just(Op::ProviderError),
+        2 => (text_piece(), any::<bool>()).prop_map(|(t, r)| Op::Reasoning(t, r)),
+        1 => text_piece().prop_map(Op::ErrorNextToChoices),
+        1 => (0..2usize, "[a-z{}\":, ]{0,6}").prop_map(|(i, a)| Op::UnindexedTool(i, a)),
         1 => Just(Op::Done),
         1 => any::<bool>().prop_map(Op::Record),
     ]
@@ -178,6 +187,28 @@ fn event(op: &Op) -> Option<(&'static str, String)> {
         Op::ProviderError => {
             return Some(("error", r#"{"error":{"message":"overloaded","type":"server_error"}}"#.to_owned()));
         }
+        Op::Reasoning(t, content_key) => {
+            let key = if *content_key { "reasoning_content" } else { "reasoning" };
+            format!(
+                "{head}{}]}}",
+                choice(0, &format!(r#"{{"content":null,"{key}":{}}}"#, literal(t, false)), "")
+            )
+        }
+        Op::ErrorNextToChoices(t) => format!(
+            r#"{head}{}],"error":{{"code":502,"message":"upstream"}}}}"#,
+            choice(0, &content(t), "")
+        ),
+        Op::UnindexedTool(i, arguments) => format!(
+            r#"{head}{}]}}"#,
+            choice(
+                0,
+                &format!(
+                    r#"{{"tool_calls":[{{"id":"call_u{i}","type":"function","function":{{"name":"f","arguments":{}}}}}]}}"#,
+                    literal(arguments, false)
+                ),
+                ""
+            )
+        ),
         Op::Done => "[DONE]".to_owned(),
         Op::Record(_) => return None,
     };

@@ -14,7 +14,9 @@
 //!   Anthropic message: text and `tool_use` blocks (input parsed), `finish_reason` `stop` /
 //!   `length` / `tool_calls` / `content_filter` → `end_turn` / `max_tokens` / `tool_use` /
 //!   `refusal`, and usage `prompt_tokens` / `completion_tokens` / `cached_tokens` →
-//!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`.
+//!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`. Reasoning text
+//!   (`reasoning_content`, `reasoning`) is passed on as `thinking_delta` events of no block: it
+//!   is not part of the message, so it is never sent back.
 //!
 //! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
 
@@ -420,15 +422,17 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-        let arguments = function
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let arguments = function.and_then(|f| f.get("arguments"));
+        // A JSON object is the input itself (servers that send one instead of a string).
+        let input = match arguments {
+            Some(object @ Value::Object(_)) => object.clone(),
+            other => parse_arguments(other.and_then(Value::as_str).unwrap_or("")),
+        };
         json!({
             "type": "tool_use",
             "id": id,
             "name": name,
-            "input": parse_arguments(arguments),
+            "input": input,
         })
     };
     let default_order: Vec<Slot>;
@@ -565,6 +569,13 @@ impl ChatEventTranslator {
                 out.push(DecodeEvent::TextDelta { index, text });
             }
             DecodeEvent::TextDelta { .. } | DecodeEvent::RefusalDelta { .. } => {}
+            // Reasoning (`reasoning_content`, `reasoning`) is surfaced as thinking but has no
+            // block: it is not part of the message, and never sent back (DeepSeek refuses a
+            // request carrying it). Other choices' reasoning is dropped like their text.
+            DecodeEvent::ThinkingDelta { index: 0, thinking } => {
+                out.push(DecodeEvent::ThinkingDelta { index: 0, thinking });
+            }
+            DecodeEvent::ThinkingDelta { .. } => {}
             DecodeEvent::BlockStart { index, block } => {
                 let (index, new) = self.tool_block(index);
                 if new {
@@ -699,6 +710,16 @@ impl ChatEventTranslator {
                 request_id,
             } => {
                 let mut message = self.message(&message);
+                // A whole answer without a `finish_reason` (servers that send none, or `null`
+                // on every chunk, before `[DONE]`): its calls were sealed at `[DONE]`, and they
+                // run, as `stop` with calls does.
+                if message.get("stop_reason").is_some_and(Value::is_null) {
+                    let has_calls = message
+                        .get("content")
+                        .and_then(Value::as_array)
+                        .is_some_and(|blocks| blocks.iter().any(|b| block_type(b) == "tool_use"));
+                    message["stop_reason"] = Value::String(stop_reason(None, has_calls).to_owned());
+                }
                 // Fragments after a call was sealed (a server streaming past its finish reason)
                 // changed the message's call but not what runs: record what runs.
                 if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {

@@ -239,7 +239,7 @@ impl ClientError {
             message,
             request_id: request_id(headers),
         };
-        classify(details, parsed.code.as_deref(), retry_after)
+        classify(details, parsed.code.as_deref(), parsed.context, retry_after)
     }
 
     /// Builds the error for an `error` event inside a stream (`data` is its JSON).
@@ -251,7 +251,7 @@ impl ClientError {
             message: parsed.message,
             request_id,
         };
-        classify(details, parsed.code.as_deref(), None)
+        classify(details, parsed.code.as_deref(), parsed.context, None)
     }
 }
 
@@ -268,6 +268,7 @@ pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
 fn classify(
     details: ErrorDetails,
     code: Option<&str>,
+    (prompt_tokens, context): (Option<u64>, Option<u64>),
     retry_after: Option<Duration>,
 ) -> ClientError {
     let error_type = details.error_type.as_deref().unwrap_or("");
@@ -275,8 +276,8 @@ fn classify(
     if let Some((tokens, limit)) = prompt_too_long(&details.message, reason) {
         return ClientError::PromptTooLong {
             details,
-            tokens,
-            limit,
+            tokens: tokens.or(prompt_tokens),
+            limit: limit.or(context),
         };
     }
     match (details.status, error_type) {
@@ -306,6 +307,9 @@ struct ParsedError {
     /// OpenAI's precise reason (`context_length_exceeded`), which may differ from the type.
     code: Option<String>,
     message: String,
+    /// The prompt's size and the context window, when the error object names them apart from
+    /// its message (llama.cpp's `n_prompt_tokens` and `n_ctx`).
+    context: (Option<u64>, Option<u64>),
 }
 
 fn parse_error_body(body: &[u8]) -> ParsedError {
@@ -337,10 +341,16 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
             let text = text.trim();
             text.chars().take(2000).collect()
         });
+    let count = |name: &str| {
+        error
+            .and_then(|error| error.get(name))
+            .and_then(serde_json::Value::as_u64)
+    };
     ParsedError {
         error_type,
         code,
         message,
+        context: (count("n_prompt_tokens"), count("n_ctx")),
     }
 }
 
@@ -348,13 +358,26 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
 /// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum", OpenAI's (and vLLM's)
 /// "maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens"
 /// and Mistral's "Prompt contains 40000 tokens and 0 draft tokens, too large for model with
-/// 32768 maximum context length".
+/// 32768 maximum context length"; llama.cpp's server's "the request exceeds the available
+/// context size" (`exceed_context_size_error`; the sizes are fields of its error object) and
+/// LM Studio's "Trying to keep the first 5120 tokens when context the overflows. However, the
+/// model is loaded with context length of only 4096 tokens".
 fn prompt_too_long(message: &str, reason: &str) -> Option<(Option<u64>, Option<u64>)> {
     // ASCII lowering keeps byte offsets, so positions found in `lower` index `message`.
     let lower = message.to_ascii_lowercase();
     if let Some(at) = lower.find("prompt is too long") {
         let numbers = numbers(&message[at..]);
         return Some((numbers.first().copied(), numbers.get(1).copied()));
+    }
+    if reason == "exceed_context_size_error" || lower.contains("exceeds the available context size")
+    {
+        return Some((None, None));
+    }
+    if let Some(at) = lower.find("loaded with context length of only") {
+        let tokens = lower
+            .find("keep the first")
+            .and_then(|first| numbers(&message[first..at]).first().copied());
+        return Some((tokens, numbers(&message[at..]).first().copied()));
     }
     if reason == "context_length_exceeded" || lower.contains("maximum context length") {
         const PHRASE: &str = "maximum context length";
@@ -482,6 +505,32 @@ mod tests {
             panic!("{error:?}")
         };
         assert_eq!((tokens, limit), (Some(201_234), Some(200_000)));
+    }
+
+    /// Local servers' context overflows: llama.cpp's server (`exceed_context_size_error`, older
+    /// builds only the message) and LM Studio. The loop compacts on them instead of stopping.
+    #[test]
+    fn parses_local_servers_context_overflows() {
+        let llama = serde_json::json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5120, "n_ctx": 4096}});
+        let old_llama = serde_json::json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "invalid_request_error"}});
+        let lm_studio = serde_json::json!({"error": "Trying to keep the first 5120 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough. Try to load the model with a larger context length, or provide a shorter input"});
+        let cases = [
+            (llama, (Some(5120), Some(4096))),
+            (old_llama, (None, None)),
+            (lm_studio, (Some(5120), Some(4096))),
+        ];
+        for (body, expected) in cases {
+            let error = ClientError::from_response(
+                400,
+                &HeaderMap::new(),
+                body.to_string().as_bytes(),
+                None,
+            );
+            let ClientError::PromptTooLong { tokens, limit, .. } = error else {
+                panic!("{body}: {error:?}")
+            };
+            assert_eq!((tokens, limit), expected, "{body}");
+        }
     }
 
     #[test]

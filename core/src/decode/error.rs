@@ -63,12 +63,22 @@ impl DecodeError {
     pub(crate) fn provider(raw: Value) -> Self {
         let inner = raw.get("error").filter(|e| e.is_object()).unwrap_or(&raw);
         let field = |name: &str| inner.get(name).and_then(Value::as_str);
+        // OpenRouter's `code` is the HTTP status, a number.
+        let number_code = inner
+            .get("code")
+            .filter(|c| c.is_number())
+            .map(Value::to_string);
         let error_type = field("type")
             .filter(|t| *t != "error")
             .or_else(|| field("code"))
-            .unwrap_or("unknown_error")
+            .map(str::to_owned)
+            .or(number_code)
+            .unwrap_or_else(|| "unknown_error".to_owned());
+        // `{"error": "text"}` (llama.cpp, some gateways): the text is the message.
+        let message = field("message")
+            .or_else(|| raw.get("error").and_then(Value::as_str))
+            .unwrap_or("")
             .to_owned();
-        let message = field("message").unwrap_or("").to_owned();
         Self::Provider {
             error_type,
             message,

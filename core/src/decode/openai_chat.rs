@@ -23,9 +23,14 @@ type TextSpans = (Option<Range<usize>>, Option<Range<usize>>);
 /// Accumulation follows openai-python's `ChatCompletionStreamState`: the first chunk becomes the
 /// snapshot (`object` renamed to `chat.completion`, each choice's `delta` renamed `message`);
 /// later deltas merge key by key (strings concatenate, `null` keeps the earlier value, lists of
-/// objects merge by their `index`, `index`/`type` are replaced); a truthy `finish_reason` is
+/// objects merge by their `index`, `index`/`type` are replaced, and so is `role`, which some
+/// servers repeat on every delta); a truthy `finish_reason` is
 /// assigned; logprobs lists extend; `usage` and `system_fingerprint` are taken from every chunk
 /// (the usage-only final chunk has empty `choices`).
+///
+/// Tool call events (`block_start`, `input_json_delta`, `tool_use_*`) name a call, not a choice,
+/// so they are reported for the first choice only (with `n` > 1, another choice's calls would
+/// otherwise be taken for the first's and run); every choice's calls are in the message.
 ///
 /// A tool call is sealed when another call starts, if its arguments are complete JSON there;
 /// otherwise it stays open for its late fragments (servers interleaving calls) and is sealed when
@@ -209,10 +214,15 @@ struct TextChunk<'a> {
     /// Read only for its position (see [`Template`]).
     #[serde(default, borrow)]
     obfuscation: Option<&'a RawValue>,
+    /// An error reported next to the choices (OpenRouter): the general path fails the stream.
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
 struct TextChoice<'a> {
+    /// Missing: [`NO_INDEX`], which sends the chunk to the general path.
+    #[serde(default = "no_index")]
     index: usize,
     #[serde(borrow)]
     delta: TextDelta<'a>,
@@ -248,6 +258,7 @@ struct ArgsChunk<'a> {
 
 #[derive(Deserialize)]
 struct ArgsChoice<'a> {
+    #[serde(default = "no_index")]
     index: usize,
     #[serde(borrow)]
     delta: ArgsDelta<'a>,
@@ -277,6 +288,14 @@ struct ArgsCall<'a> {
 struct ArgsFunction<'a> {
     #[serde(borrow)]
     arguments: &'a RawValue,
+}
+
+/// The fast paths' choice index when the chunk gives none: no choice has it, so the chunk goes to
+/// the general path, which takes the choice's position in the list.
+const NO_INDEX: usize = usize::MAX;
+
+fn no_index() -> usize {
+    NO_INDEX
 }
 
 /// A JSON string, borrowed from the input unless it holds escapes. (`Option<Cow<str>>` fields
@@ -487,6 +506,9 @@ impl OpenAiChatDecoder {
         let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data) else {
             return false;
         };
+        if chunk.error.is_some() {
+            return false;
+        }
         // Everything that can fail is checked before anything changes.
         self.scratch.clear();
         self.spans.clear();
@@ -628,11 +650,12 @@ impl OpenAiChatDecoder {
         ) else {
             return;
         };
-        let (Some(call), true, None, None) = (
+        let (Some(call), true, None, None, 0) = (
             &choice.delta.tool_calls.first,
             choice.delta.tool_calls.rest.is_empty(),
             choice.logprobs,
             &choice.finish_reason,
+            choice.index,
         ) else {
             return;
         };
@@ -731,11 +754,11 @@ impl OpenAiChatDecoder {
             _ => Vec::new(),
         };
         let mut converted: Vec<Value> = Vec::with_capacity(choices.len());
-        for choice in choices {
+        for (position, choice) in choices.into_iter().enumerate() {
             let Value::Object(mut choice) = choice else {
                 return Err(malformed("a choice is not an object"));
             };
-            let index = choice_index(&choice)?;
+            let index = choice_index(&mut choice, position)?;
             let delta = choice.remove("delta").unwrap_or(Value::Object(Map::new()));
             choice.insert("message".to_owned(), delta);
             while converted.len() <= index {
@@ -776,6 +799,10 @@ impl OpenAiChatDecoder {
             let refusal = message
                 .and_then(|m| m.get("refusal"))
                 .and_then(Value::as_str);
+            let reasoning = message
+                .and_then(Value::as_object)
+                .and_then(reasoning_text)
+                .map(str::to_owned);
             let tools = message
                 .and_then(|m| m.get("tool_calls"))
                 .and_then(Value::as_array)
@@ -787,18 +814,20 @@ impl OpenAiChatDecoder {
                 .map(str::to_owned);
             reports.push((
                 index,
+                reasoning,
                 content.map(str::to_owned),
                 refusal.map(str::to_owned),
                 tools,
                 finish,
             ));
         }
-        for (index, content, refusal, tools, finish) in reports {
+        for (index, reasoning, content, refusal, tools, finish) in reports {
             // The first chunk's lists are the snapshot's as they are.
             if self.choices.len() <= index {
                 self.choices.resize(index + 1, ChoiceState::default());
             }
             let positions = calls_as_they_are(&tools, &mut self.choices[index]);
+            self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
                 index,
                 content.as_deref(),
@@ -814,6 +843,16 @@ impl OpenAiChatDecoder {
             self.emit_usage();
         }
         Ok(())
+    }
+
+    /// Reports a choice's reasoning text ([`reasoning_text`]) as thinking.
+    fn report_reasoning(&mut self, choice: usize, reasoning: Option<&str>) {
+        if let Some(text) = reasoning {
+            self.emit(|| DecodeEvent::ThinkingDelta {
+                index: choice,
+                thinking: text.to_owned(),
+            });
+        }
     }
 
     /// Emits the events of one choice delta and tracks tool calls (sealing the previous call
@@ -857,6 +896,11 @@ impl OpenAiChatDecoder {
             }
             if let Some(previous) = previous.filter(|&p| p != tool_index) {
                 self.seal_at_switch(choice, previous);
+            }
+            // Tool call events name no choice: only the first choice's are reported (see
+            // [`OpenAiChatDecoder`]); the others' calls are in the message.
+            if choice != 0 {
+                continue;
             }
             if is_new {
                 let block = tool.clone();
@@ -931,11 +975,14 @@ impl OpenAiChatDecoder {
         if state.sealed.get(tool).copied().unwrap_or(true) {
             return;
         }
-        let arguments = snapshot_call(self.snapshot.as_ref(), choice, tool)
+        let raw_arguments = snapshot_call(self.snapshot.as_ref(), choice, tool)
             .and_then(|c| c.get("function"))
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
+            .and_then(|f| f.get("arguments"));
+        if raw_arguments.is_some_and(Value::is_object) {
+            self.seal(choice, tool, false);
+            return;
+        }
+        let arguments = raw_arguments.and_then(Value::as_str).unwrap_or("");
         let parsed = match state.open.get_mut(tool).and_then(Option::as_mut) {
             Some(end) => {
                 if !end.ended(arguments) {
@@ -962,15 +1009,15 @@ impl OpenAiChatDecoder {
         self.seal_parsed(choice, tool, false, parsed);
     }
 
-    /// Seals the calls left open at a switch ([`seal_at_switch`](Self::seal_at_switch)) that no
-    /// `finish_reason` sealed: the stream ended.
-    fn seal_open_calls(&mut self) {
+    /// Seals the calls no `finish_reason` sealed at `[DONE]`: the stream is whole, so their
+    /// arguments are final. Calls left open at a switch ([`seal_at_switch`](Self::seal_at_switch))
+    /// end here, and so do the calls of a server that sends no `finish_reason` (or `null` on
+    /// every chunk) before `[DONE]`.
+    fn seal_unsealed_calls(&mut self) {
         for choice in 0..self.choices.len() {
-            let count = self.choices[choice].open.len();
+            let count = self.choices[choice].sealed.len();
             for tool in 0..count {
-                if self.choices[choice].open[tool].is_some() {
-                    self.seal(choice, tool, false);
-                }
+                self.seal(choice, tool, false);
             }
         }
     }
@@ -999,6 +1046,9 @@ impl OpenAiChatDecoder {
             return;
         }
         *flag = true;
+        if choice != 0 {
+            return;
+        }
         let Some(call) = snapshot_call(self.snapshot.as_ref(), choice, tool) else {
             return;
         };
@@ -1006,8 +1056,11 @@ impl OpenAiChatDecoder {
         let id = field(call.get("id"));
         let function = call.get("function");
         let name = field(function.and_then(|f| f.get("name")));
-        let arguments = field(function.and_then(|f| f.get("arguments")));
-        let parsed = parsed.unwrap_or_else(|| {
+        let raw_arguments = function.and_then(|f| f.get("arguments"));
+        let arguments = field(raw_arguments);
+        // Arguments sent as a JSON object, not a string holding one (TGI, LocalAI): the input.
+        let object = raw_arguments.filter(|a| a.is_object()).cloned();
+        let parsed = parsed.or(object.map(Ok)).unwrap_or_else(|| {
             if json_str::is_json_whitespace(&arguments) {
                 Ok(Value::Object(Map::new()))
             } else {
@@ -1044,7 +1097,12 @@ impl OpenAiChatDecoder {
         let Value::Object(mut chunk) = value else {
             return Err(malformed("the chunk is not an object"));
         };
-        if chunk.contains_key("error") && !chunk.contains_key("choices") {
+        // An error chunk (vLLM: `{"error": {...}}` alone; OpenRouter: an `error` object next to
+        // choices that end with `finish_reason: "error"`) fails the stream, whatever else it holds.
+        let error = chunk.get("error");
+        if error.is_some_and(|e| !e.is_null())
+            || (error.is_some() && !chunk.contains_key("choices"))
+        {
             return Err(self.fail(Value::Object(chunk)));
         }
         if self.done {
@@ -1061,15 +1119,31 @@ impl OpenAiChatDecoder {
             Some(Value::Null) | None => Vec::new(),
             Some(_) => return Err(malformed("`choices` is not a list")),
         };
+        let no_choice_yet = snapshot
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty);
+        if no_choice_yet && !choices.is_empty() {
+            // The first chunk had no choices (Azure's prompt filter results, with an empty `id`
+            // and `model` and `created: 0`): the first chunk with choices names the completion.
+            for key in ["id", "model", "created"] {
+                let blank = snapshot
+                    .get(key)
+                    .is_none_or(|v| v.is_null() || v.as_str() == Some("") || v.as_u64() == Some(0));
+                if let Some(value) = chunk.get(key).filter(|_| blank) {
+                    snapshot.insert(key.to_owned(), value.clone());
+                }
+            }
+        }
         let Some(Value::Array(snapshot_choices)) = snapshot.get_mut("choices") else {
             return Err(malformed("snapshot lost its choices"));
         };
         let mut reports = Vec::with_capacity(choices.len());
-        for choice in choices {
+        for (position, choice) in choices.into_iter().enumerate() {
             let Value::Object(mut choice) = choice else {
                 return Err(malformed("a choice is not an object"));
             };
-            let index = choice_index(&choice)?;
+            let index = choice_index(&mut choice, position)?;
             let mut delta = match choice.remove("delta") {
                 Some(Value::Object(delta)) => delta,
                 _ => Map::new(),
@@ -1082,6 +1156,7 @@ impl OpenAiChatDecoder {
                 .get("refusal")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
+            let reasoning = reasoning_text(&delta).map(str::to_owned);
             let tools = delta
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -1149,7 +1224,7 @@ impl OpenAiChatDecoder {
                     }
                 }
             }
-            reports.push((index, content, refusal, tools, positions, finish));
+            reports.push((index, reasoning, content, refusal, tools, positions, finish));
         }
         let usage = chunk.remove("usage").unwrap_or(Value::Null);
         let has_usage = !usage.is_null();
@@ -1161,9 +1236,10 @@ impl OpenAiChatDecoder {
         let arguments_only = !has_usage
             && matches!(
                 reports.as_slice(),
-                [(_, None, None, tools, _, None)] if tools.len() == 1
+                [(_, None, None, None, tools, _, None)] if tools.len() == 1
             );
-        for (index, content, refusal, tools, positions, finish) in reports {
+        for (index, reasoning, content, refusal, tools, positions, finish) in reports {
+            self.report_reasoning(index, reasoning.as_deref());
             self.report_delta(
                 index,
                 content.as_deref(),
@@ -1190,6 +1266,20 @@ impl OpenAiChatDecoder {
         self.failure = error.replay();
         error
     }
+}
+
+/// The reasoning text of a delta, not empty: `reasoning_content` (DeepSeek, vLLM, LM Studio,
+/// llama.cpp), else `reasoning` (Ollama, OpenRouter, newer vLLM, which may send both with the
+/// same text: it is reported once). Both accumulate into the message as any unknown string
+/// field does. The text fast paths never see them (their deltas name only `content` and
+/// `refusal`).
+fn reasoning_text(delta: &Object) -> Option<&str> {
+    ["reasoning_content", "reasoning"].iter().find_map(|key| {
+        delta
+            .get(*key)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+    })
 }
 
 /// The tool call at position `tool` of choice `choice` in the snapshot.
@@ -1227,7 +1317,13 @@ pub(crate) fn sets_finish_reason(data: &str) -> bool {
 /// Largest choice or tool call index accepted (indexes size tables).
 const MAX_INDEX: usize = 1 << 16;
 
-fn choice_index(choice: &Object) -> Result<usize, DecodeError> {
+/// A choice's `index`; without one (some compatible servers leave it out), its `position` in the
+/// chunk's list, which is then written into the choice.
+fn choice_index(choice: &mut Object, position: usize) -> Result<usize, DecodeError> {
+    if matches!(choice.get("index"), None | Some(Value::Null)) && position < MAX_INDEX {
+        choice.insert("index".to_owned(), Value::from(position));
+        return Ok(position);
+    }
     choice
         .get("index")
         .and_then(Value::as_u64)
@@ -1299,16 +1395,26 @@ fn accumulate_tool_calls(
         let Value::Object(entry) = entry else {
             return Err(malformed("`tool_calls` list entry is not an object"));
         };
-        let index = entry
-            .get("index")
-            .and_then(Value::as_u64)
-            .and_then(|i| usize::try_from(i).ok())
-            .ok_or_else(|| malformed("`tool_calls` list entry has no integer `index`"))?;
+        let index = match entry.get("index") {
+            None | Some(Value::Null) => None,
+            Some(index) => Some(
+                index
+                    .as_u64()
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or_else(|| malformed("`tool_calls` list entry has no integer `index`"))?,
+            ),
+        };
         let id = entry
             .get("id")
             .and_then(Value::as_str)
             .filter(|id| !id.is_empty());
-        let existing = state.call_at(index).filter(|&position| {
+        // Without an `index` (Gemini sends each call whole, unnumbered), a fragment goes to the
+        // current call, unless its `id` names another one.
+        let candidate = match index {
+            Some(index) => state.call_at(index),
+            None => state.current_tool,
+        };
+        let existing = candidate.filter(|&position| {
             let call_id = calls
                 .get(position)
                 .and_then(|c| c.get("id"))
@@ -1332,7 +1438,9 @@ fn accumulate_tool_calls(
             None => {
                 let position = calls.len();
                 calls.push(Value::Object(entry));
-                state.add_call(index, position);
+                if let Some(index) = index {
+                    state.add_call(index, position);
+                }
                 positions.push(Some(position));
             }
         }
@@ -1386,7 +1494,9 @@ fn accumulate_delta(acc: &mut Object, delta: Object) -> Result<(), DecodeError> 
             acc.insert(key, delta_value);
             continue;
         };
-        if acc_value.is_null() || key == "index" || key == "type" {
+        // `role` too: servers that repeat `"role": "assistant"` on every delta (Gemini, LM
+        // Studio) would otherwise make it `assistantassistant...`.
+        if acc_value.is_null() || key == "index" || key == "type" || key == "role" {
             *acc_value = delta_value;
             continue;
         }
@@ -1560,7 +1670,7 @@ impl EventDecoder for OpenAiChatDecoder {
                 }
                 .into());
             }
-            self.seal_open_calls();
+            self.seal_unsealed_calls();
             self.done = true;
             self.emit(|| DecodeEvent::MessageStop);
             return Ok(());
