@@ -26,6 +26,47 @@ fn run_in(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     replay_run(dir, args).output().unwrap()
 }
 
+/// A loopback server for `ferroloop run --base-url`: the first `failures` requests get
+/// `failure()`, the others the explore-directory conversation, encoded by `encode` (Anthropic
+/// or Chat Completions SSE) and sent in small chunks. The runtime serves it until dropped.
+fn explore_directory_server(
+    dir: &std::path::Path,
+    failures: usize,
+    failure: fn() -> ferroloop_replay::ScriptedResponse,
+    encode: fn(&Value, usize) -> String,
+) -> (tokio::runtime::Runtime, ferroloop_replay::ReplayServer) {
+    use ferroloop::agent::replay::explore_directory_script;
+    use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let responder: ferroloop_replay::Responder = std::sync::Arc::new(move |request| {
+        if request.index < failures {
+            return Some(failure());
+        }
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        Some(
+            ScriptedResponse::ok(ScriptBody::Text(encode(
+                &explore_directory_script(&body),
+                12,
+            )))
+            .header("content-type", "text/event-stream")
+            .chunked(64, 0),
+        )
+    });
+    let options = ServerOptions {
+        responder: Some(responder),
+        ..ServerOptions::default()
+    };
+    let server = runtime
+        .block_on(ReplayServer::start(&Script::default(), dir, options))
+        .unwrap();
+    (runtime, server)
+}
+
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -128,41 +169,16 @@ fn openai_provider_without_a_key_runs_the_replay_model_as_chat_completions() {
 /// explore-directory conversation with the real tools.
 #[test]
 fn openai_provider_against_a_base_url_with_a_fallback_model() {
-    use std::sync::Arc;
-
-    use ferroloop::agent::replay::{explore_directory_script, openai_chat_sse};
-    use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+    use ferroloop::agent::replay::openai_chat_sse;
+    use ferroloop_replay::{ScriptBody, ScriptedResponse};
 
     let dir = project();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let responder: ferroloop_replay::Responder = Arc::new(|request| {
-        if request.index < 3 {
-            let overloaded =
-                serde_json::json!({"error": {"type": "overloaded_error", "message": "Overloaded"}});
-            return Some(ScriptedResponse::with_status(
-                529,
-                ScriptBody::Json(overloaded),
-            ));
-        }
-        let body: Value = serde_json::from_str(&request.body).ok()?;
-        let sse = openai_chat_sse(&explore_directory_script(&body), 12);
-        Some(
-            ScriptedResponse::ok(ScriptBody::Text(sse))
-                .header("content-type", "text/event-stream")
-                .chunked(64, 0),
-        )
-    });
-    let options = ServerOptions {
-        responder: Some(responder),
-        ..ServerOptions::default()
+    let overloaded = || {
+        let error =
+            serde_json::json!({"error": {"type": "overloaded_error", "message": "Overloaded"}});
+        ScriptedResponse::with_status(529, ScriptBody::Json(error))
     };
-    let server = runtime
-        .block_on(ReplayServer::start(&Script::default(), dir.path(), options))
-        .unwrap();
+    let (_runtime, server) = explore_directory_server(dir.path(), 3, overloaded, openai_chat_sse);
     let base_url = format!("{}/v1", server.base_url());
     let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
         .args(["run", "--provider", "openai", "--base-url", &base_url])
@@ -402,40 +418,15 @@ fn signals_act_while_stdout_is_blocked() {
 /// attempt about to be made: "retry 2" for the first retry, "retries 1" in the summary).
 #[test]
 fn the_terminal_view_numbers_retries_from_one() {
-    use std::sync::Arc;
-
-    use ferroloop::agent::replay::{anthropic_sse, explore_directory_script};
-    use ferroloop_replay::{ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+    use ferroloop::agent::replay::anthropic_sse;
+    use ferroloop_replay::{ScriptBody, ScriptedResponse};
 
     let dir = project();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let responder: ferroloop_replay::Responder = Arc::new(|request| {
-        if request.index == 0 {
-            let error = serde_json::json!({"error": {"type": "api_error", "message": "boom"}});
-            return Some(
-                ScriptedResponse::with_status(500, ScriptBody::Json(error))
-                    .header("retry-after-ms", "10"),
-            );
-        }
-        let body: Value = serde_json::from_str(&request.body).ok()?;
-        let sse = anthropic_sse(&explore_directory_script(&body), 12);
-        Some(
-            ScriptedResponse::ok(ScriptBody::Text(sse))
-                .header("content-type", "text/event-stream")
-                .chunked(64, 0),
-        )
-    });
-    let options = ServerOptions {
-        responder: Some(responder),
-        ..ServerOptions::default()
+    let server_error = || {
+        let error = serde_json::json!({"error": {"type": "api_error", "message": "boom"}});
+        ScriptedResponse::with_status(500, ScriptBody::Json(error)).header("retry-after-ms", "10")
     };
-    let server = runtime
-        .block_on(ReplayServer::start(&Script::default(), dir.path(), options))
-        .unwrap();
+    let (_runtime, server) = explore_directory_server(dir.path(), 1, server_error, anthropic_sse);
     let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
         .args(["run", "--base-url", &server.base_url()])
         .current_dir(dir.path())
