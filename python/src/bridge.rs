@@ -307,33 +307,7 @@ pub(crate) fn bridge_for_running_loop(
     py: Python<'_>,
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
-    refuse_after_exit()?;
-    let running = running_loop(py)?;
-    let mut slot = lock(slot);
-    if let Some(bridge) = slot.as_ref() {
-        let bound = bridge.event_loop(py);
-        if bound.is(&running) {
-            return Ok(Arc::clone(bridge));
-        }
-        // The tools find their loop through the slot when they are called, not when their
-        // run started: rebinding it while another thread's loop still has runs, turns or agent
-        // runs (each holds the bridge) would send their later calls to this loop (they failed
-        // as "cancelled" once this loop closed, or ran on the wrong loop). Refused, rather
-        // than silently misrouted; a loop with nothing in flight may be replaced.
-        if Arc::strong_count(bridge) > 1
-            && bound
-                .call_method0(pyo3::intern!(py, "is_running"))?
-                .is_truthy()?
-        {
-            return Err(PyRuntimeError::new_err(
-                "these tools are in use on an event loop running in another thread; \
-                 use one ToolExecutor (and Agent) per event loop",
-            ));
-        }
-    }
-    let bridge = LoopBridge::for_running_loop(py)?;
-    *slot = Some(Arc::clone(&bridge));
-    Ok(bridge)
+    bridge_in_slot(py, slot, Rebind::RefuseWhileInUse)
 }
 
 /// The bridge to the event loop running in this thread, for an owner without tools (a client):
@@ -344,13 +318,43 @@ pub(crate) fn cached_bridge_for_running_loop(
     py: Python<'_>,
     slot: &BridgeSlot,
 ) -> PyResult<Arc<LoopBridge>> {
+    bridge_in_slot(py, slot, Rebind::Always)
+}
+
+/// When a slot holding another loop's bridge may take this loop's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rebind {
+    /// Whenever asked: each piece of work keeps its own bridge (a client's requests).
+    Always,
+    /// Not while that loop still runs and the bridge is in use: tools find their loop through
+    /// the slot when they are called, not when their run started.
+    RefuseWhileInUse,
+}
+
+fn bridge_in_slot(py: Python<'_>, slot: &BridgeSlot, rebind: Rebind) -> PyResult<Arc<LoopBridge>> {
     refuse_after_exit()?;
     let running = running_loop(py)?;
     let mut slot = lock(slot);
-    if let Some(bridge) = slot.as_ref()
-        && bridge.event_loop(py).is(&running)
-    {
-        return Ok(Arc::clone(bridge));
+    if let Some(bridge) = slot.as_ref() {
+        let bound = bridge.event_loop(py);
+        if bound.is(&running) {
+            return Ok(Arc::clone(bridge));
+        }
+        // Rebinding the slot while another thread's loop still has runs, turns or agent runs
+        // (each holds the bridge) would send their later calls to this loop (they failed as
+        // "cancelled" once this loop closed, or ran on the wrong loop). Refused, rather than
+        // silently misrouted; a loop with nothing in flight may be replaced.
+        if rebind == Rebind::RefuseWhileInUse
+            && Arc::strong_count(bridge) > 1
+            && bound
+                .call_method0(pyo3::intern!(py, "is_running"))?
+                .is_truthy()?
+        {
+            return Err(PyRuntimeError::new_err(
+                "these tools are in use on an event loop running in another thread; \
+                 use one ToolExecutor (and Agent) per event loop",
+            ));
+        }
     }
     let bridge = LoopBridge::for_running_loop(py)?;
     *slot = Some(Arc::clone(&bridge));
