@@ -2667,10 +2667,11 @@ async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
 }
 
 /// Reasoning a Chat Completions server streams (`reasoning_content`: DeepSeek, vLLM;
-/// `reasoning`: Ollama, OpenRouter) is surfaced as thinking, and never sent back: DeepSeek
-/// refuses a request whose messages carry `reasoning_content`.
+/// `reasoning`: Ollama, OpenRouter) is surfaced as thinking, kept as the turn's first block, and
+/// sent back as `reasoning_content` with the turn's tool calls: DeepSeek's thinking mode answers
+/// a request whose tool-call turn lacks it with a 400.
 #[tokio::test]
-async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
+async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
     let model = ScriptedModel::openai_chat(move |n, request| {
@@ -2696,7 +2697,7 @@ async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
     });
     let log = Arc::new(Mutex::new(Vec::new()));
     let agent = Agent::new(
-        AgentConfig::new("deepseek-reasoner"),
+        AgentConfig::new("deepseek-v4-pro"),
         Arc::new(model),
         executor(log),
     );
@@ -2714,12 +2715,71 @@ async fn chat_reasoning_is_surfaced_as_thinking_and_not_sent_back() {
     assert_eq!(
         messages[1]["content"],
         json!([
+            {"type": "thinking", "thinking": "Need a file.", "signature": ""},
             {"type": "text", "text": "Reading."},
             {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a"}},
         ])
     );
-    let second = requests.lock().unwrap()[1].to_string();
-    assert!(!second.contains("reasoning"), "{second}");
+    let second = &requests.lock().unwrap()[1];
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(assistant["reasoning_content"], "Need a file.", "{second}");
+    assert_eq!(assistant["content"], "Reading.");
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
+}
+
+/// Reasoning of a turn without tool calls stays in history as thinking but is not sent back:
+/// servers ignore it there, and the first `deepseek-reasoner` refused it.
+#[tokio::test]
+async fn chat_reasoning_of_a_turn_without_calls_is_not_sent_back() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::openai_chat(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(chat_chunks(&[
+            chat_chunk(
+                json!({"role": "assistant", "content": null, "reasoning_content": "Easy."}),
+                Value::Null,
+            ),
+            chat_chunk(json!({"content": "Hi."}), json!("stop")),
+        ]))
+    });
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("deepseek-v4-pro"),
+        Arc::new(model),
+        executor(log),
+    );
+    let first = collect(&agent, "hello").await;
+    let (reason, messages, _) = stop(&first);
+    assert_eq!(reason, StopReason::EndTurn, "{first:#?}");
+    assert_eq!(
+        messages[1]["content"],
+        json!([
+            {"type": "thinking", "thinking": "Easy.", "signature": ""},
+            {"type": "text", "text": "Hi."},
+        ])
+    );
+    let mut history = messages.clone();
+    history.push(json!({"role": "user", "content": "again"}));
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let second = &requests.lock().unwrap()[1];
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    assert_eq!(
+        assistant,
+        &json!({"role": "assistant", "content": "Hi."}),
+        "{second}"
+    );
 }
 
 /// With several choices (`n` > 1 passed through in the request), only the first choice is the

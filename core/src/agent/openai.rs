@@ -15,8 +15,13 @@
 //!   `length` / `tool_calls` / `content_filter` → `end_turn` / `max_tokens` / `tool_use` /
 //!   `refusal`, and usage `prompt_tokens` / `completion_tokens` / `cached_tokens` →
 //!   `input_tokens` (uncached) / `output_tokens` / `cache_read_input_tokens`. Reasoning text
-//!   (`reasoning_content`, `reasoning`) is passed on as `thinking_delta` events of no block: it
-//!   is not part of the message, so it is never sent back.
+//!   (`reasoning_content`, else `reasoning`) becomes a `thinking` block with an empty
+//!   `signature`, the message's first block. It goes back as `reasoning_content` on an assistant
+//!   message with `tool_calls` only: DeepSeek's thinking mode (and Kimi's, vLLM's reasoning
+//!   parsers) answer a tool-call turn whose reasoning is missing with a 400, while reasoning on
+//!   other assistant messages is ignored by some servers and refused by others (the first
+//!   `deepseek-reasoner`). Signed thinking (an Anthropic response in the same history) is
+//!   never sent.
 //!
 //! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
 
@@ -220,6 +225,12 @@ fn assistant_message(content: &Value) -> Value {
         other => return json!({"role": "assistant", "content": joined_text(other)}),
     };
     let text = joined_text(content);
+    let reasoning = blocks
+        .iter()
+        .filter(|b| block_type(b) == "thinking" && !is_signed(b))
+        .filter_map(|b| b.get("thinking").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n\n");
     let calls: Vec<Value> = blocks
         .iter()
         .filter(|b| block_type(b) == "tool_use")
@@ -244,9 +255,21 @@ fn assistant_message(content: &Value) -> Value {
     };
     message.insert("content".to_owned(), content);
     if !calls.is_empty() {
+        if !reasoning.is_empty() {
+            message.insert("reasoning_content".to_owned(), Value::String(reasoning));
+        }
         message.insert("tool_calls".to_owned(), Value::Array(calls));
     }
     Value::Object(message)
+}
+
+/// Whether a thinking block carries a provider's signature (Anthropic's), which makes it
+/// Anthropic thinking rather than Chat Completions reasoning.
+fn is_signed(block: &Value) -> bool {
+    block
+        .get("signature")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
 }
 
 /// An image block as an `image_url` content part.
@@ -376,6 +399,7 @@ pub fn anthropic_usage(usage: &Value) -> Value {
 /// Where a content block of the translated message comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
+    Thinking,
     Text,
     Tool(usize),
 }
@@ -391,10 +415,12 @@ fn parse_arguments(arguments: &str) -> Value {
 
 /// Translates a `chat.completion` (its first choice) into an Anthropic message, text first.
 pub fn message_from_chat_completion(completion: &Value) -> Value {
-    assemble(completion, None)
+    assemble(completion, None, None)
 }
 
-fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
+/// The Anthropic message of `completion`, blocks in `order` (else thinking, text, calls), with
+/// `reasoning` as the thinking when the stream's reasoning was followed (else the message's).
+fn assemble(completion: &Value, order: Option<&[Slot]>, reasoning: Option<&str>) -> Value {
     let choice = completion
         .get("choices")
         .and_then(Value::as_array)
@@ -408,6 +434,14 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
     };
     let mut text = field("content").to_owned();
     text.push_str(field("refusal"));
+    // A whole message's reasoning is in one field: `reasoning_content`, else `reasoning`
+    // (servers sending both send the same text twice). A stream may switch fields from one
+    // delta to the next, so there the translator's own record is the text.
+    let reasoning = reasoning.unwrap_or_else(|| {
+        Some(field("reasoning_content"))
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| field("reasoning"))
+    });
     let calls = message
         .and_then(|m| m.get("tool_calls"))
         .and_then(Value::as_array)
@@ -439,19 +473,30 @@ fn assemble(completion: &Value, order: Option<&[Slot]>) -> Value {
     let order = match order {
         Some(order) => order,
         None => {
-            default_order = std::iter::once(Slot::Text)
+            default_order = [Slot::Thinking, Slot::Text]
+                .into_iter()
                 .chain((0..calls.len()).map(Slot::Tool))
                 .collect();
             &default_order
         }
     };
-    let mut content = Vec::with_capacity(calls.len() + 1);
+    let mut content = Vec::with_capacity(calls.len() + 2);
+    let mut thinking_done = false;
     let mut text_done = false;
     let mut tools_done = vec![false; calls.len()];
     // Blocks in the order the stream opened them, then anything it did not announce.
-    let trailing = std::iter::once(Slot::Text).chain((0..calls.len()).map(Slot::Tool));
+    let trailing = [Slot::Thinking, Slot::Text]
+        .into_iter()
+        .chain((0..calls.len()).map(Slot::Tool));
     for slot in order.iter().copied().chain(trailing) {
         match slot {
+            Slot::Thinking if !thinking_done => {
+                thinking_done = true;
+                if !reasoning.is_empty() {
+                    content
+                        .push(json!({"type": "thinking", "thinking": reasoning, "signature": ""}));
+                }
+            }
             Slot::Text if !text_done => {
                 text_done = true;
                 if !text.is_empty() {
@@ -503,6 +548,9 @@ struct SealedCall {
 #[derive(Debug, Default)]
 pub struct ChatEventTranslator {
     slots: Vec<Slot>,
+    thinking_block: Option<usize>,
+    /// The first choice's reasoning as the decoder reported it, delta by delta.
+    reasoning: String,
     text_block: Option<usize>,
     tool_blocks: Vec<Option<usize>>,
     /// The tool calls already reported sealed (ready, invalid or truncated), as reported: what
@@ -533,6 +581,20 @@ impl ChatEventTranslator {
         index
     }
 
+    fn thinking_block(&mut self, out: &mut Vec<DecodeEvent>) -> usize {
+        if let Some(index) = self.thinking_block {
+            return index;
+        }
+        let index = self.slots.len();
+        self.slots.push(Slot::Thinking);
+        self.thinking_block = Some(index);
+        out.push(DecodeEvent::BlockStart {
+            index,
+            block: json!({"type": "thinking", "thinking": "", "signature": ""}),
+        });
+        index
+    }
+
     /// The block index of tool call `tool`, and whether it is new.
     fn tool_block(&mut self, tool: usize) -> (usize, bool) {
         if self.tool_blocks.len() <= tool {
@@ -555,7 +617,7 @@ impl ChatEventTranslator {
     pub fn translate(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>) {
         match event {
             DecodeEvent::MessageStart { message } => {
-                let mut start = assemble(&message, Some(&[][..]));
+                let mut start = assemble(&message, Some(&[][..]), Some(""));
                 start["content"] = json!([]);
                 start["stop_reason"] = Value::Null;
                 out.push(DecodeEvent::MessageStart { message: start });
@@ -569,11 +631,13 @@ impl ChatEventTranslator {
                 out.push(DecodeEvent::TextDelta { index, text });
             }
             DecodeEvent::TextDelta { .. } | DecodeEvent::RefusalDelta { .. } => {}
-            // Reasoning (`reasoning_content`, `reasoning`) is surfaced as thinking but has no
-            // block: it is not part of the message, and never sent back (DeepSeek refuses a
-            // request carrying it). Other choices' reasoning is dropped like their text.
+            // Reasoning (`reasoning_content`, `reasoning`) is a thinking block of its own (see
+            // the module docs for when it is sent back). Other choices' reasoning is dropped
+            // like their text.
             DecodeEvent::ThinkingDelta { index: 0, thinking } => {
-                out.push(DecodeEvent::ThinkingDelta { index: 0, thinking });
+                let index = self.thinking_block(out);
+                self.reasoning.push_str(&thinking);
+                out.push(DecodeEvent::ThinkingDelta { index, thinking });
             }
             DecodeEvent::ThinkingDelta { .. } => {}
             DecodeEvent::BlockStart { index, block } => {
@@ -678,7 +742,13 @@ impl ChatEventTranslator {
                 });
             }
             DecodeEvent::MessageStop => {
-                if let Some(index) = self.text_block {
+                let mut open: Vec<usize> = self
+                    .thinking_block
+                    .into_iter()
+                    .chain(self.text_block)
+                    .collect();
+                open.sort_unstable();
+                for index in open {
                     out.push(DecodeEvent::BlockStop { index });
                 }
                 out.push(DecodeEvent::MessageStop);
@@ -689,7 +759,7 @@ impl ChatEventTranslator {
 
     /// The final `chat.completion` as an Anthropic message, blocks in stream order.
     pub fn message(&self, completion: &Value) -> Value {
-        assemble(completion, Some(&self.slots))
+        assemble(completion, Some(&self.slots), Some(&self.reasoning))
     }
 
     /// Translates one item of a model stream whose decoded events and final message are in the
@@ -888,6 +958,84 @@ mod tests {
                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
                 ]}),
             ]
+        );
+    }
+
+    #[test]
+    fn reasoning_goes_back_with_tool_calls_only_and_signed_thinking_never() {
+        let call = json!({"type": "tool_use", "id": "c1", "name": "read", "input": {}});
+        let messages = [
+            json!({"role": "user", "content": "go"}),
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Plan.", "signature": ""}, call.clone()]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "x"}]}),
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Done.", "signature": ""},
+                {"type": "text", "text": "Read."}]}),
+            json!({"role": "user", "content": "more"}),
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Signed.", "signature": "sig"}, call]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        let assistants: Vec<&Value> = chat.iter().filter(|m| m["role"] == "assistant").collect();
+        assert_eq!(assistants[0]["reasoning_content"], "Plan.");
+        assert_eq!(assistants[0]["content"], Value::Null);
+        assert_eq!(
+            assistants[1],
+            &json!({"role": "assistant", "content": "Read."})
+        );
+        assert!(
+            assistants[2].get("reasoning_content").is_none(),
+            "{}",
+            assistants[2]
+        );
+    }
+
+    #[test]
+    fn streamed_reasoning_opens_the_first_block() {
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        };
+        let mut sse = String::new();
+        for c in [
+            chunk(
+                json!({"role": "assistant", "reasoning_content": "A"}),
+                Value::Null,
+            ),
+            chunk(json!({"reasoning": "B"}), Value::Null),
+            chunk(json!({"content": "Hi"}), Value::Null),
+            chunk(json!({}), json!("stop")),
+        ] {
+            sse.push_str(&format!("data: {c}\n\n"));
+        }
+        sse.push_str("data: [DONE]\n\n");
+        let (events, message) = decode_translated(&sse);
+        let starts: Vec<(usize, &str)> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockStart { index, block } => {
+                    Some((*index, block["type"].as_str().unwrap()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(starts, [(0, "thinking"), (1, "text")]);
+        let stops: Vec<usize> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockStop { index } => Some(*index),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stops, [0, 1]);
+        assert_eq!(
+            message["content"],
+            json!([
+                {"type": "thinking", "thinking": "AB", "signature": ""},
+                {"type": "text", "text": "Hi"},
+            ])
         );
     }
 
