@@ -898,6 +898,9 @@ async fn edit_gives_new_lines_a_crlf_files_line_ends_even_when_old_string_is_one
     let (dir, workspace) = workspace();
     let path = dir.path().join("win.rs");
     std::fs::write(&path, "fn a() {\r\n    1\r\n}\r\n").unwrap();
+    let read = tool("read", &workspace);
+    let read_it = || read.call(json!({"file_path": "win.rs"}), CancellationToken::new());
+    read_it().await.unwrap();
     let edit = tool("edit", &workspace);
     edit.call(
         json!({"file_path": "win.rs", "old_string": "    1", "new_string": "    1\n    2"}),
@@ -911,6 +914,7 @@ async fn edit_gives_new_lines_a_crlf_files_line_ends_even_when_old_string_is_one
     );
     // A file with LF line ends, or mixed ones, gets new_string as written.
     std::fs::write(&path, "a\r\nb\nc\r\n").unwrap();
+    read_it().await.unwrap();
     edit.call(
         json!({"file_path": "win.rs", "old_string": "b", "new_string": "b\nb2"}),
         CancellationToken::new(),

@@ -37,7 +37,8 @@ impl EditTool {
 
     /// The description shown to the model.
     pub fn description(&self) -> &'static str {
-        "Replace an exact string in a text file. `old_string` must match the file's text \
+        "Replace an exact string in a text file, which must have been read with `read` first \
+         (and not changed since). `old_string` must match the file's text \
          exactly, whitespace and indentation included (do not include the line-number prefix \
          of `read` output). The edit fails if `old_string` is not found, or if it occurs more \
          than once and `replace_all` is not true: then add surrounding context to make it \
@@ -77,11 +78,12 @@ impl EditTool {
             ));
         }
         let path = self.workspace.resolve(&input.file_path)?;
-        run_to_completion(&cancel, move || edit_file(&path, &input)).await
+        let workspace = self.workspace.clone();
+        run_to_completion(&cancel, move || edit_file(&workspace, &path, &input)).await
     }
 }
 
-fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
+fn edit_file(workspace: &Workspace, path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
     let shown = input.file_path.as_str();
     let metadata =
         std::fs::metadata(path).map_err(|error| ToolFailure::io("edit", shown, error))?;
@@ -92,6 +94,7 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
     if !metadata.is_file() {
         return Err(ToolFailure::NotAFile(shown.into()));
     }
+    workspace.check_seen(path, &metadata, shown)?;
     let bytes = std::fs::read(path).map_err(|error| ToolFailure::io("read", shown, error))?;
     // A UTF-16 file (which `read` shows as text) is edited as text and written back in its
     // own encoding, byte order mark included.
@@ -152,6 +155,7 @@ fn edit_file(path: &Path, input: &EditInput) -> Result<String, ToolFailure> {
         None => edited.into_bytes(),
     };
     std::fs::write(path, edited).map_err(|error| ToolFailure::io("write", shown, error))?;
+    workspace.note_written(path);
     let noun = if count == 1 {
         "occurrence"
     } else {
@@ -218,6 +222,8 @@ fn to_crlf(text: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::tools::ReadTool;
+    use crate::tools::workspace::FileStamp;
 
     fn tool(content: &str) -> (tempfile::TempDir, EditTool) {
         let dir = tempfile::tempdir().unwrap();
@@ -226,7 +232,16 @@ mod tests {
         (dir, EditTool::new(workspace))
     }
 
+    /// Marks `name` as read through the tool's workspace, as a `read` call would.
+    fn mark_read(tool: &EditTool, name: &str) {
+        let path = tool.workspace.root().join(name);
+        let metadata = std::fs::metadata(&path).unwrap();
+        tool.workspace.note_seen(&path, FileStamp::of(&metadata));
+    }
+
+    /// Edits `f.txt`, read (as it is now) just before.
     async fn edit(tool: &EditTool, old: &str, new: &str, all: bool) -> Result<String, ToolFailure> {
+        mark_read(tool, "f.txt");
         tool.call(
             json!({"file_path": "f.txt", "old_string": old, "new_string": new, "replace_all": all}),
             CancellationToken::new(),
@@ -356,6 +371,7 @@ mod tests {
             Err(ToolFailure::InvalidInput(_))
         ));
         std::fs::write(dir.path().join("b.bin"), b"a\0b").unwrap();
+        mark_read(&tool, "b.bin");
         let failure = tool
             .call(
                 json!({"file_path": "b.bin", "old_string": "a", "new_string": "c"}),
@@ -378,5 +394,57 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_file_not_read_or_changed_since_it_was_read_is_not_edited() {
+        let (dir, tool) = tool("a = 1\n");
+        let read = ReadTool::new(tool.workspace.clone());
+        let call = |old: &str, new: &str| {
+            tool.call(
+                json!({"file_path": "f.txt", "old_string": old, "new_string": new}),
+                CancellationToken::new(),
+            )
+        };
+        let failure = call("a = 1", "a = 2").await.unwrap_err();
+        assert!(matches!(failure, ToolFailure::NotReadYet(_)), "{failure:?}");
+        assert!(failure.to_string().contains("read it before"), "{failure}");
+        assert_eq!(content(&dir), "a = 1\n");
+
+        // Read (a page is enough): edits go through, one after the other without re-reading.
+        read.call(
+            json!({"file_path": "f.txt", "limit": 1}),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        call("a = 1", "a = 2").await.unwrap();
+        call("a = 2", "a = 3").await.unwrap();
+        assert_eq!(content(&dir), "a = 3\n");
+
+        // Something else writes the file: the next edit asks for a fresh read.
+        std::fs::write(dir.path().join("f.txt"), "a = 3\nb = 1\n").unwrap();
+        let failure = call("a = 3", "a = 4").await.unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::ChangedSinceRead(_)),
+            "{failure:?}"
+        );
+        assert_eq!(content(&dir), "a = 3\nb = 1\n");
+        read.call(json!({"file_path": "f.txt"}), CancellationToken::new())
+            .await
+            .unwrap();
+        call("a = 3", "a = 4").await.unwrap();
+        assert_eq!(content(&dir), "a = 4\nb = 1\n");
+
+        // Another workspace over the same root has seen nothing.
+        let other = EditTool::new(Workspace::new(dir.path()).unwrap());
+        let failure = other
+            .call(
+                json!({"file_path": "f.txt", "old_string": "a = 4", "new_string": "a = 5"}),
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::NotReadYet(_)), "{failure:?}");
     }
 }

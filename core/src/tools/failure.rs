@@ -41,6 +41,18 @@ pub enum ToolFailure {
         "'{0}' is UTF-16 text with invalid code units (unpaired surrogates); it cannot be edited"
     )]
     InvalidUtf16(String),
+    /// `write` over an existing file, or `edit`: the file was not read through this workspace
+    /// first, so its current text is unknown to the model.
+    #[error(
+        "'{0}' has not been read yet; read it before changing it, so that nothing in it is lost"
+    )]
+    NotReadYet(String),
+    /// `write` over an existing file, or `edit`: the file changed (size or modification time)
+    /// since it was last read, by a command, the user or another program.
+    #[error(
+        "'{0}' has changed since it was last read (by a command, the user or another program); read it again before changing it"
+    )]
+    ChangedSinceRead(String),
     /// `edit`: `old_string` does not occur in the file.
     #[error(
         "old_string was not found in '{0}'; read the file and copy the exact text, including whitespace"

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::output::{Utf16, Utf16Reader, looks_binary, truncate_line};
+use super::workspace::FileStamp;
 use super::{ToolFailure, Workspace, parse_input, run_blocking};
 
 /// Limits of the `read` tool.
@@ -120,8 +121,14 @@ impl ReadTool {
         let path = self.workspace.resolve_readable(&input.file_path)?;
         let limits = self.limits;
         let job_cancel = cancel.clone();
+        let workspace = self.workspace.clone();
         run_blocking(&cancel, move || {
-            read_lines(&path, &input.file_path, offset, limit, &limits, &job_cancel)
+            let (text, stamp) =
+                read_lines(&path, &input.file_path, offset, limit, &limits, &job_cancel)?;
+            // Any successful read counts, a page of a long file included (as it does for
+            // Claude Code): the model has seen the file as it is now.
+            workspace.note_seen(&path, stamp);
+            Ok(text)
         })
         .await
     }
@@ -137,7 +144,7 @@ fn read_lines(
     limit: usize,
     limits: &ReadLimits,
     cancel: &CancellationToken,
-) -> Result<String, ToolFailure> {
+) -> Result<(String, FileStamp), ToolFailure> {
     // Non-blocking, so that opening a named pipe returns at once instead of waiting forever
     // for a writer (the metadata check below then refuses it); regular files ignore the flag.
     let file = File::options()
@@ -154,6 +161,8 @@ fn read_lines(
     if !metadata.is_file() {
         return Err(ToolFailure::NotAFile(shown.to_owned()));
     }
+    // Taken before reading: a change during the read makes the stamp stale, never current.
+    let stamp = FileStamp::of(&metadata);
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file);
     let prefix = reader
         .fill_buf()
@@ -164,9 +173,10 @@ fn read_lines(
         reader.consume(2);
         let mut decoded =
             BufReader::with_capacity(READ_BUFFER_BYTES, Utf16Reader::new(reader, encoding));
-        return number_lines(&mut decoded, shown, offset, limit, limits, cancel);
+        return number_lines(&mut decoded, shown, offset, limit, limits, cancel)
+            .map(|text| (text, stamp));
     }
-    number_lines(&mut reader, shown, offset, limit, limits, cancel)
+    number_lines(&mut reader, shown, offset, limit, limits, cancel).map(|text| (text, stamp))
 }
 
 /// Bytes read from the file at a time.

@@ -11,12 +11,37 @@
 //! check and the use (a TOCTOU race). The tools run on behalf of a model inside a workspace it
 //! does not share with an adversary; the `bash` tool is not confined at all (it runs in the root).
 
+use std::collections::HashMap;
 use std::ffi::OsString;
+use std::fs::Metadata;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use super::ToolFailure;
+
+/// Files whose last-seen state a workspace remembers. Past it an arbitrary entry is forgotten:
+/// its file must then be read again before it is changed (the safe direction).
+const SEEN_FILES_CAP: usize = 65_536;
+
+/// What a tool last saw of a file: its size and modification time. A file whose stamp differs
+/// from the one recorded when it was read has been changed by something else since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    /// The stamp of a file's metadata.
+    pub(crate) fn of(metadata: &Metadata) -> Self {
+        Self {
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        }
+    }
+}
 
 /// Symbolic links followed while resolving one path before giving up (Linux's `MAXSYMLINKS`).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -31,13 +56,29 @@ pub struct WorkspaceError {
 }
 
 /// A directory that confines the built-in tools. Cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// It also remembers what `read` last saw of each file (size and modification time), shared by
+/// its clones: `write` over an existing file and `edit` refuse a file that was not read through
+/// this workspace, or that changed since it was (a command, the user or an editor wrote it), so
+/// a model never overwrites text it has not seen. Their own changes count as seen.
+#[derive(Debug, Clone)]
 pub struct Workspace {
     root: Arc<Path>,
     /// Directories outside the root that `read` may also open: the executor's spill directory,
     /// whose files the previews of oversized results tell the model to read.
     readable: Arc<[PathBuf]>,
+    /// The stamp of each file as last read or written by a tool, by resolved path.
+    seen: Arc<Mutex<HashMap<PathBuf, FileStamp>>>,
 }
+
+/// Two workspaces are equal when they confine the same paths (what they have seen aside).
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root && self.readable == other.readable
+    }
+}
+
+impl Eq for Workspace {}
 
 impl Workspace {
     /// A workspace rooted at `root`, which must be an existing directory. The root is stored
@@ -59,7 +100,51 @@ impl Workspace {
         Ok(Self {
             root: Arc::from(canonical),
             readable: Arc::from([]),
+            seen: Arc::default(),
         })
+    }
+
+    /// Records that a tool has seen `path` (resolved) as `stamp`: read it whole or in part, or
+    /// wrote it.
+    pub(crate) fn note_seen(&self, path: &Path, stamp: FileStamp) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() >= SEEN_FILES_CAP && !seen.contains_key(path) {
+            let forgotten = seen.keys().next().cloned();
+            if let Some(forgotten) = forgotten {
+                seen.remove(&forgotten);
+            }
+        }
+        seen.insert(path.to_path_buf(), stamp);
+    }
+
+    /// Records `path`'s current state as seen (after a tool wrote it); a file that cannot be
+    /// looked at is forgotten instead, so it must be read again.
+    pub(crate) fn note_written(&self, path: &Path) {
+        match std::fs::metadata(path) {
+            Ok(metadata) => self.note_seen(path, FileStamp::of(&metadata)),
+            Err(_) => {
+                let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                seen.remove(path);
+            }
+        }
+    }
+
+    /// Fails unless the existing file `path` (resolved; `shown` as the model named it), now
+    /// described by `metadata`, was seen by a tool of this workspace and has not changed since.
+    pub(crate) fn check_seen(
+        &self,
+        path: &Path,
+        metadata: &Metadata,
+        shown: &str,
+    ) -> Result<(), ToolFailure> {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen.get(path) {
+            None => Err(ToolFailure::NotReadYet(shown.to_owned())),
+            Some(stamp) if *stamp != FileStamp::of(metadata) => {
+                Err(ToolFailure::ChangedSinceRead(shown.to_owned()))
+            }
+            Some(_) => Ok(()),
+        }
     }
 
     /// This workspace with `dir` (outside the root, or not) also open to reading: `read` accepts

@@ -33,8 +33,9 @@ impl WriteTool {
     /// The description shown to the model.
     pub fn description(&self) -> &'static str {
         "Write a file in the workspace, replacing it if it exists. Missing parent directories \
-         are created. Prefer `edit` to change part of an existing file. Paths are relative to \
-         the workspace root."
+         are created. An existing file must have been read with `read` first, and not changed \
+         since. Prefer `edit` to change part of an existing file. Paths are relative to the \
+         workspace root."
     }
 
     /// The JSON schema of the input.
@@ -59,14 +60,20 @@ impl WriteTool {
     ) -> Result<String, ToolFailure> {
         let input: WriteInput = parse_input(input)?;
         let path = self.workspace.resolve(&input.file_path)?;
+        let workspace = self.workspace.clone();
         run_to_completion(&cancel, move || {
-            write_file(&path, &input.file_path, &input.content)
+            write_file(&workspace, &path, &input.file_path, &input.content)
         })
         .await
     }
 }
 
-fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, ToolFailure> {
+fn write_file(
+    workspace: &Workspace,
+    path: &Path,
+    shown: &str,
+    content: &str,
+) -> Result<String, ToolFailure> {
     // Resolution drops a trailing `/`, which would turn "create under this directory" into a
     // file with the directory's name.
     if shown.ends_with('/') {
@@ -77,7 +84,10 @@ fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, ToolFai
     let existed = match std::fs::metadata(path) {
         Ok(metadata) if metadata.is_dir() => return Err(ToolFailure::IsADirectory(shown.into())),
         Ok(metadata) if !metadata.is_file() => return Err(ToolFailure::NotAFile(shown.into())),
-        Ok(_) => true,
+        Ok(metadata) => {
+            workspace.check_seen(path, &metadata, shown)?;
+            true
+        }
         Err(_) => false,
     };
     if let Some(parent) = path.parent() {
@@ -85,6 +95,7 @@ fn write_file(path: &Path, shown: &str, content: &str) -> Result<String, ToolFai
             .map_err(|error| ToolFailure::io("create the parent directories of", shown, error))?;
     }
     std::fs::write(path, content).map_err(|error| ToolFailure::io("write", shown, error))?;
+    workspace.note_written(path);
     let lines = content.lines().count();
     let verb = if existed { "Overwrote" } else { "Created" };
     Ok(format!(
@@ -177,5 +188,43 @@ mod tests {
         assert!(matches!(failure, ToolFailure::IsADirectory(_)));
         let failure = call(&tool, json!({"file_path": "f"})).await.unwrap_err();
         assert!(failure.to_string().contains("content"), "{failure}");
+    }
+
+    #[tokio::test]
+    async fn an_existing_file_is_overwritten_only_as_last_read() {
+        let (_outer, dir, tool) = tool();
+        let read = crate::tools::ReadTool::new(tool.workspace.clone());
+        std::fs::write(dir.path().join("notes.txt"), "the user's notes\n").unwrap();
+        let failure = call(&tool, json!({"file_path": "notes.txt", "content": "mine"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(failure, ToolFailure::NotReadYet(_)), "{failure:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+            "the user's notes\n"
+        );
+
+        read.call(json!({"file_path": "notes.txt"}), CancellationToken::new())
+            .await
+            .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "the user's notes, edited\n").unwrap();
+        let failure = call(&tool, json!({"file_path": "notes.txt", "content": "mine"}))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(failure, ToolFailure::ChangedSinceRead(_)),
+            "{failure:?}"
+        );
+
+        read.call(json!({"file_path": "notes.txt"}), CancellationToken::new())
+            .await
+            .unwrap();
+        call(&tool, json!({"file_path": "notes.txt", "content": "mine"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+            "mine"
+        );
     }
 }
