@@ -2828,3 +2828,147 @@ async fn chat_choices_other_than_the_first_are_ignored() {
     assert!(!shown.contains("Second"), "{shown}");
     assert_eq!(messages[2]["content"].as_array().unwrap().len(), 1);
 }
+
+/// The refusal the API gives a request whose thinking blocks were replayed after the
+/// conversation before them changed (models that bind thinking to its conversation).
+const STALE_THINKING_REFUSAL: &str = "invalid request: messages.1.content.0: Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\". That setting requires the `thinking-binding-controls-2026-08-01` value in the `anthropic-beta` header.";
+
+fn signed_thinking(text: &str) -> Value {
+    json!({"type": "thinking", "thinking": text, "signature": "sig-of-this-conversation"})
+}
+
+/// Microcompact or compaction changes what comes before earlier thinking blocks; a model that
+/// binds thinking to its conversation then refuses the request. The loop sends the same turn
+/// again asking the API to drop such blocks, and keeps asking for the rest of the run.
+#[tokio::test]
+async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => reply(
+                request,
+                vec![
+                    signed_thinking("Look first."),
+                    call("t1", "read", json!({"path": "a"})),
+                ],
+                "tool_use",
+            ),
+            1 => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
+            2 => reply(
+                request,
+                vec![
+                    signed_thinking("Then b."),
+                    call("t2", "read", json!({"path": "b"})),
+                ],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("done")], "end_turn"),
+        }
+    });
+    let mut config = AgentConfig::new("claude-opus-5-5");
+    config.extra.insert(
+        "thinking".into(),
+        json!({"type": "adaptive", "display": "summarized"}),
+    );
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "go").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 3), "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok());
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 4);
+    for request in &requests[..2] {
+        assert!(request.get("betas").is_none(), "{request}");
+        assert!(
+            request["thinking"].get("block_binding").is_none(),
+            "{request}"
+        );
+    }
+    for request in &requests[2..] {
+        assert_eq!(
+            request["thinking"],
+            json!({"type": "adaptive", "display": "summarized", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+        );
+        assert_eq!(
+            request["betas"],
+            json!(["thinking-binding-controls-2026-08-01"])
+        );
+    }
+    // The refused request and its resend carry the same history.
+    assert_eq!(requests[1]["messages"], requests[2]["messages"]);
+}
+
+/// Asking once is enough: the same refusal with the setting already sent ends the run.
+#[tokio::test]
+async fn a_second_stale_thinking_refusal_ends_the_run() {
+    let model = Arc::new(ScriptedModel::new(|n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                signed_thinking("Look."),
+                call("t1", "read", json!({"path": "a"})),
+            ],
+            "tool_use",
+        ),
+        _ => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("claude-opus-5-5"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, _, _) = stop(&events);
+    assert_eq!(reason, StopReason::Error, "{events:#?}");
+    assert_eq!(model.calls(), 3);
+}
+
+/// The summary call clears every tool result, which changes the prefix of every later thinking
+/// block: it is sent without thinking blocks (a summary needs none), roles still alternating.
+#[tokio::test]
+async fn the_summary_call_is_sent_without_thinking_blocks() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        match n {
+            0 => Err(ModelError::PromptTooLong {
+                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+            }),
+            1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
+            _ => reply(request, vec![text("ok")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("claude-opus-5-5"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let history = vec![
+        json!({"role": "user", "content": "read a and b"}),
+        json!({"role": "assistant", "content": [signed_thinking("a first"), call("t1", "read", json!({"path": "a"}))]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "A"}]}),
+        json!({"role": "assistant", "content": [{"type": "redacted_thinking", "data": "opaque"}]}),
+        json!({"role": "user", "content": "and now?"}),
+        json!({"role": "assistant", "content": [signed_thinking("then b"), call("t2", "read", json!({"path": "b"}))]}),
+        json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "B"}]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap();
+    let summary = &requests[1];
+    assert!(summary.to_string().contains("Summarize this conversation"));
+    let body = summary["messages"].to_string();
+    assert!(!body.contains("thinking"), "{body}");
+    let roles: Vec<&str> = summary["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert!(roles.windows(2).all(|pair| pair[0] != pair[1]), "{roles:?}");
+    assert_eq!(roles.first(), Some(&"user"));
+    assert!(check_tool_pairing(summary["messages"].as_array().unwrap()).is_ok());
+}

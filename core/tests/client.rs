@@ -1127,6 +1127,45 @@ async fn the_client_is_an_agent_model() {
     assert_eq!(sent["stream"], true);
 }
 
+/// A request's `betas` (the SDKs' parameter) travels as the `anthropic-beta` header, after the
+/// configured flags, and never in the body (which the API would refuse with it).
+#[tokio::test]
+async fn a_requests_betas_go_in_the_anthropic_beta_header() {
+    let name = "anthropic/tool_use_response.sse";
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(fixture(name)),
+        ScriptedResponse::ok(fixture(name)),
+    ]))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.anthropic_beta = vec!["a-1".into()];
+    let client = Client::new(config).unwrap();
+    let request = json!({
+        "model": "m", "max_tokens": 8, "messages": [],
+        "betas": ["thinking-binding-controls-2026-08-01", "a-1"],
+    });
+    let events = model_events(&client, request).await;
+    assert!(
+        matches!(events.last(), Some(ModelEvent::Completed { .. })),
+        "{events:?}"
+    );
+    let events = model_events(
+        &client,
+        json!({"model": "m", "max_tokens": 8, "messages": []}),
+    )
+    .await;
+    assert!(matches!(events.last(), Some(ModelEvent::Completed { .. })));
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("anthropic-beta"),
+        Some("a-1,thinking-binding-controls-2026-08-01")
+    );
+    let sent: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
+    assert!(sent.get("betas").is_none(), "{sent}");
+    // Per request only: the next request has the configured flags alone.
+    assert_eq!(requests[1].header("anthropic-beta"), Some("a-1"));
+}
+
 #[tokio::test]
 async fn model_failures_map_to_the_loop_classes() {
     let too_long = json!({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 5 tokens > 4 maximum"}});

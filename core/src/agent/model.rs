@@ -111,6 +111,11 @@ fn prompt_too_long_text(message: &str) -> String {
 pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
 
 /// A model the loop can call: Anthropic Messages requests in (the loop builds them), events out.
+///
+/// A request may carry `betas`, an array of `anthropic-beta` flags for that request (the SDKs'
+/// parameter of the same name): the loop adds one when it asks the API to drop stale thinking
+/// blocks. A model that sends the body over HTTP moves it to the header, as the client
+/// (feature `client`) does; the API refuses a body holding it.
 pub trait Model: Send + Sync + 'static {
     /// Starts one streaming call. Dropping the stream cancels it.
     fn stream(&self, request: Value) -> ModelStream;

@@ -65,6 +65,7 @@ const ANTHROPIC_ONLY: &[&str] = &[
     "top_k",
     "container",
     "mcp_servers",
+    "betas",
 ];
 
 /// Translates an Anthropic Messages request body into a Chat Completions request body.

@@ -159,6 +159,7 @@ impl Agent {
             cost: 0.0,
             paused: false,
             container: None,
+            drop_stale_thinking: false,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -251,6 +252,10 @@ struct Driver {
     paused: bool,
     /// The provider's container of this run (code execution), sent with every later request.
     container: Option<String>,
+    /// Whether requests ask the API to drop thinking blocks whose prefix the loop changed
+    /// (microcompact, compaction) instead of refusing them: set once a request was refused for
+    /// it ([`is_stale_thinking_error`]), kept for the rest of the run.
+    drop_stale_thinking: bool,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -497,6 +502,16 @@ impl Driver {
                                 },
                                 error: message,
                             });
+                            self.turns -= 1;
+                            continue;
+                        }
+                        ModelError::Other(message)
+                            if !self.drop_stale_thinking && is_stale_thinking_error(&message) =>
+                        {
+                            // Refused before any output, so nothing was streamed or billed:
+                            // the same turn again, asking the API to drop the stale blocks.
+                            tracing::warn!(%message, "thinking blocks refused after a history edit; resending with drop_block");
+                            self.drop_stale_thinking = true;
                             self.turns -= 1;
                             continue;
                         }
@@ -903,6 +918,9 @@ impl Driver {
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
         }
+        if self.drop_stale_thinking {
+            ask_to_drop_stale_thinking(&mut request);
+        }
         request
     }
 
@@ -1055,6 +1073,9 @@ impl Driver {
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
+        // Clearing the results changed the prefix of every later thinking block, which models
+        // that bind thinking to its conversation refuse; a summary needs none of them.
+        without_thinking(&mut history);
         let last_is_user = history
             .last()
             .and_then(|m| m.get("role"))
@@ -1119,6 +1140,83 @@ impl Driver {
             }
         }
     }
+}
+
+/// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose
+/// conversation prefix changed.
+pub(crate) const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
+
+/// Whether a refused request's message is the API's refusal of thinking blocks replayed after
+/// the conversation before them changed ("The block is bound to a different conversation. …
+/// set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\"").
+pub(crate) fn is_stale_thinking_error(message: &str) -> bool {
+    message.contains("prefix_mismatch_behavior")
+        || message.contains("bound to a different conversation")
+}
+
+/// Asks the API to drop, rather than refuse, thinking blocks whose prefix changed:
+/// `thinking.block_binding.prefix_mismatch_behavior: "drop_block"` (added to the request's
+/// `thinking`, or to an adaptive one: the models that check the prefix think adaptively) and
+/// the beta flag it requires, in `betas`.
+pub(crate) fn ask_to_drop_stale_thinking(request: &mut Value) {
+    let Some(fields) = request.as_object_mut() else {
+        return;
+    };
+    let thinking = fields
+        .entry("thinking")
+        .or_insert_with(|| json!({"type": "adaptive"}));
+    if let Some(thinking) = thinking.as_object_mut() {
+        thinking.insert(
+            "block_binding".to_owned(),
+            json!({"prefix_mismatch_behavior": "drop_block"}),
+        );
+    }
+    let betas = fields.entry("betas").or_insert_with(|| json!([]));
+    if let Value::String(flag) = betas {
+        *betas = json!([flag.clone()]);
+    }
+    if let Some(flags) = betas.as_array_mut()
+        && !flags.iter().any(|flag| flag == THINKING_BINDING_BETA)
+    {
+        flags.push(json!(THINKING_BINDING_BETA));
+    }
+}
+
+/// Removes every thinking and redacted-thinking block from `messages`; an assistant message
+/// left empty is removed, and the messages of the same role that it separated are joined.
+fn without_thinking(messages: &mut Vec<Value>) {
+    for message in messages.iter_mut() {
+        if let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) {
+            content.retain(|block| {
+                !matches!(
+                    block.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            });
+        }
+    }
+    let mut joined: Vec<Value> = Vec::with_capacity(messages.len());
+    for message in messages.drain(..) {
+        if message
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+        {
+            continue;
+        }
+        let same_role = joined
+            .last()
+            .is_some_and(|last| last.get("role") == message.get("role"));
+        match joined.last_mut() {
+            Some(last) if same_role => {
+                let mut blocks = content_blocks(last);
+                blocks.extend(content_blocks(&message));
+                last["content"] = Value::Array(blocks);
+            }
+            _ => joined.push(message),
+        }
+    }
+    *messages = joined;
 }
 
 /// How the built-in summariser's call ended.

@@ -140,8 +140,14 @@ impl Client {
     /// is (it must ask for streaming: `"stream": true`). Nothing happens until the stream is
     /// polled.
     pub fn stream(&self, body: impl Into<Bytes>) -> ResponseStream {
+        self.stream_with_betas(body, &[])
+    }
+
+    /// [`stream`](Self::stream) with more `anthropic-beta` flags for this request only, after
+    /// the configured ones (a flag already configured is not repeated).
+    pub fn stream_with_betas(&self, body: impl Into<Bytes>, betas: &[String]) -> ResponseStream {
         let path = self.config.provider.messages_path();
-        match self.sender(path, body.into(), "text/event-stream") {
+        match self.sender(path, body.into(), "text/event-stream", betas) {
             Ok(sender) => ResponseStream::new(sender, self.config.provider),
             Err(error) => ResponseStream::failed(self.unsent_sender(), self.config.provider, error),
         }
@@ -183,7 +189,7 @@ impl Client {
         path: &str,
         body: impl Into<Bytes>,
     ) -> Result<ClientResponse, ClientError> {
-        let sender = self.sender(path, body.into(), "application/json")?;
+        let sender = self.sender(path, body.into(), "application/json", &[])?;
         loop {
             let response = sender.clone().send().await?;
             let headers_at = Instant::now();
@@ -224,8 +230,15 @@ impl Client {
         }
     }
 
-    fn sender(&self, path: &str, body: Bytes, accept: &'static str) -> Result<Sender, ClientError> {
+    fn sender(
+        &self,
+        path: &str,
+        body: Bytes,
+        accept: &'static str,
+        betas: &[String],
+    ) -> Result<Sender, ClientError> {
         let mut headers = (*self.base_headers).clone();
+        add_betas(&mut headers, betas)?;
         headers.insert(ACCEPT, HeaderValue::from_static(accept));
         let uri = endpoint(&self.config, path)?;
         // A plain-HTTP request through a proxy goes to the proxy itself, so its credentials
@@ -273,6 +286,35 @@ impl Client {
             start: Instant::now(),
         }
     }
+}
+
+/// Appends `betas` to the request's `anthropic-beta` header (creating it), skipping flags
+/// already there.
+fn add_betas(headers: &mut HeaderMap, betas: &[String]) -> Result<(), ClientError> {
+    if betas.is_empty() {
+        return Ok(());
+    }
+    let mut flags: Vec<String> = headers
+        .get("anthropic-beta")
+        .and_then(|value| value.to_str().ok())
+        .map(|value| {
+            value
+                .split(',')
+                .map(|flag| flag.trim().to_owned())
+                .filter(|flag| !flag.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    for beta in betas {
+        let beta = beta.trim();
+        if !beta.is_empty() && !flags.iter().any(|flag| flag == beta) {
+            flags.push(beta.to_owned());
+        }
+    }
+    let value = HeaderValue::from_str(&flags.join(","))
+        .map_err(|_| ClientError::Config(format!("bad anthropic-beta flags {betas:?}")))?;
+    headers.insert("anthropic-beta", value);
+    Ok(())
 }
 
 fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
