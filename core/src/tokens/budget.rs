@@ -23,6 +23,17 @@ pub struct ModelLimits {
 /// longest matching prefix wins; a `[1m]` suffix on the model name (Claude Code's convention for
 /// the 1M-context beta) selects a 1,000,000-token window.
 pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
+    // From the models' overview pages (platform.claude.com, 2026): the 1M-token window is the
+    // default from Opus 4.6 and Sonnet 4.6 on, without a `[1m]` suffix or beta.
+    ("claude-fable-5", 1_000_000, 128_000),
+    ("claude-mythos-5", 1_000_000, 128_000),
+    ("claude-opus-5", 1_000_000, 128_000),
+    ("claude-sonnet-5", 1_000_000, 128_000),
+    ("claude-haiku-5-5", 1_000_000, 128_000),
+    ("claude-opus-4-8", 1_000_000, 128_000),
+    ("claude-opus-4-7", 1_000_000, 128_000),
+    ("claude-opus-4-6", 1_000_000, 128_000),
+    ("claude-sonnet-4-6", 1_000_000, 64_000),
     ("claude-opus-4-5", 200_000, 64_000),
     ("claude-opus-4-1", 200_000, 32_000),
     ("claude-opus-4", 200_000, 32_000),
@@ -440,5 +451,37 @@ mod tests {
         assert_eq!(t.lookup("gpt-4o-mini").context_window, 64_000);
         let b = ContextBudget::for_model("claude-opus-4-1", &t);
         assert_eq!(b.autocompact_threshold(), 167_000);
+    }
+
+    /// Models whose 1M-token window is their default: a shorter prefix of an older model
+    /// (`claude-opus-4`, `claude-sonnet-4`) must not give them 200K.
+    #[test]
+    fn current_claude_models_have_their_1m_windows() {
+        let t = ModelTable::default();
+        for model in [
+            "claude-fable-5-1",
+            "claude-fable-5",
+            "claude-mythos-5-1",
+            "claude-opus-5-5",
+            "claude-opus-5",
+            "claude-sonnet-5-5",
+            "claude-sonnet-5",
+            "claude-haiku-5-5",
+            "claude-opus-4-8",
+            "claude-opus-4-7",
+            "claude-opus-4-6",
+            "anthropic/claude-opus-4.6",
+            "claude-sonnet-4-6",
+        ] {
+            assert_eq!(t.lookup(model).context_window, ONE_MILLION, "{model}");
+        }
+        assert_eq!(t.lookup("claude-opus-5-5").max_output_tokens, 128_000);
+        assert_eq!(t.lookup("claude-sonnet-4-6").max_output_tokens, 64_000);
+        // Older models keep theirs.
+        assert_eq!(t.lookup("claude-opus-4-20250514").context_window, 200_000);
+        assert_eq!(t.lookup("claude-sonnet-4-5").context_window, 200_000);
+        assert_eq!(t.lookup("claude-haiku-4-5").context_window, 200_000);
+        let b = ContextBudget::for_model("claude-opus-5-5", &t);
+        assert_eq!(b.autocompact_threshold(), 1_000_000 - 20_000 - 13_000);
     }
 }
