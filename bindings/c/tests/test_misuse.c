@@ -499,7 +499,39 @@ static void check_stream_edges(void) {
     fl_sse_parser_free(parser);
 }
 
+/* A length no object can have (past PTRDIFF_MAX) is refused as an invalid argument before the
+ * pointer is touched: it is always a caller's bug (a negative length cast to size_t, an
+ * underflowed subtraction), and the slice it would make does not exist. */
+static void check_impossible_lengths(void) {
+    size_t huge = (size_t)PTRDIFF_MAX + 1;
+    size_t lengths[] = {huge, SIZE_MAX};
+    for (size_t i = 0; i < 2; i++) {
+        size_t len = lengths[i];
+        uint64_t tokens = 7;
+        CHECK_STATUS(fl_tokens_estimate_text("ab", len, NULL, 0, &tokens), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`text`") != NULL);
+        CHECK(tokens == 7);
+        CHECK_STATUS(fl_tokens_estimate_text("ab", 2, "claude", len, &tokens),
+                     FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`tokenizer`") != NULL);
+        fl_decoder *decoder = NULL;
+        CHECK_STATUS(fl_decoder_new("anthropic", len, &decoder), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(decoder == NULL);
+        CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+        CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)"x", len), FL_STATUS_INVALID_ARGUMENT);
+        /* Nothing was fed: the decoder still works. */
+        CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)"\n", 1));
+        fl_decoder_free(decoder);
+        fl_sse_parser *parser = NULL;
+        CHECK_OK(fl_sse_parser_new(&parser));
+        CHECK_STATUS(fl_sse_parser_feed(parser, (const uint8_t *)"x", len), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`data`") != NULL);
+        fl_sse_parser_free(parser);
+    }
+}
+
 int main(void) {
+    check_impossible_lengths();
     check_run_of_another_executor_inside_a_tool();
     check_free_inside_a_tool_is_refused();
     check_free_of_another_executor_inside_a_tool();
