@@ -8,7 +8,7 @@
  *   records a message, readable with fl_last_error_message() on the same thread.
  * - pointer arguments are checked for NULL (FL_STATUS_NULL_ARGUMENT); input text is a pointer and
  *   a length in bytes, must be UTF-8 (FL_STATUS_INVALID_UTF8), and may be NULL when the length
- *   is 0.
+ *   is 0. A length above PTRDIFF_MAX is FL_STATUS_INVALID_ARGUMENT.
  * - handles come from fl_X_new*() and are released with fl_X_free(), which accepts NULL.
  * - a panic inside the library is caught and returned as FL_STATUS_PANIC; it never unwinds
  *   into C.

@@ -11,7 +11,7 @@
 //!   records a message readable with `fl_last_error_message` on the same thread;
 //! - every pointer argument is checked for NULL (`FL_STATUS_NULL_ARGUMENT`); input text is a
 //!   pointer and a length, must be UTF-8 (`FL_STATUS_INVALID_UTF8`), and may be NULL when the
-//!   length is 0;
+//!   length is 0; a length above `isize::MAX` is `FL_STATUS_INVALID_ARGUMENT`;
 //! - a Rust panic never unwinds into C: it is caught and returned as `FL_STATUS_PANIC`;
 //! - every function documents who owns what it returns and which threads may call it.
 
