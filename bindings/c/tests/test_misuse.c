@@ -530,8 +530,40 @@ static void check_impossible_lengths(void) {
     }
 }
 
+/* "huge_reply": completes with an impossible length (a negative length cast to size_t). */
+static void huge_reply_tool(void *userdata, const fl_tool_invocation *invocation,
+                            fl_tool_call *call) {
+    (void)invocation;
+    if (userdata != NULL) {
+        CHECK_STATUS(fl_tool_complete_json(call, "\"ok\"", SIZE_MAX, false), FL_STATUS_INVALID_ARGUMENT);
+    } else {
+        CHECK_STATUS(fl_tool_complete(call, "ok", (size_t)PTRDIFF_MAX + 1, false),
+                     FL_STATUS_INVALID_ARGUMENT);
+    }
+    CHECK(strstr(last_error(), "length") != NULL);
+}
+
+/* The call is still completed, with an error result saying why, and the run goes on. */
+static void check_impossible_reply_lengths(void) {
+    static int json = 1;
+    void *modes[] = {NULL, &json};
+    for (size_t i = 0; i < 2; i++) {
+        fl_executor *executor = NULL;
+        CHECK_OK(fl_executor_new(NULL, &executor));
+        CHECK_OK(fl_executor_add_tool(executor, "huge", 4, NULL, huge_reply_tool, modes[i]));
+        const char *calls = "[{\"id\":\"h\",\"name\":\"huge\",\"input\":{}}]";
+        const char *results = NULL;
+        size_t len = 0;
+        CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+        CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
+        CHECK(results != NULL && strstr(results, "refused") != NULL);
+        fl_executor_free(executor);
+    }
+}
+
 int main(void) {
     check_impossible_lengths();
+    check_impossible_reply_lengths();
     check_run_of_another_executor_inside_a_tool();
     check_free_inside_a_tool_is_refused();
     check_free_of_another_executor_inside_a_tool();
