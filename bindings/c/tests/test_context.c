@@ -7,6 +7,7 @@
  * Usage: test_context
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "check.h"
@@ -580,11 +581,37 @@ static void check_tracker_with_budget(void) {
     fl_context_budget_free(budget);
 }
 
+/* A budget is immutable: several threads read one at once. */
+static void *read_budget(void *arg) {
+    const fl_context_budget *budget = arg;
+    for (uint64_t tokens = 0; tokens < 200000; tokens += 997) {
+        fl_context_thresholds t = thresholds_of(budget);
+        CHECK(state_of(budget, tokens) == expected_state(t, tokens));
+        double percent = -1;
+        CHECK_OK(fl_context_budget_percent_left(budget, tokens, &percent));
+        CHECK(percent >= 0 && percent <= 100);
+    }
+    return NULL;
+}
+
+static void check_budget_shared_between_threads(void) {
+    fl_context_budget *budget = budget_new(200000, 32000, NULL);
+    pthread_t threads[4];
+    for (size_t i = 0; i < 4; i++) {
+        CHECK(pthread_create(&threads[i], NULL, read_budget, budget) == 0);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        pthread_join(threads[i], NULL);
+    }
+    fl_context_budget_free(budget);
+}
+
 int main(void) {
     check_budget_defaults();
     check_budget_overrides();
     check_budget_models();
     check_budget_arguments();
+    check_budget_shared_between_threads();
     check_tracker_anchoring();
     check_tracker_matches_the_request_estimate();
     check_tracker_correction();
