@@ -8,7 +8,7 @@
  *   records a message, readable with fl_last_error_message() on the same thread.
  * - pointer arguments are checked for NULL (FL_STATUS_NULL_ARGUMENT); input text is a pointer and
  *   a length in bytes, must be UTF-8 (FL_STATUS_INVALID_UTF8), and may be NULL when the length
- *   is 0.
+ *   is 0. A length above PTRDIFF_MAX is FL_STATUS_INVALID_ARGUMENT.
  * - handles come from fl_X_new*() and are released with fl_X_free(), which accepts NULL.
  * - a panic inside the library is caught and returned as FL_STATUS_PANIC; it never unwinds
  *   into C.
@@ -24,6 +24,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/**
+ * The value of an `fl_context_budget_options` field that keeps the default for the window
+ * (`UINT64_MAX`).
+ */
+#define FL_CONTEXT_BUDGET_DEFAULT UINT64_MAX
 
 /**
  * The outcome of a call. Every fallible function returns one.
@@ -85,6 +91,49 @@ typedef enum {
 } fl_status;
 
 /**
+ * Where a token count stands against a budget. The numeric values are part of the ABI and
+ * ordered: each state is more urgent than the one before.
+ */
+typedef enum {
+    /**
+     * Below the warning threshold.
+     */
+    FL_CONTEXT_OK = 0,
+    /**
+     * At or above the warning threshold: tell the user context is running low.
+     */
+    FL_CONTEXT_WARNING = 1,
+    /**
+     * At or above the auto-compact threshold: compact before the next request.
+     */
+    FL_CONTEXT_AUTO_COMPACT = 2,
+    /**
+     * At or above the blocking threshold: do not send without compacting.
+     */
+    FL_CONTEXT_BLOCKING = 3,
+} fl_context_state;
+
+/**
+ * How a tracker's token count was obtained. The numeric values are part of the ABI.
+ */
+typedef enum {
+    /**
+     * Straight from the provider's usage: nothing was appended since (`"exact"` in Python and
+     * Node).
+     */
+    FL_COUNT_EXACT = 0,
+    /**
+     * The provider's usage for the covered prefix plus an estimate of the messages appended
+     * since (`"usage+estimate"`).
+     */
+    FL_COUNT_USAGE_ESTIMATE = 1,
+    /**
+     * Estimated only: no usage recorded yet, or the covered prefix was changed (`"estimate"`).
+     */
+    FL_COUNT_ESTIMATE = 2,
+} fl_count_method;
+
+/**
  * What `fl_sse_parser_next` produced.
  */
 typedef enum {
@@ -107,6 +156,29 @@ typedef enum {
  * and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
  */
 typedef struct fl_cancel_token fl_cancel_token;
+
+/**
+ * Context thresholds for one model (opaque). Create it with `fl_context_budget_new` or
+ * `fl_context_budget_new_for_model`, release it with `fl_context_budget_free`.
+ *
+ * Immutable: the reading functions may be called from any number of threads at once;
+ * `fl_context_budget_free` must not overlap them.
+ */
+typedef struct fl_context_budget fl_context_budget;
+
+/**
+ * The token size of a growing conversation (opaque): the provider's `usage` is authoritative
+ * for the messages it covered; only the messages appended after it are estimated, scaled by a
+ * correction factor learned from earlier usage. Each message is estimated once, when pushed.
+ *
+ * Create it with `fl_context_tracker_new`; set the system prompt and tools, push every message
+ * (the assistant's responses included), record each response's usage, read the count with
+ * `fl_context_tracker_tokens` (and compare it with an `fl_context_budget`); release it with
+ * `fl_context_tracker_free`.
+ *
+ * Not thread-safe: use a tracker from one thread at a time (it may move between threads).
+ */
+typedef struct fl_context_tracker fl_context_tracker;
 
 /**
  * A stream decoder for one provider (opaque): feed it the raw bytes of a streamed response and
@@ -138,11 +210,110 @@ typedef struct fl_executor fl_executor;
 typedef struct fl_sse_parser fl_sse_parser;
 
 /**
+ * The token estimate of a text fed in pieces (opaque): a file read block by block, a tool's
+ * output read from a pipe. Its estimate is the one `fl_tokens_estimate_bytes` (and, for UTF-8
+ * text, `fl_tokens_estimate_text`) gives for the whole text, however the text was cut, even
+ * inside a multibyte character. Memory stays bounded by the longest line (a line longer than
+ * 1 MiB is counted in pieces, which may change its estimate by about a token per MiB).
+ *
+ * Create it with `fl_text_estimator_new`, feed it with `fl_text_estimator_feed`, read the
+ * estimate so far with `fl_text_estimator_estimate`, release it with `fl_text_estimator_free`.
+ *
+ * Not thread-safe: use an estimator from one thread at a time (it may move between threads).
+ */
+typedef struct fl_text_estimator fl_text_estimator;
+
+/**
  * A pending tool call (opaque), handed to the tool callback. The tool finishes it with
  * `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
  * releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
  */
 typedef struct fl_tool_call fl_tool_call;
+
+/**
+ * Overrides of a budget's thresholds. Start from `fl_context_budget_options_default()`, whose
+ * fields all keep the defaults, and set the ones to change.
+ *
+ * The defaults are Claude Code's: at most 20,000 output tokens reserved out of the window,
+ * auto-compact 13,000 below the effective window, warn 20,000 below the auto-compact point,
+ * block 3,000 below the effective window. For windows too small to hold them (below about
+ * 100,000 tokens) the defaults shrink in proportion; a field set here is used as given.
+ */
+typedef struct {
+    /**
+     * At most this much output is reserved out of the window (`FL_CONTEXT_BUDGET_DEFAULT`:
+     * 20,000, scaled for small windows).
+     */
+    uint64_t output_reserve_cap;
+    /**
+     * Auto-compact this far below the effective window (`FL_CONTEXT_BUDGET_DEFAULT`: 13,000,
+     * scaled for small windows).
+     */
+    uint64_t autocompact_buffer;
+    /**
+     * Warn this far below the auto-compact threshold (`FL_CONTEXT_BUDGET_DEFAULT`: 20,000,
+     * scaled for small windows).
+     */
+    uint64_t warning_buffer;
+    /**
+     * Block this far below the effective window (`FL_CONTEXT_BUDGET_DEFAULT`: 3,000, scaled
+     * for small windows).
+     */
+    uint64_t blocking_buffer;
+    /**
+     * Auto-compact at this percentage of the effective window instead, when that is lower than
+     * the buffer-based threshold (Claude Code's `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`): in
+     * (0, 100]. 0 (the default): no percentage. A negative, NaN, infinite or larger value is
+     * `FL_STATUS_INVALID_ARGUMENT`.
+     */
+    double autocompact_percent;
+} fl_context_budget_options;
+
+/**
+ * A budget's limits and computed thresholds, in tokens. A count is in a state from its
+ * threshold on: `warning <= autocompact <= blocking <= effective_window` hold for the default
+ * buffers (overrides may break that order; the most urgent state reached wins).
+ */
+typedef struct {
+    /**
+     * The model's context window.
+     */
+    uint64_t window;
+    /**
+     * The request's max output tokens.
+     */
+    uint64_t max_output_tokens;
+    /**
+     * The window minus the reserved output.
+     */
+    uint64_t effective_window;
+    /**
+     * `FL_CONTEXT_WARNING` from this count on.
+     */
+    uint64_t warning;
+    /**
+     * `FL_CONTEXT_AUTO_COMPACT` from this count on.
+     */
+    uint64_t autocompact;
+    /**
+     * `FL_CONTEXT_BLOCKING` from this count on.
+     */
+    uint64_t blocking;
+} fl_context_thresholds;
+
+/**
+ * A tracker's token count and how it was obtained.
+ */
+typedef struct {
+    /**
+     * Tokens in the context.
+     */
+    uint64_t tokens;
+    /**
+     * How `tokens` was obtained.
+     */
+    fl_count_method method;
+} fl_token_count;
 
 /**
  * Settings of an executor. Start from `fl_executor_options_default()`.
@@ -348,6 +519,267 @@ extern "C" {
  * `buf` must be valid for writes of `len` bytes; `written` must be valid for a write.
  */
 fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
+
+/**
+ * The options that keep every default (`FL_CONTEXT_BUDGET_DEFAULT` buffers, no percentage).
+ * Thread-safe.
+ */
+fl_context_budget_options fl_context_budget_options_default(void);
+
+/**
+ * Creates a budget for a context `window` and the request's `max_output_tokens`, with the
+ * overrides in `options` (NULL: the defaults, as from `fl_context_budget_options_default`),
+ * and stores it in `*out`. The caller owns it and releases it with `fl_context_budget_free`.
+ *
+ * Any window is accepted, 0 included (every count is then `FL_CONTEXT_BLOCKING`). Returns
+ * `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0
+ * (`*out` is then left unchanged). Thread-safe.
+ *
+ * # Safety
+ * `options` must be NULL or point to an `fl_context_budget_options`; `out` must be valid for a
+ * write.
+ */
+fl_status fl_context_budget_new(uint64_t window,
+                                uint64_t max_output_tokens,
+                                const fl_context_budget_options *options,
+                                fl_context_budget **out);
+
+/**
+ * Creates a budget for the model named `model` (`model_len` bytes of UTF-8), its context
+ * window and max output tokens taken from the built-in model table, with the overrides in
+ * `options` (NULL: the defaults), and stores it in `*out`. The caller owns it and releases it
+ * with `fl_context_budget_free`.
+ *
+ * The longest matching name prefix wins, regardless of letter case; gateway spellings find the
+ * same entry (`openai/gpt-4o`, `anthropic/claude-3.5-sonnet`,
+ * `us.anthropic.claude-3-5-haiku-20241022-v1:0`); a `[1m]` suffix selects a 1,000,000-token
+ * window. A model not in the table (or an empty name) gets a 200,000-token window and 32,000
+ * max output tokens: read the limits chosen with `fl_context_budget_thresholds`.
+ *
+ * Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8, `FL_STATUS_INVALID_ARGUMENT`
+ * for a bad `autocompact_percent`. Thread-safe.
+ *
+ * # Safety
+ * `model` must be valid for reads of `model_len` bytes; `options` must be NULL or point to an
+ * `fl_context_budget_options`; `out` must be valid for a write.
+ */
+fl_status fl_context_budget_new_for_model(const char *model,
+                                          size_t model_len,
+                                          const fl_context_budget_options *options,
+                                          fl_context_budget **out);
+
+/**
+ * Releases a budget. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `budget` must be NULL or a budget from `fl_context_budget_new*`, not freed yet; it must not
+ * be used afterwards.
+ */
+void fl_context_budget_free(fl_context_budget *budget);
+
+/**
+ * Writes the state of a context holding `tokens` tokens into `*state`: the most urgent state
+ * whose threshold `tokens` reaches. Thread-safe.
+ *
+ * # Safety
+ * `budget` must be a live budget; `state` must be valid for a write.
+ */
+fl_status fl_context_budget_state(const fl_context_budget *budget,
+                                  uint64_t tokens,
+                                  fl_context_state *state);
+
+/**
+ * Writes the budget's limits and computed thresholds into `*thresholds`. Thread-safe.
+ *
+ * # Safety
+ * `budget` must be a live budget; `thresholds` must be valid for a write.
+ */
+fl_status fl_context_budget_thresholds(const fl_context_budget *budget,
+                                       fl_context_thresholds *thresholds);
+
+/**
+ * Writes the percentage of the auto-compact threshold still free with `tokens` in the context
+ * (0 to 100; 0 when the threshold is 0) into `*percent`. Thread-safe.
+ *
+ * # Safety
+ * `budget` must be a live budget; `percent` must be valid for a write.
+ */
+fl_status fl_context_budget_percent_left(const fl_context_budget *budget,
+                                         uint64_t tokens,
+                                         double *percent);
+
+/**
+ * Creates a tracker for the tokenizer family named `tokenizer` (`tokenizer_len` bytes; as for
+ * `fl_tokens_estimate_text`; NULL / length 0: `"claude"`), empty and with correction 1.0, and
+ * stores it in `*out`. The caller owns it and releases it with `fl_context_tracker_free`.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for an unknown family. Thread-safe.
+ *
+ * # Safety
+ * `tokenizer` must be valid for reads of `tokenizer_len` bytes; `out` must be valid for a write.
+ */
+fl_status fl_context_tracker_new(const char *tokenizer,
+                                 size_t tokenizer_len,
+                                 fl_context_tracker **out);
+
+/**
+ * Releases a tracker. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `tracker` must be NULL or a tracker from `fl_context_tracker_new`, not freed yet; it must not
+ * be used afterwards.
+ */
+void fl_context_tracker_free(fl_context_tracker *tracker);
+
+/**
+ * Sets the system prompt: `system_json` (`len` bytes) is the request's `system` as JSON, a
+ * string (`"\"You are terse.\""`), an array of text blocks, or `null` for none. Setting a
+ * different prompt drops the usage anchor (the next count is an estimate); setting the same
+ * one again costs nothing and keeps it.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or is not a string, an
+ * array or null (the tracker is then unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `system_json` must be valid for reads
+ * of `len` bytes.
+ */
+fl_status fl_context_tracker_set_system(fl_context_tracker *tracker,
+                                        const char *system_json,
+                                        size_t len);
+
+/**
+ * Sets the tool definitions: `tools_json` (`len` bytes) is the request's `tools` array as JSON
+ * (`[]` or `null` for none). Changing them drops the usage anchor, as for
+ * `fl_context_tracker_set_system`.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or is not an array or null
+ * (the tracker is then unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `tools_json` must be valid for reads
+ * of `len` bytes.
+ */
+fl_status fl_context_tracker_set_tools(fl_context_tracker *tracker,
+                                       const char *tools_json,
+                                       size_t len);
+
+/**
+ * Appends a message: `message_json` (`len` bytes) is one message object as JSON
+ * (`{"role":"user","content":...}`, Anthropic or OpenAI shape). Only this message is estimated.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or is not an object (the
+ * tracker is then unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `message_json` must be valid for
+ * reads of `len` bytes.
+ */
+fl_status fl_context_tracker_push_message(fl_context_tracker *tracker,
+                                          const char *message_json,
+                                          size_t len);
+
+/**
+ * Replaces every message (after compaction, or an edit of the history): `messages_json`
+ * (`len` bytes) is an array of message objects as JSON. Blocks seen before are not estimated
+ * again. Drops the usage anchor.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, is not an array, or holds
+ * something other than objects (the tracker is then unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `messages_json` must be valid for
+ * reads of `len` bytes.
+ */
+fl_status fl_context_tracker_replace_messages(fl_context_tracker *tracker,
+                                              const char *messages_json,
+                                              size_t len);
+
+/**
+ * Keeps the first `len` messages (a larger `len` changes nothing). The usage anchor survives
+ * when it covered no dropped message.
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently.
+ */
+fl_status fl_context_tracker_truncate(fl_context_tracker *tracker, size_t len);
+
+/**
+ * Writes the number of messages tracked into `*len`.
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `len` must be valid for a write.
+ */
+fl_status fl_context_tracker_len(const fl_context_tracker *tracker, size_t *len);
+
+/**
+ * Records a response's usage as covering every message pushed so far (push the response's own
+ * message first): `usage_json` (`len` bytes) is the `usage` object as JSON, Anthropic
+ * (`input_tokens`, `cache_creation_input_tokens`, `cache_read_input_tokens`, `output_tokens`)
+ * or OpenAI (`prompt_tokens`, `completion_tokens`) shape. Also updates the correction factor.
+ * Usage with no prompt tokens (only `output_tokens`) is missing rather than measured: it is
+ * ignored (`FL_STATUS_OK`, nothing changes).
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or has no token counts (the
+ * tracker is then unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads
+ * of `len` bytes.
+ */
+fl_status fl_context_tracker_record_usage(fl_context_tracker *tracker,
+                                          const char *usage_json,
+                                          size_t len);
+
+/**
+ * As `fl_context_tracker_record_usage`, for usage covering only the first `covered` messages
+ * (more than the messages tracked counts as all of them).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads
+ * of `len` bytes.
+ */
+fl_status fl_context_tracker_record_usage_at(fl_context_tracker *tracker,
+                                             const char *usage_json,
+                                             size_t len,
+                                             size_t covered);
+
+/**
+ * Writes the context's token count now, and how it was obtained, into `*count`.
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `count` must be valid for a write.
+ */
+fl_status fl_context_tracker_tokens(const fl_context_tracker *tracker, fl_token_count *count);
+
+/**
+ * Writes the correction factor applied to estimates (usage / estimate, smoothed, within
+ * [0.8, 1.6]; 1.0 until usage is recorded) into `*correction`.
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `correction` must be valid for a
+ * write.
+ */
+fl_status fl_context_tracker_correction(const fl_context_tracker *tracker, double *correction);
+
+/**
+ * Sets the correction factor (for example carried over from an earlier session with the same
+ * model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
+ * positive finite number (the factor is then kept).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently.
+ */
+fl_status fl_context_tracker_set_correction(fl_context_tracker *tracker, double correction);
+
+/**
+ * Writes the number of bytes run through the estimator so far into `*bytes` (a work counter:
+ * blocks seen before cost nothing again).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `bytes` must be valid for a write.
+ */
+fl_status fl_context_tracker_bytes_estimated(const fl_context_tracker *tracker, uint64_t *bytes);
 
 /**
  * The version of the library (for example `"0.1.0"`): a static NUL-terminated string the
@@ -790,6 +1222,78 @@ fl_status fl_tokens_estimate_text(const char *text,
                                   uint64_t *tokens);
 
 /**
+ * Estimates the number of tokens of `len` raw bytes at `data` (NULL when `len` is 0) for the
+ * tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`), and writes it into
+ * `*tokens`. Bytes that are not UTF-8 are accepted and counted by their byte class like any
+ * other byte (a binary file, a log with a stray byte); on UTF-8 text the result equals
+ * `fl_tokens_estimate_text`'s. The streaming estimator (`fl_text_estimator_*`) gives this
+ * function's result for the concatenation of its pieces.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for an unknown family. Thread-safe.
+ *
+ * # Safety
+ * `data` must be valid for reads of `len` bytes, `tokenizer` for `tokenizer_len` bytes;
+ * `tokens` must be valid for a write.
+ */
+fl_status fl_tokens_estimate_bytes(const uint8_t *data,
+                                   size_t len,
+                                   const char *tokenizer,
+                                   size_t tokenizer_len,
+                                   uint64_t *tokens);
+
+/**
+ * Creates a streaming estimator for the tokenizer family named `tokenizer` (`tokenizer_len`
+ * bytes; as for `fl_tokens_estimate_text`: `"claude"`, the default, also chosen by NULL /
+ * length 0, `"claude-legacy"`, `"o200k"` or `"cl100k"`), before any text, and stores it in
+ * `*out`. The caller owns it and releases it with `fl_text_estimator_free`.
+ *
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for an unknown family, `FL_STATUS_INVALID_UTF8` for a
+ * name that is not UTF-8 (`*out` is then left unchanged). Thread-safe.
+ *
+ * # Safety
+ * `tokenizer` must be valid for reads of `tokenizer_len` bytes; `out` must be valid for a write.
+ */
+fl_status fl_text_estimator_new(const char *tokenizer,
+                                size_t tokenizer_len,
+                                fl_text_estimator **out);
+
+/**
+ * Adds the next `len` bytes of the text (NULL when `len` is 0; 0 bytes change nothing). The
+ * pieces may split a UTF-8 character anywhere, and bytes that are not UTF-8 are counted as
+ * `fl_tokens_estimate_bytes` counts them (never an error: the estimator cannot tell a
+ * character split between two pieces from a broken one). The bytes are not kept beyond the
+ * unfinished line, so `data` may be reused as soon as this returns.
+ *
+ * Returns `FL_STATUS_NULL_ARGUMENT` when `estimator` is NULL, or `data` is NULL with a non-zero
+ * `len` (nothing is fed then).
+ *
+ * # Safety
+ * `estimator` must be a live estimator not used concurrently; `data` must be valid for reads of
+ * `len` bytes.
+ */
+fl_status fl_text_estimator_feed(fl_text_estimator *estimator, const uint8_t *data, size_t len);
+
+/**
+ * Writes the estimate of the text fed so far into `*tokens`: 0 before any byte, at least 1
+ * after one. Does not consume anything: feeding may go on, and the estimate after the next
+ * pieces is that of the whole text again.
+ *
+ * # Safety
+ * `estimator` must be a live estimator not used concurrently; `tokens` must be valid for a
+ * write.
+ */
+fl_status fl_text_estimator_estimate(const fl_text_estimator *estimator, uint64_t *tokens);
+
+/**
+ * Releases an estimator. NULL is accepted and ignored.
+ *
+ * # Safety
+ * `estimator` must be NULL or an estimator from `fl_text_estimator_new`, not freed yet; it must
+ * not be used afterwards.
+ */
+void fl_text_estimator_free(fl_text_estimator *estimator);
+
+/**
  * Estimates a whole request body (`request_json`, `request_len` bytes of UTF-8 JSON: an
  * Anthropic Messages or OpenAI request object with `system`, `tools`, `messages`; other fields
  * cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
@@ -814,9 +1318,10 @@ fl_status fl_tokens_estimate_request(const char *request_json,
  *
  * Callable from any thread, exactly once per call, including after the call was cancelled (the
  * reply is then ignored). The handle is released by every call of this function with a
- * non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, or not
- * UTF-8, reported as `FL_STATUS_NULL_ARGUMENT` / `FL_STATUS_INVALID_UTF8`), the call completes
- * with an error result saying so. `call` must not be used afterwards.
+ * non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, not
+ * UTF-8, or a length above `PTRDIFF_MAX`, reported as `FL_STATUS_NULL_ARGUMENT` /
+ * `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`), the call completes with an error
+ * result saying so. `call` must not be used afterwards.
  *
  * # Safety
  * `call` must be a handle given to a tool callback and not completed yet; `content` must be

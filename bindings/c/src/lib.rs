@@ -11,7 +11,7 @@
 //!   records a message readable with `fl_last_error_message` on the same thread;
 //! - every pointer argument is checked for NULL (`FL_STATUS_NULL_ARGUMENT`); input text is a
 //!   pointer and a length, must be UTF-8 (`FL_STATUS_INVALID_UTF8`), and may be NULL when the
-//!   length is 0;
+//!   length is 0; a length above `isize::MAX` is `FL_STATUS_INVALID_ARGUMENT`;
 //! - a Rust panic never unwinds into C: it is caught and returned as `FL_STATUS_PANIC`;
 //! - every function documents who owns what it returns and which threads may call it.
 
@@ -19,6 +19,7 @@
 #![allow(non_camel_case_types)]
 
 mod boundary;
+mod context;
 mod debug;
 mod decode;
 mod exec;
@@ -29,6 +30,18 @@ mod tokens;
 mod tool_call;
 
 pub use boundary::fl_last_error_message;
+pub use context::{
+    FL_CONTEXT_BUDGET_DEFAULT, fl_context_budget, fl_context_budget_free, fl_context_budget_new,
+    fl_context_budget_new_for_model, fl_context_budget_options, fl_context_budget_options_default,
+    fl_context_budget_percent_left, fl_context_budget_state, fl_context_budget_thresholds,
+    fl_context_state, fl_context_thresholds, fl_context_tracker,
+    fl_context_tracker_bytes_estimated, fl_context_tracker_correction, fl_context_tracker_free,
+    fl_context_tracker_len, fl_context_tracker_new, fl_context_tracker_push_message,
+    fl_context_tracker_record_usage, fl_context_tracker_record_usage_at,
+    fl_context_tracker_replace_messages, fl_context_tracker_set_correction,
+    fl_context_tracker_set_system, fl_context_tracker_set_tools, fl_context_tracker_tokens,
+    fl_context_tracker_truncate, fl_count_method, fl_token_count,
+};
 pub use debug::{fl_debug_panic, fl_version};
 pub use decode::{
     fl_decoder, fl_decoder_feed, fl_decoder_finish, fl_decoder_free, fl_decoder_is_complete,
@@ -47,7 +60,11 @@ pub use sse::{
     fl_sse_parser_new_with_max_event_bytes, fl_sse_parser_next, fl_sse_parser_retry,
 };
 pub use status::{fl_status, fl_status_message};
-pub use tokens::{fl_request_estimate, fl_tokens_estimate_request, fl_tokens_estimate_text};
+pub use tokens::{
+    fl_request_estimate, fl_text_estimator, fl_text_estimator_estimate, fl_text_estimator_feed,
+    fl_text_estimator_free, fl_text_estimator_new, fl_tokens_estimate_bytes,
+    fl_tokens_estimate_request, fl_tokens_estimate_text,
+};
 pub use tool_call::{
     fl_tool_call, fl_tool_call_cancelled, fl_tool_complete, fl_tool_complete_json,
 };

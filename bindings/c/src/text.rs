@@ -8,6 +8,10 @@ use crate::status::fl_status;
 
 /// The bytes `ptr[..len]`. `ptr` may be NULL only when `len` is 0.
 ///
+/// A `len` past `isize::MAX` is `FL_STATUS_INVALID_ARGUMENT`: no object is that large, so it is
+/// always a caller's bug (a negative length cast to `size_t`), and making a slice of it would be
+/// undefined behaviour (a debug build aborts the host on it, past the panic boundary).
+///
 /// # Safety
 /// When not NULL, `ptr` must be valid for reads of `len` bytes for the lifetime `'a`.
 pub(crate) unsafe fn bytes_arg<'a>(ptr: *const u8, len: usize, name: &str) -> FfiResult<&'a [u8]> {
@@ -17,7 +21,13 @@ pub(crate) unsafe fn bytes_arg<'a>(ptr: *const u8, len: usize, name: &str) -> Ff
     if ptr.is_null() {
         return Err(FfiError::null(name));
     }
-    // SAFETY: `ptr` is not NULL and the caller guarantees `len` readable bytes.
+    if isize::try_from(len).is_err() {
+        return Err(FfiError::invalid(format!(
+            "argument `{name}`: length {len} is larger than any object can be"
+        )));
+    }
+    // SAFETY: `ptr` is not NULL, `len` is at most `isize::MAX`, and the caller guarantees `len`
+    // readable bytes.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
@@ -218,6 +228,13 @@ mod tests {
                 bytes_arg(std::ptr::null(), 3, "data").unwrap_err().status,
                 fl_status::FL_STATUS_NULL_ARGUMENT
             );
+        }
+        let data = [1u8, 2];
+        for len in [isize::MAX as usize + 1, usize::MAX] {
+            // SAFETY: the length is refused before the pointer is read.
+            let error = unsafe { bytes_arg(data.as_ptr(), len, "data") }.unwrap_err();
+            assert_eq!(error.status, fl_status::FL_STATUS_INVALID_ARGUMENT);
+            assert!(error.message.contains("`data`"), "{}", error.message);
         }
         let bad = [b'a', 0xff, b'b'];
         // SAFETY: `bad` has 3 readable bytes.

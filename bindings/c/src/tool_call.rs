@@ -107,9 +107,10 @@ impl Drop for PendingCall {
 ///
 /// Callable from any thread, exactly once per call, including after the call was cancelled (the
 /// reply is then ignored). The handle is released by every call of this function with a
-/// non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, or not
-/// UTF-8, reported as `FL_STATUS_NULL_ARGUMENT` / `FL_STATUS_INVALID_UTF8`), the call completes
-/// with an error result saying so. `call` must not be used afterwards.
+/// non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, not
+/// UTF-8, or a length above `PTRDIFF_MAX`, reported as `FL_STATUS_NULL_ARGUMENT` /
+/// `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`), the call completes with an error
+/// result saying so. `call` must not be used afterwards.
 ///
 /// # Safety
 /// `call` must be a handle given to a tool callback and not completed yet; `content` must be

@@ -499,7 +499,71 @@ static void check_stream_edges(void) {
     fl_sse_parser_free(parser);
 }
 
+/* A length no object can have (past PTRDIFF_MAX) is refused as an invalid argument before the
+ * pointer is touched: it is always a caller's bug (a negative length cast to size_t, an
+ * underflowed subtraction), and the slice it would make does not exist. */
+static void check_impossible_lengths(void) {
+    size_t huge = (size_t)PTRDIFF_MAX + 1;
+    size_t lengths[] = {huge, SIZE_MAX};
+    for (size_t i = 0; i < 2; i++) {
+        size_t len = lengths[i];
+        uint64_t tokens = 7;
+        CHECK_STATUS(fl_tokens_estimate_text("ab", len, NULL, 0, &tokens), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`text`") != NULL);
+        CHECK(tokens == 7);
+        CHECK_STATUS(fl_tokens_estimate_text("ab", 2, "claude", len, &tokens),
+                     FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`tokenizer`") != NULL);
+        fl_decoder *decoder = NULL;
+        CHECK_STATUS(fl_decoder_new("anthropic", len, &decoder), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(decoder == NULL);
+        CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+        CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)"x", len), FL_STATUS_INVALID_ARGUMENT);
+        /* Nothing was fed: the decoder still works. */
+        CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)"\n", 1));
+        fl_decoder_free(decoder);
+        fl_sse_parser *parser = NULL;
+        CHECK_OK(fl_sse_parser_new(&parser));
+        CHECK_STATUS(fl_sse_parser_feed(parser, (const uint8_t *)"x", len), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "`data`") != NULL);
+        fl_sse_parser_free(parser);
+    }
+}
+
+/* "huge_reply": completes with an impossible length (a negative length cast to size_t). */
+static void huge_reply_tool(void *userdata, const fl_tool_invocation *invocation,
+                            fl_tool_call *call) {
+    (void)invocation;
+    if (userdata != NULL) {
+        CHECK_STATUS(fl_tool_complete_json(call, "\"ok\"", SIZE_MAX, false), FL_STATUS_INVALID_ARGUMENT);
+    } else {
+        CHECK_STATUS(fl_tool_complete(call, "ok", (size_t)PTRDIFF_MAX + 1, false),
+                     FL_STATUS_INVALID_ARGUMENT);
+    }
+    CHECK(strstr(last_error(), "length") != NULL);
+}
+
+/* The call is still completed, with an error result saying why, and the run goes on. */
+static void check_impossible_reply_lengths(void) {
+    static int json = 1;
+    void *modes[] = {NULL, &json};
+    for (size_t i = 0; i < 2; i++) {
+        fl_executor *executor = NULL;
+        CHECK_OK(fl_executor_new(NULL, &executor));
+        CHECK_OK(fl_executor_add_tool(executor, "huge", 4, NULL, huge_reply_tool, modes[i]));
+        const char *calls = "[{\"id\":\"h\",\"name\":\"huge\",\"input\":{}}]";
+        const char *results = NULL;
+        size_t len = 0;
+        CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+        CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
+        CHECK(results != NULL && strstr(results, "refused") != NULL);
+        fl_executor_free(executor);
+    }
+}
+
 int main(void) {
+    check_impossible_lengths();
+    check_impossible_reply_lengths();
     check_run_of_another_executor_inside_a_tool();
     check_free_inside_a_tool_is_refused();
     check_free_of_another_executor_inside_a_tool();

@@ -1,8 +1,9 @@
 /*
  * Token estimation through the C API: every document of the committed held-out sample
  * (tests/tokens/sample, with exact counts from real tokenizers in expected.json) must be
- * estimated within the core's bounds; request estimates add up; bad inputs return the right
- * statuses.
+ * estimated within the core's bounds; the streaming estimator fed any document in pieces of any
+ * size gives exactly the whole document's estimate; request estimates add up; bad inputs return
+ * the right statuses.
  *
  * Usage: test_tokens REPO_ROOT
  */
@@ -78,6 +79,225 @@ static void check_sample(const char *root) {
     free(expected);
 }
 
+static const char *all_families[] = {"claude", "claude-legacy", "o200k", "cl100k"};
+#define FAMILY_COUNT (sizeof all_families / sizeof all_families[0])
+
+static uint64_t estimate_bytes(const char *data, size_t len, const char *family) {
+    uint64_t tokens = UINT64_MAX;
+    CHECK_OK(fl_tokens_estimate_bytes((const uint8_t *)data, len, family, strlen(family), &tokens));
+    return tokens;
+}
+
+/* Feeds `text` to a new estimator in pieces: of `piece` bytes each, or (piece == 0) of 1, 2, ...,
+ * 17, 1, 2, ... bytes; returns the estimate. With `check_prefixes`, the estimate read after every
+ * piece (non-consuming) must be that of the bytes so far. */
+static uint64_t streamed(const char *text, size_t len, const char *family, size_t piece,
+                         bool check_prefixes) {
+    fl_text_estimator *estimator = NULL;
+    CHECK_OK(fl_text_estimator_new(family, strlen(family), &estimator));
+    if (estimator == NULL) {
+        return UINT64_MAX;
+    }
+    size_t at = 0, round = 0;
+    while (at < len) {
+        size_t size = piece != 0 ? piece : 1 + round++ % 17;
+        if (size > len - at) {
+            size = len - at;
+        }
+        CHECK_OK(fl_text_estimator_feed(estimator, (const uint8_t *)text + at, size));
+        at += size;
+        if (check_prefixes) {
+            uint64_t so_far = UINT64_MAX;
+            CHECK_OK(fl_text_estimator_estimate(estimator, &so_far));
+            CHECK(so_far == estimate_bytes(text, at, family));
+        }
+    }
+    uint64_t tokens = UINT64_MAX, again = 0;
+    CHECK_OK(fl_text_estimator_estimate(estimator, &tokens));
+    CHECK_OK(fl_text_estimator_estimate(estimator, &again));
+    CHECK(tokens == again);
+    fl_text_estimator_free(estimator);
+    return tokens;
+}
+
+/* Every sample document (and a provider stream fixture), fed in pieces, has the estimate of the
+ * whole: cut inside lines, inside multibyte characters, one byte at a time. */
+static void check_streamed_documents(const char *root) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/tokens/sample/expected.json", root);
+    size_t len = 0;
+    char *expected = read_file(path, &len);
+    CHECK(expected != NULL);
+    if (expected == NULL) {
+        return;
+    }
+    int documents = 0;
+    for (const char *entry = strstr(expected, "\"file\": \""); entry != NULL;
+         entry = strstr(entry + 1, "\"file\": \"")) {
+        const char *name = entry + strlen("\"file\": \"");
+        const char *name_end = strchr(name, '"');
+        snprintf(path, sizeof path, "%s/tests/tokens/sample/%.*s", root, (int)(name_end - name), name);
+        size_t text_len = 0;
+        char *text = read_file(path, &text_len);
+        CHECK(text != NULL);
+        if (text == NULL) {
+            continue;
+        }
+        for (size_t f = 0; f < FAMILY_COUNT; f++) {
+            uint64_t whole = estimate(text, text_len, all_families[f]);
+            CHECK(whole > 0 && whole == estimate_bytes(text, text_len, all_families[f]));
+            size_t pieces[] = {0, 4096, 997};
+            for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+                uint64_t got = streamed(text, text_len, all_families[f], pieces[p], false);
+                CHECK(got == whole);
+                if (got != whole) {
+                    fprintf(stderr, "    %.*s %s pieces of %zu: %llu, whole %llu\n",
+                            (int)(name_end - name), name, all_families[f], pieces[p],
+                            (unsigned long long)got, (unsigned long long)whole);
+                }
+            }
+        }
+        /* One byte at a time, for the default family. */
+        CHECK(streamed(text, text_len, "claude", 1, false) == estimate(text, text_len, "claude"));
+        /* The estimate read between pieces is that of the bytes so far, even mid-character. */
+        if (documents % 8 == 0) {
+            size_t prefix = text_len < 1500 ? text_len : 1500;
+            streamed(text, prefix, "o200k", 0, true);
+        }
+        free(text);
+        documents++;
+    }
+    CHECK(documents >= 50);
+    free(expected);
+
+    snprintf(path, sizeof path, "%s/tests/fixtures/anthropic/tool_use_response.sse", root);
+    size_t fixture_len = 0;
+    char *fixture = read_file(path, &fixture_len);
+    CHECK(fixture != NULL);
+    if (fixture != NULL) {
+        for (size_t f = 0; f < FAMILY_COUNT; f++) {
+            uint64_t whole = estimate(fixture, fixture_len, all_families[f]);
+            for (size_t piece = 1; piece <= 64; piece++) {
+                CHECK(streamed(fixture, fixture_len, all_families[f], piece, false) == whole);
+            }
+        }
+        free(fixture);
+    }
+}
+
+/* The estimator at the edges: no text, empty pieces, NULL with length 0, bytes that are not
+ * UTF-8, bad families and NULL arguments. */
+static void check_estimator_edges(void) {
+    fl_text_estimator *estimator = NULL;
+    uint64_t tokens = UINT64_MAX;
+
+    /* NULL / empty family: the default, claude. */
+    CHECK_OK(fl_text_estimator_new(NULL, 0, &estimator));
+    CHECK_OK(fl_text_estimator_estimate(estimator, &tokens));
+    CHECK(tokens == 0);
+    CHECK_OK(fl_text_estimator_feed(estimator, NULL, 0));
+    CHECK_OK(fl_text_estimator_feed(estimator, (const uint8_t *)"x", 0));
+    CHECK_OK(fl_text_estimator_estimate(estimator, &tokens));
+    CHECK(tokens == 0);
+    const char *hello = "Hello, world! こんにちは\n";
+    CHECK_OK(fl_text_estimator_feed(estimator, (const uint8_t *)hello, strlen(hello)));
+    CHECK_OK(fl_text_estimator_feed(estimator, NULL, 0));
+    CHECK_OK(fl_text_estimator_estimate(estimator, &tokens));
+    CHECK(tokens == estimate(hello, strlen(hello), "claude") && tokens > 0);
+    /* A failed feed feeds nothing. */
+    CHECK_STATUS(fl_text_estimator_feed(estimator, NULL, 3), FL_STATUS_NULL_ARGUMENT);
+    CHECK(strstr(last_error(), "`data`") != NULL);
+    CHECK_STATUS(fl_text_estimator_feed(estimator, (const uint8_t *)"abc", SIZE_MAX),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_text_estimator_feed(estimator, (const uint8_t *)"abc", (size_t)PTRDIFF_MAX + 1),
+                 FL_STATUS_INVALID_ARGUMENT);
+    uint64_t after = UINT64_MAX;
+    CHECK_OK(fl_text_estimator_estimate(estimator, &after));
+    CHECK(after == tokens);
+    CHECK_STATUS(fl_text_estimator_estimate(estimator, NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_text_estimator_free(estimator);
+    estimator = NULL;
+
+    /* Bytes that are not UTF-8 are counted, not refused: the same as the whole bytes' estimate,
+     * however they are cut (a lone continuation byte, a truncated sequence, a stray 0xFF). */
+    const char bad[] = "ab\xff\xfe cd\n\xc3\n\xe4\xb8 \x80\x80\x80 \xf0\x9f\x98 end\xc3";
+    size_t bad_len = sizeof bad - 1;
+    CHECK_STATUS(fl_tokens_estimate_text(bad, bad_len, NULL, 0, &tokens), FL_STATUS_INVALID_UTF8);
+    for (size_t f = 0; f < FAMILY_COUNT; f++) {
+        uint64_t whole = estimate_bytes(bad, bad_len, all_families[f]);
+        CHECK(whole > 0);
+        for (size_t piece = 0; piece <= bad_len; piece++) {
+            CHECK(streamed(bad, bad_len, all_families[f], piece, piece == 1) == whole);
+        }
+    }
+    /* On UTF-8 text, the bytes estimate is the text estimate; NULL with length 0 is 0 tokens. */
+    CHECK(estimate_bytes(hello, strlen(hello), "cl100k") == estimate(hello, strlen(hello), "cl100k"));
+    CHECK_OK(fl_tokens_estimate_bytes(NULL, 0, NULL, 0, &tokens));
+    CHECK(tokens == 0);
+    CHECK_STATUS(fl_tokens_estimate_bytes(NULL, 1, NULL, 0, &tokens), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_tokens_estimate_bytes((const uint8_t *)"a", 1, "gpt2", 4, &tokens),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_tokens_estimate_bytes((const uint8_t *)"a", 1, NULL, 0, NULL),
+                 FL_STATUS_NULL_ARGUMENT);
+
+    /* Bad families: a status, a message naming the family, and *out untouched. */
+    fl_text_estimator *untouched = (fl_text_estimator *)&tokens;
+    estimator = untouched;
+    CHECK_STATUS(fl_text_estimator_new("gpt2", 4, &estimator), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "gpt2") != NULL);
+    CHECK_STATUS(fl_text_estimator_new("CLAUDE", 6, &estimator), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_text_estimator_new("claude\0", 7, &estimator), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_text_estimator_new("o200\xff", 5, &estimator), FL_STATUS_INVALID_UTF8);
+    CHECK_STATUS(fl_text_estimator_new(NULL, 5, &estimator), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_text_estimator_new("claude", SIZE_MAX, &estimator), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(estimator == untouched);
+    CHECK_STATUS(fl_text_estimator_new("claude", 6, NULL), FL_STATUS_NULL_ARGUMENT);
+
+    /* NULL handles. */
+    CHECK_STATUS(fl_text_estimator_feed(NULL, (const uint8_t *)"a", 1), FL_STATUS_NULL_ARGUMENT);
+    CHECK(strstr(last_error(), "`estimator`") != NULL);
+    CHECK_STATUS(fl_text_estimator_feed(NULL, NULL, 0), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_text_estimator_estimate(NULL, &tokens), FL_STATUS_NULL_ARGUMENT);
+    fl_text_estimator_free(NULL);
+}
+
+/* A line with no line feed, longer than the estimator keeps whole (1 MiB): memory stays bounded
+ * and the estimate stays within a token or so per MiB of the whole text's. */
+static void check_estimator_long_line(void) {
+    size_t block_len = 64 * 1024 + 7;
+    char *block = malloc(block_len);
+    CHECK(block != NULL);
+    if (block == NULL) {
+        return;
+    }
+    const char *pattern = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODkrLw";
+    for (size_t i = 0; i < block_len; i++) {
+        block[i] = pattern[i % strlen(pattern)];
+    }
+    fl_text_estimator *estimator = NULL;
+    CHECK_OK(fl_text_estimator_new("cl100k", 6, &estimator));
+    size_t rounds = 40;
+    for (size_t i = 0; i < rounds; i++) {
+        CHECK_OK(fl_text_estimator_feed(estimator, (const uint8_t *)block, block_len));
+    }
+    uint64_t streamed_tokens = 0;
+    CHECK_OK(fl_text_estimator_estimate(estimator, &streamed_tokens));
+    fl_text_estimator_free(estimator);
+    char *whole = malloc(block_len * rounds);
+    CHECK(whole != NULL);
+    if (whole != NULL) {
+        for (size_t i = 0; i < rounds; i++) {
+            memcpy(whole + i * block_len, block, block_len);
+        }
+        uint64_t exact = estimate(whole, block_len * rounds, "cl100k");
+        uint64_t cuts = block_len * rounds / (1024 * 1024);
+        uint64_t diff = exact > streamed_tokens ? exact - streamed_tokens : streamed_tokens - exact;
+        CHECK(diff <= 2 * cuts + 1);
+        free(whole);
+    }
+    free(block);
+}
+
 static void check_text(void) {
     CHECK(estimate("", 0, "o200k") == 0);
     CHECK(estimate("a", 1, "o200k") >= 1);
@@ -136,6 +356,9 @@ static void check_arguments(void) {
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     check_sample(root);
+    check_streamed_documents(root);
+    check_estimator_edges();
+    check_estimator_long_line();
     check_text();
     check_request();
     check_arguments();
