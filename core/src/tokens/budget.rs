@@ -121,9 +121,14 @@ impl ModelTable {
     /// name as given or one of those forms wins, so an entry spelled like the gateway's name
     /// takes precedence.
     pub fn lookup(&self, model: &str) -> ModelLimits {
-        let (name, one_million) = match model.strip_suffix("[1m]") {
-            Some(name) => (name, true),
-            None => (model, false),
+        // Any letter case, like the rest of the name (`[1M]` is how some people write it).
+        let suffix = model
+            .len()
+            .checked_sub(4)
+            .and_then(|at| model.get(at..).map(|tail| (at, tail)));
+        let (name, one_million) = match suffix {
+            Some((at, tail)) if tail.eq_ignore_ascii_case("[1m]") => (&model[..at], true),
+            _ => (model, false),
         };
         let name = name.to_ascii_lowercase();
         let base = name.rsplit('/').next().unwrap_or(&name);
@@ -441,6 +446,10 @@ mod tests {
             limits("anthropic/claude-3.5-sonnet[1m]").context_window,
             ONE_MILLION
         );
+        assert_eq!(limits("claude-sonnet-4-5[1M]").context_window, ONE_MILLION);
+        assert_eq!(limits("CLAUDE-SONNET-4-5[1M]").max_output_tokens, 64_000);
+        assert_eq!(limits("[1m]").context_window, ONE_MILLION);
+        assert_eq!(limits("é[1M]").context_window, ONE_MILLION);
         t.insert(
             "gpt-4o",
             ModelLimits {
