@@ -232,10 +232,10 @@ impl NativeClient {
     #[napi(js_name = "streamJson")]
     pub fn stream_json(&self, body: String) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
-            let body = streaming_body(&body)?;
+            let (body, betas) = request_body(&body, true, self.inner.config().provider)?;
             let client = self.inner.clone();
             pump::start(OnAbort::DropProducer, false, move |sink, cancel| {
-                produce_stream(client, body, sink, cancel)
+                produce_stream(client, body, betas, sink, cancel)
             })
         })
     }
@@ -244,12 +244,13 @@ impl NativeClient {
     #[napi(js_name = "createJson")]
     pub fn create_json(&self, body: String) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
+            let (body, betas) = request_body(&body, false, self.inner.config().provider)?;
             let client = self.inner.clone();
             pump::start(
                 OnAbort::DropProducer,
                 false,
                 move |sink, _cancel| async move {
-                    match client.create(body).await {
+                    match client.create_with_betas(body, &betas).await {
                         Ok(response) => match response.json() {
                             Ok(json) => {
                                 let item = json!({
@@ -274,8 +275,13 @@ impl NativeClient {
     }
 }
 
-/// The request body with `"stream": true`.
-fn streaming_body(body: &str) -> Result<String, FerroloopError> {
+/// The request body with `"stream"` set as asked, and, for Anthropic, its `betas` taken out
+/// (they are sent as `anthropic-beta`).
+fn request_body(
+    body: &str,
+    stream: bool,
+    provider: Provider,
+) -> Result<(String, Vec<String>), FerroloopError> {
     let mut value: Value = serde_json::from_str(body).map_err(|err| {
         FerroloopError::invalid_argument(format!("the request is not valid JSON: {err}"))
     })?;
@@ -284,17 +290,25 @@ fn streaming_body(body: &str) -> Result<String, FerroloopError> {
             "the request must be a JSON object",
         ));
     };
-    fields.insert("stream".into(), Value::Bool(true));
-    Ok(value.to_string())
+    if stream {
+        fields.insert("stream".into(), Value::Bool(true));
+    }
+    let betas = if provider == Provider::Anthropic {
+        ferroloop::client::take_betas(&mut value)
+    } else {
+        Vec::new()
+    };
+    Ok((value.to_string(), betas))
 }
 
 async fn produce_stream(
     client: Arc<Client>,
     body: String,
+    betas: Vec<String>,
     sink: ItemSink,
     _cancel: CancellationToken,
 ) {
-    let mut stream = client.stream_message(body);
+    let mut stream = client.stream_with_betas(body, &betas).decode();
     while let Some(item) = stream.next().await {
         let delivered = match item {
             Ok(MessageItem::Event(event)) => sink.send_json(&event).await,

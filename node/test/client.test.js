@@ -231,6 +231,19 @@ test('create() returns the JSON response; errors are typed the same way', async 
   })
 })
 
+test('betas go in the anthropic-beta header of their request, not in the body', async () => {
+  const body = { id: 'msg_1', type: 'message', role: 'assistant', content: [] }
+  await withServer([hello(), { body: { json: body } }], { anthropicBeta: ['a-1'] }, async (client, server) => {
+    for await (const event of client.stream({ ...request, betas: ['b-2', 'a-1'] })) assert.ok(event.type)
+    assert.deepEqual(await client.create({ ...request, betas: 'c-3' }), body)
+    const [streamed, created] = await server.waitForRequests(2)
+    assert.equal(header(streamed, 'anthropic-beta'), 'a-1,b-2')
+    assert.equal(header(created, 'anthropic-beta'), 'a-1,c-3')
+    assert.equal(JSON.parse(streamed.body).betas, undefined)
+    assert.equal(JSON.parse(created.body).betas, undefined)
+  })
+})
+
 test('bad options and requests are InvalidArgumentErrors; a refused connection is a ConnectionError', async () => {
   assert.throws(() => new Client({ provider: 'gemini' }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Client({ baseUrl: 'ftp://x' }), ferroloop.InvalidArgumentError)

@@ -137,11 +137,14 @@ class Client:
 
     def stream(self, **request: Any) -> MessageStream:
         """Starts a streaming request; ``request`` is the provider's JSON body (``model``,
-        ``messages``, ``max_tokens``, ...; ``stream`` is set for you). Iterate the result."""
+        ``messages``, ``max_tokens``, ...; ``stream`` is set for you). Iterate the result.
+        For Anthropic, ``betas=[...]`` (as in the SDK) is sent as the ``anthropic-beta``
+        header of this request, after the client's own flags, not in the body."""
         return MessageStream(self._native.stream(request))
 
     async def create(self, **request: Any) -> dict[str, Any]:
-        """A non-streaming request: returns the provider's JSON response (with retries)."""
+        """A non-streaming request: returns the provider's JSON response (with retries).
+        ``betas`` is sent as for :meth:`stream`."""
         return await self._native.create(request)
 
     def close(self) -> None:

@@ -61,13 +61,21 @@ impl PyClient {
     }
 
     /// The request body: `request` as JSON with `"stream"` set.
-    fn body(request: &Bound<'_, PyAny>, stream: bool) -> PyResult<Vec<u8>> {
+    /// The request's JSON body and, for Anthropic, its `betas` (sent as `anthropic-beta`).
+    fn body(&self, request: &Bound<'_, PyAny>, stream: bool) -> PyResult<(Vec<u8>, Vec<String>)> {
         let mut body = py_to_value(request).map_err(PyValueError::new_err)?;
         let Some(fields) = body.as_object_mut() else {
             return Err(PyValueError::new_err("a request must be a dict"));
         };
         fields.insert("stream".to_owned(), Value::Bool(stream));
-        serde_json::to_vec(&body).map_err(|err| PyValueError::new_err(err.to_string()))
+        let betas = if self.provider == Provider::Anthropic {
+            ferroloop::client::take_betas(&mut body)
+        } else {
+            Vec::new()
+        };
+        let bytes =
+            serde_json::to_vec(&body).map_err(|err| PyValueError::new_err(err.to_string()))?;
+        Ok((bytes, betas))
     }
 }
 
@@ -192,11 +200,11 @@ impl PyClient {
     /// Starts a streaming request (`request` is the provider's JSON body as a dict).
     fn stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<PyClientStream> {
         shield(py, "Client.stream", || {
-            let body = Self::body(request, true)?;
+            let (body, betas) = self.body(request, true)?;
             let client = self.client(py)?;
             let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let (items, receiver) = mpsc::channel(STREAM_BUFFER);
-            let task = spawn(pump(client, body, items))?;
+            let task = spawn(pump(client, body, betas, items))?;
             Ok(PyClientStream {
                 state: Arc::new(tokio::sync::Mutex::new(receiver)),
                 pending_error: Arc::new(Mutex::new(None)),
@@ -213,11 +221,11 @@ impl PyClient {
         request: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "Client.create", || {
-            let body = Self::body(request, false)?;
+            let (body, betas) = self.body(request, false)?;
             let client = self.client(py)?;
             let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let task = spawn(async move {
-                let response = client.create(body).await?;
+                let response = client.create_with_betas(body, &betas).await?;
                 response.json()
             })?;
             into_awaitable(
@@ -270,8 +278,8 @@ enum Pumped {
 
 /// Drives one streaming request on the runtime, sending its items to the consumer; stops
 /// when the consumer goes away (the request is then aborted with the stream).
-async fn pump(client: Arc<Client>, body: Vec<u8>, items: mpsc::Sender<Pumped>) {
-    let mut stream = client.stream_message(body);
+async fn pump(client: Arc<Client>, body: Vec<u8>, betas: Vec<String>, items: mpsc::Sender<Pumped>) {
+    let mut stream = client.stream_with_betas(body, &betas).decode();
     while let Some(item) = stream.next().await {
         let pumped = match item {
             Ok(MessageItem::Message(message)) => {

@@ -63,6 +63,19 @@ async def test_streams_typed_events_and_the_final_message(replay: Replay) -> Non
 
 
 @pytest.mark.asyncio
+async def test_betas_go_in_the_anthropic_beta_header_not_the_body(replay: Replay) -> None:
+    body = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
+    server = replay({"responses": [{"body": BASIC}, {"body": {"json": body}}]})
+    async with client_for(server, anthropic_beta=["a-1"]) as client:
+        await collect(client.stream(**REQUEST, betas=["b-2", "a-1"]))
+        assert await client.create(**REQUEST, betas="c-3") == body
+    streamed, created = server.requests()
+    assert header(streamed, "anthropic-beta") == "a-1,b-2"
+    assert header(created, "anthropic-beta") == "a-1,c-3"
+    assert "betas" not in streamed["body"] and "betas" not in created["body"]
+
+
+@pytest.mark.asyncio
 async def test_until_done_returns_the_message_of_a_tool_use_stream(replay: Replay) -> None:
     server = replay({"responses": [{"body": TOOL_USE, "chunk_bytes": 1}]})
     async with client_for(server) as client:

@@ -18,7 +18,7 @@ impl Model for Client {
             Provider::Anthropic => {
                 // `betas` (the SDKs' name) travels as the `anthropic-beta` header, not in the
                 // body, which the API would refuse with it.
-                let betas = take_betas(&mut request);
+                let betas = super::take_betas(&mut request);
                 let stream = self.stream_with_betas(request.to_string(), &betas).decode();
                 Box::pin(futures_util::stream::unfold(Some(stream), next_event))
             }
@@ -42,25 +42,6 @@ impl Model for Client {
                 Box::pin(futures_util::stream::iter([ModelEvent::Failed(error)]))
             }
         }
-    }
-}
-
-/// Removes a request's `betas` array and returns its strings.
-fn take_betas(request: &mut Value) -> Vec<String> {
-    let Some(betas) = request
-        .as_object_mut()
-        .and_then(|fields| fields.remove("betas"))
-    else {
-        return Vec::new();
-    };
-    match betas {
-        Value::Array(flags) => flags
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-        Value::String(flag) => vec![flag],
-        _ => Vec::new(),
     }
 }
 

@@ -161,7 +161,17 @@ impl Client {
 
     /// A non-streaming generation request; returns the provider's JSON response.
     pub async fn create(&self, body: impl Into<Bytes>) -> Result<ClientResponse, ClientError> {
-        self.post(self.config.provider.messages_path(), body).await
+        self.create_with_betas(body, &[]).await
+    }
+
+    /// [`create`](Self::create) with more `anthropic-beta` flags for this request only.
+    pub async fn create_with_betas(
+        &self,
+        body: impl Into<Bytes>,
+        betas: &[String],
+    ) -> Result<ClientResponse, ClientError> {
+        self.post_with_betas(self.config.provider.messages_path(), body, betas)
+            .await
     }
 
     /// Anthropic's token counting endpoint: the `input_tokens` of a Messages request body.
@@ -189,7 +199,16 @@ impl Client {
         path: &str,
         body: impl Into<Bytes>,
     ) -> Result<ClientResponse, ClientError> {
-        let sender = self.sender(path, body.into(), "application/json", &[])?;
+        self.post_with_betas(path, body, &[]).await
+    }
+
+    async fn post_with_betas(
+        &self,
+        path: &str,
+        body: impl Into<Bytes>,
+        betas: &[String],
+    ) -> Result<ClientResponse, ClientError> {
+        let sender = self.sender(path, body.into(), "application/json", betas)?;
         loop {
             let response = sender.clone().send().await?;
             let headers_at = Instant::now();
@@ -285,6 +304,28 @@ impl Client {
             progress: Arc::new(Mutex::new(Progress::default())),
             start: Instant::now(),
         }
+    }
+}
+
+/// Removes a request body's `betas` (the SDKs' parameter: an array of `anthropic-beta` flags,
+/// or one flag) and returns its flags, for [`Client::stream_with_betas`] and
+/// [`Client::create_with_betas`]: the API refuses a body that holds it.
+pub fn take_betas(request: &mut serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    let Some(betas) = request
+        .as_object_mut()
+        .and_then(|fields| fields.remove("betas"))
+    else {
+        return Vec::new();
+    };
+    match betas {
+        Value::Array(flags) => flags
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        Value::String(flag) => vec![flag],
+        _ => Vec::new(),
     }
 }
 
