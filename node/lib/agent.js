@@ -24,6 +24,9 @@ function jsEvent(event) {
   return out
 }
 
+/** Calls the `ended` of an AgentRun collected before its stop event was read. */
+const forgetWhenCollected = new FinalizationRegistry((ended) => ended())
+
 /** A run: its events as an async iterable (the last is `stop`), or just the stop event. */
 class AgentRun {
   #source
@@ -50,6 +53,10 @@ class AgentRun {
       this.#reject = reject
     })
     this.#stop.then(ended, ended)
+    // A run nobody reads to its stop event (dropped by its caller) never settles #stop:
+    // `ended` then runs once the run is collected, or the agent would keep the run's async
+    // context, abort reason and signal listener for its whole lifetime.
+    forgetWhenCollected.register(this, ended)
   }
 
   async *[Symbol.asyncIterator]() {

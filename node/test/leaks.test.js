@@ -1,0 +1,155 @@
+'use strict'
+// Long use without growth: what a long-running server leaves behind after thousands of runs,
+// streams and tool calls it abandons (never read, aborted, timed out). Each test counts
+// something (live objects through WeakRef with forced collection, listeners on a signal)
+// rather than measuring memory.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { AsyncLocalStorage } = require('node:async_hooks')
+const { getEventListeners } = require('node:events')
+const v8 = require('node:v8')
+const vm = require('node:vm')
+const ferroloop = require('..')
+const { serveScript, anthropicEvents } = require('./replay.js')
+
+const { Agent, Client, ToolExecutor } = ferroloop
+
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
+
+/** Collects until every WeakRef in `refs` is empty (or gives up after a few rounds). */
+async function collectAll(refs, rounds = 40) {
+  for (let i = 0; i < rounds && refs.some((ref) => ref.deref() !== undefined); i++) {
+    await new Promise(setImmediate)
+    gc()
+  }
+  return refs.filter((ref) => ref.deref() !== undefined).length
+}
+
+/** Collects until `check()` holds (or gives up after a few rounds). */
+async function collectUntil(check, rounds = 40) {
+  for (let i = 0; i < rounds && !check(); i++) {
+    await new Promise(setImmediate)
+    gc()
+  }
+}
+
+const hello = { body: { events: anthropicEvents([{ type: 'text', text: 'Hello' }]) } }
+
+async function withServer(fn) {
+  const server = await serveScript({ responses: [hello], when_exhausted: 'repeat_last' })
+  try {
+    return await fn(new Client({ apiKey: 'test-key', baseUrl: server.url, retryBaseDelayMs: 1 }))
+  } finally {
+    await server.close()
+  }
+}
+
+/**
+ * Calls `start()` `n` times, each inside `AsyncLocalStorage.run` with a store of its own, and
+ * drops what it returns; WeakRefs to the stores. (Made in a plain function: a suspended async
+ * function may keep its last locals.)
+ */
+function abandonInContext(n, start) {
+  const als = new AsyncLocalStorage()
+  const stores = []
+  for (let i = 0; i < n; i++) {
+    const store = { request: i }
+    stores.push(new WeakRef(store))
+    als.run(store, () => {
+      start()
+    })
+  }
+  return stores
+}
+
+test('a client stream that is never read is released, with its native stream', async () => {
+  // The waker handed to the native stream closed over the constructor's scope, which held the
+  // native stream: a cycle through the thread-safe function (a root), so a stream nobody read
+  // to its end stayed alive (its native side, buffered events and async context) forever.
+  await withServer(async (client) => {
+    const request = { model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }
+    const stores = abandonInContext(20, () => client.stream(request))
+    assert.equal(await collectAll(stores), 0, 'the abandoned streams were released')
+    // Left after one event: the same.
+    const left = abandonInContext(5, async () => {
+      for await (const _ of client.stream(request)) break
+    })
+    assert.equal(await collectAll(left), 0, 'the streams left early were released')
+  })
+})
+
+test('an agent run that is never read forgets its async context once it is collected', async () => {
+  // The agent kept, per run, the async context the run was started in until the run's stop
+  // event was read: a run started and dropped (a request handler that bailed out) kept it for
+  // the agent's lifetime, and with it every AsyncLocalStorage value active at `run()`.
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const stores = abandonInContext(20, () => agent.run('Hi'))
+    assert.equal(await collectAll(stores), 0, 'the async context of every abandoned run was released')
+    // The agent still works.
+    const stop = await agent.run('Hi').result()
+    assert.equal(stop.reason, 'end_turn')
+  })
+})
+
+test('abandoned agent runs and streams leave no listener on a long-lived AbortSignal', async () => {
+  // A server passes one shutdown signal to every run. A run or stream nobody read to its end
+  // kept its listeners on it (and, through them, the run, its native stream and its buffered
+  // events) for as long as the signal lived.
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const shutdown = new AbortController()
+    const runs = []
+    for (let i = 0; i < 20; i++) {
+      runs.push(new WeakRef(agent.run('Hi', { signal: shutdown.signal })))
+      runs.push(new WeakRef(client.stream({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }, { signal: shutdown.signal })))
+    }
+    assert.equal(await collectAll(runs), 0, 'the abandoned runs and streams were collected')
+    await collectUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0)
+    assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0, 'no listener is left on the signal')
+    // A run read to its end leaves none either.
+    await agent.run('Hi', { signal: shutdown.signal }).result()
+    assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0)
+  })
+})
+
+/** Starts `n` runs, aborts them and never reads them; WeakRefs to the abort reasons. */
+function abortUnread(agent, n) {
+  const reasons = []
+  for (let i = 0; i < n; i++) {
+    const controller = new AbortController()
+    agent.run('Hi', { signal: controller.signal })
+    const reason = new Error(`cancelled ${i}`)
+    reasons.push(new WeakRef(reason))
+    controller.abort(reason)
+  }
+  return reasons
+}
+
+test('an aborted agent run that is never read forgets why it was aborted once collected', async () => {
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const reasons = abortUnread(agent, 20)
+    assert.equal(await collectAll(reasons), 0, 'the abort reasons of the abandoned runs were released')
+  })
+})
+
+test('a timed-out tool call that never settles is not kept by its executor', async () => {
+  // The tool host kept the context of every call until the tool settled: a tool that hangs
+  // (and ignores ctx.signal) was timed out by the executor, yet its ctx stayed in the host's
+  // table of running calls for the executor's lifetime, one entry per timed-out call.
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  const contexts = []
+  executor.tool({ name: 'hang', timeoutMs: 5, concurrencySafe: true }, (input, ctx) => {
+    contexts.push(new WeakRef(ctx))
+    return new Promise(() => {})
+  })
+  const uses = Array.from({ length: 20 }, (_, i) => ({ type: 'tool_use', id: `t${i}`, name: 'hang', input: {} }))
+  const results = await executor.run(uses)
+  assert.equal(results.length, 20)
+  assert.ok(results.every((r) => r.is_error && /timed out/.test(r.content)))
+  assert.equal(contexts.length, 20)
+  assert.equal(await collectAll(contexts), 0, 'the contexts of the timed-out calls were released')
+})
