@@ -153,3 +153,29 @@ test('a timed-out tool call that never settles is not kept by its executor', asy
   assert.equal(contexts.length, 20)
   assert.equal(await collectAll(contexts), 0, 'the contexts of the timed-out calls were released')
 })
+
+/** Starts `n` turns with one call each and drops them unsealed; WeakRefs to the turns. */
+function abandonTurns(executor, n) {
+  const turns = []
+  for (let i = 0; i < n; i++) {
+    const turn = executor.turn()
+    turn.submit({ type: 'tool_use', id: `t${i}`, name: 'quick', input: {} })
+    turns.push(new WeakRef(turn))
+  }
+  return turns
+}
+
+test('a streaming turn dropped before it was sealed is collected', async () => {
+  // A host whose model stream failed mid-turn drops the turn without sealing it. The turn's
+  // wake function (a root while the native turn lives) closed over the turn, and an unsealed
+  // turn never ends: every such turn stayed alive, results and all, for the process's life.
+  const executor = new ToolExecutor()
+  executor.tool({ name: 'quick', concurrencySafe: true }, async () => 'ok')
+  const turns = abandonTurns(executor, 20)
+  assert.equal(await collectAll(turns), 0, 'the abandoned turns were collected')
+  // Turns that are awaited are kept alive by the wait, even if only the wait refers to them.
+  const results = await Promise.all(
+    Array.from({ length: 5 }, (_, i) => executor.run([{ type: 'tool_use', id: `r${i}`, name: 'quick', input: {} }])),
+  )
+  assert.deepEqual(results.map((r) => r[0].content), ['ok', 'ok', 'ok', 'ok', 'ok'])
+})
