@@ -179,3 +179,23 @@ test('a streaming turn dropped before it was sealed is collected', async () => {
   )
   assert.deepEqual(results.map((r) => r[0].content), ['ok', 'ok', 'ok', 'ok', 'ok'])
 })
+
+/** An agent whose tools refer back to it (a tool that starts a sub-run); a WeakRef to it. */
+function selfReferringAgent() {
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  const executor = new ToolExecutor()
+  const holder = {}
+  executor.tool({ name: 'delegate' }, (input) => holder.agent.run(String(input.task)).result())
+  executor.tool({ name: 'check', concurrencySafe: () => holder.agent !== undefined }, () => 'ok')
+  holder.agent = new Agent(client, { model: 'm', tools: executor })
+  return new WeakRef(holder.agent)
+}
+
+test('an agent whose tools refer back to it is collected', async () => {
+  // The native agent holds its wake and decide functions as roots for its lifetime; they
+  // closed over the constructor's scope, which held the tool host (the tool functions and
+  // safety predicates): a tool reaching the agent made the agent a root of itself, never
+  // collected.
+  const agents = Array.from({ length: 10 }, selfReferringAgent)
+  assert.equal(await collectAll(agents), 0, 'the agents were collected')
+})
