@@ -19,17 +19,17 @@ function abortErrorFor(signal, message) {
   return new AbortError(message, { cause: signal?.reason })
 }
 
+/** Removes the abort listener of an ItemSource collected before it ended. */
+const unlistenWhenCollected = new FinalizationRegistry(({ signal, listener }) => {
+  signal.removeEventListener('abort', listener)
+})
+
 /**
  * Pulls the items of a native EventStream: every batch the native side has ready at once; when
  * none is, waits for the stream's waker. `signal` aborts the native producer (the HTTP request,
  * the agent run).
  * @internal
  */
-/** Removes the abort listener of an ItemSource collected before it ended. */
-const unlistenWhenCollected = new FinalizationRegistry(({ signal, listener }) => {
-  signal.removeEventListener('abort', listener)
-})
-
 class ItemSource {
   #native
   #batch = []
