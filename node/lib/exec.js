@@ -260,6 +260,14 @@ class Turn {
     if ((flags & SETTLE_HELD) === 0) this.#contents.push(content)
   }
 
+  /**
+   * The completion of the calls this turn starts through the tool host (calls with a
+   * timeout): the executor's, through this turn, so that a running call keeps its turn alive
+   * (as the calls started by index do through their settlement), and with it the timeout
+   * that aborts the call.
+   */
+  #hostComplete = (callId, flags, content) => this.#complete(callId, flags, content)
+
   /** Settles call `index` with what its tool returned. */
   #settleValue(index, value) {
     if (typeof value === 'string') {
@@ -369,7 +377,7 @@ class Turn {
     const starts = out.starts
     const uses = this.#calls.uses
     const host = this.#host
-    const complete = this.#complete
+    const complete = this.#hostComplete
     // Each call starts in the async context of the submit that submitted it (its CallerScope),
     // entered once per run of consecutive calls sharing one.
     const scopes = this.#calls.scopes

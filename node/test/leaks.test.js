@@ -199,3 +199,29 @@ test('an agent whose tools refer back to it is collected', async () => {
   const agents = Array.from({ length: 10 }, selfReferringAgent)
   assert.equal(await collectAll(agents), 0, 'the agents were collected')
 })
+
+test('a dropped turn still times out its running calls (their signals fire)', async () => {
+  // A turn collected while one of its calls with a timeout ran would take that call's timeout
+  // with it: the call, never aborted, stayed in the tool host until it settled, if ever.
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  const reasons = []
+  executor.tool({ name: 'wait', timeoutMs: 30 }, (input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        reasons.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  const dropTurn = () => {
+    const turn = executor.turn()
+    turn.submit({ type: 'tool_use', id: 'w', name: 'wait', input: {} })
+  }
+  dropTurn()
+  for (let i = 0; i < 50 && reasons.length === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    gc()
+  }
+  assert.equal(reasons.length, 1, 'the call was aborted')
+  assert.equal(reasons[0].name, 'TimeoutError')
+})
