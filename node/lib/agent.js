@@ -24,6 +24,9 @@ function jsEvent(event) {
   return out
 }
 
+/** Calls the `ended` of an AgentRun collected before its stop event was read. */
+const forgetWhenCollected = new FinalizationRegistry((ended) => ended())
+
 /** A run: its events as an async iterable (the last is `stop`), or just the stop event. */
 class AgentRun {
   #source
@@ -50,6 +53,10 @@ class AgentRun {
       this.#reject = reject
     })
     this.#stop.then(ended, ended)
+    // A run nobody reads to its stop event (dropped by its caller) never settles #stop:
+    // `ended` then runs once the run is collected, or the agent would keep the run's async
+    // context, abort reason and signal listener for its whole lifetime.
+    forgetWhenCollected.register(this, ended)
   }
 
   async *[Symbol.asyncIterator]() {
@@ -154,6 +161,8 @@ class Agent {
   #native
   #host = null
   #complete = null
+  /** name → { safety?, hasSchema, index } of the JS tools (see ToolExecutor). */
+  #tools
   /** The id of the latest run (its tool calls and their aborts carry it). */
   #lastRunId = 0
   /** runId → the CallerScope of a run not yet ended (its tool calls start in it). */
@@ -188,30 +197,40 @@ class Agent {
       extraJson: options.extra === undefined ? undefined : toJson(options.extra, 'Agent: extra'),
       workspace: options.workspace,
     }
-    // The native agent holds the wake function for its lifetime, and a thread-safe function
-    // holds its JS callback as a root: a callback closing over `this` would keep this agent
-    // (and its tools) alive forever. It reaches the agent through a weak reference instead;
-    // a run keeps its agent alive while it is read.
+    // The native agent holds the wake and decide functions for its lifetime, and a
+    // thread-safe function holds its JS callback as a root: a callback reaching this agent
+    // (through `this`, or through the tools, whose functions may refer to the agent) would
+    // keep it alive forever. They reach the agent through a weak reference instead, and are
+    // made outside this constructor, whose scope holds the tools; a run keeps its agent alive
+    // while it is read.
+    this.#tools = tools
     const self = new WeakRef(this)
+    const wake = Agent.#wakeOf(self)
+    const decide = Agent.#decideOf(self)
     this.#native = callNative(
-      () =>
-        new native.Agent(
-          client._native,
-          nativeOptions,
-          internals.options,
-          internals.specs,
-          builtins,
-          () => self.deref()?.#dispatch(),
-          // The loop admits calls on the native runtime and asks here (as ToolExecutor turns
-          // decide at submission): a per-input predicate decides each call from its input.
-          (question) => {
-            const [name, input] = JSON.parse(question)
-            const safety = tools.get(name)?.safety
-            return safety === undefined ? false : decideSafety(safety, input)
-          },
-        ),
+      () => new native.Agent(client._native, nativeOptions, internals.options, internals.specs, builtins, wake, decide),
     )
     this.#complete = replyBatcher(this.#native)
+  }
+
+  /** The wake function of the agent `self` refers to (a closure over `self` alone). */
+  static #wakeOf(self) {
+    return () => self.deref()?.#dispatch()
+  }
+
+  /**
+   * The decide function of the agent `self` refers to: the loop admits calls on the native
+   * runtime and asks here (as ToolExecutor turns decide at submission): a per-input predicate
+   * decides each call from its input. A collected agent has nothing to decide (not safe).
+   */
+  static #decideOf(self) {
+    return (question) => self.deref()?.#decide(question) ?? false
+  }
+
+  #decide(question) {
+    const [name, input] = JSON.parse(question)
+    const safety = this.#tools.get(name)?.safety
+    return safety === undefined ? false : decideSafety(safety, input)
   }
 
   /** Starts the JS tool calls the loop queued and delivers the aborts (on the JS thread). */

@@ -19,6 +19,11 @@ function abortErrorFor(signal, message) {
   return new AbortError(message, { cause: signal?.reason })
 }
 
+/** Removes the abort listener of an ItemSource collected before it ended. */
+const unlistenWhenCollected = new FinalizationRegistry(({ signal, listener }) => {
+  signal.removeEventListener('abort', listener)
+})
+
 /**
  * Pulls the items of a native EventStream: every batch the native side has ready at once; when
  * none is, waits for the stream's waker. `signal` aborts the native producer (the HTTP request,
@@ -46,12 +51,31 @@ class ItemSource {
     this.#signal = signal
     // The native stream holds its waker for as long as it lives: a closure over this source
     // would be a cycle through a native root, and an abandoned stream would never be collected.
+    // Nor may it close over the native stream: a closure made here would share this
+    // constructor's scope, which holds `nativeStream`, so the waker is made outside it.
     const self = new WeakRef(this)
-    callNative(() => nativeStream.setWaker(() => self.deref()?.#wake()))
+    const wake = ItemSource.#wakerOf(self)
+    callNative(() => nativeStream.setWaker(wake))
     if (signal !== undefined) {
-      this.#onAbort = () => this.abort()
+      // The listener reaches this source weakly, and is removed once the source is collected:
+      // a long-lived signal (a server's shutdown signal given to every request) would otherwise
+      // keep every stream nobody read to its end, native stream and buffered items included,
+      // and collect one listener per such stream. A collected source's native stream is
+      // dropped, which cancels its request: nothing is left to abort.
+      this.#onAbort = ItemSource.#abortOf(self)
       signal.addEventListener('abort', this.#onAbort, { once: true })
+      unlistenWhenCollected.register(this, { signal, listener: this.#onAbort }, this)
     }
+  }
+
+  /** The waker of the source `self` refers to (a closure over `self` alone). */
+  static #wakerOf(self) {
+    return () => self.deref()?.#wake()
+  }
+
+  /** The abort listener of the source `self` refers to (a closure over `self` alone). */
+  static #abortOf(self) {
+    return () => self.deref()?.abort()
   }
 
   #wake() {
@@ -127,6 +151,7 @@ class ItemSource {
     if (this.#onAbort !== undefined) {
       this.#signal.removeEventListener('abort', this.#onAbort)
       this.#onAbort = undefined
+      unlistenWhenCollected.unregister(this)
     }
   }
 

@@ -211,8 +211,17 @@ class Turn {
     this.#complete = executor.complete
     this.#tools = executor.tools
     this.#calls = new TurnCalls(this.#settle)
-    // The waker's thread-safe function calls this when the turn can progress.
-    this.#native = callNative(() => executor.native.startTurn(() => this.#pump()))
+    // The waker's thread-safe function calls this when the turn can progress. It holds its
+    // function as a root until the turn is done, so the function reaches the turn weakly: a
+    // turn dropped unsealed (its model stream failed) would never be done, and never
+    // collected. A turn someone waits for is kept alive by the wait (see #wait).
+    const wake = Turn.#wakerOf(new WeakRef(this))
+    this.#native = callNative(() => executor.native.startTurn(wake))
+  }
+
+  /** The wake function of the turn `self` refers to (a closure over `self` alone). */
+  static #wakerOf(self) {
+    return () => self.deref()?.#pump()
   }
 
   /** Polls on a microtask (several requests in one tick coalesce into one poll). */
@@ -250,6 +259,14 @@ class Turn {
     items[3 * n + 2] = content.length
     if ((flags & SETTLE_HELD) === 0) this.#contents.push(content)
   }
+
+  /**
+   * The completion of the calls this turn starts through the tool host (calls with a
+   * timeout): the executor's, through this turn, so that a running call keeps its turn alive
+   * (as the calls started by index do through their settlement), and with it the timeout
+   * that aborts the call.
+   */
+  #hostComplete = (callId, flags, content) => this.#complete(callId, flags, content)
 
   /** Settles call `index` with what its tool returned. */
   #settleValue(index, value) {
@@ -360,7 +377,7 @@ class Turn {
     const starts = out.starts
     const uses = this.#calls.uses
     const host = this.#host
-    const complete = this.#complete
+    const complete = this.#hostComplete
     // Each call starts in the async context of the submit that submitted it (its CallerScope),
     // entered once per run of consecutive calls sharing one.
     const scopes = this.#calls.scopes
@@ -421,9 +438,10 @@ class Turn {
   }
 
   // While someone awaits the turn, a ref'd timer keeps the event loop alive (the turn may be
-  // waiting only on an async-runtime timer, e.g. a timeout); released when the turn is done.
+  // waiting only on an async-runtime timer, e.g. a timeout) and the turn reachable (its wake
+  // function reaches it weakly); released when the turn is done.
   #wait() {
-    if (this.#keepAlive === null) this.#keepAlive = setInterval(() => {}, 2 ** 30)
+    if (this.#keepAlive === null) this.#keepAlive = setInterval(() => this.#native, 2 ** 30)
     return new Promise((resolve) => this.#waiters.push(resolve))
   }
 

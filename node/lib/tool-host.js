@@ -217,7 +217,12 @@ class ToolHost {
    */
   abort({ callId, reason }, cause) {
     const ctx = this.running.get(callId)
-    if (ctx !== undefined) ctx.abort(abortReason(reason, cause))
+    if (ctx === undefined) return
+    // Forgotten here: nothing aborts a call twice, and its settlement reaches the executor
+    // through the ctx's own completion. A tool that never settles (it ignores its signal)
+    // would otherwise stay in this table, ctx and all, for the executor's lifetime.
+    this.running.delete(callId)
+    ctx.abort(abortReason(reason, cause))
   }
 
   /** Starts call `callId` of a submitted `tool_use` block (see `start`). */

@@ -16,6 +16,7 @@ use ferroloop::tokens::UnknownFamily;
 use ferroloop::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::PyList;
 use serde_json::Value;
 
@@ -23,7 +24,7 @@ use crate::args::non_negative_opt;
 use crate::bridge::{LoopBridge, py_to_value};
 use crate::client::PyClient;
 use crate::errors::shield;
-use crate::exec::{CallerContext, PyExecutor};
+use crate::exec::{CallerContext, Lease, PyExecutor};
 use crate::runtime::runtime;
 
 /// Events handed to Python per await, at most.
@@ -42,6 +43,12 @@ pub(crate) struct PyAgent {
 
 #[pymethods]
 impl PyAgent {
+    /// Reports the executor to the garbage collector (a tool referring back to the object that
+    /// owns the agent makes a cycle through it).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.executor)
+    }
+
     #[new]
     #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None))]
     #[allow(clippy::too_many_arguments)]
@@ -197,6 +204,10 @@ impl PyAgent {
                 }
             };
             Ok(PyAgentRun {
+                _lease: self
+                    .executor
+                    .as_ref()
+                    .map(|executor| executor.borrow(py).lease()),
                 cancel: run.cancellation_token().clone(),
                 run: Arc::new(tokio::sync::Mutex::new(Some(run))),
                 bridge,
@@ -208,6 +219,8 @@ impl PyAgent {
 /// The native half of `ferroloop.AgentRun`.
 #[pyclass(module = "ferroloop._native", name = "_AgentRun", frozen)]
 pub(crate) struct PyAgentRun {
+    /// Keeps the executor from reporting its tools to the collector while the run lives.
+    _lease: Option<Lease>,
     run: Arc<tokio::sync::Mutex<Option<AgentRun>>>,
     cancel: CancellationToken,
     bridge: Arc<LoopBridge>,

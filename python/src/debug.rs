@@ -1,5 +1,6 @@
-//! Test hooks (underscore names, not part of the public API): a deliberate panic, and a
-//! concurrent call of Python functions through the asyncio bridge.
+//! Test hooks (underscore names, not part of the public API): a deliberate panic, a
+//! concurrent call of Python functions through the asyncio bridge, and a count of the runtime's
+//! live tasks.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -101,6 +102,15 @@ fn _debug_arm_panic(entry: Option<String>) {
     crate::errors::arm_panic(entry);
 }
 
+/// How many tasks are alive on ferroloop's tokio runtime (spawned and not yet finished): the
+/// leak tests count what a run, a stream or a turn leaves behind.
+#[pyfunction]
+fn _debug_alive_tasks(py: Python<'_>) -> PyResult<usize> {
+    shield(py, "_debug_alive_tasks", || {
+        Ok(crate::runtime::runtime()?.metrics().num_alive_tasks())
+    })
+}
+
 /// Adds the test hooks to the module.
 pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_debug_panic, module)?)?;
@@ -108,5 +118,6 @@ pub(crate) fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_debug_panic_async, module)?)?;
     module.add_function(wrap_pyfunction!(_debug_gather, module)?)?;
     module.add_function(wrap_pyfunction!(_debug_arm_panic, module)?)?;
+    module.add_function(wrap_pyfunction!(_debug_alive_tasks, module)?)?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use ferroloop::exec::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde_json::{Map, Value, json};
 
@@ -270,6 +271,12 @@ impl PyToolContext {
 }
 
 /// The native half of `ferroloop.ToolExecutor`.
+///
+/// It takes part in Python's garbage collection: a tool is often a bound method of the object
+/// that owns the executor (or a closure over the executor), a cycle through the tool functions
+/// that only the collector can break. The functions are reported only while no run, turn or
+/// agent run uses them ([`Lease`]): those hold them where the collector cannot see, so it
+/// must not take them for garbage.
 #[pyclass(module = "ferroloop._native", name = "_Executor")]
 pub(crate) struct PyExecutor {
     pub(crate) tools: Vec<Arc<PyTool>>,
@@ -277,6 +284,20 @@ pub(crate) struct PyExecutor {
     /// Built on first use after the last registration (the core's registry is immutable).
     built: Mutex<Option<ToolExecutor>>,
     bridge: Arc<BridgeSlot>,
+    /// One clone per run, turn and agent run in progress (see [`PyExecutor::lease`]).
+    lease: Lease,
+}
+
+/// Held by whatever uses an executor's tools outside the executor object (a run's future, a
+/// turn, an agent run): while any clone lives, the executor does not report its tools to the
+/// garbage collector.
+#[derive(Clone, Default)]
+pub(crate) struct Lease(Arc<()>);
+
+impl Lease {
+    fn in_use(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
 }
 
 impl PyExecutor {
@@ -302,10 +323,39 @@ impl PyExecutor {
     pub(crate) fn bind_running_loop(&self, py: Python<'_>) -> PyResult<Arc<LoopBridge>> {
         bridge_for_running_loop(py, &self.bridge)
     }
+
+    /// A lease for a run, turn or agent run about to use the tools.
+    pub(crate) fn lease(&self) -> Lease {
+        self.lease.clone()
+    }
 }
 
 #[pymethods]
 impl PyExecutor {
+    /// Reports the tool functions and safety predicates to the garbage collector, unless a
+    /// run, turn or agent run holds them too (see [`Lease`]) or a call is using a function.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if self.lease.in_use() {
+            return Ok(());
+        }
+        for tool in &self.tools {
+            if Arc::strong_count(&tool.function) == 1 {
+                visit.call(tool.function.as_ref())?;
+            }
+            if let Safety::PerInput(decide) = &tool.safety {
+                visit.call(decide)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the tools (the collector breaks a cycle through them). A run still in progress
+    /// keeps its own handle on them.
+    fn __clear__(&mut self) {
+        self.tools.clear();
+        *lock(&self.built) = None;
+    }
+
     #[new]
     #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i64)))]
     #[allow(clippy::too_many_arguments)]
@@ -347,6 +397,7 @@ impl PyExecutor {
                 config,
                 built: Mutex::new(None),
                 bridge: Arc::new(Mutex::new(None)),
+                lease: Lease::default(),
             })
         })
     }
@@ -434,10 +485,15 @@ impl PyExecutor {
             let bridge = self.bind_running_loop(py)?;
             // The tools run in copies of the caller's context (captured once per run).
             let context = CallerContext::for_run(py)?;
+            let lease = self.lease();
             into_awaitable(
                 py,
                 &bridge,
-                async move { Ok(executor.run_with_host_data(tool_uses, context).await) },
+                async move {
+                    let results = executor.run_with_host_data(tool_uses, context).await;
+                    drop(lease);
+                    Ok(results)
+                },
                 |py, outcome| match outcome {
                     Ok(results) => results_to_py(py, &results),
                     Err(err) => Err(turn_error(py, err)),
@@ -459,6 +515,7 @@ impl PyExecutor {
                     .spawn()
             };
             Ok(PyTurn {
+                _lease: self.lease(),
                 contexts,
                 handle: spawned.handle().clone(),
                 turn: Arc::new(tokio::sync::Mutex::new(Some(spawned))),
@@ -472,6 +529,8 @@ impl PyExecutor {
 /// The native half of `ferroloop.Turn`.
 #[pyclass(module = "ferroloop._native", name = "_Turn")]
 pub(crate) struct PyTurn {
+    /// Keeps the executor from reporting its tools to the collector while the turn lives.
+    _lease: Lease,
     /// The context of each submission (a [`CallerContext::Turn`]).
     contexts: Arc<CallerContext>,
     handle: TurnHandle,

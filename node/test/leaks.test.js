@@ -1,0 +1,227 @@
+'use strict'
+// Long use without growth: what a long-running server leaves behind after thousands of runs,
+// streams and tool calls it abandons (never read, aborted, timed out). Each test counts
+// something (live objects through WeakRef with forced collection, listeners on a signal)
+// rather than measuring memory.
+
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { AsyncLocalStorage } = require('node:async_hooks')
+const { getEventListeners } = require('node:events')
+const v8 = require('node:v8')
+const vm = require('node:vm')
+const ferroloop = require('..')
+const { serveScript, anthropicEvents } = require('./replay.js')
+
+const { Agent, Client, ToolExecutor } = ferroloop
+
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
+
+/** Collects until every WeakRef in `refs` is empty (or gives up after a few rounds). */
+async function collectAll(refs, rounds = 40) {
+  for (let i = 0; i < rounds && refs.some((ref) => ref.deref() !== undefined); i++) {
+    await new Promise(setImmediate)
+    gc()
+  }
+  return refs.filter((ref) => ref.deref() !== undefined).length
+}
+
+/** Collects until `check()` holds (or gives up after a few rounds). */
+async function collectUntil(check, rounds = 40) {
+  for (let i = 0; i < rounds && !check(); i++) {
+    await new Promise(setImmediate)
+    gc()
+  }
+}
+
+const hello = { body: { events: anthropicEvents([{ type: 'text', text: 'Hello' }]) } }
+
+async function withServer(fn) {
+  const server = await serveScript({ responses: [hello], when_exhausted: 'repeat_last' })
+  try {
+    return await fn(new Client({ apiKey: 'test-key', baseUrl: server.url, retryBaseDelayMs: 1 }))
+  } finally {
+    await server.close()
+  }
+}
+
+/**
+ * Calls `start()` `n` times, each inside `AsyncLocalStorage.run` with a store of its own, and
+ * drops what it returns; WeakRefs to the stores. (Made in a plain function: a suspended async
+ * function may keep its last locals.)
+ */
+function abandonInContext(n, start) {
+  const als = new AsyncLocalStorage()
+  const stores = []
+  for (let i = 0; i < n; i++) {
+    const store = { request: i }
+    stores.push(new WeakRef(store))
+    als.run(store, () => {
+      start()
+    })
+  }
+  return stores
+}
+
+test('a client stream that is never read is released, with its native stream', async () => {
+  // The waker handed to the native stream closed over the constructor's scope, which held the
+  // native stream: a cycle through the thread-safe function (a root), so a stream nobody read
+  // to its end stayed alive (its native side, buffered events and async context) forever.
+  await withServer(async (client) => {
+    const request = { model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }
+    const stores = abandonInContext(20, () => client.stream(request))
+    assert.equal(await collectAll(stores), 0, 'the abandoned streams were released')
+    // Left after one event: the same.
+    const left = abandonInContext(5, async () => {
+      for await (const _ of client.stream(request)) break
+    })
+    assert.equal(await collectAll(left), 0, 'the streams left early were released')
+  })
+})
+
+test('an agent run that is never read forgets its async context once it is collected', async () => {
+  // The agent kept, per run, the async context the run was started in until the run's stop
+  // event was read: a run started and dropped (a request handler that bailed out) kept it for
+  // the agent's lifetime, and with it every AsyncLocalStorage value active at `run()`.
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const stores = abandonInContext(20, () => agent.run('Hi'))
+    assert.equal(await collectAll(stores), 0, 'the async context of every abandoned run was released')
+    // The agent still works.
+    const stop = await agent.run('Hi').result()
+    assert.equal(stop.reason, 'end_turn')
+  })
+})
+
+test('abandoned agent runs and streams leave no listener on a long-lived AbortSignal', async () => {
+  // A server passes one shutdown signal to every run. A run or stream nobody read to its end
+  // kept its listeners on it (and, through them, the run, its native stream and its buffered
+  // events) for as long as the signal lived.
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const shutdown = new AbortController()
+    const runs = []
+    for (let i = 0; i < 20; i++) {
+      runs.push(new WeakRef(agent.run('Hi', { signal: shutdown.signal })))
+      runs.push(new WeakRef(client.stream({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }, { signal: shutdown.signal })))
+    }
+    assert.equal(await collectAll(runs), 0, 'the abandoned runs and streams were collected')
+    await collectUntil(() => getEventListeners(shutdown.signal, 'abort').length === 0)
+    assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0, 'no listener is left on the signal')
+    // A run read to its end leaves none either.
+    await agent.run('Hi', { signal: shutdown.signal }).result()
+    assert.equal(getEventListeners(shutdown.signal, 'abort').length, 0)
+  })
+})
+
+/** Starts `n` runs, aborts them and never reads them; WeakRefs to the abort reasons. */
+function abortUnread(agent, n) {
+  const reasons = []
+  for (let i = 0; i < n; i++) {
+    const controller = new AbortController()
+    agent.run('Hi', { signal: controller.signal })
+    const reason = new Error(`cancelled ${i}`)
+    reasons.push(new WeakRef(reason))
+    controller.abort(reason)
+  }
+  return reasons
+}
+
+test('an aborted agent run that is never read forgets why it was aborted once collected', async () => {
+  await withServer(async (client) => {
+    const agent = new Agent(client, { model: 'm' })
+    const reasons = abortUnread(agent, 20)
+    assert.equal(await collectAll(reasons), 0, 'the abort reasons of the abandoned runs were released')
+  })
+})
+
+test('a timed-out tool call that never settles is not kept by its executor', async () => {
+  // The tool host kept the context of every call until the tool settled: a tool that hangs
+  // (and ignores ctx.signal) was timed out by the executor, yet its ctx stayed in the host's
+  // table of running calls for the executor's lifetime, one entry per timed-out call.
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  const contexts = []
+  executor.tool({ name: 'hang', timeoutMs: 5, concurrencySafe: true }, (input, ctx) => {
+    contexts.push(new WeakRef(ctx))
+    return new Promise(() => {})
+  })
+  const uses = Array.from({ length: 20 }, (_, i) => ({ type: 'tool_use', id: `t${i}`, name: 'hang', input: {} }))
+  const results = await executor.run(uses)
+  assert.equal(results.length, 20)
+  assert.ok(results.every((r) => r.is_error && /timed out/.test(r.content)))
+  assert.equal(contexts.length, 20)
+  assert.equal(await collectAll(contexts), 0, 'the contexts of the timed-out calls were released')
+})
+
+/** Starts `n` turns with one call each and drops them unsealed; WeakRefs to the turns. */
+function abandonTurns(executor, n) {
+  const turns = []
+  for (let i = 0; i < n; i++) {
+    const turn = executor.turn()
+    turn.submit({ type: 'tool_use', id: `t${i}`, name: 'quick', input: {} })
+    turns.push(new WeakRef(turn))
+  }
+  return turns
+}
+
+test('a streaming turn dropped before it was sealed is collected', async () => {
+  // A host whose model stream failed mid-turn drops the turn without sealing it. The turn's
+  // wake function (a root while the native turn lives) closed over the turn, and an unsealed
+  // turn never ends: every such turn stayed alive, results and all, for the process's life.
+  const executor = new ToolExecutor()
+  executor.tool({ name: 'quick', concurrencySafe: true }, async () => 'ok')
+  const turns = abandonTurns(executor, 20)
+  assert.equal(await collectAll(turns), 0, 'the abandoned turns were collected')
+  // Turns that are awaited are kept alive by the wait, even if only the wait refers to them.
+  const results = await Promise.all(
+    Array.from({ length: 5 }, (_, i) => executor.run([{ type: 'tool_use', id: `r${i}`, name: 'quick', input: {} }])),
+  )
+  assert.deepEqual(results.map((r) => r[0].content), ['ok', 'ok', 'ok', 'ok', 'ok'])
+})
+
+/** An agent whose tools refer back to it (a tool that starts a sub-run); a WeakRef to it. */
+function selfReferringAgent() {
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })
+  const executor = new ToolExecutor()
+  const holder = {}
+  executor.tool({ name: 'delegate' }, (input) => holder.agent.run(String(input.task)).result())
+  executor.tool({ name: 'check', concurrencySafe: () => holder.agent !== undefined }, () => 'ok')
+  holder.agent = new Agent(client, { model: 'm', tools: executor })
+  return new WeakRef(holder.agent)
+}
+
+test('an agent whose tools refer back to it is collected', async () => {
+  // The native agent holds its wake and decide functions as roots for its lifetime; they
+  // closed over the constructor's scope, which held the tool host (the tool functions and
+  // safety predicates): a tool reaching the agent made the agent a root of itself, never
+  // collected.
+  const agents = Array.from({ length: 10 }, selfReferringAgent)
+  assert.equal(await collectAll(agents), 0, 'the agents were collected')
+})
+
+test('a dropped turn still times out its running calls (their signals fire)', async () => {
+  // A turn collected while one of its calls with a timeout ran would take that call's timeout
+  // with it: the call, never aborted, stayed in the tool host until it settled, if ever.
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  const reasons = []
+  executor.tool({ name: 'wait', timeoutMs: 30 }, (input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        reasons.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  const dropTurn = () => {
+    const turn = executor.turn()
+    turn.submit({ type: 'tool_use', id: 'w', name: 'wait', input: {} })
+  }
+  dropTurn()
+  for (let i = 0; i < 50 && reasons.length === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    gc()
+  }
+  assert.equal(reasons.length, 1, 'the call was aborted')
+  assert.equal(reasons[0].name, 'TimeoutError')
+})

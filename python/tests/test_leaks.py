@@ -1,0 +1,172 @@
+"""Long use without growth: what a long-running server leaves behind after many executors,
+runs and turns. Each test counts something (live objects through weakref after gc.collect(),
+the runtime's live tasks, open file descriptors) rather than measuring memory."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import weakref
+from typing import Any
+
+import ferroloop
+from ferroloop import _native
+
+
+def tool_use(id: str, name: str, input: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": name, "input": input or {}}
+
+
+class Session:
+    """A host object that owns an executor whose tools are its own bound methods: the executor
+    refers to the methods, the methods to the session, the session to the executor."""
+
+    def __init__(self) -> None:
+        self.executor = ferroloop.ToolExecutor()
+        self.executor.tool("search", concurrency_safe=self.is_safe)(self.search)
+        self.calls = 0
+
+    def is_safe(self, input: dict[str, Any]) -> bool:
+        return True
+
+    async def search(self, input: dict[str, Any]) -> str:
+        self.calls += 1
+        return "found"
+
+
+def test_an_executor_whose_tools_refer_back_to_it_is_collected() -> None:
+    # The native executor held its tool functions (and per-input safety predicates) without
+    # telling the garbage collector: a cycle through them was never collected, so every
+    # session object of a server (and everything it held) stayed in memory for good.
+    sessions = [weakref.ref(Session()) for _ in range(10)]
+
+    def closure_executor() -> weakref.ref[ferroloop.ToolExecutor]:
+        executor = ferroloop.ToolExecutor()
+
+        @executor.tool
+        async def describe(input: dict[str, Any]) -> str:
+            return repr(executor)
+
+        return weakref.ref(executor)
+
+    executors = [closure_executor() for _ in range(10)]
+    gc.collect()
+    assert sum(ref() is not None for ref in sessions) == 0
+    assert sum(ref() is not None for ref in executors) == 0
+
+
+def test_an_agent_whose_tools_refer_back_to_it_is_collected() -> None:
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+
+    class AgentSession(Session):
+        def __init__(self) -> None:
+            super().__init__()
+            self.agent = ferroloop.Agent(client, model="m", tools=[self.executor, "read"])
+
+    sessions = [weakref.ref(AgentSession()) for _ in range(10)]
+    gc.collect()
+    assert sum(ref() is not None for ref in sessions) == 0
+
+
+def test_a_running_turn_keeps_its_tools_working_after_the_executor_is_dropped() -> None:
+    # The collector may only break a cycle through the tools when nothing else uses them: a
+    # turn still running when its executor (and the session) became garbage keeps working.
+    async def main() -> list[dict[str, Any]]:
+        started = asyncio.Event()
+        release = asyncio.Event()
+
+        async def slow(input: dict[str, Any]) -> str:
+            started.set()
+            await release.wait()
+            return "found"
+
+        session = Session()
+        session.executor.tool("slow")(slow)
+        turn = session.executor.turn()
+        turn.submit(tool_use("a", "slow"))
+        await started.wait()
+        ref = weakref.ref(session)
+        del session
+        gc.collect()
+        # A call submitted now (its function not in use by any call until it starts).
+        turn.submit(tool_use("b", "search"))
+        turn.seal()
+        release.set()
+        results = await turn.results()
+        del turn
+        gc.collect()
+        assert ref() is None, "the session was collected once the turn was over"
+        return results
+
+    results = asyncio.run(main())
+    assert [(r["content"], r["is_error"]) for r in results] == [("found", False)] * 2
+
+
+def test_thousands_of_runs_leave_no_tasks_objects_or_descriptors_behind() -> None:
+    class Marker:
+        pass
+
+    live: weakref.WeakSet[Marker] = weakref.WeakSet()
+    executor = ferroloop.ToolExecutor(max_concurrency=10)
+
+    @executor.tool(concurrency_safe=True)
+    async def ok(input: dict[str, Any]) -> str:
+        live.add(marker := Marker())
+        del marker
+        return "ok"
+
+    @executor.tool(concurrency_safe=True)
+    async def boom(input: dict[str, Any]) -> str:
+        live.add(marker := Marker())
+        raise ValueError(f"failed with {marker!r}")
+
+    @executor.tool(concurrency_safe=True, timeout=0.005)
+    async def hang(input: dict[str, Any]) -> str:
+        live.add(marker := Marker())
+        await asyncio.sleep(60)
+        return repr(marker)
+
+    @executor.tool(concurrency_safe=True)
+    def plain(input: dict[str, Any]) -> str:
+        live.add(marker := Marker())
+        return repr(marker)
+
+    uses = [tool_use(f"t{k}", name) for k, name in enumerate(["ok", "boom", "hang", "plain"])]
+
+    async def rounds(n: int) -> None:
+        for _ in range(n):
+            await executor.run(uses)
+            task = asyncio.ensure_future(executor.run(uses))
+            await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            turn = executor.turn()
+            for use in uses:
+                turn.submit(use)
+            turn.seal()
+            async for _ in turn:
+                break  # abandoned
+            del turn
+
+    async def main() -> tuple[int, int, int]:
+        await rounds(20)  # warm up (pools, connections, caches)
+        await asyncio.sleep(0.05)
+        gc.collect()
+        fds = len(os.listdir("/proc/self/fd"))
+        await rounds(200)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            gc.collect()
+            if _native._debug_alive_tasks() == 0 and not live:
+                break
+        return fds, len(os.listdir("/proc/self/fd")), _native._debug_alive_tasks()
+
+    fds_before, fds_after, tasks = asyncio.run(main())
+    gc.collect()
+    assert tasks == 0, f"{tasks} runtime tasks outlived their runs"
+    assert len(live) == 0, f"{len(live)} objects made by tools are still alive"
+    assert fds_after <= fds_before
