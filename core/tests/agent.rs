@@ -34,6 +34,26 @@ fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, Mode
     )))
 }
 
+/// A scripted model (Anthropic, or OpenAI Chat with `chat`) that also keeps every request it
+/// was sent.
+fn recording(
+    chat: bool,
+    script: impl Fn(usize, &Value) -> Result<Bytes, ModelError> + Send + Sync + 'static,
+) -> (ScriptedModel, Arc<Mutex<Vec<Value>>>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let record = move |n: usize, request: &Value| {
+        seen.lock().unwrap().push(request.clone());
+        script(n, request)
+    };
+    let model = if chat {
+        ScriptedModel::openai_chat(record)
+    } else {
+        ScriptedModel::new(record)
+    };
+    (model, requests)
+}
+
 /// Tools: `read` (safe, echoes the path), `write` (unsafe), `sleep` (safe, sleeps `ms`).
 fn executor(log: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {
     let mut tools = ToolRegistry::new();
@@ -2672,10 +2692,7 @@ async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
 /// a request whose tool-call turn lacks it with a 400.
 #[tokio::test]
 async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::openai_chat(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = recording(true, |n, request| {
         if n > 0 {
             return chat_reply(request, vec![text("ok")], "end_turn");
         }
@@ -2736,10 +2753,7 @@ async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
 /// servers ignore it there, and the first `deepseek-reasoner` refused it.
 #[tokio::test]
 async fn chat_reasoning_of_a_turn_without_calls_is_not_sent_back() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::openai_chat(move |_, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = recording(true, |_, _| {
         Ok(chat_chunks(&[
             chat_chunk(
                 json!({"role": "assistant", "content": null, "reasoning_content": "Easy."}),
@@ -2842,30 +2856,25 @@ fn signed_thinking(text: &str) -> Value {
 /// again asking the API to drop such blocks, and keeps asking for the rest of the run.
 #[tokio::test]
 async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => reply(
-                request,
-                vec![
-                    signed_thinking("Look first."),
-                    call("t1", "read", json!({"path": "a"})),
-                ],
-                "tool_use",
-            ),
-            1 => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
-            2 => reply(
-                request,
-                vec![
-                    signed_thinking("Then b."),
-                    call("t2", "read", json!({"path": "b"})),
-                ],
-                "tool_use",
-            ),
-            _ => reply(request, vec![text("done")], "end_turn"),
-        }
+    let (model, requests) = recording(false, |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                signed_thinking("Look first."),
+                call("t1", "read", json!({"path": "a"})),
+            ],
+            "tool_use",
+        ),
+        1 => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
+        2 => reply(
+            request,
+            vec![
+                signed_thinking("Then b."),
+                call("t2", "read", json!({"path": "b"})),
+            ],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
     });
     let mut config = AgentConfig::new("claude-opus-5-5");
     config.extra.insert(
@@ -2929,17 +2938,12 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
 /// block: it is sent without thinking blocks (a summary needs none), roles still alternating.
 #[tokio::test]
 async fn the_summary_call_is_sent_without_thinking_blocks() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => Err(ModelError::PromptTooLong {
-                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-            }),
-            1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
-            _ => reply(request, vec![text("ok")], "end_turn"),
-        }
+    let (model, requests) = recording(false, |n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
+        _ => reply(request, vec![text("ok")], "end_turn"),
     });
     let agent = Agent::new(
         AgentConfig::new("claude-opus-5-5"),

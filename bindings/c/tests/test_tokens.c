@@ -32,17 +32,29 @@ static uint64_t estimate(const char *text, size_t len, const char *family) {
     return tokens;
 }
 
-static void check_sample(const char *root) {
+/* One document of the committed sample: its name, its entry in expected.json (up to `next`,
+ * the following entry or NULL) and its text. */
+typedef struct {
+    const char *name;
+    const char *entry;
+    const char *next;
+    const char *text;
+    size_t len;
+    int index;
+} sample_document;
+
+/* Calls `check` on every document of tests/tokens/sample (read whole); returns how many were
+ * read. A document that cannot be read fails the test and is skipped. */
+static int for_each_sample_document(const char *root, void (*check)(const sample_document *)) {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/tokens/sample/expected.json", root);
     size_t len = 0;
     char *expected = read_file(path, &len);
     CHECK(expected != NULL);
     if (expected == NULL) {
-        return;
+        return 0;
     }
     int documents = 0;
-    const char *families[] = {"o200k", "cl100k", "claude-legacy"};
     for (const char *entry = strstr(expected, "\"file\": \""); entry != NULL;) {
         const char *next = strstr(entry + 1, "\"file\": \"");
         const char *name = entry + strlen("\"file\": \"");
@@ -53,30 +65,41 @@ static void check_sample(const char *root) {
         size_t text_len = 0;
         char *text = read_file(path, &text_len);
         CHECK(text != NULL);
-        CHECK(text == NULL || (long long)text_len == number_after(entry, next, "bytes"));
-        for (size_t f = 0; text != NULL && f < sizeof families / sizeof families[0]; f++) {
-            long long exact = number_after(entry, next, families[f]);
-            CHECK(exact > 0);
-            double ratio = (double)estimate(text, text_len, families[f]) / (double)exact;
-            bool within = ratio >= FLOOR && ratio <= CEILING;
-            CHECK(within);
-            if (!within) {
-                fprintf(stderr, "    %s %s: ratio %.3f\n", families[f], file, ratio);
-            }
-        }
         if (text != NULL) {
-            /* The default family is "claude", also chosen by an empty name or NULL. */
-            uint64_t by_name = estimate(text, text_len, "claude");
-            uint64_t by_default = 0;
-            CHECK_OK(fl_tokens_estimate_text(text, text_len, NULL, 0, &by_default));
-            CHECK(by_name == by_default && by_name > 0);
+            sample_document document = {file, entry, next, text, text_len, documents};
+            check(&document);
+            documents++;
         }
         free(text);
-        documents++;
         entry = next;
     }
-    CHECK(documents >= 50);
     free(expected);
+    return documents;
+}
+
+/* Every family's estimate of a document is within the accuracy floor and ceiling of its exact
+ * count; the default family is "claude", also chosen by an empty name or NULL. */
+static void check_sample_document(const sample_document *doc) {
+    const char *families[] = {"o200k", "cl100k", "claude-legacy"};
+    CHECK((long long)doc->len == number_after(doc->entry, doc->next, "bytes"));
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        long long exact = number_after(doc->entry, doc->next, families[f]);
+        CHECK(exact > 0);
+        double ratio = (double)estimate(doc->text, doc->len, families[f]) / (double)exact;
+        bool within = ratio >= FLOOR && ratio <= CEILING;
+        CHECK(within);
+        if (!within) {
+            fprintf(stderr, "    %s %s: ratio %.3f\n", families[f], doc->name, ratio);
+        }
+    }
+    uint64_t by_name = estimate(doc->text, doc->len, "claude");
+    uint64_t by_default = 0;
+    CHECK_OK(fl_tokens_estimate_text(doc->text, doc->len, NULL, 0, &by_default));
+    CHECK(by_name == by_default && by_name > 0);
+}
+
+static void check_sample(const char *root) {
+    CHECK(for_each_sample_document(root, check_sample_document) >= 50);
 }
 
 static const char *all_families[] = {"claude", "claude-legacy", "o200k", "cl100k"};
@@ -120,55 +143,38 @@ static uint64_t streamed(const char *text, size_t len, const char *family, size_
     return tokens;
 }
 
-/* Every sample document (and a provider stream fixture), fed in pieces, has the estimate of the
- * whole: cut inside lines, inside multibyte characters, one byte at a time. */
-static void check_streamed_documents(const char *root) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/tokens/sample/expected.json", root);
-    size_t len = 0;
-    char *expected = read_file(path, &len);
-    CHECK(expected != NULL);
-    if (expected == NULL) {
-        return;
-    }
-    int documents = 0;
-    for (const char *entry = strstr(expected, "\"file\": \""); entry != NULL;
-         entry = strstr(entry + 1, "\"file\": \"")) {
-        const char *name = entry + strlen("\"file\": \"");
-        const char *name_end = strchr(name, '"');
-        snprintf(path, sizeof path, "%s/tests/tokens/sample/%.*s", root, (int)(name_end - name), name);
-        size_t text_len = 0;
-        char *text = read_file(path, &text_len);
-        CHECK(text != NULL);
-        if (text == NULL) {
-            continue;
-        }
-        for (size_t f = 0; f < FAMILY_COUNT; f++) {
-            uint64_t whole = estimate(text, text_len, all_families[f]);
-            CHECK(whole > 0 && whole == estimate_bytes(text, text_len, all_families[f]));
-            size_t pieces[] = {0, 4096, 997};
-            for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
-                uint64_t got = streamed(text, text_len, all_families[f], pieces[p], false);
-                CHECK(got == whole);
-                if (got != whole) {
-                    fprintf(stderr, "    %.*s %s pieces of %zu: %llu, whole %llu\n",
-                            (int)(name_end - name), name, all_families[f], pieces[p],
-                            (unsigned long long)got, (unsigned long long)whole);
-                }
+/* A document fed in pieces has the estimate of the whole: cut inside lines, inside multibyte
+ * characters, one byte at a time. */
+static void check_streamed_document(const sample_document *doc) {
+    for (size_t f = 0; f < FAMILY_COUNT; f++) {
+        uint64_t whole = estimate(doc->text, doc->len, all_families[f]);
+        CHECK(whole > 0 && whole == estimate_bytes(doc->text, doc->len, all_families[f]));
+        size_t pieces[] = {0, 4096, 997};
+        for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+            uint64_t got = streamed(doc->text, doc->len, all_families[f], pieces[p], false);
+            CHECK(got == whole);
+            if (got != whole) {
+                fprintf(stderr, "    %s %s pieces of %zu: %llu, whole %llu\n", doc->name,
+                        all_families[f], pieces[p], (unsigned long long)got,
+                        (unsigned long long)whole);
             }
         }
-        /* One byte at a time, for the default family. */
-        CHECK(streamed(text, text_len, "claude", 1, false) == estimate(text, text_len, "claude"));
-        /* The estimate read between pieces is that of the bytes so far, even mid-character. */
-        if (documents % 8 == 0) {
-            size_t prefix = text_len < 1500 ? text_len : 1500;
-            streamed(text, prefix, "o200k", 0, true);
-        }
-        free(text);
-        documents++;
     }
-    CHECK(documents >= 50);
-    free(expected);
+    /* One byte at a time, for the default family. */
+    CHECK(streamed(doc->text, doc->len, "claude", 1, false) ==
+          estimate(doc->text, doc->len, "claude"));
+    /* The estimate read between pieces is that of the bytes so far, even mid-character. */
+    if (doc->index % 8 == 0) {
+        size_t prefix = doc->len < 1500 ? doc->len : 1500;
+        streamed(doc->text, prefix, "o200k", 0, true);
+    }
+}
+
+/* Every sample document (and a provider stream fixture), fed in pieces, has the estimate of the
+ * whole. */
+static void check_streamed_documents(const char *root) {
+    char path[1024];
+    CHECK(for_each_sample_document(root, check_streamed_document) >= 50);
 
     snprintf(path, sizeof path, "%s/tests/fixtures/anthropic/tool_use_response.sse", root);
     size_t fixture_len = 0;
