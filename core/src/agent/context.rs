@@ -238,6 +238,42 @@ pub(crate) fn drop_unanswered_server_tool_uses(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Trims the trailing whitespace of the last message when it is the assistant's (a paused turn,
+/// `pause_turn`, sent back for the model to continue): the API refuses "final assistant content
+/// [that ends] with trailing whitespace". Text blocks at the end that are left empty are
+/// removed. Works on a request's copy: history keeps the text as it came.
+pub(crate) fn trim_final_assistant_text(messages: &mut [Value]) {
+    let Some(last) = messages.last_mut() else {
+        return;
+    };
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return;
+    }
+    match last.get_mut("content") {
+        Some(Value::String(text)) => {
+            let kept = text.trim_end().len();
+            text.truncate(kept);
+        }
+        Some(Value::Array(content)) => {
+            while let Some(block) = content.last_mut() {
+                if block_type(block) != "text" {
+                    break;
+                }
+                let Some(Value::String(text)) = block.get_mut("text") else {
+                    break;
+                };
+                let kept = text.trim_end().len();
+                text.truncate(kept);
+                if !text.is_empty() {
+                    break;
+                }
+                content.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Whether a message has no content left.
 pub fn is_empty_message(message: &Value) -> bool {
     match message.get("content") {

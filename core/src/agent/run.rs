@@ -20,6 +20,7 @@ use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
     drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
     is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -627,10 +628,10 @@ impl Driver {
                 }
                 other => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    if !submitted.is_empty() || !held.is_empty() {
-                        // Calls in a response that did not ask for them to run: not run.
-                        strip_tool_uses(&mut assistant);
-                    }
+                    // Calls in a response that did not ask for them to run are not run, and
+                    // leave history: the sealed ones, and also those never sealed (a refusal
+                    // cut inside the input) or not valid JSON, which nothing would answer.
+                    strip_tool_uses(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
                         self.push_message(assistant);
@@ -899,6 +900,11 @@ impl Driver {
             if key != "tools" {
                 request[key.as_str()] = value.clone();
             }
+        }
+        if self.paused
+            && let Some(messages) = request["messages"].as_array_mut()
+        {
+            trim_final_assistant_text(messages);
         }
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);

@@ -1,0 +1,228 @@
+//! The requests the agent loop sends, checked against the rules the Anthropic Messages API
+//! enforces with a 400, after unusual endings of a response.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, StopReason, check_history};
+use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn executor() -> Arc<ToolExecutor> {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("read", |_input: Value, _ctx| async move {
+                Ok(ToolOutput::text("contents"))
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    Arc::new(ToolExecutor::new(tools))
+}
+
+/// Raw Anthropic SSE from `(event, data)` pairs.
+fn sse(events: &[(&str, Value)]) -> Bytes {
+    let mut out = String::new();
+    for (event, data) in events {
+        out.push_str(&format!("event: {event}\ndata: {data}\n\n"));
+    }
+    Bytes::from(out)
+}
+
+fn start() -> (&'static str, Value) {
+    (
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+            "role": "assistant", "model": "m", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )
+}
+
+fn block_start(index: usize, block: Value) -> (&'static str, Value) {
+    (
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": block}),
+    )
+}
+
+fn delta(index: usize, delta: Value) -> (&'static str, Value) {
+    (
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    )
+}
+
+fn block_stop(index: usize) -> (&'static str, Value) {
+    (
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    )
+}
+
+fn end(stop_reason: &str) -> [(&'static str, Value); 2] {
+    [
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason,
+                "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+fn final_text(text: &str) -> Bytes {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": text})),
+        block_stop(0),
+    ];
+    events.extend(end("end_turn"));
+    sse(&events)
+}
+
+fn stopped(events: &[AgentEvent]) -> (StopReason, Vec<Value>) {
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason, messages, ..
+        }) => (*reason, messages.clone()),
+        other => panic!("the last event is not Stop: {other:?}"),
+    }
+}
+
+/// Runs `first` as the first response, then a final text; returns the stop and every request.
+async fn run_with_first_response(
+    first: Bytes,
+    prompt: &str,
+) -> (StopReason, Vec<Value>, Vec<Value>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(if n == 0 {
+            first.clone()
+        } else {
+            final_text("ok")
+        })
+    });
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run(prompt).collect().await;
+    let (reason, messages) = stopped(&events);
+    let requests = requests.lock().unwrap().clone();
+    (reason, messages, requests)
+}
+
+/// A refusal from the streaming classifier cuts the response inside a call's input: the cut
+/// call (never sealed) must not stay in history unanswered, or the host's next request on
+/// that history is refused ("tool_use ids were found without tool_result blocks").
+#[tokio::test]
+async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Reading it."})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(
+            1,
+            json!({"type": "input_json_delta", "partial_json": "{\"path\": \"a"}),
+        ),
+    ];
+    events.extend(end("refusal"));
+    let (reason, mut messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::Refusal);
+    messages.push(json!({"role": "user", "content": "try again"}));
+    check_history(&messages).unwrap_or_else(|e| panic!("{e}: {messages:#?}"));
+}
+
+/// A call whose input is not valid JSON in a response that ends the turn (`end_turn`) is not
+/// run; it must not stay in history unanswered either.
+#[tokio::test]
+async fn an_invalid_call_in_an_end_turn_response_leaves_no_unanswered_call() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(
+            0,
+            json!({"type": "input_json_delta", "partial_json": "{\"path\": tru"}),
+        ),
+        block_stop(0),
+    ];
+    events.extend(end("end_turn"));
+    let (reason, mut messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    messages.push(json!({"role": "user", "content": "try again"}));
+    check_history(&messages).unwrap_or_else(|e| panic!("{e}: {messages:#?}"));
+}
+
+fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Bytes {
+    Bytes::from(anthropic_sse(&scripted_message(request, content, stop), 7))
+}
+
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+/// Runs `script` (answers by call number) with a `read` tool and `config`; returns the stop,
+/// the final history and every request.
+async fn run_script(
+    config: AgentConfig,
+    script: impl Fn(usize, &Value) -> Bytes + Send + Sync + 'static,
+) -> (StopReason, Vec<Value>, Vec<Value>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(script(n, request))
+    });
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let (reason, messages) = stopped(&events);
+    let requests = requests.lock().unwrap().clone();
+    (reason, messages, requests)
+}
+
+/// A paused turn (`pause_turn`) goes back as the final assistant message, which the API
+/// refuses when it ends with whitespace ("final assistant content cannot end with trailing
+/// whitespace"); models end text with a newline before a server tool call.
+#[tokio::test]
+async fn a_paused_turn_sent_back_does_not_end_with_whitespace() {
+    let (reason, messages, requests) = run_script(AgentConfig::new("m"), |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+                text("Let me search once more.\n\n"),
+            ],
+            "pause_turn",
+        ),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .await;
+    assert_eq!(reason, StopReason::EndTurn);
+    let last = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "assistant");
+    let final_block = last["content"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(final_block["text"], "Let me search once more.", "{last:#}");
+    // History keeps the response as it came.
+    assert_eq!(
+        messages[1]["content"][2]["text"],
+        "Let me search once more.\n\n"
+    );
+}
