@@ -6,7 +6,9 @@
 //!   `tool_result` blocks become `role: "tool"` messages, in order, followed by one user message
 //!   with the rest (text, images as `image_url` parts, images returned by tools too); tool
 //!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
-//!   `max_tokens`, `stop_sequences`, `tool_choice` and `metadata.user_id` are mapped; fields
+//!   `max_tokens` (to the [`MaxTokensField`] the options name, unless the request already holds
+//!   a `max_completion_tokens`, which is then sent alone), `stop_sequences`, `tool_choice` and
+//!   `metadata.user_id` are mapped; fields
 //!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control`, server tools) are
 //!   dropped; unknown fields (`temperature`, `seed`, ...) pass through.
 //! - Responses ([`message_from_chat_completion`], [`ChatEventTranslator`]): the Chat
@@ -97,7 +99,12 @@ pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
             }
         }
     }
-    if let Some(max) = fields.get("max_tokens").filter(|m| m.is_number()) {
+    // A `max_completion_tokens` the host set (`AgentConfig::extra`) is the limit, and passes
+    // through below: `max_tokens` beside it would be refused by reasoning models.
+    if let Some(max) = fields
+        .get("max_tokens")
+        .filter(|m| m.is_number() && !fields.contains_key("max_completion_tokens"))
+    {
         let key = match options.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             MaxTokensField::MaxTokens => "max_tokens",
@@ -841,6 +848,27 @@ mod tests {
         );
         assert_eq!(legacy["max_tokens"], 512);
         assert!(legacy.get("max_completion_tokens").is_none());
+    }
+
+    /// A host whose server needs the other field than the one the client picks (a reasoning
+    /// model behind Azure or a gateway refuses `max_tokens`) names it in the request's extra
+    /// fields; only that one is sent, never both (OpenAI refuses a request with both).
+    #[test]
+    fn an_explicit_output_limit_field_replaces_the_translated_one() {
+        let request = json!({
+            "model": "o3",
+            "max_tokens": 512,
+            "max_completion_tokens": 4096,
+            "messages": [{"role": "user", "content": "hi"}],
+        });
+        let chat = chat_request(
+            &request,
+            ChatOptions {
+                max_tokens_field: MaxTokensField::MaxTokens,
+            },
+        );
+        assert_eq!(chat["max_completion_tokens"], 4096);
+        assert!(chat.get("max_tokens").is_none(), "{chat}");
     }
 
     #[test]
