@@ -226,3 +226,55 @@ async fn a_paused_turn_sent_back_does_not_end_with_whitespace() {
         "Let me search once more.\n\n"
     );
 }
+
+/// How many `cache_control` markers a request holds, anywhere.
+fn markers(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => {
+            usize::from(map.contains_key("cache_control"))
+                + map.values().map(markers).sum::<usize>()
+        }
+        Value::Array(items) => items.iter().map(markers).sum(),
+        _ => 0,
+    }
+}
+
+/// The API refuses more than four `cache_control` breakpoints ("A maximum of 4 blocks with
+/// cache_control may be provided"). The loop places three (system, tools, last message); a
+/// host's conversation that marks its own documents must not push a request over four.
+#[tokio::test]
+async fn a_request_never_holds_more_than_four_cache_breakpoints() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    });
+    let mut config = AgentConfig::new("m");
+    config.system = Some("Be brief.".into());
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let cached =
+        |t: &str| json!({"type": "text", "text": t, "cache_control": {"type": "ephemeral"}});
+    let history = vec![
+        json!({"role": "user", "content": [cached("document one"), cached("document two")]}),
+        json!({"role": "assistant", "content": [text("Read both.")]}),
+        json!({"role": "user", "content": [cached("document three"), text("Compare them.")]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, _) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let request = &requests[0];
+    assert!(
+        markers(request) <= 4,
+        "{} markers: {request:#}",
+        markers(request)
+    );
+    // The loop's own breakpoints stay: the last message's covers the whole conversation.
+    let last = request["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        last["content"][1].get("cache_control").is_some(),
+        "{last:#}"
+    );
+    assert!(request["system"][0].get("cache_control").is_some());
+}

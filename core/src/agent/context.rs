@@ -332,10 +332,105 @@ pub fn microcompact(messages: &mut [Value], keep: usize, compactable: &[String])
     cleared
 }
 
+/// How many `cache_control` breakpoints a request may hold ("A maximum of 4 blocks with
+/// cache_control may be provided").
+const MAX_CACHE_BREAKPOINTS: usize = 4;
+
 /// Adds `cache_control` breakpoints to a request about to be sent: the system prompt, the last
 /// tool definition and the last block of the last message (three of the four the API allows).
-/// The history itself is not changed: this works on the request's copy.
+/// Breakpoints the request already holds (a host's own, on its documents) are kept while the
+/// request stays within the four; beyond that the earliest are removed (the API reads the prompt
+/// as tools, system, messages), since the one on the last message caches everything before it
+/// anyway. The history itself is not changed: this works on the request's copy.
 pub fn place_cache_breakpoints(request: &mut Value) {
+    add_cache_breakpoints(request);
+    let sites = cache_control_sites(request);
+    let marked = |request: &Value, site: &Site| {
+        site_object(request, site).is_some_and(|object| object.get("cache_control").is_some())
+    };
+    let mut excess = sites
+        .iter()
+        .filter(|(_, site)| marked(request, site))
+        .count()
+        .saturating_sub(MAX_CACHE_BREAKPOINTS);
+    for (ours, site) in &sites {
+        if excess == 0 {
+            break;
+        }
+        if *ours {
+            continue;
+        }
+        if let Some(object) = site_object_mut(request, site).and_then(Value::as_object_mut)
+            && object.remove("cache_control").is_some()
+        {
+            excess -= 1;
+        }
+    }
+}
+
+/// Where a `cache_control` marker may sit in a request: a tool definition, a system block, a
+/// message's block, or a block of a tool result's content (`(message, block, nested)`).
+#[derive(Debug, Clone, Copy)]
+enum Site {
+    Tool(usize),
+    System(usize),
+    Block(usize, usize),
+    Nested(usize, usize, usize),
+}
+
+fn site_pointer(site: &Site) -> String {
+    match site {
+        Site::Tool(i) => format!("/tools/{i}"),
+        Site::System(i) => format!("/system/{i}"),
+        Site::Block(m, b) => format!("/messages/{m}/content/{b}"),
+        Site::Nested(m, b, n) => format!("/messages/{m}/content/{b}/content/{n}"),
+    }
+}
+
+fn site_object<'a>(request: &'a Value, site: &Site) -> Option<&'a Value> {
+    request.pointer(&site_pointer(site))
+}
+
+fn site_object_mut<'a>(request: &'a mut Value, site: &Site) -> Option<&'a mut Value> {
+    request.pointer_mut(&site_pointer(site))
+}
+
+/// The places of a request that may carry a `cache_control` marker, in the order the API reads
+/// the prompt (tool definitions, system blocks, message blocks with the blocks nested in tool
+/// results), each with whether it is one [`add_cache_breakpoints`] marks. Only these: a
+/// `cache_control` key inside a tool's schema or a call's input is data, not a breakpoint.
+fn cache_control_sites(request: &Value) -> Vec<(bool, Site)> {
+    let mut sites = Vec::new();
+    let items = |key: &str| request.get(key).and_then(Value::as_array);
+    if let Some(tools) = items("tools") {
+        sites.extend((0..tools.len()).map(|i| (i + 1 == tools.len(), Site::Tool(i))));
+    }
+    if let Some(system) = items("system") {
+        sites.extend((0..system.len()).map(|i| (i + 1 == system.len(), Site::System(i))));
+    }
+    let messages = items("messages").map(Vec::as_slice).unwrap_or(&[]);
+    for (m, message) in messages.iter().enumerate() {
+        let Some(content) = message.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        let ours = if m + 1 == messages.len() {
+            content.iter().rposition(may_carry_cache_control)
+        } else {
+            None
+        };
+        for (b, block) in content.iter().enumerate() {
+            sites.push((ours == Some(b), Site::Block(m, b)));
+            if block_type(block) == "tool_result"
+                && let Some(nested) = block.get("content").and_then(Value::as_array)
+            {
+                sites.extend((0..nested.len()).map(|n| (false, Site::Nested(m, b, n))));
+            }
+        }
+    }
+    sites
+}
+
+fn add_cache_breakpoints(request: &mut Value) {
     let ephemeral = json!({"type": "ephemeral"});
     if let Some(system) = request.get_mut("system") {
         if let Value::String(text) = system {
@@ -590,6 +685,78 @@ mod tests {
             "ephemeral"
         );
         assert_eq!(request["messages"][0]["content"], "one");
+    }
+
+    #[test]
+    fn breakpoints_over_four_lose_the_host_s_earliest_and_never_touch_data() {
+        let marker = json!({"type": "ephemeral"});
+        let cached = |t: &str| json!({"type": "text", "text": t, "cache_control": marker});
+        let schema = json!({"type": "object", "properties": {"cache_control": {"type": "string"}}});
+        let mut request = json!({
+            "tools": [
+                {"name": "a", "input_schema": schema, "cache_control": marker},
+                {"name": "b", "input_schema": schema},
+            ],
+            "system": "s",
+            "messages": [
+                {"role": "user", "content": [cached("one"), cached("two")]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t", "name": "a", "input": {"cache_control": "x"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": [cached("three")]},
+                    cached("four"),
+                    {"type": "text", "text": "last"},
+                ]},
+            ],
+        });
+        place_cache_breakpoints(&mut request);
+        let sites = cache_control_sites(&request);
+        let marked: Vec<String> = sites
+            .iter()
+            .filter(|(_, site)| {
+                site_object(&request, site)
+                    .unwrap()
+                    .get("cache_control")
+                    .is_some()
+            })
+            .map(|(_, site)| site_pointer(site))
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                "/tools/1",
+                "/system/0",
+                "/messages/2/content/1",
+                "/messages/2/content/2",
+            ],
+            "{request:#}"
+        );
+        // Data that happens to be called cache_control stays.
+        assert_eq!(request["tools"][0]["input_schema"], schema);
+        assert_eq!(request["tools"][1]["input_schema"], schema);
+        assert_eq!(
+            request["messages"][1]["content"][0]["input"]["cache_control"],
+            "x"
+        );
+        // Within the limit, nothing of the host's is removed.
+        let mut small =
+            json!({"messages": [{"role": "user", "content": [cached("one"), text_block("two")]}]});
+        place_cache_breakpoints(&mut small);
+        assert!(
+            small["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_some()
+        );
+        assert!(
+            small["messages"][0]["content"][1]
+                .get("cache_control")
+                .is_some()
+        );
+    }
+
+    fn text_block(t: &str) -> Value {
+        json!({"type": "text", "text": t})
     }
 
     #[test]
