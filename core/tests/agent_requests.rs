@@ -278,3 +278,39 @@ async fn a_request_never_holds_more_than_four_cache_breakpoints() {
     );
     assert!(request["system"][0].get("cache_control").is_some());
 }
+
+/// The API refuses a user message answering calls that does not begin with its results
+/// ("Messages following tool_use blocks must begin with a matching number of tool_result
+/// blocks"): a host's conversation with text before the results makes no request.
+#[tokio::test]
+async fn a_conversation_with_text_before_the_tool_results_is_refused_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let agent = Agent::new(AgentConfig::new("m"), model.clone(), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            text("Here it is:"),
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+        ]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("tool_result"), "{error}");
+            assert!(error.contains("message 2"), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 0);
+}

@@ -34,8 +34,8 @@ pub fn tool_use_ids(message: &Value) -> Vec<String> {
 }
 
 /// Checks the invariant the API enforces: every `tool_use` of an assistant message is answered
-/// by exactly one `tool_result` in the next message (a user message), and no `tool_result`
-/// answers nothing.
+/// by exactly one `tool_result` in the next message (a user message), whose tool results come
+/// before anything else in it, and no `tool_result` answers nothing.
 pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
     for (i, message) in messages.iter().enumerate() {
         let role = message
@@ -49,6 +49,21 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
                 }
                 _ => HashSet::new(),
             };
+            // The results open the message: the API refuses text (or anything) before them
+            // ("Messages following tool_use blocks must begin with ... tool_result blocks").
+            if let Some(j) = blocks(message)
+                .skip_while(|b| block_type(b) == "tool_result")
+                .position(|b| block_type(b) == "tool_result")
+            {
+                let leading = blocks(message)
+                    .take_while(|b| block_type(b) == "tool_result")
+                    .count();
+                return Err(format!(
+                    "message {i}: content block {} is a tool_result after other content; a \
+                     message's tool results must come first",
+                    leading + j
+                ));
+            }
             let mut seen = HashSet::new();
             for block in blocks(message).filter(|b| block_type(b) == "tool_result") {
                 let id = block

@@ -115,7 +115,8 @@ impl Agent {
     /// conversation that fails [`check_history`] (no messages, a role other than `user` or
     /// `assistant`, content that is neither a string nor typed blocks, empty content or an
     /// empty text block (an empty prompt too), a last message that is
-    /// not the user's, tool calls and results that do not pair up) makes no request: the run
+    /// not the user's, tool calls and results that do not pair up, tool results after other
+    /// content in their message) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.start(messages, None)
