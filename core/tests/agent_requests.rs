@@ -314,3 +314,65 @@ async fn a_conversation_with_text_before_the_tool_results_is_refused_before_any_
     }
     assert_eq!(model.calls(), 0);
 }
+
+/// The API (both Anthropic's and OpenAI's) takes only object schemas with `"type": "object"`
+/// as a tool's input schema. A schema that leaves the type out (its `properties` say it is an
+/// object) goes out with it; one describing something else stops the run before any request,
+/// naming the tool, instead of a 400 on every request.
+#[tokio::test]
+async fn tool_input_schemas_go_out_as_object_schemas() {
+    let tool = |name: &str, schema: Value| {
+        FnTool::new(name, |_input: Value, _ctx| async move {
+            Ok(ToolOutput::text("done"))
+        })
+        .schema(schema)
+    };
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = Arc::new(ScriptedModel::new(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let untyped = json!({"properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let mut tools = ToolRegistry::new();
+    tools.register(tool("open", untyped.clone())).unwrap();
+    tools.register(tool("any", json!({}))).unwrap();
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let sent = requests.lock().unwrap()[0]["tools"].clone();
+    assert_eq!(sent[0]["name"], "any");
+    assert_eq!(sent[0]["input_schema"], json!({"type": "object"}));
+    let mut typed = untyped;
+    typed["type"] = json!("object");
+    assert_eq!(sent[1]["input_schema"], typed);
+
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(tool("say", json!({"type": "string"})))
+        .unwrap();
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("\"say\""), "{error}");
+            assert!(error.contains("\"type\": \"object\""), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 1);
+}

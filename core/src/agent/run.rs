@@ -83,7 +83,9 @@ impl Agent {
     /// request prefix stays byte-identical from turn to turn (prompt caching), then the
     /// definitions of [`AgentConfig::extra`]'s `tools` array in their order (tools the provider
     /// runs itself, such as Anthropic's `web_search`; their calls come back as
-    /// `server_tool_use` blocks, which the loop leaves to the provider).
+    /// `server_tool_use` blocks, which the loop leaves to the provider). A tool schema without
+    /// a `type` is sent with `"type": "object"` (the API requires it; a call's input is always
+    /// an object); a run whose tools have a schema of another type stops before any request.
     pub fn tool_definitions(&self) -> Vec<Value> {
         let registry = self.executor.registry();
         let mut names = registry.names();
@@ -92,7 +94,15 @@ impl Agent {
             .into_iter()
             .filter_map(|name| registry.get(name))
             .map(|tool| {
-                let mut def = json!({"name": tool.name(), "input_schema": tool.input_schema()});
+                let mut schema = tool.input_schema();
+                // The API takes object schemas only, with the type said; a schema that leaves
+                // it out (`{}`, or `properties` alone) is sent as the object schema it means.
+                if let Value::Object(fields) = &mut schema
+                    && !fields.contains_key("type")
+                {
+                    fields.insert("type".to_owned(), Value::String("object".to_owned()));
+                }
+                let mut def = json!({"name": tool.name(), "input_schema": schema});
                 if !tool.description().is_empty() {
                     def["description"] = Value::String(tool.description().to_owned());
                 }
@@ -325,6 +335,11 @@ impl Driver {
             .config()
             .check()
             .map_err(|problem| format!("invalid configuration: {problem}"))
+            .and_then(|()| {
+                let count = self.agent.executor.registry().names().len();
+                check_tool_schemas(&self.tools[..count.min(self.tools.len())])
+                    .map_err(|problem| format!("invalid tool definition: {problem}"))
+            })
             .and_then(|()| {
                 check_history(&self.messages)
                     .map_err(|problem| format!("invalid conversation: {problem}"))
@@ -1136,6 +1151,22 @@ enum Summary {
     Failed,
     /// The run was cancelled during the call.
     Cancelled,
+}
+
+/// Checks that the executor's tool definitions have object schemas (`"type": "object"`), the
+/// only input schemas the API (Anthropic's and OpenAI's) takes.
+fn check_tool_schemas(definitions: &[Value]) -> Result<(), String> {
+    for definition in definitions {
+        let schema = &definition["input_schema"];
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(format!(
+                "tool {}: the input schema must be an object schema (\"type\": \"object\"), \
+                 not {schema}",
+                definition["name"]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The failure of a model call whose model panicked.
