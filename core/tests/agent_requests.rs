@@ -376,3 +376,32 @@ async fn tool_input_schemas_go_out_as_object_schemas() {
     }
     assert_eq!(model.calls(), 1);
 }
+
+/// The API requires a `tool_use` block's `input` to be an object. A call whose input came as
+/// another JSON value (an array, a string), or as invalid JSON whose readable part is one, is
+/// answered with an error, and the history sent next must still hold an object there.
+#[tokio::test]
+async fn a_call_whose_input_is_not_an_object_goes_back_with_an_object_input() {
+    for partial in ["[\"a\", \"b\"]", "\"a\"", "[1, 2"] {
+        let mut events = vec![
+            start(),
+            block_start(
+                0,
+                json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+            ),
+            delta(
+                0,
+                json!({"type": "input_json_delta", "partial_json": partial}),
+            ),
+            block_stop(0),
+        ];
+        events.extend(end("tool_use"));
+        let (reason, messages, requests) = run_with_first_response(sse(&events), "go").await;
+        assert_eq!(reason, StopReason::EndTurn, "{partial}");
+        let sent = &requests[1]["messages"][1]["content"][0];
+        assert_eq!(sent["type"], "tool_use");
+        assert!(sent["input"].is_object(), "{partial}: {sent}");
+        assert!(messages[1]["content"][0]["input"].is_object(), "{partial}");
+        assert_eq!(messages[2]["content"][0]["is_error"], true, "{partial}");
+    }
+}

@@ -203,6 +203,24 @@ pub(crate) fn drop_blank_text_blocks(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Replaces the input of each `tool_use` block that is not a JSON object by `{}`: the API
+/// requires an object there, and such a call (its input another JSON value, or invalid JSON
+/// whose readable part is one) is answered with an error and never run with it. Returns how
+/// many were replaced.
+pub(crate) fn object_tool_inputs(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let mut replaced = 0;
+    for block in content.iter_mut().filter(|b| block_type(b) == "tool_use") {
+        if !block.get("input").is_some_and(Value::is_object) {
+            block["input"] = json!({});
+            replaced += 1;
+        }
+    }
+    replaced
+}
+
 /// Removes the thinking blocks of a message that have no signature (a response cut while it
 /// was thinking: the API refuses such a block, and an earlier turn's thinking may be left out).
 /// Returns how many were removed.

@@ -19,8 +19,8 @@ use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
     drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
-    is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
-    trim_final_assistant_text,
+    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints, strip_tool_uses,
+    tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -558,6 +558,8 @@ impl Driver {
             // The API refuses an empty text block in history (a response cut right after a
             // text block opened, a provider that announces a call with one).
             drop_blank_text_blocks(&mut assistant);
+            // Nor a call input other than an object (the call was answered with an error).
+            object_tool_inputs(&mut assistant);
             if let Some(id) = container_id(&message) {
                 self.container = Some(id);
             }
