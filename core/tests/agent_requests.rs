@@ -405,3 +405,45 @@ async fn a_call_whose_input_is_not_an_object_goes_back_with_an_object_input() {
         assert_eq!(messages[2]["content"][0]["is_error"], true, "{partial}");
     }
 }
+
+/// The API refuses an assistant message whose last block is a thinking block ("The final block
+/// in an assistant message cannot be `thinking`"). A response that thought, then started a call
+/// and was cut (or ended the turn without running it) loses the call; its thinking must not be
+/// left last in the message that goes back.
+#[tokio::test]
+async fn a_cut_response_never_goes_back_ending_with_its_thinking() {
+    for stop in ["max_tokens", "end_turn", "pause_turn"] {
+        let thinking =
+            json!({"type": "thinking", "thinking": "I will read a.", "signature": "sig"});
+        let (reason, messages, requests) =
+            run_script(AgentConfig::new("m"), move |n, request| match n {
+                0 => reply(
+                    request,
+                    vec![
+                        thinking.clone(),
+                        json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+                    ],
+                    stop,
+                ),
+                _ => reply(request, vec![text("Done.")], "end_turn"),
+            })
+            .await;
+        assert_eq!(reason, StopReason::EndTurn, "{stop}");
+        let ends_with_thinking = |m: &Value| {
+            m["role"] == "assistant"
+                && m["content"]
+                    .as_array()
+                    .and_then(|c| c.last())
+                    .is_some_and(|b| b["type"] == "thinking")
+        };
+        for request in &requests {
+            for message in request["messages"].as_array().unwrap() {
+                assert!(!ends_with_thinking(message), "{stop}: {request:#}");
+            }
+        }
+        assert!(
+            !messages.iter().any(ends_with_thinking),
+            "{stop}: {messages:#?}"
+        );
+    }
+}

@@ -221,6 +221,25 @@ pub(crate) fn object_tool_inputs(message: &mut Value) -> usize {
     replaced
 }
 
+/// Removes the thinking blocks (`thinking`, `redacted_thinking`) that end a message: the API
+/// refuses an assistant message whose final block is one ("The final block in an assistant
+/// message cannot be `thinking`"), which a response leaves when what followed its thought (a
+/// call) is dropped, or when it ended after thinking only. Thinking of an earlier turn may be
+/// left out; a turn whose calls are answered keeps its blocks. Returns how many were removed.
+pub(crate) fn drop_trailing_thinking(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    while content
+        .last()
+        .is_some_and(|b| matches!(block_type(b), "thinking" | "redacted_thinking"))
+    {
+        content.pop();
+    }
+    before - content.len()
+}
+
 /// Removes the thinking blocks of a message that have no signature (a response cut while it
 /// was thinking: the API refuses such a block, and an earlier turn's thinking may be left out).
 /// Returns how many were removed.

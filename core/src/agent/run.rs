@@ -18,9 +18,9 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
-    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints, strip_tool_uses,
-    tool_use_ids, trim_final_assistant_text,
+    drop_trailing_thinking, drop_unanswered_server_tool_uses, drop_unsigned_thinking,
+    history_from_summary, is_empty_message, microcompact, object_tool_inputs,
+    place_cache_breakpoints, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -605,6 +605,7 @@ impl Driver {
                     // one with `tool_use`), so it is dropped like any unrequested call.
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
+                    drop_trailing_thinking(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
                         self.push_message(assistant);
@@ -626,6 +627,7 @@ impl Driver {
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
                     drop_unsigned_thinking(&mut assistant);
+                    drop_trailing_thinking(&mut assistant);
                     let text_cut = !is_empty_message(&assistant);
                     if text_cut {
                         self.push_message(assistant);
@@ -650,6 +652,7 @@ impl Driver {
                     // leave history: the sealed ones, and also those never sealed (a refusal
                     // cut inside the input) or not valid JSON, which nothing would answer.
                     strip_tool_uses(&mut assistant);
+                    drop_trailing_thinking(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
                         self.push_message(assistant);
