@@ -4,7 +4,9 @@
 //! - Requests ([`chat_request`]): `system` becomes the first `system` message; an assistant
 //!   message's text and `tool_use` blocks become `content` and `tool_calls`; a user message's
 //!   `tool_result` blocks become `role: "tool"` messages, in order, followed by one user message
-//!   with the rest (text, images as `image_url` parts, images returned by tools too); tool
+//!   with the rest (text, images as `image_url` parts, images returned by tools too; a `tool`
+//!   message holds text only, so a tool's text document goes as its text and another document
+//!   as a note saying it was left out); tool
 //!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
 //!   `max_tokens` (to the [`MaxTokensField`] the options name, unless the request already holds
 //!   a `max_completion_tokens`, which is then sent alone), `stop_sequences`, `tool_choice` and
@@ -287,6 +289,32 @@ fn user_part(block: &Value) -> Option<Value> {
     }
 }
 
+/// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
+/// documents, as they are; any other block but an image (which follows in the user message) as
+/// a note saying what was left out, so the model does not read an empty result.
+fn tool_result_text(blocks: &[Value]) -> String {
+    let parts: Vec<String> = blocks
+        .iter()
+        .filter_map(|block| match block_type(block) {
+            "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
+            "image" => None,
+            kind => Some(match user_part(block) {
+                Some(part) => part["text"].as_str().unwrap_or_default().to_owned(),
+                None => {
+                    let media = block
+                        .get("source")
+                        .and_then(|s| s.get("media_type"))
+                        .and_then(Value::as_str)
+                        .map(|media| format!(" ({media})"))
+                        .unwrap_or_default();
+                    format!("[a {kind} block{media} was left out: this endpoint takes text results only]")
+                }
+            }),
+        })
+        .collect();
+    parts.join("\n\n")
+}
+
 /// A user message: its tool results as `tool` messages (in order, so they follow the assistant
 /// message that asked for them), then one user message with the rest.
 fn user_messages(content: &Value, out: &mut Vec<Value>) {
@@ -312,7 +340,7 @@ fn user_messages(content: &Value, out: &mut Vec<Value>) {
                     .filter(|b| block_type(b) == "image")
                     .filter_map(image_part)
                     .collect();
-                (joined_text(&Value::Array(inner.clone())), images)
+                (tool_result_text(inner), images)
             }
             Some(other) => (joined_text(other), Vec::new()),
             None => (String::new(), Vec::new()),
@@ -917,6 +945,30 @@ mod tests {
                 ]}),
             ]
         );
+    }
+
+    /// A Chat `tool` message holds text only. A tool's document blocks (Anthropic takes them in
+    /// results) were dropped without a trace, the model reading an empty result: a text
+    /// document goes as its text, anything else as a note saying what was left out.
+    #[test]
+    fn documents_returned_by_tools_reach_the_model_as_text_or_a_note() {
+        let messages = vec![
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "fetch", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "The notes."}},
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                ]},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        let tool = &chat[1];
+        assert_eq!(tool["role"], "tool");
+        let content = tool["content"].as_str().unwrap();
+        assert!(content.starts_with("The notes."), "{content}");
+        assert!(content.contains("application/pdf"), "{content}");
     }
 
     #[test]
