@@ -447,3 +447,71 @@ async fn a_cut_response_never_goes_back_ending_with_its_thinking() {
         );
     }
 }
+
+/// The API refuses an empty text block inside a tool result too, and an error result without
+/// content ("content cannot be empty if `is_error` is true"): a tool that fails without a
+/// message (a Python `raise ValueError()`), or answers with an empty text block, must not
+/// make the next request one the API refuses.
+#[tokio::test]
+async fn empty_tool_answers_go_back_as_content_the_api_takes() {
+    use ferroloop::exec::ToolError;
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new("fail", |_input: Value, _ctx| async move {
+            Err::<ToolOutput, _>(ToolError::Failed(String::new()))
+        }))
+        .unwrap();
+    tools
+        .register(FnTool::new("blank", |_input: Value, _ctx| async move {
+            Ok(ToolOutput::blocks(vec![
+                json!({"type": "text", "text": ""}),
+            ]))
+        }))
+        .unwrap();
+    tools
+        .register(FnTool::new("refuse", |_input: Value, _ctx| async move {
+            Ok(ToolOutput::error(" "))
+        }))
+        .unwrap();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(match n {
+            0 => reply(
+                request,
+                vec![
+                    json!({"type": "tool_use", "id": "toolu_1", "name": "fail", "input": {}}),
+                    json!({"type": "tool_use", "id": "toolu_2", "name": "blank", "input": {}}),
+                    json!({"type": "tool_use", "id": "toolu_3", "name": "refuse", "input": {}}),
+                ],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("ok")], "end_turn"),
+        })
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let results = requests[1]["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(results.len(), 3);
+    for result in &results {
+        let blank = match &result["content"] {
+            Value::String(text) => text.trim().is_empty(),
+            Value::Array(blocks) => blocks.iter().any(|b| {
+                b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty())
+            }),
+            _ => false,
+        };
+        let refused = blank && (result["is_error"] == true || result["content"].is_array());
+        assert!(!refused, "{result}");
+    }
+}

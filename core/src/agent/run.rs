@@ -26,8 +26,8 @@ use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
-    CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolUse, TurnEvent,
-    decide_concurrency_safe, panic_message,
+    CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolResultContent, ToolUse,
+    TurnEvent, decide_concurrency_safe, panic_message,
 };
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
 
@@ -1251,6 +1251,35 @@ fn results_in_order(
                 ToolResult::error(id, message)
             })
         })
+        .map(sendable_result)
         .filter_map(|r| serde_json::to_value(r).ok())
         .collect()
 }
+
+/// A result as the API takes it: no empty or whitespace-only text block in its content ("text
+/// content blocks must contain non-whitespace text"), and an error result never without
+/// content ("content cannot be empty if `is_error` is true": a tool that failed without a
+/// message, such as a Python `raise ValueError()`).
+fn sendable_result(mut result: ToolResult) -> ToolResult {
+    if let ToolResultContent::Blocks(blocks) = &mut result.content {
+        blocks.retain(|block| {
+            block.get("type").and_then(Value::as_str) != Some("text")
+                || block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| !text.trim().is_empty())
+        });
+        if blocks.is_empty() {
+            result.content = ToolResultContent::Text(String::new());
+        }
+    }
+    if result.is_error
+        && matches!(&result.content, ToolResultContent::Text(text) if text.trim().is_empty())
+    {
+        result.content = ToolResultContent::Text(EMPTY_ERROR_RESULT.to_owned());
+    }
+    result
+}
+
+/// The content of an error result whose tool gave no message.
+const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
