@@ -515,3 +515,39 @@ async fn empty_tool_answers_go_back_as_content_the_api_takes() {
         assert!(!refused, "{result}");
     }
 }
+
+/// A refusal from the streaming classifier may cut the response while it thinks: that block
+/// never gets its signature, and the API refuses it sent back (the host's next run on the
+/// history). It is dropped as after a `max_tokens` cut; the text before it stays.
+#[tokio::test]
+async fn a_refusal_cut_while_thinking_leaves_no_unsigned_thinking() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(
+            0,
+            json!({"type": "thinking_delta", "thinking": "The user wants"}),
+        ),
+        block_stop(0),
+        block_start(1, json!({"type": "text", "text": ""})),
+        delta(1, json!({"type": "text_delta", "text": "I can't"})),
+        block_stop(1),
+        block_start(
+            2,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(2, json!({"type": "thinking_delta", "thinking": "Hmm"})),
+    ];
+    events.extend(end("refusal"));
+    let (reason, messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::Refusal);
+    let unsigned = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .any(|b| b["type"] == "thinking" && b["signature"].as_str().is_none_or(str::is_empty));
+    assert!(!unsigned, "{messages:#?}");
+    assert_eq!(messages[1]["content"], json!([text("I can't")]));
+}

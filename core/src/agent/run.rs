@@ -652,6 +652,11 @@ impl Driver {
                     // leave history: the sealed ones, and also those never sealed (a refusal
                     // cut inside the input) or not valid JSON, which nothing would answer.
                     strip_tool_uses(&mut assistant);
+                    // A refusal cuts the output wherever it is, a thought before its
+                    // signature too: the API refuses such a block sent back.
+                    if other == Some("refusal") {
+                        drop_unsigned_thinking(&mut assistant);
+                    }
                     drop_trailing_thinking(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
