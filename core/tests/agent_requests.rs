@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, StopReason, check_history};
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use futures::StreamExt;
@@ -550,4 +550,250 @@ async fn a_refusal_cut_while_thinking_leaves_no_unsigned_thinking() {
         .any(|b| b["type"] == "thinking" && b["signature"].as_str().is_none_or(str::is_empty));
     assert!(!unsigned, "{messages:#?}");
     assert_eq!(messages[1]["content"], json!([text("I can't")]));
+}
+
+/// The rules the Anthropic Messages API enforces with a 400 on a request's messages, as far as
+/// the loop shapes them; `Err` names the first one broken.
+fn api_rules(request: &Value) -> Result<(), String> {
+    let messages = request["messages"].as_array().ok_or("no messages")?;
+    if messages.first().map(|m| &m["role"]) != Some(&json!("user")) {
+        return Err("the first message is not the user's".into());
+    }
+    ferroloop::agent::check_tool_pairing(messages)?;
+    let markers_seen = markers(request);
+    if markers_seen > 4 {
+        return Err(format!("{markers_seen} cache_control markers"));
+    }
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().ok_or("no role")?;
+        if role != "user" && role != "assistant" {
+            return Err(format!("message {i}: role {role}"));
+        }
+        let blocks = match &message["content"] {
+            Value::String(text) if text.trim().is_empty() => {
+                return Err(format!("message {i}: blank content"));
+            }
+            Value::String(_) => continue,
+            Value::Array(blocks) if blocks.is_empty() => {
+                return Err(format!("message {i}: empty content"));
+            }
+            Value::Array(blocks) => blocks,
+            other => return Err(format!("message {i}: content {other}")),
+        };
+        let blank_text = |b: &Value| {
+            b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty())
+        };
+        for block in blocks {
+            if blank_text(block) {
+                return Err(format!("message {i}: blank text block"));
+            }
+            match block["type"].as_str() {
+                Some("thinking") if block["signature"].as_str().is_none_or(str::is_empty) => {
+                    return Err(format!("message {i}: unsigned thinking"));
+                }
+                Some("tool_use") if !block["input"].is_object() => {
+                    return Err(format!("message {i}: tool_use input {}", block["input"]));
+                }
+                Some("tool_result") => match &block["content"] {
+                    Value::Array(inner) if inner.iter().any(blank_text) => {
+                        return Err(format!("message {i}: blank text in a tool result"));
+                    }
+                    Value::String(text) if text.trim().is_empty() && block["is_error"] == true => {
+                        return Err(format!("message {i}: empty error result"));
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        if role == "assistant" {
+            let last = blocks.last().unwrap();
+            if matches!(
+                last["type"].as_str(),
+                Some("thinking" | "redacted_thinking")
+            ) {
+                return Err(format!("message {i}: ends with thinking"));
+            }
+            if i + 1 == messages.len()
+                && last["type"] == "text"
+                && last["text"].as_str().is_some_and(|t| t.trim_end() != t)
+            {
+                return Err(format!(
+                    "message {i}: final assistant text ends with whitespace"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One response of the sweep below: content by turn number, and its stop reason.
+fn sweep_response(shape: usize, n: usize) -> (Vec<Value>, &'static str) {
+    let id = format!("toolu_{n}");
+    let thinking = json!({"type": "thinking", "thinking": "Plan.", "signature": "sig"});
+    let call = |input: Value| json!({"type": "tool_use", "id": id, "name": "read", "input": input});
+    let search = format!("srvtoolu_{n}");
+    match shape {
+        0 => (vec![text("Reading."), call(json!({}))], "tool_use"),
+        1 => (vec![thinking, call(json!({}))], "tool_use"),
+        2 => (vec![text("Partial answer ")], "max_tokens"),
+        3 => (vec![thinking, call(json!({"path": "a"}))], "max_tokens"),
+        4 => (
+            vec![
+                json!({"type": "server_tool_use", "id": search, "name": "web_search", "input": {"query": "q"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": search, "content": []}),
+                text("Searching more.\n"),
+            ],
+            "pause_turn",
+        ),
+        5 => (vec![thinking], "pause_turn"),
+        6 => (vec![text("\n\n"), call(json!([1]))], "tool_use"),
+        7 => (
+            vec![text("Cut "), call(json!({}))],
+            "model_context_window_exceeded",
+        ),
+        8 => (vec![thinking, text("Next."), call(json!({}))], "tool_use"),
+        _ => (vec![text("Done.")], "end_turn"),
+    }
+}
+
+/// Every request of runs made of any three of the response shapes above (calls, thinking,
+/// cuts, pauses, blank text, a non-object input), then a last answer, obeys the API's rules.
+#[tokio::test]
+async fn every_request_of_unusual_turn_sequences_obeys_the_api_rules() {
+    const SHAPES: usize = 9;
+    for a in 0..SHAPES {
+        for b in 0..SHAPES {
+            for c in 0..SHAPES {
+                let plan = [a, b, c];
+                let mut config = AgentConfig::new("m");
+                config.system = Some("Be brief.".into());
+                let (_, messages, requests) = run_script(config, move |n, request| {
+                    let (content, stop) = sweep_response(plan.get(n).copied().unwrap_or(SHAPES), n);
+                    reply(request, content, stop)
+                })
+                .await;
+                for (k, request) in requests.iter().enumerate() {
+                    if let Err(broken) = api_rules(request) {
+                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
+                    }
+                }
+                let mut next = messages.clone();
+                next.push(json!({"role": "user", "content": "more"}));
+                let request = json!({"messages": next});
+                if let Err(broken) = api_rules(&request) {
+                    panic!("{plan:?}, the host's next request: {broken}\n{next:#?}");
+                }
+            }
+        }
+    }
+}
+
+/// The rules OpenAI Chat Completions enforces on a request's messages: an assistant message
+/// with `tool_calls` is followed at once by one `tool` message per call, and a `tool` message
+/// answers a call of the assistant message before it; content is present where required.
+fn chat_rules(request: &Value) -> Result<(), String> {
+    let messages = request["messages"].as_array().ok_or("no messages")?;
+    let mut pending: Vec<String> = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().ok_or("no role")?;
+        if role != "tool" && !pending.is_empty() {
+            return Err(format!(
+                "message {i}: calls {pending:?} are not answered before it"
+            ));
+        }
+        match role {
+            "system" | "user" => {
+                if message["content"].as_str().is_some_and(str::is_empty) {
+                    return Err(format!("message {i}: empty {role} content"));
+                }
+            }
+            "assistant" => {
+                let calls = message["tool_calls"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if message["content"].is_null() && calls.is_empty() {
+                    return Err(format!("message {i}: no content and no calls"));
+                }
+                for call in &calls {
+                    let arguments = call["function"]["arguments"].as_str().ok_or("arguments")?;
+                    let parsed: Value = serde_json::from_str(arguments)
+                        .map_err(|e| format!("message {i}: arguments {arguments}: {e}"))?;
+                    if !parsed.is_object() {
+                        return Err(format!("message {i}: arguments {arguments}"));
+                    }
+                    pending.push(call["id"].as_str().ok_or("no id")?.to_owned());
+                }
+            }
+            "tool" => {
+                let id = message["tool_call_id"].as_str().ok_or("no tool_call_id")?;
+                let Some(at) = pending.iter().position(|p| p == id) else {
+                    return Err(format!(
+                        "message {i}: tool message for {id} answers no call"
+                    ));
+                };
+                pending.remove(at);
+                if !message["content"].is_string() {
+                    return Err(format!("message {i}: tool content is not text"));
+                }
+            }
+            other => return Err(format!("message {i}: role {other}")),
+        }
+    }
+    if !pending.is_empty() {
+        return Err(format!("calls {pending:?} are never answered"));
+    }
+    Ok(())
+}
+
+/// The Chat Completions counterpart of the sweep above: calls, cuts by `length`, a content
+/// filter, blank text and a non-object argument, in any three-turn order.
+#[tokio::test]
+async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
+    const SHAPES: usize = 6;
+    let shape = |shape: usize, n: usize| {
+        let id = format!("call_{n}");
+        let call =
+            |input: Value| json!({"type": "tool_use", "id": id, "name": "read", "input": input});
+        match shape {
+            0 => (
+                vec![text("Reading."), call(json!({"path": "a"}))],
+                "tool_use",
+            ),
+            1 => (vec![call(json!({}))], "tool_use"),
+            2 => (
+                vec![text("Partial "), call(json!({"path": "a"}))],
+                "max_tokens",
+            ),
+            3 => (vec![text("No."), call(json!({}))], "refusal"),
+            4 => (vec![text("\n"), call(json!([1]))], "tool_use"),
+            5 => (vec![text("Partial answer")], "max_tokens"),
+            _ => (vec![text("Done.")], "end_turn"),
+        }
+    };
+    for a in 0..SHAPES {
+        for b in 0..SHAPES {
+            for c in 0..SHAPES {
+                let plan = [a, b, c];
+                let requests = Arc::new(Mutex::new(Vec::new()));
+                let seen = requests.clone();
+                let model = ScriptedModel::openai_chat(move |n, request| {
+                    seen.lock().unwrap().push(request.clone());
+                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
+                    let message = scripted_message(request, content, stop);
+                    Ok(Bytes::from(openai_chat_sse(&message, 5)))
+                });
+                let mut config = AgentConfig::new("gpt-4o");
+                config.system = Some("Be brief.".into());
+                let agent = Agent::new(config, Arc::new(model), executor());
+                let _: Vec<AgentEvent> = agent.run("go").collect().await;
+                for (k, request) in requests.lock().unwrap().iter().enumerate() {
+                    if let Err(broken) = chat_rules(request) {
+                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
+                    }
+                }
+            }
+        }
+    }
 }
