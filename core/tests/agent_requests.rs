@@ -797,3 +797,33 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
         }
     }
 }
+
+/// The API refuses a request whose tools share a name ("Tool names must be unique"): a host
+/// tool named like a server tool in the extra `tools` would get that 400 on every request. The
+/// run stops before any, naming the tool.
+#[tokio::test]
+async fn tools_sharing_a_name_stop_the_run_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tools".into(),
+        json!([{"type": "web_search_20250305", "name": "read"}]),
+    );
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("\"read\""), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 0);
+}

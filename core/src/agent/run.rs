@@ -85,7 +85,8 @@ impl Agent {
     /// runs itself, such as Anthropic's `web_search`; their calls come back as
     /// `server_tool_use` blocks, which the loop leaves to the provider). A tool schema without
     /// a `type` is sent with `"type": "object"` (the API requires it; a call's input is always
-    /// an object); a run whose tools have a schema of another type stops before any request.
+    /// an object); a run whose tools have a schema of another type, or whose tools share a
+    /// name (an executor tool and one of `extra`), stops before any request.
     pub fn tool_definitions(&self) -> Vec<Value> {
         let registry = self.executor.registry();
         let mut names = registry.names();
@@ -337,7 +338,7 @@ impl Driver {
             .map_err(|problem| format!("invalid configuration: {problem}"))
             .and_then(|()| {
                 let count = self.agent.executor.registry().names().len();
-                check_tool_schemas(&self.tools[..count.min(self.tools.len())])
+                check_tool_definitions(&self.tools, count)
                     .map_err(|problem| format!("invalid tool definition: {problem}"))
             })
             .and_then(|()| {
@@ -1163,10 +1164,21 @@ enum Summary {
     Cancelled,
 }
 
-/// Checks that the executor's tool definitions have object schemas (`"type": "object"`), the
-/// only input schemas the API (Anthropic's and OpenAI's) takes.
-fn check_tool_schemas(definitions: &[Value]) -> Result<(), String> {
+/// Checks the tool definitions of a run's requests as the API (Anthropic's and OpenAI's) would:
+/// every name once, and the executor's tools (the first `executor_tools`) with object schemas
+/// (`"type": "object"`), the only input schemas it takes.
+fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Result<(), String> {
+    let mut names = std::collections::HashSet::new();
     for definition in definitions {
+        if let Some(name) = definition.get("name")
+            && !names.insert(name)
+        {
+            return Err(format!(
+                "two tools are called {name}: tool names must be unique"
+            ));
+        }
+    }
+    for definition in definitions.iter().take(executor_tools) {
         let schema = &definition["input_schema"];
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(format!(
