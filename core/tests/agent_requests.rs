@@ -827,3 +827,44 @@ async fn tools_sharing_a_name_stop_the_run_before_any_request() {
     }
     assert_eq!(model.calls(), 0);
 }
+
+/// Thinking signatures are bound to the model that made them: the fallback model refuses the
+/// primary's thinking blocks sent back ("Invalid `signature` in `thinking` block"). At the
+/// switch they leave history (the turn's text and calls stay), as Claude Code drops thinking
+/// made by another model.
+#[tokio::test]
+async fn the_fallback_model_is_not_sent_the_primary_s_thinking() {
+    let mut config = AgentConfig::new("claude-primary");
+    config.fallback_model = Some("claude-fallback".into());
+    let thinking =
+        json!({"type": "thinking", "thinking": "Read a first.", "signature": "sig-primary"});
+    let (reason, messages, requests) = run_script(config, move |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                thinking.clone(),
+                text("Reading."),
+                json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+            ],
+            "tool_use",
+        ),
+        1 => {
+            let overloaded = r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#;
+            Bytes::from(format!("event: error\ndata: {overloaded}\n\n"))
+        }
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2]["model"], "claude-fallback");
+    let sent = requests[2]["messages"].to_string();
+    assert!(!sent.contains("sig-primary"), "{sent}");
+    assert_eq!(requests[2]["messages"][1]["content"][0], text("Reading."));
+    assert!(api_rules(&requests[2]).is_ok());
+    assert!(
+        !serde_json::to_string(&messages)
+            .unwrap()
+            .contains("sig-primary")
+    );
+}

@@ -78,7 +78,8 @@ pub struct AgentConfig {
     /// [`ModelError::Overloaded`](super::ModelError::Overloaded) (after the client's retries),
     /// or that sees [`fallback_after_529_retries`](Self::fallback_after_529_retries)
     /// consecutive 529 retries, is discarded and the turn retried once with this model, which
-    /// then answers for the rest of the run. `None`: no fallback.
+    /// then answers for the rest of the run; history's thinking blocks are dropped at the
+    /// switch (their signatures are bound to the model that made them). `None`: no fallback.
     pub fallback_model: Option<String>,
     /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
     /// model and falls back (default 3; 0: only when the call fails). Only with a

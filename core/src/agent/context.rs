@@ -221,6 +221,31 @@ pub(crate) fn object_tool_inputs(message: &mut Value) -> usize {
     replaced
 }
 
+/// Removes every thinking block (`thinking`, `redacted_thinking`) from the assistant messages
+/// of a history, for a switch to another model: a block's signature is bound to the model that
+/// made it, and another model refuses it ("Invalid `signature` in `thinking` block"). An
+/// assistant message left empty is removed (it held thinking only, no call). Returns how many
+/// blocks were removed.
+pub(crate) fn drop_thinking(messages: &mut Vec<Value>) -> usize {
+    let mut removed = 0;
+    for message in messages.iter_mut() {
+        if message.get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        if let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) {
+            let before = content.len();
+            content.retain(|b| !matches!(block_type(b), "thinking" | "redacted_thinking"));
+            removed += before - content.len();
+        }
+    }
+    if removed > 0 {
+        messages.retain(|m| {
+            m.get("role").and_then(Value::as_str) != Some("assistant") || !is_empty_message(m)
+        });
+    }
+    removed
+}
+
 /// Removes the thinking blocks (`thinking`, `redacted_thinking`) that end a message: the API
 /// refuses an assistant message whose final block is one ("The final block in an assistant
 /// message cannot be `thinking`"), which a response leaves when what followed its thought (a

@@ -18,9 +18,10 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_trailing_thinking, drop_unanswered_server_tool_uses, drop_unsigned_thinking,
-    history_from_summary, is_empty_message, microcompact, object_tool_inputs,
-    place_cache_breakpoints, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
+    drop_thinking, drop_trailing_thinking, drop_unanswered_server_tool_uses,
+    drop_unsigned_thinking, history_from_summary, is_empty_message, microcompact,
+    object_tool_inputs, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -505,6 +506,12 @@ impl Driver {
                             let to = self.fallback.take().unwrap_or_default();
                             let from = std::mem::replace(&mut self.model, to.clone());
                             tracing::warn!(%from, %to, %message, "model overloaded; falling back");
+                            // Thinking signatures are bound to the model that made them:
+                            // the fallback refuses the primary's thinking sent back.
+                            if drop_thinking(&mut self.messages) > 0 {
+                                self.tracker.replace_messages(&self.messages);
+                                self.cache.reset();
+                            }
                             self.emit(AgentEvent::ModelFallback {
                                 from,
                                 to,
