@@ -118,7 +118,7 @@ impl AgentConfig {
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
     /// mid-run: an empty model name, extra `tools` that are not an array, an output limit
-    /// (`max_tokens`) not greater than an extra `thinking.budget_tokens`, and an empty
+    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, and an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
     /// user message).
     pub fn check(&self) -> Result<(), String> {
@@ -145,6 +145,9 @@ impl AgentConfig {
             .get("max_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(self.limits.max_tokens);
+        if max_tokens == 0 {
+            return Err("max_tokens is 0: the model could not answer anything".to_owned());
+        }
         if let Some(budget) = budget
             && max_tokens <= budget
         {
@@ -206,6 +209,11 @@ mod tests {
         config.extra.insert("max_tokens".into(), json!(4_096));
         assert!(config.check().unwrap_err().contains("max_tokens (4096)"));
         config.extra.remove("max_tokens");
+        // An output limit of 0 is refused by the API whatever the thinking.
+        config.extra.remove("thinking");
+        config.limits.max_tokens = 0;
+        assert!(config.check().unwrap_err().contains("max_tokens"));
+        config.limits.max_tokens = 1_024;
         // Thinking without a budget (adaptive, or disabled) has nothing to compare.
         config.limits.max_tokens = 1_024;
         config
