@@ -868,3 +868,21 @@ async fn the_fallback_model_is_not_sent_the_primary_s_thinking() {
             .contains("sig-primary")
     );
 }
+
+/// An empty system prompt (a host's option left blank) became, with prompt caching, an empty
+/// system text block carrying a breakpoint, which the API refuses ("text content blocks must
+/// be non-empty"; no `cache_control` on an empty text block). A blank system prompt is no
+/// system prompt.
+#[tokio::test]
+async fn a_blank_system_prompt_is_not_sent() {
+    for system in ["", " \n"] {
+        let mut config = AgentConfig::new("m");
+        config.system = Some(system.into());
+        let (reason, _, requests) = run_script(config, |_, request| {
+            reply(request, vec![text("ok")], "end_turn")
+        })
+        .await;
+        assert_eq!(reason, StopReason::EndTurn);
+        assert!(requests[0].get("system").is_none(), "{:#}", requests[0]);
+    }
+}

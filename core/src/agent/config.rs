@@ -50,7 +50,7 @@ impl Limits {
 pub struct AgentConfig {
     /// The model name sent in requests.
     pub model: String,
-    /// The system prompt.
+    /// The system prompt (a blank one is not sent).
     pub system: Option<String>,
     /// Limits and budgets.
     pub limits: Limits,
@@ -163,6 +163,15 @@ impl AgentConfig {
             );
         }
         Ok(())
+    }
+
+    /// The system prompt as sent: none when it is blank (the API refuses an empty system text
+    /// block, and with prompt caching it would carry a breakpoint, which an empty block may
+    /// not).
+    pub(crate) fn system_prompt(&self) -> Option<&str> {
+        self.system
+            .as_deref()
+            .filter(|system| !system.trim().is_empty())
     }
 
     /// The price of the configured model (longest matching prefix), if the table has one.

@@ -145,8 +145,8 @@ impl Agent {
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
         let mut tracker = ContextTracker::new(self.config.family);
-        if let Some(system) = &self.config.system {
-            tracker.set_system(&Value::String(system.clone()));
+        if let Some(system) = self.config.system_prompt() {
+            tracker.set_system(&Value::String(system.to_owned()));
         }
         let tools = self.tool_definitions();
         tracker.set_tools(&Value::Array(tools.clone()));
@@ -920,8 +920,8 @@ impl Driver {
             "messages": self.messages,
             "stream": true,
         });
-        if let Some(system) = &config.system {
-            request["system"] = Value::String(system.clone());
+        if let Some(system) = config.system_prompt() {
+            request["system"] = Value::String(system.to_owned());
         }
         if !self.tools.is_empty() {
             request["tools"] = Value::Array(self.tools.clone());
