@@ -2935,7 +2935,7 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
 }
 
 /// The summary call clears every tool result, which changes the prefix of every later thinking
-/// block: it is sent without thinking blocks (a summary needs none), roles still alternating.
+/// block: it is sent without thinking blocks (a summary needs none).
 #[tokio::test]
 async fn the_summary_call_is_sent_without_thinking_blocks() {
     let (model, requests) = recording(false, |n, request| match n {
@@ -2966,13 +2966,6 @@ async fn the_summary_call_is_sent_without_thinking_blocks() {
     assert!(summary.to_string().contains("Summarize this conversation"));
     let body = summary["messages"].to_string();
     assert!(!body.contains("thinking"), "{body}");
-    let roles: Vec<&str> = summary["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
-    assert!(roles.windows(2).all(|pair| pair[0] != pair[1]), "{roles:?}");
-    assert_eq!(roles.first(), Some(&"user"));
+    assert_eq!(summary["messages"][0]["role"], "user");
     assert!(check_tool_pairing(summary["messages"].as_array().unwrap()).is_ok());
 }

@@ -722,7 +722,7 @@ export declare class Agent {
   /**
    * Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). An invalid
    * conversation (not user/assistant messages ending with the user's, an empty message or text
-   * block, or tool calls and results that do not pair up) makes no request: the run's only event is a `stop` with reason
+   * block, or tool calls and results that do not pair up, results first in their message) makes no request: the run's only event is a `stop` with reason
    * `'error'` and an `error` saying what is wrong. The run's JS tools run in the async context
    * of this call (`AsyncLocalStorage` values active here are visible inside them).
    */

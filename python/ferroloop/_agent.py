@@ -162,5 +162,5 @@ class Agent:
         ``messages`` (ending with a user message). Call from a coroutine: Python tools run on
         its event loop, each call in a copy of the ``contextvars`` context of this call. Iterate the result for events. An invalid conversation (not
         user/assistant messages ending with the user's, an empty message or text block, or tool
-        calls and results that do not pair up) makes no request: the run's only event is a ``stop`` with reason ``error``."""
+        calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error``."""
         return AgentRun(self._native.run(prompt, messages=messages))

@@ -50,7 +50,7 @@ impl Limits {
 pub struct AgentConfig {
     /// The model name sent in requests.
     pub model: String,
-    /// The system prompt.
+    /// The system prompt (a blank one is not sent).
     pub system: Option<String>,
     /// Limits and budgets.
     pub limits: Limits,
@@ -78,7 +78,8 @@ pub struct AgentConfig {
     /// [`ModelError::Overloaded`](super::ModelError::Overloaded) (after the client's retries),
     /// or that sees [`fallback_after_529_retries`](Self::fallback_after_529_retries)
     /// consecutive 529 retries, is discarded and the turn retried once with this model, which
-    /// then answers for the rest of the run. `None`: no fallback.
+    /// then answers for the rest of the run; history's thinking blocks are dropped at the
+    /// switch (their signatures are bound to the model that made them). `None`: no fallback.
     pub fallback_model: Option<String>,
     /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
     /// model and falls back (default 3; 0: only when the call fails). Only with a
@@ -116,7 +117,8 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: an empty model name, extra `tools` that are not an array, and an empty
+    /// mid-run: an empty model name, extra `tools` that are not an array, an output limit
+    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, and an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
     /// user message).
     pub fn check(&self) -> Result<(), String> {
@@ -130,6 +132,30 @@ impl AgentConfig {
                 "extra \"tools\" must be an array of tool definitions, not {tools}"
             ));
         }
+        // The API refuses an output limit at or under the thinking budget; with the default
+        // limit a budget over 8,191 would be refused on every request.
+        let budget = self
+            .extra
+            .get("thinking")
+            .filter(|thinking| thinking.get("type").and_then(Value::as_str) == Some("enabled"))
+            .and_then(|thinking| thinking.get("budget_tokens"))
+            .and_then(Value::as_u64);
+        let max_tokens = self
+            .extra
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(self.limits.max_tokens);
+        if max_tokens == 0 {
+            return Err("max_tokens is 0: the model could not answer anything".to_owned());
+        }
+        if let Some(budget) = budget
+            && max_tokens <= budget
+        {
+            return Err(format!(
+                "max_tokens ({max_tokens}) must be greater than thinking.budget_tokens \
+                 ({budget}): raise the output limit or lower the budget"
+            ));
+        }
         if self.max_continuations > 0 && self.continuation_prompt.trim().is_empty() {
             return Err(
                 "the continuation prompt is empty (set max_continuations to 0 to stop at max_tokens instead)"
@@ -137,6 +163,15 @@ impl AgentConfig {
             );
         }
         Ok(())
+    }
+
+    /// The system prompt as sent: none when it is blank (the API refuses an empty system text
+    /// block, and with prompt caching it would carry a breakpoint, which an empty block may
+    /// not).
+    pub(crate) fn system_prompt(&self) -> Option<&str> {
+        self.system
+            .as_deref()
+            .filter(|system| !system.trim().is_empty())
     }
 
     /// The price of the configured model (longest matching prefix), if the table has one.
@@ -152,5 +187,51 @@ impl AgentConfig {
             .filter(|(prefix, _)| model.starts_with(prefix.as_str()))
             .max_by_key(|(prefix, _)| prefix.len())
             .map(|(_, price)| *price)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The API refuses `max_tokens` at or under `thinking.budget_tokens` ("max_tokens must be
+    /// greater than thinking.budget_tokens"): with the default 8,192 a host asking for a
+    /// 10,000-token thinking budget got that 400 on every request.
+    #[test]
+    fn a_thinking_budget_not_under_max_tokens_is_refused() {
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.extra.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": 10_000}),
+        );
+        let error = config.check().unwrap_err();
+        assert!(error.contains("budget_tokens (10000)"), "{error}");
+        assert!(error.contains("max_tokens (8192)"), "{error}");
+        config.limits.max_tokens = 10_000;
+        assert!(config.check().is_err(), "equal is refused too");
+        config.limits.max_tokens = 16_000;
+        assert_eq!(config.check(), Ok(()));
+        // A max_tokens in the extra fields is the one sent.
+        config.extra.insert("max_tokens".into(), json!(4_096));
+        assert!(config.check().unwrap_err().contains("max_tokens (4096)"));
+        config.extra.remove("max_tokens");
+        // An output limit of 0 is refused by the API whatever the thinking.
+        config.extra.remove("thinking");
+        config.limits.max_tokens = 0;
+        assert!(config.check().unwrap_err().contains("max_tokens"));
+        config.limits.max_tokens = 1_024;
+        // Thinking without a budget (adaptive, or disabled) has nothing to compare.
+        config.limits.max_tokens = 1_024;
+        config
+            .extra
+            .insert("thinking".into(), json!({"type": "adaptive"}));
+        assert_eq!(config.check(), Ok(()));
+        config
+            .extra
+            .insert("thinking".into(), json!({"type": "disabled"}));
+        assert_eq!(config.check(), Ok(()));
     }
 }

@@ -34,8 +34,8 @@ pub fn tool_use_ids(message: &Value) -> Vec<String> {
 }
 
 /// Checks the invariant the API enforces: every `tool_use` of an assistant message is answered
-/// by exactly one `tool_result` in the next message (a user message), and no `tool_result`
-/// answers nothing.
+/// by exactly one `tool_result` in the next message (a user message), whose tool results come
+/// before anything else in it, and no `tool_result` answers nothing.
 pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
     for (i, message) in messages.iter().enumerate() {
         let role = message
@@ -49,6 +49,21 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
                 }
                 _ => HashSet::new(),
             };
+            // The results open the message: the API refuses text (or anything) before them
+            // ("Messages following tool_use blocks must begin with ... tool_result blocks").
+            if let Some(j) = blocks(message)
+                .skip_while(|b| block_type(b) == "tool_result")
+                .position(|b| block_type(b) == "tool_result")
+            {
+                let leading = blocks(message)
+                    .take_while(|b| block_type(b) == "tool_result")
+                    .count();
+                return Err(format!(
+                    "message {i}: content block {} is a tool_result after other content; a \
+                     message's tool results must come first",
+                    leading + j
+                ));
+            }
             let mut seen = HashSet::new();
             for block in blocks(message).filter(|b| block_type(b) == "tool_result") {
                 let id = block
@@ -188,6 +203,68 @@ pub(crate) fn drop_blank_text_blocks(message: &mut Value) -> usize {
     before - content.len()
 }
 
+/// Replaces the input of each `tool_use` block that is not a JSON object by `{}`: the API
+/// requires an object there, and such a call (its input another JSON value, or invalid JSON
+/// whose readable part is one) is answered with an error and never run with it. Returns how
+/// many were replaced.
+pub(crate) fn object_tool_inputs(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let mut replaced = 0;
+    for block in content.iter_mut().filter(|b| block_type(b) == "tool_use") {
+        if !block.get("input").is_some_and(Value::is_object) {
+            block["input"] = json!({});
+            replaced += 1;
+        }
+    }
+    replaced
+}
+
+/// Removes every thinking block (`thinking`, `redacted_thinking`) from the assistant messages
+/// of a history, for a switch to another model: a block's signature is bound to the model that
+/// made it, and another model refuses it ("Invalid `signature` in `thinking` block"). An
+/// assistant message left empty is removed (it held thinking only, no call). Returns how many
+/// blocks were removed.
+pub(crate) fn drop_thinking(messages: &mut Vec<Value>) -> usize {
+    let mut removed = 0;
+    for message in messages.iter_mut() {
+        if message.get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        if let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) {
+            let before = content.len();
+            content.retain(|b| !matches!(block_type(b), "thinking" | "redacted_thinking"));
+            removed += before - content.len();
+        }
+    }
+    if removed > 0 {
+        messages.retain(|m| {
+            m.get("role").and_then(Value::as_str) != Some("assistant") || !is_empty_message(m)
+        });
+    }
+    removed
+}
+
+/// Removes the thinking blocks (`thinking`, `redacted_thinking`) that end a message: the API
+/// refuses an assistant message whose final block is one ("The final block in an assistant
+/// message cannot be `thinking`"), which a response leaves when what followed its thought (a
+/// call) is dropped, or when it ended after thinking only. Thinking of an earlier turn may be
+/// left out; a turn whose calls are answered keeps its blocks. Returns how many were removed.
+pub(crate) fn drop_trailing_thinking(message: &mut Value) -> usize {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return 0;
+    };
+    let before = content.len();
+    while content
+        .last()
+        .is_some_and(|b| matches!(block_type(b), "thinking" | "redacted_thinking"))
+    {
+        content.pop();
+    }
+    before - content.len()
+}
+
 /// Removes the thinking blocks of a message that have no signature (a response cut while it
 /// was thinking: the API refuses such a block, and an earlier turn's thinking may be left out).
 /// Returns how many were removed.
@@ -236,6 +313,42 @@ pub(crate) fn drop_unanswered_server_tool_uses(message: &mut Value) -> usize {
                 .is_some_and(|id| answered.contains(id))
     });
     before - content.len()
+}
+
+/// Trims the trailing whitespace of the last message when it is the assistant's (a paused turn,
+/// `pause_turn`, sent back for the model to continue): the API refuses "final assistant content
+/// [that ends] with trailing whitespace". Text blocks at the end that are left empty are
+/// removed. Works on a request's copy: history keeps the text as it came.
+pub(crate) fn trim_final_assistant_text(messages: &mut [Value]) {
+    let Some(last) = messages.last_mut() else {
+        return;
+    };
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return;
+    }
+    match last.get_mut("content") {
+        Some(Value::String(text)) => {
+            let kept = text.trim_end().len();
+            text.truncate(kept);
+        }
+        Some(Value::Array(content)) => {
+            while let Some(block) = content.last_mut() {
+                if block_type(block) != "text" {
+                    break;
+                }
+                let Some(Value::String(text)) = block.get_mut("text") else {
+                    break;
+                };
+                let kept = text.trim_end().len();
+                text.truncate(kept);
+                if !text.is_empty() {
+                    break;
+                }
+                content.pop();
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether a message has no content left.
@@ -296,10 +409,105 @@ pub fn microcompact(messages: &mut [Value], keep: usize, compactable: &[String])
     cleared
 }
 
+/// How many `cache_control` breakpoints a request may hold ("A maximum of 4 blocks with
+/// cache_control may be provided").
+const MAX_CACHE_BREAKPOINTS: usize = 4;
+
 /// Adds `cache_control` breakpoints to a request about to be sent: the system prompt, the last
 /// tool definition and the last block of the last message (three of the four the API allows).
-/// The history itself is not changed: this works on the request's copy.
+/// Breakpoints the request already holds (a host's own, on its documents) are kept while the
+/// request stays within the four; beyond that the earliest are removed (the API reads the prompt
+/// as tools, system, messages), since the one on the last message caches everything before it
+/// anyway. The history itself is not changed: this works on the request's copy.
 pub fn place_cache_breakpoints(request: &mut Value) {
+    add_cache_breakpoints(request);
+    let sites = cache_control_sites(request);
+    let marked = |request: &Value, site: &Site| {
+        site_object(request, site).is_some_and(|object| object.get("cache_control").is_some())
+    };
+    let mut excess = sites
+        .iter()
+        .filter(|(_, site)| marked(request, site))
+        .count()
+        .saturating_sub(MAX_CACHE_BREAKPOINTS);
+    for (ours, site) in &sites {
+        if excess == 0 {
+            break;
+        }
+        if *ours {
+            continue;
+        }
+        if let Some(object) = site_object_mut(request, site).and_then(Value::as_object_mut)
+            && object.remove("cache_control").is_some()
+        {
+            excess -= 1;
+        }
+    }
+}
+
+/// Where a `cache_control` marker may sit in a request: a tool definition, a system block, a
+/// message's block, or a block of a tool result's content (`(message, block, nested)`).
+#[derive(Debug, Clone, Copy)]
+enum Site {
+    Tool(usize),
+    System(usize),
+    Block(usize, usize),
+    Nested(usize, usize, usize),
+}
+
+fn site_pointer(site: &Site) -> String {
+    match site {
+        Site::Tool(i) => format!("/tools/{i}"),
+        Site::System(i) => format!("/system/{i}"),
+        Site::Block(m, b) => format!("/messages/{m}/content/{b}"),
+        Site::Nested(m, b, n) => format!("/messages/{m}/content/{b}/content/{n}"),
+    }
+}
+
+fn site_object<'a>(request: &'a Value, site: &Site) -> Option<&'a Value> {
+    request.pointer(&site_pointer(site))
+}
+
+fn site_object_mut<'a>(request: &'a mut Value, site: &Site) -> Option<&'a mut Value> {
+    request.pointer_mut(&site_pointer(site))
+}
+
+/// The places of a request that may carry a `cache_control` marker, in the order the API reads
+/// the prompt (tool definitions, system blocks, message blocks with the blocks nested in tool
+/// results), each with whether it is one [`add_cache_breakpoints`] marks. Only these: a
+/// `cache_control` key inside a tool's schema or a call's input is data, not a breakpoint.
+fn cache_control_sites(request: &Value) -> Vec<(bool, Site)> {
+    let mut sites = Vec::new();
+    let items = |key: &str| request.get(key).and_then(Value::as_array);
+    if let Some(tools) = items("tools") {
+        sites.extend((0..tools.len()).map(|i| (i + 1 == tools.len(), Site::Tool(i))));
+    }
+    if let Some(system) = items("system") {
+        sites.extend((0..system.len()).map(|i| (i + 1 == system.len(), Site::System(i))));
+    }
+    let messages = items("messages").map(Vec::as_slice).unwrap_or(&[]);
+    for (m, message) in messages.iter().enumerate() {
+        let Some(content) = message.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        let ours = if m + 1 == messages.len() {
+            content.iter().rposition(may_carry_cache_control)
+        } else {
+            None
+        };
+        for (b, block) in content.iter().enumerate() {
+            sites.push((ours == Some(b), Site::Block(m, b)));
+            if block_type(block) == "tool_result"
+                && let Some(nested) = block.get("content").and_then(Value::as_array)
+            {
+                sites.extend((0..nested.len()).map(|n| (false, Site::Nested(m, b, n))));
+            }
+        }
+    }
+    sites
+}
+
+fn add_cache_breakpoints(request: &mut Value) {
     let ephemeral = json!({"type": "ephemeral"});
     if let Some(system) = request.get_mut("system") {
         if let Value::String(text) = system {
@@ -554,6 +762,78 @@ mod tests {
             "ephemeral"
         );
         assert_eq!(request["messages"][0]["content"], "one");
+    }
+
+    #[test]
+    fn breakpoints_over_four_lose_the_host_s_earliest_and_never_touch_data() {
+        let marker = json!({"type": "ephemeral"});
+        let cached = |t: &str| json!({"type": "text", "text": t, "cache_control": marker});
+        let schema = json!({"type": "object", "properties": {"cache_control": {"type": "string"}}});
+        let mut request = json!({
+            "tools": [
+                {"name": "a", "input_schema": schema, "cache_control": marker},
+                {"name": "b", "input_schema": schema},
+            ],
+            "system": "s",
+            "messages": [
+                {"role": "user", "content": [cached("one"), cached("two")]},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t", "name": "a", "input": {"cache_control": "x"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": [cached("three")]},
+                    cached("four"),
+                    {"type": "text", "text": "last"},
+                ]},
+            ],
+        });
+        place_cache_breakpoints(&mut request);
+        let sites = cache_control_sites(&request);
+        let marked: Vec<String> = sites
+            .iter()
+            .filter(|(_, site)| {
+                site_object(&request, site)
+                    .unwrap()
+                    .get("cache_control")
+                    .is_some()
+            })
+            .map(|(_, site)| site_pointer(site))
+            .collect();
+        assert_eq!(
+            marked,
+            [
+                "/tools/1",
+                "/system/0",
+                "/messages/2/content/1",
+                "/messages/2/content/2",
+            ],
+            "{request:#}"
+        );
+        // Data that happens to be called cache_control stays.
+        assert_eq!(request["tools"][0]["input_schema"], schema);
+        assert_eq!(request["tools"][1]["input_schema"], schema);
+        assert_eq!(
+            request["messages"][1]["content"][0]["input"]["cache_control"],
+            "x"
+        );
+        // Within the limit, nothing of the host's is removed.
+        let mut small =
+            json!({"messages": [{"role": "user", "content": [cached("one"), text_block("two")]}]});
+        place_cache_breakpoints(&mut small);
+        assert!(
+            small["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_some()
+        );
+        assert!(
+            small["messages"][0]["content"][1]
+                .get("cache_control")
+                .is_some()
+        );
+    }
+
+    fn text_block(t: &str) -> Value {
+        json!({"type": "text", "text": t})
     }
 
     #[test]

@@ -25,6 +25,12 @@
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]); a call id
 //!   a response repeats (or leaves empty) is renamed so that it holds.
+//! - Requests the API takes: history keeps no blank text block (in tool results neither), no
+//!   unsigned thinking or thinking left last in a message, no call input other than an object,
+//!   tool results first in their message and none empty when in error; a paused turn goes back
+//!   without trailing whitespace, at most four `cache_control` breakpoints go out, and the
+//!   fallback model is not sent the primary's thinking. A configuration or a conversation the
+//!   API would refuse on every request stops the run before any.
 
 mod call_ids;
 mod config;

@@ -4,9 +4,13 @@
 //! - Requests ([`chat_request`]): `system` becomes the first `system` message; an assistant
 //!   message's text and `tool_use` blocks become `content` and `tool_calls`; a user message's
 //!   `tool_result` blocks become `role: "tool"` messages, in order, followed by one user message
-//!   with the rest (text, images as `image_url` parts, images returned by tools too); tool
+//!   with the rest (text, images as `image_url` parts, images returned by tools too; a `tool`
+//!   message holds text only, so a tool's text document goes as its text and another document
+//!   as a note saying it was left out); tool
 //!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
-//!   `max_tokens`, `stop_sequences`, `tool_choice` and `metadata.user_id` are mapped; fields
+//!   `max_tokens` (to the [`MaxTokensField`] the options name, unless the request already holds
+//!   a `max_completion_tokens`, which is then sent alone), `stop_sequences`, `tool_choice` and
+//!   `metadata.user_id` are mapped; fields
 //!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control`, server tools) are
 //!   dropped; unknown fields (`temperature`, `seed`, ...) pass through.
 //! - Responses ([`message_from_chat_completion`], [`ChatEventTranslator`]): the Chat
@@ -103,7 +107,12 @@ pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
             }
         }
     }
-    if let Some(max) = fields.get("max_tokens").filter(|m| m.is_number()) {
+    // A `max_completion_tokens` the host set (`AgentConfig::extra`) is the limit, and passes
+    // through below: `max_tokens` beside it would be refused by reasoning models.
+    if let Some(max) = fields
+        .get("max_tokens")
+        .filter(|m| m.is_number() && !fields.contains_key("max_completion_tokens"))
+    {
         let key = match options.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             MaxTokensField::MaxTokens => "max_tokens",
@@ -304,6 +313,32 @@ fn user_part(block: &Value) -> Option<Value> {
     }
 }
 
+/// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
+/// documents, as they are; any other block but an image (which follows in the user message) as
+/// a note saying what was left out, so the model does not read an empty result.
+fn tool_result_text(blocks: &[Value]) -> String {
+    let parts: Vec<String> = blocks
+        .iter()
+        .filter_map(|block| match block_type(block) {
+            "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
+            "image" => None,
+            kind => Some(match user_part(block) {
+                Some(part) => part["text"].as_str().unwrap_or_default().to_owned(),
+                None => {
+                    let media = block
+                        .get("source")
+                        .and_then(|s| s.get("media_type"))
+                        .and_then(Value::as_str)
+                        .map(|media| format!(" ({media})"))
+                        .unwrap_or_default();
+                    format!("[a {kind} block{media} was left out: this endpoint takes text results only]")
+                }
+            }),
+        })
+        .collect();
+    parts.join("\n\n")
+}
+
 /// A user message: its tool results as `tool` messages (in order, so they follow the assistant
 /// message that asked for them), then one user message with the rest.
 fn user_messages(content: &Value, out: &mut Vec<Value>) {
@@ -329,7 +364,7 @@ fn user_messages(content: &Value, out: &mut Vec<Value>) {
                     .filter(|b| block_type(b) == "image")
                     .filter_map(image_part)
                     .collect();
-                (joined_text(&Value::Array(inner.clone())), images)
+                (tool_result_text(inner), images)
             }
             Some(other) => (joined_text(other), Vec::new()),
             None => (String::new(), Vec::new()),
@@ -914,6 +949,27 @@ mod tests {
         assert!(legacy.get("max_completion_tokens").is_none());
     }
 
+    /// A host whose server needs the other field than the one the client picks (a reasoning
+    /// model behind Azure or a gateway refuses `max_tokens`) names it in the request's extra
+    /// fields; only that one is sent, never both (OpenAI refuses a request with both).
+    #[test]
+    fn an_explicit_output_limit_field_replaces_the_translated_one() {
+        let request = json!({
+            "model": "o3",
+            "max_tokens": 512,
+            "max_completion_tokens": 4096,
+            "messages": [{"role": "user", "content": "hi"}],
+        });
+        let chat = chat_request(
+            &request,
+            ChatOptions {
+                max_tokens_field: MaxTokensField::MaxTokens,
+            },
+        );
+        assert_eq!(chat["max_completion_tokens"], 4096);
+        assert!(chat.get("max_tokens").is_none(), "{chat}");
+    }
+
     #[test]
     fn parallel_tool_calls_and_their_results_keep_their_order() {
         let messages = vec![
@@ -960,6 +1016,30 @@ mod tests {
                 ]}),
             ]
         );
+    }
+
+    /// A Chat `tool` message holds text only. A tool's document blocks (Anthropic takes them in
+    /// results) were dropped without a trace, the model reading an empty result: a text
+    /// document goes as its text, anything else as a note saying what was left out.
+    #[test]
+    fn documents_returned_by_tools_reach_the_model_as_text_or_a_note() {
+        let messages = vec![
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "fetch", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [
+                    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "The notes."}},
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                ]},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        let tool = &chat[1];
+        assert_eq!(tool["role"], "tool");
+        let content = tool["content"].as_str().unwrap();
+        assert!(content.starts_with("The notes."), "{content}");
+        assert!(content.contains("application/pdf"), "{content}");
     }
 
     #[test]

@@ -18,15 +18,17 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
-    is_empty_message, microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    drop_thinking, drop_trailing_thinking, drop_unanswered_server_tool_uses,
+    drop_unsigned_thinking, history_from_summary, is_empty_message, microcompact,
+    object_tool_inputs, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
+    trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
-    CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolUse, TurnEvent,
-    decide_concurrency_safe, panic_message,
+    CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolResultContent, ToolUse,
+    TurnEvent, decide_concurrency_safe, panic_message,
 };
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
 
@@ -82,7 +84,10 @@ impl Agent {
     /// request prefix stays byte-identical from turn to turn (prompt caching), then the
     /// definitions of [`AgentConfig::extra`]'s `tools` array in their order (tools the provider
     /// runs itself, such as Anthropic's `web_search`; their calls come back as
-    /// `server_tool_use` blocks, which the loop leaves to the provider).
+    /// `server_tool_use` blocks, which the loop leaves to the provider). A tool schema without
+    /// a `type` is sent with `"type": "object"` (the API requires it; a call's input is always
+    /// an object); a run whose tools have a schema of another type, or whose tools share a
+    /// name (an executor tool and one of `extra`), stops before any request.
     pub fn tool_definitions(&self) -> Vec<Value> {
         let registry = self.executor.registry();
         let mut names = registry.names();
@@ -91,7 +96,15 @@ impl Agent {
             .into_iter()
             .filter_map(|name| registry.get(name))
             .map(|tool| {
-                let mut def = json!({"name": tool.name(), "input_schema": tool.input_schema()});
+                let mut schema = tool.input_schema();
+                // The API takes object schemas only, with the type said; a schema that leaves
+                // it out (`{}`, or `properties` alone) is sent as the object schema it means.
+                if let Value::Object(fields) = &mut schema
+                    && !fields.contains_key("type")
+                {
+                    fields.insert("type".to_owned(), Value::String("object".to_owned()));
+                }
+                let mut def = json!({"name": tool.name(), "input_schema": schema});
                 if !tool.description().is_empty() {
                     def["description"] = Value::String(tool.description().to_owned());
                 }
@@ -114,7 +127,8 @@ impl Agent {
     /// conversation that fails [`check_history`] (no messages, a role other than `user` or
     /// `assistant`, content that is neither a string nor typed blocks, empty content or an
     /// empty text block (an empty prompt too), a last message that is
-    /// not the user's, tool calls and results that do not pair up) makes no request: the run
+    /// not the user's, tool calls and results that do not pair up, tool results after other
+    /// content in their message) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.start(messages, None)
@@ -131,8 +145,8 @@ impl Agent {
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
         let mut tracker = ContextTracker::new(self.config.family);
-        if let Some(system) = &self.config.system {
-            tracker.set_system(&Value::String(system.clone()));
+        if let Some(system) = self.config.system_prompt() {
+            tracker.set_system(&Value::String(system.to_owned()));
         }
         let tools = self.tool_definitions();
         tracker.set_tools(&Value::Array(tools.clone()));
@@ -329,6 +343,11 @@ impl Driver {
             .check()
             .map_err(|problem| format!("invalid configuration: {problem}"))
             .and_then(|()| {
+                let count = self.agent.executor.registry().names().len();
+                check_tool_definitions(&self.tools, count)
+                    .map_err(|problem| format!("invalid tool definition: {problem}"))
+            })
+            .and_then(|()| {
                 check_history(&self.messages)
                     .map_err(|problem| format!("invalid conversation: {problem}"))
             });
@@ -492,6 +511,12 @@ impl Driver {
                             let to = self.fallback.take().unwrap_or_default();
                             let from = std::mem::replace(&mut self.model, to.clone());
                             tracing::warn!(%from, %to, %message, "model overloaded; falling back");
+                            // Thinking signatures are bound to the model that made them:
+                            // the fallback refuses the primary's thinking sent back.
+                            if drop_thinking(&mut self.messages) > 0 {
+                                self.tracker.replace_messages(&self.messages);
+                                self.cache.reset();
+                            }
                             self.emit(AgentEvent::ModelFallback {
                                 from,
                                 to,
@@ -556,6 +581,8 @@ impl Driver {
             // The API refuses an empty text block in history (a response cut right after a
             // text block opened, a provider that announces a call with one).
             drop_blank_text_blocks(&mut assistant);
+            // Nor a call input other than an object (the call was answered with an error).
+            object_tool_inputs(&mut assistant);
             if let Some(id) = container_id(&message) {
                 self.container = Some(id);
             }
@@ -601,6 +628,7 @@ impl Driver {
                     // one with `tool_use`), so it is dropped like any unrequested call.
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
+                    drop_trailing_thinking(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
                         self.push_message(assistant);
@@ -622,6 +650,7 @@ impl Driver {
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
                     drop_unsigned_thinking(&mut assistant);
+                    drop_trailing_thinking(&mut assistant);
                     let text_cut = !is_empty_message(&assistant);
                     if text_cut {
                         self.push_message(assistant);
@@ -642,10 +671,16 @@ impl Driver {
                 }
                 other => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    if !submitted.is_empty() || !held.is_empty() {
-                        // Calls in a response that did not ask for them to run: not run.
-                        strip_tool_uses(&mut assistant);
+                    // Calls in a response that did not ask for them to run are not run, and
+                    // leave history: the sealed ones, and also those never sealed (a refusal
+                    // cut inside the input) or not valid JSON, which nothing would answer.
+                    strip_tool_uses(&mut assistant);
+                    // A refusal cuts the output wherever it is, a thought before its
+                    // signature too: the API refuses such a block sent back.
+                    if other == Some("refusal") {
+                        drop_unsigned_thinking(&mut assistant);
                     }
+                    drop_trailing_thinking(&mut assistant);
                     let kept = !is_empty_message(&assistant);
                     if kept {
                         self.push_message(assistant);
@@ -900,8 +935,8 @@ impl Driver {
             "messages": self.messages,
             "stream": true,
         });
-        if let Some(system) = &config.system {
-            request["system"] = Value::String(system.clone());
+        if let Some(system) = config.system_prompt() {
+            request["system"] = Value::String(system.to_owned());
         }
         if !self.tools.is_empty() {
             request["tools"] = Value::Array(self.tools.clone());
@@ -914,6 +949,11 @@ impl Driver {
             if key != "tools" {
                 request[key.as_str()] = value.clone();
             }
+        }
+        if self.paused
+            && let Some(messages) = request["messages"].as_array_mut()
+        {
+            trim_final_assistant_text(messages);
         }
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
@@ -1075,7 +1115,7 @@ impl Driver {
         microcompact(&mut history, 0, &[]);
         // Clearing the results changed the prefix of every later thinking block, which models
         // that bind thinking to its conversation refuse; a summary needs none of them.
-        without_thinking(&mut history);
+        drop_thinking(&mut history);
         let last_is_user = history
             .last()
             .and_then(|m| m.get("role"))
@@ -1182,43 +1222,6 @@ pub(crate) fn ask_to_drop_stale_thinking(request: &mut Value) {
     }
 }
 
-/// Removes every thinking and redacted-thinking block from `messages`; an assistant message
-/// left empty is removed, and the messages of the same role that it separated are joined.
-fn without_thinking(messages: &mut Vec<Value>) {
-    for message in messages.iter_mut() {
-        if let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) {
-            content.retain(|block| {
-                !matches!(
-                    block.get("type").and_then(Value::as_str),
-                    Some("thinking" | "redacted_thinking")
-                )
-            });
-        }
-    }
-    let mut joined: Vec<Value> = Vec::with_capacity(messages.len());
-    for message in messages.drain(..) {
-        if message
-            .get("content")
-            .and_then(Value::as_array)
-            .is_some_and(Vec::is_empty)
-        {
-            continue;
-        }
-        let same_role = joined
-            .last()
-            .is_some_and(|last| last.get("role") == message.get("role"));
-        match joined.last_mut() {
-            Some(last) if same_role => {
-                let mut blocks = content_blocks(last);
-                blocks.extend(content_blocks(&message));
-                last["content"] = Value::Array(blocks);
-            }
-            _ => joined.push(message),
-        }
-    }
-    *messages = joined;
-}
-
 /// How the built-in summariser's call ended.
 enum Summary {
     /// The summary.
@@ -1227,6 +1230,33 @@ enum Summary {
     Failed,
     /// The run was cancelled during the call.
     Cancelled,
+}
+
+/// Checks the tool definitions of a run's requests as the API (Anthropic's and OpenAI's) would:
+/// every name once, and the executor's tools (the first `executor_tools`) with object schemas
+/// (`"type": "object"`), the only input schemas it takes.
+fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Result<(), String> {
+    let mut names = std::collections::HashSet::new();
+    for definition in definitions {
+        if let Some(name) = definition.get("name")
+            && !names.insert(name)
+        {
+            return Err(format!(
+                "two tools are called {name}: tool names must be unique"
+            ));
+        }
+    }
+    for definition in definitions.iter().take(executor_tools) {
+        let schema = &definition["input_schema"];
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(format!(
+                "tool {}: the input schema must be an object schema (\"type\": \"object\"), \
+                 not {schema}",
+                definition["name"]
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The failure of a model call whose model panicked.
@@ -1306,6 +1336,35 @@ fn results_in_order(
                 ToolResult::error(id, message)
             })
         })
+        .map(sendable_result)
         .filter_map(|r| serde_json::to_value(r).ok())
         .collect()
 }
+
+/// A result as the API takes it: no empty or whitespace-only text block in its content ("text
+/// content blocks must contain non-whitespace text"), and an error result never without
+/// content ("content cannot be empty if `is_error` is true": a tool that failed without a
+/// message, such as a Python `raise ValueError()`).
+fn sendable_result(mut result: ToolResult) -> ToolResult {
+    if let ToolResultContent::Blocks(blocks) = &mut result.content {
+        blocks.retain(|block| {
+            block.get("type").and_then(Value::as_str) != Some("text")
+                || block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| !text.trim().is_empty())
+        });
+        if blocks.is_empty() {
+            result.content = ToolResultContent::Text(String::new());
+        }
+    }
+    if result.is_error
+        && matches!(&result.content, ToolResultContent::Text(text) if text.trim().is_empty())
+    {
+        result.content = ToolResultContent::Text(EMPTY_ERROR_RESULT.to_owned());
+    }
+    result
+}
+
+/// The content of an error result whose tool gave no message.
+const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";

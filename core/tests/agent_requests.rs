@@ -1,0 +1,888 @@
+//! The requests the agent loop sends, checked against the rules the Anthropic Messages API
+//! enforces with a 400, after unusual endings of a response.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, StopReason, check_history};
+use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn executor() -> Arc<ToolExecutor> {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("read", |_input: Value, _ctx| async move {
+                Ok(ToolOutput::text("contents"))
+            })
+            .concurrency_safe(true),
+        )
+        .unwrap();
+    Arc::new(ToolExecutor::new(tools))
+}
+
+/// Raw Anthropic SSE from `(event, data)` pairs.
+fn sse(events: &[(&str, Value)]) -> Bytes {
+    let mut out = String::new();
+    for (event, data) in events {
+        out.push_str(&format!("event: {event}\ndata: {data}\n\n"));
+    }
+    Bytes::from(out)
+}
+
+fn start() -> (&'static str, Value) {
+    (
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+            "role": "assistant", "model": "m", "content": [], "stop_reason": null,
+            "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )
+}
+
+fn block_start(index: usize, block: Value) -> (&'static str, Value) {
+    (
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": block}),
+    )
+}
+
+fn delta(index: usize, delta: Value) -> (&'static str, Value) {
+    (
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": delta}),
+    )
+}
+
+fn block_stop(index: usize) -> (&'static str, Value) {
+    (
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": index}),
+    )
+}
+
+fn end(stop_reason: &str) -> [(&'static str, Value); 2] {
+    [
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason,
+                "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+fn final_text(text: &str) -> Bytes {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": text})),
+        block_stop(0),
+    ];
+    events.extend(end("end_turn"));
+    sse(&events)
+}
+
+fn stopped(events: &[AgentEvent]) -> (StopReason, Vec<Value>) {
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason, messages, ..
+        }) => (*reason, messages.clone()),
+        other => panic!("the last event is not Stop: {other:?}"),
+    }
+}
+
+/// Runs `first` as the first response, then a final text; returns the stop and every request.
+async fn run_with_first_response(
+    first: Bytes,
+    prompt: &str,
+) -> (StopReason, Vec<Value>, Vec<Value>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(if n == 0 {
+            first.clone()
+        } else {
+            final_text("ok")
+        })
+    });
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run(prompt).collect().await;
+    let (reason, messages) = stopped(&events);
+    let requests = requests.lock().unwrap().clone();
+    (reason, messages, requests)
+}
+
+/// A refusal from the streaming classifier cuts the response inside a call's input: the cut
+/// call (never sealed) must not stay in history unanswered, or the host's next request on
+/// that history is refused ("tool_use ids were found without tool_result blocks").
+#[tokio::test]
+async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Reading it."})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(
+            1,
+            json!({"type": "input_json_delta", "partial_json": "{\"path\": \"a"}),
+        ),
+    ];
+    events.extend(end("refusal"));
+    let (reason, mut messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::Refusal);
+    messages.push(json!({"role": "user", "content": "try again"}));
+    check_history(&messages).unwrap_or_else(|e| panic!("{e}: {messages:#?}"));
+}
+
+/// A call whose input is not valid JSON in a response that ends the turn (`end_turn`) is not
+/// run; it must not stay in history unanswered either.
+#[tokio::test]
+async fn an_invalid_call_in_an_end_turn_response_leaves_no_unanswered_call() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(
+            0,
+            json!({"type": "input_json_delta", "partial_json": "{\"path\": tru"}),
+        ),
+        block_stop(0),
+    ];
+    events.extend(end("end_turn"));
+    let (reason, mut messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    messages.push(json!({"role": "user", "content": "try again"}));
+    check_history(&messages).unwrap_or_else(|e| panic!("{e}: {messages:#?}"));
+}
+
+fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Bytes {
+    Bytes::from(anthropic_sse(&scripted_message(request, content, stop), 7))
+}
+
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+/// Runs `script` (answers by call number) with a `read` tool and `config`; returns the stop,
+/// the final history and every request.
+async fn run_script(
+    config: AgentConfig,
+    script: impl Fn(usize, &Value) -> Bytes + Send + Sync + 'static,
+) -> (StopReason, Vec<Value>, Vec<Value>) {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(script(n, request))
+    });
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let (reason, messages) = stopped(&events);
+    let requests = requests.lock().unwrap().clone();
+    (reason, messages, requests)
+}
+
+/// A paused turn (`pause_turn`) goes back as the final assistant message, which the API
+/// refuses when it ends with whitespace ("final assistant content cannot end with trailing
+/// whitespace"); models end text with a newline before a server tool call.
+#[tokio::test]
+async fn a_paused_turn_sent_back_does_not_end_with_whitespace() {
+    let (reason, messages, requests) = run_script(AgentConfig::new("m"), |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+                text("Let me search once more.\n\n"),
+            ],
+            "pause_turn",
+        ),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .await;
+    assert_eq!(reason, StopReason::EndTurn);
+    let last = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "assistant");
+    let final_block = last["content"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(final_block["text"], "Let me search once more.", "{last:#}");
+    // History keeps the response as it came.
+    assert_eq!(
+        messages[1]["content"][2]["text"],
+        "Let me search once more.\n\n"
+    );
+}
+
+/// How many `cache_control` markers a request holds, anywhere.
+fn markers(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => {
+            usize::from(map.contains_key("cache_control"))
+                + map.values().map(markers).sum::<usize>()
+        }
+        Value::Array(items) => items.iter().map(markers).sum(),
+        _ => 0,
+    }
+}
+
+/// The API refuses more than four `cache_control` breakpoints ("A maximum of 4 blocks with
+/// cache_control may be provided"). The loop places three (system, tools, last message); a
+/// host's conversation that marks its own documents must not push a request over four.
+#[tokio::test]
+async fn a_request_never_holds_more_than_four_cache_breakpoints() {
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    });
+    let mut config = AgentConfig::new("m");
+    config.system = Some("Be brief.".into());
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let cached =
+        |t: &str| json!({"type": "text", "text": t, "cache_control": {"type": "ephemeral"}});
+    let history = vec![
+        json!({"role": "user", "content": [cached("document one"), cached("document two")]}),
+        json!({"role": "assistant", "content": [text("Read both.")]}),
+        json!({"role": "user", "content": [cached("document three"), text("Compare them.")]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, _) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let request = &requests[0];
+    assert!(
+        markers(request) <= 4,
+        "{} markers: {request:#}",
+        markers(request)
+    );
+    // The loop's own breakpoints stay: the last message's covers the whole conversation.
+    let last = request["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        last["content"][1].get("cache_control").is_some(),
+        "{last:#}"
+    );
+    assert!(request["system"][0].get("cache_control").is_some());
+}
+
+/// The API refuses a user message answering calls that does not begin with its results
+/// ("Messages following tool_use blocks must begin with a matching number of tool_result
+/// blocks"): a host's conversation with text before the results makes no request.
+#[tokio::test]
+async fn a_conversation_with_text_before_the_tool_results_is_refused_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let agent = Agent::new(AgentConfig::new("m"), model.clone(), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            text("Here it is:"),
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+        ]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("tool_result"), "{error}");
+            assert!(error.contains("message 2"), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 0);
+}
+
+/// The API (both Anthropic's and OpenAI's) takes only object schemas with `"type": "object"`
+/// as a tool's input schema. A schema that leaves the type out (its `properties` say it is an
+/// object) goes out with it; one describing something else stops the run before any request,
+/// naming the tool, instead of a 400 on every request.
+#[tokio::test]
+async fn tool_input_schemas_go_out_as_object_schemas() {
+    let tool = |name: &str, schema: Value| {
+        FnTool::new(name, |_input: Value, _ctx| async move {
+            Ok(ToolOutput::text("done"))
+        })
+        .schema(schema)
+    };
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = Arc::new(ScriptedModel::new(move |_, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let untyped = json!({"properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let mut tools = ToolRegistry::new();
+    tools.register(tool("open", untyped.clone())).unwrap();
+    tools.register(tool("any", json!({}))).unwrap();
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let sent = requests.lock().unwrap()[0]["tools"].clone();
+    assert_eq!(sent[0]["name"], "any");
+    assert_eq!(sent[0]["input_schema"], json!({"type": "object"}));
+    let mut typed = untyped;
+    typed["type"] = json!("object");
+    assert_eq!(sent[1]["input_schema"], typed);
+
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(tool("say", json!({"type": "string"})))
+        .unwrap();
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("\"say\""), "{error}");
+            assert!(error.contains("\"type\": \"object\""), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 1);
+}
+
+/// The API requires a `tool_use` block's `input` to be an object. A call whose input came as
+/// another JSON value (an array, a string), or as invalid JSON whose readable part is one, is
+/// answered with an error, and the history sent next must still hold an object there.
+#[tokio::test]
+async fn a_call_whose_input_is_not_an_object_goes_back_with_an_object_input() {
+    for partial in ["[\"a\", \"b\"]", "\"a\"", "[1, 2"] {
+        let mut events = vec![
+            start(),
+            block_start(
+                0,
+                json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+            ),
+            delta(
+                0,
+                json!({"type": "input_json_delta", "partial_json": partial}),
+            ),
+            block_stop(0),
+        ];
+        events.extend(end("tool_use"));
+        let (reason, messages, requests) = run_with_first_response(sse(&events), "go").await;
+        assert_eq!(reason, StopReason::EndTurn, "{partial}");
+        let sent = &requests[1]["messages"][1]["content"][0];
+        assert_eq!(sent["type"], "tool_use");
+        assert!(sent["input"].is_object(), "{partial}: {sent}");
+        assert!(messages[1]["content"][0]["input"].is_object(), "{partial}");
+        assert_eq!(messages[2]["content"][0]["is_error"], true, "{partial}");
+    }
+}
+
+/// The API refuses an assistant message whose last block is a thinking block ("The final block
+/// in an assistant message cannot be `thinking`"). A response that thought, then started a call
+/// and was cut (or ended the turn without running it) loses the call; its thinking must not be
+/// left last in the message that goes back.
+#[tokio::test]
+async fn a_cut_response_never_goes_back_ending_with_its_thinking() {
+    for stop in ["max_tokens", "end_turn", "pause_turn"] {
+        let thinking =
+            json!({"type": "thinking", "thinking": "I will read a.", "signature": "sig"});
+        let (reason, messages, requests) =
+            run_script(AgentConfig::new("m"), move |n, request| match n {
+                0 => reply(
+                    request,
+                    vec![
+                        thinking.clone(),
+                        json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+                    ],
+                    stop,
+                ),
+                _ => reply(request, vec![text("Done.")], "end_turn"),
+            })
+            .await;
+        assert_eq!(reason, StopReason::EndTurn, "{stop}");
+        let ends_with_thinking = |m: &Value| {
+            m["role"] == "assistant"
+                && m["content"]
+                    .as_array()
+                    .and_then(|c| c.last())
+                    .is_some_and(|b| b["type"] == "thinking")
+        };
+        for request in &requests {
+            for message in request["messages"].as_array().unwrap() {
+                assert!(!ends_with_thinking(message), "{stop}: {request:#}");
+            }
+        }
+        assert!(
+            !messages.iter().any(ends_with_thinking),
+            "{stop}: {messages:#?}"
+        );
+    }
+}
+
+/// The API refuses an empty text block inside a tool result too, and an error result without
+/// content ("content cannot be empty if `is_error` is true"): a tool that fails without a
+/// message (a Python `raise ValueError()`), or answers with an empty text block, must not
+/// make the next request one the API refuses.
+#[tokio::test]
+async fn empty_tool_answers_go_back_as_content_the_api_takes() {
+    use ferroloop::exec::ToolError;
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new("fail", |_input: Value, _ctx| async move {
+            Err::<ToolOutput, _>(ToolError::Failed(String::new()))
+        }))
+        .unwrap();
+    tools
+        .register(FnTool::new("blank", |_input: Value, _ctx| async move {
+            Ok(ToolOutput::blocks(vec![
+                json!({"type": "text", "text": ""}),
+            ]))
+        }))
+        .unwrap();
+    tools
+        .register(FnTool::new("refuse", |_input: Value, _ctx| async move {
+            Ok(ToolOutput::error(" "))
+        }))
+        .unwrap();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let model = ScriptedModel::new(move |n, request| {
+        seen.lock().unwrap().push(request.clone());
+        Ok(match n {
+            0 => reply(
+                request,
+                vec![
+                    json!({"type": "tool_use", "id": "toolu_1", "name": "fail", "input": {}}),
+                    json!({"type": "tool_use", "id": "toolu_2", "name": "blank", "input": {}}),
+                    json!({"type": "tool_use", "id": "toolu_3", "name": "refuse", "input": {}}),
+                ],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("ok")], "end_turn"),
+        })
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let results = requests[1]["messages"][2]["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(results.len(), 3);
+    for result in &results {
+        let blank = match &result["content"] {
+            Value::String(text) => text.trim().is_empty(),
+            Value::Array(blocks) => blocks.iter().any(|b| {
+                b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty())
+            }),
+            _ => false,
+        };
+        let refused = blank && (result["is_error"] == true || result["content"].is_array());
+        assert!(!refused, "{result}");
+    }
+}
+
+/// A refusal from the streaming classifier may cut the response while it thinks: that block
+/// never gets its signature, and the API refuses it sent back (the host's next run on the
+/// history). It is dropped as after a `max_tokens` cut; the text before it stays.
+#[tokio::test]
+async fn a_refusal_cut_while_thinking_leaves_no_unsigned_thinking() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(
+            0,
+            json!({"type": "thinking_delta", "thinking": "The user wants"}),
+        ),
+        block_stop(0),
+        block_start(1, json!({"type": "text", "text": ""})),
+        delta(1, json!({"type": "text_delta", "text": "I can't"})),
+        block_stop(1),
+        block_start(
+            2,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+        ),
+        delta(2, json!({"type": "thinking_delta", "thinking": "Hmm"})),
+    ];
+    events.extend(end("refusal"));
+    let (reason, messages, _) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::Refusal);
+    let unsigned = messages
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .any(|b| b["type"] == "thinking" && b["signature"].as_str().is_none_or(str::is_empty));
+    assert!(!unsigned, "{messages:#?}");
+    assert_eq!(messages[1]["content"], json!([text("I can't")]));
+}
+
+/// The rules the Anthropic Messages API enforces with a 400 on a request's messages, as far as
+/// the loop shapes them; `Err` names the first one broken.
+fn api_rules(request: &Value) -> Result<(), String> {
+    let messages = request["messages"].as_array().ok_or("no messages")?;
+    if messages.first().map(|m| &m["role"]) != Some(&json!("user")) {
+        return Err("the first message is not the user's".into());
+    }
+    ferroloop::agent::check_tool_pairing(messages)?;
+    let markers_seen = markers(request);
+    if markers_seen > 4 {
+        return Err(format!("{markers_seen} cache_control markers"));
+    }
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().ok_or("no role")?;
+        if role != "user" && role != "assistant" {
+            return Err(format!("message {i}: role {role}"));
+        }
+        let blocks = match &message["content"] {
+            Value::String(text) if text.trim().is_empty() => {
+                return Err(format!("message {i}: blank content"));
+            }
+            Value::String(_) => continue,
+            Value::Array(blocks) if blocks.is_empty() => {
+                return Err(format!("message {i}: empty content"));
+            }
+            Value::Array(blocks) => blocks,
+            other => return Err(format!("message {i}: content {other}")),
+        };
+        let blank_text = |b: &Value| {
+            b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty())
+        };
+        for block in blocks {
+            if blank_text(block) {
+                return Err(format!("message {i}: blank text block"));
+            }
+            match block["type"].as_str() {
+                Some("thinking") if block["signature"].as_str().is_none_or(str::is_empty) => {
+                    return Err(format!("message {i}: unsigned thinking"));
+                }
+                Some("tool_use") if !block["input"].is_object() => {
+                    return Err(format!("message {i}: tool_use input {}", block["input"]));
+                }
+                Some("tool_result") => match &block["content"] {
+                    Value::Array(inner) if inner.iter().any(blank_text) => {
+                        return Err(format!("message {i}: blank text in a tool result"));
+                    }
+                    Value::String(text) if text.trim().is_empty() && block["is_error"] == true => {
+                        return Err(format!("message {i}: empty error result"));
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+        if role == "assistant" {
+            let last = blocks.last().unwrap();
+            if matches!(
+                last["type"].as_str(),
+                Some("thinking" | "redacted_thinking")
+            ) {
+                return Err(format!("message {i}: ends with thinking"));
+            }
+            if i + 1 == messages.len()
+                && last["type"] == "text"
+                && last["text"].as_str().is_some_and(|t| t.trim_end() != t)
+            {
+                return Err(format!(
+                    "message {i}: final assistant text ends with whitespace"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One response of the sweep below: content by turn number, and its stop reason.
+fn sweep_response(shape: usize, n: usize) -> (Vec<Value>, &'static str) {
+    let id = format!("toolu_{n}");
+    let thinking = json!({"type": "thinking", "thinking": "Plan.", "signature": "sig"});
+    let call = |input: Value| json!({"type": "tool_use", "id": id, "name": "read", "input": input});
+    let search = format!("srvtoolu_{n}");
+    match shape {
+        0 => (vec![text("Reading."), call(json!({}))], "tool_use"),
+        1 => (vec![thinking, call(json!({}))], "tool_use"),
+        2 => (vec![text("Partial answer ")], "max_tokens"),
+        3 => (vec![thinking, call(json!({"path": "a"}))], "max_tokens"),
+        4 => (
+            vec![
+                json!({"type": "server_tool_use", "id": search, "name": "web_search", "input": {"query": "q"}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": search, "content": []}),
+                text("Searching more.\n"),
+            ],
+            "pause_turn",
+        ),
+        5 => (vec![thinking], "pause_turn"),
+        6 => (vec![text("\n\n"), call(json!([1]))], "tool_use"),
+        7 => (
+            vec![text("Cut "), call(json!({}))],
+            "model_context_window_exceeded",
+        ),
+        8 => (vec![thinking, text("Next."), call(json!({}))], "tool_use"),
+        _ => (vec![text("Done.")], "end_turn"),
+    }
+}
+
+/// Every request of runs made of any three of the response shapes above (calls, thinking,
+/// cuts, pauses, blank text, a non-object input), then a last answer, obeys the API's rules.
+#[tokio::test]
+async fn every_request_of_unusual_turn_sequences_obeys_the_api_rules() {
+    const SHAPES: usize = 9;
+    for a in 0..SHAPES {
+        for b in 0..SHAPES {
+            for c in 0..SHAPES {
+                let plan = [a, b, c];
+                let mut config = AgentConfig::new("m");
+                config.system = Some("Be brief.".into());
+                let (_, messages, requests) = run_script(config, move |n, request| {
+                    let (content, stop) = sweep_response(plan.get(n).copied().unwrap_or(SHAPES), n);
+                    reply(request, content, stop)
+                })
+                .await;
+                for (k, request) in requests.iter().enumerate() {
+                    if let Err(broken) = api_rules(request) {
+                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
+                    }
+                }
+                let mut next = messages.clone();
+                next.push(json!({"role": "user", "content": "more"}));
+                let request = json!({"messages": next});
+                if let Err(broken) = api_rules(&request) {
+                    panic!("{plan:?}, the host's next request: {broken}\n{next:#?}");
+                }
+            }
+        }
+    }
+}
+
+/// The rules OpenAI Chat Completions enforces on a request's messages: an assistant message
+/// with `tool_calls` is followed at once by one `tool` message per call, and a `tool` message
+/// answers a call of the assistant message before it; content is present where required.
+fn chat_rules(request: &Value) -> Result<(), String> {
+    let messages = request["messages"].as_array().ok_or("no messages")?;
+    let mut pending: Vec<String> = Vec::new();
+    for (i, message) in messages.iter().enumerate() {
+        let role = message["role"].as_str().ok_or("no role")?;
+        if role != "tool" && !pending.is_empty() {
+            return Err(format!(
+                "message {i}: calls {pending:?} are not answered before it"
+            ));
+        }
+        match role {
+            "system" | "user" => {
+                if message["content"].as_str().is_some_and(str::is_empty) {
+                    return Err(format!("message {i}: empty {role} content"));
+                }
+            }
+            "assistant" => {
+                let calls = message["tool_calls"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                if message["content"].is_null() && calls.is_empty() {
+                    return Err(format!("message {i}: no content and no calls"));
+                }
+                for call in &calls {
+                    let arguments = call["function"]["arguments"].as_str().ok_or("arguments")?;
+                    let parsed: Value = serde_json::from_str(arguments)
+                        .map_err(|e| format!("message {i}: arguments {arguments}: {e}"))?;
+                    if !parsed.is_object() {
+                        return Err(format!("message {i}: arguments {arguments}"));
+                    }
+                    pending.push(call["id"].as_str().ok_or("no id")?.to_owned());
+                }
+            }
+            "tool" => {
+                let id = message["tool_call_id"].as_str().ok_or("no tool_call_id")?;
+                let Some(at) = pending.iter().position(|p| p == id) else {
+                    return Err(format!(
+                        "message {i}: tool message for {id} answers no call"
+                    ));
+                };
+                pending.remove(at);
+                if !message["content"].is_string() {
+                    return Err(format!("message {i}: tool content is not text"));
+                }
+            }
+            other => return Err(format!("message {i}: role {other}")),
+        }
+    }
+    if !pending.is_empty() {
+        return Err(format!("calls {pending:?} are never answered"));
+    }
+    Ok(())
+}
+
+/// The Chat Completions counterpart of the sweep above: calls, cuts by `length`, a content
+/// filter, blank text and a non-object argument, in any three-turn order.
+#[tokio::test]
+async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
+    const SHAPES: usize = 6;
+    let shape = |shape: usize, n: usize| {
+        let id = format!("call_{n}");
+        let call =
+            |input: Value| json!({"type": "tool_use", "id": id, "name": "read", "input": input});
+        match shape {
+            0 => (
+                vec![text("Reading."), call(json!({"path": "a"}))],
+                "tool_use",
+            ),
+            1 => (vec![call(json!({}))], "tool_use"),
+            2 => (
+                vec![text("Partial "), call(json!({"path": "a"}))],
+                "max_tokens",
+            ),
+            3 => (vec![text("No."), call(json!({}))], "refusal"),
+            4 => (vec![text("\n"), call(json!([1]))], "tool_use"),
+            5 => (vec![text("Partial answer")], "max_tokens"),
+            _ => (vec![text("Done.")], "end_turn"),
+        }
+    };
+    for a in 0..SHAPES {
+        for b in 0..SHAPES {
+            for c in 0..SHAPES {
+                let plan = [a, b, c];
+                let requests = Arc::new(Mutex::new(Vec::new()));
+                let seen = requests.clone();
+                let model = ScriptedModel::openai_chat(move |n, request| {
+                    seen.lock().unwrap().push(request.clone());
+                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
+                    let message = scripted_message(request, content, stop);
+                    Ok(Bytes::from(openai_chat_sse(&message, 5)))
+                });
+                let mut config = AgentConfig::new("gpt-4o");
+                config.system = Some("Be brief.".into());
+                let agent = Agent::new(config, Arc::new(model), executor());
+                let _: Vec<AgentEvent> = agent.run("go").collect().await;
+                for (k, request) in requests.lock().unwrap().iter().enumerate() {
+                    if let Err(broken) = chat_rules(request) {
+                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The API refuses a request whose tools share a name ("Tool names must be unique"): a host
+/// tool named like a server tool in the extra `tools` would get that 400 on every request. The
+/// run stops before any, naming the tool.
+#[tokio::test]
+async fn tools_sharing_a_name_stop_the_run_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tools".into(),
+        json!([{"type": "web_search_20250305", "name": "read"}]),
+    );
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.as_slice() {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => {
+            assert!(error.contains("\"read\""), "{error}");
+        }
+        other => panic!("{other:#?}"),
+    }
+    assert_eq!(model.calls(), 0);
+}
+
+/// Thinking signatures are bound to the model that made them: the fallback model refuses the
+/// primary's thinking blocks sent back ("Invalid `signature` in `thinking` block"). At the
+/// switch they leave history (the turn's text and calls stay), as Claude Code drops thinking
+/// made by another model.
+#[tokio::test]
+async fn the_fallback_model_is_not_sent_the_primary_s_thinking() {
+    let mut config = AgentConfig::new("claude-primary");
+    config.fallback_model = Some("claude-fallback".into());
+    let thinking =
+        json!({"type": "thinking", "thinking": "Read a first.", "signature": "sig-primary"});
+    let (reason, messages, requests) = run_script(config, move |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                thinking.clone(),
+                text("Reading."),
+                json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+            ],
+            "tool_use",
+        ),
+        1 => {
+            let overloaded = r#"{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}"#;
+            Bytes::from(format!("event: error\ndata: {overloaded}\n\n"))
+        }
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2]["model"], "claude-fallback");
+    let sent = requests[2]["messages"].to_string();
+    assert!(!sent.contains("sig-primary"), "{sent}");
+    assert_eq!(requests[2]["messages"][1]["content"][0], text("Reading."));
+    assert!(api_rules(&requests[2]).is_ok());
+    assert!(
+        !serde_json::to_string(&messages)
+            .unwrap()
+            .contains("sig-primary")
+    );
+}
+
+/// An empty system prompt (a host's option left blank) became, with prompt caching, an empty
+/// system text block carrying a breakpoint, which the API refuses ("text content blocks must
+/// be non-empty"; no `cache_control` on an empty text block). A blank system prompt is no
+/// system prompt.
+#[tokio::test]
+async fn a_blank_system_prompt_is_not_sent() {
+    for system in ["", " \n"] {
+        let mut config = AgentConfig::new("m");
+        config.system = Some(system.into());
+        let (reason, _, requests) = run_script(config, |_, request| {
+            reply(request, vec![text("ok")], "end_turn")
+        })
+        .await;
+        assert_eq!(reason, StopReason::EndTurn);
+        assert!(requests[0].get("system").is_none(), "{:#}", requests[0]);
+    }
+}
