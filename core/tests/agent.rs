@@ -2686,6 +2686,16 @@ async fn chat_tool_calls_ended_by_done_without_a_finish_reason_run() {
     assert_eq!(ids, ["call_1", "call_2"]);
 }
 
+/// The first assistant message of an OpenAI Chat request.
+fn first_assistant_message(request: &Value) -> &Value {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+}
+
 /// Reasoning a Chat Completions server streams (`reasoning_content`: DeepSeek, vLLM;
 /// `reasoning`: Ollama, OpenRouter) is surfaced as thinking, kept as the turn's first block, and
 /// sent back as `reasoning_content` with the turn's tool calls: DeepSeek's thinking mode answers
@@ -2738,12 +2748,7 @@ async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
         ])
     );
     let second = &requests.lock().unwrap()[1];
-    let assistant = second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .unwrap();
+    let assistant = first_assistant_message(second);
     assert_eq!(assistant["reasoning_content"], "Need a file.", "{second}");
     assert_eq!(assistant["content"], "Reading.");
     assert_eq!(assistant["tool_calls"][0]["id"], "call_1");
@@ -2783,12 +2788,7 @@ async fn chat_reasoning_of_a_turn_without_calls_is_not_sent_back() {
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
     let second = &requests.lock().unwrap()[1];
-    let assistant = second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .unwrap();
+    let assistant = first_assistant_message(second);
     assert_eq!(
         assistant,
         &json!({"role": "assistant", "content": "Hi."}),

@@ -119,6 +119,20 @@ async fn run_with_first_response(
 /// A refusal from the streaming classifier cuts the response inside a call's input: the cut
 /// call (never sealed) must not stay in history unanswered, or the host's next request on
 /// that history is refused ("tool_use ids were found without tool_result blocks").
+/// The error of a run that stopped with `error` before any other event (nothing was sent).
+fn lone_error(events: &[AgentEvent]) -> &str {
+    match events {
+        [
+            AgentEvent::Stop {
+                reason: StopReason::Error,
+                error: Some(error),
+                ..
+            },
+        ] => error,
+        other => panic!("{other:#?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
     let mut events = vec![
@@ -299,19 +313,9 @@ async fn a_conversation_with_text_before_the_tool_results_is_refused_before_any_
         ]}),
     ];
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
-    match events.as_slice() {
-        [
-            AgentEvent::Stop {
-                reason: StopReason::Error,
-                error: Some(error),
-                ..
-            },
-        ] => {
-            assert!(error.contains("tool_result"), "{error}");
-            assert!(error.contains("message 2"), "{error}");
-        }
-        other => panic!("{other:#?}"),
-    }
+    let error = lone_error(&events);
+    assert!(error.contains("tool_result"), "{error}");
+    assert!(error.contains("message 2"), "{error}");
     assert_eq!(model.calls(), 0);
 }
 
@@ -361,19 +365,9 @@ async fn tool_input_schemas_go_out_as_object_schemas() {
         Arc::new(ToolExecutor::new(tools)),
     );
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
-    match events.as_slice() {
-        [
-            AgentEvent::Stop {
-                reason: StopReason::Error,
-                error: Some(error),
-                ..
-            },
-        ] => {
-            assert!(error.contains("\"say\""), "{error}");
-            assert!(error.contains("\"type\": \"object\""), "{error}");
-        }
-        other => panic!("{other:#?}"),
-    }
+    let error = lone_error(&events);
+    assert!(error.contains("\"say\""), "{error}");
+    assert!(error.contains("\"type\": \"object\""), "{error}");
     assert_eq!(model.calls(), 1);
 }
 
@@ -813,18 +807,8 @@ async fn tools_sharing_a_name_stop_the_run_before_any_request() {
     );
     let agent = Agent::new(config, model.clone(), executor());
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
-    match events.as_slice() {
-        [
-            AgentEvent::Stop {
-                reason: StopReason::Error,
-                error: Some(error),
-                ..
-            },
-        ] => {
-            assert!(error.contains("\"read\""), "{error}");
-        }
-        other => panic!("{other:#?}"),
-    }
+    let error = lone_error(&events);
+    assert!(error.contains("\"read\""), "{error}");
     assert_eq!(model.calls(), 0);
 }
 
