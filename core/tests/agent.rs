@@ -34,26 +34,6 @@ fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, Mode
     )))
 }
 
-/// A scripted model (Anthropic, or OpenAI Chat with `chat`) that also keeps every request it
-/// was sent.
-fn recording(
-    chat: bool,
-    script: impl Fn(usize, &Value) -> Result<Bytes, ModelError> + Send + Sync + 'static,
-) -> (ScriptedModel, Arc<Mutex<Vec<Value>>>) {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let record = move |n: usize, request: &Value| {
-        seen.lock().unwrap().push(request.clone());
-        script(n, request)
-    };
-    let model = if chat {
-        ScriptedModel::openai_chat(record)
-    } else {
-        ScriptedModel::new(record)
-    };
-    (model, requests)
-}
-
 /// Tools: `read` (safe, echoes the path), `write` (unsafe), `sleep` (safe, sleeps `ms`).
 fn executor(log: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {
     let mut tools = ToolRegistry::new();
@@ -126,25 +106,21 @@ fn stop(events: &[AgentEvent]) -> (StopReason, Vec<Value>, u32) {
 #[tokio::test]
 async fn multi_turn_with_parallel_and_exclusive_tools() {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => reply(
-                request,
-                vec![
-                    text("Reading two files, then writing."),
-                    call("t1", "read", json!({"path": "a"})),
-                    call("t2", "read", json!({"path": "b"})),
-                    call("t3", "write", json!({"path": "c"})),
-                    call("t4", "read", json!({"path": "d"})),
-                ],
-                "tool_use",
-            ),
-            _ => reply(request, vec![text("Done.")], "end_turn"),
-        }
-    });
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => reply(
+            request,
+            vec![
+                text("Reading two files, then writing."),
+                call("t1", "read", json!({"path": "a"})),
+                call("t2", "read", json!({"path": "b"})),
+                call("t3", "write", json!({"path": "c"})),
+                call("t4", "read", json!({"path": "d"})),
+            ],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .recorded();
     let mut config = AgentConfig::new("claude-sonnet-4-5");
     config.system = Some("You are terse.".into());
     let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
@@ -911,25 +887,21 @@ fn chat_reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes,
 #[tokio::test]
 async fn the_loop_speaks_openai_chat_completions() {
     let log = Arc::new(Mutex::new(Vec::new()));
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::openai_chat(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => chat_reply(
-                request,
-                vec![
-                    text("Reading two files, then writing."),
-                    call("call_1", "read", json!({"path": "a"})),
-                    call("call_2", "read", json!({"path": "b"})),
-                    call("call_3", "write", json!({"path": "c"})),
-                ],
-                "tool_use",
-            ),
-            1 => chat_reply(request, vec![text("Half an ans")], "max_tokens"),
-            _ => chat_reply(request, vec![text("wer.")], "end_turn"),
-        }
-    });
+    let (model, requests) = ScriptedModel::openai_chat(move |n, request| match n {
+        0 => chat_reply(
+            request,
+            vec![
+                text("Reading two files, then writing."),
+                call("call_1", "read", json!({"path": "a"})),
+                call("call_2", "read", json!({"path": "b"})),
+                call("call_3", "write", json!({"path": "c"})),
+            ],
+            "tool_use",
+        ),
+        1 => chat_reply(request, vec![text("Half an ans")], "max_tokens"),
+        _ => chat_reply(request, vec![text("wer.")], "end_turn"),
+    })
+    .recorded();
     let mut config = AgentConfig::new("gpt-4o");
     config.system = Some("You are terse.".into());
     let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
@@ -1233,25 +1205,21 @@ fn server_search(id: &str, query: &str) -> Vec<Value> {
 /// finished.
 #[tokio::test]
 async fn a_paused_turn_is_continued_and_joined_into_one_message() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
     let log = Arc::new(Mutex::new(Vec::new()));
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => {
-                let mut content = vec![text("Searching.")];
-                content.extend(server_search("srvtoolu_1", "rust sse"));
-                reply(request, content, "pause_turn")
-            }
-            1 => {
-                let mut content = server_search("srvtoolu_2", "rust sse parser");
-                content.push(call("toolu_1", "read", json!({"path": "notes"})));
-                reply(request, content, "tool_use")
-            }
-            _ => reply(request, vec![text("Done.")], "end_turn"),
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => {
+            let mut content = vec![text("Searching.")];
+            content.extend(server_search("srvtoolu_1", "rust sse"));
+            reply(request, content, "pause_turn")
         }
-    });
+        1 => {
+            let mut content = server_search("srvtoolu_2", "rust sse parser");
+            content.push(call("toolu_1", "read", json!({"path": "notes"})));
+            reply(request, content, "tool_use")
+        }
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .recorded();
     let mut config = AgentConfig::new("m");
     config.extra.insert(
         "tools".into(),
@@ -1334,24 +1302,20 @@ async fn endless_pauses_stop_at_max_turns_with_valid_history() {
 /// too to reuse it.
 #[tokio::test]
 async fn the_container_of_a_response_is_named_in_later_requests() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => {
-                let mut message = scripted_message(
-                    request,
-                    vec![call("toolu_1", "read", json!({"path": "a"}))],
-                    "tool_use",
-                );
-                message["container"] =
-                    json!({"id": "container_011", "expires_at": "2026-12-01T14:00:00Z"});
-                Ok(Bytes::from(anthropic_sse(&message, 7)))
-            }
-            _ => reply(request, vec![text("ok")], "end_turn"),
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => {
+            let mut message = scripted_message(
+                request,
+                vec![call("toolu_1", "read", json!({"path": "a"}))],
+                "tool_use",
+            );
+            message["container"] =
+                json!({"id": "container_011", "expires_at": "2026-12-01T14:00:00Z"});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
         }
-    });
+        _ => reply(request, vec![text("ok")], "end_turn"),
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -1579,12 +1543,9 @@ async fn a_panicking_compaction_hook_ends_the_run_with_one_stop_event() {
 
 #[tokio::test]
 async fn a_compaction_hook_history_not_ending_with_a_user_message_is_refused() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |_, request| {
-        seen.lock().unwrap().push(request.clone());
-        reply(request, vec![text("hi")], "end_turn")
-    });
+    let (model, requests) =
+        ScriptedModel::new(move |_, request| reply(request, vec![text("hi")], "end_turn"))
+            .recorded();
     let mut config = AgentConfig::new("m");
     config.budget = thresholds(1_000, 1_000_000);
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
@@ -1787,10 +1748,7 @@ async fn repeated_compactions_keep_only_the_latest_summary() {
 
 #[tokio::test]
 async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         if n < 3 {
             reply(
                 request,
@@ -1804,7 +1762,8 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
         } else {
             reply(request, vec![text("done")], "end_turn")
         }
-    });
+    })
+    .recorded();
     let mut config = AgentConfig::new("m");
     config.keep_recent_tool_results = 0;
     // Warning (not auto-compact) from the start: microcompact runs before every call.
@@ -1867,10 +1826,7 @@ async fn a_discarded_response_s_output_does_not_count_as_context() {
 
 #[tokio::test]
 async fn empty_text_blocks_never_enter_history() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         match n {
             // Cut right after a text block opened; then a call announced by an empty text.
             0 => reply(request, vec![text("Part one."), text("")], "max_tokens"),
@@ -1881,7 +1837,8 @@ async fn empty_text_blocks_never_enter_history() {
             ),
             _ => reply(request, vec![text("Done."), text("")], "end_turn"),
         }
-    });
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -1902,19 +1859,15 @@ async fn empty_text_blocks_never_enter_history() {
 /// and the next request was refused.
 #[tokio::test]
 async fn whitespace_only_text_blocks_never_enter_history() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        match n {
-            0 => reply(
-                request,
-                vec![text("\n\n"), call("t1", "read", json!({"path": "a"}))],
-                "tool_use",
-            ),
-            _ => reply(request, vec![text("Done."), text(" \n\t")], "end_turn"),
-        }
-    });
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => reply(
+            request,
+            vec![text("\n\n"), call("t1", "read", json!({"path": "a"}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("Done."), text(" \n\t")], "end_turn"),
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -2039,11 +1992,8 @@ async fn a_panicking_model_ends_the_run_with_one_stop_event() {
 
 #[tokio::test]
 async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
     let thinking = |t: &str, signature: &str| json!({"type": "thinking", "thinking": t, "signature": signature});
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         match n {
             // Cut while thinking: the block never got its signature.
             0 => reply(
@@ -2059,7 +2009,8 @@ async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
             ),
             _ => reply(request, vec![text(" 42.")], "end_turn"),
         }
-    });
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -2114,10 +2065,7 @@ async fn empty_messages_and_empty_text_blocks_are_refused_before_any_request() {
 
 #[tokio::test]
 async fn compaction_after_a_max_tokens_cut_keeps_the_user_s_prompt() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
     let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
         if request.to_string().contains("Summarize this conversation") {
             return reply(
                 request,
@@ -2288,10 +2236,7 @@ async fn a_cancel_at_any_point_ends_with_one_stop_event_and_a_valid_history() {
 
 #[tokio::test]
 async fn a_server_tool_call_cut_by_max_tokens_before_its_result_is_not_sent_back() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         match n {
             // A finished search, then a second search cut before the server ran it.
             0 => {
@@ -2302,7 +2247,8 @@ async fn a_server_tool_call_cut_by_max_tokens_before_its_result_is_not_sent_back
             }
             _ => reply(request, vec![text("Done.")], "end_turn"),
         }
-    });
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -2493,10 +2439,7 @@ async fn context_management_is_not_reported_as_a_cache_break() {
 /// one request to the next (the prefix the prompt cache reads).
 #[tokio::test]
 async fn microcompact_clears_image_results_and_keeps_cleared_ones_byte_stable() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         if n < 4 {
             reply(
                 request,
@@ -2506,7 +2449,8 @@ async fn microcompact_clears_image_results_and_keeps_cleared_ones_byte_stable() 
         } else {
             reply(request, vec![text("done")], "end_turn")
         }
-    });
+    })
+    .recorded();
     let mut tools = ToolRegistry::new();
     tools
         .register(FnTool::new("shot", |_input: Value, _ctx| async move {
@@ -2702,7 +2646,7 @@ fn first_assistant_message(request: &Value) -> &Value {
 /// a request whose tool-call turn lacks it with a 400.
 #[tokio::test]
 async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
-    let (model, requests) = recording(true, |n, request| {
+    let (model, requests) = ScriptedModel::openai_chat(|n, request| {
         if n > 0 {
             return chat_reply(request, vec![text("ok")], "end_turn");
         }
@@ -2721,7 +2665,8 @@ async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
                 json!("tool_calls"),
             ),
         ]))
-    });
+    })
+    .recorded();
     let log = Arc::new(Mutex::new(Vec::new()));
     let agent = Agent::new(
         AgentConfig::new("deepseek-v4-pro"),
@@ -2758,7 +2703,7 @@ async fn chat_reasoning_of_a_tool_call_turn_is_sent_back() {
 /// servers ignore it there, and the first `deepseek-reasoner` refused it.
 #[tokio::test]
 async fn chat_reasoning_of_a_turn_without_calls_is_not_sent_back() {
-    let (model, requests) = recording(true, |_, _| {
+    let (model, requests) = ScriptedModel::openai_chat(|_, _| {
         Ok(chat_chunks(&[
             chat_chunk(
                 json!({"role": "assistant", "content": null, "reasoning_content": "Easy."}),
@@ -2766,7 +2711,8 @@ async fn chat_reasoning_of_a_turn_without_calls_is_not_sent_back() {
             ),
             chat_chunk(json!({"content": "Hi."}), json!("stop")),
         ]))
-    });
+    })
+    .recorded();
     let log = Arc::new(Mutex::new(Vec::new()));
     let agent = Agent::new(
         AgentConfig::new("deepseek-v4-pro"),
@@ -2856,7 +2802,7 @@ fn signed_thinking(text: &str) -> Value {
 /// again asking the API to drop such blocks, and keeps asking for the rest of the run.
 #[tokio::test]
 async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
-    let (model, requests) = recording(false, |n, request| match n {
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
         0 => reply(
             request,
             vec![
@@ -2875,7 +2821,8 @@ async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
             "tool_use",
         ),
         _ => reply(request, vec![text("done")], "end_turn"),
-    });
+    })
+    .recorded();
     let mut config = AgentConfig::new("claude-opus-5-5");
     config.extra.insert(
         "thinking".into(),
@@ -2938,13 +2885,14 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
 /// block: it is sent without thinking blocks (a summary needs none).
 #[tokio::test]
 async fn the_summary_call_is_sent_without_thinking_blocks() {
-    let (model, requests) = recording(false, |n, request| match n {
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
         0 => Err(ModelError::PromptTooLong {
             message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
         }),
         1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
         _ => reply(request, vec![text("ok")], "end_turn"),
-    });
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("claude-opus-5-5"),
         Arc::new(model),

@@ -2,7 +2,7 @@
 //! enforces with a 400, after unusual endings of a response.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
@@ -99,16 +99,14 @@ async fn run_with_first_response(
     first: Bytes,
     prompt: &str,
 ) -> (StopReason, Vec<Value>, Vec<Value>) {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, _| {
         Ok(if n == 0 {
             first.clone()
         } else {
             final_text("ok")
         })
-    });
+    })
+    .recorded();
     let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
     let events: Vec<AgentEvent> = agent.run(prompt).collect().await;
     let (reason, messages) = stopped(&events);
@@ -193,12 +191,7 @@ async fn run_script(
     config: AgentConfig,
     script: impl Fn(usize, &Value) -> Bytes + Send + Sync + 'static,
 ) -> (StopReason, Vec<Value>, Vec<Value>) {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
-        Ok(script(n, request))
-    });
+    let (model, requests) = ScriptedModel::new(move |n, request| Ok(script(n, request))).recorded();
     let agent = Agent::new(config, Arc::new(model), executor());
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
     let (reason, messages) = stopped(&events);
@@ -258,12 +251,9 @@ fn markers(value: &Value) -> usize {
 /// host's conversation that marks its own documents must not push a request over four.
 #[tokio::test]
 async fn a_request_never_holds_more_than_four_cache_breakpoints() {
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |_, request| {
-        seen.lock().unwrap().push(request.clone());
-        Ok(reply(request, vec![text("ok")], "end_turn"))
-    });
+    let (model, requests) =
+        ScriptedModel::new(move |_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
     let mut config = AgentConfig::new("m");
     config.system = Some("Be brief.".into());
     let agent = Agent::new(config, Arc::new(model), executor());
@@ -331,12 +321,10 @@ async fn tool_input_schemas_go_out_as_object_schemas() {
         })
         .schema(schema)
     };
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = Arc::new(ScriptedModel::new(move |_, request| {
-        seen.lock().unwrap().push(request.clone());
-        Ok(reply(request, vec![text("ok")], "end_turn"))
-    }));
+    let (model, requests) =
+        ScriptedModel::new(move |_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let model = Arc::new(model);
     let untyped = json!({"properties": {"path": {"type": "string"}}, "required": ["path"]});
     let mut tools = ToolRegistry::new();
     tools.register(tool("open", untyped.clone())).unwrap();
@@ -467,10 +455,7 @@ async fn empty_tool_answers_go_back_as_content_the_api_takes() {
             Ok(ToolOutput::error(" "))
         }))
         .unwrap();
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    let model = ScriptedModel::new(move |n, request| {
-        seen.lock().unwrap().push(request.clone());
+    let (model, requests) = ScriptedModel::new(move |n, request| {
         Ok(match n {
             0 => reply(
                 request,
@@ -483,7 +468,8 @@ async fn empty_tool_answers_go_back_as_content_the_api_takes() {
             ),
             _ => reply(request, vec![text("ok")], "end_turn"),
         })
-    });
+    })
+    .recorded();
     let agent = Agent::new(
         AgentConfig::new("m"),
         Arc::new(model),
@@ -770,14 +756,12 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
         for b in 0..SHAPES {
             for c in 0..SHAPES {
                 let plan = [a, b, c];
-                let requests = Arc::new(Mutex::new(Vec::new()));
-                let seen = requests.clone();
-                let model = ScriptedModel::openai_chat(move |n, request| {
-                    seen.lock().unwrap().push(request.clone());
+                let (model, requests) = ScriptedModel::openai_chat(move |n, request| {
                     let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
                     let message = scripted_message(request, content, stop);
                     Ok(Bytes::from(openai_chat_sse(&message, 5)))
-                });
+                })
+                .recorded();
                 let mut config = AgentConfig::new("gpt-4o");
                 config.system = Some("Be brief.".into());
                 let agent = Agent::new(config, Arc::new(model), executor());

@@ -3,8 +3,8 @@
 //! the "explore this directory" conversation of `ferroloop run`'s replay model (which reads
 //! either request shape).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -274,6 +274,26 @@ impl ScriptedModel {
             provider: Provider::OpenAiChat,
             ..Self::new(script)
         }
+    }
+
+    /// This model, also keeping every request its script is given (the translated one for
+    /// [`openai_chat`](Self::openai_chat)), in call order, for a test to look at.
+    pub fn recorded(self) -> (Self, Arc<Mutex<Vec<Value>>>) {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        let script = self.script;
+        let model = Self {
+            script: Arc::new(move |n: usize, request: &Value| {
+                seen.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(request.clone());
+                script(n, request)
+            }),
+            calls: self.calls,
+            chunk: self.chunk,
+            provider: self.provider,
+        };
+        (model, requests)
     }
 
     /// Calls made so far.
