@@ -19,10 +19,32 @@ class NativeBatches(Protocol):
     def close(self) -> None: ...
 
 
+_Closing = TypeVar("_Closing", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """``async with`` for an object with an ``aclose`` coroutine: leaving the block closes it,
+    whatever the block raised."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _Closing) -> _Closing:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        await self.aclose()
+
+
 _Self = TypeVar("_Self", bound="BatchedEvents")
 
 
-class BatchedEvents:
+class BatchedEvents(AsyncClosing):
     """Yields the events of a ``NativeBatches`` handle one at a time. Subclasses unpack a batch
     (``_unpack``) and look at each event as it is yielded (``_seen``)."""
 
@@ -64,14 +86,3 @@ class BatchedEvents:
         """Aborts the underlying work (idempotent)."""
         self._done = True
         self._native.close()
-
-    async def __aenter__(self: _Self) -> _Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        await self.aclose()

@@ -19,10 +19,10 @@ import asyncio
 import collections
 import inspect
 import os
-from types import TracebackType
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, Type, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, TypeVar, Union, overload
 
 from . import _native
+from ._batches import AsyncClosing
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -52,7 +52,7 @@ def _is_async(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(target)
 
 
-class Turn:
+class Turn(AsyncClosing):
     """A streaming turn: ``submit`` calls as the model's stream seals them, ``seal`` at the end,
     and ``async for event in turn`` to follow it. Calls start as soon as they are submitted.
 
@@ -101,17 +101,6 @@ class Turn:
         self._closed = True
         self._native.cancel()
         self._native.seal()
-
-    async def __aenter__(self) -> "Turn":
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        await self.aclose()
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self
