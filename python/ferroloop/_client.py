@@ -7,11 +7,10 @@ without the interpreter); the event loop receives batches of finished events.
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Literal, Optional, Type
+from typing import Any, Literal, Optional
 
 from . import _native
-from ._batches import BatchedEvents
+from ._batches import AsyncClosing, BatchedEvents
 
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
@@ -67,7 +66,7 @@ def _native_error(message: str) -> Exception:
     return ProtocolError(message)
 
 
-class Client:
+class Client(AsyncClosing):
     """A client for one provider endpoint: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
     Completions) or ``"openai-responses"`` (Responses).
 
@@ -151,15 +150,8 @@ class Client:
         """Releases the connection pool; later requests raise ``FerroloopError``."""
         self._native.close()
 
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
+    async def aclose(self) -> None:
+        """``close`` as a coroutine (what ``async with`` calls on leaving)."""
         self.close()
 
     def __repr__(self) -> str:
