@@ -6,8 +6,8 @@
 //! as a request (system, tools, messages, per-block rules); anything else as plain text. `-` is
 //! stdin, counted as a request when it holds one (it has no extension to go by). With
 //! `--exact`, text is counted by the family's exact tokenizer (o200k and cl100k only); request
-//! overheads and images still follow the documented rules. Plain text is estimated as it is
-//! read, a block at a time, so a large log does not have to fit in memory.
+//! overheads and images still follow the documented rules. Plain text is estimated, or counted
+//! exactly, as it is read, a block at a time, so a large log does not have to fit in memory.
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +15,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use ferroloop::tokens::{
-    Family, TextCounter, TextEstimator, count_exact, count_request_body, estimate_bytes,
+    ExactCounter, Family, TextCounter, TextEstimator, count_exact, count_request_body,
+    estimate_bytes,
 };
 use serde_json::{Value, json};
 
@@ -89,14 +90,15 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if is_json || exact {
-        // A request is parsed whole, and the exact tokenizer needs the whole text.
+    if is_json {
+        // A request is parsed whole.
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {}", path.display()))?;
         return Ok(count_bytes(&bytes, family, exact, is_json));
     }
-    estimate_read(&mut file, &[], family).with_context(|| format!("cannot read {}", path.display()))
+    count_read(&mut file, &[], family, exact)
+        .with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// Stdin: a request when it holds one (it has no extension to go by), else text. Only an input
@@ -118,22 +120,34 @@ fn count_stdin(family: Family, exact: bool) -> anyhow::Result<u64> {
     }
     let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
     let may_be_request = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    if may_be_request || exact {
+    if may_be_request {
         stdin.read_to_end(&mut head).context("cannot read stdin")?;
         return Ok(count_bytes(&head, family, exact, true));
     }
-    estimate_read(&mut stdin, &head, family).context("cannot read stdin")
+    count_read(&mut stdin, &head, family, exact).context("cannot read stdin")
 }
 
-/// The estimate of `head` followed by the rest of `reader`, read a block at a time.
-fn estimate_read(reader: &mut impl Read, head: &[u8], family: Family) -> io::Result<u64> {
+/// The count of `head` followed by the rest of `reader`, read and counted a block at a time:
+/// estimated, or exactly (`--exact`) in memory bounded by the longest line.
+fn count_read(reader: &mut impl Read, head: &[u8], family: Family, exact: bool) -> io::Result<u64> {
+    if exact {
+        let mut counter = ExactCounter::new(family).map_err(io::Error::other)?;
+        feed_blocks(reader, head, |bytes| counter.feed(bytes))?;
+        return Ok(counter.count());
+    }
     let mut estimator = TextEstimator::new(family);
-    estimator.feed(head);
+    feed_blocks(reader, head, |bytes| estimator.feed(bytes))?;
+    Ok(estimator.estimate())
+}
+
+/// Hands `head`, then the rest of `reader` a block at a time, to `feed`.
+fn feed_blocks(reader: &mut impl Read, head: &[u8], mut feed: impl FnMut(&[u8])) -> io::Result<()> {
+    feed(head);
     let mut block = vec![0; READ_BLOCK];
     loop {
         match read_some(reader, &mut block)? {
-            0 => return Ok(estimator.estimate()),
-            n => estimator.feed(&block[..n]),
+            0 => return Ok(()),
+            n => feed(&block[..n]),
         }
     }
 }

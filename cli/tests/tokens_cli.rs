@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use ferroloop::tokens::{Family, count_exact};
 use serde_json::Value;
 
 mod common;
@@ -67,6 +68,44 @@ fn exact_counts_match_tiktoken_on_text() {
         assert_eq!(line["method"], "exact");
         assert_eq!(line["tokenizer"], tokenizer);
         assert_eq!(line["tokens"], expected("rust-0.txt", key));
+    }
+}
+
+/// `--exact` counts text as it reads it, cutting between lines, so several read blocks' worth
+/// must still count as the whole: from a file and from stdin, where the head read to look for a
+/// request comes first.
+#[test]
+fn exact_counts_of_text_read_in_blocks_match_the_whole() {
+    let mut text = String::new();
+    for file in [
+        "prose-0.txt",
+        "logs-0.txt",
+        "rust-0.txt",
+        "zh-0.txt",
+        "json-0.json",
+    ] {
+        text.push_str(&std::fs::read_to_string(sample(file)).unwrap());
+    }
+    let text = text.repeat((5 << 18) / text.len() + 1);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.txt");
+    std::fs::write(&path, &text).unwrap();
+    for family in [Family::O200k, Family::Cl100k] {
+        let whole = count_exact(&text, family).unwrap();
+        let name = family.name();
+        let output = bin()
+            .args(["tokens", "--exact", "--tokenizer", name])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(lines(&output)[0]["tokens"], whole, "{name}");
+        let output = run_stdin(
+            &["tokens", "--exact", "--tokenizer", name, "-"],
+            text.as_bytes(),
+        );
+        assert!(output.status.success(), "{output:?}");
+        assert_eq!(lines(&output)[0]["tokens"], whole, "{name} from stdin");
     }
 }
 

@@ -26,7 +26,7 @@ pub mod tracker;
 pub use budget::{BudgetState, ContextBudget, InvalidAutocompactPercent, ModelLimits, ModelTable};
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
-pub use exact::{NoExactTokenizer, count_exact, has_exact};
+pub use exact::{ExactCounter, NoExactTokenizer, count_exact, has_exact};
 pub use model::{
     FAMILIES, Family, INPUT_COUNT, KIND_COUNT, KIND_NAMES, TERM_COUNT, UnknownFamily,
     estimate_bytes, estimate_counts, estimate_text, input_is_signed, model_inputs, term_name,
