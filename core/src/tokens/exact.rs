@@ -163,7 +163,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(96))]
 
         #[test]
         fn counts_in_pieces_equal_the_count_of_the_whole(
