@@ -81,6 +81,7 @@ pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
     let provider = match args.provider {
         RunProvider::Anthropic => Provider::Anthropic,
         RunProvider::Openai => Provider::OpenAiChat,
+        RunProvider::OpenaiResponses => Provider::OpenAiResponses,
     };
     let (key_var, url_var) = provider.env_names();
     let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
@@ -95,6 +96,7 @@ pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
         let default_model = match args.provider {
             RunProvider::Anthropic => "claude-sonnet-4-5",
             RunProvider::Openai => "gpt-4o",
+            RunProvider::OpenaiResponses => "gpt-5",
         };
         return Ok(ModelSource::Real {
             client: Arc::new(client),

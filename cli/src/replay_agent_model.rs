@@ -6,14 +6,16 @@
 
 use std::sync::Arc;
 
-use ferroloop::agent::replay::{anthropic_sse, explore_directory_script, openai_chat_sse};
+use ferroloop::agent::replay::{
+    anthropic_sse, explore_directory_script, openai_chat_sse, openai_responses_sse,
+};
 use ferroloop::decode::Provider;
 use ferroloop_replay::{Responder, ScriptBody, ScriptedResponse};
 use serde_json::Value;
 
 /// A responder answering each request with the next turn of the conversation, as a stream in
-/// `provider`'s format (Anthropic Messages, or OpenAI Chat Completions chunks for the OpenAI
-/// providers) written in `chunk_bytes` pieces `delay_ms` apart.
+/// `provider`'s format (Anthropic Messages, OpenAI Chat Completions chunks or Responses events)
+/// written in `chunk_bytes` pieces `delay_ms` apart.
 pub fn explore_directory_responder(
     provider: Provider,
     chunk_bytes: usize,
@@ -24,7 +26,8 @@ pub fn explore_directory_responder(
         let message = explore_directory_script(&body);
         let sse = match provider {
             Provider::Anthropic => anthropic_sse(&message, 12),
-            _ => openai_chat_sse(&message, 12),
+            Provider::OpenAiChat => openai_chat_sse(&message, 12),
+            Provider::OpenAiResponses => openai_responses_sse(&message, 12),
         };
         Some(
             ScriptedResponse::ok(ScriptBody::Text(sse))

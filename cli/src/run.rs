@@ -30,7 +30,8 @@ pub struct RunArgs {
     /// Print the event stream as JSON lines instead of the terminal view.
     #[arg(long)]
     pub json: bool,
-    /// The model name (default: claude-sonnet-4-5, or gpt-4o with --provider openai).
+    /// The model name (default: claude-sonnet-4-5; gpt-4o with --provider openai, gpt-5 with
+    /// openai-responses).
     #[arg(long)]
     pub model: Option<String>,
     /// The model to switch to when the model is overloaded (HTTP 529 / overloaded_error after
@@ -38,8 +39,9 @@ pub struct RunArgs {
     /// answers for the rest of the run.
     #[arg(long, value_name = "MODEL")]
     pub fallback_model: Option<String>,
-    /// The API spoken: anthropic (Messages; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) or openai
-    /// (Chat Completions, any compatible server; OPENAI_API_KEY, OPENAI_BASE_URL).
+    /// The API spoken: anthropic (Messages; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), openai
+    /// (Chat Completions, any compatible server) or openai-responses (the Responses API); both
+    /// OpenAI ones read OPENAI_API_KEY and OPENAI_BASE_URL.
     #[arg(long, value_enum, default_value_t = RunProvider::Anthropic)]
     pub provider: RunProvider,
     /// A base URL for the real endpoint (a gateway or a local server; for openai, up to the
@@ -65,6 +67,8 @@ pub enum RunProvider {
     /// OpenAI Chat Completions (and compatible servers).
     #[value(alias = "openai-chat")]
     Openai,
+    /// The OpenAI Responses API (reasoning kept between turns; the Codex models).
+    OpenaiResponses,
 }
 
 const DEFAULT_PROMPT: &str = "Explore this directory and tell me what it contains.";
@@ -105,7 +109,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     config.system = Some(SYSTEM_PROMPT.into());
     config.limits.max_turns = args.max_turns;
     config.fallback_model = args.fallback_model.clone();
-    if args.provider == RunProvider::Openai {
+    if args.provider != RunProvider::Anthropic {
         config.family = Family::O200k;
     }
     let model: Arc<dyn Model> = source.model();

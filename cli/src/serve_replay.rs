@@ -34,8 +34,9 @@ pub struct ServeReplayArgs {
     /// conversation exploring a directory with parallel `glob`, `grep` and `read` calls).
     #[arg(long, conflicts_with_all = ["script", "fixture"])]
     pub agent_model: bool,
-    /// The wire format of `--agent-model`'s turns: Anthropic Messages events (default) or OpenAI
-    /// Chat Completions chunks (`openai`, alias `openai-chat`).
+    /// The wire format of `--agent-model`'s turns: Anthropic Messages events (default), OpenAI
+    /// Chat Completions chunks (`openai`, alias `openai-chat`) or Responses events
+    /// (`openai-responses`).
     #[arg(long, value_enum, value_name = "PROVIDER")]
     pub agent_model_provider: Option<RunProvider>,
     /// Directory relative fixture paths resolve against (default: the current directory).
@@ -95,6 +96,7 @@ async fn serve(
     let (log_sender, mut log) = tokio::sync::mpsc::unbounded_channel();
     let agent_model_provider = match args.agent_model_provider {
         Some(RunProvider::Openai) => Provider::OpenAiChat,
+        Some(RunProvider::OpenaiResponses) => Provider::OpenAiResponses,
         Some(RunProvider::Anthropic) | None => Provider::Anthropic,
     };
     let server = ReplayServer::start_with_log(

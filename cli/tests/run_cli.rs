@@ -164,6 +164,69 @@ fn openai_provider_without_a_key_runs_the_replay_model_as_chat_completions() {
     );
 }
 
+/// `--provider openai-responses --base-url` against a loopback Responses server (after one
+/// 429): the explore-directory conversation runs to its end with the real tools, every request
+/// to `/v1/responses` with the whole history as items and nothing stored server-side.
+#[test]
+fn openai_responses_provider_against_a_base_url() {
+    use ferroloop::agent::replay::openai_responses_sse;
+    use ferroloop_replay::{ScriptBody, ScriptedResponse};
+
+    let dir = project();
+    let limited = || {
+        let error =
+            serde_json::json!({"error": {"type": "rate_limit_exceeded", "message": "slow down"}});
+        ScriptedResponse::with_status(429, ScriptBody::Json(error)).header("retry-after-ms", "5")
+    };
+    let (_runtime, server) = explore_directory_server(dir.path(), 1, limited, openai_responses_sse);
+    let base_url = format!("{}/v1", server.base_url());
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args([
+            "run",
+            "--provider",
+            "openai-responses",
+            "--base-url",
+            &base_url,
+        ])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().next().unwrap().contains("model gpt-5 at"),
+        "{text}"
+    );
+    assert!(
+        text.contains("The file I read starts with: \"# Tiny project\""),
+        "{text}"
+    );
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains("end_turn · 3 turns · 5 tool calls"),
+        "{summary}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|r| r.path == "/v1/responses"));
+    let last: Value = serde_json::from_str(&requests[3].body).unwrap();
+    assert_eq!(last["store"], false);
+    let outputs = last["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .count();
+    assert_eq!(outputs, 5);
+}
+
 /// `--provider openai --base-url` against a loopback Chat Completions server that answers the
 /// first three requests with 529: the run falls back to `--fallback-model` and finishes the
 /// explore-directory conversation with the real tools.

@@ -2,14 +2,17 @@
 //! client, a disconnect mid-stream (the partial turn discarded and retried), parallel tool calls,
 //! a `max_tokens` continuation and a prompt-too-long recovery — in one conversation, with the
 //! history valid at the end. Model fallback over HTTP (repeated 529s, an overload mid-stream),
-//! and the loop against an OpenAI Chat Completions endpoint. Nothing leaves 127.0.0.1.
+//! and the loop against OpenAI Chat Completions and Responses endpoints. Nothing leaves
+//! 127.0.0.1.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferroloop::agent::replay::{anthropic_sse, openai_chat_sse, scripted_message};
+use ferroloop::agent::replay::{
+    anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
+};
 use ferroloop::agent::{
     Agent, AgentConfig, AgentEvent, ContextAction, StopReason, check_tool_pairing,
 };
@@ -376,4 +379,111 @@ async fn the_explore_script_runs_over_openai_chat_completions() {
         answer.contains("# Demo") && answer.contains("TODO/FIXME search: 1 in 1 file(s)"),
         "{answer}"
     );
+}
+
+/// The loop against an OpenAI Responses endpoint: a 429 retried, a turn with encrypted
+/// reasoning and two calls, a cut answer continued. Each request carries the whole history as
+/// items (nothing stored server-side): the reasoning goes back encrypted before the calls it
+/// led to, and each result follows as a `function_call_output`.
+#[tokio::test]
+async fn the_loop_speaks_the_responses_api_over_http() {
+    let turn = |content: Vec<Value>, stop: &str| {
+        event_stream(openai_responses_sse(
+            &scripted_message(&json!({}), content, stop),
+            8,
+        ))
+    };
+    let script = Script {
+        responses: vec![
+            ScriptedResponse::with_status(
+                429,
+                ScriptBody::Json(
+                    json!({"error": {"type": "rate_limit_exceeded", "message": "slow down"}}),
+                ),
+            )
+            .header("retry-after-ms", "5"),
+            turn(
+                vec![
+                    json!({"type": "thinking", "thinking": "Both files, in parallel.", "signature": "enc-1"}),
+                    json!({"type": "text", "text": "Reading both."}),
+                    json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
+                    json!({"type": "tool_use", "id": "call_b", "name": "read", "input": {"path": "b"}}),
+                ],
+                "tool_use",
+            ),
+            turn(
+                vec![json!({"type": "text", "text": "Both read, a"})],
+                "max_tokens",
+            ),
+            turn(
+                vec![json!({"type": "text", "text": "nd done."})],
+                "end_turn",
+            ),
+        ],
+        ..Script::default()
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let client = test_client(Provider::OpenAiResponses, &server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut config = AgentConfig::new("gpt-5.5");
+    config.system = Some("Be brief.".into());
+    let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
+    let events: Vec<AgentEvent> =
+        tokio::time::timeout(Duration::from_secs(30), agent.run("read a and b").collect())
+            .await
+            .unwrap();
+    let AgentEvent::Stop {
+        reason, messages, ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop event")
+    };
+    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
+    assert_eq!(
+        messages[1]["content"][0],
+        json!({"type": "thinking", "thinking": "Both files, in parallel.", "signature": "enc-1"})
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|r| r.path == "/responses"));
+    assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
+    let bodies: Vec<Value> = requests
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect();
+    for body in &bodies {
+        assert_eq!(body["model"], "gpt-5.5");
+        assert_eq!(body["instructions"], "Be brief.");
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["stream"], true);
+        assert!(body.get("messages").is_none() && body.get("max_tokens").is_none());
+        assert_eq!(body["tools"][0]["name"], "read");
+        assert_eq!(body["tools"][0]["strict"], false);
+    }
+    let input = bodies[2]["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "reasoning",
+            "message",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output"
+        ]
+    );
+    assert_eq!(input[1]["encrypted_content"], "enc-1");
+    assert_eq!(input[5]["call_id"], "call_a");
+    assert_eq!(input[5]["output"], "contents of a");
+    assert_eq!(input[6]["call_id"], "call_b");
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "assistant");
 }

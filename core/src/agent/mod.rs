@@ -39,6 +39,7 @@ mod events;
 mod model;
 pub mod openai;
 pub mod replay;
+pub mod responses;
 mod run;
 
 pub use config::{AgentConfig, CLEARED_TOOL_RESULT, Limits, Price};

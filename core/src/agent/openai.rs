@@ -27,7 +27,7 @@
 //!   `deepseek-reasoner`). Signed thinking (an Anthropic response in the same history) is
 //!   never sent.
 //!
-//! The Responses API is not translated; the loop speaks Chat Completions to OpenAI endpoints.
+//! The Responses API is translated by [`super::responses`].
 
 use std::collections::VecDeque;
 
@@ -211,12 +211,12 @@ fn chat_tool_choice(choice: &Value) -> (Option<Value>, Option<bool>) {
     (translated, parallel)
 }
 
-fn block_type(block: &Value) -> &str {
+pub(super) fn block_type(block: &Value) -> &str {
     block.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
 /// The text of a string or of the text blocks of a block list, blocks separated by a blank line.
-fn joined_text(content: &Value) -> String {
+pub(super) fn joined_text(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
         Value::Array(blocks) => blocks
@@ -316,7 +316,7 @@ fn user_part(block: &Value) -> Option<Value> {
 /// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
 /// documents, as they are; any other block but an image (which follows in the user message) as
 /// a note saying what was left out, so the model does not read an empty result.
-fn tool_result_text(blocks: &[Value]) -> String {
+pub(super) fn tool_result_text(blocks: &[Value]) -> String {
     let parts: Vec<String> = blocks
         .iter()
         .filter_map(|block| match block_type(block) {
@@ -442,7 +442,7 @@ enum Slot {
 
 /// The arguments of a call as an input object (`{}` when empty or not valid JSON: the stream
 /// reported the call as invalid or truncated, and it is not run).
-fn parse_arguments(arguments: &str) -> Value {
+pub(super) fn parse_arguments(arguments: &str) -> Value {
     if arguments.trim().is_empty() {
         return json!({});
     }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use super::openai::{ChatEventTranslator, ChatOptions, chat_request};
+use super::responses::{ResponsesEventTranslator, responses_request};
 use crate::decode::{DecodeEvent, Provider, StreamDecoder};
 use crate::tokens::{Family, estimate_request_body, estimate_text};
 
@@ -226,6 +227,152 @@ pub fn openai_chat_sse(message: &Value, chunk_chars: usize) -> String {
     out
 }
 
+/// Encodes a complete Anthropic message as the OpenAI Responses API would stream the same
+/// answer: `response.created`, then one output item per block (a `thinking` block as a
+/// `reasoning` item whose summary streams in `response.reasoning_summary_text.delta` events and
+/// whose `signature` is its `encrypted_content`; text as a `message` item with `output_text`
+/// deltas; each `tool_use` as a `function_call` with `arguments` deltas), pieces of about
+/// `chunk_chars` characters, and `response.completed` (`response.incomplete` with
+/// `max_output_tokens` for `max_tokens`) with every item and the usage (cache reads as
+/// `input_tokens_details.cached_tokens`, included in `input_tokens`).
+pub fn openai_responses_sse(message: &Value, chunk_chars: usize) -> String {
+    let chunk_chars = chunk_chars.max(1);
+    let id = format!(
+        "resp_{}",
+        message
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("replay")
+    );
+    let model = message.get("model").cloned().unwrap_or(json!("replay"));
+    let mut out = String::new();
+    let mut event = |kind: &str, mut data: Value| {
+        data["type"] = json!(kind);
+        sse_event(&mut out, kind, &data);
+    };
+    let pieces = |text: &str| -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        chars
+            .chunks(chunk_chars)
+            .map(|c| c.iter().collect())
+            .collect()
+    };
+    let text_of = |block: &Value, key: &str| -> String {
+        block
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    event(
+        "response.created",
+        json!({"response": {"id": id, "object": "response", "model": model, "status": "in_progress", "output": []}}),
+    );
+    let blocks = message
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut items = Vec::new();
+    for block in &blocks {
+        let index = items.len();
+        let item = match block.get("type").and_then(Value::as_str) {
+            Some("thinking") => {
+                let thinking = text_of(block, "thinking");
+                let rs = format!("rs_{index}");
+                event(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": {"type": "reasoning", "id": rs, "summary": []}}),
+                );
+                event(
+                    "response.reasoning_summary_part.added",
+                    json!({"output_index": index, "item_id": rs, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+                );
+                for piece in pieces(&thinking) {
+                    event(
+                        "response.reasoning_summary_text.delta",
+                        json!({"output_index": index, "item_id": rs, "summary_index": 0, "delta": piece}),
+                    );
+                }
+                json!({"type": "reasoning", "id": rs, "summary": [{"type": "summary_text", "text": thinking}], "encrypted_content": text_of(block, "signature")})
+            }
+            Some("text") => {
+                let text = text_of(block, "text");
+                let msg = format!("msg_{index}");
+                event(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": {"type": "message", "id": msg, "role": "assistant", "status": "in_progress", "content": []}}),
+                );
+                event(
+                    "response.content_part.added",
+                    json!({"output_index": index, "item_id": msg, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+                );
+                for piece in pieces(&text) {
+                    event(
+                        "response.output_text.delta",
+                        json!({"output_index": index, "item_id": msg, "content_index": 0, "delta": piece}),
+                    );
+                }
+                json!({"type": "message", "id": msg, "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            }
+            Some("tool_use") => {
+                let arguments = block
+                    .get("input")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}))
+                    .to_string();
+                let fc = format!("fc_{index}");
+                let announced = json!({"type": "function_call", "id": fc, "call_id": block["id"], "name": block["name"], "arguments": "", "status": "in_progress"});
+                event(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": announced}),
+                );
+                for piece in pieces(&arguments) {
+                    event(
+                        "response.function_call_arguments.delta",
+                        json!({"output_index": index, "item_id": fc, "delta": piece}),
+                    );
+                }
+                event(
+                    "response.function_call_arguments.done",
+                    json!({"output_index": index, "item_id": fc, "arguments": arguments}),
+                );
+                json!({"type": "function_call", "id": fc, "call_id": block["id"], "name": block["name"], "arguments": arguments, "status": "completed"})
+            }
+            _ => continue,
+        };
+        event(
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+        items.push(item);
+    }
+    let usage = message.get("usage").cloned().unwrap_or_else(|| json!({}));
+    let field = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let cached = field("cache_read_input_tokens");
+    let input = field("input_tokens") + field("cache_creation_input_tokens") + cached;
+    let output = field("output_tokens");
+    let cut = message.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
+    let (kind, status, details) = if cut {
+        (
+            "response.incomplete",
+            "incomplete",
+            json!({"reason": "max_output_tokens"}),
+        )
+    } else {
+        ("response.completed", "completed", Value::Null)
+    };
+    event(
+        kind,
+        json!({"response": {
+            "id": id, "object": "response", "model": model, "status": status,
+            "incomplete_details": details, "output": items,
+            "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output, "total_tokens": input + output},
+        }}),
+    );
+    out
+}
+
 /// What a script answers to one request: the raw SSE body, or an error.
 pub type ScriptReply = Result<Bytes, ModelError>;
 
@@ -276,8 +423,20 @@ impl ScriptedModel {
         }
     }
 
+    /// A model speaking the OpenAI Responses API: `script(n, responses_request)` answers with
+    /// `response.*` SSE bytes (e.g. from [`openai_responses_sse`]).
+    pub fn openai_responses(
+        script: impl Fn(usize, &Value) -> ScriptReply + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            provider: Provider::OpenAiResponses,
+            ..Self::new(script)
+        }
+    }
+
     /// This model, also keeping every request its script is given (the translated one for
-    /// [`openai_chat`](Self::openai_chat)), in call order, for a test to look at.
+    /// [`openai_chat`](Self::openai_chat) and [`openai_responses`](Self::openai_responses)), in
+    /// call order, for a test to look at.
     pub fn recorded(self) -> (Self, Arc<Mutex<Vec<Value>>>) {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&requests);
@@ -307,7 +466,10 @@ impl Model for ScriptedModel {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let reply = match self.provider {
             Provider::Anthropic => (self.script)(n, &request),
-            _ => (self.script)(n, &chat_request(&request, ChatOptions::default())),
+            Provider::OpenAiResponses => (self.script)(n, &responses_request(&request)),
+            Provider::OpenAiChat => {
+                (self.script)(n, &chat_request(&request, ChatOptions::default()))
+            }
         };
         let chunk = self.chunk;
         let mut items: Vec<ModelEvent> = Vec::new();
@@ -340,13 +502,24 @@ impl Model for ScriptedModel {
                 items.push(last);
             }
         }
-        if self.provider != Provider::Anthropic {
-            let mut translator = ChatEventTranslator::new();
-            let mut translated = Vec::with_capacity(items.len());
-            for item in items {
-                translator.translate_model_event(item, &mut translated);
+        match self.provider {
+            Provider::Anthropic => {}
+            Provider::OpenAiChat => {
+                let mut translator = ChatEventTranslator::new();
+                let mut translated = Vec::with_capacity(items.len());
+                for item in items {
+                    translator.translate_model_event(item, &mut translated);
+                }
+                items = translated;
             }
-            items = translated;
+            Provider::OpenAiResponses => {
+                let mut translator = ResponsesEventTranslator::new();
+                let mut translated = Vec::with_capacity(items.len());
+                for item in items {
+                    translator.translate_model_event(item, &mut translated);
+                }
+                items = translated;
+            }
         }
         Box::pin(futures_util::stream::iter(items))
     }
@@ -454,8 +627,32 @@ fn listed_count(output: &str) -> usize {
         .unwrap_or_else(|| listed(output).count())
 }
 
-/// The tool results sent since the last assistant message of a request (either shape).
+/// Whether a Responses `input` item is the model's (an assistant message, reasoning or a call).
+fn is_model_item(item: &Value) -> bool {
+    match item.get("type").and_then(Value::as_str) {
+        Some("reasoning" | "function_call") => true,
+        _ => item["role"] == "assistant",
+    }
+}
+
+/// The `function_call_output` items among Responses `input` items, as (call id, output).
+fn output_results(items: &[Value]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| {
+            let text = |key: &str| item[key].as_str().unwrap_or_default().to_owned();
+            (text("call_id"), text("output"))
+        })
+        .collect()
+}
+
+/// The tool results sent since the last assistant message of a request (any shape).
 fn last_results(request: &Value) -> Vec<(String, String)> {
+    if let Some(items) = request.get("input").and_then(Value::as_array) {
+        let since = items.iter().rposition(is_model_item).map_or(0, |i| i + 1);
+        return output_results(&items[since..]);
+    }
     let messages = request
         .get("messages")
         .and_then(Value::as_array)
@@ -468,8 +665,21 @@ fn last_results(request: &Value) -> Vec<(String, String)> {
     messages[since..].iter().flat_map(results_of).collect()
 }
 
-/// How many assistant turns a request's history already holds.
+/// How many assistant turns a request's history already holds (in a Responses `input`, each
+/// run of the model's items is one turn).
 fn assistant_turns(request: &Value) -> usize {
+    if let Some(items) = request.get("input").and_then(Value::as_array) {
+        let mut previous = false;
+        return items
+            .iter()
+            .filter(|item| {
+                let model = is_model_item(item);
+                let starts = model && !previous;
+                previous = model;
+                starts
+            })
+            .count();
+    }
     request
         .get("messages")
         .and_then(Value::as_array)
@@ -480,8 +690,8 @@ fn assistant_turns(request: &Value) -> usize {
 /// The scripted conversation of `ferroloop run`'s replay model: it explores the current
 /// directory with `glob`, `grep` and `read` (several calls in parallel), then answers from what
 /// the tools returned. Only the model is scripted; the tools run for real. `request` is an
-/// Anthropic Messages or an OpenAI Chat Completions request; the answer is an Anthropic message
-/// (encode it with [`anthropic_sse`] or [`openai_chat_sse`]).
+/// Anthropic Messages, OpenAI Chat Completions or Responses request; the answer is an Anthropic
+/// message (encode it with [`anthropic_sse`], [`openai_chat_sse`] or [`openai_responses_sse`]).
 pub fn explore_directory_script(request: &Value) -> Value {
     let text = |t: &str| json!({"type": "text", "text": t});
     let call = |id: &str, name: &str, input: Value| json!({"type": "tool_use", "id": id, "name": name, "input": input});
@@ -542,13 +752,16 @@ pub fn explore_directory_script(request: &Value) -> Value {
             scripted_message(request, content, "tool_use")
         }
         _ => {
-            let all: Vec<(String, String)> = request
-                .get("messages")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .flat_map(results_of)
-                .collect();
+            let all: Vec<(String, String)> = match request.get("input").and_then(Value::as_array) {
+                Some(items) => output_results(items),
+                None => request
+                    .get("messages")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .flat_map(results_of)
+                    .collect(),
+            };
             let lookup = |id: &str| {
                 all.iter()
                     .find(|(i, _)| i == id)

@@ -1,12 +1,14 @@
 //! The client as the agent loop's [`Model`]: Anthropic Messages requests in, decoded events,
-//! retries and one final item out. Against an OpenAI Chat Completions endpoint the request and
-//! the response are translated ([`crate::agent::openai`]).
+//! retries and one final item out. Against an OpenAI Chat Completions or Responses endpoint the
+//! request and the response are translated ([`crate::agent::openai`],
+//! [`crate::agent::responses`]).
 
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::{Client, ClientError, MessageItem, MessageStream, Provider};
 use crate::agent::openai::{self, ChatOptions, MaxTokensField};
+use crate::agent::responses;
 use crate::agent::{Model, ModelError, ModelEvent, ModelStream};
 
 impl Model for Client {
@@ -34,12 +36,12 @@ impl Model for Client {
                 )))
             }
             Provider::OpenAiResponses => {
-                let error = ModelError::Other(
-                    "the agent loop speaks Chat Completions to OpenAI endpoints; use the \
-                     openai-chat provider"
-                        .to_owned(),
-                );
-                Box::pin(futures_util::stream::iter([ModelEvent::Failed(error)]))
+                let body = responses::responses_request(&request);
+                let stream = self.stream_message(body.to_string());
+                responses::translate_responses_stream(Box::pin(futures_util::stream::unfold(
+                    Some(stream),
+                    next_event,
+                )))
             }
         }
     }

@@ -1,0 +1,1065 @@
+//! The loop against the OpenAI Responses API (`POST /responses`): its history stays in the
+//! Anthropic Messages shape, and this module translates at the edge, as [`super::openai`] does
+//! for Chat Completions. OpenAI's reasoning models keep their reasoning between turns only here,
+//! and some of them (the Codex models) answer nothing else.
+//!
+//! - Requests ([`responses_request`]): `system` becomes `instructions`; messages become `input`
+//!   items in order: a user message's `tool_result` blocks become `function_call_output` items
+//!   (text; images a tool returned follow in a user message, as on Chat Completions), then one
+//!   user `message` with the rest (`input_text`, `input_image`, base64 PDFs as `input_file`); an
+//!   assistant message's blocks become, in their order, `reasoning` items (a `thinking` block
+//!   whose `signature` holds the item's `encrypted_content`; unsigned thinking has nothing to
+//!   send and is left out), `message` items (`output_text`) and `function_call` items. Tool
+//!   definitions become flat `{"type": "function", name, description, parameters, "strict":
+//!   false}` (the API's default would refuse most hand-written schemas); `max_tokens` becomes
+//!   `max_output_tokens`, `tool_choice` and `metadata.user_id` are mapped, and `stop_sequences`,
+//!   which the API lacks, are dropped with the other Anthropic-only fields. `store` is `false`
+//!   unless the request says otherwise, so nothing is kept on OpenAI's side; for a reasoning
+//!   model (`o1`, `o3`, `o4`, `gpt-5` but `gpt-5-chat`, `codex`) `include` asks for
+//!   `reasoning.encrypted_content`, which the API refuses for other models. Unknown fields
+//!   (`reasoning`, `text`, `temperature`, `prompt_cache_key`, ...) pass through.
+//! - Responses ([`message_from_response`], [`ResponsesEventTranslator`]): the Responses
+//!   decoder's events and final `response` become Anthropic-shaped events and an Anthropic
+//!   message: a `reasoning` item is a `thinking` block (its summary, or its reasoning text, and
+//!   its `encrypted_content` as `signature`), a `message` item one `text` block (refusals
+//!   included), a `function_call` a `tool_use` block (arguments parsed); other items (hosted
+//!   tools) have no block. `status` `completed` is `end_turn` (`tool_use` with calls);
+//!   `incomplete` for `max_output_tokens` is `max_tokens`, for `content_filter` `refusal`.
+//!   Usage `input_tokens` (cached ones included) / `cached_tokens` / `output_tokens` becomes
+//!   `input_tokens` (uncached) / `cache_read_input_tokens` / `output_tokens`.
+
+use std::collections::VecDeque;
+
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::model::{ModelEvent, ModelStream};
+use super::openai::{block_type, joined_text, parse_arguments, tool_result_text};
+use crate::decode::DecodeEvent;
+
+/// Request fields handled explicitly, or without a Responses equivalent (dropped).
+const NOT_PASSED_THROUGH: &[&str] = &[
+    "model",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "stop_sequences",
+    "stream",
+    "metadata",
+    "thinking",
+    "top_k",
+    "container",
+    "mcp_servers",
+    "betas",
+    "stream_options",
+];
+
+/// Translates an Anthropic Messages request body into a Responses request body.
+pub fn responses_request(request: &Value) -> Value {
+    let empty = Map::new();
+    let fields = request.as_object().unwrap_or(&empty);
+    let mut out = Map::new();
+    if let Some(model) = fields.get("model") {
+        out.insert("model".to_owned(), model.clone());
+    }
+    if let Some(system) = fields.get("system") {
+        let text = joined_text(system);
+        if !text.trim().is_empty() {
+            out.insert("instructions".to_owned(), Value::String(text));
+        }
+    }
+    let messages = fields
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    out.insert("input".to_owned(), Value::Array(input_items(messages)));
+    let tools: Vec<Value> = fields
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|tools| tools.iter().filter_map(function_tool).collect())
+        .unwrap_or_default();
+    if !tools.is_empty() {
+        out.insert("tools".to_owned(), Value::Array(tools));
+        if let Some(choice) = fields.get("tool_choice") {
+            if let Some(translated) = tool_choice(choice) {
+                out.insert("tool_choice".to_owned(), translated);
+            }
+            if let Some(disabled) = choice
+                .get("disable_parallel_tool_use")
+                .and_then(Value::as_bool)
+            {
+                out.insert("parallel_tool_calls".to_owned(), Value::Bool(!disabled));
+            }
+        }
+    }
+    if let Some(max) = fields
+        .get("max_tokens")
+        .filter(|m| m.is_number() && !fields.contains_key("max_output_tokens"))
+    {
+        out.insert("max_output_tokens".to_owned(), max.clone());
+    }
+    if fields.get("stream").and_then(Value::as_bool) == Some(true) {
+        out.insert("stream".to_owned(), Value::Bool(true));
+    }
+    if let Some(user) = fields
+        .get("metadata")
+        .and_then(|m| m.get("user_id"))
+        .filter(|u| u.is_string())
+    {
+        out.insert("user".to_owned(), user.clone());
+    }
+    for (key, value) in fields {
+        if !NOT_PASSED_THROUGH.contains(&key.as_str()) && !out.contains_key(key) {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    // Nothing is stored on OpenAI's side unless the host asks: the history is sent whole every
+    // turn, and reasoning travels encrypted with it.
+    out.entry("store").or_insert(Value::Bool(false));
+    let model = fields.get("model").and_then(Value::as_str).unwrap_or("");
+    if !out.contains_key("include")
+        && out.get("store") == Some(&Value::Bool(false))
+        && is_reasoning_model(model)
+    {
+        out.insert("include".to_owned(), json!(["reasoning.encrypted_content"]));
+    }
+    Value::Object(out)
+}
+
+/// Whether `model` reasons, so that `include: ["reasoning.encrypted_content"]` is accepted
+/// (other models refuse it: "Encrypted content is not supported with this model").
+fn is_reasoning_model(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    let o_series = ["o1", "o3", "o4"].iter().any(|prefix| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    });
+    let gpt5 = name.starts_with("gpt-5") && !name.contains("-chat");
+    o_series || gpt5 || name.contains("codex")
+}
+
+/// An Anthropic tool definition as a Responses function tool (`None` for server tools).
+fn function_tool(tool: &Value) -> Option<Value> {
+    let name = tool.get("name")?.as_str()?;
+    let kind = tool.get("type").and_then(Value::as_str);
+    let schema = tool.get("input_schema");
+    if schema.is_none() && kind.is_some_and(|k| k != "custom") {
+        return None;
+    }
+    let mut function = Map::new();
+    function.insert("type".to_owned(), json!("function"));
+    function.insert("name".to_owned(), Value::String(name.to_owned()));
+    if let Some(description) = tool.get("description").filter(|d| d.is_string()) {
+        function.insert("description".to_owned(), description.clone());
+    }
+    function.insert(
+        "parameters".to_owned(),
+        schema
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    );
+    // Strict mode needs every property required and `additionalProperties: false`: schemas
+    // written for Anthropic rarely are, and the API would refuse them.
+    function.insert("strict".to_owned(), Value::Bool(false));
+    Some(Value::Object(function))
+}
+
+fn tool_choice(choice: &Value) -> Option<Value> {
+    match choice.get("type").and_then(Value::as_str)? {
+        "auto" => Some(json!("auto")),
+        "any" => Some(json!("required")),
+        "none" => Some(json!("none")),
+        "tool" => Some(json!({"type": "function", "name": choice.get("name")?})),
+        _ => None,
+    }
+}
+
+/// The `input` items of a history.
+fn input_items(messages: &[Value]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len() * 2);
+    for message in messages {
+        let content = message.get("content").unwrap_or(&Value::Null);
+        match message.get("role").and_then(Value::as_str) {
+            Some("assistant") => assistant_items(content, &mut out),
+            _ => user_items(content, &mut out),
+        }
+    }
+    out
+}
+
+fn assistant_items(content: &Value, out: &mut Vec<Value>) {
+    let Value::Array(blocks) = content else {
+        let text = joined_text(content);
+        if !text.is_empty() {
+            out.push(assistant_text(text));
+        }
+        return;
+    };
+    for block in blocks {
+        match block_type(block) {
+            "text" => {
+                if let Some(text) = block.get("text").and_then(Value::as_str) {
+                    out.push(assistant_text(text.to_owned()));
+                }
+            }
+            "tool_use" => {
+                let input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                out.push(json!({
+                    "type": "function_call",
+                    "call_id": block.get("id").cloned().unwrap_or(Value::Null),
+                    "name": block.get("name").cloned().unwrap_or(Value::Null),
+                    "arguments": input.to_string(),
+                }));
+            }
+            // Only a reasoning item's encrypted content lets the model see its reasoning again
+            // (nothing is stored server-side): thinking without one (reasoning from a Chat
+            // Completions server) has nothing to send.
+            "thinking" => {
+                let Some(encrypted) = block
+                    .get("signature")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                else {
+                    continue;
+                };
+                let summary: Vec<Value> = block
+                    .get("thinking")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .map(|text| json!({"type": "summary_text", "text": text}))
+                    .into_iter()
+                    .collect();
+                out.push(json!({
+                    "type": "reasoning",
+                    "summary": summary,
+                    "encrypted_content": encrypted,
+                }));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn assistant_text(text: String) -> Value {
+    json!({
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    })
+}
+
+/// An image block as an `input_image` part.
+fn image_part(block: &Value) -> Option<Value> {
+    let source = block.get("source")?;
+    let url = match source.get("type").and_then(Value::as_str) {
+        Some("base64") => format!(
+            "data:{};base64,{}",
+            source.get("media_type")?.as_str()?,
+            source.get("data")?.as_str()?
+        ),
+        Some("url") => source.get("url")?.as_str()?.to_owned(),
+        _ => return None,
+    };
+    Some(json!({"type": "input_image", "image_url": url, "detail": "auto"}))
+}
+
+/// A non-tool user block as an input part (`None`: no Responses equivalent).
+fn user_part(block: &Value) -> Option<Value> {
+    match block_type(block) {
+        "text" => Some(json!({"type": "input_text", "text": block.get("text")?.as_str()?})),
+        "image" => image_part(block),
+        "document" => {
+            let source = block.get("source")?;
+            match source.get("type").and_then(Value::as_str)? {
+                "text" => {
+                    Some(json!({"type": "input_text", "text": source.get("data")?.as_str()?}))
+                }
+                "base64" => {
+                    let media = source.get("media_type")?.as_str()?;
+                    let data = source.get("data")?.as_str()?;
+                    let filename = block
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                        .unwrap_or("document.pdf");
+                    Some(json!({
+                        "type": "input_file",
+                        "filename": filename,
+                        "file_data": format!("data:{media};base64,{data}"),
+                    }))
+                }
+                "url" => {
+                    Some(json!({"type": "input_file", "file_url": source.get("url")?.as_str()?}))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A user message: its tool results as `function_call_output` items (in order, right after the
+/// calls), then one user message with the rest.
+fn user_items(content: &Value, out: &mut Vec<Value>) {
+    let Value::Array(blocks) = content else {
+        out.push(json!({
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": joined_text(content)}],
+        }));
+        return;
+    };
+    let mut parts = Vec::new();
+    for block in blocks {
+        if block_type(block) != "tool_result" {
+            parts.extend(user_part(block));
+            continue;
+        }
+        let id = block.get("tool_use_id").cloned().unwrap_or(Value::Null);
+        let (text, images) = match block.get("content") {
+            Some(Value::Array(inner)) => {
+                let images: Vec<Value> = inner
+                    .iter()
+                    .filter(|b| block_type(b) == "image")
+                    .filter_map(image_part)
+                    .collect();
+                (tool_result_text(inner), images)
+            }
+            Some(other) => (joined_text(other), Vec::new()),
+            None => (String::new(), Vec::new()),
+        };
+        let text = if text.is_empty() && !images.is_empty() {
+            "(the result is the image in the next message)".to_owned()
+        } else {
+            text
+        };
+        if !images.is_empty() {
+            let label = format!(
+                "Image returned by tool call {}:",
+                id.as_str().unwrap_or_default()
+            );
+            parts.push(json!({"type": "input_text", "text": label}));
+            parts.extend(images);
+        }
+        out.push(json!({"type": "function_call_output", "call_id": id, "output": text}));
+    }
+    if !parts.is_empty() {
+        out.push(json!({"type": "message", "role": "user", "content": parts}));
+    }
+}
+
+/// What an output item becomes in the Anthropic message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Thinking,
+    Text,
+    ToolUse,
+}
+
+fn item_kind(item: &Value) -> Option<Kind> {
+    match item.get("type").and_then(Value::as_str)? {
+        "reasoning" => Some(Kind::Thinking),
+        "message" => Some(Kind::Text),
+        "function_call" => Some(Kind::ToolUse),
+        _ => None,
+    }
+}
+
+/// The Anthropic block of an output item, complete.
+fn item_block(item: &Value, kind: Kind) -> Value {
+    let text_of = |list: &str, kind: &str| -> String {
+        item.get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|part| part.get("type").and_then(Value::as_str) == Some(kind))
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    match kind {
+        Kind::Thinking => {
+            let summary = text_of("summary", "summary_text");
+            let thinking = if summary.is_empty() {
+                text_of("content", "reasoning_text")
+            } else {
+                summary
+            };
+            let signature = item
+                .get("encrypted_content")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            json!({"type": "thinking", "thinking": thinking, "signature": signature})
+        }
+        Kind::Text => {
+            let text: String = item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|part| match part.get("type").and_then(Value::as_str) {
+                    Some("output_text") => part.get("text").and_then(Value::as_str),
+                    Some("refusal") => part.get("refusal").and_then(Value::as_str),
+                    _ => None,
+                })
+                .collect();
+            json!({"type": "text", "text": text})
+        }
+        Kind::ToolUse => {
+            let field = |key: &str| item.get(key).and_then(Value::as_str).unwrap_or("");
+            json!({
+                "type": "tool_use",
+                "id": field("call_id"),
+                "name": field("name"),
+                "input": parse_arguments(field("arguments")),
+            })
+        }
+    }
+}
+
+/// The loop's stop reason for a final `response`.
+fn stop_reason(response: &Value, has_calls: bool) -> &'static str {
+    let reason = response
+        .get("incomplete_details")
+        .and_then(|d| d.get("reason"))
+        .and_then(Value::as_str);
+    match (response.get("status").and_then(Value::as_str), reason) {
+        (_, Some("max_output_tokens")) => "max_tokens",
+        (_, Some("content_filter")) => "refusal",
+        _ if has_calls => "tool_use",
+        _ => "end_turn",
+    }
+}
+
+/// Anthropic-shaped usage from Responses usage (`null` when there is none). `input_tokens`
+/// includes the cached tokens; Anthropic's does not.
+pub fn anthropic_usage(usage: &Value) -> Value {
+    let Some(input) = usage.get("input_tokens").and_then(Value::as_u64) else {
+        return Value::Null;
+    };
+    let cached = usage
+        .get("input_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(input);
+    let output = usage
+        .get("output_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    json!({
+        "input_tokens": input - cached,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": output,
+    })
+}
+
+/// Translates a final `response` into an Anthropic message, blocks in output order.
+pub fn message_from_response(response: &Value) -> Value {
+    let content: Vec<Value> = response
+        .get("output")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item_kind(item).map(|kind| item_block(item, kind)))
+        .collect();
+    let has_calls = content.iter().any(|b| block_type(b) == "tool_use");
+    json!({
+        "id": response.get("id").cloned().unwrap_or(json!("")),
+        "type": "message",
+        "role": "assistant",
+        "model": response.get("model").cloned().unwrap_or(json!("")),
+        "content": content,
+        "stop_reason": stop_reason(response, has_calls),
+        "stop_sequence": null,
+        "usage": anthropic_usage(response.get("usage").unwrap_or(&Value::Null)),
+    })
+}
+
+/// A tool call as its seal reported it: what runs, and so what the recorded message says.
+#[derive(Debug)]
+struct SealedCall {
+    block: usize,
+    id: String,
+    name: String,
+    input: Option<Value>,
+}
+
+/// Translates the Responses decoder's events into the events an Anthropic stream would have
+/// produced: one block per reasoning, message and function call item, numbered in order of
+/// appearance; other items (hosted tools) have none and their events are dropped. Unknown
+/// events pass through.
+#[derive(Debug, Default)]
+pub struct ResponsesEventTranslator {
+    /// Per output index: its block and what the block is.
+    blocks: Vec<Option<(usize, Kind)>>,
+    count: usize,
+    /// Blocks started and not stopped yet.
+    open: Vec<usize>,
+    sealed: Vec<SealedCall>,
+    scratch: Vec<DecodeEvent>,
+}
+
+impl ResponsesEventTranslator {
+    /// A translator for one stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn block(&self, output: usize) -> Option<(usize, Kind)> {
+        self.blocks.get(output).copied().flatten()
+    }
+
+    /// Translates one decoder event into `out`.
+    pub fn translate(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>) {
+        match event {
+            DecodeEvent::MessageStart { message } => {
+                let mut start = message_from_response(&message);
+                start["content"] = json!([]);
+                start["stop_reason"] = Value::Null;
+                out.push(DecodeEvent::MessageStart { message: start });
+            }
+            DecodeEvent::BlockStart { index, block } => {
+                let Some(kind) = item_kind(&block) else {
+                    return;
+                };
+                if self.block(index).is_some() {
+                    return;
+                }
+                if self.blocks.len() <= index {
+                    self.blocks.resize(index + 1, None);
+                }
+                let at = self.count;
+                self.count += 1;
+                self.blocks[index] = Some((at, kind));
+                self.open.push(at);
+                let start = match kind {
+                    Kind::Thinking => json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    Kind::Text => json!({"type": "text", "text": ""}),
+                    Kind::ToolUse => {
+                        let mut block = item_block(&block, kind);
+                        block["input"] = json!({});
+                        block
+                    }
+                };
+                out.push(DecodeEvent::BlockStart {
+                    index: at,
+                    block: start,
+                });
+            }
+            DecodeEvent::TextDelta { index, text }
+            | DecodeEvent::RefusalDelta {
+                index,
+                refusal: text,
+            } => {
+                if let Some((at, Kind::Text)) = self.block(index) {
+                    out.push(DecodeEvent::TextDelta { index: at, text });
+                }
+            }
+            DecodeEvent::ThinkingDelta { index, thinking } => {
+                if let Some((at, Kind::Thinking)) = self.block(index) {
+                    out.push(DecodeEvent::ThinkingDelta {
+                        index: at,
+                        thinking,
+                    });
+                }
+            }
+            DecodeEvent::InputJsonDelta {
+                index,
+                partial_json,
+            } => {
+                if let Some((at, Kind::ToolUse)) = self.block(index) {
+                    out.push(DecodeEvent::InputJsonDelta {
+                        index: at,
+                        partial_json,
+                    });
+                }
+            }
+            DecodeEvent::BlockStop { index } => {
+                if let Some((at, _)) = self.block(index) {
+                    self.stop(at, out);
+                }
+            }
+            DecodeEvent::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            } => {
+                if let Some((at, Kind::ToolUse)) = self.block(index) {
+                    self.sealed.push(SealedCall {
+                        block: at,
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: Some(input.clone()),
+                    });
+                    out.push(DecodeEvent::ToolUseReady {
+                        index: at,
+                        id,
+                        name,
+                        input,
+                    });
+                }
+            }
+            DecodeEvent::ToolUseInvalid {
+                index,
+                id,
+                name,
+                partial_json,
+                error,
+            } => {
+                if let Some((at, Kind::ToolUse)) = self.block(index) {
+                    self.sealed.push(SealedCall {
+                        block: at,
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: None,
+                    });
+                    out.push(DecodeEvent::ToolUseInvalid {
+                        index: at,
+                        id,
+                        name,
+                        partial_json,
+                        error,
+                    });
+                }
+            }
+            DecodeEvent::ToolUseTruncated {
+                index,
+                id,
+                name,
+                partial_json,
+            } => {
+                if let Some((at, Kind::ToolUse)) = self.block(index) {
+                    self.sealed.push(SealedCall {
+                        block: at,
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: None,
+                    });
+                    out.push(DecodeEvent::ToolUseTruncated {
+                        index: at,
+                        id,
+                        name,
+                        partial_json,
+                    });
+                }
+            }
+            DecodeEvent::MessageDelta { delta, usage } => {
+                // The final message has the exact reason (`incomplete_details`); the status is
+                // enough for the stream's view.
+                let has_calls = self
+                    .blocks
+                    .iter()
+                    .flatten()
+                    .any(|(_, k)| *k == Kind::ToolUse);
+                let stop = match delta.get("status").and_then(Value::as_str) {
+                    Some("incomplete") => Some("max_tokens"),
+                    Some(_) if has_calls => Some("tool_use"),
+                    Some(_) => Some("end_turn"),
+                    None => None,
+                };
+                let delta = match stop {
+                    Some(stop) => json!({"stop_reason": stop, "stop_sequence": null}),
+                    None => json!({}),
+                };
+                out.push(DecodeEvent::MessageDelta {
+                    delta,
+                    usage: anthropic_usage(&usage),
+                });
+            }
+            DecodeEvent::MessageStop => {
+                for at in std::mem::take(&mut self.open) {
+                    out.push(DecodeEvent::BlockStop { index: at });
+                }
+                out.push(DecodeEvent::MessageStop);
+            }
+            // Signature, citation and unknown deltas name output indexes the loop has no
+            // block for; unknown events (hosted tools' progress) pass through.
+            DecodeEvent::SignatureDelta { .. }
+            | DecodeEvent::CitationsDelta { .. }
+            | DecodeEvent::UnknownDelta { .. } => {}
+            other => out.push(other),
+        }
+    }
+
+    fn stop(&mut self, at: usize, out: &mut Vec<DecodeEvent>) {
+        if let Some(position) = self.open.iter().position(|&open| open == at) {
+            self.open.remove(position);
+            out.push(DecodeEvent::BlockStop { index: at });
+        }
+    }
+
+    /// The final `response` as an Anthropic message, each sealed call as it was sealed.
+    pub fn message(&self, response: &Value) -> Value {
+        let mut message = message_from_response(response);
+        if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+            for call in &self.sealed {
+                if let Some(block) = blocks.get_mut(call.block)
+                    && block_type(block) == "tool_use"
+                {
+                    block["id"] = Value::String(call.id.clone());
+                    block["name"] = Value::String(call.name.clone());
+                    if let Some(input) = &call.input {
+                        block["input"] = input.clone();
+                    }
+                }
+            }
+        }
+        message
+    }
+
+    /// Translates one item of a model stream in the Responses shape, appending the result to
+    /// `out`.
+    pub fn translate_model_event(&mut self, event: ModelEvent, out: &mut impl Extend<ModelEvent>) {
+        match event {
+            ModelEvent::Decoded(event) => {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                self.translate(event, &mut scratch);
+                out.extend(scratch.drain(..).map(ModelEvent::Decoded));
+                self.scratch = scratch;
+            }
+            ModelEvent::Completed {
+                message,
+                time_to_first_token,
+                request_id,
+            } => out.extend([ModelEvent::Completed {
+                message: self.message(&message),
+                time_to_first_token,
+                request_id,
+            }]),
+            ModelEvent::Failed(super::model::ModelError::Truncated { reason, partial }) => {
+                out.extend([ModelEvent::Failed(super::model::ModelError::Truncated {
+                    reason,
+                    partial: Box::new(self.message(&partial)),
+                })]);
+            }
+            other => out.extend([other]),
+        }
+    }
+}
+
+/// Wraps a model stream in the Responses shape into one in the loop's shape.
+pub fn translate_responses_stream(stream: ModelStream) -> ModelStream {
+    let state = (stream, ResponsesEventTranslator::new(), VecDeque::new());
+    Box::pin(futures_util::stream::unfold(
+        state,
+        |(mut stream, mut translator, mut pending)| async move {
+            loop {
+                if let Some(event) = pending.pop_front() {
+                    return Some((event, (stream, translator, pending)));
+                }
+                let event = stream.next().await?;
+                translator.translate_model_event(event, &mut pending);
+            }
+        },
+    ))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::agent::replay::{openai_responses_sse, scripted_message};
+    use crate::decode::{Provider, StreamDecoder};
+
+    fn history() -> Value {
+        json!({
+            "model": "gpt-5.5",
+            "system": [{"type": "text", "text": "Be brief."}],
+            "max_tokens": 4096,
+            "stop_sequences": ["END"],
+            "metadata": {"user_id": "u-1"},
+            "temperature": 0.2,
+            "reasoning": {"effort": "high"},
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+            "tools": [
+                {"name": "read", "description": "Reads a file.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                {"type": "web_search_20250305", "name": "web_search"},
+            ],
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "text", "text": "Look at these."},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                    {"type": "document", "title": "spec.pdf", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Read the spec first.", "signature": "enc-1"},
+                    {"type": "thinking", "thinking": "from a Chat server", "signature": ""},
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a"}},
+                    {"type": "tool_use", "id": "call_2", "name": "read", "input": {"path": "b"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_1", "content": "A"},
+                    {"type": "tool_result", "tool_use_id": "call_2", "content": [
+                        {"type": "text", "text": "B"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}},
+                    ]},
+                    {"type": "text", "text": "Go on."},
+                ]},
+            ],
+        })
+    }
+
+    #[test]
+    fn a_history_becomes_input_items_in_order() {
+        let body = responses_request(&history());
+        assert_eq!(body["instructions"], "Be brief.");
+        assert_eq!(body["max_output_tokens"], 4096);
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["user"], "u-1");
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["reasoning"], json!({"effort": "high"}));
+        assert_eq!(body["tool_choice"], "required");
+        assert_eq!(body["parallel_tool_calls"], false);
+        for gone in [
+            "system",
+            "messages",
+            "max_tokens",
+            "stop_sequences",
+            "thinking",
+            "metadata",
+        ] {
+            assert!(body.get(gone).is_none(), "{gone} was sent");
+        }
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "name": "read", "description": "Reads a file.", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}, "strict": false}])
+        );
+        let input = body["input"].as_array().unwrap();
+        let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "reasoning",
+                "message",
+                "function_call",
+                "function_call",
+                "function_call_output",
+                "function_call_output",
+                "message"
+            ]
+        );
+        assert_eq!(
+            input[0]["content"],
+            json!([
+                {"type": "input_text", "text": "Look at these."},
+                {"type": "input_image", "image_url": "data:image/png;base64,iVBOR", "detail": "auto"},
+                {"type": "input_file", "filename": "spec.pdf", "file_data": "data:application/pdf;base64,JVBER"},
+            ])
+        );
+        // The encrypted reasoning goes back without an id (nothing is stored to refer to);
+        // the unsigned thinking has nothing to send.
+        assert_eq!(
+            input[1],
+            json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Read the spec first."}], "encrypted_content": "enc-1"})
+        );
+        assert_eq!(input[2]["role"], "assistant");
+        assert_eq!(
+            input[2]["content"][0],
+            json!({"type": "output_text", "text": "Reading."})
+        );
+        assert_eq!(
+            input[3],
+            json!({"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{\"path\":\"a\"}"})
+        );
+        assert_eq!(
+            input[5],
+            json!({"type": "function_call_output", "call_id": "call_1", "output": "A"})
+        );
+        assert_eq!(input[6]["output"], "B");
+        assert_eq!(input[7]["role"], "user");
+        assert_eq!(
+            input[7]["content"][0]["text"],
+            "Image returned by tool call call_2:"
+        );
+        assert_eq!(input[7]["content"][1]["type"], "input_image");
+        assert_eq!(
+            input[7]["content"][2],
+            json!({"type": "input_text", "text": "Go on."})
+        );
+    }
+
+    #[test]
+    fn encrypted_reasoning_is_asked_for_reasoning_models_only() {
+        let include = |model: &str| {
+            responses_request(&json!({"model": model, "messages": []}))
+                .get("include")
+                .cloned()
+        };
+        for model in [
+            "o3",
+            "o4-mini",
+            "o1-2024-12-17",
+            "gpt-5",
+            "gpt-5.5-pro",
+            "gpt-5.1-codex-max",
+            "codex-mini-latest",
+            "openai/gpt-5",
+        ] {
+            assert_eq!(
+                include(model),
+                Some(json!(["reasoning.encrypted_content"])),
+                "{model}"
+            );
+        }
+        for model in ["gpt-4o", "gpt-4.1-mini", "gpt-5-chat-latest", "o3x", ""] {
+            assert_eq!(include(model), None, "{model}");
+        }
+        // A host that stores responses, or names its own `include`, is left alone.
+        let stored = responses_request(&json!({"model": "o3", "messages": [], "store": true}));
+        assert_eq!(stored["store"], true);
+        assert!(stored.get("include").is_none());
+        let own = responses_request(&json!({"model": "o3", "messages": [], "include": []}));
+        assert_eq!(own["include"], json!([]));
+    }
+
+    fn decoded(sse: &str) -> (Vec<DecodeEvent>, Value) {
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        let mut events = Vec::new();
+        for piece in sse.as_bytes().chunks(7) {
+            decoder
+                .feed_into(bytes::Bytes::copy_from_slice(piece), &mut events)
+                .unwrap();
+        }
+        let message = decoder.finish().unwrap();
+        let mut translator = ResponsesEventTranslator::new();
+        let mut out = Vec::new();
+        for event in events {
+            translator.translate(event, &mut out);
+        }
+        (out, translator.message(&message))
+    }
+
+    #[test]
+    fn a_streamed_response_becomes_an_anthropic_message_and_events() {
+        let content = vec![
+            json!({"type": "thinking", "thinking": "Both files.", "signature": "enc-9"}),
+            json!({"type": "text", "text": "Reading both."}),
+            json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
+            json!({"type": "tool_use", "id": "call_b", "name": "read", "input": {"path": "b"}}),
+        ];
+        let mut message = scripted_message(&json!({}), content.clone(), "tool_use");
+        message["usage"] = json!({"input_tokens": 30, "cache_read_input_tokens": 70, "cache_creation_input_tokens": 0, "output_tokens": 12});
+        let (events, final_message) = decoded(&openai_responses_sse(&message, 3));
+        assert_eq!(final_message["content"], json!(content));
+        assert_eq!(final_message["stop_reason"], "tool_use");
+        assert_eq!(
+            final_message["usage"],
+            json!({"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 70, "output_tokens": 12})
+        );
+        let starts: Vec<(usize, &str)> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::BlockStart { index, block } => {
+                    Some((*index, block["type"].as_str().unwrap()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                (0, "thinking"),
+                (1, "text"),
+                (2, "tool_use"),
+                (3, "tool_use")
+            ]
+        );
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::TextDelta { index: 1, text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Reading both.");
+        let thinking: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::ThinkingDelta { index: 0, thinking } => Some(thinking.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(thinking, "Both files.");
+        let ready: Vec<(usize, &str)> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::ToolUseReady { index, id, .. } => Some((*index, id.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ready, [(2, "call_a"), (3, "call_b")]);
+        let stops = events
+            .iter()
+            .filter(|e| matches!(e, DecodeEvent::BlockStop { .. }))
+            .count();
+        assert_eq!(stops, 4);
+        assert!(events.iter().any(|e| matches!(
+            e,
+            DecodeEvent::MessageDelta { delta, .. } if delta["stop_reason"] == "tool_use"
+        )));
+        // The message goes back as the items it came from.
+        let again = responses_request(&json!({"model": "o3", "messages": [
+            {"role": "user", "content": "read a and b"},
+            {"role": "assistant", "content": final_message["content"]},
+        ]}));
+        let kinds: Vec<&str> = again["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "reasoning",
+                "message",
+                "function_call",
+                "function_call"
+            ]
+        );
+        assert_eq!(again["input"][1]["encrypted_content"], "enc-9");
+    }
+
+    #[test]
+    fn incomplete_responses_map_to_their_stop_reasons() {
+        let cut = scripted_message(
+            &json!({}),
+            vec![json!({"type": "text", "text": "Half"})],
+            "max_tokens",
+        );
+        let (_, message) = decoded(&openai_responses_sse(&cut, 2));
+        assert_eq!(message["stop_reason"], "max_tokens");
+        assert_eq!(
+            message["content"],
+            json!([{"type": "text", "text": "Half"}])
+        );
+        let filtered = json!({"status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []});
+        assert_eq!(message_from_response(&filtered)["stop_reason"], "refusal");
+        let hosted = json!({"status": "completed", "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"type": "message", "content": [{"type": "output_text", "text": "Found "}, {"type": "refusal", "refusal": "nothing."}]},
+        ]});
+        let message = message_from_response(&hosted);
+        assert_eq!(
+            message["content"],
+            json!([{"type": "text", "text": "Found nothing."}])
+        );
+        assert_eq!(message["stop_reason"], "end_turn");
+        assert!(message["usage"].is_null());
+    }
+}
