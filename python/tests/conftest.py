@@ -148,7 +148,7 @@ def replay(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], ReplayServer]]
 @pytest.fixture
 def agent_model(tmp_path: Path) -> Iterator[Callable[[str], ReplayServer]]:
     """Starts `ferroloop serve-replay --agent-model` answering in a provider's format
-    (`"anthropic"` or `"openai"`), stopped at the end of the test."""
+    (`"anthropic"`, `"openai"` or `"openai-responses"`), stopped at the end of the test."""
     servers: list[ReplayServer] = []
 
     def start(provider: str) -> ReplayServer:
