@@ -235,8 +235,9 @@ typedef enum {
 } fl_call_status;
 
 /**
- * Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
- * and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+ * Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
+ * `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
+ * `fl_cancel_token_cancel`. Thread-safe.
  */
 typedef struct fl_cancel_token fl_cancel_token;
 
@@ -1169,9 +1170,9 @@ fl_status fl_executor_run(fl_executor *executor,
 fl_status fl_cancel_token_new(fl_cancel_token **out);
 
 /**
- * Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
- * running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
- * callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+ * Cancels the token: the runs and turns it was passed to cancel their calls. By the time it
+ * returns, their running calls report `fl_tool_call_cancelled`; a run cancelled from one of its
+ * own tool callbacks starts none of its queued calls. Idempotent; callable from any thread, including
  * from a tool callback.
  *
  * # Safety
@@ -1193,6 +1194,7 @@ fl_status fl_cancel_token_is_cancelled(const fl_cancel_token *token, bool *cance
  * A run the token was passed to keeps what it needs once it has started, so the token may be
  * freed from one of that run's tool callbacks (the run can then no longer be cancelled through
  * it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+ * A turn keeps what it needs from `fl_turn_new` on: the token may be freed before the turn.
  *
  * # Safety
  * `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used

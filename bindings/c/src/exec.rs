@@ -106,8 +106,9 @@ pub type fl_tool_fn = Option<
     ),
 >;
 
-/// Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
-/// and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+/// Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
+/// `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
+/// `fl_cancel_token_cancel`. Thread-safe.
 pub struct fl_cancel_token {
     pub(crate) token: CancellationToken,
     /// The turn tokens of the runs in progress under this token. Cancelling cancels them on the
@@ -661,9 +662,9 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
     })
 }
 
-/// Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
-/// running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
-/// callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+/// Cancels the token: the runs and turns it was passed to cancel their calls. By the time it
+/// returns, their running calls report `fl_tool_call_cancelled`; a run cancelled from one of its
+/// own tool callbacks starts none of its queued calls. Idempotent; callable from any thread, including
 /// from a tool callback.
 ///
 /// # Safety
@@ -706,6 +707,7 @@ pub unsafe extern "C" fn fl_cancel_token_is_cancelled(
 /// A run the token was passed to keeps what it needs once it has started, so the token may be
 /// freed from one of that run's tool callbacks (the run can then no longer be cancelled through
 /// it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+/// A turn keeps what it needs from `fl_turn_new` on: the token may be freed before the turn.
 ///
 /// # Safety
 /// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used

@@ -196,6 +196,17 @@ static void misuse_tool(void *userdata, const fl_tool_invocation *invocation, fl
 
 static misuse_target misuse = {NULL, NULL, NULL};
 
+/* "drive" (in a batch run): driving a turn from a tool callback of fl_executor_run is refused. */
+static void drive_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)invocation;
+    fl_turn_event event;
+    CHECK_STATUS(fl_turn_next_event(*(fl_turn **)userdata, 0, &event), FL_STATUS_INVALID_STATE);
+    CHECK(strstr(last_error(), "worker thread") != NULL);
+    CHECK_OK(fl_tool_complete(call, "refused", 7, false));
+}
+
+static fl_turn *drive_target = NULL;
+
 /* ---- helpers ---- */
 
 static fl_executor *new_executor(size_t max_concurrency) {
@@ -213,6 +224,7 @@ static fl_executor *new_executor(size_t max_concurrency) {
     CHECK_OK(fl_executor_add_tool(executor, "hang", 4, &safe, hang_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "timed", 5, &timed, hang_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "misuse", 6, NULL, misuse_tool, &misuse));
+    CHECK_OK(fl_executor_add_tool(executor, "drive", 5, NULL, drive_tool, &drive_target));
     return executor;
 }
 
@@ -609,6 +621,23 @@ static void check_misuse(fl_executor *executor) {
     CHECK(results != NULL && strstr(results, "callback") != NULL);
     fl_turn_free(turn);
     fl_turn_free(other);
+
+    /* From a tool callback of a batch run: driving a turn is refused too. */
+    CHECK_OK(fl_turn_new(executor, NULL, &drive_target));
+    const char *calls = "[{\"id\":\"d\",\"name\":\"drive\",\"input\":{}}]";
+    CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "\"content\":\"refused\"") != NULL);
+    /* The turn is unharmed, and the longest timeout is fine. */
+    submit(drive_target, "e0", "echo");
+    CHECK_OK(fl_turn_seal(drive_target));
+    seen t = {0};
+    for (int i = 0; i < 10 && t.ends == 0; i++) {
+        CHECK_OK(fl_turn_next_event(drive_target, INT64_MAX, &event));
+        record(&t, &event);
+    }
+    CHECK(t.results == 1 && t.ends == 1 && t.status[0] == FL_CALL_SUCCEEDED);
+    fl_turn_free(drive_target);
+    drive_target = NULL;
 }
 
 /* ---- several threads ---- */
