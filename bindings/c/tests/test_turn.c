@@ -207,6 +207,18 @@ static void drive_tool(void *userdata, const fl_tool_invocation *invocation, fl_
 
 static fl_turn *drive_target = NULL;
 
+/* "stopper" (safe): cancels its own turn (userdata: where the turn is) from its callback. */
+static void stopper_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)invocation;
+    CHECK_OK(fl_turn_cancel(*(fl_turn **)userdata));
+    bool cancelled = false;
+    CHECK_OK(fl_tool_call_cancelled(call, &cancelled));
+    CHECK(cancelled);
+    CHECK_OK(fl_tool_complete(call, "stopped", 7, false));
+}
+
+static fl_turn *stopper_turn = NULL;
+
 /* ---- helpers ---- */
 
 static fl_executor *new_executor(size_t max_concurrency) {
@@ -225,6 +237,7 @@ static fl_executor *new_executor(size_t max_concurrency) {
     CHECK_OK(fl_executor_add_tool(executor, "timed", 5, &timed, hang_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "misuse", 6, NULL, misuse_tool, &misuse));
     CHECK_OK(fl_executor_add_tool(executor, "drive", 5, NULL, drive_tool, &drive_target));
+    CHECK_OK(fl_executor_add_tool(executor, "stopper", 7, &safe, stopper_tool, &stopper_turn));
     return executor;
 }
 
@@ -517,6 +530,26 @@ static void check_cancellation(fl_executor *executor) {
     fl_turn_free(turn);
 }
 
+/* A tool that cancels its own turn from its callback: it sees the cancellation at once, and the
+ * calls queued behind it never start, as in fl_executor_run. */
+static void check_cancel_from_callback(fl_executor *executor) {
+    CHECK_OK(fl_turn_new(executor, NULL, &stopper_turn));
+    submit(stopper_turn, "s0", "stopper");
+    submit(stopper_turn, "x1", "solo"); /* exclusive: queued behind the stopper */
+    submit(stopper_turn, "e2", "echo");
+    CHECK_OK(fl_turn_seal(stopper_turn));
+    seen s = {0};
+    drain(stopper_turn, &s, false, 0);
+    CHECK(s.started == 1);
+    CHECK(s.status[1] == FL_CALL_SKIPPED && s.status[2] == FL_CALL_SKIPPED);
+    CHECK(s.is_error[1] && s.is_error[2]);
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_STATUS(fl_turn_results(stopper_turn, &results, &len), FL_STATUS_CANCELLED);
+    fl_turn_free(stopper_turn);
+    stopper_turn = NULL;
+}
+
 /* Freeing a turn with calls running cancels them and returns at once. */
 static void check_free_while_running(fl_executor *executor) {
     reset_state();
@@ -741,6 +774,7 @@ int main(void) {
     check_unknown_tool(executor);
     check_timeouts(executor);
     check_cancellation(executor);
+    check_cancel_from_callback(executor);
     check_free_while_running(executor);
     check_misuse(executor);
     check_threads(executor);
