@@ -219,6 +219,21 @@ static void stopper_tool(void *userdata, const fl_tool_invocation *invocation, f
 
 static fl_turn *stopper_turn = NULL;
 
+/* "nest": creates and frees a turn and an executor inside its callback (the runtimes they own
+ * are dropped on a thread that is driving a turn). */
+static void nest_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)invocation;
+    fl_turn *inner = NULL;
+    CHECK_OK(fl_turn_new(userdata, NULL, &inner));
+    const char *use = "{\"id\":\"i0\",\"name\":\"echo\",\"input\":{}}";
+    CHECK_OK(fl_turn_submit(inner, use, strlen(use)));
+    fl_turn_free(inner);
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    fl_executor_free(executor);
+    CHECK_OK(fl_tool_complete(call, "nested", 6, false));
+}
+
 /* ---- helpers ---- */
 
 static fl_executor *new_executor(size_t max_concurrency) {
@@ -238,6 +253,7 @@ static fl_executor *new_executor(size_t max_concurrency) {
     CHECK_OK(fl_executor_add_tool(executor, "misuse", 6, NULL, misuse_tool, &misuse));
     CHECK_OK(fl_executor_add_tool(executor, "drive", 5, NULL, drive_tool, &drive_target));
     CHECK_OK(fl_executor_add_tool(executor, "stopper", 7, &safe, stopper_tool, &stopper_turn));
+    CHECK_OK(fl_executor_add_tool(executor, "nest", 4, NULL, nest_tool, executor));
     return executor;
 }
 
@@ -422,11 +438,13 @@ static void check_unknown_tool(fl_executor *executor) {
     CHECK_OK(fl_turn_new(executor, NULL, &turn));
     submit(turn, "u0", "nope");
     submit(turn, "e1", "echo");
+    submit(turn, "n2", "nest");
     CHECK_OK(fl_turn_seal(turn));
     seen s = {0};
     drain(turn, &s, false, 0);
     CHECK(s.status[0] == FL_CALL_REJECTED && s.is_error[0]);
     CHECK(s.status[1] == FL_CALL_SUCCEEDED && !s.is_error[1]);
+    CHECK(s.status[2] == FL_CALL_SUCCEEDED && !s.is_error[2]);
     const char *results = NULL;
     size_t len = 0;
     CHECK_OK(fl_turn_results(turn, &results, &len));
