@@ -482,7 +482,7 @@ typedef struct {
      */
     size_t input_json_len;
     /**
-     * The call's position in the batch (from 0).
+     * The call's position in the batch or turn (from 0, in request order).
      */
     size_t index;
 } fl_tool_invocation;

@@ -84,7 +84,7 @@ pub struct fl_tool_invocation {
     pub input_json: *const c_char,
     /// Length of `input_json` in bytes.
     pub input_json_len: usize,
-    /// The call's position in the batch (from 0).
+    /// The call's position in the batch or turn (from 0, in request order).
     pub index: usize,
 }
 
