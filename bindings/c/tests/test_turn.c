@@ -227,10 +227,13 @@ static void nest_tool(void *userdata, const fl_tool_invocation *invocation, fl_t
     CHECK_OK(fl_turn_new(userdata, NULL, &inner));
     const char *use = "{\"id\":\"i0\",\"name\":\"echo\",\"input\":{}}";
     CHECK_OK(fl_turn_submit(inner, use, strlen(use)));
+    /* A known last error: a panic caught in the _free functions would replace it. */
+    CHECK_STATUS(fl_turn_seal(NULL), FL_STATUS_NULL_ARGUMENT);
     fl_turn_free(inner);
     fl_executor *executor = NULL;
     CHECK_OK(fl_executor_new(NULL, &executor));
     fl_executor_free(executor);
+    CHECK(strcmp(last_error(), "argument `turn` must not be NULL") == 0);
     CHECK_OK(fl_tool_complete(call, "nested", 6, false));
 }
 
