@@ -442,7 +442,8 @@ typedef struct {
      */
     bool concurrency_safe;
     /**
-     * How long a call may run, in milliseconds (0: the executor's default timeout).
+     * How long a call may run, in milliseconds (0: the executor's default timeout). A reply
+     * counts when the tool completes its call, however late a turn's host then reads it.
      */
     uint64_t timeout_ms;
     /**

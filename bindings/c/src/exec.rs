@@ -60,7 +60,8 @@ pub struct fl_tool_options {
     /// Whether calls may run beside other concurrency-safe calls (default false: a call runs
     /// alone and waits for everything queued before it).
     pub concurrency_safe: bool,
-    /// How long a call may run, in milliseconds (0: the executor's default timeout).
+    /// How long a call may run, in milliseconds (0: the executor's default timeout). A reply
+    /// counts when the tool completes its call, however late a turn's host then reads it.
     pub timeout_ms: u64,
     /// Whether a failing call (an error reply) cancels its running siblings and the calls queued
     /// after it (the shell-tool behaviour; default false).

@@ -165,6 +165,19 @@ static bool wait_for_hang_started(int count) {
     return reached;
 }
 
+/* "quick" (safe, 50 ms timeout): completes from a worker thread after 5 ms. */
+static void *quick_worker(void *arg) {
+    sleep_ms(5);
+    CHECK_OK(fl_tool_complete(arg, "quick", 5, false));
+    return NULL;
+}
+
+static void quick_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    start_worker(quick_worker, call);
+}
+
 /* "misuse": what a tool callback may not do with its turn is refused; what it may do works. */
 typedef struct {
     fl_executor *executor;
@@ -253,6 +266,7 @@ static fl_executor *new_executor(size_t max_concurrency) {
     CHECK_OK(fl_executor_add_tool(executor, "solo", 4, NULL, solo_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "hang", 4, &safe, hang_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "timed", 5, &timed, hang_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "quick", 5, &timed, quick_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "misuse", 6, NULL, misuse_tool, &misuse));
     CHECK_OK(fl_executor_add_tool(executor, "drive", 5, NULL, drive_tool, &drive_target));
     CHECK_OK(fl_executor_add_tool(executor, "stopper", 7, &safe, stopper_tool, &stopper_turn));
@@ -478,6 +492,20 @@ static void check_timeouts(fl_executor *executor) {
     CHECK(s.status[0] == FL_CALL_TIMED_OUT && s.is_error[0] && s.ends == 1);
     join_workers();
     CHECK(saw_cancel == 1);
+    fl_turn_free(turn);
+
+    /* A host that polls sparsely (between reads of the model's stream): a reply that came well
+     * within the timeout, read only after the deadline, is still on time. */
+    CHECK_OK(fl_turn_new(executor, NULL, &turn));
+    submit(turn, "q0", "quick");
+    CHECK_OK(fl_turn_seal(turn));
+    CHECK_OK(fl_turn_next_event(turn, 0, &event));
+    CHECK(event.kind == FL_TURN_EVENT_STARTED);
+    sleep_ms(300);
+    seen q = {0};
+    drain(turn, &q, false, 0);
+    join_workers();
+    CHECK(q.status[0] == FL_CALL_SUCCEEDED && !q.is_error[0]);
     fl_turn_free(turn);
 }
 
