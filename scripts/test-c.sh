@@ -140,5 +140,29 @@ else
 fi
 record "README SSE example" "$status"
 
+# The README's streaming turn example compiles as written, runs clean under valgrind and prints
+# both results in request order, then the results array.
+example="$stage/bin/readme_turn_example"
+awk '/^## Example: a streaming turn/ { section = 1 }
+     section && /^```$/ && inside { exit }
+     inside { print }
+     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+status=0
+# shellcheck disable=SC2046
+if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
+    set +e
+    printed="$("$example")"
+    expected='0 {"type":"tool_result","tool_use_id":"toolu_1","content":"{\"n\":1}","is_error":false}
+1 {"type":"tool_result","tool_use_id":"toolu_2","content":"{\"n\":2}","is_error":false}
+[{"type":"tool_result","tool_use_id":"toolu_1","content":"{\"n\":1}","is_error":false},{"type":"tool_result","tool_use_id":"toolu_2","content":"{\"n\":2}","is_error":false}]'
+    [[ "$printed" == "$expected" ]] || { status=1; printf 'printed:\n%s\n' "$printed"; }
+    valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,possible \
+        --suppressions=bindings/c/tests/valgrind.supp "$example" >/dev/null || status=1
+    set -e
+else
+    status=1
+fi
+record "README turn example" "$status"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1290,6 +1290,44 @@ async fn an_answer_that_arrives_after_the_deadline_is_a_timeout() {
     assert_eq!(exec.metrics().timed_out, 1);
 }
 
+/// A tool answered from another thread well within its timeout, in a turn its host polls only
+/// after the deadline (a C host polls between reads of the model's stream), is on time: the
+/// answer counts when it was sent, not when the turn got round to reading it.
+#[tokio::test]
+async fn an_answer_sent_in_time_is_on_time_however_late_the_turn_is_polled() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("threaded", |_, _| {
+                let (sender, receiver) = tokio::sync::oneshot::channel();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(5));
+                    let _ = sender.send(());
+                });
+                async move {
+                    let _ = receiver.await;
+                    Ok(ToolOutput::text("answered"))
+                }
+            })
+            .with_timeout(Duration::from_millis(50)),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools).build();
+    let mut turn = exec.turn();
+    turn.submit(ToolUse::new("t", "threaded", json!({})))
+        .unwrap();
+    turn.seal();
+    assert!(matches!(
+        turn.next_event().await,
+        Some(TurnEvent::Started { .. })
+    ));
+    // The host does other work (it blocks the thread the turn is polled on).
+    std::thread::sleep(Duration::from_millis(200));
+    let results = turn.finish().await.unwrap();
+    assert!(!results[0].is_error, "{results:?}");
+    assert_eq!(text(&results[0]), "answered");
+}
+
 /// A tool echoing the `&'static str` its run's host data holds ("none" without host data).
 fn host_echo_registry() -> ToolRegistry {
     let mut tools = ToolRegistry::new();

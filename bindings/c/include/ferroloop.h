@@ -152,8 +152,92 @@ typedef enum {
 } fl_sse_item_kind;
 
 /**
- * Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
- * and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+ * What an `fl_turn_event` reports.
+ */
+typedef enum {
+    /**
+     * No event within the timeout: the turn goes on; call `fl_turn_next_event` again.
+     */
+    FL_TURN_EVENT_NONE = 0,
+    /**
+     * A call was admitted and its tool started (`duration_ms`: how long it waited).
+     */
+    FL_TURN_EVENT_STARTED = 1,
+    /**
+     * A tool reported progress (`json`: what it reported). C tools report none today.
+     */
+    FL_TURN_EVENT_PROGRESS = 2,
+    /**
+     * A call ended, in completion order (`status`, `duration_ms`: how long it ran). Every
+     * call gets exactly one, started or not.
+     */
+    FL_TURN_EVENT_FINISHED = 3,
+    /**
+     * A call outlived its cleanup grace after a cancellation or timeout: its result was
+     * produced anyway and its `fl_tool_call` now reports `fl_tool_call_cancelled`.
+     */
+    FL_TURN_EVENT_DETACHED = 4,
+    /**
+     * The result of call `index`, in request order (`json`: the `tool_result` block).
+     */
+    FL_TURN_EVENT_RESULT = 5,
+    /**
+     * The turn is sealed and every result was delivered: `fl_turn_results` is ready. Every
+     * later `fl_turn_next_event` reports this again.
+     */
+    FL_TURN_EVENT_END = 6,
+} fl_turn_event_kind;
+
+/**
+ * How a call ended (`FL_TURN_EVENT_FINISHED`).
+ */
+typedef enum {
+    /**
+     * Not a `FL_TURN_EVENT_FINISHED` event.
+     */
+    FL_CALL_NONE = 0,
+    /**
+     * The tool completed its call without an error.
+     */
+    FL_CALL_SUCCEEDED = 1,
+    /**
+     * The tool completed its call with `is_error`.
+     */
+    FL_CALL_FAILED = 2,
+    /**
+     * The tool failed fatally (not produced by C tools).
+     */
+    FL_CALL_FATAL = 3,
+    /**
+     * The tool panicked (not produced by C tools).
+     */
+    FL_CALL_PANICKED = 4,
+    /**
+     * The tool ran past its timeout.
+     */
+    FL_CALL_TIMED_OUT = 5,
+    /**
+     * The tool was running and was cancelled.
+     */
+    FL_CALL_CANCELLED = 6,
+    /**
+     * The call never started (cancellation, or a sibling's failure).
+     */
+    FL_CALL_SKIPPED = 7,
+    /**
+     * A hook refused the call (not produced by C executors).
+     */
+    FL_CALL_DENIED = 8,
+    /**
+     * The call was refused before running: unknown tool or invalid input.
+     */
+    FL_CALL_REJECTED = 9,
+} fl_call_status;
+
+/**
+ * Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
+ * `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
+ * `fl_cancel_token_cancel`. Thread-safe.
  */
 typedef struct fl_cancel_token fl_cancel_token;
 
@@ -229,6 +313,20 @@ typedef struct fl_text_estimator fl_text_estimator;
  * releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
  */
 typedef struct fl_tool_call fl_tool_call;
+
+/**
+ * A streaming turn (opaque): the tool calls of one model response. Create it with
+ * `fl_turn_new`, add each `tool_use` with `fl_turn_submit` as soon as the model's stream
+ * completes it, call `fl_turn_seal` when the response ends, read what happens with
+ * `fl_turn_next_event` (which also runs the tools), then take the results with
+ * `fl_turn_results` and release the turn with `fl_turn_free`.
+ *
+ * Thread-safety: `fl_turn_submit`, `fl_turn_seal`, `fl_turn_cancel` and `fl_turn_results` may be
+ * called from any thread, at any time, also from the turn's own tool callbacks.
+ * `fl_turn_next_event` is called by one thread at a time (`FL_STATUS_INVALID_STATE` otherwise);
+ * `fl_turn_free` must not overlap any other call on the turn.
+ */
+typedef struct fl_turn fl_turn;
 
 /**
  * Overrides of a budget's thresholds. Start from `fl_context_budget_options_default()`, whose
@@ -344,7 +442,8 @@ typedef struct {
      */
     bool concurrency_safe;
     /**
-     * How long a call may run, in milliseconds (0: the executor's default timeout).
+     * How long a call may run, in milliseconds (0: the executor's default timeout). A reply
+     * counts when the tool completes its call, however late a turn's host then reads it.
      */
     uint64_t timeout_ms;
     /**
@@ -384,20 +483,22 @@ typedef struct {
      */
     size_t input_json_len;
     /**
-     * The call's position in the batch (from 0).
+     * The call's position in the batch or turn (from 0, in request order).
      */
     size_t index;
 } fl_tool_invocation;
 
 /**
- * A tool implemented in C. Called on the thread running `fl_executor_run`, once per call,
- * with the `userdata` given to `fl_executor_add_tool`. The callback owns `call`: it must
- * complete it exactly once with `fl_tool_complete` or `fl_tool_complete_json`, either before
- * returning or later from any thread (for example a worker thread it hands the call to). It
- * should return promptly: other calls only start or finish while it is not running. A call
- * that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
- * cleanup grace, when set). It must return normally (no `longjmp`, no C++ exception) and must
- * not run an executor nor free this one (see `fl_executor_run` and `fl_executor_free`).
+ * A tool implemented in C. Called on the thread running `fl_executor_run` (or, in a streaming
+ * turn, `fl_turn_next_event`), once per call, with the `userdata` given to
+ * `fl_executor_add_tool`. The callback owns `call`: it must complete it exactly once with
+ * `fl_tool_complete` or `fl_tool_complete_json`, either before returning or later from any
+ * thread (for example a worker thread it hands the call to). It should return promptly: other
+ * calls only start or finish while it is not running. A call that is never completed keeps
+ * `fl_executor_run` waiting (up to the tool's timeout and the cleanup grace, when set), and its
+ * turn from ending. It must return normally (no `longjmp`, no C++ exception) and must not run an
+ * executor or drive a turn, nor free the executor whose run called it or the turn that called
+ * it (see `fl_executor_run`, `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
  */
 typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
 
@@ -497,6 +598,63 @@ typedef struct {
      */
     uint64_t total;
 } fl_request_estimate;
+
+/**
+ * An event of a turn, filled by `fl_turn_next_event`. Every view is UTF-8 and never NULL (empty
+ * when the kind has no such field); `json` is also NUL-terminated. The views are owned by the
+ * turn and valid until the next `fl_turn_next_event` or `fl_turn_free` on it.
+ */
+typedef struct {
+    /**
+     * What happened.
+     */
+    fl_turn_event_kind kind;
+    /**
+     * The call's position in the turn (from 0, in submission order); 0 for `NONE` and `END`.
+     */
+    size_t index;
+    /**
+     * The call's `tool_use` id.
+     */
+    const char *tool_use_id;
+    /**
+     * Length of `tool_use_id` in bytes.
+     */
+    size_t tool_use_id_len;
+    /**
+     * The tool's name (as requested, for an unknown tool); empty for `RESULT` and `PROGRESS`.
+     */
+    const char *tool_name;
+    /**
+     * Length of `tool_name` in bytes.
+     */
+    size_t tool_name_len;
+    /**
+     * How the call ended (`FINISHED`); `FL_CALL_NONE` otherwise.
+     */
+    fl_call_status status;
+    /**
+     * Whether the result is an error result (`RESULT`); false otherwise.
+     */
+    bool is_error;
+    /**
+     * `STARTED`: how long the call waited for admission; `FINISHED`: how long it ran (0 when
+     * it never started); in milliseconds; 0 otherwise.
+     */
+    uint64_t duration_ms;
+    /**
+     * `RESULT`: the `tool_result` block
+     * (`{"type":"tool_result","tool_use_id":"toolu_1","content":...,"is_error":false}`);
+     * `PROGRESS`: the data reported; every other kind except `NONE` and `END` (empty): the event
+     * itself, for logs (`{"type":"finished","index":0,"tool_use_id":"toolu_1","tool":"read",
+     * "status":"succeeded","duration_ms":3}`).
+     */
+    const char *json;
+    /**
+     * Length of `json` in bytes, without the NUL.
+     */
+    size_t json_len;
+} fl_turn_event;
 
 #ifdef __cplusplus
 extern "C" {
@@ -939,7 +1097,7 @@ void fl_executor_free(fl_executor *executor);
 /**
  * Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
  * `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
- * `fl_executor_run` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
+ * `fl_executor_run` or `fl_turn_new` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
  * `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
  *
  * Thread-safe.
@@ -947,7 +1105,7 @@ void fl_executor_free(fl_executor *executor);
  * # Safety
  * `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
  * `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
- * usable until the executor is freed.
+ * usable until the executor and every turn started on it are freed.
  */
 fl_status fl_executor_add_tool(fl_executor *executor,
                                const char *name,
@@ -1013,9 +1171,9 @@ fl_status fl_executor_run(fl_executor *executor,
 fl_status fl_cancel_token_new(fl_cancel_token **out);
 
 /**
- * Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
- * running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
- * callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+ * Cancels the token: the runs and turns it was passed to cancel their calls. By the time it
+ * returns, their running calls report `fl_tool_call_cancelled`; a run cancelled from one of its
+ * own tool callbacks starts none of its queued calls. Idempotent; callable from any thread, including
  * from a tool callback.
  *
  * # Safety
@@ -1037,6 +1195,7 @@ fl_status fl_cancel_token_is_cancelled(const fl_cancel_token *token, bool *cance
  * A run the token was passed to keeps what it needs once it has started, so the token may be
  * freed from one of that run's tool callbacks (the run can then no longer be cancelled through
  * it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+ * A turn keeps what it needs from `fl_turn_new` on: the token may be freed before the turn.
  *
  * # Safety
  * `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used
@@ -1360,6 +1519,129 @@ fl_status fl_tool_complete_json(fl_tool_call *call,
  */
 fl_status fl_tool_call_cancelled(const fl_tool_call *call,
                                  bool *cancelled);
+
+/**
+ * Starts a streaming turn on `executor` and stores it in `*out`. The caller owns it and
+ * releases it with `fl_turn_free`.
+ *
+ * The turn runs the executor's tools on its rules (concurrency-safe calls in parallel, others
+ * alone, at most `max_concurrency` at once, results in request order). It does not use the
+ * executor afterwards: the executor may be freed before the turn (its tools' callbacks and
+ * userdata must stay usable until the turn is freed too), and turns and `fl_executor_run` of
+ * one executor may run at the same time on different threads. Tools can no longer be added to
+ * the executor once it has started a turn.
+ *
+ * `cancel` may be NULL; cancelling it (from any thread) cancels the turn as `fl_turn_cancel`
+ * does. A token cancelled earlier cancels the turn at once: its calls never start.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `cancel` must be NULL or a live token (it may be freed
+ * while the turn lives: the turn can then no longer be cancelled through it); `out` must be
+ * valid for a write.
+ */
+fl_status fl_turn_new(const fl_executor *executor, const fl_cancel_token *cancel, fl_turn **out);
+
+/**
+ * Submits one call: `tool_use_json` (`len` bytes of UTF-8) is a `tool_use` block,
+ * `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional). The call
+ * starts at the next `fl_turn_next_event` that admission allows it in; its position in the
+ * turn (`index` in the events) is the number of calls submitted before it.
+ *
+ * Returns `FL_STATUS_INVALID_STATE` once the turn is sealed (the call is not added), and
+ * `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT` for text that is not UTF-8 or not a
+ * `tool_use` block (or a length above `PTRDIFF_MAX`). An unknown tool is no error here: its
+ * call gets an error result.
+ *
+ * Thread-safe (also from the turn's tool callbacks).
+ *
+ * # Safety
+ * `turn` must be a live turn; `tool_use_json` must be valid for reads of `len` bytes.
+ */
+fl_status fl_turn_submit(const fl_turn *turn, const char *tool_use_json, size_t len);
+
+/**
+ * Seals the turn: no more calls will be submitted (the model's response has ended). Once every
+ * call has its result, `fl_turn_next_event` reports `FL_TURN_EVENT_END`. Sealing twice is
+ * `FL_STATUS_INVALID_STATE` (the turn stays sealed).
+ *
+ * Thread-safe (also from the turn's tool callbacks).
+ *
+ * # Safety
+ * `turn` must be a live turn.
+ */
+fl_status fl_turn_seal(const fl_turn *turn);
+
+/**
+ * Cancels the turn: its running calls report `fl_tool_call_cancelled` at once, its queued calls
+ * and the calls submitted later never start, and each gets an error result. The turn still
+ * needs `fl_turn_seal` to end. Idempotent.
+ *
+ * Thread-safe (also from the turn's tool callbacks).
+ *
+ * # Safety
+ * `turn` must be a live turn.
+ */
+fl_status fl_turn_cancel(const fl_turn *turn);
+
+/**
+ * Drives the turn (starting the calls admission allows, running their tool callbacks on this
+ * thread) until it has an event, and writes that event into `*event`.
+ *
+ * `timeout_ms`: how long to wait for an event, in milliseconds; 0 does not wait (the turn
+ * still makes the progress it can at once); a negative value waits as long as it takes. When
+ * nothing happens in time, the event is `FL_TURN_EVENT_NONE`. A turn that is never sealed never
+ * ends: do not wait without a timeout unless another thread will seal or cancel it.
+ *
+ * Events of one call come in the order `STARTED`, `FINISHED`, `RESULT`; `RESULT` events come
+ * in request order, each as soon as it and every result before it are ready (so they may come
+ * before the turn is sealed); the other events come as they happen. After the last result of a
+ * sealed turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of
+ * this function or `fl_turn_free`.
+ *
+ * Thread-safety: one thread at a time per turn (a concurrent call, including one from the
+ * turn's tool callback, returns `FL_STATUS_INVALID_STATE`). As with `fl_executor_run`, the tool
+ * callbacks run on the calling thread, which they must not use to drive another turn or run an
+ * executor (`FL_STATUS_INVALID_STATE`): to run tools inside a tool, hand the call to a worker
+ * thread. A tool callback may submit, seal and cancel, but not free its turn.
+ *
+ * # Safety
+ * `turn` must be a live turn; `event` must be valid for a write.
+ */
+fl_status fl_turn_next_event(const fl_turn *turn, int64_t timeout_ms, fl_turn_event *event);
+
+/**
+ * Writes into `*results_json` / `*results_len` a view of the turn's results: a JSON array with
+ * exactly one `tool_result` block per submitted call, in request order. These are the results to
+ * send back to the model: they have the executor's aggregate result budget applied, which the
+ * `FL_TURN_EVENT_RESULT` events (produced before the turn ended) do not (the two differ only
+ * when a turn's results exceed it). The view is NUL-terminated and valid until `fl_turn_free`.
+ *
+ * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when the turn was cancelled (by
+ * `fl_turn_cancel` or its token); in both cases the results are written.
+ * `FL_STATUS_INVALID_STATE` until `fl_turn_next_event` has reported `FL_TURN_EVENT_END`.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `turn` must be a live turn; `results_json` and `results_len` must be valid for writes.
+ */
+fl_status fl_turn_results(const fl_turn *turn, const char **results_json, size_t *results_len);
+
+/**
+ * Releases a turn. NULL is accepted and ignored. A turn freed before its end is cancelled: its
+ * running calls report `fl_tool_call_cancelled` at once, and completing them later is harmless
+ * (the replies are dropped). Nothing waits for them: the call returns at once.
+ *
+ * Called from one of the turn's own tool callbacks (while `fl_turn_next_event` drives it), it
+ * does nothing and records the thread's last error: free the turn after that call returns.
+ *
+ * # Safety
+ * `turn` must be NULL or a turn from `fl_turn_new`, not freed yet; it must not be used
+ * afterwards, and no other call on it may be in progress on another thread.
+ */
+void fl_turn_free(fl_turn *turn);
 
 #ifdef __cplusplus
 }  // extern "C"

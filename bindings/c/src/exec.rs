@@ -32,7 +32,7 @@ use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
 pub struct fl_executor {
     runtime: tokio::runtime::Runtime,
     config: ExecutorConfig,
-    /// Tools registered so far; taken when the executor is built at the first run.
+    /// Tools registered so far; taken when the executor is built at the first run or turn.
     registry: Mutex<Option<ToolRegistry>>,
     executor: OnceLock<ToolExecutor>,
     running: AtomicBool,
@@ -60,7 +60,8 @@ pub struct fl_tool_options {
     /// Whether calls may run beside other concurrency-safe calls (default false: a call runs
     /// alone and waits for everything queued before it).
     pub concurrency_safe: bool,
-    /// How long a call may run, in milliseconds (0: the executor's default timeout).
+    /// How long a call may run, in milliseconds (0: the executor's default timeout). A reply
+    /// counts when the tool completes its call, however late a turn's host then reads it.
     pub timeout_ms: u64,
     /// Whether a failing call (an error reply) cancels its running siblings and the calls queued
     /// after it (the shell-tool behaviour; default false).
@@ -84,18 +85,20 @@ pub struct fl_tool_invocation {
     pub input_json: *const c_char,
     /// Length of `input_json` in bytes.
     pub input_json_len: usize,
-    /// The call's position in the batch (from 0).
+    /// The call's position in the batch or turn (from 0, in request order).
     pub index: usize,
 }
 
-/// A tool implemented in C. Called on the thread running `fl_executor_run`, once per call,
-/// with the `userdata` given to `fl_executor_add_tool`. The callback owns `call`: it must
-/// complete it exactly once with `fl_tool_complete` or `fl_tool_complete_json`, either before
-/// returning or later from any thread (for example a worker thread it hands the call to). It
-/// should return promptly: other calls only start or finish while it is not running. A call
-/// that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and the
-/// cleanup grace, when set). It must return normally (no `longjmp`, no C++ exception) and must
-/// not run an executor nor free this one (see `fl_executor_run` and `fl_executor_free`).
+/// A tool implemented in C. Called on the thread running `fl_executor_run` (or, in a streaming
+/// turn, `fl_turn_next_event`), once per call, with the `userdata` given to
+/// `fl_executor_add_tool`. The callback owns `call`: it must complete it exactly once with
+/// `fl_tool_complete` or `fl_tool_complete_json`, either before returning or later from any
+/// thread (for example a worker thread it hands the call to). It should return promptly: other
+/// calls only start or finish while it is not running. A call that is never completed keeps
+/// `fl_executor_run` waiting (up to the tool's timeout and the cleanup grace, when set), and its
+/// turn from ending. It must return normally (no `longjmp`, no C++ exception) and must not run an
+/// executor or drive a turn, nor free the executor whose run called it or the turn that called
+/// it (see `fl_executor_run`, `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
 pub type fl_tool_fn = Option<
     unsafe extern "C" fn(
         userdata: *mut c_void,
@@ -104,26 +107,27 @@ pub type fl_tool_fn = Option<
     ),
 >;
 
-/// Cancels runs (opaque). Create it with `fl_cancel_token_new`, pass it to `fl_executor_run`,
-/// and cancel it from any thread with `fl_cancel_token_cancel`. Thread-safe.
+/// Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
+/// `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
+/// `fl_cancel_token_cancel`. Thread-safe.
 pub struct fl_cancel_token {
-    token: CancellationToken,
+    pub(crate) token: CancellationToken,
     /// The turn tokens of the runs in progress under this token. Cancelling cancels them on the
     /// spot, so a tool that cancels the run (or a thread racing the run's next step) stops the
     /// queued calls before the next one starts, not once the runtime gets round to noticing.
     /// Shared with the runs, which unlink their turn when they end.
-    turns: Arc<Mutex<LinkedTurns>>,
+    pub(crate) turns: Arc<Mutex<LinkedTurns>>,
 }
 
 /// Turn tokens linked to a cancel token, by link id.
 #[derive(Default)]
-struct LinkedTurns {
+pub(crate) struct LinkedTurns {
     next_id: u64,
     turns: Vec<(u64, CancellationToken)>,
 }
 
 /// A turn linked to a cancel token for the duration of a run; unlinks it when dropped.
-struct TurnLink {
+pub(crate) struct TurnLink {
     turns: Arc<Mutex<LinkedTurns>>,
     id: u64,
 }
@@ -131,7 +135,7 @@ struct TurnLink {
 impl TurnLink {
     /// Links `turn` to the token `cancel` (whose `turns` are `turns`), and cancels it at once
     /// when `cancel` is already cancelled.
-    fn new(
+    pub(crate) fn new(
         cancel: &CancellationToken,
         turns: &Arc<Mutex<LinkedTurns>>,
         turn: CancellationToken,
@@ -201,8 +205,8 @@ struct CTool {
 struct UserData(*mut c_void);
 
 // SAFETY: ferroloop never dereferences `userdata`; it only passes it back to the host's callback,
-// which runs on the thread that called `fl_executor_run` (the executor's runtime is
-// single-threaded and only driven there). Making the pointer safe to use there is the host's
+// which runs on the thread that called `fl_executor_run` or `fl_turn_next_event` (the runtimes
+// are single-threaded and only driven there). Making the pointer safe to use there is the host's
 // documented responsibility.
 unsafe impl Send for UserData {}
 // SAFETY: as above: shared references never touch the pointee.
@@ -337,7 +341,7 @@ pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
 
 /// Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
 /// `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
-/// `fl_executor_run` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
+/// `fl_executor_run` or `fl_turn_new` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
 /// `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
 ///
 /// Thread-safe.
@@ -345,7 +349,7 @@ pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
 /// # Safety
 /// `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
 /// `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
-/// usable until the executor is freed.
+/// usable until the executor and every turn started on it are freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_executor_add_tool(
     executor: *mut fl_executor,
@@ -377,7 +381,7 @@ pub unsafe extern "C" fn fl_executor_add_tool(
             .unwrap_or_else(PoisonError::into_inner);
         let registry = registry
             .as_mut()
-            .ok_or_else(|| FfiError::state("tools must be added before the first run"))?;
+            .ok_or_else(|| FfiError::state("tools must be added before the first run or turn"))?;
         registry
             .register(CTool {
                 name: name.to_owned(),
@@ -501,14 +505,14 @@ pub unsafe extern "C" fn fl_executor_run(
 
 thread_local! {
     /// Whether this thread is inside a run (driving its runtime, calling its tools).
-    static DRIVING: Cell<bool> = const { Cell::new(false) };
+    pub(crate) static DRIVING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Marks the thread as driving a run until dropped (also on a panic).
-struct Driving;
+pub(crate) struct Driving;
 
 impl Driving {
-    fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         DRIVING.with(|driving| driving.set(true));
         Self
     }
@@ -546,15 +550,11 @@ impl fl_executor {
             results,
         } = *self;
         drop((executor, registry, config, running, results));
-        if tokio::runtime::Handle::try_current().is_ok() {
-            runtime.shutdown_background();
-        } else {
-            drop(runtime);
-        }
+        drop_runtime(runtime);
     }
 
-    /// The executor, built from the registered tools at the first run.
-    fn executor(&self) -> &ToolExecutor {
+    /// The executor, built from the registered tools at the first run or turn.
+    pub(crate) fn executor(&self) -> &ToolExecutor {
         self.executor.get_or_init(|| {
             let registry = self
                 .registry
@@ -621,6 +621,17 @@ impl fl_executor {
     }
 }
 
+/// Drops a runtime that has no work left to wait for. On a thread inside a tokio runtime (a tool
+/// callback of another executor or turn frees it) a plain drop would panic ("Cannot drop a
+/// runtime in a context where blocking is not allowed"): it is then shut down without blocking.
+pub(crate) fn drop_runtime(runtime: tokio::runtime::Runtime) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        runtime.shutdown_background();
+    } else {
+        drop(runtime);
+    }
+}
+
 /// The watcher never completes; this satisfies the type of its `select!` arm.
 fn unreachable_turn() -> Result<Vec<ToolResult>, TurnError> {
     Err(TurnError::Internal(
@@ -628,7 +639,7 @@ fn unreachable_turn() -> Result<Vec<ToolResult>, TurnError> {
     ))
 }
 
-fn results_to_json(results: &[ToolResult]) -> FfiResult<String> {
+pub(crate) fn results_to_json(results: &[ToolResult]) -> FfiResult<String> {
     serde_json::to_string(results)
         .map_err(|error| FfiError::invalid(format!("cannot serialise the results: {error}")))
 }
@@ -652,9 +663,9 @@ pub unsafe extern "C" fn fl_cancel_token_new(out: *mut *mut fl_cancel_token) -> 
     })
 }
 
-/// Cancels the token: the runs it was passed to cancel their calls. By the time it returns, their
-/// running calls report `fl_tool_call_cancelled`; a run cancelled from one of its own tool
-/// callbacks starts none of its queued calls. Idempotent; callable from any thread, including
+/// Cancels the token: the runs and turns it was passed to cancel their calls. By the time it
+/// returns, their running calls report `fl_tool_call_cancelled`; a run cancelled from one of its
+/// own tool callbacks starts none of its queued calls. Idempotent; callable from any thread, including
 /// from a tool callback.
 ///
 /// # Safety
@@ -697,6 +708,7 @@ pub unsafe extern "C" fn fl_cancel_token_is_cancelled(
 /// A run the token was passed to keeps what it needs once it has started, so the token may be
 /// freed from one of that run's tool callbacks (the run can then no longer be cancelled through
 /// it); freeing it from another thread while `fl_executor_run` may still be starting is a race.
+/// A turn keeps what it needs from `fl_turn_new` on: the token may be freed before the turn.
 ///
 /// # Safety
 /// `token` must be NULL or a token from `fl_cancel_token_new`, not freed yet; it must not be used

@@ -28,6 +28,7 @@ mod status;
 mod text;
 mod tokens;
 mod tool_call;
+mod turn;
 
 pub use boundary::fl_last_error_message;
 pub use context::{
@@ -67,4 +68,8 @@ pub use tokens::{
 };
 pub use tool_call::{
     fl_tool_call, fl_tool_call_cancelled, fl_tool_complete, fl_tool_complete_json,
+};
+pub use turn::{
+    fl_call_status, fl_turn, fl_turn_cancel, fl_turn_event, fl_turn_event_kind, fl_turn_free,
+    fl_turn_new, fl_turn_next_event, fl_turn_results, fl_turn_seal, fl_turn_submit,
 };

@@ -92,7 +92,7 @@ async fn run_tool(
 /// Waits for a tool that did not finish on its first poll, racing cancellation and timeout.
 pub(crate) async fn wait_for_tool<F>(
     env: &CallEnv,
-    mut future: F,
+    future: F,
     token: CancellationToken,
     timeout: Option<Duration>,
 ) -> Result<ToolReturn, Outcome>
@@ -100,6 +100,7 @@ where
     F: std::future::Future<Output = ToolReturn> + Send + Unpin + 'static,
 {
     let name = env.tool.name();
+    let mut future = Answered::new(future);
     // Cancellation is checked first: a tool that returns because it saw the cancellation (often
     // with an error of its own) is answered with the cancellation's message, deterministically.
     let ended = match timeout {
@@ -119,7 +120,9 @@ where
                 // An answer that arrives after the deadline is late even when the timer could
                 // not win the race: a host tool that blocked the thread its turn is polled on
                 // (a synchronous JavaScript function) answers in the same wake-up as the timer.
-                Ended::Done(_) if tokio::time::Instant::now() >= deadline => {
+                // An answer that arrived in time is on time, however late the turn is polled
+                // (a C host polls between reads of the model's stream).
+                Ended::Done(_) if future.answered_at() >= deadline => {
                     token.cancel();
                     return Err((
                         CallStatus::TimedOut,
@@ -152,6 +155,95 @@ where
         ),
     };
     Err((status, text(message), detached))
+}
+
+/// A tool future that knows when its answer came: the time of the wake-up that led to the poll
+/// returning it (an answer sent from another thread wakes the call when it is sent), plus the
+/// time that poll took (a tool that blocks the polling thread answers when it returns).
+struct Answered<F> {
+    future: F,
+    woken: Arc<WakeStamp>,
+    /// The waker given to `future`, and the task waker it wraps.
+    waker: Option<(std::task::Waker, std::task::Waker)>,
+    answered_at: Option<tokio::time::Instant>,
+}
+
+/// The last wake-up of a call's future.
+#[derive(Default)]
+struct WakeStamp {
+    at: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+/// A task waker that stamps its wake-ups.
+struct StampingWaker {
+    task: std::task::Waker,
+    stamp: Arc<WakeStamp>,
+}
+
+impl std::task::Wake for StampingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        *self
+            .stamp
+            .at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tokio::time::Instant::now());
+        self.task.wake_by_ref();
+    }
+}
+
+impl<F> Answered<F> {
+    fn new(future: F) -> Self {
+        Self {
+            future,
+            woken: Arc::default(),
+            waker: None,
+            answered_at: None,
+        }
+    }
+
+    /// When the answer came (now, before it came).
+    fn answered_at(&self) -> tokio::time::Instant {
+        self.answered_at.unwrap_or_else(tokio::time::Instant::now)
+    }
+}
+
+impl<F: std::future::Future + Unpin> std::future::Future for Answered<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<F::Output> {
+        let this = &mut *self;
+        let start = tokio::time::Instant::now();
+        let woken = this
+            .woken
+            .at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let (waker, _) = match &mut this.waker {
+            Some(pair) if pair.1.will_wake(cx.waker()) => pair,
+            slot => {
+                let stamping = Arc::new(StampingWaker {
+                    task: cx.waker().clone(),
+                    stamp: Arc::clone(&this.woken),
+                });
+                slot.insert((std::task::Waker::from(stamping), cx.waker().clone()))
+            }
+        };
+        let mut inner = std::task::Context::from_waker(waker);
+        let polled = std::pin::Pin::new(&mut this.future).poll(&mut inner);
+        if polled.is_ready() {
+            let woken = woken.map_or(start, |at| at.min(start));
+            this.answered_at = Some(woken + start.elapsed());
+        }
+        polled
+    }
 }
 
 /// The path with hooks: before-call, permission, the tool, after-call.
