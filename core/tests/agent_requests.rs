@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
-use ferroloop::agent::{Agent, AgentConfig, AgentEvent, StopReason, check_history};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, ModelError, StopReason, check_history};
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -540,6 +540,13 @@ fn api_rules(request: &Value) -> Result<(), String> {
         return Err("the first message is not the user's".into());
     }
     ferroloop::agent::check_tool_pairing(messages)?;
+    tool_name_rule(
+        request["tools"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        |t| &t["name"],
+    )?;
     let markers_seen = markers(request);
     if markers_seen > 4 {
         return Err(format!("{markers_seen} cache_control markers"));
@@ -669,12 +676,38 @@ async fn every_request_of_unusual_turn_sequences_obeys_the_api_rules() {
     }
 }
 
+/// Tool names both providers take: `^[a-zA-Z0-9_-]{1,64}$`.
+fn tool_name_rule(tools: &[Value], name: impl Fn(&Value) -> &Value) -> Result<(), String> {
+    for tool in tools {
+        let Some(name) = name(tool).as_str() else {
+            continue;
+        };
+        let valid = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(format!("tool name {name:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// The rules OpenAI Chat Completions enforces on a request's messages: an assistant message
 /// with `tool_calls` is followed at once by one `tool` message per call, and a `tool` message
 /// answers a call of the assistant message before it; content is present where required.
 fn chat_rules(request: &Value) -> Result<(), String> {
     let messages = request["messages"].as_array().ok_or("no messages")?;
+    let tools = request["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    tool_name_rule(tools, |t| &t["function"]["name"])?;
+    let defined = |name: &str| tools.iter().any(|t| t["function"]["name"] == name);
+    // Calls waiting for their `tool` message, and whether the tool they name is defined (a
+    // call to an undefined tool is answered with an error, which the message must say).
     let mut pending: Vec<String> = Vec::new();
+    let mut undefined: Vec<String> = Vec::new();
     for (i, message) in messages.iter().enumerate() {
         let role = message["role"].as_str().ok_or("no role")?;
         if role != "tool" && !pending.is_empty() {
@@ -703,7 +736,11 @@ fn chat_rules(request: &Value) -> Result<(), String> {
                     if !parsed.is_object() {
                         return Err(format!("message {i}: arguments {arguments}"));
                     }
-                    pending.push(call["id"].as_str().ok_or("no id")?.to_owned());
+                    let id = call["id"].as_str().ok_or("no id")?.to_owned();
+                    if !call["function"]["name"].as_str().is_some_and(defined) {
+                        undefined.push(id.clone());
+                    }
+                    pending.push(id);
                 }
             }
             "tool" => {
@@ -714,8 +751,12 @@ fn chat_rules(request: &Value) -> Result<(), String> {
                     ));
                 };
                 pending.remove(at);
-                if !message["content"].is_string() {
+                let Some(content) = message["content"].as_str() else {
                     return Err(format!("message {i}: tool content is not text"));
+                };
+                // A `tool` message has no error flag: an error result must say so.
+                if undefined.iter().any(|u| u == id) && !content.starts_with("Error") {
+                    return Err(format!("message {i}: an error result reads {content:?}"));
                 }
             }
             other => return Err(format!("message {i}: role {other}")),
@@ -728,10 +769,11 @@ fn chat_rules(request: &Value) -> Result<(), String> {
 }
 
 /// The Chat Completions counterpart of the sweep above: calls, cuts by `length`, a content
-/// filter, blank text and a non-object argument, in any three-turn order.
+/// filter, blank text, a non-object argument and a call to an unknown tool, in any three-turn
+/// order.
 #[tokio::test]
 async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
-    const SHAPES: usize = 6;
+    const SHAPES: usize = 7;
     let shape = |shape: usize, n: usize| {
         let id = format!("call_{n}");
         let call =
@@ -749,6 +791,10 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
             3 => (vec![text("No."), call(json!({}))], "refusal"),
             4 => (vec![text("\n"), call(json!([1]))], "tool_use"),
             5 => (vec![text("Partial answer")], "max_tokens"),
+            6 => (
+                vec![json!({"type": "tool_use", "id": id, "name": "missing", "input": {}})],
+                "tool_use",
+            ),
             _ => (vec![text("Done.")], "end_turn"),
         }
     };
@@ -853,4 +899,247 @@ async fn a_blank_system_prompt_is_not_sent() {
         assert_eq!(reason, StopReason::EndTurn);
         assert!(requests[0].get("system").is_none(), "{:#}", requests[0]);
     }
+}
+
+/// Some OpenAI-compatible servers refuse a field they do not know with a 400, and every Chat
+/// request held `stream_options`: the run could never start there. A refusal naming it is
+/// answered by sending the same turn again without it, for the rest of the run (the summary
+/// call too); a second refusal ends the run.
+#[tokio::test]
+async fn a_server_refusing_stream_options_is_asked_again_without_them() {
+    let refusal = || {
+        ModelError::Other(
+            "invalid request: HTTP 400 invalid_request_error: Unrecognized request argument \
+             supplied: stream_options"
+                .into(),
+        )
+    };
+    let (model, requests) = ScriptedModel::openai_chat(move |n, request| {
+        if request.get("stream_options").is_some() {
+            return Err(refusal());
+        }
+        let (content, stop) = if n == 1 {
+            (
+                vec![json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}})],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert!(requests[0].get("stream_options").is_some());
+    for request in &requests[1..] {
+        assert!(request.get("stream_options").is_none(), "{request:#}");
+        assert_eq!(request["stream"], true);
+    }
+
+    // Refused again without it: the run stops with the server's error.
+    let model = Arc::new(ScriptedModel::openai_chat(move |_, _| Err(refusal())));
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert!(error.contains("stream_options"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(model.calls(), 2);
+}
+
+/// The summariser's request left out the run's system prompt and every extra field: a
+/// gateway that needs its routing or metadata fields refused it (compaction then failed and
+/// the run stopped with `prompt_too_long`). It carries them now, except those that would
+/// make the answer something else than a summary (`tool_choice`, a response format, stop
+/// sequences) or that it does not need (`thinking`).
+#[tokio::test]
+async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
+    let mut config = AgentConfig::new("m");
+    config.system = Some("You are a careful agent.".into());
+    let extra = json!({
+        "metadata": {"user_id": "u1"},
+        "provider": {"order": ["a", "b"]},
+        "chat_template_kwargs": {"enable_thinking": false},
+        "betas": ["some-beta-2026-01-01"],
+        "temperature": 0.3,
+        "tool_choice": {"type": "any"},
+        "parallel_tool_calls": false,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "response_format": {"type": "json_object"},
+        "output_format": {"type": "json_schema", "schema": {"type": "object"}},
+        "stop_sequences": ["END"],
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        config.extra.insert(key.clone(), value.clone());
+    }
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        _ => Ok(reply(request, vec![text("A summary.")], "end_turn")),
+    })
+    .recorded();
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "write a haiku"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    let summary = &requests[1];
+    assert!(summary.to_string().contains("Summarize this conversation"));
+    assert_eq!(summary["system"], "You are a careful agent.");
+    for key in [
+        "metadata",
+        "provider",
+        "chat_template_kwargs",
+        "betas",
+        "temperature",
+    ] {
+        assert_eq!(summary[key], extra[key], "{key}: {summary:#}");
+    }
+    assert_eq!(summary["tool_choice"], json!({"type": "none"}));
+    for key in [
+        "parallel_tool_calls",
+        "thinking",
+        "response_format",
+        "output_format",
+        "stop_sequences",
+    ] {
+        assert!(summary.get(key).is_none(), "{key}: {summary:#}");
+    }
+}
+
+/// The API refuses a conversation that opens with the assistant ("first message must use the
+/// \"user\" role") and a call input other than an object: a host's history holding either
+/// makes no request, and the error names the message.
+#[tokio::test]
+async fn a_history_the_api_would_refuse_stops_before_any_request_naming_the_message() {
+    let cases = [
+        (
+            vec![
+                json!({"role": "assistant", "content": "Hello, how can I help?"}),
+                json!({"role": "user", "content": "read a"}),
+            ],
+            "message 0",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "read", "input": "a"},
+                ]}),
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                ]}),
+            ],
+            "message 1",
+        ),
+    ];
+    for (history, named) in cases {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let agent = Agent::new(AgentConfig::new("m"), model.clone(), executor());
+        let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(named), "{error}");
+        assert_eq!(model.calls(), 0);
+    }
+}
+
+/// A host's history may hold what the loop never leaves in its own: thinking last in an
+/// assistant message (a host that cut a turn's calls, or kept a thinking-only turn), which the
+/// API refuses ("The final block in an assistant message cannot be `thinking`"). The request
+/// sent leaves it out (an earlier turn's thinking may be); the history is kept as it came.
+#[tokio::test]
+async fn a_host_history_s_trailing_thinking_is_left_out_of_the_request() {
+    let (model, requests) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Read a.", "signature": "sig0"},
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+        ]}),
+        json!({"role": "assistant", "content": [
+            text("Read it."),
+            {"type": "thinking", "thinking": "Then stop.", "signature": "sig"},
+        ]}),
+        json!({"role": "user", "content": "thanks"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Only this.", "signature": "sig2"},
+        ]}),
+        json!({"role": "user", "content": "bye"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
+    let (reason, messages) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    api_rules(&requests[0]).unwrap_or_else(|e| panic!("{e}: {:#}", requests[0]["messages"]));
+    // The history is the host's, untouched.
+    assert_eq!(messages[..history.len()], history[..]);
+}
+
+/// Anthropic (custom tools) and OpenAI (functions) take tool names matching
+/// `^[a-zA-Z0-9_-]{1,64}$` only: a tool named with a space, a dot or 65 characters got a 400
+/// on every request. The run stops before any, naming the tool.
+#[tokio::test]
+async fn a_tool_name_the_providers_refuse_stops_the_run_before_any_request() {
+    let long = "a".repeat(65);
+    for name in ["read file", "fs.read", long.as_str(), ""] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(FnTool::new(name, |_input: Value, _ctx| async move {
+                Ok(ToolOutput::text("done"))
+            }))
+            .unwrap();
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            model.clone(),
+            Arc::new(ToolExecutor::new(tools)),
+        );
+        let events: Vec<AgentEvent> = agent.run("go").collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(&format!("{name:?}")), "{error}");
+        assert_eq!(model.calls(), 0, "{name}");
+    }
+    // 64 characters, digits, `_` and `-` are fine.
+    let name = format!("{}_-9", "b".repeat(60));
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new(
+            name.as_str(),
+            |_input: Value, _ctx| async move { Ok(ToolOutput::text("done")) },
+        ))
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
 }

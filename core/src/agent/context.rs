@@ -98,8 +98,8 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
 /// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
-/// array of typed blocks (no empty text block), ending with a user message, whose tool calls
-/// and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
+/// array of typed blocks (no empty text block, every call's input an object), beginning and
+/// ending with a user message, whose tool calls and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
 /// history; a history without it would only come back from the API as a 400, after a round
 /// trip.
 ///
@@ -149,6 +149,17 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                 }) {
                     return Err(format!("message {i}: text block {j} is {blank}"));
                 }
+                // The API requires a call's input to be an object; the loop's own calls are
+                // answered with one, a host's would be refused on every request.
+                if let Some((j, block)) = blocks.iter().enumerate().find(|(_, block)| {
+                    block_type(block) == "tool_use"
+                        && !block.get("input").is_some_and(Value::is_object)
+                }) {
+                    let input = block.get("input").unwrap_or(&Value::Null);
+                    return Err(format!(
+                        "message {i}: the input of tool_use block {j} must be an object, not {input}"
+                    ));
+                }
             }
             _ => {
                 return Err(format!(
@@ -156,6 +167,15 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                 ));
             }
         }
+    }
+    // "first message must use the \"user\" role"
+    if messages
+        .first()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        != Some("user")
+    {
+        return Err("message 0: the first message must be a user message".to_owned());
     }
     if last.get("role").and_then(Value::as_str) != Some("user") {
         return Err("the last message must be a user message".to_owned());
@@ -263,6 +283,39 @@ pub(crate) fn drop_trailing_thinking(message: &mut Value) -> usize {
         content.pop();
     }
     before - content.len()
+}
+
+/// Removes, from the assistant messages of a request's copy of history, the thinking blocks
+/// that end them (a host's history may hold such a message; the API refuses it, and an earlier
+/// turn's thinking may be left out), and the messages left empty by it (thinking only: the API
+/// merges the user turns around them). The final message is left alone (a paused turn, which
+/// the loop keeps sendable). Returns how many blocks were removed.
+pub(crate) fn drop_trailing_thinking_before_last(messages: &mut Vec<Value>) -> usize {
+    let Some(before_last) = messages.len().checked_sub(1) else {
+        return 0;
+    };
+    let mut removed = 0;
+    let mut emptied = false;
+    for message in &mut messages[..before_last] {
+        if message.get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        let dropped = drop_trailing_thinking(message);
+        removed += dropped;
+        emptied |= dropped > 0 && is_empty_message(message);
+    }
+    if emptied {
+        let last = before_last;
+        let mut i = 0;
+        messages.retain(|m| {
+            let keep = i == last
+                || m.get("role").and_then(Value::as_str) != Some("assistant")
+                || !is_empty_message(m);
+            i += 1;
+            keep
+        });
+    }
+    removed
 }
 
 /// Removes the thinking blocks of a message that have no signature (a response cut while it

@@ -18,10 +18,10 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_thinking, drop_trailing_thinking, drop_unanswered_server_tool_uses,
-    drop_unsigned_thinking, history_from_summary, is_empty_message, microcompact,
-    object_tool_inputs, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
-    trim_final_assistant_text,
+    drop_thinking, drop_trailing_thinking, drop_trailing_thinking_before_last,
+    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
+    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints, strip_tool_uses,
+    tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -126,9 +126,9 @@ impl Agent {
     /// Starts a run that continues `messages` (which must end with a user message). A
     /// conversation that fails [`check_history`] (no messages, a role other than `user` or
     /// `assistant`, content that is neither a string nor typed blocks, empty content or an
-    /// empty text block (an empty prompt too), a last message that is
-    /// not the user's, tool calls and results that do not pair up, tool results after other
-    /// content in their message) makes no request: the run
+    /// empty text block (an empty prompt too), a first or last message that is
+    /// not the user's, a call input other than an object, tool calls and results that do not
+    /// pair up, tool results after other content in their message) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.start(messages, None)
@@ -174,6 +174,7 @@ impl Agent {
             paused: false,
             container: None,
             drop_stale_thinking: false,
+            drop_stream_options: false,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -270,6 +271,10 @@ struct Driver {
     /// (microcompact, compaction) instead of refusing them: set once a request was refused for
     /// it ([`is_stale_thinking_error`]), kept for the rest of the run.
     drop_stale_thinking: bool,
+    /// Whether requests say to send no `stream_options` (`"stream_options": null`, which the
+    /// Chat Completions translation leaves out): set once a server refused the field
+    /// ([`is_stream_options_error`]), kept for the rest of the run. Usage is then estimated.
+    drop_stream_options: bool,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -537,6 +542,17 @@ impl Driver {
                             // the same turn again, asking the API to drop the stale blocks.
                             tracing::warn!(%message, "thinking blocks refused after a history edit; resending with drop_block");
                             self.drop_stale_thinking = true;
+                            self.turns -= 1;
+                            continue;
+                        }
+                        ModelError::Other(message)
+                            if !self.drop_stream_options && is_stream_options_error(&message) =>
+                        {
+                            // An OpenAI-compatible server that refuses fields it does not know:
+                            // the same turn again without `stream_options` (usage is then
+                            // estimated, the server reporting none).
+                            tracing::warn!(%message, "stream_options refused; resending without it");
+                            self.drop_stream_options = true;
                             self.turns -= 1;
                             continue;
                         }
@@ -950,10 +966,16 @@ impl Driver {
                 request[key.as_str()] = value.clone();
             }
         }
-        if self.paused
-            && let Some(messages) = request["messages"].as_array_mut()
-        {
-            trim_final_assistant_text(messages);
+        if let Some(messages) = request["messages"].as_array_mut() {
+            // A host's history may end an earlier assistant message with thinking, which the
+            // API refuses; the loop's own turns never do.
+            drop_trailing_thinking_before_last(messages);
+            if self.paused {
+                trim_final_assistant_text(messages);
+            }
+        }
+        if self.drop_stream_options {
+            request["stream_options"] = Value::Null;
         }
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
@@ -1107,9 +1129,12 @@ impl Driver {
     }
 
     /// The built-in summariser: one model call over the history plus a summary request, with
-    /// the run's tool definitions (which a history holding tool calls needs) and
-    /// `tool_choice: none`. Tool results are cleared first so the call itself fits. Its usage counts toward
-    /// the run's totals and budgets (it is not a turn).
+    /// the run's system prompt, its tool definitions (which a history holding tool calls
+    /// needs) and `tool_choice: none`, and the run's extra fields (a gateway's routing, the
+    /// metadata, the beta flags a history's blocks need, ...) except those that would make
+    /// the answer something else than a summary or that it does not need
+    /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Its
+    /// usage counts toward the run's totals and budgets (it is not a turn).
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
@@ -1140,6 +1165,21 @@ impl Driver {
             "messages": history,
             "stream": true,
         });
+        let config = self.config();
+        if let Some(system) = config.system_prompt() {
+            request["system"] = Value::String(system.to_owned());
+        }
+        if let Some(container) = &self.container {
+            request["container"] = Value::String(container.clone());
+        }
+        for (key, value) in &config.extra {
+            if !SUMMARY_LEAVES_OUT.contains(&key.as_str()) {
+                request[key.as_str()] = value.clone();
+            }
+        }
+        if self.drop_stream_options {
+            request["stream_options"] = Value::Null;
+        }
         if !self.tools.is_empty() {
             // The API refuses a history holding tool calls or results without tool
             // definitions; `none` keeps the answer a summary rather than another call.
@@ -1180,6 +1220,29 @@ impl Driver {
             }
         }
     }
+}
+
+/// The fields of [`AgentConfig::extra`] the summary request leaves out: the tools (sent from
+/// the run's definitions), what would make the answer a call or a structured document instead
+/// of a summary, stop sequences that could cut it, and thinking (every thinking block is
+/// dropped from the history it summarises). Everything else (routing, metadata, beta flags,
+/// sampling, a template's options) goes along: a gateway may refuse a request without it.
+const SUMMARY_LEAVES_OUT: &[&str] = &[
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "thinking",
+    "response_format",
+    "output_format",
+    "stop_sequences",
+    "stop",
+];
+
+/// Whether a refused request's message names `stream_options` (OpenAI-compatible servers that
+/// refuse fields they do not know: "Unrecognized request argument supplied: stream_options",
+/// "extra_forbidden ... stream_options").
+pub(crate) fn is_stream_options_error(message: &str) -> bool {
+    message.contains("stream_options")
 }
 
 /// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose
@@ -1233,11 +1296,19 @@ enum Summary {
 }
 
 /// Checks the tool definitions of a run's requests as the API (Anthropic's and OpenAI's) would:
-/// every name once, and the executor's tools (the first `executor_tools`) with object schemas
+/// every name once and matching `^[a-zA-Z0-9_-]{1,64}$`, and the executor's tools (the first `executor_tools`) with object schemas
 /// (`"type": "object"`), the only input schemas it takes.
 fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Result<(), String> {
     let mut names = std::collections::HashSet::new();
     for definition in definitions {
+        if let Some(name) = definition.get("name").and_then(Value::as_str)
+            && !is_valid_tool_name(name)
+        {
+            return Err(format!(
+                "tool {name:?}: a tool name must be 1 to 64 ASCII letters, digits, '_' or '-' \
+                 (the providers refuse any other)"
+            ));
+        }
         if let Some(name) = definition.get("name")
             && !names.insert(name)
         {
@@ -1257,6 +1328,15 @@ fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`, the names Anthropic (custom tools) and
+/// OpenAI (functions) take.
+fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The failure of a model call whose model panicked.
