@@ -540,6 +540,15 @@ fn api_rules(request: &Value) -> Result<(), String> {
         return Err("the first message is not the user's".into());
     }
     ferroloop::agent::check_tool_pairing(messages)?;
+    // "tool_use ids must be unique", across the whole request.
+    let mut ids = std::collections::HashSet::new();
+    for (i, message) in messages.iter().enumerate() {
+        for id in ferroloop::agent::tool_use_ids(message) {
+            if !ids.insert(id.clone()) {
+                return Err(format!("message {i}: tool_use id {id:?} repeated"));
+            }
+        }
+    }
     tool_name_rule(
         request["tools"]
             .as_array()
@@ -1142,4 +1151,66 @@ async fn a_tool_name_the_providers_refuse_stops_the_run_before_any_request() {
     );
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
     assert_eq!(stopped(&events).0, StopReason::EndTurn);
+}
+
+/// Some OpenAI-compatible backends number calls per response (`call_0` every turn). The loop
+/// made ids unique within a response only, so its history held one id for several calls:
+/// Anthropic refuses it ("tool_use ids must be unique") when the history goes there (a host
+/// resuming it, another provider), and results are matched to calls by id. A call reusing an
+/// id of history is renamed like a repeated one.
+#[tokio::test]
+async fn a_call_id_an_earlier_turn_used_is_renamed() {
+    let (model, requests) = ScriptedModel::openai_chat(|n, request| {
+        let (content, stop) = if n < 2 {
+            (
+                vec![json!({"type": "tool_use", "id": "call_0", "name": "read", "input": {}})],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let (reason, messages) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.lock().unwrap().len(), 3);
+    let mut next = messages.clone();
+    next.push(json!({"role": "user", "content": "more"}));
+    api_rules(&json!({"messages": next})).unwrap_or_else(|e| panic!("{e}: {next:#?}"));
+    // The first call keeps the server's id.
+    assert_eq!(messages[1]["content"][0]["id"], "call_0");
+}
+
+/// A host's history holding one call id in two turns (made by such a backend) is refused by
+/// Anthropic on every request: the later call and its result are renamed, which loses
+/// nothing (a result answers the call just before it).
+#[tokio::test]
+async fn a_host_history_s_repeated_call_ids_are_made_unique() {
+    let (model, requests) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let call = json!({"type": "tool_use", "id": "call_0", "name": "read", "input": {}});
+    let result = json!({"type": "tool_result", "tool_use_id": "call_0", "content": "a"});
+    let history = vec![
+        json!({"role": "user", "content": "read twice"}),
+        json!({"role": "assistant", "content": [call.clone()]}),
+        json!({"role": "user", "content": [result.clone()]}),
+        json!({"role": "assistant", "content": [call]}),
+        json!({"role": "user", "content": [result]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    api_rules(&requests[0]).unwrap_or_else(|e| panic!("{e}: {:#}", requests[0]["messages"]));
+    let sent = &requests[0]["messages"];
+    assert_eq!(sent[1]["content"][0]["id"], "call_0");
+    assert_eq!(
+        sent[3]["content"][0]["id"],
+        sent[4]["content"][0]["tool_use_id"]
+    );
 }

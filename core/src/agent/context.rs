@@ -183,6 +183,59 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
     check_tool_pairing(messages)
 }
 
+/// Renames each `tool_use` whose id an earlier message already used (a backend that numbers
+/// each response's calls, `call_0` every turn), and the `tool_result` answering it in the next
+/// message: Anthropic refuses a request whose `tool_use` ids repeat ("tool_use ids must be
+/// unique"), and a result answers the call just before it, so nothing is lost. The history must
+/// pass [`check_tool_pairing`]. Returns how many calls were renamed.
+pub(crate) fn rename_repeated_tool_use_ids(messages: &mut [Value]) -> usize {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut renamed = 0;
+    for i in 0..messages.len() {
+        if messages[i].get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        let ids = tool_use_ids(&messages[i]);
+        let mut renames: Vec<(String, String)> = Vec::new();
+        for (j, id) in ids.iter().enumerate() {
+            if !seen.contains(id) {
+                continue;
+            }
+            let base = format!("toolu_ferroloop_h{i}_{j}");
+            let mut fresh = base.clone();
+            let mut attempt = 1;
+            while seen.contains(&fresh) || ids.contains(&fresh) {
+                attempt += 1;
+                fresh = format!("{base}_{attempt}");
+            }
+            renames.push((id.clone(), fresh));
+        }
+        seen.extend(ids);
+        for (old, new) in &renames {
+            rename_block_id(&mut messages[i], "tool_use", "id", old, new);
+            if let Some(next) = messages.get_mut(i + 1) {
+                rename_block_id(next, "tool_result", "tool_use_id", old, new);
+            }
+            seen.insert(new.clone());
+        }
+        renamed += renames.len();
+    }
+    renamed
+}
+
+/// Sets `field` to `new` in the first block of type `kind` of `message` whose `field` is `old`.
+fn rename_block_id(message: &mut Value, kind: &str, field: &str, old: &str, new: &str) {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if let Some(block) = content
+        .iter_mut()
+        .find(|b| block_type(b) == kind && b.get(field).and_then(Value::as_str) == Some(old))
+    {
+        block[field] = Value::String(new.to_owned());
+    }
+}
+
 /// How a text the API refuses as blank reads in an error ("empty", "only whitespace"), or
 /// `None` for a text with something in it.
 fn blank(text: &str) -> Option<&'static str> {

@@ -24,7 +24,9 @@
 //!   `Provider::OpenAiChat`; [`replay::ScriptedModel::openai_chat`] in-process).
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]); a call id
-//!   a response repeats (or leaves empty) is renamed so that it holds.
+//!   a response repeats (or leaves empty) is renamed so that it holds, and so is one an earlier
+//!   turn used (Anthropic refuses repeated `tool_use` ids anywhere in a request; a host's
+//!   history holding some has the later calls and their results renamed).
 //! - Requests the API takes: history keeps no blank text block (in tool results neither), no
 //!   unsigned thinking or thinking left last in a message, no call input other than an object,
 //!   tool results first in their message and none empty when in error; a paused turn goes back

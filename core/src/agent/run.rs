@@ -20,8 +20,8 @@ use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
     drop_thinking, drop_trailing_thinking, drop_trailing_thinking_before_last,
     drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
-    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints, strip_tool_uses,
-    tool_use_ids, trim_final_assistant_text,
+    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints,
+    rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -356,6 +356,12 @@ impl Driver {
                 check_history(&self.messages)
                     .map_err(|problem| format!("invalid conversation: {problem}"))
             });
+        // A host's history made by a backend that numbers each response's calls holds one id
+        // for several calls, which Anthropic refuses: the later ones are renamed (with their
+        // results), which loses nothing.
+        if checked.is_ok() && rename_repeated_tool_use_ids(&mut self.messages) > 0 {
+            self.tracker.replace_messages(&self.messages);
+        }
         let (reason, error) = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
@@ -420,7 +426,7 @@ impl Driver {
             let mut overloaded_retries = 0;
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
-            let mut call_ids = ResponseCallIds::default();
+            let mut call_ids = ResponseCallIds::after(&self.messages);
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -1116,6 +1122,8 @@ impl Driver {
             tracing::warn!(%problem, "compaction produced an invalid history; keeping the old one");
             return Ok(false);
         }
+        let mut compacted = compacted;
+        rename_repeated_tool_use_ids(&mut compacted);
         self.messages = compacted;
         self.paused = false;
         self.tracker.replace_messages(&self.messages);
