@@ -1047,6 +1047,33 @@ async fn a_history_the_api_would_refuse_stops_before_any_request_naming_the_mess
             vec![
                 json!({"role": "user", "content": "read a"}),
                 json!({"role": "assistant", "content": [
+                    {"type": "tool_use", "name": "read", "input": {}},
+                ]}),
+                json!({"role": "user", "content": "go on"}),
+            ],
+            "message 1",
+        ),
+        (
+            vec![json!({"role": "user", "content": [
+                text("read a"),
+                {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+            ]})],
+            "message 0",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                ]}),
+                json!({"role": "user", "content": "go on"}),
+            ],
+            "message 1",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
                     {"type": "tool_use", "id": "toolu_1", "name": "read", "input": "a"},
                 ]}),
                 json!({"role": "user", "content": [
@@ -1213,4 +1240,26 @@ async fn a_host_history_s_repeated_call_ids_are_made_unique() {
         sent[3]["content"][0]["id"],
         sent[4]["content"][0]["tool_use_id"]
     );
+}
+
+/// `extra` fields are merged over the request the loop builds: a `messages` there replaced the
+/// conversation in every request (and the summary's), the loop's own turns never sent, and a
+/// `model` there defeated the fallback switch. The run stops before any request instead.
+#[tokio::test]
+async fn extra_fields_that_would_replace_the_loop_s_own_stop_the_run() {
+    for (key, value) in [
+        ("messages", json!([{"role": "user", "content": "hi"}])),
+        ("model", json!("other")),
+    ] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let mut config = AgentConfig::new("m");
+        config.extra.insert(key.into(), value);
+        let agent = Agent::new(config, model.clone(), executor());
+        let events: Vec<AgentEvent> = agent.run("go").collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(&format!("\"{key}\"")), "{error}");
+        assert_eq!(model.calls(), 0);
+    }
 }

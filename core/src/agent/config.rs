@@ -117,7 +117,8 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: an empty model name, extra `tools` that are not an array, an output limit
+    /// mid-run: an empty model name, extra `messages` or `model` (which would replace the
+    /// loop's own), extra `tools` that are not an array, an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, and an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
     /// user message).
@@ -126,6 +127,18 @@ impl AgentConfig {
         // each (Node refused it at construction, Python sent it and got the provider's 400).
         if self.model.trim().is_empty() {
             return Err("the model name is empty".to_owned());
+        }
+        // Extra fields are merged over the request the loop builds: these would replace what
+        // the loop keeps (the conversation, the model it may switch to the fallback).
+        for (key, instead) in [
+            ("messages", "pass the conversation to run_messages"),
+            ("model", "set the configuration's model"),
+        ] {
+            if self.extra.contains_key(key) {
+                return Err(format!(
+                    "extra \"{key}\" would replace the loop's own: {instead}"
+                ));
+            }
         }
         if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
             return Err(format!(

@@ -98,7 +98,8 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
 /// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
-/// array of typed blocks (no empty text block, every call's input an object), beginning and
+/// array of typed blocks (no empty text block, calls only in assistant messages and results
+/// only in user ones, every call with an id, a name and an object input), beginning and
 /// ending with a user message, whose tool calls and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
 /// history; a history without it would only come back from the API as a 400, after a round
 /// trip.
@@ -148,6 +149,31 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                     Some((j, blank))
                 }) {
                     return Err(format!("message {i}: text block {j} is {blank}"));
+                }
+                // Calls are the assistant's, their results the user's.
+                let misplaced = if role_is(object, "user") {
+                    "tool_use"
+                } else {
+                    "tool_result"
+                };
+                if let Some(j) = blocks.iter().position(|b| block_type(b) == misplaced) {
+                    return Err(format!(
+                        "message {i}: content block {j} is a {misplaced}, which a {} message \
+                         cannot hold",
+                        object["role"].as_str().unwrap_or_default()
+                    ));
+                }
+                // A call needs its id (its result names it) and its tool's name.
+                if let Some((j, field)) = blocks.iter().enumerate().find_map(|(j, block)| {
+                    let missing = ["id", "name"].into_iter().find(|field| {
+                        !block
+                            .get(*field)
+                            .and_then(Value::as_str)
+                            .is_some_and(|value| !value.is_empty())
+                    })?;
+                    (block_type(block) == "tool_use").then_some((j, missing))
+                }) {
+                    return Err(format!("message {i}: tool_use block {j} has no {field}"));
                 }
                 // The API requires a call's input to be an object; the loop's own calls are
                 // answered with one, a host's would be refused on every request.
@@ -234,6 +260,11 @@ fn rename_block_id(message: &mut Value, kind: &str, field: &str, old: &str, new:
     {
         block[field] = Value::String(new.to_owned());
     }
+}
+
+/// Whether a message object's role is `role`.
+fn role_is(message: &serde_json::Map<String, Value>, role: &str) -> bool {
+    message.get("role").and_then(Value::as_str) == Some(role)
 }
 
 /// How a text the API refuses as blank reads in an error ("empty", "only whitespace"), or
