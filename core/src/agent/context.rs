@@ -166,10 +166,10 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                 // A call needs its id (its result names it) and its tool's name.
                 if let Some((j, field)) = blocks.iter().enumerate().find_map(|(j, block)| {
                     let missing = ["id", "name"].into_iter().find(|field| {
-                        !block
+                        block
                             .get(*field)
                             .and_then(Value::as_str)
-                            .is_some_and(|value| !value.is_empty())
+                            .is_none_or(str::is_empty)
                     })?;
                     (block_type(block) == "tool_use").then_some((j, missing))
                 }) {
