@@ -6,8 +6,8 @@
 //!   `tool_result` blocks become `role: "tool"` messages, in order (a result in error begins
 //!   with `Error: `, a `tool` message having no error flag), followed by one user message
 //!   with the rest (text, images as `image_url` parts, images returned by tools too, base64 PDF
-//!   documents as `file` parts with a data URL, text documents as their text, other documents
-//!   as a note saying they were left out; a `tool`
+//!   documents as `file` parts with a data URL, text documents and search results as their
+//!   text, any other block as a note saying it was left out; a `tool`
 //!   message holds text only, so a tool's text document goes as its text and another document
 //!   as a note saying it was left out); tool
 //!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
@@ -366,36 +366,65 @@ fn left_out_note(block: &Value, holds: &str) -> String {
         .or_else(|| source.and_then(|s| s.get("url")).and_then(Value::as_str))
         .map(|what| format!(" ({what})"))
         .unwrap_or_default();
-    format!("[a {kind} block{what} was left out: this endpoint takes {holds} only]")
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("[{article} {kind} block{what} was left out: this endpoint takes {holds} only]")
 }
 
-/// A non-tool user block as a content part (`None`: no Chat Completions equivalent): text,
-/// images, PDF documents as `file` parts, text documents as their text, another document as a
-/// note saying it was left out.
-fn user_part(block: &Value) -> Option<Value> {
+/// The text of a search result (`search_result`: its title and source, then its text blocks).
+fn search_result_text(block: &Value) -> Option<String> {
+    let text = joined_text(block.get("content")?);
+    let title = block.get("title").and_then(Value::as_str).unwrap_or("");
+    let source = block.get("source").and_then(Value::as_str).unwrap_or("");
+    let heading = match (title.is_empty(), source.is_empty()) {
+        (false, false) => format!("{title} ({source})"),
+        (false, true) => title.to_owned(),
+        (true, false) => source.to_owned(),
+        (true, true) => return Some(text),
+    };
+    Some(format!("{heading}\n\n{text}"))
+}
+
+/// The text standing for a block that is neither text nor an image: a text document's or a
+/// search result's text, else a note saying it was left out (the endpoint takes `holds`).
+fn other_block_text(block: &Value, holds: &str) -> String {
     match block_type(block) {
-        "text" => Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
-        "image" => image_part(block),
-        "document" => file_part(block)
-            .or_else(|| document_text(block).map(|text| json!({"type": "text", "text": text})))
-            .or_else(|| {
-                let note = left_out_note(block, "text, images and PDF documents");
-                Some(json!({"type": "text", "text": note}))
-            }),
-        _ => None,
+        "search_result" => search_result_text(block),
+        _ => document_text(block),
     }
+    .unwrap_or_else(|| left_out_note(block, holds))
+}
+
+/// A non-tool user block as a content part: text, images (by URL or base64), PDF documents as
+/// `file` parts, text documents and search results as their text, anything else as a note
+/// saying it was left out (never dropped without a trace). `None` for a text block without
+/// text.
+fn user_part(block: &Value) -> Option<Value> {
+    const HOLDS: &str = "text, images by URL or base64 and PDF documents";
+    let part = match block_type(block) {
+        "text" => return Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
+        "image" => image_part(block),
+        "document" => file_part(block),
+        _ => None,
+    };
+    part.or_else(|| Some(json!({"type": "text", "text": other_block_text(block, HOLDS)})))
 }
 
 /// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
-/// documents, as they are; any other block but an image (which follows in the user message) as
-/// a note saying what was left out, so the model does not read an empty result.
+/// documents and search results, as their text; any other block but an image it can send
+/// (which follows in the user message) as a note saying what was left out, so the model does
+/// not read an empty result.
 fn tool_result_text(blocks: &[Value]) -> String {
     let parts: Vec<String> = blocks
         .iter()
         .filter_map(|block| match block_type(block) {
             "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
-            "image" => None,
-            _ => Some(document_text(block).unwrap_or_else(|| left_out_note(block, "text results"))),
+            // It follows in the user message.
+            "image" if image_part(block).is_some() => None,
+            _ => Some(other_block_text(block, "text results")),
         })
         .collect();
     parts.join("\n\n")
@@ -1303,6 +1332,46 @@ mod tests {
                 ]}),
             ]
         );
+    }
+
+    /// Blocks Chat has no part for (an image from Anthropic's Files API, a search result, a
+    /// block type it does not know) were dropped without a trace, from user messages and tool
+    /// results alike: a result holding only such an image read as an empty success. A search
+    /// result goes as its text, anything else as a note.
+    #[test]
+    fn blocks_without_a_chat_part_are_never_dropped_silently() {
+        let file_image =
+            json!({"type": "image", "source": {"type": "file", "file_id": "file_011"}});
+        let messages = vec![
+            json!({"role": "user", "content": [
+                file_image.clone(),
+                {"type": "search_result", "source": "https://example.com/doc", "title": "Doc",
+                 "content": [{"type": "text", "text": "Found text."}]},
+                {"type": "future_block", "data": 1},
+            ]}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "shot", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [file_image]},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        let parts = chat[0]["content"].as_array().unwrap();
+        assert_eq!(parts.len(), 3, "{parts:#?}");
+        assert!(
+            parts[0]["text"].as_str().unwrap().contains("image"),
+            "{}",
+            parts[0]
+        );
+        let found = parts[1]["text"].as_str().unwrap();
+        assert!(
+            found.contains("Found text.") && found.contains("Doc"),
+            "{found}"
+        );
+        assert!(parts[2]["text"].as_str().unwrap().contains("future_block"));
+        let tool = chat[2]["content"].as_str().unwrap();
+        assert!(tool.contains("image"), "{tool:?}");
     }
 
     #[test]
