@@ -986,6 +986,7 @@ async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
         "response_format": {"type": "json_object"},
         "output_format": {"type": "json_schema", "schema": {"type": "object"}},
         "stop_sequences": ["END"],
+        "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": {"type": "object"}}},
     });
     for (key, value) in extra.as_object().unwrap() {
         config.extra.insert(key.clone(), value.clone());
@@ -1019,6 +1020,8 @@ async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
         assert_eq!(summary[key], extra[key], "{key}: {summary:#}");
     }
     assert_eq!(summary["tool_choice"], json!({"type": "none"}));
+    // The effort goes along, the output format does not.
+    assert_eq!(summary["output_config"], json!({"effort": "low"}));
     for key in [
         "parallel_tool_calls",
         "thinking",

@@ -1185,6 +1185,17 @@ impl Driver {
                 request[key.as_str()] = value.clone();
             }
         }
+        // Anthropic's `output_config` holds the effort (kept) and a structured output's
+        // format (left out, like `output_format`).
+        if let Some(output) = request
+            .get_mut("output_config")
+            .and_then(Value::as_object_mut)
+        {
+            output.remove("format");
+            if output.is_empty() {
+                request.as_object_mut().map(|r| r.remove("output_config"));
+            }
+        }
         if self.drop_stream_options {
             request["stream_options"] = Value::Null;
         }
@@ -1233,8 +1244,9 @@ impl Driver {
 /// The fields of [`AgentConfig::extra`] the summary request leaves out: the tools (sent from
 /// the run's definitions), what would make the answer a call or a structured document instead
 /// of a summary, stop sequences that could cut it, and thinking (every thinking block is
-/// dropped from the history it summarises). Everything else (routing, metadata, beta flags,
-/// sampling, a template's options) goes along: a gateway may refuse a request without it.
+/// dropped from the history it summarises); `output_config` goes without its `format`.
+/// Everything else (routing, metadata, beta flags, sampling, a template's options, the effort)
+/// goes along: a gateway may refuse a request without it.
 const SUMMARY_LEAVES_OUT: &[&str] = &[
     "tools",
     "tool_choice",
