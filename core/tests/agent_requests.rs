@@ -1266,3 +1266,39 @@ async fn extra_fields_that_would_replace_the_loop_s_own_stop_the_run() {
         assert_eq!(model.calls(), 0);
     }
 }
+
+/// A Chat server that reports no usage (it refused `stream_options`, or ignores it) left the
+/// run's totals at 0, so a token budget never stopped it: it ran to `max_turns`. The budget
+/// counts the estimates of such calls (the totals still say what was reported).
+#[tokio::test]
+async fn a_token_budget_holds_when_the_server_reports_no_usage() {
+    let model = Arc::new(ScriptedModel::openai_chat(|n, request| {
+        let call =
+            json!({"type": "tool_use", "id": format!("call_{n}"), "name": "read", "input": {}});
+        let message = scripted_message(request, vec![call], "tool_use");
+        let sse = openai_chat_sse(&message, 5);
+        // Every event but the usage chunk.
+        let events: Vec<&str> = sse
+            .split("\n\n")
+            .filter(|event| !event.contains("prompt_tokens"))
+            .collect();
+        Ok(Bytes::from(events.join("\n\n")))
+    }));
+    let mut config = AgentConfig::new("gpt-4o");
+    config.limits.token_budget = Some(50);
+    config.limits.max_turns = 10;
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::Budget);
+            assert_eq!(*input_tokens, 0, "nothing was reported");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(model.calls(), 1);
+}

@@ -26,9 +26,11 @@ pub struct Limits {
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
-    /// Input + output tokens reported over the whole run, at most.
+    /// Input + output tokens reported over the whole run, at most (a call whose usage is not
+    /// reported, as from a Chat server without stream usage, counts as estimated).
     pub token_budget: Option<u64>,
-    /// Cost over the whole run, at most, in the price table's currency.
+    /// Cost over the whole run, at most, in the price table's currency (a call whose usage is
+    /// not reported counts as estimated).
     pub cost_budget: Option<f64>,
     /// Prices by model name prefix (the host's price table).
     pub prices: HashMap<String, Price>,

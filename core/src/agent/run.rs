@@ -30,7 +30,7 @@ use crate::exec::{
     CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolResultContent, ToolUse,
     TurnEvent, decide_concurrency_safe, panic_message,
 };
-use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
+use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
 /// summariser). A history that [`check_history`] refuses (it must end with a user message) is
@@ -171,6 +171,8 @@ impl Agent {
             input_tokens: 0,
             output_tokens: 0,
             cost: 0.0,
+            unreported_tokens: 0,
+            unreported_cost: 0.0,
             paused: false,
             container: None,
             drop_stale_thinking: false,
@@ -262,6 +264,11 @@ struct Driver {
     input_tokens: u64,
     output_tokens: u64,
     cost: f64,
+    /// The estimated tokens of the calls whose usage was not reported, which the token budget
+    /// counts (the totals do not).
+    unreported_tokens: u64,
+    /// Their estimated cost, which the cost budget counts.
+    unreported_cost: f64,
     /// The last message is a paused assistant turn (`pause_turn`) that the next response
     /// continues.
     paused: bool,
@@ -597,7 +604,6 @@ impl Driver {
                 .get("stop_reason")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            let usage = message.get("usage").cloned().unwrap_or(Value::Null);
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
             call_ids.apply(&mut assistant);
             // The API refuses an empty text block in history (a response cut right after a
@@ -632,7 +638,7 @@ impl Driver {
                     self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, true);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, true);
                     self.push_message(json!({"role": "user", "content": content}));
                     self.emit_turn_end(turn_number, stop_reason);
                     if cancelled || self.cancel.is_cancelled() {
@@ -656,7 +662,7 @@ impl Driver {
                         self.push_message(assistant);
                         self.paused = true;
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -677,7 +683,7 @@ impl Driver {
                     if text_cut {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, text_cut);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, text_cut);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -707,7 +713,7 @@ impl Driver {
                     if kept {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason.clone());
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -868,17 +874,26 @@ impl Driver {
     }
 
     /// Records a response's usage: the run's totals and cost, the tracker's anchor (`kept`:
-    /// whether the response entered history), the cache-break detector, and the event.
+    /// whether the response entered history), the cache-break detector, and the event. A
+    /// response without usage (a Chat server that reports none) counts toward the budgets as
+    /// estimated (`estimated` input, its content's estimate as output).
     fn record_usage(
         &mut self,
         turn: u32,
         request: &Value,
-        usage: &Value,
+        message: &Value,
         estimated: u64,
         ttft: Option<std::time::Duration>,
         kept: bool,
     ) {
-        if let Some(parsed) = Usage::from_json(usage) {
+        let usage = message.get("usage").unwrap_or(&Value::Null);
+        let parsed = Usage::from_json(usage);
+        if parsed.is_none() {
+            let content = message.get("content").unwrap_or(&Value::Null);
+            let output = estimate_content(content, self.config().family);
+            self.count_unreported(estimated, output);
+        }
+        if let Some(parsed) = parsed {
             // The tracker measures what the next request will hold. A response that did not
             // enter history (cut inside a call, or empty) holds none of its output tokens;
             // counted, they would make the context look up to `max_tokens` bigger than it is
@@ -911,6 +926,20 @@ impl Driver {
         });
     }
 
+    /// Adds the estimate of a call whose usage was not reported to what the budgets count (the
+    /// run's totals keep what was reported): without it a budget never stops a run against a
+    /// server that reports no usage.
+    fn count_unreported(&mut self, input: u64, output: u64) {
+        self.unreported_tokens = self
+            .unreported_tokens
+            .saturating_add(input)
+            .saturating_add(output);
+        if let Some(price) = self.config().price_of(&self.model) {
+            self.unreported_cost +=
+                (input as f64 * price.input + output as f64 * price.output) / 1e6;
+        }
+    }
+
     /// Adds a call's usage to the run's totals and cost.
     fn count_usage(&mut self, usage: Usage) {
         // Saturating: the counts are the server's and may be absurd.
@@ -928,22 +957,24 @@ impl Driver {
     fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
         let limits = &self.config().limits;
         if let Some(budget) = limits.token_budget
-            && self.input_tokens.saturating_add(self.output_tokens) >= budget
+            && self
+                .input_tokens
+                .saturating_add(self.output_tokens)
+                .saturating_add(self.unreported_tokens)
+                >= budget
         {
             return Some((
                 StopReason::Budget,
                 Some(format!("token budget of {budget} reached")),
             ));
         }
+        let cost = self.cost + self.unreported_cost;
         if let Some(budget) = limits.cost_budget
-            && self.cost >= budget
+            && cost >= budget
         {
             return Some((
                 StopReason::Budget,
-                Some(format!(
-                    "cost budget of {budget} reached ({:.4})",
-                    self.cost
-                )),
+                Some(format!("cost budget of {budget} reached ({cost:.4})")),
             ));
         }
         None
@@ -1205,6 +1236,7 @@ impl Driver {
             request["tools"] = Value::Array(self.tools.clone());
             request["tool_choice"] = json!({"type": "none"});
         }
+        let estimated = estimate_request_body(&request, self.config().family).total();
         let mut stream = self.call_model(request);
         loop {
             let event = tokio::select! {
@@ -1214,8 +1246,13 @@ impl Driver {
             };
             match event {
                 Some(ModelEvent::Completed { message, .. }) => {
-                    if let Some(usage) = message.get("usage").and_then(Usage::from_json) {
-                        self.count_usage(usage);
+                    match message.get("usage").and_then(Usage::from_json) {
+                        Some(usage) => self.count_usage(usage),
+                        None => {
+                            let content = message.get("content").unwrap_or(&Value::Null);
+                            let output = estimate_content(content, self.config().family);
+                            self.count_unreported(estimated, output);
+                        }
                     }
                     let text: String = message
                         .get("content")
