@@ -17,7 +17,8 @@
 //!   `stream_options: {"include_usage": true}` (merged into the request's own `stream_options`;
 //!   none when the request holds `"stream_options": null`, which the loop sets after a server
 //!   refused the field); fields
-//!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control`, server tools) are
+//!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control` on blocks and on
+//!   the request, `context_management`, server tools) are
 //!   dropped; unknown fields (`temperature`, `seed`, ...) pass through.
 //! - Responses ([`message_from_chat_completion`], [`ChatEventTranslator`]): the Chat
 //!   decoder's events and final `chat.completion` become Anthropic-shaped events and an
@@ -77,6 +78,8 @@ const ANTHROPIC_ONLY: &[&str] = &[
     "mcp_servers",
     "betas",
     "stream_options",
+    "cache_control",
+    "context_management",
 ];
 
 /// Translates an Anthropic Messages request body into a Chat Completions request body.
@@ -1056,6 +1059,21 @@ mod tests {
         );
         assert_eq!(legacy["max_tokens"], 512);
         assert!(legacy.get("max_completion_tokens").is_none());
+    }
+
+    /// Anthropic's request-level fields with no Chat meaning (automatic prompt caching's
+    /// top-level `cache_control`, `context_management`) were passed through, and servers that
+    /// refuse unknown fields answered 400.
+    #[test]
+    fn anthropic_request_level_fields_are_not_sent_to_chat() {
+        let request = json!({
+            "model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+            "cache_control": {"type": "ephemeral"},
+            "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        });
+        let chat = chat_request(&request, ChatOptions::default());
+        assert!(chat.get("cache_control").is_none(), "{chat}");
+        assert!(chat.get("context_management").is_none(), "{chat}");
     }
 
     /// A host whose server needs the other field than the one the client picks (a reasoning
