@@ -1101,7 +1101,9 @@ async fn a_history_the_api_would_refuse_stops_before_any_request_naming_the_mess
 /// A host's history may hold what the loop never leaves in its own: thinking last in an
 /// assistant message (a host that cut a turn's calls, or kept a thinking-only turn), which the
 /// API refuses ("The final block in an assistant message cannot be `thinking`"). The request
-/// sent leaves it out (an earlier turn's thinking may be); the history is kept as it came.
+/// sent leaves it out (an earlier turn's thinking may be); so is unsigned thinking (a Chat
+/// model's reasoning) in a message without calls, which no provider reads back. The history is
+/// kept as it came.
 #[tokio::test]
 async fn a_host_history_s_trailing_thinking_is_left_out_of_the_request() {
     let (model, requests) =
@@ -1126,6 +1128,13 @@ async fn a_host_history_s_trailing_thinking_is_left_out_of_the_request() {
             {"type": "thinking", "thinking": "Only this.", "signature": "sig2"},
         ]}),
         json!({"role": "user", "content": "bye"}),
+        // A Chat model's reasoning (no signature) before an answer without calls, which no
+        // provider reads back: Anthropic refuses it.
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Chat reasoning.", "signature": ""},
+            text("Bye."),
+        ]}),
+        json!({"role": "user", "content": "one more"}),
     ];
     let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
     let (reason, messages) = stopped(&events);
@@ -1301,4 +1310,33 @@ async fn a_token_budget_holds_when_the_server_reports_no_usage() {
         other => panic!("{other:?}"),
     }
     assert_eq!(model.calls(), 1);
+}
+
+/// Unsigned thinking before calls is a Chat model's reasoning, which DeepSeek's thinking mode
+/// requires back with the calls (a 400 without it): a host's history keeps sending it.
+#[tokio::test]
+async fn a_host_history_s_reasoning_before_calls_still_reaches_chat() {
+    let (model, requests) = ScriptedModel::openai_chat(|_, request| {
+        let message = scripted_message(request, vec![text("ok")], "end_turn");
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("deepseek"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Read a first.", "signature": ""},
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "a"},
+        ]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(
+        requests[0]["messages"][1]["reasoning_content"],
+        "Read a first."
+    );
 }

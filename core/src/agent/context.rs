@@ -371,9 +371,11 @@ pub(crate) fn drop_trailing_thinking(message: &mut Value) -> usize {
 
 /// Removes, from the assistant messages of a request's copy of history, the thinking blocks
 /// that end them (a host's history may hold such a message; the API refuses it, and an earlier
-/// turn's thinking may be left out), and the messages left empty by it (thinking only: the API
-/// merges the user turns around them). The final message is left alone (a paused turn, which
-/// the loop keeps sendable). Returns how many blocks were removed.
+/// turn's thinking may be left out), the unsigned thinking (a Chat model's reasoning, which
+/// Anthropic refuses) of those without calls (Chat reads reasoning back with calls only), and
+/// the messages left empty by it (thinking only: the API merges the user turns around them).
+/// The final message is left alone (a paused turn, which the loop keeps sendable). Returns how
+/// many blocks were removed.
 pub(crate) fn drop_trailing_thinking_before_last(messages: &mut Vec<Value>) -> usize {
     let Some(before_last) = messages.len().checked_sub(1) else {
         return 0;
@@ -384,7 +386,11 @@ pub(crate) fn drop_trailing_thinking_before_last(messages: &mut Vec<Value>) -> u
         if message.get("role").and_then(Value::as_str) != Some("assistant") {
             continue;
         }
-        let dropped = drop_trailing_thinking(message);
+        let mut dropped = 0;
+        if tool_use_ids(message).is_empty() {
+            dropped += drop_unsigned_thinking(message);
+        }
+        dropped += drop_trailing_thinking(message);
         removed += dropped;
         emptied |= dropped > 0 && is_empty_message(message);
     }

@@ -32,7 +32,8 @@
 //!   tool results first in their message and none empty when in error; a paused turn goes back
 //!   without trailing whitespace, at most four `cache_control` breakpoints go out, and the
 //!   fallback model is not sent the primary's thinking; thinking a host's history leaves at the
-//!   end of an earlier assistant message is left out of the request. A configuration (tool
+//!   end of an earlier assistant message, and unsigned thinking in one without calls, is left
+//!   out of the request. A configuration (tool
 //!   names outside `^[a-zA-Z0-9_-]{1,64}$` too) or a conversation the API would refuse on
 //!   every request stops the run before any. A server that refuses `stream_options` is asked
 //!   again without it, for the rest of the run.

@@ -1004,8 +1004,8 @@ impl Driver {
             }
         }
         if let Some(messages) = request["messages"].as_array_mut() {
-            // A host's history may end an earlier assistant message with thinking, which the
-            // API refuses; the loop's own turns never do.
+            // A host's history may end an earlier assistant message with thinking, or hold a
+            // Chat model's reasoning where no provider reads it back, which Anthropic refuses.
             drop_trailing_thinking_before_last(messages);
             if self.paused {
                 trim_final_assistant_text(messages);
