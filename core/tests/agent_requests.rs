@@ -729,6 +729,19 @@ fn chat_rules(request: &Value) -> Result<(), String> {
                 if message["content"].as_str().is_some_and(str::is_empty) {
                     return Err(format!("message {i}: empty {role} content"));
                 }
+                if let Some(parts) = message["content"].as_array() {
+                    if parts.is_empty() {
+                        return Err(format!("message {i}: no content parts"));
+                    }
+                    for part in parts {
+                        match part["type"].as_str() {
+                            Some("text") if part["text"].is_string() => {}
+                            Some("image_url") if part["image_url"]["url"].is_string() => {}
+                            Some("file") if part["file"]["file_data"].is_string() => {}
+                            _ => return Err(format!("message {i}: content part {part}")),
+                        }
+                    }
+                }
             }
             "assistant" => {
                 let calls = message["tool_calls"]
@@ -820,7 +833,13 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
                 let mut config = AgentConfig::new("gpt-4o");
                 config.system = Some("Be brief.".into());
                 let agent = Agent::new(config, Arc::new(model), executor());
-                let _: Vec<AgentEvent> = agent.run("go").collect().await;
+                // A prompt with a PDF and an image Chat has no part for, in every request.
+                let prompt = json!([
+                    text("go"),
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+                ]);
+                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
                 for (k, request) in requests.lock().unwrap().iter().enumerate() {
                     if let Err(broken) = chat_rules(request) {
                         panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
