@@ -1359,3 +1359,35 @@ async fn a_host_history_s_reasoning_before_calls_still_reaches_chat() {
         "Read a first."
     );
 }
+
+/// A `tool_choice` naming a tool the request does not define is refused by the API on every
+/// request; the run stops before any, naming it.
+#[tokio::test]
+async fn a_tool_choice_naming_no_defined_tool_stops_the_run_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tool_choice".into(),
+        json!({"type": "tool", "name": "raed"}),
+    );
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let error = lone_error(&events);
+    assert!(error.contains("\"raed\""), "{error}");
+    assert_eq!(model.calls(), 0);
+
+    // Naming a defined tool is fine.
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tool_choice".into(),
+        json!({"type": "tool", "name": "read"}),
+    );
+    let (model, _) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+}

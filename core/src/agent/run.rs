@@ -360,6 +360,10 @@ impl Driver {
                     .map_err(|problem| format!("invalid tool definition: {problem}"))
             })
             .and_then(|()| {
+                check_tool_choice(self.config().extra.get("tool_choice"), &self.tools)
+                    .map_err(|problem| format!("invalid configuration: {problem}"))
+            })
+            .and_then(|()| {
                 check_history(&self.messages)
                     .map_err(|problem| format!("invalid conversation: {problem}"))
             });
@@ -1385,6 +1389,23 @@ fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// Checks that a `tool_choice` of type `tool` names a tool the requests define (the API refuses
+/// it otherwise, on every request).
+fn check_tool_choice(choice: Option<&Value>, definitions: &[Value]) -> Result<(), String> {
+    let Some(choice) = choice.filter(|c| c.get("type").and_then(Value::as_str) == Some("tool"))
+    else {
+        return Ok(());
+    };
+    let name = choice.get("name").unwrap_or(&Value::Null);
+    if definitions.iter().any(|d| d.get("name") == Some(name)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "tool_choice names the tool {name}, which is not among the run's tools"
+        ))
+    }
 }
 
 /// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`, the names Anthropic (custom tools) and
