@@ -999,7 +999,7 @@ async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
         "chat_template_kwargs": {"enable_thinking": false},
         "betas": ["some-beta-2026-01-01"],
         "temperature": 0.3,
-        "tool_choice": {"type": "any"},
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
         "parallel_tool_calls": false,
         "thinking": {"type": "enabled", "budget_tokens": 2048},
         "response_format": {"type": "json_object"},

@@ -121,7 +121,8 @@ impl AgentConfig {
     /// Checks what the API would refuse only after a round trip, or only once the case arises
     /// mid-run: an empty model name, extra `messages` or `model` (which would replace the
     /// loop's own), extra `tools` that are not an array, an output limit
-    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, and an empty
+    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
+    /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, and an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
     /// user message).
     pub fn check(&self) -> Result<(), String> {
@@ -169,6 +170,28 @@ impl AgentConfig {
             return Err(format!(
                 "max_tokens ({max_tokens}) must be greater than thinking.budget_tokens \
                  ({budget}): raise the output limit or lower the budget"
+            ));
+        }
+        // "Thinking may not be enabled when tool_choice forces tool use": with thinking on,
+        // only `auto` and `none` are taken.
+        let thinking_on = self
+            .extra
+            .get("thinking")
+            .and_then(|thinking| thinking.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind != "disabled");
+        let forced = self
+            .extra
+            .get("tool_choice")
+            .and_then(|choice| choice.get("type"))
+            .and_then(Value::as_str)
+            .filter(|kind| matches!(*kind, "any" | "tool"));
+        if let Some(forced) = forced
+            && thinking_on
+        {
+            return Err(format!(
+                "tool_choice \"{forced}\" forces tool use, which the API refuses with thinking \
+                 on: use \"auto\" or turn thinking off"
             ));
         }
         if self.max_continuations > 0 && self.continuation_prompt.trim().is_empty() {
@@ -247,6 +270,41 @@ mod tests {
         config
             .extra
             .insert("thinking".into(), json!({"type": "disabled"}));
+        assert_eq!(config.check(), Ok(()));
+    }
+
+    /// With thinking on, the API takes `tool_choice` `auto` or `none` only ("Thinking may not
+    /// be enabled when tool_choice forces tool use"): every request of such a run was refused.
+    #[test]
+    fn a_forced_tool_choice_with_thinking_is_refused() {
+        for thinking in [
+            json!({"type": "enabled", "budget_tokens": 1_024}),
+            json!({"type": "adaptive"}),
+        ] {
+            for forced in [
+                json!({"type": "any"}),
+                json!({"type": "tool", "name": "read"}),
+            ] {
+                let mut config = AgentConfig::new("claude-sonnet-4-5");
+                config.extra.insert("thinking".into(), thinking.clone());
+                config.extra.insert("tool_choice".into(), forced);
+                let error = config.check().unwrap_err();
+                assert!(error.contains("tool_choice"), "{error}");
+            }
+            let mut config = AgentConfig::new("claude-sonnet-4-5");
+            config.extra.insert("thinking".into(), thinking.clone());
+            config
+                .extra
+                .insert("tool_choice".into(), json!({"type": "auto"}));
+            assert_eq!(config.check(), Ok(()));
+        }
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config
+            .extra
+            .insert("thinking".into(), json!({"type": "disabled"}));
+        config
+            .extra
+            .insert("tool_choice".into(), json!({"type": "any"}));
         assert_eq!(config.check(), Ok(()));
     }
 }
