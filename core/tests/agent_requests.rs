@@ -1391,3 +1391,52 @@ async fn a_tool_choice_naming_no_defined_tool_stops_the_run_before_any_request()
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
     assert_eq!(stopped(&events).0, StopReason::EndTurn);
 }
+
+/// A history over the compaction threshold makes the summary the run's first call: a server
+/// refusing `stream_options` refused it, compaction failed, and the run went on with the
+/// oversized history. The summary call is sent again without them too.
+#[tokio::test]
+async fn a_summary_refused_for_stream_options_is_sent_again_without_them() {
+    let (model, requests) = ScriptedModel::openai_chat(|_, request| {
+        if request.get("stream_options").is_some() {
+            return Err(ModelError::Other(
+                "invalid request: HTTP 400: Unrecognized request argument supplied: stream_options"
+                    .into(),
+            ));
+        }
+        let answer = if request.to_string().contains("Summarize this conversation") {
+            "A summary."
+        } else {
+            "Done."
+        };
+        let message = scripted_message(request, vec![text(answer)], "end_turn");
+        Ok(Bytes::from(openai_chat_sse(&message, 50)))
+    })
+    .recorded();
+    let mut config = AgentConfig::new("gpt-4o");
+    config.budget = ferroloop::tokens::ContextBudget {
+        window: 100_000,
+        max_output_tokens: 0,
+        output_reserve_cap: 0,
+        autocompact_buffer: 98_000,
+        warning_buffer: 0,
+        blocking_buffer: 0,
+        autocompact_percent: None,
+    };
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "x".repeat(9_000)}),
+        json!({"role": "assistant", "content": "Noted."}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            AgentEvent::Context(ferroloop::agent::ContextAction::Compaction { .. })
+        )),
+        "{events:#?}"
+    );
+    assert_eq!(requests.lock().unwrap().len(), 3);
+}

@@ -1241,7 +1241,7 @@ impl Driver {
             request["tool_choice"] = json!({"type": "none"});
         }
         let estimated = estimate_request_body(&request, self.config().family).total();
-        let mut stream = self.call_model(request);
+        let mut stream = self.call_model(request.clone());
         loop {
             let event = tokio::select! {
                 biased;
@@ -1270,6 +1270,16 @@ impl Driver {
                     } else {
                         Summary::Text(text)
                     };
+                }
+                Some(ModelEvent::Failed(ModelError::Other(message)))
+                    if !self.drop_stream_options && is_stream_options_error(&message) =>
+                {
+                    // The run's first call may be this one (a history over the threshold): the
+                    // server's refusal of `stream_options` is answered here as for a turn.
+                    tracing::warn!(%message, "stream_options refused; resending the summary call without it");
+                    self.drop_stream_options = true;
+                    request["stream_options"] = Value::Null;
+                    stream = self.call_model(request.clone());
                 }
                 Some(ModelEvent::Failed(error)) => {
                     tracing::warn!(%error, "compaction call failed");
