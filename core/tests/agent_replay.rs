@@ -487,3 +487,57 @@ async fn the_loop_speaks_the_responses_api_over_http() {
     let last = messages.last().unwrap();
     assert_eq!(last["role"], "assistant");
 }
+
+/// A Chat server that refuses fields it does not know (Azure's older API versions, FastAPI
+/// servers with `extra="forbid"`) answers `stream_options` with a 400: over HTTP the loop sends
+/// the turn again without it and goes on, usage estimated.
+#[tokio::test]
+async fn a_chat_server_refusing_stream_options_is_asked_again_without_them_over_http() {
+    let refusals = [
+        json!({"error": {"message": "Unrecognized request argument supplied: stream_options",
+            "type": "invalid_request_error", "param": null, "code": null}}),
+        json!({"detail": [{"type": "extra_forbidden", "loc": ["body", "stream_options"],
+            "msg": "Extra inputs are not permitted", "input": {"include_usage": true}}]}),
+    ];
+    for refusal in refusals {
+        let answer = chat_sse(vec![json!({"type": "text", "text": "Hello."})], "end_turn");
+        // Such a server sends no usage chunk.
+        let answer: Vec<&str> = answer
+            .split("\n\n")
+            .filter(|event| !event.contains("prompt_tokens"))
+            .collect();
+        let script = Script {
+            responses: vec![
+                ScriptedResponse::with_status(400, ScriptBody::Json(refusal.clone())),
+                event_stream(answer.join("\n\n")),
+            ],
+            ..Script::default()
+        };
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let server = ReplayServer::start(&script, &root, ServerOptions::default())
+            .await
+            .unwrap();
+        let client = test_client(Provider::OpenAiChat, &server);
+        let agent = Agent::new(
+            AgentConfig::new("gpt-4o"),
+            Arc::new(client),
+            reading_tools(Arc::default()),
+        );
+        let events: Vec<AgentEvent> =
+            tokio::time::timeout(Duration::from_secs(30), agent.run("hi").collect())
+                .await
+                .unwrap();
+        let AgentEvent::Stop { reason, error, .. } = events.last().unwrap() else {
+            panic!("no stop event")
+        };
+        assert_eq!(*reason, StopReason::EndTurn, "{refusal}: {error:?}");
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2);
+        let bodies: Vec<Value> = requests
+            .iter()
+            .map(|r| serde_json::from_str(&r.body).unwrap())
+            .collect();
+        assert!(bodies[0].get("stream_options").is_some());
+        assert!(bodies[1].get("stream_options").is_none(), "{}", bodies[1]);
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
-use ferroloop::agent::{Agent, AgentConfig, AgentEvent, StopReason, check_history};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, ModelError, StopReason, check_history};
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -540,6 +540,22 @@ fn api_rules(request: &Value) -> Result<(), String> {
         return Err("the first message is not the user's".into());
     }
     ferroloop::agent::check_tool_pairing(messages)?;
+    // "tool_use ids must be unique", across the whole request.
+    let mut ids = std::collections::HashSet::new();
+    for (i, message) in messages.iter().enumerate() {
+        for id in ferroloop::agent::tool_use_ids(message) {
+            if !ids.insert(id.clone()) {
+                return Err(format!("message {i}: tool_use id {id:?} repeated"));
+            }
+        }
+    }
+    tool_name_rule(
+        request["tools"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]),
+        |t| &t["name"],
+    )?;
     let markers_seen = markers(request);
     if markers_seen > 4 {
         return Err(format!("{markers_seen} cache_control markers"));
@@ -669,12 +685,38 @@ async fn every_request_of_unusual_turn_sequences_obeys_the_api_rules() {
     }
 }
 
+/// Tool names both providers take: `^[a-zA-Z0-9_-]{1,64}$`.
+fn tool_name_rule(tools: &[Value], name: impl Fn(&Value) -> &Value) -> Result<(), String> {
+    for tool in tools {
+        let Some(name) = name(tool).as_str() else {
+            continue;
+        };
+        let valid = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(format!("tool name {name:?}"));
+        }
+    }
+    Ok(())
+}
+
 /// The rules OpenAI Chat Completions enforces on a request's messages: an assistant message
 /// with `tool_calls` is followed at once by one `tool` message per call, and a `tool` message
 /// answers a call of the assistant message before it; content is present where required.
 fn chat_rules(request: &Value) -> Result<(), String> {
     let messages = request["messages"].as_array().ok_or("no messages")?;
+    let tools = request["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    tool_name_rule(tools, |t| &t["function"]["name"])?;
+    let defined = |name: &str| tools.iter().any(|t| t["function"]["name"] == name);
+    // Calls waiting for their `tool` message, and whether the tool they name is defined (a
+    // call to an undefined tool is answered with an error, which the message must say).
     let mut pending: Vec<String> = Vec::new();
+    let mut undefined: Vec<String> = Vec::new();
     for (i, message) in messages.iter().enumerate() {
         let role = message["role"].as_str().ok_or("no role")?;
         if role != "tool" && !pending.is_empty() {
@@ -686,6 +728,19 @@ fn chat_rules(request: &Value) -> Result<(), String> {
             "system" | "user" => {
                 if message["content"].as_str().is_some_and(str::is_empty) {
                     return Err(format!("message {i}: empty {role} content"));
+                }
+                if let Some(parts) = message["content"].as_array() {
+                    if parts.is_empty() {
+                        return Err(format!("message {i}: no content parts"));
+                    }
+                    for part in parts {
+                        match part["type"].as_str() {
+                            Some("text") if part["text"].is_string() => {}
+                            Some("image_url") if part["image_url"]["url"].is_string() => {}
+                            Some("file") if part["file"]["file_data"].is_string() => {}
+                            _ => return Err(format!("message {i}: content part {part}")),
+                        }
+                    }
                 }
             }
             "assistant" => {
@@ -703,7 +758,11 @@ fn chat_rules(request: &Value) -> Result<(), String> {
                     if !parsed.is_object() {
                         return Err(format!("message {i}: arguments {arguments}"));
                     }
-                    pending.push(call["id"].as_str().ok_or("no id")?.to_owned());
+                    let id = call["id"].as_str().ok_or("no id")?.to_owned();
+                    if !call["function"]["name"].as_str().is_some_and(defined) {
+                        undefined.push(id.clone());
+                    }
+                    pending.push(id);
                 }
             }
             "tool" => {
@@ -714,8 +773,12 @@ fn chat_rules(request: &Value) -> Result<(), String> {
                     ));
                 };
                 pending.remove(at);
-                if !message["content"].is_string() {
+                let Some(content) = message["content"].as_str() else {
                     return Err(format!("message {i}: tool content is not text"));
+                };
+                // A `tool` message has no error flag: an error result must say so.
+                if undefined.iter().any(|u| u == id) && !content.starts_with("Error") {
+                    return Err(format!("message {i}: an error result reads {content:?}"));
                 }
             }
             other => return Err(format!("message {i}: role {other}")),
@@ -728,10 +791,11 @@ fn chat_rules(request: &Value) -> Result<(), String> {
 }
 
 /// The Chat Completions counterpart of the sweep above: calls, cuts by `length`, a content
-/// filter, blank text and a non-object argument, in any three-turn order.
+/// filter, blank text, a non-object argument and a call to an unknown tool, in any three-turn
+/// order.
 #[tokio::test]
 async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
-    const SHAPES: usize = 6;
+    const SHAPES: usize = 7;
     let shape = |shape: usize, n: usize| {
         let id = format!("call_{n}");
         let call =
@@ -749,6 +813,10 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
             3 => (vec![text("No."), call(json!({}))], "refusal"),
             4 => (vec![text("\n"), call(json!([1]))], "tool_use"),
             5 => (vec![text("Partial answer")], "max_tokens"),
+            6 => (
+                vec![json!({"type": "tool_use", "id": id, "name": "missing", "input": {}})],
+                "tool_use",
+            ),
             _ => (vec![text("Done.")], "end_turn"),
         }
     };
@@ -765,7 +833,13 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
                 let mut config = AgentConfig::new("gpt-4o");
                 config.system = Some("Be brief.".into());
                 let agent = Agent::new(config, Arc::new(model), executor());
-                let _: Vec<AgentEvent> = agent.run("go").collect().await;
+                // A prompt with a PDF and an image Chat has no part for, in every request.
+                let prompt = json!([
+                    text("go"),
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+                ]);
+                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
                 for (k, request) in requests.lock().unwrap().iter().enumerate() {
                     if let Err(broken) = chat_rules(request) {
                         panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
@@ -853,4 +927,516 @@ async fn a_blank_system_prompt_is_not_sent() {
         assert_eq!(reason, StopReason::EndTurn);
         assert!(requests[0].get("system").is_none(), "{:#}", requests[0]);
     }
+}
+
+/// Some OpenAI-compatible servers refuse a field they do not know with a 400, and every Chat
+/// request held `stream_options`: the run could never start there. A refusal naming it is
+/// answered by sending the same turn again without it, for the rest of the run (the summary
+/// call too); a second refusal ends the run.
+#[tokio::test]
+async fn a_server_refusing_stream_options_is_asked_again_without_them() {
+    let refusal = || {
+        ModelError::Other(
+            "invalid request: HTTP 400 invalid_request_error: Unrecognized request argument \
+             supplied: stream_options"
+                .into(),
+        )
+    };
+    let (model, requests) = ScriptedModel::openai_chat(move |n, request| {
+        if request.get("stream_options").is_some() {
+            return Err(refusal());
+        }
+        let (content, stop) = if n == 1 {
+            (
+                vec![json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}})],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert!(requests[0].get("stream_options").is_some());
+    for request in &requests[1..] {
+        assert!(request.get("stream_options").is_none(), "{request:#}");
+        assert_eq!(request["stream"], true);
+    }
+
+    // Refused again without it: the run stops with the server's error.
+    let model = Arc::new(ScriptedModel::openai_chat(move |_, _| Err(refusal())));
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert!(error.contains("stream_options"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(model.calls(), 2);
+}
+
+/// The summariser's request left out the run's system prompt and every extra field: a
+/// gateway that needs its routing or metadata fields refused it (compaction then failed and
+/// the run stopped with `prompt_too_long`). It carries them now, except those that would
+/// make the answer something else than a summary (`tool_choice`, a response format, stop
+/// sequences) or that it does not need (`thinking`).
+#[tokio::test]
+async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
+    let mut config = AgentConfig::new("m");
+    config.system = Some("You are a careful agent.".into());
+    let extra = json!({
+        "metadata": {"user_id": "u1"},
+        "provider": {"order": ["a", "b"]},
+        "chat_template_kwargs": {"enable_thinking": false},
+        "betas": ["some-beta-2026-01-01"],
+        "temperature": 0.3,
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
+        "parallel_tool_calls": false,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "response_format": {"type": "json_object"},
+        "output_format": {"type": "json_schema", "schema": {"type": "object"}},
+        "stop_sequences": ["END"],
+        "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": {"type": "object"}}},
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        config.extra.insert(key.clone(), value.clone());
+    }
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        _ => Ok(reply(request, vec![text("A summary.")], "end_turn")),
+    })
+    .recorded();
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "write a haiku"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    let summary = &requests[1];
+    assert!(summary.to_string().contains("Summarize this conversation"));
+    assert_eq!(summary["system"], "You are a careful agent.");
+    for key in [
+        "metadata",
+        "provider",
+        "chat_template_kwargs",
+        "betas",
+        "temperature",
+    ] {
+        assert_eq!(summary[key], extra[key], "{key}: {summary:#}");
+    }
+    assert_eq!(summary["tool_choice"], json!({"type": "none"}));
+    // The effort goes along, the output format does not.
+    assert_eq!(summary["output_config"], json!({"effort": "low"}));
+    for key in [
+        "parallel_tool_calls",
+        "thinking",
+        "response_format",
+        "output_format",
+        "stop_sequences",
+    ] {
+        assert!(summary.get(key).is_none(), "{key}: {summary:#}");
+    }
+}
+
+/// The API refuses a conversation that opens with the assistant ("first message must use the
+/// \"user\" role") and a call input other than an object: a host's history holding either
+/// makes no request, and the error names the message.
+#[tokio::test]
+async fn a_history_the_api_would_refuse_stops_before_any_request_naming_the_message() {
+    let cases = [
+        (
+            vec![
+                json!({"role": "assistant", "content": "Hello, how can I help?"}),
+                json!({"role": "user", "content": "read a"}),
+            ],
+            "message 0",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
+                    {"type": "tool_use", "name": "read", "input": {}},
+                ]}),
+                json!({"role": "user", "content": "go on"}),
+            ],
+            "message 1",
+        ),
+        (
+            vec![json!({"role": "user", "content": [
+                text("read a"),
+                {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+            ]})],
+            "message 0",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                ]}),
+                json!({"role": "user", "content": "go on"}),
+            ],
+            "message 1",
+        ),
+        (
+            vec![
+                json!({"role": "user", "content": "read a"}),
+                json!({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "read", "input": "a"},
+                ]}),
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                ]}),
+            ],
+            "message 1",
+        ),
+    ];
+    for (history, named) in cases {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let agent = Agent::new(AgentConfig::new("m"), model.clone(), executor());
+        let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(named), "{error}");
+        assert_eq!(model.calls(), 0);
+    }
+}
+
+/// A host's history may hold what the loop never leaves in its own: thinking last in an
+/// assistant message (a host that cut a turn's calls, or kept a thinking-only turn), which the
+/// API refuses ("The final block in an assistant message cannot be `thinking`"). The request
+/// sent leaves it out (an earlier turn's thinking may be); so is unsigned thinking (a Chat
+/// model's reasoning) in a message without calls, which no provider reads back. The history is
+/// kept as it came.
+#[tokio::test]
+async fn a_host_history_s_trailing_thinking_is_left_out_of_the_request() {
+    let (model, requests) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Read a.", "signature": "sig0"},
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+        ]}),
+        json!({"role": "assistant", "content": [
+            text("Read it."),
+            {"type": "thinking", "thinking": "Then stop.", "signature": "sig"},
+        ]}),
+        json!({"role": "user", "content": "thanks"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Only this.", "signature": "sig2"},
+        ]}),
+        json!({"role": "user", "content": "bye"}),
+        // A Chat model's reasoning (no signature) before an answer without calls, which no
+        // provider reads back: Anthropic refuses it.
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Chat reasoning.", "signature": ""},
+            text("Bye."),
+        ]}),
+        json!({"role": "user", "content": "one more"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
+    let (reason, messages) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    api_rules(&requests[0]).unwrap_or_else(|e| panic!("{e}: {:#}", requests[0]["messages"]));
+    // The history is the host's, untouched.
+    assert_eq!(messages[..history.len()], history[..]);
+}
+
+/// Anthropic (custom tools) and OpenAI (functions) take tool names matching
+/// `^[a-zA-Z0-9_-]{1,64}$` only: a tool named with a space, a dot or 65 characters got a 400
+/// on every request. The run stops before any, naming the tool.
+#[tokio::test]
+async fn a_tool_name_the_providers_refuse_stops_the_run_before_any_request() {
+    let long = "a".repeat(65);
+    for name in ["read file", "fs.read", long.as_str(), ""] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(FnTool::new(name, |_input: Value, _ctx| async move {
+                Ok(ToolOutput::text("done"))
+            }))
+            .unwrap();
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            model.clone(),
+            Arc::new(ToolExecutor::new(tools)),
+        );
+        let events: Vec<AgentEvent> = agent.run("go").collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(&format!("{name:?}")), "{error}");
+        assert_eq!(model.calls(), 0, "{name}");
+    }
+    // 64 characters, digits, `_` and `-` are fine.
+    let name = format!("{}_-9", "b".repeat(60));
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new(
+            name.as_str(),
+            |_input: Value, _ctx| async move { Ok(ToolOutput::text("done")) },
+        ))
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+}
+
+/// Some OpenAI-compatible backends number calls per response (`call_0` every turn). The loop
+/// made ids unique within a response only, so its history held one id for several calls:
+/// Anthropic refuses it ("tool_use ids must be unique") when the history goes there (a host
+/// resuming it, another provider), and results are matched to calls by id. A call reusing an
+/// id of history is renamed like a repeated one.
+#[tokio::test]
+async fn a_call_id_an_earlier_turn_used_is_renamed() {
+    let (model, requests) = ScriptedModel::openai_chat(|n, request| {
+        let (content, stop) = if n < 2 {
+            (
+                vec![json!({"type": "tool_use", "id": "call_0", "name": "read", "input": {}})],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let (reason, messages) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.lock().unwrap().len(), 3);
+    let mut next = messages.clone();
+    next.push(json!({"role": "user", "content": "more"}));
+    api_rules(&json!({"messages": next})).unwrap_or_else(|e| panic!("{e}: {next:#?}"));
+    // The first call keeps the server's id.
+    assert_eq!(messages[1]["content"][0]["id"], "call_0");
+}
+
+/// A host's history holding one call id in two turns (made by such a backend) is refused by
+/// Anthropic on every request: the later call and its result are renamed, which loses
+/// nothing (a result answers the call just before it).
+#[tokio::test]
+async fn a_host_history_s_repeated_call_ids_are_made_unique() {
+    let (model, requests) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let call = json!({"type": "tool_use", "id": "call_0", "name": "read", "input": {}});
+    let result = json!({"type": "tool_result", "tool_use_id": "call_0", "content": "a"});
+    let history = vec![
+        json!({"role": "user", "content": "read twice"}),
+        json!({"role": "assistant", "content": [call.clone()]}),
+        json!({"role": "user", "content": [result.clone()]}),
+        json!({"role": "assistant", "content": [call]}),
+        json!({"role": "user", "content": [result]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    api_rules(&requests[0]).unwrap_or_else(|e| panic!("{e}: {:#}", requests[0]["messages"]));
+    let sent = &requests[0]["messages"];
+    assert_eq!(sent[1]["content"][0]["id"], "call_0");
+    assert_eq!(
+        sent[3]["content"][0]["id"],
+        sent[4]["content"][0]["tool_use_id"]
+    );
+}
+
+/// `extra` fields are merged over the request the loop builds: a `messages` there replaced the
+/// conversation in every request (and the summary's), the loop's own turns never sent, and a
+/// `model` there defeated the fallback switch. The run stops before any request instead.
+#[tokio::test]
+async fn extra_fields_that_would_replace_the_loop_s_own_stop_the_run() {
+    for (key, value) in [
+        ("messages", json!([{"role": "user", "content": "hi"}])),
+        ("model", json!("other")),
+    ] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            Ok(reply(request, vec![text("ok")], "end_turn"))
+        }));
+        let mut config = AgentConfig::new("m");
+        config.extra.insert(key.into(), value);
+        let agent = Agent::new(config, model.clone(), executor());
+        let events: Vec<AgentEvent> = agent.run("go").collect().await;
+        let error = lone_error(&events);
+        assert!(error.contains(&format!("\"{key}\"")), "{error}");
+        assert_eq!(model.calls(), 0);
+    }
+}
+
+/// A Chat server that reports no usage (it refused `stream_options`, or ignores it) left the
+/// run's totals at 0, so a token budget never stopped it: it ran to `max_turns`. The budget
+/// counts the estimates of such calls (the totals still say what was reported).
+#[tokio::test]
+async fn a_token_budget_holds_when_the_server_reports_no_usage() {
+    let model = Arc::new(ScriptedModel::openai_chat(|n, request| {
+        let call =
+            json!({"type": "tool_use", "id": format!("call_{n}"), "name": "read", "input": {}});
+        let message = scripted_message(request, vec![call], "tool_use");
+        let sse = openai_chat_sse(&message, 5);
+        // Every event but the usage chunk.
+        let events: Vec<&str> = sse
+            .split("\n\n")
+            .filter(|event| !event.contains("prompt_tokens"))
+            .collect();
+        Ok(Bytes::from(events.join("\n\n")))
+    }));
+    let mut config = AgentConfig::new("gpt-4o");
+    config.limits.token_budget = Some(50);
+    config.limits.max_turns = 10;
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::Budget);
+            assert_eq!(*input_tokens, 0, "nothing was reported");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(model.calls(), 1);
+}
+
+/// Unsigned thinking before calls is a Chat model's reasoning, which DeepSeek's thinking mode
+/// requires back with the calls (a 400 without it): a host's history keeps sending it.
+#[tokio::test]
+async fn a_host_history_s_reasoning_before_calls_still_reaches_chat() {
+    let (model, requests) = ScriptedModel::openai_chat(|_, request| {
+        let message = scripted_message(request, vec![text("ok")], "end_turn");
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("deepseek"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "read a"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Read a first.", "signature": ""},
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {}},
+        ]}),
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "a"},
+        ]}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(
+        requests[0]["messages"][1]["reasoning_content"],
+        "Read a first."
+    );
+}
+
+/// A `tool_choice` naming a tool the request does not define is refused by the API on every
+/// request; the run stops before any, naming it.
+#[tokio::test]
+async fn a_tool_choice_naming_no_defined_tool_stops_the_run_before_any_request() {
+    let model = Arc::new(ScriptedModel::new(|_, request| {
+        Ok(reply(request, vec![text("ok")], "end_turn"))
+    }));
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tool_choice".into(),
+        json!({"type": "tool", "name": "raed"}),
+    );
+    let agent = Agent::new(config, model.clone(), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let error = lone_error(&events);
+    assert!(error.contains("\"raed\""), "{error}");
+    assert_eq!(model.calls(), 0);
+
+    // Naming a defined tool is fine.
+    let mut config = AgentConfig::new("m");
+    config.extra.insert(
+        "tool_choice".into(),
+        json!({"type": "tool", "name": "read"}),
+    );
+    let (model, _) =
+        ScriptedModel::new(|_, request| Ok(reply(request, vec![text("ok")], "end_turn")))
+            .recorded();
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+}
+
+/// A history over the compaction threshold makes the summary the run's first call: a server
+/// refusing `stream_options` refused it, compaction failed, and the run went on with the
+/// oversized history. The summary call is sent again without them too.
+#[tokio::test]
+async fn a_summary_refused_for_stream_options_is_sent_again_without_them() {
+    let (model, requests) = ScriptedModel::openai_chat(|_, request| {
+        if request.get("stream_options").is_some() {
+            return Err(ModelError::Other(
+                "invalid request: HTTP 400: Unrecognized request argument supplied: stream_options"
+                    .into(),
+            ));
+        }
+        let answer = if request.to_string().contains("Summarize this conversation") {
+            "A summary."
+        } else {
+            "Done."
+        };
+        let message = scripted_message(request, vec![text(answer)], "end_turn");
+        Ok(Bytes::from(openai_chat_sse(&message, 50)))
+    })
+    .recorded();
+    let mut config = AgentConfig::new("gpt-4o");
+    config.budget = ferroloop::tokens::ContextBudget {
+        window: 100_000,
+        max_output_tokens: 0,
+        output_reserve_cap: 0,
+        autocompact_buffer: 98_000,
+        warning_buffer: 0,
+        blocking_buffer: 0,
+        autocompact_percent: None,
+    };
+    let agent = Agent::new(config, Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "x".repeat(9_000)}),
+        json!({"role": "assistant", "content": "Noted."}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            AgentEvent::Context(ferroloop::agent::ContextAction::Compaction { .. })
+        )),
+        "{events:#?}"
+    );
+    assert_eq!(requests.lock().unwrap().len(), 3);
 }

@@ -1,4 +1,4 @@
-//! Tool call ids made unique within one response.
+//! Tool call ids made unique within one response, and against the history before it.
 //!
 //! The history invariant ([`check_tool_pairing`](super::check_tool_pairing)) and the API both
 //! need every `tool_use` of a message to have its own id: results are matched to calls by id.
@@ -6,7 +6,9 @@
 //! protocol forbids it), would otherwise give two results one id, which the next request cannot
 //! carry. Such a call is renamed as it is sealed, before it is submitted, and the response's
 //! message is rewritten to match when it completes; ids that are already unique are kept as
-//! sent.
+//! sent. Some backends number the calls of each response (`call_0` every turn): a call reusing
+//! an id of history is renamed the same way, since Anthropic refuses a request whose `tool_use`
+//! ids repeat anywhere ("tool_use ids must be unique").
 
 use std::collections::HashSet;
 
@@ -23,6 +25,19 @@ pub(crate) struct ResponseCallIds {
 }
 
 impl ResponseCallIds {
+    /// Ids for a response following `history`: its calls' ids count as taken.
+    pub(crate) fn after(history: &[Value]) -> Self {
+        let seen = history
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .flat_map(super::context::tool_use_ids)
+            .collect();
+        Self {
+            seen,
+            renamed: Vec::new(),
+        }
+    }
+
     /// Gives a sealed call (`ToolUseReady`, `ToolUseInvalid`) an id no earlier call of this
     /// response has; other events pass through unchanged. `turn` makes the new ids readable
     /// in logs.
@@ -67,7 +82,7 @@ impl ResponseCallIds {
             attempt += 1;
             fresh = format!("{base}_{attempt}");
         }
-        tracing::warn!(original = %id, renamed = %fresh, index, "tool call id repeated or empty in one response; renamed");
+        tracing::warn!(original = %id, renamed = %fresh, index, "tool call id repeated (in the response or history) or empty; renamed");
         self.renamed.push((index, fresh.clone()));
         fresh
     }
@@ -110,6 +125,22 @@ mod tests {
             DecodeEvent::ToolUseReady { id, .. } | DecodeEvent::ToolUseInvalid { id, .. } => id,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn ids_history_holds_are_taken() {
+        let history = [
+            json!({"role": "user", "content": "go"}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_0", "name": "read", "input": {}},
+            ]}),
+        ];
+        let mut ids = ResponseCallIds::after(&history);
+        assert_eq!(
+            id_of(&ids.dedupe(ready(0, "call_0"), 2)),
+            "toolu_ferroloop_2_0"
+        );
+        assert_eq!(id_of(&ids.dedupe(ready(1, "call_1"), 2)), "call_1");
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub struct Limits {
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
-    /// Input + output tokens reported over the whole run, at most.
+    /// Input + output tokens reported over the whole run, at most (a call whose usage is not
+    /// reported, as from a Chat server without stream usage, counts as estimated).
     pub token_budget: Option<u64>,
-    /// Cost over the whole run, at most, in the price table's currency.
+    /// Cost over the whole run, at most, in the price table's currency (a call whose usage is
+    /// not reported counts as estimated).
     pub cost_budget: Option<f64>,
     /// Prices by model name prefix (the host's price table).
     pub prices: HashMap<String, Price>,
@@ -117,8 +119,10 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: an empty model name, extra `tools` that are not an array, an output limit
-    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, and an empty
+    /// mid-run: an empty model name, extra `messages` or `model` (which would replace the
+    /// loop's own), extra `tools` that are not an array, an output limit
+    /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
+    /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, and an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
     /// user message).
     pub fn check(&self) -> Result<(), String> {
@@ -126,6 +130,18 @@ impl AgentConfig {
         // each (Node refused it at construction, Python sent it and got the provider's 400).
         if self.model.trim().is_empty() {
             return Err("the model name is empty".to_owned());
+        }
+        // Extra fields are merged over the request the loop builds: these would replace what
+        // the loop keeps (the conversation, the model it may switch to the fallback).
+        for (key, instead) in [
+            ("messages", "pass the conversation to run_messages"),
+            ("model", "set the configuration's model"),
+        ] {
+            if self.extra.contains_key(key) {
+                return Err(format!(
+                    "extra \"{key}\" would replace the loop's own: {instead}"
+                ));
+            }
         }
         if let Some(tools) = self.extra.get("tools").filter(|tools| !tools.is_array()) {
             return Err(format!(
@@ -154,6 +170,28 @@ impl AgentConfig {
             return Err(format!(
                 "max_tokens ({max_tokens}) must be greater than thinking.budget_tokens \
                  ({budget}): raise the output limit or lower the budget"
+            ));
+        }
+        // "Thinking may not be enabled when tool_choice forces tool use": with thinking on,
+        // only `auto` and `none` are taken.
+        let thinking_on = self
+            .extra
+            .get("thinking")
+            .and_then(|thinking| thinking.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind != "disabled");
+        let forced = self
+            .extra
+            .get("tool_choice")
+            .and_then(|choice| choice.get("type"))
+            .and_then(Value::as_str)
+            .filter(|kind| matches!(*kind, "any" | "tool"));
+        if let Some(forced) = forced
+            && thinking_on
+        {
+            return Err(format!(
+                "tool_choice \"{forced}\" forces tool use, which the API refuses with thinking \
+                 on: use \"auto\" or turn thinking off"
             ));
         }
         if self.max_continuations > 0 && self.continuation_prompt.trim().is_empty() {
@@ -232,6 +270,41 @@ mod tests {
         config
             .extra
             .insert("thinking".into(), json!({"type": "disabled"}));
+        assert_eq!(config.check(), Ok(()));
+    }
+
+    /// With thinking on, the API takes `tool_choice` `auto` or `none` only ("Thinking may not
+    /// be enabled when tool_choice forces tool use"): every request of such a run was refused.
+    #[test]
+    fn a_forced_tool_choice_with_thinking_is_refused() {
+        for thinking in [
+            json!({"type": "enabled", "budget_tokens": 1_024}),
+            json!({"type": "adaptive"}),
+        ] {
+            for forced in [
+                json!({"type": "any"}),
+                json!({"type": "tool", "name": "read"}),
+            ] {
+                let mut config = AgentConfig::new("claude-sonnet-4-5");
+                config.extra.insert("thinking".into(), thinking.clone());
+                config.extra.insert("tool_choice".into(), forced);
+                let error = config.check().unwrap_err();
+                assert!(error.contains("tool_choice"), "{error}");
+            }
+            let mut config = AgentConfig::new("claude-sonnet-4-5");
+            config.extra.insert("thinking".into(), thinking.clone());
+            config
+                .extra
+                .insert("tool_choice".into(), json!({"type": "auto"}));
+            assert_eq!(config.check(), Ok(()));
+        }
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config
+            .extra
+            .insert("thinking".into(), json!({"type": "disabled"}));
+        config
+            .extra
+            .insert("tool_choice".into(), json!({"type": "any"}));
         assert_eq!(config.check(), Ok(()));
     }
 }

@@ -98,8 +98,9 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
 
 /// Checks a conversation handed to the loop to continue ([`Agent::run_messages`]): a non-empty
 /// list of `user` and `assistant` messages whose content is a non-empty string or a non-empty
-/// array of typed blocks (no empty text block), ending with a user message, whose tool calls
-/// and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
+/// array of typed blocks (no empty text block, calls only in assistant messages and results
+/// only in user ones, every call with an id, a name and an object input), beginning and
+/// ending with a user message, whose tool calls and results pair up ([`check_tool_pairing`]). The loop keeps that shape as it appends to the
 /// history; a history without it would only come back from the API as a 400, after a round
 /// trip.
 ///
@@ -149,6 +150,42 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
                 }) {
                     return Err(format!("message {i}: text block {j} is {blank}"));
                 }
+                // Calls are the assistant's, their results the user's.
+                let misplaced = if role_is(object, "user") {
+                    "tool_use"
+                } else {
+                    "tool_result"
+                };
+                if let Some(j) = blocks.iter().position(|b| block_type(b) == misplaced) {
+                    return Err(format!(
+                        "message {i}: content block {j} is a {misplaced}, which a {} message \
+                         cannot hold",
+                        object["role"].as_str().unwrap_or_default()
+                    ));
+                }
+                // A call needs its id (its result names it) and its tool's name.
+                if let Some((j, field)) = blocks.iter().enumerate().find_map(|(j, block)| {
+                    let missing = ["id", "name"].into_iter().find(|field| {
+                        block
+                            .get(*field)
+                            .and_then(Value::as_str)
+                            .is_none_or(str::is_empty)
+                    })?;
+                    (block_type(block) == "tool_use").then_some((j, missing))
+                }) {
+                    return Err(format!("message {i}: tool_use block {j} has no {field}"));
+                }
+                // The API requires a call's input to be an object; the loop's own calls are
+                // answered with one, a host's would be refused on every request.
+                if let Some((j, block)) = blocks.iter().enumerate().find(|(_, block)| {
+                    block_type(block) == "tool_use"
+                        && !block.get("input").is_some_and(Value::is_object)
+                }) {
+                    let input = block.get("input").unwrap_or(&Value::Null);
+                    return Err(format!(
+                        "message {i}: the input of tool_use block {j} must be an object, not {input}"
+                    ));
+                }
             }
             _ => {
                 return Err(format!(
@@ -157,10 +194,77 @@ pub fn check_history(messages: &[Value]) -> Result<(), String> {
             }
         }
     }
+    // "first message must use the \"user\" role"
+    if messages
+        .first()
+        .and_then(|m| m.get("role"))
+        .and_then(Value::as_str)
+        != Some("user")
+    {
+        return Err("message 0: the first message must be a user message".to_owned());
+    }
     if last.get("role").and_then(Value::as_str) != Some("user") {
         return Err("the last message must be a user message".to_owned());
     }
     check_tool_pairing(messages)
+}
+
+/// Renames each `tool_use` whose id an earlier message already used (a backend that numbers
+/// each response's calls, `call_0` every turn), and the `tool_result` answering it in the next
+/// message: Anthropic refuses a request whose `tool_use` ids repeat ("tool_use ids must be
+/// unique"), and a result answers the call just before it, so nothing is lost. The history must
+/// pass [`check_tool_pairing`]. Returns how many calls were renamed.
+pub(crate) fn rename_repeated_tool_use_ids(messages: &mut [Value]) -> usize {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut renamed = 0;
+    for i in 0..messages.len() {
+        if messages[i].get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        let ids = tool_use_ids(&messages[i]);
+        let mut renames: Vec<(String, String)> = Vec::new();
+        for (j, id) in ids.iter().enumerate() {
+            if !seen.contains(id) {
+                continue;
+            }
+            let base = format!("toolu_ferroloop_h{i}_{j}");
+            let mut fresh = base.clone();
+            let mut attempt = 1;
+            while seen.contains(&fresh) || ids.contains(&fresh) {
+                attempt += 1;
+                fresh = format!("{base}_{attempt}");
+            }
+            renames.push((id.clone(), fresh));
+        }
+        seen.extend(ids);
+        for (old, new) in &renames {
+            rename_block_id(&mut messages[i], "tool_use", "id", old, new);
+            if let Some(next) = messages.get_mut(i + 1) {
+                rename_block_id(next, "tool_result", "tool_use_id", old, new);
+            }
+            seen.insert(new.clone());
+        }
+        renamed += renames.len();
+    }
+    renamed
+}
+
+/// Sets `field` to `new` in the first block of type `kind` of `message` whose `field` is `old`.
+fn rename_block_id(message: &mut Value, kind: &str, field: &str, old: &str, new: &str) {
+    let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if let Some(block) = content
+        .iter_mut()
+        .find(|b| block_type(b) == kind && b.get(field).and_then(Value::as_str) == Some(old))
+    {
+        block[field] = Value::String(new.to_owned());
+    }
+}
+
+/// Whether a message object's role is `role`.
+fn role_is(message: &serde_json::Map<String, Value>, role: &str) -> bool {
+    message.get("role").and_then(Value::as_str) == Some(role)
 }
 
 /// How a text the API refuses as blank reads in an error ("empty", "only whitespace"), or
@@ -263,6 +367,45 @@ pub(crate) fn drop_trailing_thinking(message: &mut Value) -> usize {
         content.pop();
     }
     before - content.len()
+}
+
+/// Removes, from the assistant messages of a request's copy of history, the thinking blocks
+/// that end them (a host's history may hold such a message; the API refuses it, and an earlier
+/// turn's thinking may be left out), the unsigned thinking (a Chat model's reasoning, which
+/// Anthropic refuses) of those without calls (Chat reads reasoning back with calls only), and
+/// the messages left empty by it (thinking only: the API merges the user turns around them).
+/// The final message is left alone (a paused turn, which the loop keeps sendable). Returns how
+/// many blocks were removed.
+pub(crate) fn drop_trailing_thinking_before_last(messages: &mut Vec<Value>) -> usize {
+    let Some(before_last) = messages.len().checked_sub(1) else {
+        return 0;
+    };
+    let mut removed = 0;
+    let mut emptied = false;
+    for message in &mut messages[..before_last] {
+        if message.get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        let mut dropped = 0;
+        if tool_use_ids(message).is_empty() {
+            dropped += drop_unsigned_thinking(message);
+        }
+        dropped += drop_trailing_thinking(message);
+        removed += dropped;
+        emptied |= dropped > 0 && is_empty_message(message);
+    }
+    if emptied {
+        let last = before_last;
+        let mut i = 0;
+        messages.retain(|m| {
+            let keep = i == last
+                || m.get("role").and_then(Value::as_str) != Some("assistant")
+                || !is_empty_message(m);
+            i += 1;
+            keep
+        });
+    }
+    removed
 }
 
 /// Removes the thinking blocks of a message that have no signature (a response cut while it

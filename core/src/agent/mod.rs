@@ -24,13 +24,19 @@
 //!   `Provider::OpenAiChat`; [`replay::ScriptedModel::openai_chat`] in-process).
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]); a call id
-//!   a response repeats (or leaves empty) is renamed so that it holds.
+//!   a response repeats (or leaves empty) is renamed so that it holds, and so is one an earlier
+//!   turn used (Anthropic refuses repeated `tool_use` ids anywhere in a request; a host's
+//!   history holding some has the later calls and their results renamed).
 //! - Requests the API takes: history keeps no blank text block (in tool results neither), no
 //!   unsigned thinking or thinking left last in a message, no call input other than an object,
 //!   tool results first in their message and none empty when in error; a paused turn goes back
 //!   without trailing whitespace, at most four `cache_control` breakpoints go out, and the
-//!   fallback model is not sent the primary's thinking. A configuration or a conversation the
-//!   API would refuse on every request stops the run before any.
+//!   fallback model is not sent the primary's thinking; thinking a host's history leaves at the
+//!   end of an earlier assistant message, and unsigned thinking in one without calls, is left
+//!   out of the request. A configuration (tool
+//!   names outside `^[a-zA-Z0-9_-]{1,64}$` too) or a conversation the API would refuse on
+//!   every request stops the run before any. A server that refuses `stream_options` is asked
+//!   again without it, for the rest of the run.
 
 mod call_ids;
 mod config;

@@ -3,15 +3,22 @@
 //!
 //! - Requests ([`chat_request`]): `system` becomes the first `system` message; an assistant
 //!   message's text and `tool_use` blocks become `content` and `tool_calls`; a user message's
-//!   `tool_result` blocks become `role: "tool"` messages, in order, followed by one user message
-//!   with the rest (text, images as `image_url` parts, images returned by tools too; a `tool`
+//!   `tool_result` blocks become `role: "tool"` messages, in order (a result in error begins
+//!   with `Error: `, a `tool` message having no error flag), followed by one user message
+//!   with the rest (text, images as `image_url` parts, images returned by tools too, base64 PDF
+//!   documents as `file` parts with a data URL, text documents and search results as their
+//!   text, any other block as a note saying it was left out; a `tool`
 //!   message holds text only, so a tool's text document goes as its text and another document
 //!   as a note saying it was left out); tool
 //!   definitions become `{"type": "function", "function": {name, description, parameters}}`;
 //!   `max_tokens` (to the [`MaxTokensField`] the options name, unless the request already holds
 //!   a `max_completion_tokens`, which is then sent alone), `stop_sequences`, `tool_choice` and
-//!   `metadata.user_id` are mapped; fields
-//!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control`, server tools) are
+//!   `metadata.user_id` are mapped; a streamed request asks for usage with
+//!   `stream_options: {"include_usage": true}` (merged into the request's own `stream_options`;
+//!   none when the request holds `"stream_options": null`, which the loop sets after a server
+//!   refused the field); fields
+//!   without a Chat Completions meaning (`thinking`, `top_k`, `cache_control` on blocks and on
+//!   the request, `context_management`, server tools) are
 //!   dropped; unknown fields (`temperature`, `seed`, ...) pass through.
 //! - Responses ([`message_from_chat_completion`], [`ChatEventTranslator`]): the Chat
 //!   decoder's events and final `chat.completion` become Anthropic-shaped events and an
@@ -70,6 +77,9 @@ const ANTHROPIC_ONLY: &[&str] = &[
     "container",
     "mcp_servers",
     "betas",
+    "stream_options",
+    "cache_control",
+    "context_management",
 ];
 
 /// Translates an Anthropic Messages request body into a Chat Completions request body.
@@ -128,8 +138,19 @@ pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
     }
     if fields.get("stream").and_then(Value::as_bool) == Some(true) {
         out.insert("stream".to_owned(), Value::Bool(true));
-        // Usage comes in a last chunk only when asked for.
-        out.insert("stream_options".to_owned(), json!({"include_usage": true}));
+        // Usage comes in a last chunk only when asked for. The request's own options (a
+        // host's) are sent with it; `null` sends none (a server that refuses the field).
+        match fields.get("stream_options") {
+            Some(Value::Null) => {}
+            Some(Value::Object(options)) => {
+                let mut options = options.clone();
+                options.entry("include_usage").or_insert(Value::Bool(true));
+                out.insert("stream_options".to_owned(), Value::Object(options));
+            }
+            _ => {
+                out.insert("stream_options".to_owned(), json!({"include_usage": true}));
+            }
+        }
     }
     if let Some(user) = fields
         .get("metadata")
@@ -297,46 +318,132 @@ fn image_part(block: &Value) -> Option<Value> {
     Some(json!({"type": "image_url", "image_url": {"url": url}}))
 }
 
-/// A non-tool user block as a content part (`None`: no Chat Completions equivalent).
-fn user_part(block: &Value) -> Option<Value> {
-    match block_type(block) {
-        "text" => Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
-        "image" => image_part(block),
-        "document" => {
-            let source = block.get("source")?;
-            if source.get("type").and_then(Value::as_str) != Some("text") {
-                return None;
-            }
-            Some(json!({"type": "text", "text": source.get("data")?.as_str()?}))
-        }
+/// The text of a document whose source is text (`"type": "text"`) or content blocks
+/// (`"type": "content"`), `None` for another source.
+fn document_text(block: &Value) -> Option<String> {
+    let source = block.get("source")?;
+    match source.get("type").and_then(Value::as_str) {
+        Some("text") => source.get("data")?.as_str().map(str::to_owned),
+        Some("content") => Some(joined_text(source.get("content")?)),
         _ => None,
     }
 }
 
+/// A base64 PDF document as a `file` part (`file_data` a data URL, `filename` its title, else
+/// `document.pdf`): how Chat Completions takes a PDF in a user message.
+fn file_part(block: &Value) -> Option<Value> {
+    let source = block.get("source")?;
+    let media = source.get("media_type")?.as_str()?;
+    if source.get("type").and_then(Value::as_str) != Some("base64") || media != "application/pdf" {
+        return None;
+    }
+    let data = source.get("data")?.as_str()?;
+    let filename = block
+        .get("title")
+        .and_then(Value::as_str)
+        .filter(|title| !title.trim().is_empty())
+        .map_or_else(
+            || "document.pdf".to_owned(),
+            |title| {
+                if title.to_ascii_lowercase().ends_with(".pdf") {
+                    title.to_owned()
+                } else {
+                    format!("{title}.pdf")
+                }
+            },
+        );
+    Some(json!({"type": "file", "file": {
+        "filename": filename,
+        "file_data": format!("data:{media};base64,{data}"),
+    }}))
+}
+
+/// The note standing for a block a message cannot hold, so the model knows something was there
+/// (and a message holding only that block is not sent empty).
+fn left_out_note(block: &Value, holds: &str) -> String {
+    let kind = block_type(block);
+    let source = block.get("source");
+    let what = source
+        .and_then(|s| s.get("media_type"))
+        .and_then(Value::as_str)
+        .or_else(|| source.and_then(|s| s.get("url")).and_then(Value::as_str))
+        .map(|what| format!(" ({what})"))
+        .unwrap_or_default();
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("[{article} {kind} block{what} was left out: this endpoint takes {holds} only]")
+}
+
+/// The text of a search result (`search_result`: its title and source, then its text blocks).
+fn search_result_text(block: &Value) -> Option<String> {
+    let text = joined_text(block.get("content")?);
+    let title = block.get("title").and_then(Value::as_str).unwrap_or("");
+    let source = block.get("source").and_then(Value::as_str).unwrap_or("");
+    let heading = match (title.is_empty(), source.is_empty()) {
+        (false, false) => format!("{title} ({source})"),
+        (false, true) => title.to_owned(),
+        (true, false) => source.to_owned(),
+        (true, true) => return Some(text),
+    };
+    Some(format!("{heading}\n\n{text}"))
+}
+
+/// The text standing for a block that is neither text nor an image: a text document's or a
+/// search result's text, else a note saying it was left out (the endpoint takes `holds`).
+fn other_block_text(block: &Value, holds: &str) -> String {
+    match block_type(block) {
+        "search_result" => search_result_text(block),
+        _ => document_text(block),
+    }
+    .unwrap_or_else(|| left_out_note(block, holds))
+}
+
+/// A non-tool user block as a content part: text, images (by URL or base64), PDF documents as
+/// `file` parts, text documents and search results as their text, anything else as a note
+/// saying it was left out (never dropped without a trace). `None` for a text block without
+/// text.
+fn user_part(block: &Value) -> Option<Value> {
+    const HOLDS: &str = "text, images by URL or base64 and PDF documents";
+    let part = match block_type(block) {
+        "text" => return Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
+        "image" => image_part(block),
+        "document" => file_part(block),
+        _ => None,
+    };
+    part.or_else(|| Some(json!({"type": "text", "text": other_block_text(block, HOLDS)})))
+}
+
 /// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
-/// documents, as they are; any other block but an image (which follows in the user message) as
-/// a note saying what was left out, so the model does not read an empty result.
+/// documents and search results, as their text; any other block but an image it can send
+/// (which follows in the user message) as a note saying what was left out, so the model does
+/// not read an empty result.
 pub(super) fn tool_result_text(blocks: &[Value]) -> String {
     let parts: Vec<String> = blocks
         .iter()
         .filter_map(|block| match block_type(block) {
             "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
-            "image" => None,
-            kind => Some(match user_part(block) {
-                Some(part) => part["text"].as_str().unwrap_or_default().to_owned(),
-                None => {
-                    let media = block
-                        .get("source")
-                        .and_then(|s| s.get("media_type"))
-                        .and_then(Value::as_str)
-                        .map(|media| format!(" ({media})"))
-                        .unwrap_or_default();
-                    format!("[a {kind} block{media} was left out: this endpoint takes text results only]")
-                }
-            }),
+            // It follows in the user message.
+            "image" if image_part(block).is_some() => None,
+            _ => Some(other_block_text(block, "text results")),
         })
         .collect();
     parts.join("\n\n")
+}
+
+/// The content of a `tool` message for a result in error: a message has no error flag, so the
+/// text says it (unless it already begins so), or the model reads a failure as a success.
+fn error_text(text: String) -> String {
+    let says_so = text
+        .get(..5)
+        .is_some_and(|start| start.eq_ignore_ascii_case("error"));
+    if says_so {
+        text
+    } else {
+        format!("Error: {text}")
+    }
 }
 
 /// A user message: its tool results as `tool` messages (in order, so they follow the assistant
@@ -383,6 +490,11 @@ fn user_messages(content: &Value, out: &mut Vec<Value>) {
             parts.push(json!({"type": "text", "text": label}));
             parts.extend(images);
         }
+        let text = if block.get("is_error").and_then(Value::as_bool) == Some(true) {
+            error_text(text)
+        } else {
+            text
+        };
         tool_messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
     }
     let any_tool = !tool_messages.is_empty();
@@ -949,6 +1061,21 @@ mod tests {
         assert!(legacy.get("max_completion_tokens").is_none());
     }
 
+    /// Anthropic's request-level fields with no Chat meaning (automatic prompt caching's
+    /// top-level `cache_control`, `context_management`) were passed through, and servers that
+    /// refuse unknown fields answered 400.
+    #[test]
+    fn anthropic_request_level_fields_are_not_sent_to_chat() {
+        let request = json!({
+            "model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+            "cache_control": {"type": "ephemeral"},
+            "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+        });
+        let chat = chat_request(&request, ChatOptions::default());
+        assert!(chat.get("cache_control").is_none(), "{chat}");
+        assert!(chat.get("context_management").is_none(), "{chat}");
+    }
+
     /// A host whose server needs the other field than the one the client picks (a reasoning
     /// model behind Azure or a gateway refuses `max_tokens`) names it in the request's extra
     /// fields; only that one is sent, never both (OpenAI refuses a request with both).
@@ -1004,7 +1131,7 @@ mod tests {
                     {"id": "t2", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"b\"}"}},
                 ]}),
                 json!({"role": "tool", "tool_call_id": "t1", "content": "A"}),
-                json!({"role": "tool", "tool_call_id": "t2", "content": "B1\n\nB2"}),
+                json!({"role": "tool", "tool_call_id": "t2", "content": "Error: B1\n\nB2"}),
                 json!({"role": "user", "content": "Resume directly."}),
                 json!({"role": "assistant", "content": null, "tool_calls": [
                     {"id": "t3", "type": "function", "function": {"name": "glob", "arguments": "{}"}},
@@ -1040,6 +1167,93 @@ mod tests {
         let content = tool["content"].as_str().unwrap();
         assert!(content.starts_with("The notes."), "{content}");
         assert!(content.contains("application/pdf"), "{content}");
+    }
+
+    /// A `tool` message has no error flag: a failed call's result read like a successful one,
+    /// and the model went on as if the tool had worked. The translated content says so.
+    #[test]
+    fn an_error_result_says_so_in_its_tool_message() {
+        let messages = vec![
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "read", "input": {}},
+                {"type": "tool_use", "id": "t3", "name": "read", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "no such file", "is_error": true},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "Error: denied"}], "is_error": true},
+                {"type": "tool_result", "tool_use_id": "t3", "content": "fine", "is_error": false},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        assert_eq!(chat[1]["content"], "Error: no such file");
+        // A message that already says it is not said twice.
+        assert_eq!(chat[2]["content"], "Error: denied");
+        assert_eq!(chat[3]["content"], "fine");
+    }
+
+    /// Chat Completions takes a PDF in a user message as a `file` part with a data URL; a
+    /// user's own PDF document was dropped (the model never saw it, and a message holding
+    /// only the PDF went out empty). Documents Chat has no part for become a note.
+    #[test]
+    fn a_user_s_pdf_document_becomes_a_file_part() {
+        let messages = vec![json!({"role": "user", "content": [
+            {"type": "document", "title": "report.pdf", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBEX"}},
+            {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "Chunk."}]}},
+            {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+            {"type": "text", "text": "Summarise."},
+        ]})];
+        let chat = chat_messages(None, &messages);
+        let parts = chat[0]["content"].as_array().unwrap();
+        assert_eq!(
+            parts[0],
+            json!({"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64,JVBER"}})
+        );
+        assert_eq!(parts[1]["type"], "file");
+        assert_eq!(
+            parts[1]["file"]["file_data"],
+            "data:application/pdf;base64,JVBEX"
+        );
+        assert!(
+            parts[1]["file"]["filename"]
+                .as_str()
+                .unwrap()
+                .ends_with(".pdf")
+        );
+        assert_eq!(parts[2], json!({"type": "text", "text": "Chunk."}));
+        assert_eq!(parts[3]["type"], "text");
+        assert!(
+            parts[3]["text"]
+                .as_str()
+                .unwrap()
+                .contains("https://example.com/a.pdf"),
+            "{}",
+            parts[3]
+        );
+        assert_eq!(parts[4], json!({"type": "text", "text": "Summarise."}));
+        // Alone, it is still sent (not an empty user message).
+        let only = vec![json!({"role": "user", "content": [
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+        ]})];
+        assert_eq!(chat_messages(None, &only)[0]["content"][0]["type"], "file");
+    }
+
+    /// `stream_options` the request holds replaces the default (a host's extra options keep
+    /// usage on), and `null` (a server that refused the field) sends none.
+    #[test]
+    fn a_request_s_stream_options_replace_the_default_and_null_sends_none() {
+        let mut request = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "stream": true, "stream_options": {"continuous_usage_stats": true}});
+        let chat = chat_request(&request, ChatOptions::default());
+        assert_eq!(
+            chat["stream_options"],
+            json!({"continuous_usage_stats": true, "include_usage": true})
+        );
+        request["stream_options"] = Value::Null;
+        let chat = chat_request(&request, ChatOptions::default());
+        assert!(chat.get("stream_options").is_none(), "{chat}");
+        assert_eq!(chat["stream"], true);
     }
 
     #[test]
@@ -1136,6 +1350,46 @@ mod tests {
                 ]}),
             ]
         );
+    }
+
+    /// Blocks Chat has no part for (an image from Anthropic's Files API, a search result, a
+    /// block type it does not know) were dropped without a trace, from user messages and tool
+    /// results alike: a result holding only such an image read as an empty success. A search
+    /// result goes as its text, anything else as a note.
+    #[test]
+    fn blocks_without_a_chat_part_are_never_dropped_silently() {
+        let file_image =
+            json!({"type": "image", "source": {"type": "file", "file_id": "file_011"}});
+        let messages = vec![
+            json!({"role": "user", "content": [
+                file_image.clone(),
+                {"type": "search_result", "source": "https://example.com/doc", "title": "Doc",
+                 "content": [{"type": "text", "text": "Found text."}]},
+                {"type": "future_block", "data": 1},
+            ]}),
+            json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "shot", "input": {}},
+            ]}),
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [file_image]},
+            ]}),
+        ];
+        let chat = chat_messages(None, &messages);
+        let parts = chat[0]["content"].as_array().unwrap();
+        assert_eq!(parts.len(), 3, "{parts:#?}");
+        assert!(
+            parts[0]["text"].as_str().unwrap().contains("image"),
+            "{}",
+            parts[0]
+        );
+        let found = parts[1]["text"].as_str().unwrap();
+        assert!(
+            found.contains("Found text.") && found.contains("Doc"),
+            "{found}"
+        );
+        assert!(parts[2]["text"].as_str().unwrap().contains("future_block"));
+        let tool = chat[2]["content"].as_str().unwrap();
+        assert!(tool.contains("image"), "{tool:?}");
     }
 
     #[test]

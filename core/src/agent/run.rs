@@ -18,10 +18,10 @@ use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_thinking, drop_trailing_thinking, drop_unanswered_server_tool_uses,
-    drop_unsigned_thinking, history_from_summary, is_empty_message, microcompact,
-    object_tool_inputs, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
-    trim_final_assistant_text,
+    drop_thinking, drop_trailing_thinking, drop_trailing_thinking_before_last,
+    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
+    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints,
+    rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -30,7 +30,7 @@ use crate::exec::{
     CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolResultContent, ToolUse,
     TurnEvent, decide_concurrency_safe, panic_message,
 };
-use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_request_body};
+use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
 /// summariser). A history that [`check_history`] refuses (it must end with a user message) is
@@ -126,9 +126,9 @@ impl Agent {
     /// Starts a run that continues `messages` (which must end with a user message). A
     /// conversation that fails [`check_history`] (no messages, a role other than `user` or
     /// `assistant`, content that is neither a string nor typed blocks, empty content or an
-    /// empty text block (an empty prompt too), a last message that is
-    /// not the user's, tool calls and results that do not pair up, tool results after other
-    /// content in their message) makes no request: the run
+    /// empty text block (an empty prompt too), a first or last message that is
+    /// not the user's, a call input other than an object, tool calls and results that do not
+    /// pair up, tool results after other content in their message) makes no request: the run
     /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.start(messages, None)
@@ -171,9 +171,12 @@ impl Agent {
             input_tokens: 0,
             output_tokens: 0,
             cost: 0.0,
+            unreported_tokens: 0,
+            unreported_cost: 0.0,
             paused: false,
             container: None,
             drop_stale_thinking: false,
+            drop_stream_options: false,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -261,6 +264,11 @@ struct Driver {
     input_tokens: u64,
     output_tokens: u64,
     cost: f64,
+    /// The estimated tokens of the calls whose usage was not reported, which the token budget
+    /// counts (the totals do not).
+    unreported_tokens: u64,
+    /// Their estimated cost, which the cost budget counts.
+    unreported_cost: f64,
     /// The last message is a paused assistant turn (`pause_turn`) that the next response
     /// continues.
     paused: bool,
@@ -270,6 +278,10 @@ struct Driver {
     /// (microcompact, compaction) instead of refusing them: set once a request was refused for
     /// it ([`is_stale_thinking_error`]), kept for the rest of the run.
     drop_stale_thinking: bool,
+    /// Whether requests say to send no `stream_options` (`"stream_options": null`, which the
+    /// Chat Completions translation leaves out): set once a server refused the field
+    /// ([`is_stream_options_error`]), kept for the rest of the run. Usage is then estimated.
+    drop_stream_options: bool,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -348,9 +360,19 @@ impl Driver {
                     .map_err(|problem| format!("invalid tool definition: {problem}"))
             })
             .and_then(|()| {
+                check_tool_choice(self.config().extra.get("tool_choice"), &self.tools)
+                    .map_err(|problem| format!("invalid configuration: {problem}"))
+            })
+            .and_then(|()| {
                 check_history(&self.messages)
                     .map_err(|problem| format!("invalid conversation: {problem}"))
             });
+        // A host's history made by a backend that numbers each response's calls holds one id
+        // for several calls, which Anthropic refuses: the later ones are renamed (with their
+        // results), which loses nothing.
+        if checked.is_ok() && rename_repeated_tool_use_ids(&mut self.messages) > 0 {
+            self.tracker.replace_messages(&self.messages);
+        }
         let (reason, error) = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
@@ -415,7 +437,7 @@ impl Driver {
             let mut overloaded_retries = 0;
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
-            let mut call_ids = ResponseCallIds::default();
+            let mut call_ids = ResponseCallIds::after(&self.messages);
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -540,6 +562,17 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
+                        ModelError::Other(message)
+                            if !self.drop_stream_options && is_stream_options_error(&message) =>
+                        {
+                            // An OpenAI-compatible server that refuses fields it does not know:
+                            // the same turn again without `stream_options` (usage is then
+                            // estimated, the server reporting none).
+                            tracing::warn!(%message, "stream_options refused; resending without it");
+                            self.drop_stream_options = true;
+                            self.turns -= 1;
+                            continue;
+                        }
                         ModelError::Truncated { reason, .. } if !truncation_retry_done => {
                             if let Some(stop) = self.over_budget() {
                                 return stop;
@@ -575,7 +608,6 @@ impl Driver {
                 .get("stop_reason")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            let usage = message.get("usage").cloned().unwrap_or(Value::Null);
             let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
             call_ids.apply(&mut assistant);
             // The API refuses an empty text block in history (a response cut right after a
@@ -610,7 +642,7 @@ impl Driver {
                     self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, true);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, true);
                     self.push_message(json!({"role": "user", "content": content}));
                     self.emit_turn_end(turn_number, stop_reason);
                     if cancelled || self.cancel.is_cancelled() {
@@ -634,7 +666,7 @@ impl Driver {
                         self.push_message(assistant);
                         self.paused = true;
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -655,7 +687,7 @@ impl Driver {
                     if text_cut {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, text_cut);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, text_cut);
                     self.emit_turn_end(turn_number, stop_reason);
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -685,7 +717,7 @@ impl Driver {
                     if kept {
                         self.push_message(assistant);
                     }
-                    self.record_usage(turn_number, &request, &usage, estimated, ttft, kept);
+                    self.record_usage(turn_number, &request, &message, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason.clone());
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -846,17 +878,26 @@ impl Driver {
     }
 
     /// Records a response's usage: the run's totals and cost, the tracker's anchor (`kept`:
-    /// whether the response entered history), the cache-break detector, and the event.
+    /// whether the response entered history), the cache-break detector, and the event. A
+    /// response without usage (a Chat server that reports none) counts toward the budgets as
+    /// estimated (`estimated` input, its content's estimate as output).
     fn record_usage(
         &mut self,
         turn: u32,
         request: &Value,
-        usage: &Value,
+        message: &Value,
         estimated: u64,
         ttft: Option<std::time::Duration>,
         kept: bool,
     ) {
-        if let Some(parsed) = Usage::from_json(usage) {
+        let usage = message.get("usage").unwrap_or(&Value::Null);
+        let parsed = Usage::from_json(usage);
+        if parsed.is_none() {
+            let content = message.get("content").unwrap_or(&Value::Null);
+            let output = estimate_content(content, self.config().family);
+            self.count_unreported(estimated, output);
+        }
+        if let Some(parsed) = parsed {
             // The tracker measures what the next request will hold. A response that did not
             // enter history (cut inside a call, or empty) holds none of its output tokens;
             // counted, they would make the context look up to `max_tokens` bigger than it is
@@ -889,6 +930,20 @@ impl Driver {
         });
     }
 
+    /// Adds the estimate of a call whose usage was not reported to what the budgets count (the
+    /// run's totals keep what was reported): without it a budget never stops a run against a
+    /// server that reports no usage.
+    fn count_unreported(&mut self, input: u64, output: u64) {
+        self.unreported_tokens = self
+            .unreported_tokens
+            .saturating_add(input)
+            .saturating_add(output);
+        if let Some(price) = self.config().price_of(&self.model) {
+            self.unreported_cost +=
+                (input as f64 * price.input + output as f64 * price.output) / 1e6;
+        }
+    }
+
     /// Adds a call's usage to the run's totals and cost.
     fn count_usage(&mut self, usage: Usage) {
         // Saturating: the counts are the server's and may be absurd.
@@ -906,22 +961,24 @@ impl Driver {
     fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
         let limits = &self.config().limits;
         if let Some(budget) = limits.token_budget
-            && self.input_tokens.saturating_add(self.output_tokens) >= budget
+            && self
+                .input_tokens
+                .saturating_add(self.output_tokens)
+                .saturating_add(self.unreported_tokens)
+                >= budget
         {
             return Some((
                 StopReason::Budget,
                 Some(format!("token budget of {budget} reached")),
             ));
         }
+        let cost = self.cost + self.unreported_cost;
         if let Some(budget) = limits.cost_budget
-            && self.cost >= budget
+            && cost >= budget
         {
             return Some((
                 StopReason::Budget,
-                Some(format!(
-                    "cost budget of {budget} reached ({:.4})",
-                    self.cost
-                )),
+                Some(format!("cost budget of {budget} reached ({cost:.4})")),
             ));
         }
         None
@@ -950,10 +1007,16 @@ impl Driver {
                 request[key.as_str()] = value.clone();
             }
         }
-        if self.paused
-            && let Some(messages) = request["messages"].as_array_mut()
-        {
-            trim_final_assistant_text(messages);
+        if let Some(messages) = request["messages"].as_array_mut() {
+            // A host's history may end an earlier assistant message with thinking, or hold a
+            // Chat model's reasoning where no provider reads it back, which Anthropic refuses.
+            drop_trailing_thinking_before_last(messages);
+            if self.paused {
+                trim_final_assistant_text(messages);
+            }
+        }
+        if self.drop_stream_options {
+            request["stream_options"] = Value::Null;
         }
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
@@ -1094,6 +1157,8 @@ impl Driver {
             tracing::warn!(%problem, "compaction produced an invalid history; keeping the old one");
             return Ok(false);
         }
+        let mut compacted = compacted;
+        rename_repeated_tool_use_ids(&mut compacted);
         self.messages = compacted;
         self.paused = false;
         self.tracker.replace_messages(&self.messages);
@@ -1107,9 +1172,12 @@ impl Driver {
     }
 
     /// The built-in summariser: one model call over the history plus a summary request, with
-    /// the run's tool definitions (which a history holding tool calls needs) and
-    /// `tool_choice: none`. Tool results are cleared first so the call itself fits. Its usage counts toward
-    /// the run's totals and budgets (it is not a turn).
+    /// the run's system prompt, its tool definitions (which a history holding tool calls
+    /// needs) and `tool_choice: none`, and the run's extra fields (a gateway's routing, the
+    /// metadata, the beta flags a history's blocks need, ...) except those that would make
+    /// the answer something else than a summary or that it does not need
+    /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Its
+    /// usage counts toward the run's totals and budgets (it is not a turn).
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
@@ -1140,13 +1208,40 @@ impl Driver {
             "messages": history,
             "stream": true,
         });
+        let config = self.config();
+        if let Some(system) = config.system_prompt() {
+            request["system"] = Value::String(system.to_owned());
+        }
+        if let Some(container) = &self.container {
+            request["container"] = Value::String(container.clone());
+        }
+        for (key, value) in &config.extra {
+            if !SUMMARY_LEAVES_OUT.contains(&key.as_str()) {
+                request[key.as_str()] = value.clone();
+            }
+        }
+        // Anthropic's `output_config` holds the effort (kept) and a structured output's
+        // format (left out, like `output_format`).
+        if let Some(output) = request
+            .get_mut("output_config")
+            .and_then(Value::as_object_mut)
+        {
+            output.remove("format");
+            if output.is_empty() {
+                request.as_object_mut().map(|r| r.remove("output_config"));
+            }
+        }
+        if self.drop_stream_options {
+            request["stream_options"] = Value::Null;
+        }
         if !self.tools.is_empty() {
             // The API refuses a history holding tool calls or results without tool
             // definitions; `none` keeps the answer a summary rather than another call.
             request["tools"] = Value::Array(self.tools.clone());
             request["tool_choice"] = json!({"type": "none"});
         }
-        let mut stream = self.call_model(request);
+        let estimated = estimate_request_body(&request, self.config().family).total();
+        let mut stream = self.call_model(request.clone());
         loop {
             let event = tokio::select! {
                 biased;
@@ -1155,8 +1250,13 @@ impl Driver {
             };
             match event {
                 Some(ModelEvent::Completed { message, .. }) => {
-                    if let Some(usage) = message.get("usage").and_then(Usage::from_json) {
-                        self.count_usage(usage);
+                    match message.get("usage").and_then(Usage::from_json) {
+                        Some(usage) => self.count_usage(usage),
+                        None => {
+                            let content = message.get("content").unwrap_or(&Value::Null);
+                            let output = estimate_content(content, self.config().family);
+                            self.count_unreported(estimated, output);
+                        }
                     }
                     let text: String = message
                         .get("content")
@@ -1171,6 +1271,16 @@ impl Driver {
                         Summary::Text(text)
                     };
                 }
+                Some(ModelEvent::Failed(ModelError::Other(message)))
+                    if !self.drop_stream_options && is_stream_options_error(&message) =>
+                {
+                    // The run's first call may be this one (a history over the threshold): the
+                    // server's refusal of `stream_options` is answered here as for a turn.
+                    tracing::warn!(%message, "stream_options refused; resending the summary call without it");
+                    self.drop_stream_options = true;
+                    request["stream_options"] = Value::Null;
+                    stream = self.call_model(request.clone());
+                }
                 Some(ModelEvent::Failed(error)) => {
                     tracing::warn!(%error, "compaction call failed");
                     return Summary::Failed;
@@ -1180,6 +1290,30 @@ impl Driver {
             }
         }
     }
+}
+
+/// The fields of [`AgentConfig::extra`] the summary request leaves out: the tools (sent from
+/// the run's definitions), what would make the answer a call or a structured document instead
+/// of a summary, stop sequences that could cut it, and thinking (every thinking block is
+/// dropped from the history it summarises); `output_config` goes without its `format`.
+/// Everything else (routing, metadata, beta flags, sampling, a template's options, the effort)
+/// goes along: a gateway may refuse a request without it.
+const SUMMARY_LEAVES_OUT: &[&str] = &[
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "thinking",
+    "response_format",
+    "output_format",
+    "stop_sequences",
+    "stop",
+];
+
+/// Whether a refused request's message names `stream_options` (OpenAI-compatible servers that
+/// refuse fields they do not know: "Unrecognized request argument supplied: stream_options",
+/// "extra_forbidden ... stream_options").
+pub(crate) fn is_stream_options_error(message: &str) -> bool {
+    message.contains("stream_options")
 }
 
 /// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose
@@ -1233,11 +1367,19 @@ enum Summary {
 }
 
 /// Checks the tool definitions of a run's requests as the API (Anthropic's and OpenAI's) would:
-/// every name once, and the executor's tools (the first `executor_tools`) with object schemas
+/// every name once and matching `^[a-zA-Z0-9_-]{1,64}$`, and the executor's tools (the first `executor_tools`) with object schemas
 /// (`"type": "object"`), the only input schemas it takes.
 fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Result<(), String> {
     let mut names = std::collections::HashSet::new();
     for definition in definitions {
+        if let Some(name) = definition.get("name").and_then(Value::as_str)
+            && !is_valid_tool_name(name)
+        {
+            return Err(format!(
+                "tool {name:?}: a tool name must be 1 to 64 ASCII letters, digits, '_' or '-' \
+                 (the providers refuse any other)"
+            ));
+        }
         if let Some(name) = definition.get("name")
             && !names.insert(name)
         {
@@ -1257,6 +1399,32 @@ fn check_tool_definitions(definitions: &[Value], executor_tools: usize) -> Resul
         }
     }
     Ok(())
+}
+
+/// Checks that a `tool_choice` of type `tool` names a tool the requests define (the API refuses
+/// it otherwise, on every request).
+fn check_tool_choice(choice: Option<&Value>, definitions: &[Value]) -> Result<(), String> {
+    let Some(choice) = choice.filter(|c| c.get("type").and_then(Value::as_str) == Some("tool"))
+    else {
+        return Ok(());
+    };
+    let name = choice.get("name").unwrap_or(&Value::Null);
+    if definitions.iter().any(|d| d.get("name") == Some(name)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "tool_choice names the tool {name}, which is not among the run's tools"
+        ))
+    }
+}
+
+/// Whether `name` matches `^[a-zA-Z0-9_-]{1,64}$`, the names Anthropic (custom tools) and
+/// OpenAI (functions) take.
+fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The failure of a model call whose model panicked.
