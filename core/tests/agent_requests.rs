@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
+use ferroloop::agent::replay::{
+    ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
+};
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, ModelError, StopReason, check_history};
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use futures::StreamExt;
@@ -929,6 +931,19 @@ async fn a_blank_system_prompt_is_not_sent() {
     }
 }
 
+/// The answer to request `n` of a refused-field test: a call on the second (the first one
+/// accepted), then the end.
+fn a_call_on_the_second_request(n: usize) -> (Vec<Value>, &'static str) {
+    if n == 1 {
+        (
+            vec![json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}})],
+            "tool_use",
+        )
+    } else {
+        (vec![text("Done.")], "end_turn")
+    }
+}
+
 /// Some OpenAI-compatible servers refuse a field they do not know with a 400, and every Chat
 /// request held `stream_options`: the run could never start there. A refusal naming it is
 /// answered by sending the same turn again without it, for the rest of the run (the summary
@@ -946,14 +961,7 @@ async fn a_server_refusing_stream_options_is_asked_again_without_them() {
         if request.get("stream_options").is_some() {
             return Err(refusal());
         }
-        let (content, stop) = if n == 1 {
-            (
-                vec![json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}})],
-                "tool_use",
-            )
-        } else {
-            (vec![text("Done.")], "end_turn")
-        };
+        let (content, stop) = a_call_on_the_second_request(n);
         let message = scripted_message(request, content, stop);
         Ok(Bytes::from(openai_chat_sse(&message, 5)))
     })
@@ -982,6 +990,44 @@ async fn a_server_refusing_stream_options_is_asked_again_without_them() {
         other => panic!("{other:?}"),
     }
     assert_eq!(model.calls(), 2);
+}
+
+/// The Responses API refuses `include: ["reasoning.encrypted_content"]` for a model without
+/// reasoning ("Encrypted content is not supported with this model"), which a model name the
+/// loop takes for a reasoning one would meet on every request. The turn is sent again without
+/// it, for the rest of the run; a stream or other field refusal later is handled apart.
+#[tokio::test]
+async fn a_responses_model_refusing_encrypted_reasoning_is_asked_again_without_it() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        if request.get("include").is_some() {
+            return Err(ModelError::Other(
+                "invalid request: HTTP 400 invalid_request_error: Encrypted content is not \
+                 supported with this model."
+                    .into(),
+            ));
+        }
+        let (content, stop) = a_call_on_the_second_request(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("gpt-5-mini-2099"),
+        Arc::new(model),
+        executor(),
+    );
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert_eq!(
+        requests[0]["include"],
+        json!(["reasoning.encrypted_content"])
+    );
+    for request in &requests[1..] {
+        assert!(request.get("include").is_none(), "{request:#}");
+        assert_eq!(request["store"], false);
+    }
 }
 
 /// The summariser's request left out the run's system prompt and every extra field: a

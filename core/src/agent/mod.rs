@@ -47,6 +47,7 @@ pub mod openai;
 pub mod replay;
 pub mod responses;
 mod run;
+mod wire;
 
 pub use config::{AgentConfig, CLEARED_TOOL_RESULT, Limits, Price};
 pub use context::{

@@ -38,10 +38,13 @@
 
 use std::collections::VecDeque;
 
-use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::model::{ModelError, ModelEvent, ModelStream};
+use super::wire::{
+    self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
+    joined_text, parse_arguments, record_sealed, signature, translated,
+};
 use crate::decode::DecodeEvent;
 
 /// Which request field carries the output limit.
@@ -60,27 +63,6 @@ pub struct ChatOptions {
     /// The field for `max_tokens`.
     pub max_tokens_field: MaxTokensField,
 }
-
-/// Request fields handled explicitly, or without a Chat Completions equivalent (dropped).
-const ANTHROPIC_ONLY: &[&str] = &[
-    "model",
-    "system",
-    "messages",
-    "tools",
-    "tool_choice",
-    "max_tokens",
-    "stop_sequences",
-    "stream",
-    "metadata",
-    "thinking",
-    "top_k",
-    "container",
-    "mcp_servers",
-    "betas",
-    "stream_options",
-    "cache_control",
-    "context_management",
-];
 
 /// Translates an Anthropic Messages request body into a Chat Completions request body.
 pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
@@ -160,7 +142,7 @@ pub fn chat_request(request: &Value, options: ChatOptions) -> Value {
         out.insert("user".to_owned(), user.clone());
     }
     for (key, value) in fields {
-        if !ANTHROPIC_ONLY.contains(&key.as_str()) && !out.contains_key(key) {
+        if !NOT_PASSED_THROUGH.contains(&key.as_str()) && !out.contains_key(key) {
             out.insert(key.clone(), value.clone());
         }
     }
@@ -191,26 +173,8 @@ pub fn chat_messages(system: Option<&Value>, messages: &[Value]) -> Vec<Value> {
 pub fn chat_tools(tools: &[Value]) -> Vec<Value> {
     tools
         .iter()
-        .filter_map(|tool| {
-            let name = tool.get("name")?.as_str()?;
-            let kind = tool.get("type").and_then(Value::as_str);
-            let schema = tool.get("input_schema");
-            if schema.is_none() && kind.is_some_and(|k| k != "custom") {
-                return None;
-            }
-            let mut function = Map::new();
-            function.insert("name".to_owned(), Value::String(name.to_owned()));
-            if let Some(description) = tool.get("description").filter(|d| d.is_string()) {
-                function.insert("description".to_owned(), description.clone());
-            }
-            function.insert(
-                "parameters".to_owned(),
-                schema
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-            );
-            Some(json!({"type": "function", "function": function}))
-        })
+        .filter_map(function_fields)
+        .map(|function| json!({"type": "function", "function": function}))
         .collect()
 }
 
@@ -232,24 +196,6 @@ fn chat_tool_choice(choice: &Value) -> (Option<Value>, Option<bool>) {
     (translated, parallel)
 }
 
-pub(super) fn block_type(block: &Value) -> &str {
-    block.get("type").and_then(Value::as_str).unwrap_or("")
-}
-
-/// The text of a string or of the text blocks of a block list, blocks separated by a blank line.
-pub(super) fn joined_text(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| block_type(b) == "text")
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        _ => String::new(),
-    }
-}
-
 fn assistant_message(content: &Value) -> Value {
     let blocks = match content {
         Value::Array(blocks) => blocks.as_slice(),
@@ -258,7 +204,7 @@ fn assistant_message(content: &Value) -> Value {
     let text = joined_text(content);
     let reasoning = blocks
         .iter()
-        .filter(|b| block_type(b) == "thinking" && !is_signed(b))
+        .filter(|b| block_type(b) == "thinking" && signature(b).is_none())
         .filter_map(|b| b.get("thinking").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("\n\n");
@@ -294,157 +240,14 @@ fn assistant_message(content: &Value) -> Value {
     Value::Object(message)
 }
 
-/// Whether a thinking block carries a provider's signature (Anthropic's), which makes it
-/// Anthropic thinking rather than Chat Completions reasoning.
-fn is_signed(block: &Value) -> bool {
-    block
-        .get("signature")
-        .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty())
-}
-
-/// An image block as an `image_url` content part.
-fn image_part(block: &Value) -> Option<Value> {
-    let source = block.get("source")?;
-    let url = match source.get("type").and_then(Value::as_str) {
-        Some("base64") => format!(
-            "data:{};base64,{}",
-            source.get("media_type")?.as_str()?,
-            source.get("data")?.as_str()?
-        ),
-        Some("url") => source.get("url")?.as_str()?.to_owned(),
-        _ => return None,
-    };
-    Some(json!({"type": "image_url", "image_url": {"url": url}}))
-}
-
-/// The text of a document whose source is text (`"type": "text"`) or content blocks
-/// (`"type": "content"`), `None` for another source.
-fn document_text(block: &Value) -> Option<String> {
-    let source = block.get("source")?;
-    match source.get("type").and_then(Value::as_str) {
-        Some("text") => source.get("data")?.as_str().map(str::to_owned),
-        Some("content") => Some(joined_text(source.get("content")?)),
-        _ => None,
-    }
-}
-
-/// A base64 PDF document as a `file` part (`file_data` a data URL, `filename` its title, else
-/// `document.pdf`): how Chat Completions takes a PDF in a user message.
-fn file_part(block: &Value) -> Option<Value> {
-    let source = block.get("source")?;
-    let media = source.get("media_type")?.as_str()?;
-    if source.get("type").and_then(Value::as_str) != Some("base64") || media != "application/pdf" {
-        return None;
-    }
-    let data = source.get("data")?.as_str()?;
-    let filename = block
-        .get("title")
-        .and_then(Value::as_str)
-        .filter(|title| !title.trim().is_empty())
-        .map_or_else(
-            || "document.pdf".to_owned(),
-            |title| {
-                if title.to_ascii_lowercase().ends_with(".pdf") {
-                    title.to_owned()
-                } else {
-                    format!("{title}.pdf")
-                }
-            },
-        );
-    Some(json!({"type": "file", "file": {
-        "filename": filename,
-        "file_data": format!("data:{media};base64,{data}"),
-    }}))
-}
-
-/// The note standing for a block a message cannot hold, so the model knows something was there
-/// (and a message holding only that block is not sent empty).
-fn left_out_note(block: &Value, holds: &str) -> String {
-    let kind = block_type(block);
-    let source = block.get("source");
-    let what = source
-        .and_then(|s| s.get("media_type"))
-        .and_then(Value::as_str)
-        .or_else(|| source.and_then(|s| s.get("url")).and_then(Value::as_str))
-        .map(|what| format!(" ({what})"))
-        .unwrap_or_default();
-    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
-        "an"
-    } else {
-        "a"
-    };
-    format!("[{article} {kind} block{what} was left out: this endpoint takes {holds} only]")
-}
-
-/// The text of a search result (`search_result`: its title and source, then its text blocks).
-fn search_result_text(block: &Value) -> Option<String> {
-    let text = joined_text(block.get("content")?);
-    let title = block.get("title").and_then(Value::as_str).unwrap_or("");
-    let source = block.get("source").and_then(Value::as_str).unwrap_or("");
-    let heading = match (title.is_empty(), source.is_empty()) {
-        (false, false) => format!("{title} ({source})"),
-        (false, true) => title.to_owned(),
-        (true, false) => source.to_owned(),
-        (true, true) => return Some(text),
-    };
-    Some(format!("{heading}\n\n{text}"))
-}
-
-/// The text standing for a block that is neither text nor an image: a text document's or a
-/// search result's text, else a note saying it was left out (the endpoint takes `holds`).
-fn other_block_text(block: &Value, holds: &str) -> String {
-    match block_type(block) {
-        "search_result" => search_result_text(block),
-        _ => document_text(block),
-    }
-    .unwrap_or_else(|| left_out_note(block, holds))
-}
-
-/// A non-tool user block as a content part: text, images (by URL or base64), PDF documents as
-/// `file` parts, text documents and search results as their text, anything else as a note
-/// saying it was left out (never dropped without a trace). `None` for a text block without
-/// text.
-fn user_part(block: &Value) -> Option<Value> {
-    const HOLDS: &str = "text, images by URL or base64 and PDF documents";
-    let part = match block_type(block) {
-        "text" => return Some(json!({"type": "text", "text": block.get("text")?.as_str()?})),
-        "image" => image_part(block),
-        "document" => file_part(block),
-        _ => None,
-    };
-    part.or_else(|| Some(json!({"type": "text", "text": other_block_text(block, HOLDS)})))
-}
-
-/// The text of a tool result's blocks for a `tool` message (text only): text blocks, and text
-/// documents and search results, as their text; any other block but an image it can send
-/// (which follows in the user message) as a note saying what was left out, so the model does
-/// not read an empty result.
-pub(super) fn tool_result_text(blocks: &[Value]) -> String {
-    let parts: Vec<String> = blocks
-        .iter()
-        .filter_map(|block| match block_type(block) {
-            "text" => block.get("text").and_then(Value::as_str).map(str::to_owned),
-            // It follows in the user message.
-            "image" if image_part(block).is_some() => None,
-            _ => Some(other_block_text(block, "text results")),
-        })
-        .collect();
-    parts.join("\n\n")
-}
-
-/// The content of a `tool` message for a result in error: a message has no error flag, so the
-/// text says it (unless it already begins so), or the model reads a failure as a success.
-fn error_text(text: String) -> String {
-    let says_so = text
-        .get(..5)
-        .is_some_and(|start| start.eq_ignore_ascii_case("error"));
-    if says_so {
-        text
-    } else {
-        format!("Error: {text}")
-    }
-}
+/// Chat Completions' parts: `text`, `image_url`, `file` parts, and `tool` messages.
+const CHAT_PARTS: PartShapes = PartShapes {
+    text: |text| json!({"type": "text", "text": text}),
+    image: |url| json!({"type": "image_url", "image_url": {"url": url}}),
+    file: |filename, data| json!({"type": "file", "file": {"filename": filename, "file_data": data}}),
+    tool_output: |id, text| json!({"role": "tool", "tool_call_id": id, "content": text}),
+    holds: "text, images by URL or base64 and PDF documents",
+};
 
 /// A user message: its tool results as `tool` messages (in order, so they follow the assistant
 /// message that asked for them), then one user message with the rest.
@@ -456,47 +259,7 @@ fn user_messages(content: &Value, out: &mut Vec<Value>) {
             return;
         }
     };
-    let mut parts = Vec::new();
-    let mut tool_messages = Vec::new();
-    for block in blocks {
-        if block_type(block) != "tool_result" {
-            parts.extend(user_part(block));
-            continue;
-        }
-        let id = block.get("tool_use_id").cloned().unwrap_or(Value::Null);
-        let (text, images) = match block.get("content") {
-            Some(Value::Array(inner)) => {
-                let images: Vec<Value> = inner
-                    .iter()
-                    .filter(|b| block_type(b) == "image")
-                    .filter_map(image_part)
-                    .collect();
-                (tool_result_text(inner), images)
-            }
-            Some(other) => (joined_text(other), Vec::new()),
-            None => (String::new(), Vec::new()),
-        };
-        // A tool message holds text only: images a tool returned follow in the user message.
-        let text = if text.is_empty() && !images.is_empty() {
-            "(the result is the image in the next message)".to_owned()
-        } else {
-            text
-        };
-        if !images.is_empty() {
-            let label = format!(
-                "Image returned by tool call {}:",
-                id.as_str().unwrap_or_default()
-            );
-            parts.push(json!({"type": "text", "text": label}));
-            parts.extend(images);
-        }
-        let text = if block.get("is_error").and_then(Value::as_bool) == Some(true) {
-            error_text(text)
-        } else {
-            text
-        };
-        tool_messages.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
-    }
+    let (mut tool_messages, parts) = CHAT_PARTS.user_side(blocks);
     let any_tool = !tool_messages.is_empty();
     out.append(&mut tool_messages);
     match parts.as_slice() {
@@ -526,22 +289,13 @@ pub fn anthropic_usage(usage: &Value) -> Value {
     let Some(prompt) = usage.get("prompt_tokens").and_then(Value::as_u64) else {
         return Value::Null;
     };
-    let cached = usage
-        .get("prompt_tokens_details")
-        .and_then(|d| d.get("cached_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-        .min(prompt);
-    let output = usage
-        .get("completion_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    json!({
-        "input_tokens": prompt - cached,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached,
-        "output_tokens": output,
-    })
+    let field = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
+    let cached = field(
+        usage
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens")),
+    );
+    wire::usage(prompt, cached, field(usage.get("completion_tokens")))
 }
 
 /// Where a content block of the translated message comes from.
@@ -550,15 +304,6 @@ enum Slot {
     Thinking,
     Text,
     Tool(usize),
-}
-
-/// The arguments of a call as an input object (`{}` when empty or not valid JSON: the stream
-/// reported the call as invalid or truncated, and it is not run).
-pub(super) fn parse_arguments(arguments: &str) -> Value {
-    if arguments.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(arguments).unwrap_or_else(|_| json!({}))
 }
 
 /// Translates a `chat.completion` (its first choice) into an Anthropic message, text first.
@@ -676,17 +421,6 @@ fn assemble(completion: &Value, order: Option<&[Slot]>, reasoning: Option<&str>)
         "stop_sequence": null,
         "usage": anthropic_usage(completion.get("usage").unwrap_or(&Value::Null)),
     })
-}
-
-/// A tool call as its seal reported it.
-#[derive(Debug)]
-struct SealedCall {
-    /// Its block.
-    index: usize,
-    id: String,
-    name: String,
-    /// The parsed input, when it was reported ready.
-    input: Option<Value>,
 }
 
 /// Translates the Chat decoder's events (first choice) into the events an Anthropic stream
@@ -940,19 +674,7 @@ impl ChatEventTranslator {
                 }
                 // Fragments after a call was sealed (a server streaming past its finish reason)
                 // changed the message's call but not what runs: record what runs.
-                if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
-                    for call in &self.sealed {
-                        if let Some(block) = blocks.get_mut(call.index)
-                            && block_type(block) == "tool_use"
-                        {
-                            block["id"] = Value::String(call.id.clone());
-                            block["name"] = Value::String(call.name.clone());
-                            if let Some(input) = &call.input {
-                                block["input"] = input.clone();
-                            }
-                        }
-                    }
-                }
+                record_sealed(&mut message, &self.sealed);
                 if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
                     let blocks = message.get("content").and_then(Value::as_array);
                     for (index, block) in blocks.into_iter().flatten().enumerate() {
@@ -988,22 +710,15 @@ impl ChatEventTranslator {
     }
 }
 
-/// Wraps a model stream in the Chat Completions shape into one in the loop's shape. The
-/// translated events wait in one queue reused for the whole stream.
+impl TranslateEvents for ChatEventTranslator {
+    fn translate_into(&mut self, event: ModelEvent, out: &mut VecDeque<ModelEvent>) {
+        self.translate_model_event(event, out);
+    }
+}
+
+/// Wraps a model stream in the Chat Completions shape into one in the loop's shape.
 pub fn translate_chat_stream(stream: ModelStream) -> ModelStream {
-    let state = (stream, ChatEventTranslator::new(), VecDeque::new());
-    Box::pin(futures_util::stream::unfold(
-        state,
-        |(mut stream, mut translator, mut pending)| async move {
-            loop {
-                if let Some(event) = pending.pop_front() {
-                    return Some((event, (stream, translator, pending)));
-                }
-                let event = stream.next().await?;
-                translator.translate_model_event(event, &mut pending);
-            }
-        },
-    ))
+    translated(stream, ChatEventTranslator::new())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use super::openai::{ChatEventTranslator, ChatOptions, chat_request};
 use super::responses::{ResponsesEventTranslator, responses_request};
+use super::wire::translate_all;
 use crate::decode::{DecodeEvent, Provider, StreamDecoder};
 use crate::tokens::{Family, estimate_request_body, estimate_text};
 
@@ -502,25 +503,11 @@ impl Model for ScriptedModel {
                 items.push(last);
             }
         }
-        match self.provider {
-            Provider::Anthropic => {}
-            Provider::OpenAiChat => {
-                let mut translator = ChatEventTranslator::new();
-                let mut translated = Vec::with_capacity(items.len());
-                for item in items {
-                    translator.translate_model_event(item, &mut translated);
-                }
-                items = translated;
-            }
-            Provider::OpenAiResponses => {
-                let mut translator = ResponsesEventTranslator::new();
-                let mut translated = Vec::with_capacity(items.len());
-                for item in items {
-                    translator.translate_model_event(item, &mut translated);
-                }
-                items = translated;
-            }
-        }
+        let items = match self.provider {
+            Provider::Anthropic => items,
+            Provider::OpenAiChat => translate_all(items, ChatEventTranslator::new()),
+            Provider::OpenAiResponses => translate_all(items, ResponsesEventTranslator::new()),
+        };
         Box::pin(futures_util::stream::iter(items))
     }
 }

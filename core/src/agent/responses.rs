@@ -5,7 +5,8 @@
 //!
 //! - Requests ([`responses_request`]): `system` becomes `instructions`; messages become `input`
 //!   items in order: a user message's `tool_result` blocks become `function_call_output` items
-//!   (text; images a tool returned follow in a user message, as on Chat Completions), then one
+//!   (text, beginning `Error: ` for an error result; images a tool returned follow in a user
+//!   message, and blocks no part holds become a note, as on Chat Completions), then one
 //!   user `message` with the rest (`input_text`, `input_image`, base64 PDFs as `input_file`); an
 //!   assistant message's blocks become, in their order, `reasoning` items (a `thinking` block
 //!   whose `signature` holds the item's `encrypted_content`; unsigned thinking has nothing to
@@ -16,7 +17,8 @@
 //!   which the API lacks, are dropped with the other Anthropic-only fields. `store` is `false`
 //!   unless the request says otherwise, so nothing is kept on OpenAI's side; for a reasoning
 //!   model (`o1`, `o3`, `o4`, `gpt-5` but `gpt-5-chat`, `codex`) `include` asks for
-//!   `reasoning.encrypted_content`, which the API refuses for other models. Unknown fields
+//!   `reasoning.encrypted_content`, which the API refuses for other models (the loop then sends
+//!   the turn again with `"include": null`, which sends none). Unknown fields
 //!   (`reasoning`, `text`, `temperature`, `prompt_cache_key`, ...) pass through.
 //! - Responses ([`message_from_response`], [`ResponsesEventTranslator`]): the Responses
 //!   decoder's events and final `response` become Anthropic-shaped events and an Anthropic
@@ -30,31 +32,14 @@
 
 use std::collections::VecDeque;
 
-use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::model::{ModelEvent, ModelStream};
-use super::openai::{block_type, joined_text, parse_arguments, tool_result_text};
+use super::model::{ModelError, ModelEvent, ModelStream};
+use super::wire::{
+    self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
+    joined_text, parse_arguments, record_sealed, signature, translated,
+};
 use crate::decode::DecodeEvent;
-
-/// Request fields handled explicitly, or without a Responses equivalent (dropped).
-const NOT_PASSED_THROUGH: &[&str] = &[
-    "model",
-    "system",
-    "messages",
-    "tools",
-    "tool_choice",
-    "max_tokens",
-    "stop_sequences",
-    "stream",
-    "metadata",
-    "thinking",
-    "top_k",
-    "container",
-    "mcp_servers",
-    "betas",
-    "stream_options",
-];
 
 /// Translates an Anthropic Messages request body into a Responses request body.
 pub fn responses_request(request: &Value) -> Value {
@@ -120,7 +105,11 @@ pub fn responses_request(request: &Value) -> Value {
     // turn, and reasoning travels encrypted with it.
     out.entry("store").or_insert(Value::Bool(false));
     let model = fields.get("model").and_then(Value::as_str).unwrap_or("");
-    if !out.contains_key("include")
+    // `"include": null` sends none: the loop sets it once a model refused the encrypted
+    // reasoning.
+    if out.get("include").is_some_and(Value::is_null) {
+        out.remove("include");
+    } else if !out.contains_key("include")
         && out.get("store") == Some(&Value::Bool(false))
         && is_reasoning_model(model)
     {
@@ -147,24 +136,9 @@ fn is_reasoning_model(model: &str) -> bool {
 
 /// An Anthropic tool definition as a Responses function tool (`None` for server tools).
 fn function_tool(tool: &Value) -> Option<Value> {
-    let name = tool.get("name")?.as_str()?;
-    let kind = tool.get("type").and_then(Value::as_str);
-    let schema = tool.get("input_schema");
-    if schema.is_none() && kind.is_some_and(|k| k != "custom") {
-        return None;
-    }
     let mut function = Map::new();
     function.insert("type".to_owned(), json!("function"));
-    function.insert("name".to_owned(), Value::String(name.to_owned()));
-    if let Some(description) = tool.get("description").filter(|d| d.is_string()) {
-        function.insert("description".to_owned(), description.clone());
-    }
-    function.insert(
-        "parameters".to_owned(),
-        schema
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-    );
+    function.extend(function_fields(tool)?);
     // Strict mode needs every property required and `additionalProperties: false`: schemas
     // written for Anthropic rarely are, and the API would refuse them.
     function.insert("strict".to_owned(), Value::Bool(false));
@@ -222,11 +196,7 @@ fn assistant_items(content: &Value, out: &mut Vec<Value>) {
             // (nothing is stored server-side): thinking without one (reasoning from a Chat
             // Completions server) has nothing to send.
             "thinking" => {
-                let Some(encrypted) = block
-                    .get("signature")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                else {
+                let Some(encrypted) = signature(block) else {
                     continue;
                 };
                 let summary: Vec<Value> = block
@@ -255,101 +225,26 @@ fn assistant_text(text: String) -> Value {
     })
 }
 
-/// An image block as an `input_image` part.
-fn image_part(block: &Value) -> Option<Value> {
-    let source = block.get("source")?;
-    let url = match source.get("type").and_then(Value::as_str) {
-        Some("base64") => format!(
-            "data:{};base64,{}",
-            source.get("media_type")?.as_str()?,
-            source.get("data")?.as_str()?
-        ),
-        Some("url") => source.get("url")?.as_str()?.to_owned(),
-        _ => return None,
-    };
-    Some(json!({"type": "input_image", "image_url": url, "detail": "auto"}))
-}
-
-/// A non-tool user block as an input part (`None`: no Responses equivalent).
-fn user_part(block: &Value) -> Option<Value> {
-    match block_type(block) {
-        "text" => Some(json!({"type": "input_text", "text": block.get("text")?.as_str()?})),
-        "image" => image_part(block),
-        "document" => {
-            let source = block.get("source")?;
-            match source.get("type").and_then(Value::as_str)? {
-                "text" => {
-                    Some(json!({"type": "input_text", "text": source.get("data")?.as_str()?}))
-                }
-                "base64" => {
-                    let media = source.get("media_type")?.as_str()?;
-                    let data = source.get("data")?.as_str()?;
-                    let filename = block
-                        .get("title")
-                        .and_then(Value::as_str)
-                        .filter(|t| !t.is_empty())
-                        .unwrap_or("document.pdf");
-                    Some(json!({
-                        "type": "input_file",
-                        "filename": filename,
-                        "file_data": format!("data:{media};base64,{data}"),
-                    }))
-                }
-                "url" => {
-                    Some(json!({"type": "input_file", "file_url": source.get("url")?.as_str()?}))
-                }
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
+/// The Responses API's parts: `input_text`, `input_image`, `input_file`, and
+/// `function_call_output` items.
+const RESPONSES_PARTS: PartShapes = PartShapes {
+    text: |text| json!({"type": "input_text", "text": text}),
+    image: |url| json!({"type": "input_image", "image_url": url, "detail": "auto"}),
+    file: |filename, data| json!({"type": "input_file", "filename": filename, "file_data": data}),
+    tool_output: |id, text| json!({"type": "function_call_output", "call_id": id, "output": text}),
+    holds: "text, images by URL or base64 and PDF documents",
+};
 
 /// A user message: its tool results as `function_call_output` items (in order, right after the
 /// calls), then one user message with the rest.
 fn user_items(content: &Value, out: &mut Vec<Value>) {
     let Value::Array(blocks) = content else {
-        out.push(json!({
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": joined_text(content)}],
-        }));
+        let text = (RESPONSES_PARTS.text)(&joined_text(content));
+        out.push(json!({"type": "message", "role": "user", "content": [text]}));
         return;
     };
-    let mut parts = Vec::new();
-    for block in blocks {
-        if block_type(block) != "tool_result" {
-            parts.extend(user_part(block));
-            continue;
-        }
-        let id = block.get("tool_use_id").cloned().unwrap_or(Value::Null);
-        let (text, images) = match block.get("content") {
-            Some(Value::Array(inner)) => {
-                let images: Vec<Value> = inner
-                    .iter()
-                    .filter(|b| block_type(b) == "image")
-                    .filter_map(image_part)
-                    .collect();
-                (tool_result_text(inner), images)
-            }
-            Some(other) => (joined_text(other), Vec::new()),
-            None => (String::new(), Vec::new()),
-        };
-        let text = if text.is_empty() && !images.is_empty() {
-            "(the result is the image in the next message)".to_owned()
-        } else {
-            text
-        };
-        if !images.is_empty() {
-            let label = format!(
-                "Image returned by tool call {}:",
-                id.as_str().unwrap_or_default()
-            );
-            parts.push(json!({"type": "input_text", "text": label}));
-            parts.extend(images);
-        }
-        out.push(json!({"type": "function_call_output", "call_id": id, "output": text}));
-    }
+    let (outputs, parts) = RESPONSES_PARTS.user_side(blocks);
+    out.extend(outputs);
     if !parts.is_empty() {
         out.push(json!({"type": "message", "role": "user", "content": parts}));
     }
@@ -444,22 +339,13 @@ pub fn anthropic_usage(usage: &Value) -> Value {
     let Some(input) = usage.get("input_tokens").and_then(Value::as_u64) else {
         return Value::Null;
     };
-    let cached = usage
-        .get("input_tokens_details")
-        .and_then(|d| d.get("cached_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
-        .min(input);
-    let output = usage
-        .get("output_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    json!({
-        "input_tokens": input - cached,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": cached,
-        "output_tokens": output,
-    })
+    let field = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
+    let cached = field(
+        usage
+            .get("input_tokens_details")
+            .and_then(|d| d.get("cached_tokens")),
+    );
+    wire::usage(input, cached, field(usage.get("output_tokens")))
 }
 
 /// Translates a final `response` into an Anthropic message, blocks in output order.
@@ -482,15 +368,6 @@ pub fn message_from_response(response: &Value) -> Value {
         "stop_sequence": null,
         "usage": anthropic_usage(response.get("usage").unwrap_or(&Value::Null)),
     })
-}
-
-/// A tool call as its seal reported it: what runs, and so what the recorded message says.
-#[derive(Debug)]
-struct SealedCall {
-    block: usize,
-    id: String,
-    name: String,
-    input: Option<Value>,
 }
 
 /// Translates the Responses decoder's events into the events an Anthropic stream would have
@@ -594,15 +471,9 @@ impl ResponsesEventTranslator {
                 name,
                 input,
             } => {
-                if let Some((at, Kind::ToolUse)) = self.block(index) {
-                    self.sealed.push(SealedCall {
-                        block: at,
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: Some(input.clone()),
-                    });
+                if let Some(index) = self.seal(index, &id, &name, Some(&input)) {
                     out.push(DecodeEvent::ToolUseReady {
-                        index: at,
+                        index,
                         id,
                         name,
                         input,
@@ -616,15 +487,9 @@ impl ResponsesEventTranslator {
                 partial_json,
                 error,
             } => {
-                if let Some((at, Kind::ToolUse)) = self.block(index) {
-                    self.sealed.push(SealedCall {
-                        block: at,
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: None,
-                    });
+                if let Some(index) = self.seal(index, &id, &name, None) {
                     out.push(DecodeEvent::ToolUseInvalid {
-                        index: at,
+                        index,
                         id,
                         name,
                         partial_json,
@@ -638,15 +503,9 @@ impl ResponsesEventTranslator {
                 name,
                 partial_json,
             } => {
-                if let Some((at, Kind::ToolUse)) = self.block(index) {
-                    self.sealed.push(SealedCall {
-                        block: at,
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: None,
-                    });
+                if let Some(index) = self.seal(index, &id, &name, None) {
                     out.push(DecodeEvent::ToolUseTruncated {
-                        index: at,
+                        index,
                         id,
                         name,
                         partial_json,
@@ -691,6 +550,20 @@ impl ResponsesEventTranslator {
         }
     }
 
+    /// Records the seal of the call at output `index`; its block, `None` when it has none.
+    fn seal(&mut self, index: usize, id: &str, name: &str, input: Option<&Value>) -> Option<usize> {
+        let Some((at, Kind::ToolUse)) = self.block(index) else {
+            return None;
+        };
+        self.sealed.push(SealedCall {
+            index: at,
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input: input.cloned(),
+        });
+        Some(at)
+    }
+
     fn stop(&mut self, at: usize, out: &mut Vec<DecodeEvent>) {
         if let Some(position) = self.open.iter().position(|&open| open == at) {
             self.open.remove(position);
@@ -701,19 +574,7 @@ impl ResponsesEventTranslator {
     /// The final `response` as an Anthropic message, each sealed call as it was sealed.
     pub fn message(&self, response: &Value) -> Value {
         let mut message = message_from_response(response);
-        if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
-            for call in &self.sealed {
-                if let Some(block) = blocks.get_mut(call.block)
-                    && block_type(block) == "tool_use"
-                {
-                    block["id"] = Value::String(call.id.clone());
-                    block["name"] = Value::String(call.name.clone());
-                    if let Some(input) = &call.input {
-                        block["input"] = input.clone();
-                    }
-                }
-            }
-        }
+        record_sealed(&mut message, &self.sealed);
         message
     }
 
@@ -736,8 +597,8 @@ impl ResponsesEventTranslator {
                 time_to_first_token,
                 request_id,
             }]),
-            ModelEvent::Failed(super::model::ModelError::Truncated { reason, partial }) => {
-                out.extend([ModelEvent::Failed(super::model::ModelError::Truncated {
+            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
+                out.extend([ModelEvent::Failed(ModelError::Truncated {
                     reason,
                     partial: Box::new(self.message(&partial)),
                 })]);
@@ -747,21 +608,15 @@ impl ResponsesEventTranslator {
     }
 }
 
+impl TranslateEvents for ResponsesEventTranslator {
+    fn translate_into(&mut self, event: ModelEvent, out: &mut VecDeque<ModelEvent>) {
+        self.translate_model_event(event, out);
+    }
+}
+
 /// Wraps a model stream in the Responses shape into one in the loop's shape.
 pub fn translate_responses_stream(stream: ModelStream) -> ModelStream {
-    let state = (stream, ResponsesEventTranslator::new(), VecDeque::new());
-    Box::pin(futures_util::stream::unfold(
-        state,
-        |(mut stream, mut translator, mut pending)| async move {
-            loop {
-                if let Some(event) = pending.pop_front() {
-                    return Some((event, (stream, translator, pending)));
-                }
-                let event = stream.next().await?;
-                translator.translate_model_event(event, &mut pending);
-            }
-        },
-    ))
+    translated(stream, ResponsesEventTranslator::new())
 }
 
 #[cfg(test)]
@@ -893,6 +748,36 @@ mod tests {
     }
 
     #[test]
+    fn failed_results_say_so_and_no_block_goes_missing() {
+        let body = responses_request(&json!({"model": "gpt-5", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "read", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "is_error": true, "content": "no such file"},
+                {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+                {"type": "search_result", "title": "Doc", "source": "https://x", "content": [{"type": "text", "text": "found"}]},
+            ]},
+        ]}));
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(
+            input[2],
+            json!({"type": "function_call_output", "call_id": "c1", "output": "Error: no such file"})
+        );
+        let parts = input[3]["content"].as_array().unwrap();
+        assert!(
+            parts[0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("[an image block was left out"),
+            "{parts:?}"
+        );
+        assert_eq!(
+            parts[1],
+            json!({"type": "input_text", "text": "Doc (https://x)\n\nfound"})
+        );
+    }
+
+    #[test]
     fn encrypted_reasoning_is_asked_for_reasoning_models_only() {
         let include = |model: &str| {
             responses_request(&json!({"model": model, "messages": []}))
@@ -924,6 +809,8 @@ mod tests {
         assert!(stored.get("include").is_none());
         let own = responses_request(&json!({"model": "o3", "messages": [], "include": []}));
         assert_eq!(own["include"], json!([]));
+        let none = responses_request(&json!({"model": "o3", "messages": [], "include": null}));
+        assert!(none.get("include").is_none(), "{none}");
     }
 
     fn decoded(sse: &str) -> (Vec<DecodeEvent>, Value) {

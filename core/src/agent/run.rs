@@ -176,7 +176,7 @@ impl Agent {
             paused: false,
             container: None,
             drop_stale_thinking: false,
-            drop_stream_options: false,
+            refused_fields: Vec::new(),
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -278,10 +278,10 @@ struct Driver {
     /// (microcompact, compaction) instead of refusing them: set once a request was refused for
     /// it ([`is_stale_thinking_error`]), kept for the rest of the run.
     drop_stale_thinking: bool,
-    /// Whether requests say to send no `stream_options` (`"stream_options": null`, which the
-    /// Chat Completions translation leaves out): set once a server refused the field
-    /// ([`is_stream_options_error`]), kept for the rest of the run. Usage is then estimated.
-    drop_stream_options: bool,
+    /// Request fields a server refused ([`refused_field`]): requests send them as `null`, which
+    /// the OpenAI translations leave out, for the rest of the run. Without `stream_options`
+    /// usage is estimated; without `include` a Responses model's reasoning is not kept.
+    refused_fields: Vec<&'static str>,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -327,6 +327,24 @@ impl Driver {
 
     fn config(&self) -> &AgentConfig {
         &self.agent.config
+    }
+
+    /// Whether `message` refuses a request field not left out yet; if so, it is from now on.
+    fn refuses_a_new_field(&mut self, message: &str) -> bool {
+        match refused_field(message) {
+            Some(field) if !self.refused_fields.contains(&field) => {
+                self.refused_fields.push(field);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Sends the refused fields as `null`, which the OpenAI translations leave out.
+    fn leave_out_refused_fields(&self, request: &mut Value) {
+        for field in &self.refused_fields {
+            request[*field] = Value::Null;
+        }
     }
 
     /// Starts a model call. The model may be the host's: a panic starting the call or polling
@@ -562,14 +580,11 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::Other(message)
-                            if !self.drop_stream_options && is_stream_options_error(&message) =>
-                        {
-                            // An OpenAI-compatible server that refuses fields it does not know:
-                            // the same turn again without `stream_options` (usage is then
-                            // estimated, the server reporting none).
-                            tracing::warn!(%message, "stream_options refused; resending without it");
-                            self.drop_stream_options = true;
+                        ModelError::Other(message) if self.refuses_a_new_field(&message) => {
+                            // An OpenAI-compatible server that refuses fields it does not know
+                            // (`stream_options`), or a Responses model that has no encrypted
+                            // reasoning (`include`): the same turn again without the field.
+                            tracing::warn!(%message, "a request field was refused; resending without it");
                             self.turns -= 1;
                             continue;
                         }
@@ -1015,9 +1030,7 @@ impl Driver {
                 trim_final_assistant_text(messages);
             }
         }
-        if self.drop_stream_options {
-            request["stream_options"] = Value::Null;
-        }
+        self.leave_out_refused_fields(&mut request);
         if config.prompt_caching {
             place_cache_breakpoints(&mut request);
         }
@@ -1231,9 +1244,7 @@ impl Driver {
                 request.as_object_mut().map(|r| r.remove("output_config"));
             }
         }
-        if self.drop_stream_options {
-            request["stream_options"] = Value::Null;
-        }
+        self.leave_out_refused_fields(&mut request);
         if !self.tools.is_empty() {
             // The API refuses a history holding tool calls or results without tool
             // definitions; `none` keeps the answer a summary rather than another call.
@@ -1272,13 +1283,12 @@ impl Driver {
                     };
                 }
                 Some(ModelEvent::Failed(ModelError::Other(message)))
-                    if !self.drop_stream_options && is_stream_options_error(&message) =>
+                    if self.refuses_a_new_field(&message) =>
                 {
-                    // The run's first call may be this one (a history over the threshold): the
-                    // server's refusal of `stream_options` is answered here as for a turn.
-                    tracing::warn!(%message, "stream_options refused; resending the summary call without it");
-                    self.drop_stream_options = true;
-                    request["stream_options"] = Value::Null;
+                    // The run's first call may be this one (a history over the threshold): a
+                    // server's refusal of a field is answered here as for a turn.
+                    tracing::warn!(%message, "a request field was refused; resending the summary call without it");
+                    self.leave_out_refused_fields(&mut request);
                     stream = self.call_model(request.clone());
                 }
                 Some(ModelEvent::Failed(error)) => {
@@ -1309,11 +1319,19 @@ const SUMMARY_LEAVES_OUT: &[&str] = &[
     "stop",
 ];
 
-/// Whether a refused request's message names `stream_options` (OpenAI-compatible servers that
-/// refuse fields they do not know: "Unrecognized request argument supplied: stream_options",
-/// "extra_forbidden ... stream_options").
-pub(crate) fn is_stream_options_error(message: &str) -> bool {
-    message.contains("stream_options")
+/// The request field a refused request's message says the server will not take:
+/// `stream_options` (OpenAI-compatible servers that refuse fields they do not know:
+/// "Unrecognized request argument supplied: stream_options", "extra_forbidden ...
+/// stream_options"), or `include` (the Responses API asked for the encrypted reasoning of a
+/// model that has none: "Encrypted content is not supported with this model").
+pub(crate) fn refused_field(message: &str) -> Option<&'static str> {
+    if message.contains("stream_options") {
+        Some("stream_options")
+    } else if message.contains("Encrypted content is not supported") {
+        Some("include")
+    } else {
+        None
+    }
 }
 
 /// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose
