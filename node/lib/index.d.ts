@@ -395,8 +395,16 @@ export declare class StreamDecoder {
  */
 export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k_base' | 'cl100k_base'
 
-/** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
-export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
+/**
+ * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
+ * array of messages, or an object: a request body (with `messages`, `system` or `tools`;
+ * `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
+ * `estimate_tokens`.
+ */
+export declare function estimateTokens(
+  input: string | Uint8Array | unknown[] | Record<string, unknown>,
+  options?: { tokenizer?: Tokenizer },
+): number
 
 /**
  * Exact tokens of `text` for `o200k` or `cl100k` (throws UnsupportedError for other families,

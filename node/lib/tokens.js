@@ -14,14 +14,20 @@ function tokenizerOf(options) {
 }
 
 /**
- * Estimated tokens of a string or of UTF-8 bytes, for a tokenizer family
- * (`claude` (default), `claude-legacy`, `o200k`, `cl100k`).
+ * Estimated tokens, for a tokenizer family (`claude` (default), `claude-legacy`, `o200k`,
+ * `cl100k`), of a string or UTF-8 bytes (text), an array of messages, or an object: a request
+ * body (with `messages`, `system` or `tools`), a message (with a `role`) or a content block.
  */
 function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options)
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
   if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
-  throw new InvalidArgumentError('estimateTokens expects a string or a Uint8Array')
+  if (input !== null && typeof input === 'object') {
+    return callNative(() => native.estimateJson(toJson(input, 'estimateTokens: the value'), tokenizer))
+  }
+  throw new InvalidArgumentError(
+    'estimateTokens expects a string, a Uint8Array, an array of messages, a message, a content block or a request object',
+  )
 }
 
 /** Estimated tokens of a request body ({ system, tools, messages }), by part and in total. */

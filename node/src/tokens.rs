@@ -2,7 +2,7 @@
 //!
 //! Messages, tools and usage objects cross as JSON text (`JSON.stringify` in `lib/tokens.js`).
 
-use ferroloop::tokens::{self as core_tokens, BudgetState, Family, ModelTable, Usage};
+use ferroloop::tokens::{self as core_tokens, Family, ModelTable, Usage};
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -43,6 +43,24 @@ pub fn estimate_text(text: String, tokenizer: Option<String>) -> napi::Result<f6
 #[napi(js_name = "estimateBytes")]
 pub fn estimate_bytes(bytes: &[u8], tokenizer: Option<String>) -> napi::Result<f64> {
     guard::sync(|| Ok(core_tokens::estimate_bytes(bytes, family(tokenizer)?) as f64))
+}
+
+/// Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
+/// list of messages; an object with `messages`, `system` or `tools` is a request body; an
+/// object with a `role` is one message; any other object is one content block (the core's
+/// `estimate_value`, what Python's `estimate_tokens` reads).
+#[napi(js_name = "estimateJson")]
+pub fn estimate_json(json: String, tokenizer: Option<String>) -> napi::Result<f64> {
+    guard::sync(|| {
+        let family = family(tokenizer)?;
+        let value = parse_json(&json, "the value")?;
+        let tokens = core_tokens::estimate_value(&value, family).ok_or_else(|| {
+            FerroloopError::invalid_argument(
+                "estimateTokens takes a string, bytes, an array of messages, a message, a content block or a request object",
+            )
+        })?;
+        Ok(tokens as f64)
+    })
 }
 
 /// Estimated tokens of a request, by part.
@@ -191,13 +209,11 @@ impl NativeContextBudget {
     #[napi]
     pub fn state(&self, tokens: f64) -> napi::Result<String> {
         guard::sync(|| {
-            let state = match self.inner.state(token_count(tokens, "tokens")?) {
-                BudgetState::Ok => "ok",
-                BudgetState::Warning => "warning",
-                BudgetState::AutoCompact => "auto_compact",
-                BudgetState::Blocking => "blocking",
-            };
-            Ok(state.to_owned())
+            Ok(self
+                .inner
+                .state(token_count(tokens, "tokens")?)
+                .as_str()
+                .to_owned())
         })
     }
 

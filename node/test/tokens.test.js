@@ -19,6 +19,26 @@ test('estimateTokens: strings and bytes agree, families differ, CJK is not chars
   assert.equal(estimateTokens(''), 0)
 })
 
+test('estimateTokens also takes messages, a message, a block or a request body, as Python does', () => {
+  // Python's estimate_tokens(obj) has always read these; Node took only a string or bytes.
+  const messages = [
+    { role: 'user', content: 'Read src/main.rs please.' },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'src/main.rs' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'fn main() {}' }] },
+  ]
+  const body = { system: 'You are a careful coding agent.', messages }
+  assert.equal(estimateTokens(messages), estimateRequest({ messages }).messages)
+  assert.equal(estimateTokens(body), estimateRequest(body).total)
+  assert.equal(estimateTokens(body, { tokenizer: 'o200k' }), estimateRequest(body, { tokenizer: 'o200k' }).total)
+  assert.equal(estimateTokens(messages[0]) + estimateTokens(messages.slice(1)), estimateTokens(messages))
+  const block = { type: 'text', text: 'Read src/main.rs please.' }
+  assert.ok(estimateTokens(block) > 0)
+  assert.equal(estimateTokens([]), 0)
+  for (const bad of [42, null, undefined, true]) {
+    assert.throws(() => estimateTokens(bad), InvalidArgumentError, String(bad))
+  }
+})
+
 test('estimateRequest: parts add up; tools and system count', () => {
   const messages = [
     { role: 'user', content: 'Read src/main.rs please.' },

@@ -75,7 +75,7 @@ class StreamDecoder:
 
 _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base", "cl100k_base"]
 
-def estimate_tokens(obj: Union[str, bytes, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
+def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
     """Estimates the tokens of text, a list of messages, a message, a block or a request body."""
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
@@ -111,7 +111,10 @@ class ContextBudget:
     def warning_threshold(self) -> int: ...
     @property
     def blocking_threshold(self) -> int: ...
-    def state(self, tokens: int) -> Literal["ok", "warning", "autocompact", "blocking"]: ...
+    def state(self, tokens: int) -> Literal["ok", "warning", "auto_compact", "blocking"]:
+        """Where ``tokens`` stands: ``"ok"``, ``"warning"``, ``"auto_compact"`` or ``"blocking"``
+        (as in Node and C; earlier builds of the Python package spelled the third
+        ``"autocompact"``)."""
     def percent_left(self, tokens: int) -> float: ...
 
 @final
@@ -121,8 +124,8 @@ class TextEstimator:
     line (a line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece)."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> TextEstimator: ...
-    def feed(self, piece: Union[str, bytes]) -> None:
-        """Adds the next piece; ``bytes`` may split a multibyte character between pieces."""
+    def feed(self, piece: Union[str, _Chunk]) -> None:
+        """Adds the next piece; bytes (UTF-8) may split a multibyte character between pieces."""
     def estimate(self) -> int:
         """The estimate of the text so far (0 for none)."""
 

@@ -55,6 +55,21 @@ def test_bad_arguments() -> None:
         ferroloop.estimate_tokens(42)  # type: ignore[arg-type]
 
 
+def test_bytes_like_text_is_estimated_like_bytes() -> None:
+    # Node takes any Uint8Array (a Buffer, a view); Python took only `bytes`: a `bytearray`
+    # (the buffer of `readinto`) or a `memoryview` raised TypeError.
+    data = ("héllo wörld, 世界 — fn main() { 42 }\n" * 50).encode()
+    expected = ferroloop.estimate_tokens(data)
+    assert expected == ferroloop.estimate_tokens(data.decode())
+    for chunk in (bytearray(data), memoryview(data)):
+        assert ferroloop.estimate_tokens(chunk) == expected
+        estimator = ferroloop.TextEstimator()
+        estimator.feed(chunk)
+        assert estimator.estimate() == expected
+    with pytest.raises(TypeError):
+        ferroloop.TextEstimator().feed(42)  # type: ignore[arg-type]
+
+
 def test_context_budget_thresholds() -> None:
     budget = ferroloop.ContextBudget(200_000, 32_000)
     assert budget.effective_window == 180_000
@@ -63,12 +78,21 @@ def test_context_budget_thresholds() -> None:
     assert budget.blocking_threshold == 177_000
     assert budget.state(10_000) == "ok"
     assert budget.state(150_000) == "warning"
-    assert budget.state(170_000) == "autocompact"
+    assert budget.state(170_000) == "auto_compact"
     assert budget.state(178_000) == "blocking"
     assert 0 < budget.percent_left(100_000) < 100
     custom = ferroloop.ContextBudget(200_000, 8_000, autocompact_buffer=50_000)
     assert custom.autocompact_threshold == 192_000 - 50_000
     assert ferroloop.ContextBudget.for_model("claude-sonnet-4-20250514").window >= 200_000
+
+
+def test_context_budget_state_names_match_node_and_c() -> None:
+    # The same names as Node's `state()` and the core's `BudgetState::as_str` (C:
+    # FL_CONTEXT_AUTO_COMPACT): "auto_compact" with an underscore, not "autocompact".
+    budget = ferroloop.ContextBudget(200_000, 32_000)
+    states = [budget.state(n) for n in (0, 150_000, 170_000, 178_000)]
+    assert states == ["ok", "warning", "auto_compact", "blocking"]
+    assert all(type(state) is str for state in states)
 
 
 def test_context_tracker_anchors_on_usage() -> None:
