@@ -422,6 +422,10 @@ impl PyExecutor {
         shield(py, "ToolExecutor.register", || {
             let max_result_chars: Option<usize> =
                 non_negative_opt("max_result_chars", max_result_chars)?;
+            if name.is_empty() {
+                // As Node's `tool({ name: '' }, fn)`: a nameless tool cannot be called.
+                return Err(PyValueError::new_err("a tool needs a name"));
+            }
             if self.tools.iter().any(|tool| tool.name == name) {
                 return Err(PyValueError::new_err(format!(
                     "a tool named {name:?} is already registered"

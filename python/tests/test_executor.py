@@ -472,6 +472,19 @@ def test_registration_errors() -> None:
     assert ex.tool_names == ["one"]
 
 
+def test_an_empty_tool_name_is_refused_like_node() -> None:
+    # Node refuses `tool({ name: '' }, fn)` (InvalidArgumentError); Python registered the tool
+    # and offered a nameless tool to the model (which the provider rejects).
+    ex = ferroloop.ToolExecutor()
+
+    def nameless(inp: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="a tool needs a name"):
+        ex.tool("")(nameless)
+    assert ex.tool_names == []
+
+
 @pytest.mark.asyncio
 async def test_malformed_tool_uses_are_rejected_before_running() -> None:
     ex = ferroloop.ToolExecutor()
