@@ -643,8 +643,9 @@ class ToolExecutor {
   }
 
   /**
-   * Registers a tool. `fn(input, ctx)` may return a string, an array of content blocks, or
-   * `{ content, isError }`, synchronously or as a Promise; throwing or rejecting produces an
+   * Registers a tool. `fn(input, ctx)` may return a string, an array of content blocks, one
+   * content block (an object with a `type`), or `{ content, isError }` (any other JSON value
+   * is sent as its JSON text), synchronously or as a Promise; throwing or rejecting produces an
    * is_error result. `ctx.signal` aborts on timeout or cancellation.
    */
   tool(spec, fn) {

@@ -226,7 +226,11 @@ export interface ToolResult {
   is_error: boolean
 }
 
-/** What a tool function may return (directly or through a Promise). */
+/**
+ * What a tool function may return (directly or through a Promise): text; content blocks; one
+ * content block (an object with a `type`, e.g. an image); `{ content, isError }`; nothing (an
+ * empty result); any other JSON value is sent as its JSON text. As Python's tools.
+ */
 export type ToolReturn =
   | string
   | ToolResultBlock[]

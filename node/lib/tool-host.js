@@ -38,6 +38,13 @@ function toReply(value) {
     if (value.isError ?? value.is_error ?? false) inner[0] |= FLAG_ERROR
     return inner
   }
+  if (typeof value === 'object' && Object.hasOwn(value, 'type') && typeof value.toJSON !== 'function') {
+    // One content block ({ type: 'image', source }, { type: 'text', text }): sent as a block,
+    // as Python's tools do, not as its JSON text.
+    const json = resultJson([value])
+    if (typeof json !== 'string') throw new TypeError('the tool returned a content block that has no JSON form')
+    return [FLAG_BLOCKS, json]
+  }
   return [0, resultJson(value) ?? String(value)]
 }
 

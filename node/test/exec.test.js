@@ -165,6 +165,46 @@ test('content blocks and non-string values round-trip', async () => {
   assert.equal(object.content, '{"answer":42}')
 })
 
+test('the return shapes of Python tools: one content block (an object with a type) is a block', async () => {
+  // Python's test_return_shapes, value for value. A single block returned (an image, a text
+  // block) was sent to the model as its JSON text in Node, as a content block in Python.
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }
+  const values = [
+    'text',
+    [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }],
+    { type: 'text', text: 'one block' },
+    { content: 'reported failure', is_error: true },
+    null,
+    42,
+    image,
+    { answer: 42 },
+  ]
+  const ex = new ToolExecutor().tool({ name: 'shapes' }, async (input) => values[input.n])
+  const uses = values.map((_, n) => use(`s${n}`, 'shapes', { n }))
+  for (const results of [await ex.run(uses), await turnResults(ex, uses)]) {
+    assert.deepEqual(
+      results.map((r) => [r.content, r.is_error]),
+      [
+        ['text', false],
+        [values[1], false],
+        [[{ type: 'text', text: 'one block' }], false],
+        ['reported failure', true],
+        ['', false],
+        ['42', false],
+        [[image], false],
+        ['{"answer":42}', false],
+      ],
+    )
+  }
+})
+
+async function turnResults(ex, uses) {
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  return turn.results()
+}
+
 test('a timeout reaches the JS tool as an aborted ctx.signal; a never-settling tool times out', async () => {
   const ex = new ToolExecutor({ cleanupGraceMs: 50 })
   let sawAbort = null
