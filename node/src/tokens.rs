@@ -87,6 +87,13 @@ pub fn estimate_request_json(
 ) -> napi::Result<RequestEstimate> {
     guard::sync(|| {
         let body = parse_json(&body_json, "the request")?;
+        if !body.is_object() {
+            // An array (the messages alone, by mistake) would be estimated as an empty request.
+            return Err(FerroloopError::invalid_argument(
+                "estimateRequest expects a request object ({ system, tools, messages })",
+            )
+            .into());
+        }
         let estimate = core_tokens::estimate_request_body(&body, family(tokenizer)?);
         Ok(RequestEstimate {
             system: estimate.system as f64,

@@ -58,6 +58,9 @@ test('estimateRequest: parts add up; tools and system count', () => {
   assert.ok(full.system > 0 && full.tools > 0)
   assert.equal(full.messages, bare.messages)
   assert.ok(full.total > bare.total)
+  // An array (the messages alone, by mistake) is not a request: Python raises TypeError; Node
+  // gave the bare overhead, 4 tokens, as if the request were empty.
+  assert.throws(() => estimateRequest(messages), InvalidArgumentError)
 })
 
 test("ContextBudget: Claude Code's thresholds by default, configurable, by model", () => {
