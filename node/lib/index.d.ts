@@ -605,7 +605,10 @@ export interface RequestMetrics {
   usage: Record<string, unknown> | null
 }
 
-/** What a stream yields: typed decoder events, retries and stall notices. */
+/**
+ * What a stream yields: typed decoder events, retries (`attempt` is the attempt about to be
+ * made: 2 for the first retry) and stall notices.
+ */
 export type StreamEvent =
   | DecodeEvent
   | { type: 'retry'; attempt: number; status: number | null; waitMs: number; reason: string }
