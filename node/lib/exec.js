@@ -681,6 +681,11 @@ class ToolExecutor {
     return this
   }
 
+  /** The registered tools' names, in registration order. */
+  get toolNames() {
+    return [...this.#specs.keys()]
+  }
+
   #executor() {
     if (this.#native === null) {
       this.#native = nativeExecutorWithBatching(

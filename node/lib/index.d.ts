@@ -350,6 +350,8 @@ export declare class ToolExecutor {
   constructor(options?: ToolExecutorOptions)
   /** Registers a tool; returns the executor (chainable). */
   tool<Input = any>(declaration: ToolDeclaration<Input>, fn: ToolFunction<Input>): this
+  /** The registered tools' names, in registration order (Python's `tool_names`). */
+  readonly toolNames: string[]
   /**
    * Runs a batch: one result per use, in request order; `signal` aborts (rejects with
    * AbortError). The tools run in the async context of this call (`AsyncLocalStorage` values
@@ -732,6 +734,8 @@ export declare class AgentRun implements AsyncIterable<AgentEvent> {
 /** The agent loop over a Client: model call, decode, tools (safe ones eagerly), results, repeat. */
 export declare class Agent {
   constructor(client: Client, options: AgentOptions)
+  /** The names of the tools the agent runs (its JS and built-in tools), sorted (Python's `tool_names`). */
+  readonly toolNames: string[]
   /** The tool definitions sent to the model (sorted by name). */
   toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
   /**

@@ -505,3 +505,15 @@ test('a JS tool declared with a description offers it to the model, like Python 
     (err) => err.code === 'invalid_argument',
   )
 })
+
+test("toolNames: an executor's tools in registration order, an agent's sorted, as in Python", () => {
+  // Python's ToolExecutor.tool_names and Agent.tool_names; Node had neither.
+  const ex = new ToolExecutor().tool({ name: 'zeta' }, () => 'z').tool({ name: 'alpha' }, () => 'a')
+  assert.deepEqual(ex.toolNames, ['zeta', 'alpha'])
+  const client = new Client({ apiKey: 'k', fromEnv: false, baseUrl: 'http://127.0.0.1:9' })
+  const webSearch = { type: 'web_search_20250305', name: 'web_search' }
+  const agent = new Agent(client, { model: 'm', tools: [ex, 'read'], workspace, extra: { tools: [webSearch] } })
+  // The tools the agent runs (not the provider's own, which only toolDefinitions() lists).
+  assert.deepEqual(agent.toolNames, ['alpha', 'read', 'zeta'])
+  assert.deepEqual(new Agent(client, { model: 'm' }).toolNames, [])
+})
