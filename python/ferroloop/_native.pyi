@@ -98,7 +98,17 @@ class ContextBudget:
         autocompact_percent: Optional[float] = None,
     ) -> ContextBudget: ...
     @staticmethod
-    def for_model(model: str) -> ContextBudget: ...
+    def for_model(
+        model: str,
+        *,
+        output_reserve_cap: Optional[int] = None,
+        autocompact_buffer: Optional[int] = None,
+        warning_buffer: Optional[int] = None,
+        blocking_buffer: Optional[int] = None,
+        autocompact_percent: Optional[float] = None,
+    ) -> ContextBudget:
+        """The budget of a known model (window and max output from the model table), with the
+        constructor's optional overrides."""
     @property
     def window(self) -> int: ...
     @property

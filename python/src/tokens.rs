@@ -90,6 +90,40 @@ fn estimate_request<'py>(
     })
 }
 
+/// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
+struct Overrides {
+    output_reserve_cap: Option<i64>,
+    autocompact_buffer: Option<i64>,
+    warning_buffer: Option<i64>,
+    blocking_buffer: Option<i64>,
+    autocompact_percent: Option<f64>,
+}
+
+impl Overrides {
+    /// `budget` with the settings given applied; a negative buffer or a percentage outside
+    /// (0, 100] is a `ValueError`.
+    fn apply(self, mut budget: ContextBudget) -> PyResult<ContextBudget> {
+        if let Some(v) = non_negative_opt("output_reserve_cap", self.output_reserve_cap)? {
+            budget.output_reserve_cap = v;
+        }
+        if let Some(v) = non_negative_opt("autocompact_buffer", self.autocompact_buffer)? {
+            budget.autocompact_buffer = v;
+        }
+        if let Some(v) = non_negative_opt("warning_buffer", self.warning_buffer)? {
+            budget.warning_buffer = v;
+        }
+        if let Some(v) = non_negative_opt("blocking_buffer", self.blocking_buffer)? {
+            budget.blocking_buffer = v;
+        }
+        if let Some(p) = self.autocompact_percent {
+            budget = budget.with_autocompact_percent(p).map_err(|_| {
+                PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
+            })?;
+        }
+        Ok(budget)
+    }
+}
+
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).
 #[pyclass(module = "ferroloop._native", name = "ContextBudget", frozen)]
 struct PyContextBudget {
@@ -113,43 +147,50 @@ impl PyContextBudget {
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let mut budget = ContextBudget::new(
+            let budget = ContextBudget::new(
                 non_negative("window", window)?,
                 non_negative("max_output_tokens", max_output_tokens)?,
             );
-            let output_reserve_cap = non_negative_opt("output_reserve_cap", output_reserve_cap)?;
-            let autocompact_buffer = non_negative_opt("autocompact_buffer", autocompact_buffer)?;
-            let warning_buffer = non_negative_opt("warning_buffer", warning_buffer)?;
-            let blocking_buffer = non_negative_opt("blocking_buffer", blocking_buffer)?;
-            if let Some(v) = output_reserve_cap {
-                budget.output_reserve_cap = v;
-            }
-            if let Some(v) = autocompact_buffer {
-                budget.autocompact_buffer = v;
-            }
-            if let Some(v) = warning_buffer {
-                budget.warning_buffer = v;
-            }
-            if let Some(v) = blocking_buffer {
-                budget.blocking_buffer = v;
-            }
-            if let Some(p) = autocompact_percent {
-                budget = budget.with_autocompact_percent(p).map_err(|_| {
-                    PyValueError::new_err(format!(
-                        "autocompact_percent must be in (0, 100], got {p}"
-                    ))
-                })?;
-            }
-            Ok(Self { budget })
+            let overrides = Overrides {
+                output_reserve_cap,
+                autocompact_buffer,
+                warning_buffer,
+                blocking_buffer,
+                autocompact_percent,
+            };
+            Ok(Self {
+                budget: overrides.apply(budget)?,
+            })
         })
     }
 
-    /// The budget for a known model name (context window and max output from the model table).
+    /// The budget for a known model name (context window and max output from the model
+    /// table), with the same optional overrides as the constructor (as Node's
+    /// `new ContextBudget({ model, ... })`).
     #[staticmethod]
-    fn for_model(model: &str) -> Self {
-        Self {
-            budget: ContextBudget::for_model(model, &ModelTable::default()),
-        }
+    #[pyo3(signature = (model, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
+    fn for_model(
+        py: Python<'_>,
+        model: &str,
+        output_reserve_cap: Option<i64>,
+        autocompact_buffer: Option<i64>,
+        warning_buffer: Option<i64>,
+        blocking_buffer: Option<i64>,
+        autocompact_percent: Option<f64>,
+    ) -> PyResult<Self> {
+        shield(py, "ContextBudget.for_model", || {
+            let budget = ContextBudget::for_model(model, &ModelTable::default());
+            let overrides = Overrides {
+                output_reserve_cap,
+                autocompact_buffer,
+                warning_buffer,
+                blocking_buffer,
+                autocompact_percent,
+            };
+            Ok(Self {
+                budget: overrides.apply(budget)?,
+            })
+        })
     }
 
     /// The context window.

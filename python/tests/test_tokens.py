@@ -95,6 +95,31 @@ def test_context_budget_state_names_match_node_and_c() -> None:
     assert all(type(state) is str for state in states)
 
 
+def test_a_model_budget_takes_the_same_overrides_as_an_explicit_one_like_node() -> None:
+    # Node's `new ContextBudget({ model, autocompactBuffer, ... })` adjusts a model's budget;
+    # Python's `for_model(model)` took no overrides.
+    model = "claude-sonnet-4-20250514"
+    base = ferroloop.ContextBudget.for_model(model)
+    tuned = ferroloop.ContextBudget.for_model(
+        model, autocompact_buffer=50_000, blocking_buffer=1_000, warning_buffer=5_000
+    )
+    assert (tuned.window, tuned.max_output_tokens) == (base.window, base.max_output_tokens)
+    explicit = ferroloop.ContextBudget(
+        base.window,
+        base.max_output_tokens,
+        autocompact_buffer=50_000,
+        blocking_buffer=1_000,
+        warning_buffer=5_000,
+    )
+    assert tuned.autocompact_threshold == explicit.autocompact_threshold == base.effective_window - 50_000
+    assert tuned.blocking_threshold == explicit.blocking_threshold
+    assert tuned.warning_threshold == explicit.warning_threshold
+    by_percent = ferroloop.ContextBudget.for_model(model, autocompact_percent=50)
+    assert by_percent.autocompact_threshold == base.effective_window // 2
+    with pytest.raises(ValueError):
+        ferroloop.ContextBudget.for_model(model, autocompact_percent=0)
+
+
 def test_context_tracker_anchors_on_usage() -> None:
     tracker = ferroloop.ContextTracker(tokenizer="claude")
     tracker.set_system("You are terse.")
