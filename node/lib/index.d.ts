@@ -385,6 +385,8 @@ export interface StreamDecoderOptions {
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
 export declare class StreamDecoder {
   constructor(options: StreamDecoderOptions)
+  /** The wire format decoded (Python's `StreamDecoder.provider`). */
+  readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
   /** Feeds raw bytes split anywhere; returns the typed events they completed. */
   feed(chunk: Uint8Array): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
