@@ -86,6 +86,11 @@ class TurnCallContext {
     return this.#use.name
   }
 
+  /** The call's position in its turn. */
+  get index() {
+    return this.#index
+  }
+
   get signal() {
     return this.#calls.signal(this.#index)
   }
@@ -383,7 +388,7 @@ class Turn {
     const scopes = this.#calls.scopes
     for (let k = 0; k < starts.length; k += 2) {
       const use = uses[starts[k + 1]]
-      scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete)
+      scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete, starts[k + 1])
     }
     if (out.calls > 0) {
       const calls = callNative(() => this.#native.takeCalls())

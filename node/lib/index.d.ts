@@ -252,6 +252,8 @@ export interface ToolCallContext {
   toolUseId: string
   /** The tool's name. */
   name: string
+  /** The call's position in its turn (in `run()`, in the `toolUses` array); Python's `ToolContext.index`. */
+  index: number
   /** Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at once. */
   progress(data: unknown): void
 }

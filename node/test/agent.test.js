@@ -517,3 +517,27 @@ test("toolNames: an executor's tools in registration order, an agent's sorted, a
   assert.deepEqual(agent.toolNames, ['alpha', 'read', 'zeta'])
   assert.deepEqual(new Agent(client, { model: 'm' }).toolNames, [])
 })
+
+test("an agent's tool gets ctx.index, its call's position in the turn, as in Python", async () => {
+  const toolTurn = anthropicEvents(
+    [
+      { type: 'tool_use', id: 'a1', name: 'where', input: {} },
+      { type: 'tool_use', id: 'a2', name: 'where', input: {} },
+    ],
+    { stopReason: 'tool_use' },
+  )
+  const done = anthropicEvents([{ type: 'text', text: 'ok' }], { stopReason: 'end_turn' })
+  const seen = {}
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }, { body: { events: done } }] }),
+    async (client) => {
+      const ex = new ToolExecutor().tool({ name: 'where', concurrencySafe: true }, (input, ctx) => {
+        seen[ctx.toolUseId] = ctx.index
+        return 'here'
+      })
+      const { stop } = await collect(new Agent(client, { model: 'm', tools: ex }).run('go'))
+      assert.equal(stop.reason, 'end_turn')
+    },
+  )
+  assert.deepEqual(seen, { a1: 0, a2: 1 })
+})

@@ -731,3 +731,22 @@ test('leaving the loop after the turn is done cancels nothing', async () => {
   const [a] = await turn.results()
   assert.deepEqual(a, { type: 'tool_result', tool_use_id: 'a', content: 'fine', is_error: false })
 })
+
+test("ctx.index is the call's position in its turn, as Python's ToolContext.index", async () => {
+  const seen = new Map()
+  const ex = new ToolExecutor()
+    .tool({ name: 'plain', concurrencySafe: true }, (input, ctx) => {
+      seen.set(ctx.toolUseId, ctx.index)
+      return 'p'
+    })
+    .tool({ name: 'checked', concurrencySafe: true, schema: { type: 'object' } }, async (input, ctx) => {
+      seen.set(ctx.toolUseId, ctx.index)
+      return 'c'
+    })
+  const uses = ['plain', 'checked', 'plain', 'checked'].map((name, n) => use(`u${n}`, name))
+  await ex.run(uses)
+  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
+  seen.clear()
+  await turnResults(ex, uses)
+  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
+})
