@@ -120,6 +120,21 @@ def test_a_model_budget_takes_the_same_overrides_as_an_explicit_one_like_node() 
         ferroloop.ContextBudget.for_model(model, autocompact_percent=0)
 
 
+def test_the_stub_names_exactly_the_states_the_extension_returns() -> None:
+    # The stub's Literal said "autocompact" while Node's BudgetState said "auto_compact": mypy
+    # accepted comparisons with a name state() never returned once one side changed.
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse(Path(ferroloop._native.__file__).with_name("_native.pyi").read_text())
+    budget = next(n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == "ContextBudget")
+    state = next(n for n in budget.body if isinstance(n, ast.FunctionDef) and n.name == "state")
+    assert isinstance(state.returns, ast.Subscript)
+    declared = [ast.literal_eval(e) for e in ast.walk(state.returns.slice) if isinstance(e, ast.Constant)]
+    runtime = ferroloop.ContextBudget(200_000, 32_000)
+    assert [runtime.state(n) for n in (0, 150_000, 170_000, 178_000)] == declared
+
+
 def test_context_tracker_anchors_on_usage() -> None:
     tracker = ferroloop.ContextTracker(tokenizer="claude")
     tracker.set_system("You are terse.")
