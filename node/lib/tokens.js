@@ -13,6 +13,13 @@ function tokenizerOf(options) {
   return options.tokenizer
 }
 
+/** Whether `value` is a plain object (a message, a block or a request; not a Map, a Date, a buffer). */
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
 /**
  * Estimated tokens, for a tokenizer family (`claude` (default), `claude-legacy`, `o200k`,
  * `cl100k`), of a string or UTF-8 bytes (text), an array of messages, or an object: a request
@@ -22,7 +29,7 @@ function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options)
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
   if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
-  if (input !== null && typeof input === 'object') {
+  if (Array.isArray(input) || isPlainObject(input)) {
     return callNative(() => native.estimateJson(toJson(input, 'estimateTokens: the value'), tokenizer))
   }
   throw new InvalidArgumentError(

@@ -34,7 +34,9 @@ test('estimateTokens also takes messages, a message, a block or a request body, 
   const block = { type: 'text', text: 'Read src/main.rs please.' }
   assert.ok(estimateTokens(block) > 0)
   assert.equal(estimateTokens([]), 0)
-  for (const bad of [42, null, undefined, true]) {
+  // Not text, messages or a block: other typed arrays, buffers and class instances are refused,
+  // not estimated as the JSON of an object.
+  for (const bad of [42, null, undefined, true, new Uint16Array(4), new ArrayBuffer(4), new Map(), new Date(0)]) {
     assert.throws(() => estimateTokens(bad), InvalidArgumentError, String(bad))
   }
 })
