@@ -38,7 +38,7 @@ function toReply(value) {
     if (value.isError ?? value.is_error ?? false) inner[0] |= FLAG_ERROR
     return inner
   }
-  if (typeof value === 'object' && Object.hasOwn(value, 'type') && typeof value.toJSON !== 'function') {
+  if (typeof value === 'object' && Object.hasOwn(value, 'type') && isPlainObject(value)) {
     // One content block ({ type: 'image', source }, { type: 'text', text }): sent as a block,
     // as Python's tools do, not as its JSON text.
     const json = resultJson([value])
@@ -46,6 +46,12 @@ function toReply(value) {
     return [FLAG_BLOCKS, json]
   }
   return [0, resultJson(value) ?? String(value)]
+}
+
+/** Whether `value` (an object) is a plain one, as a content block written inline is. */
+function isPlainObject(value) {
+  const proto = Object.getPrototypeOf(value)
+  return (proto === Object.prototype || proto === null) && typeof value.toJSON !== 'function'
 }
 
 /**

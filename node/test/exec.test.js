@@ -178,6 +178,13 @@ test('the return shapes of Python tools: one content block (an object with a typ
     42,
     image,
     { answer: 42 },
+    // A class instance is data, not a block written inline: its JSON text.
+    new (class Reading {
+      constructor() {
+        this.type = 'weather'
+        this.celsius = 20
+      }
+    })(),
   ]
   const ex = new ToolExecutor().tool({ name: 'shapes' }, async (input) => values[input.n])
   const uses = values.map((_, n) => use(`s${n}`, 'shapes', { n }))
@@ -193,6 +200,7 @@ test('the return shapes of Python tools: one content block (an object with a typ
         ['42', false],
         [[image], false],
         ['{"answer":42}', false],
+        ['{"type":"weather","celsius":20}', false],
       ],
     )
   }
