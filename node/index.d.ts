@@ -433,6 +433,14 @@ export declare function countTokens(text: string, tokenizer: string): number
 /** Estimated tokens of UTF-8 bytes (invalid sequences count as other characters). */
 export declare function estimateBytes(bytes: Uint8Array, tokenizer?: string | undefined | null): number
 
+/**
+ * Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
+ * list of messages; an object with `messages`, `system` or `tools` is a request body; an
+ * object with a `role` is one message; any other object is one content block (the core's
+ * `estimate_value`, what Python's `estimate_tokens` reads).
+ */
+export declare function estimateJson(json: string, tokenizer?: string | undefined | null): number
+
 /** Estimates a Messages (or Chat Completions) request body given as JSON. */
 export declare function estimateRequestJson(bodyJson: string, tokenizer?: string | undefined | null): RequestEstimate
 

@@ -859,5 +859,6 @@ module.exports._debugArmPanics = nativeBinding._debugArmPanics
 module.exports._debugPanic = nativeBinding._debugPanic
 module.exports.countTokens = nativeBinding.countTokens
 module.exports.estimateBytes = nativeBinding.estimateBytes
+module.exports.estimateJson = nativeBinding.estimateJson
 module.exports.estimateRequestJson = nativeBinding.estimateRequestJson
 module.exports.estimateText = nativeBinding.estimateText

@@ -169,6 +169,8 @@ class Agent {
   #scopes = new Map()
   /** runId → the reason its AbortSignal fired with (the cause of its tools' abort reasons). */
   #abortCauses = new Map()
+  /** The names of the tools the agent runs, sorted. */
+  #toolNames = []
 
   /**
    * @param {Client} client
@@ -211,6 +213,7 @@ class Agent {
       () => new native.Agent(client._native, nativeOptions, internals.options, internals.specs, builtins, wake, decide),
     )
     this.#complete = replyBatcher(this.#native)
+    this.#toolNames = [...internals.specs.map((spec) => spec.name), ...builtins].sort()
   }
 
   /** The wake function of the agent `self` refers to (a closure over `self` alone). */
@@ -245,6 +248,11 @@ class Agent {
       if (scope === undefined) this.#host.startInvocation(call, this.#complete)
       else scope.run(this.#host.startInvocation, this.#host, call, this.#complete)
     }
+  }
+
+  /** The names of the tools the agent runs (its JS and built-in tools), sorted. */
+  get toolNames() {
+    return this.#toolNames.slice()
   }
 
   /** The tool definitions sent to the model (sorted by name). */

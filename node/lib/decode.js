@@ -39,6 +39,7 @@ function decodeBatch(text, offsets, count) {
 class StreamDecoder {
   #native
   #offsets = new BatchOffsets(4)
+  #provider
 
   /** @param {{ provider: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} options */
   constructor(options) {
@@ -49,6 +50,12 @@ class StreamDecoder {
       throw new InvalidArgumentError('StreamDecoder option events must be a boolean')
     }
     this.#native = this.#call(() => new native.StreamDecoder({ provider: options.provider, events: options.events }))
+    this.#provider = options.provider
+  }
+
+  /** The wire format decoded: `anthropic`, `openai-chat` or `openai-responses`. */
+  get provider() {
+    return this.#provider
   }
 
   // Native errors become FerroloopErrors carrying their detail: `partial` (the message so far),

@@ -86,6 +86,11 @@ class TurnCallContext {
     return this.#use.name
   }
 
+  /** The call's position in its turn. */
+  get index() {
+    return this.#index
+  }
+
   get signal() {
     return this.#calls.signal(this.#index)
   }
@@ -383,7 +388,7 @@ class Turn {
     const scopes = this.#calls.scopes
     for (let k = 0; k < starts.length; k += 2) {
       const use = uses[starts[k + 1]]
-      scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete)
+      scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete, starts[k + 1])
     }
     if (out.calls > 0) {
       const calls = callNative(() => this.#native.takeCalls())
@@ -643,8 +648,9 @@ class ToolExecutor {
   }
 
   /**
-   * Registers a tool. `fn(input, ctx)` may return a string, an array of content blocks, or
-   * `{ content, isError }`, synchronously or as a Promise; throwing or rejecting produces an
+   * Registers a tool. `fn(input, ctx)` may return a string, an array of content blocks, one
+   * content block (an object with a `type`), or `{ content, isError }` (any other JSON value
+   * is sent as its JSON text), synchronously or as a Promise; throwing or rejecting produces an
    * is_error result. `ctx.signal` aborts on timeout or cancellation.
    */
   tool(spec, fn) {
@@ -678,6 +684,11 @@ class ToolExecutor {
     this.#host.register(spec.name, fn)
     this.#native = null
     return this
+  }
+
+  /** The registered tools' names, in registration order. */
+  get toolNames() {
+    return [...this.#specs.keys()]
   }
 
   #executor() {

@@ -226,7 +226,11 @@ export interface ToolResult {
   is_error: boolean
 }
 
-/** What a tool function may return (directly or through a Promise). */
+/**
+ * What a tool function may return (directly or through a Promise): text; content blocks; one
+ * content block (an object with a `type`, e.g. an image); `{ content, isError }`; nothing (an
+ * empty result); any other JSON value is sent as its JSON text. As Python's tools.
+ */
 export type ToolReturn =
   | string
   | ToolResultBlock[]
@@ -248,6 +252,8 @@ export interface ToolCallContext {
   toolUseId: string
   /** The tool's name. */
   name: string
+  /** The call's position in its turn (in `run()`, in the `toolUses` array); Python's `ToolContext.index`. */
+  index: number
   /** Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at once. */
   progress(data: unknown): void
 }
@@ -346,6 +352,8 @@ export declare class ToolExecutor {
   constructor(options?: ToolExecutorOptions)
   /** Registers a tool; returns the executor (chainable). */
   tool<Input = any>(declaration: ToolDeclaration<Input>, fn: ToolFunction<Input>): this
+  /** The registered tools' names, in registration order (Python's `tool_names`). */
+  readonly toolNames: string[]
   /**
    * Runs a batch: one result per use, in request order; `signal` aborts (rejects with
    * AbortError). The tools run in the async context of this call (`AsyncLocalStorage` values
@@ -379,6 +387,8 @@ export interface StreamDecoderOptions {
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
 export declare class StreamDecoder {
   constructor(options: StreamDecoderOptions)
+  /** The wire format decoded (Python's `StreamDecoder.provider`). */
+  readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
   /** Feeds raw bytes split anywhere; returns the typed events they completed. */
   feed(chunk: Uint8Array): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
@@ -395,8 +405,16 @@ export declare class StreamDecoder {
  */
 export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k_base' | 'cl100k_base'
 
-/** Estimated tokens of a string or of UTF-8 bytes (one pass counting character classes). */
-export declare function estimateTokens(input: string | Uint8Array, options?: { tokenizer?: Tokenizer }): number
+/**
+ * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
+ * array of messages, or an object: a request body (with `messages`, `system` or `tools`;
+ * `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
+ * `estimate_tokens`.
+ */
+export declare function estimateTokens(
+  input: string | Uint8Array | unknown[] | Record<string, unknown>,
+  options?: { tokenizer?: Tokenizer },
+): number
 
 /**
  * Exact tokens of `text` for `o200k` or `cl100k` (throws UnsupportedError for other families,
@@ -593,7 +611,10 @@ export interface RequestMetrics {
   usage: Record<string, unknown> | null
 }
 
-/** What a stream yields: typed decoder events, retries and stall notices. */
+/**
+ * What a stream yields: typed decoder events, retries (`attempt` is the attempt about to be
+ * made: 2 for the first retry) and stall notices.
+ */
 export type StreamEvent =
   | DecodeEvent
   | { type: 'retry'; attempt: number; status: number | null; waitMs: number; reason: string }
@@ -717,6 +738,8 @@ export declare class AgentRun implements AsyncIterable<AgentEvent> {
 /** The agent loop over a Client: model call, decode, tools (safe ones eagerly), results, repeat. */
 export declare class Agent {
   constructor(client: Client, options: AgentOptions)
+  /** The names of the tools the agent runs (its JS and built-in tools), sorted (Python's `tool_names`). */
+  readonly toolNames: string[]
   /** The tool definitions sent to the model (sorted by name). */
   toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
   /**

@@ -13,15 +13,28 @@ function tokenizerOf(options) {
   return options.tokenizer
 }
 
+/** Whether `value` is a plain object (a message, a block or a request; not a Map, a Date, a buffer). */
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object') return false
+  const proto = Object.getPrototypeOf(value)
+  return proto === Object.prototype || proto === null
+}
+
 /**
- * Estimated tokens of a string or of UTF-8 bytes, for a tokenizer family
- * (`claude` (default), `claude-legacy`, `o200k`, `cl100k`).
+ * Estimated tokens, for a tokenizer family (`claude` (default), `claude-legacy`, `o200k`,
+ * `cl100k`), of a string or UTF-8 bytes (text), an array of messages, or an object: a request
+ * body (with `messages`, `system` or `tools`), a message (with a `role`) or a content block.
  */
 function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options)
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
   if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
-  throw new InvalidArgumentError('estimateTokens expects a string or a Uint8Array')
+  if (Array.isArray(input) || isPlainObject(input)) {
+    return callNative(() => native.estimateJson(toJson(input, 'estimateTokens: the value'), tokenizer))
+  }
+  throw new InvalidArgumentError(
+    'estimateTokens expects a string, a Uint8Array, an array of messages, a message, a content block or a request object',
+  )
 }
 
 /** Estimated tokens of a request body ({ system, tools, messages }), by part and in total. */

@@ -38,7 +38,20 @@ function toReply(value) {
     if (value.isError ?? value.is_error ?? false) inner[0] |= FLAG_ERROR
     return inner
   }
+  if (typeof value === 'object' && Object.hasOwn(value, 'type') && isPlainObject(value)) {
+    // One content block ({ type: 'image', source }, { type: 'text', text }): sent as a block,
+    // as Python's tools do, not as its JSON text.
+    const json = resultJson([value])
+    if (typeof json !== 'string') throw new TypeError('the tool returned a content block that has no JSON form')
+    return [FLAG_BLOCKS, json]
+  }
   return [0, resultJson(value) ?? String(value)]
+}
+
+/** Whether `value` (an object) is a plain one, as a content block written inline is. */
+function isPlainObject(value) {
+  const proto = Object.getPrototypeOf(value)
+  return (proto === Object.prototype || proto === null) && typeof value.toJSON !== 'function'
 }
 
 /**
@@ -126,9 +139,11 @@ class CallContext {
   /** `complete(callId, flags, content)` until the call ends, then undefined. */
   #complete
 
-  constructor(toolUseId, name, callId, complete) {
+  constructor(toolUseId, name, callId, complete, index) {
     this.toolUseId = toolUseId
     this.name = name
+    /** The call's position in its turn. */
+    this.index = index
     this.#callId = callId
     this.#complete = complete
   }
@@ -225,27 +240,27 @@ class ToolHost {
     ctx.abort(abortReason(reason, cause))
   }
 
-  /** Starts call `callId` of a submitted `tool_use` block (see `start`). */
-  startUse(callId, use, complete) {
-    this.start(callId, use.name, use.id, use.input, complete)
+  /** Starts call `callId` of a submitted `tool_use` block, at `index` in its turn (see `start`). */
+  startUse(callId, use, complete, index) {
+    this.start(callId, use.name, use.id, use.input, complete, index)
   }
 
-  /** Starts the call of an agent's invocation (`{ callId, name, toolUseId, input }`; see `start`). */
+  /** Starts the call of an agent's invocation (`{ callId, index, name, toolUseId, input }`; see `start`). */
   startInvocation(call, complete) {
-    this.start(call.callId, call.name, call.toolUseId, call.input, complete)
+    this.start(call.callId, call.name, call.toolUseId, call.input, complete, call.index)
   }
 
   /**
    * Starts a call; `complete(callId, flags, content)` receives its outcome (and its progress
    * reports). A call never throws: a throwing or rejecting tool becomes an error reply.
    */
-  start(callId, name, toolUseId, input, complete) {
+  start(callId, name, toolUseId, input, complete, index) {
     const fn = this.tools.get(name)
     if (fn === undefined) {
       complete(callId, FLAG_ERROR, `no such tool: ${name}`)
       return
     }
-    const ctx = new CallContext(toolUseId, name, callId, complete)
+    const ctx = new CallContext(toolUseId, name, callId, complete, index)
     this.running.set(callId, ctx)
     let value
     try {

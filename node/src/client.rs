@@ -315,7 +315,7 @@ async fn produce_stream(
             Ok(MessageItem::Retry(retry)) => {
                 let item = json!({
                     "type": "retry",
-                    "attempt": retry.attempt + 1,
+                    "attempt": retry.next_attempt(),
                     "status": retry.status,
                     "waitMs": retry.wait.as_secs_f64() * 1e3,
                     "reason": retry.reason,

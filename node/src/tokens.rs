@@ -2,7 +2,7 @@
 //!
 //! Messages, tools and usage objects cross as JSON text (`JSON.stringify` in `lib/tokens.js`).
 
-use ferroloop::tokens::{self as core_tokens, BudgetState, Family, ModelTable, Usage};
+use ferroloop::tokens::{self as core_tokens, Family, ModelTable, Usage};
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -45,6 +45,24 @@ pub fn estimate_bytes(bytes: &[u8], tokenizer: Option<String>) -> napi::Result<f
     guard::sync(|| Ok(core_tokens::estimate_bytes(bytes, family(tokenizer)?) as f64))
 }
 
+/// Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
+/// list of messages; an object with `messages`, `system` or `tools` is a request body; an
+/// object with a `role` is one message; any other object is one content block (the core's
+/// `estimate_value`, what Python's `estimate_tokens` reads).
+#[napi(js_name = "estimateJson")]
+pub fn estimate_json(json: String, tokenizer: Option<String>) -> napi::Result<f64> {
+    guard::sync(|| {
+        let family = family(tokenizer)?;
+        let value = parse_json(&json, "the value")?;
+        let tokens = core_tokens::estimate_value(&value, family).ok_or_else(|| {
+            FerroloopError::invalid_argument(
+                "estimateTokens takes a string, bytes, an array of messages, a message, a content block or a request object",
+            )
+        })?;
+        Ok(tokens as f64)
+    })
+}
+
 /// Estimated tokens of a request, by part.
 #[napi(object)]
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +87,13 @@ pub fn estimate_request_json(
 ) -> napi::Result<RequestEstimate> {
     guard::sync(|| {
         let body = parse_json(&body_json, "the request")?;
+        if !body.is_object() {
+            // An array (the messages alone, by mistake) would be estimated as an empty request.
+            return Err(FerroloopError::invalid_argument(
+                "estimateRequest expects a request object ({ system, tools, messages })",
+            )
+            .into());
+        }
         let estimate = core_tokens::estimate_request_body(&body, family(tokenizer)?);
         Ok(RequestEstimate {
             system: estimate.system as f64,
@@ -191,13 +216,11 @@ impl NativeContextBudget {
     #[napi]
     pub fn state(&self, tokens: f64) -> napi::Result<String> {
         guard::sync(|| {
-            let state = match self.inner.state(token_count(tokens, "tokens")?) {
-                BudgetState::Ok => "ok",
-                BudgetState::Warning => "warning",
-                BudgetState::AutoCompact => "auto_compact",
-                BudgetState::Blocking => "blocking",
-            };
-            Ok(state.to_owned())
+            Ok(self
+                .inner
+                .state(token_count(tokens, "tokens")?)
+                .as_str()
+                .to_owned())
         })
     }
 

@@ -505,3 +505,39 @@ test('a JS tool declared with a description offers it to the model, like Python 
     (err) => err.code === 'invalid_argument',
   )
 })
+
+test("toolNames: an executor's tools in registration order, an agent's sorted, as in Python", () => {
+  // Python's ToolExecutor.tool_names and Agent.tool_names; Node had neither.
+  const ex = new ToolExecutor().tool({ name: 'zeta' }, () => 'z').tool({ name: 'alpha' }, () => 'a')
+  assert.deepEqual(ex.toolNames, ['zeta', 'alpha'])
+  const client = new Client({ apiKey: 'k', fromEnv: false, baseUrl: 'http://127.0.0.1:9' })
+  const webSearch = { type: 'web_search_20250305', name: 'web_search' }
+  const agent = new Agent(client, { model: 'm', tools: [ex, 'read'], workspace, extra: { tools: [webSearch] } })
+  // The tools the agent runs (not the provider's own, which only toolDefinitions() lists).
+  assert.deepEqual(agent.toolNames, ['alpha', 'read', 'zeta'])
+  assert.deepEqual(new Agent(client, { model: 'm' }).toolNames, [])
+})
+
+test("an agent's tool gets ctx.index, its call's position in the turn, as in Python", async () => {
+  const toolTurn = anthropicEvents(
+    [
+      { type: 'tool_use', id: 'a1', name: 'where', input: {} },
+      { type: 'tool_use', id: 'a2', name: 'where', input: {} },
+    ],
+    { stopReason: 'tool_use' },
+  )
+  const done = anthropicEvents([{ type: 'text', text: 'ok' }], { stopReason: 'end_turn' })
+  const seen = {}
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }, { body: { events: done } }] }),
+    async (client) => {
+      const ex = new ToolExecutor().tool({ name: 'where', concurrencySafe: true }, (input, ctx) => {
+        seen[ctx.toolUseId] = ctx.index
+        return 'here'
+      })
+      const { stop } = await collect(new Agent(client, { model: 'm', tools: ex }).run('go'))
+      assert.equal(stop.reason, 'end_turn')
+    },
+  )
+  assert.deepEqual(seen, { a1: 0, a2: 1 })
+})

@@ -227,3 +227,9 @@ test('protocol violations and bad arguments raise typed errors', () => {
   assert.throws(() => new StreamDecoder(), InvalidArgumentError)
   assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed('text'), InvalidArgumentError)
 })
+
+test('a decoder names its provider, as Python\'s StreamDecoder.provider does', () => {
+  for (const provider of ['anthropic', 'openai-chat', 'openai-responses']) {
+    assert.equal(new StreamDecoder({ provider }).provider, provider)
+  }
+})

@@ -165,6 +165,54 @@ test('content blocks and non-string values round-trip', async () => {
   assert.equal(object.content, '{"answer":42}')
 })
 
+test('the return shapes of Python tools: one content block (an object with a type) is a block', async () => {
+  // Python's test_return_shapes, value for value. A single block returned (an image, a text
+  // block) was sent to the model as its JSON text in Node, as a content block in Python.
+  const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }
+  const values = [
+    'text',
+    [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }],
+    { type: 'text', text: 'one block' },
+    { content: 'reported failure', is_error: true },
+    null,
+    42,
+    image,
+    { answer: 42 },
+    // A class instance is data, not a block written inline: its JSON text.
+    new (class Reading {
+      constructor() {
+        this.type = 'weather'
+        this.celsius = 20
+      }
+    })(),
+  ]
+  const ex = new ToolExecutor().tool({ name: 'shapes' }, async (input) => values[input.n])
+  const uses = values.map((_, n) => use(`s${n}`, 'shapes', { n }))
+  for (const results of [await ex.run(uses), await turnResults(ex, uses)]) {
+    assert.deepEqual(
+      results.map((r) => [r.content, r.is_error]),
+      [
+        ['text', false],
+        [values[1], false],
+        [[{ type: 'text', text: 'one block' }], false],
+        ['reported failure', true],
+        ['', false],
+        ['42', false],
+        [[image], false],
+        ['{"answer":42}', false],
+        ['{"type":"weather","celsius":20}', false],
+      ],
+    )
+  }
+})
+
+async function turnResults(ex, uses) {
+  const turn = ex.turn()
+  turn.submit(...uses)
+  turn.seal()
+  return turn.results()
+}
+
 test('a timeout reaches the JS tool as an aborted ctx.signal; a never-settling tool times out', async () => {
   const ex = new ToolExecutor({ cleanupGraceMs: 50 })
   let sawAbort = null
@@ -690,4 +738,23 @@ test('leaving the loop after the turn is done cancels nothing', async () => {
   }
   const [a] = await turn.results()
   assert.deepEqual(a, { type: 'tool_result', tool_use_id: 'a', content: 'fine', is_error: false })
+})
+
+test("ctx.index is the call's position in its turn, as Python's ToolContext.index", async () => {
+  const seen = new Map()
+  const ex = new ToolExecutor()
+    .tool({ name: 'plain', concurrencySafe: true }, (input, ctx) => {
+      seen.set(ctx.toolUseId, ctx.index)
+      return 'p'
+    })
+    .tool({ name: 'checked', concurrencySafe: true, schema: { type: 'object' } }, async (input, ctx) => {
+      seen.set(ctx.toolUseId, ctx.index)
+      return 'c'
+    })
+  const uses = ['plain', 'checked', 'plain', 'checked'].map((name, n) => use(`u${n}`, name))
+  await ex.run(uses)
+  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
+  seen.clear()
+  await turnResults(ex, uses)
+  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
 })

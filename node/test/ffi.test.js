@@ -37,6 +37,7 @@ const calls = {
   estimateText: () => native.estimateText('hello', 'claude'),
   estimateBytes: () => native.estimateBytes(Buffer.from('hello'), 'claude'),
   estimateRequestJson: () => native.estimateRequestJson('{"messages": []}', 'claude'),
+  estimateJson: () => native.estimateJson('[]', 'claude'),
   'SseParser.new': () => new native.SseParser({}),
   'SseParser.feedBatch': (o) => o.feedBatch(Buffer.from('data: x\n\n'), new Uint8Array(256)),
   'SseParser.takeOffsets': (o) => o.takeOffsets(new Uint8Array(64)),

@@ -19,6 +19,28 @@ test('estimateTokens: strings and bytes agree, families differ, CJK is not chars
   assert.equal(estimateTokens(''), 0)
 })
 
+test('estimateTokens also takes messages, a message, a block or a request body, as Python does', () => {
+  // Python's estimate_tokens(obj) has always read these; Node took only a string or bytes.
+  const messages = [
+    { role: 'user', content: 'Read src/main.rs please.' },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input: { path: 'src/main.rs' } }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'fn main() {}' }] },
+  ]
+  const body = { system: 'You are a careful coding agent.', messages }
+  assert.equal(estimateTokens(messages), estimateRequest({ messages }).messages)
+  assert.equal(estimateTokens(body), estimateRequest(body).total)
+  assert.equal(estimateTokens(body, { tokenizer: 'o200k' }), estimateRequest(body, { tokenizer: 'o200k' }).total)
+  assert.equal(estimateTokens(messages[0]) + estimateTokens(messages.slice(1)), estimateTokens(messages))
+  const block = { type: 'text', text: 'Read src/main.rs please.' }
+  assert.ok(estimateTokens(block) > 0)
+  assert.equal(estimateTokens([]), 0)
+  // Not text, messages or a block: other typed arrays, buffers and class instances are refused,
+  // not estimated as the JSON of an object.
+  for (const bad of [42, null, undefined, true, new Uint16Array(4), new ArrayBuffer(4), new Map(), new Date(0)]) {
+    assert.throws(() => estimateTokens(bad), InvalidArgumentError, String(bad))
+  }
+})
+
 test('estimateRequest: parts add up; tools and system count', () => {
   const messages = [
     { role: 'user', content: 'Read src/main.rs please.' },
@@ -38,6 +60,9 @@ test('estimateRequest: parts add up; tools and system count', () => {
   assert.ok(full.system > 0 && full.tools > 0)
   assert.equal(full.messages, bare.messages)
   assert.ok(full.total > bare.total)
+  // An array (the messages alone, by mistake) is not a request: Python raises TypeError; Node
+  // gave the bare overhead, 4 tokens, as if the request were empty.
+  assert.throws(() => estimateRequest(messages), InvalidArgumentError)
 })
 
 test("ContextBudget: Claude Code's thresholds by default, configurable, by model", () => {

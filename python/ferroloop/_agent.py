@@ -159,7 +159,8 @@ class Agent:
         messages: Optional[list[dict[str, Any]]] = None,
     ) -> AgentRun:
         """Starts a run for a user ``prompt`` (text or content blocks), or continuing
-        ``messages`` (ending with a user message). Call from a coroutine: Python tools run on
+        ``messages`` (ending with a user message), or continuing ``messages`` with ``prompt``
+        as the next user message when both are given (as Node's ``run(prompt, { messages })``). Call from a coroutine: Python tools run on
         its event loop, each call in a copy of the ``contextvars`` context of this call. Iterate the result for events. An invalid conversation (not
         user/assistant messages ending with the user's, an empty message or text block, or tool
         calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error``."""

@@ -18,7 +18,8 @@ Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 class MessageStream(BatchedEvents):
     """A streaming request: ``async for event in stream`` yields typed event dicts (the same
     shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "wait",
-    "reason"}`` before a retry and ``{"type": "stalled", "elapsed"}`` when the stream goes
+    "reason"}`` before a retry (``attempt`` is the attempt about to be made: 2 for the first
+    retry, as in the agent's ``retry`` event and Node's) and ``{"type": "stalled", "elapsed"}`` when the stream goes
     quiet). After the last event, ``message()`` is the final message in the provider's
     non-streaming shape and ``metrics`` the request's measurements.
 

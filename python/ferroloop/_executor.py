@@ -148,7 +148,7 @@ class ToolExecutor:
 
     ``max_result_chars`` is the default result size limit (default 50,000 characters; larger
     results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,
-    and replaced by a preview); ``turn_budget_chars`` is the aggregate limit of one turn's
+    and replaced by a preview; ``math.inf`` for no limit, as Node's ``Infinity``); ``turn_budget_chars`` is the aggregate limit of one turn's
     results (default 200,000 characters; over it, the largest results are spilled, largest
     first; ``None`` disables it); ``default_timeout`` (seconds; default none) applies to tools
     that declare none; ``cleanup_grace`` (seconds, default 5) is how long a cancelled tool may
@@ -159,7 +159,7 @@ class ToolExecutor:
         self,
         max_concurrency: int = 10,
         *,
-        max_result_chars: Optional[int] = None,
+        max_result_chars: Optional[float] = None,
         spill_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
@@ -184,7 +184,7 @@ class ToolExecutor:
         *,
         concurrency_safe: ConcurrencySafe = False,
         timeout: Optional[float] = None,
-        max_result_chars: Optional[int] = None,
+        max_result_chars: Optional[float] = None,
         schema: Optional[dict[str, Any]] = None,
         cancels_siblings_on_error: bool = False,
         description: Optional[str] = None,
@@ -196,7 +196,7 @@ class ToolExecutor:
         *,
         concurrency_safe: ConcurrencySafe = False,
         timeout: Optional[float] = None,
-        max_result_chars: Optional[int] = None,
+        max_result_chars: Optional[float] = None,
         schema: Optional[dict[str, Any]] = None,
         cancels_siblings_on_error: bool = False,
         description: Optional[str] = None,
@@ -208,7 +208,8 @@ class ToolExecutor:
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
         result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
         ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and
-        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``schema`` (a
+        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``max_result_chars``
+        overrides the executor's limit for this tool (``math.inf``: none). ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool.
         """

@@ -75,7 +75,7 @@ class StreamDecoder:
 
 _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base", "cl100k_base"]
 
-def estimate_tokens(obj: Union[str, bytes, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
+def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
     """Estimates the tokens of text, a list of messages, a message, a block or a request body."""
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
@@ -98,7 +98,17 @@ class ContextBudget:
         autocompact_percent: Optional[float] = None,
     ) -> ContextBudget: ...
     @staticmethod
-    def for_model(model: str) -> ContextBudget: ...
+    def for_model(
+        model: str,
+        *,
+        output_reserve_cap: Optional[int] = None,
+        autocompact_buffer: Optional[int] = None,
+        warning_buffer: Optional[int] = None,
+        blocking_buffer: Optional[int] = None,
+        autocompact_percent: Optional[float] = None,
+    ) -> ContextBudget:
+        """The budget of a known model (window and max output from the model table), with the
+        constructor's optional overrides."""
     @property
     def window(self) -> int: ...
     @property
@@ -111,7 +121,10 @@ class ContextBudget:
     def warning_threshold(self) -> int: ...
     @property
     def blocking_threshold(self) -> int: ...
-    def state(self, tokens: int) -> Literal["ok", "warning", "autocompact", "blocking"]: ...
+    def state(self, tokens: int) -> Literal["ok", "warning", "auto_compact", "blocking"]:
+        """Where ``tokens`` stands: ``"ok"``, ``"warning"``, ``"auto_compact"`` or ``"blocking"``
+        (as in Node and C; earlier builds of the Python package spelled the third
+        ``"autocompact"``)."""
     def percent_left(self, tokens: int) -> float: ...
 
 @final
@@ -121,8 +134,8 @@ class TextEstimator:
     line (a line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece)."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> TextEstimator: ...
-    def feed(self, piece: Union[str, bytes]) -> None:
-        """Adds the next piece; ``bytes`` may split a multibyte character between pieces."""
+    def feed(self, piece: Union[str, _Chunk]) -> None:
+        """Adds the next piece; bytes (UTF-8) may split a multibyte character between pieces."""
     def estimate(self) -> int:
         """The estimate of the text so far (0 for none)."""
 
@@ -183,7 +196,7 @@ class _Executor:
         cls,
         max_concurrency: int = 10,
         *,
-        max_result_chars: Optional[int] = None,
+        max_result_chars: Optional[float] = None,
         spill_dir: Optional[str] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
@@ -198,7 +211,7 @@ class _Executor:
         takes_context: bool,
         concurrency_safe: Union[bool, Callable[[dict[str, Any]], bool]],
         timeout: Optional[float],
-        max_result_chars: Optional[int],
+        max_result_chars: Optional[float],
         schema: Optional[dict[str, Any]],
         cancels_siblings_on_error: bool,
         description: Optional[str] = None,

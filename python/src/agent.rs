@@ -166,7 +166,8 @@ impl PyAgent {
     }
 
     /// Starts a run for `prompt` (a `str` or a list of content blocks), or continuing
-    /// `messages` (a conversation ending with a user message) when given.
+    /// `messages` (a conversation ending with a user message), or continuing `messages` with
+    /// `prompt` as the next user message when both are given.
     #[pyo3(signature = (prompt = None, *, messages = None))]
     fn run(
         &self,
@@ -192,14 +193,21 @@ impl PyAgent {
                             context,
                         )
                     }
-                    (None, Some(messages)) => match py_to_value(messages) {
-                        Ok(Value::Array(messages)) => {
+                    (prompt, Some(messages)) => match py_to_value(messages) {
+                        Ok(Value::Array(mut messages)) => {
+                            // A prompt as well continues the conversation with it (as Node's
+                            // `run(prompt, { messages })`).
+                            if let Some(prompt) = prompt {
+                                let prompt = py_to_value(prompt).map_err(PyValueError::new_err)?;
+                                messages
+                                    .push(serde_json::json!({"role": "user", "content": prompt}));
+                            }
                             self.agent.run_messages_with_host_data(messages, context)
                         }
                         _ => return Err(PyValueError::new_err("messages must be a list")),
                     },
-                    _ => {
-                        return Err(PyValueError::new_err("give either a prompt or messages"));
+                    (None, None) => {
+                        return Err(PyValueError::new_err("give a prompt, messages, or both"));
                     }
                 }
             };

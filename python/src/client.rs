@@ -413,7 +413,8 @@ fn convert_batch(
 fn retry_event<'py>(py: Python<'py>, retry: &RetryEvent) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("type", "retry")?;
-    dict.set_item("attempt", retry.attempt)?;
+    // The attempt about to be made, as the agent's `retry` event and Node's say.
+    dict.set_item("attempt", retry.next_attempt())?;
     dict.set_item("status", retry.status)?;
     dict.set_item("wait", retry.wait.as_secs_f64())?;
     dict.set_item("reason", &retry.reason)?;

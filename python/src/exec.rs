@@ -14,7 +14,7 @@ use ferroloop::exec::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyBool, PyDict, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
 use serde_json::{Map, Value, json};
 
 use crate::args::{non_negative, non_negative_opt};
@@ -362,7 +362,7 @@ impl PyExecutor {
     fn new(
         py: Python<'_>,
         max_concurrency: i64,
-        max_result_chars: Option<i64>,
+        max_result_chars: Option<&Bound<'_, PyAny>>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
@@ -370,8 +370,9 @@ impl PyExecutor {
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
             let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
-            let max_result_chars: Option<usize> =
-                non_negative_opt("max_result_chars", max_result_chars)?;
+            let max_result_chars = max_result_chars
+                .map(|limit| result_limit("max_result_chars", limit))
+                .transpose()?;
             let turn_budget_chars: Option<usize> =
                 non_negative_opt("turn_budget_chars", turn_budget_chars)?;
             if max_concurrency == 0 {
@@ -385,8 +386,9 @@ impl PyExecutor {
             if let Some(grace) = cleanup_grace {
                 config.cleanup_grace = seconds(grace)?;
             }
-            if let Some(chars) = max_result_chars {
-                config.budget.default_max_result_chars = chars;
+            if let Some(limit) = max_result_chars {
+                // `math.inf`: no default limit (as Node's `defaultMaxResultChars: Infinity`).
+                config.budget.default_max_result_chars = limit.unwrap_or(usize::MAX);
             }
             if let Some(dir) = spill_dir {
                 config.budget.spill_dir = dir;
@@ -414,14 +416,19 @@ impl PyExecutor {
         takes_context: bool,
         concurrency_safe: &Bound<'_, PyAny>,
         timeout: Option<f64>,
-        max_result_chars: Option<i64>,
+        max_result_chars: Option<&Bound<'_, PyAny>>,
         schema: Option<&Bound<'_, PyAny>>,
         cancels_siblings_on_error: bool,
         description: Option<String>,
     ) -> PyResult<()> {
         shield(py, "ToolExecutor.register", || {
-            let max_result_chars: Option<usize> =
-                non_negative_opt("max_result_chars", max_result_chars)?;
+            let max_result_chars = max_result_chars
+                .map(|limit| result_limit("max_result_chars", limit))
+                .transpose()?;
+            if name.is_empty() {
+                // As Node's `tool({ name: '' }, fn)`: a nameless tool cannot be called.
+                return Err(PyValueError::new_err("a tool needs a name"));
+            }
             if self.tools.iter().any(|tool| tool.name == name) {
                 return Err(PyValueError::new_err(format!(
                     "a tool named {name:?} is already registered"
@@ -456,7 +463,11 @@ impl PyExecutor {
                 takes_context,
                 safety,
                 timeout: timeout.map(seconds).transpose()?,
-                limit: max_result_chars.map_or(ResultLimit::Default, ResultLimit::Chars),
+                limit: match max_result_chars {
+                    None => ResultLimit::Default,
+                    Some(None) => ResultLimit::Unlimited,
+                    Some(Some(chars)) => ResultLimit::Chars(chars),
+                },
                 schema,
                 cancels_siblings: cancels_siblings_on_error,
                 bridge: Arc::clone(&self.bridge),
@@ -683,6 +694,24 @@ impl PyTurn {
 }
 
 /// Seconds (a float) as a duration.
+/// A result limit in characters: a non-negative `int`, or `math.inf` for none (`None` here;
+/// Node's `Infinity`).
+fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    if let Ok(float) = value.cast::<PyFloat>() {
+        let float = float.value();
+        if float == f64::INFINITY {
+            return Ok(None);
+        }
+        return Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative int or math.inf, got {float}"
+        )));
+    }
+    let chars: i64 = value.extract().map_err(|_| {
+        PyTypeError::new_err(format!("{name} must be a non-negative int or math.inf"))
+    })?;
+    non_negative(name, chars).map(Some)
+}
+
 fn seconds(value: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value)
         .map_err(|_| PyValueError::new_err(format!("invalid duration: {value} seconds")))

@@ -1,17 +1,18 @@
 //! Token estimation and context budgeting (`ferroloop::tokens`).
 
 use ferroloop::tokens::{
-    BudgetState, ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage,
-    estimate_block, estimate_bytes, estimate_message, estimate_request_body, estimate_text,
+    ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage, estimate_bytes,
+    estimate_request_body, estimate_text, estimate_value,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
 use serde_json::Value;
 
 use crate::args::{non_negative, non_negative_opt};
 use crate::bridge::py_to_value;
 use crate::errors::shield;
+use crate::sse::{chunk_bytes, detach_if_large};
 
 fn family(name: &str) -> PyResult<Family> {
     name.parse::<Family>()
@@ -23,7 +24,7 @@ fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 }
 
 /// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,
-/// `"o200k"`, `"cl100k"`): a `str` (or `bytes`) is text; a list is a list of messages; a dict
+/// `"o200k"`, `"cl100k"`): a `str` (or `bytes`, `bytearray`, `memoryview`: UTF-8) is text; a list is a list of messages; a dict
 /// with `messages`, `system` or `tools` is a request body (overheads included); a dict with a
 /// `role` is one message; any other dict is one content block. Large text is estimated with the
 /// interpreter released.
@@ -40,35 +41,22 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
             let bytes = bytes.as_bytes();
             return Ok(estimate_bytes(bytes, family));
         }
-        if obj.cast::<PyList>().is_ok() {
-            let messages = json_of(obj)?;
-            let Value::Array(messages) = messages else {
-                return Err(PyTypeError::new_err("expected a list of messages"));
-            };
-            return Ok(py.detach(|| {
-                messages
-                    .iter()
-                    .map(|message| estimate_message(message, family))
-                    .sum()
+        if obj.cast::<PyByteArray>().is_ok() || obj.cast::<PyMemoryView>().is_ok() {
+            // Any bytes-like object, as Node takes any Uint8Array (copied while attached).
+            let bytes = chunk_bytes(obj)?;
+            return Ok(detach_if_large(py, bytes.len(), || {
+                estimate_bytes(&bytes, family)
             }));
         }
-        if let Ok(dict) = obj.cast::<PyDict>() {
-            let is_request =
-                dict.contains("messages")? || dict.contains("system")? || dict.contains("tools")?;
-            let is_message = dict.contains("role")?;
+        if obj.cast::<PyList>().is_ok() || obj.cast::<PyDict>().is_ok() {
+            // A list of messages, a message, a block or a request body: the core tells which.
             let value = json_of(obj)?;
-            return Ok(py.detach(|| {
-                if is_request {
-                    estimate_request_body(&value, family).total()
-                } else if is_message {
-                    estimate_message(&value, family)
-                } else {
-                    estimate_block(&value, family)
-                }
-            }));
+            if let Some(tokens) = py.detach(|| estimate_value(&value, family)) {
+                return Ok(tokens);
+            }
         }
         Err(PyTypeError::new_err(
-            "estimate_tokens takes a str, bytes, a list of messages, a message, a content block or a request dict",
+            "estimate_tokens takes a str, a bytes-like object, a list of messages, a message, a content block or a request dict",
         ))
     })
 }
@@ -102,6 +90,40 @@ fn estimate_request<'py>(
     })
 }
 
+/// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
+struct Overrides {
+    output_reserve_cap: Option<i64>,
+    autocompact_buffer: Option<i64>,
+    warning_buffer: Option<i64>,
+    blocking_buffer: Option<i64>,
+    autocompact_percent: Option<f64>,
+}
+
+impl Overrides {
+    /// `budget` with the settings given applied; a negative buffer or a percentage outside
+    /// (0, 100] is a `ValueError`.
+    fn apply(self, mut budget: ContextBudget) -> PyResult<ContextBudget> {
+        if let Some(v) = non_negative_opt("output_reserve_cap", self.output_reserve_cap)? {
+            budget.output_reserve_cap = v;
+        }
+        if let Some(v) = non_negative_opt("autocompact_buffer", self.autocompact_buffer)? {
+            budget.autocompact_buffer = v;
+        }
+        if let Some(v) = non_negative_opt("warning_buffer", self.warning_buffer)? {
+            budget.warning_buffer = v;
+        }
+        if let Some(v) = non_negative_opt("blocking_buffer", self.blocking_buffer)? {
+            budget.blocking_buffer = v;
+        }
+        if let Some(p) = self.autocompact_percent {
+            budget = budget.with_autocompact_percent(p).map_err(|_| {
+                PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
+            })?;
+        }
+        Ok(budget)
+    }
+}
+
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).
 #[pyclass(module = "ferroloop._native", name = "ContextBudget", frozen)]
 struct PyContextBudget {
@@ -125,43 +147,50 @@ impl PyContextBudget {
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let mut budget = ContextBudget::new(
+            let budget = ContextBudget::new(
                 non_negative("window", window)?,
                 non_negative("max_output_tokens", max_output_tokens)?,
             );
-            let output_reserve_cap = non_negative_opt("output_reserve_cap", output_reserve_cap)?;
-            let autocompact_buffer = non_negative_opt("autocompact_buffer", autocompact_buffer)?;
-            let warning_buffer = non_negative_opt("warning_buffer", warning_buffer)?;
-            let blocking_buffer = non_negative_opt("blocking_buffer", blocking_buffer)?;
-            if let Some(v) = output_reserve_cap {
-                budget.output_reserve_cap = v;
-            }
-            if let Some(v) = autocompact_buffer {
-                budget.autocompact_buffer = v;
-            }
-            if let Some(v) = warning_buffer {
-                budget.warning_buffer = v;
-            }
-            if let Some(v) = blocking_buffer {
-                budget.blocking_buffer = v;
-            }
-            if let Some(p) = autocompact_percent {
-                budget = budget.with_autocompact_percent(p).map_err(|_| {
-                    PyValueError::new_err(format!(
-                        "autocompact_percent must be in (0, 100], got {p}"
-                    ))
-                })?;
-            }
-            Ok(Self { budget })
+            let overrides = Overrides {
+                output_reserve_cap,
+                autocompact_buffer,
+                warning_buffer,
+                blocking_buffer,
+                autocompact_percent,
+            };
+            Ok(Self {
+                budget: overrides.apply(budget)?,
+            })
         })
     }
 
-    /// The budget for a known model name (context window and max output from the model table).
+    /// The budget for a known model name (context window and max output from the model
+    /// table), with the same optional overrides as the constructor (as Node's
+    /// `new ContextBudget({ model, ... })`).
     #[staticmethod]
-    fn for_model(model: &str) -> Self {
-        Self {
-            budget: ContextBudget::for_model(model, &ModelTable::default()),
-        }
+    #[pyo3(signature = (model, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
+    fn for_model(
+        py: Python<'_>,
+        model: &str,
+        output_reserve_cap: Option<i64>,
+        autocompact_buffer: Option<i64>,
+        warning_buffer: Option<i64>,
+        blocking_buffer: Option<i64>,
+        autocompact_percent: Option<f64>,
+    ) -> PyResult<Self> {
+        shield(py, "ContextBudget.for_model", || {
+            let budget = ContextBudget::for_model(model, &ModelTable::default());
+            let overrides = Overrides {
+                output_reserve_cap,
+                autocompact_buffer,
+                warning_buffer,
+                blocking_buffer,
+                autocompact_percent,
+            };
+            Ok(Self {
+                budget: overrides.apply(budget)?,
+            })
+        })
     }
 
     /// The context window.
@@ -200,14 +229,10 @@ impl PyContextBudget {
         self.budget.blocking_threshold()
     }
 
-    /// `"ok"`, `"warning"`, `"autocompact"` or `"blocking"` for a token count.
+    /// `"ok"`, `"warning"`, `"auto_compact"` or `"blocking"` for a token count (the names of
+    /// Node's `state()` and the core's `BudgetState::as_str`).
     fn state(&self, tokens: i64) -> PyResult<&'static str> {
-        Ok(match self.budget.state(non_negative("tokens", tokens)?) {
-            BudgetState::Ok => "ok",
-            BudgetState::Warning => "warning",
-            BudgetState::AutoCompact => "autocompact",
-            BudgetState::Blocking => "blocking",
-        })
+        Ok(self.budget.state(non_negative("tokens", tokens)?).as_str())
     }
 
     /// The percentage of the auto-compact threshold still free.
@@ -423,8 +448,8 @@ impl PyTextEstimator {
         })
     }
 
-    /// Adds the next piece: a `str`, or `bytes` (a multibyte character may be split between
-    /// two pieces).
+    /// Adds the next piece: a `str`, or `bytes`, `bytearray` or `memoryview` (UTF-8; a
+    /// multibyte character may be split between two pieces).
     fn feed(&mut self, py: Python<'_>, piece: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "TextEstimator.feed", || {
             let estimator = &mut self.estimator;
@@ -437,8 +462,13 @@ impl PyTextEstimator {
                 estimator.feed(bytes.as_bytes());
                 return Ok(());
             }
+            if piece.cast::<PyByteArray>().is_ok() || piece.cast::<PyMemoryView>().is_ok() {
+                let bytes = chunk_bytes(piece)?;
+                detach_if_large(py, bytes.len(), || estimator.feed(&bytes));
+                return Ok(());
+            }
             Err(PyTypeError::new_err(format!(
-                "TextEstimator.feed takes str or bytes, not {}",
+                "TextEstimator.feed takes str or bytes (any bytes-like object), not {}",
                 piece.get_type().name()?
             )))
         })

@@ -529,6 +529,26 @@ async def test_tokenizer_picks_the_estimates_family_like_node(replay: Replay) ->
 
 
 @pytest.mark.asyncio
+async def test_a_prompt_with_messages_continues_the_conversation_like_node(replay: Replay) -> None:
+    # Node's `run(prompt, { messages })` appends the prompt to the history as a user message;
+    # Python raised ValueError ("give either a prompt or messages").
+    server = replay({"responses": [turn([{"type": "text", "text": "fine"}], "end_turn")]})
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+    ]
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test")
+        stop = await agent.run("second question", messages=history).finish()
+    assert stop["reason"] == "end_turn", stop
+    assert len(history) == 2
+    sent = json.loads(server.requests()[0]["body"])["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert "second question" in json.dumps(sent[2]["content"])
+    assert [m["role"] for m in stop["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.asyncio
 async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Replay) -> None:
     # Node refuses `model: ''` at construction; Python sent the request and got the provider's
     # 400. The core's configuration check now stops the run first, for every binding.

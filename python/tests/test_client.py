@@ -85,6 +85,29 @@ async def test_until_done_returns_the_message_of_a_tool_use_stream(replay: Repla
 
 
 @pytest.mark.asyncio
+async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_do(
+    replay: Replay,
+) -> None:
+    # The client's `retry` event said `attempt: 1` for the first retry, the agent's `retry`
+    # event and Node's client `attempt: 2` (the attempt about to be made).
+    rate_limited = {
+        "status": 429,
+        "headers": {"retry-after-ms": "5"},
+        "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}},
+    }
+    server = replay({"responses": [rate_limited, {"body": BASIC}, rate_limited, {"body": BASIC}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+        streamed = [e for e in await collect(stream) if e["type"] == "retry"]
+        agent = ferroloop.Agent(client, model="claude-test")
+        ran = [e async for e in agent.run("hi") if e["type"] == "retry"]
+    assert [e["attempt"] for e in streamed] == [2]
+    assert [e["attempt"] for e in ran] == [2]
+    assert stream.metrics is not None
+    assert [e["attempt"] for e in stream.metrics["retries"]] == [2]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "failure, status",
     [
@@ -115,7 +138,7 @@ async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], st
         events = await collect(stream)
     retries = [e for e in events if e["type"] == "retry"]
     assert len(retries) == 1
-    assert retries[0]["attempt"] == 1 and retries[0]["status"] == status
+    assert retries[0]["attempt"] == 2 and retries[0]["status"] == status
     if status == 429:
         assert retries[0]["wait"] == pytest.approx(0.02)
     assert stream.message() == expected_message("anthropic/basic_response")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import sys
 import threading
 import time
@@ -448,6 +449,38 @@ async def test_the_turn_budget_is_configurable(tmp_path: Path) -> None:
     assert _native_default() == 200_000
 
 
+@pytest.mark.asyncio
+async def test_an_infinite_result_limit_never_spills_like_nodes_infinity(tmp_path: Path) -> None:
+    # Node takes `maxResultChars: Infinity` (a tool) and `defaultMaxResultChars: Infinity` (the
+    # executor); Python had no way to lift a limit (None is the default).
+    ex = ferroloop.ToolExecutor(spill_dir=tmp_path, max_result_chars=10, turn_budget_chars=None)
+
+    @ex.tool(max_result_chars=math.inf)
+    async def whole(inp: dict[str, Any]) -> str:
+        return "x" * 60_000
+
+    @ex.tool
+    async def limited(inp: dict[str, Any]) -> str:
+        return "y" * 100
+
+    results = await ex.run([use(0, "whole"), use(1, "limited")])
+    assert results[0]["content"] == "x" * 60_000
+    assert results[1]["content"] != "y" * 100
+
+    lifted = ferroloop.ToolExecutor(spill_dir=tmp_path, max_result_chars=math.inf, turn_budget_chars=None)
+
+    @lifted.tool
+    async def big(inp: dict[str, Any]) -> str:
+        return "z" * 60_000
+
+    assert (await lifted.run([use(0, "big")]))[0]["content"] == "z" * 60_000
+    for bad in (1.5, -1, -math.inf, math.nan):
+        with pytest.raises(ValueError):
+            ex.tool(name=f"bad{bad}", max_result_chars=bad)(big)
+        with pytest.raises(ValueError):
+            ferroloop.ToolExecutor(max_result_chars=bad)
+
+
 def _native_default() -> int:
     from ferroloop import _native
 
@@ -470,6 +503,19 @@ def test_registration_errors() -> None:
     with pytest.raises(ValueError):
         ferroloop.ToolExecutor(max_concurrency=0)
     assert ex.tool_names == ["one"]
+
+
+def test_an_empty_tool_name_is_refused_like_node() -> None:
+    # Node refuses `tool({ name: '' }, fn)` (InvalidArgumentError); Python registered the tool
+    # and offered a nameless tool to the model (which the provider rejects).
+    ex = ferroloop.ToolExecutor()
+
+    def nameless(inp: dict[str, Any]) -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="a tool needs a name"):
+        ex.tool("")(nameless)
+    assert ex.tool_names == []
 
 
 @pytest.mark.asyncio

@@ -92,6 +92,10 @@ async def s_budget_init() -> Call:
     return lambda: ferroloop.ContextBudget(200_000, 8_000)
 
 
+async def s_budget_for_model() -> Call:
+    return lambda: ferroloop.ContextBudget.for_model("claude-sonnet-4-20250514")
+
+
 async def s_tracker(method: str) -> Call:
     tracker = ferroloop.ContextTracker()
     calls: dict[str, Call] = {
@@ -194,6 +198,7 @@ ENTRY_POINTS: dict[str, Setup] = {
     "estimate_request": s_estimate_request,
     "count_tokens": s_count,
     "ContextBudget.__init__": s_budget_init,
+    "ContextBudget.for_model": s_budget_for_model,
     **{
         f"ContextTracker.{m}": bind(s_tracker, m)
         for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens", "correction"]

@@ -55,6 +55,21 @@ def test_bad_arguments() -> None:
         ferroloop.estimate_tokens(42)  # type: ignore[arg-type]
 
 
+def test_bytes_like_text_is_estimated_like_bytes() -> None:
+    # Node takes any Uint8Array (a Buffer, a view); Python took only `bytes`: a `bytearray`
+    # (the buffer of `readinto`) or a `memoryview` raised TypeError.
+    data = ("héllo wörld, 世界 — fn main() { 42 }\n" * 50).encode()
+    expected = ferroloop.estimate_tokens(data)
+    assert expected == ferroloop.estimate_tokens(data.decode())
+    for chunk in (bytearray(data), memoryview(data)):
+        assert ferroloop.estimate_tokens(chunk) == expected
+        estimator = ferroloop.TextEstimator()
+        estimator.feed(chunk)
+        assert estimator.estimate() == expected
+    with pytest.raises(TypeError):
+        ferroloop.TextEstimator().feed(42)  # type: ignore[arg-type]
+
+
 def test_context_budget_thresholds() -> None:
     budget = ferroloop.ContextBudget(200_000, 32_000)
     assert budget.effective_window == 180_000
@@ -63,12 +78,61 @@ def test_context_budget_thresholds() -> None:
     assert budget.blocking_threshold == 177_000
     assert budget.state(10_000) == "ok"
     assert budget.state(150_000) == "warning"
-    assert budget.state(170_000) == "autocompact"
+    assert budget.state(170_000) == "auto_compact"
     assert budget.state(178_000) == "blocking"
     assert 0 < budget.percent_left(100_000) < 100
     custom = ferroloop.ContextBudget(200_000, 8_000, autocompact_buffer=50_000)
     assert custom.autocompact_threshold == 192_000 - 50_000
     assert ferroloop.ContextBudget.for_model("claude-sonnet-4-20250514").window >= 200_000
+
+
+def test_context_budget_state_names_match_node_and_c() -> None:
+    # The same names as Node's `state()` and the core's `BudgetState::as_str` (C:
+    # FL_CONTEXT_AUTO_COMPACT): "auto_compact" with an underscore, not "autocompact".
+    budget = ferroloop.ContextBudget(200_000, 32_000)
+    states = [budget.state(n) for n in (0, 150_000, 170_000, 178_000)]
+    assert states == ["ok", "warning", "auto_compact", "blocking"]
+    assert all(type(state) is str for state in states)
+
+
+def test_a_model_budget_takes_the_same_overrides_as_an_explicit_one_like_node() -> None:
+    # Node's `new ContextBudget({ model, autocompactBuffer, ... })` adjusts a model's budget;
+    # Python's `for_model(model)` took no overrides.
+    model = "claude-sonnet-4-20250514"
+    base = ferroloop.ContextBudget.for_model(model)
+    tuned = ferroloop.ContextBudget.for_model(
+        model, autocompact_buffer=50_000, blocking_buffer=1_000, warning_buffer=5_000
+    )
+    assert (tuned.window, tuned.max_output_tokens) == (base.window, base.max_output_tokens)
+    explicit = ferroloop.ContextBudget(
+        base.window,
+        base.max_output_tokens,
+        autocompact_buffer=50_000,
+        blocking_buffer=1_000,
+        warning_buffer=5_000,
+    )
+    assert tuned.autocompact_threshold == explicit.autocompact_threshold == base.effective_window - 50_000
+    assert tuned.blocking_threshold == explicit.blocking_threshold
+    assert tuned.warning_threshold == explicit.warning_threshold
+    by_percent = ferroloop.ContextBudget.for_model(model, autocompact_percent=50)
+    assert by_percent.autocompact_threshold == base.effective_window // 2
+    with pytest.raises(ValueError):
+        ferroloop.ContextBudget.for_model(model, autocompact_percent=0)
+
+
+def test_the_stub_names_exactly_the_states_the_extension_returns() -> None:
+    # The stub's Literal said "autocompact" while Node's BudgetState said "auto_compact": mypy
+    # accepted comparisons with a name state() never returned once one side changed.
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse(Path(ferroloop._native.__file__).with_name("_native.pyi").read_text())
+    budget = next(n for n in stub.body if isinstance(n, ast.ClassDef) and n.name == "ContextBudget")
+    state = next(n for n in budget.body if isinstance(n, ast.FunctionDef) and n.name == "state")
+    assert isinstance(state.returns, ast.Subscript)
+    declared = [ast.literal_eval(e) for e in ast.walk(state.returns.slice) if isinstance(e, ast.Constant)]
+    runtime = ferroloop.ContextBudget(200_000, 32_000)
+    assert [runtime.state(n) for n in (0, 150_000, 170_000, 178_000)] == declared
 
 
 def test_context_tracker_anchors_on_usage() -> None:

@@ -43,6 +43,15 @@ pub struct RetryEvent {
     pub reason: String,
 }
 
+impl RetryEvent {
+    /// The attempt about to be made (2 for the first retry): the number the bindings' `retry`
+    /// events carry as `attempt`, as the agent's `retry` event does.
+    #[must_use]
+    pub fn next_attempt(&self) -> u32 {
+        self.attempt.saturating_add(1)
+    }
+}
+
 impl RetryPolicy {
     /// The backoff ceiling before retry number `retry` (from 0): `base × 2^retry`, capped.
     pub fn ceiling(&self, retry: u32) -> Duration {
@@ -112,6 +121,17 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 mod tests {
     use super::*;
     use http::HeaderValue;
+
+    #[test]
+    fn the_next_attempt_follows_the_failed_one() {
+        let event = RetryEvent {
+            attempt: 1,
+            status: Some(429),
+            wait: Duration::from_millis(5),
+            reason: "rate limited".into(),
+        };
+        assert_eq!(event.next_attempt(), 2);
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -31,6 +31,23 @@ pub enum CallStatus {
 }
 
 impl CallStatus {
+    /// The status's wire name, as serialized (`succeeded`, `timed_out`, ...): what the
+    /// bindings' `finished` events and the agent's `tool_finished` events carry.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Fatal => "fatal",
+            Self::Panicked => "panicked",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+            Self::Skipped => "skipped",
+            Self::Denied => "denied",
+            Self::Rejected => "rejected",
+        }
+    }
+
     /// Whether this counts as a failure of the tool for `cancels_siblings_on_error`.
     pub fn is_tool_failure(self) -> bool {
         matches!(
@@ -95,4 +112,29 @@ pub enum TurnEvent {
         /// The result (before the turn's aggregate budget, which applies when the turn ends).
         result: ToolResult,
     },
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_str_is_the_serialized_name() {
+        for status in [
+            CallStatus::Succeeded,
+            CallStatus::Failed,
+            CallStatus::Fatal,
+            CallStatus::Panicked,
+            CallStatus::TimedOut,
+            CallStatus::Cancelled,
+            CallStatus::Skipped,
+            CallStatus::Denied,
+            CallStatus::Rejected,
+        ] {
+            let serialized = serde_json::to_value(status).unwrap();
+            assert_eq!(serialized, status.as_str(), "{status:?}");
+        }
+        assert_eq!(CallStatus::TimedOut.as_str(), "timed_out");
+    }
 }

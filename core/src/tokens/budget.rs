@@ -167,6 +167,26 @@ pub enum BudgetState {
     Blocking,
 }
 
+impl BudgetState {
+    /// The state's stable name, the same in every binding: `ok`, `warning`, `auto_compact`,
+    /// `blocking` (Python's and Node's `state()`; C's `FL_CONTEXT_AUTO_COMPACT` spells the same).
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Warning => "warning",
+            Self::AutoCompact => "auto_compact",
+            Self::Blocking => "blocking",
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Context thresholds for one model; every field is configurable.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ContextBudget {
@@ -298,6 +318,20 @@ impl ContextBudget {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_names_are_the_bindings_names() {
+        let names: Vec<String> = [
+            BudgetState::Ok,
+            BudgetState::Warning,
+            BudgetState::AutoCompact,
+            BudgetState::Blocking,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(names, ["ok", "warning", "auto_compact", "blocking"]);
+    }
 
     #[test]
     fn claude_code_defaults() {

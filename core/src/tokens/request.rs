@@ -176,6 +176,31 @@ pub fn estimate_block(block: &Value, family: Family) -> u64 {
     estimate_block_c(block, &TextCounter::estimate(family))
 }
 
+/// Estimates a value the way the bindings' `estimate_tokens` / `estimateTokens` read it: a
+/// string is text; an array is a list of messages; an object with `messages`, `system` or
+/// `tools` is a request body (its [`RequestEstimate::total`], overheads included); an object
+/// with a `role` is one message; any other object is one content block. `None` for a number,
+/// a boolean or `null`, which are none of those.
+pub fn estimate_value(value: &Value, family: Family) -> Option<u64> {
+    Some(match value {
+        Value::String(text) => estimate_text(text, family),
+        Value::Array(messages) => messages
+            .iter()
+            .map(|message| estimate_message(message, family))
+            .sum(),
+        Value::Object(fields)
+            if ["messages", "system", "tools"]
+                .iter()
+                .any(|key| fields.contains_key(*key)) =>
+        {
+            estimate_request_body(value, family).total()
+        }
+        Value::Object(fields) if fields.contains_key("role") => estimate_message(value, family),
+        Value::Object(_) => estimate_block(value, family),
+        Value::Number(_) | Value::Bool(_) | Value::Null => return None,
+    })
+}
+
 /// Estimates a JSON value from its compact serialization (what providers render for tool
 /// inputs and schemas).
 pub fn estimate_json(value: &Value, family: Family) -> u64 {
@@ -423,6 +448,37 @@ fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn estimate_value_reads_text_messages_requests_and_blocks() {
+        let family = Family::default();
+        let message = json!({"role": "user", "content": "What is the weather in Paris?"});
+        let block = json!({"type": "text", "text": "What is the weather in Paris?"});
+        let body = json!({"system": "Be terse.", "messages": [message.clone()]});
+        assert_eq!(
+            estimate_value(&json!("some text"), family),
+            Some(estimate_text("some text", family))
+        );
+        assert_eq!(
+            estimate_value(&json!([message.clone(), message.clone()]), family),
+            Some(2 * estimate_message(&message, family))
+        );
+        assert_eq!(
+            estimate_value(&message, family),
+            Some(estimate_message(&message, family))
+        );
+        assert_eq!(
+            estimate_value(&body, family),
+            Some(estimate_request_body(&body, family).total())
+        );
+        assert_eq!(
+            estimate_value(&block, family),
+            Some(estimate_block(&block, family))
+        );
+        for nothing in [json!(3), json!(true), Value::Null] {
+            assert_eq!(estimate_value(&nothing, family), None);
+        }
+    }
 
     #[test]
     fn request_parts_add_up() {
