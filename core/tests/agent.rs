@@ -268,6 +268,45 @@ async fn max_tokens_mid_tool_input_cancels_early_calls_and_keeps_history_valid()
     assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t1")));
 }
 
+/// A tool's `tool_finished` status uses the names the executor's own events use (`timed_out`),
+/// not a lowercased Rust variant (`timedout`, before).
+#[tokio::test]
+async fn a_timed_out_call_is_reported_as_timed_out() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("slow", |_input: Value, ctx| async move {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    () = ctx.cancelled() => {}
+                }
+                Ok(ToolOutput::text("late"))
+            })
+            .with_timeout(Duration::from_millis(20)),
+        )
+        .unwrap();
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => reply(request, vec![call("t1", "slow", json!({}))], "tool_use"),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, "go"))
+        .await
+        .unwrap();
+    let statuses: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolFinished { status, .. } => Some(status.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses, ["timed_out"]);
+}
+
 #[tokio::test]
 async fn prompt_too_long_compacts_once_and_retries() {
     let model = ScriptedModel::new(|n, request| match n {

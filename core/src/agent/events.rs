@@ -113,7 +113,8 @@ pub enum AgentEvent {
         name: String,
         /// Whether its result is an error.
         is_error: bool,
-        /// How it ended (`ok`, `error`, `timed_out`, `cancelled`, ...).
+        /// How it ended: the [`CallStatus`](crate::exec::CallStatus) name (`succeeded`,
+        /// `failed`, `timed_out`, `cancelled`, ...).
         status: String,
         /// How long it ran.
         #[serde(serialize_with = "as_millis")]

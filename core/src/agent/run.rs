@@ -803,7 +803,7 @@ impl Driver {
                 tool_use_id,
                 name: tool,
                 is_error: !matches!(status, CallStatus::Succeeded),
-                status: format!("{status:?}").to_ascii_lowercase(),
+                status: status.as_str().to_owned(),
                 duration,
             }),
             TurnEvent::Detached {
