@@ -546,69 +546,18 @@ impl ChatEventTranslator {
                     partial_json,
                 });
             }
-            DecodeEvent::ToolUseReady {
-                index,
-                id,
-                name,
-                input,
-            } => {
-                let (index, _) = self.tool_block(index);
-                self.sealed.push(SealedCall {
-                    index,
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: Some(input.clone()),
-                });
-                out.push(DecodeEvent::ToolUseReady {
-                    index,
-                    id,
-                    name,
-                    input,
-                });
-                out.push(DecodeEvent::BlockStop { index });
-            }
-            DecodeEvent::ToolUseInvalid {
-                index,
-                id,
-                name,
-                partial_json,
-                error,
-            } => {
-                let (index, _) = self.tool_block(index);
-                self.sealed.push(SealedCall {
-                    index,
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: None,
-                });
-                out.push(DecodeEvent::ToolUseInvalid {
-                    index,
-                    id,
-                    name,
-                    partial_json,
-                    error,
-                });
-                out.push(DecodeEvent::BlockStop { index });
-            }
-            DecodeEvent::ToolUseTruncated {
-                index,
-                id,
-                name,
-                partial_json,
-            } => {
-                let (index, _) = self.tool_block(index);
-                self.sealed.push(SealedCall {
-                    index,
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: None,
-                });
-                out.push(DecodeEvent::ToolUseTruncated {
-                    index,
-                    id,
-                    name,
-                    partial_json,
-                });
+            mut event @ (DecodeEvent::ToolUseReady { .. }
+            | DecodeEvent::ToolUseInvalid { .. }
+            | DecodeEvent::ToolUseTruncated { .. }) => {
+                let Some(call) = event.sealed_call() else {
+                    return;
+                };
+                let (index, _) = self.tool_block(call.index);
+                self.sealed.push(SealedCall::at(index, call));
+                if let Some(at) = event.index_mut() {
+                    *at = index;
+                }
+                out.push(event);
                 out.push(DecodeEvent::BlockStop { index });
             }
             DecodeEvent::MessageDelta { delta, usage } => {

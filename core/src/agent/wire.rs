@@ -10,6 +10,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::model::{ModelEvent, ModelStream};
+use crate::decode::SealedCallRef;
 
 /// Request fields each translation handles itself, or that have no OpenAI meaning (dropped);
 /// the others (`temperature`, `seed`, `reasoning`, ...) pass through.
@@ -313,6 +314,18 @@ pub(super) struct SealedCall {
     pub name: String,
     /// The parsed input, when it was reported ready.
     pub input: Option<Value>,
+}
+
+impl SealedCall {
+    /// The call a seal event reported, in block `index` of the translated message.
+    pub(super) fn at(index: usize, call: SealedCallRef<'_>) -> Self {
+        Self {
+            index,
+            id: call.id.to_owned(),
+            name: call.name.to_owned(),
+            input: call.input.cloned(),
+        }
+    }
 }
 
 /// Writes each sealed call into its block of `message`: what runs (or is answered) is what the

@@ -139,9 +139,110 @@ pub enum DecodeEvent {
     },
 }
 
+/// The call a seal event reports (see [`DecodeEvent::sealed_call`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SealedCallRef<'a> {
+    /// Block index (or tool call index).
+    pub index: usize,
+    /// Call id.
+    pub id: &'a str,
+    /// Tool name.
+    pub name: &'a str,
+    /// The parsed input of a call reported ready; `None` for an invalid or truncated one (it
+    /// does not run).
+    pub input: Option<&'a Value>,
+}
+
 impl DecodeEvent {
     /// The event as JSON (with its `type` field).
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The call a seal event (`ToolUseReady`, `ToolUseInvalid`, `ToolUseTruncated`) reports;
+    /// `None` for the other events.
+    pub fn sealed_call(&self) -> Option<SealedCallRef<'_>> {
+        let (index, id, name, input) = match self {
+            Self::ToolUseReady {
+                index,
+                id,
+                name,
+                input,
+            } => (*index, id, name, Some(input)),
+            Self::ToolUseInvalid {
+                index, id, name, ..
+            }
+            | Self::ToolUseTruncated {
+                index, id, name, ..
+            } => (*index, id, name, None),
+            _ => return None,
+        };
+        Some(SealedCallRef {
+            index,
+            id,
+            name,
+            input,
+        })
+    }
+
+    /// The block (or tool call, or output item) index of the events that carry one, to
+    /// renumber them (a translation into another provider's blocks).
+    pub fn index_mut(&mut self) -> Option<&mut usize> {
+        match self {
+            Self::BlockStart { index, .. }
+            | Self::TextDelta { index, .. }
+            | Self::RefusalDelta { index, .. }
+            | Self::ThinkingDelta { index, .. }
+            | Self::SignatureDelta { index, .. }
+            | Self::CitationsDelta { index, .. }
+            | Self::InputJsonDelta { index, .. }
+            | Self::UnknownDelta { index, .. }
+            | Self::BlockStop { index }
+            | Self::ToolUseReady { index, .. }
+            | Self::ToolUseInvalid { index, .. }
+            | Self::ToolUseTruncated { index, .. } => Some(index),
+            Self::MessageStart { .. }
+            | Self::MessageDelta { .. }
+            | Self::MessageStop
+            | Self::Ping
+            | Self::Unknown { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn seal_events_name_their_call_and_indexed_events_renumber() {
+        let mut ready = DecodeEvent::ToolUseReady {
+            index: 2,
+            id: "c1".into(),
+            name: "read".into(),
+            input: json!({"path": "a"}),
+        };
+        let call = ready.sealed_call().unwrap();
+        assert_eq!((call.index, call.id, call.name), (2, "c1", "read"));
+        assert_eq!(call.input, Some(&json!({"path": "a"})));
+        *ready.index_mut().unwrap() = 5;
+        assert_eq!(ready.sealed_call().unwrap().index, 5);
+        let cut = DecodeEvent::ToolUseTruncated {
+            index: 1,
+            id: "c2".into(),
+            name: "write".into(),
+            partial_json: "{".into(),
+        };
+        assert_eq!(cut.sealed_call().unwrap().input, None);
+        assert!(DecodeEvent::BlockStop { index: 0 }.sealed_call().is_none());
+        assert!(DecodeEvent::MessageStop.index_mut().is_none());
+        let mut delta = DecodeEvent::TextDelta {
+            index: 0,
+            text: "hi".into(),
+        };
+        *delta.index_mut().unwrap() = 3;
+        assert_eq!(delta.to_json()["index"], 3);
     }
 }

@@ -27,7 +27,7 @@ mod stream;
 
 pub use anthropic::AnthropicDecoder;
 pub use error::{DecodeError, ProtocolError};
-pub use events::DecodeEvent;
+pub use events::{DecodeEvent, SealedCallRef};
 pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;
 pub use stream::StreamDecoder;
