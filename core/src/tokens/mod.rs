@@ -9,7 +9,8 @@
 //!   longest line.
 //! - [`ContextTracker`]: usage anchoring with an online correction factor.
 //! - [`ContextBudget`]: Claude Code's thresholds, configurable.
-//! - `count_exact` (feature `exact`): exact counts for `o200k` and `cl100k`.
+//! - `count_exact` and `ExactCounter` (feature `exact`): exact counts for `o200k` and `cl100k`,
+//!   of a whole text or of one fed in pieces.
 
 pub mod budget;
 pub mod classes;
