@@ -18,7 +18,10 @@
 //!   unless the request says otherwise, so nothing is kept on OpenAI's side; for a reasoning
 //!   model (`o1`, `o3`, `o4`, `gpt-5` but `gpt-5-chat`, `codex`) `include` asks for
 //!   `reasoning.encrypted_content`, which the API refuses for other models (the loop then sends
-//!   the turn again with `"include": null`, which sends none). Unknown fields
+//!   the turn again with `"include": null`, which sends none). Encrypted content the API
+//!   cannot verify (a Claude conversation's thinking signatures, or OpenAI's own after a key
+//!   change: `invalid_encrypted_content`) is sent as it is: the loop then sends the turn again
+//!   without the thinking of the history it had. Unknown fields
 //!   (`reasoning`, `text`, `temperature`, `prompt_cache_key`, ...) pass through.
 //! - Responses ([`message_from_response`], [`ResponsesEventTranslator`]): the Responses
 //!   decoder's events and final `response` become Anthropic-shaped events and an Anthropic

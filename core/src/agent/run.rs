@@ -177,6 +177,7 @@ impl Agent {
             container: None,
             drop_stale_thinking: false,
             refused_fields: Vec::new(),
+            unverifiable_reasoning: 0,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -282,6 +283,9 @@ struct Driver {
     /// the OpenAI translations leave out, for the rest of the run. Without `stream_options`
     /// usage is estimated; without `include` a Responses model's reasoning is not kept.
     refused_fields: Vec<&'static str>,
+    /// Requests leave out the thinking of the history's messages before this one: a Responses
+    /// model could not verify its encrypted content ([`is_unverifiable_reasoning_error`]).
+    unverifiable_reasoning: usize,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -338,6 +342,23 @@ impl Driver {
             }
             _ => false,
         }
+    }
+
+    /// Whether the history holds thinking that requests do not leave out yet.
+    fn has_reasoning_to_leave_out(&self) -> bool {
+        self.messages
+            .get(self.unverifiable_reasoning..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .any(|b| {
+                matches!(
+                    b.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            })
     }
 
     /// Sends the refused fields as `null`, which the OpenAI translations leave out.
@@ -577,6 +598,17 @@ impl Driver {
                             // the same turn again, asking the API to drop the stale blocks.
                             tracing::warn!(%message, "thinking blocks refused after a history edit; resending with drop_block");
                             self.drop_stale_thinking = true;
+                            self.turns -= 1;
+                            continue;
+                        }
+                        ModelError::Other(message)
+                            if is_unverifiable_reasoning_error(&message)
+                                && self.has_reasoning_to_leave_out() =>
+                        {
+                            // Refused before any output: the same turn again, the reasoning
+                            // the history holds left out (the run's later reasoning goes back).
+                            tracing::warn!(%message, "encrypted reasoning refused; resending without the history's");
+                            self.unverifiable_reasoning = self.messages.len();
                             self.turns -= 1;
                             continue;
                         }
@@ -1026,6 +1058,12 @@ impl Driver {
             // A host's history may end an earlier assistant message with thinking, or hold a
             // Chat model's reasoning where no provider reads it back, which Anthropic refuses.
             drop_trailing_thinking_before_last(messages);
+            if self.unverifiable_reasoning > 0 {
+                let at = self.unverifiable_reasoning.min(messages.len());
+                let mut before: Vec<Value> = messages.drain(..at).collect();
+                drop_thinking(&mut before);
+                messages.splice(0..0, before);
+            }
             if self.paused {
                 trim_final_assistant_text(messages);
             }
@@ -1332,6 +1370,16 @@ pub(crate) fn refused_field(message: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// Whether a refused request's message is the Responses API's refusal of a reasoning item's
+/// encrypted content ("The encrypted content gAAA…Rg== could not be verified",
+/// `invalid_encrypted_content`): content signed for another provider (Anthropic's thinking
+/// signatures) or another key or organisation.
+pub(crate) fn is_unverifiable_reasoning_error(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("invalid_encrypted_content")
+        || (lower.contains("encrypted content") && lower.contains("could not be verified"))
 }
 
 /// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose
