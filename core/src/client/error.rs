@@ -280,7 +280,13 @@ fn classify(
             limit: limit.or(context),
         };
     }
-    match (details.status, error_type) {
+    // A Responses `response.failed` error names its class in `code` alone.
+    let kind = if error_type.is_empty() {
+        reason
+    } else {
+        error_type
+    };
+    match (details.status, kind) {
         // OpenAI's "Selected model is at capacity" (`code: server_is_overloaded`, a 503 or a
         // `response.failed`) is Anthropic's `overloaded_error`.
         (_, "overloaded_error") | (Some(529), _) => ClientError::Overloaded(details),
@@ -601,6 +607,12 @@ mod tests {
             None,
         );
         assert_eq!(failed.code(), "overloaded", "{failed:?}");
+        // A `response.failed` error has a code and no type.
+        let limited = ClientError::from_stream_error(
+            r#"{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5 on tokens per min (TPM)."}"#,
+            None,
+        );
+        assert_eq!(limited.code(), "rate_limited", "{limited:?}");
     }
 
     #[test]
