@@ -1723,3 +1723,78 @@ async fn reasoning_a_responses_model_cannot_verify_is_left_out_and_the_turn_sent
     // The history itself keeps what the host gave.
     assert_eq!(messages[1]["content"][0]["signature"], "EqQBCkgIARABGAIiQL");
 }
+
+/// A reasoning model asked for no summary (no `reasoning.summary`, the API's default) answers
+/// reasoning items with an empty `summary` and their encrypted content: the thinking block has
+/// no text, and its reasoning still goes back with the calls it led to.
+#[tokio::test]
+async fn reasoning_without_a_summary_still_goes_back() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        let (content, stop) = if n == 0 {
+            (
+                vec![
+                    json!({"type": "thinking", "thinking": "", "signature": "gAAAAAsilent"}),
+                    json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}}),
+                ],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("o4-mini"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    let input = requests[1]["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ],
+        "{input:#?}"
+    );
+    assert_eq!(
+        input[1],
+        json!({"type": "reasoning", "summary": [], "encrypted_content": "gAAAAAsilent"})
+    );
+    responses_rules(&requests[1]).unwrap();
+}
+
+/// The ChatGPT Codex backend (and the proxies in front of it) refuses `max_output_tokens`
+/// with a 400 (`{"detail": "Unsupported parameter: max_output_tokens"}`), which every request
+/// of the loop held: the run could never start. The turn is sent again without it, for the
+/// rest of the run.
+#[tokio::test]
+async fn a_responses_server_refusing_max_output_tokens_is_asked_again_without_it() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        if request.get("max_output_tokens").is_some() {
+            return Err(ModelError::Other(
+                "invalid request: HTTP 400: Unsupported parameter: max_output_tokens".into(),
+            ));
+        }
+        let (content, stop) = a_call_on_the_second_request(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5.5"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert_eq!(requests[0]["max_output_tokens"], 8192);
+    for request in &requests[1..] {
+        assert!(request.get("max_output_tokens").is_none(), "{request:#}");
+        assert!(request.get("max_tokens").is_none(), "{request:#}");
+        responses_rules(request).unwrap();
+    }
+}

@@ -13,7 +13,8 @@
 //!   send and is left out), `message` items (`output_text`) and `function_call` items. Tool
 //!   definitions become flat `{"type": "function", name, description, parameters, "strict":
 //!   false}` (the API's default would refuse most hand-written schemas); `max_tokens` becomes
-//!   `max_output_tokens`, `tool_choice` and `metadata.user_id` are mapped, and `stop_sequences`,
+//!   `max_output_tokens` (left out when the request's is `null`: the loop sets it so once a
+//!   server refused the field, as the ChatGPT Codex backend does), `tool_choice` and `metadata.user_id` are mapped, and `stop_sequences`,
 //!   which the API lacks, are dropped with the other Anthropic-only fields. `store` is `false`
 //!   unless the request says otherwise, so nothing is kept on OpenAI's side; for a reasoning
 //!   model (`o1`, `o3`, `o4`, `gpt-5` but `gpt-5-chat`, `codex`) `include` asks for

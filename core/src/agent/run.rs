@@ -281,7 +281,8 @@ struct Driver {
     drop_stale_thinking: bool,
     /// Request fields a server refused ([`refused_field`]): requests send them as `null`, which
     /// the OpenAI translations leave out, for the rest of the run. Without `stream_options`
-    /// usage is estimated; without `include` a Responses model's reasoning is not kept.
+    /// usage is estimated; without `include` a Responses model's reasoning is not kept; without
+    /// `max_tokens` the server's own output limit holds.
     refused_fields: Vec<&'static str>,
     /// Requests leave out the thinking of the history's messages before this one: a Responses
     /// model could not verify its encrypted content ([`is_unverifiable_reasoning_error`]).
@@ -1361,12 +1362,20 @@ const SUMMARY_LEAVES_OUT: &[&str] = &[
 /// `stream_options` (OpenAI-compatible servers that refuse fields they do not know:
 /// "Unrecognized request argument supplied: stream_options", "extra_forbidden ...
 /// stream_options"), or `include` (the Responses API asked for the encrypted reasoning of a
-/// model that has none: "Encrypted content is not supported with this model").
+/// model that has none: "Encrypted content is not supported with this model"), or
+/// `max_tokens` (sent to the Responses API as `max_output_tokens`, which the ChatGPT Codex
+/// backend refuses: "Unsupported parameter: max_output_tokens").
 pub(crate) fn refused_field(message: &str) -> Option<&'static str> {
     if message.contains("stream_options") {
         Some("stream_options")
     } else if message.contains("Encrypted content is not supported") {
         Some("include")
+    } else if message.contains("max_output_tokens")
+        && message
+            .to_ascii_lowercase()
+            .contains("unsupported parameter")
+    {
+        Some("max_tokens")
     } else {
         None
     }
