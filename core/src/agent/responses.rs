@@ -517,19 +517,17 @@ impl ResponsesEventTranslator {
                 }
             }
             DecodeEvent::MessageDelta { delta, usage } => {
-                // The final message has the exact reason (`incomplete_details`); the status is
-                // enough for the stream's view.
+                // The same reason as the final message's: the delta carries the status and,
+                // for an incomplete response, its `incomplete_details`.
                 let has_calls = self
                     .blocks
                     .iter()
                     .flatten()
                     .any(|(_, k)| *k == Kind::ToolUse);
-                let stop = match delta.get("status").and_then(Value::as_str) {
-                    Some("incomplete") => Some("max_tokens"),
-                    Some(_) if has_calls => Some("tool_use"),
-                    Some(_) => Some("end_turn"),
-                    None => None,
-                };
+                let stop = delta
+                    .get("status")
+                    .is_some()
+                    .then(|| stop_reason(&delta, has_calls));
                 let delta = match stop {
                     Some(stop) => json!({"stop_reason": stop, "stop_sequence": null}),
                     None => json!({}),
@@ -939,6 +937,22 @@ mod tests {
             message["content"],
             json!([{"type": "text", "text": "Half"}])
         );
+        // A content filter's cut is a refusal in the stream's view too.
+        let refused = scripted_message(
+            &json!({}),
+            vec![json!({"type": "text", "text": "I can"})],
+            "refusal",
+        );
+        let (events, message) = decoded(&openai_responses_sse(&refused, 2));
+        assert_eq!(message["stop_reason"], "refusal");
+        let streamed: Vec<&Value> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::MessageDelta { delta, .. } => Some(&delta["stop_reason"]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed, [&json!("refusal")]);
         let filtered = json!({"status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []});
         assert_eq!(message_from_response(&filtered)["stop_reason"], "refusal");
         let hosted = json!({"status": "completed", "output": [

@@ -498,10 +498,18 @@ impl OpenAiResponsesDecoder {
                 }
                 let status = response.get("status").cloned().unwrap_or(Value::Null);
                 let usage = response.get("usage").cloned().unwrap_or(Value::Null);
+                // Why an incomplete response stopped (`max_output_tokens`, `content_filter`).
+                let details = response
+                    .get("incomplete_details")
+                    .filter(|d| !d.is_null())
+                    .cloned();
                 self.snapshot = Some(response);
-                self.emit(|| DecodeEvent::MessageDelta {
-                    delta: serde_json::json!({ "status": status }),
-                    usage,
+                self.emit(|| {
+                    let mut delta = serde_json::json!({ "status": status });
+                    if let Some(details) = details {
+                        delta["incomplete_details"] = details;
+                    }
+                    DecodeEvent::MessageDelta { delta, usage }
                 });
                 self.done = true;
                 self.emit(|| DecodeEvent::MessageStop);
