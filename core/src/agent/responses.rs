@@ -924,6 +924,43 @@ mod tests {
         assert_eq!(again["input"][1]["encrypted_content"], "enc-9");
     }
 
+    /// OpenAI streams a reasoning summary in several parts (one per bold-titled section): the
+    /// final thinking block joins them with a blank line, and the streamed thinking read the
+    /// same, not the parts run together.
+    #[test]
+    fn a_summary_in_several_parts_streams_as_it_ends() {
+        let events = [
+            json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}}),
+            json!({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            json!({"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 0, "delta": "**Reading**"}),
+            json!({"type": "response.reasoning_summary_part.done", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": "**Reading**"}}),
+            json!({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 1, "part": {"type": "summary_text", "text": ""}}),
+            json!({"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 1, "delta": "**Answering**"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Reading**"}, {"type": "summary_text", "text": "**Answering**"}], "encrypted_content": "gAAAAAx"}}),
+            json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Reading**"}, {"type": "summary_text", "text": "**Answering**"}], "encrypted_content": "gAAAAAx"},
+            ]}}),
+        ];
+        let sse: String = events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect();
+        let (events, message) = decoded(&sse);
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::ThinkingDelta { thinking, .. } => Some(thinking.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            message["content"][0]["thinking"],
+            "**Reading**\n\n**Answering**"
+        );
+        assert_eq!(streamed, "**Reading**\n\n**Answering**");
+    }
+
     #[test]
     fn incomplete_responses_map_to_their_stop_reasons() {
         let cut = scripted_message(
