@@ -1513,7 +1513,7 @@ fn responses_rules(request: &Value) -> Result<(), String> {
         return Err(format!("store is {}", request["store"]));
     }
     if let Some(max) = request.get("max_output_tokens")
-        && !max.as_u64().is_some_and(|m| m >= 16)
+        && max.as_u64().is_none_or(|m| m < 16)
     {
         return Err(format!("max_output_tokens {max}"));
     }
@@ -1559,9 +1559,7 @@ fn responses_rules(request: &Value) -> Result<(), String> {
                 }
             }
             Some("reasoning") => {
-                if !item["encrypted_content"]
-                    .as_str()
-                    .is_some_and(|e| !e.is_empty())
+                if item["encrypted_content"].as_str().is_none_or(str::is_empty)
                     || !item["summary"].is_array()
                 {
                     return Err(format!("item {i}: reasoning {item}"));
@@ -1797,4 +1795,37 @@ async fn a_responses_server_refusing_max_output_tokens_is_asked_again_without_it
         assert!(request.get("max_tokens").is_none(), "{request:#}");
         responses_rules(request).unwrap();
     }
+}
+
+/// The same refusal can come in the stream (`response.failed` with
+/// `invalid_encrypted_content`), which the client reports as a truncated stream: retried once
+/// as it was, it failed the same way and the run stopped. It is answered the same way.
+#[tokio::test]
+async fn reasoning_refused_in_the_stream_is_left_out_too() {
+    let (model, requests) = ScriptedModel::openai_responses(move |_, request| {
+        let input = request["input"].as_array().cloned().unwrap_or_default();
+        if input.iter().any(|item| item["type"] == "reasoning") {
+            return Err(ModelError::Truncated {
+                reason: "stream error invalid_request_error: The encrypted content gAAA...Rg== \
+                         could not be verified."
+                    .into(),
+                partial: Box::new(Value::Null),
+            });
+        }
+        let message = scripted_message(request, vec![text("Done.")], "end_turn");
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5.5"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "", "signature": "gAAAAAold"},
+            text("Hello."),
+        ]}),
+        json!({"role": "user", "content": "again"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    assert_eq!(requests.lock().unwrap().len(), 2);
 }

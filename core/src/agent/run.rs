@@ -603,11 +603,18 @@ impl Driver {
                             continue;
                         }
                         ModelError::Other(message)
-                            if is_unverifiable_reasoning_error(&message)
-                                && self.has_reasoning_to_leave_out() =>
+                        | ModelError::Truncated {
+                            reason: message, ..
+                        } if is_unverifiable_reasoning_error(&message)
+                            && self.has_reasoning_to_leave_out() =>
                         {
-                            // Refused before any output: the same turn again, the reasoning
-                            // the history holds left out (the run's later reasoning goes back).
+                            // Refused before any output (or in a `response.failed` event, the
+                            // stream then discarded as a truncated one): the same turn again,
+                            // the reasoning the history holds left out (the run's later
+                            // reasoning goes back).
+                            if let Some(stop) = self.over_budget() {
+                                return stop;
+                            }
                             tracing::warn!(%message, "encrypted reasoning refused; resending without the history's");
                             self.unverifiable_reasoning = self.messages.len();
                             self.turns -= 1;
