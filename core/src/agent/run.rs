@@ -1219,6 +1219,8 @@ impl Driver {
         let mut compacted = compacted;
         rename_repeated_tool_use_ids(&mut compacted);
         self.messages = compacted;
+        // What the compacted history holds was never refused.
+        self.unverifiable_reasoning = 0;
         self.paused = false;
         self.tracker.replace_messages(&self.messages);
         self.cache.reset();
