@@ -1540,15 +1540,21 @@ fn responses_rules(request: &Value) -> Result<(), String> {
         match item["type"].as_str() {
             Some("message") => {
                 let role = item["role"].as_str().ok_or("no role")?;
+                // Assistant text is a string: an `output_text` part without an `id` is refused
+                // by servers validating against the SDK's types (vLLM).
+                if role == "assistant" {
+                    if !item["content"].is_string() {
+                        return Err(format!("item {i}: assistant content {}", item["content"]));
+                    }
+                    continue;
+                }
                 let parts = item["content"].as_array().ok_or("content is not a list")?;
                 if parts.is_empty() {
                     return Err(format!("item {i}: no content parts"));
                 }
                 for part in parts {
                     let ok = match (role, part["type"].as_str()) {
-                        ("user", Some("input_text")) | ("assistant", Some("output_text")) => {
-                            part["text"].is_string()
-                        }
+                        ("user", Some("input_text")) => part["text"].is_string(),
                         ("user", Some("input_image")) => part["image_url"].is_string(),
                         ("user", Some("input_file")) => part["file_data"].is_string(),
                         _ => false,

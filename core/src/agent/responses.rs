@@ -10,7 +10,8 @@
 //!   user `message` with the rest (`input_text`, `input_image`, base64 PDFs as `input_file`); an
 //!   assistant message's blocks become, in their order, `reasoning` items (a `thinking` block
 //!   whose `signature` holds the item's `encrypted_content`; unsigned thinking has nothing to
-//!   send and is left out), `message` items (`output_text`) and `function_call` items. Tool
+//!   send and is left out), `message` items (string content, the shape every server takes) and
+//!   `function_call` items. Tool
 //!   definitions become flat `{"type": "function", name, description, parameters, "strict":
 //!   false}` (the API's default would refuse most hand-written schemas); `max_tokens` becomes
 //!   `max_output_tokens` (left out when the request's is `null`: the loop sets it so once a
@@ -221,11 +222,15 @@ fn assistant_items(content: &Value, out: &mut Vec<Value>) {
     }
 }
 
+/// Assistant text as an input message with string content: OpenAI takes `output_text` parts
+/// too, but servers that validate `input` against the SDK's types (vLLM) take them only with the
+/// `id`, `status` and `annotations` of a stored output message, and an `id` sent with
+/// `store: false` refers to nothing.
 fn assistant_text(text: String) -> Value {
     json!({
         "type": "message",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text}],
+        "content": text,
     })
 }
 
@@ -723,10 +728,12 @@ mod tests {
             input[1],
             json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Read the spec first."}], "encrypted_content": "enc-1"})
         );
-        assert_eq!(input[2]["role"], "assistant");
+        // Assistant text as a plain-string message, the shape every server validates (vLLM
+        // refuses an `output_text` part without the `id`, `status` and `annotations` of a
+        // stored output message).
         assert_eq!(
-            input[2]["content"][0],
-            json!({"type": "output_text", "text": "Reading."})
+            input[2],
+            json!({"type": "message", "role": "assistant", "content": "Reading."})
         );
         assert_eq!(
             input[3],
