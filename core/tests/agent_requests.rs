@@ -1486,3 +1486,352 @@ async fn a_summary_refused_for_stream_options_is_sent_again_without_them() {
     );
     assert_eq!(requests.lock().unwrap().len(), 3);
 }
+
+/// The rules the Responses API enforces on a request (with `store: false`): every
+/// `function_call` is answered by one `function_call_output` with its `call_id` and every output
+/// answers a call before it; no item carries an `id` (nothing was stored to refer to: "Item
+/// with id 'rs_…' not found"); a reasoning item carries its `encrypted_content` and a
+/// `summary` list and is not the last item; message parts have the types of their role; call
+/// arguments are a JSON object; no Anthropic-only field is sent.
+fn responses_rules(request: &Value) -> Result<(), String> {
+    for field in [
+        "system",
+        "messages",
+        "max_tokens",
+        "stop_sequences",
+        "thinking",
+        "top_k",
+        "betas",
+        "context_management",
+        "stream_options",
+    ] {
+        if request.get(field).is_some() {
+            return Err(format!("field {field} was sent"));
+        }
+    }
+    if request["store"] != false {
+        return Err(format!("store is {}", request["store"]));
+    }
+    if let Some(max) = request.get("max_output_tokens")
+        && max.as_u64().is_none_or(|m| m < 16)
+    {
+        return Err(format!("max_output_tokens {max}"));
+    }
+    let tools = request["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    tool_name_rule(tools, |t| &t["name"])?;
+    for tool in tools {
+        if tool["type"] != "function" || tool["parameters"]["type"] != "object" {
+            return Err(format!("tool {tool}"));
+        }
+    }
+    let input = request["input"].as_array().ok_or("no input")?;
+    if input.is_empty() {
+        return Err("empty input".into());
+    }
+    let mut calls: Vec<String> = Vec::new();
+    let mut answered: Vec<String> = Vec::new();
+    for (i, item) in input.iter().enumerate() {
+        if item.get("id").is_some() {
+            return Err(format!("item {i} carries an id: {item}"));
+        }
+        match item["type"].as_str() {
+            Some("message") => {
+                let role = item["role"].as_str().ok_or("no role")?;
+                // Assistant text is a string: an `output_text` part without an `id` is refused
+                // by servers validating against the SDK's types (vLLM).
+                if role == "assistant" {
+                    if !item["content"].is_string() {
+                        return Err(format!("item {i}: assistant content {}", item["content"]));
+                    }
+                    continue;
+                }
+                let parts = item["content"].as_array().ok_or("content is not a list")?;
+                if parts.is_empty() {
+                    return Err(format!("item {i}: no content parts"));
+                }
+                for part in parts {
+                    let ok = match (role, part["type"].as_str()) {
+                        ("user", Some("input_text")) => part["text"].is_string(),
+                        ("user", Some("input_image")) => part["image_url"].is_string(),
+                        ("user", Some("input_file")) => part["file_data"].is_string(),
+                        _ => false,
+                    };
+                    if !ok {
+                        return Err(format!("item {i}: {role} part {part}"));
+                    }
+                }
+            }
+            Some("reasoning") => {
+                if item["encrypted_content"].as_str().is_none_or(str::is_empty)
+                    || !item["summary"].is_array()
+                {
+                    return Err(format!("item {i}: reasoning {item}"));
+                }
+                if i + 1 == input.len() {
+                    return Err(format!("item {i}: reasoning is the last item"));
+                }
+            }
+            Some("function_call") => {
+                let id = item["call_id"].as_str().ok_or("no call_id")?;
+                let arguments = item["arguments"].as_str().ok_or("no arguments")?;
+                let parsed: Value = serde_json::from_str(arguments)
+                    .map_err(|e| format!("item {i}: arguments {arguments}: {e}"))?;
+                if !parsed.is_object() || !item["name"].is_string() {
+                    return Err(format!("item {i}: call {item}"));
+                }
+                if calls.iter().any(|c| c == id) {
+                    return Err(format!("item {i}: call id {id} again"));
+                }
+                calls.push(id.to_owned());
+            }
+            Some("function_call_output") => {
+                let id = item["call_id"].as_str().ok_or("no call_id")?;
+                if !calls.iter().any(|c| c == id) || answered.iter().any(|a| a == id) {
+                    return Err(format!("item {i}: output for {id} answers no open call"));
+                }
+                if !item["output"].is_string() {
+                    return Err(format!("item {i}: output {item}"));
+                }
+                answered.push(id.to_owned());
+            }
+            other => return Err(format!("item {i}: type {other:?}")),
+        }
+    }
+    if let Some(open) = calls.iter().find(|c| !answered.contains(c)) {
+        return Err(format!("call {open} is never answered"));
+    }
+    Ok(())
+}
+
+/// The Responses counterpart of the sweeps above: reasoning before calls and text, reasoning
+/// alone, cuts by `max_output_tokens` (inside a call too), a content filter, blank text, a
+/// non-object argument and a call to an unknown tool, in any three-turn order.
+#[tokio::test]
+async fn every_responses_request_of_unusual_turn_sequences_obeys_the_api_rules() {
+    const SHAPES: usize = 9;
+    let shape = |shape: usize, n: usize| {
+        let id = format!("call_{n}");
+        let reasoning =
+            json!({"type": "thinking", "thinking": "Plan.", "signature": format!("gAAAAAenc{n}")});
+        let call =
+            |input: Value| json!({"type": "tool_use", "id": id, "name": "read", "input": input});
+        match shape {
+            0 => (
+                vec![reasoning, text("Reading."), call(json!({"path": "a"}))],
+                "tool_use",
+            ),
+            1 => (vec![reasoning, call(json!({}))], "tool_use"),
+            2 => (vec![text("Partial answer")], "max_tokens"),
+            3 => (vec![reasoning, call(json!({"path": "a"}))], "max_tokens"),
+            4 => (vec![reasoning], "max_tokens"),
+            5 => (vec![text("No."), call(json!({}))], "refusal"),
+            6 => (vec![text("\n"), call(json!([1]))], "tool_use"),
+            7 => (
+                vec![json!({"type": "tool_use", "id": id, "name": "missing", "input": {}})],
+                "tool_use",
+            ),
+            8 => (vec![reasoning, text("Done early.")], "end_turn"),
+            _ => (vec![text("Done.")], "end_turn"),
+        }
+    };
+    for a in 0..SHAPES {
+        for b in 0..SHAPES {
+            for c in 0..SHAPES {
+                let plan = [a, b, c];
+                let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
+                    let message = scripted_message(request, content, stop);
+                    Ok(Bytes::from(openai_responses_sse(&message, 5)))
+                })
+                .recorded();
+                let mut config = AgentConfig::new("gpt-5.5");
+                config.system = Some("Be brief.".into());
+                let agent = Agent::new(config, Arc::new(model), executor());
+                let prompt = json!([
+                    text("go"),
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+                ]);
+                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
+                for (k, request) in requests.lock().unwrap().iter().enumerate() {
+                    if let Err(broken) = responses_rules(request) {
+                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["input"]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A history whose signed thinking a Responses model cannot verify (Anthropic's thinking
+/// signatures, from a run continued on another provider; or OpenAI's own after a key or
+/// organisation change) was refused with "The encrypted content … could not be verified"
+/// (`invalid_encrypted_content`) on every request: the run could never go on. The turn is
+/// sent again without the reasoning of the history as it was; reasoning of later turns goes
+/// back.
+#[tokio::test]
+async fn reasoning_a_responses_model_cannot_verify_is_left_out_and_the_turn_sent_again() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        let input = request["input"].as_array().cloned().unwrap_or_default();
+        if let Some(foreign) = input.iter().find(|item| {
+            item["type"] == "reasoning"
+                && !item["encrypted_content"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("gAAAAA"))
+        }) {
+            return Err(ModelError::Other(format!(
+                "invalid request: HTTP 400 invalid_request_error: The encrypted content {} \
+                 could not be verified. Reason: Encrypted content could not be decrypted or \
+                 parsed.",
+                foreign["encrypted_content"]
+            )));
+        }
+        let (mut content, stop) = a_call_on_the_second_request(n);
+        content.insert(
+            0,
+            json!({"type": "thinking", "thinking": "Plan.", "signature": format!("gAAAAAenc{n}")}),
+        );
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5.5"), Arc::new(model), executor());
+    // A conversation held with Claude, continued on a Responses model.
+    let history = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Greet back.", "signature": "EqQBCkgIARABGAIiQL"},
+            text("Hello."),
+        ]}),
+        json!({"role": "user", "content": "read a file"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages) = stopped(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for request in &requests[1..] {
+        responses_rules(request).unwrap_or_else(|e| panic!("{e}: {:#}", request["input"]));
+    }
+    // The run's own reasoning still goes back.
+    let last = requests[2]["input"].as_array().unwrap();
+    let reasoning: Vec<&Value> = last
+        .iter()
+        .filter(|i| i["type"] == "reasoning")
+        .map(|i| &i["encrypted_content"])
+        .collect();
+    assert_eq!(reasoning, [&json!("gAAAAAenc1")], "{last:#?}");
+    // The history itself keeps what the host gave.
+    assert_eq!(messages[1]["content"][0]["signature"], "EqQBCkgIARABGAIiQL");
+}
+
+/// A reasoning model asked for no summary (no `reasoning.summary`, the API's default) answers
+/// reasoning items with an empty `summary` and their encrypted content: the thinking block has
+/// no text, and its reasoning still goes back with the calls it led to.
+#[tokio::test]
+async fn reasoning_without_a_summary_still_goes_back() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        let (content, stop) = if n == 0 {
+            (
+                vec![
+                    json!({"type": "thinking", "thinking": "", "signature": "gAAAAAsilent"}),
+                    json!({"type": "tool_use", "id": "call_1", "name": "read", "input": {}}),
+                ],
+                "tool_use",
+            )
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("o4-mini"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    let input = requests[1]["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ],
+        "{input:#?}"
+    );
+    assert_eq!(
+        input[1],
+        json!({"type": "reasoning", "summary": [], "encrypted_content": "gAAAAAsilent"})
+    );
+    responses_rules(&requests[1]).unwrap();
+}
+
+/// The ChatGPT Codex backend (and the proxies in front of it) refuses `max_output_tokens`
+/// with a 400 (`{"detail": "Unsupported parameter: max_output_tokens"}`), which every request
+/// of the loop held: the run could never start. The turn is sent again without it, for the
+/// rest of the run.
+#[tokio::test]
+async fn a_responses_server_refusing_max_output_tokens_is_asked_again_without_it() {
+    let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
+        if request.get("max_output_tokens").is_some() {
+            return Err(ModelError::Other(
+                "invalid request: HTTP 400: Unsupported parameter: max_output_tokens".into(),
+            ));
+        }
+        let (content, stop) = a_call_on_the_second_request(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5.5"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert_eq!(requests[0]["max_output_tokens"], 8192);
+    for request in &requests[1..] {
+        assert!(request.get("max_output_tokens").is_none(), "{request:#}");
+        assert!(request.get("max_tokens").is_none(), "{request:#}");
+        responses_rules(request).unwrap();
+    }
+}
+
+/// The same refusal can come in the stream (`response.failed` with
+/// `invalid_encrypted_content`), which the client reports as a truncated stream: retried once
+/// as it was, it failed the same way and the run stopped. It is answered the same way.
+#[tokio::test]
+async fn reasoning_refused_in_the_stream_is_left_out_too() {
+    let (model, requests) = ScriptedModel::openai_responses(move |_, request| {
+        let input = request["input"].as_array().cloned().unwrap_or_default();
+        if input.iter().any(|item| item["type"] == "reasoning") {
+            return Err(ModelError::Truncated {
+                reason: "stream error invalid_request_error: The encrypted content gAAA...Rg== \
+                         could not be verified."
+                    .into(),
+                partial: Box::new(Value::Null),
+            });
+        }
+        let message = scripted_message(request, vec![text("Done.")], "end_turn");
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5.5"), Arc::new(model), executor());
+    let history = vec![
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "", "signature": "gAAAAAold"},
+            text("Hello."),
+        ]}),
+        json!({"role": "user", "content": "again"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    assert_eq!(requests.lock().unwrap().len(), 2);
+}

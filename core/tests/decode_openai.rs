@@ -933,7 +933,8 @@ fn responses_reasoning_accumulates_and_streams_as_thinking() {
             _ => None,
         })
         .collect();
-    assert_eq!(thinking, ["Think", "ing", "More", "raw", " cot"]);
+    // The second summary section starts with a blank line, as the sections read joined.
+    assert_eq!(thinking, ["Think", "ing", "\n\n", "More", "raw", " cot"]);
 }
 
 #[test]

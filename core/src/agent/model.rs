@@ -57,7 +57,8 @@ pub enum ModelError {
         /// The message accumulated so far.
         partial: Box<Value>,
     },
-    /// The provider is overloaded (HTTP 529 or an `overloaded_error`), after the client's
+    /// The provider is overloaded (HTTP 529 or an `overloaded_error`; OpenAI's "model is at
+    /// capacity", `server_is_overloaded`), after the client's
     /// retries: the loop switches to the fallback model when one is configured, else stops with
     /// `error`.
     #[error("overloaded: {message}")]
@@ -75,14 +76,26 @@ impl From<DecodeError> for ModelError {
     fn from(error: DecodeError) -> Self {
         match error {
             DecodeError::Truncated { reason, partial } => ModelError::Truncated { reason, partial },
-            DecodeError::Provider { message, .. } if is_prompt_too_long(&message) => {
+            // The Responses API names the class in `code` (the error type here), with a
+            // message that does not ("Your input exceeds the context window of this model").
+            DecodeError::Provider {
+                message,
+                error_type,
+                ..
+            } if is_prompt_too_long(&message) || error_type == "context_length_exceeded" => {
                 ModelError::PromptTooLong { message }
             }
             DecodeError::Provider {
                 error_type,
                 message,
                 ..
-            } if error_type == "overloaded_error" => ModelError::Overloaded { message },
+            } if matches!(
+                error_type.as_str(),
+                "overloaded_error" | "server_is_overloaded"
+            ) =>
+            {
+                ModelError::Overloaded { message }
+            }
             other => ModelError::Other(other.to_string()),
         }
     }
@@ -145,5 +158,37 @@ mod tests {
             message: "é".into(),
         };
         assert_eq!(short.to_string(), "prompt is too long: é");
+    }
+
+    /// The Responses API's `response.failed` and `error` events name the class in `code`, with
+    /// a message that does not: "Your input exceeds the context window of this model" is
+    /// `context_length_exceeded`, "Selected model is at capacity. Please try a different
+    /// model." `server_is_overloaded`.
+    #[test]
+    fn responses_error_codes_give_their_class() {
+        let too_long = DecodeError::provider(serde_json::json!({
+            "code": "context_length_exceeded",
+            "message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        }));
+        assert!(
+            matches!(ModelError::from(too_long), ModelError::PromptTooLong { .. }),
+            "context_length_exceeded"
+        );
+        let event = DecodeError::provider(serde_json::json!({
+            "type": "error", "code": "context_length_exceeded",
+            "message": "Your input exceeds the context window of this model.", "param": null,
+        }));
+        assert!(matches!(
+            ModelError::from(event),
+            ModelError::PromptTooLong { .. }
+        ));
+        let capacity = DecodeError::provider(serde_json::json!({
+            "code": "server_is_overloaded",
+            "message": "Selected model is at capacity. Please try a different model.",
+        }));
+        assert!(
+            matches!(ModelError::from(capacity), ModelError::Overloaded { .. }),
+            "server_is_overloaded"
+        );
     }
 }

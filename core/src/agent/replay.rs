@@ -234,7 +234,7 @@ pub fn openai_chat_sse(message: &Value, chunk_chars: usize) -> String {
 /// whose `signature` is its `encrypted_content`; text as a `message` item with `output_text`
 /// deltas; each `tool_use` as a `function_call` with `arguments` deltas), pieces of about
 /// `chunk_chars` characters, and `response.completed` (`response.incomplete` with
-/// `max_output_tokens` for `max_tokens`) with every item and the usage (cache reads as
+/// `max_output_tokens` for `max_tokens`, with `content_filter` for `refusal`) with every item and the usage (cache reads as
 /// `input_tokens_details.cached_tokens`, included in `input_tokens`).
 pub fn openai_responses_sse(message: &Value, chunk_chars: usize) -> String {
     let chunk_chars = chunk_chars.max(1);
@@ -353,15 +353,19 @@ pub fn openai_responses_sse(message: &Value, chunk_chars: usize) -> String {
     let cached = field("cache_read_input_tokens");
     let input = field("input_tokens") + field("cache_creation_input_tokens") + cached;
     let output = field("output_tokens");
-    let cut = message.get("stop_reason").and_then(Value::as_str) == Some("max_tokens");
-    let (kind, status, details) = if cut {
-        (
+    // A cut is `max_output_tokens`, a refusal the content filter's.
+    let (kind, status, details) = match message.get("stop_reason").and_then(Value::as_str) {
+        Some("max_tokens") => (
             "response.incomplete",
             "incomplete",
             json!({"reason": "max_output_tokens"}),
-        )
-    } else {
-        ("response.completed", "completed", Value::Null)
+        ),
+        Some("refusal") => (
+            "response.incomplete",
+            "incomplete",
+            json!({"reason": "content_filter"}),
+        ),
+        _ => ("response.completed", "completed", Value::Null),
     };
     event(
         kind,

@@ -10,15 +10,20 @@
 //!   user `message` with the rest (`input_text`, `input_image`, base64 PDFs as `input_file`); an
 //!   assistant message's blocks become, in their order, `reasoning` items (a `thinking` block
 //!   whose `signature` holds the item's `encrypted_content`; unsigned thinking has nothing to
-//!   send and is left out), `message` items (`output_text`) and `function_call` items. Tool
+//!   send and is left out), `message` items (string content, the shape every server takes) and
+//!   `function_call` items. Tool
 //!   definitions become flat `{"type": "function", name, description, parameters, "strict":
 //!   false}` (the API's default would refuse most hand-written schemas); `max_tokens` becomes
-//!   `max_output_tokens`, `tool_choice` and `metadata.user_id` are mapped, and `stop_sequences`,
+//!   `max_output_tokens` (left out when the request's is `null`: the loop sets it so once a
+//!   server refused the field, as the ChatGPT Codex backend does), `tool_choice` and `metadata.user_id` are mapped, and `stop_sequences`,
 //!   which the API lacks, are dropped with the other Anthropic-only fields. `store` is `false`
 //!   unless the request says otherwise, so nothing is kept on OpenAI's side; for a reasoning
 //!   model (`o1`, `o3`, `o4`, `gpt-5` but `gpt-5-chat`, `codex`) `include` asks for
 //!   `reasoning.encrypted_content`, which the API refuses for other models (the loop then sends
-//!   the turn again with `"include": null`, which sends none). Unknown fields
+//!   the turn again with `"include": null`, which sends none). Encrypted content the API
+//!   cannot verify (a Claude conversation's thinking signatures, or OpenAI's own after a key
+//!   change: `invalid_encrypted_content`) is sent as it is: the loop then sends the turn again
+//!   without the thinking of the history it had. Unknown fields
 //!   (`reasoning`, `text`, `temperature`, `prompt_cache_key`, ...) pass through.
 //! - Responses ([`message_from_response`], [`ResponsesEventTranslator`]): the Responses
 //!   decoder's events and final `response` become Anthropic-shaped events and an Anthropic
@@ -217,11 +222,15 @@ fn assistant_items(content: &Value, out: &mut Vec<Value>) {
     }
 }
 
+/// Assistant text as an input message with string content: OpenAI takes `output_text` parts
+/// too, but servers that validate `input` against the SDK's types (vLLM) take them only with the
+/// `id`, `status` and `annotations` of a stored output message, and an `id` sent with
+/// `store: false` refers to nothing.
 fn assistant_text(text: String) -> Value {
     json!({
         "type": "message",
         "role": "assistant",
-        "content": [{"type": "output_text", "text": text}],
+        "content": text,
     })
 }
 
@@ -513,19 +522,17 @@ impl ResponsesEventTranslator {
                 }
             }
             DecodeEvent::MessageDelta { delta, usage } => {
-                // The final message has the exact reason (`incomplete_details`); the status is
-                // enough for the stream's view.
+                // The same reason as the final message's: the delta carries the status and,
+                // for an incomplete response, its `incomplete_details`.
                 let has_calls = self
                     .blocks
                     .iter()
                     .flatten()
                     .any(|(_, k)| *k == Kind::ToolUse);
-                let stop = match delta.get("status").and_then(Value::as_str) {
-                    Some("incomplete") => Some("max_tokens"),
-                    Some(_) if has_calls => Some("tool_use"),
-                    Some(_) => Some("end_turn"),
-                    None => None,
-                };
+                let stop = delta
+                    .get("status")
+                    .is_some()
+                    .then(|| stop_reason(&delta, has_calls));
                 let delta = match stop {
                     Some(stop) => json!({"stop_reason": stop, "stop_sequence": null}),
                     None => json!({}),
@@ -721,10 +728,12 @@ mod tests {
             input[1],
             json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "Read the spec first."}], "encrypted_content": "enc-1"})
         );
-        assert_eq!(input[2]["role"], "assistant");
+        // Assistant text as a plain-string message, the shape every server validates (vLLM
+        // refuses an `output_text` part without the `id`, `status` and `annotations` of a
+        // stored output message).
         assert_eq!(
-            input[2]["content"][0],
-            json!({"type": "output_text", "text": "Reading."})
+            input[2],
+            json!({"type": "message", "role": "assistant", "content": "Reading."})
         );
         assert_eq!(
             input[3],
@@ -922,6 +931,43 @@ mod tests {
         assert_eq!(again["input"][1]["encrypted_content"], "enc-9");
     }
 
+    /// OpenAI streams a reasoning summary in several parts (one per bold-titled section): the
+    /// final thinking block joins them with a blank line, and the streamed thinking read the
+    /// same, not the parts run together.
+    #[test]
+    fn a_summary_in_several_parts_streams_as_it_ends() {
+        let events = [
+            json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}}),
+            json!({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            json!({"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 0, "delta": "**Reading**"}),
+            json!({"type": "response.reasoning_summary_part.done", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": "**Reading**"}}),
+            json!({"type": "response.reasoning_summary_part.added", "output_index": 0, "summary_index": 1, "part": {"type": "summary_text", "text": ""}}),
+            json!({"type": "response.reasoning_summary_text.delta", "output_index": 0, "summary_index": 1, "delta": "**Answering**"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Reading**"}, {"type": "summary_text", "text": "**Answering**"}], "encrypted_content": "gAAAAAx"}}),
+            json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": [
+                {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "**Reading**"}, {"type": "summary_text", "text": "**Answering**"}], "encrypted_content": "gAAAAAx"},
+            ]}}),
+        ];
+        let sse: String = events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect();
+        let (events, message) = decoded(&sse);
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::ThinkingDelta { thinking, .. } => Some(thinking.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            message["content"][0]["thinking"],
+            "**Reading**\n\n**Answering**"
+        );
+        assert_eq!(streamed, "**Reading**\n\n**Answering**");
+    }
+
     #[test]
     fn incomplete_responses_map_to_their_stop_reasons() {
         let cut = scripted_message(
@@ -935,6 +981,22 @@ mod tests {
             message["content"],
             json!([{"type": "text", "text": "Half"}])
         );
+        // A content filter's cut is a refusal in the stream's view too.
+        let refused = scripted_message(
+            &json!({}),
+            vec![json!({"type": "text", "text": "I can"})],
+            "refusal",
+        );
+        let (events, message) = decoded(&openai_responses_sse(&refused, 2));
+        assert_eq!(message["stop_reason"], "refusal");
+        let streamed: Vec<&Value> = events
+            .iter()
+            .filter_map(|e| match e {
+                DecodeEvent::MessageDelta { delta, .. } => Some(&delta["stop_reason"]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed, [&json!("refusal")]);
         let filtered = json!({"status": "incomplete", "incomplete_details": {"reason": "content_filter"}, "output": []});
         assert_eq!(message_from_response(&filtered)["stop_reason"], "refusal");
         let hosted = json!({"status": "completed", "output": [

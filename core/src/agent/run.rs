@@ -177,6 +177,7 @@ impl Agent {
             container: None,
             drop_stale_thinking: false,
             refused_fields: Vec::new(),
+            unverifiable_reasoning: 0,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -280,8 +281,12 @@ struct Driver {
     drop_stale_thinking: bool,
     /// Request fields a server refused ([`refused_field`]): requests send them as `null`, which
     /// the OpenAI translations leave out, for the rest of the run. Without `stream_options`
-    /// usage is estimated; without `include` a Responses model's reasoning is not kept.
+    /// usage is estimated; without `include` a Responses model's reasoning is not kept; without
+    /// `max_tokens` the server's own output limit holds.
     refused_fields: Vec<&'static str>,
+    /// Requests leave out the thinking of the history's messages before this one: a Responses
+    /// model could not verify its encrypted content ([`is_unverifiable_reasoning_error`]).
+    unverifiable_reasoning: usize,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -338,6 +343,23 @@ impl Driver {
             }
             _ => false,
         }
+    }
+
+    /// Whether the history holds thinking that requests do not leave out yet.
+    fn has_reasoning_to_leave_out(&self) -> bool {
+        self.messages
+            .get(self.unverifiable_reasoning..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .any(|b| {
+                matches!(
+                    b.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            })
     }
 
     /// Sends the refused fields as `null`, which the OpenAI translations leave out.
@@ -577,6 +599,24 @@ impl Driver {
                             // the same turn again, asking the API to drop the stale blocks.
                             tracing::warn!(%message, "thinking blocks refused after a history edit; resending with drop_block");
                             self.drop_stale_thinking = true;
+                            self.turns -= 1;
+                            continue;
+                        }
+                        ModelError::Other(message)
+                        | ModelError::Truncated {
+                            reason: message, ..
+                        } if is_unverifiable_reasoning_error(&message)
+                            && self.has_reasoning_to_leave_out() =>
+                        {
+                            // Refused before any output (or in a `response.failed` event, the
+                            // stream then discarded as a truncated one): the same turn again,
+                            // the reasoning the history holds left out (the run's later
+                            // reasoning goes back).
+                            if let Some(stop) = self.over_budget() {
+                                return stop;
+                            }
+                            tracing::warn!(%message, "encrypted reasoning refused; resending without the history's");
+                            self.unverifiable_reasoning = self.messages.len();
                             self.turns -= 1;
                             continue;
                         }
@@ -1026,6 +1066,12 @@ impl Driver {
             // A host's history may end an earlier assistant message with thinking, or hold a
             // Chat model's reasoning where no provider reads it back, which Anthropic refuses.
             drop_trailing_thinking_before_last(messages);
+            if self.unverifiable_reasoning > 0 {
+                let at = self.unverifiable_reasoning.min(messages.len());
+                let mut before: Vec<Value> = messages.drain(..at).collect();
+                drop_thinking(&mut before);
+                messages.splice(0..0, before);
+            }
             if self.paused {
                 trim_final_assistant_text(messages);
             }
@@ -1173,6 +1219,8 @@ impl Driver {
         let mut compacted = compacted;
         rename_repeated_tool_use_ids(&mut compacted);
         self.messages = compacted;
+        // What the compacted history holds was never refused.
+        self.unverifiable_reasoning = 0;
         self.paused = false;
         self.tracker.replace_messages(&self.messages);
         self.cache.reset();
@@ -1323,15 +1371,33 @@ const SUMMARY_LEAVES_OUT: &[&str] = &[
 /// `stream_options` (OpenAI-compatible servers that refuse fields they do not know:
 /// "Unrecognized request argument supplied: stream_options", "extra_forbidden ...
 /// stream_options"), or `include` (the Responses API asked for the encrypted reasoning of a
-/// model that has none: "Encrypted content is not supported with this model").
+/// model that has none: "Encrypted content is not supported with this model"), or
+/// `max_tokens` (sent to the Responses API as `max_output_tokens`, which the ChatGPT Codex
+/// backend refuses: "Unsupported parameter: max_output_tokens").
 pub(crate) fn refused_field(message: &str) -> Option<&'static str> {
     if message.contains("stream_options") {
         Some("stream_options")
     } else if message.contains("Encrypted content is not supported") {
         Some("include")
+    } else if message.contains("max_output_tokens")
+        && message
+            .to_ascii_lowercase()
+            .contains("unsupported parameter")
+    {
+        Some("max_tokens")
     } else {
         None
     }
+}
+
+/// Whether a refused request's message is the Responses API's refusal of a reasoning item's
+/// encrypted content ("The encrypted content gAAA…Rg== could not be verified",
+/// `invalid_encrypted_content`): content signed for another provider (Anthropic's thinking
+/// signatures) or another key or organisation.
+pub(crate) fn is_unverifiable_reasoning_error(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("invalid_encrypted_content")
+        || (lower.contains("encrypted content") && lower.contains("could not be verified"))
 }
 
 /// The `anthropic-beta` flag that lets a request choose what happens to thinking blocks whose

@@ -280,8 +280,17 @@ fn classify(
             limit: limit.or(context),
         };
     }
-    match (details.status, error_type) {
+    // A Responses `response.failed` error names its class in `code` alone.
+    let kind = if error_type.is_empty() {
+        reason
+    } else {
+        error_type
+    };
+    match (details.status, kind) {
+        // OpenAI's "Selected model is at capacity" (`code: server_is_overloaded`, a 503 or a
+        // `response.failed`) is Anthropic's `overloaded_error`.
         (_, "overloaded_error") | (Some(529), _) => ClientError::Overloaded(details),
+        _ if reason == "server_is_overloaded" => ClientError::Overloaded(details),
         (_, "rate_limit_error" | "rate_limit_exceeded") | (Some(429), _) => {
             ClientError::RateLimited {
                 details,
@@ -582,6 +591,28 @@ mod tests {
             details.message,
             "Your input exceeds the context window of this model."
         );
+    }
+
+    /// OpenAI's "Selected model is at capacity. Please try a different model." comes as a 503
+    /// with `code: server_is_overloaded`, or in a `response.failed` event: the loop's cue to
+    /// switch to its fallback model, as Anthropic's `overloaded_error` is.
+    #[test]
+    fn openai_capacity_errors_are_overloaded() {
+        let body = serde_json::json!({"error": {"code": "server_is_overloaded", "message": "Selected model is at capacity. Please try a different model.", "param": null, "type": null}});
+        let error =
+            ClientError::from_response(503, &HeaderMap::new(), body.to_string().as_bytes(), None);
+        assert_eq!(error.code(), "overloaded", "{error:?}");
+        let failed = ClientError::from_stream_error(
+            r#"{"code":"server_is_overloaded","message":"Our servers are currently overloaded. Please try again later."}"#,
+            None,
+        );
+        assert_eq!(failed.code(), "overloaded", "{failed:?}");
+        // A `response.failed` error has a code and no type.
+        let limited = ClientError::from_stream_error(
+            r#"{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5 on tokens per min (TPM)."}"#,
+            None,
+        );
+        assert_eq!(limited.code(), "rate_limited", "{limited:?}");
     }
 
     #[test]

@@ -14,6 +14,10 @@ type Object = Map<String, Value>;
 
 /// OpenAI Responses streaming: `response.*` events.
 ///
+/// Reasoning summary and reasoning text deltas are thinking deltas; a summary part after the
+/// first starts with a `"\n\n"` thinking delta (summaries come in sections, which read joined
+/// by a blank line).
+///
 /// The snapshot starts from `response.created`; output items, content parts, text and function
 /// call arguments accumulate from the delta events; `*.done` events replace the piece they name
 /// with its final value; `response.completed` (or `response.incomplete`) carries the
@@ -498,10 +502,18 @@ impl OpenAiResponsesDecoder {
                 }
                 let status = response.get("status").cloned().unwrap_or(Value::Null);
                 let usage = response.get("usage").cloned().unwrap_or(Value::Null);
+                // Why an incomplete response stopped (`max_output_tokens`, `content_filter`).
+                let details = response
+                    .get("incomplete_details")
+                    .filter(|d| !d.is_null())
+                    .cloned();
                 self.snapshot = Some(response);
-                self.emit(|| DecodeEvent::MessageDelta {
-                    delta: serde_json::json!({ "status": status }),
-                    usage,
+                self.emit(|| {
+                    let mut delta = serde_json::json!({ "status": status });
+                    if let Some(details) = details {
+                        delta["incomplete_details"] = details;
+                    }
+                    DecodeEvent::MessageDelta { delta, usage }
                 });
                 self.done = true;
                 self.emit(|| DecodeEvent::MessageStop);
@@ -579,10 +591,19 @@ impl OpenAiResponsesDecoder {
             let Some(part) = event.remove("part") else {
                 return false;
             };
-            if at == parts.len() {
+            let opened = at == parts.len();
+            if opened {
                 parts.push(part);
             } else {
                 parts[at] = part;
+            }
+            // A summary's parts are sections: the streamed thinking separates them with a blank
+            // line, as the parts read joined.
+            if opened && at > 0 && list == "summary" {
+                self.emit(|| DecodeEvent::ThinkingDelta {
+                    index,
+                    thinking: "\n\n".to_owned(),
+                });
             }
             return true;
         }
