@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferroloop::agent::replay::{
-    ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
+    Script, ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
 };
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, ModelError, StopReason, check_history};
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
@@ -792,6 +792,55 @@ fn chat_rules(request: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// A sweep over one OpenAI API: its scripted model and encoder, the rules its requests obey.
+struct Sweep {
+    shapes: usize,
+    model: &'static str,
+    scripted: fn(Box<Script>) -> ScriptedModel,
+    encode: fn(&Value, usize) -> String,
+    rules: fn(&Value) -> Result<(), String>,
+    /// The request field shown when a rule breaks.
+    shown: &'static str,
+}
+
+/// Runs every three-turn order of `sweep.shapes` answers (`shape(shape, call number)`; past
+/// the third turn, the shape after the last) with a prompt holding a PDF and an image the APIs
+/// have no part for, and checks every request against the API's rules.
+async fn sweep(sweep: Sweep, shape: fn(usize, usize) -> (Vec<Value>, &'static str)) {
+    let shapes = sweep.shapes;
+    for a in 0..shapes {
+        for b in 0..shapes {
+            for c in 0..shapes {
+                let plan = [a, b, c];
+                let encode = sweep.encode;
+                let (model, requests) = (sweep.scripted)(Box::new(move |n, request| {
+                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(shapes), n);
+                    let message = scripted_message(request, content, stop);
+                    Ok(Bytes::from(encode(&message, 5)))
+                }))
+                .recorded();
+                let mut config = AgentConfig::new(sweep.model);
+                config.system = Some("Be brief.".into());
+                let agent = Agent::new(config, Arc::new(model), executor());
+                let prompt = json!([
+                    text("go"),
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
+                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+                ]);
+                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
+                for (k, request) in requests.lock().unwrap().iter().enumerate() {
+                    if let Err(broken) = (sweep.rules)(request) {
+                        panic!(
+                            "{plan:?}, request {k}: {broken}\n{:#}",
+                            request[sweep.shown]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The Chat Completions counterpart of the sweep above: calls, cuts by `length`, a content
 /// filter, blank text, a non-object argument and a call to an unknown tool, in any three-turn
 /// order.
@@ -822,34 +871,18 @@ async fn every_chat_request_of_unusual_turn_sequences_obeys_the_api_rules() {
             _ => (vec![text("Done.")], "end_turn"),
         }
     };
-    for a in 0..SHAPES {
-        for b in 0..SHAPES {
-            for c in 0..SHAPES {
-                let plan = [a, b, c];
-                let (model, requests) = ScriptedModel::openai_chat(move |n, request| {
-                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
-                    let message = scripted_message(request, content, stop);
-                    Ok(Bytes::from(openai_chat_sse(&message, 5)))
-                })
-                .recorded();
-                let mut config = AgentConfig::new("gpt-4o");
-                config.system = Some("Be brief.".into());
-                let agent = Agent::new(config, Arc::new(model), executor());
-                // A prompt with a PDF and an image Chat has no part for, in every request.
-                let prompt = json!([
-                    text("go"),
-                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
-                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
-                ]);
-                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
-                for (k, request) in requests.lock().unwrap().iter().enumerate() {
-                    if let Err(broken) = chat_rules(request) {
-                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["messages"]);
-                    }
-                }
-            }
-        }
-    }
+    sweep(
+        Sweep {
+            shapes: SHAPES,
+            model: "gpt-4o",
+            scripted: |script| ScriptedModel::openai_chat(script),
+            encode: openai_chat_sse,
+            rules: chat_rules,
+            shown: "messages",
+        },
+        shape,
+    )
+    .await;
 }
 
 /// The API refuses a request whose tools share a name ("Tool names must be unique"): a host
@@ -1637,33 +1670,18 @@ async fn every_responses_request_of_unusual_turn_sequences_obeys_the_api_rules()
             _ => (vec![text("Done.")], "end_turn"),
         }
     };
-    for a in 0..SHAPES {
-        for b in 0..SHAPES {
-            for c in 0..SHAPES {
-                let plan = [a, b, c];
-                let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
-                    let (content, stop) = shape(plan.get(n).copied().unwrap_or(SHAPES), n);
-                    let message = scripted_message(request, content, stop);
-                    Ok(Bytes::from(openai_responses_sse(&message, 5)))
-                })
-                .recorded();
-                let mut config = AgentConfig::new("gpt-5.5");
-                config.system = Some("Be brief.".into());
-                let agent = Agent::new(config, Arc::new(model), executor());
-                let prompt = json!([
-                    text("go"),
-                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
-                    {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
-                ]);
-                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
-                for (k, request) in requests.lock().unwrap().iter().enumerate() {
-                    if let Err(broken) = responses_rules(request) {
-                        panic!("{plan:?}, request {k}: {broken}\n{:#}", request["input"]);
-                    }
-                }
-            }
-        }
-    }
+    sweep(
+        Sweep {
+            shapes: SHAPES,
+            model: "gpt-5.5",
+            scripted: |script| ScriptedModel::openai_responses(script),
+            encode: openai_responses_sse,
+            rules: responses_rules,
+            shown: "input",
+        },
+        shape,
+    )
+    .await;
 }
 
 /// A history whose signed thinking a Responses model cannot verify (Anthropic's thinking

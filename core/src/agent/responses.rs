@@ -474,52 +474,20 @@ impl ResponsesEventTranslator {
                     self.stop(at, out);
                 }
             }
-            DecodeEvent::ToolUseReady {
-                index,
-                id,
-                name,
-                input,
-            } => {
-                if let Some(index) = self.seal(index, &id, &name, Some(&input)) {
-                    out.push(DecodeEvent::ToolUseReady {
-                        index,
-                        id,
-                        name,
-                        input,
-                    });
+            mut event @ (DecodeEvent::ToolUseReady { .. }
+            | DecodeEvent::ToolUseInvalid { .. }
+            | DecodeEvent::ToolUseTruncated { .. }) => {
+                let Some(call) = event.sealed_call() else {
+                    return;
+                };
+                let Some((at, Kind::ToolUse)) = self.block(call.index) else {
+                    return;
+                };
+                self.sealed.push(SealedCall::at(at, call));
+                if let Some(index) = event.index_mut() {
+                    *index = at;
                 }
-            }
-            DecodeEvent::ToolUseInvalid {
-                index,
-                id,
-                name,
-                partial_json,
-                error,
-            } => {
-                if let Some(index) = self.seal(index, &id, &name, None) {
-                    out.push(DecodeEvent::ToolUseInvalid {
-                        index,
-                        id,
-                        name,
-                        partial_json,
-                        error,
-                    });
-                }
-            }
-            DecodeEvent::ToolUseTruncated {
-                index,
-                id,
-                name,
-                partial_json,
-            } => {
-                if let Some(index) = self.seal(index, &id, &name, None) {
-                    out.push(DecodeEvent::ToolUseTruncated {
-                        index,
-                        id,
-                        name,
-                        partial_json,
-                    });
-                }
+                out.push(event);
             }
             DecodeEvent::MessageDelta { delta, usage } => {
                 // The same reason as the final message's: the delta carries the status and,
@@ -555,20 +523,6 @@ impl ResponsesEventTranslator {
             | DecodeEvent::UnknownDelta { .. } => {}
             other => out.push(other),
         }
-    }
-
-    /// Records the seal of the call at output `index`; its block, `None` when it has none.
-    fn seal(&mut self, index: usize, id: &str, name: &str, input: Option<&Value>) -> Option<usize> {
-        let Some((at, Kind::ToolUse)) = self.block(index) else {
-            return None;
-        };
-        self.sealed.push(SealedCall {
-            index: at,
-            id: id.to_owned(),
-            name: name.to_owned(),
-            input: input.cloned(),
-        });
-        Some(at)
     }
 
     fn stop(&mut self, at: usize, out: &mut Vec<DecodeEvent>) {
