@@ -19,7 +19,9 @@ use ferroloop::agent::{
 use ferroloop::client::{Client, ClientConfig};
 use ferroloop::decode::Provider;
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
-use ferroloop_replay::{Fault, ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions};
+use ferroloop_replay::{
+    Fault, RecordedRequest, ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -90,10 +92,7 @@ async fn a_conversation_survives_every_recoverable_failure_over_http() {
         Arc::new(client),
         Arc::new(ToolExecutor::new(tools)),
     );
-    let events: Vec<AgentEvent> =
-        tokio::time::timeout(Duration::from_secs(30), agent.run("read a and b").collect())
-            .await
-            .unwrap();
+    let events = run_events(&agent, "read a and b").await;
 
     assert!(
         events.iter().any(|e| matches!(
@@ -128,6 +127,33 @@ async fn a_conversation_survives_every_recoverable_failure_over_http() {
             && calls.iter().filter(|p| *p == "b").count() >= 1
     );
     assert_eq!(server.requests().len(), 7);
+}
+
+/// The replay server answering `responses` in order.
+async fn serve(responses: Vec<ScriptedResponse>) -> ReplayServer {
+    let script = Script {
+        responses,
+        ..Script::default()
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Every event of a run of `prompt` (it must end within 30 s).
+async fn run_events(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
+    tokio::time::timeout(Duration::from_secs(30), agent.run(prompt).collect())
+        .await
+        .unwrap()
+}
+
+/// The bodies of recorded requests, as JSON.
+fn bodies_of(requests: &[RecordedRequest]) -> Vec<Value> {
+    requests
+        .iter()
+        .map(|r| serde_json::from_str(&r.body).unwrap())
+        .collect()
 }
 
 fn test_client(provider: Provider, server: &ReplayServer) -> Client {
@@ -178,39 +204,30 @@ fn chat_sse(content: Vec<Value>, stop: &str) -> String {
 /// (without waiting for the client's further retries), which runs parallel tool calls.
 #[tokio::test]
 async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
-    let script = Script {
-        responses: vec![
-            overloaded_529(),
-            overloaded_529(),
-            event_stream(chat_sse(
-                vec![
-                    json!({"type": "text", "text": "Reading both."}),
-                    json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
-                    json!({"type": "tool_use", "id": "call_b", "name": "read", "input": {"path": "b"}}),
-                ],
-                "tool_use",
-            )),
-            event_stream(chat_sse(
-                vec![json!({"type": "text", "text": "Both read."})],
-                "end_turn",
-            )),
-        ],
-        ..Script::default()
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let server = ReplayServer::start(&script, &root, ServerOptions::default())
-        .await
-        .unwrap();
+    let server = serve(vec![
+        overloaded_529(),
+        overloaded_529(),
+        event_stream(chat_sse(
+            vec![
+                json!({"type": "text", "text": "Reading both."}),
+                json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
+                json!({"type": "tool_use", "id": "call_b", "name": "read", "input": {"path": "b"}}),
+            ],
+            "tool_use",
+        )),
+        event_stream(chat_sse(
+            vec![json!({"type": "text", "text": "Both read."})],
+            "end_turn",
+        )),
+    ])
+    .await;
     let client = test_client(Provider::OpenAiChat, &server);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut config = AgentConfig::new("gpt-primary");
     config.fallback_model = Some("gpt-fallback".into());
     config.fallback_after_529_retries = 2;
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
-    let events: Vec<AgentEvent> =
-        tokio::time::timeout(Duration::from_secs(30), agent.run("read a and b").collect())
-            .await
-            .unwrap();
+    let events = run_events(&agent, "read a and b").await;
     let AgentEvent::Stop {
         reason, messages, ..
     } = events.last().unwrap()
@@ -227,10 +244,7 @@ async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
     assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
-    let bodies: Vec<Value> = requests
-        .iter()
-        .map(|r| serde_json::from_str(&r.body).unwrap())
-        .collect();
+    let bodies = bodies_of(&requests);
     let models: Vec<&str> = bodies
         .iter()
         .map(|b| b["model"].as_str().unwrap())
@@ -272,29 +286,20 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
         &partial[..cut],
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     );
-    let script = Script {
-        responses: vec![
-            event_stream(body),
-            event_stream(sse(
-                vec![json!({"type": "text", "text": "From the fallback."})],
-                "end_turn",
-            )),
-        ],
-        ..Script::default()
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let server = ReplayServer::start(&script, &root, ServerOptions::default())
-        .await
-        .unwrap();
+    let server = serve(vec![
+        event_stream(body),
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "From the fallback."})],
+            "end_turn",
+        )),
+    ])
+    .await;
     let client = test_client(Provider::Anthropic, &server);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut config = AgentConfig::new("claude-primary");
     config.fallback_model = Some("claude-fallback".into());
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
-    let events: Vec<AgentEvent> =
-        tokio::time::timeout(Duration::from_secs(30), agent.run("go").collect())
-            .await
-            .unwrap();
+    let events = run_events(&agent, "go").await;
     let AgentEvent::Stop {
         reason, messages, ..
     } = events.last().unwrap()
@@ -354,10 +359,7 @@ async fn the_explore_script_runs_over_openai_chat_completions() {
         Arc::new(client),
         Arc::new(ToolExecutor::new(registry)),
     );
-    let events: Vec<AgentEvent> =
-        tokio::time::timeout(Duration::from_secs(30), agent.run("explore").collect())
-            .await
-            .unwrap();
+    let events = run_events(&agent, "explore").await;
     let AgentEvent::Stop {
         reason,
         messages,
@@ -393,8 +395,7 @@ async fn the_loop_speaks_the_responses_api_over_http() {
             8,
         ))
     };
-    let script = Script {
-        responses: vec![
+    let server = serve(vec![
             ScriptedResponse::with_status(
                 429,
                 ScriptBody::Json(
@@ -419,22 +420,13 @@ async fn the_loop_speaks_the_responses_api_over_http() {
                 vec![json!({"type": "text", "text": "nd done."})],
                 "end_turn",
             ),
-        ],
-        ..Script::default()
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let server = ReplayServer::start(&script, &root, ServerOptions::default())
-        .await
-        .unwrap();
+        ]).await;
     let client = test_client(Provider::OpenAiResponses, &server);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut config = AgentConfig::new("gpt-5.5");
     config.system = Some("Be brief.".into());
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
-    let events: Vec<AgentEvent> =
-        tokio::time::timeout(Duration::from_secs(30), agent.run("read a and b").collect())
-            .await
-            .unwrap();
+    let events = run_events(&agent, "read a and b").await;
     let AgentEvent::Stop {
         reason, messages, ..
     } = events.last().unwrap()
@@ -452,10 +444,7 @@ async fn the_loop_speaks_the_responses_api_over_http() {
     assert_eq!(requests.len(), 4);
     assert!(requests.iter().all(|r| r.path == "/responses"));
     assert_eq!(requests[0].header("authorization"), Some("Bearer test-key"));
-    let bodies: Vec<Value> = requests
-        .iter()
-        .map(|r| serde_json::from_str(&r.body).unwrap())
-        .collect();
+    let bodies = bodies_of(&requests);
     for body in &bodies {
         assert_eq!(body["model"], "gpt-5.5");
         assert_eq!(body["instructions"], "Be brief.");
@@ -506,37 +495,25 @@ async fn a_chat_server_refusing_stream_options_is_asked_again_without_them_over_
             .split("\n\n")
             .filter(|event| !event.contains("prompt_tokens"))
             .collect();
-        let script = Script {
-            responses: vec![
-                ScriptedResponse::with_status(400, ScriptBody::Json(refusal.clone())),
-                event_stream(answer.join("\n\n")),
-            ],
-            ..Script::default()
-        };
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        let server = ReplayServer::start(&script, &root, ServerOptions::default())
-            .await
-            .unwrap();
+        let server = serve(vec![
+            ScriptedResponse::with_status(400, ScriptBody::Json(refusal.clone())),
+            event_stream(answer.join("\n\n")),
+        ])
+        .await;
         let client = test_client(Provider::OpenAiChat, &server);
         let agent = Agent::new(
             AgentConfig::new("gpt-4o"),
             Arc::new(client),
             reading_tools(Arc::default()),
         );
-        let events: Vec<AgentEvent> =
-            tokio::time::timeout(Duration::from_secs(30), agent.run("hi").collect())
-                .await
-                .unwrap();
+        let events = run_events(&agent, "hi").await;
         let AgentEvent::Stop { reason, error, .. } = events.last().unwrap() else {
             panic!("no stop event")
         };
         assert_eq!(*reason, StopReason::EndTurn, "{refusal}: {error:?}");
         let requests = server.requests();
         assert_eq!(requests.len(), 2);
-        let bodies: Vec<Value> = requests
-            .iter()
-            .map(|r| serde_json::from_str(&r.body).unwrap())
-            .collect();
+        let bodies = bodies_of(&requests);
         assert!(bodies[0].get("stream_options").is_some());
         assert!(bodies[1].get("stream_options").is_none(), "{}", bodies[1]);
     }
