@@ -12,37 +12,7 @@
 
 #include "check.h"
 
-/* ---- worker threads (joined at the end, so valgrind sees no leaks) ---- */
-
-#define MAX_WORKERS 64
-static pthread_t workers[MAX_WORKERS];
-static int worker_count = 0;
-static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void start_worker(void *(*body)(void *), void *arg) {
-    pthread_mutex_lock(&workers_lock);
-    if (worker_count < MAX_WORKERS && pthread_create(&workers[worker_count], NULL, body, arg) == 0) {
-        worker_count++;
-    } else {
-        checks_failed++;
-        fprintf(stderr, "cannot start a worker thread\n");
-    }
-    pthread_mutex_unlock(&workers_lock);
-}
-
-static void join_workers(void) {
-    pthread_mutex_lock(&workers_lock);
-    for (int i = 0; i < worker_count; i++) {
-        pthread_join(workers[i], NULL);
-    }
-    worker_count = 0;
-    pthread_mutex_unlock(&workers_lock);
-}
-
-static void sleep_ms(long ms) {
-    struct timespec delay = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&delay, NULL);
-}
+#include "workers.h"
 
 /* ---- shared state of the tools ---- */
 
