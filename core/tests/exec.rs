@@ -1403,3 +1403,67 @@ async fn host_data_attached_to_a_run_or_turn_reaches_its_calls_only() {
         ferroloop::exec::ToolContext::standalone("x", ferroloop::exec::CancellationToken::new());
     assert!(standalone.host_data().is_none());
 }
+
+/// Hooks that change nothing: they only move calls onto the hooked path.
+struct PassThroughHooks;
+
+impl ToolHooks for PassThroughHooks {}
+
+/// A cancellation that lands after a call was handed to its tool but before the turn first
+/// polled that call (a C host cancelling from another thread right after its callback handed the
+/// call to a worker, which answers at once because it saw the cancellation) is answered with the
+/// cancellation's message, as at every later poll: not with the tool's own error.
+#[tokio::test(start_paused = true)]
+async fn a_tool_answering_a_cancellation_before_its_first_poll_is_cancelled() {
+    type Slot = Arc<std::sync::Mutex<Option<ferroloop::exec::TurnHandle>>>;
+    for hooked in [false, true] {
+        for timed in [false, true] {
+            for by_handle in [false, true] {
+                let run = ferroloop::exec::CancellationToken::new();
+                let slot: Slot = Arc::default();
+                let (stopper, handle) = (run.clone(), slot.clone());
+                // Cancels while it is handed the call (another thread, in a host), then answers
+                // with an error of its own once it sees the cancellation.
+                let mut tool = FnTool::new("worker", move |_, ctx| {
+                    match handle.lock().unwrap().as_ref() {
+                        Some(handle) => handle.cancel(),
+                        None => stopper.cancel(),
+                    }
+                    async move {
+                        ctx.cancelled().await;
+                        Err(ferroloop::exec::ToolError::failed("worker: interrupted"))
+                    }
+                });
+                if timed {
+                    tool = tool.with_timeout(Duration::from_secs(30));
+                }
+                let mut tools = ToolRegistry::new();
+                tools.register(tool).unwrap();
+                let mut builder = ToolExecutor::builder(tools).run_token(run);
+                if hooked {
+                    builder = builder.hooks(Arc::new(PassThroughHooks));
+                }
+                let exec = builder.build();
+                let turn = exec.turn();
+                if by_handle {
+                    *slot.lock().unwrap() = Some(turn.handle());
+                }
+                turn.submit(ToolUse::new("a", "worker", json!({}))).unwrap();
+                turn.seal();
+                let results = tokio::time::timeout(Duration::from_secs(60), turn.finish())
+                    .await
+                    .expect("the cancelled turn ends")
+                    .unwrap();
+                let case = format!("hooked={hooked} timed={timed} by_handle={by_handle}");
+                assert!(results[0].is_error, "{case}");
+                assert_eq!(
+                    text(&results[0]),
+                    "Tool 'worker' was cancelled: the turn was cancelled",
+                    "{case}"
+                );
+                let metrics = exec.metrics();
+                assert_eq!((metrics.cancelled, metrics.detached), (1, 0), "{case}");
+            }
+        }
+    }
+}

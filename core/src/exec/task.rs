@@ -1,6 +1,7 @@
 //! A call in flight, as a hand-written future: the common paths (no hooks; a tool that completes
 //! when first polled, or one that waits without a timeout on a turn's task) cost no allocation
-//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take no lock;
+//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take one
+//! uncontended lock (reading the cancellation before the first poll);
 //! the slow paths (hooks, a timeout, a call on a task of its own, the cleanup grace after a
 //! cancellation) move into one boxed future when they are needed.
 //!
@@ -194,24 +195,39 @@ impl Future for CallTask {
                     mut future,
                     leaf,
                     timeout,
-                } => match future.poll_unpin(cx) {
-                    Poll::Ready(finished) => {
-                        let outcome = finished_outcome(this.tool.name(), finished);
-                        return Poll::Ready(this.outcome(outcome));
-                    }
-                    Poll::Pending => {
-                        if timeout.is_none() && this.watched && !this.shared.cancellation.observed()
-                        {
-                            // The turn polls this call again when its token is cancelled.
-                            this.state = State::Waiting(future);
-                            return Poll::Pending;
-                        }
-                        // Race it against the cancellation and its timeout.
+                } => {
+                    // Cancellation first, as at every later poll: a cancellation that landed
+                    // while the tool was handed the call (from another thread, or the run token)
+                    // is the call's outcome even if the tool already answered because it saw
+                    // it. Reading the token takes its lock, once per call, until the turn is
+                    // known to be cancelled.
+                    if this.shared.cancellation.observe() {
                         let token =
                             leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                        this.state = this.wait_slowly(future, token, timeout);
+                        this.state = this.wait_slowly(future, token, None);
+                        continue;
                     }
-                },
+                    match future.poll_unpin(cx) {
+                        Poll::Ready(finished) => {
+                            let outcome = finished_outcome(this.tool.name(), finished);
+                            return Poll::Ready(this.outcome(outcome));
+                        }
+                        Poll::Pending => {
+                            if timeout.is_none()
+                                && this.watched
+                                && !this.shared.cancellation.observed()
+                            {
+                                // The turn polls this call again when its token is cancelled.
+                                this.state = State::Waiting(future);
+                                return Poll::Pending;
+                            }
+                            // Race it against the cancellation and its timeout.
+                            let token =
+                                leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
+                            this.state = this.wait_slowly(future, token, timeout);
+                        }
+                    }
+                }
                 State::Waiting(mut future) => {
                     // Cancellation first, as in `wait_for_tool`: a tool that returns because it
                     // saw the cancellation is answered with the cancellation's message.
