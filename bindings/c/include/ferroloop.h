@@ -1118,8 +1118,7 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * Runs a batch of tool calls and waits for every result.
  *
  * `tool_uses_json` (`len` bytes of UTF-8) is a JSON array of `tool_use` blocks:
- * `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional;
- * without `input` the tool gets `{}`).
+ * `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional).
  * The calls run on the executor's rules (concurrency-safe calls in parallel, others alone, at
  * most `max_concurrency` at once); the tool callbacks run on the calling thread, which this
  * function blocks until every call has its result.
@@ -1546,10 +1545,9 @@ fl_status fl_turn_new(const fl_executor *executor, const fl_cancel_token *cancel
 
 /**
  * Submits one call: `tool_use_json` (`len` bytes of UTF-8) is a `tool_use` block,
- * `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional; without
- * `input` the tool gets `{}`). The call starts at the next `fl_turn_next_event` that admission
- * allows it in; its position in the turn (`index` in the events) is the number of calls
- * submitted before it.
+ * `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional). The call
+ * starts at the next `fl_turn_next_event` that admission allows it in; its position in the
+ * turn (`index` in the events) is the number of calls submitted before it.
  *
  * Returns `FL_STATUS_INVALID_STATE` once the turn is sealed (the call is not added), and
  * `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT` for text that is not UTF-8 or not a

@@ -227,10 +227,9 @@ pub unsafe extern "C" fn fl_turn_new(
 }
 
 /// Submits one call: `tool_use_json` (`len` bytes of UTF-8) is a `tool_use` block,
-/// `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional; without
-/// `input` the tool gets `{}`). The call starts at the next `fl_turn_next_event` that admission
-/// allows it in; its position in the turn (`index` in the events) is the number of calls
-/// submitted before it.
+/// `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional). The call
+/// starts at the next `fl_turn_next_event` that admission allows it in; its position in the
+/// turn (`index` in the events) is the number of calls submitted before it.
 ///
 /// Returns `FL_STATUS_INVALID_STATE` once the turn is sealed (the call is not added), and
 /// `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT` for text that is not UTF-8 or not a

@@ -11,15 +11,8 @@ pub struct ToolUse {
     pub id: String,
     /// The name of the tool to run.
     pub name: String,
-    /// The tool input as decoded from the stream (normally a JSON object). A block without an
-    /// `input` deserializes with `{}`, as Anthropic's own loop reads it.
-    #[serde(default = "empty_input")]
+    /// The tool input as decoded from the stream (normally a JSON object).
     pub input: Value,
-}
-
-/// The input of a `tool_use` block that has none.
-fn empty_input() -> Value {
-    Value::Object(serde_json::Map::new())
 }
 
 impl ToolUse {
@@ -132,20 +125,6 @@ impl ToolResult {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    /// Anthropic's own loop runs a `tool_use` without an `input` with `{}`; so do Python's
-    /// dicts and the C ABI's JSON (which deserialize here).
-    #[test]
-    fn a_tool_use_without_an_input_has_an_empty_object() {
-        let uses: Vec<ToolUse> = serde_json::from_value(json!([
-            {"type": "tool_use", "id": "a", "name": "t"},
-            {"id": "b", "name": "t", "input": null},
-        ]))
-        .unwrap();
-        assert_eq!(uses[0], ToolUse::new("a", "t", json!({})));
-        // An explicit null is kept: the tool's schema decides about it.
-        assert_eq!(uses[1].input, Value::Null);
-    }
 
     #[test]
     fn tool_result_serialises_in_wire_shape() {
