@@ -360,6 +360,13 @@ export interface AgentOptions {
   extraJson?: string
   /** The directory the built-in tools are confined to (default: the current directory). */
   workspace?: string
+  /**
+   * The model to switch to when the model is overloaded (see the core's
+   * `AgentConfig::fallback_model`).
+   */
+  fallbackModel?: string
+  /** Consecutive 529 retries within one call after which the run falls back (default 3). */
+  fallbackAfter529Retries?: number
 }
 
 /** How a client is configured. */

@@ -134,6 +134,12 @@ function optionalNumber(value, what) {
   return value
 }
 
+function optionalString(value, what) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'string') throw new InvalidArgumentError(`${what} must be a string`)
+  return value
+}
+
 /** Splits `tools` into a ToolExecutor (JS tools) and built-in tool names. */
 function toolSources(tools) {
   if (tools === undefined || tools === null) return { executor: null, builtins: [] }
@@ -198,6 +204,8 @@ class Agent {
       tokenizer: options.tokenizer,
       extraJson: options.extra === undefined ? undefined : toJson(options.extra, 'Agent: extra'),
       workspace: options.workspace,
+      fallbackModel: optionalString(options.fallbackModel, 'fallbackModel'),
+      fallbackAfter529Retries: optionalNumber(options.fallbackAfter529Retries, 'fallbackAfter529Retries'),
     }
     // The native agent holds the wake and decide functions for its lifetime, and a
     // thread-safe function holds its JS callback as a root: a callback reaching this agent

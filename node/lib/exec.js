@@ -5,7 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative, toJson, callOptions } = require('./errors.js')
-const { ToolHost, CallerScope, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
+const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
 
@@ -97,7 +97,7 @@ class TurnCallContext {
 
   /**
    * Reports progress (any JSON value): delivered at once as a `progress` event of the turn.
-   * Ignored once the call has ended.
+   * Ignored once the call has ended. Throws an InvalidArgumentError for data JSON cannot carry.
    */
   progress(data) {
     this.#calls.progress(this.#index, data)
@@ -149,16 +149,11 @@ class TurnCalls {
   }
 
   progress(index, data) {
+    // Only JSON crosses: checked here, where the tool can be told (throws InvalidArgumentError),
+    // rather than failing the batch the report would travel in.
+    const json = progressJson(data)
     if (this.ended[index] !== 0) return
-    // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
-    // than failing the batch it would travel in.
-    let json
-    try {
-      json = JSON.stringify(data ?? null)
-    } catch {
-      return
-    }
-    this.#settle(index, FLAG_PROGRESS, json ?? 'null')
+    this.#settle(index, FLAG_PROGRESS, json)
   }
 
   /** Aborts running call `index` (its ctx.signal fires with `reason`). */
@@ -359,7 +354,7 @@ class Turn {
     }
     let value
     try {
-      value = fn(use.input, new TurnCallContext(this.#calls, index, use))
+      value = fn(inputOf(use), new TurnCallContext(this.#calls, index, use))
     } catch (err) {
       this.#settle(index, FLAG_ERROR, errorMessage(err))
       return
@@ -484,15 +479,16 @@ class Turn {
     for (let k = 0; k < toolUses.length; k++) {
       const use = toolUses[k]
       const tool = this.#tool(use.name)
+      const input = inputOf(use)
       let flags = 0
       if (tool?.safety !== undefined) {
         // Decided now, on the input as submitted.
-        flags |= SUBMIT_DECIDED | (decideSafety(tool.safety, use.input) ? SUBMIT_SAFE : 0)
+        flags |= SUBMIT_DECIDED | (decideSafety(tool.safety, input) ? SUBMIT_SAFE : 0)
       }
       if (tool === undefined) extra.push(use.name)
-      if (tool === undefined || tool.hasSchema || !isPlainObject(use.input)) {
+      if (tool === undefined || tool.hasSchema || !isPlainObject(input)) {
         flags |= SUBMIT_HAS_INPUT
-        extra.push(use.input === undefined ? null : use.input)
+        extra.push(input)
       }
       items[3 * k] = tool === undefined ? UNKNOWN_TOOL : tool.index
       items[3 * k + 1] = flags

@@ -207,8 +207,11 @@ export interface ToolUse {
   id: string
   /** The tool to call. */
   name: string
-  /** The tool's input (validated against the tool's schema, if it has one). */
-  input: unknown
+  /**
+   * The tool's input (validated against the tool's schema, if it has one). Absent: `{}`, as in
+   * Python and Anthropic's own loop.
+   */
+  input?: unknown
 }
 
 /** A content block inside a tool result (text, image, ...), in the provider's wire shape. */
@@ -254,7 +257,12 @@ export interface ToolCallContext {
   name: string
   /** The call's position in its turn (in `run()`, in the `toolUses` array); Python's `ToolContext.index`. */
   index: number
-  /** Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at once. */
+  /**
+   * Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at
+   * once. Throws an {@link InvalidArgumentError} for data JSON cannot carry (a BigInt, a cycle, a
+   * function, a symbol), as Python's `ctx.progress` raises `ValueError`. Ignored once the call has
+   * ended.
+   */
   progress(data: unknown): void
 }
 
@@ -673,6 +681,15 @@ export interface AgentOptions {
   maxContinuations?: number
   /** Recent tool results microcompact keeps (default 5); the last turn's, not yet read by the model, are always kept. */
   keepRecentToolResults?: number
+  /**
+   * The model to switch to when the model is overloaded (a call failing with HTTP 529 or an
+   * `overloaded_error` after the client's retries, or seeing `fallbackAfter529Retries` consecutive
+   * 529 retries): the turn is retried once with it, and it answers for the rest of the run (a
+   * `model_fallback` event). Python's `fallback_model`. Default: no fallback.
+   */
+  fallbackModel?: string
+  /** Consecutive 529 retries within one call after which the run falls back (default 3; 0: only when the call fails). Only with `fallbackModel`. */
+  fallbackAfter529Retries?: number
   /** Place `cache_control` breakpoints (default true). */
   promptCaching?: boolean
   /** Tokenizer family for estimates. */
@@ -717,6 +734,7 @@ export type AgentEvent =
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
   | { type: 'retry'; attempt: number; status: number | null; waitMs: number }
+  | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
   | { type: 'cache_break'; previous: number; current: number; changed: string[] }

@@ -5,7 +5,26 @@
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AsyncResource } = require('node:async_hooks')
-const { AbortError, TimeoutError, InvalidArgumentError } = require('./errors.js')
+const { AbortError, TimeoutError, InvalidArgumentError, toJson } = require('./errors.js')
+
+/**
+ * The input of a submitted `tool_use` block: `{}` when it has none, as Anthropic's own loop and
+ * Python's executor read a missing `input` (an explicit `null` is kept: the schema decides).
+ */
+const inputOf = (use) => (use.input === undefined ? {} : use.input)
+
+/**
+ * The JSON text of a progress report. Data JSON cannot carry (a BigInt, a cycle, a throwing
+ * `toJSON`, a function or a symbol) throws an InvalidArgumentError to the tool, as Python's
+ * `ctx.progress` raises ValueError, rather than being dropped unseen.
+ */
+function progressJson(data) {
+  const json = toJson(data ?? null, 'ctx.progress: the data')
+  if (json === undefined) {
+    throw new InvalidArgumentError(`ctx.progress: the data cannot be sent as JSON: a ${typeof data} is not a JSON value`)
+  }
+  return json
+}
 
 // Reply flags (node/src/js_tools.rs): the tool failed; the content is JSON text of content
 // blocks; the item is a progress report (its content is the data).
@@ -150,19 +169,15 @@ class CallContext {
 
   /**
    * Reports progress (any JSON value): delivered at once as a `progress` event of the turn (or
-   * a `tool_progress` event of an agent run). Ignored once the call has ended.
+   * a `tool_progress` event of an agent run). Ignored once the call has ended. Throws an
+   * InvalidArgumentError for data JSON cannot carry.
    */
   progress(data) {
+    // Only JSON crosses: checked here, where the tool can be told (throws InvalidArgumentError),
+    // rather than failing the batch the report would travel in.
+    const json = progressJson(data)
     if (this.#complete === undefined) return
-    // Only JSON crosses; a value JSON cannot carry (BigInt, a cycle) is dropped here rather
-    // than failing the batch it would travel in.
-    let json
-    try {
-      json = JSON.stringify(data ?? null)
-    } catch {
-      return
-    }
-    this.#complete(this.#callId, FLAG_PROGRESS, JSON.parse(json ?? 'null'))
+    this.#complete(this.#callId, FLAG_PROGRESS, JSON.parse(json))
   }
 
   /** @internal The call ended: later progress reports are dropped. Returns the completion. */
@@ -242,7 +257,7 @@ class ToolHost {
 
   /** Starts call `callId` of a submitted `tool_use` block, at `index` in its turn (see `start`). */
   startUse(callId, use, complete, index) {
-    this.start(callId, use.name, use.id, use.input, complete, index)
+    this.start(callId, use.name, use.id, inputOf(use), complete, index)
   }
 
   /** Starts the call of an agent's invocation (`{ callId, index, name, toolUseId, input }`; see `start`). */
@@ -333,4 +348,4 @@ function settleWith(settle, value) {
   settle(reply[0], reply[1])
 }
 
-module.exports = { ToolHost, CallerScope, CallContext, toReply, errorMessage, pendingOf, promiseThen, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }
+module.exports = { ToolHost, CallerScope, CallContext, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, callTool, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS }

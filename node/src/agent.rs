@@ -52,6 +52,12 @@ pub struct AgentOptions {
     pub extra_json: Option<String>,
     /// The directory the built-in tools are confined to (default: the current directory).
     pub workspace: Option<String>,
+    /// The model to switch to when the model is overloaded (see the core's
+    /// `AgentConfig::fallback_model`).
+    pub fallback_model: Option<String>,
+    /// Consecutive 529 retries within one call after which the run falls back (default 3).
+    #[napi(js_name = "fallbackAfter529Retries")]
+    pub fallback_after_529_retries: Option<f64>,
 }
 
 fn whole(value: f64, what: &str) -> Result<u64, FerroloopError> {
@@ -84,6 +90,10 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
     }
     if let Some(n) = options.keep_recent_tool_results {
         config.keep_recent_tool_results = small_count(n, 0, "keepRecentToolResults")? as usize;
+    }
+    config.fallback_model.clone_from(&options.fallback_model);
+    if let Some(n) = options.fallback_after_529_retries {
+        config.fallback_after_529_retries = small_count(n, 0, "fallbackAfter529Retries")?;
     }
     if let Some(on) = options.prompt_caching {
         config.prompt_caching = on;

@@ -758,3 +758,72 @@ test("ctx.index is the call's position in its turn, as Python's ToolContext.inde
   await turnResults(ex, uses)
   assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
 })
+
+test('a tool use without an input runs its tool with {}, as in Python and Anthropic\'s own loop', async () => {
+  const ex = new ToolExecutor()
+  const seen = []
+  ex.tool({ name: 'plain' }, (input) => {
+    seen.push(['plain', input])
+    return 'ran'
+  })
+  ex.tool({ name: 'typed', schema: { type: 'object', properties: { path: { type: 'string' } } } }, (input) => {
+    seen.push(['typed', input])
+    return 'ran'
+  })
+  ex.tool({ name: 'picky', concurrencySafe: (input) => input.path === undefined }, (input) => {
+    seen.push(['picky', input])
+    return 'ran'
+  })
+  const results = await ex.run([
+    { type: 'tool_use', id: 'a', name: 'plain' },
+    { type: 'tool_use', id: 'b', name: 'typed' },
+    { type: 'tool_use', id: 'c', name: 'picky' },
+  ])
+  assert.deepEqual(
+    results.map((r) => [r.tool_use_id, r.is_error, r.content]),
+    [
+      ['a', false, 'ran'],
+      ['b', false, 'ran'],
+      ['c', false, 'ran'],
+    ],
+  )
+  assert.deepEqual(seen, [
+    ['plain', {}],
+    ['typed', {}],
+    ['picky', {}],
+  ])
+})
+
+test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to the tool', async () => {
+  const ex = new ToolExecutor()
+  const cycle = {}
+  cycle.self = cycle
+  const thrown = []
+  ex.tool({ name: 'report' }, (_input, ctx) => {
+    for (const value of [10n, cycle, () => 1, Symbol('s')]) {
+      try {
+        ctx.progress(value)
+        thrown.push(null)
+      } catch (err) {
+        thrown.push(err)
+      }
+    }
+    ctx.progress({ ok: true })
+    return 'done'
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'report'))
+  turn.seal()
+  const events = []
+  for await (const event of turn) events.push(event)
+  assert.equal(thrown.length, 4)
+  for (const err of thrown) {
+    assert.ok(err instanceof InvalidArgumentError, `${err}`)
+    assert.match(err.message, /ctx\.progress/)
+  }
+  assert.deepEqual(
+    events.filter((e) => e.type === 'progress').map((e) => e.data),
+    [{ ok: true }],
+  )
+  assert.equal(events.find((e) => e.type === 'result').result.content, 'done')
+})

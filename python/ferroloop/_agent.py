@@ -29,8 +29,9 @@ class AgentRun(BatchedEvents):
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
       ``status``, ``duration`` in seconds);
-    - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``context`` (``action``:
-      ``microcompact`` or ``compaction``, ...), ``cache_break``;
+    - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``model_fallback``
+      (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
+      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``;
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
       ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
@@ -84,7 +85,12 @@ class Agent:
     (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``
     (default 5) how many recent tool results microcompact keeps when the context fills up (the
     last turn's, not yet read by the model, are always kept), ``tokenizer`` (default
-    ``"claude"``) the family of the loop's token estimates; ``extra`` fields (temperature,
+    ``"claude"``) the family of the loop's token estimates; ``fallback_model`` the model the
+    run switches to when the model is overloaded (a call failing as overloaded after the
+    client's retries, or seeing ``fallback_after_529_retries``, default 3, consecutive 529
+    retries; 0: only when the call fails): the turn is retried once with it, it answers for the
+    rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
+    ``overloaded`` or ``repeated_529``, ``error``) says so; ``extra`` fields (temperature,
     thinking, metadata, ...) are merged into every request, except ``tools``, a list added to
     the tools' definitions: tools the provider runs itself, such as Anthropic's
     ``{"type": "web_search_20250305", "name": "web_search"}``.
@@ -106,6 +112,8 @@ class Agent:
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
         tokenizer: Optional[str] = None,
+        fallback_model: Optional[str] = None,
+        fallback_after_529_retries: Optional[int] = None,
     ) -> None:
         executor: Optional[ToolExecutor] = None
         names: list[str] = []
@@ -141,6 +149,8 @@ class Agent:
             extra=extra,
             keep_recent_tool_results=keep_recent_tool_results,
             tokenizer=tokenizer,
+            fallback_model=fallback_model,
+            fallback_after_529_retries=fallback_after_529_retries,
         )
 
     @property

@@ -290,6 +290,8 @@ class _Agent:
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
         tokenizer: Optional[str] = None,
+        fallback_model: Optional[str] = None,
+        fallback_after_529_retries: Optional[int] = None,
     ) -> _Agent: ...
     @property
     def tool_names(self) -> list[str]: ...

@@ -50,7 +50,7 @@ impl PyAgent {
     }
 
     #[new]
-    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None))]
+    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None, fallback_model = None, fallback_after_529_retries = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -68,6 +68,8 @@ impl PyAgent {
         extra: Option<&Bound<'_, PyAny>>,
         keep_recent_tool_results: Option<i64>,
         tokenizer: Option<&str>,
+        fallback_model: Option<String>,
+        fallback_after_529_retries: Option<i64>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
             let max_turns: Option<u32> = non_negative_opt("max_turns", max_turns)?;
@@ -77,6 +79,8 @@ impl PyAgent {
                 non_negative_opt("max_continuations", max_continuations)?;
             let keep_recent_tool_results: Option<usize> =
                 non_negative_opt("keep_recent_tool_results", keep_recent_tool_results)?;
+            let fallback_after_529_retries: Option<u32> =
+                non_negative_opt("fallback_after_529_retries", fallback_after_529_retries)?;
             let model_client = client.get().client(py)?;
             let mut registry = ToolRegistry::new();
             let mut executor_config = ExecutorConfig::default();
@@ -127,6 +131,10 @@ impl PyAgent {
             config.prompt_caching = prompt_caching;
             if let Some(keep) = keep_recent_tool_results {
                 config.keep_recent_tool_results = keep;
+            }
+            config.fallback_model = fallback_model;
+            if let Some(retries) = fallback_after_529_retries {
+                config.fallback_after_529_retries = retries;
             }
             if let Some(name) = tokenizer {
                 config.family = name

@@ -591,3 +591,41 @@ async def test_leaving_the_loop_then_closing_or_dropping_the_run_cancels_it(repl
             gc.collect()
         await wait_until(cancelled, f"the tool kept running after the run was left ({how})")
     assert len(server.requests()) == 1
+
+
+def overloaded() -> dict[str, Any]:
+    return {
+        "status": 529,
+        "headers": {"retry-after-ms": "10"},
+        "body": {"json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
+    }
+
+
+@pytest.mark.asyncio
+async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: Replay) -> None:
+    # The core's model fallback (Node's `fallbackModel`, `fallbackAfter529Retries`).
+    server = replay(
+        {
+            "responses": [
+                overloaded(),
+                overloaded(),
+                turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(
+            client, model="claude-primary", fallback_model="claude-fallback", fallback_after_529_retries=2
+        )
+        events = [event async for event in agent.run("hi")]
+    assert events[-1]["reason"] == "end_turn", events[-1]
+    fallbacks = [e for e in events if e["type"] == "model_fallback"]
+    assert len(fallbacks) == 1
+    assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
+    assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
+    models = [json.loads(r["body"])["model"] for r in server.requests()]
+    assert models == ["claude-primary", "claude-primary", "claude-fallback"]
+
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    with pytest.raises(ValueError, match="fallback_after_529_retries"):
+        ferroloop.Agent(client, model="m", fallback_model="f", fallback_after_529_retries=-1)

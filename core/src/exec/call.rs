@@ -76,9 +76,18 @@ async fn run_tool(
         Ok(future) => future,
         Err(panic) => return Err(panicked(name, &panic)),
     };
+    // Cancelled while the tool was handed the call: its own doing, or so it counts (a tool may
+    // stop its run and answer).
+    let cancelled_in_call = env.shared.cancellation.observe();
     let mut future = AssertUnwindSafe(future).catch_unwind();
     // A tool that completes on its first poll never registers a cancellation waiter or a timer.
-    let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
+    // Cancellation first: one that landed after the tool was handed the call (the tool may have
+    // answered because it saw it) is the call's outcome, as in `wait_for_tool`.
+    let first = if !cancelled_in_call && env.shared.cancellation.observe() {
+        Poll::Pending
+    } else {
+        std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await
+    };
     let returned = match first {
         Poll::Ready(returned) => returned,
         Poll::Pending => {

@@ -1,6 +1,7 @@
 //! A call in flight, as a hand-written future: the common paths (no hooks; a tool that completes
 //! when first polled, or one that waits without a timeout on a turn's task) cost no allocation
-//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take no lock;
+//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take two
+//! uncontended locks (reading the cancellation around handing the call to the tool);
 //! the slow paths (hooks, a timeout, a call on a task of its own, the cleanup grace after a
 //! cancellation) move into one boxed future when they are needed.
 //!
@@ -52,6 +53,9 @@ enum State {
         future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
         leaf: Option<CancellationToken>,
         timeout: Option<Duration>,
+        /// The turn was cancelled when the tool returned from being handed the call: while the
+        /// tool ran (a tool may stop its run and answer; that answer is its own).
+        cancelled_in_call: bool,
     },
     /// The tool's future, pending, without a timeout, on the turn's task: the turn watches the
     /// cancellation for it.
@@ -182,6 +186,7 @@ impl Future for CallTask {
                                 future: AssertUnwindSafe(future).catch_unwind(),
                                 leaf,
                                 timeout,
+                                cancelled_in_call: this.shared.cancellation.observe(),
                             };
                         }
                         Err(panic) => {
@@ -194,24 +199,40 @@ impl Future for CallTask {
                     mut future,
                     leaf,
                     timeout,
-                } => match future.poll_unpin(cx) {
-                    Poll::Ready(finished) => {
-                        let outcome = finished_outcome(this.tool.name(), finished);
-                        return Poll::Ready(this.outcome(outcome));
-                    }
-                    Poll::Pending => {
-                        if timeout.is_none() && this.watched && !this.shared.cancellation.observed()
-                        {
-                            // The turn polls this call again when its token is cancelled.
-                            this.state = State::Waiting(future);
-                            return Poll::Pending;
-                        }
-                        // Race it against the cancellation and its timeout.
+                    cancelled_in_call,
+                } => {
+                    // Cancellation first, as at every later poll: one that landed after the tool
+                    // was handed the call (another thread cancelling right after a host's
+                    // callback handed the call to a worker, which answers because it saw it) is
+                    // the call's outcome, not the tool's answer. (Reading the token takes its
+                    // lock: twice per call, until the turn is known to be cancelled.)
+                    if !cancelled_in_call && this.shared.cancellation.observe() {
                         let token =
                             leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                        this.state = this.wait_slowly(future, token, timeout);
+                        this.state = this.wait_slowly(future, token, None);
+                        continue;
                     }
-                },
+                    match future.poll_unpin(cx) {
+                        Poll::Ready(finished) => {
+                            let outcome = finished_outcome(this.tool.name(), finished);
+                            return Poll::Ready(this.outcome(outcome));
+                        }
+                        Poll::Pending => {
+                            if timeout.is_none()
+                                && this.watched
+                                && !this.shared.cancellation.observed()
+                            {
+                                // The turn polls this call again when its token is cancelled.
+                                this.state = State::Waiting(future);
+                                return Poll::Pending;
+                            }
+                            // Race it against the cancellation and its timeout.
+                            let token =
+                                leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
+                            this.state = this.wait_slowly(future, token, timeout);
+                        }
+                    }
+                }
                 State::Waiting(mut future) => {
                     // Cancellation first, as in `wait_for_tool`: a tool that returns because it
                     // saw the cancellation is answered with the cancellation's message.
@@ -248,5 +269,72 @@ impl Future for CallTask {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::exec::cancel::StopReason;
+    use crate::exec::{FnTool, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
+
+    /// A call whose tool was handed the call (`cancelled_in_call`: whether the turn was
+    /// cancelled then) and already answered with an error, polled first after the turn was
+    /// cancelled.
+    async fn answered_after_a_cancellation(cancelled_in_call: bool) -> CallOutcome {
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(FnTool::new("worker", |_, _| async {
+                Ok(ToolOutput::text("unused"))
+            }))
+            .unwrap();
+        let exec = ToolExecutor::new(registry);
+        let tool = exec.inner().registry.lookup("worker").unwrap().clone();
+        let shared = Arc::new(TurnShared::new(exec.inner().clone(), false, None));
+        let mut task = CallTask::new(
+            0,
+            "a".into(),
+            tool,
+            Value::Null,
+            Concurrency::Safe,
+            shared.clone(),
+            false,
+            true,
+            tracing::Span::none(),
+        );
+        // The host's worker saw the cancellation and answered, all before the first poll.
+        let answer: ToolFuture = Box::pin(async { Err(ToolError::failed("worker: interrupted")) });
+        task.state = State::FirstPoll {
+            future: AssertUnwindSafe(answer).catch_unwind(),
+            leaf: None,
+            timeout: None,
+            cancelled_in_call,
+        };
+        shared.cancellation.stop(StopReason::Cancelled);
+        task.await
+    }
+
+    #[tokio::test]
+    async fn a_cancellation_after_the_call_was_handed_over_wins_over_the_answer() {
+        let outcome = answered_after_a_cancellation(false).await;
+        assert_eq!(outcome.status, CallStatus::Cancelled);
+        assert_eq!(
+            outcome.content,
+            ToolResultContent::Text("Tool 'worker' was cancelled: the turn was cancelled".into())
+        );
+        assert!(!outcome.detached);
+    }
+
+    /// A tool that stops its run while it is handed the call (a C callback cancelling the run
+    /// token, then completing) answers for itself, as one that does so while it is polled.
+    #[tokio::test]
+    async fn a_cancellation_while_the_tool_was_handed_the_call_is_its_own() {
+        let outcome = answered_after_a_cancellation(true).await;
+        assert_eq!(outcome.status, CallStatus::Failed);
+        assert_eq!(
+            outcome.content,
+            ToolResultContent::Text("worker: interrupted".into())
+        );
     }
 }
