@@ -1394,7 +1394,8 @@ async fn extra_tools_that_are_not_an_array_stop_the_run_before_any_request() {
     assert_eq!(requests.load(Ordering::SeqCst), 0);
 }
 
-/// An empty model name is refused before any request, whichever binding built the config.
+/// An empty model (or fallback model) name is refused before any request, whichever binding
+/// built the config.
 #[tokio::test]
 async fn an_empty_model_name_is_refused_before_any_request() {
     let requests = Arc::new(AtomicUsize::new(0));
@@ -1403,13 +1404,32 @@ async fn an_empty_model_name_is_refused_before_any_request() {
         counted.fetch_add(1, Ordering::SeqCst);
         reply(request, vec![text("hi")], "end_turn")
     }));
-    let agent = Agent::new(AgentConfig::new(" "), model, executor(Default::default()));
+    let agent = Agent::new(
+        AgentConfig::new(" "),
+        model.clone(),
+        executor(Default::default()),
+    );
     match collect(&agent, "go").await.last() {
         Some(AgentEvent::Stop {
             reason: StopReason::Error,
             error: Some(error),
             ..
         }) => assert_eq!(error, "invalid configuration: the model name is empty"),
+        other => panic!("{other:?}"),
+    }
+    // An empty fallback would fail only at the switch, perhaps hours into the run.
+    let mut config = AgentConfig::new("m");
+    config.fallback_model = Some(String::new());
+    let agent = Agent::new(config, model, executor(Default::default()));
+    match collect(&agent, "go").await.last() {
+        Some(AgentEvent::Stop {
+            reason: StopReason::Error,
+            error: Some(error),
+            ..
+        }) => assert_eq!(
+            error,
+            "invalid configuration: the fallback model name is empty"
+        ),
         other => panic!("{other:?}"),
     }
     assert_eq!(requests.load(Ordering::SeqCst), 0);

@@ -131,6 +131,14 @@ impl AgentConfig {
         if self.model.trim().is_empty() {
             return Err("the model name is empty".to_owned());
         }
+        // Else the run would fail only when it switches, perhaps hours in.
+        if self
+            .fallback_model
+            .as_deref()
+            .is_some_and(|fallback| fallback.trim().is_empty())
+        {
+            return Err("the fallback model name is empty".to_owned());
+        }
         // Extra fields are merged over the request the loop builds: these would replace what
         // the loop keeps (the conversation, the model it may switch to the fallback).
         for (key, instead) in [
