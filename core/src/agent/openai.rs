@@ -36,11 +36,9 @@
 //!
 //! The Responses API is translated by [`super::responses`].
 
-use std::collections::VecDeque;
-
 use serde_json::{Map, Value, json};
 
-use super::model::{ModelError, ModelEvent, ModelStream};
+use super::model::{ModelEvent, ModelStream};
 use super::wire::{
     self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
     joined_text, parse_arguments, record_sealed, signature, translated,
@@ -286,16 +284,12 @@ pub fn stop_reason(finish_reason: Option<&str>, has_tool_calls: bool) -> &'stati
 /// Anthropic-shaped usage from Chat Completions usage (`null` when there is none).
 /// `prompt_tokens` includes the cached tokens; Anthropic's `input_tokens` does not.
 pub fn anthropic_usage(usage: &Value) -> Value {
-    let Some(prompt) = usage.get("prompt_tokens").and_then(Value::as_u64) else {
-        return Value::Null;
-    };
-    let field = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
-    let cached = field(
-        usage
-            .get("prompt_tokens_details")
-            .and_then(|d| d.get("cached_tokens")),
-    );
-    wire::usage(prompt, cached, field(usage.get("completion_tokens")))
+    wire::usage_from(
+        usage,
+        "prompt_tokens",
+        "prompt_tokens_details",
+        "completion_tokens",
+    )
 }
 
 /// Where a content block of the translated message comes from.
@@ -598,70 +592,57 @@ impl ChatEventTranslator {
     /// server that ends without a `finish_reason`) is reported ready before the final message, so
     /// it runs and is answered.
     pub fn translate_model_event(&mut self, event: ModelEvent, out: &mut impl Extend<ModelEvent>) {
-        match event {
-            ModelEvent::Decoded(event) => {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                self.translate(event, &mut scratch);
-                out.extend(scratch.drain(..).map(ModelEvent::Decoded));
-                self.scratch = scratch;
-            }
-            ModelEvent::Completed {
-                message,
-                time_to_first_token,
-                request_id,
-            } => {
-                let mut message = self.message(&message);
-                // A whole answer without a `finish_reason` (servers that send none, or `null`
-                // on every chunk, before `[DONE]`): its calls were sealed at `[DONE]`, and they
-                // run, as `stop` with calls does.
-                if message.get("stop_reason").is_some_and(Value::is_null) {
-                    let has_calls = message
-                        .get("content")
-                        .and_then(Value::as_array)
-                        .is_some_and(|blocks| blocks.iter().any(|b| block_type(b) == "tool_use"));
-                    message["stop_reason"] = Value::String(stop_reason(None, has_calls).to_owned());
-                }
-                // Fragments after a call was sealed (a server streaming past its finish reason)
-                // changed the message's call but not what runs: record what runs.
-                record_sealed(&mut message, &self.sealed);
-                if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
-                    let blocks = message.get("content").and_then(Value::as_array);
-                    for (index, block) in blocks.into_iter().flatten().enumerate() {
-                        // By block index, not id: a server may repeat an id or leave it empty.
-                        let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                        if block_type(block) == "tool_use"
-                            && !self.sealed.iter().any(|call| call.index == index)
-                        {
-                            out.extend([ModelEvent::Decoded(DecodeEvent::ToolUseReady {
-                                index,
-                                id: id.to_owned(),
-                                name: block["name"].as_str().unwrap_or_default().to_owned(),
-                                input: block["input"].clone(),
-                            })]);
-                        }
-                    }
-                }
-                out.extend([ModelEvent::Completed {
-                    message,
-                    time_to_first_token,
-                    request_id,
-                }]);
-            }
-            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
-                let partial = Box::new(self.message(&partial));
-                out.extend([ModelEvent::Failed(ModelError::Truncated {
-                    reason,
-                    partial,
-                })]);
-            }
-            other => out.extend([other]),
-        }
+        self.dispatch(event, out);
     }
 }
 
 impl TranslateEvents for ChatEventTranslator {
-    fn translate_into(&mut self, event: ModelEvent, out: &mut VecDeque<ModelEvent>) {
-        self.translate_model_event(event, out);
+    fn translate_decoded(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>) {
+        self.translate(event, out);
+    }
+
+    fn loop_message(&self, message: &Value) -> Value {
+        self.message(message)
+    }
+
+    fn complete(&mut self, completion: &Value) -> (Value, Vec<DecodeEvent>) {
+        let mut message = self.message(completion);
+        // A whole answer without a `finish_reason` (servers that send none, or `null` on every
+        // chunk, before `[DONE]`): its calls were sealed at `[DONE]`, and they run, as `stop`
+        // with calls does.
+        if message.get("stop_reason").is_some_and(Value::is_null) {
+            let has_calls = message
+                .get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| blocks.iter().any(|b| block_type(b) == "tool_use"));
+            message["stop_reason"] = Value::String(stop_reason(None, has_calls).to_owned());
+        }
+        // Fragments after a call was sealed (a server streaming past its finish reason) changed
+        // the message's call but not what runs: record what runs.
+        record_sealed(&mut message, &self.sealed);
+        let mut before = Vec::new();
+        if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
+            let blocks = message.get("content").and_then(Value::as_array);
+            for (index, block) in blocks.into_iter().flatten().enumerate() {
+                // By block index, not id: a server may repeat an id or leave it empty.
+                let id = block.get("id").and_then(Value::as_str).unwrap_or("");
+                if block_type(block) == "tool_use"
+                    && !self.sealed.iter().any(|call| call.index == index)
+                {
+                    before.push(DecodeEvent::ToolUseReady {
+                        index,
+                        id: id.to_owned(),
+                        name: block["name"].as_str().unwrap_or_default().to_owned(),
+                        input: block["input"].clone(),
+                    });
+                }
+            }
+        }
+        (message, before)
+    }
+
+    fn scratch(&mut self) -> &mut Vec<DecodeEvent> {
+        &mut self.scratch
     }
 }
 

@@ -35,11 +35,9 @@
 //!   Usage `input_tokens` (cached ones included) / `cached_tokens` / `output_tokens` becomes
 //!   `input_tokens` (uncached) / `cache_read_input_tokens` / `output_tokens`.
 
-use std::collections::VecDeque;
-
 use serde_json::{Map, Value, json};
 
-use super::model::{ModelError, ModelEvent, ModelStream};
+use super::model::{ModelEvent, ModelStream};
 use super::wire::{
     self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
     joined_text, parse_arguments, record_sealed, signature, translated,
@@ -334,9 +332,9 @@ fn stop_reason(response: &Value, has_calls: bool) -> &'static str {
         .get("incomplete_details")
         .and_then(|d| d.get("reason"))
         .and_then(Value::as_str);
-    match (response.get("status").and_then(Value::as_str), reason) {
-        (_, Some("max_output_tokens")) => "max_tokens",
-        (_, Some("content_filter")) => "refusal",
+    match reason {
+        Some("max_output_tokens") => "max_tokens",
+        Some("content_filter") => "refusal",
         _ if has_calls => "tool_use",
         _ => "end_turn",
     }
@@ -345,16 +343,12 @@ fn stop_reason(response: &Value, has_calls: bool) -> &'static str {
 /// Anthropic-shaped usage from Responses usage (`null` when there is none). `input_tokens`
 /// includes the cached tokens; Anthropic's does not.
 pub fn anthropic_usage(usage: &Value) -> Value {
-    let Some(input) = usage.get("input_tokens").and_then(Value::as_u64) else {
-        return Value::Null;
-    };
-    let field = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
-    let cached = field(
-        usage
-            .get("input_tokens_details")
-            .and_then(|d| d.get("cached_tokens")),
-    );
-    wire::usage(input, cached, field(usage.get("output_tokens")))
+    wire::usage_from(
+        usage,
+        "input_tokens",
+        "input_tokens_details",
+        "output_tokens",
+    )
 }
 
 /// Translates a final `response` into an Anthropic message, blocks in output order.
@@ -542,36 +536,21 @@ impl ResponsesEventTranslator {
     /// Translates one item of a model stream in the Responses shape, appending the result to
     /// `out`.
     pub fn translate_model_event(&mut self, event: ModelEvent, out: &mut impl Extend<ModelEvent>) {
-        match event {
-            ModelEvent::Decoded(event) => {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                self.translate(event, &mut scratch);
-                out.extend(scratch.drain(..).map(ModelEvent::Decoded));
-                self.scratch = scratch;
-            }
-            ModelEvent::Completed {
-                message,
-                time_to_first_token,
-                request_id,
-            } => out.extend([ModelEvent::Completed {
-                message: self.message(&message),
-                time_to_first_token,
-                request_id,
-            }]),
-            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
-                out.extend([ModelEvent::Failed(ModelError::Truncated {
-                    reason,
-                    partial: Box::new(self.message(&partial)),
-                })]);
-            }
-            other => out.extend([other]),
-        }
+        self.dispatch(event, out);
     }
 }
 
 impl TranslateEvents for ResponsesEventTranslator {
-    fn translate_into(&mut self, event: ModelEvent, out: &mut VecDeque<ModelEvent>) {
-        self.translate_model_event(event, out);
+    fn translate_decoded(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>) {
+        self.translate(event, out);
+    }
+
+    fn loop_message(&self, message: &Value) -> Value {
+        self.message(message)
+    }
+
+    fn scratch(&mut self) -> &mut Vec<DecodeEvent> {
+        &mut self.scratch
     }
 }
 

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
-use super::model::{ModelEvent, ModelStream};
-use crate::decode::SealedCallRef;
+use super::model::{ModelError, ModelEvent, ModelStream};
+use crate::decode::{DecodeEvent, SealedCallRef};
 
 /// Request fields each translation handles itself, or that have no OpenAI meaning (dropped);
 /// the others (`temperature`, `seed`, `reasoning`, ...) pass through.
@@ -293,15 +293,20 @@ pub(super) fn function_fields(tool: &Value) -> Option<Map<String, Value>> {
     Some(fields)
 }
 
-/// Anthropic-shaped usage from an OpenAI count of input tokens that includes the `cached` ones
-/// (Anthropic's `input_tokens` does not), and of output tokens.
-pub(super) fn usage(input: u64, cached: u64, output: u64) -> Value {
-    let cached = cached.min(input);
+/// Anthropic-shaped usage from an OpenAI usage object (`null` without its `input` count):
+/// `input` counts the cached tokens (`details.cached_tokens`) too, and Anthropic's
+/// `input_tokens` does not.
+pub(super) fn usage_from(usage: &Value, input: &str, details: &str, output: &str) -> Value {
+    let Some(input) = usage.get(input).and_then(Value::as_u64) else {
+        return Value::Null;
+    };
+    let count = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
+    let cached = count(usage.get(details).and_then(|d| d.get("cached_tokens"))).min(input);
     json!({
         "input_tokens": input - cached,
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
-        "output_tokens": output,
+        "output_tokens": count(usage.get(output)),
     })
 }
 
@@ -347,10 +352,59 @@ pub(super) fn record_sealed(message: &mut Value, sealed: &[SealedCall]) {
     }
 }
 
-/// Translates one API's model events into the loop's (Anthropic-shaped) ones.
+/// Translates one API's model events into the loop's (Anthropic-shaped) ones: each translator
+/// says how a decoded event and a final message translate; the dispatch over model events is
+/// shared ([`TranslateEvents::dispatch`]).
 pub(super) trait TranslateEvents: Send + 'static {
+    /// Translates one decoded event into `out`.
+    fn translate_decoded(&mut self, event: DecodeEvent, out: &mut Vec<DecodeEvent>);
+
+    /// A final (or partial) message of the API as the loop's message.
+    fn loop_message(&self, message: &Value) -> Value;
+
+    /// The completed message as the loop's, and the events that must come before it (calls a
+    /// stream never sealed). By default the message alone.
+    fn complete(&mut self, message: &Value) -> (Value, Vec<DecodeEvent>) {
+        (self.loop_message(message), Vec::new())
+    }
+
+    /// The buffer reused for the decoded events of one model event (no allocation per event).
+    fn scratch(&mut self) -> &mut Vec<DecodeEvent>;
+
     /// Translates one model event, appending the result to `out`.
-    fn translate_into(&mut self, event: ModelEvent, out: &mut VecDeque<ModelEvent>);
+    fn dispatch(&mut self, event: ModelEvent, out: &mut impl Extend<ModelEvent>)
+    where
+        Self: Sized,
+    {
+        match event {
+            ModelEvent::Decoded(event) => {
+                let mut scratch = std::mem::take(self.scratch());
+                self.translate_decoded(event, &mut scratch);
+                out.extend(scratch.drain(..).map(ModelEvent::Decoded));
+                *self.scratch() = scratch;
+            }
+            ModelEvent::Completed {
+                message,
+                time_to_first_token,
+                request_id,
+            } => {
+                let (message, before) = self.complete(&message);
+                out.extend(before.into_iter().map(ModelEvent::Decoded));
+                out.extend([ModelEvent::Completed {
+                    message,
+                    time_to_first_token,
+                    request_id,
+                }]);
+            }
+            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
+                out.extend([ModelEvent::Failed(ModelError::Truncated {
+                    reason,
+                    partial: Box::new(self.loop_message(&partial)),
+                })]);
+            }
+            other => out.extend([other]),
+        }
+    }
 }
 
 /// Wraps a model stream into one in the loop's shape. The translated events wait in one queue
@@ -365,7 +419,7 @@ pub(super) fn translated(stream: ModelStream, translator: impl TranslateEvents) 
                     return Some((event, (stream, translator, pending)));
                 }
                 let event = stream.next().await?;
-                translator.translate_into(event, &mut pending);
+                translator.dispatch(event, &mut pending);
             }
         },
     ))
@@ -378,7 +432,7 @@ pub(super) fn translate_all(
 ) -> Vec<ModelEvent> {
     let mut out = VecDeque::with_capacity(events.len());
     for event in events {
-        translator.translate_into(event, &mut out);
+        translator.dispatch(event, &mut out);
     }
     out.into()
 }
