@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package's suite: builds the `ferroloop` CLI (the client and agent tests talk to its
 # loopback replay server, `ferroloop serve-replay`), builds the extension into a virtualenv at the
-# repository root (`.venv`), runs pytest on python/tests and `mypy --strict` on python/examples
-# (which exercises the .pyi stubs). Installs everything it needs; prints pytest's summary line.
+# repository root (`.venv`), runs pytest on python/tests, `mypy --strict` on python/examples
+# (which exercises the .pyi stubs) and `mypy.stubtest` (the stubs against the built module).
+# Installs everything it needs; prints pytest's summary line.
 #
 #   FERROLOOP_PY_INSTALL=pip bash scripts/test-python.sh   # install with `pip install ./python`
 #                                                          # (a release build, as users get it)
@@ -56,3 +57,8 @@ fi
 
 echo "python: mypy --strict on the examples and tests (checks the stubs)"
 (cd python && python -m mypy --strict --no-incremental examples tests)
+
+# The stubs against the built module: every name, signature and property the stubs declare exists
+# at runtime with that shape, and nothing the module exports is left out of them.
+echo "python: stubtest (stubs against the runtime module)"
+MYPY_CACHE_DIR=target/stubtest-cache python -m mypy.stubtest ferroloop --allowlist python/stubtest-allowlist.txt

@@ -2,6 +2,37 @@
 
 from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
 
+# The names the extension module exports (PyO3 fills the runtime `__all__`; stubtest compares).
+__all__ = [
+    "__version__",
+    "_debug_panic",
+    "_debug_panic_detached",
+    "_debug_panic_async",
+    "_debug_gather",
+    "_debug_arm_panic",
+    "_debug_alive_tasks",
+    "SseEvent",
+    "SseParser",
+    "StreamDecoder",
+    "DEFAULT_TURN_BUDGET_CHARS",
+    "_Executor",
+    "_Turn",
+    "ToolContext",
+    "_Client",
+    "_ClientStream",
+    "_Agent",
+    "_AgentRun",
+    "estimate_tokens",
+    "estimate_request",
+    "count_tokens",
+    "has_exact_counting",
+    "ContextBudget",
+    "ContextTracker",
+    "TextEstimator",
+    "_at_exit",
+    "_after_fork_in_child",
+]
+
 __version__: str
 DEFAULT_TURN_BUDGET_CHARS: int
 
