@@ -477,6 +477,76 @@ async fn the_loop_speaks_the_responses_api_over_http() {
     assert_eq!(last["role"], "assistant");
 }
 
+/// A Responses server that sends its output only in `response.completed` (a proxy in front of
+/// a model it does not stream): the calls run, as streamed ones do, instead of being answered
+/// "The call was not run.".
+#[tokio::test]
+async fn calls_a_responses_server_sends_only_in_its_final_response_run() {
+    let turn = |content: Vec<Value>, stop: &str| {
+        let sse = openai_responses_sse(&scripted_message(&json!({}), content, stop), 8);
+        let ends: Vec<&str> = sse
+            .split_inclusive("\n\n")
+            .filter(|event| {
+                event.starts_with("event: response.created\n")
+                    || event.starts_with("event: response.completed\n")
+            })
+            .collect();
+        assert_eq!(ends.len(), 2, "{sse}");
+        event_stream(ends.concat())
+    };
+    let server = serve(vec![
+        turn(
+            vec![
+                json!({"type": "text", "text": "Reading."}),
+                json!({"type": "tool_use", "id": "call_a", "name": "read", "input": {"path": "a"}}),
+            ],
+            "tool_use",
+        ),
+        turn(vec![json!({"type": "text", "text": "Done."})], "end_turn"),
+    ])
+    .await;
+    let client = test_client(Provider::OpenAiResponses, &server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("gpt-4.1"),
+        Arc::new(client),
+        reading_tools(seen.clone()),
+    );
+    let events = run_events(&agent, "read a").await;
+    let AgentEvent::Stop {
+        reason, messages, ..
+    } = events.last().unwrap()
+    else {
+        panic!("no stop event")
+    };
+    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    assert_eq!(*seen.lock().unwrap(), ["a"]);
+    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    // The host is shown the text, though it came in no delta.
+    let text: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Reading.Done.");
+    let bodies = bodies_of(&server.requests());
+    assert_eq!(bodies.len(), 2);
+    let output = bodies[1]["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "function_call_output")
+        .cloned();
+    assert_eq!(
+        output,
+        Some(
+            json!({"type": "function_call_output", "call_id": "call_a", "output": "contents of a"})
+        )
+    );
+}
+
 /// A Chat server that refuses fields it does not know (Azure's older API versions, FastAPI
 /// servers with `extra="forbid"`) answers `stream_options` with a 400: over HTTP the loop sends
 /// the turn again without it and goes on, usage estimated.

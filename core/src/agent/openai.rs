@@ -41,7 +41,7 @@ use serde_json::{Map, Value, json};
 use super::model::{ModelEvent, ModelStream};
 use super::wire::{
     self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
-    joined_text, parse_arguments, record_sealed, signature, translated,
+    joined_text, parse_arguments, record_sealed, signature, translated, unsealed_calls,
 };
 use crate::decode::DecodeEvent;
 
@@ -620,24 +620,7 @@ impl TranslateEvents for ChatEventTranslator {
         // Fragments after a call was sealed (a server streaming past its finish reason) changed
         // the message's call but not what runs: record what runs.
         record_sealed(&mut message, &self.sealed);
-        let mut before = Vec::new();
-        if message.get("stop_reason").and_then(Value::as_str) == Some("tool_use") {
-            let blocks = message.get("content").and_then(Value::as_array);
-            for (index, block) in blocks.into_iter().flatten().enumerate() {
-                // By block index, not id: a server may repeat an id or leave it empty.
-                let id = block.get("id").and_then(Value::as_str).unwrap_or("");
-                if block_type(block) == "tool_use"
-                    && !self.sealed.iter().any(|call| call.index == index)
-                {
-                    before.push(DecodeEvent::ToolUseReady {
-                        index,
-                        id: id.to_owned(),
-                        name: block["name"].as_str().unwrap_or_default().to_owned(),
-                        input: block["input"].clone(),
-                    });
-                }
-            }
-        }
+        let before = unsealed_calls(&message, &self.sealed);
         (message, before)
     }
 

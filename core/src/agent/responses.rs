@@ -40,7 +40,7 @@ use serde_json::{Map, Value, json};
 use super::model::{ModelEvent, ModelStream};
 use super::wire::{
     self, NOT_PASSED_THROUGH, PartShapes, SealedCall, TranslateEvents, block_type, function_fields,
-    joined_text, parse_arguments, record_sealed, signature, translated,
+    joined_text, parse_arguments, record_sealed, signature, translated, unsealed_calls,
 };
 use crate::decode::DecodeEvent;
 
@@ -529,8 +529,42 @@ impl ResponsesEventTranslator {
     /// The final `response` as an Anthropic message, each sealed call as it was sealed.
     pub fn message(&self, response: &Value) -> Value {
         let mut message = message_from_response(response);
-        record_sealed(&mut message, &self.sealed);
+        record_sealed(&mut message, &self.sealed_in(response));
         message
+    }
+
+    /// The sealed calls, numbered as blocks of the message `response` becomes. The stream
+    /// numbers blocks in the order its items arrived, the message in the order of the
+    /// response's `output`, which may hold items the stream never sent (a server that sends its
+    /// output only in `response.completed`).
+    fn sealed_in(&self, response: &Value) -> Vec<SealedCall> {
+        let mut next = 0;
+        let message_blocks: Vec<Option<usize>> = response
+            .get("output")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|item| {
+                item_kind(item).map(|_| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        self.sealed
+            .iter()
+            .filter_map(|call| {
+                let output = self
+                    .blocks
+                    .iter()
+                    .position(|block| block.is_some_and(|(at, _)| at == call.index))?;
+                let index = (*message_blocks.get(output)?)?;
+                Some(SealedCall {
+                    index,
+                    ..call.clone()
+                })
+            })
+            .collect()
     }
 
     /// Translates one item of a model stream in the Responses shape, appending the result to
@@ -547,6 +581,44 @@ impl TranslateEvents for ResponsesEventTranslator {
 
     fn loop_message(&self, message: &Value) -> Value {
         self.message(message)
+    }
+
+    /// What only the final `response` holds comes before the message: the text and thinking of
+    /// items the stream never sent, as deltas (hosts show what the model said), and calls never
+    /// sealed, as ready calls (so they run and are answered).
+    fn complete(&mut self, response: &Value) -> (Value, Vec<DecodeEvent>) {
+        let sealed = self.sealed_in(response);
+        let mut message = message_from_response(response);
+        record_sealed(&mut message, &sealed);
+        let mut before = Vec::new();
+        let output = response.get("output").and_then(Value::as_array);
+        let blocks = message.get("content").and_then(Value::as_array);
+        let unstreamed = output
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, item)| item_kind(item).is_some())
+            .zip(blocks.into_iter().flatten().enumerate())
+            .filter(|((output, _), _)| self.block(*output).is_none());
+        for (_, (index, block)) in unstreamed {
+            let text = |key: &str| {
+                block[key]
+                    .as_str()
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned)
+            };
+            match block_type(block) {
+                "text" => {
+                    before.extend(text("text").map(|text| DecodeEvent::TextDelta { index, text }))
+                }
+                "thinking" => before.extend(
+                    text("thinking").map(|thinking| DecodeEvent::ThinkingDelta { index, thinking }),
+                ),
+                _ => {}
+            }
+        }
+        before.extend(unsealed_calls(&message, &sealed));
+        (message, before)
     }
 
     fn scratch(&mut self) -> &mut Vec<DecodeEvent> {
@@ -862,6 +934,99 @@ mod tests {
             ]
         );
         assert_eq!(again["input"][1]["encrypted_content"], "enc-9");
+    }
+
+    /// The model events a whole Responses SSE stream becomes for the loop.
+    fn translated_model_events(sse: &str) -> Vec<ModelEvent> {
+        let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+        let mut events = Vec::new();
+        decoder
+            .feed_into(bytes::Bytes::copy_from_slice(sse.as_bytes()), &mut events)
+            .unwrap();
+        let response = decoder.finish().unwrap();
+        let mut translator = ResponsesEventTranslator::new();
+        let mut out = Vec::new();
+        for event in events {
+            translator.translate_model_event(ModelEvent::Decoded(event), &mut out);
+        }
+        translator.translate_model_event(
+            ModelEvent::Completed {
+                message: response,
+                time_to_first_token: None,
+                request_id: None,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    fn sse_of(events: &[Value]) -> String {
+        events
+            .iter()
+            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+            .collect()
+    }
+
+    /// A server that sends its output only in `response.completed` (a proxy that does not
+    /// stream, or one that streams some items only): the calls only the final response holds
+    /// are reported ready before the message, so the loop runs them instead of answering "The
+    /// call was not run.", and their text comes as deltas; calls the stream sealed are not
+    /// reported twice.
+    #[test]
+    fn calls_only_the_final_response_holds_are_reported_ready() {
+        let call = |id: &str, path: &str| json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": "read", "arguments": json!({"path": path}).to_string(), "status": "completed"});
+        let text = json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Reading.", "annotations": []}]});
+        let response = |output: Vec<Value>| json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m", "output": output, "usage": {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14}});
+        let ready = |events: &[ModelEvent]| -> Vec<(usize, String, Value)> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    ModelEvent::Decoded(DecodeEvent::ToolUseReady {
+                        index, id, input, ..
+                    }) => Some((*index, id.clone(), input.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+
+        // Nothing streamed: both calls are reported, at their blocks of the final message.
+        let events = translated_model_events(&sse_of(&[
+            json!({"type": "response.created", "response": response(vec![])}),
+            json!({"type": "response.completed", "response": response(vec![text.clone(), call("call_a", "a"), call("call_b", "b")])}),
+        ]));
+        assert_eq!(
+            ready(&events),
+            [
+                (1, "call_a".to_owned(), json!({"path": "a"})),
+                (2, "call_b".to_owned(), json!({"path": "b"}))
+            ]
+        );
+        let Some(ModelEvent::Completed { message, .. }) = events.last() else {
+            panic!("no final message: {events:?}");
+        };
+        assert_eq!(message["stop_reason"], "tool_use");
+        assert_eq!(message["content"][2]["id"], "call_b");
+        // Its text too, which no delta carried.
+        assert!(events.iter().any(|e| matches!(
+            e,
+            ModelEvent::Decoded(DecodeEvent::TextDelta { index: 0, text }) if text == "Reading."
+        )));
+
+        // The first call streamed and sealed (after a text item the stream left out): it is
+        // reported once, and the second, which only the final response holds, once too.
+        let events = translated_model_events(&sse_of(&[
+            json!({"type": "response.created", "response": response(vec![])}),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "id": "fc_call_a", "call_id": "call_a", "name": "read", "arguments": "", "status": "in_progress"}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "item_id": "fc_call_a", "delta": "{\"path\":\"a\"}"}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": call("call_a", "a")}),
+            json!({"type": "response.completed", "response": response(vec![text, call("call_a", "a"), call("call_b", "b")])}),
+        ]));
+        let ids: Vec<String> = ready(&events).into_iter().map(|(_, id, _)| id).collect();
+        assert_eq!(ids, ["call_a", "call_b"]);
+        let Some(ModelEvent::Completed { message, .. }) = events.last() else {
+            panic!("no final message: {events:?}");
+        };
+        assert_eq!(message["content"][1]["input"], json!({"path": "a"}));
     }
 
     /// OpenAI streams a reasoning summary in several parts (one per bold-titled section): the

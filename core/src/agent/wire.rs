@@ -311,7 +311,7 @@ pub(super) fn usage_from(usage: &Value, input: &str, details: &str, output: &str
 }
 
 /// A tool call as its seal reported it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct SealedCall {
     /// Its block.
     pub index: usize,
@@ -350,6 +350,31 @@ pub(super) fn record_sealed(message: &mut Value, sealed: &[SealedCall]) {
             }
         }
     }
+}
+
+/// The calls of a completed `message` that stopped for `tool_use` and that no seal reported (a
+/// server that ended without sealing them, or that sent them only in its final message), as
+/// ready calls, so that each runs and is answered. By block index, not id: a server may repeat
+/// an id or leave it empty.
+pub(super) fn unsealed_calls(message: &Value, sealed: &[SealedCall]) -> Vec<DecodeEvent> {
+    if message.get("stop_reason").and_then(Value::as_str) != Some("tool_use") {
+        return Vec::new();
+    }
+    let blocks = message.get("content").and_then(Value::as_array);
+    blocks
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(index, block)| {
+            block_type(block) == "tool_use" && !sealed.iter().any(|call| call.index == *index)
+        })
+        .map(|(index, block)| DecodeEvent::ToolUseReady {
+            index,
+            id: block["id"].as_str().unwrap_or_default().to_owned(),
+            name: block["name"].as_str().unwrap_or_default().to_owned(),
+            input: block["input"].clone(),
+        })
+        .collect()
 }
 
 /// Translates one API's model events into the loop's (Anthropic-shaped) ones: each translator
