@@ -33,9 +33,9 @@ pub fn tool_use_ids(message: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Checks the invariant the API enforces: every `tool_use` of an assistant message is answered
-/// by exactly one `tool_result` in the next message (a user message), whose tool results come
-/// before anything else in it, and no `tool_result` answers nothing.
+/// Checks the invariant the API enforces: every `tool_use` of an assistant message has its own
+/// id and is answered by exactly one `tool_result` in the next message (a user message), whose
+/// tool results come before anything else in it, and no `tool_result` answers nothing.
 pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
     for (i, message) in messages.iter().enumerate() {
         let role = message
@@ -85,6 +85,14 @@ pub fn check_tool_pairing(messages: &[Value]) -> Result<(), String> {
                 ));
             }
         } else if role == "assistant" && !tool_use_ids(message).is_empty() {
+            // One result per id: two calls sharing one could not both be answered.
+            let mut ids = HashSet::new();
+            if let Some(id) = tool_use_ids(message)
+                .into_iter()
+                .find(|id| !ids.insert(id.clone()))
+            {
+                return Err(format!("message {i}: tool_use id {id:?} appears twice"));
+            }
             let next = messages.get(i + 1);
             if next.and_then(|m| m.get("role")).and_then(Value::as_str) != Some("user") {
                 return Err(format!(
@@ -862,6 +870,16 @@ mod tests {
         assert!(check_tool_pairing(&twice).unwrap_err().contains("twice"));
         let dangling = vec![json!({"role": "assistant", "content": [call("a", "read")]})];
         assert!(check_tool_pairing(&dangling).is_err());
+        // Two calls of one message with one id: one result cannot answer both, and the API
+        // refuses the id repeated ("tool_use ids must be unique").
+        let mut shared_id = good.clone();
+        shared_id[1]["content"][1]["id"] = json!("a");
+        shared_id[2]["content"][0]["tool_use_id"] = json!("a");
+        shared_id[2]["content"].as_array_mut().unwrap().pop();
+        assert_eq!(
+            check_tool_pairing(&shared_id).unwrap_err(),
+            "message 1: tool_use id \"a\" appears twice"
+        );
     }
 
     #[test]

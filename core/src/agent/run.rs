@@ -118,7 +118,8 @@ impl Agent {
     }
 
     /// Starts a run for a user prompt (a string, or an array of content blocks). Must be called
-    /// inside a tokio runtime with the time driver enabled.
+    /// inside a tokio runtime with the time driver enabled (the run is a task of it: outside
+    /// one, this panics, as `tokio::spawn` does).
     pub fn run(&self, prompt: impl Into<Value>) -> AgentRun {
         self.run_messages(vec![json!({"role": "user", "content": prompt.into()})])
     }
