@@ -1054,24 +1054,137 @@ pub fn check_sse_feeds(data: &[u8]) {
 }
 
 /// Raw Chat Completions SSE through the decoder and the agent's translation into the Anthropic
-/// shape (`ferroloop::agent::openai::ChatEventTranslator`), as the loop consumes it:
+/// shape (`ferroloop::agent::openai::ChatEventTranslator`), as the loop consumes it; see
+/// [`check_translation`] for what is checked.
+pub fn check_chat_translation(input: &[u8]) {
+    let mut translator = ferroloop::agent::openai::ChatEventTranslator::new();
+    check_translation(
+        input,
+        OpenAiChatDecoder::new(),
+        |event, out| translator.translate_model_event(event, out),
+        |completion| {
+            // The loop asks for one choice; tool call events do not say which choice they
+            // belong to, so a stream with several is out of this check's reach.
+            if completion["choices"]
+                .as_array()
+                .is_some_and(|c| c.len() > 1)
+            {
+                return None;
+            }
+            // The streamed text is the final text when the first choice's `content` and
+            // `refusal` are text (or null): a server that sent another kind there keeps it, as
+            // the SDK does, while the deltas were still reported.
+            let is_text = |key: &str| {
+                matches!(
+                    completion["choices"][0]["message"].get(key),
+                    None | Some(Value::Null | Value::String(_))
+                )
+            };
+            Some(is_text("content") && is_text("refusal"))
+        },
+        CallNumbering::FinalMessage,
+    );
+}
+
+/// Raw Responses SSE through the decoder and the agent's translation into the Anthropic shape
+/// (`ferroloop::agent::responses::ResponsesEventTranslator`), as the loop consumes it; see
+/// [`check_translation`] for what is checked.
+pub fn check_responses_translation(input: &[u8]) {
+    let mut translator = ferroloop::agent::responses::ResponsesEventTranslator::new();
+    check_translation(
+        input,
+        ferroloop::decode::OpenAiResponsesDecoder::new(),
+        |event, out| translator.translate_model_event(event, out),
+        // The final message is the `response` that `response.completed` carries, which the
+        // decoder takes as it is (as the SDK does), so its text need not be the deltas'; the
+        // calls, which the loop runs as they were sealed, are still checked.
+        |_| Some(false),
+        CallNumbering::Arrival,
+    );
+}
+
+/// How a translation numbers the calls it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallNumbering {
+    /// By their blocks in the final message (Chat: the message is built from the stream).
+    FinalMessage,
+    /// In the order the stream sent them (Responses: the final message is the response the
+    /// server sent at the end, which may hold items the stream never sent).
+    Arrival,
+}
+
+/// Every `tool_use` block of a final message that stopped for `tool_use` was reported once
+/// (ready with the block's id, name and input, or invalid or truncated with its id and name),
+/// whatever numbers the reports carry.
+fn check_calls_by_content(
+    out: &[ferroloop::agent::ModelEvent],
+    content: &[Value],
+    message: &Value,
+) {
+    use ferroloop::agent::ModelEvent;
+
+    if message["stop_reason"] != "tool_use" {
+        return;
+    }
+    let mut reports: Vec<(&str, &str, Option<&Value>)> = out
+        .iter()
+        .filter_map(|event| match event {
+            ModelEvent::Decoded(DecodeEvent::ToolUseReady {
+                id, name, input, ..
+            }) => Some((id.as_str(), name.as_str(), Some(input))),
+            ModelEvent::Decoded(
+                DecodeEvent::ToolUseInvalid { id, name, .. }
+                | DecodeEvent::ToolUseTruncated { id, name, .. },
+            ) => Some((id.as_str(), name.as_str(), None)),
+            _ => None,
+        })
+        .collect();
+    for (index, block) in content.iter().enumerate() {
+        if block["type"] != "tool_use" {
+            continue;
+        }
+        let text = |key: &str| block[key].as_str().unwrap_or_default();
+        let found = reports
+            .iter()
+            .position(|(id, name, input)| {
+                *id == text("id") && *name == text("name") && *input == Some(&block["input"])
+            })
+            .or_else(|| {
+                reports.iter().position(|(id, name, input)| {
+                    *id == text("id") && *name == text("name") && input.is_none()
+                })
+            });
+        let Some(found) = found else {
+            panic!("tool_use block {index} was never reported: {out:#?}");
+        };
+        reports.swap_remove(found);
+    }
+}
+
+/// Raw SSE through `decoder` and an agent translation (`translate`) into the Anthropic shape,
+/// as the loop consumes it:
 /// - blocks are announced in order (0, 1, 2, ...) and every streamed event names an announced
 ///   block;
 /// - when the stream completes, the final message agrees with what was streamed: each call
 ///   reported ready sits at its block index with the same id, name and input, and the text
-///   streamed into the text block is the text block's text;
+///   streamed into a text block is the text block's text (when `final_text` says the
+///   completion's text can be compared: `None` skips the final checks);
 /// - when the message stops for `tool_use`, every `tool_use` block of it is reported (ready,
 ///   invalid or truncated) exactly once, so each call runs or is answered once.
-pub fn check_chat_translation(input: &[u8]) {
+fn check_translation<D: EventDecoder>(
+    input: &[u8],
+    decoder: D,
+    mut translate: impl FnMut(ferroloop::agent::ModelEvent, &mut Vec<ferroloop::agent::ModelEvent>),
+    final_text: impl Fn(&Value) -> Option<bool>,
+    calls: CallNumbering,
+) {
     use ferroloop::agent::ModelEvent;
-    use ferroloop::agent::openai::ChatEventTranslator;
 
-    let mut stream = StreamDecoder::new(OpenAiChatDecoder::new());
+    let mut stream = StreamDecoder::new(decoder);
     let mut decoded = Vec::new();
     let failed = stream
         .feed_into(Bytes::copy_from_slice(input), &mut decoded)
         .is_err();
-    let mut translator = ChatEventTranslator::new();
     let mut out: Vec<ModelEvent> = Vec::new();
     // Refusal text joins the text block, after the content, in the final message; the
     // streamed order may interleave them, so text is only compared when no refusal came.
@@ -1079,7 +1192,7 @@ pub fn check_chat_translation(input: &[u8]) {
         .iter()
         .any(|event| matches!(event, DecodeEvent::RefusalDelta { .. }));
     for event in decoded {
-        translator.translate_model_event(ModelEvent::Decoded(event), &mut out);
+        translate(ModelEvent::Decoded(event), &mut out);
     }
     let streamed = out.len();
 
@@ -1123,25 +1236,10 @@ pub fn check_chat_translation(input: &[u8]) {
     let Ok(completion) = stream.finish() else {
         return;
     };
-    // The loop asks for one choice; tool call events do not say which choice they belong to,
-    // so a stream with several is out of this check's reach.
-    if completion["choices"]
-        .as_array()
-        .is_some_and(|c| c.len() > 1)
-    {
+    let Some(text_fields) = final_text(&completion) else {
         return;
-    }
-    // The streamed text is the final text when the first choice's `content` and `refusal` are
-    // text (or null): a server that sent another kind there keeps it, as the SDK does, while
-    // the deltas were still reported.
-    let is_text = |key: &str| {
-        matches!(
-            completion["choices"][0]["message"].get(key),
-            None | Some(Value::Null | Value::String(_))
-        )
     };
-    let text_fields = is_text("content") && is_text("refusal");
-    translator.translate_model_event(
+    translate(
         ModelEvent::Completed {
             message: completion,
             time_to_first_token: None,
@@ -1154,6 +1252,10 @@ pub fn check_chat_translation(input: &[u8]) {
     };
     let content = message["content"].as_array().cloned().unwrap_or_default();
 
+    if calls == CallNumbering::Arrival {
+        check_calls_by_content(&out, &content, message);
+        return;
+    }
     let mut reported = vec![0usize; content.len()];
     for (position, event) in out.iter().enumerate() {
         let ModelEvent::Decoded(event) = event else {
@@ -1211,5 +1313,618 @@ pub fn check_chat_translation(input: &[u8]) {
                 );
             }
         }
+    }
+}
+
+/// What a generated history holds, for [`check_request_translation`] to find in the translated
+/// requests.
+#[derive(Debug, Default)]
+struct History {
+    messages: Vec<Value>,
+    /// Each `tool_use`: id, name, input, in order.
+    calls: Vec<(String, String, Value)>,
+    /// Each `tool_result`: the id it answers, its text pieces, whether it is an error.
+    results: Vec<(String, Vec<String>, bool)>,
+    /// Text of user messages (outside tool results) and of assistant messages.
+    user_texts: Vec<String>,
+    assistant_texts: Vec<String>,
+    /// Signatures of signed thinking blocks.
+    signatures: Vec<String>,
+}
+
+/// Text pieces with a marker that makes each one findable; some with line breaks, quotes,
+/// non-ASCII text or JSON-looking content.
+fn gen_text(c: &mut Choices<'_>, marker: usize) -> String {
+    let body = c.pick(&[
+        "hello",
+        "世界 🌍",
+        "two\nlines",
+        "\"quoted\" \\ back",
+        "{\"json\": [1, 2]}",
+        "error: not really",
+        "  padded  ",
+    ]);
+    format!("m{marker}:{body}")
+}
+
+fn gen_input(c: &mut Choices<'_>) -> Value {
+    match c.byte() % 4 {
+        0 => serde_json::json!({}),
+        1 => serde_json::json!({"path": "src/main.rs", "n": c.byte()}),
+        2 => serde_json::json!({"nested": {"list": [1, "two", null, true]}, "text": "a\"b"}),
+        _ => serde_json::json!({"unicode": "世界", "float": 1.5}),
+    }
+}
+
+/// A valid history from the fuzzer's bytes: alternating user and assistant messages, the
+/// assistant's calls (unique ids) answered by the next user message, text, images, documents
+/// and thinking blocks among them.
+fn gen_history(c: &mut Choices<'_>) -> History {
+    use serde_json::json;
+    let mut h = History::default();
+    let mut marker = 0usize;
+    let mut pending_calls: Vec<String> = Vec::new();
+    let turns = 1 + c.byte() % 6;
+    for turn in 0..turns {
+        // A user message: results of the previous calls first, then text and media.
+        let mut blocks = Vec::new();
+        for id in pending_calls.drain(..) {
+            let is_error = c.byte() % 4 == 0;
+            let mut pieces = Vec::new();
+            let content = match c.byte() % 3 {
+                0 => {
+                    marker += 1;
+                    let text = gen_text(c, marker);
+                    pieces.push(text.clone());
+                    Value::String(text)
+                }
+                1 => {
+                    let mut inner = Vec::new();
+                    for _ in 0..1 + c.byte() % 3 {
+                        if c.byte() % 4 == 0 {
+                            inner.push(json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}));
+                        } else {
+                            marker += 1;
+                            let text = gen_text(c, marker);
+                            pieces.push(text.clone());
+                            inner.push(json!({"type": "text", "text": text}));
+                        }
+                    }
+                    Value::Array(inner)
+                }
+                _ => Value::String(String::new()),
+            };
+            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+            if is_error {
+                block["is_error"] = Value::Bool(true);
+            }
+            h.results.push((id, pieces, is_error));
+            blocks.push(block);
+        }
+        let extra = if blocks.is_empty() { 1 } else { c.byte() % 3 };
+        for _ in 0..extra {
+            match c.byte() % 5 {
+                0 => blocks.push(json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}})),
+                1 => blocks.push(json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}})),
+                _ => {
+                    marker += 1;
+                    let text = gen_text(c, marker);
+                    h.user_texts.push(text.clone());
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+            }
+        }
+        let content = if blocks.len() == 1 && blocks[0]["type"] == "text" && c.byte() % 2 == 0 {
+            blocks[0]["text"].clone()
+        } else {
+            Value::Array(blocks)
+        };
+        h.messages.push(json!({"role": "user", "content": content}));
+        if turn + 1 == turns {
+            break;
+        }
+        // An assistant message: thinking, text, calls.
+        let mut blocks = Vec::new();
+        if c.byte() % 3 == 0 {
+            marker += 1;
+            let signature = format!("sig{marker}");
+            h.signatures.push(signature.clone());
+            blocks.push(
+                json!({"type": "thinking", "thinking": "Let me see.", "signature": signature}),
+            );
+        }
+        if c.byte() % 3 != 0 {
+            marker += 1;
+            let text = gen_text(c, marker);
+            h.assistant_texts.push(text.clone());
+            blocks.push(json!({"type": "text", "text": text}));
+        }
+        for _ in 0..c.byte() % 4 {
+            marker += 1;
+            let id = format!("toolu_{marker}");
+            let name = c.pick(&["read_file", "grep", "run-tests", "x"]).to_owned();
+            let input = gen_input(c);
+            h.calls.push((id.clone(), name.clone(), input.clone()));
+            pending_calls.push(id.clone());
+            blocks.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+        }
+        // (Thinking alone is no answer: the loop drops such a message, as the API wants.)
+        if blocks.iter().all(|b| b["type"] == "thinking") {
+            marker += 1;
+            let text = gen_text(c, marker);
+            h.assistant_texts.push(text.clone());
+            blocks.push(json!({"type": "text", "text": text}));
+        }
+        h.messages
+            .push(json!({"role": "assistant", "content": blocks}));
+    }
+    h
+}
+
+/// Every string inside `value`, for finding a text wherever an API puts it.
+fn strings_in<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|item| strings_in(item, out)),
+        Value::Object(map) => map.values().for_each(|item| strings_in(item, out)),
+        _ => {}
+    }
+}
+
+fn contains_text(values: &[&Value], text: &str) -> bool {
+    let mut strings = Vec::new();
+    for value in values {
+        strings_in(value, &mut strings);
+    }
+    strings.iter().any(|s| s.contains(text))
+}
+
+/// A valid Anthropic history through the agent's request translations for OpenAI Chat
+/// Completions and Responses: nothing is lost or reordered.
+/// - every call goes out once, in order, with its id, name and input (the arguments parse back
+///   to the input);
+/// - every result goes out once, after its call, with its id and all of its text, and an error
+///   result says so (`Error...`);
+/// - every user text goes out in a user message, every assistant text in an assistant
+///   message; (Responses) every signed thinking block goes back as its encrypted content.
+pub fn check_request_translation(data: &[u8]) {
+    use ferroloop::agent::openai::{ChatOptions, chat_request};
+    use ferroloop::agent::responses::responses_request;
+
+    let mut c = Choices { data, pos: 0 };
+    let h = gen_history(&mut c);
+    let request = serde_json::json!({
+        "model": "gpt-5",
+        "max_tokens": 1024,
+        "system": "You are terse.",
+        "messages": h.messages,
+        "stream": true,
+    });
+
+    // Responses.
+    let body = responses_request(&request);
+    let items = body["input"].as_array().cloned().unwrap_or_default();
+    let kind = |item: &Value| item["type"].as_str().unwrap_or("").to_owned();
+    let calls: Vec<&Value> = items
+        .iter()
+        .filter(|i| kind(i) == "function_call")
+        .collect();
+    assert_eq!(calls.len(), h.calls.len(), "calls lost or added: {body:#}");
+    for (item, (id, name, input)) in calls.iter().zip(&h.calls) {
+        assert_eq!(item["call_id"], id.as_str(), "{body:#}");
+        assert_eq!(item["name"], name.as_str(), "{body:#}");
+        let arguments: Value =
+            serde_json::from_str(item["arguments"].as_str().unwrap_or("")).unwrap_or(Value::Null);
+        assert_eq!(&arguments, input, "{body:#}");
+    }
+    let outputs: Vec<(usize, &Value)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| kind(i) == "function_call_output")
+        .collect();
+    assert_eq!(
+        outputs.len(),
+        h.results.len(),
+        "results lost or added: {body:#}"
+    );
+    for ((at, item), (id, pieces, is_error)) in outputs.iter().zip(&h.results) {
+        assert_eq!(item["call_id"], id.as_str(), "{body:#}");
+        let call_at = items
+            .iter()
+            .position(|i| kind(i) == "function_call" && i["call_id"] == id.as_str());
+        assert!(
+            call_at.is_some_and(|c| c < *at),
+            "result before its call: {body:#}"
+        );
+        let output = item["output"].as_str().unwrap_or("");
+        for piece in pieces {
+            assert!(
+                output.contains(piece.as_str()),
+                "result text lost: {body:#}"
+            );
+        }
+        if *is_error {
+            assert!(
+                output
+                    .get(..5)
+                    .is_some_and(|s| s.eq_ignore_ascii_case("error")),
+                "{body:#}"
+            );
+        }
+    }
+    let by_role = |role: &str| -> Vec<&Value> {
+        items
+            .iter()
+            .filter(|i| kind(i) == "message" && i["role"] == role)
+            .map(|i| &i["content"])
+            .collect()
+    };
+    for text in &h.user_texts {
+        assert!(
+            contains_text(&by_role("user"), text),
+            "user text {text:?} lost: {body:#}"
+        );
+    }
+    for text in &h.assistant_texts {
+        assert!(
+            contains_text(&by_role("assistant"), text),
+            "assistant text {text:?} lost: {body:#}"
+        );
+    }
+    let encrypted: Vec<&str> = items
+        .iter()
+        .filter(|i| kind(i) == "reasoning")
+        .filter_map(|i| i["encrypted_content"].as_str())
+        .collect();
+    assert_eq!(encrypted, h.signatures, "reasoning lost or added: {body:#}");
+
+    // Chat Completions.
+    let body = chat_request(&request, ChatOptions::default());
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let role = |m: &Value| m["role"].as_str().unwrap_or("").to_owned();
+    let calls: Vec<&Value> = messages
+        .iter()
+        .filter(|m| role(m) == "assistant")
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), h.calls.len(), "calls lost or added: {body:#}");
+    for (call, (id, name, input)) in calls.iter().zip(&h.calls) {
+        assert_eq!(call["id"], id.as_str(), "{body:#}");
+        assert_eq!(call["function"]["name"], name.as_str(), "{body:#}");
+        let arguments: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or(""))
+                .unwrap_or(Value::Null);
+        assert_eq!(&arguments, input, "{body:#}");
+    }
+    let outputs: Vec<(usize, &Value)> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| role(m) == "tool")
+        .collect();
+    assert_eq!(
+        outputs.len(),
+        h.results.len(),
+        "results lost or added: {body:#}"
+    );
+    for ((at, message), (id, pieces, is_error)) in outputs.iter().zip(&h.results) {
+        assert_eq!(message["tool_call_id"], id.as_str(), "{body:#}");
+        // The tool messages follow their assistant message directly (the API refuses others).
+        let owner = messages[..*at]
+            .iter()
+            .rposition(|m| role(m) != "tool")
+            .map(|p| &messages[p]);
+        let answered = owner.is_some_and(|m| {
+            role(m) == "assistant"
+                && m["tool_calls"]
+                    .as_array()
+                    .is_some_and(|calls| calls.iter().any(|call| call["id"] == id.as_str()))
+        });
+        assert!(answered, "result {id} does not follow its call: {body:#}");
+        let mut strings = Vec::new();
+        strings_in(&message["content"], &mut strings);
+        let output = strings.concat();
+        for piece in pieces {
+            assert!(
+                output.contains(piece.as_str()),
+                "result text lost: {body:#}"
+            );
+        }
+        if *is_error {
+            assert!(
+                strings
+                    .first()
+                    .and_then(|s| s.get(..5))
+                    .is_some_and(|s| s.eq_ignore_ascii_case("error")),
+                "an error result does not say so: {body:#}"
+            );
+        }
+    }
+    let by_role = |wanted: &str| -> Vec<&Value> {
+        messages
+            .iter()
+            .filter(|m| role(m) == wanted)
+            .map(|m| &m["content"])
+            .collect()
+    };
+    for text in &h.user_texts {
+        assert!(
+            contains_text(&by_role("user"), text),
+            "user text {text:?} lost: {body:#}"
+        );
+    }
+    for text in &h.assistant_texts {
+        assert!(
+            contains_text(&by_role("assistant"), text),
+            "assistant text {text:?} lost: {body:#}"
+        );
+    }
+}
+
+/// Breaks a valid history in one of the ways hosts do: a call id used twice, thinking left at the
+/// end of an assistant message or unsigned, a blank text, an assistant first or last message, a
+/// block in the wrong role, a result missing, an input that is not an object, a call without id.
+fn break_history(c: &mut Choices<'_>, messages: &mut Vec<Value>) {
+    use serde_json::json;
+    let n = messages.len();
+    let at = usize::from(c.byte()) % n;
+    fn blocks_of(message: &mut Value) -> Option<&mut Vec<Value>> {
+        if message["content"].is_string() {
+            let text = message["content"].take();
+            message["content"] = serde_json::json!([{"type": "text", "text": text}]);
+        }
+        message["content"].as_array_mut()
+    }
+    let ids: Vec<(usize, usize)> = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| {
+            m["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .filter(|(_, b)| b["type"] == "tool_use")
+                .map(move |(j, _)| (i, j))
+        })
+        .collect();
+    match c.byte() % 10 {
+        // A later call takes an earlier call's id, its result too (a backend numbering each
+        // response's calls from zero).
+        0 if ids.len() >= 2 => {
+            let (first, second) = (ids[0], ids[ids.len() - 1]);
+            let old = messages[second.0]["content"][second.1]["id"].clone();
+            let id = messages[first.0]["content"][first.1]["id"].clone();
+            messages[second.0]["content"][second.1]["id"] = id.clone();
+            if let Some(blocks) = messages.get_mut(second.0 + 1).and_then(blocks_of) {
+                for block in blocks.iter_mut() {
+                    if block["tool_use_id"] == old {
+                        block["tool_use_id"] = id.clone();
+                    }
+                }
+            }
+        }
+        1 | 2 => {
+            let signed = c.byte() % 2 == 0;
+            let thinking = if signed {
+                json!({"type": "thinking", "thinking": "hm", "signature": "sig"})
+            } else {
+                json!({"type": "thinking", "thinking": "hm"})
+            };
+            if let Some(blocks) = messages
+                .iter_mut()
+                .filter(|m| m["role"] == "assistant")
+                .nth(at)
+                .and_then(blocks_of)
+            {
+                if c.byte() % 2 == 0 {
+                    blocks.push(thinking);
+                } else {
+                    blocks.insert(0, thinking);
+                }
+            }
+        }
+        3 => {
+            if let Some(blocks) = blocks_of(&mut messages[at]) {
+                blocks.push(json!({"type": "text", "text": c.pick(&["", "  ", "\n"])}));
+            }
+        }
+        4 => messages.insert(0, json!({"role": "assistant", "content": "Hello."})),
+        5 => messages
+            .push(json!({"role": "assistant", "content": [{"type": "text", "text": "Pre"}]})),
+        6 if !ids.is_empty() => {
+            let (i, j) = ids[usize::from(c.byte()) % ids.len()];
+            let id = messages[i]["content"][j]["id"].clone();
+            if let Some(blocks) = messages.get_mut(i + 1).and_then(blocks_of) {
+                blocks.retain(|b| b["tool_use_id"] != id);
+                if blocks.is_empty() {
+                    blocks.push(json!({"type": "text", "text": "go on"}));
+                }
+            }
+        }
+        7 if !ids.is_empty() => {
+            let (i, j) = ids[usize::from(c.byte()) % ids.len()];
+            messages[i]["content"][j]["input"] = json!(c.pick(&["{}", "[]", "x"]));
+        }
+        8 if !ids.is_empty() => {
+            let (i, j) = ids[usize::from(c.byte()) % ids.len()];
+            let field = c.pick(&["id", "name"]);
+            if let Some(block) = messages[i]["content"][j].as_object_mut() {
+                block.remove(field);
+            }
+        }
+        _ => {
+            // A block in the wrong role.
+            let role = messages[at]["role"].clone();
+            let block = if role == "user" {
+                json!({"type": "tool_use", "id": "toolu_x", "name": "read_file", "input": {}})
+            } else {
+                json!({"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"})
+            };
+            if let Some(blocks) = blocks_of(&mut messages[at]) {
+                blocks.push(block);
+            }
+        }
+    }
+}
+
+/// A history a host hands the agent loop, valid or broken in the ways hosts break them
+/// ([`break_history`]), run against a scripted model: the loop never panics, and either refuses
+/// the history before any request, with a stop event that says why, or sends a request whose
+/// history the API takes (`check_history`, no repeated call id) holding every message it was
+/// given.
+pub fn check_agent_history(data: &[u8]) {
+    use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+    use ferroloop::agent::{Agent, AgentConfig, AgentEvent, check_history};
+    use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
+    use futures_util::StreamExt as _;
+    use std::sync::Arc;
+
+    let mut c = Choices { data, pos: 0 };
+    let mut messages = gen_history(&mut c).messages;
+    for _ in 0..c.byte() % 3 {
+        break_history(&mut c, &mut messages);
+    }
+    let given = Value::Array(messages.clone());
+
+    let (model, requests) = ScriptedModel::new(|_, request| {
+        let message = scripted_message(
+            request,
+            vec![serde_json::json!({"type": "text", "text": "ok"})],
+            "end_turn",
+        );
+        Ok(Bytes::from(anthropic_sse(&message, 64)))
+    })
+    .recorded();
+    let mut tools = ToolRegistry::new();
+    for name in ["read_file", "grep", "run-tests", "x"] {
+        let registered = tools.register(FnTool::new(name, |_, _| async {
+            Ok(ToolOutput::text("done"))
+        }));
+        assert!(registered.is_ok());
+    }
+    let agent = Agent::new(
+        AgentConfig::new("claude-test"),
+        Arc::new(model),
+        Arc::new(ToolExecutor::new(tools)),
+    );
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let events: Vec<AgentEvent> =
+        runtime.block_on(async { agent.run_messages(messages.clone()).collect().await });
+    let Some(AgentEvent::Stop { error, .. }) = events.last() else {
+        panic!("the run ended without a stop event: {events:#?}");
+    };
+    let requests = requests
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let Some(first) = requests.first() else {
+        assert!(
+            error.as_deref().is_some_and(|e| !e.is_empty()),
+            "no request was sent and no error says why: {events:#?}\n{given:#}"
+        );
+        return;
+    };
+    let sent = first["messages"].as_array().cloned().unwrap_or_default();
+    if let Err(why) = check_history(&sent) {
+        panic!("the loop sent a history the API refuses ({why}): {first:#}\ngiven: {given:#}");
+    }
+    let mut seen = std::collections::HashSet::new();
+    for block in sent
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+    {
+        if block["type"] == "tool_use" {
+            let id = block["id"].as_str().unwrap_or_default();
+            assert!(
+                seen.insert(id.to_owned()),
+                "call id {id} repeated: {first:#}"
+            );
+        }
+    }
+    assert_eq!(
+        sent.len(),
+        messages.len(),
+        "messages were lost or added: {first:#}\ngiven: {given:#}"
+    );
+}
+
+/// The agent loop against a model whose first answer is the fuzzer's raw SSE (the first byte
+/// picks the API: Anthropic, OpenAI Chat, OpenAI Responses) and whose later answers end the
+/// turn: the run never panics, ends with one stop event, and the conversation it hands back can
+/// be continued (`check_history`, with a user message appended when it ends with the
+/// assistant's): every call answered once, no repeated id, no empty message or blank text.
+pub fn check_agent_stream(data: &[u8]) {
+    use ferroloop::agent::replay::{
+        ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
+    };
+    use ferroloop::agent::{Agent, AgentConfig, AgentEvent, check_history};
+    use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
+    use futures_util::StreamExt as _;
+    use std::sync::Arc;
+
+    let Some((&api, stream)) = data.split_first() else {
+        return;
+    };
+    let stream = Bytes::copy_from_slice(stream);
+    let api = api % 3;
+    let script = move |n: usize, request: &Value| {
+        if n == 0 {
+            return Ok(stream.clone());
+        }
+        let message = scripted_message(
+            request,
+            vec![serde_json::json!({"type": "text", "text": "done"})],
+            "end_turn",
+        );
+        Ok(Bytes::from(match api {
+            0 => anthropic_sse(&message, 64),
+            1 => openai_chat_sse(&message, 64),
+            _ => openai_responses_sse(&message, 64),
+        }))
+    };
+    let model = match api {
+        0 => ScriptedModel::new(script),
+        1 => ScriptedModel::openai_chat(script),
+        _ => ScriptedModel::openai_responses(script),
+    };
+    let mut tools = ToolRegistry::new();
+    for name in ["get_weather", "read", "grep"] {
+        let registered = tools.register(
+            FnTool::new(name, |_, _| async { Ok(ToolOutput::text("done")) }).concurrency_safe(true),
+        );
+        assert!(registered.is_ok());
+    }
+    let mut config = AgentConfig::new("model-test");
+    config.limits.max_turns = 4;
+    let agent = Agent::new(config, Arc::new(model), Arc::new(ToolExecutor::new(tools)));
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    else {
+        return;
+    };
+    let events: Vec<AgentEvent> = runtime.block_on(async { agent.run("go").collect().await });
+    let stops = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Stop { .. }))
+        .count();
+    assert_eq!(stops, 1, "stop events: {events:#?}");
+    let Some(AgentEvent::Stop { messages, .. }) = events.last() else {
+        panic!("the run did not end with its stop event: {events:#?}");
+    };
+    let mut continued = messages.clone();
+    if continued.last().is_some_and(|m| m["role"] == "assistant") {
+        continued.push(serde_json::json!({"role": "user", "content": "go on"}));
+    }
+    if let Err(why) = check_history(&continued) {
+        panic!("the conversation cannot be continued ({why}): {continued:#?}\n{events:#?}");
     }
 }
