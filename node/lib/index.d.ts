@@ -208,8 +208,8 @@ export interface ToolUse {
   /** The tool to call. */
   name: string
   /**
-   * The tool's input (validated against the tool's schema, if it has one). Absent: `{}`, as in
-   * Python and Anthropic's own loop.
+   * The tool's input (validated against the tool's schema, if it has one). Absent: `{}`, the
+   * core's rule, as in Python and C (a model's call to a tool without parameters).
    */
   input?: unknown
 }

@@ -78,8 +78,9 @@ class Turn(AsyncClosing):
         self._closed = False
 
     def submit(self, tool_use: dict[str, Any]) -> None:
-        """Submits a ``tool_use`` block (``id``, ``name``, ``input``). Its tool runs in a copy of
-        the current ``contextvars`` context (this call's)."""
+        """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
+        runs with ``{}``, as in Node and C). Its tool runs in a copy of the current
+        ``contextvars`` context (this call's)."""
         self._native.submit(tool_use)
 
     def seal(self) -> None:
@@ -240,7 +241,7 @@ class ToolExecutor:
 
     async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Runs ``tool_use`` blocks and returns one ``tool_result`` dict per call, in request
-        order. Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
+        order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
         call). Cancelling the awaiting task cancels the running tools (their tasks see
         ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
         ``results``)."""

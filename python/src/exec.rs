@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::args::{non_negative, non_negative_opt};
 use crate::bridge::{
@@ -729,11 +729,12 @@ fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
             .extract::<String>()
             .map_err(|_| PyTypeError::new_err(format!("tool_use \"{key}\" must be a str")))
     };
+    // A missing input is the core's to decide (`ToolUse::with_optional_input`: `{}`).
     let input = match dict.get_item(pyo3::intern!(py, "input"))? {
-        Some(input) => py_to_value(&input).map_err(PyValueError::new_err)?,
-        None => Value::Object(Map::new()),
+        Some(input) => Some(py_to_value(&input).map_err(PyValueError::new_err)?),
+        None => None,
     };
-    Ok(ToolUse::new(
+    Ok(ToolUse::with_optional_input(
         field(pyo3::intern!(py, "id"))?,
         field(pyo3::intern!(py, "name"))?,
         input,
