@@ -342,7 +342,11 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   cancel(): void
   /** Cancels and seals (the model response will be replayed). */
   discard(): void
-  /** Every result in submission order; resolves once the turn is sealed and answered. */
+  /**
+   * Every result in submission order; resolves once the turn is sealed and answered. Calling it
+   * again (or concurrently, or after iterating the events) resolves with the same results, as
+   * Python's `Turn.results()` does.
+   */
   results(): Promise<ToolResult[]>
   /**
    * Events as they happen (started, progress, finished, detached) and results in submission
