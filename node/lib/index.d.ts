@@ -21,6 +21,7 @@ export type FerroloopErrorCode =
   | 'stream_truncated'
   | 'protocol'
   | 'rate_limited'
+  | 'quota_exceeded'
   | 'overloaded'
   | 'prompt_too_long'
   | 'aborted'
@@ -72,6 +73,14 @@ export declare class ProtocolError extends FerroloopError {
 export declare class RateLimitedError extends FerroloopError {
   /** Always `'rate_limited'`. */
   readonly code: 'rate_limited'
+}
+/**
+ * The account has no credit left (`code: 'quota_exceeded'`): OpenAI's `insufficient_quota`
+ * 429. Never retried (a retry gets the same answer); not a `RateLimitedError`.
+ */
+export declare class QuotaExceededError extends FerroloopError {
+  /** Always `'quota_exceeded'`. */
+  readonly code: 'quota_exceeded'
 }
 /** The provider is overloaded (`code: 'overloaded'`). */
 export declare class OverloadedError extends FerroloopError {
