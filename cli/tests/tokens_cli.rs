@@ -353,7 +353,7 @@ fn a_json_file_that_is_no_request_is_not_held_in_memory() {
     let record =
         "{\"ts\":\"2026-12-01T19:42:35Z\",\"level\":\"info\",\"worker\":3,\"latency_ms\":12},\n";
     let block = record.repeat((1 << 20) / record.len());
-    let mut child = bin()
+    let child = bin()
         .args(["tokens"])
         .arg(&fifo)
         .stdout(Stdio::piped())
