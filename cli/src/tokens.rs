@@ -7,7 +7,9 @@
 //! stdin, counted as a request when it holds one (it has no extension to go by). With
 //! `--exact`, text is counted by the family's exact tokenizer (o200k and cl100k only); request
 //! overheads and images still follow the documented rules. Plain text is estimated, or counted
-//! exactly, as it is read, a block at a time, so a large log does not have to fit in memory.
+//! exactly, as it is read, a block at a time, so a large log does not have to fit in memory;
+//! so is a `.json` file or stdin that cannot be a request (it does not start as a JSON object:
+//! an array of records). Only an input that starts as an object is read whole, to be parsed.
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -90,27 +92,29 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     let mut file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if is_json {
-        // A request is parsed whole.
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        return Ok(count_bytes(&bytes, family, exact, is_json));
-    }
-    count_read(&mut file, &[], family, exact)
-        .with_context(|| format!("cannot read {}", path.display()))
+    let counted = if is_json {
+        count_maybe_request(&mut file, family, exact)
+    } else {
+        count_read(&mut file, &[], family, exact)
+    };
+    counted.with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Stdin: a request when it holds one (it has no extension to go by), else text. Only an input
-/// that starts as a JSON object (`{` after any byte-order mark and whitespace) can be a
-/// request, and only such an input is read whole; text is counted as it arrives.
+/// Stdin: a request when it holds one (it has no extension to go by), else text.
 fn count_stdin(family: Family, exact: bool) -> anyhow::Result<u64> {
-    let mut stdin = io::stdin().lock();
+    count_maybe_request(&mut io::stdin().lock(), family, exact).context("cannot read stdin")
+}
+
+/// An input that may hold a request (a `.json` file, stdin): a request when it is one, else
+/// text. Only an input that starts as a JSON object (`{` after any byte-order mark and
+/// whitespace) can be a request, and only such an input is read whole; any other is counted
+/// as it is read.
+fn count_maybe_request(reader: &mut impl Read, family: Family, exact: bool) -> io::Result<u64> {
     let mut head = Vec::new();
     loop {
         let start = head.len();
         head.resize(start + 64 * 1024, 0);
-        let n = read_some(&mut stdin, &mut head[start..]).context("cannot read stdin")?;
+        let n = read_some(reader, &mut head[start..])?;
         head.truncate(start + n);
         let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
@@ -121,10 +125,10 @@ fn count_stdin(family: Family, exact: bool) -> anyhow::Result<u64> {
     let body = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
     let may_be_request = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     if may_be_request {
-        stdin.read_to_end(&mut head).context("cannot read stdin")?;
-        return Ok(count_bytes(&head, family, exact, true));
+        reader.read_to_end(&mut head)?;
+        return Ok(count_bytes(&head, family, exact));
     }
-    count_read(&mut stdin, &head, family, exact).context("cannot read stdin")
+    count_read(reader, &head, family, exact)
 }
 
 /// The count of `head` followed by the rest of `reader`, read and counted a block at a time:
@@ -162,10 +166,10 @@ fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// Counts text read whole: as a request when `may_be_request` and it holds one, else as text.
-fn count_bytes(bytes: &[u8], family: Family, exact: bool, may_be_request: bool) -> u64 {
+/// Counts an input read whole: as a request when it holds one, else as text.
+fn count_bytes(bytes: &[u8], family: Family, exact: bool) -> u64 {
     let exact_text = |text: &str| count_exact(text, family).unwrap_or(0);
-    if may_be_request && let Some(body) = as_request(bytes) {
+    if let Some(body) = as_request(bytes) {
         let counter = if exact {
             TextCounter::with(family, &exact_text)
         } else {

@@ -332,3 +332,83 @@ fn text_on_stdin_is_not_held_in_memory() {
     assert!(lines(&output)[0]["tokens"].as_u64().unwrap() > 256 * 10_000);
     assert!(peak_kib < 96 * 1024, "peak resident memory {peak_kib} KiB");
 }
+
+/// A `.json` file that cannot be a request (it does not start as an object: an array of
+/// records, a log of values) is counted as it is read, as text is: 256 MiB of it through a FIFO
+/// named `.json` keep the process's peak memory far below the input's size. Before, every
+/// `.json` file was read whole first.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_json_file_that_is_no_request_is_not_held_in_memory() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("records.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let record =
+        "{\"ts\":\"2026-12-01T19:42:35Z\",\"level\":\"info\",\"worker\":3,\"latency_ms\":12},\n";
+    let block = record.repeat((1 << 20) / record.len());
+    let child = bin()
+        .args(["tokens"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening blocks until the child opens the FIFO for reading.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(b"[\n").unwrap();
+    for _ in 0..256 {
+        writer.write_all(block.as_bytes()).unwrap();
+    }
+    writer.write_all(b"{}]\n").unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    drop(writer);
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(lines(&output)[0]["tokens"].as_u64().unwrap() > 256 * 10_000);
+    assert!(peak_kib < 96 * 1024, "peak resident memory {peak_kib} KiB");
+}
+
+/// A `.json` file that is no request is counted as text, whether it could be one (an object
+/// without `messages`) or not (an array): the same count as the same bytes named `.txt`.
+#[test]
+fn json_files_that_are_no_requests_count_as_their_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let texts = [
+        "[{\"role\":\"user\",\"content\":\"hello there\"}, 1, 2, 3]\n",
+        "\u{feff}  [\"a byte-order mark, then whitespace, then an array\"]",
+        "{\"not\": \"a request\", \"messages\": 3}",
+        "{\"broken\": ",
+        "   \n  ",
+    ];
+    for (index, text) in texts.iter().enumerate() {
+        let json = dir.path().join(format!("{index}.json"));
+        let txt = dir.path().join(format!("{index}.txt"));
+        std::fs::write(&json, text).unwrap();
+        std::fs::write(&txt, text).unwrap();
+        for exact in [false, true] {
+            let mut command = bin();
+            command.args(["tokens", "--tokenizer", "o200k"]);
+            if exact {
+                command.arg("--exact");
+            }
+            let output = command.arg(&json).arg(&txt).output().unwrap();
+            assert!(output.status.success(), "{output:?}");
+            let lines = lines(&output);
+            assert_eq!(
+                lines[0]["tokens"], lines[1]["tokens"],
+                "{text:?} exact={exact}"
+            );
+        }
+    }
+}

@@ -212,6 +212,55 @@ async fn retries_429_honouring_retry_after_ms_and_reports_it() {
 }
 
 #[tokio::test]
+async fn openai_insufficient_quota_429_is_not_retried_and_says_quota_exceeded() {
+    // OpenAI's billing 429 ("You exceeded your current quota"): the account has no credit, so
+    // retrying only waits through every backoff. The class is named in `type`, in `code`, or
+    // in both; a 200 stream's error event saying it is the same error.
+    let message = "You exceeded your current quota, please check your plan and billing details.";
+    let bodies = [
+        json!({"error":{"message": message,"type":"insufficient_quota","param":null,"code":"insufficient_quota"}}),
+        json!({"error":{"message": message,"type":"insufficient_quota","param":null,"code":null}}),
+        json!({"error":{"message": message,"type":"requests","param":null,"code":"insufficient_quota"}}),
+    ];
+    for body in bodies {
+        let server = serve(&script(vec![
+            ScriptedResponse::with_status(429, ScriptBody::Json(body.clone()))
+                .header("retry-after-ms", "5"),
+            ScriptedResponse::ok(fixture("openai-chat/173417d55340.sse")),
+        ]))
+        .await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.expect("the quota error");
+        assert_eq!(error.code(), "quota_exceeded", "{body}: {error:?}");
+        assert!(matches!(error, ClientError::QuotaExceeded(_)), "{error:?}");
+        assert_eq!(error.status(), Some(429));
+        assert!(
+            error.to_string().contains("exceeded your current quota"),
+            "{error}"
+        );
+        assert!(got.retries.is_empty(), "{:?}", got.retries);
+        assert_eq!(server.requests().len(), 1, "{body}");
+    }
+
+    // A plain OpenAI 429 is still retried.
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(
+            429,
+            ScriptBody::Json(json!({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}})),
+        )
+        .header("retry-after-ms", "5"),
+        ScriptedResponse::ok(fixture("openai-chat/173417d55340.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
 async fn retries_529_and_500_then_succeeds() {
     let server = serve(&script(vec![
         ScriptedResponse::with_status(

@@ -33,6 +33,7 @@ const TimeoutError = define('TimeoutError', 'timeout')
 const StreamTruncatedError = define('StreamTruncatedError', 'stream_truncated')
 const ProtocolError = define('ProtocolError', 'protocol')
 const RateLimitedError = define('RateLimitedError', 'rate_limited')
+const QuotaExceededError = define('QuotaExceededError', 'quota_exceeded')
 const OverloadedError = define('OverloadedError', 'overloaded')
 const PromptTooLongError = define('PromptTooLongError', 'prompt_too_long')
 // Named like the DOM's AbortError so `err.name === 'AbortError'` checks keep working.
@@ -149,6 +150,7 @@ module.exports = {
   StreamTruncatedError,
   ProtocolError,
   RateLimitedError,
+  QuotaExceededError,
   OverloadedError,
   PromptTooLongError,
   AbortError,

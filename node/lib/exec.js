@@ -560,7 +560,10 @@ class Turn {
     this.#results = []
   }
 
-  /** Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). */
+  /**
+   * Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). Called
+   * again, it resolves with the same results (as Python's `Turn.results()`).
+   */
   async results() {
     this.#schedule()
     while (!this.#done) await this.#wait()

@@ -21,6 +21,7 @@ export type FerroloopErrorCode =
   | 'stream_truncated'
   | 'protocol'
   | 'rate_limited'
+  | 'quota_exceeded'
   | 'overloaded'
   | 'prompt_too_long'
   | 'aborted'
@@ -72,6 +73,14 @@ export declare class ProtocolError extends FerroloopError {
 export declare class RateLimitedError extends FerroloopError {
   /** Always `'rate_limited'`. */
   readonly code: 'rate_limited'
+}
+/**
+ * The account has no credit left (`code: 'quota_exceeded'`): OpenAI's `insufficient_quota`
+ * 429. Never retried (a retry gets the same answer); not a `RateLimitedError`.
+ */
+export declare class QuotaExceededError extends FerroloopError {
+  /** Always `'quota_exceeded'`. */
+  readonly code: 'quota_exceeded'
 }
 /** The provider is overloaded (`code: 'overloaded'`). */
 export declare class OverloadedError extends FerroloopError {
@@ -208,8 +217,8 @@ export interface ToolUse {
   /** The tool to call. */
   name: string
   /**
-   * The tool's input (validated against the tool's schema, if it has one). Absent: `{}`, as in
-   * Python and Anthropic's own loop.
+   * The tool's input (validated against the tool's schema, if it has one). Absent: `{}`, the
+   * core's rule, as in Python and C (a model's call to a tool without parameters).
    */
   input?: unknown
 }
@@ -342,7 +351,11 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   cancel(): void
   /** Cancels and seals (the model response will be replayed). */
   discard(): void
-  /** Every result in submission order; resolves once the turn is sealed and answered. */
+  /**
+   * Every result in submission order; resolves once the turn is sealed and answered. Calling it
+   * again (or concurrently, or after iterating the events) resolves with the same results, as
+   * Python's `Turn.results()` does.
+   */
   results(): Promise<ToolResult[]>
   /**
    * Events as they happen (started, progress, finished, detached) and results in submission

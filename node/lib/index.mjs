@@ -9,6 +9,7 @@ export const {
   StreamTruncatedError,
   ProtocolError,
   RateLimitedError,
+  QuotaExceededError,
   OverloadedError,
   PromptTooLongError,
   AbortError,

@@ -8,8 +8,10 @@ const { AsyncResource } = require('node:async_hooks')
 const { AbortError, TimeoutError, InvalidArgumentError, toJson } = require('./errors.js')
 
 /**
- * The input of a submitted `tool_use` block: `{}` when it has none, as Anthropic's own loop and
- * Python's executor read a missing `input` (an explicit `null` is kept: the schema decides).
+ * The input of a submitted `tool_use` block: `{}` when it has none, the core's rule
+ * (`ferroloop::exec::ToolUse`, which Python and C apply through the core); an explicit `null`
+ * is kept (the call then gets an invalid-input error result). Applied here, in the core's
+ * words, only because a call's input stays in JS when the native side has no need of it.
  */
 const inputOf = (use) => (use.input === undefined ? {} : use.input)
 

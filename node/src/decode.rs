@@ -91,6 +91,7 @@ fn code_of(err: &DecodeError) -> ErrorCode {
         } => match error_type.as_str() {
             "overloaded_error" => ErrorCode::Overloaded,
             "rate_limit_error" | "rate_limit_exceeded" => ErrorCode::RateLimited,
+            "insufficient_quota" => ErrorCode::QuotaExceeded,
             "request_too_large" => ErrorCode::PromptTooLong,
             "invalid_request_error" if message.contains("prompt is too long") => {
                 ErrorCode::PromptTooLong

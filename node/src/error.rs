@@ -27,6 +27,8 @@ pub enum ErrorCode {
     Protocol,
     /// The provider rate-limited the request (HTTP 429).
     RateLimited,
+    /// The account has no credit left (OpenAI's `insufficient_quota`); never retried.
+    QuotaExceeded,
     /// The provider is overloaded (HTTP 529 / 503).
     Overloaded,
     /// The request does not fit the model's context window.
@@ -61,6 +63,7 @@ impl ErrorCode {
             Self::StreamTruncated => "stream_truncated",
             Self::Protocol => "protocol",
             Self::RateLimited => "rate_limited",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::Overloaded => "overloaded",
             Self::PromptTooLong => "prompt_too_long",
             Self::Aborted => "aborted",
@@ -137,6 +140,7 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
             E::Permission(_) => ErrorCode::Permission,
             E::NotFound(_) => ErrorCode::NotFound,
             E::RateLimited { .. } => ErrorCode::RateLimited,
+            E::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
             E::Overloaded(_) => ErrorCode::Overloaded,
             E::PromptTooLong { .. } => ErrorCode::PromptTooLong,
             E::InvalidRequest(_) => ErrorCode::InvalidRequest,

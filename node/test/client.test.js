@@ -139,6 +139,33 @@ test('errors are typed FerroloopErrors with code, status and request id once ret
   }
 })
 
+test('OpenAI insufficient_quota 429: tried once, a QuotaExceededError (no credit: retrying cannot help)', async () => {
+  const quota = {
+    status: 429,
+    headers: { 'retry-after-ms': '5', 'x-request-id': 'req_quota' },
+    body: {
+      json: {
+        error: {
+          message: 'You exceeded your current quota, please check your plan and billing details.',
+          type: 'insufficient_quota',
+          param: null,
+          code: 'insufficient_quota',
+        },
+      },
+    },
+  }
+  const ok = { body: { fixture: 'tests/fixtures/openai-chat/173417d55340.sse' } }
+  await withServer([quota, ok], { provider: 'openai-chat' }, async (client, server) => {
+    const err = await failure(client.stream({ model: 'gpt-test', messages: [] }).message())
+    assert.ok(err instanceof ferroloop.QuotaExceededError, String(err))
+    assert.ok(!(err instanceof ferroloop.RateLimitedError))
+    assert.deepEqual([err.code, err.status, err.requestId], ['quota_exceeded', 429, 'req_quota'])
+    assert.equal(err.errorType, 'insufficient_quota')
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(server.requests.length, 1)
+  })
+})
+
 test('a disconnect mid-stream is a StreamTruncatedError carrying the partial message', async () => {
   await withServer([hello({ fault: { kind: 'disconnect_after', bytes: 400 } })], { maxRetries: 0 }, async (client) => {
     const stream = client.stream(request)

@@ -10,6 +10,8 @@ const {
   OverloadedError,
   InvalidArgumentError,
   ProtocolError,
+  QuotaExceededError,
+  RateLimitedError,
 } = require('../lib/index.js')
 const { repoRoot, chunked } = require('./helpers.js')
 
@@ -215,6 +217,24 @@ test('a mid-stream overloaded_error is a typed OverloadedError, never swallowed'
     assert.equal(caught.errorType, 'overloaded_error')
     assert.equal(caught.partial.type, 'message', 'the partial message comes with the error')
   }
+})
+
+test('an insufficient_quota error event is a QuotaExceededError, not a RateLimitedError', () => {
+  const bytes = Buffer.from(
+    'data: {"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}\n\n',
+  )
+  const decoder = new StreamDecoder({ provider: 'openai-chat' })
+  let caught = null
+  try {
+    decoder.feed(bytes)
+    decoder.finish()
+  } catch (err) {
+    caught = err
+  }
+  assert.ok(caught instanceof QuotaExceededError, String(caught))
+  assert.ok(!(caught instanceof RateLimitedError))
+  assert.equal(caught.code, 'quota_exceeded')
+  assert.equal(caught.errorType, 'insufficient_quota')
 })
 
 test('protocol violations and bad arguments raise typed errors', () => {

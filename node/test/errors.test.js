@@ -49,6 +49,7 @@ test('every code has a subclass with a stable code', () => {
     StreamTruncatedError: 'stream_truncated',
     ProtocolError: 'protocol',
     RateLimitedError: 'rate_limited',
+    QuotaExceededError: 'quota_exceeded',
     OverloadedError: 'overloaded',
     PromptTooLongError: 'prompt_too_long',
     AbortError: 'aborted',

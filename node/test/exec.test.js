@@ -300,6 +300,34 @@ test('streaming turn: submit as sealed, events as they happen, results in order'
   for (const e of events.filter((e) => e.type === 'started')) assert.equal(typeof e.queuedMs, 'number')
 })
 
+test('turn.results() called again resolves with the same results, as Python\'s Turn.results()', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ n }) => {
+    await sleep(5)
+    return String(n)
+  })
+  const expected = [
+    { type: 'tool_result', tool_use_id: 'a', content: '0', is_error: false },
+    { type: 'tool_result', tool_use_id: 'b', content: '1', is_error: false },
+  ]
+  const turn = ex.turn()
+  turn.submit(use('a', 'echo', { n: 0 }), use('b', 'echo', { n: 1 }))
+  turn.seal()
+  const [first, second] = await Promise.all([turn.results(), turn.results()])
+  assert.deepEqual(first, expected)
+  assert.deepEqual(second, expected)
+  assert.deepEqual(await turn.results(), expected)
+
+  const iterated = ex.turn()
+  iterated.submit(use('c', 'echo', { n: 2 }))
+  iterated.seal()
+  const kinds = []
+  for await (const event of iterated) kinds.push(event.type)
+  assert.equal(kinds.filter((k) => k === 'result').length, 1)
+  assert.deepEqual((await iterated.results()).map((r) => r.content), ['2'])
+  assert.deepEqual((await iterated.results()).map((r) => r.content), ['2'])
+})
+
 test('turn.cancel answers every call with an is_error result', async () => {
   const ex = new ToolExecutor({ cleanupGraceMs: 50, maxConcurrency: 1 })
   ex.tool({ name: 'long', concurrencySafe: true }, async (_i, ctx) => {

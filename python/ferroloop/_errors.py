@@ -47,6 +47,12 @@ class RateLimitError(APIError):
         self.retry_after = retry_after
 
 
+class QuotaExceededError(APIError):
+    """The account has no credit left: OpenAI's ``insufficient_quota`` (HTTP 429). Never
+    retried, since every retry gets the same answer; deliberately not a ``RateLimitError``, so
+    that code waiting out rate limits does not wait on billing."""
+
+
 class OverloadedError(APIError):
     """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event)."""
 

@@ -74,12 +74,12 @@ class Turn(AsyncClosing):
         # What an awaiting task cancelled just after the native future completed had already
         # taken from the turn: returned by the next call instead of being lost.
         self._unclaimed_events: collections.deque[dict[str, Any]] = collections.deque()
-        self._unclaimed_results: Optional[list[dict[str, Any]]] = None
         self._closed = False
 
     def submit(self, tool_use: dict[str, Any]) -> None:
-        """Submits a ``tool_use`` block (``id``, ``name``, ``input``). Its tool runs in a copy of
-        the current ``contextvars`` context (this call's)."""
+        """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
+        runs with ``{}``, as in Node and C). Its tool runs in a copy of the current
+        ``contextvars`` context (this call's)."""
         self._native.submit(tool_use)
 
     def seal(self) -> None:
@@ -116,15 +116,12 @@ class Turn(AsyncClosing):
         return event
 
     async def results(self) -> list[dict[str, Any]]:
-        """Seals the turn and waits for every ``tool_result``, in submission order."""
-        if self._unclaimed_results is not None:
-            results, self._unclaimed_results = self._unclaimed_results, None
-            return results
-
-        def keep(results: list[dict[str, Any]]) -> None:
-            self._unclaimed_results = results
-
-        return await _claim(self._native.finish(), keep)
+        """Seals the turn and waits for every ``tool_result``, in submission order. Calling it
+        again (or concurrently, or after a call that was cancelled) returns the same results,
+        in a new list each time, as Node's ``turn.results()`` does."""
+        # The native turn keeps the collected results: a cancelled call loses nothing.
+        results: list[dict[str, Any]] = await self._native.finish()
+        return results
 
 
 async def _claim(future: Awaitable[T], keep: Callable[[Any], None]) -> T:
@@ -240,7 +237,7 @@ class ToolExecutor:
 
     async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Runs ``tool_use`` blocks and returns one ``tool_result`` dict per call, in request
-        order. Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
+        order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
         call). Cancelling the awaiting task cancels the running tools (their tasks see
         ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
         ``results``)."""

@@ -477,6 +477,7 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
             api("RateLimitError", vec![("retry_after", wait)])
         }
+        ClientError::QuotaExceeded(_) => api("QuotaExceededError", vec![]),
         ClientError::Overloaded(_) => api("OverloadedError", vec![]),
         ClientError::PromptTooLong { tokens, limit, .. } => api(
             "PromptTooLongError",

@@ -193,6 +193,7 @@ pub(crate) fn api_error_class(error_type: &str, message: &str) -> &'static str {
     match error_type {
         "overloaded_error" => "OverloadedError",
         "authentication_error" | "permission_error" | "invalid_api_key" => "AuthenticationError",
+        "insufficient_quota" => "QuotaExceededError",
         t if t.contains("rate_limit") => "RateLimitError",
         "context_length_exceeded" => "PromptTooLongError",
         "invalid_request_error"

@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::args::{non_negative, non_negative_opt};
 use crate::bridge::{
@@ -556,7 +556,9 @@ pub(crate) struct PyTurn {
 #[derive(Default)]
 struct Unclaimed {
     events: std::collections::VecDeque<TurnEvent>,
-    results: Option<Result<Vec<ToolResult>, TurnError>>,
+    /// The turn's outcome once `finish` has collected it: every later `results()` returns it
+    /// again (as Node's turn does), and a `results()` cancelled after collecting loses nothing.
+    collected: Option<Arc<Result<Vec<ToolResult>, TurnError>>>,
 }
 
 #[pymethods]
@@ -644,49 +646,53 @@ impl PyTurn {
         })
     }
 
-    /// Seals the turn and returns an awaitable of all its results, in submission order.
+    /// Seals the turn and returns an awaitable of all its results, in submission order. Called
+    /// again (or concurrently), it returns the same results (a new list each time), or raises
+    /// the same error again.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "Turn.finish", || {
             let turn = Arc::clone(&self.turn);
             let unclaimed = Arc::clone(&self.unclaimed);
-            let keep = Arc::clone(&self.unclaimed);
             py.detach(|| self.handle.seal());
-            into_awaitable_keeping(
+            into_awaitable(
                 py,
                 &self.bridge,
                 async move {
-                    if let Some(results) = lock(&unclaimed).results.take() {
-                        return Ok(Some(results));
+                    if let Some(collected) = lock(&unclaimed).collected.clone() {
+                        return Ok(Some(collected));
                     }
                     let mut guard = turn.lock().await;
                     // The end is awaited through the events (cancel-safe), with the turn left in
                     // place: taking it first meant a cancelled `results()` dropped the turn, its
-                    // running calls and their results ("already collected" afterwards). The
-                    // events end when the turn's task ends, so `finish` then returns at once.
+                    // running calls and their results. The events end when the turn's task
+                    // ends, so `finish` then returns at once.
                     if let Some(spawned) = guard.as_mut() {
                         while spawned.next_event().await.is_some() {}
                     }
-                    let taken = guard.take();
+                    // A concurrent call may have collected the outcome while this one waited
+                    // for the lock.
+                    if let Some(collected) = lock(&unclaimed).collected.clone() {
+                        return Ok(Some(collected));
+                    }
+                    let Some(spawned) = guard.take() else {
+                        return Ok(None);
+                    };
+                    let collected = Arc::new(spawned.finish().await);
+                    lock(&unclaimed).collected = Some(Arc::clone(&collected));
                     drop(guard);
-                    Ok(match taken {
-                        Some(turn) => Some(turn.finish().await),
-                        None => None,
-                    })
+                    Ok(Some(collected))
                 },
-                |py, outcome| match outcome {
-                    Some(Ok(results)) => results_to_py(py, &results),
-                    Some(Err(err)) => Err(turn_error(py, err)),
+                |py, outcome| match outcome.as_deref() {
+                    Some(Ok(results)) => results_to_py(py, results),
+                    Some(Err(err)) => Err(turn_error(py, err.clone())),
+                    // Only if a `finish` was dropped while the ended turn handed over its
+                    // outcome (it holds no running call by then).
                     None => Err(ferroloop_error(
                         py,
                         "ToolError",
-                        "the turn's results were already collected",
+                        "the turn's results were lost (a results() call was dropped as they were handed over)",
                         &[],
                     )),
-                },
-                move |results| {
-                    if let Some(results) = results {
-                        lock(&keep).results = Some(results);
-                    }
                 },
             )
         })
@@ -729,11 +735,12 @@ fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
             .extract::<String>()
             .map_err(|_| PyTypeError::new_err(format!("tool_use \"{key}\" must be a str")))
     };
+    // A missing input is the core's to decide (`ToolUse::with_optional_input`: `{}`).
     let input = match dict.get_item(pyo3::intern!(py, "input"))? {
-        Some(input) => py_to_value(&input).map_err(PyValueError::new_err)?,
-        None => Value::Object(Map::new()),
+        Some(input) => Some(py_to_value(&input).map_err(PyValueError::new_err)?),
+        None => None,
     };
-    Ok(ToolUse::new(
+    Ok(ToolUse::with_optional_input(
         field(pyo3::intern!(py, "id"))?,
         field(pyo3::intern!(py, "name"))?,
         input,

@@ -193,6 +193,39 @@ async def test_http_errors_map_to_exception_classes(
 
 
 @pytest.mark.asyncio
+async def test_openai_insufficient_quota_is_tried_once_and_raises_quota_exceeded(replay: Replay) -> None:
+    # No credit left: with the default retries the client used to wait through all of them
+    # (~70 s) and raise RateLimitError.
+    quota = {
+        "status": 429,
+        "headers": {"retry-after-ms": "5", "x-request-id": "req_quota"},
+        "body": {
+            "json": {
+                "error": {
+                    "message": "You exceeded your current quota, please check your plan and billing details.",
+                    "type": "insufficient_quota",
+                    "param": None,
+                    "code": "insufficient_quota",
+                }
+            }
+        },
+    }
+    ok = {"body": {"fixture": "tests/fixtures/openai-chat/173417d55340.sse"}}
+    server = replay({"responses": [quota, ok]})
+    client = ferroloop.Client(
+        "openai-chat", api_key="sk-openai", base_url=server.url, from_env=False, retry_base_delay=0.01
+    )
+    async with client:
+        with pytest.raises(ferroloop.QuotaExceededError) as caught:
+            await client.stream(model="gpt-test", messages=[]).until_done()
+    error = caught.value
+    assert isinstance(error, ferroloop.APIError) and not isinstance(error, ferroloop.RateLimitError)
+    assert error.status == 429 and error.request_id == "req_quota"
+    assert error.error_type == "insufficient_quota"
+    assert len(server.requests()) == 1
+
+
+@pytest.mark.asyncio
 async def test_create_returns_the_json_response(replay: Replay) -> None:
     response = expected_message("anthropic/basic_response")
     server = replay({"responses": [{"status": 503, "body": {"text": "busy"}}, {"body": {"json": response}}]})

@@ -127,6 +127,19 @@ def test_mid_stream_error_is_a_typed_exception_with_the_partial_message() -> Non
         decoder.finish()
 
 
+def test_an_insufficient_quota_error_event_is_a_quota_exceeded_error() -> None:
+    # OpenAI's billing error, sent as a stream error: not a RateLimitError (no wait helps).
+    data = (
+        b'data: {"error":{"message":"You exceeded your current quota, please check your plan and '
+        b'billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}\n\n'
+    )
+    decoder = ferroloop.StreamDecoder("openai-chat")
+    with pytest.raises(ferroloop.QuotaExceededError) as info:
+        decoder.feed(data)
+    assert not isinstance(info.value, ferroloop.RateLimitError)
+    assert info.value.error_type == "insufficient_quota"
+
+
 @pytest.mark.parametrize("size", [0, 1, 13])
 def test_truncated_stream_raises_with_the_partial_message(size: int) -> None:
     data = (SHARED / "decode/streams/anthropic/truncated.sse").read_bytes()

@@ -12,11 +12,14 @@ def test_hierarchy() -> None:
     api_errors: list[type[ferroloop.APIError]] = [
         ferroloop.AuthenticationError,
         ferroloop.RateLimitError,
+        ferroloop.QuotaExceededError,
         ferroloop.OverloadedError,
         ferroloop.PromptTooLongError,
     ]
     for cls in api_errors:
         assert issubclass(cls, ferroloop.APIError)
+    # No credit left is not a rate limit: code waiting out RateLimitError must not wait on it.
+    assert not issubclass(ferroloop.QuotaExceededError, ferroloop.RateLimitError)
     for cls in [
         ferroloop.APIError,
         ferroloop.APIConnectionError,

@@ -528,6 +528,47 @@ async def test_malformed_tool_uses_are_rejected_before_running() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_tool_use_without_an_input_runs_its_tool_with_an_empty_object() -> None:
+    # The core's rule (ferroloop::exec::ToolUse), as Node and C apply it: a model's call to a
+    # tool without parameters may carry no input at all. An explicit None stays an input, and
+    # an invalid one (not an object).
+    ex = ferroloop.ToolExecutor()
+    seen: list[tuple[str, Any]] = []
+
+    @ex.tool()
+    def plain(inp: Any) -> str:
+        seen.append(("plain", inp))
+        return "ran"
+
+    @ex.tool(schema={"type": "object", "properties": {"path": {"type": "string"}}})
+    def typed(inp: Any) -> str:
+        seen.append(("typed", inp))
+        return "ran"
+
+    @ex.tool(concurrency_safe=lambda inp: "path" not in inp)
+    def picky(inp: Any) -> str:
+        seen.append(("picky", inp))
+        return "ran"
+
+    bare = [{"type": "tool_use", "id": f"b{i}", "name": name} for i, name in enumerate(["plain", "typed", "picky"])]
+    results = await ex.run(bare)
+    assert [(r["tool_use_id"], r["is_error"], r["content"]) for r in results] == [
+        ("b0", False, "ran"),
+        ("b1", False, "ran"),
+        ("b2", False, "ran"),
+    ]
+    assert seen == [("plain", {}), ("typed", {}), ("picky", {})]
+
+    turn = ex.turn()
+    turn.submit({"id": "t0", "name": "plain"})
+    turn.submit({"id": "t1", "name": "typed", "input": None})
+    turn.seal()
+    results = await turn.results()
+    assert results[0]["content"] == "ran" and not results[0]["is_error"]
+    assert results[1]["is_error"]
+
+
+@pytest.mark.asyncio
 async def test_ten_thousand_calls() -> None:
     ex = ferroloop.ToolExecutor(max_concurrency=10_000)
 

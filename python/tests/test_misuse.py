@@ -190,8 +190,40 @@ async def test_a_cancelled_wait_for_results_keeps_the_turn_and_its_results() -> 
         await asyncio.wait_for(turn.results(), 0.05)
     results = await asyncio.wait_for(turn.results(), 5)
     assert results == [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "late", "is_error": False}]
-    with pytest.raises(ferroloop.ToolError, match="already collected"):
-        await turn.results()
+    # Asking again gives the same results (as Node's turn does), not an error.
+    assert await turn.results() == results
+
+
+@pytest.mark.asyncio
+async def test_results_called_again_returns_the_same_results() -> None:
+    # Once, twice, concurrently, and after iterating the events: always every result, as in
+    # Node (it raised "the turn's results were already collected" after the first call).
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def echo(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.01)
+        return str(inp["n"])
+
+    turn = ex.turn()
+    turn.submit(use(0, "echo", n=0))
+    turn.submit(use(1, "echo", n=1))
+    first, second = await asyncio.wait_for(asyncio.gather(turn.results(), turn.results()), 5)
+    expected = [
+        {"type": "tool_result", "tool_use_id": "toolu_0", "content": "0", "is_error": False},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "1", "is_error": False},
+    ]
+    assert first == expected and second == expected
+    first.clear()  # each call hands out its own list
+    assert await turn.results() == expected
+    assert [event async for event in turn] == []  # the events were consumed by results()
+
+    iterated = ex.turn()
+    iterated.submit(use(2, "echo", n=2))
+    iterated.seal()
+    assert [e["type"] async for e in iterated].count("result") == 1
+    assert [r["content"] for r in await iterated.results()] == ["2"]
+    assert [r["content"] for r in await iterated.results()] == ["2"]
 
 
 def test_one_parser_or_decoder_fed_from_two_threads_fails_cleanly() -> None:

@@ -1118,7 +1118,9 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * Runs a batch of tool calls and waits for every result.
  *
  * `tool_uses_json` (`len` bytes of UTF-8) is a JSON array of `tool_use` blocks:
- * `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional).
+ * `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional;
+ * a call without `input` runs its tool with `{}`, as in Python and Node: a model's call to a
+ * tool without parameters; a call without a string `id` or `name` is refused).
  * The calls run on the executor's rules (concurrency-safe calls in parallel, others alone, at
  * most `max_concurrency` at once); the tool callbacks run on the calling thread, which this
  * function blocks until every call has its result.
@@ -1545,7 +1547,8 @@ fl_status fl_turn_new(const fl_executor *executor, const fl_cancel_token *cancel
 
 /**
  * Submits one call: `tool_use_json` (`len` bytes of UTF-8) is a `tool_use` block,
- * `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional). The call
+ * `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional; without
+ * `input`, the tool runs with `{}`, as in `fl_executor_run`). The call
  * starts at the next `fl_turn_next_event` that admission allows it in; its position in the
  * turn (`index` in the events) is the number of calls submitted before it.
  *

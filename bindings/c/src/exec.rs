@@ -397,7 +397,9 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// Runs a batch of tool calls and waits for every result.
 ///
 /// `tool_uses_json` (`len` bytes of UTF-8) is a JSON array of `tool_use` blocks:
-/// `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional).
+/// `[{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}, ...]` (`type` optional;
+/// a call without `input` runs its tool with `{}`, as in Python and Node: a model's call to a
+/// tool without parameters; a call without a string `id` or `name` is refused).
 /// The calls run on the executor's rules (concurrency-safe calls in parallel, others alone, at
 /// most `max_concurrency` at once); the tool callbacks run on the calling thread, which this
 /// function blocks until every call has its result.

@@ -227,7 +227,8 @@ pub unsafe extern "C" fn fl_turn_new(
 }
 
 /// Submits one call: `tool_use_json` (`len` bytes of UTF-8) is a `tool_use` block,
-/// `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional). The call
+/// `{"type":"tool_use","id":"toolu_1","name":"read","input":{...}}` (`type` optional; without
+/// `input`, the tool runs with `{}`, as in `fl_executor_run`). The call
 /// starts at the next `fl_turn_next_event` that admission allows it in; its position in the
 /// turn (`index` in the events) is the number of calls submitted before it.
 ///

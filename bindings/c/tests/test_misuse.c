@@ -324,7 +324,6 @@ static void check_bad_batches(void) {
         "{}",
         "[1]",
         "[{\"name\":\"echo\",\"input\":{}}]",          /* no id */
-        "[{\"id\":\"a\",\"name\":\"echo\"}]",          /* no input */
         "[{\"id\":5,\"name\":\"echo\",\"input\":{}}]", /* id not a string */
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -340,6 +339,11 @@ static void check_bad_batches(void) {
     CHECK_STATUS(fl_executor_run(executor, deep, depth, NULL, &results, &len),
                  FL_STATUS_INVALID_ARGUMENT);
     free(deep);
+
+    /* A call without an input runs its tool with {}, the core's rule (as in Python and Node). */
+    const char *no_input = "[{\"id\":\"a\",\"name\":\"echo\"}]";
+    CHECK_OK(fl_executor_run(executor, no_input, strlen(no_input), NULL, &results, &len));
+    CHECK(results != NULL && strstr(results, "\"tool_use_id\":\"a\",\"content\":\"{}\",\"is_error\":false") != NULL);
 
     /* A batch of odd but well-formed calls: one error result each, in order, for every call. */
     const char *odd = "[{\"id\":\"d\",\"name\":\"echo\",\"input\":{}},"

@@ -439,6 +439,25 @@ static void check_unknown_tool(fl_executor *executor) {
     fl_turn_free(turn);
 }
 
+/* A use without an input runs its tool with {} (the core's rule, as fl_executor_run). */
+static void check_missing_input(fl_executor *executor) {
+    fl_turn *turn = NULL;
+    CHECK_OK(fl_turn_new(executor, NULL, &turn));
+    const char *use = "{\"type\":\"tool_use\",\"id\":\"m0\",\"name\":\"echo\"}";
+    CHECK_OK(fl_turn_submit(turn, use, strlen(use)));
+    const char *no_id = "{\"name\":\"echo\",\"input\":{}}";
+    CHECK_STATUS(fl_turn_submit(turn, no_id, strlen(no_id)), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_OK(fl_turn_seal(turn));
+    seen s = {0};
+    drain(turn, &s, false, 0);
+    CHECK(s.status[0] == FL_CALL_SUCCEEDED && !s.is_error[0]);
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_turn_results(turn, &results, &len));
+    CHECK(results != NULL && strstr(results, "\"tool_use_id\":\"m0\",\"content\":\"{}\"") != NULL);
+    fl_turn_free(turn);
+}
+
 /* Waiting for an event times out with NONE; a tool's timeout gives an error result. */
 static void check_timeouts(fl_executor *executor) {
     reset_state();
@@ -791,6 +810,7 @@ int main(void) {
     check_order_and_results_before_seal(executor);
     check_event_fields(executor);
     check_unknown_tool(executor);
+    check_missing_input(executor);
     check_timeouts(executor);
     check_cancellation(executor);
     check_cancel_from_callback(executor);

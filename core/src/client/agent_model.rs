@@ -107,11 +107,45 @@ pub(crate) fn model_error(error: ClientError) -> ModelError {
             ClientError::Overloaded(details) => ModelError::Overloaded {
                 message: details.to_string(),
             },
+            // No credit left: retrying the turn gets the same answer; the run stops.
+            cause @ ClientError::QuotaExceeded(_) => ModelError::Other(cause.to_string()),
             cause => ModelError::Truncated {
                 reason: cause.to_string(),
                 partial: partial.message.unwrap_or_else(|| Box::new(Value::Null)),
             },
         },
         other => ModelError::Other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{ErrorDetails, PartialResponse};
+
+    fn quota() -> ClientError {
+        ClientError::QuotaExceeded(ErrorDetails {
+            status: Some(429),
+            error_type: Some("insufficient_quota".into()),
+            message: "You exceeded your current quota".into(),
+            request_id: None,
+        })
+    }
+
+    /// No credit left stops the run: not a truncated turn the loop would retry, nor an
+    /// overload that would switch models.
+    #[test]
+    fn a_quota_error_stops_the_loop_even_mid_stream() {
+        assert!(
+            matches!(model_error(quota()), ModelError::Other(message) if message.contains("quota exceeded"))
+        );
+        let mid_stream = ClientError::Truncated {
+            partial: PartialResponse::default(),
+            cause: Box::new(quota()),
+            request_id: None,
+        };
+        assert!(
+            matches!(model_error(mid_stream), ModelError::Other(message) if message.contains("quota exceeded"))
+        );
     }
 }

@@ -75,6 +75,11 @@ pub enum ClientError {
         /// The wait the server asked for.
         retry_after: Option<Duration>,
     },
+    /// The account has no credit left: OpenAI's `insufficient_quota` (a 429, or an error event,
+    /// naming it in its error `type` or `code`). A billing state, not load: never retried,
+    /// since every retry gets the same answer.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(ErrorDetails),
     /// 529 or an `overloaded_error`: the provider is overloaded.
     #[error("overloaded: {0}")]
     Overloaded(ErrorDetails),
@@ -161,6 +166,7 @@ impl ClientError {
             | ClientError::InvalidRequest(details)
             | ClientError::Server(details)
             | ClientError::RateLimited { details, .. }
+            | ClientError::QuotaExceeded(details)
             | ClientError::PromptTooLong { details, .. } => Some(details),
             ClientError::Truncated { cause, .. } => cause.details(),
             _ => None,
@@ -197,6 +203,7 @@ impl ClientError {
             ClientError::Permission(_) => "permission",
             ClientError::NotFound(_) => "not_found",
             ClientError::RateLimited { .. } => "rate_limited",
+            ClientError::QuotaExceeded(_) => "quota_exceeded",
             ClientError::Overloaded(_) => "overloaded",
             ClientError::PromptTooLong { .. } => "prompt_too_long",
             ClientError::InvalidRequest(_) => "invalid_request",
@@ -279,6 +286,10 @@ fn classify(
             tokens: tokens.or(prompt_tokens),
             limit: limit.or(context),
         };
+    }
+    // OpenAI's billing 429 names itself in `type`, in `code`, or in both.
+    if reason == "insufficient_quota" || error_type == "insufficient_quota" {
+        return ClientError::QuotaExceeded(details);
     }
     // A Responses `response.failed` error names its class in `code` alone.
     let kind = if error_type.is_empty() {
@@ -612,6 +623,27 @@ mod tests {
             r#"{"code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5 on tokens per min (TPM)."}"#,
             None,
         );
+        assert_eq!(limited.code(), "rate_limited", "{limited:?}");
+    }
+
+    /// OpenAI's billing 429 (`insufficient_quota`): its own class, whether the body names it in
+    /// `type` or `code`, and as a stream error (a Responses `response.failed` has `code` only).
+    #[test]
+    fn openai_insufficient_quota_is_quota_exceeded() {
+        let body = serde_json::json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details.", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+        let error =
+            ClientError::from_response(429, &HeaderMap::new(), body.to_string().as_bytes(), None);
+        assert_eq!(error.code(), "quota_exceeded", "{error:?}");
+        assert_eq!(error.status(), Some(429));
+        let failed = ClientError::from_stream_error(
+            r#"{"code":"insufficient_quota","message":"You exceeded your current quota."}"#,
+            None,
+        );
+        assert_eq!(failed.code(), "quota_exceeded", "{failed:?}");
+        // Another 429 stays a rate limit.
+        let body = serde_json::json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}});
+        let limited =
+            ClientError::from_response(429, &HeaderMap::new(), body.to_string().as_bytes(), None);
         assert_eq!(limited.code(), "rate_limited", "{limited:?}");
     }
 

@@ -86,6 +86,8 @@ impl RetryPolicy {
 
 /// Whether a response with this status and headers may be retried: an explicit
 /// `x-should-retry` header decides; otherwise 408, 409, 429 and every 5xx (529 included).
+/// The client also reads the body: a quota error (OpenAI's `insufficient_quota` 429,
+/// [`ClientError::QuotaExceeded`](super::ClientError::QuotaExceeded)) is never retried.
 pub fn is_retryable_status(status: u16, headers: &HeaderMap) -> bool {
     match headers
         .get("x-should-retry")

@@ -151,7 +151,10 @@ impl Sender {
         let body = read_prefix(body, MAX_ERROR_BODY, deadline).await;
         let server_wait = retry_after(&parts.headers, SystemTime::now());
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
-        let retryable = is_retryable_status(status, &parts.headers);
+        // A quota error is final whatever the status and headers say: the account's billing
+        // does not change between retries (OpenAI's `insufficient_quota` comes as a 429).
+        let retryable = is_retryable_status(status, &parts.headers)
+            && !matches!(error, ClientError::QuotaExceeded(_));
         Err((error, retryable, server_wait))
     }
 

@@ -5,14 +5,32 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A tool call requested by the model (an Anthropic `tool_use` block, without its `type` tag).
+///
+/// # A missing input
+///
+/// A `tool_use` without an `input` field means the empty input `{}`: that is what a model's
+/// call to a tool without parameters carries in practice (an Anthropic stream with no input
+/// fragments, an OpenAI-compatible server sending `"arguments": ""`), and how the decoders and
+/// [`ToolUseBlock`](crate::message::anthropic::ToolUseBlock) already read it. Deserialising applies this
+/// rule, and [`ToolUse::with_optional_input`] applies it for the bindings, so Python, Node and C
+/// agree. An input that is present is kept as it is: `"input": null` or `"input": [1]` is not
+/// an object, and the call gets an `is_error` result ("invalid input") when it runs. A use
+/// without an `id` or a `name` is malformed and refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolUse {
     /// The call id chosen by the provider (`toolu_…`, `call_…`); echoed in the result.
     pub id: String,
     /// The name of the tool to run.
     pub name: String,
-    /// The tool input as decoded from the stream (normally a JSON object).
+    /// The tool input as decoded from the stream (normally a JSON object); `{}` when the
+    /// serialised use has no `input` field.
+    #[serde(default = "empty_input")]
     pub input: Value,
+}
+
+/// The input of a use that has none: `{}`.
+fn empty_input() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 impl ToolUse {
@@ -23,6 +41,17 @@ impl ToolUse {
             name: name.into(),
             input,
         }
+    }
+
+    /// Builds a tool use whose input may be missing (`None`): a missing input is `{}`, the
+    /// rule in [`ToolUse`]'s docs. `Some(Value::Null)` is an input that is present (and null),
+    /// kept as it is.
+    pub fn with_optional_input(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: Option<Value>,
+    ) -> Self {
+        Self::new(id, name, input.unwrap_or_else(empty_input))
     }
 }
 
@@ -156,5 +185,24 @@ mod tests {
         let use_: ToolUse =
             serde_json::from_value(json!({"id":"t","name":"read","input":{"path":"a"}})).unwrap();
         assert_eq!(use_, ToolUse::new("t", "read", json!({"path":"a"})));
+    }
+
+    #[test]
+    fn tool_use_without_input_is_the_empty_object() {
+        let use_: ToolUse = serde_json::from_value(json!({"id":"t","name":"now"})).unwrap();
+        assert_eq!(use_, ToolUse::new("t", "now", json!({})));
+        // A present input is kept as it is, null included (the executor refuses it later).
+        let null: ToolUse =
+            serde_json::from_value(json!({"id":"t","name":"now","input":null})).unwrap();
+        assert_eq!(null.input, Value::Null);
+        // Malformed uses are still refused.
+        assert!(serde_json::from_value::<ToolUse>(json!({"name":"now","input":{}})).is_err());
+        assert!(serde_json::from_value::<ToolUse>(json!({"id":"t","input":{}})).is_err());
+        // The bindings' constructor applies the same rule.
+        assert_eq!(ToolUse::with_optional_input("t", "now", None), use_);
+        assert_eq!(
+            ToolUse::with_optional_input("t", "now", Some(Value::Null)).input,
+            Value::Null
+        );
     }
 }
