@@ -30,8 +30,20 @@ seed() {
       cp tests/fixtures/anthropic/*.sse tests/decode/streams/anthropic/*.sse "$corpus/" 2>/dev/null || true ;;
     decode_openai_chat|agent_openai_chat)
       cp tests/fixtures/openai-chat/*.sse "$corpus/" 2>/dev/null || true ;;
-    decode_openai_responses)
+    decode_openai_responses|agent_openai_responses)
       cp tests/decode/streams/openai-responses/*.sse "$corpus/" 2>/dev/null || true ;;
+    agent_stream)
+      # The first byte picks the API (0 Anthropic, 1 Chat, 2 Responses); the rest is its stream.
+      for f in tests/fixtures/anthropic/*.sse tests/decode/streams/anthropic/*.sse; do
+        printf '\000' | cat - "$f" > "$corpus/anthropic-$(basename "$f")"
+      done
+      for f in tests/fixtures/openai-chat/*.sse; do
+        printf '\001' | cat - "$f" > "$corpus/chat-$(basename "$f")"
+      done
+      for f in tests/decode/streams/openai-responses/*.sse; do
+        printf '\002' | cat - "$f" > "$corpus/responses-$(basename "$f")"
+      done ;;
+    # agent_requests and agent_history build their histories from the bytes: no seeds.
     partial_json)
       for f in tests/decode/expected/*/*.json; do
         printf '\005\003' | cat - "$f" > "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
@@ -47,7 +59,7 @@ seed() {
 
 dict_for() {
   case "$1" in
-    decode_*|agent_openai_chat) echo "fuzz/dicts/decode.dict" ;;
+    decode_*|agent_openai_chat|agent_openai_responses|agent_stream) echo "fuzz/dicts/decode.dict" ;;
     partial_json) echo "fuzz/dicts/partial_json.dict" ;;
     *) echo "" ;;
   esac

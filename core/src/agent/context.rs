@@ -871,7 +871,8 @@ mod tests {
         let dangling = vec![json!({"role": "assistant", "content": [call("a", "read")]})];
         assert!(check_tool_pairing(&dangling).is_err());
         // Two calls of one message with one id: one result cannot answer both, and the API
-        // refuses the id repeated ("tool_use ids must be unique").
+        // refuses the id repeated ("tool_use ids must be unique"). (Found by the fuzz target
+        // `agent_history`.)
         let mut shared_id = good.clone();
         shared_id[1]["content"][1]["id"] = json!("a");
         shared_id[2]["content"][0]["tool_use_id"] = json!("a");

@@ -971,7 +971,7 @@ mod tests {
     /// stream, or one that streams some items only): the calls only the final response holds
     /// are reported ready before the message, so the loop runs them instead of answering "The
     /// call was not run.", and their text comes as deltas; calls the stream sealed are not
-    /// reported twice.
+    /// reported twice. (Found by the fuzz target `agent_openai_responses`.)
     #[test]
     fn calls_only_the_final_response_holds_are_reported_ready() {
         let call = |id: &str, path: &str| json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": "read", "arguments": json!({"path": path}).to_string(), "status": "completed"});
