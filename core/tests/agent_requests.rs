@@ -133,6 +133,36 @@ fn lone_error(events: &[AgentEvent]) -> &str {
     }
 }
 
+/// A block without a `type` (a broken proxy; the fuzz target `agent_stream` sent one) cannot
+/// be sent back: it is left out of history, and the next request is one the API takes.
+#[tokio::test]
+async fn a_block_without_a_type_stays_out_of_history() {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "Reading."})),
+        block_stop(0),
+        block_start(1, json!({"tool_use_id": "srvtoolu_1", "content": "x"})),
+        block_stop(1),
+        block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        block_stop(2),
+    ];
+    events.extend(end("tool_use"));
+    let (reason, messages, requests) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 2);
+    let history = requests[1]["messages"].as_array().unwrap();
+    check_history(history).unwrap();
+    assert_eq!(
+        history[1]["content"],
+        json!([{"type": "text", "text": "Reading."}, {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}])
+    );
+    assert!(check_history(&messages[..3]).is_ok(), "{messages:#?}");
+}
+
 #[tokio::test]
 async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
     let mut events = vec![

@@ -298,19 +298,22 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
     before - content.len()
 }
 
-/// Removes the empty and whitespace-only text blocks of a message (the API refuses them in
-/// history: "text content blocks must contain non-whitespace text"; models stream a "\n\n"
-/// block before a call). Returns how many were removed.
-pub(crate) fn drop_blank_text_blocks(message: &mut Value) -> usize {
+/// Removes the blocks of a message that the API refuses in history: empty and whitespace-only
+/// text blocks ("text content blocks must contain non-whitespace text"; models stream a "\n\n"
+/// block before a call), and blocks without a type (a broken proxy's), which mean nothing.
+/// Returns how many were removed.
+pub(crate) fn drop_unsendable_blocks(message: &mut Value) -> usize {
     let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
         return 0;
     };
     let before = content.len();
     content.retain(|b| {
-        block_type(b) != "text"
-            || b.get("text")
-                .and_then(Value::as_str)
-                .is_some_and(|text| blank(text).is_none())
+        let typed = b.get("type").is_some_and(Value::is_string);
+        typed
+            && (block_type(b) != "text"
+                || b.get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| blank(text).is_none()))
     });
     before - content.len()
 }

@@ -17,11 +17,11 @@ use tokio::sync::mpsc;
 use super::call_ids::ResponseCallIds;
 use super::config::AgentConfig;
 use super::context::{
-    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_blank_text_blocks,
-    drop_thinking, drop_trailing_thinking, drop_trailing_thinking_before_last,
-    drop_unanswered_server_tool_uses, drop_unsigned_thinking, history_from_summary,
-    is_empty_message, microcompact, object_tool_inputs, place_cache_breakpoints,
-    rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
+    CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_thinking,
+    drop_trailing_thinking, drop_trailing_thinking_before_last, drop_unanswered_server_tool_uses,
+    drop_unsendable_blocks, drop_unsigned_thinking, history_from_summary, is_empty_message,
+    microcompact, object_tool_inputs, place_cache_breakpoints, rename_repeated_tool_use_ids,
+    strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -664,11 +664,18 @@ impl Driver {
                 .get("stop_reason")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            let mut assistant = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or_else(|| json!([]))});
+            // Content that is no list of blocks (a broken server's) becomes none.
+            let content = message
+                .get("content")
+                .filter(|c| c.is_array())
+                .cloned()
+                .unwrap_or_else(|| json!([]));
+            let mut assistant = json!({"role": "assistant", "content": content});
             call_ids.apply(&mut assistant);
             // The API refuses an empty text block in history (a response cut right after a
-            // text block opened, a provider that announces a call with one).
-            drop_blank_text_blocks(&mut assistant);
+            // text block opened, a provider that announces a call with one), or one without a
+            // type.
+            drop_unsendable_blocks(&mut assistant);
             // Nor a call input other than an object (the call was answered with an error).
             object_tool_inputs(&mut assistant);
             if let Some(id) = container_id(&message) {
