@@ -163,6 +163,43 @@ async fn a_block_without_a_type_stays_out_of_history() {
     assert!(check_history(&messages[..3]).is_ok(), "{messages:#?}");
 }
 
+/// A call without a name (a Chat server whose tool parser lost the first delta of a call; the
+/// fuzz target `agent_stream` sent one) names no tool, runs nothing and cannot be sent back
+/// (the API requires a name): it is left out of history, with no result, and the named call
+/// beside it runs and is answered.
+#[tokio::test]
+async fn a_call_without_a_name_stays_out_of_history() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(0, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_2", "name": "", "input": {}}),
+        ),
+        delta(1, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        block_stop(1),
+    ];
+    events.extend(end("tool_use"));
+    let (reason, _, requests) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 2);
+    let history = requests[1]["messages"].as_array().unwrap();
+    check_history(history).unwrap();
+    assert_eq!(
+        history[1]["content"],
+        json!([{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}])
+    );
+    let results = history[2]["content"].as_array().unwrap();
+    assert_eq!(results.len(), 1, "{results:#?}");
+    assert_eq!(results[0]["tool_use_id"], "toolu_1");
+    assert_eq!(results[0]["content"], "contents");
+}
+
 #[tokio::test]
 async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
     let mut events = vec![

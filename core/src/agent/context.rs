@@ -300,20 +300,24 @@ pub fn strip_tool_uses(message: &mut Value) -> usize {
 
 /// Removes the blocks of a message that the API refuses in history: empty and whitespace-only
 /// text blocks ("text content blocks must contain non-whitespace text"; models stream a "\n\n"
-/// block before a call), and blocks without a type (a broken proxy's), which mean nothing.
-/// Returns how many were removed.
+/// block before a call), blocks without a type (a broken proxy's), which mean nothing, and
+/// calls without a tool name (a server that lost a call's first delta), which name nothing to
+/// run and are not answered. Returns how many were removed.
 pub(crate) fn drop_unsendable_blocks(message: &mut Value) -> usize {
     let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
         return 0;
     };
     let before = content.len();
-    content.retain(|b| {
-        let typed = b.get("type").is_some_and(Value::is_string);
-        typed
-            && (block_type(b) != "text"
-                || b.get("text")
-                    .and_then(Value::as_str)
-                    .is_some_and(|text| blank(text).is_none()))
+    let has_text = |b: &Value, field: &str| {
+        b.get(field)
+            .and_then(Value::as_str)
+            .is_some_and(|text| blank(text).is_none())
+    };
+    content.retain(|b| match b.get("type").and_then(Value::as_str) {
+        None => false,
+        Some("text") => has_text(b, "text"),
+        Some("tool_use") => has_text(b, "name"),
+        Some(_) => true,
     });
     before - content.len()
 }
