@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use exec_support::{Probe, call, registry, text};
 use ferroloop::exec::{
-    AfterCall, BeforeCall, BudgetConfig, CallStatus, ExecutorConfig, FnTool, HookCall, Permission,
-    ReplacementRecord, ResultLimit, ToolExecutor, ToolHooks, ToolOutput, ToolRegistry, ToolResult,
-    ToolResultContent, ToolUse, TurnError, TurnEvent,
+    AfterCall, BeforeCall, BudgetConfig, CallStatus, CancellationToken, ExecutorConfig, FnTool,
+    HookCall, Permission, ReplacementRecord, ResultLimit, Tool, ToolContext, ToolExecutor,
+    ToolFuture, ToolHooks, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse,
+    TurnError, TurnEvent,
 };
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -1402,4 +1403,112 @@ async fn host_data_attached_to_a_run_or_turn_reaches_its_calls_only() {
     let standalone =
         ferroloop::exec::ToolContext::standalone("x", ferroloop::exec::CancellationToken::new());
     assert!(standalone.host_data().is_none());
+}
+
+/// A host that answers its calls from outside their futures, as a C host's worker thread does:
+/// it reads the call's token when it delivers an answer, and the call's future reports that
+/// order to the executor.
+#[derive(Clone, Default)]
+struct OrderingHost {
+    waiting: Arc<std::sync::Mutex<Vec<(CancellationToken, OrderedReply)>>>,
+    timeout: Option<Duration>,
+}
+
+type OrderedReply = futures::channel::oneshot::Sender<(String, bool)>;
+
+impl Tool for OrderingHost {
+    fn name(&self) -> &str {
+        "worker"
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    fn call(&self, _input: serde_json::Value, ctx: ToolContext) -> ToolFuture {
+        let (reply, answer) = futures::channel::oneshot::channel();
+        let token = ctx.cancellation_token().clone();
+        self.waiting.lock().unwrap().push((token, reply));
+        async move {
+            let (text, late) = answer.await.unwrap();
+            if late {
+                ctx.answered_after_cancellation();
+            } else {
+                ctx.answered_before_cancellation();
+            }
+            Ok(ToolOutput::text(text))
+        }
+        .boxed()
+    }
+}
+
+impl OrderingHost {
+    /// Delivers the answer of the oldest waiting call.
+    fn deliver(&self, text: &str) {
+        let (token, reply) = self.waiting.lock().unwrap().remove(0);
+        let late = token.is_cancelled();
+        reply.send((text.to_owned(), late)).unwrap();
+    }
+}
+
+/// Hooks that change nothing: they only move calls onto the hooked path.
+struct PassThroughHooks;
+
+impl ToolHooks for PassThroughHooks {}
+
+/// An answer delivered before the turn was cancelled stands, although the turn observes the
+/// cancellation before it polls the call again; one delivered after the cancellation is the
+/// cancellation's (the tool answered anyway): the order of the events decides, not the poll.
+/// On every path: a call waiting on its turn's task, one racing its timeout, a hooked one.
+#[tokio::test(start_paused = true)]
+async fn a_host_answer_is_judged_by_the_order_of_answer_and_cancellation() {
+    for (timed, hooked) in [(false, false), (true, false), (false, true)] {
+        for answer_first in [true, false] {
+            let host = OrderingHost {
+                timeout: timed.then_some(Duration::from_secs(30)),
+                ..OrderingHost::default()
+            };
+            let mut tools = ToolRegistry::new();
+            tools.register(host.clone()).unwrap();
+            let mut builder = ToolExecutor::builder(tools);
+            if hooked {
+                builder = builder.hooks(Arc::new(PassThroughHooks));
+            }
+            let exec = builder.build();
+            let turn = exec.turn();
+            let handle = turn.handle();
+            turn.submit(ToolUse::new("a", "worker", json!({}))).unwrap();
+            turn.seal();
+            let spawned = turn.spawn();
+            // The call was handed to the host and waits for its answer.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(host.waiting.lock().unwrap().len(), 1);
+            if answer_first {
+                host.deliver("done");
+                handle.cancel();
+            } else {
+                handle.cancel();
+                host.deliver("done anyway");
+            }
+            let results = spawned.finish().await.unwrap();
+            let case = format!("timed={timed} hooked={hooked} answer_first={answer_first}");
+            if answer_first {
+                assert_eq!(text(&results[0]), "done", "{case}");
+                assert!(!results[0].is_error, "{case}");
+            } else {
+                assert_eq!(
+                    text(&results[0]),
+                    "Tool 'worker' was cancelled: the turn was cancelled",
+                    "{case}"
+                );
+                assert!(results[0].is_error, "{case}");
+            }
+            let metrics = exec.metrics();
+            assert_eq!(
+                (metrics.cancelled, metrics.detached),
+                (u64::from(!answer_first), 0),
+                "{case}"
+            );
+        }
+    }
 }

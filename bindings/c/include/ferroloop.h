@@ -1478,7 +1478,11 @@ fl_status fl_tokens_estimate_request(const char *request_json,
  * `is_error` marks the result as a failure the model should see.
  *
  * Callable from any thread, exactly once per call, including after the call was cancelled (the
- * reply is then ignored). The handle is released by every call of this function with a
+ * reply is then ignored). The order of the reply and the cancellation decides, not when the
+ * executor next looks: a reply completed before the call was cancelled stands even if the turn
+ * sees the cancellation first; one completed after a cancellation that came once the callback
+ * had returned gets the cancellation's result. A cancellation that came while the callback ran
+ * (the tool cancelling its own run, for example) leaves the reply standing. The handle is released by every call of this function with a
  * non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, not
  * UTF-8, or a length above `PTRDIFF_MAX`, reported as `FL_STATUS_NULL_ARGUMENT` /
  * `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`), the call completes with an error

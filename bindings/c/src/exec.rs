@@ -247,8 +247,16 @@ impl Tool for CTool {
         // SAFETY: the callback is the host's, registered with its userdata; the invocation's
         // views outlive the call; the host takes ownership of `handle`.
         unsafe { (self.callback)(self.userdata.0, &invocation, handle) };
+        pending.handed_over();
         Box::pin(async move {
-            let reply = pending.reply().await;
+            let (reply, late) = pending.reply().await;
+            // The order of the reply and the call's cancellation decides the outcome, not the
+            // moment the executor polls this future.
+            if late {
+                ctx.answered_after_cancellation();
+            } else {
+                ctx.answered_before_cancellation();
+            }
             let content = match reply.content {
                 ReplyContent::Text(text) => ToolResultContent::Text(text),
                 ReplyContent::Json(Value::String(text)) => ToolResultContent::Text(text),

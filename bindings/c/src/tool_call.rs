@@ -3,7 +3,7 @@
 
 use std::ffi::c_char;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use ferroloop_core::exec::CancellationToken;
 use tokio::sync::oneshot;
@@ -27,11 +27,61 @@ struct CallState {
     token: CancellationToken,
     /// The executor stopped waiting for the reply (the call was detached or dropped).
     abandoned: AtomicBool,
+    /// Where the call is, for the order of its reply and its cancellation: one of the
+    /// `IN_CALLBACK`... constants.
+    phase: AtomicU8,
 }
+
+/// The tool callback has not returned yet.
+const IN_CALLBACK: u8 = 0;
+/// The callback returned; the call was not cancelled then.
+const HANDED_OVER: u8 = 1;
+/// The callback returned; the call was cancelled by then (by the tool itself, or so it counts).
+const HANDED_OVER_CANCELLED: u8 = 2;
+/// Completed: during the callback, before a cancellation, or after one the tool saw while it was
+/// handed the call: the reply stands.
+const REPLIED: u8 = 3;
+/// Completed after a cancellation that landed once the callback had returned: the call's outcome
+/// is the cancellation.
+const REPLIED_LATE: u8 = 4;
 
 impl CallState {
     fn is_cancelled(&self) -> bool {
         self.token.is_cancelled() || self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// The callback returned. Reads the token (a lock) only when the call is not completed yet.
+    fn handed_over(&self) {
+        if self.phase.load(Ordering::Acquire) != IN_CALLBACK {
+            return;
+        }
+        let phase = if self.token.is_cancelled() {
+            HANDED_OVER_CANCELLED
+        } else {
+            HANDED_OVER
+        };
+        // Fails when the call was completed meanwhile (from another thread): its reply came
+        // while the tool was handed the call.
+        let _ =
+            self.phase
+                .compare_exchange(IN_CALLBACK, phase, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The tool completes the call: records whether its reply comes after a cancellation that
+    /// landed once the callback had returned. A reply during the callback reads nothing.
+    fn replied(&self) {
+        if self
+            .phase
+            .compare_exchange(IN_CALLBACK, REPLIED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return;
+        }
+        // The callback returned (its phase no longer changes but here): did a cancellation land
+        // between its end and now?
+        let late = self.phase.load(Ordering::Acquire) == HANDED_OVER && self.token.is_cancelled();
+        self.phase
+            .store(if late { REPLIED_LATE } else { REPLIED }, Ordering::Release);
     }
 }
 
@@ -75,6 +125,7 @@ impl PendingCall {
         let state = Arc::new(CallState {
             token,
             abandoned: AtomicBool::new(false),
+            phase: AtomicU8::new(IN_CALLBACK),
         });
         let (sender, receiver) = oneshot::channel();
         let handle = Box::new(fl_tool_call {
@@ -84,12 +135,26 @@ impl PendingCall {
         (Self { state, receiver }, Box::into_raw(handle))
     }
 
-    /// The tool's reply. Only a handle dropped without a reply (which C cannot do: completing
-    /// is the only way to release it) yields an error reply.
-    pub(crate) async fn reply(mut self) -> ToolReply {
+    /// The tool callback returned: a cancellation from now until the reply is the call's
+    /// outcome (one before is the tool's own doing, or counts as such).
+    pub(crate) fn handed_over(&self) {
+        self.state.handed_over();
+    }
+
+    /// The tool's reply, and whether it came after a cancellation that landed once the tool
+    /// callback had returned. Only a handle dropped without a reply (which C cannot do:
+    /// completing is the only way to release it) yields an error reply.
+    pub(crate) async fn reply(mut self) -> (ToolReply, bool) {
         match (&mut self.receiver).await {
-            Ok(reply) => reply,
-            Err(_) => ToolReply::error("the tool released its call without completing it".into()),
+            // The phase was stored before the reply was sent.
+            Ok(reply) => (
+                reply,
+                self.state.phase.load(Ordering::Acquire) == REPLIED_LATE,
+            ),
+            Err(_) => (
+                ToolReply::error("the tool released its call without completing it".into()),
+                false,
+            ),
         }
     }
 }
@@ -106,7 +171,11 @@ impl Drop for PendingCall {
 /// `is_error` marks the result as a failure the model should see.
 ///
 /// Callable from any thread, exactly once per call, including after the call was cancelled (the
-/// reply is then ignored). The handle is released by every call of this function with a
+/// reply is then ignored). The order of the reply and the cancellation decides, not when the
+/// executor next looks: a reply completed before the call was cancelled stands even if the turn
+/// sees the cancellation first; one completed after a cancellation that came once the callback
+/// had returned gets the cancellation's result. A cancellation that came while the callback ran
+/// (the tool cancelling its own run, for example) leaves the reply standing. The handle is released by every call of this function with a
 /// non-NULL `call`, whatever the status: when the content is invalid (NULL with a length, not
 /// UTF-8, or a length above `PTRDIFF_MAX`, reported as `FL_STATUS_NULL_ARGUMENT` /
 /// `FL_STATUS_INVALID_UTF8` / `FL_STATUS_INVALID_ARGUMENT`), the call completes with an error
@@ -193,6 +262,7 @@ unsafe fn complete(
             Err(error),
         ),
     };
+    call.state.replied();
     // The executor may have stopped waiting (a cancelled call): the reply is then dropped.
     let _ = call.sender.send(reply);
     result
@@ -252,7 +322,7 @@ mod tests {
             // SAFETY: the handle is completed once, here.
             unsafe { fl_tool_complete(handle as *mut fl_tool_call, text.as_ptr().cast(), 4, false) }
         });
-        let reply = block_on(pending.reply());
+        let (reply, _) = block_on(pending.reply());
         assert_eq!(worker.join().unwrap(), fl_status::FL_STATUS_OK);
         assert_eq!(
             reply,
@@ -274,7 +344,7 @@ mod tests {
         let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
         assert_eq!(status, fl_status::FL_STATUS_OK);
         assert_eq!(
-            block_on(pending.reply()).content,
+            block_on(pending.reply()).0.content,
             ReplyContent::Text("ok".into())
         );
     }
@@ -297,7 +367,7 @@ mod tests {
         // SAFETY: completed once with one readable byte.
         let status = unsafe { fl_tool_complete(handle, bad.as_ptr().cast(), 1, false) };
         assert_eq!(status, fl_status::FL_STATUS_INVALID_UTF8);
-        let reply = block_on(pending.reply());
+        let (reply, _) = block_on(pending.reply());
         assert!(reply.is_error);
 
         let (pending, handle) = PendingCall::new(CancellationToken::new());
@@ -306,7 +376,7 @@ mod tests {
         let status =
             unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), false) };
         assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT);
-        assert!(block_on(pending.reply()).is_error);
+        assert!(block_on(pending.reply()).0.is_error);
 
         let (pending, handle) = PendingCall::new(CancellationToken::new());
         let json = "[{\"type\":\"text\",\"text\":\"hi\"}]";
@@ -314,12 +384,71 @@ mod tests {
         let status =
             unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), true) };
         assert_eq!(status, fl_status::FL_STATUS_OK);
-        let reply = block_on(pending.reply());
+        let (reply, _) = block_on(pending.reply());
         assert!(reply.is_error);
         assert_eq!(
             reply.content,
             ReplyContent::Json(serde_json::json!([{"type": "text", "text": "hi"}]))
         );
+    }
+
+    fn complete_ok(handle: *mut fl_tool_call) {
+        // SAFETY: completed once, with 2 readable bytes.
+        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+    }
+
+    /// Whether the reply came after a cancellation that landed once the callback returned,
+    /// for each order of the callback's end (`handed_over`), the cancellation and the reply.
+    #[test]
+    fn a_reply_is_late_only_after_a_cancellation_that_followed_the_callback() {
+        // (cancel before the callback returns, reply before it returns, cancel before the
+        // reply): late?
+        let cases = [
+            // Replied in the callback: its own, whatever the cancellation.
+            (false, true, false, false),
+            (true, true, true, false),
+            (false, true, true, false),
+            // Cancelled in the callback (by the tool, or so it counts), replied later.
+            (true, false, true, false),
+            // Handed over, then cancelled, then replied: the cancellation wins.
+            (false, false, true, true),
+            // Handed over, replied, then cancelled: the reply stands.
+            (false, false, false, false),
+        ];
+        for (cancel_in_callback, reply_in_callback, cancel_first, late) in cases {
+            let token = CancellationToken::new();
+            let (pending, handle) = PendingCall::new(token.clone());
+            let case = format!("{cancel_in_callback} {reply_in_callback} {cancel_first}");
+            if cancel_in_callback {
+                token.cancel();
+            }
+            if reply_in_callback {
+                if cancel_first {
+                    token.cancel();
+                }
+                complete_ok(handle);
+                pending.handed_over();
+                if !cancel_first {
+                    token.cancel();
+                }
+            } else {
+                pending.handed_over();
+                let handle = handle as usize;
+                let canceller = token.clone();
+                if cancel_first {
+                    canceller.cancel();
+                }
+                // From another thread, as a host's worker does.
+                std::thread::spawn(move || complete_ok(handle as *mut fl_tool_call))
+                    .join()
+                    .unwrap();
+                token.cancel();
+            }
+            let (reply, was_late) = block_on(pending.reply());
+            assert_eq!(reply.content, ReplyContent::Text("ok".into()), "{case}");
+            assert_eq!(was_late, late, "{case}");
+        }
     }
 
     #[test]

@@ -568,6 +568,44 @@ static void check_cancellation(fl_executor *executor) {
     fl_turn_free(turn);
 }
 
+/* A reply and a cancellation that both happened before the turn polls the call again: their
+ * order decides, not the poll. A worker's reply sent before fl_turn_cancel stands; one sent
+ * after it (the worker answering anyway) is the cancellation's. */
+static void check_cancellation_by_order(fl_executor *executor) {
+    for (int reply_first = 1; reply_first >= 0; reply_first--) {
+        reset_state();
+        fl_turn *turn = NULL;
+        CHECK_OK(fl_turn_new(executor, NULL, &turn));
+        submit(turn, "g0", "gate");
+        seen s = {0};
+        /* The call started and waits for its worker; the turn is idle. */
+        drain(turn, &s, true, 50);
+        CHECK(s.started == 1 && s.finished == 0);
+        if (!reply_first) {
+            CHECK_OK(fl_turn_cancel(turn));
+        }
+        release_gate(0);
+        join_workers(); /* the reply is sent */
+        if (reply_first) {
+            CHECK_OK(fl_turn_cancel(turn));
+        }
+        CHECK_OK(fl_turn_seal(turn));
+        drain(turn, &s, false, 0);
+        const char *results = NULL;
+        size_t len = 0;
+        CHECK_STATUS(fl_turn_results(turn, &results, &len), FL_STATUS_CANCELLED);
+        if (reply_first) {
+            CHECK(s.status[0] == FL_CALL_SUCCEEDED && !s.is_error[0]);
+            CHECK(results != NULL && strstr(results, "\"content\":\"gate 0\"") != NULL);
+        } else {
+            CHECK(s.status[0] == FL_CALL_CANCELLED && s.is_error[0]);
+            CHECK(results != NULL &&
+                  strstr(results, "Tool 'gate' was cancelled: the turn was cancelled") != NULL);
+        }
+        fl_turn_free(turn);
+    }
+}
+
 /* A tool that cancels its own turn from its callback: it sees the cancellation at once, and the
  * calls queued behind it never start, as in fl_executor_run. */
 static void check_cancel_from_callback(fl_executor *executor) {
@@ -813,6 +851,7 @@ int main(void) {
     check_missing_input(executor);
     check_timeouts(executor);
     check_cancellation(executor);
+    check_cancellation_by_order(executor);
     check_cancel_from_callback(executor);
     check_free_while_running(executor);
     check_misuse(executor);

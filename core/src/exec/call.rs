@@ -76,20 +76,18 @@ async fn run_tool(
         Ok(future) => future,
         Err(panic) => return Err(panicked(name, &panic)),
     };
-    // Cancelled while the tool was handed the call: its own doing, or so it counts (a tool may
-    // stop its run and answer).
-    let cancelled_in_call = env.shared.cancellation.observe();
     let mut future = AssertUnwindSafe(future).catch_unwind();
     // A tool that completes on its first poll never registers a cancellation waiter or a timer.
-    // Cancellation first: one that landed after the tool was handed the call (the tool may have
-    // answered because it saw it) is the call's outcome, as in `wait_for_tool`.
-    let first = if !cancelled_in_call && env.shared.cancellation.observe() {
-        Poll::Pending
-    } else {
-        std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await
-    };
+    // No cancellation is read before it (see `CallTask`): an answer ready then stands unless its
+    // host reports it came after a cancellation.
+    let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
     let returned = match first {
-        Poll::Ready(returned) => returned,
+        Poll::Ready(returned) => {
+            if !env.shared.cancellation.answer_stands(env.index, false) {
+                return Err(cancelled_outcome(name, &env.shared));
+            }
+            returned
+        }
         Poll::Pending => {
             let token = leaf.unwrap_or_else(|| env.shared.cancellation.call_token(false));
             Box::pin(wait_for_tool(env, future, token, timeout)).await?
@@ -143,8 +141,26 @@ where
             }
         }
     };
-    if let Ended::Done(returned) = ended {
-        return Ok(returned);
+    match ended {
+        Ended::Done(returned) => {
+            // Before the cancellation was seen, but its host may report it came after.
+            if !env.shared.cancellation.answer_stands(env.index, false) {
+                return Err(cancelled_outcome(name, &env.shared));
+            }
+            return Ok(returned);
+        }
+        Ended::Cancelled => {
+            // An answer already there stands when its host reports it was delivered before the
+            // cancellation; otherwise the cancellation is the outcome (no grace needed).
+            let polled = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
+            if let Poll::Ready(returned) = polled {
+                if env.shared.cancellation.answer_stands(env.index, true) {
+                    return Ok(returned);
+                }
+                return Err(cancelled_outcome(name, &env.shared));
+            }
+        }
+        Ended::TimedOut(_) => {}
     }
     // Tell the tool (a timeout cancels only this call), then give it a bounded grace.
     token.cancel();
@@ -253,6 +269,12 @@ impl<F: std::future::Future + Unpin> std::future::Future for Answered<F> {
         }
         polled
     }
+}
+
+/// The outcome of a call cancelled before its answer came: the cancellation's message.
+pub(crate) fn cancelled_outcome(name: &str, shared: &TurnShared) -> Outcome {
+    let message = cancelled_message(name, shared.cancellation.cause());
+    (CallStatus::Cancelled, text(message), false)
 }
 
 /// The path with hooks: before-call, permission, the tool, after-call.

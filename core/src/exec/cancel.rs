@@ -10,8 +10,8 @@
 //! Tokens say *that* something was cancelled; [`StopReason`] says *why*, so that the synthetic
 //! result tells the model what happened. The first reason recorded wins.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 pub use tokio_util::sync::CancellationToken;
 
@@ -52,6 +52,49 @@ pub(crate) struct TurnCancellation {
     /// [`observe`](Self::observe) when the token was cancelled from elsewhere (the run token, or
     /// the token itself): when set, the token is cancelled.
     cancelled: AtomicBool,
+    /// The order of answers and the cancellation, as hosts that deliver answers from outside
+    /// their call's future reported it (see [`ToolContext::answered_after_cancellation`]).
+    ///
+    /// [`ToolContext::answered_after_cancellation`]: super::ToolContext::answered_after_cancellation
+    order: AnswerOrders,
+}
+
+/// The calls whose host reported when their answer was delivered relative to the
+/// cancellation: most turns have none, and a call's poll reads one atomic flag to know.
+#[derive(Debug, Default)]
+struct AnswerOrders {
+    /// Whether `calls` ever held an entry.
+    any: AtomicBool,
+    /// (call index, answered before the cancellation).
+    calls: Mutex<Vec<(usize, bool)>>,
+}
+
+impl AnswerOrders {
+    fn record(&self, index: usize, before: bool) {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((index, before));
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// Takes what was recorded for call `index`: `Some(true)` answered before the cancellation,
+    /// `Some(false)` after it.
+    #[inline]
+    fn take(&self, index: usize) -> Option<bool> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        self.take_recorded(index)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_recorded(&self, index: usize) -> Option<bool> {
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = calls.iter().position(|&(call, _)| call == index)?;
+        Some(calls.swap_remove(at).1)
+    }
 }
 
 impl TurnCancellation {
@@ -62,6 +105,36 @@ impl TurnCancellation {
             turn_reason: OnceLock::new(),
             sibling_reason: OnceLock::new(),
             cancelled: AtomicBool::new(false),
+            order: AnswerOrders::default(),
+        }
+    }
+
+    /// Records that the answer of call `index` was delivered after the call was cancelled
+    /// (not by the tool while it was handed the call): the call's outcome is the cancellation.
+    pub(crate) fn answered_late(&self, index: usize) {
+        self.order.record(index, false);
+    }
+
+    /// Records that the answer of call `index` was delivered before the call was cancelled, or
+    /// while the tool was handed the call: the answer stands even when the cancellation is
+    /// observed before it is. Recorded only once the cancellation was observed (the only case
+    /// where it matters: see [`answer_stands`](Self::answer_stands)).
+    pub(crate) fn answered_in_time(&self, index: usize) {
+        if self.observed() {
+            self.order.record(index, true);
+        }
+    }
+
+    /// Whether the answer call `index` just returned is its outcome, the cancellation being
+    /// observed (`cancelled`) or not: not when its host reported it late; when cancelled, only
+    /// when its host reported it in time (a tool that saw the cancellation and returned is
+    /// answered with the cancellation's message). One atomic read when no host reported an
+    /// order in this turn.
+    #[inline]
+    pub(crate) fn answer_stands(&self, index: usize, cancelled: bool) -> bool {
+        match self.order.take(index) {
+            Some(in_time) => in_time,
+            None => !cancelled,
         }
     }
 

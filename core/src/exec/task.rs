@@ -1,14 +1,25 @@
 //! A call in flight, as a hand-written future: the common paths (no hooks; a tool that completes
 //! when first polled, or one that waits without a timeout on a turn's task) cost no allocation
-//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take two
-//! uncontended locks (reading the cancellation around handing the call to the tool);
+//! beyond the tool's own future and the slot in the turn's `FuturesUnordered`, and take no lock
+//! (an answer ready at the first poll costs one atomic read: whether some host of the turn
+//! reported the order of an answer and the cancellation);
 //! the slow paths (hooks, a timeout, a call on a task of its own, the cleanup grace after a
 //! cancellation) move into one boxed future when they are needed.
 //!
 //! A waiting call of a turn registers no cancellation waiter of its own: the turn watches its
 //! token once for all its calls, and when it observes the cancellation it polls every running
 //! call again (see `Turn::alert_running`); a waiting call checks the turn's cancellation flag
-//! (an atomic read) each time it is polled, before polling the tool.
+//! (an atomic read) each time it is polled.
+//!
+//! Cancellation against an answer is decided by the order of the two, as far as it is known,
+//! not by the moment of the poll. The first poll reads no cancellation: an answer ready then
+//! was delivered while the tool was handed the call (its own, even after a cancellation it
+//! caused), unless the host that delivered it from outside the future (a C host's worker
+//! thread) reports it came after a cancellation that landed once the call was handed over
+//! ([`ToolContext::answered_after_cancellation`]). At a later poll the cancellation, once the
+//! turn observed it, comes first (a tool that returns because it saw it is answered with the
+//! cancellation's message), unless the host reports the answer was delivered before it
+//! ([`ToolContext::answered_before_cancellation`]).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -24,7 +35,8 @@ use tokio::time::Instant;
 
 use super::admission::Concurrency;
 use super::call::{
-    CallEnv, CallOutcome, Outcome, answer_outcome, execute_hooked, panicked, wait_for_tool,
+    CallEnv, CallOutcome, Outcome, answer_outcome, cancelled_outcome, execute_hooked, panicked,
+    wait_for_tool,
 };
 use super::cancel::CancellationToken;
 use super::context::{ToolContext, TurnShared};
@@ -53,9 +65,6 @@ enum State {
         future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
         leaf: Option<CancellationToken>,
         timeout: Option<Duration>,
-        /// The turn was cancelled when the tool returned from being handed the call: while the
-        /// tool ran (a tool may stop its run and answer; that answer is its own).
-        cancelled_in_call: bool,
     },
     /// The tool's future, pending, without a timeout, on the turn's task: the turn watches the
     /// cancellation for it.
@@ -134,8 +143,39 @@ impl CallTask {
         }))
     }
 
-    fn outcome(&mut self, (status, content, detached): Outcome) -> CallOutcome {
-        self.state = State::Done;
+    /// The outcome of a tool future that finished, `cancelled` when the cancellation was
+    /// observed before it was polled: its answer, unless its host reported the answer came
+    /// after the cancellation, or the cancellation was observed first and the host did not
+    /// report the answer came before it.
+    #[inline(always)]
+    fn answered(
+        &self,
+        finished: Result<<ToolFuture as Future>::Output, Box<dyn std::any::Any + Send>>,
+        cancelled: bool,
+    ) -> Outcome {
+        if self
+            .shared
+            .cancellation
+            .answer_stands(self.index, cancelled)
+        {
+            finished_outcome(self.tool.name(), finished)
+        } else {
+            self.cancelled_instead()
+        }
+    }
+
+    /// The outcome of an answer the cancellation overrides (the answer is dropped).
+    #[cold]
+    #[inline(never)]
+    fn cancelled_instead(&self) -> Outcome {
+        cancelled_outcome(self.tool.name(), &self.shared)
+    }
+
+    /// The call's result. The state is `Done` already: `poll` takes the state out, leaving
+    /// `Done`, before it handles it (not assigned again here: dropping the placeholder is a call
+    /// per outcome).
+    fn outcome(&self, (status, content, detached): Outcome) -> CallOutcome {
+        debug_assert!(matches!(self.state, State::Done));
         CallOutcome {
             index: self.index,
             tool: self.tool.clone(),
@@ -186,7 +226,6 @@ impl Future for CallTask {
                                 future: AssertUnwindSafe(future).catch_unwind(),
                                 leaf,
                                 timeout,
-                                cancelled_in_call: this.shared.cancellation.observe(),
                             };
                         }
                         Err(panic) => {
@@ -199,52 +238,40 @@ impl Future for CallTask {
                     mut future,
                     leaf,
                     timeout,
-                    cancelled_in_call,
-                } => {
-                    // Cancellation first, as at every later poll: one that landed after the tool
-                    // was handed the call (another thread cancelling right after a host's
-                    // callback handed the call to a worker, which answers because it saw it) is
-                    // the call's outcome, not the tool's answer. (Reading the token takes its
-                    // lock: twice per call, until the turn is known to be cancelled.)
-                    if !cancelled_in_call && this.shared.cancellation.observe() {
+                } => match future.poll_unpin(cx) {
+                    // No cancellation is read before the first poll: an answer ready then was
+                    // delivered while the tool was handed the call (its own, whatever happened
+                    // meanwhile), unless its host reports it came after a cancellation.
+                    Poll::Ready(finished) => {
+                        let outcome = this.answered(finished, false);
+                        return Poll::Ready(this.outcome(outcome));
+                    }
+                    Poll::Pending => {
+                        if timeout.is_none() && this.watched && !this.shared.cancellation.observed()
+                        {
+                            // The turn polls this call again when its token is cancelled.
+                            this.state = State::Waiting(future);
+                            return Poll::Pending;
+                        }
+                        // Race it against the cancellation and its timeout.
                         let token =
                             leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                        this.state = this.wait_slowly(future, token, None);
-                        continue;
+                        this.state = this.wait_slowly(future, token, timeout);
                     }
-                    match future.poll_unpin(cx) {
-                        Poll::Ready(finished) => {
-                            let outcome = finished_outcome(this.tool.name(), finished);
-                            return Poll::Ready(this.outcome(outcome));
-                        }
-                        Poll::Pending => {
-                            if timeout.is_none()
-                                && this.watched
-                                && !this.shared.cancellation.observed()
-                            {
-                                // The turn polls this call again when its token is cancelled.
-                                this.state = State::Waiting(future);
-                                return Poll::Pending;
-                            }
-                            // Race it against the cancellation and its timeout.
-                            let token =
-                                leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                            this.state = this.wait_slowly(future, token, timeout);
-                        }
-                    }
-                }
+                },
                 State::Waiting(mut future) => {
                     // Cancellation first, as in `wait_for_tool`: a tool that returns because it
-                    // saw the cancellation is answered with the cancellation's message.
-                    if this.shared.cancellation.observed() {
-                        let token = this.shared.cancellation.call_token(false);
-                        this.state = this.wait_slowly(future, token, None);
-                        continue;
-                    }
+                    // saw the cancellation is answered with the cancellation's message, unless
+                    // its host reports the answer was delivered before the cancellation.
+                    let cancelled = this.shared.cancellation.observed();
                     match future.poll_unpin(cx) {
                         Poll::Ready(finished) => {
-                            let outcome = finished_outcome(this.tool.name(), finished);
+                            let outcome = this.answered(finished, cancelled);
                             return Poll::Ready(this.outcome(outcome));
+                        }
+                        Poll::Pending if cancelled => {
+                            let token = this.shared.cancellation.call_token(false);
+                            this.state = this.wait_slowly(future, token, None);
                         }
                         Poll::Pending => {
                             this.state = State::Waiting(future);
@@ -279,10 +306,21 @@ mod tests {
     use crate::exec::cancel::StopReason;
     use crate::exec::{FnTool, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
 
-    /// A call whose tool was handed the call (`cancelled_in_call`: whether the turn was
-    /// cancelled then) and already answered with an error, polled first after the turn was
-    /// cancelled.
-    async fn answered_after_a_cancellation(cancelled_in_call: bool) -> CallOutcome {
+    /// What a host reported about the order of a call's answer and its cancellation.
+    #[derive(Clone, Copy)]
+    enum Report {
+        Nothing,
+        Before,
+        After,
+    }
+
+    /// A call whose tool was handed the call and whose host already delivered `answer`
+    /// (reporting its order against the cancellation as `report` says), polled first after the
+    /// turn was cancelled.
+    async fn polled_first_after_a_cancellation(
+        report: Report,
+        answer: Result<ToolOutput, ToolError>,
+    ) -> CallOutcome {
         let mut registry = ToolRegistry::new();
         registry
             .register(FnTool::new("worker", |_, _| async {
@@ -303,21 +341,30 @@ mod tests {
             true,
             tracing::Span::none(),
         );
-        // The host's worker saw the cancellation and answered, all before the first poll.
-        let answer: ToolFuture = Box::pin(async { Err(ToolError::failed("worker: interrupted")) });
+        let ctx = ToolContext::new("a".into(), 0, None, shared.clone());
+        let answer: ToolFuture = Box::pin(async move {
+            match report {
+                Report::Nothing => {}
+                Report::Before => ctx.answered_before_cancellation(),
+                Report::After => ctx.answered_after_cancellation(),
+            }
+            answer
+        });
         task.state = State::FirstPoll {
             future: AssertUnwindSafe(answer).catch_unwind(),
             leaf: None,
             timeout: None,
-            cancelled_in_call,
         };
         shared.cancellation.stop(StopReason::Cancelled);
         task.await
     }
 
+    /// A host's worker saw the cancellation, which landed after the tool was handed the call,
+    /// and answered, all before the first poll: the outcome is the cancellation.
     #[tokio::test]
     async fn a_cancellation_after_the_call_was_handed_over_wins_over_the_answer() {
-        let outcome = answered_after_a_cancellation(false).await;
+        let interrupted = Err(ToolError::failed("worker: interrupted"));
+        let outcome = polled_first_after_a_cancellation(Report::After, interrupted).await;
         assert_eq!(outcome.status, CallStatus::Cancelled);
         assert_eq!(
             outcome.content,
@@ -330,11 +377,27 @@ mod tests {
     /// token, then completing) answers for itself, as one that does so while it is polled.
     #[tokio::test]
     async fn a_cancellation_while_the_tool_was_handed_the_call_is_its_own() {
-        let outcome = answered_after_a_cancellation(true).await;
-        assert_eq!(outcome.status, CallStatus::Failed);
-        assert_eq!(
-            outcome.content,
-            ToolResultContent::Text("worker: interrupted".into())
-        );
+        for report in [Report::Before, Report::Nothing] {
+            let interrupted = Err(ToolError::failed("worker: interrupted"));
+            let outcome = polled_first_after_a_cancellation(report, interrupted).await;
+            assert_eq!(outcome.status, CallStatus::Failed);
+            assert_eq!(
+                outcome.content,
+                ToolResultContent::Text("worker: interrupted".into())
+            );
+        }
+    }
+
+    /// An answer delivered before the cancellation stands, although the cancellation was
+    /// already there when the call was first polled: the order decides, not the poll. (Main
+    /// before session 17 read the token at the first poll and answered this call cancelled.)
+    #[tokio::test]
+    async fn an_answer_delivered_before_a_cancellation_stands_at_the_first_poll() {
+        for report in [Report::Before, Report::Nothing] {
+            let outcome =
+                polled_first_after_a_cancellation(report, Ok(ToolOutput::text("done"))).await;
+            assert_eq!(outcome.status, CallStatus::Succeeded);
+            assert_eq!(outcome.content, ToolResultContent::Text("done".into()));
+        }
     }
 }
