@@ -111,14 +111,7 @@ async fn a_conversation_survives_every_recoverable_failure_over_http() {
             ..
         })
     )));
-    let AgentEvent::Stop {
-        reason, messages, ..
-    } = events.last().unwrap()
-    else {
-        panic!("no stop event")
-    };
-    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
-    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    let messages = ended_turn(&events);
     assert!(messages.last().unwrap().to_string().contains("finished."));
     // Both reads ran in the completed turn (the ones started in the cut turn were discarded).
     let calls = calls.lock().unwrap();
@@ -146,6 +139,19 @@ async fn run_events(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
     tokio::time::timeout(Duration::from_secs(30), agent.run(prompt).collect())
         .await
         .unwrap()
+}
+
+/// The conversation of a run that ended its turn (`end_turn`) with every call answered.
+fn ended_turn(events: &[AgentEvent]) -> &[Value] {
+    let Some(AgentEvent::Stop {
+        reason, messages, ..
+    }) = events.last()
+    else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    messages
 }
 
 /// The bodies of recorded requests, as JSON.
@@ -228,14 +234,7 @@ async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
     config.fallback_after_529_retries = 2;
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
     let events = run_events(&agent, "read a and b").await;
-    let AgentEvent::Stop {
-        reason, messages, ..
-    } = events.last().unwrap()
-    else {
-        panic!("no stop event")
-    };
-    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
-    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    ended_turn(&events);
     assert!(events.iter().any(|e| matches!(
         e,
         AgentEvent::ModelFallback { reason: "repeated_529", from, to, .. }
@@ -300,14 +299,7 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
     config.fallback_model = Some("claude-fallback".into());
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
     let events = run_events(&agent, "go").await;
-    let AgentEvent::Stop {
-        reason, messages, ..
-    } = events.last().unwrap()
-    else {
-        panic!("no stop event")
-    };
-    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
-    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    let messages = ended_turn(&events);
     assert_eq!(messages.len(), 2);
     assert!(!serde_json::to_string(messages).unwrap().contains("Partial"));
     assert!(events.iter().any(|e| matches!(
@@ -427,14 +419,7 @@ async fn the_loop_speaks_the_responses_api_over_http() {
     config.system = Some("Be brief.".into());
     let agent = Agent::new(config, Arc::new(client), reading_tools(seen.clone()));
     let events = run_events(&agent, "read a and b").await;
-    let AgentEvent::Stop {
-        reason, messages, ..
-    } = events.last().unwrap()
-    else {
-        panic!("no stop event")
-    };
-    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
-    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
+    let messages = ended_turn(&events);
     assert_eq!(*seen.lock().unwrap(), ["a", "b"]);
     assert_eq!(
         messages[1]["content"][0],
@@ -513,15 +498,8 @@ async fn calls_a_responses_server_sends_only_in_its_final_response_run() {
         reading_tools(seen.clone()),
     );
     let events = run_events(&agent, "read a").await;
-    let AgentEvent::Stop {
-        reason, messages, ..
-    } = events.last().unwrap()
-    else {
-        panic!("no stop event")
-    };
-    assert_eq!(*reason, StopReason::EndTurn, "{events:#?}");
+    ended_turn(&events);
     assert_eq!(*seen.lock().unwrap(), ["a"]);
-    assert!(check_tool_pairing(messages).is_ok(), "{messages:#?}");
     // The host is shown the text, though it came in no delta.
     let text: String = events
         .iter()

@@ -137,7 +137,7 @@ fn lone_error(events: &[AgentEvent]) -> &str {
 /// be sent back: it is left out of history, and the next request is one the API takes.
 #[tokio::test]
 async fn a_block_without_a_type_stays_out_of_history() {
-    let mut events = vec![
+    let events = vec![
         start(),
         block_start(0, json!({"type": "text", "text": ""})),
         delta(0, json!({"type": "text_delta", "text": "Reading."})),
@@ -150,17 +150,23 @@ async fn a_block_without_a_type_stays_out_of_history() {
         ),
         block_stop(2),
     ];
-    events.extend(end("tool_use"));
-    let (reason, messages, requests) = run_with_first_response(sse(&events), "go").await;
-    assert_eq!(reason, StopReason::EndTurn);
-    assert_eq!(requests.len(), 2);
-    let history = requests[1]["messages"].as_array().unwrap();
-    check_history(history).unwrap();
+    let history = history_after_calls(events).await;
     assert_eq!(
         history[1]["content"],
         json!([{"type": "text", "text": "Reading."}, {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}])
     );
-    assert!(check_history(&messages[..3]).is_ok(), "{messages:#?}");
+}
+
+/// Runs `events` and then `end("tool_use")` as the first response, then a final text: the run
+/// ends the turn and its second request carries a history the API takes, which is returned.
+async fn history_after_calls(mut events: Vec<(&'static str, Value)>) -> Vec<Value> {
+    events.extend(end("tool_use"));
+    let (reason, _, requests) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 2);
+    let history = requests[1]["messages"].as_array().unwrap().clone();
+    check_history(&history).unwrap();
+    history
 }
 
 /// A call without a name (a Chat server whose tool parser lost the first delta of a call; the
@@ -169,7 +175,7 @@ async fn a_block_without_a_type_stays_out_of_history() {
 /// beside it runs and is answered.
 #[tokio::test]
 async fn a_call_without_a_name_stays_out_of_history() {
-    let mut events = vec![
+    let events = vec![
         start(),
         block_start(
             0,
@@ -184,12 +190,7 @@ async fn a_call_without_a_name_stays_out_of_history() {
         delta(1, json!({"type": "input_json_delta", "partial_json": "{}"})),
         block_stop(1),
     ];
-    events.extend(end("tool_use"));
-    let (reason, _, requests) = run_with_first_response(sse(&events), "go").await;
-    assert_eq!(reason, StopReason::EndTurn);
-    assert_eq!(requests.len(), 2);
-    let history = requests[1]["messages"].as_array().unwrap();
-    check_history(history).unwrap();
+    let history = history_after_calls(events).await;
     assert_eq!(
         history[1]["content"],
         json!([{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}])

@@ -1479,6 +1479,66 @@ fn contains_text(values: &[&Value], text: &str) -> bool {
     strings.iter().any(|s| s.contains(text))
 }
 
+impl History {
+    /// The calls a translation sent, as (id, name, arguments text), are the history's, in order.
+    fn assert_calls_sent(&self, sent: &[(&Value, &Value, &Value)], body: &Value) {
+        assert_eq!(
+            sent.len(),
+            self.calls.len(),
+            "calls lost or added: {body:#}"
+        );
+        for ((id, name, arguments), (want_id, want_name, input)) in sent.iter().zip(&self.calls) {
+            assert_eq!(*id, want_id.as_str(), "{body:#}");
+            assert_eq!(*name, want_name.as_str(), "{body:#}");
+            let arguments: Value =
+                serde_json::from_str(arguments.as_str().unwrap_or("")).unwrap_or(Value::Null);
+            assert_eq!(&arguments, input, "{body:#}");
+        }
+    }
+
+    /// The results a translation sent, as (id, output), are the history's, in order, each
+    /// with all of its text, an error one saying so first.
+    fn assert_results_sent(&self, sent: &[(&Value, &Value)], body: &Value) {
+        assert_eq!(
+            sent.len(),
+            self.results.len(),
+            "results lost or added: {body:#}"
+        );
+        for ((id, output), (want_id, pieces, is_error)) in sent.iter().zip(&self.results) {
+            assert_eq!(*id, want_id.as_str(), "{body:#}");
+            let mut strings = Vec::new();
+            strings_in(output, &mut strings);
+            let text = strings.concat();
+            for piece in pieces {
+                assert!(text.contains(piece.as_str()), "result text lost: {body:#}");
+            }
+            if *is_error {
+                assert!(
+                    text.get(..5)
+                        .is_some_and(|s| s.eq_ignore_ascii_case("error")),
+                    "an error result does not say so: {body:#}"
+                );
+            }
+        }
+    }
+
+    /// Every user text is in one of `user`, every assistant text in one of `assistant`.
+    fn assert_texts_sent(&self, user: &[&Value], assistant: &[&Value], body: &Value) {
+        for text in &self.user_texts {
+            assert!(
+                contains_text(user, text),
+                "user text {text:?} lost: {body:#}"
+            );
+        }
+        for text in &self.assistant_texts {
+            assert!(
+                contains_text(assistant, text),
+                "assistant text {text:?} lost: {body:#}"
+            );
+        }
+    }
+}
+
 /// A valid Anthropic history through the agent's request translations for OpenAI Chat
 /// Completions and Responses: nothing is lost or reordered.
 /// - every call goes out once, in order, with its id, name and input (the arguments parse back
@@ -1501,164 +1561,89 @@ pub fn check_request_translation(data: &[u8]) {
         "stream": true,
     });
 
-    // Responses.
+    // Responses: items in order; a result after its call.
     let body = responses_request(&request);
     let items = body["input"].as_array().cloned().unwrap_or_default();
-    let kind = |item: &Value| item["type"].as_str().unwrap_or("").to_owned();
-    let calls: Vec<&Value> = items
-        .iter()
-        .filter(|i| kind(i) == "function_call")
+    let of_kind =
+        |kind: &str| -> Vec<&Value> { items.iter().filter(|i| i["type"] == kind).collect() };
+    let calls: Vec<(&Value, &Value, &Value)> = of_kind("function_call")
+        .into_iter()
+        .map(|i| (&i["call_id"], &i["name"], &i["arguments"]))
         .collect();
-    assert_eq!(calls.len(), h.calls.len(), "calls lost or added: {body:#}");
-    for (item, (id, name, input)) in calls.iter().zip(&h.calls) {
-        assert_eq!(item["call_id"], id.as_str(), "{body:#}");
-        assert_eq!(item["name"], name.as_str(), "{body:#}");
-        let arguments: Value =
-            serde_json::from_str(item["arguments"].as_str().unwrap_or("")).unwrap_or(Value::Null);
-        assert_eq!(&arguments, input, "{body:#}");
-    }
-    let outputs: Vec<(usize, &Value)> = items
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| kind(i) == "function_call_output")
+    h.assert_calls_sent(&calls, &body);
+    let outputs: Vec<(&Value, &Value)> = of_kind("function_call_output")
+        .into_iter()
+        .map(|i| (&i["call_id"], &i["output"]))
         .collect();
-    assert_eq!(
-        outputs.len(),
-        h.results.len(),
-        "results lost or added: {body:#}"
-    );
-    for ((at, item), (id, pieces, is_error)) in outputs.iter().zip(&h.results) {
-        assert_eq!(item["call_id"], id.as_str(), "{body:#}");
-        let call_at = items
-            .iter()
-            .position(|i| kind(i) == "function_call" && i["call_id"] == id.as_str());
-        assert!(
-            call_at.is_some_and(|c| c < *at),
-            "result before its call: {body:#}"
-        );
-        let output = item["output"].as_str().unwrap_or("");
-        for piece in pieces {
+    h.assert_results_sent(&outputs, &body);
+    for (at, item) in items.iter().enumerate() {
+        if item["type"] == "function_call_output" {
+            let call_at = items
+                .iter()
+                .position(|i| i["type"] == "function_call" && i["call_id"] == item["call_id"]);
             assert!(
-                output.contains(piece.as_str()),
-                "result text lost: {body:#}"
-            );
-        }
-        if *is_error {
-            assert!(
-                output
-                    .get(..5)
-                    .is_some_and(|s| s.eq_ignore_ascii_case("error")),
-                "{body:#}"
+                call_at.is_some_and(|c| c < at),
+                "result before its call: {body:#}"
             );
         }
     }
     let by_role = |role: &str| -> Vec<&Value> {
-        items
-            .iter()
-            .filter(|i| kind(i) == "message" && i["role"] == role)
+        of_kind("message")
+            .into_iter()
+            .filter(|i| i["role"] == role)
             .map(|i| &i["content"])
             .collect()
     };
-    for text in &h.user_texts {
-        assert!(
-            contains_text(&by_role("user"), text),
-            "user text {text:?} lost: {body:#}"
-        );
-    }
-    for text in &h.assistant_texts {
-        assert!(
-            contains_text(&by_role("assistant"), text),
-            "assistant text {text:?} lost: {body:#}"
-        );
-    }
-    let encrypted: Vec<&str> = items
-        .iter()
-        .filter(|i| kind(i) == "reasoning")
+    h.assert_texts_sent(&by_role("user"), &by_role("assistant"), &body);
+    let encrypted: Vec<&str> = of_kind("reasoning")
+        .into_iter()
         .filter_map(|i| i["encrypted_content"].as_str())
         .collect();
     assert_eq!(encrypted, h.signatures, "reasoning lost or added: {body:#}");
 
-    // Chat Completions.
+    // Chat Completions: a result directly after its assistant message.
     let body = chat_request(&request, ChatOptions::default());
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let role = |m: &Value| m["role"].as_str().unwrap_or("").to_owned();
-    let calls: Vec<&Value> = messages
-        .iter()
-        .filter(|m| role(m) == "assistant")
+    let with_role =
+        |role: &str| -> Vec<&Value> { messages.iter().filter(|m| m["role"] == role).collect() };
+    let calls: Vec<(&Value, &Value, &Value)> = with_role("assistant")
+        .into_iter()
         .filter_map(|m| m["tool_calls"].as_array())
         .flatten()
+        .map(|call| {
+            (
+                &call["id"],
+                &call["function"]["name"],
+                &call["function"]["arguments"],
+            )
+        })
         .collect();
-    assert_eq!(calls.len(), h.calls.len(), "calls lost or added: {body:#}");
-    for (call, (id, name, input)) in calls.iter().zip(&h.calls) {
-        assert_eq!(call["id"], id.as_str(), "{body:#}");
-        assert_eq!(call["function"]["name"], name.as_str(), "{body:#}");
-        let arguments: Value =
-            serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or(""))
-                .unwrap_or(Value::Null);
-        assert_eq!(&arguments, input, "{body:#}");
-    }
-    let outputs: Vec<(usize, &Value)> = messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| role(m) == "tool")
+    h.assert_calls_sent(&calls, &body);
+    let outputs: Vec<(&Value, &Value)> = with_role("tool")
+        .into_iter()
+        .map(|m| (&m["tool_call_id"], &m["content"]))
         .collect();
-    assert_eq!(
-        outputs.len(),
-        h.results.len(),
-        "results lost or added: {body:#}"
-    );
-    for ((at, message), (id, pieces, is_error)) in outputs.iter().zip(&h.results) {
-        assert_eq!(message["tool_call_id"], id.as_str(), "{body:#}");
-        // The tool messages follow their assistant message directly (the API refuses others).
-        let owner = messages[..*at]
-            .iter()
-            .rposition(|m| role(m) != "tool")
-            .map(|p| &messages[p]);
+    h.assert_results_sent(&outputs, &body);
+    for (at, message) in messages.iter().enumerate() {
+        if message["role"] != "tool" {
+            continue;
+        }
+        // The API refuses tool messages anywhere else.
+        let owner = messages[..at].iter().rev().find(|m| m["role"] != "tool");
         let answered = owner.is_some_and(|m| {
-            role(m) == "assistant"
-                && m["tool_calls"]
-                    .as_array()
-                    .is_some_and(|calls| calls.iter().any(|call| call["id"] == id.as_str()))
+            m["role"] == "assistant"
+                && m["tool_calls"].as_array().is_some_and(|calls| {
+                    calls
+                        .iter()
+                        .any(|call| call["id"] == message["tool_call_id"])
+                })
         });
-        assert!(answered, "result {id} does not follow its call: {body:#}");
-        let mut strings = Vec::new();
-        strings_in(&message["content"], &mut strings);
-        let output = strings.concat();
-        for piece in pieces {
-            assert!(
-                output.contains(piece.as_str()),
-                "result text lost: {body:#}"
-            );
-        }
-        if *is_error {
-            assert!(
-                strings
-                    .first()
-                    .and_then(|s| s.get(..5))
-                    .is_some_and(|s| s.eq_ignore_ascii_case("error")),
-                "an error result does not say so: {body:#}"
-            );
-        }
+        assert!(answered, "a result does not follow its call: {body:#}");
     }
-    let by_role = |wanted: &str| -> Vec<&Value> {
-        messages
-            .iter()
-            .filter(|m| role(m) == wanted)
-            .map(|m| &m["content"])
-            .collect()
+    let contents = |role: &str| -> Vec<&Value> {
+        with_role(role).into_iter().map(|m| &m["content"]).collect()
     };
-    for text in &h.user_texts {
-        assert!(
-            contains_text(&by_role("user"), text),
-            "user text {text:?} lost: {body:#}"
-        );
-    }
-    for text in &h.assistant_texts {
-        assert!(
-            contains_text(&by_role("assistant"), text),
-            "assistant text {text:?} lost: {body:#}"
-        );
-    }
+    h.assert_texts_sent(&contents("user"), &contents("assistant"), &body);
 }
 
 /// Breaks a valid history in one of the ways hosts do: a call id used twice, thinking left at the
