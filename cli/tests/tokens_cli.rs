@@ -320,17 +320,23 @@ fn text_on_stdin_is_not_held_in_memory() {
     for _ in 0..256 {
         stdin.write_all(block.as_bytes()).unwrap();
     }
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak_kib = peak_resident_kib(&child);
     drop(stdin);
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     assert!(lines(&output)[0]["tokens"].as_u64().unwrap() > 256 * 10_000);
     assert!(peak_kib < 96 * 1024, "peak resident memory {peak_kib} KiB");
+}
+
+/// The peak resident memory of a running child so far (`VmHWM`), in KiB.
+#[cfg(target_os = "linux")]
+fn peak_resident_kib(child: &std::process::Child) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 /// A `.json` file that cannot be a request (it does not start as an object: an array of
@@ -366,13 +372,8 @@ fn a_json_file_that_is_no_request_is_not_held_in_memory() {
         writer.write_all(block.as_bytes()).unwrap();
     }
     writer.write_all(b"{}]\n").unwrap();
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let peak_kib = peak_resident_kib(&child);
     drop(writer);
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     assert!(lines(&output)[0]["tokens"].as_u64().unwrap() > 256 * 10_000);
