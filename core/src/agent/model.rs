@@ -196,6 +196,7 @@ pub trait Model: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_prompt_too_long_error_says_so_once() {
@@ -217,6 +218,45 @@ mod tests {
             message: "é".into(),
         };
         assert_eq!(short.to_string(), "prompt is too long: é");
+    }
+
+    /// A provider's error event stops the loop with the client's code for its type, so a run
+    /// over a scripted or translated stream reports what one over the client would.
+    #[test]
+    fn provider_error_events_get_the_client_s_codes() {
+        let cases = [
+            (
+                json!({"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}),
+                "authentication",
+            ),
+            (
+                json!({"code": "insufficient_quota", "message": "You exceeded your current quota."}),
+                "quota_exceeded",
+            ),
+            (
+                json!({"code": "rate_limit_exceeded", "message": "Rate limit reached"}),
+                "rate_limited",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal"}}),
+                "server",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+                "overloaded",
+            ),
+        ];
+        for (raw, code) in cases {
+            let error = ModelError::from(DecodeError::provider(raw.clone()));
+            assert_eq!(error.code(), code, "{raw}");
+        }
+        assert_eq!(ModelError::other("down").code(), "model_error");
+        assert_eq!(ModelError::other("down").to_string(), "down");
+        let truncated = ModelError::Truncated {
+            reason: "cut".into(),
+            partial: Box::new(Value::Null),
+        };
+        assert_eq!(truncated.code(), "stream_truncated");
     }
 
     /// The Responses API's `response.failed` and `error` events name the class in `code`, with
