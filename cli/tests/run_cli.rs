@@ -374,6 +374,26 @@ fn a_run_ending_in_an_error_says_why_on_stderr() {
     }
 }
 
+/// With `--json` the `stop` event of a failed run names the failure with a stable
+/// `error_code` (an empty prompt is a conversation the API would refuse: `invalid_history`);
+/// a run that ends well has none.
+#[test]
+fn a_json_stop_event_carries_the_error_code() {
+    let dir = project();
+    let last_event = |args: &[&str]| {
+        let out = run_in(dir.path(), args);
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let line = stdout.lines().last().unwrap_or_default().to_owned();
+        serde_json::from_str::<Value>(&line).unwrap()
+    };
+    let failed = last_event(&["--json", ""]);
+    assert_eq!(failed["type"], "stop", "{failed}");
+    assert_eq!(failed["error_code"], "invalid_history", "{failed}");
+    let done = last_event(&["--json", "what is here?"]);
+    assert_eq!(done["reason"], "end_turn", "{done}");
+    assert!(done["error_code"].is_null(), "{done}");
+}
+
 /// SIGINT (Ctrl-C) and SIGTERM stop the run cleanly: the running tools are cancelled, the
 /// `stop` event (reason `aborted`) is still printed, and the exit status is 128 + the signal's
 /// number, as a shell reports a command ended by it. Before, SIGINT exited 0, as if the run had

@@ -378,7 +378,7 @@ async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
 #[tokio::test]
 async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request() {
     let model = Arc::new(ScriptedModel::new(|n, _| match n {
-        1 => Err(ModelError::Other("summary call failed".into())),
+        1 => Err(ModelError::other("summary call failed")),
         _ => Err(ModelError::PromptTooLong {
             message: "prompt is too long".into(),
         }),
@@ -2193,7 +2193,7 @@ async fn a_summariser_that_keeps_failing_is_tried_three_times_in_a_row_at_most()
     let model = ScriptedModel::new(move |_, request| {
         if request.to_string().contains("Summarize this conversation") {
             count.fetch_add(1, Ordering::Relaxed);
-            return Err(ModelError::Other("summaries are down".into()));
+            return Err(ModelError::other("summaries are down"));
         }
         let turn = request["messages"].as_array().unwrap().len();
         read_until(request, turn, 20, "a")
@@ -2870,7 +2870,10 @@ async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
             ],
             "tool_use",
         ),
-        1 => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
+        1 => Err(ModelError::with_code(
+            "invalid_request",
+            STALE_THINKING_REFUSAL,
+        )),
         2 => reply(
             request,
             vec![
@@ -2927,7 +2930,10 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
             ],
             "tool_use",
         ),
-        _ => Err(ModelError::Other(STALE_THINKING_REFUSAL.into())),
+        _ => Err(ModelError::with_code(
+            "invalid_request",
+            STALE_THINKING_REFUSAL,
+        )),
     }));
     let agent = Agent::new(
         AgentConfig::new("claude-opus-5-5"),
@@ -2975,4 +2981,166 @@ async fn the_summary_call_is_sent_without_thinking_blocks() {
     assert!(!body.contains("thinking"), "{body}");
     assert_eq!(summary["messages"][0]["role"], "user");
     assert!(check_tool_pairing(summary["messages"].as_array().unwrap()).is_ok());
+}
+
+/// The stop event's reason, error and error code.
+fn stop_code(events: &[AgentEvent]) -> (StopReason, Option<String>, Option<&'static str>) {
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            error,
+            error_code,
+            ..
+        }) => (*reason, error.clone(), *error_code),
+        other => panic!("the last event is not Stop: {other:?}"),
+    }
+}
+
+/// A host's `Model` failing with a plain error stops the run with its code: `model_error` for
+/// `ModelError::other`, the host's own for `ModelError::with_code`; the message is the error.
+#[tokio::test]
+async fn a_model_error_s_code_reaches_the_stop_event() {
+    let agent = |error: fn() -> ModelError| {
+        Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(ScriptedModel::new(move |_, _| Err(error()))),
+            executor(Default::default()),
+        )
+    };
+    let plain = agent(|| ModelError::other("the backend is down"));
+    let (reason, error, code) = stop_code(&collect(&plain, "go").await);
+    assert_eq!(reason, StopReason::Error);
+    assert_eq!(error.as_deref(), Some("the backend is down"));
+    assert_eq!(code, Some("model_error"));
+
+    let coded = agent(|| ModelError::with_code("authentication", "the key was revoked"));
+    let (reason, error, code) = stop_code(&collect(&coded, "go").await);
+    assert_eq!(reason, StopReason::Error);
+    assert_eq!(error.as_deref(), Some("the key was revoked"));
+    assert_eq!(code, Some("authentication"));
+
+    let overloaded = agent(|| ModelError::Overloaded {
+        message: "busy".into(),
+    });
+    assert_eq!(
+        stop_code(&collect(&overloaded, "go").await).2,
+        Some("overloaded")
+    );
+}
+
+/// A run that ends well, or is stopped by a limit, has no error code.
+#[tokio::test]
+async fn a_run_that_did_not_fail_has_no_error_code() {
+    let model = ScriptedModel::new(|_, request| reply(request, vec![text("Hi.")], "end_turn"));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, error, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!((reason, error, code), (StopReason::EndTurn, None, None));
+}
+
+/// Each loop-side cause of a stop with an error has its code: a refused history, a refused
+/// configuration, a model that panicked, a stream truncated twice, a prompt still too long
+/// after compaction, a spent budget, a provider's error event.
+#[tokio::test]
+async fn loop_side_stops_have_their_codes() {
+    let ok = || ScriptedModel::new(|_, request| reply(request, vec![text("Hi.")], "end_turn"));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(ok()),
+        executor(Default::default()),
+    );
+    let history = vec![
+        json!({"role": "user", "content": "hi"}),
+        json!({"role": "assistant", "content": "prefill"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, error, code) = stop_code(&events);
+    assert_eq!(reason, StopReason::Error);
+    assert!(error.unwrap().starts_with("invalid conversation: "));
+    assert_eq!(code, Some("invalid_history"));
+
+    let agent = Agent::new(
+        AgentConfig::new(""),
+        Arc::new(ok()),
+        executor(Default::default()),
+    );
+    let (reason, _, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!(
+        (reason, code),
+        (StopReason::Error, Some("invalid_configuration"))
+    );
+
+    let panicking = ScriptedModel::new(|_, _| panic!("scripted panic"));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(panicking),
+        executor(Default::default()),
+    );
+    let (reason, error, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!((reason, code), (StopReason::Error, Some("internal")));
+    assert!(error.unwrap().contains("scripted panic"));
+
+    let cut = ScriptedModel::new(|_, request| {
+        let body = anthropic_sse(
+            &scripted_message(request, vec![text("Half")], "end_turn"),
+            7,
+        );
+        let at = body.find("event: message_stop").unwrap();
+        Ok(Bytes::from(body[..at].to_owned()))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(cut),
+        executor(Default::default()),
+    );
+    let (reason, _, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!(
+        (reason, code),
+        (StopReason::Error, Some("stream_truncated"))
+    );
+
+    let too_long = ScriptedModel::new(|n, request| match n {
+        1 => reply(request, vec![text("summary")], "end_turn"),
+        _ => Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        }),
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(too_long),
+        executor(Default::default()),
+    );
+    let (reason, error, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!(
+        (reason, code),
+        (StopReason::PromptTooLong, Some("prompt_too_long"))
+    );
+    assert!(error.is_some());
+
+    let mut config = AgentConfig::new("m");
+    config.limits.token_budget = Some(1);
+    let looping = ScriptedModel::new(|n, request| {
+        reply(
+            request,
+            vec![call(&format!("t{n}"), "read", json!({"path": "a"}))],
+            "tool_use",
+        )
+    });
+    let agent = Agent::new(config, Arc::new(looping), executor(Default::default()));
+    let (reason, _, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!((reason, code), (StopReason::Budget, Some("token_budget")));
+
+    let refused = ScriptedModel::new(|_, _| {
+        Ok(Bytes::from_static(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"bad key\"}}\n\n"))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(refused),
+        executor(Default::default()),
+    );
+    let (reason, _, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!((reason, code), (StopReason::Error, Some("authentication")));
 }

@@ -566,3 +566,58 @@ async fn a_chat_server_refusing_stream_options_is_asked_again_without_them_over_
         assert!(bodies[1].get("stream_options").is_none(), "{}", bodies[1]);
     }
 }
+
+/// A run the provider refuses carries the client error's stable code on its stop event: a
+/// 401 is `authentication`, OpenAI's billing 429 (`insufficient_quota`) `quota_exceeded` (not
+/// retried), so a host tells them apart without reading the message.
+#[tokio::test]
+async fn a_refused_run_s_stop_carries_the_client_error_code_over_http() {
+    let unauthorized = ScriptedResponse::with_status(
+        401,
+        ScriptBody::Json(
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+        ),
+    );
+    let quota = ScriptedResponse::with_status(
+        429,
+        ScriptBody::Json(json!({"error": {
+            "message": "You exceeded your current quota, please check your plan and billing details.",
+            "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}})),
+    );
+    let cases = [
+        (
+            Provider::Anthropic,
+            unauthorized,
+            "authentication",
+            "invalid x-api-key",
+        ),
+        (
+            Provider::OpenAiChat,
+            quota,
+            "quota_exceeded",
+            "exceeded your current quota",
+        ),
+    ];
+    for (provider, response, code, text) in cases {
+        let server = serve(vec![response]).await;
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(test_client(provider, &server)),
+            reading_tools(Arc::default()),
+        );
+        let events = run_events(&agent, "hi").await;
+        let AgentEvent::Stop {
+            reason,
+            error,
+            error_code,
+            ..
+        } = events.last().unwrap()
+        else {
+            panic!("no stop event")
+        };
+        assert_eq!(*reason, StopReason::Error, "{events:#?}");
+        assert_eq!(*error_code, Some(code), "{error:?}");
+        assert!(error.as_deref().unwrap().contains(text), "{error:?}");
+        assert_eq!(server.requests().len(), 1, "{code} is not retried");
+    }
+}

@@ -1052,10 +1052,10 @@ fn a_call_on_the_second_request(n: usize) -> (Vec<Value>, &'static str) {
 #[tokio::test]
 async fn a_server_refusing_stream_options_is_asked_again_without_them() {
     let refusal = || {
-        ModelError::Other(
+        ModelError::with_code(
+            "invalid_request",
             "invalid request: HTTP 400 invalid_request_error: Unrecognized request argument \
-             supplied: stream_options"
-                .into(),
+             supplied: stream_options",
         )
     };
     let (model, requests) = ScriptedModel::openai_chat(move |n, request| {
@@ -1101,10 +1101,10 @@ async fn a_server_refusing_stream_options_is_asked_again_without_them() {
 async fn a_responses_model_refusing_encrypted_reasoning_is_asked_again_without_it() {
     let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
         if request.get("include").is_some() {
-            return Err(ModelError::Other(
+            return Err(ModelError::with_code(
+                "invalid_request",
                 "invalid request: HTTP 400 invalid_request_error: Encrypted content is not \
-                 supported with this model."
-                    .into(),
+                 supported with this model.",
             ));
         }
         let (content, stop) = a_call_on_the_second_request(n);
@@ -1546,9 +1546,9 @@ async fn a_tool_choice_naming_no_defined_tool_stops_the_run_before_any_request()
 async fn a_summary_refused_for_stream_options_is_sent_again_without_them() {
     let (model, requests) = ScriptedModel::openai_chat(|_, request| {
         if request.get("stream_options").is_some() {
-            return Err(ModelError::Other(
-                "invalid request: HTTP 400: Unrecognized request argument supplied: stream_options"
-                    .into(),
+            return Err(ModelError::with_code(
+                "invalid_request",
+                "invalid request: HTTP 400: Unrecognized request argument supplied: stream_options",
             ));
         }
         let answer = if request.to_string().contains("Summarize this conversation") {
@@ -1768,12 +1768,15 @@ async fn reasoning_a_responses_model_cannot_verify_is_left_out_and_the_turn_sent
                     .as_str()
                     .is_some_and(|e| e.starts_with("gAAAAA"))
         }) {
-            return Err(ModelError::Other(format!(
-                "invalid request: HTTP 400 invalid_request_error: The encrypted content {} \
+            return Err(ModelError::with_code(
+                "invalid_request",
+                format!(
+                    "invalid request: HTTP 400 invalid_request_error: The encrypted content {} \
                  could not be verified. Reason: Encrypted content could not be decrypted or \
                  parsed.",
-                foreign["encrypted_content"]
-            )));
+                    foreign["encrypted_content"]
+                ),
+            ));
         }
         let (mut content, stop) = a_call_on_the_second_request(n);
         content.insert(
@@ -1867,8 +1870,9 @@ async fn reasoning_without_a_summary_still_goes_back() {
 async fn a_responses_server_refusing_max_output_tokens_is_asked_again_without_it() {
     let (model, requests) = ScriptedModel::openai_responses(move |n, request| {
         if request.get("max_output_tokens").is_some() {
-            return Err(ModelError::Other(
-                "invalid request: HTTP 400: Unsupported parameter: max_output_tokens".into(),
+            return Err(ModelError::with_code(
+                "invalid_request",
+                "invalid request: HTTP 400: Unsupported parameter: max_output_tokens",
             ));
         }
         let (content, stop) = a_call_on_the_second_request(n);

@@ -1247,7 +1247,7 @@ async fn model_failures_map_to_the_loop_classes() {
     assert!(
         matches!(
             events.last(),
-            Some(ModelEvent::Failed(ModelError::Other(_)))
+            Some(ModelEvent::Failed(ModelError::Other { .. }))
         ),
         "{events:?}"
     );

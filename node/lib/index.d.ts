@@ -718,6 +718,14 @@ export interface AgentOptions {
 /** Why a run stopped. */
 export type StopReason = 'end_turn' | 'stop_sequence' | 'refusal' | 'max_tokens' | 'max_turns' | 'budget' | 'aborted' | 'prompt_too_long' | 'error'
 
+/** The stable codes of a run's stop event (`errorCode`); a string not listed may come from a future version. */
+export type AgentStopErrorCode =
+  | 'authentication' | 'permission' | 'not_found' | 'rate_limited' | 'quota_exceeded' | 'invalid_request'
+  | 'server' | 'connection' | 'timeout' | 'protocol' | 'event_too_large' | 'config' | 'overloaded'
+  | 'stream_truncated' | 'prompt_too_long' | 'invalid_history' | 'invalid_configuration'
+  | 'invalid_tool_definition' | 'internal' | 'hook_failed' | 'model_error' | 'token_budget' | 'cost_budget'
+  | (string & {})
+
 /** The last event of a run. */
 export interface AgentStopEvent {
   /** Always `'stop'`. */
@@ -726,6 +734,17 @@ export interface AgentStopEvent {
   reason: StopReason
   /** The error (reason `error`), or a note. */
   error: string | null
+  /**
+   * Why the run failed, as a stable code (Python's `error_code`), set exactly when `error` is
+   * (`null` otherwise): the client error's code (`'authentication'`, `'permission'`,
+   * `'not_found'`, `'rate_limited'`, `'quota_exceeded'`, `'invalid_request'`, `'server'`,
+   * `'connection'`, `'timeout'`, `'protocol'`, `'event_too_large'`, `'config'`),
+   * `'overloaded'`, `'stream_truncated'`, or the loop's: `'invalid_history'` (a conversation
+   * refused before any request), `'invalid_configuration'`, `'invalid_tool_definition'`,
+   * `'internal'`, `'hook_failed'`, `'model_error'`; `'prompt_too_long'` for reason
+   * `prompt_too_long`, `'token_budget'` or `'cost_budget'` for reason `budget`.
+   */
+  errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
   /** Model calls made. */

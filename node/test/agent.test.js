@@ -596,3 +596,23 @@ test("ctx.progress in an agent's tool throws InvalidArgumentError for a value JS
     },
   )
 })
+
+test("a failed run's stop event carries a stable errorCode (as Python's error_code)", async () => {
+  const unauthorized = { status: 401, body: { json: { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } } } }
+  const quota = { status: 429, body: { json: { error: { message: 'You exceeded your current quota.', type: 'insufficient_quota', code: 'insufficient_quota' } } } }
+  await withServer(
+    () => serveScript({ responses: [unauthorized, quota] }, { log: true }),
+    async (client, server) => {
+      const agent = new Agent(client, { model: 'm' })
+      const refused = await agent.run('hi').result()
+      assert.equal(refused.reason, 'error')
+      assert.equal(refused.errorCode, 'authentication', refused.error)
+      const billed = await agent.run('hi').result()
+      assert.equal(billed.reason, 'error')
+      assert.equal(billed.errorCode, 'quota_exceeded', billed.error)
+      const invalid = await agent.run(undefined, { messages: [{ role: 'assistant', content: 'prefill' }] }).result()
+      assert.equal(invalid.errorCode, 'invalid_history', invalid.error)
+      assert.equal(server.requests.length, 2)
+    },
+  )
+})

@@ -34,8 +34,16 @@ class AgentRun(BatchedEvents):
       ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``;
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
-      ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
-      ``tool_calls``, ``input_tokens``, ``output_tokens``.
+      ``error_code``, ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
+      ``tool_calls``, ``input_tokens``, ``output_tokens``. ``error_code`` is a stable name of
+      why the run failed, set exactly when ``error`` is (``None`` otherwise): the client error's
+      (``authentication``, ``permission``, ``not_found``, ``rate_limited``,
+      ``quota_exceeded``, ``invalid_request``, ``server``, ``connection``, ``timeout``,
+      ``protocol``, ``event_too_large``, ``config``), ``overloaded``, ``stream_truncated``,
+      ``invalid_history`` (a conversation refused before any request),
+      ``invalid_configuration``, ``invalid_tool_definition``, ``internal``, ``hook_failed``,
+      ``model_error``; ``prompt_too_long`` for reason ``prompt_too_long``, ``token_budget`` or
+      ``cost_budget`` for reason ``budget``.
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
@@ -173,5 +181,6 @@ class Agent:
         as the next user message when both are given (as Node's ``run(prompt, { messages })``). Call from a coroutine: Python tools run on
         its event loop, each call in a copy of the ``contextvars`` context of this call. Iterate the result for events. An invalid conversation (not
         user/assistant messages ending with the user's, an empty message or text block, or tool
-        calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error``."""
+        calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error`` and ``error_code``
+        ``invalid_history``."""
         return AgentRun(self._native.run(prompt, messages=messages))

@@ -629,3 +629,31 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="fallback_after_529_retries"):
         ferroloop.Agent(client, model="m", fallback_model="f", fallback_after_529_retries=-1)
+
+
+@pytest.mark.asyncio
+async def test_a_failed_run_s_stop_event_carries_a_stable_error_code(replay: Replay) -> None:
+    # A 401 and OpenAI's billing 429 read alike in English; the code tells them apart.
+    server = replay(
+        {
+            "responses": [
+                {
+                    "status": 401,
+                    "body": {"json": {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}},
+                },
+                {
+                    "status": 429,
+                    "body": {"json": {"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "code": "insufficient_quota"}}},
+                },
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test")
+        refused = await agent.run("hi").finish()
+        billed = await agent.run("hi").finish()
+        invalid = await agent.run(messages=[{"role": "assistant", "content": "prefill"}]).finish()
+        assert refused["reason"] == "error" and refused["error_code"] == "authentication", refused
+        assert billed["reason"] == "error" and billed["error_code"] == "quota_exceeded", billed
+        assert invalid["reason"] == "error" and invalid["error_code"] == "invalid_history", invalid
+    assert len(server.requests()) == 2

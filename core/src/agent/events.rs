@@ -179,8 +179,24 @@ pub enum AgentEvent {
     Stop {
         /// Why.
         reason: StopReason,
-        /// The error, when `reason` is `error` (or a note, for `prompt_too_long`).
+        /// The error, when `reason` is `error` (or a note, for `prompt_too_long` and `budget`).
         error: Option<String>,
+        /// A stable, machine-readable name of what `error` says, set exactly when `error` is.
+        ///
+        /// For `reason` `error`: a failed model call's code, which from the client is its
+        /// error's `ClientError::code` (`authentication`, `permission`, `not_found`,
+        /// `rate_limited` (the retries ran out), `quota_exceeded`, `invalid_request`, `server`,
+        /// `connection`, `timeout`, `protocol`, `event_too_large`, `config`), else
+        /// `overloaded` (no fallback model, or it was overloaded too), `stream_truncated` (the
+        /// retried turn was cut again), or a host model's own
+        /// ([`ModelError::with_code`](super::ModelError::with_code); `model_error` for
+        /// [`ModelError::other`](super::ModelError::other)); or the loop's: `invalid_history`
+        /// (a conversation handed in that the API would refuse; no request was made),
+        /// `invalid_configuration`, `invalid_tool_definition`, `internal` (the model panicked
+        /// or its stream ended without a final item), `hook_failed` (the compaction hook
+        /// panicked). For `prompt_too_long`: `prompt_too_long`; for `budget`: `token_budget`
+        /// or `cost_budget`.
+        error_code: Option<&'static str>,
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
         /// Model calls made.

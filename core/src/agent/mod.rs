@@ -18,6 +18,10 @@
 //!   truncated one (early calls cancelled, nothing enters history) and the turn is retried once
 //!   with the fallback model, which then answers for the rest of the run
 //!   ([`AgentEvent::ModelFallback`]).
+//! - Errors: a run that fails ends with [`AgentEvent::Stop`] holding the error and a stable
+//!   `error_code` (the client error's code, or the loop's own: `invalid_history`, `internal`,
+//!   ...), which hosts match on instead of the message; a host [`Model`] names its failures with
+//!   [`ModelError::with_code`].
 //! - Providers: history and requests are in the Anthropic Messages shape. Against OpenAI Chat
 //!   Completions endpoints the [`openai`] module translates the request on the way out and the
 //!   decoded stream and final message on the way back (the client does this for

@@ -67,9 +67,50 @@ pub enum ModelError {
         message: String,
     },
     /// Anything else (authentication, a provider error event, a protocol error): the loop
-    /// stops with `error`.
-    #[error("{0}")]
-    Other(String),
+    /// stops with `error`, and the stop event's `error_code` is `code`. Build it with
+    /// [`ModelError::other`] or [`ModelError::with_code`].
+    #[error("{message}")]
+    Other {
+        /// A stable, machine-readable name of the failure: the client error's code
+        /// (`ClientError::code`: `authentication`, `quota_exceeded`, ...) for the client, `internal` for a model that panicked, `model_error` when the
+        /// model named none.
+        code: &'static str,
+        /// What happened, for people.
+        message: String,
+    },
+}
+
+impl ModelError {
+    /// The code of a failure its model gave no name: `model_error`.
+    pub const MODEL_ERROR: &'static str = "model_error";
+
+    /// A failure without a name of its own ([`Other`](Self::Other), code `model_error`): what a
+    /// host's [`Model`] returns when it has nothing more precise to say.
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::with_code(Self::MODEL_ERROR, message)
+    }
+
+    /// A failure the loop stops on ([`Other`](Self::Other)) with a stable code of the host's
+    /// choosing, which the stop event carries as its `error_code`: best one of the client's
+    /// (`authentication`, `permission`, `rate_limited`, `quota_exceeded`, `invalid_request`,
+    /// `server`, `connection`, `timeout`, `protocol`), so hosts read every model alike.
+    pub fn with_code(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Other {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The failure's stable, machine-readable name: `prompt_too_long`, `stream_truncated`,
+    /// `overloaded`, or [`Other`](Self::Other)'s code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::PromptTooLong { .. } => "prompt_too_long",
+            Self::Truncated { .. } => "stream_truncated",
+            Self::Overloaded { .. } => "overloaded",
+            Self::Other { code, .. } => code,
+        }
+    }
 }
 
 impl From<DecodeError> for ModelError {
@@ -96,8 +137,26 @@ impl From<DecodeError> for ModelError {
             {
                 ModelError::Overloaded { message }
             }
-            other => ModelError::Other(other.to_string()),
+            DecodeError::Provider { ref error_type, .. } => {
+                ModelError::with_code(provider_error_code(error_type), error.to_string())
+            }
+            other => ModelError::with_code("protocol", other.to_string()),
         }
+    }
+}
+
+/// The stable code of a provider's error event, from its error type (or code), in the client's
+/// names (`ClientError::code`): an unknown type is a
+/// server's failure, as the client has it.
+fn provider_error_code(error_type: &str) -> &'static str {
+    match error_type {
+        "authentication_error" => "authentication",
+        "permission_error" => "permission",
+        "not_found_error" => "not_found",
+        "rate_limit_error" | "rate_limit_exceeded" => "rate_limited",
+        "insufficient_quota" => "quota_exceeded",
+        "invalid_request_error" => "invalid_request",
+        _ => "server",
     }
 }
 
@@ -137,6 +196,7 @@ pub trait Model: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_prompt_too_long_error_says_so_once() {
@@ -158,6 +218,45 @@ mod tests {
             message: "é".into(),
         };
         assert_eq!(short.to_string(), "prompt is too long: é");
+    }
+
+    /// A provider's error event stops the loop with the client's code for its type, so a run
+    /// over a scripted or translated stream reports what one over the client would.
+    #[test]
+    fn provider_error_events_get_the_client_s_codes() {
+        let cases = [
+            (
+                json!({"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}),
+                "authentication",
+            ),
+            (
+                json!({"code": "insufficient_quota", "message": "You exceeded your current quota."}),
+                "quota_exceeded",
+            ),
+            (
+                json!({"code": "rate_limit_exceeded", "message": "Rate limit reached"}),
+                "rate_limited",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal"}}),
+                "server",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+                "overloaded",
+            ),
+        ];
+        for (raw, code) in cases {
+            let error = ModelError::from(DecodeError::provider(raw.clone()));
+            assert_eq!(error.code(), code, "{raw}");
+        }
+        assert_eq!(ModelError::other("down").code(), "model_error");
+        assert_eq!(ModelError::other("down").to_string(), "down");
+        let truncated = ModelError::Truncated {
+            reason: "cut".into(),
+            partial: Box::new(Value::Null),
+        };
+        assert_eq!(truncated.code(), "stream_truncated");
     }
 
     /// The Responses API's `response.failed` and `error` events name the class in `code`, with

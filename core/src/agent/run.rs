@@ -35,7 +35,8 @@ use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estima
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
 /// summariser). A history that [`check_history`] refuses (it must end with a user message) is
 /// not used: the old one is kept. A hook that panics ends the run with
-/// [`StopReason::Error`]; a cancel while it runs ends the run with [`StopReason::Aborted`].
+/// [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends the run with
+/// [`StopReason::Aborted`].
 pub type CompactHook =
     Arc<dyn Fn(Vec<Value>) -> BoxFuture<'static, Option<Vec<Value>>> + Send + Sync>;
 
@@ -130,7 +131,9 @@ impl Agent {
     /// empty text block (an empty prompt too), a first or last message that is
     /// not the user's, a call input other than an object, tool calls and results that do not
     /// pair up, tool results after other content in their message) makes no request: the run
-    /// ends at once with [`StopReason::Error`] and an error that says what is wrong.
+    /// ends at once with [`StopReason::Error`], an error that says what is wrong and the error
+    /// code `invalid_history` (`invalid_configuration` or `invalid_tool_definition` for a run
+    /// whose configuration or tools the API would refuse).
     pub fn run_messages(&self, messages: Vec<Value>) -> AgentRun {
         self.start(messages, None)
     }
@@ -235,6 +238,49 @@ impl Drop for AgentRun {
         self.cancel.cancel();
         // The loop notices the cancellation and finishes its cleanup on its own.
         drop(self.task.take());
+    }
+}
+
+/// The code of a conversation handed in that the API would refuse.
+const INVALID_HISTORY: &str = "invalid_history";
+/// The code of a configuration the API would refuse on every request.
+const INVALID_CONFIGURATION: &str = "invalid_configuration";
+/// The code of a tool definition the API would refuse.
+const INVALID_TOOL_DEFINITION: &str = "invalid_tool_definition";
+/// The code of a model that broke its contract: it panicked, or its stream ended without a
+/// final item.
+const INTERNAL: &str = "internal";
+
+/// How a run ends: the stop event's reason, error and error code (set together).
+#[derive(Debug)]
+struct Ending {
+    reason: StopReason,
+    error: Option<String>,
+    error_code: Option<&'static str>,
+}
+
+impl Ending {
+    /// An end with nothing to report (`end_turn`, `aborted`, `max_turns`, ...).
+    fn reason(reason: StopReason) -> Self {
+        Self {
+            reason,
+            error: None,
+            error_code: None,
+        }
+    }
+
+    /// An end with an error (or a note) and its code.
+    fn failed(reason: StopReason, code: &'static str, error: String) -> Self {
+        Self {
+            reason,
+            error: Some(error),
+            error_code: Some(code),
+        }
+    }
+
+    /// The prompt stayed over the context window.
+    fn prompt_too_long(error: String) -> Self {
+        Self::failed(StopReason::PromptTooLong, "prompt_too_long", error)
     }
 }
 
@@ -391,22 +437,27 @@ impl Driver {
     async fn drive(mut self) {
         // A conversation the caller handed in is checked before any request: the loop only
         // keeps the history valid, it does not make it so (and the API would refuse it).
+        let refused = |code: &'static str, what: &'static str| {
+            move |problem: String| {
+                Ending::failed(StopReason::Error, code, format!("{what}: {problem}"))
+            }
+        };
         let checked = self
             .config()
             .check()
-            .map_err(|problem| format!("invalid configuration: {problem}"))
+            .map_err(refused(INVALID_CONFIGURATION, "invalid configuration"))
             .and_then(|()| {
                 let count = self.agent.executor.registry().names().len();
                 check_tool_definitions(&self.tools, count)
-                    .map_err(|problem| format!("invalid tool definition: {problem}"))
+                    .map_err(refused(INVALID_TOOL_DEFINITION, "invalid tool definition"))
             })
             .and_then(|()| {
                 check_tool_choice(self.config().extra.get("tool_choice"), &self.tools)
-                    .map_err(|problem| format!("invalid configuration: {problem}"))
+                    .map_err(refused(INVALID_CONFIGURATION, "invalid configuration"))
             })
             .and_then(|()| {
                 check_history(&self.messages)
-                    .map_err(|problem| format!("invalid conversation: {problem}"))
+                    .map_err(refused(INVALID_HISTORY, "invalid conversation"))
             });
         // A host's history made by a backend that numbers each response's calls holds one id
         // for several calls, which Anthropic refuses: the later ones are renamed (with their
@@ -414,7 +465,11 @@ impl Driver {
         if checked.is_ok() && rename_repeated_tool_use_ids(&mut self.messages) > 0 {
             self.tracker.replace_messages(&self.messages);
         }
-        let (reason, error) = match checked {
+        let Ending {
+            reason,
+            error,
+            error_code,
+        } = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
                 debug_assert!(check_tool_pairing(&self.messages).is_ok());
@@ -423,14 +478,15 @@ impl Driver {
                 }
                 stop
             }
-            Err(problem) => {
-                tracing::debug!(%problem, "run refused");
-                (StopReason::Error, Some(problem))
+            Err(refused) => {
+                tracing::debug!(problem = ?refused.error, "run refused");
+                refused
             }
         };
         let stop = AgentEvent::Stop {
             reason,
             error,
+            error_code,
             messages: std::mem::take(&mut self.messages),
             turns: self.turns,
             tool_calls: self.tool_calls,
@@ -440,16 +496,16 @@ impl Driver {
         self.emit(stop);
     }
 
-    async fn turns_loop(&mut self) -> (StopReason, Option<String>) {
+    async fn turns_loop(&mut self) -> Ending {
         let mut continuations = 0;
         let mut reactive_compaction_done = false;
         let mut truncation_retry_done = false;
         loop {
             if self.cancel.is_cancelled() {
-                return (StopReason::Aborted, None);
+                return Ending::reason(StopReason::Aborted);
             }
             if self.turns >= self.config().limits.max_turns {
-                return (StopReason::MaxTurns, None);
+                return Ending::reason(StopReason::MaxTurns);
             }
             if let Some(reason) = self.manage_context().await {
                 return reason;
@@ -537,8 +593,9 @@ impl Driver {
                             outcome = Some(CallOutcome::Completed(message));
                         }
                         Some(ModelEvent::Failed(error)) => outcome = Some(CallOutcome::Failed(error)),
-                        None => outcome = Some(CallOutcome::Failed(ModelError::Other(
-                            "the model stream ended without a message".into(),
+                        None => outcome = Some(CallOutcome::Failed(ModelError::with_code(
+                            INTERNAL,
+                            "the model stream ended without a message",
                         ))),
                     },
                 }
@@ -554,7 +611,7 @@ impl Driver {
                     // reported, so nothing runs on after the run ends.
                     self.settle(turn, &submitted, &mut results, true).await;
                     self.emit_turn_end(turn_number, None);
-                    return (StopReason::Aborted, None);
+                    return Ending::reason(StopReason::Aborted);
                 }
                 CallOutcome::Failed(error) => {
                     self.settle(turn, &submitted, &mut results, true).await;
@@ -593,7 +650,7 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::Other(message)
+                        ModelError::Other { message, .. }
                             if !self.drop_stale_thinking && is_stale_thinking_error(&message) =>
                         {
                             // Refused before any output, so nothing was streamed or billed:
@@ -603,7 +660,7 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::Other(message)
+                        ModelError::Other { message, .. }
                         | ModelError::Truncated {
                             reason: message, ..
                         } if is_unverifiable_reasoning_error(&message)
@@ -621,7 +678,7 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::Other(message) if self.refuses_a_new_field(&message) => {
+                        ModelError::Other { message, .. } if self.refuses_a_new_field(&message) => {
                             // An OpenAI-compatible server that refuses fields it does not know
                             // (`stream_options`), or a Responses model that has no encrypted
                             // reasoning (`include`): the same turn again without the field.
@@ -640,14 +697,14 @@ impl Driver {
                         }
                         ModelError::PromptTooLong { message } => {
                             if reactive_compaction_done {
-                                return (StopReason::PromptTooLong, Some(message));
+                                return Ending::prompt_too_long(message);
                             }
                             reactive_compaction_done = true;
                             // Without a smaller history the same request would be refused
                             // again: stop instead of sending it a second time.
                             match self.compact("reactive").await {
                                 Ok(true) => {}
-                                Ok(false) => return (StopReason::PromptTooLong, Some(message)),
+                                Ok(false) => return Ending::prompt_too_long(message),
                                 Err(stop) => return stop,
                             }
                             if let Some(stop) = self.over_budget() {
@@ -655,7 +712,13 @@ impl Driver {
                             }
                             continue;
                         }
-                        other => return (StopReason::Error, Some(other.to_string())),
+                        other => {
+                            return Ending::failed(
+                                StopReason::Error,
+                                other.code(),
+                                other.to_string(),
+                            );
+                        }
                     }
                 }
             };
@@ -709,7 +772,7 @@ impl Driver {
                     self.push_message(json!({"role": "user", "content": content}));
                     self.emit_turn_end(turn_number, stop_reason);
                     if cancelled || self.cancel.is_cancelled() {
-                        return (StopReason::Aborted, None);
+                        return Ending::reason(StopReason::Aborted);
                     }
                     if let Some(reason) = self.over_budget() {
                         return reason;
@@ -756,7 +819,7 @@ impl Driver {
                         return reason;
                     }
                     if continuations >= self.config().max_continuations {
-                        return (StopReason::MaxTokens, None);
+                        return Ending::reason(StopReason::MaxTokens);
                     }
                     continuations += 1;
                     let prompt = self.config().continuation_prompt.clone();
@@ -790,7 +853,7 @@ impl Driver {
                         Some("refusal") => StopReason::Refusal,
                         _ => StopReason::EndTurn,
                     };
-                    return (reason, None);
+                    return Ending::reason(reason);
                 }
             }
         }
@@ -1021,7 +1084,7 @@ impl Driver {
         }
     }
 
-    fn over_budget(&self) -> Option<(StopReason, Option<String>)> {
+    fn over_budget(&self) -> Option<Ending> {
         let limits = &self.config().limits;
         if let Some(budget) = limits.token_budget
             && self
@@ -1030,18 +1093,20 @@ impl Driver {
                 .saturating_add(self.unreported_tokens)
                 >= budget
         {
-            return Some((
+            return Some(Ending::failed(
                 StopReason::Budget,
-                Some(format!("token budget of {budget} reached")),
+                "token_budget",
+                format!("token budget of {budget} reached"),
             ));
         }
         let cost = self.cost + self.unreported_cost;
         if let Some(budget) = limits.cost_budget
             && cost >= budget
         {
-            return Some((
+            return Some(Ending::failed(
                 StopReason::Budget,
-                Some(format!("cost budget of {budget} reached ({cost:.4})")),
+                "cost_budget",
+                format!("cost budget of {budget} reached ({cost:.4})"),
             ));
         }
         None
@@ -1096,7 +1161,7 @@ impl Driver {
 
     /// Microcompact, then compaction, as the tracker's state requires. Returns a stop when the
     /// context is still over the blocking limit afterwards.
-    async fn manage_context(&mut self) -> Option<(StopReason, Option<String>)> {
+    async fn manage_context(&mut self) -> Option<Ending> {
         let tokens = self.tracker.tokens().tokens;
         let state = self.config().budget.state(tokens);
         if matches!(
@@ -1154,12 +1219,9 @@ impl Driver {
         }
         let tokens = self.tracker.tokens().tokens;
         if matches!(self.config().budget.state(tokens), BudgetState::Blocking) {
-            return Some((
-                StopReason::PromptTooLong,
-                Some(format!(
-                    "{tokens} tokens are over the blocking limit after compaction"
-                )),
-            ));
+            return Some(Ending::prompt_too_long(format!(
+                "{tokens} tokens are over the blocking limit after compaction"
+            )));
         }
         None
     }
@@ -1168,10 +1230,7 @@ impl Driver {
     /// A compaction that fails, or whose history would not be valid, keeps the old history.
     /// Returns whether history was replaced, or a stop when the run must end: it was cancelled
     /// meanwhile, or the host's hook panicked.
-    async fn compact(
-        &mut self,
-        trigger: &'static str,
-    ) -> Result<bool, (StopReason, Option<String>)> {
+    async fn compact(&mut self, trigger: &'static str) -> Result<bool, Ending> {
         let before = self.messages.len();
         let compacted = match self.agent.compact_hook.clone() {
             Some(hook) => {
@@ -1185,7 +1244,7 @@ impl Driver {
                 };
                 tokio::select! {
                     biased;
-                    () = self.cancel.cancelled() => return Err((StopReason::Aborted, None)),
+                    () = self.cancel.cancelled() => return Err(Ending::reason(StopReason::Aborted)),
                     outcome = AssertUnwindSafe(future).catch_unwind() => match outcome {
                         Ok(history) => history,
                         Err(panic) => return Err(hook_panicked(panic.as_ref())),
@@ -1215,7 +1274,7 @@ impl Driver {
                     history_from_summary(&source, &summary)
                 }
                 Summary::Failed => return Ok(false),
-                Summary::Cancelled => return Err((StopReason::Aborted, None)),
+                Summary::Cancelled => return Err(Ending::reason(StopReason::Aborted)),
             },
         };
         // The next request sends this history as it is: it must be one the API accepts (and
@@ -1338,7 +1397,7 @@ impl Driver {
                         Summary::Text(text)
                     };
                 }
-                Some(ModelEvent::Failed(ModelError::Other(message)))
+                Some(ModelEvent::Failed(ModelError::Other { message, .. }))
                     if self.refuses_a_new_field(&message) =>
                 {
                     // The run's first call may be this one (a history over the threshold): a
@@ -1523,16 +1582,20 @@ fn is_valid_tool_name(name: &str) -> bool {
 fn model_panicked(panic: &(dyn Any + Send)) -> ModelEvent {
     let message = panic_message(panic);
     tracing::error!(%message, "the model panicked");
-    ModelEvent::Failed(ModelError::Other(format!("the model panicked: {message}")))
+    ModelEvent::Failed(ModelError::with_code(
+        INTERNAL,
+        format!("the model panicked: {message}"),
+    ))
 }
 
 /// The stop of a run whose compaction hook panicked.
-fn hook_panicked(panic: &(dyn Any + Send)) -> (StopReason, Option<String>) {
+fn hook_panicked(panic: &(dyn Any + Send)) -> Ending {
     let message = panic_message(panic);
     tracing::error!(%message, "the compaction hook panicked");
-    (
+    Ending::failed(
         StopReason::Error,
-        Some(format!("the compaction hook panicked: {message}")),
+        "hook_failed",
+        format!("the compaction hook panicked: {message}"),
     )
 }
 

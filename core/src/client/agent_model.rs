@@ -90,7 +90,8 @@ async fn next_event(stream: Option<MessageStream>) -> Option<(ModelEvent, Option
 }
 
 /// The loop's classes: prompt too long (compact and retry), truncated (retry the turn once),
-/// overloaded (switch to the fallback model), anything else (stop).
+/// overloaded (switch to the fallback model), anything else (stop, with the error's
+/// [`ClientError::code`] as the stop event's `error_code`).
 pub(crate) fn model_error(error: ClientError) -> ModelError {
     match error {
         ClientError::PromptTooLong { details, .. } => ModelError::PromptTooLong {
@@ -108,13 +109,15 @@ pub(crate) fn model_error(error: ClientError) -> ModelError {
                 message: details.to_string(),
             },
             // No credit left: retrying the turn gets the same answer; the run stops.
-            cause @ ClientError::QuotaExceeded(_) => ModelError::Other(cause.to_string()),
+            cause @ ClientError::QuotaExceeded(_) => {
+                ModelError::with_code(cause.code(), cause.to_string())
+            }
             cause => ModelError::Truncated {
                 reason: cause.to_string(),
                 partial: partial.message.unwrap_or_else(|| Box::new(Value::Null)),
             },
         },
-        other => ModelError::Other(other.to_string()),
+        other => ModelError::with_code(other.code(), other.to_string()),
     }
 }
 
@@ -137,7 +140,7 @@ mod tests {
     #[test]
     fn a_quota_error_stops_the_loop_even_mid_stream() {
         assert!(
-            matches!(model_error(quota()), ModelError::Other(message) if message.contains("quota exceeded"))
+            matches!(model_error(quota()), ModelError::Other { code: "quota_exceeded", message } if message.contains("quota exceeded"))
         );
         let mid_stream = ClientError::Truncated {
             partial: PartialResponse::default(),
@@ -145,7 +148,7 @@ mod tests {
             request_id: None,
         };
         assert!(
-            matches!(model_error(mid_stream), ModelError::Other(message) if message.contains("quota exceeded"))
+            matches!(model_error(mid_stream), ModelError::Other { code: "quota_exceeded", message } if message.contains("quota exceeded"))
         );
     }
 }
