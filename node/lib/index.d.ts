@@ -721,7 +721,7 @@ export type StopReason = 'end_turn' | 'stop_sequence' | 'refusal' | 'max_tokens'
 /** The stable codes of a run's stop event (`errorCode`); a string not listed may come from a future version. */
 export type AgentStopErrorCode =
   | 'authentication' | 'permission' | 'not_found' | 'rate_limited' | 'quota_exceeded' | 'invalid_request'
-  | 'server' | 'connection' | 'timeout' | 'protocol' | 'event_too_large' | 'config' | 'overloaded'
+  | 'server' | 'connection' | 'timeout' | 'protocol' | 'overloaded'
   | 'stream_truncated' | 'prompt_too_long' | 'invalid_history' | 'invalid_configuration'
   | 'invalid_tool_definition' | 'internal' | 'hook_failed' | 'model_error' | 'token_budget' | 'cost_budget'
   | (string & {})
@@ -738,7 +738,7 @@ export interface AgentStopEvent {
    * Why the run failed, as a stable code (Python's `error_code`), set exactly when `error` is
    * (`null` otherwise): the client error's code (`'authentication'`, `'permission'`,
    * `'not_found'`, `'rate_limited'`, `'quota_exceeded'`, `'invalid_request'`, `'server'`,
-   * `'connection'`, `'timeout'`, `'protocol'`, `'event_too_large'`, `'config'`),
+   * `'connection'`, `'timeout'`, `'protocol'`),
    * `'overloaded'`, `'stream_truncated'`, or the loop's: `'invalid_history'` (a conversation
    * refused before any request), `'invalid_configuration'`, `'invalid_tool_definition'`,
    * `'internal'`, `'hook_failed'`, `'model_error'`; `'prompt_too_long'` for reason

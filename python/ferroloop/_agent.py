@@ -39,7 +39,7 @@ class AgentRun(BatchedEvents):
       why the run failed, set exactly when ``error`` is (``None`` otherwise): the client error's
       (``authentication``, ``permission``, ``not_found``, ``rate_limited``,
       ``quota_exceeded``, ``invalid_request``, ``server``, ``connection``, ``timeout``,
-      ``protocol``, ``event_too_large``, ``config``), ``overloaded``, ``stream_truncated``,
+      ``protocol``), ``overloaded``, ``stream_truncated``,
       ``invalid_history`` (a conversation refused before any request),
       ``invalid_configuration``, ``invalid_tool_definition``, ``internal``, ``hook_failed``,
       ``model_error``; ``prompt_too_long`` for reason ``prompt_too_long``, ``token_budget`` or

@@ -183,10 +183,11 @@ pub enum AgentEvent {
         error: Option<String>,
         /// A stable, machine-readable name of what `error` says, set exactly when `error` is.
         ///
-        /// For `reason` `error`: a failed model call's code, which from the client is its
-        /// error's `ClientError::code` (`authentication`, `permission`, `not_found`,
+        /// For `reason` `error`: a failed model call's code, which from the client is the code
+        /// the bindings' errors carry (`authentication`, `permission`, `not_found`,
         /// `rate_limited` (the retries ran out), `quota_exceeded`, `invalid_request`, `server`,
-        /// `connection`, `timeout`, `protocol`, `event_too_large`, `config`), else
+        /// `connection`, `timeout`, `protocol` (an oversized event too);
+        /// `invalid_configuration` for a client configuration error), else
         /// `overloaded` (no fallback model, or it was overloaded too), `stream_truncated` (the
         /// retried turn was cut again), or a host model's own
         /// ([`ModelError::with_code`](super::ModelError::with_code); `model_error` for

@@ -117,7 +117,18 @@ pub(crate) fn model_error(error: ClientError) -> ModelError {
                 partial: partial.message.unwrap_or_else(|| Box::new(Value::Null)),
             },
         },
-        other => ModelError::with_code(other.code(), other.to_string()),
+        other => ModelError::with_code(stop_code(&other), other.to_string()),
+    }
+}
+
+/// The stop event's code for a client error: the code the bindings' errors carry for it (an
+/// oversized event is a `protocol` failure there, a client configuration the run's
+/// `invalid_configuration`), so a host reads one vocabulary.
+fn stop_code(error: &ClientError) -> &'static str {
+    match error {
+        ClientError::EventTooLarge { .. } => "protocol",
+        ClientError::Config(_) => "invalid_configuration",
+        other => other.code(),
     }
 }
 
@@ -150,5 +161,19 @@ mod tests {
         assert!(
             matches!(model_error(mid_stream), ModelError::Other { code: "quota_exceeded", message } if message.contains("quota exceeded"))
         );
+    }
+
+    /// The stop event speaks the bindings' vocabulary: Node's errors call an oversized event
+    /// a `protocol` failure, and a client configuration error is the run's configuration.
+    #[test]
+    fn stop_codes_are_the_bindings_codes() {
+        let oversized = ClientError::EventTooLarge {
+            limit: 1024,
+            request_id: None,
+        };
+        assert_eq!(model_error(oversized).code(), "protocol");
+        let config = ClientError::Config("bad base URL".into());
+        assert_eq!(model_error(config).code(), "invalid_configuration");
+        assert_eq!(model_error(quota()).code(), "quota_exceeded");
     }
 }
