@@ -157,6 +157,36 @@ async fn a_block_without_a_type_stays_out_of_history() {
     );
 }
 
+/// A response whose only call has no name stops for `tool_use` with nothing to answer: the
+/// turn ends as `end_turn` does, instead of sending an empty user message the API refuses
+/// (found by the fuzz target `agent_stream`).
+#[tokio::test]
+async fn a_response_whose_only_call_has_no_name_ends_the_turn() {
+    let mut events = vec![
+        start(),
+        block_start(0, json!({"type": "text", "text": ""})),
+        delta(0, json!({"type": "text_delta", "text": "I'm on it."})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_2", "name": "", "input": {}}),
+        ),
+        delta(1, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        block_stop(1),
+    ];
+    events.extend(end("tool_use"));
+    let (reason, messages, requests) = run_with_first_response(sse(&events), "go").await;
+    assert_eq!(reason, StopReason::EndTurn);
+    assert_eq!(requests.len(), 1);
+    let mut continued = messages.clone();
+    continued.push(json!({"role": "user", "content": "go on"}));
+    check_history(&continued).unwrap();
+    assert_eq!(
+        messages[1]["content"],
+        json!([{"type": "text", "text": "I'm on it."}])
+    );
+}
+
 /// Runs `events` and then `end("tool_use")` as the first response, then a final text: the run
 /// ends the turn and its second request carries a history the API takes, which is returned.
 async fn history_after_calls(mut events: Vec<(&'static str, Value)>) -> Vec<Value> {

@@ -750,11 +750,12 @@ impl Driver {
                 self.merge_into_paused(&mut assistant);
             }
 
-            // `tool_use` with no call to answer (a misbehaving server or proxy) ends the turn
-            // like `end_turn`: answering it would send an empty user message, which the API
-            // refuses (the OpenAI translation maps such a finish the same way).
-            let has_calls =
-                !submitted.is_empty() || !held.is_empty() || !tool_use_ids(&assistant).is_empty();
+            // `tool_use` with no call to answer (a misbehaving server or proxy; calls left out
+            // of history, such as one without a name) ends the turn like `end_turn`: answering
+            // it would send an empty user message, which the API refuses (the OpenAI
+            // translation maps such a finish the same way). The answers are the message's
+            // calls', whatever was submitted.
+            let has_calls = !tool_use_ids(&assistant).is_empty();
             match stop_reason.as_deref() {
                 Some("tool_use") if has_calls => {
                     for (tool_use, safe) in held.drain(..) {
