@@ -12,6 +12,14 @@
 //! waiting calls and races a call's timeout itself, then polls the call during the cleanup
 //! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
+//! A reply is stored with its order against the call's cancellation, read from the call's token
+//! when the reply arrives (one read of the token per reply), and the call's future reports that
+//! order to the executor ([`ToolContext::answered_before_cancellation`] or
+//! [`ToolContext::answered_after_cancellation`]): a tool that answered before the turn was
+//! cancelled keeps its answer even when the turn observes the cancellation before it polls the
+//! call again, and a tool that answers after it (having seen its `AbortSignal`) is reported
+//! cancelled.
+//!
 //! A `ToolExecutor` turn uses these queues only for calls that need a future (a tool with a
 //! timeout; its other calls are the turn's external calls, see `exec.rs`). Its invocations name
 //! only the call id and the call's index in its turn:
@@ -29,7 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use ferroloop::exec::{ProgressSender, ToolContext};
+use ferroloop::exec::{CancellationToken, ProgressSender, ToolContext};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 
@@ -176,8 +184,13 @@ enum Slot {
     Waiting {
         waker: Option<Waker>,
         progress: Option<ProgressSender>,
+        /// The call's token, read when the reply arrives: its order against the cancellation.
+        token: CancellationToken,
     },
-    Replied(ToolReply),
+    /// The reply, and whether the call's token was already cancelled when it arrived (the
+    /// call's outcome is then the cancellation, however soon the executor polls the call; the
+    /// reply stands otherwise, however late it polls).
+    Replied { reply: ToolReply, late: bool },
 }
 
 /// Everything behind the queues' one lock.
@@ -433,7 +446,8 @@ impl JsToolQueues {
     }
 }
 
-/// Stores `reply` for a waiting call; returns its waker.
+/// Stores `reply` for a waiting call, with its order against the call's cancellation (read
+/// now, on the thread that delivers it); returns its waker.
 fn deliver(
     state: &mut State,
     call_id: u32,
@@ -443,9 +457,13 @@ fn deliver(
     match state.calls.get_mut(&call_id) {
         Some(slot @ Slot::Waiting { .. }) => {
             *delivered += 1;
-            match std::mem::replace(slot, Slot::Replied(reply)) {
+            let late = match slot {
+                Slot::Waiting { token, .. } => token.is_cancelled(),
+                Slot::Replied { .. } => false,
+            };
+            match std::mem::replace(slot, Slot::Replied { reply, late }) {
                 Slot::Waiting { waker, .. } => waker,
-                Slot::Replied(_) => None,
+                Slot::Replied { .. } => None,
             }
         }
         _ => None,
@@ -512,6 +530,7 @@ impl Future for JsCall {
                 Slot::Waiting {
                     waker: Some(cx.waker().clone()),
                     progress: Some(this.ctx.progress_sender()),
+                    token: this.ctx.cancellation_token().clone(),
                 },
             );
             let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
@@ -555,8 +574,18 @@ impl Future for JsCall {
                 }
                 Poll::Pending
             }
-            Some(Slot::Replied(_)) => match state.calls.remove(&call_id) {
-                Some(Slot::Replied(reply)) => Poll::Ready(reply),
+            Some(Slot::Replied { .. }) => match state.calls.remove(&call_id) {
+                Some(Slot::Replied { reply, late }) => {
+                    drop(state);
+                    // The order of the reply and the cancellation decides the outcome, not the
+                    // moment of this poll.
+                    if late {
+                        this.ctx.answered_after_cancellation();
+                    } else {
+                        this.ctx.answered_before_cancellation();
+                    }
+                    Poll::Ready(reply)
+                }
                 _ => Poll::Ready(ToolReply::error("internal: the reply vanished")),
             },
             None => Poll::Ready(ToolReply::error("internal: the call was forgotten")),

@@ -855,3 +855,45 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
   )
   assert.equal(events.find((e) => e.type === 'result').result.content, 'done')
 })
+
+test('a tool that answered before the turn was cancelled keeps its answer (the order decides, not the poll)', async () => {
+  const ex = new ToolExecutor()
+  let turn
+  // With a timeout, the call takes the native-future path. The tool answers at once; the turn is
+  // cancelled a few microtasks later, after the answer reached the executor and before the
+  // turn's next poll (its wake-up is a later macrotask).
+  ex.tool({ name: 'timed', timeoutMs: 60_000 }, () => {
+    let hops = 8
+    const later = () => (--hops === 0 ? turn.cancel() : queueMicrotask(later))
+    queueMicrotask(later)
+    return 'done'
+  })
+  turn = ex.turn()
+  turn.submit(use('a', 'timed'))
+  turn.seal()
+  const [result] = await turn.results()
+  assert.deepEqual(result, { type: 'tool_result', tool_use_id: 'a', content: 'done', is_error: false })
+})
+
+test('a tool that returns after it saw its ctx.signal abort is still reported cancelled', async () => {
+  const ex = new ToolExecutor({ cleanupGraceMs: 5_000 })
+  let saw
+  ex.tool({ name: 'timed', timeoutMs: 60_000 }, (_input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        saw = ctx.signal.reason
+        resolve('stopped')
+      })
+    })
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'timed'))
+  turn.seal()
+  const iterator = turn[Symbol.asyncIterator]()
+  assert.equal((await iterator.next()).value.type, 'started')
+  turn.cancel()
+  const [result] = await turn.results()
+  assert.ok(saw instanceof AbortError, 'the tool saw the abort')
+  assert.equal(result.is_error, true)
+  assert.match(result.content, /cancelled/)
+})

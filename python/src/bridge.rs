@@ -15,7 +15,9 @@
 //!
 //! Cancellation flows both ways: cancelling the asyncio future of [`into_awaitable`] aborts the
 //! Rust future, and dropping a [`PyCall`] (aborted, timed out, or discarded) cancels its Python
-//! task, which sees `asyncio.CancelledError`.
+//! task, which sees `asyncio.CancelledError`. A tool call's outcome is sent with its order
+//! against the call's cancellation, read from the call's token on the loop thread as the
+//! outcome is sent ([`PyCall::start_watching`]), for the call's future to report to the executor.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,6 +32,8 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PySystemExit};
 use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
+
+use ferroloop::exec::CancellationToken;
 
 use crate::errors::{internal_error, panic_message};
 use crate::runtime::{loop_callback_pass, python_pass, refuse_after_exit, runtime};
@@ -78,7 +82,7 @@ pub(crate) struct LoopBridge {
     tasks: Mutex<HashMap<u64, Py<PyAny>>>,
     /// The reply channel of each running task, keyed by the task object's address (valid while
     /// the task is alive, and it is until its done-callback ran).
-    replies: Mutex<HashMap<usize, (u64, oneshot::Sender<CallOutcome>)>>,
+    replies: Mutex<HashMap<usize, (u64, ReplyTx)>>,
     /// The one done-callback shared by every task of this loop (no object per call).
     task_done: Py<TaskDone>,
     /// Tasks started by the running drain, swept once it ends.
@@ -92,7 +96,7 @@ pub(crate) struct LoopBridge {
 struct StartedTask {
     id: u64,
     task: Py<PyAny>,
-    reply: oneshot::Sender<CallOutcome>,
+    reply: ReplyTx,
 }
 
 impl LoopBridge {
@@ -243,13 +247,7 @@ impl LoopBridge {
     }
 
     /// Has the reply of a task that is still running sent by its done-callback.
-    fn await_done(
-        &self,
-        py: Python<'_>,
-        task: &Bound<'_, PyAny>,
-        id: u64,
-        reply: oneshot::Sender<CallOutcome>,
-    ) {
+    fn await_done(&self, py: Python<'_>, task: &Bound<'_, PyAny>, id: u64, reply: ReplyTx) {
         let key = task.as_ptr() as usize;
         lock(&self.replies).insert(key, (id, reply));
         let added = task.call_method1(
@@ -274,7 +272,7 @@ impl LoopBridge {
                 .unwrap_or(false);
             if done {
                 lock(&self.tasks).remove(&id);
-                let _ = reply.send(task_outcome(py, task));
+                reply.send(task_outcome(py, task));
             } else {
                 self.await_done(py, task, id, reply);
             }
@@ -404,13 +402,36 @@ pub(crate) enum CallOutcome {
     Cancelled,
 }
 
+/// Where a task's outcome goes: the call's channel, and the token (a tool call's) whose state
+/// when the outcome is sent tells its order against the call's cancellation.
+pub(crate) struct ReplyTx {
+    tx: oneshot::Sender<(CallOutcome, bool)>,
+    token: Option<CancellationToken>,
+}
+
+impl ReplyTx {
+    /// Sends `outcome` (on the loop thread, where the task ended), with whether the token was
+    /// cancelled by then: one read of the token, for calls that have one.
+    fn send(self, outcome: CallOutcome) {
+        let late = self
+            .token
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled);
+        // The receiver is gone when the call was dropped: nobody waits for the outcome.
+        let _ = self.tx.send((outcome, late));
+    }
+}
+
 /// A Python `async def` function called with JSON arguments and run as a task on the bridge's
 /// loop. Await it for the [`CallOutcome`]; drop it to cancel the task.
 pub(crate) struct PyCall {
     bridge: Arc<LoopBridge>,
     id: u64,
-    reply: oneshot::Receiver<CallOutcome>,
+    reply: oneshot::Receiver<(CallOutcome, bool)>,
     finished: bool,
+    /// Whether the outcome was sent after the watched token was cancelled (see
+    /// [`PyCall::start_watching`]); known once the call completed with what its task sent.
+    late: Option<bool>,
 }
 
 impl PyCall {
@@ -424,8 +445,22 @@ impl PyCall {
         extra: Option<ExtraArg>,
         context: Option<Arc<Py<PyAny>>>,
     ) -> Self {
+        Self::start_watching(bridge, function, args, extra, context, None)
+    }
+
+    /// As [`start`](Self::start), and records, when the task's outcome is sent (on the loop
+    /// thread), whether `token` was cancelled by then: see [`answered_late`](Self::answered_late).
+    pub(crate) fn start_watching(
+        bridge: &Arc<LoopBridge>,
+        function: Arc<Py<PyAny>>,
+        args: Vec<Value>,
+        extra: Option<ExtraArg>,
+        context: Option<Arc<Py<PyAny>>>,
+        token: Option<CancellationToken>,
+    ) -> Self {
         let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
         let (tx, reply) = oneshot::channel();
+        let tx = ReplyTx { tx, token };
         bridge.submit(Box::new(move |py, bridge| {
             start_task(py, bridge, id, &function, &args, extra, context, tx);
         }));
@@ -434,7 +469,15 @@ impl PyCall {
             id,
             reply,
             finished: false,
+            late: None,
         }
+    }
+
+    /// Once the call completed with the outcome its task sent: whether that outcome was sent
+    /// after the watched token was cancelled (`Some(true)`) or before (`Some(false)`). `None`
+    /// before completion, and when the outcome was not sent (the loop went away).
+    pub(crate) fn answered_late(&self) -> Option<bool> {
+        self.late
     }
 }
 
@@ -469,7 +512,7 @@ fn start_task(
     args: &[Value],
     extra: Option<ExtraArg>,
     context: Option<Arc<Py<PyAny>>>,
-    tx: oneshot::Sender<CallOutcome>,
+    tx: ReplyTx,
 ) {
     let started = (|| -> PyResult<Bound<'_, PyAny>> {
         // An `async def` function's call only makes its coroutine (no code of it runs): it is
@@ -512,7 +555,7 @@ fn start_task(
             });
         }
         Err(err) => {
-            let _ = tx.send(CallOutcome::Raised(describe_tool_error(py, &err)));
+            tx.send(CallOutcome::Raised(describe_tool_error(py, &err)));
         }
     }
 }
@@ -542,9 +585,15 @@ impl Future for PyCall {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
         match Pin::new(&mut self.reply).poll(cx) {
-            Poll::Ready(outcome) => {
+            Poll::Ready(sent) => {
                 self.finished = true;
-                Poll::Ready(outcome.unwrap_or(CallOutcome::Cancelled))
+                Poll::Ready(match sent {
+                    Ok((outcome, late)) => {
+                        self.late = Some(late);
+                        outcome
+                    }
+                    Err(_) => CallOutcome::Cancelled,
+                })
             }
             Poll::Pending => Poll::Pending,
         }
@@ -651,7 +700,7 @@ impl TaskDone {
         };
         bridge.run_then_drain(py, || {
             lock(&bridge.tasks).remove(&id);
-            let _ = tx.send(task_outcome(py, task));
+            tx.send(task_outcome(py, task));
         });
     }
 }

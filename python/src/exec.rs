@@ -122,17 +122,32 @@ impl Tool for PyTool {
                     "ferroloop: no event loop to run this tool on",
                 ));
             };
-            let mut call = PyCall::start(&bridge, function, vec![input], extra, context);
+            let mut call = PyCall::start_watching(
+                &bridge,
+                function,
+                vec![input],
+                extra,
+                context,
+                Some(token.clone()),
+            );
             // A timeout, a turn cancellation or a sibling's failure cancels the token while the
             // executor waits (its cleanup grace) for the call to end: cancel the Python task so
             // it sees CancelledError and can clean up, then report how it ended.
-            tokio::select! {
-                outcome = &mut call => tool_output(outcome),
+            let outcome = tokio::select! {
+                outcome = &mut call => outcome,
                 () = token.cancelled() => {
                     call.cancel_task();
-                    tool_output(call.await)
+                    (&mut call).await
                 }
+            };
+            // The order of the answer and the cancellation, read on the loop thread when the
+            // task's outcome was sent, decides the call's outcome, not the moment of this poll.
+            match call.answered_late() {
+                Some(true) => ctx.answered_after_cancellation(),
+                Some(false) => ctx.answered_before_cancellation(),
+                None => {}
             }
+            tool_output(outcome)
         })
     }
 }

@@ -836,3 +836,55 @@ async def test_an_abandoned_turn_cancels_its_tool_tasks() -> None:
             break
         await asyncio.sleep(0.01)
     assert cancelled == ["toolu_0"]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_delivered_before_the_turn_is_cancelled_stands() -> None:
+    # The tool answers in its first step and queues the cancellation on the loop: the answer
+    # reaches the executor first, the cancellation right after it, before or after the executor
+    # polls the call again. The order decides: the tool's answer stands.
+    ex = ferroloop.ToolExecutor()
+    turns: list[Any] = []
+
+    @ex.tool
+    async def quick(inp: dict[str, Any]) -> str:
+        asyncio.get_running_loop().call_soon(turns[0].cancel)
+        return "done"
+
+    for _ in range(20):
+        turns[:] = [ex.turn()]
+        turns[0].submit(use(0, "quick"))
+        turns[0].seal()
+        [result] = await asyncio.wait_for(turns[0].results(), 10)
+        assert result == {
+            "type": "tool_result",
+            "tool_use_id": "toolu_0",
+            "content": "done",
+            "is_error": False,
+        }
+
+
+@pytest.mark.asyncio
+async def test_a_tool_that_returns_after_it_saw_the_cancellation_is_reported_cancelled() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    started = asyncio.Event()
+    saw_cancel = asyncio.Event()
+
+    @ex.tool
+    async def polite(inp: dict[str, Any]) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            saw_cancel.set()
+        return "stopped"
+
+    turn = ex.turn()
+    turn.submit(use(0, "polite"))
+    turn.seal()
+    await asyncio.wait_for(started.wait(), 5)
+    turn.cancel()
+    [result] = await asyncio.wait_for(turn.results(), 10)
+    assert saw_cancel.is_set()
+    assert result["is_error"] is True
+    assert "cancelled" in result["content"]
