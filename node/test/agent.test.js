@@ -612,6 +612,8 @@ test("a failed run's stop event carries a stable errorCode (as Python's error_co
       assert.equal(billed.errorCode, 'quota_exceeded', billed.error)
       const invalid = await agent.run(undefined, { messages: [{ role: 'assistant', content: 'prefill' }] }).result()
       assert.equal(invalid.errorCode, 'invalid_history', invalid.error)
+      // One request each (the quota error is not retried); the log can lag the runs' results.
+      assert.equal((await server.waitForRequests(2)).length, 2)
       assert.equal(server.requests.length, 2)
     },
   )
