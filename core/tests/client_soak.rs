@@ -849,7 +849,7 @@ async fn randomized_faults_end_as_predicted_within_the_timeouts_and_leak_nothing
         }
         let class = match &outcome.error {
             None => "message".to_owned(),
-            Some(error) if error.code() == "truncated" => {
+            Some(error) if error.code() == "stream_truncated" => {
                 format!("truncated/{}", error.root().code())
             }
             Some(error) => error.code().to_owned(),
