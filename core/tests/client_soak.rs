@@ -691,7 +691,7 @@ fn check(
             match &outcome.error {
                 None => problems.push(format!("expected a {root} error, got a message")),
                 Some(error) => {
-                    let code = if *truncated { "truncated" } else { root };
+                    let code = if *truncated { "stream_truncated" } else { root };
                     if error.code() != code || error.root().code() != *root {
                         problems.push(format!("expected {code}/{root}, got {error:?}"));
                     }
