@@ -55,13 +55,13 @@ pub fn run(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let provider = Provider::from(args.provider);
     let mut decoder = StreamDecoder::for_provider(provider);
     decoder.decoder_mut().set_record_events(args.events);
-    let reader = input::open(args.file.as_deref())?;
+    let (reader, name) = input::open(args.file.as_deref())?;
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut events: Vec<DecodeEvent> = Vec::new();
     let mut failure: Option<DecodeError> = None;
     let chunk = args.chunk.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    input::for_each_chunk(reader, chunk, |bytes| {
+    input::for_each_chunk(reader, &name, chunk, |bytes| {
         if failure.is_some() {
             return Ok(());
         }

@@ -10,16 +10,32 @@ use bytes::{Bytes, BytesMut};
 /// Bytes read at most per read call when no chunk size is given.
 const READ_SIZE: usize = 64 * 1024;
 
-/// A source of input bytes: the named file, or stdin when the path is absent or `-`.
-pub fn open(path: Option<&Path>) -> anyhow::Result<Box<dyn Read>> {
+/// A source of input bytes: the named file, or stdin when the path is absent or `-`; with the
+/// name its read errors are reported under (`stdin` or the path).
+pub fn open(path: Option<&Path>) -> anyhow::Result<(Box<dyn Read>, String)> {
     match path {
-        None => Ok(Box::new(io::stdin())),
-        Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::stdin())),
-        Some(p) => {
+        Some(p) if p.as_os_str() != "-" => {
             let file = File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
-            Ok(Box::new(file))
+            Ok((Box::new(file), p.display().to_string()))
         }
+        _ => Ok((stdin().context("cannot read stdin")?, "stdin".to_owned())),
     }
+}
+
+/// Stdin as a reader whose read errors are errors. `io::stdin()` takes a read failing with
+/// EBADF (stdin opened for writing only) for the end of the input, so an unreadable stdin
+/// would look empty; a duplicate of the descriptor reports the failure.
+#[cfg(unix)]
+pub fn stdin() -> io::Result<Box<dyn Read>> {
+    use std::os::fd::AsFd;
+    let fd = io::stdin().as_fd().try_clone_to_owned()?;
+    Ok(Box::new(File::from(fd)))
+}
+
+/// Stdin as a reader.
+#[cfg(not(unix))]
+pub fn stdin() -> io::Result<Box<dyn Read>> {
+    Ok(Box::new(io::stdin()))
 }
 
 /// Calls `on_chunk` with the input split into chunks of exactly `chunk` bytes (the last may be
@@ -28,6 +44,7 @@ pub fn open(path: Option<&Path>) -> anyhow::Result<Box<dyn Read>> {
 /// chunk size the input does not fill (`--chunk` may be anything up to `u64::MAX`).
 pub fn for_each_chunk(
     mut reader: impl Read,
+    name: &str,
     chunk: Option<usize>,
     mut on_chunk: impl FnMut(Bytes) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
@@ -50,7 +67,7 @@ pub fn for_each_chunk(
                 buf.truncate(start);
                 continue;
             }
-            Err(e) => return Err(e).context("cannot read input"),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {name}")),
         };
         buf.truncate(start + read);
         let eof = read == 0;
@@ -89,7 +106,7 @@ mod tests {
 
     fn chunks(data: &[u8], step: usize, chunk: Option<usize>) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        for_each_chunk(Trickle { data, step }, chunk, |bytes| {
+        for_each_chunk(Trickle { data, step }, "input", chunk, |bytes| {
             out.push(bytes.to_vec());
             Ok(())
         })

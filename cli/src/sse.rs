@@ -25,11 +25,11 @@ pub struct SseArgs {
 pub fn run(args: SseArgs) -> anyhow::Result<ExitCode> {
     let config = SseConfig::default().max_event_bytes(args.max_event_bytes.map(saturating_usize));
     let mut parser = SseParser::with_config(config);
-    let reader = input::open(args.file.as_deref())?;
+    let (reader, name) = input::open(args.file.as_deref())?;
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut dropped_reported = 0;
-    input::for_each_chunk(reader, args.chunk.map(saturating_usize), |chunk| {
+    input::for_each_chunk(reader, &name, args.chunk.map(saturating_usize), |chunk| {
         parser.feed(chunk);
         while let Some(item) = parser.next_item() {
             write_item(&mut out, &item)?;

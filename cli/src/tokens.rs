@@ -102,7 +102,8 @@ fn count_file(path: &Path, family: Family, exact: bool) -> anyhow::Result<u64> {
 
 /// Stdin: a request when it holds one (it has no extension to go by), else text.
 fn count_stdin(family: Family, exact: bool) -> anyhow::Result<u64> {
-    count_maybe_request(&mut io::stdin().lock(), family, exact).context("cannot read stdin")
+    let mut stdin = crate::input::stdin().context("cannot read stdin")?;
+    count_maybe_request(&mut stdin, family, exact).context("cannot read stdin")
 }
 
 /// An input that may hold a request (a `.json` file, stdin): a request when it is one, else

@@ -236,3 +236,36 @@ fn an_unreadable_file_is_named_once() {
     assert_eq!(err.matches(missing.to_str().unwrap()).count(), 1, "{err}");
     assert!(err.starts_with("ferroloop: cannot read "), "{err}");
 }
+
+/// Stdin that cannot be read (opened for writing only: every read fails with EBADF) is an
+/// error that says so, exit 1. Rust's `io::stdin()` reads EBADF as end of input, so `sse`
+/// printed nothing and exited 0, `decode` blamed a truncated stream and `tokens -` counted
+/// 0 tokens.
+#[cfg(unix)]
+#[test]
+fn an_unreadable_stdin_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = dir.path().join("write-only");
+    for args in [
+        &["sse"][..],
+        &["sse", "-"],
+        &["decode", "--provider", "anthropic"],
+        &["tokens", "-"],
+    ] {
+        let write_only = std::fs::File::create(&sink).unwrap();
+        let output = bin()
+            .args(args)
+            .stdin(std::process::Stdio::from(write_only))
+            .output()
+            .unwrap();
+        assert_no_panic(&output);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {err}");
+        assert!(output.stdout.is_empty(), "{args:?}: {output:?}");
+        assert!(
+            err.starts_with("ferroloop: cannot read stdin"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("Bad file descriptor"), "{args:?}: {err}");
+    }
+}

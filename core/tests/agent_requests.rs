@@ -231,6 +231,62 @@ async fn a_call_without_a_name_stays_out_of_history() {
     assert_eq!(results[0]["content"], "contents");
 }
 
+/// A call without a name is left out where the stream seals it: the executor never runs it
+/// (no `ToolStarted` or `ToolFinished` for it, as an unknown tool would have), and the run
+/// counts only the named call.
+#[tokio::test]
+async fn a_call_without_a_name_is_never_submitted_to_the_executor() {
+    let mut events = vec![
+        start(),
+        block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_1", "name": "read", "input": {}}),
+        ),
+        delta(0, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        block_stop(0),
+        block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_2", "name": "", "input": {}}),
+        ),
+        delta(1, json!({"type": "input_json_delta", "partial_json": "{}"})),
+        block_stop(1),
+        block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_3", "name": " \n", "input": {}}),
+        ),
+        block_stop(2),
+    ];
+    events.extend(end("tool_use"));
+    let first = sse(&events);
+    let model = ScriptedModel::new(move |n, _| {
+        Ok(if n == 0 {
+            first.clone()
+        } else {
+            final_text("ok")
+        })
+    });
+    let agent = Agent::new(AgentConfig::new("m"), Arc::new(model), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    let touched: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolStarted { tool_use_id, .. }
+            | AgentEvent::ToolFinished { tool_use_id, .. } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(touched, ["toolu_1", "toolu_1"], "{events:#?}");
+    match events.last() {
+        Some(AgentEvent::Stop {
+            tool_calls, reason, ..
+        }) => {
+            assert_eq!(*reason, StopReason::EndTurn);
+            assert_eq!(*tool_calls, 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_refusal_cut_inside_a_call_leaves_no_unanswered_call_in_history() {
     let mut events = vec![

@@ -619,7 +619,7 @@ async fn a_mid_stream_error_event_is_a_typed_error() {
     let (got, _) = collect(client.stream(BODY)).await;
     assert_eq!(got.events.len(), 1);
     let error = got.error.unwrap();
-    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.code(), "stream_truncated");
     assert_eq!(error.root().code(), "overloaded");
     assert_eq!(error.request_id(), Some("req_mid"));
     assert_eq!(server.requests().len(), 1, "an error event is not replayed");
@@ -662,7 +662,7 @@ async fn an_ended_stream_without_its_final_event_is_truncated() {
     let (got, _) = collect(client.stream(BODY)).await;
     assert_eq!(got.events.len(), 2);
     let error = got.error.unwrap();
-    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.code(), "stream_truncated");
     assert_eq!(error.root().code(), "protocol");
 }
 
@@ -1487,7 +1487,7 @@ async fn no_event_after_an_oversized_one_in_the_same_frame_is_delivered() {
     let types: Vec<&str> = got.events.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(types, ["message_start"]);
     let error = got.error.unwrap();
-    assert_eq!(error.code(), "truncated");
+    assert_eq!(error.code(), "stream_truncated");
     assert_eq!(error.root().code(), "event_too_large");
 
     let got = collect_decoded(client.stream_message(BODY)).await;
@@ -2233,7 +2233,7 @@ async fn a_chat_stream_without_done_ends_well_after_its_finish_reason() {
 
     let got = collect_decoded(client.stream_message(BODY)).await;
     let error = got.error.expect("a stream without a finish_reason is cut");
-    assert_eq!(error.code(), "truncated", "{error:?}");
+    assert_eq!(error.code(), "stream_truncated", "{error:?}");
     assert_eq!(
         server.requests().len(),
         2,

@@ -691,7 +691,7 @@ fn check(
             match &outcome.error {
                 None => problems.push(format!("expected a {root} error, got a message")),
                 Some(error) => {
-                    let code = if *truncated { "truncated" } else { root };
+                    let code = if *truncated { "stream_truncated" } else { root };
                     if error.code() != code || error.root().code() != *root {
                         problems.push(format!("expected {code}/{root}, got {error:?}"));
                     }
@@ -849,7 +849,7 @@ async fn randomized_faults_end_as_predicted_within_the_timeouts_and_leak_nothing
         }
         let class = match &outcome.error {
             None => "message".to_owned(),
-            Some(error) if error.code() == "truncated" => {
+            Some(error) if error.code() == "stream_truncated" => {
                 format!("truncated/{}", error.root().code())
             }
             Some(error) => error.code().to_owned(),

@@ -582,7 +582,13 @@ export interface ClientOptions {
   apiKey?: string
   /** Default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` (unless `fromEnv: false`), else the public endpoint. */
   baseUrl?: string
-  /** Retries after the first attempt (default 10; 0 disables retries). */
+  /**
+   * Retries after the first attempt (default 10; 0 disables retries), on 408/409/429/5xx/529
+   * and connection failures before the first event. A `retry-after` up to 60 s is honoured; a
+   * longer one is not waited for (the backoff applies instead). With the defaults, an endpoint
+   * that keeps failing (a refused connection, say) is retried for about 80 s on average (at most
+   * 160 s of waits) before the error; no retry is made past `timeouts.totalMs`.
+   */
   maxRetries?: number
   /** The first backoff ceiling in milliseconds (default 500, doubling per retry, full jitter). */
   retryBaseDelayMs?: number

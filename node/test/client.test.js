@@ -161,6 +161,9 @@ test('OpenAI insufficient_quota 429: tried once, a QuotaExceededError (no credit
     assert.ok(!(err instanceof ferroloop.RateLimitedError))
     assert.deepEqual([err.code, err.status, err.requestId], ['quota_exceeded', 429, 'req_quota'])
     assert.equal(err.errorType, 'insufficient_quota')
+    // The log can lag the result: wait for the first request, then a moment for a retry that
+    // must not follow.
+    await server.waitForRequests(1)
     await new Promise((resolve) => setTimeout(resolve, 50))
     assert.equal(server.requests.length, 1)
   })

@@ -75,8 +75,11 @@ class Client(AsyncClosing):
     (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``)
     unless ``from_env=False``. Retries (``max_retries``, default 10) use exponential backoff
     with full jitter from ``retry_base_delay`` (default 0.5 s) up to ``retry_max_delay``
-    (default 32 s), honouring ``retry-after``; they cover 408/409/429/5xx/529 and connection
-    failures before the first event. Timeouts are in seconds: ``timeout`` (the whole request,
+    (default 32 s), honouring ``retry-after`` up to 60 s (a longer one is not waited for: the
+    backoff applies instead); they cover 408/409/429/5xx/529 and connection failures before the
+    first event. With the defaults, an endpoint that keeps failing (a refused connection, say)
+    is retried for about 80 s on average (at most 160 s of waits) before the error is raised; no
+    retry is made past ``timeout``. Timeouts are in seconds: ``timeout`` (the whole request,
     retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),
     ``first_event_timeout`` (90), ``idle_timeout`` (90, between two events), ``stall_notice``
     (30, reported once as a ``stalled`` event). ``anthropic_version`` is the

@@ -316,10 +316,19 @@ pub(crate) fn drop_unsendable_blocks(message: &mut Value) -> usize {
     content.retain(|b| match b.get("type").and_then(Value::as_str) {
         None => false,
         Some("text") => has_text(b, "text"),
-        Some("tool_use") => has_text(b, "name"),
+        Some("tool_use") => b
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(names_a_tool),
         Some(_) => true,
     });
     before - content.len()
+}
+
+/// Whether a call's `name` names a tool at all: a call whose name is empty or whitespace only
+/// (a server that lost the call's first delta) is never run nor kept in history.
+pub(crate) fn names_a_tool(name: &str) -> bool {
+    blank(name).is_none()
 }
 
 /// Replaces the input of each `tool_use` block that is not a JSON object by `{}`: the API

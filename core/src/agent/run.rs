@@ -20,8 +20,8 @@ use super::context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, drop_thinking,
     drop_trailing_thinking, drop_trailing_thinking_before_last, drop_unanswered_server_tool_uses,
     drop_unsendable_blocks, drop_unsigned_thinking, history_from_summary, is_empty_message,
-    microcompact, object_tool_inputs, place_cache_breakpoints, rename_repeated_tool_use_ids,
-    strip_tool_uses, tool_use_ids, trim_final_assistant_text,
+    microcompact, names_a_tool, object_tool_inputs, place_cache_breakpoints,
+    rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
@@ -861,7 +861,9 @@ impl Driver {
     }
 
     /// Handles one decoded event; returns a sealed tool call (one whose input is not valid JSON is
-    /// not run; it is answered in [`results_in_order`]).
+    /// not run; it is answered in [`results_in_order`]). A call without a name is not returned:
+    /// it names no tool, so it is never submitted to the executor, and it leaves history
+    /// ([`drop_unsendable_blocks`]) with nothing to answer.
     fn on_decoded(&self, event: DecodeEvent) -> Option<ToolUse> {
         match event {
             DecodeEvent::TextDelta { text, .. } => {
@@ -874,7 +876,7 @@ impl Driver {
             }
             DecodeEvent::ToolUseReady {
                 id, name, input, ..
-            } => Some(ToolUse::new(id, name, input)),
+            } if names_a_tool(&name) => Some(ToolUse::new(id, name, input)),
             _ => None,
         }
     }

@@ -196,7 +196,10 @@ impl ClientError {
         }
     }
 
-    /// A short stable name of the class (`rate_limited`, `truncated`, ...), for bindings.
+    /// A short stable name of the class (`rate_limited`, `stream_truncated`, ...), for bindings.
+    ///
+    /// A truncated stream is `stream_truncated`, the code the agent's stop event and the
+    /// bindings' `StreamTruncatedError` carry (and [`DecodeError::code`](crate::decode::DecodeError::code)).
     pub fn code(&self) -> &'static str {
         match self {
             ClientError::Authentication(_) => "authentication",
@@ -210,7 +213,7 @@ impl ClientError {
             ClientError::Server(_) => "server",
             ClientError::Connection { .. } => "connection",
             ClientError::Timeout { .. } => "timeout",
-            ClientError::Truncated { .. } => "truncated",
+            ClientError::Truncated { .. } => "stream_truncated",
             ClientError::Protocol { .. } => "protocol",
             ClientError::EventTooLarge { .. } => "event_too_large",
             ClientError::Config(_) => "config",
@@ -647,6 +650,36 @@ mod tests {
         assert_eq!(limited.code(), "rate_limited", "{limited:?}");
     }
 
+    /// A truncated stream has one code wherever it reaches a user: the client's, the decoder's,
+    /// the agent stop event's (`ModelError`) and the bindings' (`StreamTruncatedError`).
+    #[test]
+    fn a_truncated_stream_has_one_code_everywhere() {
+        let client = ClientError::Truncated {
+            partial: PartialResponse {
+                events: 1,
+                bytes: 1,
+                last_event_type: None,
+                message: None,
+            },
+            cause: Box::new(ClientError::Connection {
+                message: "reset".into(),
+                request_id: None,
+            }),
+            request_id: None,
+        };
+        let decode = crate::decode::DecodeError::Truncated {
+            reason: "no message_stop".into(),
+            partial: Box::default(),
+        };
+        let model = crate::agent::ModelError::Truncated {
+            reason: "cut".into(),
+            partial: Box::default(),
+        };
+        assert_eq!(client.code(), "stream_truncated");
+        assert_eq!(decode.code(), "stream_truncated");
+        assert_eq!(model.code(), "stream_truncated");
+    }
+
     #[test]
     fn truncated_exposes_its_cause() {
         let error = ClientError::Truncated {
@@ -664,7 +697,7 @@ mod tests {
             )),
             request_id: Some("req".into()),
         };
-        assert_eq!(error.code(), "truncated");
+        assert_eq!(error.code(), "stream_truncated");
         assert_eq!(error.root().code(), "overloaded");
         assert_eq!(error.status(), Some(529));
         assert_eq!(error.request_id(), Some("req"));

@@ -79,7 +79,13 @@ impl RetryPolicy {
             // A zero wait (`retry-after: 0`, a date in the past) would retry at once, again
             // and again, against a server that is shedding load: the backoff applies instead.
             Some(wait) if !wait.is_zero() && wait <= self.max_retry_after => wait,
-            _ => self.ceiling(retry).mul_f64(jitter.clamp(0.0, 1.0)),
+            _ => {
+                let ceiling = self.ceiling(retry);
+                // Not `mul_f64`: it panics when the product rounds up past `Duration::MAX` (a
+                // ceiling that large, from a policy without a cap).
+                Duration::try_from_secs_f64(ceiling.as_secs_f64() * jitter.clamp(0.0, 1.0))
+                    .map_or(ceiling, |wait| wait.min(ceiling))
+            }
         }
     }
 }
@@ -200,6 +206,25 @@ mod tests {
             let wait = policy.wait(retry, None);
             assert!(wait <= policy.ceiling(retry));
         }
+    }
+
+    /// A policy without a cap (`Duration::MAX`, a Rust caller's "no limit") waits at most the
+    /// ceiling: `Duration::mul_f64` panicked ("overflow when converting float to duration")
+    /// once the jittered wait rounded up past `Duration::MAX`.
+    #[test]
+    fn an_uncapped_policy_waits_without_panicking() {
+        let policy = RetryPolicy {
+            base_delay: Duration::MAX,
+            max_delay: Duration::MAX,
+            ..RetryPolicy::default()
+        };
+        for jitter in [0.0, 0.5, 1.0 - f64::EPSILON, 1.0] {
+            for retry in [0, 1, 40] {
+                assert!(policy.wait_with_jitter(retry, None, jitter) <= Duration::MAX);
+            }
+        }
+        assert_eq!(policy.wait_with_jitter(0, None, 1.0), Duration::MAX);
+        assert_eq!(policy.wait_with_jitter(0, None, 0.0), Duration::ZERO);
     }
 
     #[test]

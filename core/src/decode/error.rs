@@ -40,13 +40,14 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// A short machine-readable code for bindings: `invalid_json`, `protocol`, `provider`,
-    /// `truncated`.
+    /// `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
+    /// stop event's and the bindings' `StreamTruncatedError`).
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidJson { .. } => "invalid_json",
             Self::Protocol(_) => "protocol",
             Self::Provider { .. } => "provider",
-            Self::Truncated { .. } => "truncated",
+            Self::Truncated { .. } => "stream_truncated",
         }
     }
 
@@ -194,4 +195,18 @@ pub enum ProtocolError {
         /// What was wrong.
         detail: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_truncated_stream_is_stream_truncated() {
+        let error = DecodeError::Truncated {
+            reason: "no message_stop".into(),
+            partial: Box::default(),
+        };
+        assert_eq!(error.code(), "stream_truncated");
+    }
 }
