@@ -18,20 +18,29 @@ const { Agent, Client, ToolExecutor } = ferroloop
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
 
-/** Collects until every WeakRef in `refs` is empty (or gives up after a few rounds). */
-async function collectAll(refs, rounds = 40) {
+/**
+ * One collection round: a turn of the event loop, then a forced collection. The first rounds
+ * are `setImmediate` turns (what most releases need); later ones wait 10 ms, because some
+ * releases wait for a message from a native thread (a timer firing, an abort queued to JS),
+ * which a loaded machine delivers late.
+ */
+async function collectRound(i) {
+  await new Promise((resolve) => (i < 40 ? setImmediate(resolve) : setTimeout(resolve, 10)))
+  gc()
+}
+
+/** Collects until every WeakRef in `refs` is empty (or gives up after about 3 s). */
+async function collectAll(refs, rounds = 340) {
   for (let i = 0; i < rounds && refs.some((ref) => ref.deref() !== undefined); i++) {
-    await new Promise(setImmediate)
-    gc()
+    await collectRound(i)
   }
   return refs.filter((ref) => ref.deref() !== undefined).length
 }
 
-/** Collects until `check()` holds (or gives up after a few rounds). */
-async function collectUntil(check, rounds = 40) {
+/** Collects until `check()` holds (or gives up after about 3 s). */
+async function collectUntil(check, rounds = 340) {
   for (let i = 0; i < rounds && !check(); i++) {
-    await new Promise(setImmediate)
-    gc()
+    await collectRound(i)
   }
 }
 

@@ -200,6 +200,10 @@ impl ClientError {
     ///
     /// A truncated stream is `stream_truncated`, the code the agent's stop event and the
     /// bindings' `StreamTruncatedError` carry (and [`DecodeError::code`](crate::decode::DecodeError::code)).
+    /// Two codes are finer here than in the bindings and on the agent's stop event, so that a
+    /// Rust caller can tell them from their neighbours: `event_too_large` is a `protocol`
+    /// failure there (Python's and Node's `ProtocolError`), and `config` is the stop event's
+    /// `invalid_configuration` (Node's `invalid_argument`, Python's plain `FerroloopError`).
     pub fn code(&self) -> &'static str {
         match self {
             ClientError::Authentication(_) => "authentication",
