@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[cfg(feature = "bench")]
 mod bench;
@@ -58,6 +58,12 @@ enum Command {
 fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();
+    // Usage errors clap cannot see alone exit as clap's do (2, with the usage line).
+    if let Command::Tokens(args) = &cli.command
+        && let Err(message) = args.check()
+    {
+        usage_error("tokens", message);
+    }
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Sse(args) => sse::run(args),
@@ -75,6 +81,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Exits as clap does on a usage error of `subcommand`: the message, that subcommand's usage
+/// line, exit status 2.
+fn usage_error(subcommand: &str, message: String) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    let command = match cli.find_subcommand_mut(subcommand) {
+        Some(command) => command,
+        None => &mut cli,
+    };
+    command
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
 }
 
 /// Diagnostics go to stderr, filtered by `RUST_LOG` (default: warnings, except the SSE

@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use ferroloop::tokens::{
     ExactCounter, Family, TextCounter, TextEstimator, count_exact, count_request_body,
     estimate_bytes,
@@ -36,15 +36,24 @@ pub struct TokensArgs {
     files: Vec<PathBuf>,
 }
 
-/// Runs `ferroloop tokens`. Files that cannot be read are reported on stderr and make the exit
-/// status 1; the other files are still counted.
+impl TokensArgs {
+    /// What clap cannot check alone: `--exact` needs a family with an offline vocabulary.
+    /// `Err` is the message of a usage error.
+    pub fn check(&self) -> Result<(), String> {
+        let family = self.tokenizer;
+        if self.exact && !ferroloop::tokens::has_exact(family) {
+            return Err(format!(
+                "--exact is available for o200k and cl100k only (no offline vocabulary for {family})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `ferroloop tokens` (its arguments [checked](TokensArgs::check)). Files that cannot be
+/// read are reported on stderr and make the exit status 1; the other files are still counted.
 pub fn run(args: TokensArgs) -> anyhow::Result<ExitCode> {
     let family = args.tokenizer;
-    if args.exact && !ferroloop::tokens::has_exact(family) {
-        bail!(
-            "--exact is available for o200k and cl100k only (no offline vocabulary for {family})"
-        );
-    }
     let method = if args.exact { "exact" } else { "estimate" };
     let stdout = io::stdout();
     let mut out = stdout.lock();

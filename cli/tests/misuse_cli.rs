@@ -76,6 +76,26 @@ fn zero_chunk_and_zero_event_limit_are_usage_errors() {
     }
 }
 
+/// `--exact` with a family that has no offline vocabulary is a usage error like the others
+/// (exit 2, clap's usage line): it exited 1, the code of a file that could not be read, so a
+/// script could not tell a wrong invocation from a failed count.
+#[test]
+fn exact_with_a_family_without_a_vocabulary_is_a_usage_error() {
+    let fixture = fixture();
+    for tokenizer in ["claude", "claude-legacy"] {
+        let args = ["tokens", "--exact", "--tokenizer", tokenizer];
+        let output = run(&args, &[&fixture]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let err = stderr(&output);
+        assert!(
+            err.contains("--exact is available for o200k and cl100k only"),
+            "{err}"
+        );
+        assert!(err.contains("Usage:"), "{err}");
+        assert!(output.stdout.is_empty());
+    }
+}
+
 #[test]
 fn a_directory_as_input_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
