@@ -88,8 +88,12 @@ impl ResponseCallIds {
     }
 
     /// Writes the new ids into the response's message (`content[index].id` of each renamed
-    /// `tool_use` block).
-    pub(crate) fn apply(&self, message: &mut Value) {
+    /// `tool_use` block), then gives an id to each `tool_use` block still without one (missing,
+    /// empty or not a string): a call the stream sealed under another id than the final message
+    /// gives it (a server whose final message lost a `call_id` it had streamed), or never
+    /// sealed. No result carries the new id, so the loop answers such a call as not run; with
+    /// `"id": ""` history could not be sent again.
+    pub(crate) fn apply(&mut self, message: &mut Value, turn: u32) {
         let Some(content) = message.get_mut("content").and_then(Value::as_array_mut) else {
             return;
         };
@@ -99,6 +103,32 @@ impl ResponseCallIds {
                 && let Some(object) = block.as_object_mut()
             {
                 object.insert("id".to_owned(), Value::String(id.clone()));
+            }
+        }
+        let without_id = |block: &Value| {
+            block.get("type").and_then(Value::as_str) == Some("tool_use")
+                && block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+        };
+        if !content.iter().any(without_id) {
+            return;
+        }
+        // A fresh id must not be one the message already holds (a call never sealed).
+        self.seen.extend(
+            content
+                .iter()
+                .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .filter_map(|block| block.get("id").and_then(Value::as_str))
+                .map(str::to_owned),
+        );
+        for (index, block) in content.iter_mut().enumerate() {
+            if without_id(block)
+                && let Some(object) = block.as_object_mut()
+            {
+                let fresh = self.unique(index, String::new(), turn);
+                object.insert("id".to_owned(), Value::String(fresh));
             }
         }
     }
@@ -143,6 +173,37 @@ mod tests {
         assert_eq!(id_of(&ids.dedupe(ready(1, "call_1"), 2)), "call_1");
     }
 
+    /// A call the final message holds without an id that no seal renamed (a Responses server
+    /// whose `response.completed` lost a `call_id` the stream had sent, found by the
+    /// `agent_stream` fuzz target): history kept it with `"id": ""`, which the next request
+    /// cannot carry and `check_history` refuses. It gets a fresh id, taken like the others;
+    /// the loop answers it as not run (no result carries that id).
+    #[test]
+    fn a_call_the_message_holds_without_an_id_gets_one() {
+        let mut ids = ResponseCallIds::default();
+        assert_eq!(id_of(&ids.dedupe(ready(0, "call_1"), 3)), "call_1");
+        let mut message = json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "call_1", "name": "read", "input": {}},
+            {"type": "tool_use", "id": "", "name": "read", "input": {}},
+            {"type": "tool_use", "name": "read", "input": {}},
+            {"type": "tool_use", "id": 7, "name": "read", "input": {}},
+            {"type": "text", "text": "no id needed"},
+        ]});
+        ids.apply(&mut message, 3);
+        let blocks = message["content"].as_array().unwrap();
+        let got: Vec<&Value> = blocks.iter().map(|b| &b["id"]).collect();
+        assert_eq!(
+            got,
+            [
+                &json!("call_1"),
+                &json!("toolu_ferroloop_3_1"),
+                &json!("toolu_ferroloop_3_2"),
+                &json!("toolu_ferroloop_3_3"),
+                &Value::Null,
+            ]
+        );
+    }
+
     #[test]
     fn unique_ids_are_kept_repeated_and_empty_ones_renamed() {
         let mut ids = ResponseCallIds::default();
@@ -172,7 +233,7 @@ mod tests {
         let mut message = json!({"role": "assistant", "content": [
             call("a"), call("b"), call("a"), call(""), call("b"), call("toolu_ferroloop_1_2"),
         ]});
-        ids.apply(&mut message);
+        ids.apply(&mut message, 1);
         let ids: Vec<&str> = message["content"]
             .as_array()
             .unwrap()

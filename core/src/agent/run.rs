@@ -734,7 +734,7 @@ impl Driver {
                 .cloned()
                 .unwrap_or_else(|| json!([]));
             let mut assistant = json!({"role": "assistant", "content": content});
-            call_ids.apply(&mut assistant);
+            call_ids.apply(&mut assistant, turn_number);
             // The API refuses an empty text block in history (a response cut right after a
             // text block opened, a provider that announces a call with one), or one without a
             // type.
