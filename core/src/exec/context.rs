@@ -114,33 +114,24 @@ impl ToolContext {
         self.cancellation_token().cancelled().await;
     }
 
-    /// For a host that delivers a call's answer from outside the call's future (another
-    /// thread completing the call): tells the executor that the answer this call's future is
-    /// about to return was delivered *after* the call was cancelled, and not by the tool while
-    /// it was being handed the call. The call's outcome is then the cancellation, as if the
-    /// executor had seen the cancellation first, whenever it polls the future: the order of the
-    /// events decides, not the moment of the poll. Call it from the future, before it returns
-    /// the answer. No effect outside a turn.
-    ///
-    /// A host finds the order by reading the call's token when it delivers the answer (and
-    /// when it finished being handed the call: a cancellation that landed while the tool was
-    /// handed the call is the tool's own doing, or counts as such).
-    pub fn answered_after_cancellation(&self) {
+    /// Tells the executor that the answer this call's future is about to return was delivered
+    /// *after* the call was cancelled (and not while the tool was being handed the call): the
+    /// call's outcome is then the cancellation, whenever the executor polls the future. Hosts
+    /// use [`answer_channel`](Self::answer_channel), whose receiver reports the order itself
+    /// (this was public in 0.1.0; kept for the executor's own tests). No effect outside a turn.
+    #[cfg(test)]
+    pub(crate) fn answered_after_cancellation(&self) {
         if let Some(shared) = &self.progress.shared {
             shared.cancellation.answered_late(self.index);
         }
     }
 
     /// The converse of [`answered_after_cancellation`](Self::answered_after_cancellation):
-    /// the answer this call's future is about to return was delivered *before* the call was
-    /// cancelled (or while the tool was handed the call), so it stands even when the executor
-    /// observed the cancellation before it polled the future again. Without it, once the
-    /// executor observed the cancellation, an answer it polls afterwards is the cancellation's
-    /// (a tool that returns because it saw the cancellation is answered with the
-    /// cancellation's message); an answer ready at the call's first poll stands either way.
-    /// Call it from the future, before it returns the answer; it costs one atomic read while
-    /// the turn's cancellation is not observed. No effect outside a turn.
-    pub fn answered_before_cancellation(&self) {
+    /// the answer was delivered *before* the call was cancelled (or while the tool was handed
+    /// the call), so it stands even when the executor observed the cancellation first. No
+    /// effect outside a turn.
+    #[cfg(test)]
+    pub(crate) fn answered_before_cancellation(&self) {
         if let Some(shared) = &self.progress.shared {
             shared.cancellation.answered_in_time(self.index);
         }
