@@ -12,13 +12,17 @@
 //! reports it to the executor as it returns the answer ([`AnswerReceiver`]). Every binding used to
 //! write this by hand; it lives here once, and the bindings only plumb answers through it.
 //!
-//! Why a channel and not a bare order recorder next to each binding's own transport: each
-//! binding needed a one-shot transport anyway (a oneshot channel for C and Python, a waker table
-//! for Node), and the order must be read in the same critical section that stores the answer
-//! (against C's hand-off, which races the reply from another thread). One small state behind one
-//! allocation does both, costs what the transports it replaces cost (one uncontended lock per
-//! delivery and per poll, no task, no cancellation waiter), and leaves no way to store the
-//! answer without its order or to return it without reporting it.
+//! Why a channel, and not a bare order recorder placed next to each binding's own transport:
+//! every binding needed a one-shot transport anyway (a oneshot channel for C and Python, a waker
+//! and a reply slot in a table for Node), and the order must be read in the same critical section
+//! that stores the answer (C's hand-off ends on the executor's thread while the reply may come
+//! from a worker at the same moment). One small state behind one allocation does both, and leaves
+//! no way to store an answer without its order or to return it without reporting it. For Node,
+//! whose per-call cost matters, the table keyed by call id stays (JavaScript names calls by id),
+//! but its entry is the sender: the waker, the reply slot and the call's token it held move into
+//! the channel, so a call costs one allocation more and one or two token clones (each a lock)
+//! less (a call sharing its turn's token is read through the turn, not a clone). Like the
+//! transports it replaces, it needs no task and no cancellation waiter per call.
 //!
 //! Reading a token takes its tree's lock, so the order costs exactly one read per answer (at
 //! delivery), plus, in hand-off mode, one when the tool finishes being handed the call and has
@@ -471,6 +475,14 @@ mod tests {
         assert_eq!(runtime.block_on(&mut receiver), Ok(7));
         worker.join().unwrap();
         assert_eq!(poll_once(&mut receiver), Poll::Ready(Err(Unanswered)));
+    }
+
+    #[test]
+    fn both_halves_cross_threads() {
+        fn sendable<T: Send + Sync>() {}
+        fn movable<T: Send>() {}
+        sendable::<AnswerSender<String>>();
+        movable::<AnswerReceiver<String>>();
     }
 
     #[test]
