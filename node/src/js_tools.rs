@@ -20,7 +20,7 @@
 //! even when the turn observes the cancellation before it polls the call again, and a tool that
 //! answers after it (having seen its `AbortSignal`) is reported cancelled. The channel replaces
 //! the waker and the reply the table used to hold (it costs one allocation per call, and saves
-//! the two clones of the call's token the table needed).
+//! the one or two clones of the call's token, each a lock, the table needed).
 //!
 //! A `ToolExecutor` turn uses these queues only for calls that need a future (a tool with a
 //! timeout; its other calls are the turn's external calls, see `exec.rs`). Its invocations name
