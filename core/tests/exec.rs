@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use exec_support::{Probe, call, registry, text};
 use ferroloop::exec::{
-    AfterCall, BeforeCall, BudgetConfig, CallStatus, CancellationToken, ExecutorConfig, FnTool,
+    AfterCall, AnswerSender, BeforeCall, BudgetConfig, CallStatus, ExecutorConfig, FnTool,
     HookCall, Permission, ReplacementRecord, ResultLimit, Tool, ToolContext, ToolExecutor,
     ToolFuture, ToolHooks, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse,
     TurnError, TurnEvent,
@@ -1405,16 +1405,14 @@ async fn host_data_attached_to_a_run_or_turn_reaches_its_calls_only() {
     assert!(standalone.host_data().is_none());
 }
 
-/// A host that answers its calls from outside their futures, as a C host's worker thread does:
-/// it reads the call's token when it delivers an answer, and the call's future reports that
-/// order to the executor.
+/// A host that answers its calls from outside their futures, as a C host's worker thread does,
+/// through the calls' answer channels: the sender reads the call's token when it delivers an
+/// answer, and the receiver reports that order to the executor.
 #[derive(Clone, Default)]
 struct OrderingHost {
-    waiting: Arc<std::sync::Mutex<Vec<(CancellationToken, OrderedReply)>>>,
+    waiting: Arc<std::sync::Mutex<Vec<AnswerSender<String>>>>,
     timeout: Option<Duration>,
 }
-
-type OrderedReply = futures::channel::oneshot::Sender<(String, bool)>;
 
 impl Tool for OrderingHost {
     fn name(&self) -> &str {
@@ -1426,28 +1424,17 @@ impl Tool for OrderingHost {
     }
 
     fn call(&self, _input: serde_json::Value, ctx: ToolContext) -> ToolFuture {
-        let (reply, answer) = futures::channel::oneshot::channel();
-        let token = ctx.cancellation_token().clone();
-        self.waiting.lock().unwrap().push((token, reply));
-        async move {
-            let (text, late) = answer.await.unwrap();
-            if late {
-                ctx.answered_after_cancellation();
-            } else {
-                ctx.answered_before_cancellation();
-            }
-            Ok(ToolOutput::text(text))
-        }
-        .boxed()
+        let (reply, answer) = ctx.answer_channel();
+        self.waiting.lock().unwrap().push(reply);
+        async move { Ok(ToolOutput::text(answer.await.unwrap())) }.boxed()
     }
 }
 
 impl OrderingHost {
     /// Delivers the answer of the oldest waiting call.
     fn deliver(&self, text: &str) {
-        let (token, reply) = self.waiting.lock().unwrap().remove(0);
-        let late = token.is_cancelled();
-        reply.send((text.to_owned(), late)).unwrap();
+        let reply = self.waiting.lock().unwrap().remove(0);
+        reply.send(text.to_owned()).unwrap();
     }
 }
 

@@ -12,13 +12,15 @@
 //! waiting calls and races a call's timeout itself, then polls the call during the cleanup
 //! grace, which is when the call notices its cancelled token and asks JavaScript to abort).
 //!
-//! A reply is stored with its order against the call's cancellation, read from the call's token
-//! when the reply arrives (one read of the token per reply), and the call's future reports that
-//! order to the executor ([`ToolContext::answered_before_cancellation`] or
-//! [`ToolContext::answered_after_cancellation`]): a tool that answered before the turn was
-//! cancelled keeps its answer even when the turn observes the cancellation before it polls the
-//! call again, and a tool that answers after it (having seen its `AbortSignal`) is reported
-//! cancelled.
+//! The table's entry is the sending half of the core's answer channel for the call
+//! ([`ToolContext::answer_channel`]), and the call's future holds the receiving half: a reply is
+//! sent through it, which records its order against the call's cancellation (one read of the
+//! call's token per reply), and the receiver reports that order to the executor as the future
+//! returns the reply. So a tool that answered before the turn was cancelled keeps its answer
+//! even when the turn observes the cancellation before it polls the call again, and a tool that
+//! answers after it (having seen its `AbortSignal`) is reported cancelled. The channel replaces
+//! the waker and the reply the table used to hold (it costs one allocation per call, and saves
+//! the one or two clones of the call's token, each a lock, the table needed).
 //!
 //! A `ToolExecutor` turn uses these queues only for calls that need a future (a tool with a
 //! timeout; its other calls are the turn's external calls, see `exec.rs`). Its invocations name
@@ -34,10 +36,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use ferroloop::exec::{CancellationToken, ProgressSender, ToolContext};
+use ferroloop::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 
@@ -179,18 +181,12 @@ impl Hasher for CallIdHasher {
     }
 }
 
-/// A call waiting for its reply.
-enum Slot {
-    Waiting {
-        waker: Option<Waker>,
-        progress: Option<ProgressSender>,
-        /// The call's token, read when the reply arrives: its order against the cancellation.
-        token: CancellationToken,
-    },
-    /// The reply, and whether the call's token was already cancelled when it arrived (the
-    /// call's outcome is then the cancellation, however soon the executor polls the call; the
-    /// reply stands otherwise, however late it polls).
-    Replied { reply: ToolReply, late: bool },
+/// A call waiting for its reply (removed when the reply arrives).
+struct Slot {
+    /// Where the reply goes: the call's answer channel, which records the reply's order against
+    /// the call's cancellation as it is sent.
+    reply: AnswerSender<ToolReply>,
+    progress: ProgressSender,
 }
 
 /// Everything behind the queues' one lock.
@@ -363,18 +359,13 @@ impl JsToolQueues {
     /// call still waiting.
     pub fn complete_many(&self, replies_json: &str) -> Result<u32, serde_json::Error> {
         let ReplyBatch(replies) = ReplyBatch::parse(replies_json)?;
-        let mut wakers = Vec::with_capacity(replies.len());
-        let mut delivered = 0;
+        let mut sends = Vec::with_capacity(replies.len());
         {
             let mut state = self.lock();
             for incoming in replies {
                 if incoming.flags & FLAG_PROGRESS != 0 {
-                    if let Some(Slot::Waiting {
-                        progress: Some(sender),
-                        ..
-                    }) = state.calls.get(&incoming.call_id)
-                    {
-                        sender.send(incoming.content);
+                    if let Some(slot) = state.calls.get(&incoming.call_id) {
+                        slot.progress.send(incoming.content);
                     }
                     continue;
                 }
@@ -383,14 +374,16 @@ impl JsToolQueues {
                     content,
                     is_error: malformed || incoming.flags & FLAG_ERROR != 0,
                 };
-                if let Some(waker) = deliver(&mut state, incoming.call_id, reply, &mut delivered) {
-                    wakers.push(waker);
+                if let Some(slot) = state.calls.remove(&incoming.call_id) {
+                    sends.push((slot.reply, reply));
                 }
             }
         }
-        // Woken outside the lock: a waker may poll (and so lock) at once.
-        for waker in wakers {
-            waker.wake();
+        let delivered = u32::try_from(sends.len()).unwrap_or(u32::MAX);
+        // Sent outside the lock: a send wakes its call, which may poll (and so lock) at once.
+        for (sender, reply) in sends {
+            // The call's future is gone (dropped after a timeout or cancellation): dropped.
+            let _ = sender.send(reply);
         }
         Ok(delivered)
     }
@@ -398,12 +391,14 @@ impl JsToolQueues {
     /// Delivers the reply of call `call_id`. Returns false when nobody waits for it any more
     /// (the call was dropped after a timeout or cancellation, or was answered already).
     pub fn complete(&self, call_id: u32, reply: ToolReply) -> bool {
-        let mut delivered = 0;
-        let waker = deliver(&mut self.lock(), call_id, reply, &mut delivered);
-        if let Some(waker) = waker {
-            waker.wake();
+        let slot = self.lock().calls.remove(&call_id);
+        match slot {
+            Some(slot) => {
+                let _ = slot.reply.send(reply);
+                true
+            }
+            None => false,
         }
-        delivered == 1
     }
 
     /// The concurrency safety of this call of `tool`, asked of JavaScript when the queues have
@@ -438,35 +433,12 @@ impl JsToolQueues {
         JsCall {
             queues: self.clone(),
             call_id: None,
+            reply: None,
             detail,
             started: timeout.map(|limit| (Instant::now(), limit)),
             ctx,
             aborted: false,
         }
-    }
-}
-
-/// Stores `reply` for a waiting call, with its order against the call's cancellation (read
-/// now, on the thread that delivers it); returns its waker.
-fn deliver(
-    state: &mut State,
-    call_id: u32,
-    reply: ToolReply,
-    delivered: &mut u32,
-) -> Option<Waker> {
-    match state.calls.get_mut(&call_id) {
-        Some(slot @ Slot::Waiting { .. }) => {
-            *delivered += 1;
-            let late = match slot {
-                Slot::Waiting { token, .. } => token.is_cancelled(),
-                Slot::Replied { .. } => false,
-            };
-            match std::mem::replace(slot, Slot::Replied { reply, late }) {
-                Slot::Waiting { waker, .. } => waker,
-                Slot::Replied { .. } => None,
-            }
-        }
-        _ => None,
     }
 }
 
@@ -499,6 +471,9 @@ pub struct JsCall {
     queues: Arc<JsToolQueues>,
     /// Set when the invocation was queued (the first poll).
     call_id: Option<u32>,
+    /// The receiving half of the call's answer channel (its sender waits in the queues'
+    /// table), from the first poll until the reply was returned.
+    reply: Option<AnswerReceiver<ToolReply>>,
     detail: Option<InvocationDetail>,
     /// When the call started and its timeout, for calls that have one.
     started: Option<(Instant, Duration)>,
@@ -520,75 +495,79 @@ impl Future for JsCall {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ToolReply> {
         let this = self.get_mut();
-        let queues = this.queues.clone();
-        let mut state = queues.lock();
         let Some(call_id) = this.call_id else {
-            let call_id = queues.next_call_id.fetch_add(1, Ordering::Relaxed);
-            this.call_id = Some(call_id);
-            state.calls.insert(
-                call_id,
-                Slot::Waiting {
-                    waker: Some(cx.waker().clone()),
-                    progress: Some(this.ctx.progress_sender()),
-                    token: this.ctx.cancellation_token().clone(),
-                },
-            );
-            let index = u32::try_from(this.ctx.index()).unwrap_or(u32::MAX);
-            let detail = this.detail.take();
-            let announce = queues.post(&mut state, |outbox| match detail {
-                None => outbox.starts.extend_from_slice(&[call_id, index]),
-                Some(detail) => outbox.invocations.push(ToolInvocation {
-                    call_id,
-                    index,
-                    detail: Some(detail),
-                }),
-            });
-            drop(state);
-            if announce {
-                queues.announce();
-            }
+            this.start(cx);
             return Poll::Pending;
         };
-        match state.calls.get_mut(&call_id) {
-            Some(Slot::Waiting { waker, .. }) => {
-                match waker {
-                    Some(known) if known.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
-                }
-                let mut announce = false;
+        let Some(receiver) = this.reply.as_mut() else {
+            return Poll::Ready(ToolReply::error("internal: polled after its reply"));
+        };
+        match Pin::new(receiver).poll(cx) {
+            // The receiver reported the reply's order against the call's cancellation: it
+            // decides the outcome, not the moment of this poll.
+            Poll::Ready(Ok(reply)) => {
+                this.reply = None;
+                Poll::Ready(reply)
+            }
+            Poll::Ready(Err(_)) => {
+                this.reply = None;
+                Poll::Ready(ToolReply::error("internal: the call was forgotten"))
+            }
+            Poll::Pending => {
                 if !this.aborted && this.ctx.is_cancelled() {
                     this.aborted = true;
                     let reason = this.abort_reason();
                     let run = run_id(&this.ctx);
-                    announce = queues.post(&mut state, |outbox| {
+                    let queues = &this.queues;
+                    let announce = queues.post(&mut queues.lock(), |outbox| {
                         outbox.aborts.push(ToolAbort {
                             call_id,
                             reason,
                             run,
                         });
                     });
-                }
-                drop(state);
-                if announce {
-                    queues.announce();
+                    if announce {
+                        queues.announce();
+                    }
                 }
                 Poll::Pending
             }
-            Some(Slot::Replied { .. }) => match state.calls.remove(&call_id) {
-                Some(Slot::Replied { reply, late }) => {
-                    drop(state);
-                    // The order of the reply and the cancellation decides the outcome, not the
-                    // moment of this poll.
-                    if late {
-                        this.ctx.answered_after_cancellation();
-                    } else {
-                        this.ctx.answered_before_cancellation();
-                    }
-                    Poll::Ready(reply)
-                }
-                _ => Poll::Ready(ToolReply::error("internal: the reply vanished")),
+        }
+    }
+}
+
+impl JsCall {
+    /// The first poll: queues the invocation, with the call's answer channel waiting in the
+    /// table. Reads no cancellation (the executor does before it starts the call).
+    fn start(&mut self, cx: &mut Context<'_>) {
+        let (sender, mut receiver) = self.ctx.answer_channel();
+        // Registers the waker; nothing can have been sent yet.
+        let _ = Pin::new(&mut receiver).poll(cx);
+        self.reply = Some(receiver);
+        let queues = &self.queues;
+        let call_id = queues.next_call_id.fetch_add(1, Ordering::Relaxed);
+        self.call_id = Some(call_id);
+        let index = u32::try_from(self.ctx.index()).unwrap_or(u32::MAX);
+        let detail = self.detail.take();
+        let mut state = queues.lock();
+        state.calls.insert(
+            call_id,
+            Slot {
+                reply: sender,
+                progress: self.ctx.progress_sender(),
             },
-            None => Poll::Ready(ToolReply::error("internal: the call was forgotten")),
+        );
+        let announce = queues.post(&mut state, |outbox| match detail {
+            None => outbox.starts.extend_from_slice(&[call_id, index]),
+            Some(detail) => outbox.invocations.push(ToolInvocation {
+                call_id,
+                index,
+                detail: Some(detail),
+            }),
+        });
+        drop(state);
+        if announce {
+            queues.announce();
         }
     }
 }
@@ -597,7 +576,7 @@ impl Drop for JsCall {
     fn drop(&mut self) {
         let Some(call_id) = self.call_id else { return };
         let mut state = self.queues.lock();
-        let unanswered = matches!(state.calls.remove(&call_id), Some(Slot::Waiting { .. }));
+        let unanswered = state.calls.remove(&call_id).is_some();
         let announce = unanswered && !self.aborted && {
             let run = run_id(&self.ctx);
             self.queues.post(&mut state, |outbox| {

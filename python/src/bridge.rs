@@ -15,9 +15,11 @@
 //!
 //! Cancellation flows both ways: cancelling the asyncio future of [`into_awaitable`] aborts the
 //! Rust future, and dropping a [`PyCall`] (aborted, timed out, or discarded) cancels its Python
-//! task, which sees `asyncio.CancelledError`. A tool call's outcome is sent with its order
-//! against the call's cancellation, read from the call's token on the loop thread as the
-//! outcome is sent ([`PyCall::start_watching`]), for the call's future to report to the executor.
+//! task, which sees `asyncio.CancelledError`. A tool call's outcome travels through the core's
+//! answer channel for the call (`ToolContext::answer_channel`; [`PyCall::start_answering`],
+//! [`call_blocking`]): the order of the outcome and the call's cancellation is read as the outcome
+//! is sent (on the loop thread for a task, on the worker thread for a plain function), and the
+//! call's future reports it to the executor as it returns the outcome.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -33,7 +35,7 @@ use pyo3::prelude::*;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use ferroloop::exec::CancellationToken;
+use ferroloop::exec::{AnswerReceiver, AnswerSender};
 
 use crate::errors::{internal_error, panic_message};
 use crate::runtime::{loop_callback_pass, python_pass, refuse_after_exit, runtime};
@@ -402,24 +404,28 @@ pub(crate) enum CallOutcome {
     Cancelled,
 }
 
-/// Where a task's outcome goes: the call's channel, and the token (a tool call's) whose state
-/// when the outcome is sent tells its order against the call's cancellation.
-pub(crate) struct ReplyTx {
-    tx: oneshot::Sender<(CallOutcome, bool)>,
-    token: Option<CancellationToken>,
+/// Where a task's outcome goes: a plain channel, or a tool call's answer channel (which records
+/// the outcome's order against the call's cancellation as it is sent).
+pub(crate) enum ReplyTx {
+    Plain(oneshot::Sender<CallOutcome>),
+    Answer(AnswerSender<CallOutcome>),
 }
 
 impl ReplyTx {
-    /// Sends `outcome` (on the loop thread, where the task ended), with whether the token was
-    /// cancelled by then: one read of the token, for calls that have one.
+    /// Sends `outcome` (on the loop thread, where the task ended).
     fn send(self, outcome: CallOutcome) {
-        let late = self
-            .token
-            .as_ref()
-            .is_some_and(CancellationToken::is_cancelled);
         // The receiver is gone when the call was dropped: nobody waits for the outcome.
-        let _ = self.tx.send((outcome, late));
+        let _ = match self {
+            Self::Plain(tx) => tx.send(outcome),
+            Self::Answer(tx) => tx.send(outcome),
+        };
     }
+}
+
+/// The receiving end of a [`ReplyTx`].
+enum ReplyRx {
+    Plain(oneshot::Receiver<CallOutcome>),
+    Answer(AnswerReceiver<CallOutcome>),
 }
 
 /// A Python `async def` function called with JSON arguments and run as a task on the bridge's
@@ -427,11 +433,8 @@ impl ReplyTx {
 pub(crate) struct PyCall {
     bridge: Arc<LoopBridge>,
     id: u64,
-    reply: oneshot::Receiver<(CallOutcome, bool)>,
+    reply: ReplyRx,
     finished: bool,
-    /// Whether the outcome was sent after the watched token was cancelled (see
-    /// [`PyCall::start_watching`]); known once the call completed with what its task sent.
-    late: Option<bool>,
 }
 
 impl PyCall {
@@ -445,22 +448,51 @@ impl PyCall {
         extra: Option<ExtraArg>,
         context: Option<Arc<Py<PyAny>>>,
     ) -> Self {
-        Self::start_watching(bridge, function, args, extra, context, None)
+        let (tx, reply) = oneshot::channel();
+        Self::start_with(
+            bridge,
+            function,
+            args,
+            extra,
+            context,
+            ReplyTx::Plain(tx),
+            ReplyRx::Plain(reply),
+        )
     }
 
-    /// As [`start`](Self::start), and records, when the task's outcome is sent (on the loop
-    /// thread), whether `token` was cancelled by then: see [`answered_late`](Self::answered_late).
-    pub(crate) fn start_watching(
+    /// As [`start`](Self::start), for a tool call: the task's outcome is sent through the call's
+    /// answer channel (`ToolContext::answer_channel`), which records its order against the
+    /// call's cancellation when it is sent (on the loop thread) and reports it to the executor
+    /// when this future returns it.
+    pub(crate) fn start_answering(
         bridge: &Arc<LoopBridge>,
         function: Arc<Py<PyAny>>,
         args: Vec<Value>,
         extra: Option<ExtraArg>,
         context: Option<Arc<Py<PyAny>>>,
-        token: Option<CancellationToken>,
+        (tx, reply): (AnswerSender<CallOutcome>, AnswerReceiver<CallOutcome>),
+    ) -> Self {
+        Self::start_with(
+            bridge,
+            function,
+            args,
+            extra,
+            context,
+            ReplyTx::Answer(tx),
+            ReplyRx::Answer(reply),
+        )
+    }
+
+    fn start_with(
+        bridge: &Arc<LoopBridge>,
+        function: Arc<Py<PyAny>>,
+        args: Vec<Value>,
+        extra: Option<ExtraArg>,
+        context: Option<Arc<Py<PyAny>>>,
+        tx: ReplyTx,
+        reply: ReplyRx,
     ) -> Self {
         let id = bridge.next_call.fetch_add(1, Ordering::Relaxed);
-        let (tx, reply) = oneshot::channel();
-        let tx = ReplyTx { tx, token };
         bridge.submit(Box::new(move |py, bridge| {
             start_task(py, bridge, id, &function, &args, extra, context, tx);
         }));
@@ -469,15 +501,7 @@ impl PyCall {
             id,
             reply,
             finished: false,
-            late: None,
         }
-    }
-
-    /// Once the call completed with the outcome its task sent: whether that outcome was sent
-    /// after the watched token was cancelled (`Some(true)`) or before (`Some(false)`). `None`
-    /// before completion, and when the outcome was not sent (the loop went away).
-    pub(crate) fn answered_late(&self) -> Option<bool> {
-        self.late
     }
 }
 
@@ -584,16 +608,15 @@ impl Future for PyCall {
     type Output = CallOutcome;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<CallOutcome> {
-        match Pin::new(&mut self.reply).poll(cx) {
+        // Not sent (the loop went away): cancelled.
+        let sent = match &mut self.reply {
+            ReplyRx::Plain(reply) => Pin::new(reply).poll(cx).map(Result::ok),
+            ReplyRx::Answer(reply) => Pin::new(reply).poll(cx).map(Result::ok),
+        };
+        match sent {
             Poll::Ready(sent) => {
                 self.finished = true;
-                Poll::Ready(match sent {
-                    Ok((outcome, late)) => {
-                        self.late = Some(late);
-                        outcome
-                    }
-                    Err(_) => CallOutcome::Cancelled,
-                })
+                Poll::Ready(sent.unwrap_or(CallOutcome::Cancelled))
             }
             Poll::Pending => Poll::Pending,
         }
@@ -614,6 +637,11 @@ impl Drop for PyCall {
 /// loop, in a copy of `context` when given (as `asyncio.to_thread` does). It cannot be
 /// interrupted; dropping the future abandons its result.
 ///
+/// With `answer` (a tool call's answer channel, `ToolContext::answer_channel`), the outcome is
+/// sent through it on the worker thread as soon as the function returned, which records its
+/// order against the call's cancellation then; the channel's receiver reports that order to the
+/// executor as this future returns the outcome.
+///
 /// `SystemExit` and `KeyboardInterrupt` are raised again on `bridge`'s loop (as asyncio does for
 /// a task's): they end the loop instead of becoming an error result only.
 pub(crate) async fn call_blocking(
@@ -622,52 +650,77 @@ pub(crate) async fn call_blocking(
     extra: Option<ExtraArg>,
     context: Option<Arc<Py<PyAny>>>,
     bridge: Option<Arc<LoopBridge>>,
+    answer: Option<(AnswerSender<CallOutcome>, AnswerReceiver<CallOutcome>)>,
 ) -> CallOutcome {
+    let (tx, reply) = answer.unzip();
     let worker = tokio::task::spawn_blocking(move || {
-        let Some(_pass) = python_pass() else {
-            return CallOutcome::Raised("the interpreter is exiting".to_owned());
-        };
-        Python::attach(|py| {
-            let called = call_args(py, &args, extra)
-                .and_then(|args| call_in_context(py, &function, args, context.as_deref()));
-            match called {
-                Ok(value) if is_awaitable(&value) => {
-                    // Closed, so that it does not warn "never awaited" as it is collected.
-                    if let Ok(close) = value.getattr(pyo3::intern!(py, "close")) {
-                        let _ = close.call0();
-                    }
-                    CallOutcome::Raised(
-                        "the tool's plain function returned a coroutine (an awaitable) instead \
-                         of a result: register an `async def` function (a wrapper that hides it \
-                         runs on a worker thread)"
-                            .to_owned(),
-                    )
-                }
-                Ok(value) => match result_to_value(&value) {
-                    Ok(value) => CallOutcome::Returned(value),
-                    Err(message) => CallOutcome::Raised(message),
-                },
-                Err(err) => {
-                    let outcome = CallOutcome::Raised(describe_tool_error(py, &err));
-                    if let Some(bridge) = bridge
-                        && (err.is_instance_of::<PySystemExit>(py)
-                            || err.is_instance_of::<PyKeyboardInterrupt>(py))
-                    {
-                        bridge.raise_on_loop(py, err);
-                    }
-                    outcome
-                }
-            }
-        })
+        let outcome = call_plain(function, args, extra, context, bridge);
+        match tx {
+            // Given back when nobody waits any more.
+            Some(tx) => tx.send(outcome).err(),
+            None => Some(outcome),
+        }
     });
+    if let Some(reply) = reply
+        && let Ok(outcome) = reply.await
+    {
+        return outcome;
+    }
+    // Not sent through the channel: none given, or the worker panicked.
     match worker.await {
-        Ok(outcome) => outcome,
+        Ok(Some(outcome)) => outcome,
+        Ok(None) => CallOutcome::Cancelled,
         Err(err) if err.is_panic() => CallOutcome::Raised(format!(
             "internal error in ferroloop: {}",
             panic_message(err.into_panic().as_ref())
         )),
         Err(_) => CallOutcome::Cancelled,
     }
+}
+
+/// Calls a plain Python function (on the calling thread; see [`call_blocking`]).
+fn call_plain(
+    function: Arc<Py<PyAny>>,
+    args: Vec<Value>,
+    extra: Option<ExtraArg>,
+    context: Option<Arc<Py<PyAny>>>,
+    bridge: Option<Arc<LoopBridge>>,
+) -> CallOutcome {
+    let Some(_pass) = python_pass() else {
+        return CallOutcome::Raised("the interpreter is exiting".to_owned());
+    };
+    Python::attach(|py| {
+        let called = call_args(py, &args, extra)
+            .and_then(|args| call_in_context(py, &function, args, context.as_deref()));
+        match called {
+            Ok(value) if is_awaitable(&value) => {
+                // Closed, so that it does not warn "never awaited" as it is collected.
+                if let Ok(close) = value.getattr(pyo3::intern!(py, "close")) {
+                    let _ = close.call0();
+                }
+                CallOutcome::Raised(
+                    "the tool's plain function returned a coroutine (an awaitable) instead \
+                     of a result: register an `async def` function (a wrapper that hides it \
+                     runs on a worker thread)"
+                        .to_owned(),
+                )
+            }
+            Ok(value) => match result_to_value(&value) {
+                Ok(value) => CallOutcome::Returned(value),
+                Err(message) => CallOutcome::Raised(message),
+            },
+            Err(err) => {
+                let outcome = CallOutcome::Raised(describe_tool_error(py, &err));
+                if let Some(bridge) = bridge
+                    && (err.is_instance_of::<PySystemExit>(py)
+                        || err.is_instance_of::<PyKeyboardInterrupt>(py))
+                {
+                    bridge.raise_on_loop(py, err);
+                }
+                outcome
+            }
+        }
+    })
 }
 
 /// Whether `value` is awaitable (a coroutine, a future, ...).

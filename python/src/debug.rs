@@ -70,7 +70,7 @@ fn _debug_gather<'py>(
             let input = py_to_value(&input).map_err(PyValueError::new_err)?;
             let function = Arc::new(function);
             calls.push(if blocking {
-                Box::pin(call_blocking(function, vec![input], None, None, None))
+                Box::pin(call_blocking(function, vec![input], None, None, None, None))
             } else {
                 Box::pin(PyCall::start(&bridge, function, vec![input], None, None))
             });

@@ -110,9 +110,15 @@ impl Tool for PyTool {
             Box::new(move |py: Python<'_>| Ok(Py::new(py, context)?.into_any())) as ExtraArg
         });
         let bridge = lock(&self.bridge).clone();
+        // The outcome travels through the call's answer channel: its order against the call's
+        // cancellation, read as it is sent, decides the call's outcome, not the moment the
+        // executor polls this future.
+        let answer = ctx.answer_channel();
         if !self.is_async {
             return Box::pin(async move {
-                tool_output(call_blocking(function, vec![input], extra, context, bridge).await)
+                let outcome =
+                    call_blocking(function, vec![input], extra, context, bridge, Some(answer));
+                tool_output(outcome.await)
             });
         }
         let token = ctx.cancellation_token().clone();
@@ -122,14 +128,8 @@ impl Tool for PyTool {
                     "ferroloop: no event loop to run this tool on",
                 ));
             };
-            let mut call = PyCall::start_watching(
-                &bridge,
-                function,
-                vec![input],
-                extra,
-                context,
-                Some(token.clone()),
-            );
+            let mut call =
+                PyCall::start_answering(&bridge, function, vec![input], extra, context, answer);
             // A timeout, a turn cancellation or a sibling's failure cancels the token while the
             // executor waits (its cleanup grace) for the call to end: cancel the Python task so
             // it sees CancelledError and can clean up, then report how it ended.
@@ -140,13 +140,6 @@ impl Tool for PyTool {
                     (&mut call).await
                 }
             };
-            // The order of the answer and the cancellation, read on the loop thread when the
-            // task's outcome was sent, decides the call's outcome, not the moment of this poll.
-            match call.answered_late() {
-                Some(true) => ctx.answered_after_cancellation(),
-                Some(false) => ctx.answered_before_cancellation(),
-                None => {}
-            }
             tool_output(outcome)
         })
     }

@@ -865,6 +865,83 @@ async def test_an_answer_delivered_before_the_turn_is_cancelled_stands() -> None
 
 
 @pytest.mark.asyncio
+async def test_a_plain_function_answer_delivered_before_the_turn_is_cancelled_stands() -> None:
+    # The plain function answers on its worker thread while the turn's task is held in the
+    # concurrency question about the next call (asked on that task); the question waits until
+    # the answer was given, then cancels the turn: the executor observes the cancellation before
+    # it polls the answered call again. The order decides: the answer stands. (Before the
+    # plain functions' answers went through the core's answer channel, no order was reported
+    # and the call was answered cancelled.)
+    ex = ferroloop.ToolExecutor()
+    turns: list[Any] = []
+    asking = threading.Event()
+    returning = threading.Event()
+
+    @ex.tool(concurrency_safe=True)
+    def quick(inp: dict[str, Any]) -> str:
+        asking.wait(10)
+        returning.set()
+        return "done"
+
+    def ask(inp: dict[str, Any]) -> bool:
+        asking.set()
+        returning.wait(10)
+        time.sleep(0.2)  # the worker thread has returned the answer by now
+        turns[0].cancel()
+        return True
+
+    @ex.tool(concurrency_safe=ask)
+    def other(inp: dict[str, Any]) -> str:
+        return "other"
+
+    for _ in range(3):
+        asking.clear()
+        returning.clear()
+        turns[:] = [ex.turn()]
+        turns[0].submit(use(0, "quick"))
+        # Submitted once the first call runs (waits for the question), so that the question is
+        # asked while its answer is on the way.
+        await asyncio.sleep(0.05)
+        turns[0].submit(use(1, "other"))
+        turns[0].seal()
+        results = await asyncio.wait_for(turns[0].results(), 10)
+        assert results[0] == {
+            "type": "tool_result",
+            "tool_use_id": "toolu_0",
+            "content": "done",
+            "is_error": False,
+        }
+        assert results[1]["is_error"] is True
+
+
+@pytest.mark.asyncio
+async def test_a_plain_function_that_saw_the_cancellation_is_reported_cancelled() -> None:
+    ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
+    started = threading.Event()
+    saw_cancel = threading.Event()
+
+    @ex.tool
+    def polite(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if ctx.cancelled:
+            saw_cancel.set()
+        return "stopped"
+
+    turn = ex.turn()
+    turn.submit(use(0, "polite"))
+    turn.seal()
+    await asyncio.to_thread(started.wait, 5)
+    turn.cancel()
+    [result] = await asyncio.wait_for(turn.results(), 10)
+    assert saw_cancel.is_set()
+    assert result["is_error"] is True
+    assert "cancelled" in result["content"]
+
+
+@pytest.mark.asyncio
 async def test_a_tool_that_returns_after_it_saw_the_cancellation_is_reported_cancelled() -> None:
     ex = ferroloop.ToolExecutor(cleanup_grace=5.0)
     started = asyncio.Event()

@@ -230,7 +230,7 @@ impl Tool for CTool {
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
-        let (pending, handle) = PendingCall::new(ctx.cancellation_token().clone());
+        let (pending, handle) = PendingCall::new(&ctx);
         let input_json = input.to_string();
         let (tool_name, tool_name_len) = text::view(&self.name);
         let (tool_use_id, tool_use_id_len) = text::view(ctx.tool_use_id());
@@ -249,14 +249,9 @@ impl Tool for CTool {
         unsafe { (self.callback)(self.userdata.0, &invocation, handle) };
         pending.handed_over();
         Box::pin(async move {
-            let (reply, late) = pending.reply().await;
             // The order of the reply and the call's cancellation decides the outcome, not the
-            // moment the executor polls this future.
-            if late {
-                ctx.answered_after_cancellation();
-            } else {
-                ctx.answered_before_cancellation();
-            }
+            // moment the executor polls this future (the pending call reports it).
+            let reply = pending.reply().await;
             let content = match reply.content {
                 ReplyContent::Text(text) => ToolResultContent::Text(text),
                 ReplyContent::Json(Value::String(text)) => ToolResultContent::Text(text),
@@ -731,4 +726,145 @@ pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
             drop(unsafe { Box::from_raw(token) });
         }
     });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::tool_call::fl_tool_complete;
+    use ferroloop_core::exec::TurnHandle;
+
+    /// One order of a C tool's callback, its reply and the turn's cancellation.
+    #[derive(Default)]
+    struct Case {
+        cancel_in_callback: bool,
+        reply_in_callback: bool,
+        cancel_first: bool,
+        turn: Mutex<Option<TurnHandle>>,
+        /// The handle the callback kept for a worker to complete.
+        kept: Mutex<Option<usize>>,
+    }
+
+    impl Case {
+        fn cancel(&self) {
+            self.turn.lock().unwrap().as_ref().unwrap().cancel();
+        }
+    }
+
+    fn complete_ok(handle: *mut fl_tool_call) {
+        // SAFETY: completed once, with 2 readable bytes.
+        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+    }
+
+    unsafe extern "C" fn callback(
+        userdata: *mut c_void,
+        _invocation: *const fl_tool_invocation,
+        call: *mut fl_tool_call,
+    ) {
+        // SAFETY: the test's `Case`, alive for the whole run.
+        let case = unsafe { &*userdata.cast::<Case>() };
+        if case.cancel_in_callback {
+            case.cancel();
+        }
+        if case.reply_in_callback {
+            if case.cancel_first {
+                case.cancel();
+            }
+            complete_ok(call);
+            if !case.cancel_first {
+                case.cancel();
+            }
+        } else {
+            *case.kept.lock().unwrap() = Some(call as usize);
+        }
+    }
+
+    /// Whether the reply came after a cancellation that landed once the callback returned, for
+    /// each order of the callback's end, the cancellation and the reply, as the executor judges
+    /// it (the table of the core's hand-off test, through a C tool).
+    #[test]
+    fn a_reply_is_late_only_after_a_cancellation_that_followed_the_callback() {
+        // (cancel before the callback returns, reply before it returns, cancel before the
+        // reply): late?
+        let cases = [
+            // Replied in the callback: its own, whatever the cancellation.
+            (false, true, false, false),
+            (true, true, true, false),
+            (false, true, true, false),
+            // Cancelled in the callback (by the tool, or so it counts), replied later.
+            (true, false, true, false),
+            // Handed over, then cancelled, then replied: the cancellation wins.
+            (false, false, true, true),
+            // Handed over, replied, then cancelled: the reply stands.
+            (false, false, false, false),
+        ];
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        for (cancel_in_callback, reply_in_callback, cancel_first, late) in cases {
+            let what = format!("{cancel_in_callback} {reply_in_callback} {cancel_first}");
+            let case = Box::new(Case {
+                cancel_in_callback,
+                reply_in_callback,
+                cancel_first,
+                ..Case::default()
+            });
+            let mut registry = ToolRegistry::new();
+            registry
+                .register(CTool {
+                    name: "worker".into(),
+                    options: fl_tool_options_default(),
+                    callback,
+                    userdata: UserData(std::ptr::from_ref::<Case>(&case).cast_mut().cast()),
+                })
+                .unwrap();
+            let exec = ToolExecutor::new(registry);
+            let results = runtime.block_on(async {
+                let turn = exec.turn();
+                *case.turn.lock().unwrap() = Some(turn.handle());
+                turn.submit(ToolUse::new("a", "worker", serde_json::json!({})))
+                    .unwrap();
+                turn.seal();
+                let spawned = turn.spawn();
+                if !reply_in_callback {
+                    // The callback returned, keeping the call for a worker.
+                    let handle = loop {
+                        if let Some(handle) = *case.kept.lock().unwrap() {
+                            break handle;
+                        }
+                        tokio::task::yield_now().await;
+                    };
+                    if cancel_first {
+                        case.cancel();
+                    }
+                    std::thread::spawn(move || complete_ok(handle as *mut fl_tool_call))
+                        .join()
+                        .unwrap();
+                    case.cancel();
+                }
+                spawned.finish().await
+            });
+            let result = &results.unwrap()[0];
+            if late {
+                assert!(result.is_error, "{what}");
+                assert_eq!(
+                    result.content,
+                    ToolResultContent::Text(
+                        "Tool 'worker' was cancelled: the turn was cancelled".into()
+                    ),
+                    "{what}"
+                );
+            } else {
+                assert!(!result.is_error, "{what}");
+                assert_eq!(
+                    result.content,
+                    ToolResultContent::Text("ok".into()),
+                    "{what}"
+                );
+            }
+        }
+    }
 }

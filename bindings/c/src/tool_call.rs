@@ -1,12 +1,18 @@
 //! A tool call handed to C: the completion handle a C tool finishes from any thread, and the
 //! cancellation flag it polls.
+//!
+//! Both are the core's answer channel for the call, in hand-off mode
+//! ([`ToolContext::answer_channel_in_hand_off`]): the handle holds the sender, the executor's
+//! side ([`PendingCall`]) the receiver, and the hand-off ends when the tool callback returns. So
+//! the order of a reply and the call's cancellation is judged by the core: a reply during the
+//! callback, or after a cancellation that landed during the callback, stands; a reply after a
+//! cancellation that landed once the callback returned is the cancellation's. The receiver being
+//! dropped (the executor gave up on the call) is what `fl_tool_call_cancelled` reports besides
+//! the token.
 
 use std::ffi::c_char;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use ferroloop_core::exec::CancellationToken;
-use tokio::sync::oneshot;
+use ferroloop_core::exec::{AnswerReceiver, AnswerSender, ToolContext};
 
 use crate::boundary::{self, FfiError};
 use crate::status::fl_status;
@@ -16,73 +22,7 @@ use crate::text::{self, Out};
 /// `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
 /// releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
 pub struct fl_tool_call {
-    state: Arc<CallState>,
-    sender: oneshot::Sender<ToolReply>,
-}
-
-/// What the executor and the C tool share about one call.
-#[derive(Debug)]
-struct CallState {
-    /// The call's token in the executor's cancellation tree (timeout, turn, sibling, run).
-    token: CancellationToken,
-    /// The executor stopped waiting for the reply (the call was detached or dropped).
-    abandoned: AtomicBool,
-    /// Where the call is, for the order of its reply and its cancellation: one of the
-    /// `IN_CALLBACK`... constants.
-    phase: AtomicU8,
-}
-
-/// The tool callback has not returned yet.
-const IN_CALLBACK: u8 = 0;
-/// The callback returned; the call was not cancelled then.
-const HANDED_OVER: u8 = 1;
-/// The callback returned; the call was cancelled by then (by the tool itself, or so it counts).
-const HANDED_OVER_CANCELLED: u8 = 2;
-/// Completed: during the callback, before a cancellation, or after one the tool saw while it was
-/// handed the call: the reply stands.
-const REPLIED: u8 = 3;
-/// Completed after a cancellation that landed once the callback had returned: the call's outcome
-/// is the cancellation.
-const REPLIED_LATE: u8 = 4;
-
-impl CallState {
-    fn is_cancelled(&self) -> bool {
-        self.token.is_cancelled() || self.abandoned.load(Ordering::Acquire)
-    }
-
-    /// The callback returned. Reads the token (a lock) only when the call is not completed yet.
-    fn handed_over(&self) {
-        if self.phase.load(Ordering::Acquire) != IN_CALLBACK {
-            return;
-        }
-        let phase = if self.token.is_cancelled() {
-            HANDED_OVER_CANCELLED
-        } else {
-            HANDED_OVER
-        };
-        // Fails when the call was completed meanwhile (from another thread): its reply came
-        // while the tool was handed the call.
-        let _ =
-            self.phase
-                .compare_exchange(IN_CALLBACK, phase, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    /// The tool completes the call: records whether its reply comes after a cancellation that
-    /// landed once the callback had returned. A reply during the callback reads nothing.
-    fn replied(&self) {
-        if self
-            .phase
-            .compare_exchange(IN_CALLBACK, REPLIED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            return;
-        }
-        // The callback returned (its phase no longer changes but here): did a cancellation land
-        // between its end and now?
-        let late = self.phase.load(Ordering::Acquire) == HANDED_OVER && self.token.is_cancelled();
-        self.phase
-            .store(if late { REPLIED_LATE } else { REPLIED }, Ordering::Release);
-    }
+    sender: AnswerSender<ToolReply>,
 }
 
 /// The content of a tool's reply.
@@ -114,56 +54,32 @@ impl ToolReply {
 /// call) raises the call's cancellation flag.
 #[derive(Debug)]
 pub(crate) struct PendingCall {
-    state: Arc<CallState>,
-    receiver: oneshot::Receiver<ToolReply>,
+    receiver: AnswerReceiver<ToolReply>,
 }
 
 impl PendingCall {
-    /// A new call cancelled by `token`: the executor keeps the `PendingCall`, the C tool
-    /// receives the handle (which it owns until it completes it).
-    pub(crate) fn new(token: CancellationToken) -> (Self, *mut fl_tool_call) {
-        let state = Arc::new(CallState {
-            token,
-            abandoned: AtomicBool::new(false),
-            phase: AtomicU8::new(IN_CALLBACK),
-        });
-        let (sender, receiver) = oneshot::channel();
-        let handle = Box::new(fl_tool_call {
-            state: Arc::clone(&state),
-            sender,
-        });
-        (Self { state, receiver }, Box::into_raw(handle))
+    /// A new call of `ctx`, being handed to the tool: the executor keeps the `PendingCall`, the C
+    /// tool receives the handle (which it owns until it completes it).
+    pub(crate) fn new(ctx: &ToolContext) -> (Self, *mut fl_tool_call) {
+        let (sender, receiver) = ctx.answer_channel_in_hand_off();
+        let handle = Box::new(fl_tool_call { sender });
+        (Self { receiver }, Box::into_raw(handle))
     }
 
     /// The tool callback returned: a cancellation from now until the reply is the call's
     /// outcome (one before is the tool's own doing, or counts as such).
     pub(crate) fn handed_over(&self) {
-        self.state.handed_over();
+        self.receiver.handed_over();
     }
 
-    /// The tool's reply, and whether it came after a cancellation that landed once the tool
-    /// callback had returned. Only a handle dropped without a reply (which C cannot do:
-    /// completing is the only way to release it) yields an error reply.
-    pub(crate) async fn reply(mut self) -> (ToolReply, bool) {
-        match (&mut self.receiver).await {
-            // The phase was stored before the reply was sent.
-            Ok(reply) => (
-                reply,
-                self.state.phase.load(Ordering::Acquire) == REPLIED_LATE,
-            ),
-            Err(_) => (
-                ToolReply::error("the tool released its call without completing it".into()),
-                false,
-            ),
+    /// The tool's reply (its order against the cancellation is reported to the executor as it
+    /// is returned). Only a handle dropped without a reply (which C cannot do: completing is
+    /// the only way to release it) yields an error reply.
+    pub(crate) async fn reply(self) -> ToolReply {
+        match self.receiver.await {
+            Ok(reply) => reply,
+            Err(_) => ToolReply::error("the tool released its call without completing it".into()),
         }
-    }
-}
-
-impl Drop for PendingCall {
-    fn drop(&mut self) {
-        // After a reply this is harmless; otherwise the executor gave up on the call (it was
-        // detached after its cleanup grace, or the executor was freed): the tool may stop.
-        self.state.abandoned.store(true, Ordering::Release);
     }
 }
 
@@ -262,7 +178,6 @@ unsafe fn complete(
             Err(error),
         ),
     };
-    call.state.replied();
     // The executor may have stopped waiting (a cancelled call): the reply is then dropped.
     let _ = call.sender.send(reply);
     result
@@ -286,7 +201,7 @@ pub unsafe extern "C" fn fl_tool_call_cancelled(
         let call = unsafe { text::handle_ref(call, "call") }?;
         let cancelled = Out::new(cancelled, "cancelled")?;
         // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { cancelled.write(call.state.is_cancelled()) };
+        unsafe { cancelled.write(call.sender.is_cancelled()) };
         Ok(())
     })
 }
@@ -295,6 +210,12 @@ pub unsafe extern "C" fn fl_tool_call_cancelled(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use ferroloop_core::exec::CancellationToken;
+
+    /// A call outside any turn, cancelled by `token`.
+    fn new_call(token: &CancellationToken) -> (PendingCall, *mut fl_tool_call) {
+        PendingCall::new(&ToolContext::standalone("t", token.clone()))
+    }
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
@@ -315,14 +236,14 @@ mod tests {
 
     #[test]
     fn completion_from_another_thread() {
-        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let (pending, handle) = new_call(&CancellationToken::new());
         let handle = handle as usize;
         let worker = std::thread::spawn(move || {
             let text = "done";
             // SAFETY: the handle is completed once, here.
             unsafe { fl_tool_complete(handle as *mut fl_tool_call, text.as_ptr().cast(), 4, false) }
         });
-        let (reply, _) = block_on(pending.reply());
+        let reply = block_on(pending.reply());
         assert_eq!(worker.join().unwrap(), fl_status::FL_STATUS_OK);
         assert_eq!(
             reply,
@@ -336,7 +257,7 @@ mod tests {
     #[test]
     fn token_cancels() {
         let token = CancellationToken::new();
-        let (pending, handle) = PendingCall::new(token.clone());
+        let (pending, handle) = new_call(&token);
         assert!(!cancelled(handle));
         token.cancel();
         assert!(cancelled(handle));
@@ -344,14 +265,14 @@ mod tests {
         let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
         assert_eq!(status, fl_status::FL_STATUS_OK);
         assert_eq!(
-            block_on(pending.reply()).0.content,
+            block_on(pending.reply()).content,
             ReplyContent::Text("ok".into())
         );
     }
 
     #[test]
     fn dropping_the_pending_call_cancels_and_late_completion_is_fine() {
-        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let (pending, handle) = new_call(&CancellationToken::new());
         assert!(!cancelled(handle));
         drop(pending);
         assert!(cancelled(handle));
@@ -362,93 +283,34 @@ mod tests {
 
     #[test]
     fn invalid_content_still_completes_with_an_error() {
-        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let (pending, handle) = new_call(&CancellationToken::new());
         let bad = [0xffu8];
         // SAFETY: completed once with one readable byte.
         let status = unsafe { fl_tool_complete(handle, bad.as_ptr().cast(), 1, false) };
         assert_eq!(status, fl_status::FL_STATUS_INVALID_UTF8);
-        let (reply, _) = block_on(pending.reply());
+        let reply = block_on(pending.reply());
         assert!(reply.is_error);
 
-        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let (pending, handle) = new_call(&CancellationToken::new());
         let json = "{\"not\": \"blocks\"}";
         // SAFETY: completed once with `json.len()` readable bytes.
         let status =
             unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), false) };
         assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT);
-        assert!(block_on(pending.reply()).0.is_error);
+        assert!(block_on(pending.reply()).is_error);
 
-        let (pending, handle) = PendingCall::new(CancellationToken::new());
+        let (pending, handle) = new_call(&CancellationToken::new());
         let json = "[{\"type\":\"text\",\"text\":\"hi\"}]";
         // SAFETY: completed once with `json.len()` readable bytes.
         let status =
             unsafe { fl_tool_complete_json(handle, json.as_ptr().cast(), json.len(), true) };
         assert_eq!(status, fl_status::FL_STATUS_OK);
-        let (reply, _) = block_on(pending.reply());
+        let reply = block_on(pending.reply());
         assert!(reply.is_error);
         assert_eq!(
             reply.content,
             ReplyContent::Json(serde_json::json!([{"type": "text", "text": "hi"}]))
         );
-    }
-
-    fn complete_ok(handle: *mut fl_tool_call) {
-        // SAFETY: completed once, with 2 readable bytes.
-        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
-        assert_eq!(status, fl_status::FL_STATUS_OK);
-    }
-
-    /// Whether the reply came after a cancellation that landed once the callback returned,
-    /// for each order of the callback's end (`handed_over`), the cancellation and the reply.
-    #[test]
-    fn a_reply_is_late_only_after_a_cancellation_that_followed_the_callback() {
-        // (cancel before the callback returns, reply before it returns, cancel before the
-        // reply): late?
-        let cases = [
-            // Replied in the callback: its own, whatever the cancellation.
-            (false, true, false, false),
-            (true, true, true, false),
-            (false, true, true, false),
-            // Cancelled in the callback (by the tool, or so it counts), replied later.
-            (true, false, true, false),
-            // Handed over, then cancelled, then replied: the cancellation wins.
-            (false, false, true, true),
-            // Handed over, replied, then cancelled: the reply stands.
-            (false, false, false, false),
-        ];
-        for (cancel_in_callback, reply_in_callback, cancel_first, late) in cases {
-            let token = CancellationToken::new();
-            let (pending, handle) = PendingCall::new(token.clone());
-            let case = format!("{cancel_in_callback} {reply_in_callback} {cancel_first}");
-            if cancel_in_callback {
-                token.cancel();
-            }
-            if reply_in_callback {
-                if cancel_first {
-                    token.cancel();
-                }
-                complete_ok(handle);
-                pending.handed_over();
-                if !cancel_first {
-                    token.cancel();
-                }
-            } else {
-                pending.handed_over();
-                let handle = handle as usize;
-                let canceller = token.clone();
-                if cancel_first {
-                    canceller.cancel();
-                }
-                // From another thread, as a host's worker does.
-                std::thread::spawn(move || complete_ok(handle as *mut fl_tool_call))
-                    .join()
-                    .unwrap();
-                token.cancel();
-            }
-            let (reply, was_late) = block_on(pending.reply());
-            assert_eq!(reply.content, ReplyContent::Text("ok".into()), "{case}");
-            assert_eq!(was_late, late, "{case}");
-        }
     }
 
     #[test]

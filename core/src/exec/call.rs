@@ -166,7 +166,18 @@ where
     token.cancel();
     let grace = env.shared.exec.config.cleanup_grace;
     let detached = match tokio::time::timeout(grace, &mut future).await {
-        Ok(_) => false,
+        // An answer given during the grace comes after the cancellation: it is the
+        // cancellation's, unless its host reports it in time (a cancellation that landed while
+        // the tool was being handed the call is the tool's own: see
+        // `ToolContext::answer_channel_in_hand_off`).
+        Ok(returned) => {
+            if matches!(ended, Ended::Cancelled)
+                && env.shared.cancellation.answer_stands(env.index, true)
+            {
+                return Ok(returned);
+            }
+            false
+        }
         Err(_) => {
             detach(env, future);
             true

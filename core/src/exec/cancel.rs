@@ -52,10 +52,11 @@ pub(crate) struct TurnCancellation {
     /// [`observe`](Self::observe) when the token was cancelled from elsewhere (the run token, or
     /// the token itself): when set, the token is cancelled.
     cancelled: AtomicBool,
-    /// The order of answers and the cancellation, as hosts that deliver answers from outside
-    /// their call's future reported it (see [`ToolContext::answered_after_cancellation`]).
+    /// The order of answers and the cancellation, as the answer channels of hosts that deliver
+    /// answers from outside their call's future reported it (see
+    /// [`ToolContext::answer_channel`]).
     ///
-    /// [`ToolContext::answered_after_cancellation`]: super::ToolContext::answered_after_cancellation
+    /// [`ToolContext::answer_channel`]: super::ToolContext::answer_channel
     order: AnswerOrders,
 }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use futures_util::task::AtomicWaker;
 use serde_json::Value;
 
+use super::answer::{self, AnswerReceiver, AnswerSender, CallLink};
 use super::cancel::{CancellationToken, TurnCancellation};
 use super::executor::ExecutorInner;
 use super::types::ToolUse;
@@ -113,35 +114,66 @@ impl ToolContext {
         self.cancellation_token().cancelled().await;
     }
 
-    /// For a host that delivers a call's answer from outside the call's future (another
-    /// thread completing the call): tells the executor that the answer this call's future is
-    /// about to return was delivered *after* the call was cancelled, and not by the tool while
-    /// it was being handed the call. The call's outcome is then the cancellation, as if the
-    /// executor had seen the cancellation first, whenever it polls the future: the order of the
-    /// events decides, not the moment of the poll. Call it from the future, before it returns
-    /// the answer. No effect outside a turn.
-    ///
-    /// A host finds the order by reading the call's token when it delivers the answer (and
-    /// when it finished being handed the call: a cancellation that landed while the tool was
-    /// handed the call is the tool's own doing, or counts as such).
-    pub fn answered_after_cancellation(&self) {
+    /// Tells the executor that the answer this call's future is about to return was delivered
+    /// *after* the call was cancelled (and not while the tool was being handed the call): the
+    /// call's outcome is then the cancellation, whenever the executor polls the future. Hosts
+    /// use [`answer_channel`](Self::answer_channel), whose receiver reports the order itself
+    /// (this was public in 0.1.0; kept for the executor's own tests). No effect outside a turn.
+    #[cfg(test)]
+    pub(crate) fn answered_after_cancellation(&self) {
         if let Some(shared) = &self.progress.shared {
             shared.cancellation.answered_late(self.index);
         }
     }
 
     /// The converse of [`answered_after_cancellation`](Self::answered_after_cancellation):
-    /// the answer this call's future is about to return was delivered *before* the call was
-    /// cancelled (or while the tool was handed the call), so it stands even when the executor
-    /// observed the cancellation before it polled the future again. Without it, once the
-    /// executor observed the cancellation, an answer it polls afterwards is the cancellation's
-    /// (a tool that returns because it saw the cancellation is answered with the
-    /// cancellation's message); an answer ready at the call's first poll stands either way.
-    /// Call it from the future, before it returns the answer; it costs one atomic read while
-    /// the turn's cancellation is not observed. No effect outside a turn.
-    pub fn answered_before_cancellation(&self) {
+    /// the answer was delivered *before* the call was cancelled (or while the tool was handed
+    /// the call), so it stands even when the executor observed the cancellation first. No
+    /// effect outside a turn.
+    #[cfg(test)]
+    pub(crate) fn answered_before_cancellation(&self) {
         if let Some(shared) = &self.progress.shared {
             shared.cancellation.answered_in_time(self.index);
+        }
+    }
+
+    /// A channel for this call's answer when a host delivers it from outside the call's future
+    /// (another thread, another language's event loop): the host keeps the
+    /// [`AnswerSender`] and sends the answer from anywhere; the call's future awaits the
+    /// [`AnswerReceiver`] and returns what it yields. The order of the answer and the call's
+    /// cancellation then decides the call's outcome, not the moment the executor polls the
+    /// future: an answer sent before the call was cancelled stands even when the executor
+    /// observed the cancellation first; one sent after it (the tool saw its cancellation and
+    /// answered anyway) is answered with the cancellation's message. The receiver reports the
+    /// order to the executor as it yields the answer; nothing else is needed.
+    ///
+    /// Costs one allocation; reads the call's token once, when the answer is sent.
+    pub fn answer_channel<T>(&self) -> (AnswerSender<T>, AnswerReceiver<T>) {
+        answer::channel(self.call_link(), false)
+    }
+
+    /// As [`answer_channel`](Self::answer_channel), for a host that is first *handed* the call
+    /// (a C tool callback, which may answer at once or hand the call to a worker): until
+    /// [`AnswerReceiver::handed_over`], the tool is being handed the call, and a cancellation
+    /// that lands meanwhile is the tool's own doing (a callback cancelling its own run), or
+    /// counts as such: an answer sent during the hand-off, or after a cancellation that landed
+    /// during it, stands. Only a cancellation that lands after the hand-off and before the
+    /// answer makes the answer the cancellation's.
+    pub fn answer_channel_in_hand_off<T>(&self) -> (AnswerSender<T>, AnswerReceiver<T>) {
+        answer::channel(self.call_link(), true)
+    }
+
+    /// What an answer channel needs of this call: how to read its cancellation (its own token,
+    /// or its turn's, read through the turn's lock-free flag first) and where to report.
+    fn call_link(&self) -> CallLink {
+        CallLink {
+            own: if self.own_token {
+                self.cancel.get().cloned()
+            } else {
+                None
+            },
+            shared: self.progress.shared.clone(),
+            index: self.index,
         }
     }
 

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod admission;
+mod answer;
 pub mod budget;
 mod call;
 pub use call::panic_message;
@@ -62,6 +63,7 @@ mod tool;
 mod turn;
 mod types;
 
+pub use answer::{AnswerReceiver, AnswerSender, Unanswered};
 pub use budget::{BudgetConfig, Replacement, ReplacementRecord, ResultBudget};
 pub use cancel::{CancellationToken, SiblingFailure, StopReason};
 pub use context::{HostData, ProgressSender, ToolContext};

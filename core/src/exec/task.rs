@@ -14,12 +14,11 @@
 //! Cancellation against an answer is decided by the order of the two, as far as it is known,
 //! not by the moment of the poll. The first poll reads no cancellation: an answer ready then
 //! was delivered while the tool was handed the call (its own, even after a cancellation it
-//! caused), unless the host that delivered it from outside the future (a C host's worker
-//! thread) reports it came after a cancellation that landed once the call was handed over
-//! ([`ToolContext::answered_after_cancellation`]). At a later poll the cancellation, once the
-//! turn observed it, comes first (a tool that returns because it saw it is answered with the
-//! cancellation's message), unless the host reports the answer was delivered before it
-//! ([`ToolContext::answered_before_cancellation`]).
+//! caused), unless the host that delivered it from outside the future (through the call's answer
+//! channel, [`ToolContext::answer_channel`]) reports it came after a cancellation that landed
+//! once the call was handed over. At a later poll the cancellation, once the turn observed it,
+//! comes first (a tool that returns because it saw it is answered with the cancellation's
+//! message), unless the answer channel reports the answer was delivered before it.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
