@@ -1446,10 +1446,20 @@ impl ToolHooks for PassThroughHooks {}
 /// An answer delivered before the turn was cancelled stands, although the turn observes the
 /// cancellation before it polls the call again; one delivered after the cancellation is the
 /// cancellation's (the tool answered anyway): the order of the events decides, not the poll.
-/// On every path: a call waiting on its turn's task, one racing its timeout, a hooked one.
+/// On every path: a call waiting on its turn's task, one racing its timeout, a hooked one; and
+/// for a turn cancelled by its handle or through the executor's run token (which the turn
+/// notices only when it next looks: an answer delivered before that cancellation was reported
+/// cancelled on the timed and hooked paths).
 #[tokio::test(start_paused = true)]
 async fn a_host_answer_is_judged_by_the_order_of_answer_and_cancellation() {
-    for (timed, hooked) in [(false, false), (true, false), (false, true)] {
+    for (timed, hooked, by_run) in [
+        (false, false, false),
+        (true, false, false),
+        (false, true, false),
+        (false, false, true),
+        (true, false, true),
+        (false, true, true),
+    ] {
         for answer_first in [true, false] {
             let host = OrderingHost {
                 timeout: timed.then_some(Duration::from_secs(30)),
@@ -1470,15 +1480,24 @@ async fn a_host_answer_is_judged_by_the_order_of_answer_and_cancellation() {
             // The call was handed to the host and waits for its answer.
             tokio::time::sleep(Duration::from_millis(10)).await;
             assert_eq!(host.waiting.lock().unwrap().len(), 1);
+            let cancel = || {
+                if by_run {
+                    exec.run_token().cancel();
+                } else {
+                    handle.cancel();
+                }
+            };
             if answer_first {
                 host.deliver("done");
-                handle.cancel();
+                cancel();
             } else {
-                handle.cancel();
+                cancel();
                 host.deliver("done anyway");
             }
             let results = spawned.finish().await.unwrap();
-            let case = format!("timed={timed} hooked={hooked} answer_first={answer_first}");
+            let case = format!(
+                "timed={timed} hooked={hooked} by_run={by_run} answer_first={answer_first}"
+            );
             if answer_first {
                 assert_eq!(text(&results[0]), "done", "{case}");
                 assert!(!results[0].is_error, "{case}");
