@@ -2581,6 +2581,67 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
     }
 }
 
+/// A hook's history that is no smaller than the current one is no compaction: it is not taken
+/// (it replaced the user's prompt, and a prompt-too-long request was sent again, bigger).
+#[tokio::test]
+async fn a_hook_history_no_smaller_than_the_current_one_is_not_taken() {
+    let grown = || vec![json!({"role": "user", "content": big_prompt(3_000)})];
+    // Reactive: the refusal is not answered by sending the bigger history.
+    let model = Arc::new(ScriptedModel::new(|_, _| {
+        Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        })
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    )
+    .with_compaction_hook(hook(move |_| Some(grown())));
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::PromptTooLong);
+    assert_eq!(messages, history);
+    assert_eq!(model.calls(), 1, "{events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })))
+    );
+    // Auto: the user's prompt goes out, not the hook's bigger history; and the same history
+    // handed back is not reported as a compaction.
+    for variant in ["bigger", "same"] {
+        let (model, requests) =
+            ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn"))
+                .recorded();
+        let mut config = AgentConfig::new("m");
+        config.budget = thresholds(1_000, 1_000_000);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+            .with_compaction_hook(hook(move |history| match variant {
+                "bigger" => Some(grown()),
+                _ => Some(history),
+            }));
+        let prompt = format!("{}y", big_prompt(2_000));
+        let events = collect(&agent, &prompt).await;
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+            "{variant}"
+        );
+        let requests = requests.lock().unwrap();
+        // (As blocks: the last message carries a cache breakpoint.)
+        let sent = &requests[0]["messages"][0]["content"][0]["text"];
+        assert_eq!(sent.as_str(), Some(prompt.as_str()), "{variant}");
+        assert_eq!(stop(&events).0, StopReason::EndTurn, "{variant}");
+    }
+}
+
 /// The host data given to a run reaches the tool calls of each of its turns, and only those.
 #[tokio::test]
 async fn host_data_of_a_run_reaches_its_tool_calls() {

@@ -33,8 +33,9 @@ use crate::exec::{
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
-/// summariser). A history that [`check_history`] refuses (it must end with a user message) is
-/// not used: the old one is kept. A hook that panics ends the run with
+/// summariser). A history that [`check_history`] refuses (it must end with a user message), or
+/// that is not estimated smaller than the current one, is not used: the old one is kept (a
+/// prompt-too-long refusal then ends the run with `prompt_too_long`). A hook that panics ends the run with
 /// [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends the run with
 /// [`StopReason::Aborted`].
 pub type CompactHook =
@@ -1257,6 +1258,16 @@ impl Driver {
             None => None,
         };
         let compacted = match compacted {
+            // A host's history that is no smaller than the one it replaces is not a
+            // compaction: taken, it would replace the conversation (the user's prompt with it)
+            // for nothing, and a refused request (prompt too long) would be sent again,
+            // bigger, to be refused again.
+            Some(history) if !self.is_smaller(&history) => {
+                tracing::warn!(
+                    "the compaction hook's history is not smaller than the current one; keeping the old one"
+                );
+                return Ok(false);
+            }
             Some(history) => history,
             // A lone message is the latest prompt, which a summary keeps whole: a summary call
             // could not make the context smaller, only cost one (a request already too big on
@@ -1300,6 +1311,17 @@ impl Driver {
             trigger,
         }));
         Ok(true)
+    }
+
+    /// Whether `history` is estimated to take fewer tokens than the current history (both
+    /// estimated alike: the current one's reported usage is not comparable with an estimate).
+    fn is_smaller(&self, history: &[Value]) -> bool {
+        let estimate = |messages: &[Value]| {
+            let mut tracker = ContextTracker::new(self.config().family);
+            tracker.replace_messages(messages);
+            tracker.tokens().tokens
+        };
+        estimate(history) < estimate(&self.messages)
     }
 
     /// The built-in summariser: one model call over the history plus a summary request, with
