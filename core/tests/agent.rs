@@ -419,6 +419,88 @@ async fn prompt_too_long_twice_stops() {
     assert!(check_tool_pairing(&messages).is_ok());
 }
 
+/// A refusal for length hours into a run is answered by a compaction even when an earlier one
+/// was: before, the second refusal of a run ended it with `prompt_too_long`, whatever had
+/// happened since. Two refusals with no response between still stop it (above).
+#[tokio::test]
+async fn a_later_prompt_too_long_is_compacted_again() {
+    let too_long = || {
+        Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        })
+    };
+    let model = Arc::new(ScriptedModel::new(move |n, request| match n {
+        0 | 3 => too_long(),
+        1 | 4 => reply(request, vec![text("summary")], "end_turn"),
+        2 => reply(
+            request,
+            vec![call("t1", "read", json!({"path": "a"}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok());
+    let compactions = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::Context(ContextAction::Compaction {
+                    trigger: "reactive",
+                    ..
+                })
+            )
+        })
+        .count();
+    assert_eq!(compactions, 2);
+    assert_eq!(model.calls(), 6);
+}
+
+/// A budget spent before the first call (0, as a host hands a run the rest of a shared budget)
+/// makes no call: before, the first one was made whatever the budget.
+#[tokio::test]
+async fn a_budget_of_zero_makes_no_model_call() {
+    for (tokens, cost) in [(Some(0), None), (None, Some(0.0))] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            reply(request, vec![text("hi")], "end_turn")
+        }));
+        let mut config = AgentConfig::new("m");
+        config.limits.token_budget = tokens;
+        config.limits.cost_budget = cost;
+        let agent = Agent::new(config, model.clone(), executor(Default::default()));
+        let events = collect(&agent, "go").await;
+        let (reason, _, turns) = stop(&events);
+        assert_eq!(
+            (reason, turns),
+            (StopReason::Budget, 0),
+            "{tokens:?} {cost:?}"
+        );
+        assert_eq!(model.calls(), 0);
+        let (_, _, code) = stop_code(&events);
+        assert_eq!(
+            code,
+            Some(if tokens.is_some() {
+                "token_budget"
+            } else {
+                "cost_budget"
+            })
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_truncated_stream_is_discarded_and_the_turn_retried_once() {
     let log = Arc::new(Mutex::new(Vec::new()));

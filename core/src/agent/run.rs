@@ -508,6 +508,11 @@ impl Driver {
             if self.turns >= self.config().limits.max_turns {
                 return Ending::reason(StopReason::MaxTurns);
             }
+            // Checked after every call too; here for a budget spent before the first one (a
+            // budget of 0, as a host hands the rest of a shared budget to a run).
+            if let Some(stop) = self.over_budget() {
+                return stop;
+            }
             if let Some(reason) = self.manage_context().await {
                 return reason;
             }
@@ -724,6 +729,10 @@ impl Driver {
                 }
             };
             truncation_retry_done = false;
+            // A response came back: the context fits again. A refusal later in the run (the
+            // history has grown since) is answered by a compaction of its own; only one
+            // right after another, with no response between, stops the run.
+            reactive_compaction_done = false;
             let stop_reason = message
                 .get("stop_reason")
                 .and_then(Value::as_str)
