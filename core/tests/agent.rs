@@ -268,6 +268,63 @@ async fn max_tokens_mid_tool_input_cancels_early_calls_and_keeps_history_valid()
     assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t1")));
 }
 
+/// A response cut by the output limit inside a call (a big `write`): the model is told the
+/// call was not run. Before, the continuation said nothing of it (the model resumed as if it
+/// had run), and a response with nothing before the call was asked again unchanged, to be cut
+/// the same way until the continuations ran out.
+#[tokio::test]
+async fn a_call_cut_by_max_tokens_is_reported_to_the_model_as_not_run() {
+    for with_text in [true, false] {
+        let (model, requests) = ScriptedModel::new(move |n, request| match n {
+            0 => {
+                let content = if with_text { vec![text("Writing it.")] } else { vec![] };
+                let message = scripted_message(request, content, "max_tokens");
+                let mut sse = anthropic_sse(&message, 7);
+                let index = usize::from(with_text);
+                let cut = format!(
+                    "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"write\",\"input\":{{}}}}}}\n\n\
+                     event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\": \\\"big\"}}}}\n\n\
+                     event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n"
+                );
+                let at = sse.find("event: message_delta").unwrap();
+                sse.insert_str(at, &cut);
+                Ok(Bytes::from(sse))
+            }
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        })
+        .recorded();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(log.clone()),
+        );
+        let events = collect(&agent, "write a big file").await;
+        let (reason, messages, turns) = stop(&events);
+        assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{with_text}");
+        assert!(check_tool_pairing(&messages).is_ok());
+        assert!(log.lock().unwrap().is_empty(), "the cut call ran");
+        let requests = requests.lock().unwrap();
+        let last = requests[1]["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(last["role"], "user");
+        let said = last["content"].to_string();
+        assert!(
+            said.contains("were not run") && said.contains("(write)"),
+            "{with_text}: {said}"
+        );
+        assert_ne!(
+            requests[0]["messages"], requests[1]["messages"],
+            "{with_text}"
+        );
+        if with_text {
+            assert!(said.contains("Resume directly"), "{said}");
+        } else {
+            // The prompt stays; the note follows it.
+            assert!(said.contains("write a big file"), "{said}");
+        }
+    }
+}
+
 /// A tool's `tool_finished` status uses the names the executor's own events use (`timed_out`),
 /// not a lowercased Rust variant (`timedout`, before).
 #[tokio::test]

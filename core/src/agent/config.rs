@@ -62,7 +62,8 @@ pub struct AgentConfig {
     pub family: Family,
     /// How many times a `max_tokens` stop in text is continued (default 3).
     pub max_continuations: u32,
-    /// The user message sent to continue after `max_tokens`.
+    /// The user message sent to continue after `max_tokens` (followed by a note naming the
+    /// tools the cut response called: those calls are not run).
     pub continuation_prompt: String,
     /// Tools whose old results microcompact may clear (empty: every tool).
     pub compactable_tools: Vec<String>,

@@ -816,6 +816,7 @@ impl Driver {
                     // continued the same way: the context management before the next call
                     // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
+                    let cut_calls = tool_use_names(&assistant);
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
                     drop_unsigned_thinking(&mut assistant);
@@ -834,8 +835,18 @@ impl Driver {
                     }
                     continuations += 1;
                     let prompt = self.config().continuation_prompt.clone();
+                    // The model is told its calls were not run: else it resumes as if they
+                    // had been, or, with nothing of the response kept, the same request goes
+                    // out again and is cut the same way (a file too big to write in one call).
+                    let note = (!cut_calls.is_empty()).then(|| cut_calls_note(&cut_calls));
                     if text_cut {
+                        let prompt = match note {
+                            Some(note) => format!("{prompt}\n\n{note}"),
+                            None => prompt,
+                        };
                         self.push_message(json!({"role": "user", "content": prompt}));
+                    } else if let Some(note) = note {
+                        self.add_note_to_last_user_message(&note);
                     }
                 }
                 other => {
@@ -1009,6 +1020,25 @@ impl Driver {
         let mut blocks = content_blocks(&paused);
         blocks.extend(content_blocks(assistant));
         assistant["content"] = Value::Array(blocks);
+    }
+
+    /// Ends the last message, a user message, with `note` (once: a note already there is not
+    /// repeated), so that the next request differs from the one just answered.
+    fn add_note_to_last_user_message(&mut self, note: &str) {
+        let Some(last) = self.messages.last_mut() else {
+            return;
+        };
+        if last.get("role").and_then(Value::as_str) != Some("user") {
+            return;
+        }
+        let mut blocks = content_blocks(last);
+        let block = json!({"type": "text", "text": note});
+        if blocks.last() == Some(&block) {
+            return;
+        }
+        blocks.push(block);
+        last["content"] = Value::Array(blocks);
+        self.tracker.replace_messages(&self.messages);
     }
 
     fn push_message(&mut self, message: Value) {
@@ -1291,7 +1321,11 @@ impl Driver {
                     let source: Vec<Value> = self
                         .messages
                         .iter()
-                        .filter(|m| m.get("content").and_then(Value::as_str) != Some(continuation))
+                        .filter(|m| {
+                            !m.get("content")
+                                .and_then(Value::as_str)
+                                .is_some_and(|text| is_continuation(text, continuation))
+                        })
                         .cloned()
                         .collect();
                     history_from_summary(&source, &summary)
@@ -1633,6 +1667,49 @@ fn hook_panicked(panic: &(dyn Any + Send)) -> Ending {
     )
 }
 
+/// The names of the tools a message calls, each once, in order.
+fn tool_use_names(message: &Value) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for block in message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    {
+        if let Some(name) = block.get("name").and_then(Value::as_str)
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// The start of [`cut_calls_note`].
+const CUT_CALLS_NOTE: &str = "The output token limit cut your last response";
+
+/// Whether `text` is a continuation prompt of the loop's: `continuation`, perhaps followed by
+/// a [`cut_calls_note`].
+fn is_continuation(text: &str, continuation: &str) -> bool {
+    text.strip_prefix(continuation).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix("\n\n")
+                .is_some_and(|note| note.starts_with(CUT_CALLS_NOTE))
+    })
+}
+
+/// What the model is told of the calls of a response the output limit cut: none was run.
+fn cut_calls_note(names: &[String]) -> String {
+    format!(
+        "{CUT_CALLS_NOTE}, so its tool calls ({}) were not run. \
+         Make them again with smaller inputs: a call's whole input must fit in one response \
+         (split a large file into several writes or edits).",
+        names.join(", ")
+    )
+}
+
 /// How many `tool_result` blocks a message holds.
 fn tool_result_count(message: &Value) -> usize {
     message
@@ -1725,3 +1802,23 @@ fn sendable_result(mut result: ToolResult) -> ToolResult {
 
 /// The content of an error result whose tool gave no message.
 const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A continuation prompt with a note on cut calls is still the loop's (compaction keeps
+    /// the user's prompt before it); a user's text that merely starts like it is not.
+    #[test]
+    fn continuation_prompts_are_recognised_with_their_note() {
+        let continuation = "Resume.";
+        let noted = format!(
+            "{continuation}\n\n{}",
+            cut_calls_note(&["write".to_owned()])
+        );
+        assert!(is_continuation(continuation, continuation));
+        assert!(is_continuation(&noted, continuation));
+        assert!(!is_continuation("Resume. And also do this", continuation));
+        assert!(!is_continuation("Resume.\n\nmy own words", continuation));
+    }
+}
