@@ -336,6 +336,9 @@ struct TerminalView {
     /// after a broken stream (or a model fallback, which says so itself).
     last_turn: u32,
     fallback_shown: bool,
+    /// Whether the current turn streamed text: a turn asked again without any (a request
+    /// field a server refused, stale thinking) discarded nothing shown.
+    turn_text_shown: bool,
 }
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -354,6 +357,7 @@ impl TerminalView {
             retries: 0,
             last_turn: 0,
             fallback_shown: false,
+            turn_text_shown: false,
         }
     }
 
@@ -413,6 +417,7 @@ impl TerminalView {
                 write!(out, "{text}")?;
                 if !text.is_empty() {
                     self.at_line_start = text.ends_with('\n');
+                    self.turn_text_shown = true;
                 }
             }
             AgentEvent::ThinkingDelta { .. } => {}
@@ -495,7 +500,10 @@ impl TerminalView {
                 )?;
             }
             AgentEvent::TurnStart { turn, .. } => {
-                if *turn == self.last_turn && !self.fallback_shown {
+                // The loop asks a turn again under its number after a broken stream, and
+                // also after a refusal it can answer (a request field an OpenAI-compatible
+                // server does not take), where nothing broke off and nothing was shown.
+                if *turn == self.last_turn && !self.fallback_shown && self.turn_text_shown {
                     self.newline(out)?;
                     writeln!(
                         out,
@@ -504,6 +512,7 @@ impl TerminalView {
                 }
                 self.last_turn = *turn;
                 self.fallback_shown = false;
+                self.turn_text_shown = false;
             }
             AgentEvent::Usage {
                 usage,
@@ -588,6 +597,28 @@ mod tests {
             view.show(&mut out, event, Instant::now()).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A turn asked again before it showed any text (a server refused `stream_options`, and
+    /// the loop sent the turn without it) is not said to have broken off with its "text above"
+    /// discarded: nothing broke off, nothing above is the turn's. One that streamed text is.
+    #[test]
+    fn a_turn_asked_again_is_said_to_have_broken_off_only_when_it_showed_text() {
+        let start = |turn| AgentEvent::TurnStart {
+            turn,
+            estimated_input_tokens: 1,
+        };
+        let end = |turn| AgentEvent::TurnEnd {
+            turn,
+            stop_reason: None,
+        };
+        let refused = shown_on(false, &[start(1), end(1), start(1)]);
+        assert!(!refused.contains("broke off"), "{refused:?}");
+        let text = AgentEvent::TextDelta {
+            text: "Hello".into(),
+        };
+        let broken = shown_on(false, &[start(1), text, end(1), start(1)]);
+        assert!(broken.contains("broke off"), "{broken:?}");
     }
 
     /// Escape sequences the model repeats (from a file a tool read, say) are shown on a
