@@ -1327,6 +1327,7 @@ impl Driver {
                                 .is_some_and(|text| is_continuation(text, continuation))
                         })
                         .cloned()
+                        .map(without_cut_calls_notes)
                         .collect();
                     history_from_summary(&source, &summary)
                 }
@@ -1700,6 +1701,19 @@ fn is_continuation(text: &str, continuation: &str) -> bool {
     })
 }
 
+/// `message` without the [`cut_calls_note`]s the loop added to it: the summary that replaces
+/// the cut response makes them stale.
+fn without_cut_calls_notes(mut message: Value) -> Value {
+    if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+        blocks.retain(|b| {
+            !b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|text| text.starts_with(CUT_CALLS_NOTE))
+        });
+    }
+    message
+}
+
 /// What the model is told of the calls of a response the output limit cut: none was run.
 fn cut_calls_note(names: &[String]) -> String {
     format!(
@@ -1820,5 +1834,20 @@ mod tests {
         assert!(is_continuation(&noted, continuation));
         assert!(!is_continuation("Resume. And also do this", continuation));
         assert!(!is_continuation("Resume.\n\nmy own words", continuation));
+    }
+
+    /// A note the loop added after the user's prompt leaves with the cut response when a
+    /// summary replaces it; the prompt stays.
+    #[test]
+    fn compaction_sources_lose_the_cut_calls_notes() {
+        let note = cut_calls_note(&["write".to_owned()]);
+        let prompt = json!({"role": "user", "content": [
+            {"type": "text", "text": "write a big file"},
+            {"type": "text", "text": note},
+        ]});
+        assert_eq!(
+            without_cut_calls_notes(prompt),
+            json!({"role": "user", "content": [{"type": "text", "text": "write a big file"}]})
+        );
     }
 }
