@@ -35,9 +35,9 @@ use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estima
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
 /// summariser). A history that [`check_history`] refuses (it must end with a user message), or
 /// that is not estimated smaller than the current one, is not used: the old one is kept (a
-/// prompt-too-long refusal then ends the run with `prompt_too_long`). A hook that panics ends the run with
-/// [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends the run with
-/// [`StopReason::Aborted`].
+/// prompt-too-long refusal then ends the run with `prompt_too_long`). A hook that panics ends
+/// the run with [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends
+/// the run with [`StopReason::Aborted`].
 pub type CompactHook =
     Arc<dyn Fn(Vec<Value>) -> BoxFuture<'static, Option<Vec<Value>>> + Send + Sync>;
 
