@@ -537,6 +537,7 @@ async fn a_budget_of_zero_makes_no_model_call() {
         let mut config = AgentConfig::new("m");
         config.limits.token_budget = tokens;
         config.limits.cost_budget = cost;
+        config.limits.prices.insert("m".into(), Default::default());
         let agent = Agent::new(config, model.clone(), executor(Default::default()));
         let events = collect(&agent, "go").await;
         let (reason, _, turns) = stop(&events);
