@@ -57,12 +57,17 @@ enum Command {
 
 fn main() -> ExitCode {
     init_tracing();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     // Usage errors clap cannot see alone exit as clap's do (2, with the usage line).
     if let Command::Tokens(args) = &cli.command
         && let Err(message) = args.check()
     {
         usage_error("tokens", message);
+    }
+    if let Command::Run(args) = &mut cli.command
+        && let Err(message) = args.prepare()
+    {
+        usage_error("run", message);
     }
     let result = match cli.command {
         Command::Run(args) => run::run(args),

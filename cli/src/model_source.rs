@@ -74,15 +74,20 @@ impl ModelSource {
     }
 }
 
+/// The wire format of `provider`.
+pub fn provider(provider: RunProvider) -> Provider {
+    match provider {
+        RunProvider::Anthropic => Provider::Anthropic,
+        RunProvider::Openai => Provider::OpenAiChat,
+        RunProvider::OpenaiResponses => Provider::OpenAiResponses,
+    }
+}
+
 /// Picks the model source from the arguments and the environment: a real endpoint when the
 /// provider's key (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`) or base URL (`ANTHROPIC_BASE_URL`,
 /// `OPENAI_BASE_URL`, `--base-url`) is set and `--replay` is not.
 pub async fn choose(args: &RunArgs) -> anyhow::Result<ModelSource> {
-    let provider = match args.provider {
-        RunProvider::Anthropic => Provider::Anthropic,
-        RunProvider::Openai => Provider::OpenAiChat,
-        RunProvider::OpenaiResponses => Provider::OpenAiResponses,
-    };
+    let provider = provider(args.provider);
     let (key_var, url_var) = provider.env_names();
     let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
     let real = !args.replay && (set(key_var) || set(url_var) || args.base_url.is_some());

@@ -25,7 +25,7 @@ use crate::terminal_text::for_terminal;
 /// Arguments of `ferroloop run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// What to ask (default: explore this directory).
+    /// What to ask (default: explore this directory; `-`: read it from stdin).
     pub prompt: Option<String>,
     /// Print the event stream as JSON lines instead of the terminal view.
     #[arg(long)]
@@ -49,14 +49,49 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Use the embedded replay model even when credentials are set.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "base_url")]
     pub replay: bool,
     /// The workspace the tools may touch (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Model calls at most.
+    /// Model calls at most (0: none, the run stops at once with max_turns; not "unlimited").
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
+}
+
+impl RunArgs {
+    /// Reads the prompt from stdin when it is `-`, then checks what clap cannot check alone: a
+    /// prompt, a model name or a fallback model name that is empty or blank (the run would
+    /// end with an error before any request, or, for the fallback, hours in, when it switches),
+    /// a `--base-url` the client cannot use. `Err` is the message of a usage error.
+    pub fn prepare(&mut self) -> Result<(), String> {
+        if self.prompt.as_deref() == Some("-") {
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut io::stdin().lock(), &mut bytes)
+                .map_err(|error| format!("cannot read the prompt from stdin: {error}"))?;
+            let prompt = String::from_utf8(bytes)
+                .map_err(|_| "the prompt read from stdin is not UTF-8".to_owned())?;
+            self.prompt = Some(prompt);
+        }
+        let blank = |value: &Option<String>| value.as_deref().is_some_and(|v| v.trim().is_empty());
+        if blank(&self.prompt) {
+            return Err("the prompt is empty (leave it out for the default prompt)".to_owned());
+        }
+        if blank(&self.model) {
+            return Err("--model is empty".to_owned());
+        }
+        if blank(&self.fallback_model) {
+            return Err("--fallback-model is empty".to_owned());
+        }
+        if let Some(url) = &self.base_url {
+            let config =
+                ferroloop::client::ClientConfig::new(model_source::provider(self.provider))
+                    .with_base_url(url.clone());
+            ferroloop::client::Client::new(config)
+                .map_err(|error| format!("--base-url: {error}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// The API `ferroloop run` speaks.
@@ -75,7 +110,7 @@ const DEFAULT_PROMPT: &str = "Explore this directory and tell me what it contain
 const SYSTEM_PROMPT: &str = "You are a careful assistant working in a local directory through \
 the tools you are given. Prefer several read-only tool calls in parallel. Be concise.";
 
-/// Runs `ferroloop run`.
+/// Runs `ferroloop run` (its arguments [prepared](RunArgs::prepare)).
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -301,6 +336,9 @@ struct TerminalView {
     /// after a broken stream (or a model fallback, which says so itself).
     last_turn: u32,
     fallback_shown: bool,
+    /// Whether the current turn streamed text: a turn asked again without any (a request
+    /// field a server refused, stale thinking) discarded nothing shown.
+    turn_text_shown: bool,
 }
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -319,6 +357,7 @@ impl TerminalView {
             retries: 0,
             last_turn: 0,
             fallback_shown: false,
+            turn_text_shown: false,
         }
     }
 
@@ -378,6 +417,7 @@ impl TerminalView {
                 write!(out, "{text}")?;
                 if !text.is_empty() {
                     self.at_line_start = text.ends_with('\n');
+                    self.turn_text_shown = true;
                 }
             }
             AgentEvent::ThinkingDelta { .. } => {}
@@ -460,7 +500,10 @@ impl TerminalView {
                 )?;
             }
             AgentEvent::TurnStart { turn, .. } => {
-                if *turn == self.last_turn && !self.fallback_shown {
+                // The loop asks a turn again under its number after a broken stream, and
+                // also after a refusal it can answer (a request field an OpenAI-compatible
+                // server does not take), where nothing broke off and nothing was shown.
+                if *turn == self.last_turn && !self.fallback_shown && self.turn_text_shown {
                     self.newline(out)?;
                     writeln!(
                         out,
@@ -469,6 +512,7 @@ impl TerminalView {
                 }
                 self.last_turn = *turn;
                 self.fallback_shown = false;
+                self.turn_text_shown = false;
             }
             AgentEvent::Usage {
                 usage,
@@ -553,6 +597,28 @@ mod tests {
             view.show(&mut out, event, Instant::now()).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A turn asked again before it showed any text (a server refused `stream_options`, and
+    /// the loop sent the turn without it) is not said to have broken off with its "text above"
+    /// discarded: nothing broke off, nothing above is the turn's. One that streamed text is.
+    #[test]
+    fn a_turn_asked_again_is_said_to_have_broken_off_only_when_it_showed_text() {
+        let start = |turn| AgentEvent::TurnStart {
+            turn,
+            estimated_input_tokens: 1,
+        };
+        let end = |turn| AgentEvent::TurnEnd {
+            turn,
+            stop_reason: None,
+        };
+        let refused = shown_on(false, &[start(1), end(1), start(1)]);
+        assert!(!refused.contains("broke off"), "{refused:?}");
+        let text = AgentEvent::TextDelta {
+            text: "Hello".into(),
+        };
+        let broken = shown_on(false, &[start(1), text, end(1), start(1)]);
+        assert!(broken.contains("broke off"), "{broken:?}");
     }
 
     /// Escape sequences the model repeats (from a file a tool read, say) are shown on a

@@ -356,18 +356,41 @@ fn the_replay_model_reads_a_file_with_a_space_in_its_name() {
     );
 }
 
+/// A server that refuses every request with 401 (not retried): a run that ends in an error.
+fn refusing_server(
+    dir: &std::path::Path,
+) -> (tokio::runtime::Runtime, ferroloop_replay::ReplayServer) {
+    use ferroloop::agent::replay::anthropic_sse;
+    use ferroloop_replay::{ScriptBody, ScriptedResponse};
+    let refused = || {
+        let error = serde_json::json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
+        ScriptedResponse::with_status(401, ScriptBody::Json(error))
+    };
+    explore_directory_server(dir, usize::MAX, refused, anthropic_sse)
+}
+
+/// `ferroloop run ARGS` against `base_url` with a key.
+fn run_against(dir: &std::path::Path, base_url: &str, args: &[&str]) -> std::process::Output {
+    replay_run(dir, args)
+        .args(["--base-url", base_url])
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .output()
+        .unwrap()
+}
+
 /// A run that ends with an error exits 1 and says why on stderr (stdout is the transcript);
-/// an empty prompt is such an error.
+/// a key the server refuses is such an error.
 #[test]
 fn a_run_ending_in_an_error_says_why_on_stderr() {
     let dir = project();
-    for args in [&[""][..], &["--json", ""][..]] {
-        let out = run_in(dir.path(), args);
+    let (_runtime, server) = refusing_server(dir.path());
+    for args in [&["hi"][..], &["--json", "hi"][..]] {
+        let out = run_against(dir.path(), &server.base_url(), args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.starts_with("ferroloop run: stopped (error): ")
-                && stderr.contains("the content is empty"),
+                && stderr.contains("invalid x-api-key"),
             "{args:?}: {stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
@@ -375,23 +398,112 @@ fn a_run_ending_in_an_error_says_why_on_stderr() {
 }
 
 /// With `--json` the `stop` event of a failed run names the failure with a stable
-/// `error_code` (an empty prompt is a conversation the API would refuse: `invalid_history`);
-/// a run that ends well has none.
+/// `error_code` (a refused key: `authentication`); a run that ends well has none.
 #[test]
 fn a_json_stop_event_carries_the_error_code() {
     let dir = project();
-    let last_event = |args: &[&str]| {
-        let out = run_in(dir.path(), args);
+    let (_runtime, server) = refusing_server(dir.path());
+    let last_event = |out: std::process::Output| {
         let stdout = String::from_utf8(out.stdout).unwrap();
         let line = stdout.lines().last().unwrap_or_default().to_owned();
         serde_json::from_str::<Value>(&line).unwrap()
     };
-    let failed = last_event(&["--json", ""]);
+    let failed = last_event(run_against(
+        dir.path(),
+        &server.base_url(),
+        &["--json", "hi"],
+    ));
     assert_eq!(failed["type"], "stop", "{failed}");
-    assert_eq!(failed["error_code"], "invalid_history", "{failed}");
-    let done = last_event(&["--json", "what is here?"]);
+    assert_eq!(failed["error_code"], "authentication", "{failed}");
+    let done = last_event(run_in(dir.path(), &["--json", "what is here?"]));
     assert_eq!(done["reason"], "end_turn", "{done}");
     assert!(done["error_code"].is_null(), "{done}");
+}
+
+/// Bad arguments are usage errors (exit 2, the usage line, nothing on stdout, no run), like
+/// clap's own: an empty or blank prompt, `--model` or `--fallback-model`, a `--base-url` the
+/// client cannot use, `--replay` with `--base-url` (which one answers?). Before, the first
+/// ones started a run that ended at once with an error (exit 1, after the banner), a bad
+/// `--base-url` exited 1, and `--replay` silently ignored `--base-url`.
+#[test]
+fn bad_run_arguments_are_usage_errors() {
+    let dir = project();
+    let cases: [(&[&str], &str); 8] = [
+        (&[""], "the prompt is empty"),
+        (&["--json", " \n\t"], "the prompt is empty"),
+        (&["--model", "", "hi"], "--model is empty"),
+        (
+            &["--fallback-model", " ", "hi"],
+            "--fallback-model is empty",
+        ),
+        (&["--base-url", "", "hi"], "--base-url"),
+        (&["--base-url", "localhost:8080", "hi"], "--base-url"),
+        (
+            &["--replay", "--base-url", "http://127.0.0.1:9"],
+            "cannot be used with",
+        ),
+        (&["-"], "the prompt is empty"),
+    ];
+    for (args, says) in cases {
+        let out = replay_run(dir.path(), args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("Usage: ferroloop run"),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// `ferroloop run -` reads the prompt from stdin (before, `-` was sent as the prompt).
+#[test]
+fn a_dash_reads_the_prompt_from_stdin() {
+    use std::io::Write as _;
+    let dir = project();
+    let mut child = replay_run(dir.path(), &["--json", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("what is in this\nproject? ✓\n".as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stop: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(stop["reason"], "end_turn", "{stop}");
+    assert_eq!(
+        stop["messages"][0]["content"], "what is in this\nproject? ✓\n",
+        "{stop}"
+    );
+}
+
+/// `--max-turns 0` is a limit of no model call, as Python's `max_turns=0` and Node's
+/// `maxTurns: 0`: the run stops at once with `max_turns` (exit 0) and sends nothing.
+#[test]
+fn max_turns_zero_makes_no_model_call() {
+    let dir = project();
+    let (_runtime, server) = refusing_server(dir.path());
+    let out = run_against(
+        dir.path(),
+        &server.base_url(),
+        &["--json", "--max-turns", "0", "hi"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stop: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(stop["reason"], "max_turns", "{stop}");
+    assert_eq!(stop["turns"], 0, "{stop}");
+    assert!(server.requests().is_empty());
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM stop the run cleanly: the running tools are cancelled, the

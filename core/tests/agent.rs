@@ -268,6 +268,63 @@ async fn max_tokens_mid_tool_input_cancels_early_calls_and_keeps_history_valid()
     assert!(events.iter().any(|e| matches!(e, AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t1")));
 }
 
+/// A response cut by the output limit inside a call (a big `write`): the model is told the
+/// call was not run. Before, the continuation said nothing of it (the model resumed as if it
+/// had run), and a response with nothing before the call was asked again unchanged, to be cut
+/// the same way until the continuations ran out.
+#[tokio::test]
+async fn a_call_cut_by_max_tokens_is_reported_to_the_model_as_not_run() {
+    for with_text in [true, false] {
+        let (model, requests) = ScriptedModel::new(move |n, request| match n {
+            0 => {
+                let content = if with_text { vec![text("Writing it.")] } else { vec![] };
+                let message = scripted_message(request, content, "max_tokens");
+                let mut sse = anthropic_sse(&message, 7);
+                let index = usize::from(with_text);
+                let cut = format!(
+                    "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"write\",\"input\":{{}}}}}}\n\n\
+                     event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\": \\\"big\"}}}}\n\n\
+                     event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n"
+                );
+                let at = sse.find("event: message_delta").unwrap();
+                sse.insert_str(at, &cut);
+                Ok(Bytes::from(sse))
+            }
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        })
+        .recorded();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(log.clone()),
+        );
+        let events = collect(&agent, "write a big file").await;
+        let (reason, messages, turns) = stop(&events);
+        assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{with_text}");
+        assert!(check_tool_pairing(&messages).is_ok());
+        assert!(log.lock().unwrap().is_empty(), "the cut call ran");
+        let requests = requests.lock().unwrap();
+        let last = requests[1]["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(last["role"], "user");
+        let said = last["content"].to_string();
+        assert!(
+            said.contains("were not run") && said.contains("(write)"),
+            "{with_text}: {said}"
+        );
+        assert_ne!(
+            requests[0]["messages"], requests[1]["messages"],
+            "{with_text}"
+        );
+        if with_text {
+            assert!(said.contains("Resume directly"), "{said}");
+        } else {
+            // The prompt stays; the note follows it.
+            assert!(said.contains("write a big file"), "{said}");
+        }
+    }
+}
+
 /// A tool's `tool_finished` status uses the names the executor's own events use (`timed_out`),
 /// not a lowercased Rust variant (`timedout`, before).
 #[tokio::test]
@@ -417,6 +474,89 @@ async fn prompt_too_long_twice_stops() {
     let (reason, messages, _) = stop(&collect(&agent, "go").await);
     assert_eq!(reason, StopReason::PromptTooLong);
     assert!(check_tool_pairing(&messages).is_ok());
+}
+
+/// A refusal for length hours into a run is answered by a compaction even when an earlier one
+/// was: before, the second refusal of a run ended it with `prompt_too_long`, whatever had
+/// happened since. Two refusals with no response between still stop it (above).
+#[tokio::test]
+async fn a_later_prompt_too_long_is_compacted_again() {
+    let too_long = || {
+        Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        })
+    };
+    let model = Arc::new(ScriptedModel::new(move |n, request| match n {
+        0 | 3 => too_long(),
+        1 | 4 => reply(request, vec![text("summary")], "end_turn"),
+        2 => reply(
+            request,
+            vec![call("t1", "read", json!({"path": "a"}))],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    );
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    assert!(check_tool_pairing(&messages).is_ok());
+    let compactions = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::Context(ContextAction::Compaction {
+                    trigger: "reactive",
+                    ..
+                })
+            )
+        })
+        .count();
+    assert_eq!(compactions, 2);
+    assert_eq!(model.calls(), 6);
+}
+
+/// A budget spent before the first call (0, as a host hands a run the rest of a shared budget)
+/// makes no call: before, the first one was made whatever the budget.
+#[tokio::test]
+async fn a_budget_of_zero_makes_no_model_call() {
+    for (tokens, cost) in [(Some(0), None), (None, Some(0.0))] {
+        let model = Arc::new(ScriptedModel::new(|_, request| {
+            reply(request, vec![text("hi")], "end_turn")
+        }));
+        let mut config = AgentConfig::new("m");
+        config.limits.token_budget = tokens;
+        config.limits.cost_budget = cost;
+        config.limits.prices.insert("m".into(), Default::default());
+        let agent = Agent::new(config, model.clone(), executor(Default::default()));
+        let events = collect(&agent, "go").await;
+        let (reason, _, turns) = stop(&events);
+        assert_eq!(
+            (reason, turns),
+            (StopReason::Budget, 0),
+            "{tokens:?} {cost:?}"
+        );
+        assert_eq!(model.calls(), 0);
+        let (_, _, code) = stop_code(&events);
+        assert_eq!(
+            code,
+            Some(if tokens.is_some() {
+                "token_budget"
+            } else {
+                "cost_budget"
+            })
+        );
+    }
 }
 
 #[tokio::test]
@@ -2578,6 +2718,67 @@ async fn a_hook_that_cannot_shrink_the_history_is_called_a_bounded_number_of_tim
         assert!(check_tool_pairing(&messages).is_ok());
         let calls = calls.load(Ordering::Relaxed);
         assert!(calls <= 3, "{variant}: the hook was called {calls} times");
+    }
+}
+
+/// A hook's history that is no smaller than the current one is no compaction: it is not taken
+/// (it replaced the user's prompt, and a prompt-too-long request was sent again, bigger).
+#[tokio::test]
+async fn a_hook_history_no_smaller_than_the_current_one_is_not_taken() {
+    let grown = || vec![json!({"role": "user", "content": big_prompt(3_000)})];
+    // Reactive: the refusal is not answered by sending the bigger history.
+    let model = Arc::new(ScriptedModel::new(|_, _| {
+        Err(ModelError::PromptTooLong {
+            message: "prompt is too long".into(),
+        })
+    }));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        model.clone(),
+        executor(Default::default()),
+    )
+    .with_compaction_hook(hook(move |_| Some(grown())));
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [text("went on and on")]}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::PromptTooLong);
+    assert_eq!(messages, history);
+    assert_eq!(model.calls(), 1, "{events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })))
+    );
+    // Auto: the user's prompt goes out, not the hook's bigger history; and the same history
+    // handed back is not reported as a compaction.
+    for variant in ["bigger", "same"] {
+        let (model, requests) =
+            ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn"))
+                .recorded();
+        let mut config = AgentConfig::new("m");
+        config.budget = thresholds(1_000, 1_000_000);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()))
+            .with_compaction_hook(hook(move |history| match variant {
+                "bigger" => Some(grown()),
+                _ => Some(history),
+            }));
+        let prompt = format!("{}y", big_prompt(2_000));
+        let events = collect(&agent, &prompt).await;
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+            "{variant}"
+        );
+        let requests = requests.lock().unwrap();
+        // (As blocks: the last message carries a cache breakpoint.)
+        let sent = &requests[0]["messages"][0]["content"][0]["text"];
+        assert_eq!(sent.as_str(), Some(prompt.as_str()), "{variant}");
+        assert_eq!(stop(&events).0, StopReason::EndTurn, "{variant}");
     }
 }
 

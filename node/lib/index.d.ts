@@ -690,11 +690,11 @@ export interface AgentOptions {
   tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
   /** The directory the built-in tools are confined to (default: the current directory). */
   workspace?: string
-  /** Model calls at most (default 50). */
+  /** Model calls at most (default 50; 0: none, the run stops at once with `max_turns`). */
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
   maxTokens?: number
-  /** Input + output tokens over the run, at most. */
+  /** Input + output tokens over the run, at most (0: no model call, the run stops with `budget`). */
   tokenBudget?: number
   /** Continuations after a `max_tokens` stop in text (default 3). */
   maxContinuations?: number

@@ -258,6 +258,20 @@ test('maxTurns stops a run that keeps calling tools; result() gives the stop eve
   )
 })
 
+test('maxTurns 0 and tokenBudget 0 make no request (as Python and `ferroloop run --max-turns 0`)', async () => {
+  // A budget of 0 is spent before the first call: before, that call was made all the same.
+  await withServer(
+    () => serveScript({ responses: [] }, { log: true }),
+    async (client, server) => {
+      const turns = await new Agent(client, { model: 'replay', maxTurns: 0 }).run('go').result()
+      assert.deepEqual([turns.reason, turns.turns, turns.errorCode], ['max_turns', 0, null])
+      const budget = await new Agent(client, { model: 'replay', tokenBudget: 0 }).run('go').result()
+      assert.deepEqual([budget.reason, budget.turns, budget.errorCode], ['budget', 0, 'token_budget'])
+      assert.equal(server.requests.length, 0)
+    },
+  )
+})
+
 test('result() after leaving the events early gives the stop event of the cancelled run', async () => {
   const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
   await withServer(

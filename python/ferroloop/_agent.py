@@ -88,8 +88,9 @@ class Agent:
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,
     default the current directory), or a list mixing one executor and names. ``max_turns``
-    (default 50) caps model calls, ``max_tokens`` (default 8192) is each request's output
-    limit, ``token_budget`` caps input + output tokens over a run, ``max_continuations``
+    (default 50) caps model calls (0: none, the run stops at once with ``max_turns``),
+    ``max_tokens`` (default 8192) is each request's output limit, ``token_budget`` caps input +
+    output tokens over a run (0: no model call, the run stops with ``budget``), ``max_continuations``
     (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``
     (default 5) how many recent tool results microcompact keeps when the context fills up (the
     last turn's, not yet read by the model, are always kept), ``tokenizer`` (default

@@ -561,6 +561,19 @@ async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Repl
     assert server.requests() == []
 
 
+@pytest.mark.asyncio
+async def test_a_limit_of_zero_makes_no_request_like_node_and_the_cli(replay: Replay) -> None:
+    # `max_turns=0` stops at once with `max_turns` (as `ferroloop run --max-turns 0`); a token
+    # budget of 0 is spent before the first call: before, that call was made all the same.
+    server = replay({"responses": [turn([{"type": "text", "text": "hi"}], "end_turn")]})
+    async with client_for(server) as client:
+        turns = await ferroloop.Agent(client, model="m", max_turns=0).run("go").finish()
+        budget = await ferroloop.Agent(client, model="m", token_budget=0).run("go").finish()
+    assert (turns["reason"], turns["turns"], turns["error_code"]) == ("max_turns", 0, None)
+    assert (budget["reason"], budget["turns"], budget["error_code"]) == ("budget", 0, "token_budget")
+    assert server.requests() == []
+
+
 async def wait_until(flag: asyncio.Event, what: str) -> None:
     try:
         await asyncio.wait_for(flag.wait(), timeout=10)

@@ -30,7 +30,8 @@ pub struct Limits {
     /// reported, as from a Chat server without stream usage, counts as estimated).
     pub token_budget: Option<u64>,
     /// Cost over the whole run, at most, in the price table's currency (a call whose usage is
-    /// not reported counts as estimated).
+    /// not reported counts as estimated). The table must price the model and the fallback
+    /// model: a run with a budget it cannot count stops before any request.
     pub cost_budget: Option<f64>,
     /// Prices by model name prefix (the host's price table).
     pub prices: HashMap<String, Price>,
@@ -62,7 +63,8 @@ pub struct AgentConfig {
     pub family: Family,
     /// How many times a `max_tokens` stop in text is continued (default 3).
     pub max_continuations: u32,
-    /// The user message sent to continue after `max_tokens`.
+    /// The user message sent to continue after `max_tokens` (followed by a note naming the
+    /// tools the cut response called: those calls are not run).
     pub continuation_prompt: String,
     /// Tools whose old results microcompact may clear (empty: every tool).
     pub compactable_tools: Vec<String>,
@@ -122,9 +124,10 @@ impl AgentConfig {
     /// mid-run: an empty model name, extra `messages` or `model` (which would replace the
     /// loop's own), extra `tools` that are not an array, an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
-    /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, and an empty
+    /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
-    /// user message).
+    /// user message), and a cost budget for a model (or fallback model) the price table does
+    /// not price (the budget could never be reached).
     pub fn check(&self) -> Result<(), String> {
         // Every binding builds this from the host's options: refused here once rather than by
         // each (Node refused it at construction, Python sent it and got the provider's 400).
@@ -202,6 +205,18 @@ impl AgentConfig {
                  on: use \"auto\" or turn thinking off"
             ));
         }
+        // The cost is counted from the price table only: a budget for a model it does not
+        // price would never be reached, and the run would spend without the limit it was given.
+        if self.limits.cost_budget.is_some() {
+            for model in std::iter::once(&self.model).chain(self.fallback_model.as_ref()) {
+                if self.price_of(model).is_none() {
+                    return Err(format!(
+                        "a cost budget is set, but the price table has no price for the model \
+                         {model:?}: its cost could not be counted"
+                    ));
+                }
+            }
+        }
         if self.max_continuations > 0 && self.continuation_prompt.trim().is_empty() {
             return Err(
                 "the continuation prompt is empty (set max_continuations to 0 to stop at max_tokens instead)"
@@ -278,6 +293,32 @@ mod tests {
         config
             .extra
             .insert("thinking".into(), json!({"type": "disabled"}));
+        assert_eq!(config.check(), Ok(()));
+    }
+
+    /// A cost budget for a model the price table does not price was never reached: the cost
+    /// of such a model counts as nothing, and the run spent without limit.
+    #[test]
+    fn a_cost_budget_needs_a_price_for_each_model() {
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.limits.cost_budget = Some(1.0);
+        let error = config.check().unwrap_err();
+        assert!(error.contains("\"claude-sonnet-4-5\""), "{error}");
+        config
+            .limits
+            .prices
+            .insert("claude-sonnet".into(), Price::default());
+        assert_eq!(config.check(), Ok(()));
+        config.fallback_model = Some("claude-haiku-4-5".into());
+        assert!(config.check().unwrap_err().contains("claude-haiku-4-5"));
+        config
+            .limits
+            .prices
+            .insert("claude-".into(), Price::default());
+        assert_eq!(config.check(), Ok(()));
+        // No budget, no price needed.
+        config.limits.cost_budget = None;
+        config.limits.prices.clear();
         assert_eq!(config.check(), Ok(()));
     }
 

@@ -33,10 +33,11 @@ use crate::exec::{
 use crate::tokens::{BudgetState, ContextTracker, Usage, estimate_content, estimate_request_body};
 
 /// A host's compaction: the history in, the compacted history out (`None`: use the built-in
-/// summariser). A history that [`check_history`] refuses (it must end with a user message) is
-/// not used: the old one is kept. A hook that panics ends the run with
-/// [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends the run with
-/// [`StopReason::Aborted`].
+/// summariser). A history that [`check_history`] refuses (it must end with a user message), or
+/// that is not estimated smaller than the current one, is not used: the old one is kept (a
+/// prompt-too-long refusal then ends the run with `prompt_too_long`). A hook that panics ends
+/// the run with [`StopReason::Error`] (error code `hook_failed`); a cancel while it runs ends
+/// the run with [`StopReason::Aborted`].
 pub type CompactHook =
     Arc<dyn Fn(Vec<Value>) -> BoxFuture<'static, Option<Vec<Value>>> + Send + Sync>;
 
@@ -507,6 +508,11 @@ impl Driver {
             if self.turns >= self.config().limits.max_turns {
                 return Ending::reason(StopReason::MaxTurns);
             }
+            // Checked after every call too; here for a budget spent before the first one (a
+            // budget of 0, as a host hands the rest of a shared budget to a run).
+            if let Some(stop) = self.over_budget() {
+                return stop;
+            }
             if let Some(reason) = self.manage_context().await {
                 return reason;
             }
@@ -723,6 +729,10 @@ impl Driver {
                 }
             };
             truncation_retry_done = false;
+            // A response came back: the context fits again. A refusal later in the run (the
+            // history has grown since) is answered by a compaction of its own; only one
+            // right after another, with no response between, stops the run.
+            reactive_compaction_done = false;
             let stop_reason = message
                 .get("stop_reason")
                 .and_then(Value::as_str)
@@ -806,6 +816,7 @@ impl Driver {
                     // continued the same way: the context management before the next call
                     // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
+                    let cut_calls = tool_use_names(&assistant);
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
                     drop_unsigned_thinking(&mut assistant);
@@ -824,8 +835,18 @@ impl Driver {
                     }
                     continuations += 1;
                     let prompt = self.config().continuation_prompt.clone();
+                    // The model is told its calls were not run: else it resumes as if they
+                    // had been, or, with nothing of the response kept, the same request goes
+                    // out again and is cut the same way (a file too big to write in one call).
+                    let note = (!cut_calls.is_empty()).then(|| cut_calls_note(&cut_calls));
                     if text_cut {
+                        let prompt = match note {
+                            Some(note) => format!("{prompt}\n\n{note}"),
+                            None => prompt,
+                        };
                         self.push_message(json!({"role": "user", "content": prompt}));
+                    } else if let Some(note) = note {
+                        self.add_note_to_last_user_message(&note);
                     }
                 }
                 other => {
@@ -999,6 +1020,25 @@ impl Driver {
         let mut blocks = content_blocks(&paused);
         blocks.extend(content_blocks(assistant));
         assistant["content"] = Value::Array(blocks);
+    }
+
+    /// Ends the last message, a user message, with `note` (once: a note already there is not
+    /// repeated), so that the next request differs from the one just answered.
+    fn add_note_to_last_user_message(&mut self, note: &str) {
+        let Some(last) = self.messages.last_mut() else {
+            return;
+        };
+        if last.get("role").and_then(Value::as_str) != Some("user") {
+            return;
+        }
+        let mut blocks = content_blocks(last);
+        let block = json!({"type": "text", "text": note});
+        if blocks.last() == Some(&block) {
+            return;
+        }
+        blocks.push(block);
+        last["content"] = Value::Array(blocks);
+        self.tracker.replace_messages(&self.messages);
     }
 
     fn push_message(&mut self, message: Value) {
@@ -1257,6 +1297,16 @@ impl Driver {
             None => None,
         };
         let compacted = match compacted {
+            // A host's history that is no smaller than the one it replaces is not a
+            // compaction: taken, it would replace the conversation (the user's prompt with it)
+            // for nothing, and a refused request (prompt too long) would be sent again,
+            // bigger, to be refused again.
+            Some(history) if !self.is_smaller(&history) => {
+                tracing::warn!(
+                    "the compaction hook's history is not smaller than the current one; keeping the old one"
+                );
+                return Ok(false);
+            }
             Some(history) => history,
             // A lone message is the latest prompt, which a summary keeps whole: a summary call
             // could not make the context smaller, only cost one (a request already too big on
@@ -1271,8 +1321,13 @@ impl Driver {
                     let source: Vec<Value> = self
                         .messages
                         .iter()
-                        .filter(|m| m.get("content").and_then(Value::as_str) != Some(continuation))
+                        .filter(|m| {
+                            !m.get("content")
+                                .and_then(Value::as_str)
+                                .is_some_and(|text| is_continuation(text, continuation))
+                        })
                         .cloned()
+                        .map(without_cut_calls_notes)
                         .collect();
                     history_from_summary(&source, &summary)
                 }
@@ -1300,6 +1355,17 @@ impl Driver {
             trigger,
         }));
         Ok(true)
+    }
+
+    /// Whether `history` is estimated to take fewer tokens than the current history (both
+    /// estimated alike: the current one's reported usage is not comparable with an estimate).
+    fn is_smaller(&self, history: &[Value]) -> bool {
+        let estimate = |messages: &[Value]| {
+            let mut tracker = ContextTracker::new(self.config().family);
+            tracker.replace_messages(messages);
+            tracker.tokens().tokens
+        };
+        estimate(history) < estimate(&self.messages)
     }
 
     /// The built-in summariser: one model call over the history plus a summary request, with
@@ -1602,6 +1668,62 @@ fn hook_panicked(panic: &(dyn Any + Send)) -> Ending {
     )
 }
 
+/// The names of the tools a message calls, each once, in order.
+fn tool_use_names(message: &Value) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for block in message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    {
+        if let Some(name) = block.get("name").and_then(Value::as_str)
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// The start of [`cut_calls_note`].
+const CUT_CALLS_NOTE: &str = "The output token limit cut your last response";
+
+/// Whether `text` is a continuation prompt of the loop's: `continuation`, perhaps followed by
+/// a [`cut_calls_note`].
+fn is_continuation(text: &str, continuation: &str) -> bool {
+    text.strip_prefix(continuation).is_some_and(|rest| {
+        rest.is_empty()
+            || rest
+                .strip_prefix("\n\n")
+                .is_some_and(|note| note.starts_with(CUT_CALLS_NOTE))
+    })
+}
+
+/// `message` without the [`cut_calls_note`]s the loop added to it: the summary that replaces
+/// the cut response makes them stale.
+fn without_cut_calls_notes(mut message: Value) -> Value {
+    if let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) {
+        blocks.retain(|b| {
+            !b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|text| text.starts_with(CUT_CALLS_NOTE))
+        });
+    }
+    message
+}
+
+/// What the model is told of the calls of a response the output limit cut: none was run.
+fn cut_calls_note(names: &[String]) -> String {
+    format!(
+        "{CUT_CALLS_NOTE}, so its tool calls ({}) were not run. \
+         Make them again with smaller inputs: a call's whole input must fit in one response \
+         (split a large file into several writes or edits).",
+        names.join(", ")
+    )
+}
+
 /// How many `tool_result` blocks a message holds.
 fn tool_result_count(message: &Value) -> usize {
     message
@@ -1694,3 +1816,38 @@ fn sendable_result(mut result: ToolResult) -> ToolResult {
 
 /// The content of an error result whose tool gave no message.
 const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A continuation prompt with a note on cut calls is still the loop's (compaction keeps
+    /// the user's prompt before it); a user's text that merely starts like it is not.
+    #[test]
+    fn continuation_prompts_are_recognised_with_their_note() {
+        let continuation = "Resume.";
+        let noted = format!(
+            "{continuation}\n\n{}",
+            cut_calls_note(&["write".to_owned()])
+        );
+        assert!(is_continuation(continuation, continuation));
+        assert!(is_continuation(&noted, continuation));
+        assert!(!is_continuation("Resume. And also do this", continuation));
+        assert!(!is_continuation("Resume.\n\nmy own words", continuation));
+    }
+
+    /// A note the loop added after the user's prompt leaves with the cut response when a
+    /// summary replaces it; the prompt stays.
+    #[test]
+    fn compaction_sources_lose_the_cut_calls_notes() {
+        let note = cut_calls_note(&["write".to_owned()]);
+        let prompt = json!({"role": "user", "content": [
+            {"type": "text", "text": "write a big file"},
+            {"type": "text", "text": note},
+        ]});
+        assert_eq!(
+            without_cut_calls_notes(prompt),
+            json!({"role": "user", "content": [{"type": "text", "text": "write a big file"}]})
+        );
+    }
+}
