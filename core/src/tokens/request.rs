@@ -379,7 +379,76 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
         }
         "document" => estimate_document_c(block, c) + overhead,
         "file" | "input_file" => estimate_file_c(block, c) + overhead,
-        _ => estimate_json_c(block, c),
+        _ => estimate_unknown_c(block, c),
+    }
+}
+
+/// A block of a type without its own rule (a server tool's result: `web_fetch_tool_result`,
+/// `code_execution_tool_result`, ...; a type newer than this crate) costs its JSON text, except
+/// the image, document and file blocks nested in it, which cost what they cost at the top level:
+/// a web fetch of a PDF holds the PDF as a base64 `document`, and its JSON text would be
+/// estimated from the base64 length (a 300 KB PDF as ~150k tokens instead of its pages).
+fn estimate_unknown_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    if !holds_media(block) {
+        return estimate_json_c(block, c);
+    }
+    let mut media = 0;
+    let rest = without_media(block, c, &mut media);
+    estimate_json_c(&rest, c) + media
+}
+
+/// Whether `value` is an image, document or file block: the type and the field that carries
+/// its data (so a JSON schema's `{"type": "image"}` is not mistaken for one).
+fn is_media_block(value: &Value) -> bool {
+    let Some(kind) = value.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    let has = |key: &str| value.get(key).is_some();
+    match kind {
+        "image" | "document" => value.get("source").is_some_and(Value::is_object),
+        "image_url" => has("image_url"),
+        "input_image" => has("image_url") || has("file_id"),
+        "file" => value.get("file").is_some_and(Value::is_object),
+        "input_file" => has("file_data") || has("file_id") || has("file_url"),
+        _ => false,
+    }
+}
+
+/// Whether a media block is nested anywhere in `value` (below its top level).
+fn holds_media(value: &Value) -> bool {
+    let is_or_holds = |child: &Value| is_media_block(child) || holds_media(child);
+    match value {
+        Value::Array(items) => items.iter().any(is_or_holds),
+        Value::Object(fields) => fields.values().any(is_or_holds),
+        _ => false,
+    }
+}
+
+/// `value` with every nested media block replaced by `null`, their costs added to `media`.
+fn without_media(value: &Value, c: &TextCounter<'_>, media: &mut u64) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| without_media_child(item, c, media))
+                .collect(),
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, child)| (key.clone(), without_media_child(child, c, media)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn without_media_child(child: &Value, c: &TextCounter<'_>, media: &mut u64) -> Value {
+    if is_media_block(child) {
+        *media += estimate_block_c(child, c);
+        Value::Null
+    } else {
+        without_media(child, c, media)
     }
 }
 
@@ -617,6 +686,52 @@ mod tests {
         assert_eq!(
             count_request_body(&body, &TextCounter::estimate(Family::O200k)),
             estimate_request_body(&body, Family::O200k)
+        );
+    }
+
+    /// A server tool's result holding a fetched PDF (Anthropic's `web_fetch_tool_result`)
+    /// costs the PDF's pages, not its base64 length; an image nested in an unknown block costs
+    /// its dimensions. The rest of the block is still its JSON text.
+    #[test]
+    fn media_nested_in_unknown_blocks_are_not_estimated_from_base64() {
+        let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type /Page>>\n";
+        let mut padded = pdf.to_vec();
+        padded.extend(std::iter::repeat_n(b'x', 300_000));
+        let data = crate::tokens::images::encode_base64(&padded);
+        let document = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}, "title": "Report"});
+        let fetch = |content: Value| {
+            json!({"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_01", "content": {
+                "type": "web_fetch_result", "url": "https://example.com/report.pdf",
+                "retrieved_at": "2026-01-01T00:00:00Z", "content": content}})
+        };
+        for family in [Family::Claude, Family::O200k] {
+            let with_pdf = estimate_block(&fetch(document.clone()), family);
+            let without = estimate_block(&fetch(Value::Null), family);
+            assert_eq!(
+                with_pdf,
+                without + estimate_block(&document, family),
+                "{family}"
+            );
+            assert!(with_pdf < 2 * PDF_PAGE_TOKENS + 200, "{family}: {with_pdf}");
+        }
+        // An image in a block of a future type.
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        png.extend_from_slice(&200u32.to_be_bytes());
+        png.extend_from_slice(&100u32.to_be_bytes());
+        png.extend(std::iter::repeat_n(0u8, 200_000));
+        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+            "data": crate::tokens::images::encode_base64(&png)}});
+        let future = json!({"type": "future_result", "content": [{"type": "text", "text": "a chart"}, image]});
+        let bare = json!({"type": "future_result", "content": [{"type": "text", "text": "a chart"}, null]});
+        assert_eq!(
+            estimate_block(&future, Family::Claude),
+            estimate_block(&bare, Family::Claude) + estimate_block(&image, Family::Claude)
+        );
+        // A schema's `{"type": "image"}` without a source is not an image block.
+        let schema = json!({"type": "future_tool", "input_schema": {"type": "image"}});
+        assert_eq!(
+            estimate_block(&schema, Family::Claude),
+            estimate_text(&schema.to_string(), Family::Claude)
         );
     }
 
