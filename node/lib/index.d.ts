@@ -532,7 +532,11 @@ export declare class ContextTracker {
   truncate(length: number): void
   /** Number of messages tracked. */
   readonly length: number
-  /** Records a response's usage (Anthropic or OpenAI field names) covering the first `covered` messages. */
+  /**
+   * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
+   * messages. Throws an InvalidArgumentError for a count that is not a non-negative integer
+   * (`null` is absent) or no count at all.
+   */
   recordUsage(usage: Record<string, unknown>, covered?: number): void
   /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */
   correction: number

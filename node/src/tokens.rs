@@ -329,7 +329,8 @@ impl NativeContextTracker {
     }
 
     /// Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
-    /// `covered` messages (all of them when absent).
+    /// `covered` messages (all of them when absent). A count that is not a non-negative integer
+    /// (`null` is absent), or no count at all, is an invalid argument.
     #[napi(js_name = "recordUsageJson")]
     pub fn record_usage_json(
         &mut self,
@@ -338,11 +339,8 @@ impl NativeContextTracker {
     ) -> napi::Result<()> {
         guard::sync(|| {
             let value = parse_json(&usage_json, "usage")?;
-            let usage = Usage::from_json(&value).ok_or_else(|| {
-                FerroloopError::invalid_argument(
-                    "usage needs input_tokens/output_tokens (or prompt_tokens/completion_tokens)",
-                )
-            })?;
+            let usage = Usage::parse(&value)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()))?;
             match covered {
                 None => self.inner.record_usage(usage),
                 Some(n) => self

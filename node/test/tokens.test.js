@@ -118,6 +118,23 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     tracker.correction = -1
   }, InvalidArgumentError)
   assert.throws(() => tracker.recordUsage({ nothing: 1 }), InvalidArgumentError)
+  // A count that is not a non-negative integer names its field (read as absent, a negative input
+  // made the usage "output only", ignored without a word); null is absent.
+  for (const usage of [
+    { input_tokens: -5, output_tokens: 3 },
+    { input_tokens: 1500.5, output_tokens: 3 },
+    { input_tokens: 700, cache_read_input_tokens: '900' },
+    { prompt_tokens: 100, completion_tokens: -1 },
+  ]) {
+    const before = tracker.tokens()
+    assert.throws(
+      () => tracker.recordUsage(usage),
+      (err) => err instanceof InvalidArgumentError && /must be a non-negative integer/.test(err.message),
+    )
+    assert.deepEqual(tracker.tokens(), before)
+  }
+  tracker.recordUsage({ input_tokens: 900, cache_creation_input_tokens: null, output_tokens: 0 })
+  assert.deepEqual(tracker.tokens(), { tokens: 900, method: 'exact' })
   assert.throws(() => new ContextTracker({ tokenizer: 'nope' }), InvalidArgumentError)
   assert.throws(() => estimateTokens(42), InvalidArgumentError)
 })

@@ -321,7 +321,8 @@ impl PyContextTracker {
     }
 
     /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
-    /// so far, or the first `covered` messages.
+    /// so far, or the first `covered` messages. A count that is not a non-negative int (`None`
+    /// is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(
         &mut self,
@@ -331,8 +332,8 @@ impl PyContextTracker {
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;
-            let usage = Usage::from_json(&json_of(usage)?)
-                .ok_or_else(|| PyValueError::new_err("not a usage object: no token counts"))?;
+            let usage = Usage::parse(&json_of(usage)?)
+                .map_err(|error| PyValueError::new_err(error.to_string()))?;
             match covered {
                 Some(covered) => self.tracker.record_usage_at(usage, covered),
                 None => self.tracker.record_usage(usage),

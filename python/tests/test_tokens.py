@@ -155,6 +155,29 @@ def test_context_tracker_anchors_on_usage() -> None:
     assert tracker.tokenizer == "claude" and tracker.correction > 0
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": -5, "output_tokens": 3},
+        {"input_tokens": 1500.0, "output_tokens": 3},
+        {"input_tokens": 700, "cache_read_input_tokens": "900"},
+        {"prompt_tokens": 100, "completion_tokens": -1},
+    ],
+)
+def test_record_usage_refuses_a_count_that_is_not_a_non_negative_int(usage: dict[str, object]) -> None:
+    # Read as absent, a negative or float input made the usage "output only", which the tracker
+    # ignores: the call succeeded and recorded nothing.
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    with pytest.raises(ValueError, match="must be a non-negative integer"):
+        tracker.record_usage(usage)
+    assert tracker.tokens() == before
+    # None is absent, as the SDKs' model_dump() gives it.
+    tracker.record_usage({"input_tokens": 900, "cache_creation_input_tokens": None, "output_tokens": 0})
+    assert tracker.tokens() == {"tokens": 900, "method": "exact"}
+
+
 @pytest.mark.skipif(not ferroloop.has_exact_counting(), reason="built without the `exact` feature")
 def test_count_tokens_counts_exactly_with_the_offline_vocabularies() -> None:
     assert ferroloop.count_tokens("hello world", "o200k") == 2

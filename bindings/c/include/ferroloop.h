@@ -878,8 +878,9 @@ fl_status fl_context_tracker_len(const fl_context_tracker *tracker, size_t *len)
  * Usage with no prompt tokens (only `output_tokens`) is missing rather than measured: it is
  * ignored (`FL_STATUS_OK`, nothing changes).
  *
- * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or has no token counts (the
- * tracker is then unchanged).
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, has no token counts, or
+ * has a count field that is not a non-negative integer (`null` is absent) (the tracker is then
+ * unchanged).
  *
  * # Safety
  * `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads

@@ -570,12 +570,7 @@ pub unsafe extern "C" fn fl_context_tracker_len(
 unsafe fn usage_arg(usage_json: *const c_char, len: usize) -> FfiResult<Usage> {
     // SAFETY: forwarded from the caller.
     let value = unsafe { json_arg(usage_json, len, "usage_json") }?;
-    Usage::from_json(&value).ok_or_else(|| {
-        FfiError::invalid(
-            "`usage_json` is not a usage object: it needs input_tokens / output_tokens \
-             (or prompt_tokens / completion_tokens) as non-negative integers",
-        )
-    })
+    Usage::parse(&value).map_err(|error| FfiError::invalid(format!("`usage_json`: {error}")))
 }
 
 /// Records a response's usage as covering every message pushed so far (push the response's own
@@ -585,8 +580,9 @@ unsafe fn usage_arg(usage_json: *const c_char, len: usize) -> FfiResult<Usage> {
 /// Usage with no prompt tokens (only `output_tokens`) is missing rather than measured: it is
 /// ignored (`FL_STATUS_OK`, nothing changes).
 ///
-/// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or has no token counts (the
-/// tracker is then unchanged).
+/// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, has no token counts, or
+/// has a count field that is not a non-negative integer (`null` is absent) (the tracker is then
+/// unchanged).
 ///
 /// # Safety
 /// `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads

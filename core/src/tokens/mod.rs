@@ -38,4 +38,6 @@ pub use request::{
     estimate_value,
 };
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
-pub use tracker::{ContextTracker, CountMethod, InvalidCorrection, TokenCount, Usage};
+pub use tracker::{
+    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, TokenCount, Usage,
+};

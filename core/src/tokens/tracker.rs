@@ -14,6 +14,36 @@ use super::model::{Family, estimate_text};
 pub struct InvalidCorrection(pub f64);
 use super::request::{Overheads, estimate_block, estimate_message_frame, estimate_tools};
 
+/// A usage object a caller handed in that cannot be recorded ([`Usage::parse`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidUsage {
+    /// No token count at all (not an object, or none of the known fields).
+    #[error(
+        "not a usage object: it needs input_tokens / output_tokens (or prompt_tokens / \
+         completion_tokens) as non-negative integers"
+    )]
+    NoCounts,
+    /// A count field holding something other than a non-negative integer (a negative number,
+    /// a fraction, a string, a number past `u64::MAX`).
+    #[error("usage field `{field}` must be a non-negative integer, got {value}")]
+    NotACount {
+        /// The field's name.
+        field: &'static str,
+        /// The value found, as JSON.
+        value: String,
+    },
+}
+
+/// The count fields a usage object may hold, Anthropic's and OpenAI's.
+const USAGE_FIELDS: [&str; 6] = [
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+];
+
 /// Lower clamp of the correction factor.
 pub const CORRECTION_MIN: f64 = 0.8;
 /// Upper clamp of the correction factor.
@@ -54,9 +84,34 @@ impl Usage {
             .saturating_add(self.cache_read_input_tokens)
     }
 
+    /// Reads a usage object a caller hands in (what the bindings' `record_usage` take): as
+    /// [`Self::from_json`], but a count field that is present and not `null` must be a
+    /// non-negative integer. `from_json` reads such a field as absent, so a negative or
+    /// fractional `input_tokens` would make the usage "output only" and be ignored without a
+    /// word, and a string count would vanish; here it is an error naming the field.
+    pub fn parse(usage: &Value) -> Result<Usage, InvalidUsage> {
+        if let Value::Object(fields) = usage {
+            for field in USAGE_FIELDS {
+                match fields.get(field) {
+                    None | Some(Value::Null) => {}
+                    Some(value) if value.is_u64() => {}
+                    Some(value) => {
+                        return Err(InvalidUsage::NotACount {
+                            field,
+                            value: value.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        Usage::from_json(usage).ok_or(InvalidUsage::NoCounts)
+    }
+
     /// Reads an Anthropic (`input_tokens`, `cache_*_input_tokens`, `output_tokens`) or OpenAI
     /// (`prompt_tokens`/`completion_tokens`, or Responses' `input_tokens`/`output_tokens`) usage
-    /// object. OpenAI's cached tokens are part of `prompt_tokens` already.
+    /// object. OpenAI's cached tokens are part of `prompt_tokens` already. Lenient, for a
+    /// server's usage: a field that is not a non-negative integer counts as absent
+    /// ([`Self::parse`] refuses it instead).
     pub fn from_json(usage: &Value) -> Option<Usage> {
         let field = |key: &str| usage.get(key).and_then(Value::as_u64);
         if let Some(prompt) = field("prompt_tokens") {
@@ -526,6 +581,60 @@ mod tests {
         let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
         assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
         assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+
+    #[test]
+    fn a_callers_usage_with_a_count_that_is_not_one_is_refused() {
+        let parsed = |v: Value| Usage::parse(&v);
+        assert_eq!(
+            parsed(
+                json!({"input_tokens": 5, "cache_read_input_tokens": null, "output_tokens": 2, "service_tier": "standard"})
+            ),
+            Ok(Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+                ..Usage::default()
+            })
+        );
+        assert_eq!(
+            parsed(json!({"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10})),
+            Usage::from_json(&json!({"prompt_tokens": 9, "completion_tokens": 1}))
+                .ok_or(InvalidUsage::NoCounts)
+        );
+        for (usage, field) in [
+            (
+                json!({"input_tokens": -5, "output_tokens": 3}),
+                "input_tokens",
+            ),
+            (
+                json!({"input_tokens": 1500.5, "output_tokens": 3}),
+                "input_tokens",
+            ),
+            (
+                json!({"input_tokens": 100, "cache_read_input_tokens": "900"}),
+                "cache_read_input_tokens",
+            ),
+            (json!({"input_tokens": 1e20}), "input_tokens"),
+            (
+                json!({"prompt_tokens": 100, "completion_tokens": -1}),
+                "completion_tokens",
+            ),
+        ] {
+            match parsed(usage.clone()) {
+                Err(InvalidUsage::NotACount { field: found, .. }) => {
+                    assert_eq!(found, field, "{usage}");
+                }
+                other => panic!("{usage}: {other:?}"),
+            }
+        }
+        for nothing in [json!({"foo": 1}), json!([1]), json!(3), Value::Null] {
+            assert_eq!(parsed(nothing), Err(InvalidUsage::NoCounts));
+        }
+        let error = parsed(json!({"input_tokens": -5})).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "usage field `input_tokens` must be a non-negative integer, got -5"
+        );
     }
 
     #[test]
