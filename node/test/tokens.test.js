@@ -169,3 +169,21 @@ test('TextEstimator: pieces (strings, or bytes splitting characters) give the wh
   assert.throws(() => new TextEstimator().feed(42), InvalidArgumentError)
   assert.throws(() => new TextEstimator({ tokenizer: 'gpt2' }), InvalidArgumentError)
 })
+
+test('estimateRequest gives the table every language shares (tests/tokens/requests/expected.tsv)', () => {
+  const fs = require('node:fs')
+  const path = require('node:path')
+  const folder = path.join(__dirname, '..', '..', 'tests', 'tokens', 'requests')
+  const [header, ...rows] = fs.readFileSync(path.join(folder, 'expected.tsv'), 'utf8').trimEnd().split('\n')
+  const keys = header.split('\t')
+  assert.ok(rows.length >= 20)
+  for (const row of rows) {
+    const fields = Object.fromEntries(row.split('\t').map((value, i) => [keys[i], value]))
+    const body = JSON.parse(fs.readFileSync(path.join(folder, fields.file), 'utf8'))
+    const options = { tokenizer: fields.tokenizer }
+    const want = {}
+    for (const part of ['system', 'tools', 'messages', 'overhead', 'total']) want[part] = Number(fields[part])
+    assert.deepEqual({ ...estimateRequest(body, options) }, want, `${fields.file} ${fields.tokenizer}`)
+    assert.equal(estimateTokens(body, options), want.total, `${fields.file} ${fields.tokenizer}`)
+  }
+})

@@ -265,3 +265,25 @@ def test_text_fed_in_pieces_gets_the_whole_texts_estimate() -> None:
         empty.feed(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ferroloop.TextEstimator(tokenizer="gpt2")  # type: ignore[arg-type]
+
+
+def _request_table() -> list[tuple[str, str, dict[str, int]]]:
+    """tests/tokens/requests/expected.tsv: the parts the core gives each body, per family."""
+    folder = SHARED / "tokens" / "requests"
+    lines = (folder / "expected.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    rows = []
+    for line in lines[1:]:
+        fields = dict(zip(header, line.split("\t")))
+        parts = {key: int(fields[key]) for key in ("system", "tools", "messages", "overhead", "total")}
+        rows.append((fields["file"], fields["tokenizer"], parts))
+    return rows
+
+
+def test_request_estimates_match_the_table_every_language_shares() -> None:
+    rows = _request_table()
+    assert len(rows) >= 20
+    for file, tokenizer, parts in rows:
+        body = json.loads((SHARED / "tokens" / "requests" / file).read_text(encoding="utf-8"))
+        assert ferroloop.estimate_request(body, tokenizer=tokenizer) == parts, (file, tokenizer)
+        assert ferroloop.estimate_tokens(body, tokenizer=tokenizer) == parts["total"], (file, tokenizer)
