@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use ferroloop::tokens::{FAMILIES, Family, estimate_request_body};
+use ferroloop::tokens::{FAMILIES, estimate_request_body};
 use serde_json::Value;
 
 fn requests_dir() -> PathBuf {

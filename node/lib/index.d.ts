@@ -428,8 +428,8 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
 
 /**
  * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
- * array of messages, or an object: a request body (with `messages`, `system` or `tools`;
- * `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
+ * array of messages, or an object: a request body (with `messages`, `system` or `tools`, or an
+ * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
  * `estimate_tokens`.
  */
 export declare function estimateTokens(
@@ -457,7 +457,10 @@ export interface RequestEstimate {
   total: number
 }
 
-/** Estimated tokens of a Messages (or Chat Completions) request body. */
+/**
+ * Estimated tokens of a Messages, Chat Completions or Responses request body (`instructions` count
+ * as the system part, `input` items as messages).
+ */
 export declare function estimateRequest(
   body: { system?: unknown; tools?: unknown[]; messages: unknown[]; [key: string]: unknown },
   options?: { tokenizer?: Tokenizer },

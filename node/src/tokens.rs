@@ -46,7 +46,8 @@ pub fn estimate_bytes(bytes: &[u8], tokenizer: Option<String>) -> napi::Result<f
 }
 
 /// Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
-/// list of messages; an object with `messages`, `system` or `tools` is a request body; an
+/// list of messages; an object with `messages`, `system` or `tools` (or an OpenAI Responses
+/// body's `input` or `instructions`) is a request body; an
 /// object with a `role` is one message; any other object is one content block (the core's
 /// `estimate_value`, what Python's `estimate_tokens` reads).
 #[napi(js_name = "estimateJson")]

@@ -111,7 +111,8 @@ def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, token
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and
-    ``total`` (``estimate_tokens(body)`` is the ``total``)."""
+    ``total`` (``estimate_tokens(body)`` is the ``total``). An OpenAI Responses body's
+    ``instructions`` are its system part and its ``input`` items its messages."""
 
 @final
 class ContextBudget:

@@ -25,7 +25,8 @@ fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,
 /// `"o200k"`, `"cl100k"`): a `str` (or `bytes`, `bytearray`, `memoryview`: UTF-8) is text; a list is a list of messages; a dict
-/// with `messages`, `system` or `tools` is a request body (overheads included); a dict with a
+/// with `messages`, `system` or `tools` (or an OpenAI Responses body's `input` or `instructions`)
+/// is a request body (overheads included); a dict with a
 /// `role` is one message; any other dict is one content block. Large text is estimated with the
 /// interpreter released.
 #[pyfunction]
@@ -61,7 +62,8 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
     })
 }
 
-/// Estimates a request body (a dict with `system`, `tools`, `messages`) by part: a dict with
+/// Estimates a request body (a dict with `system`, `tools`, `messages`, or an OpenAI Responses
+/// body with `instructions`, `tools`, `input`) by part: a dict with
 /// `system`, `tools`, `messages`, `overhead` and `total` (what Node's `estimateRequest` and C's
 /// `fl_tokens_estimate_request` give; `estimate_tokens(body)` is the `total`).
 #[pyfunction]

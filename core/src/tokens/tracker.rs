@@ -12,7 +12,9 @@ use super::model::{Family, estimate_text};
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("the correction factor must be a positive number, got {0}")]
 pub struct InvalidCorrection(pub f64);
-use super::request::{Overheads, estimate_block, estimate_message_frame, estimate_tools};
+use super::request::{
+    MessageBody, Overheads, estimate_block, estimate_message_frame, estimate_tools, message_body,
+};
 
 /// A usage object a caller handed in that cannot be recorded ([`Usage::parse`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -250,12 +252,15 @@ impl ContextTracker {
         self.anchor = None;
     }
 
-    /// Appends a message (`{"role": .., "content": ..}`).
+    /// Appends a message (`{"role": .., "content": ..}`, or an OpenAI Responses input item),
+    /// estimated as [`estimate_message`](super::estimate_message) does.
     pub fn push_message(&mut self, message: &Value) {
-        let tokens = estimate_message_frame(message, self.family)
-            + message
-                .get("content")
-                .map_or(0, |c| self.estimate_content(c));
+        let body = match message_body(message) {
+            MessageBody::Content(content) => self.estimate_content(content),
+            MessageBody::Item(item) => self.estimate_cached(item),
+            MessageBody::Nothing => 0,
+        };
+        let tokens = estimate_message_frame(message, self.family) + body;
         self.messages.push(tokens);
         self.messages_total += tokens;
     }
@@ -465,7 +470,15 @@ mod tests {
             json!([{"name": "ls", "description": "list", "input_schema": {"type": "object"}}]);
         t.set_system(&system);
         t.set_tools(&tools);
-        let messages: Vec<Value> = (0..5).map(user).collect();
+        let mut messages: Vec<Value> = (0..5).map(user).collect();
+        // OpenAI Responses items and entries that are no message objects count the same way.
+        messages.extend([
+            json!({"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "a.txt b.txt"}),
+            json!("a bare string"),
+            json!(3),
+            Value::Null,
+        ]);
         for m in &messages {
             t.push_message(m);
         }
