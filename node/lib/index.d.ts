@@ -527,9 +527,15 @@ export declare class ContextTracker {
   setSystem(system: unknown): void
   /** Sets the tool definitions. */
   setTools(tools: unknown[]): void
-  /** Appends a message. */
-  pushMessage(message: unknown): void
-  /** Replaces the whole history (e.g. after compaction). */
+  /**
+   * Appends a message (an object: a message or an OpenAI Responses item). Throws an
+   * InvalidArgumentError for anything else.
+   */
+  pushMessage(message: Record<string, unknown>): void
+  /**
+   * Replaces the whole history (e.g. after compaction). Throws an InvalidArgumentError, the
+   * tracker unchanged, for an entry that is no plain object.
+   */
   replaceMessages(messages: unknown[]): void
   /** Keeps the first `length` messages. */
   truncate(length: number): void

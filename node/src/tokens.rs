@@ -287,17 +287,20 @@ impl NativeContextTracker {
         })
     }
 
-    /// Appends a message (JSON).
+    /// Appends a message (JSON: an object, a message or an OpenAI Responses item; anything else
+    /// is an invalid argument).
     #[napi(js_name = "pushMessageJson")]
     pub fn push_message_json(&mut self, message_json: String) -> napi::Result<()> {
         guard::sync(|| {
             let message = parse_json(&message_json, "the message")?;
-            self.inner.push_message(&message);
-            Ok(())
+            self.inner
+                .try_push_message(&message)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 
-    /// Replaces the whole history (JSON array), e.g. after compaction.
+    /// Replaces the whole history (JSON array of objects; anything else in it is an invalid
+    /// argument naming the first), e.g. after compaction.
     #[napi(js_name = "replaceMessagesJson")]
     pub fn replace_messages_json(&mut self, messages_json: String) -> napi::Result<()> {
         guard::sync(|| {
@@ -309,8 +312,9 @@ impl NativeContextTracker {
                     );
                 }
             };
-            self.inner.replace_messages(&messages);
-            Ok(())
+            self.inner
+                .try_replace_messages(&messages)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 

@@ -135,6 +135,20 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
   }
   tracker.recordUsage({ input_tokens: 900, cache_creation_input_tokens: null, output_tokens: 0 })
   assert.deepEqual(tracker.tokens(), { tokens: 900, method: 'exact' })
+  // Messages must be objects, as C has it (a string was taken and cost 4 tokens).
+  const length = tracker.length
+  for (const message of ['hello', 3, null, ['a']]) {
+    assert.throws(
+      () => tracker.pushMessage(message),
+      (err) => err instanceof InvalidArgumentError && /must be a JSON object/.test(err.message),
+    )
+  }
+  assert.throws(
+    () => tracker.replaceMessages([{ role: 'user', content: 'a' }, 'b']),
+    (err) => err instanceof InvalidArgumentError && /message 1 must be a JSON object/.test(err.message),
+  )
+  assert.equal(tracker.length, length)
+  assert.deepEqual(tracker.tokens(), { tokens: 900, method: 'exact' })
   assert.throws(() => new ContextTracker({ tokenizer: 'nope' }), InvalidArgumentError)
   assert.throws(() => estimateTokens(42), InvalidArgumentError)
 })

@@ -292,25 +292,26 @@ impl PyContextTracker {
         })
     }
 
-    /// Appends a message.
+    /// Appends a message (a dict: a message or an OpenAI Responses item; else `TypeError`).
     fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.push_message", || {
             let message = json_of(message)?;
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.push_message(&message));
-            Ok(())
+            py.detach(move || tracker.try_push_message(&message))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
-    /// Replaces every message (e.g. after compaction).
+    /// Replaces every message (e.g. after compaction); a list holding anything but dicts is a
+    /// `TypeError` naming the first, and the tracker is left unchanged.
     fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.replace_messages", || {
             let Value::Array(messages) = json_of(messages)? else {
                 return Err(PyTypeError::new_err("expected a list of messages"));
             };
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.replace_messages(&messages));
-            Ok(())
+            py.detach(move || tracker.try_replace_messages(&messages))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 

@@ -155,6 +155,22 @@ def test_context_tracker_anchors_on_usage() -> None:
     assert tracker.tokenizer == "claude" and tracker.correction > 0
 
 
+def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
+    # C refused them with FL_STATUS_INVALID_ARGUMENT; Python took them (a string was 4 tokens).
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    for message in ("hello", 3, None, ["a"]):
+        with pytest.raises(TypeError, match="must be a JSON object"):
+            tracker.push_message(message)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="message 1 must be a JSON object"):
+        tracker.replace_messages([{"role": "user", "content": "a"}, "b"])  # type: ignore[list-item]
+    assert tracker.tokens() == before and len(tracker) == 1
+    # An OpenAI Responses item is an object: taken.
+    tracker.push_message({"type": "function_call_output", "call_id": "c", "output": "done"})
+    assert len(tracker) == 2
+
+
 @pytest.mark.parametrize(
     "usage",
     [

@@ -485,11 +485,9 @@ pub unsafe extern "C" fn fl_context_tracker_push_message(
         // SAFETY: the caller's promises on `tracker` and `message_json`.
         let (tracker, message) =
             unsafe { tracker_and_json(tracker, message_json, len, "message_json") }?;
-        if !message.is_object() {
-            return Err(FfiError::invalid("`message_json` must be a JSON object"));
-        }
-        tracker.push_message(&message);
-        Ok(())
+        tracker
+            .try_push_message(&message)
+            .map_err(|error| FfiError::invalid(format!("`message_json`: {error}")))
     })
 }
 
@@ -516,13 +514,9 @@ pub unsafe extern "C" fn fl_context_tracker_replace_messages(
         let Value::Array(messages) = messages else {
             return Err(FfiError::invalid("`messages_json` must be a JSON array"));
         };
-        if let Some(index) = messages.iter().position(|m| !m.is_object()) {
-            return Err(FfiError::invalid(format!(
-                "`messages_json`: message {index} is not a JSON object"
-            )));
-        }
-        tracker.replace_messages(&messages);
-        Ok(())
+        tracker
+            .try_replace_messages(&messages)
+            .map_err(|error| FfiError::invalid(format!("`messages_json`: {error}")))
     })
 }
 

@@ -39,5 +39,5 @@ pub use request::{
 };
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
 pub use tracker::{
-    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, TokenCount, Usage,
+    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, TokenCount, Usage,
 };

@@ -36,6 +36,37 @@ pub enum InvalidUsage {
     },
 }
 
+/// A message handed to the tracker that is no JSON object ([`ContextTracker::try_push_message`],
+/// [`ContextTracker::try_replace_messages`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAMessage {
+    /// The one message pushed.
+    #[error("the message must be a JSON object (a message or an OpenAI Responses item), got {0}")]
+    Pushed(&'static str),
+    /// A message of a history, by index.
+    #[error(
+        "message {index} must be a JSON object (a message or an OpenAI Responses item), got {kind}"
+    )]
+    InHistory {
+        /// Its index in the history.
+        index: usize,
+        /// What it is instead (`string`, `number`, ...).
+        kind: &'static str,
+    },
+}
+
+/// The JSON kind of a value, for error messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// The count fields a usage object may hold, Anthropic's and OpenAI's.
 const USAGE_FIELDS: [&str; 6] = [
     "input_tokens",
@@ -263,6 +294,29 @@ impl ContextTracker {
         let tokens = estimate_message_frame(message, self.family) + body;
         self.messages.push(tokens);
         self.messages_total += tokens;
+    }
+
+    /// [`Self::push_message`] for a message a caller hands in: anything but a JSON object is
+    /// refused and the tracker left unchanged (what the bindings' `push_message` do).
+    pub fn try_push_message(&mut self, message: &Value) -> Result<(), NotAMessage> {
+        if !message.is_object() {
+            return Err(NotAMessage::Pushed(json_kind(message)));
+        }
+        self.push_message(message);
+        Ok(())
+    }
+
+    /// [`Self::replace_messages`] for a history a caller hands in: a history holding anything
+    /// but JSON objects is refused, naming the first such entry, and the tracker left unchanged.
+    pub fn try_replace_messages(&mut self, messages: &[Value]) -> Result<(), NotAMessage> {
+        if let Some(index) = messages.iter().position(|m| !m.is_object()) {
+            return Err(NotAMessage::InHistory {
+                index,
+                kind: json_kind(&messages[index]),
+            });
+        }
+        self.replace_messages(messages);
+        Ok(())
     }
 
     /// Replaces the whole history (e.g. after compaction). Blocks seen before come from the
@@ -648,6 +702,26 @@ mod tests {
             error,
             "usage field `input_tokens` must be a non-negative integer, got -5"
         );
+    }
+
+    #[test]
+    fn messages_handed_in_must_be_objects() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.push_message(&user(0));
+        let before = t.tokens();
+        assert_eq!(
+            t.try_push_message(&json!("hello")),
+            Err(NotAMessage::Pushed("a string"))
+        );
+        let error = t.try_replace_messages(&[user(1), json!(3)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "message 1 must be a JSON object (a message or an OpenAI Responses item), got a number"
+        );
+        assert_eq!((t.len(), t.tokens()), (1, before));
+        assert_eq!(t.try_push_message(&user(1)), Ok(()));
+        assert_eq!(t.try_replace_messages(&[user(2)]), Ok(()));
+        assert_eq!(t.len(), 1);
     }
 
     #[test]
