@@ -533,8 +533,9 @@ export declare class ContextTracker {
    */
   pushMessage(message: Record<string, unknown>): void
   /**
-   * Replaces the whole history (e.g. after compaction). Throws an InvalidArgumentError, the
-   * tracker unchanged, for an entry that is no plain object.
+   * Replaces the whole history (e.g. after compaction); the usage recorded stays if the messages
+   * it covered open the new history unchanged. Throws an InvalidArgumentError, the tracker
+   * unchanged, for an entry that is no plain object.
    */
   replaceMessages(messages: unknown[]): void
   /** Keeps the first `length` messages. */

@@ -300,7 +300,8 @@ impl NativeContextTracker {
     }
 
     /// Replaces the whole history (JSON array of objects; anything else in it is an invalid
-    /// argument naming the first), e.g. after compaction.
+    /// argument naming the first), e.g. after compaction; the usage recorded stays if the
+    /// messages it covered open the new history unchanged.
     #[napi(js_name = "replaceMessagesJson")]
     pub fn replace_messages_json(&mut self, messages_json: String) -> napi::Result<()> {
         guard::sync(|| {

@@ -109,6 +109,8 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     { role: 'assistant', content: 'A Rust workspace with a core crate.' },
   ])
   assert.equal(tracker.bytesEstimated, bytes)
+  // ... and keeps the usage of the unchanged prefix it covered (it was dropped: a pure estimate).
+  assert.deepEqual(tracker.tokens(), after)
   tracker.truncate(1)
   assert.equal(tracker.length, 1)
 

@@ -181,7 +181,8 @@ class ContextTracker:
     def push_message(self, message: dict[str, Any]) -> None:
         """Appends a message (a dict: a message or an OpenAI Responses item; else ``TypeError``)."""
     def replace_messages(self, messages: list[dict[str, Any]]) -> None:
-        """Replaces every message (e.g. after compaction); a list holding anything but dicts is a
+        """Replaces every message (e.g. after compaction); the usage recorded stays if the messages
+        it covered open the new list unchanged. A list holding anything but dicts is a
         ``TypeError`` naming the first, and the tracker is left unchanged."""
     def truncate(self, length: int) -> None: ...
     def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:

@@ -302,7 +302,8 @@ impl PyContextTracker {
         })
     }
 
-    /// Replaces every message (e.g. after compaction); a list holding anything but dicts is a
+    /// Replaces every message (e.g. after compaction); the usage recorded stays if the messages
+    /// it covered open the new list unchanged. A list holding anything but dicts is a
     /// `TypeError` naming the first, and the tracker is left unchanged.
     fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.replace_messages", || {

@@ -155,6 +155,21 @@ def test_context_tracker_anchors_on_usage() -> None:
     assert tracker.tokenizer == "claude" and tracker.correction > 0
 
 
+def test_replacing_the_history_keeps_the_usage_of_an_unchanged_prefix() -> None:
+    # A host that hands over its whole history every turn: the count was a pure estimate after
+    # every replace_messages, however far it was from the usage.
+    history = [{"role": "user", "content": "Summarise the file. " * 50}]
+    tracker = ferroloop.ContextTracker()
+    tracker.replace_messages(history)
+    tracker.record_usage({"input_tokens": 5000, "output_tokens": 0})
+    history.append({"role": "assistant", "content": "It is short."})
+    tracker.replace_messages(history)
+    assert tracker.tokens()["method"] == "usage+estimate" and tracker.tokens()["tokens"] > 5000
+    history[0] = {"role": "user", "content": "Summarise the file! " * 50}
+    tracker.replace_messages(history)
+    assert tracker.tokens()["method"] == "estimate"
+
+
 def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
     # C refused them with FL_STATUS_INVALID_ARGUMENT; Python took them (a string was 4 tokens).
     tracker = ferroloop.ContextTracker()

@@ -493,7 +493,8 @@ pub unsafe extern "C" fn fl_context_tracker_push_message(
 
 /// Replaces every message (after compaction, or an edit of the history): `messages_json`
 /// (`len` bytes) is an array of message objects as JSON. Blocks seen before are not estimated
-/// again. Drops the usage anchor.
+/// again. The usage recorded stays if the messages it covered open the new history unchanged
+/// (same content, in order); otherwise it is dropped.
 ///
 /// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, is not an array, or holds
 /// something other than objects (the tracker is then unchanged).

@@ -223,6 +223,8 @@ pub struct ContextTracker {
     tools_key: Option<u64>,
     /// Raw estimate per message.
     messages: Vec<u64>,
+    /// Content hash per message: whether a replaced history kept the anchored prefix.
+    message_keys: Vec<u64>,
     /// Sum of `messages`.
     messages_total: u64,
     anchor: Option<Anchor>,
@@ -243,6 +245,7 @@ impl ContextTracker {
             system_key: None,
             tools_key: None,
             messages: Vec::new(),
+            message_keys: Vec::new(),
             messages_total: 0,
             anchor: None,
             anchored_total: 0,
@@ -293,6 +296,7 @@ impl ContextTracker {
         };
         let tokens = estimate_message_frame(message, self.family) + body;
         self.messages.push(tokens);
+        self.message_keys.push(content_key(message));
         self.messages_total += tokens;
     }
 
@@ -319,14 +323,23 @@ impl ContextTracker {
         Ok(())
     }
 
-    /// Replaces the whole history (e.g. after compaction). Blocks seen before come from the
-    /// cache. Invalidates the usage anchor.
+    /// Replaces the whole history (e.g. after compaction, or a host that rebuilds its history
+    /// every turn). Blocks seen before come from the cache. The usage anchor survives when the
+    /// new history starts with the very messages it covered (same content, in order); any change
+    /// to them (compaction, an edited earlier message, even of the same length) drops it.
     pub fn replace_messages(&mut self, messages: &[Value]) {
+        let anchor = self.anchor.take();
+        let old_keys = std::mem::take(&mut self.message_keys);
         self.messages.clear();
         self.messages_total = 0;
-        self.anchor = None;
         for message in messages {
             self.push_message(message);
+        }
+        if let Some(anchor) = anchor
+            && old_keys.get(..anchor.covered) == self.message_keys.get(..anchor.covered)
+        {
+            self.anchor = Some(anchor);
+            self.anchored_total = self.messages[..anchor.covered].iter().sum();
         }
     }
 
@@ -336,6 +349,7 @@ impl ContextTracker {
             return;
         }
         self.messages.truncate(len);
+        self.message_keys.truncate(len);
         self.messages_total = self.messages.iter().sum();
         if self.anchor.is_some_and(|a| a.covered > len) {
             self.anchor = None;
@@ -702,6 +716,61 @@ mod tests {
             error,
             "usage field `input_tokens` must be a non-negative integer, got -5"
         );
+    }
+
+    /// A host that hands over its whole history every turn keeps the usage anchor for the
+    /// prefix the usage covered; compaction or an edit inside that prefix drops it.
+    #[test]
+    fn replacing_the_history_keeps_the_anchor_only_for_an_unchanged_prefix() {
+        let history: Vec<Value> = (0..4).map(user).collect();
+        let anchored = || {
+            let mut t = ContextTracker::new(Family::Claude);
+            t.replace_messages(&history[..2]);
+            t.record_usage(Usage {
+                input_tokens: 5_000,
+                ..Usage::default()
+            });
+            t
+        };
+        // The same history again: still exact.
+        let mut t = anchored();
+        t.replace_messages(&history[..2]);
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 5_000,
+                method: CountMethod::Exact
+            }
+        );
+        // The same history and two new messages: the usage plus their estimate.
+        t.replace_messages(&history);
+        let mut pushed = anchored();
+        pushed.push_message(&history[2]);
+        pushed.push_message(&history[3]);
+        assert_eq!(t.tokens(), pushed.tokens());
+        assert_eq!(t.tokens().method, CountMethod::UsageEstimate);
+        // An earlier message edited, same length: the usage no longer stands.
+        let mut edited = history.clone();
+        let text = edited[1]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .replace('l', "L");
+        edited[1]["content"][0]["text"] = json!(text);
+        let mut t = anchored();
+        t.replace_messages(&edited);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        // Compacted (shorter, or a different first message): neither.
+        let mut t = anchored();
+        t.replace_messages(&history[..1]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        let mut t = anchored();
+        t.replace_messages(&history[1..]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        // Truncating within the prefix and replacing with it again does not bring it back.
+        let mut t = anchored();
+        t.truncate(1);
+        t.replace_messages(&history[..2]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
     }
 
     #[test]
