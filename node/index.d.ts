@@ -84,9 +84,16 @@ export declare class ContextTracker {
   setSystemJson(systemJson: string): void
   /** Sets the tool definitions (JSON array). */
   setToolsJson(toolsJson: string): void
-  /** Appends a message (JSON). */
+  /**
+   * Appends a message (JSON: an object, a message or an OpenAI Responses item; anything else
+   * is an invalid argument).
+   */
   pushMessageJson(messageJson: string): void
-  /** Replaces the whole history (JSON array), e.g. after compaction. */
+  /**
+   * Replaces the whole history (JSON array of objects; anything else in it is an invalid
+   * argument naming the first), e.g. after compaction; the usage recorded stays if the
+   * messages it covered open the new history unchanged.
+   */
   replaceMessagesJson(messagesJson: string): void
   /** Keeps the first `len` messages. */
   truncate(len: number): void
@@ -94,7 +101,8 @@ export declare class ContextTracker {
   get length(): number
   /**
    * Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
-   * `covered` messages (all of them when absent).
+   * `covered` messages (all of them when absent). A count that is not a non-negative integer
+   * (`null` is absent), or no count at all, is an invalid argument.
    */
   recordUsageJson(usageJson: string, covered?: number | undefined | null): void
   /** The online correction factor (usage / estimate, clamped). */
@@ -442,7 +450,8 @@ export declare function estimateBytes(bytes: Uint8Array, tokenizer?: string | un
 
 /**
  * Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
- * list of messages; an object with `messages`, `system` or `tools` is a request body; an
+ * list of messages; an object with `messages`, `system` or `tools` (or an OpenAI Responses
+ * body's `input` or `instructions`) is a request body; an
  * object with a `role` is one message; any other object is one content block (the core's
  * `estimate_value`, what Python's `estimate_tokens` reads).
  */

@@ -2,8 +2,9 @@
 //! of each file, one JSON object per line:
 //! `{"file": PATH, "tokens": N, "method": "estimate"|"exact", "tokenizer": NAME}`.
 //!
-//! A `.json` file holding a Messages request body (an object with a `messages` array) is counted
-//! as a request (system, tools, messages, per-block rules); anything else as plain text. `-` is
+//! A `.json` file holding a request body (an object with a `messages` array, or an OpenAI
+//! Responses body with an `input` array or string) is counted as a request (system, tools,
+//! messages, per-block rules); anything else as plain text. `-` is
 //! stdin, counted as a request when it holds one (it has no extension to go by). With
 //! `--exact`, text is counted by the family's exact tokenizer (o200k and cl100k only); request
 //! overheads and images still follow the documented rules. Plain text is estimated, or counted
@@ -194,12 +195,17 @@ fn count_bytes(bytes: &[u8], family: Family, exact: bool) -> u64 {
     }
 }
 
-/// The file as a Messages request body, if it is one.
+/// The file as a request body, if it is one: a Messages or Chat body (a `messages` array) or an
+/// OpenAI Responses body (an `input` array or string).
 fn as_request(bytes: &[u8]) -> Option<Value> {
     // Editors on Windows save JSON with a byte-order mark, which serde_json refuses; counted as
     // text instead, the request's base64 images would be estimated from their length.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let value: Value = serde_json::from_slice(bytes).ok()?;
-    value.get("messages")?.as_array()?;
-    Some(value)
+    let is_request = match (value.get("messages"), value.get("input")) {
+        (Some(messages), _) => messages.is_array(),
+        (None, Some(input)) => input.is_array() || input.is_string(),
+        (None, None) => false,
+    };
+    is_request.then_some(value)
 }

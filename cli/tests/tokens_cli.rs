@@ -413,3 +413,35 @@ fn json_files_that_are_no_requests_count_as_their_text() {
         }
     }
 }
+
+/// Each request body of `tests/tokens/requests` counts as the total the table every language
+/// shares gives it (`expected.tsv`, checked against the core in `core/tests/tokens_requests.rs`).
+#[test]
+fn request_bodies_count_as_the_shared_table_says() {
+    let folder = common::shared("tokens/requests");
+    let table = std::fs::read_to_string(folder.join("expected.tsv")).unwrap();
+    let mut rows = 0;
+    for family in ["o200k", "cl100k", "claude-legacy", "claude"] {
+        let wanted: Vec<(&str, u64)> = table
+            .lines()
+            .skip(1)
+            .map(|line| line.split('\t').collect::<Vec<_>>())
+            .filter(|fields| fields[1] == family)
+            .map(|fields| (fields[0], fields[6].parse().unwrap()))
+            .collect();
+        let output = bin()
+            .args(["tokens", "--tokenizer", family])
+            .args(wanted.iter().map(|(file, _)| folder.join(file)))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let lines = lines(&output);
+        assert_eq!(lines.len(), wanted.len());
+        for (line, (file, total)) in lines.iter().zip(&wanted) {
+            assert!(line["file"].as_str().unwrap().ends_with(file), "{line}");
+            assert_eq!(line["tokens"], *total, "{file} {family}");
+            rows += 1;
+        }
+    }
+    assert!(rows >= 20);
+}

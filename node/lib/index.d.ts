@@ -428,8 +428,8 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
 
 /**
  * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
- * array of messages, or an object: a request body (with `messages`, `system` or `tools`;
- * `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
+ * array of messages, or an object: a request body (with `messages`, `system` or `tools`, or an
+ * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
  * `estimate_tokens`.
  */
 export declare function estimateTokens(
@@ -457,7 +457,10 @@ export interface RequestEstimate {
   total: number
 }
 
-/** Estimated tokens of a Messages (or Chat Completions) request body. */
+/**
+ * Estimated tokens of a Messages, Chat Completions or Responses request body (`instructions` count
+ * as the system part, `input` items as messages).
+ */
 export declare function estimateRequest(
   body: { system?: unknown; tools?: unknown[]; messages: unknown[]; [key: string]: unknown },
   options?: { tokenizer?: Tokenizer },
@@ -524,15 +527,26 @@ export declare class ContextTracker {
   setSystem(system: unknown): void
   /** Sets the tool definitions. */
   setTools(tools: unknown[]): void
-  /** Appends a message. */
-  pushMessage(message: unknown): void
-  /** Replaces the whole history (e.g. after compaction). */
+  /**
+   * Appends a message (an object: a message or an OpenAI Responses item). Throws an
+   * InvalidArgumentError for anything else.
+   */
+  pushMessage(message: Record<string, unknown>): void
+  /**
+   * Replaces the whole history (e.g. after compaction); the usage recorded stays if the messages
+   * it covered open the new history unchanged. Throws an InvalidArgumentError, the tracker
+   * unchanged, for an entry that is no plain object.
+   */
   replaceMessages(messages: unknown[]): void
   /** Keeps the first `length` messages. */
   truncate(length: number): void
   /** Number of messages tracked. */
   readonly length: number
-  /** Records a response's usage (Anthropic or OpenAI field names) covering the first `covered` messages. */
+  /**
+   * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
+   * messages. Throws an InvalidArgumentError for a count that is not a non-negative integer
+   * (`null` is absent) or no count at all.
+   */
   recordUsage(usage: Record<string, unknown>, covered?: number): void
   /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */
   correction: number

@@ -23,7 +23,8 @@ function isPlainObject(value) {
 /**
  * Estimated tokens, for a tokenizer family (`claude` (default), `claude-legacy`, `o200k`,
  * `cl100k`), of a string or UTF-8 bytes (text), an array of messages, or an object: a request
- * body (with `messages`, `system` or `tools`), a message (with a `role`) or a content block.
+ * body (with `messages`, `system` or `tools`, or an OpenAI Responses body's `input` or
+ * `instructions`), a message (with a `role`) or a content block.
  */
 function estimateTokens(input, options) {
   const tokenizer = tokenizerOf(options)
@@ -37,7 +38,10 @@ function estimateTokens(input, options) {
   )
 }
 
-/** Estimated tokens of a request body ({ system, tools, messages }), by part and in total. */
+/**
+ * Estimated tokens of a request body ({ system, tools, messages }, or an OpenAI Responses body:
+ * { instructions, tools, input }), by part and in total.
+ */
 function estimateRequest(body, options) {
   const tokenizer = tokenizerOf(options)
   if (body === null || typeof body !== 'object') throw new InvalidArgumentError('estimateRequest expects a request object')

@@ -46,7 +46,8 @@ pub fn estimate_bytes(bytes: &[u8], tokenizer: Option<String>) -> napi::Result<f
 }
 
 /// Estimated tokens of a JSON value (`estimateTokens` of an array or an object): an array is a
-/// list of messages; an object with `messages`, `system` or `tools` is a request body; an
+/// list of messages; an object with `messages`, `system` or `tools` (or an OpenAI Responses
+/// body's `input` or `instructions`) is a request body; an
 /// object with a `role` is one message; any other object is one content block (the core's
 /// `estimate_value`, what Python's `estimate_tokens` reads).
 #[napi(js_name = "estimateJson")]
@@ -286,17 +287,21 @@ impl NativeContextTracker {
         })
     }
 
-    /// Appends a message (JSON).
+    /// Appends a message (JSON: an object, a message or an OpenAI Responses item; anything else
+    /// is an invalid argument).
     #[napi(js_name = "pushMessageJson")]
     pub fn push_message_json(&mut self, message_json: String) -> napi::Result<()> {
         guard::sync(|| {
             let message = parse_json(&message_json, "the message")?;
-            self.inner.push_message(&message);
-            Ok(())
+            self.inner
+                .try_push_message(&message)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 
-    /// Replaces the whole history (JSON array), e.g. after compaction.
+    /// Replaces the whole history (JSON array of objects; anything else in it is an invalid
+    /// argument naming the first), e.g. after compaction; the usage recorded stays if the
+    /// messages it covered open the new history unchanged.
     #[napi(js_name = "replaceMessagesJson")]
     pub fn replace_messages_json(&mut self, messages_json: String) -> napi::Result<()> {
         guard::sync(|| {
@@ -308,8 +313,9 @@ impl NativeContextTracker {
                     );
                 }
             };
-            self.inner.replace_messages(&messages);
-            Ok(())
+            self.inner
+                .try_replace_messages(&messages)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 
@@ -329,7 +335,8 @@ impl NativeContextTracker {
     }
 
     /// Records a response's usage (JSON, Anthropic or OpenAI field names) covering the first
-    /// `covered` messages (all of them when absent).
+    /// `covered` messages (all of them when absent). A count that is not a non-negative integer
+    /// (`null` is absent), or no count at all, is an invalid argument.
     #[napi(js_name = "recordUsageJson")]
     pub fn record_usage_json(
         &mut self,
@@ -338,11 +345,8 @@ impl NativeContextTracker {
     ) -> napi::Result<()> {
         guard::sync(|| {
             let value = parse_json(&usage_json, "usage")?;
-            let usage = Usage::from_json(&value).ok_or_else(|| {
-                FerroloopError::invalid_argument(
-                    "usage needs input_tokens/output_tokens (or prompt_tokens/completion_tokens)",
-                )
-            })?;
+            let usage = Usage::parse(&value)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()))?;
             match covered {
                 None => self.inner.record_usage(usage),
                 Some(n) => self

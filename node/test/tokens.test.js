@@ -109,6 +109,8 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     { role: 'assistant', content: 'A Rust workspace with a core crate.' },
   ])
   assert.equal(tracker.bytesEstimated, bytes)
+  // ... and keeps the usage of the unchanged prefix it covered (it was dropped: a pure estimate).
+  assert.deepEqual(tracker.tokens(), after)
   tracker.truncate(1)
   assert.equal(tracker.length, 1)
 
@@ -118,6 +120,37 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     tracker.correction = -1
   }, InvalidArgumentError)
   assert.throws(() => tracker.recordUsage({ nothing: 1 }), InvalidArgumentError)
+  // A count that is not a non-negative integer names its field (read as absent, a negative input
+  // made the usage "output only", ignored without a word); null is absent.
+  for (const usage of [
+    { input_tokens: -5, output_tokens: 3 },
+    { input_tokens: 1500.5, output_tokens: 3 },
+    { input_tokens: 700, cache_read_input_tokens: '900' },
+    { prompt_tokens: 100, completion_tokens: -1 },
+  ]) {
+    const before = tracker.tokens()
+    assert.throws(
+      () => tracker.recordUsage(usage),
+      (err) => err instanceof InvalidArgumentError && /must be a non-negative integer/.test(err.message),
+    )
+    assert.deepEqual(tracker.tokens(), before)
+  }
+  tracker.recordUsage({ input_tokens: 900, cache_creation_input_tokens: null, output_tokens: 0 })
+  assert.deepEqual(tracker.tokens(), { tokens: 900, method: 'exact' })
+  // Messages must be objects, as C has it (a string was taken and cost 4 tokens).
+  const length = tracker.length
+  for (const message of ['hello', 3, null, ['a']]) {
+    assert.throws(
+      () => tracker.pushMessage(message),
+      (err) => err instanceof InvalidArgumentError && /must be a JSON object/.test(err.message),
+    )
+  }
+  assert.throws(
+    () => tracker.replaceMessages([{ role: 'user', content: 'a' }, 'b']),
+    (err) => err instanceof InvalidArgumentError && /message 1 must be a JSON object/.test(err.message),
+  )
+  assert.equal(tracker.length, length)
+  assert.deepEqual(tracker.tokens(), { tokens: 900, method: 'exact' })
   assert.throws(() => new ContextTracker({ tokenizer: 'nope' }), InvalidArgumentError)
   assert.throws(() => estimateTokens(42), InvalidArgumentError)
 })
@@ -151,4 +184,22 @@ test('TextEstimator: pieces (strings, or bytes splitting characters) give the wh
   assert.equal(new TextEstimator().estimate(), 0)
   assert.throws(() => new TextEstimator().feed(42), InvalidArgumentError)
   assert.throws(() => new TextEstimator({ tokenizer: 'gpt2' }), InvalidArgumentError)
+})
+
+test('estimateRequest gives the table every language shares (tests/tokens/requests/expected.tsv)', () => {
+  const fs = require('node:fs')
+  const path = require('node:path')
+  const folder = path.join(__dirname, '..', '..', 'tests', 'tokens', 'requests')
+  const [header, ...rows] = fs.readFileSync(path.join(folder, 'expected.tsv'), 'utf8').trimEnd().split('\n')
+  const keys = header.split('\t')
+  assert.ok(rows.length >= 20)
+  for (const row of rows) {
+    const fields = Object.fromEntries(row.split('\t').map((value, i) => [keys[i], value]))
+    const body = JSON.parse(fs.readFileSync(path.join(folder, fields.file), 'utf8'))
+    const options = { tokenizer: fields.tokenizer }
+    const want = {}
+    for (const part of ['system', 'tools', 'messages', 'overhead', 'total']) want[part] = Number(fields[part])
+    assert.deepEqual({ ...estimateRequest(body, options) }, want, `${fields.file} ${fields.tokenizer}`)
+    assert.equal(estimateTokens(body, options), want.total, `${fields.file} ${fields.tokenizer}`)
+  }
 })

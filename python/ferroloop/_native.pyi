@@ -111,7 +111,8 @@ def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, token
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and
-    ``total`` (``estimate_tokens(body)`` is the ``total``)."""
+    ``total`` (``estimate_tokens(body)`` is the ``total``). An OpenAI Responses body's
+    ``instructions`` are its system part and its ``input`` items its messages."""
 
 @final
 class ContextBudget:
@@ -177,10 +178,17 @@ class ContextTracker:
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> ContextTracker: ...
     def set_system(self, system: Union[str, list[Any]]) -> None: ...
     def set_tools(self, tools: list[dict[str, Any]]) -> None: ...
-    def push_message(self, message: dict[str, Any]) -> None: ...
-    def replace_messages(self, messages: list[dict[str, Any]]) -> None: ...
+    def push_message(self, message: dict[str, Any]) -> None:
+        """Appends a message (a dict: a message or an OpenAI Responses item; else ``TypeError``)."""
+    def replace_messages(self, messages: list[dict[str, Any]]) -> None:
+        """Replaces every message (e.g. after compaction); the usage recorded stays if the messages
+        it covered open the new list unchanged. A list holding anything but dicts is a
+        ``TypeError`` naming the first, and the tracker is left unchanged."""
     def truncate(self, length: int) -> None: ...
-    def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None: ...
+    def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:
+        """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
+        message so far, or the first ``covered``. ``ValueError`` for a count that is not a
+        non-negative int (``None`` is absent) or no count at all."""
     def tokens(self) -> dict[str, Any]:
         """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}``."""
     @property

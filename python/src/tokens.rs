@@ -25,7 +25,8 @@ fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
 
 /// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,
 /// `"o200k"`, `"cl100k"`): a `str` (or `bytes`, `bytearray`, `memoryview`: UTF-8) is text; a list is a list of messages; a dict
-/// with `messages`, `system` or `tools` is a request body (overheads included); a dict with a
+/// with `messages`, `system` or `tools` (or an OpenAI Responses body's `input` or `instructions`)
+/// is a request body (overheads included); a dict with a
 /// `role` is one message; any other dict is one content block. Large text is estimated with the
 /// interpreter released.
 #[pyfunction]
@@ -61,7 +62,8 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
     })
 }
 
-/// Estimates a request body (a dict with `system`, `tools`, `messages`) by part: a dict with
+/// Estimates a request body (a dict with `system`, `tools`, `messages`, or an OpenAI Responses
+/// body with `instructions`, `tools`, `input`) by part: a dict with
 /// `system`, `tools`, `messages`, `overhead` and `total` (what Node's `estimateRequest` and C's
 /// `fl_tokens_estimate_request` give; `estimate_tokens(body)` is the `total`).
 #[pyfunction]
@@ -290,25 +292,27 @@ impl PyContextTracker {
         })
     }
 
-    /// Appends a message.
+    /// Appends a message (a dict: a message or an OpenAI Responses item; else `TypeError`).
     fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.push_message", || {
             let message = json_of(message)?;
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.push_message(&message));
-            Ok(())
+            py.detach(move || tracker.try_push_message(&message))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
-    /// Replaces every message (e.g. after compaction).
+    /// Replaces every message (e.g. after compaction); the usage recorded stays if the messages
+    /// it covered open the new list unchanged. A list holding anything but dicts is a
+    /// `TypeError` naming the first, and the tracker is left unchanged.
     fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.replace_messages", || {
             let Value::Array(messages) = json_of(messages)? else {
                 return Err(PyTypeError::new_err("expected a list of messages"));
             };
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.replace_messages(&messages));
-            Ok(())
+            py.detach(move || tracker.try_replace_messages(&messages))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
@@ -321,7 +325,8 @@ impl PyContextTracker {
     }
 
     /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
-    /// so far, or the first `covered` messages.
+    /// so far, or the first `covered` messages. A count that is not a non-negative int (`None`
+    /// is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(
         &mut self,
@@ -331,8 +336,8 @@ impl PyContextTracker {
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;
-            let usage = Usage::from_json(&json_of(usage)?)
-                .ok_or_else(|| PyValueError::new_err("not a usage object: no token counts"))?;
+            let usage = Usage::parse(&json_of(usage)?)
+                .map_err(|error| PyValueError::new_err(error.to_string()))?;
             match covered {
                 Some(covered) => self.tracker.record_usage_at(usage, covered),
                 None => self.tracker.record_usage(usage),

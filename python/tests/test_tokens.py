@@ -155,6 +155,60 @@ def test_context_tracker_anchors_on_usage() -> None:
     assert tracker.tokenizer == "claude" and tracker.correction > 0
 
 
+def test_replacing_the_history_keeps_the_usage_of_an_unchanged_prefix() -> None:
+    # A host that hands over its whole history every turn: the count was a pure estimate after
+    # every replace_messages, however far it was from the usage.
+    history = [{"role": "user", "content": "Summarise the file. " * 50}]
+    tracker = ferroloop.ContextTracker()
+    tracker.replace_messages(history)
+    tracker.record_usage({"input_tokens": 5000, "output_tokens": 0})
+    history.append({"role": "assistant", "content": "It is short."})
+    tracker.replace_messages(history)
+    assert tracker.tokens()["method"] == "usage+estimate" and tracker.tokens()["tokens"] > 5000
+    history[0] = {"role": "user", "content": "Summarise the file! " * 50}
+    tracker.replace_messages(history)
+    assert tracker.tokens()["method"] == "estimate"
+
+
+def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
+    # C refused them with FL_STATUS_INVALID_ARGUMENT; Python took them (a string was 4 tokens).
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    for message in ("hello", 3, None, ["a"]):
+        with pytest.raises(TypeError, match="must be a JSON object"):
+            tracker.push_message(message)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="message 1 must be a JSON object"):
+        tracker.replace_messages([{"role": "user", "content": "a"}, "b"])  # type: ignore[list-item]
+    assert tracker.tokens() == before and len(tracker) == 1
+    # An OpenAI Responses item is an object: taken.
+    tracker.push_message({"type": "function_call_output", "call_id": "c", "output": "done"})
+    assert len(tracker) == 2
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": -5, "output_tokens": 3},
+        {"input_tokens": 1500.0, "output_tokens": 3},
+        {"input_tokens": 700, "cache_read_input_tokens": "900"},
+        {"prompt_tokens": 100, "completion_tokens": -1},
+    ],
+)
+def test_record_usage_refuses_a_count_that_is_not_a_non_negative_int(usage: dict[str, object]) -> None:
+    # Read as absent, a negative or float input made the usage "output only", which the tracker
+    # ignores: the call succeeded and recorded nothing.
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    with pytest.raises(ValueError, match="must be a non-negative integer"):
+        tracker.record_usage(usage)
+    assert tracker.tokens() == before
+    # None is absent, as the SDKs' model_dump() gives it.
+    tracker.record_usage({"input_tokens": 900, "cache_creation_input_tokens": None, "output_tokens": 0})
+    assert tracker.tokens() == {"tokens": 900, "method": "exact"}
+
+
 @pytest.mark.skipif(not ferroloop.has_exact_counting(), reason="built without the `exact` feature")
 def test_count_tokens_counts_exactly_with_the_offline_vocabularies() -> None:
     assert ferroloop.count_tokens("hello world", "o200k") == 2
@@ -242,3 +296,25 @@ def test_text_fed_in_pieces_gets_the_whole_texts_estimate() -> None:
         empty.feed(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         ferroloop.TextEstimator(tokenizer="gpt2")  # type: ignore[arg-type]
+
+
+def _request_table() -> list[tuple[str, Any, dict[str, int]]]:
+    """tests/tokens/requests/expected.tsv: the parts the core gives each body, per family."""
+    folder = SHARED / "tokens" / "requests"
+    lines = (folder / "expected.tsv").read_text().splitlines()
+    header = lines[0].split("\t")
+    rows = []
+    for line in lines[1:]:
+        fields = dict(zip(header, line.split("\t")))
+        parts = {key: int(fields[key]) for key in ("system", "tools", "messages", "overhead", "total")}
+        rows.append((fields["file"], fields["tokenizer"], parts))
+    return rows
+
+
+def test_request_estimates_match_the_table_every_language_shares() -> None:
+    rows = _request_table()
+    assert len(rows) >= 20
+    for file, tokenizer, parts in rows:
+        body = json.loads((SHARED / "tokens" / "requests" / file).read_text(encoding="utf-8"))
+        assert ferroloop.estimate_request(body, tokenizer=tokenizer) == parts, (file, tokenizer)
+        assert ferroloop.estimate_tokens(body, tokenizer=tokenizer) == parts["total"], (file, tokenizer)

@@ -840,7 +840,8 @@ fl_status fl_context_tracker_push_message(fl_context_tracker *tracker,
 /**
  * Replaces every message (after compaction, or an edit of the history): `messages_json`
  * (`len` bytes) is an array of message objects as JSON. Blocks seen before are not estimated
- * again. Drops the usage anchor.
+ * again. The usage recorded stays if the messages it covered open the new history unchanged
+ * (same content, in order); otherwise it is dropped.
  *
  * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, is not an array, or holds
  * something other than objects (the tracker is then unchanged).
@@ -878,8 +879,9 @@ fl_status fl_context_tracker_len(const fl_context_tracker *tracker, size_t *len)
  * Usage with no prompt tokens (only `output_tokens`) is missing rather than measured: it is
  * ignored (`FL_STATUS_OK`, nothing changes).
  *
- * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or has no token counts (the
- * tracker is then unchanged).
+ * Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, has no token counts, or
+ * has a count field that is not a non-negative integer (`null` is absent) (the tracker is then
+ * unchanged).
  *
  * # Safety
  * `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads
@@ -1456,8 +1458,8 @@ void fl_text_estimator_free(fl_text_estimator *estimator);
 
 /**
  * Estimates a whole request body (`request_json`, `request_len` bytes of UTF-8 JSON: an
- * Anthropic Messages or OpenAI request object with `system`, `tools`, `messages`; other fields
- * cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
+ * Anthropic Messages or OpenAI Chat request object with `system`, `tools`, `messages`, or an
+ * OpenAI Responses one with `instructions`, `tools`, `input`; other fields cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
  * and writes the estimate per part into `*estimate`.
  *
  * Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,

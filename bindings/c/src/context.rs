@@ -485,17 +485,16 @@ pub unsafe extern "C" fn fl_context_tracker_push_message(
         // SAFETY: the caller's promises on `tracker` and `message_json`.
         let (tracker, message) =
             unsafe { tracker_and_json(tracker, message_json, len, "message_json") }?;
-        if !message.is_object() {
-            return Err(FfiError::invalid("`message_json` must be a JSON object"));
-        }
-        tracker.push_message(&message);
-        Ok(())
+        tracker
+            .try_push_message(&message)
+            .map_err(|error| FfiError::invalid(format!("`message_json`: {error}")))
     })
 }
 
 /// Replaces every message (after compaction, or an edit of the history): `messages_json`
 /// (`len` bytes) is an array of message objects as JSON. Blocks seen before are not estimated
-/// again. Drops the usage anchor.
+/// again. The usage recorded stays if the messages it covered open the new history unchanged
+/// (same content, in order); otherwise it is dropped.
 ///
 /// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, is not an array, or holds
 /// something other than objects (the tracker is then unchanged).
@@ -516,13 +515,9 @@ pub unsafe extern "C" fn fl_context_tracker_replace_messages(
         let Value::Array(messages) = messages else {
             return Err(FfiError::invalid("`messages_json` must be a JSON array"));
         };
-        if let Some(index) = messages.iter().position(|m| !m.is_object()) {
-            return Err(FfiError::invalid(format!(
-                "`messages_json`: message {index} is not a JSON object"
-            )));
-        }
-        tracker.replace_messages(&messages);
-        Ok(())
+        tracker
+            .try_replace_messages(&messages)
+            .map_err(|error| FfiError::invalid(format!("`messages_json`: {error}")))
     })
 }
 
@@ -570,12 +565,7 @@ pub unsafe extern "C" fn fl_context_tracker_len(
 unsafe fn usage_arg(usage_json: *const c_char, len: usize) -> FfiResult<Usage> {
     // SAFETY: forwarded from the caller.
     let value = unsafe { json_arg(usage_json, len, "usage_json") }?;
-    Usage::from_json(&value).ok_or_else(|| {
-        FfiError::invalid(
-            "`usage_json` is not a usage object: it needs input_tokens / output_tokens \
-             (or prompt_tokens / completion_tokens) as non-negative integers",
-        )
-    })
+    Usage::parse(&value).map_err(|error| FfiError::invalid(format!("`usage_json`: {error}")))
 }
 
 /// Records a response's usage as covering every message pushed so far (push the response's own
@@ -585,8 +575,9 @@ unsafe fn usage_arg(usage_json: *const c_char, len: usize) -> FfiResult<Usage> {
 /// Usage with no prompt tokens (only `output_tokens`) is missing rather than measured: it is
 /// ignored (`FL_STATUS_OK`, nothing changes).
 ///
-/// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse or has no token counts (the
-/// tracker is then unchanged).
+/// Returns `FL_STATUS_INVALID_ARGUMENT` for JSON that does not parse, has no token counts, or
+/// has a count field that is not a non-negative integer (`null` is absent) (the tracker is then
+/// unchanged).
 ///
 /// # Safety
 /// `tracker` must be a live tracker not used concurrently; `usage_json` must be valid for reads

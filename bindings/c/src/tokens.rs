@@ -223,8 +223,8 @@ pub unsafe extern "C" fn fl_text_estimator_free(estimator: *mut fl_text_estimato
 }
 
 /// Estimates a whole request body (`request_json`, `request_len` bytes of UTF-8 JSON: an
-/// Anthropic Messages or OpenAI request object with `system`, `tools`, `messages`; other fields
-/// cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
+/// Anthropic Messages or OpenAI Chat request object with `system`, `tools`, `messages`, or an
+/// OpenAI Responses one with `instructions`, `tools`, `input`; other fields cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
 /// and writes the estimate per part into `*estimate`.
 ///
 /// Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,

@@ -383,6 +383,23 @@ static void check_tracker_anchoring(void) {
     CHECK_OK(JSON(tracker, fl_context_tracker_record_usage, "{\"output_tokens\":5}"));
     count = count_of(tracker);
     CHECK(count.tokens == 900 && count.method == FL_COUNT_EXACT);
+    /* A count that is not a non-negative integer is refused, naming the field, and the tracker
+       is unchanged (read as absent, a negative input made the usage "output only": ignored). */
+    CHECK_STATUS(JSON(tracker, fl_context_tracker_record_usage,
+                      "{\"input_tokens\":-5,\"output_tokens\":3}"),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "input_tokens") != NULL);
+    CHECK_STATUS(JSON(tracker, fl_context_tracker_record_usage,
+                      "{\"input_tokens\":700,\"cache_read_input_tokens\":12.5}"),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_context_tracker_record_usage_at(tracker, "{\"input_tokens\":\"700\"}", 22, 1),
+                 FL_STATUS_INVALID_ARGUMENT);
+    count = count_of(tracker);
+    CHECK(count.tokens == 900 && count.method == FL_COUNT_EXACT);
+    /* null is absent, as the SDKs send it. */
+    CHECK_OK(JSON(tracker, fl_context_tracker_record_usage,
+                  "{\"input_tokens\":950,\"cache_creation_input_tokens\":null}"));
+    CHECK(count_of(tracker).tokens == 950);
     /* Absurd usage saturates. */
     CHECK_OK(JSON(tracker, fl_context_tracker_record_usage,
                   "{\"input_tokens\":18446744073709551615,\"output_tokens\":18446744073709551615}"));

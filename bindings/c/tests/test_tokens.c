@@ -2,7 +2,8 @@
  * Token estimation through the C API: every document of the committed held-out sample
  * (tests/tokens/sample, with exact counts from real tokenizers in expected.json) must be
  * estimated within the core's bounds; the streaming estimator fed any document in pieces of any
- * size gives exactly the whole document's estimate; request estimates add up; bad inputs return
+ * size gives exactly the whole document's estimate; request estimates add up and match the table
+ * every language shares (tests/tokens/requests/expected.tsv); bad inputs return
  * the right statuses.
  *
  * Usage: test_tokens REPO_ROOT
@@ -338,6 +339,55 @@ static void check_request(void) {
     CHECK(parts.tools == 0 && parts.system == 0 && parts.messages > 0);
 }
 
+/* Every line of tests/tokens/requests/expected.tsv (a body, a family, the core's parts) is what
+ * fl_tokens_estimate_request gives: the table the Rust, Python, Node and CLI suites check too. */
+static void check_shared_request_table(const char *root) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/tokens/requests/expected.tsv", root);
+    size_t len = 0;
+    char *table = read_file(path, &len);
+    CHECK(table != NULL);
+    if (table == NULL) {
+        return;
+    }
+    int rows = 0;
+    char *line = strchr(table, '\n'); /* skip the header */
+    while (line != NULL && line[1] != '\0') {
+        line++;
+        char file[256];
+        char family[32];
+        unsigned long long want[5];
+        int fields = sscanf(line, "%255[^\t]\t%31[^\t]\t%llu\t%llu\t%llu\t%llu\t%llu", file, family,
+                            &want[0], &want[1], &want[2], &want[3], &want[4]);
+        CHECK(fields == 7);
+        if (fields != 7) {
+            break;
+        }
+        snprintf(path, sizeof path, "%s/tests/tokens/requests/%s", root, file);
+        size_t body_len = 0;
+        char *body = read_file(path, &body_len);
+        CHECK(body != NULL);
+        if (body != NULL) {
+            fl_request_estimate parts;
+            memset(&parts, 0xff, sizeof parts);
+            CHECK_OK(fl_tokens_estimate_request(body, body_len, family, strlen(family), &parts));
+            uint64_t got[5] = {parts.system, parts.tools, parts.messages, parts.overhead, parts.total};
+            for (int i = 0; i < 5; i++) {
+                if (got[i] != want[i]) {
+                    fprintf(stderr, "%s %s: part %d is %llu, the table says %llu\n", file, family, i,
+                            (unsigned long long)got[i], want[i]);
+                    CHECK(got[i] == want[i]);
+                }
+            }
+            free(body);
+        }
+        rows++;
+        line = strchr(line, '\n');
+    }
+    CHECK(rows >= 20);
+    free(table);
+}
+
 static void check_arguments(void) {
     uint64_t tokens = 0;
     fl_request_estimate parts;
@@ -367,6 +417,7 @@ int main(int argc, char **argv) {
     check_estimator_long_line();
     check_text();
     check_request();
+    check_shared_request_table(root);
     check_arguments();
     return check_summary("test_tokens");
 }

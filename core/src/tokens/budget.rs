@@ -45,8 +45,15 @@ pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
     ("claude-3-5-haiku", 200_000, 8_192),
     ("claude-3-opus", 200_000, 4_096),
     ("claude-3-haiku", 200_000, 4_096),
+    ("claude-2-1", 200_000, 4_096),
     ("claude-2", 100_000, 4_096),
+    ("claude-instant", 100_000, 4_096),
+    // The chat snapshots of GPT-5 have the smaller window of ChatGPT's model.
+    ("gpt-5-chat", 128_000, 16_384),
     ("gpt-5", 400_000, 128_000),
+    // Which the `gpt-4` prefix would otherwise give 8,192.
+    ("gpt-4.5", 128_000, 16_384),
+    ("chatgpt-4o", 128_000, 16_384),
     ("gpt-4.1", 1_047_576, 32_768),
     ("gpt-4o", 128_000, 16_384),
     ("gpt-4-turbo", 128_000, 4_096),
@@ -56,6 +63,8 @@ pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
     ("gpt-4-vision", 128_000, 4_096),
     ("gpt-4", 8_192, 8_192),
     ("gpt-3.5-turbo", 16_385, 4_096),
+    ("o1-mini", 128_000, 65_536),
+    ("o1-preview", 128_000, 32_768),
     ("o1", 200_000, 100_000),
     ("o3", 200_000, 100_000),
     ("o4-mini", 200_000, 100_000),
@@ -494,6 +503,32 @@ mod tests {
         assert_eq!(t.lookup("gpt-4o-mini").context_window, 64_000);
         let b = ContextBudget::for_model("claude-opus-4-1", &t);
         assert_eq!(b.autocompact_threshold(), 167_000);
+    }
+
+    /// Models a shorter prefix gave another model's limits: GPT-4.5 was an 8,192-token `gpt-4`
+    /// (blocking at about 4,000 tokens), `o1-mini` a 200K `o1`, Claude 2.1 a 100K Claude 2.
+    #[test]
+    fn models_a_shorter_prefix_misread() {
+        let t = ModelTable::default();
+        let limits = |model: &str| {
+            let l = t.lookup(model);
+            (l.context_window, l.max_output_tokens)
+        };
+        assert_eq!(limits("gpt-4.5-preview"), (128_000, 16_384));
+        assert_eq!(
+            limits("openai/gpt-4.5-preview-2025-02-27"),
+            (128_000, 16_384)
+        );
+        assert_eq!(limits("chatgpt-4o-latest"), (128_000, 16_384));
+        assert_eq!(limits("gpt-5-chat-latest"), (128_000, 16_384));
+        assert_eq!(limits("gpt-5-mini"), (400_000, 128_000));
+        assert_eq!(limits("o1-mini-2024-09-12"), (128_000, 65_536));
+        assert_eq!(limits("o1-preview"), (128_000, 32_768));
+        assert_eq!(limits("o1-2024-12-17"), (200_000, 100_000));
+        assert_eq!(limits("claude-2.1"), (200_000, 4_096));
+        assert_eq!(limits("claude-2.0"), (100_000, 4_096));
+        assert_eq!(limits("claude-instant-1.2"), (100_000, 4_096));
+        assert_eq!(limits("gpt-4-0613"), (8_192, 8_192));
     }
 
     /// Models whose 1M-token window is their default: a shorter prefix of an older model

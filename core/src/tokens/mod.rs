@@ -35,7 +35,9 @@ pub use model::{
 pub use request::{
     Overheads, RequestEstimate, TextCounter, count_request, count_request_body, estimate_block,
     estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
-    estimate_value,
+    estimate_value, is_request_body,
 };
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
-pub use tracker::{ContextTracker, CountMethod, InvalidCorrection, TokenCount, Usage};
+pub use tracker::{
+    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, TokenCount, Usage,
+};

@@ -2,9 +2,9 @@
 //! definitions, messages and their content blocks.
 //!
 //! Works on the Anthropic Messages shape (`system`, `tools[].input_schema`, typed content blocks)
-//! and on the OpenAI Chat shape (`role: system` messages, `tools[].function`, `image_url` parts,
-//! `tool_calls`). Unknown block types are estimated from their canonical JSON, so nothing is
-//! silently counted as zero.
+//! on the OpenAI Chat shape (`role: system` messages, `tools[].function`, `image_url` parts,
+//! `tool_calls`) and on the OpenAI Responses shape (`instructions`, `input` items). Unknown block
+//! types are estimated from their canonical JSON, so nothing is silently counted as zero.
 
 use serde_json::Value;
 
@@ -137,8 +137,10 @@ pub fn estimate_request(
     estimate_request_c(system, tools, messages, &TextCounter::estimate(family))
 }
 
-/// Estimates a whole request body (`{"system": .., "tools": .., "messages": [..], ...}`); other
-/// fields (model, max_tokens, ...) cost nothing.
+/// Estimates a whole request body (`{"system": .., "tools": .., "messages": [..], ...}`, or an
+/// OpenAI Responses body: `{"instructions": .., "tools": .., "input": [..] | ".."}`, whose
+/// `function_call`, `function_call_output` and `reasoning` items count like the blocks they
+/// stand for); other fields (model, max_tokens, ...) cost nothing.
 pub fn estimate_request_body(body: &Value, family: Family) -> RequestEstimate {
     estimate_request_body_c(body, &TextCounter::estimate(family))
 }
@@ -177,10 +179,11 @@ pub fn estimate_block(block: &Value, family: Family) -> u64 {
 }
 
 /// Estimates a value the way the bindings' `estimate_tokens` / `estimateTokens` read it: a
-/// string is text; an array is a list of messages; an object with `messages`, `system` or
-/// `tools` is a request body (its [`RequestEstimate::total`], overheads included); an object
-/// with a `role` is one message; any other object is one content block. `None` for a number,
-/// a boolean or `null`, which are none of those.
+/// string is text; an array is a list of messages; a request body ([`is_request_body`]: an
+/// object with `messages`, `system` or `tools`, or an OpenAI Responses body with `input` or
+/// `instructions`) is its [`RequestEstimate::total`], overheads included; an object with a
+/// `role` is one message; any other object is one content block. `None` for a number, a
+/// boolean or `null`, which are none of those.
 pub fn estimate_value(value: &Value, family: Family) -> Option<u64> {
     Some(match value {
         Value::String(text) => estimate_text(text, family),
@@ -188,13 +191,7 @@ pub fn estimate_value(value: &Value, family: Family) -> Option<u64> {
             .iter()
             .map(|message| estimate_message(message, family))
             .sum(),
-        Value::Object(fields)
-            if ["messages", "system", "tools"]
-                .iter()
-                .any(|key| fields.contains_key(*key)) =>
-        {
-            estimate_request_body(value, family).total()
-        }
+        Value::Object(_) if is_request_body(value) => estimate_request_body(value, family).total(),
         Value::Object(fields) if fields.contains_key("role") => estimate_message(value, family),
         Value::Object(_) => estimate_block(value, family),
         Value::Number(_) | Value::Bool(_) | Value::Null => return None,
@@ -251,13 +248,38 @@ fn estimate_request_c(
 }
 
 fn estimate_request_body_c(body: &Value, c: &TextCounter<'_>) -> RequestEstimate {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
+    // An OpenAI Responses body holds its messages and items in `input` (or one user message as
+    // a string) and its system prompt in `instructions`.
+    let prompt;
+    let messages = match (body.get("messages"), body.get("input")) {
+        (Some(messages), _) => messages.as_array().map_or(&[][..], Vec::as_slice),
+        (None, Some(Value::Array(items))) => items.as_slice(),
+        (None, Some(Value::String(text))) => {
+            prompt = [serde_json::json!({"role": "user", "content": text})];
+            &prompt[..]
+        }
+        (None, _) => &[][..],
+    };
+    let system = body.get("system").or_else(|| body.get("instructions"));
     // `functions` is the legacy (pre-`tools`) form of OpenAI tool definitions.
     let tools = body.get("tools").or_else(|| body.get("functions"));
-    estimate_request_c(body.get("system"), tools, messages, c)
+    estimate_request_c(system, tools, messages, c)
+}
+
+/// Whether `value` is a request body: an object with `messages`, `system` or `tools`, or an
+/// OpenAI Responses body (`instructions`, or an `input` list or string without a block's
+/// `type`: a `tool_use` block's `input` is no request).
+pub fn is_request_body(value: &Value) -> bool {
+    let Value::Object(fields) = value else {
+        return false;
+    };
+    ["messages", "system", "tools", "instructions"]
+        .iter()
+        .any(|key| fields.contains_key(*key))
+        || (!fields.contains_key("type")
+            && fields
+                .get("input")
+                .is_some_and(|input| input.is_array() || input.is_string()))
 }
 
 fn is_system_message(message: &Value) -> bool {
@@ -301,15 +323,54 @@ fn estimate_tool_c(tool: &Value, c: &TextCounter<'_>) -> u64 {
 }
 
 fn estimate_message_c(message: &Value, c: &TextCounter<'_>) -> u64 {
-    let content = message
-        .get("content")
-        .map_or(0, |content| estimate_content_c(content, c));
-    estimate_message_frame_c(message, c) + content
+    let body = match message_body(message) {
+        MessageBody::Content(content) => estimate_content_c(content, c),
+        MessageBody::Item(item) => estimate_block_c(item, c),
+        MessageBody::Nothing => 0,
+    };
+    estimate_message_frame_c(message, c) + body
+}
+
+/// What of a message is estimated besides its frame ([`estimate_message_frame`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MessageBody<'a> {
+    /// A message's `content` (a string, a block or blocks); also a list entry that is no object
+    /// (a bare string is its text), so that nothing in a list of messages is silently free.
+    Content(&'a Value),
+    /// An OpenAI Responses input item that is no message (`function_call`,
+    /// `function_call_output`, `reasoning`, ...): the item itself, estimated as a block.
+    Item(&'a Value),
+    /// A message without content.
+    Nothing,
+}
+
+/// Whether `message` is an OpenAI Responses input item other than a message: an object with a
+/// `type` and no `role`.
+fn is_item(message: &Value) -> bool {
+    message.get("role").is_none() && message.get("type").is_some_and(Value::is_string)
+}
+
+/// The part of `message` estimated as content (see [`MessageBody`]).
+pub(crate) fn message_body(message: &Value) -> MessageBody<'_> {
+    if is_item(message) {
+        return MessageBody::Item(message);
+    }
+    match message {
+        Value::Object(fields) => fields
+            .get("content")
+            .map_or(MessageBody::Nothing, MessageBody::Content),
+        Value::Null => MessageBody::Nothing,
+        other => MessageBody::Content(other),
+    }
 }
 
 fn estimate_message_frame_c(message: &Value, c: &TextCounter<'_>) -> u64 {
     let overheads = Overheads::of(c.family());
     let mut tokens = overheads.per_message;
+    if is_item(message) {
+        // An item's fields (a call's name, its id) are its block's.
+        return tokens;
+    }
     let calls = message
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -361,7 +422,9 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
         };
     };
     match kind {
-        "text" | "input_text" | "output_text" => text_of("text"),
+        "text" | "input_text" | "output_text" | "summary_text" | "reasoning_text" => {
+            text_of("text")
+        }
         "thinking" => text_of("thinking") + overhead,
         "redacted_thinking" => REDACTED_THINKING_TOKENS,
         "tool_use" | "server_tool_use" | "mcp_tool_use" => {
@@ -374,12 +437,106 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
                 .map_or(0, |content| estimate_content_c(content, c));
             text_of("tool_use_id") + content + overhead
         }
+        // OpenAI Responses input items (in `input`, beside messages).
+        "function_call" | "custom_tool_call" => {
+            let arguments = match block.get("arguments").or_else(|| block.get("input")) {
+                Some(args) => estimate_json_c(args, c),
+                None => 0,
+            };
+            text_of("name") + text_of("call_id") + arguments + overhead
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let output = match block.get("output") {
+                Some(Value::String(text)) => c.text(text),
+                Some(output) => estimate_content_c(output, c),
+                None => 0,
+            };
+            text_of("call_id") + output + overhead
+        }
+        // Its `encrypted_content` is not counted, as a `thinking` block's signature is not.
+        "reasoning" => {
+            let text = ["summary", "content"]
+                .iter()
+                .filter_map(|key| block.get(*key))
+                .map(|parts| estimate_content_c(parts, c))
+                .sum::<u64>();
+            text + overhead
+        }
         "image" | "image_url" | "input_image" => {
             images::estimate_image(block, c.family()) + overhead
         }
         "document" => estimate_document_c(block, c) + overhead,
         "file" | "input_file" => estimate_file_c(block, c) + overhead,
-        _ => estimate_json_c(block, c),
+        _ => estimate_unknown_c(block, c),
+    }
+}
+
+/// A block of a type without its own rule (a server tool's result: `web_fetch_tool_result`,
+/// `code_execution_tool_result`, ...; a type newer than this crate) costs its JSON text, except
+/// the image, document and file blocks nested in it, which cost what they cost at the top level:
+/// a web fetch of a PDF holds the PDF as a base64 `document`, and its JSON text would be
+/// estimated from the base64 length (a 300 KB PDF as ~150k tokens instead of its pages).
+fn estimate_unknown_c(block: &Value, c: &TextCounter<'_>) -> u64 {
+    if !holds_media(block) {
+        return estimate_json_c(block, c);
+    }
+    let mut media = 0;
+    let rest = without_media(block, c, &mut media);
+    estimate_json_c(&rest, c) + media
+}
+
+/// Whether `value` is an image, document or file block: the type and the field that carries
+/// its data (so a JSON schema's `{"type": "image"}` is not mistaken for one).
+fn is_media_block(value: &Value) -> bool {
+    let Some(kind) = value.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    let has = |key: &str| value.get(key).is_some();
+    match kind {
+        "image" | "document" => value.get("source").is_some_and(Value::is_object),
+        "image_url" => has("image_url"),
+        "input_image" => has("image_url") || has("file_id"),
+        "file" => value.get("file").is_some_and(Value::is_object),
+        "input_file" => has("file_data") || has("file_id") || has("file_url"),
+        _ => false,
+    }
+}
+
+/// Whether a media block is nested anywhere in `value` (below its top level).
+fn holds_media(value: &Value) -> bool {
+    let is_or_holds = |child: &Value| is_media_block(child) || holds_media(child);
+    match value {
+        Value::Array(items) => items.iter().any(is_or_holds),
+        Value::Object(fields) => fields.values().any(is_or_holds),
+        _ => false,
+    }
+}
+
+/// `value` with every nested media block replaced by `null`, their costs added to `media`.
+fn without_media(value: &Value, c: &TextCounter<'_>, media: &mut u64) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| without_media_child(item, c, media))
+                .collect(),
+        ),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, child)| (key.clone(), without_media_child(child, c, media)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn without_media_child(child: &Value, c: &TextCounter<'_>, media: &mut u64) -> Value {
+    if is_media_block(child) {
+        *media += estimate_block_c(child, c);
+        Value::Null
+    } else {
+        without_media(child, c, media)
     }
 }
 
@@ -618,6 +775,113 @@ mod tests {
             count_request_body(&body, &TextCounter::estimate(Family::O200k)),
             estimate_request_body(&body, Family::O200k)
         );
+    }
+
+    /// A server tool's result holding a fetched PDF (Anthropic's `web_fetch_tool_result`)
+    /// costs the PDF's pages, not its base64 length; an image nested in an unknown block costs
+    /// its dimensions. The rest of the block is still its JSON text.
+    #[test]
+    fn media_nested_in_unknown_blocks_are_not_estimated_from_base64() {
+        let pdf = b"%PDF-1.4\n1 0 obj<</Type /Pages /Count 2>>\n2 0 obj<</Type /Page>>\n3 0 obj<</Type /Page>>\n";
+        let mut padded = pdf.to_vec();
+        padded.extend(std::iter::repeat_n(b'x', 300_000));
+        let data = crate::tokens::images::encode_base64(&padded);
+        let document = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}, "title": "Report"});
+        let fetch = |content: Value| {
+            json!({"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_01", "content": {
+                "type": "web_fetch_result", "url": "https://example.com/report.pdf",
+                "retrieved_at": "2026-01-01T00:00:00Z", "content": content}})
+        };
+        for family in [Family::Claude, Family::O200k] {
+            let with_pdf = estimate_block(&fetch(document.clone()), family);
+            let without = estimate_block(&fetch(Value::Null), family);
+            assert_eq!(
+                with_pdf,
+                without + estimate_block(&document, family),
+                "{family}"
+            );
+            assert!(with_pdf < 2 * PDF_PAGE_TOKENS + 200, "{family}: {with_pdf}");
+        }
+        // An image in a block of a future type.
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        png.extend_from_slice(&200u32.to_be_bytes());
+        png.extend_from_slice(&100u32.to_be_bytes());
+        png.extend(std::iter::repeat_n(0u8, 200_000));
+        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+            "data": crate::tokens::images::encode_base64(&png)}});
+        let future = json!({"type": "future_result", "content": [{"type": "text", "text": "a chart"}, image]});
+        let bare = json!({"type": "future_result", "content": [{"type": "text", "text": "a chart"}, null]});
+        assert_eq!(
+            estimate_block(&future, Family::Claude),
+            estimate_block(&bare, Family::Claude) + estimate_block(&image, Family::Claude)
+        );
+        // A schema's `{"type": "image"}` without a source is not an image block.
+        let schema = json!({"type": "future_tool", "input_schema": {"type": "image"}});
+        assert_eq!(
+            estimate_block(&schema, Family::Claude),
+            estimate_text(&schema.to_string(), Family::Claude)
+        );
+    }
+
+    /// An OpenAI Responses body counts its `instructions`, its `input` (items included) and
+    /// its tools; it was three tokens of overhead whatever it held.
+    #[test]
+    fn openai_responses_bodies_count_their_input() {
+        let output = "total 48\ndrwxr-xr-x  5 user staff  160 Jan  1 12:00 src\n".repeat(40);
+        let body = json!({
+            "model": "gpt-5", "instructions": "You are a coding agent.",
+            "tools": [{"type": "function", "name": "shell", "description": "Run a command",
+                       "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}],
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "List the files."}]},
+                {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB".repeat(500),
+                 "summary": [{"type": "summary_text", "text": "Run ls."}]},
+                {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"ls -l\"}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": output},
+            ]
+        });
+        for family in [Family::O200k, Family::Claude] {
+            let e = estimate_request_body(&body, family);
+            let text = |s: &str| estimate_text(s, family);
+            let o = Overheads::of(family);
+            assert_eq!(e.system, text("You are a coding agent."), "{family}");
+            assert!(e.tools > o.tools_preamble, "{family}");
+            assert_eq!(
+                e.messages,
+                4 * o.per_message
+                    + text("List the files.")
+                    + (text("Run ls.") + o.per_block)
+                    + (text("shell") + text("call_1") + text("{\"cmd\":\"ls -l\"}") + o.per_block)
+                    + (text("call_1") + text(&output) + o.per_block),
+                "{family}"
+            );
+            assert_eq!(estimate_value(&body, family), Some(e.total()));
+            // `input` as one string is one user message.
+            let short = json!({"input": "Hello there", "instructions": "Be brief."});
+            let e = estimate_request_body(&short, family);
+            assert_eq!(e.messages, o.per_message + text("Hello there"));
+            assert_eq!(e.system, text("Be brief."));
+        }
+        // A tool_use block's `input` does not make it a request body.
+        let call = json!({"type": "tool_use", "id": "t", "name": "ls", "input": {"path": "/"}});
+        assert!(!is_request_body(&call));
+        assert_eq!(
+            estimate_value(&call, Family::Claude),
+            Some(estimate_block(&call, Family::Claude))
+        );
+    }
+
+    /// A list entry that is no message object (a bare string) is not free: it costs its text.
+    #[test]
+    fn bare_strings_in_a_list_of_messages_cost_their_text() {
+        let text = "A paragraph of notes the caller put straight into the list. ".repeat(10);
+        for family in [Family::O200k, Family::Claude] {
+            let per_message = Overheads::of(family).per_message;
+            assert_eq!(
+                estimate_value(&json!([text.clone(), 7]), family),
+                Some(2 * per_message + estimate_text(&text, family) + estimate_text("7", family))
+            );
+        }
     }
 
     #[test]

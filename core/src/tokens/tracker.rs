@@ -12,7 +12,70 @@ use super::model::{Family, estimate_text};
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("the correction factor must be a positive number, got {0}")]
 pub struct InvalidCorrection(pub f64);
-use super::request::{Overheads, estimate_block, estimate_message_frame, estimate_tools};
+use super::request::{
+    MessageBody, Overheads, estimate_block, estimate_message_frame, estimate_tools, message_body,
+};
+
+/// A usage object a caller handed in that cannot be recorded ([`Usage::parse`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidUsage {
+    /// No token count at all (not an object, or none of the known fields).
+    #[error(
+        "not a usage object: it needs input_tokens / output_tokens (or prompt_tokens / \
+         completion_tokens) as non-negative integers"
+    )]
+    NoCounts,
+    /// A count field holding something other than a non-negative integer (a negative number,
+    /// a fraction, a string, a number past `u64::MAX`).
+    #[error("usage field `{field}` must be a non-negative integer, got {value}")]
+    NotACount {
+        /// The field's name.
+        field: &'static str,
+        /// The value found, as JSON.
+        value: String,
+    },
+}
+
+/// A message handed to the tracker that is no JSON object ([`ContextTracker::try_push_message`],
+/// [`ContextTracker::try_replace_messages`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAMessage {
+    /// The one message pushed.
+    #[error("the message must be a JSON object (a message or an OpenAI Responses item), got {0}")]
+    Pushed(&'static str),
+    /// A message of a history, by index.
+    #[error(
+        "message {index} must be a JSON object (a message or an OpenAI Responses item), got {kind}"
+    )]
+    InHistory {
+        /// Its index in the history.
+        index: usize,
+        /// What it is instead (`string`, `number`, ...).
+        kind: &'static str,
+    },
+}
+
+/// The JSON kind of a value, for error messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The count fields a usage object may hold, Anthropic's and OpenAI's.
+const USAGE_FIELDS: [&str; 6] = [
+    "input_tokens",
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    "output_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+];
 
 /// Lower clamp of the correction factor.
 pub const CORRECTION_MIN: f64 = 0.8;
@@ -54,9 +117,34 @@ impl Usage {
             .saturating_add(self.cache_read_input_tokens)
     }
 
+    /// Reads a usage object a caller hands in (what the bindings' `record_usage` take): as
+    /// [`Self::from_json`], but a count field that is present and not `null` must be a
+    /// non-negative integer. `from_json` reads such a field as absent, so a negative or
+    /// fractional `input_tokens` would make the usage "output only" and be ignored without a
+    /// word, and a string count would vanish; here it is an error naming the field.
+    pub fn parse(usage: &Value) -> Result<Usage, InvalidUsage> {
+        if let Value::Object(fields) = usage {
+            for field in USAGE_FIELDS {
+                match fields.get(field) {
+                    None | Some(Value::Null) => {}
+                    Some(value) if value.is_u64() => {}
+                    Some(value) => {
+                        return Err(InvalidUsage::NotACount {
+                            field,
+                            value: value.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        Usage::from_json(usage).ok_or(InvalidUsage::NoCounts)
+    }
+
     /// Reads an Anthropic (`input_tokens`, `cache_*_input_tokens`, `output_tokens`) or OpenAI
     /// (`prompt_tokens`/`completion_tokens`, or Responses' `input_tokens`/`output_tokens`) usage
-    /// object. OpenAI's cached tokens are part of `prompt_tokens` already.
+    /// object. OpenAI's cached tokens are part of `prompt_tokens` already. Lenient, for a
+    /// server's usage: a field that is not a non-negative integer counts as absent
+    /// ([`Self::parse`] refuses it instead).
     pub fn from_json(usage: &Value) -> Option<Usage> {
         let field = |key: &str| usage.get(key).and_then(Value::as_u64);
         if let Some(prompt) = field("prompt_tokens") {
@@ -135,6 +223,8 @@ pub struct ContextTracker {
     tools_key: Option<u64>,
     /// Raw estimate per message.
     messages: Vec<u64>,
+    /// Content hash per message: whether a replaced history kept the anchored prefix.
+    message_keys: Vec<u64>,
     /// Sum of `messages`.
     messages_total: u64,
     anchor: Option<Anchor>,
@@ -155,6 +245,7 @@ impl ContextTracker {
             system_key: None,
             tools_key: None,
             messages: Vec::new(),
+            message_keys: Vec::new(),
             messages_total: 0,
             anchor: None,
             anchored_total: 0,
@@ -195,24 +286,60 @@ impl ContextTracker {
         self.anchor = None;
     }
 
-    /// Appends a message (`{"role": .., "content": ..}`).
+    /// Appends a message (`{"role": .., "content": ..}`, or an OpenAI Responses input item),
+    /// estimated as [`estimate_message`](super::estimate_message) does.
     pub fn push_message(&mut self, message: &Value) {
-        let tokens = estimate_message_frame(message, self.family)
-            + message
-                .get("content")
-                .map_or(0, |c| self.estimate_content(c));
+        let body = match message_body(message) {
+            MessageBody::Content(content) => self.estimate_content(content),
+            MessageBody::Item(item) => self.estimate_cached(item),
+            MessageBody::Nothing => 0,
+        };
+        let tokens = estimate_message_frame(message, self.family) + body;
         self.messages.push(tokens);
+        self.message_keys.push(content_key(message));
         self.messages_total += tokens;
     }
 
-    /// Replaces the whole history (e.g. after compaction). Blocks seen before come from the
-    /// cache. Invalidates the usage anchor.
+    /// [`Self::push_message`] for a message a caller hands in: anything but a JSON object is
+    /// refused and the tracker left unchanged (what the bindings' `push_message` do).
+    pub fn try_push_message(&mut self, message: &Value) -> Result<(), NotAMessage> {
+        if !message.is_object() {
+            return Err(NotAMessage::Pushed(json_kind(message)));
+        }
+        self.push_message(message);
+        Ok(())
+    }
+
+    /// [`Self::replace_messages`] for a history a caller hands in: a history holding anything
+    /// but JSON objects is refused, naming the first such entry, and the tracker left unchanged.
+    pub fn try_replace_messages(&mut self, messages: &[Value]) -> Result<(), NotAMessage> {
+        if let Some(index) = messages.iter().position(|m| !m.is_object()) {
+            return Err(NotAMessage::InHistory {
+                index,
+                kind: json_kind(&messages[index]),
+            });
+        }
+        self.replace_messages(messages);
+        Ok(())
+    }
+
+    /// Replaces the whole history (e.g. after compaction, or a host that rebuilds its history
+    /// every turn). Blocks seen before come from the cache. The usage anchor survives when the
+    /// new history starts with the very messages it covered (same content, in order); any change
+    /// to them (compaction, an edited earlier message, even of the same length) drops it.
     pub fn replace_messages(&mut self, messages: &[Value]) {
+        let anchor = self.anchor.take();
+        let old_keys = std::mem::take(&mut self.message_keys);
         self.messages.clear();
         self.messages_total = 0;
-        self.anchor = None;
         for message in messages {
             self.push_message(message);
+        }
+        if let Some(anchor) = anchor
+            && old_keys.get(..anchor.covered) == self.message_keys.get(..anchor.covered)
+        {
+            self.anchor = Some(anchor);
+            self.anchored_total = self.messages[..anchor.covered].iter().sum();
         }
     }
 
@@ -222,6 +349,7 @@ impl ContextTracker {
             return;
         }
         self.messages.truncate(len);
+        self.message_keys.truncate(len);
         self.messages_total = self.messages.iter().sum();
         if self.anchor.is_some_and(|a| a.covered > len) {
             self.anchor = None;
@@ -410,7 +538,15 @@ mod tests {
             json!([{"name": "ls", "description": "list", "input_schema": {"type": "object"}}]);
         t.set_system(&system);
         t.set_tools(&tools);
-        let messages: Vec<Value> = (0..5).map(user).collect();
+        let mut messages: Vec<Value> = (0..5).map(user).collect();
+        // OpenAI Responses items and entries that are no message objects count the same way.
+        messages.extend([
+            json!({"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "a.txt b.txt"}),
+            json!("a bare string"),
+            json!(3),
+            Value::Null,
+        ]);
         for m in &messages {
             t.push_message(m);
         }
@@ -526,6 +662,135 @@ mod tests {
         let openai = json!({"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105});
         assert_eq!(Usage::from_json(&openai).unwrap().total(), 105);
         assert_eq!(Usage::from_json(&json!({"foo": 1})), None);
+    }
+
+    #[test]
+    fn a_callers_usage_with_a_count_that_is_not_one_is_refused() {
+        let parsed = |v: Value| Usage::parse(&v);
+        assert_eq!(
+            parsed(
+                json!({"input_tokens": 5, "cache_read_input_tokens": null, "output_tokens": 2, "service_tier": "standard"})
+            ),
+            Ok(Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+                ..Usage::default()
+            })
+        );
+        assert_eq!(
+            parsed(json!({"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10})),
+            Usage::from_json(&json!({"prompt_tokens": 9, "completion_tokens": 1}))
+                .ok_or(InvalidUsage::NoCounts)
+        );
+        for (usage, field) in [
+            (
+                json!({"input_tokens": -5, "output_tokens": 3}),
+                "input_tokens",
+            ),
+            (
+                json!({"input_tokens": 1500.5, "output_tokens": 3}),
+                "input_tokens",
+            ),
+            (
+                json!({"input_tokens": 100, "cache_read_input_tokens": "900"}),
+                "cache_read_input_tokens",
+            ),
+            (json!({"input_tokens": 1e20}), "input_tokens"),
+            (
+                json!({"prompt_tokens": 100, "completion_tokens": -1}),
+                "completion_tokens",
+            ),
+        ] {
+            match parsed(usage.clone()) {
+                Err(InvalidUsage::NotACount { field: found, .. }) => {
+                    assert_eq!(found, field, "{usage}");
+                }
+                other => panic!("{usage}: {other:?}"),
+            }
+        }
+        for nothing in [json!({"foo": 1}), json!([1]), json!(3), Value::Null] {
+            assert_eq!(parsed(nothing), Err(InvalidUsage::NoCounts));
+        }
+        let error = parsed(json!({"input_tokens": -5})).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "usage field `input_tokens` must be a non-negative integer, got -5"
+        );
+    }
+
+    /// A host that hands over its whole history every turn keeps the usage anchor for the
+    /// prefix the usage covered; compaction or an edit inside that prefix drops it.
+    #[test]
+    fn replacing_the_history_keeps_the_anchor_only_for_an_unchanged_prefix() {
+        let history: Vec<Value> = (0..4).map(user).collect();
+        let anchored = || {
+            let mut t = ContextTracker::new(Family::Claude);
+            t.replace_messages(&history[..2]);
+            t.record_usage(Usage {
+                input_tokens: 5_000,
+                ..Usage::default()
+            });
+            t
+        };
+        // The same history again: still exact.
+        let mut t = anchored();
+        t.replace_messages(&history[..2]);
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 5_000,
+                method: CountMethod::Exact
+            }
+        );
+        // The same history and two new messages: the usage plus their estimate.
+        t.replace_messages(&history);
+        let mut pushed = anchored();
+        pushed.push_message(&history[2]);
+        pushed.push_message(&history[3]);
+        assert_eq!(t.tokens(), pushed.tokens());
+        assert_eq!(t.tokens().method, CountMethod::UsageEstimate);
+        // An earlier message edited, same length: the usage no longer stands.
+        let mut edited = history.clone();
+        let text = edited[1]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .replace('l', "L");
+        edited[1]["content"][0]["text"] = json!(text);
+        let mut t = anchored();
+        t.replace_messages(&edited);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        // Compacted (shorter, or a different first message): neither.
+        let mut t = anchored();
+        t.replace_messages(&history[..1]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        let mut t = anchored();
+        t.replace_messages(&history[1..]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+        // Truncating within the prefix and replacing with it again does not bring it back.
+        let mut t = anchored();
+        t.truncate(1);
+        t.replace_messages(&history[..2]);
+        assert_eq!(t.tokens().method, CountMethod::Estimate);
+    }
+
+    #[test]
+    fn messages_handed_in_must_be_objects() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.push_message(&user(0));
+        let before = t.tokens();
+        assert_eq!(
+            t.try_push_message(&json!("hello")),
+            Err(NotAMessage::Pushed("a string"))
+        );
+        let error = t.try_replace_messages(&[user(1), json!(3)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "message 1 must be a JSON object (a message or an OpenAI Responses item), got a number"
+        );
+        assert_eq!((t.len(), t.tokens()), (1, before));
+        assert_eq!(t.try_push_message(&user(1)), Ok(()));
+        assert_eq!(t.try_replace_messages(&[user(2)]), Ok(()));
+        assert_eq!(t.len(), 1);
     }
 
     #[test]
