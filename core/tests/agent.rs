@@ -3593,3 +3593,46 @@ async fn the_raised_limit_respects_the_ceiling_the_window_and_the_host() {
         }
     }
 }
+
+/// The continuations after a cut at the raised limit keep it only as far as the window allows:
+/// it was sized for the input of the cut request, and the continued text has grown the input.
+#[tokio::test]
+async fn a_raised_limit_shrinks_to_the_window_left_as_continuations_grow_the_input() {
+    let long = "word ".repeat(6_000);
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => reply(request, vec![text("Cut")], "max_tokens"),
+        1 => reply(request, vec![text(&long)], "max_tokens"),
+        _ => reply(request, vec![text("End.")], "end_turn"),
+    })
+    .recorded();
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.budget = ContextBudget::new(40_000, 8_192);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "write a lot").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let estimates: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart {
+                estimated_input_tokens,
+                ..
+            } => Some(*estimated_input_tokens),
+            _ => None,
+        })
+        .collect();
+    let requests = requests.lock().unwrap();
+    let limits: Vec<u64> = requests
+        .iter()
+        .map(|r| r["max_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(limits.len(), 3, "{events:#?}");
+    assert_eq!(limits[0], 8_192);
+    assert!(limits[1] > 30_000, "{limits:?}");
+    assert!(estimates[2] > estimates[1] + 4_000, "{estimates:?}");
+    assert_eq!(limits[2], 40_000 - estimates[2], "{limits:?} {estimates:?}");
+    assert!(
+        requests[2]["messages"]
+            .to_string()
+            .contains("Resume directly")
+    );
+}

@@ -62,14 +62,16 @@ pub struct AgentConfig {
     /// The tokenizer family for estimates.
     pub family: Family,
     /// The output limit a turn cut by `max_tokens` is asked again with, once, before it is
-    /// continued (default 64,000, Claude Code's; `None`: never). Requests go out with the
+    /// continued (default 64,000, Claude Code's; `None`, or a value not above
+    /// [`Limits::max_tokens`]: never). Requests go out with the
     /// small [`Limits::max_tokens`], which keeps the output the provider reserves (and the
     /// window the budget keeps free) small; a response that needs more — a big file written in
     /// one tool call, which a continuation cannot finish since a cut call is not run — is
     /// discarded (its calls cancelled, its usage counted) and the same turn is sent again
     /// with the limit raised to the least of this, the model's output ceiling and the
     /// context window less the request's input. The continuations that follow a cut at the
-    /// raised limit keep it; the next turn goes back to [`Limits::max_tokens`].
+    /// raised limit keep it as far as the window left by their grown input allows; the next
+    /// turn goes back to [`Limits::max_tokens`].
     ///
     /// The limit is not raised for a model the built-in model table does not know (its
     /// ceiling would be a guess, and the provider would refuse a limit over it), when that

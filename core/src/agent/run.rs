@@ -521,8 +521,9 @@ impl Driver {
             if let Some(reason) = self.manage_context().await {
                 return reason;
             }
-            let request = self.build_request();
+            let mut request = self.build_request();
             let estimated = estimate_request_body(&request, self.config().family).total();
+            self.fit_raised_max_tokens(&mut request, estimated);
             self.turns += 1;
             let turn_number = self.turns;
             self.emit(AgentEvent::TurnStart {
@@ -1055,6 +1056,28 @@ impl Driver {
             .and_then(Usage::from_json)
             .map_or(estimated, |usage| usage.input_total());
         self.config().raised_max_tokens(&self.model, current, input)
+    }
+
+    /// Lowers a raised output limit that the input, grown by continuations since the raise,
+    /// would push past the context window (never under the configured limit): the raise was
+    /// sized for the input of the request it answered.
+    fn fit_raised_max_tokens(&self, request: &mut Value, estimated: u64) {
+        let Some(raised) = self.raised_max_tokens else {
+            return;
+        };
+        if request.get("max_tokens").and_then(Value::as_u64) != Some(raised) {
+            return;
+        }
+        let config = self.config();
+        let window = crate::tokens::ModelTable::default()
+            .known(&self.model)
+            .map_or(config.budget.window, |limits| {
+                limits.context_window.min(config.budget.window)
+            });
+        let fitted = window
+            .saturating_sub(estimated)
+            .clamp(config.limits.max_tokens.min(raised), raised);
+        request["max_tokens"] = Value::from(fitted);
     }
 
     fn emit_turn_end(&self, turn: u32, stop_reason: Option<String>) {
