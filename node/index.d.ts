@@ -358,6 +358,11 @@ export interface AgentOptions {
   tokenBudget?: number
   /** How many times a `max_tokens` stop in text is continued (default 3). */
   maxContinuations?: number
+  /**
+   * The output limit a turn cut by `max_tokens` is asked again with, once, before it is
+   * continued (default 64,000; 0: never). See the core's `AgentConfig::escalated_max_tokens`.
+   */
+  escalatedMaxTokens?: number
   /** How many recent tool results microcompact keeps (default 5); the last turn's results, not yet read by the model, are always kept. */
   keepRecentToolResults?: number
   /** Place `cache_control` breakpoints (default true). */

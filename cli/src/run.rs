@@ -482,6 +482,13 @@ impl TerminalView {
                     "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
                 )?;
             }
+            AgentEvent::MaxTokensRaised { from, to, .. } => {
+                self.newline(out)?;
+                writeln!(
+                    out,
+                    "  ↑ response cut at {from} output tokens; asking again with up to {to}"
+                )?;
+            }
             AgentEvent::Context(action) => {
                 self.newline(out)?;
                 let action = serde_json::to_string(action).unwrap_or_default();

@@ -1083,6 +1083,8 @@ async fn the_loop_speaks_openai_chat_completions() {
     .recorded();
     let mut config = AgentConfig::new("gpt-4o");
     config.system = Some("You are terse.".into());
+    // The continuation at once, which a raised limit would come before.
+    config.escalated_max_tokens = None;
     let agent = Agent::new(config, Arc::new(model), executor(log.clone()));
     let events = collect(&agent, "do it").await;
     let (reason, messages, turns) = stop(&events);
@@ -3344,4 +3346,293 @@ async fn loop_side_stops_have_their_codes() {
     );
     let (reason, _, code) = stop_code(&collect(&agent, "go").await);
     assert_eq!((reason, code), (StopReason::Error, Some("authentication")));
+}
+
+/// A response cut by `max_tokens` inside a tool call, `t1` (a `write` too big for the limit):
+/// the SSE of `content` with the call's input cut after `{"path": "big`.
+fn cut_inside_a_write(request: &Value, content: Vec<Value>) -> Result<Bytes, ModelError> {
+    let index = content.len();
+    let message = scripted_message(request, content, "max_tokens");
+    let mut sse = anthropic_sse(&message, 7);
+    let cut = format!(
+        "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{index},\"content_block\":{{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"write\",\"input\":{{}}}}}}\n\n\
+         event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"path\\\": \\\"big\"}}}}\n\n\
+         event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n"
+    );
+    let at = sse.find("event: message_delta").unwrap();
+    sse.insert_str(at, &cut);
+    Ok(Bytes::from(sse))
+}
+
+fn raised_events(events: &[AgentEvent]) -> Vec<(u32, u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::MaxTokensRaised { turn, from, to } => Some((*turn, *from, *to)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A big `write` cut by the default 8,192-token limit could never fit: the continuation and
+/// the "not run" note went out with the same limit, to be cut again. The turn is asked again
+/// with the limit raised (Claude Code's 64,000, the ceiling of Sonnet 4.5), the call runs,
+/// and the next turn goes back to the small limit; the discarded response's usage counts.
+#[tokio::test]
+async fn a_call_cut_by_max_tokens_is_asked_again_with_a_raised_limit_and_runs() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => cut_inside_a_write(request, vec![text("Writing it.")]),
+        1 => reply(
+            request,
+            vec![
+                text("Writing it."),
+                call("t1", "write", json!({"path": "big"})),
+            ],
+            "tool_use",
+        ),
+        _ => reply(request, vec![text("Written.")], "end_turn"),
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("claude-sonnet-4-5"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let events = collect(&agent, "write a big file").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    assert_eq!(*log.lock().unwrap(), vec!["write \"big\"".to_owned()]);
+    assert!(check_tool_pairing(&messages).is_ok());
+    let requests = requests.lock().unwrap();
+    let limits: Vec<&Value> = requests.iter().map(|r| &r["max_tokens"]).collect();
+    assert_eq!(limits, [&json!(8_192), &json!(64_000), &json!(8_192)]);
+    // The same turn: nothing of the cut response, no continuation prompt or note.
+    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
+    assert_eq!(raised_events(&events), [(1, 8_192, 64_000)]);
+    let starts: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [1, 1, 2]);
+    let reported: u64 = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage, .. } => usage["output_tokens"].as_u64(),
+            _ => None,
+        })
+        .sum();
+    match events.last() {
+        Some(AgentEvent::Stop { output_tokens, .. }) => assert_eq!(*output_tokens, reported),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::Usage { .. }))
+            .count(),
+        3
+    );
+}
+
+/// Text cut by the small limit is asked again with the raised one first (the first answer
+/// discarded); a cut there too is continued as before, the continuation keeping the raised
+/// limit, and the limit is not raised twice in a turn.
+#[tokio::test]
+async fn a_cut_text_response_is_asked_again_with_a_raised_limit_then_continued() {
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => reply(request, vec![text("A short start")], "max_tokens"),
+        1 => reply(request, vec![text("A much longer start")], "max_tokens"),
+        _ => reply(request, vec![text(" and its end.")], "end_turn"),
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("claude-sonnet-4-5"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "write a lot").await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
+    let requests = requests.lock().unwrap();
+    let limits: Vec<&Value> = requests.iter().map(|r| &r["max_tokens"]).collect();
+    assert_eq!(limits, [&json!(8_192), &json!(64_000), &json!(64_000)]);
+    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
+    let said = requests[2]["messages"].to_string();
+    assert!(said.contains("Resume directly"), "{said}");
+    assert!(!said.contains("A short start"), "{said}");
+    assert!(said.contains("A much longer start"), "{said}");
+    assert_eq!(raised_events(&events), [(1, 8_192, 64_000)]);
+    assert_eq!(messages.len(), 4);
+}
+
+/// Where the limit is raised to, and where it is not: the model's ceiling, the context window
+/// left, a thinking budget kept under it; never for a model the table does not know, a limit
+/// already at the ceiling, a host's own limit, or with escalation off (then the turn is
+/// continued at once, as before).
+#[tokio::test]
+async fn the_raised_limit_respects_the_ceiling_the_window_and_the_host() {
+    let with = |model: &str, edit: fn(&mut AgentConfig)| {
+        let mut config = AgentConfig::new(model);
+        edit(&mut config);
+        config
+    };
+    // The raised limit expected, from the input tokens the cut response reported.
+    type Raised = Option<fn(u64) -> u64>;
+    let cases: Vec<(&str, AgentConfig, u64, Raised)> = vec![
+        (
+            "sonnet 4.5",
+            with("claude-sonnet-4-5", |_| {}),
+            8_192,
+            Some(|_| 64_000),
+        ),
+        (
+            "opus 4.1: its ceiling",
+            with("claude-opus-4-1", |_| {}),
+            8_192,
+            Some(|_| 32_000),
+        ),
+        (
+            "opus 4.6: the configured escalation",
+            with("claude-opus-4-6", |_| {}),
+            8_192,
+            Some(|_| 64_000),
+        ),
+        (
+            "a higher configured escalation, up to the ceiling",
+            with("claude-opus-4-6", |c| {
+                c.escalated_max_tokens = Some(200_000)
+            }),
+            8_192,
+            Some(|_| 128_000),
+        ),
+        (
+            "the window left",
+            with("claude-sonnet-4-5", |c| {
+                c.budget = ContextBudget::new(30_000, 8_192);
+            }),
+            8_192,
+            Some(|input| 30_000 - input),
+        ),
+        (
+            "thinking",
+            with("claude-sonnet-4-5", |c| {
+                c.limits.max_tokens = 16_000;
+                c.extra.insert(
+                    "thinking".into(),
+                    json!({"type": "enabled", "budget_tokens": 10_000}),
+                );
+            }),
+            16_000,
+            Some(|_| 64_000),
+        ),
+        ("an unknown model", with("m", |_| {}), 8_192, None),
+        (
+            "3.5 sonnet: at its ceiling",
+            with("claude-3-5-sonnet-latest", |_| {}),
+            8_192,
+            None,
+        ),
+        (
+            "already at the ceiling",
+            with("claude-sonnet-4-5", |c| c.limits.max_tokens = 64_000),
+            64_000,
+            None,
+        ),
+        (
+            "the host's max_tokens",
+            with("claude-sonnet-4-5", |c| {
+                c.extra.insert("max_tokens".into(), json!(4_096));
+            }),
+            4_096,
+            None,
+        ),
+        (
+            "off",
+            with("claude-sonnet-4-5", |c| c.escalated_max_tokens = None),
+            8_192,
+            None,
+        ),
+    ];
+    for (case, config, first, raised) in cases {
+        let (model, requests) = ScriptedModel::new(|n, request| match n {
+            0 => reply(request, vec![text("Cut")], "max_tokens"),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        })
+        .recorded();
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "write a lot").await;
+        assert_eq!(stop(&events).0, StopReason::EndTurn, "{case}: {events:#?}");
+        let requests = requests.lock().unwrap();
+        assert_eq!(requests[0]["max_tokens"], first, "{case}");
+        let said = requests[1]["messages"].to_string();
+        let input = events
+            .iter()
+            .find_map(|e| match e {
+                AgentEvent::Usage { usage, .. } => usage["input_tokens"].as_u64(),
+                _ => None,
+            })
+            .unwrap();
+        match raised.map(|raised| raised(input)) {
+            Some(to) => {
+                assert_eq!(requests[1]["max_tokens"], to, "{case}");
+                assert!(!said.contains("Resume directly"), "{case}: {said}");
+                assert_eq!(raised_events(&events), [(1, first, to)], "{case}");
+                if let Some(budget) = requests[1]["thinking"]["budget_tokens"].as_u64() {
+                    assert!(budget < to, "{case}");
+                }
+            }
+            None => {
+                assert_eq!(requests[1]["max_tokens"], first, "{case}");
+                assert!(said.contains("Resume directly"), "{case}: {said}");
+                assert!(raised_events(&events).is_empty(), "{case}");
+            }
+        }
+    }
+}
+
+/// The continuations after a cut at the raised limit keep it only as far as the window allows:
+/// it was sized for the input of the cut request, and the continued text has grown the input.
+#[tokio::test]
+async fn a_raised_limit_shrinks_to_the_window_left_as_continuations_grow_the_input() {
+    let long = "word ".repeat(6_000);
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 => reply(request, vec![text("Cut")], "max_tokens"),
+        1 => reply(request, vec![text(&long)], "max_tokens"),
+        _ => reply(request, vec![text("End.")], "end_turn"),
+    })
+    .recorded();
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.budget = ContextBudget::new(40_000, 8_192);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "write a lot").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let estimates: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart {
+                estimated_input_tokens,
+                ..
+            } => Some(*estimated_input_tokens),
+            _ => None,
+        })
+        .collect();
+    let requests = requests.lock().unwrap();
+    let limits: Vec<u64> = requests
+        .iter()
+        .map(|r| r["max_tokens"].as_u64().unwrap())
+        .collect();
+    assert_eq!(limits.len(), 3, "{events:#?}");
+    assert_eq!(limits[0], 8_192);
+    assert!(limits[1] > 30_000, "{limits:?}");
+    assert!(estimates[2] > estimates[1] + 4_000, "{estimates:?}");
+    assert_eq!(limits[2], 40_000 - estimates[2], "{limits:?} {estimates:?}");
+    assert!(
+        requests[2]["messages"]
+            .to_string()
+            .contains("Resume directly")
+    );
 }

@@ -2011,3 +2011,83 @@ async fn reasoning_refused_in_the_stream_is_left_out_too() {
     assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
     assert_eq!(requests.lock().unwrap().len(), 2);
 }
+
+/// A turn cut by the output limit is asked again with a raised one in each provider's field:
+/// Chat's `max_completion_tokens` (GPT-4o's ceiling, 16,384), the Responses API's
+/// `max_output_tokens` (Claude Code's 64,000, under GPT-5's ceiling). A limit the host set in
+/// `extra` is the one sent every time.
+#[tokio::test]
+async fn a_cut_turn_goes_out_again_with_the_raised_limit_in_each_provider_s_field() {
+    let cut_then_done = |n: usize| {
+        if n == 0 {
+            (vec![text("Cut")], "max_tokens")
+        } else {
+            (vec![text("Done.")], "end_turn")
+        }
+    };
+    let (chat, chat_requests) = ScriptedModel::openai_chat(move |n, request| {
+        let (content, stop) = cut_then_done(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-4o"), Arc::new(chat), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = chat_requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests[0]["max_completion_tokens"], 8_192);
+    assert_eq!(requests[1]["max_completion_tokens"], 16_384);
+    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
+    for request in &requests {
+        assert!(request.get("max_tokens").is_none(), "{request:#}");
+        chat_rules(request).unwrap();
+    }
+
+    let (responses, responses_requests) = ScriptedModel::openai_responses(move |n, request| {
+        let (content, stop) = cut_then_done(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_responses_sse(&message, 5)))
+    })
+    .recorded();
+    let agent = Agent::new(AgentConfig::new("gpt-5"), Arc::new(responses), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = responses_requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests[0]["max_output_tokens"], 8_192);
+    assert_eq!(requests[1]["max_output_tokens"], 64_000);
+    assert_eq!(requests[0]["input"], requests[1]["input"]);
+    for request in &requests {
+        assert!(request.get("max_tokens").is_none(), "{request:#}");
+        responses_rules(request).unwrap();
+    }
+
+    // The host's own Chat limit: sent as it is, and the turn continued instead.
+    let (chat, chat_requests) = ScriptedModel::openai_chat(move |n, request| {
+        let (content, stop) = cut_then_done(n);
+        let message = scripted_message(request, content, stop);
+        Ok(Bytes::from(openai_chat_sse(&message, 5)))
+    })
+    .recorded();
+    let mut config = AgentConfig::new("gpt-4o");
+    config
+        .extra
+        .insert("max_completion_tokens".into(), json!(2_048));
+    let agent = Agent::new(config, Arc::new(chat), executor());
+    let events: Vec<AgentEvent> = agent.run("go").collect().await;
+    assert_eq!(stopped(&events).0, StopReason::EndTurn, "{events:#?}");
+    let requests = chat_requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    for request in &requests {
+        assert_eq!(request["max_completion_tokens"], 2_048, "{request:#}");
+        assert!(request.get("max_tokens").is_none(), "{request:#}");
+    }
+    assert!(
+        requests[1]["messages"]
+            .to_string()
+            .contains("Resume directly"),
+        "{:#}",
+        requests[1]
+    );
+}

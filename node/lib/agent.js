@@ -199,6 +199,7 @@ class Agent {
       maxTokens: optionalNumber(options.maxTokens, 'maxTokens'),
       tokenBudget: optionalNumber(options.tokenBudget, 'tokenBudget'),
       maxContinuations: optionalNumber(options.maxContinuations, 'maxContinuations'),
+      escalatedMaxTokens: optionalNumber(options.escalatedMaxTokens, 'escalatedMaxTokens'),
       keepRecentToolResults: optionalNumber(options.keepRecentToolResults, 'keepRecentToolResults'),
       promptCaching: options.promptCaching,
       tokenizer: options.tokenizer,

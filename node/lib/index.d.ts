@@ -712,6 +712,14 @@ export interface AgentOptions {
   tokenBudget?: number
   /** Continuations after a `max_tokens` stop in text (default 3). */
   maxContinuations?: number
+  /**
+   * The output limit a turn cut by `max_tokens` is asked again with, once, before it is
+   * continued (default 64,000; 0: never): the cut response is discarded (its calls not run, its
+   * usage counted) and a `max_tokens_raised` event says so. Capped by the model's output ceiling
+   * and the context window left; not raised for a model the built-in table does not know, nor
+   * when `extra` sets the output limit. Python's `escalated_max_tokens`.
+   */
+  escalatedMaxTokens?: number
   /** Recent tool results microcompact keeps (default 5); the last turn's, not yet read by the model, are always kept. */
   keepRecentToolResults?: number
   /**
@@ -787,6 +795,7 @@ export type AgentEvent =
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
   | { type: 'retry'; attempt: number; status: number | null; waitMs: number }
   | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
+  | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
   | { type: 'cache_break'; previous: number; current: number; changed: string[] }

@@ -42,6 +42,9 @@ pub struct AgentOptions {
     pub token_budget: Option<f64>,
     /// How many times a `max_tokens` stop in text is continued (default 3).
     pub max_continuations: Option<f64>,
+    /// The output limit a turn cut by `max_tokens` is asked again with, once, before it is
+    /// continued (default 64,000; 0: never). See the core's `AgentConfig::escalated_max_tokens`.
+    pub escalated_max_tokens: Option<f64>,
     /// How many recent tool results microcompact keeps (default 5); the last turn's results, not yet read by the model, are always kept.
     pub keep_recent_tool_results: Option<f64>,
     /// Place `cache_control` breakpoints (default true).
@@ -87,6 +90,11 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
     }
     if let Some(n) = options.max_continuations {
         config.max_continuations = small_count(n, 0, "maxContinuations")?;
+    }
+    // 0 raises nothing: the core's `None`, as Python's `escalated_max_tokens=0`.
+    if let Some(n) = options.escalated_max_tokens {
+        let tokens = whole(n, "escalatedMaxTokens")?;
+        config.escalated_max_tokens = (tokens > 0).then_some(tokens);
     }
     if let Some(n) = options.keep_recent_tool_results {
         config.keep_recent_tool_results = small_count(n, 0, "keepRecentToolResults")? as usize;

@@ -583,6 +583,38 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   assert.throws(() => new Agent(client, { model: 'm', fallbackAfter529Retries: -1 }), ferroloop.InvalidArgumentError)
 })
 
+test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_raised event (as in Python)', async () => {
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Cut' }], { stopReason: 'max_tokens' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Whole.' }]) } },
+    ],
+  }
+  for (const [option, raised] of [[undefined, 64000], [20000, 20000], [0, null]]) {
+    await withServer(
+      () => serveScript(script, { log: true }),
+      async (client, server) => {
+        const agent = new Agent(client, { model: 'claude-sonnet-4-5', escalatedMaxTokens: option })
+        const { stop, ofType } = await collect(agent.run('write a lot'))
+        assert.equal(stop.reason, 'end_turn', stop.error)
+        const bodies = (await server.waitForRequests(2)).map((r) => JSON.parse(r.body))
+        assert.deepEqual(bodies.map((b) => b.max_tokens), [8192, raised ?? 8192], `${option}`)
+        if (raised === null) {
+          assert.deepEqual(ofType('max_tokens_raised'), [])
+          assert.match(JSON.stringify(bodies[1].messages), /Resume directly/)
+        } else {
+          assert.deepEqual(ofType('max_tokens_raised'), [{ type: 'max_tokens_raised', turn: 1, from: 8192, to: raised }])
+          assert.deepEqual(bodies[0].messages, bodies[1].messages)
+        }
+      },
+    )
+  }
+  const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
+  for (const n of [-1, 1.5, Infinity, 'big']) {
+    assert.throws(() => new Agent(client, { model: 'm', escalatedMaxTokens: n }), ferroloop.InvalidArgumentError, `${n}`)
+  }
+})
+
 test("ctx.progress in an agent's tool throws InvalidArgumentError for a value JSON cannot carry", async () => {
   const script = {
     responses: [

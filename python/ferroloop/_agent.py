@@ -31,6 +31,8 @@ class AgentRun(BatchedEvents):
       ``status``, ``duration`` in seconds);
     - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``model_fallback``
       (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
+      ``max_tokens_raised`` (``turn``, ``from``, ``to``: the turn is asked again with a higher
+      output limit; see ``Agent``'s ``escalated_max_tokens``),
       ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``;
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
@@ -90,7 +92,13 @@ class Agent:
     default the current directory), or a list mixing one executor and names. ``max_turns``
     (default 50) caps model calls (0: none, the run stops at once with ``max_turns``),
     ``max_tokens`` (default 8192) is each request's output limit, ``token_budget`` caps input +
-    output tokens over a run (0: no model call, the run stops with ``budget``), ``max_continuations``
+    output tokens over a run (0: no model call, the run stops with ``budget``),
+    ``escalated_max_tokens`` (default 64000; 0: never) the limit a turn cut by ``max_tokens`` is
+    asked again with, once, before it is continued: the cut response is discarded (its calls
+    not run, its usage counted) and a ``max_tokens_raised`` event (``turn``, ``from``, ``to``)
+    says so; the limit is capped by the model's output ceiling and the context window left, and
+    is not raised for a model the built-in table does not know, nor when ``extra`` sets the
+    output limit. ``max_continuations``
     (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``
     (default 5) how many recent tool results microcompact keeps when the context fills up (the
     last turn's, not yet read by the model, are always kept), ``tokenizer`` (default
@@ -117,6 +125,7 @@ class Agent:
         max_tokens: Optional[int] = None,
         token_budget: Optional[int] = None,
         max_continuations: Optional[int] = None,
+        escalated_max_tokens: Optional[int] = None,
         prompt_caching: bool = True,
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,
@@ -154,6 +163,7 @@ class Agent:
             max_tokens=max_tokens,
             token_budget=token_budget,
             max_continuations=max_continuations,
+            escalated_max_tokens=escalated_max_tokens,
             prompt_caching=prompt_caching,
             extra=extra,
             keep_recent_tool_results=keep_recent_tool_results,

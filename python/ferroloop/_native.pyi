@@ -325,6 +325,7 @@ class _Agent:
         max_tokens: Optional[int] = None,
         token_budget: Optional[int] = None,
         max_continuations: Optional[int] = None,
+        escalated_max_tokens: Optional[int] = None,
         prompt_caching: bool = True,
         extra: Optional[dict[str, Any]] = None,
         keep_recent_tool_results: Optional[int] = None,

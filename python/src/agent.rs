@@ -50,7 +50,7 @@ impl PyAgent {
     }
 
     #[new]
-    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None, fallback_model = None, fallback_after_529_retries = None))]
+    #[pyo3(signature = (client, *, model, system = None, executor = None, builtin_tools = None, workspace = None, max_turns = None, max_tokens = None, token_budget = None, max_continuations = None, escalated_max_tokens = None, prompt_caching = true, extra = None, keep_recent_tool_results = None, tokenizer = None, fallback_model = None, fallback_after_529_retries = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -64,6 +64,7 @@ impl PyAgent {
         max_tokens: Option<i64>,
         token_budget: Option<i64>,
         max_continuations: Option<i64>,
+        escalated_max_tokens: Option<i64>,
         prompt_caching: bool,
         extra: Option<&Bound<'_, PyAny>>,
         keep_recent_tool_results: Option<i64>,
@@ -77,6 +78,8 @@ impl PyAgent {
             let token_budget: Option<u64> = non_negative_opt("token_budget", token_budget)?;
             let max_continuations: Option<u32> =
                 non_negative_opt("max_continuations", max_continuations)?;
+            let escalated_max_tokens: Option<u64> =
+                non_negative_opt("escalated_max_tokens", escalated_max_tokens)?;
             let keep_recent_tool_results: Option<usize> =
                 non_negative_opt("keep_recent_tool_results", keep_recent_tool_results)?;
             let fallback_after_529_retries: Option<u32> =
@@ -127,6 +130,10 @@ impl PyAgent {
             config.limits.token_budget = token_budget;
             if let Some(continuations) = max_continuations {
                 config.max_continuations = continuations;
+            }
+            // 0 raises nothing: the core's `None`, said the one way each binding can.
+            if let Some(tokens) = escalated_max_tokens {
+                config.escalated_max_tokens = (tokens > 0).then_some(tokens);
             }
             config.prompt_caching = prompt_caching;
             if let Some(keep) = keep_recent_tool_results {

@@ -645,6 +645,41 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
 
 
 @pytest.mark.asyncio
+async def test_a_turn_cut_by_max_tokens_is_asked_again_with_a_raised_limit_like_node(replay: Replay) -> None:
+    # The core's output-limit escalation (Node's `escalatedMaxTokens`): on by default for a
+    # model the table knows, set by `escalated_max_tokens`, off with 0.
+    def serve() -> ReplayServer:
+        return replay(
+            {
+                "responses": [
+                    turn([{"type": "text", "text": "Cut"}], "max_tokens"),
+                    turn([{"type": "text", "text": "Whole."}], "end_turn"),
+                ]
+            }
+        )
+
+    for option, raised in [(None, 64000), (20000, 20000), (0, None)]:
+        server = serve()
+        async with client_for(server) as client:
+            agent = ferroloop.Agent(client, model="claude-sonnet-4-5", escalated_max_tokens=option)
+            events = [event async for event in agent.run("write a lot")]
+        assert events[-1]["reason"] == "end_turn", events[-1]
+        bodies = [json.loads(r["body"]) for r in server.requests()]
+        assert [b["max_tokens"] for b in bodies] == [8192, raised or 8192], option
+        raises = [e for e in events if e["type"] == "max_tokens_raised"]
+        if raised is None:
+            assert raises == [], option
+            assert "Resume directly" in json.dumps(bodies[1]["messages"])
+        else:
+            assert raises == [{"type": "max_tokens_raised", "turn": 1, "from": 8192, "to": raised}]
+            assert bodies[0]["messages"] == bodies[1]["messages"]
+
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    with pytest.raises(ValueError, match="escalated_max_tokens"):
+        ferroloop.Agent(client, model="m", escalated_max_tokens=-1)
+
+
+@pytest.mark.asyncio
 async def test_a_failed_run_s_stop_event_carries_a_stable_error_code(replay: Replay) -> None:
     # A 401 and OpenAI's billing 429 read alike in English; the code tells them apart.
     server = replay(

@@ -61,6 +61,25 @@ pub struct AgentConfig {
     pub budget: ContextBudget,
     /// The tokenizer family for estimates.
     pub family: Family,
+    /// The output limit a turn cut by `max_tokens` is asked again with, once, before it is
+    /// continued (default 64,000, Claude Code's; `None`, or a value not above
+    /// [`Limits::max_tokens`]: never). Requests go out with the
+    /// small [`Limits::max_tokens`], which keeps the output the provider reserves (and the
+    /// window the budget keeps free) small; a response that needs more — a big file written in
+    /// one tool call, which a continuation cannot finish since a cut call is not run — is
+    /// discarded (its calls cancelled, its usage counted) and the same turn is sent again
+    /// with the limit raised to the least of this, the model's output ceiling and the
+    /// context window less the request's input. The continuations that follow a cut at the
+    /// raised limit keep it as far as the window left by their grown input allows; the next
+    /// turn goes back to [`Limits::max_tokens`].
+    ///
+    /// The limit is not raised for a model the built-in model table does not know (its
+    /// ceiling would be a guess, and the provider would refuse a limit over it), when that
+    /// least value is not above the request's limit, when `extra` sets the output limit
+    /// (`max_tokens`, `max_completion_tokens` or `max_output_tokens`: the host fixed it), once
+    /// the server refused the limit field, nor for a cut by the context window
+    /// (`model_context_window_exceeded`), which a higher limit cannot help.
+    pub escalated_max_tokens: Option<u64>,
     /// How many times a `max_tokens` stop in text is continued (default 3).
     pub max_continuations: u32,
     /// The user message sent to continue after `max_tokens` (followed by a note naming the
@@ -106,6 +125,7 @@ impl AgentConfig {
             limits,
             budget,
             family: Family::default(),
+            escalated_max_tokens: Some(64_000),
             max_continuations: 3,
             continuation_prompt: "Output token limit hit. Resume directly — no apology, no recap \
                                   of what you were doing. Pick up mid-thought if that is where the \
@@ -224,6 +244,33 @@ impl AgentConfig {
             );
         }
         Ok(())
+    }
+
+    /// The output limit to ask a turn cut by `max_tokens` again with, if it may be raised
+    /// ([`escalated_max_tokens`](Self::escalated_max_tokens)): `model` is the model the request
+    /// went to, `current` the limit it had and `input_tokens` what its input counted.
+    pub(crate) fn raised_max_tokens(
+        &self,
+        model: &str,
+        current: u64,
+        input_tokens: u64,
+    ) -> Option<u64> {
+        let wanted = self.escalated_max_tokens?;
+        // The host's own limit (the OpenAI translations send these as they are) is kept.
+        if ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+            .iter()
+            .any(|field| self.extra.contains_key(*field))
+        {
+            return None;
+        }
+        let limits = crate::tokens::ModelTable::default().known(model)?;
+        // Input and output share the window (the configured one, or the model's after a
+        // switch to a fallback with a smaller one): Anthropic refuses a request whose input
+        // and `max_tokens` exceed it, where the small limit was answered.
+        let window = self.budget.window.min(limits.context_window);
+        let room = window.saturating_sub(input_tokens);
+        let raised = wanted.min(limits.max_output_tokens).min(room);
+        (raised > current).then_some(raised)
     }
 
     /// The system prompt as sent: none when it is blank (the API refuses an empty system text

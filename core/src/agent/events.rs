@@ -145,6 +145,19 @@ pub enum AgentEvent {
         /// What the provider said, or how many 529s were seen.
         error: String,
     },
+    /// A response was cut by `max_tokens` under a limit the model could go beyond: it is
+    /// discarded (its text and calls, as after `model_fallback`: calls started early are
+    /// cancelled and reported; its usage was reported and counts) and the same turn is asked
+    /// again with the higher limit, which the `turn_start` that follows repeats the turn
+    /// number for ([`AgentConfig::escalated_max_tokens`](super::AgentConfig::escalated_max_tokens)).
+    MaxTokensRaised {
+        /// The turn asked again.
+        turn: u32,
+        /// The limit the cut response had.
+        from: u64,
+        /// The limit the turn is asked again with.
+        to: u64,
+    },
     /// Context management happened.
     Context(ContextAction),
     /// The prompt cache was read much less than on the previous turn.

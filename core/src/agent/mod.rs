@@ -7,7 +7,10 @@
 //!   concurrency-safe call starts at once; the first unsafe call and everything after it waits for
 //!   the message to end with `stop_reason: "tool_use"`. Results join history in request order as
 //!   one user message.
-//! - Recovery: `max_tokens` in text is continued (3 times by default) with a "resume directly"
+//! - Recovery: a turn cut by `max_tokens` under a limit the model could go beyond is asked
+//!   again once with it raised ([`AgentConfig::escalated_max_tokens`],
+//!   [`AgentEvent::MaxTokensRaised`]); then `max_tokens` in text is continued (3 times by
+//!   default) with a "resume directly"
 //!   message, and calls started early are cancelled and reported; a prompt-too-long error leads
 //!   to one reactive compaction and a retry (none when compaction could not shrink the history:
 //!   a lone prompt without a compaction hook, or a summary call that failed — the run stops with

@@ -183,6 +183,7 @@ impl Agent {
             drop_stale_thinking: false,
             refused_fields: Vec::new(),
             unverifiable_reasoning: 0,
+            raised_max_tokens: None,
             auto_compaction: AutoCompaction::default(),
             host,
         };
@@ -335,6 +336,10 @@ struct Driver {
     /// Requests leave out the thinking of the history's messages before this one: a Responses
     /// model could not verify its encrypted content ([`is_unverifiable_reasoning_error`]).
     unverifiable_reasoning: usize,
+    /// The output limit of this turn's requests when a cut by `max_tokens` raised it
+    /// ([`AgentConfig::escalated_max_tokens`]): kept by the continuations of the turn, back
+    /// to the configured one at the next turn, and raised at most once per turn.
+    raised_max_tokens: Option<u64>,
     /// Whether auto-compaction is still worth trying.
     auto_compaction: AutoCompaction,
     /// What the host attached to the run, attached to each of its turns.
@@ -516,8 +521,9 @@ impl Driver {
             if let Some(reason) = self.manage_context().await {
                 return reason;
             }
-            let request = self.build_request();
+            let mut request = self.build_request();
             let estimated = estimate_request_body(&request, self.config().family).total();
+            self.fit_raised_max_tokens(&mut request, estimated);
             self.turns += 1;
             let turn_number = self.turns;
             self.emit(AgentEvent::TurnStart {
@@ -737,6 +743,34 @@ impl Driver {
                 .get("stop_reason")
                 .and_then(Value::as_str)
                 .map(str::to_owned);
+            // A response cut by a limit the model could go beyond is asked again with a
+            // higher one before anything of it is kept (a continuation cannot finish a cut
+            // call, which is not run). Decided before a paused turn is merged: the paused
+            // message stays in history for the request sent again.
+            if let Some(to) =
+                self.raise_max_tokens(stop_reason.as_deref(), &request, &message, estimated)
+            {
+                self.settle(turn, &submitted, &mut results, true).await;
+                self.record_usage(turn_number, &request, &message, estimated, ttft, false);
+                self.emit_turn_end(turn_number, stop_reason);
+                if let Some(stop) = self.over_budget() {
+                    return stop;
+                }
+                let from = request["max_tokens"].as_u64().unwrap_or_default();
+                tracing::debug!(
+                    from,
+                    to,
+                    "response cut by max_tokens; asking the turn again with a higher limit"
+                );
+                self.raised_max_tokens = Some(to);
+                self.emit(AgentEvent::MaxTokensRaised {
+                    turn: turn_number,
+                    from,
+                    to,
+                });
+                self.turns -= 1;
+                continue;
+            }
             // Content that is no list of blocks (a broken server's) becomes none.
             let content = message
                 .get("content")
@@ -789,6 +823,7 @@ impl Driver {
                         return reason;
                     }
                     continuations = 0;
+                    self.raised_max_tokens = None;
                 }
                 Some("pause_turn") => {
                     // The provider paused a long server-side turn (server tools such as web
@@ -1001,6 +1036,50 @@ impl Driver {
         }
     }
 
+    /// The higher output limit to ask a turn again with, if the response (to `request`) was
+    /// cut by `max_tokens` and the limit may be raised: not twice in a turn, nor once the
+    /// server refused the field (the request holds none).
+    fn raise_max_tokens(
+        &self,
+        stop_reason: Option<&str>,
+        request: &Value,
+        message: &Value,
+        estimated: u64,
+    ) -> Option<u64> {
+        if stop_reason != Some("max_tokens") || self.raised_max_tokens.is_some() {
+            return None;
+        }
+        let current = request.get("max_tokens").and_then(Value::as_u64)?;
+        // What the provider counted for the input, else the estimate.
+        let input = message
+            .get("usage")
+            .and_then(Usage::from_json)
+            .map_or(estimated, |usage| usage.input_total());
+        self.config().raised_max_tokens(&self.model, current, input)
+    }
+
+    /// Lowers a raised output limit that the input, grown by continuations since the raise,
+    /// would push past the context window (never under the configured limit): the raise was
+    /// sized for the input of the request it answered.
+    fn fit_raised_max_tokens(&self, request: &mut Value, estimated: u64) {
+        let Some(raised) = self.raised_max_tokens else {
+            return;
+        };
+        if request.get("max_tokens").and_then(Value::as_u64) != Some(raised) {
+            return;
+        }
+        let config = self.config();
+        let window = crate::tokens::ModelTable::default()
+            .known(&self.model)
+            .map_or(config.budget.window, |limits| {
+                limits.context_window.min(config.budget.window)
+            });
+        let fitted = window
+            .saturating_sub(estimated)
+            .clamp(config.limits.max_tokens.min(raised), raised);
+        request["max_tokens"] = Value::from(fitted);
+    }
+
     fn emit_turn_end(&self, turn: u32, stop_reason: Option<String>) {
         self.emit(AgentEvent::TurnEnd { turn, stop_reason });
     }
@@ -1159,7 +1238,7 @@ impl Driver {
         let config = self.config();
         let mut request = json!({
             "model": self.model,
-            "max_tokens": config.limits.max_tokens,
+            "max_tokens": self.raised_max_tokens.unwrap_or(config.limits.max_tokens),
             "messages": self.messages,
             "stream": true,
         });

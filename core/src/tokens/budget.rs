@@ -130,6 +130,19 @@ impl ModelTable {
     /// name as given or one of those forms wins, so an entry spelled like the gateway's name
     /// takes precedence.
     pub fn lookup(&self, model: &str) -> ModelLimits {
+        self.known(model).unwrap_or_else(|| {
+            let mut limits = self.fallback;
+            if has_one_million_suffix(model) {
+                limits.context_window = ONE_MILLION;
+            }
+            limits
+        })
+    }
+
+    /// The limits of `model` if an entry of the table matches it (as [`lookup`](Self::lookup)
+    /// finds them), `None` where `lookup` would give the fallback: for a caller that must not
+    /// act on a guess, such as raising a request's output limit past what the model may take.
+    pub fn known(&self, model: &str) -> Option<ModelLimits> {
         // Any letter case, like the rest of the name (`[1M]` is how some people write it).
         let suffix = model
             .len()
@@ -155,12 +168,21 @@ impl ModelTable {
                 best = Some((prefix.len(), *limits));
             }
         }
-        let mut limits = best.map_or(self.fallback, |(_, limits)| limits);
+        let (_, mut limits) = best?;
         if one_million {
             limits.context_window = ONE_MILLION;
         }
-        limits
+        Some(limits)
     }
+}
+
+/// Whether `model` ends with Claude Code's `[1m]` suffix, in any letter case.
+fn has_one_million_suffix(model: &str) -> bool {
+    model
+        .len()
+        .checked_sub(4)
+        .and_then(|at| model.get(at..))
+        .is_some_and(|tail| tail.eq_ignore_ascii_case("[1m]"))
 }
 
 /// Where a token count stands against the budget.
@@ -440,6 +462,29 @@ mod tests {
         assert_eq!(b.blocking_threshold(), 83_000);
         let b = ContextBudget::for_model("gpt-4o", &table);
         assert_eq!(b.autocompact_threshold(), 128_000 - 16_384 - 13_000);
+    }
+
+    /// `known` finds what `lookup` finds, and nothing where `lookup` guesses.
+    #[test]
+    fn only_models_the_table_holds_are_known() {
+        let table = ModelTable::default();
+        for model in [
+            "claude-sonnet-4-5",
+            "anthropic/claude-3.5-haiku",
+            "gpt-4o",
+            "CLAUDE-SONNET-4-5[1M]",
+        ] {
+            assert_eq!(table.known(model), Some(table.lookup(model)), "{model}");
+        }
+        for model in ["m", "llama-3-70b", "my-model[1m]"] {
+            assert_eq!(table.known(model), None, "{model}");
+        }
+        assert_eq!(table.lookup("llama-3-70b"), DEFAULT_LIMITS);
+        assert_eq!(table.lookup("my-model[1m]").context_window, ONE_MILLION);
+        assert_eq!(
+            table.lookup("my-model[1m]").max_output_tokens,
+            DEFAULT_LIMITS.max_output_tokens
+        );
     }
 
     #[test]
