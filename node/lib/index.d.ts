@@ -410,7 +410,12 @@ export declare class StreamDecoder {
   constructor(options: StreamDecoderOptions)
   /** The wire format decoded (Python's `StreamDecoder.provider`). */
   readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
-  /** Feeds raw bytes split anywhere; returns the typed events they completed. */
+  /**
+   * Feeds raw bytes split anywhere; returns the typed events they completed. A provider's error
+   * event throws the FerroloopError of its class (`code` `'overloaded'`, `'rate_limited'`,
+   * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
+   * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python.
+   */
   feed(chunk: Uint8Array): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
   message(): any

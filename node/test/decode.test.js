@@ -12,6 +12,7 @@ const {
   ProtocolError,
   QuotaExceededError,
   RateLimitedError,
+  FerroloopError,
 } = require('../lib/index.js')
 const { repoRoot, chunked } = require('./helpers.js')
 
@@ -235,6 +236,22 @@ test('an insufficient_quota error event is a QuotaExceededError, not a RateLimit
   assert.ok(!(caught instanceof RateLimitedError))
   assert.equal(caught.code, 'quota_exceeded')
   assert.equal(caught.errorType, 'insufficient_quota')
+})
+
+test('mid-stream error events get the same codes as in Python (tests/decode/error_events.json)', () => {
+  const { cases } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests', 'decode', 'error_events.json'), 'utf8'))
+  for (const { name, provider, stream, code } of cases) {
+    const decoder = new StreamDecoder({ provider })
+    let caught = null
+    try {
+      decoder.feed(Buffer.from(stream))
+    } catch (err) {
+      caught = err
+    }
+    assert.ok(caught instanceof FerroloopError, `${name}: ${caught}`)
+    assert.equal(caught.code, code, name)
+    assert.equal(caught.status, null, name)
+  }
 })
 
 test('protocol violations and bad arguments raise typed errors', () => {

@@ -92,7 +92,11 @@ class StreamDecoder:
         events: bool = True,
     ) -> StreamDecoder: ...
     def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
-        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``)."""
+        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``).
+
+        A provider's error event raises the ``APIError`` subclass of its class (the same class
+        in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
+        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:

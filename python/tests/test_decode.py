@@ -140,6 +140,29 @@ def test_an_insufficient_quota_error_event_is_a_quota_exceeded_error() -> None:
     assert info.value.error_type == "insufficient_quota"
 
 
+ERROR_EVENTS = json.loads((SHARED / "decode" / "error_events.json").read_text(encoding="utf-8"))["cases"]
+# The Python class of each stable code (tests/decode/error_events.json holds Node's codes).
+CLASS_OF_CODE = {
+    "overloaded": ferroloop.OverloadedError,
+    "rate_limited": ferroloop.RateLimitError,
+    "quota_exceeded": ferroloop.QuotaExceededError,
+    "prompt_too_long": ferroloop.PromptTooLongError,
+    "authentication": ferroloop.AuthenticationError,
+    "permission": ferroloop.AuthenticationError,
+}
+
+
+@pytest.mark.parametrize("case", ERROR_EVENTS, ids=[case["name"] for case in ERROR_EVENTS])
+def test_error_events_get_the_class_of_their_code_as_in_node(case: dict[str, str]) -> None:
+    # The same event is the same error in every binding: OpenAI's rate limit names itself in
+    # `code` (its `type` is "tokens"), a model at capacity is `server_is_overloaded`.
+    decoder = ferroloop.StreamDecoder(case["provider"])
+    with pytest.raises(ferroloop.APIError) as info:
+        decoder.feed(case["stream"].encode())
+    expected = CLASS_OF_CODE.get(case["code"], ferroloop.APIError)
+    assert type(info.value) is expected, (case["name"], type(info.value).__name__)
+
+
 @pytest.mark.parametrize("size", [0, 1, 13])
 def test_truncated_stream_raises_with_the_partial_message(size: int) -> None:
     data = (SHARED / "decode/streams/anthropic/truncated.sse").read_bytes()
