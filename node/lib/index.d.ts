@@ -414,14 +414,15 @@ export declare class StreamDecoder {
    * Feeds raw bytes split anywhere; returns the typed events they completed. A provider's error
    * event throws the FerroloopError of its class (`code` `'overloaded'`, `'rate_limited'`,
    * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
-   * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python.
+   * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python. After `finish()` it
+   * throws an InvalidArgumentError (a new stream needs a new decoder).
    */
   feed(chunk: Uint8Array): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
   message(): any
   /** Whether the stream reached its end marker. */
   readonly isComplete: boolean
-  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. */
+  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. A second call answers the same again. */
   finish(): any
 }
 

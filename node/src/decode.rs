@@ -86,6 +86,8 @@ fn text_delta(event: &DecodeEvent) -> Option<(EventKind, u32, &str)> {
 fn code_of(err: &DecodeError) -> ErrorCode {
     match err {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => ErrorCode::Protocol,
+        // A misuse (a feed after finish), as a turn used after it ended.
+        DecodeError::Finished => ErrorCode::InvalidArgument,
         DecodeError::Truncated { .. } => ErrorCode::StreamTruncated,
         DecodeError::Provider { .. } => match err.provider_kind() {
             Some(ProviderErrorKind::Overloaded) => ErrorCode::Overloaded,
@@ -116,7 +118,7 @@ fn detail_of(err: &DecodeError, events: &[DecodeEvent]) -> Value {
             detail["errorType"] = json!(error_type);
             detail["raw"] = raw.clone();
         }
-        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
+        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) | DecodeError::Finished => {
             detail["errorType"] = json!(err.code());
         }
     }

@@ -238,6 +238,17 @@ test('an insufficient_quota error event is a QuotaExceededError, not a RateLimit
   assert.equal(caught.errorType, 'insufficient_quota')
 })
 
+test('a feed after finish() throws InvalidArgumentError and leaves the message alone', () => {
+  // It used to decode the bytes as more of the finished stream ("a second `message_start`").
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const decoder = new StreamDecoder({ provider: 'anthropic' })
+  decoder.feed(bytes)
+  const message = decoder.finish()
+  assert.throws(() => decoder.feed(bytes), (err) => err instanceof InvalidArgumentError && /finished/.test(err.message))
+  assert.deepEqual(decoder.finish(), message, 'a second finish answers the same')
+  assert.deepEqual(decoder.message(), message)
+})
+
 test('mid-stream error events get the same codes as in Python (tests/decode/error_events.json)', () => {
   const { cases } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests', 'decode', 'error_events.json'), 'utf8'))
   for (const { name, provider, stream, code } of cases) {

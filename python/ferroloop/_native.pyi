@@ -96,11 +96,13 @@ class StreamDecoder:
 
         A provider's error event raises the ``APIError`` subclass of its class (the same class
         in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
-        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``."""
+        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. After ``finish()``
+        it raises ``FerroloopError`` (a new stream needs a new decoder)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:
-        """Ends the input; returns the final message or raises ``StreamTruncatedError``."""
+        """Ends the input; returns the final message or raises ``StreamTruncatedError``. A
+        second call answers the same again."""
     @property
     def is_complete(self) -> bool:
         """Whether the stream reached its end marker."""

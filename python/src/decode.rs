@@ -96,7 +96,7 @@ impl PyStreamDecoder {
     /// with a `"type"` key. A mid-stream provider error raises the `APIError` subclass of its
     /// class (`DecodeError::provider_kind`: `OverloadedError`, `RateLimitError`, ...), a broken
     /// protocol `ProtocolError`; the events completed before the failing one are on the
-    /// exception's `events` attribute.
+    /// exception's `events` attribute. After `finish()` it raises `FerroloopError`.
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
@@ -160,6 +160,8 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             ferroloop_error(py, "ProtocolError", &message, &[])
         }
+        // A misuse, not the provider's doing: the base class, as for a closed `Client`.
+        DecodeError::Finished => ferroloop_error(py, "FerroloopError", &message, &[]),
         DecodeError::Truncated { partial, .. } => ferroloop_error(
             py,
             "StreamTruncatedError",

@@ -140,6 +140,20 @@ def test_an_insufficient_quota_error_event_is_a_quota_exceeded_error() -> None:
     assert info.value.error_type == "insufficient_quota"
 
 
+def test_a_feed_after_finish_is_refused_and_leaves_the_message_alone() -> None:
+    # It used to decode the bytes as more of the finished stream: "a second `message_start`",
+    # a ProtocolError about the provider, and a later finish() raising for the old stream.
+    data = fixture_bytes("anthropic/basic_response")
+    decoder = ferroloop.StreamDecoder("anthropic")
+    decoder.feed(data)
+    message = decoder.finish()
+    with pytest.raises(ferroloop.FerroloopError, match="finished") as info:
+        decoder.feed(data)
+    assert not isinstance(info.value, ferroloop.ProtocolError)
+    assert decoder.finish() == message, "a second finish answers the same"
+    assert decoder.message() == message
+
+
 ERROR_EVENTS = json.loads((SHARED / "decode" / "error_events.json").read_text(encoding="utf-8"))["cases"]
 # The Python class of each stable code (tests/decode/error_events.json holds Node's codes).
 CLASS_OF_CODE = {

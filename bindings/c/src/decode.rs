@@ -59,6 +59,7 @@ fn decode_error(error: &DecodeError) -> FfiError {
     let status = match error {
         DecodeError::Truncated { .. } => fl_status::FL_STATUS_TRUNCATED,
         DecodeError::Provider { .. } => fl_status::FL_STATUS_PROVIDER_ERROR,
+        DecodeError::Finished => fl_status::FL_STATUS_INVALID_STATE,
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             fl_status::FL_STATUS_PROTOCOL_ERROR
         }

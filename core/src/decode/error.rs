@@ -27,6 +27,11 @@ pub enum DecodeError {
         /// The whole error payload as sent.
         raw: Value,
     },
+    /// Bytes were fed to a [`StreamDecoder`](super::StreamDecoder) after its `finish()`: the
+    /// input had ended, so they would be decoded as a continuation of the finished stream (a
+    /// second `message_start`, ...). A new stream needs a new decoder.
+    #[error("the decoder was finished: bytes fed after finish() belong to a new decoder")]
+    Finished,
     /// The stream ended before the message completed. Carries the message accumulated so far,
     /// in the provider's response shape.
     #[error("truncated stream: {reason}")]
@@ -40,13 +45,14 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// A short machine-readable code for bindings: `invalid_json`, `protocol`, `provider`,
-    /// `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
+    /// `invalid_state` (fed after `finish()`), `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
     /// stop event's and the bindings' `StreamTruncatedError`).
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidJson { .. } => "invalid_json",
             Self::Protocol(_) => "protocol",
             Self::Provider { .. } => "provider",
+            Self::Finished => "invalid_state",
             Self::Truncated { .. } => "stream_truncated",
         }
     }
