@@ -189,8 +189,11 @@ export interface SseParserOptions {
 /** A WHATWG Server-Sent-Events parser: feed byte chunks split anywhere, get the completed events. */
 export declare class SseParser {
   constructor(options?: SseParserOptions)
-  /** Feeds one chunk; returns the events it completed, in order. */
-  feed(chunk: Uint8Array): SseEvent[]
+  /**
+   * Feeds one chunk of bytes: a Buffer or Uint8Array, another typed array or a DataView (its own
+   * window of its buffer), or a whole ArrayBuffer; returns the events it completed, in order.
+   */
+  feed(chunk: ArrayBufferView | ArrayBufferLike): SseEvent[]
   /** Ends the stream; true when an unterminated event was discarded. */
   finish(): boolean
   /** Reconnection time from the last valid `retry` field, in milliseconds, or null. */
@@ -417,7 +420,7 @@ export declare class StreamDecoder {
    * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python. After `finish()` it
    * throws an InvalidArgumentError (a new stream needs a new decoder).
    */
-  feed(chunk: Uint8Array): DecodeEvent[]
+  feed(chunk: ArrayBufferView | ArrayBufferLike): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
   message(): any
   /** Whether the stream reached its end marker. */

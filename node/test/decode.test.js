@@ -238,6 +238,29 @@ test('an insufficient_quota error event is a QuotaExceededError, not a RateLimit
   assert.equal(caught.errorType, 'insufficient_quota')
 })
 
+test('feed takes an ArrayBuffer, a DataView or any typed array as its window of bytes, as the SseParser does', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const reference = new StreamDecoder({ provider: 'anthropic' })
+  reference.feed(bytes)
+  const expected = reference.finish()
+  const backing = new ArrayBuffer(bytes.length + 16)
+  new Uint8Array(backing).fill(0x0a) // blank lines around the window: they must not be read
+  new Uint8Array(backing, 8, bytes.length).set(bytes)
+  const views = {
+    ArrayBuffer: backing.slice(8, 8 + bytes.length),
+    DataView: new DataView(backing, 8, bytes.length),
+    Int8Array: new Int8Array(backing, 8, bytes.length),
+  }
+  for (const [kind, view] of Object.entries(views)) {
+    const decoder = new StreamDecoder({ provider: 'anthropic' })
+    decoder.feed(view)
+    assert.deepEqual(decoder.finish(), expected, kind)
+  }
+  for (const bad of ['data: x\n\n', 42, null, [1, 2]]) {
+    assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed(bad), InvalidArgumentError)
+  }
+})
+
 test('a feed after finish() throws InvalidArgumentError and leaves the message alone', () => {
   // It used to decode the bytes as more of the finished stream ("a second `message_start`").
   const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
