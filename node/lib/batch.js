@@ -29,4 +29,18 @@ class BatchOffsets {
   }
 }
 
-module.exports = { BatchOffsets }
+/**
+ * `chunk` as a Uint8Array over the same memory (no copy), or null when it holds no bytes: a
+ * Uint8Array (a Buffer, a subarray) as is; any other view (DataView, another typed array, a
+ * Uint8Array of another realm) as its own window of its buffer, never the whole buffer; an
+ * ArrayBuffer or SharedArrayBuffer whole. What Python's feed takes as "any buffer".
+ */
+function byteView(chunk) {
+  if (chunk instanceof Uint8Array) return chunk
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+  const tag = Object.prototype.toString.call(chunk)
+  if (tag === '[object ArrayBuffer]' || tag === '[object SharedArrayBuffer]') return new Uint8Array(chunk)
+  return null
+}
+
+module.exports = { BatchOffsets, byteView }

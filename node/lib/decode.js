@@ -2,7 +2,7 @@
 // StreamDecoder: raw provider SSE bytes in, typed events and the accumulated message out.
 
 const native = require('../index.js')
-const { BatchOffsets } = require('./batch.js')
+const { BatchOffsets, byteView } = require('./batch.js')
 const { InvalidArgumentError, toFerroloopError } = require('./errors.js')
 
 // The events of a chunk arrive as one batch (node/src/decode.rs, `feedBatch`): a text and, in a
@@ -71,9 +71,12 @@ class StreamDecoder {
     }
   }
 
-  /** Feeds raw bytes (split anywhere); returns the typed events they completed. */
-  feed(chunk) {
-    if (!(chunk instanceof Uint8Array)) throw new InvalidArgumentError('StreamDecoder.feed expects a Buffer or Uint8Array')
+  /** Feeds raw bytes (split anywhere; any binary view, see byteView); returns the typed events they completed. */
+  feed(input) {
+    const chunk = byteView(input)
+    if (chunk === null) {
+      throw new InvalidArgumentError('StreamDecoder.feed expects bytes: a Buffer, a Uint8Array, another typed array, a DataView or an ArrayBuffer')
+    }
     const text = this.#call(() => this.#native.feedBatch(chunk, this.#offsets.bytes))
     if (text === null) return []
     const count = this.#offsets.values[0]

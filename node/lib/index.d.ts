@@ -189,8 +189,11 @@ export interface SseParserOptions {
 /** A WHATWG Server-Sent-Events parser: feed byte chunks split anywhere, get the completed events. */
 export declare class SseParser {
   constructor(options?: SseParserOptions)
-  /** Feeds one chunk; returns the events it completed, in order. */
-  feed(chunk: Uint8Array): SseEvent[]
+  /**
+   * Feeds one chunk of bytes: a Buffer or Uint8Array, another typed array or a DataView (its own
+   * window of its buffer), or a whole ArrayBuffer; returns the events it completed, in order.
+   */
+  feed(chunk: ArrayBufferView | ArrayBufferLike): SseEvent[]
   /** Ends the stream; true when an unterminated event was discarded. */
   finish(): boolean
   /** Reconnection time from the last valid `retry` field, in milliseconds, or null. */
@@ -410,13 +413,19 @@ export declare class StreamDecoder {
   constructor(options: StreamDecoderOptions)
   /** The wire format decoded (Python's `StreamDecoder.provider`). */
   readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
-  /** Feeds raw bytes split anywhere; returns the typed events they completed. */
-  feed(chunk: Uint8Array): DecodeEvent[]
+  /**
+   * Feeds raw bytes split anywhere; returns the typed events they completed. A provider's error
+   * event throws the FerroloopError of its class (`code` `'overloaded'`, `'rate_limited'`,
+   * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
+   * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python. After `finish()` it
+   * throws an InvalidArgumentError (a new stream needs a new decoder).
+   */
+  feed(chunk: ArrayBufferView | ArrayBufferLike): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
   message(): any
   /** Whether the stream reached its end marker. */
   readonly isComplete: boolean
-  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. */
+  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. A second call answers the same again. */
   finish(): any
 }
 

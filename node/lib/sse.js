@@ -3,7 +3,7 @@
 // offsets, see node/src/sse.rs); this wrapper slices it into `{ event, data, id }` objects.
 
 const native = require('../index.js')
-const { BatchOffsets } = require('./batch.js')
+const { BatchOffsets, byteView } = require('./batch.js')
 const { InvalidArgumentError, callNative, toFerroloopError } = require('./errors.js')
 
 // Event types the native side has interned (node/src/sse.rs, `TypeTable`): both sides append a
@@ -61,10 +61,11 @@ class SseParser {
     this.#native = callNative(() => new native.SseParser(options))
   }
 
-  /** Feeds a chunk (split anywhere); returns the events it completed, in order. */
-  feed(chunk) {
-    if (!(chunk instanceof Uint8Array)) {
-      throw new InvalidArgumentError('SseParser.feed expects a Buffer or Uint8Array')
+  /** Feeds a chunk of bytes (split anywhere; any binary view, see byteView); returns the events it completed, in order. */
+  feed(input) {
+    const chunk = byteView(input)
+    if (chunk === null) {
+      throw new InvalidArgumentError('SseParser.feed expects bytes: a Buffer, a Uint8Array, another typed array, a DataView or an ArrayBuffer')
     }
     let text
     // try/catch inline rather than through callNative: a closure per chunk was measurable.

@@ -6,7 +6,9 @@
 //! stream, the provider's error payload, the events completed before the failure) is kept as
 //! JSON for `takeErrorDetail`, which the wrapper attaches to the thrown error.
 
-use ferroloop::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
+use ferroloop::decode::{
+    DecodeError, DecodeEvent, EventDecoder, Provider, ProviderErrorKind, StreamDecoder,
+};
 use napi::bindgen_prelude::BufferSlice;
 use napi::{Env, JsString};
 use napi_derive::napi;
@@ -79,25 +81,25 @@ fn text_delta(event: &DecodeEvent) -> Option<(EventKind, u32, &str)> {
     Some((kind, u32::try_from(*index).ok()?, text.as_str()))
 }
 
-/// The stable code of a decoder error.
+/// The stable code of a decoder error; a provider's error event gets its class's code (the
+/// core's [`ProviderErrorKind`], the same for every binding and the client's in-stream errors).
 fn code_of(err: &DecodeError) -> ErrorCode {
     match err {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => ErrorCode::Protocol,
+        // A misuse (a feed after finish), as a turn used after it ended.
+        DecodeError::Finished => ErrorCode::InvalidArgument,
         DecodeError::Truncated { .. } => ErrorCode::StreamTruncated,
-        DecodeError::Provider {
-            error_type,
-            message,
-            ..
-        } => match error_type.as_str() {
-            "overloaded_error" => ErrorCode::Overloaded,
-            "rate_limit_error" | "rate_limit_exceeded" => ErrorCode::RateLimited,
-            "insufficient_quota" => ErrorCode::QuotaExceeded,
-            "request_too_large" => ErrorCode::PromptTooLong,
-            "invalid_request_error" if message.contains("prompt is too long") => {
-                ErrorCode::PromptTooLong
-            }
-            "context_length_exceeded" => ErrorCode::PromptTooLong,
-            _ => ErrorCode::ProviderError,
+        DecodeError::Provider { .. } => match err.provider_kind() {
+            Some(ProviderErrorKind::Overloaded) => ErrorCode::Overloaded,
+            Some(ProviderErrorKind::RateLimited) => ErrorCode::RateLimited,
+            Some(ProviderErrorKind::QuotaExceeded) => ErrorCode::QuotaExceeded,
+            Some(ProviderErrorKind::PromptTooLong) => ErrorCode::PromptTooLong,
+            Some(ProviderErrorKind::Authentication) => ErrorCode::Authentication,
+            Some(ProviderErrorKind::Permission) => ErrorCode::Permission,
+            Some(ProviderErrorKind::NotFound) => ErrorCode::NotFound,
+            Some(ProviderErrorKind::InvalidRequest) => ErrorCode::InvalidRequest,
+            Some(ProviderErrorKind::Server) => ErrorCode::Server,
+            Some(ProviderErrorKind::Other) | None => ErrorCode::ProviderError,
         },
     }
 }
@@ -116,7 +118,7 @@ fn detail_of(err: &DecodeError, events: &[DecodeEvent]) -> Value {
             detail["errorType"] = json!(error_type);
             detail["raw"] = raw.clone();
         }
-        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
+        DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) | DecodeError::Finished => {
             detail["errorType"] = json!(err.code());
         }
     }

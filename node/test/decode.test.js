@@ -12,6 +12,7 @@ const {
   ProtocolError,
   QuotaExceededError,
   RateLimitedError,
+  FerroloopError,
 } = require('../lib/index.js')
 const { repoRoot, chunked } = require('./helpers.js')
 
@@ -235,6 +236,56 @@ test('an insufficient_quota error event is a QuotaExceededError, not a RateLimit
   assert.ok(!(caught instanceof RateLimitedError))
   assert.equal(caught.code, 'quota_exceeded')
   assert.equal(caught.errorType, 'insufficient_quota')
+})
+
+test('feed takes an ArrayBuffer, a DataView or any typed array as its window of bytes, as the SseParser does', () => {
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const reference = new StreamDecoder({ provider: 'anthropic' })
+  reference.feed(bytes)
+  const expected = reference.finish()
+  const backing = new ArrayBuffer(bytes.length + 16)
+  new Uint8Array(backing).fill(0x0a) // blank lines around the window: they must not be read
+  new Uint8Array(backing, 8, bytes.length).set(bytes)
+  const views = {
+    ArrayBuffer: backing.slice(8, 8 + bytes.length),
+    DataView: new DataView(backing, 8, bytes.length),
+    Int8Array: new Int8Array(backing, 8, bytes.length),
+  }
+  for (const [kind, view] of Object.entries(views)) {
+    const decoder = new StreamDecoder({ provider: 'anthropic' })
+    decoder.feed(view)
+    assert.deepEqual(decoder.finish(), expected, kind)
+  }
+  for (const bad of ['data: x\n\n', 42, null, [1, 2]]) {
+    assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed(bad), InvalidArgumentError)
+  }
+})
+
+test('a feed after finish() throws InvalidArgumentError and leaves the message alone', () => {
+  // It used to decode the bytes as more of the finished stream ("a second `message_start`").
+  const bytes = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const decoder = new StreamDecoder({ provider: 'anthropic' })
+  decoder.feed(bytes)
+  const message = decoder.finish()
+  assert.throws(() => decoder.feed(bytes), (err) => err instanceof InvalidArgumentError && /finished/.test(err.message))
+  assert.deepEqual(decoder.finish(), message, 'a second finish answers the same')
+  assert.deepEqual(decoder.message(), message)
+})
+
+test('mid-stream error events get the same codes as in Python (tests/decode/error_events.json)', () => {
+  const { cases } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests', 'decode', 'error_events.json'), 'utf8'))
+  for (const { name, provider, stream, code } of cases) {
+    const decoder = new StreamDecoder({ provider })
+    let caught = null
+    try {
+      decoder.feed(Buffer.from(stream))
+    } catch (err) {
+      caught = err
+    }
+    assert.ok(caught instanceof FerroloopError, `${name}: ${caught}`)
+    assert.equal(caught.code, code, name)
+    assert.equal(caught.status, null, name)
+  }
 })
 
 test('protocol violations and bad arguments raise typed errors', () => {

@@ -96,6 +96,38 @@ test('maxEventBytes drops oversized events and resumes', () => {
   assert.equal(parser.droppedEvents, 1)
 })
 
+/** The same bytes as every kind of binary view, each a window of a larger buffer. */
+function binaryViews(text) {
+  const bytes = Buffer.from(text)
+  const backing = new ArrayBuffer(bytes.length + 12)
+  new Uint8Array(backing).fill(0x78) // 'x' around the window: a view must read only its own bytes
+  new Uint8Array(backing, 8, bytes.length).set(bytes)
+  return {
+    ArrayBuffer: backing.slice(8, 8 + bytes.length),
+    DataView: new DataView(backing, 8, bytes.length),
+    Int8Array: new Int8Array(backing, 8, bytes.length),
+    Uint8ClampedArray: new Uint8ClampedArray(backing, 8, bytes.length),
+    Uint8ArraySubarray: new Uint8Array(backing).subarray(8, 8 + bytes.length),
+  }
+}
+
+test('feed takes any binary view (ArrayBuffer, DataView, typed arrays) as its window of bytes, as Python takes any buffer', () => {
+  // `await response.arrayBuffer()` or a DataView used to throw "expects a Buffer or Uint8Array".
+  const text = 'event: a\ndata: one\n\ndata: two\n\n'
+  for (const [kind, view] of Object.entries(binaryViews(text))) {
+    const parser = new SseParser()
+    assert.deepEqual(
+      parser.feed(view),
+      [
+        { event: 'a', data: 'one', id: '' },
+        { event: 'message', data: 'two', id: '' },
+      ],
+      kind,
+    )
+    assert.equal(parser.bytesFed, Buffer.byteLength(text), kind)
+  }
+})
+
 test('bad arguments raise InvalidArgumentError', () => {
   const parser = new SseParser()
   for (const bad of ['data: x\n\n', 42, null, undefined, [1, 2]]) {

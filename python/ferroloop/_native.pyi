@@ -92,11 +92,17 @@ class StreamDecoder:
         events: bool = True,
     ) -> StreamDecoder: ...
     def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
-        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``)."""
+        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``).
+
+        A provider's error event raises the ``APIError`` subclass of its class (the same class
+        in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
+        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. After ``finish()``
+        it raises ``FerroloopError`` (a new stream needs a new decoder)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:
-        """Ends the input; returns the final message or raises ``StreamTruncatedError``."""
+        """Ends the input; returns the final message or raises ``StreamTruncatedError``. A
+        second call answers the same again."""
     @property
     def is_complete(self) -> bool:
         """Whether the stream reached its end marker."""

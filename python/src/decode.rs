@@ -1,7 +1,7 @@
 //! `StreamDecoder`: provider stream decoding and accumulation (`ferroloop::decode`).
 
 use bytes::Bytes;
-use ferroloop::decode::{DecodeError, DecodeEvent, Provider, StreamDecoder};
+use ferroloop::decode::{DecodeError, DecodeEvent, Provider, ProviderErrorKind, StreamDecoder};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
@@ -93,9 +93,10 @@ impl PyStreamDecoder {
     }
 
     /// Feeds raw bytes (split anywhere) and returns the typed events they completed, as dicts
-    /// with a `"type"` key. A mid-stream provider error raises `APIError` (or a subclass), a
-    /// broken protocol `ProtocolError`; the events completed before the failing one are on the
-    /// exception's `events` attribute.
+    /// with a `"type"` key. A mid-stream provider error raises the `APIError` subclass of its
+    /// class (`DecodeError::provider_kind`: `OverloadedError`, `RateLimitError`, ...), a broken
+    /// protocol `ProtocolError`; the events completed before the failing one are on the
+    /// exception's `events` attribute. After `finish()` it raises `FerroloopError`.
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
@@ -159,6 +160,8 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             ferroloop_error(py, "ProtocolError", &message, &[])
         }
+        // A misuse, not the provider's doing: the base class, as for a closed `Client`.
+        DecodeError::Finished => ferroloop_error(py, "FerroloopError", &message, &[]),
         DecodeError::Truncated { partial, .. } => ferroloop_error(
             py,
             "StreamTruncatedError",
@@ -166,11 +169,9 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
             &[("partial_message", converted(partial))],
         ),
         DecodeError::Provider {
-            error_type,
-            message: provider_message,
-            raw,
+            error_type, raw, ..
         } => {
-            let class = api_error_class(error_type, provider_message);
+            let class = api_error_class(err.provider_kind());
             ferroloop_error(
                 py,
                 class,
@@ -187,19 +188,16 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
     }
 }
 
-/// The `APIError` subclass for a provider error type (Anthropic and OpenAI names).
-pub(crate) fn api_error_class(error_type: &str, message: &str) -> &'static str {
-    let lowered = message.to_ascii_lowercase();
-    match error_type {
-        "overloaded_error" => "OverloadedError",
-        "authentication_error" | "permission_error" | "invalid_api_key" => "AuthenticationError",
-        "insufficient_quota" => "QuotaExceededError",
-        t if t.contains("rate_limit") => "RateLimitError",
-        "context_length_exceeded" => "PromptTooLongError",
-        "invalid_request_error"
-            if lowered.contains("prompt is too long") || lowered.contains("context length") =>
-        {
-            "PromptTooLongError"
+/// The `APIError` subclass of a provider error event's class (the core's
+/// [`ProviderErrorKind`], the same for every binding).
+fn api_error_class(kind: Option<ProviderErrorKind>) -> &'static str {
+    match kind {
+        Some(ProviderErrorKind::Overloaded) => "OverloadedError",
+        Some(ProviderErrorKind::RateLimited) => "RateLimitError",
+        Some(ProviderErrorKind::QuotaExceeded) => "QuotaExceededError",
+        Some(ProviderErrorKind::PromptTooLong) => "PromptTooLongError",
+        Some(ProviderErrorKind::Authentication | ProviderErrorKind::Permission) => {
+            "AuthenticationError"
         }
         _ => "APIError",
     }

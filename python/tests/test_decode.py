@@ -140,6 +140,43 @@ def test_an_insufficient_quota_error_event_is_a_quota_exceeded_error() -> None:
     assert info.value.error_type == "insufficient_quota"
 
 
+def test_a_feed_after_finish_is_refused_and_leaves_the_message_alone() -> None:
+    # It used to decode the bytes as more of the finished stream: "a second `message_start`",
+    # a ProtocolError about the provider, and a later finish() raising for the old stream.
+    data = fixture_bytes("anthropic/basic_response")
+    decoder = ferroloop.StreamDecoder("anthropic")
+    decoder.feed(data)
+    message = decoder.finish()
+    with pytest.raises(ferroloop.FerroloopError, match="finished") as info:
+        decoder.feed(data)
+    assert not isinstance(info.value, ferroloop.ProtocolError)
+    assert decoder.finish() == message, "a second finish answers the same"
+    assert decoder.message() == message
+
+
+ERROR_EVENTS = json.loads((SHARED / "decode" / "error_events.json").read_text(encoding="utf-8"))["cases"]
+# The Python class of each stable code (tests/decode/error_events.json holds Node's codes).
+CLASS_OF_CODE = {
+    "overloaded": ferroloop.OverloadedError,
+    "rate_limited": ferroloop.RateLimitError,
+    "quota_exceeded": ferroloop.QuotaExceededError,
+    "prompt_too_long": ferroloop.PromptTooLongError,
+    "authentication": ferroloop.AuthenticationError,
+    "permission": ferroloop.AuthenticationError,
+}
+
+
+@pytest.mark.parametrize("case", ERROR_EVENTS, ids=[case["name"] for case in ERROR_EVENTS])
+def test_error_events_get_the_class_of_their_code_as_in_node(case: dict[str, str]) -> None:
+    # The same event is the same error in every binding: OpenAI's rate limit names itself in
+    # `code` (its `type` is "tokens"), a model at capacity is `server_is_overloaded`.
+    decoder = ferroloop.StreamDecoder(case["provider"])  # type: ignore[arg-type]
+    with pytest.raises(ferroloop.APIError) as info:
+        decoder.feed(case["stream"].encode())
+    expected = CLASS_OF_CODE.get(case["code"], ferroloop.APIError)
+    assert type(info.value) is expected, (case["name"], type(info.value).__name__)
+
+
 @pytest.mark.parametrize("size", [0, 1, 13])
 def test_truncated_stream_raises_with_the_partial_message(size: int) -> None:
     data = (SHARED / "decode/streams/anthropic/truncated.sse").read_bytes()

@@ -992,7 +992,8 @@ fl_status fl_decoder_set_record_events(fl_decoder *decoder, bool record);
  *
  * Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
  * `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
- * or was not valid JSON, with the details in `fl_last_error_message`. The events completed
+ * or was not valid JSON, with the details in `fl_last_error_message` and the error's stable
+ * code (`"overloaded"`, `"rate_limited"`, ...) in `fl_decoder_error_code`. The events completed
  * before the failing one are still queued, and `fl_decoder_message` still shows what arrived;
  * the SSE events after it in `data` are kept and decoded (their typed events queued) by the
  * next `fl_decoder_feed` (`NULL`, 0 will do) or by `fl_decoder_finish`. Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
@@ -1059,6 +1060,22 @@ fl_status fl_decoder_is_complete(const fl_decoder *decoder, bool *complete);
  * for writes.
  */
 fl_status fl_decoder_finish(fl_decoder *decoder, const char **json, size_t *json_len);
+
+/**
+ * Writes into `*code` the stable code of the error the decoder's last `fl_decoder_feed` or
+ * `fl_decoder_finish` returned, the code Node's `err.code` carries for it (Python's class
+ * follows it too): for `FL_STATUS_PROVIDER_ERROR` the class of the provider's error event —
+ * `"overloaded"`, `"rate_limited"`, `"quota_exceeded"`, `"prompt_too_long"`,
+ * `"authentication"`, `"permission"`, `"not_found"`, `"invalid_request"`, `"server"`, else
+ * `"provider_error"` — so that a host can tell a wait-and-retry from a give-up without parsing
+ * `fl_last_error_message`; otherwise `"stream_truncated"`, `"protocol"` or `"invalid_state"`.
+ * `*code` is NULL when that call succeeded (or none was made). The string is static and
+ * NUL-terminated: it stays valid after the decoder is freed.
+ *
+ * # Safety
+ * `decoder` must be a live decoder not used concurrently; `code` must be valid for a write.
+ */
+fl_status fl_decoder_error_code(const fl_decoder *decoder, const char **code);
 
 /**
  * The default executor settings. Thread-safe.

@@ -1,9 +1,11 @@
 //! The provider stream decoder: raw SSE bytes in, typed events and the message out, as JSON.
 
 use std::collections::VecDeque;
-use std::ffi::c_char;
+use std::ffi::{CStr, c_char};
 
-use ferroloop_core::decode::{DecodeError, DecodeEvent, EventDecoder, Provider, StreamDecoder};
+use ferroloop_core::decode::{
+    DecodeError, DecodeEvent, EventDecoder, Provider, ProviderErrorKind, StreamDecoder,
+};
 
 use crate::boundary::{self, FfiError, FfiResult};
 use crate::status::fl_status;
@@ -23,6 +25,9 @@ pub struct fl_decoder {
     /// The JSON (NUL-terminated) behind the last view handed out.
     view: Vec<u8>,
     finished: bool,
+    /// The stable code of the error the last `fl_decoder_feed` / `fl_decoder_finish` returned
+    /// (`fl_decoder_error_code`); `None` after a call that succeeded.
+    error_code: Option<&'static CStr>,
 }
 
 impl fl_decoder {
@@ -54,11 +59,34 @@ impl fl_decoder {
     }
 }
 
+/// The stable code of a decoder error, the one Node's `err.code` carries (a provider error
+/// event's class from [`DecodeError::provider_kind`]).
+fn error_code(error: &DecodeError) -> &'static CStr {
+    match error.provider_kind() {
+        Some(ProviderErrorKind::Overloaded) => c"overloaded",
+        Some(ProviderErrorKind::RateLimited) => c"rate_limited",
+        Some(ProviderErrorKind::QuotaExceeded) => c"quota_exceeded",
+        Some(ProviderErrorKind::PromptTooLong) => c"prompt_too_long",
+        Some(ProviderErrorKind::Authentication) => c"authentication",
+        Some(ProviderErrorKind::Permission) => c"permission",
+        Some(ProviderErrorKind::NotFound) => c"not_found",
+        Some(ProviderErrorKind::InvalidRequest) => c"invalid_request",
+        Some(ProviderErrorKind::Server) => c"server",
+        Some(ProviderErrorKind::Other) => c"provider_error",
+        None => match error {
+            DecodeError::Truncated { .. } => c"stream_truncated",
+            DecodeError::Finished => c"invalid_state",
+            _ => c"protocol",
+        },
+    }
+}
+
 /// The status and message of a decoder error.
 fn decode_error(error: &DecodeError) -> FfiError {
     let status = match error {
         DecodeError::Truncated { .. } => fl_status::FL_STATUS_TRUNCATED,
         DecodeError::Provider { .. } => fl_status::FL_STATUS_PROVIDER_ERROR,
+        DecodeError::Finished => fl_status::FL_STATUS_INVALID_STATE,
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             fl_status::FL_STATUS_PROTOCOL_ERROR
         }
@@ -93,6 +121,7 @@ pub unsafe extern "C" fn fl_decoder_new(
             scratch: Vec::new(),
             view: Vec::new(),
             finished: false,
+            error_code: None,
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(decoder)) };
@@ -142,7 +171,8 @@ pub unsafe extern "C" fn fl_decoder_set_record_events(
 ///
 /// Returns `FL_STATUS_PROVIDER_ERROR` when the provider sent an error event (for example
 /// `overloaded_error`), `FL_STATUS_PROTOCOL_ERROR` when an event broke the provider's protocol
-/// or was not valid JSON, with the details in `fl_last_error_message`. The events completed
+/// or was not valid JSON, with the details in `fl_last_error_message` and the error's stable
+/// code (`"overloaded"`, `"rate_limited"`, ...) in `fl_decoder_error_code`. The events completed
 /// before the failing one are still queued, and `fl_decoder_message` still shows what arrived;
 /// the SSE events after it in `data` are kept and decoded (their typed events queued) by the
 /// next `fl_decoder_feed` (`NULL`, 0 will do) or by `fl_decoder_finish`. Feeding after `fl_decoder_finish` is `FL_STATUS_INVALID_STATE`. Invalidates the views handed
@@ -166,6 +196,7 @@ pub unsafe extern "C" fn fl_decoder_feed(
             )
         };
         if decoder.finished {
+            decoder.error_code = Some(error_code(&DecodeError::Finished));
             return Err(FfiError::state("the decoder was finished"));
         }
         let mut scratch = std::mem::take(&mut decoder.scratch);
@@ -174,6 +205,7 @@ pub unsafe extern "C" fn fl_decoder_feed(
         let result = decoder.decoder.feed_borrowed_into(data, &mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();
+        decoder.error_code = result.as_ref().err().map(error_code);
         result.map_err(|error| decode_error(&error))
     })
 }
@@ -292,6 +324,7 @@ pub unsafe extern "C" fn fl_decoder_finish(
         let json = Out::new(json, "json")?;
         let json_len = Out::new(json_len, "json_len")?;
         if decoder.finished {
+            decoder.error_code = Some(error_code(&DecodeError::Finished));
             return Err(FfiError::state("the decoder was already finished"));
         }
         decoder.finished = true;
@@ -304,6 +337,7 @@ pub unsafe extern "C" fn fl_decoder_finish(
         decoder.decoder.decoder_mut().drain_events(&mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();
+        decoder.error_code = result.as_ref().err().map(error_code);
         let (ptr, len, error) = match result {
             Ok(message) => {
                 let (ptr, len) = decoder.set_view_text(&message);
@@ -327,6 +361,34 @@ pub unsafe extern "C" fn fl_decoder_finish(
             json_len.write(len);
         }
         error.map_or(Ok(()), Err)
+    })
+}
+
+/// Writes into `*code` the stable code of the error the decoder's last `fl_decoder_feed` or
+/// `fl_decoder_finish` returned, the code Node's `err.code` carries for it (Python's class
+/// follows it too): for `FL_STATUS_PROVIDER_ERROR` the class of the provider's error event —
+/// `"overloaded"`, `"rate_limited"`, `"quota_exceeded"`, `"prompt_too_long"`,
+/// `"authentication"`, `"permission"`, `"not_found"`, `"invalid_request"`, `"server"`, else
+/// `"provider_error"` — so that a host can tell a wait-and-retry from a give-up without parsing
+/// `fl_last_error_message`; otherwise `"stream_truncated"`, `"protocol"` or `"invalid_state"`.
+/// `*code` is NULL when that call succeeded (or none was made). The string is static and
+/// NUL-terminated: it stays valid after the decoder is freed.
+///
+/// # Safety
+/// `decoder` must be a live decoder not used concurrently; `code` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_decoder_error_code(
+    decoder: *const fl_decoder,
+    code: *mut *const c_char,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `decoder`.
+        let decoder = unsafe { text::handle_ref(decoder, "decoder") }?;
+        let code = Out::new(code, "code")?;
+        let value = decoder.error_code.map_or(std::ptr::null(), CStr::as_ptr);
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { code.write(value) };
+        Ok(())
     })
 }
 

@@ -6,7 +6,9 @@
  *
  * Usage: test_decode REPO_ROOT
  */
+#include <dirent.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "check.h"
 
@@ -143,6 +145,40 @@ static void check_expected(const char *root, const char *provider, const char *d
     free(expected_raw);
 }
 
+/* Every `tests/decode/expected/<provider>/<name>.json`, against its stream: the recorded one
+ * under tests/fixtures/ or the hand-written one under tests/decode/streams/. Returns how many. */
+static size_t check_every_expected(const char *root) {
+    static const char *providers[] = {"anthropic", "openai-chat", "openai-responses"};
+    size_t checked = 0;
+    for (size_t p = 0; p < sizeof providers / sizeof providers[0]; p++) {
+        char dir_path[1024];
+        snprintf(dir_path, sizeof dir_path, "%s/tests/decode/expected/%s", root, providers[p]);
+        DIR *dir = opendir(dir_path);
+        CHECK(dir != NULL);
+        if (dir == NULL) {
+            continue;
+        }
+        struct dirent *entry;
+        while ((entry = readdir(dir)) != NULL) {
+            size_t len = strlen(entry->d_name);
+            if (len <= 5 || strcmp(entry->d_name + len - 5, ".json") != 0) {
+                continue;
+            }
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(len - 5), entry->d_name);
+            char recorded[1024];
+            snprintf(recorded, sizeof recorded, "%s/tests/fixtures/%s/%s.sse", root, providers[p],
+                     name);
+            struct stat info;
+            const char *source = stat(recorded, &info) == 0 ? "tests/fixtures" : "tests/decode/streams";
+            check_expected(root, providers[p], source, name);
+            checked++;
+        }
+        closedir(dir);
+    }
+    return checked;
+}
+
 static void check_failures(const char *root) {
     char path[1024];
     size_t len = 0;
@@ -192,6 +228,68 @@ static void check_failures(const char *root) {
     CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)bad, strlen(bad)),
                  FL_STATUS_PROTOCOL_ERROR);
     fl_decoder_free(decoder);
+}
+
+/* The stable code of each failure (fl_decoder_error_code): a provider error event's class, read
+ * from its type and its code (tests/decode/error_events.json has the codes of Node and Python). */
+static void check_error_codes(void) {
+    static const char *cases[][3] = {
+        {"anthropic",
+         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+         "\"message\":\"Overloaded\"}}\n\n",
+         "overloaded"},
+        {"openai-chat",
+         "data: {\"error\":{\"message\":\"Rate limit reached\",\"type\":\"tokens\",\"param\":null,"
+         "\"code\":\"rate_limit_exceeded\"}}\n\n",
+         "rate_limited"},
+        {"openai-responses",
+         "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"r\","
+         "\"status\":\"failed\",\"error\":{\"code\":\"server_is_overloaded\",\"message\":\"at "
+         "capacity\"}}}\n\n",
+         "overloaded"},
+        {"anthropic",
+         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+         "\"message\":\"Prompt is too long: 210000 tokens > 200000 maximum\"}}\n\n",
+         "prompt_too_long"},
+        {"anthropic",
+         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
+         "\"message\":\"Internal\"}}\n\n",
+         "server"},
+        {"openai-chat", "data: {not json\n\n", "protocol"},
+    };
+    const char *code = "unset";
+    const char *json = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fl_decoder *decoder = NULL;
+        CHECK_OK(fl_decoder_new(cases[i][0], strlen(cases[i][0]), &decoder));
+        CHECK_OK(fl_decoder_error_code(decoder, &code));
+        CHECK(code == NULL);
+        CHECK(fl_decoder_feed(decoder, (const uint8_t *)cases[i][1], strlen(cases[i][1])) !=
+              FL_STATUS_OK);
+        CHECK_OK(fl_decoder_error_code(decoder, &code));
+        CHECK(code != NULL && strcmp(code, cases[i][2]) == 0);
+        if (code == NULL || strcmp(code, cases[i][2]) != 0) {
+            fprintf(stderr, "    case %zu: got %s, expected %s\n", i, code ? code : "(null)",
+                    cases[i][2]);
+        }
+        fl_decoder_free(decoder);
+    }
+    /* A truncated stream, then a feed after finish; a call that succeeds clears the code. */
+    fl_decoder *decoder = NULL;
+    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    static const char comment[] = ": keep-alive\n\n";
+    CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)comment, sizeof comment - 1));
+    CHECK_OK(fl_decoder_error_code(decoder, &code));
+    CHECK(code == NULL);
+    CHECK_STATUS(fl_decoder_finish(decoder, &json, &len), FL_STATUS_TRUNCATED);
+    CHECK_OK(fl_decoder_error_code(decoder, &code));
+    CHECK(code != NULL && strcmp(code, "stream_truncated") == 0);
+    CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)"x", 1), FL_STATUS_INVALID_STATE);
+    CHECK_OK(fl_decoder_error_code(decoder, &code));
+    CHECK(code != NULL && strcmp(code, "invalid_state") == 0);
+    fl_decoder_free(decoder);
+    CHECK_STATUS(fl_decoder_error_code(NULL, &code), FL_STATUS_NULL_ARGUMENT);
 }
 
 static void check_arguments(void) {
@@ -324,28 +422,12 @@ int main(int argc, char **argv) {
     CHECK(!json_equal("{\"a\":1}", "{\"a\":2}"));
     CHECK(!json_equal("{\"a\":\"x1\"}", "{\"a\":\"x2\"}"));
     CHECK(!json_equal("[1]", "[1,2]"));
-    const char *recorded[][2] = {
-        {"anthropic", "basic_response"},
-        {"anthropic", "tool_use_response"},
-        {"anthropic", "incomplete_partial_json_response"},
-        {"openai-chat", "173417d55340"},
-        {"openai-chat", "2018feb66ae1"},
-        {"openai-chat", "4cc50a6135d2"},
-        {"openai-chat", "569c877e6942"},
-    };
-    for (size_t i = 0; i < sizeof recorded / sizeof recorded[0]; i++) {
-        check_expected(root, recorded[i][0], "tests/fixtures", recorded[i][1]);
-    }
-    const char *written[][2] = {
-        {"anthropic", "every_block_type"},
-        {"anthropic", "compaction_code_execution"},
-        {"anthropic", "max_tokens_mid_tool_input"},
-        {"openai-responses", "text_and_function_call"},
-    };
-    for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
-        check_expected(root, written[i][0], "tests/decode/streams", written[i][1]);
-    }
+    /* Every expected message, as the Python and Node suites walk them (a list written here
+     * once left out a stream added later). */
+    size_t checked = check_every_expected(root);
+    CHECK(checked >= 12);
     check_failures(root);
+    check_error_codes();
     check_arguments();
     check_sealing_events_without_recording();
     check_events_after_a_failing_event();

@@ -309,12 +309,18 @@ fn classify(
         // `response.failed`) is Anthropic's `overloaded_error`.
         (_, "overloaded_error") | (Some(529), _) => ClientError::Overloaded(details),
         _ if reason == "server_is_overloaded" => ClientError::Overloaded(details),
+        // A Chat Completions rate limit names its class in `code`; its `type` is the limit's
+        // unit ("tokens", "requests"), which names none.
         (_, "rate_limit_error" | "rate_limit_exceeded") | (Some(429), _) => {
             ClientError::RateLimited {
                 details,
                 retry_after,
             }
         }
+        _ if reason == "rate_limit_exceeded" => ClientError::RateLimited {
+            details,
+            retry_after,
+        },
         (Some(401), _) | (None, "authentication_error") => ClientError::Authentication(details),
         (Some(403), _) | (None, "permission_error") => ClientError::Permission(details),
         (Some(404), _) | (None, "not_found_error") => ClientError::NotFound(details),
@@ -631,6 +637,21 @@ mod tests {
             None,
         );
         assert_eq!(limited.code(), "rate_limited", "{limited:?}");
+    }
+
+    /// A Chat Completions rate limit sent inside the stream names its class in `code` only
+    /// (`type` is the limit's unit, "tokens" or "requests"); with no status to go by it was a
+    /// `server` error. The decoder's class for the same event (`provider_kind`) agrees.
+    #[test]
+    fn an_in_stream_rate_limit_named_by_its_code_is_rate_limited() {
+        let data = r#"{"error":{"message":"Rate limit reached for gpt-4o on tokens per min (TPM)","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+        let error = ClientError::from_stream_error(data, None);
+        assert_eq!(error.code(), "rate_limited", "{error:?}");
+        let decoded = crate::decode::DecodeError::provider(serde_json::from_str(data).unwrap());
+        assert_eq!(
+            decoded.provider_kind().map(|kind| kind.code()),
+            Some("rate_limited")
+        );
     }
 
     /// OpenAI's billing 429 (`insufficient_quota`): its own class, whether the body names it in

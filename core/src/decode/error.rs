@@ -27,6 +27,11 @@ pub enum DecodeError {
         /// The whole error payload as sent.
         raw: Value,
     },
+    /// Bytes were fed to a [`StreamDecoder`](super::StreamDecoder) after its `finish()`: the
+    /// input had ended, so they would be decoded as a continuation of the finished stream (a
+    /// second `message_start`, ...). A new stream needs a new decoder.
+    #[error("the decoder was finished: bytes fed after finish() belong to a new decoder")]
+    Finished,
     /// The stream ended before the message completed. Carries the message accumulated so far,
     /// in the provider's response shape.
     #[error("truncated stream: {reason}")]
@@ -40,15 +45,67 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// A short machine-readable code for bindings: `invalid_json`, `protocol`, `provider`,
-    /// `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
+    /// `invalid_state` (fed after `finish()`), `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
     /// stop event's and the bindings' `StreamTruncatedError`).
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidJson { .. } => "invalid_json",
             Self::Protocol(_) => "protocol",
             Self::Provider { .. } => "provider",
+            Self::Finished => "invalid_state",
             Self::Truncated { .. } => "stream_truncated",
         }
+    }
+
+    /// The class of a provider's error event ([`DecodeError::Provider`]; `None` for the other
+    /// variants), what the bindings turn into their typed errors (Python's `OverloadedError`,
+    /// Node's `code: 'overloaded'`, ...), so that the same event is the same error everywhere.
+    ///
+    /// Both the error `type` and the `code` of the payload are read: OpenAI names a rate limit
+    /// `type: "tokens"` / `code: "rate_limit_exceeded"`, an overflowing prompt
+    /// `type: "invalid_request_error"` / `code: "context_length_exceeded"`, and a model at
+    /// capacity `code: "server_is_overloaded"`. The classes and their codes are the client's
+    /// (`ClientError::code`, feature `client`) for an error event inside a stream.
+    pub fn provider_kind(&self) -> Option<ProviderErrorKind> {
+        let Self::Provider {
+            error_type,
+            message,
+            raw,
+        } = self
+        else {
+            return None;
+        };
+        let inner = raw.get("error").filter(|e| e.is_object()).unwrap_or(raw);
+        let code = inner.get("code").and_then(Value::as_str).unwrap_or("");
+        let names = [error_type.as_str(), code];
+        let named = |candidates: &[&str]| names.iter().any(|name| candidates.contains(name));
+        let lowered = message.to_ascii_lowercase();
+        let kind = if named(&["context_length_exceeded", "exceed_context_size_error"])
+            || lowered.contains("prompt is too long")
+            || lowered.contains("maximum context length")
+            || lowered.contains("exceeds the available context size")
+        {
+            ProviderErrorKind::PromptTooLong
+        } else if named(&["insufficient_quota"]) {
+            ProviderErrorKind::QuotaExceeded
+        } else if named(&["overloaded_error", "server_is_overloaded"]) {
+            ProviderErrorKind::Overloaded
+        } else if named(&["rate_limit_error", "rate_limit_exceeded"]) {
+            ProviderErrorKind::RateLimited
+        } else if named(&["authentication_error", "invalid_api_key"]) {
+            ProviderErrorKind::Authentication
+        } else if named(&["permission_error"]) {
+            ProviderErrorKind::Permission
+        } else if named(&["not_found_error"]) {
+            ProviderErrorKind::NotFound
+        } else if named(&["invalid_request_error", "request_too_large"]) {
+            ProviderErrorKind::InvalidRequest
+        } else if named(&["api_error", "server_error"]) {
+            ProviderErrorKind::Server
+        } else {
+            ProviderErrorKind::Other
+        };
+        Some(kind)
     }
 
     pub(crate) fn json(event_type: &str, source: serde_json::Error) -> Self {
@@ -148,6 +205,51 @@ impl DecodeError {
     }
 }
 
+/// The class of a provider's error event (see [`DecodeError::provider_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderErrorKind {
+    /// The provider is overloaded (`overloaded_error`, OpenAI's `server_is_overloaded`).
+    Overloaded,
+    /// Rate limited (`rate_limit_error`, `rate_limit_exceeded`).
+    RateLimited,
+    /// No credit left (OpenAI's `insufficient_quota`).
+    QuotaExceeded,
+    /// The prompt does not fit the context window (`context_length_exceeded`, "prompt is too
+    /// long", "maximum context length").
+    PromptTooLong,
+    /// The credentials were rejected (`authentication_error`, `invalid_api_key`).
+    Authentication,
+    /// The credentials may not do this (`permission_error`).
+    Permission,
+    /// No such model or resource (`not_found_error`).
+    NotFound,
+    /// The request was rejected as invalid (`invalid_request_error`, `request_too_large`).
+    InvalidRequest,
+    /// The provider failed (`api_error`, `server_error`).
+    Server,
+    /// Any other error type.
+    Other,
+}
+
+impl ProviderErrorKind {
+    /// The stable code, in the client's names (`overloaded`, `rate_limited`, ...);
+    /// `provider_error` for [`Other`](Self::Other).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Overloaded => "overloaded",
+            Self::RateLimited => "rate_limited",
+            Self::QuotaExceeded => "quota_exceeded",
+            Self::PromptTooLong => "prompt_too_long",
+            Self::Authentication => "authentication",
+            Self::Permission => "permission",
+            Self::NotFound => "not_found",
+            Self::InvalidRequest => "invalid_request",
+            Self::Server => "server",
+            Self::Other => "provider_error",
+        }
+    }
+}
+
 /// A violation of the streaming protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
@@ -200,6 +302,7 @@ pub enum ProtocolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_truncated_stream_is_stream_truncated() {
@@ -208,5 +311,74 @@ mod tests {
             partial: Box::default(),
         };
         assert_eq!(error.code(), "stream_truncated");
+    }
+
+    /// The class of an error event reads its `type` and its `code`, whichever names it.
+    #[test]
+    fn provider_error_kinds_read_type_code_and_message() {
+        let cases = [
+            (
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+                ProviderErrorKind::Overloaded,
+            ),
+            (
+                json!({"error": {"code": "server_is_overloaded", "message": "Selected model is at capacity"}}),
+                ProviderErrorKind::Overloaded,
+            ),
+            (
+                json!({"error": {"type": "tokens", "code": "rate_limit_exceeded", "message": "Rate limit reached"}}),
+                ProviderErrorKind::RateLimited,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
+                ProviderErrorKind::RateLimited,
+            ),
+            (
+                json!({"error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": "quota"}}),
+                ProviderErrorKind::QuotaExceeded,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "invalid_request_error", "message": "Prompt is too long: 210000 tokens > 200000 maximum"}}),
+                ProviderErrorKind::PromptTooLong,
+            ),
+            (
+                json!({"error": {"type": "invalid_request_error", "code": "context_length_exceeded", "message": "This model's maximum context length is 128000 tokens."}}),
+                ProviderErrorKind::PromptTooLong,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}),
+                ProviderErrorKind::Authentication,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "permission_error", "message": "no"}}),
+                ProviderErrorKind::Permission,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "not_found_error", "message": "no model"}}),
+                ProviderErrorKind::NotFound,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "request_too_large", "message": "too many bytes"}}),
+                ProviderErrorKind::InvalidRequest,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}),
+                ProviderErrorKind::Server,
+            ),
+            (
+                json!({"error": {"message": "upstream", "code": 502}}),
+                ProviderErrorKind::Other,
+            ),
+        ];
+        for (raw, kind) in cases {
+            let error = DecodeError::provider(raw.clone());
+            assert_eq!(error.provider_kind(), Some(kind), "{raw}");
+        }
+        assert_eq!(ProviderErrorKind::Other.code(), "provider_error");
+        let truncated = DecodeError::Truncated {
+            reason: String::new(),
+            partial: Box::default(),
+        };
+        assert_eq!(truncated.provider_kind(), None);
     }
 }

@@ -26,7 +26,7 @@ pub mod partial_json;
 mod stream;
 
 pub use anthropic::AnthropicDecoder;
-pub use error::{DecodeError, ProtocolError};
+pub use error::{DecodeError, ProtocolError, ProviderErrorKind};
 pub use events::{DecodeEvent, SealedCallRef};
 pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;

@@ -14,6 +14,8 @@ use crate::sse::{SseItem, SseParser};
 pub struct StreamDecoder<D = AnyDecoder> {
     sse: SseParser,
     decoder: D,
+    /// Set by `finish`: the input has ended, and a later feed is [`DecodeError::Finished`].
+    finished: bool,
 }
 
 impl StreamDecoder<AnyDecoder> {
@@ -31,7 +33,11 @@ impl<D: EventDecoder> StreamDecoder<D> {
 
     /// Wraps `decoder` with a configured SSE parser.
     pub fn with_parser(decoder: D, sse: SseParser) -> Self {
-        Self { sse, decoder }
+        Self {
+            sse,
+            decoder,
+            finished: false,
+        }
     }
 
     /// Feeds a chunk of raw bytes (split anywhere) and returns the typed events it completed.
@@ -46,12 +52,16 @@ impl<D: EventDecoder> StreamDecoder<D> {
 
     /// Feeds a chunk and appends the typed events it completed to `out`. On error, `out` holds
     /// the events completed before the failing SSE event; the events after it stay queued and
-    /// are decoded by the next call.
+    /// are decoded by the next call. After [`finish`](Self::finish), every feed is
+    /// [`DecodeError::Finished`] and changes nothing.
     pub fn feed_into(
         &mut self,
         chunk: Bytes,
         out: &mut Vec<DecodeEvent>,
     ) -> Result<(), DecodeError> {
+        if self.finished {
+            return Err(DecodeError::Finished);
+        }
         self.sse.feed(chunk);
         self.drain(out)
     }
@@ -67,6 +77,9 @@ impl<D: EventDecoder> StreamDecoder<D> {
         chunk: &[u8],
         out: &mut Vec<DecodeEvent>,
     ) -> Result<(), DecodeError> {
+        if self.finished {
+            return Err(DecodeError::Finished);
+        }
         let decoder = &mut self.decoder;
         let mut failure = None;
         let _ = self
@@ -104,7 +117,8 @@ impl<D: EventDecoder> StreamDecoder<D> {
     }
 
     /// Ends the input: the final message, the provider's error, or [`DecodeError::Truncated`]
-    /// with the partial message. Bytes after the last complete SSE event are discarded.
+    /// with the partial message. Bytes after the last complete SSE event are discarded. A
+    /// second call answers the same again; a feed after it is [`DecodeError::Finished`].
     pub fn finish(&mut self) -> Result<Value, DecodeError> {
         self.end_input()?;
         self.decoder.finish()
@@ -119,6 +133,7 @@ impl<D: EventDecoder> StreamDecoder<D> {
 
     /// Decodes the events still queued and ends the SSE input.
     fn end_input(&mut self) -> Result<(), DecodeError> {
+        self.finished = true;
         let mut ignored = Vec::new();
         self.drain(&mut ignored)?;
         if self.sse.finish() {
@@ -151,4 +166,45 @@ fn decode_item<D: EventDecoder>(
     let result = decoder.push_event(event.event_type(), event.data());
     decoder.drain_events(out);
     result
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    const STREAM: &str = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",",
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],",
+        "\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":",
+        "{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    /// Bytes fed after `finish()` are refused as such (they used to be decoded as a
+    /// continuation of the finished stream: "a second `message_start` in one stream"), in both
+    /// ways of feeding, and leave the finished message as it was.
+    #[test]
+    fn a_feed_after_finish_is_refused_and_changes_nothing() {
+        let mut decoder = StreamDecoder::for_provider(Provider::Anthropic);
+        decoder.feed(Bytes::from_static(STREAM.as_bytes())).unwrap();
+        let message = decoder.finish().unwrap();
+        let again = decoder.feed(Bytes::from_static(STREAM.as_bytes()));
+        assert!(matches!(again, Err(DecodeError::Finished)), "{again:?}");
+        let mut events = Vec::new();
+        let borrowed = decoder.feed_borrowed_into(STREAM.as_bytes(), &mut events);
+        assert!(
+            matches!(borrowed, Err(DecodeError::Finished)),
+            "{borrowed:?}"
+        );
+        assert!(events.is_empty());
+        assert_eq!(
+            decoder.finish().unwrap(),
+            message,
+            "a second finish answers the same"
+        );
+        assert_eq!(decoder.message(), message);
+        assert_eq!(DecodeError::Finished.code(), "invalid_state");
+    }
 }
