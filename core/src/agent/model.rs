@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use serde_json::Value;
 
-use crate::decode::{DecodeError, DecodeEvent};
+use crate::decode::{DecodeError, DecodeEvent, ProviderErrorKind};
 
 /// What a model call yields, in order: decoded events as they stream, retries, and exactly one
 /// final item ([`ModelEvent::Completed`] or [`ModelEvent::Failed`]).
@@ -114,49 +114,32 @@ impl ModelError {
 }
 
 impl From<DecodeError> for ModelError {
+    /// A provider's error event is classified once, by [`DecodeError::provider_kind`] (its
+    /// type, its code and its message), as the bindings' decoders classify it; an error type
+    /// nobody names is a server's failure, as the client has it.
     fn from(error: DecodeError) -> Self {
+        let kind = error.provider_kind();
         match error {
             DecodeError::Truncated { reason, partial } => ModelError::Truncated { reason, partial },
-            // The Responses API names the class in `code` (the error type here), with a
-            // message that does not ("Your input exceeds the context window of this model").
-            DecodeError::Provider {
-                message,
-                error_type,
-                ..
-            } if is_prompt_too_long(&message) || error_type == "context_length_exceeded" => {
+            DecodeError::Provider { message, .. }
+                if kind == Some(ProviderErrorKind::PromptTooLong) =>
+            {
                 ModelError::PromptTooLong { message }
             }
-            DecodeError::Provider {
-                error_type,
-                message,
-                ..
-            } if matches!(
-                error_type.as_str(),
-                "overloaded_error" | "server_is_overloaded"
-            ) =>
+            DecodeError::Provider { message, .. }
+                if kind == Some(ProviderErrorKind::Overloaded) =>
             {
                 ModelError::Overloaded { message }
             }
-            DecodeError::Provider { ref error_type, .. } => {
-                ModelError::with_code(provider_error_code(error_type), error.to_string())
+            DecodeError::Provider { .. } => {
+                let code = match kind {
+                    Some(ProviderErrorKind::Other) | None => ProviderErrorKind::Server.code(),
+                    Some(kind) => kind.code(),
+                };
+                ModelError::with_code(code, error.to_string())
             }
             other => ModelError::with_code("protocol", other.to_string()),
         }
-    }
-}
-
-/// The stable code of a provider's error event, from its error type (or code), in the client's
-/// names (`ClientError::code`): an unknown type is a
-/// server's failure, as the client has it.
-fn provider_error_code(error_type: &str) -> &'static str {
-    match error_type {
-        "authentication_error" => "authentication",
-        "permission_error" => "permission",
-        "not_found_error" => "not_found",
-        "rate_limit_error" | "rate_limit_exceeded" => "rate_limited",
-        "insufficient_quota" => "quota_exceeded",
-        "invalid_request_error" => "invalid_request",
-        _ => "server",
     }
 }
 
@@ -244,6 +227,33 @@ mod tests {
             (
                 json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
                 "overloaded",
+            ),
+            // Classified as the decoders in the bindings classify them (one rule,
+            // `DecodeError::provider_kind`): OpenAI's in-stream rate limit names its class in
+            // `code`, its `type` is "tokens" (it was a server failure here).
+            (
+                json!({"error": {"type": "tokens", "code": "rate_limit_exceeded", "message": "Rate limit reached for gpt-4o"}}),
+                "rate_limited",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}}),
+                "invalid_request",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "permission_error", "message": "no"}}),
+                "permission",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "not_found_error", "message": "no model"}}),
+                "not_found",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "brand_new_error", "message": "?"}}),
+                "server",
+            ),
+            (
+                json!({"error": {"type": "invalid_request_error", "message": "This model's maximum context length is 8192 tokens."}}),
+                "prompt_too_long",
             ),
         ];
         for (raw, code) in cases {
