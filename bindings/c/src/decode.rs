@@ -401,6 +401,49 @@ mod tests {
 
     use super::*;
 
+    /// `fl_decoder_error_code` spells each provider error class as the core does
+    /// (`ProviderErrorKind::code`, what Node's `err.code` and the client say): the C strings
+    /// are a copy, so every class is compared here, not only those the C test feeds.
+    #[test]
+    fn error_codes_are_the_core_s_spellings() {
+        let mut kinds = std::collections::HashSet::new();
+        for error_type in [
+            "overloaded_error",
+            "rate_limit_error",
+            "insufficient_quota",
+            "context_length_exceeded",
+            "authentication_error",
+            "permission_error",
+            "not_found_error",
+            "invalid_request_error",
+            "api_error",
+            "a_type_nobody_names",
+        ] {
+            let error = DecodeError::Provider {
+                error_type: error_type.into(),
+                message: "m".into(),
+                raw: serde_json::json!({"type": "error", "error": {"type": error_type, "message": "m"}}),
+            };
+            let kind = error.provider_kind().unwrap();
+            kinds.insert(kind);
+            assert_eq!(
+                error_code(&error).to_str().unwrap(),
+                kind.code(),
+                "{error_type}"
+            );
+        }
+        assert_eq!(kinds.len(), 10, "every ProviderErrorKind is compared");
+        for error in [
+            DecodeError::Finished,
+            DecodeError::Truncated {
+                reason: "cut".into(),
+                partial: Box::new(Value::Null),
+            },
+        ] {
+            assert_eq!(error_code(&error).to_str().unwrap(), error.code());
+        }
+    }
+
     fn view(ptr: *const c_char, len: usize) -> Value {
         // SAFETY: views are valid for `len` bytes until the next call on the decoder.
         let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
