@@ -43,6 +43,34 @@ pub enum DecodeError {
     },
 }
 
+/// A full copy, for an answer given again (a second `finish()` answers as the first did). The
+/// JSON parser's error cannot be cloned; its copy carries the same text.
+impl Clone for DecodeError {
+    fn clone(&self) -> Self {
+        match self {
+            Self::InvalidJson { event_type, source } => Self::InvalidJson {
+                event_type: event_type.clone(),
+                source: <serde_json::Error as serde::de::Error>::custom(source),
+            },
+            Self::Protocol(error) => Self::Protocol(error.clone()),
+            Self::Provider {
+                error_type,
+                message,
+                raw,
+            } => Self::Provider {
+                error_type: error_type.clone(),
+                message: message.clone(),
+                raw: raw.clone(),
+            },
+            Self::Finished => Self::Finished,
+            Self::Truncated { reason, partial } => Self::Truncated {
+                reason: reason.clone(),
+                partial: partial.clone(),
+            },
+        }
+    }
+}
+
 impl DecodeError {
     /// A short machine-readable code for bindings: `invalid_json`, `protocol`, `provider`,
     /// `invalid_state` (fed after `finish()`), `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
