@@ -102,8 +102,9 @@ struct Overrides {
 }
 
 impl Overrides {
-    /// `budget` with the settings given applied; a negative buffer or a percentage outside
-    /// (0, 100] is a `ValueError`.
+    /// `budget` with the settings given applied; a negative buffer, a percentage outside
+    /// (0, 100] or an auto-compact buffer below the blocking buffer
+    /// (`ContextBudget::validate`) is a `ValueError`.
     fn apply(self, mut budget: ContextBudget) -> PyResult<ContextBudget> {
         if let Some(v) = non_negative_opt("output_reserve_cap", self.output_reserve_cap)? {
             budget.output_reserve_cap = v;
@@ -122,6 +123,10 @@ impl Overrides {
                 PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
             })?;
         }
+        // The core's rule, after the overrides: a budget must compact before it blocks.
+        budget
+            .validate()
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
         Ok(budget)
     }
 }

@@ -24,7 +24,10 @@ pub mod request;
 pub mod stream;
 pub mod tracker;
 
-pub use budget::{BudgetState, ContextBudget, InvalidAutocompactPercent, ModelLimits, ModelTable};
+pub use budget::{
+    BudgetState, CompactsAfterBlocking, ContextBudget, InvalidAutocompactPercent, ModelLimits,
+    ModelTable,
+};
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
 pub use exact::{ExactCounter, NoExactTokenizer, count_exact, has_exact};
