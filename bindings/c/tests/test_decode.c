@@ -262,6 +262,11 @@ static void check_error_codes(void) {
          "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
          "\"message\":\"Internal\"}}\n\n",
          "server"},
+        /* LM Studio's overflow names no class; its message does (tests/decode/error_events.json). */
+        {"openai-chat",
+         "data: {\"error\":\"Trying to keep the first 5120 tokens when context the overflows. "
+         "However, the model is loaded with context length of only 4096 tokens.\"}\n\n",
+         "prompt_too_long"},
         {"openai-chat", "data: {not json\n\n", "protocol"},
     };
     const char *code = "unset";
