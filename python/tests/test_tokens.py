@@ -341,3 +341,19 @@ def test_a_budget_that_would_block_before_it_compacts_is_refused_as_in_node_and_
     tiny = ferroloop.ContextBudget(1_000, 100, autocompact_buffer=5_000, blocking_buffer=4_000)
     assert (tiny.autocompact_threshold, tiny.blocking_threshold) == (0, 0)
     assert tiny.state(0) == "blocking"
+
+
+def test_a_lone_surrogate_in_text_counts_as_a_replacement_character_as_in_node() -> None:
+    # A str may hold a lone surrogate (from `surrogateescape` decoding, a JSON "\ud800" escape)
+    # that UTF-8 cannot: estimate_tokens, TextEstimator and count_tokens raised
+    # UnicodeEncodeError, while Node's estimateTokens / TextEstimator / countTokens count the
+    # same JavaScript string with U+FFFD in its place, one per surrogate.
+    text, replaced = "a\ud800b\udc00", "a\ufffdb\ufffd"
+    assert ferroloop.estimate_tokens(text) == ferroloop.estimate_tokens(replaced)
+    pieces = ferroloop.TextEstimator()
+    pieces.feed(text)
+    assert pieces.estimate() == ferroloop.estimate_tokens(replaced)
+    if ferroloop.has_exact_counting():
+        assert ferroloop.count_tokens(text, "o200k") == ferroloop.count_tokens(replaced, "o200k")
+    # Two surrogates that make a pair are its character, as the same JavaScript literal is.
+    assert ferroloop.estimate_tokens("x\ud83d\ude00") == ferroloop.estimate_tokens("x\U0001f600")
