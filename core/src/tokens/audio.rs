@@ -36,6 +36,10 @@ pub const MP3_BYTE_RATE: u64 = 16_000;
 /// [`AUDIO_TOKENS_PER_SECOND`].
 pub const AUDIO_UNKNOWN_TOKENS: u64 = 1_500;
 
+/// How much of a WAV clip's base64 is decoded to find its header: 3 KiB of bytes, room for
+/// the `fmt ` chunk behind a few metadata chunks (a multiple of 4, so no base64 group is cut).
+const WAV_HEADER_BASE64_CHARS: usize = 4_096;
+
 /// The tokens of an `input_audio` part: `{"type": "input_audio", "input_audio": {"data": BASE64,
 /// "format": "wav" | "mp3"}}` (the fields may also sit on the part itself), excluding the
 /// per-block overhead.
@@ -53,14 +57,16 @@ pub fn estimate_audio(block: &Value) -> u64 {
         .strip_prefix("data:")
         .and_then(|rest| rest.split_once(',').map(|(_, b)| b))
         .unwrap_or(data);
-    let bytes = images::decode(base64);
     let Some(format) = format else {
         return AUDIO_UNKNOWN_TOKENS;
     };
+    // Only the length is needed, and for a WAV its header: a clip of megabytes is not decoded.
+    let length = images::decoded_len(base64);
     let (byte_rate, audio_bytes) = if format.eq_ignore_ascii_case("wav") {
-        wav_rate_and_length(&bytes).unwrap_or((WAV_DEFAULT_BYTE_RATE, bytes.len() as u64))
+        let header = images::decode(base64.get(..WAV_HEADER_BASE64_CHARS).unwrap_or(base64));
+        wav_rate_and_length(&header, length).unwrap_or((WAV_DEFAULT_BYTE_RATE, length))
     } else if format.eq_ignore_ascii_case("mp3") {
-        (MP3_BYTE_RATE, bytes.len() as u64)
+        (MP3_BYTE_RATE, length)
     } else {
         return AUDIO_UNKNOWN_TOKENS;
     };
@@ -77,8 +83,9 @@ fn tokens_for(bytes: u64, byte_rate: u64) -> u64 {
 
 /// The byte rate of a RIFF/WAVE clip's `fmt ` chunk and the length of its audio (the `data`
 /// chunk, bounded by the bytes there are); `None` when the header is not one (not RIFF/WAVE, no
-/// `fmt ` chunk before the data, a byte rate of 0).
-pub(crate) fn wav_rate_and_length(bytes: &[u8]) -> Option<(u64, u64)> {
+/// `fmt ` chunk before the data, a byte rate of 0). `bytes` is the start of the clip (at least
+/// its header), `total` the clip's whole length.
+pub(crate) fn wav_rate_and_length(bytes: &[u8], total: u64) -> Option<(u64, u64)> {
     if bytes.get(0..4)? != b"RIFF" || bytes.get(8..12)? != b"WAVE" {
         return None;
     }
@@ -98,7 +105,7 @@ pub(crate) fn wav_rate_and_length(bytes: &[u8]) -> Option<(u64, u64)> {
                 let rate = byte_rate?;
                 // A streamed WAV writes its sizes last (0 or 0xFFFFFFFF until then), and a clip
                 // may be cut: the audio is what the chunk says, at most what there is.
-                let there = (bytes.len() - body) as u64;
+                let there = total.saturating_sub(body as u64);
                 let said = u64::from(size);
                 let length = if said == 0 { there } else { said.min(there) };
                 return Some((rate, length));
@@ -165,6 +172,9 @@ mod tests {
         // An unreadable header: the default byte rate over every byte.
         let raw = vec![0u8; 64_000];
         assert_eq!(estimate_audio(&part(&raw, "wav")), 20);
+        // A long clip: the header is read from its start, the length from the whole.
+        let long = wav(48_000, 4_800_000, 4_800_000);
+        assert_eq!(estimate_audio(&part(&long, "wav")), 1_000);
     }
 
     #[test]
@@ -195,13 +205,31 @@ mod tests {
         /// than there are bytes.
         #[test]
         fn any_bytes_parse_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
-            if let Some((rate, length)) = wav_rate_and_length(&bytes) {
+            if let Some((rate, length)) = wav_rate_and_length(&bytes, bytes.len() as u64) {
                 proptest::prop_assert!(rate > 0);
                 proptest::prop_assert!(length <= bytes.len() as u64);
             }
             let mut riff = b"RIFF\0\0\0\0WAVE".to_vec();
             riff.extend_from_slice(&bytes);
-            let _ = wav_rate_and_length(&riff);
+            let _ = wav_rate_and_length(&riff, riff.len() as u64);
+        }
+
+        /// The length read without decoding is the decoded length, padding, line breaks and
+        /// junk after the data included.
+        #[test]
+        fn decoded_len_is_the_length_decode_gives(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            wrap in 1usize..80,
+        ) {
+            let text = images::encode_base64(&bytes);
+            proptest::prop_assert_eq!(images::decoded_len(&text), bytes.len() as u64);
+            let wrapped: String = text
+                .as_bytes()
+                .chunks(wrap)
+                .map(|line| format!("{}\r\n", String::from_utf8_lossy(line)))
+                .collect::<String>()
+                + "!junk";
+            proptest::prop_assert_eq!(images::decoded_len(&wrapped), images::decode(&wrapped).len() as u64);
         }
 
         /// A well-formed header is read exactly, wherever its audio is cut.
@@ -214,7 +242,7 @@ mod tests {
             let mut clip = wav(rate & !1 | 2, len, len);
             let keep = clip.len() - (cut.min(len) as usize);
             clip.truncate(keep);
-            let (read_rate, read_len) = wav_rate_and_length(&clip).unwrap();
+            let (read_rate, read_len) = wav_rate_and_length(&clip, clip.len() as u64).unwrap();
             proptest::prop_assert_eq!(read_rate, u64::from(rate & !1 | 2));
             proptest::prop_assert_eq!(read_len, u64::from(len - cut.min(len)));
         }
