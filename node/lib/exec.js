@@ -561,10 +561,13 @@ class Turn {
   }
 
   /**
-   * Every result, in submission order (wire-shaped `tool_result` blocks). Needs seal(). Called
-   * again, it resolves with the same results (as Python's `Turn.results()`).
+   * Seals the turn and resolves with every result, in submission order (wire-shaped
+   * `tool_result` blocks, the turn budget applied), as Python's `Turn.results()` does. Called
+   * again, it resolves with the same results.
    */
   async results() {
+    // As Python's: waiting for a seal() nobody will call would never settle.
+    if (!this.#done) callNative(() => this.#native.seal())
     this.#schedule()
     while (!this.#done) await this.#wait()
     return this.#results

@@ -355,9 +355,11 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   /** Cancels and seals (the model response will be replayed). */
   discard(): void
   /**
-   * Every result in submission order; resolves once the turn is sealed and answered. Calling it
-   * again (or concurrently, or after iterating the events) resolves with the same results, as
-   * Python's `Turn.results()` does.
+   * Seals the turn (a later `submit` throws) and resolves with every result in submission order
+   * once each call is answered: exactly one per submitted call, with the turn budget applied
+   * (the results to send back; the `result` events come before it applies). Calling it again
+   * (or concurrently, or after iterating the events) resolves with the same results. As
+   * Python's `Turn.results()`.
    */
   results(): Promise<ToolResult[]>
   /**
@@ -425,7 +427,11 @@ export declare class StreamDecoder {
   message(): any
   /** Whether the stream reached its end marker. */
   readonly isComplete: boolean
-  /** The final message; throws StreamTruncatedError (with `partial`) or the provider's error. A second call answers the same again. */
+  /**
+   * The final message; throws StreamTruncatedError (with `partial`), the provider's error or a
+   * ProtocolError. May be called again: it answers the same (the same message, or the same
+   * error), as Python's `finish()` and C's `fl_decoder_finish` do; only `feed` after it throws.
+   */
   finish(): any
 }
 
@@ -488,7 +494,11 @@ export interface ContextBudgetOptions {
   model?: string
   /** At most this much output is reserved out of the window (20,000). */
   outputReserveCap?: number
-  /** Auto-compact this far below the effective window (13,000). */
+  /**
+   * Auto-compact this far below the effective window (13,000). At least `blockingBuffer` (the
+   * default of the one not given counts): a budget that would block before it compacts throws
+   * an InvalidArgumentError naming both, as in Python and C.
+   */
   autocompactBuffer?: number
   /** Warn this far below the auto-compact threshold (20,000). */
   warningBuffer?: number

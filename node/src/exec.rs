@@ -852,17 +852,22 @@ fn poll_state(
     events: &mut Vec<TurnEvent>,
     results: &mut Option<(Vec<ToolResult>, Vec<bool>)>,
 ) -> Result<(), FerroloopError> {
-    match state {
-        TurnState::Streaming(turn) => loop {
-            match turn.poll_next_event(cx) {
-                Poll::Ready(Some(event)) => events.push(event),
-                Poll::Ready(None) => {
-                    *state = TurnState::Done;
-                    return Ok(());
+    // A streaming turn whose events are over finishes: its results are the turn's own, with
+    // the aggregate budget applied (the ones to send back, as Python's and C's turns give),
+    // not the `result` events' form.
+    while let TurnState::Streaming(turn) = state {
+        match turn.poll_next_event(cx) {
+            Poll::Ready(Some(event)) => events.push(event),
+            Poll::Ready(None) => {
+                if let TurnState::Streaming(turn) = std::mem::replace(state, TurnState::Done) {
+                    *state = TurnState::Finishing(turn);
                 }
-                Poll::Pending => return Ok(()),
             }
-        },
+            Poll::Pending => return Ok(()),
+        }
+    }
+    match state {
+        TurnState::Streaming(_) => Ok(()),
         TurnState::Finishing(turn) => match turn.poll_finish(cx) {
             Poll::Pending => Ok(()),
             Poll::Ready(outcome) => {

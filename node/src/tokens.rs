@@ -173,6 +173,14 @@ impl NativeContextBudget {
                     FerroloopError::invalid_argument("autocompactPercent must be in (0, 100]")
                 })?;
             }
+            // The core's rule, after the overrides, named with the options' JS names.
+            inner.validate().map_err(|error| {
+                FerroloopError::invalid_argument(format!(
+                    "autocompactBuffer ({}) is smaller than blockingBuffer ({}): the context \
+                     would block before it compacts",
+                    error.autocompact_buffer, error.blocking_buffer
+                ))
+            })?;
             Ok(Self { inner })
         })
     }

@@ -304,3 +304,45 @@ test('a decoder names its provider, as Python\'s StreamDecoder.provider does', (
     assert.equal(new StreamDecoder({ provider }).provider, provider)
   }
 })
+
+// A message_start, then two events that are not JSON and a message_stop, in one chunk.
+const TWO_BAD_EVENTS = Buffer.from(
+  'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",' +
+    '"role":"assistant","model":"x","content":[],"stop_reason":null,' +
+    '"usage":{"input_tokens":1,"output_tokens":1}}}\n\n' +
+    'event: content_block_delta\ndata: {first\n\n' +
+    'event: content_block_delta\ndata: {second\n\n' +
+    'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+)
+
+test('finish() called again answers the same (the same message or the same error), as in Python and C', () => {
+  // The second call used to decode the events queued behind the first failure: the first
+  // finish() threw a ProtocolError, the second returned a message.
+  const decoder = new StreamDecoder({ provider: 'anthropic' })
+  assert.throws(() => decoder.feed(TWO_BAD_EVENTS), ProtocolError)
+  const answers = []
+  for (let i = 0; i < 3; i++) {
+    assert.throws(
+      () => decoder.finish(),
+      (err) => {
+        answers.push(`${err.code}: ${err.message}`)
+        return err instanceof ProtocolError
+      },
+    )
+  }
+  assert.equal(new Set(answers).size, 1, answers.join(' | '))
+  const truncated = new StreamDecoder({ provider: 'anthropic' })
+  truncated.feed(TWO_BAD_EVENTS.subarray(0, TWO_BAD_EVENTS.indexOf('event: content_block_delta')))
+  const partials = []
+  for (let i = 0; i < 2; i++) {
+    assert.throws(
+      () => truncated.finish(),
+      (err) => {
+        partials.push(err.partial)
+        return err instanceof StreamTruncatedError
+      },
+    )
+  }
+  assert.deepEqual(partials[0], partials[1])
+  assert.equal(partials[0].id, 'm')
+})

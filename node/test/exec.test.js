@@ -897,3 +897,36 @@ test('a tool that returns after it saw its ctx.signal abort is still reported ca
   assert.equal(result.is_error, true)
   assert.match(result.content, /cancelled/)
 })
+
+test('turn.results() seals the turn, as Python\'s Turn.results() does: a later submit is refused', { timeout: 20_000 }, async () => {
+  // It waited for a seal() that never came: the promise never settled.
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ s }) => s)
+  const turn = ex.turn()
+  turn.submit(use('a', 'echo', { s: 'one' }))
+  const pending = turn.results()
+  assert.throws(() => turn.submit(use('b', 'echo', { s: 'two' })), (err) => err instanceof InvalidArgumentError && /sealed/.test(err.message))
+  assert.deepEqual((await pending).map((r) => r.content), ['one'])
+  assert.deepEqual((await turn.results()).map((r) => r.content), ['one'])
+})
+
+test('a followed turn\'s results() have the turn budget applied, as Python\'s and C\'s do', async (t) => {
+  // The results to send back: over the turn budget the largest is spilled, as from run(). After
+  // following the events they came back unbudgeted (the result events' form).
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const spillDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ferroloop-node-spill-'))
+  t.after(() => fs.rmSync(spillDir, { recursive: true, force: true }))
+  const ex = new ToolExecutor({ spillDir, turnBudgetChars: 8_500 })
+  ex.tool({ name: 'text', concurrencySafe: true }, async ({ c }) => c.repeat(3_000))
+  const turn = ex.turn()
+  turn.submit(...[...'abc'].map((c, i) => use(`t${i}`, 'text', { c })))
+  turn.seal()
+  const streamed = []
+  for await (const event of turn) if (event.type === 'result') streamed.push(event.result.content)
+  assert.deepEqual(streamed, ['a', 'b', 'c'].map((c) => c.repeat(3_000)))
+  const results = await turn.results()
+  assert.match(results[0].content, /^<tool-output-truncated>/)
+  assert.deepEqual(results.slice(1).map((r) => r.content), ['b'.repeat(3_000), 'c'.repeat(3_000)])
+  assert.deepEqual(results.map((r) => r.tool_use_id), ['t0', 't1', 't2'])
+})

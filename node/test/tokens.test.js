@@ -203,3 +203,21 @@ test('estimateRequest gives the table every language shares (tests/tokens/reques
     assert.equal(estimateTokens(body, options), want.total, `${fields.file} ${fields.tokenizer}`)
   }
 })
+
+test('ContextBudget: a budget that would block before it compacts is refused, as in Python and C', () => {
+  // An auto-compact buffer smaller than the blocking buffer puts the auto-compact point above
+  // the blocking point: the state went from 'warning' straight to 'blocking'. It was accepted.
+  const refused = (options, pattern) =>
+    assert.throws(() => new ContextBudget(options), (err) => err instanceof InvalidArgumentError && pattern.test(err.message))
+  refused({ window: 200_000, maxOutputTokens: 32_000, autocompactBuffer: 1_000, blockingBuffer: 3_000 }, /autocompactBuffer \(1000\).*blockingBuffer \(3000\)/)
+  refused({ window: 200_000, maxOutputTokens: 32_000, autocompactBuffer: 0 }, /blockingBuffer/)
+  refused({ model: 'claude-sonnet-4-20250514', blockingBuffer: 20_000 }, /autocompactBuffer/)
+  // A percentage only lowers the auto-compact point: it does not excuse the buffers.
+  refused({ window: 200_000, maxOutputTokens: 32_000, autocompactBuffer: 0, autocompactPercent: 50 }, /autocompactBuffer/)
+  const equal = new ContextBudget({ window: 200_000, maxOutputTokens: 32_000, autocompactBuffer: 3_000, blockingBuffer: 3_000 })
+  assert.equal(equal.autocompactThreshold, 177_000)
+  assert.equal(equal.blockingThreshold, 177_000)
+  // A window smaller than the buffers is accepted: every threshold is 0, every count blocking.
+  const tiny = new ContextBudget({ window: 1_000, maxOutputTokens: 100, autocompactBuffer: 5_000, blockingBuffer: 4_000 })
+  assert.deepEqual([tiny.autocompactThreshold, tiny.blockingThreshold, tiny.state(0)], [0, 0, 'blocking'])
+})

@@ -116,9 +116,11 @@ class Turn(AsyncClosing):
         return event
 
     async def results(self) -> list[dict[str, Any]]:
-        """Seals the turn and waits for every ``tool_result``, in submission order. Calling it
-        again (or concurrently, or after a call that was cancelled) returns the same results,
-        in a new list each time, as Node's ``turn.results()`` does."""
+        """Seals the turn (``submit`` raises from then on) and waits for every ``tool_result``,
+        in submission order: exactly one per submitted call, with the turn budget applied (the
+        results to send back; the ``result`` events come before it applies). Calling it again
+        (or concurrently, or after a call that was cancelled) returns the same results, in a new
+        list each time, as Node's ``turn.results()`` does."""
         # The native turn keeps the collected results: a cancelled call loses nothing.
         results: list[dict[str, Any]] = await self._native.finish()
         return results

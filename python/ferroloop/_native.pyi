@@ -101,8 +101,10 @@ class StreamDecoder:
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:
-        """Ends the input; returns the final message or raises ``StreamTruncatedError``. A
-        second call answers the same again."""
+        """Ends the input; returns the final message or raises ``StreamTruncatedError`` (or the
+        stream's provider or protocol error). May be called again: it answers the same (the
+        same message, or the same error), as Node's ``finish()`` and C's ``fl_decoder_finish``
+        do; only ``feed`` after it raises."""
     @property
     def is_complete(self) -> bool:
         """Whether the stream reached its end marker."""
@@ -113,7 +115,10 @@ class StreamDecoder:
 _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base", "cl100k_base"]
 
 def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
-    """Estimates the tokens of text, a list of messages, a message, a block or a request body."""
+    """Estimates the tokens of text, a list of messages, a message, a block or a request body.
+
+    A lone surrogate in a ``str`` (which UTF-8 cannot hold) counts as U+FFFD, as in Node; so it
+    does in ``TextEstimator.feed`` and ``count_tokens``."""
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and
@@ -122,7 +127,11 @@ def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") 
 
 @final
 class ContextBudget:
-    """Context thresholds for one model (Claude Code's defaults, configurable)."""
+    """Context thresholds for one model (Claude Code's defaults, configurable).
+
+    ``autocompact_buffer`` must be at least ``blocking_buffer`` (the default of the one not
+    given counts): a budget that would block before it compacts raises ``ValueError`` naming
+    both, as Node's ``InvalidArgumentError`` and C's ``FL_STATUS_INVALID_ARGUMENT`` do."""
 
     def __new__(
         cls,

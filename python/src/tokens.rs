@@ -35,7 +35,7 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
     shield(py, "estimate_tokens", || {
         let family = family(tokenizer)?;
         if let Ok(text) = obj.cast::<PyString>() {
-            let text = text.to_cow()?;
+            let text = text_of(text)?;
             return Ok(py.detach(|| estimate_text(&text, family)));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
@@ -60,6 +60,26 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
             "estimate_tokens takes a str, a bytes-like object, a list of messages, a message, a content block or a request dict",
         ))
     })
+}
+
+/// The text of a `str` to count: as it is, or, when it holds a lone surrogate (which UTF-8
+/// cannot: a `surrogateescape`-decoded name, a JSON `"\ud800"` escape), with U+FFFD in place
+/// of each one, as a JavaScript string crosses into Node's `estimateTokens`. Its code units are
+/// read as UTF-16 (as JavaScript reads them): surrogates that make a pair are its character.
+fn text_of<'a>(text: &'a Bound<'_, PyString>) -> PyResult<std::borrow::Cow<'a, str>> {
+    if let Ok(text) = text.to_cow() {
+        return Ok(text);
+    }
+    let units = text.call_method1(
+        pyo3::intern!(text.py(), "encode"),
+        ("utf-16-le", "surrogatepass"),
+    )?;
+    let units = units.cast::<PyBytes>()?.as_bytes();
+    let units: Vec<u16> = units
+        .chunks_exact(2)
+        .map(|unit| u16::from_le_bytes([unit[0], unit[1]]))
+        .collect();
+    Ok(std::borrow::Cow::Owned(String::from_utf16_lossy(&units)))
 }
 
 /// Estimates a request body (a dict with `system`, `tools`, `messages`, or an OpenAI Responses
@@ -102,8 +122,9 @@ struct Overrides {
 }
 
 impl Overrides {
-    /// `budget` with the settings given applied; a negative buffer or a percentage outside
-    /// (0, 100] is a `ValueError`.
+    /// `budget` with the settings given applied; a negative buffer, a percentage outside
+    /// (0, 100] or an auto-compact buffer below the blocking buffer
+    /// (`ContextBudget::validate`) is a `ValueError`.
     fn apply(self, mut budget: ContextBudget) -> PyResult<ContextBudget> {
         if let Some(v) = non_negative_opt("output_reserve_cap", self.output_reserve_cap)? {
             budget.output_reserve_cap = v;
@@ -122,6 +143,10 @@ impl Overrides {
                 PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
             })?;
         }
+        // The core's rule, after the overrides: a budget must compact before it blocks.
+        budget
+            .validate()
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
         Ok(budget)
     }
 }
@@ -401,8 +426,8 @@ fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>, tokenizer: &str) -> PyR
         let family = family(tokenizer)?;
         let text = text
             .cast::<PyString>()
-            .map_err(|_| PyTypeError::new_err("count_tokens counts a str"))?
-            .to_cow()?;
+            .map_err(|_| PyTypeError::new_err("count_tokens counts a str"))?;
+        let text = text_of(text)?;
         count_exact(py, &text, family)
     })
 }
@@ -459,7 +484,7 @@ impl PyTextEstimator {
         shield(py, "TextEstimator.feed", || {
             let estimator = &mut self.estimator;
             if let Ok(text) = piece.cast::<PyString>() {
-                let text = text.to_cow()?;
+                let text = text_of(text)?;
                 py.detach(|| estimator.feed(text.as_bytes()));
                 return Ok(());
             }

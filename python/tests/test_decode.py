@@ -154,6 +154,40 @@ def test_a_feed_after_finish_is_refused_and_leaves_the_message_alone() -> None:
     assert decoder.message() == message
 
 
+# A message_start, then two events that are not JSON and a message_stop, in one chunk.
+TWO_BAD_EVENTS = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+    b'"role":"assistant","model":"x","content":[],"stop_reason":null,'
+    b'"usage":{"input_tokens":1,"output_tokens":1}}}\n\n'
+    b"event: content_block_delta\ndata: {first\n\n"
+    b"event: content_block_delta\ndata: {second\n\n"
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+
+
+def test_finish_called_again_answers_the_same_as_in_node_and_c() -> None:
+    # The rule of every binding: finish() may be called again and answers the same (the same
+    # message, or the same error). The second call used to decode the events queued behind the
+    # first failure: the first finish() raised a ProtocolError, the second returned a message.
+    decoder = ferroloop.StreamDecoder("anthropic")
+    with pytest.raises(ferroloop.ProtocolError, match="column 2"):
+        decoder.feed(TWO_BAD_EVENTS)
+    answers = []
+    for _ in range(3):
+        with pytest.raises(ferroloop.ProtocolError) as info:
+            decoder.finish()
+        answers.append(str(info.value))
+    assert len(set(answers)) == 1, answers
+    truncated = ferroloop.StreamDecoder("anthropic")
+    truncated.feed(TWO_BAD_EVENTS.split(b"event: content_block_delta")[0])
+    partials = []
+    for _ in range(2):
+        with pytest.raises(ferroloop.StreamTruncatedError) as caught:
+            truncated.finish()
+        partials.append(caught.value.partial_message)
+    assert partials[0] == partials[1] and partials[0] is not None
+
+
 ERROR_EVENTS = json.loads((SHARED / "decode" / "error_events.json").read_text(encoding="utf-8"))["cases"]
 # The Python class of each stable code (tests/decode/error_events.json holds Node's codes).
 CLASS_OF_CODE = {

@@ -965,3 +965,24 @@ async def test_a_tool_that_returns_after_it_saw_the_cancellation_is_reported_can
     assert saw_cancel.is_set()
     assert result["is_error"] is True
     assert "cancelled" in result["content"]
+
+
+@pytest.mark.asyncio
+async def test_a_followed_turns_results_have_the_turn_budget_applied_as_in_node(tmp_path: Path) -> None:
+    # The results of a streaming turn whose events were followed are the ones to send back: the
+    # turn budget applies to them, as to run()'s (Node's turn.results() gave them unbudgeted).
+    ex = ferroloop.ToolExecutor(spill_dir=tmp_path, turn_budget_chars=8_500)
+
+    @ex.tool(concurrency_safe=True)
+    async def text(inp: dict[str, Any]) -> str:
+        return str(inp["c"]) * 3_000
+
+    turn = ex.turn()
+    for i, c in enumerate("abc"):
+        turn.submit({"type": "tool_use", "id": f"t{i}", "name": "text", "input": {"c": c}})
+    turn.seal()
+    streamed = [event["result"] for event in [e async for e in turn] if event["type"] == "result"]
+    assert [r["content"] for r in streamed] == [c * 3_000 for c in "abc"]
+    results = await turn.results()
+    assert results[0]["content"].startswith("<tool-output-truncated>")
+    assert [r["content"] for r in results[1:]] == ["b" * 3_000, "c" * 3_000]

@@ -318,3 +318,42 @@ def test_request_estimates_match_the_table_every_language_shares() -> None:
         body = json.loads((SHARED / "tokens" / "requests" / file).read_text(encoding="utf-8"))
         assert ferroloop.estimate_request(body, tokenizer=tokenizer) == parts, (file, tokenizer)
         assert ferroloop.estimate_tokens(body, tokenizer=tokenizer) == parts["total"], (file, tokenizer)
+
+
+def test_a_budget_that_would_block_before_it_compacts_is_refused_as_in_node_and_c() -> None:
+    # An auto-compact buffer smaller than the blocking buffer puts the auto-compact point above
+    # the blocking point: the state went from "warning" straight to "blocking" and never said
+    # "auto_compact". It was accepted; the error now names both fields and their values.
+    with pytest.raises(ValueError, match=r"autocompact_buffer \(1000\).*blocking_buffer \(3000\)"):
+        ferroloop.ContextBudget(200_000, 32_000, autocompact_buffer=1_000, blocking_buffer=3_000)
+    # Against a default: the blocking buffer is 3,000 for this window.
+    with pytest.raises(ValueError, match="blocking_buffer"):
+        ferroloop.ContextBudget(200_000, 32_000, autocompact_buffer=0)
+    with pytest.raises(ValueError, match="autocompact_buffer"):
+        ferroloop.ContextBudget.for_model("claude-sonnet-4-20250514", blocking_buffer=20_000)
+    # A percentage only lowers the auto-compact point: it does not excuse the buffers.
+    with pytest.raises(ValueError, match="autocompact_buffer"):
+        ferroloop.ContextBudget(200_000, 32_000, autocompact_buffer=0, autocompact_percent=50)
+    # Equal buffers are one point, where the more urgent state wins.
+    equal = ferroloop.ContextBudget(200_000, 32_000, autocompact_buffer=3_000, blocking_buffer=3_000)
+    assert equal.autocompact_threshold == equal.blocking_threshold == 177_000
+    # A window smaller than the buffers is accepted: every threshold is 0, every count blocking.
+    tiny = ferroloop.ContextBudget(1_000, 100, autocompact_buffer=5_000, blocking_buffer=4_000)
+    assert (tiny.autocompact_threshold, tiny.blocking_threshold) == (0, 0)
+    assert tiny.state(0) == "blocking"
+
+
+def test_a_lone_surrogate_in_text_counts_as_a_replacement_character_as_in_node() -> None:
+    # A str may hold a lone surrogate (from `surrogateescape` decoding, a JSON "\ud800" escape)
+    # that UTF-8 cannot: estimate_tokens, TextEstimator and count_tokens raised
+    # UnicodeEncodeError, while Node's estimateTokens / TextEstimator / countTokens count the
+    # same JavaScript string with U+FFFD in its place, one per surrogate.
+    text, replaced = "a\ud800b\udc00", "a\ufffdb\ufffd"
+    assert ferroloop.estimate_tokens(text) == ferroloop.estimate_tokens(replaced)
+    pieces = ferroloop.TextEstimator()
+    pieces.feed(text)
+    assert pieces.estimate() == ferroloop.estimate_tokens(replaced)
+    if ferroloop.has_exact_counting():
+        assert ferroloop.count_tokens(text, "o200k") == ferroloop.count_tokens(replaced, "o200k")
+    # Two surrogates that make a pair are its character, as the same JavaScript literal is.
+    assert ferroloop.estimate_tokens("x\ud83d\ude00") == ferroloop.estimate_tokens("x\U0001f600")

@@ -335,7 +335,9 @@ typedef struct fl_turn fl_turn;
  * The defaults are Claude Code's: at most 20,000 output tokens reserved out of the window,
  * auto-compact 13,000 below the effective window, warn 20,000 below the auto-compact point,
  * block 3,000 below the effective window. For windows too small to hold them (below about
- * 100,000 tokens) the defaults shrink in proportion; a field set here is used as given.
+ * 100,000 tokens) the defaults shrink in proportion; a field set here is used as given. The
+ * `autocompact_buffer` must be at least the `blocking_buffer` (the default of the one not set
+ * counts).
  */
 typedef struct {
     /**
@@ -369,8 +371,9 @@ typedef struct {
 
 /**
  * A budget's limits and computed thresholds, in tokens. A count is in a state from its
- * threshold on: `warning <= autocompact <= blocking <= effective_window` hold for the default
- * buffers (overrides may break that order; the most urgent state reached wins).
+ * threshold on: `warning <= autocompact <= blocking <= effective_window` always hold (a budget
+ * whose buffers would break that order is refused); where two are equal, the more urgent
+ * state wins.
  */
 typedef struct {
     /**
@@ -690,8 +693,11 @@ fl_context_budget_options fl_context_budget_options_default(void);
  * and stores it in `*out`. The caller owns it and releases it with `fl_context_budget_free`.
  *
  * Any window is accepted, 0 included (every count is then `FL_CONTEXT_BLOCKING`). Returns
- * `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0
- * (`*out` is then left unchanged). Thread-safe.
+ * `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, and
+ * for an `autocompact_buffer` smaller than the `blocking_buffer` (defaults included: the
+ * auto-compact point would lie above the blocking point, so the state would never be
+ * `FL_CONTEXT_AUTO_COMPACT`; the message names both fields). `*out` is then left unchanged.
+ * Thread-safe.
  *
  * # Safety
  * `options` must be NULL or point to an `fl_context_budget_options`; `out` must be valid for a
@@ -715,7 +721,8 @@ fl_status fl_context_budget_new(uint64_t window,
  * max output tokens: read the limits chosen with `fl_context_budget_thresholds`.
  *
  * Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8, `FL_STATUS_INVALID_ARGUMENT`
- * for a bad `autocompact_percent`. Thread-safe.
+ * for a bad `autocompact_percent` or an `autocompact_buffer` smaller than the
+ * `blocking_buffer` (as `fl_context_budget_new`). Thread-safe.
  *
  * # Safety
  * `model` must be valid for reads of `model_len` bytes; `options` must be NULL or point to an
@@ -1053,7 +1060,13 @@ fl_status fl_decoder_is_complete(const fl_decoder *decoder, bool *complete);
  * before the message completed (the view then holds the partial message);
  * `FL_STATUS_PROVIDER_ERROR` / `FL_STATUS_PROTOCOL_ERROR` as for `fl_decoder_feed` (the view then
  * holds the message as it stood). On these statuses the view is written too. Bytes after the
- * last complete SSE event are discarded. A second call is `FL_STATUS_INVALID_STATE`.
+ * last complete SSE event are discarded.
+ *
+ * May be called again: it answers the same (the same status, view, `fl_decoder_error_code`
+ * and last error message), as Python's and Node's `finish()` do; only a feed after it is
+ * refused (`FL_STATUS_INVALID_STATE`), since only a feed could change the answer. The events
+ * still pending when the input ends are all decoded (and queued) by the first call, which
+ * answers with the first of their failures.
  *
  * # Safety
  * `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
@@ -1647,6 +1660,11 @@ fl_status fl_turn_next_event(const fl_turn *turn, int64_t timeout_ms, fl_turn_ev
  * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when the turn was cancelled (by
  * `fl_turn_cancel` or its token); in both cases the results are written.
  * `FL_STATUS_INVALID_STATE` until `fl_turn_next_event` has reported `FL_TURN_EVENT_END`.
+ *
+ * Unlike Python's and Node's `results()`, which seal the turn and wait, this neither seals nor
+ * waits (a C host drives the turn itself): seal with `fl_turn_seal`, then call
+ * `fl_turn_next_event` until `FL_TURN_EVENT_END`. The results are the same: one per submitted
+ * call, the budget applied.
  *
  * Thread-safe.
  *

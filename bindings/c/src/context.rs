@@ -24,7 +24,9 @@ pub const FL_CONTEXT_BUDGET_DEFAULT: u64 = u64::MAX;
 /// The defaults are Claude Code's: at most 20,000 output tokens reserved out of the window,
 /// auto-compact 13,000 below the effective window, warn 20,000 below the auto-compact point,
 /// block 3,000 below the effective window. For windows too small to hold them (below about
-/// 100,000 tokens) the defaults shrink in proportion; a field set here is used as given.
+/// 100,000 tokens) the defaults shrink in proportion; a field set here is used as given. The
+/// `autocompact_buffer` must be at least the `blocking_buffer` (the default of the one not set
+/// counts).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct fl_context_budget_options {
@@ -63,8 +65,9 @@ pub enum fl_context_state {
 }
 
 /// A budget's limits and computed thresholds, in tokens. A count is in a state from its
-/// threshold on: `warning <= autocompact <= blocking <= effective_window` hold for the default
-/// buffers (overrides may break that order; the most urgent state reached wins).
+/// threshold on: `warning <= autocompact <= blocking <= effective_window` always hold (a budget
+/// whose buffers would break that order is refused); where two are equal, the more urgent
+/// state wins.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct fl_context_thresholds {
@@ -134,6 +137,10 @@ unsafe fn apply_options(
             ))
         })?;
     }
+    // The core's rule, after the overrides: a budget must compact before it blocks.
+    budget
+        .validate()
+        .map_err(|error| FfiError::invalid(error.to_string()))?;
     Ok(budget)
 }
 
@@ -149,8 +156,11 @@ fn store_budget(budget: ContextBudget, out: Out<*mut fl_context_budget>) {
 /// and stores it in `*out`. The caller owns it and releases it with `fl_context_budget_free`.
 ///
 /// Any window is accepted, 0 included (every count is then `FL_CONTEXT_BLOCKING`). Returns
-/// `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0
-/// (`*out` is then left unchanged). Thread-safe.
+/// `FL_STATUS_INVALID_ARGUMENT` for an `autocompact_percent` outside (0, 100] other than 0, and
+/// for an `autocompact_buffer` smaller than the `blocking_buffer` (defaults included: the
+/// auto-compact point would lie above the blocking point, so the state would never be
+/// `FL_CONTEXT_AUTO_COMPACT`; the message names both fields). `*out` is then left unchanged.
+/// Thread-safe.
 ///
 /// # Safety
 /// `options` must be NULL or point to an `fl_context_budget_options`; `out` must be valid for a
@@ -184,7 +194,8 @@ pub unsafe extern "C" fn fl_context_budget_new(
 /// max output tokens: read the limits chosen with `fl_context_budget_thresholds`.
 ///
 /// Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8, `FL_STATUS_INVALID_ARGUMENT`
-/// for a bad `autocompact_percent`. Thread-safe.
+/// for a bad `autocompact_percent` or an `autocompact_buffer` smaller than the
+/// `blocking_buffer` (as `fl_context_budget_new`). Thread-safe.
 ///
 /// # Safety
 /// `model` must be valid for reads of `model_len` bytes; `options` must be NULL or point to an

@@ -307,7 +307,13 @@ pub unsafe extern "C" fn fl_decoder_is_complete(
 /// before the message completed (the view then holds the partial message);
 /// `FL_STATUS_PROVIDER_ERROR` / `FL_STATUS_PROTOCOL_ERROR` as for `fl_decoder_feed` (the view then
 /// holds the message as it stood). On these statuses the view is written too. Bytes after the
-/// last complete SSE event are discarded. A second call is `FL_STATUS_INVALID_STATE`.
+/// last complete SSE event are discarded.
+///
+/// May be called again: it answers the same (the same status, view, `fl_decoder_error_code`
+/// and last error message), as Python's and Node's `finish()` do; only a feed after it is
+/// refused (`FL_STATUS_INVALID_STATE`), since only a feed could change the answer. The events
+/// still pending when the input ends are all decoded (and queued) by the first call, which
+/// answers with the first of their failures.
 ///
 /// # Safety
 /// `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid
@@ -323,18 +329,12 @@ pub unsafe extern "C" fn fl_decoder_finish(
         let decoder = unsafe { text::handle_mut(decoder, "decoder") }?;
         let json = Out::new(json, "json")?;
         let json_len = Out::new(json_len, "json_len")?;
-        if decoder.finished {
-            decoder.error_code = Some(error_code(&DecodeError::Finished));
-            return Err(FfiError::state("the decoder was already finished"));
-        }
         decoder.finished = true;
         // The SSE events still pending (those behind an event that failed in
-        // `fl_decoder_feed`) are decoded here, with their typed events queued:
-        // `finish_json` would decode them too, but without handing out their events.
+        // `fl_decoder_feed`) are decoded by the first call, with their typed events queued; a
+        // later call queues nothing and answers the same (the core's rule).
         let mut scratch = std::mem::take(&mut decoder.scratch);
-        let pending = decoder.decoder.feed_borrowed_into(&[], &mut scratch);
-        let result = pending.and_then(|()| decoder.decoder.finish_json());
-        decoder.decoder.decoder_mut().drain_events(&mut scratch);
+        let result = decoder.decoder.finish_json_into(&mut scratch);
         decoder.scratch = scratch;
         decoder.queue_scratch();
         decoder.error_code = result.as_ref().err().map(error_code);
@@ -492,6 +492,12 @@ mod tests {
                 fl_status::FL_STATUS_OK
             );
             assert_eq!(view(json, len)["content"][0]["text"], "Hi");
+            assert_eq!(
+                fl_decoder_finish(decoder, &mut json, &mut len),
+                fl_status::FL_STATUS_TRUNCATED
+            );
+            assert_eq!(view(json, len)["content"][0]["text"], "Hi");
+            // A second finish answers the same.
             assert_eq!(
                 fl_decoder_finish(decoder, &mut json, &mut len),
                 fl_status::FL_STATUS_TRUNCATED

@@ -373,6 +373,11 @@ pub unsafe extern "C" fn fl_turn_next_event(
 /// `fl_turn_cancel` or its token); in both cases the results are written.
 /// `FL_STATUS_INVALID_STATE` until `fl_turn_next_event` has reported `FL_TURN_EVENT_END`.
 ///
+/// Unlike Python's and Node's `results()`, which seal the turn and wait, this neither seals nor
+/// waits (a C host drives the turn itself): seal with `fl_turn_seal`, then call
+/// `fl_turn_next_event` until `FL_TURN_EVENT_END`. The results are the same: one per submitted
+/// call, the budget applied.
+///
 /// Thread-safe.
 ///
 /// # Safety

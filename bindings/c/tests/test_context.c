@@ -313,6 +313,52 @@ static void check_budget_arguments(void) {
     fl_context_budget_free(NULL);
 }
 
+/* An auto-compact buffer smaller than the blocking buffer puts the auto-compact point above the
+ * blocking point: the state went from WARNING straight to BLOCKING. It was accepted; it is
+ * FL_STATUS_INVALID_ARGUMENT naming both fields, as Python's ValueError and Node's
+ * InvalidArgumentError. */
+static void check_budget_refuses_blocking_before_compacting(void) {
+    fl_context_budget *budget = NULL;
+    fl_context_budget_options options = fl_context_budget_options_default();
+    options.autocompact_buffer = 1000;
+    options.blocking_buffer = 3000;
+    CHECK_STATUS(fl_context_budget_new(200000, 32000, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "autocompact_buffer (1000)") != NULL);
+    CHECK(strstr(last_error(), "blocking_buffer (3000)") != NULL);
+    CHECK(budget == NULL);
+    /* Against the default blocking buffer (3,000 for this window). */
+    options = fl_context_budget_options_default();
+    options.autocompact_buffer = 0;
+    CHECK_STATUS(fl_context_budget_new(200000, 32000, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    /* A percentage only lowers the auto-compact point: it does not excuse the buffers. */
+    options.autocompact_percent = 50;
+    CHECK_STATUS(fl_context_budget_new(200000, 32000, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    options = fl_context_budget_options_default();
+    options.blocking_buffer = 20000;
+    CHECK_STATUS(fl_context_budget_new_for_model("claude-sonnet-4-20250514", 24, &options, &budget),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(budget == NULL);
+    /* Equal buffers are one point, where the more urgent state wins. */
+    options = fl_context_budget_options_default();
+    options.autocompact_buffer = 3000;
+    options.blocking_buffer = 3000;
+    budget = budget_new(200000, 32000, &options);
+    fl_context_thresholds t = thresholds_of(budget);
+    CHECK(t.autocompact == 177000 && t.blocking == 177000);
+    fl_context_budget_free(budget);
+    /* A window smaller than the buffers is accepted: every threshold is 0, every count blocks. */
+    options.autocompact_buffer = 5000;
+    options.blocking_buffer = 4000;
+    budget = budget_new(1000, 100, &options);
+    t = thresholds_of(budget);
+    CHECK(t.autocompact == 0 && t.blocking == 0);
+    CHECK(state_of(budget, 0) == FL_CONTEXT_BLOCKING);
+    fl_context_budget_free(budget);
+}
+
 static fl_token_count count_of(const fl_context_tracker *tracker) {
     fl_token_count count = {UINT64_MAX, (fl_count_method)99};
     CHECK_OK(fl_context_tracker_tokens(tracker, &count));
@@ -628,6 +674,7 @@ int main(void) {
     check_budget_overrides();
     check_budget_models();
     check_budget_arguments();
+    check_budget_refuses_blocking_before_compacting();
     check_budget_shared_between_threads();
     check_tracker_anchoring();
     check_tracker_matches_the_request_estimate();

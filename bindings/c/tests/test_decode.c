@@ -215,7 +215,14 @@ static void check_failures(const char *root) {
         CHECK_STATUS(fl_decoder_finish(decoder, &json, &json_len), FL_STATUS_TRUNCATED);
         CHECK(json != NULL && strncmp(json, "{\"id\":", 6) == 0 && strlen(json) == json_len);
         CHECK(strstr(last_error(), "truncated") != NULL);
-        CHECK_STATUS(fl_decoder_finish(decoder, &json, &json_len), FL_STATUS_INVALID_STATE);
+        /* A second finish answers the same (as in Python and Node): it was
+         * FL_STATUS_INVALID_STATE with no view. */
+        char *first = strdup(json);
+        json = NULL;
+        CHECK_STATUS(fl_decoder_finish(decoder, &json, &json_len), FL_STATUS_TRUNCATED);
+        CHECK(json != NULL && first != NULL && strcmp(json, first) == 0);
+        CHECK(strstr(last_error(), "truncated") != NULL);
+        free(first);
         CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)"x", 1), FL_STATUS_INVALID_STATE);
         fl_decoder_free(decoder);
         free(input);
@@ -255,6 +262,11 @@ static void check_error_codes(void) {
          "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\","
          "\"message\":\"Internal\"}}\n\n",
          "server"},
+        /* LM Studio's overflow names no class; its message does (tests/decode/error_events.json). */
+        {"openai-chat",
+         "data: {\"error\":\"Trying to keep the first 5120 tokens when context the overflows. "
+         "However, the model is loaded with context length of only 4096 tokens.\"}\n\n",
+         "prompt_too_long"},
         {"openai-chat", "data: {not json\n\n", "protocol"},
     };
     const char *code = "unset";
@@ -290,6 +302,60 @@ static void check_error_codes(void) {
     CHECK(code != NULL && strcmp(code, "invalid_state") == 0);
     fl_decoder_free(decoder);
     CHECK_STATUS(fl_decoder_error_code(NULL, &code), FL_STATUS_NULL_ARGUMENT);
+}
+
+/* finish() called again answers the same, the same message or the same error with the same
+ * code, as in Python and Node. Two events that are not JSON, then a message_stop: the core's
+ * second finish used to decode what the first failure left queued and answer differently. */
+static void check_finish_twice(void) {
+    static const char two_bad[] =
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\","
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],"
+        "\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+        "event: content_block_delta\ndata: {first\n\n"
+        "event: content_block_delta\ndata: {second\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    const char *json = NULL;
+    const char *code = NULL;
+    size_t len = 0;
+    fl_decoder *decoder = NULL;
+    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    CHECK_STATUS(fl_decoder_feed(decoder, (const uint8_t *)two_bad, sizeof two_bad - 1),
+                 FL_STATUS_PROTOCOL_ERROR);
+    char *message = NULL;
+    char *error = NULL;
+    for (int i = 0; i < 3; i++) {
+        CHECK_STATUS(fl_decoder_finish(decoder, &json, &len), FL_STATUS_PROTOCOL_ERROR);
+        CHECK_OK(fl_decoder_error_code(decoder, &code));
+        CHECK(code != NULL && strcmp(code, "protocol") == 0);
+        if (i == 0) {
+            message = strdup(json);
+            error = strdup(last_error());
+        } else {
+            CHECK(message != NULL && strcmp(json, message) == 0);
+            CHECK(error != NULL && strcmp(last_error(), error) == 0);
+        }
+    }
+    free(message);
+    free(error);
+    fl_decoder_free(decoder);
+
+    /* A complete stream: the same final message each time. */
+    static const char whole[] =
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\","
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"x\",\"content\":[],"
+        "\"stop_reason\":null,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)whole, sizeof whole - 1));
+    CHECK_OK(fl_decoder_finish(decoder, &json, &len));
+    message = strdup(json);
+    CHECK_OK(fl_decoder_finish(decoder, &json, &len));
+    CHECK(message != NULL && strcmp(json, message) == 0 && strlen(json) == len);
+    CHECK_OK(fl_decoder_error_code(decoder, &code));
+    CHECK(code == NULL);
+    free(message);
+    fl_decoder_free(decoder);
 }
 
 static void check_arguments(void) {
@@ -431,5 +497,6 @@ int main(int argc, char **argv) {
     check_arguments();
     check_sealing_events_without_recording();
     check_events_after_a_failing_event();
+    check_finish_twice();
     return check_summary("test_decode");
 }

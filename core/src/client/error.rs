@@ -6,6 +6,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use super::watchdog::TimeoutKind;
+use crate::decode::{ProviderErrorKind, prompt_too_long};
 
 /// What the provider said about a failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -278,7 +279,9 @@ pub(crate) fn request_id(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Picks the class from the status, refined by the provider's error type, code and message.
+/// Picks the class from the provider's error type, code and message (the decoder's rule,
+/// [`ProviderErrorKind::classify`], so that a payload is the same class here as in a binding's
+/// decoder), and from the status when the payload names no class the status overrides.
 fn classify(
     details: ErrorDetails,
     code: Option<&str>,
@@ -286,48 +289,41 @@ fn classify(
     retry_after: Option<Duration>,
 ) -> ClientError {
     let error_type = details.error_type.as_deref().unwrap_or("");
-    let reason = code.unwrap_or(error_type);
-    if let Some((tokens, limit)) = prompt_too_long(&details.message, reason) {
+    let names = [error_type, code.unwrap_or("")];
+    let kind = ProviderErrorKind::classify(&names, &details.message);
+    if kind == ProviderErrorKind::PromptTooLong {
+        let (tokens, limit) = prompt_too_long(&names, &details.message).unwrap_or_default();
         return ClientError::PromptTooLong {
             details,
             tokens: tokens.or(prompt_tokens),
             limit: limit.or(context),
         };
     }
-    // OpenAI's billing 429 names itself in `type`, in `code`, or in both.
-    if reason == "insufficient_quota" || error_type == "insufficient_quota" {
-        return ClientError::QuotaExceeded(details);
-    }
-    // A Responses `response.failed` error names its class in `code` alone.
-    let kind = if error_type.is_empty() {
-        reason
-    } else {
-        error_type
-    };
     match (details.status, kind) {
+        // OpenAI's billing 429 names itself in `type`, in `code`, or in both.
+        (_, ProviderErrorKind::QuotaExceeded) => ClientError::QuotaExceeded(details),
         // OpenAI's "Selected model is at capacity" (`code: server_is_overloaded`, a 503 or a
         // `response.failed`) is Anthropic's `overloaded_error`.
-        (_, "overloaded_error") | (Some(529), _) => ClientError::Overloaded(details),
-        _ if reason == "server_is_overloaded" => ClientError::Overloaded(details),
+        (_, ProviderErrorKind::Overloaded) | (Some(529), _) => ClientError::Overloaded(details),
         // A Chat Completions rate limit names its class in `code`; its `type` is the limit's
         // unit ("tokens", "requests"), which names none.
-        (_, "rate_limit_error" | "rate_limit_exceeded") | (Some(429), _) => {
-            ClientError::RateLimited {
-                details,
-                retry_after,
-            }
-        }
-        _ if reason == "rate_limit_exceeded" => ClientError::RateLimited {
+        (_, ProviderErrorKind::RateLimited) | (Some(429), _) => ClientError::RateLimited {
             details,
             retry_after,
         },
-        (Some(401), _) | (None, "authentication_error") => ClientError::Authentication(details),
-        (Some(403), _) | (None, "permission_error") => ClientError::Permission(details),
-        (Some(404), _) | (None, "not_found_error") => ClientError::NotFound(details),
-        (Some(408 | 500..=599), _) | (None, "api_error" | "server_error") => {
+        (Some(401), _) | (None, ProviderErrorKind::Authentication) => {
+            ClientError::Authentication(details)
+        }
+        (Some(403), _) | (None, ProviderErrorKind::Permission) => ClientError::Permission(details),
+        (Some(404), _) | (None, ProviderErrorKind::NotFound) => ClientError::NotFound(details),
+        (Some(408 | 500..=599), _) | (None, ProviderErrorKind::Server) => {
             ClientError::Server(details)
         }
-        (Some(_), _) | (None, "invalid_request_error") => ClientError::InvalidRequest(details),
+        (Some(_), _) | (None, ProviderErrorKind::InvalidRequest) => {
+            ClientError::InvalidRequest(details)
+        }
+        // No class named and no status: the client has no class of its own for it (the
+        // decoder's `provider_error`); a server failure, as a 5xx would be.
         (None, _) => ClientError::Server(details),
     }
 }
@@ -387,87 +383,11 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
     }
 }
 
-/// `Some((tokens, limit))` when the message says the prompt is too long. Understands
-/// Anthropic's "prompt is too long: 201234 tokens > 200000 maximum", OpenAI's (and vLLM's)
-/// "maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens"
-/// and Mistral's "Prompt contains 40000 tokens and 0 draft tokens, too large for model with
-/// 32768 maximum context length"; llama.cpp's server's "the request exceeds the available
-/// context size" (`exceed_context_size_error`; the sizes are fields of its error object) and
-/// LM Studio's "Trying to keep the first 5120 tokens when context the overflows. However, the
-/// model is loaded with context length of only 4096 tokens".
-fn prompt_too_long(message: &str, reason: &str) -> Option<(Option<u64>, Option<u64>)> {
-    // ASCII lowering keeps byte offsets, so positions found in `lower` index `message`.
-    let lower = message.to_ascii_lowercase();
-    if let Some(at) = lower.find("prompt is too long") {
-        let numbers = numbers(&message[at..]);
-        return Some((numbers.first().copied(), numbers.get(1).copied()));
-    }
-    if reason == "exceed_context_size_error" || lower.contains("exceeds the available context size")
-    {
-        return Some((None, None));
-    }
-    if let Some(at) = lower.find("loaded with context length of only") {
-        let tokens = lower
-            .find("keep the first")
-            .and_then(|first| numbers(&message[first..at]).first().copied());
-        return Some((tokens, numbers(&message[at..]).first().copied()));
-    }
-    if reason == "context_length_exceeded" || lower.contains("maximum context length") {
-        const PHRASE: &str = "maximum context length";
-        // The limit follows "maximum context length is", or comes right before the phrase.
-        let limit = match lower.find("maximum context length is") {
-            Some(at) => numbers(&message[at..]).first().copied(),
-            None => lower.find(PHRASE).and_then(|at| {
-                let before = message[..at].trim_end();
-                let word = before
-                    .rsplit(char::is_whitespace)
-                    .next()
-                    .unwrap_or_default();
-                numbers(word).last().copied()
-            }),
-        };
-        // The request's size is the largest other number (a breakdown follows it).
-        let tokens = numbers(message)
-            .into_iter()
-            .filter(|number| Some(*number) != limit)
-            .max();
-        return Some((tokens, limit));
-    }
-    None
-}
-
-/// The unsigned integers in `text`, in order (commas inside a number are skipped).
-fn numbers(text: &str) -> Vec<u64> {
-    let mut found = Vec::new();
-    let mut current: Option<u64> = None;
-    let bytes = text.as_bytes();
-    for (index, byte) in bytes.iter().enumerate() {
-        match byte {
-            b'0'..=b'9' => {
-                let digit = u64::from(byte - b'0');
-                current = Some(
-                    current
-                        .unwrap_or(0)
-                        .saturating_mul(10)
-                        .saturating_add(digit),
-                );
-            }
-            b',' if current.is_some() && bytes.get(index + 1).is_some_and(u8::is_ascii_digit) => {}
-            _ => {
-                if let Some(number) = current.take() {
-                    found.push(number);
-                }
-            }
-        }
-    }
-    found.extend(current);
-    found
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::decode::classify::numbers;
     use http::HeaderValue;
 
     fn anthropic_body(kind: &str, message: &str) -> Vec<u8> {
@@ -726,6 +646,52 @@ mod tests {
         assert_eq!(error.root().code(), "overloaded");
         assert_eq!(error.status(), Some(529));
         assert_eq!(error.request_id(), Some("req"));
+    }
+
+    /// An error event of the shared table (`tests/decode/error_events.json`, what every
+    /// binding's decoder answers) gets the same class from the client, inside a stream and, for
+    /// an overflowing prompt, as an HTTP error body. The client used to keep its own rules:
+    /// `request_too_large` in a stream was a server failure (the decoder: an invalid request),
+    /// and LM Studio's overflow a prompt too long only for the client.
+    #[test]
+    fn the_shared_error_events_get_the_decoder_s_class() {
+        let table: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/decode/error_events.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 15);
+        for case in cases {
+            let name = case["name"].as_str().unwrap();
+            let provider =
+                crate::decode::Provider::from_name(case["provider"].as_str().unwrap()).unwrap();
+            let mut decoder = crate::decode::StreamDecoder::for_provider(provider);
+            let stream = case["stream"].as_str().unwrap().to_owned();
+            let Err(crate::decode::DecodeError::Provider { raw, .. }) =
+                decoder.feed(bytes::Bytes::from(stream))
+            else {
+                panic!("{name}: no provider error");
+            };
+            // The client has no class for an error nobody names: a server failure.
+            let expected = match case["code"].as_str().unwrap() {
+                "provider_error" => "server",
+                code => code,
+            };
+            let in_stream = ClientError::from_stream_error(&raw.to_string(), None);
+            assert_eq!(in_stream.code(), expected, "{name}: {in_stream:?}");
+            if expected == "prompt_too_long" {
+                let body = raw.to_string();
+                let http =
+                    ClientError::from_response(400, &HeaderMap::new(), body.as_bytes(), None);
+                assert_eq!(http.code(), expected, "{name}: {http:?}");
+            }
+        }
+        let lm_studio = serde_json::json!({"error": "Trying to keep the first 5120 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens, which is not enough."});
+        let decoded = crate::decode::DecodeError::provider(lm_studio.clone());
+        assert_eq!(
+            decoded.provider_kind(),
+            Some(crate::decode::ProviderErrorKind::PromptTooLong)
+        );
+        let in_stream = ClientError::from_stream_error(&lm_studio.to_string(), None);
+        assert_eq!(in_stream.code(), "prompt_too_long");
     }
 
     #[test]

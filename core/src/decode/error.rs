@@ -43,6 +43,34 @@ pub enum DecodeError {
     },
 }
 
+/// A full copy, for an answer given again (a second `finish()` answers as the first did). The
+/// JSON parser's error cannot be cloned; its copy carries the same text.
+impl Clone for DecodeError {
+    fn clone(&self) -> Self {
+        match self {
+            Self::InvalidJson { event_type, source } => Self::InvalidJson {
+                event_type: event_type.clone(),
+                source: <serde_json::Error as serde::de::Error>::custom(source),
+            },
+            Self::Protocol(error) => Self::Protocol(error.clone()),
+            Self::Provider {
+                error_type,
+                message,
+                raw,
+            } => Self::Provider {
+                error_type: error_type.clone(),
+                message: message.clone(),
+                raw: raw.clone(),
+            },
+            Self::Finished => Self::Finished,
+            Self::Truncated { reason, partial } => Self::Truncated {
+                reason: reason.clone(),
+                partial: partial.clone(),
+            },
+        }
+    }
+}
+
 impl DecodeError {
     /// A short machine-readable code for bindings: `invalid_json`, `protocol`, `provider`,
     /// `invalid_state` (fed after `finish()`), `stream_truncated` (the code of a truncated stream everywhere: the client's, the agent
@@ -64,8 +92,9 @@ impl DecodeError {
     /// Both the error `type` and the `code` of the payload are read: OpenAI names a rate limit
     /// `type: "tokens"` / `code: "rate_limit_exceeded"`, an overflowing prompt
     /// `type: "invalid_request_error"` / `code: "context_length_exceeded"`, and a model at
-    /// capacity `code: "server_is_overloaded"`. The classes and their codes are the client's
-    /// (`ClientError::code`, feature `client`) for an error event inside a stream.
+    /// capacity `code: "server_is_overloaded"`. The rule is [`ProviderErrorKind::classify`],
+    /// which the client (`ClientError`, feature `client`) applies to the same payload, inside a
+    /// stream or as an HTTP error body; the classes' codes are the client's.
     pub fn provider_kind(&self) -> Option<ProviderErrorKind> {
         let Self::Provider {
             error_type,
@@ -77,34 +106,8 @@ impl DecodeError {
         };
         let inner = raw.get("error").filter(|e| e.is_object()).unwrap_or(raw);
         let code = inner.get("code").and_then(Value::as_str).unwrap_or("");
-        let names = [error_type.as_str(), code];
-        let named = |candidates: &[&str]| names.iter().any(|name| candidates.contains(name));
-        let lowered = message.to_ascii_lowercase();
-        let kind = if named(&["context_length_exceeded", "exceed_context_size_error"])
-            || lowered.contains("prompt is too long")
-            || lowered.contains("maximum context length")
-            || lowered.contains("exceeds the available context size")
-        {
-            ProviderErrorKind::PromptTooLong
-        } else if named(&["insufficient_quota"]) {
-            ProviderErrorKind::QuotaExceeded
-        } else if named(&["overloaded_error", "server_is_overloaded"]) {
-            ProviderErrorKind::Overloaded
-        } else if named(&["rate_limit_error", "rate_limit_exceeded"]) {
-            ProviderErrorKind::RateLimited
-        } else if named(&["authentication_error", "invalid_api_key"]) {
-            ProviderErrorKind::Authentication
-        } else if named(&["permission_error"]) {
-            ProviderErrorKind::Permission
-        } else if named(&["not_found_error"]) {
-            ProviderErrorKind::NotFound
-        } else if named(&["invalid_request_error", "request_too_large"]) {
-            ProviderErrorKind::InvalidRequest
-        } else if named(&["api_error", "server_error"]) {
-            ProviderErrorKind::Server
-        } else {
-            ProviderErrorKind::Other
-        };
+        // The client's rule too (an HTTP error body, an error event it reads itself).
+        let kind = ProviderErrorKind::classify(&[error_type.as_str(), code], message);
         Some(kind)
     }
 

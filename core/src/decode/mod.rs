@@ -17,6 +17,7 @@
 //! [`partial_json::PartialJson`], computed incrementally.
 
 mod anthropic;
+pub(crate) mod classify;
 mod error;
 mod events;
 mod json_str;
@@ -26,6 +27,7 @@ pub mod partial_json;
 mod stream;
 
 pub use anthropic::AnthropicDecoder;
+pub use classify::{PromptSizes, prompt_too_long};
 pub use error::{DecodeError, ProtocolError, ProviderErrorKind};
 pub use events::{DecodeEvent, SealedCallRef};
 pub use openai_chat::OpenAiChatDecoder;

@@ -16,6 +16,9 @@ pub struct StreamDecoder<D = AnyDecoder> {
     decoder: D,
     /// Set by `finish`: the input has ended, and a later feed is [`DecodeError::Finished`].
     finished: bool,
+    /// The first failure among the events the first `finish` decoded (those still queued when
+    /// the input ended): every `finish` answers with it, so that a second call answers the same.
+    end_failure: Option<DecodeError>,
 }
 
 impl StreamDecoder<AnyDecoder> {
@@ -37,6 +40,7 @@ impl<D: EventDecoder> StreamDecoder<D> {
             sse,
             decoder,
             finished: false,
+            end_failure: None,
         }
     }
 
@@ -117,29 +121,56 @@ impl<D: EventDecoder> StreamDecoder<D> {
     }
 
     /// Ends the input: the final message, the provider's error, or [`DecodeError::Truncated`]
-    /// with the partial message. Bytes after the last complete SSE event are discarded. A
-    /// second call answers the same again; a feed after it is [`DecodeError::Finished`].
+    /// with the partial message. Bytes after the last complete SSE event are discarded.
+    ///
+    /// The rule of every binding: `finish` may be called again and answers the same (the same
+    /// message, or a copy of the same error); only a feed after it is refused
+    /// ([`DecodeError::Finished`]), since only a feed could change the answer. The events still
+    /// queued when the input ends (behind an event that failed in a feed) are all decoded by
+    /// the first call, which answers with the first of their failures.
     pub fn finish(&mut self) -> Result<Value, DecodeError> {
-        self.end_input()?;
+        self.end_input(&mut Vec::new())?;
         self.decoder.finish()
     }
 
     /// [`finish`](Self::finish) with the final message as JSON text (see
     /// [`EventDecoder::finish_json`]).
     pub fn finish_json(&mut self) -> Result<String, DecodeError> {
-        self.end_input()?;
+        self.end_input(&mut Vec::new())?;
         self.decoder.finish_json()
     }
 
-    /// Decodes the events still queued and ends the SSE input.
-    fn end_input(&mut self) -> Result<(), DecodeError> {
-        self.finished = true;
-        let mut ignored = Vec::new();
-        self.drain(&mut ignored)?;
-        if self.sse.finish() {
-            tracing::debug!("unterminated SSE event discarded at end of input");
+    /// [`finish_json`](Self::finish_json) that also appends to `out` the typed events of what
+    /// the end of the input decodes (the events still queued, and the tool calls the end
+    /// seals): for a binding that hands out every event (C's `fl_decoder_next_event`). A
+    /// second call appends nothing and answers the same.
+    pub fn finish_json_into(&mut self, out: &mut Vec<DecodeEvent>) -> Result<String, DecodeError> {
+        let ended = self.end_input(out);
+        let result = ended.and_then(|()| self.decoder.finish_json());
+        self.decoder.drain_events(out);
+        result
+    }
+
+    /// Decodes the events still queued and ends the SSE input, the first time; answers with
+    /// the first failure of those events every time.
+    fn end_input(&mut self, out: &mut Vec<DecodeEvent>) -> Result<(), DecodeError> {
+        if !self.finished {
+            self.finished = true;
+            // Every queued event is decoded now, and only now: a later call sees the same
+            // decoder, so it answers the same.
+            while let Some(item) = self.sse.next_item() {
+                if let Err(error) = decode_item(&mut self.decoder, item, out) {
+                    self.end_failure.get_or_insert(error);
+                }
+            }
+            if self.sse.finish() {
+                tracing::debug!("unterminated SSE event discarded at end of input");
+            }
         }
-        Ok(())
+        match &self.end_failure {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
     }
 
     /// The provider decoder (for its typed accessors).
@@ -206,5 +237,44 @@ mod tests {
         );
         assert_eq!(decoder.message(), message);
         assert_eq!(DecodeError::Finished.code(), "invalid_state");
+    }
+
+    /// `finish()` called again answers the same: the same error, not what decoding the events
+    /// queued behind the first failure gives (the first call failed on the second bad event,
+    /// the second call went on to the `message_stop` and returned a message).
+    #[test]
+    fn finish_called_again_answers_the_same_after_failing_events() {
+        let start = STREAM.split("event: message_delta").next().unwrap();
+        let input = format!(
+            "{start}event: content_block_delta\ndata: {{first\n\n\
+             event: content_block_delta\ndata: {{second\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        );
+        for borrowed in [false, true] {
+            let mut decoder = StreamDecoder::for_provider(Provider::Anthropic);
+            let mut events = Vec::new();
+            let fed = if borrowed {
+                decoder.feed_borrowed_into(input.as_bytes(), &mut events)
+            } else {
+                decoder.feed_into(Bytes::from(input.clone()), &mut events)
+            };
+            assert!(
+                matches!(fed, Err(DecodeError::InvalidJson { .. })),
+                "{fed:?}"
+            );
+            let answers: Vec<String> = (0..3)
+                .map(|_| match decoder.finish() {
+                    Ok(message) => format!("message {message}"),
+                    Err(error) => format!("{}: {error}", error.code()),
+                })
+                .collect();
+            assert!(answers[0].starts_with("invalid_json"), "{answers:?}");
+            assert_eq!(answers[0], answers[1], "borrowed: {borrowed}");
+            assert_eq!(answers[1], answers[2], "borrowed: {borrowed}");
+            assert_eq!(
+                decoder.finish_json().map_err(|error| error.to_string()),
+                Err(answers[0].trim_start_matches("invalid_json: ").to_owned())
+            );
+        }
     }
 }

@@ -10,6 +10,22 @@
 #[error("the auto-compact percentage must be in (0, 100], got {0}")]
 pub struct InvalidAutocompactPercent(pub f64);
 
+/// A budget that would block before it compacts ([`ContextBudget::validate`]): its auto-compact
+/// buffer is smaller than its blocking buffer, so its auto-compact point lies above its blocking
+/// point and the state would go from [`BudgetState::Warning`] straight to
+/// [`BudgetState::Blocking`], never reporting [`BudgetState::AutoCompact`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "autocompact_buffer ({autocompact_buffer}) is smaller than blocking_buffer \
+     ({blocking_buffer}): the context would block before it compacts"
+)]
+pub struct CompactsAfterBlocking {
+    /// The auto-compact buffer (tokens below the effective window).
+    pub autocompact_buffer: u64,
+    /// The blocking buffer (tokens below the effective window).
+    pub blocking_buffer: u64,
+}
+
 /// A model's context window and output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ModelLimits {
@@ -290,6 +306,26 @@ impl ContextBudget {
         Ok(self)
     }
 
+    /// Checks that the budget compacts before it blocks: its auto-compact buffer must be at
+    /// least its blocking buffer (equal buffers are one point, where the more urgent state,
+    /// blocking, wins). Every binding's constructor refuses a budget that fails this, after
+    /// applying its overrides (Python's `ValueError`, Node's `InvalidArgumentError`, C's
+    /// `FL_STATUS_INVALID_ARGUMENT`).
+    ///
+    /// The defaults always pass, also when [`new`](Self::new) scales them for a small window.
+    /// A percentage override only lowers the auto-compact point, so it cannot break the order,
+    /// and it does not excuse buffers that do: it is checked on the buffers alone. A window
+    /// smaller than the buffers passes: every threshold is then 0 and every count blocking.
+    pub fn validate(&self) -> Result<(), CompactsAfterBlocking> {
+        if self.autocompact_buffer < self.blocking_buffer {
+            return Err(CompactsAfterBlocking {
+                autocompact_buffer: self.autocompact_buffer,
+                blocking_buffer: self.blocking_buffer,
+            });
+        }
+        Ok(())
+    }
+
     /// The window minus the reserved output.
     pub fn effective_window(&self) -> u64 {
         self.window
@@ -381,6 +417,40 @@ mod tests {
             ContextBudget::new(200_000, 8_192).effective_window(),
             191_808
         );
+    }
+
+    /// A budget whose auto-compact point lies above its blocking point is refused, naming both
+    /// buffers; the defaults (scaled or not) always compact first.
+    #[test]
+    fn a_budget_that_would_block_before_it_compacts_is_refused() {
+        let mut b = ContextBudget::new(200_000, 32_000);
+        b.autocompact_buffer = 1_000;
+        let error = b.validate().unwrap_err();
+        assert_eq!(
+            (error.autocompact_buffer, error.blocking_buffer),
+            (1_000, 3_000)
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("autocompact_buffer (1000)") && text.contains("blocking_buffer (3000)"),
+            "{text}"
+        );
+        // Without the check it went from warning to blocking, never auto-compact.
+        assert_eq!(b.state(b.blocking_threshold()), BudgetState::Blocking);
+        assert!(b.autocompact_threshold() > b.blocking_threshold());
+        // A percentage does not excuse the buffers.
+        let b = b.with_autocompact_percent(50.0).unwrap();
+        assert!(b.validate().is_err());
+        let mut equal = ContextBudget::new(200_000, 32_000);
+        equal.autocompact_buffer = 3_000;
+        assert_eq!(equal.validate(), Ok(()));
+        for window in [0, 1, 1_000, 8_192, 16_385, 100_000, 200_000, 1_000_000] {
+            for max_output in [0, 4_096, 32_000, 128_000] {
+                let b = ContextBudget::new(window, max_output);
+                assert_eq!(b.validate(), Ok(()), "{window} {max_output}");
+                assert!(b.autocompact_threshold() <= b.blocking_threshold());
+            }
+        }
     }
 
     #[test]

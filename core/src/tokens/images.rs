@@ -229,6 +229,20 @@ pub(crate) fn decode(base64: &str) -> Vec<u8> {
     decode_base64(base64.as_bytes())
 }
 
+/// How many bytes `base64` decodes to (as [`decode`] reads it: whitespace skipped, up to the
+/// padding or any other byte), without decoding it.
+pub(crate) fn decoded_len(base64: &str) -> u64 {
+    let mut digits = 0u64;
+    for &c in base64.as_bytes() {
+        if base64_value(c).is_some() {
+            digits += 1;
+        } else if !c.is_ascii_whitespace() {
+            break;
+        }
+    }
+    digits * 6 / 8
+}
+
 /// Counts the visible page objects of a decoded PDF (see [`pdf_page_count`]).
 pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
     let finder = memchr::memmem::Finder::new(b"/Type");

@@ -4,7 +4,8 @@
 //!   model per tokenizer [`Family`] (linear per text kind, the kinds gated by count ratios) whose
 //!   coefficients are fitted offline against exact tokenizers by `tools/fit-tokens`.
 //! - [`estimate_request`] / [`estimate_request_body`]: per-block rules for provider requests
-//!   (text, thinking, tool use and results, images from dimensions, documents, overheads).
+//!   (text, thinking, tool use and results, images from dimensions, audio from its duration,
+//!   documents, overheads).
 //! - [`TextEstimator`]: the same estimate for a text fed in pieces, in memory bounded by its
 //!   longest line.
 //! - [`ContextTracker`]: usage anchoring with an online correction factor.
@@ -12,6 +13,7 @@
 //! - `count_exact` and `ExactCounter` (feature `exact`): exact counts for `o200k` and `cl100k`,
 //!   of a whole text or of one fed in pieces.
 
+pub mod audio;
 pub mod budget;
 pub mod classes;
 mod coefficients;
@@ -24,7 +26,10 @@ pub mod request;
 pub mod stream;
 pub mod tracker;
 
-pub use budget::{BudgetState, ContextBudget, InvalidAutocompactPercent, ModelLimits, ModelTable};
+pub use budget::{
+    BudgetState, CompactsAfterBlocking, ContextBudget, InvalidAutocompactPercent, ModelLimits,
+    ModelTable,
+};
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
 pub use exact::{ExactCounter, NoExactTokenizer, count_exact, has_exact};

@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use super::images;
 use super::model::{Family, estimate_text};
+use super::{audio, images};
 
 /// Fixed per-request, per-message and per-block costs of a family's chat format.
 ///
@@ -465,6 +465,8 @@ fn estimate_block_c(block: &Value, c: &TextCounter<'_>) -> u64 {
         "image" | "image_url" | "input_image" => {
             images::estimate_image(block, c.family()) + overhead
         }
+        // From the clip's duration, never its base64 length (see `audio`).
+        "input_audio" => audio::estimate_audio(block) + overhead,
         "document" => estimate_document_c(block, c) + overhead,
         "file" | "input_file" => estimate_file_c(block, c) + overhead,
         _ => estimate_unknown_c(block, c),
@@ -485,7 +487,7 @@ fn estimate_unknown_c(block: &Value, c: &TextCounter<'_>) -> u64 {
     estimate_json_c(&rest, c) + media
 }
 
-/// Whether `value` is an image, document or file block: the type and the field that carries
+/// Whether `value` is an image, audio, document or file block: the type and the field that carries
 /// its data (so a JSON schema's `{"type": "image"}` is not mistaken for one).
 fn is_media_block(value: &Value) -> bool {
     let Some(kind) = value.get("type").and_then(Value::as_str) else {
@@ -498,6 +500,7 @@ fn is_media_block(value: &Value) -> bool {
         "input_image" => has("image_url") || has("file_id"),
         "file" => value.get("file").is_some_and(Value::is_object),
         "input_file" => has("file_data") || has("file_id") || has("file_url"),
+        "input_audio" => value.get("input_audio").is_some_and(Value::is_object),
         _ => false,
     }
 }
@@ -759,6 +762,23 @@ mod tests {
             estimate_block(&file, Family::O200k),
             estimate_text(&text, Family::O200k) + Overheads::of(Family::O200k).per_block
         );
+    }
+
+    /// An audio part costs its duration (a minute of 128 kbit/s MP3: 600 tokens), not its base64
+    /// length (about 1.3 MB of text: hundreds of thousands of tokens), at the top level and
+    /// nested in a block of another type.
+    #[test]
+    fn openai_audio_counts_by_duration_not_by_base64_length() {
+        let minute = crate::tokens::images::encode_base64(&vec![0x5Au8; 960_000]);
+        let audio =
+            json!({"type": "input_audio", "input_audio": {"data": minute, "format": "mp3"}});
+        let overhead = Overheads::of(Family::O200k).per_block;
+        assert_eq!(estimate_block(&audio, Family::O200k), 600 + overhead);
+        let message =
+            json!({"role": "user", "content": [{"type": "text", "text": "transcribe"}, audio]});
+        assert!(estimate_message(&message, Family::O200k) < 1_000);
+        let nested = json!({"type": "a_future_block", "parts": [audio]});
+        assert!(estimate_block(&nested, Family::O200k) < 1_000);
     }
 
     #[test]
