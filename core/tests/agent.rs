@@ -2196,10 +2196,16 @@ async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
     let thinking = |t: &str, signature: &str| json!({"type": "thinking", "thinking": t, "signature": signature});
     let (model, requests) = ScriptedModel::new(move |n, request| {
         match n {
-            // Cut while thinking: the block never got its signature.
+            // Cut while thinking again after some text: that block never got its signature.
+            // (A response holding nothing else is not continued: the same request would go
+            // out again.)
             0 => reply(
                 request,
-                vec![thinking("Let me think about", "")],
+                vec![
+                    thinking("First.", "sig-0"),
+                    text("Partly"),
+                    thinking("Let me think about", ""),
+                ],
                 "max_tokens",
             ),
             // Cut in the text after a finished (signed) thought.
@@ -3635,4 +3641,74 @@ async fn a_raised_limit_shrinks_to_the_window_left_as_continuations_grow_the_inp
             .to_string()
             .contains("Resume directly")
     );
+}
+
+/// A response cut inside a call with nothing before it, at the raised limit too: the one
+/// continuation that tells the model its call was not run (the request changes) is made, but
+/// when that is cut the same way nothing of it can be kept and nothing new can be said, so the
+/// same request would go out again, a whole generation at the raised limit each time, until
+/// the continuations ran out (5 calls before, 4 of them at 64,000). The run stops instead, with
+/// `max_tokens` and an error naming why. Without escalation (a model the table does not know),
+/// the same after the note; a cut with no call to name (only thinking cut before its
+/// signature) is not resent at all.
+#[tokio::test]
+async fn a_continuation_that_would_resend_the_same_request_stops_the_run() {
+    let thinking_only = |request: &Value| {
+        // Thinking cut before its signature: dropped, as the API would refuse it sent back.
+        let message = scripted_message(
+            request,
+            vec![json!({"type": "thinking", "thinking": "Let me think about a very long"})],
+            "max_tokens",
+        );
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    };
+    type Script = fn(&Value) -> Result<Bytes, ModelError>;
+    let cases: [(&str, &str, Script, &[u64]); 3] = [
+        (
+            "escalated",
+            "claude-sonnet-4-5",
+            |request| cut_inside_a_write(request, vec![]),
+            &[8_192, 64_000, 64_000],
+        ),
+        (
+            "not escalated",
+            "m",
+            |request| cut_inside_a_write(request, vec![]),
+            &[8_192, 8_192],
+        ),
+        ("nothing to name", "m", thinking_only, &[8_192]),
+    ];
+    for (case, model_name, script, limits) in cases {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (model, requests) = ScriptedModel::new(move |_, request| script(request)).recorded();
+        let agent = Agent::new(
+            AgentConfig::new(model_name),
+            Arc::new(model),
+            executor(log.clone()),
+        );
+        let events = collect(&agent, "write a big file").await;
+        let (reason, error, code) = stop_code(&events);
+        assert_eq!(reason, StopReason::MaxTokens, "{case}: {events:#?}");
+        assert_eq!(code, Some("max_tokens_no_progress"), "{case}");
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains("nothing of it could be kept"),
+            "{case}: {error}"
+        );
+        let requests = requests.lock().unwrap();
+        let sent: Vec<u64> = requests
+            .iter()
+            .map(|r| r["max_tokens"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sent, limits, "{case}");
+        // No two requests of the run are the same.
+        for (i, a) in requests.iter().enumerate() {
+            for b in &requests[i + 1..] {
+                assert_ne!(a, b, "{case}: a request was sent twice");
+            }
+        }
+        assert!(log.lock().unwrap().is_empty(), "{case}: the cut call ran");
+        let (_, messages, _) = stop(&events);
+        assert!(check_tool_pairing(&messages).is_ok(), "{case}");
+    }
 }

@@ -761,6 +761,7 @@ export type AgentStopErrorCode =
   | 'server' | 'connection' | 'timeout' | 'protocol' | 'overloaded'
   | 'stream_truncated' | 'prompt_too_long' | 'invalid_history' | 'invalid_configuration'
   | 'invalid_tool_definition' | 'internal' | 'hook_failed' | 'model_error' | 'token_budget' | 'cost_budget'
+  | 'max_tokens_no_progress'
   | (string & {})
 
 /** The last event of a run. */
@@ -779,7 +780,10 @@ export interface AgentStopEvent {
    * `'overloaded'`, `'stream_truncated'`, or the loop's: `'invalid_history'` (a conversation
    * refused before any request), `'invalid_configuration'`, `'invalid_tool_definition'`,
    * `'internal'`, `'hook_failed'`, `'model_error'`; `'prompt_too_long'` for reason
-   * `prompt_too_long`, `'token_budget'` or `'cost_budget'` for reason `budget`.
+   * `prompt_too_long`, `'token_budget'` or `'cost_budget'` for reason `budget`;
+   * `'max_tokens_no_progress'` for reason `max_tokens` when a response cut with nothing of it
+   * kept would be asked for again with the same request (a `max_tokens` stop after the
+   * continuations ran out has none).
    */
   errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */

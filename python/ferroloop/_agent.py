@@ -45,7 +45,9 @@ class AgentRun(BatchedEvents):
       ``invalid_history`` (a conversation refused before any request),
       ``invalid_configuration``, ``invalid_tool_definition``, ``internal``, ``hook_failed``,
       ``model_error``; ``prompt_too_long`` for reason ``prompt_too_long``, ``token_budget`` or
-      ``cost_budget`` for reason ``budget``.
+      ``cost_budget`` for reason ``budget``; ``max_tokens_no_progress`` for reason
+      ``max_tokens`` when a response cut with nothing of it kept would be asked for again with
+      the same request (a ``max_tokens`` stop after the continuations ran out has none).
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts

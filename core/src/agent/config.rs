@@ -80,7 +80,10 @@ pub struct AgentConfig {
     /// the server refused the limit field, nor for a cut by the context window
     /// (`model_context_window_exceeded`), which a higher limit cannot help.
     pub escalated_max_tokens: Option<u64>,
-    /// How many times a `max_tokens` stop in text is continued (default 3).
+    /// How many times a `max_tokens` stop in text is continued (default 3). A cut response of
+    /// which nothing can be kept is continued only while the next request differs (the note
+    /// naming its cut calls is added once); then the run stops with `max_tokens` and the error
+    /// code `max_tokens_no_progress`.
     pub max_continuations: u32,
     /// The user message sent to continue after `max_tokens` (followed by a note naming the
     /// tools the cut response called: those calls are not run).

@@ -15,7 +15,8 @@ pub enum StopReason {
     StopSequence,
     /// The model declined to answer (`stop_reason: "refusal"`, or OpenAI's `content_filter`).
     Refusal,
-    /// The model hit `max_tokens` more often than the continuation limit allows.
+    /// The model hit `max_tokens` more often than the continuation limit allows, or a response
+    /// cut with nothing of it kept could only be asked for again with the same request.
     MaxTokens,
     /// `max_turns` model calls were made.
     MaxTurns,
@@ -209,7 +210,10 @@ pub enum AgentEvent {
         /// `invalid_configuration`, `invalid_tool_definition`, `internal` (the model panicked
         /// or its stream ended without a final item), `hook_failed` (the compaction hook
         /// panicked). For `prompt_too_long`: `prompt_too_long`; for `budget`: `token_budget`
-        /// or `cost_budget`.
+        /// or `cost_budget`; for `max_tokens`: `max_tokens_no_progress` when nothing of the
+        /// cut response could be kept and the next request would be the one just cut (a
+        /// `max_tokens` stop after [`max_continuations`](super::AgentConfig::max_continuations)
+        /// has none).
         error_code: Option<&'static str>,
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,

@@ -286,6 +286,25 @@ impl Ending {
     }
 }
 
+/// The code of a `max_tokens` stop whose continuation could make no progress: nothing of the
+/// cut response could be kept and the model was already told why, so the next request would
+/// be the one just cut.
+const MAX_TOKENS_NO_PROGRESS: &str = "max_tokens_no_progress";
+
+/// What a [`MAX_TOKENS_NO_PROGRESS`] stop says: the limit that cut the response, and the
+/// calls it cut.
+fn no_progress_error(limit: u64, cut_calls: &[String]) -> String {
+    let cut = if cut_calls.is_empty() {
+        String::new()
+    } else {
+        format!(" (it was cut inside a call to {})", cut_calls.join(", "))
+    };
+    format!(
+        "the output limit of {limit} tokens cut the response again and nothing of it could be \
+         kept{cut}: continuing would send the same request again"
+    )
+}
+
 /// How one model call ended.
 enum CallOutcome {
     /// The message completed.
@@ -868,7 +887,6 @@ impl Driver {
                     if continuations >= self.config().max_continuations {
                         return Ending::reason(StopReason::MaxTokens);
                     }
-                    continuations += 1;
                     let prompt = self.config().continuation_prompt.clone();
                     // The model is told its calls were not run: else it resumes as if they
                     // had been, or, with nothing of the response kept, the same request goes
@@ -880,9 +898,18 @@ impl Driver {
                             None => prompt,
                         };
                         self.push_message(json!({"role": "user", "content": prompt}));
-                    } else if let Some(note) = note {
-                        self.add_note_to_last_user_message(&note);
+                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note)) {
+                        // Nothing of the response was kept and the note is already there (or
+                        // there is no call to name): the next request would be the one just
+                        // cut, to be cut the same way, a whole generation each time.
+                        let limit = request["max_tokens"].as_u64().unwrap_or_default();
+                        return Ending::failed(
+                            StopReason::MaxTokens,
+                            MAX_TOKENS_NO_PROGRESS,
+                            no_progress_error(limit, &cut_calls),
+                        );
                     }
+                    continuations += 1;
                 }
                 other => {
                     self.settle(turn, &submitted, &mut results, true).await;
@@ -1102,22 +1129,24 @@ impl Driver {
     }
 
     /// Ends the last message, a user message, with `note` (once: a note already there is not
-    /// repeated), so that the next request differs from the one just answered.
-    fn add_note_to_last_user_message(&mut self, note: &str) {
+    /// repeated), so that the next request differs from the one just answered. Returns whether
+    /// the note was added (the next request differs).
+    fn add_note_to_last_user_message(&mut self, note: &str) -> bool {
         let Some(last) = self.messages.last_mut() else {
-            return;
+            return false;
         };
         if last.get("role").and_then(Value::as_str) != Some("user") {
-            return;
+            return false;
         }
         let mut blocks = content_blocks(last);
         let block = json!({"type": "text", "text": note});
         if blocks.last() == Some(&block) {
-            return;
+            return false;
         }
         blocks.push(block);
         last["content"] = Value::Array(blocks);
         self.tracker.replace_messages(&self.messages);
+        true
     }
 
     fn push_message(&mut self, message: Value) {
