@@ -3712,3 +3712,78 @@ async fn a_continuation_that_would_resend_the_same_request_stops_the_run() {
         assert!(check_tool_pairing(&messages).is_ok(), "{case}");
     }
 }
+
+/// A call whose stream broke off after the provider reported its usage counts toward the run's
+/// totals, and is reported in a `usage` event like any call, before its `turn_end`: before,
+/// the totals counted it with no event, so a host summing the events (`ferroloop run`'s
+/// "estimated input N vs reported M") saw nothing of it — 0 and 0 when the retry broke off too.
+#[tokio::test]
+async fn a_truncated_call_s_usage_is_reported_in_a_usage_event() {
+    for both_cut in [false, true] {
+        let model = ScriptedModel::new(move |n, request| {
+            let mut message = scripted_message(request, vec![text("Hello there.")], "end_turn");
+            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": 10});
+            let sse = anthropic_sse(&message, 7);
+            if n == 0 || both_cut {
+                let cut = sse.find("event: message_delta").unwrap();
+                Ok(Bytes::from(sse[..cut].to_owned()))
+            } else {
+                Ok(Bytes::from(sse))
+            }
+        });
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(Default::default()),
+        );
+        let events = collect(&agent, "hi").await;
+        let usages: Vec<(u32, u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage {
+                    turn,
+                    usage,
+                    estimated_input_tokens,
+                    ..
+                } => Some((
+                    *turn,
+                    usage["input_tokens"].as_u64().unwrap_or(0),
+                    *estimated_input_tokens,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(usages.len(), 2, "{both_cut}: {events:#?}");
+        assert!(
+            usages
+                .iter()
+                .all(|&(turn, input, estimated)| turn == 1 && input == 1_000 && estimated > 0),
+            "{both_cut}: {usages:?}"
+        );
+        // Each call's usage comes before its turn_end.
+        let order: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage { .. } => Some("usage"),
+                AgentEvent::TurnEnd { .. } => Some("turn_end"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            order,
+            ["usage", "turn_end", "usage", "turn_end"],
+            "{both_cut}"
+        );
+        let (reason, _, code) = stop_code(&events);
+        let expected = if both_cut {
+            (StopReason::Error, Some("stream_truncated"))
+        } else {
+            (StopReason::EndTurn, None)
+        };
+        assert_eq!((reason, code), expected);
+        match events.last() {
+            Some(AgentEvent::Stop { input_tokens, .. }) => assert_eq!(*input_tokens, 2_000),
+            other => panic!("{other:?}"),
+        }
+    }
+}

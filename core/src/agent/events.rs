@@ -170,7 +170,9 @@ pub enum AgentEvent {
         /// The prefix components whose bytes changed (`system`, `tools`, `messages`).
         changed: Vec<&'static str>,
     },
-    /// Usage reported for a turn.
+    /// Usage reported for a model call of a turn: each response, and each stream that broke
+    /// off after the provider reported its usage (billed, though discarded), before the
+    /// call's `turn_end`.
     Usage {
         /// 1-based turn number.
         turn: u32,

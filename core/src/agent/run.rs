@@ -646,15 +646,17 @@ impl Driver {
                 }
                 CallOutcome::Failed(error) => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    self.emit_turn_end(turn_number, None);
                     // A stream cut after `message_start` was billed for its prompt (and what
                     // it streamed): the run's totals and budgets count what the provider
-                    // reported.
+                    // reported, and a `usage` event reports it as for any call (the totals
+                    // would otherwise hold usage no event accounts for). Nothing of it
+                    // enters history.
                     if let ModelError::Truncated { partial, .. } = &error
-                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
+                        && partial.get("usage").and_then(Usage::from_json).is_some()
                     {
-                        self.count_usage(usage);
+                        self.record_usage(turn_number, &request, partial, estimated, ttft, false);
                     }
+                    self.emit_turn_end(turn_number, None);
                     match error {
                         ModelError::Overloaded { message } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
