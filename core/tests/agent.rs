@@ -3787,3 +3787,77 @@ async fn a_truncated_call_s_usage_is_reported_in_a_usage_event() {
         }
     }
 }
+
+/// The summariser's answer cut by the output limit was taken as the summary: the history was
+/// replaced by the first part of a summary, what the rest would have said lost. Now a cut
+/// summary is asked again once with the raised limit, as a turn is; one that cannot be (a
+/// model the table does not know) or is cut again is not used: the history stays whole.
+#[tokio::test]
+async fn a_summary_cut_by_the_output_limit_never_replaces_the_history() {
+    // (model, the summary calls' stop reasons, whether a summary is used)
+    // A refusal is no summary either.
+    let cases: [(&str, &[&str], bool); 5] = [
+        ("claude-sonnet-4-5", &["max_tokens", "end_turn"], true),
+        ("claude-sonnet-4-5", &["max_tokens", "max_tokens"], false),
+        ("m", &["max_tokens"], false),
+        ("m", &["model_context_window_exceeded"], false),
+        ("claude-sonnet-4-5", &["refusal"], false),
+    ];
+    for (model_name, stops, used) in cases {
+        let summaries = Arc::new(AtomicUsize::new(0));
+        let seen = summaries.clone();
+        let (model, requests) = ScriptedModel::new(move |_, request| {
+            if request.to_string().contains("Summarize this conversation") {
+                let n = seen.fetch_add(1, Ordering::Relaxed);
+                let stop = stops.get(n).copied().unwrap_or("end_turn");
+                let summary = if stop == "end_turn" {
+                    "the whole summary"
+                } else {
+                    "the first part of a summ"
+                };
+                return reply(request, vec![text(summary)], stop);
+            }
+            reply(request, vec![text("hi")], "end_turn")
+        })
+        .recorded();
+        let mut config = AgentConfig::new(model_name);
+        config.budget = thresholds(1_000, 1_000_000);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events: Vec<AgentEvent> = agent
+            .run_messages(vec![
+                json!({"role": "user", "content": big_prompt(5_000)}),
+                json!({"role": "assistant", "content": "earlier answer"}),
+                json!({"role": "user", "content": "and now?"}),
+            ])
+            .collect()
+            .await;
+        let case = format!("{model_name} {stops:?}");
+        let (reason, messages, _) = stop(&events);
+        assert_eq!(reason, StopReason::EndTurn, "{case}: {events:#?}");
+        let history = serde_json::to_string(&messages).unwrap();
+        assert!(
+            !history.contains("the first part of a summ"),
+            "{case}: {history}"
+        );
+        let compacted = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })));
+        assert_eq!(compacted, used, "{case}");
+        assert_eq!(history.contains("the whole summary"), used, "{case}");
+        assert_eq!(history.contains("earlier answer"), !used, "{case}");
+        assert_eq!(summaries.load(Ordering::Relaxed), stops.len(), "{case}");
+        let limits: Vec<u64> = requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.to_string().contains("Summarize this conversation"))
+            .map(|r| r["max_tokens"].as_u64().unwrap())
+            .collect();
+        let expected: &[u64] = if stops[0] == "max_tokens" && model_name != "m" {
+            &[8_192, 64_000]
+        } else {
+            &[8_192]
+        };
+        assert_eq!(limits, expected, "{case}");
+    }
+}

@@ -1484,7 +1484,9 @@ impl Driver {
     /// metadata, the beta flags a history's blocks need, ...) except those that would make
     /// the answer something else than a summary or that it does not need
     /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Its
-    /// usage counts toward the run's totals and budgets (it is not a turn).
+    /// usage counts toward the run's totals and budgets (it is not a turn). An answer cut by
+    /// `max_tokens` is asked again once with the raised limit
+    /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
@@ -1547,6 +1549,7 @@ impl Driver {
         }
         let estimated = estimate_request_body(&request, self.config().family).total();
         let mut stream = self.call_model(request.clone());
+        let mut raised = false;
         loop {
             let event = tokio::select! {
                 biased;
@@ -1555,13 +1558,47 @@ impl Driver {
             };
             match event {
                 Some(ModelEvent::Completed { message, .. }) => {
-                    match message.get("usage").and_then(Usage::from_json) {
+                    let usage = message.get("usage").and_then(Usage::from_json);
+                    match usage {
                         Some(usage) => self.count_usage(usage),
                         None => {
                             let content = message.get("content").unwrap_or(&Value::Null);
                             let output = estimate_content(content, self.config().family);
                             self.count_unreported(estimated, output);
                         }
+                    }
+                    let stop_reason = message.get("stop_reason").and_then(Value::as_str);
+                    if matches!(
+                        stop_reason,
+                        Some("max_tokens" | "model_context_window_exceeded" | "refusal")
+                    ) {
+                        // A summary cut by a limit is the first part of one: taken, it would
+                        // replace the history and lose what the rest would have said. It is
+                        // asked again once with the limit raised, as a turn is; else none.
+                        let current = request.get("max_tokens").and_then(Value::as_u64);
+                        let input = usage.map_or(estimated, |usage| usage.input_total());
+                        let higher = current
+                            .filter(|_| !raised && stop_reason == Some("max_tokens"))
+                            .and_then(|current| {
+                                self.config().raised_max_tokens(&self.model, current, input)
+                            });
+                        if let Some(higher) = higher
+                            && self.over_budget().is_none()
+                        {
+                            tracing::warn!(
+                                higher,
+                                "the summary was cut by max_tokens; asking again with a higher limit"
+                            );
+                            raised = true;
+                            request["max_tokens"] = Value::from(higher);
+                            stream = self.call_model(request.clone());
+                            continue;
+                        }
+                        tracing::warn!(
+                            ?stop_reason,
+                            "the summary was cut or refused; keeping the history"
+                        );
+                        return Summary::Failed;
                     }
                     let text: String = message
                         .get("content")
@@ -1690,7 +1727,7 @@ pub(crate) fn ask_to_drop_stale_thinking(request: &mut Value) {
 enum Summary {
     /// The summary.
     Text(String),
-    /// No summary (the call failed, or answered no text).
+    /// No summary (the call failed, was refused or cut by a limit, or answered no text).
     Failed,
     /// The run was cancelled during the call.
     Cancelled,
