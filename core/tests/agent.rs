@@ -3861,3 +3861,56 @@ async fn a_summary_cut_by_the_output_limit_never_replaces_the_history() {
         assert_eq!(limits, expected, "{case}");
     }
 }
+
+/// A turn asked again with the limit raised for the model (Sonnet 4.5: 64,000), then
+/// answered by the fallback model after an overload: the raise was sized for the model that
+/// was cut, and went to the fallback as it was — over the ceiling of a fallback with a lower
+/// one (Claude 3.5 Sonnet: 8,192), which the API refuses, ending the run with an error. The
+/// raised limit now fits the fallback: its ceiling, or, for a model the table does not know
+/// (never raised for), the configured limit.
+#[tokio::test]
+async fn a_raised_limit_fits_the_fallback_model_it_goes_to() {
+    for (fallback, expected) in [
+        ("claude-3-5-sonnet-latest", 8_192),
+        ("m-unknown", 8_192),
+        ("claude-opus-4-1", 32_000),
+        ("claude-opus-4-6", 64_000),
+    ] {
+        let (model, requests) = ScriptedModel::new(|n, request| match n {
+            0 => reply(request, vec![text("Cut")], "max_tokens"),
+            1 => Err(ModelError::Overloaded {
+                message: "busy".into(),
+            }),
+            _ => reply(request, vec![text("Whole.")], "end_turn"),
+        })
+        .recorded();
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.fallback_model = Some(fallback.into());
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "write a lot").await;
+        assert_eq!(
+            stop(&events).0,
+            StopReason::EndTurn,
+            "{fallback}: {events:#?}"
+        );
+        let requests = requests.lock().unwrap();
+        let limits: Vec<(&str, u64)> = requests
+            .iter()
+            .map(|r| {
+                (
+                    r["model"].as_str().unwrap(),
+                    r["max_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            limits,
+            [
+                ("claude-sonnet-4-5", 8_192),
+                ("claude-sonnet-4-5", 64_000),
+                (fallback, expected)
+            ],
+            "{fallback}"
+        );
+    }
+}

@@ -1088,8 +1088,11 @@ impl Driver {
     }
 
     /// Lowers a raised output limit that the input, grown by continuations since the raise,
-    /// would push past the context window (never under the configured limit): the raise was
-    /// sized for the input of the request it answered.
+    /// would push past the context window, or that is over the ceiling of the model the
+    /// request goes to (never under the configured limit): the raise was sized for the input
+    /// of the request it answered and for the model that answered it, which a switch to the
+    /// fallback model may have replaced (a model the table does not know, which is never
+    /// raised for, gets the configured limit).
     fn fit_raised_max_tokens(&self, request: &mut Value, estimated: u64) {
         let Some(raised) = self.raised_max_tokens else {
             return;
@@ -1098,14 +1101,15 @@ impl Driver {
             return;
         }
         let config = self.config();
-        let window = crate::tokens::ModelTable::default()
-            .known(&self.model)
-            .map_or(config.budget.window, |limits| {
-                limits.context_window.min(config.budget.window)
-            });
-        let fitted = window
-            .saturating_sub(estimated)
-            .clamp(config.limits.max_tokens.min(raised), raised);
+        let fitted = match crate::tokens::ModelTable::default().known(&self.model) {
+            Some(limits) => limits
+                .context_window
+                .min(config.budget.window)
+                .saturating_sub(estimated)
+                .min(limits.max_output_tokens)
+                .clamp(config.limits.max_tokens.min(raised), raised),
+            None => config.limits.max_tokens,
+        };
         request["max_tokens"] = Value::from(fitted);
     }
 
