@@ -3914,3 +3914,24 @@ async fn a_raised_limit_fits_the_fallback_model_it_goes_to() {
         );
     }
 }
+
+/// A response cut by the context window with nothing kept is not stopped as one that cannot
+/// make progress: the context management before the next call compacts the history that
+/// filled the window, which changes the request.
+#[tokio::test]
+async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => reply(request, vec![], "model_context_window_exceeded"),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("claude-sonnet-4-5"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, _, code) = stop_code(&events);
+    assert_eq!((reason, code), (StopReason::EndTurn, None), "{events:#?}");
+    assert_eq!(requests.lock().unwrap().len(), 2);
+}

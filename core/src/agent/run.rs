@@ -872,6 +872,7 @@ impl Driver {
                     // continued the same way: the context management before the next call
                     // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
+                    let by_output_limit = stop_reason.as_deref() == Some("max_tokens");
                     let cut_calls = tool_use_names(&assistant);
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
@@ -900,10 +901,14 @@ impl Driver {
                             None => prompt,
                         };
                         self.push_message(json!({"role": "user", "content": prompt}));
-                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note)) {
+                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note))
+                        && by_output_limit
+                    {
                         // Nothing of the response was kept and the note is already there (or
                         // there is no call to name): the next request would be the one just
-                        // cut, to be cut the same way, a whole generation each time.
+                        // cut, to be cut the same way, a whole generation each time. (A cut by
+                        // the context window is left to the context management before the
+                        // next call, whose compaction changes the request.)
                         let limit = request["max_tokens"].as_u64().unwrap_or_default();
                         return Ending::failed(
                             StopReason::MaxTokens,
