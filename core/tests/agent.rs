@@ -3935,3 +3935,44 @@ async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
     assert_eq!((reason, code), (StopReason::EndTurn, None), "{events:#?}");
     assert_eq!(requests.lock().unwrap().len(), 2);
 }
+
+/// The summariser's call whose stream broke off after the provider reported its input was
+/// billed for it, as a turn's is: it counts toward the run's tokens and budgets (it counted
+/// for nothing, so a budget could be overrun by summaries that kept breaking off).
+#[tokio::test]
+async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens() {
+    let model = ScriptedModel::new(|_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            let mut message = scripted_message(request, vec![text("a summary")], "end_turn");
+            message["usage"] = json!({"input_tokens": 40_000, "output_tokens": 1});
+            let sse = anthropic_sse(&message, 7);
+            let cut = sse.find("event: message_delta").unwrap();
+            return Ok(Bytes::from(sse[..cut].to_owned()));
+        }
+        let mut message = scripted_message(request, vec![text("hi")], "end_turn");
+        message["usage"] = json!({"input_tokens": 100, "output_tokens": 10});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent
+        .run_messages(vec![
+            json!({"role": "user", "content": big_prompt(5_000)}),
+            json!({"role": "assistant", "content": "earlier answer"}),
+            json!({"role": "user", "content": "and now?"}),
+        ])
+        .collect()
+        .await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::EndTurn);
+            assert_eq!(*input_tokens, 40_100, "{events:#?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1633,6 +1633,13 @@ impl Driver {
                 }
                 Some(ModelEvent::Failed(error)) => {
                     tracing::warn!(%error, "compaction call failed");
+                    // A stream cut after `message_start` was billed for its input: it counts,
+                    // as a turn's does.
+                    if let ModelError::Truncated { partial, .. } = &error
+                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
+                    {
+                        self.count_usage(usage);
+                    }
                     return Summary::Failed;
                 }
                 Some(_) => {}
