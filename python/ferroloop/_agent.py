@@ -53,7 +53,9 @@ class AgentRun(BatchedEvents):
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
     the run and its running tools at once. Leaving ``async for`` with ``break`` calls nothing
     (this is a plain async iterator, not a generator): the run goes on until ``aclose()``, the
-    end of an ``async with run:`` block, or the run being dropped, which aborts it too.
+    end of an ``async with run:`` block, or the run being dropped, which aborts it too. Like an
+    async generator, a run refuses a second task's ``__anext__`` while another task waits for the
+    next event (``RuntimeError``): two tasks iterating it at once would each get only some events.
     """
 
     def __init__(self, native: _native._AgentRun) -> None:
