@@ -3976,3 +3976,75 @@ async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens()
         other => panic!("{other:?}"),
     }
 }
+
+/// The raised limit fits what the token budget leaves: raised to 64,000 whatever the budget,
+/// one escalated call could overrun it by eight times what a call at the small limit could.
+/// A budget that leaves no more than the small limit is not raised for: the turn is
+/// continued, as without escalation.
+#[tokio::test]
+async fn a_raised_limit_fits_what_the_token_budget_leaves() {
+    // (budget, the second request's limit, whether it was raised)
+    for (budget, expected, raised) in [
+        (None, 64_000, true),
+        (Some(30_000), 30_000 - 9_192 - 1_000, true),
+        (Some(12_000), 8_192, false),
+    ] {
+        let (model, requests) = ScriptedModel::new(|n, request| {
+            let (content, stop) = match n {
+                0 => (vec![text("Cut")], "max_tokens"),
+                _ => (vec![text("Whole.")], "end_turn"),
+            };
+            let mut message = scripted_message(request, content, stop);
+            let output = if n == 0 { 8_192 } else { 10 };
+            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        })
+        .recorded();
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.limits.token_budget = budget;
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "write a lot").await;
+        assert_eq!(
+            stop(&events).0,
+            StopReason::EndTurn,
+            "{budget:?}: {events:#?}"
+        );
+        let requests = requests.lock().unwrap();
+        assert_eq!(
+            requests[1]["max_tokens"], expected,
+            "{budget:?} {events:#?}"
+        );
+        assert_eq!(
+            raised_events(&events).len(),
+            usize::from(raised),
+            "{budget:?}"
+        );
+    }
+    // A cost budget alike: output at 1 per million tokens, input free, 0.03 to spend, 8,192
+    // output tokens spent by the cut response.
+    let (model, requests) = ScriptedModel::new(|n, request| {
+        let (content, stop) = match n {
+            0 => (vec![text("Cut")], "max_tokens"),
+            _ => (vec![text("Whole.")], "end_turn"),
+        };
+        let mut message = scripted_message(request, content, stop);
+        let output = if n == 0 { 8_192 } else { 10 };
+        message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    })
+    .recorded();
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.limits.cost_budget = Some(0.03);
+    config.limits.prices.insert(
+        "claude-sonnet-4-5".into(),
+        ferroloop::agent::Price {
+            output: 1.0,
+            ..Default::default()
+        },
+    );
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "write a lot").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let limit = requests.lock().unwrap()[1]["max_tokens"].as_u64().unwrap();
+    assert!((21_800..=21_808).contains(&limit), "{limit}");
+}

@@ -724,8 +724,8 @@ export interface AgentOptions {
   /**
    * The output limit a turn cut by `max_tokens` is asked again with, once, before it is
    * continued (default 64,000; 0: never): the cut response is discarded (its calls not run, its
-   * usage counted) and a `max_tokens_raised` event says so. Capped by the model's output ceiling
-   * and the context window left; not raised for a model the built-in table does not know, nor
+   * usage counted) and a `max_tokens_raised` event says so. Capped by the model's output ceiling,
+   * the context window left and what the token budget leaves; not raised for a model the built-in table does not know, nor
    * when `extra` sets the output limit. Python's `escalated_max_tokens`.
    */
   escalatedMaxTokens?: number

@@ -100,7 +100,8 @@ class Agent:
     ``escalated_max_tokens`` (default 64000; 0: never) the limit a turn cut by ``max_tokens`` is
     asked again with, once, before it is continued: the cut response is discarded (its calls
     not run, its usage counted) and a ``max_tokens_raised`` event (``turn``, ``from``, ``to``)
-    says so; the limit is capped by the model's output ceiling and the context window left, and
+    says so; the limit is capped by the model's output ceiling, the context window left and what
+    ``token_budget`` leaves, and
     is not raised for a model the built-in table does not know, nor when ``extra`` sets the
     output limit. ``max_continuations``
     (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``

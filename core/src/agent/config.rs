@@ -68,8 +68,9 @@ pub struct AgentConfig {
     /// window the budget keeps free) small; a response that needs more — a big file written in
     /// one tool call, which a continuation cannot finish since a cut call is not run — is
     /// discarded (its calls cancelled, its usage counted) and the same turn is sent again
-    /// with the limit raised to the least of this, the model's output ceiling and the
-    /// context window less the request's input. The continuations that follow a cut at the
+    /// with the limit raised to the least of this, the model's output ceiling, the
+    /// context window less the request's input and the output the token and cost budgets
+    /// leave. The continuations that follow a cut at the
     /// raised limit keep it as far as the window left by their grown input allows; the next
     /// turn goes back to [`Limits::max_tokens`].
     ///

@@ -1085,15 +1085,59 @@ impl Driver {
         }
         let current = request.get("max_tokens").and_then(Value::as_u64)?;
         // What the provider counted for the input, else the estimate.
-        let input = message
-            .get("usage")
-            .and_then(Usage::from_json)
-            .map_or(estimated, |usage| usage.input_total());
-        self.config().raised_max_tokens(&self.model, current, input)
+        let usage = message.get("usage").and_then(Usage::from_json);
+        let input = usage.map_or(estimated, |usage| usage.input_total());
+        // The cut response's usage is not counted yet: what it spent is not left.
+        self.raised_limit(current, input, usage)
+    }
+
+    /// The raised output limit for a request with output limit `current` and `input` input
+    /// tokens ([`AgentConfig::raised_max_tokens`]), within what the run's budgets leave once
+    /// `uncounted` (a response's usage not counted yet) is spent: raised whatever the budget,
+    /// one call could overrun it by the whole raise. `None` when that is not above `current`.
+    fn raised_limit(&self, current: u64, input: u64, uncounted: Option<Usage>) -> Option<u64> {
+        let raised = self
+            .config()
+            .raised_max_tokens(&self.model, current, input)?
+            .min(self.output_left_by_budgets(input, uncounted));
+        (raised > current).then_some(raised)
+    }
+
+    /// The output tokens the token and cost budgets leave for a call whose input is `input`
+    /// tokens (counted at the uncached input price), once `uncounted` is spent too:
+    /// `u64::MAX` without a budget.
+    fn output_left_by_budgets(&self, input: u64, uncounted: Option<Usage>) -> u64 {
+        let limits = &self.config().limits;
+        let uncounted = uncounted.unwrap_or_default();
+        let mut left = u64::MAX;
+        if let Some(budget) = limits.token_budget {
+            let spent = self
+                .input_tokens
+                .saturating_add(self.output_tokens)
+                .saturating_add(self.unreported_tokens)
+                .saturating_add(uncounted.input_total())
+                .saturating_add(uncounted.output_tokens)
+                .saturating_add(input);
+            left = budget.saturating_sub(spent);
+        }
+        if let Some(budget) = limits.cost_budget
+            && let Some(price) = self.config().price_of(&self.model)
+            && price.output > 0.0
+        {
+            let cost_left = budget
+                - self.cost
+                - self.unreported_cost
+                - self.cost_of(uncounted)
+                - input as f64 * price.input / 1e6;
+            // Saturating: a float out of the u64 range becomes its bound.
+            let tokens = (cost_left.max(0.0) * 1e6 / price.output) as u64;
+            left = left.min(tokens);
+        }
+        left
     }
 
     /// Lowers a raised output limit that the input, grown by continuations since the raise,
-    /// would push past the context window, or that is over the ceiling of the model the
+    /// would push past the context window or the budgets, or that is over the ceiling of the model the
     /// request goes to (never under the configured limit): the raise was sized for the input
     /// of the request it answered and for the model that answered it, which a switch to the
     /// fallback model may have replaced (a model the table does not know, which is never
@@ -1112,6 +1156,7 @@ impl Driver {
                 .min(config.budget.window)
                 .saturating_sub(estimated)
                 .min(limits.max_output_tokens)
+                .min(self.output_left_by_budgets(estimated, None))
                 .clamp(config.limits.max_tokens.min(raised), raised),
             None => config.limits.max_tokens,
         };
@@ -1237,13 +1282,19 @@ impl Driver {
         // Saturating: the counts are the server's and may be absurd.
         self.input_tokens = self.input_tokens.saturating_add(usage.input_total());
         self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
-        if let Some(price) = self.config().price_of(&self.model) {
-            self.cost += (usage.input_tokens as f64 * price.input
+        self.cost += self.cost_of(usage);
+    }
+
+    /// What `usage` costs at the current model's price (0 for a model the table does not
+    /// price).
+    fn cost_of(&self, usage: Usage) -> f64 {
+        self.config().price_of(&self.model).map_or(0.0, |price| {
+            (usage.input_tokens as f64 * price.input
                 + usage.output_tokens as f64 * price.output
                 + usage.cache_creation_input_tokens as f64 * price.cache_write
                 + usage.cache_read_input_tokens as f64 * price.cache_read)
-                / 1e6;
-        }
+                / 1e6
+        })
     }
 
     fn over_budget(&self) -> Option<Ending> {
@@ -1588,9 +1639,7 @@ impl Driver {
                         let input = usage.map_or(estimated, |usage| usage.input_total());
                         let higher = current
                             .filter(|_| !raised && stop_reason == Some("max_tokens"))
-                            .and_then(|current| {
-                                self.config().raised_max_tokens(&self.model, current, input)
-                            });
+                            .and_then(|current| self.raised_limit(current, input, None));
                         if let Some(higher) = higher
                             && self.over_budget().is_none()
                         {
