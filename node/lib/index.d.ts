@@ -819,7 +819,11 @@ export type AgentEvent =
 /** A run in progress. */
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
-  /** The events as they happen (iterate once); leaving the loop early cancels the run. */
+  /**
+   * The events as they happen; leaving the loop early cancels the run. Iterate once: a second
+   * iterator's `next()` rejects with `InvalidArgumentError` (two loops would each get only some
+   * events); several `next()` calls at once on the one iterator are answered in order.
+   */
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
   /** The stop event (reads the events nobody iterates; after an iteration left early, which cancels the run, the cancelled run's stop). */
   result(): Promise<AgentStopEvent>
