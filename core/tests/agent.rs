@@ -4048,3 +4048,45 @@ async fn a_raised_limit_fits_what_the_token_budget_leaves() {
     let limit = requests.lock().unwrap()[1]["max_tokens"].as_u64().unwrap();
     assert!((21_800..=21_808).contains(&limit), "{limit}");
 }
+
+/// The continuation prompt that a note on cut calls was added to (a response cut in its text,
+/// then one cut inside a call with nothing kept) is still the loop's own prompt: a compaction
+/// kept it as the user's latest prompt, in place of the user's, once the note made its content
+/// blocks instead of a string.
+#[tokio::test]
+async fn compaction_after_a_note_on_a_continuation_keeps_the_user_s_prompt() {
+    let model = ScriptedModel::new(move |n, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            return reply(
+                request,
+                vec![text("An essay was being written.")],
+                "end_turn",
+            );
+        }
+        match n {
+            0 => reply(request, vec![text("The first half")], "max_tokens"),
+            1 => cut_inside_a_write(request, vec![]),
+            2 => Err(ModelError::PromptTooLong {
+                message: "prompt is too long: 300000 tokens > 200000 maximum".into(),
+            }),
+            _ => reply(request, vec![text("The essay, whole.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "write a long essay about rivers").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+        "{events:#?}"
+    );
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    let first = messages[0].to_string();
+    assert!(first.contains("write a long essay about rivers"), "{first}");
+    assert!(!first.contains("Resume directly"), "{first}");
+}

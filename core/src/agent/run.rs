@@ -1491,11 +1491,7 @@ impl Driver {
                     let source: Vec<Value> = self
                         .messages
                         .iter()
-                        .filter(|m| {
-                            !m.get("content")
-                                .and_then(Value::as_str)
-                                .is_some_and(|text| is_continuation(text, continuation))
-                        })
+                        .filter(|m| !is_continuation_message(m, continuation))
                         .cloned()
                         .map(without_cut_calls_notes)
                         .collect();
@@ -1913,6 +1909,26 @@ fn is_continuation(text: &str, continuation: &str) -> bool {
     })
 }
 
+/// Whether `message` is a continuation prompt of the loop's: its content is one, as a string
+/// or as text blocks (a [`cut_calls_note`] added to it later made it blocks).
+fn is_continuation_message(message: &Value, continuation: &str) -> bool {
+    match message.get("content") {
+        Some(Value::String(text)) => is_continuation(text, continuation),
+        Some(Value::Array(blocks)) => {
+            let texts: Option<Vec<&str>> = blocks
+                .iter()
+                .map(|b| {
+                    (b.get("type").and_then(Value::as_str) == Some("text"))
+                        .then(|| b.get("text").and_then(Value::as_str))
+                        .flatten()
+                })
+                .collect();
+            texts.is_some_and(|texts| is_continuation(&texts.join("\n\n"), continuation))
+        }
+        _ => false,
+    }
+}
+
 /// `message` without the [`cut_calls_note`]s the loop added to it: the summary that replaces
 /// the cut response makes them stale.
 fn without_cut_calls_notes(mut message: Value) -> Value {
@@ -2046,6 +2062,26 @@ mod tests {
         assert!(is_continuation(&noted, continuation));
         assert!(!is_continuation("Resume. And also do this", continuation));
         assert!(!is_continuation("Resume.\n\nmy own words", continuation));
+        // A note added to the prompt's message later makes its content blocks.
+        let blocks = |texts: &[&str]| {
+            let blocks: Vec<Value> = texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t}))
+                .collect();
+            json!({"role": "user", "content": blocks})
+        };
+        assert!(is_continuation_message(
+            &blocks(&[continuation, &noted[continuation.len() + 2..]]),
+            continuation
+        ));
+        assert!(!is_continuation_message(
+            &blocks(&[continuation, "my own words"]),
+            continuation
+        ));
+        assert!(is_continuation_message(
+            &json!({"role": "user", "content": continuation}),
+            continuation
+        ));
     }
 
     /// A note the loop added after the user's prompt leaves with the cut response when a
