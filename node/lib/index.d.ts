@@ -788,7 +788,7 @@ export interface AgentStopEvent {
   errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
-  /** Model calls made. */
+  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit) counts once, and summary calls not at all. */
   turns: number
   /** Tool calls made. */
   toolCalls: number

@@ -219,7 +219,9 @@ pub enum AgentEvent {
         error_code: Option<&'static str>,
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
-        /// Model calls made.
+        /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch
+        /// to the fallback model, a raised output limit, a refused request field) counts once,
+        /// and the summariser's calls not at all.
         turns: u32,
         /// Tool calls made.
         tool_calls: u32,
