@@ -300,8 +300,8 @@ fn no_progress_error(limit: u64, cut_calls: &[String]) -> String {
         format!(" (it was cut inside a call to {})", cut_calls.join(", "))
     };
     format!(
-        "the output limit of {limit} tokens cut the response again and nothing of it could be \
-         kept{cut}: continuing would send the same request again"
+        "the output limit of {limit} tokens cut the response and nothing of it could be \
+         kept{cut}: a continuation would send the request just cut again"
     )
 }
 
