@@ -287,21 +287,25 @@ impl Ending {
 }
 
 /// The code of a `max_tokens` stop whose continuation could make no progress: nothing of the
-/// cut response could be kept and the model was already told why, so the next request would
-/// be the one just cut.
+/// cut response could be kept and there was nothing new to tell the model (the note on its cut
+/// calls was there already, or no call was cut), so the next request would be the one just cut.
 const MAX_TOKENS_NO_PROGRESS: &str = "max_tokens_no_progress";
 
-/// What a [`MAX_TOKENS_NO_PROGRESS`] stop says: the limit that cut the response, and the
-/// calls it cut.
-fn no_progress_error(limit: u64, cut_calls: &[String]) -> String {
+/// What a [`MAX_TOKENS_NO_PROGRESS`] stop says: the limit that cut the response (the server's
+/// own when the request had none), and the calls it cut.
+fn no_progress_error(limit: Option<u64>, cut_calls: &[String]) -> String {
+    let limit = limit.map_or_else(
+        || "the server's output limit".to_owned(),
+        |limit| format!("the output limit of {limit} tokens"),
+    );
     let cut = if cut_calls.is_empty() {
         String::new()
     } else {
         format!(" (it was cut inside a call to {})", cut_calls.join(", "))
     };
     format!(
-        "the output limit of {limit} tokens cut the response and nothing of it could be \
-         kept{cut}: a continuation would send the request just cut again"
+        "{limit} cut the response and nothing of it could be kept{cut}: a continuation would \
+         send the request just cut again"
     )
 }
 
@@ -909,7 +913,7 @@ impl Driver {
                         // cut, to be cut the same way, a whole generation each time. (A cut by
                         // the context window is left to the context management before the
                         // next call, whose compaction changes the request.)
-                        let limit = request["max_tokens"].as_u64().unwrap_or_default();
+                        let limit = request.get("max_tokens").and_then(Value::as_u64);
                         return Ending::failed(
                             StopReason::MaxTokens,
                             MAX_TOKENS_NO_PROGRESS,
@@ -1137,11 +1141,11 @@ impl Driver {
     }
 
     /// Lowers a raised output limit that the input, grown by continuations since the raise,
-    /// would push past the context window or the budgets, or that is over the ceiling of the model the
-    /// request goes to (never under the configured limit): the raise was sized for the input
-    /// of the request it answered and for the model that answered it, which a switch to the
-    /// fallback model may have replaced (a model the table does not know, which is never
-    /// raised for, gets the configured limit).
+    /// would push past the context window or the budgets, or that is over the ceiling of the
+    /// model the request goes to (never under the configured limit): the raise was sized for
+    /// the input of the request it answered and for the model that answered it, which a switch
+    /// to the fallback model may have replaced (a model the table does not know, which is
+    /// never raised for, gets the configured limit).
     fn fit_raised_max_tokens(&self, request: &mut Value, estimated: u64) {
         let Some(raised) = self.raised_max_tokens else {
             return;
