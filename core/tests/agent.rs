@@ -4090,3 +4090,71 @@ async fn compaction_after_a_note_on_a_continuation_keeps_the_user_s_prompt() {
     assert!(first.contains("write a long essay about rivers"), "{first}");
     assert!(!first.contains("Resume directly"), "{first}");
 }
+
+/// A model whose stream reports its input usage, then text, then never ends.
+struct StartsThenHangs;
+
+impl Model for StartsThenHangs {
+    fn stream(&self, _request: Value) -> ModelStream {
+        let start = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageStart {
+            message: json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 150_000, "cache_read_input_tokens": 2_000, "output_tokens": 1},
+            }),
+        });
+        let delta = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageDelta {
+            delta: json!({}),
+            usage: json!({"output_tokens": 40, "input_tokens": null}),
+        });
+        let text = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::TextDelta {
+            index: 0,
+            text: "Thinking aloud".into(),
+        });
+        Box::pin(futures::stream::iter([start, delta, text]).chain(futures::stream::pending()))
+    }
+}
+
+/// A run cancelled while the model streams was billed for the input the provider reported at
+/// the stream's start: the run's totals count it and a `usage` event reports it, as for a
+/// stream that broke off (they said 0 tokens in, as `ferroloop run`'s summary after Ctrl-C).
+#[tokio::test]
+async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(StartsThenHangs),
+        executor(Default::default()),
+    );
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+        .await
+        .expect("the run hung")
+    {
+        if matches!(event, AgentEvent::TextDelta { .. }) {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    let usages: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(usages.len(), 1, "{events:#?}");
+    assert_eq!(usages[0]["input_tokens"], 150_000);
+    assert_eq!(usages[0]["output_tokens"], 40);
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            output_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::Aborted);
+            assert_eq!((*input_tokens, *output_tokens), (152_000, 40));
+        }
+        other => panic!("{other:?}"),
+    }
+}

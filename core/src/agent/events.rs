@@ -171,8 +171,8 @@ pub enum AgentEvent {
         changed: Vec<&'static str>,
     },
     /// Usage reported for a model call of a turn: each response, and each stream that broke
-    /// off after the provider reported its usage (billed, though discarded), before the
-    /// call's `turn_end`.
+    /// off or was cancelled after the provider reported its usage (billed, though discarded),
+    /// before the call's `turn_end`.
     Usage {
         /// 1-based turn number.
         turn: u32,

@@ -309,6 +309,34 @@ fn no_progress_error(limit: Option<u64>, cut_calls: &[String]) -> String {
     )
 }
 
+/// The usage a response's stream reported so far: its `message_start`'s, with the fields of
+/// each later `message_delta`'s usage that are not null (cumulative values, assigned).
+#[derive(Debug, Default)]
+struct StreamedUsage(serde_json::Map<String, Value>);
+
+impl StreamedUsage {
+    fn observe(&mut self, event: &DecodeEvent) {
+        let usage = match event {
+            DecodeEvent::MessageStart { message } => message.get("usage"),
+            DecodeEvent::MessageDelta { usage, .. } => Some(usage),
+            _ => None,
+        };
+        if let Some(Value::Object(fields)) = usage {
+            for (key, value) in fields {
+                if !value.is_null() {
+                    self.0.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
+    /// The usage reported, if any the loop can read.
+    fn reported(&self) -> Option<Value> {
+        let usage = Value::Object(self.0.clone());
+        Usage::from_json(&usage).map(|_| usage)
+    }
+}
+
 /// How one model call ended.
 enum CallOutcome {
     /// The message completed.
@@ -570,6 +598,9 @@ impl Driver {
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
             let mut call_ids = ResponseCallIds::after(&self.messages);
+            // The usage the stream reported so far (its start, its deltas), which a call
+            // cancelled before its end was billed for.
+            let mut streamed_usage = StreamedUsage::default();
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -582,6 +613,7 @@ impl Driver {
                             if ttft.is_none() {
                                 ttft = Some(started.elapsed());
                             }
+                            streamed_usage.observe(&decoded);
                             let decoded = call_ids.dedupe(decoded, turn_number);
                             if let DecodeEvent::ToolUseInvalid { id, name, error, .. } = &decoded {
                                 not_run.push((id.clone(), format!(
@@ -645,6 +677,12 @@ impl Driver {
                     // Nothing of this response enters history: its calls are discarded and
                     // reported, so nothing runs on after the run ends.
                     self.settle(turn, &submitted, &mut results, true).await;
+                    // What the provider reported before the cancel was billed: the totals
+                    // count it and a `usage` event reports it, as for a broken stream.
+                    if let Some(usage) = streamed_usage.reported() {
+                        let partial = json!({ "usage": usage });
+                        self.record_usage(turn_number, &request, &partial, estimated, ttft, false);
+                    }
                     self.emit_turn_end(turn_number, None);
                     return Ending::reason(StopReason::Aborted);
                 }
