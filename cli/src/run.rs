@@ -335,7 +335,9 @@ struct TerminalView {
     /// The number of the last `turn_start`: the loop starts a turn again under the same number
     /// after a broken stream (or a model fallback, which says so itself).
     last_turn: u32,
-    fallback_shown: bool,
+    /// Whether the view said why the current turn is asked again (a model fallback, a raised
+    /// output limit): the next `turn_start` under the same number is not a broken stream.
+    repeat_explained: bool,
     /// Whether the current turn streamed text: a turn asked again without any (a request
     /// field a server refused, stale thinking) discarded nothing shown.
     turn_text_shown: bool,
@@ -356,7 +358,7 @@ impl TerminalView {
             first_token: None,
             retries: 0,
             last_turn: 0,
-            fallback_shown: false,
+            repeat_explained: false,
             turn_text_shown: false,
         }
     }
@@ -475,7 +477,7 @@ impl TerminalView {
                 error,
             } => {
                 self.newline(out)?;
-                self.fallback_shown = true;
+                self.repeat_explained = true;
                 let (from, to, error) = (self.shown(from), self.shown(to), self.shown(error));
                 writeln!(
                     out,
@@ -484,9 +486,15 @@ impl TerminalView {
             }
             AgentEvent::MaxTokensRaised { from, to, .. } => {
                 self.newline(out)?;
+                self.repeat_explained = true;
+                let discarded = if self.turn_text_shown {
+                    " (the text above is discarded)"
+                } else {
+                    ""
+                };
                 writeln!(
                     out,
-                    "  ↑ response cut at {from} output tokens; asking again with up to {to}"
+                    "  ↑ response cut at {from} output tokens; asking again with up to {to}{discarded}"
                 )?;
             }
             AgentEvent::Context(action) => {
@@ -510,7 +518,7 @@ impl TerminalView {
                 // The loop asks a turn again under its number after a broken stream, and
                 // also after a refusal it can answer (a request field an OpenAI-compatible
                 // server does not take), where nothing broke off and nothing was shown.
-                if *turn == self.last_turn && !self.fallback_shown && self.turn_text_shown {
+                if *turn == self.last_turn && !self.repeat_explained && self.turn_text_shown {
                     self.newline(out)?;
                     writeln!(
                         out,
@@ -518,7 +526,7 @@ impl TerminalView {
                     )?;
                 }
                 self.last_turn = *turn;
-                self.fallback_shown = false;
+                self.repeat_explained = false;
                 self.turn_text_shown = false;
             }
             AgentEvent::Usage {
@@ -626,6 +634,43 @@ mod tests {
         };
         let broken = shown_on(false, &[start(1), text, end(1), start(1)]);
         assert!(broken.contains("broke off"), "{broken:?}");
+    }
+
+    /// A turn asked again with a higher output limit says so on its `↑` line (the cut text is
+    /// discarded); it was also said to have broken off, which it had not.
+    #[test]
+    fn a_turn_asked_again_with_a_raised_limit_is_not_said_to_have_broken_off() {
+        let start = |turn| AgentEvent::TurnStart {
+            turn,
+            estimated_input_tokens: 1,
+        };
+        let events = [
+            start(1),
+            AgentEvent::TextDelta {
+                text: "The first half".into(),
+            },
+            AgentEvent::TurnEnd {
+                turn: 1,
+                stop_reason: Some("max_tokens".into()),
+            },
+            AgentEvent::MaxTokensRaised {
+                turn: 1,
+                from: 8_192,
+                to: 64_000,
+            },
+            start(1),
+            AgentEvent::TextDelta {
+                text: "The whole".into(),
+            },
+        ];
+        let shown = shown_on(false, &events);
+        assert!(!shown.contains("broke off"), "{shown:?}");
+        assert!(
+            shown.contains(
+                "↑ response cut at 8192 output tokens; asking again with up to 64000 (the text above is discarded)\nThe whole"
+            ),
+            "{shown:?}"
+        );
     }
 
     /// Escape sequences the model repeats (from a file a tool read, say) are shown on a

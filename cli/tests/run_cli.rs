@@ -711,3 +711,54 @@ fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
         "{text}"
     );
 }
+
+/// A run whose turn broke off twice (the retry too) said "estimated input 0 vs reported 0"
+/// in its summary, beside "tokens in 22": the broken calls' usage was counted in the totals
+/// without the `usage` event the view sums. Both calls are now in both numbers.
+#[test]
+fn the_summary_of_a_turn_that_broke_off_twice_counts_both_calls() {
+    use ferroloop_replay::{ReplayServer, Script, ServerOptions};
+
+    let dir = project();
+    let fixture = common::shared("fixtures/anthropic/basic_response.sse");
+    let fixture = fixture.to_str().unwrap();
+    // Byte 690 is inside the third text delta: `message_start` reported 11 input tokens.
+    let broken = format!(
+        r#"{{"body": {{"fixture": {fixture:?}}}, "fault": {{"kind": "disconnect_after", "bytes": 690}}}}"#
+    );
+    let script = Script::from_json(&format!(r#"{{"responses": [{broken}, {broken}]}}"#)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ReplayServer::start(
+            &script,
+            dir.path(),
+            ServerOptions::default(),
+        ))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let summary = text.lines().last().unwrap();
+    assert!(summary.contains("tokens in 22 "), "{summary}");
+    let estimated: u64 = summary
+        .split("estimated input ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(estimated > 0, "{summary}");
+    assert!(summary.contains(" vs reported 22 "), "{summary}");
+    assert!(!summary.contains("first token -"), "{summary}");
+}

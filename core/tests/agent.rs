@@ -2196,10 +2196,16 @@ async fn a_thinking_block_cut_before_its_signature_is_not_sent_back() {
     let thinking = |t: &str, signature: &str| json!({"type": "thinking", "thinking": t, "signature": signature});
     let (model, requests) = ScriptedModel::new(move |n, request| {
         match n {
-            // Cut while thinking: the block never got its signature.
+            // Cut while thinking again after some text: that block never got its signature.
+            // (A response holding nothing else is not continued: the same request would go
+            // out again.)
             0 => reply(
                 request,
-                vec![thinking("Let me think about", "")],
+                vec![
+                    thinking("First.", "sig-0"),
+                    text("Partly"),
+                    thinking("Let me think about", ""),
+                ],
                 "max_tokens",
             ),
             // Cut in the text after a finished (signed) thought.
@@ -3635,4 +3641,520 @@ async fn a_raised_limit_shrinks_to_the_window_left_as_continuations_grow_the_inp
             .to_string()
             .contains("Resume directly")
     );
+}
+
+/// A response cut inside a call with nothing before it, at the raised limit too: the one
+/// continuation that tells the model its call was not run (the request changes) is made, but
+/// when that is cut the same way nothing of it can be kept and nothing new can be said, so the
+/// same request would go out again, a whole generation at the raised limit each time, until
+/// the continuations ran out (5 calls before, 4 of them at 64,000). The run stops instead, with
+/// `max_tokens` and an error naming why. Without escalation (a model the table does not know),
+/// the same after the note; a cut with no call to name (only thinking cut before its
+/// signature) is not resent at all.
+#[tokio::test]
+async fn a_continuation_that_would_resend_the_same_request_stops_the_run() {
+    let thinking_only = |request: &Value| {
+        // Thinking cut before its signature: dropped, as the API would refuse it sent back.
+        let message = scripted_message(
+            request,
+            vec![json!({"type": "thinking", "thinking": "Let me think about a very long"})],
+            "max_tokens",
+        );
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    };
+    type Script = fn(&Value) -> Result<Bytes, ModelError>;
+    let cases: [(&str, &str, Script, &[u64]); 3] = [
+        (
+            "escalated",
+            "claude-sonnet-4-5",
+            |request| cut_inside_a_write(request, vec![]),
+            &[8_192, 64_000, 64_000],
+        ),
+        (
+            "not escalated",
+            "m",
+            |request| cut_inside_a_write(request, vec![]),
+            &[8_192, 8_192],
+        ),
+        ("nothing to name", "m", thinking_only, &[8_192]),
+    ];
+    for (case, model_name, script, limits) in cases {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (model, requests) = ScriptedModel::new(move |_, request| script(request)).recorded();
+        let agent = Agent::new(
+            AgentConfig::new(model_name),
+            Arc::new(model),
+            executor(log.clone()),
+        );
+        let events = collect(&agent, "write a big file").await;
+        let (reason, error, code) = stop_code(&events);
+        assert_eq!(reason, StopReason::MaxTokens, "{case}: {events:#?}");
+        assert_eq!(code, Some("max_tokens_no_progress"), "{case}");
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains("nothing of it could be kept"),
+            "{case}: {error}"
+        );
+        let requests = requests.lock().unwrap();
+        let sent: Vec<u64> = requests
+            .iter()
+            .map(|r| r["max_tokens"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sent, limits, "{case}");
+        // No two requests of the run are the same.
+        for (i, a) in requests.iter().enumerate() {
+            for b in &requests[i + 1..] {
+                assert_ne!(a, b, "{case}: a request was sent twice");
+            }
+        }
+        assert!(log.lock().unwrap().is_empty(), "{case}: the cut call ran");
+        let (_, messages, _) = stop(&events);
+        assert!(check_tool_pairing(&messages).is_ok(), "{case}");
+    }
+}
+
+/// A call whose stream broke off after the provider reported its usage counts toward the run's
+/// totals, and is reported in a `usage` event like any call, before its `turn_end`: before,
+/// the totals counted it with no event, so a host summing the events (`ferroloop run`'s
+/// "estimated input N vs reported M") saw nothing of it — 0 and 0 when the retry broke off too.
+#[tokio::test]
+async fn a_truncated_call_s_usage_is_reported_in_a_usage_event() {
+    for both_cut in [false, true] {
+        let model = ScriptedModel::new(move |n, request| {
+            let mut message = scripted_message(request, vec![text("Hello there.")], "end_turn");
+            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": 10});
+            let sse = anthropic_sse(&message, 7);
+            if n == 0 || both_cut {
+                let cut = sse.find("event: message_delta").unwrap();
+                Ok(Bytes::from(sse[..cut].to_owned()))
+            } else {
+                Ok(Bytes::from(sse))
+            }
+        });
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(model),
+            executor(Default::default()),
+        );
+        let events = collect(&agent, "hi").await;
+        let usages: Vec<(u32, u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage {
+                    turn,
+                    usage,
+                    estimated_input_tokens,
+                    ..
+                } => Some((
+                    *turn,
+                    usage["input_tokens"].as_u64().unwrap_or(0),
+                    *estimated_input_tokens,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(usages.len(), 2, "{both_cut}: {events:#?}");
+        assert!(
+            usages
+                .iter()
+                .all(|&(turn, input, estimated)| turn == 1 && input == 1_000 && estimated > 0),
+            "{both_cut}: {usages:?}"
+        );
+        // Each call's usage comes before its turn_end.
+        let order: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Usage { .. } => Some("usage"),
+                AgentEvent::TurnEnd { .. } => Some("turn_end"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            order,
+            ["usage", "turn_end", "usage", "turn_end"],
+            "{both_cut}"
+        );
+        let (reason, _, code) = stop_code(&events);
+        let expected = if both_cut {
+            (StopReason::Error, Some("stream_truncated"))
+        } else {
+            (StopReason::EndTurn, None)
+        };
+        assert_eq!((reason, code), expected);
+        match events.last() {
+            Some(AgentEvent::Stop { input_tokens, .. }) => assert_eq!(*input_tokens, 2_000),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// The summariser's answer cut by the output limit was taken as the summary: the history was
+/// replaced by the first part of a summary, what the rest would have said lost. Now a cut
+/// summary is asked again once with the raised limit, as a turn is; one that cannot be (a
+/// model the table does not know) or is cut again is not used: the history stays whole.
+#[tokio::test]
+async fn a_summary_cut_by_the_output_limit_never_replaces_the_history() {
+    // (model, the summary calls' stop reasons, whether a summary is used)
+    // A refusal is no summary either.
+    let cases: [(&str, &[&str], bool); 5] = [
+        ("claude-sonnet-4-5", &["max_tokens", "end_turn"], true),
+        ("claude-sonnet-4-5", &["max_tokens", "max_tokens"], false),
+        ("m", &["max_tokens"], false),
+        ("m", &["model_context_window_exceeded"], false),
+        ("claude-sonnet-4-5", &["refusal"], false),
+    ];
+    for (model_name, stops, used) in cases {
+        let summaries = Arc::new(AtomicUsize::new(0));
+        let seen = summaries.clone();
+        let (model, requests) = ScriptedModel::new(move |_, request| {
+            if request.to_string().contains("Summarize this conversation") {
+                let n = seen.fetch_add(1, Ordering::Relaxed);
+                let stop = stops.get(n).copied().unwrap_or("end_turn");
+                let summary = if stop == "end_turn" {
+                    "the whole summary"
+                } else {
+                    "the first part of a summ"
+                };
+                return reply(request, vec![text(summary)], stop);
+            }
+            reply(request, vec![text("hi")], "end_turn")
+        })
+        .recorded();
+        let mut config = AgentConfig::new(model_name);
+        config.budget = thresholds(1_000, 1_000_000);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events: Vec<AgentEvent> = agent
+            .run_messages(vec![
+                json!({"role": "user", "content": big_prompt(5_000)}),
+                json!({"role": "assistant", "content": "earlier answer"}),
+                json!({"role": "user", "content": "and now?"}),
+            ])
+            .collect()
+            .await;
+        let case = format!("{model_name} {stops:?}");
+        let (reason, messages, _) = stop(&events);
+        assert_eq!(reason, StopReason::EndTurn, "{case}: {events:#?}");
+        let history = serde_json::to_string(&messages).unwrap();
+        assert!(
+            !history.contains("the first part of a summ"),
+            "{case}: {history}"
+        );
+        let compacted = events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. })));
+        assert_eq!(compacted, used, "{case}");
+        assert_eq!(history.contains("the whole summary"), used, "{case}");
+        assert_eq!(history.contains("earlier answer"), !used, "{case}");
+        assert_eq!(summaries.load(Ordering::Relaxed), stops.len(), "{case}");
+        let limits: Vec<u64> = requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.to_string().contains("Summarize this conversation"))
+            .map(|r| r["max_tokens"].as_u64().unwrap())
+            .collect();
+        let expected: &[u64] = if stops[0] == "max_tokens" && model_name != "m" {
+            &[8_192, 64_000]
+        } else {
+            &[8_192]
+        };
+        assert_eq!(limits, expected, "{case}");
+    }
+}
+
+/// A turn asked again with the limit raised for the model (Sonnet 4.5: 64,000), then
+/// answered by the fallback model after an overload: the raise was sized for the model that
+/// was cut, and went to the fallback as it was — over the ceiling of a fallback with a lower
+/// one (Claude 3.5 Sonnet: 8,192), which the API refuses, ending the run with an error. The
+/// raised limit now fits the fallback: its ceiling, or, for a model the table does not know
+/// (never raised for), the configured limit.
+#[tokio::test]
+async fn a_raised_limit_fits_the_fallback_model_it_goes_to() {
+    for (fallback, expected) in [
+        ("claude-3-5-sonnet-latest", 8_192),
+        ("m-unknown", 8_192),
+        ("claude-opus-4-1", 32_000),
+        ("claude-opus-4-6", 64_000),
+    ] {
+        let (model, requests) = ScriptedModel::new(|n, request| match n {
+            0 => reply(request, vec![text("Cut")], "max_tokens"),
+            1 => Err(ModelError::Overloaded {
+                message: "busy".into(),
+            }),
+            _ => reply(request, vec![text("Whole.")], "end_turn"),
+        })
+        .recorded();
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.fallback_model = Some(fallback.into());
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "write a lot").await;
+        assert_eq!(
+            stop(&events).0,
+            StopReason::EndTurn,
+            "{fallback}: {events:#?}"
+        );
+        let requests = requests.lock().unwrap();
+        let limits: Vec<(&str, u64)> = requests
+            .iter()
+            .map(|r| {
+                (
+                    r["model"].as_str().unwrap(),
+                    r["max_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            limits,
+            [
+                ("claude-sonnet-4-5", 8_192),
+                ("claude-sonnet-4-5", 64_000),
+                (fallback, expected)
+            ],
+            "{fallback}"
+        );
+    }
+}
+
+/// A response cut by the context window with nothing kept is not stopped as one that cannot
+/// make progress: the context management before the next call compacts the history that
+/// filled the window, which changes the request.
+#[tokio::test]
+async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
+    let (model, requests) = ScriptedModel::new(|n, request| match n {
+        0 => reply(request, vec![], "model_context_window_exceeded"),
+        _ => reply(request, vec![text("Done.")], "end_turn"),
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("claude-sonnet-4-5"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    let (reason, _, code) = stop_code(&events);
+    assert_eq!((reason, code), (StopReason::EndTurn, None), "{events:#?}");
+    assert_eq!(requests.lock().unwrap().len(), 2);
+}
+
+/// The summariser's call whose stream broke off after the provider reported its input was
+/// billed for it, as a turn's is: it counts toward the run's tokens and budgets (it counted
+/// for nothing, so a budget could be overrun by summaries that kept breaking off).
+#[tokio::test]
+async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens() {
+    let model = ScriptedModel::new(|_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            let mut message = scripted_message(request, vec![text("a summary")], "end_turn");
+            message["usage"] = json!({"input_tokens": 40_000, "output_tokens": 1});
+            let sse = anthropic_sse(&message, 7);
+            let cut = sse.find("event: message_delta").unwrap();
+            return Ok(Bytes::from(sse[..cut].to_owned()));
+        }
+        let mut message = scripted_message(request, vec![text("hi")], "end_turn");
+        message["usage"] = json!({"input_tokens": 100, "output_tokens": 10});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent
+        .run_messages(vec![
+            json!({"role": "user", "content": big_prompt(5_000)}),
+            json!({"role": "assistant", "content": "earlier answer"}),
+            json!({"role": "user", "content": "and now?"}),
+        ])
+        .collect()
+        .await;
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::EndTurn);
+            assert_eq!(*input_tokens, 40_100, "{events:#?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The raised limit fits what the token budget leaves: raised to 64,000 whatever the budget,
+/// one escalated call could overrun it by eight times what a call at the small limit could.
+/// A budget that leaves no more than the small limit is not raised for: the turn is
+/// continued, as without escalation.
+#[tokio::test]
+async fn a_raised_limit_fits_what_the_token_budget_leaves() {
+    // (budget, the second request's limit, whether it was raised)
+    for (budget, expected, raised) in [
+        (None, 64_000, true),
+        (Some(30_000), 30_000 - 9_192 - 1_000, true),
+        (Some(12_000), 8_192, false),
+    ] {
+        let (model, requests) = ScriptedModel::new(|n, request| {
+            let (content, stop) = match n {
+                0 => (vec![text("Cut")], "max_tokens"),
+                _ => (vec![text("Whole.")], "end_turn"),
+            };
+            let mut message = scripted_message(request, content, stop);
+            let output = if n == 0 { 8_192 } else { 10 };
+            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        })
+        .recorded();
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        config.limits.token_budget = budget;
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "write a lot").await;
+        assert_eq!(
+            stop(&events).0,
+            StopReason::EndTurn,
+            "{budget:?}: {events:#?}"
+        );
+        let requests = requests.lock().unwrap();
+        assert_eq!(
+            requests[1]["max_tokens"], expected,
+            "{budget:?} {events:#?}"
+        );
+        assert_eq!(
+            raised_events(&events).len(),
+            usize::from(raised),
+            "{budget:?}"
+        );
+    }
+    // A cost budget alike: output at 1 per million tokens, input free, 0.03 to spend, 8,192
+    // output tokens spent by the cut response.
+    let (model, requests) = ScriptedModel::new(|n, request| {
+        let (content, stop) = match n {
+            0 => (vec![text("Cut")], "max_tokens"),
+            _ => (vec![text("Whole.")], "end_turn"),
+        };
+        let mut message = scripted_message(request, content, stop);
+        let output = if n == 0 { 8_192 } else { 10 };
+        message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    })
+    .recorded();
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.limits.cost_budget = Some(0.03);
+    config.limits.prices.insert(
+        "claude-sonnet-4-5".into(),
+        ferroloop::agent::Price {
+            output: 1.0,
+            ..Default::default()
+        },
+    );
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events = collect(&agent, "write a lot").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let limit = requests.lock().unwrap()[1]["max_tokens"].as_u64().unwrap();
+    assert!((21_800..=21_808).contains(&limit), "{limit}");
+}
+
+/// The continuation prompt that a note on cut calls was added to (a response cut in its text,
+/// then one cut inside a call with nothing kept) is still the loop's own prompt: a compaction
+/// kept it as the user's latest prompt, in place of the user's, once the note made its content
+/// blocks instead of a string.
+#[tokio::test]
+async fn compaction_after_a_note_on_a_continuation_keeps_the_user_s_prompt() {
+    let model = ScriptedModel::new(move |n, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            return reply(
+                request,
+                vec![text("An essay was being written.")],
+                "end_turn",
+            );
+        }
+        match n {
+            0 => reply(request, vec![text("The first half")], "max_tokens"),
+            1 => cut_inside_a_write(request, vec![]),
+            2 => Err(ModelError::PromptTooLong {
+                message: "prompt is too long: 300000 tokens > 200000 maximum".into(),
+            }),
+            _ => reply(request, vec![text("The essay, whole.")], "end_turn"),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "write a long essay about rivers").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Context(ContextAction::Compaction { .. }))),
+        "{events:#?}"
+    );
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
+    let first = messages[0].to_string();
+    assert!(first.contains("write a long essay about rivers"), "{first}");
+    assert!(!first.contains("Resume directly"), "{first}");
+}
+
+/// A model whose stream reports its input usage, then text, then never ends.
+struct StartsThenHangs;
+
+impl Model for StartsThenHangs {
+    fn stream(&self, _request: Value) -> ModelStream {
+        let start = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageStart {
+            message: json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 150_000, "cache_read_input_tokens": 2_000, "output_tokens": 1},
+            }),
+        });
+        let delta = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageDelta {
+            delta: json!({}),
+            usage: json!({"output_tokens": 40, "input_tokens": null}),
+        });
+        let text = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::TextDelta {
+            index: 0,
+            text: "Thinking aloud".into(),
+        });
+        Box::pin(futures::stream::iter([start, delta, text]).chain(futures::stream::pending()))
+    }
+}
+
+/// A run cancelled while the model streams was billed for the input the provider reported at
+/// the stream's start: the run's totals count it and a `usage` event reports it, as for a
+/// stream that broke off (they said 0 tokens in, as `ferroloop run`'s summary after Ctrl-C).
+#[tokio::test]
+async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(StartsThenHangs),
+        executor(Default::default()),
+    );
+    let mut run = agent.run("go");
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(10), run.next())
+        .await
+        .expect("the run hung")
+    {
+        if matches!(event, AgentEvent::TextDelta { .. }) {
+            run.cancel();
+        }
+        events.push(event);
+    }
+    let usages: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage, .. } => Some(usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(usages.len(), 1, "{events:#?}");
+    assert_eq!(usages[0]["input_tokens"], 150_000);
+    assert_eq!(usages[0]["output_tokens"], 40);
+    match events.last() {
+        Some(AgentEvent::Stop {
+            reason,
+            input_tokens,
+            output_tokens,
+            ..
+        }) => {
+            assert_eq!(*reason, StopReason::Aborted);
+            assert_eq!((*input_tokens, *output_tokens), (152_000, 40));
+        }
+        other => panic!("{other:?}"),
+    }
 }

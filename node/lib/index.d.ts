@@ -734,8 +734,8 @@ export interface AgentOptions {
   /**
    * The output limit a turn cut by `max_tokens` is asked again with, once, before it is
    * continued (default 64,000; 0: never): the cut response is discarded (its calls not run, its
-   * usage counted) and a `max_tokens_raised` event says so. Capped by the model's output ceiling
-   * and the context window left; not raised for a model the built-in table does not know, nor
+   * usage counted) and a `max_tokens_raised` event says so. Capped by the model's output ceiling,
+   * the context window left and what the token budget leaves; not raised for a model the built-in table does not know, nor
    * when `extra` sets the output limit. Python's `escalated_max_tokens`.
    */
   escalatedMaxTokens?: number
@@ -771,6 +771,7 @@ export type AgentStopErrorCode =
   | 'server' | 'connection' | 'timeout' | 'protocol' | 'overloaded'
   | 'stream_truncated' | 'prompt_too_long' | 'invalid_history' | 'invalid_configuration'
   | 'invalid_tool_definition' | 'internal' | 'hook_failed' | 'model_error' | 'token_budget' | 'cost_budget'
+  | 'max_tokens_no_progress'
   | (string & {})
 
 /** The last event of a run. */
@@ -789,12 +790,15 @@ export interface AgentStopEvent {
    * `'overloaded'`, `'stream_truncated'`, or the loop's: `'invalid_history'` (a conversation
    * refused before any request), `'invalid_configuration'`, `'invalid_tool_definition'`,
    * `'internal'`, `'hook_failed'`, `'model_error'`; `'prompt_too_long'` for reason
-   * `prompt_too_long`, `'token_budget'` or `'cost_budget'` for reason `budget`.
+   * `prompt_too_long`, `'token_budget'` or `'cost_budget'` for reason `budget`;
+   * `'max_tokens_no_progress'` for reason `max_tokens` when a response cut with nothing of it
+   * kept would be asked for again with the same request (a `max_tokens` stop after the
+   * continuations ran out has none).
    */
   errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
-  /** Model calls made. */
+  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit) counts once, and summary calls not at all. */
   turns: number
   /** Tool calls made. */
   toolCalls: number
@@ -825,7 +829,11 @@ export type AgentEvent =
 /** A run in progress. */
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
-  /** The events as they happen (iterate once); leaving the loop early cancels the run. */
+  /**
+   * The events as they happen; leaving the loop early cancels the run. Iterate once: a second
+   * iterator's `next()` rejects with `InvalidArgumentError` (two loops would each get only some
+   * events); several `next()` calls at once on the one iterator are answered in order.
+   */
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>
   /** The stop event (reads the events nobody iterates; after an iteration left early, which cancels the run, the cancelled run's stop). */
   result(): Promise<AgentStopEvent>

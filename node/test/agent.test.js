@@ -664,3 +664,50 @@ test("a failed run's stop event carries a stable errorCode (as Python's error_co
     },
   )
 })
+
+test("two next() calls at once on a run's iterator get its events in order, none lost; a second iteration is refused", async () => {
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, friend.' }]) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Hello there, friend.' }]) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const agent = new Agent(client, { model: 'claude-test' })
+      const { events: expected } = await collect(agent.run('hi'))
+      const run = agent.run('hi')
+      const iterator = run[Symbol.asyncIterator]()
+      // Far more next() calls than events, all at once: each resolves to the next event in
+      // turn, then to done.
+      const results = await Promise.all(Array.from({ length: expected.length + 5 }, () => iterator.next()))
+      const events = results.filter((r) => !r.done).map((r) => r.value)
+      assert.deepEqual(
+        events.map((e) => e.type),
+        expected.map((e) => e.type),
+      )
+      assert.ok(results.slice(events.length).every((r) => r.done))
+      assert.equal(events.at(-1).type, 'stop')
+      assert.equal((await run.result()).reason, 'end_turn')
+      // Another loop over the same run (another task's) would get some of the events: refused.
+      await assert.rejects(run[Symbol.asyncIterator]().next(), ferroloop.InvalidArgumentError)
+    },
+  )
+})
+
+test('a cut that cannot make progress stops with max_tokens_no_progress (as in Python)', async () => {
+  const cut = { body: { events: anthropicEvents([], { stopReason: 'max_tokens' }) } }
+  await withServer(
+    () => serveScript({ responses: [cut, cut, cut, cut, cut] }, { log: true }),
+    async (client, server) => {
+      const agent = new Agent(client, { model: 'claude-sonnet-4-5' })
+      const stop = await agent.run('write a big file').result()
+      assert.equal(stop.reason, 'max_tokens')
+      assert.equal(stop.errorCode, 'max_tokens_no_progress')
+      const bodies = (await server.waitForRequests(2)).map((r) => JSON.parse(r.body))
+      assert.deepEqual(bodies.map((b) => b.max_tokens), [8192, 64000])
+      assert.equal(server.requests.length, 2)
+    },
+  )
+})

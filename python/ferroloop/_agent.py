@@ -45,13 +45,17 @@ class AgentRun(BatchedEvents):
       ``invalid_history`` (a conversation refused before any request),
       ``invalid_configuration``, ``invalid_tool_definition``, ``internal``, ``hook_failed``,
       ``model_error``; ``prompt_too_long`` for reason ``prompt_too_long``, ``token_budget`` or
-      ``cost_budget`` for reason ``budget``.
+      ``cost_budget`` for reason ``budget``; ``max_tokens_no_progress`` for reason
+      ``max_tokens`` when a response cut with nothing of it kept would be asked for again with
+      the same request (a ``max_tokens`` stop after the continuations ran out has none).
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts
     the run and its running tools at once. Leaving ``async for`` with ``break`` calls nothing
     (this is a plain async iterator, not a generator): the run goes on until ``aclose()``, the
-    end of an ``async with run:`` block, or the run being dropped, which aborts it too.
+    end of an ``async with run:`` block, or the run being dropped, which aborts it too. Like an
+    async generator, a run refuses a second task's ``__anext__`` while another task waits for the
+    next event (``RuntimeError``): two tasks iterating it at once would each get only some events.
     """
 
     def __init__(self, native: _native._AgentRun) -> None:
@@ -96,7 +100,8 @@ class Agent:
     ``escalated_max_tokens`` (default 64000; 0: never) the limit a turn cut by ``max_tokens`` is
     asked again with, once, before it is continued: the cut response is discarded (its calls
     not run, its usage counted) and a ``max_tokens_raised`` event (``turn``, ``from``, ``to``)
-    says so; the limit is capped by the model's output ceiling and the context window left, and
+    says so; the limit is capped by the model's output ceiling, the context window left and what
+    ``token_budget`` leaves, and
     is not raised for a model the built-in table does not know, nor when ``extra`` sets the
     output limit. ``max_continuations``
     (default 3) how often a ``max_tokens`` stop is continued, ``keep_recent_tool_results``

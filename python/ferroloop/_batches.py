@@ -46,12 +46,18 @@ _Self = TypeVar("_Self", bound="BatchedEvents")
 
 class BatchedEvents(AsyncClosing):
     """Yields the events of a ``NativeBatches`` handle one at a time. Subclasses unpack a batch
-    (``_unpack``) and look at each event as it is yielded (``_seen``)."""
+    (``_unpack``) and look at each event as it is yielded (``_seen``).
+
+    Like an async generator, it refuses a ``__anext__`` while another one is waiting for the
+    next batch (two tasks iterating it at once): ``RuntimeError``. Each task would otherwise
+    get some of the events, none of them all."""
 
     def __init__(self, native: NativeBatches) -> None:
         self._native = native
         self._buffer: collections.deque[Event] = collections.deque()
         self._done = False
+        # A ``__anext__`` is waiting for the next batch.
+        self._waiting = False
 
     def _unpack(self, batch: Any) -> Iterable[Event]:
         """The events of one batch (a batch is a list of events unless a subclass says else)."""
@@ -66,9 +72,15 @@ class BatchedEvents(AsyncClosing):
         return self
 
     async def __anext__(self) -> Event:
+        if self._waiting:
+            raise RuntimeError(
+                f"anext(): this {type(self).__name__} is already being iterated by another task "
+                "(each would get only some of its events)"
+            )
         while not self._buffer:
             if self._done:
                 raise StopAsyncIteration
+            self._waiting = True
             try:
                 batch = await self._native.next_batch()
             except BaseException:
@@ -76,6 +88,8 @@ class BatchedEvents(AsyncClosing):
                 self._done = True
                 self._native.close()
                 raise
+            finally:
+                self._waiting = False
             if batch is None:
                 self._done = True
                 continue

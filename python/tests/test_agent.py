@@ -705,3 +705,58 @@ async def test_a_failed_run_s_stop_event_carries_a_stable_error_code(replay: Rep
         assert billed["reason"] == "error" and billed["error_code"] == "quota_exceeded", billed
         assert invalid["reason"] == "error" and invalid["error_code"] == "invalid_history", invalid
     assert len(server.requests()) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_run_iterated_by_two_tasks_at_once_refuses_the_second_like_an_async_generator(
+    replay: Replay,
+) -> None:
+    # Before, each task got some of the events (both waited for the next batch, and each
+    # batch went to one of them): neither saw the whole run, and nothing said so.
+    server = replay(
+        {
+            "responses": [
+                turn([tool_use("toolu_1", "lookup", {"key": "a"})], "tool_use"),
+                turn([{"type": "text", "text": "Done."}], "end_turn"),
+            ]
+        }
+    )
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True, schema={"type": "object"})
+    async def lookup(input: dict[str, Any]) -> str:
+        """Looks a key up."""
+        return "found"
+
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-test", tools=executor)
+        run = agent.run("look it up")
+
+        async def drain() -> list[dict[str, Any]]:
+            return [event async for event in run]
+
+        outcomes: list[Any] = list(await asyncio.gather(drain(), drain(), return_exceptions=True))
+    first, second = outcomes
+    assert isinstance(second, RuntimeError), second
+    assert "already being iterated" in str(second)
+    assert isinstance(first, list), first
+    types = [event["type"] for event in first]
+    assert types[0] == "turn_start" and types[-1] == "stop", types
+    assert types.count("turn_start") == 2 and types.count("tool_finished") == 1, types
+    assert first[-1]["reason"] == "end_turn"
+    # One task after the other is no concurrent iteration: the run just has no events left.
+    assert await drain() == []
+
+
+@pytest.mark.asyncio
+async def test_a_cut_that_cannot_make_progress_stops_with_its_code_like_node(replay: Replay) -> None:
+    # Nothing of the response is kept, at the raised limit too: the next request would be the
+    # one just cut, so the run stops instead of paying for it again.
+    cut = turn([], "max_tokens")
+    server = replay({"responses": [cut, cut, cut, cut, cut]})
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-sonnet-4-5")
+        stop = await agent.run("write a big file").finish()
+    assert stop["reason"] == "max_tokens", stop
+    assert stop["error_code"] == "max_tokens_no_progress", stop
+    assert [json.loads(r["body"])["max_tokens"] for r in server.requests()] == [8192, 64000]

@@ -68,8 +68,9 @@ pub struct AgentConfig {
     /// window the budget keeps free) small; a response that needs more — a big file written in
     /// one tool call, which a continuation cannot finish since a cut call is not run — is
     /// discarded (its calls cancelled, its usage counted) and the same turn is sent again
-    /// with the limit raised to the least of this, the model's output ceiling and the
-    /// context window less the request's input. The continuations that follow a cut at the
+    /// with the limit raised to the least of this, the model's output ceiling, the
+    /// context window less the request's input and the output the token and cost budgets
+    /// leave. The continuations that follow a cut at the
     /// raised limit keep it as far as the window left by their grown input allows; the next
     /// turn goes back to [`Limits::max_tokens`].
     ///
@@ -80,7 +81,11 @@ pub struct AgentConfig {
     /// the server refused the limit field, nor for a cut by the context window
     /// (`model_context_window_exceeded`), which a higher limit cannot help.
     pub escalated_max_tokens: Option<u64>,
-    /// How many times a `max_tokens` stop in text is continued (default 3).
+    /// How many times a `max_tokens` stop in text is continued (default 3). A cut response of
+    /// which nothing can be kept is continued only while the next request differs (the note
+    /// naming its cut calls is added once); then the run stops with `max_tokens` and the error
+    /// code `max_tokens_no_progress` (a cut by the context window is left to the compaction
+    /// before the next call, which changes the request).
     pub max_continuations: u32,
     /// The user message sent to continue after `max_tokens` (followed by a note naming the
     /// tools the cut response called: those calls are not run).

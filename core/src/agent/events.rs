@@ -15,7 +15,8 @@ pub enum StopReason {
     StopSequence,
     /// The model declined to answer (`stop_reason: "refusal"`, or OpenAI's `content_filter`).
     Refusal,
-    /// The model hit `max_tokens` more often than the continuation limit allows.
+    /// The model hit `max_tokens` more often than the continuation limit allows, or a response
+    /// cut with nothing of it kept could only be asked for again with the same request.
     MaxTokens,
     /// `max_turns` model calls were made.
     MaxTurns,
@@ -169,7 +170,9 @@ pub enum AgentEvent {
         /// The prefix components whose bytes changed (`system`, `tools`, `messages`).
         changed: Vec<&'static str>,
     },
-    /// Usage reported for a turn.
+    /// Usage reported for a model call of a turn: each response, and each stream that broke
+    /// off or was cancelled after the provider reported its usage (billed, though discarded),
+    /// before the call's `turn_end`.
     Usage {
         /// 1-based turn number.
         turn: u32,
@@ -209,11 +212,16 @@ pub enum AgentEvent {
         /// `invalid_configuration`, `invalid_tool_definition`, `internal` (the model panicked
         /// or its stream ended without a final item), `hook_failed` (the compaction hook
         /// panicked). For `prompt_too_long`: `prompt_too_long`; for `budget`: `token_budget`
-        /// or `cost_budget`.
+        /// or `cost_budget`; for `max_tokens`: `max_tokens_no_progress` when nothing of the
+        /// cut response could be kept and the next request would be the one just cut (a
+        /// `max_tokens` stop after [`max_continuations`](super::AgentConfig::max_continuations)
+        /// has none).
         error_code: Option<&'static str>,
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
-        /// Model calls made.
+        /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch
+        /// to the fallback model, a raised output limit, a refused request field) counts once,
+        /// and the summariser's calls not at all.
         turns: u32,
         /// Tool calls made.
         tool_calls: u32,

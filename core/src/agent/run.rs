@@ -286,6 +286,57 @@ impl Ending {
     }
 }
 
+/// The code of a `max_tokens` stop whose continuation could make no progress: nothing of the
+/// cut response could be kept and there was nothing new to tell the model (the note on its cut
+/// calls was there already, or no call was cut), so the next request would be the one just cut.
+const MAX_TOKENS_NO_PROGRESS: &str = "max_tokens_no_progress";
+
+/// What a [`MAX_TOKENS_NO_PROGRESS`] stop says: the limit that cut the response (the server's
+/// own when the request had none), and the calls it cut.
+fn no_progress_error(limit: Option<u64>, cut_calls: &[String]) -> String {
+    let limit = limit.map_or_else(
+        || "the server's output limit".to_owned(),
+        |limit| format!("the output limit of {limit} tokens"),
+    );
+    let cut = if cut_calls.is_empty() {
+        String::new()
+    } else {
+        format!(" (it was cut inside a call to {})", cut_calls.join(", "))
+    };
+    format!(
+        "{limit} cut the response and nothing of it could be kept{cut}: a continuation would \
+         send the request just cut again"
+    )
+}
+
+/// The usage a response's stream reported so far: its `message_start`'s, with the fields of
+/// each later `message_delta`'s usage that are not null (cumulative values, assigned).
+#[derive(Debug, Default)]
+struct StreamedUsage(serde_json::Map<String, Value>);
+
+impl StreamedUsage {
+    fn observe(&mut self, event: &DecodeEvent) {
+        let usage = match event {
+            DecodeEvent::MessageStart { message } => message.get("usage"),
+            DecodeEvent::MessageDelta { usage, .. } => Some(usage),
+            _ => None,
+        };
+        if let Some(Value::Object(fields)) = usage {
+            for (key, value) in fields {
+                if !value.is_null() {
+                    self.0.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
+    /// The usage reported, if any the loop can read.
+    fn reported(&self) -> Option<Value> {
+        let usage = Value::Object(self.0.clone());
+        Usage::from_json(&usage).map(|_| usage)
+    }
+}
+
 /// How one model call ended.
 enum CallOutcome {
     /// The message completed.
@@ -547,6 +598,9 @@ impl Driver {
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
             let mut call_ids = ResponseCallIds::after(&self.messages);
+            // The usage the stream reported so far (its start, its deltas), which a call
+            // cancelled before its end was billed for.
+            let mut streamed_usage = StreamedUsage::default();
             while outcome.is_none() {
                 tokio::select! {
                     biased;
@@ -559,6 +613,7 @@ impl Driver {
                             if ttft.is_none() {
                                 ttft = Some(started.elapsed());
                             }
+                            streamed_usage.observe(&decoded);
                             let decoded = call_ids.dedupe(decoded, turn_number);
                             if let DecodeEvent::ToolUseInvalid { id, name, error, .. } = &decoded {
                                 not_run.push((id.clone(), format!(
@@ -622,20 +677,28 @@ impl Driver {
                     // Nothing of this response enters history: its calls are discarded and
                     // reported, so nothing runs on after the run ends.
                     self.settle(turn, &submitted, &mut results, true).await;
+                    // What the provider reported before the cancel was billed: the totals
+                    // count it and a `usage` event reports it, as for a broken stream.
+                    if let Some(usage) = streamed_usage.reported() {
+                        let partial = json!({ "usage": usage });
+                        self.record_usage(turn_number, &request, &partial, estimated, ttft, false);
+                    }
                     self.emit_turn_end(turn_number, None);
                     return Ending::reason(StopReason::Aborted);
                 }
                 CallOutcome::Failed(error) => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    self.emit_turn_end(turn_number, None);
                     // A stream cut after `message_start` was billed for its prompt (and what
                     // it streamed): the run's totals and budgets count what the provider
-                    // reported.
+                    // reported, and a `usage` event reports it as for any call (the totals
+                    // would otherwise hold usage no event accounts for). Nothing of it
+                    // enters history.
                     if let ModelError::Truncated { partial, .. } = &error
-                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
+                        && partial.get("usage").and_then(Usage::from_json).is_some()
                     {
-                        self.count_usage(usage);
+                        self.record_usage(turn_number, &request, partial, estimated, ttft, false);
                     }
+                    self.emit_turn_end(turn_number, None);
                     match error {
                         ModelError::Overloaded { message } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
@@ -851,6 +914,7 @@ impl Driver {
                     // continued the same way: the context management before the next call
                     // compacts if the window is the limit.)
                     self.settle(turn, &submitted, &mut results, true).await;
+                    let by_output_limit = stop_reason.as_deref() == Some("max_tokens");
                     let cut_calls = tool_use_names(&assistant);
                     strip_tool_uses(&mut assistant);
                     drop_unanswered_server_tool_uses(&mut assistant);
@@ -868,7 +932,6 @@ impl Driver {
                     if continuations >= self.config().max_continuations {
                         return Ending::reason(StopReason::MaxTokens);
                     }
-                    continuations += 1;
                     let prompt = self.config().continuation_prompt.clone();
                     // The model is told its calls were not run: else it resumes as if they
                     // had been, or, with nothing of the response kept, the same request goes
@@ -880,9 +943,22 @@ impl Driver {
                             None => prompt,
                         };
                         self.push_message(json!({"role": "user", "content": prompt}));
-                    } else if let Some(note) = note {
-                        self.add_note_to_last_user_message(&note);
+                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note))
+                        && by_output_limit
+                    {
+                        // Nothing of the response was kept and the note is already there (or
+                        // there is no call to name): the next request would be the one just
+                        // cut, to be cut the same way, a whole generation each time. (A cut by
+                        // the context window is left to the context management before the
+                        // next call, whose compaction changes the request.)
+                        let limit = request.get("max_tokens").and_then(Value::as_u64);
+                        return Ending::failed(
+                            StopReason::MaxTokens,
+                            MAX_TOKENS_NO_PROGRESS,
+                            no_progress_error(limit, &cut_calls),
+                        );
                     }
+                    continuations += 1;
                 }
                 other => {
                     self.settle(turn, &submitted, &mut results, true).await;
@@ -1051,16 +1127,63 @@ impl Driver {
         }
         let current = request.get("max_tokens").and_then(Value::as_u64)?;
         // What the provider counted for the input, else the estimate.
-        let input = message
-            .get("usage")
-            .and_then(Usage::from_json)
-            .map_or(estimated, |usage| usage.input_total());
-        self.config().raised_max_tokens(&self.model, current, input)
+        let usage = message.get("usage").and_then(Usage::from_json);
+        let input = usage.map_or(estimated, |usage| usage.input_total());
+        // The cut response's usage is not counted yet: what it spent is not left.
+        self.raised_limit(current, input, usage)
+    }
+
+    /// The raised output limit for a request with output limit `current` and `input` input
+    /// tokens ([`AgentConfig::raised_max_tokens`]), within what the run's budgets leave once
+    /// `uncounted` (a response's usage not counted yet) is spent: raised whatever the budget,
+    /// one call could overrun it by the whole raise. `None` when that is not above `current`.
+    fn raised_limit(&self, current: u64, input: u64, uncounted: Option<Usage>) -> Option<u64> {
+        let raised = self
+            .config()
+            .raised_max_tokens(&self.model, current, input)?
+            .min(self.output_left_by_budgets(input, uncounted));
+        (raised > current).then_some(raised)
+    }
+
+    /// The output tokens the token and cost budgets leave for a call whose input is `input`
+    /// tokens (counted at the uncached input price), once `uncounted` is spent too:
+    /// `u64::MAX` without a budget.
+    fn output_left_by_budgets(&self, input: u64, uncounted: Option<Usage>) -> u64 {
+        let limits = &self.config().limits;
+        let uncounted = uncounted.unwrap_or_default();
+        let mut left = u64::MAX;
+        if let Some(budget) = limits.token_budget {
+            let spent = self
+                .input_tokens
+                .saturating_add(self.output_tokens)
+                .saturating_add(self.unreported_tokens)
+                .saturating_add(uncounted.input_total())
+                .saturating_add(uncounted.output_tokens)
+                .saturating_add(input);
+            left = budget.saturating_sub(spent);
+        }
+        if let Some(budget) = limits.cost_budget
+            && let Some(price) = self.config().price_of(&self.model)
+            && price.output > 0.0
+        {
+            let cost_left = budget
+                - self.cost
+                - self.unreported_cost
+                - self.cost_of(uncounted)
+                - input as f64 * price.input / 1e6;
+            // Saturating: a float out of the u64 range becomes its bound.
+            let tokens = (cost_left.max(0.0) * 1e6 / price.output) as u64;
+            left = left.min(tokens);
+        }
+        left
     }
 
     /// Lowers a raised output limit that the input, grown by continuations since the raise,
-    /// would push past the context window (never under the configured limit): the raise was
-    /// sized for the input of the request it answered.
+    /// would push past the context window or the budgets, or that is over the ceiling of the
+    /// model the request goes to (never under the configured limit): the raise was sized for
+    /// the input of the request it answered and for the model that answered it, which a switch
+    /// to the fallback model may have replaced (a model the table does not know, which is
+    /// never raised for, gets the configured limit).
     fn fit_raised_max_tokens(&self, request: &mut Value, estimated: u64) {
         let Some(raised) = self.raised_max_tokens else {
             return;
@@ -1069,14 +1192,16 @@ impl Driver {
             return;
         }
         let config = self.config();
-        let window = crate::tokens::ModelTable::default()
-            .known(&self.model)
-            .map_or(config.budget.window, |limits| {
-                limits.context_window.min(config.budget.window)
-            });
-        let fitted = window
-            .saturating_sub(estimated)
-            .clamp(config.limits.max_tokens.min(raised), raised);
+        let fitted = match crate::tokens::ModelTable::default().known(&self.model) {
+            Some(limits) => limits
+                .context_window
+                .min(config.budget.window)
+                .saturating_sub(estimated)
+                .min(limits.max_output_tokens)
+                .min(self.output_left_by_budgets(estimated, None))
+                .clamp(config.limits.max_tokens.min(raised), raised),
+            None => config.limits.max_tokens,
+        };
         request["max_tokens"] = Value::from(fitted);
     }
 
@@ -1102,22 +1227,24 @@ impl Driver {
     }
 
     /// Ends the last message, a user message, with `note` (once: a note already there is not
-    /// repeated), so that the next request differs from the one just answered.
-    fn add_note_to_last_user_message(&mut self, note: &str) {
+    /// repeated), so that the next request differs from the one just answered. Returns whether
+    /// the note was added (the next request differs).
+    fn add_note_to_last_user_message(&mut self, note: &str) -> bool {
         let Some(last) = self.messages.last_mut() else {
-            return;
+            return false;
         };
         if last.get("role").and_then(Value::as_str) != Some("user") {
-            return;
+            return false;
         }
         let mut blocks = content_blocks(last);
         let block = json!({"type": "text", "text": note});
         if blocks.last() == Some(&block) {
-            return;
+            return false;
         }
         blocks.push(block);
         last["content"] = Value::Array(blocks);
         self.tracker.replace_messages(&self.messages);
+        true
     }
 
     fn push_message(&mut self, message: Value) {
@@ -1197,13 +1324,19 @@ impl Driver {
         // Saturating: the counts are the server's and may be absurd.
         self.input_tokens = self.input_tokens.saturating_add(usage.input_total());
         self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
-        if let Some(price) = self.config().price_of(&self.model) {
-            self.cost += (usage.input_tokens as f64 * price.input
+        self.cost += self.cost_of(usage);
+    }
+
+    /// What `usage` costs at the current model's price (0 for a model the table does not
+    /// price).
+    fn cost_of(&self, usage: Usage) -> f64 {
+        self.config().price_of(&self.model).map_or(0.0, |price| {
+            (usage.input_tokens as f64 * price.input
                 + usage.output_tokens as f64 * price.output
                 + usage.cache_creation_input_tokens as f64 * price.cache_write
                 + usage.cache_read_input_tokens as f64 * price.cache_read)
-                / 1e6;
-        }
+                / 1e6
+        })
     }
 
     fn over_budget(&self) -> Option<Ending> {
@@ -1400,11 +1533,7 @@ impl Driver {
                     let source: Vec<Value> = self
                         .messages
                         .iter()
-                        .filter(|m| {
-                            !m.get("content")
-                                .and_then(Value::as_str)
-                                .is_some_and(|text| is_continuation(text, continuation))
-                        })
+                        .filter(|m| !is_continuation_message(m, continuation))
                         .cloned()
                         .map(without_cut_calls_notes)
                         .collect();
@@ -1453,7 +1582,9 @@ impl Driver {
     /// metadata, the beta flags a history's blocks need, ...) except those that would make
     /// the answer something else than a summary or that it does not need
     /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Its
-    /// usage counts toward the run's totals and budgets (it is not a turn).
+    /// usage counts toward the run's totals and budgets (it is not a turn). An answer cut by
+    /// `max_tokens` is asked again once with the raised limit
+    /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
@@ -1516,6 +1647,7 @@ impl Driver {
         }
         let estimated = estimate_request_body(&request, self.config().family).total();
         let mut stream = self.call_model(request.clone());
+        let mut raised = false;
         loop {
             let event = tokio::select! {
                 biased;
@@ -1524,13 +1656,45 @@ impl Driver {
             };
             match event {
                 Some(ModelEvent::Completed { message, .. }) => {
-                    match message.get("usage").and_then(Usage::from_json) {
+                    let usage = message.get("usage").and_then(Usage::from_json);
+                    match usage {
                         Some(usage) => self.count_usage(usage),
                         None => {
                             let content = message.get("content").unwrap_or(&Value::Null);
                             let output = estimate_content(content, self.config().family);
                             self.count_unreported(estimated, output);
                         }
+                    }
+                    let stop_reason = message.get("stop_reason").and_then(Value::as_str);
+                    if matches!(
+                        stop_reason,
+                        Some("max_tokens" | "model_context_window_exceeded" | "refusal")
+                    ) {
+                        // A summary cut by a limit is the first part of one: taken, it would
+                        // replace the history and lose what the rest would have said. It is
+                        // asked again once with the limit raised, as a turn is; else none.
+                        let current = request.get("max_tokens").and_then(Value::as_u64);
+                        let input = usage.map_or(estimated, |usage| usage.input_total());
+                        let higher = current
+                            .filter(|_| !raised && stop_reason == Some("max_tokens"))
+                            .and_then(|current| self.raised_limit(current, input, None));
+                        if let Some(higher) = higher
+                            && self.over_budget().is_none()
+                        {
+                            tracing::warn!(
+                                higher,
+                                "the summary was cut by max_tokens; asking again with a higher limit"
+                            );
+                            raised = true;
+                            request["max_tokens"] = Value::from(higher);
+                            stream = self.call_model(request.clone());
+                            continue;
+                        }
+                        tracing::warn!(
+                            ?stop_reason,
+                            "the summary was cut or refused; keeping the history"
+                        );
+                        return Summary::Failed;
                     }
                     let text: String = message
                         .get("content")
@@ -1556,6 +1720,13 @@ impl Driver {
                 }
                 Some(ModelEvent::Failed(error)) => {
                     tracing::warn!(%error, "compaction call failed");
+                    // A stream cut after `message_start` was billed for its input: it counts,
+                    // as a turn's does.
+                    if let ModelError::Truncated { partial, .. } = &error
+                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
+                    {
+                        self.count_usage(usage);
+                    }
                     return Summary::Failed;
                 }
                 Some(_) => {}
@@ -1659,7 +1830,7 @@ pub(crate) fn ask_to_drop_stale_thinking(request: &mut Value) {
 enum Summary {
     /// The summary.
     Text(String),
-    /// No summary (the call failed, or answered no text).
+    /// No summary (the call failed, was refused or cut by a limit, or answered no text).
     Failed,
     /// The run was cancelled during the call.
     Cancelled,
@@ -1778,6 +1949,26 @@ fn is_continuation(text: &str, continuation: &str) -> bool {
                 .strip_prefix("\n\n")
                 .is_some_and(|note| note.starts_with(CUT_CALLS_NOTE))
     })
+}
+
+/// Whether `message` is a continuation prompt of the loop's: its content is one, as a string
+/// or as text blocks (a [`cut_calls_note`] added to it later made it blocks).
+fn is_continuation_message(message: &Value, continuation: &str) -> bool {
+    match message.get("content") {
+        Some(Value::String(text)) => is_continuation(text, continuation),
+        Some(Value::Array(blocks)) => {
+            let texts: Option<Vec<&str>> = blocks
+                .iter()
+                .map(|b| {
+                    (b.get("type").and_then(Value::as_str) == Some("text"))
+                        .then(|| b.get("text").and_then(Value::as_str))
+                        .flatten()
+                })
+                .collect();
+            texts.is_some_and(|texts| is_continuation(&texts.join("\n\n"), continuation))
+        }
+        _ => false,
+    }
 }
 
 /// `message` without the [`cut_calls_note`]s the loop added to it: the summary that replaces
@@ -1913,6 +2104,26 @@ mod tests {
         assert!(is_continuation(&noted, continuation));
         assert!(!is_continuation("Resume. And also do this", continuation));
         assert!(!is_continuation("Resume.\n\nmy own words", continuation));
+        // A note added to the prompt's message later makes its content blocks.
+        let blocks = |texts: &[&str]| {
+            let blocks: Vec<Value> = texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t}))
+                .collect();
+            json!({"role": "user", "content": blocks})
+        };
+        assert!(is_continuation_message(
+            &blocks(&[continuation, &noted[continuation.len() + 2..]]),
+            continuation
+        ));
+        assert!(!is_continuation_message(
+            &blocks(&[continuation, "my own words"]),
+            continuation
+        ));
+        assert!(is_continuation_message(
+            &json!({"role": "user", "content": continuation}),
+            continuation
+        ));
     }
 
     /// A note the loop added after the user's prompt leaves with the cut response when a
