@@ -355,7 +355,15 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
         .and_then(|value| value.get("error"))
         .filter(|error| error.is_object());
     let field = |name: &str| text_of(error.and_then(|error| error.get(name)));
-    let code = field("code").or_else(|| top("code"));
+    // OpenRouter's `code` is the HTTP status, a number: the decoder reads it as a name too.
+    let status_code = |value: Option<&serde_json::Value>| {
+        value
+            .filter(|code| code.is_u64())
+            .map(serde_json::Value::to_string)
+    };
+    let code = field("code")
+        .or_else(|| top("code"))
+        .or_else(|| status_code(error.and_then(|error| error.get("code"))));
     let error_type = match error {
         Some(_) => field("type").or_else(|| code.clone()),
         // Anthropic's envelope says `"type": "error"`, which names no class.
@@ -670,7 +678,9 @@ mod tests {
             else {
                 panic!("{name}: no provider error");
             };
-            // The client has no class for an error nobody names: a server failure.
+            // The one difference, by design (see `ProviderErrorKind::classify`): an error that
+            // names no class and gives no status is the decoder's `provider_error`, and the
+            // client's (and the agent's) `server`, since they must act on a class.
             let expected = match case["code"].as_str().unwrap() {
                 "provider_error" => "server",
                 code => code,
@@ -692,6 +702,48 @@ mod tests {
         );
         let in_stream = ClientError::from_stream_error(&lm_studio.to_string(), None);
         assert_eq!(in_stream.code(), "prompt_too_long");
+    }
+
+    /// OpenRouter sends a mid-stream error with the HTTP status as its numeric `code`: a 429 is
+    /// a rate limit (it was a `server` failure, so the loop did not wait as for one), a 401 an
+    /// authentication failure; the decoder classifies the same payload the same way.
+    #[test]
+    fn an_in_stream_error_with_a_status_as_its_code_is_that_status_s_class() {
+        let cases = [
+            (
+                r#"{"error":{"code":429,"message":"Rate limit exceeded"}}"#,
+                "rate_limited",
+            ),
+            (
+                r#"{"error":{"code":401,"message":"No auth credentials found"}}"#,
+                "authentication",
+            ),
+            (r#"{"error":{"code":502,"message":"Overloaded"}}"#, "server"),
+            (
+                r#"{"error":{"code":529,"message":"Overloaded"}}"#,
+                "overloaded",
+            ),
+            (
+                r#"{"error":{"code":400,"message":"bad"}}"#,
+                "invalid_request",
+            ),
+            (r#"{"error":{"message":"no class, no status"}}"#, "server"),
+        ];
+        for (data, code) in cases {
+            let error = ClientError::from_stream_error(data, None);
+            assert_eq!(error.code(), code, "{data}: {error:?}");
+            let decoded = crate::decode::DecodeError::provider(serde_json::from_str(data).unwrap());
+            let kind = decoded.provider_kind().unwrap();
+            let decoded_code = match kind.code() {
+                "provider_error" => "server",
+                other => other,
+            };
+            assert_eq!(decoded_code, code, "{data}");
+        }
+        // An HTTP body with such a code: the status still decides a server failure.
+        let body = br#"{"error":{"code":400,"message":"upstream said 400"}}"#;
+        let error = ClientError::from_response(502, &HeaderMap::new(), body, None);
+        assert_eq!(error.code(), "server", "{error:?}");
     }
 
     #[test]
