@@ -233,7 +233,10 @@ impl ClientError {
         retry_after: Option<Duration>,
     ) -> Self {
         let parsed = parse_error_body(body);
-        let mut message = parsed.message;
+        let mut message = match html_page_summary(headers, body) {
+            Some(summary) if parsed.error_type.is_none() && parsed.code.is_none() => summary,
+            _ => parsed.message,
+        };
         // Redirects are not followed (the request carries the key); where it pointed is what
         // the user needs to fix the base URL.
         if (300..400).contains(&status)
@@ -326,6 +329,74 @@ fn classify(
         // decoder's `provider_error`); a server failure, as a 5xx would be.
         (None, _) => ClientError::Server(details),
     }
+}
+
+/// A short description of an HTML error page (a proxy's, a load balancer's, a CDN's: the API
+/// itself answers errors in JSON): its title, else its first words without markup, and its
+/// content type. `None` when the body is not HTML (by its content type, or its first character
+/// when it has none). Kilobytes of markup and CSS in an error message help nobody.
+fn html_page_summary(headers: &HeaderMap, body: &[u8]) -> Option<String> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.trim().to_ascii_lowercase());
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim_start();
+    let html = match content_type.as_deref() {
+        Some(content_type) => {
+            let media = content_type.split(';').next().unwrap_or_default().trim();
+            media == "text/html" || media == "application/xhtml+xml"
+        }
+        None => text.starts_with('<'),
+    };
+    if !html {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `text`.
+    let title = lower.find("<title").and_then(|start| {
+        let open_end = start + lower[start..].find('>')? + 1;
+        let close = open_end + lower[open_end..].find("</title")?;
+        Some(text[open_end..close].to_owned())
+    });
+    let words = title.unwrap_or_else(|| without_markup(text));
+    let words: String = words.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut words: String = words.chars().take(200).collect();
+    if words.is_empty() {
+        words.push_str("an empty page");
+    }
+    let media = content_type.as_deref().unwrap_or("no content type");
+    let media = media.split(';').next().unwrap_or_default().trim();
+    Some(format!(
+        "{words} (an HTML page, {media}: a proxy or gateway answered, not the API)"
+    ))
+}
+
+/// `text` with its tags, and the contents of `style` and `script` elements, left out.
+fn without_markup(text: &str) -> String {
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `text`.
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut at = 0;
+    while let Some(open) = lower[at..].find('<').map(|open| at + open) {
+        out.push_str(&text[at..open]);
+        out.push(' ');
+        let tag = &lower[open..];
+        let element_end = if tag.starts_with("<style") {
+            tag.find("</style")
+        } else if tag.starts_with("<script") {
+            tag.find("</script")
+        } else {
+            Some(0)
+        };
+        let Some(close) = element_end.and_then(|end| tag[end..].find('>').map(|gt| end + gt))
+        else {
+            return out;
+        };
+        at = open + close + 1;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// What an error body says: `{"error": {"type", "code", "message"}}` (Anthropic and OpenAI
@@ -747,6 +818,36 @@ mod tests {
     }
 
     #[test]
+    fn an_html_error_page_is_summarised_by_its_title_or_its_words() {
+        let mut html = HeaderMap::new();
+        html.insert(
+            "content-type",
+            HeaderValue::from_static("text/html; charset=UTF-8"),
+        );
+        let page = b"<html><head><title>502 Bad Gateway</title><style>h1{x:y}</style></head><body><h1>502</h1></body></html>";
+        let error = ClientError::from_response(502, &html, page, None);
+        let message = &error.details().unwrap().message;
+        assert_eq!(
+            message,
+            "502 Bad Gateway (an HTML page, text/html: a proxy or gateway answered, not the API)"
+        );
+        // No title, no content type: the words, without tags, styles and scripts.
+        let page = b"<body><style>p{a:b}</style><script>x<y</script><p>Service\n  Unavailable</p>";
+        let error = ClientError::from_response(503, &HeaderMap::new(), page, None);
+        assert!(
+            error
+                .details()
+                .unwrap()
+                .message
+                .starts_with("Service Unavailable (an HTML page, no content type"),
+            "{error:?}"
+        );
+        // A JSON error body, and plain text, are left as they are.
+        let error = ClientError::from_response(502, &HeaderMap::new(), b"upstream <timeout>", None);
+        assert_eq!(error.details().unwrap().message, "upstream <timeout>");
+    }
+
+    #[test]
     fn numbers_skip_thousands_separators() {
         assert_eq!(numbers("a 1,234 b 5, 6"), vec![1234, 5, 6]);
         assert_eq!(numbers("99999999999999999999999"), vec![u64::MAX]);
@@ -765,6 +866,10 @@ mod tests {
             let error = ClientError::from_response(status, &HeaderMap::new(), json.to_string().as_bytes(), None);
             proptest::prop_assert!(!error.code().is_empty());
             let _ = ClientError::from_stream_error(&message, None);
+            let mut html = HeaderMap::new();
+            html.insert("content-type", http::HeaderValue::from_static("text/html"));
+            let _ = ClientError::from_response(status, &html, message.as_bytes(), None);
+            let _ = html_page_summary(&html, &body);
         }
 
         #[test]
