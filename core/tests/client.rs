@@ -1742,8 +1742,9 @@ async fn a_huge_error_body_is_read_bounded_and_keeps_its_beginning() {
     let error = got.error.unwrap();
     assert_eq!(error.code(), "server");
     let message = &error.details().unwrap().message;
+    // An HTML page is named by its title (see `an_html_502_from_a_proxy_is_retried_and_reported_by_its_title`).
     assert!(
-        message.starts_with("<html><title>502 Bad Gateway</title>"),
+        message.starts_with("502 Bad Gateway (an HTML page"),
         "{message:.80}"
     );
     assert!(message.len() <= 2000 * 4, "{}", message.len());
@@ -2311,4 +2312,171 @@ async fn keep_alive_comments_hold_off_the_first_event_and_idle_timeouts() {
         1,
         "no retry"
     );
+}
+
+/// A loopback server that answers request number n (from 0) with `responses[n]` (the last one
+/// once they run out), written raw, then closes the connection; returns its base URL and the
+/// count of requests it read.
+async fn raw_server_closing(
+    responses: Vec<Vec<u8>>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let served = std::sync::Arc::clone(&count);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                match socket.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => request.extend_from_slice(&buffer[..read]),
+                }
+            }
+            let index = served.fetch_add(1, Ordering::SeqCst);
+            let response = &responses[index.min(responses.len() - 1)];
+            let _ = socket.write_all(response).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+fn raw_config(base_url: String) -> ClientConfig {
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(base_url)
+        .with_api_key("test-key");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.timeouts.total = Duration::from_secs(20);
+    config.tls.native_roots = false;
+    config
+}
+
+/// A whole Anthropic stream as a chunked HTTP/1.1 200, one event per chunk.
+fn chunked_stream(events: &[&str], tail: &str) -> Vec<u8> {
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
+    for event in events {
+        out.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+    }
+    out.push_str(tail);
+    out.into_bytes()
+}
+
+const MESSAGE_START: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n";
+const MESSAGE_STOP: &str = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+#[tokio::test]
+async fn a_malformed_chunk_is_retried_before_any_event_and_truncates_after_one() {
+    // A chunk size that is not hexadecimal: the body breaks. Before any event the request is
+    // sent again (nothing was delivered); after one it is truncated, never replayed.
+    let broken_first = chunked_stream(&[], "zz\r\nnot a chunk\r\n");
+    let whole = chunked_stream(&[MESSAGE_START, MESSAGE_STOP], "0\r\n\r\n");
+    let (url, requests) = raw_server_closing(vec![broken_first, whole]).await;
+    let client = Client::new(raw_config(url)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1, "{:?}", got.retries);
+    assert_eq!(got.events.len(), 2);
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    let broken_later = chunked_stream(&[MESSAGE_START], "zz\r\nnot a chunk\r\n");
+    let (url, requests) = raw_server_closing(vec![broken_later]).await;
+    let client = Client::new(raw_config(url)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    let ClientError::Truncated { partial, cause, .. } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(partial.events, 1);
+    assert!(
+        matches!(**cause, ClientError::Connection { .. }),
+        "{cause:?}"
+    );
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_connection_closed_mid_event_delivers_no_half_event() {
+    // The server closes after half of an event (a clean end of a close-delimited body): the
+    // half event is not delivered, and the stream is truncated after the whole one.
+    let half = &MESSAGE_STOP[..20];
+    let body = format!("{MESSAGE_START}{half}");
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{body}"
+    );
+    let (url, requests) = raw_server_closing(vec![response.into_bytes()]).await;
+    let client = Client::new(raw_config(url)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.events.len(), 1, "{:?}", got.events);
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "stream_truncated", "{error:?}");
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_html_502_from_a_proxy_is_retried_and_reported_by_its_title() {
+    // nginx's or a load balancer's error page: a server failure, retried; the error names the
+    // page by its title, not by kilobytes of markup.
+    let page = format!(
+        "<html>\r\n<head><title>502 Bad Gateway</title><style>{}</style></head>\r\n<body>\r\n\
+         <center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
+        "body { font-family: sans-serif; } ".repeat(100)
+    );
+    let server = serve(&always(
+        ScriptedResponse::with_status(502, ScriptBody::Text(page))
+            .header("content-type", "text/html"),
+    ))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 2;
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.retries.len(), 2);
+    assert_eq!(got.retries[0].status, Some(502));
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "server", "{error:?}");
+    let message = &error.details().unwrap().message;
+    assert!(message.contains("502 Bad Gateway"), "{message}");
+    assert!(message.contains("text/html"), "{message}");
+    assert!(!message.contains('<'), "{message}");
+    assert!(message.len() < 300, "{message}");
+}
+
+#[tokio::test]
+async fn retry_after_values_that_are_absurd_or_garbage_fall_back_to_the_backoff() {
+    // A wait of days (seconds or milliseconds), or one nobody can read, is not slept: the
+    // backoff (at most 20 ms here) applies. A readable, reasonable one is honoured.
+    let cases = [
+        ("retry-after", "864000"),
+        ("retry-after-ms", "86400000000"),
+        ("retry-after", "99999999999999999999999"),
+        ("retry-after", "in a minute"),
+        ("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+    ];
+    for (name, value) in cases {
+        let server = serve(&script(vec![
+            ScriptedResponse::with_status(429, ScriptBody::Text("slow down".into()))
+                .header(name, value),
+            ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+        ]))
+        .await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{name}: {value}: {:?}", got.error);
+        assert_eq!(got.retries.len(), 1, "{name}: {value}");
+        assert!(
+            got.retries[0].wait <= Duration::from_millis(20),
+            "{name}: {value}: {:?}",
+            got.retries[0].wait
+        );
+    }
 }

@@ -419,7 +419,8 @@ export declare class StreamDecoder {
    * Feeds raw bytes split anywhere; returns the typed events they completed. A provider's error
    * event throws the FerroloopError of its class (`code` `'overloaded'`, `'rate_limited'`,
    * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
-   * `'invalid_request'`, `'server'`, else `'provider_error'`), as in Python. After `finish()` it
+   * `'invalid_request'`, `'server'`, else `'provider_error'`; an error whose `code` is an HTTP
+   * status, as OpenRouter's `{"error": {"code": 429}}`, is that status's class), as in Python. After `finish()` it
    * throws an InvalidArgumentError (a new stream needs a new decoder).
    */
   feed(chunk: ArrayBufferView | ArrayBufferLike): DecodeEvent[]

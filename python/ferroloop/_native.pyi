@@ -96,8 +96,10 @@ class StreamDecoder:
 
         A provider's error event raises the ``APIError`` subclass of its class (the same class
         in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
-        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. After ``finish()``
-        it raises ``FerroloopError`` (a new stream needs a new decoder)."""
+        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. An error whose
+        ``code`` is an HTTP status (OpenRouter's ``{"error": {"code": 429}}``) is that status's
+        class. After ``finish()`` it raises ``FerroloopError`` (a new stream needs a new
+        decoder)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:

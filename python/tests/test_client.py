@@ -344,6 +344,30 @@ async def test_cancelling_the_iterating_task_aborts_the_request(replay: Replay) 
 
 
 @pytest.mark.asyncio
+async def test_a_stream_iterated_by_two_tasks_at_once_refuses_the_second(replay: Replay) -> None:
+    # Like an async generator: the second task's `anext` fails while the first one waits for
+    # the next batch. Sharing the stream would give each task some of the events, neither all.
+    server = replay({"responses": [{"body": BASIC, "chunk_bytes": 16, "chunk_delay_ms": 20}]})
+    async with client_for(server) as client:
+        stream = client.stream(**REQUEST)
+
+        async def drain() -> list[dict[str, Any]]:
+            return [event async for event in stream]
+
+        outcomes: list[Any] = list(await asyncio.gather(drain(), drain(), return_exceptions=True))
+        first, second = outcomes
+        assert isinstance(second, RuntimeError), second
+        assert "already being iterated" in str(second)
+        assert isinstance(first, list), first
+        texts = [e["text"] for e in first if e["type"] == "text_delta"]
+        assert "".join(texts) == "Hello there!"
+        assert stream.message() == expected_message("anthropic/basic_response")
+        # One task after the other is no concurrent iteration: the stream just has no events left.
+        assert await drain() == []
+    assert len(server.requests()) == 1
+
+
+@pytest.mark.asyncio
 async def test_a_closed_client_refuses_requests() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     async with client:

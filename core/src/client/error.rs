@@ -233,7 +233,10 @@ impl ClientError {
         retry_after: Option<Duration>,
     ) -> Self {
         let parsed = parse_error_body(body);
-        let mut message = parsed.message;
+        let mut message = match html_page_summary(headers, body) {
+            Some(summary) if parsed.error_type.is_none() && parsed.code.is_none() => summary,
+            _ => parsed.message,
+        };
         // Redirects are not followed (the request carries the key); where it pointed is what
         // the user needs to fix the base URL.
         if (300..400).contains(&status)
@@ -328,6 +331,74 @@ fn classify(
     }
 }
 
+/// A short description of an HTML error page (a proxy's, a load balancer's, a CDN's: the API
+/// itself answers errors in JSON): its title, else its first words without markup, and its
+/// content type. `None` when the body is not HTML (by its content type, or its first character
+/// when it has none). Kilobytes of markup and CSS in an error message help nobody.
+fn html_page_summary(headers: &HeaderMap, body: &[u8]) -> Option<String> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| value.trim().to_ascii_lowercase());
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim_start();
+    let html = match content_type.as_deref() {
+        Some(content_type) => {
+            let media = content_type.split(';').next().unwrap_or_default().trim();
+            media == "text/html" || media == "application/xhtml+xml"
+        }
+        None => text.starts_with('<'),
+    };
+    if !html {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `text`.
+    let title = lower.find("<title").and_then(|start| {
+        let open_end = start + lower[start..].find('>')? + 1;
+        let close = open_end + lower[open_end..].find("</title")?;
+        Some(text[open_end..close].to_owned())
+    });
+    let words = title.unwrap_or_else(|| without_markup(text));
+    let words: String = words.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut words: String = words.chars().take(200).collect();
+    if words.is_empty() {
+        words.push_str("an empty page");
+    }
+    let media = content_type.as_deref().unwrap_or("no content type");
+    let media = media.split(';').next().unwrap_or_default().trim();
+    Some(format!(
+        "{words} (an HTML page, {media}: a proxy or gateway answered, not the API)"
+    ))
+}
+
+/// `text` with its tags, and the contents of `style` and `script` elements, left out.
+fn without_markup(text: &str) -> String {
+    // ASCII lowering keeps byte offsets, so positions found in `lower` index `text`.
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut at = 0;
+    while let Some(open) = lower[at..].find('<').map(|open| at + open) {
+        out.push_str(&text[at..open]);
+        out.push(' ');
+        let tag = &lower[open..];
+        let element_end = if tag.starts_with("<style") {
+            tag.find("</style")
+        } else if tag.starts_with("<script") {
+            tag.find("</script")
+        } else {
+            Some(0)
+        };
+        let Some(close) = element_end.and_then(|end| tag[end..].find('>').map(|gt| end + gt))
+        else {
+            return out;
+        };
+        at = open + close + 1;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// What an error body says: `{"error": {"type", "code", "message"}}` (Anthropic and OpenAI
 /// both), else the shapes of other OpenAI-compatible servers (a top-level `message` and
 /// `type`, `{"error": "text"}`, `{"detail": "text"}`), else the raw text.
@@ -355,7 +426,15 @@ fn parse_error_body(body: &[u8]) -> ParsedError {
         .and_then(|value| value.get("error"))
         .filter(|error| error.is_object());
     let field = |name: &str| text_of(error.and_then(|error| error.get(name)));
-    let code = field("code").or_else(|| top("code"));
+    // OpenRouter's `code` is the HTTP status, a number: the decoder reads it as a name too.
+    let status_code = |value: Option<&serde_json::Value>| {
+        value
+            .filter(|code| code.is_u64())
+            .map(serde_json::Value::to_string)
+    };
+    let code = field("code")
+        .or_else(|| top("code"))
+        .or_else(|| status_code(error.and_then(|error| error.get("code"))));
     let error_type = match error {
         Some(_) => field("type").or_else(|| code.clone()),
         // Anthropic's envelope says `"type": "error"`, which names no class.
@@ -670,7 +749,9 @@ mod tests {
             else {
                 panic!("{name}: no provider error");
             };
-            // The client has no class for an error nobody names: a server failure.
+            // The one difference, by design (see `ProviderErrorKind::classify`): an error that
+            // names no class and gives no status is the decoder's `provider_error`, and the
+            // client's (and the agent's) `server`, since they must act on a class.
             let expected = match case["code"].as_str().unwrap() {
                 "provider_error" => "server",
                 code => code,
@@ -694,6 +775,78 @@ mod tests {
         assert_eq!(in_stream.code(), "prompt_too_long");
     }
 
+    /// OpenRouter sends a mid-stream error with the HTTP status as its numeric `code`: a 429 is
+    /// a rate limit (it was a `server` failure, so the loop did not wait as for one), a 401 an
+    /// authentication failure; the decoder classifies the same payload the same way.
+    #[test]
+    fn an_in_stream_error_with_a_status_as_its_code_is_that_status_s_class() {
+        let cases = [
+            (
+                r#"{"error":{"code":429,"message":"Rate limit exceeded"}}"#,
+                "rate_limited",
+            ),
+            (
+                r#"{"error":{"code":401,"message":"No auth credentials found"}}"#,
+                "authentication",
+            ),
+            (r#"{"error":{"code":502,"message":"Overloaded"}}"#, "server"),
+            (
+                r#"{"error":{"code":529,"message":"Overloaded"}}"#,
+                "overloaded",
+            ),
+            (
+                r#"{"error":{"code":400,"message":"bad"}}"#,
+                "invalid_request",
+            ),
+            (r#"{"error":{"message":"no class, no status"}}"#, "server"),
+        ];
+        for (data, code) in cases {
+            let error = ClientError::from_stream_error(data, None);
+            assert_eq!(error.code(), code, "{data}: {error:?}");
+            let decoded = crate::decode::DecodeError::provider(serde_json::from_str(data).unwrap());
+            let kind = decoded.provider_kind().unwrap();
+            let decoded_code = match kind.code() {
+                "provider_error" => "server",
+                other => other,
+            };
+            assert_eq!(decoded_code, code, "{data}");
+        }
+        // An HTTP body with such a code: the status still decides a server failure.
+        let body = br#"{"error":{"code":400,"message":"upstream said 400"}}"#;
+        let error = ClientError::from_response(502, &HeaderMap::new(), body, None);
+        assert_eq!(error.code(), "server", "{error:?}");
+    }
+
+    #[test]
+    fn an_html_error_page_is_summarised_by_its_title_or_its_words() {
+        let mut html = HeaderMap::new();
+        html.insert(
+            "content-type",
+            HeaderValue::from_static("text/html; charset=UTF-8"),
+        );
+        let page = b"<html><head><title>502 Bad Gateway</title><style>h1{x:y}</style></head><body><h1>502</h1></body></html>";
+        let error = ClientError::from_response(502, &html, page, None);
+        let message = &error.details().unwrap().message;
+        assert_eq!(
+            message,
+            "502 Bad Gateway (an HTML page, text/html: a proxy or gateway answered, not the API)"
+        );
+        // No title, no content type: the words, without tags, styles and scripts.
+        let page = b"<body><style>p{a:b}</style><script>x<y</script><p>Service\n  Unavailable</p>";
+        let error = ClientError::from_response(503, &HeaderMap::new(), page, None);
+        assert!(
+            error
+                .details()
+                .unwrap()
+                .message
+                .starts_with("Service Unavailable (an HTML page, no content type"),
+            "{error:?}"
+        );
+        // A JSON error body, and plain text, are left as they are.
+        let error = ClientError::from_response(502, &HeaderMap::new(), b"upstream <timeout>", None);
+        assert_eq!(error.details().unwrap().message, "upstream <timeout>");
+    }
+
     #[test]
     fn numbers_skip_thousands_separators() {
         assert_eq!(numbers("a 1,234 b 5, 6"), vec![1234, 5, 6]);
@@ -713,6 +866,10 @@ mod tests {
             let error = ClientError::from_response(status, &HeaderMap::new(), json.to_string().as_bytes(), None);
             proptest::prop_assert!(!error.code().is_empty());
             let _ = ClientError::from_stream_error(&message, None);
+            let mut html = HeaderMap::new();
+            html.insert("content-type", http::HeaderValue::from_static("text/html"));
+            let _ = ClientError::from_response(status, &html, message.as_bytes(), None);
+            let _ = html_page_summary(&html, &body);
         }
 
         #[test]

@@ -6,6 +6,14 @@ use std::time::{Duration, SystemTime};
 use http::HeaderMap;
 
 /// When and how often to retry.
+///
+/// The defaults are a foreground agent's (as Claude Code's): ride out a provider's brief
+/// outage rather than fail a long run. They apply to every retryable failure, a refused
+/// connection included: against a server that is not there (a wrong `--base-url` port, a local
+/// model server not started) the client gives up after 11 attempts, on average about 80 s
+/// later (at most 159.5 s, the sum of the backoff ceilings), reporting each retry on the way.
+/// The provider SDKs (Anthropic's, OpenAI's) retry twice by default and give up within about
+/// 2 s; a caller that wants that sets `max_retries: 2`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (default 10; 0 disables retries).
@@ -178,6 +186,17 @@ mod tests {
         assert_eq!(policy.max_retries, 10);
         assert_eq!(policy.base_delay, Duration::from_millis(500));
         assert_eq!(policy.max_delay, Duration::from_secs(32));
+    }
+
+    /// The documented worst case of the defaults against a server that refuses connections
+    /// (each attempt fails at once, so the waits are the whole time): the sum of the ceilings.
+    #[test]
+    fn the_default_retries_wait_at_most_159_5_seconds_in_all() {
+        let policy = RetryPolicy::default();
+        let worst: Duration = (0..policy.max_retries)
+            .map(|retry| policy.wait_with_jitter(retry, None, 1.0))
+            .sum();
+        assert_eq!(worst, Duration::from_millis(159_500));
     }
 
     #[test]

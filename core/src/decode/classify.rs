@@ -11,7 +11,13 @@ impl ProviderErrorKind {
     ///
     /// A prompt that does not fit the context window is recognised by name or by message (see
     /// [`prompt_too_long`]) before anything else, since providers send it as a plain invalid
-    /// request. Then OpenAI's `insufficient_quota`, then the names of each class.
+    /// request. Then OpenAI's `insufficient_quota`, then the names of each class. A payload
+    /// that names no class but gives an HTTP status as its code (OpenRouter's
+    /// `{"error": {"code": 502, ...}}`, mid-stream) is the class of that status
+    /// ([`ProviderErrorKind::of_status`]). A payload that names neither is
+    /// [`Other`](ProviderErrorKind::Other): the decoders' `provider_error`, which the client and
+    /// the agent loop, needing a class to act on, report as `server` (a failure of the provider,
+    /// not of the request).
     pub fn classify(names: &[&str], message: &str) -> ProviderErrorKind {
         let named = |candidates: &[&str]| names.iter().any(|name| candidates.contains(name));
         if prompt_too_long(names, message).is_some() {
@@ -33,7 +39,27 @@ impl ProviderErrorKind {
         } else if named(&["api_error", "server_error"]) {
             ProviderErrorKind::Server
         } else {
-            ProviderErrorKind::Other
+            names
+                .iter()
+                .find_map(|name| name.parse::<u16>().ok())
+                .map_or(ProviderErrorKind::Other, ProviderErrorKind::of_status)
+        }
+    }
+
+    /// The class of an HTTP status, as the client classifies a response that names no class:
+    /// 401 authentication, 403 permission, 404 not found, 429 rate limited, 529 overloaded,
+    /// 408 and other 5xx server, other 4xx invalid request; anything else (not a failure
+    /// status) [`Other`](ProviderErrorKind::Other).
+    pub fn of_status(status: u16) -> ProviderErrorKind {
+        match status {
+            401 => ProviderErrorKind::Authentication,
+            403 => ProviderErrorKind::Permission,
+            404 => ProviderErrorKind::NotFound,
+            429 => ProviderErrorKind::RateLimited,
+            529 => ProviderErrorKind::Overloaded,
+            408 | 500..=599 => ProviderErrorKind::Server,
+            400..=499 => ProviderErrorKind::InvalidRequest,
+            _ => ProviderErrorKind::Other,
         }
     }
 }

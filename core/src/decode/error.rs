@@ -105,9 +105,14 @@ impl DecodeError {
             return None;
         };
         let inner = raw.get("error").filter(|e| e.is_object()).unwrap_or(raw);
-        let code = inner.get("code").and_then(Value::as_str).unwrap_or("");
+        // OpenRouter's `code` is the HTTP status, a number.
+        let code = match inner.get("code") {
+            Some(Value::String(code)) => code.clone(),
+            Some(Value::Number(status)) => status.to_string(),
+            _ => String::new(),
+        };
         // The client's rule too (an HTTP error body, an error event it reads itself).
-        let kind = ProviderErrorKind::classify(&[error_type.as_str(), code], message);
+        let kind = ProviderErrorKind::classify(&[error_type.as_str(), &code], message);
         Some(kind)
     }
 
@@ -368,8 +373,17 @@ mod tests {
                 json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}),
                 ProviderErrorKind::Server,
             ),
+            // OpenRouter's in-stream errors give the HTTP status as their code.
             (
                 json!({"error": {"message": "upstream", "code": 502}}),
+                ProviderErrorKind::Server,
+            ),
+            (
+                json!({"error": {"message": "Rate limit exceeded", "code": 429}}),
+                ProviderErrorKind::RateLimited,
+            ),
+            (
+                json!({"error": {"message": "no class named"}}),
                 ProviderErrorKind::Other,
             ),
         ];
