@@ -486,9 +486,9 @@ async fn a_stall_is_noticed_then_times_out_as_idle() {
     config.timeouts.stall_notice = Duration::from_millis(80);
     config.timeouts.idle = Duration::from_millis(250);
     let client = Client::new(config).unwrap();
-    let started = std::time::Instant::now();
+    // Without the idle timeout the stall would end after 3 s and the stream complete: the
+    // truncation below is what shows the timeout cut it.
     let (got, _) = collect(client.stream(BODY)).await;
-    assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(got.stalls.len(), 1);
     assert!(got.stalls[0] >= Duration::from_millis(80));
     let error = got.error.unwrap();
@@ -1303,9 +1303,10 @@ async fn a_connect_that_hangs_is_a_connect_timeout() {
     // Connect timeouts are retried like any connection failure.
     assert_eq!(got.retries.len(), 1);
     assert_eq!(got.retries[0].status, None);
-    // Two attempts of one connect timeout each, one backoff, and one more connect timeout of
-    // slack for scheduling: nothing else may add time.
-    let bound = config.timeouts.connect * 3 + config.retry.max_delay;
+    // The configured connect timeout cut both attempts: the default one (30 s) or the
+    // system's would take far longer. (A bound, not a measurement: a loaded machine may add
+    // scheduling delay, never tens of seconds.)
+    let bound = Duration::from_secs(10);
     assert!(elapsed < bound, "{elapsed:?} >= {bound:?}");
     assert!(elapsed >= config.timeouts.connect * 2, "{elapsed:?}");
     drop(queued);
@@ -1748,7 +1749,9 @@ async fn a_huge_error_body_is_read_bounded_and_keeps_its_beginning() {
         "{message:.80}"
     );
     assert!(message.len() <= 2000 * 4, "{}", message.len());
-    assert!(stream.metrics().total.unwrap() < Duration::from_secs(5));
+    // The page's 3 MiB of filler is not what the error keeps.
+    assert!(!message.contains(&"x".repeat(4096)), "{}", message.len());
+    assert!(stream.metrics().total.is_some());
 }
 
 #[tokio::test]
@@ -1766,16 +1769,14 @@ async fn an_error_body_that_stalls_is_cut_at_the_idle_timeout_and_retried() {
     config.timeouts.idle = Duration::from_millis(300);
     config.timeouts.total = Duration::from_secs(60);
     let client = Client::new(config).unwrap();
-    let started = std::time::Instant::now();
     let (got, _) = collect(client.stream(BODY)).await;
     assert!(got.error.is_none(), "{:?}", got.error);
     assert_eq!(got.retries.len(), 1);
     assert_eq!(got.retries[0].status, Some(503));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    // Cut at the idle timeout, not read to its end after the stall: what the retry reports
+    // is the body's first bytes only (no stopwatch: the difference is in what was read).
+    let reason = &got.retries[0].reason;
+    assert!(!reason.contains("temporarily unavailable"), "{reason}");
 }
 
 #[tokio::test]
@@ -1922,27 +1923,17 @@ async fn a_complete_stream_whose_body_never_ends_finishes_promptly_without_error
     config.timeouts.total = Duration::from_secs(60);
     let client = Client::new(config).unwrap();
 
-    let started = std::time::Instant::now();
+    // Waiting for the body's end would hit the idle timeout and report the stream truncated
+    // (an error), after a stall notice: neither may happen.
     let (got, stream) = collect(client.stream(BODY)).await;
     assert!(got.error.is_none(), "{:?}", got.error);
     assert!(got.stalls.is_empty());
     assert_eq!(got.events.len(), 3);
     assert!(stream.is_complete());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
 
-    let started = std::time::Instant::now();
     let decoded = collect_decoded(client.stream_message(BODY)).await;
     assert!(decoded.error.is_none(), "{:?}", decoded.error);
     assert!(decoded.message.is_some());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test]
@@ -2034,9 +2025,9 @@ async fn a_proxy_that_never_answers_connect_is_a_connect_timeout() {
     config.timeouts.total = Duration::from_secs(60);
     config.retry.max_retries = 0;
     let client = Client::new(config).unwrap();
-    let started = std::time::Instant::now();
     let (got, _) = collect(client.stream(BODY)).await;
     let error = got.error.unwrap();
+    // The connect timeout (300 ms), not the first-byte one (60 s), ended it.
     assert!(
         matches!(
             error,
@@ -2046,11 +2037,6 @@ async fn a_proxy_that_never_answers_connect_is_a_connect_timeout() {
             }
         ),
         "{error:?}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
     );
 }
 
