@@ -667,6 +667,43 @@ async fn an_ended_stream_without_its_final_event_is_truncated() {
 }
 
 #[tokio::test]
+async fn a_json_or_html_body_under_a_generic_content_type_is_not_retried() {
+    // A server that ignored `"stream": true` and labels its answer text/plain (or nothing):
+    // the same request gets the same answer, each one possibly a billed generation.
+    for (body, what) in [
+        (
+            "\n {\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}",
+            "a JSON document",
+        ),
+        (
+            "<html><body>maintenance</body></html>",
+            "an HTML or XML page",
+        ),
+    ] {
+        let server = serve(&Script::repeat(ScriptBody::Text(body.into()))).await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), "protocol", "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains(what), "{text}");
+        assert!(text.contains("stream"), "{text}");
+        assert!(got.retries.is_empty(), "{:?}", got.retries);
+        assert_eq!(server.requests().len(), 1);
+    }
+    // A body of comments only is still an event stream that broke off: retried.
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Text(": keep-alive\n\n".into())),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 1);
+}
+
+#[tokio::test]
 async fn reuses_pooled_connections() {
     let server = serve(&Script::repeat(fixture("anthropic/basic_response.sse"))).await;
     let client = Client::new(config(Provider::Anthropic, &server)).unwrap();

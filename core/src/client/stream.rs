@@ -78,6 +78,10 @@ struct Ledger {
     last_event_type: String,
     /// When the last body frame arrived: every event parsed from it arrived then.
     frame_at: Instant,
+    /// The first byte of the current response's body that is not whitespace, once seen. An
+    /// event stream's lines start with a field name or `:`; a body that starts with `{`, `[`
+    /// or `<` is a JSON document or an HTML page served without a content type.
+    body_start: Option<u8>,
 }
 
 /// Why [`ResponseStream::poll_events`] returned.
@@ -128,6 +132,7 @@ impl ResponseStream {
                 comments: 0,
                 last_event_type: String::new(),
                 frame_at: start,
+                body_start: None,
             },
             reported_retries: 0,
             check_retries: true,
@@ -182,6 +187,7 @@ impl ResponseStream {
         self.sync_progress();
         let watchdog = Watchdog::new(&self.sender.config.timeouts, self.sender.start, now);
         self.ledger.frame_at = now;
+        self.ledger.body_start = None;
         self.phase = Phase::Streaming {
             body: response.into_body(),
             watchdog,
@@ -423,6 +429,10 @@ impl ResponseStream {
                             if let Ok(data) = frame.into_data() {
                                 self.ledger.frame_at = Instant::now();
                                 self.ledger.metrics.bytes_received += data.len() as u64;
+                                if self.ledger.body_start.is_none() {
+                                    self.ledger.body_start =
+                                        data.iter().copied().find(|b| !b.is_ascii_whitespace());
+                                }
                                 self.parser.feed(data);
                             }
                         }
@@ -449,12 +459,29 @@ impl ResponseStream {
                                 self.phase = Phase::Finished;
                                 continue;
                             }
+                            // A body that was never an event stream (a server that
+                            // ignored `"stream": true` and sent no content type) gets the
+                            // same answer again, and may have been billed: not retried.
+                            let not_a_stream = self.ledger.metrics.events == 0
+                                && matches!(self.ledger.body_start, Some(b'{' | b'[' | b'<'));
+                            let message = if not_a_stream {
+                                let what = if self.ledger.body_start == Some(b'<') {
+                                    "an HTML or XML page"
+                                } else {
+                                    "a JSON document"
+                                };
+                                format!(
+                                    "expected an event stream, got {what} with no event-stream \
+                                     content type (did the server ignore \"stream\": true?)"
+                                )
+                            } else {
+                                "the stream ended before the provider's final event".to_owned()
+                            };
                             let error = ClientError::Protocol {
-                                message: "the stream ended before the provider's final event"
-                                    .to_owned(),
+                                message,
                                 request_id: self.ledger.metrics.request_id.clone(),
                             };
-                            if let Some(error) = self.fail(error, true) {
+                            if let Some(error) = self.fail(error, !not_a_stream) {
                                 return Poll::Ready(Some(Err(error)));
                             }
                         }
