@@ -691,6 +691,16 @@ async fn a_json_or_html_body_under_a_generic_content_type_is_not_retried() {
         assert!(got.retries.is_empty(), "{:?}", got.retries);
         assert_eq!(server.requests().len(), 1);
     }
+    // A JSON body carrying a provider error is that error, as an event would be.
+    let server = serve(&Script::repeat(ScriptBody::Text(
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+    )))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert_eq!(error.code(), "overloaded", "{error:?}");
+    assert_eq!(server.requests().len(), 1);
     // A body of comments only is still an event stream that broke off: retried.
     let server = serve(&script(vec![
         ScriptedResponse::ok(ScriptBody::Text(": keep-alive\n\n".into())),

@@ -82,7 +82,13 @@ struct Ledger {
     /// event stream's lines start with a field name or `:`; a body that starts with `{`, `[`
     /// or `<` is a JSON document or an HTML page served without a content type.
     body_start: Option<u8>,
+    /// The beginning of such a body (at most [`STRAY_BODY_LIMIT`] bytes), kept to classify an
+    /// error it carries; empty for an event stream.
+    stray_body: Vec<u8>,
 }
+
+/// How much of a success body that is not an event stream is kept to read an error from.
+const STRAY_BODY_LIMIT: usize = 64 << 10;
 
 /// Why [`ResponseStream::poll_events`] returned.
 pub(crate) enum Signal {
@@ -133,6 +139,7 @@ impl ResponseStream {
                 last_event_type: String::new(),
                 frame_at: start,
                 body_start: None,
+                stray_body: Vec::new(),
             },
             reported_retries: 0,
             check_retries: true,
@@ -188,6 +195,7 @@ impl ResponseStream {
         let watchdog = Watchdog::new(&self.sender.config.timeouts, self.sender.start, now);
         self.ledger.frame_at = now;
         self.ledger.body_start = None;
+        self.ledger.stray_body.clear();
         self.phase = Phase::Streaming {
             body: response.into_body(),
             watchdog,
@@ -235,6 +243,52 @@ impl ResponseStream {
 }
 
 impl Ledger {
+    /// Notes where a body frame of the current response starts, and keeps the beginning of a
+    /// body that does not look like an event stream. An event stream's lines start with a
+    /// field name or `:`; one that starts with `{`, `[` or `<` is a JSON document or an HTML
+    /// page. Costs nothing once an event stream's first byte is seen.
+    fn keep_stray_body(&mut self, data: &[u8]) {
+        if self.body_start.is_none() {
+            self.body_start = data.iter().copied().find(|b| !b.is_ascii_whitespace());
+        }
+        if self.metrics.events == 0 && matches!(self.body_start, Some(b'{' | b'[' | b'<')) {
+            let room = STRAY_BODY_LIMIT.saturating_sub(self.stray_body.len());
+            self.stray_body
+                .extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+
+    /// The error for a success body that ended without an event and was not an event stream
+    /// (see [`keep_stray_body`](Self::keep_stray_body)): the provider error a JSON body
+    /// carries, classified as the same error arriving as an event, else a `Protocol` error
+    /// naming what came.
+    fn not_an_event_stream(&self) -> Option<ClientError> {
+        if self.metrics.events != 0 {
+            return None;
+        }
+        let what = match self.body_start? {
+            b'{' | b'[' => "a JSON document",
+            b'<' => "an HTML or XML page",
+            _ => return None,
+        };
+        let request_id = self.metrics.request_id.clone();
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.stray_body).ok();
+        if parsed
+            .as_ref()
+            .is_some_and(|value| value.get("error").is_some())
+        {
+            let text = String::from_utf8_lossy(&self.stray_body);
+            return Some(ClientError::from_stream_error(&text, request_id));
+        }
+        Some(ClientError::Protocol {
+            message: format!(
+                "expected an event stream, got {what} under a content type that is not \
+                 text/event-stream (did the server ignore \"stream\": true?)"
+            ),
+            request_id,
+        })
+    }
+
     /// Bookkeeping for a delivered event; an error when the event is the provider's error.
     fn on_event(&mut self, event: &SseEventRef<'_>) -> Result<(), ClientError> {
         if self.metrics.events == 0 {
@@ -429,10 +483,7 @@ impl ResponseStream {
                             if let Ok(data) = frame.into_data() {
                                 self.ledger.frame_at = Instant::now();
                                 self.ledger.metrics.bytes_received += data.len() as u64;
-                                if self.ledger.body_start.is_none() {
-                                    self.ledger.body_start =
-                                        data.iter().copied().find(|b| !b.is_ascii_whitespace());
-                                }
+                                self.ledger.keep_stray_body(&data);
                                 self.parser.feed(data);
                             }
                         }
@@ -460,28 +511,21 @@ impl ResponseStream {
                                 continue;
                             }
                             // A body that was never an event stream (a server that
-                            // ignored `"stream": true` and sent no content type) gets the
+                            // ignored `"stream": true` and labelled it generically) gets the
                             // same answer again, and may have been billed: not retried.
-                            let not_a_stream = self.ledger.metrics.events == 0
-                                && matches!(self.ledger.body_start, Some(b'{' | b'[' | b'<'));
-                            let message = if not_a_stream {
-                                let what = if self.ledger.body_start == Some(b'<') {
-                                    "an HTML or XML page"
-                                } else {
-                                    "a JSON document"
-                                };
-                                format!(
-                                    "expected an event stream, got {what} with no event-stream \
-                                     content type (did the server ignore \"stream\": true?)"
-                                )
-                            } else {
-                                "the stream ended before the provider's final event".to_owned()
+                            let (error, retryable) = match self.ledger.not_an_event_stream() {
+                                Some(error) => (error, false),
+                                None => (
+                                    ClientError::Protocol {
+                                        message: "the stream ended before the provider's \
+                                                  final event"
+                                            .to_owned(),
+                                        request_id: self.ledger.metrics.request_id.clone(),
+                                    },
+                                    true,
+                                ),
                             };
-                            let error = ClientError::Protocol {
-                                message,
-                                request_id: self.ledger.metrics.request_id.clone(),
-                            };
-                            if let Some(error) = self.fail(error, !not_a_stream) {
+                            if let Some(error) = self.fail(error, retryable) {
                                 return Poll::Ready(Some(Err(error)));
                             }
                         }
