@@ -723,7 +723,11 @@ export interface AgentOptions {
   tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
   /** The directory the built-in tools are confined to (default: the current directory). */
   workspace?: string
-  /** Model calls at most (default 50; 0: none, the run stops at once with `max_turns`). */
+  /**
+   * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
+   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`)
+   * counts once.
+   */
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
   maxTokens?: number

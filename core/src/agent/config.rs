@@ -22,7 +22,9 @@ pub struct Price {
 /// What a run may spend before it stops with [`StopReason::Budget`](super::StopReason::Budget).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Limits {
-    /// Model calls at most (default 50).
+    /// Turns at most (default 50): model responses the loop goes on from. A request sent again
+    /// for the same turn (a fallback model, a retried truncated stream, a raised `max_tokens`, a
+    /// field the server refused) counts once, so model calls may exceed it.
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
