@@ -13,6 +13,7 @@ pub mod decode;
 pub mod error;
 pub mod exec;
 pub mod guard;
+mod json_text;
 mod joined;
 pub mod js_tools;
 pub mod pump;
