@@ -97,7 +97,7 @@ class StreamDecoder:
         A provider's error event raises the ``APIError`` subclass of its class (the same class
         in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
         ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. After ``finish()``
-        it raises ``FerroloopError`` (a new stream needs a new decoder)."""
+        it raises ``InvalidStateError`` (a new stream needs a new decoder)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:

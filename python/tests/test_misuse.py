@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytest
 
 import ferroloop
+from conftest import SHARED
 
 
 def use(i: int, name: str, **input: Any) -> dict[str, Any]:
@@ -320,3 +321,36 @@ def test_negative_counts_are_value_errors_naming_the_argument() -> None:
     assert budget.state(0) == "ok"
     with pytest.raises(TypeError, match="window"):
         ferroloop.ContextBudget(1.5, 8_000)  # type: ignore[arg-type]
+
+
+def test_a_feed_after_finish_is_an_invalid_state_error() -> None:
+    # It was a plain FerroloopError (Node's and C's code is `invalid_state`).
+    source = (SHARED / "fixtures" / "anthropic" / "basic_response.sse").read_bytes()
+    decoder = ferroloop.StreamDecoder("anthropic")
+    decoder.feed(source)
+    message = decoder.finish()
+    with pytest.raises(ferroloop.InvalidStateError, match="finished"):
+        decoder.feed(source)
+    assert decoder.finish() == message
+
+
+@pytest.mark.asyncio
+async def test_a_submit_after_seal_is_an_invalid_state_error_and_still_a_tool_error() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def echo(inp: dict[str, Any]) -> str:
+        return str(inp.get("s"))
+
+    turn = ex.turn()
+    turn.submit(use(1, "echo", s="one"))
+    turn.seal()
+    # Sealing again is a no-op, as in Node and C (fl_turn_seal).
+    turn.seal()
+    with pytest.raises(ferroloop.InvalidStateError, match="no longer accepts") as caught:
+        turn.submit(use(2, "echo", s="two"))
+    # Existing `except ToolError` clauses still catch it.
+    assert isinstance(caught.value, ferroloop.ToolError)
+    assert isinstance(caught.value, ferroloop.TurnSealedError)
+    results = await turn.results()
+    assert [r["content"] for r in results] == ["one"]
