@@ -459,7 +459,8 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
  * array of messages, or an object: a request body (with `messages`, `system` or `tools`, or an
  * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
- * `estimate_tokens`.
+ * `estimate_tokens`. A lone surrogate counts as U+FFFD, in a string and inside an object (as in
+ * `ContextTracker`).
  */
 export declare function estimateTokens(
   input: string | Uint8Array | unknown[] | Record<string, unknown>,

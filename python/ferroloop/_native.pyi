@@ -117,8 +117,9 @@ _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base",
 def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
     """Estimates the tokens of text, a list of messages, a message, a block or a request body.
 
-    A lone surrogate in a ``str`` (which UTF-8 cannot hold) counts as U+FFFD, as in Node; so it
-    does in ``TextEstimator.feed`` and ``count_tokens``."""
+    A lone surrogate in a ``str`` (which UTF-8 cannot hold) counts as U+FFFD, as in Node, also
+    inside a list or dict (and in ``ContextTracker``); so it does in ``TextEstimator.feed`` and
+    ``count_tokens``."""
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and

@@ -276,11 +276,9 @@ def test_bad_arguments_name_what_was_wrong() -> None:
     with pytest.raises(ValueError, match="^the value cannot be converted to JSON"):
         tracker.push_message({"role": "user", "content": {1, object()}})
     # A lone surrogate in plain text counts as U+FFFD, as the same string does in Node's
-    # estimateTokens (it was a UnicodeEncodeError); inside a value that crosses as JSON it is
-    # still refused, as Node's InvalidArgumentError refuses it.
+    # estimateTokens (it was a UnicodeEncodeError); inside a value it counts the same way, as
+    # Node's objects now do (both refused it).
     assert ferroloop.estimate_tokens("\ud800") == ferroloop.estimate_tokens("\ufffd")
-    with pytest.raises(ValueError, match="not valid text"):
-        ferroloop.estimate_tokens([{"role": "user", "content": "\udfff"}])
 
 
 def test_negative_counts_are_value_errors_naming_the_argument() -> None:
@@ -354,3 +352,19 @@ async def test_a_submit_after_seal_is_an_invalid_state_error_and_still_a_tool_er
     assert isinstance(caught.value, ferroloop.TurnSealedError)
     results = await turn.results()
     assert [r["content"] for r in results] == ["one"]
+
+
+def test_a_lone_surrogate_inside_a_value_counts_as_a_replacement_character() -> None:
+    # It was a ValueError ("not valid text"); a plain str and Node's objects count it as U+FFFD.
+    for lone, replaced in [("x\ud800", "x\ufffd"), ("\udc00y", "\ufffdy"), ("\ud83d\ude00", "\U0001f600")]:
+        messages = [{"role": "user", "content": lone}]
+        assert ferroloop.estimate_tokens(messages) == ferroloop.estimate_tokens(
+            [{"role": "user", "content": replaced}]
+        )
+        assert ferroloop.estimate_tokens({"type": "text", "text": lone}) == ferroloop.estimate_tokens(
+            {"type": "text", "text": replaced}
+        )
+        with_lone, with_replaced = ferroloop.ContextTracker(), ferroloop.ContextTracker()
+        with_lone.push_message({"role": "user", "content": lone})
+        with_replaced.push_message({"role": "user", "content": replaced})
+        assert with_lone.tokens() == with_replaced.tokens()
