@@ -103,7 +103,10 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&fixed).unwrap();
         assert_eq!(value["a"], "x\u{fffd}");
         assert_eq!(value["c"], "\u{1f600}");
-        assert_eq!(value["d"], "\\ud800", "an escaped backslash starts no escape");
+        assert_eq!(
+            value["d"], "\\ud800",
+            "an escaped backslash starts no escape"
+        );
         // Two high halves in a row, a high half before a non-surrogate escape.
         assert_eq!(
             lone_surrogates_replaced(r#""\uD800\uD800\u0041""#),
@@ -113,7 +116,13 @@ mod tests {
 
     #[test]
     fn text_without_lone_surrogates_is_borrowed() {
-        for text in [r#"{"a":"\u00e9\n\\u","b":[1,2]}"#, "", r#""\ud83d\ude00""#, "\\u12", "x\\"] {
+        for text in [
+            r#"{"a":"\u00e9\n\\u","b":[1,2]}"#,
+            "",
+            r#""\ud83d\ude00""#,
+            "\\u12",
+            "x\\",
+        ] {
             assert!(matches!(lone_surrogates_replaced(text), Cow::Borrowed(t) if t == text));
         }
     }

@@ -21,8 +21,9 @@ fn family(name: &str) -> PyResult<Family> {
 /// A value to count as JSON: a lone surrogate in a `str` inside it counts as U+FFFD, as in a
 /// plain `str` and in Node's objects (it was a `ValueError`).
 fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    crate::value::to_value_for_counting(obj)
-        .map_err(|err| PyValueError::new_err(format!("the value cannot be converted to JSON: {err}")))
+    crate::value::to_value_for_counting(obj).map_err(|err| {
+        PyValueError::new_err(format!("the value cannot be converted to JSON: {err}"))
+    })
 }
 
 /// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,

@@ -89,7 +89,7 @@ fn to_value_at(
             let Ok(key) = key.cast_exact::<PyString>() else {
                 return slow(obj, depth);
             };
-            let key = text_with(&key, surrogates)
+            let key = text_with(key, surrogates)
                 .map_err(|err| format!("a key is not valid text: {err}"))?;
             map.insert(key.into_owned(), to_value_at(&item, depth + 1, surrogates)?);
         }
