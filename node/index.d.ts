@@ -350,7 +350,7 @@ export interface AgentOptions {
   model: string
   /** The system prompt. */
   system?: string
-  /** Model calls at most (default 50). */
+  /** Turns at most (default 50); a request sent again for the same turn counts once. */
   maxTurns?: number
   /** `max_tokens` of each request (default 8,192). */
   maxTokens?: number

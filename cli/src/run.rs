@@ -54,7 +54,9 @@ pub struct RunArgs {
     /// The workspace the tools may touch (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Model calls at most (0: none, the run stops at once with max_turns; not "unlimited").
+    /// Turns at most: model responses the loop goes on from. A request sent again for the same
+    /// turn (a fallback model, a retried truncated stream, a raised output limit) counts once.
+    /// 0: none, the run stops at once with max_turns; not "unlimited".
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
 }

@@ -5,7 +5,10 @@
 //! sequence in that text is obeyed by the terminal: it can retitle the window, move the cursor
 //! and overwrite the lines above (hiding what a tool did), or, with OSC 52, set the clipboard.
 //! On a terminal every control character is therefore shown as a visible symbol instead, except
-//! the newline and the tab. Output that is not a terminal (a pipe, a file, `--json`) stays exact.
+//! the newline and the tab. Invisible format characters are shown too, as `\u{...}` escapes: a
+//! bidi override can reorder what the terminal displays ("Trojan Source": a tool result whose
+//! bytes say one thing and whose display says another), and zero-width or tag characters can
+//! hide text from the reader. Output that is not a terminal (a pipe, a file, `--json`) stays exact.
 
 use std::borrow::Cow;
 
@@ -14,8 +17,9 @@ use std::borrow::Cow;
 /// C0 controls (`\0`–`\x1f` but `\n` and `\t`) become their Control Pictures symbol (ESC is
 /// `␛`), DEL is `␡`, and the C1 controls (U+0080–U+009F, which some terminals read as 7-bit
 /// escapes: U+009B is a CSI) are `�`. A carriage return is dropped: in model text it is the
-/// first half of a CRLF, and alone it would send the cursor back over the line. Text without
-/// controls is returned as is, without a copy.
+/// first half of a CRLF, and alone it would send the cursor back over the line. Bidi format
+/// characters and the invisible ones (see [`is_hidden_format`]) become `\u{202e}`-style escapes.
+/// Text without any of these is returned as is, without a copy.
 pub fn for_terminal(text: &str) -> Cow<'_, str> {
     let Some(first) = text.find(needs_replacing) else {
         return Cow::Borrowed(text);
@@ -31,15 +35,41 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
                 // U+2400 + the control's code: `␀` … `␟`, always a valid character.
                 shown.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'));
             }
+            c if is_hidden_format(c) => {
+                shown.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+            }
             _ => shown.push('\u{fffd}'),
         }
     }
     Cow::Owned(shown)
 }
 
-/// Whether `c` is a control character other than the newline and the tab.
+/// Whether `c` is a control character other than the newline and the tab, or a hidden format
+/// character.
 fn needs_replacing(c: char) -> bool {
-    c.is_control() && c != '\n' && c != '\t'
+    (c.is_control() && c != '\n' && c != '\t') || is_hidden_format(c)
+}
+
+/// Whether `c` is a format character that changes the display order or draws nothing: the bidi
+/// marks, embeddings, overrides and isolates (U+061C, U+200E–U+200F, U+202A–U+202E,
+/// U+2066–U+2069), zero-width space, word joiner and invisible operators (U+200B,
+/// U+2060–U+2064), the BOM as zero-width no-break space (U+FEFF), interlinear annotation marks
+/// (U+FFF9–U+FFFB) and the tag characters (U+E0000–U+E007F, used to smuggle text to models
+/// unseen). Zero-width joiner and non-joiner (U+200C–U+200D) are kept: emoji sequences and
+/// several scripts need them, and they reorder nothing.
+fn is_hidden_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}'
+            | '\u{200b}'
+            | '\u{200e}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e007f}'
+    )
 }
 
 #[cfg(test)]
@@ -82,5 +112,33 @@ mod tests {
         }
         assert_eq!(for_terminal("\u{9b}31m"), "\u{fffd}31m");
         assert_eq!(for_terminal("line\r\nnext\r"), "line\nnext");
+    }
+
+    #[test]
+    fn bidi_overrides_are_shown_escaped_not_obeyed() {
+        // Trojan Source: displayed, the RLO ... PDI run would read reversed.
+        let text = "access = \"user\u{202e} \u{2066}// admin\u{2069} \u{2066}\"";
+        assert_eq!(
+            for_terminal(text),
+            "access = \"user\\u{202e} \\u{2066}// admin\\u{2069} \\u{2066}\""
+        );
+        let bidi = ['\u{061c}', '\u{200e}', '\u{200f}']
+            .into_iter()
+            .chain('\u{202a}'..='\u{202e}')
+            .chain('\u{2066}'..='\u{2069}');
+        for c in bidi {
+            let shown = for_terminal(&format!("a{c}b")).into_owned();
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", u32::from(c)));
+        }
+    }
+
+    #[test]
+    fn invisible_format_characters_are_shown_escaped() {
+        // A zero-width space, a word joiner, a BOM and tag characters spelling "hi" unseen.
+        let shown = for_terminal("a\u{200b}b\u{2060}c\u{feff}d\u{e0068}\u{e0069}");
+        assert_eq!(shown, "a\\u{200b}b\\u{2060}c\\u{feff}d\\u{e0068}\\u{e0069}");
+        // Joiners draw emoji sequences and shape scripts: kept as they are.
+        let family = "\u{1f468}\u{200d}\u{1f469}\u{200d}\u{1f467} \u{645}\u{200c}\u{6cc}";
+        assert!(matches!(for_terminal(family), Cow::Borrowed(t) if t == family));
     }
 }

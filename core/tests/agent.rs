@@ -727,6 +727,31 @@ async fn a_provider_error_stops_with_error() {
     }
 }
 
+/// A context budget that would block before it compacts (auto-compact buffer below the
+/// blocking buffer, set on the public field) stops the run before any request, as other
+/// configuration errors do; the loop used to run with it.
+#[tokio::test]
+async fn a_budget_that_blocks_before_compacting_stops_the_run_before_any_request() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply(request, vec![text("Done.")], "end_turn")
+    });
+    let mut config = AgentConfig::new("m");
+    config.budget.autocompact_buffer = 1_000;
+    config.budget.blocking_buffer = 5_000;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let (reason, error, code) = stop_code(&collect(&agent, "go").await);
+    assert_eq!(
+        (reason, code),
+        (StopReason::Error, Some("invalid_configuration"))
+    );
+    let error = error.unwrap();
+    assert!(error.contains("autocompact_buffer (1000)"), "{error}");
+    assert_eq!(requests.load(Ordering::SeqCst), 0);
+}
+
 /// A conversation handed to `run_messages` is checked before any request: an invalid one ends
 /// the run at once with an error saying what is wrong (before, it was sent as it was, and a
 /// tool_result answering nothing tripped the loop's history assertion at the end of the run).

@@ -28,6 +28,9 @@ function define(name, code) {
 }
 
 const InvalidArgumentError = define('InvalidArgumentError', 'invalid_argument')
+// A call the object's state refuses (a feed after finish(), a submit after seal()): the core's
+// and C's `invalid_state`, Python's InvalidStateError.
+const InvalidStateError = define('InvalidStateError', 'invalid_state')
 const InternalError = define('InternalError', 'internal')
 const TimeoutError = define('TimeoutError', 'timeout')
 const StreamTruncatedError = define('StreamTruncatedError', 'stream_truncated')
@@ -145,6 +148,7 @@ function callNative(fn) {
 module.exports = {
   FerroloopError,
   InvalidArgumentError,
+  InvalidStateError,
   InternalError,
   TimeoutError,
   StreamTruncatedError,

@@ -16,6 +16,7 @@ export interface FerroloopErrorOptions {
 /** The stable error codes. */
 export type FerroloopErrorCode =
   | 'invalid_argument'
+  | 'invalid_state'
   | 'internal'
   | 'timeout'
   | 'stream_truncated'
@@ -48,6 +49,15 @@ export declare class FerroloopError extends Error {
 export declare class InvalidArgumentError extends FerroloopError {
   /** Always `'invalid_argument'`. */
   readonly code: 'invalid_argument'
+}
+/**
+ * A call the object's state refuses (`code: 'invalid_state'`, C's `FL_STATUS_INVALID_STATE`,
+ * Python's `InvalidStateError`): bytes fed to a StreamDecoder after `finish()`, a tool use
+ * submitted to a Turn after `seal()`.
+ */
+export declare class InvalidStateError extends FerroloopError {
+  /** Always `'invalid_state'`. */
+  readonly code: 'invalid_state'
 }
 /** A bug in ferroloop, e.g. a caught Rust panic (`code: 'internal'`). */
 export declare class InternalError extends FerroloopError {
@@ -345,10 +355,14 @@ export declare class Turn implements AsyncIterable<TurnEvent> {
   private constructor()
   /**
    * Submits `tool_use` blocks; they start as soon as admission allows, in the async context of
-   * this call (`AsyncLocalStorage` values active here are visible inside the tools).
+   * this call (`AsyncLocalStorage` values active here are visible inside the tools). Throws an
+   * InvalidStateError once the turn is sealed.
    */
   submit(...toolUses: ToolUse[]): void
-  /** No more tool uses: the turn ends once every submitted call is answered. */
+  /**
+   * No more tool uses: the turn ends once every submitted call is answered. Sealing a sealed
+   * turn is a no-op, as in Python and C.
+   */
   seal(): void
   /** Cancels running and queued calls; each still gets its is_error result. */
   cancel(): void
@@ -420,8 +434,8 @@ export declare class StreamDecoder {
    * event throws the FerroloopError of its class (`code` `'overloaded'`, `'rate_limited'`,
    * `'quota_exceeded'`, `'prompt_too_long'`, `'authentication'`, `'permission'`, `'not_found'`,
    * `'invalid_request'`, `'server'`, else `'provider_error'`; an error whose `code` is an HTTP
-   * status, as OpenRouter's `{"error": {"code": 429}}`, is that status's class), as in Python. After `finish()` it
-   * throws an InvalidArgumentError (a new stream needs a new decoder).
+   * status, as OpenRouter's `{"error": {"code": 429}}`, is that status's class), as in Python.
+   * After `finish()` it throws an InvalidStateError (a new stream needs a new decoder).
    */
   feed(chunk: ArrayBufferView | ArrayBufferLike): DecodeEvent[]
   /** The message so far, in the provider's non-streaming response shape (null before any event). */
@@ -446,7 +460,8 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  * Estimated tokens (one pass counting character classes) of a string or UTF-8 bytes (text), an
  * array of messages, or an object: a request body (with `messages`, `system` or `tools`, or an
  * OpenAI Responses body's `input` or `instructions`; `estimateRequest(body).total`), a message (with a `role`) or a content block. As Python's
- * `estimate_tokens`.
+ * `estimate_tokens`. A lone surrogate counts as U+FFFD, in a string and inside an object (as in
+ * `ContextTracker`).
  */
 export declare function estimateTokens(
   input: string | Uint8Array | unknown[] | Record<string, unknown>,
@@ -724,7 +739,11 @@ export interface AgentOptions {
   tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
   /** The directory the built-in tools are confined to (default: the current directory). */
   workspace?: string
-  /** Model calls at most (default 50; 0: none, the run stops at once with `max_turns`). */
+  /**
+   * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
+   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`)
+   * counts once.
+   */
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
   maxTokens?: number

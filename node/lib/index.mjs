@@ -4,6 +4,7 @@ import ferroloop from './index.js'
 export const {
   FerroloopError,
   InvalidArgumentError,
+  InvalidStateError,
   InternalError,
   TimeoutError,
   StreamTruncatedError,

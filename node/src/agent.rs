@@ -34,7 +34,7 @@ pub struct AgentOptions {
     pub model: String,
     /// The system prompt.
     pub system: Option<String>,
-    /// Model calls at most (default 50).
+    /// Turns at most (default 50); a request sent again for the same turn counts once.
     pub max_turns: Option<f64>,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: Option<f64>,

@@ -86,8 +86,8 @@ fn text_delta(event: &DecodeEvent) -> Option<(EventKind, u32, &str)> {
 fn code_of(err: &DecodeError) -> ErrorCode {
     match err {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => ErrorCode::Protocol,
-        // A misuse (a feed after finish), as a turn used after it ended.
-        DecodeError::Finished => ErrorCode::InvalidArgument,
+        // A misuse (a feed after finish): the core's code, C's status, a sealed turn's code.
+        DecodeError::Finished => ErrorCode::InvalidState,
         DecodeError::Truncated { .. } => ErrorCode::StreamTruncated,
         DecodeError::Provider { .. } => match err.provider_kind() {
             Some(ProviderErrorKind::Overloaded) => ErrorCode::Overloaded,

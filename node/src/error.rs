@@ -17,6 +17,9 @@ pub const CODE_PREFIX: &str = "ferroloop";
 pub enum ErrorCode {
     /// An argument had the wrong type or an invalid value.
     InvalidArgument,
+    /// The object was used in a state that does not allow the call: bytes fed to a decoder
+    /// after `finish()`, a call submitted to a sealed turn (C's `FL_STATUS_INVALID_STATE`).
+    InvalidState,
     /// A bug in ferroloop (a caught panic or a broken invariant).
     Internal,
     /// An operation ran past its deadline.
@@ -58,6 +61,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::InvalidArgument => "invalid_argument",
+            Self::InvalidState => "invalid_state",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
             Self::StreamTruncated => "stream_truncated",
@@ -112,6 +116,11 @@ impl FerroloopError {
     /// An `invalid_argument` error.
     pub fn invalid_argument(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// An `invalid_state` error.
+    pub fn invalid_state(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidState, message)
     }
 
     /// An `internal` error.

@@ -622,7 +622,7 @@ impl NativeTurn {
                 other => {
                     self.state = other;
                     Err(
-                        FerroloopError::invalid_argument("the turn is finishing or done already")
+                        FerroloopError::invalid_state("the turn is finishing or done already")
                             .into(),
                     )
                 }
@@ -836,7 +836,7 @@ impl NativeTurn {
         self.handle
             .submit_vec_decided(tool_uses, decisions)
             .map_err(|closed| {
-                FerroloopError::invalid_argument(format!(
+                FerroloopError::invalid_state(format!(
                     "the turn is sealed: tool use {} was not submitted",
                     closed.0.id
                 ))

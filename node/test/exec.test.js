@@ -6,7 +6,7 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 
-const { ToolExecutor, AbortError, InvalidArgumentError, FerroloopError } = require('../lib/index.js')
+const { ToolExecutor, AbortError, InvalidArgumentError, InvalidStateError, FerroloopError } = require('../lib/index.js')
 
 const sleep = (ms, signal) =>
   new Promise((resolve, reject) => {
@@ -285,7 +285,7 @@ test('streaming turn: submit as sealed, events as they happen, results in order'
   await sleep(5)
   turn.submit(use('2', 'echo', { text: 'two', ms: 1 }))
   turn.seal()
-  assert.throws(() => turn.submit(use('3', 'echo', { text: 'late', ms: 1 })), InvalidArgumentError)
+  assert.throws(() => turn.submit(use('3', 'echo', { text: 'late', ms: 1 })), InvalidStateError)
   await consumer
   const results = events.filter((e) => e.type === 'result')
   assert.deepEqual(
@@ -905,7 +905,11 @@ test('turn.results() seals the turn, as Python\'s Turn.results() does: a later s
   const turn = ex.turn()
   turn.submit(use('a', 'echo', { s: 'one' }))
   const pending = turn.results()
-  assert.throws(() => turn.submit(use('b', 'echo', { s: 'two' })), (err) => err instanceof InvalidArgumentError && /sealed/.test(err.message))
+  // A misuse of the turn's state: `invalid_state`, as C's fl_turn_submit (it was invalid_argument).
+  assert.throws(
+    () => turn.submit(use('b', 'echo', { s: 'two' })),
+    (err) => err instanceof InvalidStateError && err.code === 'invalid_state' && /sealed/.test(err.message),
+  )
   assert.deepEqual((await pending).map((r) => r.content), ['one'])
   assert.deepEqual((await turn.results()).map((r) => r.content), ['one'])
 })
@@ -929,4 +933,15 @@ test('a followed turn\'s results() have the turn budget applied, as Python\'s an
   assert.match(results[0].content, /^<tool-output-truncated>/)
   assert.deepEqual(results.slice(1).map((r) => r.content), ['b'.repeat(3_000), 'c'.repeat(3_000)])
   assert.deepEqual(results.map((r) => r.tool_use_id), ['t0', 't1', 't2'])
+})
+
+test('sealing a sealed turn is a no-op, as in Python and C (fl_turn_seal)', async () => {
+  const ex = new ToolExecutor()
+  ex.tool({ name: 'echo', concurrencySafe: true }, async ({ s }) => s)
+  const turn = ex.turn()
+  turn.submit(use('a', 'echo', { s: 'one' }))
+  turn.seal()
+  turn.seal()
+  assert.deepEqual((await turn.results()).map((r) => r.content), ['one'])
+  turn.seal()
 })

@@ -264,3 +264,17 @@ test('views on a SharedArrayBuffer or a detached buffer feed like any bytes', ()
   assert.deepEqual(new StreamDecoder({ provider: 'anthropic' }).feed(view), [])
   assert.equal(estimateTokens(view), 0)
 })
+
+test('lone surrogates inside objects count as U+FFFD, as in a plain string and in Python', () => {
+  // They were refused: JSON.stringify escapes a lone half (`\ud800`), which serde_json rejected
+  // ("unexpected end of hex escape").
+  for (const [lone, replaced] of [['x\ud800', 'x\ufffd'], ['\udc00y', '\ufffdy'], ['a\ud83d\\ud800', 'a\ufffd\\ud800']]) {
+    assert.equal(estimateTokens({ type: 'text', text: lone }), estimateTokens({ type: 'text', text: replaced }))
+    assert.equal(estimateTokens([{ role: 'user', content: lone }]), estimateTokens([{ role: 'user', content: replaced }]))
+    const withLone = new ContextTracker()
+    withLone.pushMessage({ role: 'user', content: lone })
+    const withReplaced = new ContextTracker()
+    withReplaced.pushMessage({ role: 'user', content: replaced })
+    assert.deepEqual(withLone.tokens(), withReplaced.tokens())
+  }
+})

@@ -27,6 +27,7 @@ from ._errors import (
     ExactCountingUnavailableError,
     FerroloopError,
     InternalError,
+    InvalidStateError,
     OverloadedError,
     PromptTooLongError,
     ProtocolError,
@@ -34,6 +35,7 @@ from ._errors import (
     RateLimitError,
     StreamTruncatedError,
     ToolError,
+    TurnSealedError,
 )
 from ._executor import Turn, ToolExecutor
 from ._native import (
@@ -82,6 +84,8 @@ __all__ = [
     "StreamTruncatedError",
     "ProtocolError",
     "ToolError",
+    "InvalidStateError",
+    "TurnSealedError",
     "ExactCountingUnavailableError",
     "InternalError",
 ]

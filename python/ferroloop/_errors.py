@@ -146,6 +146,18 @@ class ToolError(FerroloopError):
         self.results = results
 
 
+class InvalidStateError(FerroloopError):
+    """A call the object's state refuses: bytes fed to a ``StreamDecoder`` after ``finish()``
+    (a new stream needs a new decoder), a ``tool_use`` submitted to a sealed turn
+    (``TurnSealedError``). Node's ``InvalidStateError`` (``code: 'invalid_state'``), C's
+    ``FL_STATUS_INVALID_STATE``."""
+
+
+class TurnSealedError(InvalidStateError, ToolError):
+    """A ``tool_use`` was submitted to a sealed turn (it was not added). Also a ``ToolError``,
+    which this misuse raised before ``InvalidStateError`` existed."""
+
+
 class ExactCountingUnavailableError(FerroloopError):
     """``count_tokens`` was called on a build without exact counting (the extension was built
     without the cargo feature ``exact``); ``estimate_tokens`` works in every build."""
@@ -167,6 +179,8 @@ __all__ = [
     "StreamTruncatedError",
     "ProtocolError",
     "ToolError",
+    "InvalidStateError",
+    "TurnSealedError",
     "ExactCountingUnavailableError",
     "InternalError",
 ]

@@ -79,11 +79,12 @@ class Turn(AsyncClosing):
     def submit(self, tool_use: dict[str, Any]) -> None:
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
         runs with ``{}``, as in Node and C). Its tool runs in a copy of the current
-        ``contextvars`` context (this call's)."""
+        ``contextvars`` context (this call's). Raises ``TurnSealedError`` (an
+        ``InvalidStateError`` and a ``ToolError``) once the turn is sealed."""
         self._native.submit(tool_use)
 
     def seal(self) -> None:
-        """No more calls will be submitted."""
+        """No more calls will be submitted. Sealing a sealed turn is a no-op, as in Node and C."""
         self._native.seal()
 
     def cancel(self) -> None:

@@ -98,7 +98,7 @@ class StreamDecoder:
         in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
         ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. An error whose
         ``code`` is an HTTP status (OpenRouter's ``{"error": {"code": 429}}``) is that status's
-        class. After ``finish()`` it raises ``FerroloopError`` (a new stream needs a new
+        class. After ``finish()`` it raises ``InvalidStateError`` (a new stream needs a new
         decoder)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
@@ -119,8 +119,9 @@ _Tokenizer = Literal["claude", "claude-legacy", "o200k", "cl100k", "o200k_base",
 def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, tokenizer: _Tokenizer = "claude") -> int:
     """Estimates the tokens of text, a list of messages, a message, a block or a request body.
 
-    A lone surrogate in a ``str`` (which UTF-8 cannot hold) counts as U+FFFD, as in Node; so it
-    does in ``TextEstimator.feed`` and ``count_tokens``."""
+    A lone surrogate in a ``str`` (which UTF-8 cannot hold) counts as U+FFFD, as in Node, also
+    inside a list or dict (and in ``ContextTracker``); so it does in ``TextEstimator.feed`` and
+    ``count_tokens``."""
 
 def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and

@@ -161,8 +161,8 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         DecodeError::InvalidJson { .. } | DecodeError::Protocol(_) => {
             ferroloop_error(py, "ProtocolError", &message, &[])
         }
-        // A misuse, not the provider's doing: the base class, as for a closed `Client`.
-        DecodeError::Finished => ferroloop_error(py, "FerroloopError", &message, &[]),
+        // A misuse, not the provider's doing: `invalid_state`, as in Node, C and the core.
+        DecodeError::Finished => ferroloop_error(py, "InvalidStateError", &message, &[]),
         DecodeError::Truncated { partial, .. } => ferroloop_error(
             py,
             "StreamTruncatedError",

@@ -571,7 +571,8 @@ struct Unclaimed {
 
 #[pymethods]
 impl PyTurn {
-    /// Submits a `tool_use` block; raises `ToolError` once the turn is sealed.
+    /// Submits a `tool_use` block; raises `TurnSealedError` (an `InvalidStateError` and a
+    /// `ToolError`) once the turn is sealed.
     fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "Turn.submit", || {
             let tool_use = tool_use_of(tool_use)?;
@@ -592,7 +593,7 @@ impl PyTurn {
                 }
                 submitted
             })
-            .map_err(|closed| ferroloop_error(py, "ToolError", &closed.to_string(), &[]))
+            .map_err(|closed| ferroloop_error(py, "TurnSealedError", &closed.to_string(), &[]))
         })
     }
 

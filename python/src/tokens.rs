@@ -10,7 +10,6 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
 use serde_json::Value;
 
 use crate::args::{non_negative, non_negative_opt};
-use crate::bridge::py_to_value;
 use crate::errors::shield;
 use crate::sse::{chunk_bytes, detach_if_large};
 
@@ -19,8 +18,12 @@ fn family(name: &str) -> PyResult<Family> {
         .map_err(|err| PyValueError::new_err(err.to_string()))
 }
 
+/// A value to count as JSON: a lone surrogate in a `str` inside it counts as U+FFFD, as in a
+/// plain `str` and in Node's objects (it was a `ValueError`).
 fn json_of(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    py_to_value(obj).map_err(PyValueError::new_err)
+    crate::value::to_value_for_counting(obj).map_err(|err| {
+        PyValueError::new_err(format!("the value cannot be converted to JSON: {err}"))
+    })
 }
 
 /// Estimates the tokens of `obj` for a tokenizer family (`"claude"`, `"claude-legacy"`,
@@ -62,24 +65,10 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
     })
 }
 
-/// The text of a `str` to count: as it is, or, when it holds a lone surrogate (which UTF-8
-/// cannot: a `surrogateescape`-decoded name, a JSON `"\ud800"` escape), with U+FFFD in place
-/// of each one, as a JavaScript string crosses into Node's `estimateTokens`. Its code units are
-/// read as UTF-16 (as JavaScript reads them): surrogates that make a pair are its character.
+/// The text of a `str` to count (see [`crate::value::lossy_text`]): a lone surrogate counts as
+/// U+FFFD, as a JavaScript string's does in Node's `estimateTokens`.
 fn text_of<'a>(text: &'a Bound<'_, PyString>) -> PyResult<std::borrow::Cow<'a, str>> {
-    if let Ok(text) = text.to_cow() {
-        return Ok(text);
-    }
-    let units = text.call_method1(
-        pyo3::intern!(text.py(), "encode"),
-        ("utf-16-le", "surrogatepass"),
-    )?;
-    let units = units.cast::<PyBytes>()?.as_bytes();
-    let units: Vec<u16> = units
-        .chunks_exact(2)
-        .map(|unit| u16::from_le_bytes([unit[0], unit[1]]))
-        .collect();
-    Ok(std::borrow::Cow::Owned(String::from_utf16_lossy(&units)))
+    crate::value::lossy_text(text)
 }
 
 /// Estimates a request body (a dict with `system`, `tools`, `messages`, or an OpenAI Responses

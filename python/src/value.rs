@@ -7,10 +7,11 @@
 //! else (subclasses, dataclasses, big integers, non-`str` keys) goes through `pythonize` as before,
 //! so the results are the same.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
@@ -18,20 +19,67 @@ use serde_json::{Map, Number, Value};
 /// How deeply nested a value may be (a deeper one is an error, not a stack overflow).
 const MAX_DEPTH: usize = 512;
 
-/// A Python object as JSON (see the module docs), or why it cannot be converted.
-pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
-    to_value_at(obj, 0)
+/// How a `str` holding a lone surrogate (which UTF-8 cannot) converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Surrogates {
+    /// Refused: the value is sent somewhere (a tool, a provider) that must get what was given.
+    Refuse,
+    /// Each becomes U+FFFD: the value is only counted (token estimates), as a plain `str` and
+    /// Node's objects are.
+    Replace,
 }
 
-fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+/// A Python object as JSON (see the module docs), or why it cannot be converted.
+pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
+    to_value_at(obj, 0, Surrogates::Refuse)
+}
+
+/// A Python object as JSON, to be counted: as [`to_value`], but a lone surrogate in an exact
+/// `str` (a value or a key) becomes U+FFFD instead of an error (see [`lossy_text`]).
+pub(crate) fn to_value_for_counting(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
+    to_value_at(obj, 0, Surrogates::Replace)
+}
+
+/// The text of a `str`: as it is, or, when it holds a lone surrogate (a `surrogateescape`-decoded
+/// name, a JSON `"\ud800"` escape), with U+FFFD in place of each one, as a JavaScript string
+/// crosses into Node. Its code units are read as UTF-16 (as JavaScript reads them): surrogates
+/// that make a pair are its character.
+pub(crate) fn lossy_text<'a>(text: &'a Bound<'_, PyString>) -> PyResult<Cow<'a, str>> {
+    if let Ok(text) = text.to_cow() {
+        return Ok(text);
+    }
+    let units = text.call_method1(
+        pyo3::intern!(text.py(), "encode"),
+        ("utf-16-le", "surrogatepass"),
+    )?;
+    let units = units.cast::<PyBytes>()?.as_bytes();
+    let units: Vec<u16> = units
+        .chunks_exact(2)
+        .map(|unit| u16::from_le_bytes([unit[0], unit[1]]))
+        .collect();
+    Ok(Cow::Owned(String::from_utf16_lossy(&units)))
+}
+
+/// The text of an exact `str` under `surrogates`.
+fn text_with<'a>(text: &'a Bound<'_, PyString>, surrogates: Surrogates) -> PyResult<Cow<'a, str>> {
+    match surrogates {
+        Surrogates::Refuse => text.to_cow(),
+        Surrogates::Replace => lossy_text(text),
+    }
+}
+
+fn to_value_at(
+    obj: &Bound<'_, PyAny>,
+    depth: usize,
+    surrogates: Surrogates,
+) -> Result<Value, String> {
     if depth > MAX_DEPTH {
         return Err(format!(
             "the value is nested more than {MAX_DEPTH} levels deep"
         ));
     }
     if let Ok(text) = obj.cast_exact::<PyString>() {
-        return text
-            .to_cow()
+        return text_with(text, surrogates)
             .map(|s| Value::String(s.into_owned()))
             .map_err(|err| format!("the value is not valid text: {err}"));
     }
@@ -41,10 +89,9 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
             let Ok(key) = key.cast_exact::<PyString>() else {
                 return slow(obj, depth);
             };
-            let key = key
-                .to_cow()
+            let key = text_with(key, surrogates)
                 .map_err(|err| format!("a key is not valid text: {err}"))?;
-            map.insert(key.into_owned(), to_value_at(&item, depth + 1)?);
+            map.insert(key.into_owned(), to_value_at(&item, depth + 1, surrogates)?);
         }
         return Ok(Value::Object(map));
     }
@@ -70,14 +117,14 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
     if let Ok(list) = obj.cast_exact::<PyList>() {
         return list
             .iter()
-            .map(|item| to_value_at(&item, depth + 1))
+            .map(|item| to_value_at(&item, depth + 1, surrogates))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
     if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
         return tuple
             .iter()
-            .map(|item| to_value_at(&item, depth + 1))
+            .map(|item| to_value_at(&item, depth + 1, surrogates))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }

@@ -32,6 +32,10 @@ def test_hierarchy() -> None:
         assert issubclass(cls, Exception)
     assert issubclass(ferroloop.APITimeoutError, TimeoutError)
     assert issubclass(ferroloop.APITimeoutError, ferroloop.APIConnectionError)
+    # A misuse of a decoder's or a turn's state; a sealed turn's is still a ToolError, as before.
+    assert issubclass(ferroloop.InvalidStateError, ferroloop.FerroloopError)
+    assert issubclass(ferroloop.TurnSealedError, ferroloop.InvalidStateError)
+    assert issubclass(ferroloop.TurnSealedError, ferroloop.ToolError)
 
 
 def test_api_error_attributes() -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytest
 
 import ferroloop
+from conftest import SHARED
 
 
 def use(i: int, name: str, **input: Any) -> dict[str, Any]:
@@ -275,11 +276,9 @@ def test_bad_arguments_name_what_was_wrong() -> None:
     with pytest.raises(ValueError, match="^the value cannot be converted to JSON"):
         tracker.push_message({"role": "user", "content": {1, object()}})
     # A lone surrogate in plain text counts as U+FFFD, as the same string does in Node's
-    # estimateTokens (it was a UnicodeEncodeError); inside a value that crosses as JSON it is
-    # still refused, as Node's InvalidArgumentError refuses it.
+    # estimateTokens (it was a UnicodeEncodeError); inside a value it counts the same way, as
+    # Node's objects now do (both refused it).
     assert ferroloop.estimate_tokens("\ud800") == ferroloop.estimate_tokens("\ufffd")
-    with pytest.raises(ValueError, match="not valid text"):
-        ferroloop.estimate_tokens([{"role": "user", "content": "\udfff"}])
 
 
 def test_negative_counts_are_value_errors_naming_the_argument() -> None:
@@ -320,3 +319,52 @@ def test_negative_counts_are_value_errors_naming_the_argument() -> None:
     assert budget.state(0) == "ok"
     with pytest.raises(TypeError, match="window"):
         ferroloop.ContextBudget(1.5, 8_000)  # type: ignore[arg-type]
+
+
+def test_a_feed_after_finish_is_an_invalid_state_error() -> None:
+    # It was a plain FerroloopError (Node's and C's code is `invalid_state`).
+    source = (SHARED / "fixtures" / "anthropic" / "basic_response.sse").read_bytes()
+    decoder = ferroloop.StreamDecoder("anthropic")
+    decoder.feed(source)
+    message = decoder.finish()
+    with pytest.raises(ferroloop.InvalidStateError, match="finished"):
+        decoder.feed(source)
+    assert decoder.finish() == message
+
+
+@pytest.mark.asyncio
+async def test_a_submit_after_seal_is_an_invalid_state_error_and_still_a_tool_error() -> None:
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def echo(inp: dict[str, Any]) -> str:
+        return str(inp.get("s"))
+
+    turn = ex.turn()
+    turn.submit(use(1, "echo", s="one"))
+    turn.seal()
+    # Sealing again is a no-op, as in Node and C (fl_turn_seal).
+    turn.seal()
+    with pytest.raises(ferroloop.InvalidStateError, match="no longer accepts") as caught:
+        turn.submit(use(2, "echo", s="two"))
+    # Existing `except ToolError` clauses still catch it.
+    assert isinstance(caught.value, ferroloop.ToolError)
+    assert isinstance(caught.value, ferroloop.TurnSealedError)
+    results = await turn.results()
+    assert [r["content"] for r in results] == ["one"]
+
+
+def test_a_lone_surrogate_inside_a_value_counts_as_a_replacement_character() -> None:
+    # It was a ValueError ("not valid text"); a plain str and Node's objects count it as U+FFFD.
+    for lone, replaced in [("x\ud800", "x\ufffd"), ("\udc00y", "\ufffdy"), ("\ud83d\ude00", "\U0001f600")]:
+        messages = [{"role": "user", "content": lone}]
+        assert ferroloop.estimate_tokens(messages) == ferroloop.estimate_tokens(
+            [{"role": "user", "content": replaced}]
+        )
+        assert ferroloop.estimate_tokens({"type": "text", "text": lone}) == ferroloop.estimate_tokens(
+            {"type": "text", "text": replaced}
+        )
+        with_lone, with_replaced = ferroloop.ContextTracker(), ferroloop.ContextTracker()
+        with_lone.push_message({"role": "user", "content": lone})
+        with_replaced.push_message({"role": "user", "content": replaced})
+        assert with_lone.tokens() == with_replaced.tokens()

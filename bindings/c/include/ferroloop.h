@@ -1602,8 +1602,9 @@ fl_status fl_turn_submit(const fl_turn *turn, const char *tool_use_json, size_t 
 
 /**
  * Seals the turn: no more calls will be submitted (the model's response has ended). Once every
- * call has its result, `fl_turn_next_event` reports `FL_TURN_EVENT_END`. Sealing twice is
- * `FL_STATUS_INVALID_STATE` (the turn stays sealed).
+ * call has its result, `fl_turn_next_event` reports `FL_TURN_EVENT_END`. Sealing a sealed turn
+ * is a no-op returning `FL_STATUS_OK`, as `seal()` is in Python and Node (a host whose stream
+ * error path and normal path both seal need not track which ran).
  *
  * Thread-safe (also from the turn's tool callbacks).
  *

@@ -37,8 +37,6 @@ pub struct fl_turn {
     handle: TurnHandle,
     /// A thread is in `fl_turn_next_event`.
     polling: AtomicBool,
-    /// `fl_turn_seal` was called.
-    sealed: AtomicBool,
     /// `fl_turn_cancel` was called.
     cancelled: AtomicBool,
     /// The host's cancel token, if any (for the status of `fl_turn_results`).
@@ -213,7 +211,6 @@ pub unsafe extern "C" fn fl_turn_new(
             }),
             handle,
             polling: AtomicBool::new(false),
-            sealed: AtomicBool::new(false),
             cancelled: AtomicBool::new(false),
             cancel: cancel.map(|cancel| cancel.token.clone()),
             results: OnceLock::new(),
@@ -268,8 +265,9 @@ pub unsafe extern "C" fn fl_turn_submit(
 }
 
 /// Seals the turn: no more calls will be submitted (the model's response has ended). Once every
-/// call has its result, `fl_turn_next_event` reports `FL_TURN_EVENT_END`. Sealing twice is
-/// `FL_STATUS_INVALID_STATE` (the turn stays sealed).
+/// call has its result, `fl_turn_next_event` reports `FL_TURN_EVENT_END`. Sealing a sealed turn
+/// is a no-op returning `FL_STATUS_OK`, as `seal()` is in Python and Node (a host whose stream
+/// error path and normal path both seal need not track which ran).
 ///
 /// Thread-safe (also from the turn's tool callbacks).
 ///
@@ -280,9 +278,6 @@ pub unsafe extern "C" fn fl_turn_seal(turn: *const fl_turn) -> fl_status {
     boundary::run(|| {
         // SAFETY: the caller's promise on `turn`.
         let turn = unsafe { text::handle_ref(turn, "turn") }?;
-        if turn.sealed.swap(true, Ordering::AcqRel) {
-            return Err(FfiError::state("the turn is already sealed"));
-        }
         turn.handle.seal();
         Ok(())
     })
@@ -534,7 +529,6 @@ impl fl_turn {
             state,
             handle,
             polling,
-            sealed,
             cancelled,
             cancel,
             results,
@@ -547,7 +541,7 @@ impl fl_turn {
             let _context = runtime.enter();
             drop(state);
         }
-        drop((handle, polling, sealed, cancelled, cancel, results, link));
+        drop((handle, polling, cancelled, cancel, results, link));
         drop_runtime(runtime);
     }
 }

@@ -702,8 +702,8 @@ static void check_misuse(fl_executor *executor) {
     CHECK(strstr(last_error(), "FL_TURN_EVENT_END") != NULL);
     /* None of the refused submissions made a call. */
     CHECK_OK(fl_turn_seal(turn));
-    CHECK_STATUS(fl_turn_seal(turn), FL_STATUS_INVALID_STATE);
-    CHECK(strstr(last_error(), "already sealed") != NULL);
+    /* Sealing again is a no-op, as in Python and Node. */
+    CHECK_OK(fl_turn_seal(turn));
     CHECK_STATUS(fl_turn_submit(turn, "{\"id\":\"late\",\"name\":\"echo\",\"input\":{}}", 38),
                  FL_STATUS_INVALID_STATE);
     CHECK(strstr(last_error(), "late") != NULL);

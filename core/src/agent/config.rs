@@ -22,7 +22,9 @@ pub struct Price {
 /// What a run may spend before it stops with [`StopReason::Budget`](super::StopReason::Budget).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Limits {
-    /// Model calls at most (default 50).
+    /// Turns at most (default 50): model responses the loop goes on from. A request sent again
+    /// for the same turn (a fallback model, a retried truncated stream, a raised `max_tokens`, a
+    /// field the server refused) counts once, so model calls may exceed it.
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
@@ -151,9 +153,16 @@ impl AgentConfig {
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
     /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
-    /// user message), and a cost budget for a model (or fallback model) the price table does
-    /// not price (the budget could never be reached).
+    /// user message), a cost budget for a model (or fallback model) the price table does
+    /// not price (the budget could never be reached), and a context budget that would block
+    /// before it compacts ([`ContextBudget::validate`]).
     pub fn check(&self) -> Result<(), String> {
+        // `budget` is a public field: every binding's budget constructor validates, but a
+        // budget edited in place (or built field by field) reaches the loop unchecked, and a
+        // run with it would refuse requests as too long without ever compacting first.
+        self.budget
+            .validate()
+            .map_err(|err| format!("context budget: {err}"))?;
         // Every binding builds this from the host's options: refused here once rather than by
         // each (Node refused it at construction, Python sent it and got the provider's 400).
         if self.model.trim().is_empty() {
@@ -345,6 +354,22 @@ mod tests {
         config
             .extra
             .insert("thinking".into(), json!({"type": "disabled"}));
+        assert_eq!(config.check(), Ok(()));
+    }
+
+    /// A budget whose auto-compact buffer is below its blocking buffer would block a run
+    /// before compacting it; `check` ran without `ContextBudget::validate`, so the loop took it.
+    #[test]
+    fn a_budget_that_blocks_before_compacting_is_refused() {
+        let mut config = AgentConfig::new("claude-sonnet-4-5");
+        assert_eq!(config.check(), Ok(()));
+        config.budget.blocking_buffer = 20_000;
+        config.budget.autocompact_buffer = 3_000;
+        let error = config.check().unwrap_err();
+        assert!(error.starts_with("context budget: "), "{error}");
+        assert!(error.contains("autocompact_buffer (3000)"), "{error}");
+        // Equal buffers are one point: accepted.
+        config.budget.autocompact_buffer = 20_000;
         assert_eq!(config.check(), Ok(()));
     }
 

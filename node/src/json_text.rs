@@ -1,0 +1,152 @@
+//! JSON text from `JSON.stringify`, made readable by serde_json.
+//!
+//! A JavaScript string may hold a lone surrogate (half of a UTF-16 pair, as a string cut in the
+//! middle of an emoji). `JSON.stringify` writes one as a `\udXXX` escape, which is valid JSON
+//! text but names no Unicode scalar value, so serde_json refuses the whole document ("unexpected
+//! end of hex escape"). A plain string with a lone surrogate reaches Rust with it replaced by
+//! U+FFFD (napi's UTF-8 conversion), and Python counts one as U+FFFD inside objects too: the
+//! escapes are rewritten the same way here, so that an object counts as its strings do.
+
+use std::borrow::Cow;
+
+/// `text` with every `\u` escape of a lone surrogate replaced by `\ufffd` (a valid pair of
+/// escapes is kept). Text without such an escape is returned as is, without a copy.
+///
+/// Escapes occur only inside JSON strings, and a backslash anywhere starts one, so a scan over
+/// the escapes (each backslash with what follows it) needs no tracking of strings. Invalid JSON
+/// stays invalid: only the four hex digits of a surrogate escape are ever changed.
+pub(crate) fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    // Bytes of `text` before `copied` are in `out` already.
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some(offset) = bytes[at..].iter().position(|&b| b == b'\\') {
+        let escape = at + offset;
+        if bytes.get(escape + 1) != Some(&b'u') {
+            // `\\`, `\"`, `\n`, ...: two bytes, whatever the second is (a backslash at the
+            // very end has none).
+            at = (escape + 2).min(bytes.len());
+            continue;
+        }
+        let Some(unit) = hex_unit(bytes, escape + 2) else {
+            at = escape + 2;
+            continue;
+        };
+        at = escape + 6;
+        if !(0xd800..=0xdfff).contains(&unit) {
+            continue;
+        }
+        if unit <= 0xdbff
+            && bytes.get(at) == Some(&b'\\')
+            && bytes.get(at + 1) == Some(&b'u')
+            && hex_unit(bytes, at + 2).is_some_and(|low| (0xdc00..=0xdfff).contains(&low))
+        {
+            // A high surrogate followed by a low one: a valid pair, kept.
+            at += 6;
+            continue;
+        }
+        let shown = out.get_or_insert_with(|| String::with_capacity(text.len()));
+        shown.push_str(&text[copied..escape]);
+        shown.push_str("\\ufffd");
+        copied = at;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut shown) => {
+            shown.push_str(&text[copied..]);
+            Cow::Owned(shown)
+        }
+    }
+}
+
+/// The UTF-16 unit of the four hex digits at `bytes[at..at + 4]`, if they are four hex digits.
+fn hex_unit(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = bytes.get(at..at + 4)?;
+    digits.iter().try_fold(0u32, |unit, &digit| {
+        Some(unit * 16 + char::from(digit).to_digit(16)?)
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The JSON text `JSON.stringify` writes for a string of UTF-16 `units`: pairs as the
+    /// character, lone surrogates as lowercase `\udXXX` escapes, the usual escapes otherwise.
+    fn stringify(units: &[u16]) -> String {
+        let mut out = String::from("\"");
+        for decoded in char::decode_utf16(units.iter().copied()) {
+            match decoded {
+                Ok(c) => {
+                    let quoted = serde_json::to_string(&c.to_string()).unwrap();
+                    out.push_str(&quoted[1..quoted.len() - 1]);
+                }
+                Err(lone) => out.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate())),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let text = r#"{"a":"x\ud83d","b":"\ude00y","c":"\ud83d\ude00","d":"\\ud800"}"#;
+        let fixed = lone_surrogates_replaced(text);
+        assert_eq!(
+            fixed,
+            r#"{"a":"x\ufffd","b":"\ufffdy","c":"\ud83d\ude00","d":"\\ud800"}"#
+        );
+        let value: serde_json::Value = serde_json::from_str(&fixed).unwrap();
+        assert_eq!(value["a"], "x\u{fffd}");
+        assert_eq!(value["c"], "\u{1f600}");
+        assert_eq!(
+            value["d"], "\\ud800",
+            "an escaped backslash starts no escape"
+        );
+        // Two high halves in a row, a high half before a non-surrogate escape.
+        assert_eq!(
+            lone_surrogates_replaced(r#""\uD800\uD800\u0041""#),
+            r#""\ufffd\ufffd\u0041""#
+        );
+    }
+
+    #[test]
+    fn text_without_lone_surrogates_is_borrowed() {
+        for text in [
+            r#"{"a":"\u00e9\n\\u","b":[1,2]}"#,
+            "",
+            r#""\ud83d\ude00""#,
+            "\\u12",
+            "x\\",
+        ] {
+            assert!(matches!(lone_surrogates_replaced(text), Cow::Borrowed(t) if t == text));
+        }
+    }
+
+    proptest! {
+        /// Whatever UTF-16 a JavaScript string holds, its JSON text parses, to the string
+        /// with each lone surrogate replaced by U+FFFD (as napi converts a plain string).
+        #[test]
+        fn any_js_string_parses_to_its_lossy_utf8(
+            units in proptest::collection::vec(
+                prop_oneof![
+                    any::<u16>(),
+                    0xd800u16..0xe000,
+                    Just(u16::from(b'\\')),
+                    Just(u16::from(b'u')),
+                    Just(u16::from(b'd')),
+                ],
+                0..40,
+            ),
+        ) {
+            let text = stringify(&units);
+            let fixed = lone_surrogates_replaced(&text);
+            let parsed: String = serde_json::from_str(&fixed).unwrap();
+            prop_assert_eq!(parsed, String::from_utf16_lossy(&units));
+        }
+    }
+}
