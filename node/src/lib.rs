@@ -15,7 +15,6 @@ pub mod exec;
 pub mod guard;
 mod joined;
 pub mod js_tools;
-mod json_text;
 pub mod pump;
 pub mod sse;
 pub mod tokens;

@@ -19,9 +19,9 @@ fn family(name: Option<String>) -> Result<Family, FerroloopError> {
 }
 
 /// The value of JSON text from `JSON.stringify`; a lone surrogate in a string counts as U+FFFD
-/// (see [`crate::json_text`]), as in a plain string and in Python.
+/// (see [`core_tokens::json_text`]), as in a plain string and in Python and C.
 fn parse_json(text: &str, what: &str) -> Result<Value, FerroloopError> {
-    serde_json::from_str(&crate::json_text::lone_surrogates_replaced(text))
+    core_tokens::json_text::parse_json_for_counting(text)
         .map_err(|err| FerroloopError::invalid_argument(format!("{what} is not valid JSON: {err}")))
 }
 

@@ -1492,6 +1492,9 @@ void fl_text_estimator_free(fl_text_estimator *estimator);
  * OpenAI Responses one with `instructions`, `tools`, `input`; other fields cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
  * and writes the estimate per part into `*estimate`.
  *
+ * A lone surrogate escape in a string (`"\ud83d"`: JSON text of a string cut inside an emoji)
+ * counts as U+FFFD, as in Python and Node; the tracker's JSON arguments read it the same way.
+ *
  * Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,
  * is not an object, or the family is unknown. Thread-safe.
  *

@@ -4,6 +4,7 @@
 
 use std::ffi::c_char;
 
+use ferroloop_core::tokens::json_text::parse_json_for_counting;
 use ferroloop_core::tokens::{
     BudgetState, ContextBudget, ContextTracker, CountMethod, ModelTable, Usage,
 };
@@ -347,14 +348,15 @@ pub struct fl_context_tracker {
     tracker: ContextTracker,
 }
 
-/// Parses `json[..len]` as the JSON argument `name`.
+/// Parses `json[..len]` as the JSON argument `name`; a lone surrogate escape in a string
+/// counts as U+FFFD, as in Python and Node.
 ///
 /// # Safety
 /// `json` must be valid for reads of `len` bytes.
 unsafe fn json_arg(json: *const c_char, len: usize, name: &str) -> FfiResult<Value> {
     // SAFETY: forwarded from the caller.
     let text = unsafe { text::str_arg(json, len, name) }?;
-    serde_json::from_str(text)
+    parse_json_for_counting(text)
         .map_err(|error| FfiError::invalid(format!("`{name}` is not valid JSON: {error}")))
 }
 

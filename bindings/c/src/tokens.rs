@@ -2,6 +2,7 @@
 
 use std::ffi::c_char;
 
+use ferroloop_core::tokens::json_text::parse_json_for_counting;
 use ferroloop_core::tokens::{
     Family, TextEstimator, estimate_bytes, estimate_request_body, estimate_text,
 };
@@ -227,6 +228,9 @@ pub unsafe extern "C" fn fl_text_estimator_free(estimator: *mut fl_text_estimato
 /// OpenAI Responses one with `instructions`, `tools`, `input`; other fields cost nothing) for the tokenizer family named `tokenizer` (as for `fl_tokens_estimate_text`),
 /// and writes the estimate per part into `*estimate`.
 ///
+/// A lone surrogate escape in a string (`"\ud83d"`: JSON text of a string cut inside an emoji)
+/// counts as U+FFFD, as in Python and Node; the tracker's JSON arguments read it the same way.
+///
 /// Returns `FL_STATUS_INVALID_UTF8`, or `FL_STATUS_INVALID_ARGUMENT` when the JSON does not parse,
 /// is not an object, or the family is unknown. Thread-safe.
 ///
@@ -250,7 +254,8 @@ pub unsafe extern "C" fn fl_tokens_estimate_request(
             )
         };
         let estimate = Out::new(estimate, "estimate")?;
-        let body: Value = serde_json::from_str(json)
+        // A lone surrogate escape counts as U+FFFD, as in Python and Node.
+        let body: Value = parse_json_for_counting(json)
             .map_err(|error| FfiError::invalid(format!("request_json: {error}")))?;
         if !body.is_object() {
             return Err(FfiError::invalid("request_json must be a JSON object"));

@@ -337,6 +337,16 @@ static void check_request(void) {
     const char *plain = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
     CHECK_OK(fl_tokens_estimate_request(plain, strlen(plain), NULL, 0, &parts));
     CHECK(parts.tools == 0 && parts.system == 0 && parts.messages > 0);
+
+    /* A lone surrogate escape (JSON text of a string cut inside an emoji) counts as U+FFFD,
+     * as in Python and Node; it was refused as invalid JSON. */
+    const char *lone = "{\"messages\":[{\"role\":\"user\",\"content\":\"cut \\ud83d here\"}]}";
+    const char *replaced =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"cut \\ufffd here\"}]}";
+    fl_request_estimate with_lone, with_replacement;
+    CHECK_OK(fl_tokens_estimate_request(lone, strlen(lone), NULL, 0, &with_lone));
+    CHECK_OK(fl_tokens_estimate_request(replaced, strlen(replaced), NULL, 0, &with_replacement));
+    CHECK(with_lone.total == with_replacement.total);
 }
 
 /* Every line of tests/tokens/requests/expected.tsv (a body, a family, the core's parts) is what

@@ -21,6 +21,7 @@ mod common3;
 #[cfg(feature = "exact")]
 pub mod exact;
 pub mod images;
+pub mod json_text;
 pub mod model;
 pub mod request;
 pub mod stream;

@@ -1,13 +1,22 @@
-//! JSON text from `JSON.stringify`, made readable by serde_json.
+//! JSON text with lone surrogate escapes, made readable for counting.
 //!
 //! A JavaScript string may hold a lone surrogate (half of a UTF-16 pair, as a string cut in the
-//! middle of an emoji). `JSON.stringify` writes one as a `\udXXX` escape, which is valid JSON
-//! text but names no Unicode scalar value, so serde_json refuses the whole document ("unexpected
-//! end of hex escape"). A plain string with a lone surrogate reaches Rust with it replaced by
-//! U+FFFD (napi's UTF-8 conversion), and Python counts one as U+FFFD inside objects too: the
-//! escapes are rewritten the same way here, so that an object counts as its strings do.
+//! middle of an emoji), and so may a Python `str`. `JSON.stringify` writes one as a `\udXXX`
+//! escape, which is valid JSON text but names no Unicode scalar value, so serde_json refuses the
+//! whole document ("unexpected end of hex escape"). A plain string with a lone surrogate reaches
+//! Rust with it replaced by U+FFFD (napi's UTF-8 conversion, Python's lossy encoding): the
+//! escapes are rewritten the same way here, so that a request or message given as JSON text (by
+//! Node or C) counts as its strings do, in every binding.
 
 use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// The value of JSON `text` for estimating its tokens: a lone surrogate escape in a string
+/// reads as U+FFFD (see [`lone_surrogates_replaced`]); anything else invalid is refused.
+pub fn parse_json_for_counting(text: &str) -> serde_json::Result<Value> {
+    serde_json::from_str(&lone_surrogates_replaced(text))
+}
 
 /// `text` with every `\u` escape of a lone surrogate replaced by `\ufffd` (a valid pair of
 /// escapes is kept). Text without such an escape is returned as is, without a copy.
@@ -15,7 +24,7 @@ use std::borrow::Cow;
 /// Escapes occur only inside JSON strings, and a backslash anywhere starts one, so a scan over
 /// the escapes (each backslash with what follows it) needs no tracking of strings. Invalid JSON
 /// stays invalid: only the four hex digits of a surrogate escape are ever changed.
-pub(crate) fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
+pub fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let mut out: Option<String> = None;
     // Bytes of `text` before `copied` are in `out` already.
@@ -112,6 +121,16 @@ mod tests {
             lone_surrogates_replaced(r#""\uD800\uD800\u0041""#),
             r#""\ufffd\ufffd\u0041""#
         );
+    }
+
+    #[test]
+    fn a_request_with_a_lone_surrogate_counts_as_with_a_replacement_character() {
+        let lone = parse_json_for_counting(r#"{"messages":[{"role":"user","content":"x\ud800"}]}"#)
+            .unwrap();
+        let replaced: Value =
+            serde_json::from_str(r#"{"messages":[{"role":"user","content":"x\ufffd"}]}"#).unwrap();
+        assert_eq!(lone, replaced);
+        assert!(parse_json_for_counting(r#"{"a":"\ud800"#).is_err());
     }
 
     #[test]
