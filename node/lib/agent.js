@@ -245,17 +245,21 @@ class Agent {
     return safety === undefined ? false : decideSafety(safety, input)
   }
 
-  /** Starts the JS tool calls the loop queued and delivers the aborts (on the JS thread). */
+  /**
+   * Starts the JS tool calls the loop queued, then delivers the aborts (on the JS thread). In
+   * that order: a call cancelled after it was queued has its start and its abort in one drain,
+   * and the host ignores an abort for a call it has not started (the tool ran on unaborted).
+   */
   #dispatch() {
     const out = JSON.parse(callNative(() => this.#native.drainToolsJson()))
-    for (const abort of out.aborts) {
-      this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
-    }
     for (const call of out.invocations) {
       // In the async context agent.run() was called in (the wake-up that runs this has none).
       const scope = call.runId === undefined ? undefined : this.#scopes.get(call.runId)
       if (scope === undefined) this.#host.startInvocation(call, this.#complete)
       else scope.run(this.#host.startInvocation, this.#host, call, this.#complete)
+    }
+    for (const abort of out.aborts) {
+      this.#host?.abort(abort, abort.run === undefined ? undefined : this.#abortCauses.get(abort.run))
     }
   }
 

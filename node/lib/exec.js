@@ -372,7 +372,6 @@ class Turn {
   #pump() {
     if (this.#done) return
     const out = JSON.parse(callNative(() => this.#native.pollJson()))
-    for (const abort of out.aborts) this.#host.abort(abort, this.#cancelCause)
     for (const index of out.cancels) this.#calls.abort(index, abortReason('aborted', this.#cancelCause))
     const starts = out.starts
     const uses = this.#calls.uses
@@ -385,6 +384,9 @@ class Turn {
       const use = uses[starts[k + 1]]
       scopes[starts[k + 1]].run(host.startUse, host, starts[k], use, complete, starts[k + 1])
     }
+    // After the starts: a call cancelled after it was queued has its start and its abort in
+    // one poll, and the host ignores an abort for a call it has not started.
+    for (const abort of out.aborts) host.abort(abort, this.#cancelCause)
     if (out.calls > 0) {
       const calls = callNative(() => this.#native.takeCalls())
       for (let k = 0; k < calls.length; ) {

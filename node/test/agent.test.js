@@ -227,6 +227,9 @@ test('leaving the loop over a run early cancels it: its running JS tool sees ctx
       for await (const event of run) {
         if (event.type === 'tool_started') break
       }
+      // Hold the JS thread while the cancel reaches the native loop: a wake-up that starts
+      // the call then finds its abort queued with it (the abort was delivered first and lost).
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100)
       let timer
       const reason = await Promise.race([
         aborted,
