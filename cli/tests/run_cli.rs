@@ -2,7 +2,7 @@
 //! built-in tools over loopback HTTP, on a temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -663,12 +663,36 @@ fn the_banner_says_why_the_replay_model_answers() {
     );
 }
 
+/// `ferroloop run` (default prompt, terminal view) in `dir` against a replay server playing
+/// `script`, with no credentials in the environment.
+fn run_against_script(dir: &std::path::Path, script: &ferroloop_replay::Script) -> Output {
+    use ferroloop_replay::{ReplayServer, ServerOptions};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ReplayServer::start(script, dir, ServerOptions::default()))
+        .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap()
+}
+
 /// A response that breaks off mid-stream is asked for again, and the text it had streamed is
 /// discarded. The terminal view printed both attempts' text as one ("Hello thereHello there!")
 /// with nothing to tell them apart; it now says the turn is asked again before the new text.
 #[test]
 fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
-    use ferroloop_replay::{ReplayServer, Script, ServerOptions};
+    use ferroloop_replay::Script;
 
     let dir = project();
     let fixture = common::shared("fixtures/anthropic/basic_response.sse");
@@ -681,27 +705,7 @@ fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
         ]}}"#
     ))
     .unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = runtime
-        .block_on(ReplayServer::start(
-            &script,
-            dir.path(),
-            ServerOptions::default(),
-        ))
-        .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-        .args(["run", "--base-url", &server.base_url()])
-        .current_dir(dir.path())
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env("RUST_LOG", "off")
-        .output()
-        .unwrap();
+    let out = run_against_script(dir.path(), &script);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
@@ -717,7 +721,7 @@ fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
 /// without the `usage` event the view sums. Both calls are now in both numbers.
 #[test]
 fn the_summary_of_a_turn_that_broke_off_twice_counts_both_calls() {
-    use ferroloop_replay::{ReplayServer, Script, ServerOptions};
+    use ferroloop_replay::Script;
 
     let dir = project();
     let fixture = common::shared("fixtures/anthropic/basic_response.sse");
@@ -727,27 +731,7 @@ fn the_summary_of_a_turn_that_broke_off_twice_counts_both_calls() {
         r#"{{"body": {{"fixture": {fixture:?}}}, "fault": {{"kind": "disconnect_after", "bytes": 690}}}}"#
     );
     let script = Script::from_json(&format!(r#"{{"responses": [{broken}, {broken}]}}"#)).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = runtime
-        .block_on(ReplayServer::start(
-            &script,
-            dir.path(),
-            ServerOptions::default(),
-        ))
-        .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
-        .args(["run", "--base-url", &server.base_url()])
-        .current_dir(dir.path())
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env("RUST_LOG", "off")
-        .output()
-        .unwrap();
+    let out = run_against_script(dir.path(), &script);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{text}");
     let summary = text.lines().last().unwrap();

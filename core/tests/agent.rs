@@ -4002,6 +4002,22 @@ async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens()
     }
 }
 
+/// A model whose first response (1,000 tokens in) is cut by `max_tokens` after 8,192 output
+/// tokens and whose later ones are whole, with the requests it got.
+fn cut_once_then_whole() -> (ScriptedModel, Arc<Mutex<Vec<Value>>>) {
+    ScriptedModel::new(|n, request| {
+        let (content, stop) = match n {
+            0 => (vec![text("Cut")], "max_tokens"),
+            _ => (vec![text("Whole.")], "end_turn"),
+        };
+        let mut message = scripted_message(request, content, stop);
+        let output = if n == 0 { 8_192 } else { 10 };
+        message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    })
+    .recorded()
+}
+
 /// The raised limit fits what the token budget leaves: raised to 64,000 whatever the budget,
 /// one escalated call could overrun it by eight times what a call at the small limit could.
 /// A budget that leaves no more than the small limit is not raised for: the turn is
@@ -4014,17 +4030,7 @@ async fn a_raised_limit_fits_what_the_token_budget_leaves() {
         (Some(30_000), 30_000 - 9_192 - 1_000, true),
         (Some(12_000), 8_192, false),
     ] {
-        let (model, requests) = ScriptedModel::new(|n, request| {
-            let (content, stop) = match n {
-                0 => (vec![text("Cut")], "max_tokens"),
-                _ => (vec![text("Whole.")], "end_turn"),
-            };
-            let mut message = scripted_message(request, content, stop);
-            let output = if n == 0 { 8_192 } else { 10 };
-            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
-            Ok(Bytes::from(anthropic_sse(&message, 7)))
-        })
-        .recorded();
+        let (model, requests) = cut_once_then_whole();
         let mut config = AgentConfig::new("claude-sonnet-4-5");
         config.limits.token_budget = budget;
         let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
@@ -4047,17 +4053,7 @@ async fn a_raised_limit_fits_what_the_token_budget_leaves() {
     }
     // A cost budget alike: output at 1 per million tokens, input free, 0.03 to spend, 8,192
     // output tokens spent by the cut response.
-    let (model, requests) = ScriptedModel::new(|n, request| {
-        let (content, stop) = match n {
-            0 => (vec![text("Cut")], "max_tokens"),
-            _ => (vec![text("Whole.")], "end_turn"),
-        };
-        let mut message = scripted_message(request, content, stop);
-        let output = if n == 0 { 8_192 } else { 10 };
-        message["usage"] = json!({"input_tokens": 1_000, "output_tokens": output});
-        Ok(Bytes::from(anthropic_sse(&message, 7)))
-    })
-    .recorded();
+    let (model, requests) = cut_once_then_whole();
     let mut config = AgentConfig::new("claude-sonnet-4-5");
     config.limits.cost_budget = Some(0.03);
     config.limits.prices.insert(
