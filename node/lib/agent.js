@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
@@ -60,7 +60,7 @@ class AgentRun {
   }
 
   async *[Symbol.asyncIterator]() {
-    if (this.#iterating) throw new InvalidArgumentError('an AgentRun can be iterated once')
+    if (this.#iterating) throw new InvalidStateError('an AgentRun can be iterated once')
     this.#iterating = true
     try {
       for (;;) {

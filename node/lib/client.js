@@ -3,7 +3,7 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions } = require('./errors.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -196,7 +196,7 @@ class MessageStream {
 
   /** Typed events (`text_delta`, `tool_use_ready`, ..., `retry`, `stalled`); throws the request's error. */
   async *[Symbol.asyncIterator]() {
-    if (this.#iterating) throw new InvalidArgumentError('a MessageStream can be iterated once')
+    if (this.#iterating) throw new InvalidStateError('a MessageStream can be iterated once')
     this.#iterating = true
     try {
       for (;;) {

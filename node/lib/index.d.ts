@@ -53,7 +53,7 @@ export declare class InvalidArgumentError extends FerroloopError {
 /**
  * A call the object's state refuses (`code: 'invalid_state'`, C's `FL_STATUS_INVALID_STATE`,
  * Python's `InvalidStateError`): bytes fed to a StreamDecoder after `finish()`, a tool use
- * submitted to a Turn after `seal()`.
+ * submitted to a Turn after `seal()`, a second iteration of an AgentRun or a MessageStream.
  */
 export declare class InvalidStateError extends FerroloopError {
   /** Always `'invalid_state'`. */
@@ -699,7 +699,10 @@ export type StreamEvent =
 /** A streaming response: `for await` its events, then (or instead) `await message()`. */
 export declare class MessageStream implements AsyncIterable<StreamEvent> {
   private constructor()
-  /** The events as they arrive (iterate once); leaving the loop early cancels the request. */
+  /**
+   * The events as they arrive; leaving the loop early cancels the request. Iterate once: a
+   * second iterator's `next()` rejects with `InvalidStateError`.
+   */
   [Symbol.asyncIterator](): AsyncIterator<StreamEvent>
   /** The final message (provider shape); rejects with the request's FerroloopError. */
   message(): Promise<any>
@@ -851,7 +854,7 @@ export declare class AgentRun implements AsyncIterable<AgentEvent> {
   private constructor()
   /**
    * The events as they happen; leaving the loop early cancels the run. Iterate once: a second
-   * iterator's `next()` rejects with `InvalidArgumentError` (two loops would each get only some
+   * iterator's `next()` rejects with `InvalidStateError` (two loops would each get only some
    * events); several `next()` calls at once on the one iterator are answered in order.
    */
   [Symbol.asyncIterator](): AsyncIterator<AgentEvent>

@@ -694,7 +694,7 @@ test("two next() calls at once on a run's iterator get its events in order, none
       assert.equal(events.at(-1).type, 'stop')
       assert.equal((await run.result()).reason, 'end_turn')
       // Another loop over the same run (another task's) would get some of the events: refused.
-      await assert.rejects(run[Symbol.asyncIterator]().next(), ferroloop.InvalidArgumentError)
+      await assert.rejects(run[Symbol.asyncIterator]().next(), ferroloop.InvalidStateError)
     },
   )
 })

@@ -59,6 +59,18 @@ test('a stream yields typed events, then its final message and metrics', async (
   })
 })
 
+test('a stream is iterated once: a second iterator is refused with InvalidStateError (invalid_state)', async () => {
+  await withServer([hello()], {}, async (client) => {
+    const stream = client.stream(request)
+    let text = ''
+    for await (const event of stream) if (event.type === 'text_delta') text += event.text
+    assert.equal(text, 'Hello there, world')
+    const err = await failure(stream[Symbol.asyncIterator]().next())
+    assert.ok(err instanceof ferroloop.InvalidStateError, String(err))
+    assert.equal(err.code, 'invalid_state')
+  })
+})
+
 test('non-ASCII text, escapes and surrogate pairs arrive intact (batches reach JS as UTF-16)', async () => {
   const text = '会话 テキスト 한국어 naïve 🚀✅ "quoted" \\ back\nslash\ttab \u0001'
   await withServer([{ body: { events: anthropicEvents([{ type: 'text', text }]) }, chunk_bytes: 5 }], {}, async (client) => {
