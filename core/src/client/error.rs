@@ -302,32 +302,40 @@ fn classify(
             limit: limit.or(context),
         };
     }
-    match (details.status, kind) {
-        // OpenAI's billing 429 names itself in `type`, in `code`, or in both.
-        (_, ProviderErrorKind::QuotaExceeded) => ClientError::QuotaExceeded(details),
-        // OpenAI's "Selected model is at capacity" (`code: server_is_overloaded`, a 503 or a
-        // `response.failed`) is Anthropic's `overloaded_error`.
-        (_, ProviderErrorKind::Overloaded) | (Some(529), _) => ClientError::Overloaded(details),
+    use ProviderErrorKind as Kind;
+    let class = match (details.status, kind) {
+        // OpenAI's billing 429 names itself in `type`, in `code`, or in both; its "Selected
+        // model is at capacity" (`code: server_is_overloaded`, a 503 or a `response.failed`)
+        // is Anthropic's `overloaded_error`.
+        (_, Kind::QuotaExceeded | Kind::Overloaded) => kind,
+        (Some(529), _) => Kind::Overloaded,
         // A Chat Completions rate limit names its class in `code`; its `type` is the limit's
         // unit ("tokens", "requests"), which names none.
-        (_, ProviderErrorKind::RateLimited) | (Some(429), _) => ClientError::RateLimited {
+        (_, Kind::RateLimited) => kind,
+        // Otherwise the status decides (the decoder's table); one it does not class is an
+        // invalid request, as a 4xx is.
+        (Some(status), _) => match Kind::of_status(status) {
+            Kind::Other => Kind::InvalidRequest,
+            by_status => by_status,
+        },
+        // No class named and no status: the client has no class of its own for it (the
+        // decoder's `provider_error`); a server failure, as a 5xx would be.
+        (None, Kind::Other) => Kind::Server,
+        (None, named) => named,
+    };
+    match class {
+        Kind::QuotaExceeded => ClientError::QuotaExceeded(details),
+        Kind::Overloaded => ClientError::Overloaded(details),
+        Kind::RateLimited => ClientError::RateLimited {
             details,
             retry_after,
         },
-        (Some(401), _) | (None, ProviderErrorKind::Authentication) => {
-            ClientError::Authentication(details)
-        }
-        (Some(403), _) | (None, ProviderErrorKind::Permission) => ClientError::Permission(details),
-        (Some(404), _) | (None, ProviderErrorKind::NotFound) => ClientError::NotFound(details),
-        (Some(408 | 500..=599), _) | (None, ProviderErrorKind::Server) => {
-            ClientError::Server(details)
-        }
-        (Some(_), _) | (None, ProviderErrorKind::InvalidRequest) => {
-            ClientError::InvalidRequest(details)
-        }
-        // No class named and no status: the client has no class of its own for it (the
-        // decoder's `provider_error`); a server failure, as a 5xx would be.
-        (None, _) => ClientError::Server(details),
+        Kind::Authentication => ClientError::Authentication(details),
+        Kind::Permission => ClientError::Permission(details),
+        Kind::NotFound => ClientError::NotFound(details),
+        Kind::Server | Kind::Other => ClientError::Server(details),
+        // (A prompt too long was answered above, with its sizes.)
+        Kind::InvalidRequest | Kind::PromptTooLong => ClientError::InvalidRequest(details),
     }
 }
 
@@ -336,17 +344,11 @@ fn classify(
 /// content type. `None` when the body is not HTML (by its content type, or its first character
 /// when it has none). Kilobytes of markup and CSS in an error message help nobody.
 fn html_page_summary(headers: &HeaderMap, body: &[u8]) -> Option<String> {
-    let content_type = headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .map(|value| value.trim().to_ascii_lowercase());
+    let media = media_type(headers);
     let text = String::from_utf8_lossy(body);
     let text = text.trim_start();
-    let html = match content_type.as_deref() {
-        Some(content_type) => {
-            let media = content_type.split(';').next().unwrap_or_default().trim();
-            media == "text/html" || media == "application/xhtml+xml"
-        }
+    let html = match media.as_deref() {
+        Some(media) => is_html(media),
         None => text.starts_with('<'),
     };
     if !html {
@@ -365,11 +367,42 @@ fn html_page_summary(headers: &HeaderMap, body: &[u8]) -> Option<String> {
     if words.is_empty() {
         words.push_str("an empty page");
     }
-    let media = content_type.as_deref().unwrap_or("no content type");
-    let media = media.split(';').next().unwrap_or_default().trim();
+    let media = media.as_deref().unwrap_or("no content type");
     Some(format!(
         "{words} (an HTML page, {media}: a proxy or gateway answered, not the API)"
     ))
+}
+
+/// The media type of a response's `content-type` (lowercase, without its parameters), when it
+/// has one.
+pub(crate) fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(http::header::CONTENT_TYPE)?.to_str().ok()?;
+    let media = value.split(';').next().unwrap_or_default();
+    Some(media.trim().to_ascii_lowercase())
+}
+
+/// Whether `media` (see [`media_type`]) is an HTML page.
+pub(crate) fn is_html(media: &str) -> bool {
+    media == "text/html" || media == "application/xhtml+xml"
+}
+
+/// Whether `media` (see [`media_type`]) is JSON.
+pub(crate) fn is_json(media: &str) -> bool {
+    media == "application/json" || media.ends_with("+json")
+}
+
+impl ClientError {
+    /// The provider error a success body carries, when it is a JSON document with an `error`
+    /// (a gateway that answered 200 with the error it would have streamed): classified as the
+    /// same error arriving as an event.
+    pub(crate) fn from_json_error_body(body: &[u8], request_id: Option<String>) -> Option<Self> {
+        let parsed: serde_json::Value = serde_json::from_slice(body).ok()?;
+        parsed.get("error")?;
+        Some(Self::from_stream_error(
+            &String::from_utf8_lossy(body),
+            request_id,
+        ))
+    }
 }
 
 /// `text` with its tags, and the contents of `style` and `script` elements, left out.

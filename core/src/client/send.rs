@@ -181,14 +181,8 @@ impl Sender {
         };
         let deadline = later(Instant::now(), self.config.timeouts.idle).min(self.total_deadline());
         let body = read_prefix(response.into_body(), MAX_ERROR_BODY, deadline).await;
-        // A gateway may put a provider error in a 200 JSON body: classify it as the same
-        // error arriving as an event would be.
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-        if parsed
-            .as_ref()
-            .is_some_and(|value| value.get("error").is_some())
-        {
-            return ClientError::from_stream_error(&String::from_utf8_lossy(&body), request_id);
+        if let Some(error) = ClientError::from_json_error_body(&body, request_id.clone()) {
+            return error;
         }
         let text = String::from_utf8_lossy(&body);
         let excerpt: String = text.trim().chars().take(200).collect();
@@ -259,11 +253,8 @@ fn not_an_event_stream(headers: &HeaderMap) -> Option<NotStream> {
     {
         return Some(NotStream::Encoding(encoding));
     }
-    let content_type = text(http::header::CONTENT_TYPE)?;
-    let media = content_type.split(';').next().unwrap_or_default().trim();
-    let json = media == "application/json" || media.ends_with("+json");
-    let html = media == "text/html" || media == "application/xhtml+xml";
-    (json || html).then(|| NotStream::ContentType(media.to_owned()))
+    let media = error::media_type(headers)?;
+    (error::is_json(&media) || error::is_html(&media)).then_some(NotStream::ContentType(media))
 }
 
 /// The first `limit` bytes of `body` (fewer when it ends, breaks or `deadline` passes first);

@@ -272,13 +272,9 @@ impl Ledger {
             _ => return None,
         };
         let request_id = self.metrics.request_id.clone();
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&self.stray_body).ok();
-        if parsed
-            .as_ref()
-            .is_some_and(|value| value.get("error").is_some())
+        if let Some(error) = ClientError::from_json_error_body(&self.stray_body, request_id.clone())
         {
-            let text = String::from_utf8_lossy(&self.stray_body);
-            return Some(ClientError::from_stream_error(&text, request_id));
+            return Some(error);
         }
         Some(ClientError::Protocol {
             message: format!(
