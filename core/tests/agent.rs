@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
@@ -402,6 +404,7 @@ async fn prompt_too_long_compacts_once_and_retries() {
         })
     )));
     let (reason, messages, _) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::EndTurn);
     assert!(check_tool_pairing(&messages).is_ok());
 }
@@ -452,6 +455,7 @@ async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request()
     ];
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     let (reason, messages, _) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::PromptTooLong);
     assert_eq!(messages.len(), 3);
     // The request, then the summary call that failed; the unchanged request is not sent again.
@@ -508,6 +512,7 @@ async fn a_later_prompt_too_long_is_compacted_again() {
     ];
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     let (reason, messages, _) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
     assert!(check_tool_pairing(&messages).is_ok());
     let compactions = events
@@ -586,6 +591,7 @@ async fn a_truncated_stream_is_discarded_and_the_turn_retried_once() {
     );
     let events = collect(&agent, "go").await;
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 2));
     assert!(check_tool_pairing(&messages).is_ok());
     // The retried turn's call answered once in history.
@@ -935,6 +941,7 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
         .await
         .unwrap();
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
     assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
     let fallbacks: Vec<&AgentEvent> = events
@@ -1059,6 +1066,7 @@ async fn repeated_529_retries_switch_to_the_fallback_without_waiting() {
         .await
         .unwrap();
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 1));
     assert_eq!(messages.len(), 2);
     // Two retries were waited for; the third 529 switched models instead.
@@ -1888,6 +1896,7 @@ async fn the_summariser_s_usage_counts_toward_the_run_s_tokens_and_budget() {
         executor(Default::default()),
     );
     let events: Vec<AgentEvent> = agent.run_messages(messages.clone()).collect().await;
+    common::assert_usage_events_add_up(&events);
     match events.last() {
         Some(AgentEvent::Stop {
             reason,
@@ -1957,6 +1966,7 @@ async fn repeated_compactions_keep_only_the_latest_summary() {
     let events = collect(&agent, "explore").await;
     assert!(summaries.load(Ordering::Relaxed) >= 2, "{events:#?}");
     let (reason, messages, _) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::EndTurn);
     let first = messages[0].to_string();
     assert_eq!(
@@ -2381,6 +2391,7 @@ async fn a_summariser_that_keeps_failing_is_tried_three_times_in_a_row_at_most()
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
     let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
     let (reason, messages, _) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::EndTurn);
     assert!(check_tool_pairing(&messages).is_ok());
     assert_eq!(summaries.load(Ordering::Relaxed), 3);
@@ -2442,6 +2453,7 @@ async fn a_cancel_at_any_point_ends_with_one_stop_event_and_a_valid_history() {
             }
         }
         assert_eq!(stops(&events), 1, "cancel after event {k}: {events:#?}");
+        common::assert_usage_events_add_up(&events);
         let (reason, history, _) = stop(&events);
         assert!(
             matches!(reason, StopReason::Aborted | StopReason::EndTurn),
@@ -3127,6 +3139,7 @@ async fn thinking_refused_after_a_history_edit_is_dropped_on_a_second_try() {
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
     let events = collect(&agent, "go").await;
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 3), "{events:#?}");
     assert!(check_tool_pairing(&messages).is_ok());
     let requests = requests.lock().unwrap();
@@ -3432,6 +3445,7 @@ async fn a_call_cut_by_max_tokens_is_asked_again_with_a_raised_limit_and_runs() 
     );
     let events = collect(&agent, "write a big file").await;
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
     assert_eq!(*log.lock().unwrap(), vec!["write \"big\"".to_owned()]);
     assert!(check_tool_pairing(&messages).is_ok());
@@ -3487,6 +3501,7 @@ async fn a_cut_text_response_is_asked_again_with_a_raised_limit_then_continued()
     );
     let events = collect(&agent, "write a lot").await;
     let (reason, messages, turns) = stop(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 2), "{events:#?}");
     let requests = requests.lock().unwrap();
     let limits: Vec<&Value> = requests.iter().map(|r| &r["max_tokens"]).collect();
@@ -3712,6 +3727,7 @@ async fn a_continuation_that_would_resend_the_same_request_stops_the_run() {
             executor(log.clone()),
         );
         let events = collect(&agent, "write a big file").await;
+        common::assert_usage_events_add_up(&events);
         let (reason, error, code) = stop_code(&events);
         assert_eq!(reason, StopReason::MaxTokens, "{case}: {events:#?}");
         assert_eq!(code, Some("max_tokens_no_progress"), "{case}");
@@ -3762,6 +3778,7 @@ async fn a_truncated_call_s_usage_is_reported_in_a_usage_event() {
             executor(Default::default()),
         );
         let events = collect(&agent, "hi").await;
+        common::assert_usage_events_add_up(&events);
         let usages: Vec<(u32, u64, u64)> = events
             .iter()
             .filter_map(|e| match e {
@@ -3858,6 +3875,7 @@ async fn a_summary_cut_by_the_output_limit_never_replaces_the_history() {
             .await;
         let case = format!("{model_name} {stops:?}");
         let (reason, messages, _) = stop(&events);
+        common::assert_usage_events_add_up(&events);
         assert_eq!(reason, StopReason::EndTurn, "{case}: {events:#?}");
         let history = serde_json::to_string(&messages).unwrap();
         assert!(
@@ -3989,6 +4007,7 @@ async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens()
         ])
         .collect()
         .await;
+        common::assert_usage_events_add_up(&events);
     match events.last() {
         Some(AgentEvent::Stop {
             reason,
@@ -4163,6 +4182,7 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
             _ => None,
         })
         .collect();
+        common::assert_usage_events_add_up(&events);
     assert_eq!(usages.len(), 1, "{events:#?}");
     assert_eq!(usages[0]["input_tokens"], 150_000);
     assert_eq!(usages[0]["output_tokens"], 40);
@@ -4178,4 +4198,257 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The input and output tokens of a run's `usage` events, in order.
+fn usage_tokens(events: &[AgentEvent]) -> Vec<(u64, u64)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Usage { usage, .. } => Some((
+                usage["input_tokens"].as_u64().unwrap_or(0),
+                usage["output_tokens"].as_u64().unwrap_or(0),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A call whose stream reported its usage at `message_start` and then failed with an error
+/// event (overloaded, a server error) was billed for its input like one that broke off: the
+/// totals count it and a `usage` event reports it, whether the run goes on with the fallback
+/// model or stops. Before, only a truncated stream's usage counted: these calls were in
+/// neither the totals nor the events.
+#[tokio::test]
+async fn a_call_failing_after_message_start_is_counted_and_reported() {
+    const SERVER_ERROR: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal\"}}\n\n";
+    // (error event, fallback configured, stop reason, usage events expected)
+    let cases = [
+        (OVERLOADED_EVENT, true, StopReason::EndTurn, 2),
+        (OVERLOADED_EVENT, false, StopReason::Error, 1),
+        (SERVER_ERROR, false, StopReason::Error, 1),
+    ];
+    for (error, fallback, expected, count) in cases {
+        let model = ScriptedModel::new(move |n, request| {
+            let mut message = scripted_message(request, vec![text("Half an ans")], "end_turn");
+            message["usage"] = json!({"input_tokens": 1_000, "output_tokens": 10});
+            let sse = anthropic_sse(&message, 7);
+            if n == 0 {
+                let cut = sse.find("event: message_delta").unwrap();
+                Ok(Bytes::from(format!("{}{error}", &sse[..cut])))
+            } else {
+                Ok(Bytes::from(sse))
+            }
+        });
+        let config = if fallback {
+            fallback_config()
+        } else {
+            AgentConfig::new("claude-primary")
+        };
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "go").await;
+        let case = format!("{error:?} fallback {fallback}");
+        assert_eq!(stop(&events).0, expected, "{case}: {events:#?}");
+        assert_eq!(usage_tokens(&events).len(), count, "{case}: {events:#?}");
+        assert_eq!(usage_tokens(&events)[0], (1_000, 1), "{case}");
+        common::assert_usage_events_add_up(&events);
+        match events.last() {
+            Some(AgentEvent::Stop { input_tokens, .. }) => {
+                assert_eq!(*input_tokens, 1_000 * count as u64, "{case}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// Answers like `inner`, except that a summary request reports its usage at `message_start`
+/// and a delta, then never ends; `started` is notified once it has.
+struct SummaryStartsThenHangs {
+    inner: ScriptedModel,
+    started: Arc<tokio::sync::Notify>,
+}
+
+impl Model for SummaryStartsThenHangs {
+    fn stream(&self, request: Value) -> ModelStream {
+        if !request.to_string().contains("Summarize this conversation") {
+            return self.inner.stream(request);
+        }
+        let start = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageStart {
+            message: json!({
+                "id": "msg_s", "type": "message", "role": "assistant", "content": [],
+                "usage": {"input_tokens": 30_000, "cache_read_input_tokens": 500, "output_tokens": 1},
+            }),
+        });
+        let delta = ModelEvent::Decoded(ferroloop::decode::DecodeEvent::MessageDelta {
+            delta: json!({}),
+            usage: json!({"output_tokens": 12}),
+        });
+        let started = self.started.clone();
+        let hang = futures::stream::once(async move {
+            started.notify_one();
+            futures::future::pending::<ModelEvent>().await
+        });
+        Box::pin(futures::stream::iter([start, delta]).chain(hang))
+    }
+}
+
+/// A run cancelled during the summariser's call, after the provider reported the call's usage,
+/// was billed for it: the totals count it and a `usage` event reports it, as for a turn's call
+/// cancelled mid-stream. Before, a cancelled summary call counted for nothing.
+#[tokio::test]
+async fn a_cancel_during_a_summary_call_counts_and_reports_its_usage() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let model = SummaryStartsThenHangs {
+        inner: ScriptedModel::new(|_, request| reply(request, vec![text("hi")], "end_turn")),
+        started: started.clone(),
+    };
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let run = agent.run_messages(vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ]);
+    let token = run.cancellation_token().clone();
+    tokio::spawn(async move {
+        started.notified().await;
+        token.cancel();
+    });
+    let events: Vec<AgentEvent> = tokio::time::timeout(Duration::from_secs(10), run.collect())
+        .await
+        .expect("the run hung in the summariser after a cancel");
+    let (reason, _, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::Aborted, 0), "{events:#?}");
+    assert_eq!(usage_tokens(&events), [(30_000, 12)], "{events:#?}");
+    common::assert_usage_events_add_up(&events);
+    match events.last() {
+        Some(AgentEvent::Stop {
+            input_tokens,
+            output_tokens,
+            ..
+        }) => assert_eq!((*input_tokens, *output_tokens), (30_500, 12)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// (turn, call, input tokens) of each `usage` event, and the position of each event among the
+/// `usage`, `context` compaction and `turn_start` events, in order.
+fn usage_calls(events: &[AgentEvent]) -> (Vec<(u32, &'static str, u64)>, Vec<String>) {
+    let mut calls = Vec::new();
+    let mut order = Vec::new();
+    for event in events {
+        match event {
+            AgentEvent::Usage {
+                turn, call, usage, ..
+            } => {
+                calls.push((*turn, call.as_str(), usage["input_tokens"].as_u64().unwrap()));
+                order.push(format!("usage {}", call.as_str()));
+            }
+            AgentEvent::Context(ContextAction::Compaction { .. }) => order.push("compaction".into()),
+            AgentEvent::TurnStart { turn, .. } => order.push(format!("turn_start {turn}")),
+            _ => {}
+        }
+    }
+    (calls, order)
+}
+
+/// The summariser's calls are accounted for by `usage` events of their own (`call`
+/// `compaction`), numbered with the turn the compaction is made for (the next `turn_start`'s)
+/// and coming before the compaction's `context` event: auto compaction before the first turn,
+/// reactive compaction after a turn refused as too long, and a summary cut by the output limit
+/// and asked again (two calls, two events). Before, their usage was in the totals only.
+#[tokio::test]
+async fn summariser_calls_have_usage_events_of_their_own() {
+    let summary_reply = |request: &Value, stop: &str| {
+        let mut message = scripted_message(request, vec![text("a summary")], stop);
+        message["usage"] = json!({"input_tokens": 7_000, "output_tokens": 300});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    };
+    let history = || {
+        vec![
+            json!({"role": "user", "content": big_prompt(5_000)}),
+            json!({"role": "assistant", "content": "earlier answer"}),
+            json!({"role": "user", "content": "and now?"}),
+        ]
+    };
+    let turn_reply = |request: &Value| {
+        let mut message = scripted_message(request, vec![text("hi")], "end_turn");
+        message["usage"] = json!({"input_tokens": 100, "output_tokens": 10});
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    };
+
+    // Auto compaction before the first turn, its summary cut once and asked again.
+    let summaries = Arc::new(AtomicUsize::new(0));
+    let seen = summaries.clone();
+    let model = ScriptedModel::new(move |_, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            let n = seen.fetch_add(1, Ordering::Relaxed);
+            return summary_reply(request, if n == 0 { "max_tokens" } else { "end_turn" });
+        }
+        turn_reply(request)
+    });
+    let mut config = AgentConfig::new("claude-sonnet-4-5");
+    config.budget = thresholds(1_000, 1_000_000);
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(history()).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let (calls, order) = usage_calls(&events);
+    assert_eq!(
+        calls,
+        [(1, "compaction", 7_000), (1, "compaction", 7_000), (1, "turn", 100)]
+    );
+    assert_eq!(
+        order,
+        [
+            "usage compaction",
+            "usage compaction",
+            "compaction",
+            "turn_start 1",
+            "usage turn"
+        ]
+    );
+    common::assert_usage_events_add_up(&events);
+    let summary_event = events
+        .iter()
+        .find(|e| matches!(e, AgentEvent::Usage { .. }))
+        .unwrap();
+    let json = serde_json::to_value(summary_event).unwrap();
+    assert_eq!(json["type"], "usage");
+    assert_eq!(json["call"], "compaction");
+    assert_eq!(json["turn"], 1);
+    assert!(json["estimated_input_tokens"].as_u64().unwrap() > 0, "{json}");
+
+    // Reactive compaction after turn 1 was refused as too long: made for turn 2.
+    let model = ScriptedModel::new(move |n, request| {
+        if request.to_string().contains("Summarize this conversation") {
+            return summary_reply(request, "end_turn");
+        }
+        match n {
+            0 => Err(ModelError::PromptTooLong {
+                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+            }),
+            _ => turn_reply(request),
+        }
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events: Vec<AgentEvent> = agent.run_messages(history()).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    let (calls, order) = usage_calls(&events);
+    assert_eq!(calls, [(2, "compaction", 7_000), (2, "turn", 100)]);
+    assert_eq!(
+        order,
+        [
+            "turn_start 1",
+            "usage compaction",
+            "compaction",
+            "turn_start 2",
+            "usage turn"
+        ]
+    );
+    common::assert_usage_events_add_up(&events);
 }

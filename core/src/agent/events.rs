@@ -69,6 +69,30 @@ pub enum ContextAction {
     },
 }
 
+/// Which model call a [`AgentEvent::Usage`] accounts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageCall {
+    /// A turn's call (`"turn"`): a response, or a call of the turn that broke off, failed or
+    /// was cancelled after reporting usage.
+    Turn,
+    /// A call of the built-in summariser (`"compaction"`): the summary request, asked again
+    /// with a raised output limit after a cut, sent again without a field the server refused,
+    /// broken off or cancelled after reporting usage. A host's compaction hook makes no call
+    /// the loop sees, and has none.
+    Compaction,
+}
+
+impl UsageCall {
+    /// The call's wire name, as serialised (`"turn"`, `"compaction"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Compaction => "compaction",
+        }
+    }
+}
+
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -170,15 +194,37 @@ pub enum AgentEvent {
         /// The prefix components whose bytes changed (`system`, `tools`, `messages`).
         changed: Vec<&'static str>,
     },
-    /// Usage reported for a model call of a turn: each response, and each stream that broke
-    /// off or was cancelled after the provider reported its usage (billed, though discarded),
-    /// before the call's `turn_end`.
+    /// Usage of one billed model call: every model call whose provider reported usage (or
+    /// that completed without reporting any) is accounted for by exactly one `usage` event —
+    /// each turn's response, a turn's call that broke off, failed or was cancelled after the
+    /// provider reported its usage (billed, though discarded), and each call of the built-in
+    /// summariser ([`call`](AgentEvent::Usage::call) `compaction`). The reported usage of the
+    /// events adds up to the stop event's totals: the sum of `input_tokens` +
+    /// `cache_creation_input_tokens` + `cache_read_input_tokens` over the events is
+    /// [`Stop::input_tokens`](AgentEvent::Stop::input_tokens), that of `output_tokens`
+    /// [`Stop::output_tokens`](AgentEvent::Stop::output_tokens). A call that completed without
+    /// usage (a Chat server that does not report it) has an event whose `usage` is `null`: the
+    /// budgets count it by its estimate, the totals do not (the invariant is over reported
+    /// usage only). A call that failed before the provider reported anything (an HTTP error, a
+    /// refused request) was not billed and has no event.
+    ///
+    /// A turn's call's event comes before that call's `turn_end`; a summariser call's comes
+    /// before the `context` event of the compaction it made (and there is none when the
+    /// summary was not used).
     Usage {
-        /// 1-based turn number.
+        /// 1-based turn number. For a turn's call, the turn's (a turn asked again repeats it);
+        /// for a summariser call, the turn the compaction is made for: the number the next
+        /// `turn_start` carries (the turns taken so far plus one, also for a reactive
+        /// compaction after a turn the provider refused as too long, since the turn after it
+        /// is a new one), whether or not the run goes on to make that turn.
         turn: u32,
-        /// The `usage` object as reported.
+        /// Which call the usage is for: a turn's (`turn`) or the built-in summariser's
+        /// (`compaction`).
+        call: UsageCall,
+        /// The `usage` object as reported (`null` when the call reported none).
         usage: Value,
-        /// What the estimator had predicted for the input.
+        /// What the estimator had predicted for the input of the call's request (for a
+        /// summariser call, of the summary request).
         estimated_input_tokens: u64,
         /// Time to first token, when measured.
         #[serde(serialize_with = "as_opt_millis")]
@@ -225,9 +271,11 @@ pub enum AgentEvent {
         turns: u32,
         /// Tool calls made.
         tool_calls: u32,
-        /// Input tokens reported in total (including cache reads and writes).
+        /// Input tokens reported in total (including cache reads and writes), over every
+        /// call: the turns' and the summariser's; the sum of the `usage` events' (see
+        /// [`AgentEvent::Usage`]).
         input_tokens: u64,
-        /// Output tokens reported in total.
+        /// Output tokens reported in total, over every call; the sum of the `usage` events'.
         output_tokens: u64,
     },
 }
@@ -263,6 +311,13 @@ mod tests {
             Error,
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+    }
+
+    #[test]
+    fn a_usage_call_s_name_is_its_serialised_form() {
+        for call in [UsageCall::Turn, UsageCall::Compaction] {
+            assert_eq!(serde_json::to_value(call).unwrap(), call.as_str());
         }
     }
 }

@@ -61,6 +61,6 @@ pub use context::{
     CacheBreakDetector, SUMMARY_PROMPT, check_history, check_tool_pairing, history_from_summary,
     microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
-pub use events::{AgentEvent, ContextAction, StopReason};
+pub use events::{AgentEvent, ContextAction, StopReason, UsageCall};
 pub use model::{Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};
 pub use run::{Agent, AgentRun, CompactHook};

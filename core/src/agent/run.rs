@@ -23,7 +23,7 @@ use super::context::{
     microcompact, names_a_tool, object_tool_inputs, place_cache_breakpoints,
     rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
-use super::events::{AgentEvent, ContextAction, StopReason};
+use super::events::{AgentEvent, ContextAction, StopReason, UsageCall};
 use super::model::{Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
@@ -688,15 +688,15 @@ impl Driver {
                 }
                 CallOutcome::Failed(error) => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    // A stream cut after `message_start` was billed for its prompt (and what
-                    // it streamed): the run's totals and budgets count what the provider
-                    // reported, and a `usage` event reports it as for any call (the totals
-                    // would otherwise hold usage no event accounts for). Nothing of it
-                    // enters history.
-                    if let ModelError::Truncated { partial, .. } = &error
-                        && partial.get("usage").and_then(Usage::from_json).is_some()
-                    {
-                        self.record_usage(turn_number, &request, partial, estimated, ttft, false);
+                    // A stream that failed after `message_start` (it broke off, or an error
+                    // event came: overloaded, a server error, ...) was billed for its prompt
+                    // and what it streamed: the run's totals and budgets count what the
+                    // provider reported, and a `usage` event reports it as for any call (the
+                    // totals would otherwise hold usage no event accounts for). Once: a
+                    // truncated stream's partial message holds the same usage as its events.
+                    // Nothing of it enters history.
+                    if let Some(partial) = reported_before_failing(&error, &streamed_usage) {
+                        self.record_usage(turn_number, &request, &partial, estimated, ttft, false);
                     }
                     self.emit_turn_end(turn_number, None);
                     match error {
@@ -1299,6 +1299,7 @@ impl Driver {
         }
         self.emit(AgentEvent::Usage {
             turn,
+            call: UsageCall::Turn,
             usage: usage.clone(),
             estimated_input_tokens: estimated,
             time_to_first_token: ttft,
@@ -1317,6 +1318,36 @@ impl Driver {
             self.unreported_cost +=
                 (input as f64 * price.input + output as f64 * price.output) / 1e6;
         }
+    }
+
+    /// Records a summariser call's usage: the run's totals, cost and budgets (a call reported
+    /// without usage counts toward the budgets as estimated, as a turn's), and its `usage`
+    /// event ([`UsageCall::Compaction`], numbered with the turn the compaction is made for:
+    /// the next `turn_start`'s). Not the tracker's anchor (the summary request is not the
+    /// history the next request holds) nor the cache-break detector (its prefix is not the
+    /// turns').
+    fn record_compaction_usage(
+        &mut self,
+        message: &Value,
+        estimated: u64,
+        ttft: Option<std::time::Duration>,
+    ) {
+        let usage = message.get("usage").unwrap_or(&Value::Null);
+        match Usage::from_json(usage) {
+            Some(parsed) => self.count_usage(parsed),
+            None => {
+                let content = message.get("content").unwrap_or(&Value::Null);
+                let output = estimate_content(content, self.config().family);
+                self.count_unreported(estimated, output);
+            }
+        }
+        self.emit(AgentEvent::Usage {
+            turn: self.turns.saturating_add(1),
+            call: UsageCall::Compaction,
+            usage: usage.clone(),
+            estimated_input_tokens: estimated,
+            time_to_first_token: ttft,
+        });
     }
 
     /// Adds a call's usage to the run's totals and cost.
@@ -1581,8 +1612,10 @@ impl Driver {
     /// needs) and `tool_choice: none`, and the run's extra fields (a gateway's routing, the
     /// metadata, the beta flags a history's blocks need, ...) except those that would make
     /// the answer something else than a summary or that it does not need
-    /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Its
-    /// usage counts toward the run's totals and budgets (it is not a turn). An answer cut by
+    /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Each
+    /// call's usage counts toward the run's totals and budgets (it is not a turn) and is
+    /// reported in a `usage` event ([`UsageCall::Compaction`]), also for a call that broke
+    /// off, failed or was cancelled after the provider reported it. An answer cut by
     /// `max_tokens` is asked again once with the raised limit
     /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
@@ -1645,95 +1678,134 @@ impl Driver {
             request["tools"] = Value::Array(self.tools.clone());
             request["tool_choice"] = json!({"type": "none"});
         }
-        let estimated = estimate_request_body(&request, self.config().family).total();
-        let mut stream = self.call_model(request.clone());
         let mut raised = false;
+        // Each call (the first, one asked again with a raised limit, one sent again without a
+        // refused field) is billed on its own and reported in a `usage` event of its own.
         loop {
-            let event = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Summary::Cancelled,
-                event = stream.next() => event,
+            let estimated = estimate_request_body(&request, self.config().family).total();
+            let started = Instant::now();
+            let mut stream = self.call_model(request.clone());
+            let mut ttft = None;
+            // What the call's stream reported so far, billed even when it never ends.
+            let mut streamed_usage = StreamedUsage::default();
+            let message = loop {
+                let event = tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => None,
+                    event = stream.next() => Some(event),
+                };
+                let Some(event) = event else {
+                    // Cancelled: what the provider reported before counts, as for a turn.
+                    if let Some(usage) = streamed_usage.reported() {
+                        self.record_compaction_usage(&json!({ "usage": usage }), estimated, ttft);
+                    }
+                    return Summary::Cancelled;
+                };
+                match event {
+                    Some(ModelEvent::Decoded(decoded)) => {
+                        if ttft.is_none() {
+                            ttft = Some(started.elapsed());
+                        }
+                        streamed_usage.observe(&decoded);
+                    }
+                    Some(ModelEvent::Completed {
+                        message,
+                        time_to_first_token,
+                        ..
+                    }) => {
+                        ttft = time_to_first_token.or(ttft);
+                        break Some(message);
+                    }
+                    Some(ModelEvent::Failed(error)) => {
+                        // A stream that failed after `message_start` was billed for its
+                        // input: it counts and is reported, as a turn's is.
+                        if let Some(partial) = reported_before_failing(&error, &streamed_usage) {
+                            self.record_compaction_usage(&partial, estimated, ttft);
+                        }
+                        match error {
+                            ModelError::Other { message, .. }
+                                if self.refuses_a_new_field(&message) =>
+                            {
+                                // The run's first call may be this one (a history over the
+                                // threshold): a server's refusal of a field is answered here
+                                // as for a turn.
+                                tracing::warn!(%message, "a request field was refused; resending the summary call without it");
+                                self.leave_out_refused_fields(&mut request);
+                                break None;
+                            }
+                            error => {
+                                tracing::warn!(%error, "compaction call failed");
+                                return Summary::Failed;
+                            }
+                        }
+                    }
+                    Some(ModelEvent::Retry { .. }) => {}
+                    None => return Summary::Failed,
+                }
             };
-            match event {
-                Some(ModelEvent::Completed { message, .. }) => {
-                    let usage = message.get("usage").and_then(Usage::from_json);
-                    match usage {
-                        Some(usage) => self.count_usage(usage),
-                        None => {
-                            let content = message.get("content").unwrap_or(&Value::Null);
-                            let output = estimate_content(content, self.config().family);
-                            self.count_unreported(estimated, output);
-                        }
-                    }
-                    let stop_reason = message.get("stop_reason").and_then(Value::as_str);
-                    if matches!(
-                        stop_reason,
-                        Some("max_tokens" | "model_context_window_exceeded" | "refusal")
-                    ) {
-                        // A summary cut by a limit is the first part of one: taken, it would
-                        // replace the history and lose what the rest would have said. It is
-                        // asked again once with the limit raised, as a turn is; else none.
-                        let current = request.get("max_tokens").and_then(Value::as_u64);
-                        let input = usage.map_or(estimated, |usage| usage.input_total());
-                        let higher = current
-                            .filter(|_| !raised && stop_reason == Some("max_tokens"))
-                            .and_then(|current| self.raised_limit(current, input, None));
-                        if let Some(higher) = higher
-                            && self.over_budget().is_none()
-                        {
-                            tracing::warn!(
-                                higher,
-                                "the summary was cut by max_tokens; asking again with a higher limit"
-                            );
-                            raised = true;
-                            request["max_tokens"] = Value::from(higher);
-                            stream = self.call_model(request.clone());
-                            continue;
-                        }
-                        tracing::warn!(
-                            ?stop_reason,
-                            "the summary was cut or refused; keeping the history"
-                        );
-                        return Summary::Failed;
-                    }
-                    let text: String = message
-                        .get("content")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|b| b.get("text").and_then(Value::as_str))
-                        .collect();
-                    return if text.is_empty() {
-                        Summary::Failed
-                    } else {
-                        Summary::Text(text)
-                    };
-                }
-                Some(ModelEvent::Failed(ModelError::Other { message, .. }))
-                    if self.refuses_a_new_field(&message) =>
+            // Sent again without the refused field.
+            let Some(message) = message else {
+                continue;
+            };
+            self.record_compaction_usage(&message, estimated, ttft);
+            let usage = message.get("usage").and_then(Usage::from_json);
+            let stop_reason = message.get("stop_reason").and_then(Value::as_str);
+            if matches!(
+                stop_reason,
+                Some("max_tokens" | "model_context_window_exceeded" | "refusal")
+            ) {
+                // A summary cut by a limit is the first part of one: taken, it would replace
+                // the history and lose what the rest would have said. It is asked again once
+                // with the limit raised, as a turn is; else none.
+                let current = request.get("max_tokens").and_then(Value::as_u64);
+                let input = usage.map_or(estimated, |usage| usage.input_total());
+                let higher = current
+                    .filter(|_| !raised && stop_reason == Some("max_tokens"))
+                    .and_then(|current| self.raised_limit(current, input, None));
+                if let Some(higher) = higher
+                    && self.over_budget().is_none()
                 {
-                    // The run's first call may be this one (a history over the threshold): a
-                    // server's refusal of a field is answered here as for a turn.
-                    tracing::warn!(%message, "a request field was refused; resending the summary call without it");
-                    self.leave_out_refused_fields(&mut request);
-                    stream = self.call_model(request.clone());
+                    tracing::warn!(
+                        higher,
+                        "the summary was cut by max_tokens; asking again with a higher limit"
+                    );
+                    raised = true;
+                    request["max_tokens"] = Value::from(higher);
+                    continue;
                 }
-                Some(ModelEvent::Failed(error)) => {
-                    tracing::warn!(%error, "compaction call failed");
-                    // A stream cut after `message_start` was billed for its input: it counts,
-                    // as a turn's does.
-                    if let ModelError::Truncated { partial, .. } = &error
-                        && let Some(usage) = partial.get("usage").and_then(Usage::from_json)
-                    {
-                        self.count_usage(usage);
-                    }
-                    return Summary::Failed;
-                }
-                Some(_) => {}
-                None => return Summary::Failed,
+                tracing::warn!(
+                    ?stop_reason,
+                    "the summary was cut or refused; keeping the history"
+                );
+                return Summary::Failed;
             }
+            let text: String = message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect();
+            return if text.is_empty() {
+                Summary::Failed
+            } else {
+                Summary::Text(text)
+            };
         }
     }
+}
+
+/// The usage a failed call's provider reported before it failed, as a message holding it
+/// (`{"usage": ...}`), if any: a truncated stream's partial message's, else what the stream's
+/// events reported (a `message_start` before an error event). One of the two, never both: the
+/// partial message is the accumulation of the same events.
+fn reported_before_failing(error: &ModelError, streamed: &StreamedUsage) -> Option<Value> {
+    if let ModelError::Truncated { partial, .. } = error
+        && let Some(usage) = partial.get("usage").filter(|u| Usage::from_json(u).is_some())
+    {
+        return Some(json!({ "usage": usage }));
+    }
+    streamed.reported().map(|usage| json!({ "usage": usage }))
 }
 
 /// The fields of [`AgentConfig::extra`] the summary request leaves out: the tools (sent from

@@ -47,3 +47,42 @@ pub fn parse_chunked(input: &[u8], sizes: &[usize]) -> Vec<Value> {
     parser.finish();
     out
 }
+
+/// The totals of a run's `usage` events whose usage the loop can read: input (with cache
+/// creation and cache reads) and output tokens, added as the loop adds them (saturating).
+pub fn usage_event_totals(events: &[ferroloop::agent::AgentEvent]) -> (u64, u64) {
+    use ferroloop::agent::AgentEvent;
+    use ferroloop::tokens::Usage;
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Usage { usage, .. } => Usage::from_json(usage),
+            _ => None,
+        })
+        .fold((0u64, 0u64), |(input, output), usage| {
+            (
+                input.saturating_add(usage.input_total()),
+                output.saturating_add(usage.output_tokens),
+            )
+        })
+}
+
+/// Every billed call is accounted for by one `usage` event: their reported totals are the
+/// stop event's `input_tokens` and `output_tokens` (calls reported without usage count by
+/// estimate toward the budgets only, in neither).
+pub fn assert_usage_events_add_up(events: &[ferroloop::agent::AgentEvent]) {
+    use ferroloop::agent::AgentEvent;
+    let Some(AgentEvent::Stop {
+        input_tokens,
+        output_tokens,
+        ..
+    }) = events.last()
+    else {
+        panic!("the last event is not Stop: {events:#?}");
+    };
+    assert_eq!(
+        usage_event_totals(events),
+        (*input_tokens, *output_tokens),
+        "the usage events do not add up to the stop event's totals: {events:#?}"
+    );
+}
