@@ -4452,3 +4452,94 @@ async fn summariser_calls_have_usage_events_of_their_own() {
     );
     common::assert_usage_events_add_up(&events);
 }
+
+/// One scripted answer of the sweep below, for call `n`: `shape` picks how it goes (a whole
+/// answer, a call, a cut, a stream broken after `message_start`, an error event after it, a
+/// refusal as too long, an overload before any event, an answer reported without usage).
+/// Each call reports usage of its own (distinct for each call, cache reads included), so a
+/// call counted twice or not at all shows in the totals.
+fn usage_sweep_reply(shape: usize, n: usize, request: &Value) -> Result<Bytes, ModelError> {
+    let (content, stop) = match shape {
+        1 => (vec![call(&format!("t{n}"), "read", json!({"path": "a"}))], "tool_use"),
+        2 => (vec![text("Cut")], "max_tokens"),
+        _ => (vec![text("Done.")], "end_turn"),
+    };
+    let mut message = scripted_message(request, content, stop);
+    let n = n as u64;
+    message["usage"] = json!({
+        "input_tokens": 1_000 * (n + 1),
+        "cache_read_input_tokens": n,
+        "cache_creation_input_tokens": 7,
+        "output_tokens": 10 + n,
+    });
+    let sse = anthropic_sse(&message, 7);
+    let before_delta = || sse[..sse.find("event: message_delta").unwrap()].to_owned();
+    match shape {
+        3 => Ok(Bytes::from(before_delta())),
+        4 => Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", before_delta()))),
+        5 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        6 => Err(ModelError::Overloaded {
+            message: "HTTP 529".into(),
+        }),
+        7 => {
+            message.as_object_mut().unwrap().remove("usage");
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        }
+        _ => Ok(Bytes::from(sse)),
+    }
+}
+
+/// Every order of three answers of the shapes above (then whole answers), with and without a
+/// history big enough to be compacted first (the summariser's calls taking their share of the
+/// answers), with a fallback model and a raisable output limit: whatever happens — fallback,
+/// retried truncation, raised limit, continuation, reactive or auto compaction, a summary cut
+/// or broken — the `usage` events add up to the stop event's totals.
+#[tokio::test]
+async fn the_usage_events_add_up_to_the_totals_in_every_sequence_of_failures() {
+    const SHAPES: usize = 8;
+    for compact in [false, true] {
+        for a in 0..SHAPES {
+            for b in 0..SHAPES {
+                for c in 0..SHAPES {
+                    let plan = [a, b, c];
+                    let model = ScriptedModel::new(move |n, request| {
+                        usage_sweep_reply(plan.get(n).copied().unwrap_or(0), n, request)
+                    });
+                    let mut config = AgentConfig::new("claude-sonnet-4-5");
+                    config.fallback_model = Some("claude-opus-4-6".into());
+                    config.limits.max_turns = 6;
+                    if compact {
+                        config.budget = thresholds(1_000, 1_000_000);
+                    }
+                    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+                    let history = if compact {
+                        vec![
+                            json!({"role": "user", "content": big_prompt(5_000)}),
+                            json!({"role": "assistant", "content": "earlier answer"}),
+                            json!({"role": "user", "content": "and now?"}),
+                        ]
+                    } else {
+                        vec![json!({"role": "user", "content": "go"})]
+                    };
+                    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+                    assert_eq!(stops(&events), 1, "{plan:?} {compact}");
+                    let Some(AgentEvent::Stop {
+                        input_tokens,
+                        output_tokens,
+                        ..
+                    }) = events.last()
+                    else {
+                        panic!("{plan:?} {compact}: {events:#?}");
+                    };
+                    assert_eq!(
+                        common::usage_event_totals(&events),
+                        (*input_tokens, *output_tokens),
+                        "{plan:?} compact {compact}: {events:#?}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -198,14 +198,13 @@ pub enum AgentEvent {
     /// that completed without reporting any) is accounted for by exactly one `usage` event —
     /// each turn's response, a turn's call that broke off, failed or was cancelled after the
     /// provider reported its usage (billed, though discarded), and each call of the built-in
-    /// summariser ([`call`](AgentEvent::Usage::call) `compaction`). The reported usage of the
+    /// summariser (`call`: `compaction`). The reported usage of the
     /// events adds up to the stop event's totals: the sum of `input_tokens` +
     /// `cache_creation_input_tokens` + `cache_read_input_tokens` over the events is
-    /// [`Stop::input_tokens`](AgentEvent::Stop::input_tokens), that of `output_tokens`
-    /// [`Stop::output_tokens`](AgentEvent::Stop::output_tokens). A call that completed without
-    /// usage (a Chat server that does not report it) has an event whose `usage` is `null`: the
-    /// budgets count it by its estimate, the totals do not (the invariant is over reported
-    /// usage only). A call that failed before the provider reported anything (an HTTP error, a
+    /// the [`Stop`](AgentEvent::Stop) event's `input_tokens`, that of `output_tokens` its
+    /// `output_tokens`. A call that completed without usage the loop can read (a Chat server
+    /// that does not report it: `usage` is `null`) still has its event: the budgets count it by
+    /// its estimate, the totals do not (the sum is over reported usage only). A call that failed before the provider reported anything (an HTTP error, a
     /// refused request) was not billed and has no event.
     ///
     /// A turn's call's event comes before that call's `turn_end`; a summariser call's comes
