@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason};
+use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason, UsageCall};
 use ferroloop::exec::{CancellationToken, ToolExecutor, ToolRegistry};
-use ferroloop::tokens::Family;
+use ferroloop::tokens::{Family, Usage};
 use futures::StreamExt;
 use serde_json::Value;
 
@@ -330,8 +330,17 @@ struct TerminalView {
     frame: usize,
     spinner_shown: bool,
     at_line_start: bool,
+    /// The estimated input of every call with a `usage` event (the turns' and the
+    /// summariser's), to set beside what was reported for them.
     estimated: u64,
+    /// The input tokens the `usage` events report, over every call: the stop event's
+    /// `input_tokens` whenever every call reported usage.
     reported_input: u64,
+    /// Input and output tokens of the summariser's calls (included in the totals), shown so
+    /// the cost of compaction is seen.
+    compaction_tokens: Option<(u64, u64)>,
+    /// The time to first token of the run's first turn call that measured one (a summary
+    /// call's first token is not shown to anyone).
     first_token: Option<Duration>,
     retries: u32,
     /// The number of the last `turn_start`: the loop starts a turn again under the same number
@@ -357,6 +366,7 @@ impl TerminalView {
             at_line_start: true,
             estimated: 0,
             reported_input: 0,
+            compaction_tokens: None,
             first_token: None,
             retries: 0,
             last_turn: 0,
@@ -532,18 +542,32 @@ impl TerminalView {
                 self.turn_text_shown = false;
             }
             AgentEvent::Usage {
+                call,
                 usage,
                 estimated_input_tokens,
                 time_to_first_token,
                 ..
             } => {
-                self.estimated += estimated_input_tokens;
-                let field = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-                self.reported_input += field("input_tokens")
-                    + field("cache_creation_input_tokens")
-                    + field("cache_read_input_tokens");
-                if self.first_token.is_none() {
-                    self.first_token = *time_to_first_token;
+                // Every billed call has one event, the summariser's too: the sums are the
+                // stop event's totals (over the calls that reported usage). Added as the loop
+                // adds them, saturating: the counts are the server's.
+                self.estimated = self.estimated.saturating_add(*estimated_input_tokens);
+                let (input, output) =
+                    Usage::from_json(usage).map_or((0, 0), |u| (u.input_total(), u.output_tokens));
+                self.reported_input = self.reported_input.saturating_add(input);
+                match call {
+                    UsageCall::Compaction => {
+                        let (spent_in, spent_out) = self.compaction_tokens.unwrap_or_default();
+                        self.compaction_tokens = Some((
+                            spent_in.saturating_add(input),
+                            spent_out.saturating_add(output),
+                        ));
+                    }
+                    UsageCall::Turn => {
+                        if self.first_token.is_none() {
+                            self.first_token = *time_to_first_token;
+                        }
+                    }
                 }
             }
             AgentEvent::TurnEnd { .. } => {}
@@ -559,9 +583,14 @@ impl TerminalView {
                 self.newline(out)?;
                 writeln!(out)?;
                 let ttft = self.first_token.map_or("-".to_owned(), human);
+                let compaction = self
+                    .compaction_tokens
+                    .map_or_else(String::new, |(input, output)| {
+                        format!(" (compaction in {input} / out {output})")
+                    });
                 writeln!(
                     out,
-                    "── {} · {turns} turns · {tool_calls} tool calls · tokens in {input_tokens} / out {output_tokens} · estimated input {} vs reported {} · first token {ttft} · retries {} · wall {}",
+                    "── {} · {turns} turns · {tool_calls} tool calls · tokens in {input_tokens} / out {output_tokens}{compaction} · estimated input {} vs reported {} · first token {ttft} · retries {} · wall {}",
                     reason.as_str(),
                     self.estimated,
                     self.reported_input,

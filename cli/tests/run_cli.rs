@@ -666,6 +666,15 @@ fn the_banner_says_why_the_replay_model_answers() {
 /// `ferroloop run` (default prompt, terminal view) in `dir` against a replay server playing
 /// `script`, with no credentials in the environment.
 fn run_against_script(dir: &std::path::Path, script: &ferroloop_replay::Script) -> Output {
+    run_against_script_with(dir, script, &[])
+}
+
+/// [`run_against_script`] with more `ferroloop run` arguments.
+fn run_against_script_with(
+    dir: &std::path::Path,
+    script: &ferroloop_replay::Script,
+    args: &[&str],
+) -> Output {
     use ferroloop_replay::{ReplayServer, ServerOptions};
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -678,6 +687,7 @@ fn run_against_script(dir: &std::path::Path, script: &ferroloop_replay::Script) 
         .unwrap();
     Command::new(env!("CARGO_BIN_EXE_ferroloop"))
         .args(["run", "--base-url", &server.base_url()])
+        .args(args)
         .current_dir(dir)
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
@@ -745,4 +755,101 @@ fn the_summary_of_a_turn_that_broke_off_twice_counts_both_calls() {
     assert!(estimated > 0, "{summary}");
     assert!(summary.contains(" vs reported 22 "), "{summary}");
     assert!(!summary.contains("first token -"), "{summary}");
+}
+
+/// A script whose first turn reports a context near the window (190,000 input tokens) and
+/// calls a tool, so the loop compacts before the second turn: the summary call (6,000 in,
+/// 300 out), then the answer (1,200 in, 30 out).
+fn compaction_script() -> ferroloop_replay::Script {
+    use ferroloop::agent::replay::anthropic_sse;
+    use ferroloop_replay::{Script, ScriptBody, ScriptedResponse};
+
+    let response = |content: Value, stop: &str, input: u64, output: u64| {
+        let message = serde_json::json!({
+            "id": "msg_compaction", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5", "content": content, "stop_reason": stop,
+            "stop_sequence": null,
+            "usage": {"input_tokens": input, "output_tokens": output},
+        });
+        ScriptedResponse::ok(ScriptBody::Text(anthropic_sse(&message, 12)))
+            .header("content-type", "text/event-stream")
+    };
+    Script {
+        responses: vec![
+            response(
+                serde_json::json!([{"type": "tool_use", "id": "toolu_1", "name": "glob", "input": {"pattern": "*.rs"}}]),
+                "tool_use",
+                190_000,
+                20,
+            ),
+            response(
+                serde_json::json!([{"type": "text", "text": "The user explored a project."}]),
+                "end_turn",
+                6_000,
+                300,
+            ),
+            response(
+                serde_json::json!([{"type": "text", "text": "Done."}]),
+                "end_turn",
+                1_200,
+                30,
+            ),
+        ],
+        ..Script::default()
+    }
+}
+
+/// The summariser's call counted in "tokens in" but had no `usage` event, so the closing
+/// summary's "reported" input fell short of it by the summary's input ("tokens in 197200 ...
+/// vs reported 191200"). The summary call now has its event: the figures agree, and the
+/// summary says what compaction cost; `--json` marks the call `"call": "compaction"`.
+#[test]
+fn the_summary_counts_the_compaction_call_and_agrees_with_the_totals() {
+    let dir = project();
+    let out = run_against_script(dir.path(), &compaction_script());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("context: "), "no compaction: {text}");
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.contains("tokens in 197200 / out 350 (compaction in 6000 / out 300) "),
+        "{summary}"
+    );
+    assert!(summary.contains(" vs reported 197200 "), "{summary}");
+
+    let out = run_against_script_with(dir.path(), &compaction_script(), &["--json"]);
+    assert!(out.status.success());
+    let events: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let usages: Vec<(&str, u64, u64)> = events
+        .iter()
+        .filter(|e| e["type"] == "usage")
+        .map(|e| {
+            (
+                e["call"].as_str().unwrap(),
+                e["turn"].as_u64().unwrap(),
+                e["usage"]["input_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        usages,
+        [
+            ("turn", 1, 190_000),
+            ("compaction", 2, 6_000),
+            ("turn", 2, 1_200)
+        ]
+    );
+    let stop = events.last().unwrap();
+    assert_eq!(stop["type"], "stop");
+    assert_eq!(
+        (
+            stop["input_tokens"].as_u64(),
+            stop["output_tokens"].as_u64()
+        ),
+        (Some(197_200), Some(350))
+    );
 }

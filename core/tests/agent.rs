@@ -4007,7 +4007,7 @@ async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens()
         ])
         .collect()
         .await;
-        common::assert_usage_events_add_up(&events);
+    common::assert_usage_events_add_up(&events);
     match events.last() {
         Some(AgentEvent::Stop {
             reason,
@@ -4182,7 +4182,7 @@ async fn a_cancelled_call_s_reported_usage_counts_toward_the_run_s_tokens() {
             _ => None,
         })
         .collect();
-        common::assert_usage_events_add_up(&events);
+    common::assert_usage_events_add_up(&events);
     assert_eq!(usages.len(), 1, "{events:#?}");
     assert_eq!(usages[0]["input_tokens"], 150_000);
     assert_eq!(usages[0]["output_tokens"], 40);
@@ -4342,10 +4342,16 @@ fn usage_calls(events: &[AgentEvent]) -> (Vec<(u32, &'static str, u64)>, Vec<Str
             AgentEvent::Usage {
                 turn, call, usage, ..
             } => {
-                calls.push((*turn, call.as_str(), usage["input_tokens"].as_u64().unwrap()));
+                calls.push((
+                    *turn,
+                    call.as_str(),
+                    usage["input_tokens"].as_u64().unwrap(),
+                ));
                 order.push(format!("usage {}", call.as_str()));
             }
-            AgentEvent::Context(ContextAction::Compaction { .. }) => order.push("compaction".into()),
+            AgentEvent::Context(ContextAction::Compaction { .. }) => {
+                order.push("compaction".into())
+            }
             AgentEvent::TurnStart { turn, .. } => order.push(format!("turn_start {turn}")),
             _ => {}
         }
@@ -4396,7 +4402,11 @@ async fn summariser_calls_have_usage_events_of_their_own() {
     let (calls, order) = usage_calls(&events);
     assert_eq!(
         calls,
-        [(1, "compaction", 7_000), (1, "compaction", 7_000), (1, "turn", 100)]
+        [
+            (1, "compaction", 7_000),
+            (1, "compaction", 7_000),
+            (1, "turn", 100)
+        ]
     );
     assert_eq!(
         order,
@@ -4417,7 +4427,10 @@ async fn summariser_calls_have_usage_events_of_their_own() {
     assert_eq!(json["type"], "usage");
     assert_eq!(json["call"], "compaction");
     assert_eq!(json["turn"], 1);
-    assert!(json["estimated_input_tokens"].as_u64().unwrap() > 0, "{json}");
+    assert!(
+        json["estimated_input_tokens"].as_u64().unwrap() > 0,
+        "{json}"
+    );
 
     // Reactive compaction after turn 1 was refused as too long: made for turn 2.
     let model = ScriptedModel::new(move |n, request| {
@@ -4460,7 +4473,10 @@ async fn summariser_calls_have_usage_events_of_their_own() {
 /// call counted twice or not at all shows in the totals.
 fn usage_sweep_reply(shape: usize, n: usize, request: &Value) -> Result<Bytes, ModelError> {
     let (content, stop) = match shape {
-        1 => (vec![call(&format!("t{n}"), "read", json!({"path": "a"}))], "tool_use"),
+        1 => (
+            vec![call(&format!("t{n}"), "read", json!({"path": "a"}))],
+            "tool_use",
+        ),
         2 => (vec![text("Cut")], "max_tokens"),
         _ => (vec![text("Done.")], "end_turn"),
     };

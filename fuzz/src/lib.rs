@@ -1850,7 +1850,8 @@ pub fn check_agent_history(data: &[u8]) {
 /// picks the API: Anthropic, OpenAI Chat, OpenAI Responses) and whose later answers end the
 /// turn: the run never panics, ends with one stop event, and the conversation it hands back can
 /// be continued (`check_history`, with a user message appended when it ends with the
-/// assistant's): every call answered once, no repeated id, no empty message or blank text.
+/// assistant's): every call answered once, no repeated id, no empty message or blank text; and
+/// the `usage` events add up to the stop event's token totals.
 pub fn check_agent_stream(data: &[u8]) {
     use ferroloop::agent::replay::{
         ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
@@ -1908,9 +1909,34 @@ pub fn check_agent_stream(data: &[u8]) {
         .filter(|e| matches!(e, AgentEvent::Stop { .. }))
         .count();
     assert_eq!(stops, 1, "stop events: {events:#?}");
-    let Some(AgentEvent::Stop { messages, .. }) = events.last() else {
+    let Some(AgentEvent::Stop {
+        messages,
+        input_tokens,
+        output_tokens,
+        ..
+    }) = events.last()
+    else {
         panic!("the run did not end with its stop event: {events:#?}");
     };
+    // Every billed call is accounted for by one `usage` event: the usage they report (the
+    // fuzzer's, however absurd) adds up, as the loop adds it, to the run's totals.
+    let reported = events
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::Usage { usage, .. } => ferroloop::tokens::Usage::from_json(usage),
+            _ => None,
+        })
+        .fold((0u64, 0u64), |(input, output), usage| {
+            (
+                input.saturating_add(usage.input_total()),
+                output.saturating_add(usage.output_tokens),
+            )
+        });
+    assert_eq!(
+        reported,
+        (*input_tokens, *output_tokens),
+        "the usage events do not add up to the stop event's totals: {events:#?}"
+    );
     let mut continued = messages.clone();
     if continued.last().is_some_and(|m| m["role"] == "assistant") {
         continued.push(serde_json::json!({"role": "user", "content": "go on"}));

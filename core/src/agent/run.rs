@@ -1801,7 +1801,9 @@ impl Driver {
 /// partial message is the accumulation of the same events.
 fn reported_before_failing(error: &ModelError, streamed: &StreamedUsage) -> Option<Value> {
     if let ModelError::Truncated { partial, .. } = error
-        && let Some(usage) = partial.get("usage").filter(|u| Usage::from_json(u).is_some())
+        && let Some(usage) = partial
+            .get("usage")
+            .filter(|u| Usage::from_json(u).is_some())
     {
         return Some(json!({ "usage": usage }));
     }
