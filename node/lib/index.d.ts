@@ -825,9 +825,9 @@ export interface AgentStopEvent {
   turns: number
   /** Tool calls made. */
   toolCalls: number
-  /** Input tokens over the run (provider usage). */
+  /** Input tokens over the run (provider usage, the summariser's calls included): the sum of the `usage` events'. */
   inputTokens: number
-  /** Output tokens over the run (provider usage). */
+  /** Output tokens over the run (provider usage, the summariser's calls included): the sum of the `usage` events'. */
   outputTokens: number
 }
 
@@ -845,7 +845,16 @@ export type AgentEvent =
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
   | { type: 'cache_break'; previous: number; current: number; changed: string[] }
-  | { type: 'usage'; turn: number; usage: Record<string, unknown>; estimatedInputTokens: number; timeToFirstTokenMs: number | null }
+  /**
+   * One per billed model call. `call` says which: `'turn'` (a turn's call, before its
+   * `turn_end`; also one that broke off, failed or was aborted after the provider reported
+   * usage) or `'compaction'` (a call of the built-in summariser, before the compaction's
+   * `context` event; `turn` is the turn it is made for, the next `turn_start`'s). The events'
+   * reported usage adds up to the stop event's `inputTokens` (input + cache creation + cache
+   * read) and `outputTokens`; `usage` is `null` for a call reported without usage (a Chat server
+   * that does not report it), which only the budgets count, by its estimate.
+   */
+  | { type: 'usage'; turn: number; call: 'turn' | 'compaction'; usage: Record<string, unknown> | null; estimatedInputTokens: number; timeToFirstTokenMs: number | null }
   | { type: 'turn_end'; turn: number; stopReason: string | null }
   | AgentStopEvent
 

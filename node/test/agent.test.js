@@ -618,6 +618,45 @@ test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_
   }
 })
 
+test("a compaction call has a usage event of its own, call 'compaction' (as in Python)", async () => {
+  // The first turn reports a context near the window, so the loop compacts before the second.
+  const response = (content, stopReason, inputTokens, outputTokens) => ({
+    body: { events: anthropicEvents(content, { stopReason, usage: { input_tokens: inputTokens, output_tokens: outputTokens } }) },
+  })
+  const script = {
+    responses: [
+      response([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], 'tool_use', 190000, 20),
+      response([{ type: 'text', text: 'The user asked for an echo.' }], 'end_turn', 6000, 300),
+      response([{ type: 'text', text: 'done' }], 'end_turn', 1200, 30),
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'm', tools: executor })
+      const { events, stop, ofType } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      const usages = ofType('usage')
+      assert.deepEqual(
+        usages.map((e) => [e.call, e.turn, e.usage.input_tokens]),
+        [['turn', 1, 190000], ['compaction', 2, 6000], ['turn', 2, 1200]],
+      )
+      const summary = usages[1]
+      assert.ok(summary.estimatedInputTokens > 0)
+      assert.ok(summary.timeToFirstTokenMs === null || summary.timeToFirstTokenMs >= 0)
+      // Before the compaction's context event.
+      const order = events.filter((e) => e.type === 'usage' || e.type === 'context').map((e) => (e.type === 'usage' ? e.call : e.action))
+      assert.deepEqual(order, ['turn', 'compaction', 'compaction', 'turn'])
+      const input = usages.reduce((n, e) => n + e.usage.input_tokens + (e.usage.cache_creation_input_tokens ?? 0) + (e.usage.cache_read_input_tokens ?? 0), 0)
+      const output = usages.reduce((n, e) => n + e.usage.output_tokens, 0)
+      assert.deepEqual([input, output], [stop.inputTokens, stop.outputTokens])
+      assert.deepEqual([input, output], [197200, 350])
+    },
+  )
+})
+
 test("ctx.progress in an agent's tool throws InvalidArgumentError for a value JSON cannot carry", async () => {
   const script = {
     responses: [

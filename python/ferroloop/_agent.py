@@ -23,8 +23,15 @@ class AgentRun(BatchedEvents):
     """A run in progress: ``async for event in run`` yields event dicts with a ``"type"``:
 
     - ``turn_start`` (``turn``, ``estimated_input_tokens``), ``turn_end`` (``turn``,
-      ``stop_reason``), ``usage`` (``turn``, ``usage``, ``estimated_input_tokens``,
-      ``time_to_first_token`` in seconds);
+      ``stop_reason``), ``usage`` (``turn``, ``call``, ``usage``, ``estimated_input_tokens``,
+      ``time_to_first_token`` in seconds): one per billed model call, ``call`` saying which —
+      ``"turn"`` (a turn's call, before its ``turn_end``; also one that broke off, failed or
+      was cancelled after the provider reported usage) or ``"compaction"`` (a call of the
+      built-in summariser, before the compaction's ``context`` event; ``turn`` is the turn it
+      is made for, the next ``turn_start``'s). The reported usage of the events adds up to the
+      ``stop`` event's ``input_tokens`` (input + cache creation + cache read) and
+      ``output_tokens``; a call reported without usage (``usage`` is ``None``: a Chat server
+      that does not report it) counts toward ``token_budget`` by its estimate only;
     - ``text_delta`` (``text``), ``thinking_delta`` (``thinking``);
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,

@@ -508,6 +508,51 @@ async def test_keep_recent_tool_results_is_the_microcompact_setting_like_node(re
 
 
 @pytest.mark.asyncio
+async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: Replay) -> None:
+    # The first turn reports a context near the window, so the loop compacts before the second:
+    # the summary call's usage is a `usage` event with `call` "compaction" (the turns' say
+    # "turn"), numbered with the turn it is made for and before the compaction's `context`
+    # event, and the events add up to the stop event's totals.
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    def response(content: list[dict[str, Any]], stop_reason: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+        events = anthropic_events(
+            content, stop_reason=stop_reason, input_tokens=input_tokens, output_tokens=output_tokens
+        )
+        return {"body": {"events": events}, "chunk_bytes": 97}
+
+    server = replay(
+        {
+            "responses": [
+                response([tool_use("toolu_1", "echo", {"n": 1})], "tool_use", 190_000, 20),
+                response([{"type": "text", "text": "The user asked for an echo."}], "end_turn", 6_000, 300),
+                response([{"type": "text", "text": "done"}], "end_turn", 1_200, 30),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", tools=executor)
+        events = [event async for event in agent.run("go")]
+    stop = events[-1]
+    assert stop["reason"] == "end_turn", stop
+    usages = [(e["call"], e["turn"], e["usage"]["input_tokens"]) for e in events if e["type"] == "usage"]
+    assert usages == [("turn", 1, 190_000), ("compaction", 2, 6_000), ("turn", 2, 1_200)]
+    kinds = [e["type"] for e in events if e["type"] in ("usage", "context")]
+    assert kinds[1:3] == ["usage", "context"]
+    assert [e for e in events if e["type"] == "context"][0]["action"] == "compaction"
+    summary = next(e for e in events if e["type"] == "usage" and e["call"] == "compaction")
+    assert summary["estimated_input_tokens"] > 0
+    assert summary["time_to_first_token"] is None or summary["time_to_first_token"] >= 0
+    reported = [e["usage"] for e in events if e["type"] == "usage"]
+    assert sum(u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0) for u in reported) == stop["input_tokens"] == 197_200
+    assert sum(u["output_tokens"] for u in reported) == stop["output_tokens"] == 350
+
+
+@pytest.mark.asyncio
 async def test_tokenizer_picks_the_estimates_family_like_node(replay: Replay) -> None:
     # Node's `tokenizer` option: the family the loop's estimates use.
     prompt = "東京都の天気を教えてください。" * 40
