@@ -704,6 +704,52 @@ mod tests {
         );
     }
 
+    /// The summary's "reported" input is the sum over every call's `usage` event, the
+    /// summariser's too (so it is the stop event's "tokens in"), says what the summary calls
+    /// cost, and takes the first token from the first turn's call, not the summary's. Absurd
+    /// counts add up saturating instead of overflowing.
+    #[test]
+    fn the_summary_counts_compaction_calls_and_takes_the_first_token_from_a_turn() {
+        let usage = |call, input: u64, ttft| AgentEvent::Usage {
+            turn: 1,
+            call,
+            usage: serde_json::json!({"input_tokens": input, "cache_read_input_tokens": 5, "output_tokens": 7}),
+            estimated_input_tokens: 10,
+            time_to_first_token: Some(Duration::from_millis(ttft)),
+        };
+        let stop = AgentEvent::Stop {
+            reason: StopReason::EndTurn,
+            error: None,
+            error_code: None,
+            messages: Vec::new(),
+            turns: 1,
+            tool_calls: 0,
+            input_tokens: 3_010,
+            output_tokens: 14,
+        };
+        let shown = shown_on(
+            false,
+            &[
+                usage(UsageCall::Compaction, 2_000, 900),
+                usage(UsageCall::Turn, 1_000, 40),
+                stop,
+            ],
+        );
+        let summary = shown.lines().last().unwrap();
+        assert!(
+            summary.contains("tokens in 3010 / out 14 (compaction in 2005 / out 7) · estimated input 20 vs reported 3010 · first token 40.0 ms"),
+            "{summary}"
+        );
+        let absurd = shown_on(
+            false,
+            &[
+                usage(UsageCall::Turn, u64::MAX, 1),
+                usage(UsageCall::Turn, u64::MAX, 1),
+            ],
+        );
+        assert!(absurd.is_empty(), "{absurd:?}");
+    }
+
     /// Escape sequences the model repeats (from a file a tool read, say) are shown on a
     /// terminal, not obeyed; a pipe gets the exact text.
     #[test]
