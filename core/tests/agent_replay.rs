@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
+
+mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -134,11 +136,15 @@ async fn serve(responses: Vec<ScriptedResponse>) -> ReplayServer {
         .unwrap()
 }
 
-/// Every event of a run of `prompt` (it must end within 30 s).
+/// Every event of a run of `prompt` (it must end within 30 s), whose `usage` events add up to
+/// its totals.
 async fn run_events(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
-    tokio::time::timeout(Duration::from_secs(30), agent.run(prompt).collect())
-        .await
-        .unwrap()
+    let events: Vec<AgentEvent> =
+        tokio::time::timeout(Duration::from_secs(30), agent.run(prompt).collect())
+            .await
+            .unwrap();
+    common::assert_usage_events_add_up(&events);
+    events
 }
 
 /// The conversation of a run that ended its turn (`end_turn`) with every call answered.
@@ -316,6 +322,13 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
     assert!(!seen.lock().unwrap().iter().any(|p| p == "never"));
     let second: Value = serde_json::from_str(&server.requests()[1].body).unwrap();
     assert_eq!(second["model"], "claude-fallback");
+    // The overloaded call reported its input at `message_start`: billed, it has its `usage`
+    // event (it had none, and the totals did not count it).
+    let usages = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Usage { turn: 1, .. }))
+        .count();
+    assert_eq!(usages, 2, "{events:#?}");
 }
 
 /// The `ferroloop run` replay conversation, served as OpenAI Chat Completions chunks over

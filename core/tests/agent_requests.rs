@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use bytes::Bytes;
 use ferroloop::agent::replay::{
     Script, ScriptedModel, anthropic_sse, openai_chat_sse, openai_responses_sse, scripted_message,
@@ -87,7 +89,11 @@ fn final_text(text: &str) -> Bytes {
     sse(&events)
 }
 
+/// The stop event's reason and history; every run these tests make (refused fields sent again,
+/// reasoning left out, stale thinking, sweeps of unusual endings) also has `usage` events that
+/// add up to its totals.
 fn stopped(events: &[AgentEvent]) -> (StopReason, Vec<Value>) {
+    common::assert_usage_events_add_up(events);
     match events.last() {
         Some(AgentEvent::Stop {
             reason, messages, ..
@@ -981,7 +987,8 @@ async fn sweep(sweep: Sweep, shape: fn(usize, usize) -> (Vec<Value>, &'static st
                     {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}},
                     {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
                 ]);
-                let _: Vec<AgentEvent> = agent.run(prompt).collect().await;
+                let events: Vec<AgentEvent> = agent.run(prompt).collect().await;
+                common::assert_usage_events_add_up(&events);
                 for (k, request) in requests.lock().unwrap().iter().enumerate() {
                     if let Err(broken) = (sweep.rules)(request) {
                         panic!(
