@@ -219,6 +219,7 @@ impl Sender {
         let event = RetryEvent {
             attempt,
             status: error.status(),
+            code: error.code(),
             wait,
             reason: error.to_string(),
         };
