@@ -473,7 +473,12 @@ impl TerminalView {
             } => {
                 self.newline(out)?;
                 self.retries += 1;
-                let status = status.map_or("connection error".to_owned(), |s| format!("HTTP {s}"));
+                // No status: the connection failed, a watchdog fired, or the provider's error
+                // came inside a 200 before anything was delivered (an `overloaded_error` event).
+                let status = status.map_or_else(
+                    || "a connection error, timeout or error event".to_owned(),
+                    |s| format!("HTTP {s}"),
+                );
                 // `attempt` is the attempt about to be made: the first retry is attempt 2.
                 writeln!(
                     out,

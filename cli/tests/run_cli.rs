@@ -637,6 +637,38 @@ fn the_terminal_view_numbers_retries_from_one() {
     assert!(text.lines().last().unwrap().contains("retries 1"), "{text}");
 }
 
+/// A retry after an error that came without a status (here an `overloaded_error` as the first
+/// event of a 200, which the client now retries) was shown as "after connection error".
+#[test]
+fn the_terminal_view_does_not_call_every_retry_without_a_status_a_connection_error() {
+    use ferroloop::agent::replay::anthropic_sse;
+    use ferroloop_replay::{ScriptBody, ScriptedResponse};
+
+    let dir = project();
+    let overloaded_first = || {
+        let error = serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+        ScriptedResponse::ok(ScriptBody::Text(format!("event: error\ndata: {error}\n\n")))
+            .header("content-type", "text/event-stream")
+    };
+    let (_runtime, server) =
+        explore_directory_server(dir.path(), 1, overloaded_first, anthropic_sse);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("↻ retry 1 after a connection error, timeout or error event"),
+        "{text}"
+    );
+    assert!(text.lines().last().unwrap().contains("retries 1"), "{text}");
+}
+
 /// With `--replay` and a key set, the banner said "replay model (no ANTHROPIC_API_KEY set)":
 /// it now names the flag as the reason.
 #[test]

@@ -1044,6 +1044,7 @@ impl Model for AlwaysOverloaded {
             let retries = (2..6).map(|attempt| ModelEvent::Retry {
                 attempt,
                 status: Some(529),
+                overloaded: true,
                 wait: Duration::from_millis(1),
             });
             return Box::pin(futures::stream::iter(retries).chain(futures::stream::pending()));

@@ -634,3 +634,67 @@ async fn a_refused_run_s_stop_carries_the_client_error_code_over_http() {
         assert_eq!(server.requests().len(), 1, "{code} is not retried");
     }
 }
+
+/// Anthropic over HTTP: an `overloaded_error` as the first event of a 200 stream (nothing
+/// delivered) is retried by the client, and counts, as an HTTP 529 does, toward
+/// `fallback_after_529_retries`: the loop falls back after that many instead of waiting
+/// through every retry of the client (an in-band overload carries no status, and did not count).
+#[tokio::test]
+async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
+    let overloaded = || {
+        event_stream(format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        ))
+    };
+    let mut responses: Vec<ScriptedResponse> = (0..3).map(|_| overloaded()).collect();
+    responses.push(event_stream(sse(
+        vec![json!({"type": "text", "text": "From the fallback."})],
+        "end_turn",
+    )));
+    let server = serve(responses).await;
+    let client = test_client(Provider::Anthropic, &server);
+    let mut config = AgentConfig::new("claude-primary");
+    config.fallback_model = Some("claude-fallback".into());
+    config.fallback_after_529_retries = 3;
+    let agent = Agent::new(
+        config,
+        Arc::new(client),
+        reading_tools(Arc::new(Mutex::new(Vec::new()))),
+    );
+    let events = run_events(&agent, "hi").await;
+    ended_turn(&events);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            AgentEvent::ModelFallback {
+                reason: "repeated_529",
+                ..
+            }
+        )),
+        "{events:#?}"
+    );
+    // Two retries were waited for (reported without a status: none was given); the third
+    // overload switched models instead.
+    let retries: Vec<Option<u16>> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Retry { status, .. } => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries, [None, None]);
+    let models: Vec<String> = bodies_of(&server.requests())
+        .iter()
+        .map(|b| b["model"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            "claude-primary",
+            "claude-primary",
+            "claude-primary",
+            "claude-fallback"
+        ]
+    );
+}

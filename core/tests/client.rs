@@ -624,7 +624,11 @@ async fn a_mid_stream_error_event_is_a_typed_error() {
     assert_eq!(error.request_id(), Some("req_mid"));
     assert_eq!(server.requests().len(), 1, "an error event is not replayed");
 
-    // The same error as the very first event: no partial message, the error itself.
+    // The same error as the very first event: no partial message, the error itself (retried
+    // when retries are allowed: see `a_transient_error_as_the_first_event_is_retried_...`).
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
     let (got, _) = collect(client.stream(BODY)).await;
     assert!(got.events.is_empty());
     assert!(
@@ -691,16 +695,20 @@ async fn a_json_or_html_body_under_a_generic_content_type_is_not_retried() {
         assert!(got.retries.is_empty(), "{:?}", got.retries);
         assert_eq!(server.requests().len(), 1);
     }
-    // A JSON body carrying a provider error is that error, as an event would be.
+    // A JSON body carrying a provider error is that error, as an event would be (and, being
+    // transient, retried as the event would be).
     let server = serve(&Script::repeat(ScriptBody::Text(
         r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
     )))
     .await;
-    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let mut config_once = config(Provider::Anthropic, &server);
+    config_once.retry.max_retries = 1;
+    let client = Client::new(config_once).unwrap();
     let (got, _) = collect(client.stream(BODY)).await;
     let error = got.error.unwrap();
     assert_eq!(error.code(), "overloaded", "{error:?}");
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(got.retries.len(), 1);
+    assert_eq!(server.requests().len(), 2);
     // A body of comments only is still an event stream that broke off: retried.
     let server = serve(&script(vec![
         ScriptedResponse::ok(ScriptBody::Text(": keep-alive\n\n".into())),
@@ -1194,6 +1202,7 @@ async fn the_client_is_an_agent_model() {
             Some(ModelEvent::Retry {
                 attempt: 2,
                 status: Some(429),
+                overloaded: false,
                 ..
             })
         ),
@@ -1603,7 +1612,9 @@ async fn a_200_json_error_body_is_classified_like_an_error_event() {
         json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
     ))))
     .await;
-    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let mut config = config(Provider::Anthropic, &server);
+    config.retry.max_retries = 0;
+    let client = Client::new(config).unwrap();
     let (got, _) = collect(client.stream(BODY)).await;
     let error = got.error.unwrap();
     assert_eq!(error.code(), "overloaded", "{error:?}");
@@ -2512,4 +2523,379 @@ async fn retry_after_values_that_are_absurd_or_garbage_fall_back_to_the_backoff(
             got.retries[0].wait
         );
     }
+}
+
+// ---- A provider error in a 200 response before anything was delivered ----
+
+/// A 200 event stream of exactly these bytes.
+fn sse_body(text: &str) -> ScriptedResponse {
+    ScriptedResponse::ok(ScriptBody::Text(text.into())).header("content-type", "text/event-stream")
+}
+
+const RESPONSES_STREAM: &str = "tests/decode/streams/openai-responses/text_and_function_call.sse";
+
+/// A good stream of `provider`'s, and its events.
+fn good_stream(provider: Provider) -> (ScriptedResponse, Vec<(String, String)>) {
+    let (body, path) = match provider {
+        Provider::Anthropic => (
+            fixture("anthropic/basic_response.sse"),
+            repo_root().join("tests/fixtures/anthropic/basic_response.sse"),
+        ),
+        Provider::OpenAiChat => (
+            fixture("openai-chat/173417d55340.sse"),
+            repo_root().join("tests/fixtures/openai-chat/173417d55340.sse"),
+        ),
+        Provider::OpenAiResponses => (
+            ScriptBody::Fixture(PathBuf::from(RESPONSES_STREAM)),
+            repo_root().join(RESPONSES_STREAM),
+        ),
+    };
+    let events = parse_all(std::fs::read(path).unwrap())
+        .into_iter()
+        .filter_map(|item| match item {
+            SseOwnedItem::Event(event) => {
+                Some((event.event_type.to_string(), event.data.to_string()))
+            }
+            SseOwnedItem::Retry(_) => None,
+        })
+        .collect();
+    (ScriptedResponse::ok(body), events)
+}
+
+/// An error of a transient class (overloaded, server, rate limited) as the first event of a
+/// 200 stream generated nothing and was not billed: it is retried as its HTTP status would be,
+/// reported with the status it names (OpenRouter's numeric `code`), and the good answer
+/// follows. It used to end the stream at once.
+#[tokio::test]
+async fn a_transient_error_as_the_first_event_is_retried_for_each_provider() {
+    let cases: Vec<(Provider, &str, Option<u16>, &str)> = vec![
+        (
+            Provider::Anthropic,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+            None,
+            "overloaded",
+        ),
+        (
+            Provider::Anthropic,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}\n\n",
+            None,
+            "server",
+        ),
+        (
+            Provider::Anthropic,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}\n\n",
+            None,
+            "rate_limited",
+        ),
+        // Keep-alive comments are not events: nothing was delivered before the error.
+        (
+            Provider::Anthropic,
+            ": keep-alive\n\n: OPENROUTER PROCESSING\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+            None,
+            "overloaded",
+        ),
+        (
+            Provider::OpenAiChat,
+            "data: {\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}\n\n",
+            Some(502),
+            "server",
+        ),
+        (
+            Provider::OpenAiChat,
+            ": OPENROUTER PROCESSING\n\ndata: {\"error\":{\"code\":429,\"message\":\"Rate limit exceeded\"}}\n\n",
+            Some(429),
+            "rate_limited",
+        ),
+        (
+            Provider::OpenAiChat,
+            "data: {\"error\":{\"code\":503,\"message\":\"No instances available\"}}\n\ndata: [DONE]\n\n",
+            Some(503),
+            "server",
+        ),
+        (
+            Provider::OpenAiResponses,
+            "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"The server had an error\",\"param\":null,\"sequence_number\":0}\n\n",
+            None,
+            "server",
+        ),
+        (
+            Provider::OpenAiResponses,
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_is_overloaded\",\"message\":\"Selected model is at capacity\"}}}\n\n",
+            None,
+            "overloaded",
+        ),
+    ];
+    for (provider, first, status, class) in cases {
+        let (good, events) = good_stream(provider);
+        let server = serve(&script(vec![
+            sse_body(first).header("request-id", "req_1"),
+            good.header("request-id", "req_2"),
+        ]))
+        .await;
+        let client = Client::new(config(provider, &server)).unwrap();
+        let (got, stream) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{first}: {:?}", got.error);
+        assert_eq!(got.retries.len(), 1, "{first}");
+        let retry = &got.retries[0];
+        assert_eq!((retry.attempt, retry.status), (1, status), "{first}");
+        assert!(
+            retry.reason.starts_with(class_prefix(class)),
+            "{first}: {retry:?}"
+        );
+        assert_eq!(got.events, events, "{first}");
+        assert!(stream.is_complete());
+        let metrics = stream.metrics();
+        assert_eq!(metrics.attempts, 2, "{first}");
+        assert_eq!(metrics.retries, got.retries);
+        assert_eq!(metrics.events, events.len() as u64);
+        assert_eq!(metrics.request_id.as_deref(), Some("req_2"));
+        assert_eq!(server.requests().len(), 2, "{first}");
+    }
+}
+
+/// The start of a `ClientError`'s text for a class.
+fn class_prefix(class: &str) -> &'static str {
+    match class {
+        "overloaded" => "overloaded:",
+        "server" => "server error:",
+        "rate_limited" => "rate limited:",
+        other => panic!("{other}"),
+    }
+}
+
+/// An error of a class another attempt cannot change (a refused request, an overflowing
+/// prompt, a key or a quota) ends the stream at once with that error, as before.
+#[tokio::test]
+async fn a_first_error_event_of_a_lasting_class_is_not_retried() {
+    let cases: Vec<(Provider, &str, &str)> = vec![
+        (
+            Provider::Anthropic,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"bad\"}}\n\n",
+            "invalid_request",
+        ),
+        (
+            Provider::Anthropic,
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 210000 tokens > 200000 maximum\"}}\n\n",
+            "prompt_too_long",
+        ),
+        (
+            Provider::OpenAiChat,
+            "data: {\"error\":{\"message\":\"You exceeded your current quota.\",\"type\":\"insufficient_quota\",\"code\":\"insufficient_quota\"}}\n\n",
+            "quota_exceeded",
+        ),
+        (
+            Provider::OpenAiChat,
+            "data: {\"error\":{\"code\":401,\"message\":\"No auth credentials found\"}}\n\n",
+            "authentication",
+        ),
+        (
+            Provider::OpenAiResponses,
+            "event: error\ndata: {\"type\":\"error\",\"code\":\"insufficient_quota\",\"message\":\"You exceeded your current quota.\",\"sequence_number\":0}\n\n",
+            "quota_exceeded",
+        ),
+        (
+            Provider::OpenAiResponses,
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"context_length_exceeded\",\"message\":\"Your input exceeds the context window of this model.\"}}}\n\n",
+            "prompt_too_long",
+        ),
+    ];
+    for (provider, first, code) in cases {
+        let (good, _) = good_stream(provider);
+        let server = serve(&script(vec![sse_body(first), good])).await;
+        let client = Client::new(config(provider, &server)).unwrap();
+        let (got, stream) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert_eq!(error.code(), code, "{first}: {error:?}");
+        assert!(got.events.is_empty());
+        assert!(got.retries.is_empty(), "{first}: {:?}", got.retries);
+        assert_eq!(stream.metrics().attempts, 1);
+        assert_eq!(server.requests().len(), 1, "{first}");
+    }
+}
+
+/// Once an event reached the caller, a transient error still ends the stream, truncated with
+/// the error as its cause, and is not replayed: an Anthropic `ping` counts (the raw stream's
+/// caller saw it), as does an OpenAI Chat chunk.
+#[tokio::test]
+async fn a_transient_error_after_a_delivered_event_is_truncated_not_retried() {
+    let cases: Vec<(Provider, &str, &str)> = vec![
+        (
+            Provider::Anthropic,
+            "event: ping\ndata: {\"type\":\"ping\"}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",
+            "overloaded",
+        ),
+        (
+            Provider::OpenAiChat,
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}\n\n",
+            "server",
+        ),
+        (
+            Provider::OpenAiResponses,
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\"}}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\n",
+            "server",
+        ),
+    ];
+    for (provider, body, cause) in cases {
+        let (good, _) = good_stream(provider);
+        let server = serve(&script(vec![sse_body(body), good])).await;
+        let client = Client::new(config(provider, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        let ClientError::Truncated { partial, .. } = &error else {
+            panic!("{body}: {error:?}")
+        };
+        assert_eq!(partial.events, 1);
+        assert_eq!(error.root().code(), cause, "{body}");
+        assert_eq!(got.events.len(), 1);
+        assert!(got.retries.is_empty());
+        assert_eq!(server.requests().len(), 1, "{body}");
+    }
+}
+
+/// Repeated transient first events use up the retry budget like repeated 529s; the last error
+/// surfaces as itself (nothing was delivered, so not truncated).
+#[tokio::test]
+async fn repeated_transient_first_events_exhaust_the_retries_with_the_last_error() {
+    let server = serve(&always(
+        sse_body("data: {\"error\":{\"code\":503,\"message\":\"No instances available\"}}\n\n")
+            .header("request-id", "req_e"),
+    ))
+    .await;
+    let mut config = config(Provider::OpenAiChat, &server);
+    config.retry.max_retries = 2;
+    let client = Client::new(config).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(matches!(error, ClientError::Server(_)), "{error:?}");
+    assert_eq!(error.status(), Some(503));
+    assert_eq!(error.request_id(), Some("req_e"));
+    let attempts: Vec<_> = got.retries.iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, [1, 2]);
+    assert_eq!(stream.metrics().attempts, 3);
+    assert_eq!(stream.metrics().retries, got.retries);
+    assert_eq!(server.requests().len(), 3);
+}
+
+/// The failed attempt's state does not leak into the retried one: an OpenAI Chat error chunk
+/// counts as a first token, and the time to the first token must be the answer's (after the
+/// second response's headers), not the error's.
+#[tokio::test]
+async fn a_retried_attempt_starts_with_fresh_per_response_state() {
+    let (good, events) = good_stream(Provider::OpenAiChat);
+    let server = serve(&script(vec![
+        sse_body(": OPENROUTER PROCESSING\n\ndata: {\"error\":{\"code\":502,\"message\":\"upstream\"}}\n\n"),
+        good.chunked(7, 0),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.events, events);
+    let metrics = stream.metrics();
+    let headers = metrics.time_to_headers.unwrap();
+    assert!(
+        metrics.time_to_first_event.unwrap() >= headers,
+        "{metrics:?}"
+    );
+    assert!(
+        metrics.time_to_first_token.unwrap() >= headers,
+        "{metrics:?}"
+    );
+    assert_eq!(metrics.attempts, 2);
+}
+
+/// A 200 whose body is a JSON provider error of a transient class (a gateway's overload,
+/// under `application/json` or a generic type) generated nothing: retried. It used to be final.
+#[tokio::test]
+async fn a_200_json_body_with_a_transient_error_is_retried() {
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let bodies = [
+        ScriptedResponse::ok(ScriptBody::Json(overloaded.clone())),
+        ScriptedResponse::ok(ScriptBody::Text(overloaded.to_string())),
+        ScriptedResponse::ok(ScriptBody::Text(overloaded.to_string()))
+            .header("content-type", "text/event-stream"),
+    ];
+    for first in bodies {
+        let (good, events) = good_stream(Provider::Anthropic);
+        let server = serve(&script(vec![first, good])).await;
+        let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+        let (got, stream) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{:?}", got.error);
+        assert_eq!(got.retries.len(), 1);
+        assert!(
+            got.retries[0].reason.starts_with("overloaded:"),
+            "{:?}",
+            got.retries
+        );
+        assert_eq!(got.events, events);
+        assert_eq!(stream.metrics().attempts, 2);
+        assert_eq!(server.requests().len(), 2);
+    }
+    // A lasting class stays final.
+    let server = serve(&always(ScriptedResponse::ok(ScriptBody::Json(
+        json!({"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}),
+    ))))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    assert_eq!(got.error.unwrap().code(), "authentication");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// A Responses API object that succeeded says `"error": null`: served where a stream was
+/// expected, it is a success body (not retried, a protocol error saying so), not a server
+/// error (it was classified as one, with the whole body as the message).
+#[tokio::test]
+async fn a_200_responses_object_with_a_null_error_is_not_an_error_body() {
+    let done =
+        json!({"id":"resp_1","object":"response","status":"completed","error":null,"output":[]});
+    for response in [
+        ScriptedResponse::ok(ScriptBody::Json(done.clone())),
+        ScriptedResponse::ok(ScriptBody::Text(done.to_string())),
+    ] {
+        let server = serve(&always(response)).await;
+        let client = Client::new(config(Provider::OpenAiResponses, &server)).unwrap();
+        let (got, _) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert!(matches!(error, ClientError::Protocol { .. }), "{error:?}");
+        assert!(got.retries.is_empty());
+        assert_eq!(server.requests().len(), 1);
+    }
+    // Non-streaming, it is the answer.
+    let server = serve(&always(ScriptedResponse::ok(ScriptBody::Json(
+        done.clone(),
+    ))))
+    .await;
+    let client = Client::new(config(Provider::OpenAiResponses, &server)).unwrap();
+    assert_eq!(client.create(BODY).await.unwrap().json().unwrap(), done);
+}
+
+/// Non-streaming, a 200 whose JSON body is a provider error is that error, as in a stream:
+/// retried when transient, final otherwise. It used to be returned as a success.
+#[tokio::test]
+async fn create_treats_a_200_json_error_body_as_that_error() {
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[]});
+    let server = serve(&script(vec![
+        ScriptedResponse::ok(ScriptBody::Json(
+            json!({"error":{"code":502,"message":"Provider returned error"}}),
+        )),
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let response = client.create(BODY).await.unwrap();
+    assert_eq!(response.json().unwrap(), message);
+    assert_eq!(response.metrics.attempts, 2);
+    assert_eq!(response.metrics.retries.len(), 1);
+    assert_eq!(response.metrics.retries[0].status, Some(502));
+
+    let server = serve(&always(ScriptedResponse::ok(ScriptBody::Json(
+        json!({"error":{"message":"bad","type":"invalid_request_error","code":null}}),
+    ))))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let error = client.create(BODY).await.unwrap_err();
+    assert_eq!(error.code(), "invalid_request", "{error:?}");
+    assert_eq!(server.requests().len(), 1);
 }

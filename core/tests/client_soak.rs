@@ -2,8 +2,9 @@
 //!
 //! A seeded generator gives every request a plan: zero or more failed attempts the client must
 //! retry (429/529/5xx/408 bursts with or without `retry-after`, resets before the headers,
-//! disconnects before the first event, headers slower than the first-byte timeout, silence
-//! longer than the first-event timeout), then a final attempt that succeeds (in one piece, in
+//! disconnects before the first event, a transient provider `error` as the first event of a
+//! 200 stream, headers slower than the first-byte timeout, silence longer than the first-event
+//! timeout), then a final attempt that succeeds (in one piece, in
 //! random pieces, or as a slow drip) or fails for good (a 4xx, a disconnect or a stall
 //! mid-stream, an `error` event, malformed JSON, an oversized event, a drip longer than the
 //! total timeout). From the plan and the client's configuration the test knows the outcome in
@@ -148,6 +149,9 @@ enum Transient {
     SlowHeaders,
     /// The headers, then silence past the first-event timeout.
     SilentAfterHeaders,
+    /// A 200 stream whose first event is a transient provider error (`overloaded_error` or
+    /// `api_error`): nothing was delivered, so it is retried as its status would be.
+    ErrorEventFirst { overloaded: bool },
 }
 
 /// How the last attempt goes.
@@ -165,7 +169,9 @@ enum Final {
     DisconnectMidStream { bytes: usize },
     /// Part of the fixture, then silence past the idle timeout.
     StallMidStream { bytes: usize },
-    /// A provider `error` event, as the first event or after `message_start`.
+    /// A provider `error` event after `message_start` (`overloaded_error` or `api_error`), or
+    /// as the first event one of a class that is not retried (`invalid_request_error` or
+    /// `permission_error`; a transient one first is a [`Transient::ErrorEventFirst`]).
     ErrorEvent { first: bool, overloaded: bool },
     /// `message_start`, a text block, then a `data:` line that is not JSON.
     MalformedJson,
@@ -214,8 +220,11 @@ impl Transient {
                     retry_after_ms: rng.bool().then_some(0),
                 },
                 50..=69 => Transient::ResetBeforeHeaders,
-                70..=87 => Transient::DisconnectBeforeFirstEvent {
+                70..=79 => Transient::DisconnectBeforeFirstEvent {
                     bytes: fixture.cut_before_first_event(rng),
+                },
+                80..=87 => Transient::ErrorEventFirst {
+                    overloaded: rng.bool(),
                 },
                 88..=93 => Transient::SlowHeaders,
                 _ => Transient::SilentAfterHeaders,
@@ -263,6 +272,17 @@ impl Transient {
                 response.headers_delay_ms = millis(config.timeouts.first_byte) + 150;
                 response
             }
+            Transient::ErrorEventFirst { overloaded } => {
+                let kind = if *overloaded {
+                    "overloaded_error"
+                } else {
+                    "api_error"
+                };
+                ScriptedResponse::ok(ScriptBody::Events(vec![event(
+                    "error",
+                    json!({"type":"error","error":{"type":kind,"message":"soak"}}),
+                )]))
+            }
             Transient::SilentAfterHeaders => ScriptedResponse::ok(ScriptBody::Text(
                 fixture.text.clone(),
             ))
@@ -284,6 +304,8 @@ impl Transient {
             }
             Transient::SlowHeaders => ("timeout", Some(TimeoutKind::FirstByte)),
             Transient::SilentAfterHeaders => ("timeout", Some(TimeoutKind::FirstEvent)),
+            Transient::ErrorEventFirst { overloaded: true } => ("overloaded", None),
+            Transient::ErrorEventFirst { overloaded: false } => ("server", None),
         }
     }
 
@@ -380,10 +402,11 @@ impl Final {
                 })
             }
             Final::ErrorEvent { first, overloaded } => {
-                let kind = if *overloaded {
-                    "overloaded_error"
-                } else {
-                    "api_error"
+                let kind = match (first, overloaded) {
+                    (false, true) => "overloaded_error",
+                    (false, false) => "api_error",
+                    (true, true) => "invalid_request_error",
+                    (true, false) => "permission_error",
                 };
                 let mut events = if *first {
                     vec![]
@@ -443,7 +466,12 @@ impl Final {
             Final::DisconnectMidStream { .. } => error("connection", None, true),
             Final::StallMidStream { .. } => error("timeout", Some(TimeoutKind::Idle), true),
             Final::ErrorEvent { first, overloaded } => {
-                let root = if *overloaded { "overloaded" } else { "server" };
+                let root = match (first, overloaded) {
+                    (false, true) => "overloaded",
+                    (false, false) => "server",
+                    (true, true) => "invalid_request",
+                    (true, false) => "permission",
+                };
                 error(root, None, !first)
             }
             Final::MalformedJson => error("protocol", None, true),

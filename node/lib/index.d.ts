@@ -633,7 +633,12 @@ export interface ClientOptions {
   baseUrl?: string
   /**
    * Retries after the first attempt (default 10; 0 disables retries), on 408/409/429/5xx/529
-   * and connection failures before the first event. A `retry-after` up to 60 s is honoured; a
+   * and connection failures before the first event, and on a provider error of a transient class
+   * (rate limited but not `insufficient_quota`, overloaded, server) that a 200 carries before
+   * any event was delivered: as its first event (Anthropic's `error` event, OpenRouter's
+   * `{"error": {"code": 502}}`, a Responses `error` or `response.failed`; its `retry` event has
+   * the status such a code names, else `null`) or as a JSON body (for `create` too). Keep-alive
+   * comments do not count as delivered; after an event the error ends the stream truncated. A `retry-after` up to 60 s is honoured; a
    * longer one is not waited for (the backoff applies instead). With the defaults, an endpoint
    * that keeps failing (a refused connection, say) is retried for about 80 s on average (at most
    * 160 s of waits) before the error; no retry is made past `timeouts.totalMs`.
@@ -767,7 +772,8 @@ export interface AgentOptions {
   /**
    * The model to switch to when the model is overloaded (a call failing with HTTP 529 or an
    * `overloaded_error` after the client's retries, or seeing `fallbackAfter529Retries` consecutive
-   * 529 retries): the turn is retried once with it, and it answers for the rest of the run (a
+   * 529 retries, a retried `overloaded_error` event that came before anything was delivered
+   * counting as one): the turn is retried once with it, and it answers for the rest of the run (a
    * `model_fallback` event). Python's `fallback_model`. Default: no fallback.
    */
   fallbackModel?: string

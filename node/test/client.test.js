@@ -96,11 +96,15 @@ test('message() alone reads the whole stream (a recorded fixture, dripped in 1-b
   })
 })
 
-test('429 with retry-after, 529 and 500 are retried; the retries are reported', async () => {
+test('429 with retry-after, 529, 500 and an overloaded_error as the first event are retried; the retries are reported', async () => {
+  const overloadedFirst = { event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }
   const responses = [
     { status: 429, headers: { 'retry-after-ms': '5' }, body: errorBody('rate_limit_error', 'slow down') },
     { status: 529, body: errorBody('overloaded_error', 'Overloaded') },
     { status: 500, body: errorBody('api_error', 'oops') },
+    // A 200 whose first event is a transient error: nothing was delivered, so it is retried
+    // (it has no status).
+    { body: { events: [overloadedFirst] } },
     hello(),
   ]
   await withServer(responses, {}, async (client, server) => {
@@ -113,11 +117,12 @@ test('429 with retry-after, 529 and 500 are retried; the retries are reported', 
         [2, 429],
         [3, 529],
         [4, 500],
+        [5, null],
       ],
     )
     assert.equal((await stream.message()).content[0].text, 'Hello there, world')
-    assert.equal(stream.metrics.attempts, 4)
-    assert.equal((await server.waitForRequests(4)).length, 4)
+    assert.equal(stream.metrics.attempts, 5)
+    assert.equal((await server.waitForRequests(5)).length, 5)
   })
 })
 

@@ -118,7 +118,8 @@ class Agent:
     ``"claude"``) the family of the loop's token estimates; ``fallback_model`` the model the
     run switches to when the model is overloaded (a call failing as overloaded after the
     client's retries, or seeing ``fallback_after_529_retries``, default 3, consecutive 529
-    retries; 0: only when the call fails): the turn is retried once with it, it answers for the
+    retries, a retried ``overloaded_error`` event that came before anything was delivered
+    counting as one; 0: only when the call fails): the turn is retried once with it, it answers for the
     rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
     ``overloaded`` or ``repeated_529``, ``error``) says so; ``extra`` fields (temperature,
     thinking, metadata, ...) are merged into every request, except ``tools``, a list added to

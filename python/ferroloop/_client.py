@@ -77,7 +77,13 @@ class Client(AsyncClosing):
     with full jitter from ``retry_base_delay`` (default 0.5 s) up to ``retry_max_delay``
     (default 32 s), honouring ``retry-after`` up to 60 s (a longer one is not waited for: the
     backoff applies instead); they cover 408/409/429/5xx/529 and connection failures before the
-    first event. With the defaults, an endpoint that keeps failing (a refused connection, say)
+    first event, and a provider error of a transient class (rate limited but not
+    ``insufficient_quota``, overloaded, server) that a 200 carries before any event was
+    delivered: as its first event (Anthropic's ``error`` event, OpenRouter's
+    ``{"error": {"code": 502}}``, a Responses ``error`` or ``response.failed``; its ``retry``
+    event has the status such a code names, else ``None``) or as a JSON body (for ``create``
+    too). Keep-alive comments do not count as delivered; after an event the error raises
+    ``StreamTruncatedError``. With the defaults, an endpoint that keeps failing (a refused connection, say)
     is retried for about 80 s on average (at most 160 s of waits) before the error is raised; no
     retry is made past ``timeout``. Timeouts are in seconds: ``timeout`` (the whole request,
     retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),

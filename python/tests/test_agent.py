@@ -661,28 +661,38 @@ def overloaded() -> dict[str, Any]:
 
 @pytest.mark.asyncio
 async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: Replay) -> None:
-    # The core's model fallback (Node's `fallbackModel`, `fallbackAfter529Retries`).
-    server = replay(
-        {
-            "responses": [
-                overloaded(),
-                overloaded(),
-                turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
+    # The core's model fallback (Node's `fallbackModel`, `fallbackAfter529Retries`). An
+    # `overloaded_error` as the first event of a 200 (retried by the client, without a status)
+    # counts as a 529.
+    overloaded_event_first = {
+        "body": {
+            "events": [
+                {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
             ]
         }
-    )
-    async with client_for(server) as client:
-        agent = ferroloop.Agent(
-            client, model="claude-primary", fallback_model="claude-fallback", fallback_after_529_retries=2
+    }
+    for second in [overloaded(), overloaded_event_first]:
+        server = replay(
+            {
+                "responses": [
+                    overloaded(),
+                    second,
+                    turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
+                ]
+            }
         )
-        events = [event async for event in agent.run("hi")]
-    assert events[-1]["reason"] == "end_turn", events[-1]
-    fallbacks = [e for e in events if e["type"] == "model_fallback"]
-    assert len(fallbacks) == 1
-    assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
-    assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
-    models = [json.loads(r["body"])["model"] for r in server.requests()]
-    assert models == ["claude-primary", "claude-primary", "claude-fallback"]
+        async with client_for(server) as client:
+            agent = ferroloop.Agent(
+                client, model="claude-primary", fallback_model="claude-fallback", fallback_after_529_retries=2
+            )
+            events = [event async for event in agent.run("hi")]
+        assert events[-1]["reason"] == "end_turn", events[-1]
+        fallbacks = [e for e in events if e["type"] == "model_fallback"]
+        assert len(fallbacks) == 1, events
+        assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
+        assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
+        models = [json.loads(r["body"])["model"] for r in server.requests()]
+        assert models == ["claude-primary", "claude-primary", "claude-fallback"]
 
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="fallback_after_529_retries"):

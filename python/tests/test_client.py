@@ -128,8 +128,21 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
         ),
         ({"status": 500, "body": {"text": "boom"}}, 500),
         ({"fault": {"kind": "reset_before_headers"}}, None),
+        # A 200 carrying a transient provider error before any event was delivered: as its
+        # first event, or as a JSON body (nothing was generated, so it is retried).
+        (
+            {
+                "body": {
+                    "events": [
+                        {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
+                    ]
+                }
+            },
+            None,
+        ),
+        ({"body": {"json": {"type": "error", "error": {"type": "api_error", "message": "Internal"}}}}, None),
     ],
-    ids=["429-retry-after", "529", "500", "reset"],
+    ids=["429-retry-after", "529", "500", "reset", "error-event-first", "200-json-error"],
 )
 async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], status: Any) -> None:
     server = replay({"responses": [failure, {"body": BASIC}]})

@@ -113,7 +113,9 @@ pub struct AgentConfig {
     pub fallback_model: Option<String>,
     /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
     /// model and falls back (default 3; 0: only when the call fails). Only with a
-    /// [`fallback_model`](Self::fallback_model).
+    /// [`fallback_model`](Self::fallback_model). A retry of an overload that came without a
+    /// 529 counts too ([`ModelEvent::Retry`](super::ModelEvent::Retry)'s `overloaded`): an
+    /// `overloaded_error` event before anything was delivered, OpenAI's `server_is_overloaded`.
     pub fallback_after_529_retries: u32,
 }
 

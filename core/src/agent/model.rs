@@ -23,6 +23,11 @@ pub enum ModelEvent {
         attempt: u32,
         /// The HTTP status that caused it, if any.
         status: Option<u16>,
+        /// The provider is overloaded: an HTTP 529, or an overload reported in a 200 before
+        /// anything was delivered (Anthropic's `overloaded_error` event, which has no status;
+        /// OpenAI's `server_is_overloaded`). The loop counts these toward
+        /// [`fallback_after_529_retries`](super::AgentConfig::fallback_after_529_retries).
+        overloaded: bool,
         /// How long the client waits before the attempt.
         wait: Duration,
     },

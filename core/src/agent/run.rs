@@ -642,8 +642,8 @@ impl Driver {
                                 }
                             }
                         }
-                        Some(ModelEvent::Retry { attempt, status, wait }) => {
-                            overloaded_retries = if status == Some(529) { overloaded_retries + 1 } else { 0 };
+                        Some(ModelEvent::Retry { attempt, status, wait, overloaded }) => {
+                            overloaded_retries = if status == Some(529) || overloaded { overloaded_retries + 1 } else { 0 };
                             let threshold = self.config().fallback_after_529_retries;
                             if self.fallback.is_some() && threshold > 0 && overloaded_retries >= threshold {
                                 // Stop waiting for an overloaded model: this retry is not made.

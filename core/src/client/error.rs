@@ -11,7 +11,9 @@ use crate::decode::{ProviderErrorKind, prompt_too_long};
 /// What the provider said about a failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ErrorDetails {
-    /// The HTTP status (absent for an error event inside a 200 stream).
+    /// The HTTP status. For an error inside a 200 stream (or a 200 JSON body), the status it
+    /// names as its numeric `code` (OpenRouter's `{"error": {"code": 502, ...}}`, the status
+    /// its upstream answered), else absent.
     pub status: Option<u16>,
     /// The provider's error type (`overloaded_error`, `rate_limit_exceeded`, ...).
     pub error_type: Option<String>,
@@ -189,6 +191,27 @@ impl ClientError {
         }
     }
 
+    /// Whether the provider's error is of a class another attempt may not get: a rate limit
+    /// (not a quota, [`ClientError::QuotaExceeded`]: billing does not change between retries),
+    /// an overload, a server failure (a 5xx, 408, an `api_error`). The classes of
+    /// [`ProviderErrorKind::classify`] and [`ProviderErrorKind::of_status`], as the variants
+    /// carry them; never an invalid request, a prompt too long, an authentication, permission
+    /// or not-found failure.
+    ///
+    /// The client retries such an error when it arrives in a success response before anything
+    /// was delivered: as the first event of a stream (Anthropic's `event: error`, an
+    /// OpenAI-compatible gateway's `data: {"error": ...}`, a Responses `error` or
+    /// `response.failed`), or as a JSON body where an event stream (or a non-streaming
+    /// answer) was expected. An HTTP error status is decided by its status instead
+    /// ([`is_retryable_status`](super::is_retryable_status), `x-should-retry`); transport
+    /// failures (connection, timeouts) by how they failed. This is false for those.
+    pub fn is_transient_provider_error(&self) -> bool {
+        matches!(
+            self,
+            ClientError::RateLimited { .. } | ClientError::Overloaded(_) | ClientError::Server(_)
+        )
+    }
+
     /// The underlying failure (itself, unless truncated).
     pub fn root(&self) -> &ClientError {
         match self {
@@ -269,7 +292,34 @@ impl ClientError {
             message: parsed.message,
             request_id,
         };
-        classify(details, parsed.code.as_deref(), parsed.context, None)
+        let mut error = classify(details, parsed.code.as_deref(), parsed.context, None);
+        // A numeric code that is an error status is the status this error carries (what a
+        // retry reports). It is set after classifying: the class stays the payload's (which
+        // reads such a code when it names no class), not the status table's.
+        let status = parsed
+            .code
+            .as_deref()
+            .and_then(|code| code.parse::<u16>().ok())
+            .filter(|status| (400..600).contains(status));
+        if let Some(details) = error.details_mut() {
+            details.status = status;
+        }
+        error
+    }
+
+    fn details_mut(&mut self) -> Option<&mut ErrorDetails> {
+        match self {
+            ClientError::Authentication(details)
+            | ClientError::Permission(details)
+            | ClientError::NotFound(details)
+            | ClientError::Overloaded(details)
+            | ClientError::InvalidRequest(details)
+            | ClientError::Server(details)
+            | ClientError::RateLimited { details, .. }
+            | ClientError::QuotaExceeded(details)
+            | ClientError::PromptTooLong { details, .. } => Some(details),
+            _ => None,
+        }
     }
 }
 
@@ -397,7 +447,10 @@ impl ClientError {
     /// same error arriving as an event.
     pub(crate) fn from_json_error_body(body: &[u8], request_id: Option<String>) -> Option<Self> {
         let parsed: serde_json::Value = serde_json::from_slice(body).ok()?;
-        parsed.get("error")?;
+        // A Responses API object has `"error": null` when it succeeded: no error.
+        if parsed.get("error").is_none_or(serde_json::Value::is_null) {
+            return None;
+        }
         Some(Self::from_stream_error(
             &String::from_utf8_lossy(body),
             request_id,
@@ -844,6 +897,15 @@ mod tests {
             };
             assert_eq!(decoded_code, code, "{data}");
         }
+        // The status such a code names is the error's status (what a retry reports).
+        let error = ClientError::from_stream_error(r#"{"error":{"code":502,"message":"x"}}"#, None);
+        assert_eq!(error.status(), Some(502));
+        assert!(error.is_transient_provider_error());
+        let named = ClientError::from_stream_error(
+            r#"{"error":{"code":"rate_limit_exceeded","message":"x"}}"#,
+            None,
+        );
+        assert_eq!(named.status(), None);
         // An HTTP body with such a code: the status still decides a server failure.
         let body = br#"{"error":{"code":400,"message":"upstream said 400"}}"#;
         let error = ClientError::from_response(502, &HeaderMap::new(), body, None);
@@ -878,6 +940,80 @@ mod tests {
         // A JSON error body, and plain text, are left as they are.
         let error = ClientError::from_response(502, &HeaderMap::new(), b"upstream <timeout>", None);
         assert_eq!(error.details().unwrap().message, "upstream <timeout>");
+    }
+
+    /// The classes retried when they arrive in a success response before anything was
+    /// delivered: the transient ones of the one classification, never a quota or a request the
+    /// provider refused.
+    #[test]
+    fn transient_provider_errors_are_rate_limits_overloads_and_server_failures() {
+        let cases = [
+            (
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
+                true,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"api_error","message":"x"}}"#,
+                true,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"x"}}"#,
+                true,
+            ),
+            (r#"{"error":{"code":429,"message":"x"}}"#, true),
+            (r#"{"error":{"code":503,"message":"x"}}"#, true),
+            (r#"{"code":"server_is_overloaded","message":"x"}"#, true),
+            (r#"{"error":{"message":"no class, no status"}}"#, true),
+            (
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"x"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 300000 tokens > 200000 maximum"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"authentication_error","message":"x"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"permission_error","message":"x"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"error","error":{"type":"not_found_error","message":"x"}}"#,
+                false,
+            ),
+            (
+                r#"{"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"x"}}"#,
+                false,
+            ),
+            (r#"{"error":{"code":401,"message":"x"}}"#, false),
+        ];
+        for (data, transient) in cases {
+            let error = ClientError::from_stream_error(data, None);
+            assert_eq!(
+                error.is_transient_provider_error(),
+                transient,
+                "{data}: {error:?}"
+            );
+        }
+        let connection = ClientError::Connection {
+            message: "reset".into(),
+            request_id: None,
+        };
+        assert!(!connection.is_transient_provider_error());
+    }
+
+    /// A Responses API object says `"error": null` when it succeeded: not an error body.
+    #[test]
+    fn a_null_error_field_is_not_an_error_body() {
+        let body =
+            br#"{"id":"resp_1","object":"response","status":"completed","error":null,"output":[]}"#;
+        assert!(ClientError::from_json_error_body(body, None).is_none());
+        let failed = br#"{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error","message":"x"}}"#;
+        let error = ClientError::from_json_error_body(failed, None).unwrap();
+        assert_eq!(error.code(), "server");
     }
 
     #[test]

@@ -214,7 +214,21 @@ impl Client {
             let headers_at = Instant::now();
             let (parts, body) = response.into_parts();
             let request_id = error::request_id(&parts.headers);
-            let failure = match send::read_whole(body, &sender, request_id).await {
+            let read = send::read_whole(body, &sender, request_id.clone()).await;
+            // A success whose JSON body is a provider error (a gateway's way of reporting its
+            // upstream's failure) is that error, as in a stream, and retried when its class is
+            // transient: nothing was generated.
+            let read =
+                read.and_then(
+                    |body| match ClientError::from_json_error_body(&body, request_id) {
+                        Some(error) => {
+                            let retryable = error.is_transient_provider_error();
+                            Err((error, retryable))
+                        }
+                        None => Ok(body),
+                    },
+                );
+            let failure = match read {
                 Ok(body) => {
                     let progress = sender
                         .progress

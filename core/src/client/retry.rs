@@ -43,8 +43,13 @@ impl Default for RetryPolicy {
 pub struct RetryEvent {
     /// The attempt that failed, from 1.
     pub attempt: u32,
-    /// Its HTTP status, when the failure was a response.
+    /// Its HTTP status, when the failure was a response (or an error in a 200 that names one,
+    /// OpenRouter's numeric `code`).
     pub status: Option<u16>,
+    /// The class of the failure, [`ClientError::code`](super::ClientError::code):
+    /// `overloaded` for a 529 and for an `overloaded_error` event that came before anything was
+    /// delivered (which has no status), `rate_limited`, `server`, `connection`, `timeout`, ...
+    pub code: &'static str,
     /// How long the client waits before the next attempt.
     pub wait: Duration,
     /// Why the attempt failed.
@@ -143,6 +148,7 @@ mod tests {
         let event = RetryEvent {
             attempt: 1,
             status: Some(429),
+            code: "rate_limited",
             wait: Duration::from_millis(5),
             reason: "rate limited".into(),
         };

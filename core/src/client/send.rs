@@ -137,7 +137,12 @@ impl Sender {
             if self.request.event_stream
                 && let Some(problem) = not_an_event_stream(response.headers())
             {
-                return Err((self.unexpected_body(response, problem).await, false, None));
+                // Not retried (the same request gets the same answer, and a gateway that
+                // ignored `"stream": true` has already run and billed the generation), unless
+                // the body is a transient provider error: that generated nothing.
+                let error = self.unexpected_body(response, problem).await;
+                let retryable = error.is_transient_provider_error();
+                return Err((error, retryable, None));
             }
             return Ok(response);
         }
@@ -158,9 +163,8 @@ impl Sender {
         Err((error, retryable, server_wait))
     }
 
-    /// The error for a success that is not an event stream. Not retried: the same request
-    /// gets the same answer, and a gateway that ignored `"stream": true` has already run (and
-    /// billed) the generation.
+    /// The error for a success that is not an event stream: the provider error a JSON body
+    /// carries, else a `Protocol` error naming what came.
     async fn unexpected_body(
         &self,
         response: Response<Incoming>,
@@ -215,6 +219,7 @@ impl Sender {
         let event = RetryEvent {
             attempt,
             status: error.status(),
+            code: error.code(),
             wait,
             reason: error.to_string(),
         };

@@ -48,8 +48,11 @@ enum Phase {
 /// A streaming request in flight. Yields [`StreamItem`]s; ends after the provider's terminal
 /// event and the end of the body, or with one error.
 ///
-/// A failure before any event was delivered is retried like a failed response; a failure
-/// after that ends the stream with [`ClientError::Truncated`].
+/// A failure before any event was delivered is retried like a failed response: a broken or
+/// timed-out body, and a provider error of a transient class
+/// ([`ClientError::is_transient_provider_error`]) arriving as the first event or as a JSON body
+/// in place of the event stream (nothing was generated, so nothing was billed). A failure
+/// after an event was delivered ends the stream with [`ClientError::Truncated`].
 pub struct ResponseStream {
     sender: Sender,
     phase: Phase,
@@ -210,6 +213,7 @@ impl ResponseStream {
             if let Some(wait) = self.sender.schedule_retry(attempt, &error, true, None) {
                 let sender = self.sender.clone();
                 self.parser = new_parser(&sender);
+                self.ledger.new_attempt();
                 self.check_retries = true;
                 self.phase = Phase::Connecting(Box::pin(async move {
                     tokio::time::sleep(wait).await;
@@ -243,6 +247,22 @@ impl ResponseStream {
 }
 
 impl Ledger {
+    /// Forgets what the failed attempt left that would be taken for the next one's: its
+    /// first-token time (an OpenAI Chat error chunk counts as content), the fresh parser's
+    /// comment count, and the rest of the per-response state (which, with no event delivered,
+    /// should already be at rest; cleared so that it provably is). The totals (bytes, and
+    /// attempts and retries from the sender) run on across attempts.
+    fn new_attempt(&mut self) {
+        self.complete = false;
+        self.finish_reason_seen = false;
+        self.comments = 0;
+        self.last_event_type.clear();
+        self.body_start = None;
+        self.stray_body.clear();
+        self.metrics.time_to_first_event = None;
+        self.metrics.time_to_first_token = None;
+    }
+
     /// Notes where a body frame of the current response starts, and keeps the beginning of a
     /// body that does not look like an event stream. An event stream's lines start with a
     /// field name or `:`; one that starts with `{`, `[` or `<` is a JSON document or an HTML
@@ -466,7 +486,15 @@ impl ResponseStream {
                     }
                     if let Some(error) = failure {
                         // Events handed on before the failure stay delivered; the error follows.
-                        if let Some(error) = self.fail(error, false) {
+                        // A provider error before anything was delivered is retried when its
+                        // class is transient (`fail` retries only while `events` is 0). An
+                        // Anthropic `ping` counts as delivered: a raw stream's caller has
+                        // seen it, and the rule "nothing retried after an event reached the
+                        // caller" has no exceptions to reason about (Anthropic sends its
+                        // pings after `message_start` anyway). A comment (`: keep-alive`) is
+                        // not an event, so an error after comments only is still retried.
+                        let retryable = error.is_transient_provider_error();
+                        if let Some(error) = self.fail(error, retryable) {
                             return Poll::Ready(Some(Err(error)));
                         }
                         continue;
@@ -508,9 +536,15 @@ impl ResponseStream {
                             }
                             // A body that was never an event stream (a server that
                             // ignored `"stream": true` and labelled it generically) gets the
-                            // same answer again, and may have been billed: not retried.
+                            // same answer again, and may have been billed: not retried. A
+                            // JSON body carrying a transient provider error (an overload, a
+                            // rate limit) generated nothing: retried as that error's event
+                            // would be.
                             let (error, retryable) = match self.ledger.not_an_event_stream() {
-                                Some(error) => (error, false),
+                                Some(error) => {
+                                    let retryable = error.is_transient_provider_error();
+                                    (error, retryable)
+                                }
                                 None => (
                                     ClientError::Protocol {
                                         message: "the stream ended before the provider's \
