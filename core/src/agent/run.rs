@@ -1266,13 +1266,7 @@ impl Driver {
         kept: bool,
     ) {
         let usage = message.get("usage").unwrap_or(&Value::Null);
-        let parsed = Usage::from_json(usage);
-        if parsed.is_none() {
-            let content = message.get("content").unwrap_or(&Value::Null);
-            let output = estimate_content(content, self.config().family);
-            self.count_unreported(estimated, output);
-        }
-        if let Some(parsed) = parsed {
+        if let Some(parsed) = self.count_call(message, estimated) {
             // The tracker measures what the next request will hold. A response that did not
             // enter history (cut inside a call, or empty) holds none of its output tokens;
             // counted, they would make the context look up to `max_tokens` bigger than it is
@@ -1286,7 +1280,6 @@ impl Driver {
                 }
             };
             self.tracker.record_usage(in_context);
-            self.count_usage(parsed);
             if let Some((previous, changed)) =
                 self.cache.observe(request, parsed.cache_read_input_tokens)
             {
@@ -1304,6 +1297,22 @@ impl Driver {
             estimated_input_tokens: estimated,
             time_to_first_token: ttft,
         });
+    }
+
+    /// Counts one call's `message` toward the run's totals, cost and budgets: its reported
+    /// usage (returned), else its estimate (`estimated` input, its content's estimate as
+    /// output), which only the budgets count.
+    fn count_call(&mut self, message: &Value, estimated: u64) -> Option<Usage> {
+        let parsed = message.get("usage").and_then(Usage::from_json);
+        match parsed {
+            Some(parsed) => self.count_usage(parsed),
+            None => {
+                let content = message.get("content").unwrap_or(&Value::Null);
+                let output = estimate_content(content, self.config().family);
+                self.count_unreported(estimated, output);
+            }
+        }
+        parsed
     }
 
     /// Adds the estimate of a call whose usage was not reported to what the budgets count (the
@@ -1333,14 +1342,7 @@ impl Driver {
         ttft: Option<std::time::Duration>,
     ) {
         let usage = message.get("usage").unwrap_or(&Value::Null);
-        match Usage::from_json(usage) {
-            Some(parsed) => self.count_usage(parsed),
-            None => {
-                let content = message.get("content").unwrap_or(&Value::Null);
-                let output = estimate_content(content, self.config().family);
-                self.count_unreported(estimated, output);
-            }
-        }
+        self.count_call(message, estimated);
         self.emit(AgentEvent::Usage {
             turn: self.turns.saturating_add(1),
             call: UsageCall::Compaction,
