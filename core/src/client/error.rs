@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use super::watchdog::TimeoutKind;
-use crate::decode::{ProviderErrorKind, prompt_too_long};
+use crate::decode::{ProviderErrorKind, prompt_too_long, status_of_code};
 
 /// What the provider said about a failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -296,11 +296,7 @@ impl ClientError {
         // A numeric code that is an error status is the status this error carries (what a
         // retry reports). It is set after classifying: the class stays the payload's (which
         // reads such a code when it names no class), not the status table's.
-        let status = parsed
-            .code
-            .as_deref()
-            .and_then(|code| code.parse::<u16>().ok())
-            .filter(|status| (400..600).contains(status));
+        let status = parsed.code.as_deref().and_then(status_of_code);
         if let Some(details) = error.details_mut() {
             details.status = status;
         }

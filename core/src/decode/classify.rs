@@ -41,7 +41,7 @@ impl ProviderErrorKind {
         } else {
             names
                 .iter()
-                .find_map(|name| name.parse::<u16>().ok())
+                .find_map(|name| status_of_code(name))
                 .map_or(ProviderErrorKind::Other, ProviderErrorKind::of_status)
         }
     }
@@ -62,6 +62,14 @@ impl ProviderErrorKind {
             _ => ProviderErrorKind::Other,
         }
     }
+}
+
+/// The HTTP error status (400–599) an error payload's `code` names, as OpenRouter's
+/// `{"error": {"code": 502}}` does (the status its upstream answered); none for a named code.
+pub(crate) fn status_of_code(code: &str) -> Option<u16> {
+    code.parse::<u16>()
+        .ok()
+        .filter(|status| (400..600).contains(status))
 }
 
 /// The sizes an overflowing prompt's error states: the prompt's tokens and the model's limit,

@@ -27,6 +27,8 @@ pub mod partial_json;
 mod stream;
 
 pub use anthropic::AnthropicDecoder;
+#[cfg(feature = "client")]
+pub(crate) use classify::status_of_code;
 pub use classify::{PromptSizes, prompt_too_long};
 pub use error::{DecodeError, ProtocolError, ProviderErrorKind};
 pub use events::{DecodeEvent, SealedCallRef};
