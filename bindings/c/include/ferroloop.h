@@ -91,6 +91,25 @@ typedef enum {
 } fl_status;
 
 /**
+ * What `fl_agent_run_next_event` found.
+ */
+typedef enum {
+    /**
+     * No event within the timeout: the run goes on; call `fl_agent_run_next_event` again.
+     */
+    FL_AGENT_NEXT_NONE = 0,
+    /**
+     * The next event of the run is in `event_json`.
+     */
+    FL_AGENT_NEXT_EVENT = 1,
+    /**
+     * The run has ended: its last event (`"type":"stop"`) was delivered by an earlier call.
+     * Every later call reports this again.
+     */
+    FL_AGENT_NEXT_END = 2,
+} fl_agent_next;
+
+/**
  * Where a token count stands against a budget. The numeric values are part of the ABI and
  * ordered: each state is more urgent than the one before.
  */
@@ -235,11 +254,41 @@ typedef enum {
 } fl_call_status;
 
 /**
+ * An agent (opaque): a model (an `fl_client`), tools (an `fl_executor`'s) and a configuration.
+ * Create it with `fl_agent_new`, start runs with `fl_agent_run_start` or
+ * `fl_agent_run_start_prompt`, release it with `fl_agent_free`.
+ *
+ * Thread-safe: runs of one agent may be started and driven on any threads, at the same time.
+ */
+typedef struct fl_agent fl_agent;
+
+/**
+ * A run of an agent (opaque): the loop of model calls and tool calls, until the model stops
+ * or a limit does. Read its events with `fl_agent_run_next_event` (which also drives it), then
+ * its final conversation with `fl_agent_run_messages`; release it with `fl_agent_run_free`.
+ *
+ * Thread-safety: `fl_agent_run_cancel` and `fl_agent_run_messages` may be called from any
+ * thread at any time, also from the run's tool callbacks. `fl_agent_run_next_event` is called
+ * by one thread at a time (`FL_STATUS_INVALID_STATE` otherwise); `fl_agent_run_free` must not
+ * overlap any other call on the run.
+ */
+typedef struct fl_agent_run fl_agent_run;
+
+/**
  * Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
  * `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
  * `fl_cancel_token_cancel`. Thread-safe.
  */
 typedef struct fl_cancel_token fl_cancel_token;
+
+/**
+ * A streaming HTTP client for one provider endpoint (opaque): the model an agent calls.
+ * Create it with `fl_client_new`, give it to `fl_agent_new`, release it with `fl_client_free`.
+ *
+ * Thread-safe: agents on any number of threads may share one client (and its connection
+ * pool).
+ */
+typedef struct fl_client fl_client;
 
 /**
  * Context thresholds for one model (opaque). Create it with `fl_context_budget_new` or
@@ -664,6 +713,185 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Creates an agent and stores it in `*out`. The caller owns it and releases it with
+ * `fl_agent_free`.
+ *
+ * `client` is the model the agent calls. `executor` (may be NULL: no tools) gives the tools
+ * offered to the model, with its settings (concurrency, timeouts, cleanup grace); its tools
+ * can no longer be added to afterwards (as after `fl_turn_new`), and its callbacks and
+ * userdata must stay usable until every run of the agent is freed. The agent keeps what it
+ * needs of both: the client and the executor may be freed before it.
+ *
+ * `options_json` (`len` bytes of UTF-8) is a JSON object with the options of Python's
+ * `Agent`; `model` is required, every other key optional (`null` counts as absent):
+ *
+ * - `model`: the model name sent in requests; `system`: the system prompt;
+ * - `max_turns` (default 50), `max_tokens` (each request's, default 8192), `token_budget`
+ *   (input + output tokens over the run), `max_continuations` (of a `max_tokens` stop,
+ *   default 3), `escalated_max_tokens` (default 64000; 0: never raised),
+ *   `keep_recent_tool_results` (default 5), `prompt_caching` (default true);
+ * - `tokenizer`: the family used for estimates (`claude`, `o200k`, `cl100k`, ...);
+ * - `extra`: an object merged into every request (`temperature`, `thinking`, server `tools`);
+ * - `fallback_model`, `fallback_after_529_retries` (default 3).
+ *
+ * An unknown key, a value of the wrong type (the message names the key), a missing `model` or
+ * an unknown tokenizer is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
+ * (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
+ * with `error_code` `invalid_configuration`, as in Python and Node.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `client` must be a live client; `executor` must be NULL or a live executor; `options_json`
+ * must be valid for reads of `len` bytes; `out` must be valid for a write.
+ */
+fl_status fl_agent_new(const fl_client *client,
+                       const fl_executor *executor,
+                       const char *options_json,
+                       size_t len,
+                       fl_agent **out);
+
+/**
+ * Releases an agent. NULL is accepted and ignored. Its runs keep working until they are
+ * freed.
+ *
+ * # Safety
+ * `agent` must be NULL or an agent from `fl_agent_new`, not freed yet; it must not be used
+ * afterwards.
+ */
+void fl_agent_free(fl_agent *agent);
+
+/**
+ * Starts a run continuing the conversation `messages_json` (`len` bytes of UTF-8): a JSON
+ * array of messages in the Anthropic Messages shape, ending with a user message
+ * (`[{"role":"user","content":"What is in notes.txt?"}]`), and stores it in `*out`. The caller
+ * owns the run and releases it with `fl_agent_run_free`.
+ *
+ * Nothing happens until `fl_agent_run_next_event` drives the run. Text that is not UTF-8 is
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`. A
+ * conversation the API would refuse (empty, not ending with a user message, unpaired tool
+ * calls) makes no request: the run's only event is a `stop` with `error_code`
+ * `invalid_history`.
+ *
+ * `cancel` may be NULL; cancelling it (from any thread) cancels the run as
+ * `fl_agent_run_cancel` does, and a token cancelled earlier stops the run before its first
+ * request.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `agent` must be a live agent; `messages_json` must be valid for reads of `len` bytes;
+ * `cancel` must be NULL or a live token (it may be freed while the run lives: the run can then
+ * no longer be cancelled through it); `out` must be valid for a write.
+ */
+fl_status fl_agent_run_start(const fl_agent *agent,
+                             const char *messages_json,
+                             size_t len,
+                             const fl_cancel_token *cancel,
+                             fl_agent_run **out);
+
+/**
+ * Starts a run for one user prompt: `prompt` (`len` bytes of UTF-8, plain text, not JSON)
+ * becomes the conversation's only message. Otherwise as `fl_agent_run_start` (an empty prompt
+ * makes a run that stops at once with `invalid_history`).
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `agent` must be a live agent; `prompt` must be valid for reads of `len` bytes; `cancel` must
+ * be NULL or a live token; `out` must be valid for a write.
+ */
+fl_status fl_agent_run_start_prompt(const fl_agent *agent,
+                                    const char *prompt,
+                                    size_t len,
+                                    const fl_cancel_token *cancel,
+                                    fl_agent_run **out);
+
+/**
+ * Drives the run on the calling thread (model calls, tool callbacks, timers) until it has an
+ * event, and writes what it found into `*next`, with the event in `*event_json` /
+ * `*event_len`.
+ *
+ * - `FL_AGENT_NEXT_EVENT`: the view holds one event as a JSON object with a `type`:
+ *   `turn_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_progress`,
+ *   `tool_finished`, `retry`, `model_fallback`, `max_tokens_raised`, `context`, `cache_break`,
+ *   `usage`, `turn_end`, and last `stop`
+ *   (`{"type":"stop","reason":"end_turn","error":null,"error_code":null,"messages":[...],
+ *   "turns":2,"tool_calls":1,"input_tokens":...,"output_tokens":...}`): the objects of the
+ *   CLI's `ferroloop run --json`, Python's and Node's runs, durations in milliseconds. A
+ *   failed run ends with a `stop` of reason `error` and a stable `error_code`
+ *   (`invalid_request` for an HTTP 400, `authentication`, `rate_limited`, `overloaded`, ...);
+ *   a cancelled one with reason `aborted`.
+ * - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
+ * - `FL_AGENT_NEXT_END`: the `stop` event was delivered by an earlier call (the view is
+ *   empty); `fl_agent_run_messages` is ready.
+ *
+ * `timeout_ms`: how long to wait, in milliseconds; 0 does not wait (the run still makes the
+ * progress it can at once); a negative value waits as long as it takes. The run only
+ * progresses while this function runs (the HTTP response keeps arriving meanwhile, on the
+ * client's thread). The view is NUL-terminated, owned by the run, and valid until the next
+ * call of this function or `fl_agent_run_free`.
+ *
+ * Thread-safety: one thread at a time per run (a concurrent call, including one from the
+ * run's tool callback, returns `FL_STATUS_INVALID_STATE`). The tool callbacks run on the
+ * calling thread and follow `fl_turn_next_event`'s rules: they must not drive a run or turn or
+ * run an executor on this thread (`FL_STATUS_INVALID_STATE`), nor free the run.
+ *
+ * # Safety
+ * `run` must be a live run; `next`, `event_json` and `event_len` must be valid for writes.
+ */
+fl_status fl_agent_run_next_event(const fl_agent_run *run,
+                                  int64_t timeout_ms,
+                                  fl_agent_next *next,
+                                  const char **event_json,
+                                  size_t *event_len);
+
+/**
+ * Cancels the run: its running tools report `fl_tool_call_cancelled` at once, its queued tools
+ * never start, the model call in flight is dropped, and the run ends with a `stop` event of
+ * reason `aborted` whose conversation is still valid for the API (every tool call answered).
+ * Keep calling `fl_agent_run_next_event` to get there. Idempotent.
+ *
+ * Thread-safe (also from the run's tool callbacks).
+ *
+ * # Safety
+ * `run` must be a live run.
+ */
+fl_status fl_agent_run_cancel(const fl_agent_run *run);
+
+/**
+ * Writes into `*messages_json` / `*messages_len` a view of the run's final conversation: the
+ * `messages` of its `stop` event, a JSON array to continue from (pass it, with the next user
+ * message appended, to `fl_agent_run_start`). The view is NUL-terminated and valid until
+ * `fl_agent_run_free`.
+ *
+ * `FL_STATUS_INVALID_STATE` until `fl_agent_run_next_event` has delivered the `stop` event.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `run` must be a live run; `messages_json` and `messages_len` must be valid for writes.
+ */
+fl_status fl_agent_run_messages(const fl_agent_run *run,
+                                const char **messages_json,
+                                size_t *messages_len);
+
+/**
+ * Releases a run. NULL is accepted and ignored. A run freed before its end is cancelled: its
+ * running tools report `fl_tool_call_cancelled` at once, and completing their calls later is
+ * harmless (the replies are dropped); the model call in flight is dropped. Nothing waits for
+ * the tools: the call returns at once.
+ *
+ * Called from one of the run's own tool callbacks (while `fl_agent_run_next_event` drives it),
+ * it does nothing and records the thread's last error: free the run after that call returns.
+ *
+ * # Safety
+ * `run` must be NULL or a run from `fl_agent_run_start*`, not freed yet; it must not be used
+ * afterwards, and no other call on it may be in progress on another thread.
+ */
+void fl_agent_run_free(fl_agent_run *run);
+
+/**
  * Writes the message of the last failing call made on this thread into `buf` as a
  * NUL-terminated string (an empty string when no call has failed on this thread yet).
  *
@@ -680,6 +908,48 @@ extern "C" {
  * `buf` must be valid for writes of `len` bytes; `written` must be valid for a write.
  */
 fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
+
+/**
+ * Creates a client and stores it in `*out`. The caller owns it and releases it with
+ * `fl_client_free`.
+ *
+ * `options_json` (`len` bytes of UTF-8; NULL with `len` 0 for the defaults) is a JSON object
+ * with the options of Python's `Client` (durations in milliseconds); every key is optional and
+ * `null` counts as absent:
+ *
+ * - `provider`: `"anthropic"` (default), `"openai-chat"` or `"openai-responses"`;
+ * - `api_key`, `base_url`: the key and endpoint (default: from the environment, see
+ *   `from_env`, else the provider's public endpoint);
+ * - `from_env`: read `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL` (`OPENAI_...` for OpenAI) and
+ *   the proxy variables (default true);
+ * - `max_retries` (default 10; 0: none), `retry_base_delay_ms` (500), `retry_max_delay_ms`
+ *   (32000);
+ * - `timeout_ms` (the whole request, retries included), `connect_timeout_ms`,
+ *   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`;
+ * - `headers`: an object of extra headers (`{"x-team": "infra"}`);
+ * - `anthropic_version`, `anthropic_beta` (an array of flags).
+ *
+ * An unknown key, a value of the wrong type (the message names the key), an unknown provider
+ * or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
+ * `FL_STATUS_INVALID_UTF8`. No request is made here.
+ *
+ * The client starts one thread, on which its requests run; `fl_client_free` (or the last
+ * agent or run using the client, whichever goes last) stops it. Thread-safe.
+ *
+ * # Safety
+ * `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
+ */
+fl_status fl_client_new(const char *options_json, size_t len, fl_client **out);
+
+/**
+ * Releases a client. NULL is accepted and ignored. Agents and runs made with it keep working:
+ * the client's thread stops when the last of them is freed.
+ *
+ * # Safety
+ * `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
+ * afterwards.
+ */
+void fl_client_free(fl_client *client);
 
 /**
  * The options that keep every default (`FL_CONTEXT_BUDGET_DEFAULT` buffers, no percentage).

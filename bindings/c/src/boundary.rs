@@ -111,6 +111,12 @@ pub(crate) fn set_last_error(message: &str) {
     });
 }
 
+/// The thread's last error message (for the unit tests of the entry points).
+#[cfg(test)]
+pub(crate) fn last_error_for_tests() -> String {
+    LAST_ERROR.with(|slot| slot.borrow().clone())
+}
+
 /// Writes the message of the last failing call made on this thread into `buf` as a
 /// NUL-terminated string (an empty string when no call has failed on this thread yet).
 ///

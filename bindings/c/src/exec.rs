@@ -31,7 +31,7 @@ use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
 /// thread-safe.
 pub struct fl_executor {
     runtime: tokio::runtime::Runtime,
-    config: ExecutorConfig,
+    pub(crate) config: ExecutorConfig,
     /// Tools registered so far; taken when the executor is built at the first run or turn.
     registry: Mutex<Option<ToolRegistry>>,
     executor: OnceLock<ToolExecutor>,

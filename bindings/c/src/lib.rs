@@ -18,11 +18,14 @@
 // The exported names follow C conventions (`fl_status`, `FL_STATUS_OK`), not Rust's.
 #![allow(non_camel_case_types)]
 
+mod agent;
 mod boundary;
+mod client;
 mod context;
 mod debug;
 mod decode;
 mod exec;
+mod options;
 mod sse;
 mod status;
 mod text;
@@ -30,7 +33,13 @@ mod tokens;
 mod tool_call;
 mod turn;
 
+pub use agent::{
+    fl_agent, fl_agent_free, fl_agent_new, fl_agent_next, fl_agent_run, fl_agent_run_cancel,
+    fl_agent_run_free, fl_agent_run_messages, fl_agent_run_next_event, fl_agent_run_start,
+    fl_agent_run_start_prompt,
+};
 pub use boundary::fl_last_error_message;
+pub use client::{fl_client, fl_client_free, fl_client_new};
 pub use context::{
     FL_CONTEXT_BUDGET_DEFAULT, fl_context_budget, fl_context_budget_free, fl_context_budget_new,
     fl_context_budget_new_for_model, fl_context_budget_options, fl_context_budget_options_default,

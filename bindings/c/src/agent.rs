@@ -1,0 +1,607 @@
+//! The agent loop (`fl_agent`, `fl_agent_run`): the core's [`Agent`] over an `fl_client`, with
+//! the C tools of an `fl_executor`.
+//!
+//! A run is driven like a streaming turn: each run owns a single-threaded tokio runtime, and
+//! `fl_agent_run_next_event` drives it on the calling thread until the loop has an event, so
+//! the tool callbacks run on that thread (as they do under `fl_turn_next_event`). The HTTP
+//! requests run on the client's own thread (see `client.rs`). Events are the core's
+//! [`AgentEvent`] serialised as JSON: the same objects the CLI's `ferroloop run --json`, Python
+//! and Node produce (durations in milliseconds, as the CLI and Node have them).
+
+use std::cell::Cell;
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use ferroloop_core::agent::{Agent, AgentConfig, AgentEvent, AgentRun};
+use ferroloop_core::exec::{CancellationToken, ExecutorConfig, ToolExecutor, ToolRegistry};
+use ferroloop_core::tokens::UnknownFamily;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::boundary::{self, FfiError, FfiResult};
+use crate::client::{ClientShared, fl_client};
+use crate::exec::{DRIVING, Driving, TurnLink, drop_runtime, fl_cancel_token, fl_executor};
+use crate::options::JsonOptions;
+use crate::status::fl_status;
+use crate::text::{self, Out};
+
+/// An agent (opaque): a model (an `fl_client`), tools (an `fl_executor`'s) and a configuration.
+/// Create it with `fl_agent_new`, start runs with `fl_agent_run_start` or
+/// `fl_agent_run_start_prompt`, release it with `fl_agent_free`.
+///
+/// Thread-safe: runs of one agent may be started and driven on any threads, at the same time.
+pub struct fl_agent {
+    agent: Agent,
+    client: Arc<ClientShared>,
+}
+
+/// A run of an agent (opaque): the loop of model calls and tool calls, until the model stops
+/// or a limit does. Read its events with `fl_agent_run_next_event` (which also drives it), then
+/// its final conversation with `fl_agent_run_messages`; release it with `fl_agent_run_free`.
+///
+/// Thread-safety: `fl_agent_run_cancel` and `fl_agent_run_messages` may be called from any
+/// thread at any time, also from the run's tool callbacks. `fl_agent_run_next_event` is called
+/// by one thread at a time (`FL_STATUS_INVALID_STATE` otherwise); `fl_agent_run_free` must not
+/// overlap any other call on the run.
+pub struct fl_agent_run {
+    /// The core run (until its stop event) and the buffer of the last event's view. Locked by
+    /// the thread in `fl_agent_run_next_event` (one at a time: see `polling`).
+    state: Mutex<RunState>,
+    /// Cancels the run from any thread.
+    cancel: CancellationToken,
+    /// A thread is in `fl_agent_run_next_event`.
+    polling: AtomicBool,
+    /// The final conversation as NUL-terminated JSON, from the stop event on.
+    messages: OnceLock<String>,
+    /// Keeps the run linked to the host's cancel token; unlinks it when the run is freed.
+    link: Option<TurnLink>,
+    /// Drives the loop, its tools and timers.
+    runtime: Option<tokio::runtime::Runtime>,
+    /// The client the run's requests go through; dropped after the runtime, so that the
+    /// client's own runtime is never shut down from inside this one.
+    client: Option<Arc<ClientShared>>,
+}
+
+/// The run and the buffer the last event's view points into.
+struct RunState {
+    /// The core run; `None` once its stop event was delivered.
+    run: Option<AgentRun>,
+    /// NUL-terminated.
+    event: String,
+}
+
+/// What `fl_agent_run_next_event` found.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum fl_agent_next {
+    /// No event within the timeout: the run goes on; call `fl_agent_run_next_event` again.
+    FL_AGENT_NEXT_NONE = 0,
+    /// The next event of the run is in `event_json`.
+    FL_AGENT_NEXT_EVENT = 1,
+    /// The run has ended: its last event (`"type":"stop"`) was delivered by an earlier call.
+    /// Every later call reports this again.
+    FL_AGENT_NEXT_END = 2,
+}
+
+/// The loop's configuration for the options object `json` (see `fl_agent_new`).
+fn config_of(json: &str) -> FfiResult<AgentConfig> {
+    let mut options = JsonOptions::parse(json, "agent")?;
+    let model = options
+        .string("model")?
+        .ok_or_else(|| FfiError::invalid("agent option \"model\" is required"))?;
+    let mut config = AgentConfig::new(model);
+    config.system = options.string("system")?;
+    if let Some(turns) = options.count("max_turns")? {
+        config.limits.max_turns = turns;
+    }
+    if let Some(tokens) = options.count("max_tokens")? {
+        config.limits.max_tokens = tokens;
+    }
+    config.limits.token_budget = options.count("token_budget")?;
+    if let Some(continuations) = options.count("max_continuations")? {
+        config.max_continuations = continuations;
+    }
+    // 0 raises nothing: the core's `None`, as Python's `escalated_max_tokens=0`.
+    if let Some(tokens) = options.count::<u64>("escalated_max_tokens")? {
+        config.escalated_max_tokens = (tokens > 0).then_some(tokens);
+    }
+    if let Some(keep) = options.count("keep_recent_tool_results")? {
+        config.keep_recent_tool_results = keep;
+    }
+    if let Some(caching) = options.boolean("prompt_caching")? {
+        config.prompt_caching = caching;
+    }
+    if let Some(name) = options.string("tokenizer")? {
+        config.family = name.parse().map_err(|error: UnknownFamily| {
+            FfiError::invalid(format!("agent option \"tokenizer\": {error}"))
+        })?;
+    }
+    if let Some(extra) = options.object("extra")? {
+        config.extra = extra;
+    }
+    config.fallback_model = options.string("fallback_model")?;
+    if let Some(retries) = options.count("fallback_after_529_retries")? {
+        config.fallback_after_529_retries = retries;
+    }
+    options.finish()?;
+    Ok(config)
+}
+
+/// The agent's own executor: the C executor's tools and settings (no tools without one).
+fn tools_of(executor: Option<&fl_executor>) -> FfiResult<ToolExecutor> {
+    let Some(executor) = executor else {
+        return Ok(ToolExecutor::new(ToolRegistry::new()));
+    };
+    // The tools are shared, not copied: a C tool is its callback and userdata.
+    let source = executor.executor().registry();
+    let mut registry = ToolRegistry::new();
+    for name in source.names() {
+        if let Some(tool) = source.get(name) {
+            registry
+                .register_arc(Arc::clone(tool))
+                .map_err(|error| FfiError::invalid(error.to_string()))?;
+        }
+    }
+    let config: ExecutorConfig = executor.config.clone();
+    Ok(ToolExecutor::builder(registry).config(config).build())
+}
+
+/// Creates an agent and stores it in `*out`. The caller owns it and releases it with
+/// `fl_agent_free`.
+///
+/// `client` is the model the agent calls. `executor` (may be NULL: no tools) gives the tools
+/// offered to the model, with its settings (concurrency, timeouts, cleanup grace); its tools
+/// can no longer be added to afterwards (as after `fl_turn_new`), and its callbacks and
+/// userdata must stay usable until every run of the agent is freed. The agent keeps what it
+/// needs of both: the client and the executor may be freed before it.
+///
+/// `options_json` (`len` bytes of UTF-8) is a JSON object with the options of Python's
+/// `Agent`; `model` is required, every other key optional (`null` counts as absent):
+///
+/// - `model`: the model name sent in requests; `system`: the system prompt;
+/// - `max_turns` (default 50), `max_tokens` (each request's, default 8192), `token_budget`
+///   (input + output tokens over the run), `max_continuations` (of a `max_tokens` stop,
+///   default 3), `escalated_max_tokens` (default 64000; 0: never raised),
+///   `keep_recent_tool_results` (default 5), `prompt_caching` (default true);
+/// - `tokenizer`: the family used for estimates (`claude`, `o200k`, `cl100k`, ...);
+/// - `extra`: an object merged into every request (`temperature`, `thinking`, server `tools`);
+/// - `fallback_model`, `fallback_after_529_retries` (default 3).
+///
+/// An unknown key, a value of the wrong type (the message names the key), a missing `model` or
+/// an unknown tokenizer is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
+/// (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
+/// with `error_code` `invalid_configuration`, as in Python and Node.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `client` must be a live client; `executor` must be NULL or a live executor; `options_json`
+/// must be valid for reads of `len` bytes; `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_new(
+    client: *const fl_client,
+    executor: *const fl_executor,
+    options_json: *const c_char,
+    len: usize,
+    out: *mut *mut fl_agent,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `client`, `executor` and `options_json`.
+        let (client, executor, json) = unsafe {
+            (
+                text::handle_ref(client, "client")?,
+                executor.as_ref(),
+                text::str_arg(options_json, len, "options_json")?,
+            )
+        };
+        let out = Out::new(out, "out")?;
+        let config = config_of(json)?;
+        let tools = tools_of(executor)?;
+        let shared = Arc::clone(&client.shared);
+        let agent = Agent::new(config, shared.model(), Arc::new(tools));
+        let handle = Box::new(fl_agent {
+            agent,
+            client: shared,
+        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Releases an agent. NULL is accepted and ignored. Its runs keep working until they are
+/// freed.
+///
+/// # Safety
+/// `agent` must be NULL or an agent from `fl_agent_new`, not freed yet; it must not be used
+/// afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_free(agent: *mut fl_agent) {
+    boundary::run_void(|| {
+        if !agent.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` in `fl_agent_new`, freed only once.
+            drop(unsafe { Box::from_raw(agent) });
+        }
+    });
+}
+
+/// Starts a run of `agent` on `messages`; the shared part of the two `fl_agent_run_start*`.
+fn start(
+    agent: &fl_agent,
+    messages: Vec<Value>,
+    cancel: Option<&fl_cancel_token>,
+) -> FfiResult<Box<fl_agent_run>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
+    // The loop is a task of the run's runtime: spawned now, driven by the host's calls.
+    let run = {
+        let _context = runtime.enter();
+        agent.agent.run_messages(messages)
+    };
+    let token = run.cancellation_token().clone();
+    let link = cancel.map(|cancel| TurnLink::new(&cancel.token, &cancel.turns, token.clone()));
+    Ok(Box::new(fl_agent_run {
+        state: Mutex::new(RunState {
+            run: Some(run),
+            event: String::new(),
+        }),
+        cancel: token,
+        polling: AtomicBool::new(false),
+        messages: OnceLock::new(),
+        link,
+        runtime: Some(runtime),
+        client: Some(Arc::clone(&agent.client)),
+    }))
+}
+
+/// Starts a run continuing the conversation `messages_json` (`len` bytes of UTF-8): a JSON
+/// array of messages in the Anthropic Messages shape, ending with a user message
+/// (`[{"role":"user","content":"What is in notes.txt?"}]`), and stores it in `*out`. The caller
+/// owns the run and releases it with `fl_agent_run_free`.
+///
+/// Nothing happens until `fl_agent_run_next_event` drives the run. Text that is not UTF-8 is
+/// `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`. A
+/// conversation the API would refuse (empty, not ending with a user message, unpaired tool
+/// calls) makes no request: the run's only event is a `stop` with `error_code`
+/// `invalid_history`.
+///
+/// `cancel` may be NULL; cancelling it (from any thread) cancels the run as
+/// `fl_agent_run_cancel` does, and a token cancelled earlier stops the run before its first
+/// request.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `agent` must be a live agent; `messages_json` must be valid for reads of `len` bytes;
+/// `cancel` must be NULL or a live token (it may be freed while the run lives: the run can then
+/// no longer be cancelled through it); `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_start(
+    agent: *const fl_agent,
+    messages_json: *const c_char,
+    len: usize,
+    cancel: *const fl_cancel_token,
+    out: *mut *mut fl_agent_run,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `agent`, `messages_json` and `cancel`.
+        let (agent, json, cancel) = unsafe {
+            (
+                text::handle_ref(agent, "agent")?,
+                text::str_arg(messages_json, len, "messages_json")?,
+                cancel.as_ref(),
+            )
+        };
+        let out = Out::new(out, "out")?;
+        let messages = match serde_json::from_str(json) {
+            Ok(Value::Array(messages)) => messages,
+            Ok(_) => {
+                return Err(FfiError::invalid(
+                    "messages_json must be a JSON array of messages",
+                ));
+            }
+            Err(error) => {
+                return Err(FfiError::invalid(format!(
+                    "messages_json is not valid JSON: {error}"
+                )));
+            }
+        };
+        let run = start(agent, messages, cancel)?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(run)) };
+        Ok(())
+    })
+}
+
+/// Starts a run for one user prompt: `prompt` (`len` bytes of UTF-8, plain text, not JSON)
+/// becomes the conversation's only message. Otherwise as `fl_agent_run_start` (an empty prompt
+/// makes a run that stops at once with `invalid_history`).
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `agent` must be a live agent; `prompt` must be valid for reads of `len` bytes; `cancel` must
+/// be NULL or a live token; `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_start_prompt(
+    agent: *const fl_agent,
+    prompt: *const c_char,
+    len: usize,
+    cancel: *const fl_cancel_token,
+    out: *mut *mut fl_agent_run,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `agent`, `prompt` and `cancel`.
+        let (agent, prompt, cancel) = unsafe {
+            (
+                text::handle_ref(agent, "agent")?,
+                text::str_arg(prompt, len, "prompt")?,
+                cancel.as_ref(),
+            )
+        };
+        let out = Out::new(out, "out")?;
+        let messages = vec![json!({"role": "user", "content": prompt})];
+        let run = start(agent, messages, cancel)?;
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(run)) };
+        Ok(())
+    })
+}
+
+/// Drives the run on the calling thread (model calls, tool callbacks, timers) until it has an
+/// event, and writes what it found into `*next`, with the event in `*event_json` /
+/// `*event_len`.
+///
+/// - `FL_AGENT_NEXT_EVENT`: the view holds one event as a JSON object with a `type`:
+///   `turn_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_progress`,
+///   `tool_finished`, `retry`, `model_fallback`, `max_tokens_raised`, `context`, `cache_break`,
+///   `usage`, `turn_end`, and last `stop`
+///   (`{"type":"stop","reason":"end_turn","error":null,"error_code":null,"messages":[...],
+///   "turns":2,"tool_calls":1,"input_tokens":...,"output_tokens":...}`): the objects of the
+///   CLI's `ferroloop run --json`, Python's and Node's runs, durations in milliseconds. A
+///   failed run ends with a `stop` of reason `error` and a stable `error_code`
+///   (`invalid_request` for an HTTP 400, `authentication`, `rate_limited`, `overloaded`, ...);
+///   a cancelled one with reason `aborted`.
+/// - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
+/// - `FL_AGENT_NEXT_END`: the `stop` event was delivered by an earlier call (the view is
+///   empty); `fl_agent_run_messages` is ready.
+///
+/// `timeout_ms`: how long to wait, in milliseconds; 0 does not wait (the run still makes the
+/// progress it can at once); a negative value waits as long as it takes. The run only
+/// progresses while this function runs (the HTTP response keeps arriving meanwhile, on the
+/// client's thread). The view is NUL-terminated, owned by the run, and valid until the next
+/// call of this function or `fl_agent_run_free`.
+///
+/// Thread-safety: one thread at a time per run (a concurrent call, including one from the
+/// run's tool callback, returns `FL_STATUS_INVALID_STATE`). The tool callbacks run on the
+/// calling thread and follow `fl_turn_next_event`'s rules: they must not drive a run or turn or
+/// run an executor on this thread (`FL_STATUS_INVALID_STATE`), nor free the run.
+///
+/// # Safety
+/// `run` must be a live run; `next`, `event_json` and `event_len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_next_event(
+    run: *const fl_agent_run,
+    timeout_ms: i64,
+    next: *mut fl_agent_next,
+    event_json: *mut *const c_char,
+    event_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `run`.
+        let run = unsafe { text::handle_ref(run, "run") }?;
+        let next = Out::new(next, "next")?;
+        let event_json = Out::new(event_json, "event_json")?;
+        let event_len = Out::new(event_len, "event_len")?;
+        if run.polling.swap(true, Ordering::AcqRel) {
+            return Err(FfiError::state(
+                "fl_agent_run_next_event is already in progress on this run (another thread, \
+                 or a tool callback of this run)",
+            ));
+        }
+        let _polling = PollingGuard(&run.polling);
+        if DRIVING.with(Cell::get) {
+            return Err(FfiError::state(
+                "fl_agent_run_next_event was called on a thread that is driving a run or a \
+                 turn (from a tool callback): hand the call to a worker thread, drive this run \
+                 there, then complete the call",
+            ));
+        }
+        let mut state = run.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = run.next(&mut state, timeout_ms)?;
+        state.event.push('\0');
+        let (pointer, length) = text::view(&state.event);
+        // SAFETY: all three not NULL (checked) and writable (the caller's promise). The view
+        // points into `state`, untouched until the next call of this function or the free.
+        unsafe {
+            next.write(found);
+            event_json.write(pointer);
+            event_len.write(length - 1);
+        }
+        Ok(())
+    })
+}
+
+impl fl_agent_run {
+    /// Drives the run until its next event, its end or the timeout; leaves the event's JSON
+    /// (without the NUL) in `state.event`.
+    fn next(&self, state: &mut RunState, timeout_ms: i64) -> FfiResult<fl_agent_next> {
+        state.event.clear();
+        let (Some(core), Some(runtime)) = (state.run.as_mut(), self.runtime.as_ref()) else {
+            return Ok(fl_agent_next::FL_AGENT_NEXT_END);
+        };
+        let event = {
+            let _driving = Driving::enter();
+            runtime.block_on(async {
+                match u64::try_from(timeout_ms) {
+                    // Negative: no timeout.
+                    Err(_) => Some(core.next().await),
+                    // `timeout` polls the run once before looking at the clock, so 0 still
+                    // makes the progress possible at once.
+                    Ok(ms) => tokio::time::timeout(Duration::from_millis(ms), core.next())
+                        .await
+                        .ok(),
+                }
+            })
+        };
+        match event {
+            None => Ok(fl_agent_next::FL_AGENT_NEXT_NONE),
+            Some(Some(event)) => {
+                state.event = serde_json::to_string(&event).map_err(|error| {
+                    FfiError::new(
+                        fl_status::FL_STATUS_PANIC,
+                        format!("internal error: cannot serialise an event: {error}"),
+                    )
+                })?;
+                if let AgentEvent::Stop { messages, .. } = &event {
+                    // The stop event is always the last: the run is over.
+                    let mut json = serde_json::to_string(messages).map_err(|error| {
+                        FfiError::new(
+                            fl_status::FL_STATUS_PANIC,
+                            format!("internal error: cannot serialise the messages: {error}"),
+                        )
+                    })?;
+                    json.push('\0');
+                    let _ = self.messages.set(json);
+                    self.finish(state);
+                }
+                Ok(fl_agent_next::FL_AGENT_NEXT_EVENT)
+            }
+            // The loop ended without its stop event: only a task that panicked does that.
+            Some(None) => {
+                self.finish(state);
+                Err(FfiError::new(
+                    fl_status::FL_STATUS_PANIC,
+                    "internal error: the run ended without a stop event",
+                ))
+            }
+        }
+    }
+
+    /// Drops the finished core run inside its runtime (its task's leftovers with it).
+    fn finish(&self, state: &mut RunState) {
+        if let Some(runtime) = self.runtime.as_ref() {
+            let _context = runtime.enter();
+            drop(state.run.take());
+        }
+    }
+
+    /// Releases the run: cancels it, drops the loop inside its runtime, then the runtime, then
+    /// the client.
+    fn release(mut self: Box<Self>) {
+        self.cancel.cancel();
+        if let Some(runtime) = self.runtime.take() {
+            {
+                // The loop's futures (tool calls, timers) are dropped in their runtime.
+                let _context = runtime.enter();
+                let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+                drop(state.run.take());
+            }
+            // Drops the loop's task too (a run freed mid-turn: nothing waits for its tools).
+            drop_runtime(runtime);
+        }
+        drop(self.link.take());
+        drop(self.client.take());
+    }
+}
+
+/// Cancels the run: its running tools report `fl_tool_call_cancelled` at once, its queued tools
+/// never start, the model call in flight is dropped, and the run ends with a `stop` event of
+/// reason `aborted` whose conversation is still valid for the API (every tool call answered).
+/// Keep calling `fl_agent_run_next_event` to get there. Idempotent.
+///
+/// Thread-safe (also from the run's tool callbacks).
+///
+/// # Safety
+/// `run` must be a live run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_cancel(run: *const fl_agent_run) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `run`.
+        let run = unsafe { text::handle_ref(run, "run") }?;
+        run.cancel.cancel();
+        Ok(())
+    })
+}
+
+/// Writes into `*messages_json` / `*messages_len` a view of the run's final conversation: the
+/// `messages` of its `stop` event, a JSON array to continue from (pass it, with the next user
+/// message appended, to `fl_agent_run_start`). The view is NUL-terminated and valid until
+/// `fl_agent_run_free`.
+///
+/// `FL_STATUS_INVALID_STATE` until `fl_agent_run_next_event` has delivered the `stop` event.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `run` must be a live run; `messages_json` and `messages_len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_messages(
+    run: *const fl_agent_run,
+    messages_json: *mut *const c_char,
+    messages_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `run`.
+        let run = unsafe { text::handle_ref(run, "run") }?;
+        let messages_json = Out::new(messages_json, "messages_json")?;
+        let messages_len = Out::new(messages_len, "messages_len")?;
+        let messages = run.messages.get().ok_or_else(|| {
+            FfiError::state(
+                "the run has not ended: read its events with fl_agent_run_next_event until its \
+                 stop event",
+            )
+        })?;
+        // SAFETY: both not NULL (checked) and writable (the caller's promise). The string is
+        // set once and lives as long as the run.
+        unsafe {
+            messages_json.write(messages.as_ptr().cast());
+            messages_len.write(messages.len() - 1);
+        }
+        Ok(())
+    })
+}
+
+/// Releases a run. NULL is accepted and ignored. A run freed before its end is cancelled: its
+/// running tools report `fl_tool_call_cancelled` at once, and completing their calls later is
+/// harmless (the replies are dropped); the model call in flight is dropped. Nothing waits for
+/// the tools: the call returns at once.
+///
+/// Called from one of the run's own tool callbacks (while `fl_agent_run_next_event` drives it),
+/// it does nothing and records the thread's last error: free the run after that call returns.
+///
+/// # Safety
+/// `run` must be NULL or a run from `fl_agent_run_start*`, not freed yet; it must not be used
+/// afterwards, and no other call on it may be in progress on another thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_run_free(run: *mut fl_agent_run) {
+    boundary::run_void(|| {
+        if run.is_null() {
+            return;
+        }
+        // SAFETY: a live run (the caller's promise); only its atomic flag is read.
+        if unsafe { &*run }.polling.load(Ordering::Acquire) {
+            boundary::set_last_error(
+                "fl_agent_run_free: fl_agent_run_next_event is in progress on this run; free it \
+                 after that call returns",
+            );
+            return;
+        }
+        // SAFETY: a pointer from `Box::into_raw` in `fl_agent_run_start*`, freed only once, and
+        // not in use (checked above, and the caller's promise).
+        unsafe { Box::from_raw(run) }.release();
+    });
+}
+
+/// Clears the polling flag when `fl_agent_run_next_event` returns, even by a panic.
+struct PollingGuard<'a>(&'a AtomicBool);
+
+impl Drop for PollingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,327 @@
+//! The streaming HTTP client (`fl_client`), as the model of the agent loop.
+//!
+//! A client owns a small multi-threaded tokio runtime (one worker thread) on which every HTTP
+//! request of its agents runs: the connection pool, TLS, retries and watchdogs live there, so
+//! connections are reused across runs and a response keeps streaming while the host is busy
+//! between two `fl_agent_run_next_event` calls. The loop itself (and the C tools) runs on each
+//! run's own runtime, driven by the host's thread; the two meet at a channel of model events
+//! ([`ClientModel`]). A pool shared by runtimes the host drives would hang: a connection opened
+//! on one run's runtime could be picked up by another run while the first is not being driven.
+
+use std::ffi::c_char;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use ferroloop_core::agent::{Model, ModelEvent, ModelStream};
+use ferroloop_core::client::{Client, ClientConfig, Provider};
+use futures_core::Stream;
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::boundary::{self, FfiError, FfiResult};
+use crate::exec::drop_runtime;
+use crate::options::JsonOptions;
+use crate::status::fl_status;
+use crate::text::{self, Out};
+
+/// A streaming HTTP client for one provider endpoint (opaque): the model an agent calls.
+/// Create it with `fl_client_new`, give it to `fl_agent_new`, release it with `fl_client_free`.
+///
+/// Thread-safe: agents on any number of threads may share one client (and its connection
+/// pool).
+pub struct fl_client {
+    pub(crate) shared: Arc<ClientShared>,
+}
+
+/// What a client's agents and runs share: the core client and the runtime its requests run on.
+/// The last owner to go (the client, an agent or a run) shuts the runtime down.
+pub(crate) struct ClientShared {
+    client: Client,
+    /// `Option` only to move it out in `Drop` (always `Some` before).
+    io: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for ClientShared {
+    fn drop(&mut self) {
+        if let Some(io) = self.io.take() {
+            drop_runtime(io);
+        }
+    }
+}
+
+impl ClientShared {
+    /// The client as the loop's model.
+    pub(crate) fn model(self: &Arc<Self>) -> Arc<dyn Model> {
+        Arc::new(ClientModel {
+            shared: Arc::clone(self),
+        })
+    }
+}
+
+/// The client as a [`Model`] whose calls run on the client's runtime.
+struct ClientModel {
+    shared: Arc<ClientShared>,
+}
+
+impl Model for ClientModel {
+    fn stream(&self, request: Value) -> ModelStream {
+        let (events, rx) = mpsc::unbounded_channel();
+        let client = self.shared.client.clone();
+        // Unbounded, as the loop's own event channel: the request is read at the network's
+        // pace, not the host's, so the client's idle watchdog never counts the host's pauses.
+        let task = self.shared.io.as_ref().map(|io| {
+            io.spawn(async move {
+                let mut stream = Model::stream(&client, request);
+                while let Some(event) = stream.next().await {
+                    if events.send(event).is_err() {
+                        // The loop dropped the call (a cancelled or discarded turn).
+                        break;
+                    }
+                }
+            })
+        });
+        Box::pin(Forwarded { rx, task })
+    }
+}
+
+/// The events of a call running on the client's runtime. Dropping it aborts the call (the
+/// [`Model`] contract: dropping the stream cancels it), which closes its connection.
+struct Forwarded {
+    rx: mpsc::UnboundedReceiver<ModelEvent>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Stream for Forwarded {
+    type Item = ModelEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ModelEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Forwarded {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The core configuration for the options object `json` (see `fl_client_new`).
+fn config_of(json: &str) -> FfiResult<ClientConfig> {
+    let mut options = JsonOptions::parse(json, "client")?;
+    let provider = match options.string("provider")? {
+        None => Provider::Anthropic,
+        Some(name) => Provider::from_name(&name).ok_or_else(|| {
+            FfiError::invalid(format!(
+                "unknown provider \"{name}\": expected \"anthropic\", \"openai-chat\" or \
+                 \"openai-responses\""
+            ))
+        })?,
+    };
+    let mut config = if options.boolean("from_env")?.unwrap_or(true) {
+        ClientConfig::from_env(provider)
+    } else {
+        ClientConfig::new(provider)
+    };
+    if let Some(key) = options.string("api_key")? {
+        config = config.with_api_key(key);
+    }
+    if let Some(url) = options.string("base_url")? {
+        config = config.with_base_url(url);
+    }
+    if let Some(retries) = options.count("max_retries")? {
+        config.retry.max_retries = retries;
+    }
+    if let Some(delay) = options.millis("retry_base_delay_ms")? {
+        config.retry.base_delay = delay;
+    }
+    if let Some(delay) = options.millis("retry_max_delay_ms")? {
+        config.retry.max_delay = delay;
+    }
+    let timeouts = &mut config.timeouts;
+    for (key, slot) in [
+        ("timeout_ms", &mut timeouts.total),
+        ("connect_timeout_ms", &mut timeouts.connect),
+        ("first_byte_timeout_ms", &mut timeouts.first_byte),
+        ("first_event_timeout_ms", &mut timeouts.first_event),
+        ("idle_timeout_ms", &mut timeouts.idle),
+        ("stall_notice_ms", &mut timeouts.stall_notice),
+    ] {
+        if let Some(value) = options.millis(key)? {
+            *slot = value;
+        }
+    }
+    if let Some(headers) = options.string_pairs("headers")? {
+        config.headers.extend(headers);
+    }
+    if let Some(version) = options.string("anthropic_version")? {
+        config.anthropic_version = version;
+    }
+    if let Some(betas) = options.strings("anthropic_beta")? {
+        config.anthropic_beta.extend(betas);
+    }
+    options.finish()?;
+    Ok(config)
+}
+
+/// Creates a client and stores it in `*out`. The caller owns it and releases it with
+/// `fl_client_free`.
+///
+/// `options_json` (`len` bytes of UTF-8; NULL with `len` 0 for the defaults) is a JSON object
+/// with the options of Python's `Client` (durations in milliseconds); every key is optional and
+/// `null` counts as absent:
+///
+/// - `provider`: `"anthropic"` (default), `"openai-chat"` or `"openai-responses"`;
+/// - `api_key`, `base_url`: the key and endpoint (default: from the environment, see
+///   `from_env`, else the provider's public endpoint);
+/// - `from_env`: read `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL` (`OPENAI_...` for OpenAI) and
+///   the proxy variables (default true);
+/// - `max_retries` (default 10; 0: none), `retry_base_delay_ms` (500), `retry_max_delay_ms`
+///   (32000);
+/// - `timeout_ms` (the whole request, retries included), `connect_timeout_ms`,
+///   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`;
+/// - `headers`: an object of extra headers (`{"x-team": "infra"}`);
+/// - `anthropic_version`, `anthropic_beta` (an array of flags).
+///
+/// An unknown key, a value of the wrong type (the message names the key), an unknown provider
+/// or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
+/// `FL_STATUS_INVALID_UTF8`. No request is made here.
+///
+/// The client starts one thread, on which its requests run; `fl_client_free` (or the last
+/// agent or run using the client, whichever goes last) stops it. Thread-safe.
+///
+/// # Safety
+/// `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_client_new(
+    options_json: *const c_char,
+    len: usize,
+    out: *mut *mut fl_client,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `options_json`.
+        let json = unsafe { text::str_arg(options_json, len, "options_json") }?;
+        let out = Out::new(out, "out")?;
+        let config = config_of(json)?;
+        let client = Client::new(config).map_err(|error| FfiError::invalid(error.to_string()))?;
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ferroloop-client")
+            .enable_all()
+            .build()
+            .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
+        let handle = Box::new(fl_client {
+            shared: Arc::new(ClientShared {
+                client,
+                io: Some(io),
+            }),
+        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Releases a client. NULL is accepted and ignored. Agents and runs made with it keep working:
+/// the client's thread stops when the last of them is freed.
+///
+/// # Safety
+/// `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
+/// afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_client_free(client: *mut fl_client) {
+    boundary::run_void(|| {
+        if !client.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` in `fl_client_new`, freed only once.
+            drop(unsafe { Box::from_raw(client) });
+        }
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn new_client(json: &str) -> (fl_status, *mut fl_client) {
+        let mut client = std::ptr::null_mut();
+        // SAFETY: `json` is readable for its length; `client` is a local.
+        let status = unsafe { fl_client_new(json.as_ptr().cast(), json.len(), &mut client) };
+        (status, client)
+    }
+
+    #[test]
+    fn options_reach_the_configuration() {
+        let config = config_of(
+            r#"{"provider": "openai-chat", "from_env": false, "api_key": "k",
+                "base_url": "http://127.0.0.1:9", "max_retries": 2, "retry_base_delay_ms": 5,
+                "retry_max_delay_ms": 50, "timeout_ms": 1000, "connect_timeout_ms": 100,
+                "first_byte_timeout_ms": 200, "first_event_timeout_ms": 300,
+                "idle_timeout_ms": 400, "stall_notice_ms": 500, "headers": {"x-a": "1"},
+                "anthropic_version": "v", "anthropic_beta": ["b1"]}"#,
+        )
+        .unwrap();
+        assert_eq!(config.provider, Provider::OpenAiChat);
+        assert_eq!(config.api_key.as_deref(), Some("k"));
+        assert_eq!(config.base_url, "http://127.0.0.1:9");
+        assert_eq!(config.retry.max_retries, 2);
+        assert_eq!(config.retry.base_delay, Duration::from_millis(5));
+        assert_eq!(config.retry.max_delay, Duration::from_millis(50));
+        assert_eq!(config.timeouts.total, Duration::from_millis(1000));
+        assert_eq!(config.timeouts.connect, Duration::from_millis(100));
+        assert_eq!(config.timeouts.first_byte, Duration::from_millis(200));
+        assert_eq!(config.timeouts.first_event, Duration::from_millis(300));
+        assert_eq!(config.timeouts.idle, Duration::from_millis(400));
+        assert_eq!(config.timeouts.stall_notice, Duration::from_millis(500));
+        assert!(config.headers.contains(&("x-a".to_owned(), "1".to_owned())));
+        assert_eq!(config.anthropic_version, "v");
+        assert!(config.anthropic_beta.contains(&"b1".to_owned()));
+    }
+
+    #[test]
+    fn bad_options_are_invalid_arguments_naming_the_problem() {
+        for (json, expected) in [
+            ("{\"provider\": \"gemini\"}", "unknown provider \"gemini\""),
+            ("{\"max_retries\": \"3\"}", "client option \"max_retries\""),
+            ("{\"api_kee\": \"k\"}", "unknown client option \"api_kee\""),
+            ("{", "client options are not valid JSON"),
+            ("[]", "client options must be a JSON object"),
+            (
+                "{\"from_env\": false, \"base_url\": \"ftp://x\"}",
+                "bad URL \"ftp://x/v1/messages\"",
+            ),
+        ] {
+            let (status, client) = new_client(json);
+            assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{json}");
+            assert!(client.is_null());
+            let error = crate::boundary::last_error_for_tests();
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+    }
+
+    #[test]
+    fn null_arguments_are_refused_and_free_accepts_null() {
+        // SAFETY: NULL text with length 0 is allowed; `out` NULL is the case under test.
+        let status = unsafe { fl_client_new(std::ptr::null(), 0, std::ptr::null_mut()) };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        let mut client = std::ptr::null_mut();
+        // SAFETY: NULL text with a length is the case under test; `client` is a local.
+        let status = unsafe { fl_client_new(std::ptr::null(), 3, &mut client) };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        // SAFETY: NULL is accepted.
+        unsafe { fl_client_free(std::ptr::null_mut()) };
+    }
+
+    #[test]
+    fn defaults_make_a_client_that_frees_cleanly() {
+        let (status, client) = new_client("{\"from_env\": false}");
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert!(!client.is_null());
+        // SAFETY: a client from `fl_client_new`, freed once.
+        unsafe { fl_client_free(client) };
+    }
+}

@@ -1,0 +1,611 @@
+/*
+ * The agent loop through the C API: fl_client + fl_agent against a loopback HTTP server (a
+ * forked child answering canned Anthropic SSE streams), with tools written in C.
+ *
+ * - a run that calls a C tool, then answers: the events in order, the tool callback on the
+ *   thread driving the run, the tool result in the second request's body, the final history;
+ * - cancellation while a tool blocks (fl_agent_run_cancel, a cancel token), and a run freed
+ *   while its tool blocks: the tool sees the cancellation, the run stops `aborted`, nothing
+ *   leaks or hangs;
+ * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
+ * - option and argument errors.
+ *
+ * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
+ *
+ * Usage: test_agent
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#include "workers.h"
+
+/* How long anything may take before the test calls it a hang (valgrind is slow). */
+#define HANG_GUARD_MS 60000
+
+/* ---- the loopback server ---- */
+
+typedef struct {
+    const char *status; /* "200 OK" */
+    const char *content_type;
+    const char *body;
+} reply;
+
+typedef struct {
+    pid_t pid;
+    int port;
+    int requests_fd; /* read end: every request received, each after REQUEST_MARK */
+} server;
+
+#define REQUEST_MARK "\n=== request ===\n"
+
+static int write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n <= 0) return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The child: answers one connection per reply, in order, then exits. Static buffers only (the
+ * child runs under valgrind too). */
+static void serve(int listener, int requests_fd, const reply *replies, int count) {
+    static char request[1 << 16];
+    static char head[512];
+    for (int i = 0; i < count; i++) {
+        struct pollfd ready = {listener, POLLIN, 0};
+        if (poll(&ready, 1, HANG_GUARD_MS) <= 0) _exit(3); /* the test never came: hang guard */
+        int conn = accept(listener, NULL, NULL);
+        if (conn < 0) _exit(4);
+        size_t used = 0;
+        long body_len = -1;
+        size_t head_end = 0;
+        for (;;) {
+            ssize_t n = read(conn, request + used, sizeof request - 1 - used);
+            if (n <= 0) break;
+            used += (size_t)n;
+            request[used] = '\0';
+            if (head_end == 0) {
+                char *end = strstr(request, "\r\n\r\n");
+                if (end == NULL) continue;
+                head_end = (size_t)(end - request) + 4;
+                body_len = 0;
+                for (char *line = request; line < end; line = strstr(line, "\r\n") + 2) {
+                    if (strncasecmp(line, "content-length:", 15) == 0) body_len = atol(line + 15);
+                }
+            }
+            if (used >= head_end + (size_t)body_len) break;
+        }
+        write_all(requests_fd, REQUEST_MARK, strlen(REQUEST_MARK));
+        write_all(requests_fd, request, used);
+        const reply *r = &replies[i];
+        int head_len = snprintf(head, sizeof head,
+                                "HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %zu\r\n"
+                                "request-id: req_test_%d\r\nconnection: close\r\n\r\n",
+                                r->status, r->content_type, strlen(r->body), i);
+        write_all(conn, head, (size_t)head_len);
+        write_all(conn, r->body, strlen(r->body));
+        shutdown(conn, SHUT_WR);
+        /* Wait for the client to close, so that it has read everything. */
+        struct pollfd closed = {conn, POLLIN, 0};
+        while (poll(&closed, 1, HANG_GUARD_MS) > 0 && read(conn, request, sizeof request) > 0) {
+        }
+        close(conn);
+    }
+    _exit(0);
+}
+
+/* Forks a server answering `replies`; call before the process has any thread. */
+static server start_server(const reply *replies, int count) {
+    server s = {-1, 0, -1};
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in address;
+    memset(&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t address_len = sizeof address;
+    int fds[2];
+    if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 ||
+        listen(listener, 8) != 0 ||
+        getsockname(listener, (struct sockaddr *)&address, &address_len) != 0 || pipe(fds) != 0) {
+        fprintf(stderr, "cannot start the loopback server\n");
+        exit(2);
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "cannot fork\n");
+        exit(2);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        serve(listener, fds[1], replies, count);
+    }
+    close(listener);
+    close(fds[1]);
+    s.pid = pid;
+    s.port = ntohs(address.sin_port);
+    s.requests_fd = fds[0];
+    return s;
+}
+
+/* Stops the server and returns every request it received (malloc'd, NUL-terminated). */
+static char *stop_server(server *s) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    buffer requests = {0};
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(s->requests_fd, chunk, sizeof chunk)) > 0) buffer_append(&requests, chunk, (size_t)n);
+    close(s->requests_fd);
+    if (requests.data == NULL) buffer_append_str(&requests, "");
+    return requests.data;
+}
+
+/* Splits `requests` (from stop_server) in place into its requests; returns how many, at most
+ * `max`, and points `each[i]` at request i (NUL-terminated). */
+static int split_requests(char *requests, const char *each[], int max) {
+    int count = 0;
+    char *at = strstr(requests, REQUEST_MARK);
+    while (at != NULL && count < max) {
+        *at = '\0'; /* ends the previous request */
+        at += strlen(REQUEST_MARK);
+        each[count++] = at;
+        at = strstr(at, REQUEST_MARK);
+    }
+    return count;
+}
+
+/* ---- canned Anthropic streams (the shapes of tests/fixtures/anthropic) ---- */
+
+#define EVENT(type, data) "event: " type "\ndata: " data "\n\n"
+#define SSE "text/event-stream"
+
+#define TOOL_TURN(tool, id)                                                                        \
+    EVENT("message_start",                                                                         \
+          "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","        \
+          "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"  \
+          "\"stop_sequence\":null,\"usage\":{\"input_tokens\":377,\"cache_creation_input_tokens\":0," \
+          "\"cache_read_input_tokens\":0,\"output_tokens\":1}}}")                                  \
+    EVENT("content_block_start",                                                                   \
+          "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","    \
+          "\"text\":\"\"}}")                                                                       \
+    EVENT("ping", "{\"type\": \"ping\"}")                                                          \
+    EVENT("content_block_delta",                                                                   \
+          "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","      \
+          "\"text\":\"Let me check.\"}}")                                                          \
+    EVENT("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}")                   \
+    EVENT("content_block_start",                                                                   \
+          "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\"," \
+          "\"id\":\"" id "\",\"name\":\"" tool "\",\"input\":{}}}")                                \
+    EVENT("content_block_delta",                                                                   \
+          "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"," \
+          "\"partial_json\":\"{\\\"city\\\": \\\"Pa\"}}")                                          \
+    EVENT("content_block_delta",                                                                   \
+          "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"," \
+          "\"partial_json\":\"ris\\\"}\"}}")                                                       \
+    EVENT("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":1}")                   \
+    EVENT("message_delta",                                                                         \
+          "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\","                   \
+          "\"stop_sequence\":null},\"usage\":{\"output_tokens\":65}}")                             \
+    EVENT("message_stop", "{\"type\":\"message_stop\"}")
+
+static const char answer_turn[] =
+    EVENT("message_start",
+          "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"type\":\"message\","
+          "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"
+          "\"stop_sequence\":null,\"usage\":{\"input_tokens\":460,\"output_tokens\":1}}}")
+    EVENT("content_block_start",
+          "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+          "\"text\":\"\"}}")
+    EVENT("content_block_delta",
+          "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+          "\"text\":\"It is sunny in Paris.\"}}")
+    EVENT("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}")
+    EVENT("message_delta",
+          "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+          "\"stop_sequence\":null},\"usage\":{\"output_tokens\":9}}")
+    EVENT("message_stop", "{\"type\":\"message_stop\"}");
+
+static const char weather_turn[] = TOOL_TURN("weather", "toolu_01NRLabsLyVHZPKxbKvkfSMn");
+static const char slow_turn[] = TOOL_TURN("slow", "toolu_slow");
+
+static const reply round_trip_replies[] = {
+    {"200 OK", SSE, weather_turn},
+    {"200 OK", SSE, answer_turn},
+};
+static const reply cancel_replies[] = {
+    {"200 OK", SSE, slow_turn},
+    {"200 OK", SSE, slow_turn},
+    {"200 OK", SSE, slow_turn},
+};
+static const reply bad_request_replies[] = {
+    {"400 Bad Request", "application/json",
+     "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+     "\"message\":\"max_tokens: 999999 > 64000, which is the maximum\"}}"},
+};
+
+/* ---- tools ---- */
+
+static pthread_t driver_thread;
+static atomic_int weather_calls = 0;
+static atomic_int weather_on_driver = 0;
+
+/* "weather" (safe): answers in the callback. */
+static void weather(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    weather_calls++;
+    if (pthread_equal(pthread_self(), driver_thread)) weather_on_driver++;
+    CHECK(text_equals(invocation->tool_name, invocation->tool_name_len, "weather"));
+    CHECK(text_equals(invocation->input_json, invocation->input_json_len, "{\"city\":\"Paris\"}"));
+    CHECK_OK(fl_tool_complete(call, "sunny, 21C", 10, false));
+}
+
+static atomic_int slow_started = 0;
+static atomic_int slow_saw_cancel = 0;
+
+/* "slow": a worker waits until the call is cancelled (hang guard: HANG_GUARD_MS), then
+ * completes it, as a real tool stopping its work would. */
+static void *slow_worker(void *arg) {
+    fl_tool_call *call = arg;
+    bool cancelled = false;
+    for (int waited = 0; waited < HANG_GUARD_MS && !cancelled; waited++) {
+        CHECK_OK(fl_tool_call_cancelled(call, &cancelled));
+        if (!cancelled) sleep_ms(1);
+    }
+    if (cancelled) slow_saw_cancel++;
+    CHECK_OK(fl_tool_complete(call, "stopped", 7, true));
+    return NULL;
+}
+
+static void slow(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    slow_started++;
+    start_worker(slow_worker, call);
+}
+
+/* ---- helpers ---- */
+
+static fl_client *new_client(int port) {
+    char options[256];
+    snprintf(options, sizeof options,
+             "{\"from_env\":false,\"api_key\":\"test-key\",\"base_url\":\"http://127.0.0.1:%d\","
+             "\"max_retries\":0}",
+             port);
+    fl_client *client = NULL;
+    CHECK_OK(fl_client_new(options, strlen(options), &client));
+    return client;
+}
+
+static fl_agent *new_agent(fl_client *client, fl_executor *executor) {
+    const char *options = "{\"model\":\"claude-test\",\"system\":\"Be brief.\",\"max_turns\":5,"
+                          "\"max_tokens\":1024}";
+    fl_agent *agent = NULL;
+    CHECK_OK(fl_agent_new(client, executor, options, strlen(options), &agent));
+    return agent;
+}
+
+#define MAX_EVENTS 256
+
+typedef struct {
+    char *events[MAX_EVENTS];
+    int count;
+} event_log;
+
+static void log_free(event_log *log) {
+    for (int i = 0; i < log->count; i++) free(log->events[i]);
+    log->count = 0;
+}
+
+/* Index of the `nth` (from 0) event containing `needle` at or after `from`, or -1. */
+static int find_event(const event_log *log, const char *needle, int from) {
+    for (int i = from < 0 ? 0 : from; i < log->count; i++) {
+        if (strstr(log->events[i], needle) != NULL) return i;
+    }
+    return -1;
+}
+
+/* Reads events into `log` until the end. `on_event` (may be NULL) sees each one as it comes. */
+static void drive(fl_agent_run *run, event_log *log,
+                  void (*on_event)(fl_agent_run *run, const char *json, void *data), void *data) {
+    for (int guard = 0; guard < 10000; guard++) {
+        fl_agent_next next = FL_AGENT_NEXT_NONE;
+        const char *json = NULL;
+        size_t len = 0;
+        fl_status status = fl_agent_run_next_event(run, HANG_GUARD_MS, &next, &json, &len);
+        CHECK_OK(status);
+        if (status != FL_STATUS_OK) return;
+        CHECK(json != NULL && json[len] == '\0');
+        if (next == FL_AGENT_NEXT_END) {
+            CHECK(len == 0);
+            return;
+        }
+        if (next == FL_AGENT_NEXT_NONE) {
+            CHECK(!"no event within the hang guard");
+            return;
+        }
+        CHECK(len > 0 && strlen(json) == len);
+        if (log->count < MAX_EVENTS) log->events[log->count++] = strdup(json);
+        if (on_event != NULL) on_event(run, json, data);
+    }
+    CHECK(!"too many events");
+}
+
+/* ---- scenarios ---- */
+
+static void round_trip(server *s) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    fl_tool_options options = fl_tool_options_default();
+    options.concurrency_safe = true;
+    CHECK_OK(fl_executor_add_tool(executor, "weather", 7, &options, weather, NULL));
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, executor);
+    /* The agent keeps what it needs: both may go first. */
+    fl_executor_free(executor);
+    fl_client_free(client);
+
+    fl_agent_run *run = NULL;
+    const char *prompt = "Weather in Paris?";
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    const char *messages = NULL;
+    size_t messages_len = 0;
+    CHECK_STATUS(fl_agent_run_messages(run, &messages, &messages_len), FL_STATUS_INVALID_STATE);
+
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+
+    CHECK(weather_calls == 1);
+    CHECK(weather_on_driver == 1); /* on the thread calling fl_agent_run_next_event */
+    /* In order: turn 1 (its tool, its usage), turn 2, then stop, last. */
+    int start1 = find_event(&log, "\"type\":\"turn_start\",\"turn\":1", 0);
+    int tool_started = find_event(&log, "\"type\":\"tool_started\"", start1);
+    int tool_finished = find_event(&log, "\"type\":\"tool_finished\"", tool_started);
+    int usage1 = find_event(&log, "\"type\":\"usage\",\"turn\":1", start1);
+    int end1 = find_event(&log, "\"type\":\"turn_end\",\"turn\":1", usage1);
+    int start2 = find_event(&log, "\"type\":\"turn_start\",\"turn\":2", end1);
+    int text2 = find_event(&log, "\"text\":\"It is sunny in Paris.\"", start2);
+    int usage2 = find_event(&log, "\"type\":\"usage\",\"turn\":2", start2);
+    int end2 = find_event(&log, "\"type\":\"turn_end\",\"turn\":2", usage2);
+    int stop = find_event(&log, "\"type\":\"stop\"", end2);
+    CHECK(start1 == 0);
+    CHECK(find_event(&log, "\"text\":\"Let me check.\"", start1) > start1);
+    CHECK(tool_started > start1 && tool_finished > tool_started && tool_finished < start2);
+    CHECK(usage1 > start1 && end1 > usage1 && start2 > end1);
+    CHECK(text2 > start2 && usage2 > start2 && end2 > usage2);
+    CHECK(stop == log.count - 1);
+    CHECK(tool_started >= 0 &&
+          strstr(log.events[tool_started], "\"tool_use_id\":\"toolu_01NRLabsLyVHZPKxbKvkfSMn\"") != NULL);
+    CHECK(tool_finished >= 0 && strstr(log.events[tool_finished], "\"status\":\"succeeded\"") != NULL);
+    CHECK(usage1 >= 0 && strstr(log.events[usage1], "\"input_tokens\":377") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"reason\":\"end_turn\"") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"error_code\":null") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"turns\":2,\"tool_calls\":1") != NULL);
+    /* The end is reported again. */
+    fl_agent_next next = FL_AGENT_NEXT_EVENT;
+    const char *json = NULL;
+    size_t len = 1;
+    CHECK_OK(fl_agent_run_next_event(run, 0, &next, &json, &len));
+    CHECK(next == FL_AGENT_NEXT_END && len == 0);
+
+    /* The final history: prompt, tool call, tool result, answer. */
+    CHECK_OK(fl_agent_run_messages(run, &messages, &messages_len));
+    CHECK(messages != NULL && messages[messages_len] == '\0');
+    CHECK(messages != NULL && strstr(messages, "\"content\":\"sunny, 21C\"") != NULL);
+    CHECK(messages != NULL && strstr(messages, "It is sunny in Paris.") != NULL);
+    CHECK(messages != NULL && messages[0] == '[');
+
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    log_free(&log);
+
+    char *requests = stop_server(s);
+    const char *each[4] = {NULL, NULL, NULL, NULL};
+    CHECK(split_requests(requests, each, 4) == 2);
+    const char *first = each[0];
+    const char *second = each[1];
+    CHECK(first != NULL && strncmp(first, "POST /v1/messages HTTP/1.1\r\n", 28) == 0);
+    CHECK(first != NULL && strstr(first, "x-api-key: test-key") != NULL);
+    CHECK(first != NULL && strstr(first, "\"model\":\"claude-test\"") != NULL);
+    CHECK(first != NULL && strstr(first, "\"stream\":true") != NULL);
+    CHECK(first != NULL && strstr(first, "\"name\":\"weather\"") != NULL);
+    CHECK(first != NULL && strstr(first, "Weather in Paris?") != NULL);
+    CHECK(first != NULL && strstr(first, "\"type\":\"tool_result\"") == NULL);
+    /* The tool's result went back to the model in the second request. */
+    CHECK(second != NULL && strstr(second, "\"type\":\"tool_result\"") != NULL);
+    CHECK(second != NULL && strstr(second, "\"tool_use_id\":\"toolu_01NRLabsLyVHZPKxbKvkfSMn\"") != NULL);
+    CHECK(second != NULL && strstr(second, "sunny, 21C") != NULL);
+    free(requests);
+}
+
+/* Cancels the run (or its token) once its tool has started. */
+typedef struct {
+    fl_cancel_token *token; /* NULL: fl_agent_run_cancel */
+    int cancelled;
+} canceller;
+
+static void cancel_on_tool_start(fl_agent_run *run, const char *json, void *data) {
+    canceller *c = data;
+    if (strstr(json, "\"type\":\"tool_started\"") != NULL && !c->cancelled) {
+        c->cancelled = 1;
+        if (c->token != NULL) {
+            CHECK_OK(fl_cancel_token_cancel(c->token));
+        } else {
+            CHECK_OK(fl_agent_run_cancel(run));
+        }
+    }
+}
+
+static void cancellation(server *s) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    CHECK_OK(fl_executor_add_tool(executor, "slow", 4, NULL, slow, NULL));
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, executor);
+    const char *prompt = "Take your time.";
+
+    /* 1: fl_agent_run_cancel while the tool blocks; 2: the run's cancel token. */
+    for (int with_token = 0; with_token < 2; with_token++) {
+        int started_before = slow_started, saw_before = slow_saw_cancel;
+        canceller c = {NULL, 0};
+        if (with_token) CHECK_OK(fl_cancel_token_new(&c.token));
+        fl_agent_run *run = NULL;
+        CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), c.token, &run));
+        event_log log = {0};
+        drive(run, &log, cancel_on_tool_start, &c);
+        CHECK(c.cancelled == 1);
+        CHECK(slow_started == started_before + 1);
+        int finished = find_event(&log, "\"type\":\"tool_finished\"", 0);
+        int stop = find_event(&log, "\"type\":\"stop\"", 0);
+        CHECK(finished >= 0 && strstr(log.events[finished], "\"status\":\"cancelled\"") != NULL);
+        CHECK(stop == log.count - 1 && stop > finished);
+        CHECK(stop >= 0 && strstr(log.events[stop], "\"reason\":\"aborted\"") != NULL);
+        /* The history stays valid for the API: the call is answered. */
+        const char *messages = NULL;
+        size_t messages_len = 0;
+        CHECK_OK(fl_agent_run_messages(run, &messages, &messages_len));
+        CHECK(messages != NULL && strstr(messages, "\"tool_use_id\":\"toolu_slow\"") != NULL);
+        CHECK(messages != NULL && strstr(messages, "\"type\":\"tool_result\"") != NULL);
+        fl_agent_run_free(run);
+        fl_cancel_token_free(c.token);
+        join_workers();
+        CHECK(slow_saw_cancel == saw_before + 1);
+        log_free(&log);
+    }
+
+    /* 3: freed while the tool blocks, without a cancel: the tool sees the cancellation. */
+    int saw_before = slow_saw_cancel;
+    fl_agent_run *run = NULL;
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    int started_before = slow_started;
+    for (int guard = 0; guard < 10000 && slow_started == started_before; guard++) {
+        fl_agent_next next;
+        const char *json;
+        size_t len;
+        CHECK_OK(fl_agent_run_next_event(run, HANG_GUARD_MS, &next, &json, &len));
+        if (next != FL_AGENT_NEXT_EVENT) break;
+    }
+    CHECK(slow_started == started_before + 1);
+    fl_agent_run_free(run);
+    join_workers();
+    CHECK(slow_saw_cancel == saw_before + 1);
+
+    fl_agent_free(agent);
+    fl_client_free(client);
+    fl_executor_free(executor);
+    char *requests = stop_server(s);
+    const char *each[4];
+    CHECK(split_requests(requests, each, 4) == 3);
+    free(requests);
+}
+
+static void bad_request(server *s) {
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, NULL);
+    fl_client_free(client);
+    const char *messages_in = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+    fl_agent_run *run = NULL;
+    CHECK_OK(fl_agent_run_start(agent, messages_in, strlen(messages_in), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    /* turn_start, turn_end (no stop reason: the call failed), stop. */
+    CHECK(log.count == 3);
+    CHECK(find_event(&log, "\"type\":\"turn_start\"", 0) == 0);
+    CHECK(find_event(&log, "\"type\":\"turn_end\",\"turn\":1,\"stop_reason\":null", 0) == 1);
+    int stop = find_event(&log, "\"type\":\"stop\"", 0);
+    CHECK(stop == log.count - 1);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"reason\":\"error\"") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"error_code\":\"invalid_request\"") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "max_tokens: 999999 > 64000") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "req_test_0") != NULL); /* the request id */
+    CHECK(find_event(&log, "\"type\":\"usage\"", 0) == -1); /* nothing billed */
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    log_free(&log);
+    char *requests = stop_server(s);
+    const char *each[2];
+    CHECK(split_requests(requests, each, 2) == 1);
+    free(requests);
+}
+
+static void misuse(void) {
+    fl_client *client = NULL;
+    const char *unknown = "{\"from_env\":false,\"max_retrys\":2}";
+    CHECK_STATUS(fl_client_new(unknown, strlen(unknown), &client), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(client == NULL);
+    CHECK(strstr(last_error(), "unknown client option \"max_retrys\"") != NULL);
+    const char *wrong = "{\"max_retries\":\"2\"}";
+    CHECK_STATUS(fl_client_new(wrong, strlen(wrong), &client), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "\"max_retries\" must be a non-negative integer") != NULL);
+    const char *provider = "{\"provider\":\"gemini\"}";
+    CHECK_STATUS(fl_client_new(provider, strlen(provider), &client), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_client_new(NULL, 0, NULL), FL_STATUS_NULL_ARGUMENT);
+    const char *options = "{\"from_env\":false,\"base_url\":\"http://127.0.0.1:9\"}";
+    CHECK_OK(fl_client_new(options, strlen(options), &client));
+
+    fl_agent *agent = NULL;
+    CHECK_STATUS(fl_agent_new(NULL, NULL, "{}", 2, &agent), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_agent_new(client, NULL, "{}", 2, &agent), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "\"model\" is required") != NULL);
+    const char *bad_turns = "{\"model\":\"m\",\"max_turns\":-1}";
+    CHECK_STATUS(fl_agent_new(client, NULL, bad_turns, strlen(bad_turns), &agent),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "\"max_turns\"") != NULL);
+    const char *bad_key = "{\"model\":\"m\",\"maxTurns\":3}";
+    CHECK_STATUS(fl_agent_new(client, NULL, bad_key, strlen(bad_key), &agent),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "unknown agent option \"maxTurns\"") != NULL);
+    CHECK(agent == NULL);
+    const char *good = "{\"model\":\"m\"}";
+    CHECK_OK(fl_agent_new(client, NULL, good, strlen(good), &agent));
+
+    fl_agent_run *run = NULL;
+    CHECK_STATUS(fl_agent_run_start(agent, "{}", 2, NULL, &run), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_agent_run_start(agent, "[", 1, NULL, &run), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_agent_run_start(agent, "\xff", 1, NULL, &run), FL_STATUS_INVALID_UTF8);
+    CHECK_STATUS(fl_agent_run_start(NULL, "[]", 2, NULL, &run), FL_STATUS_NULL_ARGUMENT);
+    CHECK(run == NULL);
+    /* A conversation the API would refuse makes no request: the run stops at once. */
+    CHECK_OK(fl_agent_run_start(agent, "[]", 2, NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    CHECK(log.count == 1 && strstr(log.events[0], "\"error_code\":\"invalid_history\"") != NULL);
+    CHECK_STATUS(fl_agent_run_next_event(run, 0, NULL, NULL, NULL), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_agent_run_cancel(NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_agent_run_free(run);
+    log_free(&log);
+    fl_agent_run_free(NULL);
+    fl_agent_free(agent);
+    fl_agent_free(NULL);
+    fl_client_free(client);
+    fl_client_free(NULL);
+}
+
+int main(void) {
+    /* The servers are forked before the library starts any thread. */
+    server round_trip_server = start_server(round_trip_replies, 2);
+    server cancel_server = start_server(cancel_replies, 3);
+    server bad_request_server = start_server(bad_request_replies, 1);
+    driver_thread = pthread_self();
+
+    round_trip(&round_trip_server);
+    cancellation(&cancel_server);
+    bad_request(&bad_request_server);
+    misuse();
+    return check_summary("test_agent");
+}
