@@ -605,3 +605,378 @@ impl Drop for PollingGuard<'_> {
         self.0.store(false, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::boundary::last_error_for_tests;
+    use crate::client::{fl_client_free, fl_client_new};
+    use crate::exec::{fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_new};
+    use ferroloop_core::tokens::Family;
+
+    /// A client for a loopback port nothing listens on (the tests here make no request).
+    fn client() -> *mut fl_client {
+        let json = r#"{"from_env": false, "base_url": "http://127.0.0.1:9", "max_retries": 0}"#;
+        let mut client = std::ptr::null_mut();
+        // SAFETY: `json` is readable for its length; `client` is a local.
+        let status = unsafe { fl_client_new(json.as_ptr().cast(), json.len(), &mut client) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        client
+    }
+
+    fn agent(client: *const fl_client, json: &str) -> (fl_status, *mut fl_agent) {
+        let mut agent = std::ptr::null_mut();
+        // SAFETY: a live client; `json` readable for its length; `agent` is a local.
+        let status = unsafe {
+            fl_agent_new(
+                client,
+                std::ptr::null(),
+                json.as_ptr().cast(),
+                json.len(),
+                &mut agent,
+            )
+        };
+        (status, agent)
+    }
+
+    fn start(
+        agent: *const fl_agent,
+        json: &str,
+        cancel: *const fl_cancel_token,
+    ) -> (fl_status, *mut fl_agent_run) {
+        let mut run = std::ptr::null_mut();
+        // SAFETY: a live agent; `json` readable for its length; `run` is a local.
+        let status = unsafe {
+            fl_agent_run_start(agent, json.as_ptr().cast(), json.len(), cancel, &mut run)
+        };
+        (status, run)
+    }
+
+    /// The next event: what was found and the event's text.
+    fn next(run: *const fl_agent_run) -> (fl_status, fl_agent_next, String) {
+        let mut found = fl_agent_next::FL_AGENT_NEXT_NONE;
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live run; the out-parameters are locals.
+        let status =
+            unsafe { fl_agent_run_next_event(run, 10_000, &mut found, &mut json, &mut len) };
+        let text = if status == fl_status::FL_STATUS_OK {
+            // SAFETY: the view is valid until the next call on the run.
+            let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
+            assert_eq!(bytes[len], 0, "NUL-terminated");
+            String::from_utf8(bytes[..len].to_vec()).unwrap()
+        } else {
+            String::new()
+        };
+        (status, found, text)
+    }
+
+    #[test]
+    fn options_reach_the_configuration() {
+        let config = config_of(
+            r#"{"model": "m", "system": "s", "max_turns": 3, "max_tokens": 100,
+                "token_budget": 5000, "max_continuations": 1, "escalated_max_tokens": 0,
+                "keep_recent_tool_results": 2, "prompt_caching": false, "tokenizer": "o200k",
+                "extra": {"temperature": 0.5}, "fallback_model": "f",
+                "fallback_after_529_retries": 1}"#,
+        )
+        .unwrap();
+        assert_eq!(config.model, "m");
+        assert_eq!(config.system.as_deref(), Some("s"));
+        assert_eq!(config.limits.max_turns, 3);
+        assert_eq!(config.limits.max_tokens, 100);
+        assert_eq!(config.limits.token_budget, Some(5000));
+        assert_eq!(config.max_continuations, 1);
+        assert_eq!(config.escalated_max_tokens, None);
+        assert_eq!(config.keep_recent_tool_results, 2);
+        assert!(!config.prompt_caching);
+        assert_eq!(config.family, "o200k".parse::<Family>().unwrap());
+        assert_eq!(config.extra.get("temperature"), Some(&json!(0.5)));
+        assert_eq!(config.fallback_model.as_deref(), Some("f"));
+        assert_eq!(config.fallback_after_529_retries, 1);
+        // Defaults where nothing is said.
+        let config = config_of(r#"{"model": "m", "system": null}"#).unwrap();
+        assert_eq!(config.system, None);
+        assert_eq!(config.limits.max_turns, 50);
+        assert_eq!(config.escalated_max_tokens, Some(64_000));
+    }
+
+    #[test]
+    fn bad_options_are_invalid_arguments_naming_the_problem() {
+        let client = client();
+        for (json, expected) in [
+            ("{}", "agent option \"model\" is required"),
+            ("{\"model\": 3}", "agent option \"model\" must be a string"),
+            (
+                "{\"model\": \"m\", \"max_turns\": 1.5}",
+                "agent option \"max_turns\" must be a non-negative integer",
+            ),
+            (
+                "{\"model\": \"m\", \"extra\": []}",
+                "agent option \"extra\" must be a JSON object",
+            ),
+            (
+                "{\"model\": \"m\", \"tokenizer\": \"klingon\"}",
+                "agent option \"tokenizer\"",
+            ),
+            (
+                "{\"model\": \"m\", \"maxTurns\": 3}",
+                "unknown agent option \"maxTurns\"",
+            ),
+            ("{\"model\": ", "agent options are not valid JSON"),
+        ] {
+            let (status, agent) = agent(client, json);
+            assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{json}");
+            assert!(agent.is_null());
+            let error = last_error_for_tests();
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+        // SAFETY: a client from `fl_client_new`, freed once.
+        unsafe { fl_client_free(client) };
+    }
+
+    #[test]
+    fn null_arguments_are_refused() {
+        let client = client();
+        let (status, _) = agent(std::ptr::null(), "{\"model\": \"m\"}");
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        assert_eq!(last_error_for_tests(), "argument `client` must not be NULL");
+        // SAFETY: a live client; `out` NULL is the case under test.
+        let status = unsafe {
+            fl_agent_new(
+                client,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        let (status, agent) = agent(client, "{\"model\": \"m\"}");
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let (status, _) = start(std::ptr::null(), "[]", std::ptr::null());
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        // SAFETY: NULL text with a length, and a NULL `out`: the cases under test.
+        let (null_text, null_out) = unsafe {
+            (
+                fl_agent_run_start_prompt(
+                    agent,
+                    std::ptr::null(),
+                    1,
+                    std::ptr::null(),
+                    &mut std::ptr::null_mut(),
+                ),
+                fl_agent_run_start_prompt(
+                    agent,
+                    c"hi".as_ptr(),
+                    2,
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                ),
+            )
+        };
+        assert_eq!(null_text, fl_status::FL_STATUS_NULL_ARGUMENT);
+        assert_eq!(null_out, fl_status::FL_STATUS_NULL_ARGUMENT);
+        let (status, found, _) = next(std::ptr::null());
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_NONE);
+        let (status, run) = start(agent, "[]", std::ptr::null());
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: a live run; NULL out-parameters are the cases under test.
+        unsafe {
+            let mut found = fl_agent_next::FL_AGENT_NEXT_NONE;
+            let mut json = std::ptr::null();
+            assert_eq!(
+                fl_agent_run_next_event(run, 0, std::ptr::null_mut(), &mut json, &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_run_next_event(run, 0, &mut found, std::ptr::null_mut(), &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_run_next_event(run, 0, &mut found, &mut json, std::ptr::null_mut()),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_run_messages(run, std::ptr::null_mut(), &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_run_messages(std::ptr::null(), &mut json, &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_run_cancel(std::ptr::null()),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            fl_agent_run_free(run);
+            fl_agent_run_free(std::ptr::null_mut());
+            fl_agent_free(agent);
+            fl_agent_free(std::ptr::null_mut());
+            fl_client_free(client);
+        }
+    }
+
+    #[test]
+    fn messages_that_are_not_an_array_are_refused() {
+        let client = client();
+        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        for (json, status, expected) in [
+            (
+                "{}",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "must be a JSON array",
+            ),
+            (
+                "[",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "is not valid JSON",
+            ),
+            (
+                "\u{0}",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "is not valid JSON",
+            ),
+        ] {
+            let (got, run) = start(agent, json, std::ptr::null());
+            assert_eq!(got, status, "{json:?}");
+            assert!(run.is_null());
+            assert!(last_error_for_tests().contains(expected), "{json:?}");
+        }
+        let invalid = [0xffu8];
+        let mut run = std::ptr::null_mut();
+        // SAFETY: one readable byte; `run` is a local.
+        let status = unsafe {
+            fl_agent_run_start(
+                agent,
+                invalid.as_ptr().cast(),
+                1,
+                std::ptr::null(),
+                &mut run,
+            )
+        };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_UTF8);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_agent_free(agent);
+            fl_client_free(client);
+        }
+    }
+
+    /// A conversation the API would refuse ends the run at once, without a request: one stop
+    /// event, then the end, reported again; the history is readable after the stop only.
+    #[test]
+    fn a_run_ends_with_its_stop_event_then_reports_the_end() {
+        let client = client();
+        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (status, run) = start(agent, "[]", std::ptr::null());
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // The agent and the client may go before the run.
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_agent_free(agent);
+            fl_client_free(client);
+        }
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live run; locals.
+        let status = unsafe { fl_agent_run_messages(run, &mut json, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_STATE);
+        let (status, found, event) = next(run);
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_EVENT);
+        let event: Value = serde_json::from_str(&event).unwrap();
+        assert_eq!(event["type"], "stop");
+        assert_eq!(event["reason"], "error");
+        assert_eq!(event["error_code"], "invalid_history");
+        for _ in 0..2 {
+            let (status, found, event) = next(run);
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_END);
+            assert_eq!(event, "");
+        }
+        // SAFETY: a live run; locals.
+        let status = unsafe { fl_agent_run_messages(run, &mut json, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: the view is valid until the run is freed.
+        let messages = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len) };
+        assert_eq!(messages, b"[]");
+        // SAFETY: a run from `fl_agent_run_start`, freed once.
+        unsafe { fl_agent_run_free(run) };
+    }
+
+    /// A token cancelled before the run starts stops it before any request (the port in the
+    /// client's base URL has no server: a request would end in a connection error instead).
+    #[test]
+    fn a_cancelled_token_stops_the_run_before_its_first_request() {
+        let client = client();
+        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let mut token = std::ptr::null_mut();
+        // SAFETY: `token` is a local; then a live token.
+        unsafe {
+            assert_eq!(fl_cancel_token_new(&mut token), fl_status::FL_STATUS_OK);
+            assert_eq!(fl_cancel_token_cancel(token), fl_status::FL_STATUS_OK);
+        }
+        let (status, run) = start(agent, r#"[{"role": "user", "content": "hi"}]"#, token);
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // The run keeps what it needs of the token.
+        // SAFETY: a token from `fl_cancel_token_new`, freed once.
+        unsafe { fl_cancel_token_free(token) };
+        let mut events = Vec::new();
+        loop {
+            let (status, found, event) = next(run);
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            match found {
+                fl_agent_next::FL_AGENT_NEXT_EVENT => events.push(event),
+                fl_agent_next::FL_AGENT_NEXT_END => break,
+                fl_agent_next::FL_AGENT_NEXT_NONE => panic!("no event: {events:?}"),
+            }
+        }
+        let stop: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+        assert_eq!(stop["type"], "stop");
+        assert_eq!(stop["reason"], "aborted", "{events:?}");
+        assert!(
+            !events.iter().any(|event| event.contains("\"connection\"")),
+            "{events:?}"
+        );
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_agent_run_free(run);
+            fl_agent_free(agent);
+            fl_client_free(client);
+        }
+    }
+
+    /// A run freed before it was ever driven, or mid-way, is cancelled and released.
+    #[test]
+    fn runs_freed_before_their_end_release_everything() {
+        let client = client();
+        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, run) = start(
+            agent,
+            r#"[{"role": "user", "content": "hi"}]"#,
+            std::ptr::null(),
+        );
+        // SAFETY: a run from `fl_agent_run_start`, freed once.
+        unsafe { fl_agent_run_free(run) };
+        let (_, run) = start(
+            agent,
+            r#"[{"role": "user", "content": "hi"}]"#,
+            std::ptr::null(),
+        );
+        let mut found = fl_agent_next::FL_AGENT_NEXT_NONE;
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live run; locals. Timeout 0: whatever progress is possible at once.
+        let status = unsafe { fl_agent_run_next_event(run, 0, &mut found, &mut json, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_agent_run_free(run);
+            fl_agent_free(agent);
+            fl_client_free(client);
+        }
+    }
+}

@@ -316,6 +316,49 @@ mod tests {
         unsafe { fl_client_free(std::ptr::null_mut()) };
     }
 
+    /// The loop drops a call it gives up on (a cancelled or discarded turn, a freed run): the
+    /// request running on the client's thread is aborted and its connection closed, rather
+    /// than read to its end for nobody.
+    #[test]
+    fn dropping_a_call_closes_its_connection() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (status, client) = new_client(&format!(
+            r#"{{"from_env": false, "base_url": "http://127.0.0.1:{port}", "max_retries": 0}}"#
+        ));
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: a live client from `fl_client_new`.
+        let model = unsafe { &*client }.shared.model();
+        let call = model.stream(serde_json::json!({"model": "m", "max_tokens": 1,
+            "messages": [{"role": "user", "content": "hi"}]}));
+        // The request goes out on the client's thread without the stream being polled.
+        let (mut connection, _) = listener.accept().unwrap();
+        // Hang guard only: a connection left open fails the test after this long.
+        connection
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+            let n = connection.read(&mut buf).unwrap();
+            assert!(n > 0, "the client closed before sending its request");
+            request.extend_from_slice(&buf[..n]);
+        }
+        assert!(request.starts_with(b"POST /v1/messages HTTP/1.1\r\n"));
+        drop(call);
+        loop {
+            match connection.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) => panic!("the connection stayed open: {error}"),
+            }
+        }
+        drop(model);
+        // SAFETY: a client from `fl_client_new`, freed once.
+        unsafe { fl_client_free(client) };
+    }
+
     #[test]
     fn defaults_make_a_client_that_frees_cleanly() {
         let (status, client) = new_client("{\"from_env\": false}");
