@@ -1399,15 +1399,18 @@ void fl_executor_free(fl_executor *executor);
 /**
  * Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
  * `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
- * `fl_executor_run` or `fl_turn_new` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
- * `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
+ * `fl_executor_run`, `fl_turn_new` or `fl_agent_new` (`FL_STATUS_INVALID_STATE` afterwards); a
+ * duplicate name is `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees
+ * `userdata`. An agent offers the tool to the model with no description and any object as
+ * input: give it a definition with `fl_executor_add_tool_with_definition`.
  *
  * Thread-safe.
  *
  * # Safety
  * `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
  * `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
- * usable until the executor and every turn started on it are freed.
+ * usable until the executor, every turn started on it and every run of an agent made with it
+ * are freed.
  */
 fl_status fl_executor_add_tool(fl_executor *executor,
                                const char *name,
@@ -1415,6 +1418,32 @@ fl_status fl_executor_add_tool(fl_executor *executor,
                                const fl_tool_options *options,
                                fl_tool_fn callback,
                                void *userdata);
+
+/**
+ * Registers a tool as `fl_executor_add_tool` does, with the definition the model is given
+ * (what an agent sends it; `fl_executor_add_tool`'s tools have no description and take any
+ * object): `definition_json` (`len` bytes of UTF-8) is a JSON object in the Anthropic tool
+ * definition shape, `{"name": "weather", "description": "The weather in a city.",
+ * "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+ * "required": ["city"]}}`. `name` is required; `description` (a string) and `input_schema`
+ * (an object; `"type": "object"` is added when left out) are optional. Another key, a value of
+ * the wrong type (the message names the key) or an empty or duplicate name is
+ * `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `definition_json` must be valid for reads of `len`
+ * bytes; `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata`
+ * must stay usable until the executor, every turn started on it and every run of an agent
+ * made with it are freed.
+ */
+fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
+                                               const char *definition_json,
+                                               size_t len,
+                                               const fl_tool_options *options,
+                                               fl_tool_fn callback,
+                                               void *userdata);
 
 /**
  * Runs a batch of tool calls and waits for every result.

@@ -17,6 +17,7 @@ use ferroloop_core::exec::{
 use serde_json::Value;
 
 use crate::boundary::{self, FfiError, FfiResult};
+use crate::options::JsonOptions;
 use crate::status::fl_status;
 use crate::text::{self, Out};
 use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
@@ -195,6 +196,10 @@ fn duration_ms(duration: Duration) -> u64 {
 /// A C callback and its userdata, as a [`Tool`].
 struct CTool {
     name: String,
+    /// What the model is told the tool does (empty: nothing).
+    description: String,
+    /// The JSON schema of the input the model is told to give (`None`: any object).
+    input_schema: Option<Value>,
     options: fl_tool_options,
     callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
     userdata: UserData,
@@ -215,6 +220,16 @@ unsafe impl Sync for UserData {}
 impl Tool for CTool {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> Value {
+        self.input_schema
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}))
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -344,15 +359,18 @@ pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
 
 /// Registers a tool named `name` (UTF-8, `name_len` bytes) whose calls run `callback` with
 /// `userdata`; `options` may be NULL (the defaults). Tools must be registered before the first
-/// `fl_executor_run` or `fl_turn_new` (`FL_STATUS_INVALID_STATE` afterwards); a duplicate name is
-/// `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees `userdata`.
+/// `fl_executor_run`, `fl_turn_new` or `fl_agent_new` (`FL_STATUS_INVALID_STATE` afterwards); a
+/// duplicate name is `FL_STATUS_INVALID_ARGUMENT`. ferroloop never dereferences or frees
+/// `userdata`. An agent offers the tool to the model with no description and any object as
+/// input: give it a definition with `fl_executor_add_tool_with_definition`.
 ///
 /// Thread-safe.
 ///
 /// # Safety
 /// `executor` must be a live executor; `name` must be valid for reads of `name_len` bytes;
 /// `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata` must stay
-/// usable until the executor and every turn started on it are freed.
+/// usable until the executor, every turn started on it and every run of an agent made with it
+/// are freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_executor_add_tool(
     executor: *mut fl_executor,
@@ -372,29 +390,111 @@ pub unsafe extern "C" fn fl_executor_add_tool(
         };
         let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
         // SAFETY: NULL or a valid options struct (the caller's promise).
-        let options = unsafe { options.as_ref() }
-            .copied()
-            .unwrap_or_else(|| fl_tool_options_default());
-        if name.is_empty() {
+        let options = unsafe { options.as_ref() }.copied();
+        let definition = ToolDefinition {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema: None,
+        };
+        executor.add(definition, options, callback, userdata)
+    })
+}
+
+/// Registers a tool as `fl_executor_add_tool` does, with the definition the model is given
+/// (what an agent sends it; `fl_executor_add_tool`'s tools have no description and take any
+/// object): `definition_json` (`len` bytes of UTF-8) is a JSON object in the Anthropic tool
+/// definition shape, `{"name": "weather", "description": "The weather in a city.",
+/// "input_schema": {"type": "object", "properties": {"city": {"type": "string"}},
+/// "required": ["city"]}}`. `name` is required; `description` (a string) and `input_schema`
+/// (an object; `"type": "object"` is added when left out) are optional. Another key, a value of
+/// the wrong type (the message names the key) or an empty or duplicate name is
+/// `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `executor` must be a live executor; `definition_json` must be valid for reads of `len`
+/// bytes; `options` must be NULL or point to an `fl_tool_options`; `callback` and `userdata`
+/// must stay usable until the executor, every turn started on it and every run of an agent
+/// made with it are freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_add_tool_with_definition(
+    executor: *mut fl_executor,
+    definition_json: *const c_char,
+    len: usize,
+    options: *const fl_tool_options,
+    callback: fl_tool_fn,
+    userdata: *mut c_void,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `executor` and `definition_json`.
+        let (executor, json) = unsafe {
+            (
+                text::handle_ref(executor, "executor")?,
+                text::str_arg(definition_json, len, "definition_json")?,
+            )
+        };
+        let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
+        // SAFETY: NULL or a valid options struct (the caller's promise).
+        let options = unsafe { options.as_ref() }.copied();
+        let definition = ToolDefinition::parse(json)?;
+        executor.add(definition, options, callback, userdata)
+    })
+}
+
+/// What the model is told about a tool.
+struct ToolDefinition {
+    name: String,
+    description: String,
+    input_schema: Option<Value>,
+}
+
+impl ToolDefinition {
+    /// Reads a definition object (see `fl_executor_add_tool_with_definition`).
+    fn parse(json: &str) -> FfiResult<Self> {
+        let mut fields = JsonOptions::parse(json, "tool definition")?;
+        let name = fields
+            .string("name")?
+            .ok_or_else(|| FfiError::invalid("tool definition option \"name\" is required"))?;
+        let description = fields.string("description")?.unwrap_or_default();
+        let input_schema = fields.object("input_schema")?.map(Value::Object);
+        fields.finish()?;
+        Ok(Self {
+            name,
+            description,
+            input_schema,
+        })
+    }
+}
+
+impl fl_executor {
+    /// Registers a C tool (the shared part of the two `fl_executor_add_tool*`).
+    fn add(
+        &self,
+        definition: ToolDefinition,
+        options: Option<fl_tool_options>,
+        callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
+        userdata: *mut c_void,
+    ) -> FfiResult {
+        if definition.name.is_empty() {
             return Err(FfiError::invalid("a tool name must not be empty"));
         }
-        let mut registry = executor
-            .registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let registry = registry
-            .as_mut()
-            .ok_or_else(|| FfiError::state("tools must be added before the first run or turn"))?;
+        let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let registry = registry.as_mut().ok_or_else(|| {
+            FfiError::state("tools must be added before the first run, turn or agent")
+        })?;
         registry
             .register(CTool {
-                name: name.to_owned(),
-                options,
+                name: definition.name,
+                description: definition.description,
+                input_schema: definition.input_schema,
+                options: options.unwrap_or_else(|| fl_tool_options_default()),
                 callback,
                 userdata: UserData(userdata),
             })
             .map_err(|error| FfiError::invalid(error.to_string()))?;
         Ok(())
-    })
+    }
 }
 
 /// Runs a batch of tool calls and waits for every result.
@@ -816,6 +916,8 @@ mod tests {
             registry
                 .register(CTool {
                     name: "worker".into(),
+                    description: String::new(),
+                    input_schema: None,
                     options: fl_tool_options_default(),
                     callback,
                     userdata: UserData(std::ptr::from_ref::<Case>(&case).cast_mut().cast()),
@@ -866,5 +968,90 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn add_defined(executor: *mut fl_executor, json: &str) -> fl_status {
+        // SAFETY: a live executor; `json` readable for its length; the callback never runs.
+        unsafe {
+            fl_executor_add_tool_with_definition(
+                executor,
+                json.as_ptr().cast(),
+                json.len(),
+                std::ptr::null(),
+                Some(callback),
+                std::ptr::null_mut(),
+            )
+        }
+    }
+
+    #[test]
+    fn a_definition_is_what_the_model_is_told() {
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: `executor` is a local.
+        assert_eq!(
+            unsafe { fl_executor_new(std::ptr::null(), &mut executor) },
+            fl_status::FL_STATUS_OK
+        );
+        let schema = r#"{"type": "object", "properties": {"city": {"type": "string"}}}"#;
+        let json = format!(
+            r#"{{"name": "weather", "description": "The weather.", "input_schema": {schema}}}"#
+        );
+        assert_eq!(add_defined(executor, &json), fl_status::FL_STATUS_OK);
+        assert_eq!(
+            add_defined(executor, r#"{"name": "bare"}"#),
+            fl_status::FL_STATUS_OK
+        );
+        for (json, expected) in [
+            (r#"{"name": "weather"}"#, "already registered"),
+            (r#"{"description": "x"}"#, "\"name\" is required"),
+            (r#"{"name": ""}"#, "must not be empty"),
+            (
+                r#"{"name": "a", "input_schema": "object"}"#,
+                "\"input_schema\" must be a JSON object",
+            ),
+            (
+                r#"{"name": "a", "cache_control": {}}"#,
+                "unknown tool definition option \"cache_control\"",
+            ),
+            ("[]", "must be a JSON object"),
+        ] {
+            assert_eq!(
+                add_defined(executor, json),
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "{json}"
+            );
+            let error = crate::boundary::last_error_for_tests();
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+        // SAFETY: a NULL callback is the case under test.
+        let status = unsafe {
+            fl_executor_add_tool_with_definition(
+                executor,
+                r#"{"name": "c"}"#.as_ptr().cast(),
+                13,
+                std::ptr::null(),
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        // SAFETY: a live executor.
+        let registry = unsafe { &*executor }.executor().registry();
+        let weather = registry.get("weather").unwrap();
+        assert_eq!(weather.description(), "The weather.");
+        assert_eq!(
+            weather.input_schema(),
+            serde_json::from_str::<Value>(schema).unwrap()
+        );
+        let bare = registry.get("bare").unwrap();
+        assert_eq!(bare.description(), "");
+        assert_eq!(bare.input_schema(), serde_json::json!({"type": "object"}));
+        // Frozen once the tools are in use.
+        assert_eq!(
+            add_defined(executor, r#"{"name": "late"}"#),
+            fl_status::FL_STATUS_INVALID_STATE
+        );
+        // SAFETY: an executor from `fl_executor_new`, freed once.
+        unsafe { fl_executor_free(executor) };
     }
 }

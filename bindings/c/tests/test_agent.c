@@ -353,7 +353,12 @@ static void round_trip(server *s) {
     CHECK_OK(fl_executor_new(NULL, &executor));
     fl_tool_options options = fl_tool_options_default();
     options.concurrency_safe = true;
-    CHECK_OK(fl_executor_add_tool(executor, "weather", 7, &options, weather, NULL));
+    const char *definition =
+        "{\"name\":\"weather\",\"description\":\"The weather in a city.\","
+        "\"input_schema\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+        "\"required\":[\"city\"]}}";
+    CHECK_OK(fl_executor_add_tool_with_definition(executor, definition, strlen(definition), &options,
+                                                  weather, NULL));
     fl_client *client = new_client(s->port);
     fl_agent *agent = new_agent(client, executor);
     /* The agent keeps what it needs: both may go first. */
@@ -423,6 +428,11 @@ static void round_trip(server *s) {
     CHECK(first != NULL && strstr(first, "x-api-key: test-key") != NULL);
     CHECK(first != NULL && strstr(first, "\"model\":\"claude-test\"") != NULL);
     CHECK(first != NULL && strstr(first, "\"stream\":true") != NULL);
+    /* The tool as the model sees it: its definition. */
+    CHECK(first != NULL && strstr(first, "\"description\":\"The weather in a city.\"") != NULL);
+    CHECK(first != NULL && strstr(first, "\"input_schema\":{") != NULL);
+    CHECK(first != NULL && strstr(first, "\"properties\":{\"city\":{\"type\":\"string\"}}") != NULL);
+    CHECK(first != NULL && strstr(first, "\"required\":[\"city\"]") != NULL);
     CHECK(first != NULL && strstr(first, "\"name\":\"weather\"") != NULL);
     CHECK(first != NULL && strstr(first, "Weather in Paris?") != NULL);
     CHECK(first != NULL && strstr(first, "\"type\":\"tool_result\"") == NULL);
