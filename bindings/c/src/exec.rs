@@ -988,10 +988,8 @@ mod tests {
     fn a_definition_is_what_the_model_is_told() {
         let mut executor = std::ptr::null_mut();
         // SAFETY: `executor` is a local.
-        assert_eq!(
-            unsafe { fl_executor_new(std::ptr::null(), &mut executor) },
-            fl_status::FL_STATUS_OK
-        );
+        let status = unsafe { fl_executor_new(std::ptr::null(), &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
         let schema = r#"{"type": "object", "properties": {"city": {"type": "string"}}}"#;
         let json = format!(
             r#"{{"name": "weather", "description": "The weather.", "input_schema": {schema}}}"#
