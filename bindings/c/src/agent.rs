@@ -979,4 +979,63 @@ mod tests {
             fl_client_free(client);
         }
     }
+
+    /// A model call in flight: nothing within the timeout is `NONE` (the run goes on), and a
+    /// cancel stops the run with `aborted`, the call dropped. The server accepts the request
+    /// (the kernel does, in its backlog) and never answers.
+    #[test]
+    fn a_run_waiting_for_its_model_times_out_then_stops_when_cancelled() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let json = format!(
+            r#"{{"from_env": false, "base_url": "http://127.0.0.1:{port}", "max_retries": 0}}"#
+        );
+        let mut client = std::ptr::null_mut();
+        // SAFETY: `json` is readable for its length; `client` is a local.
+        let status = unsafe { fl_client_new(json.as_ptr().cast(), json.len(), &mut client) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, run) = start(
+            agent,
+            r#"[{"role": "user", "content": "hi"}]"#,
+            std::ptr::null(),
+        );
+        let (status, found, event) = next(run);
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_EVENT);
+        assert!(
+            event.starts_with("{\"type\":\"turn_start\",\"turn\":1,"),
+            "{event}"
+        );
+        let mut found = fl_agent_next::FL_AGENT_NEXT_EVENT;
+        let mut view = std::ptr::null();
+        let mut len = 1usize;
+        // SAFETY: a live run; locals.
+        let status = unsafe { fl_agent_run_next_event(run, 20, &mut found, &mut view, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_NONE);
+        assert_eq!(len, 0);
+        // SAFETY: a live run.
+        assert_eq!(unsafe { fl_agent_run_cancel(run) }, fl_status::FL_STATUS_OK);
+        let mut events = Vec::new();
+        loop {
+            let (status, found, event) = next(run);
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            match found {
+                fl_agent_next::FL_AGENT_NEXT_EVENT => events.push(event),
+                fl_agent_next::FL_AGENT_NEXT_END => break,
+                fl_agent_next::FL_AGENT_NEXT_NONE => panic!("no event: {events:?}"),
+            }
+        }
+        let stop: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+        assert_eq!(stop["reason"], "aborted", "{events:?}");
+        assert_eq!(stop["messages"], json!([{"role": "user", "content": "hi"}]));
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_agent_run_free(run);
+            fl_agent_free(agent);
+            fl_client_free(client);
+        }
+        drop(listener);
+    }
 }

@@ -242,6 +242,7 @@ static const reply bad_request_replies[] = {
 /* ---- tools ---- */
 
 static pthread_t driver_thread;
+static fl_agent_run *_Atomic driven_run = NULL; /* the run whose tools are running */
 static atomic_int weather_calls = 0;
 static atomic_int weather_on_driver = 0;
 
@@ -252,6 +253,25 @@ static void weather(void *userdata, const fl_tool_invocation *invocation, fl_too
     if (pthread_equal(pthread_self(), driver_thread)) weather_on_driver++;
     CHECK(text_equals(invocation->tool_name, invocation->tool_name_len, "weather"));
     CHECK(text_equals(invocation->input_json, invocation->input_json_len, "{\"city\":\"Paris\"}"));
+    /* From its tool callback, a run cannot be driven again nor freed (the free does nothing). */
+    fl_agent_run *run = driven_run;
+    CHECK(run != NULL);
+    if (run != NULL) {
+        fl_agent_next next;
+        const char *json;
+        size_t len;
+        CHECK_STATUS(fl_agent_run_next_event(run, 0, &next, &json, &len), FL_STATUS_INVALID_STATE);
+        fl_agent_run_free(run);
+        CHECK(strstr(last_error(), "fl_agent_run_next_event is in progress") != NULL);
+        /* Nor may the thread driving it run an executor. */
+        fl_executor *inner = NULL;
+        CHECK_OK(fl_executor_new(NULL, &inner));
+        const char *results;
+        size_t results_len;
+        CHECK_STATUS(fl_executor_run(inner, "[]", 2, NULL, &results, &results_len),
+                     FL_STATUS_INVALID_STATE);
+        fl_executor_free(inner);
+    }
     CHECK_OK(fl_tool_complete(call, "sunny, 21C", 10, false));
 }
 
@@ -368,6 +388,7 @@ static void round_trip(server *s) {
     fl_agent_run *run = NULL;
     const char *prompt = "Weather in Paris?";
     CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    driven_run = run;
     const char *messages = NULL;
     size_t messages_len = 0;
     CHECK_STATUS(fl_agent_run_messages(run, &messages, &messages_len), FL_STATUS_INVALID_STATE);
@@ -415,6 +436,7 @@ static void round_trip(server *s) {
     CHECK(messages != NULL && strstr(messages, "It is sunny in Paris.") != NULL);
     CHECK(messages != NULL && messages[0] == '[');
 
+    driven_run = NULL;
     fl_agent_run_free(run);
     fl_agent_free(agent);
     log_free(&log);
