@@ -167,5 +167,31 @@ else
 fi
 record "README turn example" "$status"
 
+# The README's agent example compiles as written and runs clean under valgrind against a closed
+# loopback port (no network; no proxy from the environment): its run ends with a `stop` event
+# whose error_code is `connection`, the client's retries spent.
+example="$stage/bin/readme_agent_example"
+awk '/^## Example: the agent loop/ { section = 1 }
+     section && /^```$/ && inside { exit }
+     inside { print }
+     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+status=0
+# shellcheck disable=SC2046
+if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
+    set +e
+    offline=(env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy
+        ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL=http://127.0.0.1:9)
+    printed="$("${offline[@]}" "$example" | tail -n1)"
+    [[ "$printed" == '{"type":"stop","reason":"error",'*'"error_code":"connection"'* ]] ||
+        { status=1; printf 'printed:\n%s\n' "$printed"; }
+    "${offline[@]}" valgrind -q --error-exitcode=1 --leak-check=full \
+        --errors-for-leak-kinds=definite,possible \
+        --suppressions=bindings/c/tests/valgrind.supp "$example" >/dev/null || status=1
+    set -e
+else
+    status=1
+fi
+record "README agent example" "$status"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
