@@ -732,10 +732,14 @@ extern "C" {
  *   `keep_recent_tool_results` (default 5), `prompt_caching` (default true);
  * - `tokenizer`: the family used for estimates (`claude`, `o200k`, `cl100k`, ...);
  * - `extra`: an object merged into every request (`temperature`, `thinking`, server `tools`);
- * - `fallback_model`, `fallback_after_529_retries` (default 3).
+ * - `fallback_model`, `fallback_after_529_retries` (default 3);
+ * - `builtin_tools`: ferroloop's own tools to offer as well, by name (`read`, `write`, `edit`,
+ *   `glob`, `grep`, `bash`), confined to `workspace` (a directory; default: the current
+ *   directory). They run on the run's thread like the C tools (`bash` starts processes).
  *
- * An unknown key, a value of the wrong type (the message names the key), a missing `model` or
- * an unknown tokenizer is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
+ * An unknown key, a value of the wrong type (the message names the key), a missing `model`,
+ * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or a
+ * workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
  * (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
  * with `error_code` `invalid_configuration`, as in Python and Node.
  *
@@ -750,6 +754,20 @@ fl_status fl_agent_new(const fl_client *client,
                        const char *options_json,
                        size_t len,
                        fl_agent **out);
+
+/**
+ * Writes into `*definitions_json` / `*definitions_len` a view of the tool definitions the agent
+ * sends the model: a JSON array of `{"name", "description", "input_schema"}` objects, sorted by
+ * name (the executor's C tools and the built-in tools), then the server tools of the `extra`
+ * option's `tools`. The view is NUL-terminated and valid until `fl_agent_free`. Thread-safe.
+ *
+ * # Safety
+ * `agent` must be a live agent; `definitions_json` and `definitions_len` must be valid for
+ * writes.
+ */
+fl_status fl_agent_tool_definitions(const fl_agent *agent,
+                                    const char **definitions_json,
+                                    size_t *definitions_len);
 
 /**
  * Releases an agent. NULL is accepted and ignored. Its runs keep working until they are

@@ -10,6 +10,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_char;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use ferroloop_core::agent::{Agent, AgentConfig, AgentEvent, AgentRun};
 use ferroloop_core::exec::{CancellationToken, ExecutorConfig, ToolExecutor, ToolRegistry};
 use ferroloop_core::tokens::UnknownFamily;
+use ferroloop_core::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -35,6 +37,8 @@ use crate::text::{self, Out};
 pub struct fl_agent {
     agent: Agent,
     client: Arc<ClientShared>,
+    /// The tool definitions sent to the model, as NUL-terminated JSON.
+    definitions: String,
 }
 
 /// A run of an agent (opaque): the loop of model calls and tool calls, until the model stops
@@ -85,8 +89,16 @@ pub enum fl_agent_next {
     FL_AGENT_NEXT_END = 2,
 }
 
-/// The loop's configuration for the options object `json` (see `fl_agent_new`).
-fn config_of(json: &str) -> FfiResult<AgentConfig> {
+/// The built-in tools an agent asked for, and where they work.
+#[derive(Debug, Default)]
+struct Builtins {
+    names: Vec<String>,
+    workspace: Option<PathBuf>,
+}
+
+/// The loop's configuration and the built-in tools for the options object `json` (see
+/// `fl_agent_new`).
+fn config_of(json: &str) -> FfiResult<(AgentConfig, Builtins)> {
     let mut options = JsonOptions::parse(json, "agent")?;
     let model = options
         .string("model")?
@@ -125,26 +137,57 @@ fn config_of(json: &str) -> FfiResult<AgentConfig> {
     if let Some(retries) = options.count("fallback_after_529_retries")? {
         config.fallback_after_529_retries = retries;
     }
+    let builtins = Builtins {
+        names: options.strings("builtin_tools")?.unwrap_or_default(),
+        workspace: options.string("workspace")?.map(PathBuf::from),
+    };
     options.finish()?;
-    Ok(config)
+    Ok((config, builtins))
 }
 
-/// The agent's own executor: the C executor's tools and settings (no tools without one).
-fn tools_of(executor: Option<&fl_executor>) -> FfiResult<ToolExecutor> {
-    let Some(executor) = executor else {
-        return Ok(ToolExecutor::new(ToolRegistry::new()));
-    };
-    // The tools are shared, not copied: a C tool is its callback and userdata.
-    let source = executor.executor().registry();
+/// The agent's own executor: the C executor's tools and settings (none and the defaults
+/// without one), and the built-in tools asked for.
+fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<ToolExecutor> {
     let mut registry = ToolRegistry::new();
-    for name in source.names() {
-        if let Some(tool) = source.get(name) {
+    let mut config = ExecutorConfig::default();
+    if let Some(executor) = executor {
+        config = executor.config.clone();
+        // The tools are shared, not copied: a C tool is its callback and userdata.
+        let source = executor.executor().registry();
+        for name in source.names() {
+            if let Some(tool) = source.get(name) {
+                registry
+                    .register_arc(Arc::clone(tool))
+                    .map_err(|error| FfiError::invalid(error.to_string()))?;
+            }
+        }
+    }
+    if !builtins.names.is_empty() {
+        let root = match builtins.workspace {
+            Some(root) => root,
+            None => std::env::current_dir().map_err(|error| {
+                FfiError::invalid(format!(
+                    "no workspace given and no current directory: {error}"
+                ))
+            })?,
+        };
+        // `read` may open the spill files the result previews point to.
+        let workspace = Workspace::new(&root)
+            .map_err(|error| FfiError::invalid(format!("agent option \"workspace\": {error}")))?
+            .also_readable(config.budget.spill_dir.clone());
+        for name in &builtins.names {
+            let tool = builtin(name, &workspace).ok_or_else(|| {
+                FfiError::invalid(format!(
+                    "unknown built-in tool \"{name}\": expected one of {}",
+                    BUILTIN_TOOL_NAMES.join(", ")
+                ))
+            })?;
+            // A C tool of the same name is a duplicate: refused, as in Python.
             registry
-                .register_arc(Arc::clone(tool))
+                .register(tool)
                 .map_err(|error| FfiError::invalid(error.to_string()))?;
         }
     }
-    let config: ExecutorConfig = executor.config.clone();
     Ok(ToolExecutor::builder(registry).config(config).build())
 }
 
@@ -167,10 +210,14 @@ fn tools_of(executor: Option<&fl_executor>) -> FfiResult<ToolExecutor> {
 ///   `keep_recent_tool_results` (default 5), `prompt_caching` (default true);
 /// - `tokenizer`: the family used for estimates (`claude`, `o200k`, `cl100k`, ...);
 /// - `extra`: an object merged into every request (`temperature`, `thinking`, server `tools`);
-/// - `fallback_model`, `fallback_after_529_retries` (default 3).
+/// - `fallback_model`, `fallback_after_529_retries` (default 3);
+/// - `builtin_tools`: ferroloop's own tools to offer as well, by name (`read`, `write`, `edit`,
+///   `glob`, `grep`, `bash`), confined to `workspace` (a directory; default: the current
+///   directory). They run on the run's thread like the C tools (`bash` starts processes).
 ///
-/// An unknown key, a value of the wrong type (the message names the key), a missing `model` or
-/// an unknown tokenizer is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
+/// An unknown key, a value of the wrong type (the message names the key), a missing `model`,
+/// an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or a
+/// workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
 /// (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
 /// with `error_code` `invalid_configuration`, as in Python and Node.
 ///
@@ -197,16 +244,48 @@ pub unsafe extern "C" fn fl_agent_new(
             )
         };
         let out = Out::new(out, "out")?;
-        let config = config_of(json)?;
-        let tools = tools_of(executor)?;
+        let (config, builtins) = config_of(json)?;
+        let tools = tools_of(executor, builtins)?;
         let shared = Arc::clone(&client.shared);
         let agent = Agent::new(config, shared.model(), Arc::new(tools));
+        let mut definitions = Value::Array(agent.tool_definitions()).to_string();
+        definitions.push('\0');
         let handle = Box::new(fl_agent {
             agent,
             client: shared,
+            definitions,
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Writes into `*definitions_json` / `*definitions_len` a view of the tool definitions the agent
+/// sends the model: a JSON array of `{"name", "description", "input_schema"}` objects, sorted by
+/// name (the executor's C tools and the built-in tools), then the server tools of the `extra`
+/// option's `tools`. The view is NUL-terminated and valid until `fl_agent_free`. Thread-safe.
+///
+/// # Safety
+/// `agent` must be a live agent; `definitions_json` and `definitions_len` must be valid for
+/// writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_agent_tool_definitions(
+    agent: *const fl_agent,
+    definitions_json: *mut *const c_char,
+    definitions_len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `agent`.
+        let agent = unsafe { text::handle_ref(agent, "agent") }?;
+        let definitions_json = Out::new(definitions_json, "definitions_json")?;
+        let definitions_len = Out::new(definitions_len, "definitions_len")?;
+        // SAFETY: both not NULL (checked) and writable (the caller's promise). The string lives
+        // as long as the agent and never changes.
+        unsafe {
+            definitions_json.write(agent.definitions.as_ptr().cast());
+            definitions_len.write(agent.definitions.len() - 1);
+        }
         Ok(())
     })
 }
@@ -625,7 +704,7 @@ mod tests {
         client
     }
 
-    fn agent(client: *const fl_client, json: &str) -> (fl_status, *mut fl_agent) {
+    fn new_agent(client: *const fl_client, json: &str) -> (fl_status, *mut fl_agent) {
         let mut agent = std::ptr::null_mut();
         // SAFETY: a live client; `json` readable for its length; `agent` is a local.
         let status = unsafe {
@@ -674,7 +753,7 @@ mod tests {
 
     #[test]
     fn options_reach_the_configuration() {
-        let config = config_of(
+        let (config, _) = config_of(
             r#"{"model": "m", "system": "s", "max_turns": 3, "max_tokens": 100,
                 "token_budget": 5000, "max_continuations": 1, "escalated_max_tokens": 0,
                 "keep_recent_tool_results": 2, "prompt_caching": false, "tokenizer": "o200k",
@@ -696,7 +775,8 @@ mod tests {
         assert_eq!(config.fallback_model.as_deref(), Some("f"));
         assert_eq!(config.fallback_after_529_retries, 1);
         // Defaults where nothing is said.
-        let config = config_of(r#"{"model": "m", "system": null}"#).unwrap();
+        let (config, builtins) = config_of(r#"{"model": "m", "system": null}"#).unwrap();
+        assert!(builtins.names.is_empty() && builtins.workspace.is_none());
         assert_eq!(config.system, None);
         assert_eq!(config.limits.max_turns, 50);
         assert_eq!(config.escalated_max_tokens, Some(64_000));
@@ -726,7 +806,7 @@ mod tests {
             ),
             ("{\"model\": ", "agent options are not valid JSON"),
         ] {
-            let (status, agent) = agent(client, json);
+            let (status, agent) = new_agent(client, json);
             assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{json}");
             assert!(agent.is_null());
             let error = last_error_for_tests();
@@ -739,7 +819,7 @@ mod tests {
     #[test]
     fn null_arguments_are_refused() {
         let client = client();
-        let (status, _) = agent(std::ptr::null(), "{\"model\": \"m\"}");
+        let (status, _) = new_agent(std::ptr::null(), "{\"model\": \"m\"}");
         assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
         assert_eq!(last_error_for_tests(), "argument `client` must not be NULL");
         // SAFETY: a live client; `out` NULL is the case under test.
@@ -753,7 +833,7 @@ mod tests {
             )
         };
         assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
-        let (status, agent) = agent(client, "{\"model\": \"m\"}");
+        let (status, agent) = new_agent(client, "{\"model\": \"m\"}");
         assert_eq!(status, fl_status::FL_STATUS_OK);
         let (status, _) = start(std::ptr::null(), "[]", std::ptr::null());
         assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
@@ -822,7 +902,7 @@ mod tests {
     #[test]
     fn messages_that_are_not_an_array_are_refused() {
         let client = client();
-        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, agent) = new_agent(client, "{\"model\": \"m\"}");
         for (json, status, expected) in [
             (
                 "{}",
@@ -870,7 +950,7 @@ mod tests {
     #[test]
     fn a_run_ends_with_its_stop_event_then_reports_the_end() {
         let client = client();
-        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, agent) = new_agent(client, "{\"model\": \"m\"}");
         let (status, run) = start(agent, "[]", std::ptr::null());
         assert_eq!(status, fl_status::FL_STATUS_OK);
         // The agent and the client may go before the run.
@@ -912,7 +992,7 @@ mod tests {
     #[test]
     fn a_cancelled_token_stops_the_run_before_its_first_request() {
         let client = client();
-        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, agent) = new_agent(client, "{\"model\": \"m\"}");
         let mut token = std::ptr::null_mut();
         // SAFETY: `token` is a local; then a live token.
         unsafe {
@@ -953,7 +1033,7 @@ mod tests {
     #[test]
     fn runs_freed_before_their_end_release_everything() {
         let client = client();
-        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, agent) = new_agent(client, "{\"model\": \"m\"}");
         let (_, run) = start(
             agent,
             r#"[{"role": "user", "content": "hi"}]"#,
@@ -994,7 +1074,7 @@ mod tests {
         // SAFETY: `json` is readable for its length; `client` is a local.
         let status = unsafe { fl_client_new(json.as_ptr().cast(), json.len(), &mut client) };
         assert_eq!(status, fl_status::FL_STATUS_OK);
-        let (_, agent) = agent(client, "{\"model\": \"m\"}");
+        let (_, agent) = new_agent(client, "{\"model\": \"m\"}");
         let (_, run) = start(
             agent,
             r#"[{"role": "user", "content": "hi"}]"#,
@@ -1037,5 +1117,94 @@ mod tests {
             fl_client_free(client);
         }
         drop(listener);
+    }
+
+    fn definitions(agent: *const fl_agent) -> Value {
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live agent; locals.
+        let status = unsafe { fl_agent_tool_definitions(agent, &mut json, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: the view is valid until the agent is freed, and NUL-terminated.
+        let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
+        assert_eq!(bytes[len], 0);
+        serde_json::from_slice(&bytes[..len]).unwrap()
+    }
+
+    /// Built-in tools join the C tools in the definitions, confined to the workspace; unknown
+    /// names, a name given twice and a workspace that is no directory are refused.
+    #[test]
+    fn builtin_tools_are_offered_beside_the_c_tools() {
+        let client = client();
+        let dir = std::env::temp_dir().join(format!("ferroloop-capi-agent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let workspace = serde_json::to_string(dir.to_str().unwrap()).unwrap();
+        let (status, agent) = new_agent(
+            client,
+            &format!(
+                r#"{{"model": "m", "builtin_tools": ["read", "glob"], "workspace": {workspace}}}"#
+            ),
+        );
+        assert_eq!(
+            status,
+            fl_status::FL_STATUS_OK,
+            "{}",
+            last_error_for_tests()
+        );
+        let names: Vec<Value> = definitions(agent)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|definition| definition["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("glob"), json!("read")]);
+        // SAFETY: an agent from `fl_agent_new`, freed once.
+        unsafe { fl_agent_free(agent) };
+        // No tools at all: an empty array.
+        let (_, agent) = new_agent(client, r#"{"model": "m"}"#);
+        assert_eq!(definitions(agent), json!([]));
+        // SAFETY: NULL arguments are the cases under test; then a live agent freed once.
+        unsafe {
+            let mut json = std::ptr::null();
+            assert_eq!(
+                fl_agent_tool_definitions(std::ptr::null(), &mut json, &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_agent_tool_definitions(agent, std::ptr::null_mut(), &mut 0),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            fl_agent_free(agent);
+        }
+        let file = dir.join("file.txt");
+        std::fs::write(&file, "x").unwrap();
+        let not_a_dir = serde_json::to_string(file.to_str().unwrap()).unwrap();
+        for (json, expected) in [
+            (
+                r#"{"model": "m", "builtin_tools": ["rm"]}"#.to_owned(),
+                "unknown built-in tool \"rm\": expected one of read, write, edit, glob, grep, bash",
+            ),
+            (
+                r#"{"model": "m", "builtin_tools": ["read", "read"]}"#.to_owned(),
+                "read",
+            ),
+            (
+                r#"{"model": "m", "builtin_tools": "read"}"#.to_owned(),
+                "agent option \"builtin_tools\" must be an array of strings",
+            ),
+            (
+                format!(r#"{{"model": "m", "builtin_tools": ["read"], "workspace": {not_a_dir}}}"#),
+                "agent option \"workspace\"",
+            ),
+        ] {
+            let (status, agent) = new_agent(client, &json);
+            assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{json}");
+            assert!(agent.is_null());
+            let error = last_error_for_tests();
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        // SAFETY: a client from `fl_client_new`, freed once.
+        unsafe { fl_client_free(client) };
     }
 }

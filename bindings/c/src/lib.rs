@@ -36,7 +36,7 @@ mod turn;
 pub use agent::{
     fl_agent, fl_agent_free, fl_agent_new, fl_agent_next, fl_agent_run, fl_agent_run_cancel,
     fl_agent_run_free, fl_agent_run_messages, fl_agent_run_next_event, fl_agent_run_start,
-    fl_agent_run_start_prompt,
+    fl_agent_run_start_prompt, fl_agent_tool_definitions,
 };
 pub use boundary::fl_last_error_message;
 pub use client::{fl_client, fl_client_free, fl_client_new};

@@ -7,6 +7,7 @@
  * - cancellation while a tool blocks (fl_agent_run_cancel, a cancel token), and a run freed
  *   while its tool blocks: the tool sees the cancellation, the run stops `aborted`, nothing
  *   leaks or hangs;
+ * - a built-in tool (`read` in a workspace) beside them;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
  * - option and argument errors.
  *
@@ -175,7 +176,10 @@ static int split_requests(char *requests, const char *each[], int max) {
 #define EVENT(type, data) "event: " type "\ndata: " data "\n\n"
 #define SSE "text/event-stream"
 
-#define TOOL_TURN(tool, id)                                                                        \
+#define TOOL_TURN(tool, id) TOOL_TURN_INPUT(tool, id, "{\\\"city\\\": \\\"Pa", "ris\\\"}")
+
+/* A turn calling `tool` with the input streamed as two fragments (JSON-escaped). */
+#define TOOL_TURN_INPUT(tool, id, part1, part2)                                                    \
     EVENT("message_start",                                                                         \
           "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","        \
           "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"  \
@@ -194,10 +198,10 @@ static int split_requests(char *requests, const char *each[], int max) {
           "\"id\":\"" id "\",\"name\":\"" tool "\",\"input\":{}}}")                                \
     EVENT("content_block_delta",                                                                   \
           "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"," \
-          "\"partial_json\":\"{\\\"city\\\": \\\"Pa\"}}")                                          \
+          "\"partial_json\":\"" part1 "\"}}")                                                       \
     EVENT("content_block_delta",                                                                   \
           "{\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\"," \
-          "\"partial_json\":\"ris\\\"}\"}}")                                                       \
+          "\"partial_json\":\"" part2 "\"}}")                                                       \
     EVENT("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":1}")                   \
     EVENT("message_delta",                                                                         \
           "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\","                   \
@@ -223,6 +227,8 @@ static const char answer_turn[] =
 
 static const char weather_turn[] = TOOL_TURN("weather", "toolu_01NRLabsLyVHZPKxbKvkfSMn");
 static const char slow_turn[] = TOOL_TURN("slow", "toolu_slow");
+static const char read_turn[] =
+    TOOL_TURN_INPUT("read", "toolu_read", "{\\\"file_path\\\": ", "\\\"notes.txt\\\"}");
 
 static const reply round_trip_replies[] = {
     {"200 OK", SSE, weather_turn},
@@ -232,6 +238,10 @@ static const reply cancel_replies[] = {
     {"200 OK", SSE, slow_turn},
     {"200 OK", SSE, slow_turn},
     {"200 OK", SSE, slow_turn},
+};
+static const reply builtin_replies[] = {
+    {"200 OK", SSE, read_turn},
+    {"200 OK", SSE, answer_turn},
 };
 static const reply bad_request_replies[] = {
     {"400 Bad Request", "application/json",
@@ -546,6 +556,52 @@ static void cancellation(server *s) {
     free(requests);
 }
 
+/* A built-in tool (`read`, confined to a workspace) runs in the loop beside the C tools. */
+static void builtin_tool(server *s) {
+    char dir[] = "/tmp/ferroloop-test-agent-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    FILE *file = fopen(path, "w");
+    CHECK(file != NULL);
+    if (file != NULL) {
+        fputs("the secret is 42\n", file);
+        fclose(file);
+    }
+    fl_client *client = new_client(s->port);
+    char options[512];
+    snprintf(options, sizeof options,
+             "{\"model\":\"claude-test\",\"builtin_tools\":[\"read\"],\"workspace\":\"%s\"}", dir);
+    fl_agent *agent = NULL;
+    CHECK_OK(fl_agent_new(client, NULL, options, strlen(options), &agent));
+    const char *definitions = NULL;
+    size_t definitions_len = 0;
+    CHECK_OK(fl_agent_tool_definitions(agent, &definitions, &definitions_len));
+    CHECK(definitions != NULL && strncmp(definitions, "[{", 2) == 0 &&
+          strstr(definitions, "\"name\":\"read\"") != NULL);
+    fl_agent_run *run = NULL;
+    const char *prompt = "What is the secret?";
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    int finished = find_event(&log, "\"type\":\"tool_finished\"", 0);
+    CHECK(finished >= 0 && strstr(log.events[finished], "\"name\":\"read\"") != NULL);
+    CHECK(finished >= 0 && strstr(log.events[finished], "\"status\":\"succeeded\"") != NULL);
+    CHECK(log.count > 0 && strstr(log.events[log.count - 1], "\"reason\":\"end_turn\"") != NULL);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    log_free(&log);
+    char *requests = stop_server(s);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2);
+    CHECK(strstr(each[1], "\"tool_use_id\":\"toolu_read\"") != NULL);
+    CHECK(strstr(each[1], "the secret is 42") != NULL);
+    free(requests);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void bad_request(server *s) {
     fl_client *client = new_client(s->port);
     fl_agent *agent = new_agent(client, NULL);
@@ -632,11 +688,13 @@ int main(void) {
     /* The servers are forked before the library starts any thread. */
     server round_trip_server = start_server(round_trip_replies, 2);
     server cancel_server = start_server(cancel_replies, 3);
+    server builtin_server = start_server(builtin_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
     driver_thread = pthread_self();
 
     round_trip(&round_trip_server);
     cancellation(&cancel_server);
+    builtin_tool(&builtin_server);
     bad_request(&bad_request_server);
     misuse();
     return check_summary("test_agent");
