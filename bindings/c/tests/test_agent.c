@@ -8,6 +8,7 @@
  *   while its tool blocks: the tool sees the cancellation, the run stops `aborted`, nothing
  *   leaks or hangs;
  * - a built-in tool (`read` in a workspace) beside them;
+ * - two runs of one agent driven on two threads at once;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
  * - option and argument errors.
  *
@@ -241,6 +242,10 @@ static const reply cancel_replies[] = {
 };
 static const reply builtin_replies[] = {
     {"200 OK", SSE, read_turn},
+    {"200 OK", SSE, answer_turn},
+};
+static const reply parallel_replies[] = {
+    {"200 OK", SSE, answer_turn},
     {"200 OK", SSE, answer_turn},
 };
 static const reply bad_request_replies[] = {
@@ -602,6 +607,42 @@ static void builtin_tool(server *s) {
     rmdir(dir);
 }
 
+/* Two runs of one agent (one client, one connection pool), each driven on its own thread. */
+typedef struct {
+    fl_agent *agent;
+    int ended; /* the run ended with end_turn and the answer */
+} parallel_run;
+
+static void *drive_parallel(void *arg) {
+    parallel_run *job = arg;
+    fl_agent_run *run = NULL;
+    const char *prompt = "Weather?";
+    CHECK_OK(fl_agent_run_start_prompt(job->agent, prompt, strlen(prompt), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    job->ended = find_event(&log, "\"text\":\"It is sunny in Paris.\"", 0) >= 0 && log.count > 0 &&
+                 strstr(log.events[log.count - 1], "\"reason\":\"end_turn\"") != NULL;
+    fl_agent_run_free(run);
+    log_free(&log);
+    return NULL;
+}
+
+static void parallel(server *s) {
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, NULL);
+    parallel_run jobs[2] = {{agent, 0}, {agent, 0}};
+    start_worker(drive_parallel, &jobs[0]);
+    start_worker(drive_parallel, &jobs[1]);
+    join_workers();
+    CHECK(jobs[0].ended && jobs[1].ended);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2);
+    free(requests);
+}
+
 static void bad_request(server *s) {
     fl_client *client = new_client(s->port);
     fl_agent *agent = new_agent(client, NULL);
@@ -689,12 +730,14 @@ int main(void) {
     server round_trip_server = start_server(round_trip_replies, 2);
     server cancel_server = start_server(cancel_replies, 3);
     server builtin_server = start_server(builtin_replies, 2);
+    server parallel_server = start_server(parallel_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
     driver_thread = pthread_self();
 
     round_trip(&round_trip_server);
     cancellation(&cancel_server);
     builtin_tool(&builtin_server);
+    parallel(&parallel_server);
     bad_request(&bad_request_server);
     misuse();
     return check_summary("test_agent");
