@@ -333,7 +333,23 @@ mod tests {
         let call = model.stream(serde_json::json!({"model": "m", "max_tokens": 1,
             "messages": [{"role": "user", "content": "hi"}]}));
         // The request goes out on the client's thread without the stream being polled.
-        let (mut connection, _) = listener.accept().unwrap();
+        // Accepted with a hang guard (30 s), never a timed assertion.
+        listener.set_nonblocking(true).unwrap();
+        let mut connection = None;
+        for _ in 0..30_000 {
+            match listener.accept() {
+                Ok((accepted, _)) => {
+                    connection = Some(accepted);
+                    break;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(error) => panic!("accept failed: {error}"),
+            }
+        }
+        let mut connection = connection.expect("the client never connected");
+        connection.set_nonblocking(false).unwrap();
         // Hang guard only: a connection left open fails the test after this long.
         connection
             .set_read_timeout(Some(Duration::from_secs(30)))
