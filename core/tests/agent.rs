@@ -1044,6 +1044,7 @@ impl Model for AlwaysOverloaded {
             let retries = (2..6).map(|attempt| ModelEvent::Retry {
                 attempt,
                 status: Some(529),
+                code: Some("overloaded"),
                 overloaded: true,
                 wait: Duration::from_millis(1),
             });

@@ -684,6 +684,17 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
         })
         .collect();
     assert_eq!(retries, [None, None]);
+    // Each says why the loop waits although no status came: the client's class of the
+    // failure, and that it was an overload (the host's JSON, as the CLI, Python and Node emit).
+    for retry in events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Retry { .. }))
+    {
+        let json = serde_json::to_value(retry).unwrap();
+        assert_eq!(json["status"], Value::Null, "{json}");
+        assert_eq!(json["code"], "overloaded", "{json}");
+        assert_eq!(json["overloaded"], true, "{json}");
+    }
     let models: Vec<String> = bodies_of(&server.requests())
         .iter()
         .map(|b| b["model"].as_str().unwrap().to_owned())

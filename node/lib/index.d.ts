@@ -845,7 +845,15 @@ export type AgentEvent =
   | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
-  | { type: 'retry'; attempt: number; status: number | null; waitMs: number }
+  /**
+   * The model call is retried by the client. `attempt` is the one about to be made; `status`
+   * is `null` without one (a connection error, a timeout, an error event first in a 200);
+   * `code` is the failure's class as the client's errors name it (`'overloaded'`,
+   * `'rate_limited'`, `'server'`, `'connection'`, `'timeout'`, ...), which says why the loop
+   * waits when there is no status; `overloaded` is true for a 529 and for an overload without
+   * one (an `overloaded_error` event first in a 200).
+   */
+  | { type: 'retry'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
   | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }

@@ -562,10 +562,10 @@ test("an agent's tool gets ctx.index, its call's position in the turn, as in Pyt
 test('fallbackModel takes over after repeated 529s: a model_fallback event, later requests name it (as in Python)', async () => {
   const overloaded = { status: 529, headers: { 'retry-after-ms': '1' }, body: { json: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } } }
   // An `overloaded_error` as the first event of a 200 (retried by the client, without a
-  // status) counts as a 529.
+  // status) counts as a 529, and its `retry` event says it was an overload (`code`, `overloaded`).
   const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
-  for (const second of [overloaded, overloadedEventFirst]) {
-    const script = { responses: [overloaded, second, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }] }
+  for (const [first, status] of [[overloaded, 529], [overloadedEventFirst, null]]) {
+    const script = { responses: [first, overloaded, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }] }
     await withServer(
       () => serveScript(script, { log: true }),
       async (client, server) => {
@@ -578,6 +578,10 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
         assert.equal(fallbacks[0].to, 'claude-fallback')
         assert.equal(fallbacks[0].reason, 'repeated_529')
         assert.equal(typeof fallbacks[0].error, 'string')
+        assert.deepEqual(
+          ofType('retry').map((r) => [r.status, r.code, r.overloaded]),
+          [[status, 'overloaded', true]],
+        )
         const requests = await server.waitForRequests(3)
         assert.deepEqual(
           requests.map((r) => JSON.parse(r.body).model),

@@ -36,7 +36,12 @@ class AgentRun(BatchedEvents):
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
       ``status``, ``duration`` in seconds);
-    - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``model_fallback``
+    - ``retry`` (``attempt``, the one about to be made; ``status``, ``None`` without one;
+      ``code``, the class of the failure as the client's errors name it — ``overloaded``,
+      ``rate_limited``, ``server``, ``connection``, ``timeout``, ... — which says why the loop
+      waits when there is no status; ``overloaded``, ``True`` for a 529 and for an overload
+      without one, such as an ``overloaded_error`` event first in a 200; ``wait`` in seconds),
+      ``model_fallback``
       (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
       ``max_tokens_raised`` (``turn``, ``from``, ``to``: the turn is asked again with a higher
       output limit; see ``Agent``'s ``escalated_max_tokens``),

@@ -663,7 +663,7 @@ def overloaded() -> dict[str, Any]:
 async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: Replay) -> None:
     # The core's model fallback (Node's `fallbackModel`, `fallbackAfter529Retries`). An
     # `overloaded_error` as the first event of a 200 (retried by the client, without a status)
-    # counts as a 529.
+    # counts as a 529, and its `retry` event says it was an overload (`code`, `overloaded`).
     overloaded_event_first = {
         "body": {
             "events": [
@@ -671,12 +671,12 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
             ]
         }
     }
-    for second in [overloaded(), overloaded_event_first]:
+    for first, status in [(overloaded(), 529), (overloaded_event_first, None)]:
         server = replay(
             {
                 "responses": [
+                    first,
                     overloaded(),
-                    second,
                     turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
                 ]
             }
@@ -691,6 +691,8 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
         assert len(fallbacks) == 1, events
         assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
         assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
+        retries = [(e["status"], e["code"], e["overloaded"]) for e in events if e["type"] == "retry"]
+        assert retries == [(status, "overloaded", True)], events
         models = [json.loads(r["body"])["model"] for r in server.requests()]
         assert models == ["claude-primary", "claude-primary", "claude-fallback"]
 

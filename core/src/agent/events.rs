@@ -145,12 +145,26 @@ pub enum AgentEvent {
         #[serde(serialize_with = "as_millis")]
         duration: Duration,
     },
-    /// The model call is being retried.
+    /// The model call is being retried (by the client: a rate limit, an overload, a server
+    /// error, a connection reset, a timeout). A built-in summariser's call reports its retries
+    /// too.
     Retry {
-        /// The attempt about to be made.
+        /// The attempt about to be made (2 for the first retry).
         attempt: u32,
-        /// The HTTP status that caused it.
+        /// The HTTP status that caused it: `null` for a failure without one (a connection
+        /// error, a timeout, or an error event the provider sent in a 200 before anything was
+        /// delivered, such as Anthropic's `overloaded_error`).
         status: Option<u16>,
+        /// The class of the failure, as the client's errors name it (`overloaded`,
+        /// `rate_limited`, `server`, `connection`, `timeout`, ...; see
+        /// [`ModelEvent::Retry`](super::ModelEvent::Retry)): what says why the loop waits
+        /// when `status` is `null`. `null` from a model that does not say.
+        code: Option<&'static str>,
+        /// The provider is overloaded: an HTTP 529, or an overload without a 529 (an
+        /// `overloaded_error` event, OpenAI's `server_is_overloaded`). Consecutive overloads
+        /// count toward
+        /// [`fallback_after_529_retries`](super::AgentConfig::fallback_after_529_retries).
+        overloaded: bool,
         /// The wait before it.
         #[serde(serialize_with = "as_millis")]
         wait: Duration,

@@ -642,7 +642,7 @@ impl Driver {
                                 }
                             }
                         }
-                        Some(ModelEvent::Retry { attempt, status, wait, overloaded }) => {
+                        Some(ModelEvent::Retry { attempt, status, code, wait, overloaded }) => {
                             overloaded_retries = if status == Some(529) || overloaded { overloaded_retries + 1 } else { 0 };
                             let threshold = self.config().fallback_after_529_retries;
                             if self.fallback.is_some() && threshold > 0 && overloaded_retries >= threshold {
@@ -652,7 +652,7 @@ impl Driver {
                                     message: format!("{overloaded_retries} consecutive HTTP 529 responses"),
                                 }));
                             } else {
-                                self.emit(AgentEvent::Retry { attempt, status, wait });
+                                self.emit(AgentEvent::Retry { attempt, status, code, overloaded, wait });
                             }
                         }
                         Some(ModelEvent::Completed { message, time_to_first_token, .. }) => {
