@@ -664,15 +664,23 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
     );
     let events = run_events(&agent, "hi").await;
     ended_turn(&events);
-    assert!(
-        events.iter().any(|e| matches!(
-            e,
+    // Still `repeated_529` (a stable label that covers both), but the error says what came:
+    // no 529 did.
+    let error = events
+        .iter()
+        .find_map(|e| match e {
             AgentEvent::ModelFallback {
                 reason: "repeated_529",
+                error,
                 ..
-            }
-        )),
-        "{events:#?}"
+            } => Some(error.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no repeated_529 fallback: {events:#?}"));
+    assert!(!error.contains("HTTP 529 responses"), "{error}");
+    assert!(
+        error.starts_with("3 consecutive overloaded errors"),
+        "{error}"
     );
     // Two retries were waited for (reported without a status: none was given); the third
     // overload switched models instead.

@@ -854,6 +854,13 @@ export type AgentEvent =
    * one (an `overloaded_error` event first in a 200).
    */
   | { type: 'retry'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
+  /**
+   * The run switched to `fallbackModel`. `reason`: `'overloaded'` (the call failed after the
+   * client's retries) or `'repeated_529'` (`fallbackAfter529Retries` consecutive overloads: 529s
+   * and overload events without a 529 alike); `error`: what the provider said, or for
+   * `'repeated_529'` how many overloads were seen and which ("3 consecutive HTTP 529
+   * responses", "3 consecutive overloaded errors (without an HTTP 529: ...)", or both counted).
+   */
   | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }

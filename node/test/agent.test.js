@@ -564,7 +564,12 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   // An `overloaded_error` as the first event of a 200 (retried by the client, without a
   // status) counts as a 529, and its `retry` event says it was an overload (`code`, `overloaded`).
   const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
-  for (const [first, status] of [[overloaded, 529], [overloadedEventFirst, null]]) {
+  // The fallback's `error` says which overloads it counted.
+  const cases = [
+    [overloaded, 529, '2 consecutive HTTP 529 responses'],
+    [overloadedEventFirst, null, '2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)'],
+  ]
+  for (const [first, status, error] of cases) {
     const script = { responses: [first, overloaded, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }] }
     await withServer(
       () => serveScript(script, { log: true }),
@@ -577,7 +582,7 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
         assert.equal(fallbacks[0].from, 'claude-primary')
         assert.equal(fallbacks[0].to, 'claude-fallback')
         assert.equal(fallbacks[0].reason, 'repeated_529')
-        assert.equal(typeof fallbacks[0].error, 'string')
+        assert.equal(fallbacks[0].error, error)
         assert.deepEqual(
           ofType('retry').map((r) => [r.status, r.code, r.overloaded]),
           [[status, 'overloaded', true]],

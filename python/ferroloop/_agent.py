@@ -126,7 +126,10 @@ class Agent:
     retries, a retried ``overloaded_error`` event that came before anything was delivered
     counting as one; 0: only when the call fails): the turn is retried once with it, it answers for the
     rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
-    ``overloaded`` or ``repeated_529``, ``error``) says so; ``extra`` fields (temperature,
+    ``overloaded`` or ``repeated_529``, the latter for repeated 529s and overload events alike;
+    ``error``, for ``repeated_529`` how many overloads were seen and which: "3 consecutive HTTP
+    529 responses", "3 consecutive overloaded errors (without an HTTP 529: ...)" or both
+    counted) says so; ``extra`` fields (temperature,
     thinking, metadata, ...) are merged into every request, except ``tools``, a list added to
     the tools' definitions: tools the provider runs itself, such as Anthropic's
     ``{"type": "web_search_20250305", "name": "web_search"}``.

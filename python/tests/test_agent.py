@@ -671,7 +671,11 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
             ]
         }
     }
-    for first, status in [(overloaded(), 529), (overloaded_event_first, None)]:
+    # The fallback's `error` says which overloads it counted.
+    for first, status, error in [
+        (overloaded(), 529, "2 consecutive HTTP 529 responses"),
+        (overloaded_event_first, None, "2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)"),
+    ]:
         server = replay(
             {
                 "responses": [
@@ -690,7 +694,7 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
         fallbacks = [e for e in events if e["type"] == "model_fallback"]
         assert len(fallbacks) == 1, events
         assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
-        assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
+        assert fallbacks[0]["reason"] == "repeated_529" and fallbacks[0]["error"] == error
         retries = [(e["status"], e["code"], e["overloaded"]) for e in events if e["type"] == "retry"]
         assert retries == [(status, "overloaded", True)], events
         models = [json.loads(r["body"])["model"] for r in server.requests()]

@@ -116,6 +116,8 @@ pub struct AgentConfig {
     /// [`fallback_model`](Self::fallback_model). A retry of an overload that came without a
     /// 529 counts too ([`ModelEvent::Retry`](super::ModelEvent::Retry)'s `overloaded`): an
     /// `overloaded_error` event before anything was delivered, OpenAI's `server_is_overloaded`.
+    /// Either way the [`ModelFallback`](super::AgentEvent::ModelFallback) event's reason is
+    /// `repeated_529`, and its error counts which overloads were seen.
     pub fallback_after_529_retries: u32,
 }
 

@@ -179,9 +179,15 @@ pub enum AgentEvent {
         /// The fallback model.
         to: String,
         /// `overloaded` (the call failed after the client's retries) or `repeated_529` (too
-        /// many consecutive 529 retries within the call).
+        /// many consecutive overload retries within the call,
+        /// [`fallback_after_529_retries`](super::AgentConfig::fallback_after_529_retries)). The
+        /// label is kept for both kinds of overload it counts: HTTP 529s and overloads without
+        /// one (an `overloaded_error` event first in a 200, OpenAI's `server_is_overloaded`).
         reason: &'static str,
-        /// What the provider said, or how many 529s were seen.
+        /// What the provider said; for `repeated_529`, how many overloads were seen and which
+        /// ("3 consecutive HTTP 529 responses", "3 consecutive overloaded errors (without an
+        /// HTTP 529: ...)", or both counted: "3 consecutive overloaded responses (1 HTTP 529, 2
+        /// overloaded errors without one)").
         error: String,
     },
     /// A response was cut by `max_tokens` under a limit the model could go beyond: it is

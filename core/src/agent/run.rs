@@ -337,6 +337,61 @@ impl StreamedUsage {
     }
 }
 
+/// The consecutive overloads a call's retries reported (any other failure resets them), which
+/// count toward [`AgentConfig::fallback_after_529_retries`]: HTTP 529s, and overloads that came
+/// without one (Anthropic's `overloaded_error` event first in a 200, OpenAI's
+/// `server_is_overloaded`). Displayed as the fallback's `error`, which says which they were.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Overloads {
+    /// HTTP 529 responses.
+    http_529: u32,
+    /// Overloads reported without a 529.
+    without_529: u32,
+}
+
+impl Overloads {
+    /// Counts a retry: an overload (a 529, or `overloaded`) adds one, anything else resets.
+    fn observe(&mut self, status: Option<u16>, overloaded: bool) {
+        if status == Some(529) {
+            self.http_529 += 1;
+        } else if overloaded {
+            self.without_529 += 1;
+        } else {
+            *self = Self::default();
+        }
+    }
+
+    fn total(self) -> u32 {
+        self.http_529.saturating_add(self.without_529)
+    }
+}
+
+impl std::fmt::Display for Overloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            http_529,
+            without_529,
+        } = *self;
+        let total = self.total();
+        match (http_529, without_529) {
+            (_, 0) => write!(f, "{total} consecutive HTTP 529 responses"),
+            (0, _) => write!(
+                f,
+                "{total} consecutive overloaded errors (without an HTTP 529: the provider \
+                 reported the overload in its response stream)"
+            ),
+            _ => {
+                let plural = if without_529 == 1 { "" } else { "s" };
+                write!(
+                    f,
+                    "{total} consecutive overloaded responses ({http_529} HTTP 529, \
+                     {without_529} overloaded error{plural} without one)"
+                )
+            }
+        }
+    }
+}
+
 /// How one model call ended.
 enum CallOutcome {
     /// The message completed.
@@ -594,7 +649,9 @@ impl Driver {
             let mut ttft = None;
             let mut outcome = None;
             let mut results: Vec<Option<ToolResult>> = Vec::new();
-            let mut overloaded_retries = 0;
+            // Consecutive overloads within the call: HTTP 529s, and overloads without one (an
+            // `overloaded_error` event first in a 200), counted apart for the fallback's text.
+            let mut overloads = Overloads::default();
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
             let mut call_ids = ResponseCallIds::after(&self.messages);
@@ -643,13 +700,13 @@ impl Driver {
                             }
                         }
                         Some(ModelEvent::Retry { attempt, status, code, wait, overloaded }) => {
-                            overloaded_retries = if status == Some(529) || overloaded { overloaded_retries + 1 } else { 0 };
+                            overloads.observe(status, overloaded);
                             let threshold = self.config().fallback_after_529_retries;
-                            if self.fallback.is_some() && threshold > 0 && overloaded_retries >= threshold {
+                            if self.fallback.is_some() && threshold > 0 && overloads.total() >= threshold {
                                 // Stop waiting for an overloaded model: this retry is not made.
                                 repeated_529 = true;
                                 outcome = Some(CallOutcome::Failed(ModelError::Overloaded {
-                                    message: format!("{overloaded_retries} consecutive HTTP 529 responses"),
+                                    message: overloads.to_string(),
                                 }));
                             } else {
                                 self.emit(AgentEvent::Retry { attempt, status, code, overloaded, wait });
@@ -2166,6 +2223,43 @@ const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fallback's error says which overloads it saw: 529s, overloads without a status,
+    /// or both; anything else in between starts the count again.
+    #[test]
+    fn repeated_overloads_say_what_they_were() {
+        let seen = |retries: &[(Option<u16>, bool)]| {
+            let mut overloads = Overloads::default();
+            for &(status, overloaded) in retries {
+                overloads.observe(status, overloaded);
+            }
+            overloads
+        };
+        let only_529 = seen(&[(Some(529), true), (Some(529), true), (Some(529), true)]);
+        assert_eq!(only_529.total(), 3);
+        assert_eq!(only_529.to_string(), "3 consecutive HTTP 529 responses");
+        let in_band = seen(&[(None, true), (None, true)]);
+        assert_eq!(in_band.total(), 2);
+        assert!(
+            in_band
+                .to_string()
+                .starts_with("2 consecutive overloaded errors (without an HTTP 529"),
+            "{in_band}"
+        );
+        let mixed = seen(&[(Some(529), true), (None, true), (None, true)]);
+        assert_eq!(
+            mixed.to_string(),
+            "3 consecutive overloaded responses (1 HTTP 529, 2 overloaded errors without one)"
+        );
+        let one = seen(&[(None, true), (Some(529), true)]);
+        assert_eq!(
+            one.to_string(),
+            "2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)"
+        );
+        let reset = seen(&[(Some(529), true), (Some(500), false), (None, true)]);
+        assert_eq!(reset.total(), 1);
+        assert_eq!(seen(&[(None, false)]), Overloads::default());
+    }
 
     /// A continuation prompt with a note on cut calls is still the loop's (compaction keeps
     /// the user's prompt before it); a user's text that merely starts like it is not.
