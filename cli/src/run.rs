@@ -467,6 +467,7 @@ impl TerminalView {
             }
             AgentEvent::ToolProgress { .. } => {}
             AgentEvent::Retry {
+                call,
                 attempt,
                 status,
                 code,
@@ -476,10 +477,14 @@ impl TerminalView {
                 self.newline(out)?;
                 self.retries += 1;
                 let status = retry_cause(*status, *code, *overloaded);
+                let which = match call {
+                    UsageCall::Turn => "",
+                    UsageCall::Compaction => " of the compaction call",
+                };
                 // `attempt` is the attempt about to be made: the first retry is attempt 2.
                 writeln!(
                     out,
-                    "  ↻ retry {} after {status}, waiting {}",
+                    "  ↻ retry {}{which} after {status}, waiting {}",
                     attempt.saturating_sub(1).max(1),
                     human(*wait)
                 )?;
@@ -696,6 +701,31 @@ mod tests {
         assert_eq!(
             retry_cause(None, None, false),
             "a connection error, timeout or error event"
+        );
+    }
+
+    /// A retry of the summariser's call says so: the wait is the compaction's, no turn's.
+    #[test]
+    fn a_compaction_call_s_retry_says_so() {
+        let retry = |call| AgentEvent::Retry {
+            call,
+            attempt: 2,
+            status: None,
+            code: Some("connection"),
+            overloaded: false,
+            wait: std::time::Duration::from_millis(5),
+        };
+        let shown = shown_on(
+            false,
+            &[retry(UsageCall::Compaction), retry(UsageCall::Turn)],
+        );
+        assert!(
+            shown.contains("↻ retry 1 of the compaction call after a connection error"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("↻ retry 1 after a connection error"),
+            "{shown}"
         );
     }
 

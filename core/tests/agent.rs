@@ -1869,6 +1869,84 @@ async fn abort_during_compaction_stops_the_run() {
     assert_eq!(history, messages);
 }
 
+/// Answers like `inner`, each call after `retries` retries (a summary request's, and a turn's).
+struct RetriesFirst {
+    inner: ScriptedModel,
+    retries: u32,
+}
+
+impl Model for RetriesFirst {
+    fn stream(&self, request: Value) -> ModelStream {
+        let summary = request.to_string().contains("Summarize this conversation");
+        let retries = (2..2 + self.retries).map(move |attempt| ModelEvent::Retry {
+            attempt,
+            status: (!summary).then_some(529),
+            code: Some(if summary { "connection" } else { "overloaded" }),
+            overloaded: !summary,
+            wait: Duration::from_millis(1),
+        });
+        Box::pin(futures::stream::iter(retries).chain(self.inner.stream(request)))
+    }
+}
+
+/// The built-in summariser's call waited through its retries without a word: a host saw
+/// nothing while a compaction call backed off. They are reported as the turns' are, told apart
+/// by `call` (`compaction`), before the compaction's `context` event.
+#[tokio::test]
+async fn the_summariser_s_retries_are_reported() {
+    let model = RetriesFirst {
+        inner: ScriptedModel::new(|_, request| {
+            let answer = if request.to_string().contains("Summarize this conversation") {
+                "short summary"
+            } else {
+                "hi"
+            };
+            reply(request, vec![text(answer)], "end_turn")
+        }),
+        retries: 2,
+    };
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn);
+    let json: Vec<Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let kinds: Vec<String> = json
+        .iter()
+        .filter(|e| e["type"] != "text_delta")
+        .map(|e| match e["type"].as_str().unwrap() {
+            "retry" => format!("retry {} {}", e["call"], e["code"]),
+            "context" => format!("context {}", e["action"]),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        kinds[..5],
+        [
+            r#"retry "compaction" "connection""#,
+            r#"retry "compaction" "connection""#,
+            "usage",
+            r#"context "compaction""#,
+            "turn_start",
+        ],
+        "{kinds:#?}"
+    );
+    let turn_retries: Vec<&Value> = json
+        .iter()
+        .filter(|e| e["type"] == "retry" && e["call"] == "turn")
+        .collect();
+    assert_eq!(turn_retries.len(), 2, "{json:#?}");
+    assert_eq!(turn_retries[0]["status"], 529);
+}
+
 #[tokio::test]
 async fn the_summariser_s_usage_counts_toward_the_run_s_tokens_and_budget() {
     let model_again = || {

@@ -846,14 +846,16 @@ export type AgentEvent =
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
   /**
-   * The model call is retried by the client. `attempt` is the one about to be made; `status`
+   * The model call is retried by the client. `call` says which: a turn's (`'turn'`) or the
+   * built-in summariser's (`'compaction'`, before the compaction's `context` event), as the
+   * `usage` event's does. `attempt` is the one about to be made; `status`
    * is `null` without one (a connection error, a timeout, an error event first in a 200);
    * `code` is the failure's class as the client's errors name it (`'overloaded'`,
    * `'rate_limited'`, `'server'`, `'connection'`, `'timeout'`, ...), which says why the loop
    * waits when there is no status; `overloaded` is true for a 529 and for an overload without
    * one (an `overloaded_error` event first in a 200).
    */
-  | { type: 'retry'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
+  | { type: 'retry'; call: 'turn' | 'compaction'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
   /**
    * The run switched to `fallbackModel`. `reason`: `'overloaded'` (the call failed after the
    * client's retries) or `'repeated_529'` (`fallbackAfter529Retries` consecutive overloads: 529s

@@ -634,12 +634,16 @@ test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_
 
 test("a compaction call has a usage event of its own, call 'compaction' (as in Python)", async () => {
   // The first turn reports a context near the window, so the loop compacts before the second.
+  // The summary call is answered first with an `overloaded_error` event (no status): the
+  // client retries it, and the `retry` event says it is the compaction call's (`call`) and why.
+  const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
   const response = (content, stopReason, inputTokens, outputTokens) => ({
     body: { events: anthropicEvents(content, { stopReason, usage: { input_tokens: inputTokens, output_tokens: outputTokens } }) },
   })
   const script = {
     responses: [
       response([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], 'tool_use', 190000, 20),
+      overloadedEventFirst,
       response([{ type: 'text', text: 'The user asked for an echo.' }], 'end_turn', 6000, 300),
       response([{ type: 'text', text: 'done' }], 'end_turn', 1200, 30),
     ],
@@ -663,6 +667,12 @@ test("a compaction call has a usage event of its own, call 'compaction' (as in P
       // Before the compaction's context event.
       const order = events.filter((e) => e.type === 'usage' || e.type === 'context').map((e) => (e.type === 'usage' ? e.call : e.action))
       assert.deepEqual(order, ['turn', 'compaction', 'compaction', 'turn'])
+      assert.deepEqual(
+        ofType('retry').map((r) => [r.call, r.attempt, r.status, r.code, r.overloaded]),
+        [['compaction', 2, null, 'overloaded', true]],
+      )
+      // Before the summary call's usage event.
+      assert.ok(events.indexOf(ofType('retry')[0]) < events.indexOf(summary))
       const input = usages.reduce((n, e) => n + e.usage.input_tokens + (e.usage.cache_creation_input_tokens ?? 0) + (e.usage.cache_read_input_tokens ?? 0), 0)
       const output = usages.reduce((n, e) => n + e.usage.output_tokens, 0)
       assert.deepEqual([input, output], [stop.inputTokens, stop.outputTokens])

@@ -36,7 +36,9 @@ class AgentRun(BatchedEvents):
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
       ``status``, ``duration`` in seconds);
-    - ``retry`` (``attempt``, the one about to be made; ``status``, ``None`` without one;
+    - ``retry`` (``call``: ``"turn"`` or ``"compaction"``, a call of the built-in summariser,
+      whose retries come before the compaction's ``context`` event; ``attempt``, the one about
+      to be made; ``status``, ``None`` without one;
       ``code``, the class of the failure as the client's errors name it — ``overloaded``,
       ``rate_limited``, ``server``, ``connection``, ``timeout``, ... — which says why the loop
       waits when there is no status; ``overloaded``, ``True`` for a 529 and for an overload

@@ -512,7 +512,9 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     # The first turn reports a context near the window, so the loop compacts before the second:
     # the summary call's usage is a `usage` event with `call` "compaction" (the turns' say
     # "turn"), numbered with the turn it is made for and before the compaction's `context`
-    # event, and the events add up to the stop event's totals.
+    # event, and the events add up to the stop event's totals. The summary call is answered
+    # first with an `overloaded_error` event (no status): the client retries it, and the
+    # `retry` event says it is the compaction call's (`call`) and why (`code`, `overloaded`).
     executor = ferroloop.ToolExecutor()
 
     @executor.tool(concurrency_safe=True)
@@ -529,6 +531,13 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
         {
             "responses": [
                 response([tool_use("toolu_1", "echo", {"n": 1})], "tool_use", 190_000, 20),
+                {
+                    "body": {
+                        "events": [
+                            {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
+                        ]
+                    }
+                },
                 response([{"type": "text", "text": "The user asked for an echo."}], "end_turn", 6_000, 300),
                 response([{"type": "text", "text": "done"}], "end_turn", 1_200, 30),
             ]
@@ -541,8 +550,16 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     assert stop["reason"] == "end_turn", stop
     usages = [(e["call"], e["turn"], e["usage"]["input_tokens"]) for e in events if e["type"] == "usage"]
     assert usages == [("turn", 1, 190_000), ("compaction", 2, 6_000), ("turn", 2, 1_200)]
-    kinds = [e["type"] for e in events if e["type"] in ("usage", "context")]
-    assert kinds[1:3] == ["usage", "context"]
+    kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry")]
+    assert kinds[1:4] == ["retry", "usage", "context"]
+    retry = next(e for e in events if e["type"] == "retry")
+    assert (retry["call"], retry["attempt"], retry["status"], retry["code"], retry["overloaded"]) == (
+        "compaction",
+        2,
+        None,
+        "overloaded",
+        True,
+    )
     assert [e for e in events if e["type"] == "context"][0]["action"] == "compaction"
     summary = next(e for e in events if e["type"] == "usage" and e["call"] == "compaction")
     assert summary["estimated_input_tokens"] > 0

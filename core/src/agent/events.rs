@@ -69,12 +69,13 @@ pub enum ContextAction {
     },
 }
 
-/// Which model call a [`AgentEvent::Usage`] accounts for.
+/// Which model call an [`AgentEvent::Usage`] accounts for, or an [`AgentEvent::Retry`] is
+/// made for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageCall {
     /// A turn's call (`"turn"`): a response, or a call of the turn that broke off, failed or
-    /// was cancelled after reporting usage.
+    /// was cancelled after reporting usage; for a retry, any call of a turn.
     Turn,
     /// A call of the built-in summariser (`"compaction"`): the summary request, asked again
     /// with a raised output limit after a cut, sent again without a field the server refused,
@@ -146,9 +147,12 @@ pub enum AgentEvent {
         duration: Duration,
     },
     /// The model call is being retried (by the client: a rate limit, an overload, a server
-    /// error, a connection reset, a timeout). A built-in summariser's call reports its retries
-    /// too.
+    /// error, a connection reset, a timeout). A call of the built-in summariser reports its
+    /// retries too (`call`: `compaction`), before the compaction's `context` event.
     Retry {
+        /// Which call is retried: a turn's (`turn`) or the built-in summariser's
+        /// (`compaction`), as [`Usage`](AgentEvent::Usage)'s `call` says.
+        call: UsageCall,
         /// The attempt about to be made (2 for the first retry).
         attempt: u32,
         /// The HTTP status that caused it: `null` for a failure without one (a connection

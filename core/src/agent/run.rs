@@ -709,7 +709,7 @@ impl Driver {
                                     message: overloads.to_string(),
                                 }));
                             } else {
-                                self.emit(AgentEvent::Retry { attempt, status, code, overloaded, wait });
+                                self.emit(AgentEvent::Retry { call: UsageCall::Turn, attempt, status, code, overloaded, wait });
                             }
                         }
                         Some(ModelEvent::Completed { message, time_to_first_token, .. }) => {
@@ -1674,7 +1674,8 @@ impl Driver {
     /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Each
     /// call's usage counts toward the run's totals and budgets (it is not a turn) and is
     /// reported in a `usage` event ([`UsageCall::Compaction`]), also for a call that broke
-    /// off, failed or was cancelled after the provider reported it. An answer cut by
+    /// off, failed or was cancelled after the provider reported it; its retries are reported
+    /// in `retry` events of the same `call`. An answer cut by
     /// `max_tokens` is asked again once with the raised limit
     /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
@@ -1798,7 +1799,22 @@ impl Driver {
                             }
                         }
                     }
-                    Some(ModelEvent::Retry { .. }) => {}
+                    // A host sees why the compaction takes its time, as for a turn's call
+                    // (the summariser does not fall back: its retries are only reported).
+                    Some(ModelEvent::Retry {
+                        attempt,
+                        status,
+                        code,
+                        overloaded,
+                        wait,
+                    }) => self.emit(AgentEvent::Retry {
+                        call: UsageCall::Compaction,
+                        attempt,
+                        status,
+                        code,
+                        overloaded,
+                        wait,
+                    }),
                     None => return Summary::Failed,
                 }
             };
