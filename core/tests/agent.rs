@@ -409,6 +409,42 @@ async fn prompt_too_long_compacts_once_and_retries() {
     assert!(check_tool_pairing(&messages).is_ok());
 }
 
+/// A turn refused as too long is asked again after the reactive compaction: the same turn, as
+/// after a raised output limit or a refused request field. It took a new number and spent one
+/// of `max_turns`: with `max_turns: 1` the run stopped with `max_turns` before asking it again,
+/// and a run that got one answer reported two turns.
+#[tokio::test]
+async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        1 => reply(request, vec![text("The user wants a haiku.")], "end_turn"),
+        _ => reply(request, vec![text("Autumn moon")], "end_turn"),
+    });
+    let mut config = AgentConfig::new("m");
+    config.limits.max_turns = 1;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+        json!({"role": "user", "content": "write a haiku"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1), "{events:#?}");
+    assert!(messages.last().unwrap().to_string().contains("Autumn moon"));
+    let starts: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [1, 1]);
+    common::assert_usage_events_add_up(&events);
+}
+
 #[tokio::test]
 async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
     // Compaction keeps the latest prompt whole, so a summary of a lone prompt only makes the
@@ -4512,7 +4548,8 @@ async fn summariser_calls_have_usage_events_of_their_own() {
         "{json}"
     );
 
-    // Reactive compaction after turn 1 was refused as too long: made for turn 2.
+    // Reactive compaction after turn 1 was refused as too long: made for turn 1, which is
+    // asked again under its number.
     let model = ScriptedModel::new(move |n, request| {
         if request.to_string().contains("Summarize this conversation") {
             return summary_reply(request, "end_turn");
@@ -4532,14 +4569,14 @@ async fn summariser_calls_have_usage_events_of_their_own() {
     let events: Vec<AgentEvent> = agent.run_messages(history()).collect().await;
     assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
     let (calls, order) = usage_calls(&events);
-    assert_eq!(calls, [(2, "compaction", 7_000), (2, "turn", 100)]);
+    assert_eq!(calls, [(1, "compaction", 7_000), (1, "turn", 100)]);
     assert_eq!(
         order,
         [
             "turn_start 1",
             "usage compaction",
             "compaction",
-            "turn_start 2",
+            "turn_start 1",
             "usage turn"
         ]
     );

@@ -749,8 +749,8 @@ export interface AgentOptions {
   workspace?: string
   /**
    * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
-   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`)
-   * counts once.
+   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`,
+   * a refused field, a compaction after a refusal as too long) counts once.
    */
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
@@ -827,7 +827,7 @@ export interface AgentStopEvent {
   errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
-  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit) counts once, and summary calls not at all. */
+  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit, a refused field, a compaction after a refusal as too long) counts once, and summary calls not at all. */
   turns: number
   /** Tool calls made. */
   toolCalls: number

@@ -600,6 +600,34 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   assert.throws(() => new Agent(client, { model: 'm', fallbackAfter529Retries: -1 }), ferroloop.InvalidArgumentError)
 })
 
+test('a turn refused as too long is asked again as the same turn after the compaction (as in Python)', async () => {
+  // Its `turn_start` repeats the number and it counts once toward `maxTurns` (with 1, the run
+  // stopped with `max_turns` before asking it again).
+  const tooLong = { status: 400, body: { json: { type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum' } } } }
+  const script = {
+    responses: [
+      tooLong,
+      { body: { events: anthropicEvents([{ type: 'text', text: 'The user wants a haiku.' }]) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Autumn moon' }]) } },
+    ],
+  }
+  const messages = [
+    { role: 'user', content: 'a long conversation' },
+    { role: 'assistant', content: 'went on and on' },
+    { role: 'user', content: 'write a haiku' },
+  ]
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const agent = new Agent(client, { model: 'm', maxTurns: 1 })
+      const { stop, ofType } = await collect(agent.run(null, { messages }))
+      assert.deepEqual([stop.reason, stop.turns], ['end_turn', 1], stop.error)
+      assert.deepEqual(ofType('turn_start').map((e) => e.turn), [1, 1])
+      assert.deepEqual(ofType('context').map((e) => e.trigger), ['reactive'])
+    },
+  )
+})
+
 test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_raised event (as in Python)', async () => {
   const script = {
     responses: [

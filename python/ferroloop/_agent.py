@@ -108,7 +108,9 @@ class Agent:
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,
     default the current directory), or a list mixing one executor and names. ``max_turns``
-    (default 50) caps turns (a request sent again for the same turn counts once; 0: none, the
+    (default 50) caps turns (a request sent again for the same turn counts once: after a
+    broken stream, a fallback, a raised output limit, a refused field, a compaction after a
+    refusal as too long; 0: none, the
     run stops at once with ``max_turns``),
     ``max_tokens`` (default 8192) is each request's output limit, ``token_budget`` caps input +
     output tokens over a run (0: no model call, the run stops with ``budget``),

@@ -723,6 +723,43 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
 
 
 @pytest.mark.asyncio
+async def test_a_turn_refused_as_too_long_is_asked_again_as_the_same_turn_like_node(replay: Replay) -> None:
+    # The loop compacts after the refusal and asks the same turn again: its `turn_start`
+    # repeats the number and it counts once toward `max_turns` (with 1, the run stopped with
+    # `max_turns` before asking it again).
+    too_long = {
+        "status": 400,
+        "body": {
+            "json": {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+            }
+        },
+    }
+    server = replay(
+        {
+            "responses": [
+                too_long,
+                turn([{"type": "text", "text": "The user wants a haiku."}], "end_turn"),
+                turn([{"type": "text", "text": "Autumn moon"}], "end_turn"),
+            ]
+        }
+    )
+    history = [
+        {"role": "user", "content": "a long conversation"},
+        {"role": "assistant", "content": "went on and on"},
+        {"role": "user", "content": "write a haiku"},
+    ]
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", max_turns=1)
+        events = [event async for event in agent.run(messages=history)]
+    stop = events[-1]
+    assert (stop["reason"], stop["turns"]) == ("end_turn", 1), stop
+    assert [e["turn"] for e in events if e["type"] == "turn_start"] == [1, 1]
+    assert [e["trigger"] for e in events if e["type"] == "context"] == ["reactive"]
+
+
+@pytest.mark.asyncio
 async def test_a_turn_cut_by_max_tokens_is_asked_again_with_a_raised_limit_like_node(replay: Replay) -> None:
     # The core's output-limit escalation (Node's `escalatedMaxTokens`): on by default for a
     # model the table knows, set by `escalated_max_tokens`, off with 0.

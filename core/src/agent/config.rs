@@ -24,7 +24,8 @@ pub struct Price {
 pub struct Limits {
     /// Turns at most (default 50): model responses the loop goes on from. A request sent again
     /// for the same turn (a fallback model, a retried truncated stream, a raised `max_tokens`, a
-    /// field the server refused) counts once, so model calls may exceed it.
+    /// field the server refused, a reactive compaction after a refusal as too long) counts
+    /// once, so model calls may exceed it.
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,

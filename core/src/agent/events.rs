@@ -18,7 +18,8 @@ pub enum StopReason {
     /// The model hit `max_tokens` more often than the continuation limit allows, or a response
     /// cut with nothing of it kept could only be asked for again with the same request.
     MaxTokens,
-    /// `max_turns` model calls were made.
+    /// [`max_turns`](super::Limits::max_turns) turns were taken (a turn asked again counts
+    /// once).
     MaxTurns,
     /// The token or cost budget was spent.
     Budget,
@@ -100,7 +101,10 @@ impl UsageCall {
 pub enum AgentEvent {
     /// A model call starts.
     TurnStart {
-        /// 1-based turn number.
+        /// 1-based turn number. A turn asked again repeats its number (after a broken stream,
+        /// a switch to the fallback model, a raised output limit, a refused request field, a
+        /// reactive compaction after a refusal as too long): it counts once toward
+        /// [`max_turns`](super::Limits::max_turns).
         turn: u32,
         /// Estimated input tokens of the request.
         estimated_input_tokens: u64,
@@ -237,9 +241,9 @@ pub enum AgentEvent {
     Usage {
         /// 1-based turn number. For a turn's call, the turn's (a turn asked again repeats it);
         /// for a summariser call, the turn the compaction is made for: the number the next
-        /// `turn_start` carries (the turns taken so far plus one, also for a reactive
-        /// compaction after a turn the provider refused as too long, since the turn after it
-        /// is a new one), whether or not the run goes on to make that turn.
+        /// `turn_start` carries (the turns taken so far plus one; for a reactive compaction
+        /// after a turn the provider refused as too long, that turn's, which is asked again
+        /// under its number), whether or not the run goes on to make that turn.
         turn: u32,
         /// Which call the usage is for: a turn's (`turn`) or the built-in summariser's
         /// (`compaction`).
@@ -289,8 +293,9 @@ pub enum AgentEvent {
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
         /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch
-        /// to the fallback model, a raised output limit, a refused request field) counts once,
-        /// and the summariser's calls not at all.
+        /// to the fallback model, a raised output limit, a refused request field, a reactive
+        /// compaction after a refusal as too long) counts once, and the summariser's calls not
+        /// at all.
         turns: u32,
         /// Tool calls made.
         tool_calls: u32,

@@ -832,14 +832,20 @@ impl Driver {
                                 return Ending::prompt_too_long(message);
                             }
                             reactive_compaction_done = true;
+                            // Refused before any output: the same turn is asked again once the
+                            // history is smaller (it counts once, as after a refused field), and
+                            // the summariser's `usage` events carry its number. A run that ends
+                            // here took the refused call as its turn.
+                            self.turns -= 1;
                             // Without a smaller history the same request would be refused
                             // again: stop instead of sending it a second time.
-                            match self.compact("reactive").await {
-                                Ok(true) => {}
-                                Ok(false) => return Ending::prompt_too_long(message),
-                                Err(stop) => return stop,
-                            }
-                            if let Some(stop) = self.over_budget() {
+                            let ending = match self.compact("reactive").await {
+                                Ok(true) => self.over_budget(),
+                                Ok(false) => Some(Ending::prompt_too_long(message)),
+                                Err(stop) => Some(stop),
+                            };
+                            if let Some(stop) = ending {
+                                self.turns += 1;
                                 return stop;
                             }
                             continue;
