@@ -829,7 +829,12 @@ export interface AgentStopEvent {
   messages: any[]
   /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit, a refused field, a compaction after a refusal as too long) counts once, and summary calls not at all. */
   turns: number
-  /** Tool calls made. */
+  /**
+   * Tool calls handed to the tools: the number of `tool_finished` events (one per call,
+   * whatever its status), calls started early in a response then discarded (a fallback, a
+   * raised output limit, a broken stream) included. A call never run (input not valid JSON, in
+   * a response that did not stop for tool use) has no events and does not count.
+   */
   toolCalls: number
   /** Input tokens over the run (provider usage, the summariser's calls included): the sum of the `usage` events'. */
   inputTokens: number

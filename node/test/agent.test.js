@@ -628,6 +628,32 @@ test('a turn refused as too long is asked again as the same turn after the compa
   )
 })
 
+test("the stop's toolCalls counts the tool_finished events, a call discarded with its response too (as in Python)", async () => {
+  // A safe call starts as soon as it is sealed; the response is then cut by `max_tokens` and
+  // asked again with a raised limit, which discards the call. It had its `tool_finished`
+  // event, and `toolCalls` counts it (it counted only the kept turns' calls).
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_cut', name: 'echo', input: { n: 1 } }], { stopReason: 'max_tokens' }) } },
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_kept', name: 'echo', input: { n: 2 } }], { stopReason: 'tool_use' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'done' }]) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'claude-sonnet-4-5', tools: executor })
+      const { stop, ofType } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      const finished = ofType('tool_finished').map((e) => e.toolUseId)
+      assert.deepEqual(finished, ['toolu_cut', 'toolu_kept'])
+      assert.equal(stop.toolCalls, finished.length)
+    },
+  )
+})
+
 test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_raised event (as in Python)', async () => {
   const script = {
     responses: [

@@ -51,7 +51,9 @@ class AgentRun(BatchedEvents):
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
       ``error_code``, ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
-      ``tool_calls``, ``input_tokens``, ``output_tokens``. ``error_code`` is a stable name of
+      ``tool_calls`` (calls handed to the tools: the number of ``tool_finished`` events, calls
+      started early in a response then discarded included), ``input_tokens``,
+      ``output_tokens``. ``error_code`` is a stable name of
       why the run failed, set exactly when ``error`` is (``None`` otherwise): the client error's
       (``authentication``, ``permission``, ``not_found``, ``rate_limited``,
       ``quota_exceeded``, ``invalid_request``, ``server``, ``connection``, ``timeout``,

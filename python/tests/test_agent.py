@@ -760,6 +760,36 @@ async def test_a_turn_refused_as_too_long_is_asked_again_as_the_same_turn_like_n
 
 
 @pytest.mark.asyncio
+async def test_stop_tool_calls_counts_the_tool_finished_events_like_node(replay: Replay) -> None:
+    # A safe call starts as soon as it is sealed; the response is then cut by `max_tokens` and
+    # asked again with a raised limit, which discards the call. It had its `tool_finished`
+    # event, and the stop's `tool_calls` counts it (it counted only the kept turns' calls).
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    server = replay(
+        {
+            "responses": [
+                turn([tool_use("toolu_cut", "echo", {"n": 1})], "max_tokens"),
+                turn([tool_use("toolu_kept", "echo", {"n": 2})], "tool_use"),
+                turn([{"type": "text", "text": "done"}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-sonnet-4-5", tools=executor)
+        events = [event async for event in agent.run("go")]
+    stop = events[-1]
+    assert stop["reason"] == "end_turn", stop
+    finished = [e["tool_use_id"] for e in events if e["type"] == "tool_finished"]
+    assert finished == ["toolu_cut", "toolu_kept"], events
+    assert stop["tool_calls"] == len(finished) == 2
+
+
+@pytest.mark.asyncio
 async def test_a_turn_cut_by_max_tokens_is_asked_again_with_a_raised_limit_like_node(replay: Replay) -> None:
     # The core's output-limit escalation (Node's `escalatedMaxTokens`): on by default for a
     # model the table knows, set by `escalated_max_tokens`, off with 0.

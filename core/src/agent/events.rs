@@ -297,7 +297,13 @@ pub enum AgentEvent {
         /// compaction after a refusal as too long) counts once, and the summariser's calls not
         /// at all.
         turns: u32,
-        /// Tool calls made.
+        /// Tool calls handed to the tools: the number of `tool_finished` events, one per call
+        /// whatever its status (a call refused as unknown, skipped or cancelled counts too),
+        /// including calls started early in a response that was then discarded (a switch to
+        /// the fallback model, a raised output limit, a broken stream, a cancel), whose
+        /// results never entered history. A call never handed to them has no events and does
+        /// not count: one whose input was not valid JSON (answered with an error), one in a
+        /// response that did not stop for tool use (not run).
         tool_calls: u32,
         /// Input tokens reported in total (including cache reads and writes), over every
         /// call: the turns' and the summariser's; the sum of the `usage` events' (see

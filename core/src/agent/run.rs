@@ -936,7 +936,6 @@ impl Driver {
                     }
                     let cancelled = self.cancel.is_cancelled();
                     let answered = self.settle(turn, &submitted, &mut results, cancelled).await;
-                    self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
                     self.record_usage(turn_number, &request, &message, estimated, ttft, true);
@@ -1130,9 +1129,12 @@ impl Driver {
     }
 
     /// Seals the turn (cancelling it first when `cancel`), drives it to the end while reporting
-    /// its events, and returns one result per submitted call, in order.
+    /// its events, and returns one result per submitted call, in order. Every submitted call
+    /// counts toward the run's `tool_calls`, whether its result is kept or discarded with its
+    /// response: each had its `tool_finished` event (the executor gives every call one), so a
+    /// host adding those up gets the stop event's figure.
     async fn settle(
-        &self,
+        &mut self,
         mut turn: crate::exec::Turn,
         submitted: &[ToolUse],
         results: &mut Vec<Option<ToolResult>>,
@@ -1157,6 +1159,9 @@ impl Driver {
                 },
             }
         }
+        self.tool_calls = self
+            .tool_calls
+            .saturating_add(u32::try_from(submitted.len()).unwrap_or(u32::MAX));
         match turn.finish().await {
             Ok(final_results) => final_results,
             Err(error) => {
