@@ -2795,6 +2795,58 @@ async fn context_management_is_not_reported_as_a_cache_break() {
     }
 }
 
+/// The prompt cache is the model's: the fallback model's first call reads none of the
+/// primary's, which is no cache break (nothing in the prompt changed). It was reported as one
+/// ("40000 → 0", no component changed) unless the switch happened to drop thinking blocks.
+/// The primary's failed call reported its usage (a `message_start` with a cache read, then an
+/// overload): that read was real, and counts as the primary's last.
+#[tokio::test]
+async fn a_switch_to_the_fallback_model_is_not_reported_as_a_cache_break() {
+    let usage = |cached: u64| json!({"input_tokens": 100, "cache_read_input_tokens": cached, "output_tokens": 10});
+    let model = ScriptedModel::new(move |n, request| {
+        let primary = request["model"] == "claude-primary";
+        let len = request["messages"].as_array().unwrap().len();
+        if primary && len > 1 {
+            // The primary's second turn: its stream starts (and reports a cache read), then the
+            // provider gives up.
+            let mut message = scripted_message(request, vec![text("Part")], "end_turn");
+            message["usage"] = usage(40_000);
+            let sse = anthropic_sse(&message, 7);
+            let cut = sse.find("event: content_block_start").unwrap();
+            return Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", &sse[..cut])));
+        }
+        let (content, stop) = if n == 0 {
+            (vec![call("t1", "read", json!({"path": "a"}))], "tool_use")
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let mut message = scripted_message(request, content, stop);
+        // The primary's first turn wrote the cache; the fallback has none of it.
+        message["usage"] = usage(if primary { 40_000 } else { 0 });
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    });
+    let agent = Agent::new(
+        fallback_config(),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ModelFallback { .. })),
+        "{events:#?}"
+    );
+    common::assert_usage_events_add_up(&events);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::CacheBreak { .. })),
+        "{events:#?}"
+    );
+}
+
 /// Image results are cleared like text ones, and a cleared result stays byte-identical from
 /// one request to the next (the prefix the prompt cache reads).
 #[tokio::test]

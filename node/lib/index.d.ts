@@ -872,6 +872,12 @@ export type AgentEvent =
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
+  /**
+   * The prompt cache was read much less than on the previous turn's call; `changed` names the
+   * prefix components whose bytes changed (`'system'`, `'tools'`, `'messages'`). Not reported
+   * after the loop's own compaction or microcompact, nor after a switch to the fallback model
+   * (whose cache is its own).
+   */
   | { type: 'cache_break'; previous: number; current: number; changed: string[] }
   /**
    * One per billed model call. `call` says which: `'turn'` (a turn's call, before its

@@ -600,6 +600,28 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   assert.throws(() => new Agent(client, { model: 'm', fallbackAfter529Retries: -1 }), ferroloop.InvalidArgumentError)
 })
 
+test('a switch to the fallback model is no cache_break (as in Python)', async () => {
+  // The prompt cache is the model's: the fallback's first call reads none of the primary's,
+  // which was reported as a `cache_break` (40000 -> 0, nothing in the prompt changed).
+  const overloaded = { status: 529, headers: { 'retry-after-ms': '1' }, body: { json: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } } }
+  const first = anthropicEvents([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], { stopReason: 'tool_use' })
+  first[0].data.message.usage.cache_read_input_tokens = 40000
+  const script = {
+    responses: [{ body: { events: first } }, overloaded, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'claude-primary', tools: executor, fallbackModel: 'claude-fallback', fallbackAfter529Retries: 1 })
+      const { events, stop } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      assert.deepEqual(events.filter((e) => e.type === 'model_fallback' || e.type === 'cache_break').map((e) => e.type), ['model_fallback'])
+    },
+  )
+})
+
 test('a turn refused as too long is asked again as the same turn after the compaction (as in Python)', async () => {
   // Its `turn_start` repeats the number and it counts once toward `maxTurns` (with 1, the run
   // stopped with `max_turns` before asking it again).

@@ -47,7 +47,10 @@ class AgentRun(BatchedEvents):
       (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
       ``max_tokens_raised`` (``turn``, ``from``, ``to``: the turn is asked again with a higher
       output limit; see ``Agent``'s ``escalated_max_tokens``),
-      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``;
+      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``
+      (``previous``, ``current``, ``changed``: the prompt cache was read much less than on the
+      previous turn's call; not reported after the loop's own compaction or microcompact, nor
+      after a switch to the fallback model, whose cache is its own);
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
       ``error_code``, ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,

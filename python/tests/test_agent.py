@@ -723,6 +723,40 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
 
 
 @pytest.mark.asyncio
+async def test_a_switch_to_the_fallback_model_is_no_cache_break_like_node(replay: Replay) -> None:
+    # The prompt cache is the model's: the fallback's first call reads none of the primary's,
+    # which was reported as a `cache_break` (40000 -> 0, nothing in the prompt changed).
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    first = anthropic_events([tool_use("toolu_1", "echo", {"n": 1})], stop_reason="tool_use")
+    first[0]["data"]["message"]["usage"]["cache_read_input_tokens"] = 40_000
+    server = replay(
+        {
+            "responses": [
+                {"body": {"events": first}},
+                overloaded(),
+                turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(
+            client,
+            model="claude-primary",
+            tools=executor,
+            fallback_model="claude-fallback",
+            fallback_after_529_retries=1,
+        )
+        events = [event async for event in agent.run("go")]
+    assert events[-1]["reason"] == "end_turn", events[-1]
+    assert [e["type"] for e in events if e["type"] in ("model_fallback", "cache_break")] == ["model_fallback"]
+
+
+@pytest.mark.asyncio
 async def test_a_turn_refused_as_too_long_is_asked_again_as_the_same_turn_like_node(replay: Replay) -> None:
     # The loop compacts after the refusal and asks the same turn again: its `turn_start`
     # repeats the number and it counts once toward `max_turns` (with 1, the run stopped with

@@ -213,7 +213,10 @@ pub enum AgentEvent {
     },
     /// Context management happened.
     Context(ContextAction),
-    /// The prompt cache was read much less than on the previous turn.
+    /// The prompt cache was read much less than on the previous turn's call (a call that
+    /// failed after the provider reported its usage counts: its cache read was real). Not
+    /// reported after a change the loop made on purpose (compaction, microcompact) nor after a
+    /// switch to the fallback model, whose cache is its own.
     CacheBreak {
         /// Cached-read tokens on the previous turn.
         previous: u64,

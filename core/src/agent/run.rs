@@ -767,8 +767,10 @@ impl Driver {
                             // the fallback refuses the primary's thinking sent back.
                             if drop_thinking(&mut self.messages) > 0 {
                                 self.tracker.replace_messages(&self.messages);
-                                self.cache.reset();
                             }
+                            // So is the prompt cache: the fallback's first call reads none of
+                            // the primary's, which is no break of the prompt's.
+                            self.cache.reset();
                             self.emit(AgentEvent::ModelFallback {
                                 from,
                                 to,
