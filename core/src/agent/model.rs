@@ -24,7 +24,7 @@ pub enum ModelEvent {
         /// The HTTP status that caused it, if any.
         status: Option<u16>,
         /// The class of the failure, as the client names it
-        /// ([`RetryEvent::code`](crate::client::RetryEvent::code) with feature `client`:
+        /// (the client's `RetryEvent::code`, feature `client`:
         /// `overloaded`, `rate_limited`, `server`, `connection`, `timeout`, ...); `None` from
         /// a model that does not say. The agent's [`Retry`](super::AgentEvent::Retry) event
         /// carries it, so a host can tell why the loop waits when there is no status.

@@ -1326,6 +1326,14 @@ impl Driver {
     /// whether the response entered history), the cache-break detector, and the event. A
     /// response without usage (a Chat server that reports none) counts toward the budgets as
     /// estimated (`estimated` input, its content's estimate as output).
+    ///
+    /// A call that failed, broke off or was discarded after the provider reported its usage is
+    /// recorded alike: the input it reports is the prefix that was sent, which is the history
+    /// the next request holds too (nothing of the response entered it), so it anchors the
+    /// tracker (with no output tokens); and its cache read was real (the provider reports it
+    /// once it has read the cache), so a fall in it is a break of the prompt's like any.
+    /// What resets the detector is a change of prefix or model made on purpose (compaction,
+    /// microcompact, a switch to the fallback model).
     fn record_usage(
         &mut self,
         turn: u32,
