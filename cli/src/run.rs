@@ -467,22 +467,24 @@ impl TerminalView {
             }
             AgentEvent::ToolProgress { .. } => {}
             AgentEvent::Retry {
+                call,
                 attempt,
                 status,
+                code,
+                overloaded,
                 wait,
             } => {
                 self.newline(out)?;
                 self.retries += 1;
-                // No status: the connection failed, a watchdog fired, or the provider's error
-                // came inside a 200 before anything was delivered (an `overloaded_error` event).
-                let status = status.map_or_else(
-                    || "a connection error, timeout or error event".to_owned(),
-                    |s| format!("HTTP {s}"),
-                );
+                let status = retry_cause(*status, *code, *overloaded);
+                let which = match call {
+                    UsageCall::Turn => "",
+                    UsageCall::Compaction => " of the compaction call",
+                };
                 // `attempt` is the attempt about to be made: the first retry is attempt 2.
                 writeln!(
                     out,
-                    "  ↻ retry {} after {status}, waiting {}",
+                    "  ↻ retry {}{which} after {status}, waiting {}",
                     attempt.saturating_sub(1).max(1),
                     human(*wait)
                 )?;
@@ -608,6 +610,25 @@ impl TerminalView {
     }
 }
 
+/// What a retry line says caused the retry: the status, with the class when it adds
+/// something ("HTTP 529 (overloaded)"); without a status, the class the client named (a
+/// connection error, a timeout, an overload the provider reported in a 200 before anything was
+/// delivered: Anthropic's `overloaded_error` event).
+fn retry_cause(status: Option<u16>, code: Option<&str>, overloaded: bool) -> String {
+    let code = if overloaded { Some("overloaded") } else { code };
+    match (status, code) {
+        (Some(status), Some("overloaded")) if status != 529 => {
+            format!("HTTP {status} (overloaded)")
+        }
+        (Some(status), _) => format!("HTTP {status}"),
+        (None, Some("overloaded")) => "an overloaded error (no HTTP status)".to_owned(),
+        (None, Some("connection")) => "a connection error".to_owned(),
+        (None, Some("timeout")) => "a timeout".to_owned(),
+        (None, Some(code)) => format!("a {code} error (no HTTP status)"),
+        (None, None) => "a connection error, timeout or error event".to_owned(),
+    }
+}
+
 fn brief(input: &Value) -> String {
     let text = input.to_string();
     if text.chars().count() > 80 {
@@ -648,6 +669,64 @@ mod tests {
             view.show(&mut out, event, Instant::now()).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A retry line names what the loop waits out: a status when there is one (an overload
+    /// that came with another status says so), else the class the client named.
+    #[test]
+    fn a_retry_line_names_its_cause() {
+        assert_eq!(retry_cause(Some(529), Some("overloaded"), true), "HTTP 529");
+        assert_eq!(
+            retry_cause(Some(503), Some("overloaded"), true),
+            "HTTP 503 (overloaded)"
+        );
+        assert_eq!(retry_cause(Some(500), Some("server"), false), "HTTP 500");
+        assert_eq!(
+            retry_cause(None, Some("overloaded"), true),
+            "an overloaded error (no HTTP status)"
+        );
+        assert_eq!(
+            retry_cause(None, None, true),
+            "an overloaded error (no HTTP status)"
+        );
+        assert_eq!(
+            retry_cause(None, Some("connection"), false),
+            "a connection error"
+        );
+        assert_eq!(retry_cause(None, Some("timeout"), false), "a timeout");
+        assert_eq!(
+            retry_cause(None, Some("server"), false),
+            "a server error (no HTTP status)"
+        );
+        assert_eq!(
+            retry_cause(None, None, false),
+            "a connection error, timeout or error event"
+        );
+    }
+
+    /// A retry of the summariser's call says so: the wait is the compaction's, no turn's.
+    #[test]
+    fn a_compaction_call_s_retry_says_so() {
+        let retry = |call| AgentEvent::Retry {
+            call,
+            attempt: 2,
+            status: None,
+            code: Some("connection"),
+            overloaded: false,
+            wait: std::time::Duration::from_millis(5),
+        };
+        let shown = shown_on(
+            false,
+            &[retry(UsageCall::Compaction), retry(UsageCall::Turn)],
+        );
+        assert!(
+            shown.contains("↻ retry 1 of the compaction call after a connection error"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("↻ retry 1 after a connection error"),
+            "{shown}"
+        );
     }
 
     /// A turn asked again before it showed any text (a server refused `stream_options`, and

@@ -638,7 +638,9 @@ fn the_terminal_view_numbers_retries_from_one() {
 }
 
 /// A retry after an error that came without a status (here an `overloaded_error` as the first
-/// event of a 200, which the client now retries) was shown as "after connection error".
+/// event of a 200, which the client now retries) was shown as "after connection error", then
+/// as "after a connection error, timeout or error event": the retry event now names the class
+/// (`code`, `overloaded`), in the terminal view and in `--json`.
 #[test]
 fn the_terminal_view_does_not_call_every_retry_without_a_status_a_connection_error() {
     use ferroloop::agent::replay::anthropic_sse;
@@ -663,10 +665,32 @@ fn the_terminal_view_does_not_call_every_retry_without_a_status_a_connection_err
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains("↻ retry 1 after a connection error, timeout or error event"),
+        text.contains("↻ retry 1 after an overloaded error (no HTTP status)"),
         "{text}"
     );
     assert!(text.lines().last().unwrap().contains("retries 1"), "{text}");
+
+    let (_runtime, server) =
+        explore_directory_server(dir.path(), 1, overloaded_first, anthropic_sse);
+    let out = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args(["run", "--json", "--base-url", &server.base_url()])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let retries: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["type"] == "retry")
+        .collect();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0]["status"], Value::Null);
+    assert_eq!(retries[0]["code"], "overloaded");
+    assert_eq!(retries[0]["overloaded"], true);
 }
 
 /// With `--replay` and a key set, the banner said "replay model (no ANTHROPIC_API_KEY set)":

@@ -409,6 +409,42 @@ async fn prompt_too_long_compacts_once_and_retries() {
     assert!(check_tool_pairing(&messages).is_ok());
 }
 
+/// A turn refused as too long is asked again after the reactive compaction: the same turn, as
+/// after a raised output limit or a refused request field. It took a new number and spent one
+/// of `max_turns`: with `max_turns: 1` the run stopped with `max_turns` before asking it again,
+/// and a run that got one answer reported two turns.
+#[tokio::test]
+async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
+    let model = ScriptedModel::new(|n, request| match n {
+        0 => Err(ModelError::PromptTooLong {
+            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        }),
+        1 => reply(request, vec![text("The user wants a haiku.")], "end_turn"),
+        _ => reply(request, vec![text("Autumn moon")], "end_turn"),
+    });
+    let mut config = AgentConfig::new("m");
+    config.limits.max_turns = 1;
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let history = vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+        json!({"role": "user", "content": "write a haiku"}),
+    ];
+    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let (reason, messages, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1), "{events:#?}");
+    assert!(messages.last().unwrap().to_string().contains("Autumn moon"));
+    let starts: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [1, 1]);
+    common::assert_usage_events_add_up(&events);
+}
+
 #[tokio::test]
 async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
     // Compaction keeps the latest prompt whole, so a summary of a lone prompt only makes the
@@ -1044,6 +1080,7 @@ impl Model for AlwaysOverloaded {
             let retries = (2..6).map(|attempt| ModelEvent::Retry {
                 attempt,
                 status: Some(529),
+                code: Some("overloaded"),
                 overloaded: true,
                 wait: Duration::from_millis(1),
             });
@@ -1868,6 +1905,84 @@ async fn abort_during_compaction_stops_the_run() {
     assert_eq!(history, messages);
 }
 
+/// Answers like `inner`, each call after `retries` retries (a summary request's, and a turn's).
+struct RetriesFirst {
+    inner: ScriptedModel,
+    retries: u32,
+}
+
+impl Model for RetriesFirst {
+    fn stream(&self, request: Value) -> ModelStream {
+        let summary = request.to_string().contains("Summarize this conversation");
+        let retries = (2..2 + self.retries).map(move |attempt| ModelEvent::Retry {
+            attempt,
+            status: (!summary).then_some(529),
+            code: Some(if summary { "connection" } else { "overloaded" }),
+            overloaded: !summary,
+            wait: Duration::from_millis(1),
+        });
+        Box::pin(futures::stream::iter(retries).chain(self.inner.stream(request)))
+    }
+}
+
+/// The built-in summariser's call waited through its retries without a word: a host saw
+/// nothing while a compaction call backed off. They are reported as the turns' are, told apart
+/// by `call` (`compaction`), before the compaction's `context` event.
+#[tokio::test]
+async fn the_summariser_s_retries_are_reported() {
+    let model = RetriesFirst {
+        inner: ScriptedModel::new(|_, request| {
+            let answer = if request.to_string().contains("Summarize this conversation") {
+                "short summary"
+            } else {
+                "hi"
+            };
+            reply(request, vec![text(answer)], "end_turn")
+        }),
+        retries: 2,
+    };
+    let mut config = AgentConfig::new("m");
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn);
+    let json: Vec<Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let kinds: Vec<String> = json
+        .iter()
+        .filter(|e| e["type"] != "text_delta")
+        .map(|e| match e["type"].as_str().unwrap() {
+            "retry" => format!("retry {} {}", e["call"], e["code"]),
+            "context" => format!("context {}", e["action"]),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        kinds[..5],
+        [
+            r#"retry "compaction" "connection""#,
+            r#"retry "compaction" "connection""#,
+            "usage",
+            r#"context "compaction""#,
+            "turn_start",
+        ],
+        "{kinds:#?}"
+    );
+    let turn_retries: Vec<&Value> = json
+        .iter()
+        .filter(|e| e["type"] == "retry" && e["call"] == "turn")
+        .collect();
+    assert_eq!(turn_retries.len(), 2, "{json:#?}");
+    assert_eq!(turn_retries[0]["status"], 529);
+}
+
 #[tokio::test]
 async fn the_summariser_s_usage_counts_toward_the_run_s_tokens_and_budget() {
     let model_again = || {
@@ -2678,6 +2793,58 @@ async fn context_management_is_not_reported_as_a_cache_break() {
             "compaction {compaction}: {events:#?}"
         );
     }
+}
+
+/// The prompt cache is the model's: the fallback model's first call reads none of the
+/// primary's, which is no cache break (nothing in the prompt changed). It was reported as one
+/// ("40000 → 0", no component changed) unless the switch happened to drop thinking blocks.
+/// The primary's failed call reported its usage (a `message_start` with a cache read, then an
+/// overload): that read was real, and counts as the primary's last.
+#[tokio::test]
+async fn a_switch_to_the_fallback_model_is_not_reported_as_a_cache_break() {
+    let usage = |cached: u64| json!({"input_tokens": 100, "cache_read_input_tokens": cached, "output_tokens": 10});
+    let model = ScriptedModel::new(move |n, request| {
+        let primary = request["model"] == "claude-primary";
+        let len = request["messages"].as_array().unwrap().len();
+        if primary && len > 1 {
+            // The primary's second turn: its stream starts (and reports a cache read), then the
+            // provider gives up.
+            let mut message = scripted_message(request, vec![text("Part")], "end_turn");
+            message["usage"] = usage(40_000);
+            let sse = anthropic_sse(&message, 7);
+            let cut = sse.find("event: content_block_start").unwrap();
+            return Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", &sse[..cut])));
+        }
+        let (content, stop) = if n == 0 {
+            (vec![call("t1", "read", json!({"path": "a"}))], "tool_use")
+        } else {
+            (vec![text("Done.")], "end_turn")
+        };
+        let mut message = scripted_message(request, content, stop);
+        // The primary's first turn wrote the cache; the fallback has none of it.
+        message["usage"] = usage(if primary { 40_000 } else { 0 });
+        Ok(Bytes::from(anthropic_sse(&message, 7)))
+    });
+    let agent = Agent::new(
+        fallback_config(),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ModelFallback { .. })),
+        "{events:#?}"
+    );
+    common::assert_usage_events_add_up(&events);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::CacheBreak { .. })),
+        "{events:#?}"
+    );
 }
 
 /// Image results are cleared like text ones, and a cleared result stays byte-identical from
@@ -4433,7 +4600,8 @@ async fn summariser_calls_have_usage_events_of_their_own() {
         "{json}"
     );
 
-    // Reactive compaction after turn 1 was refused as too long: made for turn 2.
+    // Reactive compaction after turn 1 was refused as too long: made for turn 1, which is
+    // asked again under its number.
     let model = ScriptedModel::new(move |n, request| {
         if request.to_string().contains("Summarize this conversation") {
             return summary_reply(request, "end_turn");
@@ -4453,14 +4621,14 @@ async fn summariser_calls_have_usage_events_of_their_own() {
     let events: Vec<AgentEvent> = agent.run_messages(history()).collect().await;
     assert_eq!(stop(&events).0, StopReason::EndTurn, "{events:#?}");
     let (calls, order) = usage_calls(&events);
-    assert_eq!(calls, [(2, "compaction", 7_000), (2, "turn", 100)]);
+    assert_eq!(calls, [(1, "compaction", 7_000), (1, "turn", 100)]);
     assert_eq!(
         order,
         [
             "turn_start 1",
             "usage compaction",
             "compaction",
-            "turn_start 2",
+            "turn_start 1",
             "usage turn"
         ]
     );

@@ -664,15 +664,23 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
     );
     let events = run_events(&agent, "hi").await;
     ended_turn(&events);
-    assert!(
-        events.iter().any(|e| matches!(
-            e,
+    // Still `repeated_529` (a stable label that covers both), but the error says what came:
+    // no 529 did.
+    let error = events
+        .iter()
+        .find_map(|e| match e {
             AgentEvent::ModelFallback {
                 reason: "repeated_529",
+                error,
                 ..
-            }
-        )),
-        "{events:#?}"
+            } => Some(error.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no repeated_529 fallback: {events:#?}"));
+    assert!(!error.contains("HTTP 529 responses"), "{error}");
+    assert!(
+        error.starts_with("3 consecutive overloaded errors"),
+        "{error}"
     );
     // Two retries were waited for (reported without a status: none was given); the third
     // overload switched models instead.
@@ -684,6 +692,17 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
         })
         .collect();
     assert_eq!(retries, [None, None]);
+    // Each says why the loop waits although no status came: the client's class of the
+    // failure, and that it was an overload (the host's JSON, as the CLI, Python and Node emit).
+    for retry in events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Retry { .. }))
+    {
+        let json = serde_json::to_value(retry).unwrap();
+        assert_eq!(json["status"], Value::Null, "{json}");
+        assert_eq!(json["code"], "overloaded", "{json}");
+        assert_eq!(json["overloaded"], true, "{json}");
+    }
     let models: Vec<String> = bodies_of(&server.requests())
         .iter()
         .map(|b| b["model"].as_str().unwrap().to_owned())

@@ -1202,6 +1202,7 @@ async fn the_client_is_an_agent_model() {
             Some(ModelEvent::Retry {
                 attempt: 2,
                 status: Some(429),
+                code: Some("rate_limited"),
                 overloaded: false,
                 ..
             })

@@ -749,8 +749,8 @@ export interface AgentOptions {
   workspace?: string
   /**
    * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
-   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`)
-   * counts once.
+   * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`,
+   * a refused field, a compaction after a refusal as too long) counts once.
    */
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
@@ -827,9 +827,14 @@ export interface AgentStopEvent {
   errorCode: AgentStopErrorCode | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
-  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit) counts once, and summary calls not at all. */
+  /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit, a refused field, a compaction after a refusal as too long) counts once, and summary calls not at all. */
   turns: number
-  /** Tool calls made. */
+  /**
+   * Tool calls handed to the tools: the number of `tool_finished` events (one per call,
+   * whatever its status), calls started early in a response then discarded (a fallback, a
+   * raised output limit, a broken stream) included. A call never run (input not valid JSON, in
+   * a response that did not stop for tool use) has no events and does not count.
+   */
   toolCalls: number
   /** Input tokens over the run (provider usage, the summariser's calls included): the sum of the `usage` events'. */
   inputTokens: number
@@ -845,11 +850,34 @@ export type AgentEvent =
   | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
-  | { type: 'retry'; attempt: number; status: number | null; waitMs: number }
+  /**
+   * The model call is retried by the client. `call` says which: a turn's (`'turn'`) or the
+   * built-in summariser's (`'compaction'`, before the compaction's `context` event), as the
+   * `usage` event's does. `attempt` is the one about to be made; `status`
+   * is `null` without one (a connection error, a timeout, an error event first in a 200);
+   * `code` is the failure's class as the client's errors name it (`'overloaded'`,
+   * `'rate_limited'`, `'server'`, `'connection'`, `'timeout'`, ...), which says why the loop
+   * waits when there is no status; `overloaded` is true for a 529 and for an overload without
+   * one (an `overloaded_error` event first in a 200).
+   */
+  | { type: 'retry'; call: 'turn' | 'compaction'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
+  /**
+   * The run switched to `fallbackModel`. `reason`: `'overloaded'` (the call failed after the
+   * client's retries) or `'repeated_529'` (`fallbackAfter529Retries` consecutive overloads: 529s
+   * and overload events without a 529 alike); `error`: what the provider said, or for
+   * `'repeated_529'` how many overloads were seen and which ("3 consecutive HTTP 529
+   * responses", "3 consecutive overloaded errors (without an HTTP 529: ...)", or both counted).
+   */
   | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }
+  /**
+   * The prompt cache was read much less than on the previous turn's call; `changed` names the
+   * prefix components whose bytes changed (`'system'`, `'tools'`, `'messages'`). Not reported
+   * after the loop's own compaction or microcompact, nor after a switch to the fallback model
+   * (whose cache is its own).
+   */
   | { type: 'cache_break'; previous: number; current: number; changed: string[] }
   /**
    * One per billed model call. `call` says which: `'turn'` (a turn's call, before its

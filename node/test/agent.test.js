@@ -562,10 +562,15 @@ test("an agent's tool gets ctx.index, its call's position in the turn, as in Pyt
 test('fallbackModel takes over after repeated 529s: a model_fallback event, later requests name it (as in Python)', async () => {
   const overloaded = { status: 529, headers: { 'retry-after-ms': '1' }, body: { json: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } } }
   // An `overloaded_error` as the first event of a 200 (retried by the client, without a
-  // status) counts as a 529.
+  // status) counts as a 529, and its `retry` event says it was an overload (`code`, `overloaded`).
   const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
-  for (const second of [overloaded, overloadedEventFirst]) {
-    const script = { responses: [overloaded, second, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }] }
+  // The fallback's `error` says which overloads it counted.
+  const cases = [
+    [overloaded, 529, '2 consecutive HTTP 529 responses'],
+    [overloadedEventFirst, null, '2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)'],
+  ]
+  for (const [first, status, error] of cases) {
+    const script = { responses: [first, overloaded, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }] }
     await withServer(
       () => serveScript(script, { log: true }),
       async (client, server) => {
@@ -577,7 +582,11 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
         assert.equal(fallbacks[0].from, 'claude-primary')
         assert.equal(fallbacks[0].to, 'claude-fallback')
         assert.equal(fallbacks[0].reason, 'repeated_529')
-        assert.equal(typeof fallbacks[0].error, 'string')
+        assert.equal(fallbacks[0].error, error)
+        assert.deepEqual(
+          ofType('retry').map((r) => [r.status, r.code, r.overloaded]),
+          [[status, 'overloaded', true]],
+        )
         const requests = await server.waitForRequests(3)
         assert.deepEqual(
           requests.map((r) => JSON.parse(r.body).model),
@@ -589,6 +598,82 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   const client = new Client({ baseUrl: 'http://127.0.0.1:9' })
   assert.throws(() => new Agent(client, { model: 'm', fallbackModel: 5 }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', fallbackAfter529Retries: -1 }), ferroloop.InvalidArgumentError)
+})
+
+test('a switch to the fallback model is no cache_break (as in Python)', async () => {
+  // The prompt cache is the model's: the fallback's first call reads none of the primary's,
+  // which was reported as a `cache_break` (40000 -> 0, nothing in the prompt changed).
+  const overloaded = { status: 529, headers: { 'retry-after-ms': '1' }, body: { json: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } } }
+  const first = anthropicEvents([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], { stopReason: 'tool_use' })
+  first[0].data.message.usage.cache_read_input_tokens = 40000
+  const script = {
+    responses: [{ body: { events: first } }, overloaded, { body: { events: anthropicEvents([{ type: 'text', text: 'From the fallback.' }]) } }],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'claude-primary', tools: executor, fallbackModel: 'claude-fallback', fallbackAfter529Retries: 1 })
+      const { events, stop } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      assert.deepEqual(events.filter((e) => e.type === 'model_fallback' || e.type === 'cache_break').map((e) => e.type), ['model_fallback'])
+    },
+  )
+})
+
+test('a turn refused as too long is asked again as the same turn after the compaction (as in Python)', async () => {
+  // Its `turn_start` repeats the number and it counts once toward `maxTurns` (with 1, the run
+  // stopped with `max_turns` before asking it again).
+  const tooLong = { status: 400, body: { json: { type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 210000 tokens > 200000 maximum' } } } }
+  const script = {
+    responses: [
+      tooLong,
+      { body: { events: anthropicEvents([{ type: 'text', text: 'The user wants a haiku.' }]) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'Autumn moon' }]) } },
+    ],
+  }
+  const messages = [
+    { role: 'user', content: 'a long conversation' },
+    { role: 'assistant', content: 'went on and on' },
+    { role: 'user', content: 'write a haiku' },
+  ]
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const agent = new Agent(client, { model: 'm', maxTurns: 1 })
+      const { stop, ofType } = await collect(agent.run(null, { messages }))
+      assert.deepEqual([stop.reason, stop.turns], ['end_turn', 1], stop.error)
+      assert.deepEqual(ofType('turn_start').map((e) => e.turn), [1, 1])
+      assert.deepEqual(ofType('context').map((e) => e.trigger), ['reactive'])
+    },
+  )
+})
+
+test("the stop's toolCalls counts the tool_finished events, a call discarded with its response too (as in Python)", async () => {
+  // A safe call starts as soon as it is sealed; the response is then cut by `max_tokens` and
+  // asked again with a raised limit, which discards the call. It had its `tool_finished`
+  // event, and `toolCalls` counts it (it counted only the kept turns' calls).
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_cut', name: 'echo', input: { n: 1 } }], { stopReason: 'max_tokens' }) } },
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_kept', name: 'echo', input: { n: 2 } }], { stopReason: 'tool_use' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'done' }]) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'claude-sonnet-4-5', tools: executor })
+      const { stop, ofType } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      const finished = ofType('tool_finished').map((e) => e.toolUseId)
+      assert.deepEqual(finished, ['toolu_cut', 'toolu_kept'])
+      assert.equal(stop.toolCalls, finished.length)
+    },
+  )
 })
 
 test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_raised event (as in Python)', async () => {
@@ -625,12 +710,16 @@ test('a turn cut by max_tokens is asked again with a raised limit: a max_tokens_
 
 test("a compaction call has a usage event of its own, call 'compaction' (as in Python)", async () => {
   // The first turn reports a context near the window, so the loop compacts before the second.
+  // The summary call is answered first with an `overloaded_error` event (no status): the
+  // client retries it, and the `retry` event says it is the compaction call's (`call`) and why.
+  const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
   const response = (content, stopReason, inputTokens, outputTokens) => ({
     body: { events: anthropicEvents(content, { stopReason, usage: { input_tokens: inputTokens, output_tokens: outputTokens } }) },
   })
   const script = {
     responses: [
       response([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], 'tool_use', 190000, 20),
+      overloadedEventFirst,
       response([{ type: 'text', text: 'The user asked for an echo.' }], 'end_turn', 6000, 300),
       response([{ type: 'text', text: 'done' }], 'end_turn', 1200, 30),
     ],
@@ -654,6 +743,12 @@ test("a compaction call has a usage event of its own, call 'compaction' (as in P
       // Before the compaction's context event.
       const order = events.filter((e) => e.type === 'usage' || e.type === 'context').map((e) => (e.type === 'usage' ? e.call : e.action))
       assert.deepEqual(order, ['turn', 'compaction', 'compaction', 'turn'])
+      assert.deepEqual(
+        ofType('retry').map((r) => [r.call, r.attempt, r.status, r.code, r.overloaded]),
+        [['compaction', 2, null, 'overloaded', true]],
+      )
+      // Before the summary call's usage event.
+      assert.ok(events.indexOf(ofType('retry')[0]) < events.indexOf(summary))
       const input = usages.reduce((n, e) => n + e.usage.input_tokens + (e.usage.cache_creation_input_tokens ?? 0) + (e.usage.cache_read_input_tokens ?? 0), 0)
       const output = usages.reduce((n, e) => n + e.usage.output_tokens, 0)
       assert.deepEqual([input, output], [stop.inputTokens, stop.outputTokens])

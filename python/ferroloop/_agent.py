@@ -36,15 +36,27 @@ class AgentRun(BatchedEvents):
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
       ``status``, ``duration`` in seconds);
-    - ``retry`` (``attempt``, ``status``, ``wait`` in seconds), ``model_fallback``
+    - ``retry`` (``call``: ``"turn"`` or ``"compaction"``, a call of the built-in summariser,
+      whose retries come before the compaction's ``context`` event; ``attempt``, the one about
+      to be made; ``status``, ``None`` without one;
+      ``code``, the class of the failure as the client's errors name it — ``overloaded``,
+      ``rate_limited``, ``server``, ``connection``, ``timeout``, ... — which says why the loop
+      waits when there is no status; ``overloaded``, ``True`` for a 529 and for an overload
+      without one, such as an ``overloaded_error`` event first in a 200; ``wait`` in seconds),
+      ``model_fallback``
       (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
       ``max_tokens_raised`` (``turn``, ``from``, ``to``: the turn is asked again with a higher
       output limit; see ``Agent``'s ``escalated_max_tokens``),
-      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``;
+      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``
+      (``previous``, ``current``, ``changed``: the prompt cache was read much less than on the
+      previous turn's call; not reported after the loop's own compaction or microcompact, nor
+      after a switch to the fallback model, whose cache is its own);
     - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
       ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
       ``error_code``, ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
-      ``tool_calls``, ``input_tokens``, ``output_tokens``. ``error_code`` is a stable name of
+      ``tool_calls`` (calls handed to the tools: the number of ``tool_finished`` events, calls
+      started early in a response then discarded included), ``input_tokens``,
+      ``output_tokens``. ``error_code`` is a stable name of
       why the run failed, set exactly when ``error`` is (``None`` otherwise): the client error's
       (``authentication``, ``permission``, ``not_found``, ``rate_limited``,
       ``quota_exceeded``, ``invalid_request``, ``server``, ``connection``, ``timeout``,
@@ -101,7 +113,9 @@ class Agent:
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,
     default the current directory), or a list mixing one executor and names. ``max_turns``
-    (default 50) caps turns (a request sent again for the same turn counts once; 0: none, the
+    (default 50) caps turns (a request sent again for the same turn counts once: after a
+    broken stream, a fallback, a raised output limit, a refused field, a compaction after a
+    refusal as too long; 0: none, the
     run stops at once with ``max_turns``),
     ``max_tokens`` (default 8192) is each request's output limit, ``token_budget`` caps input +
     output tokens over a run (0: no model call, the run stops with ``budget``),
@@ -121,7 +135,10 @@ class Agent:
     retries, a retried ``overloaded_error`` event that came before anything was delivered
     counting as one; 0: only when the call fails): the turn is retried once with it, it answers for the
     rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
-    ``overloaded`` or ``repeated_529``, ``error``) says so; ``extra`` fields (temperature,
+    ``overloaded`` or ``repeated_529``, the latter for repeated 529s and overload events alike;
+    ``error``, for ``repeated_529`` how many overloads were seen and which: "3 consecutive HTTP
+    529 responses", "3 consecutive overloaded errors (without an HTTP 529: ...)" or both
+    counted) says so; ``extra`` fields (temperature,
     thinking, metadata, ...) are merged into every request, except ``tools``, a list added to
     the tools' definitions: tools the provider runs itself, such as Anthropic's
     ``{"type": "web_search_20250305", "name": "web_search"}``.

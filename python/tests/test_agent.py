@@ -512,7 +512,9 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     # The first turn reports a context near the window, so the loop compacts before the second:
     # the summary call's usage is a `usage` event with `call` "compaction" (the turns' say
     # "turn"), numbered with the turn it is made for and before the compaction's `context`
-    # event, and the events add up to the stop event's totals.
+    # event, and the events add up to the stop event's totals. The summary call is answered
+    # first with an `overloaded_error` event (no status): the client retries it, and the
+    # `retry` event says it is the compaction call's (`call`) and why (`code`, `overloaded`).
     executor = ferroloop.ToolExecutor()
 
     @executor.tool(concurrency_safe=True)
@@ -529,6 +531,13 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
         {
             "responses": [
                 response([tool_use("toolu_1", "echo", {"n": 1})], "tool_use", 190_000, 20),
+                {
+                    "body": {
+                        "events": [
+                            {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
+                        ]
+                    }
+                },
                 response([{"type": "text", "text": "The user asked for an echo."}], "end_turn", 6_000, 300),
                 response([{"type": "text", "text": "done"}], "end_turn", 1_200, 30),
             ]
@@ -541,8 +550,16 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     assert stop["reason"] == "end_turn", stop
     usages = [(e["call"], e["turn"], e["usage"]["input_tokens"]) for e in events if e["type"] == "usage"]
     assert usages == [("turn", 1, 190_000), ("compaction", 2, 6_000), ("turn", 2, 1_200)]
-    kinds = [e["type"] for e in events if e["type"] in ("usage", "context")]
-    assert kinds[1:3] == ["usage", "context"]
+    kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry")]
+    assert kinds[1:4] == ["retry", "usage", "context"]
+    retry = next(e for e in events if e["type"] == "retry")
+    assert (retry["call"], retry["attempt"], retry["status"], retry["code"], retry["overloaded"]) == (
+        "compaction",
+        2,
+        None,
+        "overloaded",
+        True,
+    )
     assert [e for e in events if e["type"] == "context"][0]["action"] == "compaction"
     summary = next(e for e in events if e["type"] == "usage" and e["call"] == "compaction")
     assert summary["estimated_input_tokens"] > 0
@@ -663,7 +680,7 @@ def overloaded() -> dict[str, Any]:
 async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: Replay) -> None:
     # The core's model fallback (Node's `fallbackModel`, `fallbackAfter529Retries`). An
     # `overloaded_error` as the first event of a 200 (retried by the client, without a status)
-    # counts as a 529.
+    # counts as a 529, and its `retry` event says it was an overload (`code`, `overloaded`).
     overloaded_event_first = {
         "body": {
             "events": [
@@ -671,12 +688,16 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
             ]
         }
     }
-    for second in [overloaded(), overloaded_event_first]:
+    # The fallback's `error` says which overloads it counted.
+    for first, status, error in [
+        (overloaded(), 529, "2 consecutive HTTP 529 responses"),
+        (overloaded_event_first, None, "2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)"),
+    ]:
         server = replay(
             {
                 "responses": [
+                    first,
                     overloaded(),
-                    second,
                     turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
                 ]
             }
@@ -690,13 +711,116 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
         fallbacks = [e for e in events if e["type"] == "model_fallback"]
         assert len(fallbacks) == 1, events
         assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
-        assert fallbacks[0]["reason"] == "repeated_529" and isinstance(fallbacks[0]["error"], str)
+        assert fallbacks[0]["reason"] == "repeated_529" and fallbacks[0]["error"] == error
+        retries = [(e["status"], e["code"], e["overloaded"]) for e in events if e["type"] == "retry"]
+        assert retries == [(status, "overloaded", True)], events
         models = [json.loads(r["body"])["model"] for r in server.requests()]
         assert models == ["claude-primary", "claude-primary", "claude-fallback"]
 
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="fallback_after_529_retries"):
         ferroloop.Agent(client, model="m", fallback_model="f", fallback_after_529_retries=-1)
+
+
+@pytest.mark.asyncio
+async def test_a_switch_to_the_fallback_model_is_no_cache_break_like_node(replay: Replay) -> None:
+    # The prompt cache is the model's: the fallback's first call reads none of the primary's,
+    # which was reported as a `cache_break` (40000 -> 0, nothing in the prompt changed).
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    first = anthropic_events([tool_use("toolu_1", "echo", {"n": 1})], stop_reason="tool_use")
+    first[0]["data"]["message"]["usage"]["cache_read_input_tokens"] = 40_000
+    server = replay(
+        {
+            "responses": [
+                {"body": {"events": first}},
+                overloaded(),
+                turn([{"type": "text", "text": "From the fallback."}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(
+            client,
+            model="claude-primary",
+            tools=executor,
+            fallback_model="claude-fallback",
+            fallback_after_529_retries=1,
+        )
+        events = [event async for event in agent.run("go")]
+    assert events[-1]["reason"] == "end_turn", events[-1]
+    assert [e["type"] for e in events if e["type"] in ("model_fallback", "cache_break")] == ["model_fallback"]
+
+
+@pytest.mark.asyncio
+async def test_a_turn_refused_as_too_long_is_asked_again_as_the_same_turn_like_node(replay: Replay) -> None:
+    # The loop compacts after the refusal and asks the same turn again: its `turn_start`
+    # repeats the number and it counts once toward `max_turns` (with 1, the run stopped with
+    # `max_turns` before asking it again).
+    too_long = {
+        "status": 400,
+        "body": {
+            "json": {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+            }
+        },
+    }
+    server = replay(
+        {
+            "responses": [
+                too_long,
+                turn([{"type": "text", "text": "The user wants a haiku."}], "end_turn"),
+                turn([{"type": "text", "text": "Autumn moon"}], "end_turn"),
+            ]
+        }
+    )
+    history = [
+        {"role": "user", "content": "a long conversation"},
+        {"role": "assistant", "content": "went on and on"},
+        {"role": "user", "content": "write a haiku"},
+    ]
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m", max_turns=1)
+        events = [event async for event in agent.run(messages=history)]
+    stop = events[-1]
+    assert (stop["reason"], stop["turns"]) == ("end_turn", 1), stop
+    assert [e["turn"] for e in events if e["type"] == "turn_start"] == [1, 1]
+    assert [e["trigger"] for e in events if e["type"] == "context"] == ["reactive"]
+
+
+@pytest.mark.asyncio
+async def test_stop_tool_calls_counts_the_tool_finished_events_like_node(replay: Replay) -> None:
+    # A safe call starts as soon as it is sealed; the response is then cut by `max_tokens` and
+    # asked again with a raised limit, which discards the call. It had its `tool_finished`
+    # event, and the stop's `tool_calls` counts it (it counted only the kept turns' calls).
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    server = replay(
+        {
+            "responses": [
+                turn([tool_use("toolu_cut", "echo", {"n": 1})], "max_tokens"),
+                turn([tool_use("toolu_kept", "echo", {"n": 2})], "tool_use"),
+                turn([{"type": "text", "text": "done"}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="claude-sonnet-4-5", tools=executor)
+        events = [event async for event in agent.run("go")]
+    stop = events[-1]
+    assert stop["reason"] == "end_turn", stop
+    finished = [e["tool_use_id"] for e in events if e["type"] == "tool_finished"]
+    assert finished == ["toolu_cut", "toolu_kept"], events
+    assert stop["tool_calls"] == len(finished) == 2
 
 
 @pytest.mark.asyncio

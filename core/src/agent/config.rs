@@ -24,7 +24,8 @@ pub struct Price {
 pub struct Limits {
     /// Turns at most (default 50): model responses the loop goes on from. A request sent again
     /// for the same turn (a fallback model, a retried truncated stream, a raised `max_tokens`, a
-    /// field the server refused) counts once, so model calls may exceed it.
+    /// field the server refused, a reactive compaction after a refusal as too long) counts
+    /// once, so model calls may exceed it.
     pub max_turns: u32,
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
@@ -116,6 +117,8 @@ pub struct AgentConfig {
     /// [`fallback_model`](Self::fallback_model). A retry of an overload that came without a
     /// 529 counts too ([`ModelEvent::Retry`](super::ModelEvent::Retry)'s `overloaded`): an
     /// `overloaded_error` event before anything was delivered, OpenAI's `server_is_overloaded`.
+    /// Either way the [`ModelFallback`](super::AgentEvent::ModelFallback) event's reason is
+    /// `repeated_529`, and its error counts which overloads were seen.
     pub fallback_after_529_retries: u32,
 }
 

@@ -18,7 +18,8 @@ pub enum StopReason {
     /// The model hit `max_tokens` more often than the continuation limit allows, or a response
     /// cut with nothing of it kept could only be asked for again with the same request.
     MaxTokens,
-    /// `max_turns` model calls were made.
+    /// [`max_turns`](super::Limits::max_turns) turns were taken (a turn asked again counts
+    /// once).
     MaxTurns,
     /// The token or cost budget was spent.
     Budget,
@@ -69,12 +70,13 @@ pub enum ContextAction {
     },
 }
 
-/// Which model call a [`AgentEvent::Usage`] accounts for.
+/// Which model call an [`AgentEvent::Usage`] accounts for, or an [`AgentEvent::Retry`] is
+/// made for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageCall {
     /// A turn's call (`"turn"`): a response, or a call of the turn that broke off, failed or
-    /// was cancelled after reporting usage.
+    /// was cancelled after reporting usage; for a retry, any call of a turn.
     Turn,
     /// A call of the built-in summariser (`"compaction"`): the summary request, asked again
     /// with a raised output limit after a cut, sent again without a field the server refused,
@@ -99,7 +101,10 @@ impl UsageCall {
 pub enum AgentEvent {
     /// A model call starts.
     TurnStart {
-        /// 1-based turn number.
+        /// 1-based turn number. A turn asked again repeats its number (after a broken stream,
+        /// a switch to the fallback model, a raised output limit, a refused request field, a
+        /// reactive compaction after a refusal as too long): it counts once toward
+        /// [`max_turns`](super::Limits::max_turns).
         turn: u32,
         /// Estimated input tokens of the request.
         estimated_input_tokens: u64,
@@ -145,12 +150,29 @@ pub enum AgentEvent {
         #[serde(serialize_with = "as_millis")]
         duration: Duration,
     },
-    /// The model call is being retried.
+    /// The model call is being retried (by the client: a rate limit, an overload, a server
+    /// error, a connection reset, a timeout). A call of the built-in summariser reports its
+    /// retries too (`call`: `compaction`), before the compaction's `context` event.
     Retry {
-        /// The attempt about to be made.
+        /// Which call is retried: a turn's (`turn`) or the built-in summariser's
+        /// (`compaction`), as [`Usage`](AgentEvent::Usage)'s `call` says.
+        call: UsageCall,
+        /// The attempt about to be made (2 for the first retry).
         attempt: u32,
-        /// The HTTP status that caused it.
+        /// The HTTP status that caused it: `null` for a failure without one (a connection
+        /// error, a timeout, or an error event the provider sent in a 200 before anything was
+        /// delivered, such as Anthropic's `overloaded_error`).
         status: Option<u16>,
+        /// The class of the failure, as the client's errors name it (`overloaded`,
+        /// `rate_limited`, `server`, `connection`, `timeout`, ...; see
+        /// [`ModelEvent::Retry`](super::ModelEvent::Retry)): what says why the loop waits
+        /// when `status` is `null`. `null` from a model that does not say.
+        code: Option<&'static str>,
+        /// The provider is overloaded: an HTTP 529, or an overload without a 529 (an
+        /// `overloaded_error` event, OpenAI's `server_is_overloaded`). Consecutive overloads
+        /// count toward
+        /// [`fallback_after_529_retries`](super::AgentConfig::fallback_after_529_retries).
+        overloaded: bool,
         /// The wait before it.
         #[serde(serialize_with = "as_millis")]
         wait: Duration,
@@ -165,9 +187,15 @@ pub enum AgentEvent {
         /// The fallback model.
         to: String,
         /// `overloaded` (the call failed after the client's retries) or `repeated_529` (too
-        /// many consecutive 529 retries within the call).
+        /// many consecutive overload retries within the call,
+        /// [`fallback_after_529_retries`](super::AgentConfig::fallback_after_529_retries)). The
+        /// label is kept for both kinds of overload it counts: HTTP 529s and overloads without
+        /// one (an `overloaded_error` event first in a 200, OpenAI's `server_is_overloaded`).
         reason: &'static str,
-        /// What the provider said, or how many 529s were seen.
+        /// What the provider said; for `repeated_529`, how many overloads were seen and which
+        /// ("3 consecutive HTTP 529 responses", "3 consecutive overloaded errors (without an
+        /// HTTP 529: ...)", or both counted: "3 consecutive overloaded responses (1 HTTP 529, 2
+        /// overloaded errors without one)").
         error: String,
     },
     /// A response was cut by `max_tokens` under a limit the model could go beyond: it is
@@ -185,7 +213,10 @@ pub enum AgentEvent {
     },
     /// Context management happened.
     Context(ContextAction),
-    /// The prompt cache was read much less than on the previous turn.
+    /// The prompt cache was read much less than on the previous turn's call (a call that
+    /// failed after the provider reported its usage counts: its cache read was real). Not
+    /// reported after a change the loop made on purpose (compaction, microcompact) nor after a
+    /// switch to the fallback model, whose cache is its own.
     CacheBreak {
         /// Cached-read tokens on the previous turn.
         previous: u64,
@@ -213,9 +244,9 @@ pub enum AgentEvent {
     Usage {
         /// 1-based turn number. For a turn's call, the turn's (a turn asked again repeats it);
         /// for a summariser call, the turn the compaction is made for: the number the next
-        /// `turn_start` carries (the turns taken so far plus one, also for a reactive
-        /// compaction after a turn the provider refused as too long, since the turn after it
-        /// is a new one), whether or not the run goes on to make that turn.
+        /// `turn_start` carries (the turns taken so far plus one; for a reactive compaction
+        /// after a turn the provider refused as too long, that turn's, which is asked again
+        /// under its number), whether or not the run goes on to make that turn.
         turn: u32,
         /// Which call the usage is for: a turn's (`turn`) or the built-in summariser's
         /// (`compaction`).
@@ -265,10 +296,17 @@ pub enum AgentEvent {
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
         /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch
-        /// to the fallback model, a raised output limit, a refused request field) counts once,
-        /// and the summariser's calls not at all.
+        /// to the fallback model, a raised output limit, a refused request field, a reactive
+        /// compaction after a refusal as too long) counts once, and the summariser's calls not
+        /// at all.
         turns: u32,
-        /// Tool calls made.
+        /// Tool calls handed to the tools: the number of `tool_finished` events, one per call
+        /// whatever its status (a call refused as unknown, skipped or cancelled counts too),
+        /// including calls started early in a response that was then discarded (a switch to
+        /// the fallback model, a raised output limit, a broken stream, a cancel), whose
+        /// results never entered history. A call never handed to them has no events and does
+        /// not count: one whose input was not valid JSON (answered with an error), one in a
+        /// response that did not stop for tool use (not run).
         tool_calls: u32,
         /// Input tokens reported in total (including cache reads and writes), over every
         /// call: the turns' and the summariser's; the sum of the `usage` events' (see

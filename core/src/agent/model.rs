@@ -23,6 +23,12 @@ pub enum ModelEvent {
         attempt: u32,
         /// The HTTP status that caused it, if any.
         status: Option<u16>,
+        /// The class of the failure, as the client names it
+        /// (the client's `RetryEvent::code`, feature `client`:
+        /// `overloaded`, `rate_limited`, `server`, `connection`, `timeout`, ...); `None` from
+        /// a model that does not say. The agent's [`Retry`](super::AgentEvent::Retry) event
+        /// carries it, so a host can tell why the loop waits when there is no status.
+        code: Option<&'static str>,
         /// The provider is overloaded: an HTTP 529, or an overload reported in a 200 before
         /// anything was delivered (Anthropic's `overloaded_error` event, which has no status;
         /// OpenAI's `server_is_overloaded`). The loop counts these toward

@@ -337,6 +337,61 @@ impl StreamedUsage {
     }
 }
 
+/// The consecutive overloads a call's retries reported (any other failure resets them), which
+/// count toward [`AgentConfig::fallback_after_529_retries`]: HTTP 529s, and overloads that came
+/// without one (Anthropic's `overloaded_error` event first in a 200, OpenAI's
+/// `server_is_overloaded`). Displayed as the fallback's `error`, which says which they were.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Overloads {
+    /// HTTP 529 responses.
+    http_529: u32,
+    /// Overloads reported without a 529.
+    without_529: u32,
+}
+
+impl Overloads {
+    /// Counts a retry: an overload (a 529, or `overloaded`) adds one, anything else resets.
+    fn observe(&mut self, status: Option<u16>, overloaded: bool) {
+        if status == Some(529) {
+            self.http_529 += 1;
+        } else if overloaded {
+            self.without_529 += 1;
+        } else {
+            *self = Self::default();
+        }
+    }
+
+    fn total(self) -> u32 {
+        self.http_529.saturating_add(self.without_529)
+    }
+}
+
+impl std::fmt::Display for Overloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            http_529,
+            without_529,
+        } = *self;
+        let total = self.total();
+        match (http_529, without_529) {
+            (_, 0) => write!(f, "{total} consecutive HTTP 529 responses"),
+            (0, _) => write!(
+                f,
+                "{total} consecutive overloaded errors (without an HTTP 529: the provider \
+                 reported the overload in its response stream)"
+            ),
+            _ => {
+                let plural = if without_529 == 1 { "" } else { "s" };
+                write!(
+                    f,
+                    "{total} consecutive overloaded responses ({http_529} HTTP 529, \
+                     {without_529} overloaded error{plural} without one)"
+                )
+            }
+        }
+    }
+}
+
 /// How one model call ended.
 enum CallOutcome {
     /// The message completed.
@@ -594,7 +649,9 @@ impl Driver {
             let mut ttft = None;
             let mut outcome = None;
             let mut results: Vec<Option<ToolResult>> = Vec::new();
-            let mut overloaded_retries = 0;
+            // Consecutive overloads within the call: HTTP 529s, and overloads without one (an
+            // `overloaded_error` event first in a 200), counted apart for the fallback's text.
+            let mut overloads = Overloads::default();
             let mut repeated_529 = false;
             let mut not_run: Vec<(String, String)> = Vec::new();
             let mut call_ids = ResponseCallIds::after(&self.messages);
@@ -642,17 +699,17 @@ impl Driver {
                                 }
                             }
                         }
-                        Some(ModelEvent::Retry { attempt, status, wait, overloaded }) => {
-                            overloaded_retries = if status == Some(529) || overloaded { overloaded_retries + 1 } else { 0 };
+                        Some(ModelEvent::Retry { attempt, status, code, wait, overloaded }) => {
+                            overloads.observe(status, overloaded);
                             let threshold = self.config().fallback_after_529_retries;
-                            if self.fallback.is_some() && threshold > 0 && overloaded_retries >= threshold {
+                            if self.fallback.is_some() && threshold > 0 && overloads.total() >= threshold {
                                 // Stop waiting for an overloaded model: this retry is not made.
                                 repeated_529 = true;
                                 outcome = Some(CallOutcome::Failed(ModelError::Overloaded {
-                                    message: format!("{overloaded_retries} consecutive HTTP 529 responses"),
+                                    message: overloads.to_string(),
                                 }));
                             } else {
-                                self.emit(AgentEvent::Retry { attempt, status, wait });
+                                self.emit(AgentEvent::Retry { call: UsageCall::Turn, attempt, status, code, overloaded, wait });
                             }
                         }
                         Some(ModelEvent::Completed { message, time_to_first_token, .. }) => {
@@ -710,8 +767,10 @@ impl Driver {
                             // the fallback refuses the primary's thinking sent back.
                             if drop_thinking(&mut self.messages) > 0 {
                                 self.tracker.replace_messages(&self.messages);
-                                self.cache.reset();
                             }
+                            // So is the prompt cache: the fallback's first call reads none of
+                            // the primary's, which is no break of the prompt's.
+                            self.cache.reset();
                             self.emit(AgentEvent::ModelFallback {
                                 from,
                                 to,
@@ -775,14 +834,20 @@ impl Driver {
                                 return Ending::prompt_too_long(message);
                             }
                             reactive_compaction_done = true;
+                            // Refused before any output: the same turn is asked again once the
+                            // history is smaller (it counts once, as after a refused field), and
+                            // the summariser's `usage` events carry its number. A run that ends
+                            // here took the refused call as its turn.
+                            self.turns -= 1;
                             // Without a smaller history the same request would be refused
                             // again: stop instead of sending it a second time.
-                            match self.compact("reactive").await {
-                                Ok(true) => {}
-                                Ok(false) => return Ending::prompt_too_long(message),
-                                Err(stop) => return stop,
-                            }
-                            if let Some(stop) = self.over_budget() {
+                            let ending = match self.compact("reactive").await {
+                                Ok(true) => self.over_budget(),
+                                Ok(false) => Some(Ending::prompt_too_long(message)),
+                                Err(stop) => Some(stop),
+                            };
+                            if let Some(stop) = ending {
+                                self.turns += 1;
                                 return stop;
                             }
                             continue;
@@ -873,7 +938,6 @@ impl Driver {
                     }
                     let cancelled = self.cancel.is_cancelled();
                     let answered = self.settle(turn, &submitted, &mut results, cancelled).await;
-                    self.tool_calls += u32::try_from(submitted.len()).unwrap_or(u32::MAX);
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
                     self.record_usage(turn_number, &request, &message, estimated, ttft, true);
@@ -1067,9 +1131,12 @@ impl Driver {
     }
 
     /// Seals the turn (cancelling it first when `cancel`), drives it to the end while reporting
-    /// its events, and returns one result per submitted call, in order.
+    /// its events, and returns one result per submitted call, in order. Every submitted call
+    /// counts toward the run's `tool_calls`, whether its result is kept or discarded with its
+    /// response: each had its `tool_finished` event (the executor gives every call one), so a
+    /// host adding those up gets the stop event's figure.
     async fn settle(
-        &self,
+        &mut self,
         mut turn: crate::exec::Turn,
         submitted: &[ToolUse],
         results: &mut Vec<Option<ToolResult>>,
@@ -1094,6 +1161,9 @@ impl Driver {
                 },
             }
         }
+        self.tool_calls = self
+            .tool_calls
+            .saturating_add(u32::try_from(submitted.len()).unwrap_or(u32::MAX));
         match turn.finish().await {
             Ok(final_results) => final_results,
             Err(error) => {
@@ -1256,6 +1326,14 @@ impl Driver {
     /// whether the response entered history), the cache-break detector, and the event. A
     /// response without usage (a Chat server that reports none) counts toward the budgets as
     /// estimated (`estimated` input, its content's estimate as output).
+    ///
+    /// A call that failed, broke off or was discarded after the provider reported its usage is
+    /// recorded alike: the input it reports is the prefix that was sent, which is the history
+    /// the next request holds too (nothing of the response entered it), so it anchors the
+    /// tracker (with no output tokens); and its cache read was real (the provider reports it
+    /// once it has read the cache), so a fall in it is a break of the prompt's like any.
+    /// What resets the detector is a change of prefix or model made on purpose (compaction,
+    /// microcompact, a switch to the fallback model).
     fn record_usage(
         &mut self,
         turn: u32,
@@ -1617,7 +1695,8 @@ impl Driver {
     /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Each
     /// call's usage counts toward the run's totals and budgets (it is not a turn) and is
     /// reported in a `usage` event ([`UsageCall::Compaction`]), also for a call that broke
-    /// off, failed or was cancelled after the provider reported it. An answer cut by
+    /// off, failed or was cancelled after the provider reported it; its retries are reported
+    /// in `retry` events of the same `call`. An answer cut by
     /// `max_tokens` is asked again once with the raised limit
     /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
@@ -1741,7 +1820,22 @@ impl Driver {
                             }
                         }
                     }
-                    Some(ModelEvent::Retry { .. }) => {}
+                    // A host sees why the compaction takes its time, as for a turn's call
+                    // (the summariser does not fall back: its retries are only reported).
+                    Some(ModelEvent::Retry {
+                        attempt,
+                        status,
+                        code,
+                        overloaded,
+                        wait,
+                    }) => self.emit(AgentEvent::Retry {
+                        call: UsageCall::Compaction,
+                        attempt,
+                        status,
+                        code,
+                        overloaded,
+                        wait,
+                    }),
                     None => return Summary::Failed,
                 }
             };
@@ -2166,6 +2260,43 @@ const EMPTY_ERROR_RESULT: &str = "The tool failed without a message.";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fallback's error says which overloads it saw: 529s, overloads without a status,
+    /// or both; anything else in between starts the count again.
+    #[test]
+    fn repeated_overloads_say_what_they_were() {
+        let seen = |retries: &[(Option<u16>, bool)]| {
+            let mut overloads = Overloads::default();
+            for &(status, overloaded) in retries {
+                overloads.observe(status, overloaded);
+            }
+            overloads
+        };
+        let only_529 = seen(&[(Some(529), true), (Some(529), true), (Some(529), true)]);
+        assert_eq!(only_529.total(), 3);
+        assert_eq!(only_529.to_string(), "3 consecutive HTTP 529 responses");
+        let in_band = seen(&[(None, true), (None, true)]);
+        assert_eq!(in_band.total(), 2);
+        assert!(
+            in_band
+                .to_string()
+                .starts_with("2 consecutive overloaded errors (without an HTTP 529"),
+            "{in_band}"
+        );
+        let mixed = seen(&[(Some(529), true), (None, true), (None, true)]);
+        assert_eq!(
+            mixed.to_string(),
+            "3 consecutive overloaded responses (1 HTTP 529, 2 overloaded errors without one)"
+        );
+        let one = seen(&[(None, true), (Some(529), true)]);
+        assert_eq!(
+            one.to_string(),
+            "2 consecutive overloaded responses (1 HTTP 529, 1 overloaded error without one)"
+        );
+        let reset = seen(&[(Some(529), true), (Some(500), false), (None, true)]);
+        assert_eq!(reset.total(), 1);
+        assert_eq!(seen(&[(None, false)]), Overloads::default());
+    }
 
     /// A continuation prompt with a note on cut calls is still the loop's (compaction keeps
     /// the user's prompt before it); a user's text that merely starts like it is not.

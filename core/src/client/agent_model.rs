@@ -71,6 +71,7 @@ async fn next_event(stream: Option<MessageStream>) -> Option<(ModelEvent, Option
             Ok(MessageItem::Retry(retry)) => ModelEvent::Retry {
                 attempt: retry.attempt + 1,
                 status: retry.status,
+                code: Some(retry.code),
                 overloaded: retry.code == "overloaded",
                 wait: retry.wait,
             },

@@ -23,6 +23,8 @@ pub struct ErrorDetails {
     pub request_id: Option<String>,
 }
 
+/// `HTTP {status} {error_type}: {message} (request id {id})` (`stream error` without a status),
+/// each part only when known; the type only when it is not the status's number.
 impl fmt::Display for ErrorDetails {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(status) = self.status {
@@ -30,7 +32,11 @@ impl fmt::Display for ErrorDetails {
         } else {
             f.write_str("stream error")?;
         }
-        if let Some(kind) = &self.error_type {
+        // A numeric code that is the status (OpenRouter's `{"error": {"code": 502}}`, read as
+        // both) would print it twice: "HTTP 502 502".
+        if let Some(kind) = &self.error_type
+            && self.status.is_none_or(|status| *kind != status.to_string())
+        {
             write!(f, " {kind}")?;
         }
         if !self.message.is_empty() {
@@ -602,6 +608,50 @@ mod tests {
         assert_eq!(details.message, "Number of requests has exceeded");
         assert_eq!(error.request_id(), Some("req_123"));
         assert!(error.to_string().contains("req_123"));
+    }
+
+    /// OpenRouter's `{"error": {"code": 502, "message": ...}}` names its status as its code,
+    /// which became both the status and the type: the text read "HTTP 502 502: upstream
+    /// error". The type is printed only when it says something the status does not.
+    #[test]
+    fn a_numeric_code_is_not_printed_twice() {
+        let body = serde_json::json!({"error": {"code": 502, "message": "upstream error"}});
+        let in_stream = ClientError::from_stream_error(&body.to_string(), None);
+        assert_eq!(
+            in_stream.to_string(),
+            "server error: HTTP 502: upstream error"
+        );
+        let response =
+            ClientError::from_response(502, &HeaderMap::new(), body.to_string().as_bytes(), None);
+        assert_eq!(
+            response.to_string(),
+            "server error: HTTP 502: upstream error"
+        );
+        // A type that adds something stays, with or without a status.
+        let named = ErrorDetails {
+            status: Some(529),
+            error_type: Some("overloaded_error".into()),
+            message: "Overloaded".into(),
+            request_id: None,
+        };
+        assert_eq!(named.to_string(), "HTTP 529 overloaded_error: Overloaded");
+        let other_number = ErrorDetails {
+            status: Some(502),
+            error_type: Some("503".into()),
+            message: String::new(),
+            request_id: None,
+        };
+        assert_eq!(other_number.to_string(), "HTTP 502 503");
+        let no_status = ErrorDetails {
+            status: None,
+            error_type: Some("overloaded_error".into()),
+            message: "Overloaded".into(),
+            request_id: Some("req_1".into()),
+        };
+        assert_eq!(
+            no_status.to_string(),
+            "stream error overloaded_error: Overloaded (request id req_1)"
+        );
     }
 
     #[test]

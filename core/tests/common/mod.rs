@@ -69,7 +69,8 @@ pub fn usage_event_totals(events: &[ferroloop::agent::AgentEvent]) -> (u64, u64)
 
 /// Every billed call is accounted for by one `usage` event: their reported totals are the
 /// stop event's `input_tokens` and `output_tokens` (calls reported without usage count by
-/// estimate toward the budgets only, in neither).
+/// estimate toward the budgets only, in neither). And every tool call the stop event counts
+/// has one `tool_finished` event ([`assert_tool_events_add_up`]).
 pub fn assert_usage_events_add_up(events: &[ferroloop::agent::AgentEvent]) {
     use ferroloop::agent::AgentEvent;
     let Some(AgentEvent::Stop {
@@ -84,5 +85,24 @@ pub fn assert_usage_events_add_up(events: &[ferroloop::agent::AgentEvent]) {
         usage_event_totals(events),
         (*input_tokens, *output_tokens),
         "the usage events do not add up to the stop event's totals: {events:#?}"
+    );
+    assert_tool_events_add_up(events);
+}
+
+/// The stop event's `tool_calls` is the number of `tool_finished` events: every call handed to
+/// the tools has exactly one, those started early in a response then discarded too.
+pub fn assert_tool_events_add_up(events: &[ferroloop::agent::AgentEvent]) {
+    use ferroloop::agent::AgentEvent;
+    let Some(AgentEvent::Stop { tool_calls, .. }) = events.last() else {
+        panic!("the last event is not Stop: {events:#?}");
+    };
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ToolFinished { .. }))
+        .count();
+    assert_eq!(
+        usize::try_from(*tool_calls).unwrap(),
+        finished,
+        "the stop event's tool_calls is not the number of tool_finished events: {events:#?}"
     );
 }
