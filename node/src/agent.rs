@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent};
 use ferroloop::exec::{ToolExecutor, ToolRegistry};
-use ferroloop::tools::{self as builtin_tools, Workspace};
+use ferroloop::tools::register_builtins;
 use futures_util::StreamExt;
 use napi::Status;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -212,36 +212,13 @@ impl NativeAgent {
                     .register(tool)
                     .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
             }
-            if !builtins.is_empty() {
-                let root = match &options.workspace {
-                    Some(dir) => std::path::PathBuf::from(dir),
-                    None => std::env::current_dir().map_err(|err| {
-                        FerroloopError::invalid_argument(format!(
-                            "no workspace given and no current directory: {err}"
-                        ))
-                    })?,
-                };
-                // `read` may open the spill files the result previews point to.
-                let workspace = Workspace::new(&root)
-                    .map_err(|err| {
-                        FerroloopError::invalid_argument(format!(
-                            "workspace {}: {err}",
-                            root.display()
-                        ))
-                    })?
-                    .also_readable(exec_config.budget.spill_dir.clone());
-                for name in &builtins {
-                    let tool = builtin_tools::builtin(name, &workspace).ok_or_else(|| {
-                        FerroloopError::invalid_argument(format!(
-                            "no built-in tool named {name:?} (expected one of {})",
-                            builtin_tools::BUILTIN_TOOL_NAMES.join(", ")
-                        ))
-                    })?;
-                    registry
-                        .register(tool)
-                        .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
-                }
-            }
+            register_builtins(
+                &mut registry,
+                &builtins,
+                options.workspace.as_deref().map(std::path::Path::new),
+                &exec_config.budget.spill_dir,
+            )
+            .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
             let executor = ToolExecutor::builder(registry).config(exec_config).build();
             let inner = Agent::new(config, client.model(), Arc::new(executor));
             Ok(Self { inner, queues })

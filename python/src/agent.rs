@@ -13,7 +13,7 @@ use futures_util::FutureExt;
 use ferroloop::agent::{Agent, AgentConfig, AgentEvent, AgentRun, Model};
 use ferroloop::exec::{CancellationToken, ExecutorConfig, Tool, ToolExecutor, ToolRegistry};
 use ferroloop::tokens::UnknownFamily;
-use ferroloop::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
+use ferroloop::tools::register_builtins;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -97,27 +97,13 @@ impl PyAgent {
                 }
             }
             let builtin_tools = builtin_tools.unwrap_or_default();
-            if !builtin_tools.is_empty() {
-                let root = match workspace {
-                    Some(root) => root,
-                    None => std::env::current_dir()?,
-                };
-                // `read` may open the spill files the result previews point to.
-                let workspace = Workspace::new(&root)
-                    .map_err(|err| PyValueError::new_err(err.to_string()))?
-                    .also_readable(executor_config.budget.spill_dir.clone());
-                for name in &builtin_tools {
-                    let tool = builtin(name, &workspace).ok_or_else(|| {
-                        PyValueError::new_err(format!(
-                            "unknown built-in tool {name:?}: expected one of {}",
-                            BUILTIN_TOOL_NAMES.join(", ")
-                        ))
-                    })?;
-                    registry
-                        .register(tool)
-                        .map_err(|err| PyValueError::new_err(err.to_string()))?;
-                }
-            }
+            register_builtins(
+                &mut registry,
+                &builtin_tools,
+                workspace.as_deref(),
+                &executor_config.budget.spill_dir,
+            )
+            .map_err(|err| PyValueError::new_err(err.to_string()))?;
             let tool_names = registry.names().into_iter().map(str::to_owned).collect();
             let mut config = AgentConfig::new(model);
             config.system = system;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use ferroloop_core::agent::{Agent, AgentConfig, AgentEvent, AgentRun};
 use ferroloop_core::exec::{CancellationToken, ExecutorConfig, ToolExecutor, ToolRegistry};
 use ferroloop_core::tokens::UnknownFamily;
-use ferroloop_core::tools::{BUILTIN_TOOL_NAMES, Workspace, builtin};
+use ferroloop_core::tools::register_builtins;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -162,32 +162,14 @@ fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<Too
             }
         }
     }
-    if !builtins.names.is_empty() {
-        let root = match builtins.workspace {
-            Some(root) => root,
-            None => std::env::current_dir().map_err(|error| {
-                FfiError::invalid(format!(
-                    "no workspace given and no current directory: {error}"
-                ))
-            })?,
-        };
-        // `read` may open the spill files the result previews point to.
-        let workspace = Workspace::new(&root)
-            .map_err(|error| FfiError::invalid(format!("agent option \"workspace\": {error}")))?
-            .also_readable(config.budget.spill_dir.clone());
-        for name in &builtins.names {
-            let tool = builtin(name, &workspace).ok_or_else(|| {
-                FfiError::invalid(format!(
-                    "unknown built-in tool \"{name}\": expected one of {}",
-                    BUILTIN_TOOL_NAMES.join(", ")
-                ))
-            })?;
-            // A C tool of the same name is a duplicate: refused, as in Python.
-            registry
-                .register(tool)
-                .map_err(|error| FfiError::invalid(error.to_string()))?;
-        }
-    }
+    // A C tool of the same name is a duplicate: refused, as in Python and Node.
+    register_builtins(
+        &mut registry,
+        &builtins.names,
+        builtins.workspace.as_deref(),
+        &config.budget.spill_dir,
+    )
+    .map_err(|error| FfiError::invalid(error.to_string()))?;
     Ok(ToolExecutor::builder(registry).config(config).build())
 }
 
@@ -1194,7 +1176,7 @@ mod tests {
             ),
             (
                 format!(r#"{{"model": "m", "builtin_tools": ["read"], "workspace": {not_a_dir}}}"#),
-                "agent option \"workspace\"",
+                "workspace root",
             ),
         ] {
             let (status, agent) = new_agent(client, &json);

@@ -215,6 +215,53 @@ pub fn all(workspace: &Workspace) -> Vec<BuiltinTool> {
         .collect()
 }
 
+/// Why [`register_builtins`] refused the built-in tools a host asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinToolsError {
+    /// No workspace was given and the current directory cannot be read.
+    #[error("no workspace given and no current directory: {0}")]
+    NoCurrentDirectory(#[source] std::io::Error),
+    /// The workspace is not a usable directory.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    /// No built-in tool has this name.
+    #[error("unknown built-in tool {0:?}: expected one of {names}", names = BUILTIN_TOOL_NAMES.join(", "))]
+    Unknown(String),
+    /// The registry refused the tool (a tool of that name is already registered).
+    #[error(transparent)]
+    Registry(#[from] crate::exec::RegistryError),
+}
+
+/// Registers the built-in tools called `names` in `registry`, confined to the workspace `root`
+/// (the current directory when `None`). The workspace may also read `spill_dir`, where the
+/// executor writes oversized results: `read` then opens the files their previews point to.
+/// Nothing is looked at (not even the current directory) when `names` is empty.
+///
+/// Every binding's agent offers the built-in tools through this one function, so that a name,
+/// a workspace or a duplicate is judged, and said, the same way from Python, Node and C.
+pub fn register_builtins(
+    registry: &mut crate::exec::ToolRegistry,
+    names: &[impl AsRef<str>],
+    root: Option<&std::path::Path>,
+    spill_dir: &std::path::Path,
+) -> Result<(), BuiltinToolsError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let root = match root {
+        Some(root) => root.to_path_buf(),
+        None => std::env::current_dir().map_err(BuiltinToolsError::NoCurrentDirectory)?,
+    };
+    let workspace = Workspace::new(&root)?.also_readable(spill_dir);
+    for name in names {
+        let name = name.as_ref();
+        let tool =
+            builtin(name, &workspace).ok_or_else(|| BuiltinToolsError::Unknown(name.to_owned()))?;
+        registry.register(tool)?;
+    }
+    Ok(())
+}
+
 /// Parses a tool's input, turning serde's message into a model-readable failure.
 fn parse_input<T: DeserializeOwned>(mut input: Value) -> Result<T, ToolFailure> {
     if let Value::Object(fields) = &mut input {
@@ -347,6 +394,32 @@ mod tests {
             assert!(!tool.description().is_empty());
         }
         assert!(builtin("nope", &workspace).is_none());
+    }
+
+    #[test]
+    fn register_builtins_registers_the_named_tools_or_says_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
+        let mut registry = crate::exec::ToolRegistry::new();
+        register_builtins(&mut registry, &["read", "grep"], Some(dir.path()), &spill).unwrap();
+        assert_eq!(registry.names(), ["grep", "read"]);
+
+        let unknown = register_builtins(&mut registry, &["nope"], Some(dir.path()), &spill);
+        let message = unknown.unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "unknown built-in tool \"nope\": expected one of read, write, edit, glob, grep, bash"
+        );
+        let twice = register_builtins(&mut registry, &["read"], Some(dir.path()), &spill);
+        assert!(matches!(twice, Err(BuiltinToolsError::Registry(_))));
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let not_a_dir = register_builtins(&mut registry, &["glob"], Some(&file), &spill);
+        assert!(matches!(not_a_dir, Err(BuiltinToolsError::Workspace(_))));
+        // No names: nothing is checked, not even the workspace.
+        let none: [&str; 0] = [];
+        register_builtins(&mut registry, &none, Some(&file), &spill).unwrap();
+        assert_eq!(registry.names(), ["grep", "read"]);
     }
 
     #[tokio::test]
