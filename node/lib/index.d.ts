@@ -780,10 +780,15 @@ export interface AgentOptions {
    * `overloaded_error` after the client's retries, or seeing `fallbackAfter529Retries` consecutive
    * 529 retries, a retried `overloaded_error` event that came before anything was delivered
    * counting as one): the turn is retried once with it, and it answers for the rest of the run (a
-   * `model_fallback` event). Python's `fallback_model`. Default: no fallback.
+   * `model_fallback` event). The built-in summariser's call counts and falls back alike (its
+   * summary is then asked of the fallback). Python's `fallback_model`. Default: no fallback.
    */
   fallbackModel?: string
-  /** Consecutive 529 retries within one call after which the run falls back (default 3; 0: only when the call fails). Only with `fallbackModel`. */
+  /**
+   * Consecutive overload retries (529s, and overload events without one) within one call, a
+   * turn's or the built-in summariser's, after which the run falls back (default 3; 0: only
+   * when the call fails). Only with `fallbackModel`.
+   */
   fallbackAfter529Retries?: number
   /** Place `cache_control` breakpoints (default true). */
   promptCaching?: boolean
