@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use ferroloop::agent::{Agent, AgentConfig, AgentEvent, Model, StopReason, UsageCall};
+use ferroloop::agent::{
+    Agent, AgentConfig, AgentEvent, ContextAction, Model, StopReason, UsageCall,
+};
 use ferroloop::exec::{CancellationToken, ToolExecutor, ToolRegistry};
 use ferroloop::tokens::{Family, Usage};
 use futures::StreamExt;
@@ -352,6 +354,10 @@ struct TerminalView {
     /// Whether the current turn streamed text: a turn asked again without any (a request
     /// field a server refused, stale thinking) discarded nothing shown.
     turn_text_shown: bool,
+    /// Whether a reactive compaction came since the last `turn_start`: the provider refused
+    /// the turn as too long (mid-stream too, after text was shown) and the loop asks it again
+    /// under its number once the history is compacted; nothing broke off.
+    compacted_for_turn: bool,
 }
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -372,6 +378,7 @@ impl TerminalView {
             last_turn: 0,
             repeat_explained: false,
             turn_text_shown: false,
+            compacted_for_turn: false,
         }
     }
 
@@ -500,7 +507,7 @@ impl TerminalView {
                 let (from, to, error) = (self.shown(from), self.shown(to), self.shown(error));
                 writeln!(
                     out,
-                    "  ⇄ model {from} is overloaded ({reason}: {error}); retrying the turn with {to}"
+                    "  ⇄ model {from} is overloaded ({reason}: {error}); switching to {to} for the rest of the run"
                 )?;
             }
             AgentEvent::MaxTokensRaised { from, to, .. } => {
@@ -518,6 +525,13 @@ impl TerminalView {
             }
             AgentEvent::Context(action) => {
                 self.newline(out)?;
+                if let ContextAction::Compaction {
+                    trigger: "reactive",
+                    ..
+                } = action
+                {
+                    self.compacted_for_turn = true;
+                }
                 let action = serde_json::to_string(action).unwrap_or_default();
                 writeln!(out, "  ⋯ context: {}", self.shown(&action))?;
             }
@@ -537,16 +551,28 @@ impl TerminalView {
                 // The loop asks a turn again under its number after a broken stream, and
                 // also after a refusal it can answer (a request field an OpenAI-compatible
                 // server does not take), where nothing broke off and nothing was shown.
-                if *turn == self.last_turn && !self.repeat_explained && self.turn_text_shown {
-                    self.newline(out)?;
-                    writeln!(
-                        out,
-                        "  ↻ the response broke off; asking again (the text above is discarded)"
-                    )?;
+                // A turn refused as too long is asked again after the compaction, which the
+                // context line above reported: the text it showed is discarded, and nothing
+                // broke off.
+                if *turn == self.last_turn && self.turn_text_shown {
+                    if self.compacted_for_turn {
+                        self.newline(out)?;
+                        writeln!(
+                            out,
+                            "  ↻ the prompt was too long; asking the turn again after the compaction (the text above is discarded)"
+                        )?;
+                    } else if !self.repeat_explained {
+                        self.newline(out)?;
+                        writeln!(
+                            out,
+                            "  ↻ the response broke off; asking again (the text above is discarded)"
+                        )?;
+                    }
                 }
                 self.last_turn = *turn;
                 self.repeat_explained = false;
                 self.turn_text_shown = false;
+                self.compacted_for_turn = false;
             }
             AgentEvent::Usage {
                 call,

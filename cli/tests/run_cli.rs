@@ -265,7 +265,7 @@ fn openai_provider_against_a_base_url_with_a_fallback_model() {
     );
     assert!(
         text.contains("⇄ model gpt-big is overloaded (repeated_529")
-            && text.contains("retrying the turn with gpt-small"),
+            && text.contains("switching to gpt-small for the rest of the run"),
         "{text}"
     );
     assert!(
@@ -777,6 +777,95 @@ fn the_terminal_view_marks_a_turn_asked_again_after_a_broken_stream() {
     assert!(
         text.contains(
             "\n  ↻ the response broke off; asking again (the text above is discarded)\nHello there!"
+        ),
+        "{text}"
+    );
+}
+
+/// A turn refused as too long mid-stream, after it had shown text, is asked again under its
+/// number once the reactive compaction made the history smaller. The terminal view said "the
+/// response broke off", which it had not: it now says the prompt was too long and the turn is
+/// asked again after the compaction.
+#[test]
+fn the_terminal_view_says_a_turn_refused_as_too_long_is_asked_again_after_the_compaction() {
+    use ferroloop_replay::Script;
+    use serde_json::json;
+
+    let event = |data: Value| json!({"event": data["type"], "data": data});
+    let start = |id: &str| {
+        event(json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": "m", "content": [],
+            "stop_reason": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}))
+    };
+    let text_block = |index: u32, text: &str| {
+        [
+            event(
+                json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+            ),
+            event(
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
+            ),
+            event(json!({"type": "content_block_stop", "index": index})),
+        ]
+    };
+    let end = |stop_reason: &str| {
+        [
+            event(
+                json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 5}}),
+            ),
+            event(json!({"type": "message_stop"})),
+        ]
+    };
+    let answer = |id: &str, text: &str| {
+        let mut events = vec![start(id)];
+        events.extend(text_block(0, text));
+        events.extend(end("end_turn"));
+        json!({"body": {"events": events}})
+    };
+    // Turn 1: a long text (the history the compaction shrinks) and a call.
+    let mut first = vec![start("msg_1")];
+    first.extend(text_block(
+        0,
+        &"Looking around this directory first. ".repeat(100),
+    ));
+    first.extend([
+        event(json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "glob", "input": {}}})),
+        event(json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"pattern\": \"*\"}"}})),
+        event(json!({"type": "content_block_stop", "index": 1})),
+    ]);
+    first.extend(end("tool_use"));
+    // Turn 2: text shown, then the provider says the prompt is too long.
+    let refused = vec![
+        start("msg_2"),
+        event(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        event(
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "A partial answer"}}),
+        ),
+        event(
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+        ),
+    ];
+    let script = json!({"responses": [
+        {"body": {"events": first}},
+        {"body": {"events": refused}},
+        answer("msg_3", "A short summary of the work so far."),
+        answer("msg_4", "All done."),
+    ]});
+    let script = Script::from_json(&script.to_string()).unwrap();
+    let dir = project();
+    let out = run_against_script(dir.path(), &script);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("broke off"), "{text}");
+    assert!(
+        text.contains(
+            "\n  ↻ the prompt was too long; asking the turn again after the compaction (the text above is discarded)\nAll done."
         ),
         "{text}"
     );

@@ -1983,6 +1983,169 @@ async fn the_summariser_s_retries_are_reported() {
     assert_eq!(turn_retries[0]["status"], 529);
 }
 
+/// The primary model is overloaded for every call, a summary's too (four 529 retries, then
+/// the client's `overloaded` failure); the fallback answers. Records each call's model and
+/// whether it asked for a summary.
+struct OverloadedPrimary {
+    fallback: ScriptedModel,
+    calls: Arc<Mutex<Vec<(String, bool)>>>,
+}
+
+impl Model for OverloadedPrimary {
+    fn stream(&self, request: Value) -> ModelStream {
+        let model = request["model"].as_str().unwrap_or_default().to_owned();
+        let summary = request.to_string().contains("Summarize this conversation");
+        self.calls.lock().unwrap().push((model.clone(), summary));
+        if model == "claude-primary" {
+            let retries = (2..6).map(|attempt| ModelEvent::Retry {
+                attempt,
+                status: Some(529),
+                code: Some("overloaded"),
+                overloaded: true,
+                wait: Duration::from_millis(1),
+            });
+            let failed = ModelEvent::Failed(ModelError::Overloaded {
+                message: "Overloaded".into(),
+            });
+            return Box::pin(futures::stream::iter(retries.chain([failed])));
+        }
+        self.fallback.stream(request)
+    }
+}
+
+/// The summariser's overload retries count toward `fallback_after_529_retries` as a turn's do:
+/// its call switches to the fallback model (for the rest of the run, with the same
+/// `model_fallback` event) and the summary is asked of the fallback. It only reported them:
+/// the compaction waited through every retry of the overloaded model, failed, and left the
+/// turn to the same model.
+#[tokio::test]
+async fn the_summariser_s_overloads_switch_to_the_fallback_as_a_turn_s_do() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let model = OverloadedPrimary {
+        fallback: ScriptedModel::new(|_, request| {
+            let answer = if request.to_string().contains("Summarize this conversation") {
+                "short summary"
+            } else {
+                "hi"
+            };
+            reply(request, vec![text(answer)], "end_turn")
+        }),
+        calls: calls.clone(),
+    };
+    let mut config = fallback_config();
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    let (reason, _, turns) = stop(&events);
+    assert_eq!((reason, turns), (StopReason::EndTurn, 1));
+    common::assert_usage_events_add_up(&events);
+    common::assert_tool_events_add_up(&events);
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["type"] != "text_delta")
+        .map(|e| match e["type"].as_str().unwrap() {
+            "retry" => format!("retry {}", e["call"]),
+            "model_fallback" => format!("model_fallback {} {}", e["reason"], e["to"]),
+            "context" => format!("context {}", e["action"]),
+            other => other.to_owned(),
+        })
+        .collect();
+    // Two retries were waited for; the third overload switched models instead, before the
+    // compaction, once for the run.
+    assert_eq!(
+        kinds[..6],
+        [
+            r#"retry "compaction""#,
+            r#"retry "compaction""#,
+            r#"model_fallback "repeated_529" "claude-fallback""#,
+            "usage",
+            r#"context "compaction""#,
+            "turn_start",
+        ],
+        "{kinds:#?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.starts_with("model_fallback"))
+            .count(),
+        1
+    );
+    // The summary was asked of the fallback, which answered the turn too.
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [
+            ("claude-primary".to_owned(), true),
+            ("claude-fallback".to_owned(), true),
+            ("claude-fallback".to_owned(), false),
+        ]
+    );
+    let AgentEvent::ModelFallback { error, .. } = events
+        .iter()
+        .find(|e| matches!(e, AgentEvent::ModelFallback { .. }))
+        .unwrap()
+    else {
+        unreachable!()
+    };
+    assert_eq!(error, "3 consecutive HTTP 529 responses");
+}
+
+/// With the fallback's threshold at 0 the summariser's call waits through the client's
+/// retries; its failure as overloaded switches models as a turn's does (`overloaded`).
+#[tokio::test]
+async fn an_overloaded_summary_call_falls_back_after_the_client_s_retries() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let model = OverloadedPrimary {
+        fallback: ScriptedModel::new(|_, request| {
+            reply(request, vec![text("short summary")], "end_turn")
+        }),
+        calls: calls.clone(),
+    };
+    let mut config = fallback_config();
+    config.fallback_after_529_retries = 0;
+    config.budget = thresholds(1_000, 1_000_000);
+    let messages = vec![
+        json!({"role": "user", "content": big_prompt(5_000)}),
+        json!({"role": "assistant", "content": "earlier answer"}),
+        json!({"role": "user", "content": "and now?"}),
+    ];
+    let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+    let events: Vec<AgentEvent> = agent.run_messages(messages).collect().await;
+    assert_eq!(stop(&events).0, StopReason::EndTurn);
+    common::assert_usage_events_add_up(&events);
+    let retries = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Retry { .. }))
+        .count();
+    assert_eq!(retries, 4);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            AgentEvent::ModelFallback {
+                reason: "overloaded",
+                ..
+            }
+        )),
+        "{events:#?}"
+    );
+    let models: Vec<String> = calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    assert_eq!(
+        models,
+        ["claude-primary", "claude-fallback", "claude-fallback"]
+    );
+}
+
 #[tokio::test]
 async fn the_summariser_s_usage_counts_toward_the_run_s_tokens_and_budget() {
     let model_again = || {

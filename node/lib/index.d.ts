@@ -693,12 +693,18 @@ export interface RequestMetrics {
 }
 
 /**
- * What a stream yields: typed decoder events, retries (`attempt` is the attempt about to be
- * made: 2 for the first retry) and stall notices.
+ * What a stream yields: typed decoder events, retries and stall notices. A retry's fields mean
+ * what the agent's `retry` event's do (and Python's): `attempt` is the attempt about to be made
+ * (2 for the first retry); `status` is `null` without one (a connection error, a timeout, an
+ * error event first in a 200); `code` is the failure's class as the errors name it
+ * (`'overloaded'`, `'rate_limited'`, `'server'`, `'connection'`, `'timeout'`, ...), which says
+ * why the client waits when there is no status; `overloaded` is true for a 529 and for an
+ * overload without one (an `overloaded_error` event first in a 200, OpenAI's
+ * `server_is_overloaded`); `reason` is the failure's text.
  */
 export type StreamEvent =
   | DecodeEvent
-  | { type: 'retry'; attempt: number; status: number | null; waitMs: number; reason: string }
+  | { type: 'retry'; attempt: number; status: number | null; code: string; overloaded: boolean; waitMs: number; reason: string }
   | { type: 'stalled'; elapsedMs: number }
 
 /** A streaming response: `for await` its events, then (or instead) `await message()`. */
@@ -774,10 +780,15 @@ export interface AgentOptions {
    * `overloaded_error` after the client's retries, or seeing `fallbackAfter529Retries` consecutive
    * 529 retries, a retried `overloaded_error` event that came before anything was delivered
    * counting as one): the turn is retried once with it, and it answers for the rest of the run (a
-   * `model_fallback` event). Python's `fallback_model`. Default: no fallback.
+   * `model_fallback` event). The built-in summariser's call counts and falls back alike (its
+   * summary is then asked of the fallback). Python's `fallback_model`. Default: no fallback.
    */
   fallbackModel?: string
-  /** Consecutive 529 retries within one call after which the run falls back (default 3; 0: only when the call fails). Only with `fallbackModel`. */
+  /**
+   * Consecutive overload retries (529s, and overload events without one) within one call, a
+   * turn's or the built-in summariser's, after which the run falls back (default 3; 0: only
+   * when the call fails). Only with `fallbackModel`.
+   */
   fallbackAfter529Retries?: number
   /** Place `cache_control` breakpoints (default true). */
   promptCaching?: boolean

@@ -317,6 +317,10 @@ async fn produce_stream(
                     "type": "retry",
                     "attempt": retry.next_attempt(),
                     "status": retry.status,
+                    // Why it waits when there is no status, in the agent's `retry` event's
+                    // terms (one reading of an overload: the core's).
+                    "code": retry.code,
+                    "overloaded": retry.overloaded(),
                     "waitMs": retry.wait.as_secs_f64() * 1e3,
                     "reason": retry.reason,
                 });

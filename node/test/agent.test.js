@@ -757,6 +757,40 @@ test("a compaction call has a usage event of its own, call 'compaction' (as in P
   )
 })
 
+test('an overloaded compaction call falls back as a turn\'s does: model_fallback before the context event (as in Python)', async () => {
+  // The summary call is answered with an overload (an `overloaded_error` event first in a
+  // 200): with `fallbackAfter529Retries: 1` it switches to the fallback at once, and the summary
+  // and the rest of the run are the fallback's.
+  const overloadedEventFirst = { body: { events: [{ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }] } }
+  const response = (content, stopReason, inputTokens, outputTokens) => ({
+    body: { events: anthropicEvents(content, { stopReason, usage: { input_tokens: inputTokens, output_tokens: outputTokens } }) },
+  })
+  const script = {
+    responses: [
+      response([{ type: 'tool_use', id: 'toolu_1', name: 'echo', input: { n: 1 } }], 'tool_use', 190000, 20),
+      overloadedEventFirst,
+      response([{ type: 'text', text: 'The user asked for an echo.' }], 'end_turn', 6000, 300),
+      response([{ type: 'text', text: 'done' }], 'end_turn', 1200, 30),
+    ],
+  }
+  await withServer(
+    () => serveScript(script, { log: true }),
+    async (client, server) => {
+      const executor = new ToolExecutor()
+      executor.tool({ name: 'echo', concurrencySafe: true }, async (input) => `echo ${input.n}`)
+      const agent = new Agent(client, { model: 'primary', tools: executor, fallbackModel: 'fallback', fallbackAfter529Retries: 1 })
+      const { events, stop, ofType } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      const kinds = events.filter((e) => ['usage', 'context', 'retry', 'model_fallback'].includes(e.type)).map((e) => e.type)
+      assert.deepEqual(kinds, ['usage', 'model_fallback', 'usage', 'context', 'usage'])
+      const [fallback] = ofType('model_fallback')
+      assert.deepEqual([fallback.from, fallback.to, fallback.reason], ['primary', 'fallback', 'repeated_529'])
+      const models = (await server.waitForRequests(4)).map((r) => JSON.parse(r.body).model)
+      assert.deepEqual(models, ['primary', 'primary', 'fallback', 'fallback'])
+    },
+  )
+})
+
 test("ctx.progress in an agent's tool throws InvalidArgumentError for a value JSON cannot carry", async () => {
   const script = {
     responses: [

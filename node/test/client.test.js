@@ -96,7 +96,7 @@ test('message() alone reads the whole stream (a recorded fixture, dripped in 1-b
   })
 })
 
-test('429 with retry-after, 529, 500 and an overloaded_error as the first event are retried; the retries are reported', async () => {
+test('429 with retry-after, 529, 500 and an overloaded_error as the first event are retried; the retries are reported with their class', async () => {
   const overloadedFirst = { event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } }
   const responses = [
     { status: 429, headers: { 'retry-after-ms': '5' }, body: errorBody('rate_limit_error', 'slow down') },
@@ -111,13 +111,15 @@ test('429 with retry-after, 529, 500 and an overloaded_error as the first event 
     const stream = client.stream(request)
     const retries = []
     for await (const event of stream) if (event.type === 'retry') retries.push(event)
+    // Each says why it waited, as the agent's `retry` event does: the failure's class, and
+    // whether it was an overload (a 529, or an overloaded_error first event without a status).
     assert.deepEqual(
-      retries.map((r) => [r.attempt, r.status]),
+      retries.map((r) => [r.attempt, r.status, r.code, r.overloaded]),
       [
-        [2, 429],
-        [3, 529],
-        [4, 500],
-        [5, null],
+        [2, 429, 'rate_limited', false],
+        [3, 529, 'overloaded', true],
+        [4, 500, 'server', false],
+        [5, null, 'overloaded', true],
       ],
     )
     assert.equal((await stream.message()).content[0].text, 'Hello there, world')

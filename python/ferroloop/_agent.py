@@ -133,7 +133,9 @@ class Agent:
     run switches to when the model is overloaded (a call failing as overloaded after the
     client's retries, or seeing ``fallback_after_529_retries``, default 3, consecutive 529
     retries, a retried ``overloaded_error`` event that came before anything was delivered
-    counting as one; 0: only when the call fails): the turn is retried once with it, it answers for the
+    counting as one; 0: only when the call fails; the built-in summariser's call counts and
+    falls back alike, and its summary is then asked of the fallback): the turn is retried once
+    with it, it answers for the
     rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
     ``overloaded`` or ``repeated_529``, the latter for repeated 529s and overload events alike;
     ``error``, for ``repeated_529`` how many overloads were seen and which: "3 consecutive HTTP

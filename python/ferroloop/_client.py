@@ -17,11 +17,18 @@ Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 class MessageStream(BatchedEvents):
     """A streaming request: ``async for event in stream`` yields typed event dicts (the same
-    shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "wait",
-    "reason"}`` before a retry (``attempt`` is the attempt about to be made: 2 for the first
-    retry, as in the agent's ``retry`` event and Node's) and ``{"type": "stalled", "elapsed"}`` when the stream goes
-    quiet). After the last event, ``message()`` is the final message in the provider's
-    non-streaming shape and ``metrics`` the request's measurements.
+    shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "code",
+    "overloaded", "wait", "reason"}`` before a retry and ``{"type": "stalled", "elapsed"}`` when
+    the stream goes quiet). A retry's fields mean what the agent's ``retry`` event's do (and
+    Node's): ``attempt`` is the attempt about to be made (2 for the first retry); ``status`` the
+    HTTP status, ``None`` without one (a connection error, a timeout, an error event first in a
+    200); ``code`` the failure's class as the errors name it (``"overloaded"``,
+    ``"rate_limited"``, ``"server"``, ``"connection"``, ``"timeout"``, ...), which says why the
+    client waits when there is no status; ``overloaded`` is true for a 529 and for an overload
+    without one (an ``overloaded_error`` event first in a 200, OpenAI's
+    ``server_is_overloaded``); ``wait`` in seconds; ``reason`` the failure's text. After the
+    last event, ``message()`` is the final message in the provider's non-streaming shape and
+    ``metrics`` the request's measurements (its ``retries`` are these items).
 
     A failure raises the matching ``FerroloopError`` subclass after the events that preceded
     it; a stream that breaks after events raises ``StreamTruncatedError`` with the partial

@@ -409,13 +409,18 @@ fn convert_batch(
     )
 }
 
-/// `{"type": "retry", "attempt", "status", "wait", "reason"}` (`attempt`: the one that failed).
+/// `{"type": "retry", "attempt", "status", "code", "overloaded", "wait", "reason"}`
+/// (`attempt`: the one about to be made).
 fn retry_event<'py>(py: Python<'py>, retry: &RetryEvent) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item("type", "retry")?;
     // The attempt about to be made, as the agent's `retry` event and Node's say.
     dict.set_item("attempt", retry.next_attempt())?;
     dict.set_item("status", retry.status)?;
+    // Why it waits when there is no status, in the agent's `retry` event's terms (one reading
+    // of an overload: the core's).
+    dict.set_item("code", retry.code)?;
+    dict.set_item("overloaded", retry.overloaded())?;
     dict.set_item("wait", retry.wait.as_secs_f64())?;
     dict.set_item("reason", &retry.reason)?;
     Ok(dict)

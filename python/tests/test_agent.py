@@ -570,6 +570,55 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
 
 
 @pytest.mark.asyncio
+async def test_an_overloaded_compaction_call_falls_back_like_a_turn_s_like_node(replay: Replay) -> None:
+    # The summary call is answered with an overload (an `overloaded_error` event first in a
+    # 200): with `fallback_after_529_retries=1` it switches to the fallback model at once, as a
+    # turn's call would, with a `model_fallback` event before the compaction's `context`
+    # event; the summary and the rest of the run are the fallback's.
+    executor = ferroloop.ToolExecutor()
+
+    @executor.tool(concurrency_safe=True)
+    def echo(input: dict[str, Any]) -> str:
+        return f"echo {input['n']}"
+
+    def response(content: list[dict[str, Any]], stop_reason: str, input_tokens: int, output_tokens: int) -> dict[str, Any]:
+        events = anthropic_events(
+            content, stop_reason=stop_reason, input_tokens=input_tokens, output_tokens=output_tokens
+        )
+        return {"body": {"events": events}, "chunk_bytes": 97}
+
+    server = replay(
+        {
+            "responses": [
+                response([tool_use("toolu_1", "echo", {"n": 1})], "tool_use", 190_000, 20),
+                {
+                    "body": {
+                        "events": [
+                            {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
+                        ]
+                    }
+                },
+                response([{"type": "text", "text": "The user asked for an echo."}], "end_turn", 6_000, 300),
+                response([{"type": "text", "text": "done"}], "end_turn", 1_200, 30),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(
+            client, model="primary", tools=executor, fallback_model="fallback", fallback_after_529_retries=1
+        )
+        events = [event async for event in agent.run("go")]
+    stop = events[-1]
+    assert stop["reason"] == "end_turn", stop
+    kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry", "model_fallback")]
+    assert kinds == ["usage", "model_fallback", "usage", "context", "usage"]
+    fallback = next(e for e in events if e["type"] == "model_fallback")
+    assert (fallback["from"], fallback["to"], fallback["reason"]) == ("primary", "fallback", "repeated_529")
+    models = [json.loads(r["body"])["model"] for r in server.requests()]
+    assert models == ["primary", "primary", "fallback", "fallback"]
+
+
+@pytest.mark.asyncio
 async def test_tokenizer_picks_the_estimates_family_like_node(replay: Replay) -> None:
     # Node's `tokenizer` option: the family the loop's estimates use.
     prompt = "東京都の天気を教えてください。" * 40

@@ -109,7 +109,7 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "failure, status",
+    "failure, status, code",
     [
         (
             {
@@ -118,6 +118,7 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
                 "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}},
             },
             429,
+            "rate_limited",
         ),
         (
             {
@@ -125,9 +126,10 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
                 "body": {"json": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}},
             },
             529,
+            "overloaded",
         ),
-        ({"status": 500, "body": {"text": "boom"}}, 500),
-        ({"fault": {"kind": "reset_before_headers"}}, None),
+        ({"status": 500, "body": {"text": "boom"}}, 500, "server"),
+        ({"fault": {"kind": "reset_before_headers"}}, None, "connection"),
         # A 200 carrying a transient provider error before any event was delivered: as its
         # first event, or as a JSON body (nothing was generated, so it is retried).
         (
@@ -139,12 +141,13 @@ async def test_a_retry_names_the_attempt_about_to_be_made_as_the_agent_and_node_
                 }
             },
             None,
+            "overloaded",
         ),
-        ({"body": {"json": {"type": "error", "error": {"type": "api_error", "message": "Internal"}}}}, None),
+        ({"body": {"json": {"type": "error", "error": {"type": "api_error", "message": "Internal"}}}}, None, "server"),
     ],
     ids=["429-retry-after", "529", "500", "reset", "error-event-first", "200-json-error"],
 )
-async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], status: Any) -> None:
+async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], status: Any, code: str) -> None:
     server = replay({"responses": [failure, {"body": BASIC}]})
     async with client_for(server) as client:
         stream = client.stream(**REQUEST)
@@ -152,6 +155,12 @@ async def test_retries_then_succeeds(replay: Replay, failure: dict[str, Any], st
     retries = [e for e in events if e["type"] == "retry"]
     assert len(retries) == 1
     assert retries[0]["attempt"] == 2 and retries[0]["status"] == status
+    # Why it waited, as the agent's `retry` event says it: the failure's class, and whether it
+    # was an overload (a 529, or an `overloaded_error` first event, which has no status).
+    assert retries[0]["code"] == code
+    assert retries[0]["overloaded"] is (code == "overloaded")
+    assert stream.metrics is not None
+    assert [(r["code"], r["overloaded"]) for r in stream.metrics["retries"]] == [(code, code == "overloaded")]
     if status == 429:
         assert retries[0]["wait"] == pytest.approx(0.02)
     assert stream.message() == expected_message("anthropic/basic_response")

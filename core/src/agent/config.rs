@@ -110,7 +110,9 @@ pub struct AgentConfig {
     /// or that sees [`fallback_after_529_retries`](Self::fallback_after_529_retries)
     /// consecutive 529 retries, is discarded and the turn retried once with this model, which
     /// then answers for the rest of the run; history's thinking blocks are dropped at the
-    /// switch (their signatures are bound to the model that made them). `None`: no fallback.
+    /// switch (their signatures are bound to the model that made them). The built-in
+    /// summariser's call falls back alike, and its summary is asked of this model. `None`: no
+    /// fallback.
     pub fallback_model: Option<String>,
     /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
     /// model and falls back (default 3; 0: only when the call fails). Only with a
@@ -118,7 +120,9 @@ pub struct AgentConfig {
     /// 529 counts too ([`ModelEvent::Retry`](super::ModelEvent::Retry)'s `overloaded`): an
     /// `overloaded_error` event before anything was delivered, OpenAI's `server_is_overloaded`.
     /// Either way the [`ModelFallback`](super::AgentEvent::ModelFallback) event's reason is
-    /// `repeated_529`, and its error counts which overloads were seen.
+    /// `repeated_529`, and its error counts which overloads were seen. The built-in
+    /// summariser's call counts as a turn's does (a compaction while the model is overloaded
+    /// goes to the fallback rather than wait through every retry and fail).
     pub fallback_after_529_retries: u32,
 }
 

@@ -180,7 +180,9 @@ pub enum AgentEvent {
     /// The model was overloaded and the run switched to the fallback model. The text and tool
     /// calls streamed since the turn's `turn_start` are discarded (calls started early are
     /// cancelled and reported); the turn is retried with `to`, which answers for the rest of
-    /// the run.
+    /// the run. A call of the built-in summariser switches alike, before the compaction's
+    /// `context` event (its retries, `call` `compaction`, precede it): the summary is asked of
+    /// `to`.
     ModelFallback {
         /// The model that was overloaded.
         from: String,

@@ -700,9 +700,7 @@ impl Driver {
                             }
                         }
                         Some(ModelEvent::Retry { attempt, status, code, wait, overloaded }) => {
-                            overloads.observe(status, overloaded);
-                            let threshold = self.config().fallback_after_529_retries;
-                            if self.fallback.is_some() && threshold > 0 && overloads.total() >= threshold {
+                            if self.stops_waiting(&mut overloads, status, overloaded) {
                                 // Stop waiting for an overloaded model: this retry is not made.
                                 repeated_529 = true;
                                 outcome = Some(CallOutcome::Failed(ModelError::Overloaded {
@@ -760,27 +758,7 @@ impl Driver {
                         ModelError::Overloaded { message } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
                             // cancelled); the same turn goes to the fallback model.
-                            let to = self.fallback.take().unwrap_or_default();
-                            let from = std::mem::replace(&mut self.model, to.clone());
-                            tracing::warn!(%from, %to, %message, "model overloaded; falling back");
-                            // Thinking signatures are bound to the model that made them:
-                            // the fallback refuses the primary's thinking sent back.
-                            if drop_thinking(&mut self.messages) > 0 {
-                                self.tracker.replace_messages(&self.messages);
-                            }
-                            // So is the prompt cache: the fallback's first call reads none of
-                            // the primary's, which is no break of the prompt's.
-                            self.cache.reset();
-                            self.emit(AgentEvent::ModelFallback {
-                                from,
-                                to,
-                                reason: if repeated_529 {
-                                    "repeated_529"
-                                } else {
-                                    "overloaded"
-                                },
-                                error: message,
-                            });
+                            self.fall_back(message, repeated_529);
                             self.turns -= 1;
                             continue;
                         }
@@ -1687,6 +1665,50 @@ impl Driver {
         estimate(history) < estimate(&self.messages)
     }
 
+    /// Counts a retry of a model call (a turn's or the summariser's) toward
+    /// [`AgentConfig::fallback_after_529_retries`]: whether the loop stops waiting for the
+    /// overloaded model and switches to the fallback instead of letting this retry be made.
+    /// The one place that counts; [`Self::fall_back`] is the one that switches.
+    fn stops_waiting(
+        &self,
+        overloads: &mut Overloads,
+        status: Option<u16>,
+        overloaded: bool,
+    ) -> bool {
+        overloads.observe(status, overloaded);
+        let threshold = self.config().fallback_after_529_retries;
+        self.fallback.is_some() && threshold > 0 && overloads.total() >= threshold
+    }
+
+    /// Switches to the fallback model for the rest of the run (a turn's call or the
+    /// summariser's was overloaded; `repeated_529`: [`Self::stops_waiting`] gave up on it) and
+    /// reports it. The caller sends its call again, now to `self.model`.
+    fn fall_back(&mut self, message: String, repeated_529: bool) {
+        let Some(to) = self.fallback.take() else {
+            return;
+        };
+        let from = std::mem::replace(&mut self.model, to.clone());
+        tracing::warn!(%from, %to, %message, "model overloaded; falling back");
+        // Thinking signatures are bound to the model that made them: the fallback refuses the
+        // primary's thinking sent back.
+        if drop_thinking(&mut self.messages) > 0 {
+            self.tracker.replace_messages(&self.messages);
+        }
+        // So is the prompt cache: the fallback's first call reads none of the primary's,
+        // which is no break of the prompt's.
+        self.cache.reset();
+        self.emit(AgentEvent::ModelFallback {
+            from,
+            to,
+            reason: if repeated_529 {
+                "repeated_529"
+            } else {
+                "overloaded"
+            },
+            error: message,
+        });
+    }
+
     /// The built-in summariser: one model call over the history plus a summary request, with
     /// the run's system prompt, its tool definitions (which a history holding tool calls
     /// needs) and `tool_choice: none`, and the run's extra fields (a gateway's routing, the
@@ -1696,7 +1718,11 @@ impl Driver {
     /// call's usage counts toward the run's totals and budgets (it is not a turn) and is
     /// reported in a `usage` event ([`UsageCall::Compaction`]), also for a call that broke
     /// off, failed or was cancelled after the provider reported it; its retries are reported
-    /// in `retry` events of the same `call`. An answer cut by
+    /// in `retry` events of the same `call`. An overloaded call falls back as a turn's does
+    /// (the same count of [`AgentConfig::fallback_after_529_retries`], the same switch for
+    /// the rest of the run and `model_fallback` event) and the summary is asked of the
+    /// fallback model: waiting through every retry (about 80 s with the defaults) to fail the
+    /// compaction would leave the next turn to the same overloaded model. An answer cut by
     /// `max_tokens` is asked again once with the raised limit
     /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
     async fn summarise(&mut self) -> Summary {
@@ -1769,6 +1795,9 @@ impl Driver {
             let mut ttft = None;
             // What the call's stream reported so far, billed even when it never ends.
             let mut streamed_usage = StreamedUsage::default();
+            // Consecutive overloads within the call, as for a turn's.
+            let mut overloads = Overloads::default();
+            let mut repeated_529 = false;
             let message = loop {
                 let event = tokio::select! {
                     biased;
@@ -1782,12 +1811,13 @@ impl Driver {
                     }
                     return Summary::Cancelled;
                 };
-                match event {
+                let failed = match event {
                     Some(ModelEvent::Decoded(decoded)) => {
                         if ttft.is_none() {
                             ttft = Some(started.elapsed());
                         }
                         streamed_usage.observe(&decoded);
+                        None
                     }
                     Some(ModelEvent::Completed {
                         message,
@@ -1797,49 +1827,66 @@ impl Driver {
                         ttft = time_to_first_token.or(ttft);
                         break Some(message);
                     }
-                    Some(ModelEvent::Failed(error)) => {
-                        // A stream that failed after `message_start` was billed for its
-                        // input: it counts and is reported, as a turn's is.
-                        if let Some(partial) = reported_before_failing(&error, &streamed_usage) {
-                            self.record_compaction_usage(&partial, estimated, ttft);
-                        }
-                        match error {
-                            ModelError::Other { message, .. }
-                                if self.refuses_a_new_field(&message) =>
-                            {
-                                // The run's first call may be this one (a history over the
-                                // threshold): a server's refusal of a field is answered here
-                                // as for a turn.
-                                tracing::warn!(%message, "a request field was refused; resending the summary call without it");
-                                self.leave_out_refused_fields(&mut request);
-                                break None;
-                            }
-                            error => {
-                                tracing::warn!(%error, "compaction call failed");
-                                return Summary::Failed;
-                            }
-                        }
-                    }
-                    // A host sees why the compaction takes its time, as for a turn's call
-                    // (the summariser does not fall back: its retries are only reported).
+                    Some(ModelEvent::Failed(error)) => Some(error),
+                    // A host sees why the compaction takes its time, as for a turn's call, and
+                    // the overloads count toward the fallback as a turn's do.
                     Some(ModelEvent::Retry {
                         attempt,
                         status,
                         code,
                         overloaded,
                         wait,
-                    }) => self.emit(AgentEvent::Retry {
-                        call: UsageCall::Compaction,
-                        attempt,
-                        status,
-                        code,
-                        overloaded,
-                        wait,
-                    }),
+                    }) => {
+                        if self.stops_waiting(&mut overloads, status, overloaded) {
+                            // This retry is not made: the summary goes to the fallback.
+                            repeated_529 = true;
+                            Some(ModelError::Overloaded {
+                                message: overloads.to_string(),
+                            })
+                        } else {
+                            self.emit(AgentEvent::Retry {
+                                call: UsageCall::Compaction,
+                                attempt,
+                                status,
+                                code,
+                                overloaded,
+                                wait,
+                            });
+                            None
+                        }
+                    }
                     None => return Summary::Failed,
+                };
+                let Some(error) = failed else {
+                    continue;
+                };
+                // A stream that failed after `message_start` was billed for its input: it
+                // counts and is reported, as a turn's is.
+                if let Some(partial) = reported_before_failing(&error, &streamed_usage) {
+                    self.record_compaction_usage(&partial, estimated, ttft);
+                }
+                match error {
+                    ModelError::Other { message, .. } if self.refuses_a_new_field(&message) => {
+                        // The run's first call may be this one (a history over the threshold):
+                        // a server's refusal of a field is answered here as for a turn.
+                        tracing::warn!(%message, "a request field was refused; resending the summary call without it");
+                        self.leave_out_refused_fields(&mut request);
+                        break None;
+                    }
+                    ModelError::Overloaded { message } if self.fallback.is_some() => {
+                        // The switch a turn makes, for the rest of the run; the summary is
+                        // asked of the fallback.
+                        self.fall_back(message, repeated_529);
+                        request["model"] = Value::String(self.model.clone());
+                        break None;
+                    }
+                    error => {
+                        tracing::warn!(%error, "compaction call failed");
+                        return Summary::Failed;
+                    }
                 }
             };
-            // Sent again without the refused field.
+            // Sent again: without the refused field, or to the fallback model.
             let Some(message) = message else {
                 continue;
             };

@@ -72,7 +72,7 @@ async fn next_event(stream: Option<MessageStream>) -> Option<(ModelEvent, Option
                 attempt: retry.attempt + 1,
                 status: retry.status,
                 code: Some(retry.code),
-                overloaded: retry.code == "overloaded",
+                overloaded: retry.overloaded(),
                 wait: retry.wait,
             },
             Ok(MessageItem::Stalled { .. }) => continue,

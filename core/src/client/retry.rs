@@ -63,6 +63,16 @@ impl RetryEvent {
     pub fn next_attempt(&self) -> u32 {
         self.attempt.saturating_add(1)
     }
+
+    /// Whether the provider was overloaded: an HTTP 529, or an overload that came without one
+    /// (Anthropic's `overloaded_error` event first in a 200, OpenAI's `server_is_overloaded`).
+    /// The one reading of it: the agent's `retry` event carries it as `overloaded` and counts
+    /// such retries toward `fallback_after_529_retries`, and the bindings' client `retry`
+    /// items carry it under the same name.
+    #[must_use]
+    pub fn overloaded(&self) -> bool {
+        self.status == Some(529) || self.code == "overloaded"
+    }
 }
 
 impl RetryPolicy {
@@ -153,6 +163,32 @@ mod tests {
             reason: "rate limited".into(),
         };
         assert_eq!(event.next_attempt(), 2);
+    }
+
+    /// An overload is a 529 or the class `overloaded` without one (an `overloaded_error` event
+    /// first in a 200); a rate limit, a server error or a connection failure is none.
+    #[test]
+    fn an_overload_is_a_529_or_the_overloaded_class() {
+        let retry = |status, code| RetryEvent {
+            attempt: 1,
+            status,
+            code,
+            wait: Duration::ZERO,
+            reason: String::new(),
+        };
+        assert!(retry(Some(529), "overloaded").overloaded());
+        assert!(retry(None, "overloaded").overloaded());
+        assert!(retry(Some(503), "overloaded").overloaded());
+        // An in-band numeric 529 whose payload named another class still reads as a 529.
+        assert!(retry(Some(529), "server").overloaded());
+        for (status, code) in [
+            (Some(429), "rate_limited"),
+            (Some(500), "server"),
+            (None, "connection"),
+            (None, "timeout"),
+        ] {
+            assert!(!retry(status, code).overloaded(), "{status:?} {code}");
+        }
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
