@@ -39,8 +39,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent loop with the built-in tools (a real endpoint when ANTHROPIC_API_KEY, or
-    /// OPENAI_API_KEY with --provider openai, or a base URL is set; otherwise the embedded
-    /// replay model).
+    /// OPENAI_API_KEY with --provider openai or openai-responses, or a base URL is set;
+    /// otherwise the embedded replay model).
     Run(run::RunArgs),
     /// Parse a Server-Sent-Events stream and print one JSON object per event.
     Sse(sse::SseArgs),

@@ -37,8 +37,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// The model to switch to when the model is overloaded (HTTP 529 / overloaded_error after
-    /// the client's retries, or 3 consecutive 529s); the turn is retried once with it and it
-    /// answers for the rest of the run.
+    /// the client's retries, or 3 consecutive overload retries, with or without a 529); the
+    /// turn is retried once with it and it answers for the rest of the run (a compaction's
+    /// summary call falls back the same way).
     #[arg(long, value_name = "MODEL")]
     pub fallback_model: Option<String>,
     /// The API spoken: anthropic (Messages; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), openai
@@ -57,8 +58,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Turns at most: model responses the loop goes on from. A request sent again for the same
-    /// turn (a fallback model, a retried truncated stream, a raised output limit) counts once.
-    /// 0: none, the run stops at once with max_turns; not "unlimited".
+    /// turn (a fallback model, a retried truncated stream, a raised output limit, a prompt
+    /// refused as too long and compacted) counts once. 0: none, the run stops at once with
+    /// max_turns; not "unlimited".
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
 }

@@ -16,7 +16,9 @@ pub struct SseArgs {
     /// Feed the parser chunks of exactly N bytes (default: as the bytes arrive).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub chunk: Option<u64>,
-    /// Drop any event larger than N bytes (reported on stderr) and resume at the next blank line.
+    /// Drop any event that grows past N bytes (reported on stderr) and resume at the next blank
+    /// line. What counts: the line being read, field name included (`data: b` is 7
+    /// bytes), plus the data and event type gathered so far.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_event_bytes: Option<u64>,
 }

@@ -1,0 +1,131 @@
+//! The help texts and the README agree with what the program does: every subcommand's options
+//! are the ones the README's synopsis lines show, and the help says what a user needs to read
+//! the run's output (which calls fall back, which repeated requests count as one turn).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+mod common;
+use common::bin;
+
+fn help(args: &[&str]) -> String {
+    let output = bin().args(args).arg("--help").output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The `--long` options a text names (`--help` aside).
+fn long_options(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(at) = text[i..].find("--") {
+        let start = i + at;
+        let before_ok = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        let mut end = start + 2;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'-') {
+            end += 1;
+        }
+        let name = &text[start..end];
+        if before_ok && end > start + 2 && bytes[start + 2].is_ascii_lowercase() && name != "--help"
+        {
+            found.insert(name.to_owned());
+        }
+        i = end;
+    }
+    found
+}
+
+/// The options of `ferroloop SUB --help`'s `Options:` section.
+fn help_options(subcommand: &str) -> BTreeSet<String> {
+    let text = help(&[subcommand]);
+    let options = text.split("Options:").nth(1).expect("an Options: section");
+    options
+        .lines()
+        .filter_map(|line| line.trim_start().split_whitespace().next())
+        .filter(|word| word.starts_with("--"))
+        .map(|word| word.trim_end_matches(',').to_owned())
+        .filter(|word| word != "--help")
+        .collect()
+}
+
+/// The README's synopsis of `ferroloop SUB`: the first line that starts with it, and the
+/// indented lines continuing it.
+fn readme_synopsis(subcommand: &str) -> Option<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let prefix = format!("ferroloop {subcommand} ");
+    let lines: Vec<&str> = readme.lines().collect();
+    let start = lines.iter().position(|line| line.starts_with(&prefix))?;
+    let mut synopsis = lines[start].to_owned();
+    for line in &lines[start + 1..] {
+        if line.starts_with("  ") && line.trim_start().starts_with('[') {
+            synopsis.push(' ');
+            synopsis.push_str(line.trim());
+        } else {
+            break;
+        }
+    }
+    Some(synopsis)
+}
+
+#[test]
+fn the_readme_synopses_list_every_option_of_each_subcommand() {
+    for subcommand in ["sse", "decode", "tokens", "run", "bench"] {
+        let synopsis = readme_synopsis(subcommand)
+            .unwrap_or_else(|| panic!("README has no `ferroloop {subcommand} ...` synopsis"));
+        assert_eq!(
+            long_options(&synopsis),
+            help_options(subcommand),
+            "README's synopsis of `ferroloop {subcommand}`: {synopsis}"
+        );
+    }
+}
+
+#[test]
+fn the_top_level_help_names_every_subcommand() {
+    let text = help(&[]);
+    let about = text.lines().next().unwrap();
+    let commands = text.split("Commands:").nth(1).unwrap();
+    let commands = commands.split("Options:").next().unwrap();
+    for line in commands.lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        if name == "help" {
+            continue;
+        }
+        assert!(about.contains(name), "{about:?} does not name {name}");
+    }
+}
+
+#[test]
+fn run_help_says_what_falls_back_and_what_counts_as_one_turn() {
+    let text = help(&["run"]);
+    let fallback = text
+        .split("--fallback-model")
+        .nth(1)
+        .unwrap()
+        .split("--provider")
+        .next()
+        .unwrap();
+    // Overloads that came without an HTTP 529 count toward the switch, and the summariser's
+    // call falls back too.
+    assert!(fallback.contains("without a 529"), "{fallback}");
+    assert!(fallback.contains("summary"), "{fallback}");
+    let max_turns = text.split("--max-turns").nth(1).unwrap();
+    // A turn asked again after a reactive compaction keeps its number.
+    assert!(max_turns.contains("compacted"), "{max_turns}");
+    // The run's description names every provider a key selects.
+    let about = text.lines().next().unwrap();
+    assert!(about.contains("openai-responses"), "{about}");
+}
+
+#[test]
+fn sse_help_says_what_the_event_size_limit_counts() {
+    let text = help(&["sse"]);
+    let limit = text.split("--max-event-bytes").nth(1).unwrap();
+    // `data: b` is a 7-byte line: a limit below that drops an event whose data is one byte.
+    assert!(limit.contains("field name"), "{limit}");
+}
