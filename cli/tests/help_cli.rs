@@ -129,3 +129,70 @@ fn sse_help_says_what_the_event_size_limit_counts() {
     // `data: b` is a 7-byte line: a limit below that drops an event whose data is one byte.
     assert!(limit.contains("field name"), "{limit}");
 }
+
+/// The `type` names of `AgentEvent` (core/src/agent/events.rs): its variants in snake_case.
+fn agent_event_types() -> Vec<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../core/src/agent/events.rs");
+    let source = std::fs::read_to_string(path).unwrap();
+    let body = source.split("pub enum AgentEvent {").nth(1).unwrap();
+    let mut types = Vec::new();
+    for line in body.lines() {
+        if line.starts_with('}') {
+            break;
+        }
+        let Some(rest) = line.strip_prefix("    ") else {
+            continue;
+        };
+        if !rest.starts_with(|c: char| c.is_ascii_uppercase()) {
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .collect();
+        let mut snake = String::new();
+        for (i, c) in name.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                snake.push('_');
+            }
+            snake.push(c.to_ascii_lowercase());
+        }
+        types.push(snake);
+    }
+    types
+}
+
+#[test]
+fn the_readme_lists_every_agent_event_type_for_python_and_node() {
+    let types = agent_event_types();
+    assert!(types.contains(&"cache_break".to_owned()), "{types:?}");
+    assert!(types.contains(&"stop".to_owned()), "{types:?}");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    for (binding, start, end) in [
+        (
+            "Node",
+            "`run(prompt, { signal })` is an async iterable of",
+            "`result()`",
+        ),
+        (
+            "Python",
+            "`async for event in agent.run(prompt)` yields",
+            "Python tools run",
+        ),
+    ] {
+        let list = readme
+            .split(start)
+            .nth(1)
+            .unwrap()
+            .split(end)
+            .next()
+            .unwrap();
+        for name in &types {
+            assert!(
+                list.contains(&format!("`{name}`")),
+                "the README's {binding} event list does not name `{name}`: {list}"
+            );
+        }
+    }
+}
