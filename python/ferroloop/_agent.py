@@ -106,9 +106,9 @@ class AgentRun(BatchedEvents):
 
 
 class Agent:
-    """An agent: a ``Client`` (``"anthropic"``, or ``"openai-chat"`` for Chat Completions
-    servers: the history stays in the Anthropic shape and the client translates), a model name,
-    a system prompt and tools.
+    """An agent: a ``Client`` (``"anthropic"``, ``"openai-chat"`` for Chat Completions servers or
+    ``"openai-responses"`` for the Responses API: the history stays in the Anthropic shape and
+    the client translates), a model name, a system prompt and tools.
 
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,

@@ -36,3 +36,12 @@ def test_example_scripts_run() -> None:
             [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
         )
         assert done.returncode == 0, f"{script.name}: {done.stderr}"
+
+
+def test_agent_docstring_names_every_client_provider() -> None:
+    # The README's Agent bullet says the client may be any of the three; help(Agent) says so too.
+    import ferroloop
+
+    doc = ferroloop.Agent.__doc__ or ""
+    for provider in ("anthropic", "openai-chat", "openai-responses"):
+        assert f'"{provider}"' in doc, provider
