@@ -3,6 +3,8 @@ import { ContextBudget, ContextTracker, TextEstimator, estimateRequest, estimate
 
 const n: number = estimateTokens('fn main() { println!("hi") }', { tokenizer: 'o200k' })
 const request = estimateRequest({ system: 'Be brief.', messages: [{ role: 'user', content: 'hi' }] })
+// A Responses body has `instructions` and `input`, no `messages`.
+const responses = estimateRequest({ model: 'gpt-5', instructions: 'Be brief.', input: [{ role: 'user', content: 'hi' }] })
 const budget = new ContextBudget({ model: 'claude-sonnet-4-20250514' })
 const tracker = new ContextTracker({ tokenizer: 'claude' })
 tracker.pushMessage({ role: 'user', content: 'hello' })
@@ -12,4 +14,4 @@ const log = new TextEstimator({ tokenizer: 'claude' })
 log.feed('first line\n')
 log.feed(new TextEncoder().encode('second line\n'))
 const logTokens: number = log.estimate()
-console.log(n, request.total, state, tracker.tokens().method, logTokens)
+console.log(n, request.total, responses.total, state, tracker.tokens().method, logTokens)

@@ -493,7 +493,7 @@ export interface RequestEstimate {
  * as the system part, `input` items as messages).
  */
 export declare function estimateRequest(
-  body: { system?: unknown; tools?: unknown[]; messages: unknown[]; [key: string]: unknown },
+  body: { system?: unknown; tools?: unknown[]; messages?: unknown[]; instructions?: unknown; input?: unknown; [key: string]: unknown },
   options?: { tokenizer?: Tokenizer },
 ): RequestEstimate
 
