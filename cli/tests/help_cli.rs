@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 mod common;
-use common::bin;
+use common::{bin, run_stdin, shared};
 
 fn help(args: &[&str]) -> String {
     let output = bin().args(args).arg("--help").output().unwrap();
@@ -195,4 +195,45 @@ fn the_readme_lists_every_agent_event_type_for_python_and_node() {
             );
         }
     }
+}
+
+fn readme() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// What the README says `sse` and `decode` print on stderr and how they exit, they do.
+#[test]
+fn the_readme_quotes_the_sse_and_decode_diagnostics_as_printed() {
+    let readme = readme();
+    let quoted = "ferroloop sse: dropped 1 event(s) larger than N bytes";
+    assert!(readme.contains(quoted), "README does not quote {quoted:?}");
+    let dropped = run_stdin(
+        &["sse", "--max-event-bytes", "7"],
+        b"data: aaaaaaa\n\ndata: b\n\n",
+    );
+    assert!(dropped.status.success(), "{dropped:?}");
+    let stderr = String::from_utf8_lossy(&dropped.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        quoted.replace(" N ", " 7 "),
+        "the README says a 7-byte `data: b` line fits a limit of 7"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&dropped.stdout).trim_end(),
+        r#"{"event":"message","data":"b","id":""}"#
+    );
+
+    let quoted = "ferroloop decode (anthropic): truncated stream: ";
+    assert!(readme.contains(quoted), "README does not quote {quoted:?}");
+    let stream = std::fs::read(shared("fixtures/anthropic/basic_response.sse")).unwrap();
+    let cut = run_stdin(&["decode", "--provider", "anthropic"], &stream[..300]);
+    assert_eq!(cut.status.code(), Some(1), "{cut:?}");
+    assert!(
+        String::from_utf8_lossy(&cut.stderr).starts_with(quoted),
+        "{cut:?}"
+    );
+    // The message accumulated so far is still printed.
+    let partial: serde_json::Value = serde_json::from_slice(&cut.stdout).unwrap();
+    assert_eq!(partial["type"], "message");
 }
