@@ -237,3 +237,36 @@ fn the_readme_quotes_the_sse_and_decode_diagnostics_as_printed() {
     let partial: serde_json::Value = serde_json::from_slice(&cut.stdout).unwrap();
     assert_eq!(partial["type"], "message");
 }
+
+/// What the README says `tokens` prints for an unreadable file and a family without a
+/// vocabulary, and how it exits, it does.
+#[test]
+fn the_readme_quotes_the_tokens_diagnostics_as_printed() {
+    let readme = readme();
+    assert!(
+        readme.contains("(`ferroloop: cannot read FILE: ...`) while the others are still counted")
+    );
+    let missing = "/nonexistent/ferroloop-readme-test";
+    let readme_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let output = bin()
+        .arg("tokens")
+        .arg(missing)
+        .arg(&readme_path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!("ferroloop: cannot read {missing}: ")),
+        "{stderr}"
+    );
+    let line: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(line["method"], "estimate");
+
+    assert!(readme.contains("with another family it is a usage error, status 2"));
+    let output = bin()
+        .args(["tokens", "--exact", "--tokenizer", "claude", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+}
