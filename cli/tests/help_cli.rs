@@ -224,6 +224,13 @@ fn the_readme_quotes_the_sse_and_decode_diagnostics_as_printed() {
         r#"{"event":"message","data":"b","id":""}"#
     );
 
+    assert!(readme.contains(r#"`{"retry":MS}`"#));
+    let retry = run_stdin(&["sse"], b"retry: 10\ndata: x\n\n");
+    assert_eq!(
+        String::from_utf8_lossy(&retry.stdout),
+        "{\"retry\":10}\n{\"event\":\"message\",\"data\":\"x\",\"id\":\"\"}\n"
+    );
+
     let quoted = "ferroloop decode (anthropic): truncated stream: ";
     assert!(readme.contains(quoted), "README does not quote {quoted:?}");
     let stream = std::fs::read(shared("fixtures/anthropic/basic_response.sse")).unwrap();
