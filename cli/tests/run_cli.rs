@@ -998,3 +998,87 @@ fn the_summary_counts_the_compaction_call_and_agrees_with_the_totals() {
         (Some(197_200), Some(350))
     );
 }
+
+/// The README's sample of `ferroloop run --json` has the fields the program prints: each
+/// sample line's keys (`usage`'s aside, the provider's own) are those of an event of its type
+/// from a real run (the replay model's, and one against a server answering 529 first).
+#[test]
+fn the_readme_json_sample_has_the_fields_run_prints() {
+    use std::collections::BTreeSet;
+
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let sample = readme
+        .split("A few lines of `ferroloop run --json`")
+        .nth(1)
+        .expect("the README's --json sample")
+        .split("```text\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+
+    let dir = project();
+    let mut printed = String::from_utf8(run_in(dir.path(), &["--json"]).stdout).unwrap();
+    let script =
+        std::fs::read_to_string(repo.join("tests/replay/overloaded_then_tool_use.json")).unwrap();
+    let script = ferroloop_replay::Script::from_json(&script).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime
+        .block_on(ferroloop_replay::ReplayServer::start(
+            &script,
+            &repo,
+            ferroloop_replay::ServerOptions::default(),
+        ))
+        .unwrap();
+    let overloaded = Command::new(env!("CARGO_BIN_EXE_ferroloop"))
+        .args([
+            "run",
+            "--json",
+            "--base-url",
+            &server.base_url(),
+            "Weather?",
+        ])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .output()
+        .unwrap();
+    assert!(overloaded.status.success(), "{overloaded:?}");
+    printed.push_str(&String::from_utf8(overloaded.stdout).unwrap());
+
+    let keys = |event: &Value| -> BTreeSet<String> {
+        event.as_object().unwrap().keys().cloned().collect()
+    };
+    let events: Vec<Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut checked = 0;
+    for line in sample.lines() {
+        let shown: Value = serde_json::from_str(&line.replace("[...]", "[]")).unwrap();
+        let of_type: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == shown["type"])
+            .collect();
+        assert!(
+            !of_type.is_empty(),
+            "no {} event was printed",
+            shown["type"]
+        );
+        assert!(
+            of_type.iter().any(|e| keys(e) == keys(&shown)),
+            "README line {line}\nhas other fields than the {} events printed: {:?}",
+            shown["type"],
+            keys(of_type[0])
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "{sample}");
+}
