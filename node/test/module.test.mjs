@@ -175,3 +175,29 @@ test('the README quickstart example runs', () => {
   assert.match(run.stdout, /content: 'Sunny in Paris'/)
   assert.match(run.stdout, /is_error: false/)
 })
+
+test('the README client and agent example runs against the replay server', async () => {
+  const { readFileSync, writeFileSync, rmSync } = await import('node:fs')
+  const { startServer } = require('./replay.js')
+  const readme = readFileSync(path.join(pkgDir, '..', 'README.md'), 'utf8')
+  const block = readme.match(/The client and the agent loop[^\n]*\n\n```js\n([\s\S]*?)```/)
+  assert.ok(block, 'the README block after "The client and the agent loop"')
+  // In the package directory, so that its `import ... from 'ferroloop'` resolves to this package.
+  const file = path.join(pkgDir, 'examples', `.readme-agent-${process.pid}.mjs`)
+  writeFileSync(file, block[1])
+  const server = await startServer(['--agent-model'])
+  try {
+    // The example reads ANTHROPIC_API_KEY; the client reads ANTHROPIC_BASE_URL (fromEnv).
+    const run = spawnSync(process.execPath, [file], {
+      cwd: pkgDir,
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, ANTHROPIC_API_KEY: 'replay', ANTHROPIC_BASE_URL: server.url },
+    })
+    assert.equal(run.status, 0, run.stderr)
+    assert.match(run.stdout, /end_turn \d+\n$/)
+  } finally {
+    rmSync(file, { force: true })
+    server.close()
+  }
+})
