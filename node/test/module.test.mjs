@@ -180,8 +180,8 @@ test('the README client and agent example runs against the replay server', async
   const { readFileSync, writeFileSync, rmSync } = await import('node:fs')
   const { startServer } = require('./replay.js')
   const readme = readFileSync(path.join(pkgDir, '..', 'README.md'), 'utf8')
-  const block = readme.match(/The client and the agent loop[^\n]*\n\n```js\n([\s\S]*?)```/)
-  assert.ok(block, 'the README block after "The client and the agent loop"')
+  const block = readme.match(/The client and the agent loop \(the test suite runs this block[\s\S]*?\n\n```js\n([\s\S]*?)```/)
+  assert.ok(block, 'the README block after "The client and the agent loop (the test suite runs this block"')
   // In the package directory, so that its `import ... from 'ferroloop'` resolves to this package.
   const file = path.join(pkgDir, 'examples', `.readme-agent-${process.pid}.mjs`)
   writeFileSync(file, block[1])
