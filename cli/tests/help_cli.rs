@@ -43,7 +43,7 @@ fn help_options(subcommand: &str) -> BTreeSet<String> {
     let options = text.split("Options:").nth(1).expect("an Options: section");
     options
         .lines()
-        .filter_map(|line| line.trim_start().split_whitespace().next())
+        .filter_map(|line| line.split_whitespace().next())
         .filter(|word| word.starts_with("--"))
         .map(|word| word.trim_end_matches(',').to_owned())
         .filter(|word| word != "--help")
