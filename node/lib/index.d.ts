@@ -843,7 +843,7 @@ export interface AgentStopEvent {
   /**
    * Tool calls handed to the tools: the number of `tool_finished` events (one per call,
    * whatever its status), calls started early in a response then discarded (a fallback, a
-   * raised output limit, a broken stream) included. A call never run (input not valid JSON, in
+   * raised output limit, a broken stream, an abort) included. A call never run (input not valid JSON, in
    * a response that did not stop for tool use) has no events and does not count.
    */
   toolCalls: number
