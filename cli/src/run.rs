@@ -58,9 +58,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Turns at most: model responses the loop goes on from. A request sent again for the same
-    /// turn (a fallback model, a retried truncated stream, a raised output limit, a prompt
-    /// refused as too long and compacted) counts once. 0: none, the run stops at once with
-    /// max_turns; not "unlimited".
+    /// turn (a fallback model, a retried truncated stream, a raised output limit, a request
+    /// field the server refused, a prompt refused as too long and compacted) counts once. 0:
+    /// none, the run stops at once with max_turns; not "unlimited".
     #[arg(long, default_value_t = 20)]
     pub max_turns: u32,
 }

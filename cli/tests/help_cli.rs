@@ -117,6 +117,11 @@ fn run_help_says_what_falls_back_and_what_counts_as_one_turn() {
     let max_turns = text.split("--max-turns").nth(1).unwrap();
     // A turn asked again after a reactive compaction keeps its number.
     assert!(max_turns.contains("compacted"), "{max_turns}");
+    // So does one sent again without a field the server refused (`stream_options`, ...).
+    assert!(
+        max_turns.contains("field the server refused"),
+        "{max_turns}"
+    );
     // The run's description names every provider a key selects.
     let about = text.lines().next().unwrap();
     assert!(about.contains("openai-responses"), "{about}");
