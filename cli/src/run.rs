@@ -499,6 +499,7 @@ impl TerminalView {
                 )?;
             }
             AgentEvent::ModelFallback {
+                call,
                 from,
                 to,
                 reason,
@@ -507,9 +508,13 @@ impl TerminalView {
                 self.newline(out)?;
                 self.repeat_explained = true;
                 let (from, to, error) = (self.shown(from), self.shown(to), self.shown(error));
+                let during = match call {
+                    UsageCall::Turn => "",
+                    UsageCall::Compaction => " during the compaction",
+                };
                 writeln!(
                     out,
-                    "  ⇄ model {from} is overloaded ({reason}: {error}); switching to {to} for the rest of the run"
+                    "  ⇄ model {from} is overloaded{during} ({reason}: {error}); switching to {to} for the rest of the run"
                 )?;
             }
             AgentEvent::MaxTokensRaised { from, to, .. } => {
@@ -753,6 +758,32 @@ mod tests {
         );
         assert!(
             shown.contains("↻ retry 1 after a connection error"),
+            "{shown}"
+        );
+    }
+
+    /// A switch to the fallback model made by the summariser's call says so: it is no turn
+    /// asked again.
+    #[test]
+    fn a_fallback_during_the_compaction_says_so() {
+        let fallback = |call| AgentEvent::ModelFallback {
+            call,
+            from: "big".into(),
+            to: "small".into(),
+            reason: "overloaded",
+            error: "Overloaded".into(),
+        };
+        let shown = shown_on(
+            false,
+            &[fallback(UsageCall::Compaction), fallback(UsageCall::Turn)],
+        );
+        assert!(
+            shown.contains("⇄ model big is overloaded during the compaction (overloaded: Overloaded); switching to small"),
+            "{shown}"
+        );
+        assert!(
+            shown
+                .contains("⇄ model big is overloaded (overloaded: Overloaded); switching to small"),
             "{shown}"
         );
     }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
     Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, Model, ModelError,
-    ModelEvent, ModelStream, StopReason, check_tool_pairing,
+    ModelEvent, ModelStream, StopReason, UsageCall, check_tool_pairing,
 };
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use ferroloop::tokens::ContextBudget;
@@ -987,6 +987,7 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
     assert_eq!(
         fallbacks,
         [&AgentEvent::ModelFallback {
+            call: UsageCall::Turn,
             from: "claude-primary".into(),
             to: "claude-fallback".into(),
             reason: "overloaded",
@@ -995,7 +996,7 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
     );
     assert_eq!(
         serde_json::to_value(fallbacks[0]).unwrap(),
-        json!({"type": "model_fallback", "from": "claude-primary", "to": "claude-fallback", "reason": "overloaded", "error": "Overloaded"})
+        json!({"type": "model_fallback", "call": "turn", "from": "claude-primary", "to": "claude-fallback", "reason": "overloaded", "error": "Overloaded"})
     );
     // The eagerly started call was cancelled and reported; the unsealed one never ran.
     assert!(events.iter().any(|e| matches!(
@@ -2051,7 +2052,7 @@ async fn the_summariser_s_overloads_switch_to_the_fallback_as_a_turn_s_do() {
         .filter(|e| e["type"] != "text_delta")
         .map(|e| match e["type"].as_str().unwrap() {
             "retry" => format!("retry {}", e["call"]),
-            "model_fallback" => format!("model_fallback {} {}", e["reason"], e["to"]),
+            "model_fallback" => format!("model_fallback {} {} {}", e["call"], e["reason"], e["to"]),
             "context" => format!("context {}", e["action"]),
             other => other.to_owned(),
         })
@@ -2063,7 +2064,7 @@ async fn the_summariser_s_overloads_switch_to_the_fallback_as_a_turn_s_do() {
         [
             r#"retry "compaction""#,
             r#"retry "compaction""#,
-            r#"model_fallback "repeated_529" "claude-fallback""#,
+            r#"model_fallback "compaction" "repeated_529" "claude-fallback""#,
             "usage",
             r#"context "compaction""#,
             "turn_start",
@@ -2128,6 +2129,7 @@ async fn an_overloaded_summary_call_falls_back_after_the_client_s_retries() {
         events.iter().any(|e| matches!(
             e,
             AgentEvent::ModelFallback {
+                call: UsageCall::Compaction,
                 reason: "overloaded",
                 ..
             }

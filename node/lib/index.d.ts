@@ -879,7 +879,7 @@ export type AgentEvent =
    * `'repeated_529'` how many overloads were seen and which ("3 consecutive HTTP 529
    * responses", "3 consecutive overloaded errors (without an HTTP 529: ...)", or both counted).
    */
-  | { type: 'model_fallback'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
+  | { type: 'model_fallback'; call: 'turn' | 'compaction'; from: string; to: string; reason: 'overloaded' | 'repeated_529'; error: string }
   | { type: 'max_tokens_raised'; turn: number; from: number; to: number }
   | { type: 'context'; action: 'microcompact'; cleared: number; tokensBefore: number }
   | { type: 'context'; action: 'compaction'; messagesBefore: number; messagesAfter: number; trigger: 'auto' | 'reactive' }

@@ -579,6 +579,7 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
         assert.equal(stop.reason, 'end_turn', stop.error)
         const fallbacks = ofType('model_fallback')
         assert.equal(fallbacks.length, 1)
+        assert.equal(fallbacks[0].call, 'turn')
         assert.equal(fallbacks[0].from, 'claude-primary')
         assert.equal(fallbacks[0].to, 'claude-fallback')
         assert.equal(fallbacks[0].reason, 'repeated_529')
@@ -784,7 +785,7 @@ test('an overloaded compaction call falls back as a turn\'s does: model_fallback
       const kinds = events.filter((e) => ['usage', 'context', 'retry', 'model_fallback'].includes(e.type)).map((e) => e.type)
       assert.deepEqual(kinds, ['usage', 'model_fallback', 'usage', 'context', 'usage'])
       const [fallback] = ofType('model_fallback')
-      assert.deepEqual([fallback.from, fallback.to, fallback.reason], ['primary', 'fallback', 'repeated_529'])
+      assert.deepEqual([fallback.call, fallback.from, fallback.to, fallback.reason], ['compaction', 'primary', 'fallback', 'repeated_529'])
       const models = (await server.waitForRequests(4)).map((r) => JSON.parse(r.body).model)
       assert.deepEqual(models, ['primary', 'primary', 'fallback', 'fallback'])
     },

@@ -136,7 +136,8 @@ class Agent:
     counting as one; 0: only when the call fails; the built-in summariser's call counts and
     falls back alike, and its summary is then asked of the fallback): the turn is retried once
     with it, it answers for the
-    rest of the run, and a ``model_fallback`` event (``from``, ``to``, ``reason``:
+    rest of the run, and a ``model_fallback`` event (``call``: ``turn`` or ``compaction``,
+    ``from``, ``to``, ``reason``:
     ``overloaded`` or ``repeated_529``, the latter for repeated 529s and overload events alike;
     ``error``, for ``repeated_529`` how many overloads were seen and which: "3 consecutive HTTP
     529 responses", "3 consecutive overloaded errors (without an HTTP 529: ...)" or both

@@ -613,7 +613,12 @@ async def test_an_overloaded_compaction_call_falls_back_like_a_turn_s_like_node(
     kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry", "model_fallback")]
     assert kinds == ["usage", "model_fallback", "usage", "context", "usage"]
     fallback = next(e for e in events if e["type"] == "model_fallback")
-    assert (fallback["from"], fallback["to"], fallback["reason"]) == ("primary", "fallback", "repeated_529")
+    assert (fallback["call"], fallback["from"], fallback["to"], fallback["reason"]) == (
+        "compaction",
+        "primary",
+        "fallback",
+        "repeated_529",
+    )
     models = [json.loads(r["body"])["model"] for r in server.requests()]
     assert models == ["primary", "primary", "fallback", "fallback"]
 
@@ -759,6 +764,7 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
         assert events[-1]["reason"] == "end_turn", events[-1]
         fallbacks = [e for e in events if e["type"] == "model_fallback"]
         assert len(fallbacks) == 1, events
+        assert fallbacks[0]["call"] == "turn"
         assert fallbacks[0]["from"] == "claude-primary" and fallbacks[0]["to"] == "claude-fallback"
         assert fallbacks[0]["reason"] == "repeated_529" and fallbacks[0]["error"] == error
         retries = [(e["status"], e["code"], e["overloaded"]) for e in events if e["type"] == "retry"]

@@ -184,6 +184,9 @@ pub enum AgentEvent {
     /// `context` event (its retries, `call` `compaction`, precede it): the summary is asked of
     /// `to`.
     ModelFallback {
+        /// Whose call was overloaded: a turn's (`turn`) or the built-in summariser's
+        /// (`compaction`), as [`Retry`](AgentEvent::Retry)'s `call` says.
+        call: UsageCall,
         /// The model that was overloaded.
         from: String,
         /// The fallback model.

@@ -758,7 +758,7 @@ impl Driver {
                         ModelError::Overloaded { message } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
                             // cancelled); the same turn goes to the fallback model.
-                            self.fall_back(message, repeated_529);
+                            self.fall_back(UsageCall::Turn, message, repeated_529);
                             self.turns -= 1;
                             continue;
                         }
@@ -1683,7 +1683,7 @@ impl Driver {
     /// Switches to the fallback model for the rest of the run (a turn's call or the
     /// summariser's was overloaded; `repeated_529`: [`Self::stops_waiting`] gave up on it) and
     /// reports it. The caller sends its call again, now to `self.model`.
-    fn fall_back(&mut self, message: String, repeated_529: bool) {
+    fn fall_back(&mut self, call: UsageCall, message: String, repeated_529: bool) {
         let Some(to) = self.fallback.take() else {
             return;
         };
@@ -1698,6 +1698,7 @@ impl Driver {
         // which is no break of the prompt's.
         self.cache.reset();
         self.emit(AgentEvent::ModelFallback {
+            call,
             from,
             to,
             reason: if repeated_529 {
@@ -1876,7 +1877,7 @@ impl Driver {
                     ModelError::Overloaded { message } if self.fallback.is_some() => {
                         // The switch a turn makes, for the rest of the run; the summary is
                         // asked of the fallback.
-                        self.fall_back(message, repeated_529);
+                        self.fall_back(UsageCall::Compaction, message, repeated_529);
                         request["model"] = Value::String(self.model.clone());
                         break None;
                     }
