@@ -70,8 +70,9 @@ pub enum ContextAction {
     },
 }
 
-/// Which model call an [`AgentEvent::Usage`] accounts for, or an [`AgentEvent::Retry`] is
-/// made for.
+/// Which model call an [`AgentEvent::Usage`] accounts for, an [`AgentEvent::Retry`] is made
+/// for, or an [`AgentEvent::ModelFallback`] switched models in. (Named for its first use, the
+/// usage event's `call`; the three events share it so that the key means the same in each.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageCall {
