@@ -101,7 +101,8 @@ typedef enum {
 } fl_status;
 
 /**
- * What `fl_agent_run_next_event` found.
+ * What `fl_agent_run_next_event` (or `fl_message_stream_next_event`, for a client's own
+ * request) found.
  */
 typedef enum {
     /**
@@ -114,7 +115,8 @@ typedef enum {
     FL_AGENT_NEXT_EVENT = 1,
     /**
      * The run has ended: its last event (`"type":"stop"`) was delivered by an earlier call.
-     * Every later call reports this again.
+     * Every later call reports this again. (A message stream: it has ended, however it ended;
+     * read its outcome with `fl_message_stream_message` and `fl_message_stream_error`.)
      */
     FL_AGENT_NEXT_END = 2,
 } fl_agent_next;
