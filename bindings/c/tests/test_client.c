@@ -6,6 +6,8 @@
  *   tool_use) served byte for byte: the events in order, each the JSON fl_decoder gives for the
  *   same bytes, and the final message equal to tests/decode/expected/ (what `ferroloop decode`
  *   prints for it); the request id from the header and the measurements;
+ * - a recorded OpenAI Chat Completions stream (tests/fixtures/openai-chat/2018feb66ae1.sse),
+ *   likewise;
  * - an HTTP 529 then success: a `retry` event, then the answer;
  * - an HTTP 400: a typed failure (FL_STATUS_PROVIDER_ERROR, class invalid_request, status 400,
  *   the request id from the header, the provider's message);
@@ -64,17 +66,20 @@ static const char request[] = "{\"model\":\"claude-test\",\"max_tokens\":64,"
 
 static const char *root = ".";
 
-/* A client of the server's port: no key from the environment, quick retries. */
-static fl_client *client_for(const server *s) {
-    char options[256];
+/* A client of `provider` at the server's port: no key from the environment, quick retries. */
+static fl_client *client_of(const char *provider, const server *s) {
+    char options[320];
     snprintf(options, sizeof options,
-             "{\"from_env\":false,\"api_key\":\"test-key\",\"base_url\":\"http://127.0.0.1:%d\","
-             "\"max_retries\":2,\"retry_base_delay_ms\":1,\"retry_max_delay_ms\":5}",
-             s->port);
+             "{\"provider\":\"%s\",\"from_env\":false,\"api_key\":\"test-key\","
+             "\"base_url\":\"http://127.0.0.1:%d\",\"max_retries\":2,"
+             "\"retry_base_delay_ms\":1,\"retry_max_delay_ms\":5}",
+             provider, s->port);
     fl_client *client = NULL;
     CHECK_OK(fl_client_new(options, strlen(options), &client));
     return client;
 }
+
+static fl_client *client_for(const server *s) { return client_of("anthropic", s); }
 
 static fl_message_stream *start(fl_client *client) {
     fl_message_stream *stream = NULL;
@@ -121,9 +126,10 @@ static int request_id_is(fl_message_stream *stream, const char *expected) {
 }
 
 /* The typed events and the final message fl_decoder gives for `bytes`. */
-static void decode_all(const char *bytes, size_t len, buffer *events, char **message) {
+static void decode_all(const char *provider, const char *bytes, size_t len, buffer *events,
+                       char **message) {
     fl_decoder *decoder = NULL;
-    CHECK_OK(fl_decoder_new("anthropic", 9, &decoder));
+    CHECK_OK(fl_decoder_new(provider, strlen(provider), &decoder));
     CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)bytes, len));
     const char *json = NULL;
     size_t json_len = 0;
@@ -147,7 +153,7 @@ static void recorded_stream(server *s, const char *fixture, size_t fixture_len) 
     int count = drain(stream, &events);
     buffer expected_events = {0};
     char *decoded = NULL;
-    decode_all(fixture, fixture_len, &expected_events, &decoded);
+    decode_all("anthropic", fixture, fixture_len, &expected_events, &decoded);
     CHECK(count > 5);
     CHECK(events.data != NULL && expected_events.data != NULL &&
           strcmp(events.data, expected_events.data) == 0);
@@ -196,6 +202,47 @@ static void recorded_stream(server *s, const char *fixture, size_t fixture_len) 
     CHECK(split_requests(requests, each, 2) == 1);
     CHECK(strncmp(each[0], "POST /v1/messages HTTP/1.1\r\n", 28) == 0);
     CHECK(strstr(each[0], "\"stream\":true") != NULL);
+    free(requests);
+    free(expected_raw);
+    free(decoded);
+    buffer_free(&events);
+    buffer_free(&expected_events);
+}
+
+/* A recorded OpenAI Chat Completions stream (ending with `data: [DONE]`), served byte for byte:
+ * the same events as fl_decoder gives, the message of tests/decode/expected/. */
+static void recorded_chat_stream(server *s, const char *name, const char *fixture,
+                                 size_t fixture_len) {
+    fl_client *client = client_of("openai-chat", s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    CHECK(drain(stream, &events) > 0);
+    buffer expected_events = {0};
+    char *decoded = NULL;
+    decode_all("openai-chat", fixture, fixture_len, &expected_events, &decoded);
+    CHECK(events.data != NULL && expected_events.data != NULL &&
+          strcmp(events.data, expected_events.data) == 0);
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(stream, &json, &len));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/decode/expected/openai-chat/%s.json", root, name);
+    size_t expected_len = 0;
+    char *expected_raw = read_file(path, &expected_len);
+    CHECK(expected_raw != NULL && json != NULL);
+    if (expected_raw != NULL && json != NULL) {
+        char *expected = strip_json(expected_raw, expected_len);
+        char *got = strip_json(json, len);
+        CHECK(json_equal(got, expected));
+        CHECK(decoded != NULL && json_equal(got, decoded));
+        free(expected);
+        free(got);
+    }
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    /* The base URL is the API root (OpenAI's includes /v1): the client appends the path. */
+    CHECK(strstr(requests, "POST /chat/completions HTTP/1.1\r\n") != NULL);
     free(requests);
     free(expected_raw);
     free(decoded);
@@ -421,8 +468,14 @@ int main(int argc, char **argv) {
     size_t fixture_len = 0;
     char *fixture = read_file(path, &fixture_len);
     if (fixture == NULL) return 1;
+    const char *chat_name = "2018feb66ae1"; /* text and tool calls */
+    snprintf(path, sizeof path, "%s/tests/fixtures/openai-chat/%s.sse", root, chat_name);
+    size_t chat_len = 0;
+    char *chat = read_file(path, &chat_len);
+    if (chat == NULL) return 1;
 
     const reply recorded_replies[] = {{"200 OK", SSE, fixture, 0}};
+    const reply chat_replies[] = {{"200 OK", SSE, chat, 0}};
     const reply retry_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"200 OK", SSE, answer_stream, 0}};
     const reply bad_request_replies[] = {{"400 Bad Request", "application/json", bad_request_body, 0}};
@@ -435,6 +488,7 @@ int main(int argc, char **argv) {
 
     /* The servers are forked before the library starts any thread. */
     server recorded_server = start_server(recorded_replies, 1);
+    server chat_server = start_server(chat_replies, 1);
     server retry_server = start_server(retry_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
     server cut_server = start_server(cut_replies, 1);
@@ -442,6 +496,7 @@ int main(int argc, char **argv) {
     server create_server = start_server(create_replies, 1);
 
     recorded_stream(&recorded_server, fixture, fixture_len);
+    recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
     retried(&retry_server);
     bad_request(&bad_request_server);
     cut(&cut_server);
@@ -449,5 +504,6 @@ int main(int argc, char **argv) {
     create(&create_server);
     misuse();
     free(fixture);
+    free(chat);
     return check_summary("test_client");
 }
