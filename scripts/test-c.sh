@@ -193,5 +193,32 @@ else
 fi
 record "README agent example" "$status"
 
+# The README's streaming client example compiles as written and runs clean under valgrind
+# against a closed loopback port (no network; no proxy from the environment): two `retry` events,
+# then the connection failure, typed.
+example="$stage/bin/readme_client_example"
+awk '/^## Example: the streaming client alone/ { section = 1 }
+     section && /^```$/ && inside { exit }
+     inside { print }
+     section && /^```c$/ { inside = 1 }' bindings/c/README.md >"$example.c"
+status=0
+# shellcheck disable=SC2046
+if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-config --cflags --libs ferroloop); then
+    set +e
+    offline=(env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy
+        ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL=http://127.0.0.1:9)
+    printed="$("${offline[@]}" "$example")"
+    [[ "$(grep -c '^{"type":"retry",' <<<"$printed")" == 2 &&
+        "$(tail -n1 <<<"$printed")" == 'failed: connection (HTTP 0): connection error: '* ]] ||
+        { status=1; printf 'printed:\n%s\n' "$printed"; }
+    "${offline[@]}" valgrind -q --error-exitcode=1 --leak-check=full \
+        --errors-for-leak-kinds=definite,possible \
+        --suppressions=bindings/c/tests/valgrind.supp "$example" >/dev/null || status=1
+    set -e
+else
+    status=1
+fi
+record "README client example" "$status"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

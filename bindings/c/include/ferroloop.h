@@ -85,13 +85,24 @@ typedef enum {
     FL_STATUS_CANCELLED = 9,
     /**
      * The provider reported an error inside the stream (for example `overloaded_error` after
-     * HTTP 200); the message names the provider's error type.
+     * HTTP 200), or answered a client request with an error status (HTTP 400, 429, 529, ...);
+     * the message names the provider's error type.
      */
     FL_STATUS_PROVIDER_ERROR = 10,
+    /**
+     * A request could not reach the provider, or its connection broke before the response
+     * began (refused, reset, closed before the headers, TLS or proxy failure).
+     */
+    FL_STATUS_CONNECTION_ERROR = 11,
+    /**
+     * A request's watchdog fired (connect, first byte, first event, idle or total timeout).
+     */
+    FL_STATUS_TIMEOUT = 12,
 } fl_status;
 
 /**
- * What `fl_agent_run_next_event` found.
+ * What `fl_agent_run_next_event` (or `fl_message_stream_next_event`, for a client's own
+ * request) found.
  */
 typedef enum {
     /**
@@ -104,7 +115,8 @@ typedef enum {
     FL_AGENT_NEXT_EVENT = 1,
     /**
      * The run has ended: its last event (`"type":"stop"`) was delivered by an earlier call.
-     * Every later call reports this again.
+     * Every later call reports this again. (A message stream: it has ended, however it ended;
+     * read its outcome with `fl_message_stream_message` and `fl_message_stream_error`.)
      */
     FL_AGENT_NEXT_END = 2,
 } fl_agent_next;
@@ -335,6 +347,19 @@ typedef struct fl_decoder fl_decoder;
 typedef struct fl_executor fl_executor;
 
 /**
+ * One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
+ * `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
+ * the end: `fl_message_stream_message`, `fl_message_stream_error`,
+ * `fl_message_stream_request_id`, `fl_message_stream_metrics`. Release it with
+ * `fl_message_stream_free`.
+ *
+ * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
+ * other functions are called by one thread at a time (they wait for each other); the views
+ * they hand out follow the rules of each function.
+ */
+typedef struct fl_message_stream fl_message_stream;
+
+/**
  * An SSE parser (opaque). Create it with `fl_sse_parser_new`, release it with
  * `fl_sse_parser_free`.
  *
@@ -376,6 +401,74 @@ typedef struct fl_tool_call fl_tool_call;
  * `fl_turn_free` must not overlap any other call on the turn.
  */
 typedef struct fl_turn fl_turn;
+
+/**
+ * How a request failed (`fl_message_stream_error`).
+ */
+typedef struct {
+    /**
+     * `FL_STATUS_OK` when the request succeeded. Else: `FL_STATUS_PROVIDER_ERROR` (an error
+     * status, or an error event in the stream), `FL_STATUS_TRUNCATED` (the stream broke after
+     * events were delivered: `fl_message_stream_message` holds the partial message),
+     * `FL_STATUS_CONNECTION_ERROR`, `FL_STATUS_TIMEOUT`, `FL_STATUS_PROTOCOL_ERROR` (not an
+     * event stream, bad JSON), `FL_STATUS_INVALID_ARGUMENT` (the client's configuration cannot
+     * make the request), `FL_STATUS_CANCELLED`, `FL_STATUS_PANIC`.
+     */
+    fl_status status;
+    /**
+     * The failure's stable code, NUL-terminated and static (NULL on success): the provider
+     * error's class as `fl_decoder_error_code` and the agent's `error_code` name it
+     * (`invalid_request`, `authentication`, `permission`, `not_found`, `rate_limited`,
+     * `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`), or `stream_truncated`,
+     * `connection`, `timeout`, `protocol`, `invalid_configuration`, `aborted` (cancelled),
+     * `internal`.
+     */
+    const char *code;
+    /**
+     * For `stream_truncated`, the code of the failure that broke the stream (`connection`,
+     * `timeout`, `overloaded`, ...); otherwise NULL.
+     */
+    const char *cause_code;
+    /**
+     * The HTTP status of the error response (or the one an error event names), 0 when none.
+     */
+    uint16_t http_status;
+} fl_client_error;
+
+/**
+ * A request's measurements (`fl_message_stream_metrics`). Durations are in milliseconds from
+ * the start of the request, negative when not measured (no headers, no event, ...).
+ */
+typedef struct {
+    /**
+     * Attempts made (1 when nothing was retried; 0 when none was made).
+     */
+    uint32_t attempts;
+    /**
+     * To the headers of the response used.
+     */
+    double time_to_headers_ms;
+    /**
+     * To its first event.
+     */
+    double time_to_first_event_ms;
+    /**
+     * To its first content (Anthropic: the first `content_block_delta`).
+     */
+    double time_to_first_token_ms;
+    /**
+     * To the end of the response.
+     */
+    double total_ms;
+    /**
+     * Response body bytes received, all attempts together.
+     */
+    uint64_t bytes_received;
+    /**
+     * Events received from the response used.
+     */
+    uint64_t events;
+} fl_request_metrics;
 
 /**
  * Overrides of a budget's thresholds. Start from `fl_context_budget_options_default()`, whose
@@ -968,6 +1061,177 @@ fl_status fl_client_new(const char *options_json, size_t len, fl_client **out);
  * afterwards.
  */
 void fl_client_free(fl_client *client);
+
+/**
+ * Starts one streaming request of `client` and stores it in `*out`. The caller owns the stream
+ * and releases it with `fl_message_stream_free`.
+ *
+ * `request_json` (`len` bytes of UTF-8) is the provider's own request body, as a JSON object
+ * (for Anthropic `{"model": ..., "max_tokens": ..., "messages": [...]}`), as Python's
+ * `client.stream(request)` and Node's take it: `"stream": true` is set, and for Anthropic a
+ * `betas` array is taken out and sent as `anthropic-beta`. Text that is not UTF-8 is
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`.
+ * Nothing here fails because of the network: the request goes out at once on the client's
+ * thread, and its failures end the stream (see `fl_message_stream_error`).
+ *
+ * `cancel` may be NULL; cancelling it (from any thread) cancels the stream as
+ * `fl_message_stream_cancel` does, and a token cancelled earlier ends it before it gets
+ * anywhere.
+ *
+ * Thread-safe; streams of one client share its connection pool.
+ *
+ * # Safety
+ * `client` must be a live client; `request_json` must be valid for reads of `len` bytes;
+ * `cancel` must be NULL or a live token (it may be freed while the stream lives); `out` must be
+ * valid for a write.
+ */
+fl_status fl_client_stream_start(const fl_client *client,
+                                 const char *request_json,
+                                 size_t len,
+                                 const fl_cancel_token *cancel,
+                                 fl_message_stream **out);
+
+/**
+ * Makes one non-streaming request of `client`, waits for its answer on the calling thread,
+ * and stores the finished request in `*out` (the caller owns it and releases it with
+ * `fl_message_stream_free`). `request_json` is as for `fl_client_stream_start`, sent with
+ * `"stream": false` (as Python's and Node's `create`); the request runs on the client's
+ * thread, with its retries and timeouts.
+ *
+ * Returns `FL_STATUS_OK` whenever the request was made, whatever its answer: read the
+ * response (the provider's JSON body) with `fl_message_stream_message`, which returns the
+ * failure's status instead when it failed (details in `fl_message_stream_error`), and its
+ * request id and measurements with `fl_message_stream_request_id` and
+ * `fl_message_stream_metrics`; `fl_message_stream_next_event` reports `FL_AGENT_NEXT_END`.
+ * Argument errors are as for `fl_client_stream_start` (`*out` is then not written).
+ *
+ * `cancel` may be NULL; cancelling it from another thread ends the wait at once (the request
+ * is dropped and its connection closed) with a failure of status `FL_STATUS_CANCELLED`.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `client` must be a live client; `request_json` must be valid for reads of `len` bytes;
+ * `cancel` must be NULL or a live token; `out` must be valid for a write.
+ */
+fl_status fl_client_create(const fl_client *client,
+                           const char *request_json,
+                           size_t len,
+                           const fl_cancel_token *cancel,
+                           fl_message_stream **out);
+
+/**
+ * Waits for the stream's next event and writes what it found into `*next`, with the event in
+ * `*event_json` / `*event_len` (the convention of `fl_agent_run_next_event`):
+ *
+ * - `FL_AGENT_NEXT_EVENT`: the view holds one event as a JSON object with a `type`: the
+ *   decoder's typed events, as `ferroloop decode --events`, `fl_decoder_next_event`, Python
+ *   and Node give them (`{"type":"text_delta","index":0,"text":"Hi"}`, `tool_use_ready`, ...);
+ *   `{"type":"retry","attempt":2,"status":529,"wait":512.0,"code":"overloaded","reason":...}`
+ *   when an attempt failed before anything was delivered and the client tries again
+ *   (`attempt`: the one about to be made, `wait` in milliseconds); and
+ *   `{"type":"stalled","elapsed":30000.0}` when no event came for the client's
+ *   `stall_notice_ms`.
+ * - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
+ * - `FL_AGENT_NEXT_END`: the stream has ended (succeeded, failed or was cancelled; the view is
+ *   empty), and every later call reports it again. Read the outcome with
+ *   `fl_message_stream_message` and `fl_message_stream_error`.
+ *
+ * `timeout_ms`: how long to wait, in milliseconds; 0 does not wait; a negative value waits as
+ * long as it takes (the client's own timeouts still end the stream). The response keeps
+ * arriving on the client's thread between two calls. The view is NUL-terminated, owned by the
+ * stream, and valid until the next call of this function or `fl_message_stream_free`.
+ *
+ * # Safety
+ * `stream` must be a live stream; `next`, `event_json` and `event_len` must be valid for
+ * writes.
+ */
+fl_status fl_message_stream_next_event(const fl_message_stream *stream,
+                                       int64_t timeout_ms,
+                                       fl_agent_next *next,
+                                       const char **event_json,
+                                       size_t *event_len);
+
+/**
+ * Writes into `*json` / `*len` the stream's final message, in the provider's non-streaming
+ * response shape (Anthropic's `{"id":...,"type":"message","content":[...],...}`, a chat
+ * completion, a Responses object): what `ferroloop decode` prints for the same stream; for
+ * `fl_client_create`, the response body. The view is NUL-terminated, owned by the stream, and
+ * valid until `fl_message_stream_free`.
+ *
+ * Returns `FL_STATUS_OK` for a stream that succeeded. For one that failed it returns the
+ * failure's status (as `fl_message_stream_error` does, with the message in
+ * `fl_last_error_message`) and still writes the view: the message received so far for a
+ * truncated (`FL_STATUS_TRUNCATED`) or cancelled (`FL_STATUS_CANCELLED`) stream, else `null`.
+ * `FL_STATUS_INVALID_STATE` before `fl_message_stream_next_event` reported the end.
+ *
+ * # Safety
+ * `stream` must be a live stream; `json` and `len` must be valid for writes.
+ */
+fl_status fl_message_stream_message(const fl_message_stream *stream,
+                                    const char **json,
+                                    size_t *len);
+
+/**
+ * Writes into `*error` how the stream ended, and returns the failure's status: `FL_STATUS_OK`
+ * (with `error->status` OK and `error->code` NULL) when it succeeded; otherwise that status,
+ * with the failure's message (the provider's, with its request id) recorded for
+ * `fl_last_error_message` on the calling thread. `error` is written in both cases. The request
+ * id is `fl_message_stream_request_id`. `FL_STATUS_INVALID_STATE` before the end (`error` is
+ * then not written).
+ *
+ * # Safety
+ * `stream` must be a live stream; `error` must be valid for a write.
+ */
+fl_status fl_message_stream_error(const fl_message_stream *stream, fl_client_error *error);
+
+/**
+ * Writes into `*id` / `*len` the request id of the response being read (the `request-id` or
+ * `x-request-id` header), known from the first event on, and after a failure that had headers
+ * (an HTTP 400 has one); an empty view (`len` 0) when there is none yet. After a retry it is
+ * the new attempt's. The view is NUL-terminated, owned by the stream, and valid until the
+ * next `fl_message_stream_next_event` or `fl_message_stream_free`.
+ *
+ * # Safety
+ * `stream` must be a live stream; `id` and `len` must be valid for writes.
+ */
+fl_status fl_message_stream_request_id(const fl_message_stream *stream,
+                                       const char **id,
+                                       size_t *len);
+
+/**
+ * Writes into `*metrics` the measurements of an ended request (time to first token, attempts,
+ * bytes, ...), as Python's `stream.metrics` and Node's `metrics`. `FL_STATUS_INVALID_STATE`
+ * before the end.
+ *
+ * # Safety
+ * `stream` must be a live stream; `metrics` must be valid for a write.
+ */
+fl_status fl_message_stream_metrics(const fl_message_stream *stream, fl_request_metrics *metrics);
+
+/**
+ * Cancels the request: its connection is closed and the stream ends (after the events already
+ * received) with a failure of status `FL_STATUS_CANCELLED` and code `aborted`, the message
+ * received so far kept. A thread waiting in `fl_message_stream_next_event` wakes up. No effect
+ * on a stream that has already ended. Idempotent.
+ *
+ * Thread-safe: any thread, at any time.
+ *
+ * # Safety
+ * `stream` must be a live stream.
+ */
+fl_status fl_message_stream_cancel(const fl_message_stream *stream);
+
+/**
+ * Releases a stream and every view it handed out. NULL is accepted and ignored. A stream that
+ * has not ended is cancelled: its request is dropped and its connection closed, without
+ * waiting for the server.
+ *
+ * # Safety
+ * `stream` must be NULL or a stream from `fl_client_stream_start` or `fl_client_create`, not
+ * freed yet, and no other call on it may be in progress; it must not be used afterwards.
+ */
+void fl_message_stream_free(fl_message_stream *stream);
 
 /**
  * The options that keep every default (`FL_CONTEXT_BUDGET_DEFAULT` buffers, no percentage).

@@ -76,7 +76,8 @@ struct RunState {
     event: String,
 }
 
-/// What `fl_agent_run_next_event` found.
+/// What `fl_agent_run_next_event` (or `fl_message_stream_next_event`, for a client's own
+/// request) found.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum fl_agent_next {
@@ -85,7 +86,8 @@ pub enum fl_agent_next {
     /// The next event of the run is in `event_json`.
     FL_AGENT_NEXT_EVENT = 1,
     /// The run has ended: its last event (`"type":"stop"`) was delivered by an earlier call.
-    /// Every later call reports this again.
+    /// Every later call reports this again. (A message stream: it has ended, however it ended;
+    /// read its outcome with `fl_message_stream_message` and `fl_message_stream_error`.)
     FL_AGENT_NEXT_END = 2,
 }
 

@@ -52,6 +52,23 @@ impl Drop for ClientShared {
 }
 
 impl ClientShared {
+    /// The core client.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Spawns `task` on the client's runtime (where every request of this client runs: its
+    /// connection pool must not be shared with runtimes the host drives, see the module doc).
+    pub(crate) fn spawn<F>(&self, task: F) -> FfiResult<tokio::task::JoinHandle<()>>
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.io
+            .as_ref()
+            .map(|io| io.spawn(task))
+            .ok_or_else(|| FfiError::state("the client's runtime is gone"))
+    }
+
     /// The client as the loop's model.
     pub(crate) fn model(self: &Arc<Self>) -> Arc<dyn Model> {
         Arc::new(ClientModel {

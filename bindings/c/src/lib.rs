@@ -21,6 +21,7 @@
 mod agent;
 mod boundary;
 mod client;
+mod client_stream;
 mod context;
 mod debug;
 mod decode;
@@ -40,6 +41,12 @@ pub use agent::{
 };
 pub use boundary::fl_last_error_message;
 pub use client::{fl_client, fl_client_free, fl_client_new};
+pub use client_stream::{
+    fl_client_create, fl_client_error, fl_client_stream_start, fl_message_stream,
+    fl_message_stream_cancel, fl_message_stream_error, fl_message_stream_free,
+    fl_message_stream_message, fl_message_stream_metrics, fl_message_stream_next_event,
+    fl_message_stream_request_id, fl_request_metrics,
+};
 pub use context::{
     FL_CONTEXT_BUDGET_DEFAULT, fl_context_budget, fl_context_budget_free, fl_context_budget_new,
     fl_context_budget_new_for_model, fl_context_budget_options, fl_context_budget_options_default,

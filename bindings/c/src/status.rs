@@ -38,12 +38,18 @@ pub enum fl_status {
     /// The operation was cancelled.
     FL_STATUS_CANCELLED = 9,
     /// The provider reported an error inside the stream (for example `overloaded_error` after
-    /// HTTP 200); the message names the provider's error type.
+    /// HTTP 200), or answered a client request with an error status (HTTP 400, 429, 529, ...);
+    /// the message names the provider's error type.
     FL_STATUS_PROVIDER_ERROR = 10,
+    /// A request could not reach the provider, or its connection broke before the response
+    /// began (refused, reset, closed before the headers, TLS or proxy failure).
+    FL_STATUS_CONNECTION_ERROR = 11,
+    /// A request's watchdog fired (connect, first byte, first event, idle or total timeout).
+    FL_STATUS_TIMEOUT = 12,
 }
 
 /// Every status, in numeric order.
-const ALL_STATUSES: [fl_status; 11] = [
+const ALL_STATUSES: [fl_status; 13] = [
     fl_status::FL_STATUS_OK,
     fl_status::FL_STATUS_NULL_ARGUMENT,
     fl_status::FL_STATUS_INVALID_UTF8,
@@ -55,6 +61,8 @@ const ALL_STATUSES: [fl_status; 11] = [
     fl_status::FL_STATUS_INVALID_STATE,
     fl_status::FL_STATUS_CANCELLED,
     fl_status::FL_STATUS_PROVIDER_ERROR,
+    fl_status::FL_STATUS_CONNECTION_ERROR,
+    fl_status::FL_STATUS_TIMEOUT,
 ];
 
 impl fl_status {
@@ -80,7 +88,11 @@ impl fl_status {
             fl_status::FL_STATUS_PANIC => "internal error (a panic was caught at the C boundary)",
             fl_status::FL_STATUS_INVALID_STATE => "the call is not valid in the current state",
             fl_status::FL_STATUS_CANCELLED => "the operation was cancelled",
-            fl_status::FL_STATUS_PROVIDER_ERROR => "the provider reported an error in the stream",
+            fl_status::FL_STATUS_PROVIDER_ERROR => {
+                "the provider reported an error (an error status, or an error event in the stream)"
+            }
+            fl_status::FL_STATUS_CONNECTION_ERROR => "the connection to the provider failed",
+            fl_status::FL_STATUS_TIMEOUT => "a request timed out",
         }
     }
 }

@@ -22,6 +22,8 @@ static void check_status_values(void) {
     CHECK(FL_STATUS_INVALID_STATE == 8);
     CHECK(FL_STATUS_CANCELLED == 9);
     CHECK(FL_STATUS_PROVIDER_ERROR == 10);
+    CHECK(FL_STATUS_CONNECTION_ERROR == 11);
+    CHECK(FL_STATUS_TIMEOUT == 12);
 }
 
 static void check_status_messages(void) {

@@ -1,0 +1,509 @@
+/*
+ * The streaming client alone through the C API (fl_client_stream_start, fl_client_create and
+ * fl_message_stream), against a loopback HTTP server (loopback.h):
+ *
+ * - a recorded Anthropic stream (tests/fixtures/anthropic/tool_use_response.sse, text and a
+ *   tool_use) served byte for byte: the events in order, each the JSON fl_decoder gives for the
+ *   same bytes, and the final message equal to tests/decode/expected/ (what `ferroloop decode`
+ *   prints for it); the request id from the header and the measurements;
+ * - a recorded OpenAI Chat Completions stream (tests/fixtures/openai-chat/2018feb66ae1.sse),
+ *   likewise;
+ * - an HTTP 529 then success: a `retry` event, then the answer;
+ * - an HTTP 400: a typed failure (FL_STATUS_PROVIDER_ERROR, class invalid_request, status 400,
+ *   the request id from the header, the provider's message);
+ * - a stream cut mid-way: truncated (cause `connection`), the partial message readable;
+ * - a cancel while a thread waits for the stream, a create cancelled through its token, and a
+ *   stream freed mid-way: each connection is closed;
+ * - a non-streaming create;
+ * - argument errors.
+ *
+ * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
+ *
+ * Usage: test_client REPO_ROOT
+ */
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "check.h"
+
+#include "json_text.h"
+#include "loopback.h"
+#include "workers.h"
+
+#define SSE "text/event-stream"
+#define EVENT(type, data) "event: " type "\ndata: " data "\n\n"
+
+static const char answer_stream[] =
+    EVENT("message_start",
+          "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"type\":\"message\","
+          "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"
+          "\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}")
+    EVENT("content_block_start",
+          "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+          "\"text\":\"\"}}")
+    EVENT("content_block_delta",
+          "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+          "\"text\":\"Hello.\"}}")
+    EVENT("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0}")
+    EVENT("message_delta",
+          "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+          "\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}")
+    EVENT("message_stop", "{\"type\":\"message_stop\"}");
+
+static const char answer_message[] =
+    "{\"id\":\"msg_2\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
+    "\"content\":[{\"type\":\"text\",\"text\":\"Hello.\"}],\"stop_reason\":\"end_turn\","
+    "\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":3}}";
+
+static const char overloaded_body[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+static const char bad_request_body[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+    "\"message\":\"max_tokens: 999999 > 64000, which is the maximum\"}}";
+
+static const char request[] = "{\"model\":\"claude-test\",\"max_tokens\":64,"
+                              "\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]}";
+
+static const char *root = ".";
+
+/* A client of `provider` at the server's port: no key from the environment, quick retries. */
+static fl_client *client_of(const char *provider, const server *s) {
+    char options[320];
+    snprintf(options, sizeof options,
+             "{\"provider\":\"%s\",\"from_env\":false,\"api_key\":\"test-key\","
+             "\"base_url\":\"http://127.0.0.1:%d\",\"max_retries\":2,"
+             "\"retry_base_delay_ms\":1,\"retry_max_delay_ms\":5}",
+             provider, s->port);
+    fl_client *client = NULL;
+    CHECK_OK(fl_client_new(options, strlen(options), &client));
+    return client;
+}
+
+static fl_client *client_for(const server *s) { return client_of("anthropic", s); }
+
+static fl_message_stream *start(fl_client *client) {
+    fl_message_stream *stream = NULL;
+    CHECK_OK(fl_client_stream_start(client, request, strlen(request), NULL, &stream));
+    CHECK(stream != NULL);
+    return stream;
+}
+
+/* Reads every event until the end into `events` (one per line); returns how many. */
+static int drain(fl_message_stream *stream, buffer *events) {
+    int count = 0;
+    for (;;) {
+        fl_agent_next next = FL_AGENT_NEXT_NONE;
+        const char *json = NULL;
+        size_t len = 0;
+        CHECK_OK(fl_message_stream_next_event(stream, HANG_GUARD_MS, &next, &json, &len));
+        if (next == FL_AGENT_NEXT_END) {
+            CHECK(len == 0);
+            return count;
+        }
+        if (next != FL_AGENT_NEXT_EVENT) {
+            CHECK(!"hang guard: no event");
+            return count;
+        }
+        CHECK(json[len] == '\0' && strncmp(json, "{\"type\":\"", 9) == 0);
+        buffer_append(events, json, len);
+        buffer_append_str(events, "\n");
+        count++;
+    }
+}
+
+/* The stream's message (status returned; the view in *json). */
+static fl_status message_of(fl_message_stream *stream, const char **json, size_t *len) {
+    *json = NULL;
+    *len = 0;
+    return fl_message_stream_message(stream, json, len);
+}
+
+static int request_id_is(fl_message_stream *stream, const char *expected) {
+    const char *id = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_message_stream_request_id(stream, &id, &len));
+    return id != NULL && text_equals(id, len, expected) && id[len] == '\0';
+}
+
+/* The typed events and the final message fl_decoder gives for `bytes`. */
+static void decode_all(const char *provider, const char *bytes, size_t len, buffer *events,
+                       char **message) {
+    fl_decoder *decoder = NULL;
+    CHECK_OK(fl_decoder_new(provider, strlen(provider), &decoder));
+    CHECK_OK(fl_decoder_feed(decoder, (const uint8_t *)bytes, len));
+    const char *json = NULL;
+    size_t json_len = 0;
+    bool has_event = false;
+    while (fl_decoder_next_event(decoder, &json, &json_len, &has_event) == FL_STATUS_OK &&
+           has_event) {
+        buffer_append(events, json, json_len);
+        buffer_append_str(events, "\n");
+    }
+    CHECK_OK(fl_decoder_finish(decoder, &json, &json_len));
+    *message = strip_json(json, json_len);
+    fl_decoder_free(decoder);
+}
+
+/* A recorded stream with text and a tool_use, served byte for byte. */
+static void recorded_stream(server *s, const char *fixture, size_t fixture_len) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    fl_client_free(client); /* the stream keeps what it needs */
+    buffer events = {0};
+    int count = drain(stream, &events);
+    buffer expected_events = {0};
+    char *decoded = NULL;
+    decode_all("anthropic", fixture, fixture_len, &expected_events, &decoded);
+    CHECK(count > 5);
+    CHECK(events.data != NULL && expected_events.data != NULL &&
+          strcmp(events.data, expected_events.data) == 0);
+    if (events.data != NULL && strstr(events.data, "tool_use_ready") == NULL) {
+        fprintf(stderr, "    events:\n%s\n", events.data);
+    }
+    /* In order: the text before the tool call is sealed. */
+    const char *text = events.data ? strstr(events.data, "{\"type\":\"text_delta\"") : NULL;
+    const char *sealed = events.data ? strstr(events.data, "{\"type\":\"tool_use_ready\"") : NULL;
+    CHECK(text != NULL && sealed != NULL && text < sealed);
+
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(stream, &json, &len));
+    CHECK(json != NULL && json[len] == '\0');
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/decode/expected/anthropic/tool_use_response.json", root);
+    size_t expected_len = 0;
+    char *expected_raw = read_file(path, &expected_len);
+    CHECK(expected_raw != NULL);
+    if (expected_raw != NULL && json != NULL) {
+        char *expected = strip_json(expected_raw, expected_len);
+        char *got = strip_json(json, len);
+        CHECK(json_equal(got, expected));
+        CHECK(decoded != NULL && json_equal(got, decoded));
+        free(expected);
+        free(got);
+    }
+    fl_client_error error;
+    CHECK_OK(fl_message_stream_error(stream, &error));
+    CHECK(error.status == FL_STATUS_OK && error.code == NULL && error.http_status == 0);
+    CHECK(request_id_is(stream, "req_test_0"));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
+    CHECK(metrics.attempts == 1);
+    CHECK(metrics.time_to_first_token_ms >= 0);
+    CHECK(metrics.bytes_received == fixture_len);
+    /* The end is reported again. */
+    fl_agent_next next = FL_AGENT_NEXT_NONE;
+    CHECK_OK(fl_message_stream_next_event(stream, 0, &next, &json, &len));
+    CHECK(next == FL_AGENT_NEXT_END);
+    fl_message_stream_free(stream);
+
+    char *requests = stop_server(s);
+    const char *each[2];
+    CHECK(split_requests(requests, each, 2) == 1);
+    CHECK(strncmp(each[0], "POST /v1/messages HTTP/1.1\r\n", 28) == 0);
+    CHECK(strstr(each[0], "\"stream\":true") != NULL);
+    free(requests);
+    free(expected_raw);
+    free(decoded);
+    buffer_free(&events);
+    buffer_free(&expected_events);
+}
+
+/* A recorded OpenAI Chat Completions stream (ending with `data: [DONE]`), served byte for byte:
+ * the same events as fl_decoder gives, the message of tests/decode/expected/. */
+static void recorded_chat_stream(server *s, const char *name, const char *fixture,
+                                 size_t fixture_len) {
+    fl_client *client = client_of("openai-chat", s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    CHECK(drain(stream, &events) > 0);
+    buffer expected_events = {0};
+    char *decoded = NULL;
+    decode_all("openai-chat", fixture, fixture_len, &expected_events, &decoded);
+    CHECK(events.data != NULL && expected_events.data != NULL &&
+          strcmp(events.data, expected_events.data) == 0);
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(stream, &json, &len));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/decode/expected/openai-chat/%s.json", root, name);
+    size_t expected_len = 0;
+    char *expected_raw = read_file(path, &expected_len);
+    CHECK(expected_raw != NULL && json != NULL);
+    if (expected_raw != NULL && json != NULL) {
+        char *expected = strip_json(expected_raw, expected_len);
+        char *got = strip_json(json, len);
+        CHECK(json_equal(got, expected));
+        CHECK(decoded != NULL && json_equal(got, decoded));
+        free(expected);
+        free(got);
+    }
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    /* The base URL is the API root (OpenAI's includes /v1): the client appends the path. */
+    CHECK(strstr(requests, "POST /chat/completions HTTP/1.1\r\n") != NULL);
+    free(requests);
+    free(expected_raw);
+    free(decoded);
+    buffer_free(&events);
+    buffer_free(&expected_events);
+}
+
+/* An HTTP 529, retried, then the answer. */
+static void retried(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    drain(stream, &events);
+    CHECK(events.data != NULL &&
+          strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":529,", 41) == 0);
+    CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(stream, &json, &len));
+    CHECK(json != NULL && text_equals(json, len, answer_message));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
+    CHECK(metrics.attempts == 2);
+    CHECK(request_id_is(stream, "req_test_1")); /* the answer's, not the 529's */
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+/* An HTTP 400: a typed failure. */
+static void bad_request(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    CHECK(drain(stream, &events) == 0); /* a 400 is not retried */
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_PROVIDER_ERROR);
+    CHECK(strstr(last_error(), "max_tokens: 999999 > 64000") != NULL);
+    CHECK(strstr(last_error(), "req_test_0") != NULL);
+    CHECK(error.status == FL_STATUS_PROVIDER_ERROR);
+    CHECK(error.code != NULL && strcmp(error.code, "invalid_request") == 0);
+    CHECK(error.cause_code == NULL);
+    CHECK(error.http_status == 400);
+    CHECK(request_id_is(stream, "req_test_0"));
+    const char *json;
+    size_t len;
+    CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_PROVIDER_ERROR);
+    CHECK(json != NULL && text_equals(json, len, "null"));
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+/* A stream cut mid-way: truncated, with the partial message. */
+static void cut(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    CHECK(drain(stream, &events) > 0);
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_TRUNCATED);
+    CHECK(error.code != NULL && strcmp(error.code, "stream_truncated") == 0);
+    CHECK(error.cause_code != NULL && strcmp(error.cause_code, "connection") == 0);
+    const char *json;
+    size_t len;
+    CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_TRUNCATED);
+    CHECK(json != NULL && strstr(json, "\"text\":\"I'll check the current weather in Paris for you.\"") != NULL);
+    CHECK(json != NULL && strstr(json, "\"stop_reason\":null") != NULL);
+    CHECK(request_id_is(stream, "req_test_0"));
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+static void *cancel_stream_later(void *stream) {
+    sleep_ms(50);
+    CHECK_OK(fl_message_stream_cancel(stream));
+    return NULL;
+}
+
+static void *cancel_token_later(void *token) {
+    sleep_ms(50);
+    CHECK_OK(fl_cancel_token_cancel(token));
+    return NULL;
+}
+
+/* Requests the server never answers: a cancel while a thread waits, a create cancelled by its
+ * token, a stream freed mid-way. Each connection is closed by the client. */
+static void cancellation(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = start(client);
+    fl_agent_next next = FL_AGENT_NEXT_EVENT;
+    const char *json;
+    size_t len = 1;
+    CHECK_OK(fl_message_stream_next_event(stream, 20, &next, &json, &len));
+    CHECK(next == FL_AGENT_NEXT_NONE && len == 0);
+    start_worker(cancel_stream_later, stream);
+    buffer events = {0};
+    CHECK(drain(stream, &events) == 0); /* woken by the cancel, not the hang guard */
+    join_workers();
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_CANCELLED);
+    CHECK(error.code != NULL && strcmp(error.code, "aborted") == 0);
+    CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_CANCELLED);
+    fl_message_stream_free(stream);
+
+    fl_cancel_token *token = NULL;
+    CHECK_OK(fl_cancel_token_new(&token));
+    start_worker(cancel_token_later, token);
+    fl_message_stream *created = NULL;
+    CHECK_OK(fl_client_create(client, request, strlen(request), token, &created));
+    join_workers();
+    CHECK(created != NULL);
+    CHECK_STATUS(fl_message_stream_error(created, &error), FL_STATUS_CANCELLED);
+    fl_message_stream_free(created);
+    fl_cancel_token_free(token);
+
+    /* Freed without being read: the request goes on the client's thread, then is dropped. */
+    stream = start(client);
+    sleep_ms(50);
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+
+    /* Wait (hang guard) for the server to see all three connections closed. */
+    char *requests = NULL;
+    for (int waited = 0; waited < HANG_GUARD_MS; waited += 50) {
+        int status = 0;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            s->pid = -1;
+            break;
+        }
+        sleep_ms(50);
+    }
+    if (s->pid > 0) {
+        requests = stop_server(s);
+    } else {
+        buffer all = {0};
+        char chunk[4096];
+        ssize_t n;
+        while ((n = read(s->requests_fd, chunk, sizeof chunk)) > 0) buffer_append(&all, chunk, (size_t)n);
+        close(s->requests_fd);
+        buffer_append_str(&all, "");
+        requests = all.data;
+    }
+    int closed = 0;
+    for (const char *at = strstr(requests, CLOSED_MARK); at != NULL;
+         at = strstr(at + 1, CLOSED_MARK)) {
+        closed++;
+    }
+    CHECK(closed == 3);
+    CHECK(strstr(requests, "\"stream\":false") != NULL); /* the create */
+    free(requests);
+    buffer_free(&events);
+}
+
+/* A non-streaming create: the response body, its request id, one attempt. */
+static void create(server *s) {
+    fl_client *client = client_for(s);
+    fl_message_stream *created = NULL;
+    CHECK_OK(fl_client_create(client, request, strlen(request), NULL, &created));
+    CHECK(created != NULL);
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(created, &json, &len));
+    CHECK(json != NULL && text_equals(json, len, answer_message));
+    fl_client_error error;
+    CHECK_OK(fl_message_stream_error(created, &error));
+    CHECK(request_id_is(created, "req_test_0"));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(created, &metrics));
+    CHECK(metrics.attempts == 1);
+    fl_agent_next next = FL_AGENT_NEXT_NONE;
+    CHECK_OK(fl_message_stream_next_event(created, 0, &next, &json, &len));
+    CHECK(next == FL_AGENT_NEXT_END);
+    fl_message_stream_free(created);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    CHECK(strstr(requests, "\"stream\":false") != NULL);
+    free(requests);
+}
+
+static void misuse(void) {
+    fl_client *client = NULL;
+    const char *options = "{\"from_env\":false,\"base_url\":\"http://127.0.0.1:9\"}";
+    CHECK_OK(fl_client_new(options, strlen(options), &client));
+    fl_message_stream *stream = NULL;
+    CHECK_STATUS(fl_client_stream_start(client, "[1]", 3, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "must be a JSON object") != NULL);
+    CHECK_STATUS(fl_client_stream_start(client, "{", 1, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_client_create(client, "\xff", 1, NULL, &stream), FL_STATUS_INVALID_UTF8);
+    CHECK_STATUS(fl_client_stream_start(NULL, request, strlen(request), NULL, &stream),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_client_stream_start(client, request, strlen(request), NULL, NULL),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK(stream == NULL);
+    CHECK_STATUS(fl_message_stream_cancel(NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_message_stream_free(NULL);
+    /* Nothing listens on port 9: the stream ends with a connection failure, and the getters
+     * refuse to answer before its end. */
+    CHECK_OK(fl_client_stream_start(client, request, strlen(request), NULL, &stream));
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_INVALID_STATE);
+    buffer events = {0};
+    drain(stream, &events);
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_CONNECTION_ERROR);
+    CHECK(error.code != NULL && strcmp(error.code, "connection") == 0);
+    char description[128];
+    size_t written = 0;
+    CHECK_OK(fl_status_message(FL_STATUS_TIMEOUT, description, sizeof description, &written));
+    CHECK(strcmp(description, "a request timed out") == 0);
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    buffer_free(&events);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) root = argv[1];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/anthropic/tool_use_response.sse", root);
+    size_t fixture_len = 0;
+    char *fixture = read_file(path, &fixture_len);
+    if (fixture == NULL) return 1;
+    const char *chat_name = "2018feb66ae1"; /* text and tool calls */
+    snprintf(path, sizeof path, "%s/tests/fixtures/openai-chat/%s.sse", root, chat_name);
+    size_t chat_len = 0;
+    char *chat = read_file(path, &chat_len);
+    if (chat == NULL) return 1;
+
+    const reply recorded_replies[] = {{"200 OK", SSE, fixture, 0}};
+    const reply chat_replies[] = {{"200 OK", SSE, chat, 0}};
+    const reply retry_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
+                                   {"200 OK", SSE, answer_stream, 0}};
+    const reply bad_request_replies[] = {{"400 Bad Request", "application/json", bad_request_body, 0}};
+    /* Cut in the middle of the tool input: after the text block. */
+    const char *tool_input = strstr(fixture, "\"partial_json\":\"on");
+    size_t cut_at = tool_input != NULL ? (size_t)(tool_input - fixture) : fixture_len / 2;
+    const reply cut_replies[] = {{"200 OK", SSE, fixture, cut_at}};
+    const reply held_replies[] = {{NULL, NULL, NULL, 0}, {NULL, NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
+    const reply create_replies[] = {{"200 OK", "application/json", answer_message, 0}};
+
+    /* The servers are forked before the library starts any thread. */
+    server recorded_server = start_server(recorded_replies, 1);
+    server chat_server = start_server(chat_replies, 1);
+    server retry_server = start_server(retry_replies, 2);
+    server bad_request_server = start_server(bad_request_replies, 1);
+    server cut_server = start_server(cut_replies, 1);
+    server held_server = start_server(held_replies, 3);
+    server create_server = start_server(create_replies, 1);
+
+    recorded_stream(&recorded_server, fixture, fixture_len);
+    recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
+    retried(&retry_server);
+    bad_request(&bad_request_server);
+    cut(&cut_server);
+    cancellation(&held_server);
+    create(&create_server);
+    misuse();
+    free(fixture);
+    free(chat);
+    return check_summary("test_client");
+}
