@@ -1127,7 +1127,7 @@ fl_status fl_client_create(const fl_client *client,
  * - `FL_AGENT_NEXT_EVENT`: the view holds one event as a JSON object with a `type`: the
  *   decoder's typed events, as `ferroloop decode --events`, `fl_decoder_next_event`, Python
  *   and Node give them (`{"type":"text_delta","index":0,"text":"Hi"}`, `tool_use_ready`, ...);
- *   `{"type":"retry","attempt":2,"status":529,"wait":512.0,"code":"overloaded","reason":...}`
+ *   `{"type":"retry","attempt":2,"status":529,"wait":512.0,"code":"overloaded","overloaded":true,"reason":...}`
  *   when an attempt failed before anything was delivered and the client tries again
  *   (`attempt`: the one about to be made, `wait` in milliseconds); and
  *   `{"type":"stalled","elapsed":30000.0}` when no event came for the client's

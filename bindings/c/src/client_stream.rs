@@ -190,7 +190,7 @@ fn millis(duration: Duration) -> f64 {
 
 /// The JSON of a stream item that is not the end, as the C API hands it out: the decoder's
 /// events as `ferroloop decode --events` prints them, retries and stall notices with
-/// durations in milliseconds (the agent's `retry` event, plus the failure's code and reason).
+/// durations in milliseconds (the agent's `retry` event, plus the failure's reason).
 fn item_json(item: &MessageItem) -> Result<String, serde_json::Error> {
     match item {
         MessageItem::Event(event) => serde_json::to_string(event),
@@ -200,6 +200,9 @@ fn item_json(item: &MessageItem) -> Result<String, serde_json::Error> {
             "status": retry.status,
             "wait": millis(retry.wait),
             "code": retry.code,
+            // The one reading of an overload (a 529, or the class without one), as in the
+            // agent's `retry` event and Python's and Node's client retries.
+            "overloaded": retry.overloaded(),
             "reason": retry.reason,
         })
         .to_string()),
@@ -559,7 +562,7 @@ pub unsafe extern "C" fn fl_client_create(
 /// - `FL_AGENT_NEXT_EVENT`: the view holds one event as a JSON object with a `type`: the
 ///   decoder's typed events, as `ferroloop decode --events`, `fl_decoder_next_event`, Python
 ///   and Node give them (`{"type":"text_delta","index":0,"text":"Hi"}`, `tool_use_ready`, ...);
-///   `{"type":"retry","attempt":2,"status":529,"wait":512.0,"code":"overloaded","reason":...}`
+///   `{"type":"retry","attempt":2,"status":529,"wait":512.0,"code":"overloaded","overloaded":true,"reason":...}`
 ///   when an attempt failed before anything was delivered and the client tries again
 ///   (`attempt`: the one about to be made, `wait` in milliseconds); and
 ///   `{"type":"stalled","elapsed":30000.0}` when no event came for the client's

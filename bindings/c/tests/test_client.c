@@ -259,6 +259,7 @@ static void retried(server *s) {
     CHECK(events.data != NULL &&
           strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":529,", 41) == 0);
     CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
+    CHECK(events.data != NULL && strstr(events.data, "\"overloaded\":true") != NULL);
     const char *json;
     size_t len;
     CHECK_OK(message_of(stream, &json, &len));
