@@ -350,33 +350,30 @@ pub unsafe extern "C" fn fl_agent_run_start(
     cancel: *const fl_cancel_token,
     out: *mut *mut fl_agent_run,
 ) -> fl_status {
-    boundary::run(|| {
-        // SAFETY: the caller's promises on `agent`, `messages_json` and `cancel`.
-        let (agent, json, cancel) = unsafe {
-            (
-                text::handle_ref(agent, "agent")?,
-                text::str_arg(messages_json, len, "messages_json")?,
-                cancel.as_ref(),
-            )
-        };
-        let out = Out::new(out, "out")?;
-        let messages = match serde_json::from_str(json) {
-            Ok(Value::Array(messages)) => messages,
-            Ok(_) => {
-                return Err(FfiError::invalid(
-                    "messages_json must be a JSON array of messages",
-                ));
-            }
-            Err(error) => {
-                return Err(FfiError::invalid(format!(
-                    "messages_json is not valid JSON: {error}"
-                )));
-            }
-        };
-        let run = start(agent, messages, cancel)?;
-        // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { out.write(Box::into_raw(run)) };
-        Ok(())
+    // SAFETY: the caller's promises on every argument, forwarded.
+    boundary::run(|| unsafe {
+        text::start_work(
+            (agent, "agent"),
+            (messages_json, len, "messages_json"),
+            cancel,
+            out,
+            |agent, json, cancel| {
+                let messages = match serde_json::from_str(json) {
+                    Ok(Value::Array(messages)) => messages,
+                    Ok(_) => {
+                        return Err(FfiError::invalid(
+                            "messages_json must be a JSON array of messages",
+                        ));
+                    }
+                    Err(error) => {
+                        return Err(FfiError::invalid(format!(
+                            "messages_json is not valid JSON: {error}"
+                        )));
+                    }
+                };
+                start(agent, messages, cancel)
+            },
+        )
     })
 }
 
@@ -397,21 +394,18 @@ pub unsafe extern "C" fn fl_agent_run_start_prompt(
     cancel: *const fl_cancel_token,
     out: *mut *mut fl_agent_run,
 ) -> fl_status {
-    boundary::run(|| {
-        // SAFETY: the caller's promises on `agent`, `prompt` and `cancel`.
-        let (agent, prompt, cancel) = unsafe {
-            (
-                text::handle_ref(agent, "agent")?,
-                text::str_arg(prompt, len, "prompt")?,
-                cancel.as_ref(),
-            )
-        };
-        let out = Out::new(out, "out")?;
-        let messages = vec![json!({"role": "user", "content": prompt})];
-        let run = start(agent, messages, cancel)?;
-        // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { out.write(Box::into_raw(run)) };
-        Ok(())
+    // SAFETY: the caller's promises on every argument, forwarded.
+    boundary::run(|| unsafe {
+        text::start_work(
+            (agent, "agent"),
+            (prompt, len, "prompt"),
+            cancel,
+            out,
+            |agent, prompt, cancel| {
+                let messages = vec![json!({"role": "user", "content": prompt})];
+                start(agent, messages, cancel)
+            },
+        )
     })
 }
 

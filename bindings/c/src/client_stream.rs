@@ -489,20 +489,15 @@ pub unsafe extern "C" fn fl_client_stream_start(
     cancel: *const fl_cancel_token,
     out: *mut *mut fl_message_stream,
 ) -> fl_status {
-    boundary::run(|| {
-        // SAFETY: the caller's promises on `client`, `request_json` and `cancel`.
-        let (client, json, cancel) = unsafe {
-            (
-                text::handle_ref(client, "client")?,
-                text::str_arg(request_json, len, "request_json")?,
-                cancel.as_ref(),
-            )
-        };
-        let out = Out::new(out, "out")?;
-        let stream = start(client, json, cancel, Mode::Stream)?;
-        // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { out.write(Box::into_raw(stream)) };
-        Ok(())
+    // SAFETY: the caller's promises on every argument, forwarded.
+    boundary::run(|| unsafe {
+        text::start_work(
+            (client, "client"),
+            (request_json, len, "request_json"),
+            cancel,
+            out,
+            |client, json, cancel| start(client, json, cancel, Mode::Stream),
+        )
     })
 }
 
@@ -535,24 +530,24 @@ pub unsafe extern "C" fn fl_client_create(
     cancel: *const fl_cancel_token,
     out: *mut *mut fl_message_stream,
 ) -> fl_status {
-    boundary::run(|| {
-        // SAFETY: the caller's promises on `client`, `request_json` and `cancel`.
-        let (client, json, cancel) = unsafe {
-            (
-                text::handle_ref(client, "client")?,
-                text::str_arg(request_json, len, "request_json")?,
-                cancel.as_ref(),
-            )
-        };
-        let out = Out::new(out, "out")?;
-        let stream = start(client, json, cancel, Mode::Create)?;
-        {
-            let mut state = stream.lock();
-            while fl_message_stream::next(&mut state, -1) != fl_agent_next::FL_AGENT_NEXT_END {}
-        }
-        // SAFETY: not NULL (checked) and writable (the caller's promise).
-        unsafe { out.write(Box::into_raw(stream)) };
-        Ok(())
+    // SAFETY: the caller's promises on every argument, forwarded.
+    boundary::run(|| unsafe {
+        text::start_work(
+            (client, "client"),
+            (request_json, len, "request_json"),
+            cancel,
+            out,
+            |client, json, cancel| {
+                let stream = start(client, json, cancel, Mode::Create)?;
+                {
+                    let mut state = stream.lock();
+                    while fl_message_stream::next(&mut state, -1)
+                        != fl_agent_next::FL_AGENT_NEXT_END
+                    {}
+                }
+                Ok(stream)
+            },
+        )
     })
 }
 

@@ -103,6 +103,36 @@ impl<T> Out<T> {
     }
 }
 
+/// The arguments of a call that starts work on a handle (a run of an agent, a request of a
+/// client): the handle, a UTF-8 text argument (a JSON body, a prompt) and an optional cancel
+/// token, checked in that order, then `out` for NULL; `make` builds the handle of the work,
+/// which is stored in `*out` (only on success).
+///
+/// # Safety
+/// `handle` must be NULL or a live `H`; `text` must be valid for reads of `len` bytes; `cancel`
+/// must be NULL or a live token; `out` must be NULL or valid for a write.
+pub(crate) unsafe fn start_work<H, T>(
+    (handle, handle_name): (*const H, &str),
+    (text, len, text_name): (*const c_char, usize, &str),
+    cancel: *const crate::exec::fl_cancel_token,
+    out: *mut *mut T,
+    make: impl FnOnce(&H, &str, Option<&crate::exec::fl_cancel_token>) -> FfiResult<Box<T>>,
+) -> FfiResult<()> {
+    // SAFETY: the caller's promises on `handle`, `text` and `cancel`.
+    let (handle, text, cancel) = unsafe {
+        (
+            handle_ref(handle, handle_name)?,
+            str_arg(text, len, text_name)?,
+            cancel.as_ref(),
+        )
+    };
+    let out = Out::new(out, "out")?;
+    let work = make(handle, text, cancel)?;
+    // SAFETY: not NULL (checked) and writable (the caller's promise).
+    unsafe { out.write(Box::into_raw(work)) };
+    Ok(())
+}
+
 /// Writes `text` into `buf` as a NUL-terminated string and its length (without the NUL) into
 /// `*written`. A buffer of `text.len()` bytes or fewer receives the longest prefix that ends on a
 /// character boundary and fits with its NUL, and the call fails with
