@@ -404,17 +404,55 @@ export declare class ToolExecutor {
   turn(): Turn
 }
 
-/** A typed event of a provider stream (`type` plus its fields, snake_case as on the wire). */
+/**
+ * A typed event of a provider stream (`type` plus its fields, snake_case as on the wire). The
+ * union is closed: every event the decoders produce is one of these members, so narrowing on
+ * `type` gives each member's fields their types (`e.type === 'text_delta'` makes `e.text` a
+ * string). An event type the decoder does not know arrives as `type: 'unknown'`, with the SSE
+ * event type in `event_type`. `index` is the content block index (Anthropic), the choice or tool
+ * call index (OpenAI Chat) or the output item index (OpenAI Responses).
+ */
 export type DecodeEvent =
+  /** The stream opened; `message` is the initial snapshot. */
   | { type: 'message_start'; message: Record<string, unknown> }
+  /** A content block (or output item) started, as announced (tool inputs empty). */
   | { type: 'block_start'; index: number; block: Record<string, unknown> }
+  /** Text appended to a text block. */
   | { type: 'text_delta'; index: number; text: string }
+  /** Refusal text appended (OpenAI). */
   | { type: 'refusal_delta'; index: number; refusal: string }
+  /** Thinking text appended. */
   | { type: 'thinking_delta'; index: number; thinking: string }
+  /** A thinking block's signature (replaces the previous one). */
   | { type: 'signature_delta'; index: number; signature: string }
+  /** A citation attached to a text block. */
+  | { type: 'citations_delta'; index: number; citation: Record<string, unknown> }
+  /** A fragment of a tool call's JSON input, as sent. */
+  | { type: 'input_json_delta'; index: number; partial_json: string }
+  /** A delta with no typed event of its own (Anthropic's `compaction_delta`, a new type), as sent. */
+  | { type: 'unknown_delta'; index: number; delta: Record<string, unknown> }
+  /** A content block (or output item) ended. */
+  | { type: 'block_stop'; index: number }
+  /**
+   * A tool call is complete and its input parsed: it may start now. `input` is `{}` when the
+   * model sent none, and a string for an OpenAI Responses custom tool call.
+   */
   | { type: 'tool_use_ready'; index: number; id: string; name: string; input: unknown }
+  /** A tool call ended but its input is not valid JSON: `error` is the parser's complaint. */
+  | { type: 'tool_use_invalid'; index: number; id: string; name: string; partial_json: string; error: string }
+  /** The output limit (or a streaming refusal) cut a tool call's input off: it must not run. */
   | { type: 'tool_use_truncated'; index: number; id: string; name: string; partial_json: string }
-  | { type: string; [key: string]: unknown }
+  /**
+   * Message-level changes: `delta` is Anthropic's `delta` object (`stop_reason`, ...) or
+   * OpenAI's `{ finish_reason }`; `usage` is the cumulative usage as sent, or null.
+   */
+  | { type: 'message_delta'; delta: Record<string, unknown>; usage: Record<string, unknown> | null }
+  /** The stream reached its end marker. */
+  | { type: 'message_stop' }
+  /** A keep-alive. */
+  | { type: 'ping' }
+  /** An event of a type the decoder does not know, passed through: its data parsed, or the text. */
+  | { type: 'unknown'; event_type: string; data: unknown }
 
 /** Options of {@link StreamDecoder}. */
 export interface StreamDecoderOptions {

@@ -351,3 +351,71 @@ test('finish() called again answers the same (the same message or the same error
   assert.deepEqual(partials[0], partials[1])
   assert.equal(partials[0].id, 'm')
 })
+
+/** The members of `DecodeEvent` in lib/index.d.ts: type → { field: declared type text }. */
+function declaredDecodeEvents() {
+  const dts = fs.readFileSync(path.join(__dirname, '..', 'lib', 'index.d.ts'), 'utf8')
+  const start = dts.indexOf('export type DecodeEvent =')
+  assert.ok(start >= 0, 'DecodeEvent in index.d.ts')
+  const body = dts.slice(start, dts.indexOf('\n\n', start))
+  const members = new Map()
+  for (const [, fields] of body.matchAll(/^\s*\| \{ (.*) \}$/gm)) {
+    const declared = {}
+    for (const field of fields.split('; ')) {
+      const colon = field.indexOf(': ')
+      declared[field.slice(0, colon)] = field.slice(colon + 2)
+    }
+    const type = /^'(\w+)'$/.exec(declared.type)
+    assert.ok(type, `a member with a literal type: ${fields}`)
+    delete declared.type
+    members.set(type[1], declared)
+  }
+  return members
+}
+
+test('every event the decoders produce is a member of the DecodeEvent type, with exactly its fields', () => {
+  const declared = declaredDecodeEvents()
+  assert.ok(declared.size >= 17, `${declared.size} members`)
+  // Hand-written events for the members no recorded stream has: a ping, a citation, a delta of
+  // an unknown type, an input that is not JSON, an event type the decoder does not know.
+  const sse = (type, data) => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+  let rare = sse('message_start', {
+    type: 'message_start',
+    message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model: 'm', stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } },
+  })
+  rare += sse('ping', { type: 'ping' })
+  rare += sse('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } })
+  rare += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'citations_delta', citation: { type: 'char_location', cited_text: 'x' } } })
+  rare += sse('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'future_delta', value: 1 } })
+  rare += sse('content_block_stop', { type: 'content_block_stop', index: 0 })
+  rare += sse('content_block_start', { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'toolu_1', name: 'read', input: {} } })
+  rare += sse('content_block_delta', { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"path": nope}' } })
+  rare += sse('content_block_stop', { type: 'content_block_stop', index: 1 })
+  rare += sse('future_event', { type: 'future_event', detail: 'x' })
+  rare += sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: 9 } })
+  rare += sse('message_stop', { type: 'message_stop' })
+  const streams = [...decodeCases(), { provider: 'anthropic', name: 'rare', bytes: Buffer.from(rare) }]
+  const seen = new Set()
+  for (const { provider, name, bytes } of streams) {
+    for (const size of [Infinity, 7]) {
+      for (const event of decodeAll(provider, bytes, size).events) {
+        const fields = declared.get(event.type)
+        assert.ok(fields, `${provider}/${name}: '${event.type}' is not a DecodeEvent member`)
+        const { type, ...rest } = event
+        assert.deepEqual(Object.keys(rest).sort(), Object.keys(fields).sort(), `${provider}/${name}: fields of '${type}'`)
+        for (const [field, declaredType] of Object.entries(fields)) {
+          const value = rest[field]
+          if (declaredType === 'string' || declaredType === 'number') {
+            assert.equal(typeof value, declaredType, `${type}.${field}`)
+          } else if (declaredType.startsWith('Record<')) {
+            const nullable = declaredType.endsWith('| null')
+            assert.ok((nullable && value === null) || (typeof value === 'object' && value !== null && !Array.isArray(value)), `${type}.${field}: ${JSON.stringify(value)}`)
+          }
+        }
+        seen.add(type)
+      }
+    }
+  }
+  const missing = [...declared.keys()].filter((type) => !seen.has(type))
+  assert.deepEqual(missing, [], 'every member is produced by some stream (the type declares nothing the decoders never send)')
+})
