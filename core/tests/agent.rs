@@ -640,6 +640,100 @@ async fn a_truncated_stream_is_discarded_and_the_turn_retried_once() {
     );
 }
 
+/// A failure announced after the response started (an overload, a server error, a rate limit)
+/// is what a broken stream is: the partial turn is discarded (its early calls cancelled) and
+/// the turn asked again once, under the same number, when no fallback model is configured.
+/// The same failures before anything streamed come after the client's own retries, and a
+/// lasting one (an invalid request) would come again: the run stops on those without another
+/// call. Before, an overload or an error event mid-stream ended the run at once.
+#[tokio::test]
+async fn a_transient_failure_mid_stream_asks_the_turn_again_once() {
+    const RATE_LIMITED: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Slow down\"}}\n\n";
+    const INVALID: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"Bad\"}}\n\n";
+    // (error event after a partial turn, or None for an overload before any event; stop
+    // reason; calls made; stop code)
+    let cases = [
+        (Some(OVERLOADED_EVENT), StopReason::EndTurn, 3, None),
+        (Some(RATE_LIMITED), StopReason::EndTurn, 3, None),
+        (Some(INVALID), StopReason::Error, 1, Some("invalid_request")),
+        (None, StopReason::Error, 1, Some("overloaded")),
+    ];
+    for (error, expected, calls, code) in cases {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let model = ScriptedModel::new(move |n, request| match n {
+            0 => {
+                let Some(error) = error else {
+                    return Err(ModelError::Overloaded {
+                        message: "HTTP 529 after 10 retries".into(),
+                    });
+                };
+                // Text and an eagerly started safe call stream, then the provider gives up.
+                let message = scripted_message(
+                    request,
+                    vec![
+                        text("Partial answer that must not stay."),
+                        call("t_sleep", "sleep", json!({"ms": 60_000})),
+                        call("t_read", "read", json!({"path": "never"})),
+                    ],
+                    "tool_use",
+                );
+                let sse = anthropic_sse(&message, 7);
+                let cut = sse.find("\"index\":2").unwrap();
+                let cut = sse[..cut].rfind("event:").unwrap();
+                Ok(Bytes::from(format!("{}{error}", &sse[..cut])))
+            }
+            1 => reply(
+                request,
+                vec![text("Again."), call("t1", "read", json!({"path": "a"}))],
+                "tool_use",
+            ),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        });
+        let model = Arc::new(model);
+        let agent = Agent::new(AgentConfig::new("m"), model.clone(), executor(log.clone()));
+        let events = tokio::time::timeout(Duration::from_secs(20), collect(&agent, "go"))
+            .await
+            .unwrap();
+        let case = format!("{error:?}");
+        let (reason, messages, turns) = stop(&events);
+        let (_, _, stop_code) = stop_code(&events);
+        assert_eq!((reason, stop_code), (expected, code), "{case}: {events:#?}");
+        assert_eq!(model.calls(), calls, "{case}");
+        common::assert_usage_events_add_up(&events);
+        common::assert_tool_events_add_up(&events);
+        assert!(
+            check_tool_pairing(&messages).is_ok(),
+            "{case}: {messages:#?}"
+        );
+        if expected == StopReason::EndTurn {
+            assert_eq!(turns, 2, "{case}");
+            // The turn asked again kept its number.
+            let starts: Vec<u32> = events
+                .iter()
+                .filter_map(|e| match e {
+                    AgentEvent::TurnStart { turn, .. } => Some(*turn),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(starts, [1, 1, 2], "{case}");
+            let history = serde_json::to_string(&messages).unwrap();
+            assert!(
+                !history.contains("Partial answer") && !history.contains("t_sleep"),
+                "{case}"
+            );
+            // The eagerly started call was cancelled and reported; the unsealed one never ran.
+            assert!(events.iter().any(|e| matches!(
+                e,
+                AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t_sleep"
+            )), "{case}");
+            assert!(
+                !log.lock().unwrap().iter().any(|l| l.contains("never")),
+                "{case}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn abort_during_tool_execution_leaves_valid_history() {
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -4549,24 +4643,26 @@ fn usage_tokens(events: &[AgentEvent]) -> Vec<(u64, u64)> {
 
 /// A call whose stream reported its usage at `message_start` and then failed with an error
 /// event (overloaded, a server error) was billed for its input like one that broke off: the
-/// totals count it and a `usage` event reports it, whether the run goes on with the fallback
-/// model or stops. Before, only a truncated stream's usage counted: these calls were in
-/// neither the totals nor the events.
+/// totals count it and a `usage` event reports it, whether the run goes on (with the fallback
+/// model, or asking the turn again once) or stops. Before, only a truncated stream's usage
+/// counted: these calls were in neither the totals nor the events.
 #[tokio::test]
 async fn a_call_failing_after_message_start_is_counted_and_reported() {
     const SERVER_ERROR: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal\"}}\n\n";
-    // (error event, fallback configured, stop reason, usage events expected)
+    // (error event, fallback configured, calls that fail, stop reason, usage events expected)
     let cases = [
-        (OVERLOADED_EVENT, true, StopReason::EndTurn, 2),
-        (OVERLOADED_EVENT, false, StopReason::Error, 1),
-        (SERVER_ERROR, false, StopReason::Error, 1),
+        (OVERLOADED_EVENT, true, 1, StopReason::EndTurn, 2),
+        (OVERLOADED_EVENT, false, 1, StopReason::EndTurn, 2),
+        (OVERLOADED_EVENT, false, 2, StopReason::Error, 2),
+        (SERVER_ERROR, false, 1, StopReason::EndTurn, 2),
+        (SERVER_ERROR, false, 2, StopReason::Error, 2),
     ];
-    for (error, fallback, expected, count) in cases {
+    for (error, fallback, failing, expected, count) in cases {
         let model = ScriptedModel::new(move |n, request| {
             let mut message = scripted_message(request, vec![text("Half an ans")], "end_turn");
             message["usage"] = json!({"input_tokens": 1_000, "output_tokens": 10});
             let sse = anthropic_sse(&message, 7);
-            if n == 0 {
+            if n < failing {
                 let cut = sse.find("event: message_delta").unwrap();
                 Ok(Bytes::from(format!("{}{error}", &sse[..cut])))
             } else {
@@ -4580,7 +4676,7 @@ async fn a_call_failing_after_message_start_is_counted_and_reported() {
         };
         let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
         let events = collect(&agent, "go").await;
-        let case = format!("{error:?} fallback {fallback}");
+        let case = format!("{error:?} fallback {fallback}, {failing} failing");
         assert_eq!(stop(&events).0, expected, "{case}: {events:#?}");
         assert_eq!(usage_tokens(&events).len(), count, "{case}: {events:#?}");
         assert_eq!(usage_tokens(&events)[0], (1_000, 1), "{case}");

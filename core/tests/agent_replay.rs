@@ -331,6 +331,69 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
     assert_eq!(usages, 2, "{events:#?}");
 }
 
+/// Anthropic over HTTP without a fallback model: an `overloaded_error` event after the
+/// response started (the client cannot retry it: something was delivered) has the loop ask the
+/// same model the same turn again, its partial turn discarded; the new call goes through the
+/// client's retries (a 529 first here). Before, the run stopped with `overloaded`.
+#[tokio::test]
+async fn an_overloaded_error_mid_stream_asks_the_turn_again_over_http() {
+    let partial = sse(
+        vec![
+            json!({"type": "text", "text": "Partial answer."}),
+            json!({"type": "tool_use", "id": "t_slow", "name": "read", "input": {"path": "slow"}}),
+            json!({"type": "tool_use", "id": "t_never", "name": "read", "input": {"path": "never"}}),
+        ],
+        "tool_use",
+    );
+    let cut = partial[..partial.find("\"index\":2").unwrap()]
+        .rfind("event:")
+        .unwrap();
+    let body = format!(
+        "{}event: error\ndata: {}\n\n",
+        &partial[..cut],
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    );
+    let server = serve(vec![
+        event_stream(body),
+        overloaded_529(),
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "Second try."})],
+            "end_turn",
+        )),
+    ])
+    .await;
+    let client = test_client(Provider::Anthropic, &server);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("claude-primary"),
+        Arc::new(client),
+        reading_tools(seen.clone()),
+    );
+    let events = run_events(&agent, "go").await;
+    let messages = ended_turn(&events);
+    assert_eq!(messages.len(), 2);
+    assert!(!serde_json::to_string(messages).unwrap().contains("Partial"));
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ToolFinished { tool_use_id, is_error: true, .. } if tool_use_id == "t_slow"
+    )));
+    assert!(!seen.lock().unwrap().iter().any(|p| p == "never"));
+    // The 529 of the second call was the client's to retry.
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::Retry {
+            status: Some(529),
+            ..
+        }
+    )));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        let body: Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(body["model"], "claude-primary");
+    }
+}
+
 /// The `ferroloop run` replay conversation, served as OpenAI Chat Completions chunks over
 /// loopback HTTP, with the real built-in tools on a temporary directory.
 #[cfg(feature = "tools")]

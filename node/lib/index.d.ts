@@ -819,7 +819,9 @@ export interface AgentOptions {
    * 529 retries, a retried `overloaded_error` event that came before anything was delivered
    * counting as one): the turn is retried once with it, and it answers for the rest of the run (a
    * `model_fallback` event). The built-in summariser's call counts and falls back alike (its
-   * summary is then asked of the fallback). Python's `fallback_model`. Default: no fallback.
+   * summary is then asked of the fallback). Python's `fallback_model`. Default: no fallback (an
+   * overload announced mid-stream, which the client cannot retry, then has the turn asked
+   * again once of the same model).
    */
   fallbackModel?: string
   /**

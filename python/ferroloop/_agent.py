@@ -135,7 +135,8 @@ class Agent:
     retries, a retried ``overloaded_error`` event that came before anything was delivered
     counting as one; 0: only when the call fails; the built-in summariser's call counts and
     falls back alike, and its summary is then asked of the fallback): the turn is retried once
-    with it, it answers for the
+    with it (without a ``fallback_model``, an overload announced mid-stream, which the client
+    cannot retry, has the turn asked again once of the same model), it answers for the
     rest of the run, and a ``model_fallback`` event (``call``: ``turn`` or ``compaction``,
     ``from``, ``to``, ``reason``:
     ``overloaded`` or ``repeated_529``, the latter for repeated 529s and overload events alike;

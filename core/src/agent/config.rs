@@ -112,7 +112,9 @@ pub struct AgentConfig {
     /// then answers for the rest of the run; history's thinking blocks are dropped at the
     /// switch (their signatures are bound to the model that made them). The built-in
     /// summariser's call falls back alike, and its summary is asked of this model. `None`: no
-    /// fallback.
+    /// fallback; an overload announced after the response started (an `overloaded_error`
+    /// event mid-stream, which the client cannot retry) is then a broken stream, and the turn is
+    /// asked again once of the same model; one after the client's retries stops the run.
     pub fallback_model: Option<String>,
     /// Consecutive HTTP 529 retries within one call after which the loop stops waiting for the
     /// model and falls back (default 3; 0: only when the call fails). Only with a

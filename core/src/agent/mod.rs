@@ -14,7 +14,10 @@
 //!   message, and calls started early are cancelled and reported; a prompt-too-long error leads
 //!   to one reactive compaction and a retry (none when compaction could not shrink the history:
 //!   a lone prompt without a compaction hook, or a summary call that failed — the run stops with
-//!   `prompt_too_long`); a truncated stream is discarded (its calls too) and the turn retried once.
+//!   `prompt_too_long`); a truncated stream is discarded (its calls too) and the turn retried
+//!   once, and so is one that failed after it started with a failure a new call may not meet
+//!   (an overload without a fallback model, a server error, a rate limit, a timeout: the client
+//!   retries those only while nothing was delivered).
 //! - Model fallback ([`AgentConfig::fallback_model`]): a call that fails with
 //!   [`ModelError::Overloaded`] after the client's retries, or that sees
 //!   [`AgentConfig::fallback_after_529_retries`] consecutive 529 retries, is discarded like a

@@ -71,7 +71,9 @@ pub enum ModelError {
     /// The provider is overloaded (HTTP 529 or an `overloaded_error`; OpenAI's "model is at
     /// capacity", `server_is_overloaded`), after the client's
     /// retries: the loop switches to the fallback model when one is configured, else stops with
-    /// `error`.
+    /// `error` — unless the overload came after the stream delivered an event (announced
+    /// mid-stream, which the client cannot retry): that turn is then asked again once, as a
+    /// truncated stream is.
     #[error("overloaded: {message}")]
     Overloaded {
         /// What the provider said.

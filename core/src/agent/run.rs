@@ -798,11 +798,14 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::Truncated { reason, .. } if !truncation_retry_done => {
+                        error
+                            if !truncation_retry_done
+                                && broke_off_transiently(&error, ttft.is_some()) =>
+                        {
                             if let Some(stop) = self.over_budget() {
                                 return stop;
                             }
-                            tracing::warn!(%reason, "stream truncated; retrying the turn once");
+                            tracing::warn!(%error, "stream broke off; retrying the turn once");
                             truncation_retry_done = true;
                             self.turns -= 1;
                             continue;
@@ -1935,6 +1938,27 @@ impl Driver {
             } else {
                 Summary::Text(text)
             };
+        }
+    }
+}
+
+/// Whether a failed call is one the loop asks again once, discarding what it streamed: a
+/// stream that broke off (truncated), or one that ended, after the response had started, with
+/// a failure a new call may not meet (an overload announced mid-stream, a server error, a rate
+/// limit, a timeout or a lost connection). The client retries such failures itself only while
+/// nothing was delivered; once the response started, it reports them (a truncated stream, or
+/// [`ModelError::Overloaded`]) and the new call goes through its retries again. Before
+/// anything was delivered, the same failures come after the client's own retries were spent,
+/// and the run stops (or switches to the fallback model) instead of spending them again.
+fn broke_off_transiently(error: &ModelError, delivered: bool) -> bool {
+    match error {
+        ModelError::Truncated { .. } => true,
+        other => {
+            delivered
+                && matches!(
+                    other.code(),
+                    "overloaded" | "server" | "rate_limited" | "timeout" | "connection"
+                )
         }
     }
 }
