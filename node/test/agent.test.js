@@ -601,6 +601,30 @@ test('fallbackModel takes over after repeated 529s: a model_fallback event, late
   assert.throws(() => new Agent(client, { model: 'm', fallbackAfter529Retries: -1 }), ferroloop.InvalidArgumentError)
 })
 
+test('an overload announced mid-stream asks the turn again of the same model without a fallback (as in Python)', async () => {
+  // The client cannot retry an `overloaded_error` event after the response started; without a
+  // fallback model the loop discards the partial turn and asks it again under its number
+  // (before, the run stopped with `overloaded`).
+  const full = anthropicEvents([{ type: 'text', text: 'Partial answer.' }])
+  const partial = full.slice(0, full.findIndex((e) => e.event === 'content_block_stop'))
+  partial.push({ event: 'error', data: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } })
+  const script = { responses: [{ body: { events: partial } }, { body: { events: anthropicEvents([{ type: 'text', text: 'Second try.' }]) } }] }
+  await withServer(
+    () => serveScript(script, { log: true }),
+    async (client, server) => {
+      const { stop, ofType } = await collect(new Agent(client, { model: 'm' }).run('go'))
+      assert.equal(stop.reason, 'end_turn', stop.error)
+      assert.equal(stop.turns, 1)
+      assert.deepEqual(ofType('turn_start').map((e) => e.turn), [1, 1])
+      assert.ok(!JSON.stringify(stop.messages).includes('Partial'))
+      assert.equal(stop.messages.at(-1).content[0].text, 'Second try.')
+      assert.equal(ofType('usage').length, 2)
+      const requests = await server.waitForRequests(2)
+      assert.deepEqual(requests.map((r) => JSON.parse(r.body).model), ['m', 'm'])
+    },
+  )
+})
+
 test('a switch to the fallback model is no cache_break (as in Python)', async () => {
   // The prompt cache is the model's: the fallback's first call reads none of the primary's,
   // which was reported as a `cache_break` (40000 -> 0, nothing in the prompt changed).

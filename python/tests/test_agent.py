@@ -508,6 +508,36 @@ async def test_keep_recent_tool_results_is_the_microcompact_setting_like_node(re
 
 
 @pytest.mark.asyncio
+async def test_an_overload_announced_mid_stream_asks_the_turn_again_without_a_fallback(replay: Replay) -> None:
+    # An `overloaded_error` event after the response started cannot be retried by the client
+    # (something was delivered): without a fallback model the loop discards the partial turn
+    # and asks the same model the same turn again, under its number (the core's rule; before,
+    # the run stopped with `overloaded`).
+    partial = anthropic_events([{"type": "text", "text": "Partial answer."}], stop_reason="end_turn", input_tokens=100)
+    partial = partial[: next(i for i, e in enumerate(partial) if e["event"] == "content_block_stop")]
+    partial.append({"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}})
+    server = replay(
+        {
+            "responses": [
+                {"body": {"events": partial}, "chunk_bytes": 97},
+                turn([{"type": "text", "text": "Second try."}], "end_turn"),
+            ]
+        }
+    )
+    async with client_for(server) as client:
+        agent = ferroloop.Agent(client, model="m")
+        events = [event async for event in agent.run("go")]
+    stop = events[-1]
+    assert (stop["reason"], stop["turns"]) == ("end_turn", 1), stop
+    assert [e["turn"] for e in events if e["type"] == "turn_start"] == [1, 1]
+    assert "Partial" not in json.dumps(stop["messages"])
+    assert stop["messages"][-1]["content"][0]["text"] == "Second try."
+    # The broken call was billed for its input: it has its `usage` event, as the second has.
+    assert [e["usage"]["input_tokens"] for e in events if e["type"] == "usage"] == [100, 10]
+    assert [json.loads(r["body"])["model"] for r in server.requests()] == ["m", "m"]
+
+
+@pytest.mark.asyncio
 async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: Replay) -> None:
     # The first turn reports a context near the window, so the loop compacts before the second:
     # the summary call's usage is a `usage` event with `call` "compaction" (the turns' say
