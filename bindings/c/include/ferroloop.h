@@ -195,7 +195,8 @@ typedef enum {
      */
     FL_TURN_EVENT_STARTED = 1,
     /**
-     * A tool reported progress (`json`: what it reported). C tools report none today.
+     * A tool reported progress (`json`: what it reported; a C tool reports it with
+     * `fl_tool_call_progress`). Comes between the call's `STARTED` and `FINISHED`.
      */
     FL_TURN_EVENT_PROGRESS = 2,
     /**
@@ -384,7 +385,8 @@ typedef struct fl_text_estimator fl_text_estimator;
 /**
  * A pending tool call (opaque), handed to the tool callback. The tool finishes it with
  * `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
- * releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
+ * releases it. Until then, `fl_tool_call_cancelled` may be polled and `fl_tool_call_progress`
+ * called from any thread.
  */
 typedef struct fl_tool_call fl_tool_call;
 
@@ -638,12 +640,14 @@ typedef struct {
  * turn, `fl_turn_next_event`), once per call, with the `userdata` given to
  * `fl_executor_add_tool`. The callback owns `call`: it must complete it exactly once with
  * `fl_tool_complete` or `fl_tool_complete_json`, either before returning or later from any
- * thread (for example a worker thread it hands the call to). It should return promptly: other
- * calls only start or finish while it is not running. A call that is never completed keeps
- * `fl_executor_run` waiting (up to the tool's timeout and the cleanup grace, when set), and its
- * turn from ending. It must return normally (no `longjmp`, no C++ exception) and must not run an
- * executor or drive a turn, nor free the executor whose run called it or the turn that called
- * it (see `fl_executor_run`, `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
+ * thread (for example a worker thread it hands the call to); until then it may poll
+ * `fl_tool_call_cancelled` and report progress with `fl_tool_call_progress`, from any thread
+ * too. It should return promptly: other calls only start or finish while it is not running. A
+ * call that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and
+ * the cleanup grace, when set), and its turn from ending. It must return normally (no
+ * `longjmp`, no C++ exception) and must not run an executor or drive a turn, nor free the
+ * executor whose run called it or the turn that called it (see `fl_executor_run`,
+ * `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
  */
 typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
 
@@ -1754,6 +1758,9 @@ fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
  * see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
  * run given a token cancelled earlier starts no call at all.
  *
+ * A batch run has no events: the progress its tools report (`fl_tool_call_progress`) is
+ * dropped. A streaming turn (`fl_turn_new`) reports it.
+ *
  * Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
  * during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
  * `FL_STATUS_INVALID_ARGUMENT`.
@@ -2143,6 +2150,40 @@ fl_status fl_tool_call_cancelled(const fl_tool_call *call,
                                  bool *cancelled);
 
 /**
+ * Reports progress of a call: `data_json` (`len` bytes of UTF-8) is one JSON value of any kind
+ * (`{"done":3,"of":10}`, `"indexing"`, `0.5`), what Python's and Node's `ctx.progress(data)`
+ * take. In a streaming turn it becomes an `FL_TURN_EVENT_PROGRESS` event of the call (its
+ * `index` and `tool_use_id`; `json`: the value written compactly, object keys in their order);
+ * in an agent run, a `tool_progress` event
+ * (`{"type":"tool_progress","tool_use_id":"toolu_1","data":{"done":3,"of":10}}`). It is
+ * delivered when the turn or run is next driven, in the order reported, and always before the
+ * call's `FL_TURN_EVENT_FINISHED` (`tool_finished`).
+ *
+ * Callable from any thread, any number of times, until the call is completed: in the tool
+ * callback, or from a worker the call was handed to. Progress is a report nobody has to
+ * receive: the function returns `FL_STATUS_OK` either way, and the progress is dropped
+ * - in `fl_executor_run` (a batch run has no events);
+ * - once the call's turn or run has ended, or was freed;
+ * - once the call has ended without its tool: its cleanup grace ran out after a cancellation
+ *   or a timeout (`FL_TURN_EVENT_DETACHED`).
+ *
+ * Progress reported after the call was cancelled (or timed out) is still delivered until the
+ * call ends, which is when its tool completes it or its cleanup grace runs out: a tool may
+ * report how it winds down.
+ *
+ * Returns `FL_STATUS_NULL_ARGUMENT` when `call` is NULL, or `data_json` is NULL with a non-zero
+ * `len`; `FL_STATUS_INVALID_UTF8` when the text is not UTF-8; `FL_STATUS_INVALID_ARGUMENT` when
+ * it is not exactly one JSON value (an empty text is not; whitespace around the value is
+ * fine), nests arrays or objects 128 deep or more, or `len` is above `PTRDIFF_MAX`. Nothing is
+ * reported then, and the call goes on (it must still be completed).
+ *
+ * # Safety
+ * `call` must be NULL or a live handle, not completed yet (no `fl_tool_complete` on it may run
+ * at the same time on another thread); `data_json` must be valid for reads of `len` bytes.
+ */
+fl_status fl_tool_call_progress(const fl_tool_call *call, const char *data_json, size_t len);
+
+/**
  * Starts a streaming turn on `executor` and stores it in `*out`. The caller owns it and
  * releases it with `fl_turn_free`.
  *
@@ -2218,11 +2259,12 @@ fl_status fl_turn_cancel(const fl_turn *turn);
  * nothing happens in time, the event is `FL_TURN_EVENT_NONE`. A turn that is never sealed never
  * ends: do not wait without a timeout unless another thread will seal or cancel it.
  *
- * Events of one call come in the order `STARTED`, `FINISHED`, `RESULT`; `RESULT` events come
- * in request order, each as soon as it and every result before it are ready (so they may come
- * before the turn is sealed); the other events come as they happen. After the last result of a
- * sealed turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of
- * this function or `fl_turn_free`.
+ * Events of one call come in the order `STARTED`, `PROGRESS` (any number, as the tool reports
+ * them with `fl_tool_call_progress`), `FINISHED`, `RESULT`; `RESULT` events come in request
+ * order, each as soon as it and every result before it are ready (so they may come before the
+ * turn is sealed); the other events come as they happen. After the last result of a sealed
+ * turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of this
+ * function or `fl_turn_free`.
  *
  * Thread-safety: one thread at a time per turn (a concurrent call, including one from the
  * turn's tool callback, returns `FL_STATUS_INVALID_STATE`). As with `fl_executor_run`, the tool

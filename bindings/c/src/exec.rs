@@ -94,12 +94,14 @@ pub struct fl_tool_invocation {
 /// turn, `fl_turn_next_event`), once per call, with the `userdata` given to
 /// `fl_executor_add_tool`. The callback owns `call`: it must complete it exactly once with
 /// `fl_tool_complete` or `fl_tool_complete_json`, either before returning or later from any
-/// thread (for example a worker thread it hands the call to). It should return promptly: other
-/// calls only start or finish while it is not running. A call that is never completed keeps
-/// `fl_executor_run` waiting (up to the tool's timeout and the cleanup grace, when set), and its
-/// turn from ending. It must return normally (no `longjmp`, no C++ exception) and must not run an
-/// executor or drive a turn, nor free the executor whose run called it or the turn that called
-/// it (see `fl_executor_run`, `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
+/// thread (for example a worker thread it hands the call to); until then it may poll
+/// `fl_tool_call_cancelled` and report progress with `fl_tool_call_progress`, from any thread
+/// too. It should return promptly: other calls only start or finish while it is not running. A
+/// call that is never completed keeps `fl_executor_run` waiting (up to the tool's timeout and
+/// the cleanup grace, when set), and its turn from ending. It must return normally (no
+/// `longjmp`, no C++ exception) and must not run an executor or drive a turn, nor free the
+/// executor whose run called it or the turn that called it (see `fl_executor_run`,
+/// `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
 pub type fl_tool_fn = Option<
     unsafe extern "C" fn(
         userdata: *mut c_void,
@@ -523,6 +525,9 @@ impl fl_executor {
 /// see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
 /// run given a token cancelled earlier starts no call at all.
 ///
+/// A batch run has no events: the progress its tools report (`fl_tool_call_progress`) is
+/// dropped. A streaming turn (`fl_turn_new`) reports it.
+///
 /// Returns `FL_STATUS_OK`, or `FL_STATUS_CANCELLED` when `cancel` was cancelled (before or
 /// during the run); in both cases the results are written. Bad input is `FL_STATUS_INVALID_UTF8` /
 /// `FL_STATUS_INVALID_ARGUMENT`.
@@ -832,7 +837,7 @@ pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::tool_call::fl_tool_complete;
+    use crate::tool_call::{fl_tool_call_cancelled, fl_tool_call_progress, fl_tool_complete};
     use ferroloop_core::exec::TurnHandle;
 
     /// One order of a C tool's callback, its reply and the turn's cancellation.
@@ -968,6 +973,173 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What the "reporter" tool does: progress in its callback, then from a worker after the
+    /// callback returned; with `after_cancel`, the worker waits for the call's cancellation first.
+    #[derive(Default)]
+    struct Reporter {
+        after_cancel: bool,
+        worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    }
+
+    fn report(call: *const fl_tool_call, data: &str) {
+        // SAFETY: a live handle; `data` readable for its length.
+        let status = unsafe { fl_tool_call_progress(call, data.as_ptr().cast(), data.len()) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+    }
+
+    unsafe extern "C" fn reporter_callback(
+        userdata: *mut c_void,
+        _invocation: *const fl_tool_invocation,
+        call: *mut fl_tool_call,
+    ) {
+        // SAFETY: the test's `Reporter`, alive for the whole run.
+        let reporter = unsafe { &*userdata.cast::<Reporter>() };
+        report(call, r#"{"step":"callback"}"#);
+        let after_cancel = reporter.after_cancel;
+        let call = call as usize;
+        let worker = std::thread::spawn(move || {
+            let call = call as *mut fl_tool_call;
+            if after_cancel {
+                let mut cancelled = false;
+                while !cancelled {
+                    // SAFETY: a live handle; a local.
+                    let status = unsafe { fl_tool_call_cancelled(call, &mut cancelled) };
+                    assert_eq!(status, fl_status::FL_STATUS_OK);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            report(call, r#"{"step":"worker","n":[1,2.5,"three"]}"#);
+            complete_ok(call);
+        });
+        *reporter.worker.lock().unwrap() = Some(worker);
+    }
+
+    fn reporter_executor(reporter: &Reporter) -> ToolExecutor {
+        let mut registry = ToolRegistry::new();
+        registry
+            .register(CTool {
+                name: "reporter".into(),
+                description: String::new(),
+                input_schema: None,
+                options: fl_tool_options_default(),
+                callback: reporter_callback,
+                userdata: UserData(std::ptr::from_ref(reporter).cast_mut().cast()),
+            })
+            .unwrap();
+        ToolExecutor::new(registry)
+    }
+
+    /// The events of a one-call turn of the "reporter" tool (cancelled once it started when
+    /// `after_cancel`), as (kind, data) pairs.
+    fn reporter_events(after_cancel: bool) -> Vec<(&'static str, Value)> {
+        use ferroloop_core::exec::TurnEvent;
+        let reporter = Reporter {
+            after_cancel,
+            ..Reporter::default()
+        };
+        let exec = reporter_executor(&reporter);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let events = runtime.block_on(async {
+            let mut turn = exec.turn();
+            turn.submit(ToolUse::new("toolu_r", "reporter", serde_json::json!({})))
+                .unwrap();
+            turn.seal();
+            let mut events = Vec::new();
+            while let Some(event) = turn.next_event().await {
+                let entry = match event {
+                    TurnEvent::Started { index, .. } => {
+                        assert_eq!(index, 0);
+                        if after_cancel {
+                            turn.handle().cancel();
+                        }
+                        ("started", Value::Null)
+                    }
+                    TurnEvent::Progress {
+                        index,
+                        tool_use_id,
+                        data,
+                    } => {
+                        assert_eq!((index, tool_use_id.as_str()), (0, "toolu_r"));
+                        ("progress", data)
+                    }
+                    TurnEvent::Finished { status, .. } => {
+                        ("finished", Value::from(status.as_str()))
+                    }
+                    TurnEvent::Result { result, .. } => ("result", Value::from(result.is_error)),
+                    TurnEvent::Detached { .. } => ("detached", Value::Null),
+                };
+                events.push(entry);
+            }
+            events
+        });
+        let worker = reporter.worker.lock().unwrap().take().unwrap();
+        worker.join().unwrap();
+        events
+    }
+
+    /// Progress from the callback and from a worker after the callback returned: each a
+    /// `Progress` event of the call with the data as given, in order, before its `Finished`.
+    #[test]
+    fn progress_of_a_c_tool_becomes_turn_events() {
+        let callback = serde_json::json!({"step": "callback"});
+        let worker = serde_json::json!({"step": "worker", "n": [1, 2.5, "three"]});
+        assert_eq!(
+            reporter_events(false),
+            vec![
+                ("started", Value::Null),
+                ("progress", callback.clone()),
+                ("progress", worker.clone()),
+                ("finished", Value::from("succeeded")),
+                ("result", Value::from(false)),
+            ]
+        );
+        // Reported after the call was cancelled, before the tool completed it: still delivered
+        // (the call ends when the tool completes it).
+        assert_eq!(
+            reporter_events(true),
+            vec![
+                ("started", Value::Null),
+                ("progress", callback),
+                ("progress", worker),
+                ("finished", Value::from("cancelled")),
+                ("result", Value::from(true)),
+            ]
+        );
+    }
+
+    /// A batch run has no events: the progress is dropped, the call completes as usual.
+    #[test]
+    fn progress_in_a_batch_run_is_dropped() {
+        let reporter = Reporter::default();
+        let exec = reporter_executor(&reporter);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let results = runtime
+            .block_on(exec.run(vec![ToolUse::new(
+                "toolu_r",
+                "reporter",
+                serde_json::json!({}),
+            )]))
+            .unwrap();
+        reporter
+            .worker
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(!results[0].is_error);
+        assert_eq!(results[0].content, ToolResultContent::Text("ok".into()));
     }
 
     fn add_defined(executor: *mut fl_executor, json: &str) -> fl_status {

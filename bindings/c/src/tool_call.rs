@@ -1,5 +1,5 @@
-//! A tool call handed to C: the completion handle a C tool finishes from any thread, and the
-//! cancellation flag it polls.
+//! A tool call handed to C: the completion handle a C tool finishes from any thread, the
+//! cancellation flag it polls, and the progress it reports.
 //!
 //! Both are the core's answer channel for the call, in hand-off mode
 //! ([`ToolContext::answer_channel_in_hand_off`]): the handle holds the sender, the executor's
@@ -9,10 +9,15 @@
 //! cancellation that landed once the callback returned is the cancellation's. The receiver being
 //! dropped (the executor gave up on the call) is what `fl_tool_call_cancelled` reports besides
 //! the token.
+//!
+//! Progress goes through the call's [`ProgressSender`] (the core's, as for Python and Node
+//! tools): it becomes a `Progress` event of the call's turn when the turn produces events (a
+//! streaming turn, an agent run), and is dropped otherwise (a batch run, a turn that has ended,
+//! a call already answered).
 
 use std::ffi::c_char;
 
-use ferroloop_core::exec::{AnswerReceiver, AnswerSender, ToolContext};
+use ferroloop_core::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
 
 use crate::boundary::{self, FfiError};
 use crate::status::fl_status;
@@ -20,9 +25,11 @@ use crate::text::{self, Out};
 
 /// A pending tool call (opaque), handed to the tool callback. The tool finishes it with
 /// `fl_tool_complete` (or `fl_tool_complete_json`) exactly once, from any thread, which also
-/// releases it. Until then, `fl_tool_call_cancelled` may be polled from any thread.
+/// releases it. Until then, `fl_tool_call_cancelled` may be polled and `fl_tool_call_progress`
+/// called from any thread.
 pub struct fl_tool_call {
     sender: AnswerSender<ToolReply>,
+    progress: ProgressSender,
 }
 
 /// The content of a tool's reply.
@@ -62,7 +69,10 @@ impl PendingCall {
     /// tool receives the handle (which it owns until it completes it).
     pub(crate) fn new(ctx: &ToolContext) -> (Self, *mut fl_tool_call) {
         let (sender, receiver) = ctx.answer_channel_in_hand_off();
-        let handle = Box::new(fl_tool_call { sender });
+        let handle = Box::new(fl_tool_call {
+            sender,
+            progress: ctx.progress_sender(),
+        });
         (Self { receiver }, Box::into_raw(handle))
     }
 
@@ -206,6 +216,57 @@ pub unsafe extern "C" fn fl_tool_call_cancelled(
     })
 }
 
+/// Reports progress of a call: `data_json` (`len` bytes of UTF-8) is one JSON value of any kind
+/// (`{"done":3,"of":10}`, `"indexing"`, `0.5`), what Python's and Node's `ctx.progress(data)`
+/// take. In a streaming turn it becomes an `FL_TURN_EVENT_PROGRESS` event of the call (its
+/// `index` and `tool_use_id`; `json`: the value written compactly, object keys in their order);
+/// in an agent run, a `tool_progress` event
+/// (`{"type":"tool_progress","tool_use_id":"toolu_1","data":{"done":3,"of":10}}`). It is
+/// delivered when the turn or run is next driven, in the order reported, and always before the
+/// call's `FL_TURN_EVENT_FINISHED` (`tool_finished`).
+///
+/// Callable from any thread, any number of times, until the call is completed: in the tool
+/// callback, or from a worker the call was handed to. Progress is a report nobody has to
+/// receive: the function returns `FL_STATUS_OK` either way, and the progress is dropped
+/// - in `fl_executor_run` (a batch run has no events);
+/// - once the call's turn or run has ended, or was freed;
+/// - once the call has ended without its tool: its cleanup grace ran out after a cancellation
+///   or a timeout (`FL_TURN_EVENT_DETACHED`).
+///
+/// Progress reported after the call was cancelled (or timed out) is still delivered until the
+/// call ends, which is when its tool completes it or its cleanup grace runs out: a tool may
+/// report how it winds down.
+///
+/// Returns `FL_STATUS_NULL_ARGUMENT` when `call` is NULL, or `data_json` is NULL with a non-zero
+/// `len`; `FL_STATUS_INVALID_UTF8` when the text is not UTF-8; `FL_STATUS_INVALID_ARGUMENT` when
+/// it is not exactly one JSON value (an empty text is not; whitespace around the value is
+/// fine), nests arrays or objects 128 deep or more, or `len` is above `PTRDIFF_MAX`. Nothing is
+/// reported then, and the call goes on (it must still be completed).
+///
+/// # Safety
+/// `call` must be NULL or a live handle, not completed yet (no `fl_tool_complete` on it may run
+/// at the same time on another thread); `data_json` must be valid for reads of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_tool_call_progress(
+    call: *const fl_tool_call,
+    data_json: *const c_char,
+    len: usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `call` and `data_json`.
+        let (call, json) = unsafe {
+            (
+                text::handle_ref(call, "call")?,
+                text::str_arg(data_json, len, "data_json")?,
+            )
+        };
+        let data = serde_json::from_str::<serde_json::Value>(json)
+            .map_err(|error| FfiError::invalid(format!("data_json is not valid JSON: {error}")))?;
+        call.progress.send(data);
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -311,6 +372,118 @@ mod tests {
             reply.content,
             ReplyContent::Json(serde_json::json!([{"type": "text", "text": "hi"}]))
         );
+    }
+
+    fn progress(call: *const fl_tool_call, data: &[u8]) -> fl_status {
+        // SAFETY: a live handle (or NULL); `data` readable for its length.
+        unsafe { fl_tool_call_progress(call, data.as_ptr().cast(), data.len()) }
+    }
+
+    /// Outside a turn, progress goes nowhere; bad data is refused with its status and message,
+    /// and leaves the call as it was.
+    #[test]
+    fn progress_arguments_are_checked() {
+        let (pending, handle) = new_call(&CancellationToken::new());
+        for data in [
+            &b"{\"done\":1,\"of\":2}"[..],
+            b"\"indexing\"",
+            b"0.5",
+            b"null",
+            b"[1,[2]]",
+            b" true\n",
+        ] {
+            assert_eq!(progress(handle, data), fl_status::FL_STATUS_OK, "{data:?}");
+        }
+        let refused: [(&[u8], fl_status, &str); 5] = [
+            (b"", fl_status::FL_STATUS_INVALID_ARGUMENT, "not valid JSON"),
+            (
+                b"{\"a\":",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "not valid JSON",
+            ),
+            (
+                b"1 2",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "trailing characters",
+            ),
+            (
+                b"{a:1}",
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "not valid JSON",
+            ),
+            (
+                b"\"\xff\"",
+                fl_status::FL_STATUS_INVALID_UTF8,
+                "`data_json` is not valid UTF-8",
+            ),
+        ];
+        for (data, status, message) in refused {
+            assert_eq!(progress(handle, data), status, "{data:?}");
+            let error = crate::boundary::last_error_for_tests();
+            assert!(error.contains(message), "{data:?}: {error}");
+        }
+        // Nesting: 127 levels are fine, 128 reach the parser's recursion limit.
+        let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        assert_eq!(
+            progress(handle, deep(127).as_bytes()),
+            fl_status::FL_STATUS_OK
+        );
+        assert_eq!(
+            progress(handle, deep(128).as_bytes()),
+            fl_status::FL_STATUS_INVALID_ARGUMENT
+        );
+        // SAFETY: NULL with a length, and an impossible length, are checked before any read.
+        unsafe {
+            assert_eq!(
+                fl_tool_call_progress(handle, std::ptr::null(), 1),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                crate::boundary::last_error_for_tests(),
+                "argument `data_json` must not be NULL"
+            );
+            assert_eq!(
+                fl_tool_call_progress(handle, std::ptr::null(), 0),
+                fl_status::FL_STATUS_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                fl_tool_call_progress(handle, "1".as_ptr().cast(), usize::MAX),
+                fl_status::FL_STATUS_INVALID_ARGUMENT
+            );
+            assert_eq!(
+                fl_tool_call_progress(std::ptr::null(), "1".as_ptr().cast(), 1),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                crate::boundary::last_error_for_tests(),
+                "argument `call` must not be NULL"
+            );
+        }
+        // The call goes on: not cancelled, completed as usual.
+        assert!(!cancelled(handle));
+        // SAFETY: completed once, with 2 readable bytes.
+        let status = unsafe { fl_tool_complete(handle, "ok".as_ptr().cast(), 2, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(
+            block_on(pending.reply()).content,
+            ReplyContent::Text("ok".into())
+        );
+    }
+
+    /// A cancelled call, and one the executor gave up on, still take progress (it goes
+    /// nowhere here).
+    #[test]
+    fn progress_after_cancellation_is_accepted() {
+        let token = CancellationToken::new();
+        let (pending, handle) = new_call(&token);
+        token.cancel();
+        assert_eq!(progress(handle, b"\"stopping\""), fl_status::FL_STATUS_OK);
+        drop(pending);
+        assert!(cancelled(handle));
+        assert_eq!(progress(handle, b"\"stopped\""), fl_status::FL_STATUS_OK);
+        // SAFETY: completed once; the reply is dropped since nobody waits.
+        let status = unsafe { fl_tool_complete(handle, std::ptr::null(), 0, false) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
     }
 
     #[test]

@@ -67,7 +67,8 @@ pub enum fl_turn_event_kind {
     FL_TURN_EVENT_NONE = 0,
     /// A call was admitted and its tool started (`duration_ms`: how long it waited).
     FL_TURN_EVENT_STARTED = 1,
-    /// A tool reported progress (`json`: what it reported). C tools report none today.
+    /// A tool reported progress (`json`: what it reported; a C tool reports it with
+    /// `fl_tool_call_progress`). Comes between the call's `STARTED` and `FINISHED`.
     FL_TURN_EVENT_PROGRESS = 2,
     /// A call ended, in completion order (`status`, `duration_ms`: how long it ran). Every
     /// call gets exactly one, started or not.
@@ -310,11 +311,12 @@ pub unsafe extern "C" fn fl_turn_cancel(turn: *const fl_turn) -> fl_status {
 /// nothing happens in time, the event is `FL_TURN_EVENT_NONE`. A turn that is never sealed never
 /// ends: do not wait without a timeout unless another thread will seal or cancel it.
 ///
-/// Events of one call come in the order `STARTED`, `FINISHED`, `RESULT`; `RESULT` events come
-/// in request order, each as soon as it and every result before it are ready (so they may come
-/// before the turn is sealed); the other events come as they happen. After the last result of a
-/// sealed turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of
-/// this function or `fl_turn_free`.
+/// Events of one call come in the order `STARTED`, `PROGRESS` (any number, as the tool reports
+/// them with `fl_tool_call_progress`), `FINISHED`, `RESULT`; `RESULT` events come in request
+/// order, each as soon as it and every result before it are ready (so they may come before the
+/// turn is sealed); the other events come as they happen. After the last result of a sealed
+/// turn comes `FL_TURN_EVENT_END`. The views of `*event` are valid until the next call of this
+/// function or `fl_turn_free`.
 ///
 /// Thread-safety: one thread at a time per turn (a concurrent call, including one from the
 /// turn's tool callback, returns `FL_STATUS_INVALID_STATE`). As with `fl_executor_run`, the tool

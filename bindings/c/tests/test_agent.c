@@ -7,6 +7,8 @@
  * - cancellation while a tool blocks (fl_agent_run_cancel, a cancel token), and a run freed
  *   while its tool blocks: the tool sees the cancellation, the run stops `aborted`, nothing
  *   leaks or hangs;
+ * - a tool reporting progress from its callback and from a worker: `tool_progress` events
+ *   with its data, between its `tool_started` and `tool_finished`; also after a cancellation;
  * - a built-in tool (`read` in a workspace) beside them;
  * - two runs of one agent driven on two threads at once;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
@@ -91,6 +93,7 @@ static const char answer_turn[] =
 
 static const char weather_turn[] = TOOL_TURN("weather", "toolu_01NRLabsLyVHZPKxbKvkfSMn");
 static const char slow_turn[] = TOOL_TURN("slow", "toolu_slow");
+static const char report_turn[] = TOOL_TURN("report", "toolu_report");
 static const char read_turn[] =
     TOOL_TURN_INPUT("read", "toolu_read", "{\\\"file_path\\\": ", "\\\"notes.txt\\\"}");
 
@@ -102,6 +105,10 @@ static const reply cancel_replies[] = {
     {"200 OK", SSE, slow_turn, 0},
     {"200 OK", SSE, slow_turn, 0},
     {"200 OK", SSE, slow_turn, 0},
+};
+static const reply progress_replies[] = {
+    {"200 OK", SSE, report_turn, 0},
+    {"200 OK", SSE, answer_turn, 0},
 };
 static const reply builtin_replies[] = {
     {"200 OK", SSE, read_turn, 0},
@@ -166,6 +173,9 @@ static void *slow_worker(void *arg) {
         if (!cancelled) sleep_ms(1);
     }
     if (cancelled) slow_saw_cancel++;
+    /* Reported while the tool winds down: a `tool_progress` event before its `tool_finished`
+     * (dropped once the run was freed: accepted either way). */
+    CHECK_OK(fl_tool_call_progress(call, "{\"stopping\":true}", 17));
     CHECK_OK(fl_tool_complete(call, "stopped", 7, true));
     return NULL;
 }
@@ -175,6 +185,28 @@ static void slow(void *userdata, const fl_tool_invocation *invocation, fl_tool_c
     (void)invocation;
     slow_started++;
     start_worker(slow_worker, call);
+}
+
+/* "report" (safe): reports progress from its callback, then from a worker once the callback
+ * has returned; the worker completes the call. */
+#define REPORT_FROM_CALLBACK "{\"stage\":\"looking up\",\"city\":\"Paris\"}"
+#define REPORT_FROM_WORKER "{\"stage\": \"found\", \"temp_c\": 21.5, \"sources\": [1, 2]}"
+
+static void *report_worker(void *arg) {
+    fl_tool_call *call = arg;
+    sleep_ms(20); /* well after the callback returned */
+    CHECK_OK(fl_tool_call_progress(call, REPORT_FROM_WORKER, strlen(REPORT_FROM_WORKER)));
+    CHECK_OK(fl_tool_complete(call, "sunny, 21C", 10, false));
+    return NULL;
+}
+
+static void report(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    CHECK_OK(fl_tool_call_progress(call, REPORT_FROM_CALLBACK, strlen(REPORT_FROM_CALLBACK)));
+    /* Not JSON: refused, nothing is sent. */
+    CHECK_STATUS(fl_tool_call_progress(call, "{", 1), FL_STATUS_INVALID_ARGUMENT);
+    start_worker(report_worker, call);
 }
 
 /* ---- helpers ---- */
@@ -343,6 +375,51 @@ static void round_trip(server *s) {
     free(requests);
 }
 
+/* A tool's progress: `tool_progress` events with its data (written compactly), in order, between
+ * the call's `tool_started` and `tool_finished`. */
+static void progress(server *s) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    fl_tool_options options = fl_tool_options_default();
+    options.concurrency_safe = true;
+    CHECK_OK(fl_executor_add_tool(executor, "report", 6, &options, report, NULL));
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, executor);
+    fl_agent_run *run = NULL;
+    const char *prompt = "Weather in Paris?";
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    join_workers();
+
+    int started = find_event(&log, "\"type\":\"tool_started\"", 0);
+    int first = find_event(&log, "\"type\":\"tool_progress\"", 0);
+    int second = find_event(&log, "\"type\":\"tool_progress\"", first + 1);
+    int finished = find_event(&log, "\"type\":\"tool_finished\"", 0);
+    CHECK(started >= 0 && first > started && second > first && finished > second);
+    CHECK(find_event(&log, "\"type\":\"tool_progress\"", second + 1) == -1);
+    CHECK(first >= 0 && strcmp(log.events[first],
+                               "{\"type\":\"tool_progress\",\"tool_use_id\":\"toolu_report\","
+                               "\"data\":" REPORT_FROM_CALLBACK "}") == 0);
+    CHECK(second >= 0 && strcmp(log.events[second],
+                                "{\"type\":\"tool_progress\",\"tool_use_id\":\"toolu_report\","
+                                "\"data\":{\"stage\":\"found\",\"temp_c\":21.5,"
+                                "\"sources\":[1,2]}}") == 0);
+    CHECK(finished >= 0 && strstr(log.events[finished], "\"status\":\"succeeded\"") != NULL);
+    CHECK(log.count > 0 && strstr(log.events[log.count - 1], "\"reason\":\"end_turn\"") != NULL);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    fl_executor_free(executor);
+    log_free(&log);
+    char *requests = stop_server(s);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2);
+    /* Progress is for the host: the model sees the result only. */
+    CHECK(strstr(each[1], "sunny, 21C") != NULL && strstr(each[1], "looking up") == NULL);
+    free(requests);
+}
+
 /* Cancels the run (or its token) once its tool has started. */
 typedef struct {
     fl_cancel_token *token; /* NULL: fl_agent_run_cancel */
@@ -362,8 +439,12 @@ static void cancel_on_tool_start(fl_agent_run *run, const char *json, void *data
 }
 
 static void cancellation(server *s) {
+    /* A cancelled call ends when its tool completes it, unless the cleanup grace runs out
+     * first: a grace as long as the hang guard keeps it a guard. */
+    fl_executor_options executor_options = fl_executor_options_default();
+    executor_options.cleanup_grace_ms = HANG_GUARD_MS;
     fl_executor *executor = NULL;
-    CHECK_OK(fl_executor_new(NULL, &executor));
+    CHECK_OK(fl_executor_new(&executor_options, &executor));
     CHECK_OK(fl_executor_add_tool(executor, "slow", 4, NULL, slow, NULL));
     fl_client *client = new_client(s->port);
     fl_agent *agent = new_agent(client, executor);
@@ -383,6 +464,11 @@ static void cancellation(server *s) {
         int finished = find_event(&log, "\"type\":\"tool_finished\"", 0);
         int stop = find_event(&log, "\"type\":\"stop\"", 0);
         CHECK(finished >= 0 && strstr(log.events[finished], "\"status\":\"cancelled\"") != NULL);
+        /* The progress the tool reported once cancelled, before it completed the call. */
+        int stopping = find_event(&log, "\"type\":\"tool_progress\"", 0);
+        CHECK(stopping >= 0 && stopping < finished &&
+              strcmp(log.events[stopping], "{\"type\":\"tool_progress\",\"tool_use_id\":"
+                                           "\"toolu_slow\",\"data\":{\"stopping\":true}}") == 0);
         CHECK(stop == log.count - 1 && stop > finished);
         CHECK(stop >= 0 && strstr(log.events[stop], "\"reason\":\"aborted\"") != NULL);
         /* The history stays valid for the API: the call is answered. */
@@ -592,6 +678,7 @@ int main(void) {
     /* The servers are forked before the library starts any thread. */
     server round_trip_server = start_server(round_trip_replies, 2);
     server cancel_server = start_server(cancel_replies, 3);
+    server progress_server = start_server(progress_replies, 2);
     server builtin_server = start_server(builtin_replies, 2);
     server parallel_server = start_server(parallel_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
@@ -599,6 +686,7 @@ int main(void) {
 
     round_trip(&round_trip_server);
     cancellation(&cancel_server);
+    progress(&progress_server);
     builtin_tool(&builtin_server);
     parallel(&parallel_server);
     bad_request(&bad_request_server);

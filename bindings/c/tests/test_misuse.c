@@ -189,7 +189,8 @@ static void free_token_tool(void *userdata, const fl_tool_invocation *invocation
 }
 
 /* Calls completed after their run gave up on them, and after their executor was freed: the
- * completions are accepted and ignored; the handles report cancellation meanwhile. */
+ * completions (and progress reports) are accepted and ignored; the handles report cancellation
+ * meanwhile. */
 static void check_late_completions(void) {
     fl_executor_options options = fl_executor_options_default();
     options.default_timeout_ms = 20;
@@ -210,6 +211,8 @@ static void check_late_completions(void) {
     CHECK(kept_count == 1);
     CHECK_OK(fl_tool_call_cancelled(kept[0], &cancelled));
     CHECK(cancelled);
+    /* Progress nobody listens to (a batch run, and over): accepted and dropped. */
+    CHECK_OK(fl_tool_call_progress(kept[0], "{\"late\":true}", 13));
     CHECK_OK(fl_tool_complete(kept[0], "too late", 8, false));
     /* The late reply did not change the stored results. */
     CHECK(results != NULL && strstr(results, "too late") == NULL);
@@ -262,6 +265,7 @@ static void check_late_completions(void) {
     cancelled = false;
     CHECK_OK(fl_tool_call_cancelled(kept[1], &cancelled));
     CHECK(cancelled);
+    CHECK_OK(fl_tool_call_progress(kept[1], "\"after free\"", 12));
     CHECK_OK(fl_tool_complete_json(kept[1], "\"after free\"", 12, false));
 }
 

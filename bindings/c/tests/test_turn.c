@@ -2,7 +2,8 @@
  * Streaming turns: calls submitted one by one, events read while the tools run, results in
  * request order (also before the seal), out-of-order completion, cancellation mid-turn (token and
  * fl_turn_cancel), event and tool timeouts, an unknown tool, misuse statuses (also from tool
- * callbacks), freeing a turn with calls running, and several threads at once.
+ * callbacks), freeing a turn with calls running, several threads at once, and the progress a
+ * tool reports (from its callback and from a worker, also after a cancellation; its misuse).
  *
  * Usage: test_turn
  */
@@ -105,6 +106,9 @@ static void *hang_worker(void *arg) {
         saw_cancel++;
     }
     pthread_mutex_unlock(&lock);
+    /* Delivered until the call ends; dropped once nobody listens (the turn was freed, the call
+     * detached): accepted either way. */
+    CHECK_OK(fl_tool_call_progress(job->call, "\"stopping\"", 10));
     const char *reply = cancelled ? "stopped early" : "never cancelled";
     /* The reply may be ignored (the turn was freed, or gave up): completing stays harmless. */
     CHECK_OK(fl_tool_complete(job->call, reply, strlen(reply), true));
@@ -146,6 +150,65 @@ static void quick_tool(void *userdata, const fl_tool_invocation *invocation, fl_
     (void)userdata;
     (void)invocation;
     start_worker(quick_worker, call);
+}
+
+/* "progress" (safe): reports progress from its callback, then from a worker once the callback
+ * has returned, and completes the call from the worker. With the input {"wait_cancel":true},
+ * the worker first waits (at most 10 s) until the call is cancelled. The progress it cannot
+ * report (bad data, no call) is refused with a status, and nothing is reported. */
+#define PROGRESS_FROM_CALLBACK "{\"step\":\"callback\",\"of\":2}"
+#define PROGRESS_FROM_WORKER "[1, \"two\", {\"three\": 3.5, \"unicode\": \"\\u00e9\xc3\xa9\"}]"
+/* As the events report it: written compactly (no spaces, escapes decoded), keys in order. */
+#define PROGRESS_FROM_WORKER_JSON "[1,\"two\",{\"three\":3.5,\"unicode\":\"\xc3\xa9\xc3\xa9\"}]"
+
+typedef struct {
+    fl_tool_call *call;
+    bool wait_cancel;
+} progress_job;
+
+static void *progress_worker(void *arg) {
+    progress_job *job = arg;
+    bool cancelled = false;
+    if (job->wait_cancel) {
+        for (int i = 0; i < 10000 && !cancelled; i++) {
+            CHECK_OK(fl_tool_call_cancelled(job->call, &cancelled));
+            if (!cancelled) {
+                sleep_ms(1);
+            }
+        }
+        CHECK(cancelled);
+    } else {
+        sleep_ms(20); /* well after the callback returned */
+    }
+    CHECK_OK(fl_tool_call_progress(job->call, PROGRESS_FROM_WORKER, strlen(PROGRESS_FROM_WORKER)));
+    CHECK_OK(fl_tool_complete(job->call, "reported", 8, false));
+    free(job);
+    return NULL;
+}
+
+static void progress_tool(void *userdata, const fl_tool_invocation *invocation,
+                          fl_tool_call *call) {
+    (void)userdata;
+    CHECK_OK(fl_tool_call_progress(call, PROGRESS_FROM_CALLBACK, strlen(PROGRESS_FROM_CALLBACK)));
+    /* Refused, reporting nothing; the call goes on. */
+    CHECK_STATUS(fl_tool_call_progress(call, "{\"step\":", 8), FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "data_json is not valid JSON") != NULL);
+    CHECK_STATUS(fl_tool_call_progress(call, "1 2", 3), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_tool_call_progress(call, "", 0), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_tool_call_progress(call, NULL, 0), FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_tool_call_progress(call, "\"\xff\"", 3), FL_STATUS_INVALID_UTF8);
+    CHECK(strstr(last_error(), "`data_json` is not valid UTF-8") != NULL);
+    CHECK_STATUS(fl_tool_call_progress(call, NULL, 4), FL_STATUS_NULL_ARGUMENT);
+    CHECK(strcmp(last_error(), "argument `data_json` must not be NULL") == 0);
+    CHECK_STATUS(fl_tool_call_progress(call, "1", (size_t)PTRDIFF_MAX + 1),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(fl_tool_call_progress(NULL, "1", 1), FL_STATUS_NULL_ARGUMENT);
+    CHECK(strcmp(last_error(), "argument `call` must not be NULL") == 0);
+    progress_job *job = calloc(1, sizeof *job);
+    job->call = call;
+    job->wait_cancel = text_equals(invocation->input_json, invocation->input_json_len,
+                                   "{\"wait_cancel\":true}");
+    start_worker(progress_worker, job);
 }
 
 /* "misuse": what a tool callback may not do with its turn is refused; what it may do works. */
@@ -417,6 +480,134 @@ static void check_event_fields(fl_executor *executor) {
     CHECK_OK(fl_turn_next_event(turn, 10000, &event));
     CHECK(event.kind == FL_TURN_EVENT_END && event.index == 0 && event.status == FL_CALL_NONE);
     fl_turn_free(turn);
+}
+
+/* One event of a turn, copied (its views die at the next fl_turn_next_event). */
+typedef struct {
+    fl_turn_event_kind kind;
+    size_t index;
+    char tool_use_id[32];
+    size_t tool_name_len;
+    fl_call_status status;
+    bool is_error;
+    char json[256];
+} copied_event;
+
+/* Reads the next event into `*copy`; false when none came within 10 s (or on an error). */
+static bool read_event(fl_turn *turn, copied_event *copy) {
+    fl_turn_event event;
+    fl_status status = fl_turn_next_event(turn, 10000, &event);
+    CHECK_OK(status);
+    CHECK(status != FL_STATUS_OK || event.kind != FL_TURN_EVENT_NONE); /* stuck */
+    if (status != FL_STATUS_OK || event.kind == FL_TURN_EVENT_NONE) {
+        return false;
+    }
+    copy->kind = event.kind;
+    copy->index = event.index;
+    snprintf(copy->tool_use_id, sizeof copy->tool_use_id, "%.*s", (int)event.tool_use_id_len,
+             event.tool_use_id);
+    copy->tool_name_len = event.tool_name_len;
+    copy->status = event.status;
+    copy->is_error = event.is_error;
+    snprintf(copy->json, sizeof copy->json, "%.*s", (int)event.json_len, event.json);
+    CHECK(event.json[event.json_len] == '\0');
+    return true;
+}
+
+/* Reads the events of a sealed turn up to END (at most `max`); returns how many came. */
+static int read_all(fl_turn *turn, copied_event *events, int max) {
+    for (int count = 0; count < max; count++) {
+        if (!read_event(turn, &events[count])) {
+            return count;
+        }
+        if (events[count].kind == FL_TURN_EVENT_END) {
+            return count + 1;
+        }
+    }
+    CHECK(!"too many events");
+    return max;
+}
+
+static bool is_progress(const copied_event *event, const char *json) {
+    return event->kind == FL_TURN_EVENT_PROGRESS && event->index == 0 &&
+           strcmp(event->tool_use_id, "toolu_p") == 0 && event->tool_name_len == 0 &&
+           event->status == FL_CALL_NONE && !event->is_error && strcmp(event->json, json) == 0;
+}
+
+/* A tool's progress: PROGRESS events of its call with the data as reported (compactly written),
+ * in order, between its STARTED and FINISHED, from the callback and from a worker after the
+ * callback returned; still delivered after the call was cancelled, until the tool completes
+ * it. A batch run has no events: the progress is dropped, the calls complete as usual. */
+static void check_progress(void) {
+    /* A cancelled call ends when its tool completes it, unless the cleanup grace runs out
+     * first: a grace of 60 s (its default is 5 s) keeps it a hang guard. */
+    fl_executor_options options = fl_executor_options_default();
+    options.cleanup_grace_ms = 60000;
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(&options, &executor));
+    fl_tool_options safe = fl_tool_options_default();
+    safe.concurrency_safe = true;
+    CHECK_OK(fl_executor_add_tool(executor, "progress", 8, &safe, progress_tool, NULL));
+    for (int wait_cancel = 0; wait_cancel < 2; wait_cancel++) {
+        fl_turn *turn = NULL;
+        CHECK_OK(fl_turn_new(executor, NULL, &turn));
+        const char *use = wait_cancel ? "{\"id\":\"toolu_p\",\"name\":\"progress\","
+                                        "\"input\":{\"wait_cancel\":true}}"
+                                      : "{\"id\":\"toolu_p\",\"name\":\"progress\",\"input\":{}}";
+        CHECK_OK(fl_turn_submit(turn, use, strlen(use)));
+        copied_event events[16];
+        memset(events, 0, sizeof events);
+        int count = 0;
+        if (wait_cancel) {
+            /* The call started (its worker waits for the cancellation): cancel the turn. */
+            count = read_event(turn, &events[0]) ? 1 : 0;
+            CHECK(count == 1 && events[0].kind == FL_TURN_EVENT_STARTED);
+            CHECK_OK(fl_turn_cancel(turn));
+        }
+        CHECK_OK(fl_turn_seal(turn));
+        count += read_all(turn, events + count, 16 - count);
+        join_workers();
+        CHECK(count == 6);
+        if (count != 6) {
+            for (int i = 0; i < count; i++) {
+                fprintf(stderr, "    event %d: kind %d %s\n", i, (int)events[i].kind,
+                        events[i].json);
+            }
+            fl_turn_free(turn);
+            continue;
+        }
+        CHECK(events[0].kind == FL_TURN_EVENT_STARTED && events[0].index == 0);
+        CHECK(is_progress(&events[1], PROGRESS_FROM_CALLBACK));
+        CHECK(is_progress(&events[2], PROGRESS_FROM_WORKER_JSON));
+        if (!is_progress(&events[2], PROGRESS_FROM_WORKER_JSON)) {
+            fprintf(stderr, "    progress: %s\n", events[2].json);
+        }
+        CHECK(events[3].kind == FL_TURN_EVENT_FINISHED && events[3].index == 0);
+        CHECK(events[3].status == (wait_cancel ? FL_CALL_CANCELLED : FL_CALL_SUCCEEDED));
+        CHECK(events[4].kind == FL_TURN_EVENT_RESULT && events[4].is_error == (wait_cancel != 0));
+        CHECK(events[5].kind == FL_TURN_EVENT_END);
+        const char *results = NULL;
+        size_t len = 0;
+        CHECK_STATUS(fl_turn_results(turn, &results, &len),
+                     wait_cancel ? FL_STATUS_CANCELLED : FL_STATUS_OK);
+        const char *outcome = wait_cancel ? "was cancelled" : "\"content\":\"reported\"";
+        CHECK(results != NULL && strstr(results, outcome) != NULL);
+        fl_turn_free(turn);
+    }
+
+    /* A batch run: the tool reports, nobody listens, the calls complete. */
+    const char *calls = "[{\"id\":\"b0\",\"name\":\"progress\",\"input\":{}},"
+                        "{\"id\":\"b1\",\"name\":\"progress\",\"input\":{}}]";
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+    join_workers();
+    const char *expected = "[{\"type\":\"tool_result\",\"tool_use_id\":\"b0\","
+                           "\"content\":\"reported\",\"is_error\":false},"
+                           "{\"type\":\"tool_result\",\"tool_use_id\":\"b1\","
+                           "\"content\":\"reported\",\"is_error\":false}]";
+    CHECK(results != NULL && strcmp(results, expected) == 0);
+    fl_executor_free(executor);
 }
 
 /* An unknown tool gets an error result; the turn goes on. */
@@ -858,5 +1049,6 @@ int main(void) {
     check_threads(executor);
     fl_executor_free(executor);
     check_executor_freed_first();
+    check_progress();
     return check_summary("test_turn");
 }
