@@ -12,6 +12,8 @@
  * - a built-in tool (`read` in a workspace) beside them;
  * - two runs of one agent driven on two threads at once;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
+ * - an `overloaded_error` event after the response started (no fallback model): the partial
+ *   turn discarded and the turn asked again under its number, then the answer;
  * - option and argument errors.
  *
  * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
@@ -116,6 +118,24 @@ static const reply builtin_replies[] = {
 };
 static const reply parallel_replies[] = {
     {"200 OK", SSE, answer_turn, 0},
+    {"200 OK", SSE, answer_turn, 0},
+};
+/* A response that starts (its usage reported), streams some text, then is overloaded. */
+static const char overloaded_mid_stream[] =
+    EVENT("message_start",
+          "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_o\",\"type\":\"message\","
+          "\"role\":\"assistant\",\"model\":\"claude-test\",\"content\":[],\"stop_reason\":null,"
+          "\"stop_sequence\":null,\"usage\":{\"input_tokens\":120,\"output_tokens\":1}}}")
+    EVENT("content_block_start",
+          "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+          "\"text\":\"\"}}")
+    EVENT("content_block_delta",
+          "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
+          "\"text\":\"Partial answer.\"}}")
+    EVENT("error", "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                   "\"message\":\"Overloaded\"}}");
+static const reply overloaded_replies[] = {
+    {"200 OK", SSE, overloaded_mid_stream, 0},
     {"200 OK", SSE, answer_turn, 0},
 };
 static const reply bad_request_replies[] = {
@@ -621,6 +641,42 @@ static void bad_request(server *s) {
     free(requests);
 }
 
+/* An overload announced mid-stream cannot be retried by the client (the response had
+ * started); without a fallback model the loop asks the turn again once, as Python and Node
+ * see it (the core's rule). */
+static void overloaded_mid_stream_retried(server *s) {
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, NULL);
+    fl_client_free(client);
+    fl_agent_run *run = NULL;
+    const char *prompt = "Weather in Paris?";
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    int first = find_event(&log, "\"type\":\"turn_start\",\"turn\":1,", 0);
+    int again = find_event(&log, "\"type\":\"turn_start\",\"turn\":1,", first + 1);
+    CHECK(first >= 0 && again > first);
+    CHECK(find_event(&log, "\"type\":\"turn_start\",\"turn\":2", 0) == -1);
+    /* Both calls were billed: one usage event each (120 then 460 input tokens). */
+    int usage = find_event(&log, "\"type\":\"usage\"", 0);
+    CHECK(usage > first && usage < again);
+    CHECK(usage >= 0 && strstr(log.events[usage], "\"input_tokens\":120") != NULL);
+    CHECK(find_event(&log, "\"type\":\"usage\"", again) > again);
+    int stop = find_event(&log, "\"type\":\"stop\"", 0);
+    CHECK(stop == log.count - 1);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"reason\":\"end_turn\"") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"turns\":1") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "It is sunny in Paris.") != NULL);
+    CHECK(stop >= 0 && strstr(log.events[stop], "Partial answer.") == NULL);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    log_free(&log);
+    char *requests = stop_server(s);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2);
+    free(requests);
+}
+
 static void misuse(void) {
     fl_client *client = NULL;
     const char *unknown = "{\"from_env\":false,\"max_retrys\":2}";
@@ -682,6 +738,7 @@ int main(void) {
     server builtin_server = start_server(builtin_replies, 2);
     server parallel_server = start_server(parallel_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
+    server overloaded_server = start_server(overloaded_replies, 2);
     driver_thread = pthread_self();
 
     round_trip(&round_trip_server);
@@ -690,6 +747,7 @@ int main(void) {
     builtin_tool(&builtin_server);
     parallel(&parallel_server);
     bad_request(&bad_request_server);
+    overloaded_mid_stream_retried(&overloaded_server);
     misuse();
     return check_summary("test_agent");
 }
