@@ -940,6 +940,7 @@ export type AgentEvent =
    * that does not report it), which only the budgets count, by its estimate.
    */
   | { type: 'usage'; turn: number; call: 'turn' | 'compaction'; usage: Record<string, unknown> | null; estimatedInputTokens: number; timeToFirstTokenMs: number | null }
+  /** A model call ended: `stopReason` is the provider's, `null` for a call that failed or was cancelled. */
   | { type: 'turn_end'; turn: number; stopReason: string | null }
   | AgentStopEvent
 
