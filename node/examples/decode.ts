@@ -2,23 +2,81 @@
 import { readFileSync } from 'node:fs'
 import { StreamDecoder, StreamTruncatedError, type DecodeEvent, type DecodeErrorDetail } from 'ferroloop'
 
-// Narrowing on `type` gives each event its own fields' types.
+// Narrowing on `type` gives each event its own fields' types: every member, each field at its
+// own type; `never` at the end proves the switch covers the union.
 function describe(e: DecodeEvent): string {
   switch (e.type) {
-    case 'text_delta':
-      return `text ${e.index}: ${e.text.length} chars`
-    case 'input_json_delta':
-      return `input ${e.index}: ${e.partial_json}`
-    case 'tool_use_ready':
-      return `run ${e.name} (${e.id})`
-    case 'tool_use_invalid':
-      return `bad input for ${e.name}: ${e.error}`
-    case 'message_delta':
-      return `stop: ${String(e.delta.stop_reason)}, usage: ${e.usage === null ? 'none' : JSON.stringify(e.usage)}`
-    case 'unknown':
-      return `unknown event ${e.event_type}`
-    default:
+    case 'message_start': {
+      const message: Record<string, unknown> = e.message
+      return `message ${String(message.id)}`
+    }
+    case 'block_start': {
+      const index: number = e.index
+      const block: Record<string, unknown> = e.block
+      return `block ${index}: ${String(block.type)}`
+    }
+    case 'text_delta': {
+      const text: string = e.text
+      return `text ${e.index}: ${text.length} chars`
+    }
+    case 'refusal_delta': {
+      const refusal: string = e.refusal
+      return `refusal ${e.index}: ${refusal}`
+    }
+    case 'thinking_delta': {
+      const thinking: string = e.thinking
+      return `thinking ${e.index}: ${thinking.length} chars`
+    }
+    case 'signature_delta': {
+      const signature: string = e.signature
+      return `signature ${e.index}: ${signature.length} chars`
+    }
+    case 'citations_delta': {
+      const citation: Record<string, unknown> = e.citation
+      return `citation ${e.index}: ${JSON.stringify(citation)}`
+    }
+    case 'input_json_delta': {
+      const partialJson: string = e.partial_json
+      return `input ${e.index}: ${partialJson}`
+    }
+    case 'unknown_delta': {
+      const delta: Record<string, unknown> = e.delta
+      return `delta ${e.index}: ${String(delta.type)}`
+    }
+    case 'block_stop': {
+      const index: number = e.index
+      return `block ${index} done`
+    }
+    case 'tool_use_ready': {
+      const [id, name]: [string, string] = [e.id, e.name]
+      const input: unknown = e.input
+      return `run ${name} (${id}) with ${JSON.stringify(input)}`
+    }
+    case 'tool_use_invalid': {
+      const [id, name, partialJson, error]: string[] = [e.id, e.name, e.partial_json, e.error]
+      return `bad input for ${name} (${id}): ${error} in ${partialJson}`
+    }
+    case 'tool_use_truncated': {
+      const [id, name, partialJson]: string[] = [e.id, e.name, e.partial_json]
+      return `${name} (${id}) cut at ${partialJson.length} chars`
+    }
+    case 'message_delta': {
+      const delta: Record<string, unknown> = e.delta
+      const usage: Record<string, unknown> | null = e.usage
+      return `stop: ${String(delta.stop_reason)}, usage: ${usage === null ? 'none' : JSON.stringify(usage)}`
+    }
+    case 'message_stop':
+    case 'ping':
       return e.type
+    case 'unknown': {
+      const eventType: string = e.event_type
+      const data: unknown = e.data
+      return `unknown event ${eventType}: ${JSON.stringify(data)}`
+    }
+    default: {
+      const unreachable: never = e
+      return unreachable
+    }
   }
 }
 

@@ -11,7 +11,10 @@ const discarded: boolean = parser.finish()
 const retry: number | null = parser.retry
 const lastId: string = parser.lastEventId
 
-for (const { event, data, id } of events) {
+for (const e of events) {
+  const event: string = e.event
+  const data: string = e.data
+  const id: string = e.id
   console.log(`${event} #${id}: ${data}`)
 }
 console.log({ discarded, retry, lastId })

@@ -1,5 +1,5 @@
 // The tool executor with types (checked by `tsc --noEmit`).
-import { AbortError, ToolExecutor, type ToolResult, type TurnEvent } from 'ferroloop'
+import { AbortError, ToolExecutor, type CallStatus, type ToolResult, type ToolResultBlock, type TurnEvent } from 'ferroloop'
 
 interface ReadInput {
   path: string
@@ -19,6 +19,56 @@ const executor = new ToolExecutor({ maxConcurrency: 8, cleanupGraceMs: 1000 })
     { type: 'text', text: 'ok' },
   ])
 
+// Every member of TurnEvent, narrowed on `type`, each field at its own type.
+function describe(e: TurnEvent): string {
+  switch (e.type) {
+    case 'started': {
+      const index: number = e.index
+      const toolUseId: string = e.toolUseId
+      const tool: string = e.tool
+      const queuedMs: number = e.queuedMs
+      return `#${index} ${tool} (${toolUseId}) started after ${queuedMs} ms in the queue`
+    }
+    case 'progress': {
+      const index: number = e.index
+      const toolUseId: string = e.toolUseId
+      const data: unknown = e.data
+      return `#${index} (${toolUseId}): ${JSON.stringify(data)}`
+    }
+    case 'finished': {
+      const index: number = e.index
+      const toolUseId: string = e.toolUseId
+      const tool: string = e.tool
+      const status: CallStatus = e.status
+      const durationMs: number = e.durationMs
+      return `#${index} ${tool} (${toolUseId}): ${status} in ${durationMs} ms`
+    }
+    case 'detached': {
+      const index: number = e.index
+      const toolUseId: string = e.toolUseId
+      const tool: string = e.tool
+      return `#${index} ${tool} (${toolUseId}) ignored its abort: detached`
+    }
+    case 'result': {
+      const index: number = e.index
+      return `#${index}: ${describeResult(e.result)}`
+    }
+    default: {
+      const unreachable: never = e
+      return unreachable
+    }
+  }
+}
+
+function describeResult(result: ToolResult): string {
+  const type: 'tool_result' = result.type
+  const toolUseId: string = result.tool_use_id
+  const isError: boolean = result.is_error
+  const content: string | ToolResultBlock[] = result.content
+  const text = typeof content === 'string' ? content : content.map((block) => block.type).join(', ')
+  return `${type} for ${toolUseId}${isError ? ' (error)' : ''}: ${text}`
+}
+
 async function main(): Promise<void> {
   const controller = new AbortController()
   const results: ToolResult[] = await executor.run(
@@ -28,16 +78,14 @@ async function main(): Promise<void> {
     ],
     { signal: controller.signal },
   )
-  for (const result of results) console.log(result.tool_use_id, result.is_error, result.content)
+  for (const result of results) console.log(describeResult(result))
 
   const turn = executor.turn()
   turn.submit({ id: 'toolu_3', name: 'read_file', input: { path: 'b.txt' } })
   turn.seal()
-  for await (const event of turn) {
-    const e: TurnEvent = event
-    if (e.type === 'result') console.log(e.result.content)
-    else if (e.type === 'finished') console.log(e.status, e.durationMs)
-  }
+  for await (const event of turn) console.log(describe(event))
+  const answered: ToolResult[] = await turn.results()
+  console.log(answered.length)
 
   try {
     await executor.run([], { signal: AbortSignal.abort() })

@@ -900,7 +900,8 @@ export type AgentEvent =
   | { type: 'thinking_delta'; thinking: string }
   | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
-  | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus | (string & {}); durationMs: number }
+  /** A tool call ended; `status` says how, as the executor's `finished` turn event's does. */
+  | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus; durationMs: number }
   /**
    * The model call is retried by the client. `call` says which: a turn's (`'turn'`) or the
    * built-in summariser's (`'compaction'`, before the compaction's `context` event), as the
@@ -908,10 +909,11 @@ export type AgentEvent =
    * is `null` without one (a connection error, a timeout, an error event first in a 200);
    * `code` is the failure's class as the client's errors name it (`'overloaded'`,
    * `'rate_limited'`, `'server'`, `'connection'`, `'timeout'`, ...), which says why the loop
-   * waits when there is no status; `overloaded` is true for a 529 and for an overload without
-   * one (an `overloaded_error` event first in a 200).
+   * waits when there is no status (always set: the model of a Node agent is its Client, whose
+   * retries all have one, as the client stream's `retry` events do); `overloaded` is true for
+   * a 529 and for an overload without one (an `overloaded_error` event first in a 200).
    */
-  | { type: 'retry'; call: 'turn' | 'compaction'; attempt: number; status: number | null; code: string | null; overloaded: boolean; waitMs: number }
+  | { type: 'retry'; call: 'turn' | 'compaction'; attempt: number; status: number | null; code: string; overloaded: boolean; waitMs: number }
   /**
    * The run switched to `fallbackModel`. `reason`: `'overloaded'` (the call failed after the
    * client's retries) or `'repeated_529'` (`fallbackAfter529Retries` consecutive overloads: 529s
@@ -929,7 +931,7 @@ export type AgentEvent =
    * after the loop's own compaction or microcompact, nor after a switch to the fallback model
    * (whose cache is its own).
    */
-  | { type: 'cache_break'; previous: number; current: number; changed: string[] }
+  | { type: 'cache_break'; previous: number; current: number; changed: Array<'system' | 'tools' | 'messages'> }
   /**
    * One per billed model call. `call` says which: `'turn'` (a turn's call, before its
    * `turn_end`; also one that broke off, failed or was aborted after the provider reported
@@ -940,8 +942,20 @@ export type AgentEvent =
    * that does not report it), which only the budgets count, by its estimate.
    */
   | { type: 'usage'; turn: number; call: 'turn' | 'compaction'; usage: Record<string, unknown> | null; estimatedInputTokens: number; timeToFirstTokenMs: number | null }
+  /** A model call ended: `stopReason` is the provider's, `null` for a call that failed or was cancelled. */
   | { type: 'turn_end'; turn: number; stopReason: string | null }
   | AgentStopEvent
+
+/**
+ * A tool definition as an {@link Agent} sends it to the model: one of its own tools (its JS and
+ * built-in tools: `name`, `input_schema`, a `description` when the tool has one, no `type`), or
+ * a tool of `extra.tools` (one the provider runs itself, such as Anthropic's
+ * `{ type: 'web_search_20250305', name: 'web_search' }`), as given. `d.type === undefined`
+ * tells them apart.
+ */
+export type ToolDefinition =
+  | { type?: undefined; name: string; description?: string; input_schema: Record<string, unknown> }
+  | { type: string; [key: string]: unknown }
 
 /** A run in progress. */
 export declare class AgentRun implements AsyncIterable<AgentEvent> {
@@ -963,8 +977,11 @@ export declare class Agent {
   constructor(client: Client, options: AgentOptions)
   /** The names of the tools the agent runs (its JS and built-in tools), sorted (Python's `tool_names`). */
   readonly toolNames: string[]
-  /** The tool definitions sent to the model (sorted by name). */
-  toolDefinitions(): Array<{ name: string; description?: string; input_schema: Record<string, unknown> }>
+  /**
+   * The tool definitions sent to the model: the agent's own tools sorted by name, then the
+   * provider's tools of `extra.tools` as given.
+   */
+  toolDefinitions(): ToolDefinition[]
   /**
    * Runs the loop for a prompt, or continues `messages` (then `prompt` may be null). An invalid
    * conversation (not user/assistant messages ending with the user's, an empty message or text

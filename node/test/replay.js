@@ -82,7 +82,10 @@ async function serveScript(script, options) {
   return server
 }
 
-/** An Anthropic SSE body (`{ events: [...] }` of the replay script) for a complete message. */
+/**
+ * An Anthropic SSE body (`{ events: [...] }` of the replay script) for a complete message: text
+ * and thinking streamed in deltas, tool inputs as one `input_json_delta`, other blocks whole.
+ */
 function anthropicEvents(content, { stopReason = 'end_turn', id = 'msg_test', usage = { input_tokens: 10, output_tokens: 5 } } = {}) {
   const events = [
     {
@@ -99,6 +102,12 @@ function anthropicEvents(content, { stopReason = 'end_turn', id = 'msg_test', us
       for (let i = 0; i < block.text.length; i += 8) {
         events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'text_delta', text: block.text.slice(i, i + 8) } } })
       }
+    } else if (block.type === 'thinking') {
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: 'thinking', thinking: '', signature: '' } } })
+      for (let i = 0; i < block.thinking.length; i += 8) {
+        events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'thinking_delta', thinking: block.thinking.slice(i, i + 8) } } })
+      }
+      events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'signature_delta', signature: block.signature } } })
     } else if (block.type === 'tool_use' || block.type === 'server_tool_use') {
       events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: { type: block.type, id: block.id, name: block.name, input: {} } } })
       events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: JSON.stringify(block.input) } } })

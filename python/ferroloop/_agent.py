@@ -20,11 +20,18 @@ Tools = Union[ToolExecutor, str, Sequence[Union[ToolExecutor, str]], None]
 
 
 class AgentRun(BatchedEvents):
-    """A run in progress: ``async for event in run`` yields event dicts with a ``"type"``:
+    """A run in progress: ``async for event in run`` yields event dicts with a ``"type"`` and
+    the fields listed after it (durations in seconds):
 
-    - ``turn_start`` (``turn``, ``estimated_input_tokens``), ``turn_end`` (``turn``,
-      ``stop_reason``), ``usage`` (``turn``, ``call``, ``usage``, ``estimated_input_tokens``,
-      ``time_to_first_token`` in seconds): one per billed model call, ``call`` saying which —
+    - ``turn_start`` (``turn``, ``estimated_input_tokens``): a model call starts (a turn asked
+      again repeats its number);
+    - ``text_delta`` (``text``), ``thinking_delta`` (``thinking``);
+    - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
+      (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
+      ``status``, ``duration``): ``status`` says how the call ended (``succeeded``, ``failed``,
+      ``timed_out``, ``cancelled``, ...);
+    - ``usage`` (``turn``, ``call``, ``usage``, ``estimated_input_tokens``,
+      ``time_to_first_token``): one per billed model call, ``call`` saying which —
       ``"turn"`` (a turn's call, before its ``turn_end``; also one that broke off, failed or
       was cancelled after the provider reported usage) or ``"compaction"`` (a call of the
       built-in summariser, before the compaction's ``context`` event; ``turn`` is the turn it
@@ -32,31 +39,38 @@ class AgentRun(BatchedEvents):
       ``stop`` event's ``input_tokens`` (input + cache creation + cache read) and
       ``output_tokens``; a call reported without usage (``usage`` is ``None``: a Chat server
       that does not report it) counts toward ``token_budget`` by its estimate only;
-    - ``text_delta`` (``text``), ``thinking_delta`` (``thinking``);
-    - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
-      (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
-      ``status``, ``duration`` in seconds);
-    - ``retry`` (``call``: ``"turn"`` or ``"compaction"``, a call of the built-in summariser,
-      whose retries come before the compaction's ``context`` event; ``attempt``, the one about
-      to be made; ``status``, ``None`` without one;
-      ``code``, the class of the failure as the client's errors name it — ``overloaded``,
-      ``rate_limited``, ``server``, ``connection``, ``timeout``, ... — which says why the loop
-      waits when there is no status; ``overloaded``, ``True`` for a 529 and for an overload
-      without one, such as an ``overloaded_error`` event first in a 200; ``wait`` in seconds),
-      ``model_fallback``
-      (``from``, ``to``, ``reason``, ``error``; see ``Agent``'s ``fallback_model``),
-      ``max_tokens_raised`` (``turn``, ``from``, ``to``: the turn is asked again with a higher
-      output limit; see ``Agent``'s ``escalated_max_tokens``),
-      ``context`` (``action``: ``microcompact`` or ``compaction``, ...), ``cache_break``
-      (``previous``, ``current``, ``changed``: the prompt cache was read much less than on the
-      previous turn's call; not reported after the loop's own compaction or microcompact, nor
-      after a switch to the fallback model, whose cache is its own);
-    - ``stop``, always last: ``reason`` (``end_turn``, ``stop_sequence``, ``refusal``, ``max_tokens``,
-      ``max_turns``, ``budget``, ``aborted``, ``prompt_too_long``, ``error``), ``error``,
-      ``error_code``, ``messages`` (the conversation, every ``tool_use`` answered), ``turns``,
-      ``tool_calls`` (calls handed to the tools: the number of ``tool_finished`` events, calls
-      started early in a response then discarded included), ``input_tokens``,
-      ``output_tokens``. ``error_code`` is a stable name of
+    - ``turn_end`` (``turn``, ``stop_reason``): the model call ended; ``stop_reason`` is the
+      provider's, ``None`` for a call that failed or was cancelled;
+    - ``retry`` (``call``, ``attempt``, ``status``, ``code``, ``overloaded``, ``wait``): the
+      model call is retried by the client. ``call`` is ``"turn"`` or ``"compaction"`` (a call
+      of the built-in summariser, whose retries come before the compaction's ``context``
+      event); ``attempt`` the one about to be made; ``status`` ``None`` without one; ``code``
+      the class of the failure as the client's errors name it (``overloaded``,
+      ``rate_limited``, ``server``, ``connection``, ``timeout``, ...), which says why the loop
+      waits when there is no status; ``overloaded`` ``True`` for a 529 and for an overload
+      without one, such as an ``overloaded_error`` event first in a 200;
+    - ``model_fallback`` (``call``, ``from``, ``to``, ``reason``, ``error``): the run switched
+      to the fallback model (see ``Agent``'s ``fallback_model``);
+    - ``max_tokens_raised`` (``turn``, ``from``, ``to``): the turn is asked again with a higher
+      output limit (see ``Agent``'s ``escalated_max_tokens``);
+    - ``context`` (``action``, ``cleared``, ``tokens_before``, ``messages_before``,
+      ``messages_after``, ``trigger``): context management before a model call, ``action``
+      saying which, with its own fields: ``"microcompact"`` (old tool results cleared:
+      ``cleared``, how many, and ``tokens_before``) or ``"compaction"`` (the history replaced
+      by a summary: ``messages_before``, ``messages_after`` and ``trigger``, ``"auto"`` or
+      ``"reactive"`` after the provider refused the prompt as too long);
+    - ``cache_break`` (``previous``, ``current``, ``changed``): the prompt cache was read much
+      less than on the previous turn's call; ``changed`` names the parts of the prompt whose
+      bytes changed (``system``, ``tools``, ``messages``). Not reported after the loop's own
+      compaction or microcompact, nor after a switch to the fallback model, whose cache is its
+      own;
+    - ``stop`` (``reason``, ``error``, ``error_code``, ``messages``, ``turns``, ``tool_calls``,
+      ``input_tokens``, ``output_tokens``), always last: ``reason`` is ``end_turn``,
+      ``stop_sequence``, ``refusal``, ``max_tokens``, ``max_turns``, ``budget``, ``aborted``,
+      ``prompt_too_long`` or ``error``; ``messages`` the conversation, every ``tool_use``
+      answered; ``tool_calls`` the calls handed to the tools (the number of ``tool_finished``
+      events, calls started early in a response then discarded included). ``error_code`` is a
+      stable name of
       why the run failed, set exactly when ``error`` is (``None`` otherwise): the client error's
       (``authentication``, ``permission``, ``not_found``, ``rate_limited``,
       ``quota_exceeded``, ``invalid_request``, ``server``, ``connection``, ``timeout``,

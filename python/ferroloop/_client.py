@@ -17,9 +17,10 @@ Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 class MessageStream(BatchedEvents):
     """A streaming request: ``async for event in stream`` yields typed event dicts (the same
-    shapes as ``StreamDecoder.feed``'s, plus ``{"type": "retry", "attempt", "status", "code",
-    "overloaded", "wait", "reason"}`` before a retry and ``{"type": "stalled", "elapsed"}`` when
-    the stream goes quiet). A retry's fields mean what the agent's ``retry`` event's do (and
+    shapes as ``StreamDecoder.feed``'s, plus ``retry`` (``attempt``, ``status``, ``code``,
+    ``overloaded``, ``wait``, ``reason``) before a retry and ``stalled`` (``elapsed``, in
+    seconds) when the stream goes quiet). A retry's fields mean what the agent's ``retry``
+    event's do (and
     Node's): ``attempt`` is the attempt about to be made (2 for the first retry); ``status`` the
     HTTP status, ``None`` without one (a connection error, a timeout, an error event first in a
     200); ``code`` the failure's class as the errors name it (``"overloaded"``,
@@ -55,8 +56,11 @@ class MessageStream(BatchedEvents):
     @property
     def metrics(self) -> Optional[dict[str, Any]]:
         """The request's measurements once the stream has ended: ``request_id``, ``attempts``,
-        ``retries``, ``http_version``, ``time_to_first_token`` (seconds), ``bytes_received``,
-        ``usage``, ..."""
+        ``retries`` (the ``retry`` events, as the stream yielded them), ``http_version``,
+        ``time_to_headers``, ``time_to_first_event``, ``time_to_first_token``, ``total``
+        (durations in seconds from the start of the request, ``None`` when not reached),
+        ``bytes_received``, ``events`` (how many) and ``usage`` (the provider's final usage, or
+        ``None``)."""
         return self._metrics
 
     async def until_done(self) -> dict[str, Any]:
