@@ -667,20 +667,7 @@ async fn a_transient_failure_mid_stream_asks_the_turn_again_once() {
                         message: "HTTP 529 after 10 retries".into(),
                     });
                 };
-                // Text and an eagerly started safe call stream, then the provider gives up.
-                let message = scripted_message(
-                    request,
-                    vec![
-                        text("Partial answer that must not stay."),
-                        call("t_sleep", "sleep", json!({"ms": 60_000})),
-                        call("t_read", "read", json!({"path": "never"})),
-                    ],
-                    "tool_use",
-                );
-                let sse = anthropic_sse(&message, 7);
-                let cut = sse.find("\"index\":2").unwrap();
-                let cut = sse[..cut].rfind("event:").unwrap();
-                Ok(Bytes::from(format!("{}{error}", &sse[..cut])))
+                Ok(partial_turn_then(request, error))
             }
             1 => reply(
                 request,
@@ -1025,6 +1012,24 @@ async fn replay_script_explores_a_directory_with_the_real_tools() {
 
 const OVERLOADED_EVENT: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
 
+/// A response whose text and eagerly started safe call (`t_sleep`) stream, then `error` (an
+/// SSE error event) before its second call (`t_read`, reading `never`) is complete.
+fn partial_turn_then(request: &Value, error: &str) -> Bytes {
+    let message = scripted_message(
+        request,
+        vec![
+            text("Partial answer that must not stay."),
+            call("t_sleep", "sleep", json!({"ms": 60_000})),
+            call("t_read", "read", json!({"path": "never"})),
+        ],
+        "tool_use",
+    );
+    let sse = anthropic_sse(&message, 7);
+    let cut = sse.find("\"index\":2").unwrap();
+    let cut = sse[..cut].rfind("event:").unwrap();
+    Bytes::from(format!("{}{error}", &sse[..cut]))
+}
+
 fn fallback_config() -> AgentConfig {
     let mut config = AgentConfig::new("claude-primary");
     config.fallback_model = Some("claude-fallback".into());
@@ -1039,22 +1044,7 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
     let model = ScriptedModel::new(move |n, request| {
         seen.lock().unwrap().push(request.clone());
         match n {
-            0 => {
-                // Text and an eagerly started safe call stream, then the provider gives up.
-                let message = scripted_message(
-                    request,
-                    vec![
-                        text("Partial answer that must not stay."),
-                        call("t_sleep", "sleep", json!({"ms": 60_000})),
-                        call("t_read", "read", json!({"path": "never"})),
-                    ],
-                    "tool_use",
-                );
-                let sse = anthropic_sse(&message, 7);
-                let cut = sse.find("\"index\":2").unwrap();
-                let cut = sse[..cut].rfind("event:").unwrap();
-                Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", &sse[..cut])))
-            }
+            0 => Ok(partial_turn_then(request, OVERLOADED_EVENT)),
             1 => reply(
                 request,
                 vec![

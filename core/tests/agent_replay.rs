@@ -271,10 +271,9 @@ async fn an_openai_conversation_falls_back_after_repeated_529s_over_http() {
     assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
 }
 
-/// Anthropic over HTTP: an `overloaded_error` event after a safe call started eagerly. The
-/// partial turn is discarded (the call cancelled) and retried with the fallback model.
-#[tokio::test]
-async fn an_overloaded_error_mid_stream_falls_back_over_http() {
+/// An Anthropic stream whose text and a safe call (`t_slow`, which waits for its cancellation)
+/// stream, then an `overloaded_error` event before its second call (`t_never`) is complete.
+fn partial_turn_overloaded() -> String {
     let partial = sse(
         vec![
             json!({"type": "text", "text": "Partial answer."}),
@@ -286,11 +285,18 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
     let cut = partial[..partial.find("\"index\":2").unwrap()]
         .rfind("event:")
         .unwrap();
-    let body = format!(
+    format!(
         "{}event: error\ndata: {}\n\n",
         &partial[..cut],
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
-    );
+    )
+}
+
+/// Anthropic over HTTP: an `overloaded_error` event after a safe call started eagerly. The
+/// partial turn is discarded (the call cancelled) and retried with the fallback model.
+#[tokio::test]
+async fn an_overloaded_error_mid_stream_falls_back_over_http() {
+    let body = partial_turn_overloaded();
     let server = serve(vec![
         event_stream(body),
         event_stream(sse(
@@ -337,22 +343,7 @@ async fn an_overloaded_error_mid_stream_falls_back_over_http() {
 /// client's retries (a 529 first here). Before, the run stopped with `overloaded`.
 #[tokio::test]
 async fn an_overloaded_error_mid_stream_asks_the_turn_again_over_http() {
-    let partial = sse(
-        vec![
-            json!({"type": "text", "text": "Partial answer."}),
-            json!({"type": "tool_use", "id": "t_slow", "name": "read", "input": {"path": "slow"}}),
-            json!({"type": "tool_use", "id": "t_never", "name": "read", "input": {"path": "never"}}),
-        ],
-        "tool_use",
-    );
-    let cut = partial[..partial.find("\"index\":2").unwrap()]
-        .rfind("event:")
-        .unwrap();
-    let body = format!(
-        "{}event: error\ndata: {}\n\n",
-        &partial[..cut],
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
-    );
+    let body = partial_turn_overloaded();
     let server = serve(vec![
         event_stream(body),
         overloaded_529(),
