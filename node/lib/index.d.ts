@@ -898,9 +898,15 @@ export type AgentEvent =
   | { type: 'turn_start'; turn: number; estimatedInputTokens: number }
   | { type: 'text_delta'; text: string }
   | { type: 'thinking_delta'; thinking: string }
+  /**
+   * A tool call started running. A call that never starts has only its `tool_finished`: an
+   * unknown tool or input its schema refuses (`'rejected'`), a hook's refusal (`'denied'`), a
+   * cancellation or discard before it was admitted (`'skipped'`).
+   */
   | { type: 'tool_started'; toolUseId: string; name: string; input: unknown }
   | { type: 'tool_progress'; toolUseId: string; data: unknown }
   /** A tool call ended; `status` says how, as the executor's `finished` turn event's does. */
+  /** A tool call ended: one per call handed to the tools, whether it started or not. */
   | { type: 'tool_finished'; toolUseId: string; name: string; isError: boolean; status: CallStatus; durationMs: number }
   /**
    * The model call is retried by the client. `call` says which: a turn's (`'turn'`) or the

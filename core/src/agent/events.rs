@@ -120,7 +120,10 @@ pub enum AgentEvent {
         /// The thinking text.
         thinking: String,
     },
-    /// A tool call started running.
+    /// A tool call started running. A call that never starts has no `tool_started`, only its
+    /// [`ToolFinished`](AgentEvent::ToolFinished): an unknown tool or input its schema refuses
+    /// (`rejected`), a hook's refusal (`denied`), a cancellation or discard before it was
+    /// admitted (`skipped`).
     ToolStarted {
         /// The `tool_use` id.
         tool_use_id: String,
@@ -136,7 +139,9 @@ pub enum AgentEvent {
         /// What it reported.
         data: Value,
     },
-    /// A tool call ended.
+    /// A tool call ended: one per call handed to the tools, whether it started or not (see
+    /// [`ToolStarted`](AgentEvent::ToolStarted)). A call whose input is not valid JSON, in a
+    /// response that did not stop for tool use, is never handed to them and has no events.
     ToolFinished {
         /// The `tool_use` id.
         tool_use_id: String,
