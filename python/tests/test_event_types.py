@@ -153,9 +153,9 @@ async def test_turn_events_are_exactly_their_typed_dicts() -> None:
 def invalid_tool_input_stream() -> bytes:
     """An Anthropic stream whose tool call's input is not JSON (``tool_use_invalid``), the one
     decoder event no shared stream makes."""
-    message = {"id": "m", "type": "message", "role": "assistant", "model": "x", "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
-    data = [
+    message: dict[str, Any] = {"id": "m", "type": "message", "role": "assistant", "model": "x", "content": [],
+                                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    data: list[dict[str, Any]] = [
         {"type": "message_start", "message": message},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"a": tru'}},
