@@ -18,9 +18,9 @@ Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 class MessageStream(BatchedEvents[StreamEvent]):
     """A streaming request: ``async for event in stream`` yields typed event dicts
-    (``StreamEvent``: narrow on ``event["type"]``; the same shapes as ``StreamDecoder.feed``'s, plus ``retry`` (``attempt``, ``status``, ``code``,
-    ``overloaded``, ``wait``, ``reason``) before a retry and ``stalled`` (``elapsed``, in
-    seconds) when the stream goes quiet). A retry's fields mean what the agent's ``retry``
+    (``StreamEvent``: narrow on ``event["type"]``; the same shapes as ``StreamDecoder.feed``'s,
+    plus ``retry`` (``attempt``, ``status``, ``code``, ``overloaded``, ``wait``, ``reason``)
+    before a retry and ``stalled`` (``elapsed``, in seconds) when the stream goes quiet). A retry's fields mean what the agent's ``retry``
     event's do (and
     Node's): ``attempt`` is the attempt about to be made (2 for the first retry); ``status`` the
     HTTP status, ``None`` without one (a connection error, a timeout, an error event first in a

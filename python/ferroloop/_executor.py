@@ -57,11 +57,11 @@ class Turn(AsyncClosing):
     """A streaming turn: ``submit`` calls as the model's stream seals them, ``seal`` at the end,
     and ``async for event in turn`` to follow it. Calls start as soon as they are submitted.
 
-    Events are dicts (typed ``TurnEvent``: narrow on ``event["type"]``) with a ``"type"`` and the fields listed after it (``index`` is the call's
-    position in the turn; durations in seconds): ``started`` (``index``, ``tool_use_id``,
-    ``tool``, ``queued``), ``progress`` (``index``, ``tool_use_id``, ``data``), ``finished``
-    (``index``, ``tool_use_id``, ``tool``, ``status``, ``duration``), ``detached`` (``index``,
-    ``tool_use_id``, ``tool``: a cancelled or timed-out call that outlived its cleanup grace;
+    Events are dicts (typed ``TurnEvent``: narrow on ``event["type"]``) with a ``"type"`` and
+    the fields listed after it (``index`` is the call's position in the turn; durations in
+    seconds): ``started`` (``index``, ``tool_use_id``, ``tool``, ``queued``), ``progress``
+    (``index``, ``tool_use_id``, ``data``), ``finished`` (``index``, ``tool_use_id``, ``tool``,
+    ``status``, ``duration``), ``detached`` (``index``, ``tool_use_id``, ``tool``: a cancelled or timed-out call that outlived its cleanup grace;
     its result is produced anyway) as they happen, and ``result`` (``index``, ``result``: one
     per call, in submission order, ``result`` the ``tool_result`` dict). Every submitted call
     gets exactly one result, even when cancelled.
