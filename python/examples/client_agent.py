@@ -104,19 +104,18 @@ async def main(base_url: Optional[str]) -> None:
         # 2. The agent loop: Python tools and built-in tools, events as they happen.
         agent = ferroloop.Agent(client, model=MODEL, system="Be brief.", tools=[executor, "glob"],
                                 workspace=REPO, max_turns=5)
-        async for event in agent.run("What is the weather in Paris, and which Markdown files are here?"):
-            kind = event["type"]
-            if kind == "text_delta":
-                print(event["text"], end="", flush=True)
-            elif kind == "retry":
-                print(f"[retry after HTTP {event['status']}, waiting {event['wait']:.2f} s]")
-            elif kind == "tool_started":
-                print(f"[{event['name']} {json.dumps(event['input'])}]")
-            elif kind == "tool_finished":
-                print(f"[{event['name']} {event['status']} in {event['duration'] * 1e3:.1f} ms]")
-            elif kind == "stop":
-                print(f"\n[stop: {event['reason']}, {event['turns']} turns, {event['tool_calls']} tool calls]")
-
+        async for update in agent.run("What is the weather in Paris, and which Markdown files are here?"):
+            # Narrow on `update["type"]` itself: a copy of it in a variable narrows nothing.
+            if update["type"] == "text_delta":
+                print(update["text"], end="", flush=True)
+            elif update["type"] == "retry":
+                print(f"[retry after HTTP {update['status']}, waiting {update['wait']:.2f} s]")
+            elif update["type"] == "tool_started":
+                print(f"[{update['name']} {json.dumps(update['input'])}]")
+            elif update["type"] == "tool_finished":
+                print(f"[{update['name']} {update['status']} in {update['duration'] * 1e3:.1f} ms]")
+            elif update["type"] == "stop":
+                print(f"\n[stop: {update['reason']}, {update['turns']} turns, {update['tool_calls']} tool calls]")
 
 if __name__ == "__main__":
     if os.environ.get("ANTHROPIC_API_KEY"):

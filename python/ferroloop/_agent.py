@@ -14,14 +14,16 @@ from typing import Any, Optional, Sequence, Union
 from . import _native
 from ._batches import BatchedEvents
 from ._client import Client
+from ._events import AgentEvent, AgentStopEvent
 from ._executor import ToolExecutor
 
 Tools = Union[ToolExecutor, str, Sequence[Union[ToolExecutor, str]], None]
 
 
-class AgentRun(BatchedEvents):
-    """A run in progress: ``async for event in run`` yields event dicts with a ``"type"`` and
-    the fields listed after it (durations in seconds):
+class AgentRun(BatchedEvents[AgentEvent]):
+    """A run in progress: ``async for event in run`` yields event dicts (typed ``AgentEvent``:
+    narrow on ``event["type"]``) with a ``"type"`` and the fields listed after it (durations in
+    seconds):
 
     - ``turn_start`` (``turn``, ``estimated_input_tokens``): a model call starts (a turn asked
       again repeats its number);
@@ -94,15 +96,15 @@ class AgentRun(BatchedEvents):
     def __init__(self, native: _native._AgentRun) -> None:
         super().__init__(native)
         self._native_run = native
-        self._stop: Optional[dict[str, Any]] = None
+        self._stop: Optional[AgentStopEvent] = None
 
-    def _seen(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _seen(self, event: AgentEvent) -> AgentEvent:
         if event["type"] == "stop":
             self._stop = event
         return event
 
     @property
-    def stop(self) -> Optional[dict[str, Any]]:
+    def stop(self) -> Optional[AgentStopEvent]:
         """The ``stop`` event once the run has ended (``None`` before)."""
         return self._stop
 
@@ -110,7 +112,7 @@ class AgentRun(BatchedEvents):
         """Asks the run to stop (it ends with a ``stop`` event, reason ``aborted``)."""
         self._native_run.cancel()
 
-    async def finish(self) -> dict[str, Any]:
+    async def finish(self) -> AgentStopEvent:
         """Consumes the remaining events and returns the ``stop`` event."""
         async for _ in self:
             pass

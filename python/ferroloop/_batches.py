@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import collections
 from types import TracebackType
-from typing import Any, Awaitable, Iterable, Optional, Protocol, Type, TypeVar
+from typing import Any, Awaitable, Generic, Iterable, Optional, Protocol, Type, TypeVar
 
-Event = dict[str, Any]
+# The type of the events yielded (a subclass's event union: ``AgentEvent``, ``StreamEvent``).
+Event = TypeVar("Event")
 
 
 class NativeBatches(Protocol):
@@ -41,10 +42,10 @@ class AsyncClosing:
         await self.aclose()
 
 
-_Self = TypeVar("_Self", bound="BatchedEvents")
+_Self = TypeVar("_Self", bound="BatchedEvents[Any]")
 
 
-class BatchedEvents(AsyncClosing):
+class BatchedEvents(AsyncClosing, Generic[Event]):
     """Yields the events of a ``NativeBatches`` handle one at a time. Subclasses unpack a batch
     (``_unpack``) and look at each event as it is yielded (``_seen``).
 

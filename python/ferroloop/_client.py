@@ -11,15 +11,16 @@ from typing import Any, Literal, Optional
 
 from . import _native
 from ._batches import AsyncClosing, BatchedEvents
+from ._events import StreamEvent
 
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
 
-class MessageStream(BatchedEvents):
-    """A streaming request: ``async for event in stream`` yields typed event dicts (the same
-    shapes as ``StreamDecoder.feed``'s, plus ``retry`` (``attempt``, ``status``, ``code``,
-    ``overloaded``, ``wait``, ``reason``) before a retry and ``stalled`` (``elapsed``, in
-    seconds) when the stream goes quiet). A retry's fields mean what the agent's ``retry``
+class MessageStream(BatchedEvents[StreamEvent]):
+    """A streaming request: ``async for event in stream`` yields typed event dicts
+    (``StreamEvent``: narrow on ``event["type"]``; the same shapes as ``StreamDecoder.feed``'s,
+    plus ``retry`` (``attempt``, ``status``, ``code``, ``overloaded``, ``wait``, ``reason``)
+    before a retry and ``stalled`` (``elapsed``, in seconds) when the stream goes quiet). A retry's fields mean what the agent's ``retry``
     event's do (and
     Node's): ``attempt`` is the attempt about to be made (2 for the first retry); ``status`` the
     HTTP status, ``None`` without one (a connection error, a timeout, an error event first in a
@@ -41,12 +42,12 @@ class MessageStream(BatchedEvents):
         self._message: Optional[dict[str, Any]] = None
         self._metrics: Optional[dict[str, Any]] = None
 
-    def _unpack(self, batch: Any) -> list[dict[str, Any]]:
+    def _unpack(self, batch: Any) -> list[StreamEvent]:
         events, message, metrics = batch
         if message is not None:
             self._message = message
             self._metrics = metrics
-        unpacked: list[dict[str, Any]] = events
+        unpacked: list[StreamEvent] = events
         return unpacked
 
     def message(self) -> Optional[dict[str, Any]]:

@@ -23,6 +23,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, 
 
 from . import _native
 from ._batches import AsyncClosing
+from ._events import TurnEvent
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -56,11 +57,11 @@ class Turn(AsyncClosing):
     """A streaming turn: ``submit`` calls as the model's stream seals them, ``seal`` at the end,
     and ``async for event in turn`` to follow it. Calls start as soon as they are submitted.
 
-    Events are dicts with a ``"type"`` and the fields listed after it (``index`` is the call's
-    position in the turn; durations in seconds): ``started`` (``index``, ``tool_use_id``,
-    ``tool``, ``queued``), ``progress`` (``index``, ``tool_use_id``, ``data``), ``finished``
-    (``index``, ``tool_use_id``, ``tool``, ``status``, ``duration``), ``detached`` (``index``,
-    ``tool_use_id``, ``tool``: a cancelled or timed-out call that outlived its cleanup grace;
+    Events are dicts (typed ``TurnEvent``: narrow on ``event["type"]``) with a ``"type"`` and
+    the fields listed after it (``index`` is the call's position in the turn; durations in
+    seconds): ``started`` (``index``, ``tool_use_id``, ``tool``, ``queued``), ``progress``
+    (``index``, ``tool_use_id``, ``data``), ``finished`` (``index``, ``tool_use_id``, ``tool``,
+    ``status``, ``duration``), ``detached`` (``index``, ``tool_use_id``, ``tool``: a cancelled or timed-out call that outlived its cleanup grace;
     its result is produced anyway) as they happen, and ``result`` (``index``, ``result``: one
     per call, in submission order, ``result`` the ``tool_result`` dict). Every submitted call
     gets exactly one result, even when cancelled.
@@ -77,7 +78,7 @@ class Turn(AsyncClosing):
         self._native = native
         # What an awaiting task cancelled just after the native future completed had already
         # taken from the turn: returned by the next call instead of being lost.
-        self._unclaimed_events: collections.deque[dict[str, Any]] = collections.deque()
+        self._unclaimed_events: collections.deque[TurnEvent] = collections.deque()
         self._closed = False
 
     def submit(self, tool_use: dict[str, Any]) -> None:
@@ -107,10 +108,10 @@ class Turn(AsyncClosing):
         self._native.cancel()
         self._native.seal()
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    def __aiter__(self) -> AsyncIterator[TurnEvent]:
         return self
 
-    async def __anext__(self) -> dict[str, Any]:
+    async def __anext__(self) -> TurnEvent:
         if self._closed:
             raise StopAsyncIteration
         if self._unclaimed_events:

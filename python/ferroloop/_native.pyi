@@ -2,6 +2,8 @@
 
 from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
 
+from ._events import AgentEvent, DecodeEvent, StreamEvent, TurnEvent
+
 # The names the extension module exports (PyO3 fills the runtime `__all__`; stubtest compares).
 __all__ = [
     "__version__",
@@ -91,8 +93,9 @@ class StreamDecoder:
         *,
         events: bool = True,
     ) -> StreamDecoder: ...
-    def feed(self, chunk: _Chunk) -> list[dict[str, Any]]:
-        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``).
+    def feed(self, chunk: _Chunk) -> list[DecodeEvent]:
+        """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``,
+        typed ``DecodeEvent``: narrow on ``event["type"]``).
 
         A provider's error event raises the ``APIError`` subclass of its class (the same class
         in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
@@ -244,7 +247,7 @@ class _Turn:
     def seal(self) -> None: ...
     def cancel(self) -> None: ...
     def discard(self) -> None: ...
-    def next_event(self) -> Awaitable[Optional[dict[str, Any]]]: ...
+    def next_event(self) -> Awaitable[Optional[TurnEvent]]: ...
     def finish(self) -> Awaitable[list[dict[str, Any]]]: ...
 
 @final
@@ -289,7 +292,7 @@ def has_exact_counting() -> bool:
 class _ClientStream:
     def next_batch(
         self,
-    ) -> Awaitable[Optional[tuple[list[dict[str, Any]], Optional[dict[str, Any]], Optional[dict[str, Any]]]]]: ...
+    ) -> Awaitable[Optional[tuple[list[StreamEvent], Optional[dict[str, Any]], Optional[dict[str, Any]]]]]: ...
     def close(self) -> None: ...
 
 @final
@@ -324,7 +327,7 @@ class _Client:
 
 @final
 class _AgentRun:
-    def next_batch(self) -> Awaitable[Optional[list[dict[str, Any]]]]: ...
+    def next_batch(self) -> Awaitable[Optional[list[AgentEvent]]]: ...
     def cancel(self) -> None: ...
     def close(self) -> None: ...
 

@@ -32,6 +32,23 @@ def client_for(server: ReplayServer) -> ferroloop.Client:
     )
 
 
+def last_stop(events: list[ferroloop.AgentEvent]) -> ferroloop.AgentStopEvent:
+    """The run's last event, which is its ``stop`` (narrowed for the type checker)."""
+    stop = events[-1]
+    assert stop["type"] == "stop", stop
+    return stop
+
+
+def usages(events: list[ferroloop.AgentEvent]) -> list[tuple[ferroloop.ModelCall, int, dict[str, Any]]]:
+    """``(call, turn, usage)`` of each ``usage`` event, every one of which reported its usage."""
+    out = []
+    for event in events:
+        if event["type"] == "usage":
+            assert event["usage"] is not None, event
+            out.append((event["call"], event["turn"], event["usage"]))
+    return out
+
+
 def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
     body = json.loads(request["body"])
     last = body["messages"][-1]
@@ -106,7 +123,7 @@ async def test_a_conversation_with_parallel_python_tools_and_a_builtin(
 
     kinds = [event["type"] for event in events]
     assert kinds[0] == "turn_start" and kinds[-1] == "stop"
-    stop = events[-1]
+    stop = last_stop(events)
     assert stop["reason"] == "end_turn" and stop["turns"] == 3 and stop["tool_calls"] == 5
     assert stop["error"] is None
     assert peak == 2
@@ -302,7 +319,7 @@ async def test_an_openai_chat_conversation_with_parallel_python_tools(replay: Re
         agent = ferroloop.Agent(client, model="gpt-test", system="Be brief.", tools=executor)
         events = [event async for event in agent.run("What are a and b?")]
 
-    stop = events[-1]
+    stop = last_stop(events)
     assert stop["type"] == "stop" and stop["reason"] == "end_turn", stop
     assert stop["turns"] == 2 and stop["tool_calls"] == 2 and stop["error"] is None
     text = "".join(e["text"] for e in events if e["type"] == "text_delta")
@@ -374,8 +391,9 @@ async def test_an_invalid_conversation_stops_the_run_before_any_request(replay: 
         for messages, expected in cases:
             events = [event async for event in agent.run(messages=messages)]
             assert len(events) == 1
-            stop = events[0]
-            assert stop["type"] == "stop" and stop["reason"] == "error" and stop["turns"] == 0
+            stop = last_stop(events)
+            assert stop["reason"] == "error" and stop["turns"] == 0
+            assert stop["error"] is not None, stop
             assert stop["error"].startswith("invalid conversation: ") and expected in stop["error"], stop
     assert server.requests() == []
 
@@ -393,7 +411,8 @@ async def test_an_empty_prompt_or_text_block_stops_the_run_before_any_request(re
         for run, expected in runs:
             events = [event async for event in run]
             assert [event["type"] for event in events] == ["stop"]
-            assert events[0]["reason"] == "error" and expected in events[0]["error"], events[0]
+            stop = last_stop(events)
+            assert stop["reason"] == "error" and expected in (stop["error"] or ""), stop
     assert server.requests() == []
 
 
@@ -481,12 +500,12 @@ async def test_keep_recent_tool_results_is_the_microcompact_setting_like_node(re
     def echo(input: dict[str, Any]) -> str:
         return f"echo {input['n']}"
 
-    async def run(**options: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def run(**options: Any) -> tuple[list[ferroloop.AgentEvent], list[dict[str, Any]]]:
         server = replay(compaction_script())
         async with client_for(server) as client:
             agent = ferroloop.Agent(client, model="m", tools=executor, **options)
             events = [event async for event in agent.run("go")]
-        assert events[-1]["reason"] == "end_turn"
+        assert last_stop(events)["reason"] == "end_turn"
         return events, [
             block
             for message in json.loads(server.requests()[2]["body"])["messages"]
@@ -527,13 +546,13 @@ async def test_an_overload_announced_mid_stream_asks_the_turn_again_without_a_fa
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m")
         events = [event async for event in agent.run("go")]
-    stop = events[-1]
+    stop = last_stop(events)
     assert (stop["reason"], stop["turns"]) == ("end_turn", 1), stop
     assert [e["turn"] for e in events if e["type"] == "turn_start"] == [1, 1]
     assert "Partial" not in json.dumps(stop["messages"])
     assert stop["messages"][-1]["content"][0]["text"] == "Second try."
     # The broken call was billed for its input: it has its `usage` event, as the second has.
-    assert [e["usage"]["input_tokens"] for e in events if e["type"] == "usage"] == [100, 10]
+    assert [usage["input_tokens"] for _, _, usage in usages(events)] == [100, 10]
     assert [json.loads(r["body"])["model"] for r in server.requests()] == ["m", "m"]
 
 
@@ -576,10 +595,10 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m", tools=executor)
         events = [event async for event in agent.run("go")]
-    stop = events[-1]
+    stop = last_stop(events)
     assert stop["reason"] == "end_turn", stop
-    usages = [(e["call"], e["turn"], e["usage"]["input_tokens"]) for e in events if e["type"] == "usage"]
-    assert usages == [("turn", 1, 190_000), ("compaction", 2, 6_000), ("turn", 2, 1_200)]
+    calls = [(call, number, usage["input_tokens"]) for call, number, usage in usages(events)]
+    assert calls == [("turn", 1, 190_000), ("compaction", 2, 6_000), ("turn", 2, 1_200)]
     kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry")]
     assert kinds[1:4] == ["retry", "usage", "context"]
     retry = next(e for e in events if e["type"] == "retry")
@@ -594,7 +613,7 @@ async def test_a_compaction_call_has_a_usage_event_of_its_own_like_node(replay: 
     summary = next(e for e in events if e["type"] == "usage" and e["call"] == "compaction")
     assert summary["estimated_input_tokens"] > 0
     assert summary["time_to_first_token"] is None or summary["time_to_first_token"] >= 0
-    reported = [e["usage"] for e in events if e["type"] == "usage"]
+    reported = [usage for _, _, usage in usages(events)]
     assert sum(u["input_tokens"] + u.get("cache_creation_input_tokens", 0) + u.get("cache_read_input_tokens", 0) for u in reported) == stop["input_tokens"] == 197_200
     assert sum(u["output_tokens"] for u in reported) == stop["output_tokens"] == 350
 
@@ -638,7 +657,7 @@ async def test_an_overloaded_compaction_call_falls_back_like_a_turn_s_like_node(
             client, model="primary", tools=executor, fallback_model="fallback", fallback_after_529_retries=1
         )
         events = [event async for event in agent.run("go")]
-    stop = events[-1]
+    stop = last_stop(events)
     assert stop["reason"] == "end_turn", stop
     kinds = [e["type"] for e in events if e["type"] in ("usage", "context", "retry", "model_fallback")]
     assert kinds == ["usage", "model_fallback", "usage", "context", "usage"]
@@ -702,8 +721,8 @@ async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Repl
     async with client_for(server) as client:
         events = [e async for e in ferroloop.Agent(client, model="").run("go")]
     assert [e["type"] for e in events] == ["stop"]
-    assert events[0]["reason"] == "error"
-    assert events[0]["error"] == "invalid configuration: the model name is empty"
+    assert last_stop(events)["reason"] == "error"
+    assert last_stop(events)["error"] == "invalid configuration: the model name is empty"
     assert server.requests() == []
 
 
@@ -791,7 +810,7 @@ async def test_fallback_model_takes_over_after_repeated_529s_like_node(replay: R
                 client, model="claude-primary", fallback_model="claude-fallback", fallback_after_529_retries=2
             )
             events = [event async for event in agent.run("hi")]
-        assert events[-1]["reason"] == "end_turn", events[-1]
+        assert last_stop(events)["reason"] == "end_turn", events[-1]
         fallbacks = [e for e in events if e["type"] == "model_fallback"]
         assert len(fallbacks) == 1, events
         assert fallbacks[0]["call"] == "turn"
@@ -837,7 +856,7 @@ async def test_a_switch_to_the_fallback_model_is_no_cache_break_like_node(replay
             fallback_after_529_retries=1,
         )
         events = [event async for event in agent.run("go")]
-    assert events[-1]["reason"] == "end_turn", events[-1]
+    assert last_stop(events)["reason"] == "end_turn", events[-1]
     assert [e["type"] for e in events if e["type"] in ("model_fallback", "cache_break")] == ["model_fallback"]
 
 
@@ -872,10 +891,12 @@ async def test_a_turn_refused_as_too_long_is_asked_again_as_the_same_turn_like_n
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="m", max_turns=1)
         events = [event async for event in agent.run(messages=history)]
-    stop = events[-1]
+    stop = last_stop(events)
     assert (stop["reason"], stop["turns"]) == ("end_turn", 1), stop
     assert [e["turn"] for e in events if e["type"] == "turn_start"] == [1, 1]
-    assert [e["trigger"] for e in events if e["type"] == "context"] == ["reactive"]
+    contexts = [e for e in events if e["type"] == "context"]
+    assert [e["action"] for e in contexts] == ["compaction"], contexts
+    assert [e["trigger"] for e in contexts if e["action"] == "compaction"] == ["reactive"]
 
 
 @pytest.mark.asyncio
@@ -901,7 +922,7 @@ async def test_stop_tool_calls_counts_the_tool_finished_events_like_node(replay:
     async with client_for(server) as client:
         agent = ferroloop.Agent(client, model="claude-sonnet-4-5", tools=executor)
         events = [event async for event in agent.run("go")]
-    stop = events[-1]
+    stop = last_stop(events)
     assert stop["reason"] == "end_turn", stop
     finished = [e["tool_use_id"] for e in events if e["type"] == "tool_finished"]
     assert finished == ["toolu_cut", "toolu_kept"], events
@@ -927,7 +948,7 @@ async def test_a_turn_cut_by_max_tokens_is_asked_again_with_a_raised_limit_like_
         async with client_for(server) as client:
             agent = ferroloop.Agent(client, model="claude-sonnet-4-5", escalated_max_tokens=option)
             events = [event async for event in agent.run("write a lot")]
-        assert events[-1]["reason"] == "end_turn", events[-1]
+        assert last_stop(events)["reason"] == "end_turn", events[-1]
         bodies = [json.loads(r["body"]) for r in server.requests()]
         assert [b["max_tokens"] for b in bodies] == [8192, raised or 8192], option
         raises = [e for e in events if e["type"] == "max_tokens_raised"]
@@ -996,7 +1017,7 @@ async def test_a_run_iterated_by_two_tasks_at_once_refuses_the_second_like_an_as
         agent = ferroloop.Agent(client, model="claude-test", tools=executor)
         run = agent.run("look it up")
 
-        async def drain() -> list[dict[str, Any]]:
+        async def drain() -> list[ferroloop.AgentEvent]:
             return [event async for event in run]
 
         outcomes: list[Any] = list(await asyncio.gather(drain(), drain(), return_exceptions=True))

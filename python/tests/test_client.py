@@ -41,7 +41,7 @@ def header(request: dict[str, Any], name: str) -> str:
     return str(next(value for key, value in request["headers"] if key.lower() == name))
 
 
-async def collect(stream: ferroloop.MessageStream) -> list[dict[str, Any]]:
+async def collect(stream: ferroloop.MessageStream) -> list[ferroloop.StreamEvent]:
     return [event async for event in stream]
 
 
@@ -274,7 +274,7 @@ async def test_a_stall_mid_stream_truncates_with_the_partial_message(replay: Rep
     server = replay({"responses": [{"body": BASIC, "fault": {"kind": "stall_after", "bytes": cut, "ms": 5000}}]})
     async with client_for(server, idle_timeout=0.3, stall_notice=0.1) as client:
         stream = client.stream(**REQUEST)
-        seen: list[dict[str, Any]] = []
+        seen: list[ferroloop.StreamEvent] = []
         with pytest.raises(ferroloop.StreamTruncatedError) as caught:
             async for event in stream:
                 seen.append(event)
@@ -373,7 +373,7 @@ async def test_a_stream_iterated_by_two_tasks_at_once_refuses_the_second(replay:
     async with client_for(server) as client:
         stream = client.stream(**REQUEST)
 
-        async def drain() -> list[dict[str, Any]]:
+        async def drain() -> list[ferroloop.StreamEvent]:
             return [event async for event in stream]
 
         outcomes: list[Any] = list(await asyncio.gather(drain(), drain(), return_exceptions=True))

@@ -29,9 +29,9 @@ def expected_cases() -> list[tuple[str, str, Path]]:
 CASES = expected_cases()
 
 
-def decode(provider: str, data: bytes, size: int) -> tuple[list[dict[str, Any]], ferroloop.StreamDecoder]:
+def decode(provider: str, data: bytes, size: int) -> tuple[list[ferroloop.DecodeEvent], ferroloop.StreamDecoder]:
     decoder = ferroloop.StreamDecoder(provider=provider)  # type: ignore[arg-type]
-    events: list[dict[str, Any]] = []
+    events: list[ferroloop.DecodeEvent] = []
     for chunk in chunked(data, size):
         events.extend(decoder.feed(chunk))
     return events, decoder
@@ -258,7 +258,7 @@ def test_every_bytes_like_chunk_decodes_alike(size: int) -> None:
     expected = reference.finish()
     for kind in ("bytes", "bytearray", "memoryview"):
         decoder = ferroloop.StreamDecoder("anthropic")
-        events: list[dict[str, Any]] = []
+        events: list[ferroloop.DecodeEvent] = []
         for piece in chunked(data, size):
             buffer = bytearray(piece)
             chunk: bytes | bytearray | memoryview = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import pytest
 
@@ -30,7 +30,7 @@ def documented(doc: str | None) -> dict[str, set[str]]:
     return out
 
 
-def fields_by_type(events: list[dict[str, Any]]) -> dict[str, set[str]]:
+def fields_by_type(events: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
     """Event type → every field its events had (``type`` aside)."""
     out: dict[str, set[str]] = {}
     for event in events:
@@ -140,9 +140,10 @@ def agent_scripts() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     ]
 
 
-@pytest.mark.asyncio
-async def test_the_agent_run_docs_name_exactly_the_fields_of_its_events(replay: Replay) -> None:
-    events: list[dict[str, Any]] = []
+async def agent_events(replay: Replay) -> list[ferroloop.AgentEvent]:
+    """The events of the ``agent_scripts`` runs, one run after the other (each ends with its
+    ``stop``, reason ``end_turn``)."""
+    events: list[ferroloop.AgentEvent] = []
     for script, options in agent_scripts():
         server = replay(script)
         async with ferroloop.Client(
@@ -150,8 +151,15 @@ async def test_the_agent_run_docs_name_exactly_the_fields_of_its_events(replay: 
         ) as client:
             agent = ferroloop.Agent(client, **{"model": "m", "tools": tools(), **options})
             run = [event async for event in agent.run("go")]
-        assert run[-1]["type"] == "stop" and run[-1]["reason"] == "end_turn", run[-1]
+        stop = run[-1]
+        assert stop["type"] == "stop" and stop["reason"] == "end_turn", stop
         events += run
+    return events
+
+
+@pytest.mark.asyncio
+async def test_the_agent_run_docs_name_exactly_the_fields_of_its_events(replay: Replay) -> None:
+    events = await agent_events(replay)
     real = fields_by_type(events)
     docs = documented(ferroloop.AgentRun.__doc__)
     assert sorted(real) == sorted(docs), "the docs list every event type, and no other"
@@ -160,8 +168,8 @@ async def test_the_agent_run_docs_name_exactly_the_fields_of_its_events(replay: 
     assert {e["action"] for e in events if e["type"] == "context"} == {"microcompact", "compaction"}
 
 
-@pytest.mark.asyncio
-async def test_the_turn_docs_name_exactly_the_fields_of_its_events() -> None:
+async def turn_events() -> list[ferroloop.TurnEvent]:
+    """The events of a turn that makes every kind: a call reporting progress, one detached."""
     executor = ferroloop.ToolExecutor(cleanup_grace=0.05)
 
     @executor.tool(concurrency_safe=True)
@@ -180,17 +188,23 @@ async def test_the_turn_docs_name_exactly_the_fields_of_its_events() -> None:
         turn.submit(tool_use("b", "stubborn", {}))
         turn.seal()
         events = [event async for event in turn]
+    await asyncio.sleep(0.5)  # the detached thread's end
+    return events
+
+
+@pytest.mark.asyncio
+async def test_the_turn_docs_name_exactly_the_fields_of_its_events() -> None:
+    events = await turn_events()
     real = fields_by_type(events)
     assert sorted(real) == ["detached", "finished", "progress", "result", "started"]
     docs = documented(ferroloop.Turn.__doc__)
     assert sorted(docs) == sorted(real)
     for kind, fields in real.items():
         assert docs[kind] == fields, kind
-    await asyncio.sleep(0.5)  # the detached thread's end
 
 
-@pytest.mark.asyncio
-async def test_the_stream_docs_name_exactly_the_fields_of_retries_stalls_and_metrics(replay: Replay) -> None:
+async def stream_events(replay: Replay) -> tuple[list[ferroloop.StreamEvent], Optional[dict[str, Any]]]:
+    """The events and metrics of a stream retried once (a 529) that stalls on the way."""
     hello = respond([{"type": "text", "text": "Hello there, world"}])
     server = replay({"responses": [OVERLOADED, {**hello, "fault": {"kind": "stall_after", "bytes": 300, "ms": 300}}]})
     async with ferroloop.Client(
@@ -198,11 +212,16 @@ async def test_the_stream_docs_name_exactly_the_fields_of_retries_stalls_and_met
     ) as client:
         stream = client.stream(model="m", max_tokens=16, messages=[{"role": "user", "content": "Hi"}])
         events = [event async for event in stream]
+    return events, stream.metrics
+
+
+@pytest.mark.asyncio
+async def test_the_stream_docs_name_exactly_the_fields_of_retries_stalls_and_metrics(replay: Replay) -> None:
+    events, metrics = await stream_events(replay)
     real = {kind: fields for kind, fields in fields_by_type(events).items() if kind in ("retry", "stalled")}
     assert sorted(real) == ["retry", "stalled"]
     docs = documented(ferroloop.MessageStream.__doc__)
     assert {kind: docs[kind] for kind in real} == real
-    metrics = stream.metrics
     assert metrics is not None and len(metrics["retries"]) == 1
     doc = ferroloop.MessageStream.metrics.__doc__
     assert doc is not None
