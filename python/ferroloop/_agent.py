@@ -31,7 +31,10 @@ class AgentRun(BatchedEvents[AgentEvent]):
     - ``tool_started`` (``tool_use_id``, ``name``, ``input``), ``tool_progress``
       (``tool_use_id``, ``data``), ``tool_finished`` (``tool_use_id``, ``name``, ``is_error``,
       ``status``, ``duration``): ``status`` says how the call ended (``succeeded``, ``failed``,
-      ``timed_out``, ``cancelled``, ...);
+      ``timed_out``, ``cancelled``, ...). Every call handed to the tools has one
+      ``tool_finished``; one that never started (an unknown tool or input its schema refuses:
+      ``rejected``; a hook's refusal: ``denied``; cancelled before it was admitted:
+      ``skipped``) has no ``tool_started``;
     - ``usage`` (``turn``, ``call``, ``usage``, ``estimated_input_tokens``,
       ``time_to_first_token``): one per billed model call, ``call`` saying which —
       ``"turn"`` (a turn's call, before its ``turn_end``; also one that broke off, failed or

@@ -139,7 +139,8 @@ class AgentThinkingDeltaEvent(TypedDict):
 
 
 class ToolStartedEvent(TypedDict):
-    """A tool call started running; ``input`` is the model's input for it."""
+    """A tool call started running; ``input`` is the model's input for it. A call that never
+    starts (``rejected``, ``denied`` or ``skipped``) has only its ``tool_finished``."""
 
     type: Literal["tool_started"]
     tool_use_id: str
@@ -156,7 +157,8 @@ class ToolProgressEvent(TypedDict):
 
 
 class ToolFinishedEvent(TypedDict):
-    """A tool call ended: ``status`` says how, ``duration`` how long it ran (seconds)."""
+    """A tool call ended, whether it started or not (one per call handed to the tools):
+    ``status`` says how, ``duration`` how long it ran (seconds)."""
 
     type: Literal["tool_finished"]
     tool_use_id: str
