@@ -59,7 +59,13 @@ def conforms(value: object, annotation: Any) -> bool:
     if annotation is Any:
         return True
     if is_typed_dict(annotation):
-        return exactly(value, annotation)
+        # Not `exactly`, which asserts: a union's other members may match.
+        declared = hints(annotation)
+        return (
+            isinstance(value, dict)
+            and set(annotation.__required_keys__) <= set(value) <= set(declared)
+            and all(conforms(item, declared[key]) for key, item in value.items())
+        )
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is Literal:
         return any(type(value) is type(arg) and value == arg for arg in args)
