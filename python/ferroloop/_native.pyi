@@ -104,8 +104,8 @@ class StreamDecoder:
         ``code`` is an HTTP status (OpenRouter's ``{"error": {"code": 429}}``) is that status's
         class. After ``finish()`` it raises ``InvalidStateError`` (a new stream needs a new
         decoder). Each of these errors, and the ``ProtocolError`` of a malformed stream, carries
-        ``events``, the events the chunk completed before it (``isinstance(err,
-        DecodeErrorDetail)`` says so to a type checker)."""
+        ``events``, the events the chunk completed before it (for a type checker:
+        ``isinstance(err, DecodeErrorDetail)``)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:
