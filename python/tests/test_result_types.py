@@ -12,13 +12,14 @@ earlier ``dict[str, Any]`` results, mypy accepted anything)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 import pytest
 
 import ferroloop
-from conftest import SHARED
+from conftest import REPO, SHARED
 from test_event_docs import Replay, stream_events
 from typed_dicts import conforms, exactly, mypy_misuse
 
@@ -152,6 +153,9 @@ def test_token_counts_are_exactly_token_counts_and_every_method_occurs() -> None
         exactly(count, ferroloop.TokenCount)
     methods = get_args(get_type_hints(ferroloop.TokenCount)["method"])
     assert sorted(c["method"] for c in counts) == sorted(methods)
+    # The set is the core's: every name `CountMethod::as_str` gives (a new one fails here).
+    core = (REPO / "core/src/tokens/tracker.rs").read_text(encoding="utf-8")
+    assert sorted(re.findall(r'CountMethod::\w+ => "([^"]+)"', core)) == sorted(methods)
 
 
 def test_request_estimates_are_exactly_request_estimates() -> None:
