@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import ferroloop
+from result_types import describe_metrics  # this directory's example of the typed results
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "claude-sonnet-4-5"
@@ -100,6 +101,9 @@ async def main(base_url: Optional[str]) -> None:
         message = stream.message()
         assert message is not None
         print(f"\n[{message['stop_reason']}, {message['usage']['output_tokens']} output tokens]")
+        metrics = stream.metrics
+        assert metrics is not None
+        print(f"[{describe_metrics(metrics)}]")
 
         # 2. The agent loop: Python tools and built-in tools, events as they happen.
         agent = ferroloop.Agent(client, model=MODEL, system="Be brief.", tools=[executor, "glob"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Literal, NoReturn, Optional, Union
 
 import ferroloop
 
@@ -140,8 +140,12 @@ def describe_turn_event(event: ferroloop.TurnEvent) -> str:
         detached_tool: str = event["tool"]
         return f"#{index} {detached_tool} {detached_id} detached"
     elif event["type"] == "result":
-        result: dict[str, Any] = event["result"]
-        return f"#{index} result {result.get('content')!r}"
+        result: ferroloop.ToolResult = event["result"]
+        kind: Literal["tool_result"] = result["type"]
+        answered: str = result["tool_use_id"]
+        content: Union[str, list[dict[str, Any]]] = result["content"]
+        failed: bool = result["is_error"]
+        return f"#{index} {kind} for {answered} error={failed}: {content!r}"
     else:
         _never(event)
 

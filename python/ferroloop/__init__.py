@@ -15,8 +15,12 @@
   threads) run concurrently by the Rust executor, results in request order.
 - The event types: ``AgentEvent``, ``TurnEvent``, ``DecodeEvent``, ``StreamEvent`` (closed unions
   of ``TypedDict`` members, narrowed on ``event["type"]``) and their members.
+- The result types: ``ToolResult`` (``ToolExecutor.run``, ``Turn.results()``), ``RequestMetrics``
+  (``MessageStream.metrics``), ``ToolDefinition`` (``Agent.tool_definitions()``), ``TokenCount``
+  (``ContextTracker.tokens()``), ``RequestEstimate`` (``estimate_request``): ``TypedDict``s.
 - The exception hierarchy rooted at ``FerroloopError``; a Rust panic surfaces as
-  ``InternalError``, never a crash.
+  ``InternalError``, never a crash; ``DecodeErrorDetail``, the ``events`` an error of
+  ``StreamDecoder.feed`` carries.
 """
 
 from ._agent import Agent, AgentRun
@@ -26,6 +30,7 @@ from ._errors import (
     APIError,
     APITimeoutError,
     AuthenticationError,
+    DecodeErrorDetail,
     ExactCountingUnavailableError,
     FerroloopError,
     InternalError,
@@ -77,6 +82,7 @@ from ._events import (
     ThinkingDeltaEvent,
     ToolFinishedEvent,
     ToolProgressEvent,
+    ToolResult,
     ToolStartedEvent,
     ToolUseInvalidEvent,
     ToolUseReadyEvent,
@@ -89,6 +95,7 @@ from ._events import (
     UsageEvent,
 )
 from ._executor import Turn, ToolExecutor
+from ._results import AgentToolDefinition, RequestEstimate, RequestMetrics, TokenCount, ToolDefinition
 from ._native import (
     ContextBudget,
     ContextTracker,
@@ -139,6 +146,13 @@ __all__ = [
     "TurnSealedError",
     "ExactCountingUnavailableError",
     "InternalError",
+    "DecodeErrorDetail",
+    "ToolResult",
+    "RequestMetrics",
+    "ToolDefinition",
+    "AgentToolDefinition",
+    "TokenCount",
+    "RequestEstimate",
     "CallStatus",
     "StopReason",
     "ModelCall",

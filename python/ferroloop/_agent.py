@@ -16,6 +16,7 @@ from ._batches import BatchedEvents
 from ._client import Client
 from ._events import AgentEvent, AgentStopEvent
 from ._executor import ToolExecutor
+from ._results import ToolDefinition
 
 Tools = Union[ToolExecutor, str, Sequence[Union[ToolExecutor, str]], None]
 
@@ -231,8 +232,10 @@ class Agent:
         """The tools offered to the model."""
         return self._native.tool_names
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        """The tool definitions sent to the model (sorted by name, for prompt caching)."""
+    def tool_definitions(self) -> list[ToolDefinition]:
+        """The tool definitions sent to the model: the agent's own tools sorted by name (for prompt
+        caching), each an ``AgentToolDefinition``, then the provider's tools of ``extra["tools"]``
+        as given (``"type" in definition`` tells them apart)."""
         return self._native.tool_definitions()
 
     def run(

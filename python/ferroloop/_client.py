@@ -12,6 +12,7 @@ from typing import Any, Literal, Optional
 from . import _native
 from ._batches import AsyncClosing, BatchedEvents
 from ._events import StreamEvent
+from ._results import RequestMetrics
 
 Provider = Literal["anthropic", "openai-chat", "openai-responses"]
 
@@ -40,7 +41,7 @@ class MessageStream(BatchedEvents[StreamEvent]):
     def __init__(self, native: _native._ClientStream) -> None:
         super().__init__(native)
         self._message: Optional[dict[str, Any]] = None
-        self._metrics: Optional[dict[str, Any]] = None
+        self._metrics: Optional[RequestMetrics] = None
 
     def _unpack(self, batch: Any) -> list[StreamEvent]:
         events, message, metrics = batch
@@ -55,13 +56,13 @@ class MessageStream(BatchedEvents[StreamEvent]):
         return self._message
 
     @property
-    def metrics(self) -> Optional[dict[str, Any]]:
+    def metrics(self) -> Optional[RequestMetrics]:
         """The request's measurements once the stream has ended: ``request_id``, ``attempts``,
         ``retries`` (the ``retry`` events, as the stream yielded them), ``http_version``,
         ``time_to_headers``, ``time_to_first_event``, ``time_to_first_token``, ``total``
         (durations in seconds from the start of the request, ``None`` when not reached),
         ``bytes_received``, ``events`` (how many) and ``usage`` (the provider's final usage, or
-        ``None``)."""
+        ``None``): a ``RequestMetrics``."""
         return self._metrics
 
     async def until_done(self) -> dict[str, Any]:

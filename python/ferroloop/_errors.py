@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Protocol, runtime_checkable
+
+from ._events import DecodeEvent
 
 
 class FerroloopError(Exception):
@@ -167,6 +169,21 @@ class InternalError(FerroloopError):
     """A bug inside ferroloop (a Rust panic), surfaced as an exception instead of a crash."""
 
 
+@runtime_checkable
+class DecodeErrorDetail(Protocol):
+    """What an error ``StreamDecoder.feed`` raises carries besides its class's attributes
+    (Node's ``DecodeErrorDetail``): ``events``, the typed events the failing chunk completed
+    before the error. Such an error is an ``APIError`` (a provider's error event: the subclass
+    of its class), a ``ProtocolError`` or an ``InvalidStateError`` (bytes fed after
+    ``finish()``); the same classes raised elsewhere (by a ``Client``, by ``finish()``) carry no
+    ``events``, so this is a protocol, not a base class: ``isinstance(err, DecodeErrorDetail)``
+    tells (and narrows ``err`` for a type checker). Node's ``partial`` is the decoder's
+    ``message()`` here (``finish()``'s ``StreamTruncatedError`` has it as ``partial_message``),
+    its ``errorType`` and ``raw`` an ``APIError``'s ``error_type`` and ``body``."""
+
+    events: list[DecodeEvent]
+
+
 __all__ = [
     "FerroloopError",
     "APIError",
@@ -183,4 +200,5 @@ __all__ = [
     "TurnSealedError",
     "ExactCountingUnavailableError",
     "InternalError",
+    "DecodeErrorDetail",
 ]

@@ -10,7 +10,8 @@ checker narrows on it: after ``if event["type"] == "text_delta":``, ``event["tex
 
 At runtime the events are plain ``dict`` objects: these types only describe them (a
 ``TypedDict`` cannot be used with ``isinstance``). Provider and caller data (messages, usage
-objects, tool inputs, progress data, ``tool_result`` dicts) stay ``Any`` / ``dict[str, Any]``.
+objects, tool inputs, progress data, a ``tool_result``'s content blocks) stay ``Any`` /
+``dict[str, Any]``; a ``result`` event's ``result`` is a ``ToolResult``.
 Status-like strings from a closed set are ``Literal`` sets, each the full set the core's Rust
 enums serialise to (``CallStatus``, ``StopReason``, ``ModelCall``, a ``context`` ``action`` and
 ``trigger``, a ``model_fallback`` ``reason``, ``cache_break``'s ``changed``); open sets (a
@@ -28,6 +29,7 @@ __all__ = [
     "StopReason",
     "ModelCall",
     "CacheComponent",
+    "ToolResult",
     # AgentEvent
     "AgentEvent",
     "TurnStartEvent",
@@ -112,6 +114,21 @@ ModelCall = Literal["turn", "compaction"]
 
 #: A part of the prompt a ``cache_break`` event names as changed.
 CacheComponent = Literal["system", "tools", "messages"]
+
+# --- ToolResult (ToolExecutor.run, Turn.results(), a turn's result events) -------------------
+
+
+class ToolResult(TypedDict):
+    """A ``tool_result`` content block, in the provider's wire shape (Node's ``ToolResult``):
+    one per call, ``tool_use_id`` the ``id`` of the ``tool_use`` it answers, ``content`` the
+    tool's text or its content blocks (text, image, ..., as the tool returned them), ``is_error``
+    whether the call failed (raised, timed out, was cancelled, had an invalid input, ...)."""
+
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: Union[str, list[dict[str, Any]]]
+    is_error: bool
+
 
 # --- AgentEvent (Agent.run / AgentRun) -------------------------------------------------------
 
@@ -344,11 +361,11 @@ class CallDetachedEvent(TypedDict):
 
 
 class CallResultEvent(TypedDict):
-    """The ``tool_result`` dict of the call at ``index``, in submission order."""
+    """The ``tool_result`` of the call at ``index``, in submission order."""
 
     type: Literal["result"]
     index: int
-    result: dict[str, Any]
+    result: ToolResult
 
 
 #: An event of a streaming turn (``async for event in turn``).

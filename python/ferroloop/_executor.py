@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional, 
 
 from . import _native
 from ._batches import AsyncClosing
-from ._events import TurnEvent
+from ._events import ToolResult, TurnEvent
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -63,8 +63,8 @@ class Turn(AsyncClosing):
     (``index``, ``tool_use_id``, ``data``), ``finished`` (``index``, ``tool_use_id``, ``tool``,
     ``status``, ``duration``), ``detached`` (``index``, ``tool_use_id``, ``tool``: a cancelled or timed-out call that outlived its cleanup grace;
     its result is produced anyway) as they happen, and ``result`` (``index``, ``result``: one
-    per call, in submission order, ``result`` the ``tool_result`` dict). Every submitted call
-    gets exactly one result, even when cancelled.
+    per call, in submission order, ``result`` the ``tool_result`` dict, a ``ToolResult``).
+    Every submitted call gets exactly one result, even when cancelled.
 
     Leaving ``async for event in turn`` early (``break``) does not stop the turn: Python calls
     nothing on a plain async iterator. ``await turn.aclose()``, or leaving an
@@ -121,15 +121,14 @@ class Turn(AsyncClosing):
             raise StopAsyncIteration
         return event
 
-    async def results(self) -> list[dict[str, Any]]:
-        """Seals the turn (``submit`` raises from then on) and waits for every ``tool_result``,
-        in submission order: exactly one per submitted call, with the turn budget applied (the
-        results to send back; the ``result`` events come before it applies). Calling it again
-        (or concurrently, or after a call that was cancelled) returns the same results, in a new
-        list each time, as Node's ``turn.results()`` does."""
+    async def results(self) -> list[ToolResult]:
+        """Seals the turn (``submit`` raises from then on) and waits for every ``tool_result``
+        (a ``ToolResult``), in submission order: exactly one per submitted call, with the turn
+        budget applied (the results to send back; the ``result`` events come before it applies).
+        Calling it again (or concurrently, or after a call that was cancelled) returns the same
+        results, in a new list each time, as Node's ``turn.results()`` does."""
         # The native turn keeps the collected results: a cancelled call loses nothing.
-        results: list[dict[str, Any]] = await self._native.finish()
-        return results
+        return await self._native.finish()
 
 
 async def _claim(future: Awaitable[T], keep: Callable[[Any], None]) -> T:
@@ -243,9 +242,9 @@ class ToolExecutor:
         """The registered tools, in registration order."""
         return self._native.tool_names
 
-    async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Runs ``tool_use`` blocks and returns one ``tool_result`` dict per call, in request
-        order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
+    async def run(self, tool_uses: Iterable[dict[str, Any]]) -> list[ToolResult]:
+        """Runs ``tool_use`` blocks and returns one ``tool_result`` dict (a ``ToolResult``) per
+        call, in request order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
         call). Cancelling the awaiting task cancels the running tools (their tasks see
         ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
         ``results``)."""

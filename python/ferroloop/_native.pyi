@@ -2,7 +2,8 @@
 
 from typing import Any, Awaitable, Callable, Literal, Optional, Union, final
 
-from ._events import AgentEvent, DecodeEvent, StreamEvent, TurnEvent
+from ._events import AgentEvent, DecodeEvent, StreamEvent, ToolResult, TurnEvent
+from ._results import RequestEstimate, RequestMetrics, TokenCount, ToolDefinition
 
 # The names the extension module exports (PyO3 fills the runtime `__all__`; stubtest compares).
 __all__ = [
@@ -102,7 +103,9 @@ class StreamDecoder:
         ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. An error whose
         ``code`` is an HTTP status (OpenRouter's ``{"error": {"code": 429}}``) is that status's
         class. After ``finish()`` it raises ``InvalidStateError`` (a new stream needs a new
-        decoder)."""
+        decoder). Each of these errors, and the ``ProtocolError`` of a malformed stream, carries
+        ``events``, the events the chunk completed before it (for a type checker:
+        ``isinstance(err, DecodeErrorDetail)``)."""
     def message(self) -> Optional[dict[str, Any]]:
         """A snapshot of the accumulated message (provider response shape)."""
     def finish(self) -> dict[str, Any]:
@@ -126,7 +129,7 @@ def estimate_tokens(obj: Union[str, _Chunk, list[Any], dict[str, Any]], *, token
     inside a list or dict (and in ``ContextTracker``); so it does in ``TextEstimator.feed`` and
     ``count_tokens``."""
 
-def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> dict[str, int]:
+def estimate_request(body: dict[str, Any], *, tokenizer: _Tokenizer = "claude") -> RequestEstimate:
     """Estimates a request body by part: ``system``, ``tools``, ``messages``, ``overhead`` and
     ``total`` (``estimate_tokens(body)`` is the ``total``). An OpenAI Responses body's
     ``instructions`` are its system part and its ``input`` items its messages."""
@@ -210,8 +213,9 @@ class ContextTracker:
         """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
         message so far, or the first ``covered``. ``ValueError`` for a count that is not a
         non-negative int (``None`` is absent) or no count at all."""
-    def tokens(self) -> dict[str, Any]:
-        """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}``."""
+    def tokens(self) -> TokenCount:
+        """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`` (a
+        ``TokenCount``)."""
     @property
     def correction(self) -> float:
         """The learned correction factor applied to estimates; settable (e.g. restored from an
@@ -248,7 +252,7 @@ class _Turn:
     def cancel(self) -> None: ...
     def discard(self) -> None: ...
     def next_event(self) -> Awaitable[Optional[TurnEvent]]: ...
-    def finish(self) -> Awaitable[list[dict[str, Any]]]: ...
+    def finish(self) -> Awaitable[list[ToolResult]]: ...
 
 @final
 class _Executor:
@@ -278,7 +282,7 @@ class _Executor:
     ) -> None: ...
     @property
     def tool_names(self) -> list[str]: ...
-    def run(self, tool_uses: list[dict[str, Any]]) -> Awaitable[list[dict[str, Any]]]: ...
+    def run(self, tool_uses: list[dict[str, Any]]) -> Awaitable[list[ToolResult]]: ...
     def turn(self) -> _Turn: ...
 
 def count_tokens(text: str, tokenizer: Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]) -> int:
@@ -292,7 +296,7 @@ def has_exact_counting() -> bool:
 class _ClientStream:
     def next_batch(
         self,
-    ) -> Awaitable[Optional[tuple[list[StreamEvent], Optional[dict[str, Any]], Optional[dict[str, Any]]]]]: ...
+    ) -> Awaitable[Optional[tuple[list[StreamEvent], Optional[dict[str, Any]], Optional[RequestMetrics]]]]: ...
     def close(self) -> None: ...
 
 @final
@@ -356,7 +360,7 @@ class _Agent:
     ) -> _Agent: ...
     @property
     def tool_names(self) -> list[str]: ...
-    def tool_definitions(self) -> list[dict[str, Any]]: ...
+    def tool_definitions(self) -> list[ToolDefinition]: ...
     def run(
         self, prompt: Union[str, list[dict[str, Any]], None] = None, *, messages: Optional[list[dict[str, Any]]] = None
     ) -> _AgentRun: ...

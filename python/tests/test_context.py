@@ -75,7 +75,7 @@ async def test_calls_queued_behind_an_exclusive_call_see_the_callers_context() -
 async def test_concurrent_runs_on_one_executor_each_see_their_own_context() -> None:
     ex = probing_executor(max_concurrency=50)
 
-    async def one_run(value: str) -> list[str]:
+    async def one_run(value: str) -> list[object]:
         request_id.set(value)
         uses = [use(f"{value}_{n}", "sync_probe" if n % 2 else "async_probe", sleep=0.02) for n in range(6)]
         results = await ex.run(uses)
@@ -142,7 +142,7 @@ async def test_a_turns_calls_see_the_context_of_their_submit() -> None:
 async def test_concurrent_turns_each_see_their_own_context() -> None:
     ex = probing_executor(max_concurrency=50)
 
-    async def one_turn(value: str) -> list[str]:
+    async def one_turn(value: str) -> list[object]:
         request_id.set(value)
         turn = ex.turn()
         for n in range(4):

@@ -120,7 +120,8 @@ def test_mid_stream_error_is_a_typed_exception_with_the_partial_message() -> Non
     assert isinstance(err, ferroloop.APIError)
     assert err.error_type == "overloaded_error" and err.status is None
     assert isinstance(err.body, dict)
-    assert any(e["type"] == "text_delta" for e in err.events)  # type: ignore[attr-defined]
+    assert isinstance(err, ferroloop.DecodeErrorDetail)
+    assert any(e["type"] == "text_delta" for e in err.events)
     partial = decoder.message()
     assert partial is not None and partial["content"]
     with pytest.raises(ferroloop.OverloadedError):

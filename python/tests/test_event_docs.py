@@ -203,7 +203,7 @@ async def test_the_turn_docs_name_exactly_the_fields_of_its_events() -> None:
         assert docs[kind] == fields, kind
 
 
-async def stream_events(replay: Replay) -> tuple[list[ferroloop.StreamEvent], Optional[dict[str, Any]]]:
+async def stream_events(replay: Replay) -> tuple[list[ferroloop.StreamEvent], Optional[ferroloop.RequestMetrics]]:
     """The events and metrics of a stream retried once (a 529) that stalls on the way."""
     hello = respond([{"type": "text", "text": "Hello there, world"}])
     server = replay({"responses": [OVERLOADED, {**hello, "fault": {"kind": "stall_after", "bytes": 300, "ms": 300}}]})
@@ -226,6 +226,6 @@ async def test_the_stream_docs_name_exactly_the_fields_of_retries_stalls_and_met
     doc = ferroloop.MessageStream.metrics.__doc__
     assert doc is not None
     named = set(re.findall(r"``(\w+)``", doc))
-    # Besides the keys, the doc names the `retry` events the retries are, and `None`.
-    assert named - set(metrics) == {"retry", "None"}
+    # Besides the keys, the doc names the `retry` events the retries are, `None`, and the type.
+    assert named - set(metrics) == {"retry", "None", "RequestMetrics"}
     assert set(metrics) <= named

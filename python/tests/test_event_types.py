@@ -12,13 +12,8 @@ precise; with the earlier ``dict[str, Any]`` events, mypy accepted anything)."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 import pytest
 
@@ -26,72 +21,7 @@ import ferroloop
 from conftest import FIXTURES, fixture_bytes
 from test_decode import CASES
 from test_event_docs import Replay, agent_events, documented, stream_events, turn_events
-
-NoneType = type(None)
-
-
-def members(union: Any) -> list[Any]:
-    """The ``TypedDict`` members of an event union."""
-    found = list(get_args(union))
-    assert found and all(isinstance(m, type) and issubclass(m, dict) for m in found), union
-    return found
-
-
-def hints(member: Any) -> dict[str, Any]:
-    return get_type_hints(member)
-
-
-def tags(member: Any, key: str) -> tuple[str, ...]:
-    """The ``Literal`` values a member allows for ``key`` (its ``type``, a context's ``action``)."""
-    annotation = hints(member)[key]
-    assert get_origin(annotation) is Literal, (member, key)
-    return get_args(annotation)
-
-
-def conforms(value: object, annotation: Any) -> bool:
-    """Whether ``value`` is of the declared type (the few forms the event types use)."""
-    if annotation is Any:
-        return True
-    origin, args = get_origin(annotation), get_args(annotation)
-    if origin is Literal:
-        return any(type(value) is type(arg) and value == arg for arg in args)
-    if origin is Union:
-        return any(conforms(value, arg) for arg in args)
-    if origin is list:
-        return isinstance(value, list) and all(conforms(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            conforms(key, args[0]) and conforms(item, args[1]) for key, item in value.items()
-        )
-    if annotation is NoneType:
-        return value is None
-    if annotation in (str, int, float, bool):
-        # Exactly: a bool is no int here, an int no float.
-        return type(value) is annotation
-    raise AssertionError(f"no check for {annotation!r}")
-
-
-def member_of(union: Any, event: Mapping[str, Any]) -> Any:
-    """The one member ``event`` is: chosen by ``type``, then (two members sharing it) ``action``."""
-    chosen = [m for m in members(union) if event["type"] in tags(m, "type")]
-    if len(chosen) > 1:
-        chosen = [m for m in chosen if event.get("action") in tags(m, "action")]
-    assert len(chosen) == 1, (event, chosen)
-    return chosen[0]
-
-
-def check(union: Any, events: list[Any]) -> set[Any]:
-    """Asserts every event is exactly its member; returns the members seen."""
-    seen = set()
-    for event in events:
-        assert isinstance(event, dict), event
-        member = member_of(union, event)
-        declared = hints(member)
-        assert set(event) == set(declared), (member.__name__, sorted(event), sorted(declared))
-        for key, annotation in declared.items():
-            assert conforms(event[key], annotation), (member.__name__, key, event[key], annotation)
-        seen.add(member)
-    return seen
+from typed_dicts import check, hints, members, mypy_misuse, tags
 
 
 def test_each_union_tells_its_members_apart_by_type_then_action() -> None:
@@ -229,23 +159,5 @@ async def stream(s: ferroloop.MessageStream) -> None:
 
 def test_mypy_rejects_a_field_misused_after_narrowing(tmp_path: Path) -> None:
     pytest.importorskip("mypy")
-    source = tmp_path / "misuse.py"
-    source.write_text(textwrap.dedent(MISUSE), encoding="utf-8")
-    expected = {
-        (number, match[1])
-        for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)
-        if (match := re.search(r"# error: ([\w-]+)$", line))
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
-         "--show-error-codes", "--no-error-summary", str(source)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    reported = {
-        (int(match[1]), match[2])
-        for match in re.finditer(r"^.*misuse\.py:(\d+): error: .*\[([\w-]+)\]$", done.stdout, re.M)
-    }
-    assert reported == expected, done.stdout + done.stderr
+    expected, reported, output = mypy_misuse(tmp_path, MISUSE)
+    assert reported == expected, output

@@ -145,7 +145,7 @@ def test_system_exit_inside_a_tool_ends_the_loop_like_an_asyncio_task(plain: boo
     executor = ferroloop.ToolExecutor()
     executor.tool("leave")(leave_plain if plain else leave_async)
 
-    async def main() -> list[dict[str, object]]:
+    async def main() -> list[ferroloop.ToolResult]:
         return await executor.run(_tool_use("leave"))
 
     with pytest.raises(SystemExit) as raised:
@@ -160,7 +160,7 @@ def test_keyboard_interrupt_inside_a_plain_tool_is_not_swallowed() -> None:
     def interrupted(input: dict[str, object]) -> str:
         raise KeyboardInterrupt
 
-    async def main() -> list[dict[str, object]]:
+    async def main() -> list[ferroloop.ToolResult]:
         return await executor.run(_tool_use("interrupted"))
 
     with pytest.raises(KeyboardInterrupt):
@@ -177,7 +177,7 @@ def test_other_base_exceptions_inside_a_plain_tool_stay_error_results() -> None:
     def odd(input: dict[str, object]) -> str:
         raise Custom("odd")
 
-    async def main() -> list[dict[str, object]]:
+    async def main() -> list[ferroloop.ToolResult]:
         return await executor.run(_tool_use("odd"))
 
     [result] = asyncio.run(main())
@@ -206,7 +206,7 @@ def test_a_tool_exception_keeps_its_traceback_in_the_ferroloop_logger(
     async def coroutine(input: dict[str, object]) -> str:
         return lookup("missing-async")
 
-    async def main() -> list[dict[str, object]]:
+    async def main() -> list[ferroloop.ToolResult]:
         return await executor.run(
             [{"id": "p", "name": "plain", "input": {}}, {"id": "c", "name": "coroutine", "input": {}}]
         )
@@ -358,7 +358,7 @@ def test_a_plain_function_returning_a_coroutine_is_a_clear_error_without_a_warni
 
     executor.tool("fetch")(hiding(fetch))
 
-    async def main() -> list[dict[str, object]]:
+    async def main() -> list[ferroloop.ToolResult]:
         return await executor.run(_tool_use("fetch"))
 
     with warnings.catch_warnings():

@@ -72,7 +72,7 @@ def test_an_agent_whose_tools_refer_back_to_it_is_collected() -> None:
 def test_a_running_turn_keeps_its_tools_working_after_the_executor_is_dropped() -> None:
     # The collector may only break a cycle through the tools when nothing else uses them: a
     # turn still running when its executor (and the session) became garbage keeps working.
-    async def main() -> list[dict[str, Any]]:
+    async def main() -> list[ferroloop.ToolResult]:
         started = asyncio.Event()
         release = asyncio.Event()
 

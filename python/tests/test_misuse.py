@@ -112,7 +112,7 @@ def test_one_executor_used_from_two_event_loops_at_once() -> None:
     first_started = threading.Event()
 
     def runner(tag: str, calls: int) -> None:
-        async def main() -> list[str]:
+        async def main() -> list[object]:
             out[f"{tag}_loop"] = str(id(asyncio.get_running_loop()))
             run = asyncio.ensure_future(ex.run([use(i, "where") for i in range(calls)]))
             first_started.set()
@@ -138,7 +138,7 @@ def test_one_executor_used_from_two_event_loops_at_once() -> None:
     assert isinstance(out["B"], RuntimeError) and "one ToolExecutor" in str(out["B"])
 
     # Once the first loop has finished, another loop may use the executor.
-    async def later() -> list[str]:
+    async def later() -> list[object]:
         return [r["content"] for r in await ex.run([use(0, "where")])]
 
     assert asyncio.run(later())[0] != out["A_loop"]
