@@ -96,7 +96,8 @@ impl PyStreamDecoder {
     /// with a `"type"` key. A mid-stream provider error raises the `APIError` subclass of its
     /// class (`DecodeError::provider_kind`: `OverloadedError`, `RateLimitError`, ...), a broken
     /// protocol `ProtocolError`; the events completed before the failing one are on the
-    /// exception's `events` attribute. After `finish()` it raises `FerroloopError`.
+    /// exception's `events` attribute. After `finish()` it raises `InvalidStateError` (a new
+    /// stream needs a new decoder).
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
