@@ -93,6 +93,17 @@ async fn collect(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
     agent.run(prompt).collect().await
 }
 
+/// The numbers of a run's `turn_start` events, in order (a turn asked again repeats its own).
+fn turn_starts(events: &[AgentEvent]) -> Vec<u32> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TurnStart { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .collect()
+}
+
 fn stop(events: &[AgentEvent]) -> (StopReason, Vec<Value>, u32) {
     match events.last() {
         Some(AgentEvent::Stop {
@@ -434,13 +445,7 @@ async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
     let (reason, messages, turns) = stop(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 1), "{events:#?}");
     assert!(messages.last().unwrap().to_string().contains("Autumn moon"));
-    let starts: Vec<u32> = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::TurnStart { turn, .. } => Some(*turn),
-            _ => None,
-        })
-        .collect();
+    let starts = turn_starts(&events);
     assert_eq!(starts, [1, 1]);
     common::assert_usage_events_add_up(&events);
 }
@@ -695,13 +700,7 @@ async fn a_transient_failure_mid_stream_asks_the_turn_again_once() {
         if expected == StopReason::EndTurn {
             assert_eq!(turns, 2, "{case}");
             // The turn asked again kept its number.
-            let starts: Vec<u32> = events
-                .iter()
-                .filter_map(|e| match e {
-                    AgentEvent::TurnStart { turn, .. } => Some(*turn),
-                    _ => None,
-                })
-                .collect();
+            let starts = turn_starts(&events);
             assert_eq!(starts, [1, 1, 2], "{case}");
             let history = serde_json::to_string(&messages).unwrap();
             assert!(
@@ -3872,13 +3871,7 @@ async fn a_call_cut_by_max_tokens_is_asked_again_with_a_raised_limit_and_runs() 
     // The same turn: nothing of the cut response, no continuation prompt or note.
     assert_eq!(requests[0]["messages"], requests[1]["messages"]);
     assert_eq!(raised_events(&events), [(1, 8_192, 64_000)]);
-    let starts: Vec<u32> = events
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::TurnStart { turn, .. } => Some(*turn),
-            _ => None,
-        })
-        .collect();
+    let starts = turn_starts(&events);
     assert_eq!(starts, [1, 1, 2]);
     let reported: u64 = events
         .iter()
