@@ -503,6 +503,59 @@ async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request()
     assert_eq!(model.calls(), 2, "{events:#?}");
 }
 
+/// The summary call of a reactive compaction that broke off (an overload announced after it
+/// started, or a stream cut short) is asked again once, as a turn is: before, the run ended
+/// with `prompt_too_long` although nothing was wrong with the history. A second break still
+/// ends it.
+#[tokio::test]
+async fn a_reactive_summary_that_broke_off_is_asked_again_once() {
+    let broken = |request: &Value, overloaded: bool| {
+        let message = scripted_message(request, vec![text("Half a summ")], "end_turn");
+        let sse = anthropic_sse(&message, 7);
+        let cut = sse.find("event: content_block_stop").unwrap();
+        let tail = if overloaded { OVERLOADED_EVENT } else { "" };
+        Ok(Bytes::from(format!("{}{tail}", &sse[..cut])))
+    };
+    // (how the summary breaks, how many times, stop reason, calls made)
+    for (overloaded, breaks, expected, calls) in [
+        (true, 1, StopReason::EndTurn, 4),
+        (false, 1, StopReason::EndTurn, 4),
+        (true, 2, StopReason::PromptTooLong, 3),
+    ] {
+        let model = Arc::new(ScriptedModel::new(move |n, request| match n {
+            0 => Err(ModelError::PromptTooLong {
+                message: "prompt is too long".into(),
+            }),
+            n if n <= breaks => broken(request, overloaded),
+            n if n == breaks + 1 => reply(request, vec![text("The summary.")], "end_turn"),
+            _ => reply(request, vec![text("Done.")], "end_turn"),
+        }));
+        let agent = Agent::new(
+            AgentConfig::new("m"),
+            model.clone(),
+            executor(Default::default()),
+        );
+        let history = vec![
+            json!({"role": "user", "content": "a long conversation"}),
+            json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+            json!({"role": "user", "content": "go on"}),
+        ];
+        let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+        let case = format!("overloaded {overloaded}, {breaks} breaks");
+        common::assert_usage_events_add_up(&events);
+        let (reason, messages, _) = stop(&events);
+        assert_eq!(reason, expected, "{case}: {events:#?}");
+        assert_eq!(model.calls(), calls, "{case}");
+        if expected == StopReason::EndTurn {
+            let history = serde_json::to_string(&messages).unwrap();
+            assert!(
+                history.contains("The summary.") && !history.contains("Half a summ"),
+                "{case}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn prompt_too_long_twice_stops() {
     let model = ScriptedModel::new(|n, request| match n {
@@ -4391,7 +4444,8 @@ async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
 
 /// The summariser's call whose stream broke off after the provider reported its input was
 /// billed for it, as a turn's is: it counts toward the run's tokens and budgets (it counted
-/// for nothing, so a budget could be overrun by summaries that kept breaking off).
+/// for nothing, so a budget could be overrun by summaries that kept breaking off). It is asked
+/// again once, as a turn is; the second call, broken too, is billed as well.
 #[tokio::test]
 async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens() {
     let model = ScriptedModel::new(|_, request| {
@@ -4425,10 +4479,23 @@ async fn a_broken_summary_call_s_reported_usage_counts_toward_the_run_s_tokens()
             ..
         }) => {
             assert_eq!(*reason, StopReason::EndTurn);
-            assert_eq!(*input_tokens, 40_100, "{events:#?}");
+            assert_eq!(*input_tokens, 80_100, "{events:#?}");
         }
         other => panic!("{other:?}"),
     }
+    let summary_calls = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::Usage {
+                    call: UsageCall::Compaction,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(summary_calls, 2, "{events:#?}");
 }
 
 /// A model whose first response (1,000 tokens in) is cut by `max_tokens` after 8,192 output

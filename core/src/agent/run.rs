@@ -1728,7 +1728,9 @@ impl Driver {
     /// fallback model: waiting through every retry (about 80 s with the defaults) to fail the
     /// compaction would leave the next turn to the same overloaded model. An answer cut by
     /// `max_tokens` is asked again once with the raised limit
-    /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary.
+    /// ([`AgentConfig::raised_max_tokens`]); a cut or refused answer is never a summary. A call
+    /// that broke off, or failed transiently once it had started ([`broke_off_transiently`]),
+    /// is asked again once, as a turn is.
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
         microcompact(&mut history, 0, &[]);
@@ -1790,8 +1792,11 @@ impl Driver {
             request["tool_choice"] = json!({"type": "none"});
         }
         let mut raised = false;
+        // Whether the call was asked again after it broke off (once, as a turn's).
+        let mut broke_off_retried = false;
         // Each call (the first, one asked again with a raised limit, one sent again without a
-        // refused field) is billed on its own and reported in a `usage` event of its own.
+        // refused field, one asked again after it broke off) is billed on its own and reported
+        // in a `usage` event of its own.
         loop {
             let estimated = estimate_request_body(&request, self.config().family).total();
             let started = Instant::now();
@@ -1884,13 +1889,26 @@ impl Driver {
                         request["model"] = Value::String(self.model.clone());
                         break None;
                     }
+                    error
+                        if !broke_off_retried
+                            && broke_off_transiently(&error, ttft.is_some())
+                            && self.over_budget().is_none() =>
+                    {
+                        // A summary stream that broke off, or failed transiently once it had
+                        // started, is asked again once, as a turn is: a reactive compaction
+                        // that failed would end the run.
+                        tracing::warn!(%error, "the summary call broke off; asking again");
+                        broke_off_retried = true;
+                        break None;
+                    }
                     error => {
                         tracing::warn!(%error, "compaction call failed");
                         return Summary::Failed;
                     }
                 }
             };
-            // Sent again: without the refused field, or to the fallback model.
+            // Sent again: without the refused field, to the fallback model, or after it broke
+            // off.
             let Some(message) = message else {
                 continue;
             };
