@@ -93,6 +93,15 @@ async fn collect(agent: &Agent, prompt: &str) -> Vec<AgentEvent> {
     agent.run(prompt).collect().await
 }
 
+/// A history the tests compact: an exchange, then `prompt` as the latest user message.
+fn long_conversation(prompt: &str) -> Vec<Value> {
+    vec![
+        json!({"role": "user", "content": "a long conversation"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
+        json!({"role": "user", "content": prompt}),
+    ]
+}
+
 /// The numbers of a run's `turn_start` events, in order (a turn asked again repeats its own).
 fn turn_starts(events: &[AgentEvent]) -> Vec<u32> {
     events
@@ -401,11 +410,7 @@ async fn prompt_too_long_compacts_once_and_retries() {
         Arc::new(model),
         executor(Default::default()),
     );
-    let history = vec![
-        json!({"role": "user", "content": "a long conversation"}),
-        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
-        json!({"role": "user", "content": "write a haiku"}),
-    ];
+    let history = long_conversation("write a haiku");
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     assert!(events.iter().any(|e| matches!(
         e,
@@ -436,11 +441,7 @@ async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
     let mut config = AgentConfig::new("m");
     config.limits.max_turns = 1;
     let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
-    let history = vec![
-        json!({"role": "user", "content": "a long conversation"}),
-        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
-        json!({"role": "user", "content": "write a haiku"}),
-    ];
+    let history = long_conversation("write a haiku");
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     let (reason, messages, turns) = stop(&events);
     assert_eq!((reason, turns), (StopReason::EndTurn, 1), "{events:#?}");
@@ -489,11 +490,7 @@ async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request()
         model.clone(),
         executor(Default::default()),
     );
-    let history = vec![
-        json!({"role": "user", "content": "a long conversation"}),
-        json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
-        json!({"role": "user", "content": "go on"}),
-    ];
+    let history = long_conversation("go on");
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     let (reason, messages, _) = stop(&events);
     common::assert_usage_events_add_up(&events);
@@ -535,11 +532,7 @@ async fn a_reactive_summary_that_broke_off_is_asked_again_once() {
             model.clone(),
             executor(Default::default()),
         );
-        let history = vec![
-            json!({"role": "user", "content": "a long conversation"}),
-            json!({"role": "assistant", "content": [{"type": "text", "text": "went on and on"}]}),
-            json!({"role": "user", "content": "go on"}),
-        ];
+        let history = long_conversation("go on");
         let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
         let case = format!("overloaded {overloaded}, {breaks} breaks");
         common::assert_usage_events_add_up(&events);
@@ -599,11 +592,7 @@ async fn a_later_prompt_too_long_is_compacted_again() {
         model.clone(),
         executor(Default::default()),
     );
-    let history = vec![
-        json!({"role": "user", "content": "a long conversation"}),
-        json!({"role": "assistant", "content": [text("went on and on")]}),
-        json!({"role": "user", "content": "go on"}),
-    ];
+    let history = long_conversation("go on");
     let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
     let (reason, messages, _) = stop(&events);
     common::assert_usage_events_add_up(&events);
@@ -3252,11 +3241,7 @@ async fn a_hook_history_no_smaller_than_the_current_one_is_not_taken() {
         executor(Default::default()),
     )
     .with_compaction_hook(hook(move |_| Some(grown())));
-    let history = vec![
-        json!({"role": "user", "content": "a long conversation"}),
-        json!({"role": "assistant", "content": [text("went on and on")]}),
-        json!({"role": "user", "content": "go on"}),
-    ];
+    let history = long_conversation("go on");
     let events: Vec<AgentEvent> = agent.run_messages(history.clone()).collect().await;
     let (reason, messages, _) = stop(&events);
     assert_eq!(reason, StopReason::PromptTooLong);

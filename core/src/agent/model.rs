@@ -124,6 +124,20 @@ impl ModelError {
             Self::Other { code, .. } => code,
         }
     }
+
+    /// Whether another call may not meet this failure: a stream cut short, an overload, or a
+    /// failure the client names `rate_limited`, `server`, `timeout` or `connection` (the classes
+    /// it retries itself while nothing was delivered; never a quota, an invalid request, a
+    /// prompt too long or an authentication failure).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Truncated { .. } | Self::Overloaded { .. } => true,
+            Self::PromptTooLong { .. } => false,
+            Self::Other { code, .. } => {
+                matches!(*code, "rate_limited" | "server" | "timeout" | "connection")
+            }
+        }
+    }
 }
 
 impl From<DecodeError> for ModelError {
@@ -193,6 +207,39 @@ pub trait Model: Send + Sync + 'static {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn transient_failures_are_the_ones_the_client_would_retry() {
+        let transient = [
+            ModelError::Truncated {
+                reason: "cut".into(),
+                partial: Box::new(Value::Null),
+            },
+            ModelError::Overloaded {
+                message: "busy".into(),
+            },
+            ModelError::with_code("rate_limited", "slow down"),
+            ModelError::with_code("server", "api_error"),
+            ModelError::with_code("timeout", "idle"),
+            ModelError::with_code("connection", "reset"),
+        ];
+        for error in &transient {
+            assert!(error.is_transient(), "{error:?}");
+        }
+        let lasting = [
+            ModelError::PromptTooLong {
+                message: "prompt is too long".into(),
+            },
+            ModelError::with_code("quota_exceeded", "no credit"),
+            ModelError::with_code("invalid_request", "bad"),
+            ModelError::with_code("authentication", "key"),
+            ModelError::with_code("protocol", "broken"),
+            ModelError::other("host failure"),
+        ];
+        for error in &lasting {
+            assert!(!error.is_transient(), "{error:?}");
+        }
+    }
 
     #[test]
     fn a_prompt_too_long_error_says_so_once() {

@@ -1969,16 +1969,7 @@ impl Driver {
 /// anything was delivered, the same failures come after the client's own retries were spent,
 /// and the run stops (or switches to the fallback model) instead of spending them again.
 fn broke_off_transiently(error: &ModelError, delivered: bool) -> bool {
-    match error {
-        ModelError::Truncated { .. } => true,
-        other => {
-            delivered
-                && matches!(
-                    other.code(),
-                    "overloaded" | "server" | "rate_limited" | "timeout" | "connection"
-                )
-        }
-    }
+    matches!(error, ModelError::Truncated { .. }) || (delivered && error.is_transient())
 }
 
 /// The usage a failed call's provider reported before it failed, as a message holding it
