@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, runtime_checkable
 
-from ._events import DecodeEvent
+from ._events import DecodeEvent, ToolResult
 
 
 class FerroloopError(Exception):
@@ -139,10 +139,14 @@ class ProtocolError(FerroloopError):
 
 class ToolError(FerroloopError):
     """A tool definition is invalid, a turn is misused, or a tool failed fatally (raised to the
-    host, not sent to the model). ``results`` holds the turn's ``tool_result`` dicts when a
-    fatal tool error ended a turn."""
+    host, not sent to the model). ``results`` holds the turn's ``tool_result`` dicts (one per
+    call, in request order) when a fatal tool error ended a turn, else ``None``. Only a Rust
+    tool (the core's ``ToolError::Fatal``) fails fatally: a Python tool's exception is an error
+    result the model reads (``is_error``), never this error."""
 
-    def __init__(self, message: str, *, results: Any = None) -> None:
+    results: Optional[list[ToolResult]]
+
+    def __init__(self, message: str, *, results: Optional[list[ToolResult]] = None) -> None:
         super().__init__(message)
         self.message = message
         self.results = results

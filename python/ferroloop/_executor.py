@@ -246,8 +246,9 @@ class ToolExecutor:
         """Runs ``tool_use`` blocks and returns one ``tool_result`` dict (a ``ToolResult``) per
         call, in request order (a block without ``input`` runs its tool with ``{}``). Each tool runs in a copy of the caller's ``contextvars`` context (a copy per
         call). Cancelling the awaiting task cancels the running tools (their tasks see
-        ``asyncio.CancelledError``). A tool's fatal error raises ``ToolError`` (with
-        ``results``)."""
+        ``asyncio.CancelledError``). A tool that raises gives an error result (``is_error``)
+        for the model to read, and the other calls run on unless that tool
+        ``cancels_siblings_on_error``."""
         return await self._native.run(list(tool_uses))
 
     def turn(self) -> Turn:

@@ -239,6 +239,13 @@ def tokens(tracker: ferroloop.ContextTracker) -> None:
     part = ferroloop.estimate_request({})["system_prompt"]  # error: typeddict-item
 
 
+def tool_error(err: ferroloop.ToolError) -> None:
+    if err.results is not None:
+        for result in err.results:
+            flag: str = result["is_error"]  # error: assignment
+    first = err.results[0]  # error: index
+
+
 def decode(decoder: ferroloop.StreamDecoder) -> None:
     try:
         decoder.feed(b"")
