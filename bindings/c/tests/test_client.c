@@ -327,9 +327,44 @@ static void *cancel_stream_later(void *stream) {
     return NULL;
 }
 
-static void *cancel_token_later(void *token) {
-    sleep_ms(50);
-    CHECK_OK(fl_cancel_token_cancel(token));
+/* What received() read of the server's requests pipe before the end of the scenario. */
+static buffer received_early = {0};
+
+static int occurrences(const char *text, const char *needle) {
+    int count = 0;
+    for (const char *at = text != NULL ? strstr(text, needle) : NULL; at != NULL; at = strstr(at + 1, needle)) {
+        count++;
+    }
+    return count;
+}
+
+/* Waits (hang guard) until the server has recorded `count` occurrences of `needle` in the
+ * requests it received, reading its pipe into received_early. A fixed delay before a cancel or a
+ * free raced the client's writes under valgrind on a loaded machine: the server never saw the
+ * body of a request cancelled before it was sent. */
+static bool received(server *s, const char *needle, int count) {
+    char chunk[4096];
+    for (int waited = 0; waited < HANG_GUARD_MS; waited += 10) {
+        if (occurrences(received_early.data, needle) >= count) return true;
+        struct pollfd readable = {s->requests_fd, POLLIN, 0};
+        if (poll(&readable, 1, 10) > 0) {
+            ssize_t n = read(s->requests_fd, chunk, sizeof chunk);
+            if (n > 0) buffer_append(&received_early, chunk, (size_t)n);
+        }
+    }
+    return false;
+}
+
+typedef struct {
+    server *s;
+    fl_cancel_token *token;
+} cancel_when;
+
+/* Cancels the token once the server has the whole non-streaming request. */
+static void *cancel_when_create_received(void *arg) {
+    cancel_when *when = arg;
+    CHECK(received(when->s, "\"stream\":false", 1));
+    CHECK_OK(fl_cancel_token_cancel(when->token));
     return NULL;
 }
 
@@ -355,7 +390,8 @@ static void cancellation(server *s) {
 
     fl_cancel_token *token = NULL;
     CHECK_OK(fl_cancel_token_new(&token));
-    start_worker(cancel_token_later, token);
+    cancel_when when = {s, token};
+    start_worker(cancel_when_create_received, &when);
     fl_message_stream *created = NULL;
     CHECK_OK(fl_client_create(client, request, strlen(request), token, &created));
     join_workers();
@@ -366,7 +402,7 @@ static void cancellation(server *s) {
 
     /* Freed without being read: the request goes on the client's thread, then is dropped. */
     stream = start(client);
-    sleep_ms(50);
+    CHECK(received(s, REQUEST_MARK, 3)); /* sent before it is freed */
     fl_message_stream_free(stream);
     fl_client_free(client);
 
@@ -380,10 +416,14 @@ static void cancellation(server *s) {
         }
         sleep_ms(50);
     }
+    buffer all = received_early; /* what the cancelling worker read comes first */
+    received_early = (buffer){0};
     if (s->pid > 0) {
-        requests = stop_server(s);
+        char *rest = stop_server(s);
+        buffer_append_str(&all, rest);
+        free(rest);
+        requests = all.data;
     } else {
-        buffer all = {0};
         char chunk[4096];
         ssize_t n;
         while ((n = read(s->requests_fd, chunk, sizeof chunk)) > 0) buffer_append(&all, chunk, (size_t)n);
@@ -391,12 +431,7 @@ static void cancellation(server *s) {
         buffer_append_str(&all, "");
         requests = all.data;
     }
-    int closed = 0;
-    for (const char *at = strstr(requests, CLOSED_MARK); at != NULL;
-         at = strstr(at + 1, CLOSED_MARK)) {
-        closed++;
-    }
-    CHECK(closed == 3);
+    CHECK(occurrences(requests, CLOSED_MARK) == 3);
     CHECK(strstr(requests, "\"stream\":false") != NULL); /* the create */
     free(requests);
     buffer_free(&events);
