@@ -207,8 +207,9 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
 /// or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
 /// `FL_STATUS_INVALID_UTF8`. No request is made here.
 ///
-/// The client starts one thread, on which its requests run; `fl_client_free` (or the last
-/// agent or run using the client, whichever goes last) stops it. Thread-safe.
+/// The client starts one thread, on which its requests run; `fl_client_free` (or the free of
+/// the last agent, run or stream using the client, whichever goes last) stops and joins it.
+/// Thread-safe.
 ///
 /// # Safety
 /// `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
@@ -242,8 +243,12 @@ pub unsafe extern "C" fn fl_client_new(
     })
 }
 
-/// Releases a client. NULL is accepted and ignored. Agents and runs made with it keep working:
-/// the client's thread stops when the last of them is freed.
+/// Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
+/// working: the client's thread stops when the last of them is freed, and has stopped (it is
+/// joined) by the time the call that freed the last of them returns. Freed from a tool callback
+/// (of any run, turn or executor, while the callback's thread drives it), the thread stops when
+/// that driving call (`fl_agent_run_next_event`, `fl_turn_next_event`, `fl_executor_run`)
+/// returns: a free never blocks inside a callback.
 ///
 /// # Safety
 /// `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
