@@ -803,6 +803,8 @@ impl Drop for DropScope {
         if !self.outermost {
             return;
         }
+        // Closes the scope however the drops below end (a panic in one of them too).
+        let _close = CloseScope;
         // One at a time, no borrow held: a drop may defer another runtime.
         while let Some(runtime) = DEFERRED
             .try_with(|deferred| {
@@ -820,11 +822,28 @@ impl Drop for DropScope {
                 drop(runtime);
             }
         }
-        let _ = DEFERRED.try_with(|deferred| {
-            if let Ok(mut deferred) = deferred.try_borrow_mut() {
-                *deferred = None;
-            }
-        });
+    }
+}
+
+/// Closes the thread's [`DropScope`]: what is still deferred (only after a panic in a drop) is
+/// shut down in the background, and later releases are no longer deferred into a list that
+/// nobody would drop.
+struct CloseScope;
+
+impl Drop for CloseScope {
+    fn drop(&mut self) {
+        let left = DEFERRED
+            .try_with(|deferred| {
+                deferred
+                    .try_borrow_mut()
+                    .ok()
+                    .and_then(|mut deferred| deferred.take())
+            })
+            .ok()
+            .flatten();
+        for runtime in left.into_iter().flatten() {
+            runtime.shutdown_background();
+        }
     }
 }
 
