@@ -12,7 +12,8 @@
  * - a built-in tool (`read` in a workspace) beside them;
  * - two runs of one agent driven on two threads at once;
  * - a tool callback of one run freeing another run, its agent and its client (their last
- *   owner): the freed client's thread has stopped by the time the driving call returns;
+ *   owner): the freed client's thread has stopped by the time the driving call returns; the
+ *   first run's own agent freed mid-run;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
  * - an `overloaded_error` event after the response started (no fallback model): the partial
  *   turn discarded and the turn asked again under its number, then the answer;
@@ -689,6 +690,11 @@ static void free_from_another_runs_callback(server *s) {
         CHECK_OK(fl_agent_run_next_event(run, HANG_GUARD_MS, &next, &json, &len));
         if (freer_calls == 1 && after_free < 0) after_free = client_threads();
         if (next != FL_AGENT_NEXT_EVENT) break;
+        /* The agent is freed mid-run (after the run's first event): the run goes on. */
+        if (log.count == 0) {
+            fl_agent_free(agent);
+            agent = NULL;
+        }
         if (log.count < MAX_EVENTS) log.events[log.count++] = strdup(json);
     }
     CHECK(freer_calls == 1);

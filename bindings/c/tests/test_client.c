@@ -15,7 +15,7 @@
  * - a cancel while a thread waits for the stream, a create cancelled through its token, and a
  *   stream freed mid-way: each connection is closed;
  * - a non-streaming create;
- * - argument errors.
+ * - argument errors, and client options the core refuses (a bad base URL, header or key).
  *
  * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
  *
@@ -433,6 +433,19 @@ static void misuse(void) {
     /* No retries: a refused connection is retried with backoff (about 80 s with the defaults),
      * which would be all this test's time. */
     const char *options = "{\"from_env\":false,\"base_url\":\"http://127.0.0.1:9\",\"max_retries\":0}";
+    /* Options that parse but make no client (the core refuses them): nothing is written to
+     * `out`, nothing leaks. */
+    const char *refused[] = {
+        "{\"from_env\":false,\"base_url\":\"not a url\"}",
+        "{\"from_env\":false,\"headers\":{\"x-a\":\"line\\nbreak\"}}",
+        "{\"from_env\":false,\"api_key\":\"key\\n\"}",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        fl_client *none = NULL;
+        CHECK_STATUS(fl_client_new(refused[i], strlen(refused[i]), &none), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(none == NULL);
+        CHECK(strstr(last_error(), "invalid client configuration") != NULL);
+    }
     CHECK_OK(fl_client_new(options, strlen(options), &client));
     fl_message_stream *stream = NULL;
     CHECK_STATUS(fl_client_stream_start(client, "[1]", 3, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
