@@ -835,10 +835,11 @@ extern "C" {
  *   directory). They run on the run's thread like the C tools (`bash` starts processes).
  *
  * An unknown key, a value of the wrong type (the message names the key), a missing `model`,
- * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or a
- * workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
- * (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
- * with `error_code` `invalid_configuration`, as in Python and Node.
+ * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,
+ * with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A
+ * configuration the API would refuse (an empty model, `extra` holding `messages`) is no error
+ * here: every run then stops at once with `error_code` `invalid_configuration`, as in Python
+ * (Node's `Agent` refuses an empty model when it is made).
  *
  * Thread-safe.
  *
