@@ -9,14 +9,15 @@
 //! on one run's runtime could be picked up by another run while the first is not being driven.
 
 use std::ffi::c_char;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ferroloop_core::agent::{Model, ModelEvent, ModelStream};
+use ferroloop_core::agent::{Model, ModelError, ModelEvent, ModelStream};
 use ferroloop_core::client::{Client, ClientConfig, Provider};
 use futures_core::Stream;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -88,18 +89,37 @@ impl Model for ClientModel {
         let client = self.shared.client.clone();
         // Unbounded, as the loop's own event channel: the request is read at the network's
         // pace, not the host's, so the client's idle watchdog never counts the host's pauses.
-        let task = self.shared.io.as_ref().map(|io| {
-            io.spawn(async move {
-                let mut stream = Model::stream(&client, request);
-                while let Some(event) = stream.next().await {
-                    if events.send(event).is_err() {
-                        // The loop dropped the call (a cancelled or discarded turn).
-                        break;
-                    }
-                }
-            })
-        });
+        let task = self
+            .shared
+            .io
+            .as_ref()
+            .map(|io| io.spawn(forward(move || Model::stream(&client, request), events)));
         Box::pin(Forwarded { rx, task })
+    }
+}
+
+/// Hands the events of the call `start` makes to the loop, until its end or until the loop
+/// drops the call. A panic starting or polling the call (on the client's thread, out of the
+/// loop's reach) becomes the call's failure, code `internal` with the panic's message, as the
+/// core reports a model that panics in the loop's own task.
+async fn forward(start: impl FnOnce() -> ModelStream, events: mpsc::UnboundedSender<ModelEvent>) {
+    let pumped = AssertUnwindSafe(async {
+        let mut stream = start();
+        while let Some(event) = stream.next().await {
+            if events.send(event).is_err() {
+                // The loop dropped the call (a cancelled or discarded turn).
+                break;
+            }
+        }
+    })
+    .catch_unwind()
+    .await;
+    if let Err(panic) = pumped {
+        let message = ferroloop_core::exec::panic_message(panic.as_ref());
+        tracing::error!(%message, "the model call panicked on the client's thread");
+        let failure = ModelError::with_code("internal", format!("the model panicked: {message}"));
+        // The loop may have dropped the call meanwhile: nobody to tell then.
+        let _ = events.send(ModelEvent::Failed(failure));
     }
 }
 
@@ -395,6 +415,41 @@ mod tests {
         drop(model);
         // SAFETY: a client from `fl_client_new`, freed once.
         unsafe { fl_client_free(client) };
+    }
+
+    /// A model call that panics on the client's thread (starting, or being polled) fails with
+    /// code `internal` and the panic's message, as the core reports a model panicking in the
+    /// loop's own task; its panic was caught by tokio there, and the run stopped with "the
+    /// model stream ended without a message".
+    #[test]
+    fn a_model_call_that_panics_fails_with_the_panics_message() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let starting = || -> ModelStream { panic!("boom starting the call") };
+        let polled = || -> ModelStream {
+            Box::pin(futures_util::stream::poll_fn(
+                |_| -> Poll<Option<ModelEvent>> { panic!("boom polling the call") },
+            ))
+        };
+        type Start = Box<dyn FnOnce() -> ModelStream + Send>;
+        let calls: [(Start, &str); 2] = [
+            (Box::new(starting), "boom starting the call"),
+            (Box::new(polled), "boom polling the call"),
+        ];
+        for (start, expected) in calls {
+            let (events, mut received) = mpsc::unbounded_channel();
+            let task = runtime.spawn(forward(start, events));
+            let outcome = runtime.block_on(task);
+            assert!(outcome.is_ok(), "{expected}: the task panicked");
+            match received.try_recv() {
+                Ok(ModelEvent::Failed(error)) => {
+                    assert_eq!(error.code(), "internal");
+                    assert_eq!(error.to_string(), format!("the model panicked: {expected}"));
+                }
+                other => panic!("{expected}: {other:?}"),
+            }
+        }
     }
 
     #[test]
