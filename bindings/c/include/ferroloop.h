@@ -839,7 +839,8 @@ extern "C" {
  * with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A
  * configuration the API would refuse (an empty model, `extra` holding `messages`) is no error
  * here: every run then stops at once with `error_code` `invalid_configuration`, as in Python
- * (Node's `Agent` refuses an empty model when it is made).
+ * (Node's `Agent` refuses an empty model when it is made). A client made before a `fork()` of
+ * this process is `FL_STATUS_INVALID_STATE` (see `fl_client_new`).
  *
  * Thread-safe.
  *
@@ -884,7 +885,9 @@ void fl_agent_free(fl_agent *agent);
  * owns the run and releases it with `fl_agent_run_free`.
  *
  * Nothing happens until `fl_agent_run_next_event` drives the run. Text that is not UTF-8 is
- * `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`. A
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`; an
+ * agent whose client was made before a `fork()` of this process is `FL_STATUS_INVALID_STATE`
+ * (see `fl_client_new`). A
  * conversation the API would refuse (empty, not ending with a user message, unpaired tool
  * calls) makes no request: the run's only event is a `stop` with `error_code`
  * `invalid_history`.
@@ -1053,6 +1056,12 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
  * the last agent, run or stream using the client, whichever goes last) stops and joins it.
  * Thread-safe.
  *
+ * After `fork()`, the child has no copy of that thread: there, a client made before the fork
+ * refuses requests, agents and runs with `FL_STATUS_INVALID_STATE` (a run made before the fork
+ * stops at its next model call with `error_code` `invalid_configuration`), and its free
+ * returns at once, leaving the parent's thread alone (it used to wait for that thread
+ * forever). Make a new client in the child.
+ *
  * # Safety
  * `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
  */
@@ -1080,8 +1089,9 @@ void fl_client_free(fl_client *client);
  * (for Anthropic `{"model": ..., "max_tokens": ..., "messages": [...]}`), as Python's
  * `client.stream(request)` and Node's take it: `"stream": true` is set, and for Anthropic a
  * `betas` array is taken out and sent as `anthropic-beta`. Text that is not UTF-8 is
- * `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`.
- * Nothing here fails because of the network: the request goes out at once on the client's
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`; a
+ * client made before a `fork()` of this process is `FL_STATUS_INVALID_STATE` (see
+ * `fl_client_new`). Nothing here fails because of the network: the request goes out at once on the client's
  * thread, and its failures end the stream (see `fl_message_stream_error`).
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the stream as

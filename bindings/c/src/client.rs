@@ -11,7 +11,7 @@
 use std::ffi::c_char;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use ferroloop_core::agent::{Model, ModelError, ModelEvent, ModelStream};
@@ -42,13 +42,35 @@ pub(crate) struct ClientShared {
     client: Client,
     /// `Option` only to move it out in `Drop` (always `Some` before).
     io: Option<tokio::runtime::Runtime>,
+    /// The process that made the client (its thread runs there only).
+    pid: u32,
 }
+
+/// The runtimes of clients released in a child forked after they were made: never dropped
+/// (see `ClientShared::drop`), kept here rather than leaked so that nothing of them is lost.
+static FORKED_AWAY: Mutex<Vec<tokio::runtime::Runtime>> = Mutex::new(Vec::new());
+
+/// What a forked child is told when it uses a client made before the fork.
+const FORKED_MESSAGE: &str = "this client was made before fork(): its thread and connections \
+     belong to the parent process, and a request would never run here; make a new client in \
+     this process";
 
 impl Drop for ClientShared {
     fn drop(&mut self) {
-        if let Some(io) = self.io.take() {
-            drop_runtime(io);
+        let Some(io) = self.io.take() else {
+            return;
+        };
+        if self.forked() {
+            // A child forked after the client was made has no copy of its thread: dropping the
+            // runtime would wait for that thread forever, and shutting it down would touch
+            // locks the parent's thread may have held at the fork. It is left alone.
+            FORKED_AWAY
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(io);
+            return;
         }
+        drop_runtime(io);
     }
 }
 
@@ -58,12 +80,26 @@ impl ClientShared {
         &self.client
     }
 
+    /// Whether this process is a child forked after the client was made.
+    pub(crate) fn forked(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
+    /// `FL_STATUS_INVALID_STATE` in a child forked after the client was made.
+    pub(crate) fn check_process(&self) -> FfiResult {
+        if self.forked() {
+            return Err(FfiError::state(FORKED_MESSAGE));
+        }
+        Ok(())
+    }
+
     /// Spawns `task` on the client's runtime (where every request of this client runs: its
     /// connection pool must not be shared with runtimes the host drives, see the module doc).
     pub(crate) fn spawn<F>(&self, task: F) -> FfiResult<tokio::task::JoinHandle<()>>
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
+        self.check_process()?;
         self.io
             .as_ref()
             .map(|io| io.spawn(task))
@@ -85,6 +121,14 @@ struct ClientModel {
 
 impl Model for ClientModel {
     fn stream(&self, request: Value) -> ModelStream {
+        if self.shared.forked() {
+            // A run made before a fork, driven in the child: the call fails at once rather
+            // than waiting for a thread the child does not have.
+            let failure = ModelError::with_code("invalid_configuration", FORKED_MESSAGE);
+            return Box::pin(futures_util::stream::once(std::future::ready(
+                ModelEvent::Failed(failure),
+            )));
+        }
         let (events, rx) = mpsc::unbounded_channel();
         let client = self.shared.client.clone();
         // Unbounded, as the loop's own event channel: the request is read at the network's
@@ -231,6 +275,12 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
 /// the last agent, run or stream using the client, whichever goes last) stops and joins it.
 /// Thread-safe.
 ///
+/// After `fork()`, the child has no copy of that thread: there, a client made before the fork
+/// refuses requests, agents and runs with `FL_STATUS_INVALID_STATE` (a run made before the fork
+/// stops at its next model call with `error_code` `invalid_configuration`), and its free
+/// returns at once, leaving the parent's thread alone (it used to wait for that thread
+/// forever). Make a new client in the child.
+///
 /// # Safety
 /// `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
 #[unsafe(no_mangle)]
@@ -255,6 +305,7 @@ pub unsafe extern "C" fn fl_client_new(
             shared: Arc::new(ClientShared {
                 client,
                 io: Some(io),
+                pid: std::process::id(),
             }),
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).

@@ -496,8 +496,9 @@ fn outcome_of<'a>(state: &'a StreamState, function: &str) -> FfiResult<&'a Outco
 /// (for Anthropic `{"model": ..., "max_tokens": ..., "messages": [...]}`), as Python's
 /// `client.stream(request)` and Node's take it: `"stream": true` is set, and for Anthropic a
 /// `betas` array is taken out and sent as `anthropic-beta`. Text that is not UTF-8 is
-/// `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`.
-/// Nothing here fails because of the network: the request goes out at once on the client's
+/// `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`; a
+/// client made before a `fork()` of this process is `FL_STATUS_INVALID_STATE` (see
+/// `fl_client_new`). Nothing here fails because of the network: the request goes out at once on the client's
 /// thread, and its failures end the stream (see `fl_message_stream_error`).
 ///
 /// `cancel` may be NULL; cancelling it (from any thread) cancels the stream as
