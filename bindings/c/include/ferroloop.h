@@ -1060,7 +1060,8 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
  * refuses requests, agents and runs with `FL_STATUS_INVALID_STATE` (a run made before the fork
  * stops at its next model call with `error_code` `invalid_configuration`), and its free
  * returns at once, leaving the parent's thread alone (it used to wait for that thread
- * forever). Make a new client in the child.
+ * forever). A stream or model call in flight at the fork never ends in the child: free the
+ * stream, cancel the run. Make a new client in the child.
  *
  * # Safety
  * `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
