@@ -835,10 +835,12 @@ extern "C" {
  *   directory). They run on the run's thread like the C tools (`bash` starts processes).
  *
  * An unknown key, a value of the wrong type (the message names the key), a missing `model`,
- * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or a
- * workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
- * (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
- * with `error_code` `invalid_configuration`, as in Python and Node.
+ * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,
+ * with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A
+ * configuration the API would refuse (an empty model, `extra` holding `messages`) is no error
+ * here: every run then stops at once with `error_code` `invalid_configuration`, as in Python
+ * (Node's `Agent` refuses an empty model when it is made). A client made before a `fork()` of
+ * this process is `FL_STATUS_INVALID_STATE` (see `fl_client_new`).
  *
  * Thread-safe.
  *
@@ -883,7 +885,9 @@ void fl_agent_free(fl_agent *agent);
  * owns the run and releases it with `fl_agent_run_free`.
  *
  * Nothing happens until `fl_agent_run_next_event` drives the run. Text that is not UTF-8 is
- * `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`. A
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`; an
+ * agent whose client was made before a `fork()` of this process is `FL_STATUS_INVALID_STATE`
+ * (see `fl_client_new`). A
  * conversation the API would refuse (empty, not ending with a user message, unpaired tool
  * calls) makes no request: the run's only event is a `stop` with `error_code`
  * `invalid_history`.
@@ -1048,8 +1052,16 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
  * or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
  * `FL_STATUS_INVALID_UTF8`. No request is made here.
  *
- * The client starts one thread, on which its requests run; `fl_client_free` (or the last
- * agent or run using the client, whichever goes last) stops it. Thread-safe.
+ * The client starts one thread, on which its requests run; `fl_client_free` (or the free of
+ * the last agent, run or stream using the client, whichever goes last) stops and joins it.
+ * Thread-safe.
+ *
+ * After `fork()`, the child has no copy of that thread: there, a client made before the fork
+ * refuses requests, agents and runs with `FL_STATUS_INVALID_STATE` (a run made before the fork
+ * stops at its next model call with `error_code` `invalid_configuration`), and its free
+ * returns at once, leaving the parent's thread alone (it used to wait for that thread
+ * forever). A stream or model call in flight at the fork never ends in the child: free the
+ * stream, cancel the run. Make a new client in the child.
  *
  * # Safety
  * `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
@@ -1057,8 +1069,12 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
 fl_status fl_client_new(const char *options_json, size_t len, fl_client **out);
 
 /**
- * Releases a client. NULL is accepted and ignored. Agents and runs made with it keep working:
- * the client's thread stops when the last of them is freed.
+ * Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
+ * working: the client's thread stops when the last of them is freed, and has stopped (it is
+ * joined) by the time the call that freed the last of them returns. Freed from a tool callback
+ * (of any run, turn or executor, while the callback's thread drives it), the thread stops when
+ * that driving call (`fl_agent_run_next_event`, `fl_turn_next_event`, `fl_executor_run`)
+ * returns: a free never blocks inside a callback.
  *
  * # Safety
  * `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
@@ -1074,8 +1090,9 @@ void fl_client_free(fl_client *client);
  * (for Anthropic `{"model": ..., "max_tokens": ..., "messages": [...]}`), as Python's
  * `client.stream(request)` and Node's take it: `"stream": true` is set, and for Anthropic a
  * `betas` array is taken out and sent as `anthropic-beta`. Text that is not UTF-8 is
- * `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`.
- * Nothing here fails because of the network: the request goes out at once on the client's
+ * `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`; a
+ * client made before a `fork()` of this process is `FL_STATUS_INVALID_STATE` (see
+ * `fl_client_new`). Nothing here fails because of the network: the request goes out at once on the client's
  * thread, and its failures end the stream (see `fl_message_stream_error`).
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the stream as

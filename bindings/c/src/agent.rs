@@ -200,10 +200,12 @@ fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<Too
 ///   directory). They run on the run's thread like the C tools (`bash` starts processes).
 ///
 /// An unknown key, a value of the wrong type (the message names the key), a missing `model`,
-/// an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or a
-/// workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A configuration the API would refuse
-/// (an empty model, `extra` holding `messages`) is no error here: every run then stops at once
-/// with `error_code` `invalid_configuration`, as in Python and Node.
+/// an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,
+/// with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A
+/// configuration the API would refuse (an empty model, `extra` holding `messages`) is no error
+/// here: every run then stops at once with `error_code` `invalid_configuration`, as in Python
+/// (Node's `Agent` refuses an empty model when it is made). A client made before a `fork()` of
+/// this process is `FL_STATUS_INVALID_STATE` (see `fl_client_new`).
 ///
 /// Thread-safe.
 ///
@@ -228,6 +230,7 @@ pub unsafe extern "C" fn fl_agent_new(
             )
         };
         let out = Out::new(out, "out")?;
+        client.shared.check_process()?;
         let (config, builtins) = config_of(json)?;
         let tools = tools_of(executor, builtins)?;
         let shared = Arc::clone(&client.shared);
@@ -296,6 +299,7 @@ fn start(
     messages: Vec<Value>,
     cancel: Option<&fl_cancel_token>,
 ) -> FfiResult<Box<fl_agent_run>> {
+    agent.client.check_process()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -327,7 +331,9 @@ fn start(
 /// owns the run and releases it with `fl_agent_run_free`.
 ///
 /// Nothing happens until `fl_agent_run_next_event` drives the run. Text that is not UTF-8 is
-/// `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`. A
+/// `FL_STATUS_INVALID_UTF8`; anything but a JSON array is `FL_STATUS_INVALID_ARGUMENT`; an
+/// agent whose client was made before a `fork()` of this process is `FL_STATUS_INVALID_STATE`
+/// (see `fl_client_new`). A
 /// conversation the API would refuse (empty, not ending with a user message, unpaired tool
 /// calls) makes no request: the run's only event is a `stop` with `error_code`
 /// `invalid_history`.

@@ -9,14 +9,15 @@
 //! on one run's runtime could be picked up by another run while the first is not being driven.
 
 use std::ffi::c_char;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use ferroloop_core::agent::{Model, ModelEvent, ModelStream};
+use ferroloop_core::agent::{Model, ModelError, ModelEvent, ModelStream};
 use ferroloop_core::client::{Client, ClientConfig, Provider};
 use futures_core::Stream;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -41,13 +42,35 @@ pub(crate) struct ClientShared {
     client: Client,
     /// `Option` only to move it out in `Drop` (always `Some` before).
     io: Option<tokio::runtime::Runtime>,
+    /// The process that made the client (its thread runs there only).
+    pid: u32,
 }
+
+/// The runtimes of clients released in a child forked after they were made: never dropped
+/// (see `ClientShared::drop`), kept here rather than leaked so that nothing of them is lost.
+static FORKED_AWAY: Mutex<Vec<tokio::runtime::Runtime>> = Mutex::new(Vec::new());
+
+/// What a forked child is told when it uses a client made before the fork.
+const FORKED_MESSAGE: &str = "this client was made before fork(): its thread and connections \
+     belong to the parent process, and a request would never run here; make a new client in \
+     this process";
 
 impl Drop for ClientShared {
     fn drop(&mut self) {
-        if let Some(io) = self.io.take() {
-            drop_runtime(io);
+        let Some(io) = self.io.take() else {
+            return;
+        };
+        if self.forked() {
+            // A child forked after the client was made has no copy of its thread: dropping the
+            // runtime would wait for that thread forever, and shutting it down would touch
+            // locks the parent's thread may have held at the fork. It is left alone.
+            FORKED_AWAY
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(io);
+            return;
         }
+        drop_runtime(io);
     }
 }
 
@@ -57,12 +80,26 @@ impl ClientShared {
         &self.client
     }
 
+    /// Whether this process is a child forked after the client was made.
+    pub(crate) fn forked(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
+    /// `FL_STATUS_INVALID_STATE` in a child forked after the client was made.
+    pub(crate) fn check_process(&self) -> FfiResult {
+        if self.forked() {
+            return Err(FfiError::state(FORKED_MESSAGE));
+        }
+        Ok(())
+    }
+
     /// Spawns `task` on the client's runtime (where every request of this client runs: its
     /// connection pool must not be shared with runtimes the host drives, see the module doc).
     pub(crate) fn spawn<F>(&self, task: F) -> FfiResult<tokio::task::JoinHandle<()>>
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
+        self.check_process()?;
         self.io
             .as_ref()
             .map(|io| io.spawn(task))
@@ -84,22 +121,49 @@ struct ClientModel {
 
 impl Model for ClientModel {
     fn stream(&self, request: Value) -> ModelStream {
+        if self.shared.forked() {
+            // A run made before a fork, driven in the child: the call fails at once rather
+            // than waiting for a thread the child does not have.
+            let failure = ModelError::with_code("invalid_configuration", FORKED_MESSAGE);
+            return Box::pin(futures_util::stream::once(std::future::ready(
+                ModelEvent::Failed(failure),
+            )));
+        }
         let (events, rx) = mpsc::unbounded_channel();
         let client = self.shared.client.clone();
         // Unbounded, as the loop's own event channel: the request is read at the network's
         // pace, not the host's, so the client's idle watchdog never counts the host's pauses.
-        let task = self.shared.io.as_ref().map(|io| {
-            io.spawn(async move {
-                let mut stream = Model::stream(&client, request);
-                while let Some(event) = stream.next().await {
-                    if events.send(event).is_err() {
-                        // The loop dropped the call (a cancelled or discarded turn).
-                        break;
-                    }
-                }
-            })
-        });
+        let task = self
+            .shared
+            .io
+            .as_ref()
+            .map(|io| io.spawn(forward(move || Model::stream(&client, request), events)));
         Box::pin(Forwarded { rx, task })
+    }
+}
+
+/// Hands the events of the call `start` makes to the loop, until its end or until the loop
+/// drops the call. A panic starting or polling the call (on the client's thread, out of the
+/// loop's reach) becomes the call's failure, code `internal` with the panic's message, as the
+/// core reports a model that panics in the loop's own task.
+async fn forward(start: impl FnOnce() -> ModelStream, events: mpsc::UnboundedSender<ModelEvent>) {
+    let pumped = AssertUnwindSafe(async {
+        let mut stream = start();
+        while let Some(event) = stream.next().await {
+            if events.send(event).is_err() {
+                // The loop dropped the call (a cancelled or discarded turn).
+                break;
+            }
+        }
+    })
+    .catch_unwind()
+    .await;
+    if let Err(panic) = pumped {
+        let message = ferroloop_core::exec::panic_message(panic.as_ref());
+        tracing::error!(%message, "the model call panicked on the client's thread");
+        let failure = ModelError::with_code("internal", format!("the model panicked: {message}"));
+        // The loop may have dropped the call meanwhile: nobody to tell then.
+        let _ = events.send(ModelEvent::Failed(failure));
     }
 }
 
@@ -207,8 +271,16 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
 /// or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
 /// `FL_STATUS_INVALID_UTF8`. No request is made here.
 ///
-/// The client starts one thread, on which its requests run; `fl_client_free` (or the last
-/// agent or run using the client, whichever goes last) stops it. Thread-safe.
+/// The client starts one thread, on which its requests run; `fl_client_free` (or the free of
+/// the last agent, run or stream using the client, whichever goes last) stops and joins it.
+/// Thread-safe.
+///
+/// After `fork()`, the child has no copy of that thread: there, a client made before the fork
+/// refuses requests, agents and runs with `FL_STATUS_INVALID_STATE` (a run made before the fork
+/// stops at its next model call with `error_code` `invalid_configuration`), and its free
+/// returns at once, leaving the parent's thread alone (it used to wait for that thread
+/// forever). A stream or model call in flight at the fork never ends in the child: free the
+/// stream, cancel the run. Make a new client in the child.
 ///
 /// # Safety
 /// `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
@@ -234,6 +306,7 @@ pub unsafe extern "C" fn fl_client_new(
             shared: Arc::new(ClientShared {
                 client,
                 io: Some(io),
+                pid: std::process::id(),
             }),
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
@@ -242,8 +315,12 @@ pub unsafe extern "C" fn fl_client_new(
     })
 }
 
-/// Releases a client. NULL is accepted and ignored. Agents and runs made with it keep working:
-/// the client's thread stops when the last of them is freed.
+/// Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
+/// working: the client's thread stops when the last of them is freed, and has stopped (it is
+/// joined) by the time the call that freed the last of them returns. Freed from a tool callback
+/// (of any run, turn or executor, while the callback's thread drives it), the thread stops when
+/// that driving call (`fl_agent_run_next_event`, `fl_turn_next_event`, `fl_executor_run`)
+/// returns: a free never blocks inside a callback.
 ///
 /// # Safety
 /// `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
@@ -390,6 +467,41 @@ mod tests {
         drop(model);
         // SAFETY: a client from `fl_client_new`, freed once.
         unsafe { fl_client_free(client) };
+    }
+
+    /// A model call that panics on the client's thread (starting, or being polled) fails with
+    /// code `internal` and the panic's message, as the core reports a model panicking in the
+    /// loop's own task; its panic was caught by tokio there, and the run stopped with "the
+    /// model stream ended without a message".
+    #[test]
+    fn a_model_call_that_panics_fails_with_the_panics_message() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let starting = || -> ModelStream { panic!("boom starting the call") };
+        let polled = || -> ModelStream {
+            Box::pin(futures_util::stream::poll_fn(
+                |_| -> Poll<Option<ModelEvent>> { panic!("boom polling the call") },
+            ))
+        };
+        type Start = Box<dyn FnOnce() -> ModelStream + Send>;
+        let calls: [(Start, &str); 2] = [
+            (Box::new(starting), "boom starting the call"),
+            (Box::new(polled), "boom polling the call"),
+        ];
+        for (start, expected) in calls {
+            let (events, mut received) = mpsc::unbounded_channel();
+            let task = runtime.spawn(forward(start, events));
+            let outcome = runtime.block_on(task);
+            assert!(outcome.is_ok(), "{expected}: the task panicked");
+            match received.try_recv() {
+                Ok(ModelEvent::Failed(error)) => {
+                    assert_eq!(error.code(), "internal");
+                    assert_eq!(error.to_string(), format!("the model panicked: {expected}"));
+                }
+                other => panic!("{expected}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -11,13 +11,14 @@
 //! which closes its connection.
 
 use std::ffi::{CStr, c_char};
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::client::{Client, ClientError, MessageItem, Provider, RequestMetrics};
 use ferroloop_core::exec::CancellationToken;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 
 use crate::agent::fl_agent_next;
@@ -365,27 +366,54 @@ fn start(
     let (body, betas) = request_body(json, mode == Mode::Stream, core.config().provider)?;
     let token = CancellationToken::new();
     let link = cancel.map(|cancel| TurnLink::new(&cancel.token, &cancel.turns, token.clone()));
-    let (sender, receiver) = mpsc::channel();
-    let task = match mode {
-        Mode::Stream => shared.spawn(pump_stream(core, body, betas, token.clone(), sender))?,
-        Mode::Create => shared.spawn(pump_create(core, body, betas, token.clone(), sender))?,
-    };
-    Ok(Box::new(fl_message_stream {
-        state: Mutex::new(StreamState {
-            items: receiver,
-            event: String::new(),
-            request_id: String::new(),
-            outcome: None,
-            ended: false,
-        }),
-        cancel: token,
-        link,
-        task: Some(task),
-        client: Some(shared),
-    }))
+    let pumped = token.clone();
+    fl_message_stream::spawned(shared, token, link, |items| match mode {
+        Mode::Stream => Box::pin(pump_stream(core, body, betas, pumped, items)),
+        Mode::Create => Box::pin(pump_create(core, body, betas, pumped, items)),
+    })
+}
+
+/// A request's task, as it is spawned on the client's runtime.
+type Pump = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs a request's task; a panic in it ends the stream as an internal failure carrying the
+/// panic's message (its task would otherwise just vanish, the stream ending with a failure that
+/// says nothing of why).
+async fn reporting_panics(pump: Pump, items: Sender<Pumped>) {
+    if let Err(payload) = AssertUnwindSafe(pump).catch_unwind().await {
+        let detail = ferroloop_core::exec::panic_message(payload.as_ref());
+        let outcome = internal(&format!("panic: {detail}"), &RequestMetrics::default());
+        // The host may be gone (a freed stream): nobody to tell then.
+        let _ = items.send(Pumped::End(Box::new(outcome)));
+    }
 }
 
 impl fl_message_stream {
+    /// A stream whose items come from the task `pump` makes of their sender, spawned on the
+    /// client's runtime.
+    fn spawned(
+        client: Arc<ClientShared>,
+        cancel: CancellationToken,
+        link: Option<TurnLink>,
+        pump: impl FnOnce(Sender<Pumped>) -> Pump,
+    ) -> FfiResult<Box<Self>> {
+        let (sender, receiver) = mpsc::channel();
+        let task = client.spawn(reporting_panics(pump(sender.clone()), sender))?;
+        Ok(Box::new(Self {
+            state: Mutex::new(StreamState {
+                items: receiver,
+                event: String::new(),
+                request_id: String::new(),
+                outcome: None,
+                ended: false,
+            }),
+            cancel,
+            link,
+            task: Some(task),
+            client: Some(client),
+        }))
+    }
+
     /// Waits for the next item (at most `timeout_ms`; negative: no limit) and leaves an
     /// event's JSON (without the NUL) in `state.event`.
     fn next(state: &mut StreamState, timeout_ms: i64) -> fl_agent_next {
@@ -431,7 +459,8 @@ impl fl_message_stream {
                     return fl_agent_next::FL_AGENT_NEXT_END;
                 }
                 Err(RecvTimeoutError::Timeout) => return fl_agent_next::FL_AGENT_NEXT_NONE,
-                // The task always sends its end before it returns: only a panic drops it.
+                // The task always sends its end before it returns, a panic's too (see
+                // `reporting_panics`): only a task dropped unfinished gets here.
                 Err(RecvTimeoutError::Disconnected) => {
                     state.outcome = Some(internal(
                         "the request's task ended without an outcome",
@@ -467,8 +496,9 @@ fn outcome_of<'a>(state: &'a StreamState, function: &str) -> FfiResult<&'a Outco
 /// (for Anthropic `{"model": ..., "max_tokens": ..., "messages": [...]}`), as Python's
 /// `client.stream(request)` and Node's take it: `"stream": true` is set, and for Anthropic a
 /// `betas` array is taken out and sent as `anthropic-beta`. Text that is not UTF-8 is
-/// `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`.
-/// Nothing here fails because of the network: the request goes out at once on the client's
+/// `FL_STATUS_INVALID_UTF8`; anything but a JSON object is `FL_STATUS_INVALID_ARGUMENT`; a
+/// client made before a `fork()` of this process is `FL_STATUS_INVALID_STATE` (see
+/// `fl_client_new`). Nothing here fails because of the network: the request goes out at once on the client's
 /// thread, and its failures end the stream (see `fl_message_stream_error`).
 ///
 /// `cancel` may be NULL; cancelling it (from any thread) cancels the stream as
@@ -1253,6 +1283,33 @@ mod tests {
             serde_json::from_str(&request[request.find("\r\n\r\n").unwrap() + 4..]).unwrap();
         assert_eq!(body["stream"], true);
         assert!(body.get("betas").is_none());
+    }
+
+    /// A request's task that panics ends its stream as an internal failure (`FL_STATUS_PANIC`,
+    /// code `internal`) whose message is the panic's.
+    #[test]
+    fn a_panic_in_a_requests_task_ends_the_stream_with_its_message() {
+        let client = client(9, "");
+        // SAFETY: a live client from `fl_client_new`.
+        let shared = Arc::clone(&unsafe { &*client }.shared);
+        let stream = fl_message_stream::spawned(shared, CancellationToken::new(), None, |_| {
+            Box::pin(async { panic!("boom in the request's task") })
+        })
+        .unwrap();
+        let stream = Box::into_raw(stream);
+        assert_eq!(next(stream, 60_000).0, fl_agent_next::FL_AGENT_NEXT_END);
+        let (status, failure) = error(stream);
+        assert_eq!(status, fl_status::FL_STATUS_PANIC);
+        assert_eq!(code(failure.code).as_deref(), Some("internal"));
+        assert_eq!(
+            last_error_for_tests(),
+            "internal error: panic: boom in the request's task"
+        );
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(stream);
+            fl_client_free(client);
+        }
     }
 
     /// Freeing a stream mid-way closes its connection (the server reads the end of it)

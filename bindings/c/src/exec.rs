@@ -4,7 +4,7 @@
 //! thread, so every tool callback runs on that thread, while the replies (`fl_tool_complete`)
 //! may come from any thread.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -618,13 +618,20 @@ thread_local! {
     pub(crate) static DRIVING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Marks the thread as driving a run until dropped (also on a panic).
-pub(crate) struct Driving;
+/// Marks the thread as driving a run until dropped (also on a panic). The runtimes its tool
+/// callbacks release (a client, run, turn or executor freed there) are dropped when it is, once
+/// the thread has left the runtime it drives (see [`drop_runtime`]).
+pub(crate) struct Driving {
+    /// Dropped after `drop` below: the deferred runtimes go once the flag is cleared.
+    _released: DropScope,
+}
 
 impl Driving {
     pub(crate) fn enter() -> Self {
         DRIVING.with(|driving| driving.set(true));
-        Self
+        Self {
+            _released: DropScope::open(),
+        }
     }
 }
 
@@ -648,8 +655,9 @@ impl fl_executor {
     /// Drops the executor, its runtime last. On a thread inside a tokio runtime (a tool callback
     /// of another executor frees this one) a plain drop of the runtime would panic ("Cannot
     /// drop a runtime in a context where blocking is not allowed") and leak the rest; the
-    /// runtime is then shut down without blocking. No run is in progress (the caller checked),
-    /// so it has no work to wait for.
+    /// runtime's drop is then deferred until the thread has left that runtime (see
+    /// [`drop_runtime`]). No run is in progress (the caller checked), so it has no work to wait
+    /// for.
     fn release(self: Box<Self>) {
         let Self {
             runtime,
@@ -731,14 +739,111 @@ impl fl_executor {
     }
 }
 
-/// Drops a runtime that has no work left to wait for. On a thread inside a tokio runtime (a tool
-/// callback of another executor or turn frees it) a plain drop would panic ("Cannot drop a
-/// runtime in a context where blocking is not allowed"): it is then shut down without blocking.
+thread_local! {
+    /// The runtimes released on this thread inside a tokio context while a [`DropScope`] is
+    /// open, dropped when the outermost scope ends; `None` while no scope is open.
+    static DEFERRED: RefCell<Option<Vec<tokio::runtime::Runtime>>> = const { RefCell::new(None) };
+}
+
+/// Drops a runtime that has no work left to wait for, joining its threads.
+///
+/// On a thread inside a tokio runtime a plain drop would panic ("Cannot drop a runtime in a
+/// context where blocking is not allowed"): a tool callback freeing a client, a run, a turn or
+/// an executor, or a task dropped with its runtime releasing the last owner of another one. The
+/// drop is then deferred to the end of the [`DropScope`] open on the thread (the call driving
+/// the callback, or the `drop_runtime` dropping that runtime), outside the runtime: so the
+/// threads of a freed client are joined before the host's call returns, not left to stop on
+/// their own after it (a process ending meanwhile found them still running). Without a scope
+/// (never on the C API's paths) the runtime is shut down in the background.
 pub(crate) fn drop_runtime(runtime: tokio::runtime::Runtime) {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        runtime.shutdown_background();
-    } else {
+    if tokio::runtime::Handle::try_current().is_err() {
+        // What the runtime's tasks release as they are dropped (in its context) goes when the
+        // scope does, just after.
+        let _scope = DropScope::open();
         drop(runtime);
+        return;
+    }
+    let mut runtime = Some(runtime);
+    let _ = DEFERRED.try_with(|deferred| {
+        if let Ok(mut deferred) = deferred.try_borrow_mut()
+            && let (Some(list), Some(runtime)) = (deferred.as_mut(), runtime.take())
+        {
+            list.push(runtime);
+        }
+    });
+    if let Some(runtime) = runtime {
+        runtime.shutdown_background();
+    }
+}
+
+/// While open, [`drop_runtime`] defers the runtimes released inside a tokio context on this
+/// thread; the outermost scope drops them when it ends (and those their drops release, in
+/// turn). Open it outside any runtime: its end must be able to block.
+pub(crate) struct DropScope {
+    outermost: bool,
+}
+
+impl DropScope {
+    pub(crate) fn open() -> Self {
+        let outermost = DEFERRED
+            .try_with(|deferred| match deferred.try_borrow_mut() {
+                Ok(mut deferred) if deferred.is_none() => {
+                    *deferred = Some(Vec::new());
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
+        Self { outermost }
+    }
+}
+
+impl Drop for DropScope {
+    fn drop(&mut self) {
+        if !self.outermost {
+            return;
+        }
+        // Closes the scope however the drops below end (a panic in one of them too).
+        let _close = CloseScope;
+        // One at a time, no borrow held: a drop may defer another runtime.
+        while let Some(runtime) = DEFERRED
+            .try_with(|deferred| {
+                deferred
+                    .try_borrow_mut()
+                    .ok()
+                    .and_then(|mut deferred| deferred.as_mut().and_then(Vec::pop))
+            })
+            .ok()
+            .flatten()
+        {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            } else {
+                drop(runtime);
+            }
+        }
+    }
+}
+
+/// Closes the thread's [`DropScope`]: what is still deferred (only after a panic in a drop) is
+/// shut down in the background, and later releases are no longer deferred into a list that
+/// nobody would drop.
+struct CloseScope;
+
+impl Drop for CloseScope {
+    fn drop(&mut self) {
+        let left = DEFERRED
+            .try_with(|deferred| {
+                deferred
+                    .try_borrow_mut()
+                    .ok()
+                    .and_then(|mut deferred| deferred.take())
+            })
+            .ok()
+            .flatten();
+        for runtime in left.into_iter().flatten() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -1223,5 +1328,83 @@ mod tests {
         );
         // SAFETY: an executor from `fl_executor_new`, freed once.
         unsafe { fl_executor_free(executor) };
+    }
+
+    /// A runtime with one worker thread whose stop takes a while and is then recorded in
+    /// `stopped`: a drop that does not join the thread returns before the flag is set.
+    fn slow_stopping_runtime(stopped: &Arc<AtomicBool>) -> tokio::runtime::Runtime {
+        let flag = Arc::clone(stopped);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_stop(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                flag.store(true, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap()
+    }
+
+    /// A runtime released by a tool callback (inside the runtime the callback's thread drives:
+    /// a client, run, turn or executor freed there) is dropped, its threads joined, once the
+    /// driving call is over; it was shut down in the background, its thread left running.
+    #[test]
+    fn a_runtime_released_while_driving_is_joined_when_the_drive_ends() {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let released = slow_stopping_runtime(&stopped);
+        let driver = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        {
+            let _driving = Driving::enter();
+            driver.block_on(async { drop_runtime(released) });
+        }
+        assert!(
+            stopped.load(Ordering::SeqCst),
+            "the released runtime's thread was still running"
+        );
+    }
+
+    /// Holds a runtime and releases it with `drop_runtime` when dropped (as a client's shared
+    /// part does).
+    struct Owner(Option<tokio::runtime::Runtime>);
+
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            if let Some(runtime) = self.0.take() {
+                drop_runtime(runtime);
+            }
+        }
+    }
+
+    /// A runtime whose task holds the last owner of another runtime (a run's loop holding its
+    /// client): dropping the first drops the task in its context, which releases the second;
+    /// both threads are joined by the time the first `drop_runtime` returns, also when that one
+    /// was deferred by a tool callback.
+    #[test]
+    fn a_runtime_released_by_a_task_of_a_dropped_runtime_is_joined_too() {
+        for in_callback in [false, true] {
+            let stopped = Arc::new(AtomicBool::new(false));
+            let inner = Owner(Some(slow_stopping_runtime(&stopped)));
+            let outer = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            outer.spawn(async move {
+                let _inner = inner;
+                std::future::pending::<()>().await;
+            });
+            if in_callback {
+                let driver = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let _driving = Driving::enter();
+                driver.block_on(async { drop_runtime(outer) });
+            } else {
+                drop_runtime(outer);
+            }
+            assert!(
+                stopped.load(Ordering::SeqCst),
+                "in a callback: {in_callback}"
+            );
+        }
     }
 }

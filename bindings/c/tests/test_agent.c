@@ -11,6 +11,9 @@
  *   with its data, between its `tool_started` and `tool_finished`; also after a cancellation;
  * - a built-in tool (`read` in a workspace) beside them;
  * - two runs of one agent driven on two threads at once;
+ * - a tool callback of one run freeing another run, its agent and its client (their last
+ *   owner): the freed client's thread has stopped by the time the driving call returns; the
+ *   first run's own agent freed mid-run;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
  * - an `overloaded_error` event after the response started (no fallback model): the partial
  *   turn discarded and the turn asked again under its number, then the answer;
@@ -21,6 +24,7 @@
  * Usage: test_agent
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -96,6 +100,7 @@ static const char answer_turn[] =
 static const char weather_turn[] = TOOL_TURN("weather", "toolu_01NRLabsLyVHZPKxbKvkfSMn");
 static const char slow_turn[] = TOOL_TURN("slow", "toolu_slow");
 static const char report_turn[] = TOOL_TURN("report", "toolu_report");
+static const char freer_turn[] = TOOL_TURN("freer", "toolu_freer");
 static const char read_turn[] =
     TOOL_TURN_INPUT("read", "toolu_read", "{\\\"file_path\\\": ", "\\\"notes.txt\\\"}");
 
@@ -114,6 +119,10 @@ static const reply progress_replies[] = {
 };
 static const reply builtin_replies[] = {
     {"200 OK", SSE, read_turn, 0},
+    {"200 OK", SSE, answer_turn, 0},
+};
+static const reply freer_replies[] = {
+    {"200 OK", SSE, freer_turn, 0},
     {"200 OK", SSE, answer_turn, 0},
 };
 static const reply parallel_replies[] = {
@@ -227,6 +236,50 @@ static void report(void *userdata, const fl_tool_invocation *invocation, fl_tool
     /* Not JSON: refused, nothing is sent. */
     CHECK_STATUS(fl_tool_call_progress(call, "{", 1), FL_STATUS_INVALID_ARGUMENT);
     start_worker(report_worker, call);
+}
+
+/* The threads of the clients alive now (each client has one, named "ferroloop-client",
+ * which Linux shows cut to 15 characters). */
+static int client_threads(void) {
+    DIR *tasks = opendir("/proc/self/task");
+    if (tasks == NULL) return -1;
+    int count = 0;
+    struct dirent *task;
+    while ((task = readdir(tasks)) != NULL) {
+        if (task->d_name[0] == '.') continue;
+        char path[300];
+        char name[32] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%.255s/comm", task->d_name);
+        FILE *comm = fopen(path, "r");
+        if (comm == NULL) continue; /* the thread has just ended */
+        if (fgets(name, sizeof name, comm) != NULL && strncmp(name, "ferroloop-clien", 15) == 0) {
+            count++;
+        }
+        fclose(comm);
+    }
+    closedir(tasks);
+    return count;
+}
+
+/* What "freer" frees: another agent's run (never driven), the agent and its client. The run
+ * goes last: it is the client's last owner. */
+static fl_client *other_client = NULL;
+static fl_agent *other_agent = NULL;
+static fl_agent_run *other_run = NULL;
+static atomic_int freer_calls = 0;
+
+/* "freer": frees another run, its agent and its client from this run's tool callback. */
+static void freer(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    freer_calls++;
+    fl_client_free(other_client);
+    fl_agent_free(other_agent);
+    fl_agent_run_free(other_run);
+    other_client = NULL;
+    other_agent = NULL;
+    other_run = NULL;
+    CHECK_OK(fl_tool_complete(call, "freed", 5, false));
 }
 
 /* ---- helpers ---- */
@@ -612,6 +665,56 @@ static void parallel(server *s) {
     free(requests);
 }
 
+/* A tool callback of one run frees another run, its agent and its client (the run was the
+ * client's last owner): the client's thread is stopped and joined before the call driving the
+ * first run returns (it was left to stop on its own, unjoined: a process ending soon after saw
+ * it still running, and valgrind its thread-local memory lost). */
+static void free_from_another_runs_callback(server *s) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    CHECK_OK(fl_executor_add_tool(executor, "freer", 5, NULL, freer, NULL));
+    fl_client *client = new_client(s->port);
+    fl_agent *agent = new_agent(client, executor);
+    other_client = new_client(s->port);
+    other_agent = new_agent(other_client, NULL);
+    const char *prompt = "Free the others.";
+    CHECK_OK(fl_agent_run_start_prompt(other_agent, prompt, strlen(prompt), NULL, &other_run));
+    fl_agent_run *run = NULL;
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    int after_free = -1; /* client threads when the call that ran "freer" returned */
+    event_log log = {0};
+    for (int guard = 0; guard < 10000; guard++) {
+        fl_agent_next next = FL_AGENT_NEXT_NONE;
+        const char *json = NULL;
+        size_t len = 0;
+        CHECK_OK(fl_agent_run_next_event(run, HANG_GUARD_MS, &next, &json, &len));
+        if (freer_calls == 1 && after_free < 0) after_free = client_threads();
+        if (next != FL_AGENT_NEXT_EVENT) break;
+        /* The agent is freed mid-run (after the run's first event): the run goes on. */
+        if (log.count == 0) {
+            fl_agent_free(agent);
+            agent = NULL;
+        }
+        if (log.count < MAX_EVENTS) log.events[log.count++] = strdup(json);
+    }
+    CHECK(freer_calls == 1);
+    CHECK(after_free == 1); /* this run's client only */
+    if (after_free != 1) fprintf(stderr, "    client threads after the free: %d\n", after_free);
+    CHECK(log.count > 0 && strstr(log.events[log.count - 1], "\"reason\":\"end_turn\"") != NULL);
+    int finished = find_event(&log, "\"type\":\"tool_finished\"", 0);
+    CHECK(finished >= 0 && strstr(log.events[finished], "\"status\":\"succeeded\"") != NULL);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    fl_executor_free(executor);
+    CHECK(client_threads() == 0);
+    log_free(&log);
+    char *requests = stop_server(s);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2); /* the other run made none */
+    free(requests);
+}
+
 static void bad_request(server *s) {
     fl_client *client = new_client(s->port);
     fl_agent *agent = new_agent(client, NULL);
@@ -737,6 +840,7 @@ int main(void) {
     server progress_server = start_server(progress_replies, 2);
     server builtin_server = start_server(builtin_replies, 2);
     server parallel_server = start_server(parallel_replies, 2);
+    server freer_server = start_server(freer_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
     server overloaded_server = start_server(overloaded_replies, 2);
     driver_thread = pthread_self();
@@ -746,6 +850,7 @@ int main(void) {
     progress(&progress_server);
     builtin_tool(&builtin_server);
     parallel(&parallel_server);
+    free_from_another_runs_callback(&freer_server);
     bad_request(&bad_request_server);
     overloaded_mid_stream_retried(&overloaded_server);
     misuse();

@@ -15,7 +15,11 @@
  * - a cancel while a thread waits for the stream, a create cancelled through its token, and a
  *   stream freed mid-way: each connection is closed;
  * - a non-streaming create;
- * - argument errors.
+ * - argument errors, and client options the core refuses (a bad base URL, header or key);
+ * - a client, an agent and a run made before fork(), in the child: refused (a request would
+ *   never run there), and freed without waiting for the parent's thread (it hung); a stream
+ *   in flight at the fork never ends there but is freed, a run waiting for its model call
+ *   stops when cancelled.
  *
  * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
  *
@@ -468,6 +472,19 @@ static void misuse(void) {
     /* No retries: a refused connection is retried with backoff (about 80 s with the defaults),
      * which would be all this test's time. */
     const char *options = "{\"from_env\":false,\"base_url\":\"http://127.0.0.1:9\",\"max_retries\":0}";
+    /* Options that parse but make no client (the core refuses them): nothing is written to
+     * `out`, nothing leaks. */
+    const char *refused[] = {
+        "{\"from_env\":false,\"base_url\":\"not a url\"}",
+        "{\"from_env\":false,\"headers\":{\"x-a\":\"line\\nbreak\"}}",
+        "{\"from_env\":false,\"api_key\":\"key\\n\"}",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        fl_client *none = NULL;
+        CHECK_STATUS(fl_client_new(refused[i], strlen(refused[i]), &none), FL_STATUS_INVALID_ARGUMENT);
+        CHECK(none == NULL);
+        CHECK(strstr(last_error(), "invalid client configuration") != NULL);
+    }
     CHECK_OK(fl_client_new(options, strlen(options), &client));
     fl_message_stream *stream = NULL;
     CHECK_STATUS(fl_client_stream_start(client, "[1]", 3, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
@@ -499,6 +516,149 @@ static void misuse(void) {
     buffer_free(&events);
 }
 
+/* In a child forked after the client was made: what the child may not do (its requests would
+ * never run: the client's thread is the parent's) and what it may (free everything). Returns
+ * the number of failed checks (the child's exit status). */
+static int forked_child_checks(fl_client *client, fl_agent *agent, fl_agent_run *run,
+                               fl_message_stream *in_flight, fl_agent_run *waiting) {
+    int failures = 0;
+    /* In flight at the fork: the stream never ends here (its request ran on the parent's
+     * thread) and is freed at once; the run waiting for its model call stops when cancelled. */
+    fl_agent_next found = FL_AGENT_NEXT_END;
+    const char *view = NULL;
+    size_t view_len = 0;
+    if (fl_message_stream_next_event(in_flight, 50, &found, &view, &view_len) != FL_STATUS_OK ||
+        found != FL_AGENT_NEXT_NONE) {
+        fprintf(stderr, "child: the stream in flight did not wait\n");
+        failures++;
+    }
+    fl_message_stream_free(in_flight);
+    if (fl_agent_run_cancel(waiting) != FL_STATUS_OK) failures++;
+    int aborted = 0;
+    for (int guard = 0; guard < 100; guard++) {
+        found = FL_AGENT_NEXT_NONE;
+        if (fl_agent_run_next_event(waiting, HANG_GUARD_MS, &found, &view, &view_len) != FL_STATUS_OK ||
+            found != FL_AGENT_NEXT_EVENT) {
+            break;
+        }
+        if (strstr(view, "\"type\":\"stop\"") != NULL) {
+            aborted = strstr(view, "\"reason\":\"aborted\"") != NULL;
+        }
+    }
+    if (!aborted) {
+        fprintf(stderr, "child: the run in flight did not stop when cancelled\n");
+        failures++;
+    }
+    fl_agent_run_free(waiting);
+    fl_message_stream *stream = NULL;
+    if (fl_client_stream_start(client, request, strlen(request), NULL, &stream) !=
+            FL_STATUS_INVALID_STATE ||
+        stream != NULL || strstr(last_error(), "before fork()") == NULL) {
+        fprintf(stderr, "child: stream_start: %s\n", last_error());
+        failures++;
+    }
+    if (fl_client_create(client, request, strlen(request), NULL, &stream) != FL_STATUS_INVALID_STATE ||
+        stream != NULL) {
+        fprintf(stderr, "child: create: %s\n", last_error());
+        failures++;
+    }
+    fl_agent *made_here = NULL;
+    const char *options = "{\"model\":\"m\"}";
+    if (fl_agent_new(client, NULL, options, strlen(options), &made_here) != FL_STATUS_INVALID_STATE ||
+        made_here != NULL) {
+        fprintf(stderr, "child: agent_new: %s\n", last_error());
+        failures++;
+    }
+    fl_agent_run *started_here = NULL;
+    if (fl_agent_run_start_prompt(agent, "hi", 2, NULL, &started_here) != FL_STATUS_INVALID_STATE ||
+        started_here != NULL) {
+        fprintf(stderr, "child: run_start: %s\n", last_error());
+        failures++;
+    }
+    /* The parent's run, driven here: its model call fails at once (no request hangs). */
+    int stopped = 0;
+    for (int guard = 0; guard < 100; guard++) {
+        fl_agent_next next = FL_AGENT_NEXT_NONE;
+        const char *json = NULL;
+        size_t len = 0;
+        if (fl_agent_run_next_event(run, HANG_GUARD_MS, &next, &json, &len) != FL_STATUS_OK ||
+            next != FL_AGENT_NEXT_EVENT) {
+            break;
+        }
+        if (strstr(json, "\"type\":\"stop\"") != NULL) {
+            stopped = strstr(json, "\"error_code\":\"invalid_configuration\"") != NULL &&
+                      strstr(json, "before fork()") != NULL;
+        }
+    }
+    if (!stopped) {
+        fprintf(stderr, "child: the parent's run did not stop as expected\n");
+        failures++;
+    }
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    fl_client_free(client); /* the last owner: returns without the parent's thread */
+    return failures;
+}
+
+static void forked_child(server *s) {
+    fl_client *client = client_for(s); /* the server holds both requests, never answering */
+    fl_agent *agent = NULL;
+    const char *agent_options = "{\"model\":\"m\"}";
+    CHECK_OK(fl_agent_new(client, NULL, agent_options, strlen(agent_options), &agent));
+    fl_agent_run *run = NULL;
+    CHECK_OK(fl_agent_run_start_prompt(agent, "hi", 2, NULL, &run));
+    /* In flight at the fork: a stream, and a run waiting for its model call. */
+    fl_message_stream *in_flight = start(client);
+    fl_agent_run *waiting = NULL;
+    CHECK_OK(fl_agent_run_start_prompt(agent, "hi", 2, NULL, &waiting));
+    fl_agent_next found = FL_AGENT_NEXT_NONE;
+    const char *view = NULL;
+    size_t view_len = 0;
+    CHECK_OK(fl_agent_run_next_event(waiting, HANG_GUARD_MS, &found, &view, &view_len));
+    CHECK(found == FL_AGENT_NEXT_EVENT && strstr(view, "\"type\":\"turn_start\"") != NULL);
+    CHECK_OK(fl_agent_run_next_event(waiting, 50, &found, &view, &view_len));
+    CHECK(found == FL_AGENT_NEXT_NONE);
+    CHECK_OK(fl_message_stream_next_event(in_flight, 50, &found, &view, &view_len));
+    CHECK(found == FL_AGENT_NEXT_NONE);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int failures = forked_child_checks(client, agent, run, in_flight, waiting);
+        /* Exits through exec: at an exit, valgrind would count the runtime of the parent's
+         * client (kept, never dropped, in the child) as possibly lost, since the parent's
+         * threads that point into it do not exist here; the child's memory is no finding of
+         * this test. */
+        execl("/bin/sh", "sh", "-c", failures == 0 ? "exit 0" : "exit 1", (char *)NULL);
+        _exit(2);
+    }
+    CHECK(child > 0);
+    int status = 0;
+    int exited = 0;
+    for (int waited = 0; child > 0 && waited < HANG_GUARD_MS && !exited; waited += 10) {
+        exited = waitpid(child, &status, WNOHANG) == child;
+        if (!exited) sleep_ms(10);
+    }
+    if (child > 0 && !exited) {
+        fprintf(stderr, "    the forked child hung\n");
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's handles are untouched by the child. */
+    fl_message_stream_free(in_flight);
+    fl_agent_run_free(waiting);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    /* The server takes one connection at a time: the second request may still wait in its
+     * backlog when it is stopped. */
+    char *requests = stop_server(s);
+    const char *each[3];
+    int received = split_requests(requests, each, 3);
+    CHECK(received == 1 || received == 2);
+    free(requests);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) root = argv[1];
     char path[1024];
@@ -523,6 +683,7 @@ int main(int argc, char **argv) {
     const reply cut_replies[] = {{"200 OK", SSE, fixture, cut_at}};
     const reply held_replies[] = {{NULL, NULL, NULL, 0}, {NULL, NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
     const reply create_replies[] = {{"200 OK", "application/json", answer_message, 0}};
+    const reply fork_replies[] = {{NULL, NULL, NULL, 0}, {NULL, NULL, NULL, 0}};
 
     /* The servers are forked before the library starts any thread. */
     server recorded_server = start_server(recorded_replies, 1);
@@ -532,6 +693,7 @@ int main(int argc, char **argv) {
     server cut_server = start_server(cut_replies, 1);
     server held_server = start_server(held_replies, 3);
     server create_server = start_server(create_replies, 1);
+    server fork_server = start_server(fork_replies, 2);
 
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
@@ -541,6 +703,7 @@ int main(int argc, char **argv) {
     cancellation(&held_server);
     create(&create_server);
     misuse();
+    forked_child(&fork_server);
     free(fixture);
     free(chat);
     return check_summary("test_client");
