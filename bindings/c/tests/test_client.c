@@ -654,8 +654,8 @@ static void forked_child(server *s) {
      * backlog when it is stopped. */
     char *requests = stop_server(s);
     const char *each[3];
-    int received = split_requests(requests, each, 3);
-    CHECK(received == 1 || received == 2);
+    int requests_seen = split_requests(requests, each, 3);
+    CHECK(requests_seen == 1 || requests_seen == 2);
     free(requests);
 }
 
