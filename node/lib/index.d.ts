@@ -645,7 +645,11 @@ export declare class TextEstimator {
 /** The provider API a {@link Client} speaks. */
 export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
 
-/** Watchdog timeouts of a {@link Client}, in milliseconds. */
+/**
+ * Watchdog timeouts of a {@link Client}, in milliseconds. Each must be above 0: 0 would fail or
+ * race every request, and there is no "no timeout" (a very long one is that); 0 is an
+ * `InvalidArgumentError`, as Python's `ValueError`.
+ */
 export interface ClientTimeouts {
   /** TCP (and proxy) connection (default 30,000). */
   connectMs?: number

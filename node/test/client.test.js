@@ -321,6 +321,22 @@ test('retryMaxDelayMs caps the backoff, like Python retry_max_delay', async () =
   }
 })
 
+test('a timeout of 0 is an InvalidArgumentError naming it, like Python; a retry delay of 0 still retries at once', () => {
+  // A 0 ms timeout failed every request (totalMs, firstByteMs) or raced the network (the
+  // others), where a Node user's 0 usually means "no timeout".
+  for (const name of ['connectMs', 'firstByteMs', 'firstEventMs', 'idleMs', 'stallNoticeMs', 'totalMs']) {
+    for (const zero of [0, -0]) {
+      assert.throws(
+        () => new Client({ fromEnv: false, timeouts: { [name]: zero } }),
+        (err) => err instanceof ferroloop.InvalidArgumentError && err.message.startsWith(`timeouts.${name} must be above 0`),
+        name,
+      )
+    }
+    new Client({ fromEnv: false, timeouts: { [name]: 0.001 } })
+  }
+  new Client({ fromEnv: false, retryBaseDelayMs: 0, retryMaxDelayMs: 0 })
+})
+
 test('fromEnv: false ignores the environment, like Python from_env=False', () => {
   const saved = { key: process.env.ANTHROPIC_API_KEY, url: process.env.ANTHROPIC_BASE_URL }
   process.env.ANTHROPIC_BASE_URL = 'http://127.0.0.1:9/from-env'

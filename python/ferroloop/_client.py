@@ -101,7 +101,9 @@ class Client(AsyncClosing):
     retry is made past ``timeout``. Timeouts are in seconds: ``timeout`` (the whole request,
     retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),
     ``first_event_timeout`` (90), ``idle_timeout`` (90, between two events), ``stall_notice``
-    (30, reported once as a ``stalled`` event). ``anthropic_version`` is the
+    (30, reported once as a ``stalled`` event); each must be above 0 (0 would fail or race
+    every request, and is a ``ValueError``: there is no "no timeout", a very long one is
+    that). ``anthropic_version`` is the
     ``anthropic-version`` header (default ``"2023-06-01"``), ``anthropic_beta`` the
     ``anthropic-beta`` flags.
 

@@ -407,6 +407,20 @@ def test_bad_configuration_is_a_value_error() -> None:
         ferroloop.Client("anthropic", timeout=-1.0, from_env=False)
 
 
+def test_a_zero_timeout_is_a_value_error_naming_it_like_node() -> None:
+    # A 0 s timeout failed every request (timeout, first_byte_timeout) or raced the network
+    # (the others); Node's `timeouts: { idleMs: 0 }` is refused the same way.
+    for name in ["timeout", "connect_timeout", "first_byte_timeout", "first_event_timeout", "idle_timeout", "stall_notice"]:
+        for zero in [0.0, -0.0, 0]:
+            options: dict[str, Any] = {name: zero}
+            with pytest.raises(ValueError, match=f"^{name} must be above 0 seconds"):
+                ferroloop.Client("anthropic", from_env=False, **options)
+        shortest: dict[str, Any] = {name: 1e-6}
+        ferroloop.Client("anthropic", from_env=False, **shortest)
+    # A retry delay of 0 keeps its meaning: retry at once.
+    ferroloop.Client("anthropic", from_env=False, retry_base_delay=0, retry_max_delay=0)
+
+
 @pytest.mark.asyncio
 async def test_anthropic_version_sets_the_header_like_node(replay: Replay) -> None:
     # Node's `anthropicVersion`: the `anthropic-version` header (default "2023-06-01").
