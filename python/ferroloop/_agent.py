@@ -117,11 +117,15 @@ class AgentRun(BatchedEvents[AgentEvent]):
         self._native_run.cancel()
 
     async def finish(self) -> AgentStopEvent:
-        """Consumes the remaining events and returns the ``stop`` event."""
+        """Consumes the remaining events and returns the ``stop`` event. Raises
+        ``InvalidStateError`` when the run was closed (``aclose()``, a cancelled iterating task)
+        before its ``stop`` event (``cancel()`` instead still ends it with one)."""
         async for _ in self:
             pass
         if self._stop is None:
-            raise RuntimeError("the run ended without a stop event")
+            raise self._early_end("its stop event") or RuntimeError(
+                "the run ended without a stop event"
+            )
         return self._stop
 
 

@@ -66,11 +66,16 @@ class MessageStream(BatchedEvents[StreamEvent]):
         return self._metrics
 
     async def until_done(self) -> dict[str, Any]:
-        """Consumes the remaining events and returns the final message."""
+        """Consumes the remaining events and returns the final message. Raises the request's
+        error (again, when it was already raised to the iteration), or ``InvalidStateError``
+        when the stream was closed (``aclose()``, a cancelled iterating task) before its message
+        completed."""
         async for _ in self:
             pass
         if self._message is None:
-            raise _native_error("the stream ended without a message")
+            raise self._early_end("its message completed") or _native_error(
+                "the stream ended without a message"
+            )
         return self._message
 
 

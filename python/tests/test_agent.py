@@ -771,6 +771,23 @@ async def test_leaving_the_loop_then_closing_or_dropping_the_run_cancels_it(repl
     assert len(server.requests()) == 1
 
 
+@pytest.mark.asyncio
+async def test_finish_after_aclose_says_the_run_was_closed(replay: Replay) -> None:
+    # finish() on a run the caller closed raised RuntimeError("the run ended without a stop
+    # event"), as if the loop had broken its contract.
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor, started, cancelled = executor_with_a_slow_tool()
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+        async for event in run:
+            if event["type"] == "tool_started":
+                break
+        await run.aclose()
+        with pytest.raises(ferroloop.InvalidStateError, match="closed before its stop event"):
+            await run.finish()
+        await wait_until(cancelled, "the tool kept running after aclose()")
+
+
 def overloaded() -> dict[str, Any]:
     return {
         "status": 529,
