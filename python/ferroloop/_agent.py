@@ -192,6 +192,8 @@ class Agent:
         fallback_model: Optional[str] = None,
         fallback_after_529_retries: Optional[int] = None,
     ) -> None:
+        if not isinstance(client, Client):
+            raise TypeError(f"client must be a ferroloop.Client, not {type(client).__name__}")
         executor: Optional[ToolExecutor] = None
         names: list[str] = []
         items: Sequence[Union[ToolExecutor, str]]

@@ -269,6 +269,14 @@ async def test_cancel_stops_the_run_with_reason_aborted(replay: Replay) -> None:
     assert last["role"] == "user" and last["content"][0]["tool_use_id"] == "toolu_slow"
 
 
+def test_a_client_that_is_not_a_ferroloop_client_is_a_type_error_like_node() -> None:
+    # It was an AttributeError ("'AsyncAnthropic' object has no attribute '_native'"), where
+    # Node throws InvalidArgumentError("Agent: the first argument must be a Client").
+    for wrong in [object(), None, "anthropic"]:
+        with pytest.raises(TypeError, match=r"^client must be a ferroloop\.Client, not "):
+            ferroloop.Agent(wrong, model="m")  # type: ignore[arg-type]
+
+
 def test_unknown_builtin_tool_is_a_value_error() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="unknown built-in tool"):
