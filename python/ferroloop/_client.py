@@ -177,7 +177,10 @@ class Client(AsyncClosing):
         return await self._native.create(request)
 
     def close(self) -> None:
-        """Releases the connection pool; later requests raise ``FerroloopError``."""
+        """Releases the client's hold on its connection pool: later requests of this client,
+        and new ``Agent`` s made with it, raise ``FerroloopError``; requests in flight finish.
+        An ``Agent`` made before keeps the pool and goes on working (as in C), so leaving
+        ``async with Client(...)`` does not stop the agents made inside it."""
         self._native.close()
 
     async def aclose(self) -> None:

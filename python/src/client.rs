@@ -198,7 +198,9 @@ impl PyClient {
         &self.base_url
     }
 
-    /// Releases the connection pool; later requests raise. Requests in flight finish.
+    /// Releases this handle's hold on the connection pool; later requests (and new agents)
+    /// raise. Requests in flight finish, and agents made before keep the pool (they hold the
+    /// core client).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, "Client.close", || {
             let taken = self
