@@ -301,16 +301,18 @@ class Agent {
   run(prompt, options) {
     const checked = callOptions(options, 'run')
     checkKeys(checked, RUN_OPTIONS, 'run')
-    const { signal: given, messages } = checked
+    const { signal: given } = checked
+    const messages = checked.messages ?? undefined
     const signal = checkSignal(given, 'run')
     let history
+    const noPrompt = prompt === undefined || prompt === null
+    if (!(noPrompt && messages !== undefined) && typeof prompt !== 'string' && !Array.isArray(prompt)) {
+      throw new InvalidArgumentError('run: the prompt must be a string or an array of content blocks')
+    }
     if (messages !== undefined) {
       if (!Array.isArray(messages)) throw new InvalidArgumentError('run: messages must be an array')
-      history = prompt === undefined || prompt === null ? messages : [...messages, { role: 'user', content: prompt }]
+      history = noPrompt ? messages : [...messages, { role: 'user', content: prompt }]
     } else {
-      if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
-        throw new InvalidArgumentError('run: the prompt must be a string or an array of content blocks')
-      }
       history = [{ role: 'user', content: prompt }]
     }
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its

@@ -256,5 +256,10 @@ class Agent:
         its event loop, each call in a copy of the ``contextvars`` context of this call. Iterate the result for events. An invalid conversation (not
         user/assistant messages ending with the user's, an empty message or text block, or tool
         calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error`` and ``error_code``
-        ``invalid_history``."""
+        ``invalid_history``. A ``prompt`` that is neither text nor a list is a ``TypeError``
+        (as Node's ``InvalidArgumentError``)."""
+        if prompt is not None and not isinstance(prompt, (str, list)):
+            raise TypeError(
+                f"prompt must be a str or a list of content blocks, not {type(prompt).__name__}"
+            )
         return AgentRun(self._native.run(prompt, messages=messages))

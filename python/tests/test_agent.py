@@ -722,6 +722,21 @@ async def test_a_prompt_with_messages_continues_the_conversation_like_node(repla
 
 
 @pytest.mark.asyncio
+async def test_a_prompt_that_is_not_text_or_blocks_is_a_type_error_like_node() -> None:
+    # `run(42)` started a run whose only event was a stop with `invalid_history` ("message 0:
+    # the content must be a string or an array of content blocks"); Node throws
+    # InvalidArgumentError("run: the prompt must be a string or an array of content blocks").
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    agent = ferroloop.Agent(client, model="m")
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]
+    for prompt in [42, {"type": "text", "text": "a dict, not a list"}, ("a", "tuple")]:
+        with pytest.raises(TypeError, match=r"^prompt must be a str or a list of content blocks, not "):
+            agent.run(prompt)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^prompt must be a str or a list of content blocks, not "):
+            agent.run(prompt, messages=history)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
 async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Replay) -> None:
     # Node refuses `model: ''` at construction; Python sent the request and got the provider's
     # 400. The core's configuration check now stops the run first, for every binding.
