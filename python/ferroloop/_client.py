@@ -7,7 +7,7 @@ without the interpreter); the event loop receives batches of finished events.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 from . import _native
 from ._batches import AsyncClosing, BatchedEvents
@@ -135,6 +135,8 @@ class Client(AsyncClosing):
         from_env: bool = True,
         anthropic_version: Optional[str] = None,
     ) -> None:
+        if headers is not None and not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a dict of str to str, not {type(headers).__name__}")
         self._native = _native._Client(
             provider,
             api_key=api_key,

@@ -445,6 +445,14 @@ async def test_a_closed_client_refuses_requests() -> None:
         client.stream(**REQUEST)
 
 
+def test_headers_that_are_not_a_dict_are_a_type_error_naming_them() -> None:
+    # A list of pairs raised AttributeError ("'list' object has no attribute 'items'").
+    for wrong in [[("x-team", "infra")], "x-team: infra"]:
+        with pytest.raises(TypeError, match=r"^headers must be a dict of str to str, not "):
+            ferroloop.Client("anthropic", from_env=False, headers=wrong)  # type: ignore[arg-type]
+    assert ferroloop.Client("anthropic", from_env=False, headers={}).provider == "anthropic"
+
+
 def test_bad_configuration_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         ferroloop.Client("nope")  # type: ignore[arg-type]
