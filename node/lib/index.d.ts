@@ -163,6 +163,13 @@ export interface ClientErrorDetail {
   errorType?: string
   /** RateLimitedError: the wait the server asked for, in milliseconds. */
   retryAfterMs?: number
+  /**
+   * TimeoutError: which watchdog fired (`'connect'`, `'first byte'`, `'first event'`, `'idle'`,
+   * `'total'`; Python's `APITimeoutError.which`).
+   */
+  which?: 'connect' | 'first byte' | 'first event' | 'idle' | 'total'
+  /** TimeoutError: the milliseconds that had passed when it fired (Python's `elapsed`, in s). */
+  elapsedMs?: number
 }
 
 /** Extra fields of errors thrown by {@link StreamDecoder}. */

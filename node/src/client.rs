@@ -171,7 +171,8 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 
 /// The error item of a failed request: the code, plus `partial` (the message received before
 /// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
-/// error item's fields), `errorType` (the provider's) and `retryAfterMs` where they apply.
+/// error item's fields), `errorType` (the provider's), `retryAfterMs`, and a timeout's `which`
+/// and `elapsedMs` where they apply.
 pub fn client_error_item(error: &ClientError) -> String {
     let mut extra = Map::new();
     if let ClientError::Truncated { partial, cause, .. } = error {
@@ -201,6 +202,11 @@ pub fn client_error_item(error: &ClientError) -> String {
     } = error.root()
     {
         extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+    }
+    // Which watchdog fired and when (Python's `APITimeoutError.which` and `.elapsed`).
+    if let ClientError::Timeout { which, elapsed, .. } = error {
+        extra.insert("which".into(), json!(which.to_string()));
+        extra.insert("elapsedMs".into(), json!(elapsed.as_secs_f64() * 1e3));
     }
     pump::error_item(&FerroloopError::from(error), extra)
 }

@@ -217,6 +217,9 @@ test('a stall mid-stream trips the idle watchdog; a stall before any event is a 
   await withServer([hello({ fault: { kind: 'stall_after', bytes: 0, ms: 10000 } })], { maxRetries: 0, timeouts }, async (client) => {
     const err = await failure(client.stream(request).message())
     assert.ok(err instanceof ferroloop.TimeoutError, String(err))
+    // Which watchdog fired and after how long, as Python's APITimeoutError.which / .elapsed.
+    assert.equal(err.which, 'first event')
+    assert.ok(err.elapsedMs >= 200 && err.elapsedMs < 5000, String(err.elapsedMs))
   })
 })
 
