@@ -805,6 +805,71 @@ async fn abort_during_tool_execution_leaves_valid_history() {
     }
 }
 
+/// Cancels the run (its token, set once the run exists) as the response completes: the cancel
+/// lands after the message arrived and before its calls are settled.
+struct CancelOnCompletion {
+    inner: ScriptedModel,
+    run_token: Arc<std::sync::OnceLock<ferroloop::exec::CancellationToken>>,
+}
+
+impl Model for CancelOnCompletion {
+    fn stream(&self, request: Value) -> ModelStream {
+        let token = self.run_token.clone();
+        Box::pin(self.inner.stream(request).inspect(move |event| {
+            if matches!(event, ModelEvent::Completed { .. }) {
+                token.get().expect("the run's token is set").cancel();
+            }
+        }))
+    }
+}
+
+/// A run cancelled once the response had arrived keeps the response, its calls answered as
+/// cancelled. Their results said "the response was discarded and will be retried": the
+/// response is in the history the host continues from, and nothing is asked again.
+#[tokio::test]
+async fn a_run_cancelled_as_its_response_completes_answers_its_calls_as_cancelled() {
+    let run_token = Arc::new(std::sync::OnceLock::new());
+    let model = CancelOnCompletion {
+        inner: ScriptedModel::new(|_, request| {
+            reply(
+                request,
+                vec![
+                    call("t1", "sleep", json!({"ms": 60_000})),
+                    call("t2", "write", json!({"path": "p"})),
+                ],
+                "tool_use",
+            )
+        }),
+        run_token: run_token.clone(),
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(log.clone()),
+    );
+    let run = agent.run("go");
+    run_token
+        .set(run.cancellation_token().clone())
+        .expect("set once");
+    let events: Vec<AgentEvent> = tokio::time::timeout(Duration::from_secs(20), run.collect())
+        .await
+        .expect("the run hung");
+    let (reason, messages, _) = stop(&events);
+    assert_eq!(reason, StopReason::Aborted);
+    assert!(check_tool_pairing(&messages).is_ok(), "{messages:#?}");
+    let results = &messages.last().unwrap()["content"];
+    assert_eq!(
+        results[0]["content"], "Tool 'sleep' was cancelled: the turn was cancelled",
+        "{messages:#?}"
+    );
+    assert_eq!(
+        results[1]["content"], "Tool 'write' was not run: the turn was cancelled",
+        "{messages:#?}"
+    );
+    assert!(!log.lock().unwrap().contains(&"write \"p\"".to_owned()));
+}
+
 #[tokio::test]
 async fn microcompact_clears_old_results_when_context_runs_low() {
     let calls = Arc::new(AtomicUsize::new(0));

@@ -871,6 +871,39 @@ async fn a_bad_base_url_is_a_config_error() {
     assert!(matches!(Client::new(config), Err(ClientError::Config(_))));
 }
 
+/// A zero timeout failed every request at once (the total and first-byte ones) or raced the
+/// network (the others: a stream whose events arrived in one read got through, any other
+/// broke); a host writing 0 most likely meant "no timeout", as Node's and curl's 0 does.
+#[tokio::test]
+async fn a_zero_timeout_is_a_config_error_naming_it() {
+    type Slot = fn(&mut ferroloop::client::Timeouts) -> &mut Duration;
+    let slots: [(&str, Slot); 6] = [
+        ("connect", |t| &mut t.connect),
+        ("first_byte", |t| &mut t.first_byte),
+        ("first_event", |t| &mut t.first_event),
+        ("idle", |t| &mut t.idle),
+        ("stall_notice", |t| &mut t.stall_notice),
+        ("total", |t| &mut t.total),
+    ];
+    for (name, slot) in slots {
+        let mut config = ClientConfig::new(Provider::Anthropic);
+        *slot(&mut config.timeouts) = Duration::ZERO;
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(
+                    message.contains(&format!("timeouts.{name} is 0")),
+                    "{message}"
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        // The shortest positive timeout is the host's call.
+        let mut config = ClientConfig::new(Provider::Anthropic);
+        *slot(&mut config.timeouts) = Duration::from_nanos(1);
+        assert!(Client::new(config).is_ok(), "{name}");
+    }
+}
+
 #[tokio::test]
 async fn goes_through_an_http_proxy_in_absolute_form() {
     let server = serve(&script(vec![ScriptedResponse::ok(fixture(

@@ -4,12 +4,30 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, callOptions, checkKeys, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
 
 const BUILTIN_TOOLS = new Set(['read', 'write', 'edit', 'glob', 'grep', 'bash'])
+const AGENT_OPTIONS = [
+  'model',
+  'system',
+  'tools',
+  'workspace',
+  'maxTurns',
+  'maxTokens',
+  'tokenBudget',
+  'maxContinuations',
+  'escalatedMaxTokens',
+  'keepRecentToolResults',
+  'fallbackModel',
+  'fallbackAfter529Retries',
+  'promptCaching',
+  'tokenizer',
+  'extra',
+]
+const RUN_OPTIONS = ['signal', 'messages']
 const isObject = (v) => v !== null && typeof v === 'object'
 
 // Agent events cross in the core's serialization (snake_case); API objects are camelCase in
@@ -180,13 +198,15 @@ class Agent {
 
   /**
    * @param {Client} client
-   * @param {import('./index').AgentOptions} options
+   * @param {import('./index').AgentOptions} given
    */
-  constructor(client, options) {
+  constructor(client, given) {
     if (!(client instanceof Client)) throw new InvalidArgumentError('Agent: the first argument must be a Client')
-    if (!isObject(options) || typeof options.model !== 'string' || options.model === '') {
+    if (!isObject(given) || typeof given.model !== 'string' || given.model === '') {
       throw new InvalidArgumentError('Agent: options.model must be a non-empty string')
     }
+    checkKeys(given, AGENT_OPTIONS, 'Agent')
+    const options = withoutNulls(given)
     const { executor, builtins } = toolSources(options.tools)
     const internals =
       executor === null ? { options: {}, specs: [], host: null, tools: new Map() } : executorInternals(executor)
@@ -279,16 +299,20 @@ class Agent {
    * An invalid conversation makes no request: the run stops at once with reason 'error'.
    */
   run(prompt, options) {
-    const { signal: given, messages } = callOptions(options, 'run')
+    const checked = callOptions(options, 'run')
+    checkKeys(checked, RUN_OPTIONS, 'run')
+    const { signal: given } = checked
+    const messages = checked.messages ?? undefined
     const signal = checkSignal(given, 'run')
     let history
+    const noPrompt = prompt === undefined || prompt === null
+    if (!(noPrompt && messages !== undefined) && typeof prompt !== 'string' && !Array.isArray(prompt)) {
+      throw new InvalidArgumentError('run: the prompt must be a string or an array of content blocks')
+    }
     if (messages !== undefined) {
       if (!Array.isArray(messages)) throw new InvalidArgumentError('run: messages must be an array')
-      history = prompt === undefined || prompt === null ? messages : [...messages, { role: 'user', content: prompt }]
+      history = noPrompt ? messages : [...messages, { role: 'user', content: prompt }]
     } else {
-      if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
-        throw new InvalidArgumentError('run: the prompt must be a string or an array of content blocks')
-      }
       history = [{ role: 'user', content: prompt }]
     }
     // An already-aborted signal: the run starts cancelled (no request), and still ends with its

@@ -3,7 +3,7 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions, checkKeys, withoutNulls } = require('./errors.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -276,9 +276,20 @@ class MessageStream {
   }
 }
 
+const CLIENT_OPTIONS = ['provider', 'apiKey', 'baseUrl', 'maxRetries', 'retryBaseDelayMs', 'retryMaxDelayMs', 'timeouts', 'headers', 'anthropicVersion', 'anthropicBeta', 'fromEnv']
+const TIMEOUT_OPTIONS = ['connectMs', 'firstByteMs', 'firstEventMs', 'idleMs', 'stallNoticeMs', 'totalMs']
+const REQUEST_OPTIONS = ['signal']
+
 function nativeOptions(options) {
   if (!isObject(options)) throw new InvalidArgumentError('Client options must be an object')
-  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv } = options
+  checkKeys(options, CLIENT_OPTIONS, 'Client')
+  const { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts: given, headers, anthropicVersion, anthropicBeta, fromEnv } =
+    withoutNulls(options)
+  let timeouts = given
+  if (isObject(timeouts)) {
+    checkKeys(timeouts, TIMEOUT_OPTIONS, 'Client timeouts')
+    timeouts = withoutNulls(timeouts)
+  }
   if (provider !== undefined && !PROVIDERS.has(provider)) {
     throw new InvalidArgumentError(`unknown provider ${JSON.stringify(provider)} (expected anthropic, openai-chat or openai-responses)`)
   }
@@ -289,6 +300,13 @@ function nativeOptions(options) {
   if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
   if (headers !== undefined && !isObject(headers)) throw new InvalidArgumentError('headers must be an object')
   return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv }
+}
+
+/** The options of a request (`{ signal }`), unknown keys refused. */
+function requestOptions(options, what) {
+  const checked = callOptions(options, what)
+  checkKeys(checked, REQUEST_OPTIONS, what)
+  return checked
 }
 
 function requestJson(request, what) {
@@ -322,7 +340,7 @@ class Client {
 
   /** Starts a streaming request (`stream: true` is set for you). */
   stream(request, options) {
-    const signal = checkSignal(callOptions(options, 'stream').signal, 'stream')
+    const signal = checkSignal(requestOptions(options, 'stream').signal, 'stream')
     const body = requestJson(request, 'stream')
     if (signal?.aborted) {
       const stream = new MessageStream(new AbortedSource(), signal)
@@ -334,7 +352,7 @@ class Client {
 
   /** A non-streaming request; resolves with the provider's JSON response. */
   async create(request, options) {
-    const signal = checkSignal(callOptions(options, 'create').signal, 'create')
+    const signal = checkSignal(requestOptions(options, 'create').signal, 'create')
     const body = requestJson(request, 'create')
     if (signal?.aborted) throw abortErrorFor(signal, 'the request was aborted before it started')
     const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)

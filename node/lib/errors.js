@@ -136,6 +136,24 @@ function callOptions(options, what) {
   return options
 }
 
+/**
+ * Refuses a key of `options` that is not one of `known` (an array of names): a misspelt or
+ * misplaced option (`timeoutMs` for `timeouts.totalMs`) would otherwise be ignored, and the
+ * call would run with the default. Python refuses an unknown keyword, C an unknown key.
+ */
+function checkKeys(options, known, what) {
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) {
+      throw new InvalidArgumentError(`${what}: unknown option ${JSON.stringify(key)} (the options are ${known.join(', ')})`)
+    }
+  }
+}
+
+/** `options` without its null values: in options objects null means absent, as Python's None and C's null do. */
+function withoutNulls(options) {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== null))
+}
+
 /** Calls `fn`, rethrowing native errors as FerroloopErrors. */
 function callNative(fn) {
   try {
@@ -171,4 +189,6 @@ module.exports = {
   callNative,
   toJson,
   callOptions,
+  checkKeys,
+  withoutNulls,
 }

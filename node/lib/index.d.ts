@@ -163,6 +163,13 @@ export interface ClientErrorDetail {
   errorType?: string
   /** RateLimitedError: the wait the server asked for, in milliseconds. */
   retryAfterMs?: number
+  /**
+   * TimeoutError: which watchdog fired (`'connect'`, `'first byte'`, `'first event'`, `'idle'`,
+   * `'total'`; Python's `APITimeoutError.which`).
+   */
+  which?: 'connect' | 'first byte' | 'first event' | 'idle' | 'total'
+  /** TimeoutError: the milliseconds that had passed when it fired (Python's `elapsed`, in s). */
+  elapsedMs?: number
 }
 
 /** Extra fields of errors thrown by {@link StreamDecoder}. */
@@ -645,7 +652,11 @@ export declare class TextEstimator {
 /** The provider API a {@link Client} speaks. */
 export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
 
-/** Watchdog timeouts of a {@link Client}, in milliseconds. */
+/**
+ * Watchdog timeouts of a {@link Client}, in milliseconds. Each must be above 0: 0 would fail or
+ * race every request, and there is no "no timeout" (a very long one is that); 0 is an
+ * `InvalidArgumentError`, as Python's `ValueError`.
+ */
 export interface ClientTimeouts {
   /** TCP (and proxy) connection (default 30,000). */
   connectMs?: number
@@ -661,7 +672,11 @@ export interface ClientTimeouts {
   totalMs?: number
 }
 
-/** Options of {@link Client}. */
+/**
+ * Options of {@link Client}. A key not listed here (`timeoutMs` for `timeouts.totalMs`, say),
+ * in these options or in `timeouts`, is an `InvalidArgumentError` naming it, as Python refuses
+ * an unknown keyword; `null` counts as absent.
+ */
 export interface ClientOptions {
   /** Default `anthropic`. */
   provider?: Provider
@@ -698,7 +713,7 @@ export interface ClientOptions {
   fromEnv?: boolean
 }
 
-/** Per-request options. */
+/** Per-request options (another key is an `InvalidArgumentError`). */
 export interface RequestOptions {
   /** Aborts the request at once (the Promise rejects / the iteration throws an AbortError). */
   signal?: AbortSignal
@@ -781,7 +796,12 @@ export declare class Client {
 /** A built-in native tool, confined to the agent's workspace. */
 export type BuiltinToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'bash'
 
-/** Options of {@link Agent}. */
+/**
+ * Options of {@link Agent}. A key not listed here is an `InvalidArgumentError` naming it, as
+ * Python refuses an unknown keyword; `null` counts as absent. Token counts (`maxTokens`,
+ * `tokenBudget`, `escalatedMaxTokens`) are whole numbers below 2^64; a larger one is refused,
+ * not clamped.
+ */
 export interface AgentOptions {
   /** The model name sent in requests. */
   model: string
@@ -993,7 +1013,8 @@ export declare class Agent {
    * conversation (not user/assistant messages ending with the user's, an empty message or text
    * block, or tool calls and results that do not pair up, results first in their message) makes no request: the run's only event is a `stop` with reason
    * `'error'` and an `error` saying what is wrong. The run's JS tools run in the async context
-   * of this call (`AsyncLocalStorage` values active here are visible inside them).
+   * of this call (`AsyncLocalStorage` values active here are visible inside them). An option
+   * other than `signal` and `messages` is an `InvalidArgumentError`.
    */
   run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun
 }

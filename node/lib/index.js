@@ -43,3 +43,5 @@ delete module.exports.callNative
 delete module.exports.fromErrorItem
 delete module.exports.toJson
 delete module.exports.callOptions
+delete module.exports.checkKeys
+delete module.exports.withoutNulls

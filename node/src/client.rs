@@ -100,7 +100,16 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
     if let Some(t) = options.timeouts {
         let set = |slot: &mut Duration, ms: Option<f64>, what: &str| {
             if let Some(ms) = ms {
-                *slot = millis(ms, what)?;
+                let timeout = millis(ms, what)?;
+                // A zero timeout would fail or race every request, where a Node user's 0
+                // usually means "none" (the core refuses it too, without the JS name).
+                if timeout.is_zero() {
+                    return Err(FerroloopError::invalid_argument(format!(
+                        "{what} must be above 0 milliseconds, got {ms}: a request could not \
+                         wait at all (leave it unset for the default; a very long timeout is none)"
+                    )));
+                }
+                *slot = timeout;
             }
             Ok::<_, FerroloopError>(())
         };
@@ -162,7 +171,8 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 
 /// The error item of a failed request: the code, plus `partial` (the message received before
 /// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
-/// error item's fields), `errorType` (the provider's) and `retryAfterMs` where they apply.
+/// error item's fields), `errorType` (the provider's), `retryAfterMs`, and a timeout's `which`
+/// and `elapsedMs` where they apply.
 pub fn client_error_item(error: &ClientError) -> String {
     let mut extra = Map::new();
     if let ClientError::Truncated { partial, cause, .. } = error {
@@ -192,6 +202,11 @@ pub fn client_error_item(error: &ClientError) -> String {
     } = error.root()
     {
         extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+    }
+    // Which watchdog fired and when (Python's `APITimeoutError.which` and `.elapsed`).
+    if let ClientError::Timeout { which, elapsed, .. } = error {
+        extra.insert("which".into(), json!(which.to_string()));
+        extra.insert("elapsedMs".into(), json!(elapsed.as_secs_f64() * 1e3));
     }
     pump::error_item(&FerroloopError::from(error), extra)
 }

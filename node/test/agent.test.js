@@ -468,6 +468,18 @@ test('Agent options are validated', () => {
     ['read', 'x'],
   )
   assert.throws(() => agent.run(42), ferroloop.InvalidArgumentError)
+  // With `messages` too (it started a run whose only event was an invalid_history stop), as
+  // Python's TypeError; a null or absent prompt there means none.
+  const history = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'yes' }]
+  for (const prompt of [42, { type: 'text', text: 'an object, not an array' }]) {
+    assert.throws(
+      () => agent.run(prompt, { messages: history }),
+      (err) => err instanceof ferroloop.InvalidArgumentError && /the prompt must be a string or an array/.test(err.message),
+      String(prompt),
+    )
+  }
+  agent.run(null, { messages: [...history, { role: 'user', content: 'go on' }] }).abort()
+  agent.run('go', { messages: null, signal: null }).abort()
 })
 
 test('an agent is garbage once it and its runs are dropped (its wake function holds no reference to it)', async () => {

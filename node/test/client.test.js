@@ -217,6 +217,9 @@ test('a stall mid-stream trips the idle watchdog; a stall before any event is a 
   await withServer([hello({ fault: { kind: 'stall_after', bytes: 0, ms: 10000 } })], { maxRetries: 0, timeouts }, async (client) => {
     const err = await failure(client.stream(request).message())
     assert.ok(err instanceof ferroloop.TimeoutError, String(err))
+    // Which watchdog fired and after how long, as Python's APITimeoutError.which / .elapsed.
+    assert.equal(err.which, 'first event')
+    assert.ok(err.elapsedMs >= 200 && err.elapsedMs < 5000, String(err.elapsedMs))
   })
 })
 
@@ -319,6 +322,22 @@ test('retryMaxDelayMs caps the backoff, like Python retry_max_delay', async () =
   for (const bad of [-1, Number.NaN, Infinity, 1e300]) {
     assert.throws(() => new Client({ apiKey: 'k', retryMaxDelayMs: bad }), (err) => err.code === 'invalid_argument', String(bad))
   }
+})
+
+test('a timeout of 0 is an InvalidArgumentError naming it, like Python; a retry delay of 0 still retries at once', () => {
+  // A 0 ms timeout failed every request (totalMs, firstByteMs) or raced the network (the
+  // others), where a Node user's 0 usually means "no timeout".
+  for (const name of ['connectMs', 'firstByteMs', 'firstEventMs', 'idleMs', 'stallNoticeMs', 'totalMs']) {
+    for (const zero of [0, -0]) {
+      assert.throws(
+        () => new Client({ fromEnv: false, timeouts: { [name]: zero } }),
+        (err) => err instanceof ferroloop.InvalidArgumentError && err.message.startsWith(`timeouts.${name} must be above 0`),
+        name,
+      )
+    }
+    new Client({ fromEnv: false, timeouts: { [name]: 0.001 } })
+  }
+  new Client({ fromEnv: false, retryBaseDelayMs: 0, retryMaxDelayMs: 0 })
 })
 
 test('fromEnv: false ignores the environment, like Python from_env=False', () => {

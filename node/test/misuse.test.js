@@ -199,6 +199,17 @@ test('counts that are negative, fractional or past 2^32 are invalid arguments, n
       assert.throws(() => new Agent(client, { model: 'm', [option]: n }), InvalidArgumentError, `${option} ${n}`)
     }
   }
+  // Token counts cross as u64: a value past it was clamped to 2^64 - 1 without a word.
+  for (const n of [-1, 1.5, 2 ** 64, 1e300, Infinity]) {
+    for (const option of ['maxTokens', 'tokenBudget', 'escalatedMaxTokens']) {
+      assert.throws(
+        () => new Agent(client, { model: 'm', [option]: n }),
+        (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${option} must be`),
+        `${option} ${n}`,
+      )
+    }
+  }
+  new Agent(client, { model: 'm', maxTokens: 2 ** 63, tokenBudget: Number.MAX_SAFE_INTEGER, escalatedMaxTokens: 0 })
   assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), /maxConcurrency must be a whole number from 1/)
   // The valid extremes still work.
   const ex = new ToolExecutor({ maxConcurrency: 2 ** 32 - 1 }).tool({ name: 't', concurrencySafe: true }, async () => 'ok')
@@ -217,6 +228,32 @@ test('null options are invalid arguments, not a destructuring TypeError', async 
   assert.throws(() => new Agent(client, { model: 'm' }).run('hi', null), InvalidArgumentError)
   // Absent options still mean none.
   assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
+})
+
+test('unknown option keys are InvalidArgumentErrors naming them, as Python (TypeError) and C refuse them', async () => {
+  // They were ignored: `new Client({ timeoutMs: 5000 })` ran with the 600 s default.
+  const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9', fromEnv: false })
+  const cases = [
+    ['Client', 'timeoutMs', () => new Client({ fromEnv: false, timeoutMs: 5000 })],
+    ['Client', 'maxRetry', () => new Client({ fromEnv: false, maxRetry: 2 })],
+    ['Client timeouts', 'total', () => new Client({ fromEnv: false, timeouts: { total: 5000 } })],
+    ['Agent', 'maxTurn', () => new Agent(client, { model: 'm', maxTurn: 3 })],
+    ['Agent', 'max_tokens', () => new Agent(client, { model: 'm', max_tokens: 3 })],
+    ['stream', 'signa', () => client.stream({ model: 'm' }, { signa: undefined })],
+    ['run', 'history', () => new Agent(client, { model: 'm' }).run('hi', { history: [] })],
+  ]
+  for (const [what, key, call] of cases) {
+    assert.throws(
+      call,
+      (err) => err instanceof InvalidArgumentError && err.message.includes(what) && err.message.includes(`"${key}"`),
+      `${what} ${key}`,
+    )
+  }
+  await assert.rejects(client.create({ model: 'm' }, { sigal: undefined }), (err) => err instanceof InvalidArgumentError && err.message.includes('"sigal"'))
+  // Keys whose value is undefined count as absent, as do nulls, in every options object.
+  new Client({ fromEnv: false, apiKey: undefined, maxRetries: null, timeouts: null, headers: null, provider: null })
+  new Client({ fromEnv: false, timeouts: { totalMs: null, idleMs: undefined } })
+  new Agent(client, { model: 'm', maxTurns: null, system: undefined, extra: null, promptCaching: null, tokenizer: null })
 })
 
 test('lone surrogates: not errors, ids come back as submitted, halves of a pair in adjacent results stay apart', async () => {

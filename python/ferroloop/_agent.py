@@ -117,11 +117,15 @@ class AgentRun(BatchedEvents[AgentEvent]):
         self._native_run.cancel()
 
     async def finish(self) -> AgentStopEvent:
-        """Consumes the remaining events and returns the ``stop`` event."""
+        """Consumes the remaining events and returns the ``stop`` event. Raises
+        ``InvalidStateError`` when the run was closed (``aclose()``, a cancelled iterating task)
+        before its ``stop`` event (``cancel()`` instead still ends it with one)."""
         async for _ in self:
             pass
         if self._stop is None:
-            raise RuntimeError("the run ended without a stop event")
+            raise self._early_end("its stop event") or RuntimeError(
+                "the run ended without a stop event"
+            )
         return self._stop
 
 
@@ -188,6 +192,8 @@ class Agent:
         fallback_model: Optional[str] = None,
         fallback_after_529_retries: Optional[int] = None,
     ) -> None:
+        if not isinstance(client, Client):
+            raise TypeError(f"client must be a ferroloop.Client, not {type(client).__name__}")
         executor: Optional[ToolExecutor] = None
         names: list[str] = []
         items: Sequence[Union[ToolExecutor, str]]
@@ -250,5 +256,10 @@ class Agent:
         its event loop, each call in a copy of the ``contextvars`` context of this call. Iterate the result for events. An invalid conversation (not
         user/assistant messages ending with the user's, an empty message or text block, or tool
         calls and results that do not pair up, results first in their message) makes no request: the run's only event is a ``stop`` with reason ``error`` and ``error_code``
-        ``invalid_history``."""
+        ``invalid_history``. A ``prompt`` that is neither text nor a list is a ``TypeError``
+        (as Node's ``InvalidArgumentError``)."""
+        if prompt is not None and not isinstance(prompt, (str, list)):
+            raise TypeError(
+                f"prompt must be a str or a list of content blocks, not {type(prompt).__name__}"
+            )
         return AgentRun(self._native.run(prompt, messages=messages))

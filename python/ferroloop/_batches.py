@@ -4,6 +4,7 @@ yields them one by one, closing the handle when the iteration fails or is cancel
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from types import TracebackType
 from typing import Any, Awaitable, Generic, Iterable, Optional, Protocol, Type, TypeVar
@@ -59,6 +60,9 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
         self._done = False
         # A ``__anext__`` is waiting for the next batch.
         self._waiting = False
+        # How the work ended early: the error the iteration raised, or ``_CLOSED`` (``aclose()``,
+        # or the iterating task was cancelled). ``None`` while it runs and once it completed.
+        self._ended_early: Optional[BaseException] = None
 
     def _unpack(self, batch: Any) -> Iterable[Event]:
         """The events of one batch (a batch is a list of events unless a subclass says else)."""
@@ -84,9 +88,10 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
             self._waiting = True
             try:
                 batch = await self._native.next_batch()
-            except BaseException:
+            except BaseException as error:
                 # An error, or the iterating task was cancelled: the work is over.
                 self._done = True
+                self._ended_early = _CLOSED if isinstance(error, asyncio.CancelledError) else error
                 self._native.close()
                 raise
             finally:
@@ -99,5 +104,24 @@ class BatchedEvents(AsyncClosing, Generic[Event]):
 
     async def aclose(self) -> None:
         """Aborts the underlying work (idempotent)."""
+        if not self._done:
+            self._ended_early = _CLOSED
         self._done = True
         self._native.close()
+
+    def _early_end(self, what: str) -> Optional[BaseException]:
+        """What a call that needs the end of the work raises when the work ended early: the
+        error the iteration raised, or an ``InvalidStateError`` saying it was closed before
+        ``what``. ``None`` when it was not ended early."""
+        if self._ended_early is _CLOSED:
+            from ._errors import InvalidStateError
+
+            return InvalidStateError(
+                f"the {type(self).__name__} was closed before {what} (aclose(), or the task "
+                "iterating it was cancelled)"
+            )
+        return self._ended_early
+
+
+# The marker of work closed by the caller (an exception so that it fits the same slot).
+_CLOSED = asyncio.CancelledError()

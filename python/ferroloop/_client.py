@@ -7,7 +7,7 @@ without the interpreter); the event loop receives batches of finished events.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Mapping, Optional
 
 from . import _native
 from ._batches import AsyncClosing, BatchedEvents
@@ -66,11 +66,16 @@ class MessageStream(BatchedEvents[StreamEvent]):
         return self._metrics
 
     async def until_done(self) -> dict[str, Any]:
-        """Consumes the remaining events and returns the final message."""
+        """Consumes the remaining events and returns the final message. Raises the request's
+        error (again, when it was already raised to the iteration), or ``InvalidStateError``
+        when the stream was closed (``aclose()``, a cancelled iterating task) before its message
+        completed."""
         async for _ in self:
             pass
         if self._message is None:
-            raise _native_error("the stream ended without a message")
+            raise self._early_end("its message completed") or _native_error(
+                "the stream ended without a message"
+            )
         return self._message
 
 
@@ -101,7 +106,9 @@ class Client(AsyncClosing):
     retry is made past ``timeout``. Timeouts are in seconds: ``timeout`` (the whole request,
     retries included; default 600), ``connect_timeout`` (30), ``first_byte_timeout`` (600),
     ``first_event_timeout`` (90), ``idle_timeout`` (90, between two events), ``stall_notice``
-    (30, reported once as a ``stalled`` event). ``anthropic_version`` is the
+    (30, reported once as a ``stalled`` event); each must be above 0 (0 would fail or race
+    every request, and is a ``ValueError``: there is no "no timeout", a very long one is
+    that). ``anthropic_version`` is the
     ``anthropic-version`` header (default ``"2023-06-01"``), ``anthropic_beta`` the
     ``anthropic-beta`` flags.
 
@@ -128,6 +135,8 @@ class Client(AsyncClosing):
         from_env: bool = True,
         anthropic_version: Optional[str] = None,
     ) -> None:
+        if headers is not None and not isinstance(headers, Mapping):
+            raise TypeError(f"headers must be a dict of str to str, not {type(headers).__name__}")
         self._native = _native._Client(
             provider,
             api_key=api_key,
@@ -170,7 +179,10 @@ class Client(AsyncClosing):
         return await self._native.create(request)
 
     def close(self) -> None:
-        """Releases the connection pool; later requests raise ``FerroloopError``."""
+        """Releases the client's hold on its connection pool: later requests of this client,
+        and new ``Agent`` s made with it, raise ``FerroloopError``; requests in flight finish.
+        An ``Agent`` made before keeps the pool and goes on working (as in C), so leaving
+        ``async with Client(...)`` does not stop the agents made inside it."""
         self._native.close()
 
     async def aclose(self) -> None:

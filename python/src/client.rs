@@ -38,6 +38,20 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("invalid {name}: {value} seconds")))
 }
 
+/// Seconds (a float) as a timeout: [`seconds`], and above 0. A zero timeout would fail or race
+/// every request, where 0 most likely meant "none" (the core refuses it too, without the
+/// Python name).
+fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
+    let timeout = seconds(name, value)?;
+    if timeout.is_zero() {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be above 0 seconds, got {value}: a request could not wait at all \
+             (leave it unset for the default; a very long timeout is none)"
+        )));
+    }
+    Ok(timeout)
+}
+
 /// The native half of `ferroloop.Client`.
 #[pyclass(module = "ferroloop._native", name = "_Client", frozen)]
 pub(crate) struct PyClient {
@@ -147,7 +161,7 @@ impl PyClient {
                 ("stall_notice", stall_notice, &mut timeouts.stall_notice),
             ] {
                 if let Some(value) = value {
-                    *slot = seconds(name, value)?;
+                    *slot = timeout_seconds(name, value)?;
                 }
             }
             config.headers.extend(headers.unwrap_or_default());
@@ -184,7 +198,9 @@ impl PyClient {
         &self.base_url
     }
 
-    /// Releases the connection pool; later requests raise. Requests in flight finish.
+    /// Releases this handle's hold on the connection pool; later requests (and new agents)
+    /// raise. Requests in flight finish, and agents made before keep the pool (they hold the
+    /// core client).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         shield(py, "Client.close", || {
             let taken = self

@@ -269,6 +269,14 @@ async def test_cancel_stops_the_run_with_reason_aborted(replay: Replay) -> None:
     assert last["role"] == "user" and last["content"][0]["tool_use_id"] == "toolu_slow"
 
 
+def test_a_client_that_is_not_a_ferroloop_client_is_a_type_error_like_node() -> None:
+    # It was an AttributeError ("'AsyncAnthropic' object has no attribute '_native'"), where
+    # Node throws InvalidArgumentError("Agent: the first argument must be a Client").
+    for wrong in [object(), None, "anthropic"]:
+        with pytest.raises(TypeError, match=r"^client must be a ferroloop\.Client, not "):
+            ferroloop.Agent(wrong, model="m")  # type: ignore[arg-type]
+
+
 def test_unknown_builtin_tool_is_a_value_error() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     with pytest.raises(ValueError, match="unknown built-in tool"):
@@ -714,6 +722,21 @@ async def test_a_prompt_with_messages_continues_the_conversation_like_node(repla
 
 
 @pytest.mark.asyncio
+async def test_a_prompt_that_is_not_text_or_blocks_is_a_type_error_like_node() -> None:
+    # `run(42)` started a run whose only event was a stop with `invalid_history` ("message 0:
+    # the content must be a string or an array of content blocks"); Node throws
+    # InvalidArgumentError("run: the prompt must be a string or an array of content blocks").
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    agent = ferroloop.Agent(client, model="m")
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}]
+    for prompt in [42, {"type": "text", "text": "a dict, not a list"}, ("a", "tuple")]:
+        with pytest.raises(TypeError, match=r"^prompt must be a str or a list of content blocks, not "):
+            agent.run(prompt)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^prompt must be a str or a list of content blocks, not "):
+            agent.run(prompt, messages=history)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
 async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Replay) -> None:
     # Node refuses `model: ''` at construction; Python sent the request and got the provider's
     # 400. The core's configuration check now stops the run first, for every binding.
@@ -769,6 +792,23 @@ async def test_leaving_the_loop_then_closing_or_dropping_the_run_cancels_it(repl
             gc.collect()
         await wait_until(cancelled, f"the tool kept running after the run was left ({how})")
     assert len(server.requests()) == 1
+
+
+@pytest.mark.asyncio
+async def test_finish_after_aclose_says_the_run_was_closed(replay: Replay) -> None:
+    # finish() on a run the caller closed raised RuntimeError("the run ended without a stop
+    # event"), as if the loop had broken its contract.
+    server = replay({"responses": [turn([tool_use("toolu_slow", "slow", {})], "tool_use")]})
+    executor, started, cancelled = executor_with_a_slow_tool()
+    async with client_for(server) as client:
+        run = ferroloop.Agent(client, model="m", tools=executor).run("go")
+        async for event in run:
+            if event["type"] == "tool_started":
+                break
+        await run.aclose()
+        with pytest.raises(ferroloop.InvalidStateError, match="closed before its stop event"):
+            await run.finish()
+        await wait_until(cancelled, "the tool kept running after aclose()")
 
 
 def overloaded() -> dict[str, Any]:

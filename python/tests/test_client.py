@@ -366,6 +366,53 @@ async def test_cancelling_the_iterating_task_aborts_the_request(replay: Replay) 
 
 
 @pytest.mark.asyncio
+async def test_until_done_after_aclose_or_a_failure_says_so_rather_than_blaming_the_provider(replay: Replay) -> None:
+    # until_done() on a stream closed by the caller raised ProtocolError ("the stream ended
+    # without a message"), which blames the provider; Node's message() rejects with AbortError.
+    # After a failure it raised that ProtocolError too instead of the failure (Node: the failure).
+    server = replay(
+        {
+            "responses": [
+                {"body": TOOL_USE, "chunk_bytes": 128, "chunk_delay_ms": 300},
+                {"body": TOOL_USE, "chunk_bytes": 128, "chunk_delay_ms": 300},
+                {"status": 400, "body": {"json": {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}}},
+                {"body": BASIC},
+            ]
+        }
+    )
+    async with client_for(server, max_retries=0) as client:
+        closed = client.stream(**REQUEST)
+        await closed.__anext__()
+        await closed.aclose()
+        await closed.aclose()
+        with pytest.raises(ferroloop.InvalidStateError, match="closed before its message completed"):
+            await closed.until_done()
+        assert [e async for e in closed] == []
+
+        cancelled = client.stream(**REQUEST)
+        task = asyncio.create_task(cancelled.until_done())
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ferroloop.InvalidStateError, match="closed before its message completed"):
+            await cancelled.until_done()
+
+        failed = client.stream(**REQUEST)
+        with pytest.raises(ferroloop.APIError) as first:
+            await failed.until_done()
+        with pytest.raises(ferroloop.APIError) as again:
+            await failed.until_done()
+        assert again.value is first.value
+
+        # A stream that completed keeps its message, closed or not.
+        done = client.stream(**REQUEST)
+        message = await done.until_done()
+        await done.aclose()
+        assert await done.until_done() == message
+
+
+@pytest.mark.asyncio
 async def test_a_stream_iterated_by_two_tasks_at_once_refuses_the_second(replay: Replay) -> None:
     # Like an async generator: the second task's `anext` fails while the first one waits for
     # the next batch. Sharing the stream would give each task some of the events, neither all.
@@ -398,6 +445,14 @@ async def test_a_closed_client_refuses_requests() -> None:
         client.stream(**REQUEST)
 
 
+def test_headers_that_are_not_a_dict_are_a_type_error_naming_them() -> None:
+    # A list of pairs raised AttributeError ("'list' object has no attribute 'items'").
+    for wrong in [[("x-team", "infra")], "x-team: infra"]:
+        with pytest.raises(TypeError, match=r"^headers must be a dict of str to str, not "):
+            ferroloop.Client("anthropic", from_env=False, headers=wrong)  # type: ignore[arg-type]
+    assert ferroloop.Client("anthropic", from_env=False, headers={}).provider == "anthropic"
+
+
 def test_bad_configuration_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         ferroloop.Client("nope")  # type: ignore[arg-type]
@@ -405,6 +460,20 @@ def test_bad_configuration_is_a_value_error() -> None:
         ferroloop.Client("anthropic", base_url="not a url", from_env=False)
     with pytest.raises(ValueError):
         ferroloop.Client("anthropic", timeout=-1.0, from_env=False)
+
+
+def test_a_zero_timeout_is_a_value_error_naming_it_like_node() -> None:
+    # A 0 s timeout failed every request (timeout, first_byte_timeout) or raced the network
+    # (the others); Node's `timeouts: { idleMs: 0 }` is refused the same way.
+    for name in ["timeout", "connect_timeout", "first_byte_timeout", "first_event_timeout", "idle_timeout", "stall_notice"]:
+        for zero in [0.0, -0.0, 0]:
+            options: dict[str, Any] = {name: zero}
+            with pytest.raises(ValueError, match=f"^{name} must be above 0 seconds"):
+                ferroloop.Client("anthropic", from_env=False, **options)
+        shortest: dict[str, Any] = {name: 1e-6}
+        ferroloop.Client("anthropic", from_env=False, **shortest)
+    # A retry delay of 0 keeps its meaning: retry at once.
+    ferroloop.Client("anthropic", from_env=False, retry_base_delay=0, retry_max_delay=0)
 
 
 @pytest.mark.asyncio

@@ -918,7 +918,11 @@ impl Driver {
                         }
                     }
                     let cancelled = self.cancel.is_cancelled();
-                    let answered = self.settle(turn, &submitted, &mut results, cancelled).await;
+                    // Not discarded even when the run was cancelled: this response enters
+                    // history, and its calls are cancelled with the turn (settle sees the run's
+                    // cancel at once), their results saying so rather than that the response
+                    // would be asked again.
+                    let answered = self.settle(turn, &submitted, &mut results, false).await;
                     let content = results_in_order(&assistant, answered, not_run);
                     self.push_message(assistant);
                     self.record_usage(turn_number, &request, &message, estimated, ttft, true);

@@ -110,6 +110,12 @@ impl Client {
     /// A client for `config` (loads the TLS roots once).
     pub fn new(mut config: ClientConfig) -> Result<Self, ClientError> {
         config.proxy = config.proxy.normalized();
+        if let Some(name) = config.timeouts.first_zero() {
+            return Err(ClientError::Config(format!(
+                "timeouts.{name} is 0: a request could not wait at all; give a positive \
+                 duration (there is no \"no timeout\": a very long one does that)"
+            )));
+        }
         let http = transport::build(&config)?;
         let base_headers = base_headers(&config)?;
         // Fail on a bad base URL or proxy now rather than on the first request.

@@ -44,6 +44,28 @@ impl Default for Timeouts {
     }
 }
 
+impl Timeouts {
+    /// The name of the first timeout that is zero (`connect`, `first_byte`, `first_event`,
+    /// `idle`, `stall_notice`, `total`), if any. A zero timeout has no use: the total and
+    /// first-byte ones fail every request at once, the others race the network (a stream whose
+    /// events arrive in one read gets through, any other breaks), and a host that writes 0
+    /// most likely means "none", as 0 does for Node's and curl's timeouts.
+    /// [`Client::new`](super::Client::new) refuses such a configuration.
+    pub fn first_zero(&self) -> Option<&'static str> {
+        [
+            ("connect", self.connect),
+            ("first_byte", self.first_byte),
+            ("first_event", self.first_event),
+            ("idle", self.idle),
+            ("stall_notice", self.stall_notice),
+            ("total", self.total),
+        ]
+        .into_iter()
+        .find(|(_, limit)| limit.is_zero())
+        .map(|(name, _)| name)
+    }
+}
+
 /// Which watchdog fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimeoutKind {
