@@ -1044,12 +1044,13 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
  * - `max_retries` (default 10; 0: none), `retry_base_delay_ms` (500), `retry_max_delay_ms`
  *   (32000);
  * - `timeout_ms` (the whole request, retries included), `connect_timeout_ms`,
- *   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`;
+ *   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`
+ *   (each positive: 0 is refused, as in Python and Node; a very long one means no limit);
  * - `headers`: an object of extra headers (`{"x-team": "infra"}`);
  * - `anthropic_version`, `anthropic_beta` (an array of flags).
  *
- * An unknown key, a value of the wrong type (the message names the key), an unknown provider
- * or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
+ * An unknown key, a value of the wrong type or a zero timeout (the message names the key), an
+ * unknown provider or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
  * `FL_STATUS_INVALID_UTF8`. No request is made here.
  *
  * The client starts one thread, on which its requests run; `fl_client_free` (or the free of

@@ -232,6 +232,13 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
         ("stall_notice_ms", &mut timeouts.stall_notice),
     ] {
         if let Some(value) = options.millis(key)? {
+            if value.is_zero() {
+                // The core refuses it too, by its field's name; this names the C key.
+                return Err(FfiError::invalid(format!(
+                    "option `{key}` is 0: a request could not wait at all; give a positive \
+                     number of milliseconds (a very long one means no limit)"
+                )));
+            }
             *slot = value;
         }
     }
@@ -263,12 +270,13 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
 /// - `max_retries` (default 10; 0: none), `retry_base_delay_ms` (500), `retry_max_delay_ms`
 ///   (32000);
 /// - `timeout_ms` (the whole request, retries included), `connect_timeout_ms`,
-///   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`;
+///   `first_byte_timeout_ms`, `first_event_timeout_ms`, `idle_timeout_ms`, `stall_notice_ms`
+///   (each positive: 0 is refused, as in Python and Node; a very long one means no limit);
 /// - `headers`: an object of extra headers (`{"x-team": "infra"}`);
 /// - `anthropic_version`, `anthropic_beta` (an array of flags).
 ///
-/// An unknown key, a value of the wrong type (the message names the key), an unknown provider
-/// or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
+/// An unknown key, a value of the wrong type or a zero timeout (the message names the key), an
+/// unknown provider or a bad base URL is `FL_STATUS_INVALID_ARGUMENT`; text that is not UTF-8 is
 /// `FL_STATUS_INVALID_UTF8`. No request is made here.
 ///
 /// The client starts one thread, on which its requests run; `fl_client_free` (or the free of
@@ -346,6 +354,29 @@ mod tests {
         // SAFETY: `json` is readable for its length; `client` is a local.
         let status = unsafe { fl_client_new(json.as_ptr().cast(), json.len(), &mut client) };
         (status, client)
+    }
+
+    /// A zero timeout is refused naming the C key (the core's refusal named its own field,
+    /// `timeouts.idle`, which no C host writes).
+    #[test]
+    fn a_zero_timeout_is_refused_naming_its_key() {
+        for key in [
+            "timeout_ms",
+            "connect_timeout_ms",
+            "first_byte_timeout_ms",
+            "first_event_timeout_ms",
+            "idle_timeout_ms",
+            "stall_notice_ms",
+        ] {
+            let (status, client) = new_client(&format!(r#"{{"from_env": false, "{key}": 0}}"#));
+            assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{key}");
+            assert!(client.is_null());
+            let message = crate::boundary::last_error_for_tests();
+            assert!(
+                message.contains(&format!("`{key}` is 0")),
+                "{key}: {message}"
+            );
+        }
     }
 
     #[test]
