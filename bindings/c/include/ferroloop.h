@@ -338,7 +338,8 @@ typedef struct fl_decoder fl_decoder;
 /**
  * A tool executor (opaque): runs tool calls through C callbacks, safe calls in parallel,
  * exclusive calls alone, and returns the results in request order. Create it with
- * `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
+ * `fl_executor_new` (or `fl_executor_new_json`, which also sets the result size limits),
+ * register tools with `fl_executor_add_tool` (or `fl_executor_add_tool_json`), run batches with
  * `fl_executor_run`, release it with `fl_executor_free`.
  *
  * One run at a time per executor (a concurrent `fl_executor_run` returns
@@ -814,10 +815,11 @@ extern "C" {
  * `fl_agent_free`.
  *
  * `client` is the model the agent calls. `executor` (may be NULL: no tools) gives the tools
- * offered to the model, with its settings (concurrency, timeouts, cleanup grace); its tools
- * can no longer be added to afterwards (as after `fl_turn_new`), and its callbacks and
- * userdata must stay usable until every run of the agent is freed. The agent keeps what it
- * needs of both: the client and the executor may be freed before it.
+ * offered to the model, with its settings (concurrency, timeouts, cleanup grace, result size
+ * limits, spill directory and turn budget); its tools can no longer be added to afterwards (as
+ * after `fl_turn_new`), and its callbacks and userdata must stay usable until every run of the
+ * agent is freed. The agent keeps what it needs of both: the client and the executor may be
+ * freed before it.
  *
  * `options_json` (`len` bytes of UTF-8) is a JSON object with the options of Python's
  * `Agent`; `model` is required, every other key optional (`null` counts as absent):
@@ -1677,12 +1679,45 @@ fl_tool_options fl_tool_options_default(void);
 
 /**
  * Creates an executor with `options` (NULL: the defaults) and stores it in `*out`. The caller
- * owns it and releases it with `fl_executor_free`. Thread-safe.
+ * owns it and releases it with `fl_executor_free`. The result size limits, the spill directory
+ * and the turn budget keep their defaults: `fl_executor_new_json` sets them. Thread-safe.
  *
  * # Safety
  * `options` must be NULL or point to an `fl_executor_options`; `out` must be valid for a write.
  */
 fl_status fl_executor_new(const fl_executor_options *options, fl_executor **out);
+
+/**
+ * Creates an executor as `fl_executor_new` does, with its settings given as JSON, which can
+ * also set what `fl_executor_options` cannot: the result size limits and where oversized
+ * results go. `options_json` (`len` bytes of UTF-8) is a JSON object whose keys are Python's
+ * `ToolExecutor` keyword arguments, durations in milliseconds; every key is optional, `null`
+ * counts as absent (the default), and empty text is `{}`:
+ *
+ * - `max_concurrency`: at most this many calls at once (default 10; 0 is refused);
+ * - `max_result_chars`: the result size limit of tools that set none (default 50000; a
+ *   larger result is written to a spill file and replaced by a preview, its first 2 KiB cut
+ *   back to a newline, plus the file's path); `"unlimited"` for no limit (Python's
+ *   `math.inf`, Node's `Infinity`);
+ * - `spill_dir`: the directory of the spill files (default
+ *   `<system temp dir>/ferroloop-tool-results`; made with mode 0700 when first needed);
+ * - `default_timeout_ms`: the timeout of tools that set none (default: none; 0 is refused);
+ * - `cleanup_grace_ms`: how long a cancelled or timed-out call may take to complete before
+ *   its result is produced anyway (default 5000; 0: no wait);
+ * - `turn_budget_chars`: the aggregate size of one run's or turn's results (default 200000):
+ *   over it, the largest results are spilled, largest first; `"unlimited"` disables it
+ *   (Python's `turn_budget_chars=None`).
+ *
+ * The turn budget and the tools' limits apply to `fl_executor_run`, to streaming turns and to
+ * the runs of an agent made with the executor. An unknown key, a value of the wrong type, a
+ * zero `max_concurrency` or timeout, or an empty `spill_dir` is `FL_STATUS_INVALID_ARGUMENT`
+ * (the message names the key); text that is not UTF-8 is `FL_STATUS_INVALID_UTF8`. Thread-safe.
+ *
+ * # Safety
+ * `options_json` must be valid for reads of `len` bytes (it may be NULL when `len` is 0);
+ * `out` must be valid for a write.
+ */
+fl_status fl_executor_new_json(const char *options_json, size_t len, fl_executor **out);
 
 /**
  * Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
@@ -1732,7 +1767,8 @@ fl_status fl_executor_add_tool(fl_executor *executor,
  * "required": ["city"]}}`. `name` is required; `description` (a string) and `input_schema`
  * (an object; `"type": "object"` is added when left out) are optional. Another key, a value of
  * the wrong type (the message names the key) or an empty or duplicate name is
- * `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+ * `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`. The tool takes the
+ * executor's result size limit; `fl_executor_add_tool_json` gives it its own.
  *
  * Thread-safe.
  *
@@ -1748,6 +1784,41 @@ fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
                                                const fl_tool_options *options,
                                                fl_tool_fn callback,
                                                void *userdata);
+
+/**
+ * Registers a tool as `fl_executor_add_tool` does, everything about it given in one JSON
+ * object (`tool_json`, `len` bytes of UTF-8) whose keys are Python's `ToolExecutor.tool`
+ * keyword arguments, durations in milliseconds, and the definition's keys (as
+ * `fl_executor_add_tool_with_definition` reads them):
+ *
+ * - `name` (required): the name the model calls the tool by;
+ * - `description`: what the model is told the tool does (default: nothing);
+ * - `input_schema`: the JSON schema of the input (an object, default any object; Python's
+ *   `schema`); the model is told it, and a call whose input does not match it gets an
+ *   `is_error` result naming the violations without the callback running, as in Python;
+ * - `concurrency_safe` (default false), `cancels_siblings_on_error` (default false): as in
+ *   `fl_tool_options`;
+ * - `timeout_ms`: how long a call may run (default: the executor's default timeout; 0 is
+ *   refused);
+ * - `max_result_chars`: this tool's result size limit (default: the executor's, see
+ *   `fl_executor_new_json`; `"unlimited"`: none, only the turn budget applies).
+ *
+ * `null` counts as absent. An unknown key, a value of the wrong type (the message names the
+ * key), a zero timeout, an invalid schema or an empty or duplicate name is
+ * `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `tool_json` must be valid for reads of `len` bytes;
+ * `callback` and `userdata` must stay usable until the executor, every turn started on it and
+ * every run of an agent made with it are freed.
+ */
+fl_status fl_executor_add_tool_json(fl_executor *executor,
+                                    const char *tool_json,
+                                    size_t len,
+                                    fl_tool_fn callback,
+                                    void *userdata);
 
 /**
  * Runs a batch of tool calls and waits for every result.
@@ -1767,10 +1838,12 @@ fl_status fl_executor_add_tool_with_definition(fl_executor *executor,
  * view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
  * `fl_executor_free`.
  *
- * Result sizes are budgeted with the core's defaults, which C cannot change: a result over
- * 50,000 characters, or the largest results of a run whose results exceed 200,000 characters
- * in total, are written to a spill file (`<system temp dir>/ferroloop-tool-results/`) and
- * replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
+ * Result sizes are budgeted: a result over its tool's limit (`max_result_chars`, default
+ * 50,000 characters), or the largest results of a run whose results exceed the turn budget
+ * (`turn_budget_chars`, default 200,000 characters in total), are written to a spill file in
+ * the spill directory (default `<system temp dir>/ferroloop-tool-results/`) and replaced by a
+ * preview (its first 2 KiB, newline-aligned) plus the file's path. `fl_executor_new_json` and
+ * `fl_executor_add_tool_json` set them.
  *
  * `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
  * see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a

@@ -179,10 +179,11 @@ fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<Too
 /// `fl_agent_free`.
 ///
 /// `client` is the model the agent calls. `executor` (may be NULL: no tools) gives the tools
-/// offered to the model, with its settings (concurrency, timeouts, cleanup grace); its tools
-/// can no longer be added to afterwards (as after `fl_turn_new`), and its callbacks and
-/// userdata must stay usable until every run of the agent is freed. The agent keeps what it
-/// needs of both: the client and the executor may be freed before it.
+/// offered to the model, with its settings (concurrency, timeouts, cleanup grace, result size
+/// limits, spill directory and turn budget); its tools can no longer be added to afterwards (as
+/// after `fl_turn_new`), and its callbacks and userdata must stay usable until every run of the
+/// agent is freed. The agent keeps what it needs of both: the client and the executor may be
+/// freed before it.
 ///
 /// `options_json` (`len` bytes of UTF-8) is a JSON object with the options of Python's
 /// `Agent`; `model` is required, every other key optional (`null` counts as absent):

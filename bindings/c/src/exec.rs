@@ -6,25 +6,27 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{
-    CancellationToken, ExecutorConfig, Tool, ToolContext, ToolExecutor, ToolFuture, ToolOutput,
-    ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError,
+    CancellationToken, ExecutorConfig, ResultLimit, Tool, ToolContext, ToolExecutor, ToolFuture,
+    ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError,
 };
 use serde_json::Value;
 
 use crate::boundary::{self, FfiError, FfiResult};
-use crate::options::JsonOptions;
+use crate::options::{JsonOptions, Limit};
 use crate::status::fl_status;
 use crate::text::{self, Out};
 use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
 
 /// A tool executor (opaque): runs tool calls through C callbacks, safe calls in parallel,
 /// exclusive calls alone, and returns the results in request order. Create it with
-/// `fl_executor_new`, register tools with `fl_executor_add_tool`, run batches with
+/// `fl_executor_new` (or `fl_executor_new_json`, which also sets the result size limits),
+/// register tools with `fl_executor_add_tool` (or `fl_executor_add_tool_json`), run batches with
 /// `fl_executor_run`, release it with `fl_executor_free`.
 ///
 /// One run at a time per executor (a concurrent `fl_executor_run` returns
@@ -195,6 +197,29 @@ fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// How the executor runs a tool's calls: `fl_tool_options`, or the keys of
+/// `fl_executor_add_tool_json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ToolSettings {
+    concurrency_safe: bool,
+    /// `None`: the executor's default timeout.
+    timeout: Option<Duration>,
+    cancels_siblings_on_error: bool,
+    /// The struct has no limit field: its tools take the executor's default.
+    limit: ResultLimit,
+}
+
+impl From<fl_tool_options> for ToolSettings {
+    fn from(options: fl_tool_options) -> Self {
+        Self {
+            concurrency_safe: options.concurrency_safe,
+            timeout: (options.timeout_ms > 0).then(|| Duration::from_millis(options.timeout_ms)),
+            cancels_siblings_on_error: options.cancels_siblings_on_error,
+            limit: ResultLimit::Default,
+        }
+    }
+}
+
 /// A C callback and its userdata, as a [`Tool`].
 struct CTool {
     name: String,
@@ -202,7 +227,7 @@ struct CTool {
     description: String,
     /// The JSON schema of the input the model is told to give (`None`: any object).
     input_schema: Option<Value>,
-    options: fl_tool_options,
+    settings: ToolSettings,
     callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
     userdata: UserData,
 }
@@ -235,15 +260,19 @@ impl Tool for CTool {
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        self.options.concurrency_safe
+        self.settings.concurrency_safe
     }
 
     fn timeout(&self) -> Option<Duration> {
-        (self.options.timeout_ms > 0).then(|| Duration::from_millis(self.options.timeout_ms))
+        self.settings.timeout
+    }
+
+    fn max_result_chars(&self) -> ResultLimit {
+        self.settings.limit
     }
 
     fn cancels_siblings_on_error(&self) -> bool {
-        self.options.cancels_siblings_on_error
+        self.settings.cancels_siblings_on_error
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
@@ -284,7 +313,8 @@ impl Tool for CTool {
 }
 
 /// Creates an executor with `options` (NULL: the defaults) and stores it in `*out`. The caller
-/// owns it and releases it with `fl_executor_free`. Thread-safe.
+/// owns it and releases it with `fl_executor_free`. The result size limits, the spill directory
+/// and the turn budget keep their defaults: `fl_executor_new_json` sets them. Thread-safe.
 ///
 /// # Safety
 /// `options` must be NULL or point to an `fl_executor_options`; `out` must be valid for a write.
@@ -306,22 +336,115 @@ pub unsafe extern "C" fn fl_executor_new(
             cleanup_grace: Duration::from_millis(options.cleanup_grace_ms),
             ..ExecutorConfig::default()
         };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
-        let executor = Box::new(fl_executor {
-            runtime,
-            config,
-            registry: Mutex::new(Some(ToolRegistry::new())),
-            executor: OnceLock::new(),
-            running: AtomicBool::new(false),
-            results: Mutex::new(String::new()),
-        });
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { out.write(Box::into_raw(fl_executor::with_config(config)?)) };
+        Ok(())
+    })
+}
+
+/// Creates an executor as `fl_executor_new` does, with its settings given as JSON, which can
+/// also set what `fl_executor_options` cannot: the result size limits and where oversized
+/// results go. `options_json` (`len` bytes of UTF-8) is a JSON object whose keys are Python's
+/// `ToolExecutor` keyword arguments, durations in milliseconds; every key is optional, `null`
+/// counts as absent (the default), and empty text is `{}`:
+///
+/// - `max_concurrency`: at most this many calls at once (default 10; 0 is refused);
+/// - `max_result_chars`: the result size limit of tools that set none (default 50000; a
+///   larger result is written to a spill file and replaced by a preview, its first 2 KiB cut
+///   back to a newline, plus the file's path); `"unlimited"` for no limit (Python's
+///   `math.inf`, Node's `Infinity`);
+/// - `spill_dir`: the directory of the spill files (default
+///   `<system temp dir>/ferroloop-tool-results`; made with mode 0700 when first needed);
+/// - `default_timeout_ms`: the timeout of tools that set none (default: none; 0 is refused);
+/// - `cleanup_grace_ms`: how long a cancelled or timed-out call may take to complete before
+///   its result is produced anyway (default 5000; 0: no wait);
+/// - `turn_budget_chars`: the aggregate size of one run's or turn's results (default 200000):
+///   over it, the largest results are spilled, largest first; `"unlimited"` disables it
+///   (Python's `turn_budget_chars=None`).
+///
+/// The turn budget and the tools' limits apply to `fl_executor_run`, to streaming turns and to
+/// the runs of an agent made with the executor. An unknown key, a value of the wrong type, a
+/// zero `max_concurrency` or timeout, or an empty `spill_dir` is `FL_STATUS_INVALID_ARGUMENT`
+/// (the message names the key); text that is not UTF-8 is `FL_STATUS_INVALID_UTF8`. Thread-safe.
+///
+/// # Safety
+/// `options_json` must be valid for reads of `len` bytes (it may be NULL when `len` is 0);
+/// `out` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_new_json(
+    options_json: *const c_char,
+    len: usize,
+    out: *mut *mut fl_executor,
+) -> fl_status {
+    boundary::run(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: the caller's promise on `options_json`.
+        let json = unsafe { text::str_arg(options_json, len, "options_json") }?;
+        let executor = fl_executor::with_config(executor_config_of(json)?)?;
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(executor)) };
         Ok(())
     })
+}
+
+/// The core configuration for the options object `json` (see `fl_executor_new_json`).
+fn executor_config_of(json: &str) -> FfiResult<ExecutorConfig> {
+    let mut options = JsonOptions::parse(json, "executor")?;
+    let mut config = ExecutorConfig::default();
+    if let Some(calls) = options.count::<usize>("max_concurrency")? {
+        if calls == 0 {
+            // As Python and Node refuse it: no call could ever start.
+            return Err(FfiError::invalid(
+                "executor option \"max_concurrency\" is 0: no call could run; give at least 1",
+            ));
+        }
+        config.max_concurrency = calls;
+    }
+    if let Some(limit) = options.limit("max_result_chars")? {
+        // "unlimited": no default limit, as Python's `math.inf` (the largest count).
+        config.budget.default_max_result_chars = match limit {
+            Limit::Chars(chars) => chars,
+            Limit::Unlimited => usize::MAX,
+        };
+    }
+    if let Some(dir) = options.string("spill_dir")? {
+        if dir.is_empty() {
+            // An empty path would spill into whatever the current directory is at the time.
+            return Err(FfiError::invalid(
+                "executor option \"spill_dir\" must not be empty (leave it out for the default)",
+            ));
+        }
+        config.budget.spill_dir = PathBuf::from(dir);
+    }
+    config.default_timeout = positive_millis(&mut options, "executor", "default_timeout_ms")?;
+    if let Some(grace) = options.millis("cleanup_grace_ms")? {
+        config.cleanup_grace = grace;
+    }
+    if let Some(limit) = options.limit("turn_budget_chars")? {
+        config.budget.turn_budget_chars = match limit {
+            Limit::Chars(chars) => Some(chars),
+            Limit::Unlimited => None,
+        };
+    }
+    options.finish()?;
+    Ok(config)
+}
+
+/// A timeout option: a positive number of milliseconds. 0 is refused, naming the key, as the
+/// client's timeouts are: a call given no time at all would always time out, and the structs'
+/// "0: none" would silently mean the opposite of Python's `timeout=0`.
+fn positive_millis(
+    options: &mut JsonOptions,
+    what: &str,
+    key: &'static str,
+) -> FfiResult<Option<Duration>> {
+    match options.millis(key)? {
+        Some(timeout) if timeout.is_zero() => Err(FfiError::invalid(format!(
+            "{what} option \"{key}\" is 0: a call could not run at all; give a positive number \
+             of milliseconds, or leave it out for no timeout"
+        ))),
+        timeout => Ok(timeout),
+    }
 }
 
 /// Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
@@ -398,8 +521,13 @@ pub unsafe extern "C" fn fl_executor_add_tool(
             description: String::new(),
             input_schema: None,
         };
-        executor.add(definition, options, callback, userdata)
+        executor.add(definition, settings_of(options), callback, userdata)
     })
+}
+
+/// The settings of the `fl_tool_options` struct given (NULL: the defaults).
+fn settings_of(options: Option<fl_tool_options>) -> ToolSettings {
+    options.unwrap_or_else(|| fl_tool_options_default()).into()
 }
 
 /// Registers a tool as `fl_executor_add_tool` does, with the definition the model is given
@@ -410,7 +538,8 @@ pub unsafe extern "C" fn fl_executor_add_tool(
 /// "required": ["city"]}}`. `name` is required; `description` (a string) and `input_schema`
 /// (an object; `"type": "object"` is added when left out) are optional. Another key, a value of
 /// the wrong type (the message names the key) or an empty or duplicate name is
-/// `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+/// `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`. The tool takes the
+/// executor's result size limit; `fl_executor_add_tool_json` gives it its own.
 ///
 /// Thread-safe.
 ///
@@ -440,8 +569,77 @@ pub unsafe extern "C" fn fl_executor_add_tool_with_definition(
         // SAFETY: NULL or a valid options struct (the caller's promise).
         let options = unsafe { options.as_ref() }.copied();
         let definition = ToolDefinition::parse(json)?;
-        executor.add(definition, options, callback, userdata)
+        executor.add(definition, settings_of(options), callback, userdata)
     })
+}
+
+/// Registers a tool as `fl_executor_add_tool` does, everything about it given in one JSON
+/// object (`tool_json`, `len` bytes of UTF-8) whose keys are Python's `ToolExecutor.tool`
+/// keyword arguments, durations in milliseconds, and the definition's keys (as
+/// `fl_executor_add_tool_with_definition` reads them):
+///
+/// - `name` (required): the name the model calls the tool by;
+/// - `description`: what the model is told the tool does (default: nothing);
+/// - `input_schema`: the JSON schema of the input (an object, default any object; Python's
+///   `schema`); the model is told it, and a call whose input does not match it gets an
+///   `is_error` result naming the violations without the callback running, as in Python;
+/// - `concurrency_safe` (default false), `cancels_siblings_on_error` (default false): as in
+///   `fl_tool_options`;
+/// - `timeout_ms`: how long a call may run (default: the executor's default timeout; 0 is
+///   refused);
+/// - `max_result_chars`: this tool's result size limit (default: the executor's, see
+///   `fl_executor_new_json`; `"unlimited"`: none, only the turn budget applies).
+///
+/// `null` counts as absent. An unknown key, a value of the wrong type (the message names the
+/// key), a zero timeout, an invalid schema or an empty or duplicate name is
+/// `FL_STATUS_INVALID_ARGUMENT`; otherwise as `fl_executor_add_tool`.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `executor` must be a live executor; `tool_json` must be valid for reads of `len` bytes;
+/// `callback` and `userdata` must stay usable until the executor, every turn started on it and
+/// every run of an agent made with it are freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_add_tool_json(
+    executor: *mut fl_executor,
+    tool_json: *const c_char,
+    len: usize,
+    callback: fl_tool_fn,
+    userdata: *mut c_void,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `executor` and `tool_json`.
+        let (executor, json) = unsafe {
+            (
+                text::handle_ref(executor, "executor")?,
+                text::str_arg(tool_json, len, "tool_json")?,
+            )
+        };
+        let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
+        let (definition, settings) = tool_of(json)?;
+        executor.add(definition, settings, callback, userdata)
+    })
+}
+
+/// The definition and settings of the tool object `json` (see `fl_executor_add_tool_json`).
+fn tool_of(json: &str) -> FfiResult<(ToolDefinition, ToolSettings)> {
+    let mut fields = JsonOptions::parse(json, "tool")?;
+    let definition = ToolDefinition::read(&mut fields, "tool")?;
+    let settings = ToolSettings {
+        concurrency_safe: fields.boolean("concurrency_safe")?.unwrap_or(false),
+        timeout: positive_millis(&mut fields, "tool", "timeout_ms")?,
+        cancels_siblings_on_error: fields
+            .boolean("cancels_siblings_on_error")?
+            .unwrap_or(false),
+        limit: match fields.limit("max_result_chars")? {
+            None => ResultLimit::Default,
+            Some(Limit::Chars(chars)) => ResultLimit::Chars(chars),
+            Some(Limit::Unlimited) => ResultLimit::Unlimited,
+        },
+    };
+    fields.finish()?;
+    Ok((definition, settings))
 }
 
 /// What the model is told about a tool.
@@ -455,12 +653,19 @@ impl ToolDefinition {
     /// Reads a definition object (see `fl_executor_add_tool_with_definition`).
     fn parse(json: &str) -> FfiResult<Self> {
         let mut fields = JsonOptions::parse(json, "tool definition")?;
+        let definition = Self::read(&mut fields, "tool definition")?;
+        fields.finish()?;
+        Ok(definition)
+    }
+
+    /// Reads the definition's keys of an object whose other keys are read by the caller
+    /// (`what` names the object in messages).
+    fn read(fields: &mut JsonOptions, what: &str) -> FfiResult<Self> {
         let name = fields
             .string("name")?
-            .ok_or_else(|| FfiError::invalid("tool definition option \"name\" is required"))?;
+            .ok_or_else(|| FfiError::invalid(format!("{what} option \"name\" is required")))?;
         let description = fields.string("description")?.unwrap_or_default();
         let input_schema = fields.object("input_schema")?.map(Value::Object);
-        fields.finish()?;
         Ok(Self {
             name,
             description,
@@ -470,11 +675,27 @@ impl ToolDefinition {
 }
 
 impl fl_executor {
-    /// Registers a C tool (the shared part of the two `fl_executor_add_tool*`).
+    /// Makes an executor with `config` and its own single-threaded runtime.
+    fn with_config(config: ExecutorConfig) -> FfiResult<Box<Self>> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
+        Ok(Box::new(Self {
+            runtime,
+            config,
+            registry: Mutex::new(Some(ToolRegistry::new())),
+            executor: OnceLock::new(),
+            running: AtomicBool::new(false),
+            results: Mutex::new(String::new()),
+        }))
+    }
+
+    /// Registers a C tool (the shared part of the `fl_executor_add_tool*` functions).
     fn add(
         &self,
         definition: ToolDefinition,
-        options: Option<fl_tool_options>,
+        settings: ToolSettings,
         callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
         userdata: *mut c_void,
     ) -> FfiResult {
@@ -490,7 +711,7 @@ impl fl_executor {
                 name: definition.name,
                 description: definition.description,
                 input_schema: definition.input_schema,
-                options: options.unwrap_or_else(|| fl_tool_options_default()),
+                settings,
                 callback,
                 userdata: UserData(userdata),
             })
@@ -516,10 +737,12 @@ impl fl_executor {
 /// view is NUL-terminated, owned by the executor, and valid until the next `fl_executor_run` or
 /// `fl_executor_free`.
 ///
-/// Result sizes are budgeted with the core's defaults, which C cannot change: a result over
-/// 50,000 characters, or the largest results of a run whose results exceed 200,000 characters
-/// in total, are written to a spill file (`<system temp dir>/ferroloop-tool-results/`) and
-/// replaced by a preview (its first 2 KiB, newline-aligned) plus the file's path.
+/// Result sizes are budgeted: a result over its tool's limit (`max_result_chars`, default
+/// 50,000 characters), or the largest results of a run whose results exceed the turn budget
+/// (`turn_budget_chars`, default 200,000 characters in total), are written to a spill file in
+/// the spill directory (default `<system temp dir>/ferroloop-tool-results/`) and replaced by a
+/// preview (its first 2 KiB, newline-aligned) plus the file's path. `fl_executor_new_json` and
+/// `fl_executor_add_tool_json` set them.
 ///
 /// `cancel` may be NULL; cancelling it (from any thread) cancels the running calls (their tools
 /// see `fl_tool_call_cancelled`) and the queued ones never start. A token stays cancelled: a
@@ -1028,7 +1251,7 @@ mod tests {
                     name: "worker".into(),
                     description: String::new(),
                     input_schema: None,
-                    options: fl_tool_options_default(),
+                    settings: fl_tool_options_default().into(),
                     callback,
                     userdata: UserData(std::ptr::from_ref::<Case>(&case).cast_mut().cast()),
                 })
@@ -1130,7 +1353,7 @@ mod tests {
                 name: "reporter".into(),
                 description: String::new(),
                 input_schema: None,
-                options: fl_tool_options_default(),
+                settings: fl_tool_options_default().into(),
                 callback: reporter_callback,
                 userdata: UserData(std::ptr::from_ref(reporter).cast_mut().cast()),
             })
@@ -1328,6 +1551,336 @@ mod tests {
         );
         // SAFETY: an executor from `fl_executor_new`, freed once.
         unsafe { fl_executor_free(executor) };
+    }
+
+    fn config_error(json: &str) -> String {
+        let error = executor_config_of(json).expect_err(json);
+        assert_eq!(
+            error.status,
+            fl_status::FL_STATUS_INVALID_ARGUMENT,
+            "{json}"
+        );
+        error.message
+    }
+
+    fn tool_error(json: &str) -> String {
+        let error = tool_of(json).map(|_| ()).expect_err(json);
+        assert_eq!(
+            error.status,
+            fl_status::FL_STATUS_INVALID_ARGUMENT,
+            "{json}"
+        );
+        error.message
+    }
+
+    /// Every key of `fl_executor_new_json` reaches the core configuration.
+    #[test]
+    fn executor_options_reach_the_configuration() {
+        let config = executor_config_of(
+            r#"{"max_concurrency": 3, "max_result_chars": 1000, "spill_dir": "/tmp/spills",
+                "default_timeout_ms": 2500, "cleanup_grace_ms": 0, "turn_budget_chars": 7000}"#,
+        )
+        .unwrap();
+        let mut expected = ExecutorConfig {
+            max_concurrency: 3,
+            default_timeout: Some(Duration::from_millis(2500)),
+            cleanup_grace: Duration::ZERO,
+            ..ExecutorConfig::default()
+        };
+        expected.budget.default_max_result_chars = 1000;
+        expected.budget.spill_dir = PathBuf::from("/tmp/spills");
+        expected.budget.turn_budget_chars = Some(7000);
+        assert_eq!(config, expected);
+    }
+
+    /// Nothing, empty text and `null` everywhere are the defaults, Python's: 10 calls at once,
+    /// 50,000 characters a result, a 200,000-character turn budget, no timeout, 5 s of grace.
+    #[test]
+    fn absent_and_null_executor_options_are_the_defaults() {
+        let defaults = ExecutorConfig::default();
+        assert_eq!(defaults.max_concurrency, 10);
+        assert_eq!(defaults.budget.default_max_result_chars, 50_000);
+        assert_eq!(defaults.budget.turn_budget_chars, Some(200_000));
+        for json in [
+            "",
+            "{}",
+            r#"{"max_concurrency": null, "max_result_chars": null, "spill_dir": null,
+                "default_timeout_ms": null, "cleanup_grace_ms": null, "turn_budget_chars": null}"#,
+        ] {
+            assert_eq!(executor_config_of(json).unwrap(), defaults, "{json}");
+        }
+    }
+
+    /// `"unlimited"` is Python's `max_result_chars=math.inf` (the largest limit) and
+    /// `turn_budget_chars=None` (no budget).
+    #[test]
+    fn unlimited_executor_limits_are_pythons() {
+        let config = executor_config_of(
+            r#"{"max_result_chars": "unlimited", "turn_budget_chars": "unlimited"}"#,
+        )
+        .unwrap();
+        assert_eq!(config.budget.default_max_result_chars, usize::MAX);
+        assert_eq!(config.budget.turn_budget_chars, None);
+        let config =
+            executor_config_of(r#"{"max_result_chars": 0, "turn_budget_chars": 0}"#).unwrap();
+        assert_eq!(config.budget.default_max_result_chars, 0);
+        assert_eq!(config.budget.turn_budget_chars, Some(0));
+    }
+
+    #[test]
+    fn bad_executor_options_are_refused_naming_the_key() {
+        for (json, expected) in [
+            (
+                r#"{"max_concurrency": "4"}"#,
+                "executor option \"max_concurrency\" must be a non-negative integer",
+            ),
+            (
+                r#"{"max_concurrency": 0}"#,
+                "executor option \"max_concurrency\" is 0",
+            ),
+            (
+                r#"{"max_result_chars": -1}"#,
+                "executor option \"max_result_chars\" must be a non-negative integer of at most",
+            ),
+            (
+                r#"{"max_result_chars": "inf"}"#,
+                "or \"unlimited\", not \"inf\"",
+            ),
+            (
+                r#"{"spill_dir": 5}"#,
+                "executor option \"spill_dir\" must be a string",
+            ),
+            (
+                r#"{"spill_dir": ""}"#,
+                "executor option \"spill_dir\" must not be empty",
+            ),
+            (
+                r#"{"default_timeout_ms": 1.5}"#,
+                "executor option \"default_timeout_ms\" must be a non-negative integer",
+            ),
+            (
+                r#"{"default_timeout_ms": 0}"#,
+                "executor option \"default_timeout_ms\" is 0",
+            ),
+            (
+                r#"{"cleanup_grace_ms": true}"#,
+                "executor option \"cleanup_grace_ms\" must be a non-negative integer",
+            ),
+            (
+                r#"{"turn_budget_chars": false}"#,
+                "executor option \"turn_budget_chars\" must be a non-negative integer",
+            ),
+            (
+                r#"{"default_timeout": 5}"#,
+                "unknown executor option \"default_timeout\" (known: cleanup_grace_ms, \
+                 default_timeout_ms, max_concurrency, max_result_chars, spill_dir, \
+                 turn_budget_chars)",
+            ),
+            ("[]", "executor options must be a JSON object"),
+        ] {
+            let message = config_error(json);
+            assert!(message.contains(expected), "{json}: {message}");
+        }
+    }
+
+    /// Every key of `fl_executor_add_tool_json` is read; absent and `null` are the defaults of
+    /// Python's `tool()` (and of `fl_tool_options_default`).
+    #[test]
+    fn tool_options_are_read() {
+        let (definition, settings) = tool_of(
+            r#"{"name": "grep", "description": "Searches.", "input_schema":
+                {"type": "object", "required": ["pattern"]}, "concurrency_safe": true,
+                "timeout_ms": 1500, "max_result_chars": 300, "cancels_siblings_on_error": true}"#,
+        )
+        .unwrap();
+        assert_eq!(definition.name, "grep");
+        assert_eq!(definition.description, "Searches.");
+        assert_eq!(
+            definition.input_schema,
+            Some(serde_json::json!({"type": "object", "required": ["pattern"]}))
+        );
+        assert_eq!(
+            settings,
+            ToolSettings {
+                concurrency_safe: true,
+                timeout: Some(Duration::from_millis(1500)),
+                cancels_siblings_on_error: true,
+                limit: ResultLimit::Chars(300),
+            }
+        );
+        let defaults = ToolSettings::from(fl_tool_options_default());
+        assert_eq!(defaults.limit, ResultLimit::Default);
+        for json in [
+            r#"{"name": "t"}"#,
+            r#"{"name": "t", "description": null, "input_schema": null, "concurrency_safe": null,
+                "timeout_ms": null, "max_result_chars": null, "cancels_siblings_on_error": null}"#,
+        ] {
+            let (definition, settings) = tool_of(json).unwrap();
+            assert_eq!(
+                (definition.description.as_str(), definition.input_schema),
+                ("", None),
+                "{json}"
+            );
+            assert_eq!(settings, defaults, "{json}");
+        }
+        let (_, settings) = tool_of(r#"{"name": "t", "max_result_chars": "unlimited"}"#).unwrap();
+        assert_eq!(settings.limit, ResultLimit::Unlimited);
+    }
+
+    #[test]
+    fn bad_tool_options_are_refused_naming_the_key() {
+        for (json, expected) in [
+            (
+                r#"{"description": "x"}"#,
+                "tool option \"name\" is required",
+            ),
+            (r#"{"name": 1}"#, "tool option \"name\" must be a string"),
+            (
+                r#"{"name": "t", "input_schema": "object"}"#,
+                "tool option \"input_schema\" must be a JSON object",
+            ),
+            (
+                r#"{"name": "t", "concurrency_safe": 1}"#,
+                "tool option \"concurrency_safe\" must be true or false",
+            ),
+            (
+                r#"{"name": "t", "timeout_ms": "1s"}"#,
+                "tool option \"timeout_ms\" must be a non-negative integer",
+            ),
+            (
+                r#"{"name": "t", "timeout_ms": 0}"#,
+                "tool option \"timeout_ms\" is 0",
+            ),
+            (
+                r#"{"name": "t", "max_result_chars": 1e3}"#,
+                "tool option \"max_result_chars\" must be a non-negative integer",
+            ),
+            (
+                r#"{"name": "t", "cancels_siblings_on_error": "yes"}"#,
+                "tool option \"cancels_siblings_on_error\" must be true or false",
+            ),
+            (
+                r#"{"name": "t", "schema": {}}"#,
+                "unknown tool option \"schema\" (known: cancels_siblings_on_error, \
+                 concurrency_safe, description, input_schema, max_result_chars, name, timeout_ms)",
+            ),
+            ("7", "tool options must be a JSON object"),
+        ] {
+            let message = tool_error(json);
+            assert!(message.contains(expected), "{json}: {message}");
+        }
+    }
+
+    fn add_json(executor: *mut fl_executor, json: &str) -> fl_status {
+        // SAFETY: a live executor; `json` readable for its length; the callback never runs.
+        unsafe {
+            fl_executor_add_tool_json(
+                executor,
+                json.as_ptr().cast(),
+                json.len(),
+                Some(callback),
+                std::ptr::null_mut(),
+            )
+        }
+    }
+
+    /// Through the C entry points: the executor's settings and each tool's limit reach the
+    /// core executor, which is what applies them (`fl_tool_options` tools keep the default).
+    #[test]
+    fn json_settings_reach_the_core_executor() {
+        let json = r#"{"max_result_chars": 120, "turn_budget_chars": "unlimited"}"#;
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: `json` readable for its length; `executor` is a local.
+        let status =
+            unsafe { fl_executor_new_json(json.as_ptr().cast(), json.len(), &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let tool = r#"{"name": "big", "max_result_chars": 30, "input_schema": {"type": "object"}}"#;
+        assert_eq!(add_json(executor, tool), fl_status::FL_STATUS_OK);
+        assert_eq!(
+            add_json(
+                executor,
+                r#"{"name": "free", "max_result_chars": "unlimited"}"#
+            ),
+            fl_status::FL_STATUS_OK
+        );
+        assert_eq!(
+            add_defined(executor, r#"{"name": "plain"}"#),
+            fl_status::FL_STATUS_OK
+        );
+        for (json, expected) in [
+            (r#"{"name": "big"}"#, "already registered"),
+            (r#"{"name": ""}"#, "must not be empty"),
+            (
+                r#"{"name": "s", "input_schema": {"type": "strnig"}}"#,
+                "schema",
+            ),
+            (r#"{"name": "z", "timeout_ms": 0}"#, "\"timeout_ms\" is 0"),
+        ] {
+            assert_eq!(
+                add_json(executor, json),
+                fl_status::FL_STATUS_INVALID_ARGUMENT,
+                "{json}"
+            );
+            let error = crate::boundary::last_error_for_tests();
+            assert!(error.contains(expected), "{json}: {error}");
+        }
+        // SAFETY: a NULL callback is the case under test.
+        let status = unsafe {
+            fl_executor_add_tool_json(
+                executor,
+                r#"{"name": "c"}"#.as_ptr().cast(),
+                13,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
+        // SAFETY: a live executor.
+        let core = unsafe { &*executor }.executor();
+        assert_eq!(core.config().budget.default_max_result_chars, 120);
+        assert_eq!(core.config().budget.turn_budget_chars, None);
+        let registry = core.registry();
+        assert_eq!(
+            registry.get("big").unwrap().max_result_chars(),
+            ResultLimit::Chars(30)
+        );
+        assert_eq!(
+            registry.get("free").unwrap().max_result_chars(),
+            ResultLimit::Unlimited
+        );
+        assert_eq!(
+            registry.get("plain").unwrap().max_result_chars(),
+            ResultLimit::Default
+        );
+        // SAFETY: an executor from `fl_executor_new_json`, freed once.
+        unsafe { fl_executor_free(executor) };
+    }
+
+    #[test]
+    fn fl_executor_new_json_checks_its_arguments() {
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: NULL text of length 0 is no options; `executor` is a local.
+        let status = unsafe { fl_executor_new_json(std::ptr::null(), 0, &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: a live executor.
+        assert_eq!(unsafe { &*executor }.config, ExecutorConfig::default());
+        // SAFETY: an executor from `fl_executor_new_json`, freed once.
+        unsafe { fl_executor_free(executor) };
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: two readable bytes; `executor` is a local.
+        let status = unsafe { fl_executor_new_json(b"\xff{".as_ptr().cast(), 2, &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_UTF8);
+        assert!(executor.is_null());
+        let json = r#"{"max_concurrency": 0}"#;
+        // SAFETY: `json` readable for its length; `executor` is a local.
+        let status =
+            unsafe { fl_executor_new_json(json.as_ptr().cast(), json.len(), &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT);
+        assert!(executor.is_null());
+        // SAFETY: a NULL `out` is the case under test.
+        let status =
+            unsafe { fl_executor_new_json(json.as_ptr().cast(), json.len(), std::ptr::null_mut()) };
+        assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
     }
 
     /// A runtime with one worker thread whose stop takes a while and is then recorded in

@@ -109,6 +109,27 @@ impl JsonOptions {
         }
     }
 
+    /// A size limit in characters: a non-negative integer, or `"unlimited"` for none (what
+    /// Python's `math.inf` and Node's `Infinity` say; JSON has no infinity, and `null` already
+    /// means "not given", the default limit).
+    pub(crate) fn limit(&mut self, key: &'static str) -> FfiResult<Option<Limit>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Value::String(word)) if word == UNLIMITED => Ok(Some(Limit::Unlimited)),
+            Some(value) => value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .map(|chars| Some(Limit::Chars(chars)))
+                .ok_or_else(|| {
+                    let expected = format!(
+                        "a non-negative integer of at most {} or \"{UNLIMITED}\"",
+                        usize::LARGEST
+                    );
+                    self.wrong(key, &expected, &value)
+                }),
+        }
+    }
+
     /// A duration option, in whole milliseconds.
     pub(crate) fn millis(&mut self, key: &'static str) -> FfiResult<Option<Duration>> {
         Ok(self.count::<u64>(key)?.map(Duration::from_millis))
@@ -174,6 +195,18 @@ impl JsonOptions {
             known.join(", ")
         )))
     }
+}
+
+/// The word a size limit takes for "no limit".
+pub(crate) const UNLIMITED: &str = "unlimited";
+
+/// A size limit option's value (see [`JsonOptions::limit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// At most this many characters.
+    Chars(usize),
+    /// No limit.
+    Unlimited,
 }
 
 /// The integer types an option may have.
@@ -279,6 +312,31 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_counts_or_unlimited() {
+        let mut options = JsonOptions::parse(
+            r#"{"a": 0, "b": 50000, "c": "unlimited", "d": null}"#,
+            "executor",
+        )
+        .unwrap();
+        assert_eq!(options.limit("a").unwrap(), Some(Limit::Chars(0)));
+        assert_eq!(options.limit("b").unwrap(), Some(Limit::Chars(50_000)));
+        assert_eq!(options.limit("c").unwrap(), Some(Limit::Unlimited));
+        assert_eq!(options.limit("d").unwrap(), None);
+        assert_eq!(options.limit("e").unwrap(), None);
+        assert!(options.finish().is_ok());
+        for value in [r#""inf""#, "-1", "1.5", "true", "[]", r#""Unlimited""#] {
+            let json = format!(r#"{{"max_result_chars": {value}}}"#);
+            let mut options = JsonOptions::parse(&json, "tool").unwrap();
+            let expected = format!(
+                "tool option \"max_result_chars\" must be a non-negative integer of at most {} \
+                 or \"unlimited\", not {value}",
+                usize::MAX
+            );
+            assert_eq!(message(options.limit("max_result_chars")), expected);
+        }
+    }
+
+    #[test]
     fn counts_out_of_range_are_refused() {
         let mut options = JsonOptions::parse(r#"{"n": 4294967296}"#, "agent").unwrap();
         assert!(message(options.count::<u32>("n")).contains("at most 4294967295"));
@@ -315,7 +373,7 @@ mod tests {
         #[test]
         fn any_value_is_read_or_refused_naming_the_key(value in arbitrary_json()) {
             let json = serde_json::json!({ "opt": value }).to_string();
-            for read in 0..6 {
+            for read in 0..7 {
                 let mut options = JsonOptions::parse(&json, "agent").unwrap();
                 let outcome = match read {
                     0 => options.string("opt").map(|_| ()),
@@ -323,6 +381,7 @@ mod tests {
                     2 => options.count::<u32>("opt").map(|_| ()),
                     3 => options.object("opt").map(|_| ()),
                     4 => options.strings("opt").map(|_| ()),
+                    5 => options.limit("opt").map(|_| ()),
                     _ => options.string_pairs("opt").map(|_| ()),
                 };
                 if let Err(error) = outcome {
