@@ -368,3 +368,20 @@ def test_a_lone_surrogate_inside_a_value_counts_as_a_replacement_character() -> 
         with_lone.push_message({"role": "user", "content": lone})
         with_replaced.push_message({"role": "user", "content": replaced})
         assert with_lone.tokens() == with_replaced.tokens()
+
+
+def test_bad_durations_are_value_errors_naming_the_argument() -> None:
+    # They were `ValueError: invalid duration: -1.0 seconds`, not saying which argument, where
+    # Node's InvalidArgumentError names defaultTimeoutMs, cleanupGraceMs or timeoutMs.
+    executor = ferroloop.ToolExecutor()
+    for value in [-1.0, float("nan"), float("inf"), 1e300]:
+        cases: list[tuple[str, Callable[[], object]]] = [
+            ("default_timeout", lambda: ferroloop.ToolExecutor(default_timeout=value)),
+            ("cleanup_grace", lambda: ferroloop.ToolExecutor(cleanup_grace=value)),
+            ("timeout", lambda: executor.tool(name="t", timeout=value)(lambda _: "x")),
+        ]
+        for name, call in cases:
+            with pytest.raises(ValueError, match=f"^invalid {name}: "):
+                call()
+    # Zero and positive durations still pass (0: cancel at once, as in Node).
+    ferroloop.ToolExecutor(default_timeout=0.0, cleanup_grace=0.0).tool(name="t", timeout=2.5)(lambda _: "x")
