@@ -320,11 +320,11 @@ impl NativeContextTracker {
         })
     }
 
-    /// Keeps the first `len` messages.
+    /// Keeps the first `length` messages.
     #[napi]
-    pub fn truncate(&mut self, len: f64) -> napi::Result<()> {
+    pub fn truncate(&mut self, length: f64) -> napi::Result<()> {
         guard::sync(|| {
-            self.inner.truncate(whole(len, "len")? as usize);
+            self.inner.truncate(whole(length, "length")? as usize);
             Ok(())
         })
     }

@@ -315,6 +315,8 @@ test('option values of the wrong type, or counts too large to hold, are InvalidA
   for (const [option, call] of cases) {
     assert.throws(call, (err) => err instanceof InvalidArgumentError && err.message.includes(option), option)
   }
+  // The argument is named as index.d.ts and Python name it (it was `len`).
+  assert.throws(() => new ContextTracker().truncate(-1), (err) => err instanceof InvalidArgumentError && err.message.startsWith('length must be'))
   // The largest counts below 2^64 still work.
   new ToolExecutor({ defaultMaxResultChars: 2 ** 63, turnBudgetChars: Number.MAX_SAFE_INTEGER })
   new SseParser({ maxEventBytes: 2 ** 63 })
