@@ -366,16 +366,16 @@ impl PyExecutor {
     }
 
     #[new]
-    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i64)))]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i128)))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        max_concurrency: i64,
+        max_concurrency: i128,
         max_result_chars: Option<&Bound<'_, PyAny>>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
-        turn_budget_chars: Option<i64>,
+        turn_budget_chars: Option<i128>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
             let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
@@ -723,7 +723,7 @@ fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>>
             "{name} must be a non-negative int or math.inf, got {float}"
         )));
     }
-    let chars: i64 = value.extract().map_err(|_| {
+    let chars: i128 = value.extract().map_err(|_| {
         PyTypeError::new_err(format!("{name} must be a non-negative int or math.inf"))
     })?;
     non_negative(name, chars).map(Some)
