@@ -95,8 +95,8 @@ export declare class ContextTracker {
    * messages it covered open the new history unchanged.
    */
   replaceMessagesJson(messagesJson: string): void
-  /** Keeps the first `len` messages. */
-  truncate(len: number): void
+  /** Keeps the first `length` messages. */
+  truncate(length: number): void
   /** Number of messages tracked. */
   get length(): number
   /**

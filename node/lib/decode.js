@@ -3,7 +3,7 @@
 
 const native = require('../index.js')
 const { BatchOffsets, byteView } = require('./batch.js')
-const { InvalidArgumentError, toFerroloopError } = require('./errors.js')
+const { InvalidArgumentError, toFerroloopError, checkedOptions } = require('./errors.js')
 
 // The events of a chunk arrive as one batch (node/src/decode.rs, `feedBatch`): a text and, in a
 // reused array, [count, then kind, index, start, end per event]. Kind 0: the span is the event's
@@ -42,10 +42,11 @@ class StreamDecoder {
   #provider
 
   /** @param {{ provider: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} options */
-  constructor(options) {
-    if (options === null || typeof options !== 'object' || typeof options.provider !== 'string') {
+  constructor(given) {
+    if (given === null || typeof given !== 'object' || typeof given.provider !== 'string') {
       throw new InvalidArgumentError("StreamDecoder needs { provider: 'anthropic' | 'openai-chat' | 'openai-responses' }")
     }
+    const options = checkedOptions(given, ['provider', 'events'], 'StreamDecoder')
     if (options.events !== undefined && typeof options.events !== 'boolean') {
       throw new InvalidArgumentError('StreamDecoder option events must be a boolean')
     }

@@ -139,14 +139,27 @@ function callOptions(options, what) {
 /**
  * Refuses a key of `options` that is not one of `known` (an array of names): a misspelt or
  * misplaced option (`timeoutMs` for `timeouts.totalMs`) would otherwise be ignored, and the
- * call would run with the default. Python refuses an unknown keyword, C an unknown key.
+ * call would run with the default. Python refuses an unknown keyword, C an unknown key. Every
+ * options object of the API is checked here (`what` names the call or class it was given to).
  */
 function checkKeys(options, known, what) {
   for (const key of Object.keys(options)) {
     if (!known.includes(key)) {
-      throw new InvalidArgumentError(`${what}: unknown option ${JSON.stringify(key)} (the options are ${known.join(', ')})`)
+      const expected = known.length === 0 ? 'it takes none' : `the options are ${known.join(', ')}`
+      throw new InvalidArgumentError(`${what}: unknown option ${JSON.stringify(key)} (${expected})`)
     }
   }
+}
+
+/**
+ * The options argument `options` of `what` (absent: `{}`), its keys checked against `known`
+ * and its null values dropped: the one check of every options object but Client's and Agent's
+ * (whose options are required or nest).
+ */
+function checkedOptions(options, known, what) {
+  const given = callOptions(options, what)
+  checkKeys(given, known, what)
+  return withoutNulls(given)
 }
 
 /** `options` without its null values: in options objects null means absent, as Python's None and C's null do. */
@@ -190,5 +203,6 @@ module.exports = {
   toJson,
   callOptions,
   checkKeys,
+  checkedOptions,
   withoutNulls,
 }

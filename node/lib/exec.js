@@ -4,10 +4,14 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson, callOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
+
+const EXECUTOR_OPTIONS = ['maxConcurrency', 'defaultTimeoutMs', 'cleanupGraceMs', 'defaultMaxResultChars', 'turnBudgetChars', 'spillDir']
+const TOOL_OPTIONS = ['name', 'description', 'concurrencySafe', 'timeoutMs', 'maxResultChars', 'schema', 'cancelsSiblingsOnError']
+const RUN_OPTIONS = ['signal']
 
 function optionalNumber(value, what) {
   if (value === undefined || value === null) return undefined
@@ -637,15 +641,19 @@ class ToolExecutor {
   #native = null
 
   /** @param {import('./index').ToolExecutorOptions} [options] */
-  constructor(options = {}) {
-    if (!isObject(options)) throw new InvalidArgumentError('ToolExecutor options must be an object')
+  constructor(given) {
+    const options = checkedOptions(given, EXECUTOR_OPTIONS, 'ToolExecutor')
+    if (options.spillDir !== undefined && typeof options.spillDir !== 'string') {
+      // String() made any value a directory name (`{}` spilled into `./[object Object]`).
+      throw new InvalidArgumentError('ToolExecutor: spillDir must be a string (a directory path)')
+    }
     this.#options = {
       maxConcurrency: optionalNumber(options.maxConcurrency, 'maxConcurrency'),
       defaultTimeoutMs: optionalNumber(options.defaultTimeoutMs, 'defaultTimeoutMs'),
       cleanupGraceMs: optionalNumber(options.cleanupGraceMs, 'cleanupGraceMs'),
       defaultMaxResultChars: optionalNumber(options.defaultMaxResultChars, 'defaultMaxResultChars'),
       turnBudgetChars: optionalNumber(options.turnBudgetChars, 'turnBudgetChars'),
-      spillDir: options.spillDir === undefined ? undefined : String(options.spillDir),
+      spillDir: options.spillDir,
     }
     // Validate now rather than at the first run.
     callNative(() => new native.ToolExecutor(this.#options, []))
@@ -657,10 +665,11 @@ class ToolExecutor {
    * is sent as its JSON text), synchronously or as a Promise; throwing or rejecting produces an
    * is_error result. `ctx.signal` aborts on timeout or cancellation.
    */
-  tool(spec, fn) {
-    if (!isObject(spec) || typeof spec.name !== 'string' || spec.name === '') {
+  tool(declaration, fn) {
+    if (!isObject(declaration) || typeof declaration.name !== 'string' || declaration.name === '') {
       throw new InvalidArgumentError('tool(spec, fn): spec.name must be a non-empty string')
     }
+    const spec = checkedOptions(declaration, TOOL_OPTIONS, `tool ${declaration.name}`)
     if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${spec.name}: fn must be a function`)
     if (this.#specs.has(spec.name)) throw new InvalidArgumentError(`a tool named '${spec.name}' is already registered`)
     if (spec.schema !== undefined && !isObject(spec.schema)) {
@@ -710,8 +719,9 @@ class ToolExecutor {
     return { options: this.#options, specs: [...this.#specs.values()], host: this.#host, tools: this.#tools }
   }
 
-  /** Starts a streaming turn. */
-  turn() {
+  /** Starts a streaming turn (it takes no options: a key given is refused, not ignored). */
+  turn(options) {
+    checkedOptions(options, [], 'turn')
     return new Turn(this.#executor(), this.#host)
   }
 
@@ -721,7 +731,7 @@ class ToolExecutor {
    * AbortError.
    */
   async run(toolUses, options) {
-    const { signal } = callOptions(options, 'run')
+    const { signal } = checkedOptions(options, RUN_OPTIONS, 'run')
     if (!Array.isArray(toolUses)) throw new InvalidArgumentError('run(toolUses): toolUses must be an array')
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')

@@ -197,9 +197,16 @@ export interface SseEvent {
   id: string
 }
 
-/** Options of {@link SseParser}. */
+/**
+ * Options of {@link SseParser}. As in every options object of the API, a key not listed is an
+ * `InvalidArgumentError` naming it and the class or call it was given to (Python refuses an
+ * unknown keyword), and `null` counts as absent.
+ */
 export interface SseParserOptions {
-  /** Drop a pending event larger than this many bytes; parsing resumes after the next blank line. */
+  /**
+   * Drop a pending event larger than this many bytes; parsing resumes after the next blank line.
+   * A whole number from 1 to below 2^64 (a larger one is refused, not clamped).
+   */
   maxEventBytes?: number
 }
 
@@ -298,7 +305,10 @@ export interface ToolCallContext {
 /** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
 export type ToolFunction<Input = any> = (input: Input, ctx: ToolCallContext) => ToolReturn | Promise<ToolReturn>
 
-/** A tool declaration. */
+/**
+ * A tool declaration. A key not listed here (`timeout` for `timeoutMs`) is an
+ * `InvalidArgumentError` naming it (`tool NAME: unknown option ...`); `null` counts as absent.
+ */
 export interface ToolDeclaration<Input = any> {
   /** The tool's name (unique per executor), as the model calls it. */
   name: string
@@ -313,7 +323,10 @@ export interface ToolDeclaration<Input = any> {
   concurrencySafe?: boolean | ((input: Input) => boolean)
   /** Per-call timeout in milliseconds. */
   timeoutMs?: number
-  /** Result limit in characters (oversized results become a preview plus a spill file); Infinity for none. */
+  /**
+   * Result limit in characters (oversized results become a preview plus a spill file); Infinity
+   * for none. A whole number below 2^64 (a larger one is refused, not clamped).
+   */
   maxResultChars?: number
   /** JSON Schema of the input; violating inputs get an is_error result without a call. */
   schema?: Record<string, unknown>
@@ -321,7 +334,13 @@ export interface ToolDeclaration<Input = any> {
   cancelsSiblingsOnError?: boolean
 }
 
-/** Options of {@link ToolExecutor}. */
+/**
+ * Options of {@link ToolExecutor}. A key not listed here (`maxConcurency`) is an
+ * `InvalidArgumentError` naming it, as Python refuses an unknown keyword; `null` counts as
+ * absent (the default: `turnBudgetChars: null` keeps the 200,000 budget, where Python's
+ * `turn_budget_chars=None` disables it; `Infinity` disables it here). Character counts are whole
+ * numbers below 2^64; a larger one is refused, not clamped.
+ */
 export interface ToolExecutorOptions {
   /** At most this many calls at once (default 10). */
   maxConcurrency?: number
@@ -333,7 +352,10 @@ export interface ToolExecutorOptions {
   defaultMaxResultChars?: number
   /** Aggregate limit of one turn's results in characters (default 200,000); Infinity disables it. */
   turnBudgetChars?: number
-  /** Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS temp dir). */
+  /**
+   * Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS
+   * temp dir). Another type than a string is an `InvalidArgumentError`.
+   */
   spillDir?: string
 }
 
@@ -404,10 +426,14 @@ export declare class ToolExecutor {
   /**
    * Runs a batch: one result per use, in request order; `signal` aborts (rejects with
    * AbortError). The tools run in the async context of this call (`AsyncLocalStorage` values
-   * active here are visible inside them; concurrent runs each see their own).
+   * active here are visible inside them; concurrent runs each see their own). An option other
+   * than `signal` is an `InvalidArgumentError`; `signal: null` is none.
    */
   run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
-  /** Starts a streaming turn. */
+  /**
+   * Starts a streaming turn. It takes no options: an object with a key (`{ signal }`) is an
+   * `InvalidArgumentError` (abort a turn with `cancel()`).
+   */
   turn(): Turn
 }
 
@@ -461,7 +487,10 @@ export type DecodeEvent =
   /** An event of a type the decoder does not know, passed through: its data parsed, or the text. */
   | { type: 'unknown'; event_type: string; data: unknown }
 
-/** Options of {@link StreamDecoder}. */
+/**
+ * Options of {@link StreamDecoder}. Another key is an `InvalidArgumentError` naming it; `null`
+ * counts as absent.
+ */
 export interface StreamDecoderOptions {
   /** The wire format of the stream. */
   provider: 'anthropic' | 'openai-chat' | 'openai-responses'
@@ -496,7 +525,10 @@ export declare class StreamDecoder {
 }
 
 /**
- * A tokenizer family for estimates. `claude` (current Claude models) is the default;
+ * A tokenizer family for estimates. `claude` (current Claude models) is the default (also for
+ * `tokenizer: null`). The options `{ tokenizer }` of `estimateTokens`, `estimateRequest`,
+ * `ContextTracker` and `TextEstimator` take no other key: another is an `InvalidArgumentError`
+ * naming it.
  * `o200k_base` and `cl100k_base` are accepted aliases of `o200k` and `cl100k` (as in Python).
  */
 export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k_base' | 'cl100k_base'
@@ -545,7 +577,11 @@ export declare function estimateRequest(
 /** Where a token count stands against a budget. */
 export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
 
-/** Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude Code's defaults. */
+/**
+ * Options of {@link ContextBudget}: explicit limits or a model name; unset buffers take Claude
+ * Code's defaults. Another key is an `InvalidArgumentError` naming it; `null` counts as absent.
+ * Token counts are whole numbers below 2^64 (a larger one is refused, not clamped).
+ */
 export interface ContextBudgetOptions {
   /** The model's context window (required unless `model` is given). */
   window?: number

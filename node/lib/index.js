@@ -44,4 +44,5 @@ delete module.exports.fromErrorItem
 delete module.exports.toJson
 delete module.exports.callOptions
 delete module.exports.checkKeys
+delete module.exports.checkedOptions
 delete module.exports.withoutNulls

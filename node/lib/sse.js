@@ -4,7 +4,7 @@
 
 const native = require('../index.js')
 const { BatchOffsets, byteView } = require('./batch.js')
-const { InvalidArgumentError, callNative, toFerroloopError } = require('./errors.js')
+const { InvalidArgumentError, callNative, toFerroloopError, checkedOptions } = require('./errors.js')
 
 // Event types the native side has interned (node/src/sse.rs, `TypeTable`): both sides append a
 // type sent as text while they hold fewer than this many, so their indexes agree.
@@ -54,11 +54,9 @@ class SseParser {
   #types = []
 
   /** @param {{ maxEventBytes?: number }} [options] */
-  constructor(options = {}) {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('SseParser options must be an object')
-    }
-    this.#native = callNative(() => new native.SseParser(options))
+  constructor(options) {
+    const { maxEventBytes } = checkedOptions(options, ['maxEventBytes'], 'SseParser')
+    this.#native = callNative(() => new native.SseParser({ maxEventBytes }))
   }
 
   /** Feeds a chunk of bytes (split anywhere; any binary view, see byteView); returns the events it completed, in order. */

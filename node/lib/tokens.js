@@ -2,15 +2,28 @@
 // Token estimation and context budgeting (ferroloop::tokens).
 
 const native = require('../index.js')
-const { InvalidArgumentError, callNative, toJson } = require('./errors.js')
+const { InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
 
-function tokenizerOf(options) {
-  if (options === undefined || options === null) return undefined
-  if (typeof options !== 'object') throw new InvalidArgumentError('options must be an object')
-  if (options.tokenizer !== undefined && typeof options.tokenizer !== 'string') {
-    throw new InvalidArgumentError('tokenizer must be a string')
+const BUDGET_OPTIONS = [
+  'window',
+  'maxOutputTokens',
+  'model',
+  'outputReserveCap',
+  'autocompactBuffer',
+  'warningBuffer',
+  'blockingBuffer',
+  'autocompactPercent',
+]
+
+/** The tokenizer of the options `{ tokenizer }` given to `what` (undefined: the default). */
+function tokenizerOf(options, what) {
+  // `null` options were taken as none here before the keys were checked: kept so.
+  if (options === null) return undefined
+  const { tokenizer } = checkedOptions(options, ['tokenizer'], what)
+  if (tokenizer !== undefined && typeof tokenizer !== 'string') {
+    throw new InvalidArgumentError(`${what}: tokenizer must be a string`)
   }
-  return options.tokenizer
+  return tokenizer
 }
 
 /** Whether `value` is a plain object (a message, a block or a request; not a Map, a Date, a buffer). */
@@ -27,7 +40,7 @@ function isPlainObject(value) {
  * `instructions`), a message (with a `role`) or a content block.
  */
 function estimateTokens(input, options) {
-  const tokenizer = tokenizerOf(options)
+  const tokenizer = tokenizerOf(options, 'estimateTokens')
   if (typeof input === 'string') return callNative(() => native.estimateText(input, tokenizer))
   if (input instanceof Uint8Array) return callNative(() => native.estimateBytes(input, tokenizer))
   if (Array.isArray(input) || isPlainObject(input)) {
@@ -43,7 +56,7 @@ function estimateTokens(input, options) {
  * { instructions, tools, input }), by part and in total.
  */
 function estimateRequest(body, options) {
-  const tokenizer = tokenizerOf(options)
+  const tokenizer = tokenizerOf(options, 'estimateRequest')
   if (body === null || typeof body !== 'object') throw new InvalidArgumentError('estimateRequest expects a request object')
   return callNative(() => native.estimateRequestJson(toJson(body, 'estimateRequest: the request'), tokenizer))
 }
@@ -56,7 +69,8 @@ class ContextBudget {
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('ContextBudget needs { window, maxOutputTokens } or { model }')
     }
-    this.#native = callNative(() => new native.ContextBudget(options))
+    const checked = checkedOptions(options, BUDGET_OPTIONS, 'ContextBudget')
+    this.#native = callNative(() => new native.ContextBudget(checked))
   }
 
   get window() {
@@ -91,7 +105,7 @@ class ContextTracker {
   #native
 
   constructor(options) {
-    const tokenizer = tokenizerOf(options)
+    const tokenizer = tokenizerOf(options, 'ContextTracker')
     this.#native = callNative(() => new native.ContextTracker(tokenizer))
   }
 
@@ -148,7 +162,7 @@ class TextEstimator {
   #native
 
   constructor(options) {
-    const tokenizer = tokenizerOf(options)
+    const tokenizer = tokenizerOf(options, 'TextEstimator')
     this.#native = callNative(() => new native.TextEstimator(tokenizer))
   }
   /** Adds the next piece: a string, or UTF-8 bytes (a character may be split between pieces). */

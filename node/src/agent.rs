@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::client::NativeClient;
 use crate::error::FerroloopError;
-use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count};
+use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count, whole};
 use crate::guard;
 use crate::js_tools::{Decide, JsRunId, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
@@ -61,20 +61,6 @@ pub struct AgentOptions {
     /// Consecutive 529 retries within one call after which the run falls back (default 3).
     #[napi(js_name = "fallbackAfter529Retries")]
     pub fallback_after_529_retries: Option<f64>,
-}
-
-/// A token count: a whole number from 0 to below 2^64 (the core's `u64`). A larger one is
-/// refused rather than clamped by the cast to `u64::MAX` (a different number than asked for).
-fn whole(value: f64, what: &str) -> Result<u64, FerroloopError> {
-    // 2^64 is exactly representable; every f64 below it converts exactly.
-    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
-    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value < LIMIT {
-        Ok(value as u64)
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative integer below 2^64, got {value}"
-        )))
-    }
 }
 
 fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {

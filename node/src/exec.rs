@@ -79,16 +79,39 @@ pub(crate) fn small_count(value: f64, min: u32, what: &str) -> Result<u32, Ferro
     }
 }
 
-/// A non-negative integer count, or `None` for `Infinity`.
+/// A count (tokens, characters, bytes): a whole number from 0 to below 2^64 (the core's `u64`
+/// or `usize`). A larger one is refused rather than clamped by the cast to the type's maximum
+/// (another number than the one asked for, where Python refuses an `int` that does not fit).
+pub(crate) fn whole(value: f64, what: &str) -> Result<u64, FerroloopError> {
+    // 2^64 is exactly representable; every f64 below it converts exactly.
+    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value < LIMIT {
+        Ok(value as u64)
+    } else {
+        Err(FerroloopError::invalid_argument(format!(
+            "{what} must be a non-negative integer below 2^64, got {value}"
+        )))
+    }
+}
+
+/// [`whole`] as a `usize` (the same range on the 64-bit targets the addon is built for).
+pub(crate) fn whole_usize(value: f64, what: &str) -> Result<usize, FerroloopError> {
+    let n = whole(value, what)?;
+    usize::try_from(n).map_err(|_| {
+        FerroloopError::invalid_argument(format!("{what} is too large for this platform: {n}"))
+    })
+}
+
+/// A non-negative integer count below 2^64, or `None` for `Infinity`.
 pub(crate) fn count_or_infinity(value: f64, what: &str) -> Result<Option<usize>, FerroloopError> {
     if value == f64::INFINITY {
         Ok(None)
-    } else if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
-        Ok(Some(value as usize))
     } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative integer or Infinity, got {value}"
-        )))
+        whole_usize(value, what).map(Some).map_err(|_| {
+            FerroloopError::invalid_argument(format!(
+                "{what} must be a non-negative integer below 2^64 or Infinity, got {value}"
+            ))
+        })
     }
 }
 

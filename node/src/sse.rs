@@ -16,6 +16,7 @@ use napi_derive::napi;
 
 use crate::batch::{BatchText, Span, append, put_offsets, take_kept_offsets, writable};
 use crate::error::FerroloopError;
+use crate::exec::whole_usize;
 use crate::guard;
 
 /// Options for the `SseParser` class.
@@ -218,13 +219,16 @@ impl NativeSseParser {
         guard::sync(|| {
             let limit = match options.and_then(|o| o.max_event_bytes) {
                 None => None,
-                Some(n) if n.is_finite() && n >= 1.0 && n.fract() == 0.0 => Some(n as usize),
-                Some(n) => {
-                    return Err(FerroloopError::invalid_argument(format!(
-                        "maxEventBytes must be a positive integer, got {n}"
-                    ))
-                    .into());
-                }
+                Some(n) => match whole_usize(n, "maxEventBytes") {
+                    Ok(bytes) if bytes >= 1 => Some(bytes),
+                    // 0 would drop every event; past 2^64 was clamped to the largest size.
+                    _ => {
+                        return Err(FerroloopError::invalid_argument(format!(
+                            "maxEventBytes must be a positive integer below 2^64, got {n}"
+                        ))
+                        .into());
+                    }
+                },
             };
             let config = ferroloop::sse::SseConfig::default().max_event_bytes(limit);
             Ok(Self {

@@ -7,6 +7,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use crate::error::FerroloopError;
+use crate::exec::whole;
 use crate::guard;
 
 fn family(name: Option<String>) -> Result<Family, FerroloopError> {
@@ -23,16 +24,6 @@ fn family(name: Option<String>) -> Result<Family, FerroloopError> {
 fn parse_json(text: &str, what: &str) -> Result<Value, FerroloopError> {
     core_tokens::json_text::parse_json_for_counting(text)
         .map_err(|err| FerroloopError::invalid_argument(format!("{what} is not valid JSON: {err}")))
-}
-
-fn token_count(value: f64, what: &str) -> Result<u64, FerroloopError> {
-    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 {
-        Ok(value as u64)
-    } else {
-        Err(FerroloopError::invalid_argument(format!(
-            "{what} must be a non-negative integer, got {value}"
-        )))
-    }
 }
 
 /// Estimated tokens of `text` for a tokenizer family (`claude` by default).
@@ -145,8 +136,8 @@ impl NativeContextBudget {
         guard::sync(|| {
             let mut inner = match (&options.model, options.window, options.max_output_tokens) {
                 (_, Some(window), Some(max_output)) => core_tokens::ContextBudget::new(
-                    token_count(window, "window")?,
-                    token_count(max_output, "maxOutputTokens")?,
+                    whole(window, "window")?,
+                    whole(max_output, "maxOutputTokens")?,
                 ),
                 (Some(model), None, None) => {
                     core_tokens::ContextBudget::for_model(model, &ModelTable::default())
@@ -159,16 +150,16 @@ impl NativeContextBudget {
                 }
             };
             if let Some(n) = options.output_reserve_cap {
-                inner.output_reserve_cap = token_count(n, "outputReserveCap")?;
+                inner.output_reserve_cap = whole(n, "outputReserveCap")?;
             }
             if let Some(n) = options.autocompact_buffer {
-                inner.autocompact_buffer = token_count(n, "autocompactBuffer")?;
+                inner.autocompact_buffer = whole(n, "autocompactBuffer")?;
             }
             if let Some(n) = options.warning_buffer {
-                inner.warning_buffer = token_count(n, "warningBuffer")?;
+                inner.warning_buffer = whole(n, "warningBuffer")?;
             }
             if let Some(n) = options.blocking_buffer {
-                inner.blocking_buffer = token_count(n, "blockingBuffer")?;
+                inner.blocking_buffer = whole(n, "blockingBuffer")?;
             }
             if let Some(pct) = options.autocompact_percent {
                 inner = inner.with_autocompact_percent(pct).map_err(|_| {
@@ -229,7 +220,7 @@ impl NativeContextBudget {
         guard::sync(|| {
             Ok(self
                 .inner
-                .state(token_count(tokens, "tokens")?)
+                .state(whole(tokens, "tokens")?)
                 .as_str()
                 .to_owned())
         })
@@ -238,7 +229,7 @@ impl NativeContextBudget {
     /// Percentage of the auto-compact threshold still free.
     #[napi(js_name = "percentLeft")]
     pub fn percent_left(&self, tokens: f64) -> napi::Result<f64> {
-        guard::sync(|| Ok(self.inner.percent_left(token_count(tokens, "tokens")?)))
+        guard::sync(|| Ok(self.inner.percent_left(whole(tokens, "tokens")?)))
     }
 }
 
@@ -329,11 +320,11 @@ impl NativeContextTracker {
         })
     }
 
-    /// Keeps the first `len` messages.
+    /// Keeps the first `length` messages.
     #[napi]
-    pub fn truncate(&mut self, len: f64) -> napi::Result<()> {
+    pub fn truncate(&mut self, length: f64) -> napi::Result<()> {
         guard::sync(|| {
-            self.inner.truncate(token_count(len, "len")? as usize);
+            self.inner.truncate(whole(length, "length")? as usize);
             Ok(())
         })
     }
@@ -361,7 +352,7 @@ impl NativeContextTracker {
                 None => self.inner.record_usage(usage),
                 Some(n) => self
                     .inner
-                    .record_usage_at(usage, token_count(n, "covered")? as usize),
+                    .record_usage_at(usage, whole(n, "covered")? as usize),
             }
             Ok(())
         })

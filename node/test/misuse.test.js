@@ -6,7 +6,7 @@
 const test = require('node:test')
 const assert = require('node:assert/strict')
 
-const { Agent, Client, ToolExecutor, ContextTracker, SseParser, StreamDecoder, estimateTokens, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
+const { Agent, Client, ToolExecutor, ContextBudget, ContextTracker, TextEstimator, SseParser, StreamDecoder, estimateTokens, estimateRequest, InvalidArgumentError } = require('../lib/index.js')
 
 const use = (id, name, input = {}) => ({ type: 'tool_use', id, name, input })
 
@@ -254,6 +254,72 @@ test('unknown option keys are InvalidArgumentErrors naming them, as Python (Type
   new Client({ fromEnv: false, apiKey: undefined, maxRetries: null, timeouts: null, headers: null, provider: null })
   new Client({ fromEnv: false, timeouts: { totalMs: null, idleMs: undefined } })
   new Agent(client, { model: 'm', maxTurns: null, system: undefined, extra: null, promptCaching: null, tokenizer: null })
+})
+
+test('unknown keys in the other option objects are InvalidArgumentErrors naming the key and the object', async () => {
+  // They were ignored: `new ToolExecutor({ maxConcurency: 2 })` ran with the default 10.
+  const ex = new ToolExecutor().tool({ name: 't' }, async () => 'ok')
+  const cases = [
+    ['ToolExecutor', 'maxConcurency', () => new ToolExecutor({ maxConcurency: 2 })],
+    ['ToolExecutor', 'timeoutMs', () => new ToolExecutor({ timeoutMs: 5 })],
+    ['tool t2', 'timeout', () => new ToolExecutor().tool({ name: 't2', timeout: 5 }, async () => 'ok')],
+    ['tool t2', 'concurrency_safe', () => new ToolExecutor().tool({ name: 't2', concurrency_safe: true }, async () => 'ok')],
+    ['turn', 'signal', () => ex.turn({ signal: new AbortController().signal })],
+    ['StreamDecoder', 'event', () => new StreamDecoder({ provider: 'anthropic', event: false })],
+    ['SseParser', 'maxEventByte', () => new SseParser({ maxEventByte: 5 })],
+    ['ContextBudget', 'maxOutput', () => new ContextBudget({ window: 200000, maxOutputTokens: 1000, maxOutput: 5 })],
+    ['ContextTracker', 'tokenizr', () => new ContextTracker({ tokenizr: 'o200k' })],
+    ['TextEstimator', 'family', () => new TextEstimator({ family: 'o200k' })],
+    ['estimateTokens', 'tokeniser', () => estimateTokens('x', { tokeniser: 'o200k' })],
+    ['estimateRequest', 'model', () => estimateRequest({ messages: [] }, { model: 'm' })],
+  ]
+  for (const [what, key, call] of cases) {
+    assert.throws(
+      call,
+      (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${what}: `) && err.message.includes(`"${key}"`),
+      `${what} ${key}`,
+    )
+  }
+  await assert.rejects(ex.run([use('a', 't')], { sigal: undefined }), (err) => err instanceof InvalidArgumentError && err.message.startsWith('run: ') && err.message.includes('"sigal"'))
+  // Keys whose value is null or undefined count as absent.
+  const absent = new ToolExecutor({ maxConcurrency: null, defaultTimeoutMs: undefined, cleanupGraceMs: null, defaultMaxResultChars: null, turnBudgetChars: null, spillDir: null })
+  absent.tool({ name: 't', description: null, concurrencySafe: null, timeoutMs: null, maxResultChars: null, schema: null, cancelsSiblingsOnError: null }, async () => 'ok')
+  assert.equal((await absent.run([use('a', 't')], { signal: null }))[0].content, 'ok')
+  assert.equal(absent.turn(undefined) !== undefined, true)
+  new StreamDecoder({ provider: 'anthropic', events: null })
+  new SseParser({ maxEventBytes: null })
+  const budget = new ContextBudget({ window: 200000, maxOutputTokens: 1000, outputReserveCap: null, autocompactBuffer: null, warningBuffer: null, blockingBuffer: null, autocompactPercent: null, model: null })
+  assert.equal(budget.autocompactThreshold, new ContextBudget({ window: 200000, maxOutputTokens: 1000 }).autocompactThreshold)
+  assert.equal(new ContextTracker({ tokenizer: null }).tokenizer, 'claude')
+  new TextEstimator({ tokenizer: null })
+  assert.equal(estimateTokens('hello', { tokenizer: null }), estimateTokens('hello'))
+  assert.deepEqual(estimateRequest({ messages: [] }, { tokenizer: undefined }), estimateRequest({ messages: [] }))
+})
+
+test('option values of the wrong type, or counts too large to hold, are InvalidArgumentErrors naming the option', () => {
+  const cases = [
+    // String() made any value a directory name: `{}` spilled into "./[object Object]".
+    ['spillDir', () => new ToolExecutor({ spillDir: {} })],
+    ['spillDir', () => new ToolExecutor({ spillDir: 5 })],
+    // Clamped to the largest count by the cast, without a word.
+    ['maxResultChars', () => new ToolExecutor().tool({ name: 't', maxResultChars: 1e300 }, async () => 'ok')],
+    ['defaultMaxResultChars', () => new ToolExecutor({ defaultMaxResultChars: 2 ** 64 })],
+    ['turnBudgetChars', () => new ToolExecutor({ turnBudgetChars: 1e300 })],
+    ['maxEventBytes', () => new SseParser({ maxEventBytes: 1e300 })],
+    ['window', () => new ContextBudget({ window: 1e300, maxOutputTokens: 1000 })],
+    ['warningBuffer', () => new ContextBudget({ window: 200000, maxOutputTokens: 1000, warningBuffer: 2 ** 64 })],
+    ['description', () => new ToolExecutor().tool({ name: 't', description: 5 }, async () => 'ok')],
+    ['schema', () => new ToolExecutor().tool({ name: 't', schema: 'object' }, async () => 'ok')],
+    ['tokenizer', () => new ContextTracker({ tokenizer: 5 })],
+  ]
+  for (const [option, call] of cases) {
+    assert.throws(call, (err) => err instanceof InvalidArgumentError && err.message.includes(option), option)
+  }
+  // The argument is named as index.d.ts and Python name it (it was `len`).
+  assert.throws(() => new ContextTracker().truncate(-1), (err) => err instanceof InvalidArgumentError && err.message.startsWith('length must be'))
+  // The largest counts below 2^64 still work.
+  new ToolExecutor({ defaultMaxResultChars: 2 ** 63, turnBudgetChars: Number.MAX_SAFE_INTEGER })
+  new SseParser({ maxEventBytes: 2 ** 63 })
 })
 
 test('lone surrogates: not errors, ids come back as submitted, halves of a pair in adjacent results stay apart', async () => {

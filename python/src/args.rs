@@ -1,12 +1,16 @@
-//! Integer arguments that must not be negative. They are taken as `i64` and checked here, so a
-//! negative value is a `ValueError` that names the argument. Taken as an unsigned type, pyo3
-//! would raise `OverflowError: can't convert negative int to unsigned` without saying which.
+//! Integer arguments that must not be negative. They are taken as `i128` and checked here, so a
+//! negative value is a `ValueError` and one past the native type (a `u64` count, a `u32`) an
+//! `OverflowError`, each naming the argument. Taken as an unsigned type, pyo3 would raise
+//! `OverflowError: can't convert negative int to unsigned` without saying which; taken as `i64`,
+//! `Python int too large to convert to C long`, and refuse 2**63 .. 2**64 - 1, which the `u64`
+//! counts hold (and Node takes).
 
 use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 
-/// `value` as a `T`, or a `ValueError` naming `name` when it is negative.
-pub(crate) fn non_negative<T: TryFrom<i64>>(name: &str, value: i64) -> PyResult<T> {
+/// `value` as a `T`, or a `ValueError` naming `name` when it is negative (an `OverflowError`
+/// when `T` cannot hold it).
+pub(crate) fn non_negative<T: TryFrom<i128>>(name: &str, value: i128) -> PyResult<T> {
     if value < 0 {
         return Err(PyValueError::new_err(format!(
             "{name} must not be negative, got {value}"
@@ -17,9 +21,9 @@ pub(crate) fn non_negative<T: TryFrom<i64>>(name: &str, value: i64) -> PyResult<
 }
 
 /// [`non_negative`] for an optional argument.
-pub(crate) fn non_negative_opt<T: TryFrom<i64>>(
+pub(crate) fn non_negative_opt<T: TryFrom<i128>>(
     name: &str,
-    value: Option<i64>,
+    value: Option<i128>,
 ) -> PyResult<Option<T>> {
     value.map(|v| non_negative(name, v)).transpose()
 }

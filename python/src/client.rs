@@ -103,7 +103,7 @@ impl PyClient {
         provider: &str,
         api_key: Option<String>,
         base_url: Option<String>,
-        max_retries: Option<i64>,
+        max_retries: Option<i128>,
         retry_base_delay: Option<f64>,
         retry_max_delay: Option<f64>,
         timeout: Option<f64>,

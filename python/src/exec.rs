@@ -22,6 +22,7 @@ use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
 };
+use crate::client::seconds;
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
 
@@ -365,16 +366,16 @@ impl PyExecutor {
     }
 
     #[new]
-    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i64)))]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i128)))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        max_concurrency: i64,
+        max_concurrency: i128,
         max_result_chars: Option<&Bound<'_, PyAny>>,
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
-        turn_budget_chars: Option<i64>,
+        turn_budget_chars: Option<i128>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
             let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
@@ -388,11 +389,13 @@ impl PyExecutor {
             }
             let mut config = ExecutorConfig {
                 max_concurrency,
-                default_timeout: default_timeout.map(seconds).transpose()?,
+                default_timeout: default_timeout
+                    .map(|value| seconds("default_timeout", value))
+                    .transpose()?,
                 ..ExecutorConfig::default()
             };
             if let Some(grace) = cleanup_grace {
-                config.cleanup_grace = seconds(grace)?;
+                config.cleanup_grace = seconds("cleanup_grace", grace)?;
             }
             if let Some(limit) = max_result_chars {
                 // `math.inf`: no default limit (as Node's `defaultMaxResultChars: Infinity`).
@@ -470,7 +473,7 @@ impl PyExecutor {
                 is_async,
                 takes_context,
                 safety,
-                timeout: timeout.map(seconds).transpose()?,
+                timeout: timeout.map(|value| seconds("timeout", value)).transpose()?,
                 limit: match max_result_chars {
                     None => ResultLimit::Default,
                     Some(None) => ResultLimit::Unlimited,
@@ -708,7 +711,6 @@ impl PyTurn {
     }
 }
 
-/// Seconds (a float) as a duration.
 /// A result limit in characters: a non-negative `int`, or `math.inf` for none (`None` here;
 /// Node's `Infinity`).
 fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
@@ -721,15 +723,10 @@ fn result_limit(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Option<usize>>
             "{name} must be a non-negative int or math.inf, got {float}"
         )));
     }
-    let chars: i64 = value.extract().map_err(|_| {
+    let chars: i128 = value.extract().map_err(|_| {
         PyTypeError::new_err(format!("{name} must be a non-negative int or math.inf"))
     })?;
     non_negative(name, chars).map(Some)
-}
-
-fn seconds(value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("invalid duration: {value} seconds")))
 }
 
 /// A `tool_use` dict (`{"type": "tool_use", "id", "name", "input"}`; `type` optional).

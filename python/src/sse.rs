@@ -163,7 +163,7 @@ impl PySseParser {
     /// counted in `dropped_events`); `None`, the default, means no limit.
     #[new]
     #[pyo3(signature = (*, max_event_bytes = None))]
-    fn new(py: Python<'_>, max_event_bytes: Option<i64>) -> PyResult<Self> {
+    fn new(py: Python<'_>, max_event_bytes: Option<i128>) -> PyResult<Self> {
         shield(py, "SseParser.__init__", || {
             let max_event_bytes: Option<usize> =
                 non_negative_opt("max_event_bytes", max_event_bytes)?;

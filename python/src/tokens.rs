@@ -103,10 +103,10 @@ fn estimate_request<'py>(
 
 /// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
 struct Overrides {
-    output_reserve_cap: Option<i64>,
-    autocompact_buffer: Option<i64>,
-    warning_buffer: Option<i64>,
-    blocking_buffer: Option<i64>,
+    output_reserve_cap: Option<i128>,
+    autocompact_buffer: Option<i128>,
+    warning_buffer: Option<i128>,
+    blocking_buffer: Option<i128>,
     autocompact_percent: Option<f64>,
 }
 
@@ -154,12 +154,12 @@ impl PyContextBudget {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        window: i64,
-        max_output_tokens: i64,
-        output_reserve_cap: Option<i64>,
-        autocompact_buffer: Option<i64>,
-        warning_buffer: Option<i64>,
-        blocking_buffer: Option<i64>,
+        window: i128,
+        max_output_tokens: i128,
+        output_reserve_cap: Option<i128>,
+        autocompact_buffer: Option<i128>,
+        warning_buffer: Option<i128>,
+        blocking_buffer: Option<i128>,
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
@@ -188,10 +188,10 @@ impl PyContextBudget {
     fn for_model(
         py: Python<'_>,
         model: &str,
-        output_reserve_cap: Option<i64>,
-        autocompact_buffer: Option<i64>,
-        warning_buffer: Option<i64>,
-        blocking_buffer: Option<i64>,
+        output_reserve_cap: Option<i128>,
+        autocompact_buffer: Option<i128>,
+        warning_buffer: Option<i128>,
+        blocking_buffer: Option<i128>,
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.for_model", || {
@@ -247,12 +247,12 @@ impl PyContextBudget {
 
     /// `"ok"`, `"warning"`, `"auto_compact"` or `"blocking"` for a token count (the names of
     /// Node's `state()` and the core's `BudgetState::as_str`).
-    fn state(&self, tokens: i64) -> PyResult<&'static str> {
+    fn state(&self, tokens: i128) -> PyResult<&'static str> {
         Ok(self.budget.state(non_negative("tokens", tokens)?).as_str())
     }
 
     /// The percentage of the auto-compact threshold still free.
-    fn percent_left(&self, tokens: i64) -> PyResult<f64> {
+    fn percent_left(&self, tokens: i128) -> PyResult<f64> {
         Ok(self.budget.percent_left(non_negative("tokens", tokens)?))
     }
 
@@ -331,7 +331,7 @@ impl PyContextTracker {
     }
 
     /// Keeps the first `length` messages.
-    fn truncate(&mut self, py: Python<'_>, length: i64) -> PyResult<()> {
+    fn truncate(&mut self, py: Python<'_>, length: i128) -> PyResult<()> {
         shield(py, "ContextTracker.truncate", || {
             self.tracker.truncate(non_negative("length", length)?);
             Ok(())
@@ -346,7 +346,7 @@ impl PyContextTracker {
         &mut self,
         py: Python<'_>,
         usage: &Bound<'_, PyAny>,
-        covered: Option<i64>,
+        covered: Option<i128>,
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;

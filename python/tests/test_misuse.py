@@ -368,3 +368,44 @@ def test_a_lone_surrogate_inside_a_value_counts_as_a_replacement_character() -> 
         with_lone.push_message({"role": "user", "content": lone})
         with_replaced.push_message({"role": "user", "content": replaced})
         assert with_lone.tokens() == with_replaced.tokens()
+
+
+def test_bad_durations_are_value_errors_naming_the_argument() -> None:
+    # They were `ValueError: invalid duration: -1.0 seconds`, not saying which argument, where
+    # Node's InvalidArgumentError names defaultTimeoutMs, cleanupGraceMs or timeoutMs.
+    executor = ferroloop.ToolExecutor()
+    for value in [-1.0, float("nan"), float("inf"), 1e300]:
+        cases: list[tuple[str, Callable[[], object]]] = [
+            ("default_timeout", lambda: ferroloop.ToolExecutor(default_timeout=value)),
+            ("cleanup_grace", lambda: ferroloop.ToolExecutor(cleanup_grace=value)),
+            ("timeout", lambda: executor.tool(name="t", timeout=value)(lambda _: "x")),
+        ]
+        for name, call in cases:
+            with pytest.raises(ValueError, match=f"^invalid {name}: "):
+                call()
+    # Zero and positive durations still pass (0: cancel at once, as in Node).
+    ferroloop.ToolExecutor(default_timeout=0.0, cleanup_grace=0.0).tool(name="t", timeout=2.5)(lambda _: "x")
+
+
+def test_counts_past_the_native_type_are_overflow_errors_naming_the_argument() -> None:
+    # pyo3 took them as i64 and raised `OverflowError: Python int too large to convert to C
+    # long`, not saying which argument, and refused 2**63 .. 2**64 - 1 that the u64 counts (and
+    # Node's, below 2^64) hold.
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("window", lambda: ferroloop.ContextBudget(2**64, 8_000)),
+        ("warning_buffer", lambda: ferroloop.ContextBudget(200_000, 8_000, warning_buffer=2**64)),
+        ("max_event_bytes", lambda: ferroloop.SseParser(max_event_bytes=2**64)),
+        ("max_concurrency", lambda: ferroloop.ToolExecutor(max_concurrency=2**64)),
+        ("turn_budget_chars", lambda: ferroloop.ToolExecutor(turn_budget_chars=2**64)),
+        ("max_result_chars", lambda: ferroloop.ToolExecutor(max_result_chars=2**64)),
+        ("max_tokens", lambda: ferroloop.Agent(client, model="m", max_tokens=2**64)),
+        ("max_turns", lambda: ferroloop.Agent(client, model="m", max_turns=2**32)),
+        ("max_retries", lambda: ferroloop.Client("anthropic", api_key="k", max_retries=2**64, from_env=False)),
+    ]
+    for name, call in cases:
+        with pytest.raises(OverflowError, match=f"^{name} is too large: "):
+            call()
+    # The largest counts the core holds still pass, as in Node.
+    assert ferroloop.ContextBudget(2**64 - 1, 8_000).window == 2**64 - 1
+    ferroloop.Agent(client, model="m", max_tokens=2**63)
