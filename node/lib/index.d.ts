@@ -321,7 +321,7 @@ export interface ToolDeclaration<Input = any> {
    * function makes the call exclusive.
    */
   concurrencySafe?: boolean | ((input: Input) => boolean)
-  /** Per-call timeout in milliseconds. */
+  /** Per-call timeout in milliseconds, above 0 (0 is refused; default: the executor's). */
   timeoutMs?: number
   /**
    * Result limit in characters (oversized results become a preview plus a spill file); Infinity
@@ -344,7 +344,7 @@ export interface ToolDeclaration<Input = any> {
 export interface ToolExecutorOptions {
   /** At most this many calls at once (default 10). */
   maxConcurrency?: number
-  /** Timeout for tools that declare none, in milliseconds (default: none). */
+  /** Timeout for tools that declare none, in milliseconds, above 0 (0 is refused; default: none). */
   defaultTimeoutMs?: number
   /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
   cleanupGraceMs?: number

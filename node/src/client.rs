@@ -17,7 +17,7 @@ use napi_derive::napi;
 use serde_json::{Map, Value, json};
 
 use crate::error::FerroloopError;
-use crate::exec::{millis, small_count};
+use crate::exec::{millis, small_count, timeout_millis};
 use crate::guard;
 use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
 
@@ -100,16 +100,8 @@ pub fn config_of(options: ClientOptions) -> Result<ClientConfig, FerroloopError>
     if let Some(t) = options.timeouts {
         let set = |slot: &mut Duration, ms: Option<f64>, what: &str| {
             if let Some(ms) = ms {
-                let timeout = millis(ms, what)?;
-                // A zero timeout would fail or race every request, where a Node user's 0
-                // usually means "none" (the core refuses it too, without the JS name).
-                if timeout.is_zero() {
-                    return Err(FerroloopError::invalid_argument(format!(
-                        "{what} must be above 0 milliseconds, got {ms}: a request could not \
-                         wait at all (leave it unset for the default; a very long timeout is none)"
-                    )));
-                }
-                *slot = timeout;
+                // The core refuses a zero timeout too, without the JS name.
+                *slot = timeout_millis(ms, what)?;
             }
             Ok::<_, FerroloopError>(())
         };

@@ -156,6 +156,20 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
     Duration::try_from_secs_f64(value / 1000.0).map_err(|_| invalid())
 }
 
+/// [`millis`] above 0, for a timeout: a zero one would fail or race every request, or time out
+/// every tool call at once, where a Node user's 0 usually means "none" (Python and C refuse it
+/// too).
+pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
+    let timeout = millis(value, what)?;
+    if timeout.is_zero() {
+        return Err(FerroloopError::invalid_argument(format!(
+            "{what} must be above 0 milliseconds, got {value}: nothing could finish within it \
+             (leave it unset for the default; a very long timeout is none)"
+        )));
+    }
+    Ok(timeout)
+}
+
 /// The core configuration for `options`.
 pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig, FerroloopError> {
     let mut config = ExecutorConfig::default();
@@ -163,7 +177,7 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
         config.max_concurrency = small_count(n, 1, "maxConcurrency")? as usize;
     }
     if let Some(ms) = options.default_timeout_ms {
-        config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
+        config.default_timeout = Some(timeout_millis(ms, "defaultTimeoutMs")?);
     }
     if let Some(ms) = options.cleanup_grace_ms {
         config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
@@ -215,7 +229,7 @@ impl JsTool {
         };
         let timeout = spec
             .timeout_ms
-            .map(|ms| millis(ms, "timeoutMs"))
+            .map(|ms| timeout_millis(ms, "timeoutMs"))
             .transpose()?;
         let limit = match spec.max_result_chars {
             None => ResultLimit::Default,

@@ -179,6 +179,15 @@ test('huge durations are invalid arguments, not internal errors', async () => {
   assert.equal((await ex.run([use('a', 't')]))[0].content, 'ok')
 })
 
+test('a zero tool timeout is refused naming it, as the client\'s, Python\'s and C\'s are', () => {
+  // It timed every call out at once, where 0 most likely meant "none".
+  const named = (name) => (err) => err instanceof InvalidArgumentError && err.message.startsWith(`${name} must be above 0 milliseconds`)
+  assert.throws(() => new ToolExecutor({ defaultTimeoutMs: 0 }), named('defaultTimeoutMs'))
+  assert.throws(() => new ToolExecutor().tool({ name: 't', timeoutMs: 0 }, async () => 'ok'), named('timeoutMs'))
+  // A zero grace is no wait, and passes.
+  new ToolExecutor({ cleanupGraceMs: 0 })
+})
+
 test('absurd usage counts saturate instead of an internal error', () => {
   const tracker = new ContextTracker()
   tracker.pushMessage({ role: 'user', content: 'hi' })

@@ -154,7 +154,7 @@ class ToolExecutor:
     results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,
     and replaced by a preview; ``math.inf`` for no limit, as Node's ``Infinity``); ``turn_budget_chars`` is the aggregate limit of one turn's
     results (default 200,000 characters; over it, the largest results are spilled, largest
-    first; ``None`` disables it); ``default_timeout`` (seconds; default none) applies to tools
+    first; ``None`` disables it); ``default_timeout`` (seconds above 0: 0 is refused; default none) applies to tools
     that declare none; ``cleanup_grace`` (seconds, default 5) is how long a cancelled tool may
     take to stop.
     """
@@ -212,7 +212,8 @@ class ToolExecutor:
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
         result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
         ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and
-        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``max_result_chars``
+        ``KeyboardInterrupt`` also end the event loop, from a plain function as from a task). ``concurrency_safe`` is a bool or a callable taking the input. ``timeout`` (seconds above
+        0: 0 is refused) overrides the executor's ``default_timeout``. ``max_result_chars``
         overrides the executor's limit for this tool (``math.inf``: none). ``schema`` (a
         JSON schema) validates the input and, with ``description`` (default: the function's
         docstring), is what an ``Agent`` tells the model about the tool.

@@ -39,13 +39,13 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 }
 
 /// Seconds (a float) as a timeout: [`seconds`], and above 0. A zero timeout would fail or race
-/// every request, where 0 most likely meant "none" (the core refuses it too, without the
-/// Python name).
-fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
+/// every request (or time out every tool call at once), where 0 most likely meant "none" (the
+/// core's client refuses it too, without the Python name; C and Node refuse it as well).
+pub(crate) fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
     let timeout = seconds(name, value)?;
     if timeout.is_zero() {
         return Err(PyValueError::new_err(format!(
-            "{name} must be above 0 seconds, got {value}: a request could not wait at all \
+            "{name} must be above 0 seconds, got {value}: nothing could finish within it \
              (leave it unset for the default; a very long timeout is none)"
         )));
     }

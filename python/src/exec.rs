@@ -22,7 +22,7 @@ use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
 };
-use crate::client::seconds;
+use crate::client::{seconds, timeout_seconds};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
 
@@ -390,7 +390,7 @@ impl PyExecutor {
             let mut config = ExecutorConfig {
                 max_concurrency,
                 default_timeout: default_timeout
-                    .map(|value| seconds("default_timeout", value))
+                    .map(|value| timeout_seconds("default_timeout", value))
                     .transpose()?,
                 ..ExecutorConfig::default()
             };
@@ -473,7 +473,9 @@ impl PyExecutor {
                 is_async,
                 takes_context,
                 safety,
-                timeout: timeout.map(|value| seconds("timeout", value)).transpose()?,
+                timeout: timeout
+                    .map(|value| timeout_seconds("timeout", value))
+                    .transpose()?,
                 limit: match max_result_chars {
                     None => ResultLimit::Default,
                     Some(None) => ResultLimit::Unlimited,

@@ -383,8 +383,16 @@ def test_bad_durations_are_value_errors_naming_the_argument() -> None:
         for name, call in cases:
             with pytest.raises(ValueError, match=f"^invalid {name}: "):
                 call()
-    # Zero and positive durations still pass (0: cancel at once, as in Node).
-    ferroloop.ToolExecutor(default_timeout=0.0, cleanup_grace=0.0).tool(name="t", timeout=2.5)(lambda _: "x")
+    # A zero timeout is refused (it timed every call out at once, where 0 most likely meant
+    # "none"), as the client's timeouts, Node's and C's are; a zero grace is no wait, and passes.
+    zero: list[tuple[str, Callable[[], object]]] = [
+        ("default_timeout", lambda: ferroloop.ToolExecutor(default_timeout=0.0)),
+        ("timeout", lambda: executor.tool(name="z", timeout=0)(lambda _: "x")),
+    ]
+    for name, call in zero:
+        with pytest.raises(ValueError, match=f"^{name} must be above 0 seconds"):
+            call()
+    ferroloop.ToolExecutor(default_timeout=0.001, cleanup_grace=0.0).tool(name="t", timeout=2.5)(lambda _: "x")
 
 
 def test_counts_past_the_native_type_are_overflow_errors_naming_the_argument() -> None:
