@@ -219,6 +219,10 @@ class ToolExecutor:
         docstring), is what an ``Agent`` tells the model about the tool.
         """
 
+        if name is not None and not isinstance(name, str) and not callable(name):
+            # It fell back to the function's name without a word (Node refuses it too).
+            raise TypeError(f"tool name must be a str, got {type(name).__name__}")
+
         def register(function: F) -> F:
             self._native.register(
                 name if isinstance(name, str) else function.__name__,

@@ -519,6 +519,20 @@ def test_an_empty_tool_name_is_refused_like_node() -> None:
     assert ex.tool_names == []
 
 
+def test_a_tool_name_that_is_no_str_is_a_type_error_like_node() -> None:
+    # `tool(name=5)` fell back to the function's name without a word; Node refuses
+    # `tool({ name: 5 }, fn)` (InvalidArgumentError).
+    ex = ferroloop.ToolExecutor()
+
+    def named(inp: dict[str, Any]) -> str:
+        return ""
+
+    for name in [5, b"bytes", ["list"]]:
+        with pytest.raises(TypeError, match="^tool name must be a str, got "):
+            ex.tool(name=name)(named)  # type: ignore[call-overload]
+    assert ex.tool_names == []
+
+
 @pytest.mark.asyncio
 async def test_malformed_tool_uses_are_rejected_before_running() -> None:
     ex = ferroloop.ToolExecutor()
