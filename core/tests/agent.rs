@@ -102,6 +102,15 @@ fn long_conversation(prompt: &str) -> Vec<Value> {
     ]
 }
 
+/// The events of a default agent's run of [`long_conversation`] with `model`.
+async fn run_long_conversation(model: Arc<dyn Model>, prompt: &str) -> Vec<AgentEvent> {
+    let agent = Agent::new(AgentConfig::new("m"), model, executor(Default::default()));
+    agent
+        .run_messages(long_conversation(prompt))
+        .collect()
+        .await
+}
+
 /// The numbers of a run's `turn_start` events, in order (a turn asked again repeats its own).
 fn turn_starts(events: &[AgentEvent]) -> Vec<u32> {
     events
@@ -405,13 +414,7 @@ async fn prompt_too_long_compacts_once_and_retries() {
             reply(request, vec![text("Autumn moon")], "end_turn")
         }
     });
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        Arc::new(model),
-        executor(Default::default()),
-    );
-    let history = long_conversation("write a haiku");
-    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let events = run_long_conversation(Arc::new(model), "write a haiku").await;
     assert!(events.iter().any(|e| matches!(
         e,
         AgentEvent::Context(ContextAction::Compaction {
@@ -485,13 +488,7 @@ async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request()
             message: "prompt is too long".into(),
         }),
     }));
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        model.clone(),
-        executor(Default::default()),
-    );
-    let history = long_conversation("go on");
-    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let events = run_long_conversation(model.clone(), "go on").await;
     let (reason, messages, _) = stop(&events);
     common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::PromptTooLong);
@@ -527,13 +524,7 @@ async fn a_reactive_summary_that_broke_off_is_asked_again_once() {
             n if n == breaks + 1 => reply(request, vec![text("The summary.")], "end_turn"),
             _ => reply(request, vec![text("Done.")], "end_turn"),
         }));
-        let agent = Agent::new(
-            AgentConfig::new("m"),
-            model.clone(),
-            executor(Default::default()),
-        );
-        let history = long_conversation("go on");
-        let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+        let events = run_long_conversation(model.clone(), "go on").await;
         let case = format!("overloaded {overloaded}, {breaks} breaks");
         common::assert_usage_events_add_up(&events);
         let (reason, messages, _) = stop(&events);
@@ -587,13 +578,7 @@ async fn a_later_prompt_too_long_is_compacted_again() {
         ),
         _ => reply(request, vec![text("done")], "end_turn"),
     }));
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        model.clone(),
-        executor(Default::default()),
-    );
-    let history = long_conversation("go on");
-    let events: Vec<AgentEvent> = agent.run_messages(history).collect().await;
+    let events = run_long_conversation(model.clone(), "go on").await;
     let (reason, messages, _) = stop(&events);
     common::assert_usage_events_add_up(&events);
     assert_eq!(reason, StopReason::EndTurn, "{events:#?}");
