@@ -1484,6 +1484,13 @@ mod tests {
         }
     }
 
+    /// `status` is `FL_STATUS_INVALID_ARGUMENT` and the thread's last error says `expected`.
+    fn assert_refused(status: fl_status, case: &str, expected: &str) {
+        assert_eq!(status, fl_status::FL_STATUS_INVALID_ARGUMENT, "{case}");
+        let error = crate::boundary::last_error_for_tests();
+        assert!(error.contains(expected), "{case}: {error}");
+    }
+
     #[test]
     fn a_definition_is_what_the_model_is_told() {
         let mut executor = std::ptr::null_mut();
@@ -1513,13 +1520,7 @@ mod tests {
             ),
             ("[]", "must be a JSON object"),
         ] {
-            assert_eq!(
-                add_defined(executor, json),
-                fl_status::FL_STATUS_INVALID_ARGUMENT,
-                "{json}"
-            );
-            let error = crate::boundary::last_error_for_tests();
-            assert!(error.contains(expected), "{json}: {error}");
+            assert_refused(add_defined(executor, json), json, expected);
         }
         // SAFETY: a NULL callback is the case under test.
         let status = unsafe {
@@ -1816,13 +1817,7 @@ mod tests {
             ),
             (r#"{"name": "z", "timeout_ms": 0}"#, "\"timeout_ms\" is 0"),
         ] {
-            assert_eq!(
-                add_json(executor, json),
-                fl_status::FL_STATUS_INVALID_ARGUMENT,
-                "{json}"
-            );
-            let error = crate::boundary::last_error_for_tests();
-            assert!(error.contains(expected), "{json}: {error}");
+            assert_refused(add_json(executor, json), json, expected);
         }
         // SAFETY: a NULL callback is the case under test.
         let status = unsafe {
