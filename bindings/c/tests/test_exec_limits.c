@@ -71,6 +71,14 @@ static char *result_json(const char *id, const char *content, size_t len) {
     return out.data;
 }
 
+/* The tool_result of call `id` holding the whole text of `lines` lines (nothing spilled). */
+static char *whole_json(const char *id, int lines) {
+    char *text = lines_text(lines);
+    char *json = result_json(id, text, strlen(text));
+    free(text);
+    return json;
+}
+
 /* The tool_result of call `id`, whose full text (`lines` lines) was spilled to
  * `<spill_dir>/<id>.txt`, with a preview of `preview_bytes` at most. */
 static char *spilled_json(const char *id, int lines, const char *spill_dir, size_t preview_bytes) {
@@ -171,22 +179,16 @@ static void check_result_limits(const char *root) {
                               "{\"id\":\"r_small\",\"name\":\"roomy\",\"input\":{\"lines\":30}},"
                               "{\"id\":\"r_big\",\"name\":\"roomy\",\"input\":{\"lines\":120}},"
                               "{\"id\":\"f_big\",\"name\":\"free\",\"input\":{\"lines\":120}}]");
-    char *text = lines_text(10);
-    CHECK(has_result(results, result_json("p_small", text, strlen(text))));
-    free(text);
+    CHECK(has_result(results, whole_json("p_small", 10)));
     /* Over the executor's 100: a preview of at most 100 bytes. */
     CHECK(has_result(results, spilled_json("p_big", 30, spill_dir, 100)));
     CHECK(spilled_whole(spill_dir, "p_big", 30));
     /* The tool's 1000 instead. */
-    text = lines_text(30);
-    CHECK(has_result(results, result_json("r_small", text, strlen(text))));
-    free(text);
+    CHECK(has_result(results, whole_json("r_small", 30)));
     CHECK(has_result(results, spilled_json("r_big", 120, spill_dir, 1000)));
     CHECK(spilled_whole(spill_dir, "r_big", 120));
     /* No limit at all. */
-    text = lines_text(120);
-    CHECK(has_result(results, result_json("f_big", text, strlen(text))));
-    free(text);
+    CHECK(has_result(results, whole_json("f_big", 120)));
     CHECK(!exists(spill_dir, "p_small") && !exists(spill_dir, "r_small") && !exists(spill_dir, "f_big"));
     fl_executor_free(executor);
     CHECK(rmdir(spill_dir) == 0);
@@ -206,14 +208,10 @@ static void check_turn_budget(const char *root) {
     const char *results = run(executor, "[{\"id\":\"x\",\"name\":\"lines\",\"input\":{\"lines\":300}},"
                                         "{\"id\":\"y\",\"name\":\"lines\",\"input\":{\"lines\":400}},"
                                         "{\"id\":\"z\",\"name\":\"lines\",\"input\":{\"lines\":100}}]");
-    char *text = lines_text(300);
-    CHECK(has_result(results, result_json("x", text, strlen(text))));
-    free(text);
+    CHECK(has_result(results, whole_json("x", 300)));
     CHECK(has_result(results, spilled_json("y", 400, spill_dir, 2048)));
     CHECK(spilled_whole(spill_dir, "y", 400));
-    text = lines_text(100);
-    CHECK(has_result(results, result_json("z", text, strlen(text))));
-    free(text);
+    CHECK(has_result(results, whole_json("z", 100)));
     CHECK(!exists(spill_dir, "x") && !exists(spill_dir, "z"));
     fl_executor_free(executor);
     CHECK(rmdir(spill_dir) == 0);
