@@ -157,8 +157,8 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
 }
 
 /// [`millis`] above 0, for a timeout: a zero one would fail or race every request, or time out
-/// every tool call at once, where a Node user's 0 usually means "none" (Python and C refuse it
-/// too).
+/// every tool call at once, where a Node user's 0 usually means "none" (the core's client and
+/// tool registry refuse it too, without the JS name).
 pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let timeout = millis(value, what)?;
     if timeout.is_zero() {

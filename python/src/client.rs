@@ -40,7 +40,7 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 
 /// Seconds (a float) as a timeout: [`seconds`], and above 0. A zero timeout would fail or race
 /// every request (or time out every tool call at once), where 0 most likely meant "none" (the
-/// core's client refuses it too, without the Python name; C and Node refuse it as well).
+/// core's client and tool registry refuse it too, without the Python name).
 pub(crate) fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
     let timeout = seconds(name, value)?;
     if timeout.is_zero() {

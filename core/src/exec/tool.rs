@@ -312,6 +312,13 @@ pub enum RegistryError {
     /// Two tools share a name.
     #[error("a tool named '{0}' is already registered")]
     Duplicate(String),
+    /// The tool's timeout is zero: every call would time out at once, where 0 most likely
+    /// meant "none" (leave the timeout out for none). The bindings refuse it first, naming
+    /// their own option; a client's zero timeout is refused the same way.
+    #[error(
+        "tool '{0}': a timeout of 0 would time out every call at once; give a positive one, or none"
+    )]
+    ZeroTimeout(String),
     /// The tool's input schema does not compile.
     #[error("tool '{tool}': {source}")]
     Schema {
@@ -355,6 +362,9 @@ impl ToolRegistry {
         let name = tool.name().to_owned();
         if self.tools.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
+        }
+        if tool.timeout().is_some_and(|timeout| timeout.is_zero()) {
+            return Err(RegistryError::ZeroTimeout(name));
         }
         let schema =
             InputSchema::compile(&tool.input_schema()).map_err(|source| RegistryError::Schema {
@@ -438,6 +448,11 @@ mod tests {
             registry.register(bad),
             Err(RegistryError::Schema { .. })
         ));
+        let instant = make("c").with_timeout(Duration::ZERO);
+        assert_eq!(
+            registry.register(instant).err(),
+            Some(RegistryError::ZeroTimeout("c".into()))
+        );
         assert_eq!(registry.names(), ["a"]);
         assert!(registry.get("a").is_some() && registry.get("b").is_none());
     }
