@@ -4,7 +4,7 @@
 // are announced through an unref'd wake function and answered like the executor's.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, callOptions, checkKeys, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
@@ -299,10 +299,7 @@ class Agent {
    * An invalid conversation makes no request: the run stops at once with reason 'error'.
    */
   run(prompt, options) {
-    const checked = callOptions(options, 'run')
-    checkKeys(checked, RUN_OPTIONS, 'run')
-    const { signal: given } = checked
-    const messages = checked.messages ?? undefined
+    const { signal: given, messages } = checkedOptions(options, RUN_OPTIONS, 'run')
     const signal = checkSignal(given, 'run')
     let history
     const noPrompt = prompt === undefined || prompt === null

@@ -3,7 +3,7 @@
 // on the native async runtime; their items arrive in batches through a native EventStream.
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, callOptions, checkKeys, withoutNulls } = require('./errors.js')
+const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -302,13 +302,6 @@ function nativeOptions(options) {
   return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv }
 }
 
-/** The options of a request (`{ signal }`), unknown keys refused. */
-function requestOptions(options, what) {
-  const checked = callOptions(options, what)
-  checkKeys(checked, REQUEST_OPTIONS, what)
-  return checked
-}
-
 function requestJson(request, what) {
   if (!isObject(request) || Array.isArray(request)) throw new InvalidArgumentError(`${what}: the request must be an object`)
   return toJson(request, `${what}: the request`)
@@ -340,7 +333,7 @@ class Client {
 
   /** Starts a streaming request (`stream: true` is set for you). */
   stream(request, options) {
-    const signal = checkSignal(requestOptions(options, 'stream').signal, 'stream')
+    const signal = checkSignal(checkedOptions(options, REQUEST_OPTIONS, 'stream').signal, 'stream')
     const body = requestJson(request, 'stream')
     if (signal?.aborted) {
       const stream = new MessageStream(new AbortedSource(), signal)
@@ -352,7 +345,7 @@ class Client {
 
   /** A non-streaming request; resolves with the provider's JSON response. */
   async create(request, options) {
-    const signal = checkSignal(requestOptions(options, 'create').signal, 'create')
+    const signal = checkSignal(checkedOptions(options, REQUEST_OPTIONS, 'create').signal, 'create')
     const body = requestJson(request, 'create')
     if (signal?.aborted) throw abortErrorFor(signal, 'the request was aborted before it started')
     const source = new ItemSource(callNative(() => this.#native.createJson(body)), signal)
