@@ -338,7 +338,7 @@ export interface ToolDeclaration<Input = any> {
  * Options of {@link ToolExecutor}. A key not listed here (`maxConcurency`) is an
  * `InvalidArgumentError` naming it, as Python refuses an unknown keyword; `null` counts as
  * absent (the default: `turnBudgetChars: null` keeps the 200,000 budget, where Python's
- * `turn_budget_chars=None` disables it; `Infinity` disables it here). Character counts are whole
+ * `turn_budget_chars=None` disables it; `Infinity` disables it here, as Python's `math.inf`). Character counts are whole
  * numbers below 2^64; a larger one is refused, not clamped.
  */
 export interface ToolExecutorOptions {

@@ -154,7 +154,7 @@ class ToolExecutor:
     results are spilled to a file in ``spill_dir``, default ``<temp dir>/ferroloop-tool-results``,
     and replaced by a preview; ``math.inf`` for no limit, as Node's ``Infinity``); ``turn_budget_chars`` is the aggregate limit of one turn's
     results (default 200,000 characters; over it, the largest results are spilled, largest
-    first; ``None`` disables it); ``default_timeout`` (seconds above 0: 0 is refused; default none) applies to tools
+    first; ``None`` or ``math.inf`` disables it, as Node's ``Infinity``); ``default_timeout`` (seconds above 0: 0 is refused; default none) applies to tools
     that declare none; ``cleanup_grace`` (seconds, default 5) is how long a cancelled tool may
     take to stop.
     """
@@ -167,7 +167,7 @@ class ToolExecutor:
         spill_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
-        turn_budget_chars: Optional[int] = _native.DEFAULT_TURN_BUDGET_CHARS,
+        turn_budget_chars: Optional[float] = _native.DEFAULT_TURN_BUDGET_CHARS,
     ) -> None:
         self._native = _native._Executor(
             max_concurrency,

@@ -264,7 +264,7 @@ class _Executor:
         spill_dir: Optional[str] = None,
         default_timeout: Optional[float] = None,
         cleanup_grace: Optional[float] = None,
-        turn_budget_chars: Optional[int] = ...,
+        turn_budget_chars: Optional[float],
     ) -> _Executor: ...
     def register(
         self,

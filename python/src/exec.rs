@@ -17,7 +17,7 @@ use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
 use serde_json::{Value, json};
 
-use crate::args::{non_negative, non_negative_opt};
+use crate::args::non_negative;
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
@@ -366,7 +366,7 @@ impl PyExecutor {
     }
 
     #[new]
-    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars = Some(DEFAULT_TURN_BUDGET_CHARS as i128)))]
+    #[pyo3(signature = (max_concurrency = 10, *, max_result_chars = None, spill_dir = None, default_timeout = None, cleanup_grace = None, turn_budget_chars))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -375,15 +375,18 @@ impl PyExecutor {
         spill_dir: Option<std::path::PathBuf>,
         default_timeout: Option<f64>,
         cleanup_grace: Option<f64>,
-        turn_budget_chars: Option<i128>,
+        turn_budget_chars: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         shield(py, "ToolExecutor.__init__", || {
             let max_concurrency: usize = non_negative("max_concurrency", max_concurrency)?;
             let max_result_chars = max_result_chars
                 .map(|limit| result_limit("max_result_chars", limit))
                 .transpose()?;
-            let turn_budget_chars: Option<usize> =
-                non_negative_opt("turn_budget_chars", turn_budget_chars)?;
+            // `None` or `math.inf`: no turn budget (Node's `Infinity`).
+            let turn_budget_chars = match turn_budget_chars {
+                Some(limit) => result_limit("turn_budget_chars", limit)?,
+                None => None,
+            };
             if max_concurrency == 0 {
                 return Err(PyValueError::new_err("max_concurrency must be at least 1"));
             }

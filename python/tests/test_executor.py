@@ -445,6 +445,11 @@ async def test_the_turn_budget_is_configurable(tmp_path: Path) -> None:
     assert [p.read_text() for p in tmp_path.iterdir()] == ["a" * 3_000]
     whole = await run(turn_budget_chars=None)
     assert [r["content"] for r in whole] == [c * 3_000 for c in "abc"]
+    # `math.inf` disables it too, as Node's `turnBudgetChars: Infinity`.
+    unlimited = await run(turn_budget_chars=math.inf)
+    assert [r["content"] for r in unlimited] == [c * 3_000 for c in "abc"]
+    with pytest.raises(ValueError, match="turn_budget_chars"):
+        ferroloop.ToolExecutor(turn_budget_chars=8_500.5)
     default = await run()
     assert [r["content"] for r in default] == [c * 3_000 for c in "abc"]
     assert _native_default() == 200_000
