@@ -653,6 +653,28 @@ typedef struct {
 typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
 
 /**
+ * Decides whether one call of a C tool may run beside other concurrency-safe calls, from the
+ * call's input, as Python's and Node's `concurrency_safe` may be a predicate on the input
+ * (registered with `fl_executor_add_tool_json_with_safety`). Called with the tool's
+ * `userdata` and the call's input as JSON (`input_json_len` bytes of UTF-8, NUL-terminated,
+ * valid only during the call), once per call, before it is admitted: on the thread submitting
+ * or driving the call (the one in `fl_executor_run`, `fl_turn_next_event` or
+ * `fl_agent_run_next_event`). Returns true for "may run in parallel with other safe calls",
+ * false for "runs alone" (the call then waits for the calls running before it and blocks those
+ * queued after it).
+ *
+ * It should return promptly and must return normally (no `longjmp`, no C++ exception: as for
+ * `fl_tool_fn`, unwinding out of it is undefined behaviour), and must not run an executor,
+ * drive a turn or free them. A predicate that cannot decide (an input it does not understand,
+ * an error of its own) should return false: that is what ferroloop decides for a predicate that
+ * fails in Python (raises) or Node (throws), and for its own side of the call failing (the
+ * conservative choice: the call runs alone, never beside a call it might conflict with).
+ */
+typedef bool (*fl_tool_concurrency_safe_fn)(void *userdata,
+                                            const char *input_json,
+                                            size_t input_json_len);
+
+/**
  * A dispatched event, as views into the parser's memory (no copy is made).
  *
  * Each field is a pointer and a length in bytes: the text is valid UTF-8 and is **not**
@@ -1819,6 +1841,34 @@ fl_status fl_executor_add_tool_json(fl_executor *executor,
                                     size_t len,
                                     fl_tool_fn callback,
                                     void *userdata);
+
+/**
+ * Registers a tool as `fl_executor_add_tool_json` does, whose calls' concurrency safety
+ * `concurrency_safe` decides from each call's input (see `fl_tool_concurrency_safe_fn`), as
+ * Python's and Node's `concurrency_safe` may be a predicate: for example a shell tool whose
+ * read-only commands may run in parallel while the others run alone. `concurrency_safe` is
+ * called with the same `userdata` as `callback`.
+ *
+ * `tool_json` has the keys of `fl_executor_add_tool_json` but `concurrency_safe`, which the
+ * predicate replaces: giving it too is `FL_STATUS_INVALID_ARGUMENT` (`null` counts as absent).
+ * A NULL `concurrency_safe` or `callback` is `FL_STATUS_NULL_ARGUMENT`; otherwise as
+ * `fl_executor_add_tool_json`. The predicate runs once per call whose input passed the
+ * tool's `input_schema` (an unknown tool or an invalid input is answered without it), in
+ * `fl_executor_run`, in streaming turns and in the runs of an agent made with the executor.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `tool_json` must be valid for reads of `len` bytes;
+ * `callback`, `concurrency_safe` and `userdata` must stay usable until the executor, every turn
+ * started on it and every run of an agent made with it are freed.
+ */
+fl_status fl_executor_add_tool_json_with_safety(fl_executor *executor,
+                                                const char *tool_json,
+                                                size_t len,
+                                                fl_tool_fn callback,
+                                                fl_tool_concurrency_safe_fn concurrency_safe,
+                                                void *userdata);
 
 /**
  * Runs a batch of tool calls and waits for every result.

@@ -67,9 +67,10 @@ pub use decode::{
 pub use exec::{
     fl_cancel_token, fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_is_cancelled,
     fl_cancel_token_new, fl_executor, fl_executor_add_tool, fl_executor_add_tool_json,
-    fl_executor_add_tool_with_definition, fl_executor_free, fl_executor_new, fl_executor_new_json,
-    fl_executor_options, fl_executor_options_default, fl_executor_run, fl_tool_fn,
-    fl_tool_invocation, fl_tool_options, fl_tool_options_default,
+    fl_executor_add_tool_json_with_safety, fl_executor_add_tool_with_definition, fl_executor_free,
+    fl_executor_new, fl_executor_new_json, fl_executor_options, fl_executor_options_default,
+    fl_executor_run, fl_tool_concurrency_safe_fn, fl_tool_fn, fl_tool_invocation, fl_tool_options,
+    fl_tool_options_default,
 };
 pub use sse::{
     fl_sse_event, fl_sse_item, fl_sse_item_callback, fl_sse_item_kind, fl_sse_parser,
