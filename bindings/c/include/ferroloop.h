@@ -352,8 +352,8 @@ typedef struct fl_executor fl_executor;
  * One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
  * `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
  * the end: `fl_message_stream_message`, `fl_message_stream_error`,
- * `fl_message_stream_request_id`, `fl_message_stream_metrics`. Release it with
- * `fl_message_stream_free`.
+ * `fl_message_stream_request_id`, `fl_message_stream_metrics`,
+ * `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
  *
  * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
  * other functions are called by one thread at a time (they wait for each other); the views
@@ -1247,13 +1247,49 @@ fl_status fl_message_stream_request_id(const fl_message_stream *stream,
 
 /**
  * Writes into `*metrics` the measurements of an ended request (time to first token, attempts,
- * bytes, ...), as Python's `stream.metrics` and Node's `metrics`. `FL_STATUS_INVALID_STATE`
- * before the end.
+ * bytes, ...), as Python's `stream.metrics` and Node's `metrics`; the request id, the retries,
+ * the HTTP version and the final usage are in `fl_message_stream_metrics_json`.
+ * `FL_STATUS_INVALID_STATE` before the end.
  *
  * # Safety
  * `stream` must be a live stream; `metrics` must be valid for a write.
  */
 fl_status fl_message_stream_metrics(const fl_message_stream *stream, fl_request_metrics *metrics);
+
+/**
+ * Writes into `*json` / `*len` a view of the whole measurements of an ended request, as one
+ * JSON object with the keys and meanings of Python's `stream.metrics` (`RequestMetrics`) and
+ * Node's `metrics`, durations in milliseconds as in `fl_request_metrics`:
+ *
+ * - `request_id`: the provider's request id of the response used (a string), `null` when it
+ *   sent none;
+ * - `attempts`: attempts made (1 when nothing was retried);
+ * - `retries`: every retry, in order, each the `retry` event `fl_message_stream_next_event`
+ *   handed out for it (`{"type":"retry","attempt":2,"status":529,"wait":1.3,...}`, `wait` in
+ *   milliseconds); `[]` when none (Node gives their count: it is this array's length);
+ * - `http_version`: the HTTP version of the last attempt (`"HTTP/1.1"`, `"HTTP/2.0"`), `null`
+ *   when no response came;
+ * - `time_to_headers_ms`, `time_to_first_event_ms`, `time_to_first_token_ms`, `total_ms`: from
+ *   the start of the request, in milliseconds (Python's `time_to_headers`, ... are in seconds;
+ *   Node's `timeToHeadersMs`, ... in milliseconds), `null` when not reached (where the struct
+ *   has a negative value);
+ * - `bytes_received`: response body bytes, all attempts together; `events`: events received
+ *   from the response used;
+ * - `usage`: the provider's final `usage` object (the counts of the message's `usage`, the
+ *   later events' values replacing the earlier ones), `null` when it sent none.
+ *
+ * Like `fl_message_stream_metrics` (whose fields are the same measurements), it may be called
+ * once `fl_message_stream_next_event` has reported `FL_AGENT_NEXT_END` (or `fl_client_create`
+ * returned), whatever the outcome; before, it is `FL_STATUS_INVALID_STATE`. The view is
+ * NUL-terminated, owned by the stream, and valid until `fl_message_stream_free`; it never
+ * changes.
+ *
+ * # Safety
+ * `stream` must be a live stream; `json` and `len` must be valid for writes.
+ */
+fl_status fl_message_stream_metrics_json(const fl_message_stream *stream,
+                                         const char **json,
+                                         size_t *len);
 
 /**
  * Cancels the request: its connection is closed and the stream ends (after the events already

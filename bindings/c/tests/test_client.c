@@ -8,7 +8,8 @@
  *   prints for it); the request id from the header and the measurements;
  * - a recorded OpenAI Chat Completions stream (tests/fixtures/openai-chat/2018feb66ae1.sse),
  *   likewise;
- * - an HTTP 529 then success: a `retry` event, then the answer;
+ * - an HTTP 529 then success: a `retry` event, then the answer; the whole metrics as JSON
+ *   (the request id, the retry, HTTP/1.1, the final usage, the struct's measurements);
  * - an HTTP 400: a typed failure (FL_STATUS_PROVIDER_ERROR, class invalid_request, status 400,
  *   the request id from the header, the provider's message);
  * - a stream cut mid-way: truncated (cause `connection`), the partial message readable;
@@ -272,6 +273,41 @@ static void retried(server *s) {
     CHECK_OK(fl_message_stream_metrics(stream, &metrics));
     CHECK(metrics.attempts == 2);
     CHECK(request_id_is(stream, "req_test_1")); /* the answer's, not the 529's */
+    /* The whole metrics as JSON: what the struct lacks (the request id, the retry as the stream
+     * gave it, the HTTP version, the final usage), the struct's measurements in milliseconds. */
+    const char *measured = NULL;
+    size_t measured_len = 0;
+    CHECK_OK(fl_message_stream_metrics_json(stream, &measured, &measured_len));
+    CHECK(measured != NULL && measured[measured_len] == '\0');
+    const char *retry_end = events.data != NULL ? strchr(events.data, '\n') : NULL;
+    CHECK(retry_end != NULL);
+    if (measured != NULL && retry_end != NULL && json != NULL) {
+        char expected[1024];
+        snprintf(expected, sizeof expected,
+                 "{\"request_id\":\"req_test_1\",\"attempts\":2,\"retries\":[%.*s],"
+                 "\"http_version\":\"HTTP/1.1\",\"time_to_headers_ms\":",
+                 (int)(retry_end - events.data), events.data);
+        CHECK(strncmp(measured, expected, strlen(expected)) == 0);
+        snprintf(expected, sizeof expected, ",\"bytes_received\":%llu,\"events\":6,\"usage\":",
+                 (unsigned long long)metrics.bytes_received);
+        const char *usage = strstr(measured, expected);
+        CHECK(usage != NULL);
+        /* The usage is the final message's (both end with it). */
+        const char *final_usage = strstr(json, "\"usage\":");
+        CHECK(usage != NULL && final_usage != NULL &&
+              strcmp(usage + strlen(expected) - 8, final_usage) == 0);
+        const char *keys[] = {"\"time_to_headers_ms\":", "\"time_to_first_event_ms\":",
+                              "\"time_to_first_token_ms\":", "\"total_ms\":"};
+        double values[] = {metrics.time_to_headers_ms, metrics.time_to_first_event_ms,
+                           metrics.time_to_first_token_ms, metrics.total_ms};
+        for (size_t i = 0; i < 4; i++) {
+            const char *at = strstr(measured, keys[i]);
+            CHECK(values[i] >= 0 && at != NULL && strtod(at + strlen(keys[i]), NULL) == values[i]);
+        }
+        if (checks_failed) {
+            fprintf(stderr, "    metrics: %s\n", measured);
+        }
+    }
     fl_message_stream_free(stream);
     fl_client_free(client);
     free(stop_server(s));
