@@ -1094,6 +1094,29 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
 fl_status fl_client_new(const char *options_json, size_t len, fl_client **out);
 
 /**
+ * Writes into `*name` / `*len` a view of the provider the client speaks: `"anthropic"`,
+ * `"openai-chat"` or `"openai-responses"` (Python's `Client.provider`, Node's `provider`). The
+ * view is NUL-terminated, owned by the client, and valid until `fl_client_free`. Thread-safe;
+ * also in a child forked after the client was made (no request is made).
+ *
+ * # Safety
+ * `client` must be a live client; `name` and `len` must be valid for writes.
+ */
+fl_status fl_client_provider(const fl_client *client, const char **name, size_t *len);
+
+/**
+ * Writes into `*url` / `*len` a view of the endpoint's base URL the client sends its requests
+ * to (Python's `Client.base_url`, Node's `baseUrl`): the `base_url` option, else the one read
+ * from the environment, else the provider's public endpoint, without a trailing `/`
+ * (`"https://api.anthropic.com"`). The view is NUL-terminated, owned by the client, and valid
+ * until `fl_client_free`. Thread-safe; also in a child forked after the client was made.
+ *
+ * # Safety
+ * `client` must be a live client; `url` and `len` must be valid for writes.
+ */
+fl_status fl_client_base_url(const fl_client *client, const char **url, size_t *len);
+
+/**
  * Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
  * working: the client's thread stops when the last of them is freed, and has stopped (it is
  * joined) by the time the call that freed the last of them returns. Freed from a tool callback

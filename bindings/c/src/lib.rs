@@ -40,7 +40,9 @@ pub use agent::{
     fl_agent_run_start_prompt, fl_agent_tool_definitions,
 };
 pub use boundary::fl_last_error_message;
-pub use client::{fl_client, fl_client_free, fl_client_new};
+pub use client::{
+    fl_client, fl_client_base_url, fl_client_free, fl_client_new, fl_client_provider,
+};
 pub use client_stream::{
     fl_client_create, fl_client_error, fl_client_stream_start, fl_message_stream,
     fl_message_stream_cancel, fl_message_stream_error, fl_message_stream_free,

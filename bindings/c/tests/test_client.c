@@ -20,7 +20,8 @@
  * - a client, an agent and a run made before fork(), in the child: refused (a request would
  *   never run there), and freed without waiting for the parent's thread (it hung); a stream
  *   in flight at the fork never ends there but is freed, a run waiting for its model call
- *   stops when cancelled.
+ *   stops when cancelled;
+ * - the client's provider and base URL.
  *
  * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
  *
@@ -695,6 +696,49 @@ static void forked_child(server *s) {
     free(requests);
 }
 
+/* The client's provider and base URL, as Python's and Node's getters give them: views that
+ * stay valid until the client is freed, a request made in between. */
+static void getters(server *s) {
+    fl_client *client = client_of("openai-chat", s);
+    const char *provider = NULL;
+    size_t provider_len = 0;
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    const char *url = NULL;
+    size_t url_len = 0;
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    drain(stream, &events);
+    fl_message_stream_free(stream);
+    char expected[64];
+    snprintf(expected, sizeof expected, "http://127.0.0.1:%d", s->port);
+    CHECK(provider != NULL && text_equals(provider, provider_len, "openai-chat") &&
+          provider[provider_len] == '\0');
+    CHECK(url != NULL && text_equals(url, url_len, expected) && url[url_len] == '\0');
+    CHECK_STATUS(fl_client_provider(NULL, &provider, &provider_len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_client_provider(client, NULL, &provider_len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_client_base_url(client, &url, NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+    /* The defaults: Anthropic's public endpoint; a trailing slash is dropped. */
+    const char *defaults = "{\"from_env\":false}";
+    CHECK_OK(fl_client_new(defaults, strlen(defaults), &client));
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    CHECK(text_equals(provider, provider_len, "anthropic"));
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    CHECK(text_equals(url, url_len, "https://api.anthropic.com"));
+    fl_client_free(client);
+    const char *slash = "{\"provider\":\"openai-responses\",\"from_env\":false,"
+                        "\"base_url\":\"http://127.0.0.1:9/v1/\"}";
+    CHECK_OK(fl_client_new(slash, strlen(slash), &client));
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    CHECK(text_equals(provider, provider_len, "openai-responses"));
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    CHECK(text_equals(url, url_len, "http://127.0.0.1:9/v1"));
+    fl_client_free(client);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) root = argv[1];
     char path[1024];
@@ -730,6 +774,7 @@ int main(int argc, char **argv) {
     server held_server = start_server(held_replies, 3);
     server create_server = start_server(create_replies, 1);
     server fork_server = start_server(fork_replies, 2);
+    server getters_server = start_server(chat_replies, 1);
 
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
@@ -740,6 +785,7 @@ int main(int argc, char **argv) {
     create(&create_server);
     misuse();
     forked_child(&fork_server);
+    getters(&getters_server);
     free(fixture);
     free(chat);
     return check_summary("test_client");
