@@ -352,8 +352,8 @@ typedef struct fl_executor fl_executor;
  * One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
  * `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
  * the end: `fl_message_stream_message`, `fl_message_stream_error`,
- * `fl_message_stream_request_id`, `fl_message_stream_metrics`. Release it with
- * `fl_message_stream_free`.
+ * `fl_message_stream_request_id`, `fl_message_stream_metrics`,
+ * `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
  *
  * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
  * other functions are called by one thread at a time (they wait for each other); the views
@@ -651,6 +651,28 @@ typedef struct {
  * `fl_executor_free`, `fl_turn_next_event` and `fl_turn_free`).
  */
 typedef void (*fl_tool_fn)(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call);
+
+/**
+ * Decides whether one call of a C tool may run beside other concurrency-safe calls, from the
+ * call's input, as Python's and Node's `concurrency_safe` may be a predicate on the input
+ * (registered with `fl_executor_add_tool_json_with_safety`). Called with the tool's
+ * `userdata` and the call's input as JSON (`input_json_len` bytes of UTF-8, NUL-terminated,
+ * valid only during the call), once per call, before it is admitted: on the thread submitting
+ * or driving the call (the one in `fl_executor_run`, `fl_turn_next_event` or
+ * `fl_agent_run_next_event`). Returns true for "may run in parallel with other safe calls",
+ * false for "runs alone" (the call then waits for the calls running before it and blocks those
+ * queued after it).
+ *
+ * It should return promptly and must return normally (no `longjmp`, no C++ exception: as for
+ * `fl_tool_fn`, unwinding out of it is undefined behaviour), and must not run an executor,
+ * drive a turn or free them. A predicate that cannot decide (an input it does not understand,
+ * an error of its own) should return false: that is what ferroloop decides for a predicate that
+ * fails in Python (raises) or Node (throws), and for its own side of the call failing (the
+ * conservative choice: the call runs alone, never beside a call it might conflict with).
+ */
+typedef bool (*fl_tool_concurrency_safe_fn)(void *userdata,
+                                            const char *input_json,
+                                            size_t input_json_len);
 
 /**
  * A dispatched event, as views into the parser's memory (no copy is made).
@@ -1072,6 +1094,29 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
 fl_status fl_client_new(const char *options_json, size_t len, fl_client **out);
 
 /**
+ * Writes into `*name` / `*len` a view of the provider the client speaks: `"anthropic"`,
+ * `"openai-chat"` or `"openai-responses"` (Python's `Client.provider`, Node's `provider`). The
+ * view is NUL-terminated, owned by the client, and valid until `fl_client_free`. Thread-safe;
+ * also in a child forked after the client was made (no request is made).
+ *
+ * # Safety
+ * `client` must be a live client; `name` and `len` must be valid for writes.
+ */
+fl_status fl_client_provider(const fl_client *client, const char **name, size_t *len);
+
+/**
+ * Writes into `*url` / `*len` a view of the endpoint's base URL the client sends its requests
+ * to (Python's `Client.base_url`, Node's `baseUrl`): the `base_url` option, else the one read
+ * from the environment, else the provider's public endpoint, without a trailing `/`
+ * (`"https://api.anthropic.com"`). The view is NUL-terminated, owned by the client, and valid
+ * until `fl_client_free`. Thread-safe; also in a child forked after the client was made.
+ *
+ * # Safety
+ * `client` must be a live client; `url` and `len` must be valid for writes.
+ */
+fl_status fl_client_base_url(const fl_client *client, const char **url, size_t *len);
+
+/**
  * Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
  * working: the client's thread stops when the last of them is freed, and has stopped (it is
  * joined) by the time the call that freed the last of them returns. Freed from a tool callback
@@ -1225,13 +1270,49 @@ fl_status fl_message_stream_request_id(const fl_message_stream *stream,
 
 /**
  * Writes into `*metrics` the measurements of an ended request (time to first token, attempts,
- * bytes, ...), as Python's `stream.metrics` and Node's `metrics`. `FL_STATUS_INVALID_STATE`
- * before the end.
+ * bytes, ...), as Python's `stream.metrics` and Node's `metrics`; the request id, the retries,
+ * the HTTP version and the final usage are in `fl_message_stream_metrics_json`.
+ * `FL_STATUS_INVALID_STATE` before the end.
  *
  * # Safety
  * `stream` must be a live stream; `metrics` must be valid for a write.
  */
 fl_status fl_message_stream_metrics(const fl_message_stream *stream, fl_request_metrics *metrics);
+
+/**
+ * Writes into `*json` / `*len` a view of the whole measurements of an ended request, as one
+ * JSON object with the keys and meanings of Python's `stream.metrics` (`RequestMetrics`) and
+ * Node's `metrics`, durations in milliseconds as in `fl_request_metrics`:
+ *
+ * - `request_id`: the provider's request id of the response used (a string), `null` when it
+ *   sent none;
+ * - `attempts`: attempts made (1 when nothing was retried);
+ * - `retries`: every retry, in order, each the `retry` event `fl_message_stream_next_event`
+ *   handed out for it (`{"type":"retry","attempt":2,"status":529,"wait":1.3,...}`, `wait` in
+ *   milliseconds); `[]` when none (Node gives their count: it is this array's length);
+ * - `http_version`: the HTTP version of the last attempt (`"HTTP/1.1"`, `"HTTP/2.0"`), `null`
+ *   when no response came;
+ * - `time_to_headers_ms`, `time_to_first_event_ms`, `time_to_first_token_ms`, `total_ms`: from
+ *   the start of the request, in milliseconds (Python's `time_to_headers`, ... are in seconds;
+ *   Node's `timeToHeadersMs`, ... in milliseconds), `null` when not reached (where the struct
+ *   has a negative value);
+ * - `bytes_received`: response body bytes, all attempts together; `events`: events received
+ *   from the response used;
+ * - `usage`: the provider's final `usage` object (the counts of the message's `usage`, the
+ *   later events' values replacing the earlier ones), `null` when it sent none.
+ *
+ * Like `fl_message_stream_metrics` (whose fields are the same measurements), it may be called
+ * once `fl_message_stream_next_event` has reported `FL_AGENT_NEXT_END` (or `fl_client_create`
+ * returned), whatever the outcome; before, it is `FL_STATUS_INVALID_STATE`. The view is
+ * NUL-terminated, owned by the stream, and valid until `fl_message_stream_free`; it never
+ * changes.
+ *
+ * # Safety
+ * `stream` must be a live stream; `json` and `len` must be valid for writes.
+ */
+fl_status fl_message_stream_metrics_json(const fl_message_stream *stream,
+                                         const char **json,
+                                         size_t *len);
 
 /**
  * Cancels the request: its connection is closed and the stream ends (after the events already
@@ -1819,6 +1900,34 @@ fl_status fl_executor_add_tool_json(fl_executor *executor,
                                     size_t len,
                                     fl_tool_fn callback,
                                     void *userdata);
+
+/**
+ * Registers a tool as `fl_executor_add_tool_json` does, whose calls' concurrency safety
+ * `concurrency_safe` decides from each call's input (see `fl_tool_concurrency_safe_fn`), as
+ * Python's and Node's `concurrency_safe` may be a predicate: for example a shell tool whose
+ * read-only commands may run in parallel while the others run alone. `concurrency_safe` is
+ * called with the same `userdata` as `callback`.
+ *
+ * `tool_json` has the keys of `fl_executor_add_tool_json` but `concurrency_safe`, which the
+ * predicate replaces: giving it too is `FL_STATUS_INVALID_ARGUMENT` (`null` counts as absent).
+ * A NULL `concurrency_safe` or `callback` is `FL_STATUS_NULL_ARGUMENT`; otherwise as
+ * `fl_executor_add_tool_json`. The predicate runs once per call whose input passed the
+ * tool's `input_schema` (an unknown tool or an invalid input is answered without it), in
+ * `fl_executor_run`, in streaming turns and in the runs of an agent made with the executor.
+ *
+ * Thread-safe.
+ *
+ * # Safety
+ * `executor` must be a live executor; `tool_json` must be valid for reads of `len` bytes;
+ * `callback`, `concurrency_safe` and `userdata` must stay usable until the executor, every turn
+ * started on it and every run of an agent made with it are freed.
+ */
+fl_status fl_executor_add_tool_json_with_safety(fl_executor *executor,
+                                                const char *tool_json,
+                                                size_t len,
+                                                fl_tool_fn callback,
+                                                fl_tool_concurrency_safe_fn concurrency_safe,
+                                                void *userdata);
 
 /**
  * Runs a batch of tool calls and waits for every result.

@@ -34,6 +34,10 @@ use crate::text::{self, Out};
 /// pool).
 pub struct fl_client {
     pub(crate) shared: Arc<ClientShared>,
+    /// The provider's name, NUL-terminated (the view of `fl_client_provider`).
+    provider: String,
+    /// The endpoint's base URL, NUL-terminated (the view of `fl_client_base_url`).
+    base_url: String,
 }
 
 /// What a client's agents and runs share: the core client and the runtime its requests run on.
@@ -304,6 +308,8 @@ pub unsafe extern "C" fn fl_client_new(
         let out = Out::new(out, "out")?;
         let config = config_of(json)?;
         let client = Client::new(config).map_err(|error| FfiError::invalid(error.to_string()))?;
+        let provider = format!("{}\0", client.config().provider.name());
+        let base_url = format!("{}\0", client.config().base_url);
         let io = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("ferroloop-client")
@@ -316,11 +322,79 @@ pub unsafe extern "C" fn fl_client_new(
                 io: Some(io),
                 pid: std::process::id(),
             }),
+            provider,
+            base_url,
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(handle)) };
         Ok(())
     })
+}
+
+/// Writes into `*name` / `*len` a view of the provider the client speaks: `"anthropic"`,
+/// `"openai-chat"` or `"openai-responses"` (Python's `Client.provider`, Node's `provider`). The
+/// view is NUL-terminated, owned by the client, and valid until `fl_client_free`. Thread-safe;
+/// also in a child forked after the client was made (no request is made).
+///
+/// # Safety
+/// `client` must be a live client; `name` and `len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_client_provider(
+    client: *const fl_client,
+    name: *mut *const c_char,
+    len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `client`.
+        let client = unsafe { text::handle_ref(client, "client") }?;
+        // SAFETY: the caller's promises on `name` and `len`.
+        unsafe { write_view(&client.provider, name, "name", len) }
+    })
+}
+
+/// Writes into `*url` / `*len` a view of the endpoint's base URL the client sends its requests
+/// to (Python's `Client.base_url`, Node's `baseUrl`): the `base_url` option, else the one read
+/// from the environment, else the provider's public endpoint, without a trailing `/`
+/// (`"https://api.anthropic.com"`). The view is NUL-terminated, owned by the client, and valid
+/// until `fl_client_free`. Thread-safe; also in a child forked after the client was made.
+///
+/// # Safety
+/// `client` must be a live client; `url` and `len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_client_base_url(
+    client: *const fl_client,
+    url: *mut *const c_char,
+    len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `client`.
+        let client = unsafe { text::handle_ref(client, "client") }?;
+        // SAFETY: the caller's promises on `url` and `len`.
+        unsafe { write_view(&client.base_url, url, "url", len) }
+    })
+}
+
+/// Writes the view of `terminated` (a NUL-terminated string the client owns) into `*view` /
+/// `*len`, the length without the NUL.
+///
+/// # Safety
+/// `view` and `len` must be NULL (refused) or valid for writes.
+unsafe fn write_view(
+    terminated: &str,
+    view: *mut *const c_char,
+    name: &str,
+    len: *mut usize,
+) -> FfiResult {
+    let view = Out::new(view, name)?;
+    let len = Out::new(len, "len")?;
+    let (pointer, length) = text::view(terminated);
+    // SAFETY: both not NULL (checked) and writable (the caller's promise). The string lives as
+    // long as the client and never changes.
+    unsafe {
+        view.write(pointer);
+        len.write(length - 1);
+    }
+    Ok(())
 }
 
 /// Releases a client. NULL is accepted and ignored. Agents, runs and streams made with it keep
@@ -532,6 +606,82 @@ mod tests {
                 }
                 other => panic!("{expected}: {other:?}"),
             }
+        }
+    }
+
+    /// The view of a getter, as text (the NUL after it checked).
+    fn getter(
+        client: *const fl_client,
+        get: unsafe extern "C" fn(*const fl_client, *mut *const c_char, *mut usize) -> fl_status,
+    ) -> String {
+        let mut view = std::ptr::null();
+        let mut len = usize::MAX;
+        // SAFETY: a live client; both locals.
+        let status = unsafe { get(client, &mut view, &mut len) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: the view holds `len` bytes and a NUL, owned by the live client.
+        let bytes = unsafe { std::slice::from_raw_parts(view.cast::<u8>(), len + 1) };
+        assert_eq!(bytes[len], 0);
+        String::from_utf8(bytes[..len].to_vec()).unwrap()
+    }
+
+    /// The provider and base URL a client was made with, as Python's and Node's getters give
+    /// them: the provider's name, the URL without its trailing `/`, the public endpoint by
+    /// default.
+    #[test]
+    fn getters_give_the_provider_and_base_url() {
+        for (json, provider, base_url) in [
+            (
+                r#"{"from_env": false}"#,
+                "anthropic",
+                "https://api.anthropic.com",
+            ),
+            (
+                r#"{"provider": "openai-chat", "from_env": false}"#,
+                "openai-chat",
+                "https://api.openai.com/v1",
+            ),
+            (
+                r#"{"provider": "openai-responses", "from_env": false,
+                    "base_url": "http://127.0.0.1:9/v1/"}"#,
+                "openai-responses",
+                "http://127.0.0.1:9/v1",
+            ),
+        ] {
+            let (status, client) = new_client(json);
+            assert_eq!(status, fl_status::FL_STATUS_OK, "{json}");
+            assert_eq!(getter(client, fl_client_provider), provider, "{json}");
+            assert_eq!(getter(client, fl_client_base_url), base_url, "{json}");
+            // SAFETY: a client from `fl_client_new`, freed once.
+            unsafe { fl_client_free(client) };
+        }
+        let (_, client) = new_client(r#"{"from_env": false}"#);
+        let mut view = std::ptr::null();
+        let mut len = 0usize;
+        let refused = |status: fl_status, argument: &str| {
+            assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT, "{argument}");
+            let message = crate::boundary::last_error_for_tests();
+            assert!(message.contains(&format!("`{argument}`")), "{message}");
+        };
+        // SAFETY: NULL arguments are the cases under test; the others are locals.
+        unsafe {
+            refused(
+                fl_client_provider(std::ptr::null(), &mut view, &mut len),
+                "client",
+            );
+            refused(
+                fl_client_provider(client, std::ptr::null_mut(), &mut len),
+                "name",
+            );
+            refused(
+                fl_client_base_url(client, std::ptr::null_mut(), &mut len),
+                "url",
+            );
+            refused(
+                fl_client_base_url(client, &mut view, std::ptr::null_mut()),
+                "len",
+            );
+            fl_client_free(client);
         }
     }
 

@@ -16,7 +16,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ferroloop_core::client::{Client, ClientError, MessageItem, Provider, RequestMetrics};
+use ferroloop_core::client::{
+    Client, ClientError, MessageItem, Provider, RequestMetrics, RetryEvent,
+};
 use ferroloop_core::exec::CancellationToken;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
@@ -31,8 +33,8 @@ use crate::text::{self, Out};
 /// One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
 /// `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
 /// the end: `fl_message_stream_message`, `fl_message_stream_error`,
-/// `fl_message_stream_request_id`, `fl_message_stream_metrics`. Release it with
-/// `fl_message_stream_free`.
+/// `fl_message_stream_request_id`, `fl_message_stream_metrics`,
+/// `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
 ///
 /// Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
 /// other functions are called by one thread at a time (they wait for each other); the views
@@ -61,6 +63,9 @@ struct StreamState {
     outcome: Option<Outcome>,
     /// `FL_AGENT_NEXT_END` was reported: later calls report it again.
     ended: bool,
+    /// The outcome's metrics as NUL-terminated JSON (the view of
+    /// `fl_message_stream_metrics_json`); empty until first asked for.
+    metrics_json: String,
 }
 
 /// How a request ended.
@@ -195,24 +200,49 @@ fn millis(duration: Duration) -> f64 {
 fn item_json(item: &MessageItem) -> Result<String, serde_json::Error> {
     match item {
         MessageItem::Event(event) => serde_json::to_string(event),
-        MessageItem::Retry(retry) => Ok(json!({
-            "type": "retry",
-            "attempt": retry.next_attempt(),
-            "status": retry.status,
-            "wait": millis(retry.wait),
-            "code": retry.code,
-            // The one reading of an overload (a 529, or the class without one), as in the
-            // agent's `retry` event and Python's and Node's client retries.
-            "overloaded": retry.overloaded(),
-            "reason": retry.reason,
-        })
-        .to_string()),
+        MessageItem::Retry(retry) => Ok(retry_json(retry).to_string()),
         MessageItem::Stalled { elapsed } => {
             Ok(json!({"type": "stalled", "elapsed": millis(*elapsed)}).to_string())
         }
         // The final message is the outcome, never an event.
         MessageItem::Message(message) => Ok(message.to_string()),
     }
+}
+
+/// A retry as the C API hands it out: the stream's `retry` event, and an entry of the metrics'
+/// `retries` (`fl_message_stream_metrics_json`).
+fn retry_json(retry: &RetryEvent) -> Value {
+    json!({
+        "type": "retry",
+        "attempt": retry.next_attempt(),
+        "status": retry.status,
+        "wait": millis(retry.wait),
+        "code": retry.code,
+        // The one reading of an overload (a 529, or the class without one), as in the agent's
+        // `retry` event and Python's and Node's client retries.
+        "overloaded": retry.overloaded(),
+        "reason": retry.reason,
+    })
+}
+
+/// A request's whole measurements as JSON (`fl_message_stream_metrics_json`): Python's
+/// `RequestMetrics` keys, its durations in milliseconds (as `fl_request_metrics`) under names
+/// ending in `_ms`, `null` when not measured.
+fn metrics_json(metrics: &RequestMetrics) -> Value {
+    let ms = |duration: Option<Duration>| duration.map(millis);
+    json!({
+        "request_id": metrics.request_id,
+        "attempts": metrics.attempts,
+        "retries": metrics.retries.iter().map(retry_json).collect::<Vec<_>>(),
+        "http_version": metrics.http_version,
+        "time_to_headers_ms": ms(metrics.time_to_headers),
+        "time_to_first_event_ms": ms(metrics.time_to_first_event),
+        "time_to_first_token_ms": ms(metrics.time_to_first_token),
+        "total_ms": ms(metrics.total),
+        "bytes_received": metrics.bytes_received,
+        "events": metrics.events,
+        "usage": metrics.usage,
+    })
 }
 
 /// Drives one streaming request on the client's runtime, handing its items to the host; stops
@@ -406,6 +436,7 @@ impl fl_message_stream {
                 request_id: String::new(),
                 outcome: None,
                 ended: false,
+                metrics_json: String::new(),
             }),
             cancel,
             link,
@@ -799,8 +830,9 @@ pub struct fl_request_metrics {
 }
 
 /// Writes into `*metrics` the measurements of an ended request (time to first token, attempts,
-/// bytes, ...), as Python's `stream.metrics` and Node's `metrics`. `FL_STATUS_INVALID_STATE`
-/// before the end.
+/// bytes, ...), as Python's `stream.metrics` and Node's `metrics`; the request id, the retries,
+/// the HTTP version and the final usage are in `fl_message_stream_metrics_json`.
+/// `FL_STATUS_INVALID_STATE` before the end.
 ///
 /// # Safety
 /// `stream` must be a live stream; `metrics` must be valid for a write.
@@ -827,6 +859,63 @@ pub unsafe extern "C" fn fl_message_stream_metrics(
         };
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { metrics.write(written) };
+        Ok(())
+    })
+}
+
+/// Writes into `*json` / `*len` a view of the whole measurements of an ended request, as one
+/// JSON object with the keys and meanings of Python's `stream.metrics` (`RequestMetrics`) and
+/// Node's `metrics`, durations in milliseconds as in `fl_request_metrics`:
+///
+/// - `request_id`: the provider's request id of the response used (a string), `null` when it
+///   sent none;
+/// - `attempts`: attempts made (1 when nothing was retried);
+/// - `retries`: every retry, in order, each the `retry` event `fl_message_stream_next_event`
+///   handed out for it (`{"type":"retry","attempt":2,"status":529,"wait":1.3,...}`, `wait` in
+///   milliseconds); `[]` when none (Node gives their count: it is this array's length);
+/// - `http_version`: the HTTP version of the last attempt (`"HTTP/1.1"`, `"HTTP/2.0"`), `null`
+///   when no response came;
+/// - `time_to_headers_ms`, `time_to_first_event_ms`, `time_to_first_token_ms`, `total_ms`: from
+///   the start of the request, in milliseconds (Python's `time_to_headers`, ... are in seconds;
+///   Node's `timeToHeadersMs`, ... in milliseconds), `null` when not reached (where the struct
+///   has a negative value);
+/// - `bytes_received`: response body bytes, all attempts together; `events`: events received
+///   from the response used;
+/// - `usage`: the provider's final `usage` object (the counts of the message's `usage`, the
+///   later events' values replacing the earlier ones), `null` when it sent none.
+///
+/// Like `fl_message_stream_metrics` (whose fields are the same measurements), it may be called
+/// once `fl_message_stream_next_event` has reported `FL_AGENT_NEXT_END` (or `fl_client_create`
+/// returned), whatever the outcome; before, it is `FL_STATUS_INVALID_STATE`. The view is
+/// NUL-terminated, owned by the stream, and valid until `fl_message_stream_free`; it never
+/// changes.
+///
+/// # Safety
+/// `stream` must be a live stream; `json` and `len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_message_stream_metrics_json(
+    stream: *const fl_message_stream,
+    json: *mut *const c_char,
+    len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `stream`.
+        let stream = unsafe { text::handle_ref(stream, "stream") }?;
+        let json = Out::new(json, "json")?;
+        let len = Out::new(len, "len")?;
+        let mut state = stream.lock();
+        if state.metrics_json.is_empty() {
+            let measured =
+                metrics_json(&outcome_of(&state, "fl_message_stream_metrics_json")?.metrics);
+            state.metrics_json = terminated(&measured);
+        }
+        let (pointer, length) = text::view(&state.metrics_json);
+        // SAFETY: both not NULL (checked) and writable (the caller's promise). The string is
+        // written once, after the end, and lives until the free.
+        unsafe {
+            json.write(pointer);
+            len.write(length - 1);
+        }
         Ok(())
     })
 }
@@ -1283,6 +1372,166 @@ mod tests {
             serde_json::from_str(&request[request.find("\r\n\r\n").unwrap() + 4..]).unwrap();
         assert_eq!(body["stream"], true);
         assert!(body.get("betas").is_none());
+    }
+
+    /// The metrics JSON of a stream (`FL_STATUS_OK` asserted), parsed.
+    fn metrics_of(stream: *const fl_message_stream) -> Value {
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live stream; locals.
+        let status = unsafe { fl_message_stream_metrics_json(stream, &mut json, &mut len) };
+        assert_eq!(
+            status,
+            fl_status::FL_STATUS_OK,
+            "{}",
+            last_error_for_tests()
+        );
+        // SAFETY: the view is valid until the free, NUL-terminated.
+        let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
+        assert_eq!(bytes[len], 0);
+        serde_json::from_slice(&bytes[..len]).unwrap()
+    }
+
+    /// A request retried once (an HTTP 529, then the answer): its whole metrics as JSON, with
+    /// what the struct lacks (the request id, the retry as the stream's `retry` event gave it,
+    /// the HTTP version, the final usage) and the struct's measurements, in milliseconds.
+    /// Refused before the end, as the struct function is.
+    #[test]
+    fn the_metrics_json_of_a_retried_request_has_everything() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (answered, wait_answered) = std::sync::mpsc::channel();
+        let server = std::thread::spawn(move || {
+            let (mut connection, _) = accept(&listener);
+            let body =
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+            let reply = response("529 Overloaded", "application/json", body, body.len());
+            connection.write_all(reply.as_bytes()).unwrap();
+            drop(connection);
+            let (mut connection, _) = accept(&listener);
+            // The answer's first part, then (once the test read the metrics too early) the rest.
+            let whole = SSE.len() + SSE_END.len();
+            let reply = response("200 OK", "text/event-stream", SSE, whole);
+            connection.write_all(reply.as_bytes()).unwrap();
+            wait_answered.recv().unwrap();
+            connection.write_all(SSE_END.as_bytes()).unwrap();
+        });
+        let client = client(port, r#", "max_retries": 2"#);
+        let (status, stream) = start_stream(client, REQUEST, std::ptr::null());
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let mut events = Vec::new();
+        while !events
+            .iter()
+            .any(|event: &String| event.contains("text_delta"))
+        {
+            let (found, event) = next(stream, 60_000);
+            assert_eq!(found, fl_agent_next::FL_AGENT_NEXT_EVENT, "{events:?}");
+            events.push(event);
+        }
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live stream; locals.
+        let early = unsafe { fl_message_stream_metrics_json(stream, &mut json, &mut len) };
+        assert_eq!(early, fl_status::FL_STATUS_INVALID_STATE);
+        assert!(last_error_for_tests().contains("fl_message_stream_metrics_json"));
+        answered.send(()).unwrap();
+        events.extend(drain(stream));
+        server.join().unwrap();
+        let retry: Value = serde_json::from_str(&events[0]).unwrap();
+        assert_eq!(retry["type"], "retry", "{events:?}");
+        assert_eq!(retry["status"], 529);
+        let (status, text) = message(stream);
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        let final_usage = serde_json::from_str::<Value>(&text).unwrap()["usage"].clone();
+        let metrics = metrics_of(stream);
+        let keys: Vec<&str> = metrics
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "request_id",
+                "attempts",
+                "retries",
+                "http_version",
+                "time_to_headers_ms",
+                "time_to_first_event_ms",
+                "time_to_first_token_ms",
+                "total_ms",
+                "bytes_received",
+                "events",
+                "usage"
+            ]
+        );
+        assert_eq!(metrics["request_id"], "req_unit");
+        assert_eq!(metrics["attempts"], 2);
+        assert_eq!(metrics["retries"], json!([retry]));
+        assert_eq!(metrics["http_version"], "HTTP/1.1");
+        assert_eq!(metrics["usage"], final_usage);
+        assert_eq!(
+            metrics["usage"],
+            json!({"input_tokens": 3, "output_tokens": 2})
+        );
+        assert_eq!(metrics["events"], 6);
+        // The struct's measurements, the same numbers.
+        // SAFETY: a live stream; a local.
+        let measured = unsafe {
+            let mut measured = std::mem::zeroed();
+            assert_eq!(
+                fl_message_stream_metrics(stream, &mut measured),
+                fl_status::FL_STATUS_OK
+            );
+            measured
+        };
+        let measured: fl_request_metrics = measured;
+        assert_eq!(metrics["bytes_received"], measured.bytes_received);
+        for (key, value) in [
+            ("time_to_headers_ms", measured.time_to_headers_ms),
+            ("time_to_first_event_ms", measured.time_to_first_event_ms),
+            ("time_to_first_token_ms", measured.time_to_first_token_ms),
+            ("total_ms", measured.total_ms),
+        ] {
+            assert!(value >= 0.0, "{key}");
+            assert_eq!(metrics[key].as_f64(), Some(value), "{key}");
+        }
+        // Read again: the same view.
+        assert_eq!(metrics_of(stream), metrics);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(stream);
+            fl_client_free(client);
+        }
+    }
+
+    /// A request that never got a response: `null` for what was not measured, no usage.
+    #[test]
+    fn the_metrics_json_of_a_refused_connection_has_nulls() {
+        // Port 9 on loopback: nothing listens (as the README's examples assume).
+        let client = client(9, "");
+        let (_, stream) = start_stream(client, REQUEST, std::ptr::null());
+        assert!(drain(stream).is_empty());
+        assert_eq!(error(stream).0, fl_status::FL_STATUS_CONNECTION_ERROR);
+        let metrics = metrics_of(stream);
+        for key in [
+            "request_id",
+            "http_version",
+            "time_to_headers_ms",
+            "time_to_first_event_ms",
+            "time_to_first_token_ms",
+            "usage",
+        ] {
+            assert_eq!(metrics[key], Value::Null, "{key}: {metrics}");
+        }
+        assert_eq!(metrics["retries"], json!([]));
+        assert_eq!(metrics["events"], 0);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(stream);
+            fl_client_free(client);
+        }
     }
 
     /// A request's task that panics ends its stream as an internal failure (`FL_STATUS_PANIC`,

@@ -112,6 +112,33 @@ pub type fl_tool_fn = Option<
     ),
 >;
 
+/// Decides whether one call of a C tool may run beside other concurrency-safe calls, from the
+/// call's input, as Python's and Node's `concurrency_safe` may be a predicate on the input
+/// (registered with `fl_executor_add_tool_json_with_safety`). Called with the tool's
+/// `userdata` and the call's input as JSON (`input_json_len` bytes of UTF-8, NUL-terminated,
+/// valid only during the call), once per call, before it is admitted: on the thread submitting
+/// or driving the call (the one in `fl_executor_run`, `fl_turn_next_event` or
+/// `fl_agent_run_next_event`). Returns true for "may run in parallel with other safe calls",
+/// false for "runs alone" (the call then waits for the calls running before it and blocks those
+/// queued after it).
+///
+/// It should return promptly and must return normally (no `longjmp`, no C++ exception: as for
+/// `fl_tool_fn`, unwinding out of it is undefined behaviour), and must not run an executor,
+/// drive a turn or free them. A predicate that cannot decide (an input it does not understand,
+/// an error of its own) should return false: that is what ferroloop decides for a predicate that
+/// fails in Python (raises) or Node (throws), and for its own side of the call failing (the
+/// conservative choice: the call runs alone, never beside a call it might conflict with).
+pub type fl_tool_concurrency_safe_fn = Option<
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        input_json: *const c_char,
+        input_json_len: usize,
+    ) -> bool,
+>;
+
+/// The host's predicate of `fl_tool_concurrency_safe_fn`, checked not NULL.
+type SafetyCallback = unsafe extern "C" fn(*mut c_void, *const c_char, usize) -> bool;
+
 /// Cancels runs and turns (opaque). Create it with `fl_cancel_token_new`, pass it to
 /// `fl_executor_run` or `fl_turn_new`, and cancel it from any thread with
 /// `fl_cancel_token_cancel`. Thread-safe.
@@ -229,6 +256,8 @@ struct CTool {
     input_schema: Option<Value>,
     settings: ToolSettings,
     callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
+    /// Decides per input, in place of `settings.concurrency_safe`, when set.
+    concurrency_safe: Option<SafetyCallback>,
     userdata: UserData,
 }
 
@@ -259,8 +288,17 @@ impl Tool for CTool {
             .unwrap_or_else(|| serde_json::json!({"type": "object"}))
     }
 
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        self.settings.concurrency_safe
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        let Some(decide) = self.concurrency_safe else {
+            return self.settings.concurrency_safe;
+        };
+        // NUL-terminated for the host's convenience (`strstr`); the length excludes the NUL.
+        let mut input_json = input.to_string();
+        input_json.push('\0');
+        let (pointer, length) = text::view(&input_json);
+        // SAFETY: the predicate is the host's, registered with its userdata, called on the
+        // thread driving the call (as the tool callback is); the view outlives the call.
+        unsafe { decide(self.userdata.0, pointer, length - 1) }
     }
 
     fn timeout(&self) -> Option<Duration> {
@@ -521,7 +559,7 @@ pub unsafe extern "C" fn fl_executor_add_tool(
             description: String::new(),
             input_schema: None,
         };
-        executor.add(definition, settings_of(options), callback, userdata)
+        executor.add(definition, settings_of(options), callback, None, userdata)
     })
 }
 
@@ -569,7 +607,7 @@ pub unsafe extern "C" fn fl_executor_add_tool_with_definition(
         // SAFETY: NULL or a valid options struct (the caller's promise).
         let options = unsafe { options.as_ref() }.copied();
         let definition = ToolDefinition::parse(json)?;
-        executor.add(definition, settings_of(options), callback, userdata)
+        executor.add(definition, settings_of(options), callback, None, userdata)
     })
 }
 
@@ -618,16 +656,71 @@ pub unsafe extern "C" fn fl_executor_add_tool_json(
         };
         let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
         let (definition, settings) = tool_of(json)?;
-        executor.add(definition, settings, callback, userdata)
+        executor.add(definition, settings, callback, None, userdata)
+    })
+}
+
+/// Registers a tool as `fl_executor_add_tool_json` does, whose calls' concurrency safety
+/// `concurrency_safe` decides from each call's input (see `fl_tool_concurrency_safe_fn`), as
+/// Python's and Node's `concurrency_safe` may be a predicate: for example a shell tool whose
+/// read-only commands may run in parallel while the others run alone. `concurrency_safe` is
+/// called with the same `userdata` as `callback`.
+///
+/// `tool_json` has the keys of `fl_executor_add_tool_json` but `concurrency_safe`, which the
+/// predicate replaces: giving it too is `FL_STATUS_INVALID_ARGUMENT` (`null` counts as absent).
+/// A NULL `concurrency_safe` or `callback` is `FL_STATUS_NULL_ARGUMENT`; otherwise as
+/// `fl_executor_add_tool_json`. The predicate runs once per call whose input passed the
+/// tool's `input_schema` (an unknown tool or an invalid input is answered without it), in
+/// `fl_executor_run`, in streaming turns and in the runs of an agent made with the executor.
+///
+/// Thread-safe.
+///
+/// # Safety
+/// `executor` must be a live executor; `tool_json` must be valid for reads of `len` bytes;
+/// `callback`, `concurrency_safe` and `userdata` must stay usable until the executor, every turn
+/// started on it and every run of an agent made with it are freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_executor_add_tool_json_with_safety(
+    executor: *mut fl_executor,
+    tool_json: *const c_char,
+    len: usize,
+    callback: fl_tool_fn,
+    concurrency_safe: fl_tool_concurrency_safe_fn,
+    userdata: *mut c_void,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promises on `executor` and `tool_json`.
+        let (executor, json) = unsafe {
+            (
+                text::handle_ref(executor, "executor")?,
+                text::str_arg(tool_json, len, "tool_json")?,
+            )
+        };
+        let callback = callback.ok_or_else(|| FfiError::null("callback"))?;
+        let decide = concurrency_safe.ok_or_else(|| FfiError::null("concurrency_safe"))?;
+        let (definition, settings, fixed) = tool_fields_of(json)?;
+        if fixed.is_some() {
+            return Err(FfiError::invalid(
+                "tool option \"concurrency_safe\" is given, and so is the concurrency_safe \
+                 predicate that replaces it: leave the option out",
+            ));
+        }
+        executor.add(definition, settings, callback, Some(decide), userdata)
     })
 }
 
 /// The definition and settings of the tool object `json` (see `fl_executor_add_tool_json`).
 fn tool_of(json: &str) -> FfiResult<(ToolDefinition, ToolSettings)> {
+    tool_fields_of(json).map(|(definition, settings, _)| (definition, settings))
+}
+
+/// [`tool_of`], and the `concurrency_safe` key as given (`None` when absent or `null`).
+fn tool_fields_of(json: &str) -> FfiResult<(ToolDefinition, ToolSettings, Option<bool>)> {
     let mut fields = JsonOptions::parse(json, "tool")?;
     let definition = ToolDefinition::read(&mut fields, "tool")?;
+    let concurrency_safe = fields.boolean("concurrency_safe")?;
     let settings = ToolSettings {
-        concurrency_safe: fields.boolean("concurrency_safe")?.unwrap_or(false),
+        concurrency_safe: concurrency_safe.unwrap_or(false),
         timeout: positive_millis(&mut fields, "tool", "timeout_ms")?,
         cancels_siblings_on_error: fields
             .boolean("cancels_siblings_on_error")?
@@ -639,7 +732,7 @@ fn tool_of(json: &str) -> FfiResult<(ToolDefinition, ToolSettings)> {
         },
     };
     fields.finish()?;
-    Ok((definition, settings))
+    Ok((definition, settings, concurrency_safe))
 }
 
 /// What the model is told about a tool.
@@ -697,6 +790,7 @@ impl fl_executor {
         definition: ToolDefinition,
         settings: ToolSettings,
         callback: unsafe extern "C" fn(*mut c_void, *const fl_tool_invocation, *mut fl_tool_call),
+        concurrency_safe: Option<SafetyCallback>,
         userdata: *mut c_void,
     ) -> FfiResult {
         if definition.name.is_empty() {
@@ -713,6 +807,7 @@ impl fl_executor {
                 input_schema: definition.input_schema,
                 settings,
                 callback,
+                concurrency_safe,
                 userdata: UserData(userdata),
             })
             .map_err(|error| FfiError::invalid(error.to_string()))?;
@@ -1253,6 +1348,7 @@ mod tests {
                     input_schema: None,
                     settings: fl_tool_options_default().into(),
                     callback,
+                    concurrency_safe: None,
                     userdata: UserData(std::ptr::from_ref::<Case>(&case).cast_mut().cast()),
                 })
                 .unwrap();
@@ -1355,6 +1451,7 @@ mod tests {
                 input_schema: None,
                 settings: fl_tool_options_default().into(),
                 callback: reporter_callback,
+                concurrency_safe: None,
                 userdata: UserData(std::ptr::from_ref(reporter).cast_mut().cast()),
             })
             .unwrap();
@@ -1954,5 +2051,199 @@ mod tests {
                 "in a callback: {in_callback}"
             );
         }
+    }
+
+    /// What the "gate" tool records through its callback and its predicate.
+    #[derive(Default)]
+    struct Gate {
+        /// The calls started and not completed yet (handles as addresses).
+        held: Mutex<Vec<usize>>,
+        /// For each call started, in order, how many calls were held when it started.
+        held_at_start: Mutex<Vec<usize>>,
+        /// Each input the predicate was asked about, and whether its view ended with a NUL.
+        decided: Mutex<Vec<(String, bool)>>,
+    }
+
+    /// Holds its call (the test completes it when the turn can make no more progress).
+    unsafe extern "C" fn gate_callback(
+        userdata: *mut c_void,
+        _invocation: *const fl_tool_invocation,
+        call: *mut fl_tool_call,
+    ) {
+        // SAFETY: the test's `Gate`, alive for the whole turn.
+        let gate = unsafe { &*userdata.cast::<Gate>() };
+        let mut held = gate.held.lock().unwrap_or_else(PoisonError::into_inner);
+        gate.held_at_start
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(held.len());
+        held.push(call as usize);
+    }
+
+    /// Safe for `{"mode":"read"}`, not for anything else.
+    unsafe extern "C" fn gate_safe(
+        userdata: *mut c_void,
+        input_json: *const c_char,
+        input_json_len: usize,
+    ) -> bool {
+        // SAFETY: the test's `Gate`; the view holds `input_json_len` bytes and a NUL.
+        let (gate, bytes) = unsafe {
+            (
+                &*userdata.cast::<Gate>(),
+                std::slice::from_raw_parts(input_json.cast::<u8>(), input_json_len + 1),
+            )
+        };
+        let input = String::from_utf8_lossy(&bytes[..input_json_len]).into_owned();
+        let safe = input == r#"{"mode":"read"}"#;
+        gate.decided
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((input, bytes[input_json_len] == 0));
+        safe
+    }
+
+    fn add_gate(executor: *mut fl_executor, json: &str, gate: &Gate) -> fl_status {
+        // SAFETY: a live executor; `json` readable for its length; `gate` outlives the
+        // executor and its turns.
+        unsafe {
+            fl_executor_add_tool_json_with_safety(
+                executor,
+                json.as_ptr().cast(),
+                json.len(),
+                Some(gate_callback),
+                Some(gate_safe),
+                std::ptr::from_ref(gate).cast_mut().cast(),
+            )
+        }
+    }
+
+    /// Runs two calls of the "gate" tool with `input` in a streaming turn, completing the calls
+    /// the tool holds only when the turn can make no more progress without them; returns how
+    /// many calls were held when each started (`[0, 1]`: they overlapped; `[0, 0]`: the second
+    /// waited for the first), and what the predicate saw.
+    fn gate_turn(input: &str) -> (Vec<usize>, Vec<(String, bool)>) {
+        use crate::turn::{
+            fl_turn_event, fl_turn_event_kind, fl_turn_free, fl_turn_new, fl_turn_next_event,
+            fl_turn_seal, fl_turn_submit,
+        };
+        let gate = Gate::default();
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: `executor` is a local.
+        let status = unsafe { fl_executor_new(std::ptr::null(), &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        assert_eq!(
+            add_gate(executor, r#"{"name": "gate"}"#, &gate),
+            fl_status::FL_STATUS_OK
+        );
+        let mut turn = std::ptr::null_mut();
+        // SAFETY: a live executor; `turn` is a local.
+        let status = unsafe { fl_turn_new(executor, std::ptr::null(), &mut turn) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        for id in ["toolu_a", "toolu_b"] {
+            let call = format!(r#"{{"id": "{id}", "name": "gate", "input": {input}}}"#);
+            // SAFETY: a live turn; `call` readable for its length.
+            let status = unsafe { fl_turn_submit(turn, call.as_ptr().cast(), call.len()) };
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+        }
+        // SAFETY: a live turn.
+        assert_eq!(unsafe { fl_turn_seal(turn) }, fl_status::FL_STATUS_OK);
+        loop {
+            let holding = !gate.held.lock().unwrap().is_empty();
+            // SAFETY: all-zero is a valid `fl_turn_event` (NULL views, kind and status 0).
+            let mut event: fl_turn_event = unsafe { std::mem::zeroed() };
+            // Without a held call, wait (60 s: a hang guard); with one, only take what the turn
+            // can do at once: nothing left means no other call can start beside the held ones.
+            let timeout = if holding { 0 } else { 60_000 };
+            // SAFETY: a live turn; a local.
+            let status = unsafe { fl_turn_next_event(turn, timeout, &mut event) };
+            assert_eq!(status, fl_status::FL_STATUS_OK);
+            match event.kind {
+                fl_turn_event_kind::FL_TURN_EVENT_END => break,
+                fl_turn_event_kind::FL_TURN_EVENT_NONE => {
+                    assert!(holding, "hang guard: the turn made no progress");
+                    let held = std::mem::take(&mut *gate.held.lock().unwrap());
+                    for call in held {
+                        complete_ok(call as *mut fl_tool_call);
+                    }
+                }
+                _ => {}
+            }
+        }
+        // SAFETY: handles from their constructors, freed once, the turn first.
+        unsafe {
+            fl_turn_free(turn);
+            fl_executor_free(executor);
+        }
+        let held_at_start = gate.held_at_start.lock().unwrap().clone();
+        let decided = gate.decided.lock().unwrap().clone();
+        (held_at_start, decided)
+    }
+
+    /// A C tool's predicate decides per input: two calls of the tool overlap for an input it
+    /// calls safe, and run one after the other for another; it sees each input once, as JSON
+    /// ending with a NUL.
+    #[test]
+    fn a_tools_predicate_decides_its_concurrency_per_input() {
+        let read = r#"{"mode":"read"}"#;
+        let write = r#"{"mode":"write"}"#;
+        let (held, decided) = gate_turn(read);
+        assert_eq!(held, [0, 1], "{decided:?}");
+        assert_eq!(decided, [(read.to_owned(), true), (read.to_owned(), true)]);
+        let (held, decided) = gate_turn(write);
+        assert_eq!(held, [0, 0], "{decided:?}");
+        assert_eq!(
+            decided,
+            [(write.to_owned(), true), (write.to_owned(), true)]
+        );
+    }
+
+    /// The predicate replaces the `concurrency_safe` key: both is refused (`null` is absent),
+    /// and so is a NULL predicate or callback.
+    #[test]
+    fn a_predicate_and_the_concurrency_safe_key_are_exclusive() {
+        let gate = Gate::default();
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: `executor` is a local.
+        let status = unsafe { fl_executor_new(std::ptr::null(), &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        for json in [
+            r#"{"name": "a", "concurrency_safe": true}"#,
+            r#"{"name": "a", "concurrency_safe": false}"#,
+        ] {
+            assert_refused(
+                add_gate(executor, json, &gate),
+                json,
+                "\"concurrency_safe\" is given",
+            );
+        }
+        let json = r#"{"name": "a", "concurrency_safe": null, "timeout_ms": 5}"#;
+        assert_eq!(add_gate(executor, json, &gate), fl_status::FL_STATUS_OK);
+        let json = r#"{"name": "b"}"#;
+        // SAFETY: a live executor; `json` readable; NULL functions are the cases under test.
+        let (no_predicate, no_callback) = unsafe {
+            (
+                fl_executor_add_tool_json_with_safety(
+                    executor,
+                    json.as_ptr().cast(),
+                    json.len(),
+                    Some(gate_callback),
+                    None,
+                    std::ptr::null_mut(),
+                ),
+                fl_executor_add_tool_json_with_safety(
+                    executor,
+                    json.as_ptr().cast(),
+                    json.len(),
+                    None,
+                    Some(gate_safe),
+                    std::ptr::null_mut(),
+                ),
+            )
+        };
+        assert_eq!(no_predicate, fl_status::FL_STATUS_NULL_ARGUMENT);
+        assert_eq!(no_callback, fl_status::FL_STATUS_NULL_ARGUMENT);
+        // SAFETY: an executor from `fl_executor_new`, freed once.
+        unsafe { fl_executor_free(executor) };
+        assert!(gate.decided.lock().unwrap().is_empty());
     }
 }

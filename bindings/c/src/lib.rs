@@ -40,12 +40,14 @@ pub use agent::{
     fl_agent_run_start_prompt, fl_agent_tool_definitions,
 };
 pub use boundary::fl_last_error_message;
-pub use client::{fl_client, fl_client_free, fl_client_new};
+pub use client::{
+    fl_client, fl_client_base_url, fl_client_free, fl_client_new, fl_client_provider,
+};
 pub use client_stream::{
     fl_client_create, fl_client_error, fl_client_stream_start, fl_message_stream,
     fl_message_stream_cancel, fl_message_stream_error, fl_message_stream_free,
-    fl_message_stream_message, fl_message_stream_metrics, fl_message_stream_next_event,
-    fl_message_stream_request_id, fl_request_metrics,
+    fl_message_stream_message, fl_message_stream_metrics, fl_message_stream_metrics_json,
+    fl_message_stream_next_event, fl_message_stream_request_id, fl_request_metrics,
 };
 pub use context::{
     FL_CONTEXT_BUDGET_DEFAULT, fl_context_budget, fl_context_budget_free, fl_context_budget_new,
@@ -67,9 +69,10 @@ pub use decode::{
 pub use exec::{
     fl_cancel_token, fl_cancel_token_cancel, fl_cancel_token_free, fl_cancel_token_is_cancelled,
     fl_cancel_token_new, fl_executor, fl_executor_add_tool, fl_executor_add_tool_json,
-    fl_executor_add_tool_with_definition, fl_executor_free, fl_executor_new, fl_executor_new_json,
-    fl_executor_options, fl_executor_options_default, fl_executor_run, fl_tool_fn,
-    fl_tool_invocation, fl_tool_options, fl_tool_options_default,
+    fl_executor_add_tool_json_with_safety, fl_executor_add_tool_with_definition, fl_executor_free,
+    fl_executor_new, fl_executor_new_json, fl_executor_options, fl_executor_options_default,
+    fl_executor_run, fl_tool_concurrency_safe_fn, fl_tool_fn, fl_tool_invocation, fl_tool_options,
+    fl_tool_options_default,
 };
 pub use sse::{
     fl_sse_event, fl_sse_item, fl_sse_item_callback, fl_sse_item_kind, fl_sse_parser,

@@ -8,7 +8,8 @@
  *   prints for it); the request id from the header and the measurements;
  * - a recorded OpenAI Chat Completions stream (tests/fixtures/openai-chat/2018feb66ae1.sse),
  *   likewise;
- * - an HTTP 529 then success: a `retry` event, then the answer;
+ * - an HTTP 529 then success: a `retry` event, then the answer; the whole metrics as JSON
+ *   (the request id, the retry, HTTP/1.1, the final usage, the struct's measurements);
  * - an HTTP 400: a typed failure (FL_STATUS_PROVIDER_ERROR, class invalid_request, status 400,
  *   the request id from the header, the provider's message);
  * - a stream cut mid-way: truncated (cause `connection`), the partial message readable;
@@ -19,7 +20,8 @@
  * - a client, an agent and a run made before fork(), in the child: refused (a request would
  *   never run there), and freed without waiting for the parent's thread (it hung); a stream
  *   in flight at the fork never ends there but is freed, a run waiting for its model call
- *   stops when cancelled.
+ *   stops when cancelled;
+ * - the client's provider and base URL.
  *
  * No network beyond 127.0.0.1. Timeouts are hang guards only, never assertions.
  *
@@ -272,6 +274,41 @@ static void retried(server *s) {
     CHECK_OK(fl_message_stream_metrics(stream, &metrics));
     CHECK(metrics.attempts == 2);
     CHECK(request_id_is(stream, "req_test_1")); /* the answer's, not the 529's */
+    /* The whole metrics as JSON: what the struct lacks (the request id, the retry as the stream
+     * gave it, the HTTP version, the final usage), the struct's measurements in milliseconds. */
+    const char *measured = NULL;
+    size_t measured_len = 0;
+    CHECK_OK(fl_message_stream_metrics_json(stream, &measured, &measured_len));
+    CHECK(measured != NULL && measured[measured_len] == '\0');
+    const char *retry_end = events.data != NULL ? strchr(events.data, '\n') : NULL;
+    CHECK(retry_end != NULL);
+    if (measured != NULL && retry_end != NULL && json != NULL) {
+        char expected[1024];
+        snprintf(expected, sizeof expected,
+                 "{\"request_id\":\"req_test_1\",\"attempts\":2,\"retries\":[%.*s],"
+                 "\"http_version\":\"HTTP/1.1\",\"time_to_headers_ms\":",
+                 (int)(retry_end - events.data), events.data);
+        CHECK(strncmp(measured, expected, strlen(expected)) == 0);
+        snprintf(expected, sizeof expected, ",\"bytes_received\":%llu,\"events\":6,\"usage\":",
+                 (unsigned long long)metrics.bytes_received);
+        const char *usage = strstr(measured, expected);
+        CHECK(usage != NULL);
+        /* The usage is the final message's (both end with it). */
+        const char *final_usage = strstr(json, "\"usage\":");
+        CHECK(usage != NULL && final_usage != NULL &&
+              strcmp(usage + strlen(expected) - 8, final_usage) == 0);
+        const char *keys[] = {"\"time_to_headers_ms\":", "\"time_to_first_event_ms\":",
+                              "\"time_to_first_token_ms\":", "\"total_ms\":"};
+        double values[] = {metrics.time_to_headers_ms, metrics.time_to_first_event_ms,
+                           metrics.time_to_first_token_ms, metrics.total_ms};
+        for (size_t i = 0; i < 4; i++) {
+            const char *at = strstr(measured, keys[i]);
+            CHECK(values[i] >= 0 && at != NULL && strtod(at + strlen(keys[i]), NULL) == values[i]);
+        }
+        if (checks_failed) {
+            fprintf(stderr, "    metrics: %s\n", measured);
+        }
+    }
     fl_message_stream_free(stream);
     fl_client_free(client);
     free(stop_server(s));
@@ -659,6 +696,49 @@ static void forked_child(server *s) {
     free(requests);
 }
 
+/* The client's provider and base URL, as Python's and Node's getters give them: views that
+ * stay valid until the client is freed, a request made in between. */
+static void getters(server *s) {
+    fl_client *client = client_of("openai-chat", s);
+    const char *provider = NULL;
+    size_t provider_len = 0;
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    const char *url = NULL;
+    size_t url_len = 0;
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    drain(stream, &events);
+    fl_message_stream_free(stream);
+    char expected[64];
+    snprintf(expected, sizeof expected, "http://127.0.0.1:%d", s->port);
+    CHECK(provider != NULL && text_equals(provider, provider_len, "openai-chat") &&
+          provider[provider_len] == '\0');
+    CHECK(url != NULL && text_equals(url, url_len, expected) && url[url_len] == '\0');
+    CHECK_STATUS(fl_client_provider(NULL, &provider, &provider_len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_client_provider(client, NULL, &provider_len), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_client_base_url(client, &url, NULL), FL_STATUS_NULL_ARGUMENT);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+    /* The defaults: Anthropic's public endpoint; a trailing slash is dropped. */
+    const char *defaults = "{\"from_env\":false}";
+    CHECK_OK(fl_client_new(defaults, strlen(defaults), &client));
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    CHECK(text_equals(provider, provider_len, "anthropic"));
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    CHECK(text_equals(url, url_len, "https://api.anthropic.com"));
+    fl_client_free(client);
+    const char *slash = "{\"provider\":\"openai-responses\",\"from_env\":false,"
+                        "\"base_url\":\"http://127.0.0.1:9/v1/\"}";
+    CHECK_OK(fl_client_new(slash, strlen(slash), &client));
+    CHECK_OK(fl_client_provider(client, &provider, &provider_len));
+    CHECK(text_equals(provider, provider_len, "openai-responses"));
+    CHECK_OK(fl_client_base_url(client, &url, &url_len));
+    CHECK(text_equals(url, url_len, "http://127.0.0.1:9/v1"));
+    fl_client_free(client);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) root = argv[1];
     char path[1024];
@@ -694,6 +774,7 @@ int main(int argc, char **argv) {
     server held_server = start_server(held_replies, 3);
     server create_server = start_server(create_replies, 1);
     server fork_server = start_server(fork_replies, 2);
+    server getters_server = start_server(chat_replies, 1);
 
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
@@ -704,6 +785,7 @@ int main(int argc, char **argv) {
     create(&create_server);
     misuse();
     forked_child(&fork_server);
+    getters(&getters_server);
     free(fixture);
     free(chat);
     return check_summary("test_client");

@@ -1,7 +1,7 @@
 /*
  * The tool executor driven by C tools: parallel calls completed from worker threads, results in
- * request order, an unknown tool, a timeout, a cancellation seen by running tools, and the
- * argument checks.
+ * request order, an unknown tool, a timeout, a cancellation seen by running tools, the
+ * argument checks, and a predicate deciding the concurrency of a tool's calls per input.
  *
  * Usage: test_exec
  */
@@ -353,6 +353,112 @@ static void check_invalid_reply(void) {
     fl_executor_free(executor);
 }
 
+/* ---- "gate": a predicate deciding the concurrency per input ---- */
+
+/* What the gate tool records (its callback and predicate run on the thread driving the turn). */
+typedef struct {
+    fl_tool_call *held[4]; /* calls started and not completed yet */
+    int held_count;
+    int held_at_start[4]; /* for each call started, how many were held then */
+    int started;
+    int decided;         /* the predicate's calls */
+    bool nul_terminated; /* every input the predicate saw ended with a NUL */
+} gate_state;
+
+static gate_state gate;
+
+/* Holds its call: the turn's driver completes the held calls once nothing else can happen. */
+static void gate_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)invocation;
+    gate_state *g = userdata;
+    if (g->started < 4) g->held_at_start[g->started] = g->held_count;
+    g->started++;
+    if (g->held_count < 4) {
+        g->held[g->held_count++] = call;
+    } else {
+        CHECK(!"more calls than submitted");
+        CHECK_OK(fl_tool_complete(call, "extra", 5, true));
+    }
+}
+
+/* Safe for {"mode":"read"}; anything else runs alone. */
+static bool gate_safe(void *userdata, const char *input_json, size_t input_json_len) {
+    gate_state *g = userdata;
+    g->decided++;
+    if (input_json[input_json_len] != '\0') g->nul_terminated = false;
+    return text_equals(input_json, input_json_len, "{\"mode\":\"read\"}");
+}
+
+/* Two calls of "gate" with `input` in a streaming turn, the held calls completed only when the
+ * turn can make no more progress at once (timeout 0 and nothing happened): so the second call
+ * starts while the first is held exactly when admission lets them run together. Returns how
+ * many calls were held when the second one started (1: they overlapped; 0: it waited). */
+static int second_call_overlap(fl_executor *executor, const char *input) {
+    memset(&gate, 0, sizeof gate);
+    gate.nul_terminated = true;
+    fl_turn *turn = NULL;
+    CHECK_OK(fl_turn_new(executor, NULL, &turn));
+    for (int i = 0; i < 2; i++) {
+        char call[128];
+        snprintf(call, sizeof call, "{\"id\":\"g%d\",\"name\":\"gate\",\"input\":%s}", i, input);
+        CHECK_OK(fl_turn_submit(turn, call, strlen(call)));
+    }
+    CHECK_OK(fl_turn_seal(turn));
+    for (;;) {
+        bool holding = gate.held_count > 0;
+        fl_turn_event event;
+        /* Without a held call, wait (a hang guard of 60 s); with one, take only what the turn
+         * can do at once. */
+        fl_status status = fl_turn_next_event(turn, holding ? 0 : 60000, &event);
+        CHECK_OK(status);
+        if (status != FL_STATUS_OK || event.kind == FL_TURN_EVENT_END) break;
+        if (event.kind == FL_TURN_EVENT_NONE) {
+            CHECK(holding); /* else: the hang guard expired */
+            if (!holding) break;
+            for (int i = 0; i < gate.held_count; i++) {
+                CHECK_OK(fl_tool_complete(gate.held[i], "done", 4, false));
+            }
+            gate.held_count = 0;
+        }
+    }
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_turn_results(turn, &results, &len));
+    CHECK(results != NULL &&
+          strcmp(results, "[{\"type\":\"tool_result\",\"tool_use_id\":\"g0\",\"content\":\"done\","
+                          "\"is_error\":false},{\"type\":\"tool_result\",\"tool_use_id\":\"g1\","
+                          "\"content\":\"done\",\"is_error\":false}]") == 0);
+    fl_turn_free(turn);
+    CHECK(gate.started == 2 && gate.decided == 2 && gate.nul_terminated);
+    return gate.held_at_start[1];
+}
+
+/* A C tool's predicate decides per input: two calls overlap for {"mode":"read"}, the second
+ * waits for the first for {"mode":"write"}. */
+static void check_concurrency_predicate(void) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    const char *tool = "{\"name\":\"gate\"}";
+    CHECK_OK(fl_executor_add_tool_json_with_safety(executor, tool, strlen(tool), gate_tool,
+                                                   gate_safe, &gate));
+    /* The predicate replaces the `concurrency_safe` key; both functions are required. */
+    const char *both = "{\"name\":\"other\",\"concurrency_safe\":true}";
+    CHECK_STATUS(fl_executor_add_tool_json_with_safety(executor, both, strlen(both), gate_tool,
+                                                       gate_safe, &gate),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "\"concurrency_safe\" is given") != NULL);
+    const char *other = "{\"name\":\"other\"}";
+    CHECK_STATUS(fl_executor_add_tool_json_with_safety(executor, other, strlen(other), gate_tool,
+                                                       NULL, &gate),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_executor_add_tool_json_with_safety(executor, other, strlen(other), NULL,
+                                                       gate_safe, &gate),
+                 FL_STATUS_NULL_ARGUMENT);
+    CHECK(second_call_overlap(executor, "{\"mode\":\"read\"}") == 1);
+    CHECK(second_call_overlap(executor, "{\"mode\":\"write\"}") == 0);
+    fl_executor_free(executor);
+}
+
 int main(void) {
     fl_executor *executor = new_executor();
     the_executor = executor;
@@ -364,5 +470,6 @@ int main(void) {
     check_arguments(executor);
     fl_executor_free(executor);
     check_invalid_reply();
+    check_concurrency_predicate();
     return check_summary("test_exec");
 }
