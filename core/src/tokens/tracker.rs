@@ -374,6 +374,10 @@ impl ContextTracker {
 
     /// Records usage covering the first `covered` messages.
     ///
+    /// The correction factor moves toward the usage / estimate ratio of the covered prefix,
+    /// the ratio clamped to the factor's range first, so one absurd report cannot push the
+    /// factor to a bound by itself.
+    ///
     /// Usage with no prompt tokens (`input + cache_creation + cache_read == 0`) is ignored: every
     /// request has a prompt, so such usage is missing rather than measured (a proxy that reports
     /// only `output_tokens`, a stream cut before `message_start`'s usage), and anchoring to it
@@ -387,7 +391,11 @@ impl ContextTracker {
         let raw = self.fixed() + covered_messages;
         let total = usage.total();
         if raw >= CORRECTION_MIN_TOKENS && total > 0 {
-            let ratio = total as f64 / raw as f64;
+            // One observation moves the factor by at most `CORRECTION_ALPHA` of the range: a
+            // ratio outside it is no tokenizer drift but a bad report (a proxy's cumulative
+            // usage, a count near `u64::MAX`), and taken whole it set the factor to a bound at
+            // once, skewing every estimate for the turns it took to decay.
+            let ratio = (total as f64 / raw as f64).clamp(CORRECTION_MIN, CORRECTION_MAX);
             let blended = CORRECTION_ALPHA * ratio + (1.0 - CORRECTION_ALPHA) * self.correction;
             self.correction = blended.clamp(CORRECTION_MIN, CORRECTION_MAX);
         }
@@ -611,14 +619,16 @@ mod tests {
                 ..Usage::default()
             });
         }
-        assert_eq!(t.correction(), CORRECTION_MAX);
+        // Each observation is clamped to the range first: the factor nears the bound.
+        assert!(t.correction() > CORRECTION_MAX - 1e-6 && t.correction() <= CORRECTION_MAX);
         for _ in 0..50 {
             t.record_usage(Usage {
                 input_tokens: 1,
                 ..Usage::default()
             });
         }
-        assert_eq!(t.correction(), CORRECTION_MIN);
+        assert!(t.correction() >= CORRECTION_MIN && t.correction() < CORRECTION_MIN + 1e-6);
+        let learned = t.correction();
         for invalid in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
             let error = t.set_correction(invalid).unwrap_err();
             assert!(
@@ -626,7 +636,7 @@ mod tests {
                     .to_string()
                     .starts_with("the correction factor must be a positive")
             );
-            assert_eq!(t.correction(), CORRECTION_MIN);
+            assert_eq!(t.correction(), learned);
         }
         assert_eq!(t.set_correction(9.0), Ok(()));
         assert_eq!(t.correction(), CORRECTION_MAX);
@@ -846,6 +856,29 @@ mod tests {
         assert_eq!(t.correction(), correction);
         t.record_usage(Usage::default());
         assert_eq!(t.tokens(), before);
+    }
+
+    /// One absurd report moved the factor straight to its bound (1.6 from 1.0, every later
+    /// estimate 60% high while it decayed over the next turns); now by at most
+    /// `CORRECTION_ALPHA` of the distance to it.
+    #[test]
+    fn one_absurd_usage_moves_the_correction_only_one_step() {
+        for (input_tokens, bound) in [(u64::MAX, CORRECTION_MAX), (1, CORRECTION_MIN)] {
+            let mut t = ContextTracker::new(Family::Claude);
+            for i in 0..3 {
+                t.push_message(&user(i));
+            }
+            t.record_usage(Usage {
+                input_tokens,
+                ..Usage::default()
+            });
+            let expected = (1.0 - CORRECTION_ALPHA) + CORRECTION_ALPHA * bound;
+            assert!(
+                (t.correction() - expected).abs() < 1e-12,
+                "{input_tokens}: {}",
+                t.correction()
+            );
+        }
     }
 
     #[test]
