@@ -583,11 +583,14 @@ export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
  * Token counts are whole numbers below 2^64 (a larger one is refused, not clamped).
  */
 export interface ContextBudgetOptions {
-  /** The model's context window (required unless `model` is given). */
+  /** The model's context window (required unless `model` is given; not beside `model`). */
   window?: number
-  /** The request's max output tokens (required unless `model` is given). */
+  /** The request's max output tokens (required unless `model` is given; not beside `model`). */
   maxOutputTokens?: number
-  /** Take the window and max output from the built-in model table. */
+  /**
+   * Take the window and max output from the built-in model table, instead of `window` and
+   * `maxOutputTokens`: given beside either, it is an InvalidArgumentError (it was ignored).
+   */
   model?: string
   /** At most this much output is reserved out of the window (20,000). */
   outputReserveCap?: number
@@ -639,10 +642,16 @@ export declare class ContextTracker {
   constructor(options?: { tokenizer?: Tokenizer })
   /** The tokenizer family of the estimates. */
   readonly tokenizer: Tokenizer
-  /** Sets the system prompt (a string or content blocks). */
-  setSystem(system: unknown): void
-  /** Sets the tool definitions. */
-  setTools(tools: unknown[]): void
+  /**
+   * Sets the system prompt (a string, content blocks, or null for none). Throws an
+   * InvalidArgumentError, the tracker unchanged, for anything else (as Python and C refuse it).
+   */
+  setSystem(system: string | unknown[] | null): void
+  /**
+   * Sets the tool definitions (an array, or null for none). Throws an InvalidArgumentError, the
+   * tracker unchanged, for anything else, such as one tool's object.
+   */
+  setTools(tools: unknown[] | null): void
   /**
    * Appends a message (an object: a message or an OpenAI Responses item). Throws an
    * InvalidArgumentError for anything else.

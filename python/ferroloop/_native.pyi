@@ -200,8 +200,12 @@ class ContextTracker:
     """A conversation's token count, anchored on the provider's reported usage."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> ContextTracker: ...
-    def set_system(self, system: Union[str, list[Any]]) -> None: ...
-    def set_tools(self, tools: list[dict[str, Any]]) -> None: ...
+    def set_system(self, system: Union[str, list[Any], None]) -> None:
+        """Sets the system prompt (a str, a list of blocks, or ``None`` for none); anything
+        else is a ``TypeError`` and the tracker is left unchanged."""
+    def set_tools(self, tools: Optional[list[dict[str, Any]]]) -> None:
+        """Sets the tool definitions (a list, or ``None`` for none); anything else, such as one
+        tool's dict, is a ``TypeError`` and the tracker is left unchanged."""
     def push_message(self, message: dict[str, Any]) -> None:
         """Appends a message (a dict: a message or an OpenAI Responses item; else ``TypeError``)."""
     def replace_messages(self, messages: list[dict[str, Any]]) -> None:

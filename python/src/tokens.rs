@@ -285,24 +285,26 @@ impl PyContextTracker {
         })
     }
 
-    /// Sets the system prompt (a str or a list of blocks).
+    /// Sets the system prompt (a str, a list of blocks, or None for none; anything else is a
+    /// `TypeError` and the tracker is left unchanged).
     fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_system", || {
             let system = json_of(system)?;
             // Estimating a large value takes a while: done with the interpreter released.
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.set_system(&system));
-            Ok(())
+            py.detach(move || tracker.try_set_system(&system))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
-    /// Sets the tool definitions (a list).
+    /// Sets the tool definitions (a list, or None for none; anything else, such as one tool's
+    /// dict, is a `TypeError` and the tracker is left unchanged).
     fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_tools", || {
             let tools = json_of(tools)?;
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.set_tools(&tools));
-            Ok(())
+            py.detach(move || tracker.try_set_tools(&tools))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 

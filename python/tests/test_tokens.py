@@ -186,6 +186,27 @@ def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
     assert len(tracker) == 2
 
 
+def test_a_tracker_refuses_a_system_prompt_or_tools_in_no_request_shape_as_c_does() -> None:
+    # A tool definition not in a list counted as no tools at all, and a number as a prompt;
+    # C refused both with FL_STATUS_INVALID_ARGUMENT.
+    tracker = ferroloop.ContextTracker()
+    tracker.set_system("You are terse.")
+    tracker.set_tools([{"name": "ls", "input_schema": {"type": "object"}}])
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    tool = {"name": "read", "description": "reads a file", "input_schema": {"type": "object"}}
+    with pytest.raises(TypeError, match="tool definitions must be an array or null, got an object"):
+        tracker.set_tools(tool)  # type: ignore[arg-type]
+    for system in ({"type": "text", "text": "one block"}, 3, True):
+        with pytest.raises(TypeError, match="system prompt must be a string, an array of blocks or null"):
+            tracker.set_system(system)  # type: ignore[arg-type]
+    assert tracker.tokens() == before
+    tracker.set_tools(None)
+    tracker.set_system([{"type": "text", "text": "You are terse."}])
+    tracker.set_system(None)
+    assert tracker.tokens()["tokens"] < before["tokens"]
+
+
 @pytest.mark.parametrize(
     "usage",
     [

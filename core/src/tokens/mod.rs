@@ -45,5 +45,6 @@ pub use request::{
 };
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
 pub use tracker::{
-    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, TokenCount, Usage,
+    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, NotARequestPart,
+    TokenCount, Usage,
 };

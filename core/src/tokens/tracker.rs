@@ -55,6 +55,19 @@ pub enum NotAMessage {
     },
 }
 
+/// A system prompt or tool list handed to the tracker in a shape no request gives it
+/// ([`ContextTracker::try_set_system`], [`ContextTracker::try_set_tools`]). Read leniently, a
+/// tool definition not in a list counted as no tools at all, and a number as a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotARequestPart {
+    /// The system prompt.
+    #[error("the system prompt must be a string, an array of blocks or null, got {0}")]
+    System(&'static str),
+    /// The tool definitions.
+    #[error("the tool definitions must be an array or null, got {0}")]
+    Tools(&'static str),
+}
+
 /// The JSON kind of a value, for error messages.
 fn json_kind(value: &Value) -> &'static str {
     match value {
@@ -284,6 +297,27 @@ impl ContextTracker {
         self.tools = estimate_tools(tools, self.family);
         self.tools_key = Some(key);
         self.anchor = None;
+    }
+
+    /// [`Self::set_system`] for a prompt a caller hands in: anything but a string, an array of
+    /// blocks or `null` (none) is refused and the tracker left unchanged (what the bindings'
+    /// `set_system` do).
+    pub fn try_set_system(&mut self, system: &Value) -> Result<(), NotARequestPart> {
+        if !matches!(system, Value::String(_) | Value::Array(_) | Value::Null) {
+            return Err(NotARequestPart::System(json_kind(system)));
+        }
+        self.set_system(system);
+        Ok(())
+    }
+
+    /// [`Self::set_tools`] for definitions a caller hands in: anything but an array or `null`
+    /// (none) is refused and the tracker left unchanged (what the bindings' `set_tools` do).
+    pub fn try_set_tools(&mut self, tools: &Value) -> Result<(), NotARequestPart> {
+        if !matches!(tools, Value::Array(_) | Value::Null) {
+            return Err(NotARequestPart::Tools(json_kind(tools)));
+        }
+        self.set_tools(tools);
+        Ok(())
     }
 
     /// Appends a message (`{"role": .., "content": ..}`, or an OpenAI Responses input item),
@@ -801,6 +835,39 @@ mod tests {
         assert_eq!(t.try_push_message(&user(1)), Ok(()));
         assert_eq!(t.try_replace_messages(&[user(2)]), Ok(()));
         assert_eq!(t.len(), 1);
+    }
+
+    /// A tool definition not in a list counted as no tools, without a word; C refused it, and
+    /// Python and Node took it.
+    #[test]
+    fn a_system_prompt_or_tools_in_no_request_shape_are_refused() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.try_set_system(&json!("You are terse.")).unwrap();
+        t.try_set_tools(&json!([{"name": "ls", "input_schema": {"type": "object"}}]))
+            .unwrap();
+        t.push_message(&user(0));
+        let before = t.tokens();
+        let tool = json!({"name": "read", "description": "reads a file", "input_schema": {"type": "object"}});
+        assert_eq!(
+            t.try_set_tools(&tool).unwrap_err().to_string(),
+            "the tool definitions must be an array or null, got an object"
+        );
+        assert_eq!(
+            t.try_set_system(&json!({"type": "text", "text": "one block"})),
+            Err(NotARequestPart::System("an object"))
+        );
+        for bad in [json!(3), json!(true)] {
+            assert!(t.try_set_system(&bad).is_err(), "{bad}");
+            assert!(t.try_set_tools(&bad).is_err(), "{bad}");
+        }
+        assert!(t.try_set_tools(&json!("ls")).is_err());
+        assert_eq!(t.tokens(), before);
+        // `null` is none, a list of blocks a prompt.
+        t.try_set_tools(&Value::Null).unwrap();
+        t.try_set_system(&json!([{"type": "text", "text": "You are terse."}]))
+            .unwrap();
+        t.try_set_system(&Value::Null).unwrap();
+        assert!(t.tokens().tokens < before.tokens);
     }
 
     #[test]
