@@ -588,8 +588,11 @@ export interface ContextBudgetOptions {
   /** The request's max output tokens (required unless `model` is given; not beside `model`). */
   maxOutputTokens?: number
   /**
-   * Take the window and max output from the built-in model table, instead of `window` and
-   * `maxOutputTokens`: given beside either, it is an InvalidArgumentError (it was ignored).
+   * Take the window and max output from the built-in model table (the longest matching name
+   * prefix, in any letter case and gateway spelling; a `[1m]` suffix selects a 1,000,000-token
+   * window), instead of `window` and `maxOutputTokens`: given beside either, it is an
+   * InvalidArgumentError (it was ignored). A model not in the table gets a 200,000-token window
+   * and 32,000 max output tokens, as in Python and C: check `window` when it may be unknown.
    */
   model?: string
   /** At most this much output is reserved out of the window (20,000). */

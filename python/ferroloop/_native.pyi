@@ -163,8 +163,11 @@ class ContextBudget:
         blocking_buffer: Optional[int] = None,
         autocompact_percent: Optional[float] = None,
     ) -> ContextBudget:
-        """The budget of a known model (window and max output from the model table), with the
-        constructor's optional overrides."""
+        """The budget of a model (window and max output from the model table: the longest
+        matching name prefix, in any letter case and gateway spelling; a ``[1m]`` suffix selects
+        a 1,000,000-token window), with the constructor's optional overrides. A model not in
+        the table gets a 200,000-token window and 32,000 max output tokens, as in Node and C:
+        check ``window`` when the model may be unknown, or use the constructor."""
     @property
     def window(self) -> int: ...
     @property

@@ -180,9 +180,10 @@ impl PyContextBudget {
         })
     }
 
-    /// The budget for a known model name (context window and max output from the model
-    /// table), with the same optional overrides as the constructor (as Node's
-    /// `new ContextBudget({ model, ... })`).
+    /// The budget for a model name (context window and max output from the model table), with
+    /// the same optional overrides as the constructor (as Node's
+    /// `new ContextBudget({ model, ... })`). A model not in the table gets a 200,000-token
+    /// window and 32,000 max output tokens, as in Node and C.
     #[staticmethod]
     #[pyo3(signature = (model, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
     fn for_model(
