@@ -673,7 +673,7 @@ export declare class ContextTracker {
   /**
    * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
    * messages. Throws an InvalidArgumentError for a count that is not a non-negative integer
-   * (`null` is absent) or no count at all.
+   * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
    */
   recordUsage(usage: Record<string, unknown>, covered?: number): void
   /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */

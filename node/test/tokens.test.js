@@ -127,6 +127,12 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     { input_tokens: 1500.5, output_tokens: 3 },
     { input_tokens: 700, cache_read_input_tokens: '900' },
     { prompt_tokens: 100, completion_tokens: -1 },
+    // JSON.stringify made NaN and Infinity null, read as absent: a NaN input made the usage
+    // "output only" (ignored), a NaN cache count an exact-looking count without it.
+    { input_tokens: NaN, output_tokens: 3 },
+    { input_tokens: 100, cache_read_input_tokens: NaN },
+    { input_tokens: Infinity },
+    { prompt_tokens: 100, completion_tokens: -Infinity },
   ]) {
     const before = tracker.tokens()
     assert.throws(

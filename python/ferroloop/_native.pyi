@@ -219,7 +219,7 @@ class ContextTracker:
     def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:
         """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
         message so far, or the first ``covered``. ``ValueError`` for a count that is not a
-        non-negative int (``None`` is absent) or no count at all."""
+        non-negative int (``nan`` and ``inf`` included; ``None`` is absent) or no count at all."""
     def tokens(self) -> TokenCount:
         """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`` (a
         ``TokenCount``)."""

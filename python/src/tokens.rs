@@ -6,7 +6,7 @@ use ferroloop::tokens::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
 use serde_json::Value;
 
 use crate::args::{non_negative, non_negative_opt};
@@ -99,6 +99,25 @@ fn estimate_request<'py>(
         dict.set_item("total", estimate.total())?;
         Ok(dict)
     })
+}
+
+/// A usage dict as JSON for [`Usage::parse`]: a float JSON cannot hold (`nan`, `inf`) at its
+/// top level crosses as its text, so the core refuses it naming the field. The conversion to
+/// JSON makes it `null`, which a usage reads as absent: a `nan` input made the usage "output
+/// only", ignored without a word (as Node's `recordUsage` does with `NaN`).
+fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut value = json_of(usage)?;
+    if let (Ok(dict), Value::Object(fields)) = (usage.cast::<PyDict>(), &mut value) {
+        for (key, item) in dict.iter() {
+            if let Ok(number) = item.cast::<PyFloat>()
+                && !number.value().is_finite()
+                && let Ok(key) = key.extract::<String>()
+            {
+                fields.insert(key, Value::String(number.value().to_string()));
+            }
+        }
+    }
+    Ok(value)
 }
 
 /// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
@@ -342,8 +361,8 @@ impl PyContextTracker {
     }
 
     /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
-    /// so far, or the first `covered` messages. A count that is not a non-negative int (`None`
-    /// is absent), or no count at all: `ValueError`.
+    /// so far, or the first `covered` messages. A count that is not a non-negative int (`nan`
+    /// and `inf` included; `None` is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(
         &mut self,
@@ -353,7 +372,7 @@ impl PyContextTracker {
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;
-            let usage = Usage::parse(&json_of(usage)?)
+            let usage = Usage::parse(&usage_json(usage)?)
                 .map_err(|error| PyValueError::new_err(error.to_string()))?;
             match covered {
                 Some(covered) => self.tracker.record_usage_at(usage, covered),

@@ -214,6 +214,12 @@ def test_a_tracker_refuses_a_system_prompt_or_tools_in_no_request_shape_as_c_doe
         {"input_tokens": 1500.0, "output_tokens": 3},
         {"input_tokens": 700, "cache_read_input_tokens": "900"},
         {"prompt_tokens": 100, "completion_tokens": -1},
+        # The conversion to JSON made nan and inf None, read as absent: a nan input made the
+        # usage "output only" (ignored), a nan cache count an exact-looking count without it.
+        {"input_tokens": float("nan"), "output_tokens": 3},
+        {"input_tokens": 100, "cache_read_input_tokens": float("nan")},
+        {"input_tokens": float("inf")},
+        {"prompt_tokens": 100, "completion_tokens": float("-inf")},
     ],
 )
 def test_record_usage_refuses_a_count_that_is_not_a_non_negative_int(usage: dict[str, object]) -> None:
