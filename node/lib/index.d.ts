@@ -672,7 +672,8 @@ export declare class ContextTracker {
   readonly length: number
   /**
    * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
-   * messages. Throws an InvalidArgumentError for a count that is not a non-negative integer
+   * messages (default: all; more than the messages tracked counts as all of them, as in Python
+   * and C). Throws an InvalidArgumentError for a count that is not a non-negative integer
    * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
    */
   recordUsage(usage: Record<string, unknown>, covered?: number): void

@@ -218,7 +218,8 @@ class ContextTracker:
     def truncate(self, length: int) -> None: ...
     def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:
         """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
-        message so far, or the first ``covered``. ``ValueError`` for a count that is not a
+        message so far, or the first ``covered`` (more than the messages tracked counts as all
+        of them, as in Node and C). ``ValueError`` for a count that is not a
         non-negative int (``nan`` and ``inf`` included; ``None`` is absent) or no count at all."""
     def tokens(self) -> TokenCount:
         """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`` (a

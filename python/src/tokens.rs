@@ -361,7 +361,8 @@ impl PyContextTracker {
     }
 
     /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
-    /// so far, or the first `covered` messages. A count that is not a non-negative int (`nan`
+    /// so far, or the first `covered` messages (more than the messages tracked counts as all
+    /// of them, as in Node and C). A count that is not a non-negative int (`nan`
     /// and `inf` included; `None` is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(

@@ -406,7 +406,8 @@ impl ContextTracker {
         self.record_usage_at(usage, self.messages.len());
     }
 
-    /// Records usage covering the first `covered` messages.
+    /// Records usage covering the first `covered` messages (more than the messages tracked
+    /// counts as all of them).
     ///
     /// The correction factor moves toward the usage / estimate ratio of the covered prefix,
     /// the ratio clamped to the factor's range first, so one absurd report cannot push the
