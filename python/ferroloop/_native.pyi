@@ -295,7 +295,8 @@ class _Executor:
 
 def count_tokens(text: str, tokenizer: Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]) -> int:
     """Counts tokens exactly (builds with the ``exact`` feature; otherwise raises
-    ``ExactCountingUnavailableError``)."""
+    ``ExactCountingUnavailableError``). A family without an offline vocabulary (the Claude
+    families) is a ``ValueError`` in every build."""
 
 def has_exact_counting() -> bool:
     """Whether this build has ``count_tokens``."""

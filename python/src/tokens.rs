@@ -429,9 +429,10 @@ impl PyContextTracker {
 }
 
 /// Counts the tokens of `text` exactly with the offline vocabulary of `tokenizer` (`"o200k"` or
-/// `"cl100k"`), with the interpreter released. Raises `ExactCountingUnavailableError` when the
-/// extension was built without the `exact` feature, `ValueError` for a family without an
-/// offline vocabulary (the Claude families: use `estimate_tokens`).
+/// `"cl100k"`), with the interpreter released. Raises `ValueError` for a family without an
+/// offline vocabulary (the Claude families: use `estimate_tokens`), in every build, and
+/// `ExactCountingUnavailableError` for the others when the extension was built without the
+/// `exact` feature.
 #[pyfunction]
 fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
     shield(py, "count_tokens", || {
@@ -452,6 +453,9 @@ fn count_exact(py: Python<'_>, text: &str, family: Family) -> PyResult<u64> {
 
 #[cfg(not(feature = "exact"))]
 fn count_exact(py: Python<'_>, _text: &str, family: Family) -> PyResult<u64> {
+    // A family no build can count is the `ValueError` of a build with the feature.
+    ferroloop::tokens::exact_family(family)
+        .map_err(|err| PyValueError::new_err(err.to_string()))?;
     Err(crate::errors::ferroloop_error(
         py,
         "ExactCountingUnavailableError",

@@ -257,6 +257,10 @@ def test_count_tokens_without_the_feature_raises_a_clear_error() -> None:
     with pytest.raises(ferroloop.ExactCountingUnavailableError, match="feature `exact`"):
         ferroloop.count_tokens("hello world", "o200k")
     assert issubclass(ferroloop.ExactCountingUnavailableError, ferroloop.FerroloopError)
+    # A family no build can count is the ValueError of a build with the feature (it was
+    # ExactCountingUnavailableError here, advising a build that would refuse it too).
+    with pytest.raises(ValueError, match="no exact offline tokenizer for claude"):
+        ferroloop.count_tokens("hi", "claude")  # type: ignore[arg-type]
 
 
 def test_context_tracker_correction_can_be_restored_and_work_is_counted_like_node() -> None:
