@@ -626,9 +626,12 @@ export declare class ContextBudget {
   readonly warningThreshold: number
   /** Do not send at or above this many tokens. */
   readonly blockingThreshold: number
-  /** Where `tokens` stands: `ok`, `warning`, `auto_compact` or `blocking`. */
+  /**
+   * Where `tokens` (a whole number; 2^64 and above, as a tracker's saturated count, is past every
+   * threshold) stands: `ok`, `warning`, `auto_compact` or `blocking`.
+   */
   state(tokens: number): BudgetState
-  /** Percentage of the auto-compact threshold still free at `tokens`. */
+  /** Percentage of the auto-compact threshold still free at `tokens` (as for `state`). */
   percentLeft(tokens: number): number
 }
 

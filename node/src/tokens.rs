@@ -219,20 +219,24 @@ impl NativeContextBudget {
     /// `ok`, `warning`, `auto_compact` or `blocking` for a token count.
     #[napi]
     pub fn state(&self, tokens: f64) -> napi::Result<String> {
-        guard::sync(|| {
-            Ok(self
-                .inner
-                .state(whole(tokens, "tokens")?)
-                .as_str()
-                .to_owned())
-        })
+        guard::sync(|| Ok(self.inner.state(token_count(tokens)?).as_str().to_owned()))
     }
 
     /// Percentage of the auto-compact threshold still free.
     #[napi(js_name = "percentLeft")]
     pub fn percent_left(&self, tokens: f64) -> napi::Result<f64> {
-        guard::sync(|| Ok(self.inner.percent_left(whole(tokens, "tokens")?)))
+        guard::sync(|| Ok(self.inner.percent_left(token_count(tokens)?)))
     }
+}
+
+/// A token count to place against a budget: a whole non-negative number, where 2^64 and above
+/// (what `tokens()` gives for a count saturated at `u64::MAX`: the nearest JS number) stand
+/// for `u64::MAX`, a context past every threshold, instead of being refused.
+fn token_count(tokens: f64) -> Result<u64, FerroloopError> {
+    if tokens.is_finite() && tokens >= 18_446_744_073_709_551_616.0 {
+        return Ok(u64::MAX);
+    }
+    whole(tokens, "tokens")
 }
 
 /// A token count and how it was obtained.
