@@ -80,9 +80,15 @@ export declare class ContextTracker {
   constructor(tokenizer?: string | undefined | null)
   /** The tokenizer family. */
   get tokenizer(): string
-  /** Sets the system prompt (string or blocks, as JSON). */
+  /**
+   * Sets the system prompt (JSON: a string, blocks, or null for none; anything else is an
+   * invalid argument and the tracker is left unchanged).
+   */
   setSystemJson(systemJson: string): void
-  /** Sets the tool definitions (JSON array). */
+  /**
+   * Sets the tool definitions (JSON: an array, or null for none; anything else is an invalid
+   * argument and the tracker is left unchanged).
+   */
   setToolsJson(toolsJson: string): void
   /**
    * Appends a message (JSON: an object, a message or an OpenAI Responses item; anything else
@@ -426,11 +432,14 @@ export interface ClientTimeouts {
 
 /** Budget settings; unset fields take Claude Code's defaults. */
 export interface ContextBudgetOptions {
-  /** The model's context window (required unless `model` is given). */
+  /** The model's context window (required unless `model` is given; not with `model`). */
   window?: number
-  /** The request's max output tokens (required unless `model` is given). */
+  /** The request's max output tokens (required unless `model` is given; not with `model`). */
   maxOutputTokens?: number
-  /** Take window and max output from the built-in model table. */
+  /**
+   * Take window and max output from the built-in model table (instead of `window` and
+   * `max_output_tokens`).
+   */
   model?: string
   /** At most this much output is reserved out of the window (20,000). */
   outputReserveCap?: number

@@ -108,13 +108,13 @@ function fromErrorItem(item, cause) {
 }
 
 /**
- * `JSON.stringify(value)` for what crosses to the native layer as JSON text: a value JSON cannot
- * carry (a BigInt, a cycle, a throwing `toJSON`) is an InvalidArgumentError naming `what`, not
- * the bare TypeError of `JSON.stringify`.
+ * `JSON.stringify(value, replacer)` for what crosses to the native layer as JSON text: a value
+ * JSON cannot carry (a BigInt, a cycle, a throwing `toJSON`) is an InvalidArgumentError naming
+ * `what`, not the bare TypeError of `JSON.stringify`. `replacer` (optional) is JSON.stringify's.
  */
-function toJson(value, what) {
+function toJson(value, what, replacer) {
   try {
-    return JSON.stringify(value)
+    return JSON.stringify(value, replacer)
   } catch (err) {
     let reason
     try {

@@ -583,11 +583,17 @@ export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
  * Token counts are whole numbers below 2^64 (a larger one is refused, not clamped).
  */
 export interface ContextBudgetOptions {
-  /** The model's context window (required unless `model` is given). */
+  /** The model's context window (required unless `model` is given; not beside `model`). */
   window?: number
-  /** The request's max output tokens (required unless `model` is given). */
+  /** The request's max output tokens (required unless `model` is given; not beside `model`). */
   maxOutputTokens?: number
-  /** Take the window and max output from the built-in model table. */
+  /**
+   * Take the window and max output from the built-in model table (the longest matching name
+   * prefix, in any letter case and gateway spelling; a `[1m]` suffix selects a 1,000,000-token
+   * window), instead of `window` and `maxOutputTokens`: given beside either, it is an
+   * InvalidArgumentError (it was ignored). A model not in the table gets a 200,000-token window
+   * and 32,000 max output tokens, as in Python and C: check `window` when it may be unknown.
+   */
   model?: string
   /** At most this much output is reserved out of the window (20,000). */
   outputReserveCap?: number
@@ -620,9 +626,12 @@ export declare class ContextBudget {
   readonly warningThreshold: number
   /** Do not send at or above this many tokens. */
   readonly blockingThreshold: number
-  /** Where `tokens` stands: `ok`, `warning`, `auto_compact` or `blocking`. */
+  /**
+   * Where `tokens` (a whole number; 2^64 and above, as a tracker's saturated count, is past every
+   * threshold) stands: `ok`, `warning`, `auto_compact` or `blocking`.
+   */
   state(tokens: number): BudgetState
-  /** Percentage of the auto-compact threshold still free at `tokens`. */
+  /** Percentage of the auto-compact threshold still free at `tokens` (as for `state`). */
   percentLeft(tokens: number): number
 }
 
@@ -639,10 +648,16 @@ export declare class ContextTracker {
   constructor(options?: { tokenizer?: Tokenizer })
   /** The tokenizer family of the estimates. */
   readonly tokenizer: Tokenizer
-  /** Sets the system prompt (a string or content blocks). */
-  setSystem(system: unknown): void
-  /** Sets the tool definitions. */
-  setTools(tools: unknown[]): void
+  /**
+   * Sets the system prompt (a string, content blocks, or null for none). Throws an
+   * InvalidArgumentError, the tracker unchanged, for anything else (as Python and C refuse it).
+   */
+  setSystem(system: string | unknown[] | null): void
+  /**
+   * Sets the tool definitions (an array, or null for none). Throws an InvalidArgumentError, the
+   * tracker unchanged, for anything else, such as one tool's object.
+   */
+  setTools(tools: unknown[] | null): void
   /**
    * Appends a message (an object: a message or an OpenAI Responses item). Throws an
    * InvalidArgumentError for anything else.
@@ -660,8 +675,9 @@ export declare class ContextTracker {
   readonly length: number
   /**
    * Records a response's usage (Anthropic or OpenAI field names) covering the first `covered`
-   * messages. Throws an InvalidArgumentError for a count that is not a non-negative integer
-   * (`null` is absent) or no count at all.
+   * messages (default: all; more than the messages tracked counts as all of them, as in Python
+   * and C). Throws an InvalidArgumentError for a count that is not a non-negative integer
+   * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
    */
   recordUsage(usage: Record<string, unknown>, covered?: number): void
   /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */

@@ -61,6 +61,15 @@ function estimateRequest(body, options) {
   return callNative(() => native.estimateRequestJson(toJson(body, 'estimateRequest: the request'), tokenizer))
 }
 
+/**
+ * A usage object's numbers as JSON: NaN and ±Infinity, which JSON cannot hold, cross as their
+ * text, so the core refuses them naming the field (JSON.stringify made them null, which a usage
+ * reads as absent: a NaN input made the usage "output only", ignored without a word).
+ */
+function nonFiniteAsText(_key, value) {
+  return typeof value === 'number' && !Number.isFinite(value) ? String(value) : value
+}
+
 /** Context thresholds for one model (Claude Code's defaults, every field configurable). */
 class ContextBudget {
   #native
@@ -134,7 +143,7 @@ class ContextTracker {
   /** Records a response's usage covering the first `covered` messages (default: all). */
   recordUsage(usage, covered) {
     if (usage === null || typeof usage !== 'object') throw new InvalidArgumentError('usage must be an object')
-    callNative(() => this.#native.recordUsageJson(toJson(usage, 'recordUsage: the usage'), covered))
+    callNative(() => this.#native.recordUsageJson(toJson(usage, 'recordUsage: the usage', nonFiniteAsText), covered))
   }
   get correction() {
     return this.#native.correction

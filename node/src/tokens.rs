@@ -103,11 +103,12 @@ pub fn estimate_request_json(
 #[napi(object)]
 #[derive(Debug, Clone, Default)]
 pub struct ContextBudgetOptions {
-    /// The model's context window (required unless `model` is given).
+    /// The model's context window (required unless `model` is given; not with `model`).
     pub window: Option<f64>,
-    /// The request's max output tokens (required unless `model` is given).
+    /// The request's max output tokens (required unless `model` is given; not with `model`).
     pub max_output_tokens: Option<f64>,
-    /// Take window and max output from the built-in model table.
+    /// Take window and max output from the built-in model table (instead of `window` and
+    /// `max_output_tokens`).
     pub model: Option<String>,
     /// At most this much output is reserved out of the window (20,000).
     pub output_reserve_cap: Option<f64>,
@@ -135,16 +136,17 @@ impl NativeContextBudget {
     pub fn new(options: ContextBudgetOptions) -> napi::Result<Self> {
         guard::sync(|| {
             let mut inner = match (&options.model, options.window, options.max_output_tokens) {
-                (_, Some(window), Some(max_output)) => core_tokens::ContextBudget::new(
+                (None, Some(window), Some(max_output)) => core_tokens::ContextBudget::new(
                     whole(window, "window")?,
                     whole(max_output, "maxOutputTokens")?,
                 ),
                 (Some(model), None, None) => {
                     core_tokens::ContextBudget::for_model(model, &ModelTable::default())
                 }
+                // A model beside explicit limits was dropped without a word: say which to keep.
                 _ => {
                     return Err(FerroloopError::invalid_argument(
-                        "ContextBudget needs { window, maxOutputTokens } or { model }",
+                        "ContextBudget needs either { window, maxOutputTokens } or { model }",
                     )
                     .into());
                 }
@@ -217,20 +219,24 @@ impl NativeContextBudget {
     /// `ok`, `warning`, `auto_compact` or `blocking` for a token count.
     #[napi]
     pub fn state(&self, tokens: f64) -> napi::Result<String> {
-        guard::sync(|| {
-            Ok(self
-                .inner
-                .state(whole(tokens, "tokens")?)
-                .as_str()
-                .to_owned())
-        })
+        guard::sync(|| Ok(self.inner.state(token_count(tokens)?).as_str().to_owned()))
     }
 
     /// Percentage of the auto-compact threshold still free.
     #[napi(js_name = "percentLeft")]
     pub fn percent_left(&self, tokens: f64) -> napi::Result<f64> {
-        guard::sync(|| Ok(self.inner.percent_left(whole(tokens, "tokens")?)))
+        guard::sync(|| Ok(self.inner.percent_left(token_count(tokens)?)))
     }
+}
+
+/// A token count to place against a budget: a whole non-negative number, where 2^64 and above
+/// (what `tokens()` gives for a count saturated at `u64::MAX`: the nearest JS number) stand
+/// for `u64::MAX`, a context past every threshold, instead of being refused.
+fn token_count(tokens: f64) -> Result<u64, FerroloopError> {
+    if tokens.is_finite() && tokens >= 18_446_744_073_709_551_616.0 {
+        return Ok(u64::MAX);
+    }
+    whole(tokens, "tokens")
 }
 
 /// A token count and how it was obtained.
@@ -268,23 +274,27 @@ impl NativeContextTracker {
         guard::sync(|| Ok(self.inner.family().name().to_owned()))
     }
 
-    /// Sets the system prompt (string or blocks, as JSON).
+    /// Sets the system prompt (JSON: a string, blocks, or null for none; anything else is an
+    /// invalid argument and the tracker is left unchanged).
     #[napi(js_name = "setSystemJson")]
     pub fn set_system_json(&mut self, system_json: String) -> napi::Result<()> {
         guard::sync(|| {
             let system = parse_json(&system_json, "system")?;
-            self.inner.set_system(&system);
-            Ok(())
+            self.inner
+                .try_set_system(&system)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 
-    /// Sets the tool definitions (JSON array).
+    /// Sets the tool definitions (JSON: an array, or null for none; anything else is an invalid
+    /// argument and the tracker is left unchanged).
     #[napi(js_name = "setToolsJson")]
     pub fn set_tools_json(&mut self, tools_json: String) -> napi::Result<()> {
         guard::sync(|| {
             let tools = parse_json(&tools_json, "tools")?;
-            self.inner.set_tools(&tools);
-            Ok(())
+            self.inner
+                .try_set_tools(&tools)
+                .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
     }
 

@@ -390,3 +390,22 @@ test('lone surrogates inside objects count as U+FFFD, as in a plain string and i
     assert.deepEqual(withLone.tokens(), withReplaced.tokens())
   }
 })
+
+test("a tracker's saturated count goes into a budget's state, as in Python", () => {
+  // tokens() gives 2 ** 64 for a count saturated at u64::MAX; state() and percentLeft() refused
+  // that very number ("below 2^64"), where Python's state(tracker.tokens()["tokens"]) is
+  // "blocking".
+  const tracker = new ContextTracker()
+  tracker.pushMessage({ role: 'user', content: 'hi' })
+  tracker.recordUsage({ input_tokens: 1e19, output_tokens: 1e19 })
+  const budget = new ContextBudget({ window: 200_000, maxOutputTokens: 32_000 })
+  const { tokens } = tracker.tokens()
+  assert.equal(budget.state(tokens), 'blocking')
+  assert.equal(budget.percentLeft(tokens), 0)
+  assert.equal(budget.state(1e300), 'blocking')
+  // Still refused: what no count is.
+  for (const bad of [-1, 1.5, NaN, Infinity]) {
+    assert.throws(() => budget.state(bad), InvalidArgumentError)
+    assert.throws(() => budget.percentLeft(bad), InvalidArgumentError)
+  }
+})

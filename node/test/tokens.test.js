@@ -127,6 +127,12 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
     { input_tokens: 1500.5, output_tokens: 3 },
     { input_tokens: 700, cache_read_input_tokens: '900' },
     { prompt_tokens: 100, completion_tokens: -1 },
+    // JSON.stringify made NaN and Infinity null, read as absent: a NaN input made the usage
+    // "output only" (ignored), a NaN cache count an exact-looking count without it.
+    { input_tokens: NaN, output_tokens: 3 },
+    { input_tokens: 100, cache_read_input_tokens: NaN },
+    { input_tokens: Infinity },
+    { prompt_tokens: 100, completion_tokens: -Infinity },
   ]) {
     const before = tracker.tokens()
     assert.throws(
@@ -220,4 +226,45 @@ test('ContextBudget: a budget that would block before it compacts is refused, as
   // A window smaller than the buffers is accepted: every threshold is 0, every count blocking.
   const tiny = new ContextBudget({ window: 1_000, maxOutputTokens: 100, autocompactBuffer: 5_000, blockingBuffer: 4_000 })
   assert.deepEqual([tiny.autocompactThreshold, tiny.blockingThreshold, tiny.state(0)], [0, 0, 'blocking'])
+})
+
+test('ContextTracker refuses a system prompt or tools in no request shape, as C does', () => {
+  // A tool definition not in an array counted as no tools at all, and a number as a prompt;
+  // C refused both with FL_STATUS_INVALID_ARGUMENT, Python now raises TypeError.
+  const tracker = new ContextTracker()
+  tracker.setSystem('You are terse.')
+  tracker.setTools([{ name: 'ls', input_schema: { type: 'object' } }])
+  tracker.pushMessage({ role: 'user', content: 'hello' })
+  const before = tracker.tokens()
+  const tool = { name: 'read', description: 'reads a file', input_schema: { type: 'object' } }
+  assert.throws(
+    () => tracker.setTools(tool),
+    (err) => err instanceof InvalidArgumentError && /tool definitions must be an array or null, got an object/.test(err.message),
+  )
+  for (const system of [{ type: 'text', text: 'one block' }, 3, true]) {
+    assert.throws(
+      () => tracker.setSystem(system),
+      (err) => err instanceof InvalidArgumentError && /system prompt must be a string, an array of blocks or null/.test(err.message),
+    )
+  }
+  assert.deepEqual(tracker.tokens(), before)
+  tracker.setTools(null)
+  tracker.setSystem([{ type: 'text', text: 'You are terse.' }])
+  tracker.setSystem(null)
+  assert.ok(tracker.tokens().tokens < before.tokens)
+})
+
+test('ContextBudget refuses a model beside explicit limits instead of ignoring it', () => {
+  // `{ model, window, maxOutputTokens }` took the limits and dropped the model without a word.
+  for (const options of [
+    { model: 'gpt-4', window: 200_000, maxOutputTokens: 32_000 },
+    { model: 'gpt-4', maxOutputTokens: 1_000 },
+    { model: 'gpt-4', window: 8_192 },
+  ]) {
+    assert.throws(
+      () => new ContextBudget(options),
+      (err) => err instanceof InvalidArgumentError && /either \{ window, maxOutputTokens \} or \{ model \}/.test(err.message),
+    )
+  }
+  assert.equal(new ContextBudget({ model: 'gpt-4', window: null, maxOutputTokens: null }).window, 8_192)
 })

@@ -163,8 +163,11 @@ class ContextBudget:
         blocking_buffer: Optional[int] = None,
         autocompact_percent: Optional[float] = None,
     ) -> ContextBudget:
-        """The budget of a known model (window and max output from the model table), with the
-        constructor's optional overrides."""
+        """The budget of a model (window and max output from the model table: the longest
+        matching name prefix, in any letter case and gateway spelling; a ``[1m]`` suffix selects
+        a 1,000,000-token window), with the constructor's optional overrides. A model not in
+        the table gets a 200,000-token window and 32,000 max output tokens, as in Node and C:
+        check ``window`` when the model may be unknown, or use the constructor."""
     @property
     def window(self) -> int: ...
     @property
@@ -200,8 +203,12 @@ class ContextTracker:
     """A conversation's token count, anchored on the provider's reported usage."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> ContextTracker: ...
-    def set_system(self, system: Union[str, list[Any]]) -> None: ...
-    def set_tools(self, tools: list[dict[str, Any]]) -> None: ...
+    def set_system(self, system: Union[str, list[Any], None]) -> None:
+        """Sets the system prompt (a str, a list of blocks, or ``None`` for none); anything
+        else is a ``TypeError`` and the tracker is left unchanged."""
+    def set_tools(self, tools: Optional[list[dict[str, Any]]]) -> None:
+        """Sets the tool definitions (a list, or ``None`` for none); anything else, such as one
+        tool's dict, is a ``TypeError`` and the tracker is left unchanged."""
     def push_message(self, message: dict[str, Any]) -> None:
         """Appends a message (a dict: a message or an OpenAI Responses item; else ``TypeError``)."""
     def replace_messages(self, messages: list[dict[str, Any]]) -> None:
@@ -211,8 +218,9 @@ class ContextTracker:
     def truncate(self, length: int) -> None: ...
     def record_usage(self, usage: dict[str, Any], *, covered: Optional[int] = None) -> None:
         """Records a response's ``usage`` dict (Anthropic or OpenAI shape), covering every
-        message so far, or the first ``covered``. ``ValueError`` for a count that is not a
-        non-negative int (``None`` is absent) or no count at all."""
+        message so far, or the first ``covered`` (more than the messages tracked counts as all
+        of them, as in Node and C). ``ValueError`` for a count that is not a
+        non-negative int (``nan`` and ``inf`` included; ``None`` is absent) or no count at all."""
     def tokens(self) -> TokenCount:
         """``{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`` (a
         ``TokenCount``)."""
@@ -287,7 +295,8 @@ class _Executor:
 
 def count_tokens(text: str, tokenizer: Literal["o200k", "cl100k", "o200k_base", "cl100k_base"]) -> int:
     """Counts tokens exactly (builds with the ``exact`` feature; otherwise raises
-    ``ExactCountingUnavailableError``)."""
+    ``ExactCountingUnavailableError``). A family without an offline vocabulary (the Claude
+    families) is a ``ValueError`` in every build."""
 
 def has_exact_counting() -> bool:
     """Whether this build has ``count_tokens``."""

@@ -6,7 +6,7 @@ use ferroloop::tokens::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
 use serde_json::Value;
 
 use crate::args::{non_negative, non_negative_opt};
@@ -101,6 +101,25 @@ fn estimate_request<'py>(
     })
 }
 
+/// A usage dict as JSON for [`Usage::parse`]: a float JSON cannot hold (`nan`, `inf`) at its
+/// top level crosses as its text, so the core refuses it naming the field. The conversion to
+/// JSON makes it `null`, which a usage reads as absent: a `nan` input made the usage "output
+/// only", ignored without a word (as Node's `recordUsage` does with `NaN`).
+fn usage_json(usage: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut value = json_of(usage)?;
+    if let (Ok(dict), Value::Object(fields)) = (usage.cast::<PyDict>(), &mut value) {
+        for (key, item) in dict.iter() {
+            if let Ok(number) = item.cast::<PyFloat>()
+                && !number.value().is_finite()
+                && let Ok(key) = key.extract::<String>()
+            {
+                fields.insert(key, Value::String(number.value().to_string()));
+            }
+        }
+    }
+    Ok(value)
+}
+
 /// The optional settings of a `ContextBudget` (unset ones keep Claude Code's defaults).
 struct Overrides {
     output_reserve_cap: Option<i128>,
@@ -180,9 +199,10 @@ impl PyContextBudget {
         })
     }
 
-    /// The budget for a known model name (context window and max output from the model
-    /// table), with the same optional overrides as the constructor (as Node's
-    /// `new ContextBudget({ model, ... })`).
+    /// The budget for a model name (context window and max output from the model table), with
+    /// the same optional overrides as the constructor (as Node's
+    /// `new ContextBudget({ model, ... })`). A model not in the table gets a 200,000-token
+    /// window and 32,000 max output tokens, as in Node and C.
     #[staticmethod]
     #[pyo3(signature = (model, *, output_reserve_cap = None, autocompact_buffer = None, warning_buffer = None, blocking_buffer = None, autocompact_percent = None))]
     fn for_model(
@@ -285,24 +305,26 @@ impl PyContextTracker {
         })
     }
 
-    /// Sets the system prompt (a str or a list of blocks).
+    /// Sets the system prompt (a str, a list of blocks, or None for none; anything else is a
+    /// `TypeError` and the tracker is left unchanged).
     fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_system", || {
             let system = json_of(system)?;
             // Estimating a large value takes a while: done with the interpreter released.
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.set_system(&system));
-            Ok(())
+            py.detach(move || tracker.try_set_system(&system))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
-    /// Sets the tool definitions (a list).
+    /// Sets the tool definitions (a list, or None for none; anything else, such as one tool's
+    /// dict, is a `TypeError` and the tracker is left unchanged).
     fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ContextTracker.set_tools", || {
             let tools = json_of(tools)?;
             let tracker = &mut self.tracker;
-            py.detach(move || tracker.set_tools(&tools));
-            Ok(())
+            py.detach(move || tracker.try_set_tools(&tools))
+                .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
@@ -339,8 +361,9 @@ impl PyContextTracker {
     }
 
     /// Records a response's `usage` dict (Anthropic or OpenAI shape), covering every message
-    /// so far, or the first `covered` messages. A count that is not a non-negative int (`None`
-    /// is absent), or no count at all: `ValueError`.
+    /// so far, or the first `covered` messages (more than the messages tracked counts as all
+    /// of them, as in Node and C). A count that is not a non-negative int (`nan`
+    /// and `inf` included; `None` is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(
         &mut self,
@@ -350,7 +373,7 @@ impl PyContextTracker {
     ) -> PyResult<()> {
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;
-            let usage = Usage::parse(&json_of(usage)?)
+            let usage = Usage::parse(&usage_json(usage)?)
                 .map_err(|error| PyValueError::new_err(error.to_string()))?;
             match covered {
                 Some(covered) => self.tracker.record_usage_at(usage, covered),
@@ -406,9 +429,10 @@ impl PyContextTracker {
 }
 
 /// Counts the tokens of `text` exactly with the offline vocabulary of `tokenizer` (`"o200k"` or
-/// `"cl100k"`), with the interpreter released. Raises `ExactCountingUnavailableError` when the
-/// extension was built without the `exact` feature, `ValueError` for a family without an
-/// offline vocabulary (the Claude families: use `estimate_tokens`).
+/// `"cl100k"`), with the interpreter released. Raises `ValueError` for a family without an
+/// offline vocabulary (the Claude families: use `estimate_tokens`), in every build, and
+/// `ExactCountingUnavailableError` for the others when the extension was built without the
+/// `exact` feature.
 #[pyfunction]
 fn count_tokens(py: Python<'_>, text: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<u64> {
     shield(py, "count_tokens", || {
@@ -429,6 +453,9 @@ fn count_exact(py: Python<'_>, text: &str, family: Family) -> PyResult<u64> {
 
 #[cfg(not(feature = "exact"))]
 fn count_exact(py: Python<'_>, _text: &str, family: Family) -> PyResult<u64> {
+    // A family no build can count is the `ValueError` of a build with the feature.
+    ferroloop::tokens::exact_family(family)
+        .map_err(|err| PyValueError::new_err(err.to_string()))?;
     Err(crate::errors::ferroloop_error(
         py,
         "ExactCountingUnavailableError",

@@ -186,6 +186,27 @@ def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
     assert len(tracker) == 2
 
 
+def test_a_tracker_refuses_a_system_prompt_or_tools_in_no_request_shape_as_c_does() -> None:
+    # A tool definition not in a list counted as no tools at all, and a number as a prompt;
+    # C refused both with FL_STATUS_INVALID_ARGUMENT.
+    tracker = ferroloop.ContextTracker()
+    tracker.set_system("You are terse.")
+    tracker.set_tools([{"name": "ls", "input_schema": {"type": "object"}}])
+    tracker.push_message({"role": "user", "content": "hello"})
+    before = tracker.tokens()
+    tool = {"name": "read", "description": "reads a file", "input_schema": {"type": "object"}}
+    with pytest.raises(TypeError, match="tool definitions must be an array or null, got an object"):
+        tracker.set_tools(tool)  # type: ignore[arg-type]
+    for system in ({"type": "text", "text": "one block"}, 3, True):
+        with pytest.raises(TypeError, match="system prompt must be a string, an array of blocks or null"):
+            tracker.set_system(system)  # type: ignore[arg-type]
+    assert tracker.tokens() == before
+    tracker.set_tools(None)
+    tracker.set_system([{"type": "text", "text": "You are terse."}])
+    tracker.set_system(None)
+    assert tracker.tokens()["tokens"] < before["tokens"]
+
+
 @pytest.mark.parametrize(
     "usage",
     [
@@ -193,6 +214,12 @@ def test_a_tracker_refuses_messages_that_are_no_dicts_as_c_does() -> None:
         {"input_tokens": 1500.0, "output_tokens": 3},
         {"input_tokens": 700, "cache_read_input_tokens": "900"},
         {"prompt_tokens": 100, "completion_tokens": -1},
+        # The conversion to JSON made nan and inf None, read as absent: a nan input made the
+        # usage "output only" (ignored), a nan cache count an exact-looking count without it.
+        {"input_tokens": float("nan"), "output_tokens": 3},
+        {"input_tokens": 100, "cache_read_input_tokens": float("nan")},
+        {"input_tokens": float("inf")},
+        {"prompt_tokens": 100, "completion_tokens": float("-inf")},
     ],
 )
 def test_record_usage_refuses_a_count_that_is_not_a_non_negative_int(usage: dict[str, object]) -> None:
@@ -230,6 +257,10 @@ def test_count_tokens_without_the_feature_raises_a_clear_error() -> None:
     with pytest.raises(ferroloop.ExactCountingUnavailableError, match="feature `exact`"):
         ferroloop.count_tokens("hello world", "o200k")
     assert issubclass(ferroloop.ExactCountingUnavailableError, ferroloop.FerroloopError)
+    # A family no build can count is the ValueError of a build with the feature (it was
+    # ExactCountingUnavailableError here, advising a build that would refuse it too).
+    with pytest.raises(ValueError, match="no exact offline tokenizer for claude"):
+        ferroloop.count_tokens("hi", "claude")  # type: ignore[arg-type]
 
 
 def test_context_tracker_correction_can_be_restored_and_work_is_counted_like_node() -> None:

@@ -440,13 +440,9 @@ pub unsafe extern "C" fn fl_context_tracker_set_system(
         // SAFETY: the caller's promises on `tracker` and `system_json`.
         let (tracker, system) =
             unsafe { tracker_and_json(tracker, system_json, len, "system_json") }?;
-        if !matches!(system, Value::String(_) | Value::Array(_) | Value::Null) {
-            return Err(FfiError::invalid(
-                "`system_json` must be a JSON string, an array of blocks or null",
-            ));
-        }
-        tracker.set_system(&system);
-        Ok(())
+        tracker
+            .try_set_system(&system)
+            .map_err(|error| FfiError::invalid(format!("`system_json`: {error}")))
     })
 }
 
@@ -469,13 +465,9 @@ pub unsafe extern "C" fn fl_context_tracker_set_tools(
     boundary::run(|| {
         // SAFETY: the caller's promises on `tracker` and `tools_json`.
         let (tracker, tools) = unsafe { tracker_and_json(tracker, tools_json, len, "tools_json") }?;
-        if !matches!(tools, Value::Array(_) | Value::Null) {
-            return Err(FfiError::invalid(
-                "`tools_json` must be a JSON array or null",
-            ));
-        }
-        tracker.set_tools(&tools);
-        Ok(())
+        tracker
+            .try_set_tools(&tools)
+            .map_err(|error| FfiError::invalid(format!("`tools_json`: {error}")))
     })
 }
 

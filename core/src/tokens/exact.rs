@@ -2,20 +2,11 @@
 //! `tiktoken-rs`, which embeds the `o200k_base` and `cl100k_base` vocabularies.
 
 use super::model::Family;
-
-/// The family has no offline vocabulary (the Claude families).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("no exact offline tokenizer for {0} (exact counting supports o200k and cl100k)")]
-pub struct NoExactTokenizer(pub Family);
+pub use super::vocabulary::{NoExactTokenizer, has_exact};
 
 /// Counts the tokens of `text` exactly (special-token text is counted as ordinary text).
 pub fn count_exact(text: &str, family: Family) -> Result<u64, NoExactTokenizer> {
     Ok(vocabulary(family)?.encode_ordinary(text).len() as u64)
-}
-
-/// Whether [`count_exact`] supports `family`.
-pub fn has_exact(family: Family) -> bool {
-    family.is_openai()
 }
 
 /// Counts a text exactly as it arrives, a piece at a time, in memory bounded by the longest

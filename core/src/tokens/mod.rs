@@ -11,7 +11,7 @@
 //! - [`ContextTracker`]: usage anchoring with an online correction factor.
 //! - [`ContextBudget`]: Claude Code's thresholds, configurable.
 //! - `count_exact` and `ExactCounter` (feature `exact`): exact counts for `o200k` and `cl100k`,
-//!   of a whole text or of one fed in pieces.
+//!   of a whole text or of one fed in pieces; [`has_exact`] tells which families, in every build.
 
 pub mod audio;
 pub mod budget;
@@ -26,6 +26,7 @@ pub mod model;
 pub mod request;
 pub mod stream;
 pub mod tracker;
+pub mod vocabulary;
 
 pub use budget::{
     BudgetState, CompactsAfterBlocking, ContextBudget, InvalidAutocompactPercent, ModelLimits,
@@ -33,7 +34,7 @@ pub use budget::{
 };
 pub use classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 #[cfg(feature = "exact")]
-pub use exact::{ExactCounter, NoExactTokenizer, count_exact, has_exact};
+pub use exact::{ExactCounter, count_exact};
 pub use model::{
     FAMILIES, Family, INPUT_COUNT, KIND_COUNT, KIND_NAMES, TERM_COUNT, UnknownFamily,
     estimate_bytes, estimate_counts, estimate_text, input_is_signed, model_inputs, term_name,
@@ -45,5 +46,7 @@ pub use request::{
 };
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
 pub use tracker::{
-    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, TokenCount, Usage,
+    ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, NotARequestPart,
+    TokenCount, Usage,
 };
+pub use vocabulary::{NoExactTokenizer, exact_family, has_exact};

@@ -55,6 +55,19 @@ pub enum NotAMessage {
     },
 }
 
+/// A system prompt or tool list handed to the tracker in a shape no request gives it
+/// ([`ContextTracker::try_set_system`], [`ContextTracker::try_set_tools`]). Read leniently, a
+/// tool definition not in a list counted as no tools at all, and a number as a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotARequestPart {
+    /// The system prompt.
+    #[error("the system prompt must be a string, an array of blocks or null, got {0}")]
+    System(&'static str),
+    /// The tool definitions.
+    #[error("the tool definitions must be an array or null, got {0}")]
+    Tools(&'static str),
+}
+
 /// The JSON kind of a value, for error messages.
 fn json_kind(value: &Value) -> &'static str {
     match value {
@@ -286,6 +299,27 @@ impl ContextTracker {
         self.anchor = None;
     }
 
+    /// [`Self::set_system`] for a prompt a caller hands in: anything but a string, an array of
+    /// blocks or `null` (none) is refused and the tracker left unchanged (what the bindings'
+    /// `set_system` do).
+    pub fn try_set_system(&mut self, system: &Value) -> Result<(), NotARequestPart> {
+        if !matches!(system, Value::String(_) | Value::Array(_) | Value::Null) {
+            return Err(NotARequestPart::System(json_kind(system)));
+        }
+        self.set_system(system);
+        Ok(())
+    }
+
+    /// [`Self::set_tools`] for definitions a caller hands in: anything but an array or `null`
+    /// (none) is refused and the tracker left unchanged (what the bindings' `set_tools` do).
+    pub fn try_set_tools(&mut self, tools: &Value) -> Result<(), NotARequestPart> {
+        if !matches!(tools, Value::Array(_) | Value::Null) {
+            return Err(NotARequestPart::Tools(json_kind(tools)));
+        }
+        self.set_tools(tools);
+        Ok(())
+    }
+
     /// Appends a message (`{"role": .., "content": ..}`, or an OpenAI Responses input item),
     /// estimated as [`estimate_message`](super::estimate_message) does.
     pub fn push_message(&mut self, message: &Value) {
@@ -372,7 +406,12 @@ impl ContextTracker {
         self.record_usage_at(usage, self.messages.len());
     }
 
-    /// Records usage covering the first `covered` messages.
+    /// Records usage covering the first `covered` messages (more than the messages tracked
+    /// counts as all of them).
+    ///
+    /// The correction factor moves toward the usage / estimate ratio of the covered prefix,
+    /// the ratio clamped to the factor's range first, so one absurd report cannot push the
+    /// factor to a bound by itself.
     ///
     /// Usage with no prompt tokens (`input + cache_creation + cache_read == 0`) is ignored: every
     /// request has a prompt, so such usage is missing rather than measured (a proxy that reports
@@ -387,7 +426,11 @@ impl ContextTracker {
         let raw = self.fixed() + covered_messages;
         let total = usage.total();
         if raw >= CORRECTION_MIN_TOKENS && total > 0 {
-            let ratio = total as f64 / raw as f64;
+            // One observation moves the factor by at most `CORRECTION_ALPHA` of the range: a
+            // ratio outside it is no tokenizer drift but a bad report (a proxy's cumulative
+            // usage, a count near `u64::MAX`), and taken whole it set the factor to a bound at
+            // once, skewing every estimate for the turns it took to decay.
+            let ratio = (total as f64 / raw as f64).clamp(CORRECTION_MIN, CORRECTION_MAX);
             let blended = CORRECTION_ALPHA * ratio + (1.0 - CORRECTION_ALPHA) * self.correction;
             self.correction = blended.clamp(CORRECTION_MIN, CORRECTION_MAX);
         }
@@ -611,14 +654,16 @@ mod tests {
                 ..Usage::default()
             });
         }
-        assert_eq!(t.correction(), CORRECTION_MAX);
+        // Each observation is clamped to the range first: the factor nears the bound.
+        assert!(t.correction() > CORRECTION_MAX - 1e-6 && t.correction() <= CORRECTION_MAX);
         for _ in 0..50 {
             t.record_usage(Usage {
                 input_tokens: 1,
                 ..Usage::default()
             });
         }
-        assert_eq!(t.correction(), CORRECTION_MIN);
+        assert!(t.correction() >= CORRECTION_MIN && t.correction() < CORRECTION_MIN + 1e-6);
+        let learned = t.correction();
         for invalid in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
             let error = t.set_correction(invalid).unwrap_err();
             assert!(
@@ -626,7 +671,7 @@ mod tests {
                     .to_string()
                     .starts_with("the correction factor must be a positive")
             );
-            assert_eq!(t.correction(), CORRECTION_MIN);
+            assert_eq!(t.correction(), learned);
         }
         assert_eq!(t.set_correction(9.0), Ok(()));
         assert_eq!(t.correction(), CORRECTION_MAX);
@@ -793,6 +838,39 @@ mod tests {
         assert_eq!(t.len(), 1);
     }
 
+    /// A tool definition not in a list counted as no tools, without a word; C refused it, and
+    /// Python and Node took it.
+    #[test]
+    fn a_system_prompt_or_tools_in_no_request_shape_are_refused() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.try_set_system(&json!("You are terse.")).unwrap();
+        t.try_set_tools(&json!([{"name": "ls", "input_schema": {"type": "object"}}]))
+            .unwrap();
+        t.push_message(&user(0));
+        let before = t.tokens();
+        let tool = json!({"name": "read", "description": "reads a file", "input_schema": {"type": "object"}});
+        assert_eq!(
+            t.try_set_tools(&tool).unwrap_err().to_string(),
+            "the tool definitions must be an array or null, got an object"
+        );
+        assert_eq!(
+            t.try_set_system(&json!({"type": "text", "text": "one block"})),
+            Err(NotARequestPart::System("an object"))
+        );
+        for bad in [json!(3), json!(true)] {
+            assert!(t.try_set_system(&bad).is_err(), "{bad}");
+            assert!(t.try_set_tools(&bad).is_err(), "{bad}");
+        }
+        assert!(t.try_set_tools(&json!("ls")).is_err());
+        assert_eq!(t.tokens(), before);
+        // `null` is none, a list of blocks a prompt.
+        t.try_set_tools(&Value::Null).unwrap();
+        t.try_set_system(&json!([{"type": "text", "text": "You are terse."}]))
+            .unwrap();
+        t.try_set_system(&Value::Null).unwrap();
+        assert!(t.tokens().tokens < before.tokens);
+    }
+
     #[test]
     fn setting_the_same_system_and_tools_keeps_the_anchor() {
         let system = json!("You are terse.");
@@ -846,6 +924,29 @@ mod tests {
         assert_eq!(t.correction(), correction);
         t.record_usage(Usage::default());
         assert_eq!(t.tokens(), before);
+    }
+
+    /// One absurd report moved the factor straight to its bound (1.6 from 1.0, every later
+    /// estimate 60% high while it decayed over the next turns); now by at most
+    /// `CORRECTION_ALPHA` of the distance to it.
+    #[test]
+    fn one_absurd_usage_moves_the_correction_only_one_step() {
+        for (input_tokens, bound) in [(u64::MAX, CORRECTION_MAX), (1, CORRECTION_MIN)] {
+            let mut t = ContextTracker::new(Family::Claude);
+            for i in 0..3 {
+                t.push_message(&user(i));
+            }
+            t.record_usage(Usage {
+                input_tokens,
+                ..Usage::default()
+            });
+            let expected = (1.0 - CORRECTION_ALPHA) + CORRECTION_ALPHA * bound;
+            assert!(
+                (t.correction() - expected).abs() < 1e-12,
+                "{input_tokens}: {}",
+                t.correction()
+            );
+        }
     }
 
     #[test]
