@@ -71,7 +71,14 @@ impl PyClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| ferroloop_error(py, "FerroloopError", "the client is closed", &[]))
+            .ok_or_else(|| {
+                ferroloop_error(
+                    py,
+                    "FerroloopError",
+                    "the client is closed",
+                    &[("code", PyString::new(py, "invalid_state").into_any())],
+                )
+            })
     }
 
     /// The request body: `request` as JSON with `"stream"` set.
@@ -280,7 +287,7 @@ pub(crate) fn refuse_in_forked_child(py: Python<'_>, pid: u32, what: &str) -> Py
             "this {what} was created before os.fork(): its connections belong to the parent \
              process; create a new one in the child"
         ),
-        &[],
+        &[("code", PyString::new(py, "invalid_state").into_any())],
     ))
 }
 
@@ -479,8 +486,11 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
     let request_id = || ("request_id", text(err.request_id()));
     let api = |class: &str, extra: Vec<(&str, Bound<'_, PyAny>)>| {
         let details = err.details();
+        // The code says what the class does not: `permission` for an AuthenticationError,
+        // `not_found`, `invalid_request` or `server` for an APIError (Node's classes).
         let mut attrs = vec![
             request_id(),
+            ("code", PyString::new(py, err.code()).into_any()),
             ("status", any(py, details.and_then(|d| d.status))),
             (
                 "error_type",
@@ -545,7 +555,13 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             &message,
             &[("limit", any(py, *limit)), request_id()],
         ),
-        ClientError::Config(_) => ferroloop_error(py, "FerroloopError", &message, &[]),
+        // A request the client cannot send as given (Node's `invalid_argument`).
+        ClientError::Config(_) => ferroloop_error(
+            py,
+            "FerroloopError",
+            &message,
+            &[("code", PyString::new(py, "invalid_argument").into_any())],
+        ),
     }
 }
 

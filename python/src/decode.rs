@@ -173,12 +173,14 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         DecodeError::Provider {
             error_type, raw, ..
         } => {
-            let class = api_error_class(err.provider_kind());
+            let kind = err.provider_kind();
+            let code = kind.map_or("provider_error", ProviderErrorKind::code);
             ferroloop_error(
                 py,
-                class,
+                api_error_class(kind),
                 &message,
                 &[
+                    ("code", pyo3::types::PyString::new(py, code).into_any()),
                     (
                         "error_type",
                         pyo3::types::PyString::new(py, error_type).into_any(),

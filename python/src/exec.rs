@@ -466,7 +466,11 @@ impl PyExecutor {
                     py,
                     "ToolError",
                     &format!("invalid input schema for tool {name:?}: {err}"),
-                    &[],
+                    // A bad declaration: Node's `InvalidArgumentError`.
+                    &[(
+                        "code",
+                        pyo3::types::PyString::new(py, "invalid_argument").into_any(),
+                    )],
                 ));
             }
             self.tools.push(Arc::new(PyTool {

@@ -210,6 +210,8 @@ def test_error_events_get_the_class_of_their_code_as_in_node(case: dict[str, str
         decoder.feed(case["stream"].encode())
     expected = CLASS_OF_CODE.get(case["code"], ferroloop.APIError)
     assert type(info.value) is expected, (case["name"], type(info.value).__name__)
+    # And the same `code` as Node's error (an APIError's says which: not_found, server, ...).
+    assert info.value.code == case["code"], (case["name"], info.value.code)
 
 
 @pytest.mark.parametrize("size", [0, 1, 13])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 import ferroloop
@@ -36,6 +39,55 @@ def test_hierarchy() -> None:
     assert issubclass(ferroloop.InvalidStateError, ferroloop.FerroloopError)
     assert issubclass(ferroloop.TurnSealedError, ferroloop.InvalidStateError)
     assert issubclass(ferroloop.TurnSealedError, ferroloop.ToolError)
+
+
+# The stable code of each class: Node's `err.code` for the class it maps to (C's `fl_status`).
+CODE_OF_CLASS: dict[type[ferroloop.FerroloopError], str] = {
+    ferroloop.FerroloopError: "internal",
+    ferroloop.APIError: "provider_error",
+    ferroloop.AuthenticationError: "authentication",
+    ferroloop.RateLimitError: "rate_limited",
+    ferroloop.QuotaExceededError: "quota_exceeded",
+    ferroloop.OverloadedError: "overloaded",
+    ferroloop.PromptTooLongError: "prompt_too_long",
+    ferroloop.APIConnectionError: "connection",
+    ferroloop.APITimeoutError: "timeout",
+    ferroloop.StreamTruncatedError: "stream_truncated",
+    ferroloop.ProtocolError: "protocol",
+    ferroloop.ToolError: "internal",
+    ferroloop.InvalidStateError: "invalid_state",
+    ferroloop.TurnSealedError: "invalid_state",
+    ferroloop.ExactCountingUnavailableError: "unsupported",
+    ferroloop.InternalError: "internal",
+}
+
+
+def node_error_codes() -> set[str]:
+    """The codes of Node's `FerroloopErrorCode` union (node/lib/index.d.ts)."""
+    dts = (Path(__file__).resolve().parents[2] / "node" / "lib" / "index.d.ts").read_text(encoding="utf-8")
+    union = re.search(r"export type FerroloopErrorCode =(.*?)\n\n", dts, re.S)
+    assert union is not None, "FerroloopErrorCode not found in node/lib/index.d.ts"
+    return set(re.findall(r"'([a-z_]+)'", union.group(1)))
+
+
+def test_every_error_class_has_the_stable_code_node_gives_it() -> None:
+    # A port of Node's `switch (err.code)` reads `err.code` in Python too.
+    exported = {
+        getattr(ferroloop, name)
+        for name in ferroloop.__all__
+        if isinstance(getattr(ferroloop, name), type) and issubclass(getattr(ferroloop, name), ferroloop.FerroloopError)
+    }
+    assert exported == set(CODE_OF_CLASS)
+    codes = node_error_codes()
+    for cls, code in CODE_OF_CLASS.items():
+        assert cls.code == code, cls.__name__
+        assert code in codes, (cls.__name__, code)
+    assert ferroloop.RateLimitError("slow").code == "rate_limited"
+    # An instance may carry a finer code of its family (an APIError for a 404).
+    assert ferroloop.APIError("gone", status=404, code="not_found").code == "not_found"
+    assert ferroloop.APIError("x").code == "provider_error"
+    assert ferroloop.ToolError("bad", code="invalid_argument").code == "invalid_argument"
+    assert ferroloop.TurnSealedError("sealed").code == "invalid_state"
 
 
 def test_api_error_attributes() -> None:

@@ -504,8 +504,10 @@ def test_registration_errors() -> None:
         ex.tool(name="one")(one)
     with pytest.raises(TypeError):
         ex.tool(name="two", concurrency_safe="yes")(one)  # type: ignore[call-overload]
-    with pytest.raises(ferroloop.ToolError, match="schema"):
+    with pytest.raises(ferroloop.ToolError, match="schema") as bad_schema:
         ex.tool(name="three", schema={"type": 12})(one)
+    # Node's InvalidArgumentError for the same declaration.
+    assert bad_schema.value.code == "invalid_argument"
     with pytest.raises(ValueError):
         ferroloop.ToolExecutor(max_concurrency=0)
     assert ex.tool_names == ["one"]
