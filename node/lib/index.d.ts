@@ -170,6 +170,16 @@ export interface ClientErrorDetail {
   which?: 'connect' | 'first byte' | 'first event' | 'idle' | 'total'
   /** TimeoutError: the milliseconds that had passed when it fired (Python's `elapsed`, in s). */
   elapsedMs?: number
+  /**
+   * PromptTooLongError: the prompt's size in tokens when the provider's message said it, else
+   * null (Python's `PromptTooLongError.tokens`).
+   */
+  tokens?: number | null
+  /**
+   * PromptTooLongError: the model's limit in tokens when the provider's message said it, else
+   * null (Python's `PromptTooLongError.limit`).
+   */
+  limit?: number | null
 }
 
 /** Extra fields of errors thrown by {@link StreamDecoder}. */

@@ -163,8 +163,8 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 
 /// The error item of a failed request: the code, plus `partial` (the message received before
 /// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
-/// error item's fields), `errorType` (the provider's), `retryAfterMs`, and a timeout's `which`
-/// and `elapsedMs` where they apply.
+/// error item's fields), `errorType` (the provider's), `retryAfterMs`, a timeout's `which`
+/// and `elapsedMs`, and a prompt too long's `tokens` and `limit`, where they apply.
 pub fn client_error_item(error: &ClientError) -> String {
     let mut extra = Map::new();
     if let ClientError::Truncated { partial, cause, .. } = error {
@@ -194,6 +194,12 @@ pub fn client_error_item(error: &ClientError) -> String {
     } = error.root()
     {
         extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+    }
+    // The prompt's size and the model's limit when the provider's message said them
+    // (Python's `PromptTooLongError.tokens` and `.limit`; `null` when it did not).
+    if let ClientError::PromptTooLong { tokens, limit, .. } = error {
+        extra.insert("tokens".into(), json!(tokens));
+        extra.insert("limit".into(), json!(limit));
     }
     // Which watchdog fired and when (Python's `APITimeoutError.which` and `.elapsed`).
     if let ClientError::Timeout { which, elapsed, .. } = error {
