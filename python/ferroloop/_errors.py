@@ -13,10 +13,8 @@ class FerroloopError(Exception):
     ``code`` is the stable, machine-readable code of the failure: the one Node's errors carry
     as ``err.code`` and C's ``fl_status`` names (``"rate_limited"``, ``"not_found"``,
     ``"stream_truncated"``, ...; ``README.md`` lists them). Each class has its code as a class
-    attribute; an instance may carry a finer one of its family (an ``AuthenticationError`` for
-    HTTP 403 is ``"permission"``, an ``APIError`` is ``"not_found"``, ``"invalid_request"``,
-    ``"server"`` or ``"provider_error"``), so a port of ``switch (err.code)`` reads
-    ``err.code`` here too. Misuse raises Python's own ``ValueError`` / ``TypeError`` (Node's
+    attribute (a constructor's ``code=`` may set another), so a port of ``switch (err.code)``
+    reads ``err.code`` here too. Misuse raises Python's own ``ValueError`` / ``TypeError`` (Node's
     ``invalid_argument``) and cancellation ``asyncio.CancelledError`` (Node's ``aborted``)."""
 
     code: str = "internal"
@@ -33,10 +31,8 @@ class APIError(FerroloopError):
     ``status`` is the HTTP status (``None`` for a mid-stream error event), ``request_id`` the
     provider's request id when known, ``error_type`` the provider's error type string (for
     example ``"overloaded_error"``) and ``body`` the decoded error body when there was one.
-    ``code`` says which failure it is when no subclass does: ``"not_found"`` (HTTP 404),
-    ``"invalid_request"`` (another 4xx), ``"server"`` (5xx) or ``"provider_error"`` (an error
-    event of no known class), as Node's ``NotFoundError``, ``InvalidRequestError``,
-    ``ServerError`` and ``ProviderError``.
+    A plain ``APIError`` is an error of no known class (Node's ``ProviderError``, code
+    ``"provider_error"``); the subclasses name the others, as Node's classes do.
     """
 
     code = "provider_error"
@@ -60,11 +56,38 @@ class APIError(FerroloopError):
 
 
 class AuthenticationError(APIError):
-    """The credentials were missing or rejected (HTTP 401 / 403). ``code`` is
-    ``"authentication"`` (401, Node's ``AuthenticationError``) or ``"permission"`` (403,
-    Node's ``PermissionError``)."""
+    """The credentials were missing or rejected (HTTP 401; a 403 is the subclass
+    ``PermissionDeniedError``)."""
 
     code = "authentication"
+
+
+class PermissionDeniedError(AuthenticationError):
+    """The credentials may not do this (HTTP 403, a ``permission_error``): Node's
+    ``PermissionError`` (a name Python's built-in ``PermissionError`` has). Also an
+    ``AuthenticationError``, which a 403 raised before this class existed."""
+
+    code = "permission"
+
+
+class NotFoundError(APIError):
+    """No such endpoint or model (HTTP 404, a ``not_found_error``)."""
+
+    code = "not_found"
+
+
+class InvalidRequestError(APIError):
+    """The provider rejected the request (another 4xx, an ``invalid_request_error``); a prompt
+    too long for the window is ``PromptTooLongError``."""
+
+    code = "invalid_request"
+
+
+class ServerError(APIError):
+    """The provider failed (a 5xx, an ``api_error`` or ``server_error`` event) and the retries,
+    if any, ran out."""
+
+    code = "server"
 
 
 class RateLimitError(APIError):
@@ -251,6 +274,11 @@ __all__ = [
     "FerroloopError",
     "APIError",
     "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "InvalidRequestError",
+    "ServerError",
+    "QuotaExceededError",
     "RateLimitError",
     "OverloadedError",
     "PromptTooLongError",

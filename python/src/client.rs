@@ -486,8 +486,7 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
     let request_id = || ("request_id", text(err.request_id()));
     let api = |class: &str, extra: Vec<(&str, Bound<'_, PyAny>)>| {
         let details = err.details();
-        // The code says what the class does not: `permission` for an AuthenticationError,
-        // `not_found`, `invalid_request` or `server` for an APIError (Node's classes).
+        // Node's code of the same error (each class's own).
         let mut attrs = vec![
             request_id(),
             ("code", PyString::new(py, err.code()).into_any()),
@@ -501,9 +500,8 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         ferroloop_error(py, class, &message, &attrs)
     };
     match err {
-        ClientError::Authentication(_) | ClientError::Permission(_) => {
-            api("AuthenticationError", vec![])
-        }
+        ClientError::Authentication(_) => api("AuthenticationError", vec![]),
+        ClientError::Permission(_) => api("PermissionDeniedError", vec![]),
         ClientError::RateLimited { retry_after, .. } => {
             let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
             api("RateLimitError", vec![("retry_after", wait)])
@@ -514,9 +512,9 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             "PromptTooLongError",
             vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],
         ),
-        ClientError::NotFound(_) | ClientError::InvalidRequest(_) | ClientError::Server(_) => {
-            api("APIError", vec![])
-        }
+        ClientError::NotFound(_) => api("NotFoundError", vec![]),
+        ClientError::InvalidRequest(_) => api("InvalidRequestError", vec![]),
+        ClientError::Server(_) => api("ServerError", vec![]),
         ClientError::Connection { .. } => {
             ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
         }

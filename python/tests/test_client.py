@@ -195,12 +195,12 @@ async def test_rate_limit_error_carries_retry_after_status_and_request_id(replay
     "status, kind, message, cls, code",
     [
         (401, "authentication_error", "invalid x-api-key", ferroloop.AuthenticationError, "authentication"),
-        (403, "permission_error", "not allowed", ferroloop.AuthenticationError, "permission"),
+        (403, "permission_error", "not allowed", ferroloop.PermissionDeniedError, "permission"),
         (529, "overloaded_error", "Overloaded", ferroloop.OverloadedError, "overloaded"),
         (400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", ferroloop.PromptTooLongError, "prompt_too_long"),
-        (400, "invalid_request_error", "messages: field required", ferroloop.APIError, "invalid_request"),
-        (404, "not_found_error", "model: nope", ferroloop.APIError, "not_found"),
-        (500, "api_error", "Internal server error", ferroloop.APIError, "server"),
+        (400, "invalid_request_error", "messages: field required", ferroloop.InvalidRequestError, "invalid_request"),
+        (404, "not_found_error", "model: nope", ferroloop.NotFoundError, "not_found"),
+        (500, "api_error", "Internal server error", ferroloop.ServerError, "server"),
     ],
 )
 async def test_http_errors_map_to_exception_classes(

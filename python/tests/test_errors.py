@@ -18,9 +18,14 @@ def test_hierarchy() -> None:
         ferroloop.QuotaExceededError,
         ferroloop.OverloadedError,
         ferroloop.PromptTooLongError,
+        ferroloop.NotFoundError,
+        ferroloop.InvalidRequestError,
+        ferroloop.ServerError,
     ]
     for cls in api_errors:
         assert issubclass(cls, ferroloop.APIError)
+    # A 403 is still an AuthenticationError, as it was before it had a class of its own.
+    assert issubclass(ferroloop.PermissionDeniedError, ferroloop.AuthenticationError)
     # No credit left is not a rate limit: code waiting out RateLimitError must not wait on it.
     assert not issubclass(ferroloop.QuotaExceededError, ferroloop.RateLimitError)
     for cls in [
@@ -46,6 +51,10 @@ CODE_OF_CLASS: dict[type[ferroloop.FerroloopError], str] = {
     ferroloop.FerroloopError: "internal",
     ferroloop.APIError: "provider_error",
     ferroloop.AuthenticationError: "authentication",
+    ferroloop.PermissionDeniedError: "permission",
+    ferroloop.NotFoundError: "not_found",
+    ferroloop.InvalidRequestError: "invalid_request",
+    ferroloop.ServerError: "server",
     ferroloop.RateLimitError: "rate_limited",
     ferroloop.QuotaExceededError: "quota_exceeded",
     ferroloop.OverloadedError: "overloaded",
@@ -83,7 +92,7 @@ def test_every_error_class_has_the_stable_code_node_gives_it() -> None:
         assert cls.code == code, cls.__name__
         assert code in codes, (cls.__name__, code)
     assert ferroloop.RateLimitError("slow").code == "rate_limited"
-    # An instance may carry a finer code of its family (an APIError for a 404).
+    # An instance may carry another code of its family.
     assert ferroloop.APIError("gone", status=404, code="not_found").code == "not_found"
     assert ferroloop.APIError("x").code == "provider_error"
     assert ferroloop.ToolError("bad", code="invalid_argument").code == "invalid_argument"
