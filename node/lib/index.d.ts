@@ -177,7 +177,8 @@ export interface ClientErrorDetail {
   tokens?: number | null
   /**
    * PromptTooLongError: the model's limit in tokens when the provider's message said it, else
-   * null (Python's `PromptTooLongError.limit`).
+   * null (Python's `PromptTooLongError.limit`); ProtocolError for an event larger than the
+   * client's cap (64 MiB): that cap in bytes (Python's `ProtocolError.limit`).
    */
   limit?: number | null
 }
