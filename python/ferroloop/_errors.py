@@ -15,12 +15,20 @@ class FerroloopError(Exception):
     ``"stream_truncated"``, ...; ``README.md`` lists them). Each class has its code as a class
     attribute (a constructor's ``code=`` may set another), so a port of ``switch (err.code)``
     reads ``err.code`` here too. Misuse raises Python's own ``ValueError`` / ``TypeError`` (Node's
-    ``invalid_argument``) and cancellation ``asyncio.CancelledError`` (Node's ``aborted``)."""
+    ``invalid_argument``) and cancellation ``asyncio.CancelledError`` (Node's ``aborted``).
+    Every error has ``message``, ``status`` and ``request_id`` (``None`` when unknown), as
+    Node's ``FerroloopError`` has ``message``, ``status`` and ``requestId``."""
 
     code: str = "internal"
+    #: The HTTP status of a provider's answer (``APIError``), else ``None`` (Node's ``status``).
+    status: Optional[int] = None
+    #: The provider's request id when known, else ``None`` (Node's ``requestId``).
+    request_id: Optional[str] = None
 
     def __init__(self, *args: object, code: Optional[str] = None) -> None:
         super().__init__(*args)
+        #: The message (the first argument), as Node's ``err.message``.
+        self.message = str(args[0]) if args else ""
         if code is not None:
             self.code = code
 

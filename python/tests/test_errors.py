@@ -99,6 +99,21 @@ def test_every_error_class_has_the_stable_code_node_gives_it() -> None:
     assert ferroloop.TurnSealedError("sealed").code == "invalid_state"
 
 
+def test_every_error_has_message_status_and_request_id_as_node_s_base_class() -> None:
+    # Node's FerroloopError has `message`, `status` and `requestId` on every error (null when
+    # unknown); `except FerroloopError as err: log(err.status)` raised AttributeError here for
+    # any error but an APIError.
+    for name in ferroloop.__all__:
+        cls = getattr(ferroloop, name)
+        if not (isinstance(cls, type) and issubclass(cls, ferroloop.FerroloopError)):
+            continue
+        err = cls("what happened")
+        assert err.message == "what happened", name
+        assert err.status is None and err.request_id is None, name
+    assert ferroloop.FerroloopError().message == ""
+    assert ferroloop.APIError("x", status=404, request_id="req_1").status == 404
+
+
 def test_api_error_attributes() -> None:
     err = ferroloop.RateLimitError("slow down", status=429, request_id="req_1", error_type="rate_limit_error")
     assert (err.status, err.request_id, err.error_type, str(err)) == (429, "req_1", "rate_limit_error", "slow down")
