@@ -38,7 +38,7 @@ export type FerroloopErrorCode =
 /** Base class of every error ferroloop throws. */
 export declare class FerroloopError extends Error {
   constructor(message: string, options?: FerroloopErrorOptions)
-  /** Stable, machine-readable code. */
+  /** Stable, machine-readable code (Python's `err.code`, the same strings). */
   readonly code: FerroloopErrorCode | (string & {})
   /** HTTP status, for errors that came from a provider response; otherwise null. */
   readonly status: number | null
@@ -108,7 +108,7 @@ export declare class AbortError extends FerroloopError {
   readonly code: 'aborted'
 }
 
-/** The provider reported another error in the stream (`code: 'provider_error'`). */
+/** The provider reported another error in the stream (`code: 'provider_error'`; Python's plain `APIError`). */
 export declare class ProviderError extends FerroloopError {
   /** Always `'provider_error'`. */
   readonly code: 'provider_error'
@@ -119,22 +119,22 @@ export declare class AuthenticationError extends FerroloopError {
   /** Always `'authentication'`. */
   readonly code: 'authentication'
 }
-/** The credentials may not do this (HTTP 403, `code: 'permission'`). */
+/** The credentials may not do this (HTTP 403, `code: 'permission'`; Python's `PermissionDeniedError`). */
 export declare class PermissionError extends FerroloopError {
   /** Always `'permission'`. */
   readonly code: 'permission'
 }
-/** No such endpoint or model (HTTP 404, `code: 'not_found'`). */
+/** No such endpoint or model (HTTP 404, `code: 'not_found'`; Python's `NotFoundError`). */
 export declare class NotFoundError extends FerroloopError {
   /** Always `'not_found'`. */
   readonly code: 'not_found'
 }
-/** The provider rejected the request (another 4xx, `code: 'invalid_request'`). */
+/** The provider rejected the request (another 4xx, `code: 'invalid_request'`; Python's `InvalidRequestError`). */
 export declare class InvalidRequestError extends FerroloopError {
   /** Always `'invalid_request'`. */
   readonly code: 'invalid_request'
 }
-/** The provider failed (5xx) and the retries ran out (`code: 'server'`). */
+/** The provider failed (5xx) and the retries ran out (`code: 'server'`; Python's `ServerError`). */
 export declare class ServerError extends FerroloopError {
   /** Always `'server'`. */
   readonly code: 'server'
@@ -170,6 +170,17 @@ export interface ClientErrorDetail {
   which?: 'connect' | 'first byte' | 'first event' | 'idle' | 'total'
   /** TimeoutError: the milliseconds that had passed when it fired (Python's `elapsed`, in s). */
   elapsedMs?: number
+  /**
+   * PromptTooLongError: the prompt's size in tokens when the provider's message said it, else
+   * null (Python's `PromptTooLongError.tokens`).
+   */
+  tokens?: number | null
+  /**
+   * PromptTooLongError: the model's limit in tokens when the provider's message said it, else
+   * null (Python's `PromptTooLongError.limit`); ProtocolError for an event larger than the
+   * client's cap (64 MiB): that cap in bytes (Python's `ProtocolError.limit`).
+   */
+  limit?: number | null
 }
 
 /** Extra fields of errors thrown by {@link StreamDecoder}. */

@@ -163,8 +163,9 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 
 /// The error item of a failed request: the code, plus `partial` (the message received before
 /// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
-/// error item's fields), `errorType` (the provider's), `retryAfterMs`, and a timeout's `which`
-/// and `elapsedMs` where they apply.
+/// error item's fields), `errorType` (the provider's), `retryAfterMs`, a timeout's `which`
+/// and `elapsedMs`, a prompt too long's `tokens` and `limit`, and an oversized event's `limit`
+/// (a protocol error), where they apply.
 pub fn client_error_item(error: &ClientError) -> String {
     let mut extra = Map::new();
     if let ClientError::Truncated { partial, cause, .. } = error {
@@ -194,6 +195,16 @@ pub fn client_error_item(error: &ClientError) -> String {
     } = error.root()
     {
         extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+    }
+    // The prompt's size and the model's limit when the provider's message said them
+    // (Python's `PromptTooLongError.tokens` and `.limit`; `null` when it did not).
+    if let ClientError::PromptTooLong { tokens, limit, .. } = error {
+        extra.insert("tokens".into(), json!(tokens));
+        extra.insert("limit".into(), json!(limit));
+    }
+    // The cap an oversized event hit (Python's `ProtocolError.limit`).
+    if let ClientError::EventTooLarge { limit, .. } = error {
+        extra.insert("limit".into(), json!(limit));
     }
     // Which watchdog fired and when (Python's `APITimeoutError.which` and `.elapsed`).
     if let ClientError::Timeout { which, elapsed, .. } = error {
@@ -361,5 +372,62 @@ impl NativeClient {
     /// The client as the agent loop's model.
     pub fn model(&self) -> Arc<dyn ferroloop::agent::Model> {
         self.inner.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferroloop::client::ErrorDetails;
+
+    use super::*;
+
+    /// The `error` object of an error item.
+    fn fields(item: &str) -> Value {
+        let parsed: Value = serde_json::from_str(item).unwrap_or_default();
+        parsed["error"].clone()
+    }
+
+    #[test]
+    fn a_prompt_too_long_item_carries_the_sizes_python_s_error_has() {
+        let details = ErrorDetails {
+            status: Some(400),
+            error_type: Some("invalid_request_error".to_owned()),
+            message: "prompt is too long".to_owned(),
+            request_id: None,
+        };
+        let sized = ClientError::PromptTooLong {
+            details: details.clone(),
+            tokens: Some(210_000),
+            limit: Some(200_000),
+        };
+        let item = fields(&client_error_item(&sized));
+        assert_eq!(item["code"], "prompt_too_long");
+        assert_eq!(
+            (item["tokens"].clone(), item["limit"].clone()),
+            (json!(210_000), json!(200_000))
+        );
+        let without_sizes = ClientError::PromptTooLong {
+            details,
+            tokens: None,
+            limit: None,
+        };
+        let item = fields(&client_error_item(&without_sizes));
+        assert_eq!(
+            (item["tokens"].clone(), item["limit"].clone()),
+            (Value::Null, Value::Null)
+        );
+    }
+
+    #[test]
+    fn an_oversized_event_item_is_a_protocol_error_with_its_limit() {
+        let oversized = ClientError::EventTooLarge {
+            limit: 1024,
+            request_id: Some("req_1".to_owned()),
+        };
+        let item = fields(&client_error_item(&oversized));
+        assert_eq!(item["code"], "protocol");
+        assert_eq!(item["requestId"], "req_1");
+        // Python's ProtocolError.limit.
+        assert_eq!(item["limit"], 1024);
     }
 }

@@ -154,8 +154,25 @@ test('errors are typed FerroloopErrors with code, status and request id once ret
       assert.equal(err.status, status)
       assert.equal(err.requestId, `req_${code}`)
       if (code === 'rate_limited') assert.equal(err.retryAfterMs, 20)
+      // The sizes the provider's message names, as Python's PromptTooLongError.tokens / .limit.
+      if (code === 'prompt_too_long') {
+        assert.equal(err.tokens, 250000)
+        assert.equal(err.limit, 200000)
+      } else {
+        assert.equal(err.tokens, undefined)
+      }
     })
   }
+})
+
+test('a prompt too long without sizes in its message has tokens and limit null, from create() too', async () => {
+  const response = { status: 400, body: errorBody('invalid_request_error', 'prompt is too long') }
+  await withServer([response], { maxRetries: 0 }, async (client) => {
+    const err = await failure(client.create(request))
+    assert.ok(err instanceof ferroloop.PromptTooLongError, String(err))
+    assert.equal(err.tokens, null)
+    assert.equal(err.limit, null)
+  })
 })
 
 test('OpenAI insufficient_quota 429: tried once, a QuotaExceededError (no credit: retrying cannot help)', async () => {

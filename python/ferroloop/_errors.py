@@ -8,7 +8,29 @@ from ._events import DecodeEvent, ToolResult
 
 
 class FerroloopError(Exception):
-    """Base class of every error ferroloop raises."""
+    """Base class of every error ferroloop raises.
+
+    ``code`` is the stable, machine-readable code of the failure: the one Node's errors carry
+    as ``err.code`` and C's ``fl_status`` names (``"rate_limited"``, ``"not_found"``,
+    ``"stream_truncated"``, ...; ``README.md`` lists them). Each class has its code as a class
+    attribute (a constructor's ``code=`` may set another), so a port of ``switch (err.code)``
+    reads ``err.code`` here too. Misuse raises Python's own ``ValueError`` / ``TypeError`` (Node's
+    ``invalid_argument``) and cancellation ``asyncio.CancelledError`` (Node's ``aborted``).
+    Every error has ``message``, ``status`` and ``request_id`` (``None`` when unknown), as
+    Node's ``FerroloopError`` has ``message``, ``status`` and ``requestId``."""
+
+    code: str = "internal"
+    #: The HTTP status of a provider's answer (``APIError``), else ``None`` (Node's ``status``).
+    status: Optional[int] = None
+    #: The provider's request id when known, else ``None`` (Node's ``requestId``).
+    request_id: Optional[str] = None
+
+    def __init__(self, *args: object, code: Optional[str] = None) -> None:
+        super().__init__(*args)
+        #: The message (the first argument), as Node's ``err.message``.
+        self.message = str(args[0]) if args else ""
+        if code is not None:
+            self.code = code
 
 
 class APIError(FerroloopError):
@@ -17,7 +39,11 @@ class APIError(FerroloopError):
     ``status`` is the HTTP status (``None`` for a mid-stream error event), ``request_id`` the
     provider's request id when known, ``error_type`` the provider's error type string (for
     example ``"overloaded_error"``) and ``body`` the decoded error body when there was one.
+    A plain ``APIError`` is an error of no known class (Node's ``ProviderError``, code
+    ``"provider_error"``); the subclasses name the others, as Node's classes do.
     """
+
+    code = "provider_error"
 
     def __init__(
         self,
@@ -27,8 +53,9 @@ class APIError(FerroloopError):
         request_id: Optional[str] = None,
         error_type: Optional[str] = None,
         body: Any = None,
+        code: Optional[str] = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, code=code)
         self.message = message
         self.status = status
         self.request_id = request_id
@@ -37,12 +64,45 @@ class APIError(FerroloopError):
 
 
 class AuthenticationError(APIError):
-    """The credentials were missing or rejected (HTTP 401 / 403)."""
+    """The credentials were missing or rejected (HTTP 401; a 403 is the subclass
+    ``PermissionDeniedError``)."""
+
+    code = "authentication"
+
+
+class PermissionDeniedError(AuthenticationError):
+    """The credentials may not do this (HTTP 403, a ``permission_error``): Node's
+    ``PermissionError`` (a name Python's built-in ``PermissionError`` has). Also an
+    ``AuthenticationError``, which a 403 raised before this class existed."""
+
+    code = "permission"
+
+
+class NotFoundError(APIError):
+    """No such endpoint or model (HTTP 404, a ``not_found_error``)."""
+
+    code = "not_found"
+
+
+class InvalidRequestError(APIError):
+    """The provider rejected the request (another 4xx, an ``invalid_request_error``); a prompt
+    too long for the window is ``PromptTooLongError``."""
+
+    code = "invalid_request"
+
+
+class ServerError(APIError):
+    """The provider failed (a 5xx, an ``api_error`` or ``server_error`` event) and the retries,
+    if any, ran out."""
+
+    code = "server"
 
 
 class RateLimitError(APIError):
     """The request was rate limited (HTTP 429). ``retry_after`` is the wait the server asked
     for, in seconds (``None`` when it named none)."""
+
+    code = "rate_limited"
 
     def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -54,14 +114,20 @@ class QuotaExceededError(APIError):
     retried, since every retry gets the same answer; deliberately not a ``RateLimitError``, so
     that code waiting out rate limits does not wait on billing."""
 
+    code = "quota_exceeded"
+
 
 class OverloadedError(APIError):
     """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event)."""
+
+    code = "overloaded"
 
 
 class PromptTooLongError(APIError):
     """The request does not fit the model's context window. ``tokens`` and ``limit`` are the
     prompt's size and the model's limit when the provider's message said."""
+
+    code = "prompt_too_long"
 
     def __init__(
         self,
@@ -80,6 +146,8 @@ class APIConnectionError(FerroloopError):
     """The connection to the provider failed or broke before a response completed.
     ``request_id`` is the provider's request id when the response headers had arrived."""
 
+    code = "connection"
+
     def __init__(self, message: str, *, request_id: Optional[str] = None) -> None:
         super().__init__(message)
         self.message = message
@@ -90,6 +158,8 @@ class APITimeoutError(APIConnectionError, TimeoutError):
     """The request or the stream timed out (also a built-in ``TimeoutError``). ``which`` names
     the watchdog (``"connect"``, ``"first byte"``, ``"first event"``, ``"idle"``, ``"total"``)
     and ``elapsed`` the seconds that had passed."""
+
+    code = "timeout"
 
     def __init__(
         self,
@@ -110,8 +180,10 @@ class StreamTruncatedError(FerroloopError):
     ``partial_message`` holds the message accumulated so far (provider shape, a ``dict``), so a
     caller can keep what did arrive. From the client, ``__cause__`` is the failure that broke
     the stream (an ``APITimeoutError`` after a stall, an ``APIConnectionError`` after a
-    disconnect) and ``request_id`` the provider's request id.
+    disconnect; its ``code`` is Node's ``reason``) and ``request_id`` the provider's request id.
     """
+
+    code = "stream_truncated"
 
     def __init__(
         self, message: str, *, partial_message: Any = None, request_id: Optional[str] = None
@@ -128,6 +200,8 @@ class ProtocolError(FerroloopError):
     the provider's request id when known; ``limit`` is the cap in bytes when an oversized event
     ended the stream, else ``None``."""
 
+    code = "protocol"
+
     def __init__(
         self, message: str, *, request_id: Optional[str] = None, limit: Optional[int] = None
     ) -> None:
@@ -142,12 +216,19 @@ class ToolError(FerroloopError):
     host, not sent to the model). ``results`` holds the turn's ``tool_result`` dicts (one per
     call, in request order) when a fatal tool error ended a turn, else ``None``. Only a Rust
     tool (the core's ``ToolError::Fatal``) fails fatally: a Python tool's exception is an error
-    result the model reads (``is_error``), never this error."""
+    result the model reads (``is_error``), never this error. ``code`` is ``"invalid_argument"``
+    for an invalid definition (Node's ``InvalidArgumentError``), else ``"internal"``."""
 
     results: Optional[list[ToolResult]]
 
-    def __init__(self, message: str, *, results: Optional[list[ToolResult]] = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        results: Optional[list[ToolResult]] = None,
+        code: Optional[str] = None,
+    ) -> None:
+        super().__init__(message, code=code)
         self.message = message
         self.results = results
 
@@ -158,19 +239,28 @@ class InvalidStateError(FerroloopError):
     (``TurnSealedError``). Node's ``InvalidStateError`` (``code: 'invalid_state'``), C's
     ``FL_STATUS_INVALID_STATE``."""
 
+    code = "invalid_state"
+
 
 class TurnSealedError(InvalidStateError, ToolError):
     """A ``tool_use`` was submitted to a sealed turn (it was not added). Also a ``ToolError``,
     which this misuse raised before ``InvalidStateError`` existed."""
 
+    code = "invalid_state"
+
 
 class ExactCountingUnavailableError(FerroloopError):
     """``count_tokens`` was called on a build without exact counting (the extension was built
-    without the cargo feature ``exact``); ``estimate_tokens`` works in every build."""
+    without the cargo feature ``exact``); ``estimate_tokens`` works in every build. Node's
+    ``UnsupportedError``."""
+
+    code = "unsupported"
 
 
 class InternalError(FerroloopError):
     """A bug inside ferroloop (a Rust panic), surfaced as an exception instead of a crash."""
+
+    code = "internal"
 
 
 @runtime_checkable
@@ -192,6 +282,11 @@ __all__ = [
     "FerroloopError",
     "APIError",
     "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "InvalidRequestError",
+    "ServerError",
+    "QuotaExceededError",
     "RateLimitError",
     "OverloadedError",
     "PromptTooLongError",

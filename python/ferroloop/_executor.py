@@ -81,12 +81,14 @@ class Turn(AsyncClosing):
         self._unclaimed_events: collections.deque[TurnEvent] = collections.deque()
         self._closed = False
 
-    def submit(self, tool_use: dict[str, Any]) -> None:
+    def submit(self, tool_use: dict[str, Any], *more: dict[str, Any]) -> None:
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
-        runs with ``{}``, as in Node and C). Its tool runs in a copy of the current
+        runs with ``{}``, as in Node and C), or several at once (``submit(a, b)``, as Node's
+        ``submit(...toolUses)``): in order, all or none (an entry that is no tool use is a
+        ``TypeError`` before any is submitted). Each tool runs in a copy of the current
         ``contextvars`` context (this call's). Raises ``TurnSealedError`` (an
         ``InvalidStateError`` and a ``ToolError``) once the turn is sealed."""
-        self._native.submit(tool_use)
+        self._native.submit(tool_use, *more)
 
     def seal(self) -> None:
         """No more calls will be submitted. Sealing a sealed turn is a no-op, as in Node and C."""

@@ -99,8 +99,10 @@ class StreamDecoder:
         typed ``DecodeEvent``: narrow on ``event["type"]``).
 
         A provider's error event raises the ``APIError`` subclass of its class (the same class
-        in every binding): ``OverloadedError``, ``RateLimitError``, ``QuotaExceededError``,
-        ``PromptTooLongError``, ``AuthenticationError``, else ``APIError``. An error whose
+        in every binding, with Node's ``code``): ``OverloadedError``, ``RateLimitError``,
+        ``QuotaExceededError``, ``PromptTooLongError``, ``AuthenticationError``,
+        ``PermissionDeniedError``, ``NotFoundError``, ``InvalidRequestError``, ``ServerError``,
+        else ``APIError`` (code ``"provider_error"``). An error whose
         ``code`` is an HTTP status (OpenRouter's ``{"error": {"code": 429}}``) is that status's
         class. After ``finish()`` it raises ``InvalidStateError`` (a new stream needs a new
         decoder). Each of these errors, and the ``ProtocolError`` of a malformed stream, carries
@@ -255,7 +257,7 @@ class ToolContext:
 
 @final
 class _Turn:
-    def submit(self, tool_use: dict[str, Any]) -> None: ...
+    def submit(self, tool_use: dict[str, Any], *more: dict[str, Any]) -> None: ...
     def seal(self) -> None: ...
     def cancel(self) -> None: ...
     def discard(self) -> None: ...

@@ -71,7 +71,14 @@ impl PyClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| ferroloop_error(py, "FerroloopError", "the client is closed", &[]))
+            .ok_or_else(|| {
+                ferroloop_error(
+                    py,
+                    "FerroloopError",
+                    "the client is closed",
+                    &[("code", PyString::new(py, "invalid_state").into_any())],
+                )
+            })
     }
 
     /// The request body: `request` as JSON with `"stream"` set.
@@ -280,7 +287,7 @@ pub(crate) fn refuse_in_forked_child(py: Python<'_>, pid: u32, what: &str) -> Py
             "this {what} was created before os.fork(): its connections belong to the parent \
              process; create a new one in the child"
         ),
-        &[],
+        &[("code", PyString::new(py, "invalid_state").into_any())],
     ))
 }
 
@@ -479,8 +486,10 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
     let request_id = || ("request_id", text(err.request_id()));
     let api = |class: &str, extra: Vec<(&str, Bound<'_, PyAny>)>| {
         let details = err.details();
+        // Node's code of the same error (each class's own).
         let mut attrs = vec![
             request_id(),
+            ("code", PyString::new(py, err.code()).into_any()),
             ("status", any(py, details.and_then(|d| d.status))),
             (
                 "error_type",
@@ -491,9 +500,8 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         ferroloop_error(py, class, &message, &attrs)
     };
     match err {
-        ClientError::Authentication(_) | ClientError::Permission(_) => {
-            api("AuthenticationError", vec![])
-        }
+        ClientError::Authentication(_) => api("AuthenticationError", vec![]),
+        ClientError::Permission(_) => api("PermissionDeniedError", vec![]),
         ClientError::RateLimited { retry_after, .. } => {
             let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
             api("RateLimitError", vec![("retry_after", wait)])
@@ -504,9 +512,9 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             "PromptTooLongError",
             vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],
         ),
-        ClientError::NotFound(_) | ClientError::InvalidRequest(_) | ClientError::Server(_) => {
-            api("APIError", vec![])
-        }
+        ClientError::NotFound(_) => api("NotFoundError", vec![]),
+        ClientError::InvalidRequest(_) => api("InvalidRequestError", vec![]),
+        ClientError::Server(_) => api("ServerError", vec![]),
         ClientError::Connection { .. } => {
             ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
         }
@@ -545,7 +553,13 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             &message,
             &[("limit", any(py, *limit)), request_id()],
         ),
-        ClientError::Config(_) => ferroloop_error(py, "FerroloopError", &message, &[]),
+        // A request the client cannot send as given (Node's `invalid_argument`).
+        ClientError::Config(_) => ferroloop_error(
+            py,
+            "FerroloopError",
+            &message,
+            &[("code", PyString::new(py, "invalid_argument").into_any())],
+        ),
     }
 }
 

@@ -94,7 +94,8 @@ impl PyStreamDecoder {
 
     /// Feeds raw bytes (split anywhere) and returns the typed events they completed, as dicts
     /// with a `"type"` key. A mid-stream provider error raises the `APIError` subclass of its
-    /// class (`DecodeError::provider_kind`: `OverloadedError`, `RateLimitError`, ...), a broken
+    /// class (`DecodeError::provider_kind`: `OverloadedError`, `RateLimitError`, `NotFoundError`,
+    /// ...; `APIError` for none), a broken
     /// protocol `ProtocolError`; the events completed before the failing one are on the
     /// exception's `events` attribute. After `finish()` it raises `InvalidStateError` (a new
     /// stream needs a new decoder).
@@ -173,12 +174,14 @@ fn decode_error(py: Python<'_>, err: &DecodeError) -> PyErr {
         DecodeError::Provider {
             error_type, raw, ..
         } => {
-            let class = api_error_class(err.provider_kind());
+            let kind = err.provider_kind();
+            let code = kind.map_or("provider_error", ProviderErrorKind::code);
             ferroloop_error(
                 py,
-                class,
+                api_error_class(kind),
                 &message,
                 &[
+                    ("code", pyo3::types::PyString::new(py, code).into_any()),
                     (
                         "error_type",
                         pyo3::types::PyString::new(py, error_type).into_any(),
@@ -198,10 +201,12 @@ fn api_error_class(kind: Option<ProviderErrorKind>) -> &'static str {
         Some(ProviderErrorKind::RateLimited) => "RateLimitError",
         Some(ProviderErrorKind::QuotaExceeded) => "QuotaExceededError",
         Some(ProviderErrorKind::PromptTooLong) => "PromptTooLongError",
-        Some(ProviderErrorKind::Authentication | ProviderErrorKind::Permission) => {
-            "AuthenticationError"
-        }
-        _ => "APIError",
+        Some(ProviderErrorKind::Authentication) => "AuthenticationError",
+        Some(ProviderErrorKind::Permission) => "PermissionDeniedError",
+        Some(ProviderErrorKind::NotFound) => "NotFoundError",
+        Some(ProviderErrorKind::InvalidRequest) => "InvalidRequestError",
+        Some(ProviderErrorKind::Server) => "ServerError",
+        Some(ProviderErrorKind::Other) | None => "APIError",
     }
 }
 

@@ -14,7 +14,7 @@ use ferroloop::exec::{
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde_json::{Value, json};
 
 use crate::args::non_negative;
@@ -466,7 +466,11 @@ impl PyExecutor {
                     py,
                     "ToolError",
                     &format!("invalid input schema for tool {name:?}: {err}"),
-                    &[],
+                    // A bad declaration: Node's `InvalidArgumentError`.
+                    &[(
+                        "code",
+                        pyo3::types::PyString::new(py, "invalid_argument").into_any(),
+                    )],
                 ));
             }
             self.tools.push(Arc::new(PyTool {
@@ -579,25 +583,38 @@ struct Unclaimed {
 
 #[pymethods]
 impl PyTurn {
-    /// Submits a `tool_use` block; raises `TurnSealedError` (an `InvalidStateError` and a
-    /// `ToolError`) once the turn is sealed.
-    fn submit(&self, py: Python<'_>, tool_use: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Submits `tool_use` blocks (one, or several at once as Node's `submit(...toolUses)`): in
+    /// order, all or none (an entry that is not a tool use is a `TypeError` before any is
+    /// submitted). Raises `TurnSealedError` (an `InvalidStateError` and a `ToolError`) once the
+    /// turn is sealed.
+    #[pyo3(signature = (tool_use, *more))]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        tool_use: &Bound<'_, PyAny>,
+        more: &Bound<'_, PyTuple>,
+    ) -> PyResult<()> {
         shield(py, "Turn.submit", || {
-            let tool_use = tool_use_of(tool_use)?;
-            // The call runs in a copy of the submitter's context.
+            let mut tool_uses = Vec::with_capacity(1 + more.len());
+            tool_uses.push(tool_use_of(tool_use)?);
+            for other in more.iter() {
+                tool_uses.push(tool_use_of(&other)?);
+            }
+            // The calls run in copies of the submitter's context.
             let context = CallerContext::current(py)?;
             // The turn's lock is taken with the interpreter released (see `progress`).
             py.detach(|| {
                 let CallerContext::Turn(contexts) = self.contexts.as_ref() else {
-                    return self.handle.submit(tool_use);
+                    return self.handle.submit_vec(tool_uses);
                 };
-                // Held across the submission, so the context's position is the call's index
-                // (its tool may be called, on the runtime, as soon as it is submitted).
+                // Held across the submission, so the contexts' positions are the calls'
+                // indexes (a tool may be called, on the runtime, as soon as it is submitted).
                 let mut contexts = lock(contexts);
-                contexts.push(context);
-                let submitted = self.handle.submit(tool_use);
+                let before = contexts.len();
+                contexts.extend(std::iter::repeat_n(context, tool_uses.len()));
+                let submitted = self.handle.submit_vec(tool_uses);
                 if submitted.is_err() {
-                    contexts.pop();
+                    contexts.truncate(before);
                 }
                 submitted
             })

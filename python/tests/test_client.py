@@ -192,16 +192,19 @@ async def test_rate_limit_error_carries_retry_after_status_and_request_id(replay
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    "status, kind, message, cls",
+    "status, kind, message, cls, code",
     [
-        (401, "authentication_error", "invalid x-api-key", ferroloop.AuthenticationError),
-        (529, "overloaded_error", "Overloaded", ferroloop.OverloadedError),
-        (400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", ferroloop.PromptTooLongError),
-        (404, "not_found_error", "model: nope", ferroloop.APIError),
+        (401, "authentication_error", "invalid x-api-key", ferroloop.AuthenticationError, "authentication"),
+        (403, "permission_error", "not allowed", ferroloop.PermissionDeniedError, "permission"),
+        (529, "overloaded_error", "Overloaded", ferroloop.OverloadedError, "overloaded"),
+        (400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum", ferroloop.PromptTooLongError, "prompt_too_long"),
+        (400, "invalid_request_error", "messages: field required", ferroloop.InvalidRequestError, "invalid_request"),
+        (404, "not_found_error", "model: nope", ferroloop.NotFoundError, "not_found"),
+        (500, "api_error", "Internal server error", ferroloop.ServerError, "server"),
     ],
 )
 async def test_http_errors_map_to_exception_classes(
-    replay: Replay, status: int, kind: str, message: str, cls: type[ferroloop.APIError]
+    replay: Replay, status: int, kind: str, message: str, cls: type[ferroloop.APIError], code: str
 ) -> None:
     body = {"json": {"type": "error", "error": {"type": kind, "message": message}}}
     server = replay({"responses": [{"status": status, "headers": {"request-id": "req_x"}, "body": body}]})
@@ -209,7 +212,10 @@ async def test_http_errors_map_to_exception_classes(
         with pytest.raises(cls) as caught:
             await client.create(**REQUEST)
     error = caught.value
+    assert type(error) is cls
     assert error.status == status and error.request_id == "req_x"
+    # Node's `err.code` for the same response (what tells a 404 from a 500 without a status).
+    assert error.code == code
     if isinstance(error, ferroloop.PromptTooLongError):
         assert error.tokens == 210000 and error.limit == 200000
 
@@ -441,8 +447,20 @@ async def test_a_closed_client_refuses_requests() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     async with client:
         pass
-    with pytest.raises(ferroloop.FerroloopError):
+    with pytest.raises(ferroloop.FerroloopError) as caught:
         client.stream(**REQUEST)
+    assert caught.value.code == "invalid_state"
+
+
+@pytest.mark.asyncio
+async def test_a_request_configuration_error_has_node_s_invalid_argument_code() -> None:
+    # Flags no header can carry: Node throws InvalidArgumentError for the same request.
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    async with client:
+        with pytest.raises(ferroloop.FerroloopError) as caught:
+            await collect(client.stream(**REQUEST, betas=["bad\nflag"]))
+    assert type(caught.value) is ferroloop.FerroloopError
+    assert caught.value.code == "invalid_argument"
 
 
 def test_headers_that_are_not_a_dict_are_a_type_error_naming_them() -> None:

@@ -197,7 +197,10 @@ CLASS_OF_CODE = {
     "quota_exceeded": ferroloop.QuotaExceededError,
     "prompt_too_long": ferroloop.PromptTooLongError,
     "authentication": ferroloop.AuthenticationError,
-    "permission": ferroloop.AuthenticationError,
+    "permission": ferroloop.PermissionDeniedError,
+    "not_found": ferroloop.NotFoundError,
+    "invalid_request": ferroloop.InvalidRequestError,
+    "server": ferroloop.ServerError,
 }
 
 
@@ -210,6 +213,8 @@ def test_error_events_get_the_class_of_their_code_as_in_node(case: dict[str, str
         decoder.feed(case["stream"].encode())
     expected = CLASS_OF_CODE.get(case["code"], ferroloop.APIError)
     assert type(info.value) is expected, (case["name"], type(info.value).__name__)
+    # And the same `code` as Node's error (a plain APIError's is provider_error).
+    assert info.value.code == case["code"], (case["name"], info.value.code)
 
 
 @pytest.mark.parametrize("size", [0, 1, 13])

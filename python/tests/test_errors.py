@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 import ferroloop
@@ -15,9 +18,14 @@ def test_hierarchy() -> None:
         ferroloop.QuotaExceededError,
         ferroloop.OverloadedError,
         ferroloop.PromptTooLongError,
+        ferroloop.NotFoundError,
+        ferroloop.InvalidRequestError,
+        ferroloop.ServerError,
     ]
     for cls in api_errors:
         assert issubclass(cls, ferroloop.APIError)
+    # A 403 is still an AuthenticationError, as it was before it had a class of its own.
+    assert issubclass(ferroloop.PermissionDeniedError, ferroloop.AuthenticationError)
     # No credit left is not a rate limit: code waiting out RateLimitError must not wait on it.
     assert not issubclass(ferroloop.QuotaExceededError, ferroloop.RateLimitError)
     for cls in [
@@ -36,6 +44,74 @@ def test_hierarchy() -> None:
     assert issubclass(ferroloop.InvalidStateError, ferroloop.FerroloopError)
     assert issubclass(ferroloop.TurnSealedError, ferroloop.InvalidStateError)
     assert issubclass(ferroloop.TurnSealedError, ferroloop.ToolError)
+
+
+# The stable code of each class: Node's `err.code` for the class it maps to (C's `fl_status`).
+CODE_OF_CLASS: dict[type[ferroloop.FerroloopError], str] = {
+    ferroloop.FerroloopError: "internal",
+    ferroloop.APIError: "provider_error",
+    ferroloop.AuthenticationError: "authentication",
+    ferroloop.PermissionDeniedError: "permission",
+    ferroloop.NotFoundError: "not_found",
+    ferroloop.InvalidRequestError: "invalid_request",
+    ferroloop.ServerError: "server",
+    ferroloop.RateLimitError: "rate_limited",
+    ferroloop.QuotaExceededError: "quota_exceeded",
+    ferroloop.OverloadedError: "overloaded",
+    ferroloop.PromptTooLongError: "prompt_too_long",
+    ferroloop.APIConnectionError: "connection",
+    ferroloop.APITimeoutError: "timeout",
+    ferroloop.StreamTruncatedError: "stream_truncated",
+    ferroloop.ProtocolError: "protocol",
+    ferroloop.ToolError: "internal",
+    ferroloop.InvalidStateError: "invalid_state",
+    ferroloop.TurnSealedError: "invalid_state",
+    ferroloop.ExactCountingUnavailableError: "unsupported",
+    ferroloop.InternalError: "internal",
+}
+
+
+def node_error_codes() -> set[str]:
+    """The codes of Node's `FerroloopErrorCode` union (node/lib/index.d.ts)."""
+    dts = (Path(__file__).resolve().parents[2] / "node" / "lib" / "index.d.ts").read_text(encoding="utf-8")
+    union = re.search(r"export type FerroloopErrorCode =(.*?)\n\n", dts, re.S)
+    assert union is not None, "FerroloopErrorCode not found in node/lib/index.d.ts"
+    return set(re.findall(r"'([a-z_]+)'", union.group(1)))
+
+
+def test_every_error_class_has_the_stable_code_node_gives_it() -> None:
+    # A port of Node's `switch (err.code)` reads `err.code` in Python too.
+    exported = {
+        getattr(ferroloop, name)
+        for name in ferroloop.__all__
+        if isinstance(getattr(ferroloop, name), type) and issubclass(getattr(ferroloop, name), ferroloop.FerroloopError)
+    }
+    assert exported == set(CODE_OF_CLASS)
+    codes = node_error_codes()
+    for cls, code in CODE_OF_CLASS.items():
+        assert cls.code == code, cls.__name__
+        assert code in codes, (cls.__name__, code)
+    assert ferroloop.RateLimitError("slow").code == "rate_limited"
+    # An instance may carry another code of its family.
+    assert ferroloop.APIError("gone", status=404, code="not_found").code == "not_found"
+    assert ferroloop.APIError("x").code == "provider_error"
+    assert ferroloop.ToolError("bad", code="invalid_argument").code == "invalid_argument"
+    assert ferroloop.TurnSealedError("sealed").code == "invalid_state"
+
+
+def test_every_error_has_message_status_and_request_id_as_node_s_base_class() -> None:
+    # Node's FerroloopError has `message`, `status` and `requestId` on every error (null when
+    # unknown); `except FerroloopError as err: log(err.status)` raised AttributeError here for
+    # any error but an APIError.
+    for name in ferroloop.__all__:
+        cls = getattr(ferroloop, name)
+        if not (isinstance(cls, type) and issubclass(cls, ferroloop.FerroloopError)):
+            continue
+        err = cls("what happened")
+        assert err.message == "what happened", name
+        assert err.status is None and err.request_id is None, name
+    assert ferroloop.FerroloopError().message == ""
+    assert ferroloop.APIError("x", status=404, request_id="req_1").status == 404
 
 
 def test_api_error_attributes() -> None:

@@ -292,6 +292,29 @@ async def test_streaming_turn_starts_calls_before_the_seal() -> None:
 
 
 @pytest.mark.asyncio
+async def test_submit_takes_several_tool_uses_at_once_as_node_s() -> None:
+    # Node's `turn.submit(a, b)`: several calls, in order, all or none.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def echo(inp: dict[str, Any]) -> str:
+        return f"echo {inp['n']}"
+
+    turn = ex.turn()
+    turn.submit(use(0, "echo", n=0), use(1, "echo", n=1))
+    # A bad second entry: neither is submitted.
+    with pytest.raises(TypeError):
+        turn.submit(use(2, "echo", n=2), "not a tool use")  # type: ignore[arg-type]
+    turn.submit(use(3, "echo", n=3))
+    results = await turn.results()
+    assert [r["tool_use_id"] for r in results] == ["toolu_0", "toolu_1", "toolu_3"]
+    assert [r["content"] for r in results] == ["echo 0", "echo 1", "echo 3"]
+    with pytest.raises(ferroloop.TurnSealedError):
+        turn.submit(use(4, "echo", n=4), use(5, "echo", n=5))
+    assert len(await turn.results()) == 3
+
+
+@pytest.mark.asyncio
 async def test_cancelled_turn_still_answers_every_call() -> None:
     ex = ferroloop.ToolExecutor(cleanup_grace=1.0)
     started = asyncio.Event()
@@ -504,8 +527,10 @@ def test_registration_errors() -> None:
         ex.tool(name="one")(one)
     with pytest.raises(TypeError):
         ex.tool(name="two", concurrency_safe="yes")(one)  # type: ignore[call-overload]
-    with pytest.raises(ferroloop.ToolError, match="schema"):
+    with pytest.raises(ferroloop.ToolError, match="schema") as bad_schema:
         ex.tool(name="three", schema={"type": 12})(one)
+    # Node's InvalidArgumentError for the same declaration.
+    assert bad_schema.value.code == "invalid_argument"
     with pytest.raises(ValueError):
         ferroloop.ToolExecutor(max_concurrency=0)
     assert ex.tool_names == ["one"]
