@@ -352,7 +352,7 @@ typedef struct fl_executor fl_executor;
  * One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
  * `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
  * the end: `fl_message_stream_message`, `fl_message_stream_error`,
- * `fl_message_stream_request_id`, `fl_message_stream_metrics`,
+ * `fl_message_stream_error_json`, `fl_message_stream_request_id`, `fl_message_stream_metrics`,
  * `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
  *
  * Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
@@ -1246,13 +1246,62 @@ fl_status fl_message_stream_message(const fl_message_stream *stream,
  * (with `error->status` OK and `error->code` NULL) when it succeeded; otherwise that status,
  * with the failure's message (the provider's, with its request id) recorded for
  * `fl_last_error_message` on the calling thread. `error` is written in both cases. The request
- * id is `fl_message_stream_request_id`. `FL_STATUS_INVALID_STATE` before the end (`error` is
- * then not written).
+ * id is `fl_message_stream_request_id`; the whole error (the provider's error type, a rate
+ * limit's wait, a timeout's watchdog, ...) is `fl_message_stream_error_json`.
+ * `FL_STATUS_INVALID_STATE` before the end (`error` is then not written).
  *
  * # Safety
  * `stream` must be a live stream; `error` must be valid for a write.
  */
 fl_status fl_message_stream_error(const fl_message_stream *stream, fl_client_error *error);
+
+/**
+ * Writes into `*json` / `*len` a view of the whole error of an ended request, as one JSON
+ * object with the keys and meanings of the attributes of Python's exception for it (and of
+ * Node's error's fields, there in camelCase), durations in milliseconds under names ending in
+ * `_ms`; what `fl_client_error` has, and all it lacks:
+ *
+ * - always: `code` (the struct's `code`), `message` (what `fl_last_error_message` gives after
+ *   `fl_message_stream_error`), `status` (the struct's `http_status`, `null` where it has 0;
+ *   for `stream_truncated`, as there, the cause's) and `request_id` (the provider's request id
+ *   of the failed response, `null` when it had no headers);
+ * - a provider error (`invalid_request`, `authentication`, `permission`, `not_found`,
+ *   `rate_limited`, `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`):
+ *   `error_type`, the provider's error type (`"overloaded_error"`, `"rate_limit_exceeded"`),
+ *   `null` when it named none;
+ * - `rate_limited`: `retry_after_ms`, the wait the server asked for (`retry-after`), `null`
+ *   when it named none (Python's `retry_after` is in seconds);
+ * - `prompt_too_long`: `tokens` and `limit`, the prompt's size and the model's limit in
+ *   tokens, each `null` when the provider's message did not say;
+ * - `timeout`: `which`, the watchdog that fired (`"connect"`, `"first byte"`, `"first event"`,
+ *   `"idle"`, `"total"`), and `elapsed_ms`, the time that had passed (Python's `elapsed` is in
+ *   seconds);
+ * - `protocol`: `limit`, the cap in bytes (the client's `max_event_bytes`) when an oversized
+ *   event ended the stream, else `null`;
+ * - `stream_truncated`: `partial_message`, the message received before the break (what
+ *   `fl_message_stream_message` gives; `null` when none), and `cause`, the failure that broke
+ *   the stream as an object of this shape (Python's `__cause__`, Node's `cause`; its `code` is
+ *   the struct's `cause_code`);
+ * - `connection`, `invalid_configuration`, `aborted` (cancelled; Python raises
+ *   `CancelledError`), `internal`: the four common keys only.
+ *
+ * The provider's error body is not kept by the client: Python's `body` is `None` for these
+ * errors and has no key here.
+ *
+ * For a request that succeeded, the view is `null` (the JSON literal) and the status
+ * `FL_STATUS_OK`. Unlike `fl_message_stream_error`, a failed request is no failure of this
+ * function: it returns `FL_STATUS_OK` and records no message. Like
+ * `fl_message_stream_metrics_json`, it may be called once `fl_message_stream_next_event` has
+ * reported `FL_AGENT_NEXT_END` (or `fl_client_create` returned); before, it is
+ * `FL_STATUS_INVALID_STATE`. The view is NUL-terminated, owned by the stream, and valid until
+ * `fl_message_stream_free`; it never changes.
+ *
+ * # Safety
+ * `stream` must be a live stream; `json` and `len` must be valid for writes.
+ */
+fl_status fl_message_stream_error_json(const fl_message_stream *stream,
+                                       const char **json,
+                                       size_t *len);
 
 /**
  * Writes into `*id` / `*len` the request id of the response being read (the `request-id` or

@@ -21,7 +21,7 @@ use ferroloop_core::client::{
 };
 use ferroloop_core::exec::CancellationToken;
 use futures_util::{FutureExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::agent::fl_agent_next;
 use crate::boundary::{self, FfiError, FfiResult};
@@ -33,7 +33,7 @@ use crate::text::{self, Out};
 /// One request of a client (opaque): a streamed answer (`fl_client_stream_start`) read with
 /// `fl_message_stream_next_event`, or a finished non-streaming one (`fl_client_create`). After
 /// the end: `fl_message_stream_message`, `fl_message_stream_error`,
-/// `fl_message_stream_request_id`, `fl_message_stream_metrics`,
+/// `fl_message_stream_error_json`, `fl_message_stream_request_id`, `fl_message_stream_metrics`,
 /// `fl_message_stream_metrics_json`. Release it with `fl_message_stream_free`.
 ///
 /// Thread-safety: `fl_message_stream_cancel` may be called from any thread at any time. The
@@ -86,6 +86,8 @@ struct Failure {
     /// The request id of the error response, when it had headers.
     request_id: Option<String>,
     message: String,
+    /// The whole error as NUL-terminated JSON (the view of `fl_message_stream_error_json`).
+    json: String,
 }
 
 /// What the request's task hands to the host.
@@ -142,6 +144,73 @@ fn code_of(error: &ClientError) -> &'static CStr {
     }
 }
 
+/// The keys every failure's JSON has (`fl_message_stream_error_json`), as every Python error
+/// has them: `code`, `message`, `status` (the HTTP status, `null` when none) and `request_id`.
+fn common_error_fields(
+    code: &CStr,
+    message: &str,
+    status: Option<u16>,
+    request_id: Option<&str>,
+) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("code".into(), json!(code.to_string_lossy()));
+    fields.insert("message".into(), json!(message));
+    fields.insert("status".into(), json!(status));
+    fields.insert("request_id".into(), json!(request_id));
+    fields
+}
+
+/// A client failure's whole error as JSON (`fl_message_stream_error_json`): the struct's code
+/// and status, and every attribute Python's exception for it has, under Python's names, with
+/// durations in milliseconds under names ending in `_ms`. The one place a `ClientError`
+/// becomes JSON in the C API (a truncation's `cause` is this object of its cause).
+fn error_json(error: &ClientError) -> Value {
+    let message = error.to_string();
+    let mut fields =
+        common_error_fields(code_of(error), &message, error.status(), error.request_id());
+    let mut add = |key: &str, value: Value| {
+        fields.insert(key.to_owned(), value);
+    };
+    match error {
+        ClientError::Authentication(details)
+        | ClientError::Permission(details)
+        | ClientError::NotFound(details)
+        | ClientError::QuotaExceeded(details)
+        | ClientError::Overloaded(details)
+        | ClientError::InvalidRequest(details)
+        | ClientError::Server(details) => add("error_type", json!(details.error_type)),
+        ClientError::RateLimited {
+            details,
+            retry_after,
+        } => {
+            add("error_type", json!(details.error_type));
+            add("retry_after_ms", json!(retry_after.map(millis)));
+        }
+        ClientError::PromptTooLong {
+            details,
+            tokens,
+            limit,
+        } => {
+            add("error_type", json!(details.error_type));
+            add("tokens", json!(tokens));
+            add("limit", json!(limit));
+        }
+        ClientError::Timeout { which, elapsed, .. } => {
+            add("which", json!(which.to_string()));
+            add("elapsed_ms", json!(millis(*elapsed)));
+        }
+        ClientError::Truncated { partial, cause, .. } => {
+            add("partial_message", json!(partial.message));
+            add("cause", error_json(cause.root()));
+        }
+        // Python's `ProtocolError.limit`: the cap an oversized event hit, else `null`.
+        ClientError::Protocol { .. } => add("limit", Value::Null),
+        ClientError::EventTooLarge { limit, .. } => add("limit", json!(limit)),
+        ClientError::Connection { .. } | ClientError::Config(_) => {}
+    }
+    Value::Object(fields)
+}
+
 impl Failure {
     fn of(error: &ClientError) -> Self {
         Self {
@@ -154,18 +223,30 @@ impl Failure {
             http_status: error.status().unwrap_or(0),
             request_id: error.request_id().map(str::to_owned),
             message: error.to_string(),
+            json: terminated(&error_json(error)),
+        }
+    }
+
+    /// A failure that is no `ClientError` (a cancel, a bug): only the common keys in its JSON.
+    fn plain(status: fl_status, code: &'static CStr, message: String) -> Self {
+        let json = common_error_fields(code, &message, None, None);
+        Self {
+            status,
+            code,
+            cause: None,
+            http_status: 0,
+            request_id: None,
+            message,
+            json: terminated(&Value::Object(json)),
         }
     }
 
     fn cancelled() -> Self {
-        Self {
-            status: fl_status::FL_STATUS_CANCELLED,
-            code: c"aborted",
-            cause: None,
-            http_status: 0,
-            request_id: None,
-            message: "the request was cancelled".to_owned(),
-        }
+        Self::plain(
+            fl_status::FL_STATUS_CANCELLED,
+            c"aborted",
+            "the request was cancelled".to_owned(),
+        )
     }
 }
 
@@ -312,14 +393,11 @@ async fn pump_stream(
 fn internal(detail: &str, metrics: &RequestMetrics) -> Outcome {
     Outcome {
         message: terminated(&Value::Null),
-        failure: Some(Failure {
-            status: fl_status::FL_STATUS_PANIC,
-            code: c"internal",
-            cause: None,
-            http_status: 0,
-            request_id: None,
-            message: format!("internal error: {detail}"),
-        }),
+        failure: Some(Failure::plain(
+            fl_status::FL_STATUS_PANIC,
+            c"internal",
+            format!("internal error: {detail}"),
+        )),
         metrics: metrics.clone(),
     }
 }
@@ -735,8 +813,9 @@ pub struct fl_client_error {
 /// (with `error->status` OK and `error->code` NULL) when it succeeded; otherwise that status,
 /// with the failure's message (the provider's, with its request id) recorded for
 /// `fl_last_error_message` on the calling thread. `error` is written in both cases. The request
-/// id is `fl_message_stream_request_id`. `FL_STATUS_INVALID_STATE` before the end (`error` is
-/// then not written).
+/// id is `fl_message_stream_request_id`; the whole error (the provider's error type, a rate
+/// limit's wait, a timeout's watchdog, ...) is `fl_message_stream_error_json`.
+/// `FL_STATUS_INVALID_STATE` before the end (`error` is then not written).
 ///
 /// # Safety
 /// `stream` must be a live stream; `error` must be valid for a write.
@@ -773,6 +852,79 @@ pub unsafe extern "C" fn fl_message_stream_error(
         }
     })
 }
+
+/// Writes into `*json` / `*len` a view of the whole error of an ended request, as one JSON
+/// object with the keys and meanings of the attributes of Python's exception for it (and of
+/// Node's error's fields, there in camelCase), durations in milliseconds under names ending in
+/// `_ms`; what `fl_client_error` has, and all it lacks:
+///
+/// - always: `code` (the struct's `code`), `message` (what `fl_last_error_message` gives after
+///   `fl_message_stream_error`), `status` (the struct's `http_status`, `null` where it has 0;
+///   for `stream_truncated`, as there, the cause's) and `request_id` (the provider's request id
+///   of the failed response, `null` when it had no headers);
+/// - a provider error (`invalid_request`, `authentication`, `permission`, `not_found`,
+///   `rate_limited`, `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`):
+///   `error_type`, the provider's error type (`"overloaded_error"`, `"rate_limit_exceeded"`),
+///   `null` when it named none;
+/// - `rate_limited`: `retry_after_ms`, the wait the server asked for (`retry-after`), `null`
+///   when it named none (Python's `retry_after` is in seconds);
+/// - `prompt_too_long`: `tokens` and `limit`, the prompt's size and the model's limit in
+///   tokens, each `null` when the provider's message did not say;
+/// - `timeout`: `which`, the watchdog that fired (`"connect"`, `"first byte"`, `"first event"`,
+///   `"idle"`, `"total"`), and `elapsed_ms`, the time that had passed (Python's `elapsed` is in
+///   seconds);
+/// - `protocol`: `limit`, the cap in bytes (the client's `max_event_bytes`) when an oversized
+///   event ended the stream, else `null`;
+/// - `stream_truncated`: `partial_message`, the message received before the break (what
+///   `fl_message_stream_message` gives; `null` when none), and `cause`, the failure that broke
+///   the stream as an object of this shape (Python's `__cause__`, Node's `cause`; its `code` is
+///   the struct's `cause_code`);
+/// - `connection`, `invalid_configuration`, `aborted` (cancelled; Python raises
+///   `CancelledError`), `internal`: the four common keys only.
+///
+/// The provider's error body is not kept by the client: Python's `body` is `None` for these
+/// errors and has no key here.
+///
+/// For a request that succeeded, the view is `null` (the JSON literal) and the status
+/// `FL_STATUS_OK`. Unlike `fl_message_stream_error`, a failed request is no failure of this
+/// function: it returns `FL_STATUS_OK` and records no message. Like
+/// `fl_message_stream_metrics_json`, it may be called once `fl_message_stream_next_event` has
+/// reported `FL_AGENT_NEXT_END` (or `fl_client_create` returned); before, it is
+/// `FL_STATUS_INVALID_STATE`. The view is NUL-terminated, owned by the stream, and valid until
+/// `fl_message_stream_free`; it never changes.
+///
+/// # Safety
+/// `stream` must be a live stream; `json` and `len` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_message_stream_error_json(
+    stream: *const fl_message_stream,
+    json: *mut *const c_char,
+    len: *mut usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `stream`.
+        let stream = unsafe { text::handle_ref(stream, "stream") }?;
+        let json = Out::new(json, "json")?;
+        let len = Out::new(len, "len")?;
+        let state = stream.lock();
+        let outcome = outcome_of(&state, "fl_message_stream_error_json")?;
+        let rendered = outcome
+            .failure
+            .as_ref()
+            .map_or(SUCCEEDED_ERROR_JSON, |failure| failure.json.as_str());
+        let (pointer, length) = text::view(rendered);
+        // SAFETY: both not NULL (checked) and writable (the caller's promise). The string is
+        // static or the outcome's, written once at the end and kept until the free.
+        unsafe {
+            json.write(pointer);
+            len.write(length - 1);
+        }
+        Ok(())
+    })
+}
+
+/// The view of `fl_message_stream_error_json` for a request that succeeded: no error.
+const SUCCEEDED_ERROR_JSON: &str = "null\0";
 
 /// Writes into `*id` / `*len` the request id of the response being read (the `request-id` or
 /// `x-request-id` header), known from the first event on, and after a failure that had headers
@@ -1285,6 +1437,18 @@ mod tests {
                 fl_message_stream_metrics(stream, std::ptr::null_mut()),
                 fl_status::FL_STATUS_NULL_ARGUMENT
             );
+            assert_eq!(
+                fl_message_stream_error_json(std::ptr::null(), &mut json, &mut len),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_message_stream_error_json(stream, std::ptr::null_mut(), &mut len),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
+            assert_eq!(
+                fl_message_stream_error_json(stream, &mut json, std::ptr::null_mut()),
+                fl_status::FL_STATUS_NULL_ARGUMENT
+            );
         }
         // Port 9 (discard) refuses on loopback: a connection failure ends the stream.
         assert!(drain(stream).is_empty());
@@ -1298,6 +1462,11 @@ mod tests {
             message(stream),
             (fl_status::FL_STATUS_CONNECTION_ERROR, "null".into())
         );
+        // A connection failure has the common keys only (no headers: no request id).
+        let whole = error_json_of(stream);
+        assert_eq!(whole["code"], "connection");
+        assert_eq!(whole["request_id"], Value::Null);
+        assert_eq!(whole.as_object().unwrap().len(), 4, "{whole}");
         // SAFETY: handles from their constructors, freed once.
         unsafe {
             fl_message_stream_free(stream);
@@ -1705,6 +1874,231 @@ mod tests {
             fl_message_stream_free(out);
             fl_client_free(client);
         }
+    }
+
+    /// The view of `fl_message_stream_error_json`, checked NUL-terminated, parsed.
+    fn error_json_of(stream: *const fl_message_stream) -> Value {
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live stream; locals.
+        let status = unsafe { fl_message_stream_error_json(stream, &mut json, &mut len) };
+        assert_eq!(
+            status,
+            fl_status::FL_STATUS_OK,
+            "{}",
+            last_error_for_tests()
+        );
+        // SAFETY: the view is valid until the free, NUL-terminated.
+        let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
+        assert_eq!(bytes[len], 0);
+        serde_json::from_slice(&bytes[..len]).unwrap()
+    }
+
+    /// Serves one reply per connection, in order, each read whole first.
+    fn serve(replies: Vec<String>) -> (u16, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            for reply in replies {
+                let (mut connection, _) = accept(&listener);
+                connection.write_all(reply.as_bytes()).unwrap();
+            }
+        });
+        (port, server)
+    }
+
+    /// The whole error of a failed request as JSON, what the struct lacks included: a 429's
+    /// wait (`retry-after`, in milliseconds) and the provider's error type; a prompt too long's
+    /// sizes; the request id. Refused before the end; the view stays the same until the free.
+    #[test]
+    fn the_error_json_of_a_provider_failure_has_python_s_fields() {
+        let limited =
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+        let too_long = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+        let (port, server) = serve(vec![
+            format!(
+                "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+                 retry-after: 2\r\ncontent-length: {}\r\nrequest-id: req_limited\r\n\
+                 connection: close\r\n\r\n{limited}",
+                limited.len()
+            ),
+            response(
+                "400 Bad Request",
+                "application/json",
+                too_long,
+                too_long.len(),
+            ),
+        ]);
+        let client = client(port, "");
+        let (_, stream) = start_stream(client, REQUEST, std::ptr::null());
+        let mut json = std::ptr::null();
+        let mut len = 0usize;
+        // SAFETY: a live stream; locals. (Refused whatever the task did: the end is the host's
+        // once `fl_message_stream_next_event` reported it.)
+        let early = unsafe { fl_message_stream_error_json(stream, &mut json, &mut len) };
+        assert_eq!(early, fl_status::FL_STATUS_INVALID_STATE);
+        assert!(last_error_for_tests().contains("fl_message_stream_error_json"));
+        assert!(drain(stream).is_empty(), "max_retries 0: no retry");
+        let (status, failure) = error(stream);
+        assert_eq!(status, fl_status::FL_STATUS_PROVIDER_ERROR);
+        assert_eq!(code(failure.code).as_deref(), Some("rate_limited"));
+        let whole = error_json_of(stream);
+        assert_eq!(
+            whole,
+            json!({
+                "code": "rate_limited",
+                "message": whole["message"],
+                "status": 429,
+                "request_id": "req_limited",
+                "error_type": "rate_limit_error",
+                "retry_after_ms": 2000.0,
+            })
+        );
+        assert!(whole["message"].as_str().unwrap().contains("slow down"));
+        // The same view again: owned by the stream, never changed.
+        let first = {
+            let mut json = std::ptr::null();
+            let mut len = 0usize;
+            // SAFETY: a live stream; locals.
+            unsafe { fl_message_stream_error_json(stream, &mut json, &mut len) };
+            json
+        };
+        let mut again = std::ptr::null();
+        // SAFETY: a live stream; locals.
+        unsafe { fl_message_stream_error_json(stream, &mut again, &mut len) };
+        assert_eq!(first, again);
+
+        let (_, sized) = start_stream(client, REQUEST, std::ptr::null());
+        assert!(drain(sized).is_empty());
+        server.join().unwrap();
+        assert_eq!(
+            error_json_of(sized),
+            json!({
+                "code": "prompt_too_long",
+                "message": "prompt too long: HTTP 400 invalid_request_error: prompt is too long: \
+                            210000 tokens > 200000 maximum (request id req_unit)",
+                "status": 400,
+                "request_id": "req_unit",
+                "error_type": "invalid_request_error",
+                "tokens": 210000,
+                "limit": 200000,
+            })
+        );
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(stream);
+            fl_message_stream_free(sized);
+            fl_client_free(client);
+        }
+    }
+
+    /// A timeout's JSON names its watchdog and the time that had passed, in milliseconds; a
+    /// request that succeeded has `null` (and `FL_STATUS_OK`).
+    #[test]
+    fn the_error_json_of_a_timeout_and_of_a_success() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (done, wait_done) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            // Held without an answer until the client gave up.
+            let (held, _) = accept(&listener);
+            let _ = wait_done.recv();
+            drop(held);
+            let (mut connection, _) = accept(&listener);
+            let whole = format!("{SSE}{SSE_END}");
+            let reply = response("200 OK", "text/event-stream", &whole, whole.len());
+            connection.write_all(reply.as_bytes()).unwrap();
+        });
+        let client = client(port, r#", "first_byte_timeout_ms": 100"#);
+        let (_, stream) = start_stream(client, REQUEST, std::ptr::null());
+        drain(stream);
+        done.send(()).unwrap();
+        let (status, _) = error(stream);
+        assert_eq!(status, fl_status::FL_STATUS_TIMEOUT);
+        let whole = error_json_of(stream);
+        assert_eq!(whole["code"], "timeout", "{whole}");
+        assert_eq!(whole["which"], "first byte", "{whole}");
+        let elapsed = whole["elapsed_ms"].as_f64().unwrap();
+        assert!(elapsed >= 100.0, "{whole}");
+        assert_eq!(whole["status"], Value::Null);
+        assert_eq!(whole.as_object().unwrap().len(), 6, "{whole}");
+
+        let (_, answered) = start_stream(client, REQUEST, std::ptr::null());
+        drain(answered);
+        server.join().unwrap();
+        assert_eq!(error(answered).0, fl_status::FL_STATUS_OK);
+        assert_eq!(error_json_of(answered), Value::Null);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(stream);
+            fl_message_stream_free(answered);
+            fl_client_free(client);
+        }
+    }
+
+    /// The failures no loopback server gives easily: each class's own keys, as Python's
+    /// exception has them (a truncation's cause as an object of the same shape, its code the
+    /// struct's `cause_code`); a cancel has the common keys only.
+    #[test]
+    fn the_error_json_of_each_class_has_its_own_keys() {
+        use ferroloop_core::client::PartialResponse;
+        let truncated = ClientError::Truncated {
+            partial: PartialResponse {
+                events: 2,
+                bytes: 10,
+                last_event_type: None,
+                message: Some(Box::new(json!({"content": []}))),
+            },
+            cause: Box::new(ClientError::Connection {
+                message: "reset".into(),
+                request_id: Some("req_c".into()),
+            }),
+            request_id: Some("req_t".into()),
+        };
+        let whole = error_json(&truncated);
+        assert_eq!(whole["code"], "stream_truncated");
+        assert_eq!(whole["request_id"], "req_t");
+        assert_eq!(whole["partial_message"], json!({"content": []}));
+        assert_eq!(
+            whole["cause"],
+            json!({"code": "connection", "message": "connection error: reset", "status": null,
+                   "request_id": "req_c"})
+        );
+        let oversized = ClientError::EventTooLarge {
+            limit: 4096,
+            request_id: None,
+        };
+        assert_eq!(error_json(&oversized)["code"], "protocol");
+        assert_eq!(error_json(&oversized)["limit"], 4096);
+        let protocol = ClientError::Protocol {
+            message: "not an event stream".into(),
+            request_id: None,
+        };
+        assert_eq!(error_json(&protocol)["limit"], Value::Null);
+        let unknown_wait = ClientError::RateLimited {
+            details: ferroloop_core::client::ErrorDetails {
+                error_type: Some("rate_limit_error".into()),
+                message: "x".into(),
+                ..Default::default()
+            },
+            retry_after: None,
+        };
+        let whole = error_json(&unknown_wait);
+        assert_eq!(whole["retry_after_ms"], Value::Null, "{whole}");
+        assert_eq!(whole["status"], Value::Null, "{whole}");
+        let config = ClientError::Config("bad URL".into());
+        assert_eq!(
+            error_json(&config),
+            json!({"code": "invalid_configuration", "message": "invalid client configuration: bad URL",
+                   "status": null, "request_id": null})
+        );
+        let cancelled: Value =
+            serde_json::from_str(Failure::cancelled().json.strip_suffix('\0').unwrap()).unwrap();
+        assert_eq!(
+            cancelled,
+            json!({"code": "aborted", "message": "the request was cancelled", "status": null,
+                   "request_id": null})
+        );
     }
 
     /// A stream waiting for its answer: nothing within the timeout is `NONE`; a cancel (the

@@ -45,9 +45,10 @@ pub use client::{
 };
 pub use client_stream::{
     fl_client_create, fl_client_error, fl_client_stream_start, fl_message_stream,
-    fl_message_stream_cancel, fl_message_stream_error, fl_message_stream_free,
-    fl_message_stream_message, fl_message_stream_metrics, fl_message_stream_metrics_json,
-    fl_message_stream_next_event, fl_message_stream_request_id, fl_request_metrics,
+    fl_message_stream_cancel, fl_message_stream_error, fl_message_stream_error_json,
+    fl_message_stream_free, fl_message_stream_message, fl_message_stream_metrics,
+    fl_message_stream_metrics_json, fl_message_stream_next_event, fl_message_stream_request_id,
+    fl_request_metrics,
 };
 pub use context::{
     FL_CONTEXT_BUDGET_DEFAULT, fl_context_budget, fl_context_budget_free, fl_context_budget_new,
