@@ -13,6 +13,10 @@
  * - an HTTP 400: a typed failure (FL_STATUS_PROVIDER_ERROR, class invalid_request, status 400,
  *   the request id from the header, the provider's message);
  * - a stream cut mid-way: truncated (cause `connection`), the partial message readable;
+ * - the whole error as JSON (fl_message_stream_error_json): an HTTP 429 with `retry-after`
+ *   (`retry_after_ms`, the error type, status, request id), an HTTP 400 prompt too long with
+ *   its sizes (`tokens`, `limit`), a first-byte timeout (`which`, `elapsed_ms`); `null` for a
+ *   request that succeeded;
  * - a cancel while a thread waits for the stream, a create cancelled through its token, and a
  *   stream freed mid-way: each connection is closed;
  * - a non-streaming create;
@@ -67,6 +71,14 @@ static const char bad_request_body[] =
     "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
     "\"message\":\"max_tokens: 999999 > 64000, which is the maximum\"}}";
 
+static const char rate_limited_body[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}";
+static const char prompt_too_long_body[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+    "\"message\":\"prompt is too long: 210000 tokens > 200000 maximum\"}}";
+/* The loopback server writes the content type as given: a second header line rides along. */
+#define JSON_WITH_RETRY_AFTER "application/json\r\nretry-after: 2"
+
 static const char request[] = "{\"model\":\"claude-test\",\"max_tokens\":64,"
                               "\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]}";
 
@@ -86,6 +98,32 @@ static fl_client *client_of(const char *provider, const server *s) {
 }
 
 static fl_client *client_for(const server *s) { return client_of("anthropic", s); }
+
+/* A client at the server's port that never retries, with `extra` options (`,"key":value`). */
+static fl_client *client_without_retries(const server *s, const char *extra) {
+    char options[320];
+    snprintf(options, sizeof options,
+             "{\"from_env\":false,\"api_key\":\"test-key\","
+             "\"base_url\":\"http://127.0.0.1:%d\",\"max_retries\":0%s}",
+             s->port, extra);
+    fl_client *client = NULL;
+    CHECK_OK(fl_client_new(options, strlen(options), &client));
+    return client;
+}
+
+/* Whether the stream's whole error (fl_message_stream_error_json) is `expected`, exactly;
+ * prints it when not. */
+static bool error_json_is(fl_message_stream *stream, const char *expected) {
+    const char *json = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_message_stream_error_json(stream, &json, &len));
+    bool same = json != NULL && json[len] == '\0' && text_equals(json, len, expected);
+    if (!same) {
+        fprintf(stderr, "    error json: %.*s\n    expected:   %s\n", (int)len,
+                json != NULL ? json : "", expected);
+    }
+    return same;
+}
 
 static fl_message_stream *start(fl_client *client) {
     fl_message_stream *stream = NULL;
@@ -274,6 +312,7 @@ static void retried(server *s) {
     CHECK_OK(fl_message_stream_metrics(stream, &metrics));
     CHECK(metrics.attempts == 2);
     CHECK(request_id_is(stream, "req_test_1")); /* the answer's, not the 529's */
+    CHECK(error_json_is(stream, "null"));        /* succeeded: no error */
     /* The whole metrics as JSON: what the struct lacks (the request id, the retry as the stream
      * gave it, the HTTP version, the final usage), the struct's measurements in milliseconds. */
     const char *measured = NULL;
@@ -334,6 +373,68 @@ static void bad_request(server *s) {
     size_t len;
     CHECK_STATUS(message_of(stream, &json, &len), FL_STATUS_PROVIDER_ERROR);
     CHECK(json != NULL && text_equals(json, len, "null"));
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+/* The whole error as JSON: an HTTP 429 with `retry-after` (not retried), then an HTTP 400
+ * prompt too long with its sizes; refused before the end. */
+static void error_json(server *s) {
+    fl_client *client = client_without_retries(s, "");
+    fl_message_stream *limited = start(client);
+    const char *json = NULL;
+    size_t len = 0;
+    CHECK_STATUS(fl_message_stream_error_json(limited, &json, &len), FL_STATUS_INVALID_STATE);
+    CHECK(strstr(last_error(), "fl_message_stream_error_json") != NULL);
+    buffer events = {0};
+    CHECK(drain(limited, &events) == 0); /* max_retries 0: no retry event */
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(limited, &error), FL_STATUS_PROVIDER_ERROR);
+    CHECK(error.code != NULL && strcmp(error.code, "rate_limited") == 0);
+    CHECK(error.http_status == 429);
+    CHECK(error_json_is(limited,
+                        "{\"code\":\"rate_limited\",\"message\":\"rate limited: HTTP 429 "
+                        "rate_limit_error: slow down (request id req_test_0)\",\"status\":429,"
+                        "\"request_id\":\"req_test_0\",\"error_type\":\"rate_limit_error\","
+                        "\"retry_after_ms\":2000.0}"));
+    fl_message_stream *too_long = start(client);
+    CHECK(drain(too_long, &events) == 0);
+    CHECK_STATUS(fl_message_stream_error(too_long, &error), FL_STATUS_PROVIDER_ERROR);
+    CHECK(error_json_is(too_long,
+                        "{\"code\":\"prompt_too_long\",\"message\":\"prompt too long: HTTP 400 "
+                        "invalid_request_error: prompt is too long: 210000 tokens > 200000 "
+                        "maximum (request id req_test_1)\",\"status\":400,"
+                        "\"request_id\":\"req_test_1\",\"error_type\":\"invalid_request_error\","
+                        "\"tokens\":210000,\"limit\":200000}"));
+    fl_message_stream_free(limited);
+    fl_message_stream_free(too_long);
+    fl_client_free(client);
+    free(stop_server(s));
+    buffer_free(&events);
+}
+
+/* A request whose answer never comes: a first-byte timeout, its watchdog and elapsed time in
+ * the JSON. */
+static void timed_out(server *s) {
+    fl_client *client = client_without_retries(s, ",\"first_byte_timeout_ms\":200");
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    drain(stream, &events);
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_TIMEOUT);
+    const char *json = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_message_stream_error_json(stream, &json, &len));
+    CHECK(json != NULL && strncmp(json, "{\"code\":\"timeout\",", 18) == 0);
+    CHECK(json != NULL && strstr(json, ",\"status\":null,\"request_id\":null,"
+                                      "\"which\":\"first byte\",\"elapsed_ms\":") != NULL);
+    const char *elapsed = json != NULL ? strstr(json, "\"elapsed_ms\":") : NULL;
+    CHECK(elapsed != NULL && strtod(elapsed + 13, NULL) >= 200.0);
+    if (checks_failed) {
+        fprintf(stderr, "    error json: %.*s\n", (int)len, json != NULL ? json : "");
+    }
     fl_message_stream_free(stream);
     fl_client_free(client);
     free(stop_server(s));
@@ -757,6 +858,10 @@ int main(int argc, char **argv) {
     const reply retry_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"200 OK", SSE, answer_stream, 0}};
     const reply bad_request_replies[] = {{"400 Bad Request", "application/json", bad_request_body, 0}};
+    const reply error_json_replies[] = {
+        {"429 Too Many Requests", JSON_WITH_RETRY_AFTER, rate_limited_body, 0},
+        {"400 Bad Request", "application/json", prompt_too_long_body, 0}};
+    const reply timeout_replies[] = {{NULL, NULL, NULL, 0}};
     /* Cut in the middle of the tool input: after the text block. */
     const char *tool_input = strstr(fixture, "\"partial_json\":\"on");
     size_t cut_at = tool_input != NULL ? (size_t)(tool_input - fixture) : fixture_len / 2;
@@ -770,6 +875,8 @@ int main(int argc, char **argv) {
     server chat_server = start_server(chat_replies, 1);
     server retry_server = start_server(retry_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
+    server error_json_server = start_server(error_json_replies, 2);
+    server timeout_server = start_server(timeout_replies, 1);
     server cut_server = start_server(cut_replies, 1);
     server held_server = start_server(held_replies, 3);
     server create_server = start_server(create_replies, 1);
@@ -780,6 +887,8 @@ int main(int argc, char **argv) {
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
     retried(&retry_server);
     bad_request(&bad_request_server);
+    error_json(&error_json_server);
+    timed_out(&timeout_server);
     cut(&cut_server);
     cancellation(&held_server);
     create(&create_server);
