@@ -195,7 +195,7 @@ record "README agent example" "$status"
 
 # The README's streaming client example compiles as written and runs clean under valgrind
 # against a closed loopback port (no network; no proxy from the environment): two `retry` events,
-# then the connection failure, typed.
+# then the connection failure as JSON, then typed.
 example="$stage/bin/readme_client_example"
 awk '/^## Example: the streaming client alone/ { section = 1 }
      section && /^```$/ && inside { exit }
@@ -209,6 +209,7 @@ if [[ -s "$example.c" ]] && cc "${cflags[@]}" "$example.c" -o "$example" $(pkg-c
         ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL=http://127.0.0.1:9)
     printed="$("${offline[@]}" "$example")"
     [[ "$(grep -c '^{"type":"retry",' <<<"$printed")" == 2 &&
+        "$(tail -n2 <<<"$printed" | head -n1)" == '{"code":"connection","message":"connection error: '*'"status":null,"request_id":null}' &&
         "$(tail -n1 <<<"$printed")" == 'failed: connection (HTTP 0): connection error: '* ]] ||
         { status=1; printf 'printed:\n%s\n' "$printed"; }
     "${offline[@]}" valgrind -q --error-exitcode=1 --leak-check=full \
