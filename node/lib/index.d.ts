@@ -503,15 +503,15 @@ export type DecodeEvent =
  * counts as absent.
  */
 export interface StreamDecoderOptions {
-  /** The wire format of the stream. */
-  provider: 'anthropic' | 'openai-chat' | 'openai-responses'
+  /** The wire format of the stream (default `'anthropic'`, as Python's `StreamDecoder()`). */
+  provider?: 'anthropic' | 'openai-chat' | 'openai-responses'
   /** Record typed events (default true); false accumulates only (sealing events still come). */
   events?: boolean
 }
 
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
 export declare class StreamDecoder {
-  constructor(options: StreamDecoderOptions)
+  constructor(options?: StreamDecoderOptions)
   /** The wire format decoded (Python's `StreamDecoder.provider`). */
   readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
   /**
