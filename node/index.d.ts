@@ -454,8 +454,9 @@ export interface ContextBudgetOptions {
 }
 
 /**
- * Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`; without it, and for
- * the families with no offline vocabulary, an `unsupported` error).
+ * Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`). The families with no
+ * offline vocabulary are an `unsupported` error with the core's reason in every build; the
+ * others are one too in a build without the feature.
  */
 export declare function countTokens(text: string, tokenizer: string): number
 
@@ -498,6 +499,12 @@ export interface ExecutorOptions {
    */
   spillDir?: string
 }
+
+/**
+ * Whether this build counts tokens exactly (`countTokens`; the cargo feature `exact`), as
+ * Python's `has_exact_counting()`.
+ */
+export declare function hasExactCounting(): boolean
 
 /** Estimated tokens of a request, by part. */
 export interface RequestEstimate {

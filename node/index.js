@@ -862,3 +862,4 @@ module.exports.estimateBytes = nativeBinding.estimateBytes
 module.exports.estimateJson = nativeBinding.estimateJson
 module.exports.estimateRequestJson = nativeBinding.estimateRequestJson
 module.exports.estimateText = nativeBinding.estimateText
+module.exports.hasExactCounting = nativeBinding.hasExactCounting

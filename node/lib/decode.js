@@ -41,17 +41,22 @@ class StreamDecoder {
   #offsets = new BatchOffsets(4)
   #provider
 
-  /** @param {{ provider: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} options */
+  /**
+   * Without a provider (no options, or `provider` absent or null) the stream is Anthropic's, as
+   * Python's `StreamDecoder()` and Node's own `new Client()` default to.
+   * @param {{ provider?: 'anthropic' | 'openai-chat' | 'openai-responses', events?: boolean }} [options]
+   */
   constructor(given) {
-    if (given === null || typeof given !== 'object' || typeof given.provider !== 'string') {
-      throw new InvalidArgumentError("StreamDecoder needs { provider: 'anthropic' | 'openai-chat' | 'openai-responses' }")
-    }
     const options = checkedOptions(given, ['provider', 'events'], 'StreamDecoder')
+    const provider = options.provider === undefined ? 'anthropic' : options.provider
+    if (typeof provider !== 'string') {
+      throw new InvalidArgumentError("StreamDecoder option provider must be 'anthropic', 'openai-chat' or 'openai-responses'")
+    }
     if (options.events !== undefined && typeof options.events !== 'boolean') {
       throw new InvalidArgumentError('StreamDecoder option events must be a boolean')
     }
-    this.#native = this.#call(() => new native.StreamDecoder({ provider: options.provider, events: options.events }))
-    this.#provider = options.provider
+    this.#native = this.#call(() => new native.StreamDecoder({ provider, events: options.events }))
+    this.#provider = provider
   }
 
   /** The wire format decoded: `anthropic`, `openai-chat` or `openai-responses`. */

@@ -503,15 +503,15 @@ export type DecodeEvent =
  * counts as absent.
  */
 export interface StreamDecoderOptions {
-  /** The wire format of the stream. */
-  provider: 'anthropic' | 'openai-chat' | 'openai-responses'
+  /** The wire format of the stream (default `'anthropic'`, as Python's `StreamDecoder()`). */
+  provider?: 'anthropic' | 'openai-chat' | 'openai-responses'
   /** Record typed events (default true); false accumulates only (sealing events still come). */
   events?: boolean
 }
 
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
 export declare class StreamDecoder {
-  constructor(options: StreamDecoderOptions)
+  constructor(options?: StreamDecoderOptions)
   /** The wire format decoded (Python's `StreamDecoder.provider`). */
   readonly provider: 'anthropic' | 'openai-chat' | 'openai-responses'
   /**
@@ -557,10 +557,18 @@ export declare function estimateTokens(
 ): number
 
 /**
- * Exact tokens of `text` for `o200k` or `cl100k` (throws UnsupportedError for other families,
- * or when the addon was built without the cargo feature `exact`).
+ * Exact tokens of `text` for `o200k` or `cl100k`. Throws UnsupportedError for the families
+ * without an offline vocabulary (`claude`, `claude-legacy`: "no exact offline tokenizer for
+ * ...", in every build), and for the others when the addon was built without the cargo feature
+ * `exact` ({@link hasExactCounting} tells).
  */
 export declare function countTokens(text: string, tokenizer: Tokenizer): number
+
+/**
+ * Whether this build of the addon counts tokens exactly ({@link countTokens}; the cargo feature
+ * `exact`, on in `npm run build`). As Python's `has_exact_counting()`.
+ */
+export declare function hasExactCounting(): boolean
 
 /** Estimated tokens of a request, by part. */
 export interface RequestEstimate {

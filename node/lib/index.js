@@ -6,7 +6,7 @@ const errors = require('./errors.js')
 const { SseParser } = require('./sse.js')
 const { ToolExecutor, Turn } = require('./exec.js')
 const { StreamDecoder } = require('./decode.js')
-const { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker, TextEstimator } = require('./tokens.js')
+const { estimateTokens, estimateRequest, countTokens, hasExactCounting, ContextBudget, ContextTracker, TextEstimator } = require('./tokens.js')
 const { Client, MessageStream } = require('./client.js')
 const { Agent, AgentRun } = require('./agent.js')
 
@@ -27,6 +27,7 @@ module.exports = {
   estimateTokens,
   estimateRequest,
   countTokens,
+  hasExactCounting,
   ContextBudget,
   ContextTracker,
   TextEstimator,

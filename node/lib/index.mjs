@@ -28,6 +28,7 @@ export const {
   estimateTokens,
   estimateRequest,
   countTokens,
+  hasExactCounting,
   ContextBudget,
   ContextTracker,
   TextEstimator,

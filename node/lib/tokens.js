@@ -188,7 +188,9 @@ class TextEstimator {
 
 /**
  * Exact tokens of `text` for `o200k` or `cl100k`. Throws an UnsupportedError for the families
- * with no offline vocabulary, and when the addon was built without the cargo feature `exact`.
+ * with no offline vocabulary (the Claude families, in every build, with the core's reason), and
+ * for the others when the addon was built without the cargo feature `exact`
+ * (`hasExactCounting()` tells).
  */
 function countTokens(text, tokenizer) {
   if (typeof text !== 'string') throw new InvalidArgumentError('countTokens expects a string')
@@ -196,4 +198,9 @@ function countTokens(text, tokenizer) {
   return callNative(() => native.countTokens(text, tokenizer))
 }
 
-module.exports = { estimateTokens, estimateRequest, countTokens, ContextBudget, ContextTracker, TextEstimator }
+/** Whether this build of the addon counts tokens exactly (`countTokens`; the cargo feature `exact`). */
+function hasExactCounting() {
+  return callNative(() => native.hasExactCounting())
+}
+
+module.exports = { estimateTokens, estimateRequest, countTokens, hasExactCounting, ContextBudget, ContextTracker, TextEstimator }

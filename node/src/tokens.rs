@@ -403,14 +403,22 @@ impl NativeContextTracker {
     }
 }
 
-/// Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`; without it, and for
-/// the families with no offline vocabulary, an `unsupported` error).
+/// Exact tokens of `text` for `o200k` or `cl100k` (cargo feature `exact`). The families with no
+/// offline vocabulary are an `unsupported` error with the core's reason in every build; the
+/// others are one too in a build without the feature.
 #[napi(js_name = "countTokens")]
 pub fn count_tokens(text: String, tokenizer: String) -> napi::Result<f64> {
     guard::sync(|| {
         let family = family(Some(tokenizer))?;
         count_exact(&text, family).map_err(Into::into)
     })
+}
+
+/// Whether this build counts tokens exactly (`countTokens`; the cargo feature `exact`), as
+/// Python's `has_exact_counting()`.
+#[napi(js_name = "hasExactCounting")]
+pub fn has_exact_counting() -> napi::Result<bool> {
+    guard::sync(|| Ok(cfg!(feature = "exact")))
 }
 
 #[cfg(feature = "exact")]
@@ -422,6 +430,11 @@ fn count_exact(text: &str, family: Family) -> Result<f64, FerroloopError> {
 
 #[cfg(not(feature = "exact"))]
 fn count_exact(_text: &str, family: Family) -> Result<f64, FerroloopError> {
+    // A family no build can count gets the reason a build with the feature gives, not advice
+    // to rebuild with a feature that would refuse it too.
+    core_tokens::exact_family(family).map_err(|err| {
+        FerroloopError::new(crate::error::ErrorCode::Unsupported, err.to_string())
+    })?;
     Err(FerroloopError::new(
         crate::error::ErrorCode::Unsupported,
         format!(

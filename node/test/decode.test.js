@@ -300,13 +300,27 @@ test('protocol violations and bad arguments raise typed errors', () => {
     ProtocolError,
   )
   assert.throws(() => new StreamDecoder({ provider: 'gemini' }), InvalidArgumentError)
-  assert.throws(() => new StreamDecoder(), InvalidArgumentError)
+  assert.throws(() => new StreamDecoder({ provider: 42 }), InvalidArgumentError)
+  assert.throws(() => new StreamDecoder(null), InvalidArgumentError)
   assert.throws(() => new StreamDecoder({ provider: 'anthropic' }).feed('text'), InvalidArgumentError)
 })
 
 test('a decoder names its provider, as Python\'s StreamDecoder.provider does', () => {
   for (const provider of ['anthropic', 'openai-chat', 'openai-responses']) {
     assert.equal(new StreamDecoder({ provider }).provider, provider)
+  }
+})
+
+test('without a provider a decoder decodes Anthropic\'s stream, as Python\'s StreamDecoder() and new Client() do', () => {
+  // `new StreamDecoder()` threw InvalidArgumentError, where Python's StreamDecoder() (and
+  // Node's own Client) default to 'anthropic'.
+  const stream = fs.readFileSync(path.join(repoRoot, 'tests', 'fixtures', 'anthropic', 'basic_response.sse'))
+  const expected = new StreamDecoder({ provider: 'anthropic' })
+  expected.feed(stream)
+  for (const decoder of [new StreamDecoder(), new StreamDecoder({}), new StreamDecoder({ provider: null }), new StreamDecoder({ events: false })]) {
+    assert.equal(decoder.provider, 'anthropic')
+    decoder.feed(stream)
+    assert.deepEqual(decoder.finish(), expected.finish())
   }
 })
 

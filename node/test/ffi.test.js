@@ -34,6 +34,7 @@ const noop = () => {}
 const calls = {
   _debugPanic: () => native._debugPanic('armed'),
   countTokens: () => native.countTokens('hello', 'o200k'),
+  hasExactCounting: () => native.hasExactCounting(),
   estimateText: () => native.estimateText('hello', 'claude'),
   estimateBytes: () => native.estimateBytes(Buffer.from('hello'), 'claude'),
   estimateRequestJson: () => native.estimateRequestJson('{"messages": []}', 'claude'),

@@ -161,13 +161,34 @@ test('ContextTracker: usage anchoring, estimates only for what was appended sinc
   assert.throws(() => estimateTokens(42), InvalidArgumentError)
 })
 
-test('countTokens counts exactly for o200k and cl100k; other families are UnsupportedError', () => {
+// The message of a family without an offline vocabulary: the core's (NoExactTokenizer), in every build.
+function noVocabulary(family) {
+  return (err) =>
+    err instanceof ferroloop.UnsupportedError &&
+    err.code === 'unsupported' &&
+    err.message === `no exact offline tokenizer for ${family} (exact counting supports o200k and cl100k)`
+}
+
+test('countTokens counts exactly for o200k and cl100k; other families are UnsupportedError', { skip: !ferroloop.hasExactCounting() && 'built without the cargo feature `exact`' }, () => {
+  assert.equal(ferroloop.hasExactCounting(), true)
   assert.equal(ferroloop.countTokens('hello world', 'o200k'), 2)
   assert.equal(ferroloop.countTokens('hello world', 'cl100k'), 2)
   assert.equal(ferroloop.countTokens('', 'o200k'), 0)
   assert.throws(() => ferroloop.countTokens('hello', 'claude'), (err) => err instanceof ferroloop.UnsupportedError && err.code === 'unsupported')
   assert.throws(() => ferroloop.countTokens('hello', 'nope'), ferroloop.InvalidArgumentError)
   assert.throws(() => ferroloop.countTokens(5, 'o200k'), ferroloop.InvalidArgumentError)
+  for (const family of ['claude', 'claude-legacy']) assert.throws(() => ferroloop.countTokens('hello', family), noVocabulary(family))
+})
+
+test('without the feature countTokens is an UnsupportedError, and a Claude family gets the core\'s reason, not a rebuild', { skip: ferroloop.hasExactCounting() && 'built with the cargo feature `exact`' }, () => {
+  assert.equal(ferroloop.hasExactCounting(), false)
+  assert.throws(
+    () => ferroloop.countTokens('hello world', 'o200k'),
+    (err) => err instanceof ferroloop.UnsupportedError && /without the cargo feature `exact`/.test(err.message),
+  )
+  // It advised rebuilding with the feature, which refuses these families too (Python's
+  // count_tokens answers them as a build with the feature does: see tokens::vocabulary).
+  for (const family of ['claude', 'claude-legacy']) assert.throws(() => ferroloop.countTokens('hello', family), noVocabulary(family))
 })
 
 test('TextEstimator: pieces (strings, or bytes splitting characters) give the whole text\'s estimate', () => {

@@ -132,7 +132,9 @@ class AgentRun(BatchedEvents[AgentEvent]):
 class Agent:
     """An agent: a ``Client`` (``"anthropic"``, ``"openai-chat"`` for Chat Completions servers or
     ``"openai-responses"`` for the Responses API: the history stays in the Anthropic shape and
-    the client translates), a model name, a system prompt and tools.
+    the client translates), a model name, a system prompt and tools. An empty (or blank)
+    ``model`` is a ``ValueError`` here, as in Node, rather than a run stopping with
+    ``invalid_configuration``.
 
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,

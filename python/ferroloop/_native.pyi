@@ -85,14 +85,15 @@ class StreamDecoder:
     """Decodes a provider's raw SSE stream into typed events and accumulates the message.
 
     With ``events=False``, ``feed`` returns only the tool-call events (``tool_use_ready``,
-    ``tool_use_invalid``, ``tool_use_truncated``).
+    ``tool_use_invalid``, ``tool_use_truncated``); ``events=None`` (the default) means
+    ``True``, as Node's ``events: null``.
     """
 
     def __new__(
         cls,
         provider: Literal["anthropic", "openai-chat", "openai-responses"] = "anthropic",
         *,
-        events: bool = True,
+        events: Optional[bool] = None,
     ) -> StreamDecoder: ...
     def feed(self, chunk: _Chunk) -> list[DecodeEvent]:
         """Feeds raw bytes; returns the typed events they completed (dicts with ``"type"``,

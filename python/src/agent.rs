@@ -73,6 +73,14 @@ impl PyAgent {
         fallback_after_529_retries: Option<i128>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
+            // The core's configuration check (`AgentConfig::check`) would stop the run with
+            // `invalid_configuration`; a name that can never work is refused when the agent is
+            // made instead, as Node's `new Agent(client, { model: '' })` is.
+            if model.trim().is_empty() {
+                return Err(PyValueError::new_err(format!(
+                    "model must be a non-empty model name, not {model:?}"
+                )));
+            }
             let max_turns: Option<u32> = non_negative_opt("max_turns", max_turns)?;
             let max_tokens: Option<u64> = non_negative_opt("max_tokens", max_tokens)?;
             let token_budget: Option<u64> = non_negative_opt("token_budget", token_budget)?;

@@ -70,9 +70,11 @@ impl PyStreamDecoder {
     /// A decoder for `provider`: `"anthropic"`, `"openai-chat"` or `"openai-responses"`. With
     /// `events=False` it mostly accumulates: `feed` returns only the tool-call events
     /// (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`), with no per-delta work.
+    /// `events` defaults to `None`, which means `True`, as `None` is the default of Python's
+    /// other optional arguments and `null` is absent in Node's options.
     #[new]
-    #[pyo3(signature = (provider = "anthropic", *, events = true))]
-    fn new(py: Python<'_>, provider: &str, events: bool) -> PyResult<Self> {
+    #[pyo3(signature = (provider = "anthropic", *, events = None))]
+    fn new(py: Python<'_>, provider: &str, events: Option<bool>) -> PyResult<Self> {
         shield(py, "StreamDecoder.__init__", || {
             let provider = Provider::from_name(provider).ok_or_else(|| {
                 PyValueError::new_err(format!(
@@ -80,7 +82,7 @@ impl PyStreamDecoder {
                 ))
             })?;
             let mut decoder = StreamDecoder::for_provider(provider);
-            if !events {
+            if events == Some(false) {
                 use ferroloop::decode::EventDecoder as _;
                 decoder.decoder_mut().set_record_events(false);
             }

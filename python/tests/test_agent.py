@@ -736,17 +736,15 @@ async def test_a_prompt_that_is_not_text_or_blocks_is_a_type_error_like_node() -
             agent.run(prompt, messages=history)  # type: ignore[arg-type]
 
 
-@pytest.mark.asyncio
-async def test_an_empty_model_name_stops_the_run_before_any_request(replay: Replay) -> None:
-    # Node refuses `model: ''` at construction; Python sent the request and got the provider's
-    # 400. The core's configuration check now stops the run first, for every binding.
-    server = replay({"responses": [turn([{"type": "text", "text": "hi"}], "end_turn")]})
-    async with client_for(server) as client:
-        events = [e async for e in ferroloop.Agent(client, model="").run("go")]
-    assert [e["type"] for e in events] == ["stop"]
-    assert last_stop(events)["reason"] == "error"
-    assert last_stop(events)["error"] == "invalid configuration: the model name is empty"
-    assert server.requests() == []
+def test_an_empty_model_name_is_refused_when_the_agent_is_made_like_node() -> None:
+    # `Agent(client, model="")` was accepted and its run stopped with `invalid_configuration`
+    # ("the model name is empty"); Node refuses `model: ''` at construction. A blank name is
+    # refused alike (the core's check, at run time, trims it).
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    for model in ["", "  \n"]:
+        with pytest.raises(ValueError, match=r"^model must be a non-empty model name"):
+            ferroloop.Agent(client, model=model)
+    assert ferroloop.Agent(client, model="m").tool_names == []
 
 
 @pytest.mark.asyncio

@@ -255,6 +255,18 @@ def test_accumulate_only_mode_returns_only_tool_events_and_the_same_message() ->
     assert quiet.finish() == loud.finish()
 
 
+def test_events_none_means_the_default_like_node_null() -> None:
+    # `events=None` was a TypeError; None for an optional argument is its default (as Node's
+    # `events: null` is absent): every event is returned.
+    data = fixture_bytes("anthropic/tool_use_response")
+    decoder = ferroloop.StreamDecoder("anthropic", events=None)
+    events, loud = decode("anthropic", data, 0)
+    assert decoder.feed(data) == events
+    assert decoder.finish() == loud.finish()
+    with pytest.raises(TypeError):
+        ferroloop.StreamDecoder("anthropic", events="no")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("size", [1, 7, 1460, 100_000])
 def test_every_bytes_like_chunk_decodes_alike(size: int) -> None:
     # `bytes` is read in place, other buffers are copied: a bytearray rewritten after each feed

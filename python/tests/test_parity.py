@@ -72,7 +72,6 @@ ONLY_PYTHON: dict[str, str] = {
     "Turn.aclose": "the async-generator protocol",
     "ToolContext.cancelled": "a flag a plain-function tool polls (Node's ctx.signal.aborted)",
     "ContextBudget.for_model": "Node's new ContextBudget({ model })",
-    "function has_exact_counting": "not in Node yet (countTokens throws UnsupportedError there)",
     "error.message": "Node's Error.message (not redeclared in index.d.ts)",
     "error.results": "ToolError.results: only a Rust tool fails fatally, and Node runs none in an executor",
 }
