@@ -1543,12 +1543,16 @@ mod tests {
         assert!(body.get("betas").is_none());
     }
 
-    /// The metrics JSON of a stream (`FL_STATUS_OK` asserted), parsed.
-    fn metrics_of(stream: *const fl_message_stream) -> Value {
+    /// A stream's JSON getter (`fl_message_stream_metrics_json`, `fl_message_stream_error_json`).
+    type JsonGetter =
+        unsafe extern "C" fn(*const fl_message_stream, *mut *const c_char, *mut usize) -> fl_status;
+
+    /// The view `getter` hands out (`FL_STATUS_OK` asserted), checked NUL-terminated, parsed.
+    fn json_view_of(getter: JsonGetter, stream: *const fl_message_stream) -> Value {
         let mut json = std::ptr::null();
         let mut len = 0usize;
         // SAFETY: a live stream; locals.
-        let status = unsafe { fl_message_stream_metrics_json(stream, &mut json, &mut len) };
+        let status = unsafe { getter(stream, &mut json, &mut len) };
         assert_eq!(
             status,
             fl_status::FL_STATUS_OK,
@@ -1559,6 +1563,11 @@ mod tests {
         let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
         assert_eq!(bytes[len], 0);
         serde_json::from_slice(&bytes[..len]).unwrap()
+    }
+
+    /// The metrics JSON of a stream, parsed.
+    fn metrics_of(stream: *const fl_message_stream) -> Value {
+        json_view_of(fl_message_stream_metrics_json, stream)
     }
 
     /// A request retried once (an HTTP 529, then the answer): its whole metrics as JSON, with
@@ -1876,22 +1885,9 @@ mod tests {
         }
     }
 
-    /// The view of `fl_message_stream_error_json`, checked NUL-terminated, parsed.
+    /// The view of `fl_message_stream_error_json`, parsed.
     fn error_json_of(stream: *const fl_message_stream) -> Value {
-        let mut json = std::ptr::null();
-        let mut len = 0usize;
-        // SAFETY: a live stream; locals.
-        let status = unsafe { fl_message_stream_error_json(stream, &mut json, &mut len) };
-        assert_eq!(
-            status,
-            fl_status::FL_STATUS_OK,
-            "{}",
-            last_error_for_tests()
-        );
-        // SAFETY: the view is valid until the free, NUL-terminated.
-        let bytes = unsafe { std::slice::from_raw_parts(json.cast::<u8>(), len + 1) };
-        assert_eq!(bytes[len], 0);
-        serde_json::from_slice(&bytes[..len]).unwrap()
+        json_view_of(fl_message_stream_error_json, stream)
     }
 
     /// Serves one reply per connection, in order, each read whole first.
