@@ -202,8 +202,9 @@ class Agent {
    */
   constructor(client, given) {
     if (!(client instanceof Client)) throw new InvalidArgumentError('Agent: the first argument must be a Client')
-    if (!isObject(given) || typeof given.model !== 'string' || given.model === '') {
-      throw new InvalidArgumentError('Agent: options.model must be a non-empty string')
+    // An empty or blank name (and the rest of the configuration) is the core's check's, below.
+    if (!isObject(given) || typeof given.model !== 'string') {
+      throw new InvalidArgumentError('Agent: options.model must be a string')
     }
     checkKeys(given, AGENT_OPTIONS, 'Agent')
     const options = withoutNulls(given)

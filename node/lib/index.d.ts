@@ -874,7 +874,13 @@ export type BuiltinToolName = 'read' | 'write' | 'edit' | 'glob' | 'grep' | 'bas
  * not clamped.
  */
 export interface AgentOptions {
-  /** The model name sent in requests. */
+  /**
+   * The model name sent in requests. A configuration every run would refuse (the core's check:
+   * an empty or blank `model` or `fallbackModel`, `maxTokens` of 0 or not above
+   * `extra.thinking.budget_tokens`, `extra` holding `messages` or `model`, a `tool_choice`
+   * forcing tool use with thinking on, ...) is an `InvalidArgumentError` from `new Agent`
+   * (`invalid agent configuration: ...`, as Python's `ValueError` and C's `fl_agent_new`).
+   */
   model: string
   /** The system prompt. */
   system?: string

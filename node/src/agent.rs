@@ -64,9 +64,6 @@ pub struct AgentOptions {
 }
 
 fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
-    if options.model.is_empty() {
-        return Err(FerroloopError::invalid_argument("an agent needs a model"));
-    }
     let mut config = AgentConfig::new(options.model.clone());
     config.system.clone_from(&options.system);
     if let Some(n) = options.max_turns {
@@ -113,6 +110,10 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
             }
         }
     }
+    // Refused when the agent is made (as in Python and C) rather than by every run.
+    config.check().map_err(|err| {
+        FerroloopError::invalid_argument(format!("invalid agent configuration: {err}"))
+    })?;
     Ok(config)
 }
 

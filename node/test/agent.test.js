@@ -462,6 +462,25 @@ test('Agent options are validated', () => {
   assert.throws(() => new Agent(client, {}), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', tools: ['rm'] }), ferroloop.InvalidArgumentError)
   assert.throws(() => new Agent(client, { model: 'm', extra: 5 }), ferroloop.InvalidArgumentError)
+  // The core's configuration check, before only at a run's start (a stop with
+  // `invalid_configuration`; Node refused only `model: ''`), as in Python and C.
+  const thinking = { thinking: { type: 'enabled', budget_tokens: 4096 } }
+  for (const [options, message] of [
+    [{ model: '' }, /^invalid agent configuration: the model name is empty/],
+    [{ model: '  \n' }, /^invalid agent configuration: the model name is empty/],
+    [{ model: 'm', fallbackModel: '' }, /^invalid agent configuration: the fallback model name is empty/],
+    [{ model: 'm', fallbackModel: ' ' }, /^invalid agent configuration: the fallback model name is empty/],
+    [{ model: 'm', maxTokens: 4096, extra: thinking }, /^invalid agent configuration: max_tokens \(4096\) must be greater/],
+    [{ model: 'm', maxTokens: 1024, extra: thinking }, /^invalid agent configuration: max_tokens \(1024\) must be greater/],
+    [{ model: 'm', maxTokens: 0 }, /^invalid agent configuration: max_tokens is 0/],
+  ]) {
+    assert.throws(
+      () => new Agent(client, options),
+      (err) => err instanceof ferroloop.InvalidArgumentError && message.test(err.message),
+      JSON.stringify(options),
+    )
+  }
+  assert.doesNotThrow(() => new Agent(client, { model: 'm', maxTokens: 4097, extra: thinking }))
   const agent = new Agent(client, { model: 'm', tools: ['read', new ToolExecutor().tool({ name: 'x' }, () => '')] })
   assert.deepEqual(
     agent.toolDefinitions().map((t) => t.name),

@@ -132,9 +132,12 @@ class AgentRun(BatchedEvents[AgentEvent]):
 class Agent:
     """An agent: a ``Client`` (``"anthropic"``, ``"openai-chat"`` for Chat Completions servers or
     ``"openai-responses"`` for the Responses API: the history stays in the Anthropic shape and
-    the client translates), a model name, a system prompt and tools. An empty (or blank)
-    ``model`` is a ``ValueError`` here, as in Node, rather than a run stopping with
-    ``invalid_configuration``.
+    the client translates), a model name, a system prompt and tools. A configuration every run
+    would refuse (the core's check: an empty or blank ``model`` or ``fallback_model``,
+    ``max_tokens`` of 0 or not above ``extra["thinking"]["budget_tokens"]``, ``extra`` holding
+    ``messages`` or ``model``, a ``tool_choice`` forcing tool use with thinking on, ...) is a
+    ``ValueError`` here, ``"invalid agent configuration: ..."`` as in Node and C, rather than a
+    run stopping with ``invalid_configuration``.
 
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,

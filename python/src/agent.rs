@@ -73,14 +73,6 @@ impl PyAgent {
         fallback_after_529_retries: Option<i128>,
     ) -> PyResult<Self> {
         shield(py, "Agent.__init__", || {
-            // The core's configuration check (`AgentConfig::check`) would stop the run with
-            // `invalid_configuration`; a name that can never work is refused when the agent is
-            // made instead, as Node's `new Agent(client, { model: '' })` is.
-            if model.trim().is_empty() {
-                return Err(PyValueError::new_err(format!(
-                    "model must be a non-empty model name, not {model:?}"
-                )));
-            }
             let max_turns: Option<u32> = non_negative_opt("max_turns", max_turns)?;
             let max_tokens: Option<u64> = non_negative_opt("max_tokens", max_tokens)?;
             let token_budget: Option<u64> = non_negative_opt("token_budget", token_budget)?;
@@ -148,6 +140,10 @@ impl PyAgent {
                     _ => return Err(PyValueError::new_err("extra must be a dict")),
                 }
             }
+            // Refused when the agent is made (as in Node and C) rather than by every run.
+            config.check().map_err(|err| {
+                PyValueError::new_err(format!("invalid agent configuration: {err}"))
+            })?;
             let tools = ToolExecutor::builder(registry)
                 .config(executor_config)
                 .build();

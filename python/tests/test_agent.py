@@ -736,15 +736,26 @@ async def test_a_prompt_that_is_not_text_or_blocks_is_a_type_error_like_node() -
             agent.run(prompt, messages=history)  # type: ignore[arg-type]
 
 
-def test_an_empty_model_name_is_refused_when_the_agent_is_made_like_node() -> None:
-    # `Agent(client, model="")` was accepted and its run stopped with `invalid_configuration`
-    # ("the model name is empty"); Node refuses `model: ''` at construction. A blank name is
-    # refused alike (the core's check, at run time, trims it).
+def test_a_configuration_the_run_would_refuse_is_refused_when_the_agent_is_made_like_node_and_c() -> None:
+    # The core's `AgentConfig::check`, before only at a run's start (a stop with
+    # `invalid_configuration`): a blank model, an empty fallback model or an output limit not
+    # above the thinking budget are a ValueError with the core's message, as in Node and C.
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
-    for model in ["", "  \n"]:
-        with pytest.raises(ValueError, match=r"^model must be a non-empty model name"):
-            ferroloop.Agent(client, model=model)
-    assert ferroloop.Agent(client, model="m").tool_names == []
+    thinking = {"thinking": {"type": "enabled", "budget_tokens": 4096}}
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"model": ""}, "the model name is empty"),
+        ({"model": "  \n"}, "the model name is empty"),
+        ({"model": "m", "fallback_model": ""}, "the fallback model name is empty"),
+        ({"model": "m", "fallback_model": " "}, "the fallback model name is empty"),
+        ({"model": "m", "max_tokens": 4096, "extra": thinking}, r"max_tokens \(4096\) must be greater"),
+        ({"model": "m", "max_tokens": 1024, "extra": thinking}, r"max_tokens \(1024\) must be greater"),
+        ({"model": "m", "max_tokens": 0}, "max_tokens is 0"),
+    ]
+    for options, message in refused:
+        with pytest.raises(ValueError, match=rf"^invalid agent configuration: {message}"):
+            ferroloop.Agent(client, **options)
+    assert ferroloop.Agent(client, model="m", max_tokens=4097, extra=thinking).tool_names == []
+    assert ferroloop.Agent(client, model="m", fallback_model="f").tool_names == []
 
 
 @pytest.mark.asyncio

@@ -860,10 +860,12 @@ extern "C" {
  *
  * An unknown key, a value of the wrong type (the message names the key), a missing `model`,
  * an unknown tokenizer or built-in tool, a tool name given twice (a C tool and a built-in) or,
- * with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. A
- * configuration the API would refuse (an empty model, `extra` holding `messages`) is no error
- * here: every run then stops at once with `error_code` `invalid_configuration`, as in Python
- * (Node's `Agent` refuses an empty model when it is made). A client made before a `fork()` of
+ * with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. So
+ * is a configuration every run would refuse (the core's check: an empty or blank `model` or
+ * `fallback_model`, `max_tokens` of 0 or not above `extra.thinking.budget_tokens`, `extra`
+ * holding `messages` or `model`, a `tool_choice` forcing tool use with thinking on, ...), with
+ * the last error `invalid agent configuration: ...`, as Python's `ValueError` and Node's
+ * `InvalidArgumentError` when the agent is made. A client made before a `fork()` of
  * this process is `FL_STATUS_INVALID_STATE` (see `fl_client_new`).
  *
  * Thread-safe.

@@ -807,6 +807,24 @@ static void misuse(void) {
     CHECK_STATUS(fl_agent_new(client, NULL, bad_key, strlen(bad_key), &agent),
                  FL_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(last_error(), "unknown agent option \"maxTurns\"") != NULL);
+    /* The core's configuration check, before only at a run's start (a stop with
+     * `invalid_configuration`), as in Python and Node. */
+    const char *refused[][2] = {
+        {"{\"model\":\"\"}", "the model name is empty"},
+        {"{\"model\":\" \\n\"}", "the model name is empty"},
+        {"{\"model\":\"m\",\"fallback_model\":\"\"}", "the fallback model name is empty"},
+        {"{\"model\":\"m\",\"max_tokens\":4096,"
+         "\"extra\":{\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4096}}}",
+         "max_tokens (4096) must be greater"},
+        {"{\"model\":\"m\",\"max_tokens\":0}", "max_tokens is 0"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CHECK_STATUS(fl_agent_new(client, NULL, refused[i][0], strlen(refused[i][0]), &agent),
+                     FL_STATUS_INVALID_ARGUMENT);
+        CHECK(strncmp(last_error(), "invalid agent configuration: ", 29) == 0);
+        CHECK(strstr(last_error(), refused[i][1]) != NULL);
+        CHECK(agent == NULL);
+    }
     CHECK(agent == NULL);
     const char *good = "{\"model\":\"m\"}";
     CHECK_OK(fl_agent_new(client, NULL, good, strlen(good), &agent));
