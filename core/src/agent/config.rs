@@ -159,7 +159,7 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: an empty model name, extra `messages` or `model` (which would replace the
+    /// mid-run: an empty model (or fallback model) name, extra `messages` or `model` (which would replace the
     /// loop's own), extra `tools` that are not an array, an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
     /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
@@ -174,8 +174,8 @@ impl AgentConfig {
         self.budget
             .validate()
             .map_err(|err| format!("context budget: {err}"))?;
-        // Every binding builds this from the host's options: refused here once rather than by
-        // each (Node refused it at construction, Python sent it and got the provider's 400).
+        // Refused here once rather than by each binding: every binding's Agent runs this check
+        // when it is made, and a run checks it again for configurations built in Rust.
         if self.model.trim().is_empty() {
             return Err("the model name is empty".to_owned());
         }
