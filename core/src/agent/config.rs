@@ -159,8 +159,8 @@ impl AgentConfig {
     }
 
     /// Checks what the API would refuse only after a round trip, or only once the case arises
-    /// mid-run: an empty model (or fallback model) name, extra `messages` or `model` (which would replace the
-    /// loop's own), extra `tools` that are not an array, an output limit
+    /// mid-run: an empty model (or fallback model) name, extra `messages` or `model` (which
+    /// would replace the loop's own), extra `tools` that are not an array, an output limit
     /// (`max_tokens`) of 0 or not greater than an extra `thinking.budget_tokens`, a
     /// `tool_choice` forcing tool use (`any`, `tool`) with thinking on, an empty
     /// continuation prompt while `max_tokens` stops are continued (it would be sent as an empty
