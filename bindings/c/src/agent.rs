@@ -484,13 +484,11 @@ pub unsafe extern "C" fn fl_agent_run_next_event(
         let mut state = run.state.lock().unwrap_or_else(PoisonError::into_inner);
         let found = run.next(&mut state, timeout_ms)?;
         state.event.push('\0');
-        let (pointer, length) = text::view(&state.event);
         // SAFETY: all three not NULL (checked) and writable (the caller's promise). The view
         // points into `state`, untouched until the next call of this function or the free.
         unsafe {
             next.write(found);
-            event_json.write(pointer);
-            event_len.write(length - 1);
+            text::write_terminated(event_json, event_len, &state.event);
         }
         Ok(())
     })

@@ -387,13 +387,9 @@ unsafe fn write_view(
 ) -> FfiResult {
     let view = Out::new(view, name)?;
     let len = Out::new(len, "len")?;
-    let (pointer, length) = text::view(terminated);
     // SAFETY: both not NULL (checked) and writable (the caller's promise). The string lives as
     // long as the client and never changes.
-    unsafe {
-        view.write(pointer);
-        len.write(length - 1);
-    }
+    unsafe { text::write_terminated(view, len, terminated) };
     Ok(())
 }
 

@@ -731,13 +731,11 @@ pub unsafe extern "C" fn fl_message_stream_next_event(
         let mut state = stream.lock();
         let found = fl_message_stream::next(&mut state, timeout_ms);
         state.event.push('\0');
-        let (pointer, length) = text::view(&state.event);
         // SAFETY: all three not NULL (checked) and writable (the caller's promise). The view
         // points into the state, untouched until the next call of this function or the free.
         unsafe {
             next.write(found);
-            event_json.write(pointer);
-            event_len.write(length - 1);
+            text::write_terminated(event_json, event_len, &state.event);
         }
         Ok(())
     })
@@ -770,13 +768,9 @@ pub unsafe extern "C" fn fl_message_stream_message(
         let len = Out::new(len, "len")?;
         let state = stream.lock();
         let outcome = outcome_of(&state, "fl_message_stream_message")?;
-        let (pointer, length) = text::view(&outcome.message);
         // SAFETY: both not NULL (checked) and writable (the caller's promise). The outcome is
         // set once and lives until the free.
-        unsafe {
-            json.write(pointer);
-            len.write(length - 1);
-        }
+        unsafe { text::write_terminated(json, len, &outcome.message) };
         match &outcome.failure {
             None => Ok(()),
             Some(failure) => Err(FfiError::new(failure.status, failure.message.clone())),
@@ -912,13 +906,9 @@ pub unsafe extern "C" fn fl_message_stream_error_json(
             .failure
             .as_ref()
             .map_or(SUCCEEDED_ERROR_JSON, |failure| failure.json.as_str());
-        let (pointer, length) = text::view(rendered);
         // SAFETY: both not NULL (checked) and writable (the caller's promise). The string is
         // static or the outcome's, written once at the end and kept until the free.
-        unsafe {
-            json.write(pointer);
-            len.write(length - 1);
-        }
+        unsafe { text::write_terminated(json, len, rendered) };
         Ok(())
     })
 }
@@ -949,13 +939,9 @@ pub unsafe extern "C" fn fl_message_stream_request_id(
         if state.request_id.is_empty() {
             state.request_id.push('\0');
         }
-        let (pointer, length) = text::view(&state.request_id);
         // SAFETY: both not NULL (checked) and writable (the caller's promise); the view points
         // into the state, untouched until the next event or the free.
-        unsafe {
-            id.write(pointer);
-            len.write(length - 1);
-        }
+        unsafe { text::write_terminated(id, len, &state.request_id) };
         Ok(())
     })
 }
@@ -1061,13 +1047,9 @@ pub unsafe extern "C" fn fl_message_stream_metrics_json(
                 metrics_json(&outcome_of(&state, "fl_message_stream_metrics_json")?.metrics);
             state.metrics_json = terminated(&measured);
         }
-        let (pointer, length) = text::view(&state.metrics_json);
         // SAFETY: both not NULL (checked) and writable (the caller's promise). The string is
         // written once, after the end, and lives until the free.
-        unsafe {
-            json.write(pointer);
-            len.write(length - 1);
-        }
+        unsafe { text::write_terminated(json, len, &state.metrics_json) };
         Ok(())
     })
 }

@@ -103,6 +103,25 @@ impl<T> Out<T> {
     }
 }
 
+/// Writes the view of `terminated` (text ending with the NUL C reads up to) into `view`, and its
+/// length without the NUL into `len`: how every getter hands out a string it keeps.
+///
+/// # Safety
+/// Both out-pointers must be valid for writes; `terminated` must stay in place for as long as
+/// the getter documents the view valid.
+pub(crate) unsafe fn write_terminated(view: Out<*const c_char>, len: Out<usize>, terminated: &str) {
+    debug_assert!(
+        terminated.ends_with('\0'),
+        "a view handed to C ends with a NUL"
+    );
+    let (pointer, length) = self::view(terminated);
+    // SAFETY: both not NULL (checked by `Out::new`) and writable (the caller's promise).
+    unsafe {
+        view.write(pointer);
+        len.write(length - 1);
+    }
+}
+
 /// The arguments of a call that starts work on a handle (a run of an agent, a request of a
 /// client): the handle, a UTF-8 text argument (a JSON body, a prompt) and an optional cancel
 /// token, checked in that order, then `out` for NULL; `make` builds the handle of the work,
