@@ -1025,7 +1025,9 @@ fl_status fl_agent_run_messages(const fl_agent_run *run,
  * Releases a run. NULL is accepted and ignored. A run freed before its end is cancelled: its
  * running tools report `fl_tool_call_cancelled` at once, and completing their calls later is
  * harmless (the replies are dropped); the model call in flight is dropped. Nothing waits for
- * the tools: the call returns at once.
+ * the tools: the call returns at once. So it does in a child forked after the run was made:
+ * the run's threads (those of its built-in tools) are the parent's, and its runtime is left
+ * alone there (see `fl_client_new`).
  *
  * Called from one of the run's own tool callbacks (while `fl_agent_run_next_event` drives it),
  * it does nothing and records the thread's last error: free the run after that call returns.
@@ -1090,6 +1092,12 @@ fl_status fl_last_error_message(char *buf, size_t len, size_t *written);
  * forever). A stream or model call in flight at the fork never ends in the child: free the
  * stream, cancel the run. Make a new client in the child.
  *
+ * The same holds for every object made before the fork that owns threads or a runtime (a
+ * client, an executor, a turn, an agent's run): freed in the child, it returns at once; what
+ * it ran on (the client's thread, the worker threads of a run's built-in tools) is the
+ * parent's, left alone and kept until the child exits or execs. A built-in tool call in flight
+ * at the fork never ends in the child: cancel the run.
+ *
  * # Safety
  * `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
  */
@@ -1124,7 +1132,8 @@ fl_status fl_client_base_url(const fl_client *client, const char **url, size_t *
  * joined) by the time the call that freed the last of them returns. Freed from a tool callback
  * (of any run, turn or executor, while the callback's thread drives it), the thread stops when
  * that driving call (`fl_agent_run_next_event`, `fl_turn_next_event`, `fl_executor_run`)
- * returns: a free never blocks inside a callback.
+ * returns: a free never blocks inside a callback. In a child forked after the client was made,
+ * the free returns at once and leaves the parent's thread alone (see `fl_client_new`).
  *
  * # Safety
  * `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used
@@ -1864,6 +1873,11 @@ fl_status fl_executor_new_json(const char *options_json, size_t len, fl_executor
  * `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
  * used afterwards. Freeing from another thread while a run may start or end is a race the
  * caller must prevent.
+ *
+ * After `fork()`: an executor made before the fork (and its turns) still works in the child,
+ * where its C tools run on the calling thread as anywhere (a run or turn that was in progress
+ * at the fork stays in progress there: `FL_STATUS_INVALID_STATE`); freed there, it returns at
+ * once and leaves the runtime it had in the parent alone (see `fl_client_new`).
  */
 void fl_executor_free(fl_executor *executor);
 
@@ -2554,7 +2568,8 @@ fl_status fl_turn_results(const fl_turn *turn, const char **results_json, size_t
 /**
  * Releases a turn. NULL is accepted and ignored. A turn freed before its end is cancelled: its
  * running calls report `fl_tool_call_cancelled` at once, and completing them later is harmless
- * (the replies are dropped). Nothing waits for them: the call returns at once.
+ * (the replies are dropped). Nothing waits for them: the call returns at once, also in a child
+ * forked after the turn was made (see `fl_executor_free`).
  *
  * Called from one of the turn's own tool callbacks (while `fl_turn_next_event` drives it), it
  * does nothing and records the thread's last error: free the turn after that call returns.

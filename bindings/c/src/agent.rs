@@ -24,8 +24,9 @@ use serde_json::{Value, json};
 
 use crate::boundary::{self, FfiError, FfiResult};
 use crate::client::{ClientShared, fl_client};
-use crate::exec::{DRIVING, Driving, TurnLink, drop_runtime, fl_cancel_token, fl_executor};
+use crate::exec::{DRIVING, Driving, TurnLink, fl_cancel_token, fl_executor};
 use crate::options::JsonOptions;
+use crate::owned_runtime::OwnedRuntime;
 use crate::status::fl_status;
 use crate::text::{self, Out};
 
@@ -62,7 +63,7 @@ pub struct fl_agent_run {
     /// Keeps the run linked to the host's cancel token; unlinks it when the run is freed.
     link: Option<TurnLink>,
     /// Drives the loop, its tools and timers.
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Option<OwnedRuntime>,
     /// The client the run's requests go through; dropped after the runtime, so that the
     /// client's own runtime is never shut down from inside this one.
     client: Option<Arc<ClientShared>>,
@@ -327,7 +328,7 @@ fn start(
         polling: AtomicBool::new(false),
         messages: OnceLock::new(),
         link,
-        runtime: Some(runtime),
+        runtime: Some(OwnedRuntime::new(runtime)),
         client: Some(Arc::clone(&agent.client)),
     }))
 }
@@ -569,8 +570,9 @@ impl fl_agent_run {
                 let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
                 drop(state.run.take());
             }
-            // Drops the loop's task too (a run freed mid-turn: nothing waits for its tools).
-            drop_runtime(runtime);
+            // Drops the loop's task too (a run freed mid-turn: nothing waits for its tools),
+            // unless this is a child forked after the run was made (see `OwnedRuntime`).
+            drop(runtime);
         }
         drop(self.link.take());
         drop(self.client.take());
@@ -637,7 +639,9 @@ pub unsafe extern "C" fn fl_agent_run_messages(
 /// Releases a run. NULL is accepted and ignored. A run freed before its end is cancelled: its
 /// running tools report `fl_tool_call_cancelled` at once, and completing their calls later is
 /// harmless (the replies are dropped); the model call in flight is dropped. Nothing waits for
-/// the tools: the call returns at once.
+/// the tools: the call returns at once. So it does in a child forked after the run was made:
+/// the run's threads (those of its built-in tools) are the parent's, and its runtime is left
+/// alone there (see `fl_client_new`).
 ///
 /// Called from one of the run's own tool callbacks (while `fl_agent_run_next_event` drives it),
 /// it does nothing and records the thread's last error: free the run after that call returns.

@@ -11,7 +11,7 @@
 use std::ffi::c_char;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ferroloop_core::agent::{Model, ModelError, ModelEvent, ModelStream};
@@ -22,8 +22,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::boundary::{self, FfiError, FfiResult};
-use crate::exec::drop_runtime;
 use crate::options::JsonOptions;
+use crate::owned_runtime::OwnedRuntime;
 use crate::status::fl_status;
 use crate::text::{self, Out};
 
@@ -41,42 +41,18 @@ pub struct fl_client {
 }
 
 /// What a client's agents and runs share: the core client and the runtime its requests run on.
-/// The last owner to go (the client, an agent or a run) shuts the runtime down.
+/// The last owner to go (the client, an agent or a run) shuts the runtime down (in a child
+/// forked after the client was made, it leaves it alone: see [`OwnedRuntime`]).
 pub(crate) struct ClientShared {
+    /// Dropped first (fields drop in order): the runtime stops before the client's pool goes.
+    io: OwnedRuntime,
     client: Client,
-    /// `Option` only to move it out in `Drop` (always `Some` before).
-    io: Option<tokio::runtime::Runtime>,
-    /// The process that made the client (its thread runs there only).
-    pid: u32,
 }
-
-/// The runtimes of clients released in a child forked after they were made: never dropped
-/// (see `ClientShared::drop`), kept here rather than leaked so that nothing of them is lost.
-static FORKED_AWAY: Mutex<Vec<tokio::runtime::Runtime>> = Mutex::new(Vec::new());
 
 /// What a forked child is told when it uses a client made before the fork.
 const FORKED_MESSAGE: &str = "this client was made before fork(): its thread and connections \
      belong to the parent process, and a request would never run here; make a new client in \
      this process";
-
-impl Drop for ClientShared {
-    fn drop(&mut self) {
-        let Some(io) = self.io.take() else {
-            return;
-        };
-        if self.forked() {
-            // A child forked after the client was made has no copy of its thread: dropping the
-            // runtime would wait for that thread forever, and shutting it down would touch
-            // locks the parent's thread may have held at the fork. It is left alone.
-            FORKED_AWAY
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(io);
-            return;
-        }
-        drop_runtime(io);
-    }
-}
 
 impl ClientShared {
     /// The core client.
@@ -86,7 +62,7 @@ impl ClientShared {
 
     /// Whether this process is a child forked after the client was made.
     pub(crate) fn forked(&self) -> bool {
-        self.pid != std::process::id()
+        self.io.forked()
     }
 
     /// `FL_STATUS_INVALID_STATE` in a child forked after the client was made.
@@ -104,10 +80,7 @@ impl ClientShared {
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.check_process()?;
-        self.io
-            .as_ref()
-            .map(|io| io.spawn(task))
-            .ok_or_else(|| FfiError::state("the client's runtime is gone"))
+        Ok(self.io.spawn(task))
     }
 
     /// The client as the loop's model.
@@ -140,8 +113,7 @@ impl Model for ClientModel {
         let task = self
             .shared
             .io
-            .as_ref()
-            .map(|io| io.spawn(forward(move || Model::stream(&client, request), events)));
+            .spawn(forward(move || Model::stream(&client, request), events));
         Box::pin(Forwarded { rx, task })
     }
 }
@@ -175,7 +147,7 @@ async fn forward(start: impl FnOnce() -> ModelStream, events: mpsc::UnboundedSen
 /// [`Model`] contract: dropping the stream cancels it), which closes its connection.
 struct Forwarded {
     rx: mpsc::UnboundedReceiver<ModelEvent>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl Stream for Forwarded {
@@ -188,9 +160,7 @@ impl Stream for Forwarded {
 
 impl Drop for Forwarded {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+        self.task.abort();
     }
 }
 
@@ -294,6 +264,12 @@ fn config_of(json: &str) -> FfiResult<ClientConfig> {
 /// forever). A stream or model call in flight at the fork never ends in the child: free the
 /// stream, cancel the run. Make a new client in the child.
 ///
+/// The same holds for every object made before the fork that owns threads or a runtime (a
+/// client, an executor, a turn, an agent's run): freed in the child, it returns at once; what
+/// it ran on (the client's thread, the worker threads of a run's built-in tools) is the
+/// parent's, left alone and kept until the child exits or execs. A built-in tool call in flight
+/// at the fork never ends in the child: cancel the run.
+///
 /// # Safety
 /// `options_json` must be valid for reads of `len` bytes; `out` must be valid for a write.
 #[unsafe(no_mangle)]
@@ -318,9 +294,8 @@ pub unsafe extern "C" fn fl_client_new(
             .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
         let handle = Box::new(fl_client {
             shared: Arc::new(ClientShared {
+                io: OwnedRuntime::new(io),
                 client,
-                io: Some(io),
-                pid: std::process::id(),
             }),
             provider,
             base_url,
@@ -398,7 +373,8 @@ unsafe fn write_view(
 /// joined) by the time the call that freed the last of them returns. Freed from a tool callback
 /// (of any run, turn or executor, while the callback's thread drives it), the thread stops when
 /// that driving call (`fl_agent_run_next_event`, `fl_turn_next_event`, `fl_executor_run`)
-/// returns: a free never blocks inside a callback.
+/// returns: a free never blocks inside a callback. In a child forked after the client was made,
+/// the free returns at once and leaves the parent's thread alone (see `fl_client_new`).
 ///
 /// # Safety
 /// `client` must be NULL or a client from `fl_client_new`, not freed yet; it must not be used

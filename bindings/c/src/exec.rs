@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::boundary::{self, FfiError, FfiResult};
 use crate::options::{JsonOptions, Limit};
+use crate::owned_runtime::OwnedRuntime;
 use crate::status::fl_status;
 use crate::text::{self, Out};
 use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
@@ -33,7 +34,7 @@ use crate::tool_call::{PendingCall, ReplyContent, fl_tool_call};
 /// `FL_STATUS_INVALID_STATE`); `fl_executor_free` must not overlap a run; the other functions are
 /// thread-safe.
 pub struct fl_executor {
-    runtime: tokio::runtime::Runtime,
+    runtime: OwnedRuntime,
     pub(crate) config: ExecutorConfig,
     /// Tools registered so far; taken when the executor is built at the first run or turn.
     registry: Mutex<Option<ToolRegistry>>,
@@ -497,6 +498,11 @@ fn positive_millis(
 /// `executor` must be NULL or an executor from `fl_executor_new`, not freed yet; it must not be
 /// used afterwards. Freeing from another thread while a run may start or end is a race the
 /// caller must prevent.
+///
+/// After `fork()`: an executor made before the fork (and its turns) still works in the child,
+/// where its C tools run on the calling thread as anywhere (a run or turn that was in progress
+/// at the fork stays in progress there: `FL_STATUS_INVALID_STATE`); freed there, it returns at
+/// once and leaves the runtime it had in the parent alone (see `fl_client_new`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fl_executor_free(executor: *mut fl_executor) {
     boundary::run_void(|| {
@@ -775,7 +781,7 @@ impl fl_executor {
             .build()
             .map_err(|error| FfiError::state(format!("cannot start the runtime: {error}")))?;
         Ok(Box::new(Self {
-            runtime,
+            runtime: OwnedRuntime::new(runtime),
             config,
             registry: Mutex::new(Some(ToolRegistry::new())),
             executor: OnceLock::new(),
@@ -975,7 +981,8 @@ impl fl_executor {
     /// drop a runtime in a context where blocking is not allowed") and leak the rest; the
     /// runtime's drop is then deferred until the thread has left that runtime (see
     /// [`drop_runtime`]). No run is in progress (the caller checked), so it has no work to wait
-    /// for.
+    /// for. In a child forked after the executor was made, the runtime is left alone (see
+    /// [`OwnedRuntime`]).
     fn release(self: Box<Self>) {
         let Self {
             runtime,
@@ -986,7 +993,7 @@ impl fl_executor {
             results,
         } = *self;
         drop((executor, registry, config, running, results));
-        drop_runtime(runtime);
+        drop(runtime);
     }
 
     /// The executor, built from the registered tools at the first run or turn.

@@ -27,6 +27,7 @@ mod debug;
 mod decode;
 mod exec;
 mod options;
+mod owned_runtime;
 mod sse;
 mod status;
 mod text;

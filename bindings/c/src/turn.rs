@@ -15,7 +15,8 @@ use ferroloop_core::exec::{CallStatus, ToolUse, Turn, TurnError, TurnEvent, Turn
 use serde_json::json;
 
 use crate::boundary::{self, FfiError, FfiResult};
-use crate::exec::{DRIVING, Driving, TurnLink, drop_runtime, fl_cancel_token, fl_executor};
+use crate::exec::{DRIVING, Driving, TurnLink, fl_cancel_token, fl_executor};
+use crate::owned_runtime::OwnedRuntime;
 use crate::status::fl_status;
 use crate::text::{self, Out};
 
@@ -46,7 +47,7 @@ pub struct fl_turn {
     /// Keeps the turn linked to the host's cancel token; unlinks it when the turn is freed.
     link: Option<TurnLink>,
     /// Drives the turn's calls, timers and timeouts (dropped last).
-    runtime: tokio::runtime::Runtime,
+    runtime: OwnedRuntime,
 }
 
 /// The core turn and the buffers the last event's views point into.
@@ -216,7 +217,7 @@ pub unsafe extern "C" fn fl_turn_new(
             cancel: cancel.map(|cancel| cancel.token.clone()),
             results: OnceLock::new(),
             link,
-            runtime,
+            runtime: OwnedRuntime::new(runtime),
         });
         // SAFETY: not NULL (checked) and writable (the caller's promise).
         unsafe { out.write(Box::into_raw(turn)) };
@@ -414,7 +415,8 @@ pub unsafe extern "C" fn fl_turn_results(
 
 /// Releases a turn. NULL is accepted and ignored. A turn freed before its end is cancelled: its
 /// running calls report `fl_tool_call_cancelled` at once, and completing them later is harmless
-/// (the replies are dropped). Nothing waits for them: the call returns at once.
+/// (the replies are dropped). Nothing waits for them: the call returns at once, also in a child
+/// forked after the turn was made (see `fl_executor_free`).
 ///
 /// Called from one of the turn's own tool callbacks (while `fl_turn_next_event` drives it), it
 /// does nothing and records the thread's last error: free the turn after that call returns.
@@ -544,7 +546,7 @@ impl fl_turn {
             drop(state);
         }
         drop((handle, polling, cancelled, cancel, results, link));
-        drop_runtime(runtime);
+        drop(runtime);
     }
 }
 

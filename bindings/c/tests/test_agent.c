@@ -14,6 +14,9 @@
  * - a tool callback of one run freeing another run, its agent and its client (their last
  *   owner): the freed client's thread has stopped by the time the driving call returns; the
  *   first run's own agent freed mid-run;
+ * - objects made before fork(), freed in the child while a built-in tool's worker thread (the
+ *   run's blocking pool, which the child has no copy of) is alive: every free returns at once,
+ *   and the executor and the turn still run their C tools there;
  * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
  * - an `overloaded_error` event after the response started (no fallback model): the partial
  *   turn discarded and the turn asked again under its number, then the answer;
@@ -123,6 +126,10 @@ static const reply builtin_replies[] = {
 };
 static const reply freer_replies[] = {
     {"200 OK", SSE, freer_turn, 0},
+    {"200 OK", SSE, answer_turn, 0},
+};
+static const reply fork_replies[] = {
+    {"200 OK", SSE, read_turn, 0},
     {"200 OK", SSE, answer_turn, 0},
 };
 static const reply parallel_replies[] = {
@@ -629,6 +636,119 @@ static void builtin_tool(server *s) {
     rmdir(dir);
 }
 
+/* "done" (safe): answers in the callback. */
+static void done(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    CHECK_OK(fl_tool_complete(call, "done", 4, false));
+}
+
+/* In a child forked while a built-in tool's worker thread is alive: the executor and the turn
+ * made before the fork still run their C tools (on the calling thread), and freeing a run, a
+ * turn, an executor, an agent and a client made before the fork returns at once. Returns the
+ * number of failed checks (the child's exit status). */
+static int forked_child_frees(fl_client *client, fl_agent *agent, fl_agent_run *run,
+                              fl_executor *executor, fl_turn *turn) {
+    int failures = 0;
+    const char *call = "[{\"type\":\"tool_use\",\"id\":\"toolu_c\",\"name\":\"done\",\"input\":{}}]";
+    const char *results = NULL;
+    size_t results_len = 0;
+    if (fl_executor_run(executor, call, strlen(call), NULL, &results, &results_len) != FL_STATUS_OK ||
+        results == NULL || strstr(results, "\"content\":\"done\"") == NULL) {
+        fprintf(stderr, "child: executor_run: %s\n", last_error());
+        failures++;
+    }
+    const char *submitted = "{\"type\":\"tool_use\",\"id\":\"toolu_t\",\"name\":\"done\",\"input\":{}}";
+    int ended = 0;
+    if (fl_turn_submit(turn, submitted, strlen(submitted)) == FL_STATUS_OK &&
+        fl_turn_seal(turn) == FL_STATUS_OK) {
+        for (int guard = 0; guard < 100 && !ended; guard++) {
+            fl_turn_event event;
+            if (fl_turn_next_event(turn, HANG_GUARD_MS, &event) != FL_STATUS_OK) break;
+            ended = event.kind == FL_TURN_EVENT_END;
+        }
+    }
+    if (!ended || fl_turn_results(turn, &results, &results_len) != FL_STATUS_OK ||
+        strstr(results, "\"content\":\"done\"") == NULL) {
+        fprintf(stderr, "child: turn: %s\n", last_error());
+        failures++;
+    }
+    fl_agent_run_free(run); /* its runtime's blocking pool had the read's worker at the fork */
+    fl_turn_free(turn);
+    fl_executor_free(executor);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    return failures;
+}
+
+static void freed_in_forked_child(server *s) {
+    char dir[] = "/tmp/ferroloop-test-agent-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    FILE *file = fopen(path, "w");
+    CHECK(file != NULL);
+    if (file != NULL) {
+        fputs("the secret is 42\n", file);
+        fclose(file);
+    }
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    fl_tool_options tool_options = fl_tool_options_default();
+    tool_options.concurrency_safe = true;
+    CHECK_OK(fl_executor_add_tool(executor, "done", 4, &tool_options, done, NULL));
+    fl_turn *turn = NULL;
+    CHECK_OK(fl_turn_new(executor, NULL, &turn));
+    fl_client *client = new_client(s->port);
+    char options[512];
+    snprintf(options, sizeof options,
+             "{\"model\":\"claude-test\",\"builtin_tools\":[\"read\"],\"workspace\":\"%s\"}", dir);
+    fl_agent *agent = NULL;
+    CHECK_OK(fl_agent_new(client, executor, options, strlen(options), &agent));
+    fl_agent_run *run = NULL;
+    const char *prompt = "What is the secret?";
+    CHECK_OK(fl_agent_run_start_prompt(agent, prompt, strlen(prompt), NULL, &run));
+    event_log log = {0};
+    drive(run, &log, NULL, NULL);
+    /* The read ran on a worker thread of the run's blocking pool, which stays alive for a
+     * while after its job (about 10 s): the fork comes well within that. */
+    CHECK(find_event(&log, "\"status\":\"succeeded\"", 0) >= 0);
+    log_free(&log);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        int failures = forked_child_frees(client, agent, run, executor, turn);
+        /* Exits through exec: at an exit, valgrind would count what the child keeps of the
+         * parent's threads (never joined here) as possibly lost; no finding of this test. */
+        execl("/bin/sh", "sh", "-c", failures == 0 ? "exit 0" : "exit 1", (char *)NULL);
+        _exit(2);
+    }
+    CHECK(child > 0);
+    int status = 0;
+    int exited = 0;
+    /* A hang guard shorter than HANG_GUARD_MS: a hung free waits forever. */
+    for (int waited = 0; child > 0 && waited < 20000 && !exited; waited += 10) {
+        exited = waitpid(child, &status, WNOHANG) == child;
+        if (!exited) sleep_ms(10);
+    }
+    if (child > 0 && !exited) {
+        fprintf(stderr, "    the forked child hung\n");
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* The parent's handles are untouched by the child. */
+    fl_agent_run_free(run);
+    fl_turn_free(turn);
+    fl_executor_free(executor);
+    fl_agent_free(agent);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    free(requests);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* Two runs of one agent (one client, one connection pool), each driven on its own thread. */
 typedef struct {
     fl_agent *agent;
@@ -857,6 +977,7 @@ int main(void) {
     server cancel_server = start_server(cancel_replies, 3);
     server progress_server = start_server(progress_replies, 2);
     server builtin_server = start_server(builtin_replies, 2);
+    server fork_server = start_server(fork_replies, 2);
     server parallel_server = start_server(parallel_replies, 2);
     server freer_server = start_server(freer_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
@@ -867,6 +988,7 @@ int main(void) {
     cancellation(&cancel_server);
     progress(&progress_server);
     builtin_tool(&builtin_server);
+    freed_in_forked_child(&fork_server);
     parallel(&parallel_server);
     free_from_another_runs_callback(&freer_server);
     bad_request(&bad_request_server);
