@@ -27,8 +27,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use ferroloop::exec::{
-    ExecutorConfig, ResultLimit, TextNeeded, Tool, ToolContext, ToolFuture, ToolOutput,
-    ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent, TurnHandle,
+    ExecutorConfig, ExecutorConfigError, ResultLimit, TextNeeded, Tool, ToolContext, ToolFuture,
+    ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent,
+    TurnHandle,
 };
 use napi::JsString;
 use napi::Status;
@@ -162,12 +163,17 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
 pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let timeout = millis(value, what)?;
     if timeout.is_zero() {
-        return Err(FerroloopError::invalid_argument(format!(
-            "{what} must be above 0 milliseconds, got {value}: nothing could finish within it \
-             (leave it unset for the default; a very long timeout is none)"
-        )));
+        return Err(zero_timeout(value, what));
     }
     Ok(timeout)
+}
+
+/// The error of a timeout of 0 milliseconds (or one that rounds to 0), as the user gave it.
+fn zero_timeout(value: f64, what: &str) -> FerroloopError {
+    FerroloopError::invalid_argument(format!(
+        "{what} must be above 0 milliseconds, got {value}: nothing could finish within it (leave \
+         it unset for the default; a very long timeout is none)"
+    ))
 }
 
 /// The core configuration for `options`.
@@ -177,7 +183,8 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
         config.max_concurrency = small_count(n, 1, "maxConcurrency")? as usize;
     }
     if let Some(ms) = options.default_timeout_ms {
-        config.default_timeout = Some(timeout_millis(ms, "defaultTimeoutMs")?);
+        // Zero is the core's to refuse (below).
+        config.default_timeout = Some(millis(ms, "defaultTimeoutMs")?);
     }
     if let Some(ms) = options.cleanup_grace_ms {
         config.cleanup_grace = millis(ms, "cleanupGraceMs")?;
@@ -192,6 +199,15 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
     if let Some(dir) = options.spill_dir {
         config.budget.spill_dir = dir.into();
     }
+    config.check().map_err(|err| match err {
+        ExecutorConfigError::ZeroDefaultTimeout => zero_timeout(
+            options.default_timeout_ms.unwrap_or_default(),
+            "defaultTimeoutMs",
+        ),
+        other => {
+            FerroloopError::invalid_argument(format!("invalid executor configuration: {other}"))
+        }
+    })?;
     Ok(config)
 }
 

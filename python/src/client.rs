@@ -44,12 +44,17 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 pub(crate) fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
     let timeout = seconds(name, value)?;
     if timeout.is_zero() {
-        return Err(PyValueError::new_err(format!(
-            "{name} must be above 0 seconds, got {value}: nothing could finish within it \
-             (leave it unset for the default; a very long timeout is none)"
-        )));
+        return Err(zero_timeout(name, value));
     }
     Ok(timeout)
+}
+
+/// The error of a timeout of 0 seconds (or one that rounds to 0), as the user gave it.
+pub(crate) fn zero_timeout(name: &str, value: f64) -> PyErr {
+    PyValueError::new_err(format!(
+        "{name} must be above 0 seconds, got {value}: nothing could finish within it (leave it \
+         unset for the default; a very long timeout is none)"
+    ))
 }
 
 /// The native half of `ferroloop.Client`.

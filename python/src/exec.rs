@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ferroloop::exec::budget::DEFAULT_TURN_BUDGET_CHARS;
 use ferroloop::exec::{
-    CancellationToken, ExecutorConfig, HostData, InputSchema, ProgressSender, ResultLimit,
-    SpawnedTurn, Tool, ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry,
-    ToolResult, ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
+    CancellationToken, ExecutorConfig, ExecutorConfigError, HostData, InputSchema, ProgressSender,
+    ResultLimit, SpawnedTurn, Tool, ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput,
+    ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,7 +22,7 @@ use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
 };
-use crate::client::{seconds, timeout_seconds};
+use crate::client::{seconds, timeout_seconds, zero_timeout};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
 
@@ -392,8 +392,9 @@ impl PyExecutor {
             }
             let mut config = ExecutorConfig {
                 max_concurrency,
+                // Zero is the core's to refuse (below).
                 default_timeout: default_timeout
-                    .map(|value| timeout_seconds("default_timeout", value))
+                    .map(|value| seconds("default_timeout", value))
                     .transpose()?,
                 ..ExecutorConfig::default()
             };
@@ -408,6 +409,12 @@ impl PyExecutor {
                 config.budget.spill_dir = dir;
             }
             config.budget.turn_budget_chars = turn_budget_chars;
+            config.check().map_err(|err| match err {
+                ExecutorConfigError::ZeroDefaultTimeout => {
+                    zero_timeout("default_timeout", default_timeout.unwrap_or_default())
+                }
+                other => PyValueError::new_err(format!("invalid executor configuration: {other}")),
+            })?;
             Ok(Self {
                 tools: Vec::new(),
                 config,

@@ -12,8 +12,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{
-    CancellationToken, ExecutorConfig, ResultLimit, Tool, ToolContext, ToolExecutor, ToolFuture,
-    ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError,
+    CancellationToken, ExecutorConfig, ExecutorConfigError, ResultLimit, Tool, ToolContext,
+    ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse,
+    TurnError,
 };
 use serde_json::Value;
 
@@ -455,7 +456,8 @@ fn executor_config_of(json: &str) -> FfiResult<ExecutorConfig> {
         }
         config.budget.spill_dir = PathBuf::from(dir);
     }
-    config.default_timeout = positive_millis(&mut options, "executor", "default_timeout_ms")?;
+    // Zero is the core's to refuse (see `fl_executor::with_config`).
+    config.default_timeout = options.millis("default_timeout_ms")?;
     if let Some(grace) = options.millis("cleanup_grace_ms")? {
         config.cleanup_grace = grace;
     }
@@ -478,12 +480,17 @@ fn positive_millis(
     key: &'static str,
 ) -> FfiResult<Option<Duration>> {
     match options.millis(key)? {
-        Some(timeout) if timeout.is_zero() => Err(FfiError::invalid(format!(
-            "{what} option \"{key}\" is 0: a call could not run at all; give a positive number \
-             of milliseconds, or leave it out for no timeout"
-        ))),
+        Some(timeout) if timeout.is_zero() => Err(zero_timeout(what, key)),
         timeout => Ok(timeout),
     }
+}
+
+/// The error of a zero timeout option, named as the host wrote it.
+fn zero_timeout(what: &str, key: &str) -> FfiError {
+    FfiError::invalid(format!(
+        "{what} option \"{key}\" is 0: a call could not run at all; give a positive number of \
+         milliseconds, or leave it out for no timeout"
+    ))
 }
 
 /// Releases an executor and the results view it handed out. NULL is accepted and ignored. Calls
@@ -774,8 +781,15 @@ impl ToolDefinition {
 }
 
 impl fl_executor {
-    /// Makes an executor with `config` and its own single-threaded runtime.
+    /// Makes an executor with `config` and its own single-threaded runtime. A configuration
+    /// the core's check refuses is `FL_STATUS_INVALID_ARGUMENT`, naming the C option.
     fn with_config(config: ExecutorConfig) -> FfiResult<Box<Self>> {
+        config.check().map_err(|error| match error {
+            ExecutorConfigError::ZeroDefaultTimeout => {
+                zero_timeout("executor", "default_timeout_ms")
+            }
+            other => FfiError::invalid(format!("invalid executor configuration: {other}")),
+        })?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -1658,8 +1672,12 @@ mod tests {
         unsafe { fl_executor_free(executor) };
     }
 
+    /// The error of `fl_executor_new_json` for `json` (the core's check included).
     fn config_error(json: &str) -> String {
-        let error = executor_config_of(json).expect_err(json);
+        let error = executor_config_of(json)
+            .and_then(fl_executor::with_config)
+            .map(drop)
+            .expect_err(json);
         assert_eq!(
             error.status,
             fl_status::FL_STATUS_INVALID_ARGUMENT,

@@ -22,7 +22,8 @@ pub const DEFAULT_CLEANUP_GRACE: Duration = Duration::from_secs(5);
 pub struct ExecutorConfig {
     /// At most this many calls run at once (default 10; 0 is treated as 1).
     pub max_concurrency: usize,
-    /// The timeout of tools that declare none (default: none).
+    /// The timeout of tools that declare none (default: none). Zero is refused by
+    /// [`check`](Self::check).
     pub default_timeout: Option<Duration>,
     /// How long a cancelled or timed-out tool may take to stop before its result is produced
     /// anyway and the tool is detached (default 5 s).
@@ -45,6 +46,34 @@ impl Default for ExecutorConfig {
             budget: BudgetConfig::default(),
         }
     }
+}
+
+impl ExecutorConfig {
+    /// Checks what would make every call fail: a zero `default_timeout` would time out every
+    /// call of a tool without a timeout of its own at once, where 0 most likely meant "none".
+    /// Every binding's executor runs this check when it is made (naming its own option); a
+    /// [`ToolExecutor`] built in Rust takes any configuration.
+    pub fn check(&self) -> Result<(), ExecutorConfigError> {
+        if self
+            .default_timeout
+            .is_some_and(|timeout| timeout.is_zero())
+        {
+            return Err(ExecutorConfigError::ZeroDefaultTimeout);
+        }
+        Ok(())
+    }
+}
+
+/// A setting of an [`ExecutorConfig`] that [`ExecutorConfig::check`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecutorConfigError {
+    /// `default_timeout` is zero (leave it `None` for no timeout).
+    #[error(
+        "default_timeout is 0: every call of a tool without a timeout of its own would time out \
+         at once; give a positive one, or none"
+    )]
+    ZeroDefaultTimeout,
 }
 
 /// A turn that ended with a fatal tool error (every call still has its result).
@@ -261,5 +290,37 @@ impl ToolExecutor {
     /// results), byte for byte. Returns how many were replaced.
     pub fn reapply_replacements(&self, results: &mut [ToolResult]) -> usize {
         self.inner.record().reapply(results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_refuses_a_zero_default_timeout_only() {
+        let zero = ExecutorConfig {
+            default_timeout: Some(Duration::ZERO),
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(zero.check(), Err(ExecutorConfigError::ZeroDefaultTimeout));
+        assert!(
+            zero.check()
+                .is_err_and(|err| err.to_string().starts_with("default_timeout is 0"))
+        );
+        for fine in [None, Some(Duration::from_nanos(1)), Some(Duration::MAX)] {
+            let config = ExecutorConfig {
+                default_timeout: fine,
+                ..ExecutorConfig::default()
+            };
+            assert_eq!(config.check(), Ok(()), "{fine:?}");
+        }
+        // The other settings have no value that `check` refuses (0 concurrency runs as 1).
+        let edges = ExecutorConfig {
+            max_concurrency: 0,
+            cleanup_grace: Duration::ZERO,
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(edges.check(), Ok(()));
     }
 }

@@ -69,8 +69,8 @@ pub use cancel::{CancellationToken, SiblingFailure, StopReason};
 pub use context::{HostData, ProgressSender, ToolContext};
 pub use events::{CallStatus, TurnEvent};
 pub use executor::{
-    DEFAULT_CLEANUP_GRACE, DEFAULT_MAX_CONCURRENCY, ExecutorBuilder, ExecutorConfig, ToolExecutor,
-    TurnError,
+    DEFAULT_CLEANUP_GRACE, DEFAULT_MAX_CONCURRENCY, ExecutorBuilder, ExecutorConfig,
+    ExecutorConfigError, ToolExecutor, TurnError,
 };
 pub use hooks::{AfterCall, BeforeCall, HookCall, Permission, ToolHooks};
 pub use metrics::ExecutorMetrics;
