@@ -87,7 +87,8 @@ def _native_error(message: str) -> Exception:
 
 class Client(AsyncClosing):
     """A client for one provider endpoint: ``"anthropic"`` (Messages), ``"openai-chat"`` (Chat
-    Completions) or ``"openai-responses"`` (Responses).
+    Completions) or ``"openai-responses"`` (Responses); ``provider=None`` (the default) means
+    ``"anthropic"``, as Node's ``provider: null``.
 
     ``api_key`` and ``base_url`` default to the provider's environment variables
     (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``)
@@ -117,7 +118,7 @@ class Client(AsyncClosing):
 
     def __init__(
         self,
-        provider: Provider = "anthropic",
+        provider: Optional[Provider] = None,
         *,
         api_key: Optional[str] = None,
         base_url: Optional[str] = None,

@@ -86,12 +86,13 @@ class StreamDecoder:
 
     With ``events=False``, ``feed`` returns only the tool-call events (``tool_use_ready``,
     ``tool_use_invalid``, ``tool_use_truncated``); ``events=None`` (the default) means
-    ``True``, as Node's ``events: null``.
+    ``True``, as Node's ``events: null``. ``provider=None`` (the default) means
+    ``"anthropic"``, as Node's ``provider: null``.
     """
 
     def __new__(
         cls,
-        provider: Literal["anthropic", "openai-chat", "openai-responses"] = "anthropic",
+        provider: Optional[Literal["anthropic", "openai-chat", "openai-responses"]] = None,
         *,
         events: Optional[bool] = None,
     ) -> StreamDecoder: ...
@@ -315,7 +316,7 @@ class _ClientStream:
 class _Client:
     def __new__(
         cls,
-        provider: str = "anthropic",
+        provider: Optional[str] = None,
         *,
         api_key: Optional[str] = None,
         base_url: Optional[str] = None,

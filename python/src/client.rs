@@ -57,6 +57,19 @@ pub(crate) fn zero_timeout(name: &str, value: f64) -> PyErr {
     ))
 }
 
+/// The provider named by a `provider` argument: `None` is the default, Anthropic (as Node's
+/// `provider: null` and an absent C `provider` key are).
+pub(crate) fn provider_of(name: Option<&str>) -> PyResult<Provider> {
+    let Some(name) = name else {
+        return Ok(Provider::Anthropic);
+    };
+    Provider::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown provider {name:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
+        ))
+    })
+}
+
 /// The native half of `ferroloop.Client`.
 #[pyclass(module = "ferroloop._native", name = "_Client", frozen)]
 pub(crate) struct PyClient {
@@ -108,11 +121,11 @@ impl PyClient {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (provider = "anthropic", *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true, anthropic_version = None))]
+    #[pyo3(signature = (provider = None, *, api_key = None, base_url = None, max_retries = None, retry_base_delay = None, retry_max_delay = None, timeout = None, connect_timeout = None, first_byte_timeout = None, first_event_timeout = None, idle_timeout = None, stall_notice = None, headers = None, anthropic_beta = None, from_env = true, anthropic_version = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        provider: &str,
+        provider: Option<&str>,
         api_key: Option<String>,
         base_url: Option<String>,
         max_retries: Option<i128>,
@@ -130,11 +143,7 @@ impl PyClient {
         anthropic_version: Option<String>,
     ) -> PyResult<Self> {
         shield(py, "Client.__init__", || {
-            let provider = Provider::from_name(provider).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
-                ))
-            })?;
+            let provider = provider_of(provider)?;
             let mut config = if from_env {
                 ClientConfig::from_env(provider)
             } else {

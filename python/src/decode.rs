@@ -2,11 +2,11 @@
 
 use bytes::Bytes;
 use ferroloop::decode::{DecodeError, DecodeEvent, Provider, ProviderErrorKind, StreamDecoder};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
+use crate::client::provider_of;
 use crate::errors::{ferroloop_error, shield};
 use crate::events::event_to_py;
 use crate::sse::{chunk_bytes, detach_if_large};
@@ -70,17 +70,14 @@ impl PyStreamDecoder {
     /// A decoder for `provider`: `"anthropic"`, `"openai-chat"` or `"openai-responses"`. With
     /// `events=False` it mostly accumulates: `feed` returns only the tool-call events
     /// (`tool_use_ready`, `tool_use_invalid`, `tool_use_truncated`), with no per-delta work.
-    /// `events` defaults to `None`, which means `True`, as `None` is the default of Python's
-    /// other optional arguments and `null` is absent in Node's options.
+    /// `provider` defaults to `None`, which means `"anthropic"`, and `events` to `None`, which
+    /// means `True`, as `None` is the default of Python's other optional arguments and `null` is
+    /// absent in Node's options.
     #[new]
-    #[pyo3(signature = (provider = "anthropic", *, events = None))]
-    fn new(py: Python<'_>, provider: &str, events: Option<bool>) -> PyResult<Self> {
+    #[pyo3(signature = (provider = None, *, events = None))]
+    fn new(py: Python<'_>, provider: Option<&str>, events: Option<bool>) -> PyResult<Self> {
         shield(py, "StreamDecoder.__init__", || {
-            let provider = Provider::from_name(provider).ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "unknown provider {provider:?}: expected \"anthropic\", \"openai-chat\" or \"openai-responses\""
-                ))
-            })?;
+            let provider = provider_of(provider)?;
             let mut decoder = StreamDecoder::for_provider(provider);
             if events == Some(false) {
                 use ferroloop::decode::EventDecoder as _;

@@ -471,6 +471,18 @@ def test_headers_that_are_not_a_dict_are_a_type_error_naming_them() -> None:
     assert ferroloop.Client("anthropic", from_env=False, headers={}).provider == "anthropic"
 
 
+def test_provider_none_means_the_default_like_node_null() -> None:
+    # `provider=None` was a TypeError, where Node's `provider: null` is the default provider.
+    for client in [
+        ferroloop.Client(None, from_env=False),
+        ferroloop.Client(provider=None, api_key="k", from_env=False),
+        ferroloop.Client(from_env=False),
+    ]:
+        assert client.provider == "anthropic"
+        assert client.base_url == "https://api.anthropic.com"
+    assert ferroloop.Client(provider="openai-chat", from_env=False).provider == "openai-chat"
+
+
 def test_bad_configuration_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         ferroloop.Client("nope")  # type: ignore[arg-type]

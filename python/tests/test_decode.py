@@ -267,6 +267,17 @@ def test_events_none_means_the_default_like_node_null() -> None:
         ferroloop.StreamDecoder("anthropic", events="no")  # type: ignore[arg-type]
 
 
+def test_provider_none_means_the_default_like_node_null() -> None:
+    # `provider=None` was a TypeError, where Node's `provider: null` is the default provider.
+    data = fixture_bytes("anthropic/tool_use_response")
+    events, reference = decode("anthropic", data, 0)
+    for decoder in [ferroloop.StreamDecoder(None), ferroloop.StreamDecoder(provider=None, events=None)]:
+        assert decoder.provider == "anthropic"
+        assert decoder.feed(data) == events
+        assert decoder.finish() == reference.finish()
+    assert ferroloop.StreamDecoder().provider == "anthropic"
+
+
 @pytest.mark.parametrize("size", [1, 7, 1460, 100_000])
 def test_every_bytes_like_chunk_decodes_alike(size: int) -> None:
     # `bytes` is read in place, other buffers are copied: a bytearray rewritten after each feed
