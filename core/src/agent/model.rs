@@ -58,9 +58,9 @@ pub enum ModelEvent {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FailureDetails {
     /// The HTTP status of the failed response (for an error event in a 200, the status it
-    /// names as its numeric `code`, as [`ClientError::status`](crate::client::ClientError::status)
-    /// has it, feature `client`); `None` for a failure without one (a lost connection, a
-    /// timeout, an error event that names none).
+    /// names as its numeric `code`, as the client's `ClientError::status` has it, feature
+    /// `client`); `None` for a failure without one (a lost connection, a timeout, an error
+    /// event that names none).
     pub status: Option<u16>,
     /// The provider's request id (`request-id` / `x-request-id`), when the headers arrived.
     pub request_id: Option<String>,

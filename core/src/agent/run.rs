@@ -725,7 +725,9 @@ impl Driver {
                             if self.stops_waiting(&mut overloads, status, overloaded) {
                                 // Stop waiting for an overloaded model: this retry is not made.
                                 repeated_529 = true;
-                                outcome = Some(CallOutcome::Failed(ModelError::overloaded(overloads.to_string())));
+                                outcome = Some(CallOutcome::Failed(ModelError::overloaded(
+                                    overloads.to_string(),
+                                )));
                             } else {
                                 self.emit(AgentEvent::Retry { call: UsageCall::Turn, attempt, status, code, overloaded, wait });
                             }
