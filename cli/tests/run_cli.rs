@@ -365,6 +365,7 @@ fn refusing_server(
     let refused = || {
         let error = serde_json::json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}});
         ScriptedResponse::with_status(401, ScriptBody::Json(error))
+            .header("request-id", "req_refused")
     };
     explore_directory_server(dir, usize::MAX, refused, anthropic_sse)
 }
@@ -398,7 +399,8 @@ fn a_run_ending_in_an_error_says_why_on_stderr() {
 }
 
 /// With `--json` the `stop` event of a failed run names the failure with a stable
-/// `error_code` (a refused key: `authentication`); a run that ends well has none.
+/// `error_code` (a refused key: `authentication`) and says what the client knew of the failed
+/// call (`status`, `request_id`, `retry_after`); a run that ends well has none (`null`).
 #[test]
 fn a_json_stop_event_carries_the_error_code() {
     let dir = project();
@@ -415,9 +417,14 @@ fn a_json_stop_event_carries_the_error_code() {
     ));
     assert_eq!(failed["type"], "stop", "{failed}");
     assert_eq!(failed["error_code"], "authentication", "{failed}");
+    assert_eq!(failed["status"], 401, "{failed}");
+    assert_eq!(failed["request_id"], "req_refused", "{failed}");
+    assert!(failed["retry_after"].is_null(), "{failed}");
     let done = last_event(run_in(dir.path(), &["--json", "what is here?"]));
     assert_eq!(done["reason"], "end_turn", "{done}");
-    assert!(done["error_code"].is_null(), "{done}");
+    for key in ["error_code", "status", "request_id", "retry_after"] {
+        assert!(done.get(key).is_some_and(Value::is_null), "{key}: {done}");
+    }
 }
 
 /// Bad arguments are usage errors (exit 2, the usage line, nothing on stdout, no run), like

@@ -13,8 +13,8 @@ mod common;
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
-    Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, Model, ModelError,
-    ModelEvent, ModelStream, StopReason, UsageCall, check_tool_pairing,
+    Agent, AgentConfig, AgentEvent, CLEARED_TOOL_RESULT, ContextAction, FailureDetails, Model,
+    ModelError, ModelEvent, ModelStream, StopReason, UsageCall, check_tool_pairing,
 };
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use ferroloop::tokens::ContextBudget;
@@ -398,9 +398,9 @@ async fn a_timed_out_call_is_reported_as_timed_out() {
 #[tokio::test]
 async fn prompt_too_long_compacts_once_and_retries() {
     let model = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        }),
+        0 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
         1 => {
             assert!(request.to_string().contains("Summarize this conversation"));
             reply(request, vec![text("The user wants a haiku.")], "end_turn")
@@ -435,9 +435,9 @@ async fn prompt_too_long_compacts_once_and_retries() {
 #[tokio::test]
 async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
     let model = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        }),
+        0 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
         1 => reply(request, vec![text("The user wants a haiku.")], "end_turn"),
         _ => reply(request, vec![text("Autumn moon")], "end_turn"),
     });
@@ -459,9 +459,9 @@ async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
     // Compaction keeps the latest prompt whole, so a summary of a lone prompt only makes the
     // request bigger: the provider's refusal ends the run after the one request.
     let model = Arc::new(ScriptedModel::new(|_, _| {
-        Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 250000 tokens > 200000 maximum".into(),
-        })
+        Err(ModelError::prompt_too_long(
+            "prompt is too long: 250000 tokens > 200000 maximum",
+        ))
     }));
     let agent = Agent::new(
         AgentConfig::new("m"),
@@ -484,9 +484,7 @@ async fn a_lone_prompt_called_too_long_stops_without_a_summary_call() {
 async fn a_failed_reactive_summary_stops_instead_of_resending_the_same_request() {
     let model = Arc::new(ScriptedModel::new(|n, _| match n {
         1 => Err(ModelError::other("summary call failed")),
-        _ => Err(ModelError::PromptTooLong {
-            message: "prompt is too long".into(),
-        }),
+        _ => Err(ModelError::prompt_too_long("prompt is too long")),
     }));
     let events = run_long_conversation(model.clone(), "go on").await;
     let (reason, messages, _) = stop(&events);
@@ -517,9 +515,7 @@ async fn a_reactive_summary_that_broke_off_is_asked_again_once() {
         (true, 2, StopReason::PromptTooLong, 3),
     ] {
         let model = Arc::new(ScriptedModel::new(move |n, request| match n {
-            0 => Err(ModelError::PromptTooLong {
-                message: "prompt is too long".into(),
-            }),
+            0 => Err(ModelError::prompt_too_long("prompt is too long")),
             n if n <= breaks => broken(request, overloaded),
             n if n == breaks + 1 => reply(request, vec![text("The summary.")], "end_turn"),
             _ => reply(request, vec![text("Done.")], "end_turn"),
@@ -544,9 +540,7 @@ async fn a_reactive_summary_that_broke_off_is_asked_again_once() {
 async fn prompt_too_long_twice_stops() {
     let model = ScriptedModel::new(|n, request| match n {
         1 => reply(request, vec![text("summary")], "end_turn"),
-        _ => Err(ModelError::PromptTooLong {
-            message: "prompt is too long".into(),
-        }),
+        _ => Err(ModelError::prompt_too_long("prompt is too long")),
     });
     let agent = Agent::new(
         AgentConfig::new("m"),
@@ -563,11 +557,7 @@ async fn prompt_too_long_twice_stops() {
 /// happened since. Two refusals with no response between still stop it (above).
 #[tokio::test]
 async fn a_later_prompt_too_long_is_compacted_again() {
-    let too_long = || {
-        Err(ModelError::PromptTooLong {
-            message: "prompt is too long".into(),
-        })
-    };
+    let too_long = || Err(ModelError::prompt_too_long("prompt is too long"));
     let model = Arc::new(ScriptedModel::new(move |n, request| match n {
         0 | 3 => too_long(),
         1 | 4 => reply(request, vec![text("summary")], "end_turn"),
@@ -695,9 +685,7 @@ async fn a_transient_failure_mid_stream_asks_the_turn_again_once() {
         let model = ScriptedModel::new(move |n, request| match n {
             0 => {
                 let Some(error) = error else {
-                    return Err(ModelError::Overloaded {
-                        message: "HTTP 529 after 10 retries".into(),
-                    });
+                    return Err(ModelError::overloaded("HTTP 529 after 10 retries"));
                 };
                 Ok(partial_turn_then(request, error))
             }
@@ -1199,9 +1187,9 @@ async fn an_overloaded_model_falls_back_and_its_partial_turn_is_discarded() {
 async fn fallback_is_tried_once_and_only_when_configured() {
     let overloaded = || {
         ScriptedModel::new(|_, _| {
-            Err(ModelError::Overloaded {
-                message: "HTTP 529 overloaded_error: Overloaded".into(),
-            })
+            Err(ModelError::overloaded(
+                "HTTP 529 overloaded_error: Overloaded",
+            ))
         })
     };
     let agent = Agent::new(
@@ -2180,9 +2168,7 @@ impl Model for OverloadedPrimary {
                 overloaded: true,
                 wait: Duration::from_millis(1),
             });
-            let failed = ModelEvent::Failed(ModelError::Overloaded {
-                message: "Overloaded".into(),
-            });
+            let failed = ModelEvent::Failed(ModelError::overloaded("Overloaded"));
             return Box::pin(futures::stream::iter(retries.chain([failed])));
         }
         self.fallback.stream(request)
@@ -3281,9 +3267,7 @@ async fn a_hook_history_no_smaller_than_the_current_one_is_not_taken() {
     let grown = || vec![json!({"role": "user", "content": big_prompt(3_000)})];
     // Reactive: the refusal is not answered by sending the bigger history.
     let model = Arc::new(ScriptedModel::new(|_, _| {
-        Err(ModelError::PromptTooLong {
-            message: "prompt is too long".into(),
-        })
+        Err(ModelError::prompt_too_long("prompt is too long"))
     }));
     let agent = Agent::new(
         AgentConfig::new("m"),
@@ -3702,9 +3686,9 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
 #[tokio::test]
 async fn the_summary_call_is_sent_without_thinking_blocks() {
     let (model, requests) = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        }),
+        0 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
         1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
         _ => reply(request, vec![text("ok")], "end_turn"),
     })
@@ -3770,12 +3754,126 @@ async fn a_model_error_s_code_reaches_the_stop_event() {
     assert_eq!(error.as_deref(), Some("the key was revoked"));
     assert_eq!(code, Some("authentication"));
 
-    let overloaded = agent(|| ModelError::Overloaded {
-        message: "busy".into(),
-    });
+    let overloaded = agent(|| ModelError::overloaded("busy"));
     assert_eq!(
         stop_code(&collect(&overloaded, "go").await).2,
         Some("overloaded")
+    );
+}
+
+/// The status, request id and wait the stop event carries.
+fn stop_details(events: &[AgentEvent]) -> (Option<u16>, Option<String>, Option<Duration>) {
+    match events.last() {
+        Some(AgentEvent::Stop {
+            status,
+            request_id,
+            retry_after,
+            ..
+        }) => (*status, request_id.clone(), *retry_after),
+        other => panic!("the last event is not Stop: {other:?}"),
+    }
+}
+
+/// A host's model that knows more of a failure than its text says so with
+/// `ModelError::with_details`, and the stop event carries it; `ModelError::other` (and a run
+/// that ends well) carries none, `null` on the wire.
+#[tokio::test]
+async fn a_host_model_s_failure_details_reach_the_stop_event() {
+    let agent = |error: fn() -> ModelError| {
+        Agent::new(
+            AgentConfig::new("m"),
+            Arc::new(ScriptedModel::new(move |_, _| Err(error()))),
+            executor(Default::default()),
+        )
+    };
+    let detailed = agent(|| {
+        ModelError::with_code("rate_limited", "slow down").with_details(FailureDetails {
+            status: Some(429),
+            request_id: Some("req_host".into()),
+            retry_after: Some(Duration::from_millis(1500)),
+        })
+    });
+    let events = collect(&detailed, "go").await;
+    assert_eq!(stop_code(&events).2, Some("rate_limited"));
+    assert_eq!(
+        stop_details(&events),
+        (
+            Some(429),
+            Some("req_host".into()),
+            Some(Duration::from_millis(1500))
+        )
+    );
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    assert_eq!(
+        (&wire["status"], &wire["request_id"], &wire["retry_after"]),
+        (&json!(429), &json!("req_host"), &json!(1500.0))
+    );
+
+    let plain = agent(|| ModelError::other("the backend is down"));
+    let events = collect(&plain, "go").await;
+    assert_eq!(stop_code(&events).2, Some("model_error"));
+    assert_eq!(stop_details(&events), (None, None, None));
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    for key in ["status", "request_id", "retry_after"] {
+        assert!(wire.get(key).is_some_and(Value::is_null), "{key}: {wire}");
+    }
+
+    let fine = ScriptedModel::new(|_, request| reply(request, vec![text("Hi.")], "end_turn"));
+    let fine = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(fine),
+        executor(Default::default()),
+    );
+    let events = collect(&fine, "go").await;
+    assert_eq!(stop_code(&events).0, StopReason::EndTurn);
+    assert_eq!(stop_details(&events), (None, None, None));
+}
+
+/// A stop on a stream cut again carries the details of the second cut call (the one the run
+/// ends on); a `prompt_too_long` stop after the provider refused the prompt (and compaction
+/// could not help: the history is the lone prompt) those of the refused call.
+#[tokio::test]
+async fn truncated_and_prompt_too_long_stops_carry_the_last_call_s_details() {
+    let request_id = |id: &str| FailureDetails {
+        request_id: Some(id.into()),
+        ..FailureDetails::default()
+    };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let truncated = ScriptedModel::new(move |_, _| {
+        let n = counted.fetch_add(1, Ordering::SeqCst);
+        Err(ModelError::truncated("cut", Value::Null).with_details(request_id(&format!("req_{n}"))))
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(truncated),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert_eq!(stop_code(&events).2, Some("stream_truncated"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "asked again once");
+    assert_eq!(stop_details(&events), (None, Some("req_1".into()), None));
+
+    let refused = ScriptedModel::new(|_, _| {
+        Err(
+            ModelError::prompt_too_long("prompt is too long: 300000 tokens > 200000 maximum")
+                .with_details(FailureDetails {
+                    status: Some(400),
+                    request_id: Some("req_big".into()),
+                    retry_after: None,
+                }),
+        )
+    });
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(refused),
+        executor(Default::default()),
+    );
+    let events = collect(&agent, "go").await;
+    assert_eq!(stop_code(&events).0, StopReason::PromptTooLong);
+    assert_eq!(
+        stop_details(&events),
+        (Some(400), Some("req_big".into()), None)
     );
 }
 
@@ -3855,9 +3953,7 @@ async fn loop_side_stops_have_their_codes() {
 
     let too_long = ScriptedModel::new(|n, request| match n {
         1 => reply(request, vec![text("summary")], "end_turn"),
-        _ => Err(ModelError::PromptTooLong {
-            message: "prompt is too long".into(),
-        }),
+        _ => Err(ModelError::prompt_too_long("prompt is too long")),
     });
     let agent = Agent::new(
         AgentConfig::new("m"),
@@ -4419,9 +4515,7 @@ async fn a_raised_limit_fits_the_fallback_model_it_goes_to() {
     ] {
         let (model, requests) = ScriptedModel::new(|n, request| match n {
             0 => reply(request, vec![text("Cut")], "max_tokens"),
-            1 => Err(ModelError::Overloaded {
-                message: "busy".into(),
-            }),
+            1 => Err(ModelError::overloaded("busy")),
             _ => reply(request, vec![text("Whole.")], "end_turn"),
         })
         .recorded();
@@ -4618,9 +4712,9 @@ async fn compaction_after_a_note_on_a_continuation_keeps_the_user_s_prompt() {
         match n {
             0 => reply(request, vec![text("The first half")], "max_tokens"),
             1 => cut_inside_a_write(request, vec![]),
-            2 => Err(ModelError::PromptTooLong {
-                message: "prompt is too long: 300000 tokens > 200000 maximum".into(),
-            }),
+            2 => Err(ModelError::prompt_too_long(
+                "prompt is too long: 300000 tokens > 200000 maximum",
+            )),
             _ => reply(request, vec![text("The essay, whole.")], "end_turn"),
         }
     });
@@ -4953,9 +5047,9 @@ async fn summariser_calls_have_usage_events_of_their_own() {
             return summary_reply(request, "end_turn");
         }
         match n {
-            0 => Err(ModelError::PromptTooLong {
-                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-            }),
+            0 => Err(ModelError::prompt_too_long(
+                "prompt is too long: 210000 tokens > 200000 maximum",
+            )),
             _ => turn_reply(request),
         }
     });
@@ -5008,12 +5102,10 @@ fn usage_sweep_reply(shape: usize, n: usize, request: &Value) -> Result<Bytes, M
     match shape {
         3 => Ok(Bytes::from(before_delta())),
         4 => Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", before_delta()))),
-        5 => Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        }),
-        6 => Err(ModelError::Overloaded {
-            message: "HTTP 529".into(),
-        }),
+        5 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
+        6 => Err(ModelError::overloaded("HTTP 529")),
         7 => {
             message.as_object_mut().unwrap().remove("usage");
             Ok(Bytes::from(anthropic_sse(&message, 7)))

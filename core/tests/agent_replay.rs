@@ -23,6 +23,7 @@ use ferroloop::decode::Provider;
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use ferroloop_replay::{
     Fault, RecordedRequest, ReplayServer, Script, ScriptBody, ScriptedResponse, ServerOptions,
+    WhenExhausted,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -686,6 +687,150 @@ async fn a_refused_run_s_stop_carries_the_client_error_code_over_http() {
         assert_eq!(*error_code, Some(code), "{error:?}");
         assert!(error.as_deref().unwrap().contains(text), "{error:?}");
         assert_eq!(server.requests().len(), 1, "{code} is not retried");
+    }
+}
+
+/// The status, request id and wait the provider sent with the last answer of a failed call.
+fn stop_details(events: &[AgentEvent]) -> (Option<u16>, Option<&str>, Option<Duration>) {
+    let Some(AgentEvent::Stop {
+        status,
+        request_id,
+        retry_after,
+        ..
+    }) = events.last()
+    else {
+        panic!("no stop event: {events:#?}")
+    };
+    (*status, request_id.as_deref(), *retry_after)
+}
+
+/// A rate limit that outlasts the client's retries stops the run with what the client knew of
+/// it: the 429, the provider's request id and the wait its `retry-after` asked for (two
+/// seconds, in milliseconds on the wire), so a host can schedule a new run and quote the
+/// request. Before, the stop event had only the error's text and code.
+#[tokio::test]
+async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_http() {
+    let limited = ScriptedResponse::with_status(
+        429,
+        ScriptBody::Json(
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+        ),
+    )
+    .header("retry-after", "2")
+    .header("request-id", "req_limited");
+    let script = Script {
+        responses: vec![limited],
+        when_exhausted: WhenExhausted::RepeatLast,
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.max_retries = 2;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    // Waits longer than this are not waited for (the backoff applies): the test stays fast,
+    // and the stop still reports the wait the provider asked for.
+    config.retry.max_retry_after = Duration::from_millis(1);
+    config.tls.native_roots = false;
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(Client::new(config).unwrap()),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
+    let Some(
+        stop @ AgentEvent::Stop {
+            reason, error_code, ..
+        },
+    ) = events.last()
+    else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(
+        (*reason, *error_code),
+        (StopReason::Error, Some("rate_limited"))
+    );
+    assert_eq!(
+        stop_details(&events),
+        (Some(429), Some("req_limited"), Some(Duration::from_secs(2)))
+    );
+    let wire = serde_json::to_value(stop).unwrap();
+    assert_eq!(wire["status"], 429, "{wire}");
+    assert_eq!(wire["request_id"], "req_limited", "{wire}");
+    assert_eq!(wire["retry_after"], 2000.0, "{wire}");
+}
+
+/// A run whose fallback model is overloaded too stops with the fallback's failure: its 529 and
+/// its request id, not the primary's. An overload's `retry-after` is not kept by the client
+/// (only a rate limit's), so `retry_after` is null.
+#[tokio::test]
+async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_details() {
+    let server = serve(vec![
+        overloaded_529()
+            .header("request-id", "req_primary")
+            .header("retry-after", "1"),
+        overloaded_529()
+            .header("request-id", "req_fallback")
+            .header("retry-after", "1"),
+    ])
+    .await;
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.max_retries = 0;
+    config.tls.native_roots = false;
+    let mut agent_config = AgentConfig::new("primary");
+    agent_config.fallback_model = Some("fallback".into());
+    let agent = Agent::new(
+        agent_config,
+        Arc::new(Client::new(config).unwrap()),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ModelFallback { .. })),
+        "{events:#?}"
+    );
+    let Some(AgentEvent::Stop { error_code, .. }) = events.last() else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(*error_code, Some("overloaded"));
+    assert_eq!(
+        stop_details(&events),
+        (Some(529), Some("req_fallback"), None)
+    );
+}
+
+/// A run that ends well over HTTP has no failure to describe: the three fields are null on the
+/// wire (present, as every stop field is).
+#[tokio::test]
+async fn a_run_that_ended_well_has_no_failure_details_over_http() {
+    let server = serve(vec![
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "Hi."})],
+            "end_turn",
+        ))
+        .header("request-id", "req_ok"),
+    ])
+    .await;
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(test_client(Provider::Anthropic, &server)),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    ended_turn(&events);
+    assert_eq!(stop_details(&events), (None, None, None));
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    for key in ["status", "request_id", "retry_after"] {
+        assert!(wire.get(key).is_some_and(Value::is_null), "{key}: {wire}");
     }
 }
 

@@ -1251,9 +1251,9 @@ async fn the_summary_request_carries_the_run_s_system_and_routing_fields() {
         config.extra.insert(key.clone(), value.clone());
     }
     let (model, requests) = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        }),
+        0 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
         _ => Ok(reply(request, vec![text("A summary.")], "end_turn")),
     })
     .recorded();
@@ -1994,12 +1994,11 @@ async fn reasoning_refused_in_the_stream_is_left_out_too() {
     let (model, requests) = ScriptedModel::openai_responses(move |_, request| {
         let input = request["input"].as_array().cloned().unwrap_or_default();
         if input.iter().any(|item| item["type"] == "reasoning") {
-            return Err(ModelError::Truncated {
-                reason: "stream error invalid_request_error: The encrypted content gAAA...Rg== \
-                         could not be verified."
-                    .into(),
-                partial: Box::new(Value::Null),
-            });
+            return Err(ModelError::truncated(
+                "stream error invalid_request_error: The encrypted content gAAA...Rg== \
+                 could not be verified.",
+                Value::Null,
+            ));
         }
         let message = scripted_message(request, vec![text("Done.")], "end_turn");
         Ok(Bytes::from(openai_responses_sse(&message, 5)))

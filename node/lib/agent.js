@@ -33,7 +33,12 @@ const isObject = (v) => v !== null && typeof v === 'object'
 // Agent events cross in the core's serialization (snake_case); API objects are camelCase in
 // JS, durations in milliseconds with an `Ms` suffix. Payloads (input, usage, messages, data)
 // keep their wire shape.
-const RENAMES = { duration: 'durationMs', wait: 'waitMs', time_to_first_token: 'timeToFirstTokenMs' }
+const RENAMES = {
+  duration: 'durationMs',
+  wait: 'waitMs',
+  time_to_first_token: 'timeToFirstTokenMs',
+  retry_after: 'retryAfterMs',
+}
 const camel = (key) => RENAMES[key] ?? key.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
 
 function jsEvent(event) {

@@ -973,6 +973,27 @@ export interface AgentStopEvent {
    * continuations ran out has none).
    */
   errorCode: AgentStopErrorCode | null
+  /**
+   * The HTTP status of the failed model call the run stopped on (Python's `status`): set only
+   * for a stop caused by a failed call — reason `error` with a model's code, or
+   * `prompt_too_long` after the provider refused the prompt (after a switch to the fallback
+   * model, the fallback's call) — that had one; `null` for every other stop and for a failure
+   * without a status (a lost connection, a timeout, a stream cut without an error event).
+   */
+  status: number | null
+  /**
+   * The provider's request id of that failed call (Python's `request_id`), to quote to its
+   * support: set on the same stops as `status`, when the response's headers arrived; `null`
+   * otherwise.
+   */
+  requestId: string | null
+  /**
+   * The wait in milliseconds the provider asked for (`retry-after`) when a rate limit
+   * (`errorCode` `'rate_limited'`) outlasted the client's retries: when to schedule a new run
+   * (Python's `retry_after`, in seconds). `null` otherwise: the client keeps no wait for other
+   * failures, an overload's included.
+   */
+  retryAfterMs: number | null
   /** The conversation, valid for the API (every tool_use answered). */
   messages: any[]
   /** Turns taken: model calls, but a turn asked again (a broken stream, a fallback, a raised output limit, a refused field, a compaction after a refusal as too long) counts once, and summary calls not at all. */

@@ -897,6 +897,32 @@ test("a failed run's stop event carries a stable errorCode (as Python's error_co
   )
 })
 
+test("a rate-limited run's stop event carries its status, requestId and retryAfterMs (null when nothing failed)", async () => {
+  // A 429 until the client's retries run out: the stop says when to try again and which
+  // request to quote (Python's status, request_id and retry_after, in seconds there).
+  const limited = {
+    status: 429,
+    headers: { 'retry-after-ms': '20', 'request-id': 'req_limited' },
+    body: { json: { type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } } },
+  }
+  await withServer(
+    () => serveScript({ responses: [limited], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      const stop = await new Agent(client, { model: 'm' }).run('hi').result()
+      assert.equal(stop.errorCode, 'rate_limited', stop.error)
+      assert.deepEqual([stop.status, stop.requestId, stop.retryAfterMs], [429, 'req_limited', 20])
+    },
+  )
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: anthropicEvents([{ type: 'text', text: 'Hi.' }]) } }] }),
+    async (client) => {
+      const stop = await new Agent(client, { model: 'm' }).run('hi').result()
+      assert.equal(stop.reason, 'end_turn')
+      assert.deepEqual([stop.status, stop.requestId, stop.retryAfterMs], [null, null, null])
+    },
+  )
+})
+
 test("two next() calls at once on a run's iterator get its events in order, none lost; a second iteration is refused", async () => {
   const script = {
     responses: [

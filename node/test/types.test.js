@@ -343,11 +343,11 @@ test('the checker of declared types (helpers.js) refuses what the declarations d
     // A string only `(string & {})` admits (room for later versions) is not one this version sends.
     [{ type: 'finished', index: 0, toolUseId: 'a', tool: 't', status: 'exploded', durationMs: 1 }, 'TurnEvent', /status/],
     [{ type: 'result', index: 0, result: { type: 'tool_result', tool_use_id: 'a', content: [{ text: 'x' }], is_error: false } }, 'TurnEvent', /content/],
-    [{ type: 'stop', reason: 'end_turn', error: null, errorCode: 'future_code', messages: [], turns: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1 }, 'AgentStopEvent', /errorCode/],
+    [{ type: 'stop', reason: 'end_turn', error: null, errorCode: 'future_code', status: null, requestId: null, retryAfterMs: null, messages: [], turns: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1 }, 'AgentStopEvent', /errorCode/],
   ]
   for (const [value, type, message] of refused) {
     assert.throws(() => assertDeclared(value, type), message, JSON.stringify(value))
   }
-  const futureCode = { type: 'stop', reason: 'end_turn', error: null, errorCode: 'future_code', messages: [], turns: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1 }
+  const futureCode = { type: 'stop', reason: 'end_turn', error: null, errorCode: 'future_code', status: null, requestId: null, retryAfterMs: null, messages: [], turns: 1, toolCalls: 0, inputTokens: 1, outputTokens: 1 }
   assert.equal(assertDeclared(futureCode, 'AgentStopEvent', 'stop', { open: true }), 'stop')
 })

@@ -70,8 +70,9 @@ class AgentRun(BatchedEvents[AgentEvent]):
       bytes changed (``system``, ``tools``, ``messages``). Not reported after the loop's own
       compaction or microcompact, nor after a switch to the fallback model, whose cache is its
       own;
-    - ``stop`` (``reason``, ``error``, ``error_code``, ``messages``, ``turns``, ``tool_calls``,
-      ``input_tokens``, ``output_tokens``), always last: ``reason`` is ``end_turn``,
+    - ``stop`` (``reason``, ``error``, ``error_code``, ``status``, ``request_id``,
+      ``retry_after``, ``messages``, ``turns``, ``tool_calls``, ``input_tokens``,
+      ``output_tokens``), always last: ``reason`` is ``end_turn``,
       ``stop_sequence``, ``refusal``, ``max_tokens``, ``max_turns``, ``budget``, ``aborted``,
       ``prompt_too_long`` or ``error``; ``messages`` the conversation, every ``tool_use``
       answered; ``tool_calls`` the calls handed to the tools (the number of ``tool_finished``
@@ -87,6 +88,16 @@ class AgentRun(BatchedEvents[AgentEvent]):
       ``cost_budget`` for reason ``budget``; ``max_tokens_no_progress`` for reason
       ``max_tokens`` when a response cut with nothing of it kept would be asked for again with
       the same request (a ``max_tokens`` stop after the continuations ran out has none).
+      ``status``, ``request_id`` and ``retry_after`` say what the client knew of the failed
+      model call the run stopped on — reason ``error`` with a model's code, or
+      ``prompt_too_long`` after the provider refused the prompt (after a switch to the
+      fallback model, the fallback's call) — and are ``None`` for every other stop:
+      ``status`` the HTTP status (``None`` without one: a lost connection, a timeout, a stream
+      cut without an error event); ``request_id`` the provider's request id, to quote to its
+      support; ``retry_after`` the wait in seconds the provider asked for (``retry-after``)
+      when a rate limit (``error_code`` ``rate_limited``) outlasted the client's retries, else
+      ``None`` (the client keeps no wait for other failures, an overload's included): when to
+      schedule a new run.
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts

@@ -284,12 +284,19 @@ class TurnEndEvent(TypedDict):
 class AgentStopEvent(TypedDict):
     """The last event of a run: why it stopped, the conversation (every ``tool_use``
     answered) and the run's totals. ``error_code`` is set exactly when ``error`` is (a stable
-    name; a name not listed in ``AgentRun``'s docs may come from a later version)."""
+    name; a name not listed in ``AgentRun``'s docs may come from a later version).
+    ``status``, ``request_id`` and ``retry_after`` (seconds) are what the client knew of the
+    failed model call the run stopped on (reason ``error`` with a model's code, or
+    ``prompt_too_long`` after the provider refused the prompt), each ``None`` when not known
+    and on every other stop; ``retry_after`` is set for a rate limit only."""
 
     type: Literal["stop"]
     reason: StopReason
     error: Optional[str]
     error_code: Optional[str]
+    status: Optional[int]
+    request_id: Optional[str]
+    retry_after: Optional[float]
     messages: list[dict[str, Any]]
     turns: int
     tool_calls: int

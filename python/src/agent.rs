@@ -310,7 +310,7 @@ fn event_to_py(py: Python<'_>, event: &AgentEvent) -> PyResult<Py<PyAny>> {
     let mut value =
         serde_json::to_value(event).map_err(|err| PyValueError::new_err(err.to_string()))?;
     if let Some(fields) = value.as_object_mut() {
-        for key in ["duration", "wait", "time_to_first_token"] {
+        for key in ["duration", "wait", "time_to_first_token", "retry_after"] {
             if let Some(slot) = fields.get_mut(key)
                 && let Some(ms) = slot.as_f64()
             {

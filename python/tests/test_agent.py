@@ -1042,6 +1042,30 @@ async def test_a_failed_run_s_stop_event_carries_a_stable_error_code(replay: Rep
 
 
 @pytest.mark.asyncio
+async def test_a_rate_limited_run_s_stop_event_carries_the_status_request_id_and_retry_after(
+    replay: Replay,
+) -> None:
+    # A 429 until the client's retries run out: the stop says when to try again (seconds) and
+    # which request to quote; a run that ends well has none of it (None, as Node's null).
+    limited = {
+        "status": 429,
+        "headers": {"retry-after-ms": "20", "request-id": "req_limited"},
+        "body": {"json": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}},
+    }
+    server = replay({"responses": [limited], "when_exhausted": "repeat_last"})
+    async with client_for(server) as client:
+        stop = await ferroloop.Agent(client, model="claude-test").run("hi").finish()
+    assert stop["reason"] == "error" and stop["error_code"] == "rate_limited", stop
+    assert (stop["status"], stop["request_id"], stop["retry_after"]) == (429, "req_limited", 0.02), stop
+
+    server = replay({"responses": [turn([{"type": "text", "text": "Hi."}], "end_turn")]})
+    async with client_for(server) as client:
+        stop = await ferroloop.Agent(client, model="claude-test").run("hi").finish()
+    assert stop["reason"] == "end_turn", stop
+    assert (stop["status"], stop["request_id"], stop["retry_after"]) == (None, None, None), stop
+
+
+@pytest.mark.asyncio
 async def test_a_run_iterated_by_two_tasks_at_once_refuses_the_second_like_an_async_generator(
     replay: Replay,
 ) -> None:

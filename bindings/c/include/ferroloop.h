@@ -961,12 +961,15 @@ fl_status fl_agent_run_start_prompt(const fl_agent *agent,
  *   `turn_start`, `text_delta`, `thinking_delta`, `tool_started`, `tool_progress`,
  *   `tool_finished`, `retry`, `model_fallback`, `max_tokens_raised`, `context`, `cache_break`,
  *   `usage`, `turn_end`, and last `stop`
- *   (`{"type":"stop","reason":"end_turn","error":null,"error_code":null,"messages":[...],
- *   "turns":2,"tool_calls":1,"input_tokens":...,"output_tokens":...}`): the objects of the
- *   CLI's `ferroloop run --json`, Python's and Node's runs, durations in milliseconds. A
- *   failed run ends with a `stop` of reason `error` and a stable `error_code`
- *   (`invalid_request` for an HTTP 400, `authentication`, `rate_limited`, `overloaded`, ...);
- *   a cancelled one with reason `aborted`.
+ *   (`{"type":"stop","reason":"end_turn","error":null,"error_code":null,"status":null,
+ *   "request_id":null,"retry_after":null,"messages":[...],"turns":2,"tool_calls":1,
+ *   "input_tokens":...,"output_tokens":...}`): the objects of the CLI's `ferroloop run
+ *   --json`, Python's and Node's runs, durations in milliseconds. A failed run ends with a
+ *   `stop` of reason `error` and a stable `error_code` (`invalid_request` for an HTTP 400,
+ *   `authentication`, `rate_limited`, `overloaded`, ...); a stop on a failed model call also
+ *   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's
+ *   `retry-after` asked for, in milliseconds), each `null` when not known. A cancelled run
+ *   ends with reason `aborted`.
  * - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
  * - `FL_AGENT_NEXT_END`: the `stop` event was delivered by an earlier call (the view is
  *   empty); `fl_agent_run_messages` is ready.

@@ -17,7 +17,9 @@
  * - objects made before fork(), freed in the child while a built-in tool's worker thread (the
  *   run's blocking pool, which the child has no copy of) is alive: every free returns at once,
  *   and the executor and the turn still run their C tools there;
- * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`;
+ * - an HTTP 400 answer: a `stop` event with reason `error` and error_code `invalid_request`,
+ *   its `status` and `request_id`; an HTTP 429 with `retry-after` (no retries): error_code
+ *   `rate_limited` and `retry_after` in milliseconds;
  * - an `overloaded_error` event after the response started (no fallback model): the partial
  *   turn discarded and the turn asked again under its number, then the answer;
  * - option and argument errors.
@@ -158,6 +160,11 @@ static const reply bad_request_replies[] = {
     {"400 Bad Request", "application/json",
      "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
      "\"message\":\"max_tokens: 999999 > 64000, which is the maximum\"}}", 0},
+    /* The loopback server writes the content type as a header line: the header after it rides
+     * along. */
+    {"429 Too Many Requests", "application/json\r\nretry-after: 2",
+     "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}",
+     0},
 };
 
 /* ---- tools ---- */
@@ -854,13 +861,28 @@ static void bad_request(server *s) {
     CHECK(stop >= 0 && strstr(log.events[stop], "\"error_code\":\"invalid_request\"") != NULL);
     CHECK(stop >= 0 && strstr(log.events[stop], "max_tokens: 999999 > 64000") != NULL);
     CHECK(stop >= 0 && strstr(log.events[stop], "req_test_0") != NULL); /* the request id */
+    /* What the client knew of the failed call: its status and request id, no wait asked. */
+    CHECK(stop >= 0 && strstr(log.events[stop], "\"status\":400,\"request_id\":\"req_test_0\","
+                                                 "\"retry_after\":null") != NULL);
     CHECK(find_event(&log, "\"type\":\"usage\"", 0) == -1); /* nothing billed */
     fl_agent_run_free(run);
-    fl_agent_free(agent);
     log_free(&log);
+
+    /* A 429 (the client makes no retries here): the wait its `retry-after` asked for, in ms. */
+    CHECK_OK(fl_agent_run_start(agent, messages_in, strlen(messages_in), NULL, &run));
+    event_log limited = {0};
+    drive(run, &limited, NULL, NULL);
+    stop = find_event(&limited, "\"type\":\"stop\"", 0);
+    CHECK(stop >= 0 && stop == limited.count - 1);
+    CHECK(stop >= 0 && strstr(limited.events[stop], "\"error_code\":\"rate_limited\"") != NULL);
+    CHECK(stop >= 0 && strstr(limited.events[stop], "\"status\":429,\"request_id\":\"req_test_1\","
+                                                     "\"retry_after\":2000.0") != NULL);
+    fl_agent_run_free(run);
+    fl_agent_free(agent);
+    log_free(&limited);
     char *requests = stop_server(s);
-    const char *each[2];
-    CHECK(split_requests(requests, each, 2) == 1);
+    const char *each[3];
+    CHECK(split_requests(requests, each, 3) == 2);
     free(requests);
 }
 
@@ -980,7 +1002,7 @@ int main(void) {
     server fork_server = start_server(fork_replies, 2);
     server parallel_server = start_server(parallel_replies, 2);
     server freer_server = start_server(freer_replies, 2);
-    server bad_request_server = start_server(bad_request_replies, 1);
+    server bad_request_server = start_server(bad_request_replies, 2);
     server overloaded_server = start_server(overloaded_replies, 2);
     driver_thread = pthread_self();
 

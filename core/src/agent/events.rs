@@ -304,6 +304,30 @@ pub enum AgentEvent {
         /// `max_tokens` stop after [`max_continuations`](super::AgentConfig::max_continuations)
         /// has none).
         error_code: Option<&'static str>,
+        /// The HTTP status of the failed model call that ended the run (for an error event in
+        /// a 200, the status it names as its numeric `code`). Set only when the run stopped
+        /// because a model call failed — reason `error` with a model's code (the client's, a
+        /// stream cut again, an overload with no fallback or after it, a host model's), or
+        /// `prompt_too_long` after the provider refused the prompt and compaction could not
+        /// help — and the failure had one; `null` for every other stop, and for a failure
+        /// without a status (a lost connection, a timeout, a stream cut without an error event,
+        /// a host model's [`ModelError::other`](super::ModelError::other) unless it added
+        /// [`FailureDetails`](super::FailureDetails)). After a switch to the fallback model,
+        /// the fallback's failure is the one reported.
+        status: Option<u16>,
+        /// The provider's request id of that failed call (its `request-id` or `x-request-id`
+        /// header; for a stream cut again, the call cut), to quote to the provider's support.
+        /// Set on the same stops as `status`, when the response's headers arrived; `null`
+        /// otherwise.
+        request_id: Option<String>,
+        /// The wait the provider asked for (`retry-after-ms` or `retry-after`) in its last
+        /// answer to that call, in milliseconds: set on a stop whose call was rate limited
+        /// (`error_code` `rate_limited`, HTTP 429) after the client's retries ran out, when
+        /// the provider named a wait; when to schedule a new run. `null` otherwise: the client
+        /// keeps no wait for other failures (an overload's 529 included), and a host model
+        /// only the one it sets in its [`FailureDetails`](super::FailureDetails).
+        #[serde(serialize_with = "as_opt_millis")]
+        retry_after: Option<Duration>,
         /// The conversation, valid for the API (every `tool_use` answered).
         messages: Vec<Value>,
         /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch

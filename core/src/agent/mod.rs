@@ -65,5 +65,5 @@ pub use context::{
     microcompact, place_cache_breakpoints, strip_tool_uses, tool_use_ids,
 };
 pub use events::{AgentEvent, ContextAction, StopReason, UsageCall};
-pub use model::{Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};
+pub use model::{FailureDetails, Model, ModelError, ModelEvent, ModelStream, is_prompt_too_long};
 pub use run::{Agent, AgentRun, CompactHook};

@@ -50,7 +50,29 @@ pub enum ModelEvent {
     Failed(ModelError),
 }
 
-/// Why a model call failed, in the classes the loop reacts to differently.
+/// What the client knew of a failed model call, beyond its text: what a host needs to schedule
+/// a new run after the wait the provider asked for, or to quote the request to its support. The
+/// stop event of a run that ends on the failure carries it (`status`, `request_id`,
+/// `retry_after`). Every field is `None` when not known: a host's model sets what it knows with
+/// [`ModelError::with_details`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureDetails {
+    /// The HTTP status of the failed response (for an error event in a 200, the status it
+    /// names as its numeric `code`, as the client's `ClientError::status` has it, feature
+    /// `client`); `None` for a failure without one (a lost connection, a timeout, an error
+    /// event that names none).
+    pub status: Option<u16>,
+    /// The provider's request id (`request-id` / `x-request-id`), when the headers arrived.
+    pub request_id: Option<String>,
+    /// The wait the provider asked for (`retry-after-ms` / `retry-after`) in its last answer,
+    /// which the client keeps for a rate limit (HTTP 429) only.
+    pub retry_after: Option<Duration>,
+}
+
+/// Why a model call failed, in the classes the loop reacts to differently. Each class holds
+/// the [`FailureDetails`] its model knew (the client's status, request id and requested wait;
+/// none from [`ModelError::other`] and the other constructors until
+/// [`ModelError::with_details`] adds them).
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The prompt is over the model's context window (the loop compacts once and retries).
@@ -58,6 +80,8 @@ pub enum ModelError {
     PromptTooLong {
         /// The provider's message.
         message: String,
+        /// What the model knew of the failed call.
+        details: FailureDetails,
     },
     /// The stream stopped before the message completed (the loop discards the turn and
     /// retries it once).
@@ -67,6 +91,9 @@ pub enum ModelError {
         reason: String,
         /// The message accumulated so far.
         partial: Box<Value>,
+        /// What the model knew of the failed call (from the client: the call's request id, and
+        /// the status of what broke it, if it had one).
+        details: FailureDetails,
     },
     /// The provider is overloaded (HTTP 529 or an `overloaded_error`; OpenAI's "model is at
     /// capacity", `server_is_overloaded`), after the client's
@@ -78,6 +105,8 @@ pub enum ModelError {
     Overloaded {
         /// What the provider said.
         message: String,
+        /// What the model knew of the failed call.
+        details: FailureDetails,
     },
     /// Anything else (authentication, a provider error event, a protocol error): the loop
     /// stops with `error`, and the stop event's `error_code` is `code`. Build it with
@@ -90,6 +119,8 @@ pub enum ModelError {
         code: &'static str,
         /// What happened, for people.
         message: String,
+        /// What the model knew of the failed call.
+        details: FailureDetails,
     },
 }
 
@@ -111,6 +142,61 @@ impl ModelError {
         Self::Other {
             code,
             message: message.into(),
+            details: FailureDetails::default(),
+        }
+    }
+
+    /// The prompt is over the context window ([`PromptTooLong`](Self::PromptTooLong)), as the
+    /// provider said.
+    pub fn prompt_too_long(message: impl Into<String>) -> Self {
+        Self::PromptTooLong {
+            message: message.into(),
+            details: FailureDetails::default(),
+        }
+    }
+
+    /// The stream stopped before the message completed ([`Truncated`](Self::Truncated)), with
+    /// the message accumulated so far.
+    pub fn truncated(reason: impl Into<String>, partial: Value) -> Self {
+        Self::Truncated {
+            reason: reason.into(),
+            partial: Box::new(partial),
+            details: FailureDetails::default(),
+        }
+    }
+
+    /// The provider is overloaded ([`Overloaded`](Self::Overloaded)), as it said.
+    pub fn overloaded(message: impl Into<String>) -> Self {
+        Self::Overloaded {
+            message: message.into(),
+            details: FailureDetails::default(),
+        }
+    }
+
+    /// The same failure with what its model knew of the call (a status, a request id, a
+    /// requested wait), which the stop event of a run ending on it carries.
+    #[must_use]
+    pub fn with_details(mut self, details: FailureDetails) -> Self {
+        *self.details_mut() = details;
+        self
+    }
+
+    /// What the model knew of the failed call (all `None` when it said nothing).
+    pub fn details(&self) -> &FailureDetails {
+        match self {
+            Self::PromptTooLong { details, .. }
+            | Self::Truncated { details, .. }
+            | Self::Overloaded { details, .. }
+            | Self::Other { details, .. } => details,
+        }
+    }
+
+    fn details_mut(&mut self) -> &mut FailureDetails {
+        match self {
+            Self::PromptTooLong { details, .. }
+            | Self::Truncated { details, .. }
+            | Self::Overloaded { details, .. }
+            | Self::Other { details, .. } => details,
         }
     }
 
@@ -147,16 +233,20 @@ impl From<DecodeError> for ModelError {
     fn from(error: DecodeError) -> Self {
         let kind = error.provider_kind();
         match error {
-            DecodeError::Truncated { reason, partial } => ModelError::Truncated { reason, partial },
+            DecodeError::Truncated { reason, partial } => ModelError::Truncated {
+                reason,
+                partial,
+                details: FailureDetails::default(),
+            },
             DecodeError::Provider { message, .. }
                 if kind == Some(ProviderErrorKind::PromptTooLong) =>
             {
-                ModelError::PromptTooLong { message }
+                ModelError::prompt_too_long(message)
             }
             DecodeError::Provider { message, .. }
                 if kind == Some(ProviderErrorKind::Overloaded) =>
             {
-                ModelError::Overloaded { message }
+                ModelError::overloaded(message)
             }
             DecodeError::Provider { .. } => {
                 let code = match kind {
@@ -211,13 +301,8 @@ mod tests {
     #[test]
     fn transient_failures_are_the_ones_the_client_would_retry() {
         let transient = [
-            ModelError::Truncated {
-                reason: "cut".into(),
-                partial: Box::new(Value::Null),
-            },
-            ModelError::Overloaded {
-                message: "busy".into(),
-            },
+            ModelError::truncated("cut", Value::Null),
+            ModelError::overloaded("busy"),
             ModelError::with_code("rate_limited", "slow down"),
             ModelError::with_code("server", "api_error"),
             ModelError::with_code("timeout", "idle"),
@@ -227,9 +312,7 @@ mod tests {
             assert!(error.is_transient(), "{error:?}");
         }
         let lasting = [
-            ModelError::PromptTooLong {
-                message: "prompt is too long".into(),
-            },
+            ModelError::prompt_too_long("prompt is too long"),
             ModelError::with_code("quota_exceeded", "no credit"),
             ModelError::with_code("invalid_request", "bad"),
             ModelError::with_code("authentication", "key"),
@@ -243,23 +326,19 @@ mod tests {
 
     #[test]
     fn a_prompt_too_long_error_says_so_once() {
-        let anthropic = ModelError::PromptTooLong {
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
-        };
+        let anthropic =
+            ModelError::prompt_too_long("prompt is too long: 210000 tokens > 200000 maximum");
         assert_eq!(
             anthropic.to_string(),
             "prompt is too long: 210000 tokens > 200000 maximum"
         );
-        let openai = ModelError::PromptTooLong {
-            message: "This model's maximum context length is 128000 tokens.".into(),
-        };
+        let openai =
+            ModelError::prompt_too_long("This model's maximum context length is 128000 tokens.");
         assert_eq!(
             openai.to_string(),
             "prompt is too long: This model's maximum context length is 128000 tokens."
         );
-        let short = ModelError::PromptTooLong {
-            message: "é".into(),
-        };
+        let short = ModelError::prompt_too_long("é");
         assert_eq!(short.to_string(), "prompt is too long: é");
     }
 
@@ -322,10 +401,7 @@ mod tests {
         }
         assert_eq!(ModelError::other("down").code(), "model_error");
         assert_eq!(ModelError::other("down").to_string(), "down");
-        let truncated = ModelError::Truncated {
-            reason: "cut".into(),
-            partial: Box::new(Value::Null),
-        };
+        let truncated = ModelError::truncated("cut", Value::Null);
         assert_eq!(truncated.code(), "stream_truncated");
     }
 

@@ -24,7 +24,7 @@ use super::context::{
     rename_repeated_tool_use_ids, strip_tool_uses, tool_use_ids, trim_final_assistant_text,
 };
 use super::events::{AgentEvent, ContextAction, StopReason, UsageCall};
-use super::model::{Model, ModelError, ModelEvent, ModelStream};
+use super::model::{FailureDetails, Model, ModelError, ModelEvent, ModelStream};
 use crate::decode::DecodeEvent;
 use crate::exec::{
     CallStatus, CancellationToken, HostData, ToolExecutor, ToolResult, ToolResultContent, ToolUse,
@@ -253,12 +253,14 @@ const INVALID_TOOL_DEFINITION: &str = "invalid_tool_definition";
 /// final item.
 const INTERNAL: &str = "internal";
 
-/// How a run ends: the stop event's reason, error and error code (set together).
+/// How a run ends: the stop event's reason, error and error code (set together), and what the
+/// model knew of the failed call that ended it (none for any other end).
 #[derive(Debug)]
 struct Ending {
     reason: StopReason,
     error: Option<String>,
     error_code: Option<&'static str>,
+    details: FailureDetails,
 }
 
 impl Ending {
@@ -268,6 +270,7 @@ impl Ending {
             reason,
             error: None,
             error_code: None,
+            details: FailureDetails::default(),
         }
     }
 
@@ -277,7 +280,22 @@ impl Ending {
             reason,
             error: Some(error),
             error_code: Some(code),
+            details: FailureDetails::default(),
         }
+    }
+
+    /// The model call failed and the loop has no answer to it: an `error` stop with the
+    /// failure's code, text and details.
+    fn call_failed(error: ModelError) -> Self {
+        let mut ending = Self::failed(StopReason::Error, error.code(), error.to_string());
+        ending.details = error.details().clone();
+        ending
+    }
+
+    /// The same end, with what the model knew of the failed call behind it.
+    fn with_details(mut self, details: FailureDetails) -> Self {
+        self.details = details;
+        self
     }
 
     /// The prompt stayed over the context window.
@@ -581,6 +599,7 @@ impl Driver {
             reason,
             error,
             error_code,
+            details,
         } = match checked {
             Ok(()) => {
                 let stop = self.turns_loop().await;
@@ -599,6 +618,9 @@ impl Driver {
             reason,
             error,
             error_code,
+            status: details.status,
+            request_id: details.request_id,
+            retry_after: details.retry_after,
             messages: std::mem::take(&mut self.messages),
             turns: self.turns,
             tool_calls: self.tool_calls,
@@ -703,9 +725,9 @@ impl Driver {
                             if self.stops_waiting(&mut overloads, status, overloaded) {
                                 // Stop waiting for an overloaded model: this retry is not made.
                                 repeated_529 = true;
-                                outcome = Some(CallOutcome::Failed(ModelError::Overloaded {
-                                    message: overloads.to_string(),
-                                }));
+                                outcome = Some(CallOutcome::Failed(ModelError::overloaded(
+                                    overloads.to_string(),
+                                )));
                             } else {
                                 self.emit(AgentEvent::Retry { call: UsageCall::Turn, attempt, status, code, overloaded, wait });
                             }
@@ -755,7 +777,7 @@ impl Driver {
                     }
                     self.emit_turn_end(turn_number, None);
                     match error {
-                        ModelError::Overloaded { message } if self.fallback.is_some() => {
+                        ModelError::Overloaded { message, .. } if self.fallback.is_some() => {
                             // The partial response was discarded above (its early calls
                             // cancelled); the same turn goes to the fallback model.
                             self.fall_back(UsageCall::Turn, message, repeated_529);
@@ -810,9 +832,11 @@ impl Driver {
                             self.turns -= 1;
                             continue;
                         }
-                        ModelError::PromptTooLong { message } => {
+                        ModelError::PromptTooLong { message, details } => {
+                            // The stop carries the refused call's details: the failure is why
+                            // the run ends (not a stop of the compaction's own).
                             if reactive_compaction_done {
-                                return Ending::prompt_too_long(message);
+                                return Ending::prompt_too_long(message).with_details(details);
                             }
                             reactive_compaction_done = true;
                             // Refused before any output: the same turn is asked again once the
@@ -824,7 +848,9 @@ impl Driver {
                             // again: stop instead of sending it a second time.
                             let ending = match self.compact("reactive").await {
                                 Ok(true) => self.over_budget(),
-                                Ok(false) => Some(Ending::prompt_too_long(message)),
+                                Ok(false) => {
+                                    Some(Ending::prompt_too_long(message).with_details(details))
+                                }
                                 Err(stop) => Some(stop),
                             };
                             if let Some(stop) = ending {
@@ -833,13 +859,7 @@ impl Driver {
                             }
                             continue;
                         }
-                        other => {
-                            return Ending::failed(
-                                StopReason::Error,
-                                other.code(),
-                                other.to_string(),
-                            );
-                        }
+                        other => return Ending::call_failed(other),
                     }
                 }
             };
@@ -1853,9 +1873,7 @@ impl Driver {
                         if self.stops_waiting(&mut overloads, status, overloaded) {
                             // This retry is not made: the summary goes to the fallback.
                             repeated_529 = true;
-                            Some(ModelError::Overloaded {
-                                message: overloads.to_string(),
-                            })
+                            Some(ModelError::overloaded(overloads.to_string()))
                         } else {
                             self.emit(AgentEvent::Retry {
                                 call: UsageCall::Compaction,
@@ -1886,7 +1904,7 @@ impl Driver {
                         self.leave_out_refused_fields(&mut request);
                         break None;
                     }
-                    ModelError::Overloaded { message } if self.fallback.is_some() => {
+                    ModelError::Overloaded { message, .. } if self.fallback.is_some() => {
                         // The switch a turn makes, for the rest of the run; the summary is
                         // asked of the fallback.
                         self.fall_back(UsageCall::Compaction, message, repeated_529);

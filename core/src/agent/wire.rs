@@ -421,10 +421,15 @@ pub(super) trait TranslateEvents: Send + 'static {
                     request_id,
                 }]);
             }
-            ModelEvent::Failed(ModelError::Truncated { reason, partial }) => {
+            ModelEvent::Failed(ModelError::Truncated {
+                reason,
+                partial,
+                details,
+            }) => {
                 out.extend([ModelEvent::Failed(ModelError::Truncated {
                     reason,
                     partial: Box::new(self.loop_message(&partial)),
+                    details,
                 })]);
             }
             other => out.extend([other]),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Client, ClientError, MessageItem, MessageStream, Provider};
 use crate::agent::openai::{self, ChatOptions, MaxTokensField};
 use crate::agent::responses;
-use crate::agent::{Model, ModelError, ModelEvent, ModelStream};
+use crate::agent::{FailureDetails, Model, ModelError, ModelEvent, ModelStream};
 
 impl Model for Client {
     fn stream(&self, mut request: Value) -> ModelStream {
@@ -93,23 +93,19 @@ async fn next_event(stream: Option<MessageStream>) -> Option<(ModelEvent, Option
 
 /// The loop's classes: prompt too long (compact and retry), truncated (retry the turn once),
 /// overloaded (switch to the fallback model), anything else (stop, with the error's
-/// [`ClientError::code`] as the stop event's `error_code`).
+/// [`ClientError::code`] as the stop event's `error_code`). Each keeps what the client knew
+/// of the call ([`failure_details`]), which the stop event carries.
 pub(crate) fn model_error(error: ClientError) -> ModelError {
-    match error {
-        ClientError::PromptTooLong { details, .. } => ModelError::PromptTooLong {
-            message: details.message,
-        },
-        ClientError::Overloaded(details) => ModelError::Overloaded {
-            message: details.to_string(),
-        },
+    let details = failure_details(&error);
+    let error = match error {
+        ClientError::PromptTooLong { details, .. } => ModelError::prompt_too_long(details.message),
+        ClientError::Overloaded(details) => ModelError::overloaded(details.to_string()),
         ClientError::Truncated { partial, cause, .. } => match *cause {
-            ClientError::PromptTooLong { details, .. } => ModelError::PromptTooLong {
-                message: details.message,
-            },
+            ClientError::PromptTooLong { details, .. } => {
+                ModelError::prompt_too_long(details.message)
+            }
             // An overload announced mid-stream: the partial turn is discarded either way.
-            ClientError::Overloaded(details) => ModelError::Overloaded {
-                message: details.to_string(),
-            },
+            ClientError::Overloaded(details) => ModelError::overloaded(details.to_string()),
             // No credit left: retrying the turn gets the same answer; the run stops.
             cause @ ClientError::QuotaExceeded(_) => {
                 ModelError::with_code(cause.code(), cause.to_string())
@@ -117,9 +113,22 @@ pub(crate) fn model_error(error: ClientError) -> ModelError {
             cause => ModelError::Truncated {
                 reason: cause.to_string(),
                 partial: partial.message.unwrap_or_else(|| Box::new(Value::Null)),
+                details: FailureDetails::default(),
             },
         },
         other => ModelError::with_code(stop_code(&other), other.to_string()),
+    };
+    error.with_details(details)
+}
+
+/// What the client knew of a failed call: its status, request id and the wait the server
+/// asked for (through a truncated stream, the request id of the call and the status and wait
+/// of what broke it).
+fn failure_details(error: &ClientError) -> FailureDetails {
+    FailureDetails {
+        status: error.status(),
+        request_id: error.request_id().map(str::to_owned),
+        retry_after: error.retry_after(),
     }
 }
 
@@ -137,6 +146,8 @@ fn stop_code(error: &ClientError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
     use crate::client::{ErrorDetails, PartialResponse};
 
     fn quota() -> ClientError {
@@ -153,7 +164,7 @@ mod tests {
     #[test]
     fn a_quota_error_stops_the_loop_even_mid_stream() {
         assert!(
-            matches!(model_error(quota()), ModelError::Other { code: "quota_exceeded", message } if message.contains("quota exceeded"))
+            matches!(model_error(quota()), ModelError::Other { code: "quota_exceeded", message, .. } if message.contains("quota exceeded"))
         );
         let mid_stream = ClientError::Truncated {
             partial: PartialResponse::default(),
@@ -161,7 +172,7 @@ mod tests {
             request_id: None,
         };
         assert!(
-            matches!(model_error(mid_stream), ModelError::Other { code: "quota_exceeded", message } if message.contains("quota exceeded"))
+            matches!(model_error(mid_stream), ModelError::Other { code: "quota_exceeded", message, .. } if message.contains("quota exceeded"))
         );
     }
 
@@ -177,5 +188,48 @@ mod tests {
         let config = ClientError::Config("bad base URL".into());
         assert_eq!(model_error(config).code(), "invalid_configuration");
         assert_eq!(model_error(quota()).code(), "quota_exceeded");
+    }
+
+    /// Every class keeps what the client knew of the call for the stop event: a rate limit its
+    /// status, request id and requested wait; a stream cut mid-way the call's request id and
+    /// the status of what cut it (a 529 announced in the stream), which is an overload here; a
+    /// lost connection no status.
+    #[test]
+    fn the_client_s_status_request_id_and_wait_are_kept() {
+        let limited = ClientError::RateLimited {
+            details: ErrorDetails {
+                status: Some(429),
+                request_id: Some("req_429".into()),
+                ..ErrorDetails::default()
+            },
+            retry_after: Some(Duration::from_secs(7)),
+        };
+        let error = model_error(limited);
+        assert_eq!(error.code(), "rate_limited");
+        assert_eq!(
+            error.details(),
+            &FailureDetails {
+                status: Some(429),
+                request_id: Some("req_429".into()),
+                retry_after: Some(Duration::from_secs(7)),
+            }
+        );
+        let cut = ClientError::Truncated {
+            partial: PartialResponse::default(),
+            cause: Box::new(ClientError::Overloaded(ErrorDetails {
+                status: Some(529),
+                ..ErrorDetails::default()
+            })),
+            request_id: Some("req_cut".into()),
+        };
+        let error = model_error(cut);
+        assert_eq!(error.code(), "overloaded");
+        assert_eq!(error.details().status, Some(529));
+        assert_eq!(error.details().request_id.as_deref(), Some("req_cut"));
+        let lost = ClientError::Connection {
+            message: "reset".into(),
+            request_id: None,
+        };
+        assert_eq!(model_error(lost).details(), &FailureDetails::default());
     }
 }

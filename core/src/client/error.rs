@@ -197,6 +197,16 @@ impl ClientError {
         }
     }
 
+    /// The wait the server asked for (`retry-after-ms` / `retry-after`), kept for a rate
+    /// limit only; through a truncated stream, its cause's.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::RateLimited { retry_after, .. } => *retry_after,
+            ClientError::Truncated { cause, .. } => cause.retry_after(),
+            _ => None,
+        }
+    }
+
     /// Whether the provider's error is of a class another attempt may not get: a rate limit
     /// (not a quota, [`ClientError::QuotaExceeded`]: billing does not change between retries),
     /// an overload, a server failure (a 5xx, 408, an `api_error`). The classes of
@@ -827,10 +837,7 @@ mod tests {
             reason: "no message_stop".into(),
             partial: Box::default(),
         };
-        let model = crate::agent::ModelError::Truncated {
-            reason: "cut".into(),
-            partial: Box::default(),
-        };
+        let model = crate::agent::ModelError::truncated("cut", serde_json::Value::Null);
         assert_eq!(client.code(), "stream_truncated");
         assert_eq!(decode.code(), "stream_truncated");
         assert_eq!(model.code(), "stream_truncated");
