@@ -185,7 +185,12 @@ function describeStop(e: AgentStopEvent): string {
   const errorCode: AgentStopErrorCode | null = e.errorCode
   const messages: unknown[] = e.messages
   const counts: number[] = [e.turns, e.toolCalls, e.inputTokens, e.outputTokens]
-  return `stopped: ${reason} ${errorCode ?? ''} ${error ?? ''} after ${counts.join('/')} (${messages.length} messages)`
+  // What the client knew of the failed call that ended the run (null otherwise).
+  const status: number | null = e.status
+  const requestId: string | null = e.requestId
+  const retryAfterMs: number | null = e.retryAfterMs
+  const failed = status === null ? '' : ` (HTTP ${status}, request ${requestId}, retry after ${retryAfterMs} ms)`
+  return `stopped: ${reason} ${errorCode ?? ''} ${error ?? ''}${failed} after ${counts.join('/')} (${messages.length} messages)`
 }
 
 // An agent's own tools have a schema; tools from `extra.tools` (the provider's) come as given.

@@ -115,7 +115,12 @@ def describe_stop(stop: ferroloop.AgentStopEvent) -> str:
     turns: int = stop["turns"]
     tool_calls: int = stop["tool_calls"]
     tokens: int = stop["input_tokens"] + stop["output_tokens"]
-    return f"stop: {reason} {error_code} {error} ({len(messages)} messages, {turns} turns, {tool_calls} calls, {tokens} tokens)"
+    # What the client knew of the failed call that ended the run (None otherwise).
+    status: Optional[int] = stop["status"]
+    request_id: Optional[str] = stop["request_id"]
+    retry_after: Optional[float] = stop["retry_after"]
+    failed = "" if status is None else f" (HTTP {status}, request {request_id}, retry after {retry_after} s)"
+    return f"stop: {reason} {error_code} {error}{failed} ({len(messages)} messages, {turns} turns, {tool_calls} calls, {tokens} tokens)"
 
 
 def describe_turn_event(event: ferroloop.TurnEvent) -> str:
