@@ -353,7 +353,7 @@ export interface ToolDeclaration<Input = any> {
  * numbers below 2^64; a larger one is refused, not clamped.
  */
 export interface ToolExecutorOptions {
-  /** At most this many calls at once (default 10). */
+  /** At most this many calls at once, at least 1 (0 is refused; default 10). */
   maxConcurrency?: number
   /** Timeout for tools that declare none, in milliseconds, above 0 (0 is refused; default: none). */
   defaultTimeoutMs?: number
@@ -365,7 +365,7 @@ export interface ToolExecutorOptions {
   turnBudgetChars?: number
   /**
    * Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS
-   * temp dir). Another type than a string is an `InvalidArgumentError`.
+   * temp dir). Another type than a string, or the empty string, is an `InvalidArgumentError`.
    */
   spillDir?: string
 }

@@ -21,7 +21,9 @@ use serde_json::Value;
 
 use crate::client::NativeClient;
 use crate::error::FerroloopError;
-use crate::exec::{ExecutorOptions, JsTool, ToolSpec, WakeFn, executor_config, small_count, whole};
+use crate::exec::{
+    ExecutorOptions, ToolSpec, WakeFn, executor_config, register_js_tool, small_count, whole,
+};
 use crate::guard;
 use crate::js_tools::{Decide, JsRunId, JsToolQueues};
 use crate::pump::{self, NativeEventStream, OnAbort};
@@ -198,10 +200,7 @@ impl NativeAgent {
             let queues = Arc::new(JsToolQueues::with_notify(notify, decide));
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                let tool = JsTool::from_spec(spec, queues.clone())?;
-                registry
-                    .register(tool)
-                    .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
+                register_js_tool(&mut registry, spec, queues.clone())?;
             }
             register_builtins(
                 &mut registry,

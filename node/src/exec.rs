@@ -27,9 +27,9 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use ferroloop::exec::{
-    ExecutorConfig, ExecutorConfigError, ResultLimit, TextNeeded, Tool, ToolContext, ToolFuture,
-    ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnError, TurnEvent,
-    TurnHandle,
+    ExecutorConfig, ExecutorConfigError, RegistryError, ResultLimit, TextNeeded, Tool, ToolContext,
+    ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, Turn, TurnError,
+    TurnEvent, TurnHandle,
 };
 use napi::JsString;
 use napi::Status;
@@ -157,9 +157,10 @@ pub(crate) fn millis(value: f64, what: &str) -> Result<Duration, FerroloopError>
     Duration::try_from_secs_f64(value / 1000.0).map_err(|_| invalid())
 }
 
-/// [`millis`] above 0, for a timeout: a zero one would fail or race every request, or time out
-/// every tool call at once, where a Node user's 0 usually means "none" (the core's client and
-/// tool registry refuse it too, without the JS name).
+/// [`millis`] above 0, for a client timeout: a zero one would fail or race every request, where
+/// a Node user's 0 usually means "none" (the core's client refuses it too, without the JS name).
+/// The executor's zero timeouts are the core's to refuse ([`executor_config`],
+/// [`register_js_tool`]), named the same way.
 pub(crate) fn timeout_millis(value: f64, what: &str) -> Result<Duration, FerroloopError> {
     let timeout = millis(value, what)?;
     if timeout.is_zero() {
@@ -180,7 +181,8 @@ fn zero_timeout(value: f64, what: &str) -> FerroloopError {
 pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig, FerroloopError> {
     let mut config = ExecutorConfig::default();
     if let Some(n) = options.max_concurrency {
-        config.max_concurrency = small_count(n, 1, "maxConcurrency")? as usize;
+        // Zero is the core's to refuse (below).
+        config.max_concurrency = small_count(n, 0, "maxConcurrency")? as usize;
     }
     if let Some(ms) = options.default_timeout_ms {
         // Zero is the core's to refuse (below).
@@ -196,13 +198,22 @@ pub(crate) fn executor_config(options: ExecutorOptions) -> Result<ExecutorConfig
     if let Some(n) = options.turn_budget_chars {
         config.budget.turn_budget_chars = count_or_infinity(n, "turnBudgetChars")?;
     }
-    if let Some(dir) = options.spill_dir {
+    if let Some(dir) = &options.spill_dir {
+        // Empty is the core's to refuse (below).
         config.budget.spill_dir = dir.into();
     }
     config.check().map_err(|err| match err {
+        // The message `small_count` gave it when it refused 0 itself.
+        ExecutorConfigError::ZeroMaxConcurrency => FerroloopError::invalid_argument(format!(
+            "maxConcurrency must be a whole number from 1 to {}, got 0",
+            u32::MAX
+        )),
         ExecutorConfigError::ZeroDefaultTimeout => zero_timeout(
             options.default_timeout_ms.unwrap_or_default(),
             "defaultTimeoutMs",
+        ),
+        ExecutorConfigError::EmptySpillDir => FerroloopError::invalid_argument(
+            "spillDir must not be empty (leave it unset for the default)",
         ),
         other => {
             FerroloopError::invalid_argument(format!("invalid executor configuration: {other}"))
@@ -243,9 +254,10 @@ impl JsTool {
                 ))
             })?,
         };
+        // Zero is the core registry's to refuse (see `register_js_tool`).
         let timeout = spec
             .timeout_ms
-            .map(|ms| timeout_millis(ms, "timeoutMs"))
+            .map(|ms| millis(ms, "timeoutMs"))
             .transpose()?;
         let limit = match spec.max_result_chars {
             None => ResultLimit::Default,
@@ -266,6 +278,22 @@ impl JsTool {
             queues,
         })
     }
+}
+
+/// Registers the tool `spec` declares. A declaration the core's registry refuses is an
+/// `InvalidArgumentError`; a zero timeout is named as the user gave it (`timeoutMs`).
+pub(crate) fn register_js_tool(
+    registry: &mut ToolRegistry,
+    spec: ToolSpec,
+    queues: Arc<JsToolQueues>,
+) -> Result<(), FerroloopError> {
+    let timeout_ms = spec.timeout_ms;
+    let tool = JsTool::from_spec(spec, queues)?;
+    registry.register(tool).map_err(|err| match err {
+        RegistryError::ZeroTimeout(_) => zero_timeout(timeout_ms.unwrap_or_default(), "timeoutMs"),
+        other => FerroloopError::invalid_argument(other.to_string()),
+    })?;
+    Ok(())
 }
 
 impl Tool for JsTool {
@@ -392,10 +420,7 @@ impl NativeToolExecutor {
             let names: Arc<[String]> = tools.iter().map(|spec| spec.name.clone()).collect();
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                let tool = JsTool::from_spec(spec, queues.clone())?;
-                registry
-                    .register(tool)
-                    .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
+                register_js_tool(&mut registry, spec, queues.clone())?;
             }
             let config = executor_config(options)?;
             let inner = ferroloop::exec::ToolExecutor::builder(registry)

@@ -188,6 +188,17 @@ test('a zero tool timeout is refused naming it, as the client\'s, Python\'s and 
   new ToolExecutor({ cleanupGraceMs: 0 })
 })
 
+test('maxConcurrency 0 and an empty spillDir are refused naming them, as Python\'s and C\'s are', () => {
+  // The core's ExecutorConfig.check refuses both; an empty spillDir was taken here (and in
+  // Python) while C refused it, and had no directory to spill into.
+  assert.throws(() => new ToolExecutor({ maxConcurrency: 0 }), (err) =>
+    err instanceof InvalidArgumentError && err.message === `maxConcurrency must be a whole number from 1 to ${2 ** 32 - 1}, got 0`)
+  assert.throws(() => new ToolExecutor({ spillDir: '' }), (err) =>
+    err instanceof InvalidArgumentError && err.message.startsWith('spillDir must not be empty'))
+  // '.' is a directory (the current one), as any relative path.
+  new ToolExecutor({ spillDir: '.', maxConcurrency: 1 })
+})
+
 test('absurd usage counts saturate instead of an internal error', () => {
   const tracker = new ContextTracker()
   tracker.pushMessage({ role: 'user', content: 'hi' })

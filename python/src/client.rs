@@ -38,9 +38,10 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("invalid {name}: {value} seconds")))
 }
 
-/// Seconds (a float) as a timeout: [`seconds`], and above 0. A zero timeout would fail or race
-/// every request (or time out every tool call at once), where 0 most likely meant "none" (the
-/// core's client and tool registry refuse it too, without the Python name).
+/// Seconds (a float) as a client timeout: [`seconds`], and above 0. A zero timeout would fail
+/// or race every request, where 0 most likely meant "none" (the core's client refuses it too,
+/// without the Python name). The executor's zero timeouts are the core's to refuse, reported
+/// with [`zero_timeout`].
 pub(crate) fn timeout_seconds(name: &str, value: f64) -> PyResult<Duration> {
     let timeout = seconds(name, value)?;
     if timeout.is_zero() {

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use ferroloop::exec::budget::DEFAULT_TURN_BUDGET_CHARS;
 use ferroloop::exec::{
-    CancellationToken, ExecutorConfig, ExecutorConfigError, HostData, InputSchema, ProgressSender,
-    ResultLimit, SpawnedTurn, Tool, ToolContext, ToolError, ToolExecutor, ToolFuture, ToolOutput,
-    ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError, TurnEvent, TurnHandle,
+    CancellationToken, ExecutorConfig, ExecutorConfigError, HostData, ProgressSender,
+    RegistryError, ResultLimit, SpawnedTurn, Tool, ToolContext, ToolError, ToolExecutor,
+    ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse, TurnError,
+    TurnEvent, TurnHandle,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -22,7 +23,7 @@ use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
     into_awaitable, into_awaitable_keeping, py_to_value,
 };
-use crate::client::{seconds, timeout_seconds, zero_timeout};
+use crate::client::{seconds, zero_timeout};
 use crate::errors::{ferroloop_error, internal_error, shield};
 use crate::runtime::runtime;
 
@@ -387,12 +388,10 @@ impl PyExecutor {
                 Some(limit) => result_limit("turn_budget_chars", limit)?,
                 None => None,
             };
-            if max_concurrency == 0 {
-                return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-            }
+            // Zero concurrency, a zero timeout and an empty `spill_dir` are the core's to
+            // refuse (below).
             let mut config = ExecutorConfig {
                 max_concurrency,
-                // Zero is the core's to refuse (below).
                 default_timeout: default_timeout
                     .map(|value| seconds("default_timeout", value))
                     .transpose()?,
@@ -410,9 +409,15 @@ impl PyExecutor {
             }
             config.budget.turn_budget_chars = turn_budget_chars;
             config.check().map_err(|err| match err {
+                ExecutorConfigError::ZeroMaxConcurrency => {
+                    PyValueError::new_err("max_concurrency must be at least 1")
+                }
                 ExecutorConfigError::ZeroDefaultTimeout => {
                     zero_timeout("default_timeout", default_timeout.unwrap_or_default())
                 }
+                ExecutorConfigError::EmptySpillDir => PyValueError::new_err(
+                    "spill_dir must not be empty (leave it unset for the default)",
+                ),
                 other => PyValueError::new_err(format!("invalid executor configuration: {other}")),
             })?;
             Ok(Self {
@@ -468,28 +473,15 @@ impl PyExecutor {
                 Some(schema) => py_to_value(schema).map_err(PyValueError::new_err)?,
                 None => json!({"type": "object"}),
             };
-            if let Err(err) = InputSchema::compile(&schema) {
-                return Err(ferroloop_error(
-                    py,
-                    "ToolError",
-                    &format!("invalid input schema for tool {name:?}: {err}"),
-                    // A bad declaration: Node's `InvalidArgumentError`.
-                    &[(
-                        "code",
-                        pyo3::types::PyString::new(py, "invalid_argument").into_any(),
-                    )],
-                ));
-            }
-            self.tools.push(Arc::new(PyTool {
+            let tool = Arc::new(PyTool {
                 name,
                 description: description.unwrap_or_default(),
                 function: Arc::new(function),
                 is_async,
                 takes_context,
                 safety,
-                timeout: timeout
-                    .map(|value| timeout_seconds("timeout", value))
-                    .transpose()?,
+                // Zero is the core registry's to refuse (below).
+                timeout: timeout.map(|value| seconds("timeout", value)).transpose()?,
                 limit: match max_result_chars {
                     None => ResultLimit::Default,
                     Some(None) => ResultLimit::Unlimited,
@@ -498,7 +490,28 @@ impl PyExecutor {
                 schema,
                 cancels_siblings: cancels_siblings_on_error,
                 bridge: Arc::clone(&self.bridge),
-            }));
+            });
+            // The core's registry is built at the first run; a trial registration applies its
+            // rules now, where the declaration is made.
+            ToolRegistry::new()
+                .register_arc(Arc::clone(&tool) as Arc<dyn Tool>)
+                .map_err(|err| match err {
+                    RegistryError::ZeroTimeout(_) => {
+                        zero_timeout("timeout", timeout.unwrap_or_default())
+                    }
+                    RegistryError::Schema { source, .. } => ferroloop_error(
+                        py,
+                        "ToolError",
+                        &format!("invalid input schema for tool {:?}: {source}", tool.name),
+                        // A bad declaration: Node's `InvalidArgumentError`.
+                        &[(
+                            "code",
+                            pyo3::types::PyString::new(py, "invalid_argument").into_any(),
+                        )],
+                    ),
+                    other => PyValueError::new_err(other.to_string()),
+                })?;
+            self.tools.push(tool);
             *lock(&self.built) = None;
             Ok(())
         })

@@ -531,9 +531,19 @@ def test_registration_errors() -> None:
         ex.tool(name="three", schema={"type": 12})(one)
     # Node's InvalidArgumentError for the same declaration.
     assert bad_schema.value.code == "invalid_argument"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^max_concurrency must be at least 1$"):
         ferroloop.ToolExecutor(max_concurrency=0)
     assert ex.tool_names == ["one"]
+
+
+def test_an_empty_spill_dir_is_refused_like_node_and_c(tmp_path: Path) -> None:
+    # C refused `"spill_dir": ""` while Python took it (and had no directory to spill into);
+    # the core's ExecutorConfig.check now refuses it for every binding.
+    with pytest.raises(ValueError, match="^spill_dir must not be empty"):
+        ferroloop.ToolExecutor(spill_dir="")
+    # "." is a directory (the current one), as any relative path.
+    ferroloop.ToolExecutor(spill_dir=".")
+    ferroloop.ToolExecutor(spill_dir=tmp_path)
 
 
 def test_an_empty_tool_name_is_refused_like_node() -> None:

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use ferroloop_core::exec::{
-    CancellationToken, ExecutorConfig, ExecutorConfigError, ResultLimit, Tool, ToolContext,
-    ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent, ToolUse,
-    TurnError,
+    CancellationToken, ExecutorConfig, ExecutorConfigError, RegistryError, ResultLimit, Tool,
+    ToolContext, ToolExecutor, ToolFuture, ToolOutput, ToolRegistry, ToolResult, ToolResultContent,
+    ToolUse, TurnError,
 };
 use serde_json::Value;
 
@@ -370,7 +370,9 @@ pub unsafe extern "C" fn fl_executor_new(
             .copied()
             .unwrap_or_else(|| fl_executor_options_default());
         let config = ExecutorConfig {
-            max_concurrency: options.max_concurrency,
+            // The struct's 0 runs one call at a time (a zeroed struct, documented so), where
+            // `fl_executor_new_json` and the core's check refuse 0.
+            max_concurrency: options.max_concurrency.max(1),
             default_timeout: (options.default_timeout_ms > 0)
                 .then(|| Duration::from_millis(options.default_timeout_ms)),
             cleanup_grace: Duration::from_millis(options.cleanup_grace_ms),
@@ -431,13 +433,8 @@ pub unsafe extern "C" fn fl_executor_new_json(
 fn executor_config_of(json: &str) -> FfiResult<ExecutorConfig> {
     let mut options = JsonOptions::parse(json, "executor")?;
     let mut config = ExecutorConfig::default();
+    // Zero is the core's to refuse (see `fl_executor::with_config`).
     if let Some(calls) = options.count::<usize>("max_concurrency")? {
-        if calls == 0 {
-            // As Python and Node refuse it: no call could ever start.
-            return Err(FfiError::invalid(
-                "executor option \"max_concurrency\" is 0: no call could run; give at least 1",
-            ));
-        }
         config.max_concurrency = calls;
     }
     if let Some(limit) = options.limit("max_result_chars")? {
@@ -448,15 +445,8 @@ fn executor_config_of(json: &str) -> FfiResult<ExecutorConfig> {
         };
     }
     if let Some(dir) = options.string("spill_dir")? {
-        if dir.is_empty() {
-            // An empty path would spill into whatever the current directory is at the time.
-            return Err(FfiError::invalid(
-                "executor option \"spill_dir\" must not be empty (leave it out for the default)",
-            ));
-        }
         config.budget.spill_dir = PathBuf::from(dir);
     }
-    // Zero is the core's to refuse (see `fl_executor::with_config`).
     config.default_timeout = options.millis("default_timeout_ms")?;
     if let Some(grace) = options.millis("cleanup_grace_ms")? {
         config.cleanup_grace = grace;
@@ -471,21 +461,9 @@ fn executor_config_of(json: &str) -> FfiResult<ExecutorConfig> {
     Ok(config)
 }
 
-/// A timeout option: a positive number of milliseconds. 0 is refused, naming the key, as the
-/// client's timeouts are: a call given no time at all would always time out, and the structs'
-/// "0: none" would silently mean the opposite of Python's `timeout=0`.
-fn positive_millis(
-    options: &mut JsonOptions,
-    what: &str,
-    key: &'static str,
-) -> FfiResult<Option<Duration>> {
-    match options.millis(key)? {
-        Some(timeout) if timeout.is_zero() => Err(zero_timeout(what, key)),
-        timeout => Ok(timeout),
-    }
-}
-
-/// The error of a zero timeout option, named as the host wrote it.
+/// The error of a zero timeout option (refused by the core's checks), named as the host wrote
+/// it. A call given no time at all would always time out, and the structs' "0: none" would
+/// silently mean the opposite of Python's `timeout=0`.
 fn zero_timeout(what: &str, key: &str) -> FfiError {
     FfiError::invalid(format!(
         "{what} option \"{key}\" is 0: a call could not run at all; give a positive number of \
@@ -734,7 +712,8 @@ fn tool_fields_of(json: &str) -> FfiResult<(ToolDefinition, ToolSettings, Option
     let concurrency_safe = fields.boolean("concurrency_safe")?;
     let settings = ToolSettings {
         concurrency_safe: concurrency_safe.unwrap_or(false),
-        timeout: positive_millis(&mut fields, "tool", "timeout_ms")?,
+        // Zero is the core registry's to refuse (see `fl_executor::add`).
+        timeout: fields.millis("timeout_ms")?,
         cancels_siblings_on_error: fields
             .boolean("cancels_siblings_on_error")?
             .unwrap_or(false),
@@ -785,9 +764,15 @@ impl fl_executor {
     /// the core's check refuses is `FL_STATUS_INVALID_ARGUMENT`, naming the C option.
     fn with_config(config: ExecutorConfig) -> FfiResult<Box<Self>> {
         config.check().map_err(|error| match error {
+            ExecutorConfigError::ZeroMaxConcurrency => FfiError::invalid(
+                "executor option \"max_concurrency\" is 0: no call could run; give at least 1",
+            ),
             ExecutorConfigError::ZeroDefaultTimeout => {
                 zero_timeout("executor", "default_timeout_ms")
             }
+            ExecutorConfigError::EmptySpillDir => FfiError::invalid(
+                "executor option \"spill_dir\" must not be empty (leave it out for the default)",
+            ),
             other => FfiError::invalid(format!("invalid executor configuration: {other}")),
         })?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -830,7 +815,10 @@ impl fl_executor {
                 concurrency_safe,
                 userdata: UserData(userdata),
             })
-            .map_err(|error| FfiError::invalid(error.to_string()))?;
+            .map_err(|error| match error {
+                RegistryError::ZeroTimeout(_) => zero_timeout("tool", "timeout_ms"),
+                other => FfiError::invalid(other.to_string()),
+            })?;
         Ok(())
     }
 }
@@ -1686,8 +1674,15 @@ mod tests {
         error.message
     }
 
+    /// The error of `fl_executor_add_tool_json` for `json` (the core registry's rules included).
     fn tool_error(json: &str) -> String {
-        let error = tool_of(json).map(|_| ()).expect_err(json);
+        let executor = fl_executor::with_config(ExecutorConfig::default()).unwrap();
+        let error = tool_of(json)
+            .and_then(|(definition, settings)| {
+                executor.add(definition, settings, callback, None, std::ptr::null_mut())
+            })
+            .expect_err(json);
+        executor.release();
         assert_eq!(
             error.status,
             fl_status::FL_STATUS_INVALID_ARGUMENT,
@@ -1970,6 +1965,24 @@ mod tests {
             ResultLimit::Default
         );
         // SAFETY: an executor from `fl_executor_new_json`, freed once.
+        unsafe { fl_executor_free(executor) };
+    }
+
+    #[test]
+    fn the_options_structs_zero_concurrency_runs_one_call_at_a_time() {
+        // A zeroed `fl_executor_options` is documented to mean 1 (where the JSON's 0 and the
+        // core's check refuse 0): the struct keeps it.
+        let options = fl_executor_options {
+            max_concurrency: 0,
+            ..fl_executor_options_default()
+        };
+        let mut executor = std::ptr::null_mut();
+        // SAFETY: `options` and `executor` are locals.
+        let status = unsafe { fl_executor_new(&options, &mut executor) };
+        assert_eq!(status, fl_status::FL_STATUS_OK);
+        // SAFETY: a live executor.
+        assert_eq!(unsafe { &*executor }.config.max_concurrency, 1);
+        // SAFETY: an executor from `fl_executor_new`, freed once.
         unsafe { fl_executor_free(executor) };
     }
 

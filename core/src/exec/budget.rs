@@ -35,7 +35,8 @@ pub const DEFAULT_PREVIEW_BYTES: usize = 2_048;
 pub struct BudgetConfig {
     /// Where spill files go (created with mode 0700 on first use; on Unix a directory owned by
     /// another user, or world-writable without the sticky bit, is refused and the result is cut
-    /// to its preview instead).
+    /// to its preview instead). The empty path is refused by
+    /// [`ExecutorConfig::check`](super::ExecutorConfig::check).
     pub spill_dir: PathBuf,
     /// The per-result limit for tools using [`ResultLimit::Default`](super::ResultLimit::Default).
     pub default_max_result_chars: usize,

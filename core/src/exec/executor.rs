@@ -20,7 +20,9 @@ pub const DEFAULT_CLEANUP_GRACE: Duration = Duration::from_secs(5);
 /// Executor settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorConfig {
-    /// At most this many calls run at once (default 10; 0 is treated as 1).
+    /// At most this many calls run at once (default 10). Zero is refused by
+    /// [`check`](Self::check); an executor built without the check runs one call at a time
+    /// with it, as with 1.
     pub max_concurrency: usize,
     /// The timeout of tools that declare none (default: none). Zero is refused by
     /// [`check`](Self::check).
@@ -49,16 +51,25 @@ impl Default for ExecutorConfig {
 }
 
 impl ExecutorConfig {
-    /// Checks what would make every call fail: a zero `default_timeout` would time out every
-    /// call of a tool without a timeout of its own at once, where 0 most likely meant "none".
-    /// Every binding's executor runs this check when it is made (naming its own option); a
-    /// [`ToolExecutor`] built in Rust takes any configuration.
+    /// Checks the settings whose value has no useful meaning: a zero `max_concurrency` (no call
+    /// could ever start), a zero `default_timeout` (every call of a tool without a timeout of
+    /// its own would time out at once, where 0 most likely meant "none") and an empty
+    /// `budget.spill_dir` (no directory at all, where an unset option most likely meant the
+    /// default). The first one found is reported, in that order. Every binding's executor runs
+    /// this check when it is made (naming its own option); a [`ToolExecutor`] built in Rust
+    /// takes any configuration.
     pub fn check(&self) -> Result<(), ExecutorConfigError> {
+        if self.max_concurrency == 0 {
+            return Err(ExecutorConfigError::ZeroMaxConcurrency);
+        }
         if self
             .default_timeout
             .is_some_and(|timeout| timeout.is_zero())
         {
             return Err(ExecutorConfigError::ZeroDefaultTimeout);
+        }
+        if self.budget.spill_dir.as_os_str().is_empty() {
+            return Err(ExecutorConfigError::EmptySpillDir);
         }
         Ok(())
     }
@@ -74,6 +85,15 @@ pub enum ExecutorConfigError {
          at once; give a positive one, or none"
     )]
     ZeroDefaultTimeout,
+    /// `max_concurrency` is zero (an executor built without the check runs it as 1).
+    #[error("max_concurrency is 0: at most 0 calls at once would run none; give at least 1")]
+    ZeroMaxConcurrency,
+    /// `budget.spill_dir` is the empty path.
+    #[error(
+        "spill_dir is empty: there is no directory to write spill files to; give one (\".\" for \
+         the current directory), or keep the default"
+    )]
+    EmptySpillDir,
 }
 
 /// A turn that ended with a fatal tool error (every call still has its result).
@@ -295,6 +315,8 @@ impl ToolExecutor {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
@@ -315,12 +337,79 @@ mod tests {
             };
             assert_eq!(config.check(), Ok(()), "{fine:?}");
         }
-        // The other settings have no value that `check` refuses (0 concurrency runs as 1).
+        // Zero in the other durations and limits means something (no wait, spill everything).
         let edges = ExecutorConfig {
-            max_concurrency: 0,
             cleanup_grace: Duration::ZERO,
+            budget: BudgetConfig {
+                default_max_result_chars: 0,
+                turn_budget_chars: Some(0),
+                preview_bytes: 0,
+                ..BudgetConfig::default()
+            },
             ..ExecutorConfig::default()
         };
         assert_eq!(edges.check(), Ok(()));
+    }
+
+    #[test]
+    fn check_refuses_a_zero_max_concurrency() {
+        let zero = ExecutorConfig {
+            max_concurrency: 0,
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(zero.check(), Err(ExecutorConfigError::ZeroMaxConcurrency));
+        assert!(
+            zero.check()
+                .is_err_and(|err| err.to_string().starts_with("max_concurrency is 0"))
+        );
+        for fine in [1, DEFAULT_MAX_CONCURRENCY, usize::MAX] {
+            let config = ExecutorConfig {
+                max_concurrency: fine,
+                ..ExecutorConfig::default()
+            };
+            assert_eq!(config.check(), Ok(()), "{fine}");
+        }
+    }
+
+    #[test]
+    fn check_refuses_an_empty_spill_dir() {
+        let empty = ExecutorConfig {
+            budget: BudgetConfig {
+                spill_dir: PathBuf::new(),
+                ..BudgetConfig::default()
+            },
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(empty.check(), Err(ExecutorConfigError::EmptySpillDir));
+        assert!(
+            empty
+                .check()
+                .is_err_and(|err| err.to_string().starts_with("spill_dir is empty"))
+        );
+        // A relative directory is a directory (the current one for "."), not a mistake.
+        for fine in [".", "results", "/tmp/spill"] {
+            let config = ExecutorConfig {
+                budget: BudgetConfig {
+                    spill_dir: PathBuf::from(fine),
+                    ..BudgetConfig::default()
+                },
+                ..ExecutorConfig::default()
+            };
+            assert_eq!(config.check(), Ok(()), "{fine}");
+        }
+    }
+
+    #[test]
+    fn check_reports_the_first_setting_it_refuses() {
+        let config = ExecutorConfig {
+            max_concurrency: 0,
+            default_timeout: Some(Duration::ZERO),
+            budget: BudgetConfig {
+                spill_dir: PathBuf::new(),
+                ..BudgetConfig::default()
+            },
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(config.check(), Err(ExecutorConfigError::ZeroMaxConcurrency));
     }
 }
