@@ -916,3 +916,112 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
         ]
     );
 }
+
+/// OpenAI Chat Completions and Responses over HTTP: the loop reads these through a translator
+/// of the client's stream, and a run stopped on a failed call still carries what the client
+/// knew of it: a 429's status, request id and `retry-after` once the retries ran out; a 400's
+/// status and request id; an error event in a 200 stream (no status, unless it names one as its
+/// numeric `code`, as OpenRouter does) and a stream cut mid-way, the request id of the call.
+#[tokio::test]
+async fn an_openai_run_s_stop_carries_the_status_request_id_and_wait_over_http() {
+    type Expected = (&'static str, Option<u16>, Option<Duration>);
+    for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
+        let answer = |text: &str| {
+            let message = scripted_message(
+                &json!({}),
+                vec![json!({"type": "text", "text": text})],
+                "end_turn",
+            );
+            match provider {
+                Provider::OpenAiChat => openai_chat_sse(&message, 8),
+                _ => openai_responses_sse(&message, 8),
+            }
+        };
+        let long = answer("A long answer that the server never finishes sending to the client.");
+        let in_stream_error = match provider {
+            Provider::OpenAiChat => format!(
+                "data: {}\n\n",
+                json!({"error": {"code": 400, "message": "upstream refused the request"}})
+            ),
+            _ => format!(
+                "event: error\ndata: {}\n\n",
+                json!({"type": "error", "code": "invalid_request_error", "message": "upstream refused the request", "param": null})
+            ),
+        };
+        let in_stream_status = match provider {
+            Provider::OpenAiChat => Some(400),
+            _ => None,
+        };
+        let cases: [(&str, ScriptedResponse, Expected); 4] = [
+            (
+                "429",
+                ScriptedResponse::with_status(
+                    429,
+                    ScriptBody::Json(json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})),
+                )
+                .header("retry-after", "2"),
+                ("rate_limited", Some(429), Some(Duration::from_secs(2))),
+            ),
+            (
+                "400",
+                ScriptedResponse::with_status(
+                    400,
+                    ScriptBody::Json(json!({"error": {"message": "bad tool schema", "type": "invalid_request_error", "code": null}})),
+                ),
+                ("invalid_request", Some(400), None),
+            ),
+            (
+                "error event",
+                event_stream(in_stream_error),
+                ("invalid_request", in_stream_status, None),
+            ),
+            (
+                "cut",
+                event_stream(long.clone()).fault(Fault::DisconnectAfter {
+                    bytes: long.len() / 2,
+                }),
+                ("stream_truncated", None, None),
+            ),
+        ];
+        for (name, response, (code, status, retry_after)) in cases {
+            let script = Script {
+                responses: vec![response.header("x-request-id", "req_openai")],
+                when_exhausted: WhenExhausted::RepeatLast,
+            };
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let server = ReplayServer::start(&script, &root, ServerOptions::default())
+                .await
+                .unwrap();
+            let mut config = ClientConfig::new(provider)
+                .with_base_url(server.base_url())
+                .with_api_key("test-key");
+            config.retry.max_retries = 1;
+            config.retry.base_delay = Duration::from_millis(5);
+            config.retry.max_delay = Duration::from_millis(20);
+            config.retry.max_retry_after = Duration::from_millis(1);
+            config.tls.native_roots = false;
+            let agent = Agent::new(
+                AgentConfig::new("m"),
+                Arc::new(Client::new(config).unwrap()),
+                reading_tools(Arc::default()),
+            );
+            let events = run_events(&agent, "hi").await;
+            let Some(AgentEvent::Stop {
+                reason, error_code, ..
+            }) = events.last()
+            else {
+                panic!("{provider:?} {name}: no stop event: {events:#?}")
+            };
+            assert_eq!(
+                (*reason, *error_code),
+                (StopReason::Error, Some(code)),
+                "{provider:?} {name}: {events:#?}"
+            );
+            assert_eq!(
+                stop_details(&events),
+                (status, Some("req_openai"), retry_after),
+                "{provider:?} {name}"
+            );
+        }
+    }
+}

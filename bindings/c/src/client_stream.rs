@@ -1658,7 +1658,10 @@ mod tests {
             // serde_json reads a float back to within an ulp or so, not always exactly (its
             // `float_roundtrip` feature is off): 4.248027 came back as 4.2480269999999996.
             let read = metrics[key].as_f64().unwrap();
-            assert!((read - value).abs() <= value * 1e-12, "{key}: {read} against {value}");
+            assert!(
+                (read - value).abs() <= value * 1e-12,
+                "{key}: {read} against {value}"
+            );
         }
         // Read again: the same view.
         assert_eq!(metrics_of(stream), metrics);
