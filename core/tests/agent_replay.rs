@@ -765,9 +765,8 @@ async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_h
     assert_eq!(wire["retry_after"], 2000.0, "{wire}");
 }
 
-/// A run whose fallback model is overloaded too stops with the fallback's failure: its 529 and
-/// its request id, not the primary's. An overload's `retry-after` is not kept by the client
-/// (only a rate limit's), so `retry_after` is null.
+/// A run whose fallback model is overloaded too stops with the fallback's failure: its 529,
+/// its request id and the wait its `retry-after` asked for, not the primary's.
 #[tokio::test]
 async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_details() {
     let server = serve(vec![
@@ -776,7 +775,7 @@ async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_det
             .header("retry-after", "1"),
         overloaded_529()
             .header("request-id", "req_fallback")
-            .header("retry-after", "1"),
+            .header("retry-after", "3"),
     ])
     .await;
     let mut config = ClientConfig::new(Provider::Anthropic)
@@ -804,8 +803,64 @@ async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_det
     assert_eq!(*error_code, Some("overloaded"));
     assert_eq!(
         stop_details(&events),
-        (Some(529), Some("req_fallback"), None)
+        (
+            Some(529),
+            Some("req_fallback"),
+            Some(Duration::from_secs(3))
+        )
     );
+}
+
+/// An overload (529) that outlasts the client's retries, with no fallback model, stops the
+/// run with the wait the provider's `retry-after` asked for, as a rate limit's stop does: the
+/// client kept it only for a 429, so a host could not schedule a new run after an overload.
+#[tokio::test]
+async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
+    let script = Script {
+        responses: vec![
+            overloaded_529()
+                .header("retry-after", "4")
+                .header("request-id", "req_busy"),
+        ],
+        when_exhausted: WhenExhausted::RepeatLast,
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.max_retries = 2;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.retry.max_retry_after = Duration::from_millis(1);
+    config.tls.native_roots = false;
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(Client::new(config).unwrap()),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
+    let Some(
+        stop @ AgentEvent::Stop {
+            reason, error_code, ..
+        },
+    ) = events.last()
+    else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(
+        (*reason, *error_code),
+        (StopReason::Error, Some("overloaded"))
+    );
+    assert_eq!(
+        stop_details(&events),
+        (Some(529), Some("req_busy"), Some(Duration::from_secs(4)))
+    );
+    let wire = serde_json::to_value(stop).unwrap();
+    assert_eq!(wire["retry_after"], 4000.0, "{wire}");
 }
 
 /// A run that ends well over HTTP has no failure to describe: the three fields are null on the
