@@ -765,9 +765,8 @@ async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_h
     assert_eq!(wire["retry_after"], 2000.0, "{wire}");
 }
 
-/// A run whose fallback model is overloaded too stops with the fallback's failure: its 529 and
-/// its request id, not the primary's. An overload's `retry-after` is not kept by the client
-/// (only a rate limit's), so `retry_after` is null.
+/// A run whose fallback model is overloaded too stops with the fallback's failure: its 529,
+/// its request id and the wait its `retry-after` asked for, not the primary's.
 #[tokio::test]
 async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_details() {
     let server = serve(vec![
@@ -776,7 +775,7 @@ async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_det
             .header("retry-after", "1"),
         overloaded_529()
             .header("request-id", "req_fallback")
-            .header("retry-after", "1"),
+            .header("retry-after", "3"),
     ])
     .await;
     let mut config = ClientConfig::new(Provider::Anthropic)
@@ -804,8 +803,64 @@ async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_det
     assert_eq!(*error_code, Some("overloaded"));
     assert_eq!(
         stop_details(&events),
-        (Some(529), Some("req_fallback"), None)
+        (
+            Some(529),
+            Some("req_fallback"),
+            Some(Duration::from_secs(3))
+        )
     );
+}
+
+/// An overload (529) that outlasts the client's retries, with no fallback model, stops the
+/// run with the wait the provider's `retry-after` asked for, as a rate limit's stop does: the
+/// client kept it only for a 429, so a host could not schedule a new run after an overload.
+#[tokio::test]
+async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
+    let script = Script {
+        responses: vec![
+            overloaded_529()
+                .header("retry-after", "4")
+                .header("request-id", "req_busy"),
+        ],
+        when_exhausted: WhenExhausted::RepeatLast,
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.max_retries = 2;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.retry.max_retry_after = Duration::from_millis(1);
+    config.tls.native_roots = false;
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(Client::new(config).unwrap()),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
+    let Some(
+        stop @ AgentEvent::Stop {
+            reason, error_code, ..
+        },
+    ) = events.last()
+    else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(
+        (*reason, *error_code),
+        (StopReason::Error, Some("overloaded"))
+    );
+    assert_eq!(
+        stop_details(&events),
+        (Some(529), Some("req_busy"), Some(Duration::from_secs(4)))
+    );
+    let wire = serde_json::to_value(stop).unwrap();
+    assert_eq!(wire["retry_after"], 4000.0, "{wire}");
 }
 
 /// A run that ends well over HTTP has no failure to describe: the three fields are null on the
@@ -915,4 +970,113 @@ async fn overloaded_first_events_count_toward_the_fallback_like_529s() {
             "claude-fallback"
         ]
     );
+}
+
+/// OpenAI Chat Completions and Responses over HTTP: the loop reads these through a translator
+/// of the client's stream, and a run stopped on a failed call still carries what the client
+/// knew of it: a 429's status, request id and `retry-after` once the retries ran out; a 400's
+/// status and request id; an error event in a 200 stream (no status, unless it names one as its
+/// numeric `code`, as OpenRouter does) and a stream cut mid-way, the request id of the call.
+#[tokio::test]
+async fn an_openai_run_s_stop_carries_the_status_request_id_and_wait_over_http() {
+    type Expected = (&'static str, Option<u16>, Option<Duration>);
+    for provider in [Provider::OpenAiChat, Provider::OpenAiResponses] {
+        let answer = |text: &str| {
+            let message = scripted_message(
+                &json!({}),
+                vec![json!({"type": "text", "text": text})],
+                "end_turn",
+            );
+            match provider {
+                Provider::OpenAiChat => openai_chat_sse(&message, 8),
+                _ => openai_responses_sse(&message, 8),
+            }
+        };
+        let long = answer("A long answer that the server never finishes sending to the client.");
+        let in_stream_error = match provider {
+            Provider::OpenAiChat => format!(
+                "data: {}\n\n",
+                json!({"error": {"code": 400, "message": "upstream refused the request"}})
+            ),
+            _ => format!(
+                "event: error\ndata: {}\n\n",
+                json!({"type": "error", "code": "invalid_request_error", "message": "upstream refused the request", "param": null})
+            ),
+        };
+        let in_stream_status = match provider {
+            Provider::OpenAiChat => Some(400),
+            _ => None,
+        };
+        let cases: [(&str, ScriptedResponse, Expected); 4] = [
+            (
+                "429",
+                ScriptedResponse::with_status(
+                    429,
+                    ScriptBody::Json(json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}})),
+                )
+                .header("retry-after", "2"),
+                ("rate_limited", Some(429), Some(Duration::from_secs(2))),
+            ),
+            (
+                "400",
+                ScriptedResponse::with_status(
+                    400,
+                    ScriptBody::Json(json!({"error": {"message": "bad tool schema", "type": "invalid_request_error", "code": null}})),
+                ),
+                ("invalid_request", Some(400), None),
+            ),
+            (
+                "error event",
+                event_stream(in_stream_error),
+                ("invalid_request", in_stream_status, None),
+            ),
+            (
+                "cut",
+                event_stream(long.clone()).fault(Fault::DisconnectAfter {
+                    bytes: long.len() / 2,
+                }),
+                ("stream_truncated", None, None),
+            ),
+        ];
+        for (name, response, (code, status, retry_after)) in cases {
+            let script = Script {
+                responses: vec![response.header("x-request-id", "req_openai")],
+                when_exhausted: WhenExhausted::RepeatLast,
+            };
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let server = ReplayServer::start(&script, &root, ServerOptions::default())
+                .await
+                .unwrap();
+            let mut config = ClientConfig::new(provider)
+                .with_base_url(server.base_url())
+                .with_api_key("test-key");
+            config.retry.max_retries = 1;
+            config.retry.base_delay = Duration::from_millis(5);
+            config.retry.max_delay = Duration::from_millis(20);
+            config.retry.max_retry_after = Duration::from_millis(1);
+            config.tls.native_roots = false;
+            let agent = Agent::new(
+                AgentConfig::new("m"),
+                Arc::new(Client::new(config).unwrap()),
+                reading_tools(Arc::default()),
+            );
+            let events = run_events(&agent, "hi").await;
+            let Some(AgentEvent::Stop {
+                reason, error_code, ..
+            }) = events.last()
+            else {
+                panic!("{provider:?} {name}: no stop event: {events:#?}")
+            };
+            assert_eq!(
+                (*reason, *error_code),
+                (StopReason::Error, Some(code)),
+                "{provider:?} {name}: {events:#?}"
+            );
+            assert_eq!(
+                stop_details(&events),
+                (status, Some("req_openai"), retry_after),
+                "{provider:?} {name}"
+            );
+        }
+    }
 }

@@ -632,7 +632,7 @@ async fn a_mid_stream_error_event_is_a_typed_error() {
     let (got, _) = collect(client.stream(BODY)).await;
     assert!(got.events.is_empty());
     assert!(
-        matches!(got.error, Some(ClientError::Overloaded(_))),
+        matches!(got.error, Some(ClientError::Overloaded { .. })),
         "{:?}",
         got.error
     );

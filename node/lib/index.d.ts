@@ -988,10 +988,10 @@ export interface AgentStopEvent {
    */
   requestId: string | null
   /**
-   * The wait in milliseconds the provider asked for (`retry-after`) when a rate limit
-   * (`errorCode` `'rate_limited'`) outlasted the client's retries: when to schedule a new run
-   * (Python's `retry_after`, in seconds). `null` otherwise: the client keeps no wait for other
-   * failures, an overload's included.
+   * The wait in milliseconds the provider asked for (`retry-after`) when a rate limit's 429
+   * or an overload's 529 (`errorCode` `'rate_limited'`, `'overloaded'`) outlasted the client's
+   * retries: when to schedule a new run (Python's `retry_after`, in seconds). `null` otherwise:
+   * the client keeps no wait for other statuses.
    */
   retryAfterMs: number | null
   /** The conversation, valid for the API (every tool_use answered). */

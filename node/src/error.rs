@@ -150,7 +150,7 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
             E::NotFound(_) => ErrorCode::NotFound,
             E::RateLimited { .. } => ErrorCode::RateLimited,
             E::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
-            E::Overloaded(_) => ErrorCode::Overloaded,
+            E::Overloaded { .. } => ErrorCode::Overloaded,
             E::PromptTooLong { .. } => ErrorCode::PromptTooLong,
             E::InvalidRequest(_) => ErrorCode::InvalidRequest,
             E::Server(_) => ErrorCode::Server,

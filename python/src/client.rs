@@ -522,7 +522,7 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             api("RateLimitError", vec![("retry_after", wait)])
         }
         ClientError::QuotaExceeded(_) => api("QuotaExceededError", vec![]),
-        ClientError::Overloaded(_) => api("OverloadedError", vec![]),
+        ClientError::Overloaded { .. } => api("OverloadedError", vec![]),
         ClientError::PromptTooLong { tokens, limit, .. } => api(
             "PromptTooLongError",
             vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],

@@ -438,7 +438,8 @@ pub unsafe extern "C" fn fl_agent_run_start_prompt(
 ///   `stop` of reason `error` and a stable `error_code` (`invalid_request` for an HTTP 400,
 ///   `authentication`, `rate_limited`, `overloaded`, ...); a stop on a failed model call also
 ///   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's
-///   `retry-after` asked for, in milliseconds), each `null` when not known. A cancelled run
+///   or an overload's `retry-after` asked for, in milliseconds), each
+///   `null` when not known. A cancelled run
 ///   ends with reason `aborted`.
 /// - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
 /// - `FL_AGENT_NEXT_END`: the `stop` event was delivered by an earlier call (the view is

@@ -115,7 +115,7 @@ fn status_of(error: &ClientError) -> fl_status {
         | ClientError::NotFound(_)
         | ClientError::RateLimited { .. }
         | ClientError::QuotaExceeded(_)
-        | ClientError::Overloaded(_)
+        | ClientError::Overloaded { .. }
         | ClientError::PromptTooLong { .. }
         | ClientError::InvalidRequest(_)
         | ClientError::Server(_) => fl_status::FL_STATUS_PROVIDER_ERROR,
@@ -132,7 +132,7 @@ fn code_of(error: &ClientError) -> &'static CStr {
         ClientError::NotFound(_) => c"not_found",
         ClientError::RateLimited { .. } => c"rate_limited",
         ClientError::QuotaExceeded(_) => c"quota_exceeded",
-        ClientError::Overloaded(_) => c"overloaded",
+        ClientError::Overloaded { .. } => c"overloaded",
         ClientError::PromptTooLong { .. } => c"prompt_too_long",
         ClientError::InvalidRequest(_) => c"invalid_request",
         ClientError::Server(_) => c"server",
@@ -176,7 +176,7 @@ fn error_json(error: &ClientError) -> Value {
         | ClientError::Permission(details)
         | ClientError::NotFound(details)
         | ClientError::QuotaExceeded(details)
-        | ClientError::Overloaded(details)
+        | ClientError::Overloaded { details, .. }
         | ClientError::InvalidRequest(details)
         | ClientError::Server(details) => add("error_type", json!(details.error_type)),
         ClientError::RateLimited {

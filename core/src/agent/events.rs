@@ -321,11 +321,11 @@ pub enum AgentEvent {
         /// otherwise.
         request_id: Option<String>,
         /// The wait the provider asked for (`retry-after-ms` or `retry-after`) in its last
-        /// answer to that call, in milliseconds: set on a stop whose call was rate limited
-        /// (`error_code` `rate_limited`, HTTP 429) after the client's retries ran out, when
-        /// the provider named a wait; when to schedule a new run. `null` otherwise: the client
-        /// keeps no wait for other failures (an overload's 529 included), and a host model
-        /// only the one it sets in its [`FailureDetails`](super::FailureDetails).
+        /// answer to that call, in milliseconds: set on a stop whose call got an HTTP error
+        /// status naming a wait (a rate limit's 429, an overload's 529) after the client's
+        /// retries ran out; when to schedule a new run. `null` otherwise: the client keeps no
+        /// wait for other statuses (a 503's), nor has one for an error event inside a stream;
+        /// a host model sets it in its [`FailureDetails`](super::FailureDetails).
         #[serde(serialize_with = "as_opt_millis")]
         retry_after: Option<Duration>,
         /// The conversation, valid for the API (every `tool_use` answered).

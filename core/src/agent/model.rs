@@ -64,8 +64,9 @@ pub struct FailureDetails {
     pub status: Option<u16>,
     /// The provider's request id (`request-id` / `x-request-id`), when the headers arrived.
     pub request_id: Option<String>,
-    /// The wait the provider asked for (`retry-after-ms` / `retry-after`) in its last answer,
-    /// which the client keeps for a rate limit (HTTP 429) only.
+    /// The wait the provider asked for (`retry-after-ms` / `retry-after`) in its last answer:
+    /// the client keeps it for a rate limit (HTTP 429) and an overload (HTTP 529), none for an
+    /// error event inside a stream.
     pub retry_after: Option<Duration>,
 }
 

@@ -99,13 +99,13 @@ pub(crate) fn model_error(error: ClientError) -> ModelError {
     let details = failure_details(&error);
     let error = match error {
         ClientError::PromptTooLong { details, .. } => ModelError::prompt_too_long(details.message),
-        ClientError::Overloaded(details) => ModelError::overloaded(details.to_string()),
+        ClientError::Overloaded { details, .. } => ModelError::overloaded(details.to_string()),
         ClientError::Truncated { partial, cause, .. } => match *cause {
             ClientError::PromptTooLong { details, .. } => {
                 ModelError::prompt_too_long(details.message)
             }
             // An overload announced mid-stream: the partial turn is discarded either way.
-            ClientError::Overloaded(details) => ModelError::overloaded(details.to_string()),
+            ClientError::Overloaded { details, .. } => ModelError::overloaded(details.to_string()),
             // No credit left: retrying the turn gets the same answer; the run stops.
             cause @ ClientError::QuotaExceeded(_) => {
                 ModelError::with_code(cause.code(), cause.to_string())
@@ -216,10 +216,13 @@ mod tests {
         );
         let cut = ClientError::Truncated {
             partial: PartialResponse::default(),
-            cause: Box::new(ClientError::Overloaded(ErrorDetails {
-                status: Some(529),
-                ..ErrorDetails::default()
-            })),
+            cause: Box::new(ClientError::Overloaded {
+                details: ErrorDetails {
+                    status: Some(529),
+                    ..ErrorDetails::default()
+                },
+                retry_after: None,
+            }),
             request_id: Some("req_cut".into()),
         };
         let error = model_error(cut);

@@ -90,8 +90,15 @@ pub enum ClientError {
     #[error("quota exceeded: {0}")]
     QuotaExceeded(ErrorDetails),
     /// 529 or an `overloaded_error`: the provider is overloaded.
-    #[error("overloaded: {0}")]
-    Overloaded(ErrorDetails),
+    #[error("overloaded: {details}")]
+    Overloaded {
+        /// What the provider said.
+        details: ErrorDetails,
+        /// The wait the server asked for (`retry-after-ms` / `retry-after`) with its HTTP error
+        /// (a 529, OpenAI's 503 `server_is_overloaded`); `None` for an overload announced
+        /// inside a stream (no headers of its own).
+        retry_after: Option<Duration>,
+    },
     /// The prompt does not fit the context window.
     #[error("prompt too long: {details}")]
     PromptTooLong {
@@ -171,7 +178,7 @@ impl ClientError {
             ClientError::Authentication(details)
             | ClientError::Permission(details)
             | ClientError::NotFound(details)
-            | ClientError::Overloaded(details)
+            | ClientError::Overloaded { details, .. }
             | ClientError::InvalidRequest(details)
             | ClientError::Server(details)
             | ClientError::RateLimited { details, .. }
@@ -198,10 +205,11 @@ impl ClientError {
     }
 
     /// The wait the server asked for (`retry-after-ms` / `retry-after`), kept for a rate
-    /// limit only; through a truncated stream, its cause's.
+    /// limit (429) and an overload (529); through a truncated stream, its cause's.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            ClientError::RateLimited { retry_after, .. } => *retry_after,
+            ClientError::RateLimited { retry_after, .. }
+            | ClientError::Overloaded { retry_after, .. } => *retry_after,
             ClientError::Truncated { cause, .. } => cause.retry_after(),
             _ => None,
         }
@@ -224,7 +232,9 @@ impl ClientError {
     pub fn is_transient_provider_error(&self) -> bool {
         matches!(
             self,
-            ClientError::RateLimited { .. } | ClientError::Overloaded(_) | ClientError::Server(_)
+            ClientError::RateLimited { .. }
+                | ClientError::Overloaded { .. }
+                | ClientError::Server(_)
         )
     }
 
@@ -251,7 +261,7 @@ impl ClientError {
             ClientError::NotFound(_) => "not_found",
             ClientError::RateLimited { .. } => "rate_limited",
             ClientError::QuotaExceeded(_) => "quota_exceeded",
-            ClientError::Overloaded(_) => "overloaded",
+            ClientError::Overloaded { .. } => "overloaded",
             ClientError::PromptTooLong { .. } => "prompt_too_long",
             ClientError::InvalidRequest(_) => "invalid_request",
             ClientError::Server(_) => "server",
@@ -324,7 +334,7 @@ impl ClientError {
             ClientError::Authentication(details)
             | ClientError::Permission(details)
             | ClientError::NotFound(details)
-            | ClientError::Overloaded(details)
+            | ClientError::Overloaded { details, .. }
             | ClientError::InvalidRequest(details)
             | ClientError::Server(details)
             | ClientError::RateLimited { details, .. }
@@ -387,7 +397,10 @@ fn classify(
     };
     match class {
         Kind::QuotaExceeded => ClientError::QuotaExceeded(details),
-        Kind::Overloaded => ClientError::Overloaded(details),
+        Kind::Overloaded => ClientError::Overloaded {
+            details,
+            retry_after,
+        },
         Kind::RateLimited => ClientError::RateLimited {
             details,
             retry_after,
@@ -856,13 +869,14 @@ mod tests {
                 529,
                 &HeaderMap::new(),
                 b"",
-                None,
+                Some(Duration::from_secs(5)),
             )),
             request_id: Some("req".into()),
         };
         assert_eq!(error.code(), "stream_truncated");
         assert_eq!(error.root().code(), "overloaded");
         assert_eq!(error.status(), Some(529));
+        assert_eq!(error.retry_after(), Some(Duration::from_secs(5)));
         assert_eq!(error.request_id(), Some("req"));
     }
 
