@@ -704,6 +704,41 @@ fn stop_details(events: &[AgentEvent]) -> (Option<u16>, Option<&str>, Option<Dur
     (*status, request_id.as_deref(), *retry_after)
 }
 
+/// Runs an agent against a server that gives `answer` to every request, through a client that
+/// retries twice without waiting for the `retry-after` asked (longer waits than 1 ms are not
+/// waited for: the test stays fast, and the stop still reports the wait); checks the retries
+/// ran out and returns the run's events, whose last is its stop of reason `error`.
+async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> {
+    let script = Script {
+        responses: vec![answer],
+        when_exhausted: WhenExhausted::RepeatLast,
+    };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let server = ReplayServer::start(&script, &root, ServerOptions::default())
+        .await
+        .unwrap();
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(server.base_url())
+        .with_api_key("test-key");
+    config.retry.max_retries = 2;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.retry.max_retry_after = Duration::from_millis(1);
+    config.tls.native_roots = false;
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(Client::new(config).unwrap()),
+        reading_tools(Arc::default()),
+    );
+    let events = run_events(&agent, "hi").await;
+    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
+    let Some(AgentEvent::Stop { reason, .. }) = events.last() else {
+        panic!("no stop event: {events:#?}")
+    };
+    assert_eq!(*reason, StopReason::Error, "{events:#?}");
+    events
+}
+
 /// A rate limit that outlasts the client's retries stops the run with what the client knew of
 /// it: the 429, the provider's request id and the wait its `retry-after` asked for (two
 /// seconds, in milliseconds on the wire), so a host can schedule a new run and quote the
@@ -718,48 +753,13 @@ async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_h
     )
     .header("retry-after", "2")
     .header("request-id", "req_limited");
-    let script = Script {
-        responses: vec![limited],
-        when_exhausted: WhenExhausted::RepeatLast,
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let server = ReplayServer::start(&script, &root, ServerOptions::default())
-        .await
-        .unwrap();
-    let mut config = ClientConfig::new(Provider::Anthropic)
-        .with_base_url(server.base_url())
-        .with_api_key("test-key");
-    config.retry.max_retries = 2;
-    config.retry.base_delay = Duration::from_millis(5);
-    config.retry.max_delay = Duration::from_millis(20);
-    // Waits longer than this are not waited for (the backoff applies): the test stays fast,
-    // and the stop still reports the wait the provider asked for.
-    config.retry.max_retry_after = Duration::from_millis(1);
-    config.tls.native_roots = false;
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        Arc::new(Client::new(config).unwrap()),
-        reading_tools(Arc::default()),
-    );
-    let events = run_events(&agent, "hi").await;
-    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
-    let Some(
-        stop @ AgentEvent::Stop {
-            reason, error_code, ..
-        },
-    ) = events.last()
-    else {
-        panic!("no stop event: {events:#?}")
-    };
-    assert_eq!(
-        (*reason, *error_code),
-        (StopReason::Error, Some("rate_limited"))
-    );
+    let events = run_until_retries_run_out(limited).await;
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    assert_eq!(wire["error_code"], "rate_limited", "{wire}");
     assert_eq!(
         stop_details(&events),
         (Some(429), Some("req_limited"), Some(Duration::from_secs(2)))
     );
-    let wire = serde_json::to_value(stop).unwrap();
     assert_eq!(wire["status"], 429, "{wire}");
     assert_eq!(wire["request_id"], "req_limited", "{wire}");
     assert_eq!(wire["retry_after"], 2000.0, "{wire}");
@@ -816,50 +816,16 @@ async fn a_stop_after_the_fallback_was_overloaded_too_carries_the_fallback_s_det
 /// client kept it only for a 429, so a host could not schedule a new run after an overload.
 #[tokio::test]
 async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
-    let script = Script {
-        responses: vec![
-            overloaded_529()
-                .header("retry-after", "4")
-                .header("request-id", "req_busy"),
-        ],
-        when_exhausted: WhenExhausted::RepeatLast,
-    };
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let server = ReplayServer::start(&script, &root, ServerOptions::default())
-        .await
-        .unwrap();
-    let mut config = ClientConfig::new(Provider::Anthropic)
-        .with_base_url(server.base_url())
-        .with_api_key("test-key");
-    config.retry.max_retries = 2;
-    config.retry.base_delay = Duration::from_millis(5);
-    config.retry.max_delay = Duration::from_millis(20);
-    config.retry.max_retry_after = Duration::from_millis(1);
-    config.tls.native_roots = false;
-    let agent = Agent::new(
-        AgentConfig::new("m"),
-        Arc::new(Client::new(config).unwrap()),
-        reading_tools(Arc::default()),
-    );
-    let events = run_events(&agent, "hi").await;
-    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
-    let Some(
-        stop @ AgentEvent::Stop {
-            reason, error_code, ..
-        },
-    ) = events.last()
-    else {
-        panic!("no stop event: {events:#?}")
-    };
-    assert_eq!(
-        (*reason, *error_code),
-        (StopReason::Error, Some("overloaded"))
-    );
+    let busy = overloaded_529()
+        .header("retry-after", "4")
+        .header("request-id", "req_busy");
+    let events = run_until_retries_run_out(busy).await;
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    assert_eq!(wire["error_code"], "overloaded", "{wire}");
     assert_eq!(
         stop_details(&events),
         (Some(529), Some("req_busy"), Some(Duration::from_secs(4)))
     );
-    let wire = serde_json::to_value(stop).unwrap();
     assert_eq!(wire["retry_after"], 4000.0, "{wire}");
 }
 
