@@ -597,18 +597,24 @@ static void cancellation(server *s) {
     free(requests);
 }
 
-/* A built-in tool (`read`, confined to a workspace) runs in the loop beside the C tools. */
-static void builtin_tool(server *s) {
-    char dir[] = "/tmp/ferroloop-test-agent-XXXXXX";
+/* A workspace for the `read` built-in: a fresh directory `dir` (a mkdtemp template) holding
+ * notes.txt, whose path is written to `path`; the test removes both. */
+static void make_workspace(char *dir, char *path, size_t path_len) {
     CHECK(mkdtemp(dir) != NULL);
-    char path[256];
-    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    snprintf(path, path_len, "%s/notes.txt", dir);
     FILE *file = fopen(path, "w");
     CHECK(file != NULL);
     if (file != NULL) {
         fputs("the secret is 42\n", file);
         fclose(file);
     }
+}
+
+/* A built-in tool (`read`, confined to a workspace) runs in the loop beside the C tools. */
+static void builtin_tool(server *s) {
+    char dir[] = "/tmp/ferroloop-test-agent-XXXXXX";
+    char path[256];
+    make_workspace(dir, path, sizeof path);
     fl_client *client = new_client(s->port);
     char options[512];
     snprintf(options, sizeof options,
@@ -690,15 +696,8 @@ static int forked_child_frees(fl_client *client, fl_agent *agent, fl_agent_run *
 
 static void freed_in_forked_child(server *s) {
     char dir[] = "/tmp/ferroloop-test-agent-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
     char path[256];
-    snprintf(path, sizeof path, "%s/notes.txt", dir);
-    FILE *file = fopen(path, "w");
-    CHECK(file != NULL);
-    if (file != NULL) {
-        fputs("the secret is 42\n", file);
-        fclose(file);
-    }
+    make_workspace(dir, path, sizeof path);
     fl_executor *executor = NULL;
     CHECK_OK(fl_executor_new(NULL, &executor));
     fl_tool_options tool_options = fl_tool_options_default();
@@ -731,19 +730,8 @@ static void freed_in_forked_child(server *s) {
         _exit(2);
     }
     CHECK(child > 0);
-    int status = 0;
-    int exited = 0;
     /* A hang guard shorter than HANG_GUARD_MS: a hung free waits forever. */
-    for (int waited = 0; child > 0 && waited < 20000 && !exited; waited += 10) {
-        exited = waitpid(child, &status, WNOHANG) == child;
-        if (!exited) sleep_ms(10);
-    }
-    if (child > 0 && !exited) {
-        fprintf(stderr, "    the forked child hung\n");
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-    }
-    CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(child_exited_cleanly(child, 20000));
     /* The parent's handles are untouched by the child. */
     fl_agent_run_free(run);
     fl_turn_free(turn);

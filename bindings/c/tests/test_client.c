@@ -770,18 +770,7 @@ static void forked_child(server *s) {
         _exit(2);
     }
     CHECK(child > 0);
-    int status = 0;
-    int exited = 0;
-    for (int waited = 0; child > 0 && waited < HANG_GUARD_MS && !exited; waited += 10) {
-        exited = waitpid(child, &status, WNOHANG) == child;
-        if (!exited) sleep_ms(10);
-    }
-    if (child > 0 && !exited) {
-        fprintf(stderr, "    the forked child hung\n");
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-    }
-    CHECK(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(child_exited_cleanly(child, HANG_GUARD_MS));
     /* The parent's handles are untouched by the child. */
     fl_message_stream_free(in_flight);
     fl_agent_run_free(waiting);

@@ -1,11 +1,14 @@
 /* Worker threads for the C tests whose tools answer from another thread: started with
  * start_worker, joined with join_workers at the end of each scenario, so valgrind sees no
- * leaks. Include after check.h (it counts a thread that cannot start as a failed check). */
+ * leaks; and the wait for a forked child (child_exited_cleanly). Include after check.h (it counts a thread that cannot start as a failed check). */
 #ifndef FERROLOOP_TEST_WORKERS_H
 #define FERROLOOP_TEST_WORKERS_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define MAX_WORKERS 64
@@ -36,6 +39,23 @@ static void join_workers(void) {
 static void sleep_ms(long ms) {
     struct timespec delay = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&delay, NULL);
+}
+
+/* Waits up to guard_ms for a forked child; one that is still running then is reported as hung
+ * and killed (a hung free in it would wait forever). True when it exited with status 0. */
+static inline int child_exited_cleanly(pid_t child, int guard_ms) {
+    int status = 0;
+    int exited = 0;
+    for (int waited = 0; child > 0 && waited < guard_ms && !exited; waited += 10) {
+        exited = waitpid(child, &status, WNOHANG) == child;
+        if (!exited) sleep_ms(10);
+    }
+    if (child > 0 && !exited) {
+        fprintf(stderr, "    the forked child hung\n");
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 #endif
