@@ -704,11 +704,15 @@ fn stop_details(events: &[AgentEvent]) -> (Option<u16>, Option<&str>, Option<Dur
     (*status, request_id.as_deref(), *retry_after)
 }
 
-/// Runs an agent against a server that gives `answer` to every request, through a client that
-/// retries twice without waiting for the `retry-after` asked (longer waits than 1 ms are not
-/// waited for: the test stays fast, and the stop still reports the wait); checks the retries
-/// ran out and returns the run's events, whose last is its stop of reason `error`.
-async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> {
+/// Runs an agent against a `provider` server that gives `answer` to every request, through a
+/// client that retries `max_retries` times without waiting for the `retry-after` asked (longer
+/// waits than 1 ms are not waited for: the test stays fast, and the stop still reports the
+/// wait); returns the run's events and the number of requests the server saw.
+async fn run_against_repeated(
+    provider: Provider,
+    answer: ScriptedResponse,
+    max_retries: u32,
+) -> (Vec<AgentEvent>, usize) {
     let script = Script {
         responses: vec![answer],
         when_exhausted: WhenExhausted::RepeatLast,
@@ -717,10 +721,10 @@ async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> 
     let server = ReplayServer::start(&script, &root, ServerOptions::default())
         .await
         .unwrap();
-    let mut config = ClientConfig::new(Provider::Anthropic)
+    let mut config = ClientConfig::new(provider)
         .with_base_url(server.base_url())
         .with_api_key("test-key");
-    config.retry.max_retries = 2;
+    config.retry.max_retries = max_retries;
     config.retry.base_delay = Duration::from_millis(5);
     config.retry.max_delay = Duration::from_millis(20);
     config.retry.max_retry_after = Duration::from_millis(1);
@@ -731,7 +735,14 @@ async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> 
         reading_tools(Arc::default()),
     );
     let events = run_events(&agent, "hi").await;
-    assert_eq!(server.requests().len(), 3, "the client's retries ran out");
+    (events, server.requests().len())
+}
+
+/// [`run_against_repeated`] of Anthropic with two retries, which run out: the events, whose
+/// last is a stop of reason `error`.
+async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> {
+    let (events, requests) = run_against_repeated(Provider::Anthropic, answer, 2).await;
+    assert_eq!(requests, 3, "the client's retries ran out");
     let Some(AgentEvent::Stop { reason, .. }) = events.last() else {
         panic!("no stop event: {events:#?}")
     };
@@ -1005,28 +1016,8 @@ async fn an_openai_run_s_stop_carries_the_status_request_id_and_wait_over_http()
             ),
         ];
         for (name, response, (code, status, retry_after)) in cases {
-            let script = Script {
-                responses: vec![response.header("x-request-id", "req_openai")],
-                when_exhausted: WhenExhausted::RepeatLast,
-            };
-            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let server = ReplayServer::start(&script, &root, ServerOptions::default())
-                .await
-                .unwrap();
-            let mut config = ClientConfig::new(provider)
-                .with_base_url(server.base_url())
-                .with_api_key("test-key");
-            config.retry.max_retries = 1;
-            config.retry.base_delay = Duration::from_millis(5);
-            config.retry.max_delay = Duration::from_millis(20);
-            config.retry.max_retry_after = Duration::from_millis(1);
-            config.tls.native_roots = false;
-            let agent = Agent::new(
-                AgentConfig::new("m"),
-                Arc::new(Client::new(config).unwrap()),
-                reading_tools(Arc::default()),
-            );
-            let events = run_events(&agent, "hi").await;
+            let answer = response.header("x-request-id", "req_openai");
+            let (events, _) = run_against_repeated(provider, answer, 1).await;
             let Some(AgentEvent::Stop {
                 reason, error_code, ..
             }) = events.last()
