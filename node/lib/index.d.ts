@@ -161,7 +161,10 @@ export interface ClientErrorDetail {
   reason?: FerroloopErrorCode
   /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
   errorType?: string
-  /** RateLimitedError: the wait the server asked for, in milliseconds. */
+  /**
+   * RateLimitedError and OverloadedError: the wait the server asked for (`retry-after` on the
+   * 429 or 529), in milliseconds; absent when it named none.
+   */
   retryAfterMs?: number
   /**
    * TimeoutError: which watchdog fired (`'connect'`, `'first byte'`, `'first event'`, `'idle'`,

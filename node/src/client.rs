@@ -189,7 +189,12 @@ pub fn client_error_item(error: &ClientError) -> String {
     if let Some(kind) = error.details().and_then(|d| d.error_type.as_deref()) {
         extra.insert("errorType".into(), json!(kind));
     }
+    // A rate limit's or an overload's `retry-after` (Python's `retry_after`, in seconds there).
     if let ClientError::RateLimited {
+        retry_after: Some(wait),
+        ..
+    }
+    | ClientError::Overloaded {
         retry_after: Some(wait),
         ..
     } = error.root()

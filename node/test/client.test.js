@@ -139,7 +139,7 @@ test('a connection reset before the headers is retried', async () => {
 test('errors are typed FerroloopErrors with code, status and request id once retries run out', async () => {
   const cases = [
     [{ status: 429, headers: { 'retry-after-ms': '20' }, body: errorBody('rate_limit_error', 'slow') }, ferroloop.RateLimitedError, 'rate_limited', 429],
-    [{ status: 529, body: errorBody('overloaded_error', 'busy') }, ferroloop.OverloadedError, 'overloaded', 529],
+    [{ status: 529, headers: { 'retry-after': '3' }, body: errorBody('overloaded_error', 'busy') }, ferroloop.OverloadedError, 'overloaded', 529],
     [{ status: 401, body: errorBody('authentication_error', 'bad key') }, ferroloop.AuthenticationError, 'authentication', 401],
     [{ status: 400, body: errorBody('invalid_request_error', 'prompt is too long: 250000 tokens > 200000 maximum') }, ferroloop.PromptTooLongError, 'prompt_too_long', 400],
     [{ status: 500, body: errorBody('api_error', 'boom') }, ferroloop.ServerError, 'server', 500],
@@ -154,6 +154,8 @@ test('errors are typed FerroloopErrors with code, status and request id once ret
       assert.equal(err.status, status)
       assert.equal(err.requestId, `req_${code}`)
       if (code === 'rate_limited') assert.equal(err.retryAfterMs, 20)
+      // A 529's `retry-after` (seconds on the wire), in milliseconds as a rate limit's.
+      if (code === 'overloaded') assert.equal(err.retryAfterMs, 3000)
       // The sizes the provider's message names, as Python's PromptTooLongError.tokens / .limit.
       if (code === 'prompt_too_long') {
         assert.equal(err.tokens, 250000)

@@ -118,9 +118,15 @@ class QuotaExceededError(APIError):
 
 
 class OverloadedError(APIError):
-    """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event)."""
+    """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event). ``retry_after``
+    is the wait a 529's ``retry-after`` asked for, in seconds, as ``RateLimitError``'s (``None``
+    when it named none, and for an event)."""
 
     code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
 
 
 class PromptTooLongError(APIError):

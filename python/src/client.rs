@@ -522,7 +522,10 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
             api("RateLimitError", vec![("retry_after", wait)])
         }
         ClientError::QuotaExceeded(_) => api("QuotaExceededError", vec![]),
-        ClientError::Overloaded { .. } => api("OverloadedError", vec![]),
+        ClientError::Overloaded { retry_after, .. } => {
+            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
+            api("OverloadedError", vec![("retry_after", wait)])
+        }
         ClientError::PromptTooLong { tokens, limit, .. } => api(
             "PromptTooLongError",
             vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],

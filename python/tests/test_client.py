@@ -191,6 +191,29 @@ async def test_rate_limit_error_carries_retry_after_status_and_request_id(replay
 
 
 @pytest.mark.asyncio
+async def test_overloaded_error_carries_retry_after_when_the_529_named_one(replay: Replay) -> None:
+    # A 529 with `retry-after`, not retried: the wait in seconds, as RateLimitError's; a 529
+    # without one: None.
+    overloaded = {"json": {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}}
+    server = replay(
+        {
+            "responses": [
+                {"status": 529, "headers": {"retry-after": "3", "request-id": "req_529"}, "body": overloaded},
+                {"status": 529, "body": overloaded},
+            ]
+        }
+    )
+    async with client_for(server, max_retries=0) as client:
+        waits = []
+        for _ in range(2):
+            with pytest.raises(ferroloop.OverloadedError) as caught:
+                await collect(client.stream(**REQUEST))
+            waits.append(caught.value.retry_after)
+    assert caught.value.status == 529 and caught.value.error_type == "overloaded_error"
+    assert waits == [3.0, None]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "status, kind, message, cls, code",
     [
