@@ -1269,6 +1269,7 @@ pub unsafe extern "C" fn fl_cancel_token_free(token: *mut fl_cancel_token) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::owned_runtime::slow_stopping_runtime;
     use crate::tool_call::{fl_tool_call_cancelled, fl_tool_call_progress, fl_tool_complete};
     use ferroloop_core::exec::TurnHandle;
 
@@ -2011,20 +2012,6 @@ mod tests {
         let status =
             unsafe { fl_executor_new_json(json.as_ptr().cast(), json.len(), std::ptr::null_mut()) };
         assert_eq!(status, fl_status::FL_STATUS_NULL_ARGUMENT);
-    }
-
-    /// A runtime with one worker thread whose stop takes a while and is then recorded in
-    /// `stopped`: a drop that does not join the thread returns before the flag is set.
-    fn slow_stopping_runtime(stopped: &Arc<AtomicBool>) -> tokio::runtime::Runtime {
-        let flag = Arc::clone(stopped);
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .on_thread_stop(move || {
-                std::thread::sleep(Duration::from_millis(200));
-                flag.store(true, Ordering::SeqCst);
-            })
-            .build()
-            .unwrap()
     }
 
     /// A runtime released by a tool callback (inside the runtime the callback's thread drives:

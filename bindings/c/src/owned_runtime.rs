@@ -74,28 +74,32 @@ impl Drop for OwnedRuntime {
     }
 }
 
+/// A runtime with one worker thread whose stop takes a while and is then recorded in
+/// `stopped`: a drop that does not join the thread returns before the flag is set. For the
+/// tests of runtime releases (here and in `exec`).
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+pub(crate) fn slow_stopping_runtime(
+    stopped: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Runtime {
+    let flag = std::sync::Arc::clone(stopped);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_stop(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+        .build()
+        .expect("a runtime")
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::time::Duration;
 
     use super::*;
-
-    /// A runtime with one worker thread whose stop takes a while and is then recorded in
-    /// `stopped`.
-    fn slow_stopping_runtime(stopped: &Arc<AtomicBool>) -> Runtime {
-        let stopped = Arc::clone(stopped);
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .on_thread_stop(move || {
-                std::thread::sleep(Duration::from_millis(100));
-                stopped.store(true, Ordering::SeqCst);
-            })
-            .build()
-            .expect("a runtime")
-    }
 
     #[test]
     fn dropped_in_the_process_that_made_it_joins_its_threads() {
