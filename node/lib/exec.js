@@ -666,8 +666,9 @@ class ToolExecutor {
    * is_error result. `ctx.signal` aborts on timeout or cancellation.
    */
   tool(declaration, fn) {
-    if (!isObject(declaration) || typeof declaration.name !== 'string' || declaration.name === '') {
-      throw new InvalidArgumentError('tool(spec, fn): spec.name must be a non-empty string')
+    // An empty name is the core registry's to refuse (at the trial build below).
+    if (!isObject(declaration) || typeof declaration.name !== 'string') {
+      throw new InvalidArgumentError('tool(spec, fn): spec.name must be a string')
     }
     const spec = checkedOptions(declaration, TOOL_OPTIONS, `tool ${declaration.name}`)
     if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${spec.name}: fn must be a function`)

@@ -242,9 +242,6 @@ impl JsTool {
         spec: ToolSpec,
         queues: Arc<JsToolQueues>,
     ) -> Result<Self, FerroloopError> {
-        if spec.name.is_empty() {
-            return Err(FerroloopError::invalid_argument("a tool needs a name"));
-        }
         let schema = match &spec.schema_json {
             None => json!({"type": "object"}),
             Some(text) => serde_json::from_str(text).map_err(|err| {

@@ -188,6 +188,16 @@ test('a zero tool timeout is refused naming it, as the client\'s, Python\'s and 
   new ToolExecutor({ cleanupGraceMs: 0 })
 })
 
+test('a tool without a name is refused by the core registry, as in Python and C', () => {
+  const refusedEmpty = (err) =>
+    err instanceof InvalidArgumentError && err.message === 'a tool name must not be empty'
+  const ex = new ToolExecutor()
+  assert.throws(() => ex.tool({ name: '' }, async () => 'ok'), refusedEmpty)
+  assert.throws(() => ex.tool({ name: 7 }, async () => 'ok'), (err) =>
+    err instanceof InvalidArgumentError && err.message === 'tool(spec, fn): spec.name must be a string')
+  assert.deepEqual(ex.toolNames, [])
+})
+
 test('maxConcurrency 0 and an empty spillDir are refused naming them, as Python\'s and C\'s are', () => {
   // The core's ExecutorConfig.check refuses both; an empty spillDir was taken here (and in
   // Python) while C refused it, and had no directory to spill into.

@@ -451,10 +451,6 @@ impl PyExecutor {
             let max_result_chars = max_result_chars
                 .map(|limit| result_limit("max_result_chars", limit))
                 .transpose()?;
-            if name.is_empty() {
-                // As Node's `tool({ name: '' }, fn)`: a nameless tool cannot be called.
-                return Err(PyValueError::new_err("a tool needs a name"));
-            }
             if self.tools.iter().any(|tool| tool.name == name) {
                 return Err(PyValueError::new_err(format!(
                     "a tool named {name:?} is already registered"

@@ -547,14 +547,14 @@ def test_an_empty_spill_dir_is_refused_like_node_and_c(tmp_path: Path) -> None:
 
 
 def test_an_empty_tool_name_is_refused_like_node() -> None:
-    # Node refuses `tool({ name: '' }, fn)` (InvalidArgumentError); Python registered the tool
-    # and offered a nameless tool to the model (which the provider rejects).
+    # The core's registry refuses it, for Node's `tool({ name: '' }, fn)` and C's tools too;
+    # Python once registered the tool and offered it to the model (which the provider rejects).
     ex = ferroloop.ToolExecutor()
 
     def nameless(inp: dict[str, Any]) -> str:
         return ""
 
-    with pytest.raises(ValueError, match="a tool needs a name"):
+    with pytest.raises(ValueError, match="^a tool name must not be empty$"):
         ex.tool("")(nameless)
     assert ex.tool_names == []
 

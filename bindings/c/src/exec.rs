@@ -798,9 +798,6 @@ impl fl_executor {
         concurrency_safe: Option<SafetyCallback>,
         userdata: *mut c_void,
     ) -> FfiResult {
-        if definition.name.is_empty() {
-            return Err(FfiError::invalid("a tool name must not be empty"));
-        }
         let mut registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
         let registry = registry.as_mut().ok_or_else(|| {
             FfiError::state("tools must be added before the first run, turn or agent")

@@ -309,6 +309,10 @@ impl RegisteredTool {
 /// An error registering a tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
+    /// The tool's name is empty: a model cannot call it, and a provider refuses a request that
+    /// declares it (both APIs require a non-empty name).
+    #[error("a tool name must not be empty")]
+    EmptyName,
     /// Two tools share a name.
     #[error("a tool named '{0}' is already registered")]
     Duplicate(String),
@@ -360,6 +364,9 @@ impl ToolRegistry {
     /// Registers a shared tool (for example one implemented by a host binding).
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<&mut Self, RegistryError> {
         let name = tool.name().to_owned();
+        if name.is_empty() {
+            return Err(RegistryError::EmptyName);
+        }
         if self.tools.contains_key(&name) {
             return Err(RegistryError::Duplicate(name));
         }
@@ -452,6 +459,10 @@ mod tests {
         assert_eq!(
             registry.register(instant).err(),
             Some(RegistryError::ZeroTimeout("c".into()))
+        );
+        assert_eq!(
+            registry.register(make("")).err(),
+            Some(RegistryError::EmptyName)
         );
         assert_eq!(registry.names(), ["a"]);
         assert!(registry.get("a").is_some() && registry.get("b").is_none());
