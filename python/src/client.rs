@@ -532,7 +532,7 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         ),
         ClientError::NotFound(_) => api("NotFoundError", vec![]),
         ClientError::InvalidRequest(_) => api("InvalidRequestError", vec![]),
-        ClientError::Server(_) => api("ServerError", vec![]),
+        ClientError::Server { .. } => api("ServerError", vec![]),
         ClientError::Connection { .. } => {
             ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
         }

@@ -118,7 +118,7 @@ fn status_of(error: &ClientError) -> fl_status {
         | ClientError::Overloaded { .. }
         | ClientError::PromptTooLong { .. }
         | ClientError::InvalidRequest(_)
-        | ClientError::Server(_) => fl_status::FL_STATUS_PROVIDER_ERROR,
+        | ClientError::Server { .. } => fl_status::FL_STATUS_PROVIDER_ERROR,
     }
 }
 
@@ -135,7 +135,7 @@ fn code_of(error: &ClientError) -> &'static CStr {
         ClientError::Overloaded { .. } => c"overloaded",
         ClientError::PromptTooLong { .. } => c"prompt_too_long",
         ClientError::InvalidRequest(_) => c"invalid_request",
-        ClientError::Server(_) => c"server",
+        ClientError::Server { .. } => c"server",
         ClientError::Connection { .. } => c"connection",
         ClientError::Timeout { .. } => c"timeout",
         ClientError::Truncated { .. } => c"stream_truncated",
@@ -176,8 +176,8 @@ fn error_json(error: &ClientError) -> Value {
         | ClientError::Permission(details)
         | ClientError::NotFound(details)
         | ClientError::QuotaExceeded(details)
-        | ClientError::InvalidRequest(details)
-        | ClientError::Server(details) => add("error_type", json!(details.error_type)),
+        | ClientError::InvalidRequest(details) => add("error_type", json!(details.error_type)),
+        ClientError::Server { details, .. } => add("error_type", json!(details.error_type)),
         ClientError::RateLimited {
             details,
             retry_after,
