@@ -840,6 +840,30 @@ async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
     assert_eq!(wire["retry_after"], 4000.0, "{wire}");
 }
 
+/// A server error (a 503 with `retry-after`, RFC 9110's "come back later") that outlasts the
+/// client's retries stops the run with that wait, as a 429's or a 529's stop does: the client
+/// honoured it between attempts but kept none in the error, so the stop's `retry_after` was
+/// null and a host could not schedule a new run after it.
+#[tokio::test]
+async fn a_server_error_run_s_stop_carries_the_wait_over_http() {
+    let unavailable = ScriptedResponse::with_status(
+        503,
+        ScriptBody::Json(
+            json!({"type": "error", "error": {"type": "api_error", "message": "unavailable"}}),
+        ),
+    )
+    .header("retry-after", "7")
+    .header("request-id", "req_down");
+    let events = run_until_retries_run_out(unavailable).await;
+    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
+    assert_eq!(wire["error_code"], "server", "{wire}");
+    assert_eq!(
+        stop_details(&events),
+        (Some(503), Some("req_down"), Some(Duration::from_secs(7)))
+    );
+    assert_eq!(wire["retry_after"], 7000.0, "{wire}");
+}
+
 /// A run that ends well over HTTP has no failure to describe: the three fields are null on the
 /// wire (present, as every stop field is).
 #[tokio::test]

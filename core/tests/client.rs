@@ -302,7 +302,7 @@ async fn gives_up_after_max_retries_with_the_last_error() {
     let (got, _) = collect(client.stream(BODY)).await;
     assert_eq!(got.retries.len(), 2);
     let error = got.error.unwrap();
-    assert!(matches!(error, ClientError::Server(_)), "{error:?}");
+    assert!(matches!(error, ClientError::Server { .. }), "{error:?}");
     assert_eq!(error.status(), Some(503));
     assert_eq!(error.request_id(), Some("req_z"));
     assert_eq!(server.requests().len(), 3);
@@ -2800,7 +2800,7 @@ async fn repeated_transient_first_events_exhaust_the_retries_with_the_last_error
     let client = Client::new(config).unwrap();
     let (got, stream) = collect(client.stream(BODY)).await;
     let error = got.error.unwrap();
-    assert!(matches!(error, ClientError::Server(_)), "{error:?}");
+    assert!(matches!(error, ClientError::Server { .. }), "{error:?}");
     assert_eq!(error.status(), Some(503));
     assert_eq!(error.request_id(), Some("req_e"));
     let attempts: Vec<_> = got.retries.iter().map(|r| r.attempt).collect();

@@ -134,7 +134,10 @@ export declare class InvalidRequestError extends FerroloopError {
   /** Always `'invalid_request'`. */
   readonly code: 'invalid_request'
 }
-/** The provider failed (5xx) and the retries ran out (`code: 'server'`; Python's `ServerError`). */
+/**
+ * The provider failed (5xx) and the retries ran out (`code: 'server'`; Python's `ServerError`);
+ * `retryAfterMs` when the last response's `retry-after` named a wait.
+ */
 export declare class ServerError extends FerroloopError {
   /** Always `'server'`. */
   readonly code: 'server'
@@ -162,8 +165,9 @@ export interface ClientErrorDetail {
   /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
   errorType?: string
   /**
-   * RateLimitedError and OverloadedError: the wait the server asked for (`retry-after` on the
-   * 429 or 529), in milliseconds; absent when it named none.
+   * RateLimitedError, OverloadedError and ServerError: the wait the server asked for
+   * (`retry-after` on the 429, the 529 or the 5xx, a 503's say), in milliseconds; absent when it
+   * named none, and for an error event inside a stream.
    */
   retryAfterMs?: number
   /**
@@ -991,10 +995,11 @@ export interface AgentStopEvent {
    */
   requestId: string | null
   /**
-   * The wait in milliseconds the provider asked for (`retry-after`) when a rate limit's 429
-   * or an overload's 529 (`errorCode` `'rate_limited'`, `'overloaded'`) outlasted the client's
-   * retries: when to schedule a new run (Python's `retry_after`, in seconds). `null` otherwise:
-   * the client keeps no wait for other statuses.
+   * The wait in milliseconds the provider asked for (`retry-after`) when a rate limit's 429,
+   * an overload's 529 or a server error's 5xx such as a 503 (`errorCode` `'rate_limited'`,
+   * `'overloaded'`, `'server'`) outlasted the client's retries: when to schedule a new run
+   * (Python's `retry_after`, in seconds). `null` otherwise: the client keeps no wait for other
+   * statuses.
    */
   retryAfterMs: number | null
   /** The conversation, valid for the API (every tool_use answered). */

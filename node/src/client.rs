@@ -189,8 +189,8 @@ pub fn client_error_item(error: &ClientError) -> String {
     if let Some(kind) = error.details().and_then(|d| d.error_type.as_deref()) {
         extra.insert("errorType".into(), json!(kind));
     }
-    // A rate limit's or an overload's `retry-after`, also through a truncated stream's cause
-    // (Python's `retry_after`, in seconds there).
+    // A rate limit's, an overload's or a server error's `retry-after`, also through a truncated
+    // stream's cause (Python's `retry_after`, in seconds there).
     if let Some(wait) = error.retry_after() {
         extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
     }

@@ -153,7 +153,7 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
             E::Overloaded { .. } => ErrorCode::Overloaded,
             E::PromptTooLong { .. } => ErrorCode::PromptTooLong,
             E::InvalidRequest(_) => ErrorCode::InvalidRequest,
-            E::Server(_) => ErrorCode::Server,
+            E::Server { .. } => ErrorCode::Server,
             E::Connection { .. } => ErrorCode::Connection,
             E::Timeout { .. } => ErrorCode::Timeout,
             E::Truncated { .. } => ErrorCode::StreamTruncated,

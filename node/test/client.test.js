@@ -138,13 +138,16 @@ test('a connection reset before the headers is retried', async () => {
 
 test('errors are typed FerroloopErrors with code, status and request id once retries run out', async () => {
   const cases = [
-    [{ status: 429, headers: { 'retry-after-ms': '20' }, body: errorBody('rate_limit_error', 'slow') }, ferroloop.RateLimitedError, 'rate_limited', 429],
-    [{ status: 529, headers: { 'retry-after': '3' }, body: errorBody('overloaded_error', 'busy') }, ferroloop.OverloadedError, 'overloaded', 529],
-    [{ status: 401, body: errorBody('authentication_error', 'bad key') }, ferroloop.AuthenticationError, 'authentication', 401],
-    [{ status: 400, body: errorBody('invalid_request_error', 'prompt is too long: 250000 tokens > 200000 maximum') }, ferroloop.PromptTooLongError, 'prompt_too_long', 400],
-    [{ status: 500, body: errorBody('api_error', 'boom') }, ferroloop.ServerError, 'server', 500],
+    // The last column is the error's retryAfterMs: the response's `retry-after` (seconds on the
+    // wire) in milliseconds, on a 429, a 529 and a 5xx (a 503's: when to come back) alike.
+    [{ status: 429, headers: { 'retry-after-ms': '20' }, body: errorBody('rate_limit_error', 'slow') }, ferroloop.RateLimitedError, 'rate_limited', 429, 20],
+    [{ status: 529, headers: { 'retry-after': '3' }, body: errorBody('overloaded_error', 'busy') }, ferroloop.OverloadedError, 'overloaded', 529, 3000],
+    [{ status: 401, body: errorBody('authentication_error', 'bad key') }, ferroloop.AuthenticationError, 'authentication', 401, undefined],
+    [{ status: 400, body: errorBody('invalid_request_error', 'prompt is too long: 250000 tokens > 200000 maximum') }, ferroloop.PromptTooLongError, 'prompt_too_long', 400, undefined],
+    [{ status: 500, body: errorBody('api_error', 'boom') }, ferroloop.ServerError, 'server', 500, undefined],
+    [{ status: 503, headers: { 'retry-after': '7' }, body: errorBody('api_error', 'unavailable') }, ferroloop.ServerError, 'server', 503, 7000],
   ]
-  for (const [response, Cls, code, status] of cases) {
+  for (const [response, Cls, code, status, retryAfterMs] of cases) {
     response.headers = { ...response.headers, 'request-id': `req_${code}` }
     await withServer([response], { maxRetries: 0 }, async (client) => {
       const err = await failure(client.stream(request).message())
@@ -153,9 +156,7 @@ test('errors are typed FerroloopErrors with code, status and request id once ret
       assert.equal(err.code, code)
       assert.equal(err.status, status)
       assert.equal(err.requestId, `req_${code}`)
-      if (code === 'rate_limited') assert.equal(err.retryAfterMs, 20)
-      // A 529's `retry-after` (seconds on the wire), in milliseconds as a rate limit's.
-      if (code === 'overloaded') assert.equal(err.retryAfterMs, 3000)
+      assert.equal(err.retryAfterMs, retryAfterMs, `${status}`)
       // The sizes the provider's message names, as Python's PromptTooLongError.tokens / .limit.
       if (code === 'prompt_too_long') {
         assert.equal(err.tokens, 250000)

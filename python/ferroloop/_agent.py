@@ -95,9 +95,10 @@ class AgentRun(BatchedEvents[AgentEvent]):
       ``status`` the HTTP status (``None`` without one: a lost connection, a timeout, a stream
       cut without an error event); ``request_id`` the provider's request id, to quote to its
       support; ``retry_after`` the wait in seconds the provider asked for (``retry-after``)
-      when a rate limit's 429 or an overload's 529 (``error_code`` ``rate_limited`` or
-      ``overloaded``) outlasted the client's retries, else ``None`` (the client keeps no wait
-      for other statuses): when to schedule a new run.
+      when a rate limit's 429, an overload's 529 or a server error's 5xx such as a 503
+      (``error_code`` ``rate_limited``, ``overloaded`` or ``server``) outlasted the client's
+      retries, else ``None`` (the client keeps no wait for other statuses): when to schedule a
+      new run.
 
     ``cancel()`` stops the run gracefully (running tools are cancelled; a ``stop`` event with
     reason ``aborted`` still follows). Cancelling the iterating task, or ``aclose()``, aborts

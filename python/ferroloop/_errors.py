@@ -93,9 +93,15 @@ class InvalidRequestError(APIError):
 
 class ServerError(APIError):
     """The provider failed (a 5xx, an ``api_error`` or ``server_error`` event) and the retries,
-    if any, ran out."""
+    if any, ran out. ``retry_after`` is the wait the last response's ``retry-after`` asked for,
+    in seconds (a 503's, say: when to try again), as ``RateLimitError``'s (``None`` when it named
+    none, and for an event)."""
 
     code = "server"
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
 
 
 class RateLimitError(APIError):

@@ -288,8 +288,8 @@ class AgentStopEvent(TypedDict):
     ``status``, ``request_id`` and ``retry_after`` (seconds) are what the client knew of the
     failed model call the run stopped on (reason ``error`` with a model's code, or
     ``prompt_too_long`` after the provider refused the prompt), each ``None`` when not known
-    and on every other stop; ``retry_after`` is set for a rate limit's 429 or an overload's 529
-    that named a wait."""
+    and on every other stop; ``retry_after`` is set for a rate limit's 429, an overload's 529 or
+    a server error's 5xx (a 503's, say) that named a wait."""
 
     type: Literal["stop"]
     reason: StopReason

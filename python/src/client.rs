@@ -532,7 +532,10 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         ),
         ClientError::NotFound(_) => api("NotFoundError", vec![]),
         ClientError::InvalidRequest(_) => api("InvalidRequestError", vec![]),
-        ClientError::Server(_) => api("ServerError", vec![]),
+        ClientError::Server { retry_after, .. } => {
+            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
+            api("ServerError", vec![("retry_after", wait)])
+        }
         ClientError::Connection { .. } => {
             ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
         }

@@ -967,8 +967,8 @@ fl_status fl_agent_run_start_prompt(const fl_agent *agent,
  *   --json`, Python's and Node's runs, durations in milliseconds. A failed run ends with a
  *   `stop` of reason `error` and a stable `error_code` (`invalid_request` for an HTTP 400,
  *   `authentication`, `rate_limited`, `overloaded`, ...); a stop on a failed model call also
- *   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's
- *   or an overload's `retry-after` asked for, in milliseconds), each
+ *   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's, an
+ *   overload's or a server error's `retry-after` asked for, in milliseconds), each
  *   `null` when not known. A cancelled run
  *   ends with reason `aborted`.
  * - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).
@@ -1284,9 +1284,9 @@ fl_status fl_message_stream_error(const fl_message_stream *stream, fl_client_err
  *   `rate_limited`, `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`):
  *   `error_type`, the provider's error type (`"overloaded_error"`, `"rate_limit_exceeded"`),
  *   `null` when it named none;
- * - `rate_limited` and `overloaded`: `retry_after_ms`, the wait the server asked for
- *   (`retry-after` on the 429 or 529), `null` when it named none (Python's `retry_after` is in
- *   seconds);
+ * - `rate_limited`, `overloaded` and `server`: `retry_after_ms`, the wait the server asked
+ *   for (`retry-after` on the 429, the 529 or the 5xx, a 503's say), `null` when it named none
+ *   and for an error event inside a stream (Python's `retry_after` is in seconds);
  * - `prompt_too_long`: `tokens` and `limit`, the prompt's size and the model's limit in
  *   tokens, each `null` when the provider's message did not say;
  * - `timeout`: `which`, the watchdog that fired (`"connect"`, `"first byte"`, `"first event"`,

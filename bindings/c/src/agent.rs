@@ -437,8 +437,8 @@ pub unsafe extern "C" fn fl_agent_run_start_prompt(
 ///   --json`, Python's and Node's runs, durations in milliseconds. A failed run ends with a
 ///   `stop` of reason `error` and a stable `error_code` (`invalid_request` for an HTTP 400,
 ///   `authentication`, `rate_limited`, `overloaded`, ...); a stop on a failed model call also
-///   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's
-///   or an overload's `retry-after` asked for, in milliseconds), each
+///   has the call's `status`, `request_id` and `retry_after` (the wait a rate limit's, an
+///   overload's or a server error's `retry-after` asked for, in milliseconds), each
 ///   `null` when not known. A cancelled run
 ///   ends with reason `aborted`.
 /// - `FL_AGENT_NEXT_NONE`: nothing within the timeout (the view is empty).

@@ -118,7 +118,7 @@ fn status_of(error: &ClientError) -> fl_status {
         | ClientError::Overloaded { .. }
         | ClientError::PromptTooLong { .. }
         | ClientError::InvalidRequest(_)
-        | ClientError::Server(_) => fl_status::FL_STATUS_PROVIDER_ERROR,
+        | ClientError::Server { .. } => fl_status::FL_STATUS_PROVIDER_ERROR,
     }
 }
 
@@ -135,7 +135,7 @@ fn code_of(error: &ClientError) -> &'static CStr {
         ClientError::Overloaded { .. } => c"overloaded",
         ClientError::PromptTooLong { .. } => c"prompt_too_long",
         ClientError::InvalidRequest(_) => c"invalid_request",
-        ClientError::Server(_) => c"server",
+        ClientError::Server { .. } => c"server",
         ClientError::Connection { .. } => c"connection",
         ClientError::Timeout { .. } => c"timeout",
         ClientError::Truncated { .. } => c"stream_truncated",
@@ -176,13 +176,16 @@ fn error_json(error: &ClientError) -> Value {
         | ClientError::Permission(details)
         | ClientError::NotFound(details)
         | ClientError::QuotaExceeded(details)
-        | ClientError::InvalidRequest(details)
-        | ClientError::Server(details) => add("error_type", json!(details.error_type)),
+        | ClientError::InvalidRequest(details) => add("error_type", json!(details.error_type)),
         ClientError::RateLimited {
             details,
             retry_after,
         }
         | ClientError::Overloaded {
+            details,
+            retry_after,
+        }
+        | ClientError::Server {
             details,
             retry_after,
         } => {
@@ -863,9 +866,9 @@ pub unsafe extern "C" fn fl_message_stream_error(
 ///   `rate_limited`, `quota_exceeded`, `overloaded`, `prompt_too_long`, `server`):
 ///   `error_type`, the provider's error type (`"overloaded_error"`, `"rate_limit_exceeded"`),
 ///   `null` when it named none;
-/// - `rate_limited` and `overloaded`: `retry_after_ms`, the wait the server asked for
-///   (`retry-after` on the 429 or 529), `null` when it named none (Python's `retry_after` is in
-///   seconds);
+/// - `rate_limited`, `overloaded` and `server`: `retry_after_ms`, the wait the server asked
+///   for (`retry-after` on the 429, the 529 or the 5xx, a 503's say), `null` when it named none
+///   and for an error event inside a stream (Python's `retry_after` is in seconds);
 /// - `prompt_too_long`: `tokens` and `limit`, the prompt's size and the model's limit in
 ///   tokens, each `null` when the provider's message did not say;
 /// - `timeout`: `which`, the watchdog that fired (`"connect"`, `"first byte"`, `"first event"`,

@@ -15,8 +15,8 @@
  * - a stream cut mid-way: truncated (cause `connection`), the partial message readable;
  * - the whole error as JSON (fl_message_stream_error_json): an HTTP 429 with `retry-after`
  *   (`retry_after_ms`, the error type, status, request id), an HTTP 400 prompt too long with
- *   its sizes (`tokens`, `limit`), an HTTP 529 with `retry-after` (`retry_after_ms`), a
- *   first-byte timeout (`which`, `elapsed_ms`); `null` for a
+ *   its sizes (`tokens`, `limit`), an HTTP 529 and an HTTP 503 with `retry-after`
+ *   (`retry_after_ms`), a first-byte timeout (`which`, `elapsed_ms`); `null` for a
  *   request that succeeded;
  * - a cancel while a thread waits for the stream, a create cancelled through its token, and a
  *   stream freed mid-way: each connection is closed;
@@ -72,6 +72,8 @@ static const char bad_request_body[] =
     "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
     "\"message\":\"max_tokens: 999999 > 64000, which is the maximum\"}}";
 
+static const char unavailable_body[] =
+    "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"unavailable\"}}";
 static const char rate_limited_body[] =
     "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}";
 static const char prompt_too_long_body[] =
@@ -381,7 +383,8 @@ static void bad_request(server *s) {
 }
 
 /* The whole error as JSON: an HTTP 429 with `retry-after` (not retried), then an HTTP 400
- * prompt too long with its sizes, then an HTTP 529 with `retry-after`; refused before the end. */
+ * prompt too long with its sizes, then an HTTP 529 and an HTTP 503 with `retry-after`; refused
+ * before the end. */
 static void error_json(server *s) {
     fl_client *client = client_without_retries(s, "");
     fl_message_stream *limited = start(client);
@@ -418,9 +421,19 @@ static void error_json(server *s) {
                         "overloaded_error: Overloaded (request id req_test_2)\",\"status\":529,"
                         "\"request_id\":\"req_test_2\",\"error_type\":\"overloaded_error\","
                         "\"retry_after_ms\":2000.0}"));
+    /* A server error's 503 with `retry-after` (RFC 9110's "come back later"): the same key. */
+    fl_message_stream *unavailable = start(client);
+    CHECK(drain(unavailable, &events) == 0);
+    CHECK_STATUS(fl_message_stream_error(unavailable, &error), FL_STATUS_PROVIDER_ERROR);
+    CHECK(error_json_is(unavailable,
+                        "{\"code\":\"server\",\"message\":\"server error: HTTP 503 "
+                        "api_error: unavailable (request id req_test_3)\",\"status\":503,"
+                        "\"request_id\":\"req_test_3\",\"error_type\":\"api_error\","
+                        "\"retry_after_ms\":2000.0}"));
     fl_message_stream_free(limited);
     fl_message_stream_free(too_long);
     fl_message_stream_free(overloaded);
+    fl_message_stream_free(unavailable);
     fl_client_free(client);
     free(stop_server(s));
     buffer_free(&events);
@@ -861,7 +874,8 @@ int main(int argc, char **argv) {
     const reply error_json_replies[] = {
         {"429 Too Many Requests", JSON_WITH_RETRY_AFTER, rate_limited_body, 0},
         {"400 Bad Request", "application/json", prompt_too_long_body, 0},
-        {"529 Site Overloaded", JSON_WITH_RETRY_AFTER, overloaded_body, 0}};
+        {"529 Site Overloaded", JSON_WITH_RETRY_AFTER, overloaded_body, 0},
+        {"503 Service Unavailable", JSON_WITH_RETRY_AFTER, unavailable_body, 0}};
     const reply timeout_replies[] = {{NULL, NULL, NULL, 0}};
     /* Cut in the middle of the tool input: after the text block. */
     const char *tool_input = strstr(fixture, "\"partial_json\":\"on");
@@ -876,7 +890,7 @@ int main(int argc, char **argv) {
     server chat_server = start_server(chat_replies, 1);
     server retry_server = start_server(retry_replies, 2);
     server bad_request_server = start_server(bad_request_replies, 1);
-    server error_json_server = start_server(error_json_replies, 3);
+    server error_json_server = start_server(error_json_replies, 4);
     server timeout_server = start_server(timeout_replies, 1);
     server cut_server = start_server(cut_replies, 1);
     server held_server = start_server(held_replies, 3);

@@ -322,10 +322,11 @@ pub enum AgentEvent {
         request_id: Option<String>,
         /// The wait the provider asked for (`retry-after-ms` or `retry-after`) in its last
         /// answer to that call, in milliseconds: set on a stop whose call got an HTTP error
-        /// status naming a wait (a rate limit's 429, an overload's 529) after the client's
-        /// retries ran out; when to schedule a new run. `null` otherwise: the client keeps no
-        /// wait for other statuses (a 503's), nor has one for an error event inside a stream;
-        /// a host model sets it in its [`FailureDetails`](super::FailureDetails).
+        /// status naming a wait (a rate limit's 429, an overload's 529, a server error's 5xx
+        /// such as a 503) after the client's retries ran out; when to schedule a new run.
+        /// `null` otherwise: the client keeps no wait for other statuses (a 4xx's other than
+        /// a 429), nor has one for an error event inside a stream; a host model sets it in its
+        /// [`FailureDetails`](super::FailureDetails).
         #[serde(serialize_with = "as_opt_millis")]
         retry_after: Option<Duration>,
         /// The conversation, valid for the API (every `tool_use` answered).

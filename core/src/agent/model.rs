@@ -65,8 +65,8 @@ pub struct FailureDetails {
     /// The provider's request id (`request-id` / `x-request-id`), when the headers arrived.
     pub request_id: Option<String>,
     /// The wait the provider asked for (`retry-after-ms` / `retry-after`) in its last answer:
-    /// the client keeps it for a rate limit (HTTP 429) and an overload (HTTP 529), none for an
-    /// error event inside a stream.
+    /// the client keeps it for a rate limit (HTTP 429), an overload (HTTP 529) and a server
+    /// error (a 5xx such as a 503, or a 408), none for an error event inside a stream.
     pub retry_after: Option<Duration>,
 }
 

@@ -113,8 +113,15 @@ pub enum ClientError {
     #[error("invalid request: {0}")]
     InvalidRequest(ErrorDetails),
     /// 5xx (or 408), or an `api_error` in the stream.
-    #[error("server error: {0}")]
-    Server(ErrorDetails),
+    #[error("server error: {details}")]
+    Server {
+        /// What the provider said.
+        details: ErrorDetails,
+        /// The wait the server asked for (`retry-after-ms` / `retry-after`) with its HTTP error
+        /// (a 503's, as RFC 9110 defines it); `None` for a failure announced inside a stream
+        /// (no headers of its own).
+        retry_after: Option<Duration>,
+    },
     /// The connection could not be made or broke (refused, reset, closed before headers).
     #[error("connection error: {message}")]
     Connection {
@@ -180,7 +187,7 @@ impl ClientError {
             | ClientError::NotFound(details)
             | ClientError::Overloaded { details, .. }
             | ClientError::InvalidRequest(details)
-            | ClientError::Server(details)
+            | ClientError::Server { details, .. }
             | ClientError::RateLimited { details, .. }
             | ClientError::QuotaExceeded(details)
             | ClientError::PromptTooLong { details, .. } => Some(details),
@@ -204,12 +211,14 @@ impl ClientError {
         }
     }
 
-    /// The wait the server asked for (`retry-after-ms` / `retry-after`), kept for a rate
-    /// limit (429) and an overload (529); through a truncated stream, its cause's.
+    /// The wait the server asked for (`retry-after-ms` / `retry-after`) with its HTTP error,
+    /// kept for a rate limit (429), an overload (529) and a server error (a 5xx, 408); through
+    /// a truncated stream, its cause's.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ClientError::RateLimited { retry_after, .. }
-            | ClientError::Overloaded { retry_after, .. } => *retry_after,
+            | ClientError::Overloaded { retry_after, .. }
+            | ClientError::Server { retry_after, .. } => *retry_after,
             ClientError::Truncated { cause, .. } => cause.retry_after(),
             _ => None,
         }
@@ -234,7 +243,7 @@ impl ClientError {
             self,
             ClientError::RateLimited { .. }
                 | ClientError::Overloaded { .. }
-                | ClientError::Server(_)
+                | ClientError::Server { .. }
         )
     }
 
@@ -264,7 +273,7 @@ impl ClientError {
             ClientError::Overloaded { .. } => "overloaded",
             ClientError::PromptTooLong { .. } => "prompt_too_long",
             ClientError::InvalidRequest(_) => "invalid_request",
-            ClientError::Server(_) => "server",
+            ClientError::Server { .. } => "server",
             ClientError::Connection { .. } => "connection",
             ClientError::Timeout { .. } => "timeout",
             ClientError::Truncated { .. } => "stream_truncated",
@@ -336,7 +345,7 @@ impl ClientError {
             | ClientError::NotFound(details)
             | ClientError::Overloaded { details, .. }
             | ClientError::InvalidRequest(details)
-            | ClientError::Server(details)
+            | ClientError::Server { details, .. }
             | ClientError::RateLimited { details, .. }
             | ClientError::QuotaExceeded(details)
             | ClientError::PromptTooLong { details, .. } => Some(details),
@@ -408,7 +417,10 @@ fn classify(
         Kind::Authentication => ClientError::Authentication(details),
         Kind::Permission => ClientError::Permission(details),
         Kind::NotFound => ClientError::NotFound(details),
-        Kind::Server | Kind::Other => ClientError::Server(details),
+        Kind::Server | Kind::Other => ClientError::Server {
+            details,
+            retry_after,
+        },
         // (A prompt too long was answered above, with its sizes.)
         Kind::InvalidRequest | Kind::PromptTooLong => ClientError::InvalidRequest(details),
     }
@@ -631,6 +643,31 @@ mod tests {
         assert_eq!(details.message, "Number of requests has exceeded");
         assert_eq!(error.request_id(), Some("req_123"));
         assert!(error.to_string().contains("req_123"));
+    }
+
+    /// A 503 (or any server error status) keeps the wait its `retry-after` asked for, as a 429
+    /// and a 529 do: RFC 9110 defines the header on a 503 for when to come back, and a caller
+    /// whose retries ran out needs it to schedule the next attempt. An `api_error` inside a
+    /// stream has no headers of its own, so no wait.
+    #[test]
+    fn a_server_error_keeps_the_wait_of_its_http_response() {
+        let mut headers = HeaderMap::new();
+        headers.insert("request-id", HeaderValue::from_static("req_503"));
+        let unavailable = ClientError::from_response(
+            503,
+            &headers,
+            &anthropic_body("api_error", "unavailable"),
+            Some(Duration::from_secs(7)),
+        );
+        assert_eq!(unavailable.code(), "server", "{unavailable:?}");
+        assert_eq!(unavailable.retry_after(), Some(Duration::from_secs(7)));
+        assert_eq!(unavailable.request_id(), Some("req_503"));
+        let in_stream = ClientError::from_stream_error(
+            r#"{"type":"error","error":{"type":"api_error","message":"Internal"}}"#,
+            None,
+        );
+        assert_eq!(in_stream.code(), "server", "{in_stream:?}");
+        assert_eq!(in_stream.retry_after(), None);
     }
 
     /// OpenRouter's `{"error": {"code": 502, "message": ...}}` names its status as its code,
