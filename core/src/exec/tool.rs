@@ -317,7 +317,7 @@ pub enum RegistryError {
     #[error("a tool named '{0}' is already registered")]
     Duplicate(String),
     /// The tool's timeout is zero: every call would time out at once, where 0 most likely
-    /// meant "none" (leave the timeout out for none). The bindings refuse it first, naming
+    /// meant "none" (leave the timeout out for none). The bindings map it to an error naming
     /// their own option; a client's zero timeout is refused the same way.
     #[error(
         "tool '{0}': a timeout of 0 would time out every call at once; give a positive one, or none"
