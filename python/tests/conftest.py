@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -111,16 +112,29 @@ class ReplayServer:
         banner = json.loads(self._process.stdout.readline())
         self.url: str = banner["url"]
         self._requests: Optional[list[dict[str, Any]]] = None
+        # The request log is read as it comes: left in the pipe, it would fill it (64 KiB, a
+        # few dozen agent requests) and block the server mid-request, which a test would see
+        # as a hang of the client.
+        self._log_lines: list[bytes] = []
+        self._log_reader = threading.Thread(target=self._read_log, daemon=True)
+        self._log_reader.start()
+
+    def _read_log(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._log_lines.append(line)
 
     def stop(self) -> None:
         if self._requests is not None:
             return
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
         self._process.stdin.close()
-        rest = self._process.stdout.read()
         self._process.wait(timeout=30)
+        self._log_reader.join(timeout=30)
         self._requests = [
-            json.loads(line)["request"] for line in rest.decode("utf-8").splitlines() if line
+            json.loads(line)["request"]
+            for line in b"".join(self._log_lines).decode("utf-8").splitlines()
+            if line
         ]
 
     def requests(self) -> list[dict[str, Any]]:

@@ -301,6 +301,29 @@ async def test_create_returns_the_json_response(replay: Replay) -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_replay_server_logs_more_requests_than_its_pipe_holds(replay: Replay) -> None:
+    # The harness itself: 40 requests of 4 KiB log ~170 KiB, more than an unread stdout pipe
+    # holds (64 KiB); the server must not block on its log (a stress run of agents against it
+    # hung there, looking like a client hang).
+    response = expected_message("anthropic/basic_response")
+    server = replay({"responses": [{"body": {"json": response}}], "when_exhausted": "repeat_last"})
+    prompt = "x" * 4096
+    async with client_for(server) as client:
+        answers = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    client.create(**{**REQUEST, "messages": [{"role": "user", "content": prompt}]})
+                    for _ in range(40)
+                )
+            ),
+            timeout=10,
+        )
+    assert answers == [response] * 40
+    requests = server.requests()
+    assert len(requests) == 40 and all(prompt in request["body"] for request in requests)
+
+
+@pytest.mark.asyncio
 async def test_a_stall_before_the_first_event_is_a_timeout(replay: Replay) -> None:
     server = replay({"responses": [{"body": BASIC, "fault": {"kind": "stall_after", "bytes": 0, "ms": 5000}}]})
     async with client_for(server, max_retries=0, first_event_timeout=0.3) as client:
