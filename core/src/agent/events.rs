@@ -25,7 +25,9 @@ pub enum StopReason {
     Budget,
     /// The run was cancelled.
     Aborted,
-    /// The prompt stayed over the context window after compaction.
+    /// The prompt stayed over the context window: over the blocking limit after compaction,
+    /// or refused by the provider as too long when compaction could not shrink the history (a
+    /// lone prompt without a compaction hook, a failed summary) or again after it.
     PromptTooLong,
     /// A model or tool error ended the run.
     Error,
