@@ -284,7 +284,8 @@ pub enum AgentEvent {
     Stop {
         /// Why.
         reason: StopReason,
-        /// The error, when `reason` is `error` (or a note, for `prompt_too_long` and `budget`).
+        /// The error, when `reason` is `error` (or a note, for `prompt_too_long`, `budget` and
+        /// a `max_tokens` stop of code `max_tokens_no_progress`).
         error: Option<String>,
         /// A stable, machine-readable name of what `error` says, set exactly when `error` is.
         ///
