@@ -38,7 +38,9 @@ class APIError(FerroloopError):
 
     ``status`` is the HTTP status (``None`` for a mid-stream error event), ``request_id`` the
     provider's request id when known, ``error_type`` the provider's error type string (for
-    example ``"overloaded_error"``) and ``body`` the decoded error body when there was one.
+    example ``"overloaded_error"``) and ``body`` the error event's decoded payload when a
+    ``StreamDecoder`` raised it (``None`` for a ``Client`` request's error: the client keeps no
+    error body).
     A plain ``APIError`` is an error of no known class (Node's ``ProviderError``, code
     ``"provider_error"``); the subclasses name the others, as Node's classes do.
     """

@@ -484,7 +484,9 @@ class ToolUseInvalidEvent(TypedDict):
 
 
 class ToolUseTruncatedEvent(TypedDict):
-    """The output limit (or a streaming refusal) cut a tool call's input off: it must not run."""
+    """The output limit (or a streaming refusal) cut a tool call's input off: it must not run.
+    An OpenAI Responses custom tool call (free text) is reported so whenever the response ended
+    incomplete, for any reason, or the call is marked incomplete."""
 
     type: Literal["tool_use_truncated"]
     index: int

@@ -25,7 +25,9 @@ pub enum StopReason {
     Budget,
     /// The run was cancelled.
     Aborted,
-    /// The prompt stayed over the context window after compaction.
+    /// The prompt stayed over the context window: over the blocking limit after compaction,
+    /// or refused by the provider as too long when compaction could not shrink the history (a
+    /// lone prompt without a compaction hook, a failed summary) or again after it.
     PromptTooLong,
     /// A model or tool error ended the run.
     Error,
@@ -282,7 +284,8 @@ pub enum AgentEvent {
     Stop {
         /// Why.
         reason: StopReason,
-        /// The error, when `reason` is `error` (or a note, for `prompt_too_long` and `budget`).
+        /// The error, when `reason` is `error` (or a note, for `prompt_too_long`, `budget` and
+        /// a `max_tokens` stop of code `max_tokens_no_progress`).
         error: Option<String>,
         /// A stable, machine-readable name of what `error` says, set exactly when `error` is.
         ///

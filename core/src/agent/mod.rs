@@ -30,8 +30,10 @@
 //!   [`ModelError::with_code`].
 //! - Providers: history and requests are in the Anthropic Messages shape. Against OpenAI Chat
 //!   Completions endpoints the [`openai`] module translates the request on the way out and the
-//!   decoded stream and final message on the way back (the client does this for
-//!   `Provider::OpenAiChat`; [`replay::ScriptedModel::openai_chat`] in-process).
+//!   decoded stream and final message on the way back, and against the OpenAI Responses API
+//!   the [`responses`] module does (the client does this for `Provider::OpenAiChat` and
+//!   `Provider::OpenAiResponses`; [`replay::ScriptedModel::openai_chat`] and
+//!   [`replay::ScriptedModel::openai_responses`] in-process).
 //! - Invariant: every `tool_use` in history is answered by exactly one `tool_result` in the next
 //!   message — after an abort, a retry or a compaction too ([`check_tool_pairing`]); a call id
 //!   a response repeats (or leaves empty) is renamed so that it holds, and so is one an earlier

@@ -76,7 +76,9 @@ pub struct FailureDetails {
 /// [`ModelError::with_details`] adds them).
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    /// The prompt is over the model's context window (the loop compacts once and retries).
+    /// The prompt is over the model's context window (the loop compacts once and retries; it
+    /// stops with `prompt_too_long` when compaction cannot shrink the history, or when the
+    /// retry is refused again).
     #[error("{}", prompt_too_long_text(message))]
     PromptTooLong {
         /// The provider's message.
@@ -110,8 +112,10 @@ pub enum ModelError {
         details: FailureDetails,
     },
     /// Anything else (authentication, a provider error event, a protocol error): the loop
-    /// stops with `error`, and the stop event's `error_code` is `code`. Build it with
-    /// [`ModelError::other`] or [`ModelError::with_code`].
+    /// stops with `error`, and the stop event's `error_code` is `code` — unless the failure is
+    /// [transient](Self::is_transient) (`rate_limited`, `server`, `timeout`, `connection`) and
+    /// came after the stream delivered an event: that turn is then asked again once, as a
+    /// truncated stream is. Build it with [`ModelError::other`] or [`ModelError::with_code`].
     #[error("{message}")]
     Other {
         /// A stable, machine-readable name of the failure: the client error's code

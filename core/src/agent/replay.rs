@@ -1,7 +1,7 @@
-//! Scripted models: SSE encoders for Anthropic messages (as the Messages API or as OpenAI Chat
-//! Completions would stream them), a [`Model`] that decodes scripted SSE bytes in-process, and
-//! the "explore this directory" conversation of `ferroloop run`'s replay model (which reads
-//! either request shape).
+//! Scripted models: SSE encoders for Anthropic messages (as the Messages API, OpenAI Chat
+//! Completions or the OpenAI Responses API would stream them), a [`Model`] that decodes scripted
+//! SSE bytes in-process, and the "explore this directory" conversation of `ferroloop run`'s
+//! replay model (which reads any of the three request shapes).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -390,7 +390,8 @@ pub type Script = dyn Fn(usize, &Value) -> ScriptReply + Send + Sync;
 /// [`ScriptedModel::new`] speaks Anthropic Messages; [`ScriptedModel::openai_chat`] speaks
 /// OpenAI Chat Completions through the same translation as the client (the script sees the
 /// translated request and answers with Chat Completions chunks, e.g. from
-/// [`openai_chat_sse`]).
+/// [`openai_chat_sse`]), and [`ScriptedModel::openai_responses`] the OpenAI Responses API
+/// likewise (`response.*` events, e.g. from [`openai_responses_sse`]).
 pub struct ScriptedModel {
     script: Arc<Script>,
     calls: Arc<AtomicUsize>,

@@ -86,7 +86,7 @@ pub struct ClientConfig {
     pub timeouts: Timeouts,
     /// TLS trust.
     pub tls: TlsOptions,
-    /// Proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
+    /// Proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`).
     pub proxy: ProxyConfig,
     /// Speak HTTP/2 without negotiation on cleartext connections (h2c prior knowledge).
     /// Over TLS, HTTP/2 or HTTP/1.1 is chosen by ALPN regardless.
@@ -153,7 +153,8 @@ impl ClientConfig {
 
     /// Defaults for `provider` with the key, base URL and proxies taken from the process
     /// environment (`ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL` or `OPENAI_API_KEY`/
-    /// `OPENAI_BASE_URL`; `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`, upper or lower case).
+    /// `OPENAI_BASE_URL`; `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, upper or lower
+    /// case: see [`ProxyConfig::from_lookup`]).
     pub fn from_env(provider: Provider) -> Self {
         Self::from_lookup(provider, |name| std::env::var(name).ok())
     }

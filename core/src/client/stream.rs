@@ -155,7 +155,7 @@ impl ResponseStream {
     }
 
     /// True once the provider's terminal event arrived (`message_stop`, `[DONE]`,
-    /// `response.completed`).
+    /// `response.completed` or `response.incomplete`).
     pub fn is_complete(&self) -> bool {
         self.ledger.complete
     }

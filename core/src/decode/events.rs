@@ -107,8 +107,10 @@ pub enum DecodeEvent {
         /// The parser's complaint.
         error: String,
     },
-    /// The output limit (`max_tokens` / `length`), or Anthropic's streaming refusal, cut a tool
-    /// call's input off: it must not run.
+    /// The output limit (`max_tokens` / `length`, Anthropic's `model_context_window_exceeded`),
+    /// or Anthropic's streaming refusal, cut a tool call's input off: it must not run. An OpenAI
+    /// Responses custom tool call (free text) is reported so whenever a `response.incomplete`
+    /// (for any reason) or its own `incomplete` status left it unfinished.
     ToolUseTruncated {
         /// Block index (or tool call index).
         index: usize,

@@ -67,7 +67,7 @@ pub trait EventDecoder {
     }
 
     /// Whether the stream reached its end marker (`message_stop`, `[DONE]`,
-    /// `response.completed`).
+    /// `response.completed` or `response.incomplete`).
     fn is_complete(&self) -> bool;
 
     /// Ends the input. Returns the final message, the provider error if the stream carried one,

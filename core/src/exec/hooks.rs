@@ -64,8 +64,10 @@ pub trait ToolHooks: Send + Sync + 'static {
     }
 
     /// Called with the output of a call that ran to completion (success or tool-reported
-    /// error; not for timeouts, cancellations or panics). Like the other hooks, it is dropped
-    /// when the call is cancelled while it runs, and the call is answered as cancelled.
+    /// error, [`ToolError::Failed`](super::ToolError::Failed) included; not for a
+    /// [`ToolError::Fatal`](super::ToolError::Fatal), timeouts, cancellations or panics).
+    /// Like the other hooks, it is dropped when the call is cancelled while it runs, and the
+    /// call is answered as cancelled.
     fn after_call<'a>(
         &'a self,
         call: HookCall<'a>,
