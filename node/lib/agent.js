@@ -6,6 +6,7 @@
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
+const { onAbort } = require('./abort.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
 
@@ -328,10 +329,9 @@ class Agent {
     // (The closures hold the maps, not the agent: a signal outliving the agent keeps only them.)
     const causes = this.#abortCauses
     const scopes = this.#scopes
-    const onAbort = () => causes.set(runId, signal.reason)
-    if (signal !== undefined && !aborted) signal.addEventListener('abort', onAbort, { once: true })
+    const unsubscribe = signal === undefined ? undefined : onAbort(signal, () => causes.set(runId, signal.reason))
     const ended = () => {
-      signal?.removeEventListener('abort', onAbort)
+      unsubscribe?.()
       causes.delete(runId)
       scopes.delete(runId)
     }

@@ -4,6 +4,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
+const { onAbort } = require('./abort.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -19,10 +20,8 @@ function abortErrorFor(signal, message) {
   return new AbortError(message, { cause: signal?.reason })
 }
 
-/** Removes the abort listener of an ItemSource collected before it ended. */
-const unlistenWhenCollected = new FinalizationRegistry(({ signal, listener }) => {
-  signal.removeEventListener('abort', listener)
-})
+/** Unsubscribes an ItemSource collected before it ended from its signal. */
+const unlistenWhenCollected = new FinalizationRegistry((unsubscribe) => unsubscribe())
 
 /**
  * Pulls the items of a native EventStream: every batch the native side has ready at once; when
@@ -36,8 +35,7 @@ class ItemSource {
   #head = 0
   #ended = false
   #aborted = false
-  #signal
-  #onAbort
+  #unsubscribe
   /** Resolves the wait for the waker (null when nobody waits). */
   #waiter = null
   /**
@@ -48,7 +46,6 @@ class ItemSource {
 
   constructor(nativeStream, signal) {
     this.#native = nativeStream
-    this.#signal = signal
     // The native stream holds its waker for as long as it lives: a closure over this source
     // would be a cycle through a native root, and an abandoned stream would never be collected.
     // Nor may it close over the native stream: a closure made here would share this
@@ -57,14 +54,13 @@ class ItemSource {
     const wake = ItemSource.#wakerOf(self)
     callNative(() => nativeStream.setWaker(wake))
     if (signal !== undefined) {
-      // The listener reaches this source weakly, and is removed once the source is collected:
-      // a long-lived signal (a server's shutdown signal given to every request) would otherwise
-      // keep every stream nobody read to its end, native stream and buffered items included,
-      // and collect one listener per such stream. A collected source's native stream is
+      // The callback reaches this source weakly, and is unsubscribed once the source is
+      // collected: a long-lived signal (a server's shutdown signal given to every request)
+      // would otherwise keep every stream nobody read to its end, native stream and buffered
+      // items included, and collect one callback per such stream. A collected source's native stream is
       // dropped, which cancels its request: nothing is left to abort.
-      this.#onAbort = ItemSource.#abortOf(self)
-      signal.addEventListener('abort', this.#onAbort, { once: true })
-      unlistenWhenCollected.register(this, { signal, listener: this.#onAbort }, this)
+      this.#unsubscribe = onAbort(signal, ItemSource.#abortOf(self))
+      unlistenWhenCollected.register(this, this.#unsubscribe, this)
     }
   }
 
@@ -127,7 +123,7 @@ class ItemSource {
 
   /**
    * Cancels the native producer. The signal is not listened to any more: nothing is left for
-   * it to abort (a signal reused for many requests would otherwise collect one listener per
+   * it to abort (a signal reused for many requests would otherwise keep one callback per
    * request left early).
    */
   abort() {
@@ -148,9 +144,9 @@ class ItemSource {
   }
 
   #unlisten() {
-    if (this.#onAbort !== undefined) {
-      this.#signal.removeEventListener('abort', this.#onAbort)
-      this.#onAbort = undefined
+    if (this.#unsubscribe !== undefined) {
+      this.#unsubscribe()
+      this.#unsubscribe = undefined
       unlistenWhenCollected.unregister(this)
     }
   }

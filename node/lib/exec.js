@@ -5,6 +5,7 @@
 
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
+const { onAbort } = require('./abort.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -741,15 +742,14 @@ class ToolExecutor {
     const turn = new Turn(this.#executor(), this.#host)
     turn._submitAll(toolUses, false)
     turn._finish()
-    const onAbort = () => turn._cancel(signal.reason)
-    signal?.addEventListener('abort', onAbort, { once: true })
+    const unsubscribe = signal === undefined ? undefined : onAbort(signal, () => turn._cancel(signal.reason))
     try {
       const results = await turn.results()
       turn._forgetResults()
       if (signal?.aborted) throw new AbortError('the run was aborted', { cause: signal.reason })
       return results
     } finally {
-      signal?.removeEventListener('abort', onAbort)
+      unsubscribe?.()
     }
   }
 }
