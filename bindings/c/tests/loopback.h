@@ -6,6 +6,7 @@
 #define FERROLOOP_TEST_LOOPBACK_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -33,7 +34,8 @@ typedef struct {
 typedef struct {
     pid_t pid;
     int port;
-    int requests_fd; /* read end: every request received, each after REQUEST_MARK */
+    int requests_fd; /* reads every request received, each after REQUEST_MARK, from an
+                      * unlinked file the server appends to (at its end: read returns 0) */
 } server;
 
 #define REQUEST_MARK "\n=== request ===\n"
@@ -119,10 +121,20 @@ static server start_server(const reply *replies, int count) {
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address.sin_port = 0;
     socklen_t address_len = sizeof address;
-    int fds[2];
+    /* The request log is a file, not a pipe: a test reads it when it needs to, mostly once the
+     * server is gone, and a pipe would block the server once a test's requests passed its
+     * capacity (64 KiB). Two descriptions of one file, each with its own offset: the child
+     * writes through one, the parent reads through the other. */
+    const char *dir = getenv("TMPDIR");
+    char log_path[1024];
+    snprintf(log_path, sizeof log_path, "%s/ferroloop-loopback-XXXXXX",
+             dir != NULL && dir[0] != '\0' ? dir : "/tmp");
+    int log_fd = mkstemp(log_path);
+    int read_fd = log_fd >= 0 ? open(log_path, O_RDONLY) : -1;
+    if (log_fd >= 0) unlink(log_path);
     if (listener < 0 || bind(listener, (struct sockaddr *)&address, sizeof address) != 0 ||
         listen(listener, 8) != 0 ||
-        getsockname(listener, (struct sockaddr *)&address, &address_len) != 0 || pipe(fds) != 0) {
+        getsockname(listener, (struct sockaddr *)&address, &address_len) != 0 || read_fd < 0) {
         fprintf(stderr, "cannot start the loopback server\n");
         exit(2);
     }
@@ -133,18 +145,19 @@ static server start_server(const reply *replies, int count) {
         exit(2);
     }
     if (pid == 0) {
-        close(fds[0]);
-        serve(listener, fds[1], replies, count);
+        close(read_fd);
+        serve(listener, log_fd, replies, count);
     }
     close(listener);
-    close(fds[1]);
+    close(log_fd);
     s.pid = pid;
     s.port = ntohs(address.sin_port);
-    s.requests_fd = fds[0];
+    s.requests_fd = read_fd;
     return s;
 }
 
-/* Stops the server and returns every request it received (malloc'd, NUL-terminated). */
+/* Stops the server and returns every request it received that was not read yet (malloc'd,
+ * NUL-terminated). */
 static char *stop_server(server *s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);

@@ -493,7 +493,7 @@ static void *cancel_stream_later(void *stream) {
     return NULL;
 }
 
-/* What received() read of the server's requests pipe before the end of the scenario. */
+/* What received() read of the server's request log before the end of the scenario. */
 static buffer received_early = {0};
 
 static int occurrences(const char *text, const char *needle) {
@@ -504,18 +504,56 @@ static int occurrences(const char *text, const char *needle) {
     return count;
 }
 
+/* Requests of 40 KB, refused twice (529) then answered: the three reach the server, whole and
+ * in order, though together they pass a pipe's capacity (the server's log is a file). */
+enum { LARGE_PROMPT_BYTES = 40000 };
+static void large_requests(server *s) {
+    static char large[LARGE_PROMPT_BYTES + 256];
+    int head = snprintf(large, sizeof large,
+                        "{\"model\":\"claude-test\",\"max_tokens\":64,"
+                        "\"messages\":[{\"role\":\"user\",\"content\":\"");
+    memset(large + head, 'x', LARGE_PROMPT_BYTES);
+    snprintf(large + head + LARGE_PROMPT_BYTES, sizeof large - (size_t)head - LARGE_PROMPT_BYTES,
+             "\"}]}");
+    fl_client *client = client_for(s);
+    fl_message_stream *stream = NULL;
+    CHECK_OK(fl_client_stream_start(client, large, strlen(large), NULL, &stream));
+    buffer events = {0};
+    drain(stream, &events);
+    const char *json;
+    size_t len;
+    CHECK_OK(message_of(stream, &json, &len));
+    CHECK(json != NULL && text_equals(json, len, answer_message));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
+    CHECK(metrics.attempts == 3);
+    fl_message_stream_free(stream);
+    fl_client_free(client);
+    char *requests = stop_server(s);
+    const char *each[4];
+    CHECK(split_requests(requests, each, 4) == 3);
+    for (int i = 0; i < 3; i++) {
+        const char *prompt = strstr(each[i], "\"content\":\"");
+        CHECK(prompt != NULL && strspn(prompt + 11, "x") == LARGE_PROMPT_BYTES);
+    }
+    free(requests);
+    buffer_free(&events);
+}
+
 /* Waits (hang guard) until the server has recorded `count` occurrences of `needle` in the
- * requests it received, reading its pipe into received_early. A fixed delay before a cancel or a
+ * requests it received, reading its log into received_early. A fixed delay before a cancel or a
  * free raced the client's writes under valgrind on a loaded machine: the server never saw the
  * body of a request cancelled before it was sent. */
 static bool received(server *s, const char *needle, int count) {
     char chunk[4096];
-    for (int waited = 0; waited < HANG_GUARD_MS; waited += 10) {
+    for (int waited = 0; waited < HANG_GUARD_MS;) {
         if (occurrences(received_early.data, needle) >= count) return true;
-        struct pollfd readable = {s->requests_fd, POLLIN, 0};
-        if (poll(&readable, 1, 10) > 0) {
-            ssize_t n = read(s->requests_fd, chunk, sizeof chunk);
-            if (n > 0) buffer_append(&received_early, chunk, (size_t)n);
+        ssize_t n = read(s->requests_fd, chunk, sizeof chunk);
+        if (n > 0) {
+            buffer_append(&received_early, chunk, (size_t)n);
+        } else { /* at the log's end: the server has not written more yet */
+            sleep_ms(10);
+            waited += 10;
         }
     }
     return false;
@@ -870,6 +908,9 @@ int main(int argc, char **argv) {
     const reply chat_replies[] = {{"200 OK", SSE, chat, 0}};
     const reply retry_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
                                    {"200 OK", SSE, answer_stream, 0}};
+    const reply large_replies[] = {{"529 Site Overloaded", "application/json", overloaded_body, 0},
+                                   {"529 Site Overloaded", "application/json", overloaded_body, 0},
+                                   {"200 OK", SSE, answer_stream, 0}};
     const reply bad_request_replies[] = {{"400 Bad Request", "application/json", bad_request_body, 0}};
     const reply error_json_replies[] = {
         {"429 Too Many Requests", JSON_WITH_RETRY_AFTER, rate_limited_body, 0},
@@ -889,6 +930,7 @@ int main(int argc, char **argv) {
     server recorded_server = start_server(recorded_replies, 1);
     server chat_server = start_server(chat_replies, 1);
     server retry_server = start_server(retry_replies, 2);
+    server large_server = start_server(large_replies, 3);
     server bad_request_server = start_server(bad_request_replies, 1);
     server error_json_server = start_server(error_json_replies, 4);
     server timeout_server = start_server(timeout_replies, 1);
@@ -901,6 +943,7 @@ int main(int argc, char **argv) {
     recorded_stream(&recorded_server, fixture, fixture_len);
     recorded_chat_stream(&chat_server, chat_name, chat, chat_len);
     retried(&retry_server);
+    large_requests(&large_server);
     bad_request(&bad_request_server);
     error_json(&error_json_server);
     timed_out(&timeout_server);
