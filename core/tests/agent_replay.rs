@@ -764,16 +764,33 @@ async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_h
     )
     .header("retry-after", "2")
     .header("request-id", "req_limited");
-    let events = run_until_retries_run_out(limited).await;
+    assert_stop_after_retries_run_out(limited, "rate_limited", 429, "req_limited", 2).await;
+}
+
+/// Runs an agent against `refusal` until the client's retries run out; checks that the stop
+/// event carries `code` and the refusal's status, request id and wait (`wait_secs` seconds,
+/// milliseconds on the wire), in the event and on the wire.
+async fn assert_stop_after_retries_run_out(
+    refusal: ScriptedResponse,
+    code: &str,
+    status: u16,
+    request_id: &str,
+    wait_secs: u64,
+) {
+    let events = run_until_retries_run_out(refusal).await;
     let wire = serde_json::to_value(events.last().unwrap()).unwrap();
-    assert_eq!(wire["error_code"], "rate_limited", "{wire}");
+    assert_eq!(wire["error_code"], code, "{wire}");
     assert_eq!(
         stop_details(&events),
-        (Some(429), Some("req_limited"), Some(Duration::from_secs(2)))
+        (
+            Some(status),
+            Some(request_id),
+            Some(Duration::from_secs(wait_secs))
+        )
     );
-    assert_eq!(wire["status"], 429, "{wire}");
-    assert_eq!(wire["request_id"], "req_limited", "{wire}");
-    assert_eq!(wire["retry_after"], 2000.0, "{wire}");
+    assert_eq!(wire["status"], status, "{wire}");
+    assert_eq!(wire["request_id"], request_id, "{wire}");
+    assert_eq!(wire["retry_after"], (wait_secs * 1000) as f64, "{wire}");
 }
 
 /// A run whose fallback model is overloaded too stops with the fallback's failure: its 529,
@@ -830,14 +847,7 @@ async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
     let busy = overloaded_529()
         .header("retry-after", "4")
         .header("request-id", "req_busy");
-    let events = run_until_retries_run_out(busy).await;
-    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
-    assert_eq!(wire["error_code"], "overloaded", "{wire}");
-    assert_eq!(
-        stop_details(&events),
-        (Some(529), Some("req_busy"), Some(Duration::from_secs(4)))
-    );
-    assert_eq!(wire["retry_after"], 4000.0, "{wire}");
+    assert_stop_after_retries_run_out(busy, "overloaded", 529, "req_busy", 4).await;
 }
 
 /// A server error (a 503 with `retry-after`, RFC 9110's "come back later") that outlasts the
@@ -854,14 +864,7 @@ async fn a_server_error_run_s_stop_carries_the_wait_over_http() {
     )
     .header("retry-after", "7")
     .header("request-id", "req_down");
-    let events = run_until_retries_run_out(unavailable).await;
-    let wire = serde_json::to_value(events.last().unwrap()).unwrap();
-    assert_eq!(wire["error_code"], "server", "{wire}");
-    assert_eq!(
-        stop_details(&events),
-        (Some(503), Some("req_down"), Some(Duration::from_secs(7)))
-    );
-    assert_eq!(wire["retry_after"], 7000.0, "{wire}");
+    assert_stop_after_retries_run_out(unavailable, "server", 503, "req_down", 7).await;
 }
 
 /// A run that ends well over HTTP has no failure to describe: the three fields are null on the

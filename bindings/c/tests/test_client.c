@@ -382,6 +382,18 @@ static void bad_request(server *s) {
     buffer_free(&events);
 }
 
+/* Starts a request the server refuses: no event, and the error is `expected` as JSON. */
+static void refused_as(fl_client *client, const char *expected) {
+    fl_message_stream *stream = start(client);
+    buffer events = {0};
+    CHECK(drain(stream, &events) == 0);
+    fl_client_error error;
+    CHECK_STATUS(fl_message_stream_error(stream, &error), FL_STATUS_PROVIDER_ERROR);
+    CHECK(error_json_is(stream, expected));
+    fl_message_stream_free(stream);
+    buffer_free(&events);
+}
+
 /* The whole error as JSON: an HTTP 429 with `retry-after` (not retried), then an HTTP 400
  * prompt too long with its sizes, then an HTTP 529 and an HTTP 503 with `retry-after`; refused
  * before the end. */
@@ -403,37 +415,25 @@ static void error_json(server *s) {
                         "rate_limit_error: slow down (request id req_test_0)\",\"status\":429,"
                         "\"request_id\":\"req_test_0\",\"error_type\":\"rate_limit_error\","
                         "\"retry_after_ms\":2000.0}"));
-    fl_message_stream *too_long = start(client);
-    CHECK(drain(too_long, &events) == 0);
-    CHECK_STATUS(fl_message_stream_error(too_long, &error), FL_STATUS_PROVIDER_ERROR);
-    CHECK(error_json_is(too_long,
-                        "{\"code\":\"prompt_too_long\",\"message\":\"prompt too long: HTTP 400 "
-                        "invalid_request_error: prompt is too long: 210000 tokens > 200000 "
-                        "maximum (request id req_test_1)\",\"status\":400,"
-                        "\"request_id\":\"req_test_1\",\"error_type\":\"invalid_request_error\","
-                        "\"tokens\":210000,\"limit\":200000}"));
+    refused_as(client,
+               "{\"code\":\"prompt_too_long\",\"message\":\"prompt too long: HTTP 400 "
+               "invalid_request_error: prompt is too long: 210000 tokens > 200000 "
+               "maximum (request id req_test_1)\",\"status\":400,"
+               "\"request_id\":\"req_test_1\",\"error_type\":\"invalid_request_error\","
+               "\"tokens\":210000,\"limit\":200000}");
     /* An overload's 529 with `retry-after`: the same key, the same meaning, as a rate limit's. */
-    fl_message_stream *overloaded = start(client);
-    CHECK(drain(overloaded, &events) == 0);
-    CHECK_STATUS(fl_message_stream_error(overloaded, &error), FL_STATUS_PROVIDER_ERROR);
-    CHECK(error_json_is(overloaded,
-                        "{\"code\":\"overloaded\",\"message\":\"overloaded: HTTP 529 "
-                        "overloaded_error: Overloaded (request id req_test_2)\",\"status\":529,"
-                        "\"request_id\":\"req_test_2\",\"error_type\":\"overloaded_error\","
-                        "\"retry_after_ms\":2000.0}"));
+    refused_as(client,
+               "{\"code\":\"overloaded\",\"message\":\"overloaded: HTTP 529 "
+               "overloaded_error: Overloaded (request id req_test_2)\",\"status\":529,"
+               "\"request_id\":\"req_test_2\",\"error_type\":\"overloaded_error\","
+               "\"retry_after_ms\":2000.0}");
     /* A server error's 503 with `retry-after` (RFC 9110's "come back later"): the same key. */
-    fl_message_stream *unavailable = start(client);
-    CHECK(drain(unavailable, &events) == 0);
-    CHECK_STATUS(fl_message_stream_error(unavailable, &error), FL_STATUS_PROVIDER_ERROR);
-    CHECK(error_json_is(unavailable,
-                        "{\"code\":\"server\",\"message\":\"server error: HTTP 503 "
-                        "api_error: unavailable (request id req_test_3)\",\"status\":503,"
-                        "\"request_id\":\"req_test_3\",\"error_type\":\"api_error\","
-                        "\"retry_after_ms\":2000.0}"));
+    refused_as(client,
+               "{\"code\":\"server\",\"message\":\"server error: HTTP 503 "
+               "api_error: unavailable (request id req_test_3)\",\"status\":503,"
+               "\"request_id\":\"req_test_3\",\"error_type\":\"api_error\","
+               "\"retry_after_ms\":2000.0}");
     fl_message_stream_free(limited);
-    fl_message_stream_free(too_long);
-    fl_message_stream_free(overloaded);
-    fl_message_stream_free(unavailable);
     fl_client_free(client);
     free(stop_server(s));
     buffer_free(&events);
