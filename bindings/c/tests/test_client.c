@@ -297,6 +297,19 @@ static void recorded_chat_stream(server *s, const char *name, const char *fixtur
     buffer_free(&expected_events);
 }
 
+/* Checks that `stream` ended with answer_message after `attempts` attempts; returns the message
+ * (owned by the stream). */
+static const char *answered_after(fl_message_stream *stream, uint32_t attempts) {
+    const char *json = NULL;
+    size_t len = 0;
+    CHECK_OK(message_of(stream, &json, &len));
+    CHECK(json != NULL && text_equals(json, len, answer_message));
+    fl_request_metrics metrics;
+    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
+    CHECK(metrics.attempts == attempts);
+    return json;
+}
+
 /* An HTTP 529, retried, then the answer. */
 static void retried(server *s) {
     fl_client *client = client_for(s);
@@ -307,13 +320,9 @@ static void retried(server *s) {
           strncmp(events.data, "{\"type\":\"retry\",\"attempt\":2,\"status\":529,", 41) == 0);
     CHECK(events.data != NULL && strstr(events.data, "\"code\":\"overloaded\"") != NULL);
     CHECK(events.data != NULL && strstr(events.data, "\"overloaded\":true") != NULL);
-    const char *json;
-    size_t len;
-    CHECK_OK(message_of(stream, &json, &len));
-    CHECK(json != NULL && text_equals(json, len, answer_message));
+    const char *json = answered_after(stream, 2);
     fl_request_metrics metrics;
     CHECK_OK(fl_message_stream_metrics(stream, &metrics));
-    CHECK(metrics.attempts == 2);
     CHECK(request_id_is(stream, "req_test_1")); /* the answer's, not the 529's */
     CHECK(error_json_is(stream, "null"));        /* succeeded: no error */
     /* The whole metrics as JSON: what the struct lacks (the request id, the retry as the stream
@@ -520,13 +529,7 @@ static void large_requests(server *s) {
     CHECK_OK(fl_client_stream_start(client, large, strlen(large), NULL, &stream));
     buffer events = {0};
     drain(stream, &events);
-    const char *json;
-    size_t len;
-    CHECK_OK(message_of(stream, &json, &len));
-    CHECK(json != NULL && text_equals(json, len, answer_message));
-    fl_request_metrics metrics;
-    CHECK_OK(fl_message_stream_metrics(stream, &metrics));
-    CHECK(metrics.attempts == 3);
+    answered_after(stream, 3);
     fl_message_stream_free(stream);
     fl_client_free(client);
     char *requests = stop_server(s);
