@@ -131,6 +131,8 @@ class ReplayServer:
         self._process.stdin.close()
         self._process.wait(timeout=30)
         self._log_reader.join(timeout=30)
+        assert self._process.stdout is not None
+        self._process.stdout.close()
         self._requests = [
             json.loads(line)["request"]
             for line in b"".join(self._log_lines).decode("utf-8").splitlines()
