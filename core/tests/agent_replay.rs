@@ -48,14 +48,26 @@ async fn a_conversation_survives_every_recoverable_failure_over_http() {
     );
     let cut_at = tool_turn.find("event: message_delta").unwrap();
     let responses = vec![
-        ScriptedResponse::with_status(429, ScriptBody::Json(json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})))
-            .header("retry-after-ms", "5"),
+        anthropic_error(429, "rate_limit_error", "slow down").header("retry-after-ms", "5"),
         event_stream(tool_turn.clone()).fault(Fault::DisconnectAfter { bytes: cut_at }),
         event_stream(tool_turn),
-        event_stream(sse(vec![json!({"type": "text", "text": "Half an ans"})], "max_tokens")),
-        ScriptedResponse::with_status(400, ScriptBody::Json(json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 250000 tokens > 200000 maximum"}}))),
-        event_stream(sse(vec![json!({"type": "text", "text": "Summary: read a and b."})], "end_turn")),
-        event_stream(sse(vec![json!({"type": "text", "text": "wer, finished."})], "end_turn")),
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "Half an ans"})],
+            "max_tokens",
+        )),
+        anthropic_error(
+            400,
+            "invalid_request_error",
+            "prompt is too long: 250000 tokens > 200000 maximum",
+        ),
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "Summary: read a and b."})],
+            "end_turn",
+        )),
+        event_stream(sse(
+            vec![json!({"type": "text", "text": "wer, finished."})],
+            "end_turn",
+        )),
     ];
     let script = Script {
         responses,
@@ -200,13 +212,18 @@ fn reading_tools(seen: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {
     Arc::new(ToolExecutor::new(tools))
 }
 
-fn overloaded_529() -> ScriptedResponse {
+/// An Anthropic error response: `status` with the error body naming `error_type`.
+fn anthropic_error(status: u16, error_type: &str, message: &str) -> ScriptedResponse {
     ScriptedResponse::with_status(
-        529,
+        status,
         ScriptBody::Json(
-            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            json!({"type": "error", "error": {"type": error_type, "message": message}}),
         ),
     )
+}
+
+fn overloaded_529() -> ScriptedResponse {
+    anthropic_error(529, "overloaded_error", "Overloaded")
 }
 
 fn chat_sse(content: Vec<Value>, stop: &str) -> String {
@@ -640,12 +657,7 @@ async fn a_chat_server_refusing_stream_options_is_asked_again_without_them_over_
 /// retried), so a host tells them apart without reading the message.
 #[tokio::test]
 async fn a_refused_run_s_stop_carries_the_client_error_code_over_http() {
-    let unauthorized = ScriptedResponse::with_status(
-        401,
-        ScriptBody::Json(
-            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
-        ),
-    );
+    let unauthorized = anthropic_error(401, "authentication_error", "invalid x-api-key");
     let quota = ScriptedResponse::with_status(
         429,
         ScriptBody::Json(json!({"error": {
@@ -756,14 +768,9 @@ async fn run_until_retries_run_out(answer: ScriptedResponse) -> Vec<AgentEvent> 
 /// request. Before, the stop event had only the error's text and code.
 #[tokio::test]
 async fn a_rate_limited_run_s_stop_carries_the_status_request_id_and_wait_over_http() {
-    let limited = ScriptedResponse::with_status(
-        429,
-        ScriptBody::Json(
-            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
-        ),
-    )
-    .header("retry-after", "2")
-    .header("request-id", "req_limited");
+    let limited = anthropic_error(429, "rate_limit_error", "slow down")
+        .header("retry-after", "2")
+        .header("request-id", "req_limited");
     assert_stop_after_retries_run_out(limited, "rate_limited", 429, "req_limited", 2).await;
 }
 
@@ -856,14 +863,9 @@ async fn an_overloaded_run_s_stop_carries_the_wait_over_http() {
 /// null and a host could not schedule a new run after it.
 #[tokio::test]
 async fn a_server_error_run_s_stop_carries_the_wait_over_http() {
-    let unavailable = ScriptedResponse::with_status(
-        503,
-        ScriptBody::Json(
-            json!({"type": "error", "error": {"type": "api_error", "message": "unavailable"}}),
-        ),
-    )
-    .header("retry-after", "7")
-    .header("request-id", "req_down");
+    let unavailable = anthropic_error(503, "api_error", "unavailable")
+        .header("retry-after", "7")
+        .header("request-id", "req_down");
     assert_stop_after_retries_run_out(unavailable, "server", 503, "req_down", 7).await;
 }
 

@@ -57,8 +57,8 @@ class ItemSource {
       // The callback reaches this source weakly, and is unsubscribed once the source is
       // collected: a long-lived signal (a server's shutdown signal given to every request)
       // would otherwise keep every stream nobody read to its end, native stream and buffered
-      // items included, and collect one callback per such stream. A collected source's native stream is
-      // dropped, which cancels its request: nothing is left to abort.
+      // items included, and collect one callback per such stream. A collected source's native
+      // stream is dropped, which cancels its request: nothing is left to abort.
       this.#unsubscribe = onAbort(signal, ItemSource.#abortOf(self))
       unlistenWhenCollected.register(this, this.#unsubscribe, this)
     }

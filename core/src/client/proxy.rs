@@ -1,6 +1,6 @@
-//! `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`: which proxy a destination goes through, and the
-//! connector that goes through it (a `CONNECT` tunnel for `https` destinations, absolute-form
-//! requests for `http` ones).
+//! `HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY`: which proxy a destination goes
+//! through, and the connector that goes through it (a `CONNECT` tunnel for `https`
+//! destinations, absolute-form requests for `http` ones).
 
 use std::future::Future;
 use std::io;
