@@ -93,7 +93,17 @@ class InvalidRequestError(APIError):
     code = "invalid_request"
 
 
-class ServerError(APIError):
+class _RetryAfterError(APIError):
+    """An ``APIError`` that carries ``retry_after``: the wait in seconds its HTTP response's
+    ``retry-after`` asked for (``None`` when it named none, and for an error event inside a
+    stream). The base of ``RateLimitError``, ``OverloadedError`` and ``ServerError``."""
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ServerError(_RetryAfterError):
     """The provider failed (a 5xx, an ``api_error`` or ``server_error`` event) and the retries,
     if any, ran out. ``retry_after`` is the wait the last response's ``retry-after`` asked for,
     in seconds (a 503's, say: when to try again), as ``RateLimitError``'s (``None`` when it named
@@ -101,20 +111,12 @@ class ServerError(APIError):
 
     code = "server"
 
-    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
 
-
-class RateLimitError(APIError):
+class RateLimitError(_RetryAfterError):
     """The request was rate limited (HTTP 429). ``retry_after`` is the wait the server asked
     for, in seconds (``None`` when it named none)."""
 
     code = "rate_limited"
-
-    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
 
 
 class QuotaExceededError(APIError):
@@ -125,16 +127,12 @@ class QuotaExceededError(APIError):
     code = "quota_exceeded"
 
 
-class OverloadedError(APIError):
+class OverloadedError(_RetryAfterError):
     """The provider is overloaded (HTTP 529, or an ``overloaded_error`` event). ``retry_after``
     is the wait a 529's ``retry-after`` asked for, in seconds, as ``RateLimitError``'s (``None``
     when it named none, and for an event)."""
 
     code = "overloaded"
-
-    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
 
 
 class PromptTooLongError(APIError):

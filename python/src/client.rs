@@ -514,28 +514,24 @@ pub(crate) fn client_error(py: Python<'_>, err: &ClientError) -> PyErr {
         attrs.extend(extra);
         ferroloop_error(py, class, &message, &attrs)
     };
+    // The wait a rate limit, an overload or a server error asked for, in seconds.
+    let retry_after = || {
+        let seconds = err.retry_after().map(|wait| wait.as_secs_f64());
+        ("retry_after", any(py, seconds))
+    };
     match err {
         ClientError::Authentication(_) => api("AuthenticationError", vec![]),
         ClientError::Permission(_) => api("PermissionDeniedError", vec![]),
-        ClientError::RateLimited { retry_after, .. } => {
-            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
-            api("RateLimitError", vec![("retry_after", wait)])
-        }
+        ClientError::RateLimited { .. } => api("RateLimitError", vec![retry_after()]),
         ClientError::QuotaExceeded(_) => api("QuotaExceededError", vec![]),
-        ClientError::Overloaded { retry_after, .. } => {
-            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
-            api("OverloadedError", vec![("retry_after", wait)])
-        }
+        ClientError::Overloaded { .. } => api("OverloadedError", vec![retry_after()]),
         ClientError::PromptTooLong { tokens, limit, .. } => api(
             "PromptTooLongError",
             vec![("tokens", any(py, *tokens)), ("limit", any(py, *limit))],
         ),
         ClientError::NotFound(_) => api("NotFoundError", vec![]),
         ClientError::InvalidRequest(_) => api("InvalidRequestError", vec![]),
-        ClientError::Server { retry_after, .. } => {
-            let wait = any(py, retry_after.map(|wait| wait.as_secs_f64()));
-            api("ServerError", vec![("retry_after", wait)])
-        }
+        ClientError::Server { .. } => api("ServerError", vec![retry_after()]),
         ClientError::Connection { .. } => {
             ferroloop_error(py, "APIConnectionError", &message, &[request_id()])
         }
