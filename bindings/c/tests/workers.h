@@ -1,6 +1,7 @@
 /* Worker threads for the C tests whose tools answer from another thread: started with
  * start_worker, joined with join_workers at the end of each scenario, so valgrind sees no
- * leaks; and the wait for a forked child (child_exited_cleanly). Include after check.h (it counts a thread that cannot start as a failed check). */
+ * leaks; and the wait for a forked child (child_exited_cleanly). Include after check.h (it
+ * counts a thread that cannot start as a failed check). */
 #ifndef FERROLOOP_TEST_WORKERS_H
 #define FERROLOOP_TEST_WORKERS_H
 
