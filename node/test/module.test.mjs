@@ -176,6 +176,23 @@ test('the README quickstart example runs', () => {
   assert.match(run.stdout, /is_error: false/)
 })
 
+test("the package README's SSE example runs and prints what its comments say", async () => {
+  const { readFileSync, writeFileSync, rmSync } = await import('node:fs')
+  const readme = readFileSync(path.join(pkgDir, 'README.md'), 'utf8')
+  const block = readme.match(/```js\n(const \{ SseParser \} = require\('ferroloop'\)[\s\S]*?)```/)
+  assert.ok(block, "node/README.md's SSE block (it starts with require('ferroloop'))")
+  // In the package directory, so that its `require('ferroloop')` resolves to this package.
+  const file = path.join(pkgDir, 'examples', `.readme-sse-${process.pid}.cjs`)
+  writeFileSync(file, block[1])
+  try {
+    const run = spawnSync(process.execPath, [file], { cwd: pkgDir, encoding: 'utf8', timeout: 20_000 })
+    assert.equal(run.status, 0, run.stderr)
+    assert.equal(run.stdout, "ping {} \n[ { event: 'message', data: 'more', id: '' } ]\n")
+  } finally {
+    rmSync(file, { force: true })
+  }
+})
+
 test('the README client and agent example runs against the replay server', async () => {
   const { readFileSync, writeFileSync, rmSync } = await import('node:fs')
   const { startServer } = require('./replay.js')
