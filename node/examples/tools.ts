@@ -18,6 +18,9 @@ const executor = new ToolExecutor({ maxConcurrency: 8, cleanupGraceMs: 1000 })
   .tool({ name: 'bash', cancelsSiblingsOnError: true, schema: { type: 'object' } }, async () => [
     { type: 'text', text: 'ok' },
   ])
+  // Any other JSON value is sent as its JSON text: a number, a boolean, an object.
+  .tool<{ path: string }>({ name: 'line_count', concurrencySafe: true }, (input) => input.path.length)
+  .tool<{ path: string }>({ name: 'exists', concurrencySafe: true }, async (input) => input.path !== '')
 
 // Every member of TurnEvent, narrowed on `type`, each field at its own type.
 function describe(e: TurnEvent): string {

@@ -218,7 +218,9 @@ class Agent {
     const internals =
       executor === null ? { options: {}, specs: [], host: null, tools: new Map() } : executorInternals(executor)
     const tools = internals.tools
-    this.#host = internals.host
+    // The executor's tools, with a table of running calls of this agent's own (its calls are
+    // numbered by its native loop, apart from the executor's and other agents').
+    this.#host = internals.host?.withOwnCalls() ?? null
     const nativeOptions = {
       model: options.model,
       system: options.system,

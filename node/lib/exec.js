@@ -103,9 +103,13 @@ class TurnCallContext {
   /**
    * Reports progress (any JSON value): delivered at once as a `progress` event of the turn.
    * Ignored once the call has ended. Throws an InvalidArgumentError for data JSON cannot carry.
+   * A function bound to this call, so that `(input, { progress }) => ...` works as the other
+   * members do (they are getters); made when read, as most calls never report progress.
    */
-  progress(data) {
-    this.#calls.progress(this.#index, data)
+  get progress() {
+    const calls = this.#calls
+    const index = this.#index
+    return (data) => calls.progress(index, data)
   }
 }
 
@@ -211,8 +215,8 @@ class Turn {
   #cancelCause = undefined
 
   /** @internal */
-  constructor(executor, host) {
-    this.#host = host
+  constructor(executor) {
+    this.#host = executor.host
     this.#complete = executor.complete
     this.#tools = executor.tools
     this.#calls = new TurnCalls(this.#settle)
@@ -629,8 +633,12 @@ function replyBatcher(target) {
   }
 }
 
-function nativeExecutorWithBatching(nativeExecutor, tools) {
-  return { native: nativeExecutor, complete: replyBatcher(nativeExecutor), tools }
+/**
+ * A native executor with what its turns share: the reply batcher, the tools' JS details and
+ * `host`, the tool host of its calls (its own table of running calls: see `withOwnCalls`).
+ */
+function nativeExecutorWithBatching(nativeExecutor, tools, host) {
+  return { native: nativeExecutor, complete: replyBatcher(nativeExecutor), tools, host }
 }
 
 class ToolExecutor {
@@ -638,6 +646,10 @@ class ToolExecutor {
   #specs = new Map()
   /** name → { safety?: (input) => boolean, hasSchema } (what a turn needs at submission) */
   #tools = new Map()
+  /**
+   * The tool functions. Runs and turns go through the host of the native executor they start
+   * on (`#executor()`), which shares these functions and keeps its own running calls.
+   */
   #host = new ToolHost()
   #native = null
 
@@ -711,6 +723,7 @@ class ToolExecutor {
       this.#native = nativeExecutorWithBatching(
         callNative(() => new native.ToolExecutor(this.#options, [...this.#specs.values()])),
         this.#tools,
+        this.#host.withOwnCalls(),
       )
     }
     return this.#native
@@ -724,7 +737,7 @@ class ToolExecutor {
   /** Starts a streaming turn (it takes no options: a key given is refused, not ignored). */
   turn(options) {
     checkedOptions(options, [], 'turn')
-    return new Turn(this.#executor(), this.#host)
+    return new Turn(this.#executor())
   }
 
   /**
@@ -739,7 +752,7 @@ class ToolExecutor {
       throw new InvalidArgumentError('run: signal must be an AbortSignal')
     }
     if (signal?.aborted) throw new AbortError('the run was aborted before it started', { cause: signal.reason })
-    const turn = new Turn(this.#executor(), this.#host)
+    const turn = new Turn(this.#executor())
     turn._submitAll(toolUses, false)
     turn._finish()
     const unsubscribe = signal === undefined ? undefined : onAbort(signal, () => turn._cancel(signal.reason))

@@ -294,6 +294,8 @@ export type ToolReturn =
   | { content: string | ToolResultBlock[]; isError?: boolean }
   | null
   | undefined
+  | number
+  | boolean
   | Record<string, unknown>
 
 /** The second argument of a tool function. */
@@ -315,9 +317,9 @@ export interface ToolCallContext {
    * Reports progress (any JSON value): a `progress` turn event / `tool_progress` agent event, at
    * once. Throws an {@link InvalidArgumentError} for data JSON cannot carry (a BigInt, a cycle, a
    * function, a symbol), as Python's `ctx.progress` raises `ValueError`. Ignored once the call has
-   * ended.
+   * ended. Bound to its call, as every member here: `(input, { progress, signal }) => ...` works.
    */
-  progress(data: unknown): void
+  progress: (data: unknown) => void
 }
 
 /** A tool implementation: sync or async; throwing or rejecting produces an is_error result. */
@@ -721,7 +723,10 @@ export declare class ContextTracker {
  */
 export declare class TextEstimator {
   constructor(options?: { tokenizer?: Tokenizer })
-  /** Adds the next piece: a string, or UTF-8 bytes (a character may be split between pieces). */
+  /**
+   * Adds the next piece: a string (it may end between the halves of a surrogate pair), or UTF-8
+   * bytes (a character may be split between pieces).
+   */
   feed(piece: string | Uint8Array): void
   /** The estimate of the text fed so far (0 for none). */
   estimate(): number

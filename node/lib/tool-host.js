@@ -172,9 +172,14 @@ class CallContext {
   /**
    * Reports progress (any JSON value): delivered at once as a `progress` event of the turn (or
    * a `tool_progress` event of an agent run). Ignored once the call has ended. Throws an
-   * InvalidArgumentError for data JSON cannot carry.
+   * InvalidArgumentError for data JSON cannot carry. A function bound to this call, so that
+   * `(input, { progress }) => ...` works; made when read, as most calls never report progress.
    */
-  progress(data) {
+  get progress() {
+    return (data) => this.#report(data)
+  }
+
+  #report(data) {
     // Only JSON crosses: checked here, where the tool can be told (throws InvalidArgumentError),
     // rather than failing the batch the report would travel in.
     const json = progressJson(data)
@@ -219,24 +224,39 @@ class CallerScope {
   }
 
   /**
-   * Calls `fn.call(thisArg, a, b, c)` in the captured context, inside a scope of its own: an
+   * Calls `fn.call(thisArg, a, b, c, d)` in the captured context, inside a scope of its own: an
    * `AsyncLocalStorage.enterWith` in a tool then changes that scope only, not the captured
-   * context the run's later calls start in.
+   * context the run's later calls start in. (Four arguments at most: `startUse` takes four.)
    */
-  run(fn, thisArg, a, b, c) {
-    return this.#resource.runInAsyncScope(inFreshScope, null, fn, thisArg, a, b, c)
+  run(fn, thisArg, a, b, c, d) {
+    return this.#resource.runInAsyncScope(inFreshScope, null, fn, thisArg, a, b, c, d)
   }
 }
 
-function inFreshScope(fn, thisArg, a, b, c) {
-  return new AsyncResource('ferroloop.ToolCalls').runInAsyncScope(fn, thisArg, a, b, c)
+function inFreshScope(fn, thisArg, a, b, c, d) {
+  return new AsyncResource('ferroloop.ToolCalls').runInAsyncScope(fn, thisArg, a, b, c, d)
 }
 
 class ToolHost {
-  /** name → fn */
-  tools = new Map()
+  /** name → fn (shared with the hosts `withOwnCalls` makes) */
+  tools
   /** callId → the running call's context (its AbortController is created on first use) */
   running = new Map()
+
+  constructor(tools = new Map()) {
+    this.tools = tools
+  }
+
+  /**
+   * A host running the same tools with a table of running calls of its own. Each native
+   * executor and each agent numbers its calls from 0, so each needs its own table: sharing
+   * one, an abort, a timeout or a settlement of call 3 of one would reach call 3 of another
+   * (two agents built from one executor, an agent beside `executor.run()`, a run still going
+   * when `tool()` rebuilt the native executor).
+   */
+  withOwnCalls() {
+    return new ToolHost(this.tools)
+  }
 
   register(name, fn) {
     if (typeof fn !== 'function') throw new InvalidArgumentError(`tool ${name}: the implementation must be a function`)

@@ -779,12 +779,18 @@ test("ctx.index is the call's position in its turn, as Python's ToolContext.inde
       seen.set(ctx.toolUseId, ctx.index)
       return 'c'
     })
-  const uses = ['plain', 'checked', 'plain', 'checked'].map((name, n) => use(`u${n}`, name))
+    // A call with a timeout starts through the tool host rather than by index.
+    .tool({ name: 'timed', concurrencySafe: true, timeoutMs: 5000 }, async (input, ctx) => {
+      seen.set(ctx.toolUseId, ctx.index)
+      return 't'
+    })
+  const uses = ['plain', 'checked', 'plain', 'timed', 'checked', 'timed'].map((name, n) => use(`u${n}`, name))
+  const expected = uses.map((u, n) => [u.id, n])
   await ex.run(uses)
-  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
+  assert.deepEqual([...seen.entries()].sort(), expected)
   seen.clear()
   await turnResults(ex, uses)
-  assert.deepEqual([...seen.entries()].sort(), [['u0', 0], ['u1', 1], ['u2', 2], ['u3', 3]])
+  assert.deepEqual([...seen.entries()].sort(), expected)
 })
 
 test('a tool use without an input runs its tool with {}, as in Python and Anthropic\'s own loop', async () => {
@@ -854,6 +860,38 @@ test('ctx.progress with a value JSON cannot carry throws InvalidArgumentError to
     [{ ok: true }],
   )
   assert.equal(events.find((e) => e.type === 'result').result.content, 'done')
+})
+
+test('ctx may be destructured, progress included, whichever way the call runs (as Python\'s bound ctx.progress)', async () => {
+  const ex = new ToolExecutor()
+  const tool = async (input, { progress, signal, toolUseId, name, index }) => {
+    progress({ toolUseId, name, index, aborted: signal.aborted })
+    return `${name} ${toolUseId} ${index}`
+  }
+  // Without a timeout a call is started by index; with one, through the tool host.
+  ex.tool({ name: 'plain', concurrencySafe: true }, tool)
+  ex.tool({ name: 'timed', concurrencySafe: true, timeoutMs: 5000 }, tool)
+  const turn = ex.turn()
+  turn.submit(use('p', 'plain'))
+  turn.submit(use('t', 'timed'))
+  turn.seal()
+  const events = []
+  for await (const event of turn) events.push(event)
+  assert.deepEqual(
+    events.filter((e) => e.type === 'progress').map((e) => e.data).sort((a, b) => a.index - b.index),
+    [
+      { toolUseId: 'p', name: 'plain', index: 0, aborted: false },
+      { toolUseId: 't', name: 'timed', index: 1, aborted: false },
+    ],
+  )
+  const results = await turn.results()
+  assert.deepEqual(
+    results.map((r) => [r.content, r.is_error]),
+    [
+      ['plain p 0', false],
+      ['timed t 1', false],
+    ],
+  )
 })
 
 test('a tool that answered before the turn was cancelled keeps its answer (the order decides, not the poll)', async () => {
