@@ -236,6 +236,12 @@ export declare class TextEstimator {
   feedBytes(bytes: Uint8Array): void
   /** The estimate of the text fed so far (0 for none). */
   estimate(): number
+  /**
+   * The estimate of the text fed so far followed by `tail`, which is not fed: JavaScript
+   * holds back a high surrogate that ended a string piece until the next piece can complete
+   * its pair, and asks with it here (where it counts as U+FFFD) when asked in between.
+   */
+  estimateWith(tail: string): number
 }
 export type NativeTextEstimator = TextEstimator
 

@@ -169,22 +169,56 @@ class ContextTracker {
  */
 class TextEstimator {
   #native
+  /**
+   * The high surrogate that ended the last string piece ('' when none): the low half of its
+   * pair may begin the next piece, and sent alone it would count as U+FFFD.
+   */
+  #highSurrogate = ''
 
   constructor(options) {
     const tokenizer = tokenizerOf(options, 'TextEstimator')
     this.#native = callNative(() => new native.TextEstimator(tokenizer))
   }
-  /** Adds the next piece: a string, or UTF-8 bytes (a character may be split between pieces). */
+  /**
+   * Adds the next piece: a string (it may end between the halves of a surrogate pair), or UTF-8
+   * bytes (a character may be split between pieces).
+   */
   feed(piece) {
-    if (typeof piece === 'string') return callNative(() => this.#native.feedText(piece))
-    if (piece instanceof Uint8Array) return callNative(() => this.#native.feedBytes(piece))
+    if (typeof piece === 'string') {
+      let text = this.#highSurrogate + piece
+      this.#highSurrogate = ''
+      if (isHighSurrogate(text.charCodeAt(text.length - 1))) {
+        this.#highSurrogate = text.slice(-1)
+        text = text.slice(0, -1)
+        if (text === '') return
+      }
+      return callNative(() => this.#native.feedText(text))
+    }
+    if (piece instanceof Uint8Array) {
+      // Bytes cannot complete a held high surrogate: it stays lone (U+FFFD).
+      this.#sendHighSurrogate()
+      return callNative(() => this.#native.feedBytes(piece))
+    }
     throw new InvalidArgumentError('TextEstimator.feed expects a string or a Uint8Array')
   }
   /** The estimate of the text fed so far (0 for none). */
   estimate() {
+    const tail = this.#highSurrogate
+    // A held high surrogate is part of the text so far (a lone one, until its pair completes).
+    if (tail !== '') return callNative(() => this.#native.estimateWith(tail))
     return callNative(() => this.#native.estimate())
   }
+
+  #sendHighSurrogate() {
+    if (this.#highSurrogate === '') return
+    const tail = this.#highSurrogate
+    this.#highSurrogate = ''
+    callNative(() => this.#native.feedText(tail))
+  }
 }
+
+/** Whether UTF-16 code unit `unit` is the first (high) half of a surrogate pair. */
+const isHighSurrogate = (unit) => unit >= 0xd800 && unit <= 0xdbff
 
 /**
  * Exact tokens of `text` for `o200k` or `cl100k`. Throws an UnsupportedError for the families

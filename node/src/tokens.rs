@@ -486,4 +486,16 @@ impl NativeTextEstimator {
     pub fn estimate(&self) -> napi::Result<f64> {
         guard::sync(|| Ok(self.inner.estimate() as f64))
     }
+
+    /// The estimate of the text fed so far followed by `tail`, which is not fed: JavaScript
+    /// holds back a high surrogate that ended a string piece until the next piece can complete
+    /// its pair, and asks with it here (where it counts as U+FFFD) when asked in between.
+    #[napi(js_name = "estimateWith")]
+    pub fn estimate_with(&self, tail: String) -> napi::Result<f64> {
+        guard::sync(|| {
+            let mut with_tail = self.inner.clone();
+            with_tail.feed(tail.as_bytes());
+            Ok(with_tail.estimate() as f64)
+        })
+    }
 }

@@ -99,6 +99,7 @@ const calls = {
   'TextEstimator.feedText': (o) => o.feedText('some text\n'),
   'TextEstimator.feedBytes': (o) => o.feedBytes(Buffer.from('some text\n')),
   'TextEstimator.estimate': (o) => o.estimate(),
+  'TextEstimator.estimateWith': (o) => o.estimateWith('\ud83d'),
   'Client.new': () => new native.Client({ baseUrl: 'http://127.0.0.1:9' }),
   'Client.baseUrl': (o) => o.baseUrl,
   'Client.provider': (o) => o.provider,

@@ -191,6 +191,38 @@ test('without the feature countTokens is an UnsupportedError, and a Claude famil
   for (const family of ['claude', 'claude-legacy']) assert.throws(() => ferroloop.countTokens('hello', family), noVocabulary(family))
 })
 
+test('TextEstimator: a string piece may end between the two halves of a surrogate pair (an emoji)', () => {
+  const { TextEstimator } = ferroloop
+  const text = 'Emoji: ' + '😀 👍🏽 🇯🇵 '.repeat(300) + '𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ' + '😀'.repeat(1000)
+  for (const tokenizer of ['claude', 'o200k']) {
+    const whole = estimateTokens(text, { tokenizer })
+    for (const size of [1, 3, 7, 1000]) {
+      const estimator = new TextEstimator({ tokenizer })
+      for (let start = 0; start < text.length; start += size) estimator.feed(text.slice(start, start + size))
+      assert.equal(estimator.estimate(), whole, `${tokenizer}, pieces of ${size} code units`)
+    }
+  }
+  // Asked between the halves, the estimate is the text so far's: its lone high surrogate counts
+  // as U+FFFD, as estimateTokens counts it; the low half then completes the character.
+  const estimator = new TextEstimator()
+  estimator.feed('ab 😀'.slice(0, -1))
+  assert.equal(estimator.estimate(), estimateTokens('ab \ud83d'))
+  estimator.feed('\ude00 cd')
+  assert.equal(estimator.estimate(), estimateTokens('ab 😀 cd'))
+  // Bytes cannot complete a high surrogate held from a string: it stays lone (U+FFFD).
+  const mixed = new TextEstimator()
+  mixed.feed('x\ud83d')
+  mixed.feed(Buffer.from([0xf0, 0x9f]))
+  mixed.feed(Buffer.from([0x98, 0x80]))
+  assert.equal(mixed.estimate(), estimateTokens('x\ufffd😀'))
+  // A string piece that is only the high half.
+  const halves = new TextEstimator()
+  halves.feed('\ud83d')
+  assert.equal(halves.estimate(), estimateTokens('\ufffd'))
+  halves.feed('\ude00')
+  assert.equal(halves.estimate(), estimateTokens('😀'))
+})
+
 test('TextEstimator: pieces (strings, or bytes splitting characters) give the whole text\'s estimate', () => {
   const { TextEstimator } = ferroloop
   let text = ''
