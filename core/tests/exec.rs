@@ -222,6 +222,29 @@ async fn timeout_inside_a_safe_batch_only_fails_that_call() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_timeout_too_long_for_the_clock_is_no_timeout() {
+    // Python's `timeout=1e19` (seconds) or a C host's huge milliseconds: a deadline past what
+    // the clock can represent never comes, rather than a panic adding it to the current instant.
+    let probe = Arc::new(Probe::default());
+    let exec = executor(
+        &probe,
+        ExecutorConfig {
+            default_timeout: Some(Duration::MAX),
+            ..ExecutorConfig::default()
+        },
+    );
+    let results = exec
+        .run(vec![
+            call("a", "script", true, 40, "ok"),
+            call("b", "script", false, 10, "ok"),
+        ])
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| !r.is_error), "{results:?}");
+    assert_eq!(exec.metrics().timed_out, 0);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_tool_ignoring_cancellation_is_detached_after_the_grace() {
     let probe = Arc::new(Probe::default());
     let config = ExecutorConfig {

@@ -110,14 +110,18 @@ where
     let mut future = Answered::new(future);
     // Cancellation is checked first: a tool that returns because it saw the cancellation (often
     // with an error of its own) is answered with the cancellation's message, deterministically.
-    let ended = match timeout {
+    // A limit too long for the clock to represent (Python's `timeout=1e19`) is no limit.
+    let deadline = timeout.and_then(|limit| {
+        let deadline = tokio::time::Instant::now().checked_add(limit)?;
+        Some((limit, deadline))
+    });
+    let ended = match deadline {
         None => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
         },
-        Some(limit) => {
-            let deadline = tokio::time::Instant::now() + limit;
+        Some((limit, deadline)) => {
             match tokio::select! {
                 biased;
                 () = token.cancelled() => Ended::Cancelled,
