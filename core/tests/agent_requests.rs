@@ -1426,9 +1426,12 @@ async fn a_tool_name_the_providers_refuse_stops_the_run_before_any_request() {
             model.clone(),
             Arc::new(ToolExecutor::new(tools)),
         );
+        // What the run checks first, a host may check when it builds the agent.
+        let checked = agent.check_tools().unwrap_err();
         let events: Vec<AgentEvent> = agent.run("go").collect().await;
         let error = lone_error(&events);
         assert!(error.contains(&format!("{name:?}")), "{error}");
+        assert!(error.ends_with(&checked), "{error} / {checked}");
         assert_eq!(model.calls(), 0, "{name}");
     }
     // 64 characters, digits, `_` and `-` are fine.
@@ -1448,6 +1451,7 @@ async fn a_tool_name_the_providers_refuse_stops_the_run_before_any_request() {
         model.clone(),
         Arc::new(ToolExecutor::new(tools)),
     );
+    assert_eq!(agent.check_tools(), Ok(()));
     let events: Vec<AgentEvent> = agent.run("go").collect().await;
     assert_eq!(stopped(&events).0, StopReason::EndTurn);
 }

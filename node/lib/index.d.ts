@@ -890,7 +890,8 @@ export interface AgentOptions {
    * The model name sent in requests. A configuration every run would refuse (the core's check:
    * an empty or blank `model` or `fallbackModel`, `maxTokens` of 0 or not above
    * `extra.thinking.budget_tokens`, `extra` holding `messages` or `model`, a `tool_choice`
-   * forcing tool use with thinking on, ...) is an `InvalidArgumentError` from `new Agent`
+   * forcing tool use with thinking on or naming no tool, a tool name the providers refuse — not
+   * 1 to 64 ASCII letters, digits, `_` or `-` — or given twice, ...) is an `InvalidArgumentError` from `new Agent`
    * (`invalid agent configuration: ...`, as Python's `ValueError` and C's `fl_agent_new`).
    */
   model: string

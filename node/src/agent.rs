@@ -211,6 +211,11 @@ impl NativeAgent {
             .map_err(|err| FerroloopError::invalid_argument(err.to_string()))?;
             let executor = ToolExecutor::builder(registry).config(exec_config).build();
             let inner = Agent::new(config, client.model(), Arc::new(executor));
+            // Tool names the providers refuse, a `tool_choice` naming no tool: every run would
+            // stop on them before its first request.
+            inner.check_tools().map_err(|err| {
+                FerroloopError::invalid_argument(format!("invalid agent configuration: {err}"))
+            })?;
             Ok(Self { inner, queues })
         })
     }

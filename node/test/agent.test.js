@@ -481,6 +481,18 @@ test('Agent options are validated', () => {
     )
   }
   assert.doesNotThrow(() => new Agent(client, { model: 'm', maxTokens: 4097, extra: thinking }))
+  // The tools' check too (the core's Agent::check_tools, before only at a run's start, a stop
+  // with `invalid_tool_definition`): a name the providers refuse, a tool_choice naming no tool.
+  for (const [options, message] of [
+    [{ model: 'm', tools: new ToolExecutor().tool({ name: 'read file' }, () => '') }, /^invalid agent configuration: tool "read file": a tool name/],
+    [{ model: 'm', tools: ['read'], extra: { tool_choice: { type: 'tool', name: 'write' } } }, /^invalid agent configuration: .*tool_choice/],
+  ]) {
+    assert.throws(
+      () => new Agent(client, options),
+      (err) => err instanceof ferroloop.InvalidArgumentError && message.test(err.message),
+      String(message),
+    )
+  }
   const agent = new Agent(client, { model: 'm', tools: ['read', new ToolExecutor().tool({ name: 'x' }, () => '')] })
   assert.deepEqual(
     agent.toolDefinitions().map((t) => t.name),

@@ -147,9 +147,11 @@ class Agent:
     the client translates), a model name, a system prompt and tools. A configuration every run
     would refuse (the core's check: an empty or blank ``model`` or ``fallback_model``,
     ``max_tokens`` of 0 or not above ``extra["thinking"]["budget_tokens"]``, ``extra`` holding
-    ``messages`` or ``model``, a ``tool_choice`` forcing tool use with thinking on, ...) is a
-    ``ValueError`` here, ``"invalid agent configuration: ..."`` as in Node and C, rather than a
-    run stopping with ``invalid_configuration``.
+    ``messages`` or ``model``, a ``tool_choice`` forcing tool use with thinking on or naming no
+    tool, a tool name the providers refuse — not 1 to 64 ASCII letters, digits, ``_`` or ``-``,
+    as a lambda's ``<lambda>`` — or given twice, ...) is a ``ValueError`` here, ``"invalid agent
+    configuration: ..."`` as in Node and C, rather than a run stopping with
+    ``invalid_configuration`` or ``invalid_tool_definition``.
 
     ``tools`` is a ``ToolExecutor`` with Python tools, built-in tool names (``"read"``,
     ``"write"``, ``"edit"``, ``"glob"``, ``"grep"``, ``"bash"``, confined to ``workspace``,

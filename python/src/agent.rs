@@ -148,6 +148,11 @@ impl PyAgent {
                 .config(executor_config)
                 .build();
             let agent = Agent::new(config, model_client as Arc<dyn Model>, Arc::new(tools));
+            // Tool names the providers refuse, a `tool_choice` naming no tool: every run would
+            // stop on them before its first request.
+            agent.check_tools().map_err(|err| {
+                PyValueError::new_err(format!("invalid agent configuration: {err}"))
+            })?;
             Ok(Self {
                 agent,
                 executor,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -756,6 +757,22 @@ def test_a_configuration_the_run_would_refuse_is_refused_when_the_agent_is_made_
             ferroloop.Agent(client, **options)
     assert ferroloop.Agent(client, model="m", max_tokens=4097, extra=thinking).tool_names == []
     assert ferroloop.Agent(client, model="m", fallback_model="f").tool_names == []
+
+
+def test_tools_every_run_would_refuse_are_a_value_error_when_the_agent_is_made() -> None:
+    # A lambda registers as "<lambda>", a name the providers refuse: the agent was made, and
+    # every run then stopped with invalid_tool_definition before its first request.
+    client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
+    for name in ["<lambda>", "read file", "a" * 65]:
+        executor = ferroloop.ToolExecutor()
+        executor.tool(name)(lambda inp: "ok")
+        with pytest.raises(ValueError, match=rf"^invalid agent configuration: tool {re.escape(json.dumps(name))}: a tool name"):
+            ferroloop.Agent(client, model="m", tools=executor)
+    with pytest.raises(ValueError, match=r"^invalid agent configuration: .*tool_choice"):
+        ferroloop.Agent(client, model="m", tools=["read"], extra={"tool_choice": {"type": "tool", "name": "write"}})
+    executor = ferroloop.ToolExecutor()
+    executor.tool("read_file-2")(lambda inp: "ok")
+    assert ferroloop.Agent(client, model="m", tools=executor).tool_names == ["read_file-2"]
 
 
 @pytest.mark.asyncio

@@ -210,9 +210,10 @@ fn tools_of(executor: Option<&fl_executor>, builtins: Builtins) -> FfiResult<Too
 /// with built-in tools, a workspace that is not a directory is `FL_STATUS_INVALID_ARGUMENT`. So
 /// is a configuration every run would refuse (the core's check: an empty or blank `model` or
 /// `fallback_model`, `max_tokens` of 0 or not above `extra.thinking.budget_tokens`, `extra`
-/// holding `messages` or `model`, a `tool_choice` forcing tool use with thinking on, ...), with
-/// the last error `invalid agent configuration: ...`, as Python's `ValueError` and Node's
-/// `InvalidArgumentError` when the agent is made. A client made before a `fork()` of
+/// holding `messages` or `model`, a `tool_choice` forcing tool use with thinking on or naming
+/// no tool, a tool name the providers refuse — not 1 to 64 ASCII letters, digits, `_` or `-` —
+/// ...), with the last error `invalid agent configuration: ...`, as Python's `ValueError` and
+/// Node's `InvalidArgumentError` when the agent is made. A client made before a `fork()` of
 /// this process is `FL_STATUS_INVALID_STATE` (see `fl_client_new`).
 ///
 /// Thread-safe.
@@ -243,6 +244,11 @@ pub unsafe extern "C" fn fl_agent_new(
         let tools = tools_of(executor, builtins)?;
         let shared = Arc::clone(&client.shared);
         let agent = Agent::new(config, shared.model(), Arc::new(tools));
+        // Tool names the providers refuse, a `tool_choice` naming no tool: every run would
+        // stop on them before its first request.
+        agent
+            .check_tools()
+            .map_err(|error| FfiError::invalid(format!("invalid agent configuration: {error}")))?;
         let mut definitions = Value::Array(agent.tool_definitions()).to_string();
         definitions.push('\0');
         let handle = Box::new(fl_agent {

@@ -947,6 +947,10 @@ static void misuse(void) {
          "\"extra\":{\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4096}}}",
          "max_tokens (4096) must be greater"},
         {"{\"model\":\"m\",\"max_tokens\":0}", "max_tokens is 0"},
+        /* The tools' check too (Agent::check_tools): a tool_choice naming no tool. */
+        {"{\"model\":\"m\",\"builtin_tools\":[\"read\"],"
+         "\"extra\":{\"tool_choice\":{\"type\":\"tool\",\"name\":\"write\"}}}",
+         "tool_choice"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         CHECK_STATUS(fl_agent_new(client, NULL, refused[i][0], strlen(refused[i][0]), &agent),

@@ -190,7 +190,7 @@ impl AgentConfig {
         // Extra fields are merged over the request the loop builds: these would replace what
         // the loop keeps (the conversation, the model it may switch to the fallback).
         for (key, instead) in [
-            ("messages", "pass the conversation to run_messages"),
+            ("messages", "start the run with the conversation as its messages"),
             ("model", "set the configuration's model"),
         ] {
             if self.extra.contains_key(key) {
@@ -408,6 +408,25 @@ mod tests {
         config.limits.cost_budget = None;
         config.limits.prices.clear();
         assert_eq!(config.check(), Ok(()));
+    }
+
+    /// The message names no function of one binding (it read "run_messages", the Rust name,
+    /// in Python, Node and C, where the run is started otherwise).
+    #[test]
+    fn extra_fields_the_loop_owns_are_refused_in_words_every_binding_fits() {
+        for (key, advice) in [
+            ("messages", "start the run with the conversation as its messages"),
+            ("model", "set the configuration's model"),
+        ] {
+            let mut config = AgentConfig::new("claude-sonnet-4-5");
+            config.extra.insert(key.into(), json!([]));
+            assert_eq!(
+                config.check(),
+                Err(format!(
+                    "extra \"{key}\" would replace the loop's own: {advice}"
+                ))
+            );
+        }
     }
 
     /// With thinking on, the API takes `tool_choice` `auto` or `none` only ("Thinking may not

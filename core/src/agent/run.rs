@@ -119,6 +119,17 @@ impl Agent {
         definitions
     }
 
+    /// Checks what every run checks of this agent's tools before its first request: the tool
+    /// definitions (names the providers take, each once; object input schemas) and a
+    /// `tool_choice` of [`AgentConfig::extra`] that names one of them. A host may call it when
+    /// it builds the agent (the bindings do) to refuse at once what every run would stop on
+    /// (with the code `invalid_tool_definition` or `invalid_configuration`).
+    pub fn check_tools(&self) -> Result<(), String> {
+        let definitions = self.tool_definitions();
+        check_tool_definitions(&definitions, self.executor.registry().names().len())?;
+        check_tool_choice(self.config.extra.get("tool_choice"), &definitions)
+    }
+
     /// Starts a run for a user prompt (a string, or an array of content blocks). Must be called
     /// inside a tokio runtime with the time driver enabled (the run is a task of it: outside
     /// one, this panics, as `tokio::spawn` does).
