@@ -46,11 +46,23 @@ def _takes_context(function: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Callable[..., Any]) -> bool:
-    target = function
+    # Functions, methods and `functools.partial`s of them are answered directly (a partial's
+    # `__call__` is its class's plain method); other callables by their `__call__`.
+    if inspect.iscoroutinefunction(function):
+        return True
     call = getattr(function, "__call__", None)
-    if not inspect.isfunction(function) and not inspect.ismethod(function) and call is not None:
-        target = call
-    return inspect.iscoroutinefunction(target)
+    if inspect.isfunction(function) or inspect.ismethod(function) or call is None:
+        return False
+    return inspect.iscoroutinefunction(call)
+
+
+def _tool_name(function: Callable[..., Any]) -> str:
+    """The name a tool registered without one gets: its function's ``__name__``."""
+    name = getattr(function, "__name__", None)
+    if not isinstance(name, str):
+        # A `functools.partial` or a callable object has none (an AttributeError before).
+        raise TypeError(f"a {type(function).__name__} has no __name__: register it with tool(name=...)")
+    return name
 
 
 class Turn(AsyncClosing):
@@ -227,7 +239,7 @@ class ToolExecutor:
 
         def register(function: F) -> F:
             self._native.register(
-                name if isinstance(name, str) else function.__name__,
+                name if isinstance(name, str) else _tool_name(function),
                 function,
                 is_async=_is_async(function),
                 takes_context=_takes_context(function),

@@ -91,12 +91,7 @@ impl PyClient {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
             .ok_or_else(|| {
-                ferroloop_error(
-                    py,
-                    "FerroloopError",
-                    "the client is closed",
-                    &[("code", PyString::new(py, "invalid_state").into_any())],
-                )
+                ferroloop_error(py, "InvalidStateError", "the client is closed", &[])
             })
     }
 
@@ -297,12 +292,12 @@ pub(crate) fn refuse_in_forked_child(py: Python<'_>, pid: u32, what: &str) -> Py
     }
     Err(ferroloop_error(
         py,
-        "FerroloopError",
+        "InvalidStateError",
         &format!(
             "this {what} was created before os.fork(): its connections belong to the parent \
              process; create a new one in the child"
         ),
-        &[("code", PyString::new(py, "invalid_state").into_any())],
+        &[],
     ))
 }
 

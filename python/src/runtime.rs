@@ -15,6 +15,9 @@ use tokio::runtime::{Builder, Runtime};
 /// child process after `os.fork()` (whose copy has none of the parent's threads).
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The stack of the runtime's threads: Linux's default for a main thread.
+const WORKER_STACK_BYTES: usize = 8 << 20;
+
 /// The process-wide runtime, built on first use: a few worker threads (the work done on them is
 /// bookkeeping; Python code runs on the caller's event loop or on the blocking pool).
 pub(crate) fn runtime() -> PyResult<&'static Runtime> {
@@ -30,6 +33,11 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
     let built = Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("ferroloop-worker")
+        // Plain (sync) tools run on the blocking threads, where their results and progress
+        // reports are converted from Python: up to `value::MAX_DEPTH` levels of recursion,
+        // which overflowed tokio's default 2 MiB in a debug build. The main thread's size
+        // (reserved, not committed, until used).
+        .thread_stack_size(WORKER_STACK_BYTES)
         .enable_all()
         .build()
         .map_err(|err| PyRuntimeError::new_err(format!("cannot start the tokio runtime: {err}")))?;

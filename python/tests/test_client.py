@@ -507,7 +507,9 @@ async def test_a_closed_client_refuses_requests() -> None:
     client = ferroloop.Client("anthropic", api_key="k", base_url="http://127.0.0.1:9", from_env=False)
     async with client:
         pass
-    with pytest.raises(ferroloop.FerroloopError) as caught:
+    # An InvalidStateError, as its code says (a FerroloopError only, `except InvalidStateError`
+    # missed it).
+    with pytest.raises(ferroloop.InvalidStateError, match="the client is closed") as caught:
         client.stream(**REQUEST)
     assert caught.value.code == "invalid_state"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import math
 import sys
@@ -1043,3 +1044,28 @@ async def test_a_followed_turns_results_have_the_turn_budget_applied_as_in_node(
     spilled = results[0]["content"]
     assert isinstance(spilled, str) and spilled.startswith("<tool-output-truncated>")
     assert [r["content"] for r in results[1:]] == ["b" * 3_000, "c" * 3_000]
+
+
+@pytest.mark.asyncio
+async def test_partials_of_async_and_plain_functions_run_as_such() -> None:
+    # A partial's own `__call__` is a plain method: a partial of an `async def` was taken for a
+    # plain function, and every call failed ("the tool's plain function returned a coroutine").
+    ex = ferroloop.ToolExecutor()
+
+    async def greet_async(greeting: str, inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0)
+        return f"{greeting}, {inp['who']}"
+
+    def greet_plain(greeting: str, inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        return f"{greeting}, {inp['who']} ({ctx.name})"
+
+    ex.tool("hello_async")(functools.partial(greet_async, "Hello"))
+    ex.tool("hello_plain")(functools.partial(greet_plain, "Hi"))
+    results = await ex.run([use(0, "hello_async", who="Ada"), use(1, "hello_plain", who="Bob")])
+    assert [(r["content"], r["is_error"]) for r in results] == [
+        ("Hello, Ada", False),
+        ("Hi, Bob (hello_plain)", False),
+    ]
+    # Without a name there is none to take: a clear TypeError, not an AttributeError.
+    with pytest.raises(TypeError, match=r"tool\(name=\.\.\.\)"):
+        ex.tool(functools.partial(greet_async, "Hey"))

@@ -440,5 +440,6 @@ def test_a_forked_child_gets_a_working_runtime_and_a_clear_error_for_the_parents
     assert done.returncode == 0, (out, done.stderr.decode()[-2000:])
     assert "parent ['c', 'p', True, 'end_turn']" in out
     assert "child ['c', 'p', True, 'end_turn']" in out, out
-    assert "parent client in child: FerroloopError" in out and "os.fork" in out, out
+    # An InvalidStateError (its code is invalid_state), as the closed client's.
+    assert "parent client in child: InvalidStateError" in out and "os.fork" in out, out
     assert "child status 0" in out

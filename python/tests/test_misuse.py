@@ -417,3 +417,46 @@ def test_counts_past_the_native_type_are_overflow_errors_naming_the_argument() -
     # The largest counts the core holds still pass, as in Node.
     assert ferroloop.ContextBudget(2**64 - 1, 8_000).window == 2**64 - 1
     ferroloop.Agent(client, model="m", max_tokens=2**63)
+
+
+def test_deep_values_from_plain_tools_convert_on_the_worker_threads_without_a_crash() -> None:
+    # A plain (sync) tool runs on the runtime's blocking threads, where its result and its
+    # progress reports are converted. Their stack (tokio's default, 2 MiB) overflowed at about
+    # 480 levels in a debug build, under the 512-level limit: a segmentation fault.
+    result = run_isolated(
+        """
+        import asyncio, ferroloop
+
+        def nested(depth):
+            value = []
+            for _ in range(depth):
+                value = [value]
+            return value
+
+        async def main():
+            ex = ferroloop.ToolExecutor()
+
+            @ex.tool
+            def give(inp):
+                return {"type": "text", "text": "x", "nested": nested(inp["depth"])}
+
+            @ex.tool
+            def report(inp, ctx):
+                ctx.progress(nested(inp["depth"]))
+                return "reported"
+
+            uses = [{"id": f"{name}-{depth}", "name": name, "input": {"depth": depth}}
+                    for name in ("give", "report") for depth in (500, 600)]
+            results = await ex.run(uses)
+            give_ok, give_deep, report_ok, report_deep = results
+            assert not give_ok["is_error"], give_ok
+            assert give_deep["is_error"] and "nested more than" in give_deep["content"], give_deep
+            assert report_ok["content"] == "reported", report_ok
+            assert report_deep["is_error"] and "nested more than" in report_deep["content"], report_deep
+            print("ok")
+
+        asyncio.run(main())
+        """
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "ok"
