@@ -190,7 +190,10 @@ impl AgentConfig {
         // Extra fields are merged over the request the loop builds: these would replace what
         // the loop keeps (the conversation, the model it may switch to the fallback).
         for (key, instead) in [
-            ("messages", "start the run with the conversation as its messages"),
+            (
+                "messages",
+                "start the run with the conversation as its messages",
+            ),
             ("model", "set the configuration's model"),
         ] {
             if self.extra.contains_key(key) {
@@ -415,7 +418,10 @@ mod tests {
     #[test]
     fn extra_fields_the_loop_owns_are_refused_in_words_every_binding_fits() {
         for (key, advice) in [
-            ("messages", "start the run with the conversation as its messages"),
+            (
+                "messages",
+                "start the run with the conversation as its messages",
+            ),
             ("model", "set the configuration's model"),
         ] {
             let mut config = AgentConfig::new("claude-sonnet-4-5");
