@@ -90,9 +90,7 @@ impl PyClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| {
-                ferroloop_error(py, "InvalidStateError", "the client is closed", &[])
-            })
+            .ok_or_else(|| ferroloop_error(py, "InvalidStateError", "the client is closed", &[]))
     }
 
     /// The request body: `request` as JSON with `"stream"` set.
