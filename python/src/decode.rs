@@ -140,8 +140,9 @@ impl PyStreamDecoder {
     }
 
     /// Ends the input and returns the final message. Raises `StreamTruncatedError` (with
-    /// `partial_message`) if the stream stopped before its end, or the provider's error. A
-    /// second call answers the same (the core's rule, `StreamDecoder::finish`).
+    /// `partial_message`) if the stream stopped before its end, or the stream's provider or
+    /// protocol error (the first error a feed raised). A second call answers the same (the
+    /// core's rule, `StreamDecoder::finish`).
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         shield(py, "StreamDecoder.finish", || match self.decoder.finish() {
             Ok(message) => to_py(py, &message),

@@ -306,14 +306,16 @@ pub unsafe extern "C" fn fl_decoder_is_complete(
 /// Returns `FL_STATUS_OK` with the final message; `FL_STATUS_TRUNCATED` when the stream stopped
 /// before the message completed (the view then holds the partial message);
 /// `FL_STATUS_PROVIDER_ERROR` / `FL_STATUS_PROTOCOL_ERROR` as for `fl_decoder_feed` (the view then
-/// holds the message as it stood). On these statuses the view is written too. Bytes after the
+/// holds the message as it stood) when an event of the stream failed: the first such failure,
+/// the same one `fl_decoder_feed` returned, even when the later events completed the message
+/// (which lacks the failed event). On these statuses the view is written too. Bytes after the
 /// last complete SSE event are discarded.
 ///
 /// May be called again: it answers the same (the same status, view, `fl_decoder_error_code`
 /// and last error message), as Python's and Node's `finish()` do; only a feed after it is
 /// refused (`FL_STATUS_INVALID_STATE`), since only a feed could change the answer. The events
-/// still pending when the input ends are all decoded (and queued) by the first call, which
-/// answers with the first of their failures.
+/// still pending when the input ends are all decoded (and queued) by the first call; a failure
+/// among them is the answer when no earlier event failed.
 ///
 /// # Safety
 /// `decoder` must be a live decoder not used concurrently; `json` and `json_len` must be valid

@@ -685,7 +685,6 @@ impl AnthropicDecoder {
             serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
         let error = DecodeError::provider(raw);
         tracing::debug!(%error, "provider error event in stream");
-        self.failure = error.replay();
         error
     }
 
@@ -756,14 +755,13 @@ fn apply_compaction_delta(block: &mut Map<String, Value>, delta: &Value) {
 
 impl EventDecoder for AnthropicDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        match event_type {
+        let result = match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
-            "" | "message" => {
-                let peek: TypeOnly<'_> = parse(event_type, data)?;
-                self.dispatch(&peek.kind, data)
-            }
+            "" | "message" => parse::<TypeOnly<'_>>(event_type, data)
+                .and_then(|peek| self.dispatch(&peek.kind, data)),
             kind => self.dispatch(kind, data),
-        }
+        };
+        DecodeError::remember(&mut self.failure, result)
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {

@@ -143,8 +143,15 @@ impl DecodeError {
         // `{"error": "text"}` (llama.cpp, some gateways): the text is the message.
         let message = field("message")
             .or_else(|| raw.get("error").and_then(Value::as_str))
-            .unwrap_or("")
-            .to_owned();
+            .map_or_else(
+                // Data that is not JSON (kept as its text) or names no message: the payload is
+                // all there is to say what failed (an empty message said nothing).
+                || match &raw {
+                    Value::String(text) => text.clone(),
+                    payload => payload.to_string(),
+                },
+                str::to_owned,
+            );
         Self::Provider {
             error_type,
             message,
@@ -152,9 +159,11 @@ impl DecodeError {
         }
     }
 
-    /// What a decoder's `finish()` answers: the provider error the stream carried, if any;
-    /// otherwise `Truncated` (with `reasons.0` when the stream never started, `reasons.1` when
-    /// it started but did not complete); otherwise the final message.
+    /// What a decoder's `finish()` answers: the first error an event of the stream raised (a
+    /// provider error, [`DecodeError::InvalidJson`] or [`DecodeError::Protocol`], kept by
+    /// [`remember`](Self::remember)), if any; otherwise `Truncated` (with `reasons.0` when the
+    /// stream never started, `reasons.1` when it started but did not complete); otherwise the
+    /// final message.
     pub(crate) fn finish_result(
         failure: Option<&DecodeError>,
         complete: bool,
@@ -183,8 +192,8 @@ impl DecodeError {
         (not_started, not_completed): (&str, &str),
         partial: impl FnOnce() -> serde_json::Value,
     ) -> Option<DecodeError> {
-        if let Some(error) = failure.and_then(DecodeError::replay) {
-            return Some(error);
+        if let Some(error) = failure {
+            return Some(error.clone());
         }
         if !complete {
             let reason = if started { not_completed } else { not_started };
@@ -196,20 +205,21 @@ impl DecodeError {
         None
     }
 
-    /// A copy of a provider error, to answer again from `finish()`.
-    pub(crate) fn replay(&self) -> Option<Self> {
-        match self {
-            Self::Provider {
-                error_type,
-                message,
-                raw,
-            } => Some(Self::Provider {
-                error_type: error_type.clone(),
-                message: message.clone(),
-                raw: raw.clone(),
-            }),
-            _ => None,
+    /// Keeps `result`'s error in `failure` if it is the stream's first, for `finish()` to answer
+    /// with again (see [`finish_result`](Self::finish_result)): the decoders' `push_event`
+    /// passes every event's result through it. A stream that broke (a provider's error event,
+    /// an event whose JSON does not parse or breaks the protocol) does not finish with a
+    /// message, which would silently lack what the broken event carried.
+    pub(crate) fn remember(
+        failure: &mut Option<DecodeError>,
+        result: Result<(), DecodeError>,
+    ) -> Result<(), DecodeError> {
+        if let Err(error) = &result
+            && failure.is_none()
+        {
+            *failure = Some(error.clone());
         }
+        result
     }
 }
 
@@ -319,6 +329,33 @@ mod tests {
             partial: Box::default(),
         };
         assert_eq!(error.code(), "stream_truncated");
+    }
+
+    /// An error event whose data is not JSON, or names no message, is said in the payload's
+    /// own words: `ferroloop decode` printed "provider error `unknown_error`: " and nothing else.
+    #[test]
+    fn an_error_event_without_a_message_is_said_by_its_payload() {
+        let cases = [
+            (
+                Value::String("not json".into()),
+                "provider error `unknown_error`: not json",
+            ),
+            (
+                json!({"type": "error", "error": {"type": "api_error"}}),
+                r#"provider error `api_error`: {"type":"error","error":{"type":"api_error"}}"#,
+            ),
+            (
+                json!({"type": "error", "error": {"type": "api_error", "message": "Internal"}}),
+                "provider error `api_error`: Internal",
+            ),
+            (
+                json!({"error": "busy"}),
+                "provider error `unknown_error`: busy",
+            ),
+        ];
+        for (raw, said) in cases {
+            assert_eq!(DecodeError::provider(raw).to_string(), said);
+        }
     }
 
     /// The class of an error event reads its `type` and its `code`, whichever names it.

@@ -8,7 +8,9 @@
 //! - [`EventDecoder::message`] is a snapshot of the message so far, in the provider's own
 //!   non-streaming response shape (always valid JSON);
 //! - [`EventDecoder::finish`] ends the input: the final message, or the typed
-//!   [`DecodeError::Truncated`] (carrying the partial message) if it never completed.
+//!   [`DecodeError::Truncated`] (carrying the partial message) if it never completed, or the
+//!   stream's first error again (a provider's error event, an event that broke the JSON or the
+//!   protocol) if an event failed.
 //!
 //! [`StreamDecoder`] puts an SSE parser in front: raw bytes in (`feed`), events out.
 //!
@@ -43,9 +45,11 @@ pub trait EventDecoder {
     /// Decodes and accumulates one SSE event. `event_type` is the SSE `event` field (`message`
     /// when absent); `data` is the event's data.
     ///
-    /// A provider `error` event is returned as [`DecodeError::Provider`]; protocol violations as
-    /// [`DecodeError::Protocol`]. After an error the decoder keeps its state, so
-    /// [`EventDecoder::message`] still shows what arrived.
+    /// A provider `error` event is returned as [`DecodeError::Provider`]; data that is not the
+    /// JSON the event requires as [`DecodeError::InvalidJson`]; protocol violations as
+    /// [`DecodeError::Protocol`]. After an error the decoder keeps its state and decodes the
+    /// later events, so [`EventDecoder::message`] still shows what arrived; the first error is
+    /// remembered, and [`finish`](Self::finish) answers with it.
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError>;
 
     /// Moves the typed events completed so far into `out` (in order).
@@ -70,8 +74,12 @@ pub trait EventDecoder {
     /// `response.completed` or `response.incomplete`).
     fn is_complete(&self) -> bool;
 
-    /// Ends the input. Returns the final message, the provider error if the stream carried one,
-    /// or [`DecodeError::Truncated`] with the partial message if the stream stopped early.
+    /// Ends the input. Returns the final message; or, if an event failed in
+    /// [`push_event`](Self::push_event), the first such error again (the same variant and
+    /// message: a provider's error event, [`DecodeError::InvalidJson`] or
+    /// [`DecodeError::Protocol`]), even when the later events completed the message, which
+    /// lacks what the failed event carried; otherwise [`DecodeError::Truncated`] with the
+    /// partial message if the stream stopped early. May be called again: it answers the same.
     fn finish(&mut self) -> Result<Value, DecodeError>;
 
     /// [`finish`](Self::finish) with the final message as JSON text (see

@@ -1263,7 +1263,6 @@ impl OpenAiChatDecoder {
     fn fail(&mut self, raw: Value) -> DecodeError {
         let error = DecodeError::provider(raw);
         tracing::debug!(%error, "provider error in stream");
-        self.failure = error.replay();
         error
     }
 }
@@ -1657,8 +1656,9 @@ fn to_response_shape(snapshot: &Object, pending: Option<(usize, Target, &str)>) 
     Value::Object(out)
 }
 
-impl EventDecoder for OpenAiChatDecoder {
-    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+impl OpenAiChatDecoder {
+    /// One event's data decoded (the whole of `push_event` but remembering its error).
+    fn decode_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
         if self.template.valid && !self.done && event_type != "error" && self.try_template(data) {
             return Ok(());
         }
@@ -1683,6 +1683,13 @@ impl EventDecoder for OpenAiChatDecoder {
             return Ok(());
         }
         self.general_chunk(data)
+    }
+}
+
+impl EventDecoder for OpenAiChatDecoder {
+    fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
+        let result = self.decode_event(event_type, data);
+        DecodeError::remember(&mut self.failure, result)
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {

@@ -714,7 +714,6 @@ impl OpenAiResponsesDecoder {
     fn fail(&mut self, raw: Value) -> DecodeError {
         let error = DecodeError::provider(raw);
         tracing::debug!(%error, "provider error in stream");
-        self.failure = error.replay();
         error
     }
 }
@@ -862,14 +861,13 @@ impl EventDecoder for OpenAiResponsesDecoder {
         if data.starts_with("[DONE]") {
             return Ok(());
         }
-        match event_type {
-            "" | "message" => {
-                let peek: TypeOnly<'_> =
-                    serde_json::from_str(data).map_err(|e| DecodeError::json(event_type, e))?;
-                self.on_event(&peek.kind, data)
-            }
+        let result = match event_type {
+            "" | "message" => serde_json::from_str::<TypeOnly<'_>>(data)
+                .map_err(|e| DecodeError::json(event_type, e))
+                .and_then(|peek| self.on_event(&peek.kind, data)),
             kind => self.on_event(kind, data),
-        }
+        };
+        DecodeError::remember(&mut self.failure, result)
     }
 
     fn drain_events(&mut self, out: &mut Vec<DecodeEvent>) {

@@ -17,7 +17,8 @@ pub struct StreamDecoder<D = AnyDecoder> {
     /// Set by `finish`: the input has ended, and a later feed is [`DecodeError::Finished`].
     finished: bool,
     /// The first failure among the events the first `finish` decoded (those still queued when
-    /// the input ended): every `finish` answers with it, so that a second call answers the same.
+    /// the input ended): every `finish` answers with it when the decoder has no earlier failure
+    /// to answer with, so that a second call answers the same.
     end_failure: Option<DecodeError>,
 }
 
@@ -120,24 +121,27 @@ impl<D: EventDecoder> StreamDecoder<D> {
         self.decoder.is_complete()
     }
 
-    /// Ends the input: the final message, the provider's error, or [`DecodeError::Truncated`]
-    /// with the partial message. Bytes after the last complete SSE event are discarded.
+    /// Ends the input: the final message, or the stream's error — the first error an event
+    /// raised (a provider's error event, [`DecodeError::InvalidJson`] or
+    /// [`DecodeError::Protocol`]; the same error a feed returned, again, even when the events
+    /// after it decoded and completed the message), else [`DecodeError::Truncated`] with the
+    /// partial message. Bytes after the last complete SSE event are discarded.
     ///
     /// The rule of every binding: `finish` may be called again and answers the same (the same
     /// message, or a copy of the same error); only a feed after it is refused
     /// ([`DecodeError::Finished`]), since only a feed could change the answer. The events still
     /// queued when the input ends (behind an event that failed in a feed) are all decoded by
-    /// the first call, which answers with the first of their failures.
+    /// the first call; a failure among them is the answer when no earlier event failed.
     pub fn finish(&mut self) -> Result<Value, DecodeError> {
-        self.end_input(&mut Vec::new())?;
-        self.decoder.finish()
+        let ended = self.end_input(&mut Vec::new());
+        Self::answer(ended, self.decoder.finish())
     }
 
     /// [`finish`](Self::finish) with the final message as JSON text (see
     /// [`EventDecoder::finish_json`]).
     pub fn finish_json(&mut self) -> Result<String, DecodeError> {
-        self.end_input(&mut Vec::new())?;
-        self.decoder.finish_json()
+        let ended = self.end_input(&mut Vec::new());
+        Self::answer(ended, self.decoder.finish_json())
     }
 
     /// [`finish_json`](Self::finish_json) that also appends to `out` the typed events of what
@@ -146,9 +150,23 @@ impl<D: EventDecoder> StreamDecoder<D> {
     /// second call appends nothing and answers the same.
     pub fn finish_json_into(&mut self, out: &mut Vec<DecodeEvent>) -> Result<String, DecodeError> {
         let ended = self.end_input(out);
-        let result = ended.and_then(|()| self.decoder.finish_json());
+        let result = Self::answer(ended, self.decoder.finish_json());
         self.decoder.drain_events(out);
         result
+    }
+
+    /// The answer of `finish`: the decoder's, which is the stream's first failure if an event
+    /// failed (the provider decoders remember it); the failure of an event decoded at the end
+    /// of the input when the decoder has no error of its own to give (a decoder that does not
+    /// remember its failures).
+    fn answer<T>(
+        ended: Result<(), DecodeError>,
+        finished: Result<T, DecodeError>,
+    ) -> Result<T, DecodeError> {
+        match (ended, finished) {
+            (Err(end_failure), Ok(_) | Err(DecodeError::Truncated { .. })) => Err(end_failure),
+            (_, finished) => finished,
+        }
     }
 
     /// Decodes the events still queued and ends the SSE input, the first time; answers with
