@@ -1541,3 +1541,54 @@ async fn a_host_answer_is_judged_by_the_order_of_answer_and_cancellation() {
         }
     }
 }
+
+/// A tool that hands back a list of plain values as its content (file names, numbers) instead
+/// of content blocks: Anthropic answers such a `tool_result` with a 400, which ended an agent's
+/// run. What is not all blocks (objects with a string `type`) is sent as its JSON text.
+#[tokio::test]
+async fn content_that_is_not_all_blocks_is_sent_as_its_json_text() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(FnTool::new(
+            "list",
+            |input: serde_json::Value, _| async move {
+                let items = input["items"].as_array().cloned().unwrap_or_default();
+                Ok(ToolOutput::blocks(items))
+            },
+        ))
+        .unwrap();
+    let exec = ToolExecutor::new(tools);
+    let uses = [
+        json!(["a.txt", "b.txt"]),
+        json!([{"type": "text", "text": "fine"}, 3]),
+        json!([{"text": "no type"}]),
+        json!([{"type": 7}]),
+        json!([{"type": "text", "text": "fine"}, {"type": "image", "source": {}}]),
+        json!([]),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, items)| ToolUse {
+        id: format!("u{i}"),
+        name: "list".into(),
+        input: json!({ "items": items }),
+    })
+    .collect();
+    let results = exec.run(uses).await.unwrap();
+    let contents: Vec<_> = results.iter().map(|r| r.content.clone()).collect();
+    assert_eq!(
+        contents,
+        vec![
+            ToolResultContent::Text(r#"["a.txt","b.txt"]"#.into()),
+            ToolResultContent::Text(r#"[{"type":"text","text":"fine"},3]"#.into()),
+            ToolResultContent::Text(r#"[{"text":"no type"}]"#.into()),
+            ToolResultContent::Text(r#"[{"type":7}]"#.into()),
+            ToolResultContent::Blocks(vec![
+                json!({"type": "text", "text": "fine"}),
+                json!({"type": "image", "source": {}}),
+            ]),
+            ToolResultContent::Blocks(vec![]),
+        ]
+    );
+    assert!(results.iter().all(|r| !r.is_error));
+}

@@ -284,7 +284,8 @@ export interface ToolResult {
 }
 
 /**
- * What a tool function may return (directly or through a Promise): text; content blocks; one
+ * What a tool function may return (directly or through a Promise): text; content blocks (an
+ * array holding anything else, file names say, is sent as its JSON text); one
  * content block (an object with a `type`, e.g. an image); `{ content, isError }`; nothing (an
  * empty result); any other JSON value is sent as its JSON text. As Python's tools.
  */

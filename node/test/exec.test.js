@@ -526,7 +526,9 @@ test('calls handed over by index: a mixed batch settles in order, whatever way e
   const [b, bb, e, slow, big, u] = rest.slice(texts.length)
   assert.deepEqual([b.is_error, b.content], [false, [{ type: 'text', text: 'ünïcode 🎉' }]])
   assert.equal(bb.is_error, false)
-  assert.deepEqual(bb.content, ['not', 'blocks'], 'an array content is passed on as blocks')
+  // An array travels as blocks; the core sends one that holds no blocks as its JSON text
+  // (the providers refuse anything but blocks in a tool_result's content).
+  assert.deepEqual(bb.content, '["not","blocks"]', 'an array of plain values is sent as its JSON text')
   assert.deepEqual([e.is_error, e.content], [true, 'no 🙅'])
   assert.equal(slow.is_error, true)
   assert.match(slow.content, /timed out/)
@@ -890,6 +892,21 @@ test('ctx may be destructured, progress included, whichever way the call runs (a
     [
       ['plain p 0', false],
       ['timed t 1', false],
+    ],
+  )
+})
+
+test('an array of plain values is sent as its JSON text (not content blocks, which the providers refuse)', async () => {
+  const ex = new ToolExecutor().tool({ name: 'files' }, (input) => input.items)
+  const results = await ex.run([
+    use('a', 'files', { items: ['a.txt', 'b.txt'] }),
+    use('b', 'files', { items: [{ type: 'text', text: 'block' }] }),
+  ])
+  assert.deepEqual(
+    results.map((r) => [r.content, r.is_error]),
+    [
+      ['["a.txt","b.txt"]', false],
+      [[{ type: 'text', text: 'block' }], false],
     ],
   )
 })

@@ -222,7 +222,8 @@ class ToolExecutor:
         """Registers a tool (a decorator). The function gets the input dict and, if it takes a
         second parameter, a ``ToolContext`` (``tool_use_id``, ``name``, ``index``,
         ``progress(...)``, ``cancelled``). It may be ``async def`` (run on the event loop) or plain (run on a
-        worker thread). It returns a ``str``, a list of content blocks, or a dict (a content
+        worker thread). It returns a ``str``, a list of content blocks (a list holding anything
+        else, such as file names, is sent as its JSON text), or a dict (a content
         block, or ``{"content": ..., "is_error": ...}``); an exception becomes an ``is_error``
         result whose text is ``"TypeName: message"`` (the traceback, with its cause, is logged to
         ``logging.getLogger("ferroloop")`` at ``DEBUG`` level; ``SystemExit`` and

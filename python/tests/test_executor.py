@@ -1069,3 +1069,18 @@ async def test_partials_of_async_and_plain_functions_run_as_such() -> None:
     # Without a name there is none to take: a clear TypeError, not an AttributeError.
     with pytest.raises(TypeError, match=r"tool\(name=\.\.\.\)"):
         ex.tool(functools.partial(greet_async, "Hey"))
+
+
+@pytest.mark.asyncio
+async def test_a_list_of_plain_values_is_sent_as_its_json_text() -> None:
+    # Not content blocks: sent as they were, Anthropic answered the tool_result with a 400.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def files(inp: dict[str, Any]) -> Any:
+        return inp["items"]
+
+    results = await ex.run([use(0, "files", items=["a.txt", "b.txt"]),
+                            use(1, "files", items=[{"type": "text", "text": "block"}])])
+    assert results[0]["content"] == '["a.txt","b.txt"]' and not results[0]["is_error"]
+    assert results[1]["content"] == [{"type": "text", "text": "block"}]

@@ -2395,7 +2395,9 @@ fl_status fl_tool_complete(fl_tool_call *call,
 
 /**
  * Completes a tool call with `content_json` (`content_len` bytes of UTF-8 JSON: a string or an
- * array of content blocks such as `[{"type":"text","text":"..."}]`) and releases `call`.
+ * array of content blocks such as `[{"type":"text","text":"..."}]`; an array holding anything
+ * but blocks — objects with a string `"type"` — is sent as its JSON text, the providers
+ * refusing it as content) and releases `call`.
  *
  * Same rules as `fl_tool_complete`; JSON that does not parse completes the call with an error
  * result and returns `FL_STATUS_INVALID_ARGUMENT`.

@@ -49,11 +49,14 @@ pub(crate) type Outcome = (CallStatus, ToolResultContent, bool);
 /// The tool's own answer, or a panic it raised.
 pub(crate) type ToolReturn = Result<Result<ToolOutput, ToolError>, Box<dyn Any + Send>>;
 
-/// Maps the tool's answer to an outcome.
+/// Maps the tool's answer to an outcome (its content as the providers take it: see
+/// [`ToolResultContent::into_sendable`]).
 pub(crate) fn answer_outcome(answer: Result<ToolOutput, ToolError>) -> Outcome {
     match answer {
-        Ok(output) if output.is_error => (CallStatus::Failed, output.content, false),
-        Ok(output) => (CallStatus::Succeeded, output.content, false),
+        Ok(output) if output.is_error => {
+            (CallStatus::Failed, output.content.into_sendable(), false)
+        }
+        Ok(output) => (CallStatus::Succeeded, output.content.into_sendable(), false),
         Err(ToolError::Failed(message)) => (CallStatus::Failed, text(message), false),
         Err(ToolError::Fatal(message)) => (CallStatus::Fatal, text(message), false),
     }

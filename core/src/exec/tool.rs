@@ -34,7 +34,8 @@ impl ToolOutput {
         }
     }
 
-    /// A successful output made of content blocks.
+    /// A successful output made of content blocks (objects with a string `type`). A list
+    /// holding anything else is sent as its JSON text: the providers refuse it as content.
     pub fn blocks(blocks: Vec<Value>) -> Self {
         Self {
             content: ToolResultContent::Blocks(blocks),

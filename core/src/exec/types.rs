@@ -96,6 +96,26 @@ impl ToolResultContent {
     }
 }
 
+impl ToolResultContent {
+    /// This content as the providers take it in a `tool_result`: blocks that are not all
+    /// content blocks (objects with a string `type`) — a tool that handed back a list of file
+    /// names, say — become the JSON text of the list. Anthropic answers anything else with a
+    /// 400, which ends an agent's run; the text keeps every value for the model to read.
+    pub(crate) fn into_sendable(self) -> Self {
+        match self {
+            Self::Blocks(items) if !items.iter().all(is_content_block) => {
+                Self::Text(Value::Array(items).to_string())
+            }
+            content => content,
+        }
+    }
+}
+
+/// Whether `item` has the shape of a content block: an object with a string `type`.
+fn is_content_block(item: &Value) -> bool {
+    item.get("type").is_some_and(Value::is_string)
+}
+
 fn text_of_block(block: &Value) -> Option<&str> {
     if block.get("type")?.as_str()? != "text" {
         return None;
