@@ -92,6 +92,8 @@ class Turn(AsyncClosing):
         # taken from the turn: returned by the next call instead of being lost.
         self._unclaimed_events: collections.deque[TurnEvent] = collections.deque()
         self._closed = False
+        # A ``__anext__`` is waiting for the next event.
+        self._waiting = False
 
     def submit(self, tool_use: dict[str, Any], *more: dict[str, Any]) -> None:
         """Submits a ``tool_use`` block (``id``, ``name``, ``input``; without ``input`` the tool
@@ -126,11 +128,22 @@ class Turn(AsyncClosing):
         return self
 
     async def __anext__(self) -> TurnEvent:
+        if self._waiting:
+            # As an async generator, ``AgentRun`` and ``MessageStream``: two tasks iterating
+            # the turn at once would each get only some of its events.
+            raise RuntimeError(
+                "anext(): this Turn is already being iterated by another task "
+                "(each would get only some of its events)"
+            )
         if self._closed:
             raise StopAsyncIteration
         if self._unclaimed_events:
             return self._unclaimed_events.popleft()
-        event = await _claim(self._native.next_event(), self._unclaimed_events.appendleft)
+        self._waiting = True
+        try:
+            event = await _claim(self._native.next_event(), self._unclaimed_events.appendleft)
+        finally:
+            self._waiting = False
         if event is None:
             raise StopAsyncIteration
         return event
@@ -140,7 +153,9 @@ class Turn(AsyncClosing):
         (a ``ToolResult``), in submission order: exactly one per submitted call, with the turn
         budget applied (the results to send back; the ``result`` events come before it applies).
         Calling it again (or concurrently, or after a call that was cancelled) returns the same
-        results, in a new list each time, as Node's ``turn.results()`` does."""
+        results, in a new list each time, as Node's ``turn.results()`` does. A task following
+        the turn (``async for``, begun before) still gets every event; a turn nobody follows
+        drops them as it goes."""
         # The native turn keeps the collected results: a cancelled call loses nothing.
         return await self._native.finish()
 

@@ -592,6 +592,9 @@ pub(crate) struct PyTurn {
 #[derive(Default)]
 struct Unclaimed {
     events: std::collections::VecDeque<TurnEvent>,
+    /// `next_event` was called: someone follows the turn's events, so `finish` keeps those it
+    /// passes on its way to the end (in `events`) instead of dropping them.
+    followed: bool,
     /// The turn's outcome once `finish` has collected it: every later `results()` returns it
     /// again (as Node's turn does), and a `results()` cancelled after collecting loses nothing.
     collected: Option<Arc<Result<Vec<ToolResult>, TurnError>>>,
@@ -672,10 +675,19 @@ impl PyTurn {
                 py,
                 &self.bridge,
                 async move {
+                    {
+                        let mut unclaimed = lock(&unclaimed);
+                        unclaimed.followed = true;
+                        if let Some(event) = unclaimed.events.pop_front() {
+                            return Ok(Some(event));
+                        }
+                    }
+                    let mut guard = turn.lock().await;
+                    // A `finish` may have kept events while this waited for the lock: they
+                    // come first (they are older than the turn's next one).
                     if let Some(event) = lock(&unclaimed).events.pop_front() {
                         return Ok(Some(event));
                     }
-                    let mut guard = turn.lock().await;
                     Ok(match guard.as_mut() {
                         Some(turn) => turn.next_event().await,
                         None => None,
@@ -715,9 +727,16 @@ impl PyTurn {
                     // The end is awaited through the events (cancel-safe), with the turn left in
                     // place: taking it first meant a cancelled `results()` dropped the turn, its
                     // running calls and their results. The events end when the turn's task
-                    // ends, so `finish` then returns at once.
+                    // ends, so `finish` then returns at once. The events it passes are kept
+                    // for a task following the turn (`async for`), whose `next_event` takes
+                    // them before the turn's next; nobody follows, they are dropped.
                     if let Some(spawned) = guard.as_mut() {
-                        while spawned.next_event().await.is_some() {}
+                        while let Some(event) = spawned.next_event().await {
+                            let mut unclaimed = lock(&unclaimed);
+                            if unclaimed.followed {
+                                unclaimed.events.push_back(event);
+                            }
+                        }
                     }
                     // A concurrent call may have collected the outcome while this one waited
                     // for the lock.

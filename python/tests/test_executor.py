@@ -1084,3 +1084,56 @@ async def test_a_list_of_plain_values_is_sent_as_its_json_text() -> None:
                             use(1, "files", items=[{"type": "text", "text": "block"}])])
     assert results[0]["content"] == '["a.txt","b.txt"]' and not results[0]["is_error"]
     assert results[1]["content"] == [{"type": "text", "text": "block"}]
+
+
+@pytest.mark.asyncio
+async def test_results_leaves_the_events_to_a_task_iterating_the_turn() -> None:
+    # A UI task follows the turn while the main task awaits results(): results() used to drain
+    # the events itself, and the UI task saw two `started` events of the twelve.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool(concurrency_safe=True)
+    async def work(inp: dict[str, Any], ctx: ferroloop.ToolContext) -> str:
+        for i in range(3):
+            await asyncio.sleep(0.02)
+            ctx.progress(i)
+        return f"done {inp['n']}"
+
+    async with ex.turn() as turn:
+        seen: list[ferroloop.TurnEvent] = []
+
+        async def follow() -> None:
+            async for event in turn:
+                seen.append(event)
+
+        follower = asyncio.create_task(follow())
+        for n in range(3):
+            turn.submit(use(n, "work", n=n))
+        await asyncio.sleep(0.01)
+        results = await turn.results()
+        await asyncio.wait_for(follower, 10)
+    assert [r["content"] for r in results] == ["done 0", "done 1", "done 2"]
+    counts = {kind: sum(1 for e in seen if e["type"] == kind) for kind in ("started", "progress", "finished", "result")}
+    assert counts == {"started": 3, "progress": 9, "finished": 3, "result": 3}
+    assert [e["index"] for e in seen if e["type"] == "result"] == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_second_task_iterating_a_turn_at_once_is_refused() -> None:
+    # As AgentRun and MessageStream (and async generators): each task would get some events.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def wait(inp: dict[str, Any]) -> str:
+        await asyncio.sleep(0.05)
+        return "ok"
+
+    async with ex.turn() as turn:
+        turn.submit(use(0, "wait"))
+        first = asyncio.ensure_future(turn.__anext__())
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="already being iterated by another task"):
+            await turn.__anext__()
+        assert (await first)["type"] == "started"
+        turn.seal()
+        assert [e["type"] async for e in turn] == ["finished", "result"]
