@@ -201,8 +201,9 @@ test('the README client and agent example runs against the replay server', async
   assert.ok(block, 'the README block after "The client and the agent loop (the test suite runs this block"')
   // In the package directory, so that its `import ... from 'ferroloop'` resolves to this package.
   const file = path.join(pkgDir, 'examples', `.readme-agent-${process.pid}.mjs`)
-  writeFileSync(file, block[1])
+  // The server first: a server that fails to start left the example file behind.
   const server = await startServer(['--agent-model'])
+  writeFileSync(file, block[1])
   try {
     // The example reads ANTHROPIC_API_KEY; the client reads ANTHROPIC_BASE_URL (fromEnv).
     const run = spawnSync(process.execPath, [file], {
