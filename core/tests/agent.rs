@@ -2460,6 +2460,50 @@ async fn microcompact_never_clears_the_results_the_model_has_not_seen() {
     }
 }
 
+/// The summariser reads the results the model has not read yet: it cleared every tool result
+/// first, those of the last turn too, and the summary replacing the history was then the only
+/// way into it, so the model never saw them (and would call the same tools again).
+#[tokio::test]
+async fn the_summary_call_keeps_the_results_the_model_has_not_read() {
+    let (model, requests) = ScriptedModel::new(move |n, request| match n {
+        0 | 1 => reply(
+            request,
+            vec![call(
+                &format!("t{n}"),
+                "read",
+                json!({"path": format!("f{n}")}),
+            )],
+            "tool_use",
+        ),
+        2 => Err(ModelError::prompt_too_long(
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )),
+        3 => reply(request, vec![text("The summary.")], "end_turn"),
+        _ => reply(request, vec![text("done")], "end_turn"),
+    })
+    .recorded();
+    let agent = Agent::new(
+        AgentConfig::new("m"),
+        Arc::new(model),
+        executor(Default::default()),
+    );
+    let (reason, _, _) = stop(&collect(&agent, "go").await);
+    assert_eq!(reason, StopReason::EndTurn);
+    let requests = requests.lock().unwrap();
+    let summary_call = requests[3].to_string();
+    assert!(
+        summary_call.contains("Summarize this conversation"),
+        "{summary_call}"
+    );
+    assert!(
+        summary_call.contains("contents of f1"),
+        "the unread result was cleared: {summary_call}"
+    );
+    // The older result, which the model read, is cleared so the call fits.
+    assert!(!summary_call.contains("contents of f0"), "{summary_call}");
+    assert!(summary_call.contains(CLEARED_TOOL_RESULT));
+}
+
 #[tokio::test]
 async fn a_discarded_response_s_output_does_not_count_as_context() {
     // The first response is cut inside its only block, a tool call: nothing of it enters

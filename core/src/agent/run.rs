@@ -1753,7 +1753,8 @@ impl Driver {
     /// needs) and `tool_choice: none`, and the run's extra fields (a gateway's routing, the
     /// metadata, the beta flags a history's blocks need, ...) except those that would make
     /// the answer something else than a summary or that it does not need
-    /// ([`SUMMARY_LEAVES_OUT`]). Tool results are cleared first so the call itself fits. Each
+    /// ([`SUMMARY_LEAVES_OUT`]). Tool results the model has read are cleared first so the call
+    /// itself fits (those of the last message, not read yet, are kept for the summary). Each
     /// call's usage counts toward the run's totals and budgets (it is not a turn) and is
     /// reported in a `usage` event ([`UsageCall::Compaction`]), also for a call that broke
     /// off, failed or was cancelled after the provider reported it; its retries are reported
@@ -1768,7 +1769,12 @@ impl Driver {
     /// is asked again once, as a turn is.
     async fn summarise(&mut self) -> Summary {
         let mut history = self.messages.clone();
-        microcompact(&mut history, 0, &[]);
+        // The last message's results are the ones the model has not read yet: the summary is
+        // their only way into the compacted history, so they stay (as `manage_context` keeps
+        // them); cleared, the model would call the same tools again.
+        let unread = history.last().map_or(0, tool_result_count);
+        let read = history.len() - usize::from(unread > 0);
+        microcompact(&mut history[..read], 0, &[]);
         // Clearing the results changed the prefix of every later thinking block, which models
         // that bind thinking to its conversation refuse; a summary needs none of them.
         drop_thinking(&mut history);
