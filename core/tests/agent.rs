@@ -907,6 +907,27 @@ async fn token_budget_and_max_turns_stop_the_run() {
     let (reason, messages, turns) = stop(&collect(&agent, "go").await);
     assert_eq!((reason, turns), (StopReason::Budget, 1));
     assert!(check_tool_pairing(&messages).is_ok());
+
+    // A last call that ends the run itself (end_turn, stop_sequence, refusal) is no budget stop
+    // however much it spent: the run was complete, not cut short (it reported `budget` and
+    // "token budget of 1 reached").
+    for (ending, expected) in [
+        ("end_turn", StopReason::EndTurn),
+        ("stop_sequence", StopReason::StopSequence),
+    ] {
+        let model =
+            ScriptedModel::new(move |_, request| reply(request, vec![text("done")], ending));
+        let mut config = AgentConfig::new("m");
+        config.limits.token_budget = Some(1);
+        let agent = Agent::new(config, Arc::new(model), executor(Default::default()));
+        let events = collect(&agent, "go").await;
+        let (reason, _, turns) = stop(&events);
+        assert_eq!((reason, turns), (expected, 1), "{ending}");
+        match events.last().unwrap() {
+            AgentEvent::Stop { error, .. } => assert_eq!(*error, None, "{ending}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

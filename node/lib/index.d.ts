@@ -910,7 +910,10 @@ export interface AgentOptions {
   maxTurns?: number
   /** `max_tokens` per request (default 8,192). */
   maxTokens?: number
-  /** Input + output tokens over the run, at most (0: no model call, the run stops with `budget`). */
+  /**
+   * Input + output tokens over the run, at most (0: no model call, the run stops with `budget`;
+   * a last answer that ends the run itself stops with its own reason, whatever it spent).
+   */
   tokenBudget?: number
   /** Continuations after a `max_tokens` stop in text (default 3). */
   maxContinuations?: number

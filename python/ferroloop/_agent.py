@@ -161,7 +161,8 @@ class Agent:
     refusal as too long; 0: none, the
     run stops at once with ``max_turns``),
     ``max_tokens`` (default 8192) is each request's output limit, ``token_budget`` caps input +
-    output tokens over a run (0: no model call, the run stops with ``budget``),
+    output tokens over a run (0: no model call, the run stops with ``budget``; a last answer
+    that ends the run itself stops with its own reason, whatever it spent),
     ``escalated_max_tokens`` (default 64000; 0: never) the limit a turn cut by ``max_tokens`` is
     asked again with, once, before it is continued: the cut response is discarded (its calls
     not run, its usage counted) and a ``max_tokens_raised`` event (``turn``, ``from``, ``to``)

@@ -30,7 +30,9 @@ pub struct Limits {
     /// `max_tokens` of each request (default 8,192).
     pub max_tokens: u64,
     /// Input + output tokens reported over the whole run, at most (a call whose usage is not
-    /// reported, as from a Chat server without stream usage, counts as estimated).
+    /// reported, as from a Chat server without stream usage, counts as estimated). Checked
+    /// after each call the run would go on from: a last answer that ends the run itself
+    /// (`end_turn`, ...) stops with its own reason, whatever it spent.
     pub token_budget: Option<u64>,
     /// Cost over the whole run, at most, in the price table's currency (a call whose usage is
     /// not reported counts as estimated). The table must price the model and the fallback

@@ -1058,9 +1058,8 @@ impl Driver {
                     }
                     self.record_usage(turn_number, &request, &message, estimated, ttft, kept);
                     self.emit_turn_end(turn_number, stop_reason.clone());
-                    if let Some(reason) = self.over_budget() {
-                        return reason;
-                    }
+                    // The model ended the run itself: a budget this last call reached stopped
+                    // nothing (a `budget` stop says the work was cut short), so it is not one.
                     let reason = match other {
                         Some("stop_sequence") => StopReason::StopSequence,
                         Some("refusal") => StopReason::Refusal,
