@@ -340,7 +340,7 @@ async fn a_call_cut_by_max_tokens_is_reported_to_the_model_as_not_run() {
         assert_eq!(last["role"], "user");
         let said = last["content"].to_string();
         assert!(
-            said.contains("were not run") && said.contains("(write)"),
+            said.contains("were discarded without results") && said.contains("(write)"),
             "{with_text}: {said}"
         );
         assert_ne!(

@@ -1013,7 +1013,7 @@ impl Driver {
                         return Ending::reason(StopReason::MaxTokens);
                     }
                     let prompt = self.config().continuation_prompt.clone();
-                    // The model is told its calls were not run: else it resumes as if they
+                    // The model is told its calls have no results: else it resumes as if they
                     // had been, or, with nothing of the response kept, the same request goes
                     // out again and is cut the same way (a file too big to write in one call).
                     let note = (!cut_calls.is_empty()).then(|| cut_calls_note(&cut_calls));
@@ -2273,10 +2273,12 @@ fn without_cut_calls_notes(mut message: Value) -> Value {
     message
 }
 
-/// What the model is told of the calls of a response the output limit cut: none was run.
+/// What the model is told of the calls of a response the output limit cut: none has a result
+/// (a concurrency-safe call started while the response streamed may have run: "not run" was
+/// wrong for it, and its result is discarded all the same).
 fn cut_calls_note(names: &[String]) -> String {
     format!(
-        "{CUT_CALLS_NOTE}, so its tool calls ({}) were not run. \
+        "{CUT_CALLS_NOTE}, so its tool calls ({}) were discarded without results. \
          Make them again with smaller inputs: a call's whole input must fit in one response \
          (split a large file into several writes or edits).",
         names.join(", ")
