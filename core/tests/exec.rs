@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use exec_support::{Probe, call, registry, text};
+use ferroloop::exec::budget::{spill_file_name, text_fingerprint};
 use ferroloop::exec::{
     AfterCall, AnswerSender, BeforeCall, BudgetConfig, CallStatus, ExecutorConfig, FnTool,
     HookCall, Permission, ReplacementRecord, ResultLimit, Tool, ToolContext, ToolExecutor,
@@ -654,6 +655,14 @@ fn spill_config(dir: &std::path::Path, turn_budget: Option<usize>) -> ExecutorCo
     }
 }
 
+/// Where a result of `id` with `text` is spilled in `dir`: the id (sanitised) and the text's
+/// fingerprint.
+fn spilled_to(dir: &std::path::Path, id: &str, text: &str) -> std::path::PathBuf {
+    let stem = spill_file_name(id);
+    let stem = stem.trim_end_matches(".txt");
+    dir.join(format!("{stem}-{:016x}.txt", text_fingerprint(text)))
+}
+
 fn big_tools() -> ToolRegistry {
     let mut tools = ToolRegistry::new();
     tools
@@ -714,7 +723,8 @@ async fn a_reused_call_id_gets_its_own_preview_and_spill_file() {
         "{}",
         text(&second[0])
     );
-    let first_file = std::fs::read_to_string(dir.join("call_0.txt")).unwrap();
+    let first_output: String = (0..200).map(|i| format!("line {i:04}\n")).collect();
+    let first_file = std::fs::read_to_string(spilled_to(&dir, "call_0", &first_output)).unwrap();
     assert_eq!(first_file.lines().count(), 200, "the first file is kept");
     let spilled: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(spilled.len(), 2);
@@ -802,7 +812,7 @@ async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
         .unwrap();
     // Per-tool limit: 2,000 chars > 1,000 → spilled.
     let full: String = (0..200).map(|i| format!("line {i:04}\n")).collect();
-    let path = dir.join("toolu_big.txt");
+    let path = spilled_to(&dir, "toolu_big", &full);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), full);
     let preview = text(&turn1[0]);
     assert!(preview.starts_with("<tool-output-truncated>\nOutput too large (2000 characters)"));
@@ -816,7 +826,7 @@ async fn spill_files_are_written_and_previews_are_byte_stable_across_turns() {
     // the largest fresh result (huge) is replaced, mid stays.
     assert!(text(&turn1[2]).starts_with("<tool-output-truncated>"));
     assert_eq!(
-        std::fs::read_to_string(dir.join("toolu_huge.txt"))
+        std::fs::read_to_string(spilled_to(&dir, "toolu_huge", &"x".repeat(2_500)))
             .unwrap()
             .len(),
         2_500
@@ -1591,4 +1601,64 @@ async fn content_that_is_not_all_blocks_is_sent_as_its_json_text() {
         ]
     );
     assert!(results.iter().all(|r| !r.is_error));
+}
+
+/// A spill file a preview names is never overwritten with another result's text: not by an id
+/// that sanitises to the same file name (`functions.read:0`, `functions_read_0`), nor by
+/// another executor spilling to the same directory with the same id (servers number calls
+/// `call_0`… in every response, and the default directory is shared). Each preview pointed at
+/// `<id>.txt`, which then held the other result's output.
+#[tokio::test]
+async fn results_that_share_an_id_or_its_file_name_keep_their_own_spill_files() {
+    let dir = std::env::temp_dir().join(format!("ferroloop-spill-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let executor = || {
+        let mut config = ExecutorConfig::default();
+        config.budget.spill_dir = dir.clone();
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                FnTool::new("say", |input: serde_json::Value, _| async move {
+                    let word = input["word"].as_str().unwrap_or_default().to_owned();
+                    Ok(ToolOutput::text(format!("{word} ").repeat(100)))
+                })
+                .with_result_limit(ResultLimit::Chars(50))
+                .concurrency_safe(true),
+            )
+            .unwrap();
+        ToolExecutor::builder(tools).config(config).build()
+    };
+    let say = |id: &str, word: &str| ToolUse::new(id, "say", json!({ "word": word }));
+    let one = executor();
+    let alike = one
+        .run(vec![
+            say("functions.read:0", "AAAA"),
+            say("functions_read_0", "BBBB"),
+        ])
+        .await
+        .unwrap();
+    let other = executor();
+    let first = one.run(vec![say("call_0", "CCCC")]).await.unwrap();
+    let second = other.run(vec![say("call_0", "DDDD")]).await.unwrap();
+    for (result, word) in [
+        (&alike[0], "AAAA"),
+        (&alike[1], "BBBB"),
+        (&first[0], "CCCC"),
+        (&second[0], "DDDD"),
+    ] {
+        let preview = text(result);
+        let path = preview
+            .lines()
+            .find_map(|line| line.split("Full output saved to: ").nth(1))
+            .unwrap_or_else(|| panic!("no spill path in {preview}"));
+        let saved = std::fs::read_to_string(path).unwrap();
+        assert_eq!(
+            saved,
+            format!("{word} ").repeat(100),
+            "{} -> {path}",
+            result.tool_use_id
+        );
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,13 +13,22 @@ const { serveScript, anthropicEvents } = require('./replay.js')
 
 const { Agent, Client, ToolExecutor } = ferroloop
 
+/** The fingerprint in a spill file's name (the core's `text_fingerprint`), as 16 hex digits. */
+function fnv1a64(text) {
+  let value = 0xcbf29ce484222325n
+  for (const byte of Buffer.from(text)) value = ((value ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn
+  return value.toString(16).padStart(16, '0')
+}
+
 test('read opens the spill file of an oversized result, but not its neighbours', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ferroloop-spill-'))
   try {
     const workspace = path.join(dir, 'ws')
     fs.mkdirSync(workspace)
     const spillDir = path.join(dir, 'spill')
-    const spillFile = path.join(spillDir, 'toolu_1.txt')
+    const bigOutput = Array.from({ length: 500 }, (_, i) => `line ${i} of the big result\n`).join('')
+    // `<id>-<FNV-1a 64 of the text>.txt`: the scripted model reads the file the preview names.
+    const spillFile = path.join(spillDir, `toolu_1-${fnv1a64(bigOutput)}.txt`)
     const outside = path.join(dir, 'secret.txt')
     fs.writeFileSync(outside, 'not for the model\n')
     const script = {
@@ -42,9 +51,7 @@ test('read opens the spill file of an oversized result, but not its neighbours',
     const server = await serveScript(script, { log: true })
     try {
       const client = new Client({ apiKey: 'test-key', baseUrl: server.url, retryBaseDelayMs: 1 })
-      const executor = new ToolExecutor({ defaultMaxResultChars: 200, spillDir }).tool({ name: 'big', concurrencySafe: true }, () =>
-        Array.from({ length: 500 }, (_, i) => `line ${i} of the big result\n`).join(''),
-      )
+      const executor = new ToolExecutor({ defaultMaxResultChars: 200, spillDir }).tool({ name: 'big', concurrencySafe: true }, () => bigOutput)
       const agent = new Agent(client, { model: 'replay', tools: [executor, 'read'], workspace, maxTurns: 5 })
       const events = []
       for await (const event of agent.run('Summarise the big result.')) events.push(event)

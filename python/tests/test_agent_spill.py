@@ -29,6 +29,14 @@ def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [block for block in last["content"] if block["type"] == "tool_result"]
 
 
+def fnv1a_64(text: str) -> int:
+    """The fingerprint in a spill file's name (the core's `text_fingerprint`)."""
+    value = 0xCBF29CE484222325
+    for byte in text.encode():
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
 @pytest.mark.asyncio
 async def test_read_opens_the_spill_file_of_an_oversized_result_but_not_its_neighbours(
     replay: Replay, tmp_path: Path
@@ -38,7 +46,9 @@ async def test_read_opens_the_spill_file_of_an_oversized_result_but_not_its_neig
     spill_dir = tmp_path / "spill"
     outside = tmp_path / "secret.txt"
     outside.write_text("not for the model\n", encoding="utf-8")
-    spill_file = spill_dir / "toolu_1.txt"
+    big_output = "".join(f"line {i} of the big result\n" for i in range(500))
+    # `<id>-<FNV-1a 64 of the text>.txt`: the scripted model reads the file the preview names.
+    spill_file = spill_dir / f"toolu_1-{fnv1a_64(big_output):016x}.txt"
     server = replay(
         {
             "responses": [
@@ -58,7 +68,7 @@ async def test_read_opens_the_spill_file_of_an_oversized_result_but_not_its_neig
 
     @executor.tool(concurrency_safe=True)
     def big(input: dict[str, Any]) -> str:
-        return "".join(f"line {i} of the big result\n" for i in range(500))
+        return big_output
 
     client = ferroloop.Client(
         "anthropic", api_key="sk-test", base_url=server.url, from_env=False, retry_base_delay=0.01

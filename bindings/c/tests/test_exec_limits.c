@@ -10,9 +10,10 @@
  *
  * Usage: test_exec_limits
  */
+#include <dirent.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -79,8 +80,18 @@ static char *whole_json(const char *id, int lines) {
     return json;
 }
 
+/* The fingerprint in a spill file's name (the core's `text_fingerprint`): FNV-1a 64. */
+static uint64_t fnv1a_64(const char *text, size_t len) {
+    uint64_t value = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++) {
+        value = (value ^ (unsigned char)text[i]) * 0x100000001b3ULL;
+    }
+    return value;
+}
+
 /* The tool_result of call `id`, whose full text (`lines` lines) was spilled to
- * `<spill_dir>/<id>.txt`, with a preview of `preview_bytes` at most. */
+ * `<spill_dir>/<id>-<fingerprint of the text>.txt`, with a preview of `preview_bytes` at
+ * most. */
 static char *spilled_json(const char *id, int lines, const char *spill_dir, size_t preview_bytes) {
     char *text = lines_text(lines);
     size_t len = strlen(text);
@@ -98,8 +109,9 @@ static char *spilled_json(const char *id, int lines, const char *spill_dir, size
     char header[1024];
     snprintf(header, sizeof header,
              "<tool-output-truncated>\nOutput too large (%zu characters). Full output saved to: "
-             "%s/%s.txt\nRead that file to see the rest.\n\nPreview (first %zu characters):\n",
-             len, spill_dir, id, preview);
+             "%s/%s-%016" PRIx64 ".txt\nRead that file to see the rest.\n\nPreview (first %zu "
+             "characters):\n",
+             len, spill_dir, id, fnv1a_64(text, len), preview);
     buffer content = {0};
     buffer_append_str(&content, header);
     buffer_append(&content, text, preview);
@@ -122,11 +134,11 @@ static bool has_result(const char *results, char *expected) {
 
 /* Whether the spill file of `id` under `dir` holds the full text of `lines` lines; removes it. */
 static bool spilled_whole(const char *dir, const char *id, int lines) {
+    char *text = lines_text(lines);
     char path[512];
-    snprintf(path, sizeof path, "%s/%s.txt", dir, id);
+    snprintf(path, sizeof path, "%s/%s-%016" PRIx64 ".txt", dir, id, fnv1a_64(text, strlen(text)));
     size_t len = 0;
     char *data = read_file(path, &len);
-    char *text = lines_text(lines);
     bool same = data != NULL && len == strlen(text) && memcmp(data, text, len) == 0;
     free(data);
     free(text);
@@ -134,11 +146,22 @@ static bool spilled_whole(const char *dir, const char *id, int lines) {
     return same;
 }
 
+/* Whether `dir` holds a spill file of `id` (`<id>-<fingerprint>.txt`), whatever its text. */
 static bool exists(const char *dir, const char *id) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.txt", dir, id);
-    struct stat info;
-    return stat(path, &info) == 0;
+    DIR *listing = opendir(dir);
+    if (listing == NULL) {
+        return false;
+    }
+    size_t id_len = strlen(id);
+    bool found = false;
+    for (struct dirent *entry = readdir(listing); entry != NULL && !found; entry = readdir(listing)) {
+        const char *name = entry->d_name;
+        size_t name_len = strlen(name);
+        found = name_len == id_len + 1 + 16 + 4 && strncmp(name, id, id_len) == 0 &&
+                name[id_len] == '-' && strcmp(name + name_len - 4, ".txt") == 0;
+    }
+    closedir(listing);
+    return found;
 }
 
 static fl_executor *new_executor(const char *json) {

@@ -1,6 +1,7 @@
 //! Result budgets: a result over its tool's limit, or the largest results of a turn over the
-//! turn's aggregate budget, are written to a spill file (`<spill_dir>/<tool_use_id>.txt`) and
-//! replaced by a preview in a fixed wrapper.
+//! turn's aggregate budget, are written to a spill file
+//! (`<spill_dir>/<tool_use_id>-<fingerprint of the text>.txt`) and replaced by a preview in a
+//! fixed wrapper.
 //!
 //! The decision for a `tool_use_id` (and its content) is taken once and kept in a
 //! [`ReplacementRecord`]: a replaced result is replaced by the very same bytes on every later
@@ -227,7 +228,7 @@ impl ResultBudget {
             return (content, false);
         };
         let preview_bytes = self.config.preview_bytes.min(limit);
-        let replacement = self.spill(record, tool_use_id, &text, preview_bytes);
+        let replacement = self.spill(tool_use_id, &text, preview_bytes);
         let delivered = ToolResultContent::Text(replacement.content.clone());
         record.insert(tool_use_id, replacement);
         (delivered, true)
@@ -273,16 +274,11 @@ impl ResultBudget {
             };
             // A small result may be shorter than its replacement would be: replacing it would
             // grow the turn and write a spill file for nothing.
-            let path = self.spill_path(record, &result.tool_use_id, &text);
+            let path = self.spill_path(&result.tool_use_id, &text);
             if replacement_chars(&path, &text, self.config.preview_bytes) >= sizes[index] {
                 continue;
             }
-            let replacement = self.spill(
-                record,
-                &result.tool_use_id,
-                &text,
-                self.config.preview_bytes,
-            );
+            let replacement = self.spill(&result.tool_use_id, &text, self.config.preview_bytes);
             let new_size = replacement.content.chars().count();
             result.content = ToolResultContent::Text(replacement.content.clone());
             record.insert(&result.tool_use_id, replacement);
@@ -304,29 +300,26 @@ impl ResultBudget {
         })
     }
 
-    /// The spill file of a result: `<id>.txt` for the first result of an id, and a name with
-    /// the text's fingerprint for a later one, so the first file (named in an earlier preview)
-    /// is never overwritten.
-    fn spill_path(&self, record: &ReplacementRecord, tool_use_id: &str, text: &str) -> PathBuf {
-        let name = if record.is_replaced(tool_use_id) {
-            spill_file_name(&format!("{tool_use_id}-{:016x}", text_fingerprint(text)))
-        } else {
-            spill_file_name(tool_use_id)
-        };
+    /// The spill file of a result: `<id>-<fingerprint of the text>.txt` (the id sanitised as
+    /// [`spill_file_name`] does). Two results share a file only when their texts are the same,
+    /// so a file an earlier preview names is never overwritten with other text: not by a
+    /// reused id, nor by ids that sanitise alike (`functions.read:0`, `functions_read_0`), nor
+    /// by another executor spilling to the same directory (OpenAI-compatible servers number
+    /// calls `call_0`, `call_1`… in every response, and the default directory is shared).
+    fn spill_path(&self, tool_use_id: &str, text: &str) -> PathBuf {
+        let name = format!(
+            "{}-{:016x}.txt",
+            spill_file_stem(tool_use_id),
+            text_fingerprint(text)
+        );
         self.config.spill_dir.join(name)
     }
 
     /// Writes the full text to its spill file and builds the replacement.
-    fn spill(
-        &self,
-        record: &ReplacementRecord,
-        tool_use_id: &str,
-        text: &str,
-        preview_bytes: usize,
-    ) -> Replacement {
+    fn spill(&self, tool_use_id: &str, text: &str, preview_bytes: usize) -> Replacement {
         let original_chars = text.chars().count();
         let fingerprint = Some(text_fingerprint(text));
-        let path = self.spill_path(record, tool_use_id, text);
+        let path = self.spill_path(tool_use_id, text);
         let written = write_spill_file(&self.config.spill_dir, &path, text.as_bytes());
         let preview = preview_of(text, preview_bytes);
         match written {
@@ -377,6 +370,13 @@ fn exceeds(content: &ToolResultContent, limit: usize) -> bool {
 /// The spill file name for a call id: characters other than ASCII letters, digits, `-` and `_`
 /// become `_` (ids come from the model's provider and must not name other paths).
 pub fn spill_file_name(tool_use_id: &str) -> String {
+    let mut name = spill_file_stem(tool_use_id);
+    name.push_str(".txt");
+    name
+}
+
+/// [`spill_file_name`] without its extension.
+fn spill_file_stem(tool_use_id: &str) -> String {
     let mut name: String = tool_use_id
         .chars()
         .take(200)
@@ -391,7 +391,6 @@ pub fn spill_file_name(tool_use_id: &str) -> String {
     if name.is_empty() {
         name.push_str("tool_result");
     }
-    name.push_str(".txt");
     name
 }
 
@@ -452,6 +451,15 @@ fn wrap_preview(
 mod tests {
     use super::*;
 
+    /// Where a result of `id` with `text` is spilled in `dir`.
+    fn spilled_to(dir: &Path, id: &str, text: &str) -> PathBuf {
+        dir.join(format!(
+            "{}-{:016x}.txt",
+            spill_file_stem(id),
+            text_fingerprint(text)
+        ))
+    }
+
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "ferroloop-budget-test-{}-{name}",
@@ -506,7 +514,7 @@ mod tests {
             Some(100),
         );
         assert!(spilled);
-        let path = dir.join("t1.txt");
+        let path = spilled_to(&dir, "t1", &text);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
         let ToolResultContent::Text(preview) = content else {
             panic!("text expected")
@@ -587,7 +595,7 @@ mod tests {
         assert_ne!(turn1[1], originals[1], "the largest is replaced");
         assert_eq!(turn1[2], originals[2]);
         assert_eq!(
-            std::fs::read_to_string(dir.join("b.txt")).unwrap(),
+            std::fs::read_to_string(spilled_to(&dir, "b", &"b".repeat(700))).unwrap(),
             "b".repeat(700)
         );
 
@@ -655,14 +663,14 @@ mod tests {
         assert!(delivered_second.contains("B\nB\n"), "{delivered_second}");
         assert!(!delivered_second.contains("A\n"), "{delivered_second}");
         assert_eq!(
-            std::fs::read_to_string(dir.join("call_0.txt")).unwrap(),
+            std::fs::read_to_string(spilled_to(&dir, "call_0", &first)).unwrap(),
             first
         );
         let second_path = record
             .replacement_for("call_0", &ToolResultContent::Text(second.clone()))
             .and_then(|r| r.path.clone())
             .unwrap();
-        assert_ne!(second_path, dir.join("call_0.txt"));
+        assert_ne!(second_path, spilled_to(&dir, "call_0", &first));
         assert_eq!(std::fs::read_to_string(&second_path).unwrap(), second);
         assert_eq!(record.replaced_len(), 2);
 
