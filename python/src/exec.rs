@@ -198,16 +198,28 @@ fn tool_output(outcome: CallOutcome) -> Result<ToolOutput, ToolError> {
     }
 }
 
+/// Python's `bool()` of the value a JSON value came from.
+fn is_truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(fields) => !fields.is_empty(),
+    }
+}
+
 fn output_of(value: Value) -> ToolOutput {
     match value {
         Value::String(text) => ToolOutput::text(text),
         Value::Array(blocks) => ToolOutput::blocks(blocks),
         Value::Null => ToolOutput::text(""),
         Value::Object(mut map) if map.contains_key("content") => {
-            let is_error = map
-                .get("is_error")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            // Read as Python reads a condition (`"is_error": 1` is an error), as Node reads
+            // any truthy value: only a JSON `true` counted, and a failure reached the model as
+            // a success.
+            let is_error = map.get("is_error").is_some_and(is_truthy);
             let content = match map.remove("content") {
                 Some(Value::String(text)) => ToolResultContent::Text(text),
                 Some(Value::Array(blocks)) => ToolResultContent::Blocks(blocks),

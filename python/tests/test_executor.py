@@ -1137,3 +1137,18 @@ async def test_a_second_task_iterating_a_turn_at_once_is_refused() -> None:
         assert (await first)["type"] == "started"
         turn.seal()
         assert [e["type"] async for e in turn] == ["finished", "result"]
+
+
+@pytest.mark.asyncio
+async def test_is_error_is_read_as_python_reads_a_condition() -> None:
+    # `"is_error": 1` or `"yes"` was taken as False (only a JSON true counted), so a failure
+    # reached the model as a success; Node reads any truthy value.
+    ex = ferroloop.ToolExecutor()
+
+    @ex.tool
+    async def answer(inp: dict[str, Any]) -> Any:
+        return {"content": "text", "is_error": inp["flag"]}
+
+    flags: list[Any] = [True, 1, "yes", [0], False, 0, "", None, [], {}]
+    results = await ex.run([use(i, "answer", flag=flag) for i, flag in enumerate(flags)])
+    assert [r["is_error"] for r in results] == [bool(flag) for flag in flags]
