@@ -117,6 +117,15 @@ static void echo_tool(void *userdata, const fl_tool_invocation *invocation, fl_t
     CHECK_OK(fl_tool_complete(call, invocation->input_json, invocation->input_json_len, false));
 }
 
+/* "list": answers with an array of plain values, inline: not content blocks, so the result
+ * carries the array's JSON text (the providers refuse anything but blocks as content). */
+static void list_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    const char *values = "[1,\"two\",null]";
+    CHECK_OK(fl_tool_complete_json(call, values, strlen(values), false));
+}
+
 /* "blocks": answers with content blocks, inline. */
 static void blocks_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
     (void)userdata;
@@ -179,6 +188,7 @@ static fl_executor *new_executor(void) {
     CHECK_OK(fl_executor_add_tool(executor, "pair", 4, &safe, pair_tool, &state));
     CHECK_OK(fl_executor_add_tool(executor, "echo", 4, NULL, echo_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "blocks", 6, &safe, blocks_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "list", 4, &safe, list_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "slow", 4, &safe, slow_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "timed", 5, &timed, slow_tool, NULL));
     CHECK_OK(fl_executor_add_tool(executor, "nested", 6, NULL, nested_tool, &the_executor));
@@ -210,7 +220,8 @@ static void check_parallel_run_in_request_order(fl_executor *executor) {
         "{\"id\":\"b\",\"name\":\"pair\",\"input\":{}},"
         "{\"id\":\"c\",\"name\":\"echo\",\"input\":{\"say\":\"hi\"}},"
         "{\"id\":\"d\",\"name\":\"blocks\",\"input\":{}},"
-        "{\"id\":\"e\",\"name\":\"nope\",\"input\":{}}]";
+        "{\"id\":\"e\",\"name\":\"nope\",\"input\":{}},"
+        "{\"id\":\"f\",\"name\":\"list\",\"input\":{}}]";
     const char *results = NULL;
     size_t len = 0;
     CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
@@ -225,6 +236,7 @@ static void check_parallel_run_in_request_order(fl_executor *executor) {
         "{\"type\":\"tool_result\",\"tool_use_id\":\"c\",\"content\":\"{\\\"say\\\":\\\"hi\\\"}\",\"is_error\":false}",
         "{\"type\":\"tool_result\",\"tool_use_id\":\"d\",\"content\":[{\"type\":\"text\",\"text\":\"block one\"}],\"is_error\":false}",
         "{\"type\":\"tool_result\",\"tool_use_id\":\"e\",",
+        "{\"type\":\"tool_result\",\"tool_use_id\":\"f\",\"content\":\"[1,\\\"two\\\",null]\",\"is_error\":false}",
     };
     CHECK(in_order(results, order, sizeof order / sizeof order[0]));
     CHECK(strstr(strstr(results, "\"tool_use_id\":\"e\""), "\"is_error\":true") != NULL);
