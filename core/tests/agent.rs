@@ -395,12 +395,15 @@ async fn a_timed_out_call_is_reported_as_timed_out() {
     assert_eq!(statuses, ["timed_out"]);
 }
 
+/// The provider's refusal of a prompt as too long for the window.
+fn too_long() -> ModelError {
+    ModelError::prompt_too_long("prompt is too long: 210000 tokens > 200000 maximum")
+}
+
 #[tokio::test]
 async fn prompt_too_long_compacts_once_and_retries() {
     let model = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::prompt_too_long(
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )),
+        0 => Err(too_long()),
         1 => {
             assert!(request.to_string().contains("Summarize this conversation"));
             reply(request, vec![text("The user wants a haiku.")], "end_turn")
@@ -435,9 +438,7 @@ async fn prompt_too_long_compacts_once_and_retries() {
 #[tokio::test]
 async fn a_turn_asked_again_after_a_reactive_compaction_is_the_same_turn() {
     let model = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::prompt_too_long(
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )),
+        0 => Err(too_long()),
         1 => reply(request, vec![text("The user wants a haiku.")], "end_turn"),
         _ => reply(request, vec![text("Autumn moon")], "end_turn"),
     });
@@ -2496,9 +2497,7 @@ async fn the_summary_call_keeps_the_results_the_model_has_not_read() {
             )],
             "tool_use",
         ),
-        2 => Err(ModelError::prompt_too_long(
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )),
+        2 => Err(too_long()),
         3 => reply(request, vec![text("The summary.")], "end_turn"),
         _ => reply(request, vec![text("done")], "end_turn"),
     })
@@ -3751,9 +3750,7 @@ async fn a_second_stale_thinking_refusal_ends_the_run() {
 #[tokio::test]
 async fn the_summary_call_is_sent_without_thinking_blocks() {
     let (model, requests) = ScriptedModel::new(|n, request| match n {
-        0 => Err(ModelError::prompt_too_long(
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )),
+        0 => Err(too_long()),
         1 => reply(request, vec![text("Read a, then b.")], "end_turn"),
         _ => reply(request, vec![text("ok")], "end_turn"),
     })
@@ -5112,9 +5109,7 @@ async fn summariser_calls_have_usage_events_of_their_own() {
             return summary_reply(request, "end_turn");
         }
         match n {
-            0 => Err(ModelError::prompt_too_long(
-                "prompt is too long: 210000 tokens > 200000 maximum",
-            )),
+            0 => Err(too_long()),
             _ => turn_reply(request),
         }
     });
@@ -5167,9 +5162,7 @@ fn usage_sweep_reply(shape: usize, n: usize, request: &Value) -> Result<Bytes, M
     match shape {
         3 => Ok(Bytes::from(before_delta())),
         4 => Ok(Bytes::from(format!("{}{OVERLOADED_EVENT}", before_delta()))),
-        5 => Err(ModelError::prompt_too_long(
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )),
+        5 => Err(too_long()),
         6 => Err(ModelError::overloaded("HTTP 529")),
         7 => {
             message.as_object_mut().unwrap().remove("usage");
