@@ -253,7 +253,11 @@ static void report(void *userdata, const fl_tool_invocation *invocation, fl_tool
 }
 
 /* The threads of the clients alive now (each client has one, named "ferroloop-client",
- * which Linux shows cut to 15 characters). */
+ * which Linux shows cut to 15 characters). A thread already ending is not counted: the kernel
+ * lets `pthread_join` return (the thread's id cleared) a moment before the thread leaves
+ * /proc/self/task, and a loaded machine showed a joined thread there. Such a thread has
+ * PF_EXITING (0x4) in the flags of its stat line; one still running its own code has not, so a
+ * free that did not join its thread is still seen. */
 static int client_threads(void) {
     DIR *tasks = opendir("/proc/self/task");
     if (tasks == NULL) return -1;
@@ -262,14 +266,28 @@ static int client_threads(void) {
     while ((task = readdir(tasks)) != NULL) {
         if (task->d_name[0] == '.') continue;
         char path[300];
-        char name[32] = {0};
-        snprintf(path, sizeof path, "/proc/self/task/%.255s/comm", task->d_name);
-        FILE *comm = fopen(path, "r");
-        if (comm == NULL) continue; /* the thread has just ended */
-        if (fgets(name, sizeof name, comm) != NULL && strncmp(name, "ferroloop-clien", 15) == 0) {
+        char stat[512] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%.255s/stat", task->d_name);
+        FILE *file = fopen(path, "r");
+        if (file == NULL) continue; /* the thread has just ended */
+        size_t read = fread(stat, 1, sizeof stat - 1, file);
+        fclose(file);
+        stat[read] = '\0';
+        /* "tid (name) state ppid pgrp session tty_nr tpgid flags ..." */
+        const char *open = strchr(stat, '(');
+        const char *close = strrchr(stat, ')');
+        if (open == NULL || close == NULL || close < open) continue;
+        char state = 0;
+        int ignored[5];
+        unsigned flags = 0;
+        if (sscanf(close + 1, " %c %d %d %d %d %d %u", &state, &ignored[0], &ignored[1],
+                   &ignored[2], &ignored[3], &ignored[4], &flags) != 7) {
+            continue;
+        }
+        if ((flags & 0x4u) != 0) continue; /* PF_EXITING: past its own code, ending */
+        if ((size_t)(close - open - 1) >= 15 && strncmp(open + 1, "ferroloop-clien", 15) == 0) {
             count++;
         }
-        fclose(comm);
     }
     closedir(tasks);
     return count;
