@@ -13,12 +13,15 @@ pub fn count_exact(text: &str, family: Family) -> Result<u64, NoExactTokenizer> 
 /// stretch of the text without a place to cut it, instead of the whole text and its tokens.
 ///
 /// The text is counted up to the last place where both vocabularies' pre-tokenizers must split
-/// whatever surrounds it: after a line feed and before an ASCII letter. No pre-token of `o200k`
-/// or `cl100k` runs from a line break into a letter (a word's optional leading character is
-/// never `\r` or `\n`), and the whitespace and punctuation pieces that take line breaks end at
-/// the last of them, so the counts of the two sides add up to the count of the whole. Invalid
-/// UTF-8 is replaced as [`String::from_utf8_lossy`] does for the whole text: a line feed always
-/// ends a malformed sequence.
+/// whatever surrounds it: after a line feed and before a printable ASCII character other than
+/// `/` (a letter, a digit, punctuation: what log lines start with, a timestamp or a `[`). No
+/// pre-token of `o200k` or `cl100k` runs from a line break into such a character: a word's or
+/// a punctuation run's optional leading character is never `\r` or `\n`, numbers are digits
+/// alone, and the whitespace and punctuation pieces that take line breaks end at the last of
+/// them (`o200k`'s punctuation piece also takes the `/` after them, hence the exception), so
+/// the counts of the two sides add up to the count of the whole. Invalid UTF-8 is replaced as
+/// [`String::from_utf8_lossy`] does for the whole text: a line feed always ends a malformed
+/// sequence.
 pub struct ExactCounter {
     family: Family,
     bpe: &'static tiktoken_rs::CoreBPE,
@@ -89,12 +92,18 @@ impl std::fmt::Debug for ExactCounter {
     }
 }
 
-/// The end of the last line feed in `bytes[from..]` that an ASCII letter follows.
+/// The end of the last line feed in `bytes[from..]` that a place to cut follows (see
+/// [`ExactCounter`]).
 fn last_cut(bytes: &[u8], from: usize) -> Option<usize> {
     let region = bytes.get(from..)?;
     memchr::memrchr_iter(b'\n', region)
         .map(|at| from + at + 1)
-        .find(|&cut| bytes.get(cut).is_some_and(u8::is_ascii_alphabetic))
+        .find(|&cut| bytes.get(cut).is_some_and(|&next| starts_a_cut(next)))
+}
+
+/// Whether a line feed followed by `byte` ends every pre-token of both vocabularies.
+fn starts_a_cut(byte: u8) -> bool {
+    byte.is_ascii_graphic() && byte != b'/'
 }
 
 fn count_bytes(bpe: &tiktoken_rs::CoreBPE, bytes: &[u8]) -> u64 {
@@ -141,7 +150,10 @@ mod tests {
             Just(b" the".to_vec()),
             Just(b"12345".to_vec()),
             Just(b"{}".to_vec()),
+            Just(b"[".to_vec()),
+            Just(b"-".to_vec()),
             Just(b"/".to_vec()),
+            Just(b"/a".to_vec()),
             Just(b".".to_vec()),
             Just(b"  ".to_vec()),
             Just("\u{4e2d}\u{6587}".as_bytes().to_vec()),
@@ -201,6 +213,37 @@ mod tests {
             counter.scanned
         );
         assert_eq!(counter.count(), count_exact(&whole, Family::O200k).unwrap());
+    }
+
+    /// Log lines that start with a timestamp or a bracket are cut too (only lines starting
+    /// with a letter were: a log of timestamped lines was held whole).
+    #[test]
+    fn lines_starting_with_digits_or_punctuation_are_cut() {
+        for line in [
+            "2026-12-03T23:30:00Z INFO request served in 12 ms\n",
+            "[2026-12-03 23:30:00] worker 7 started\n",
+        ] {
+            for family in [Family::O200k, Family::Cl100k] {
+                let mut counter = ExactCounter::new(family).unwrap();
+                counter.flush_at = 1024;
+                let mut whole = String::new();
+                for _ in 0..2_000 {
+                    counter.feed(line.as_bytes());
+                    whole.push_str(line);
+                }
+                assert!(counter.pending_bytes() <= 1024 + line.len(), "{line:?}");
+                assert_eq!(counter.count(), count_exact(&whole, family).unwrap());
+            }
+        }
+        // A line feed before `/` is no cut: o200k's punctuation piece runs over both (".\n//"
+        // is one token, ".\n" and "//" two).
+        let text = ".\n//";
+        assert_eq!(last_cut(text.as_bytes(), 0), None);
+        assert_eq!(count_exact(text, Family::O200k).unwrap(), 1);
+        assert_eq!(
+            count_exact(".\n", Family::O200k).unwrap() + count_exact("//", Family::O200k).unwrap(),
+            2
+        );
     }
 
     #[test]
