@@ -4613,12 +4613,19 @@ async fn a_raised_limit_fits_the_fallback_model_it_goes_to() {
 }
 
 /// A response cut by the context window with nothing kept is not stopped as one that cannot
-/// make progress: the context management before the next call compacts the history that
-/// filled the window, which changes the request.
+/// make progress when the context management before the next call compacts the history that
+/// filled the window, which changes the request. (A lone prompt, which compaction leaves as it
+/// is, stops instead of sending the same request again:
+/// `a_window_cut_that_would_send_the_same_request_again_stops` in `agent_turn_ends.rs`.)
 #[tokio::test]
 async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
     let (model, requests) = ScriptedModel::new(|n, request| match n {
-        0 => reply(request, vec![], "model_context_window_exceeded"),
+        0 => {
+            let mut message = scripted_message(request, vec![], "model_context_window_exceeded");
+            message["usage"] = json!({"input_tokens": 190_000, "output_tokens": 9_000});
+            Ok(Bytes::from(anthropic_sse(&message, 7)))
+        }
+        // The summary, then the turn.
         _ => reply(request, vec![text("Done.")], "end_turn"),
     })
     .recorded();
@@ -4627,10 +4634,12 @@ async fn a_cut_by_the_context_window_with_nothing_kept_is_left_to_compaction() {
         Arc::new(model),
         executor(Default::default()),
     );
-    let events = collect(&agent, "go").await;
+    let events: Vec<AgentEvent> = agent.run_messages(long_conversation("go")).collect().await;
     let (reason, _, code) = stop_code(&events);
     assert_eq!((reason, code), (StopReason::EndTurn, None), "{events:#?}");
-    assert_eq!(requests.lock().unwrap().len(), 2);
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    assert_ne!(requests[0]["messages"], requests[2]["messages"]);
 }
 
 /// The summariser's call whose stream broke off after the provider reported its input was

@@ -89,8 +89,9 @@ pub struct AgentConfig {
     /// How many times a `max_tokens` stop in text is continued (default 3). A cut response of
     /// which nothing can be kept is continued only while the next request differs (the note
     /// naming its cut calls is added once); then the run stops with `max_tokens` and the error
-    /// code `max_tokens_no_progress` (a cut by the context window is left to the compaction
-    /// before the next call, which changes the request).
+    /// code `max_tokens_no_progress` (for a cut by the context window, once the context
+    /// management before the next call ran: its compaction may change the request, and the run
+    /// goes on when it did).
     pub max_continuations: u32,
     /// The user message sent to continue after `max_tokens` (followed by a note naming the
     /// tools the cut response called: those calls are not run).

@@ -485,7 +485,8 @@ pub(crate) fn drop_unanswered_server_tool_uses(message: &mut Value) -> usize {
 /// Trims the trailing whitespace of the last message when it is the assistant's (a paused turn,
 /// `pause_turn`, sent back for the model to continue): the API refuses "final assistant content
 /// [that ends] with trailing whitespace". Text blocks at the end that are left empty are
-/// removed. Works on a request's copy: history keeps the text as it came.
+/// removed. Works on a request's copy (history keeps the text as it came while the turn goes
+/// on), and on the history a run stopping after a paused turn hands back.
 pub(crate) fn trim_final_assistant_text(messages: &mut [Value]) {
     let Some(last) = messages.last_mut() else {
         return;

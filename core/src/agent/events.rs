@@ -303,7 +303,8 @@ pub enum AgentEvent {
         /// or its stream ended without a final item), `hook_failed` (the compaction hook
         /// panicked). For `prompt_too_long`: `prompt_too_long`; for `budget`: `token_budget`
         /// or `cost_budget`; for `max_tokens`: `max_tokens_no_progress` when nothing of the
-        /// cut response could be kept and the next request would be the one just cut (a
+        /// cut response could be kept and the next request would be the one just cut (after a
+        /// cut by the context window: even after the compaction before it; a
         /// `max_tokens` stop after [`max_continuations`](super::AgentConfig::max_continuations)
         /// has none).
         error_code: Option<&'static str>,
@@ -332,7 +333,9 @@ pub enum AgentEvent {
         /// [`FailureDetails`](super::FailureDetails).
         #[serde(serialize_with = "as_opt_millis")]
         retry_after: Option<Duration>,
-        /// The conversation, valid for the API (every `tool_use` answered).
+        /// The conversation, valid for the API (every `tool_use` answered; a paused turn's
+        /// message, when a run stops after a `pause_turn` and it is last, without the trailing
+        /// whitespace the API refuses at the end of a final assistant message).
         messages: Vec<Value>,
         /// Turns taken: model calls, but a turn asked again (after a broken stream, a switch
         /// to the fallback model, a raised output limit, a refused request field, a reactive
@@ -342,10 +345,16 @@ pub enum AgentEvent {
         /// Tool calls handed to the tools: the number of `tool_finished` events, one per call
         /// whatever its status (a call refused as unknown, skipped or cancelled counts too),
         /// including calls started early in a response that was then discarded (a switch to
-        /// the fallback model, a raised output limit, a broken stream, a cancel), whose
-        /// results never entered history. A call never handed to them has no events and does
-        /// not count: one whose input was not valid JSON (answered with an error), one in a
-        /// response that did not stop for tool use (not run).
+        /// the fallback model, a raised output limit, a broken stream, a cancel) or that did
+        /// not stop for tool use (`end_turn`, `refusal`, `stop_sequence`, `pause_turn`, a cut
+        /// by `max_tokens` or the context window), whose results never entered history. Such a
+        /// call is a concurrency-safe one, started while the response streamed; it is
+        /// cancelled as soon as the stop reason says the response's calls get no results, but
+        /// may have run in part or whole before (its `tool_finished` status says how it
+        /// ended). A call never handed to them has no events and does not count: one whose
+        /// input was not valid JSON (answered with an error), or any other call of a
+        /// response that did not stop for tool use (it waited for the stop reason, and was
+        /// never run).
         tool_calls: u32,
         /// Input tokens reported in total (including cache reads and writes), over every
         /// call: the turns' and the summariser's; the sum of the `usage` events' (see

@@ -5,7 +5,9 @@
 //!   requires, then the request (tool definitions in a stable order, `cache_control` breakpoints
 //!   on the system prompt, the tools and the last message), then the stream. A sealed
 //!   concurrency-safe call starts at once; the first unsafe call and everything after it waits for
-//!   the message to end with `stop_reason: "tool_use"`. Results join history in request order as
+//!   the message to end with `stop_reason: "tool_use"`; a message whose stop reason is another
+//!   gets no results, and its calls started early are cancelled as soon as that stop reason
+//!   arrives (they may have run, in part or whole). Results join history in request order as
 //!   one user message.
 //! - Recovery: a turn cut by `max_tokens` under a limit the model could go beyond is asked
 //!   again once with it raised ([`AgentConfig::escalated_max_tokens`],
@@ -40,8 +42,12 @@
 //!   turn used (Anthropic refuses repeated `tool_use` ids anywhere in a request; a host's
 //!   history holding some has the later calls and their results renamed).
 //! - Requests the API takes: history keeps no blank text block (in tool results neither), no
-//!   unsigned thinking or thinking left last in a message, no call input other than an object,
-//!   tool results first in their message and none empty when in error; a paused turn goes back
+//!   thinking a response left last in its message, no thought a cut (`max_tokens`, the context
+//!   window, a refusal) left without its signature, no call input other than an object, tool
+//!   results first in their message and none empty when in error. Other unsigned thinking stays
+//!   in history: it is a Chat model's reasoning, which Chat servers need back with the calls it
+//!   came with (the loop cannot tell it from an Anthropic thought that came without its
+//!   signature, which a whole Anthropic response does not hold). A paused turn goes back
 //!   without trailing whitespace, at most four `cache_control` breakpoints go out, and the
 //!   fallback model is not sent the primary's thinking; thinking a host's history leaves at the
 //!   end of an earlier assistant message, and unsigned thinking in one without calls, is left

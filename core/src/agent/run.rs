@@ -317,16 +317,27 @@ impl Ending {
 
 /// The code of a `max_tokens` stop whose continuation could make no progress: nothing of the
 /// cut response could be kept and there was nothing new to tell the model (the note on its cut
-/// calls was there already, or no call was cut), so the next request would be the one just cut.
+/// calls was there already, or no call was cut), so the next request would be the one just cut
+/// (for a cut by the context window: also after the compaction before it).
 const MAX_TOKENS_NO_PROGRESS: &str = "max_tokens_no_progress";
+
+/// What cut a response.
+#[derive(Debug, Clone, Copy)]
+enum CutBy {
+    /// `max_tokens`: the request's output limit (none: the server's own).
+    OutputLimit(Option<u64>),
+    /// `model_context_window_exceeded`.
+    ContextWindow,
+}
 
 /// What a [`MAX_TOKENS_NO_PROGRESS`] stop says: the limit that cut the response (the server's
 /// own when the request had none), and the calls it cut.
-fn no_progress_error(limit: Option<u64>, cut_calls: &[String]) -> String {
-    let limit = limit.map_or_else(
-        || "the server's output limit".to_owned(),
-        |limit| format!("the output limit of {limit} tokens"),
-    );
+fn no_progress_error(cut_by: CutBy, cut_calls: &[String]) -> String {
+    let limit = match cut_by {
+        CutBy::OutputLimit(Some(limit)) => format!("the output limit of {limit} tokens"),
+        CutBy::OutputLimit(None) => "the server's output limit".to_owned(),
+        CutBy::ContextWindow => "the model's context window".to_owned(),
+    };
     let cut = if cut_calls.is_empty() {
         String::new()
     } else {
@@ -335,6 +346,20 @@ fn no_progress_error(limit: Option<u64>, cut_calls: &[String]) -> String {
     format!(
         "{limit} cut the response and nothing of it could be kept{cut}: a continuation would \
          send the request just cut again"
+    )
+}
+
+/// Whether `event` is a message delta naming a stop reason other than `tool_use`: the
+/// response's calls will get no results (an Anthropic-shaped delta, as the OpenAI translations
+/// also make; a delta without a stop reason says nothing yet).
+fn stops_without_tool_use(event: &DecodeEvent) -> bool {
+    matches!(
+        event,
+        DecodeEvent::MessageDelta { delta, .. }
+            if delta
+                .get("stop_reason")
+                .and_then(Value::as_str)
+                .is_some_and(|reason| reason != "tool_use")
     )
 }
 
@@ -625,6 +650,13 @@ impl Driver {
                 refused
             }
         };
+        // A run that stops after a paused turn (a limit, a budget, an abort, a failed call)
+        // ends its history with the paused message, which the API refuses as the final
+        // message with trailing whitespace: it is handed back as its continuation's request
+        // would have sent it.
+        if self.paused {
+            trim_final_assistant_text(&mut self.messages);
+        }
         let stop = AgentEvent::Stop {
             reason,
             error,
@@ -645,6 +677,9 @@ impl Driver {
         let mut continuations = 0;
         let mut reactive_compaction_done = false;
         let mut truncation_retry_done = false;
+        // The request a cut by the context window left unchanged, of which nothing could be
+        // kept, with the stop to make if the next request is still the same one.
+        let mut unchanged_means_no_progress: Option<(Value, Ending)> = None;
         loop {
             if self.cancel.is_cancelled() {
                 return Ending::reason(StopReason::Aborted);
@@ -663,6 +698,11 @@ impl Driver {
             let mut request = self.build_request();
             let estimated = estimate_request_body(&request, self.config().family).total();
             self.fit_raised_max_tokens(&mut request, estimated);
+            if let Some((cut, ending)) = unchanged_means_no_progress.take()
+                && request == cut
+            {
+                return ending;
+            }
             self.turns += 1;
             let turn_number = self.turns;
             self.emit(AgentEvent::TurnStart {
@@ -678,6 +718,9 @@ impl Driver {
             let handle = turn.handle();
             let mut held: Vec<(ToolUse, bool)> = Vec::new();
             let mut eager = true;
+            // The response said it stops for something other than tool use: its calls were
+            // cancelled then.
+            let mut discarded_early = false;
             let mut submitted: Vec<ToolUse> = Vec::new();
             let mut ttft = None;
             let mut outcome = None;
@@ -704,6 +747,23 @@ impl Driver {
                                 ttft = Some(started.elapsed());
                             }
                             streamed_usage.observe(&decoded);
+                            // The stop reason comes in the message's last delta, after every
+                            // block. A response that does not stop for tool use gets no
+                            // results, so the calls started early are cancelled as soon as
+                            // it says so, not left to run until the message ends (those that
+                            // finished already did run), and no call starts after it. Only
+                            // once a call started: an OpenAI translation that reports calls
+                            // after the delta (a server sending its output only in its final
+                            // response) names the reason before it saw them, and the final
+                            // message's decides; one that saw a call names the final reason.
+                            if !discarded_early
+                                && !submitted.is_empty()
+                                && stops_without_tool_use(&decoded)
+                            {
+                                discarded_early = true;
+                                eager = false;
+                                handle.discard();
+                            }
                             let decoded = call_ids.dedupe(decoded, turn_number);
                             if let DecodeEvent::ToolUseInvalid { id, name, error, .. } = &decoded {
                                 not_run.push((id.clone(), format!(
@@ -942,6 +1002,10 @@ impl Driver {
             let has_calls = !tool_use_ids(&assistant).is_empty();
             match stop_reason.as_deref() {
                 Some("tool_use") if has_calls => {
+                    // Thinking after the last call (a server's order, not Anthropic's) would
+                    // end the message, which requests leave out anyway: history drops it too,
+                    // as it does after any other stop.
+                    drop_trailing_thinking(&mut assistant);
                     for (tool_use, safe) in held.drain(..) {
                         // Decided once, above: a host's per-input predicate is not asked again.
                         if turn.submit_decided(tool_use.clone(), safe).is_ok() {
@@ -972,7 +1036,8 @@ impl Driver {
                     // The provider paused a long server-side turn (server tools such as web
                     // search): the response goes back as it is and the model carries on. A
                     // client call in it was not asked to run (the API ends a turn that needs
-                    // one with `tool_use`), so it is dropped like any unrequested call.
+                    // one with `tool_use`), so it is dropped like any unrequested call (one
+                    // started early was cancelled when the stop reason came).
                     self.settle(turn, &submitted, &mut results, true).await;
                     strip_tool_uses(&mut assistant);
                     drop_trailing_thinking(&mut assistant);
@@ -1023,28 +1088,39 @@ impl Driver {
                             None => prompt,
                         };
                         self.push_message(json!({"role": "user", "content": prompt}));
-                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note))
-                        && by_output_limit
-                    {
+                    } else if !note.is_some_and(|note| self.add_note_to_last_user_message(&note)) {
                         // Nothing of the response was kept and the note is already there (or
                         // there is no call to name): the next request would be the one just
-                        // cut, to be cut the same way, a whole generation each time. (A cut by
-                        // the context window is left to the context management before the
-                        // next call, whose compaction changes the request.)
-                        let limit = request.get("max_tokens").and_then(Value::as_u64);
-                        return Ending::failed(
+                        // cut, to be cut the same way, a whole generation each time.
+                        let cut_by = if by_output_limit {
+                            CutBy::OutputLimit(request.get("max_tokens").and_then(Value::as_u64))
+                        } else {
+                            CutBy::ContextWindow
+                        };
+                        let ending = Ending::failed(
                             StopReason::MaxTokens,
                             MAX_TOKENS_NO_PROGRESS,
-                            no_progress_error(limit, &cut_calls),
+                            no_progress_error(cut_by, &cut_calls),
                         );
+                        if by_output_limit {
+                            return ending;
+                        }
+                        // A cut by the context window is left to the context management
+                        // before the next call, whose compaction may shrink the history; the
+                        // run stops there if it did not change the request (a lone prompt,
+                        // auto-compaction given up), which would be cut the same way again.
+                        unchanged_means_no_progress = Some((request.clone(), ending));
                     }
                     continuations += 1;
                 }
                 other => {
                     self.settle(turn, &submitted, &mut results, true).await;
-                    // Calls in a response that did not ask for them to run are not run, and
+                    // Calls in a response that did not ask for them to run get no results and
                     // leave history: the sealed ones, and also those never sealed (a refusal
-                    // cut inside the input) or not valid JSON, which nothing would answer.
+                    // cut inside the input) or not valid JSON, which nothing would answer. A
+                    // concurrency-safe one started while the response streamed was cancelled
+                    // when the stop reason came (it may have run, in part or whole, and was
+                    // reported and counted); the others never started.
                     strip_tool_uses(&mut assistant);
                     // A refusal cuts the output wherever it is, a thought before its
                     // signature too: the API refuses such a block sent back.
