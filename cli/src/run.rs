@@ -174,27 +174,40 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     // in a write to a stdout nobody reads (a paused terminal, a full pipe), and Ctrl-C must
     // still act.
     let watch = SignalWatch::start(signals, run.cancellation_token().clone());
-    loop {
-        tokio::select! {
-            event = run.next() => {
-                let Some(event) = event else { break };
-                if let AgentEvent::Stop { reason, error, .. } = &event {
-                    stop_reason = *reason;
-                    stop_error.clone_from(error);
+    let shown: anyhow::Result<()> = async {
+        loop {
+            tokio::select! {
+                event = run.next() => {
+                    let Some(event) = event else { break };
+                    if let AgentEvent::Stop { reason, error, .. } = &event {
+                        stop_reason = *reason;
+                        stop_error.clone_from(error);
+                    }
+                    if args.json {
+                        serde_json::to_writer(&mut out, &event)?;
+                        writeln!(out)?;
+                        out.flush()?;
+                    } else {
+                        view.show(&mut out, &event, started)?;
+                    }
                 }
-                if args.json {
-                    serde_json::to_writer(&mut out, &event)?;
-                    writeln!(out)?;
-                    out.flush()?;
-                } else {
-                    view.show(&mut out, &event, started)?;
-                }
+                _ = ticker.tick(), if !args.json => view.tick(&mut out)?,
             }
-            _ = ticker.tick(), if !args.json => view.tick(&mut out)?,
         }
+        out.flush()?;
+        Ok(())
     }
+    .await;
     let interrupted = watch.run_ended();
-    out.flush()?;
+    if let Err(error) = shown {
+        // A signal's status wins over the write that failed after it: with `ferroloop run |
+        // jq`, Ctrl-C ends jq first, and writing the stop event then meets a closed pipe,
+        // which alone would be a quiet success.
+        return match interrupted {
+            Some(signal) => Ok(signal_exit(signal)),
+            None => Err(error),
+        };
+    }
     drop(source);
     if let Some(error) = stop_error {
         // Why the run failed, where a script looks for it; stdout is the transcript. The error

@@ -557,6 +557,54 @@ fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
     }
 }
 
+/// A signal still gives its status when the reader of stdout has gone first (Ctrl-C on
+/// `ferroloop run --json | jq` ends jq too): writing the `stop` event then meets a closed pipe.
+/// Before, that broken pipe made the exit a quiet 0.
+#[cfg(unix)]
+#[test]
+fn a_signal_after_the_reader_went_away_still_gives_its_status() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    for (signal, code) in [("INT", 130), ("TERM", 143)] {
+        let dir = project();
+        // A server that never answers: the run waits for its first response and writes
+        // nothing until the signal (a write into the closed pipe before it, such as a retry
+        // event, would rightly end the run quietly, as `| head` does).
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}", silent.local_addr().unwrap());
+        let mut child = replay_run(dir.path(), &["--json", "--base-url", &base_url])
+            .env("ANTHROPIC_API_KEY", "sk-test")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        assert!(first.contains("turn_start"), "{first}");
+        drop(stdout);
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "SIG{signal}: the run did not end"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "SIG{signal}");
+    }
+}
+
 /// Ctrl-C acts even while the run is stuck writing to a stdout nobody reads (a paused
 /// terminal, a full pipe): the first signal cancels the run, the second ends the process with
 /// the signal's status. Before, signals were only looked at between two writes, so a run
