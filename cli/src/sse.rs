@@ -18,7 +18,7 @@ pub struct SseArgs {
     pub chunk: Option<u64>,
     /// Drop any event that grows past N bytes (reported on stderr) and resume at the next blank
     /// line. What counts: the line being read, field name included (`data: b` is 7
-    /// bytes), plus the data and event type gathered so far.
+    /// bytes), plus the data and event type gathered so far; a comment line never counts.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_event_bytes: Option<u64>,
 }

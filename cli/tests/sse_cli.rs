@@ -146,3 +146,33 @@ fn dropped_events_do_not_flood_stderr() {
         .sum();
     assert_eq!(reported, 1000, "{stderr}");
 }
+
+/// A comment line belongs to no event: a 300-byte one before (or inside) a 7-byte event under
+/// `--max-event-bytes 100` dropped that event ("dropped 1 event(s) larger than 100 bytes").
+#[test]
+fn a_long_comment_does_not_drop_the_event_after_it() {
+    let comment = format!(": {}", "c".repeat(300));
+    for (input, data) in [
+        (format!("{comment}\ndata: y\n\n"), "y"),
+        (format!("data: x\n{comment}\ndata: y\n\n"), "x\\ny"),
+    ] {
+        for chunk in [None, Some("1"), Some("64")] {
+            let mut args = vec!["sse", "--max-event-bytes", "100"];
+            if let Some(n) = chunk {
+                args.extend(["--chunk", n]);
+            }
+            let out = run_stdin(&args, input.as_bytes());
+            assert!(out.status.success(), "chunk {chunk:?}");
+            assert_eq!(
+                String::from_utf8(out.stdout).unwrap(),
+                format!("{{\"event\":\"message\",\"data\":\"{data}\",\"id\":\"\"}}\n"),
+                "chunk {chunk:?}"
+            );
+            assert_eq!(
+                String::from_utf8(out.stderr).unwrap(),
+                "",
+                "chunk {chunk:?}"
+            );
+        }
+    }
+}

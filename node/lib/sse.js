@@ -88,7 +88,11 @@ class SseParser {
     return this.#native.retry
   }
 
-  /** The last event id (persists across events). */
+  /**
+   * The last event id: what a reconnection sends as Last-Event-ID. An id field takes effect at
+   * the blank line that ends its event (also one with no data, which yields no event); until
+   * then the previous value is returned, and an event cut off by finish() never changes it.
+   */
   get lastEventId() {
     return this.#native.lastEventId
   }

@@ -312,7 +312,9 @@ impl NativeSseParser {
         guard::sync(|| Ok(self.inner.retry().map(|ms| ms as f64)))
     }
 
-    /// The last event id seen (persists across events).
+    /// The last event id: what a reconnection sends as `Last-Event-ID`. An id field takes
+    /// effect at the blank line that ends its event (also one with no data, which yields no
+    /// event); an event cut off by `finish()` never changes it.
     #[napi(getter)]
     pub fn last_event_id(&self) -> napi::Result<String> {
         guard::sync(|| Ok(self.inner.last_event_id().to_owned()))

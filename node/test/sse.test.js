@@ -52,13 +52,31 @@ test('feed returns exactly the events each chunk completes', () => {
 
 test('ids persist, empty id resets, retry and lastEventId are exposed', () => {
   const parser = new SseParser()
-  const events = parser.feed(Buffer.from('id: 7\nretry: 1500\ndata: a\n\ndata: b\n\nid\ndata: c\n\nid: 9\n'))
+  const events = parser.feed(Buffer.from('id: 7\nretry: 1500\ndata: a\n\ndata: b\n\nid\ndata: c\n\nid: 9\n\n'))
   assert.deepEqual(
     events.map((e) => e.id),
     ['7', '7', ''],
   )
   assert.equal(parser.retry, 1500)
+  // The blank line after `id: 9` dispatches no event but commits the id.
   assert.equal(parser.lastEventId, '9')
+})
+
+test('lastEventId changes only when a blank line commits an id; finish discards a pending one', () => {
+  // WHATWG: an `id` field sets the "last event ID buffer"; a blank line copies it to the "last
+  // event ID string" (what events carry, what a reconnection sends); an unterminated event, its
+  // `id` included, is discarded at the end of the stream.
+  const parser = new SseParser()
+  assert.deepEqual(parser.feed(Buffer.from('data: a\n\nid: 7\n')).map((e) => e.id), [''])
+  assert.equal(parser.lastEventId, '')
+  assert.equal(parser.finish(), true)
+  assert.equal(parser.lastEventId, '')
+  assert.deepEqual(parser.feed(Buffer.from('data: b\n\n')).map((e) => e.id), [''])
+
+  const lone = new SseParser()
+  assert.deepEqual(lone.feed(Buffer.from('id: 7\n')), [])
+  assert.equal(lone.finish(), true)
+  assert.equal(lone.lastEventId, '')
 })
 
 test('events with the same type but different ids and empty data slice correctly', () => {

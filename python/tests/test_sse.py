@@ -175,3 +175,26 @@ def test_utf8_split_inside_a_character() -> None:
     data = "data: 日本語🚀\n\n".encode()
     events, _, _ = parse(chunked(data, 1))
     assert events == [{"event": "message", "data": "日本語🚀", "id": ""}]
+
+
+def test_last_event_id_is_committed_by_blank_lines() -> None:
+    # WHATWG: an `id` field sets the "last event ID buffer"; a blank line (also one with no
+    # data) copies it to the "last event ID string", which events carry and `last_event_id`
+    # returns; an unterminated event, its `id` included, is discarded at the end of the stream.
+    parser = ferroloop.SseParser()
+    assert [e.id for e in parser.feed(b"data: a\n\nid: 7\n")] == [""]
+    assert parser.last_event_id == ""  # only buffered until its event is dispatched
+    assert parser.finish() is True
+    assert parser.last_event_id == ""
+    assert [e.id for e in parser.feed(b"data: b\n\n")] == [""]
+
+    lone = ferroloop.SseParser()
+    assert lone.feed(b"id: 7\n") == []
+    assert lone.finish() is True
+    assert lone.last_event_id == ""
+
+    blank = ferroloop.SseParser()
+    assert blank.feed(b"id: 8\n\n") == []
+    assert blank.last_event_id == "8"
+    assert blank.finish() is False
+    assert [e.id for e in blank.feed(b"data: c\n\n")] == ["8"]

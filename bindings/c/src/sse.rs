@@ -171,7 +171,8 @@ pub unsafe extern "C" fn fl_sse_parser_new(out: *mut *mut fl_sse_parser) -> fl_s
 }
 
 /// Creates a parser that drops any event growing past `max_event_bytes` (the line being read
-/// plus the data and event type gathered so far); parsing resumes after the next blank line.
+/// plus the data and event type gathered so far; a comment line never counts); parsing resumes
+/// after the next blank line.
 /// Dropped events are counted by `fl_sse_parser_dropped_events`. `max_event_bytes` must not be
 /// 0 (`FL_STATUS_INVALID_ARGUMENT`).
 ///
@@ -425,11 +426,12 @@ pub unsafe extern "C" fn fl_sse_parser_feed_each(
 }
 
 /// Ends the stream. An unterminated event (no blank line after it) is discarded, as the
-/// specification requires; `*discarded` (when `discarded` is not NULL) tells whether anything
-/// was. Complete items not drained yet are not lost: they still come, in order, from
-/// `fl_sse_parser_next` or `fl_sse_parser_feed_each`, before anything fed after the finish. The
-/// parser may then be fed a new stream (a reconnection): the last event id and the retry value
-/// are kept (as the complete items left them). Invalidates the views handed out by this parser.
+/// specification requires, its `id` field included; `*discarded` (when `discarded` is not NULL)
+/// tells whether anything was. Complete items not drained yet are not lost: they still come, in
+/// order, from `fl_sse_parser_next` or `fl_sse_parser_feed_each`, before anything fed after the
+/// finish. The parser may then be fed a new stream (a reconnection): the last event id (the one
+/// the last blank line committed, see `fl_sse_parser_last_event_id`) and the retry value are
+/// kept. Invalidates the views handed out by this parser.
 ///
 /// # Safety
 /// `parser` must be a live parser not used concurrently; `discarded` must be NULL or valid for a
@@ -488,6 +490,12 @@ pub unsafe extern "C" fn fl_sse_parser_retry(
 /// NUL-terminated, never NULL, valid until the next call that changes the parser
 /// (`fl_sse_parser_feed`, `fl_sse_parser_feed_each`, `fl_sse_parser_next`,
 /// `fl_sse_parser_finish`, `fl_sse_parser_free`).
+///
+/// It is the WHATWG "last event ID string", the value a reconnection sends in `Last-Event-ID`,
+/// as of the bytes parsed so far: an `id` field takes effect at the blank line that ends its
+/// event (also one with no data, which dispatches nothing), so until then the previous value is
+/// returned, and an event cut off by `fl_sse_parser_finish` never changes it. An `id` field with
+/// an empty value resets it.
 ///
 /// # Safety
 /// `parser` must be a live parser not used concurrently; `id` and `id_len` must be valid for

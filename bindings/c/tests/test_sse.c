@@ -424,6 +424,42 @@ static void check_finish_keeps_complete_items(void) {
     fl_sse_parser_free(parser);
 }
 
+/* The last event id is the one the last blank line committed: an `id` field takes effect when
+ * its event is dispatched (a blank line, also one with no data), and an unterminated event's
+ * `id` is discarded with it at finish (WHATWG "last event ID buffer" / "string"). */
+static void check_last_event_id_is_committed_by_blank_lines(void) {
+    fl_sse_parser *parser = NULL;
+    CHECK_OK(fl_sse_parser_new(&parser));
+    const char *id = NULL;
+    size_t id_len = 0;
+    bool discarded = false;
+    buffer out = {0};
+    const char *input = "data: a\n\nid: 7\n";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)input, strlen(input)));
+    drain(parser, &out);
+    CHECK_OK(fl_sse_parser_last_event_id(parser, &id, &id_len));
+    CHECK(text_equals(id, id_len, "")); /* "id: 7" is only buffered */
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(discarded); /* the unterminated event "id: 7" */
+    CHECK_OK(fl_sse_parser_last_event_id(parser, &id, &id_len));
+    CHECK(text_equals(id, id_len, ""));
+    const char *after = "data: b\n\nid: 8\n\n";
+    CHECK_OK(fl_sse_parser_feed(parser, (const uint8_t *)after, strlen(after)));
+    drain(parser, &out);
+    const char *expected = "{\"event\":\"message\",\"data\":\"a\",\"id\":\"\"}\n"
+                           "{\"event\":\"message\",\"data\":\"b\",\"id\":\"\"}\n";
+    CHECK(out.len == strlen(expected) && memcmp(out.data, expected, out.len) == 0);
+    buffer_free(&out);
+    /* A blank line with no data dispatches nothing but commits the id. */
+    CHECK_OK(fl_sse_parser_last_event_id(parser, &id, &id_len));
+    CHECK(text_equals(id, id_len, "8"));
+    CHECK_OK(fl_sse_parser_finish(parser, &discarded));
+    CHECK(!discarded);
+    CHECK_OK(fl_sse_parser_last_event_id(parser, &id, &id_len));
+    CHECK(text_equals(id, id_len, "8"));
+    fl_sse_parser_free(parser);
+}
+
 int main(int argc, char **argv) {
     const char *root = argc > 1 ? argv[1] : ".";
     const char *fixtures[][2] = {
@@ -442,5 +478,6 @@ int main(int argc, char **argv) {
     check_invalid_utf8_is_replaced();
     check_feed_each_contract();
     check_finish_keeps_complete_items();
+    check_last_event_id_is_committed_by_blank_lines();
     return check_summary("test_sse");
 }

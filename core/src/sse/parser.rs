@@ -38,8 +38,11 @@ const LONG_LINE_RESERVE: usize = 32 << 20;
 #[non_exhaustive]
 pub struct SseConfig {
     /// Largest pending event, in bytes (the line being read plus the data and event type
-    /// gathered so far). An event that grows past it is dropped, counted in
-    /// [`SseParser::dropped_events`], and parsing resumes after the next blank line.
+    /// gathered so far; a comment line belongs to no event and never counts). An event that
+    /// grows past it is dropped, counted in [`SseParser::dropped_events`], and parsing resumes
+    /// after the next blank line (which still commits an `id` field read before the event went
+    /// over the limit, as a blank line with no data does; the lines after that point are
+    /// ignored).
     /// `None` (the default) means no limit: real events reach tens of MiB.
     pub max_event_bytes: Option<usize>,
 }
@@ -169,6 +172,12 @@ struct ParserState {
     line_tail_pending: Option<usize>,
     /// A line is in progress across chunks (it may hold no bytes yet, e.g. while discarding).
     line_open: bool,
+    /// The open line is a comment (its first byte is `:`): it can never produce anything, so
+    /// its bytes are neither kept nor counted against `max_event_bytes`; only its end is looked
+    /// for, and it is counted in `comments` there, as a comment inside one chunk is. Without
+    /// this a 500 MB comment line was buffered whole, and under a cap it dropped the event
+    /// around it.
+    comment_open: bool,
     /// [`LONG_LINE`]; smaller in tests, so that random streams reach the long-line path.
     long_line: usize,
     /// The offset of the first non-ASCII byte in `line_buf` (`None`: the line is all ASCII, so
@@ -188,7 +197,14 @@ struct ParserState {
     data_buf: String,
     data_start: usize,
 
+    /// The WHATWG "last event ID string": the id of the last dispatch (a blank line), which the
+    /// events carry and a reconnection sends.
     last_event_id: Utf8Bytes,
+    /// The WHATWG "last event ID buffer" when an `id` field of the pending event changed it
+    /// (`None`: it equals `last_event_id`). Kept apart so that the id of an event that is never
+    /// dispatched (cut off by the end of the stream) never becomes the last event id; an
+    /// `Option` so that a dispatch with no `id` field costs a test, not a reference-count update.
+    pending_id: Option<Utf8Bytes>,
     retry: Option<u64>,
 
     /// The pending event went over `max_event_bytes`: ignore lines until the next blank line.
@@ -411,10 +427,11 @@ impl SseParser {
     }
 
     /// Ends the stream: an unterminated event (no blank line after it) is discarded, as the
-    /// specification requires. Returns whether anything was discarded.
+    /// specification requires, its `id` field included. Returns whether anything was discarded.
     ///
     /// The parser can then be fed a new stream (a reconnection): the BOM check is re-armed, the
-    /// last event id and the retry value are kept.
+    /// last event id (as the last blank line left it, see
+    /// [`last_event_id`](Self::last_event_id)) and the retry value are kept.
     pub fn finish(&mut self) -> bool {
         let state = &mut self.state;
         // Bytes not yet scanned belong to the unterminated tail.
@@ -422,7 +439,8 @@ impl SseParser {
             || !self.queue.is_empty()
             || state.line_open
             || state.data != Field::Empty
-            || state.event_type != Field::Empty;
+            || state.event_type != Field::Empty
+            || state.pending_id.is_some();
         self.queue.clear();
         self.cur = Bytes::new();
         state.prev = Bytes::new();
@@ -434,11 +452,15 @@ impl SseParser {
         state.line_shared_len = 0;
         state.line_tail_pending = None;
         state.line_open = false;
+        state.comment_open = false;
         state.line_first_high = None;
         state.skip_lf = false;
         state.bom_matched = Some(0);
         state.discarding = false;
         state.clear_pending_event();
+        // The unterminated event's `id` goes with it: the last event ID buffer returns to the
+        // last dispatched value, which the next stream's events carry.
+        state.pending_id = None;
         discarded
     }
 
@@ -447,7 +469,11 @@ impl SseParser {
         self.state.retry
     }
 
-    /// The last event id (persists across events; an `id` field with an empty value resets it).
+    /// The last event id: the WHATWG "last event ID string", which a reconnection sends in
+    /// `Last-Event-ID`. An `id` field takes effect when its event is dispatched (the blank line
+    /// that ends it, even one with no data, which dispatches nothing); until then this returns
+    /// the previous value, and an event cut off by [`finish`](Self::finish) never changes it.
+    /// It persists across events; an `id` field with an empty value resets it to "".
     pub fn last_event_id(&self) -> &str {
         self.state.last_event_id.as_str()
     }
@@ -465,7 +491,8 @@ impl SseParser {
 
     /// Comment lines (`: ...`) read so far. Servers send them as keep-alives while the model
     /// is still working (WHATWG suggests one every 15 seconds); a client's idle watchdog counts
-    /// them as signs of life.
+    /// them as signs of life. A comment is counted when its line ends; its text is never kept,
+    /// so a comment line of any length costs no memory.
     pub fn comments(&self) -> u64 {
         self.state.comments
     }
@@ -528,6 +555,7 @@ impl ParserState {
             line_shared_len: 0,
             line_tail_pending: None,
             line_open: false,
+            comment_open: false,
             long_line: LONG_LINE,
             line_first_high: None,
             skip_lf: false,
@@ -538,6 +566,7 @@ impl ParserState {
             data_buf: String::new(),
             data_start: 0,
             last_event_id: Utf8Bytes::new(),
+            pending_id: None,
             retry: None,
             discarding: false,
             cur_borrowed: false,
@@ -566,8 +595,40 @@ impl ParserState {
             }
         }
         self.bytes_scanned += bytes.len() as u64;
+        // Most byte-at-a-time feeds continue a line that is not a comment: two tests of flags
+        // settle them (a line start, rarer, also looks at its first byte).
+        if !self.line_open {
+            if bytes
+                .first()
+                .is_some_and(|&first| self.starts_comment(first))
+            {
+                // The start of a comment: nothing to keep.
+                self.open_comment_line();
+                return true;
+            }
+        } else if self.comment_open {
+            // Inside a comment: nothing to keep.
+            return true;
+        }
         self.push_line_bytes(bytes, first_high);
         true
+    }
+
+    /// Whether a line whose first byte is `first`, beginning where the scan stands (no line is
+    /// open), is a comment to skip without keeping its bytes. While an oversized event is
+    /// being discarded its lines are ignored the discarding way (comments uncounted), as
+    /// before.
+    #[inline(always)]
+    fn starts_comment(&self, first: u8) -> bool {
+        first == b':' && !self.line_open && !self.discarding
+    }
+
+    /// Marks the open line as a comment whose bytes are not kept (see `comment_open`).
+    #[inline(always)]
+    fn open_comment_line(&mut self) {
+        debug_assert!(self.line_buf.is_empty() && self.line_pieces.is_empty());
+        self.line_open = true;
+        self.comment_open = true;
     }
 
     /// Adds `chunk` (fed when every earlier byte has been scanned) to the open line as a piece
@@ -814,6 +875,9 @@ impl ParserState {
     /// Finishes the line begun in an earlier chunk.
     #[inline]
     fn finish_open_line(&mut self, chunk: &Bytes) -> LineOutcome {
+        if self.comment_open {
+            return self.skip_comment_line(chunk);
+        }
         let rest = &chunk[self.pos..];
         let found = self.line_end.scan_at(chunk, self.pos);
         let Some(offset) = found.end(rest.len()) else {
@@ -832,6 +896,28 @@ impl ParserState {
         let line = self.take_line();
         let first_high = self.line_first_high.take();
         self.process_buffered_line(chunk, line, first_high)
+    }
+
+    /// Goes on with the comment line begun in an earlier chunk: its bytes are passed over, not
+    /// kept; where it ends it is counted in `comments` (the moment a comment inside one chunk
+    /// is counted too, which a client's idle watchdog relies on).
+    #[inline(never)]
+    fn skip_comment_line(&mut self, chunk: &Bytes) -> LineOutcome {
+        let line_start = self.pos;
+        let rest = chunk.get(line_start..).unwrap_or_default();
+        let found = self.line_end.scan_at(chunk, line_start);
+        let Some(offset) = found.end(rest.len()) else {
+            self.bytes_scanned += rest.len() as u64;
+            self.pos = chunk.len();
+            return LineOutcome::Nothing;
+        };
+        let (_, next) = self.line_bounds(chunk, line_start, offset);
+        self.bytes_scanned += (next - line_start) as u64;
+        self.pos = next;
+        self.line_open = false;
+        self.comment_open = false;
+        self.comments += 1;
+        LineOutcome::Nothing
     }
 
     /// The end of a line found `offset` bytes after `line_start`, and where the next line
@@ -901,7 +987,12 @@ impl ParserState {
             let Some(offset) = found.end(rest.len()) else {
                 let start = pos;
                 pos = chunk.len();
-                self.push_line_piece(chunk, start, found.first_high());
+                if self.starts_comment(first) {
+                    // Its bytes are never needed: only its end is looked for, in later chunks.
+                    self.open_comment_line();
+                } else {
+                    self.push_line_piece(chunk, start, found.first_high());
+                }
                 break LineOutcome::Nothing;
             };
             let line_start = pos;
@@ -1309,8 +1400,10 @@ impl ParserState {
         if self.discarding {
             return self.discarding_line(start == end);
         }
-        if self.over_limit(end - start) {
-            // The same rule as for a line assembled across chunks: the line counts in full.
+        if self.over_limit(end - start) && chunk.get(start) != Some(&b':') {
+            // The same rule as for a line assembled across chunks: the line counts in full,
+            // unless it is a comment, which belongs to no event and is never kept there either
+            // (tested here only once the line is over, so the usual line pays nothing).
             self.drop_pending_event();
             return LineOutcome::Nothing;
         }
@@ -1340,17 +1433,33 @@ impl ParserState {
     fn discarding_line(&mut self, blank: bool) -> LineOutcome {
         if blank {
             self.discarding = false;
+            // The blank line ending a dropped event is still a dispatch: an `id` read before
+            // the event went over the cap is committed, as it would be without the cap (only
+            // the event's data and type are dropped).
+            self.commit_event_id();
         }
         LineOutcome::Nothing
     }
 
     fn dispatch_outcome(&mut self) -> LineOutcome {
         if self.data != Field::Empty {
+            // `take_pending_event` commits the id, on every path to a dispatched event.
             LineOutcome::Dispatch
         } else {
-            // No data: the event type buffer is reset and nothing is dispatched.
+            // No data: nothing is dispatched, but the first step of the WHATWG dispatch (the
+            // last event ID string takes the buffer's value) comes before that test.
+            self.commit_event_id();
             self.clear_pending_event();
             LineOutcome::Nothing
+        }
+    }
+
+    /// The first step of the WHATWG dispatch: the last event ID string takes the value of the
+    /// last event ID buffer.
+    #[inline(always)]
+    fn commit_event_id(&mut self) {
+        if let Some(id) = self.pending_id.take() {
+            self.last_event_id = id;
         }
     }
 
@@ -1420,12 +1529,12 @@ impl ParserState {
                         }
                         _ => Bytes::copy_from_slice(value),
                     };
-                    self.last_event_id = if ascii {
+                    self.pending_id = Some(if ascii {
                         // SAFETY: every byte of the line is ASCII (checked while it was scanned).
                         unsafe { Utf8Bytes::from_bytes_unchecked(shared) }
                     } else {
                         owned_text(shared)
-                    };
+                    });
                 }
                 LineOutcome::Nothing
             }
@@ -1526,8 +1635,12 @@ impl ParserState {
     }
 
     /// The pending event, for dispatch: the parser's fields are reset to empty at once (the
-    /// buffers are cleared when next written), and the view borrows what they pointed to.
+    /// buffers are cleared when next written), and the view borrows what they pointed to. Its
+    /// id is the last event id once the pending `id` field, if any, is committed.
     fn take_pending_event<'a>(&'a mut self, cur: &'a Bytes) -> SseEventRef<'a> {
+        // Every dispatched event comes here (the line loop's blank line, and the one-step read
+        // of `usual_event`), so this is the one place its id is committed.
+        self.commit_event_id();
         let data = std::mem::replace(&mut self.data, Field::Empty);
         let event_type = std::mem::replace(&mut self.event_type, Field::Empty);
         self.event_view(cur, data, event_type)
