@@ -2933,3 +2933,84 @@ async fn create_treats_a_200_json_error_body_as_that_error() {
     assert_eq!(error.code(), "invalid_request", "{error:?}");
     assert_eq!(server.requests().len(), 1);
 }
+
+/// `bytes_received` counts the body bytes of every attempt: the error bodies of the retried
+/// ones (read in full here: they are far below the error-body cut) and the body used.
+#[tokio::test]
+async fn bytes_received_counts_the_bodies_of_retried_attempts_when_streaming() {
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let error_len = serde_json::to_vec(&overloaded).unwrap().len() as u64;
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(529, ScriptBody::Json(overloaded.clone())),
+        ScriptedResponse::with_status(529, ScriptBody::Json(overloaded.clone())),
+        // A 200 whose JSON body is a transient provider error, in place of the event stream:
+        // retried, and its body was read too.
+        ScriptedResponse::ok(ScriptBody::Json(overloaded.clone()))
+            .header("content-type", "application/json"),
+        ScriptedResponse::ok(fixture("anthropic/basic_response.sse")),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert_eq!(got.retries.len(), 3);
+    let stream_len =
+        std::fs::metadata(repo_root().join("tests/fixtures/anthropic/basic_response.sse"))
+            .unwrap()
+            .len();
+    assert_eq!(stream.metrics().bytes_received, 3 * error_len + stream_len);
+}
+
+/// The same for `create`: the retried attempts' error bodies (a 529's, and a 200 whose JSON
+/// body is a transient provider error) count with the body returned.
+#[tokio::test]
+async fn bytes_received_counts_the_bodies_of_retried_attempts_of_create() {
+    let overloaded =
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}});
+    let error_len = serde_json::to_vec(&overloaded).unwrap().len() as u64;
+    let message = json!({"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]});
+    let message_len = serde_json::to_vec(&message).unwrap().len() as u64;
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(529, ScriptBody::Json(overloaded.clone())),
+        ScriptedResponse::ok(ScriptBody::Json(overloaded.clone())),
+        ScriptedResponse::ok(ScriptBody::Json(message.clone())),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let response = client.create(BODY).await.unwrap();
+    assert_eq!(response.metrics.attempts, 3);
+    assert_eq!(response.json().unwrap(), message);
+    assert_eq!(response.metrics.bytes_received, 2 * error_len + message_len);
+}
+
+/// A non-streaming response compressed although nothing asked for compression gets the same
+/// clear error as a streaming one, not "not JSON" with the compressed bytes in the message.
+#[tokio::test]
+async fn a_compressed_json_response_to_create_is_a_clear_error_and_not_retried() {
+    let server = serve(&always(
+        ScriptedResponse::ok(ScriptBody::Text("\u{1f}\u{8b}\u{8}garbage".into()))
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .header("request-id", "req_gz"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let error = client.create(BODY).await.unwrap_err();
+    let ClientError::Protocol {
+        message,
+        request_id,
+    } = &error
+    else {
+        panic!("{error:?}")
+    };
+    assert!(
+        message.contains(
+            "compressed with content-encoding \"gzip\" although no compression was asked for"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("garbage"), "{message}");
+    assert_eq!(request_id.as_deref(), Some("req_gz"));
+    assert_eq!(server.requests().len(), 1);
+}

@@ -452,6 +452,7 @@ fn request_body(json: &str, stream: bool, provider: Provider) -> FfiResult<(Vec<
     fields.insert("stream".to_owned(), Value::Bool(stream));
     let betas = if provider == Provider::Anthropic {
         ferroloop_core::client::take_betas(&mut request)
+            .map_err(|error| FfiError::invalid(format!("request_json: {error}")))?
     } else {
         Vec::new()
     };

@@ -692,6 +692,14 @@ static void misuse(void) {
     fl_message_stream *stream = NULL;
     CHECK_STATUS(fl_client_stream_start(client, "[1]", 3, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(last_error(), "must be a JSON object") != NULL);
+    /* Betas that are not flags are refused (they were dropped without a word). */
+    const char *bad_betas = "{\"model\":\"m\",\"betas\":[\"ok\",5]}";
+    CHECK_STATUS(fl_client_stream_start(client, bad_betas, strlen(bad_betas), NULL, &stream),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "betas must be a flag or an array of flags (strings): item 1 is a number") != NULL);
+    CHECK_STATUS(fl_client_create(client, bad_betas, strlen(bad_betas), NULL, &stream),
+                 FL_STATUS_INVALID_ARGUMENT);
+    CHECK(stream == NULL);
     CHECK_STATUS(fl_client_stream_start(client, "{", 1, NULL, &stream), FL_STATUS_INVALID_ARGUMENT);
     CHECK_STATUS(fl_client_create(client, "\xff", 1, NULL, &stream), FL_STATUS_INVALID_UTF8);
     CHECK_STATUS(fl_client_stream_start(NULL, request, strlen(request), NULL, &stream),

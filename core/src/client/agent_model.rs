@@ -20,7 +20,14 @@ impl Model for Client {
             Provider::Anthropic => {
                 // `betas` (the SDKs' name) travels as the `anthropic-beta` header, not in the
                 // body, which the API would refuse with it.
-                let betas = super::take_betas(&mut request);
+                let betas = match super::take_betas(&mut request) {
+                    Ok(betas) => betas,
+                    Err(error) => {
+                        let error = ClientError::Config(error.to_string());
+                        let failed = ModelEvent::Failed(model_error(error));
+                        return Box::pin(futures_util::stream::iter([failed]));
+                    }
+                };
                 let stream = self.stream_with_betas(request.to_string(), &betas).decode();
                 Box::pin(futures_util::stream::unfold(Some(stream), next_event))
             }

@@ -54,7 +54,8 @@ impl fmt::Display for ErrorDetails {
 pub struct PartialResponse {
     /// Events delivered to the caller.
     pub events: u64,
-    /// Body bytes received.
+    /// Body bytes received, all attempts together (as
+    /// [`RequestMetrics::bytes_received`](super::RequestMetrics::bytes_received)).
     pub bytes: u64,
     /// The type of the last event delivered.
     pub last_event_type: Option<String>,

@@ -25,7 +25,8 @@ pub struct RequestMetrics {
     pub time_to_first_token: Option<Duration>,
     /// From the start of the request to the end of the response.
     pub total: Option<Duration>,
-    /// Response body bytes received, all attempts together.
+    /// Response body bytes received, all attempts together: the error bodies of retried
+    /// attempts (as much of them as was read) count with the body of the response used.
     pub bytes_received: u64,
     /// Events received from the response used.
     pub events: u64,

@@ -104,6 +104,23 @@ impl ClientResponse {
             }
         })
     }
+
+    /// The body parsed as a JSON object: a generation endpoint's answer. Another JSON value (an
+    /// array, a string) is [`ClientError::Protocol`], as a body that is not JSON is.
+    pub fn json_object(&self) -> Result<serde_json::Value, ClientError> {
+        let json = self.json()?;
+        if json.is_object() {
+            return Ok(json);
+        }
+        Err(ClientError::Protocol {
+            message: format!(
+                "response body is not a JSON object (it is {}): a generation response is an \
+                 object",
+                crate::message::json_kind(&json)
+            ),
+            request_id: self.metrics.request_id.clone(),
+        })
+    }
 }
 
 impl Client {
@@ -165,7 +182,10 @@ impl Client {
         self.stream(body).decode()
     }
 
-    /// A non-streaming generation request; returns the provider's JSON response.
+    /// A non-streaming generation request; returns the provider's JSON response. `body` is the
+    /// provider's JSON request, sent as is (the client never parses or rewrites it): it must not
+    /// ask for streaming (`"stream": true` gets an event stream back, which is not JSON). The
+    /// bindings' `create` build the body and set `"stream": false` themselves.
     pub async fn create(&self, body: impl Into<Bytes>) -> Result<ClientResponse, ClientError> {
         self.create_with_betas(body, &[]).await
     }
@@ -236,11 +256,13 @@ impl Client {
                 );
             let failure = match read {
                 Ok(body) => {
+                    // The body bytes of every attempt (error bodies included) were counted
+                    // as they were read, this body's too.
                     let progress = sender
                         .progress
                         .lock()
-                        .map(|p| (p.attempts, p.retries.clone()));
-                    let (attempts, retries) = progress.unwrap_or_default();
+                        .map(|p| (p.attempts, p.retries.clone(), p.body_bytes));
+                    let (attempts, retries, bytes_received) = progress.unwrap_or_default();
                     let metrics = RequestMetrics {
                         request_id: error::request_id(&parts.headers),
                         attempts,
@@ -248,7 +270,7 @@ impl Client {
                         http_version: Some(metrics::version_label(parts.version)),
                         time_to_headers: Some(headers_at - sender.start),
                         total: Some(sender.start.elapsed()),
-                        bytes_received: body.len() as u64,
+                        bytes_received,
                         ..RequestMetrics::default()
                     };
                     return Ok(ClientResponse {
@@ -327,26 +349,42 @@ impl Client {
     }
 }
 
+/// A request's `betas` that is neither a flag (a string) nor an array of flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("betas must be a flag or an array of flags (strings): {0}")]
+pub struct NotBetas(String);
+
 /// Removes a request body's `betas` (the SDKs' parameter: an array of `anthropic-beta` flags,
 /// or one flag) and returns its flags, for [`Client::stream_with_betas`] and
 /// [`Client::create_with_betas`]: the API refuses a body that holds it.
-pub fn take_betas(request: &mut serde_json::Value) -> Vec<String> {
+///
+/// A `betas` that is neither a string nor an array of strings (nor null, as absent) is refused
+/// (and left in the body): dropping what is not a flag would send the request without the features it asked
+/// for, and without a word.
+pub fn take_betas(request: &mut serde_json::Value) -> Result<Vec<String>, NotBetas> {
+    use crate::message::json_kind;
     use serde_json::Value;
-    let Some(betas) = request
-        .as_object_mut()
-        .and_then(|fields| fields.remove("betas"))
-    else {
-        return Vec::new();
+    let Some(fields) = request.as_object_mut() else {
+        return Ok(Vec::new());
     };
-    match betas {
-        Value::Array(flags) => flags
+    let flags = match fields.get("betas") {
+        None => return Ok(Vec::new()),
+        // As an absent one (the API would refuse the key all the same).
+        Some(Value::Null) => Vec::new(),
+        Some(Value::String(flag)) => vec![flag.clone()],
+        Some(Value::Array(flags)) => flags
             .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect(),
-        Value::String(flag) => vec![flag],
-        _ => Vec::new(),
-    }
+            .enumerate()
+            .map(|(at, flag)| {
+                flag.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| NotBetas(format!("item {at} is {}", json_kind(flag))))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(NotBetas(format!("it is {}", json_kind(other)))),
+    };
+    fields.remove("betas");
+    Ok(flags)
 }
 
 /// Appends `betas` to the request's `anthropic-beta` header (creating it), skipping flags
@@ -478,4 +516,70 @@ fn base_headers(config: &ClientConfig) -> Result<HeaderMap, ClientError> {
         headers.append(name, value);
     }
     Ok(headers)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A generation answer is a JSON object: another JSON value is a protocol error naming it.
+    #[test]
+    fn json_object_refuses_other_json_values() {
+        let response = |body: &'static str| ClientResponse {
+            status: 200,
+            headers: HeaderMap::new(),
+            body: Bytes::from_static(body.as_bytes()),
+            metrics: RequestMetrics::default(),
+        };
+        assert_eq!(
+            response(r#"{"id":"msg_1"}"#).json_object().unwrap(),
+            json!({"id": "msg_1"})
+        );
+        for (body, kind) in [
+            ("[1, 2]", "an array"),
+            ("\"text\"", "a string"),
+            ("null", "null"),
+        ] {
+            let refused = response(body).json_object().unwrap_err();
+            assert!(
+                matches!(&refused, ClientError::Protocol { message, .. } if message.contains(kind)),
+                "{body}: {refused}"
+            );
+        }
+    }
+
+    /// `betas` that are not flags are refused and stay in the body; before, they were dropped
+    /// (`["ok", 123]` sent only `ok`, `5` sent nothing) and the request went out without them.
+    #[test]
+    fn betas_are_a_flag_or_an_array_of_flags() {
+        let mut one = json!({"model": "m", "betas": "a-1"});
+        assert_eq!(take_betas(&mut one).unwrap(), ["a-1"]);
+        assert_eq!(one, json!({"model": "m"}));
+        let mut many = json!({"betas": ["a-1", "b-2"]});
+        assert_eq!(take_betas(&mut many).unwrap(), ["a-1", "b-2"]);
+        assert_eq!(many, json!({}));
+        assert!(take_betas(&mut json!({"model": "m"})).unwrap().is_empty());
+        let mut null = json!({"model": "m", "betas": null});
+        assert!(take_betas(&mut null).unwrap().is_empty());
+        assert_eq!(null, json!({"model": "m"}));
+        for (betas, why) in [
+            (json!(["ok", 123]), "item 1 is a number"),
+            (json!(5), "it is a number"),
+            (json!({"flag": 1}), "it is an object"),
+        ] {
+            let mut request = json!({"betas": betas.clone()});
+            let refused = take_betas(&mut request).unwrap_err();
+            assert_eq!(
+                refused.to_string(),
+                format!("betas must be a flag or an array of flags (strings): {why}")
+            );
+            assert_eq!(
+                request,
+                json!({"betas": betas}),
+                "the body is left as it was"
+            );
+        }
+    }
 }

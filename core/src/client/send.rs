@@ -48,6 +48,10 @@ impl PreparedRequest {
 pub(crate) struct Progress {
     pub(crate) attempts: u32,
     pub(crate) retries: Vec<RetryEvent>,
+    /// Body bytes read here, on every attempt: error bodies, a success body that is not what
+    /// was asked for, a whole non-streaming body. (A stream counts its own frames: locking per
+    /// frame would cost the hot path.)
+    pub(crate) body_bytes: u64,
 }
 
 /// Everything an attempt needs, cheap to clone into a future.
@@ -89,6 +93,13 @@ impl Sender {
                 progress.attempts
             }
             Err(_) => 1,
+        }
+    }
+
+    /// Adds `bytes` body bytes read to the request's total.
+    pub(crate) fn count_body_bytes(&self, bytes: usize) {
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.body_bytes = progress.body_bytes.saturating_add(bytes as u64);
         }
     }
 
@@ -134,13 +145,31 @@ impl Sender {
             Ok(Ok(response)) => response,
         };
         if response.status().is_success() {
+            if let Some(encoding) = unasked_encoding(response.headers()) {
+                // Nothing asked for compression (no `accept-encoding` is sent), so nothing can
+                // read the body: neither the event parser nor a JSON parser. Not retried: the
+                // same request gets the same answer. The body is not read.
+                let what = if self.request.event_stream {
+                    "an event stream"
+                } else {
+                    "a JSON document"
+                };
+                let error = ClientError::Protocol {
+                    message: format!(
+                        "expected {what}, got a body compressed with content-encoding \
+                         {encoding:?} although no compression was asked for"
+                    ),
+                    request_id: error::request_id(response.headers()),
+                };
+                return Err((error, false, None));
+            }
             if self.request.event_stream
-                && let Some(problem) = not_an_event_stream(response.headers())
+                && let Some(content_type) = not_an_event_stream(response.headers())
             {
                 // Not retried (the same request gets the same answer, and a gateway that
                 // ignored `"stream": true` has already run and billed the generation), unless
                 // the body is a transient provider error: that generated nothing.
-                let error = self.unexpected_body(response, problem).await;
+                let error = self.unexpected_body(response, content_type).await;
                 let retryable = error.is_transient_provider_error();
                 return Err((error, retryable, None));
             }
@@ -153,7 +182,7 @@ impl Sender {
         // retry it may call for still happens. A cut or broken body still leaves the status
         // to classify by.
         let deadline = later(Instant::now(), timeouts.idle).min(total_deadline);
-        let body = read_prefix(body, MAX_ERROR_BODY, deadline).await;
+        let body = self.read_prefix(body, MAX_ERROR_BODY, deadline).await;
         let server_wait = retry_after(&parts.headers, SystemTime::now());
         let error = ClientError::from_response(status, &parts.headers, &body, server_wait);
         // A quota error is final whatever the status and headers say: the account's billing
@@ -163,28 +192,18 @@ impl Sender {
         Err((error, retryable, server_wait))
     }
 
-    /// The error for a success that is not an event stream: the provider error a JSON body
-    /// carries, else a `Protocol` error naming what came.
+    /// The error for a success of `content_type`, which is not an event stream: the provider
+    /// error a JSON body carries, else a `Protocol` error naming what came.
     async fn unexpected_body(
         &self,
         response: Response<Incoming>,
-        problem: NotStream,
+        content_type: String,
     ) -> ClientError {
         let request_id = error::request_id(response.headers());
-        let content_type = match problem {
-            NotStream::ContentType(content_type) => content_type,
-            NotStream::Encoding(encoding) => {
-                return ClientError::Protocol {
-                    message: format!(
-                        "expected an event stream, got a body compressed with \
-                         content-encoding {encoding:?} although no compression was asked for"
-                    ),
-                    request_id,
-                };
-            }
-        };
         let deadline = later(Instant::now(), self.config.timeouts.idle).min(self.total_deadline());
-        let body = read_prefix(response.into_body(), MAX_ERROR_BODY, deadline).await;
+        let body = self
+            .read_prefix(response.into_body(), MAX_ERROR_BODY, deadline)
+            .await;
         if let Some(error) = ClientError::from_json_error_body(&body, request_id.clone()) {
             return error;
         }
@@ -197,6 +216,28 @@ impl Sender {
             ),
             request_id,
         }
+    }
+
+    /// The first `limit` bytes of `body` (fewer when it ends, breaks or `deadline` passes
+    /// first); the rest is never read. Every byte read counts in the request's metrics, those
+    /// past `limit` in the last frame too (they were received).
+    async fn read_prefix(&self, mut body: Incoming, limit: usize, deadline: Instant) -> Bytes {
+        let mut prefix = Vec::new();
+        let mut received = 0;
+        while prefix.len() < limit {
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        received += data.len();
+                        let take = data.len().min(limit - prefix.len());
+                        prefix.extend_from_slice(&data[..take]);
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.count_body_bytes(received);
+        Bytes::from(prefix)
     }
 
     /// Decides whether attempt `attempt` is retried after `error`; if so, records the retry
@@ -234,50 +275,24 @@ impl Sender {
     }
 }
 
-/// Why a success response cannot be read as an event stream.
-enum NotStream {
-    /// It declares a type that is certainly not an event stream (JSON, HTML).
-    ContentType(String),
-    /// It is compressed.
-    Encoding(String),
+/// The content coding of a success body when it is one the client never asked for (any but
+/// `identity`: no `accept-encoding` is sent), lowercased.
+fn unasked_encoding(headers: &HeaderMap) -> Option<String> {
+    let encoding = headers
+        .get(http::header::CONTENT_ENCODING)?
+        .to_str()
+        .ok()?
+        .trim()
+        .to_ascii_lowercase();
+    (!encoding.is_empty() && encoding != "identity").then_some(encoding)
 }
 
-/// `Some` when the headers of a success say the body is not a readable event stream. Only
-/// types that are certainly something else are refused: some OpenAI-compatible servers stream
-/// events under no or a generic content type, and those still parse.
-fn not_an_event_stream(headers: &HeaderMap) -> Option<NotStream> {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|value: &http::HeaderValue| value.to_str().ok())
-            .map(|value| value.trim().to_ascii_lowercase())
-    };
-    if let Some(encoding) = text(http::header::CONTENT_ENCODING)
-        && !encoding.is_empty()
-        && encoding != "identity"
-    {
-        return Some(NotStream::Encoding(encoding));
-    }
+/// The media type of a success when it says the body is not an event stream. Only types that
+/// are certainly something else (JSON, HTML) are refused: some OpenAI-compatible servers
+/// stream events under no or a generic content type, and those still parse.
+fn not_an_event_stream(headers: &HeaderMap) -> Option<String> {
     let media = error::media_type(headers)?;
-    (error::is_json(&media) || error::is_html(&media)).then_some(NotStream::ContentType(media))
-}
-
-/// The first `limit` bytes of `body` (fewer when it ends, breaks or `deadline` passes first);
-/// the rest is never read.
-async fn read_prefix(mut body: Incoming, limit: usize, deadline: Instant) -> Bytes {
-    let mut prefix = Vec::new();
-    while prefix.len() < limit {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    let take = data.len().min(limit - prefix.len());
-                    prefix.extend_from_slice(&data[..take]);
-                }
-            }
-            _ => break,
-        }
-    }
-    Bytes::from(prefix)
+    (error::is_json(&media) || error::is_html(&media)).then_some(media)
 }
 
 /// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
@@ -350,15 +365,28 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
 /// Reads a whole (non-streaming) body, failing when the total deadline passes or, once data
 /// has begun to arrive, when none comes for the idle timeout; the error says whether it may be
 /// retried. (Before the first byte only the total deadline applies: a server may send the
-/// headers at once and the body when the generation is done.)
+/// headers at once and the body when the generation is done.) The bytes read count in the
+/// request's metrics, those of a body that failed too.
 pub(crate) async fn read_whole(
-    mut body: Incoming,
+    body: Incoming,
     sender: &Sender,
     request_id: Option<String>,
 ) -> Result<Bytes, (ClientError, bool)> {
+    let mut data = Vec::new();
+    let result = read_whole_into(body, sender, request_id, &mut data).await;
+    sender.count_body_bytes(data.len());
+    result.map(|()| Bytes::from(data))
+}
+
+/// [`read_whole`] into `data`.
+async fn read_whole_into(
+    mut body: Incoming,
+    sender: &Sender,
+    request_id: Option<String>,
+    data: &mut Vec<u8>,
+) -> Result<(), (ClientError, bool)> {
     let idle = sender.config.timeouts.idle;
     let total_deadline = sender.total_deadline();
-    let mut data = Vec::new();
     loop {
         let quiet_since = Instant::now();
         let deadline = if data.is_empty() {
@@ -367,7 +395,7 @@ pub(crate) async fn read_whole(
             later(quiet_since, idle).min(total_deadline)
         };
         match tokio::time::timeout_at(deadline, body.frame()).await {
-            Ok(None) => return Ok(Bytes::from(data)),
+            Ok(None) => return Ok(()),
             Ok(Some(Ok(frame))) => {
                 if let Ok(chunk) = frame.into_data() {
                     data.extend_from_slice(&chunk);

@@ -77,6 +77,10 @@ struct Ledger {
     finish_reason_seen: bool,
     /// The parser's count of comment lines when last looked at (a new one is a keep-alive).
     comments: u64,
+    /// How many of the body bytes the sender read (error bodies of failed attempts, counted in
+    /// its `Progress`) are in `metrics.bytes_received` already; the stream's own frames are
+    /// added there as they come.
+    synced_body_bytes: u64,
     /// The type of the last event delivered (reused buffer; empty before the first).
     last_event_type: String,
     /// When the last body frame arrived: every event parsed from it arrived then.
@@ -139,6 +143,7 @@ impl ResponseStream {
                 complete: false,
                 finish_reason_seen: false,
                 comments: 0,
+                synced_body_bytes: 0,
                 last_event_type: String::new(),
                 frame_at: start,
                 body_start: None,
@@ -183,8 +188,12 @@ impl ResponseStream {
 
     fn sync_progress(&mut self) {
         if let Ok(progress) = self.sender.progress.lock() {
-            self.ledger.metrics.attempts = progress.attempts;
-            self.ledger.metrics.retries.clone_from(&progress.retries);
+            let ledger = &mut self.ledger;
+            ledger.metrics.attempts = progress.attempts;
+            ledger.metrics.retries.clone_from(&progress.retries);
+            let unsynced = progress.body_bytes.saturating_sub(ledger.synced_body_bytes);
+            ledger.metrics.bytes_received = ledger.metrics.bytes_received.saturating_add(unsynced);
+            ledger.synced_body_bytes = progress.body_bytes;
         }
     }
 

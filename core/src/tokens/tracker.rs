@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use crate::message::json_kind;
 use serde_json::Value;
 
 use super::model::{Family, estimate_text};
@@ -66,18 +67,6 @@ pub enum NotARequestPart {
     /// The tool definitions.
     #[error("the tool definitions must be an array or null, got {0}")]
     Tools(&'static str),
-}
-
-/// The JSON kind of a value, for error messages.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The count fields a usage object may hold, Anthropic's and OpenAI's.
