@@ -171,12 +171,15 @@ class Client(AsyncClosing):
         """Starts a streaming request; ``request`` is the provider's JSON body (``model``,
         ``messages``, ``max_tokens``, ...; ``stream`` is set for you). Iterate the result.
         For Anthropic, ``betas=[...]`` (as in the SDK) is sent as the ``anthropic-beta``
-        header of this request, after the client's own flags, not in the body."""
+        header of this request, after the client's own flags, not in the body (anything but a
+        str, a list of str or ``None`` is a ``TypeError``). A float JSON cannot carry (``nan``, ``inf``)
+        anywhere in the request is a ``ValueError``, as any value without a JSON form."""
         return MessageStream(self._native.stream(request))
 
     async def create(self, **request: Any) -> dict[str, Any]:
-        """A non-streaming request: returns the provider's JSON response (with retries).
-        ``betas`` is sent as for :meth:`stream`."""
+        """A non-streaming request: returns the provider's JSON response (with retries). A
+        body that is not JSON, or JSON but not an object, is a ``ProtocolError``. ``betas``
+        and non-finite floats are as for :meth:`stream`."""
         return await self._native.create(request)
 
     def close(self) -> None:

@@ -248,7 +248,9 @@ class ToolError(FerroloopError):
 class InvalidStateError(FerroloopError):
     """A call the object's state refuses: bytes fed to a ``StreamDecoder`` after ``finish()``
     (a new stream needs a new decoder), a ``tool_use`` submitted to a sealed turn
-    (``TurnSealedError``). Node's ``InvalidStateError`` (``code: 'invalid_state'``), C's
+    (``TurnSealedError``), a call on a ``SseParser``, ``StreamDecoder``, ``ContextTracker`` or
+    ``TextEstimator`` while another thread is in one of its calls (those objects are not shared
+    across threads; the refused call did nothing: a refused ``feed`` consumed nothing). Node's ``InvalidStateError`` (``code: 'invalid_state'``), C's
     ``FL_STATUS_INVALID_STATE``."""
 
     code = "invalid_state"

@@ -60,19 +60,32 @@ class SseEvent:
 
 @final
 class SseParser:
-    """A WHATWG event-stream parser: feed byte chunks split anywhere, get completed events."""
+    """A WHATWG event-stream parser: feed byte chunks split anywhere, get completed events.
+
+    Not shared across threads: a call while another thread is in one (a large ``feed`` runs
+    with the interpreter released) raises ``InvalidStateError`` and does nothing (a refused
+    ``feed`` consumed nothing)."""
 
     def __new__(cls, *, max_event_bytes: Optional[int] = None) -> SseParser: ...
     def feed(self, chunk: _Chunk) -> list[SseEvent]:
         """Feeds a chunk and returns the events it completed, in order."""
     def finish(self) -> bool:
-        """Ends the stream; returns whether an unterminated event was discarded."""
+        """Ends the stream; returns whether an unterminated event was discarded.
+
+        The unterminated event's ``id`` field is discarded with it; ``last_event_id`` and
+        ``retry`` are kept for a new stream (a reconnection).
+        """
     @property
     def retry(self) -> Optional[int]:
         """The last valid ``retry`` value in milliseconds (``None`` if none)."""
     @property
     def last_event_id(self) -> str:
-        """The last event id."""
+        """The last event id: what a reconnection sends in ``Last-Event-ID``.
+
+        An ``id`` field takes effect at the blank line that ends its event (also one with no
+        data, which yields no event); until then the previous value is returned, and an event
+        cut off by ``finish()`` never changes it. An empty ``id`` field resets it to ``""``.
+        """
     @property
     def dropped_events(self) -> int:
         """Events dropped because they grew past ``max_event_bytes``."""
@@ -88,6 +101,10 @@ class StreamDecoder:
     ``tool_use_invalid``, ``tool_use_truncated``); ``events=None`` (the default) means
     ``True``, as Node's ``events: null``. ``provider=None`` (the default) means
     ``"anthropic"``, as Node's ``provider: null``.
+
+    Not shared across threads: a call while another thread is in one (a large ``feed`` runs
+    with the interpreter released) raises ``InvalidStateError`` and does nothing (a refused
+    ``feed`` consumed nothing).
     """
 
     def __new__(
@@ -194,7 +211,11 @@ class ContextBudget:
 class TextEstimator:
     """The token estimate of a text fed in pieces (a file read in blocks, a subprocess's
     output): what ``estimate_tokens`` gives for the whole text, in memory bounded by its longest
-    line (a line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece)."""
+    line (a line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece).
+
+    Not shared across threads: a call while another thread is in one (a large ``feed`` runs
+    with the interpreter released) raises ``InvalidStateError`` and does nothing (a refused
+    ``feed`` consumed nothing)."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> TextEstimator: ...
     def feed(self, piece: Union[str, _Chunk]) -> None:
@@ -204,7 +225,10 @@ class TextEstimator:
 
 @final
 class ContextTracker:
-    """A conversation's token count, anchored on the provider's reported usage."""
+    """A conversation's token count, anchored on the provider's reported usage.
+
+    Not shared across threads: a call while another thread is in one (estimating runs with
+    the interpreter released) raises ``InvalidStateError`` and changes nothing."""
 
     def __new__(cls, *, tokenizer: _Tokenizer = "claude") -> ContextTracker: ...
     def set_system(self, system: Union[str, list[Any], None]) -> None:

@@ -214,7 +214,9 @@ impl PyAgent {
                             }
                             self.agent.run_messages_with_host_data(messages, context)
                         }
-                        _ => return Err(PyValueError::new_err("messages must be a list")),
+                        // A list holding a value JSON has no form for: that is what is wrong.
+                        Err(err) => return Err(PyValueError::new_err(err)),
+                        Ok(_) => return Err(PyValueError::new_err("messages must be a list")),
                     },
                     (None, None) => {
                         return Err(PyValueError::new_err("give a prompt, messages, or both"));

@@ -798,15 +798,24 @@ fn task_outcome(py: Python<'_>, task: &Bound<'_, PyAny>) -> CallOutcome {
     }
 }
 
-/// A Python value given to ferroloop (a tool input, a message, a request) as JSON.
+/// A Python value given to ferroloop to send to a provider (a request, `extra`, a message, a
+/// tool's schema) as JSON: a non-finite float is refused (it would be sent as `null`).
 pub(crate) fn py_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
     crate::value::to_value(value)
         .map_err(|err| format!("the value cannot be converted to JSON: {err}"))
 }
 
-/// A tool's return value as JSON; the message says what a tool may return.
+/// A Python value that is not sent as given (a tool input handed to the executor, a tool's
+/// progress) as JSON: a non-finite float is `null`, as in a tool's result.
+pub(crate) fn py_to_value_nan_as_null(value: &Bound<'_, PyAny>) -> Result<Value, String> {
+    crate::value::to_value_nan_as_null(value)
+        .map_err(|err| format!("the value cannot be converted to JSON: {err}"))
+}
+
+/// A tool's return value as JSON; the message says what a tool may return. A non-finite float
+/// is `null` (documented: the result is the value's JSON rendering).
 fn result_to_value(value: &Bound<'_, PyAny>) -> Result<Value, String> {
-    crate::value::to_value(value).map_err(|err| {
+    crate::value::to_value_nan_as_null(value).map_err(|err| {
         format!("the result cannot be converted to JSON (return a str, a list of content blocks or a dict): {err}")
     })
 }

@@ -14,7 +14,7 @@ use ferroloop::client::{
 use ferroloop::decode::Provider;
 use futures_util::StreamExt;
 use pyo3::IntoPyObjectExt;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
@@ -103,6 +103,7 @@ impl PyClient {
         fields.insert("stream".to_owned(), Value::Bool(stream));
         let betas = if self.provider == Provider::Anthropic {
             ferroloop::client::take_betas(&mut body)
+                .map_err(|error| PyTypeError::new_err(error.to_string()))?
         } else {
             Vec::new()
         };
@@ -257,7 +258,8 @@ impl PyClient {
             let bridge = cached_bridge_for_running_loop(py, &self.bridge)?;
             let task = spawn(async move {
                 let response = client.create_with_betas(body, &betas).await?;
-                response.json()
+                // `create` returns a dict (its annotation, what every caller indexes).
+                response.json_object()
             })?;
             into_awaitable(
                 py,

@@ -7,12 +7,18 @@ use pyo3::types::{PyBytes, PyList};
 use serde_json::Value;
 
 use crate::client::provider_of;
-use crate::errors::{ferroloop_error, shield};
+use crate::errors::{exclusive, ferroloop_error, shared, shield};
 use crate::events::event_to_py;
 use crate::sse::{chunk_bytes, detach_if_large};
 use crate::value::to_py;
 
+/// The class name in [`crate::errors::exclusive`]'s error.
+const DECODER: &str = "StreamDecoder";
+
 /// Decodes a provider's raw SSE stream into typed events and accumulates the message.
+///
+/// Not shared across threads: a call while another thread is in one (a large `feed` releases
+/// the interpreter) raises `InvalidStateError`; a refused `feed` did not consume its chunk.
 #[pyclass(module = "ferroloop._native", name = "StreamDecoder")]
 pub(crate) struct PyStreamDecoder {
     /// Boxed: the decoder is over-aligned (SIMD state) and Python allocates objects with only
@@ -99,13 +105,14 @@ impl PyStreamDecoder {
     /// exception's `events` attribute. After `finish()` it raises `InvalidStateError` (a new
     /// stream needs a new decoder).
     fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let py = slf.py();
         shield(py, "StreamDecoder.feed", || {
-            let result = self.decode_any(py, chunk)?;
-            let events = self.take_events(py)?;
+            let mut this = exclusive(slf, DECODER)?;
+            let result = this.decode_any(py, chunk)?;
+            let events = this.take_events(py)?;
             match result {
                 Ok(()) => Ok(events),
                 Err(err) => {
@@ -119,39 +126,45 @@ impl PyStreamDecoder {
 
     /// A snapshot of the message accumulated so far, in the provider's non-streaming response
     /// shape (`None` before the stream's first event).
-    fn message<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn message<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
         shield(py, "StreamDecoder.message", || {
-            to_py(py, &self.decoder.message())
+            to_py(py, &shared(slf, DECODER)?.decoder.message())
         })
     }
 
     /// Whether the stream reached its end marker (`message_stop`, `[DONE]`, `response.completed`).
     #[getter]
-    fn is_complete(&self, py: Python<'_>) -> PyResult<bool> {
+    fn is_complete(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        let py = slf.py();
         shield(py, "StreamDecoder.is_complete", || {
-            Ok(self.decoder.is_complete())
+            Ok(shared(slf, DECODER)?.decoder.is_complete())
         })
     }
 
     /// The provider name.
     #[getter]
-    fn provider(&self) -> &'static str {
-        self.provider.name()
+    fn provider(slf: &Bound<'_, Self>) -> PyResult<&'static str> {
+        Ok(shared(slf, DECODER)?.provider.name())
     }
 
     /// Ends the input and returns the final message. Raises `StreamTruncatedError` (with
     /// `partial_message`) if the stream stopped before its end, or the stream's provider or
     /// protocol error (the first error a feed raised). A second call answers the same (the
     /// core's rule, `StreamDecoder::finish`).
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        shield(py, "StreamDecoder.finish", || match self.decoder.finish() {
-            Ok(message) => to_py(py, &message),
-            Err(err) => Err(decode_error(py, &err)),
+    fn finish<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        shield(py, "StreamDecoder.finish", || {
+            match exclusive(slf, DECODER)?.decoder.finish() {
+                Ok(message) => to_py(py, &message),
+                Err(err) => Err(decode_error(py, &err)),
+            }
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!("StreamDecoder(provider={:?})", self.provider.name())
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let provider = shared(slf, DECODER)?.provider.name();
+        Ok(format!("StreamDecoder(provider={provider:?})"))
     }
 }
 

@@ -10,6 +10,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule};
+use pyo3::{PyClass, PyRef, PyRefMut};
 
 /// The Python module that defines the exception hierarchy.
 const ERRORS_MODULE: &str = "ferroloop._errors";
@@ -107,4 +108,36 @@ pub(crate) fn internal_error(py: Python<'_>, detail: &str) -> PyErr {
 /// The text of a panic payload.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     ferroloop::exec::panic_message(payload).to_owned()
+}
+
+/// `InvalidStateError` for a call on a `class` object that another thread is using: a method
+/// that releases the interpreter (a large `feed`, an estimate) holds the object meanwhile, and
+/// these objects are not shared across threads. It replaces pyo3's bare
+/// `RuntimeError: Already mutably borrowed`; the refused call changed nothing.
+fn in_use_error(py: Python<'_>, class: &str) -> PyErr {
+    ferroloop_error(
+        py,
+        "InvalidStateError",
+        &format!(
+            "this {class} is in use by another thread: {class} objects are not shared \
+             across threads (use one per thread, or a lock around every call); this call did \
+             nothing"
+        ),
+        &[],
+    )
+}
+
+/// The object for a method that changes it, or [`in_use_error`] when another thread holds it.
+pub(crate) fn exclusive<'py, T: PyClass<Frozen = pyo3::pyclass::boolean_struct::False>>(
+    slf: &Bound<'py, T>,
+    class: &str,
+) -> PyResult<PyRefMut<'py, T>> {
+    slf.try_borrow_mut()
+        .map_err(|_| in_use_error(slf.py(), class))
+}
+
+/// The object for a method that reads it, or [`in_use_error`] when another thread is changing
+/// it.
+pub(crate) fn shared<'py, T: PyClass>(slf: &Bound<'py, T>, class: &str) -> PyResult<PyRef<'py, T>> {
+    slf.try_borrow().map_err(|_| in_use_error(slf.py(), class))
 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::args::non_negative;
 use crate::bridge::{
     BridgeSlot, CallOutcome, ExtraArg, LoopBridge, PyCall, bridge_for_running_loop, call_blocking,
-    into_awaitable, into_awaitable_keeping, py_to_value,
+    into_awaitable, into_awaitable_keeping, py_to_value, py_to_value_nan_as_null,
 };
 use crate::client::{seconds, zero_timeout};
 use crate::errors::{ferroloop_error, internal_error, shield};
@@ -276,7 +276,7 @@ impl PyToolContext {
     /// Reports progress (any JSON-like value); delivered to the turn's events at once.
     fn progress(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         shield(py, "ToolContext.progress", || {
-            let data = py_to_value(data).map_err(PyValueError::new_err)?;
+            let data = py_to_value_nan_as_null(data).map_err(PyValueError::new_err)?;
             // Released while taking the turn's lock: the thread driving a spawned turn may hold
             // that lock while it waits for the interpreter (a tool's per-input safety check).
             py.detach(|| self.progress.send(data));
@@ -812,7 +812,7 @@ fn tool_use_of(obj: &Bound<'_, PyAny>) -> PyResult<ToolUse> {
     };
     // A missing input is the core's to decide (`ToolUse::with_optional_input`: `{}`).
     let input = match dict.get_item(pyo3::intern!(py, "input"))? {
-        Some(input) => Some(py_to_value(&input).map_err(PyValueError::new_err)?),
+        Some(input) => Some(py_to_value_nan_as_null(&input).map_err(PyValueError::new_err)?),
         None => None,
     };
     Ok(ToolUse::with_optional_input(

@@ -2,14 +2,15 @@
 
 use bytes::Bytes;
 use ferroloop::Utf8Bytes;
-use ferroloop::sse::{SseConfig, SseEvent, SseItem, SseParser};
+use ferroloop::sse::{SseConfig, SseEventRef, SseItem, SseParser};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::marker::Ungil;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 
 use crate::args::non_negative_opt;
-use crate::errors::shield;
+use crate::errors::{exclusive, shared, shield};
 
 /// Chunks at least this large are parsed with the interpreter released (`py.detach`): below it,
 /// saving and restoring the thread state costs more than other threads could gain.
@@ -47,32 +48,25 @@ pub(crate) fn chunk_bytes(chunk: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     }
     // Any other buffer (memoryview, array, mmap). `memoryview()` accepts exactly the objects
     // that export a buffer (`bytes(42)` would silently make 42 zero bytes).
+    // `tobytes()` is the one copy: the `bytes` it makes is shared, not copied again.
     let py = chunk.py();
     let view = py.get_type::<PyMemoryView>().call1((chunk,))?;
-    let copied = view.call_method0("tobytes")?;
-    let copied = copied.cast::<PyBytes>()?;
-    Ok(Bytes::copy_from_slice(copied.as_bytes()))
+    let copied = view
+        .call_method0(pyo3::intern!(py, "tobytes"))?
+        .cast_into::<PyBytes>()?;
+    Ok(Bytes::from_owner(PyBackedBytes::from(copied)))
 }
 
 /// One dispatched Server-Sent Event.
 ///
 /// `event` is the event type (`"message"` when the stream named none), `data` the data lines
 /// joined by `"\n"`, `id` the last event id in force when it was dispatched (`""` when none).
+/// A kept event keeps only its own text alive, not the chunk it was read from.
 #[pyclass(module = "ferroloop._native", name = "SseEvent", frozen)]
 pub(crate) struct PySseEvent {
     event: Utf8Bytes,
     data: Utf8Bytes,
     id: Utf8Bytes,
-}
-
-impl From<SseEvent> for PySseEvent {
-    fn from(event: SseEvent) -> Self {
-        Self {
-            event: event.event_type,
-            data: event.data,
-            id: event.id,
-        }
-    }
 }
 
 #[pymethods]
@@ -133,27 +127,84 @@ impl PySseEvent {
     }
 }
 
+/// The class name in [`crate::errors::exclusive`]'s error.
+const PARSER: &str = "SseParser";
+
 /// A WHATWG event-stream parser: feed byte chunks split anywhere, get the completed events.
 ///
 /// Each `feed` returns every event the chunk completed as one list (the Python/Rust boundary is
 /// crossed once per chunk, not once per event). `retry` holds the last valid `retry` field.
+///
+/// Not shared across threads: a call while another thread is in one (a large `feed` releases
+/// the interpreter) raises `InvalidStateError`; a refused `feed` did not consume its chunk.
 #[pyclass(module = "ferroloop._native", name = "SseParser")]
 pub(crate) struct PySseParser {
     /// Boxed: Python allocates objects with 16-byte alignment only; core types may need more.
     parser: Box<SseParser>,
     /// Reused between calls, so a feed allocates no growing vector.
-    completed: Vec<SseEvent>,
+    completed: Vec<PySseEvent>,
+    /// Owned copies of the last event type and id given to an event: the next event with the
+    /// same one shares it instead of copying it again (a stream repeats a few types).
+    last_type: Utf8Bytes,
+    last_id: Utf8Bytes,
+}
+
+/// `text`, owned without pinning the buffer it lies in: `last` (updated) when it is the same.
+fn owned_text(text: &str, last: &mut Utf8Bytes) -> Utf8Bytes {
+    if text.is_empty() {
+        return Utf8Bytes::new();
+    }
+    if last.as_str() != text {
+        *last = Utf8Bytes::copy_from_str(text);
+    }
+    last.clone()
 }
 
 impl PySseParser {
     /// Parses `chunk` into `self.completed`.
     fn parse_chunk(&mut self, chunk: Bytes) {
-        let completed = &mut self.completed;
-        self.parser.feed_with(chunk, |item| {
+        let Self {
+            parser,
+            completed,
+            last_type,
+            last_id,
+        } = self;
+        let chunk_len = chunk.len();
+        parser.feed_with(chunk, |item| {
             if let SseItem::Event(event) = item {
-                completed.push(event.to_owned());
+                completed.push(owned_event(&event, chunk_len, last_type, last_id));
             }
         });
+    }
+}
+
+/// An event that keeps only its own bytes alive, not the chunk it was read from.
+///
+/// The core shares a field with the input chunk when it can (a refcounted slice): a kept event
+/// then pinned the whole chunk, and a 4-byte event read with 100 MB of comments kept 100 MB.
+/// The data is shared only when it is most of the chunk (the copy would cost as much as what
+/// it frees); otherwise it is copied, as are the type and the id (through `last_type` and
+/// `last_id`, so a repeated one costs no allocation).
+fn owned_event(
+    event: &SseEventRef<'_>,
+    chunk_len: usize,
+    last_type: &mut Utf8Bytes,
+    last_id: &mut Utf8Bytes,
+) -> PySseEvent {
+    let data = event.data();
+    let data = if event.is_data_borrowed() && data.len() >= chunk_len / 2 {
+        event.data_shared()
+    } else {
+        Utf8Bytes::copy_from_str(data)
+    };
+    let event_type = match event.event_type() {
+        "message" => Utf8Bytes::from_static("message"),
+        other => owned_text(other, last_type),
+    };
+    PySseEvent {
+        event: event_type,
+        data,
+        id: owned_text(event.id(), last_id),
     }
 }
 
@@ -175,6 +226,8 @@ impl PySseParser {
                     SseConfig::default().max_event_bytes(max_event_bytes),
                 )),
                 completed: Vec::new(),
+                last_type: Utf8Bytes::new(),
+                last_id: Utf8Bytes::new(),
             })
         })
     }
@@ -182,55 +235,63 @@ impl PySseParser {
     /// Feeds a chunk (`bytes`, `bytearray` or `memoryview`, split anywhere) and returns the
     /// events it completed, in order.
     fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         chunk: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let py = slf.py();
         shield(py, "SseParser.feed", || {
+            // Taken before the chunk is read: refused, the feed consumed nothing.
+            let mut this = exclusive(slf, PARSER)?;
             let chunk = chunk_bytes(chunk)?;
-            detach_if_large(py, chunk.len(), || self.parse_chunk(chunk));
-            PyList::new(py, self.completed.drain(..).map(PySseEvent::from))
+            // The parser itself, not the `PyRefMut` (which holds the interpreter token).
+            let parser = &mut *this;
+            detach_if_large(py, chunk.len(), || parser.parse_chunk(chunk));
+            PyList::new(py, this.completed.drain(..))
         })
     }
 
     /// Ends the stream. An unterminated event (no blank line after it) is discarded, as the
     /// specification requires; returns whether anything was discarded. The parser may then be
     /// fed a new stream (a reconnection); `last_event_id` and `retry` are kept.
-    fn finish(&mut self, py: Python<'_>) -> PyResult<bool> {
-        shield(py, "SseParser.finish", || Ok(self.parser.finish()))
+    fn finish(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        let py = slf.py();
+        shield(py, "SseParser.finish", || {
+            Ok(exclusive(slf, PARSER)?.parser.finish())
+        })
     }
 
     /// The reconnection time of the last valid `retry` field, in milliseconds (`None` if none).
     #[getter]
-    fn retry(&self) -> Option<u64> {
-        self.parser.retry()
+    fn retry(slf: &Bound<'_, Self>) -> PyResult<Option<u64>> {
+        Ok(shared(slf, PARSER)?.parser.retry())
     }
 
     /// The last event id (persists across events; an empty `id` field resets it).
     #[getter]
-    fn last_event_id(&self) -> &str {
-        self.parser.last_event_id()
+    fn last_event_id(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Ok(shared(slf, PARSER)?.parser.last_event_id().to_owned())
     }
 
     /// Events dropped because they grew past `max_event_bytes`.
     #[getter]
-    fn dropped_events(&self) -> u64 {
-        self.parser.dropped_events()
+    fn dropped_events(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        Ok(shared(slf, PARSER)?.parser.dropped_events())
     }
 
     /// Total bytes fed so far.
     #[getter]
-    fn bytes_fed(&self) -> u64 {
-        self.parser.bytes_fed()
+    fn bytes_fed(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        Ok(shared(slf, PARSER)?.parser.bytes_fed())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let this = shared(slf, PARSER)?;
+        Ok(format!(
             "SseParser(bytes_fed={}, last_event_id={:?}, retry={:?})",
-            self.parser.bytes_fed(),
-            self.parser.last_event_id(),
-            self.parser.retry()
-        )
+            this.parser.bytes_fed(),
+            this.parser.last_event_id(),
+            this.parser.retry()
+        ))
     }
 }
 

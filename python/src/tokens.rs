@@ -10,7 +10,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, P
 use serde_json::Value;
 
 use crate::args::{non_negative, non_negative_opt};
-use crate::errors::shield;
+use crate::errors::{exclusive, shared, shield};
 use crate::sse::{chunk_bytes, detach_if_large};
 
 fn family(name: &str) -> PyResult<Family> {
@@ -42,8 +42,11 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
             return Ok(py.detach(|| estimate_text(&text, family)));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
+            // `bytes` is immutable and `obj` keeps it alive: read in place, even released.
             let bytes = bytes.as_bytes();
-            return Ok(estimate_bytes(bytes, family));
+            return Ok(detach_if_large(py, bytes.len(), || {
+                estimate_bytes(bytes, family)
+            }));
         }
         if obj.cast::<PyByteArray>().is_ok() || obj.cast::<PyMemoryView>().is_ok() {
             // Any bytes-like object, as Node takes any Uint8Array (copied while attached).
@@ -284,8 +287,14 @@ impl PyContextBudget {
     }
 }
 
+/// The class name in [`crate::errors::exclusive`]'s error.
+const TRACKER: &str = "ContextTracker";
+
 /// Tracks a conversation's token count: the provider's `usage` is authoritative for the prefix
 /// it covered; only messages appended after it are estimated (with a learned correction).
+///
+/// Not shared across threads: a call while another thread is in one (which releases the
+/// interpreter to estimate) raises `InvalidStateError` and changes nothing.
 #[pyclass(module = "ferroloop._native", name = "ContextTracker")]
 struct PyContextTracker {
     /// Boxed: Python allocates objects with 16-byte alignment only; core types may need more.
@@ -307,11 +316,13 @@ impl PyContextTracker {
 
     /// Sets the system prompt (a str, a list of blocks, or None for none; anything else is a
     /// `TypeError` and the tracker is left unchanged).
-    fn set_system(&mut self, py: Python<'_>, system: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_system(slf: &Bound<'_, Self>, system: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.set_system", || {
+            let mut this = exclusive(slf, TRACKER)?;
             let system = json_of(system)?;
             // Estimating a large value takes a while: done with the interpreter released.
-            let tracker = &mut self.tracker;
+            let tracker = &mut this.tracker;
             py.detach(move || tracker.try_set_system(&system))
                 .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
@@ -319,20 +330,24 @@ impl PyContextTracker {
 
     /// Sets the tool definitions (a list, or None for none; anything else, such as one tool's
     /// dict, is a `TypeError` and the tracker is left unchanged).
-    fn set_tools(&mut self, py: Python<'_>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_tools(slf: &Bound<'_, Self>, tools: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.set_tools", || {
+            let mut this = exclusive(slf, TRACKER)?;
             let tools = json_of(tools)?;
-            let tracker = &mut self.tracker;
+            let tracker = &mut this.tracker;
             py.detach(move || tracker.try_set_tools(&tools))
                 .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
     /// Appends a message (a dict: a message or an OpenAI Responses item; else `TypeError`).
-    fn push_message(&mut self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn push_message(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.push_message", || {
+            let mut this = exclusive(slf, TRACKER)?;
             let message = json_of(message)?;
-            let tracker = &mut self.tracker;
+            let tracker = &mut this.tracker;
             py.detach(move || tracker.try_push_message(&message))
                 .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
@@ -341,21 +356,25 @@ impl PyContextTracker {
     /// Replaces every message (e.g. after compaction); the usage recorded stays if the messages
     /// it covered open the new list unchanged. A list holding anything but dicts is a
     /// `TypeError` naming the first, and the tracker is left unchanged.
-    fn replace_messages(&mut self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn replace_messages(slf: &Bound<'_, Self>, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.replace_messages", || {
+            let mut this = exclusive(slf, TRACKER)?;
             let Value::Array(messages) = json_of(messages)? else {
                 return Err(PyTypeError::new_err("expected a list of messages"));
             };
-            let tracker = &mut self.tracker;
+            let tracker = &mut this.tracker;
             py.detach(move || tracker.try_replace_messages(&messages))
                 .map_err(|error| PyTypeError::new_err(error.to_string()))
         })
     }
 
     /// Keeps the first `length` messages.
-    fn truncate(&mut self, py: Python<'_>, length: i128) -> PyResult<()> {
+    fn truncate(slf: &Bound<'_, Self>, length: i128) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.truncate", || {
-            self.tracker.truncate(non_negative("length", length)?);
+            let length = non_negative("length", length)?;
+            exclusive(slf, TRACKER)?.tracker.truncate(length);
             Ok(())
         })
     }
@@ -366,27 +385,29 @@ impl PyContextTracker {
     /// and `inf` included; `None` is absent), or no count at all: `ValueError`.
     #[pyo3(signature = (usage, *, covered = None))]
     fn record_usage(
-        &mut self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         usage: &Bound<'_, PyAny>,
         covered: Option<i128>,
     ) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.record_usage", || {
             let covered: Option<usize> = non_negative_opt("covered", covered)?;
             let usage = Usage::parse(&usage_json(usage)?)
                 .map_err(|error| PyValueError::new_err(error.to_string()))?;
+            let mut this = exclusive(slf, TRACKER)?;
             match covered {
-                Some(covered) => self.tracker.record_usage_at(usage, covered),
-                None => self.tracker.record_usage(usage),
+                Some(covered) => this.tracker.record_usage_at(usage, covered),
+                None => this.tracker.record_usage(usage),
             }
             Ok(())
         })
     }
 
     /// The current count: `{"tokens": int, "method": "exact" | "usage+estimate" | "estimate"}`.
-    fn tokens<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn tokens<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
         shield(py, "ContextTracker.tokens", || {
-            let count = self.tracker.tokens();
+            let count = shared(slf, TRACKER)?.tracker.tokens();
             let dict = PyDict::new(py);
             dict.set_item("tokens", count.tokens)?;
             dict.set_item("method", count.method.as_str())?;
@@ -396,16 +417,18 @@ impl PyContextTracker {
 
     /// The learned correction factor applied to estimates.
     #[getter]
-    fn correction(&self) -> f64 {
-        self.tracker.correction()
+    fn correction(slf: &Bound<'_, Self>) -> PyResult<f64> {
+        Ok(shared(slf, TRACKER)?.tracker.correction())
     }
 
     /// Overrides the correction factor (e.g. restored from an earlier session with the same
     /// model); the core clamps it to its range. Not positive and finite: `ValueError`.
     #[setter]
-    fn set_correction(&mut self, py: Python<'_>, correction: f64) -> PyResult<()> {
+    fn set_correction(slf: &Bound<'_, Self>, correction: f64) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "ContextTracker.correction", || {
-            self.tracker
+            exclusive(slf, TRACKER)?
+                .tracker
                 .set_correction(correction)
                 .map_err(|error| PyValueError::new_err(error.to_string()))
         })
@@ -413,18 +436,18 @@ impl PyContextTracker {
 
     /// Total bytes fed to the estimator so far (unchanged messages cost nothing again).
     #[getter]
-    fn bytes_estimated(&self) -> u64 {
-        self.tracker.bytes_estimated()
+    fn bytes_estimated(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        Ok(shared(slf, TRACKER)?.tracker.bytes_estimated())
     }
 
     /// The tokenizer family.
     #[getter]
-    fn tokenizer(&self) -> &'static str {
-        self.tracker.family().name()
+    fn tokenizer(slf: &Bound<'_, Self>) -> PyResult<&'static str> {
+        Ok(shared(slf, TRACKER)?.tracker.family().name())
     }
 
-    fn __len__(&self) -> usize {
-        self.tracker.len()
+    fn __len__(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(shared(slf, TRACKER)?.tracker.len())
     }
 }
 
@@ -474,8 +497,14 @@ fn has_exact_counting() -> bool {
     cfg!(feature = "exact")
 }
 
+/// The class name in [`crate::errors::exclusive`]'s error.
+const ESTIMATOR: &str = "TextEstimator";
+
 /// The token estimate of a text fed in pieces (a file read in blocks, a subprocess's output):
 /// the estimate of the whole text, in memory bounded by its longest line.
+///
+/// Not shared across threads: a call while another thread is in one (a large `feed` releases
+/// the interpreter) raises `InvalidStateError`; a refused `feed` did not add its piece.
 #[pyclass(module = "ferroloop._native", name = "TextEstimator")]
 struct PyTextEstimator {
     estimator: TextEstimator,
@@ -496,16 +525,20 @@ impl PyTextEstimator {
 
     /// Adds the next piece: a `str`, or `bytes`, `bytearray` or `memoryview` (UTF-8; a
     /// multibyte character may be split between two pieces).
-    fn feed(&mut self, py: Python<'_>, piece: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn feed(slf: &Bound<'_, Self>, piece: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
         shield(py, "TextEstimator.feed", || {
-            let estimator = &mut self.estimator;
+            let mut this = exclusive(slf, ESTIMATOR)?;
+            let estimator = &mut this.estimator;
             if let Ok(text) = piece.cast::<PyString>() {
                 let text = text_of(text)?;
                 py.detach(|| estimator.feed(text.as_bytes()));
                 return Ok(());
             }
             if let Ok(bytes) = piece.cast::<PyBytes>() {
-                estimator.feed(bytes.as_bytes());
+                // Immutable and kept alive by `piece`: read in place, even released.
+                let bytes = bytes.as_bytes();
+                detach_if_large(py, bytes.len(), || estimator.feed(bytes));
                 return Ok(());
             }
             if piece.cast::<PyByteArray>().is_ok() || piece.cast::<PyMemoryView>().is_ok() {
@@ -521,9 +554,10 @@ impl PyTextEstimator {
     }
 
     /// The estimate of the text fed so far (0 for none).
-    fn estimate(&self, py: Python<'_>) -> PyResult<u64> {
+    fn estimate(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        let py = slf.py();
         shield(py, "TextEstimator.estimate", || {
-            Ok(self.estimator.estimate())
+            Ok(shared(slf, ESTIMATOR)?.estimator.estimate())
         })
     }
 }

@@ -29,15 +29,84 @@ enum Surrogates {
     Replace,
 }
 
-/// A Python object as JSON (see the module docs), or why it cannot be converted.
+/// How a float JSON cannot hold (`nan`, `inf`, `-inf`) converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NonFinite {
+    /// Refused: the value is sent to a provider, which would get `null` where the caller wrote a
+    /// number (a `temperature=nan` silently became "no temperature").
+    Refuse,
+    /// Becomes `null`, as serde_json writes it: a tool's result or progress (documented: the
+    /// model reads the rendering) and values that are only counted.
+    Null,
+}
+
+/// How [`to_value_at`] converts what JSON has no form for.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    surrogates: Surrogates,
+    non_finite: NonFinite,
+}
+
+/// A Python object as JSON (see the module docs), or why it cannot be converted: what is sent
+/// to a provider (a request body, `extra`, messages, a tool's schema), so a non-finite float is
+/// refused rather than sent as `null`.
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
-    to_value_at(obj, 0, Surrogates::Refuse)
+    to_value_at(
+        obj,
+        0,
+        Mode {
+            surrogates: Surrogates::Refuse,
+            non_finite: NonFinite::Refuse,
+        },
+    )
+}
+
+/// A Python object as JSON, where a non-finite float becomes `null` (serde_json's rendering):
+/// a tool's result or progress, a tool input given to the executor. Otherwise as [`to_value`].
+pub(crate) fn to_value_nan_as_null(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
+    to_value_at(
+        obj,
+        0,
+        Mode {
+            surrogates: Surrogates::Refuse,
+            non_finite: NonFinite::Null,
+        },
+    )
 }
 
 /// A Python object as JSON, to be counted: as [`to_value`], but a lone surrogate in an exact
-/// `str` (a value or a key) becomes U+FFFD instead of an error (see [`lossy_text`]).
+/// `str` (a value or a key) becomes U+FFFD instead of an error (see [`lossy_text`]) and a
+/// non-finite float `null` (counted as absent, not refused: nothing is sent).
 pub(crate) fn to_value_for_counting(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
-    to_value_at(obj, 0, Surrogates::Replace)
+    to_value_at(
+        obj,
+        0,
+        Mode {
+            surrogates: Surrogates::Replace,
+            non_finite: NonFinite::Null,
+        },
+    )
+}
+
+/// `value` as a JSON number, or under `non_finite` when it has none.
+fn float_value(value: f64, non_finite: NonFinite) -> Result<Value, String> {
+    match (Number::from_f64(value), non_finite) {
+        (Some(number), _) => Ok(Value::Number(number)),
+        (None, NonFinite::Null) => Ok(Value::Null),
+        (None, NonFinite::Refuse) => {
+            // Spelled as Python writes it (`nan`, `inf`, `-inf`), not as Rust does (`NaN`).
+            let spelled = if value.is_nan() {
+                "nan"
+            } else if value > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            };
+            Err(format!(
+                "the float {spelled} has no JSON form (JSON numbers are finite)"
+            ))
+        }
+    }
 }
 
 /// The text of a `str`: as it is, or, when it holds a lone surrogate (a `surrogateescape`-decoded
@@ -68,11 +137,8 @@ fn text_with<'a>(text: &'a Bound<'_, PyString>, surrogates: Surrogates) -> PyRes
     }
 }
 
-fn to_value_at(
-    obj: &Bound<'_, PyAny>,
-    depth: usize,
-    surrogates: Surrogates,
-) -> Result<Value, String> {
+fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value, String> {
+    let surrogates = mode.surrogates;
     if depth > MAX_DEPTH {
         return Err(format!(
             "the value is nested more than {MAX_DEPTH} levels deep"
@@ -87,11 +153,11 @@ fn to_value_at(
         let mut map = Map::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast_exact::<PyString>() else {
-                return slow(obj, depth);
+                return slow(obj, depth, mode.non_finite);
             };
             let key = text_with(key, surrogates)
                 .map_err(|err| format!("a key is not valid text: {err}"))?;
-            map.insert(key.into_owned(), to_value_at(&item, depth + 1, surrogates)?);
+            map.insert(key.into_owned(), to_value_at(&item, depth + 1, mode)?);
         }
         return Ok(Value::Object(map));
     }
@@ -108,27 +174,26 @@ fn to_value_at(
         if let Ok(int) = obj.extract::<u64>() {
             return Ok(Value::Number(int.into()));
         }
-        return slow(obj, depth);
+        return slow(obj, depth, mode.non_finite);
     }
     if let Ok(float) = obj.cast_exact::<PyFloat>() {
-        // As serde_json: a non-finite float has no JSON form and becomes null.
-        return Ok(Number::from_f64(float.value()).map_or(Value::Null, Value::Number));
+        return float_value(float.value(), mode.non_finite);
     }
     if let Ok(list) = obj.cast_exact::<PyList>() {
         return list
             .iter()
-            .map(|item| to_value_at(&item, depth + 1, surrogates))
+            .map(|item| to_value_at(&item, depth + 1, mode))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
     if let Ok(tuple) = obj.cast_exact::<PyTuple>() {
         return tuple
             .iter()
-            .map(|item| to_value_at(&item, depth + 1, surrogates))
+            .map(|item| to_value_at(&item, depth + 1, mode))
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
-    slow(obj, depth)
+    slow(obj, depth, mode.non_finite)
 }
 
 /// Any other object, through serde, still at nesting `depth`.
@@ -136,9 +201,9 @@ fn to_value_at(
 /// `depythonize::<Value>` would recurse without a bound: a deeply nested `OrderedDict`, dict
 /// subclass, set of frozensets or mapping overflowed the thread's stack (a segfault). The value
 /// is built by [`Nested`] instead, which counts the levels as the fast path does.
-fn slow(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
+fn slow(obj: &Bound<'_, PyAny>, depth: usize, non_finite: NonFinite) -> Result<Value, String> {
     let mut depythonizer = pythonize::Depythonizer::from_object(obj);
-    Nested { depth }
+    Nested { depth, non_finite }
         .deserialize(&mut depythonizer)
         .map_err(|err| err.to_string())
 }
@@ -147,6 +212,8 @@ fn slow(obj: &Bound<'_, PyAny>, depth: usize) -> Result<Value, String> {
 #[derive(Clone, Copy)]
 struct Nested {
     depth: usize,
+    /// What a non-finite float (a `float` subclass's, say) becomes, as on the fast path.
+    non_finite: NonFinite,
 }
 
 impl Nested {
@@ -158,6 +225,7 @@ impl Nested {
         }
         Ok(Self {
             depth: self.depth + 1,
+            ..self
         })
     }
 }
@@ -197,8 +265,8 @@ impl<'de> Visitor<'de> for Nested {
         Number::deserialize(de::value::U128Deserializer::<E>::new(value)).map(Value::Number)
     }
 
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        float_value(value, self.non_finite).map_err(E::custom)
     }
 
     fn visit_str<E>(self, value: &str) -> Result<Value, E> {
