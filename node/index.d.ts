@@ -172,7 +172,11 @@ export declare class SseParser {
   finish(): boolean
   /** The reconnection time set by the last valid `retry` field, in milliseconds. */
   get retry(): number | null
-  /** The last event id seen (persists across events). */
+  /**
+   * The last event id: what a reconnection sends as `Last-Event-ID`. An id field takes
+   * effect at the blank line that ends its event (also one with no data, which yields no
+   * event); an event cut off by `finish()` never changes it.
+   */
   get lastEventId(): string
   /** Events dropped for exceeding `maxEventBytes`. */
   get droppedEvents(): number

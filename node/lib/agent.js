@@ -7,6 +7,7 @@ const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { Client, ItemSource, checkSignal } = require('./client.js')
 const { onAbort } = require('./abort.js')
+const { closableIterator } = require('./iterate.js')
 const { ToolExecutor, executorInternals, replyBatcher, decideSafety } = require('./exec.js')
 const { CallerScope } = require('./tool-host.js')
 
@@ -83,7 +84,15 @@ class AgentRun {
     forgetWhenCollected.register(this, ended)
   }
 
-  async *[Symbol.asyncIterator]() {
+  /**
+   * The run's events, the last `stop`. Leaving the loop early (or closing the iterator before
+   * reading) cancels the run; result() then gives the cancelled run's stop event.
+   */
+  [Symbol.asyncIterator]() {
+    return closableIterator(this.#events(), () => this.#leaveUnread())
+  }
+
+  async *#events() {
     if (this.#iterating) throw new InvalidStateError('an AgentRun can be iterated once')
     this.#iterating = true
     try {
@@ -104,15 +113,27 @@ class AgentRun {
       this.#reject(err)
       throw err
     } finally {
-      // Leaving early cancels the run (its tools are cancelled too). The cancelled run still
-      // ends with its stop event: read on in the background so that result() gives it rather
-      // than waiting forever.
-      if (!this.#source.ended) {
-        this.#leaving?.(new AbortError("the loop over the run's events was left early"))
-        this.#source.abort()
-        this.#drain()
-      }
+      if (!this.#source.ended) this.#leaveEarly()
     }
+  }
+
+  /**
+   * Leaving early cancels the run (its tools are cancelled too). The cancelled run still ends
+   * with its stop event: read on in the background so that result() gives it rather than
+   * waiting forever.
+   */
+  #leaveEarly() {
+    this.#leaving?.(new AbortError("the loop over the run's events was left early"))
+    this.#source.abort()
+    this.#drain()
+  }
+
+  /** An iterator closed before its first next(): cancels, as leaving a loop early does. */
+  #leaveUnread() {
+    // Another iterator reads the run; this one was never its reader.
+    if (this.#iterating) return
+    this.#iterating = true
+    this.#leaveEarly()
   }
 
   /** Reads the rest of a run nobody iterates any more, settling result() with its stop. */

@@ -5,6 +5,7 @@
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, InvalidStateError, InternalError, callNative, fromErrorItem, toFerroloopError, toJson, checkKeys, checkedOptions, withoutNulls } = require('./errors.js')
 const { onAbort } = require('./abort.js')
+const { closableIterator } = require('./iterate.js')
 
 const PROVIDERS = new Set(['anthropic', 'openai-chat', 'openai-responses'])
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -190,39 +191,25 @@ class MessageStream {
     this.#done.catch(() => {})
   }
 
-  /** Typed events (`text_delta`, `tool_use_ready`, ..., `retry`, `stalled`); throws the request's error. */
-  async *[Symbol.asyncIterator]() {
+  /**
+   * Typed events (`text_delta`, `tool_use_ready`, ..., `retry`, `stalled`); throws the request's
+   * error. Leaving the loop early cancels the request, unless its `message_stop` was read: the
+   * answer is whole, and message() still gives it.
+   */
+  [Symbol.asyncIterator]() {
+    return closableIterator(this.#events(), () => this.#leaveUnread())
+  }
+
+  async *#events() {
     if (this.#iterating) throw new InvalidStateError('a MessageStream can be iterated once')
     this.#iterating = true
+    // The provider's end marker was handed out: only the final message is left to read.
+    let complete = false
     try {
       for (;;) {
-        const item = await this.#source.next()
-        if (this.#source.aborted) {
-          // Aborted before the message was read: an AbortError, as the documentation says,
-          // even when the response had already arrived (the abort and the producer race; like
-          // fetch, a body not yet read rejects once aborted).
-          this.#source.close()
-          const err = abortErrorFor(this.#signal, 'the request was aborted')
-          this.#reject(err)
-          throw err
-        }
-        if (item === undefined) {
-          const err = new InternalError('the native stream ended without a message')
-          this.#reject(err)
-          throw err
-        }
-        if (item.type === 'message' || item.type === 'error') this.#source.close()
-        if (item.type === 'message') {
-          this.#message = item.message
-          this.#metrics = item.metrics
-          this.#resolve(item.message)
-          return
-        }
-        if (item.type === 'error') {
-          const err = errorOf(item, this.#signal)
-          this.#reject(err)
-          throw err
-        }
+        const item = await this.#read()
+        if (item === null) return
+        if (item.type === 'message_stop') complete = true
         yield item
       }
     } catch (err) {
@@ -230,10 +217,74 @@ class MessageStream {
       throw err
     } finally {
       // Leaving the loop early (break, an exception in the body) cancels the request.
-      if (!this.#source.ended) {
-        this.#source.abort()
-        this.#reject(abortErrorFor(this.#signal, 'the stream was abandoned before the message completed'))
+      if (!this.#source.ended) this.#leave(complete)
+    }
+  }
+
+  /**
+   * The next event, or null once the final message has settled the stream; throws the
+   * request's error, having settled the stream with it.
+   */
+  async #read() {
+    const item = await this.#source.next()
+    if (this.#source.aborted) {
+      // Aborted before the message was read: an AbortError, as the documentation says, even
+      // when the response had already arrived (the abort and the producer race; like fetch, a
+      // body not yet read rejects once aborted).
+      this.#source.close()
+      const err = abortErrorFor(this.#signal, 'the request was aborted')
+      this.#reject(err)
+      throw err
+    }
+    if (item === undefined) {
+      const err = new InternalError('the native stream ended without a message')
+      this.#reject(err)
+      throw err
+    }
+    if (item.type === 'message' || item.type === 'error') this.#source.close()
+    if (item.type === 'message') {
+      this.#message = item.message
+      this.#metrics = item.metrics
+      this.#resolve(item.message)
+      return null
+    }
+    if (item.type === 'error') {
+      const err = errorOf(item, this.#signal)
+      this.#reject(err)
+      throw err
+    }
+    return item
+  }
+
+  /**
+   * A loop left before the final message. After `message_stop` the rest is read in the
+   * background (message() gives the answer, metrics its figures); before, the request is
+   * cancelled.
+   */
+  #leave(complete) {
+    if (complete) {
+      this.#drain()
+      return
+    }
+    this.#source.abort()
+    this.#reject(abortErrorFor(this.#signal, 'the stream was abandoned before the message completed'))
+  }
+
+  /** An iterator closed before its first next(): cancels, as leaving a loop early does. */
+  #leaveUnread() {
+    // Another iterator reads the stream; this one was never its reader.
+    if (this.#iterating) return
+    this.#iterating = true
+    this.#leave(false)
+  }
+
+  async #drain() {
+    try {
+      while ((await this.#read()) !== null) {
+        // Nobody reads these events any more.
       }
+    } catch {
+      // #read settled the stream with the error: message() rejects with it.
     }
   }
 
@@ -294,8 +345,23 @@ function nativeOptions(options) {
   }
   if (fromEnv !== undefined && typeof fromEnv !== 'boolean') throw new InvalidArgumentError('fromEnv must be a boolean')
   if (timeouts !== undefined && !isObject(timeouts)) throw new InvalidArgumentError('timeouts must be an object')
-  if (headers !== undefined && !isObject(headers)) throw new InvalidArgumentError('headers must be an object')
+  if (headers !== undefined) checkHeaders(headers)
   return { provider, apiKey, baseUrl, maxRetries, retryBaseDelayMs, retryMaxDelayMs, timeouts, headers, anthropicVersion, anthropicBeta, fromEnv }
+}
+
+/**
+ * Headers are a plain object of name → string. A Map, a Headers or an array is an object too,
+ * but its entries are not own properties: it would have sent nothing (a Map) or headers named
+ * `0`, `1`, ... (an array).
+ */
+function checkHeaders(headers) {
+  const proto = isObject(headers) ? Object.getPrototypeOf(headers) : undefined
+  if (proto !== Object.prototype && proto !== null) {
+    throw new InvalidArgumentError('headers must be a plain object of header names to strings (for a Map or a Headers: Object.fromEntries(headers))')
+  }
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== 'string') throw new InvalidArgumentError(`headers: the value of ${JSON.stringify(name)} must be a string`)
+  }
 }
 
 function requestJson(request, what) {

@@ -6,12 +6,15 @@
 class FerroloopError extends Error {
   /**
    * @param {string} message
-   * @param {{ code?: string, status?: number | null, requestId?: string | null, cause?: unknown }} [options]
+   * @param {{ code?: string | null, status?: number | null, requestId?: string | null, cause?: unknown }} [options]
    */
   constructor(message, options = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause })
     this.name = new.target.name
-    this.code = options.code ?? new.target.code ?? 'internal'
+    // A subclass's code is its own (index.d.ts: "Always"): a `code` option naming another
+    // would make `err instanceof TimeoutError` and `err.code` disagree. Only FerroloopError
+    // itself takes the code given (a code this version has no class for).
+    this.code = new.target.code ?? options.code ?? 'internal'
     this.status = options.status ?? null
     this.requestId = options.requestId ?? null
   }

@@ -6,6 +6,7 @@
 const native = require('../index.js')
 const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
 const { onAbort } = require('./abort.js')
+const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
 
 const isObject = (v) => v !== null && typeof v === 'object'
@@ -587,9 +588,14 @@ class Turn {
   /**
    * Events as they happen (started, progress, finished, detached) and results in order.
    * Leaving the loop before the turn is done (break, return, a throw: the iterator's
-   * `return()`) cancels and seals the turn; that iterator is then done.
+   * `return()`, also before its first `next()`) cancels and seals the turn; that iterator is
+   * then done.
    */
-  async *[Symbol.asyncIterator]() {
+  [Symbol.asyncIterator]() {
+    return closableIterator(this.#follow(), () => this.#leave())
+  }
+
+  async *#follow() {
     this.#schedule()
     try {
       for (;;) {
@@ -604,13 +610,19 @@ class Turn {
       }
     } finally {
       if (this.#waiters.length === 0) this.#release()
-      if (!this.#done) {
-        // Nobody follows the turn any more: its calls are aborted (as leaving a Client
-        // stream's loop cancels the request), and every call still gets its result.
-        this._cancel(new AbortError("the loop over the turn's events was left early"))
-        this.seal()
-      }
+      this.#leave()
     }
+  }
+
+  /**
+   * Nobody follows the turn any more (a loop left early, an iterator closed unread): its calls
+   * are aborted (as leaving a Client stream's loop cancels the request), and every call still
+   * gets its result.
+   */
+  #leave() {
+    if (this.#done) return
+    this._cancel(new AbortError("the loop over the turn's events was left early"))
+    this.seal()
   }
 }
 

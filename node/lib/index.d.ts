@@ -3,8 +3,12 @@
 
 /** Options shared by every FerroloopError constructor. */
 export interface FerroloopErrorOptions {
-  /** The error code (default: the subclass's code, `internal` for FerroloopError itself). */
-  code?: FerroloopErrorCode | (string & {})
+  /**
+   * The code of a FerroloopError itself (default `internal`; null counts as absent). A
+   * subclass's code is its own: the option does not change it (`new InvalidArgumentError(m,
+   * { code: 'timeout' }).code` is `'invalid_argument'`).
+   */
+  code?: FerroloopErrorCode | (string & {}) | null
   /** HTTP status, for errors from a provider response (default null). */
   status?: number | null
   /** Provider request id when known (default null). */
@@ -159,7 +163,9 @@ export interface ClientErrorDetail {
   partial?: any
   /**
    * StreamTruncatedError: the code of the cause (`connection`, `timeout`, `overloaded`,
-   * `protocol`, ...); the breaking failure itself is the error's `cause` (a FerroloopError).
+   * `protocol`, ...); the breaking failure itself is the error's `cause` (a FerroloopError,
+   * with the detail fields of its own kind: a timeout's `which` and `elapsedMs`, an oversized
+   * event's `limit`, ...).
    */
   reason?: FerroloopErrorCode
   /** The provider's error type (`overloaded_error`, `rate_limit_error`, ...). */
@@ -225,7 +231,7 @@ export interface SseParserOptions {
    * Drop a pending event larger than this many bytes; parsing resumes after the next blank line.
    * A whole number from 1 to below 2^64 (a larger one is refused, not clamped).
    */
-  maxEventBytes?: number
+  maxEventBytes?: number | null
 }
 
 /** A WHATWG Server-Sent-Events parser: feed byte chunks split anywhere, get the completed events. */
@@ -236,11 +242,19 @@ export declare class SseParser {
    * window of its buffer), or a whole ArrayBuffer; returns the events it completed, in order.
    */
   feed(chunk: ArrayBufferView | ArrayBufferLike): SseEvent[]
-  /** Ends the stream; true when an unterminated event was discarded. */
+  /**
+   * Ends the stream; true when an unterminated event (its id field included) was discarded.
+   * `lastEventId` and `retry` are kept for a new stream (a reconnection).
+   */
   finish(): boolean
   /** Reconnection time from the last valid `retry` field, in milliseconds, or null. */
   readonly retry: number | null
-  /** The last event id seen. */
+  /**
+   * The last event id: what a reconnection sends as Last-Event-ID. An id field takes effect at
+   * the blank line that ends its event (also one with no data, which yields no event); until
+   * then the previous value is returned, and an event cut off by finish() never changes it. An
+   * empty id field resets it to `''`.
+   */
   readonly lastEventId: string
   /** Events dropped for exceeding `maxEventBytes`. */
   readonly droppedEvents: number
@@ -334,25 +348,25 @@ export interface ToolDeclaration<Input = any> {
   /** The tool's name (unique per executor), as the model calls it. */
   name: string
   /** What the tool does: sent to the model in the tool's definition (an `Agent` run). */
-  description?: string
+  description?: string | null
   /**
    * May run in parallel with other safe calls (default false: runs alone, a barrier). A
    * function decides per call from the input, once: when the call is submitted to `run()` or
    * `turn().submit()`, or (in an `Agent` run) when the loop admits the model's call. A throwing
    * function makes the call exclusive.
    */
-  concurrencySafe?: boolean | ((input: Input) => boolean)
+  concurrencySafe?: boolean | ((input: Input) => boolean) | null
   /** Per-call timeout in milliseconds, above 0 (0 is refused; default: the executor's). */
-  timeoutMs?: number
+  timeoutMs?: number | null
   /**
    * Result limit in characters (oversized results become a preview plus a spill file); Infinity
    * for none. A whole number below 2^64 (a larger one is refused, not clamped).
    */
-  maxResultChars?: number
+  maxResultChars?: number | null
   /** JSON Schema of the input; violating inputs get an is_error result without a call. */
-  schema?: Record<string, unknown>
+  schema?: Record<string, unknown> | null
   /** A failure cancels the running and later siblings of the same turn (shell-like tools). */
-  cancelsSiblingsOnError?: boolean
+  cancelsSiblingsOnError?: boolean | null
 }
 
 /**
@@ -364,20 +378,20 @@ export interface ToolDeclaration<Input = any> {
  */
 export interface ToolExecutorOptions {
   /** At most this many calls at once, at least 1 (0 is refused; default 10). */
-  maxConcurrency?: number
+  maxConcurrency?: number | null
   /** Timeout for tools that declare none, in milliseconds, above 0 (0 is refused; default: none). */
-  defaultTimeoutMs?: number
+  defaultTimeoutMs?: number | null
   /** Time a cancelled or timed-out tool gets to stop, in milliseconds (default 5000). */
-  cleanupGraceMs?: number
+  cleanupGraceMs?: number | null
   /** Result limit for tools that declare none, in characters (default 50,000). */
-  defaultMaxResultChars?: number
+  defaultMaxResultChars?: number | null
   /** Aggregate limit of one turn's results in characters (default 200,000); Infinity disables it. */
-  turnBudgetChars?: number
+  turnBudgetChars?: number | null
   /**
    * Directory for spill files of oversized results (default: `ferroloop-tool-results` in the OS
    * temp dir). Another type than a string, or the empty string, is an `InvalidArgumentError`.
    */
-  spillDir?: string
+  spillDir?: string | null
 }
 
 /** Final status of one call. */
@@ -450,7 +464,7 @@ export declare class ToolExecutor {
    * active here are visible inside them; concurrent runs each see their own). An option other
    * than `signal` is an `InvalidArgumentError`; `signal: null` is none.
    */
-  run(toolUses: ToolUse[], options?: { signal?: AbortSignal }): Promise<ToolResult[]>
+  run(toolUses: ToolUse[], options?: { signal?: AbortSignal | null }): Promise<ToolResult[]>
   /**
    * Starts a streaming turn. It takes no options: an object with a key (`{ signal }`) is an
    * `InvalidArgumentError` (abort a turn with `cancel()`).
@@ -514,9 +528,9 @@ export type DecodeEvent =
  */
 export interface StreamDecoderOptions {
   /** The wire format of the stream (default `'anthropic'`, as Python's `StreamDecoder()`). */
-  provider?: 'anthropic' | 'openai-chat' | 'openai-responses'
+  provider?: 'anthropic' | 'openai-chat' | 'openai-responses' | null
   /** Record typed events (default true); false accumulates only (sealing events still come). */
-  events?: boolean
+  events?: boolean | null
 }
 
 /** Decodes a provider's raw SSE stream: typed events per chunk, the accumulated message. */
@@ -563,7 +577,7 @@ export type Tokenizer = 'claude' | 'claude-legacy' | 'o200k' | 'cl100k' | 'o200k
  */
 export declare function estimateTokens(
   input: string | Uint8Array | unknown[] | Record<string, unknown>,
-  options?: { tokenizer?: Tokenizer },
+  options?: { tokenizer?: Tokenizer | null } | null,
 ): number
 
 /**
@@ -600,7 +614,7 @@ export interface RequestEstimate {
  */
 export declare function estimateRequest(
   body: { system?: unknown; tools?: unknown[]; messages?: unknown[]; instructions?: unknown; input?: unknown; [key: string]: unknown },
-  options?: { tokenizer?: Tokenizer },
+  options?: { tokenizer?: Tokenizer | null } | null,
 ): RequestEstimate
 
 /** Where a token count stands against a budget. */
@@ -613,9 +627,9 @@ export type BudgetState = 'ok' | 'warning' | 'auto_compact' | 'blocking'
  */
 export interface ContextBudgetOptions {
   /** The model's context window (required unless `model` is given; not beside `model`). */
-  window?: number
+  window?: number | null
   /** The request's max output tokens (required unless `model` is given; not beside `model`). */
-  maxOutputTokens?: number
+  maxOutputTokens?: number | null
   /**
    * Take the window and max output from the built-in model table (the longest matching name
    * prefix, in any letter case and gateway spelling; a `[1m]` suffix selects a 1,000,000-token
@@ -623,21 +637,21 @@ export interface ContextBudgetOptions {
    * InvalidArgumentError (it was ignored). A model not in the table gets a 200,000-token window
    * and 32,000 max output tokens, as in Python and C: check `window` when it may be unknown.
    */
-  model?: string
+  model?: string | null
   /** At most this much output is reserved out of the window (20,000). */
-  outputReserveCap?: number
+  outputReserveCap?: number | null
   /**
    * Auto-compact this far below the effective window (13,000). At least `blockingBuffer` (the
    * default of the one not given counts): a budget that would block before it compacts throws
    * an InvalidArgumentError naming both, as in Python and C.
    */
-  autocompactBuffer?: number
+  autocompactBuffer?: number | null
   /** Warn this far below the auto-compact threshold (20,000). */
-  warningBuffer?: number
+  warningBuffer?: number | null
   /** Block this far below the effective window (3,000). */
-  blockingBuffer?: number
+  blockingBuffer?: number | null
   /** Auto-compact at this percentage of the effective window when that is lower. */
-  autocompactPercent?: number
+  autocompactPercent?: number | null
 }
 
 /** Context thresholds for one model. */
@@ -674,7 +688,7 @@ export interface TokenCount {
 
 /** Tracks a conversation's token size: provider usage for the covered prefix, estimates after it. */
 export declare class ContextTracker {
-  constructor(options?: { tokenizer?: Tokenizer })
+  constructor(options?: { tokenizer?: Tokenizer | null } | null)
   /** The tokenizer family of the estimates. */
   readonly tokenizer: Tokenizer
   /**
@@ -708,7 +722,7 @@ export declare class ContextTracker {
    * and C). Throws an InvalidArgumentError for a count that is not a non-negative integer
    * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
    */
-  recordUsage(usage: Record<string, unknown>, covered?: number): void
+  recordUsage(usage: Record<string, unknown>, covered?: number | null): void
   /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */
   correction: number
   /** The context's size now. */
@@ -723,7 +737,7 @@ export declare class ContextTracker {
  * line over 1 MiB is counted in 1 MiB pieces, a token or so apart per piece).
  */
 export declare class TextEstimator {
-  constructor(options?: { tokenizer?: Tokenizer })
+  constructor(options?: { tokenizer?: Tokenizer | null } | null)
   /**
    * Adds the next piece: a string (it may end between the halves of a surrogate pair), or UTF-8
    * bytes (a character may be split between pieces).
@@ -743,17 +757,17 @@ export type Provider = 'anthropic' | 'openai-chat' | 'openai-responses'
  */
 export interface ClientTimeouts {
   /** TCP (and proxy) connection (default 30,000). */
-  connectMs?: number
+  connectMs?: number | null
   /** From sending the request to the response headers (default 600,000). */
-  firstByteMs?: number
+  firstByteMs?: number | null
   /** From the headers to the first event (default 90,000). */
-  firstEventMs?: number
+  firstEventMs?: number | null
   /** Between two events (default 90,000). */
-  idleMs?: number
+  idleMs?: number | null
   /** A gap this long is reported once as a `stalled` event (default 30,000). */
-  stallNoticeMs?: number
+  stallNoticeMs?: number | null
   /** The whole request, retries included (default 600,000). */
-  totalMs?: number
+  totalMs?: number | null
 }
 
 /**
@@ -763,11 +777,11 @@ export interface ClientTimeouts {
  */
 export interface ClientOptions {
   /** Default `anthropic`. */
-  provider?: Provider
+  provider?: Provider | null
   /** Default: `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` (unless `fromEnv: false`). */
-  apiKey?: string
+  apiKey?: string | null
   /** Default: `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` (unless `fromEnv: false`), else the public endpoint. */
-  baseUrl?: string
+  baseUrl?: string | null
   /**
    * Retries after the first attempt (default 10; 0 disables retries), on 408/409/429/5xx/529
    * and connection failures before the first event, and on a provider error of a transient class
@@ -780,27 +794,27 @@ export interface ClientOptions {
    * that keeps failing (a refused connection, say) is retried for about 80 s on average (at most
    * 160 s of waits) before the error; no retry is made past `timeouts.totalMs`.
    */
-  maxRetries?: number
+  maxRetries?: number | null
   /** The first backoff ceiling in milliseconds (default 500, doubling per retry, full jitter). */
-  retryBaseDelayMs?: number
+  retryBaseDelayMs?: number | null
   /** The largest backoff ceiling in milliseconds (default 32,000). */
-  retryMaxDelayMs?: number
+  retryMaxDelayMs?: number | null
   /** Watchdog timeouts. */
-  timeouts?: ClientTimeouts
+  timeouts?: ClientTimeouts | null
   /** Extra headers sent with every request. */
-  headers?: Record<string, string>
+  headers?: Record<string, string> | null
   /** The `anthropic-version` header (default `2023-06-01`). */
-  anthropicVersion?: string
+  anthropicVersion?: string | null
   /** `anthropic-beta` header values. */
-  anthropicBeta?: string[]
+  anthropicBeta?: string[] | null
   /** Read `apiKey`, `baseUrl` and proxies from the environment when not given (default true). */
-  fromEnv?: boolean
+  fromEnv?: boolean | null
 }
 
-/** Per-request options (another key is an `InvalidArgumentError`). */
+/** Per-request options (another key is an `InvalidArgumentError`; `null` counts as absent). */
 export interface RequestOptions {
   /** Aborts the request at once (the Promise rejects / the iteration throws an AbortError). */
-  signal?: AbortSignal
+  signal?: AbortSignal | null
 }
 
 /** Measurements of a completed request. */
@@ -873,7 +887,7 @@ export declare class Client {
   readonly baseUrl: string
   /** Starts a streaming request (`stream: true` is set). */
   stream(request: Record<string, unknown>, options?: RequestOptions): MessageStream
-  /** A non-streaming request: the provider's JSON response. */
+  /** A non-streaming request (`stream: false` is sent, whatever `request` says): the provider's JSON response. */
   create(request: Record<string, unknown>, options?: RequestOptions): Promise<any>
 }
 
@@ -897,26 +911,26 @@ export interface AgentOptions {
    */
   model: string
   /** The system prompt. */
-  system?: string
+  system?: string | null
   /** JS tools (a ToolExecutor) and/or built-in tool names. */
-  tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName>
+  tools?: ToolExecutor | BuiltinToolName | Array<ToolExecutor | BuiltinToolName> | null
   /** The directory the built-in tools are confined to (default: the current directory). */
-  workspace?: string
+  workspace?: string | null
   /**
    * Turns at most (default 50; 0: none, the run stops at once with `max_turns`). A request sent
    * again for the same turn (a fallback model, a retried truncated stream, a raised `maxTokens`,
    * a refused field, a compaction after a refusal as too long) counts once.
    */
-  maxTurns?: number
+  maxTurns?: number | null
   /** `max_tokens` per request (default 8,192). */
-  maxTokens?: number
+  maxTokens?: number | null
   /**
    * Input + output tokens over the run, at most (0: no model call, the run stops with `budget`;
    * a last answer that ends the run itself stops with its own reason, whatever it spent).
    */
-  tokenBudget?: number
+  tokenBudget?: number | null
   /** Continuations after a `max_tokens` stop in text (default 3). */
-  maxContinuations?: number
+  maxContinuations?: number | null
   /**
    * The output limit a turn cut by `max_tokens` is asked again with, once, before it is
    * continued (default 64,000; 0: never): the cut response is discarded (its calls not run, its
@@ -924,9 +938,9 @@ export interface AgentOptions {
    * the context window left and what the token budget leaves; not raised for a model the built-in table does not know, nor
    * when `extra` sets the output limit. Python's `escalated_max_tokens`.
    */
-  escalatedMaxTokens?: number
+  escalatedMaxTokens?: number | null
   /** Recent tool results microcompact keeps (default 5); the last turn's, not yet read by the model, are always kept. */
-  keepRecentToolResults?: number
+  keepRecentToolResults?: number | null
   /**
    * The model to switch to when the model is overloaded (a call failing with HTTP 529 or an
    * `overloaded_error` after the client's retries, or seeing `fallbackAfter529Retries` consecutive
@@ -937,23 +951,23 @@ export interface AgentOptions {
    * overload announced mid-stream, which the client cannot retry, then has the turn asked
    * again once of the same model).
    */
-  fallbackModel?: string
+  fallbackModel?: string | null
   /**
    * Consecutive overload retries (529s, and overload events without one) within one call, a
    * turn's or the built-in summariser's, after which the run falls back (default 3; 0: only
    * when the call fails). Only with `fallbackModel`.
    */
-  fallbackAfter529Retries?: number
+  fallbackAfter529Retries?: number | null
   /** Place `cache_control` breakpoints (default true). */
-  promptCaching?: boolean
+  promptCaching?: boolean | null
   /** Tokenizer family for estimates. */
-  tokenizer?: Tokenizer
+  tokenizer?: Tokenizer | null
   /**
    * Extra fields merged into every request (temperature, thinking, metadata, ...), except
    * `tools`: an array added to the tools' definitions (tools the provider runs itself, such as
    * Anthropic's `{ type: 'web_search_20250305', name: 'web_search' }`).
    */
-  extra?: Record<string, unknown>
+  extra?: Record<string, unknown> | null
 }
 
 /** Why a run stopped. */
@@ -1132,5 +1146,5 @@ export declare class Agent {
    * of this call (`AsyncLocalStorage` values active here are visible inside them). An option
    * other than `signal` and `messages` is an `InvalidArgumentError`.
    */
-  run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal; messages?: unknown[] }): AgentRun
+  run(prompt: string | unknown[] | null, options?: { signal?: AbortSignal | null; messages?: unknown[] | null }): AgentRun
 }

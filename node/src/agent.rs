@@ -20,7 +20,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use crate::client::NativeClient;
-use crate::error::FerroloopError;
+use crate::error::{FerroloopError, invalid_json};
 use crate::exec::{
     ExecutorOptions, ToolSpec, WakeFn, executor_config, register_js_tool, small_count, whole,
 };
@@ -105,11 +105,13 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
     if let Some(text) = &options.extra_json {
         match serde_json::from_str(text) {
             Ok(Value::Object(extra)) => config.extra = extra,
-            _ => {
+            Ok(_) => {
                 return Err(FerroloopError::invalid_argument(
                     "extra must be a JSON object",
                 ));
             }
+            // JSON.stringify made the text: a refusal is the depth limit, said as such.
+            Err(err) => return Err(invalid_json("extra", &err)),
         }
     }
     // Refused when the agent is made (as in Python and C) rather than by every run.
@@ -240,9 +242,14 @@ impl NativeAgent {
         run_id: Option<u32>,
     ) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
-            let messages: Vec<Value> = serde_json::from_str(&messages_json).map_err(|err| {
-                FerroloopError::invalid_argument(format!("messages must be a JSON array: {err}"))
-            })?;
+            // JSON.stringify made the text: a refusal is the depth limit, said as such.
+            let messages = match serde_json::from_str(&messages_json) {
+                Ok(Value::Array(messages)) => Ok(messages),
+                Ok(_) => Err(FerroloopError::invalid_argument(
+                    "messages must be a JSON array",
+                )),
+                Err(err) => Err(invalid_json("the conversation", &err)),
+            }?;
             let agent = self.inner.clone();
             pump::start(
                 OnAbort::TellProducer,

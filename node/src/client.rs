@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use napi_derive::napi;
 use serde_json::{Map, Value, json};
 
-use crate::error::FerroloopError;
+use crate::error::{FerroloopError, invalid_json};
 use crate::exec::{millis, small_count, timeout_millis};
 use crate::guard;
 use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
@@ -161,55 +161,66 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
     })
 }
 
-/// The error item of a failed request: the code, plus `partial` (the message received before
-/// a truncation), `reason` (the code of a truncation's cause) and `cause` (that cause as an
-/// error item's fields), `errorType` (the provider's), `retryAfterMs`, a timeout's `which`
-/// and `elapsedMs`, a prompt too long's `tokens` and `limit`, and an oversized event's `limit`
-/// (a protocol error), where they apply.
+/// The error item of a failed request: `{"type": "error", "error": fields}`, the fields being
+/// [`error_fields`]'s.
 pub fn client_error_item(error: &ClientError) -> String {
-    let mut extra = Map::new();
+    json!({"type": "error", "error": error_fields(error)}).to_string()
+}
+
+/// The fields of `error` as JS sees them: the code, message, status and request id, plus
+/// `partial` (the message received before a truncation), `reason` (the code of a truncation's
+/// cause) and `cause` (that cause's own fields), `errorType` (the provider's), `retryAfterMs`,
+/// a timeout's `which` and `elapsedMs`, a prompt too long's `tokens` and `limit`, and an
+/// oversized event's `limit` (a protocol error), where they apply.
+///
+/// A truncation's `cause` is built by this same function, so it carries every detail a
+/// top-level error of its kind has (the README promises a timeout cause's `which` and
+/// `elapsedMs`, a protocol cause's `limit`).
+fn error_fields(error: &ClientError) -> Map<String, Value> {
+    let top = FerroloopError::from(error);
+    let mut fields = Map::new();
+    fields.insert("code".into(), json!(top.code.as_str()));
+    fields.insert("message".into(), json!(top.message));
+    fields.insert("status".into(), json!(top.status));
+    fields.insert("requestId".into(), json!(top.request_id));
     if let ClientError::Truncated { partial, cause, .. } = error {
-        extra.insert(
+        fields.insert(
             "partial".into(),
             partial.message.as_deref().cloned().unwrap_or(Value::Null),
         );
-        let root = FerroloopError::from(cause.root());
-        extra.insert("reason".into(), json!(root.code.as_str()));
-        // The breaking failure itself (JS: the error's `cause`; Python: `__cause__`).
-        extra.insert(
-            "cause".into(),
-            json!({
-                "code": root.code.as_str(),
-                "message": root.message,
-                "status": root.status,
-                "requestId": root.request_id,
-            }),
+        let root = cause.root();
+        fields.insert(
+            "reason".into(),
+            json!(FerroloopError::from(root).code.as_str()),
         );
+        // The breaking failure itself (JS: the error's `cause`; Python: `__cause__`). `root`
+        // is never a truncation, so this recursion is one level deep.
+        fields.insert("cause".into(), Value::Object(error_fields(root)));
     }
     if let Some(kind) = error.details().and_then(|d| d.error_type.as_deref()) {
-        extra.insert("errorType".into(), json!(kind));
+        fields.insert("errorType".into(), json!(kind));
     }
     // A rate limit's, an overload's or a server error's `retry-after`, also through a truncated
     // stream's cause (Python's `retry_after`, in seconds there).
     if let Some(wait) = error.retry_after() {
-        extra.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
+        fields.insert("retryAfterMs".into(), json!(wait.as_secs_f64() * 1e3));
     }
     // The prompt's size and the model's limit when the provider's message said them
     // (Python's `PromptTooLongError.tokens` and `.limit`; `null` when it did not).
     if let ClientError::PromptTooLong { tokens, limit, .. } = error {
-        extra.insert("tokens".into(), json!(tokens));
-        extra.insert("limit".into(), json!(limit));
+        fields.insert("tokens".into(), json!(tokens));
+        fields.insert("limit".into(), json!(limit));
     }
     // The cap an oversized event hit (Python's `ProtocolError.limit`).
     if let ClientError::EventTooLarge { limit, .. } = error {
-        extra.insert("limit".into(), json!(limit));
+        fields.insert("limit".into(), json!(limit));
     }
     // Which watchdog fired and when (Python's `APITimeoutError.which` and `.elapsed`).
     if let ClientError::Timeout { which, elapsed, .. } = error {
-        extra.insert("which".into(), json!(which.to_string()));
-        extra.insert("elapsedMs".into(), json!(elapsed.as_secs_f64() * 1e3));
+        fields.insert("which".into(), json!(which.to_string()));
+        fields.insert("elapsedMs".into(), json!(elapsed.as_secs_f64() * 1e3));
     }
-    pump::error_item(&FerroloopError::from(error), extra)
+    fields
 }
 
 /// A client for one provider endpoint; streams and requests run on napi's tokio runtime.
@@ -291,26 +302,26 @@ impl NativeClient {
     }
 }
 
-/// The request body with `"stream"` set as asked, and, for Anthropic, its `betas` taken out
-/// (they are sent as `anthropic-beta`).
+/// The request body with `"stream"` set as asked (whatever the caller gave), and, for
+/// Anthropic, its `betas` taken out (they are sent as `anthropic-beta`).
 fn request_body(
     body: &str,
     stream: bool,
     provider: Provider,
 ) -> Result<(String, Vec<String>), FerroloopError> {
-    let mut value: Value = serde_json::from_str(body).map_err(|err| {
-        FerroloopError::invalid_argument(format!("the request is not valid JSON: {err}"))
-    })?;
+    let mut value: Value =
+        serde_json::from_str(body).map_err(|err| invalid_json("the request", &err))?;
     let Some(fields) = value.as_object_mut() else {
         return Err(FerroloopError::invalid_argument(
             "the request must be a JSON object",
         ));
     };
-    if stream {
-        fields.insert("stream".into(), Value::Bool(true));
-    }
+    // Set both ways: a `create()` given `stream: true` would get an event stream back, which
+    // it cannot read (as Python's and C's `create`, which send `false`).
+    fields.insert("stream".into(), Value::Bool(stream));
     let betas = if provider == Provider::Anthropic {
         ferroloop::client::take_betas(&mut value)
+            .map_err(|error| FerroloopError::invalid_argument(error.to_string()))?
     } else {
         Vec::new()
     };
@@ -427,5 +438,49 @@ mod tests {
         assert_eq!(item["requestId"], "req_1");
         // Python's ProtocolError.limit.
         assert_eq!(item["limit"], 1024);
+    }
+
+    /// A truncation's cause carries the details a top-level error of its kind has: a timeout
+    /// its `which` and `elapsedMs`, an oversized event its `limit`.
+    #[test]
+    fn a_truncation_s_cause_carries_its_details() {
+        let truncated = |cause| ClientError::Truncated {
+            partial: ferroloop::client::PartialResponse::default(),
+            cause: Box::new(cause),
+            request_id: Some("req_t".to_owned()),
+        };
+        let idle = ClientError::Timeout {
+            which: ferroloop::client::TimeoutKind::Idle,
+            elapsed: Duration::from_millis(250),
+            request_id: Some("req_t".to_owned()),
+        };
+        let top = fields(&client_error_item(&idle));
+        let item = fields(&client_error_item(&truncated(idle)));
+        assert_eq!(item["reason"], "timeout");
+        assert_eq!(item["cause"], top);
+        assert_eq!(item["cause"]["which"], "idle");
+        assert_eq!(item["cause"]["elapsedMs"], 250.0);
+        let oversized = ClientError::EventTooLarge {
+            limit: 1024,
+            request_id: None,
+        };
+        let item = fields(&client_error_item(&truncated(oversized)));
+        assert_eq!(item["reason"], "protocol");
+        assert_eq!(item["cause"]["code"], "protocol");
+        assert_eq!(item["cause"]["limit"], 1024);
+    }
+
+    /// `create()` asks for a JSON answer whatever the request said; `stream()` for events.
+    #[test]
+    fn the_stream_flag_is_set_as_the_call_needs() {
+        let flag = |body: &str, stream: bool| {
+            request_body(body, stream, Provider::Anthropic)
+                .ok()
+                .and_then(|(text, _)| serde_json::from_str::<Value>(&text).ok())
+                .map(|value| value["stream"].clone())
+        };
+        assert_eq!(flag(r#"{"stream": true}"#, false), Some(json!(false)));
+        assert_eq!(flag("{}", false), Some(json!(false)));
+        assert_eq!(flag(r#"{"stream": false}"#, true), Some(json!(true)));
     }
 }

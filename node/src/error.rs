@@ -169,6 +169,28 @@ impl From<&ferroloop::client::ClientError> for FerroloopError {
     }
 }
 
+/// How deep serde_json nests when it reads JSON text: a value nested deeper (an array in an
+/// array ... 129 times) is refused, so that reading it cannot overflow the stack.
+pub const JSON_DEPTH_LIMIT: usize = 128;
+
+/// The `invalid_argument` error for JSON text (`what`: `the request`, `extra`, ...) that
+/// serde_json refused with `err`. JSON the JS side produced with `JSON.stringify` is valid, so
+/// the likely refusal is the depth limit: serde_json words it "recursion limit exceeded" and
+/// calls it a syntax error, which read as "not valid JSON" (or, for `extra`, "must be a JSON
+/// object") and sent users looking for a syntax error that is not there. It says the depth.
+pub fn invalid_json(what: &str, err: &serde_json::Error) -> FerroloopError {
+    // serde_json has no category of its own for the limit (it is a syntax error there); its
+    // message is the only sign of it.
+    if err.to_string().starts_with("recursion limit exceeded") {
+        FerroloopError::invalid_argument(format!(
+            "{what} is nested deeper than {JSON_DEPTH_LIMIT} levels (the limit of a JSON value \
+             ferroloop reads): flatten it"
+        ))
+    } else {
+        FerroloopError::invalid_argument(format!("{what} is not valid JSON: {err}"))
+    }
+}
+
 impl fmt::Display for FerroloopError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
@@ -196,6 +218,28 @@ mod tests {
             err.tagged_message(),
             "[ferroloop:rate_limited:429:req_1_x] slow down"
         );
+    }
+
+    /// The message of JSON deeper than serde_json reads says so, not "not valid JSON".
+    #[test]
+    fn json_nested_too_deep_is_named_as_such() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let err = serde_json::from_str::<serde_json::Value>(&deep)
+            .err()
+            .map(|err| invalid_json("the request", &err));
+        assert_eq!(
+            err.map(|err| (err.code, err.message)),
+            Some((
+                ErrorCode::InvalidArgument,
+                "the request is nested deeper than 128 levels (the limit of a JSON value \
+                 ferroloop reads): flatten it"
+                    .to_owned()
+            ))
+        );
+        let bad = serde_json::from_str::<serde_json::Value>("{")
+            .err()
+            .map(|err| invalid_json("the request", &err).message);
+        assert!(bad.is_some_and(|m| m.starts_with("the request is not valid JSON: ")));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::{Value, json};
 
-use crate::error::FerroloopError;
+use crate::error::{FerroloopError, invalid_json};
 use crate::guard;
 use crate::joined::Parts;
 use crate::js_tools::{JsToolQueues, ReplyContent};
@@ -244,12 +244,8 @@ impl JsTool {
     ) -> Result<Self, FerroloopError> {
         let schema = match &spec.schema_json {
             None => json!({"type": "object"}),
-            Some(text) => serde_json::from_str(text).map_err(|err| {
-                FerroloopError::invalid_argument(format!(
-                    "tool {}: schema is not valid JSON: {err}",
-                    spec.name
-                ))
-            })?,
+            Some(text) => serde_json::from_str(text)
+                .map_err(|err| invalid_json(&format!("tool {}: schema", spec.name), &err))?,
         };
         // Zero is the core registry's to refuse (see `register_js_tool`).
         let timeout = spec
@@ -636,7 +632,8 @@ impl NativeTurn {
             let extra: Vec<Value> = if extra_json.is_empty() {
                 Vec::new()
             } else {
-                serde_json::from_str(&extra_json).map_err(|err| invalid(&err.to_string()))?
+                serde_json::from_str(&extra_json)
+                    .map_err(|err| invalid_json("a tool use's input", &err))?
             };
             let mut extra = extra.into_iter();
             let units = items.chunks_exact(3).map(|item| item[2] as usize).sum();

@@ -6,7 +6,7 @@ use ferroloop::tokens::{self as core_tokens, Family, ModelTable, Usage};
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::error::FerroloopError;
+use crate::error::{FerroloopError, invalid_json};
 use crate::exec::whole;
 use crate::guard;
 
@@ -22,8 +22,7 @@ fn family(name: Option<String>) -> Result<Family, FerroloopError> {
 /// The value of JSON text from `JSON.stringify`; a lone surrogate in a string counts as U+FFFD
 /// (see [`core_tokens::json_text`]), as in a plain string and in Python and C.
 fn parse_json(text: &str, what: &str) -> Result<Value, FerroloopError> {
-    core_tokens::json_text::parse_json_for_counting(text)
-        .map_err(|err| FerroloopError::invalid_argument(format!("{what} is not valid JSON: {err}")))
+    core_tokens::json_text::parse_json_for_counting(text).map_err(|err| invalid_json(what, &err))
 }
 
 /// Estimated tokens of `text` for a tokenizer family (`claude` by default).

@@ -301,6 +301,41 @@ test('result() after leaving the events early gives the stop event of the cancel
   )
 })
 
+test("closing a run's iterator before reading cancels the run; result() gives its stop", async () => {
+  // An async generator closed before its first next() runs neither its body nor its finally:
+  // the run went on (its tool ran, the model was asked again) although the loop was left.
+  const toolTurn = anthropicEvents([{ type: 'tool_use', id: 'toolu_x', name: 'noop', input: {} }], { stopReason: 'tool_use' })
+  await withServer(
+    () => serveScript({ responses: [{ body: { events: toolTurn } }], when_exhausted: 'repeat_last' }),
+    async (client) => {
+      let calls = 0
+      const executor = new ToolExecutor().tool({ name: 'noop', concurrencySafe: true }, () => {
+        calls++
+        return 'ok'
+      })
+      const agent = new Agent(client, { model: 'replay', tools: executor, maxTurns: 50 })
+      const run = agent.run('Loop.')
+      assert.deepEqual(await run[Symbol.asyncIterator]().return(), { done: true, value: undefined })
+      let timer
+      const stop = await Promise.race([
+        run.result(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error('result() hung after the iterator was closed')), 10_000)
+        }),
+      ]).finally(() => clearTimeout(timer))
+      assert.equal(stop.reason, 'aborted')
+      assert.ok(stop.turns <= 1, `the run went on for ${stop.turns} turns`)
+      assert.ok(calls <= 1, `the tool ran ${calls} times`)
+      assertPaired(stop.messages)
+      const err = await run[Symbol.asyncIterator]().next().then(
+        () => assert.fail('a second iteration was allowed'),
+        (e) => e,
+      )
+      assert.ok(err instanceof ferroloop.InvalidStateError, String(err))
+    },
+  )
+})
+
 test('concurrencySafe as a function in an agent: decided per call from its input', async () => {
   // Two reads run together (each waits for the other); the write and the call whose predicate
   // throws run alone: nothing else runs while they do.
@@ -367,6 +402,20 @@ test('concurrencySafe as a function in an agent: decided per call from its input
       // The reads overlapped; the write, the undecidable call and the read after them ran alone.
       assert.deepEqual(new Map(overlaps), new Map([['a', 1], ['b', 2], ['c', 1], ['d', 1], ['e', 1]]))
       assertPaired(stop.messages)
+    },
+  )
+})
+
+test("an agent's extra betas that are not flags stop the run with an error before any request", async () => {
+  // They were dropped without a word: the request went out without the features asked for.
+  await withServer(
+    () => serveScript({ responses: [] }, { log: true }),
+    async (client, server) => {
+      const stop = await new Agent(client, { model: 'replay', extra: { betas: ['ok', 5] } }).run('hi').result()
+      assert.equal(stop.reason, 'error')
+      assert.equal(stop.errorCode, 'invalid_configuration')
+      assert.match(stop.error, /betas must be a flag or an array of flags \(strings\): item 1 is a number/)
+      assert.equal(server.requests.length, 0)
     },
   )
 })

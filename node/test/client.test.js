@@ -289,17 +289,61 @@ test('breaking out of the iteration cancels the request', async () => {
   })
 })
 
+test('breaking out at message_stop keeps the finished answer: message() and metrics still come', async () => {
+  // Before, leaving the loop after the end marker was "abandoned before the message completed":
+  // the final message is a separate item that comes after message_stop.
+  await withServer([hello()], {}, async (client) => {
+    const stream = client.stream(request)
+    for await (const event of stream) if (event.type === 'message_stop') break
+    const message = await stream.message()
+    assert.deepEqual(message.content, [{ type: 'text', text: 'Hello there, world' }])
+    assert.equal(message.stop_reason, 'end_turn')
+    assert.deepEqual(stream.completedMessage, message)
+    assert.equal(stream.metrics.attempts, 1)
+  })
+})
+
+test("closing a stream's iterator before reading cancels the request; the stream was iterated", async () => {
+  // An async generator closed before its first next() runs neither its body nor its finally.
+  await withServer([hello({ fault: { kind: 'stall_after', bytes: 400, ms: 60000 } })], {}, async (client) => {
+    const stream = client.stream(request)
+    assert.deepEqual(await stream[Symbol.asyncIterator]().return(), { done: true, value: undefined })
+    await assert.rejects(stream.message(), ferroloop.AbortError)
+    const err = await failure(stream[Symbol.asyncIterator]().next())
+    assert.ok(err instanceof ferroloop.InvalidStateError, String(err))
+  })
+  // An iterator closed unread while another one reads the stream leaves the reader alone.
+  await withServer([hello()], {}, async (client) => {
+    const stream = client.stream(request)
+    const reader = stream[Symbol.asyncIterator]()
+    assert.equal((await reader.next()).value.type, 'message_start')
+    await stream[Symbol.asyncIterator]().return()
+    for (let item = await reader.next(); !item.done; item = await reader.next()) assert.ok(item.value.type)
+    assert.equal((await stream.message()).stop_reason, 'end_turn')
+  })
+})
+
 test('create() returns the JSON response; errors are typed the same way', async () => {
   const body = { id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'text', text: 'Hi!' }], stop_reason: 'end_turn' }
   await withServer([{ status: 529, body: errorBody('overloaded_error', 'busy') }, { body: { json: body } }], {}, async (client, server) => {
     assert.deepEqual(await client.create(request), body)
     const requests = await server.waitForRequests(2)
-    assert.equal(JSON.parse(requests[1].body).stream, undefined, 'create sends the request as given')
+    assert.equal(JSON.parse(requests[1].body).stream, false, 'create asks for one JSON answer')
   })
   await withServer([{ status: 404, body: errorBody('not_found_error', 'no model') }], {}, async (client) => {
     const err = await failure(client.create(request))
     assert.ok(err instanceof ferroloop.NotFoundError)
     assert.equal(err.status, 404)
+  })
+})
+
+test('betas that are not flags are refused before anything is sent (they were dropped without a word)', async () => {
+  await withServer([], {}, async (client, server) => {
+    for (const [betas, why] of [[5, 'it is a number'], [['ok', 123], 'item 1 is a number'], [{ flag: 1 }, 'it is an object']]) {
+      assert.throws(() => client.stream({ ...request, betas }), (err) => err instanceof ferroloop.InvalidArgumentError && err.message.endsWith(why), why)
+      await assert.rejects(client.create({ ...request, betas }), (err) => err instanceof ferroloop.InvalidArgumentError && err.message.endsWith(why), why)
+    }
+    assert.equal(server.requests.length, 0)
   })
 })
 
@@ -326,6 +370,24 @@ test('bad options and requests are InvalidArgumentErrors; a refused connection i
   assert.throws(() => client.stream('not an object'), ferroloop.InvalidArgumentError)
   const err = await failure(client.stream({ model: 'm', messages: [] }).message())
   assert.ok(err instanceof ferroloop.ConnectionError, String(err))
+})
+
+test('headers are a plain object of strings: a Map, an array or a non-string value is refused', async () => {
+  // A Map sent no header at all and an array sent headers named `0`, `1`, ...
+  const refused = [
+    [new Map([['x-a', 'b']]), /plain object/],
+    [['x-a'], /plain object/],
+    [{ 'x-a': 1 }, /"x-a" must be a string/],
+  ]
+  if (typeof Headers === 'function') refused.push([new Headers({ 'x-a': 'b' }), /Object\.fromEntries/])
+  for (const [headers, message] of refused) {
+    assert.throws(() => new Client({ apiKey: 'k', headers }), (err) => err instanceof ferroloop.InvalidArgumentError && message.test(err.message), String(headers))
+  }
+  await withServer([hello()], { headers: Object.assign(Object.create(null), { 'x-extra': 'yes' }) }, async (client, server) => {
+    await client.stream(request).message()
+    const [sent] = await server.waitForRequests(1)
+    assert.equal(header(sent, 'x-extra'), 'yes')
+  })
 })
 
 test('retryMaxDelayMs caps the backoff, like Python retry_max_delay', async () => {

@@ -756,6 +756,32 @@ test("leaving a turn's for await early cancels its running calls; each still get
   assert.equal(c.is_error, true)
 })
 
+test("closing a turn's iterator before reading cancels and seals the turn, as leaving its loop does", async () => {
+  const ex = new ToolExecutor()
+  const seen = []
+  ex.tool({ name: 'watch' }, (input, ctx) => {
+    return new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        seen.push(ctx.signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  const turn = ex.turn()
+  turn.submit(use('a', 'watch'))
+  assert.deepEqual(await turn[Symbol.asyncIterator]().return(), { done: true, value: undefined })
+  let timer
+  const [a] = await Promise.race([
+    turn.results(),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error('the turn went on after its iterator was closed')), 10_000)
+    }),
+  ]).finally(() => clearTimeout(timer))
+  assert.equal(a.is_error, true)
+  assert.match(a.content, /cancelled/)
+  assert.throws(() => turn.submit(use('b', 'watch')), 'the turn is sealed')
+})
+
 test('leaving the loop after the turn is done cancels nothing', async () => {
   const ex = new ToolExecutor()
   ex.tool({ name: 'ok' }, () => 'fine')
