@@ -513,6 +513,24 @@ fn max_turns_zero_makes_no_model_call() {
     assert!(server.requests().is_empty());
 }
 
+/// Sends SIGINT (`"INT"`) or SIGTERM (`"TERM"`) to `child`.
+#[cfg(unix)]
+fn send_signal(child: &std::process::Child, signal: &str) {
+    let sent = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Reads a `--json` run's first line, its `turn_start` (the run has begun).
+#[cfg(unix)]
+fn read_turn_start(stdout: &mut impl std::io::BufRead) {
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.contains("turn_start"), "{first}");
+}
+
 /// SIGINT (Ctrl-C) and SIGTERM stop the run cleanly: the running tools are cancelled, the
 /// `stop` event (reason `aborted`) is still printed, and the exit status is 128 + the signal's
 /// number, as a shell reports a command ended by it. Before, SIGINT exited 0, as if the run had
@@ -520,7 +538,7 @@ fn max_turns_zero_makes_no_model_call() {
 #[cfg(unix)]
 #[test]
 fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufReader, Read};
     use std::process::Stdio;
 
     for (signal, code) in [("INT", 130), ("TERM", 143)] {
@@ -531,14 +549,8 @@ fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        assert!(first.contains("turn_start"), "{first}");
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        read_turn_start(&mut stdout);
+        send_signal(&child, signal);
         let mut rest = String::new();
         stdout.read_to_string(&mut rest).unwrap();
         let status = child.wait().unwrap();
@@ -563,7 +575,7 @@ fn a_signal_stops_the_run_cleanly_with_the_conventional_status() {
 #[cfg(unix)]
 #[test]
 fn a_signal_after_the_reader_went_away_still_gives_its_status() {
-    use std::io::{BufRead, BufReader};
+    use std::io::BufReader;
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
@@ -581,15 +593,9 @@ fn a_signal_after_the_reader_went_away_still_gives_its_status() {
             .spawn()
             .unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        assert!(first.contains("turn_start"), "{first}");
+        read_turn_start(&mut stdout);
         drop(stdout);
-        let killed = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        send_signal(&child, signal);
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -636,16 +642,9 @@ fn signals_act_while_stdout_is_blocked() {
         child.try_wait().unwrap().is_none(),
         "the run should be blocked"
     );
-    let kill = |signal: &str| {
-        let sent = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    };
-    kill("INT");
+    send_signal(&child, "INT");
     std::thread::sleep(Duration::from_millis(300));
-    kill("INT");
+    send_signal(&child, "INT");
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {

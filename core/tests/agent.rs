@@ -10,6 +10,8 @@ use std::time::Duration;
 
 mod common;
 
+use common::{call, reply, text};
+
 use bytes::Bytes;
 use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, openai_chat_sse, scripted_message};
 use ferroloop::agent::{
@@ -20,21 +22,6 @@ use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use ferroloop::tokens::ContextBudget;
 use futures::StreamExt;
 use serde_json::{Value, json};
-
-fn text(t: &str) -> Value {
-    json!({"type": "text", "text": t})
-}
-
-fn call(id: &str, name: &str, input: Value) -> Value {
-    json!({"type": "tool_use", "id": id, "name": name, "input": input})
-}
-
-fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, ModelError> {
-    Ok(Bytes::from(anthropic_sse(
-        &scripted_message(request, content, stop),
-        7,
-    )))
-}
 
 /// Tools: `read` (safe, echoes the path), `write` (unsafe), `sleep` (safe, sleeps `ms`).
 fn executor(log: Arc<Mutex<Vec<String>>>) -> Arc<ToolExecutor> {

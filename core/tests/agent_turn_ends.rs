@@ -7,30 +7,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use bytes::Bytes;
-use ferroloop::agent::replay::{ScriptedModel, anthropic_sse, scripted_message};
+use common::{call, reply, text};
+use ferroloop::agent::replay::ScriptedModel;
 use ferroloop::agent::{
-    Agent, AgentConfig, AgentEvent, Model, ModelError, ModelEvent, ModelStream, StopReason,
-    check_history, check_tool_pairing,
+    Agent, AgentConfig, AgentEvent, Model, ModelEvent, ModelStream, StopReason, check_history,
+    check_tool_pairing,
 };
 use ferroloop::exec::{FnTool, ToolExecutor, ToolOutput, ToolRegistry};
 use futures::StreamExt;
 use serde_json::{Value, json};
-
-fn text(t: &str) -> Value {
-    json!({"type": "text", "text": t})
-}
-
-fn call(id: &str, name: &str, input: Value) -> Value {
-    json!({"type": "tool_use", "id": id, "name": name, "input": input})
-}
-
-fn reply(request: &Value, content: Vec<Value>, stop: &str) -> Result<Bytes, ModelError> {
-    Ok(Bytes::from(anthropic_sse(
-        &scripted_message(request, content, stop),
-        7,
-    )))
-}
 
 /// Tools: `probe` (concurrency-safe: logs its start, then its end after 500 ms, or its
 /// cancellation) and `write` (not safe: logs that it ran).

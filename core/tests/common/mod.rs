@@ -106,3 +106,27 @@ pub fn assert_tool_events_add_up(events: &[ferroloop::agent::AgentEvent]) {
         "the stop event's tool_calls is not the number of tool_finished events: {events:#?}"
     );
 }
+
+/// A text block of a scripted answer.
+pub fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+/// A `tool_use` block of a scripted answer.
+pub fn call(id: &str, name: &str, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+/// A scripted model's answer to `request`: `content` stopping for `stop`, as an Anthropic
+/// stream in 7-byte chunks.
+pub fn reply(
+    request: &Value,
+    content: Vec<Value>,
+    stop: &str,
+) -> Result<Bytes, ferroloop::agent::ModelError> {
+    use ferroloop::agent::replay::{anthropic_sse, scripted_message};
+    Ok(Bytes::from(anthropic_sse(
+        &scripted_message(request, content, stop),
+        7,
+    )))
+}
