@@ -162,7 +162,7 @@ pub fn metrics_json(metrics: &RequestMetrics) -> Value {
 }
 
 /// The error item of a failed request: `{"type": "error", "error": fields}`, the fields being
-/// [`error_fields`]'s.
+/// `error_fields`'s.
 pub fn client_error_item(error: &ClientError) -> String {
     json!({"type": "error", "error": error_fields(error)}).to_string()
 }

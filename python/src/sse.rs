@@ -266,7 +266,9 @@ impl PySseParser {
         Ok(shared(slf, PARSER)?.parser.retry())
     }
 
-    /// The last event id (persists across events; an empty `id` field resets it).
+    /// The last event id: what a reconnection sends as `Last-Event-ID`. An `id` field takes
+    /// effect at the blank line that ends its event (also one with no data, which yields no
+    /// event); an event cut off by `finish` never changes it. An empty `id` field resets it.
     #[getter]
     fn last_event_id(slf: &Bound<'_, Self>) -> PyResult<String> {
         Ok(shared(slf, PARSER)?.parser.last_event_id().to_owned())
