@@ -311,20 +311,13 @@ fn request_body(
 ) -> Result<(String, Vec<String>), FerroloopError> {
     let mut value: Value =
         serde_json::from_str(body).map_err(|err| invalid_json("the request", &err))?;
-    let Some(fields) = value.as_object_mut() else {
+    if !value.is_object() {
         return Err(FerroloopError::invalid_argument(
             "the request must be a JSON object",
         ));
-    };
-    // Set both ways: a `create()` given `stream: true` would get an event stream back, which
-    // it cannot read (as Python's and C's `create`, which send `false`).
-    fields.insert("stream".into(), Value::Bool(stream));
-    let betas = if provider == Provider::Anthropic {
-        ferroloop::client::take_betas(&mut value)
-            .map_err(|error| FerroloopError::invalid_argument(error.to_string()))?
-    } else {
-        Vec::new()
-    };
+    }
+    let betas = ferroloop::client::prepare_body(&mut value, stream, provider)
+        .map_err(|error| FerroloopError::invalid_argument(error.to_string()))?;
     Ok((value.to_string(), betas))
 }
 

@@ -97,16 +97,11 @@ impl PyClient {
     /// The request's JSON body and, for Anthropic, its `betas` (sent as `anthropic-beta`).
     fn body(&self, request: &Bound<'_, PyAny>, stream: bool) -> PyResult<(Vec<u8>, Vec<String>)> {
         let mut body = py_to_value(request).map_err(PyValueError::new_err)?;
-        let Some(fields) = body.as_object_mut() else {
+        if !body.is_object() {
             return Err(PyValueError::new_err("a request must be a dict"));
-        };
-        fields.insert("stream".to_owned(), Value::Bool(stream));
-        let betas = if self.provider == Provider::Anthropic {
-            ferroloop::client::take_betas(&mut body)
-                .map_err(|error| PyTypeError::new_err(error.to_string()))?
-        } else {
-            Vec::new()
-        };
+        }
+        let betas = ferroloop::client::prepare_body(&mut body, stream, self.provider)
+            .map_err(|error| PyTypeError::new_err(error.to_string()))?;
         let bytes =
             serde_json::to_vec(&body).map_err(|err| PyValueError::new_err(err.to_string()))?;
         Ok((bytes, betas))

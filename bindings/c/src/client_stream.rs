@@ -446,16 +446,11 @@ async fn pump_create(
 fn request_body(json: &str, stream: bool, provider: Provider) -> FfiResult<(Vec<u8>, Vec<String>)> {
     let mut request: Value = serde_json::from_str(json)
         .map_err(|error| FfiError::invalid(format!("request_json is not valid JSON: {error}")))?;
-    let Some(fields) = request.as_object_mut() else {
+    if !request.is_object() {
         return Err(FfiError::invalid("request_json must be a JSON object"));
-    };
-    fields.insert("stream".to_owned(), Value::Bool(stream));
-    let betas = if provider == Provider::Anthropic {
-        ferroloop_core::client::take_betas(&mut request)
-            .map_err(|error| FfiError::invalid(format!("request_json: {error}")))?
-    } else {
-        Vec::new()
-    };
+    }
+    let betas = ferroloop_core::client::prepare_body(&mut request, stream, provider)
+        .map_err(|error| FfiError::invalid(format!("request_json: {error}")))?;
     let body = serde_json::to_vec(&request)
         .map_err(|error| FfiError::invalid(format!("request_json: {error}")))?;
     Ok((body, betas))

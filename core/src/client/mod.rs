@@ -354,6 +354,27 @@ impl Client {
 #[error("betas must be a flag or an array of flags (strings): {0}")]
 pub struct NotBetas(String);
 
+/// Makes a request body (a JSON object) ready to send: its `"stream"` flag set to what the
+/// call reads (`true` for [`Client::stream_with_betas`], `false` for
+/// [`Client::create_with_betas`], whatever the caller gave: a `create` given `stream: true`
+/// would get an event stream back), and, for Anthropic, its `betas` taken out (see
+/// [`take_betas`]) and returned, to go as `anthropic-beta`. Another provider sends `betas` in
+/// the body as given. A body that is not an object is left unchanged.
+pub fn prepare_body(
+    request: &mut serde_json::Value,
+    stream: bool,
+    provider: Provider,
+) -> Result<Vec<String>, NotBetas> {
+    if let Some(fields) = request.as_object_mut() {
+        fields.insert("stream".to_owned(), serde_json::Value::Bool(stream));
+    }
+    if provider == Provider::Anthropic {
+        take_betas(request)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 /// Removes a request body's `betas` (the SDKs' parameter: an array of `anthropic-beta` flags,
 /// or one flag) and returns its flags, for [`Client::stream_with_betas`] and
 /// [`Client::create_with_betas`]: the API refuses a body that holds it.
@@ -561,6 +582,20 @@ mod tests {
         assert_eq!(take_betas(&mut many).unwrap(), ["a-1", "b-2"]);
         assert_eq!(many, json!({}));
         assert!(take_betas(&mut json!({"model": "m"})).unwrap().is_empty());
+        // `prepare_body` sets the flag either way and takes betas for Anthropic only.
+        let mut body = json!({"stream": true, "betas": ["a-1"]});
+        assert_eq!(
+            prepare_body(&mut body, false, Provider::Anthropic).unwrap(),
+            ["a-1"]
+        );
+        assert_eq!(body, json!({"stream": false}));
+        let mut body = json!({"betas": ["a-1"]});
+        assert!(
+            prepare_body(&mut body, true, Provider::OpenAiChat)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(body, json!({"stream": true, "betas": ["a-1"]}));
         let mut null = json!({"model": "m", "betas": null});
         assert!(take_betas(&mut null).unwrap().is_empty());
         assert_eq!(null, json!({"model": "m"}));
