@@ -177,12 +177,7 @@ pub fn client_error_item(error: &ClientError) -> String {
 /// top-level error of its kind has (the README promises a timeout cause's `which` and
 /// `elapsedMs`, a protocol cause's `limit`).
 fn error_fields(error: &ClientError) -> Map<String, Value> {
-    let top = FerroloopError::from(error);
-    let mut fields = Map::new();
-    fields.insert("code".into(), json!(top.code.as_str()));
-    fields.insert("message".into(), json!(top.message));
-    fields.insert("status".into(), json!(top.status));
-    fields.insert("requestId".into(), json!(top.request_id));
+    let mut fields = crate::pump::base_error_fields(&FerroloopError::from(error));
     if let ClientError::Truncated { partial, cause, .. } = error {
         fields.insert(
             "partial".into(),

@@ -111,16 +111,19 @@ pub fn error_item(
     error: &FerroloopError,
     extra: serde_json::Map<String, serde_json::Value>,
 ) -> String {
-    let mut fields = json!({
-        "code": error.code.as_str(),
-        "message": error.message,
-        "status": error.status,
-        "requestId": error.request_id,
-    });
-    if let Some(object) = fields.as_object_mut() {
-        object.extend(extra);
-    }
+    let mut fields = base_error_fields(error);
+    fields.extend(extra);
     json!({"type": "error", "error": fields}).to_string()
+}
+
+/// The fields every error item has: the code, message, status and request id.
+pub fn base_error_fields(error: &FerroloopError) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("code".into(), json!(error.code.as_str()));
+    fields.insert("message".into(), json!(error.message));
+    fields.insert("status".into(), json!(error.status));
+    fields.insert("requestId".into(), json!(error.request_id));
+    fields
 }
 
 /// Who reacts to `abort()`.
