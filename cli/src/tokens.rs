@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use ferroloop::tokens::json_text::parse_json_for_counting;
 use ferroloop::tokens::{
     ExactCounter, Family, TextCounter, TextEstimator, count_exact, count_request_body,
     estimate_bytes,
@@ -201,7 +202,11 @@ fn as_request(bytes: &[u8]) -> Option<Value> {
     // Editors on Windows save JSON with a byte-order mark, which serde_json refuses; counted as
     // text instead, the request's base64 images would be estimated from their length.
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let value: Value = serde_json::from_slice(bytes).ok()?;
+    // Parsed as every binding parses JSON text to count: a lone surrogate escape (what
+    // `JSON.stringify` writes for a string cut inside an emoji), which serde_json refuses,
+    // reads as U+FFFD, so the request is not counted as text, base64 images and all.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let value = parse_json_for_counting(text).ok()?;
     let is_request = match (value.get("messages"), value.get("input")) {
         (Some(messages), _) => messages.is_array(),
         (None, Some(input)) => input.is_array() || input.is_string(),

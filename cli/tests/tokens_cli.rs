@@ -209,6 +209,37 @@ fn image_request() -> String {
     .to_string()
 }
 
+/// A request as `JSON.stringify` writes a string cut in the middle of an emoji: a lone
+/// surrogate escape (`\ud83d`), which serde_json refuses. It is still a request (the image
+/// from its header, the surrogate as U+FFFD, as in Python, Node and C); it was counted as text,
+/// the base64 image included.
+#[test]
+fn a_request_with_a_lone_surrogate_escape_is_still_a_request() {
+    let body = image_request();
+    let cut = body.replacen(
+        r#""content":["#,
+        r#""content":[{"type":"text","text":"log tail: ok \ud83d"},"#,
+        1,
+    );
+    let replaced = cut.replace(r"\ud83d", r"\ufffd");
+    assert_ne!(cut, body);
+    let dir = std::env::temp_dir().join(format!("ferroloop-tokens-lone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (lone, fffd) = (dir.join("lone.json"), dir.join("fffd.json"));
+    std::fs::write(&lone, &cut).unwrap();
+    std::fs::write(&fffd, &replaced).unwrap();
+    let output = bin().arg("tokens").arg(&lone).arg(&fffd).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let counted = lines(&output);
+    let tokens = counted[0]["tokens"].as_u64().unwrap();
+    assert!(tokens < 100, "{tokens}");
+    assert_eq!(counted[1]["tokens"], tokens);
+    // So is stdin.
+    let stdin = run_stdin(&["tokens", "-"], cut.as_bytes());
+    assert_eq!(lines(&stdin)[0]["tokens"], tokens);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_json_request_with_a_byte_order_mark_is_still_a_request() {
     let dir = std::env::temp_dir().join(format!("ferroloop-tokens-bom-{}", std::process::id()));

@@ -3014,3 +3014,350 @@ async fn a_compressed_json_response_to_create_is_a_clear_error_and_not_retried()
     assert_eq!(request_id.as_deref(), Some("req_gz"));
     assert_eq!(server.requests().len(), 1);
 }
+
+// ---- An OpenAI Chat error chunk in any JSON layout; create's body cap and its metrics on
+// failure; the connect timeout over the TLS handshake; a fragment in the base URL ----
+
+/// A Chat Completions stream that ends well, whose chunks mention "error" only as text: a
+/// delta that is the word, one that quotes `"error":` (escaped, as JSON strings are), and a
+/// top-level `"error": null` next to the choices.
+const CHAT_MENTIONING_ERROR: &str = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"error\"},\"finish_reason\":null}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" \\\"error\\\": {\\\"code\\\": 502}\"},\"finish_reason\":null}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"error\":null,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n";
+
+/// An OpenAI-compatible gateway's error chunk is recognised by its top-level `error` member,
+/// whatever the whitespace and the key order: OpenRouter's real shape (an ordinary chunk with
+/// an `error` object and `finish_reason: "error"`), `{ "error": ...}` with a space, and one
+/// pretty-printed over several `data:` lines. Before, only `{"error"` at the very start was: the
+/// others passed as a delivered event, were not retried, and ended the stream as "truncated
+/// after 1 events".
+#[tokio::test]
+async fn an_openai_chat_error_chunk_in_any_layout_is_retried_before_any_event() {
+    let firsts = [
+        "data: {\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"provider\":\"x\",\"error\":{\"code\":502,\"message\":\"Provider returned error\"},\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\"},\"finish_reason\":\"error\"}]}\n\n",
+        "data: { \"error\": {\"code\": 502, \"message\": \"upstream failed\"}}\n\n",
+        "data: {\ndata:   \"error\" : {\"code\": 502, \"message\": \"upstream failed\"}\ndata: }\n\n",
+        ": OPENROUTER PROCESSING\n\ndata: {\"object\":\"chat.completion.chunk\",\"error\":{\"code\":502,\"message\":\"x\"}}\n\n",
+    ];
+    for first in firsts {
+        let (good, events) = good_stream(Provider::OpenAiChat);
+        let server = serve(&script(vec![sse_body(first), good])).await;
+        let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+        let (got, stream) = collect(client.stream(BODY)).await;
+        assert!(got.error.is_none(), "{first}: {:?}", got.error);
+        assert_eq!(got.retries.len(), 1, "{first}");
+        assert_eq!(got.retries[0].status, Some(502), "{first}");
+        assert!(
+            got.retries[0].reason.starts_with("server error:"),
+            "{first}: {:?}",
+            got.retries[0]
+        );
+        assert_eq!(got.events, events, "{first}");
+        assert_eq!(stream.metrics().events, events.len() as u64, "{first}");
+        assert_eq!(server.requests().len(), 2, "{first}");
+
+        // Without retries, the error itself (nothing was delivered), raw and decoded.
+        let server = serve(&always(sse_body(first))).await;
+        let mut config = config(Provider::OpenAiChat, &server);
+        config.retry.max_retries = 0;
+        let client = Client::new(config).unwrap();
+        let (got, stream) = collect(client.stream(BODY)).await;
+        let error = got.error.unwrap();
+        assert!(
+            matches!(error, ClientError::Server { .. }),
+            "{first}: {error:?}"
+        );
+        assert_eq!(error.status(), Some(502), "{first}");
+        assert!(got.events.is_empty(), "{first}");
+        assert_eq!(stream.metrics().events, 0, "{first}");
+        let decoded = collect_decoded(client.stream_message(BODY)).await;
+        let error = decoded.error.unwrap();
+        assert!(
+            matches!(error, ClientError::Server { .. }),
+            "{first}: {error:?}"
+        );
+        assert!(!error.to_string().contains("truncated"), "{first}: {error}");
+    }
+}
+
+/// The cheap test for an error chunk does not misfire on chunks that only mention "error": a
+/// delta that is the word, one quoting `"error":`, and a top-level `"error": null` beside the
+/// choices all go through, raw and decoded.
+#[tokio::test]
+async fn an_openai_chat_chunk_that_only_mentions_error_is_not_an_error() {
+    let server = serve(&always(sse_body(CHAT_MENTIONING_ERROR))).await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let (got, stream) = collect(client.stream(BODY)).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    assert!(got.retries.is_empty());
+    assert_eq!(got.events.len(), 4);
+    assert!(stream.is_complete());
+    let decoded = collect_decoded(client.stream_message(BODY)).await;
+    assert!(decoded.error.is_none(), "{:?}", decoded.error);
+    let message = decoded.message.unwrap();
+    assert_eq!(
+        message["choices"][0]["message"]["content"],
+        "error \"error\": {\"code\": 502}"
+    );
+}
+
+/// `create` reads at most `max_response_bytes` of a body: past it, a protocol error naming the
+/// limit, not retried (the same request gets the same answer). It read a body of any size into
+/// memory (1.5 GB became 2.3 GB of RSS).
+#[tokio::test]
+async fn create_refuses_a_body_past_max_response_bytes() {
+    const LIMIT: usize = 64 << 10;
+    // A valid JSON object, padded past the limit, with and without a content length.
+    let padded = format!("{{{}\"id\":\"msg_1\"}}", " ".repeat(LIMIT * 4));
+    for length in [true, false] {
+        let mut response = ScriptedResponse::ok(ScriptBody::Text(padded.clone()))
+            .header("content-type", "application/json")
+            .header("request-id", "req_big");
+        if !length {
+            response = response.chunked(8 << 10, 0);
+        }
+        let server = serve(&always(response)).await;
+        let mut config = config(Provider::Anthropic, &server);
+        config.max_response_bytes = Some(LIMIT);
+        let client = Client::new(config).unwrap();
+        let error = client.create(BODY).await.unwrap_err();
+        let ClientError::Protocol {
+            message,
+            request_id,
+        } = &error
+        else {
+            panic!("content length {length}: {error:?}")
+        };
+        assert!(message.contains("max_response_bytes"), "{message}");
+        assert!(message.contains(&LIMIT.to_string()), "{message}");
+        assert_eq!(request_id.as_deref(), Some("req_big"));
+        assert_eq!(server.requests().len(), 1, "not retried");
+    }
+    // The default is the event cap's 64 MiB; a body under the limit is read as before.
+    assert_eq!(
+        ClientConfig::new(Provider::Anthropic).max_response_bytes,
+        Some(64 << 20)
+    );
+    let server = serve(&always(
+        ScriptedResponse::ok(ScriptBody::Text(padded.clone()))
+            .header("content-type", "application/json"),
+    ))
+    .await;
+    let mut config = config(Provider::Anthropic, &server);
+    config.max_response_bytes = Some(padded.len());
+    let client = Client::new(config).unwrap();
+    let response = client.create(BODY).await.unwrap();
+    assert_eq!(response.json().unwrap()["id"], "msg_1");
+}
+
+/// A loopback server that answers one request with a chunked 200 JSON body that never ends
+/// (`{` and then spaces, 64 KiB at a time, until the client goes away). Returns the base URL
+/// and a receiver of the body bytes written.
+async fn endless_json_server() -> (String, tokio::sync::oneshot::Receiver<u64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (written_sender, written) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = socket.read(&mut buffer).await.unwrap();
+            assert!(read > 0);
+            head.extend_from_slice(&buffer[..read]);
+        }
+        let prelude = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                       transfer-encoding: chunked\r\n\r\n1\r\n{\r\n";
+        socket.write_all(prelude.as_bytes()).await.unwrap();
+        let block = vec![b' '; 64 * 1024];
+        let mut chunk = format!("{:x}\r\n", block.len()).into_bytes();
+        chunk.extend_from_slice(&block);
+        chunk.extend_from_slice(b"\r\n");
+        let mut total = 0u64;
+        while socket.write_all(&chunk).await.is_ok() {
+            total += block.len() as u64;
+        }
+        let _ = written_sender.send(total);
+    });
+    (format!("http://{addr}"), written)
+}
+
+/// An endless body stops being read at the cap: the client neither buffers nor drains the
+/// rest, and the connection goes away.
+#[tokio::test]
+async fn create_stops_reading_an_endless_body_at_the_cap() {
+    const LIMIT: usize = 1 << 20;
+    let (url, written) = endless_json_server().await;
+    let mut config = ClientConfig::new(Provider::Anthropic).with_base_url(url);
+    config.tls.native_roots = false;
+    config.max_response_bytes = Some(LIMIT);
+    let client = Client::new(config).unwrap();
+    let failure = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.create_with_metrics(BODY, &[]),
+    )
+    .await
+    .expect("the endless body was read for ever")
+    .unwrap_err();
+    assert_eq!(failure.error.code(), "protocol", "{:?}", failure.error);
+    assert_eq!(failure.metrics.attempts, 1);
+    let received = failure.metrics.bytes_received;
+    assert!(received >= LIMIT as u64 / 2, "{received}");
+    assert!(received < (LIMIT as u64) * 2, "{received}");
+    let written = tokio::time::timeout(Duration::from_secs(10), written)
+        .await
+        .expect("the server kept writing")
+        .unwrap();
+    assert!(written < 64 * LIMIT as u64, "{written}");
+}
+
+/// A failed `create` comes back with its metrics: the attempts and retries made (a 500, then a
+/// 400 that is final), the bytes read and the time taken. The bindings had only the error, and
+/// C reported 0 attempts and no retries after two.
+#[tokio::test]
+async fn a_failed_create_reports_its_metrics() {
+    let server = serve(&script(vec![
+        ScriptedResponse::with_status(
+            500,
+            ScriptBody::Json(json!({"type":"error","error":{"type":"api_error","message":"boom"}})),
+        )
+        .header("request-id", "req_1"),
+        ScriptedResponse::with_status(
+            400,
+            ScriptBody::Json(
+                json!({"type":"error","error":{"type":"invalid_request_error","message":"bad"}}),
+            ),
+        )
+        .header("request-id", "req_2"),
+    ]))
+    .await;
+    let client = Client::new(config(Provider::Anthropic, &server)).unwrap();
+    let failure = client.create_with_metrics(BODY, &[]).await.unwrap_err();
+    assert_eq!(
+        failure.error.code(),
+        "invalid_request",
+        "{:?}",
+        failure.error
+    );
+    assert_eq!(failure.error.request_id(), Some("req_2"));
+    assert_eq!(failure.to_string(), failure.error.to_string());
+    let metrics = &failure.metrics;
+    assert_eq!(metrics.attempts, 2);
+    assert_eq!(metrics.retries.len(), 1);
+    assert_eq!(metrics.retries[0].status, Some(500));
+    assert!(metrics.bytes_received > 0);
+    assert!(metrics.total.is_some());
+    // As a failed stream's: no success headers came, so no request id or version of one.
+    assert_eq!(metrics.request_id, None);
+    assert_eq!(metrics.http_version, None);
+    // `create` still fails with the error alone.
+    let error = client.create(BODY).await.unwrap_err();
+    assert_eq!(error.code(), "invalid_request", "{error:?}");
+
+    // A failure after a success's headers (a 200 whose JSON is a final provider error): its
+    // request id and version, as a stream's metrics have them.
+    let server = serve(&always(
+        ScriptedResponse::ok(ScriptBody::Json(
+            json!({"error":{"message":"bad","type":"invalid_request_error"}}),
+        ))
+        .header("request-id", "req_200"),
+    ))
+    .await;
+    let client = Client::new(config(Provider::OpenAiChat, &server)).unwrap();
+    let failure = client.create_with_metrics(BODY, &[]).await.unwrap_err();
+    assert_eq!(failure.metrics.attempts, 1);
+    assert_eq!(failure.metrics.request_id.as_deref(), Some("req_200"));
+    assert_eq!(failure.metrics.http_version, Some("HTTP/1.1"));
+    assert!(failure.metrics.time_to_headers.is_some());
+}
+
+/// The connect timeout covers the TLS handshake: an `https://` server that accepts the TCP
+/// connection and never answers the ClientHello is a connect timeout, retried like one, not a
+/// first-byte timeout (or, with the defaults, the whole total timeout).
+#[tokio::test]
+async fn a_tls_handshake_that_hangs_is_a_connect_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(format!("https://{addr}"))
+        .with_api_key("k");
+    config.tls.native_roots = false;
+    config.timeouts.connect = Duration::from_millis(300);
+    config.timeouts.first_byte = Duration::from_secs(60);
+    config.timeouts.total = Duration::from_secs(60);
+    config.retry.max_retries = 1;
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(5);
+    let client = Client::new(config).unwrap();
+    let started = std::time::Instant::now();
+    let (got, _) = collect(client.stream(BODY)).await;
+    let error = got.error.unwrap();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                which: TimeoutKind::Connect,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(got.retries.len(), 1, "retried as a connect timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    // Non-streaming too.
+    let started = std::time::Instant::now();
+    let error = client.create(BODY).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ClientError::Timeout {
+                which: TimeoutKind::Connect,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A fragment in the base URL is refused when the client is made: everything after `#` (the
+/// endpoint path the client appends included) never reaches the server, so
+/// `http://host/p#frag` sent `POST /p`.
+#[tokio::test]
+async fn a_base_url_with_a_fragment_is_a_config_error() {
+    for base in [
+        "http://127.0.0.1:9/p#frag",
+        "http://127.0.0.1:9#frag",
+        "http://127.0.0.1:9/p?api-version=1#frag",
+        "http://127.0.0.1:9/p#",
+    ] {
+        let config = ClientConfig::new(Provider::Anthropic).with_base_url(base);
+        match Client::new(config) {
+            Err(ClientError::Config(message)) => {
+                assert!(message.contains("fragment"), "{base}: {message}");
+            }
+            other => panic!("{base}: {other:?}"),
+        }
+    }
+}

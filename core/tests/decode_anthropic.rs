@@ -1092,3 +1092,142 @@ fn tool_input_split_inside_escapes_and_surrogate_pairs() {
         }
     }
 }
+
+/// Pushes raw event data (JSON text a `Value` cannot hold, such as a lone surrogate escape).
+fn push_raw(decoder: &mut AnthropicDecoder, kind: &str, data: &str) {
+    decoder
+        .push_event(kind, data)
+        .unwrap_or_else(|e| panic!("{kind} {data}: {e}"));
+}
+
+fn push_all(decoder: &mut AnthropicDecoder, events: &[(String, Value)]) {
+    for (kind, data) in events {
+        push_raw(decoder, kind, &data.to_string());
+    }
+}
+
+/// Half of a surrogate pair escaped alone (`"\ud83d"`: what `JSON.stringify` writes for a
+/// string cut inside an emoji, which a JavaScript gateway re-chunking text by UTF-16 index
+/// sends) becomes U+FFFD, in text, thinking and tool input; the stream goes on.
+#[test]
+fn a_lone_surrogate_escape_in_a_delta_becomes_a_replacement_character() {
+    let mut decoder = AnthropicDecoder::new();
+    push_all(
+        &mut decoder,
+        &[
+            start("m"),
+            block_start(
+                0,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+            ),
+        ],
+    );
+    push_raw(
+        &mut decoder,
+        "content_block_delta",
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm \udc00"}}"#,
+    );
+    push_all(
+        &mut decoder,
+        &[stop(0), block_start(1, json!({"type": "text", "text": ""}))],
+    );
+    for half in [r"Hi \ud83d", r"\ude00 there"] {
+        let data = format!(
+            r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"text_delta","text":"{half}"}}}}"#
+        );
+        push_raw(&mut decoder, "content_block_delta", &data);
+    }
+    push_all(
+        &mut decoder,
+        &[
+            stop(1),
+            block_start(
+                2,
+                json!({"type": "tool_use", "id": "t", "name": "say", "input": {}}),
+            ),
+        ],
+    );
+    push_raw(
+        &mut decoder,
+        "content_block_delta",
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"s\": \"a\ud83d\"}"}}"#,
+    );
+    push_all(
+        &mut decoder,
+        &[
+            stop(2),
+            message_delta("tool_use", json!({"output_tokens": 5})),
+            message_stop(),
+        ],
+    );
+    let message = decoder.finish().unwrap();
+    assert_eq!(message["content"][0]["thinking"], "hm \u{fffd}");
+    assert_eq!(message["content"][1]["text"], "Hi \u{fffd}\u{fffd} there");
+    assert_eq!(message["content"][2]["input"], json!({"s": "a\u{fffd}"}));
+}
+
+/// A gateway that writes `null` for an empty field (`"signature": null` in a thinking block's
+/// start) still gets its thinking and signature accumulated: the block was kept as an unknown
+/// one, and its deltas were ignored.
+#[test]
+fn a_thinking_block_announced_with_a_null_signature_accumulates() {
+    let (decoder, _, error) = run(&[
+        start("m"),
+        block_start(
+            0,
+            json!({"type": "thinking", "thinking": "", "signature": null}),
+        ),
+        delta(0, json!({"type": "thinking_delta", "thinking": "Let me "})),
+        delta(0, json!({"type": "thinking_delta", "thinking": "think."})),
+        delta(0, json!({"type": "signature_delta", "signature": "sig1"})),
+        stop(0),
+        block_start(1, json!({"type": "text", "text": null})),
+        text(1, "done"),
+        stop(1),
+        message_delta("end_turn", json!({"output_tokens": 5})),
+        message_stop(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let message = decoder.message();
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "thinking", "thinking": "Let me think.", "signature": "sig1"})
+    );
+    assert_eq!(message["content"][1]["text"], "done");
+}
+
+/// `null` in a `message_delta`'s delta keeps what `message_start` set (as for usage): a proxy
+/// writing `"container": null` does not erase the container.
+#[test]
+fn a_null_in_a_message_delta_keeps_the_earlier_value() {
+    let (_, data) = start("m");
+    let mut data = data;
+    data["message"]["container"] = json!({"id": "cntr_1", "expires_at": "2026-12-04T00:00:00Z"});
+    let (decoder, _, error) = run(&[
+        ("message_start".to_owned(), data),
+        ev(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "container": null}, "usage": {"output_tokens": 2}}),
+        ),
+        message_stop(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(decoder.message()["container"]["id"], "cntr_1");
+}
+
+/// `null` token counts in `message_start` (proxies) read as 0 until a delta assigns them; they
+/// used to fail the stream.
+#[test]
+fn null_token_counts_in_message_start_read_as_zero() {
+    let (_, mut data) = start("m");
+    data["message"]["usage"] = json!({"input_tokens": null, "output_tokens": null});
+    let (decoder, _, error) = run(&[
+        ("message_start".to_owned(), data),
+        message_delta("end_turn", json!({"output_tokens": 20})),
+        message_stop(),
+    ]);
+    assert!(error.is_none(), "{error:?}");
+    let usage = &decoder.message()["usage"];
+    assert_eq!(usage["input_tokens"], 0);
+    assert_eq!(usage["output_tokens"], 20);
+}

@@ -1333,3 +1333,39 @@ fn chat_error_given_as_a_string_keeps_its_text() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Half of a surrogate pair escaped alone (`"\ud83d"`, what `JSON.stringify` writes for a string
+/// cut inside an emoji) becomes U+FFFD in a Chat chunk and in Responses events; the stream goes
+/// on (serde_json refuses the escape, which used to fail the whole stream).
+#[test]
+fn a_lone_surrogate_escape_becomes_a_replacement_character() {
+    let with_half = |json: String| json.replace("HALF", r"\ud83d");
+    let chunks = [
+        with_half(chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": "Hi HALF"}}]),
+        )),
+        with_half(chunk(
+            json!([{"index": 0, "delta": {"content": " there"}, "finish_reason": "stop"}]),
+        )),
+    ];
+    let (decoder, _, error) = chat(&chunks);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(
+        decoder.message()["choices"][0]["message"]["content"],
+        "Hi \u{fffd} there"
+    );
+
+    let sse: String = responses_stream()
+        .iter()
+        .map(|(k, d)| format!("event: {k}\ndata: {d}\n\n"))
+        .collect::<String>()
+        .replace(r#""delta":"Hi""#, r#""delta":"Hi\udc00""#)
+        .replace("Hi there", r"Hi\udc00 there");
+    let mut decoder = StreamDecoder::for_provider(Provider::OpenAiResponses);
+    decoder.feed(Bytes::from(sse)).unwrap();
+    let message = decoder.finish().unwrap();
+    assert_eq!(
+        message["output"][0]["content"][0]["text"],
+        "Hi\u{fffd} there"
+    );
+}

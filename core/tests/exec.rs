@@ -1324,6 +1324,67 @@ async fn an_answer_that_arrives_after_the_deadline_is_a_timeout() {
     assert_eq!(exec.metrics().timed_out, 1);
 }
 
+/// A tool that blocks before its future first returns (a synchronous host callback that
+/// completes the call inline, a Rust tool that blocks before its first `.await`) is timed out
+/// like one that blocks later: the answer comes when the first poll returns, past the deadline.
+/// The same holds on the hooked path.
+#[tokio::test]
+async fn a_tool_that_blocks_before_its_first_poll_returns_times_out() {
+    for hooked in [false, true] {
+        let mut tools = ToolRegistry::new();
+        tools
+            .register(
+                FnTool::new("inline", |input, _| {
+                    let ms = input["ms"].as_u64().unwrap_or(0);
+                    std::thread::sleep(Duration::from_millis(ms));
+                    async { Ok(ToolOutput::text("answered")) }
+                })
+                .with_timeout(Duration::from_millis(30)),
+            )
+            .unwrap();
+        let mut builder = ToolExecutor::builder(tools);
+        if hooked {
+            builder = builder.hooks(Arc::new(PassThroughHooks));
+        }
+        let exec = builder.build();
+        let uses = vec![
+            ToolUse::new("late", "inline", json!({"ms": 120})),
+            ToolUse::new("early", "inline", json!({"ms": 0})),
+        ];
+        let results = exec.run(uses).await.unwrap();
+        assert!(results[0].is_error, "hooked: {hooked}");
+        assert_eq!(text(&results[0]), "Tool 'inline' timed out after 30ms");
+        assert!(!results[1].is_error);
+        assert_eq!(text(&results[1]), "answered");
+        assert_eq!(exec.metrics().timed_out, 1);
+    }
+}
+
+/// The time a tool spends before its future first returns counts against its timeout: a tool
+/// that blocks 60 ms, then waits 60 ms more, overruns a 100 ms limit.
+#[tokio::test]
+async fn a_timeout_counts_from_the_hand_off_not_from_the_first_wait() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(
+            FnTool::new("two_halves", |_, _| {
+                std::thread::sleep(Duration::from_millis(60));
+                async {
+                    tokio::time::sleep(Duration::from_millis(60)).await;
+                    Ok(ToolOutput::text("answered"))
+                }
+            })
+            .with_timeout(Duration::from_millis(100)),
+        )
+        .unwrap();
+    let exec = ToolExecutor::builder(tools).build();
+    let results = exec
+        .run(vec![ToolUse::new("a", "two_halves", json!({}))])
+        .await
+        .unwrap();
+    assert_eq!(text(&results[0]), "Tool 'two_halves' timed out after 100ms");
+}
+
 /// A tool answered from another thread well within its timeout, in a turn its host polls only
 /// after the deadline (a C host polls between reads of the model's stream), is on time: the
 /// answer counts when it was sent, not when the turn got round to reading it.

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormedJson, wellFormed } = require('./errors.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -129,7 +129,12 @@ class TurnCalls {
   controllers = new Map()
   /** index → abort reason, for the calls aborted before their `ctx.signal` was read. */
   reasons = new Map()
-  /** `settle(index, flags, content)` of the turn. */
+  /** Why every running call is aborted: its turn was collected unfinished (see `abandon`). */
+  #abandoned = undefined
+  /**
+   * `settle(index, flags, content)` of the turn, which reaches the turn weakly: a tool keeps
+   * its ctx, and with it these calls, but must not keep the turn (see `Turn.#abandon`).
+   */
   #settle
 
   constructor(settle) {
@@ -150,7 +155,7 @@ class TurnCalls {
     let controller = this.controllers.get(index)
     if (controller === undefined) {
       controller = new AbortController()
-      const reason = this.reasons.get(index)
+      const reason = this.reasons.get(index) ?? (this.ended[index] === 0 ? this.#abandoned : undefined)
       if (reason !== undefined) controller.abort(reason)
       // An ended call's signal is not kept (nothing will abort it any more).
       if (this.ended[index] === 0) this.controllers.set(index, controller)
@@ -171,6 +176,21 @@ class TurnCalls {
     if (this.ended[index] !== 0 || this.reasons.has(index)) return
     this.reasons.set(index, reason)
     this.controllers.get(index)?.abort(reason)
+  }
+
+  /**
+   * The turn was garbage-collected unfinished: its running calls are aborted (their
+   * `ctx.signal`, read now or later, fires with an AbortError whose `cause` says why). Their
+   * settlements go nowhere; nothing else of theirs is left to release.
+   */
+  abandon() {
+    const reason = abortReason('aborted', new AbortError('the turn was garbage-collected unfinished: nothing referred to it any more'))
+    this.#abandoned = reason
+    // (A call aborted before has its reason already: a second abort does nothing.)
+    for (const [index, controller] of this.controllers) {
+      if (this.ended[index] === 0) controller.abort(reason)
+    }
+    this.controllers.clear()
   }
 
   /** Call `index` ended. */
@@ -214,24 +234,55 @@ class Turn {
   #finishing = false
   /** Why `_cancel(reason)` cancelled the turn (the cause of the calls' abort reasons). */
   #cancelCause = undefined
+  /** A WeakRef to this turn: what its calls' settlements and its wake function reach it by. */
+  #self
+
+  /**
+   * Aborts the running calls of a turn collected unfinished (a turn dropped unsealed, its
+   * model stream having failed): the README's "garbage-collected, which cancels its work". Its
+   * held value is the turn's calls, which reach the turn only weakly.
+   */
+  static #abandon = new FinalizationRegistry((calls) => calls.abandon())
 
   /** @internal */
   constructor(executor) {
     this.#host = executor.host
     this.#complete = executor.complete
     this.#tools = executor.tools
-    this.#calls = new TurnCalls(this.#settle)
+    // Nothing a running call holds reaches the turn strongly (its ctx, the reactions on its
+    // tool's promise): the turn is collected once nobody refers to it or waits for it, and its
+    // collection aborts the calls. A call of a tool with a timeout is the exception: it holds
+    // the turn until it ends, or its timeout aborts it (see #hostComplete).
+    const self = new WeakRef(this)
+    this.#self = self
+    this.#calls = new TurnCalls(Turn.#settlerOf(self))
+    Turn.#abandon.register(this, this.#calls, this)
     // The waker's thread-safe function calls this when the turn can progress. It holds its
     // function as a root until the turn is done, so the function reaches the turn weakly: a
     // turn dropped unsealed (its model stream failed) would never be done, and never
     // collected. A turn someone waits for is kept alive by the wait (see #wait).
-    const wake = Turn.#wakerOf(new WeakRef(this))
+    const wake = Turn.#wakerOf(self)
     this.#native = callNative(() => executor.native.startTurn(wake))
   }
 
   /** The wake function of the turn `self` refers to (a closure over `self` alone). */
   static #wakerOf(self) {
     return () => self.deref()?.#pump()
+  }
+
+  /** The `settle` of the turn `self` refers to, for its calls' progress reports. */
+  static #settlerOf(self) {
+    return (index, flags, content) => self.deref()?.#settle(index, flags, content)
+  }
+
+  /** Settles call `index` of the turn `this` (a WeakRef) refers to with its tool's value. */
+  static #settleValueOf(index, value) {
+    this.deref()?.#settleValue(index, value)
+  }
+
+  /** Settles call `index` of the turn `this` (a WeakRef) refers to with its tool's error. */
+  static #rejectOf(index, err) {
+    this.deref()?.#reject(index, err)
   }
 
   /** Polls on a microtask (several requests in one tick coalesce into one poll). */
@@ -272,9 +323,9 @@ class Turn {
 
   /**
    * The completion of the calls this turn starts through the tool host (calls with a
-   * timeout): the executor's, through this turn, so that a running call keeps its turn alive
-   * (as the calls started by index do through their settlement), and with it the timeout
-   * that aborts the call.
+   * timeout): the executor's, through this turn, so that a running call keeps its turn alive,
+   * and with it the timeout that aborts the call (with a TimeoutError, as a timeout should:
+   * collecting the turn earlier would abort it as cancelled instead).
    */
   #hostComplete = (callId, flags, content) => this.#complete(callId, flags, content)
 
@@ -372,8 +423,10 @@ class Turn {
     const pending = pendingOf(value)
     if (pending !== undefined) {
       // Bound methods rather than arrow functions: a fresh closure runs V8's lazy-compile
-      // trampoline on its first call, once per call here.
-      promiseThen(pending, this.#settleValue.bind(this, index), this.#reject.bind(this, index))
+      // trampoline on its first call, once per call here. Bound to the turn's WeakRef: a
+      // tool's pending promise must not keep its turn alive (see the constructor).
+      const self = this.#self
+      promiseThen(pending, Turn.#settleValueOf.bind(self, index), Turn.#rejectOf.bind(self, index))
     } else {
       this.#settleValue(index, value)
     }
@@ -428,7 +481,9 @@ class Turn {
       const texts = this.#texts
       const results = new Array(flags.length)
       for (let i = 0, k = 0; i < flags.length; i++) {
-        const content = (flags[i] & 2) !== 0 ? texts[i] : changed[k++]
+        // A kept text as the native side read it (a lone surrogate is U+FFFD there, as in the
+        // contents it sends and in a streaming turn's results).
+        const content = (flags[i] & 2) !== 0 ? wellFormed(texts[i]) : changed[k++]
         results[i] = { type: 'tool_result', tool_use_id: uses[i].id, content, is_error: (flags[i] & 1) !== 0 }
       }
       this.#results = results
@@ -436,6 +491,7 @@ class Turn {
     }
     if (out.done) {
       this.#done = true
+      Turn.#abandon.unregister(this)
       // The tool uses and kept texts are no longer needed (the results hold what they need).
       this.#calls.uses = []
       this.#calls.scopes = []
@@ -636,7 +692,9 @@ function replyBatcher(target) {
   const flush = () => {
     const replies = pending
     pending = []
-    callNative(() => target.completeJson(JSON.stringify(replies)))
+    // A lone surrogate in a text or a progress datum is written as U+FFFD: the native reader
+    // refuses JSON.stringify's escape of it, and the batch with it (every reply in it lost).
+    callNative(() => target.completeJson(wellFormedJson(JSON.stringify(replies))))
   }
   // Replies and progress reports share the batch, so their order is kept.
   return (callId, flags, content) => {

@@ -414,7 +414,14 @@ export type TurnEvent =
   | { type: 'detached'; index: number; toolUseId: string; tool: string }
   | { type: 'result'; index: number; result: ToolResult }
 
-/** A streaming turn: submit tool uses as the model stream seals them, then seal. */
+/**
+ * A streaming turn: submit tool uses as the model stream seals them, then seal. A turn dropped
+ * unfinished (nobody refers to it or awaits it; a tool keeping its `ctx` does not keep the
+ * turn) is garbage-collected, and its collection aborts the running calls: their `ctx.signal` fires (read then or later) with an
+ * AbortError whose `cause` says the turn was collected. A running call of a tool with a timeout
+ * (its own `timeoutMs` or the executor's `defaultTimeoutMs`) keeps its turn alive until it ends
+ * or its timeout aborts it (`ctx.signal` fires with a TimeoutError); the turn is collected after.
+ */
 export declare class Turn implements AsyncIterable<TurnEvent> {
   private constructor()
   /**

@@ -273,7 +273,9 @@ impl NativeClient {
                 false,
                 move |sink, _cancel| async move {
                     match client.create_with_betas(body, &betas).await {
-                        Ok(response) => match response.json() {
+                        // A generation answer is a JSON object: another JSON value is a
+                        // protocol error, as in Python and C.
+                        Ok(response) => match response.json_object() {
                             Ok(json) => {
                                 let item = json!({
                                     "type": "response",

@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use crate::error::{FerroloopError, invalid_json};
 use crate::guard;
 use crate::joined::Parts;
-use crate::js_tools::{JsToolQueues, ReplyContent};
+use crate::js_tools::{JsToolQueues, ReplyContent, progress_datum, read_json, unreadable_result};
 
 /// Executor-wide options.
 #[napi(object)]
@@ -232,14 +232,20 @@ pub(crate) struct JsTool {
     /// The safety of each call was decided in JavaScript (see [`JsToolQueues::decision`]).
     safety_per_input: bool,
     timeout: Option<Duration>,
+    /// The timeout its calls run under: its own, else the executor's default. A call is told
+    /// it (see [`JsToolQueues::call`]) to name its abort: `timeout` once it has elapsed.
+    effective_timeout: Option<Duration>,
     limit: ResultLimit,
     cancels_siblings: bool,
     queues: Arc<JsToolQueues>,
 }
 
 impl JsTool {
+    /// The tool `spec` declares, in an executor whose tools without a timeout of their own
+    /// run under `default_timeout`.
     pub(crate) fn from_spec(
         spec: ToolSpec,
+        default_timeout: Option<Duration>,
         queues: Arc<JsToolQueues>,
     ) -> Result<Self, FerroloopError> {
         let schema = match &spec.schema_json {
@@ -266,6 +272,7 @@ impl JsTool {
             safe: spec.concurrency_safe.unwrap_or(false),
             safety_per_input: spec.safety_per_input.unwrap_or(false),
             timeout,
+            effective_timeout: timeout.or(default_timeout),
             limit,
             cancels_siblings: spec.cancels_siblings_on_error.unwrap_or(false),
             queues,
@@ -273,15 +280,18 @@ impl JsTool {
     }
 }
 
-/// Registers the tool `spec` declares. A declaration the core's registry refuses is an
-/// `InvalidArgumentError`; a zero timeout is named as the user gave it (`timeoutMs`).
+/// Registers the tool `spec` declares, for an executor configured by `config` (its default
+/// timeout applies to the tool's calls when it has none of its own). A declaration the core's
+/// registry refuses is an `InvalidArgumentError`; a zero timeout is named as the user gave it
+/// (`timeoutMs`).
 pub(crate) fn register_js_tool(
     registry: &mut ToolRegistry,
     spec: ToolSpec,
+    config: &ExecutorConfig,
     queues: Arc<JsToolQueues>,
 ) -> Result<(), FerroloopError> {
     let timeout_ms = spec.timeout_ms;
-    let tool = JsTool::from_spec(spec, queues)?;
+    let tool = JsTool::from_spec(spec, config.default_timeout, queues)?;
     registry.register(tool).map_err(|err| match err {
         RegistryError::ZeroTimeout(_) => zero_timeout(timeout_ms.unwrap_or_default(), "timeoutMs"),
         other => FerroloopError::invalid_argument(other.to_string()),
@@ -329,7 +339,11 @@ impl Tool for JsTool {
     }
 
     fn call(&self, input: Value, ctx: ToolContext) -> ToolFuture {
-        let call = self.queues.call(&self.name, input, ctx, self.timeout);
+        // The effective timeout, not the tool's own: a call timed out by the executor's default
+        // was aborted as `aborted` (an AbortError in JS, where a TimeoutError is documented).
+        let call = self
+            .queues
+            .call(&self.name, input, ctx, self.effective_timeout);
         Box::pin(async move {
             let reply = call.await;
             let content = match reply.content {
@@ -411,11 +425,11 @@ impl NativeToolExecutor {
         guard::sync(|| {
             let queues = Arc::new(JsToolQueues::default());
             let names: Arc<[String]> = tools.iter().map(|spec| spec.name.clone()).collect();
+            let config = executor_config(options)?;
             let mut registry = ToolRegistry::new();
             for spec in tools {
-                register_js_tool(&mut registry, spec, queues.clone())?;
+                register_js_tool(&mut registry, spec, &config, queues.clone())?;
             }
-            let config = executor_config(options)?;
             let inner = ferroloop::exec::ToolExecutor::builder(registry)
                 .config(config)
                 .build();
@@ -632,7 +646,8 @@ impl NativeTurn {
             let extra: Vec<Value> = if extra_json.is_empty() {
                 Vec::new()
             } else {
-                serde_json::from_str(&extra_json)
+                read_json(&extra_json)
+                    .and_then(serde_json::from_value)
                     .map_err(|err| invalid_json("a tool use's input", &err))?
             };
             let mut extra = extra.into_iter();
@@ -761,19 +776,20 @@ impl NativeTurn {
                     .into());
                 };
                 if flags & SETTLE_PROGRESS != 0 {
-                    let data = serde_json::from_str(&text).unwrap_or(Value::Null);
-                    turn.external_progress(index, data);
+                    // Never `null` for a datum that does not read (it was, unseen).
+                    turn.external_progress(index, progress_datum(&text));
                     continue;
                 }
                 let output = if flags & SETTLE_BLOCKS != 0 {
-                    match serde_json::from_str(&text) {
+                    match read_json(&text) {
                         Ok(Value::Array(blocks)) => ToolOutput {
                             content: ToolOutput::blocks(blocks).content,
                             is_error: flags & SETTLE_ERROR != 0,
                         },
-                        _ => ToolOutput::error(
+                        Ok(_) => ToolOutput::error(
                             "the tool returned content blocks that are not a JSON array",
                         ),
+                        Err(err) => ToolOutput::error(unreadable_result(&err)),
                     }
                 } else {
                     mark_plain(&mut self.plain, index);

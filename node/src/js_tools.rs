@@ -29,6 +29,7 @@
 //! travels back. An agent's calls come from the model stream in Rust, so their invocations
 //! carry the name, id and input.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -40,8 +41,12 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use ferroloop::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
+use ferroloop::tokens::json_text::lone_surrogates_replaced;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::invalid_json;
 
 /// One tool call for JavaScript to start.
 #[derive(Debug, Clone)]
@@ -257,18 +262,82 @@ const MIN_REPLY_BYTES: usize = 7;
 const MAX_RESERVED_REPLIES: usize = 16_384;
 
 impl ReplyBatch {
-    /// Parses a batch, reserving for as many replies as its text can hold.
+    /// Parses a batch, reserving for as many replies as its text can hold. A content the reader
+    /// refuses does not lose the batch (every other reply in it): the batch is then read item
+    /// by item (see [`Incoming::lenient`]). Only a batch that is not a flat array of triples is
+    /// an error.
     fn parse(text: &str) -> Result<Self, serde_json::Error> {
+        Self::parse_with(text, false).or_else(|err| Self::parse_with(text, true).map_err(|_| err))
+    }
+
+    /// Parses a batch, its contents as values (`lenient`: as JSON texts first, each read on its
+    /// own; twice the reading, so only when the other way failed).
+    fn parse_with(text: &str, lenient: bool) -> Result<Self, serde_json::Error> {
         let capacity = (text.len() / MIN_REPLY_BYTES).min(MAX_RESERVED_REPLIES);
         let mut deserializer = serde_json::Deserializer::from_str(text);
-        let batch = deserializer.deserialize_seq(BatchVisitor { capacity })?;
+        let batch = deserializer.deserialize_seq(BatchVisitor { capacity, lenient })?;
         deserializer.end()?;
         Ok(batch)
     }
 }
 
+impl Incoming {
+    /// The item of a content given as JSON `text` that the batch's reading refused. Refused
+    /// again once lone surrogates read as U+FFFD (see [`read_json`]), it can only be nested
+    /// past the depth limit: a reply is then an error reply saying so, a progress datum its
+    /// JSON text (see [`progress_datum`]).
+    fn lenient(call_id: u32, flags: u32, text: &str) -> Self {
+        if flags & FLAG_PROGRESS != 0 {
+            return Self {
+                call_id,
+                flags,
+                content: progress_datum(text),
+            };
+        }
+        match read_json(text) {
+            Ok(content) => Self {
+                call_id,
+                flags,
+                content,
+            },
+            Err(err) => Self {
+                call_id,
+                flags: FLAG_ERROR,
+                content: Value::String(unreadable_result(&err)),
+            },
+        }
+    }
+}
+
+/// The value of JSON `text` JavaScript wrote: a lone surrogate's escape (which the JS side
+/// replaces, but a batch must not depend on it) reads as U+FFFD, as napi reads the string
+/// itself. Text without one is read once, as it is.
+pub(crate) fn read_json(text: &str) -> Result<Value, serde_json::Error> {
+    serde_json::from_str(text).or_else(|err| match lone_surrogates_replaced(text) {
+        Cow::Owned(replaced) => serde_json::from_str(&replaced),
+        Cow::Borrowed(_) => Err(err),
+    })
+}
+
+/// A progress datum from its JSON text (see [`read_json`]). One the reader still refuses (it
+/// can only be nested deeper than the depth limit) is delivered as its JSON text, a string: it
+/// used to become `null`, unseen.
+pub(crate) fn progress_datum(text: &str) -> Value {
+    read_json(text).unwrap_or_else(|err| {
+        tracing::warn!(%err, "a tool's progress datum is sent as its JSON text: it cannot be read");
+        Value::String(text.to_owned())
+    })
+}
+
+/// The error message of a tool result the reader refused (`err`): it is nested too deep.
+pub(crate) fn unreadable_result(err: &serde_json::Error) -> String {
+    invalid_json("the tool's result", err).message
+}
+
 struct BatchVisitor {
     capacity: usize,
+    /// Contents are read as JSON texts first, each one on its own (see [`Incoming::lenient`]).
+    lenient: bool,
 }
 
 impl<'de> Visitor<'de> for BatchVisitor {
@@ -284,6 +353,13 @@ impl<'de> Visitor<'de> for BatchVisitor {
             let flags = seq
                 .next_element::<u32>()?
                 .ok_or_else(|| de::Error::custom("a reply without flags"))?;
+            if self.lenient {
+                let content = seq
+                    .next_element::<&RawValue>()?
+                    .ok_or_else(|| de::Error::custom("a reply without content"))?;
+                out.push(Incoming::lenient(call_id, flags, content.get()));
+                continue;
+            }
             let content = seq
                 .next_element::<Value>()?
                 .ok_or_else(|| de::Error::custom("a reply without content"))?;
@@ -299,7 +375,10 @@ impl<'de> Visitor<'de> for BatchVisitor {
 
 impl<'de> serde::Deserialize<'de> for ReplyBatch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_seq(BatchVisitor { capacity: 0 })
+        deserializer.deserialize_seq(BatchVisitor {
+            capacity: 0,
+            lenient: false,
+        })
     }
 }
 
@@ -453,15 +532,16 @@ fn reply_content(content: Value, flags: u32) -> (ReplyContent, bool) {
         };
     }
     let parsed = match content {
-        Value::String(text) => serde_json::from_str::<Value>(&text),
+        Value::String(text) => read_json(&text),
         other => Ok(other),
     };
     match parsed {
         Ok(Value::Array(blocks)) => (ReplyContent::Blocks(blocks), false),
-        _ => (
+        Ok(_) => (
             ReplyContent::Text("the tool returned content blocks that are not a JSON array".into()),
             true,
         ),
+        Err(err) => (ReplyContent::Text(unreadable_result(&err)), true),
     }
 }
 

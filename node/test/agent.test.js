@@ -936,6 +936,61 @@ test("ctx.progress in an agent's tool throws InvalidArgumentError for a value JS
   )
 })
 
+test("an agent's tool answering with a lone surrogate gets U+FFFD in its result, and the process goes on", { timeout: 20_000 }, async () => {
+  // A text cut in the middle of an emoji: JSON.stringify wrote its lone half as an escape the
+  // native layer refused, thrown from a microtask (the process ended).
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_1', name: 'read', input: {} }], { stopReason: 'tool_use' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'ok' }]) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      const cut = 'emoji 😀 cut'.slice(0, 7)
+      const executor = new ToolExecutor().tool({ name: 'read' }, (_input, ctx) => {
+        ctx.progress({ partial: cut })
+        return cut
+      })
+      const agent = new Agent(client, { model: 'm', tools: executor })
+      const { stop, ofType } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.deepEqual(ofType('tool_progress').map((e) => e.data), [{ partial: 'emoji \ufffd' }])
+      const [result] = stop.messages.at(-2).content
+      assert.deepEqual([result.content, result.is_error], ['emoji \ufffd', false])
+    },
+  )
+})
+
+test("an agent's tool timed out by the executor's defaultTimeoutMs sees a TimeoutError, as with its own timeoutMs", async () => {
+  const script = {
+    responses: [
+      { body: { events: anthropicEvents([{ type: 'tool_use', id: 'toolu_1', name: 'wait', input: {} }], { stopReason: 'tool_use' }) } },
+      { body: { events: anthropicEvents([{ type: 'text', text: 'ok' }]) } },
+    ],
+  }
+  await withServer(
+    () => serveScript(script),
+    async (client) => {
+      let reason
+      const executor = new ToolExecutor({ defaultTimeoutMs: 40, cleanupGraceMs: 100 }).tool({ name: 'wait' }, (_input, ctx) =>
+        new Promise((resolve) => {
+          ctx.signal.addEventListener('abort', () => {
+            reason = ctx.signal.reason
+            resolve('stopped')
+          })
+        }),
+      )
+      const agent = new Agent(client, { model: 'm', tools: executor })
+      const { stop } = await collect(agent.run('go'))
+      assert.equal(stop.reason, 'end_turn')
+      assert.match(stop.messages.at(-2).content[0].content, /timed out/)
+      assert.equal(reason?.name, 'TimeoutError')
+    },
+  )
+})
+
 test("a failed run's stop event carries a stable errorCode (as Python's error_code)", async () => {
   const unauthorized = { status: 401, body: { json: { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key' } } } }
   const quota = { status: 429, body: { json: { error: { message: 'You exceeded your current quota.', type: 'insufficient_quota', code: 'insufficient_quota' } } } }

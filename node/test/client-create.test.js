@@ -61,3 +61,28 @@ test('create() sends stream: false whatever the request says; stream() sends str
     await server.close()
   }
 })
+
+test('create() on a 200 whose JSON is not an object is a ProtocolError, as in Python and C', async () => {
+  // A generation answer is an object; `[1, 2]` used to resolve as the answer.
+  for (const text of ['[1, 2]', '"text"', 'null']) {
+    const server = http.createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/json', 'request-id': 'req_arr' })
+        res.end(text)
+      })
+    })
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    try {
+      const client = new ferroloop.Client({ apiKey: 'k', baseUrl: `http://127.0.0.1:${server.address().port}`, fromEnv: false, maxRetries: 0 })
+      await assert.rejects(
+        client.create(request),
+        (err) => err instanceof ferroloop.ProtocolError && err.code === 'protocol' && /not a JSON object/.test(err.message) && err.requestId === 'req_arr',
+        text,
+      )
+    } finally {
+      server.closeAllConnections()
+      await new Promise((resolve) => server.close(() => resolve()))
+    }
+  }
+})

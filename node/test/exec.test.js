@@ -236,6 +236,26 @@ test('a timeout reaches the JS tool as an aborted ctx.signal; a never-settling t
   assert.equal(sawAbort.code, 'timeout')
 })
 
+test("the executor's defaultTimeoutMs reaches a tool as a TimeoutError, as the tool's own timeoutMs does", async () => {
+  // Only the tool's own timeout was handed to the call, which then named a timeout by the
+  // executor's default 'aborted': ctx.signal.reason was an AbortError.
+  for (const [options, declared] of [[{}, { timeoutMs: 40 }], [{ defaultTimeoutMs: 40 }, {}]]) {
+    const ex = new ToolExecutor({ cleanupGraceMs: 100, ...options })
+    let reason
+    ex.tool({ name: 'wait', ...declared }, (_input, ctx) => new Promise((resolve) => {
+      ctx.signal.addEventListener('abort', () => {
+        reason = ctx.signal.reason
+        resolve('stopped')
+      })
+    }))
+    const [result] = await ex.run([use('w', 'wait')])
+    const what = JSON.stringify(options)
+    assert.match(result.content, /timed out/, what)
+    assert.equal(reason?.name, 'TimeoutError', what)
+    assert.equal(reason.code, 'timeout', what)
+  }
+})
+
 test('aborting run() aborts running JS tools via ctx.signal and rejects with AbortError', async () => {
   const ex = new ToolExecutor({ cleanupGraceMs: 100 })
   const aborted = []

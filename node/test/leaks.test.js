@@ -189,6 +189,52 @@ test('a streaming turn dropped before it was sealed is collected', async () => {
   assert.deepEqual(results.map((r) => r[0].content), ['ok', 'ok', 'ok', 'ok', 'ok'])
 })
 
+/**
+ * Starts `n` turns with one call each of `name` and drops them unsealed; WeakRefs to the
+ * turns. `contexts` gets each call's ctx (a tool may keep its ctx; it must not keep the turn).
+ */
+function abandonRunningTurns(executor, n, name) {
+  const turns = []
+  for (let i = 0; i < n; i++) {
+    const turn = executor.turn()
+    turn.submit({ type: 'tool_use', id: `t${i}`, name, input: {} })
+    turns.push(new WeakRef(turn))
+  }
+  return turns
+}
+
+test("a dropped unfinished turn is collected, and its collection aborts its running calls' ctx.signal", async () => {
+  // The README's promise: an unfinished turn nobody refers to is garbage-collected, which
+  // cancels its work. Collected it was, but its running calls never saw their signal fire (a
+  // tool waiting on it waited forever); a call whose tool kept its ctx kept the turn alive.
+  const executor = new ToolExecutor({ cleanupGraceMs: 1 })
+  const reasons = []
+  const contexts = []
+  executor.tool({ name: 'wait', concurrencySafe: true }, (input, ctx) => {
+    const signal = ctx.signal
+    return new Promise((resolve) => {
+      signal.addEventListener('abort', () => {
+        reasons.push(signal.reason)
+        resolve('stopped')
+      })
+    })
+  })
+  // Reads its signal only once the turn is gone.
+  executor.tool({ name: 'keep', concurrencySafe: true }, (input, ctx) => {
+    contexts.push(ctx)
+    return new Promise(() => {})
+  })
+  const turns = abandonRunningTurns(executor, 20, 'wait')
+  const kept = abandonRunningTurns(executor, 5, 'keep')
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(await collectAll([...turns, ...kept]), 0, 'the dropped turns were collected')
+  await collectUntil(() => reasons.length === 20)
+  assert.equal(reasons.length, 20, 'every running call saw its signal abort')
+  assert.ok(reasons.every((reason) => reason.name === 'AbortError' && /garbage-collected/.test(reason.cause?.message)))
+  assert.equal(contexts.length, 5)
+  assert.ok(contexts.every((ctx) => ctx.signal.aborted && ctx.signal.reason.name === 'AbortError'), 'a signal read after the collection is aborted')
+})
+
 /** An agent whose tools refer back to it (a tool that starts a sub-run); a WeakRef to it. */
 function selfReferringAgent() {
   const client = new Client({ apiKey: 'k', baseUrl: 'http://127.0.0.1:9' })

@@ -363,8 +363,10 @@ test('lone surrogates: not errors, ids come back as submitted, halves of a pair 
   const uses = texts.map((text, i) => use(`id\ud800${i}`, 'echo', { text }))
   for (const results of [await ex.run(uses), await turnResults(ex, uses)]) {
     assert.deepEqual(results.map((r) => r.tool_use_id), uses.map((u) => u.id))
-    // Each text comes back whole or with its lone halves replaced, never merged with its neighbour.
-    assert.deepEqual(results.map((r) => r.content.toWellFormed()), ['\ufffd', '\ufffd', 'x\ufffd', '\ufffdy', '😀'])
+    // Each text comes back with its lone halves replaced, never merged with its neighbour; run()
+    // too, though it gives back the texts it kept in JS (they were returned lone halves and all,
+    // where a turn's results had U+FFFD).
+    assert.deepEqual(results.map((r) => r.content), ['\ufffd', '\ufffd', 'x\ufffd', '\ufffdy', '😀'])
   }
   // A turn's events too (they came back with U+FFFD for the lone surrogate).
   const turn = ex.turn()
@@ -374,6 +376,96 @@ test('lone surrogates: not errors, ids come back as submitted, halves of a pair 
     const id = event.type === 'result' ? event.result.tool_use_id : event.toolUseId
     assert.equal(id, uses[event.index].id, event.type)
   }
+})
+
+test('a lone surrogate in an answer, a content block or a progress datum is U+FFFD, whichever way the call runs', async () => {
+  // JSON.stringify writes a lone half as a `\ud800` escape, which serde_json refuses: through
+  // the reply batch of calls with a timeout, that threw from a microtask (the process ended)
+  // and lost every reply of the batch (the siblings timed out); a datum became null, content
+  // blocks an "not a JSON array" error. napi's own string conversion, and turn() for plain
+  // text, already gave U+FFFD.
+  for (const timeoutMs of [undefined, 3000]) {
+    const ex = new ToolExecutor()
+    ex.tool({ name: 'text', concurrencySafe: true, timeoutMs }, async () => 'ab\ud800cd')
+    ex.tool({ name: 'blocks', concurrencySafe: true, timeoutMs }, async () => [{ type: 'text', text: 'x\udc00' }])
+    ex.tool({ name: 'report', concurrencySafe: true, timeoutMs }, async (_input, ctx) => {
+      ctx.progress({ partial: 'p\ud83d', key: ['\ude00'] })
+      ctx.progress({ line: 'fine' })
+      return 'reported'
+    })
+    ex.tool({ name: 'good', concurrencySafe: true, timeoutMs }, async () => 'fine')
+    const uses = [use('t', 'text'), use('b', 'blocks'), use('r', 'report'), use('g', 'good')]
+    const expected = ['ab\ufffdcd', [{ type: 'text', text: 'x\ufffd' }], 'reported', 'fine']
+    const what = `timeoutMs ${timeoutMs}`
+    const ran = await ex.run(uses)
+    assert.deepEqual(ran.map((r) => r.content), expected, `run(), ${what}`)
+    assert.ok(ran.every((r) => !r.is_error), what)
+    const turn = ex.turn()
+    turn.submit(...uses)
+    turn.seal()
+    const progress = []
+    for await (const event of turn) if (event.type === 'progress') progress.push(event.data)
+    assert.deepEqual(progress, [{ partial: 'p\ufffd', key: ['\ufffd'] }, { line: 'fine' }], `progress, ${what}`)
+    assert.deepEqual((await turn.results()).map((r) => r.content), expected, `turn, ${what}`)
+  }
+})
+
+test("a lone surrogate in a schema-checked tool's input does not make run() throw", async () => {
+  // The input crosses as JSON for the schema check: the whole run threw InvalidArgumentError
+  // ("unexpected end of hex escape"), its well-formed sibling unanswered.
+  const ex = new ToolExecutor()
+  const seen = []
+  ex.tool({ name: 's', schema: { type: 'object', properties: { s: { type: 'string' } } } }, (input) => {
+    seen.push(input.s)
+    return `got ${input.s}`
+  })
+  const results = await ex.run([use('ok', 's', { s: 'a' }), use('x', 's', { s: 'a\ud800' })])
+  // The tool gets the input as submitted; its answer reads as the native side reads it.
+  assert.deepEqual(seen, ['a', 'a\ud800'])
+  assert.deepEqual(results.map((r) => [r.content, r.is_error]), [['got a', false], ['got a\ufffd', false]])
+})
+
+/** `n` arrays around a string. */
+function deep(n) {
+  let value = 'x'
+  for (let i = 0; i < n; i++) value = [value]
+  return value
+}
+
+test('a content or progress datum the native layer cannot read fails alone, never its batch', async () => {
+  // Nested past serde_json's depth limit: a progress datum made the whole reply batch of calls
+  // with a timeout unreadable (thrown from a microtask, every other reply in it lost, the
+  // siblings timed out), and became null in a turn; content blocks got an error that blamed
+  // their shape.
+  for (const timeoutMs of [undefined, 3000]) {
+    const ex = new ToolExecutor()
+    ex.tool({ name: 'deep', concurrencySafe: true, timeoutMs }, async () => [{ type: 'text', text: 'x', extra: deep(200) }])
+    ex.tool({ name: 'report', concurrencySafe: true, timeoutMs }, async (_input, ctx) => {
+      ctx.progress(deep(200))
+      return 'reported'
+    })
+    ex.tool({ name: 'good', concurrencySafe: true, timeoutMs }, async () => 'fine')
+    const what = `timeoutMs ${timeoutMs}`
+    const turn = ex.turn()
+    turn.submit(use('d', 'deep'), use('r', 'report'), use('g', 'good'))
+    turn.seal()
+    const progress = []
+    for await (const event of turn) if (event.type === 'progress') progress.push(event.data)
+    // Kept as its JSON text, not lost.
+    assert.deepEqual(progress, [JSON.stringify(deep(200))], what)
+    const [bad, reported, good] = await turn.results()
+    assert.deepEqual([reported.content, reported.is_error, good.content, good.is_error], ['reported', false, 'fine', false], what)
+    assert.equal(bad.is_error, true, what)
+    assert.match(bad.content, /nested deeper than 128 levels/, what)
+  }
+})
+
+test('a reply batch with a lone surrogate escape or an unreadable content is read item by item', () => {
+  // What JSON.stringify makes of a lone half, sent straight to the native executor: it threw.
+  const native = require('../index.js')
+  const executor = new native.ToolExecutor({}, [])
+  assert.equal(executor.completeJson('[1, 0, "a\\ud800", 2, 4, {"k": "\\udc00"}, 3, 2, "not blocks"]'), 0)
+  assert.throws(() => executor.completeJson('[1, 0'), /tool replies are not valid/)
 })
 
 async function turnResults(ex, uses) {

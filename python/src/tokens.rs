@@ -1,10 +1,11 @@
 //! Token estimation and context budgeting (`ferroloop::tokens`).
 
+use ferroloop::tokens::budget::{BudgetOverrides, InvalidBudget};
 use ferroloop::tokens::{
-    ContextBudget, ContextTracker, Family, ModelTable, TextEstimator, Usage, estimate_bytes,
-    estimate_request_body, estimate_text, estimate_value,
+    ContextBudget, ContextTracker, Family, InvalidAutocompactPercent, ModelTable, TextEstimator,
+    Usage, estimate_bytes, estimate_request_body, estimate_text, estimate_value,
 };
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyList, PyMemoryView, PyString};
 use serde_json::Value;
@@ -133,33 +134,50 @@ struct Overrides {
 }
 
 impl Overrides {
-    /// `budget` with the settings given applied; a negative buffer, a percentage outside
-    /// (0, 100] or an auto-compact buffer below the blocking buffer
-    /// (`ContextBudget::validate`) is a `ValueError`.
-    fn apply(self, mut budget: ContextBudget) -> PyResult<ContextBudget> {
-        if let Some(v) = non_negative_opt("output_reserve_cap", self.output_reserve_cap)? {
-            budget.output_reserve_cap = v;
-        }
-        if let Some(v) = non_negative_opt("autocompact_buffer", self.autocompact_buffer)? {
-            budget.autocompact_buffer = v;
-        }
-        if let Some(v) = non_negative_opt("warning_buffer", self.warning_buffer)? {
-            budget.warning_buffer = v;
-        }
-        if let Some(v) = non_negative_opt("blocking_buffer", self.blocking_buffer)? {
-            budget.blocking_buffer = v;
-        }
-        if let Some(p) = self.autocompact_percent {
-            budget = budget.with_autocompact_percent(p).map_err(|_| {
-                PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
-            })?;
-        }
-        // The core's rule, after the overrides: a budget must compact before it blocks.
-        budget
-            .validate()
-            .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        Ok(budget)
+    /// The settings given, as the core takes them; a negative one is a `ValueError`.
+    fn checked(self) -> PyResult<BudgetOverrides> {
+        Ok(BudgetOverrides {
+            output_reserve_cap: non_negative_opt("output_reserve_cap", self.output_reserve_cap)?,
+            autocompact_buffer: non_negative_opt("autocompact_buffer", self.autocompact_buffer)?,
+            warning_buffer: non_negative_opt("warning_buffer", self.warning_buffer)?,
+            blocking_buffer: non_negative_opt("blocking_buffer", self.blocking_buffer)?,
+            autocompact_percent: self.autocompact_percent,
+        })
     }
+}
+
+/// The core's refusal of a budget ([`ContextBudget::with_overrides`]: settings given apply as
+/// given, defaults scale; it must compact before it blocks, and not at zero tokens) as a
+/// `ValueError`.
+fn budget_error(error: InvalidBudget) -> PyErr {
+    match error {
+        InvalidBudget::Percent(InvalidAutocompactPercent(p)) => {
+            PyValueError::new_err(format!("autocompact_percent must be in (0, 100], got {p}"))
+        }
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// A token count for `state` and `percent_left`: any non-negative int, one beyond 64 bits
+/// saturating to the largest (as Node's `state(Number.MAX_VALUE)` is `'blocking'`); a negative
+/// one is a `ValueError`.
+fn token_count(tokens: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let value = match tokens.extract::<i128>() {
+        Ok(value) => value,
+        Err(error) if error.is_instance_of::<PyOverflowError>(tokens.py()) => {
+            if tokens.lt(0)? {
+                return Err(PyValueError::new_err(format!(
+                    "tokens must not be negative, got {tokens}"
+                )));
+            }
+            return Ok(u64::MAX);
+        }
+        Err(error) => return Err(error),
+    };
+    if value < 0 {
+        return non_negative("tokens", value);
+    }
+    Ok(u64::try_from(value).unwrap_or(u64::MAX))
 }
 
 /// Context thresholds for one model (Claude Code's defaults, every field configurable).
@@ -185,20 +203,19 @@ impl PyContextBudget {
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.__init__", || {
-            let budget = ContextBudget::new(
-                non_negative("window", window)?,
-                non_negative("max_output_tokens", max_output_tokens)?,
-            );
+            let window = non_negative("window", window)?;
+            let max_output_tokens = non_negative("max_output_tokens", max_output_tokens)?;
             let overrides = Overrides {
                 output_reserve_cap,
                 autocompact_buffer,
                 warning_buffer,
                 blocking_buffer,
                 autocompact_percent,
-            };
-            Ok(Self {
-                budget: overrides.apply(budget)?,
-            })
+            }
+            .checked()?;
+            let budget = ContextBudget::with_overrides(window, max_output_tokens, &overrides)
+                .map_err(budget_error)?;
+            Ok(Self { budget })
         })
     }
 
@@ -218,17 +235,18 @@ impl PyContextBudget {
         autocompact_percent: Option<f64>,
     ) -> PyResult<Self> {
         shield(py, "ContextBudget.for_model", || {
-            let budget = ContextBudget::for_model(model, &ModelTable::default());
             let overrides = Overrides {
                 output_reserve_cap,
                 autocompact_buffer,
                 warning_buffer,
                 blocking_buffer,
                 autocompact_percent,
-            };
-            Ok(Self {
-                budget: overrides.apply(budget)?,
-            })
+            }
+            .checked()?;
+            let budget =
+                ContextBudget::for_model_with_overrides(model, &ModelTable::default(), &overrides)
+                    .map_err(budget_error)?;
+            Ok(Self { budget })
         })
     }
 
@@ -269,14 +287,15 @@ impl PyContextBudget {
     }
 
     /// `"ok"`, `"warning"`, `"auto_compact"` or `"blocking"` for a token count (the names of
-    /// Node's `state()` and the core's `BudgetState::as_str`).
-    fn state(&self, tokens: i128) -> PyResult<&'static str> {
-        Ok(self.budget.state(non_negative("tokens", tokens)?).as_str())
+    /// Node's `state()` and the core's `BudgetState::as_str`); a count beyond 64 bits is
+    /// `"blocking"`, as in Node.
+    fn state(&self, tokens: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+        Ok(self.budget.state(token_count(tokens)?).as_str())
     }
 
-    /// The percentage of the auto-compact threshold still free.
-    fn percent_left(&self, tokens: i128) -> PyResult<f64> {
-        Ok(self.budget.percent_left(non_negative("tokens", tokens)?))
+    /// The percentage of the auto-compact threshold still free (0 for a count beyond 64 bits).
+    fn percent_left(&self, tokens: &Bound<'_, PyAny>) -> PyResult<f64> {
+        Ok(self.budget.percent_left(token_count(tokens)?))
     }
 
     fn __repr__(&self) -> String {

@@ -40,11 +40,23 @@ enum NonFinite {
     Null,
 }
 
+/// How an `int` beyond 64 bits (which a `serde_json` number cannot hold) converts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BigInts {
+    /// Refused: the value is sent, and a rounded number must never be sent in its place.
+    Refuse,
+    /// Becomes the nearest float (the decimal text when even a float overflows): the value is
+    /// only counted, and a JSON parser (the CLI's, C's, Node's) reads such a literal as that
+    /// float too, so every binding counts the same.
+    Float,
+}
+
 /// How [`to_value_at`] converts what JSON has no form for.
 #[derive(Debug, Clone, Copy)]
 struct Mode {
     surrogates: Surrogates,
     non_finite: NonFinite,
+    big_ints: BigInts,
 }
 
 /// A Python object as JSON (see the module docs), or why it cannot be converted: what is sent
@@ -57,6 +69,7 @@ pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
         Mode {
             surrogates: Surrogates::Refuse,
             non_finite: NonFinite::Refuse,
+            big_ints: BigInts::Refuse,
         },
     )
 }
@@ -70,13 +83,15 @@ pub(crate) fn to_value_nan_as_null(obj: &Bound<'_, PyAny>) -> Result<Value, Stri
         Mode {
             surrogates: Surrogates::Refuse,
             non_finite: NonFinite::Null,
+            big_ints: BigInts::Refuse,
         },
     )
 }
 
 /// A Python object as JSON, to be counted: as [`to_value`], but a lone surrogate in an exact
-/// `str` (a value or a key) becomes U+FFFD instead of an error (see [`lossy_text`]) and a
-/// non-finite float `null` (counted as absent, not refused: nothing is sent).
+/// `str` (a value or a key) becomes U+FFFD instead of an error (see [`lossy_text`]), a
+/// non-finite float `null` (counted as absent, not refused: nothing is sent) and an `int`
+/// beyond 64 bits its nearest float (see [`BigInts::Float`]).
 pub(crate) fn to_value_for_counting(obj: &Bound<'_, PyAny>) -> Result<Value, String> {
     to_value_at(
         obj,
@@ -84,6 +99,7 @@ pub(crate) fn to_value_for_counting(obj: &Bound<'_, PyAny>) -> Result<Value, Str
         Mode {
             surrogates: Surrogates::Replace,
             non_finite: NonFinite::Null,
+            big_ints: BigInts::Float,
         },
     )
 }
@@ -153,7 +169,7 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
         let mut map = Map::new();
         for (key, item) in dict.iter() {
             let Ok(key) = key.cast_exact::<PyString>() else {
-                return slow(obj, depth, mode.non_finite);
+                return slow(obj, depth, mode);
             };
             let key = text_with(key, surrogates)
                 .map_err(|err| format!("a key is not valid text: {err}"))?;
@@ -174,7 +190,10 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
         if let Ok(int) = obj.extract::<u64>() {
             return Ok(Value::Number(int.into()));
         }
-        return slow(obj, depth, mode.non_finite);
+        if mode.big_ints == BigInts::Float {
+            return Ok(big_int_for_counting(obj));
+        }
+        return slow(obj, depth, mode);
     }
     if let Ok(float) = obj.cast_exact::<PyFloat>() {
         return float_value(float.value(), mode.non_finite);
@@ -193,7 +212,19 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
             .collect::<Result<_, _>>()
             .map(Value::Array);
     }
-    slow(obj, depth, mode.non_finite)
+    slow(obj, depth, mode)
+}
+
+/// An `int` beyond 64 bits, to be counted: its nearest float, as a JSON parser reads the
+/// literal; its decimal text when even a float overflows (`10**400`), rather than an error.
+fn big_int_for_counting(obj: &Bound<'_, PyAny>) -> Value {
+    if let Ok(float) = obj.extract::<f64>()
+        && let Some(number) = Number::from_f64(float)
+    {
+        return Value::Number(number);
+    }
+    obj.str()
+        .map_or(Value::Null, |text| Value::String(text.to_string()))
 }
 
 /// Any other object, through serde, still at nesting `depth`.
@@ -201,11 +232,15 @@ fn to_value_at(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value
 /// `depythonize::<Value>` would recurse without a bound: a deeply nested `OrderedDict`, dict
 /// subclass, set of frozensets or mapping overflowed the thread's stack (a segfault). The value
 /// is built by [`Nested`] instead, which counts the levels as the fast path does.
-fn slow(obj: &Bound<'_, PyAny>, depth: usize, non_finite: NonFinite) -> Result<Value, String> {
+fn slow(obj: &Bound<'_, PyAny>, depth: usize, mode: Mode) -> Result<Value, String> {
     let mut depythonizer = pythonize::Depythonizer::from_object(obj);
-    Nested { depth, non_finite }
-        .deserialize(&mut depythonizer)
-        .map_err(|err| err.to_string())
+    Nested {
+        depth,
+        non_finite: mode.non_finite,
+        big_ints: mode.big_ints,
+    }
+    .deserialize(&mut depythonizer)
+    .map_err(|err| err.to_string())
 }
 
 /// `serde_json::Value`'s own deserialization (same values, same errors) with a depth limit.
@@ -214,6 +249,8 @@ struct Nested {
     depth: usize,
     /// What a non-finite float (a `float` subclass's, say) becomes, as on the fast path.
     non_finite: NonFinite,
+    /// What an integer beyond 64 bits (an `int` subclass's) becomes, as on the fast path.
+    big_ints: BigInts,
 }
 
 impl Nested {
@@ -258,11 +295,23 @@ impl<'de> Visitor<'de> for Nested {
     }
 
     fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
-        Number::deserialize(de::value::I128Deserializer::<E>::new(value)).map(Value::Number)
+        match Number::deserialize(de::value::I128Deserializer::<E>::new(value)) {
+            Ok(number) => Ok(Value::Number(number)),
+            Err(_) if self.big_ints == BigInts::Float => {
+                float_value(value as f64, self.non_finite).map_err(E::custom)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
-        Number::deserialize(de::value::U128Deserializer::<E>::new(value)).map(Value::Number)
+        match Number::deserialize(de::value::U128Deserializer::<E>::new(value)) {
+            Ok(number) => Ok(Value::Number(number)),
+            Err(_) if self.big_ints == BigInts::Float => {
+                float_value(value as f64, self.non_finite).map_err(E::custom)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {

@@ -388,3 +388,57 @@ def test_a_lone_surrogate_in_text_counts_as_a_replacement_character_as_in_node()
         assert ferroloop.count_tokens(text, "o200k") == ferroloop.count_tokens(replaced, "o200k")
     # Two surrogates that make a pair are its character, as the same JavaScript literal is.
     assert ferroloop.estimate_tokens("x\ud83d\ude00") == ferroloop.estimate_tokens("x\U0001f600")
+
+
+def test_ints_beyond_64_bits_are_counted_as_the_other_bindings_count_them() -> None:
+    # An int JSON can write but 64 bits cannot hold was a ValueError ("JSON number out of
+    # range"); the CLI, C and Node count it as the double JSON parsers read it as. It counts as
+    # its nearest float does, so every binding gives the same number.
+    def call(value: object) -> dict:
+        return {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "n", "input": {"n": value}}]}
+
+    big = 123456789012345678901234567890
+    assert ferroloop.estimate_tokens(call(big), tokenizer="o200k") == ferroloop.estimate_tokens(
+        call(float(big)), tokenizer="o200k"
+    )
+    body = {"messages": [call(-(2**70)), call(10**400)]}
+    assert ferroloop.estimate_request(body)["total"] > 0
+    tracker = ferroloop.ContextTracker()
+    tracker.push_message(call(big))
+
+
+def test_floats_count_as_json_stringify_writes_them() -> None:
+    # 1.0 is written `1` by JSON.stringify, which Node re-serialises with: every binding counts
+    # that text now, so Python, Node, C and the CLI agree.
+    as_floats = {"x": 1.0, "y": 2e10, "z": -0.0}
+    as_ints = {"x": 1, "y": 20000000000, "z": 0}
+    block = lambda value: {"type": "tool_use", "id": "t", "name": "n", "input": value}  # noqa: E731
+    for tokenizer in ("o200k", "claude"):
+        assert ferroloop.estimate_tokens(block(as_floats), tokenizer=tokenizer) == ferroloop.estimate_tokens(
+            block(as_ints), tokenizer=tokenizer
+        )
+
+
+def test_budget_settings_given_apply_as_given_and_only_defaults_scale() -> None:
+    # The default blocking buffer passed explicitly on a small window was a ValueError: the
+    # auto-compact buffer had been scaled to 1,292 first.
+    given = ferroloop.ContextBudget(8192, 8192, blocking_buffer=3000)
+    assert given.state(0) == "ok"
+    assert given.warning_threshold < given.autocompact_threshold <= given.blocking_threshold
+    # An auto-compact buffer that leaves nothing of the window compacted at zero tokens.
+    with pytest.raises(ValueError, match=r"auto-compact threshold is 0.*autocompact_buffer \(13000\)"):
+        ferroloop.ContextBudget(8192, 8192, autocompact_buffer=13000)
+    with pytest.raises(ValueError, match="autocompact_percent"):
+        ferroloop.ContextBudget.for_model("gpt-4", autocompact_percent=0.001)
+    assert ferroloop.ContextBudget.for_model("gpt-4-32k").window == 32_768
+
+
+def test_budget_state_saturates_as_in_node() -> None:
+    # A count beyond 64 bits was an OverflowError; Node documents and returns "blocking".
+    budget = ferroloop.ContextBudget(200_000, 32_000)
+    assert budget.state(2**64) == "blocking"
+    assert budget.state(10**40) == "blocking"
+    assert budget.percent_left(2**64) == 0.0
+    with pytest.raises(ValueError):
+        budget.state(-1)

@@ -1184,9 +1184,10 @@ fl_status fl_client_stream_start(const fl_client *client,
  * thread, with its retries and timeouts.
  *
  * Returns `FL_STATUS_OK` whenever the request was made, whatever its answer: read the
- * response (the provider's JSON body) with `fl_message_stream_message`, which returns the
- * failure's status instead when it failed (details in `fl_message_stream_error`), and its
- * request id and measurements with `fl_message_stream_request_id` and
+ * response (the provider's JSON body, an object: another JSON value is a protocol failure)
+ * with `fl_message_stream_message`, which returns the failure's status instead when it failed
+ * (details in `fl_message_stream_error`), and its request id and measurements (a failed
+ * request's too: the attempts and retries it made) with `fl_message_stream_request_id` and
  * `fl_message_stream_metrics`; `fl_message_stream_next_event` reports `FL_AGENT_NEXT_END`.
  * Argument errors are as for `fl_client_stream_start` (`*out` is then not written).
  *

@@ -423,15 +423,18 @@ async fn pump_create(
             failure: Some(Failure::cancelled()),
             metrics: RequestMetrics::default(),
         },
-        response = client.create_with_betas(body, &betas) => match response {
+        response = client.create_with_metrics(body, &betas) => match response {
             Ok(response) => {
                 let metrics = response.metrics.clone();
-                match response.json() {
+                // A generation answer is a JSON object: another JSON value (`[1, 2]`) is a
+                // protocol failure, as in Python and Node.
+                match response.json_object() {
                     Ok(body) => Outcome { message: terminated(&body), failure: None, metrics },
                     Err(error) => failed(&error, Value::Null, metrics),
                 }
             }
-            Err(error) => failed(&error, Value::Null, RequestMetrics::default()),
+            // A failed request's attempts and retries, as a failed stream reports them.
+            Err(failure) => failed(&failure.error, Value::Null, failure.metrics),
         },
     };
     if let Some(id) = outcome.metrics.request_id.clone() {
@@ -649,9 +652,10 @@ pub unsafe extern "C" fn fl_client_stream_start(
 /// thread, with its retries and timeouts.
 ///
 /// Returns `FL_STATUS_OK` whenever the request was made, whatever its answer: read the
-/// response (the provider's JSON body) with `fl_message_stream_message`, which returns the
-/// failure's status instead when it failed (details in `fl_message_stream_error`), and its
-/// request id and measurements with `fl_message_stream_request_id` and
+/// response (the provider's JSON body, an object: another JSON value is a protocol failure)
+/// with `fl_message_stream_message`, which returns the failure's status instead when it failed
+/// (details in `fl_message_stream_error`), and its request id and measurements (a failed
+/// request's too: the attempts and retries it made) with `fl_message_stream_request_id` and
 /// `fl_message_stream_metrics`; `fl_message_stream_next_event` reports `FL_AGENT_NEXT_END`.
 /// Argument errors are as for `fl_client_stream_start` (`*out` is then not written).
 ///
@@ -1871,6 +1875,105 @@ mod tests {
         // SAFETY: handles from their constructors, freed once.
         unsafe {
             fl_message_stream_free(stream);
+            fl_message_stream_free(out);
+            fl_client_free(client);
+        }
+    }
+
+    /// Runs `fl_client_create` with `REQUEST` on `client` and returns its handle.
+    fn create(client: *const fl_client) -> *mut fl_message_stream {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: `REQUEST` is readable; `out` is a local.
+        let status = unsafe {
+            fl_client_create(
+                client,
+                REQUEST.as_ptr().cast(),
+                REQUEST.len(),
+                std::ptr::null(),
+                &mut out,
+            )
+        };
+        assert_eq!(
+            status,
+            fl_status::FL_STATUS_OK,
+            "{}",
+            last_error_for_tests()
+        );
+        out
+    }
+
+    /// A create that failed after a retry (a 500, then a 400 that is final) reports the
+    /// attempts and the retry it made, as a failed stream does. It reported empty metrics (0
+    /// attempts, no retries): the core's `create` returned no metrics with its error.
+    #[test]
+    fn a_failed_create_reports_its_attempts_and_retries() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            for (status, kind) in [
+                ("500 Internal Server Error", "api_error"),
+                ("400 Bad Request", "invalid_request_error"),
+            ] {
+                let (mut connection, _) = accept(&listener);
+                let body =
+                    format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"x"}}}}"#);
+                let reply = response(status, "application/json", &body, body.len());
+                connection.write_all(reply.as_bytes()).unwrap();
+            }
+        });
+        let client = client(port, r#", "max_retries": 2"#);
+        let out = create(client);
+        server.join().unwrap();
+        let (status, failure) = error(out);
+        assert_eq!(status, fl_status::FL_STATUS_PROVIDER_ERROR);
+        assert_eq!(code(failure.code).as_deref(), Some("invalid_request"));
+        let metrics = metrics_of(out);
+        assert_eq!(metrics["attempts"], 2, "{metrics}");
+        let retries = metrics["retries"].as_array().unwrap();
+        assert_eq!(retries.len(), 1, "{metrics}");
+        assert_eq!(retries[0]["status"], 500, "{metrics}");
+        assert!(metrics["bytes_received"].as_u64().unwrap() > 0, "{metrics}");
+        assert!(metrics["total_ms"].as_f64().unwrap() >= 0.0, "{metrics}");
+        // SAFETY: a live stream; a local.
+        let measured: fl_request_metrics = unsafe {
+            let mut measured = std::mem::zeroed();
+            assert_eq!(
+                fl_message_stream_metrics(out, &mut measured),
+                fl_status::FL_STATUS_OK
+            );
+            measured
+        };
+        assert_eq!(measured.attempts, 2);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
+            fl_message_stream_free(out);
+            fl_client_free(client);
+        }
+    }
+
+    /// A 200 whose JSON body is not an object (`[1, 2]`) is a protocol failure, as in Python
+    /// and Node: a generation answer is an object. It was returned as the answer.
+    #[test]
+    fn create_on_a_200_that_is_not_a_json_object_is_a_protocol_failure() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut connection, _) = accept(&listener);
+            let body = "[1, 2]";
+            let reply = response("200 OK", "application/json", body, body.len());
+            connection.write_all(reply.as_bytes()).unwrap();
+        });
+        let client = client(port, "");
+        let out = create(client);
+        server.join().unwrap();
+        let (status, failure) = error(out);
+        assert_eq!(status, fl_status::FL_STATUS_PROTOCOL_ERROR);
+        assert_eq!(code(failure.code).as_deref(), Some("protocol"));
+        assert!(last_error_for_tests().contains("not a JSON object"));
+        assert_eq!(message(out).1, "null");
+        assert_eq!(metrics_of(out)["attempts"], 1);
+        // SAFETY: handles from their constructors, freed once.
+        unsafe {
             fl_message_stream_free(out);
             fl_client_free(client);
         }

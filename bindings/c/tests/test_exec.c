@@ -306,6 +306,31 @@ static void check_timeout(fl_executor *executor) {
     CHECK(results != NULL && strstr(results, "\"is_error\":true") != NULL);
 }
 
+/* A tool that does its work in the callback and completes the call there (inline) is timed out
+ * like one that answers from a worker: its answer comes when the callback returns, after its
+ * limit. */
+static void inline_slow_tool(void *userdata, const fl_tool_invocation *invocation, fl_tool_call *call) {
+    (void)userdata;
+    (void)invocation;
+    sleep_ms(120);
+    CHECK_OK(fl_tool_complete(call, "finished late", 13, false));
+}
+
+static void check_inline_completion_past_its_timeout(void) {
+    fl_executor *executor = NULL;
+    CHECK_OK(fl_executor_new(NULL, &executor));
+    fl_tool_options timed = fl_tool_options_default();
+    timed.timeout_ms = 30;
+    CHECK_OK(fl_executor_add_tool(executor, "inline", 6, &timed, inline_slow_tool, NULL));
+    const char *calls = "[{\"id\":\"i\",\"name\":\"inline\",\"input\":{}}]";
+    const char *results = NULL;
+    size_t len = 0;
+    CHECK_OK(fl_executor_run(executor, calls, strlen(calls), NULL, &results, &len));
+    CHECK(results != NULL &&
+          strstr(results, "\"content\":\"Tool 'inline' timed out after 30ms\",\"is_error\":true") != NULL);
+    fl_executor_free(executor);
+}
+
 static void check_nested_run_is_refused(fl_executor *executor) {
     const char *calls = "[{\"id\":\"n\",\"name\":\"nested\",\"input\":{}}]";
     const char *results = NULL;
@@ -483,5 +508,6 @@ int main(void) {
     fl_executor_free(executor);
     check_invalid_reply();
     check_concurrency_predicate();
+    check_inline_completion_past_its_timeout();
     return check_summary("test_exec");
 }

@@ -65,8 +65,8 @@ pub struct ClientConfig {
     /// The API spoken.
     pub provider: Provider,
     /// Scheme, host, port and optional path prefix, without a trailing slash. A query
-    /// (`?api-version=...`) is kept after the endpoint's path; credentials (`user:pw@`) are
-    /// refused.
+    /// (`?api-version=...`) is kept after the endpoint's path; credentials (`user:pw@`) and a
+    /// fragment (`#...`, never sent) are refused.
     pub base_url: String,
     /// The API key (`x-api-key` for Anthropic, `Authorization: Bearer` otherwise).
     pub api_key: Option<String>,
@@ -97,6 +97,13 @@ pub struct ClientConfig {
     /// instead of buffering it, so a hostile endless event costs at most this much memory.
     /// Default [`DEFAULT_MAX_EVENT_BYTES`] (64 MiB); `None` disables the cap.
     pub max_event_bytes: Option<usize>,
+    /// The largest non-streaming response body ([`Client::create`](super::Client::create),
+    /// [`Client::post`](super::Client::post)) read, in bytes: a body growing past it (or whose
+    /// `content-length` says it will) ends the request with a
+    /// [`ClientError::Protocol`](super::ClientError::Protocol) naming the limit, not retried,
+    /// and the rest is never read, so a hostile or runaway body costs at most this much memory.
+    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`] (64 MiB, the event cap's); `None` disables the cap.
+    pub max_response_bytes: Option<usize>,
     /// Called for every retry as it is scheduled, before the wait (streams also yield it as
     /// [`StreamItem::Retry`](super::StreamItem::Retry); this reaches non-streaming requests too).
     pub on_retry: Option<RetryObserver>,
@@ -107,6 +114,11 @@ pub struct ClientConfig {
 /// `response.completed`, repeats the whole output, which stays in single MiB even with an
 /// image in it) and far below what would hurt the host.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 64 << 20;
+
+/// The default [`ClientConfig::max_response_bytes`]: 64 MiB, as [`DEFAULT_MAX_EVENT_BYTES`]. A
+/// whole non-streaming answer is the size of the streamed one's final event: a few hundred KiB
+/// at the largest output limits, single MiB with an image in it.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 << 20;
 
 /// A callback told about every retry.
 pub type RetryObserver = std::sync::Arc<dyn Fn(&super::RetryEvent) + Send + Sync>;
@@ -125,6 +137,7 @@ impl fmt::Debug for ClientConfig {
             .field("proxy", &self.proxy)
             .field("http2_prior_knowledge", &self.http2_prior_knowledge)
             .field("max_event_bytes", &self.max_event_bytes)
+            .field("max_response_bytes", &self.max_response_bytes)
             .field("on_retry", &self.on_retry.is_some())
             .finish_non_exhaustive()
     }
@@ -147,6 +160,7 @@ impl ClientConfig {
             proxy: ProxyConfig::default(),
             http2_prior_knowledge: false,
             max_event_bytes: Some(DEFAULT_MAX_EVENT_BYTES),
+            max_response_bytes: Some(DEFAULT_MAX_RESPONSE_BYTES),
             on_retry: None,
         }
     }

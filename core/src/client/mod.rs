@@ -42,7 +42,10 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use tokio::time::Instant;
 
-pub use config::{ClientConfig, DEFAULT_MAX_EVENT_BYTES, Provider, RetryObserver, TlsOptions};
+pub use config::{
+    ClientConfig, DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, Provider, RetryObserver,
+    TlsOptions,
+};
 pub use error::{ClientError, ErrorDetails, PartialResponse};
 pub use message_stream::{MessageItem, MessageStream};
 pub use metrics::RequestMetrics;
@@ -82,6 +85,25 @@ pub struct ClientResponse {
     pub body: Bytes,
     /// Measurements.
     pub metrics: RequestMetrics,
+}
+
+/// A non-streaming request that failed ([`Client::create_with_metrics`]), with what was
+/// measured of it: the attempts and retries made, the body bytes read, the time taken, and,
+/// when a success's headers had arrived (a 200 whose body failed), its request id, HTTP
+/// version and time to headers, as a failed stream's [`RequestMetrics`] have them.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct RequestFailure {
+    /// Why the request failed (what [`Client::create`] returns).
+    pub error: ClientError,
+    /// What was measured of it.
+    pub metrics: RequestMetrics,
+}
+
+impl From<Box<RequestFailure>> for ClientError {
+    fn from(failure: Box<RequestFailure>) -> Self {
+        failure.error
+    }
 }
 
 impl ClientResponse {
@@ -196,6 +218,17 @@ impl Client {
         body: impl Into<Bytes>,
         betas: &[String],
     ) -> Result<ClientResponse, ClientError> {
+        Ok(self.create_with_metrics(body, betas).await?)
+    }
+
+    /// [`create_with_betas`](Self::create_with_betas) that keeps the metrics of a failed
+    /// request with its error (a binding reports them as it does a failed stream's: the
+    /// attempts and retries made before the final failure, ...).
+    pub async fn create_with_metrics(
+        &self,
+        body: impl Into<Bytes>,
+        betas: &[String],
+    ) -> Result<ClientResponse, Box<RequestFailure>> {
         self.post_with_betas(self.config.provider.messages_path(), body, betas)
             .await
     }
@@ -219,13 +252,13 @@ impl Client {
     }
 
     /// POSTs `body` to `path` (appended to the base URL) with retries and returns the whole
-    /// response.
+    /// response (at most [`ClientConfig::max_response_bytes`] of body).
     pub async fn post(
         &self,
         path: &str,
         body: impl Into<Bytes>,
     ) -> Result<ClientResponse, ClientError> {
-        self.post_with_betas(path, body, &[]).await
+        Ok(self.post_with_betas(path, body, &[]).await?)
     }
 
     async fn post_with_betas(
@@ -233,13 +266,33 @@ impl Client {
         path: &str,
         body: impl Into<Bytes>,
         betas: &[String],
-    ) -> Result<ClientResponse, ClientError> {
-        let sender = self.sender(path, body.into(), "application/json", betas)?;
+    ) -> Result<ClientResponse, Box<RequestFailure>> {
+        let sender = self
+            .sender(path, body.into(), "application/json", betas)
+            .map_err(|error| {
+                Box::new(RequestFailure {
+                    error,
+                    metrics: RequestMetrics::default(),
+                })
+            })?;
+        // The latest success's headers, for the metrics of a request that fails after them
+        // (a 200 whose body breaks or is a provider error), as a stream's metrics keep them.
+        let mut seen: Option<SuccessHeaders> = None;
         loop {
-            let response = sender.clone().send().await?;
-            let headers_at = Instant::now();
+            let response = match sender.clone().send().await {
+                Ok(response) => response,
+                Err(error) => {
+                    let metrics = whole_metrics(&sender, seen.as_ref());
+                    return Err(Box::new(RequestFailure { error, metrics }));
+                }
+            };
             let (parts, body) = response.into_parts();
             let request_id = error::request_id(&parts.headers);
+            seen = Some(SuccessHeaders {
+                request_id: request_id.clone(),
+                version: metrics::version_label(parts.version),
+                at: Instant::now(),
+            });
             let read = send::read_whole(body, &sender, request_id.clone()).await;
             // A success whose JSON body is a provider error (a gateway's way of reporting its
             // upstream's failure) is that error, as in a stream, and retried when its class is
@@ -258,21 +311,7 @@ impl Client {
                 Ok(body) => {
                     // The body bytes of every attempt (error bodies included) were counted
                     // as they were read, this body's too.
-                    let progress = sender
-                        .progress
-                        .lock()
-                        .map(|p| (p.attempts, p.retries.clone(), p.body_bytes));
-                    let (attempts, retries, bytes_received) = progress.unwrap_or_default();
-                    let metrics = RequestMetrics {
-                        request_id: error::request_id(&parts.headers),
-                        attempts,
-                        retries,
-                        http_version: Some(metrics::version_label(parts.version)),
-                        time_to_headers: Some(headers_at - sender.start),
-                        total: Some(sender.start.elapsed()),
-                        bytes_received,
-                        ..RequestMetrics::default()
-                    };
+                    let metrics = whole_metrics(&sender, seen.as_ref());
                     return Ok(ClientResponse {
                         status: parts.status.as_u16(),
                         headers: parts.headers,
@@ -286,7 +325,10 @@ impl Client {
             let attempt = sender.current_attempt();
             match sender.schedule_retry(attempt, &error, retryable, None) {
                 Some(wait) => tokio::time::sleep(wait).await,
-                None => return Err(error),
+                None => {
+                    let metrics = whole_metrics(&sender, seen.as_ref());
+                    return Err(Box::new(RequestFailure { error, metrics }));
+                }
             }
         }
     }
@@ -346,6 +388,35 @@ impl Client {
             progress: Arc::new(Mutex::new(Progress::default())),
             start: Instant::now(),
         }
+    }
+}
+
+/// What a non-streaming request keeps of a success's headers for its metrics.
+struct SuccessHeaders {
+    request_id: Option<String>,
+    version: &'static str,
+    /// When they arrived.
+    at: Instant,
+}
+
+/// The metrics of a non-streaming request so far: attempts, retries and body bytes from the
+/// sender's progress (every attempt's, error bodies included), the time taken, and what the
+/// latest success's headers said (none before one arrived, as for a stream).
+fn whole_metrics(sender: &Sender, seen: Option<&SuccessHeaders>) -> RequestMetrics {
+    let progress = sender
+        .progress
+        .lock()
+        .map(|p| (p.attempts, p.retries.clone(), p.body_bytes));
+    let (attempts, retries, bytes_received) = progress.unwrap_or_default();
+    RequestMetrics {
+        request_id: seen.and_then(|seen| seen.request_id.clone()),
+        attempts,
+        retries,
+        http_version: seen.map(|seen| seen.version),
+        time_to_headers: seen.map(|seen| seen.at - sender.start),
+        total: Some(sender.start.elapsed()),
+        bytes_received,
+        ..RequestMetrics::default()
     }
 }
 
@@ -446,6 +517,16 @@ fn endpoint(config: &ClientConfig, path: &str) -> Result<Uri, ClientError> {
              http(s)://host",
             config.base_url.chars().count()
         )));
+    }
+    if config.base_url.contains('#') {
+        // A fragment is never sent, and the endpoint path appended after it would be part of
+        // it: `http://host/p#frag` would request `/p`. (Not shown: whatever follows `#` is not
+        // meant for a server, nor for logs.)
+        return Err(ClientError::Config(
+            "the base URL has a fragment (#...), which is never sent and would swallow the \
+             endpoint path appended after it: remove it"
+                .to_owned(),
+        ));
     }
     // A query in the base URL (Azure's `?api-version=`) stays at the end.
     let (base, query) = match config.base_url.split_once('?') {

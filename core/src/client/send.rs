@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, Uri};
+use http_body::Body as _;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -365,26 +366,42 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
 /// Reads a whole (non-streaming) body, failing when the total deadline passes or, once data
 /// has begun to arrive, when none comes for the idle timeout; the error says whether it may be
 /// retried. (Before the first byte only the total deadline applies: a server may send the
-/// headers at once and the body when the generation is done.) The bytes read count in the
-/// request's metrics, those of a body that failed too.
+/// headers at once and the body when the generation is done.) A body larger than
+/// [`ClientConfig::max_response_bytes`] (by its `content-length`, or as it arrives) fails at
+/// once, not retried, and the rest is never read. The bytes read count in the request's
+/// metrics, those of a body that failed too.
 pub(crate) async fn read_whole(
     body: Incoming,
     sender: &Sender,
     request_id: Option<String>,
 ) -> Result<Bytes, (ClientError, bool)> {
     let mut data = Vec::new();
-    let result = read_whole_into(body, sender, request_id, &mut data).await;
-    sender.count_body_bytes(data.len());
+    let mut received = 0;
+    let result = read_whole_into(body, sender, request_id, &mut data, &mut received).await;
+    sender.count_body_bytes(received);
     result.map(|()| Bytes::from(data))
 }
 
-/// [`read_whole`] into `data`.
+/// [`read_whole`] into `data`; `received` counts every byte read (those of a frame that went
+/// past the limit too, which are not kept).
 async fn read_whole_into(
     mut body: Incoming,
     sender: &Sender,
     request_id: Option<String>,
     data: &mut Vec<u8>,
+    received: &mut usize,
 ) -> Result<(), (ClientError, bool)> {
+    let limit = sender.config.max_response_bytes.unwrap_or(usize::MAX);
+    // The same request gets the same answer, so an oversized one is final. A body that says
+    // its length gets its buffer at once (no regrowing copies; never more than the default cap
+    // up front, whatever a server without a cap claims); one that says it will not fit is not
+    // read at all.
+    let declared = body.size_hint().exact();
+    match declared.map(|length| usize::try_from(length).unwrap_or(usize::MAX)) {
+        Some(length) if length > limit => return Err((too_large(limit, request_id), false)),
+        Some(length) => data.reserve_exact(length.min(super::DEFAULT_MAX_RESPONSE_BYTES)),
+        None => {}
+    }
     let idle = sender.config.timeouts.idle;
     let total_deadline = sender.total_deadline();
     loop {
@@ -398,6 +415,11 @@ async fn read_whole_into(
             Ok(None) => return Ok(()),
             Ok(Some(Ok(frame))) => {
                 if let Ok(chunk) = frame.into_data() {
+                    *received = received.saturating_add(chunk.len());
+                    if chunk.len() > limit.saturating_sub(data.len()) {
+                        // Dropping the body here closes the connection: nothing more is read.
+                        return Err((too_large(limit, request_id), false));
+                    }
                     data.extend_from_slice(&chunk);
                 }
             }
@@ -416,6 +438,18 @@ async fn read_whole_into(
                 return Err((error, retryable));
             }
         }
+    }
+}
+
+/// The error for a non-streaming body past [`ClientConfig::max_response_bytes`]: a protocol
+/// failure (no generation answer is that large), as an oversized event is.
+fn too_large(limit: usize, request_id: Option<String>) -> ClientError {
+    ClientError::Protocol {
+        message: format!(
+            "the response body exceeds the {limit}-byte limit (max_response_bytes); the rest \
+             was not read"
+        ),
+        request_id,
     }
 }
 

@@ -352,7 +352,7 @@ impl Ledger {
             Provider::OpenAiChat => {
                 if is_done_marker(data) {
                     self.complete = true;
-                } else if data.starts_with("{\"error\"") || event_type == "error" {
+                } else if event_type == "error" || is_chat_error_chunk(data) {
                     return Err(ClientError::from_stream_error(
                         data,
                         self.metrics.request_id.clone(),
@@ -407,6 +407,40 @@ fn new_parser(sender: &Sender) -> SseParser {
 
 fn parse(data: &str) -> Option<serde_json::Value> {
     serde_json::from_str(data).ok()
+}
+
+/// Whether an OpenAI Chat chunk is a provider's error: a JSON object with a top-level `error`
+/// member, whatever its whitespace and key order (`{"error": ...}`, `{ "error": ...}`,
+/// pretty-printed, or OpenRouter's ordinary-looking chunk with an `error` object beside choices
+/// that end with `finish_reason: "error"`). The decoder's rule: a non-null `error`, or an
+/// `error` (null too) without `choices`.
+///
+/// Every chunk goes through here, so the common case costs one substring scan: only a chunk
+/// holding `"error"` followed by `:` is parsed. Inside a JSON string every quote is escaped,
+/// so those bytes end a string only where it closes, and a closed string followed by `:` is a
+/// key: text that merely mentions the word in a delta never gets parsed (a delta that is
+/// exactly `"error"` is followed by `,` or `}`).
+fn is_chat_error_chunk(data: &str) -> bool {
+    static ERROR_KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"error\""));
+    let bytes = data.as_bytes();
+    let keyed = ERROR_KEY.find_iter(bytes).any(|at| {
+        let after = bytes.get(at + b"\"error\"".len()..).unwrap_or_default();
+        after.iter().find(|byte| !byte.is_ascii_whitespace()) == Some(&b':')
+    });
+    if !keyed {
+        return false;
+    }
+    // Rare (an error, or a nested object with an `error` key): a real parse decides whether
+    // the member is the chunk's own.
+    match parse(data) {
+        Some(serde_json::Value::Object(chunk)) => match chunk.get("error") {
+            Some(serde_json::Value::Null) => !chunk.contains_key("choices"),
+            Some(_) => true,
+            None => false,
+        },
+        _ => false,
+    }
 }
 
 fn is_content(provider: Provider, event: &SseEventRef<'_>) -> bool {
@@ -623,5 +657,39 @@ impl Stream for ResponseStream {
                 },
             })),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_chat_error_chunk;
+
+    /// An error chunk is told by its top-level `error` member in any layout; a chunk that only
+    /// mentions the word, or nests an `error` key, or carries `"error": null` beside its
+    /// choices, is not one.
+    #[test]
+    fn chat_error_chunks_are_told_by_their_top_level_error_member() {
+        for error in [
+            r#"{"error":{"code":502,"message":"x"}}"#,
+            r#"{ "error": {"code": 502}}"#,
+            "{\n  \"error\" :\n {\"code\": 502}\n}",
+            r#"{"id":"gen-1","object":"chat.completion.chunk","error":{"code":502},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#,
+            r#"{"error":"upstream failed"}"#,
+            r#"{"error":null}"#,
+        ] {
+            assert!(is_chat_error_chunk(error), "{error}");
+        }
+        for chunk in [
+            r#"{"choices":[{"index":0,"delta":{"content":"error"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"\"error\": 1"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":"error"}]}"#,
+            r#"{"choices":[],"error":null}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[]},"logprobs":{"error":1}}]}"#,
+            r#"{"error": 1"#,
+            "\"error\":",
+            "",
+        ] {
+            assert!(!is_chat_error_chunk(chunk), "{chunk}");
+        }
     }
 }

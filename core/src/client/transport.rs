@@ -1,11 +1,16 @@
 //! The pooled HTTP client: hyper-util's client over a TCP connector that honours proxies,
 //! wrapped in rustls (ring provider; Mozilla roots embedded, the system store when present),
-//! HTTP/2 or HTTP/1.1 chosen by ALPN.
+//! HTTP/2 or HTTP/1.1 chosen by ALPN, the whole of it under the connect timeout.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::Uri;
 use http_body_util::Full;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
@@ -19,7 +24,53 @@ use super::error::ClientError;
 use super::proxy::ProxyConnector;
 
 /// The connection-pooling HTTP client shared by every request of a [`super::Client`].
-pub(crate) type HttpClient = Client<HttpsConnector<ProxyConnector>, Full<Bytes>>;
+pub(crate) type HttpClient = Client<ConnectTimeout<HttpsConnector<ProxyConnector>>, Full<Bytes>>;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A connector whose whole connection (TCP connect, a proxy's `CONNECT` exchange, the TLS
+/// handshake) must be made within the connect timeout, as reqwest's is. The TCP connector and
+/// the proxy bound only their own steps: a server that accepts the TCP connection and never
+/// answers the ClientHello held the attempt until the first-byte timeout (600 s by default,
+/// the whole total). Failing here makes it a connect error, which hyper reports as one
+/// (`is_connect`) and the client retries as a connect timeout.
+#[derive(Clone)]
+pub(crate) struct ConnectTimeout<C> {
+    inner: C,
+    timeout: Duration,
+}
+
+impl<C> tower_service::Service<Uri> for ConnectTimeout<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, destination: Uri) -> Self::Future {
+        let connecting = self.inner.call(destination);
+        let timeout = self.timeout;
+        // One allocation per new connection (pooled ones skip the connector), none per request.
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, connecting).await {
+                Ok(connected) => connected.map_err(Into::into),
+                // A `TimedOut` I/O error: what `send` reads as a connect timeout.
+                Err(_) => Err(Box::new(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the connection (TCP, proxy CONNECT, TLS handshake) was not made within the \
+                     connect timeout",
+                )) as BoxError),
+            }
+        })
+    }
+}
 
 /// Builds the HTTP client for `config`.
 pub(crate) fn build(config: &ClientConfig) -> Result<HttpClient, ClientError> {
@@ -28,7 +79,7 @@ pub(crate) fn build(config: &ClientConfig) -> Result<HttpClient, ClientError> {
     tcp.enforce_http(false);
     tcp.set_nodelay(true);
     tcp.set_connect_timeout(Some(config.timeouts.connect));
-    let connector = HttpsConnectorBuilder::new()
+    let https = HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
@@ -38,6 +89,10 @@ pub(crate) fn build(config: &ClientConfig) -> Result<HttpClient, ClientError> {
             config.proxy.clone(),
             config.timeouts.connect,
         ));
+    let connector = ConnectTimeout {
+        inner: https,
+        timeout: config.timeouts.connect,
+    };
     let mut builder = Client::builder(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())

@@ -16,7 +16,9 @@ use tokio::time::{Instant, Sleep};
 /// [`ClientError::Timeout`]: super::ClientError::Timeout
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timeouts {
-    /// TCP connection, and the proxy's answer to `CONNECT` when tunnelling (default 30 s).
+    /// Making a new connection, all of it: the TCP connect, the proxy's answer to `CONNECT`
+    /// when tunnelling, and the TLS handshake (default 30 s). A connect timeout is retried like
+    /// any connection failure. (A pooled connection skips it.)
     pub connect: Duration,
     /// From sending the request to the response headers (default 600 s).
     pub first_byte: Duration,

@@ -6,11 +6,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
 use super::partial_json::{PartialJson, PartialMode, Repair};
+use super::{EventDecoder, decode_lone_surrogates_lossily};
 use crate::message::anthropic::{ContentBlock, Message};
 
 /// Anthropic Messages streaming: `message_start`, `content_block_start/delta/stop`,
@@ -633,6 +633,9 @@ impl AnthropicDecoder {
                 // A delta does not replace what `message_start` set, and in `extra` the key
                 // would be serialized twice (`message_json` would disagree with `message`).
                 key if Message::FIELDS.contains(&key) => {}
+                // A `null` keeps the earlier value, as in usage (a proxy's `"container": null`
+                // does not erase the container `message_start` set).
+                key if value.is_null() && message.extra.get(key).is_some_and(|v| !v.is_null()) => {}
                 _ => {
                     message.extra.insert(key.clone(), value.clone());
                 }
@@ -755,12 +758,12 @@ fn apply_compaction_delta(block: &mut Map<String, Value>, delta: &Value) {
 
 impl EventDecoder for AnthropicDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        let result = match event_type {
+        let result = decode_lone_surrogates_lossily(data, |data| match event_type {
             // No `event:` line (some proxies): the JSON `type` names the event.
             "" | "message" => parse::<TypeOnly<'_>>(event_type, data)
                 .and_then(|peek| self.dispatch(&peek.kind, data)),
             kind => self.dispatch(kind, data),
-        };
+        });
         DecodeError::remember(&mut self.failure, result)
     }
 

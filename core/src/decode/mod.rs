@@ -38,7 +38,33 @@ pub use openai_chat::OpenAiChatDecoder;
 pub use openai_responses::OpenAiResponsesDecoder;
 pub use stream::StreamDecoder;
 
+use std::borrow::Cow;
+
 use serde_json::Value;
+
+use crate::tokens::json_text::lone_surrogates_replaced;
+
+/// Decodes one event's `data` with `decode`; when that fails on JSON holding a lone UTF-16
+/// surrogate escape, decodes it again with each such escape replaced by `\ufffd`.
+///
+/// `"\ud83d"` alone is what `JSON.stringify` writes for a string cut inside a surrogate pair, as
+/// a JavaScript gateway re-chunking text by UTF-16 index sends it. RFC 8259's grammar allows it;
+/// serde_json refuses it, which failed the whole stream. The half character becomes U+FFFD (as
+/// napi's and Python's conversions make it) and the rest of the event is kept. Only an event
+/// whose JSON did not parse is decoded again, and every decoder parses an event's JSON before
+/// it changes any state, so the failed attempt left nothing behind.
+pub(crate) fn decode_lone_surrogates_lossily(
+    data: &str,
+    mut decode: impl FnMut(&str) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    match decode(data) {
+        Err(error @ DecodeError::InvalidJson { .. }) => match lone_surrogates_replaced(data) {
+            Cow::Owned(repaired) => decode(&repaired),
+            Cow::Borrowed(_) => Err(error),
+        },
+        result => result,
+    }
+}
 
 /// The common interface of the provider decoders.
 pub trait EventDecoder {

@@ -8,10 +8,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
+use super::{EventDecoder, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
 
@@ -1688,7 +1688,8 @@ impl OpenAiChatDecoder {
 
 impl EventDecoder for OpenAiChatDecoder {
     fn push_event(&mut self, event_type: &str, data: &str) -> Result<(), DecodeError> {
-        let result = self.decode_event(event_type, data);
+        let result =
+            decode_lone_surrogates_lossily(data, |data| self.decode_event(event_type, data));
         DecodeError::remember(&mut self.failure, result)
     }
 

@@ -5,10 +5,10 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::EventDecoder;
 use super::error::{DecodeError, ProtocolError};
 use super::events::DecodeEvent;
 use super::json_str;
+use super::{EventDecoder, decode_lone_surrogates_lossily};
 
 type Object = Map<String, Value>;
 
@@ -861,12 +861,12 @@ impl EventDecoder for OpenAiResponsesDecoder {
         if data.starts_with("[DONE]") {
             return Ok(());
         }
-        let result = match event_type {
+        let result = decode_lone_surrogates_lossily(data, |data| match event_type {
             "" | "message" => serde_json::from_str::<TypeOnly<'_>>(data)
                 .map_err(|e| DecodeError::json(event_type, e))
                 .and_then(|peek| self.on_event(&peek.kind, data)),
             kind => self.on_event(kind, data),
-        };
+        });
         DecodeError::remember(&mut self.failure, result)
     }
 

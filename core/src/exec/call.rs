@@ -75,6 +75,7 @@ async fn run_tool(
     let leaf = timeout.map(|_| env.shared.cancellation.call_token(true));
     let ctx = ToolContext::new(tool_use_id, env.index, leaf.clone(), env.shared.clone());
     let tool = &env.tool.tool;
+    let limit = TimeLimit::starting_now(timeout);
     let future = match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
         Ok(future) => future,
         Err(panic) => return Err(panicked(name, &panic)),
@@ -86,6 +87,9 @@ async fn run_tool(
     let first = std::future::poll_fn(|cx| Poll::Ready(future.poll_unpin(cx))).await;
     let returned = match first {
         Poll::Ready(returned) => {
+            if let Some(overrun) = limit.and_then(|limit| limit.overrun(name, leaf.as_ref())) {
+                return Err(overrun);
+            }
             if !env.shared.cancellation.answer_stands(env.index, false) {
                 return Err(cancelled_outcome(name, &env.shared));
             }
@@ -93,7 +97,7 @@ async fn run_tool(
         }
         Poll::Pending => {
             let token = leaf.unwrap_or_else(|| env.shared.cancellation.call_token(false));
-            Box::pin(wait_for_tool(env, future, token, timeout)).await?
+            Box::pin(wait_for_tool(env, future, token, limit)).await?
         }
     };
     returned.map_err(|panic| panicked(name, &panic))
@@ -104,7 +108,7 @@ pub(crate) async fn wait_for_tool<F>(
     env: &CallEnv,
     future: F,
     token: CancellationToken,
-    timeout: Option<Duration>,
+    limit: Option<TimeLimit>,
 ) -> Result<ToolReturn, Outcome>
 where
     F: std::future::Future<Output = ToolReturn> + Send + Unpin + 'static,
@@ -113,18 +117,13 @@ where
     let mut future = Answered::new(future);
     // Cancellation is checked first: a tool that returns because it saw the cancellation (often
     // with an error of its own) is answered with the cancellation's message, deterministically.
-    // A limit too long for the clock to represent (Python's `timeout=1e19`) is no limit.
-    let deadline = timeout.and_then(|limit| {
-        let deadline = tokio::time::Instant::now().checked_add(limit)?;
-        Some((limit, deadline))
-    });
-    let ended = match deadline {
+    let ended = match limit {
         None => tokio::select! {
             biased;
             () = token.cancelled() => Ended::Cancelled,
             done = &mut future => Ended::Done(done),
         },
-        Some((limit, deadline)) => {
+        Some(TimeLimit { limit, deadline }) => {
             match tokio::select! {
                 biased;
                 () = token.cancelled() => Ended::Cancelled,
@@ -198,6 +197,43 @@ where
         ),
     };
     Err((status, text(message), detached))
+}
+
+/// A call's time limit and the instant it runs out, fixed when the tool is handed the call: the
+/// time a tool spends before its future first returns counts against it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimeLimit {
+    limit: Duration,
+    deadline: tokio::time::Instant,
+}
+
+impl TimeLimit {
+    /// The limit of a call handed over now: `None` without a timeout, and for a limit too long
+    /// for the clock to represent (Python's `timeout=1e19`), which is no limit.
+    pub(crate) fn starting_now(timeout: Option<Duration>) -> Option<Self> {
+        let limit = timeout?;
+        let deadline = tokio::time::Instant::now().checked_add(limit)?;
+        Some(Self { limit, deadline })
+    }
+
+    /// The timeout outcome of an answer its future returned at the first poll, now, when the
+    /// limit had run out by then: a tool that blocks the thread it is handed the call on (a
+    /// synchronous host callback that completes the call inline, a Rust tool that blocks before
+    /// its first `.await`) answers only when it returns. `leaf`, the call's own token, is
+    /// cancelled as for any timeout.
+    pub(crate) fn overrun(self, tool: &str, leaf: Option<&CancellationToken>) -> Option<Outcome> {
+        if tokio::time::Instant::now() < self.deadline {
+            return None;
+        }
+        if let Some(leaf) = leaf {
+            leaf.cancel();
+        }
+        Some((
+            CallStatus::TimedOut,
+            text(timed_out_message(tool, self.limit)),
+            false,
+        ))
+    }
 }
 
 /// A tool future that knows when its answer came: the time of the wake-up that led to the poll

@@ -2,30 +2,61 @@
 //!
 //! The default spill directory sits in the shared temporary directory, where another local user
 //! may have created it first or planted a symbolic link named like a call id (ids are easy to
-//! guess). So the file is created fresh (`create_new`, which never follows a link) with mode
-//! 0600 in a directory created with mode 0700, and on Unix the directory is refused when another
-//! user could read, replace or redirect what is written there.
+//! guess). So the text is written to a file created fresh (`create_new`, which never follows a
+//! link) with mode 0600 in a directory created with mode 0700, and on Unix the directory is
+//! refused when another user could read, replace or redirect what is written there.
+//!
+//! The fresh file has a name of its own and is renamed onto the spill file's name once it is
+//! complete. Several writers of one name (executors in other threads or processes spilling the
+//! same id and text to the default directory) then never collide, and a reader never sees a
+//! half-written file: the name holds the previous complete file until the rename replaces it
+//! (also a link planted there, which the rename replaces instead of following).
 
 use std::fs::OpenOptions;
 use std::io::{self, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes `bytes` to `path` inside `dir`, creating `dir` (mode 0700) when it is missing and
 /// replacing a previous file (or link) of the same name.
 pub(crate) fn write_spill_file(dir: &Path, path: &Path, bytes: &[u8]) -> io::Result<()> {
     create_private_dir(dir)?;
-    match std::fs::remove_file(path) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
-        _ => {}
+    let (mut file, partial) = create_partial_file(dir, path)?;
+    let written = check_dir_is_private_to_writer(dir, &file)
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.flush());
+    drop(file);
+    let renamed = written.and_then(|()| std::fs::rename(&partial, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&partial);
     }
-    let mut file = open_new_private(path)?;
-    if let Err(error) = check_dir_is_private_to_writer(dir, &file) {
-        drop(file);
-        let _ = std::fs::remove_file(path);
-        return Err(error);
+    renamed
+}
+
+/// Creates a fresh private file beside `path` to write it under, with a name no other writer
+/// uses: the process id, a counter, and a retry past a name somebody else already took.
+fn create_partial_file(dir: &Path, path: &Path) -> io::Result<(std::fs::File, PathBuf)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let stem = path.file_name().map_or_else(
+        || "spill".into(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let mut attempts = 0;
+    loop {
+        let partial = dir.join(format!(
+            ".{stem}.{}.{}.partial",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        match open_new_private(&partial) {
+            Ok(file) => return Ok((file, partial)),
+            // Taken (by a process with this id in another container, or planted): another name.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
+                attempts += 1;
+            }
+            Err(error) => return Err(error),
+        }
     }
-    file.write_all(bytes)?;
-    file.flush()
 }
 
 fn create_private_dir(dir: &Path) -> io::Result<()> {
@@ -144,6 +175,33 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 
+    /// Writers of one name at once (executors in other threads spilling the same id and text
+    /// to the shared default directory) all succeed, and the name always holds a whole file.
+    /// With remove-then-create, some failed with "File exists" and readers saw partial files.
+    #[test]
+    fn concurrent_writers_of_one_name_all_succeed() {
+        let base = fresh_dir("race");
+        let dir = base.join("spill");
+        let path = dir.join("call_0-same.txt");
+        let text = "x".repeat(64 * 1024);
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        write_spill_file(&dir, &path, text.as_bytes()).unwrap();
+                        assert_eq!(std::fs::read(&path).unwrap().len(), text.len());
+                    }
+                });
+            }
+        });
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["call_0-same.txt"], "no partial file is left behind");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
     #[test]
     fn a_world_writable_directory_without_the_sticky_bit_is_refused() {
         let base = fresh_dir("open");
@@ -155,6 +213,11 @@ mod tests {
         assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
         assert!(error.to_string().contains("world-writable"), "{error}");
         assert!(!path.exists(), "nothing is left behind");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "no partial file either"
+        );
         // Sticky, like /tmp itself: accepted.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
         write_spill_file(&dir, &path, b"ok").unwrap();

@@ -34,8 +34,8 @@ use tokio::time::Instant;
 
 use super::admission::Concurrency;
 use super::call::{
-    CallEnv, CallOutcome, Outcome, answer_outcome, cancelled_outcome, execute_hooked, panicked,
-    wait_for_tool,
+    CallEnv, CallOutcome, Outcome, TimeLimit, answer_outcome, cancelled_outcome, execute_hooked,
+    panicked, wait_for_tool,
 };
 use super::cancel::CancellationToken;
 use super::context::{ToolContext, TurnShared};
@@ -63,7 +63,7 @@ enum State {
     FirstPoll {
         future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
         leaf: Option<CancellationToken>,
-        timeout: Option<Duration>,
+        limit: Option<TimeLimit>,
     },
     /// The tool's future, pending, without a timeout, on the turn's task: the turn watches the
     /// cancellation for it.
@@ -130,11 +130,11 @@ impl CallTask {
         &self,
         future: CatchUnwind<AssertUnwindSafe<ToolFuture>>,
         token: CancellationToken,
-        timeout: Option<Duration>,
+        limit: Option<TimeLimit>,
     ) -> State {
         let env = self.env();
         State::Slow(Box::pin(async move {
-            match wait_for_tool(&env, future, token, timeout).await {
+            match wait_for_tool(&env, future, token, limit).await {
                 Ok(Ok(answer)) => answer_outcome(answer),
                 Ok(Err(panic)) => panicked(env.tool.name(), &panic),
                 Err(outcome) => outcome,
@@ -219,12 +219,13 @@ impl Future for CallTask {
                         this.shared.clone(),
                     );
                     let tool = &this.tool.tool;
+                    let limit = TimeLimit::starting_now(timeout);
                     match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, ctx))) {
                         Ok(future) => {
                             this.state = State::FirstPoll {
                                 future: AssertUnwindSafe(future).catch_unwind(),
                                 leaf,
-                                timeout,
+                                limit,
                             };
                         }
                         Err(panic) => {
@@ -236,18 +237,22 @@ impl Future for CallTask {
                 State::FirstPoll {
                     mut future,
                     leaf,
-                    timeout,
+                    limit,
                 } => match future.poll_unpin(cx) {
                     // No cancellation is read before the first poll: an answer ready then was
                     // delivered while the tool was handed the call (its own, whatever happened
                     // meanwhile), unless its host reports it came after a cancellation.
                     Poll::Ready(finished) => {
-                        let outcome = this.answered(finished, false);
+                        let outcome = match limit
+                            .and_then(|limit| limit.overrun(this.tool.name(), leaf.as_ref()))
+                        {
+                            Some(overrun) => overrun,
+                            None => this.answered(finished, false),
+                        };
                         return Poll::Ready(this.outcome(outcome));
                     }
                     Poll::Pending => {
-                        if timeout.is_none() && this.watched && !this.shared.cancellation.observed()
-                        {
+                        if leaf.is_none() && this.watched && !this.shared.cancellation.observed() {
                             // The turn polls this call again when its token is cancelled.
                             this.state = State::Waiting(future);
                             return Poll::Pending;
@@ -255,7 +260,7 @@ impl Future for CallTask {
                         // Race it against the cancellation and its timeout.
                         let token =
                             leaf.unwrap_or_else(|| this.shared.cancellation.call_token(false));
-                        this.state = this.wait_slowly(future, token, timeout);
+                        this.state = this.wait_slowly(future, token, limit);
                     }
                 },
                 State::Waiting(mut future) => {
@@ -352,7 +357,7 @@ mod tests {
         task.state = State::FirstPoll {
             future: AssertUnwindSafe(answer).catch_unwind(),
             leaf: None,
-            timeout: None,
+            limit: None,
         };
         shared.cancellation.stop(StopReason::Cancelled);
         task.await

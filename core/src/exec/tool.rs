@@ -113,7 +113,10 @@ pub trait Tool: Send + Sync + 'static {
         false
     }
 
-    /// How long a call may run (default: the executor's default timeout, none unless set).
+    /// How long a call may run (default: the executor's default timeout, none unless set),
+    /// counted from the moment the tool is handed the call: time spent in [`call`](Self::call)
+    /// itself, or blocking before its future first returns, counts too, and an answer that comes
+    /// only after the limit (a tool that blocked its thread past it) is a timeout.
     fn timeout(&self) -> Option<Duration> {
         None
     }

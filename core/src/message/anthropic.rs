@@ -68,11 +68,11 @@ fn assistant_role() -> String {
 /// Token usage of a message, including the prompt-cache counters.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Uncached input tokens.
-    #[serde(default)]
+    /// Uncached input tokens (0 when absent or `null`).
+    #[serde(default, deserialize_with = "zero_if_null")]
     pub input_tokens: u64,
-    /// Output tokens (cumulative while streaming).
-    #[serde(default)]
+    /// Output tokens (cumulative while streaming; 0 when absent or `null`).
+    #[serde(default, deserialize_with = "zero_if_null")]
     pub output_tokens: u64,
     /// Input tokens written to the prompt cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,7 +129,8 @@ impl Usage {
 /// A `text` block.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TextBlock {
-    /// The text.
+    /// The text (empty when absent or `null`, as a streamed block's start may have it).
+    #[serde(default)]
     pub text: String,
     /// Citations attached to the text, in arrival order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +143,8 @@ pub struct TextBlock {
 /// A `thinking` block (extended thinking).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingBlock {
-    /// The thinking text.
+    /// The thinking text (empty when absent or `null`).
+    #[serde(default)]
     pub thinking: String,
     /// The signature that lets the block be sent back.
     #[serde(default)]
@@ -256,17 +258,20 @@ impl ContentBlock {
         let Some(type_value) = map.shift_remove("type") else {
             return Self::Other(map);
         };
-        let converted = match kind.as_str() {
-            "text" => typed(&map).map(Self::Text),
-            "thinking" => typed(&map).map(Self::Thinking),
-            "redacted_thinking" => typed(&map).map(Self::RedactedThinking),
-            "tool_use" => typed(&map).map(Self::ToolUse),
-            "server_tool_use" => typed(&map).map(Self::ServerToolUse),
-            "tool_result" => typed(&map).map(Self::ToolResult),
-            "image" => typed(&map).map(Self::Image),
-            "document" => typed(&map).map(Self::Document),
-            _ => None,
-        };
+        let converted = Self::typed_as(&kind, &map).or_else(|| {
+            // Gateways write `null` for an empty field (`"signature": null` in a thinking
+            // block's start): read as absent, or the block would lose its deltas as an unknown
+            // one. Only a block the typed form refused is copied.
+            if !map.values().any(Value::is_null) {
+                return None;
+            }
+            let present: JsonObject = map
+                .iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            Self::typed_as(&kind, &present)
+        });
         match converted {
             Some(block) => block,
             None => {
@@ -278,10 +283,31 @@ impl ContentBlock {
         }
     }
 
+    /// `map` (the block without its `type`) in the typed form of a known `kind`.
+    fn typed_as(kind: &str, map: &JsonObject) -> Option<Self> {
+        match kind {
+            "text" => typed(map).map(Self::Text),
+            "thinking" => typed(map).map(Self::Thinking),
+            "redacted_thinking" => typed(map).map(Self::RedactedThinking),
+            "tool_use" => typed(map).map(Self::ToolUse),
+            "server_tool_use" => typed(map).map(Self::ServerToolUse),
+            "tool_result" => typed(map).map(Self::ToolResult),
+            "image" => typed(map).map(Self::Image),
+            "document" => typed(map).map(Self::Document),
+            _ => None,
+        }
+    }
+
     /// The block as a JSON value (wire shape).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
+}
+
+/// A count that proxies may write as `null` (`message_start`'s `"output_tokens": null`), read as
+/// 0 until a `message_delta` assigns it.
+fn zero_if_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    Ok(Option::<u64>::deserialize(deserializer)?.unwrap_or(0))
 }
 
 fn typed<T: serde::de::DeserializeOwned>(map: &JsonObject) -> Option<T> {

@@ -4,6 +4,10 @@
 //! 20,000); auto-compact at effective − 13,000; warning (and error) 20,000 below the auto-compact
 //! point; blocking at effective − 3,000. Windows too small to hold those buffers (below about
 //! 100,000 tokens) get them shrunk in proportion ([`ContextBudget::new`]).
+//!
+//! Settings given explicitly ([`ContextBudget::with_overrides`], what every binding's constructor
+//! takes) apply as given; only the defaults scale. A configuration is refused when it would
+//! block before it compacts or compact at zero tokens ([`ContextBudget::check`]).
 
 /// An auto-compact percentage outside (0, 100] ([`ContextBudget::with_autocompact_percent`]).
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -25,6 +29,65 @@ pub struct CompactsAfterBlocking {
     /// The blocking buffer (tokens below the effective window).
     pub blocking_buffer: u64,
 }
+
+/// A budget whose auto-compact threshold is 0 while its blocking threshold is not
+/// ([`ContextBudget::check`]): every count, 0 included, would be [`BudgetState::AutoCompact`],
+/// so a loop would compact before every request (an `autocompact_buffer` of 13,000 on an
+/// 8,192-token window).
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error(
+    "the auto-compact threshold is 0 tokens: autocompact_buffer ({autocompact_buffer}){percent} \
+     leaves nothing of the effective window ({effective_window} tokens), so the context would be \
+     compacted before every request",
+    percent = .autocompact_percent.map_or(String::new(), |p| format!(" or autocompact_percent ({p})"))
+)]
+pub struct CompactsAtZero {
+    /// The effective window (the window less the output reserve).
+    pub effective_window: u64,
+    /// The auto-compact buffer.
+    pub autocompact_buffer: u64,
+    /// The auto-compact percentage, if one is set.
+    pub autocompact_percent: Option<f64>,
+}
+
+/// Why [`ContextBudget::with_overrides`] or [`ContextBudget::check`] refuses a budget.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum InvalidBudget {
+    /// The auto-compact percentage is outside (0, 100].
+    #[error(transparent)]
+    Percent(#[from] InvalidAutocompactPercent),
+    /// The context would block before it compacts.
+    #[error(transparent)]
+    CompactsAfterBlocking(#[from] CompactsAfterBlocking),
+    /// The context would compact at zero tokens.
+    #[error(transparent)]
+    CompactsAtZero(#[from] CompactsAtZero),
+}
+
+/// Settings of a [`ContextBudget`] given explicitly ([`ContextBudget::with_overrides`]); `None`
+/// keeps the default (Claude Code's, scaled down for small windows).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BudgetOverrides {
+    /// At most this much output is reserved out of the window.
+    pub output_reserve_cap: Option<u64>,
+    /// Auto-compact this far below the effective window.
+    pub autocompact_buffer: Option<u64>,
+    /// Warn this far below the auto-compact threshold.
+    pub warning_buffer: Option<u64>,
+    /// Block this far below the effective window.
+    pub blocking_buffer: Option<u64>,
+    /// Auto-compact at this percentage of the effective window when lower, in (0, 100].
+    pub autocompact_percent: Option<f64>,
+}
+
+/// Claude Code's output reserve cap.
+pub const DEFAULT_OUTPUT_RESERVE_CAP: u64 = 20_000;
+/// Claude Code's auto-compact buffer.
+pub const DEFAULT_AUTOCOMPACT_BUFFER: u64 = 13_000;
+/// Claude Code's warning buffer.
+pub const DEFAULT_WARNING_BUFFER: u64 = 20_000;
+/// Claude Code's blocking buffer.
+pub const DEFAULT_BLOCKING_BUFFER: u64 = 3_000;
 
 /// A model's context window and output limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,8 +140,18 @@ pub const BUILTIN_MODELS: &[(&str, u64, u64)] = &[
     ("gpt-4-1106", 128_000, 4_096),
     ("gpt-4-0125", 128_000, 4_096),
     ("gpt-4-vision", 128_000, 4_096),
+    // The 32K variant and its snapshots, which the `gpt-4` prefix would otherwise give 8,192.
+    ("gpt-4-32k", 32_768, 32_768),
     ("gpt-4", 8_192, 8_192),
+    // The current GPT-3.5 Turbo (and `-16k`, `-1106`, `-0125`) has 16,385 tokens; the
+    // first snapshots and the instruct model had 4,096, which the prefix would overstate.
+    ("gpt-3.5-turbo-16k", 16_385, 4_096),
+    ("gpt-3.5-turbo-instruct", 4_096, 4_096),
+    ("gpt-3.5-turbo-0613", 4_096, 4_096),
+    ("gpt-3.5-turbo-0301", 4_096, 4_096),
     ("gpt-3.5-turbo", 16_385, 4_096),
+    // Codex's o4-mini-based model, which no prefix above matches.
+    ("codex-mini", 200_000, 100_000),
     ("o1-mini", 128_000, 65_536),
     ("o1-preview", 128_000, 32_768),
     ("o1", 200_000, 100_000),
@@ -266,10 +339,10 @@ impl ContextBudget {
         let mut budget = ContextBudget {
             window,
             max_output_tokens,
-            output_reserve_cap: 20_000,
-            autocompact_buffer: 13_000,
-            warning_buffer: 20_000,
-            blocking_buffer: 3_000,
+            output_reserve_cap: DEFAULT_OUTPUT_RESERVE_CAP,
+            autocompact_buffer: DEFAULT_AUTOCOMPACT_BUFFER,
+            warning_buffer: DEFAULT_WARNING_BUFFER,
+            blocking_buffer: DEFAULT_BLOCKING_BUFFER,
             autocompact_percent: None,
         };
         let reserve = max_output_tokens.min(budget.output_reserve_cap);
@@ -292,6 +365,83 @@ impl ContextBudget {
         ContextBudget::new(limits.context_window, limits.max_output_tokens)
     }
 
+    /// A budget with the settings given in `overrides`, checked ([`check`](Self::check)): what
+    /// every binding's constructor builds.
+    ///
+    /// The rule: a setting given applies as given; one not given takes Claude Code's default,
+    /// scaled down on a small window as [`new`](Self::new) scales it. Whether the auto-compact
+    /// buffer is at least the blocking buffer is judged on the values given and the unscaled
+    /// defaults (13,000 and 3,000), so that it does not depend on the window; a scaled default
+    /// then never crosses a value given (the auto-compact default rises to a blocking buffer
+    /// given, the blocking default falls to an auto-compact buffer given). Passing a default's
+    /// value explicitly (`blocking_buffer = 3,000` on an 8,192-token window) is therefore
+    /// accepted, where the scaled auto-compact buffer (1,292) made it an error.
+    pub fn with_overrides(
+        window: u64,
+        max_output_tokens: u64,
+        overrides: &BudgetOverrides,
+    ) -> Result<ContextBudget, InvalidBudget> {
+        let autocompact = overrides
+            .autocompact_buffer
+            .unwrap_or(DEFAULT_AUTOCOMPACT_BUFFER);
+        let blocking = overrides.blocking_buffer.unwrap_or(DEFAULT_BLOCKING_BUFFER);
+        if autocompact < blocking {
+            return Err(CompactsAfterBlocking {
+                autocompact_buffer: autocompact,
+                blocking_buffer: blocking,
+            }
+            .into());
+        }
+        let mut budget = ContextBudget::new(window, max_output_tokens);
+        if let Some(cap) = overrides.output_reserve_cap {
+            budget.output_reserve_cap = cap;
+        }
+        if let Some(buffer) = overrides.warning_buffer {
+            budget.warning_buffer = buffer;
+        }
+        if let Some(buffer) = overrides.autocompact_buffer {
+            budget.autocompact_buffer = buffer;
+            budget.blocking_buffer = budget.blocking_buffer.min(buffer);
+        }
+        if let Some(buffer) = overrides.blocking_buffer {
+            budget.blocking_buffer = buffer;
+            budget.autocompact_buffer = budget.autocompact_buffer.max(buffer);
+        }
+        if let Some(percent) = overrides.autocompact_percent {
+            budget = budget.with_autocompact_percent(percent)?;
+        }
+        budget.check()?;
+        Ok(budget)
+    }
+
+    /// [`with_overrides`](Self::with_overrides) for a model from the table.
+    pub fn for_model_with_overrides(
+        model: &str,
+        table: &ModelTable,
+        overrides: &BudgetOverrides,
+    ) -> Result<ContextBudget, InvalidBudget> {
+        let limits = table.lookup(model);
+        ContextBudget::with_overrides(limits.context_window, limits.max_output_tokens, overrides)
+    }
+
+    /// Checks what [`validate`](Self::validate) checks (the budget compacts before it blocks),
+    /// and that it does not compact at zero tokens: an auto-compact threshold of 0 is refused
+    /// while the blocking threshold is above 0 (the context would be compacted before every
+    /// request, a loop that never sends). A window too small for anything (blocking threshold
+    /// 0: every count blocking) passes, as `validate` lets it.
+    pub fn check(&self) -> Result<(), InvalidBudget> {
+        self.validate()?;
+        if self.autocompact_threshold() == 0 && self.blocking_threshold() > 0 {
+            return Err(CompactsAtZero {
+                effective_window: self.effective_window(),
+                autocompact_buffer: self.autocompact_buffer,
+                autocompact_percent: self.autocompact_percent,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Returns the budget with a percentage auto-compact override: compact at `percent` % of
     /// the effective window. `percent` must be in (0, 100]; NaN, 0, a negative or a larger value
     /// is an error rather than a silent clamp (the bindings report it as a bad argument).
@@ -310,7 +460,8 @@ impl ContextBudget {
     /// least its blocking buffer (equal buffers are one point, where the more urgent state,
     /// blocking, wins). Every binding's constructor refuses a budget that fails this, after
     /// applying its overrides (Python's `ValueError`, Node's `InvalidArgumentError`, C's
-    /// `FL_STATUS_INVALID_ARGUMENT`).
+    /// `FL_STATUS_INVALID_ARGUMENT`). [`check`](Self::check) also refuses a budget that would
+    /// compact at zero tokens.
     ///
     /// The defaults always pass, also when [`new`](Self::new) scales them for a small window.
     /// A percentage override only lowers the auto-compact point, so it cannot break the order,
@@ -449,6 +600,134 @@ mod tests {
                 let b = ContextBudget::new(window, max_output);
                 assert_eq!(b.validate(), Ok(()), "{window} {max_output}");
                 assert!(b.autocompact_threshold() <= b.blocking_threshold());
+            }
+        }
+    }
+
+    /// Settings given apply as given and only the defaults scale: passing a default's value
+    /// explicitly on a small window (`blocking_buffer = 3,000` on 8,192 tokens) was an error,
+    /// because the auto-compact buffer had been scaled to 1,292 first.
+    #[test]
+    fn explicit_settings_apply_as_given_and_defaults_scale() {
+        let given = |o: BudgetOverrides| ContextBudget::with_overrides(8_192, 8_192, &o);
+        let b = given(BudgetOverrides {
+            blocking_buffer: Some(3_000),
+            ..BudgetOverrides::default()
+        })
+        .unwrap();
+        assert_eq!(b.blocking_buffer, 3_000);
+        // The scaled auto-compact default rose to the blocking buffer given, no further.
+        assert_eq!(b.autocompact_buffer, 3_000);
+        assert_eq!(b.state(0), BudgetState::Ok);
+        assert!(b.warning_threshold() < b.autocompact_threshold());
+        assert!(b.autocompact_threshold() <= b.blocking_threshold());
+        // Nothing given: the scaled defaults of `new`.
+        assert_eq!(
+            given(BudgetOverrides::default()).unwrap(),
+            ContextBudget::new(8_192, 8_192)
+        );
+        // An auto-compact buffer given below the scaled blocking default lowers that default.
+        let b = given(BudgetOverrides {
+            autocompact_buffer: Some(3_000),
+            warning_buffer: Some(1_000),
+            ..BudgetOverrides::default()
+        })
+        .unwrap();
+        assert_eq!((b.autocompact_buffer, b.warning_buffer), (3_000, 1_000));
+        assert_eq!(
+            b.blocking_buffer,
+            ContextBudget::new(8_192, 8_192).blocking_buffer
+        );
+        // The order is judged against the unscaled defaults, whatever the window.
+        for window in [8_192, 200_000] {
+            let error = ContextBudget::with_overrides(
+                window,
+                8_192,
+                &BudgetOverrides {
+                    blocking_buffer: Some(20_000),
+                    ..BudgetOverrides::default()
+                },
+            )
+            .unwrap_err();
+            assert_eq!(
+                error,
+                InvalidBudget::CompactsAfterBlocking(CompactsAfterBlocking {
+                    autocompact_buffer: 13_000,
+                    blocking_buffer: 20_000
+                })
+            );
+        }
+        let bad_percent = given(BudgetOverrides {
+            autocompact_percent: Some(0.0),
+            ..BudgetOverrides::default()
+        });
+        assert!(matches!(bad_percent, Err(InvalidBudget::Percent(_))));
+        // Large windows: the defaults and a setting given, as before.
+        let b = ContextBudget::for_model_with_overrides(
+            "claude-sonnet-4-5",
+            &ModelTable::default(),
+            &BudgetOverrides {
+                autocompact_buffer: Some(50_000),
+                ..BudgetOverrides::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (b.autocompact_threshold(), b.blocking_threshold()),
+            (130_000, 177_000)
+        );
+    }
+
+    /// An auto-compact threshold of 0 while the blocking threshold is not is refused: every
+    /// count, 0 included, was `AutoCompact` (`autocompact_buffer = 13,000` on 8,192 tokens).
+    #[test]
+    fn a_budget_that_compacts_at_zero_tokens_is_refused() {
+        let overrides = BudgetOverrides {
+            autocompact_buffer: Some(13_000),
+            ..BudgetOverrides::default()
+        };
+        let error = ContextBudget::with_overrides(8_192, 8_192, &overrides).unwrap_err();
+        let InvalidBudget::CompactsAtZero(at_zero) = error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(at_zero.autocompact_buffer, 13_000);
+        let text = error.to_string();
+        assert!(
+            text.contains("autocompact_buffer (13000)") && text.contains("every request"),
+            "{text}"
+        );
+        // The same budget built field by field: `check` refuses it, `validate` (the order
+        // only) does not.
+        let mut b = ContextBudget::new(8_192, 8_192);
+        b.autocompact_buffer = 13_000;
+        assert_eq!(b.state(0), BudgetState::AutoCompact);
+        assert!(b.validate().is_ok());
+        assert!(matches!(b.check(), Err(InvalidBudget::CompactsAtZero(_))));
+        // So is a percentage that rounds the threshold down to 0.
+        let tiny_percent = BudgetOverrides {
+            autocompact_percent: Some(0.001),
+            ..BudgetOverrides::default()
+        };
+        let error = ContextBudget::with_overrides(8_192, 8_192, &tiny_percent).unwrap_err();
+        assert!(
+            error.to_string().contains("autocompact_percent (0.001)"),
+            "{error}"
+        );
+        // A window too small for anything stays accepted: every count is blocking.
+        let tiny = BudgetOverrides {
+            autocompact_buffer: Some(5_000),
+            blocking_buffer: Some(4_000),
+            ..BudgetOverrides::default()
+        };
+        let b = ContextBudget::with_overrides(1_000, 100, &tiny).unwrap();
+        assert_eq!(b.state(0), BudgetState::Blocking);
+        // The defaults always pass.
+        for window in [
+            0, 1, 1_000, 8_192, 16_385, 32_768, 100_000, 200_000, 1_000_000,
+        ] {
+            for max_output in [0, 4_096, 32_000, 128_000] {
+                let b = ContextBudget::new(window, max_output);
+                assert_eq!(b.check(), Ok(()), "{window} {max_output}");
             }
         }
     }
@@ -644,6 +923,49 @@ mod tests {
         assert_eq!(limits("claude-2.0"), (100_000, 4_096));
         assert_eq!(limits("claude-instant-1.2"), (100_000, 4_096));
         assert_eq!(limits("gpt-4-0613"), (8_192, 8_192));
+    }
+
+    /// A variant with a larger window is not the base model its name starts with: `gpt-4-32k`
+    /// got `gpt-4`'s 8,192 tokens; the 4K snapshots of GPT-3.5 Turbo got 16K.
+    #[test]
+    fn variants_with_other_windows_are_not_their_base_model() {
+        let t = ModelTable::default();
+        let limits = |model: &str| {
+            let l = t.lookup(model);
+            (l.context_window, l.max_output_tokens)
+        };
+        for model in [
+            "gpt-4-32k",
+            "gpt-4-32k-0613",
+            "openai/gpt-4-32k-0314",
+            "GPT-4-32K",
+        ] {
+            assert_eq!(limits(model), (32_768, 32_768), "{model}");
+        }
+        for model in [
+            "gpt-3.5-turbo-16k",
+            "gpt-3.5-turbo-16k-0613",
+            "gpt-3.5-turbo-0125",
+        ] {
+            assert_eq!(limits(model), (16_385, 4_096), "{model}");
+        }
+        for model in [
+            "gpt-3.5-turbo-instruct",
+            "gpt-3.5-turbo-0613",
+            "gpt-3.5-turbo-0301",
+        ] {
+            assert_eq!(limits(model), (4_096, 4_096), "{model}");
+        }
+        assert_eq!(limits("codex-mini-latest"), (200_000, 100_000));
+        assert_eq!(limits("gpt-4-0613"), (8_192, 8_192));
+        assert_eq!(limits("gpt-4"), (8_192, 8_192));
+        // Every small window keeps every state reachable.
+        for model in ["gpt-4-32k", "gpt-3.5-turbo-instruct"] {
+            let b = ContextBudget::for_model(model, &t);
+            assert_eq!(b.state(0), BudgetState::Ok, "{model}");
+            assert!(b.warning_threshold() < b.autocompact_threshold());
+            assert!(b.autocompact_threshold() < b.blocking_threshold());
+        }
     }
 
     /// Models whose 1M-token window is their default: a shorter prefix of an older model

@@ -217,9 +217,8 @@ pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// Counts the pages of a base64 PDF (`/Type /Page` dictionaries, not `/Pages`). When the page
-/// objects are all inside compressed object streams, a linearized PDF still states its page
-/// count (`/Linearized ... /N pages`) in the uncompressed first object; otherwise returns 0.
+/// Counts the pages of a base64 PDF (see [`pdf_pages`] for how); 0 when no count is found
+/// (a request estimate then goes by the size: [`PDF_FALLBACK_BYTES_PER_PAGE`]).
 pub fn pdf_page_count(base64: &str) -> u64 {
     pdf_pages(&decode_base64(base64.as_bytes()))
 }
@@ -243,37 +242,343 @@ pub(crate) fn decoded_len(base64: &str) -> u64 {
     digits * 6 / 8
 }
 
-/// Counts the visible page objects of a decoded PDF (see [`pdf_page_count`]).
-pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
-    let finder = memchr::memmem::Finder::new(b"/Type");
-    let mut pages = 0;
-    for at in finder.find_iter(pdf) {
-        let rest = &pdf[at + 5..];
-        let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
-        let rest = &rest[skip..];
-        if rest.starts_with(b"/Page") && !rest.get(5).is_some_and(|c| c.is_ascii_alphanumeric()) {
-            pages += 1;
-        }
-    }
-    if pages == 0 {
-        pages = linearized_page_count(pdf).unwrap_or(0);
-    }
-    pages
+/// Decoded PDF bytes per page assumed when no page count can be read from a PDF (an encrypted
+/// or damaged file, object streams in a filter other than Flate): 10 kB, what text-heavy PDFs
+/// written by pdfTeX and office suites take per page (7–9 kB for the two 17- and 36-page
+/// manuals that counted as one page before object streams were read). A scan or a PDF full of
+/// images takes more per page, so this overestimates those, which a context budget prefers to
+/// an underestimate.
+pub const PDF_FALLBACK_BYTES_PER_PAGE: u64 = 10_000;
+
+/// At most this many bytes are inflated from one PDF's object streams, all streams together:
+/// bounds the memory and the work a hostile file (a deflate bomb) can cost.
+const PDF_INFLATE_BUDGET: usize = 64 << 20;
+
+/// The fewest bytes a page object can take (`<</Type/Page/Parent 1 0 R>>` is 27): a page
+/// count a file states is capped at its bytes (raw and inflated) over this, so a forged
+/// `/Count 999999999` in a small file does not estimate millions of tokens.
+const PDF_MIN_PAGE_BYTES: u64 = 24;
+
+/// Nesting levels of dictionaries and arrays tracked; deeper ones are skipped (still
+/// balanced), so a file of `<<<<<<...` costs no memory.
+const PDF_MAX_DEPTH: usize = 64;
+
+/// Whether `bytes` is a PDF: `%PDF-` in its first 1,024 bytes, where readers look for the
+/// header (some writers put junk before it).
+pub(crate) fn looks_like_pdf(bytes: &[u8]) -> bool {
+    memchr::memmem::find(&bytes[..bytes.len().min(1024)], b"%PDF-").is_some()
 }
 
-/// The `/N` entry of a linearization dictionary (which is never in an object stream).
-fn linearized_page_count(pdf: &[u8]) -> Option<u64> {
-    let at = memchr::memmem::find(pdf, b"/Linearized")?;
-    // The dictionary is short: its end bounds the search, so `/N` of another object is not read.
-    let dict = &pdf[at..pdf.len().min(at + 1024)];
-    let dict = &dict[..memchr::memmem::find(dict, b">>").unwrap_or(dict.len())];
-    let n = memchr::memmem::find_iter(dict, b"/N").find_map(|n| {
-        let rest = &dict[n + 2..];
-        let skip = rest.iter().take_while(|c| c.is_ascii_whitespace()).count();
-        (skip > 0 && rest.get(skip).is_some_and(u8::is_ascii_digit)).then_some(&rest[skip..])
-    })?;
-    let digits = n.iter().take_while(|c| c.is_ascii_digit()).count();
-    std::str::from_utf8(&n[..digits.min(9)]).ok()?.parse().ok()
+/// The pages of a decoded PDF: its count when one is found ([`pdf_pages`]), else one page per
+/// [`PDF_FALLBACK_BYTES_PER_PAGE`] bytes (at least one) rather than a flat single page.
+pub(crate) fn pdf_page_estimate(pdf: &[u8]) -> u64 {
+    match pdf_pages(pdf) {
+        0 => (pdf.len() as u64 / PDF_FALLBACK_BYTES_PER_PAGE).max(1),
+        pages => pages,
+    }
+}
+
+/// The page count of a decoded PDF, or 0 when none is found.
+///
+/// One linear pass of a small PDF lexer over the file (strings, comments and stream data
+/// skipped, so their bytes are never read as dictionaries) that notes, per dictionary, its
+/// `/Type`, `/Count` and `/N`. The count is, in order of preference: the largest `/Count` of a
+/// `/Type /Pages` node (the root of the page tree holds the total; its descendants hold
+/// parts); the `/N` of a linearization dictionary; the number of `/Type /Page` dictionaries.
+/// Since PDF 1.5 the page tree is usually inside compressed object streams (`/Type /ObjStm`,
+/// pdfTeX's default): those are inflated (up to [`PDF_INFLATE_BUDGET`] bytes in all) and
+/// scanned the same way.
+pub(crate) fn pdf_pages(pdf: &[u8]) -> u64 {
+    let mut scan = PdfScan {
+        inflate_budget: PDF_INFLATE_BUDGET,
+        ..PdfScan::default()
+    };
+    scan.scan(pdf, true);
+    let inspected = pdf.len() as u64 + (PDF_INFLATE_BUDGET - scan.inflate_budget) as u64;
+    let stated = scan.pages_count.or(scan.linearized);
+    let pages = stated.unwrap_or(scan.page_dicts);
+    pages.min(inspected / PDF_MIN_PAGE_BYTES)
+}
+
+/// What one pass over PDF bytes found (see [`pdf_pages`]).
+#[derive(Debug, Default)]
+struct PdfScan {
+    /// The largest `/Count` of a `/Type /Pages` dictionary.
+    pages_count: Option<u64>,
+    /// The `/N` of a `/Linearized` dictionary.
+    linearized: Option<u64>,
+    /// How many `/Type /Page` dictionaries were closed.
+    page_dicts: u64,
+    /// Bytes that may still be inflated from object streams.
+    inflate_budget: usize,
+}
+
+/// The dictionary keys the scan reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PdfKey {
+    Type,
+    Count,
+    N,
+    Linearized,
+    Other,
+}
+
+/// An open dictionary or array.
+#[derive(Debug, Default)]
+struct PdfFrame {
+    array: bool,
+    /// The key whose value comes next (dictionaries alternate key, value).
+    key: Option<PdfKey>,
+    kind: Option<PdfKind>,
+    count: Option<u64>,
+    n: Option<u64>,
+    linearized: bool,
+}
+
+/// A dictionary's `/Type`, among those the scan cares about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PdfKind {
+    Pages,
+    Page,
+    ObjStm,
+}
+
+/// A token that may be a dictionary value.
+#[derive(Debug, Clone, Copy)]
+enum PdfToken<'a> {
+    Name(&'a [u8]),
+    Integer(u64),
+    Other,
+}
+
+fn is_pdf_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n' | b'\x0c' | b'\0')
+}
+
+fn is_pdf_delimiter(c: u8) -> bool {
+    matches!(
+        c,
+        b'(' | b')' | b'<' | b'>' | b'[' | b']' | b'{' | b'}' | b'/' | b'%'
+    )
+}
+
+impl PdfScan {
+    /// Scans `b`; object streams found are inflated and scanned when `inflate` (the bytes
+    /// inflated from one are not: an object stream holds no streams).
+    fn scan(&mut self, b: &[u8], inflate: bool) {
+        let mut stack: Vec<PdfFrame> = Vec::new();
+        // Levels opened beyond `PDF_MAX_DEPTH`, not on the stack.
+        let mut overflow = 0usize;
+        // Whether the dictionary just closed was an object stream's (a `stream` keyword
+        // follows it directly).
+        let mut closed_objstm = false;
+        let mut at = 0;
+        while at < b.len() {
+            let c = b[at];
+            let mut objstm_before = false;
+            if is_pdf_space(c) {
+                at += 1;
+                continue;
+            }
+            match c {
+                b'%' => {
+                    at = memchr::memchr2(b'\r', b'\n', &b[at..]).map_or(b.len(), |e| at + e);
+                    continue;
+                }
+                b'(' => {
+                    at = skip_pdf_string(b, at);
+                    value(&mut stack, PdfToken::Other);
+                }
+                b'<' if b.get(at + 1) == Some(&b'<') => {
+                    at += 2;
+                    value(&mut stack, PdfToken::Other);
+                    push(&mut stack, &mut overflow, false);
+                }
+                b'<' => {
+                    // A hex string.
+                    at = memchr::memchr(b'>', &b[at..]).map_or(b.len(), |e| at + e + 1);
+                    value(&mut stack, PdfToken::Other);
+                }
+                b'>' if b.get(at + 1) == Some(&b'>') => {
+                    at += 2;
+                    if let Some(frame) = pop(&mut stack, &mut overflow, false) {
+                        objstm_before = frame.kind == Some(PdfKind::ObjStm);
+                        self.closed(frame);
+                    }
+                }
+                b'[' => {
+                    at += 1;
+                    value(&mut stack, PdfToken::Other);
+                    push(&mut stack, &mut overflow, true);
+                }
+                b']' => {
+                    at += 1;
+                    pop(&mut stack, &mut overflow, true);
+                }
+                b'/' => {
+                    let len = b[at + 1..]
+                        .iter()
+                        .take_while(|&&c| !is_pdf_space(c) && !is_pdf_delimiter(c))
+                        .count();
+                    value(&mut stack, PdfToken::Name(&b[at + 1..at + 1 + len]));
+                    at += 1 + len;
+                }
+                _ if is_pdf_delimiter(c) => at += 1,
+                _ => {
+                    let len = b[at..]
+                        .iter()
+                        .take_while(|&&c| !is_pdf_space(c) && !is_pdf_delimiter(c))
+                        .count();
+                    let word = &b[at..at + len];
+                    at += len;
+                    match word {
+                        b"stream" => {
+                            at = self.stream(b, at, inflate && closed_objstm);
+                        }
+                        // Object boundaries: whatever a damaged object left open ends here.
+                        b"obj" | b"endobj" => {
+                            stack.clear();
+                            overflow = 0;
+                        }
+                        _ => value(&mut stack, integer(word)),
+                    }
+                }
+            }
+            closed_objstm = objstm_before;
+        }
+    }
+
+    /// Skips the data of a stream starting after the `stream` keyword at `at` (inflating and
+    /// scanning it when `objstm`); returns where scanning resumes.
+    fn stream(&mut self, b: &[u8], mut at: usize, objstm: bool) -> usize {
+        if b.get(at) == Some(&b'\r') {
+            at += 1;
+        }
+        if b.get(at) == Some(&b'\n') {
+            at += 1;
+        }
+        let data = &b[at.min(b.len())..];
+        // `/Length` may be an indirect reference: the `endstream` keyword bounds the data.
+        let len = memchr::memmem::find(data, b"endstream").unwrap_or(data.len());
+        if objstm && self.inflate_budget > 0 {
+            let inflated = match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(
+                &data[..len],
+                self.inflate_budget,
+            ) {
+                Ok(bytes) => bytes,
+                // A truncated or oversized stream: what was inflated is still read.
+                Err(error) => error.output,
+            };
+            self.inflate_budget = self.inflate_budget.saturating_sub(inflated.len());
+            self.scan(&inflated, false);
+        }
+        (at + len + b"endstream".len()).min(b.len())
+    }
+
+    /// Notes what a closed dictionary says.
+    fn closed(&mut self, frame: PdfFrame) {
+        match (frame.kind, frame.count) {
+            (Some(PdfKind::Pages), Some(count)) => {
+                self.pages_count = Some(self.pages_count.map_or(count, |c| c.max(count)));
+            }
+            (Some(PdfKind::Page), _) => self.page_dicts += 1,
+            _ => {}
+        }
+        if frame.linearized
+            && let Some(n) = frame.n
+        {
+            self.linearized = Some(n);
+        }
+    }
+}
+
+/// The index after the literal string starting at `b[at] == b'('` (parentheses nest; a
+/// backslash escapes the next byte).
+fn skip_pdf_string(b: &[u8], mut at: usize) -> usize {
+    let mut depth = 0usize;
+    while at < b.len() {
+        match b[at] {
+            b'\\' => at += 1,
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    b.len()
+}
+
+/// A word as a non-negative integer (saturating), or another token.
+fn integer(word: &[u8]) -> PdfToken<'static> {
+    if word.is_empty() || !word.iter().all(u8::is_ascii_digit) {
+        return PdfToken::Other;
+    }
+    PdfToken::Integer(word.iter().fold(0u64, |n, d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    }))
+}
+
+/// Hands a token to the innermost open dictionary: a key when none is pending, else the
+/// pending key's value.
+fn value(stack: &mut [PdfFrame], token: PdfToken<'_>) {
+    let Some(frame) = stack.last_mut() else {
+        return;
+    };
+    if frame.array {
+        return;
+    }
+    match (frame.key.take(), token) {
+        (None, PdfToken::Name(name)) => {
+            frame.key = Some(match name {
+                b"Type" => PdfKey::Type,
+                b"Count" => PdfKey::Count,
+                b"N" => PdfKey::N,
+                b"Linearized" => PdfKey::Linearized,
+                _ => PdfKey::Other,
+            });
+        }
+        (Some(PdfKey::Type), PdfToken::Name(name)) => {
+            frame.kind = match name {
+                b"Pages" => Some(PdfKind::Pages),
+                b"Page" => Some(PdfKind::Page),
+                b"ObjStm" => Some(PdfKind::ObjStm),
+                _ => None,
+            };
+        }
+        (Some(PdfKey::Count), PdfToken::Integer(n)) => frame.count = Some(n),
+        (Some(PdfKey::N), PdfToken::Integer(n)) => frame.n = Some(n),
+        (Some(PdfKey::Linearized), _) => frame.linearized = true,
+        _ => {}
+    }
+}
+
+fn push(stack: &mut Vec<PdfFrame>, overflow: &mut usize, array: bool) {
+    if stack.len() >= PDF_MAX_DEPTH {
+        *overflow += 1;
+    } else {
+        stack.push(PdfFrame {
+            array,
+            ..PdfFrame::default()
+        });
+    }
+}
+
+/// Closes the innermost level if it is of the kind closed (an unbalanced `>>` or `]` is
+/// ignored); the frame closed, if it was on the stack.
+fn pop(stack: &mut Vec<PdfFrame>, overflow: &mut usize, array: bool) -> Option<PdfFrame> {
+    if *overflow > 0 {
+        *overflow -= 1;
+        return None;
+    }
+    if stack.last().is_some_and(|frame| frame.array == array) {
+        return stack.pop();
+    }
+    None
 }
 
 /// Standard base64 with padding, for tests that build data URLs and image blocks.
@@ -285,7 +590,7 @@ pub(crate) fn encode_base64(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -402,13 +707,111 @@ mod tests {
 
     #[test]
     fn linearized_pdfs_with_compressed_pages_state_their_count() {
-        let pdf = b"%PDF-1.5\n1 0 obj\n<< /Linearized 1 /L 72000 /H [ 600 140 ] /O 4 /E 9000 /N 12 /T 71000 >>\nendobj\n5 0 obj<</Type/ObjStm/N 40/First 300/Filter/FlateDecode>>stream\nx\x9c\x01\x02endstream";
-        assert_eq!(pdf_page_count(&encode_base64(pdf)), 12);
-        // Visible page objects win; a `/N` outside the linearization dictionary is not read.
+        let mut pdf = b"%PDF-1.5\n1 0 obj\n<< /Linearized 1 /L 72000 /H [ 600 140 ] /O 4 /E 9000 /N 12 /T 71000 >>\nendobj\n5 0 obj<</Type/ObjStm/N 40/First 300/Filter/FlateDecode>>stream\nx\x9c\x01\x02endstream".to_vec();
+        // Twelve pages take more than a few hundred bytes (a stated count is capped by the size).
+        pdf.extend(std::iter::repeat_n(b' ', 1_000));
+        assert_eq!(pdf_page_count(&encode_base64(&pdf)), 12);
+        // A `/N` outside the linearization dictionary (an object stream's) is not read.
         let plain = b"%PDF-1.4\n1 0 obj<</Type/ObjStm/N 40>>\n2 0 obj<</Type /Page>>";
         assert_eq!(pdf_page_count(&encode_base64(plain)), 1);
         let other = b"%PDF-1.5\n1 0 obj<</Linearized 1/L 5>>\n2 0 obj<</Type/ObjStm/N 40>>";
         assert_eq!(pdf_page_count(&encode_base64(other)), 0);
+    }
+
+    /// A PDF 1.5 as pdfTeX writes it: the catalog, the page tree and every page inside one
+    /// Flate-compressed object stream (the root `/Pages` node's keys in another order than its
+    /// children's), a content stream of binary data and a cross-reference stream; nothing
+    /// about the pages in the clear.
+    pub(crate) fn objstm_pdf(pages: u64) -> Vec<u8> {
+        let half = pages / 2;
+        let mut objects = format!(
+            "1 0 2 40 3 90 4 140 << /Type /Catalog /Pages 2 0 R >> \
+             << /Kids [3 0 R 4 0 R] /Count {pages} /Resources << /Font << /F1 9 0 R >> >> /Type /Pages >> \
+             << /Type /Pages /Count {half} /Parent 2 0 R /Kids [] >> \
+             << /Type /Pages /Count {} /Parent 2 0 R /Kids [] >> ",
+            pages - half
+        );
+        for page in 0..pages {
+            objects.push_str(&format!(
+                "<< /Type /Page /Contents {} 0 R /Parent 3 0 R /MediaBox [0 0 612 792] /Annots [(a \\) string \\( with >> in it)] >> ",
+                100 + page
+            ));
+        }
+        let packed = miniz_oxide::deflate::compress_to_vec_zlib(objects.as_bytes(), 6);
+        let mut pdf = b"%PDF-1.5\n%\xd0\xd4\xc5\xd8\n".to_vec();
+        pdf.extend_from_slice(b"7 0 obj\n<< /Length 8 0 R /Filter /FlateDecode >>\nstream\n");
+        pdf.extend((0..4_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+        pdf.extend_from_slice(b"\nendstream\nendobj\n");
+        pdf.extend_from_slice(
+            format!(
+                "5 0 obj\n<< /Type /ObjStm /N {} /First 16 /Length {} /Filter /FlateDecode >>\nstream\n",
+                pages + 4,
+                packed.len()
+            )
+            .as_bytes(),
+        );
+        pdf.extend_from_slice(&packed);
+        pdf.extend_from_slice(b"\nendstream\nendobj\n");
+        pdf.extend_from_slice(b"6 0 obj\n<< /Type /XRef /Root 1 0 R /Size 9 /W [1 2 1] /Filter /FlateDecode /Length 12 >>\nstream\nx\x9c\x01\x02\x03\x04\x05\x06\x07\x08\nendstream\nendobj\nstartxref\n1234\n%%EOF\n");
+        pdf
+    }
+
+    /// pdfTeX's PDFs (PDF 1.5, not linearized) keep their page tree in compressed object
+    /// streams: libtasn1's 36-page manual counted as 1 page.
+    #[test]
+    fn pages_inside_compressed_object_streams_are_counted() {
+        for pages in [1, 17, 36, 250] {
+            let pdf = objstm_pdf(pages);
+            assert_eq!(super::pdf_pages(&pdf), pages, "{pages}");
+            assert_eq!(pdf_page_count(&encode_base64(&pdf)), pages, "{pages}");
+        }
+    }
+
+    /// What a stream, a string or a comment holds is no dictionary; a forged count is capped by
+    /// the file's size.
+    #[test]
+    fn only_dictionaries_outside_strings_and_streams_count() {
+        let pdf = b"%PDF-1.4\n% << /Type /Pages /Count 40 >>\n1 0 obj<</Type/Pages/Count 3/Kids[2 0 R 3 0 R 4 0 R]/T (<< /Type /Pages /Count 50 >>)>>endobj\n\
+            5 0 obj<</Length 40>>stream\n<< /Type /Pages /Count 60 >>\nendstream endobj\n";
+        assert_eq!(super::pdf_pages(pdf), 3);
+        let forged = b"%PDF-1.4\n1 0 obj<</Type/Pages/Count 999999999>>endobj";
+        assert!(super::pdf_pages(forged) <= forged.len() as u64 / 10);
+    }
+
+    /// Hostile shapes stay linear: none of these 4 MB inputs takes a second (a quadratic scan
+    /// would take hours).
+    #[test]
+    fn pathological_pdfs_are_scanned_in_linear_time() {
+        const N: usize = 4 << 20;
+        let repeat = |unit: &[u8]| {
+            let mut b = b"%PDF-1.5\n".to_vec();
+            b.extend(unit.iter().copied().cycle().take(N));
+            b
+        };
+        let started = std::time::Instant::now();
+        for unit in [
+            &b"<<"[..],
+            b"[",
+            b"(",
+            b"((((\\",
+            b"<",
+            b">>]",
+            b"stream\n",
+            b"<</Type/ObjStm>>stream\nx\x9c",
+            b"<</Type/ObjStm>>stream\nx\x9c\x01endstream ",
+            b"/Type/Pages/Count 7 ",
+            b"1 0 obj<</Type/Page",
+            b"/",
+            b"%",
+            b"0000000000",
+        ] {
+            let _ = super::pdf_pages(&repeat(unit));
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
@@ -454,6 +857,30 @@ mod props {
             let block = json!({"type": "image", "source": {"type": "base64", "data": text}});
             prop_assert!(estimate_image(&block, Family::Claude) <= ANTHROPIC_MAX_IMAGE_TOKENS);
             prop_assert!(estimate_image(&block, Family::O200k) <= OPENAI_MAX_IMAGE_TOKENS);
+        }
+
+        /// Random bytes after a PDF header, and a real object-stream PDF with bytes flipped,
+        /// inserted or cut off, never panic and never count more pages than the bytes could
+        /// hold.
+        #[test]
+        fn random_and_mutated_pdfs_are_safe(
+            random in prop::collection::vec(any::<u8>(), 0..2_000),
+            pages in 0u64..40,
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..20),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut noise = b"%PDF-1.7\n".to_vec();
+            noise.extend_from_slice(&random);
+            let bound = |b: &[u8]| (b.len() as u64 + (64 << 20)) / 24;
+            prop_assert!(pdf_pages(&noise) <= bound(&noise));
+            let mut pdf = tests::objstm_pdf(pages);
+            for (at, byte) in &flips {
+                let at = at.index(pdf.len());
+                pdf[at] = *byte;
+            }
+            prop_assert!(pdf_pages(&pdf) <= bound(&pdf));
+            pdf.truncate(cut.index(pdf.len() + 1));
+            prop_assert!(pdf_pages(&pdf) <= bound(&pdf));
         }
 
         #[test]

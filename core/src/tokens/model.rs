@@ -4,8 +4,8 @@
 //! class counts of [`ClassCounts::features`] plus a few products of two counts divided by the
 //! text's length (density interactions: hangul among CJK ideographs, JSON punctuation among
 //! letters, words among letters: how long the words are). A soft gate
-//! computed from count ratios splits the text between three kinds (non-Latin script, code-like,
-//! prose-like), each with its own coefficients:
+//! computed from count ratios splits the text between four kinds (East Asian or Cyrillic script,
+//! other non-Latin script or symbols, code-like, prose-like), each with its own coefficients:
 //!
 //! `estimate = Σ_kind gate_kind(ratios) · Σ_term coefficient[kind][term] · term(counts)`.
 //!
@@ -35,10 +35,10 @@ pub const INTERACTION_NAMES: [&str; INTERACTION_COUNT] = [
 ];
 
 /// Number of text kinds the gate distinguishes.
-pub const KIND_COUNT: usize = 3;
+pub const KIND_COUNT: usize = 4;
 
 /// Text kinds, in the order of [`gates`] and of the coefficient tables.
-pub const KIND_NAMES: [&str; KIND_COUNT] = ["script", "code", "prose"];
+pub const KIND_NAMES: [&str; KIND_COUNT] = ["script", "other", "code", "prose"];
 
 /// Number of model inputs (gated terms): [`KIND_COUNT`] × [`TERM_COUNT`].
 pub const INPUT_COUNT: usize = KIND_COUNT * TERM_COUNT;
@@ -77,18 +77,28 @@ fn sigmoid(x: f64) -> f64 {
 }
 
 /// The soft gate: how much of the text is of each kind (non-negative, summing to 1), from count
-/// ratios only. East Asian or Cyrillic text (by UTF-8 byte share) is `script`; the rest is split
-/// by its share of ASCII punctuation into `code` and `prose`.
+/// ratios only. East Asian or Cyrillic text (by UTF-8 byte share) is `script`; of the rest, text
+/// dominated by other two- and three-byte characters (Greek, Hebrew, Arabic, Armenian; Indic,
+/// Thai, Georgian; box drawing, full-width forms) is `other`, and what remains is split by its
+/// share of ASCII punctuation into `code` and `prose`.
+///
+/// `other` has its own kind because the vocabularies price these characters very differently
+/// from the Latin text around them in prose and code (cl100k: one to three tokens per
+/// character, o200k about one per two): with one set of coefficients for all non-CJK text the
+/// fit priced them at nearly nothing, as the Latin corpus never contained them.
 pub fn gates(counts: &ClassCounts) -> [f64; KIND_COUNT] {
     let bytes = counts.bytes.max(1) as f64;
     let east_asian = 3.0 * (counts.cjk + counts.kana + counts.hangul) as f64 / bytes;
     let cyrillic = 2.0 * counts.cyrillic as f64 / bytes;
+    let other = (2.0 * counts.other2 as f64 + 3.0 * counts.other3 as f64) / bytes;
     let punctuation = (counts.punct + counts.json) as f64 / bytes;
     let east_asian = sigmoid((east_asian - 0.15) / 0.03);
     let cyrillic = (1.0 - east_asian) * sigmoid((cyrillic - 0.15) / 0.03);
-    let rest = (1.0 - east_asian - cyrillic).max(0.0);
+    let script = east_asian + cyrillic;
+    let other = (1.0 - script).max(0.0) * sigmoid((other - 0.15) / 0.03);
+    let rest = (1.0 - script - other).max(0.0);
     let code = rest * sigmoid((punctuation - 0.12) / 0.02);
-    [east_asian + cyrillic, code, rest - code]
+    [script, other, code, rest - code]
 }
 
 /// The model's inputs for one text: each term weighted by each kind's gate, kind-major (the
@@ -146,7 +156,7 @@ impl Family {
     }
 
     /// The fitted coefficients, in the order of [`model_inputs`] (kind-major: every term of
-    /// `script`, then of `code`, then of `prose`).
+    /// `script`, then of `other`, then of `code`, then of `prose`).
     pub fn coefficients(self) -> &'static [f64; INPUT_COUNT] {
         match self {
             Family::O200k => &coefficients::O200K,
@@ -197,7 +207,7 @@ const MAX_BYTES_PER_TOKEN: f64 = 16.0;
 
 /// Estimates the number of tokens of `text` in `family`: one pass over the bytes (the fastest
 /// class-counting kernel the CPU supports, [`super::classes::Kernel::detect`]) plus the model's
-/// evaluation (about a hundred multiply-adds and three exponentials). Empty text is 0 tokens; any non-empty text at least 1.
+/// evaluation (about 130 multiply-adds and four exponentials). Empty text is 0 tokens; any non-empty text at least 1.
 pub fn estimate_text(text: &str, family: Family) -> u64 {
     estimate_bytes(text.as_bytes(), family)
 }
@@ -243,6 +253,9 @@ mod tests {
             "fn main() { let x = vec![1, 2, 3]; println!(\"{x:?}\"); }",
             "日本語のテキストです。漢字とかなを含む。",
             "Русский текст без латиницы.",
+            "Η ελληνική γλώσσα ανήκει στην ινδοευρωπαϊκή οικογένεια.",
+            "हिन्दी विश्व की एक प्रमुख भाषा है।",
+            "├── src\n│   └── main.rs\n└── Cargo.toml\n",
             "",
         ];
         for text in texts {
@@ -250,10 +263,13 @@ mod tests {
             assert!(g.iter().all(|x| (0.0..=1.0).contains(x)), "{text}: {g:?}");
             assert!((g.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{text}: {g:?}");
         }
-        let code = gates(&count_classes(texts[1].as_bytes()));
-        let prose = gates(&count_classes(texts[0].as_bytes()));
-        let japanese = gates(&count_classes(texts[2].as_bytes()));
-        assert!(code[1] > 0.9 && prose[2] > 0.9 && japanese[0] > 0.9);
+        let gate = |i: usize| gates(&count_classes(texts[i].as_bytes()));
+        assert!(gate(0)[3] > 0.9 && gate(1)[2] > 0.9, "prose, code");
+        assert!(gate(2)[0] > 0.9 && gate(3)[0] > 0.9, "Japanese, Russian");
+        assert!(
+            (4..7).all(|i| gate(i)[1] > 0.9),
+            "Greek, Hindi, box drawing"
+        );
     }
 
     #[test]

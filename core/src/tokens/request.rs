@@ -559,7 +559,7 @@ fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
             (Some("text"), Some(Value::String(text)), _) => c.text(text),
             (Some("content"), _, Some(content)) => estimate_content_c(content, c),
             (Some("base64"), Some(Value::String(data)), _) => {
-                images::pdf_page_count(data).max(1) * PDF_PAGE_TOKENS
+                images::pdf_page_estimate(&images::decode(data)) * PDF_PAGE_TOKENS
             }
             // URL or file sources: the size is unknown here; one page is the floor.
             _ => PDF_PAGE_TOKENS,
@@ -567,8 +567,9 @@ fn estimate_document_c(block: &Value, c: &TextCounter<'_>) -> u64 {
 }
 
 /// OpenAI file inputs: Chat's `{"type": "file", "file": {file_data | file_id, filename}}` and
-/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. A PDF costs what
-/// an Anthropic PDF does (per page), a text file its decoded text; never the base64 length.
+/// Responses' `{"type": "input_file", file_data | file_id | file_url, filename}`. A PDF (data with
+/// a `%PDF-` header) costs what an Anthropic PDF does (per page); anything else is text, decoded
+/// lossily when it is not UTF-8 (a Latin-1 CSV); never the base64 length.
 fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
     let file = block.get("file").unwrap_or(block);
     let name = file
@@ -583,12 +584,12 @@ fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
                 .and_then(|rest| rest.split_once(',').map(|(_, b)| b))
                 .unwrap_or(data);
             let bytes = images::decode(base64);
-            if !bytes.starts_with(b"%PDF")
-                && let Ok(text) = std::str::from_utf8(&bytes)
-            {
-                return name + c.text(text);
+            if !images::looks_like_pdf(&bytes) {
+                // Only a PDF is paged: other bytes are text, in whatever encoding (a flat page
+                // was a 500 kB Latin-1 CSV's cost).
+                return name + c.text(&String::from_utf8_lossy(&bytes));
             }
-            images::pdf_pages(&bytes).max(1)
+            images::pdf_page_estimate(&bytes)
         }
         // A file id or URL: the size is unknown here; one page is the floor.
         None => 1,
@@ -599,8 +600,110 @@ fn estimate_file_c(block: &Value, c: &TextCounter<'_>) -> u64 {
 fn estimate_json_c(value: &Value, c: &TextCounter<'_>) -> u64 {
     match value {
         Value::String(s) => c.text(s),
-        other => c.text(&other.to_string()),
+        other => c.text(&canonical_json(other)),
     }
+}
+
+/// The compact JSON text of `value` that is counted: serde_json's, except that numbers are
+/// written as JavaScript's `JSON.stringify` writes them ([`js_number`]: `1.0` as `1`, `2e10` as
+/// `20000000000`, `-0.0` as `0`). Node re-serialises a value with `JSON.stringify` before the
+/// core sees it, so without this the same request counted differently in Node than in the CLI,
+/// C and Python. Strings are escaped the same way by both.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = Vec::with_capacity(128);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, JsNumbers);
+    // Writing a `Value` to a `Vec` cannot fail (keys are strings, non-finite numbers are not
+    // representable in a `Value`); the fallback keeps the function total regardless.
+    if serde::Serialize::serialize(value, &mut serializer).is_err() {
+        return value.to_string();
+    }
+    String::from_utf8(out)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
+}
+
+/// serde_json's compact formatter with ECMAScript number formatting.
+struct JsNumbers;
+
+impl serde_json::ser::Formatter for JsNumbers {
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
+        w.write_all(js_number(value).as_bytes())
+    }
+
+    fn write_f32<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: f32,
+    ) -> std::io::Result<()> {
+        self.write_f64(w, f64::from(value))
+    }
+
+    fn write_i64<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: i64,
+    ) -> std::io::Result<()> {
+        // Beyond 2^53 a JavaScript number holds the nearest double, which is what Node writes.
+        if value.unsigned_abs() > MAX_SAFE_INTEGER {
+            return self.write_f64(w, value as f64);
+        }
+        write!(w, "{value}")
+    }
+
+    fn write_u64<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        value: u64,
+    ) -> std::io::Result<()> {
+        if value > MAX_SAFE_INTEGER {
+            return self.write_f64(w, value as f64);
+        }
+        write!(w, "{value}")
+    }
+}
+
+/// The largest integer every larger one of which a double may not hold exactly (2^53).
+const MAX_SAFE_INTEGER: u64 = 1 << 53;
+
+/// `value` as ECMAScript's `Number::toString` writes it (what `JSON.stringify` writes for a
+/// finite number): the shortest digits that read back as `value`, without an exponent from
+/// 1e-7 up to 1e21, with `e+N` / `e-N` outside; `-0` as `0`; non-finite values as `null`
+/// (as `JSON.stringify` writes them).
+pub fn js_number(value: f64) -> String {
+    if !value.is_finite() {
+        return "null".to_owned();
+    }
+    if value == 0.0 {
+        return "0".to_owned();
+    }
+    let sign = if value < 0.0 { "-" } else { "" };
+    // Rust writes the shortest round-trip digits too: `d.ddde±x`.
+    let scientific = format!("{:e}", value.abs());
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .unwrap_or((scientific.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let exponent: i64 = exponent.parse().unwrap_or(0);
+    // ECMAScript's n: the value is 0.digits × 10^n.
+    let n = exponent + 1;
+    let k = digits.len() as i64;
+    let body = if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        format!("{int}.{frac}")
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e_sign = if n - 1 < 0 { '-' } else { '+' };
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        format!("{first}{dot}{rest}e{e_sign}{}", (n - 1).abs())
+    };
+    format!("{sign}{body}")
 }
 
 #[cfg(test)]
@@ -902,6 +1005,145 @@ mod tests {
                 Some(2 * per_message + estimate_text(&text, family) + estimate_text("7", family))
             );
         }
+    }
+
+    /// A PDF whose pages are in compressed object streams (pdfTeX, most PDF 1.5+ writers) costs
+    /// its pages, in a document and in an OpenAI file alike; it cost one page.
+    #[test]
+    fn pdfs_with_compressed_page_trees_cost_their_pages() {
+        let data =
+            crate::tokens::images::encode_base64(&crate::tokens::images::tests::objstm_pdf(36));
+        let document = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}});
+        let file = json!({"type": "input_file", "file_data": format!("data:application/pdf;base64,{data}")});
+        for family in [Family::Claude, Family::O200k] {
+            let per_block = Overheads::of(family).per_block;
+            assert_eq!(
+                estimate_block(&document, family),
+                36 * PDF_PAGE_TOKENS + per_block
+            );
+            assert_eq!(
+                estimate_block(&file, family),
+                36 * PDF_PAGE_TOKENS + per_block
+            );
+        }
+    }
+
+    /// A PDF whose page count cannot be read (here: its object stream is not Flate) is
+    /// estimated from its size, one page per 10 kB, not as a single page.
+    #[test]
+    fn pdfs_without_a_readable_count_are_estimated_from_their_size() {
+        let mut pdf =
+            b"%PDF-1.5\n5 0 obj\n<< /Type /ObjStm /N 90 /Filter /LZWDecode >>\nstream\n".to_vec();
+        pdf.extend((0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+        pdf.extend_from_slice(b"\nendstream\nendobj\n");
+        let data = crate::tokens::images::encode_base64(&pdf);
+        let pages = pdf.len() as u64 / 10_000;
+        assert_eq!(pages, 30);
+        let document = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}});
+        let file = json!({"type": "file", "file": {"file_data": data}});
+        for family in [Family::Claude, Family::O200k] {
+            let per_block = Overheads::of(family).per_block;
+            assert_eq!(
+                estimate_block(&document, family),
+                pages * PDF_PAGE_TOKENS + per_block
+            );
+            assert_eq!(
+                estimate_block(&file, family),
+                pages * PDF_PAGE_TOKENS + per_block
+            );
+        }
+    }
+
+    /// A text file that is not UTF-8 (a Latin-1 CSV) is its text, lossily decoded, however
+    /// long: it cost one flat page whatever its size.
+    #[test]
+    fn non_utf8_text_files_cost_their_text() {
+        let text: String = (0..2_000)
+            .map(|i| format!("{i};café;résumé;{}\n", f64::from(i) * 3.5))
+            .collect();
+        let latin1: Vec<u8> = text.chars().map(|c| c as u8).collect();
+        assert!(std::str::from_utf8(&latin1).is_err());
+        let data = crate::tokens::images::encode_base64(&latin1);
+        let file = json!({"type": "input_file", "filename": "data.csv", "file_data": format!("data:text/csv;base64,{data}")});
+        let family = Family::O200k;
+        let expected = estimate_text("data.csv", family)
+            + estimate_text(&String::from_utf8_lossy(&latin1), family)
+            + Overheads::of(family).per_block;
+        assert_eq!(estimate_block(&file, family), expected);
+        assert!(expected > 10_000, "{expected}");
+    }
+
+    /// The JSON text counted for a tool input writes numbers as JavaScript's `JSON.stringify`
+    /// does, so that Node (which re-serialises with it) counts what the CLI, C and Python do.
+    #[test]
+    fn json_numbers_are_counted_as_javascript_writes_them() {
+        let seen = std::cell::RefCell::new(Vec::<String>::new());
+        let record = |text: &str| {
+            seen.borrow_mut().push(text.to_owned());
+            0
+        };
+        let counter = TextCounter::with(Family::O200k, &record);
+        let body: Value = serde_json::from_str(
+            r#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"n","input":{"x":1.0,"y":2e10,"z":-0.0,"big":123456789012345678901234567890,"e":1e21,"small":1.5e-7}}]}]}"#,
+        )
+        .unwrap();
+        count_request_body(&body, &counter);
+        assert!(
+            seen.borrow().contains(
+                &r#"{"x":1,"y":20000000000,"z":0,"big":1.2345678901234568e+29,"e":1e+21,"small":1.5e-7}"#
+                    .to_owned()
+            ),
+            "{:?}",
+            seen.borrow()
+        );
+    }
+
+    /// `js_number` against what node's `JSON.stringify` printed for the same values.
+    #[test]
+    fn numbers_are_written_as_json_stringify_writes_them() {
+        let cases: &[(f64, &str)] = &[
+            (1.0, "1"),
+            (2e10, "20000000000"),
+            (-0.0, "0"),
+            (0.1, "0.1"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (
+                123_456_789_012_345_680_000_000_000_000.0,
+                "1.2345678901234568e+29",
+            ),
+            (1.5e-7, "1.5e-7"),
+            (0.000_001, "0.000001"),
+            (1e-7, "1e-7"),
+            (-1.5, "-1.5"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (123.456, "123.456"),
+            (1e300, "1e+300"),
+            (-1e-7, "-1e-7"),
+            (2.5e-5, "0.000025"),
+            (1.25e21, "1.25e+21"),
+            (f64::NAN, "null"),
+        ];
+        for &(value, js) in cases {
+            assert_eq!(js_number(value), js, "{value:e}");
+        }
+        // Integers beyond 2^53 are written as the double JavaScript holds.
+        let big = json!([
+            u64::MAX,
+            i64::MIN,
+            9_007_199_254_740_993u64,
+            9_007_199_254_740_992u64,
+            100
+        ]);
+        assert_eq!(
+            canonical_json(&big),
+            "[18446744073709552000,-9223372036854776000,9007199254740992,9007199254740992,100]"
+        );
+        // Strings are escaped as `JSON.stringify` escapes them (as serde_json does).
+        let text = json!({"s": "a\"b\\c\n\u{1}\u{7f}é/"});
+        assert_eq!(canonical_json(&text), text.to_string());
     }
 
     #[test]

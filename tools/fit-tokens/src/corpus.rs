@@ -8,8 +8,11 @@
 //! - `zh`, `ja`, `ko`, `cyrillic`, `latin-eu`: translated man pages under `/usr/share/man/<lang>`
 //!   (groff markup stripped) plus Python's `test/cjkencodings/*-utf8.txt`. CJK text exists on
 //!   this machine, so the CJK generator fallback is not needed.
-//! - `json`, `logs`, `base64`, `hex`, `uuid`, `transcript`, `session`: generated from a seeded
-//!   PRNG and the embedded word list below, so they are identical on every machine.
+//! - `abjad-greek`, `indic-sea`: the translations in the gettext catalogs
+//!   `/usr/share/locale/<lang>/LC_MESSAGES/*.mo` of two-byte scripts (Greek, Hebrew, Arabic,
+//!   Armenian...) and three-byte ones (Indic, Thai, Georgian...).
+//! - `json`, `logs`, `base64`, `hex`, `uuid`, `transcript`, `session`, `tree`: generated from a seeded PRNG and the embedded word list below, so they are
+//!   identical on every machine.
 
 use std::fs;
 use std::io::Read;
@@ -63,6 +66,8 @@ pub struct Roots {
     pub python_stdlib: PathBuf,
     pub licenses: PathBuf,
     pub man: PathBuf,
+    /// Gettext catalogs (`<lang>/LC_MESSAGES/*.mo`).
+    pub locale: PathBuf,
 }
 
 impl Roots {
@@ -79,6 +84,7 @@ impl Roots {
             python_stdlib: PathBuf::from("/root/.pyenv/versions/3.11.7/lib/python3.11"),
             licenses: PathBuf::from("/usr/share/common-licenses"),
             man: PathBuf::from("/usr/share/man"),
+            locale: PathBuf::from("/usr/share/locale"),
         }
     }
 }
@@ -299,7 +305,22 @@ fn chunk(text: &str, rng: &mut Rng, lo: usize, hi: usize, max: usize) -> Vec<Str
 /// Reads files into chunked documents of one category, up to `limit` documents.
 fn docs_from_files(
     category: &'static str,
+    files: Vec<PathBuf>,
+    transform: &dyn Fn(String) -> String,
+    seed: u64,
+    limit: usize,
+    per_file: usize,
+) -> Vec<Doc> {
+    docs_read_from_files(
+        category, files, &read_text, transform, seed, limit, per_file,
+    )
+}
+
+/// [`docs_from_files`] with its own reader (gettext catalogs are binary).
+fn docs_read_from_files(
+    category: &'static str,
     mut files: Vec<PathBuf>,
+    read: &dyn Fn(&Path) -> Option<String>,
     transform: &dyn Fn(String) -> String,
     seed: u64,
     limit: usize,
@@ -313,7 +334,7 @@ fn docs_from_files(
     files.sort_by_key(|p| fnv1a(stable_path(p).as_bytes()) ^ seed);
     let mut docs = Vec::new();
     for path in files {
-        let Some(text) = read_text(&path) else {
+        let Some(text) = read(&path) else {
             continue;
         };
         let text = transform(text);
@@ -455,6 +476,30 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
         1,
     ));
 
+    // Scripts the man pages lack, from the translations of the installed programs (gettext
+    // catalogs): two-byte scripts (Greek, Hebrew, Arabic and its Persian, Urdu, Pashto and
+    // Uyghur forms, Armenian, Yiddish) and three-byte ones (Indic, Thai, Lao, Khmer, Myanmar,
+    // Sinhala, Georgian, Ethiopic).
+    let catalogs = |langs: &[&str]| catalog_files(roots, langs);
+    docs.extend(docs_read_from_files(
+        "abjad-greek",
+        catalogs(ABJAD_GREEK),
+        &read_mo,
+        &ident,
+        seed,
+        limit,
+        2,
+    ));
+    docs.extend(docs_read_from_files(
+        "indic-sea",
+        catalogs(INDIC_SEA),
+        &read_mo,
+        &ident,
+        seed,
+        limit,
+        2,
+    ));
+
     // Generated categories use a separate stream so they do not depend on the machine's files.
     let mut g = Rng::new(seed ^ 0x005E_ED0F_6E4E_7A7E);
     let code_samples: Vec<String> = docs
@@ -482,7 +527,155 @@ pub fn build(roots: &Roots, seed: u64, limit: usize, sessions: usize) -> Vec<Doc
             gen_transcript(&mut g, &code_samples, 25, 60),
         ));
     }
+    // Categories added in session 31 have their own stream, so the ones above stay identical.
+    let mut g = Rng::new(seed ^ 0x0031_7EE5_C5F0_E301);
+    for i in 0..limit {
+        docs.push(generated("tree", i, gen_tree(&mut g)));
+    }
     docs
+}
+
+/// The gettext catalogs of `langs`.
+fn catalog_files(roots: &Roots, langs: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for lang in langs {
+        walk(
+            &roots.locale.join(lang).join("LC_MESSAGES"),
+            &|p| p.extension().is_some_and(|e| e == "mo"),
+            &mut files,
+        );
+    }
+    files
+}
+
+/// Locales of the `abjad-greek` category (two-byte scripts).
+const ABJAD_GREEK: &[&str] = &[
+    "ar", "fa", "he", "el", "hy", "ur", "yi", "ps", "ug", "ckb", "sd",
+];
+/// Locales of the `indic-sea` category (three-byte scripts: Brahmic, Georgian, Ethiopic).
+const INDIC_SEA: &[&str] = &[
+    "hi", "bn", "ta", "th", "ka", "mr", "gu", "pa", "te", "kn", "ml", "si", "my", "km", "ne", "as",
+];
+/// Scripts that cost two to three times as many tokens per character as the others of their
+/// category in o200k (Odia, Amharic, Lao: three-byte; Thaana of Dhivehi: two-byte), while their
+/// class counts are the same (the same UTF-8 lead bytes). Pricing the categories for them would
+/// over-estimate every other script by 2–3×, so they are guard documents (`guard-scripts`: held
+/// at a lower floor, not evaluated) instead.
+const COSTLY_SCRIPTS: &[&str] = &["or", "am", "lo", "dv"];
+
+/// The translations (`msgstr`, every plural form) of a gettext catalog (`.mo`), one per line.
+/// Entries without a non-ASCII character are left out: they are untranslated copies of the
+/// English source or bare format strings, which the other categories already cover.
+fn read_mo(path: &Path) -> Option<String> {
+    let data = fs::read(path).ok()?;
+    let word = |at: usize, big_endian: bool| -> Option<usize> {
+        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        let v = if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        usize::try_from(v).ok()
+    };
+    // The magic number tells the byte order the catalog was written in.
+    let big_endian = match word(0, false)? {
+        0x9504_12de => false,
+        0xde12_0495 => true,
+        _ => return None,
+    };
+    let count = word(8, big_endian)?;
+    let translations = word(16, big_endian)?;
+    let mut out = String::new();
+    // Entry 0 is the catalog's header (metadata, not text).
+    for i in 1..count {
+        let entry = translations.checked_add(8 * i)?;
+        let (len, offset) = (word(entry, big_endian)?, word(entry + 4, big_endian)?);
+        let Some(bytes) = data.get(offset..offset.checked_add(len)?) else {
+            continue;
+        };
+        for form in bytes.split(|&b| b == 0) {
+            match std::str::from_utf8(form) {
+                Ok(text) if !text.is_ascii() => {
+                    out.push_str(text.trim_end_matches('\n'));
+                    out.push('\n');
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(out)
+}
+
+/// File names for generated listings.
+fn file_name(g: &mut Rng) -> String {
+    const EXTENSIONS: &[&str] = &[
+        "rs", "py", "md", "json", "toml", "ts", "js", "c", "h", "txt", "yaml", "lock", "sh",
+    ];
+    match g.range(0, 8) {
+        0 => (*g.pick(&[
+            "Cargo.toml",
+            "README.md",
+            "LICENSE",
+            "Makefile",
+            ".gitignore",
+        ]))
+        .to_owned(),
+        1 => format!(
+            "{}_{}.{}",
+            ident(g).replace('-', "_"),
+            g.range(0, 99),
+            g.pick(EXTENSIONS)
+        ),
+        _ => format!("{}.{}", ident(g).replace('-', "_"), g.pick(EXTENSIONS)),
+    }
+}
+
+/// `tree` output (box drawing characters; some with the private-use icons of `eza --icons`).
+fn gen_tree(g: &mut Rng) -> String {
+    const ICONS: &[char] = &[
+        '\u{e5ff}', '\u{e7a8}', '\u{e606}', '\u{f15c}', '\u{e60b}', '\u{f023}',
+    ];
+    let target = g.range(800, 6_000);
+    let icons = g.chance(0.2);
+    let ascii_root = if g.chance(0.5) {
+        ".".to_owned()
+    } else {
+        format!("{}/", ident(g))
+    };
+    let mut s = ascii_root + "\n";
+    // The open ancestors' columns: whether each still has children below (`│   `) or not.
+    let mut stack: Vec<bool> = Vec::new();
+    let (mut dirs, mut files) = (0, 0);
+    while s.len() < target {
+        let depth = stack.len();
+        // The root's entries end only with the listing.
+        let last = depth > 0 && g.chance(0.25);
+        for &open in &stack {
+            s.push_str(if open { "│   " } else { "    " });
+        }
+        s.push_str(if last { "└── " } else { "├── " });
+        if icons {
+            s.push(*g.pick(ICONS));
+            s.push(' ');
+        }
+        let is_dir = depth < 5 && g.chance(0.25);
+        if is_dir {
+            s.push_str(&ident(g).replace('-', "_"));
+            dirs += 1;
+            s.push('\n');
+            stack.push(!last);
+        } else {
+            s.push_str(&file_name(g));
+            files += 1;
+            s.push('\n');
+            if last {
+                // Close this level and, sometimes, the ones above it.
+                while stack.pop().is_some() && g.chance(0.4) {}
+            }
+        }
+    }
+    s.push_str(&format!("\n{dirs} directories, {files} files\n"));
+    s
 }
 
 fn generated(category: &'static str, n: usize, text: String) -> Doc {
@@ -962,6 +1155,75 @@ pub fn gen_transcript(g: &mut Rng, code: &[String], min_turns: usize, max_turns:
     .to_string()
 }
 
+/// Chat lines with emoji (ZWJ sequences, skin tones and variation selectors among them).
+fn gen_emoji_chat(g: &mut Rng) -> String {
+    const EMOJI: &[&str] = &[
+        "😀",
+        "😂",
+        "🎉",
+        "🚀",
+        "👍",
+        "👍🏽",
+        "🔥",
+        "❤️",
+        "✅",
+        "❌",
+        "⚠️",
+        "🙏",
+        "👏",
+        "💯",
+        "🤔",
+        "😅",
+        "🐛",
+        "✨",
+        "📦",
+        "🔧",
+        "👀",
+        "🙌",
+        "😭",
+        "🥳",
+        "💡",
+        "📝",
+        "⭐",
+        "👨‍💻",
+        "🤦‍♂️",
+        "☕",
+    ];
+    const NAMES: &[&str] = &["alice", "bob", "carol", "dave", "erin", "frank", "grace"];
+    let target = g.range(800, 6_000);
+    let style = g.range(0, 4);
+    let mut s = String::new();
+    while s.len() < target {
+        let mut line = match style {
+            0 => format!("{}: ", g.pick(NAMES)),
+            1 => format!(
+                "[{:02}:{:02}] <{}> ",
+                g.range(0, 24),
+                g.range(0, 60),
+                g.pick(NAMES)
+            ),
+            _ => String::new(),
+        };
+        // Style 3 is emoji only (reactions), the others words with emoji among them.
+        for i in 0..g.range(3, 14) {
+            if i > 0 && style != 3 {
+                line.push(' ');
+            }
+            if style == 3 || g.chance(0.2) {
+                for _ in 0..g.range(1, 4) {
+                    line.push_str(g.pick::<&str>(EMOJI));
+                }
+            } else {
+                line.push_str(g.pick::<&str>(WORDS));
+            }
+        }
+        line.push_str(g.pick::<&str>(&["", "!", "!!", ".", " 🎉", " 🚀", "?"]));
+        line.push('\n');
+        s.push_str(&line);
+    }
+    s
+}
+
 /// The classic placeholder text's vocabulary (Cicero's *De finibus* as typesetters mangled it).
 const LOREM: &[&str] = &[
     "lorem",
@@ -1046,9 +1308,17 @@ const LOREM: &[&str] = &[
 /// which no source on the machine has but real inputs may. Without them the fit is free to price such text (Latin
 /// words with no accent and few rare letters) like English, far below its exact count in every
 /// vocabulary; an under-estimate costs a rejected request.
-pub fn guard_docs(seed: u64) -> Vec<Doc> {
+pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
     let mut g = Rng::new(seed ^ 0x6C6F_7265_6D00);
-    let mut docs = Vec::new();
+    let mut docs = docs_read_from_files(
+        "guard-scripts",
+        catalog_files(roots, COSTLY_SCRIPTS),
+        &read_mo,
+        &|s| s,
+        seed,
+        24,
+        1,
+    );
     for n in 0..12 {
         let target = g.range(600, 4000);
         let mut text = String::new();
@@ -1076,6 +1346,11 @@ pub fn guard_docs(seed: u64) -> Vec<Doc> {
     {
         let times = g.range(40, 120);
         docs.push(generated("guard-lorem", 12 + n, phrase.repeat(times)));
+    }
+    // Emoji (four-byte characters, a few with a three-byte variation selector): no source on
+    // the machine has them, so without these the fit is free to price them at nothing.
+    for n in 0..16 {
+        docs.push(generated("guard-emoji", n, gen_emoji_chat(&mut g)));
     }
     // One-letter words: the shortest words there are, one token each with their space.
     let times = g.range(500, 2000);

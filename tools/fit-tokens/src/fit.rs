@@ -11,8 +11,15 @@
 
 /// Guard categories (training only, never evaluated) and the ratio their rows are held at or
 /// above: placeholder text (lorem ipsum: no vocabulary has its words, claude-legacy least of
-/// all, so its floor is lower) and one-letter words.
-pub const GUARDS: [(&str, f64); 2] = [("guard-lorem", 0.75), ("guard-letters", 0.85)];
+/// all, so its floor is lower), one-letter words, and the three-byte scripts that cost twice the
+/// tokens of the others with the same class counts (Odia, Amharic, Lao, Thaana: see
+/// `corpus::COSTLY_SCRIPTS`), and chat lines with emoji.
+pub const GUARDS: [(&str, f64); 4] = [
+    ("guard-lorem", 0.75),
+    ("guard-letters", 0.85),
+    ("guard-scripts", 0.70),
+    ("guard-emoji", 0.90),
+];
 
 /// The floor of a guard category, `None` for the others.
 pub fn guard_floor(category: &str) -> Option<f64> {

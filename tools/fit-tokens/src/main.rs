@@ -42,7 +42,7 @@ const FLOOR_QUANTILE: f64 = 0.005;
 /// ...is at or above this ratio.
 const FLOOR_RATIO: f64 = 0.85;
 
-const CATEGORIES: [&str; 15] = [
+const CATEGORIES: [&str; 18] = [
     "prose",
     "rust",
     "python",
@@ -56,6 +56,9 @@ const CATEGORIES: [&str; 15] = [
     "ko",
     "cyrillic",
     "latin-eu",
+    "abjad-greek",
+    "indic-sea",
+    "tree",
     "transcript",
     "session",
 ];
@@ -253,9 +256,12 @@ fn main() -> Result<()> {
         }
     };
     if std::env::var_os("FIT_NO_GUARD").is_none() {
-        counted.extend(count_docs(corpus::guard_docs(args.seed), true)?);
+        counted.extend(count_docs(corpus::guard_docs(&roots, args.seed), true)?);
     }
     counted.retain(|c| c.o200k > 0.0 && c.cl100k > 0.0 && c.legacy > 0.0);
+    if let Ok(skip) = std::env::var("FIT_SKIP") {
+        counted.retain(|c| !skip.split(',').any(|s| s == c.doc.category));
+    }
     if let Some(path) = std::env::var_os("FIT_DUMP") {
         dump_features(Path::new(&path), &counted)?;
     }
@@ -293,6 +299,9 @@ fn main() -> Result<()> {
         if std::env::var_os("FIT_DEBUG").is_some() && fam == Fam::O200k {
             debug_worst(&counted, fam, &beta);
         }
+        if let Some(path) = std::env::var_os("FIT_RATIOS") {
+            debug_ratios(Path::new(&path), &counted, fam, &beta)?;
+        }
         tables.push((fam, beta));
     }
 
@@ -308,8 +317,11 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The fit, then the safety scale: coefficients are scaled up until [`FLOOR_QUANTILE`] of the
-/// rows are at or above `floor_ratio`. Returns the coefficients and the scale.
+/// The fit, then the safety scale, per text kind: the coefficients of each kind are scaled up
+/// until [`FLOOR_QUANTILE`] of the rows that kind dominates (the kind contributing most to the
+/// row's estimate) are at or above `floor_ratio`. Per kind, so that text of one kind the counts
+/// price poorly (a script costlier than the others of its UTF-8 lead bytes) cannot lift the
+/// estimates of every other kind. Returns the coefficients and the largest scale.
 fn fit_with_floor(
     rows: &[fit::Row<'_>],
     signed: &[bool],
@@ -317,18 +329,41 @@ fn fit_with_floor(
     floor_ratio: f64,
 ) -> (Vec<f64>, f64) {
     let mut beta = fit::fit(rows, signed, under_weight, ROUNDS);
-    let mut ratios: Vec<f64> = rows
+    let mut per_kind: Vec<Vec<f64>> = vec![Vec::new(); KIND_NAMES.len()];
+    for row in rows
         .iter()
         .filter(|r| fit::guard_floor(r.category).is_none())
-        .map(|r| fit::predict(&beta, r.features) / r.exact)
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let low = quantile(&ratios, FLOOR_QUANTILE);
-    let scale = (floor_ratio / low).max(1.0);
-    for b in &mut beta {
-        *b *= scale;
+    {
+        let share = |kind: usize| {
+            let range = kind * TERM_COUNT..(kind + 1) * TERM_COUNT;
+            fit::predict(&beta[range.clone()], &row.features[range])
+        };
+        let kind = (0..KIND_NAMES.len())
+            .max_by(|&a, &b| share(a).total_cmp(&share(b)))
+            .unwrap_or(0);
+        per_kind[kind].push(fit::predict(&beta, row.features) / row.exact);
     }
-    (beta, scale)
+    let mut largest: f64 = 1.0;
+    for (kind, ratios) in per_kind.iter_mut().enumerate() {
+        if ratios.is_empty() {
+            continue;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let scale = (floor_ratio / quantile(ratios, FLOOR_QUANTILE)).max(1.0);
+        if std::env::var_os("FIT_DEBUG").is_some() {
+            eprintln!(
+                "  {}: {} rows, lowest {:.3}, scale {scale:.4}",
+                KIND_NAMES[kind],
+                ratios.len(),
+                ratios[0]
+            );
+        }
+        for b in &mut beta[kind * TERM_COUNT..(kind + 1) * TERM_COUNT] {
+            *b *= scale;
+        }
+        largest = largest.max(scale);
+    }
+    (beta, largest)
 }
 
 /// With `FIT_CV=K`: K-fold cross-validation inside the training half (training document `i`
@@ -616,6 +651,31 @@ fn debug_worst(counted: &[Counted], fam: Fam, beta: &[f64]) {
     }
 }
 
+/// With `FIT_RATIOS=FILE`: every document's ratio (raw, before rounding), split, gates and
+/// source, one tab-separated row per document and family, appended to FILE.
+fn debug_ratios(path: &Path, counted: &[Counted], fam: Fam, beta: &[f64]) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    for c in counted {
+        let gates = ferroloop::tokens::model::gates(&count_classes(c.doc.text.as_bytes()));
+        let gates: Vec<String> = gates.iter().map(|g| format!("{g:.2}")).collect();
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{:.4}\t{}\t{}",
+            fam.name(),
+            c.doc.category,
+            u8::from(c.train),
+            fit::predict(beta, &c.features) / fam.exact(c),
+            gates.join(","),
+            c.doc.source
+        )?;
+    }
+    Ok(())
+}
+
 fn accuracy_report(counted: &[Counted], tables: &[(Fam, Vec<f64>)]) -> String {
     let held_out: Vec<&Counted> = counted.iter().filter(|c| !c.train).collect();
     let mut out = String::new();
@@ -730,6 +790,7 @@ fn write_manifest(args: &Args, roots: &corpus::Roots, counted: &[Counted]) -> Re
             "python_stdlib": roots.python_stdlib.display().to_string(),
             "licenses": roots.licenses.display().to_string(),
             "man": roots.man.display().to_string(),
+            "locale": roots.locale.display().to_string(),
         },
         "categories": categories.iter().map(|(k, (n, bytes, sources))| {
             (k.to_string(), json!({"documents": n, "bytes": bytes, "sources": sources}))

@@ -1,0 +1,74 @@
+//! Text in scripts the first fitting corpus lacked (Greek, Hebrew, Arabic, Devanagari, Thai,
+//! Georgian) and `tree` listings (box drawing) must not be under-estimated: an estimate below
+//! 0.85 of the exact count lets a request through that the API then refuses. Before session 31
+//! these were estimated at 0.12–0.73 of their exact count (the model priced two- and three-byte
+//! characters outside CJK and Cyrillic at nothing); the `other` kind of the model and the
+//! `abjad-greek`, `indic-sea` and `tree` categories of the corpus fixed that.
+//!
+//! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
+#![cfg(feature = "exact")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ferroloop::tokens::{Family, count_exact, estimate_text};
+
+/// The floor: no document below this fraction of its exact count.
+const FLOOR: f64 = 0.85;
+/// Over-estimates only cost an early compaction, but a model that priced these characters at
+/// several tokens each would be no estimate at all.
+const CEILING: f64 = 3.0;
+
+/// Sentences written for this test (not from the fitting corpus), each repeated to a few hundred
+/// tokens so that rounding does not matter.
+const TEXTS: [(&str, &str); 7] = [
+    (
+        "arabic",
+        "تعتبر اللغة العربية من أكثر اللغات انتشاراً في العالم، ويتحدث بها ملايين الناس. وهي لغة رسمية في كثير من الدول.\n",
+    ),
+    (
+        "hebrew",
+        "העברית היא שפה שמית. היא השפה הרשמית של מדינת ישראל, ובמשך מאות שנים שימשה בעיקר לכתיבה ולתפילה.\n",
+    ),
+    (
+        "greek",
+        "Η ελληνική γλώσσα είναι η επίσημη γλώσσα της Ελλάδας και της Κύπρου, με ιστορία τριών χιλιετιών.\n",
+    ),
+    (
+        "hindi",
+        "हिन्दी भारत की राजभाषा है और करोड़ों लोग इसे बोलते हैं। इसकी लिपि देवनागरी है।\n",
+    ),
+    (
+        "thai",
+        "ภาษาไทยเป็นภาษาราชการของประเทศไทย และเป็นภาษาแม่ของคนไทยส่วนใหญ่ในประเทศ\n",
+    ),
+    (
+        "georgian",
+        "ქართული ენა საქართველოს სახელმწიფო ენაა და მას საკუთარი დამწერლობა აქვს.\n",
+    ),
+    (
+        "tree",
+        ".\n├── Cargo.toml\n├── src\n│   ├── main.rs\n│   ├── lib.rs\n│   └── tokens\n│       ├── model.rs\n│       └── classes.rs\n└── tests\n    └── scripts.rs\n",
+    ),
+];
+
+#[test]
+fn scripts_outside_the_first_corpus_are_not_under_estimated() {
+    let mut failures = Vec::new();
+    for (name, sentence) in TEXTS {
+        let text = sentence.repeat(12);
+        let mut most: u64 = 0;
+        for family in [Family::O200k, Family::Cl100k] {
+            let exact = count_exact(&text, family).unwrap();
+            most = most.max(exact);
+            let ratio = estimate_text(&text, family) as f64 / exact as f64;
+            if !(FLOOR..=CEILING).contains(&ratio) {
+                failures.push(format!("{name} {family}: {ratio:.2}"));
+            }
+        }
+        // `claude` has no exact vocabulary; it is fitted above the known ones.
+        let claude = estimate_text(&text, Family::Claude) as f64 / most as f64;
+        if claude < FLOOR {
+            failures.push(format!("{name} claude / max(o200k, cl100k): {claude:.2}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
