@@ -217,7 +217,7 @@ pub fn header_dimensions(b: &[u8]) -> Option<(u32, u32)> {
     None
 }
 
-/// Counts the pages of a base64 PDF (see [`pdf_pages`] for how); 0 when no count is found
+/// Counts the pages of a base64 PDF (see `pdf_pages` for how); 0 when no count is found
 /// (a request estimate then goes by the size: [`PDF_FALLBACK_BYTES_PER_PAGE`]).
 pub fn pdf_page_count(base64: &str) -> u64 {
     pdf_pages(&decode_base64(base64.as_bytes()))
