@@ -21,7 +21,7 @@ def test_estimates_track_exact_counts_on_the_shared_sample() -> None:
         for doc in docs:
             text = (SAMPLE / doc["file"]).read_text(encoding="utf-8")
             ratio = ferroloop.estimate_tokens(text, tokenizer=tokenizer) / doc[tokenizer]
-            assert 0.5 <= ratio <= 1.6, (tokenizer, doc["file"], ratio)
+            assert 0.5 <= ratio <= doc["max_ratio"], (tokenizer, doc["file"], ratio)
             ratios.append(ratio)
         mean_abs = sum(abs(r - 1) for r in ratios) / len(ratios)
         assert mean_abs < 0.2, (tokenizer, mean_abs)

@@ -845,6 +845,15 @@ fn crate_is_permissive(source: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The highest estimate/exact ratio a sample document of `category` may have, written beside
+/// its counts so that the Rust, Python and C tests of the sample share one bound. `tree` listings
+/// (box drawing) share the price of three-byte characters with Indic and Georgian text (the same
+/// UTF-8 lead bytes), which cl100k splits into up to two tokens a character: cl100k
+/// over-estimates them by 1.2–1.7× (BENCHMARKS.md, session 31).
+fn sample_max_ratio(category: &str) -> f64 {
+    if category == "tree" { 1.8 } else { 1.6 }
+}
+
 fn write_sample(args: &Args, counted: &[Counted]) -> Result<()> {
     let dir = args.repo.join("tests/tokens/sample");
     if dir.exists() {
@@ -878,6 +887,7 @@ fn write_sample(args: &Args, counted: &[Counted]) -> Result<()> {
             expected.push(json!({
                 "file": name, "category": category, "source": source, "bytes": c.doc.text.len(),
                 "o200k": c.o200k as u64, "cl100k": c.cl100k as u64, "claude-legacy": c.legacy as u64,
+                "max_ratio": sample_max_ratio(category),
             }));
         }
     }
