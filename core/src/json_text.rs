@@ -1,21 +1,25 @@
-//! JSON text with lone surrogate escapes, made readable for counting.
+//! JSON text with lone surrogate escapes, read as hosts mean it.
 //!
 //! A JavaScript string may hold a lone surrogate (half of a UTF-16 pair, as a string cut in the
 //! middle of an emoji), and so may a Python `str`. `JSON.stringify` writes one as a `\udXXX`
 //! escape, which is valid JSON text but names no Unicode scalar value, so serde_json refuses the
 //! whole document ("unexpected end of hex escape"). A plain string with a lone surrogate reaches
 //! Rust with it replaced by U+FFFD (napi's UTF-8 conversion, Python's lossy encoding): the
-//! escapes are rewritten the same way here, so that a request or message given as JSON text (by
-//! Node or C) counts as its strings do, in every binding.
+//! escapes are read the same way here, wherever JSON text from a host or a gateway is read (the
+//! token estimates, the stream decoders, the Node binding's JSON from JavaScript).
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
-/// The value of JSON `text` for estimating its tokens: a lone surrogate escape in a string
-/// reads as U+FFFD (see [`lone_surrogates_replaced`]); anything else invalid is refused.
-pub fn parse_json_for_counting(text: &str) -> serde_json::Result<Value> {
-    serde_json::from_str(&lone_surrogates_replaced(text))
+/// The value of JSON `text` in which a lone surrogate escape reads as U+FFFD (see
+/// [`lone_surrogates_replaced`]); anything else invalid is refused. Text that parses as it is is
+/// read once, without a scan for escapes.
+pub fn from_str_lossy<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    serde_json::from_str(text).or_else(|error| match lone_surrogates_replaced(text) {
+        Cow::Owned(replaced) => serde_json::from_str(&replaced),
+        Cow::Borrowed(_) => Err(error),
+    })
 }
 
 /// `text` with every `\u` escape of a lone surrogate replaced by `\ufffd` (a valid pair of
@@ -81,6 +85,7 @@ fn hex_unit(bytes: &[u8], at: usize) -> Option<u32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use proptest::prelude::*;
+    use serde_json::Value;
 
     use super::*;
 
@@ -124,13 +129,13 @@ mod tests {
     }
 
     #[test]
-    fn a_request_with_a_lone_surrogate_counts_as_with_a_replacement_character() {
-        let lone = parse_json_for_counting(r#"{"messages":[{"role":"user","content":"x\ud800"}]}"#)
-            .unwrap();
+    fn a_document_with_a_lone_surrogate_reads_as_with_a_replacement_character() {
+        let lone: Value =
+            from_str_lossy(r#"{"messages":[{"role":"user","content":"x\ud800"}]}"#).unwrap();
         let replaced: Value =
             serde_json::from_str(r#"{"messages":[{"role":"user","content":"x\ufffd"}]}"#).unwrap();
         assert_eq!(lone, replaced);
-        assert!(parse_json_for_counting(r#"{"a":"\ud800"#).is_err());
+        assert!(from_str_lossy::<Value>(r#"{"a":"\ud800"#).is_err());
     }
 
     #[test]

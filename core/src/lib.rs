@@ -11,6 +11,7 @@ pub mod agent;
 pub mod client;
 pub mod decode;
 pub mod exec;
+pub mod json_text;
 pub mod message;
 pub mod sse;
 pub mod text;

@@ -110,28 +110,6 @@ function fromErrorItem(item, cause) {
   return err
 }
 
-/**
- * The escape JSON.stringify writes for a lone surrogate (`\ud800`: lowercase, and only for a
- * lone one, a pair is written as is), when an even number of backslashes comes before it: the
- * text `\ud800` in a string is written `\\ud800`, an escaped backslash, which is no escape.
- */
-const LONE_SURROGATE_ESCAPE = /(?<!\\)((?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/g
-
-/**
- * `json` (JSON.stringify's output, or undefined) with each lone surrogate's escape replaced by
- * `\ufffd`: what napi's own string conversion makes of a lone surrogate, and what the native
- * layer's JSON reader refuses whole ("unexpected end of hex escape"). A lone surrogate comes
- * from a string cut in the middle of an emoji (`text.slice(0, n)`), in a tool's input, answer or
- * progress, a message or a request. The text is searched once; only text holding `\ud` (rare:
- * JSON.stringify writes every other character but a control one as it is) takes the slow path,
- * where a false match is left unchanged. Object keys are replaced too (a replacer function
- * could reach only the values), and no `toJSON` is called twice.
- */
-function wellFormedJson(json) {
-  if (json === undefined || !json.includes('\\ud')) return json
-  return json.replace(LONE_SURROGATE_ESCAPE, '$1\\ufffd')
-}
-
 /** Node 20's String.prototype.isWellFormed / toWellFormed (Node 18 has neither). */
 const hasWellFormed = typeof String.prototype.toWellFormed === 'function'
 /** A lone surrogate (without the `u` flag a pattern matches code units, halves included). */
@@ -150,12 +128,14 @@ function wellFormed(text) {
 /**
  * `JSON.stringify(value, replacer)` for what crosses to the native layer as JSON text: a value
  * JSON cannot carry (a BigInt, a cycle, a throwing `toJSON`) is an InvalidArgumentError naming
- * `what`, not the bare TypeError of `JSON.stringify`; a lone surrogate is written as U+FFFD
- * (see `wellFormedJson`). `replacer` (optional) is JSON.stringify's.
+ * `what`, not the bare TypeError of `JSON.stringify`. A lone surrogate is written as
+ * JSON.stringify writes it (`\ud800`); the native layer reads that escape as U+FFFD (the core's
+ * `json_text::from_str_lossy`), as napi converts a plain string. `replacer` (optional) is
+ * JSON.stringify's.
  */
 function toJson(value, what, replacer) {
   try {
-    return wellFormedJson(JSON.stringify(value, replacer))
+    return JSON.stringify(value, replacer)
   } catch (err) {
     let reason
     try {
@@ -242,7 +222,6 @@ module.exports = {
   fromErrorItem,
   callNative,
   toJson,
-  wellFormedJson,
   wellFormed,
   callOptions,
   checkKeys,

@@ -4,7 +4,7 @@
 // calls the functions through the tool bridge (lib/tool-host.js).
 
 const native = require('../index.js')
-const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormedJson, wellFormed } = require('./errors.js')
+const { AbortError, InvalidArgumentError, callNative, toJson, checkedOptions, wellFormed } = require('./errors.js')
 const { onAbort } = require('./abort.js')
 const { closableIterator } = require('./iterate.js')
 const { ToolHost, CallerScope, inputOf, progressJson, toReply, errorMessage, pendingOf, promiseThen, abortReason, FLAG_ERROR, FLAG_BLOCKS, FLAG_PROGRESS } = require('./tool-host.js')
@@ -692,9 +692,9 @@ function replyBatcher(target) {
   const flush = () => {
     const replies = pending
     pending = []
-    // A lone surrogate in a text or a progress datum is written as U+FFFD: the native reader
-    // refuses JSON.stringify's escape of it, and the batch with it (every reply in it lost).
-    callNative(() => target.completeJson(wellFormedJson(JSON.stringify(replies))))
+    // A lone surrogate in a text or a progress datum keeps JSON.stringify's escape: the native
+    // reader takes such a batch item by item and reads the escape as U+FFFD (js_tools.rs).
+    callNative(() => target.completeJson(JSON.stringify(replies)))
   }
   // Replies and progress reports share the batch, so their order is kept.
   return (callId, flags, content) => {

@@ -47,5 +47,4 @@ delete module.exports.callOptions
 delete module.exports.checkKeys
 delete module.exports.checkedOptions
 delete module.exports.withoutNulls
-delete module.exports.wellFormedJson
 delete module.exports.wellFormed

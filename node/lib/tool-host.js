@@ -5,7 +5,7 @@
 // error, becomes a ToolReply the executor turns into a `tool_result` block.
 
 const { AsyncResource } = require('node:async_hooks')
-const { AbortError, TimeoutError, InvalidArgumentError, toJson, wellFormedJson } = require('./errors.js')
+const { AbortError, TimeoutError, InvalidArgumentError, toJson } = require('./errors.js')
 
 /**
  * The input of a submitted `tool_use` block: `{}` when it has none, the core's rule
@@ -76,14 +76,13 @@ function isPlainObject(value) {
 }
 
 /**
- * `JSON.stringify(value)` of a tool's result, a lone surrogate written as U+FFFD (content blocks
- * are read as JSON by the native layer: see `wellFormedJson`); a value JSON cannot carry (a
- * BigInt, a cycle) throws an error saying it is the result that could not be sent, not a bare
+ * `JSON.stringify(value)` of a tool's result (a lone surrogate's escape reads as U+FFFD in the
+ * native layer); a value JSON cannot carry (a BigInt, a cycle) throws an error saying it is the result that could not be sent, not a bare
  * TypeError.
  */
 function resultJson(value) {
   try {
-    return wellFormedJson(JSON.stringify(value))
+    return JSON.stringify(value)
   } catch (err) {
     throw new TypeError(`the tool's result cannot be sent as JSON: ${errorMessage(err)}`)
   }

@@ -25,7 +25,7 @@ use crate::exec::{
     ExecutorOptions, ToolSpec, WakeFn, executor_config, register_js_tool, small_count, whole,
 };
 use crate::guard;
-use crate::js_tools::{Decide, JsRunId, JsToolQueues};
+use crate::js_tools::{Decide, JsRunId, JsToolQueues, read_json};
 use crate::pump::{self, NativeEventStream, OnAbort};
 
 /// How an agent is configured.
@@ -103,7 +103,7 @@ fn agent_config(options: &AgentOptions) -> Result<AgentConfig, FerroloopError> {
             })?;
     }
     if let Some(text) = &options.extra_json {
-        match serde_json::from_str(text) {
+        match read_json(text) {
             Ok(Value::Object(extra)) => config.extra = extra,
             Ok(_) => {
                 return Err(FerroloopError::invalid_argument(
@@ -243,7 +243,7 @@ impl NativeAgent {
     ) -> napi::Result<NativeEventStream> {
         guard::sync(|| {
             // JSON.stringify made the text: a refusal is the depth limit, said as such.
-            let messages = match serde_json::from_str(&messages_json) {
+            let messages = match read_json(&messages_json) {
                 Ok(Value::Array(messages)) => Ok(messages),
                 Ok(_) => Err(FerroloopError::invalid_argument(
                     "messages must be a JSON array",

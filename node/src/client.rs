@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{FerroloopError, invalid_json};
 use crate::exec::{millis, small_count, timeout_millis};
 use crate::guard;
+use crate::js_tools::read_json;
 use crate::pump::{self, ItemSink, NativeEventStream, OnAbort};
 
 /// Watchdog timeouts, in milliseconds.
@@ -306,8 +307,7 @@ fn request_body(
     stream: bool,
     provider: Provider,
 ) -> Result<(String, Vec<String>), FerroloopError> {
-    let mut value: Value =
-        serde_json::from_str(body).map_err(|err| invalid_json("the request", &err))?;
+    let mut value: Value = read_json(body).map_err(|err| invalid_json("the request", &err))?;
     if !value.is_object() {
         return Err(FerroloopError::invalid_argument(
             "the request must be a JSON object",

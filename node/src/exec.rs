@@ -250,7 +250,7 @@ impl JsTool {
     ) -> Result<Self, FerroloopError> {
         let schema = match &spec.schema_json {
             None => json!({"type": "object"}),
-            Some(text) => serde_json::from_str(text)
+            Some(text) => read_json(text)
                 .map_err(|err| invalid_json(&format!("tool {}: schema", spec.name), &err))?,
         };
         // Zero is the core registry's to refuse (see `register_js_tool`).

@@ -29,7 +29,6 @@
 //! travels back. An agent's calls come from the model stream in Rust, so their invocations
 //! carry the name, id and input.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -41,7 +40,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use ferroloop::exec::{AnswerReceiver, AnswerSender, ProgressSender, ToolContext};
-use ferroloop::tokens::json_text::lone_surrogates_replaced;
+use ferroloop::json_text::from_str_lossy;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -309,14 +308,10 @@ impl Incoming {
     }
 }
 
-/// The value of JSON `text` JavaScript wrote: a lone surrogate's escape (which the JS side
-/// replaces, but a batch must not depend on it) reads as U+FFFD, as napi reads the string
-/// itself. Text without one is read once, as it is.
+/// The value of JSON `text` JavaScript wrote: a lone surrogate's escape reads as U+FFFD, as napi
+/// reads the string itself (the core's [`from_str_lossy`]). Text without one is read once.
 pub(crate) fn read_json(text: &str) -> Result<Value, serde_json::Error> {
-    serde_json::from_str(text).or_else(|err| match lone_surrogates_replaced(text) {
-        Cow::Owned(replaced) => serde_json::from_str(&replaced),
-        Cow::Borrowed(_) => Err(err),
-    })
+    from_str_lossy(text)
 }
 
 /// A progress datum from its JSON text (see [`read_json`]). One the reader still refuses (it

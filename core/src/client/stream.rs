@@ -434,11 +434,9 @@ fn is_chat_error_chunk(data: &str) -> bool {
     // Rare (an error, or a nested object with an `error` key): a real parse decides whether
     // the member is the chunk's own.
     match parse(data) {
-        Some(serde_json::Value::Object(chunk)) => match chunk.get("error") {
-            Some(serde_json::Value::Null) => !chunk.contains_key("choices"),
-            Some(_) => true,
-            None => false,
-        },
+        Some(serde_json::Value::Object(chunk)) => {
+            crate::decode::openai_chat::is_error_chunk(&chunk)
+        }
         _ => false,
     }
 }

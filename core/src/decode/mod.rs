@@ -42,7 +42,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::tokens::json_text::lone_surrogates_replaced;
+use crate::json_text::lone_surrogates_replaced;
 
 /// Decodes one event's `data` with `decode`; when that fails on JSON holding a lone UTF-16
 /// surrogate escape, decodes it again with each such escape replaced by `\ufffd`.

@@ -1097,12 +1097,7 @@ impl OpenAiChatDecoder {
         let Value::Object(mut chunk) = value else {
             return Err(malformed("the chunk is not an object"));
         };
-        // An error chunk (vLLM: `{"error": {...}}` alone; OpenRouter: an `error` object next to
-        // choices that end with `finish_reason: "error"`) fails the stream, whatever else it holds.
-        let error = chunk.get("error");
-        if error.is_some_and(|e| !e.is_null())
-            || (error.is_some() && !chunk.contains_key("choices"))
-        {
+        if is_error_chunk(&chunk) {
             return Err(self.fail(Value::Object(chunk)));
         }
         if self.done {
@@ -1683,6 +1678,18 @@ impl OpenAiChatDecoder {
             return Ok(());
         }
         self.general_chunk(data)
+    }
+}
+
+/// Whether a Chat chunk is an error chunk, which fails the stream whatever else it holds (vLLM:
+/// `{"error": {...}}` alone; OpenRouter: an `error` object next to choices that end with
+/// `finish_reason: "error"`; an `"error": null` counts only in a chunk without choices). The
+/// client asks the same of a chunk before anything was delivered, to retry it.
+pub(crate) fn is_error_chunk(chunk: &serde_json::Map<String, Value>) -> bool {
+    match chunk.get("error") {
+        Some(Value::Null) => !chunk.contains_key("choices"),
+        Some(_) => true,
+        None => false,
     }
 }
 
