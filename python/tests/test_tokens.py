@@ -394,7 +394,7 @@ def test_ints_beyond_64_bits_are_counted_as_the_other_bindings_count_them() -> N
     # An int JSON can write but 64 bits cannot hold was a ValueError ("JSON number out of
     # range"); the CLI, C and Node count it as the double JSON parsers read it as. It counts as
     # its nearest float does, so every binding gives the same number.
-    def call(value: object) -> dict:
+    def call(value: object) -> dict[str, object]:
         return {"role": "assistant", "content": [
             {"type": "tool_use", "id": "t", "name": "n", "input": {"n": value}}]}
 
@@ -412,8 +412,11 @@ def test_floats_count_as_json_stringify_writes_them() -> None:
     # 1.0 is written `1` by JSON.stringify, which Node re-serialises with: every binding counts
     # that text now, so Python, Node, C and the CLI agree.
     as_floats = {"x": 1.0, "y": 2e10, "z": -0.0}
-    as_ints = {"x": 1, "y": 20000000000, "z": 0}
-    block = lambda value: {"type": "tool_use", "id": "t", "name": "n", "input": value}  # noqa: E731
+    as_ints: dict[str, float] = {"x": 1, "y": 20000000000, "z": 0}
+
+    def block(value: dict[str, float]) -> dict[str, object]:
+        return {"type": "tool_use", "id": "t", "name": "n", "input": value}
+
     for tokenizer in ("o200k", "claude"):
         assert ferroloop.estimate_tokens(block(as_floats), tokenizer=tokenizer) == ferroloop.estimate_tokens(
             block(as_ints), tokenizer=tokenizer
