@@ -5,6 +5,12 @@
 //! characters outside CJK and Cyrillic at nothing); the `other` kind of the model and the
 //! `abjad-greek`, `indic-sea` and `tree` categories of the corpus fixed that.
 //!
+//!
+//! Since session 32 the model prices each script by its own count ([`ferroloop::tokens::scripts`]),
+//! so the same test also covers full-width forms and private-use characters (icons of `eza
+//! --icons`), which o200k spends one to two tokens on each and the model had estimated at 0.44
+//! and 0.20 of their exact count, and a box-drawn table.
+//!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
 #![cfg(feature = "exact")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,7 +25,7 @@ const CEILING: f64 = 3.0;
 
 /// Sentences written for this test (not from the fitting corpus), each repeated to a few hundred
 /// tokens so that rounding does not matter.
-const TEXTS: [(&str, &str); 7] = [
+const TEXTS: [(&str, &str); 10] = [
     (
         "arabic",
         "تعتبر اللغة العربية من أكثر اللغات انتشاراً في العالم، ويتحدث بها ملايين الناس. وهي لغة رسمية في كثير من الدول.\n",
@@ -47,6 +53,18 @@ const TEXTS: [(&str, &str); 7] = [
     (
         "tree",
         ".\n├── Cargo.toml\n├── src\n│   ├── main.rs\n│   ├── lib.rs\n│   └── tokens\n│       ├── model.rs\n│       └── classes.rs\n└── tests\n    └── scripts.rs\n",
+    ),
+    (
+        "box table",
+        "┌──────┬──────┐\n│ name │ size │\n├──────┼──────┤\n│ a.rs │ 12 K │\n└──────┴──────┘\n",
+    ),
+    (
+        "full-width",
+        "ＡＢＣＤＥＦＧ１２３４５６　ｈｅｌｌｏ　ｗｏｒｌｄ（テスト）！\n",
+    ),
+    (
+        "private use",
+        "\u{e5ff} src\n\u{e7a8} main.rs\n\u{f021} lib.rs\n\u{e60b} package.json\n\u{f48a} README.md\n",
     ),
 ];
 

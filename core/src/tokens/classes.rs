@@ -13,13 +13,16 @@
 //! AVX-512 kernel (`avx512.rs`) keeps the classes bit-sliced in class bytes instead and counts
 //! run features for all classes at once with byte moves and carry-save counters.
 //!
-//! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs) is done only
+//! Non-ASCII work (UTF-8 leads by script, Cyrillic letter pairs, rare ideographs, the scripts of
+//! `other2`/`other3` characters: `scripts.rs`) is done only
 //! for blocks that contain a byte `>= 0x80`: the vector kernels mark those blocks and visit them
 //! after each group of 64 blocks; the portable kernel takes the script leads from a byte
 //! histogram. All kernels give identical counts; tests and the fuzz target check that against a
 //! byte-at-a-time reference.
 
 use std::sync::OnceLock;
+
+use super::scripts::{PendingLeads, SCRIPT_COUNT};
 
 /// Number of features in [`ClassCounts::features`].
 pub const FEATURE_COUNT: usize = 29;
@@ -159,6 +162,10 @@ pub struct ClassCounts {
     /// vocabularies split more finely. It separates Latin-script languages that have no accents
     /// to count.
     pub rare_letters: u64,
+    /// Characters of each script of [`SCRIPT_NAMES`](super::scripts::SCRIPT_NAMES) (a subset
+    /// of `other2` and `other3`, told apart by code point: the scripts the vocabularies price
+    /// differently although they share UTF-8 leads).
+    pub scripts: [u64; SCRIPT_COUNT],
 }
 
 impl ClassCounts {
@@ -230,6 +237,9 @@ impl ClassCounts {
         self.high_runs += other.high_runs;
         self.rare3 += other.rare3;
         self.rare_letters += other.rare_letters;
+        for (mine, theirs) in self.scripts.iter_mut().zip(&other.scripts) {
+            *mine += theirs;
+        }
     }
 }
 
@@ -472,13 +482,14 @@ impl Runs {
     }
 }
 
-/// The multibyte run features (Cyrillic pairs, rare three-byte characters) of the blocks that
+/// The multibyte run features (Cyrillic pairs, rare three-byte characters, scripts) of the blocks that
 /// have non-ASCII bytes, with their own carry: kernels may visit those blocks after the others.
 #[derive(Debug, Default)]
 struct HighRuns {
     cyrillic_ext: u64,
     cyrillic_upper: u64,
     rare3: u64,
+    leads: PendingLeads,
     /// Index of the last block visited, and its `D1` and `D0` masks.
     last: Option<usize>,
     prev_d1: u64,
@@ -501,6 +512,7 @@ impl HighRuns {
         self.prev_d1 = h.d1;
         self.prev_d0 = h.d0;
         self.last = Some(index);
+        self.leads.push_block(bytes, index * 64);
         // Rare three-byte characters: a bitmap lookup per kana/CJK/hangul lead (scalar, shared
         // by both kernels; only texts in those scripts pay for it).
         let mut east_asian = h.east_asian;
@@ -536,11 +548,12 @@ impl HighRuns {
         self.last.is_some_and(|last| last + 1 == index) && (self.prev_d0 | self.prev_d1) >> 63 != 0
     }
 
-    /// Copies the counts into `c`.
-    fn finish(&self, c: &mut ClassCounts) {
+    /// Copies the counts into `c` (`bytes`: the text, to decode the last script leads).
+    fn finish(self, bytes: &[u8], c: &mut ClassCounts) {
         c.cyrillic_ext = self.cyrillic_ext;
         c.cyrillic_upper = self.cyrillic_upper;
         c.rare3 = self.rare3;
+        c.scripts = self.leads.finish(bytes);
     }
 }
 
@@ -691,7 +704,7 @@ fn count_portable(bytes: &[u8]) -> ClassCounts {
         }
     }
     let mut counts = runs.finish();
-    high_runs.finish(&mut counts);
+    high_runs.finish(bytes, &mut counts);
     counts.bytes = bytes.len() as u64;
     apply_byte_classes(&mut counts, &totals);
     counts
@@ -1238,7 +1251,7 @@ mod avx2 {
         classes[byte_class::RARE_LETTER] = t.rare_letters;
         classes[byte_class::HIGH] = high_bytes.total;
         classes[byte_class::GE_C0..].copy_from_slice(&high.totals);
-        high_runs.finish(&mut counts);
+        high_runs.finish(bytes, &mut counts);
         counts.bytes = bytes.len() as u64;
         super::apply_byte_classes(&mut counts, &classes);
         counts
@@ -1392,6 +1405,7 @@ mod tests {
             }
             prev = Some(b);
         }
+        crate::tokens::scripts::count_scripts(bytes, &mut c.scripts);
         c
     }
 
@@ -1404,6 +1418,19 @@ mod tests {
             assert_eq!(count_classes_with(bytes, kernel), expected, "{kernel:?}");
         }
         assert_eq!(count_classes(bytes), expected);
+    }
+
+    #[test]
+    fn script_leads_in_more_blocks_than_are_decoded_at_once() {
+        // More than 64 blocks with leads (decoded in batches of 64), at every alignment, and
+        // one cut short at the end.
+        for pad in 0..3 {
+            let text = format!("{}{}ไ", "x".repeat(pad), "ไทย a Ελλ ├─ b\n".repeat(400));
+            check(text.as_bytes());
+            check(&text.as_bytes()[..text.len() - 1]);
+        }
+        let c = count_classes("Ελλ ".repeat(1000).as_bytes());
+        assert_eq!(c.scripts[0], 3000, "greek");
     }
 
     #[test]
@@ -1569,7 +1596,7 @@ mod tests {
         }
 
         #[test]
-        fn kernels_match_on_text(s in "[a-zA-Z0-9 \\t\\r\\n{}\":,.\\-_/+=éłαї中かㄱ한й😀]{0,400}") {
+        fn kernels_match_on_text(s in "[a-zA-Z0-9 \\t\\r\\n{}\":,.\\-_/+=éłαї中かㄱ한й😀ไש─\u{E000}ｆ]{0,400}") {
             let expected = reference(s.as_bytes());
             for kernel in KERNELS {
                 prop_assert_eq!(count_classes_with(s.as_bytes(), kernel), expected);

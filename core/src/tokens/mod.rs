@@ -1,6 +1,7 @@
 //! Token estimation and context budgeting.
 //!
-//! - [`estimate_text`]: one pass over the bytes counting character classes ([`classes`]), then a
+//! - [`estimate_text`]: one pass over the bytes counting character classes ([`classes`]; the
+//!   scripts of non-Latin characters outside East Asia and Cyrillic, [`scripts`]), then a
 //!   model per tokenizer [`Family`] (linear per text kind, the kinds gated by count ratios) whose
 //!   coefficients are fitted offline against exact tokenizers by `tools/fit-tokens`.
 //! - [`estimate_request`] / [`estimate_request_body`]: per-block rules for provider requests
@@ -24,6 +25,7 @@ pub mod images;
 pub mod json_text;
 pub mod model;
 pub mod request;
+pub mod scripts;
 pub mod stream;
 pub mod tracker;
 pub mod vocabulary;
@@ -44,6 +46,7 @@ pub use request::{
     estimate_content, estimate_message, estimate_request, estimate_request_body, estimate_tools,
     estimate_value, is_request_body,
 };
+pub use scripts::{SCRIPT_COUNT, SCRIPT_NAMES};
 pub use stream::{LONGEST_LINE_KEPT, TextEstimator};
 pub use tracker::{
     ContextTracker, CountMethod, InvalidCorrection, InvalidUsage, NotAMessage, NotARequestPart,

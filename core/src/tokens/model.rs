@@ -3,7 +3,10 @@
 //! The model is evaluated once per text on its class counts (never per byte). Its terms are the
 //! class counts of [`ClassCounts::features`] plus a few products of two counts divided by the
 //! text's length (density interactions: hangul among CJK ideographs, JSON punctuation among
-//! letters, words among letters: how long the words are). A soft gate
+//! letters, words among letters: how long the words are), then the number of characters of each
+//! script of [`SCRIPT_NAMES`] (Greek, Arabic, Devanagari, Thai, box drawing, ...: priced on top
+//! of the flat `other2`/`other3` price, since the vocabularies spend from half a token to three
+//! tokens on a character of these scripts, and the UTF-8 leads alone cannot tell which). A soft gate
 //! computed from count ratios splits the text between four kinds (East Asian or Cyrillic script,
 //! other non-Latin script or symbols, code-like, prose-like), each with its own coefficients:
 //!
@@ -20,12 +23,13 @@ use std::str::FromStr;
 
 use super::classes::{ClassCounts, FEATURE_COUNT, FEATURE_NAMES, count_classes};
 use super::coefficients;
+use super::scripts::{SCRIPT_COUNT, SCRIPT_NAMES};
 
 /// Number of density interactions appended to the class counts.
 pub const INTERACTION_COUNT: usize = 3;
 
-/// Number of model terms: the class counts, then the interactions.
-pub const TERM_COUNT: usize = FEATURE_COUNT + INTERACTION_COUNT;
+/// Number of model terms: the class counts, the interactions, then the script counts.
+pub const TERM_COUNT: usize = FEATURE_COUNT + INTERACTION_COUNT + SCRIPT_COUNT;
 
 /// Names of the interaction terms (each `a·b / bytes`), in the order of [`model_terms`].
 pub const INTERACTION_NAMES: [&str; INTERACTION_COUNT] = [
@@ -45,30 +49,45 @@ pub const INPUT_COUNT: usize = KIND_COUNT * TERM_COUNT;
 
 /// The name of model term `term` (a feature name or an interaction name).
 pub fn term_name(term: usize) -> &'static str {
-    match term.checked_sub(FEATURE_COUNT) {
-        None => FEATURE_NAMES[term],
-        Some(i) => INTERACTION_NAMES.get(i).copied().unwrap_or("?"),
+    if term < FEATURE_COUNT {
+        FEATURE_NAMES[term]
+    } else if term < FEATURE_COUNT + INTERACTION_COUNT {
+        INTERACTION_NAMES[term - FEATURE_COUNT]
+    } else {
+        SCRIPT_NAMES
+            .get(term - FEATURE_COUNT - INTERACTION_COUNT)
+            .copied()
+            .unwrap_or("?")
     }
 }
 
 /// Whether the coefficient of model input `input` may be negative: interactions correct the
-/// linear terms in either direction; the class counts' own prices are never negative.
+/// linear terms in either direction; the class counts' own prices are never negative, nor are
+/// the scripts' prices (added to the flat price of `other2`/`other3`, so that a script the fit
+/// never saw costs that price and no less).
 pub fn input_is_signed(input: usize) -> bool {
-    input % TERM_COUNT >= FEATURE_COUNT
+    (FEATURE_COUNT..FEATURE_COUNT + INTERACTION_COUNT).contains(&(input % TERM_COUNT))
 }
 
-/// The model's terms for one text: the class counts, then the interactions.
+/// The model's terms for one text: the class counts, the interactions, then the characters of
+/// each script of [`SCRIPT_NAMES`].
 pub fn model_terms(counts: &ClassCounts) -> [f64; TERM_COUNT] {
     let features = counts.features();
     let mut terms = [0.0; TERM_COUNT];
     terms[..FEATURE_COUNT].copy_from_slice(&features);
     let bytes = counts.bytes.max(1) as f64;
     let per_byte = |a: u64, b: u64| a as f64 * b as f64 / bytes;
-    terms[FEATURE_COUNT..].copy_from_slice(&[
+    terms[FEATURE_COUNT..FEATURE_COUNT + INTERACTION_COUNT].copy_from_slice(&[
         per_byte(counts.hangul, counts.cjk),
         per_byte(counts.json, counts.lower),
         per_byte(counts.lower, counts.space_runs),
     ]);
+    for (term, &count) in terms[FEATURE_COUNT + INTERACTION_COUNT..]
+        .iter_mut()
+        .zip(&counts.scripts)
+    {
+        *term = count as f64;
+    }
     terms
 }
 

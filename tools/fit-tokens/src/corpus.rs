@@ -1224,6 +1224,39 @@ fn gen_emoji_chat(g: &mut Rng) -> String {
     s
 }
 
+/// Lines of words and numbers with some in full-width forms (U+FF01–U+FF5E: `ＡＢＣ１２３`), as
+/// Japanese and Chinese text writes Latin letters and digits. o200k spends one to two tokens
+/// on each; no source on the machine has enough of them.
+fn gen_fullwidth(g: &mut Rng) -> String {
+    let target = g.range(600, 4_000);
+    let share = [0.2, 0.5, 1.0][g.range(0, 3)];
+    let mut s = String::new();
+    while s.len() < target {
+        for i in 0..g.range(3, 12) {
+            if i > 0 {
+                s.push(if g.chance(share) { '\u{3000}' } else { ' ' });
+            }
+            let word = if g.chance(0.3) {
+                g.range(1, 100_000).to_string()
+            } else {
+                (*g.pick::<&str>(WORDS)).to_owned()
+            };
+            if g.chance(share) {
+                // ASCII `!`–`~` map to U+FF01–U+FF5E.
+                s.extend(word.chars().map(|c| {
+                    char::from_u32(u32::from(c) + 0xFEE0)
+                        .filter(|_| c.is_ascii_graphic())
+                        .unwrap_or(c)
+                }));
+            } else {
+                s.push_str(&word);
+            }
+        }
+        s.push_str(if g.chance(share) { "。\n" } else { ".\n" });
+    }
+    s
+}
+
 /// The classic placeholder text's vocabulary (Cicero's *De finibus* as typesetters mangled it).
 const LOREM: &[&str] = &[
     "lorem",
@@ -1351,6 +1384,9 @@ pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
     // the machine has them, so without these the fit is free to price them at nothing.
     for n in 0..16 {
         docs.push(generated("guard-emoji", n, gen_emoji_chat(&mut g)));
+    }
+    for n in 0..12 {
+        docs.push(generated("guard-fullwidth", n, gen_fullwidth(&mut g)));
     }
     // One-letter words: the shortest words there are, one token each with their space.
     let times = g.range(500, 2000);

@@ -13,12 +13,13 @@
 /// above: placeholder text (lorem ipsum: no vocabulary has its words, claude-legacy least of
 /// all, so its floor is lower), one-letter words, and the three-byte scripts that cost twice the
 /// tokens of the others with the same class counts (Odia, Amharic, Lao, Thaana: see
-/// `corpus::COSTLY_SCRIPTS`), and chat lines with emoji.
-pub const GUARDS: [(&str, f64); 4] = [
+/// `corpus::COSTLY_SCRIPTS`), chat lines with emoji, and words in full-width forms.
+pub const GUARDS: [(&str, f64); 5] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.70),
     ("guard-emoji", 0.90),
+    ("guard-fullwidth", 0.85),
 ];
 
 /// The floor of a guard category, `None` for the others.

@@ -28,6 +28,7 @@
 //! Counts are identical to the other kernels' (the tests compare all three with a byte-at-a-time
 //! reference).
 
+use super::super::scripts::{PendingLeads, SCRIPT_COUNT};
 use super::{COMMON3_FIRST, ClassCounts, byte_class, in_byte_class, is_rare_letter, is_vowel};
 use std::arch::x86_64::*;
 
@@ -565,6 +566,7 @@ struct HighPart {
     buffered: usize,
     counts: Counts<2>,
     rare3: u64,
+    leads: PendingLeads,
 }
 
 impl HighPart {
@@ -580,6 +582,7 @@ impl HighPart {
             buffered: 0,
             counts: Counts::new(),
             rare3: 0,
+            leads: PendingLeads::default(),
         }
     }
 
@@ -613,18 +616,21 @@ impl HighPart {
         if east_asian != 0 {
             self.rare3 += rare3(east_asian, v, next1, next2);
         }
+        // Leads of `other2`/`other3` characters, whose scripts `count_leads` tells apart.
+        let other = _mm512_test_epi8_mask(lead, _mm512_set1_epi8((OTHER2 | OTHER3) as i8));
+        self.leads.push(bytes, start, other);
     }
 
     /// The positional counts of the lead classes (vector 0) and the counted pair bits (vector
-    /// 1), and the rare-character count.
+    /// 1), the rare-character count and the script counts.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vpopcntdq,gfni")]
-    fn finish(mut self) -> (Counts<2>, u64) {
+    fn finish(mut self, bytes: &[u8]) -> (Counts<2>, u64, [u64; SCRIPT_COUNT]) {
         for events in &self.buffer[..self.buffered] {
             self.counts.add(events, 0);
         }
         self.planes.count(&mut self.counts);
-        (self.counts, self.rare3)
+        (self.counts, self.rare3, self.leads.finish(bytes))
     }
 }
 
@@ -792,8 +798,10 @@ pub(super) fn count(bytes: &[u8]) -> ClassCounts {
         }
     }
     planes.count(&mut counts);
-    let (high_counts, rare3) = high.finish();
-    finish(bytes.len() as u64, &counts, &high_counts, rare3)
+    let (high_counts, rare3, scripts) = high.finish(bytes);
+    let mut counts = finish(bytes.len() as u64, &counts, &high_counts, rare3);
+    counts.scripts = scripts;
+    counts
 }
 
 /// The class counts from the positional counts of both parts.

@@ -1,0 +1,444 @@
+//! Which script the characters lumped together as `other2` and `other3` belong to.
+//!
+//! The class counts tell a character's script only by its UTF-8 lead byte, and one lead covers
+//! scripts the vocabularies price very differently: Arabic and Armenian share two-byte leads,
+//! Devanagari, Gurmukhi, Thai and Georgian three-byte ones, yet cl100k spends one token on an
+//! Arabic letter and more than two on an Armenian or Georgian one. Counting the characters of
+//! each script separately lets the model price each (`model.rs`: the script counts are terms
+//! added to the flat `other2`/`other3` price, so a script the fit has never seen still costs
+//! that price).
+//!
+//! The class-counting kernels count scripts in the blocks they visit for their non-ASCII work
+//! (`PendingLeads`: found while the block is in cache, decoded in batches), so ASCII text never pays for this. A
+//! block's leads of `other2`/`other3` characters are found with vector compares (SSE2, part of
+//! every x86-64 CPU; a byte loop elsewhere) and only those are decoded: Chinese or Japanese text
+//! with one box-drawing character costs a few compares per block, not a decode.
+
+/// Number of scripts counted.
+pub const SCRIPT_COUNT: usize = 25;
+
+/// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts).
+pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
+    "greek",
+    "armenian",
+    "hebrew",
+    "arabic",
+    "arabic_ext",
+    "thaana",
+    "devanagari",
+    "bengali",
+    "gurmukhi",
+    "gujarati",
+    "oriya",
+    "tamil",
+    "telugu",
+    "kannada",
+    "malayalam",
+    "sinhala",
+    "thai",
+    "lao",
+    "myanmar",
+    "georgian",
+    "ethiopic",
+    "khmer",
+    "box",
+    "private_use",
+    "fullwidth",
+];
+
+/// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
+/// the granularity of [`SCRIPT_OF_BLOCK`]), by index into [`SCRIPT_NAMES`].
+const SCRIPT_RANGES: [(usize, u32, u32); 34] = [
+    (0, 0x0370, 0x03FF),  // Greek and Coptic
+    (0, 0x1F00, 0x1FFF),  // Greek Extended
+    (1, 0x0530, 0x058F),  // Armenian
+    (2, 0x0590, 0x05FF),  // Hebrew
+    (3, 0x0600, 0x067F),  // Arabic: the letters Arabic and Persian share
+    (4, 0x0680, 0x06FF),  // Arabic: letters of Urdu, Pashto, Uyghur, Kurdish, Sindhi...
+    (4, 0x0750, 0x077F),  // Arabic Supplement
+    (4, 0x08A0, 0x08FF),  // Arabic Extended-A
+    (4, 0xFB50, 0xFDFF),  // Arabic Presentation Forms-A
+    (4, 0xFE70, 0xFEFF),  // Arabic Presentation Forms-B
+    (5, 0x0700, 0x074F),  // Syriac
+    (5, 0x0780, 0x07FF),  // Thaana, NKo
+    (6, 0x0900, 0x097F),  // Devanagari
+    (7, 0x0980, 0x09FF),  // Bengali
+    (8, 0x0A00, 0x0A7F),  // Gurmukhi
+    (9, 0x0A80, 0x0AFF),  // Gujarati
+    (10, 0x0B00, 0x0B7F), // Oriya
+    (11, 0x0B80, 0x0BFF), // Tamil
+    (12, 0x0C00, 0x0C7F), // Telugu
+    (13, 0x0C80, 0x0CFF), // Kannada
+    (14, 0x0D00, 0x0D7F), // Malayalam
+    (15, 0x0D80, 0x0DFF), // Sinhala
+    (16, 0x0E00, 0x0E7F), // Thai
+    (17, 0x0E80, 0x0EFF), // Lao
+    (18, 0x1000, 0x109F), // Myanmar
+    (19, 0x10A0, 0x10FF), // Georgian
+    (19, 0x1C90, 0x1CBF), // Georgian Extended
+    (19, 0x2D00, 0x2D2F), // Georgian Supplement
+    (20, 0x1200, 0x139F), // Ethiopic and its supplement
+    (21, 0x1780, 0x17FF), // Khmer
+    (21, 0x19E0, 0x19FF), // Khmer Symbols
+    (22, 0x2500, 0x259F), // Box Drawing, Block Elements
+    (23, 0xE000, 0xF8FF), // Private Use Area
+    (24, 0xFF00, 0xFFEF), // Halfwidth and Fullwidth Forms
+];
+
+/// Script of each block of 16 code points below U+10000: `0` for none, else index + 1.
+static SCRIPT_OF_BLOCK: [u8; 4096] = script_table();
+
+const fn script_table() -> [u8; 4096] {
+    let mut table = [0u8; 4096];
+    let mut r = 0;
+    while r < SCRIPT_RANGES.len() {
+        let (script, first, last) = SCRIPT_RANGES[r];
+        let mut block = first >> 4;
+        while block <= last >> 4 {
+            table[block as usize] = script as u8 + 1;
+            block += 1;
+        }
+        r += 1;
+    }
+    table
+}
+
+/// Whether `b` is the lead of an `other2` or `other3` character (the class counts' definition:
+/// a two-byte lead outside Latin-1, Latin Extended and Cyrillic, or a three-byte lead outside
+/// kana, CJK and hangul). Comparisons only, so that the scan over a block vectorises.
+#[inline(always)]
+fn is_other_lead(b: u8) -> bool {
+    let in_range = |lo: u8, hi: u8| b.wrapping_sub(lo) <= hi - lo;
+    in_range(0xC0, 0xC1)
+        | in_range(0xCB, 0xCF)
+        | in_range(0xD2, 0xDF)
+        | in_range(0xE0, 0xE2)
+        | in_range(0xEE, 0xEF)
+}
+
+/// The script of the character whose lead is `bytes[i]` (an [`is_other_lead`] byte), if it is
+/// one of [`SCRIPT_NAMES`]. A sequence cut short or with a byte that is not a continuation byte
+/// has none.
+#[inline(always)]
+fn script_at(bytes: &[u8], i: usize) -> Option<usize> {
+    let [b0, b1, b2] = match bytes.get(i..i + 3) {
+        Some(&[b0, b1, b2]) => [b0, b1, b2],
+        // The text ends within three bytes: a zero byte is no continuation.
+        _ => [0, 1, 2].map(|k| bytes.get(i + k).copied().unwrap_or(0)),
+    };
+    let two = b0 < 0xE0;
+    let continued = |b: u8| b & 0xC0 == 0x80;
+    // No branch on the character's length: both blocks are computed and one is picked.
+    let block2 = (usize::from(b0 & 0x1F) << 2) | usize::from((b1 & 0x3F) >> 4);
+    let block3 = (usize::from(b0 & 0x0F) << 8)
+        | (usize::from(b1 & 0x3F) << 2)
+        | usize::from((b2 & 0x3F) >> 4);
+    let block = if two { block2 } else { block3 };
+    let valid = continued(b1) & (two | continued(b2));
+    let script = SCRIPT_OF_BLOCK[block & 0x0FFF];
+    (valid & (script != 0)).then(|| usize::from(script) - 1)
+}
+
+/// Bytes scanned per step for a lead of interest.
+const STEP: usize = 32;
+
+/// Bit `j` set when `step[j]` is an [`is_other_lead`] byte. An ASCII step (the usual case) is
+/// told by four word tests; otherwise the leads are found with vector compares.
+#[inline(always)]
+fn lead_mask(step: &[u8; STEP]) -> u32 {
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&step[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let words = [word(0), word(8), word(16), word(24)];
+    if (words[0] | words[1] | words[2] | words[3]) & 0x8080_8080_8080_8080 == 0 {
+        return 0;
+    }
+    lead_mask_high(step, words)
+}
+
+/// [`lead_mask`] of a step with a byte `>= 0x80`: SSE2 (part of every x86-64 CPU), sixteen bytes
+/// a compare.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lead_mask_high(_step: &[u8; STEP], words: [u64; 4]) -> u32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x,
+        _mm_set1_epi8, _mm_sub_epi8,
+    };
+    // `lo <= b <= hi` as `min(b - lo, hi - lo) == b - lo` on unsigned bytes.
+    // SAFETY: SSE2 is part of the x86-64 baseline (every x86-64 CPU has it; the intrinsics are
+    // only `unsafe` to call from a closure); no memory is read through a pointer.
+    let in_range = |v: __m128i, lo: u8, hi: u8| unsafe {
+        let t = _mm_sub_epi8(v, _mm_set1_epi8(lo as i8));
+        _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8((hi - lo) as i8)), t)
+    };
+    // SAFETY: as above.
+    let half = |lo: u64, hi: u64| unsafe {
+        let v = _mm_set_epi64x(hi as i64, lo as i64);
+        let leads = _mm_or_si128(
+            _mm_or_si128(in_range(v, 0xC0, 0xC1), in_range(v, 0xCB, 0xCF)),
+            _mm_or_si128(
+                _mm_or_si128(in_range(v, 0xD2, 0xDF), in_range(v, 0xE0, 0xE2)),
+                in_range(v, 0xEE, 0xEF),
+            ),
+        );
+        _mm_movemask_epi8(leads) as u32 & 0xFFFF
+    };
+    half(words[0], words[1]) | (half(words[2], words[3]) << 16)
+}
+
+/// [`lead_mask`] of a step with a byte `>= 0x80`, a byte at a time.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn lead_mask_high(step: &[u8; STEP], _words: [u64; 4]) -> u32 {
+    let mut mask = 0u32;
+    for (j, &b) in step.iter().enumerate() {
+        mask |= u32::from(is_other_lead(b)) << j;
+    }
+    mask
+}
+
+/// Leads of `other2`/`other3` characters found by a class-counting kernel in the blocks it
+/// visits for their non-ASCII bytes, decoded in batches. Decoding them where they are found
+/// would put a function call in the kernel's vector loop (every vector register is
+/// caller-saved, so each call spills and reloads them; measured: +20–30% on the mixed corpus),
+/// or, inlined, make the kernel's block function too large to be inlined itself.
+#[derive(Debug, Clone)]
+pub(super) struct PendingLeads {
+    /// Start of each block with leads, and the leads (bit `j`: `bytes[start + j]`).
+    blocks: [(usize, u64); PENDING],
+    len: usize,
+    /// The counts of the leads decoded so far.
+    pub(super) scripts: [u64; SCRIPT_COUNT],
+}
+
+/// Blocks with leads kept before they are decoded.
+const PENDING: usize = 64;
+
+impl Default for PendingLeads {
+    fn default() -> Self {
+        Self {
+            blocks: [(0, 0); PENDING],
+            len: 0,
+            scripts: [0; SCRIPT_COUNT],
+        }
+    }
+}
+
+impl PendingLeads {
+    /// Records the leads `leads` of the block at `bytes[start..]` (no-op without any).
+    #[inline(always)]
+    pub(super) fn push(&mut self, bytes: &[u8], start: usize, leads: u64) {
+        if leads == 0 {
+            return;
+        }
+        self.blocks[self.len % PENDING] = (start, leads);
+        self.len += 1;
+        if self.len == PENDING {
+            self.decode(bytes);
+        }
+    }
+
+    /// Records the leads of the 64-byte block at `bytes[start..]` (or what the text has of
+    /// it), found here (for the kernels without their own lead classes).
+    #[inline(always)]
+    pub(super) fn push_block(&mut self, bytes: &[u8], start: usize) {
+        let end = bytes.len().min(start.saturating_add(2 * STEP));
+        let Some(block) = bytes.get(start..end) else {
+            return;
+        };
+        let leads = match <&[u8; 2 * STEP]>::try_from(block) {
+            Ok(block) => {
+                let (first, second) = block.split_at(STEP);
+                match (
+                    <&[u8; STEP]>::try_from(first),
+                    <&[u8; STEP]>::try_from(second),
+                ) {
+                    (Ok(first), Ok(second)) => {
+                        u64::from(lead_mask(first)) | (u64::from(lead_mask(second)) << STEP)
+                    }
+                    _ => 0,
+                }
+            }
+            Err(_) => block
+                .iter()
+                .enumerate()
+                .fold(0, |m, (j, &b)| m | (u64::from(is_other_lead(b)) << j)),
+        };
+        self.push(bytes, start, leads);
+    }
+
+    /// Decodes the pending leads into [`PendingLeads::scripts`].
+    #[inline(never)]
+    pub(super) fn decode(&mut self, bytes: &[u8]) {
+        for &(start, mut leads) in &self.blocks[..self.len.min(PENDING)] {
+            while leads != 0 {
+                if let Some(script) = script_at(bytes, start + leads.trailing_zeros() as usize) {
+                    self.scripts[script] += 1;
+                }
+                leads &= leads - 1;
+            }
+        }
+        self.len = 0;
+    }
+
+    /// The script counts of every block pushed.
+    pub(super) fn finish(mut self, bytes: &[u8]) -> [u64; SCRIPT_COUNT] {
+        self.decode(bytes);
+        self.scripts
+    }
+}
+
+/// Adds to `scripts` the number of characters of each script in `bytes` (their lead bytes; the
+/// continuation bytes may run past a step but not past `bytes`).
+pub fn count_scripts(bytes: &[u8], scripts: &mut [u64; SCRIPT_COUNT]) {
+    let mut count = |i: usize| {
+        if let Some(script) = script_at(bytes, i) {
+            scripts[script] += 1;
+        }
+    };
+    let steps = bytes.chunks_exact(STEP);
+    let tail = steps.remainder();
+    let mut at = 0;
+    for step in steps {
+        if let Ok(step) = <&[u8; STEP]>::try_from(step) {
+            let mut mask = lead_mask(step);
+            while mask != 0 {
+                count(at + mask.trailing_zeros() as usize);
+                mask &= mask - 1;
+            }
+        }
+        at += STEP;
+    }
+    for (j, &b) in tail.iter().enumerate() {
+        if is_other_lead(b) {
+            count(at + j);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Character by character through `char` decoding: the definition `count_scripts`
+    /// implements, for valid UTF-8.
+    fn reference(text: &str) -> [u64; SCRIPT_COUNT] {
+        let mut out = [0; SCRIPT_COUNT];
+        for ch in text.chars() {
+            let lead = ch.to_string().as_bytes()[0];
+            if !is_other_lead(lead) {
+                continue;
+            }
+            let cp = u32::from(ch);
+            for &(script, first, last) in &SCRIPT_RANGES {
+                if (first..=last).contains(&cp) {
+                    out[script] += 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn counted(bytes: &[u8]) -> [u64; SCRIPT_COUNT] {
+        let mut out = [0; SCRIPT_COUNT];
+        count_scripts(bytes, &mut out);
+        out
+    }
+
+    fn of(name: &str) -> usize {
+        SCRIPT_NAMES.iter().position(|n| *n == name).unwrap()
+    }
+
+    #[test]
+    fn ranges_are_aligned_and_disjoint() {
+        let mut seen = [false; 4096];
+        for &(script, first, last) in &SCRIPT_RANGES {
+            assert!(script < SCRIPT_COUNT);
+            assert_eq!(first % 16, 0, "{first:#x}");
+            assert_eq!(last % 16, 15, "{last:#x}");
+            for block in first >> 4..=last >> 4 {
+                assert!(!seen[block as usize], "{first:#x} overlaps");
+                seen[block as usize] = true;
+            }
+        }
+        // Every script has a range.
+        for script in 0..SCRIPT_COUNT {
+            assert!(SCRIPT_RANGES.iter().any(|r| r.0 == script), "{script}");
+        }
+    }
+
+    #[test]
+    fn counts_each_script() {
+        let text = "Ελληνικά Հայերեն עברית العربية ئۇيغۇرچە हिन्दी ਪੰਜਾਬੀ தமிழ் ไทย ქართული \
+                    ├── src │ └── \u{E5FF} ＡＢＣ１２３";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[of("greek")], 8);
+        assert_eq!(c[of("armenian")], 7);
+        assert_eq!(c[of("hebrew")], 5);
+        assert_eq!(c[of("thai")], 3);
+        assert_eq!(c[of("georgian")], 7);
+        assert_eq!(c[of("box")], 7);
+        assert_eq!(c[of("private_use")], 1);
+        assert_eq!(c[of("fullwidth")], 6);
+        assert!(c[of("arabic")] > 0 && c[of("arabic_ext")] > 0);
+    }
+
+    #[test]
+    fn other_scripts_and_classes_are_not_counted() {
+        // Latin-1, Latin Extended, Cyrillic, CJK, kana, hangul, emoji, general punctuation,
+        // combining marks, Tibetan (no script of its own: priced as other3).
+        let text = "é ł ж 中 か 한 😀 “quotes” — \u{301} ཀ";
+        assert_eq!(counted(text.as_bytes()), [0; SCRIPT_COUNT]);
+    }
+
+    #[test]
+    fn cut_and_malformed_sequences_count_nothing() {
+        let thai = "ไ".as_bytes();
+        assert_eq!(counted(&thai[..2]), [0; SCRIPT_COUNT]);
+        assert_eq!(counted(&[0xE0, 0xB8, b'a']), [0; SCRIPT_COUNT]);
+        assert_eq!(counted(&[0xD7]), [0; SCRIPT_COUNT]);
+        assert_eq!(counted(&[0xD7, 0x90])[of("hebrew")], 1);
+    }
+
+    #[test]
+    fn characters_across_step_boundaries() {
+        for pad in 0..40 {
+            let text = format!("{}ไทยעב", "a".repeat(pad));
+            let c = counted(text.as_bytes());
+            assert_eq!(c[of("thai")], 3, "pad {pad}");
+            assert_eq!(c[of("hebrew")], 2, "pad {pad}");
+        }
+    }
+
+    #[test]
+    fn the_lead_mask_marks_exactly_the_other_leads() {
+        for first in 0..=255u8 {
+            let mut step = [0u8; STEP];
+            for (j, b) in step.iter_mut().enumerate() {
+                *b = first.wrapping_add((j * 37) as u8);
+            }
+            let expected = (0..STEP).fold(0u32, |m, j| m | u32::from(is_other_lead(step[j])) << j);
+            assert_eq!(lead_mask(&step), expected, "{first}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αԱאبڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆ]{0,200}") {
+            prop_assert_eq!(counted(text.as_bytes()), reference(&text));
+        }
+
+        #[test]
+        fn never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let c = counted(&bytes);
+            let leads = bytes.iter().filter(|&&b| is_other_lead(b)).count() as u64;
+            prop_assert!(c.iter().sum::<u64>() <= leads);
+        }
+    }
+}
