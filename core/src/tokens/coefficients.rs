@@ -7,77 +7,77 @@ use super::model::INPUT_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; INPUT_COUNT] = [
-    0.301416,  // script: word_starts
+    0.301418,  // script: word_starts
     0.133459,  // script: upper
     0.000000,  // script: case_changes
     0.275231,  // script: digits
-    0.699821,  // script: digit_runs
-    1.864484,  // script: alnum_switches
+    0.699822,  // script: digit_runs
+    1.864479,  // script: alnum_switches
     0.000000,  // script: long_run
     0.093129,  // script: long_word
-    0.080885,  // script: consonant_runs
-    0.321288,  // script: spaces
+    0.080887,  // script: consonant_runs
+    0.321287,  // script: spaces
     0.000000,  // script: space_runs
-    1.057680,  // script: newlines
-    0.715327,  // script: punct
+    1.057679,  // script: newlines
+    0.715324,  // script: punct
     0.000000,  // script: json
-    0.207108,  // script: punct_runs
+    0.207109,  // script: punct_runs
     0.498317,  // script: cjk
     0.683504,  // script: kana
     0.306548,  // script: hangul
-    0.157342,  // script: cyrillic
+    0.157341,  // script: cyrillic
     1.485788,  // script: cyrillic_ext
     0.537723,  // script: cyrillic_upper
-    0.309918,  // script: latin1
-    0.011513,  // script: latin_ext
+    0.309901,  // script: latin1
+    0.011511,  // script: latin_ext
     0.000000,  // script: other2
-    3.637266,  // script: other3
-    2.738004,  // script: four
-    0.465572,  // script: high_runs
-    0.717615,  // script: rare3
+    3.637285,  // script: other3
+    2.738045,  // script: four
+    0.465574,  // script: high_runs
+    0.717612,  // script: rare3
     0.602121,  // script: rare_letters
-    8.109137,  // script: hangul*cjk/bytes
-    2.388471,  // script: json*lower/bytes
-    0.585491,  // script: lower*space_runs/bytes
+    8.109163,  // script: hangul*cjk/bytes
+    2.388479,  // script: json*lower/bytes
+    0.585488,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.000637,  // script: armenian
     0.001662,  // script: hebrew
     0.000000,  // script: arabic
     0.010170,  // script: arabic_ext
-    0.012712,  // script: thaana
+    0.019968,  // script: thaana
     0.004808,  // script: devanagari
     0.005130,  // script: bengali
     0.007868,  // script: gurmukhi
-    0.004822,  // script: gujarati
-    0.009948,  // script: oriya
+    0.004821,  // script: gujarati
+    0.014553,  // script: oriya
     0.004883,  // script: tamil
     0.005947,  // script: telugu
     0.004839,  // script: kannada
     0.005204,  // script: malayalam
     0.007521,  // script: sinhala
     0.005574,  // script: thai
-    0.015740,  // script: lao
+    0.022584,  // script: lao
     0.000000,  // script: myanmar
     0.004311,  // script: georgian
-    0.016064,  // script: ethiopic
+    0.023922,  // script: ethiopic
     0.007975,  // script: khmer
     0.000000,  // script: box
     0.034034,  // script: private_use
     0.000000,  // script: fullwidth
     0.000000,  // other: word_starts
-    0.335078,  // other: upper
+    0.335077,  // other: upper
     0.000000,  // other: case_changes
     0.000000,  // other: digits
-    1.152404,  // other: digit_runs
+    1.152392,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.124584,  // other: spaces
+    0.124586,  // other: spaces
     0.000000,  // other: space_runs
-    2.391496,  // other: newlines
-    0.486157,  // other: punct
-    1.552222,  // other: json
+    2.391509,  // other: newlines
+    0.486161,  // other: punct
+    1.552231,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
@@ -87,71 +87,71 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // other: cyrillic_upper
     0.000000,  // other: latin1
     0.000000,  // other: latin_ext
-    0.322713,  // other: other2
+    0.322712,  // other: other2
     0.000000,  // other: other3
-    1.891641,  // other: four
+    1.891639,  // other: four
     0.000000,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
     0.000000,  // other: hangul*cjk/bytes
-    -3.585530, // other: json*lower/bytes
-    1.578009,  // other: lower*space_runs/bytes
+    -3.586058, // other: json*lower/bytes
+    1.578043,  // other: lower*space_runs/bytes
     0.093332,  // other: greek
     0.047077,  // other: armenian
     0.123046,  // other: hebrew
     0.000000,  // other: arabic
     0.752164,  // other: arabic_ext
-    0.940152,  // other: thaana
-    0.355604,  // other: devanagari
-    0.379397,  // other: bengali
-    0.581899,  // other: gurmukhi
-    0.356586,  // other: gujarati
-    0.735715,  // other: oriya
-    0.361059,  // other: tamil
-    0.439834,  // other: telugu
-    0.357892,  // other: kannada
-    0.384911,  // other: malayalam
-    0.556251,  // other: sinhala
-    0.411768,  // other: thai
-    1.164123,  // other: lao
+    1.476798,  // other: thaana
+    0.355603,  // other: devanagari
+    0.379395,  // other: bengali
+    0.581898,  // other: gurmukhi
+    0.356585,  // other: gujarati
+    1.076331,  // other: oriya
+    0.361058,  // other: tamil
+    0.439833,  // other: telugu
+    0.357891,  // other: kannada
+    0.384910,  // other: malayalam
+    0.556250,  // other: sinhala
+    0.411767,  // other: thai
+    1.670233,  // other: lao
     0.000000,  // other: myanmar
-    0.318835,  // other: georgian
-    1.188075,  // other: ethiopic
-    0.589829,  // other: khmer
-    0.958613,  // other: box
-    2.554751,  // other: private_use
-    1.445082,  // other: fullwidth
-    0.890437,  // code: word_starts
+    0.318834,  // other: georgian
+    1.769196,  // other: ethiopic
+    0.589827,  // other: khmer
+    0.958600,  // other: box
+    2.554740,  // other: private_use
+    1.445068,  // other: fullwidth
+    0.890438,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
     1.039470,  // code: digit_runs
-    0.023667,  // code: alnum_switches
-    0.395682,  // code: long_run
+    0.023666,  // code: alnum_switches
+    0.395683,  // code: long_run
     0.083520,  // code: long_word
-    0.803817,  // code: consonant_runs
+    0.803816,  // code: consonant_runs
     0.000000,  // code: spaces
     0.995463,  // code: space_runs
     0.293774,  // code: newlines
     0.233987,  // code: punct
     0.651530,  // code: json
-    0.384772,  // code: punct_runs
+    0.384771,  // code: punct_runs
     0.000000,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.000000,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    2.939624,  // code: latin1
-    0.585623,  // code: latin_ext
+    2.939721,  // code: latin1
+    0.585619,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    4.357238,  // code: high_runs
+    4.357245,  // code: high_runs
     0.000000,  // code: rare3
-    0.168504,  // code: rare_letters
+    0.168503,  // code: rare_letters
     0.000000,  // code: hangul*cjk/bytes
-    -0.660893, // code: json*lower/bytes
+    -0.660889, // code: json*lower/bytes
     -1.137831, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
@@ -175,41 +175,41 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: georgian
     0.000000,  // code: ethiopic
     0.000000,  // code: khmer
-    1.077012,  // code: box
+    1.077241,  // code: box
     0.000000,  // code: private_use
-    0.178335,  // code: fullwidth
-    0.482470,  // prose: word_starts
+    0.178310,  // code: fullwidth
+    0.482472,  // prose: word_starts
     0.156240,  // prose: upper
-    0.522126,  // prose: case_changes
+    0.522125,  // prose: case_changes
     0.210517,  // prose: digits
-    1.233268,  // prose: digit_runs
+    1.233267,  // prose: digit_runs
     0.045053,  // prose: alnum_switches
-    0.004598,  // prose: long_run
-    0.188645,  // prose: long_word
-    0.393738,  // prose: consonant_runs
+    0.004597,  // prose: long_run
+    0.188646,  // prose: long_word
+    0.393739,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.215047,  // prose: space_runs
-    1.376392,  // prose: newlines
-    0.059662,  // prose: punct
-    0.409039,  // prose: json
-    0.684357,  // prose: punct_runs
+    0.215046,  // prose: space_runs
+    1.376391,  // prose: newlines
+    0.059663,  // prose: punct
+    0.409040,  // prose: json
+    0.684355,  // prose: punct_runs
     0.000000,  // prose: cjk
-    0.286517,  // prose: kana
+    0.286521,  // prose: kana
     0.000000,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
     0.000000,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    0.547397,  // prose: latin_ext
+    0.547398,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    1.204837,  // prose: four
-    0.654701,  // prose: high_runs
-    2.803389,  // prose: rare3
-    0.908534,  // prose: rare_letters
+    1.204830,  // prose: four
+    0.654697,  // prose: high_runs
+    2.803378,  // prose: rare3
+    0.908535,  // prose: rare_letters
     0.000001,  // prose: hangul*cjk/bytes
-    -0.979989, // prose: json*lower/bytes
-    0.300802,  // prose: lower*space_runs/bytes
+    -0.979982, // prose: json*lower/bytes
+    0.300799,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000001,  // prose: armenian
     0.000000,  // prose: hebrew
@@ -234,157 +234,157 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    9.550089,  // prose: fullwidth
+    9.550485,  // prose: fullwidth
 ];
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; INPUT_COUNT] = [
-    0.281367,  // script: word_starts
-    0.051902,  // script: upper
+    0.281212,  // script: word_starts
+    0.051835,  // script: upper
     0.000000,  // script: case_changes
-    0.329568,  // script: digits
-    0.659964,  // script: digit_runs
-    1.247143,  // script: alnum_switches
+    0.329448,  // script: digits
+    0.660116,  // script: digit_runs
+    1.247444,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.105782,  // script: long_word
-    0.070794,  // script: consonant_runs
-    0.342282,  // script: spaces
+    0.105866,  // script: long_word
+    0.070799,  // script: consonant_runs
+    0.342356,  // script: spaces
     0.000000,  // script: space_runs
-    0.946386,  // script: newlines
-    0.453274,  // script: punct
-    0.319805,  // script: json
-    0.503465,  // script: punct_runs
-    0.711182,  // script: cjk
-    0.885362,  // script: kana
-    0.475797,  // script: hangul
-    0.297573,  // script: cyrillic
-    3.269460,  // script: cyrillic_ext
-    0.776603,  // script: cyrillic_upper
+    0.946451,  // script: newlines
+    0.453215,  // script: punct
+    0.319597,  // script: json
+    0.503668,  // script: punct_runs
+    0.711215,  // script: cjk
+    0.885364,  // script: kana
+    0.475810,  // script: hangul
+    0.297579,  // script: cyrillic
+    3.269465,  // script: cyrillic_ext
+    0.776630,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.015954,  // script: latin_ext
+    0.015976,  // script: latin_ext
     0.000000,  // script: other2
-    2.553832,  // script: other3
-    2.989123,  // script: four
-    0.544091,  // script: high_runs
-    1.525994,  // script: rare3
-    0.547340,  // script: rare_letters
-    5.168590,  // script: hangul*cjk/bytes
-    0.122655,  // script: json*lower/bytes
-    0.718566,  // script: lower*space_runs/bytes
+    2.553108,  // script: other3
+    2.989854,  // script: four
+    0.543979,  // script: high_runs
+    1.525988,  // script: rare3
+    0.547287,  // script: rare_letters
+    5.169643,  // script: hangul*cjk/bytes
+    0.122575,  // script: json*lower/bytes
+    0.718682,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.017356,  // script: armenian
-    0.006621,  // script: hebrew
+    0.017357,  // script: armenian
+    0.006622,  // script: hebrew
     0.000000,  // script: arabic
-    0.016073,  // script: arabic_ext
-    0.007676,  // script: thaana
-    0.017255,  // script: devanagari
-    0.020674,  // script: bengali
-    0.027380,  // script: gurmukhi
-    0.027085,  // script: gujarati
-    0.028318,  // script: oriya
-    0.021190,  // script: tamil
-    0.027181,  // script: telugu
-    0.027595,  // script: kannada
-    0.025505,  // script: malayalam
-    0.029767,  // script: sinhala
-    0.013804,  // script: thai
-    0.020409,  // script: lao
+    0.016076,  // script: arabic_ext
+    0.014932,  // script: thaana
+    0.017251,  // script: devanagari
+    0.020671,  // script: bengali
+    0.027377,  // script: gurmukhi
+    0.027083,  // script: gujarati
+    0.039019,  // script: oriya
+    0.021187,  // script: tamil
+    0.027180,  // script: telugu
+    0.027591,  // script: kannada
+    0.025502,  // script: malayalam
+    0.029764,  // script: sinhala
+    0.013800,  // script: thai
+    0.028060,  // script: lao
     0.000000,  // script: myanmar
-    0.028768,  // script: georgian
-    0.029030,  // script: ethiopic
-    0.026014,  // script: khmer
+    0.028766,  // script: georgian
+    0.040694,  // script: ethiopic
+    0.026010,  // script: khmer
     0.000000,  // script: box
-    0.042216,  // script: private_use
+    0.042240,  // script: private_use
     0.000000,  // script: fullwidth
     0.000000,  // other: word_starts
-    0.406626,  // other: upper
-    0.550028,  // other: case_changes
+    0.406445,  // other: upper
+    0.550272,  // other: case_changes
     0.000000,  // other: digits
-    0.468677,  // other: digit_runs
-    1.571858,  // other: alnum_switches
+    0.475265,  // other: digit_runs
+    1.564443,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.052664,  // other: spaces
+    0.052733,  // other: spaces
     0.000000,  // other: space_runs
-    0.453619,  // other: newlines
-    0.807528,  // other: punct
-    1.565646,  // other: json
+    0.456627,  // other: newlines
+    0.809789,  // other: punct
+    1.563149,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
-    0.047919,  // other: kana
+    0.050268,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
     0.000000,  // other: latin1
     0.000000,  // other: latin_ext
-    0.886567,  // other: other2
+    0.886303,  // other: other2
     0.000000,  // other: other3
-    3.307986,  // other: four
+    3.330098,  // other: four
     0.000000,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
     -0.000000, // other: hangul*cjk/bytes
-    -2.500346, // other: json*lower/bytes
-    2.146579,  // other: lower*space_runs/bytes
-    0.247510,  // other: greek
-    1.283628,  // other: armenian
-    0.489902,  // other: hebrew
+    -2.465277, // other: json*lower/bytes
+    2.136499,  // other: lower*space_runs/bytes
+    0.247578,  // other: greek
+    1.283674,  // other: armenian
+    0.489975,  // other: hebrew
     0.000000,  // other: arabic
-    1.188687,  // other: arabic_ext
-    0.567708,  // other: thaana
-    1.276148,  // other: devanagari
-    1.528961,  // other: bengali
-    2.024954,  // other: gurmukhi
-    2.003148,  // other: gujarati
-    2.094362,  // other: oriya
-    1.567169,  // other: tamil
-    2.010250,  // other: telugu
-    2.040886,  // other: kannada
-    1.886269,  // other: malayalam
-    2.201482,  // other: sinhala
-    1.020836,  // other: thai
-    1.509376,  // other: lao
+    1.188942,  // other: arabic_ext
+    1.104322,  // other: thaana
+    1.275859,  // other: devanagari
+    1.528764,  // other: bengali
+    2.024705,  // other: gurmukhi
+    2.002963,  // other: gujarati
+    2.885761,  // other: oriya
+    1.566891,  // other: tamil
+    2.010133,  // other: telugu
+    2.040579,  // other: kannada
+    1.886064,  // other: malayalam
+    2.201283,  // other: sinhala
+    1.020543,  // other: thai
+    2.075258,  // other: lao
     0.000000,  // other: myanmar
-    2.127631,  // other: georgian
-    2.146988,  // other: ethiopic
-    1.923897,  // other: khmer
-    1.064066,  // other: box
-    3.179081,  // other: private_use
-    2.201913,  // other: fullwidth
-    0.914426,  // code: word_starts
+    2.127426,  // other: georgian
+    3.009647,  // other: ethiopic
+    1.923652,  // other: khmer
+    1.064282,  // other: box
+    3.181032,  // other: private_use
+    2.201555,  // other: fullwidth
+    0.914416,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    1.092016,  // code: digit_runs
+    1.091995,  // code: digit_runs
     0.000000,  // code: alnum_switches
-    0.493483,  // code: long_run
-    0.015568,  // code: long_word
-    0.788780,  // code: consonant_runs
+    0.493532,  // code: long_run
+    0.015559,  // code: long_word
+    0.788807,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.954699,  // code: space_runs
-    0.337527,  // code: newlines
-    0.210292,  // code: punct
-    0.651897,  // code: json
-    0.363869,  // code: punct_runs
-    1.204502,  // code: cjk
+    0.954715,  // code: space_runs
+    0.337502,  // code: newlines
+    0.210298,  // code: punct
+    0.651885,  // code: json
+    0.363849,  // code: punct_runs
+    1.207787,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.000000,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    9.201438,  // code: latin1
-    0.359297,  // code: latin_ext
+    9.192963,  // code: latin1
+    0.357588,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    4.682644,  // code: high_runs
+    4.686521,  // code: high_runs
     0.000000,  // code: rare3
     0.000000,  // code: rare_letters
     -0.000000, // code: hangul*cjk/bytes
-    -0.647918, // code: json*lower/bytes
-    -0.991533, // code: lower*space_runs/bytes
+    -0.648085, // code: json*lower/bytes
+    -0.991493, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -410,38 +410,38 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: box
     0.000000,  // code: private_use
     0.000000,  // code: fullwidth
-    0.405380,  // prose: word_starts
-    0.124314,  // prose: upper
-    0.084916,  // prose: case_changes
-    0.081866,  // prose: digits
-    1.467701,  // prose: digit_runs
-    0.143926,  // prose: alnum_switches
+    0.405537,  // prose: word_starts
+    0.124310,  // prose: upper
+    0.084860,  // prose: case_changes
+    0.081878,  // prose: digits
+    1.467680,  // prose: digit_runs
+    0.143865,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.329881,  // prose: long_word
-    0.404756,  // prose: consonant_runs
+    0.329874,  // prose: long_word
+    0.404839,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.190598,  // prose: space_runs
-    1.199258,  // prose: newlines
+    0.190364,  // prose: space_runs
+    1.199110,  // prose: newlines
     0.000000,  // prose: punct
-    0.974475,  // prose: json
-    0.703796,  // prose: punct_runs
-    0.114329,  // prose: cjk
-    1.105159,  // prose: kana
+    0.974992,  // prose: json
+    0.703770,  // prose: punct_runs
+    0.114346,  // prose: cjk
+    1.105398,  // prose: kana
     0.000000,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
     0.000000,  // prose: cyrillic_upper
-    0.804633,  // prose: latin1
-    1.248854,  // prose: latin_ext
+    0.808887,  // prose: latin1
+    1.252918,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.298345,  // prose: four
-    0.298684,  // prose: high_runs
-    2.662560,  // prose: rare3
-    1.498293,  // prose: rare_letters
+    2.297509,  // prose: four
+    0.294151,  // prose: high_runs
+    2.666493,  // prose: rare3
+    1.498243,  // prose: rare_letters
     -0.000000, // prose: hangul*cjk/bytes
-    -2.268004, // prose: json*lower/bytes
-    0.498627,  // prose: lower*space_runs/bytes
+    -2.269151, // prose: json*lower/bytes
+    0.498846,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000000,  // prose: hebrew
@@ -458,7 +458,7 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000066,  // prose: thai
+    0.000065,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000001,  // prose: georgian
@@ -466,82 +466,82 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    5.370408,  // prose: fullwidth
+    5.383409,  // prose: fullwidth
 ];
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
-    0.630409,  // script: word_starts
-    0.081375,  // script: upper
+    0.630392,  // script: word_starts
+    0.081370,  // script: upper
     0.000000,  // script: case_changes
     0.000000,  // script: digits
-    0.876955,  // script: digit_runs
-    2.379524,  // script: alnum_switches
+    0.876933,  // script: digit_runs
+    2.379585,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.209121,  // script: long_word
+    0.209135,  // script: long_word
     0.000000,  // script: consonant_runs
-    0.265361,  // script: spaces
+    0.265358,  // script: spaces
     0.000000,  // script: space_runs
-    1.315975,  // script: newlines
-    0.552523,  // script: punct
+    1.315982,  // script: newlines
+    0.552524,  // script: punct
     0.000000,  // script: json
-    0.532366,  // script: punct_runs
+    0.532381,  // script: punct_runs
     0.612171,  // script: cjk
-    0.838538,  // script: kana
-    0.630855,  // script: hangul
-    0.394238,  // script: cyrillic
-    2.291430,  // script: cyrillic_ext
-    0.647165,  // script: cyrillic_upper
+    0.838540,  // script: kana
+    0.630858,  // script: hangul
+    0.394237,  // script: cyrillic
+    2.291436,  // script: cyrillic_ext
+    0.647166,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.037941,  // script: latin_ext
+    0.037912,  // script: latin_ext
     0.000000,  // script: other2
     0.000000,  // script: other3
-    3.818591,  // script: four
-    0.670047,  // script: high_runs
-    1.603182,  // script: rare3
-    0.008195,  // script: rare_letters
-    2.151165,  // script: hangul*cjk/bytes
-    1.378154,  // script: json*lower/bytes
-    0.189941,  // script: lower*space_runs/bytes
+    3.818932,  // script: four
+    0.670046,  // script: high_runs
+    1.603174,  // script: rare3
+    0.008207,  // script: rare_letters
+    2.151432,  // script: hangul*cjk/bytes
+    1.378031,  // script: json*lower/bytes
+    0.189983,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.022166,  // script: armenian
-    0.010709,  // script: hebrew
-    0.008214,  // script: arabic
-    0.021838,  // script: arabic_ext
-    0.012825,  // script: thaana
-    0.016821,  // script: devanagari
-    0.025102,  // script: bengali
-    0.040125,  // script: gurmukhi
-    0.039736,  // script: gujarati
-    0.026075,  // script: oriya
-    0.025396,  // script: tamil
-    0.029190,  // script: telugu
-    0.028913,  // script: kannada
-    0.031149,  // script: malayalam
-    0.022222,  // script: sinhala
-    0.022443,  // script: thai
-    0.025701,  // script: lao
+    0.021233,  // script: armenian
+    0.009777,  // script: hebrew
+    0.007282,  // script: arabic
+    0.020904,  // script: arabic_ext
+    0.019148,  // script: thaana
+    0.016779,  // script: devanagari
+    0.025061,  // script: bengali
+    0.040084,  // script: gurmukhi
+    0.039696,  // script: gujarati
+    0.036940,  // script: oriya
+    0.025353,  // script: tamil
+    0.029148,  // script: telugu
+    0.028870,  // script: kannada
+    0.031104,  // script: malayalam
+    0.022180,  // script: sinhala
+    0.022400,  // script: thai
+    0.036271,  // script: lao
     0.000000,  // script: myanmar
-    0.015775,  // script: georgian
-    0.025727,  // script: ethiopic
-    0.040223,  // script: khmer
-    0.058123,  // script: box
-    0.048769,  // script: private_use
-    1.571508,  // script: fullwidth
-    0.960448,  // other: word_starts
-    0.126312,  // other: upper
-    1.010788,  // other: case_changes
+    0.015734,  // script: georgian
+    0.037378,  // script: ethiopic
+    0.040175,  // script: khmer
+    0.058258,  // script: box
+    0.048722,  // script: private_use
+    1.571549,  // script: fullwidth
+    0.958962,  // other: word_starts
+    0.126908,  // other: upper
+    1.009719,  // other: case_changes
     0.000000,  // other: digits
-    0.701285,  // other: digit_runs
+    0.701447,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.061297,  // other: spaces
-    0.291743,  // other: space_runs
-    0.603865,  // other: newlines
-    0.697563,  // other: punct
-    1.187817,  // other: json
+    0.061392,  // other: spaces
+    0.290847,  // other: space_runs
+    0.604519,  // other: newlines
+    0.698514,  // other: punct
+    1.189683,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
@@ -551,72 +551,72 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // other: cyrillic_upper
     0.000000,  // other: latin1
     0.000000,  // other: latin_ext
-    0.484584,  // other: other2
-    0.238403,  // other: other3
-    2.988281,  // other: four
+    0.553606,  // other: other2
+    0.241517,  // other: other3
+    2.986560,  // other: four
     0.000000,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
     -0.000000, // other: hangul*cjk/bytes
-    -8.615468, // other: json*lower/bytes
-    -0.753001, // other: lower*space_runs/bytes
-    0.885233,  // other: greek
-    1.639309,  // other: armenian
-    0.792665,  // other: hebrew
-    0.607503,  // other: arabic
-    1.615107,  // other: arabic_ext
-    0.948514,  // other: thaana
-    1.244056,  // other: devanagari
-    1.856509,  // other: bengali
-    2.967524,  // other: gurmukhi
-    2.938772,  // other: gujarati
-    1.928433,  // other: oriya
-    1.878202,  // other: tamil
-    2.158792,  // other: telugu
-    2.138296,  // other: kannada
-    2.303677,  // other: malayalam
-    1.643452,  // other: sinhala
-    1.659641,  // other: thai
-    1.900770,  // other: lao
+    -8.638102, // other: json*lower/bytes
+    -0.748433, // other: lower*space_runs/bytes
+    0.816228,  // other: greek
+    1.570348,  // other: armenian
+    0.723706,  // other: hebrew
+    0.538548,  // other: arabic
+    1.546001,  // other: arabic_ext
+    1.416104,  // other: thaana
+    1.240908,  // other: devanagari
+    1.853471,  // other: bengali
+    2.964535,  // other: gurmukhi
+    2.935790,  // other: gujarati
+    2.731988,  // other: oriya
+    1.875063,  // other: tamil
+    2.155715,  // other: telugu
+    2.135184,  // other: kannada
+    2.300404,  // other: malayalam
+    1.640345,  // other: sinhala
+    1.656513,  // other: thai
+    2.682498,  // other: lao
     0.000000,  // other: myanmar
-    1.166720,  // other: georgian
-    1.902685,  // other: ethiopic
-    2.974807,  // other: khmer
-    1.414339,  // other: box
-    3.616072,  // other: private_use
-    0.159823,  // other: fullwidth
-    1.313034,  // code: word_starts
-    0.122369,  // code: upper
+    1.163630,  // other: georgian
+    2.764383,  // other: ethiopic
+    2.971229,  // other: khmer
+    1.411101,  // other: box
+    3.612664,  // other: private_use
+    0.156755,  // other: fullwidth
+    1.313041,  // code: word_starts
+    0.122370,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    0.908013,  // code: digit_runs
+    0.908017,  // code: digit_runs
     0.000000,  // code: alnum_switches
-    0.680224,  // code: long_run
+    0.680221,  // code: long_run
     0.000000,  // code: long_word
-    0.495618,  // code: consonant_runs
+    0.495613,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.168450,  // code: space_runs
-    0.994846,  // code: newlines
-    0.140799,  // code: punct
-    0.500636,  // code: json
-    0.687259,  // code: punct_runs
-    9.882751,  // code: cjk
-    1.872307,  // code: kana
+    0.168442,  // code: space_runs
+    0.994840,  // code: newlines
+    0.140795,  // code: punct
+    0.500620,  // code: json
+    0.687261,  // code: punct_runs
+    9.883365,  // code: cjk
+    1.874612,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.000000,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    15.664005, // code: latin1
-    1.416415,  // code: latin_ext
+    15.668355, // code: latin1
+    1.416832,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    2.633132,  // code: high_runs
+    2.632209,  // code: high_runs
     0.000000,  // code: rare3
-    0.231611,  // code: rare_letters
+    0.231589,  // code: rare_letters
     -0.000000, // code: hangul*cjk/bytes
-    -0.633453, // code: json*lower/bytes
-    -0.286865, // code: lower*space_runs/bytes
+    -0.633292, // code: json*lower/bytes
+    -0.286868, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -639,41 +639,41 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: georgian
     0.000000,  // code: ethiopic
     0.000000,  // code: khmer
-    2.688928,  // code: box
+    2.703270,  // code: box
     0.000000,  // code: private_use
     0.000000,  // code: fullwidth
-    0.633427,  // prose: word_starts
-    0.050916,  // prose: upper
+    0.633450,  // prose: word_starts
+    0.050905,  // prose: upper
     0.000000,  // prose: case_changes
-    0.068163,  // prose: digits
-    1.477244,  // prose: digit_runs
-    0.088308,  // prose: alnum_switches
+    0.068157,  // prose: digits
+    1.477264,  // prose: digit_runs
+    0.088299,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.403564,  // prose: long_word
-    0.473980,  // prose: consonant_runs
+    0.403572,  // prose: long_word
+    0.473987,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    0.670718,  // prose: newlines
+    0.670704,  // prose: newlines
     0.000000,  // prose: punct
-    1.062663,  // prose: json
-    0.729106,  // prose: punct_runs
-    0.020700,  // prose: cjk
-    0.913042,  // prose: kana
+    1.062720,  // prose: json
+    0.729078,  // prose: punct_runs
+    0.020642,  // prose: cjk
+    0.912961,  // prose: kana
     0.000000,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
     0.000000,  // prose: cyrillic_upper
-    0.308100,  // prose: latin1
-    1.963358,  // prose: latin_ext
+    0.307884,  // prose: latin1
+    1.963293,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.372104,  // prose: four
-    0.648132,  // prose: high_runs
+    2.372545,  // prose: four
+    0.648222,  // prose: high_runs
     0.000000,  // prose: rare3
-    1.396179,  // prose: rare_letters
+    1.396180,  // prose: rare_letters
     -0.000000, // prose: hangul*cjk/bytes
-    -3.069591, // prose: json*lower/bytes
-    0.985020,  // prose: lower*space_runs/bytes
+    -3.069524, // prose: json*lower/bytes
+    0.984980,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000000,  // prose: hebrew
@@ -696,25 +696,25 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.195369,  // prose: box
+    0.194231,  // prose: box
     0.000000,  // prose: private_use
-    3.262803,  // prose: fullwidth
+    3.264129,  // prose: fullwidth
 ];
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
-    0.341829,   // script: word_starts
-    0.158286,   // script: upper
+    0.341828,   // script: word_starts
+    0.158285,   // script: upper
     0.000000,   // script: case_changes
     0.000000,   // script: digits
-    0.916877,   // script: digit_runs
-    2.326191,   // script: alnum_switches
+    0.916876,   // script: digit_runs
+    2.326193,   // script: alnum_switches
     0.000000,   // script: long_run
-    0.159870,   // script: long_word
-    0.018076,   // script: consonant_runs
+    0.159871,   // script: long_word
+    0.018077,   // script: consonant_runs
     0.000000,   // script: spaces
     0.481372,   // script: space_runs
-    1.356671,   // script: newlines
+    1.356672,   // script: newlines
     0.535962,   // script: punct
     0.000000,   // script: json
     0.715646,   // script: punct_runs
@@ -722,132 +722,132 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.901230,   // script: kana
     0.701856,   // script: hangul
     0.419472,   // script: cyrillic
-    2.274812,   // script: cyrillic_ext
+    2.274814,   // script: cyrillic_ext
     0.777350,   // script: cyrillic_upper
-    0.156218,   // script: latin1
-    0.035966,   // script: latin_ext
+    0.156145,   // script: latin1
+    0.035964,   // script: latin_ext
     0.000000,   // script: other2
-    1.182053,   // script: other3
-    6.339587,   // script: four
+    1.182052,   // script: other3
+    6.339631,   // script: four
     0.427395,   // script: high_runs
-    1.574137,   // script: rare3
-    0.203189,   // script: rare_letters
-    4.979717,   // script: hangul*cjk/bytes
-    1.247300,   // script: json*lower/bytes
+    1.574136,   // script: rare3
+    0.203190,   // script: rare_letters
+    4.979783,   // script: hangul*cjk/bytes
+    1.247294,   // script: json*lower/bytes
     0.404313,   // script: lower*space_runs/bytes
     0.000000,   // script: greek
-    0.024754,   // script: armenian
-    0.013494,   // script: hebrew
-    0.010012,   // script: arabic
-    0.024013,   // script: arabic_ext
-    0.015128,   // script: thaana
-    0.014869,   // script: devanagari
-    0.023895,   // script: bengali
-    0.039666,   // script: gurmukhi
-    0.039351,   // script: gujarati
-    0.025044,   // script: oriya
-    0.024248,   // script: tamil
-    0.028271,   // script: telugu
-    0.027938,   // script: kannada
-    0.030138,   // script: malayalam
-    0.025096,   // script: sinhala
-    0.021106,   // script: thai
-    0.024754,   // script: lao
+    0.023706,   // script: armenian
+    0.012446,   // script: hebrew
+    0.008964,   // script: arabic
+    0.022965,   // script: arabic_ext
+    0.021699,   // script: thaana
+    0.014816,   // script: devanagari
+    0.023843,   // script: bengali
+    0.039614,   // script: gurmukhi
+    0.039299,   // script: gujarati
+    0.036443,   // script: oriya
+    0.024196,   // script: tamil
+    0.028218,   // script: telugu
+    0.027885,   // script: kannada
+    0.030083,   // script: malayalam
+    0.025042,   // script: sinhala
+    0.021054,   // script: thai
+    0.035845,   // script: lao
     0.000000,   // script: myanmar
-    0.024234,   // script: georgian
-    0.024791,   // script: ethiopic
-    0.039578,   // script: khmer
-    0.066310,   // script: box
-    0.047246,   // script: private_use
-    1.082201,   // script: fullwidth
-    0.954700,   // other: word_starts
-    0.207486,   // other: upper
-    0.929963,   // other: case_changes
-    0.028536,   // other: digits
-    0.620375,   // other: digit_runs
+    0.024182,   // script: georgian
+    0.036932,   // script: ethiopic
+    0.039517,   // script: khmer
+    0.066277,   // script: box
+    0.047195,   // script: private_use
+    1.082202,   // script: fullwidth
+    0.954257,   // other: word_starts
+    0.207437,   // other: upper
+    0.929890,   // other: case_changes
+    0.028346,   // other: digits
+    0.620440,   // other: digit_runs
     0.000000,   // other: alnum_switches
     0.000000,   // other: long_run
     0.000000,   // other: long_word
     0.000000,   // other: consonant_runs
-    0.075765,   // other: spaces
-    0.257354,   // other: space_runs
-    0.547350,   // other: newlines
-    0.797989,   // other: punct
-    1.340672,   // other: json
+    0.075755,   // other: spaces
+    0.257793,   // other: space_runs
+    0.548137,   // other: newlines
+    0.798205,   // other: punct
+    1.340840,   // other: json
     0.000000,   // other: punct_runs
     0.000000,   // other: cjk
     0.000000,   // other: kana
     0.000000,   // other: hangul
     0.000000,   // other: cyrillic
     0.000230,   // other: cyrillic_ext
-    0.007924,   // other: cyrillic_upper
+    0.007925,   // other: cyrillic_upper
     0.000000,   // other: latin1
     0.000000,   // other: latin_ext
-    0.385814,   // other: other2
-    0.400103,   // other: other3
-    3.233847,   // other: four
-    0.081963,   // other: high_runs
+    0.463324,   // other: other2
+    0.403949,   // other: other3
+    3.231797,   // other: four
+    0.081491,   // other: high_runs
     0.000000,   // other: rare3
     0.000000,   // other: rare_letters
     0.000000,   // other: hangul*cjk/bytes
-    -10.238114, // other: json*lower/bytes
-    -0.402139,  // other: lower*space_runs/bytes
-    1.025170,   // other: greek
-    1.830725,   // other: armenian
-    0.998391,   // other: hebrew
-    0.740485,   // other: arabic
-    1.775946,   // other: arabic_ext
-    1.118811,   // other: thaana
-    1.099645,   // other: devanagari
-    1.767218,   // other: bengali
-    2.933589,   // other: gurmukhi
-    2.910304,   // other: gujarati
-    1.852162,   // other: oriya
-    1.793306,   // other: tamil
-    2.090825,   // other: telugu
-    2.066198,   // other: kannada
-    2.228952,   // other: malayalam
-    1.856009,   // other: sinhala
-    1.560896,   // other: thai
-    1.830774,   // other: lao
+    -10.242249, // other: json*lower/bytes
+    -0.402187,  // other: lower*space_runs/bytes
+    0.947642,   // other: greek
+    1.753206,   // other: armenian
+    0.920875,   // other: hebrew
+    0.662949,   // other: arabic
+    1.698413,   // other: arabic_ext
+    1.604766,   // other: thaana
+    1.095773,   // other: devanagari
+    1.763361,   // other: bengali
+    2.929739,   // other: gurmukhi
+    2.906457,   // other: gujarati
+    2.695218,   // other: oriya
+    1.789444,   // other: tamil
+    2.086967,   // other: telugu
+    2.062314,   // other: kannada
+    2.224885,   // other: malayalam
+    1.852065,   // other: sinhala
+    1.557022,   // other: thai
+    2.651038,   // other: lao
     0.000000,   // other: myanmar
-    1.792302,   // other: georgian
-    1.833461,   // other: ethiopic
-    2.927061,   // other: khmer
-    1.235958,   // other: box
-    3.503484,   // other: private_use
-    1.783898,   // other: fullwidth
-    1.469491,   // code: word_starts
+    1.788438,   // other: georgian
+    2.731413,   // other: ethiopic
+    2.922598,   // other: khmer
+    1.232153,   // other: box
+    3.499705,   // other: private_use
+    1.780274,   // other: fullwidth
+    1.469494,   // code: word_starts
     0.000000,   // code: upper
     0.000000,   // code: case_changes
-    0.038093,   // code: digits
-    0.981796,   // code: digit_runs
+    0.038094,   // code: digits
+    0.981797,   // code: digit_runs
     0.000000,   // code: alnum_switches
-    0.868076,   // code: long_run
+    0.868077,   // code: long_run
     0.000000,   // code: long_word
     0.660195,   // code: consonant_runs
     0.000000,   // code: spaces
-    0.607961,   // code: space_runs
-    0.992224,   // code: newlines
-    0.159099,   // code: punct
-    0.290262,   // code: json
+    0.607958,   // code: space_runs
+    0.992219,   // code: newlines
+    0.159097,   // code: punct
+    0.290261,   // code: json
     0.574044,   // code: punct_runs
-    10.733145,  // code: cjk
-    1.909740,   // code: kana
+    10.733173,  // code: cjk
+    1.909847,   // code: kana
     0.000000,   // code: hangul
     0.000000,   // code: cyrillic
-    0.003590,   // code: cyrillic_ext
+    0.003591,   // code: cyrillic_ext
     0.000000,   // code: cyrillic_upper
-    15.291332,  // code: latin1
-    1.036369,   // code: latin_ext
+    15.291423,  // code: latin1
+    1.036344,   // code: latin_ext
     0.000000,   // code: other2
     0.000000,   // code: other3
     0.000000,   // code: four
-    2.922889,   // code: high_runs
+    2.922939,   // code: high_runs
     0.000000,   // code: rare3
-    0.065078,   // code: rare_letters
+    0.065077,   // code: rare_letters
     0.000000,   // code: hangul*cjk/bytes
-    -0.261310,  // code: json*lower/bytes
+    -0.261283,  // code: json*lower/bytes
     -0.988208,  // code: lower*space_runs/bytes
     0.000000,   // code: greek
     0.000000,   // code: armenian
@@ -871,41 +871,41 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,   // code: georgian
     0.000000,   // code: ethiopic
     0.000000,   // code: khmer
-    3.338210,   // code: box
+    3.339450,   // code: box
     0.000000,   // code: private_use
     0.000000,   // code: fullwidth
-    0.404283,   // prose: word_starts
+    0.404287,   // prose: word_starts
     0.138330,   // prose: upper
-    0.003611,   // prose: case_changes
-    0.141938,   // prose: digits
+    0.003612,   // prose: case_changes
+    0.141939,   // prose: digits
     1.105188,   // prose: digit_runs
     0.363299,   // prose: alnum_switches
     0.000000,   // prose: long_run
     0.364496,   // prose: long_word
-    0.390028,   // prose: consonant_runs
+    0.390029,   // prose: consonant_runs
     0.000000,   // prose: spaces
     0.000000,   // prose: space_runs
-    0.717316,   // prose: newlines
+    0.717310,   // prose: newlines
     0.000000,   // prose: punct
-    1.215781,   // prose: json
-    0.999683,   // prose: punct_runs
+    1.215782,   // prose: json
+    0.999680,   // prose: punct_runs
     0.330501,   // prose: cjk
-    1.197195,   // prose: kana
+    1.197191,   // prose: kana
     0.000000,   // prose: hangul
-    0.065316,   // prose: cyrillic
-    0.030602,   // prose: cyrillic_ext
-    1.707127,   // prose: cyrillic_upper
-    0.683298,   // prose: latin1
-    2.181946,   // prose: latin_ext
+    0.065311,   // prose: cyrillic
+    0.030609,   // prose: cyrillic_ext
+    1.707393,   // prose: cyrillic_upper
+    0.683303,   // prose: latin1
+    2.181954,   // prose: latin_ext
     0.000000,   // prose: other2
     0.000000,   // prose: other3
-    2.487538,   // prose: four
-    0.563847,   // prose: high_runs
+    2.487646,   // prose: four
+    0.563840,   // prose: high_runs
     0.000000,   // prose: rare3
     1.619957,   // prose: rare_letters
     0.000000,   // prose: hangul*cjk/bytes
-    -3.484357,  // prose: json*lower/bytes
-    1.281500,   // prose: lower*space_runs/bytes
+    -3.484331,  // prose: json*lower/bytes
+    1.281496,   // prose: lower*space_runs/bytes
     0.000000,   // prose: greek
     0.000000,   // prose: armenian
     0.000000,   // prose: hebrew
@@ -928,7 +928,7 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000001,   // prose: georgian
     0.000000,   // prose: ethiopic
     0.000000,   // prose: khmer
-    0.329938,   // prose: box
+    0.330086,   // prose: box
     0.000000,   // prose: private_use
-    2.470595,   // prose: fullwidth
+    2.470657,   // prose: fullwidth
 ];

@@ -557,10 +557,10 @@ const INDIC_SEA: &[&str] = &[
     "hi", "bn", "ta", "th", "ka", "mr", "gu", "pa", "te", "kn", "ml", "si", "my", "km", "ne", "as",
 ];
 /// Scripts that cost two to three times as many tokens per character as the others of their
-/// category in o200k (Odia, Amharic, Lao: three-byte; Thaana of Dhivehi: two-byte), while their
-/// class counts are the same (the same UTF-8 lead bytes). Pricing the categories for them would
-/// over-estimate every other script by 2–3×, so they are guard documents (`guard-scripts`: held
-/// at a lower floor, not evaluated) instead.
+/// category in o200k (Odia, Amharic, Lao: three-byte; Thaana of Dhivehi: two-byte). Each has its
+/// own script count (`ferroloop::tokens::scripts`), but the machine has only a few catalogs in
+/// each, so they are guard documents (`guard-scripts`: training only, held at or above their
+/// floor) rather than evaluated categories.
 const COSTLY_SCRIPTS: &[&str] = &["or", "am", "lo", "dv"];
 
 /// The translations (`msgstr`, every plural form) of a gettext catalog (`.mo`), one per line.
