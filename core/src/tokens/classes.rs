@@ -245,7 +245,7 @@ impl ClassCounts {
 
 /// Per-byte classes, counted without regard to neighbours. The ASCII ones are disjoint; the
 /// `GE_*` ones are thresholds (`GE_C0` counts `C0`–`FF`), the script ones subsets of them.
-mod byte_class {
+pub(super) mod byte_class {
     pub const LOWER: usize = 0;
     pub const UPPER: usize = 1;
     pub const DIGIT: usize = 2;
@@ -268,7 +268,7 @@ mod byte_class {
 }
 
 /// Whether byte `b` is in per-byte class `class` (the definition both kernels implement).
-const fn in_byte_class(b: u8, class: usize) -> bool {
+pub(super) const fn in_byte_class(b: u8, class: usize) -> bool {
     match class {
         byte_class::LOWER => b.is_ascii_lowercase(),
         byte_class::UPPER => b.is_ascii_uppercase(),

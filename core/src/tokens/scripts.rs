@@ -103,17 +103,24 @@ const fn script_table() -> [u8; 4096] {
     table
 }
 
-/// Whether `b` is the lead of an `other2` or `other3` character (the class counts' definition:
-/// a two-byte lead outside Latin-1, Latin Extended and Cyrillic, or a three-byte lead outside
-/// kana, CJK and hangul). Comparisons only, so that the scan over a block vectorises.
+/// Whether `b` is the lead of an `other2` or `other3` character: a two- or three-byte lead in
+/// none of the classes the counts give their own field (Latin-1, Latin Extended, Cyrillic,
+/// kana, CJK, hangul), by the class definitions of `classes.rs`. The SSE2 compares of
+/// [`lead_mask`] restate it as byte ranges, tested against it for every byte value.
 #[inline(always)]
 fn is_other_lead(b: u8) -> bool {
-    let in_range = |lo: u8, hi: u8| b.wrapping_sub(lo) <= hi - lo;
-    in_range(0xC0, 0xC1)
-        | in_range(0xCB, 0xCF)
-        | in_range(0xD2, 0xDF)
-        | in_range(0xE0, 0xE2)
-        | in_range(0xEE, 0xEF)
+    use super::classes::{byte_class, in_byte_class};
+    const OWN_FIELD: [usize; 6] = [
+        byte_class::LATIN1,
+        byte_class::LATIN_EXT,
+        byte_class::CYRILLIC,
+        byte_class::KANA,
+        byte_class::CJK,
+        byte_class::HANGUL,
+    ];
+    in_byte_class(b, byte_class::GE_C0)
+        && !in_byte_class(b, byte_class::GE_F0)
+        && !OWN_FIELD.iter().any(|&class| in_byte_class(b, class))
 }
 
 /// The script of the character whose lead is `bytes[i]` (an [`is_other_lead`] byte), if it is
@@ -211,7 +218,7 @@ pub(super) struct PendingLeads {
     blocks: [(usize, u64); PENDING],
     len: usize,
     /// The counts of the leads decoded so far.
-    pub(super) scripts: [u64; SCRIPT_COUNT],
+    scripts: [u64; SCRIPT_COUNT],
 }
 
 /// Blocks with leads kept before they are decoded.
@@ -249,20 +256,12 @@ impl PendingLeads {
         let Some(block) = bytes.get(start..end) else {
             return;
         };
-        let leads = match <&[u8; 2 * STEP]>::try_from(block) {
-            Ok(block) => {
-                let (first, second) = block.split_at(STEP);
-                match (
-                    <&[u8; STEP]>::try_from(first),
-                    <&[u8; STEP]>::try_from(second),
-                ) {
-                    (Ok(first), Ok(second)) => {
-                        u64::from(lead_mask(first)) | (u64::from(lead_mask(second)) << STEP)
-                    }
-                    _ => 0,
-                }
+        let leads = match (block.first_chunk::<STEP>(), block.last_chunk::<STEP>()) {
+            (Some(first), Some(second)) if block.len() == 2 * STEP => {
+                u64::from(lead_mask(first)) | (u64::from(lead_mask(second)) << STEP)
             }
-            Err(_) => block
+            // The text's last, shorter block.
+            _ => block
                 .iter()
                 .enumerate()
                 .fold(0, |m, (j, &b)| m | (u64::from(is_other_lead(b)) << j)),
@@ -291,31 +290,15 @@ impl PendingLeads {
     }
 }
 
-/// Adds to `scripts` the number of characters of each script in `bytes` (their lead bytes; the
-/// continuation bytes may run past a step but not past `bytes`).
+/// Adds to `scripts` the number of characters of each script in `bytes` (counted at their lead
+/// bytes): what the kernels count, for a whole text at once.
 pub fn count_scripts(bytes: &[u8], scripts: &mut [u64; SCRIPT_COUNT]) {
-    let mut count = |i: usize| {
-        if let Some(script) = script_at(bytes, i) {
-            scripts[script] += 1;
-        }
-    };
-    let steps = bytes.chunks_exact(STEP);
-    let tail = steps.remainder();
-    let mut at = 0;
-    for step in steps {
-        if let Ok(step) = <&[u8; STEP]>::try_from(step) {
-            let mut mask = lead_mask(step);
-            while mask != 0 {
-                count(at + mask.trailing_zeros() as usize);
-                mask &= mask - 1;
-            }
-        }
-        at += STEP;
+    let mut leads = PendingLeads::default();
+    for start in (0..bytes.len()).step_by(2 * STEP) {
+        leads.push_block(bytes, start);
     }
-    for (j, &b) in tail.iter().enumerate() {
-        if is_other_lead(b) {
-            count(at + j);
-        }
+    for (mine, counted) in scripts.iter_mut().zip(leads.finish(bytes)) {
+        *mine += counted;
     }
 }
 
