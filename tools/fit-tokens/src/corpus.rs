@@ -1257,6 +1257,47 @@ fn gen_fullwidth(g: &mut Rng) -> String {
     s
 }
 
+/// English words with `th`, the digraph [`ClassCounts::th_pairs`] counts (the model may price it
+/// below zero: a discount on English letters).
+///
+/// [`ClassCounts::th_pairs`]: ferroloop::tokens::ClassCounts::th_pairs
+const TH_WORDS: &[&str] = &[
+    "the", "that", "this", "with", "there", "they", "them", "then", "than", "other", "think",
+    "through", "those", "these", "both", "their", "thing", "three", "without", "another",
+    "nothing", "either", "whether", "month", "north", "truth", "path", "method", "thread", "width",
+    "depth", "length", "math", "author", "further", "together", "although", "thus",
+];
+
+/// Syllables with `th` for made-up words, which the vocabularies split finely.
+const TH_SYLLABLES: &[&str] = &[
+    "th", "tha", "the", "thi", "tho", "thu", "ath", "eth", "oth", "Th",
+];
+
+/// Text as dense in `th` as text gets: sentences of English words that have it (one token
+/// each in every vocabulary), or of made-up words built from `th` syllables (`thathi othu`,
+/// several tokens each). Held at their guard floors (the made-up words at the placeholder
+/// text's) so that the discount on `th` cannot price either far below its exact count.
+fn gen_th(g: &mut Rng, made_up: bool) -> String {
+    let target = g.range(600, 4_000);
+    let mut s = String::new();
+    while s.len() < target {
+        for i in 0..g.range(4, 14) {
+            if i > 0 {
+                s.push(' ');
+            }
+            if made_up {
+                for _ in 0..g.range(1, 5) {
+                    s.push_str(g.pick::<&str>(TH_SYLLABLES));
+                }
+            } else {
+                s.push_str(g.pick::<&str>(TH_WORDS));
+            }
+        }
+        s.push_str(".\n");
+    }
+    s
+}
+
 /// The classic placeholder text's vocabulary (Cicero's *De finibus* as typesetters mangled it).
 const LOREM: &[&str] = &[
     "lorem",
@@ -1387,6 +1428,10 @@ pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
     }
     for n in 0..12 {
         docs.push(generated("guard-fullwidth", n, gen_fullwidth(&mut g)));
+    }
+    for n in 0..6 {
+        docs.push(generated("guard-th", n, gen_th(&mut g, false)));
+        docs.push(generated("guard-th-made-up", n, gen_th(&mut g, true)));
     }
     // One-letter words: the shortest words there are, one token each with their space.
     let times = g.range(500, 2000);

@@ -15,12 +15,14 @@
 /// machine to be a category (Odia, Amharic, Lao, Thaana: see `corpus::COSTLY_SCRIPTS`; each has
 /// its own script count, so holding them high costs no other script), chat lines with emoji,
 /// and words in full-width forms.
-pub const GUARDS: [(&str, f64); 5] = [
+pub const GUARDS: [(&str, f64); 7] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.95),
     ("guard-emoji", 0.90),
     ("guard-fullwidth", 0.85),
+    ("guard-th", 0.85),
+    ("guard-th-made-up", 0.75),
 ];
 
 /// The floor of a guard category, `None` for the others.

@@ -9,7 +9,8 @@
 //! - `tests/tokens/accuracy.md` (the table).
 //!
 //! Run: `cargo run -p fit-tokens --profile fit -- [--seed N] [--limit DOCS_PER_CATEGORY]
-//! [--sessions N] [--dry-run]`, or `-- --count FILE` for one file's exact counts and estimates.
+//! [--sessions N] [--dry-run]`, or `-- --count FILE` for one file's exact counts and estimates,
+//! or `-- --tokens FILE` for its o200k and claude-legacy tokens.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod corpus;
@@ -237,11 +238,32 @@ fn count_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `fit-tokens --tokens FILE`: the o200k and claude-legacy tokens of one file, one per line
+/// (`o200k` or `claude-legacy`, a tab, the token as a Rust string literal; claude-legacy's in
+/// its byte-level alphabet, `Ġ` for a space), to see where two vocabularies split differently.
+fn print_tokens(path: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let mut out = String::new();
+    for token in tiktoken_rs::o200k_base_singleton().split_by_token_ordinary(&text)? {
+        let _ = writeln!(out, "o200k\t{token:?}");
+    }
+    let legacy = claude_tokenizer::get_tokenizer()
+        .encode(text.as_str(), false)
+        .map_err(|e| anyhow::anyhow!("claude tokenizer: {e}"))?;
+    for token in legacy.get_tokens() {
+        let _ = writeln!(out, "claude-legacy\t{token:?}");
+    }
+    std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes())?;
+    Ok(())
+}
+
 fn main() -> Result<()> {
-    if let [flag, path] = std::env::args().skip(1).collect::<Vec<_>>().as_slice()
-        && flag == "--count"
-    {
-        return count_file(Path::new(path));
+    if let [flag, path] = std::env::args().skip(1).collect::<Vec<_>>().as_slice() {
+        match flag.as_str() {
+            "--count" => return count_file(Path::new(path)),
+            "--tokens" => return print_tokens(Path::new(path)),
+            _ => {}
+        }
     }
     let args = parse_args()?;
     let roots = corpus::Roots::detect();
