@@ -1997,6 +1997,59 @@ async fn raw_server_holding_open(head: &'static str, body: String) -> String {
     format!("http://{addr}")
 }
 
+/// A response head of more than 100 headers cannot be parsed, and the same server sends the same
+/// head again: a connection error, not retried. It was retried like a dropped connection (about
+/// 80 s of backoff with the default policy before the error).
+#[tokio::test]
+async fn a_response_head_with_too_many_headers_is_not_retried() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&requests);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => request.extend_from_slice(&buffer[..read]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let mut head =
+                    String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n");
+                for i in 0..120 {
+                    head.push_str(&format!("x-header-{i}: {i}\r\n"));
+                }
+                head.push_str("content-length: 0\r\n\r\n");
+                let _ = socket.write_all(head.as_bytes()).await;
+            });
+        }
+    });
+    let mut config = ClientConfig::new(Provider::Anthropic)
+        .with_base_url(format!("http://{addr}"))
+        .with_api_key("test-key");
+    config.retry.base_delay = Duration::from_millis(5);
+    config.retry.max_delay = Duration::from_millis(20);
+    config.timeouts.total = Duration::from_secs(20);
+    let client = Client::new(config).unwrap();
+    let (got, _) = collect(client.stream(BODY)).await;
+    match &got.error {
+        Some(ClientError::Connection { message, .. }) => {
+            assert!(message.contains("too large"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(got.retries.is_empty(), "{:?}", got.retries);
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn a_complete_stream_whose_body_never_ends_finishes_promptly_without_error() {
     // A gateway that sends the final event and then neither ends the chunked body nor closes
