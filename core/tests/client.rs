@@ -1997,7 +1997,7 @@ async fn raw_server_holding_open(head: &'static str, body: String) -> String {
     format!("http://{addr}")
 }
 
-/// A response head of more than 100 headers cannot be parsed, and the same server sends the same
+/// A response head of more than 100 headers does not parse, and the same server sends the same
 /// head again: a connection error, not retried. It was retried like a dropped connection (about
 /// 80 s of backoff with the default policy before the error).
 #[tokio::test]
@@ -2379,6 +2379,19 @@ async fn a_chat_stream_without_done_ends_well_after_its_finish_reason() {
 /// ended in a first-event timeout (and was retried, paying for the generation again).
 #[tokio::test]
 async fn keep_alive_comments_hold_off_the_first_event_and_idle_timeouts() {
+    keep_alives_hold_off_the_timeouts(": OPENROUTER PROCESSING\n\n").await;
+}
+
+/// Some servers and proxies keep a stream alive with bare blank lines instead of comments: the
+/// same signs of life. Before, they timed out where comments did not.
+#[tokio::test]
+async fn blank_line_keep_alives_hold_off_the_first_event_and_idle_timeouts() {
+    keep_alives_hold_off_the_timeouts("\n").await;
+}
+
+/// A stream with six `keep_alive`s 100 ms apart before its first event and again before the
+/// rest, against 250 ms first-event and idle timeouts: it must complete, unretried.
+async fn keep_alives_hold_off_the_timeouts(keep_alive: &'static str) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -2407,9 +2420,7 @@ async fn keep_alive_comments_hold_off_the_first_event_and_idle_timeouts() {
                 let comments = async |socket: &mut tokio::net::TcpStream| {
                     for _ in 0..6 {
                         tokio::time::sleep(Duration::from_millis(100)).await;
-                        let _ = socket
-                            .write_all(chunk(": OPENROUTER PROCESSING\n\n").as_bytes())
-                            .await;
+                        let _ = socket.write_all(chunk(keep_alive).as_bytes()).await;
                     }
                 };
                 comments(&mut socket).await;

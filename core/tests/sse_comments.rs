@@ -150,3 +150,33 @@ fn finish_discards_an_open_comment() {
     assert_eq!(data, "b");
     assert!(!parser.finish());
 }
+
+/// Blank lines that dispatch nothing (an extra blank line, fields without data) are counted in
+/// `empty_dispatches()`, once each, at any chunking and with any line ending; the blank line
+/// that ends an event is not, nor is the one ending an event dropped for its size. A client
+/// counts them as keep-alives (some servers send a bare blank line instead of a comment).
+#[test]
+fn blank_lines_that_dispatch_nothing_are_counted() {
+    let input = "data: a\n\n\n\n: c\n\nevent: ping\n\nid: 7\r\n\r\n\rdata: b\r\n\r\n";
+    for size in 1..=input.len() {
+        let mut parser = SseParser::new();
+        let mut events = 0;
+        for part in input.as_bytes().chunks(size) {
+            parser.feed(Bytes::copy_from_slice(part));
+            while parser.next_item().is_some() {
+                events += 1;
+            }
+        }
+        parser.finish();
+        assert_eq!(events, 2, "{size}-byte chunks");
+        // `\n\n` after `a`'s end, the blank line after the comment, after `event: ping`,
+        // after `id: 7`, and the lone `\r`.
+        assert_eq!(parser.empty_dispatches(), 6, "{size}-byte chunks");
+        assert_eq!(parser.comments(), 1);
+    }
+    let mut capped = SseParser::with_config(SseConfig::default().max_event_bytes(Some(4)));
+    capped.feed(Bytes::from_static(b"data: too long\n\n\n"));
+    while capped.next_item().is_some() {}
+    assert_eq!(capped.dropped_events(), 1);
+    assert_eq!(capped.empty_dispatches(), 1);
+}

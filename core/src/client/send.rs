@@ -299,8 +299,9 @@ fn not_an_event_stream(headers: &HeaderMap) -> Option<String> {
 /// Maps a failed exchange to [`ClientError::Connection`] (or a connect timeout), and says
 /// whether it may be retried: everything but a TLS failure (a bad certificate stays bad), a
 /// proxy's 4xx to `CONNECT` (wrong proxy credentials or a blocked destination stay so) and a
-/// response head too large to parse (more than 100 headers, or a head past hyper's buffer: the
-/// same server sends the same head again).
+/// response head that does not parse (more than 100 headers, a head past hyper's buffer, a
+/// malformed status line or header: the same server sends the same head again; a connection
+/// cut inside the head is an incomplete message, not a parse error, and is retried).
 fn connection_error(
     error: &hyper_util::client::legacy::Error,
     started: Instant,
@@ -310,7 +311,7 @@ fn connection_error(
     let mut timed_out = false;
     let mut tls_failure = false;
     let mut refused = false;
-    let mut head_too_large = false;
+    let mut unparsable_head = false;
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
@@ -318,9 +319,11 @@ fn connection_error(
             timed_out |= io.kind() == io::ErrorKind::TimedOut;
         }
         tls_failure |= is_tls_error(cause);
-        head_too_large |= cause
+        // `is_parse_too_large` would be narrower, but hyper has it only with its `server`
+        // feature, which this crate does not enable.
+        unparsable_head |= cause
             .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_parse_too_large);
+            .is_some_and(hyper::Error::is_parse);
         refused |= find_cause::<ProxyRefused>(cause)
             .and_then(|refusal| refusal.status)
             .is_some_and(|status| (400..500).contains(&status));
@@ -338,7 +341,7 @@ fn connection_error(
         message,
         request_id: None,
     };
-    (error, !tls_failure && !refused && !head_too_large)
+    (error, !tls_failure && !refused && !unparsable_head)
 }
 
 /// `error` as a `T`, looking through `io::Error`s (which hide their payload from `source()`).

@@ -75,8 +75,9 @@ struct Ledger {
     /// that, without `data: [DONE]`, still carried a whole answer (some servers leave the
     /// marker out; the decoder checks that every choice finished).
     finish_reason_seen: bool,
-    /// The parser's count of comment lines when last looked at (a new one is a keep-alive).
-    comments: u64,
+    /// The parser's count of comment lines and of blank lines that dispatched nothing when last
+    /// looked at (a new one is a keep-alive).
+    keepalives: u64,
     /// How many of the body bytes the sender read (error bodies of failed attempts, counted in
     /// its `Progress`) are in `metrics.bytes_received` already; the stream's own frames are
     /// added there as they come.
@@ -142,7 +143,7 @@ impl ResponseStream {
                 metrics: RequestMetrics::default(),
                 complete: false,
                 finish_reason_seen: false,
-                comments: 0,
+                keepalives: 0,
                 synced_body_bytes: 0,
                 last_event_type: String::new(),
                 frame_at: start,
@@ -264,7 +265,7 @@ impl Ledger {
     fn new_attempt(&mut self) {
         self.complete = false;
         self.finish_reason_seen = false;
-        self.comments = 0;
+        self.keepalives = 0;
         self.last_event_type.clear();
         self.body_start = None;
         self.stray_body.clear();
@@ -513,9 +514,11 @@ impl ResponseStream {
                             break;
                         }
                     }
-                    let comments = self.parser.comments();
-                    if comments != self.ledger.comments {
-                        self.ledger.comments = comments;
+                    // A comment (`: keep-alive`) or a bare blank line: both are what servers
+                    // send to show they are alive while the model works.
+                    let keepalives = self.parser.comments() + self.parser.empty_dispatches();
+                    if keepalives != self.ledger.keepalives {
+                        self.ledger.keepalives = keepalives;
                         watchdog.on_keepalive(self.ledger.frame_at);
                     }
                     if delivered {

@@ -1,7 +1,7 @@
 //! Watchdogs on a streaming response: first event, idle gap between events (with an earlier
-//! stall notice), total time. Keep-alive comments count as signs of life for the first-event
-//! and idle timeouts, not for the stall notice. One lazily re-armed timer serves all of them, so an event costs
-//! a clock read, never a timer reset.
+//! stall notice), total time. Keep-alives (comments, bare blank lines) count as signs of life
+//! for the first-event and idle timeouts, not for the stall notice. One lazily re-armed timer
+//! serves all of them, so an event costs a clock read, never a timer reset.
 
 use std::fmt;
 use std::pin::Pin;
@@ -22,10 +22,11 @@ pub struct Timeouts {
     pub connect: Duration,
     /// From sending the request to the response headers (default 600 s).
     pub first_byte: Duration,
-    /// From the headers to the first event, or from the latest keep-alive comment (default
-    /// 90 s).
+    /// From the headers to the first event, or from the latest keep-alive (a comment or a bare
+    /// blank line; default 90 s).
     pub first_event: Duration,
-    /// Between two events, or since the latest keep-alive comment (default 90 s).
+    /// Between two events, or since the latest keep-alive (a comment or a bare blank line;
+    /// default 90 s).
     pub idle: Duration,
     /// A gap this long between events is reported once as a stall (default 30 s).
     pub stall_notice: Duration,
@@ -122,7 +123,7 @@ pub(crate) struct Watchdog {
     total_deadline: Instant,
     /// The last event (the stall notice counts from it).
     last_progress: Instant,
-    /// The last event or keep-alive comment (the first-event and idle timeouts count from it).
+    /// The last event or keep-alive (the first-event and idle timeouts count from it).
     last_alive: Instant,
     seen_event: bool,
     stall_reported: bool,
@@ -167,10 +168,10 @@ impl Watchdog {
         self.stall_reported = false;
     }
 
-    /// Records a keep-alive comment read at `now`. The server is alive, so the first-event and
-    /// idle timeouts start again (a reasoning model behind a gateway that sends `: PROCESSING`
-    /// may think for minutes before its first token); the stall notice still counts from the
-    /// last event, since no output arrived.
+    /// Records a keep-alive (a comment or a bare blank line) read at `now`. The server is alive, so
+    /// the first-event and idle timeouts start again (a reasoning model behind a gateway that sends
+    /// `: PROCESSING` may think for minutes before its first token); the stall notice still counts
+    /// from the last event, since no output arrived.
     pub(crate) fn on_keepalive(&mut self, now: Instant) {
         self.last_alive = self.last_alive.max(now);
     }

@@ -217,6 +217,7 @@ struct ParserState {
     bytes_scanned: u64,
     bytes_fed: u64,
     comments: u64,
+    empty_dispatches: u64,
 }
 
 impl Default for SseParser {
@@ -497,6 +498,15 @@ impl SseParser {
         self.state.comments
     }
 
+    /// Blank lines that dispatched nothing (no `data` field since the previous blank line): an
+    /// extra blank line between events, or fields without data (`event: ping` alone). Some
+    /// servers and proxies send a bare blank line as their keep-alive instead of a comment; a
+    /// client's idle watchdog counts these as signs of life too. The blank line that ends an
+    /// event dropped for its size is not counted.
+    pub fn empty_dispatches(&self) -> u64 {
+        self.state.empty_dispatches
+    }
+
     /// Total bytes fed so far.
     pub fn bytes_fed(&self) -> u64 {
         self.state.bytes_fed
@@ -574,6 +584,7 @@ impl ParserState {
             bytes_scanned: 0,
             bytes_fed: 0,
             comments: 0,
+            empty_dispatches: 0,
         }
     }
 
@@ -1448,6 +1459,7 @@ impl ParserState {
         } else {
             // No data: nothing is dispatched, but the first step of the WHATWG dispatch (the
             // last event ID string takes the buffer's value) comes before that test.
+            self.empty_dispatches += 1;
             self.commit_event_id();
             self.clear_pending_event();
             LineOutcome::Nothing
