@@ -1966,6 +1966,21 @@ async fn credentials_in_the_base_url_are_a_config_error_not_silently_dropped() {
     }
 }
 
+/// Reads a request's head from `socket`, up to its blank line; false if the connection ended
+/// (or failed) before it did.
+async fn read_request_head(socket: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut request = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+        match socket.read(&mut buffer).await {
+            Ok(0) | Err(_) => return false,
+            Ok(read) => request.extend_from_slice(&buffer[..read]),
+        }
+    }
+    true
+}
+
 /// A loopback server that answers every request with `head` and `body` written raw, then keeps
 /// the connection open (a chunked body is never terminated) until the client goes away.
 async fn raw_server_holding_open(head: &'static str, body: String) -> String {
@@ -1979,17 +1994,13 @@ async fn raw_server_holding_open(head: &'static str, body: String) -> String {
             };
             let body = body.clone();
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
-                    match socket.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => request.extend_from_slice(&buffer[..read]),
-                    }
+                if !read_request_head(&mut socket).await {
+                    return;
                 }
                 let _ = socket.write_all(head.as_bytes()).await;
                 let _ = socket.write_all(body.as_bytes()).await;
                 // Hold the connection until the client closes it.
+                let mut buffer = [0u8; 4096];
                 while matches!(socket.read(&mut buffer).await, Ok(read) if read > 0) {}
             });
         }
@@ -2004,7 +2015,7 @@ async fn raw_server_holding_open(head: &'static str, body: String) -> String {
 async fn a_response_head_with_too_many_headers_is_not_retried() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let requests = Arc::new(AtomicUsize::new(0));
@@ -2013,13 +2024,8 @@ async fn a_response_head_with_too_many_headers_is_not_retried() {
         while let Ok((mut socket, _)) = listener.accept().await {
             let seen = Arc::clone(&seen);
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
-                    match socket.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => request.extend_from_slice(&buffer[..read]),
-                    }
+                if !read_request_head(&mut socket).await {
+                    return;
                 }
                 seen.fetch_add(1, Ordering::SeqCst);
                 let mut head =
@@ -2404,13 +2410,8 @@ async fn keep_alives_hold_off_the_timeouts(keep_alive: &'static str) {
             };
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|window| window == b"\r\n\r\n") {
-                    match socket.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => request.extend_from_slice(&buffer[..read]),
-                    }
+                if !read_request_head(&mut socket).await {
+                    return;
                 }
                 let chunk = |text: &str| format!("{:x}\r\n{text}\r\n", text.len());
                 let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -2430,6 +2431,7 @@ async fn keep_alives_hold_off_the_timeouts(keep_alive: &'static str) {
                 let last = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
                 let _ = socket.write_all(chunk(last).as_bytes()).await;
                 let _ = socket.write_all(b"0\r\n\r\n").await;
+                let mut buffer = [0u8; 4096];
                 while matches!(socket.read(&mut buffer).await, Ok(read) if read > 0) {}
             });
         }
