@@ -6,7 +6,10 @@
 //! Arabic letter and more than two on an Armenian or Georgian one. Counting the characters of
 //! each script separately lets the model price each (`model.rs`: the script counts are terms
 //! added to the flat `other2`/`other3` price, so a script the fit has never seen still costs
-//! that price).
+//! that price). Two-byte characters are looked up one by one, so a few of them count apart from
+//! the rest of their script when they cost differently and tell languages apart (Greek capitals,
+//! Hebrew points, the letters Persian and Pashto add to Arabic's: `SCRIPT_CHARACTERS`); three-byte
+//! ones by blocks of 16 code points.
 //!
 //! The class-counting kernels count scripts in the blocks they visit for their non-ASCII work
 //! (`PendingLeads`: found while the block is in cache, decoded in batches), so ASCII text never pays for this. A
@@ -15,7 +18,7 @@
 //! with one box-drawing character costs a few compares per block, not a decode.
 
 /// Number of scripts counted.
-pub const SCRIPT_COUNT: usize = 25;
+pub const SCRIPT_COUNT: usize = 29;
 
 /// Script names, in the order of [`ClassCounts::scripts`](super::ClassCounts::scripts).
 pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
@@ -44,10 +47,14 @@ pub const SCRIPT_NAMES: [&str; SCRIPT_COUNT] = [
     "box",
     "private_use",
     "fullwidth",
+    "greek_upper",
+    "hebrew_points",
+    "arabic_persian",
+    "arabic_pashto",
 ];
 
 /// The code point ranges of each script (inclusive; each starts and ends on a multiple of 16,
-/// the granularity of [`SCRIPT_OF_BLOCK`]), by index into [`SCRIPT_NAMES`].
+/// the granularity of the table for three-byte characters), by index into [`SCRIPT_NAMES`].
 const SCRIPT_RANGES: [(usize, u32, u32); 34] = [
     (0, 0x0370, 0x03FF),  // Greek and Coptic
     (0, 0x1F00, 0x1FFF),  // Greek Extended
@@ -85,18 +92,78 @@ const SCRIPT_RANGES: [(usize, u32, u32); 34] = [
     (24, 0xFF00, 0xFFEF), // Halfwidth and Fullwidth Forms
 ];
 
-/// Script of each block of 16 code points below U+10000: `0` for none, else index + 1.
-static SCRIPT_OF_BLOCK: [u8; 4096] = script_table();
+/// Two-byte characters whose script differs from their range's in [`SCRIPT_RANGES`] (inclusive
+/// code point ranges below U+0800, where the table has one entry per character): they cost
+/// differently from the rest of their script and tell texts apart that the script count alone
+/// lumps together.
+///
+/// - Greek capitals: catalogs of names in capitals cost up to twice as many o200k tokens per
+///   Greek character as running lowercase text.
+/// - Hebrew points and cantillation marks, and the Yiddish ligatures: about a seventh of
+///   Yiddish's Hebrew-script characters, almost none of Hebrew's.
+/// - The letters Persian adds to Arabic's alphabet (pe, che, zhe, keheh, gaf, farsi yeh), which
+///   Urdu, Kurdish and Pashto share: a seventh of Persian's characters, none of Uyghur's, whose
+///   own letters stay in `arabic_ext`.
+/// - The letters only Pashto writes (tte, dze, tse, ddal, rre, zhe with a ring, xin, kaf with a
+///   ring, nun with a ring, yeh with a tail): Pashto costs fewer o200k tokens per character than
+///   Uyghur or Sindhi, whose letters share the rest of `arabic_ext`.
+const SCRIPT_CHARACTERS: [(usize, u32, u32); 24] = [
+    (25, 0x0386, 0x038F), // Greek capitals with tonos
+    (25, 0x0391, 0x03AB), // Greek capitals
+    (26, 0x0591, 0x05BD), // Hebrew cantillation marks and points
+    (26, 0x05BF, 0x05BF), // rafe
+    (26, 0x05C1, 0x05C2), // shin and sin dots
+    (26, 0x05C4, 0x05C5), // upper and lower dots
+    (26, 0x05C7, 0x05C7), // qamats qatan
+    (26, 0x05F0, 0x05F2), // Yiddish ligatures
+    (27, 0x067E, 0x067E), // pe
+    (27, 0x0686, 0x0686), // che
+    (27, 0x0698, 0x0698), // zhe
+    (27, 0x06A9, 0x06A9), // keheh
+    (27, 0x06AF, 0x06AF), // gaf
+    (27, 0x06CC, 0x06CC), // farsi yeh
+    (28, 0x067C, 0x067C), // teh with a ring
+    (28, 0x0681, 0x0681), // hah with hamza above
+    (28, 0x0685, 0x0685), // hah with three dots above
+    (28, 0x0689, 0x0689), // dal with a ring
+    (28, 0x0693, 0x0693), // reh with a ring
+    (28, 0x0696, 0x0696), // reh with a dot below and a dot above
+    (28, 0x069A, 0x069A), // seen with a dot below and a dot above
+    (28, 0x06AB, 0x06AB), // kaf with a ring
+    (28, 0x06BC, 0x06BC), // noon with a ring
+    (28, 0x06CD, 0x06CD), // yeh with a tail
+];
 
-const fn script_table() -> [u8; 4096] {
-    let mut table = [0u8; 4096];
+/// First entry of [`SCRIPT_OF`] for three-byte characters: the two-byte ones (U+0000–U+07FF)
+/// have one entry per code point before it.
+const THREE_BYTE_BASE: usize = 0x800;
+
+/// The script of each character below U+0800, then of each block of 16 code points below
+/// U+10000: `0` for none, else index + 1.
+static SCRIPT_OF: [u8; THREE_BYTE_BASE + 4096] = script_table();
+
+const fn script_table() -> [u8; THREE_BYTE_BASE + 4096] {
+    let mut table = [0u8; THREE_BYTE_BASE + 4096];
     let mut r = 0;
     while r < SCRIPT_RANGES.len() {
         let (script, first, last) = SCRIPT_RANGES[r];
-        let mut block = first >> 4;
-        while block <= last >> 4 {
-            table[block as usize] = script as u8 + 1;
-            block += 1;
+        let mut cp = first;
+        while cp <= last {
+            if cp < THREE_BYTE_BASE as u32 {
+                table[cp as usize] = script as u8 + 1;
+            }
+            table[THREE_BYTE_BASE + (cp >> 4) as usize] = script as u8 + 1;
+            cp += 1;
+        }
+        r += 1;
+    }
+    let mut r = 0;
+    while r < SCRIPT_CHARACTERS.len() {
+        let (script, first, last) = SCRIPT_CHARACTERS[r];
+        let mut cp = first;
+        while cp <= last {
+            table[cp as usize] = script as u8 + 1;
+            cp += 1;
         }
         r += 1;
     }
@@ -136,13 +203,13 @@ fn script_at(bytes: &[u8], i: usize) -> Option<usize> {
     let two = b0 < 0xE0;
     let continued = |b: u8| b & 0xC0 == 0x80;
     // No branch on the character's length: both blocks are computed and one is picked.
-    let block2 = (usize::from(b0 & 0x1F) << 2) | usize::from((b1 & 0x3F) >> 4);
+    let char2 = (usize::from(b0 & 0x1F) << 6) | usize::from(b1 & 0x3F);
     let block3 = (usize::from(b0 & 0x0F) << 8)
         | (usize::from(b1 & 0x3F) << 2)
         | usize::from((b2 & 0x3F) >> 4);
-    let block = if two { block2 } else { block3 };
+    let entry = if two { char2 } else { THREE_BYTE_BASE + block3 };
     let valid = continued(b1) & (two | continued(b2));
-    let script = SCRIPT_OF_BLOCK[block & 0x0FFF];
+    let script = SCRIPT_OF.get(entry).copied().unwrap_or(0);
     (valid & (script != 0)).then(|| usize::from(script) - 1)
 }
 
@@ -318,10 +385,13 @@ mod tests {
                 continue;
             }
             let cp = u32::from(ch);
-            for &(script, first, last) in &SCRIPT_RANGES {
-                if (first..=last).contains(&cp) {
-                    out[script] += 1;
-                }
+            let within = |&&(_, first, last): &&(usize, u32, u32)| (first..=last).contains(&cp);
+            let script = SCRIPT_CHARACTERS
+                .iter()
+                .find(within)
+                .or_else(|| SCRIPT_RANGES.iter().find(within));
+            if let Some(&(script, _, _)) = script {
+                out[script] += 1;
             }
         }
         out
@@ -351,22 +421,59 @@ mod tests {
         }
         // Every script has a range.
         for script in 0..SCRIPT_COUNT {
-            assert!(SCRIPT_RANGES.iter().any(|r| r.0 == script), "{script}");
+            let mut all = SCRIPT_RANGES.iter().chain(&SCRIPT_CHARACTERS);
+            assert!(all.any(|r| r.0 == script), "{script}");
         }
+    }
+
+    #[test]
+    fn characters_refine_two_byte_ranges_without_overlapping() {
+        let mut seen = [false; THREE_BYTE_BASE];
+        for &(script, first, last) in &SCRIPT_CHARACTERS {
+            assert!(script < SCRIPT_COUNT);
+            assert!(first <= last && last < THREE_BYTE_BASE as u32, "{first:#x}");
+            // Within one range of another script.
+            let range = SCRIPT_RANGES.iter().find(|r| (r.1..=r.2).contains(&first));
+            assert!(
+                range.is_some_and(|r| last <= r.2 && r.0 != script),
+                "{first:#x}"
+            );
+            for cp in first..=last {
+                assert!(!seen[cp as usize], "{cp:#x} overlaps");
+                seen[cp as usize] = true;
+            }
+        }
+    }
+
+    #[test]
+    fn refined_characters_count_as_their_own_script() {
+        let text = "Ελληνικά ΑΘΗΝΑ Άγιος ΐ עברית אַ װ ײ בְּ־ فارسی پچژکگ ئۇيغۇرچە پښتو";
+        let c = counted(text.as_bytes());
+        assert_eq!(c, reference(text));
+        assert_eq!(c[of("greek_upper")], 7);
+        assert_eq!(c[of("greek")], 7 + 4 + 1);
+        assert_eq!(c[of("hebrew_points")], 5);
+        assert_eq!(c[of("hebrew")], 5 + 2 + 1);
+        // Uyghur's che is one of them, and so is Pashto's pe.
+        assert_eq!(c[of("arabic_persian")], 6 + 1 + 1);
+        assert_eq!(c[of("arabic_pashto")], 1);
+        assert_eq!(c[of("arabic")], 4 + 4 + 2);
+        assert_eq!(c[of("arabic_ext")], 3);
     }
 
     #[test]
     fn counts_each_script() {
         let text = "Ελληνικά Հայերեն עברית العربية ئۇيغۇرچە हिन्दी ਪੰਜਾਬੀ தமிழ் ไทย ქართული \
-                    ├── src │ └── \u{E5FF} ＡＢＣ１２３";
+                    ├── src │ └── ╞═╪═╡ ╰─ █ \u{E5FF} ＡＢＣ１２３";
         let c = counted(text.as_bytes());
         assert_eq!(c, reference(text));
-        assert_eq!(c[of("greek")], 8);
+        assert_eq!(c[of("greek")], 7);
+        assert_eq!(c[of("greek_upper")], 1);
         assert_eq!(c[of("armenian")], 7);
         assert_eq!(c[of("hebrew")], 5);
         assert_eq!(c[of("thai")], 3);
         assert_eq!(c[of("georgian")], 7);
-        assert_eq!(c[of("box")], 7);
+        assert_eq!(c[of("box")], 7 + 5 + 3);
         assert_eq!(c[of("private_use")], 1);
         assert_eq!(c[of("fullwidth")], 6);
         assert!(c[of("arabic")] > 0 && c[of("arabic_ext")] > 0);
@@ -413,7 +520,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αԱאبڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆ]{0,200}") {
+        fn matches_the_reference(text in "[a-z \\n{}é中ж😀αΑΆԱאַװبیپښڭक਼ਪதไລမაሰកᏣ─╰\u{E000}\u{F8FF}＂ｆ]{0,200}") {
             prop_assert_eq!(counted(text.as_bytes()), reference(&text));
         }
 

@@ -678,6 +678,79 @@ fn gen_tree(g: &mut Rng) -> String {
     s
 }
 
+/// A table of figures drawn with box-drawing characters, as benchmark reports and table crates
+/// print them (light, rounded or heavy borders; `┆` or `│` between columns; a `═`, `━` or `─`
+/// rule under the header): mostly box characters, spaces and digit runs.
+fn gen_box_table(g: &mut Rng) -> String {
+    // Corners and tees, top to bottom: ┌ ┬ ┐ / ├ ┼ ┤ / └ ┴ ┘ and the header rule's ends.
+    const FRAMES: &[[char; 9]] = &[
+        ['┌', '┬', '┐', '├', '┼', '┤', '└', '┴', '┘'],
+        ['╭', '┬', '╮', '├', '┼', '┤', '╰', '┴', '╯'],
+        ['┏', '┳', '┓', '┣', '╋', '┫', '┗', '┻', '┛'],
+    ];
+    const HEADER_RULES: &[(char, char, char, char)] = &[
+        ('╞', '═', '╪', '╡'),
+        ('┡', '━', '╇', '┩'),
+        ('├', '─', '┼', '┤'),
+    ];
+    let frame = *g.pick(FRAMES);
+    let (rule_left, rule, rule_cross, rule_right) = *g.pick(HEADER_RULES);
+    let heavy = frame[0] == '┏';
+    let (line, outer) = if heavy {
+        ('━', '┃')
+    } else {
+        ('─', '│')
+    };
+    let inner = if g.chance(0.5) { '┆' } else { outer };
+    let columns = g.range(3, 9);
+    let unit = *g.pick(&["", "", " ms", " µs", "%", " MB/s", "x"]);
+    let decimals = g.range(0, 4);
+    let mut rows: Vec<Vec<String>> = vec![(0..columns).map(|_| ident(g)).collect()];
+    let target = g.range(800, 5_000);
+    let mut size = 0;
+    while size < target {
+        let mut row = vec![ident(g)];
+        for _ in 1..columns {
+            let value = g.range(0, 100_000) as f64 / 10f64.powi(g.range(0, 4) as i32);
+            row.push(format!("{value:.decimals$}{unit}"));
+        }
+        size += row.iter().map(|c| c.len() + 3).sum::<usize>();
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let rule_line = |left: char, fill: char, cross: char, right: char| {
+        let cells: Vec<String> = widths
+            .iter()
+            .map(|&w| fill.to_string().repeat(w + 2))
+            .collect();
+        format!("{left}{}{right}\n", cells.join(&cross.to_string()))
+    };
+    let mut s = rule_line(frame[0], line, frame[1], frame[2]);
+    for (i, row) in rows.iter().enumerate() {
+        s.push(outer);
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                s.push(inner);
+            }
+            let pad = " ".repeat(widths[c] - cell.chars().count());
+            if c == 0 {
+                s.push_str(&format!(" {cell}{pad} "));
+            } else {
+                s.push_str(&format!(" {pad}{cell} "));
+            }
+        }
+        s.push(outer);
+        s.push('\n');
+        if i == 0 {
+            s.push_str(&rule_line(rule_left, rule, rule_cross, rule_right));
+        }
+    }
+    s.push_str(&rule_line(frame[6], line, frame[7], frame[8]));
+    s
+}
+
 fn generated(category: &'static str, n: usize, text: String) -> Doc {
     Doc {
         category,
@@ -1442,5 +1515,11 @@ pub fn guard_docs(roots: &Roots, seed: u64) -> Vec<Doc> {
         letters.push(' ');
     }
     docs.push(generated("guard-letters", 1, letters));
+    // Tables of figures in box-drawing frames, from a generator of their own so that the
+    // documents above stay as they were.
+    let mut t = Rng::new(seed ^ 0x7461_626C_6500);
+    for n in 0..12 {
+        docs.push(generated("guard-table", n, gen_box_table(&mut t)));
+    }
     docs
 }

@@ -14,8 +14,10 @@
 /// all, so its floor is lower), one-letter words, the scripts with too few catalogs on the
 /// machine to be a category (Odia, Amharic, Lao, Thaana: see `corpus::COSTLY_SCRIPTS`; each has
 /// its own script count, so holding them high costs no other script), chat lines with emoji,
-/// and words in full-width forms.
-pub const GUARDS: [(&str, f64); 7] = [
+/// words in full-width forms, English `th` words (and made-up ones of `th` syllables), and
+/// tables of figures in box-drawing frames (only a few such documents on the machine, yet
+/// the fit's price for box characters and digits among them depends on them alone).
+pub const GUARDS: [(&str, f64); 8] = [
     ("guard-lorem", 0.75),
     ("guard-letters", 0.85),
     ("guard-scripts", 0.95),
@@ -23,6 +25,7 @@ pub const GUARDS: [(&str, f64); 7] = [
     ("guard-fullwidth", 0.85),
     ("guard-th", 0.85),
     ("guard-th-made-up", 0.75),
+    ("guard-table", 0.90),
 ];
 
 /// The floor of a guard category, `None` for the others.
