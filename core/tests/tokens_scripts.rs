@@ -12,9 +12,9 @@
 //! and 0.20 of their exact count, and a box-drawn table.
 //!
 //! Since session 34 a few two-byte characters count apart from the rest of their script (Greek
-//! capitals, Hebrew points and Yiddish ligatures, the letters Persian adds to Arabic's), so
-//! text in capitals, Yiddish, Persian and Uyghur are here too, and a benchmark table of figures
-//! between box-drawing rules.
+//! capitals, Hebrew points and Yiddish ligatures, the letters Persian and Pashto add to
+//! Arabic's), so Greek in capitals, Yiddish, Persian and Uyghur are here too, and a benchmark
+//! table of figures between box-drawing rules.
 //!
 //! Needs the exact counters (`cargo test -p ferroloop --features exact --test tokens_scripts`).
 #![cfg(feature = "exact")]

@@ -682,12 +682,13 @@ fn gen_tree(g: &mut Rng) -> String {
 /// print them (light, rounded or heavy borders; `┆` or `│` between columns; a `═`, `━` or `─`
 /// rule under the header): mostly box characters, spaces and digit runs.
 fn gen_box_table(g: &mut Rng) -> String {
-    // Corners and tees, top to bottom: ┌ ┬ ┐ / ├ ┼ ┤ / └ ┴ ┘ and the header rule's ends.
-    const FRAMES: &[[char; 9]] = &[
-        ['┌', '┬', '┐', '├', '┼', '┤', '└', '┴', '┘'],
-        ['╭', '┬', '╮', '├', '┼', '┤', '╰', '┴', '╯'],
-        ['┏', '┳', '┓', '┣', '╋', '┫', '┗', '┻', '┛'],
+    // The top rule's corners and tee, then the bottom rule's.
+    const FRAMES: &[[char; 6]] = &[
+        ['┌', '┬', '┐', '└', '┴', '┘'],
+        ['╭', '┬', '╮', '╰', '┴', '╯'],
+        ['┏', '┳', '┓', '┗', '┻', '┛'],
     ];
+    // The header rule: its ends, its line and its crossings.
     const HEADER_RULES: &[(char, char, char, char)] = &[
         ('╞', '═', '╪', '╡'),
         ('┡', '━', '╇', '┩'),
@@ -747,7 +748,7 @@ fn gen_box_table(g: &mut Rng) -> String {
             s.push_str(&rule_line(rule_left, rule, rule_cross, rule_right));
         }
     }
-    s.push_str(&rule_line(frame[6], line, frame[7], frame[8]));
+    s.push_str(&rule_line(frame[3], line, frame[4], frame[5]));
     s
 }
 
