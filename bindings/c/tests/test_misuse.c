@@ -188,6 +188,14 @@ static void free_token_tool(void *userdata, const fl_tool_invocation *invocation
     CHECK_OK(fl_tool_complete(call, "token freed", 11, false));
 }
 
+/* The tools of check_late_completions, on `executor`. */
+static void add_late_completion_tools(fl_executor *executor) {
+    CHECK_OK(fl_executor_add_tool(executor, "keep", 4, NULL, keep_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "cancel_twice", 12, NULL, cancel_twice_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "free_token", 10, NULL, free_token_tool, NULL));
+    CHECK_OK(fl_executor_add_tool(executor, "echo", 4, NULL, echo_tool, NULL));
+}
+
 /* Calls completed after their run gave up on them, and after their executor was freed: the
  * completions (and progress reports) are accepted and ignored; the handles report cancellation
  * meanwhile. */
@@ -197,10 +205,7 @@ static void check_late_completions(void) {
     options.cleanup_grace_ms = 0;
     fl_executor *executor = NULL;
     CHECK_OK(fl_executor_new(&options, &executor));
-    CHECK_OK(fl_executor_add_tool(executor, "keep", 4, NULL, keep_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(executor, "cancel_twice", 12, NULL, cancel_twice_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(executor, "free_token", 10, NULL, free_token_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(executor, "echo", 4, NULL, echo_tool, NULL));
+    add_late_completion_tools(executor);
     const char *calls = "[{\"id\":\"k1\",\"name\":\"keep\",\"input\":{}}]";
     const char *results = NULL;
     size_t len = 0;
@@ -224,10 +229,7 @@ static void check_late_completions(void) {
      * can expire under valgrind before the call completes. */
     fl_executor *patient = NULL;
     CHECK_OK(fl_executor_new(NULL, &patient));
-    CHECK_OK(fl_executor_add_tool(patient, "keep", 4, NULL, keep_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(patient, "cancel_twice", 12, NULL, cancel_twice_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(patient, "free_token", 10, NULL, free_token_tool, NULL));
-    CHECK_OK(fl_executor_add_tool(patient, "echo", 4, NULL, echo_tool, NULL));
+    add_late_completion_tools(patient);
     CHECK_OK(fl_cancel_token_new(&run_token));
     const char *cancelling = "[{\"id\":\"c\",\"name\":\"cancel_twice\",\"input\":{}},"
                              "{\"id\":\"k2\",\"name\":\"keep\",\"input\":{}}]";
