@@ -7,166 +7,166 @@ use super::model::INPUT_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; INPUT_COUNT] = [
-    0.449880,  // script: word_starts
-    0.119561,  // script: upper
+    0.461414,  // script: word_starts
+    0.123602,  // script: upper
     0.000000,  // script: case_changes
-    0.205315,  // script: digits
-    0.828058,  // script: digit_runs
-    1.594094,  // script: alnum_switches
+    0.214207,  // script: digits
+    0.791267,  // script: digit_runs
+    1.576148,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.161322,  // script: long_word
-    0.000000,  // script: consonant_runs
-    0.367586,  // script: spaces
+    0.118894,  // script: long_word
+    0.006572,  // script: consonant_runs
+    0.365556,  // script: spaces
     0.000000,  // script: space_runs
-    1.104883,  // script: newlines
-    0.813417,  // script: punct
+    1.102045,  // script: newlines
+    0.798640,  // script: punct
     0.000000,  // script: json
     0.000000,  // script: punct_runs
-    0.498986,  // script: cjk
-    0.678937,  // script: kana
-    0.319882,  // script: hangul
-    0.169579,  // script: cyrillic
-    1.468525,  // script: cyrillic_ext
-    0.521859,  // script: cyrillic_upper
-    0.000000,  // script: latin1
-    0.012992,  // script: latin_ext
+    0.494925,  // script: cjk
+    0.676900,  // script: kana
+    0.317358,  // script: hangul
+    0.168172,  // script: cyrillic
+    1.434151,  // script: cyrillic_ext
+    0.528878,  // script: cyrillic_upper
+    0.104165,  // script: latin1
+    0.014678,  // script: latin_ext
     0.000000,  // script: other2
-    3.675718,  // script: other3
-    3.581698,  // script: four
-    0.377602,  // script: high_runs
-    0.736544,  // script: rare3
-    0.488898,  // script: rare_letters
-    -1.732165, // script: th_pairs
-    8.404505,  // script: hangul*cjk/bytes
-    2.375455,  // script: json*lower/bytes
-    0.672223,  // script: lower*space_runs/bytes
+    3.704883,  // script: other3
+    3.754187,  // script: four
+    0.378162,  // script: high_runs
+    0.737716,  // script: rare3
+    0.539909,  // script: rare_letters
+    -1.729038, // script: th_pairs
+    7.876866,  // script: hangul*cjk/bytes
+    2.519310,  // script: json*lower/bytes
+    0.647889,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.001083,  // script: armenian
-    0.001142,  // script: hebrew
-    0.000169,  // script: arabic
-    0.017864,  // script: arabic_ext
-    0.020313,  // script: thaana
-    0.000331,  // script: devanagari
-    0.000476,  // script: bengali
-    0.003072,  // script: gurmukhi
+    0.001136,  // script: armenian
+    0.001305,  // script: hebrew
+    0.000293,  // script: arabic
+    0.017570,  // script: arabic_ext
+    0.020373,  // script: thaana
+    0.000074,  // script: devanagari
+    0.000269,  // script: bengali
+    0.002933,  // script: gurmukhi
     0.000000,  // script: gujarati
-    0.010147,  // script: oriya
-    0.000517,  // script: tamil
-    0.001731,  // script: telugu
-    0.000660,  // script: kannada
-    0.000810,  // script: malayalam
-    0.002735,  // script: sinhala
-    0.001413,  // script: thai
-    0.018362,  // script: lao
+    0.009985,  // script: oriya
+    0.000171,  // script: tamil
+    0.001443,  // script: telugu
+    0.000432,  // script: kannada
+    0.000000,  // script: malayalam
+    0.002613,  // script: sinhala
+    0.001081,  // script: thai
+    0.018036,  // script: lao
     0.000000,  // script: myanmar
     0.000000,  // script: georgian
-    0.018388,  // script: ethiopic
-    0.003221,  // script: khmer
+    0.018403,  // script: ethiopic
+    0.002709,  // script: khmer
     0.000000,  // script: box
-    0.023927,  // script: private_use
+    0.024731,  // script: private_use
     0.000000,  // script: fullwidth
-    0.015212,  // script: greek_upper
-    0.008860,  // script: hebrew_points
+    0.014877,  // script: greek_upper
+    0.008567,  // script: hebrew_points
     0.000000,  // script: arabic_persian
-    0.001405,  // script: arabic_pashto
+    0.002889,  // script: arabic_pashto
     0.000000,  // other: word_starts
-    0.242855,  // other: upper
+    0.249344,  // other: upper
     0.000000,  // other: case_changes
-    0.294721,  // other: digits
-    0.716430,  // other: digit_runs
+    0.382457,  // other: digits
+    0.478556,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.182156,  // other: spaces
+    0.183580,  // other: spaces
     0.000000,  // other: space_runs
-    2.711236,  // other: newlines
-    0.010479,  // other: punct
-    0.560673,  // other: json
-    0.617139,  // other: punct_runs
+    2.651461,  // other: newlines
+    0.055093,  // other: punct
+    0.381750,  // other: json
+    0.505657,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    1.422664,  // other: latin1
+    1.755428,  // other: latin1
     0.000000,  // other: latin_ext
-    0.220214,  // other: other2
-    0.249329,  // other: other3
-    1.685404,  // other: four
-    0.375258,  // other: high_runs
+    0.234502,  // other: other2
+    0.286779,  // other: other3
+    1.680997,  // other: four
+    0.267021,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -1.121212, // other: th_pairs
+    -1.026685, // other: th_pairs
     0.000000,  // other: hangul*cjk/bytes
-    3.543990,  // other: json*lower/bytes
-    1.541807,  // other: lower*space_runs/bytes
-    0.058819,  // other: greek
-    0.080106,  // other: armenian
-    0.084482,  // other: hebrew
-    0.012521,  // other: arabic
-    1.321192,  // other: arabic_ext
-    1.502323,  // other: thaana
-    0.024461,  // other: devanagari
-    0.035200,  // other: bengali
-    0.227186,  // other: gurmukhi
+    3.782045,  // other: json*lower/bytes
+    1.596280,  // other: lower*space_runs/bytes
+    0.066318,  // other: greek
+    0.084034,  // other: armenian
+    0.096189,  // other: hebrew
+    0.021696,  // other: arabic
+    1.299404,  // other: arabic_ext
+    1.506749,  // other: thaana
+    0.005504,  // other: devanagari
+    0.019864,  // other: bengali
+    0.216927,  // other: gurmukhi
     0.000000,  // other: gujarati
-    0.750460,  // other: oriya
-    0.038185,  // other: tamil
-    0.127998,  // other: telugu
-    0.048775,  // other: kannada
-    0.059932,  // other: malayalam
-    0.202239,  // other: sinhala
-    0.104131,  // other: thai
-    1.358031,  // other: lao
+    0.738438,  // other: oriya
+    0.012589,  // other: tamil
+    0.106757,  // other: telugu
+    0.031943,  // other: kannada
+    0.000000,  // other: malayalam
+    0.193277,  // other: sinhala
+    0.079551,  // other: thai
+    1.333887,  // other: lao
     0.000000,  // other: myanmar
     0.000000,  // other: georgian
-    1.359941,  // other: ethiopic
-    0.238212,  // other: khmer
-    0.315926,  // other: box
-    1.821418,  // other: private_use
-    0.686199,  // other: fullwidth
-    1.125162,  // other: greek_upper
-    0.655257,  // other: hebrew_points
+    1.361054,  // other: ethiopic
+    0.200361,  // other: khmer
+    0.355734,  // other: box
+    1.884294,  // other: private_use
+    0.663338,  // other: fullwidth
+    1.100389,  // other: greek_upper
+    0.633596,  // other: hebrew_points
     0.000000,  // other: arabic_persian
-    0.103938,  // other: arabic_pashto
-    0.914196,  // code: word_starts
+    0.213694,  // other: arabic_pashto
+    0.917121,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    1.068208,  // code: digit_runs
+    1.079231,  // code: digit_runs
     0.000000,  // code: alnum_switches
-    0.365624,  // code: long_run
-    0.083346,  // code: long_word
-    0.794758,  // code: consonant_runs
+    0.339962,  // code: long_run
+    0.086628,  // code: long_word
+    0.772717,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.965237,  // code: space_runs
-    0.288932,  // code: newlines
-    0.232227,  // code: punct
-    0.649270,  // code: json
-    0.365705,  // code: punct_runs
+    0.951600,  // code: space_runs
+    0.255833,  // code: newlines
+    0.224666,  // code: punct
+    0.656403,  // code: json
+    0.364954,  // code: punct_runs
     0.000000,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.000000,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    2.485542,  // code: latin1
-    0.507941,  // code: latin_ext
+    2.850192,  // code: latin1
+    0.636096,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    4.284849,  // code: high_runs
+    4.011431,  // code: high_runs
     0.000000,  // code: rare3
-    0.210191,  // code: rare_letters
-    -0.284066, // code: th_pairs
+    0.192734,  // code: rare_letters
+    -0.251243, // code: th_pairs
     0.000000,  // code: hangul*cjk/bytes
-    -0.701759, // code: json*lower/bytes
-    -1.070229, // code: lower*space_runs/bytes
+    -0.719284, // code: json*lower/bytes
+    -1.037968, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
-    0.000000,  // code: hebrew
+    0.000001,  // code: hebrew
     0.000000,  // code: arabic
     0.000000,  // code: arabic_ext
     0.000000,  // code: thaana
@@ -180,7 +180,7 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: kannada
     0.000000,  // code: malayalam
     0.000000,  // code: sinhala
-    0.000009,  // code: thai
+    0.000011,  // code: thai
     0.000000,  // code: lao
     0.000000,  // code: myanmar
     0.000000,  // code: georgian
@@ -188,61 +188,61 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.202692,  // code: fullwidth
+    0.212706,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    0.489163,  // prose: word_starts
-    0.149930,  // prose: upper
-    0.520248,  // prose: case_changes
-    0.233558,  // prose: digits
-    1.210550,  // prose: digit_runs
-    0.029503,  // prose: alnum_switches
+    0.502005,  // prose: word_starts
+    0.134117,  // prose: upper
+    0.563478,  // prose: case_changes
+    0.233607,  // prose: digits
+    1.183734,  // prose: digit_runs
+    0.036037,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.183989,  // prose: long_word
-    0.530273,  // prose: consonant_runs
+    0.179166,  // prose: long_word
+    0.536922,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.152231,  // prose: space_runs
-    1.389698,  // prose: newlines
-    0.069517,  // prose: punct
-    0.624423,  // prose: json
-    0.633149,  // prose: punct_runs
+    0.141137,  // prose: space_runs
+    1.371620,  // prose: newlines
+    0.049156,  // prose: punct
+    0.674579,  // prose: json
+    0.660365,  // prose: punct_runs
     0.000000,  // prose: cjk
-    0.167788,  // prose: kana
+    0.170562,  // prose: kana
     0.000000,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
     0.000000,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    0.710252,  // prose: latin_ext
+    0.706236,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    1.184786,  // prose: four
-    0.588609,  // prose: high_runs
-    3.713441,  // prose: rare3
-    0.775170,  // prose: rare_letters
-    -0.205540, // prose: th_pairs
+    1.206748,  // prose: four
+    0.565070,  // prose: high_runs
+    4.015739,  // prose: rare3
+    0.760452,  // prose: rare_letters
+    -0.240484, // prose: th_pairs
     0.000001,  // prose: hangul*cjk/bytes
-    -1.335691, // prose: json*lower/bytes
-    0.428377,  // prose: lower*space_runs/bytes
+    -1.438057, // prose: json*lower/bytes
+    0.431238,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
-    0.000001,  // prose: armenian
-    0.000000,  // prose: hebrew
-    0.000001,  // prose: arabic
-    0.000000,  // prose: arabic_ext
+    0.000002,  // prose: armenian
+    0.000356,  // prose: hebrew
+    0.000002,  // prose: arabic
+    0.000001,  // prose: arabic_ext
     0.000000,  // prose: thaana
     0.000000,  // prose: devanagari
     0.000000,  // prose: bengali
     0.000000,  // prose: gurmukhi
     0.000000,  // prose: gujarati
     0.000000,  // prose: oriya
-    0.000067,  // prose: tamil
+    0.000081,  // prose: tamil
     0.000000,  // prose: telugu
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000334,  // prose: thai
+    0.000412,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000000,  // prose: georgian
@@ -250,7 +250,7 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    10.275331, // prose: fullwidth
+    10.806481, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
@@ -259,166 +259,166 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; INPUT_COUNT] = [
-    0.364356,  // script: word_starts
-    0.036864,  // script: upper
+    0.457970,  // script: word_starts
+    0.085909,  // script: upper
     0.000000,  // script: case_changes
-    0.279749,  // script: digits
-    0.744882,  // script: digit_runs
-    1.222328,  // script: alnum_switches
+    0.208635,  // script: digits
+    0.872245,  // script: digit_runs
+    1.297548,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.175319,  // script: long_word
-    0.034859,  // script: consonant_runs
-    0.366588,  // script: spaces
+    0.080490,  // script: long_word
+    0.060723,  // script: consonant_runs
+    0.344422,  // script: spaces
     0.000000,  // script: space_runs
-    0.956372,  // script: newlines
-    0.497975,  // script: punct
-    0.353302,  // script: json
-    0.390091,  // script: punct_runs
-    0.710931,  // script: cjk
-    0.880802,  // script: kana
-    0.477292,  // script: hangul
-    0.301166,  // script: cyrillic
-    3.249247,  // script: cyrillic_ext
-    0.780301,  // script: cyrillic_upper
+    0.905702,  // script: newlines
+    0.505024,  // script: punct
+    0.398062,  // script: json
+    0.254094,  // script: punct_runs
+    0.691357,  // script: cjk
+    0.857772,  // script: kana
+    0.440946,  // script: hangul
+    0.299639,  // script: cyrillic
+    3.083484,  // script: cyrillic_ext
+    0.792351,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.028327,  // script: latin_ext
+    0.035767,  // script: latin_ext
     0.000000,  // script: other2
-    2.533995,  // script: other3
-    3.397327,  // script: four
-    0.517821,  // script: high_runs
-    1.538779,  // script: rare3
-    0.529752,  // script: rare_letters
-    -0.640269, // script: th_pairs
-    5.304616,  // script: hangul*cjk/bytes
-    0.185698,  // script: json*lower/bytes
-    0.647368,  // script: lower*space_runs/bytes
+    2.393546,  // script: other3
+    4.318696,  // script: four
+    0.534286,  // script: high_runs
+    1.614809,  // script: rare3
+    0.625817,  // script: rare_letters
+    -0.828811, // script: th_pairs
+    4.887142,  // script: hangul*cjk/bytes
+    1.003433,  // script: json*lower/bytes
+    0.514477,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.017951,  // script: armenian
-    0.004595,  // script: hebrew
+    0.017939,  // script: armenian
+    0.004485,  // script: hebrew
     0.000000,  // script: arabic
-    0.027090,  // script: arabic_ext
-    0.015130,  // script: thaana
-    0.007133,  // script: devanagari
-    0.010627,  // script: bengali
-    0.017121,  // script: gurmukhi
-    0.017103,  // script: gujarati
-    0.028833,  // script: oriya
-    0.011755,  // script: tamil
-    0.017953,  // script: telugu
-    0.018057,  // script: kannada
-    0.015480,  // script: malayalam
-    0.019515,  // script: sinhala
-    0.004495,  // script: thai
-    0.018541,  // script: lao
+    0.026524,  // script: arabic_ext
+    0.015223,  // script: thaana
+    0.007198,  // script: devanagari
+    0.010380,  // script: bengali
+    0.017358,  // script: gurmukhi
+    0.017451,  // script: gujarati
+    0.029175,  // script: oriya
+    0.011816,  // script: tamil
+    0.018243,  // script: telugu
+    0.018271,  // script: kannada
+    0.015709,  // script: malayalam
+    0.019864,  // script: sinhala
+    0.004775,  // script: thai
+    0.018910,  // script: lao
     0.000000,  // script: myanmar
-    0.019430,  // script: georgian
-    0.027869,  // script: ethiopic
-    0.015535,  // script: khmer
+    0.019614,  // script: georgian
+    0.028370,  // script: ethiopic
+    0.015756,  // script: khmer
     0.000000,  // script: box
-    0.027660,  // script: private_use
+    0.027239,  // script: private_use
     0.000000,  // script: fullwidth
-    0.018293,  // script: greek_upper
-    0.026473,  // script: hebrew_points
-    0.000740,  // script: arabic_persian
-    0.015624,  // script: arabic_pashto
+    0.016894,  // script: greek_upper
+    0.026963,  // script: hebrew_points
+    0.000495,  // script: arabic_persian
+    0.015944,  // script: arabic_pashto
     0.000000,  // other: word_starts
-    0.434772,  // other: upper
-    0.356484,  // other: case_changes
-    0.719613,  // other: digits
+    0.449895,  // other: upper
+    0.319707,  // other: case_changes
+    0.751570,  // other: digits
     0.000000,  // other: digit_runs
-    1.007677,  // other: alnum_switches
+    1.092573,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.074637,  // other: spaces
-    0.188123,  // other: space_runs
-    1.471390,  // other: newlines
-    0.819577,  // other: punct
-    0.637645,  // other: json
+    0.069030,  // other: spaces
+    0.135181,  // other: space_runs
+    1.355651,  // other: newlines
+    0.795185,  // other: punct
+    0.887843,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
-    0.000698,  // other: cyrillic_ext
-    0.012495,  // other: cyrillic_upper
-    0.528095,  // other: latin1
-    0.146335,  // other: latin_ext
-    0.716699,  // other: other2
-    0.580355,  // other: other3
-    2.890761,  // other: four
-    0.433364,  // other: high_runs
+    0.000454,  // other: cyrillic_ext
+    0.023333,  // other: cyrillic_upper
+    0.602438,  // other: latin1
+    0.167880,  // other: latin_ext
+    0.717323,  // other: other2
+    0.560883,  // other: other3
+    2.895289,  // other: four
+    0.476204,  // other: high_runs
     0.000000,  // other: rare3
-    0.000000,  // other: rare_letters
-    0.274864,  // other: th_pairs
-    -0.000000, // other: hangul*cjk/bytes
-    4.711381,  // other: json*lower/bytes
-    1.246393,  // other: lower*space_runs/bytes
-    0.208368,  // other: greek
-    1.327620,  // other: armenian
-    0.339818,  // other: hebrew
+    0.040081,  // other: rare_letters
+    0.166471,  // other: th_pairs
+    0.000000,  // other: hangul*cjk/bytes
+    2.641522,  // other: json*lower/bytes
+    1.561622,  // other: lower*space_runs/bytes
+    0.206150,  // other: greek
+    1.326697,  // other: armenian
+    0.331456,  // other: hebrew
     0.000000,  // other: arabic
-    2.003503,  // other: arabic_ext
-    1.118990,  // other: thaana
-    0.527520,  // other: devanagari
-    0.785930,  // other: bengali
-    1.266256,  // other: gurmukhi
-    1.264904,  // other: gujarati
-    2.132382,  // other: oriya
-    0.869306,  // other: tamil
-    1.327722,  // other: telugu
-    1.335447,  // other: kannada
-    1.144835,  // other: malayalam
-    1.443316,  // other: sinhala
-    0.332386,  // other: thai
-    1.371209,  // other: lao
+    1.961623,  // other: arabic_ext
+    1.125853,  // other: thaana
+    0.532361,  // other: devanagari
+    0.767686,  // other: bengali
+    1.283777,  // other: gurmukhi
+    1.290606,  // other: gujarati
+    2.157735,  // other: oriya
+    0.873887,  // other: tamil
+    1.349222,  // other: telugu
+    1.351256,  // other: kannada
+    1.161776,  // other: malayalam
+    1.469057,  // other: sinhala
+    0.353040,  // other: thai
+    1.398553,  // other: lao
     0.000000,  // other: myanmar
-    1.436977,  // other: georgian
-    2.061091,  // other: ethiopic
-    1.148904,  // other: khmer
+    1.450607,  // other: georgian
+    2.098199,  // other: ethiopic
+    1.165305,  // other: khmer
     0.000000,  // other: box
-    2.120569,  // other: private_use
-    0.639788,  // other: fullwidth
-    1.352595,  // other: greek_upper
-    1.957880,  // other: hebrew_points
-    0.054758,  // other: arabic_persian
-    1.155507,  // other: arabic_pashto
-    0.905845,  // code: word_starts
+    2.085887,  // other: private_use
+    0.669826,  // other: fullwidth
+    1.249130,  // other: greek_upper
+    1.994105,  // other: hebrew_points
+    0.036599,  // other: arabic_persian
+    1.179190,  // other: arabic_pashto
+    0.878777,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    1.041550,  // code: digit_runs
-    0.066969,  // code: alnum_switches
-    0.430948,  // code: long_run
-    0.021968,  // code: long_word
-    0.705278,  // code: consonant_runs
+    1.035044,  // code: digit_runs
+    0.124322,  // code: alnum_switches
+    0.327126,  // code: long_run
+    0.048969,  // code: long_word
+    0.584313,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.965416,  // code: space_runs
-    0.289102,  // code: newlines
-    0.202569,  // code: punct
-    0.608916,  // code: json
-    0.408094,  // code: punct_runs
-    0.582896,  // code: cjk
+    0.906873,  // code: space_runs
+    0.161796,  // code: newlines
+    0.188685,  // code: punct
+    0.603836,  // code: json
+    0.442387,  // code: punct_runs
+    0.807460,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.005926,  // code: cyrillic_ext
-    0.015762,  // code: cyrillic_upper
-    9.057417,  // code: latin1
-    0.488159,  // code: latin_ext
+    0.004419,  // code: cyrillic_ext
+    0.274902,  // code: cyrillic_upper
+    9.108580,  // code: latin1
+    0.941361,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    3.902953,  // code: high_runs
-    0.871388,  // code: rare3
-    0.159743,  // code: rare_letters
-    0.373570,  // code: th_pairs
-    -0.000000, // code: hangul*cjk/bytes
-    -0.666272, // code: json*lower/bytes
-    -1.055406, // code: lower*space_runs/bytes
+    2.962885,  // code: high_runs
+    2.871222,  // code: rare3
+    0.137430,  // code: rare_letters
+    0.427151,  // code: th_pairs
+    0.000000,  // code: hangul*cjk/bytes
+    -0.673350, // code: json*lower/bytes
+    -0.908035, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
-    0.000000,  // code: hebrew
+    0.000001,  // code: hebrew
     0.000000,  // code: arabic
     0.000000,  // code: arabic_ext
     0.000000,  // code: thaana
@@ -432,7 +432,7 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: kannada
     0.000000,  // code: malayalam
     0.000000,  // code: sinhala
-    0.000002,  // code: thai
+    0.000003,  // code: thai
     0.000000,  // code: lao
     0.000000,  // code: myanmar
     0.000000,  // code: georgian
@@ -440,47 +440,47 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.204437,  // code: fullwidth
-    0.000013,  // code: greek_upper
+    0.201945,  // code: fullwidth
+    0.000014,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    0.431965,  // prose: word_starts
-    0.118453,  // prose: upper
-    0.146952,  // prose: case_changes
-    0.135140,  // prose: digits
-    1.489530,  // prose: digit_runs
-    0.035736,  // prose: alnum_switches
+    0.530278,  // prose: word_starts
+    0.078069,  // prose: upper
+    0.266626,  // prose: case_changes
+    0.168351,  // prose: digits
+    1.360492,  // prose: digit_runs
+    0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.259672,  // prose: long_word
-    0.807886,  // prose: consonant_runs
+    0.227183,  // prose: long_word
+    0.863663,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.111489,  // prose: space_runs
-    1.348103,  // prose: newlines
+    0.005460,  // prose: space_runs
+    1.257310,  // prose: newlines
     0.000000,  // prose: punct
-    1.078171,  // prose: json
-    0.560519,  // prose: punct_runs
-    0.137374,  // prose: cjk
-    1.104832,  // prose: kana
+    1.365212,  // prose: json
+    0.545476,  // prose: punct_runs
+    0.248808,  // prose: cjk
+    1.317246,  // prose: kana
     0.000000,  // prose: hangul
-    0.118520,  // prose: cyrillic
-    0.097662,  // prose: cyrillic_ext
-    2.448434,  // prose: cyrillic_upper
-    0.575163,  // prose: latin1
-    1.727931,  // prose: latin_ext
+    0.262933,  // prose: cyrillic
+    0.062935,  // prose: cyrillic_ext
+    3.796712,  // prose: cyrillic_upper
+    0.674271,  // prose: latin1
+    1.825939,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.319350,  // prose: four
-    0.180088,  // prose: high_runs
-    5.046496,  // prose: rare3
-    1.012726,  // prose: rare_letters
-    -1.229102, // prose: th_pairs
-    -0.000000, // prose: hangul*cjk/bytes
-    -2.254166, // prose: json*lower/bytes
-    0.807636,  // prose: lower*space_runs/bytes
+    2.444340,  // prose: four
+    0.000000,  // prose: high_runs
+    5.468406,  // prose: rare3
+    0.965060,  // prose: rare_letters
+    -1.407445, // prose: th_pairs
+    0.000000,  // prose: hangul*cjk/bytes
+    -2.634689, // prose: json*lower/bytes
+    0.831639,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
-    0.000001,  // prose: hebrew
+    0.000221,  // prose: hebrew
     0.000001,  // prose: arabic
     0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
@@ -489,21 +489,21 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: gurmukhi
     0.000000,  // prose: gujarati
     0.000000,  // prose: oriya
-    0.000029,  // prose: tamil
+    0.000025,  // prose: tamil
     0.000000,  // prose: telugu
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000072,  // prose: thai
+    0.000109,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
-    0.000002,  // prose: georgian
+    0.000003,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    12.371205, // prose: fullwidth
-    0.000289,  // prose: greek_upper
+    12.682183, // prose: fullwidth
+    0.000319,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
@@ -511,163 +511,163 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
-    0.629088,  // script: word_starts
-    0.086113,  // script: upper
+    0.668409,  // script: word_starts
+    0.107612,  // script: upper
     0.000000,  // script: case_changes
     0.000000,  // script: digits
-    0.897153,  // script: digit_runs
-    1.826081,  // script: alnum_switches
+    0.943012,  // script: digit_runs
+    1.526261,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.302231,  // script: long_word
-    0.000000,  // script: consonant_runs
+    0.274464,  // script: long_word
+    0.081502,  // script: consonant_runs
     0.000000,  // script: spaces
-    0.503773,  // script: space_runs
-    1.371217,  // script: newlines
-    0.554800,  // script: punct
+    0.460374,  // script: space_runs
+    1.213413,  // script: newlines
+    0.497614,  // script: punct
     0.000000,  // script: json
-    0.446142,  // script: punct_runs
-    0.626874,  // script: cjk
-    0.831817,  // script: kana
-    0.647009,  // script: hangul
-    0.404956,  // script: cyrillic
-    2.238663,  // script: cyrillic_ext
-    0.661277,  // script: cyrillic_upper
+    0.509822,  // script: punct_runs
+    0.590309,  // script: cjk
+    0.833041,  // script: kana
+    0.625939,  // script: hangul
+    0.386163,  // script: cyrillic
+    2.197282,  // script: cyrillic_ext
+    0.723162,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.051390,  // script: latin_ext
+    0.052871,  // script: latin_ext
     0.000000,  // script: other2
     0.000000,  // script: other3
-    4.363665,  // script: four
-    0.427274,  // script: high_runs
-    1.617727,  // script: rare3
+    5.920904,  // script: four
+    0.529645,  // script: high_runs
+    1.555812,  // script: rare3
     0.000000,  // script: rare_letters
-    -1.189253, // script: th_pairs
-    1.846551,  // script: hangul*cjk/bytes
-    1.630117,  // script: json*lower/bytes
-    0.010310,  // script: lower*space_runs/bytes
+    -1.074529, // script: th_pairs
+    3.266742,  // script: hangul*cjk/bytes
+    1.675805,  // script: json*lower/bytes
+    -0.050125, // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.015343,  // script: armenian
+    0.015356,  // script: armenian
     0.000000,  // script: hebrew
-    0.000427,  // script: arabic
-    0.021485,  // script: arabic_ext
-    0.012761,  // script: thaana
-    0.005214,  // script: devanagari
-    0.014100,  // script: bengali
-    0.028628,  // script: gurmukhi
-    0.028650,  // script: gujarati
-    0.026410,  // script: oriya
-    0.015309,  // script: tamil
-    0.018992,  // script: telugu
-    0.018957,  // script: kannada
-    0.020751,  // script: malayalam
-    0.010719,  // script: sinhala
-    0.012793,  // script: thai
-    0.026031,  // script: lao
+    0.000390,  // script: arabic
+    0.021315,  // script: arabic_ext
+    0.012983,  // script: thaana
+    0.005076,  // script: devanagari
+    0.014066,  // script: bengali
+    0.028643,  // script: gurmukhi
+    0.028701,  // script: gujarati
+    0.026491,  // script: oriya
+    0.015321,  // script: tamil
+    0.019005,  // script: telugu
+    0.018872,  // script: kannada
+    0.020634,  // script: malayalam
+    0.010820,  // script: sinhala
+    0.012749,  // script: thai
+    0.026229,  // script: lao
     0.000000,  // script: myanmar
-    0.005475,  // script: georgian
-    0.023658,  // script: ethiopic
-    0.029442,  // script: khmer
+    0.005259,  // script: georgian
+    0.023982,  // script: ethiopic
+    0.029452,  // script: khmer
     0.000000,  // script: box
-    0.028846,  // script: private_use
-    1.363365,  // script: fullwidth
-    0.016803,  // script: greek_upper
-    0.025769,  // script: hebrew_points
-    0.004269,  // script: arabic_persian
-    0.008378,  // script: arabic_pashto
-    1.048072,  // other: word_starts
-    0.056996,  // other: upper
-    0.932099,  // other: case_changes
+    0.028304,  // script: private_use
+    2.151061,  // script: fullwidth
+    0.015559,  // script: greek_upper
+    0.026150,  // script: hebrew_points
+    0.003698,  // script: arabic_persian
+    0.010049,  // script: arabic_pashto
+    1.106403,  // other: word_starts
+    0.096324,  // other: upper
+    0.998223,  // other: case_changes
     0.000000,  // other: digits
-    1.151674,  // other: digit_runs
+    1.222339,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
-    0.050825,  // other: consonant_runs
-    0.079358,  // other: spaces
-    0.271675,  // other: space_runs
-    1.504667,  // other: newlines
-    0.021856,  // other: punct
-    0.533208,  // other: json
-    0.772291,  // other: punct_runs
+    0.000000,  // other: consonant_runs
+    0.066413,  // other: spaces
+    0.208539,  // other: space_runs
+    1.261924,  // other: newlines
+    0.000000,  // other: punct
+    0.550401,  // other: json
+    0.802424,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
-    0.008531,  // other: cyrillic_upper
-    2.750886,  // other: latin1
-    0.111038,  // other: latin_ext
-    0.830534,  // other: other2
-    0.838870,  // other: other3
-    2.503203,  // other: four
-    0.906901,  // other: high_runs
+    0.021276,  // other: cyrillic_upper
+    2.837322,  // other: latin1
+    0.215842,  // other: latin_ext
+    0.829016,  // other: other2
+    0.836707,  // other: other3
+    2.490558,  // other: four
+    0.994794,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -0.037989, // other: th_pairs
+    -0.042689, // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    -2.762551, // other: json*lower/bytes
-    -0.787487, // other: lower*space_runs/bytes
-    0.285309,  // other: greek
-    1.134726,  // other: armenian
+    -2.751864, // other: json*lower/bytes
+    -0.709416, // other: lower*space_runs/bytes
+    0.282899,  // other: greek
+    1.135720,  // other: armenian
     0.000000,  // other: hebrew
-    0.031547,  // other: arabic
-    1.588984,  // other: arabic_ext
-    0.943759,  // other: thaana
-    0.385614,  // other: devanagari
-    1.042802,  // other: bengali
-    2.117236,  // other: gurmukhi
-    2.118860,  // other: gujarati
-    1.953205,  // other: oriya
-    1.132217,  // other: tamil
-    1.404574,  // other: telugu
-    1.401978,  // other: kannada
-    1.534688,  // other: malayalam
-    0.792751,  // other: sinhala
-    0.946068,  // other: thai
-    1.925200,  // other: lao
+    0.028829,  // other: arabic
+    1.576393,  // other: arabic_ext
+    0.960215,  // other: thaana
+    0.375376,  // other: devanagari
+    1.040291,  // other: bengali
+    2.118359,  // other: gurmukhi
+    2.122631,  // other: gujarati
+    1.959219,  // other: oriya
+    1.133126,  // other: tamil
+    1.405565,  // other: telugu
+    1.395760,  // other: kannada
+    1.526018,  // other: malayalam
+    0.800214,  // other: sinhala
+    0.942770,  // other: thai
+    1.939825,  // other: lao
     0.000000,  // other: myanmar
-    0.404904,  // other: georgian
-    1.749681,  // other: ethiopic
-    2.177491,  // other: khmer
+    0.388953,  // other: georgian
+    1.773640,  // other: ethiopic
+    2.178213,  // other: khmer
     0.000000,  // other: box
-    2.143029,  // other: private_use
-    0.068090,  // other: fullwidth
-    1.242726,  // other: greek_upper
-    1.905824,  // other: hebrew_points
-    0.315737,  // other: arabic_persian
-    0.619595,  // other: arabic_pashto
-    1.094079,  // code: word_starts
-    0.106067,  // code: upper
+    2.103999,  // other: private_use
+    0.049190,  // other: fullwidth
+    1.150697,  // other: greek_upper
+    1.933950,  // other: hebrew_points
+    0.273496,  // other: arabic_persian
+    0.743177,  // other: arabic_pashto
+    1.042413,  // code: word_starts
+    0.110920,  // code: upper
     0.000000,  // code: case_changes
-    0.000000,  // code: digits
-    0.683115,  // code: digit_runs
-    0.326241,  // code: alnum_switches
-    0.394063,  // code: long_run
+    0.059194,  // code: digits
+    0.496886,  // code: digit_runs
+    0.428538,  // code: alnum_switches
+    0.357117,  // code: long_run
     0.000000,  // code: long_word
-    0.439108,  // code: consonant_runs
+    0.294044,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.188150,  // code: space_runs
-    0.730444,  // code: newlines
-    0.175883,  // code: punct
-    0.451498,  // code: json
-    0.847311,  // code: punct_runs
-    6.075642,  // code: cjk
+    0.202847,  // code: space_runs
+    0.579984,  // code: newlines
+    0.142983,  // code: punct
+    0.375653,  // code: json
+    0.945815,  // code: punct_runs
+    7.579551,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.000847,  // code: cyrillic_ext
+    0.000137,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    6.962837,  // code: latin1
-    1.678290,  // code: latin_ext
+    10.651968, // code: latin1
+    1.574755,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    2.461367,  // code: high_runs
-    1.710411,  // code: rare3
-    0.547170,  // code: rare_letters
-    0.129843,  // code: th_pairs
+    1.636170,  // code: high_runs
+    3.513546,  // code: rare3
+    0.305088,  // code: rare_letters
+    0.269355,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.549553, // code: json*lower/bytes
-    -0.167643, // code: lower*space_runs/bytes
+    -0.460248, // code: json*lower/bytes
+    -0.078421, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -692,48 +692,48 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.243224,  // code: fullwidth
+    0.431371,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    1.002207,  // prose: word_starts
-    0.016349,  // prose: upper
+    1.038195,  // prose: word_starts
+    0.000000,  // prose: upper
     0.000000,  // prose: case_changes
-    0.157722,  // prose: digits
-    1.019200,  // prose: digit_runs
+    0.163277,  // prose: digits
+    0.965695,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.302842,  // prose: long_word
-    0.924903,  // prose: consonant_runs
+    0.288707,  // prose: long_word
+    0.999270,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    1.191549,  // prose: newlines
+    1.036867,  // prose: newlines
     0.000000,  // prose: punct
-    0.577674,  // prose: json
-    0.634653,  // prose: punct_runs
-    0.266278,  // prose: cjk
-    1.293651,  // prose: kana
+    0.725222,  // prose: json
+    0.613467,  // prose: punct_runs
+    0.522089,  // prose: cjk
+    1.476515,  // prose: kana
     0.000000,  // prose: hangul
-    0.375735,  // prose: cyrillic
+    0.567842,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
-    1.680480,  // prose: cyrillic_upper
+    3.527537,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.292630,  // prose: latin_ext
+    2.503623,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.697943,  // prose: four
-    0.212942,  // prose: high_runs
-    2.661805,  // prose: rare3
-    1.033608,  // prose: rare_letters
-    -2.612549, // prose: th_pairs
+    2.980826,  // prose: four
+    0.000000,  // prose: high_runs
+    2.826690,  // prose: rare3
+    0.973830,  // prose: rare_letters
+    -2.764509, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -1.944581, // prose: json*lower/bytes
-    0.604043,  // prose: lower*space_runs/bytes
+    -2.093910, // prose: json*lower/bytes
+    0.544827,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000000,  // prose: hebrew
-    0.000001,  // prose: arabic
+    0.000002,  // prose: arabic
     0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
     0.000000,  // prose: devanagari
@@ -741,20 +741,20 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // prose: gurmukhi
     0.000000,  // prose: gujarati
     0.000000,  // prose: oriya
-    0.000003,  // prose: tamil
+    0.000004,  // prose: tamil
     0.000000,  // prose: telugu
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000059,  // prose: thai
+    0.000076,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000000,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.066436,  // prose: box
+    0.221593,  // prose: box
     0.000000,  // prose: private_use
-    13.121440, // prose: fullwidth
+    13.954393, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
