@@ -111,10 +111,20 @@ export declare class ContextTracker {
    * (`null` is absent), or no count at all, is an invalid argument.
    */
   recordUsageJson(usageJson: string, covered?: number | undefined | null): void
-  /** The online correction factor (usage / estimate, clamped). */
+  /** The current model's online correction factor (usage / estimate, clamped). */
   get correction(): number
-  /** Overrides the correction factor (e.g. restored from a previous session). */
+  /** Overrides the current model's correction factor (e.g. restored from a previous session). */
   set correction(correction: number)
+  /** The model whose correction factor applies ('' until set). */
+  get model(): string
+  /**
+   * Selects the model the next requests go to: each model learns its own correction factor
+   * (one selected before gets its factor back, a new one starts from the current factor);
+   * usage recorded before stays, but is no longer exact.
+   */
+  set model(model: string)
+  /** The correction factor `model` learned, or null if it was never selected. */
+  correctionFor(model: string): number | null
   /** The context's size now. */
   tokens(): TokenCount
   /** Bytes run through the estimator so far (a work counter: O(new bytes) per turn). */

@@ -730,8 +730,20 @@ export declare class ContextTracker {
    * (`NaN` and `Infinity` included; `null` is absent) or no count at all.
    */
   recordUsage(usage: Record<string, unknown>, covered?: number | null): void
-  /** The online correction factor (usage / estimate, clamped); settable, e.g. restored from a previous session. */
+  /**
+   * The current model's online correction factor (usage / estimate, clamped); settable, e.g.
+   * restored from a previous session.
+   */
   correction: number
+  /**
+   * The model whose correction factor applies ('' until set). Setting it selects the model the
+   * next requests go to: each model learns its own factor; one selected before gets its factor
+   * back, a new one starts from the current factor; usage recorded before stays, but `tokens()`
+   * no longer calls it exact. Throws an InvalidArgumentError for anything but a string.
+   */
+  model: string
+  /** The correction factor `model` learned, or null if it was never selected. */
+  correctionFor(model: string): number | null
   /** The context's size now. */
   tokens(): TokenCount
   /** Bytes run through the estimator so far (a work counter). */

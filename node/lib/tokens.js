@@ -153,6 +153,20 @@ class ContextTracker {
       this.#native.correction = value
     })
   }
+  get model() {
+    return this.#native.model
+  }
+  /** Selects the model the next requests go to (each model learns its own correction). */
+  set model(value) {
+    if (typeof value !== 'string') throw new InvalidArgumentError('model must be a string')
+    callNative(() => {
+      this.#native.model = value
+    })
+  }
+  correctionFor(model) {
+    if (typeof model !== 'string') throw new InvalidArgumentError('correctionFor expects a model name (a string)')
+    return callNative(() => this.#native.correctionFor(model))
+  }
   /** { tokens, method: 'exact' | 'usage+estimate' | 'estimate' } */
   tokens() {
     return callNative(() => this.#native.tokens())

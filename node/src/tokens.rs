@@ -367,13 +367,13 @@ impl NativeContextTracker {
         })
     }
 
-    /// The online correction factor (usage / estimate, clamped).
+    /// The current model's online correction factor (usage / estimate, clamped).
     #[napi(getter)]
     pub fn correction(&self) -> napi::Result<f64> {
         guard::sync(|| Ok(self.inner.correction()))
     }
 
-    /// Overrides the correction factor (e.g. restored from a previous session).
+    /// Overrides the current model's correction factor (e.g. restored from a previous session).
     #[napi(setter)]
     pub fn set_correction(&mut self, correction: f64) -> napi::Result<()> {
         guard::sync(|| {
@@ -381,6 +381,29 @@ impl NativeContextTracker {
                 .set_correction(correction)
                 .map_err(|error| FerroloopError::invalid_argument(error.to_string()).into())
         })
+    }
+
+    /// The model whose correction factor applies ('' until set).
+    #[napi(getter)]
+    pub fn model(&self) -> napi::Result<String> {
+        guard::sync(|| Ok(self.inner.model().to_owned()))
+    }
+
+    /// Selects the model the next requests go to: each model learns its own correction factor
+    /// (one selected before gets its factor back, a new one starts from the current factor);
+    /// usage recorded before stays, but is no longer exact.
+    #[napi(setter)]
+    pub fn set_model(&mut self, model: String) -> napi::Result<()> {
+        guard::sync(|| {
+            self.inner.set_model(&model);
+            Ok(())
+        })
+    }
+
+    /// The correction factor `model` learned, or null if it was never selected.
+    #[napi]
+    pub fn correction_for(&self, model: String) -> napi::Result<Option<f64>> {
+        guard::sync(|| Ok(self.inner.correction_for(&model)))
     }
 
     /// The context's size now.

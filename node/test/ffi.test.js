@@ -70,7 +70,12 @@ const calls = {
   'ContextTracker.correction=': (o) => {
     o.correction = 1
   },
+  'ContextTracker.correctionFor': (o) => o.correctionFor('m'),
   'ContextTracker.length': (o) => o.length,
+  'ContextTracker.model': (o) => o.model,
+  'ContextTracker.model=': (o) => {
+    o.model = 'm'
+  },
   'ContextTracker.tokenizer': (o) => o.tokenizer,
   'ContextTracker.pushMessageJson': (o) => o.pushMessageJson('{"role": "user", "content": "x"}'),
   'ContextTracker.recordUsageJson': (o) => o.recordUsageJson('{"input_tokens": 1}', 0),

@@ -169,6 +169,37 @@ function noVocabulary(family) {
     err.message === `no exact offline tokenizer for ${family} (exact counting supports o200k and cl100k)`
 }
 
+test('ContextTracker: each model learns its own correction, as in Python and C', () => {
+  // One factor per tracker mixed the usage of every model a conversation went to (a fallback
+  // after an overload): the second model's estimates were priced with the first one's usage.
+  const tracker = new ContextTracker()
+  assert.equal(tracker.model, '')
+  tracker.model = 'model-a'
+  tracker.pushMessage({ role: 'user', content: 'What is in the repo? '.repeat(100) })
+  const raw = tracker.tokens().tokens
+  const high = Math.floor((raw * 14) / 10)
+  for (let i = 0; i < 20; i++) tracker.recordUsage({ input_tokens: high })
+  const a = tracker.correction
+  assert.ok(a > 1.35 && a <= 1.4, `${a}`)
+  assert.deepEqual(tracker.tokens(), { tokens: high, method: 'exact' })
+  // A new model starts from the current factor; the first model's count is kept, not exact.
+  tracker.model = 'model-b'
+  assert.equal(tracker.model, 'model-b')
+  assert.equal(tracker.correction, a)
+  assert.deepEqual(tracker.tokens(), { tokens: high, method: 'usage+estimate' })
+  for (let i = 0; i < 20; i++) tracker.recordUsage({ input_tokens: Math.floor((raw * 9) / 10) })
+  assert.ok(tracker.correction > 0.85 && tracker.correction < 0.95, `${tracker.correction}`)
+  assert.equal(tracker.correctionFor('model-a'), a)
+  assert.equal(tracker.correctionFor('model-c'), null)
+  tracker.model = 'model-a'
+  assert.equal(tracker.correction, a)
+  assert.throws(() => {
+    tracker.model = 3
+  }, InvalidArgumentError)
+  assert.throws(() => tracker.correctionFor(undefined), InvalidArgumentError)
+  assert.equal(tracker.model, 'model-a')
+})
+
 test('countTokens counts exactly for o200k and cl100k; other families are UnsupportedError', { skip: !ferroloop.hasExactCounting() && 'built without the cargo feature `exact`' }, () => {
   assert.equal(ferroloop.hasExactCounting(), true)
   assert.equal(ferroloop.countTokens('hello world', 'o200k'), 2)

@@ -254,11 +254,21 @@ class ContextTracker:
         ``TokenCount``)."""
     @property
     def correction(self) -> float:
-        """The learned correction factor applied to estimates; settable (e.g. restored from an
-        earlier session with the same model; clamped to 0.8..1.6; ``ValueError`` unless
-        positive and finite)."""
+        """The current model's learned correction factor applied to estimates; settable (e.g.
+        restored from an earlier session with the same model; clamped to 0.8..1.6;
+        ``ValueError`` unless positive and finite)."""
     @correction.setter
     def correction(self, value: float) -> None: ...
+    @property
+    def model(self) -> str:
+        """The model whose correction factor applies (``""`` until set). Setting it selects the
+        model the next requests go to: each model learns its own factor; one selected before
+        gets its factor back, a new one starts from the current factor; usage recorded before
+        stays, but ``tokens()`` no longer calls it exact."""
+    @model.setter
+    def model(self, value: str) -> None: ...
+    def correction_for(self, model: str) -> Optional[float]:
+        """The correction factor ``model`` learned, or ``None`` if it was never selected."""
     @property
     def bytes_estimated(self) -> int:
         """Total bytes fed to the estimator so far (unchanged messages cost nothing again)."""

@@ -434,7 +434,7 @@ impl PyContextTracker {
         })
     }
 
-    /// The learned correction factor applied to estimates.
+    /// The current model's learned correction factor applied to estimates.
     #[getter]
     fn correction(slf: &Bound<'_, Self>) -> PyResult<f64> {
         Ok(shared(slf, TRACKER)?.tracker.correction())
@@ -451,6 +451,30 @@ impl PyContextTracker {
                 .set_correction(correction)
                 .map_err(|error| PyValueError::new_err(error.to_string()))
         })
+    }
+
+    /// The model whose correction factor applies; setting it selects the model the next
+    /// requests go to (each model learns its own factor). `""` until set.
+    #[getter]
+    fn model(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Ok(shared(slf, TRACKER)?.tracker.model().to_owned())
+    }
+
+    /// Selects a model (see the getter): one selected before gets its factor back, a new one
+    /// starts from the current factor; usage recorded before the selection stays but is no
+    /// longer exact.
+    #[setter]
+    fn set_model(slf: &Bound<'_, Self>, model: &str) -> PyResult<()> {
+        let py = slf.py();
+        shield(py, "ContextTracker.model", || {
+            exclusive(slf, TRACKER)?.tracker.set_model(model);
+            Ok(())
+        })
+    }
+
+    /// The correction factor `model` learned, or `None` if it was never selected.
+    fn correction_for(slf: &Bound<'_, Self>, model: &str) -> PyResult<Option<f64>> {
+        Ok(shared(slf, TRACKER)?.tracker.correction_for(model))
     }
 
     /// Total bytes fed to the estimator so far (unchanged messages cost nothing again).

@@ -108,6 +108,7 @@ async def s_tracker(method: str) -> Call:
         "record_usage": lambda: tracker.record_usage({"input_tokens": 1, "output_tokens": 1}),
         "tokens": tracker.tokens,
         "correction": lambda: setattr(tracker, "correction", 1.2),
+        "model": lambda: setattr(tracker, "model", "m"),
     }
     return calls[method]
 
@@ -201,7 +202,7 @@ ENTRY_POINTS: dict[str, Setup] = {
     "ContextBudget.for_model": s_budget_for_model,
     **{
         f"ContextTracker.{m}": bind(s_tracker, m)
-        for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens", "correction"]
+        for m in ["__init__", "set_system", "set_tools", "push_message", "replace_messages", "truncate", "record_usage", "tokens", "correction", "model"]
     },
     **{f"TextEstimator.{m}": bind(s_text_estimator, m) for m in ["__init__", "feed", "estimate"]},
     **{f"ToolExecutor.{m}": bind(s_executor, m) for m in ["__init__", "register", "run", "turn"]},

@@ -283,6 +283,35 @@ def test_context_tracker_correction_can_be_restored_and_work_is_counted_like_nod
     assert tracker.bytes_estimated == estimated
 
 
+def test_each_model_learns_its_own_correction_like_node_and_c() -> None:
+    # One factor per tracker mixed the usage of every model a conversation went to (a fallback
+    # after an overload): the second model's estimates were priced with the first one's usage.
+    tracker = ferroloop.ContextTracker()
+    assert tracker.model == ""
+    tracker.model = "model-a"
+    tracker.push_message({"role": "user", "content": "What is in the repo? " * 100})
+    raw = tracker.tokens()["tokens"]
+    for _ in range(20):
+        tracker.record_usage({"input_tokens": raw * 14 // 10})
+    a = tracker.correction
+    assert 1.35 < a <= 1.4
+    assert tracker.tokens() == {"tokens": raw * 14 // 10, "method": "exact"}
+    # A new model starts from the current factor; the first model's count is kept, not exact.
+    tracker.model = "model-b"
+    assert tracker.model == "model-b" and tracker.correction == a
+    assert tracker.tokens() == {"tokens": raw * 14 // 10, "method": "usage+estimate"}
+    for _ in range(20):
+        tracker.record_usage({"input_tokens": raw * 9 // 10})
+    assert 0.85 < tracker.correction < 0.95
+    assert tracker.correction_for("model-a") == a
+    assert tracker.correction_for("model-c") is None
+    tracker.model = "model-a"
+    assert tracker.correction == a
+    with pytest.raises(TypeError):
+        tracker.model = 3  # type: ignore[assignment]
+    assert tracker.model == "model-a"
+
+
 def test_estimate_request_gives_the_parts_like_node_and_c() -> None:
     body = {
         "system": "You are terse.",

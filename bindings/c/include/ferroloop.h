@@ -1644,8 +1644,8 @@ fl_status fl_context_tracker_record_usage_at(fl_context_tracker *tracker,
 fl_status fl_context_tracker_tokens(const fl_context_tracker *tracker, fl_token_count *count);
 
 /**
- * Writes the correction factor applied to estimates (usage / estimate, smoothed, within
- * [0.8, 1.6]; 1.0 until usage is recorded) into `*correction`.
+ * Writes the current model's correction factor applied to estimates (usage / estimate,
+ * smoothed, within [0.8, 1.6]; 1.0 until usage is recorded) into `*correction`.
  *
  * # Safety
  * `tracker` must be a live tracker not used concurrently; `correction` must be valid for a
@@ -1654,14 +1654,48 @@ fl_status fl_context_tracker_tokens(const fl_context_tracker *tracker, fl_token_
 fl_status fl_context_tracker_correction(const fl_context_tracker *tracker, double *correction);
 
 /**
- * Sets the correction factor (for example carried over from an earlier session with the same
- * model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
+ * Sets the current model's correction factor (for example carried over from an earlier
+ * session with the same model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
  * positive finite number (the factor is then kept).
  *
  * # Safety
  * `tracker` must be a live tracker not used concurrently.
  */
-fl_status fl_context_tracker_set_correction(fl_context_tracker *tracker, double correction);
+fl_status fl_context_tracker_set_correction(fl_context_tracker *tracker,
+                                            double correction);
+
+/**
+ * Selects the model the next requests go to (`model_len` bytes of UTF-8): usage recorded from
+ * now on moves its correction factor, and estimates are scaled by it. A model selected before
+ * gets back the factor it had; one selected for the first time starts from the current
+ * model's factor; the first model named on a tracker is the one it was tracking (usage
+ * recorded before counts as its). Usage recorded before a switch stays, but
+ * `fl_context_tracker_tokens` reports it as `FL_COUNT_USAGE_ESTIMATE`, not exact, until the
+ * selected model reports usage of its own.
+ *
+ * Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8 (the tracker unchanged).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `model` must be valid for reads of
+ * `model_len` bytes (NULL only when `model_len` is 0).
+ */
+fl_status fl_context_tracker_set_model(fl_context_tracker *tracker,
+                                       const char *model,
+                                       size_t model_len);
+
+/**
+ * Writes the correction factor the model named `model` (`model_len` bytes of UTF-8) learned
+ * into `*correction`, or 0.0 if it was never selected with `fl_context_tracker_set_model` (a
+ * factor is never 0: it stays within [0.8, 1.6]).
+ *
+ * # Safety
+ * `tracker` must be a live tracker not used concurrently; `model` must be valid for reads of
+ * `model_len` bytes (NULL only when `model_len` is 0); `correction` must be valid for a write.
+ */
+fl_status fl_context_tracker_correction_for(const fl_context_tracker *tracker,
+                                            const char *model,
+                                            size_t model_len,
+                                            double *correction);
 
 /**
  * Writes the number of bytes run through the estimator so far into `*bytes` (a work counter:

@@ -655,8 +655,8 @@ pub unsafe extern "C" fn fl_context_tracker_tokens(
     })
 }
 
-/// Writes the correction factor applied to estimates (usage / estimate, smoothed, within
-/// [0.8, 1.6]; 1.0 until usage is recorded) into `*correction`.
+/// Writes the current model's correction factor applied to estimates (usage / estimate,
+/// smoothed, within [0.8, 1.6]; 1.0 until usage is recorded) into `*correction`.
 ///
 /// # Safety
 /// `tracker` must be a live tracker not used concurrently; `correction` must be valid for a
@@ -676,8 +676,8 @@ pub unsafe extern "C" fn fl_context_tracker_correction(
     })
 }
 
-/// Sets the correction factor (for example carried over from an earlier session with the same
-/// model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
+/// Sets the current model's correction factor (for example carried over from an earlier
+/// session with the same model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
 /// positive finite number (the factor is then kept).
 ///
 /// # Safety
@@ -694,6 +694,62 @@ pub unsafe extern "C" fn fl_context_tracker_set_correction(
             .tracker
             .set_correction(correction)
             .map_err(|error| FfiError::invalid(error.to_string()))
+    })
+}
+
+/// Selects the model the next requests go to (`model_len` bytes of UTF-8): usage recorded from
+/// now on moves its correction factor, and estimates are scaled by it. A model selected before
+/// gets back the factor it had; one selected for the first time starts from the current
+/// model's factor; the first model named on a tracker is the one it was tracking (usage
+/// recorded before counts as its). Usage recorded before a switch stays, but
+/// `fl_context_tracker_tokens` reports it as `FL_COUNT_USAGE_ESTIMATE`, not exact, until the
+/// selected model reports usage of its own.
+///
+/// Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8 (the tracker unchanged).
+///
+/// # Safety
+/// `tracker` must be a live tracker not used concurrently; `model` must be valid for reads of
+/// `model_len` bytes (NULL only when `model_len` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_context_tracker_set_model(
+    tracker: *mut fl_context_tracker,
+    model: *const c_char,
+    model_len: usize,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `tracker`.
+        let handle = unsafe { text::handle_mut(tracker, "tracker") }?;
+        // SAFETY: the caller's promise on `model`.
+        let model = unsafe { text::str_arg(model, model_len, "model") }?;
+        handle.tracker.set_model(model);
+        Ok(())
+    })
+}
+
+/// Writes the correction factor the model named `model` (`model_len` bytes of UTF-8) learned
+/// into `*correction`, or 0.0 if it was never selected with `fl_context_tracker_set_model` (a
+/// factor is never 0: it stays within [0.8, 1.6]).
+///
+/// # Safety
+/// `tracker` must be a live tracker not used concurrently; `model` must be valid for reads of
+/// `model_len` bytes (NULL only when `model_len` is 0); `correction` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fl_context_tracker_correction_for(
+    tracker: *const fl_context_tracker,
+    model: *const c_char,
+    model_len: usize,
+    correction: *mut f64,
+) -> fl_status {
+    boundary::run(|| {
+        // SAFETY: the caller's promise on `tracker`.
+        let handle = unsafe { text::handle_ref(tracker, "tracker") }?;
+        // SAFETY: the caller's promise on `model`.
+        let model = unsafe { text::str_arg(model, model_len, "model") }?;
+        let correction = Out::new(correction, "correction")?;
+        let factor = handle.tracker.correction_for(model).unwrap_or(0.0);
+        // SAFETY: not NULL (checked) and writable (the caller's promise).
+        unsafe { correction.write(factor) };
+        Ok(())
     })
 }
 

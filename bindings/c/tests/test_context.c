@@ -546,6 +546,58 @@ static void check_tracker_correction(void) {
     fl_context_tracker_free(tracker);
 }
 
+/* Each model learns its own correction (as in Python and Node): one factor per tracker mixed the
+ * usage of every model a conversation went to (a fallback after an overload). */
+static void check_tracker_correction_per_model(void) {
+    fl_context_tracker *tracker = NULL;
+    CHECK_OK(fl_context_tracker_new(NULL, 0, &tracker));
+    CHECK_OK(fl_context_tracker_set_model(tracker, "model-a", 7));
+    buffer message = {0};
+    buffer_append_str(&message, "{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 100; i++) buffer_append_str(&message, "What is in the repo? ");
+    buffer_append_str(&message, "\"}");
+    CHECK_OK(fl_context_tracker_push_message(tracker, message.data, message.len));
+    buffer_free(&message);
+    uint64_t raw = count_of(tracker).tokens;
+    uint64_t high = raw * 14 / 10;
+    char usage[64];
+    snprintf(usage, sizeof usage, "{\"input_tokens\":%llu}", (unsigned long long)high);
+    for (int i = 0; i < 20; i++) CHECK_OK(JSON(tracker, fl_context_tracker_record_usage, usage));
+    double a = 0, correction = 0;
+    CHECK_OK(fl_context_tracker_correction(tracker, &a));
+    CHECK(a > 1.35 && a <= 1.4);
+    fl_token_count count = count_of(tracker);
+    CHECK(count.tokens == high && count.method == FL_COUNT_EXACT);
+    /* A new model starts from the current factor; the first model's count is kept, not exact. */
+    CHECK_OK(fl_context_tracker_set_model(tracker, "model-b", 7));
+    CHECK_OK(fl_context_tracker_correction(tracker, &correction));
+    CHECK(correction == a);
+    count = count_of(tracker);
+    CHECK(count.tokens == high && count.method == FL_COUNT_USAGE_ESTIMATE);
+    snprintf(usage, sizeof usage, "{\"input_tokens\":%llu}", (unsigned long long)(raw * 9 / 10));
+    for (int i = 0; i < 20; i++) CHECK_OK(JSON(tracker, fl_context_tracker_record_usage, usage));
+    CHECK_OK(fl_context_tracker_correction(tracker, &correction));
+    CHECK(correction > 0.85 && correction < 0.95);
+    CHECK_OK(fl_context_tracker_correction_for(tracker, "model-a", 7, &correction));
+    CHECK(correction == a);
+    CHECK_OK(fl_context_tracker_correction_for(tracker, "model-c", 7, &correction));
+    CHECK(correction == 0.0);
+    CHECK_OK(fl_context_tracker_set_model(tracker, "model-a", 7));
+    CHECK_OK(fl_context_tracker_correction(tracker, &correction));
+    CHECK(correction == a);
+    /* Refused arguments leave the tracker as it was. */
+    CHECK_STATUS(fl_context_tracker_set_model(tracker, "\xff", 1), FL_STATUS_INVALID_UTF8);
+    CHECK_STATUS(fl_context_tracker_set_model(tracker, NULL, 3), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_context_tracker_set_model(NULL, "m", 1), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_context_tracker_correction_for(NULL, "m", 1, &correction), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_context_tracker_correction_for(tracker, "m", 1, NULL), FL_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(fl_context_tracker_correction_for(tracker, "\xff", 1, &correction),
+                 FL_STATUS_INVALID_UTF8);
+    CHECK_OK(fl_context_tracker_correction(tracker, &correction));
+    CHECK(correction == a);
+    fl_context_tracker_free(tracker);
+}
+
 static void check_tracker_arguments(void) {
     fl_context_tracker *tracker = NULL;
     CHECK_STATUS(fl_context_tracker_new("gpt2", 4, &tracker), FL_STATUS_INVALID_ARGUMENT);
@@ -679,6 +731,7 @@ int main(void) {
     check_tracker_anchoring();
     check_tracker_matches_the_request_estimate();
     check_tracker_correction();
+    check_tracker_correction_per_model();
     check_tracker_arguments();
     check_tracker_with_budget();
     return check_summary("test_context");

@@ -161,6 +161,7 @@ impl Agent {
         let (events, rx) = mpsc::unbounded_channel();
         let cancel = self.executor.run_token().child_token();
         let mut tracker = ContextTracker::new(self.config.family);
+        tracker.set_model(&self.config.model);
         if let Some(system) = self.config.system_prompt() {
             tracker.set_system(&Value::String(system.to_owned()));
         }
@@ -1802,6 +1803,8 @@ impl Driver {
         };
         let from = std::mem::replace(&mut self.model, to.clone());
         tracing::warn!(%from, %to, %message, "model overloaded; falling back");
+        // Its usage moves its own correction factor, not the primary's.
+        self.tracker.set_model(&to);
         // Thinking signatures are bound to the model that made them: the fallback refuses the
         // primary's thinking sent back.
         if drop_thinking(&mut self.messages) > 0 {

@@ -1,5 +1,6 @@
 //! Usage anchoring: the provider's reported `usage` is authoritative for the prefix it covered;
-//! only messages appended after it are estimated, scaled by an online correction factor.
+//! only messages appended after it are estimated, scaled by an online correction factor per
+//! model.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -173,9 +174,11 @@ impl Usage {
 /// How a token count was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CountMethod {
-    /// Straight from the provider's usage: nothing was appended since.
+    /// Straight from the provider's usage: nothing was appended since, and the model that
+    /// reported it is still the one selected.
     Exact,
-    /// Provider usage for the covered prefix plus an estimate of what was appended since.
+    /// Provider usage for the covered prefix plus an estimate of what was appended since (or
+    /// usage another model reported: see [`ContextTracker::set_model`]).
     UsageEstimate,
     /// Estimated only (no usage recorded yet, or the covered prefix was edited).
     Estimate,
@@ -207,6 +210,17 @@ struct Anchor {
     covered: usize,
     /// The usage total.
     tokens: u64,
+    /// The model that reported it (an index into `ContextTracker::models`).
+    model: usize,
+}
+
+/// A model's correction factor.
+#[derive(Debug, Clone)]
+struct ModelCorrection {
+    /// The model's name; empty for the model a tracker starts with before any is named.
+    name: String,
+    /// usage / estimate, smoothed and clamped.
+    factor: f64,
 }
 
 /// Tracks the token size of a growing conversation.
@@ -215,6 +229,11 @@ struct Anchor {
 /// response's usage with [`ContextTracker::record_usage`]. Each message is estimated once, when
 /// pushed, block by block through a content-hash cache, so a turn costs O(new bytes); replacing
 /// the history (after compaction) re-estimates only blocks not seen before.
+///
+/// Each model has its own correction factor ([`ContextTracker::set_model`]): models of one
+/// tokenizer family still count the same text differently, and a conversation that moves to
+/// another model (a fallback after an overload) must not price its estimates with the usage of
+/// the first.
 #[derive(Debug)]
 pub struct ContextTracker {
     family: Family,
@@ -232,13 +251,16 @@ pub struct ContextTracker {
     anchor: Option<Anchor>,
     /// Sum of `messages[..anchor.covered]`.
     anchored_total: u64,
-    correction: f64,
+    /// Correction factors, one per model selected so far, in the order first selected.
+    models: Vec<ModelCorrection>,
+    /// The model usage is recorded for and whose factor scales estimates (index into `models`).
+    model: usize,
     cache: HashMap<u64, u64>,
     bytes_estimated: u64,
 }
 
 impl ContextTracker {
-    /// An empty tracker for `family` with correction 1.0.
+    /// An empty tracker for `family` with correction 1.0, for a model not named yet.
     pub fn new(family: Family) -> ContextTracker {
         ContextTracker {
             family,
@@ -251,7 +273,11 @@ impl ContextTracker {
             messages_total: 0,
             anchor: None,
             anchored_total: 0,
-            correction: 1.0,
+            models: vec![ModelCorrection {
+                name: String::new(),
+                factor: 1.0,
+            }],
+            model: 0,
             cache: HashMap::new(),
             bytes_estimated: 0,
         }
@@ -420,40 +446,87 @@ impl ContextTracker {
             // usage, a count near `u64::MAX`), and taken whole it set the factor to a bound at
             // once, skewing every estimate for the turns it took to decay.
             let ratio = (total as f64 / raw as f64).clamp(CORRECTION_MIN, CORRECTION_MAX);
-            let blended = CORRECTION_ALPHA * ratio + (1.0 - CORRECTION_ALPHA) * self.correction;
-            self.correction = blended.clamp(CORRECTION_MIN, CORRECTION_MAX);
+            let factor = &mut self.models[self.model].factor;
+            let blended = CORRECTION_ALPHA * ratio + (1.0 - CORRECTION_ALPHA) * *factor;
+            *factor = blended.clamp(CORRECTION_MIN, CORRECTION_MAX);
         }
         self.anchor = Some(Anchor {
             covered,
             tokens: total,
+            model: self.model,
         });
         self.anchored_total = covered_messages;
     }
 
-    /// The current correction factor (usage / estimate, smoothed and clamped to
+    /// The current model's correction factor (usage / estimate, smoothed and clamped to
     /// [[`CORRECTION_MIN`], [`CORRECTION_MAX`]]).
     pub fn correction(&self) -> f64 {
-        self.correction
+        self.models[self.model].factor
     }
 
-    /// Sets the correction factor (e.g. carried over from an earlier session with the same
-    /// model), clamped to its range. A value that is not a positive finite number is refused
-    /// and the factor kept.
+    /// Sets the current model's correction factor (e.g. carried over from an earlier session
+    /// with the same model), clamped to its range. A value that is not a positive finite
+    /// number is refused and the factor kept.
     pub fn set_correction(&mut self, correction: f64) -> Result<(), InvalidCorrection> {
         if !(correction.is_finite() && correction > 0.0) {
             return Err(InvalidCorrection(correction));
         }
-        self.correction = correction.clamp(CORRECTION_MIN, CORRECTION_MAX);
+        self.models[self.model].factor = correction.clamp(CORRECTION_MIN, CORRECTION_MAX);
         Ok(())
+    }
+
+    /// Selects the model the next requests go to: usage recorded from now on moves its
+    /// correction factor, and estimates are scaled by it.
+    ///
+    /// - A model selected before gets back the factor it had.
+    /// - A model selected for the first time starts from the current model's factor (most
+    ///   often a model of the same family, the best guess until its own usage arrives).
+    /// - The first model named on a tracker is the one it was tracking: usage recorded before
+    ///   counts as that model's.
+    ///
+    /// The usage anchor stays (the other model's count of the prefix is closer than an
+    /// estimate), but [`tokens`](Self::tokens) no longer calls it exact until the selected
+    /// model reports usage of its own.
+    pub fn set_model(&mut self, model: &str) {
+        if self.models[self.model].name == model {
+            return;
+        }
+        if let Some(index) = self.models.iter().position(|m| m.name == model) {
+            self.model = index;
+        } else if self.models[self.model].name.is_empty() {
+            self.models[self.model].name = model.to_owned();
+        } else {
+            let factor = self.models[self.model].factor;
+            self.models.push(ModelCorrection {
+                name: model.to_owned(),
+                factor,
+            });
+            self.model = self.models.len() - 1;
+        }
+    }
+
+    /// The model selected by [`set_model`](Self::set_model); empty before any is.
+    pub fn model(&self) -> &str {
+        &self.models[self.model].name
+    }
+
+    /// The correction factor of `model`, if it was ever selected.
+    pub fn correction_for(&self, model: &str) -> Option<f64> {
+        self.models
+            .iter()
+            .find(|m| m.name == model)
+            .map(|m| m.factor)
     }
 
     /// Tokens in the context now, and how they were obtained.
     pub fn tokens(&self) -> TokenCount {
         match self.anchor {
-            Some(anchor) if anchor.covered == self.messages.len() => TokenCount {
-                tokens: anchor.tokens,
-                method: CountMethod::Exact,
-            },
+            Some(anchor) if anchor.covered == self.messages.len() && anchor.model == self.model => {
+                TokenCount {
+                    tokens: anchor.tokens,
+                    method: CountMethod::Exact,
+                }
+            }
             Some(anchor) => TokenCount {
                 // Saturating: the anchor is a caller's usage, possibly near `u64::MAX`.
                 tokens: anchor
@@ -479,7 +552,7 @@ impl ContextTracker {
     }
 
     fn corrected(&self, raw: u64) -> u64 {
-        (raw as f64 * self.correction).ceil() as u64
+        (raw as f64 * self.correction()).ceil() as u64
     }
 
     fn estimate_content(&mut self, content: &Value) -> u64 {
@@ -664,6 +737,106 @@ mod tests {
         }
         assert_eq!(t.set_correction(9.0), Ok(()));
         assert_eq!(t.correction(), CORRECTION_MAX);
+    }
+
+    /// Records usage `ratio` times `raw`, the tracker's uncorrected estimate of what it holds.
+    fn report(t: &mut ContextTracker, raw: u64, ratio: f64) {
+        t.record_usage(Usage {
+            input_tokens: (raw as f64 * ratio) as u64,
+            ..Usage::default()
+        });
+    }
+
+    #[test]
+    fn each_model_learns_its_own_correction() {
+        let mut t = ContextTracker::new(Family::Claude);
+        for i in 0..3 {
+            t.push_message(&user(i));
+        }
+        assert_eq!(t.model(), "");
+        let raw = t.tokens().tokens;
+        // The first model named is the one the tracker was tracking: it keeps what was learnt.
+        report(&mut t, raw, 1.3);
+        let learned = t.correction();
+        assert!(learned > 1.05, "{learned}");
+        t.set_model("model-a");
+        assert_eq!(t.model(), "model-a");
+        assert_eq!(t.correction(), learned);
+        assert_eq!(t.correction_for("model-a"), Some(learned));
+        assert_eq!(t.correction_for(""), None);
+        for _ in 0..20 {
+            report(&mut t, raw, 1.4);
+        }
+        let a = t.correction();
+        assert!((a - 1.4).abs() < 0.01, "{a}");
+        // A new model starts from the current factor, then learns on its own.
+        t.set_model("model-b");
+        assert_eq!(t.correction(), a);
+        for _ in 0..20 {
+            report(&mut t, raw, 0.9);
+        }
+        let b = t.correction();
+        assert!((b - 0.9).abs() < 0.01, "{b}");
+        assert_eq!(t.correction_for("model-a"), Some(a));
+        // Back to the first model: its factor is as it left it, and estimates use it.
+        t.set_model("model-a");
+        assert_eq!(t.correction(), a);
+        t.push_message(&user(99));
+        let before = t.tokens();
+        assert_eq!(before.method, CountMethod::UsageEstimate);
+        t.set_model("model-b");
+        let after = t.tokens();
+        assert!(after.tokens < before.tokens, "{after:?} vs {before:?}");
+        assert_eq!(t.correction_for("model-c"), None);
+        // Setting a factor sets the current model's only.
+        assert_eq!(t.set_correction(1.2), Ok(()));
+        assert_eq!(t.correction_for("model-b"), Some(1.2));
+        assert_eq!(t.correction_for("model-a"), Some(a));
+    }
+
+    #[test]
+    fn usage_of_another_model_is_not_exact() {
+        let mut t = ContextTracker::new(Family::Claude);
+        t.set_model("model-a");
+        for i in 0..3 {
+            t.push_message(&user(i));
+        }
+        t.record_usage(Usage {
+            input_tokens: 5_000,
+            ..Usage::default()
+        });
+        let exact = TokenCount {
+            tokens: 5_000,
+            method: CountMethod::Exact,
+        };
+        assert_eq!(t.tokens(), exact);
+        // Selecting the same model again changes nothing.
+        t.set_model("model-a");
+        assert_eq!(t.tokens(), exact);
+        // Another model's count of the prefix is kept, but is no longer exact.
+        t.set_model("model-b");
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 5_000,
+                method: CountMethod::UsageEstimate,
+            }
+        );
+        t.set_model("model-a");
+        assert_eq!(t.tokens(), exact);
+        // Once the selected model reports, its count is exact again.
+        t.set_model("model-b");
+        t.record_usage(Usage {
+            input_tokens: 5_200,
+            ..Usage::default()
+        });
+        assert_eq!(
+            t.tokens(),
+            TokenCount {
+                tokens: 5_200,
+                method: CountMethod::Exact,
+            }
+        );
     }
 
     #[test]
