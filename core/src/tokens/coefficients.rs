@@ -7,52 +7,52 @@ use super::model::INPUT_COUNT;
 
 /// `o200k` coefficients.
 pub(crate) const O200K: [f64; INPUT_COUNT] = [
-    0.461414,  // script: word_starts
-    0.123602,  // script: upper
+    0.461102,  // script: word_starts
+    0.123324,  // script: upper
     0.000000,  // script: case_changes
-    0.214207,  // script: digits
-    0.791267,  // script: digit_runs
-    1.576148,  // script: alnum_switches
+    0.214664,  // script: digits
+    0.790029,  // script: digit_runs
+    1.576897,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.118894,  // script: long_word
-    0.006572,  // script: consonant_runs
-    0.365556,  // script: spaces
+    0.119007,  // script: long_word
+    0.006393,  // script: consonant_runs
+    0.365966,  // script: spaces
     0.000000,  // script: space_runs
-    1.102045,  // script: newlines
-    0.798640,  // script: punct
+    1.102362,  // script: newlines
+    0.799044,  // script: punct
     0.000000,  // script: json
     0.000000,  // script: punct_runs
-    0.494925,  // script: cjk
-    0.676900,  // script: kana
-    0.317358,  // script: hangul
-    0.168172,  // script: cyrillic
-    1.434151,  // script: cyrillic_ext
-    0.528878,  // script: cyrillic_upper
-    0.104165,  // script: latin1
-    0.014678,  // script: latin_ext
+    0.494862,  // script: cjk
+    0.676882,  // script: kana
+    0.317261,  // script: hangul
+    0.168168,  // script: cyrillic
+    1.433947,  // script: cyrillic_ext
+    0.528993,  // script: cyrillic_upper
+    0.107088,  // script: latin1
+    0.015082,  // script: latin_ext
     0.000000,  // script: other2
-    3.704883,  // script: other3
-    3.754187,  // script: four
-    0.378162,  // script: high_runs
-    0.737716,  // script: rare3
-    0.539909,  // script: rare_letters
-    -1.729038, // script: th_pairs
-    7.876866,  // script: hangul*cjk/bytes
-    2.519310,  // script: json*lower/bytes
-    0.647889,  // script: lower*space_runs/bytes
+    3.705669,  // script: other3
+    3.740257,  // script: four
+    0.377781,  // script: high_runs
+    0.738122,  // script: rare3
+    0.539692,  // script: rare_letters
+    -1.727670, // script: th_pairs
+    7.857480,  // script: hangul*cjk/bytes
+    2.514467,  // script: json*lower/bytes
+    0.647392,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.001136,  // script: armenian
-    0.001305,  // script: hebrew
+    0.001135,  // script: armenian
+    0.001304,  // script: hebrew
     0.000293,  // script: arabic
-    0.017570,  // script: arabic_ext
+    0.017568,  // script: arabic_ext
     0.020373,  // script: thaana
-    0.000074,  // script: devanagari
+    0.000075,  // script: devanagari
     0.000269,  // script: bengali
     0.002933,  // script: gurmukhi
     0.000000,  // script: gujarati
     0.009985,  // script: oriya
     0.000171,  // script: tamil
-    0.001443,  // script: telugu
+    0.001444,  // script: telugu
     0.000432,  // script: kannada
     0.000000,  // script: malayalam
     0.002613,  // script: sinhala
@@ -60,110 +60,110 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.018036,  // script: lao
     0.000000,  // script: myanmar
     0.000000,  // script: georgian
-    0.018403,  // script: ethiopic
+    0.018404,  // script: ethiopic
     0.002709,  // script: khmer
     0.000000,  // script: box
-    0.024731,  // script: private_use
+    0.024789,  // script: private_use
     0.000000,  // script: fullwidth
-    0.014877,  // script: greek_upper
-    0.008567,  // script: hebrew_points
+    0.014872,  // script: greek_upper
+    0.008566,  // script: hebrew_points
     0.000000,  // script: arabic_persian
-    0.002889,  // script: arabic_pashto
+    0.002890,  // script: arabic_pashto
     0.000000,  // other: word_starts
-    0.249344,  // other: upper
+    0.249261,  // other: upper
     0.000000,  // other: case_changes
-    0.382457,  // other: digits
-    0.478556,  // other: digit_runs
+    0.384837,  // other: digits
+    0.477510,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.183580,  // other: spaces
+    0.183702,  // other: spaces
     0.000000,  // other: space_runs
-    2.651461,  // other: newlines
-    0.055093,  // other: punct
-    0.381750,  // other: json
-    0.505657,  // other: punct_runs
+    2.651527,  // other: newlines
+    0.054913,  // other: punct
+    0.383457,  // other: json
+    0.505761,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
     0.000000,  // other: cyrillic_upper
-    1.755428,  // other: latin1
+    1.754904,  // other: latin1
     0.000000,  // other: latin_ext
-    0.234502,  // other: other2
-    0.286779,  // other: other3
-    1.680997,  // other: four
-    0.267021,  // other: high_runs
+    0.234585,  // other: other2
+    0.286780,  // other: other3
+    1.681215,  // other: four
+    0.266708,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -1.026685, // other: th_pairs
+    -1.025432, // other: th_pairs
     0.000000,  // other: hangul*cjk/bytes
-    3.782045,  // other: json*lower/bytes
-    1.596280,  // other: lower*space_runs/bytes
-    0.066318,  // other: greek
-    0.084034,  // other: armenian
-    0.096189,  // other: hebrew
-    0.021696,  // other: arabic
-    1.299404,  // other: arabic_ext
-    1.506749,  // other: thaana
-    0.005504,  // other: devanagari
-    0.019864,  // other: bengali
-    0.216927,  // other: gurmukhi
+    3.734956,  // other: json*lower/bytes
+    1.597847,  // other: lower*space_runs/bytes
+    0.066267,  // other: greek
+    0.083977,  // other: armenian
+    0.096127,  // other: hebrew
+    0.021646,  // other: arabic
+    1.299283,  // other: arabic_ext
+    1.506700,  // other: thaana
+    0.005512,  // other: devanagari
+    0.019882,  // other: bengali
+    0.216947,  // other: gurmukhi
     0.000000,  // other: gujarati
-    0.738438,  // other: oriya
-    0.012589,  // other: tamil
-    0.106757,  // other: telugu
-    0.031943,  // other: kannada
+    0.738456,  // other: oriya
+    0.012597,  // other: tamil
+    0.106761,  // other: telugu
+    0.031948,  // other: kannada
     0.000000,  // other: malayalam
-    0.193277,  // other: sinhala
-    0.079551,  // other: thai
-    1.333887,  // other: lao
+    0.193278,  // other: sinhala
+    0.079538,  // other: thai
+    1.333902,  // other: lao
     0.000000,  // other: myanmar
     0.000000,  // other: georgian
-    1.361054,  // other: ethiopic
-    0.200361,  // other: khmer
-    0.355734,  // other: box
-    1.884294,  // other: private_use
-    0.663338,  // other: fullwidth
-    1.100389,  // other: greek_upper
-    0.633596,  // other: hebrew_points
+    1.361110,  // other: ethiopic
+    0.200353,  // other: khmer
+    0.355379,  // other: box
+    1.884010,  // other: private_use
+    0.662981,  // other: fullwidth
+    1.100019,  // other: greek_upper
+    0.633551,  // other: hebrew_points
     0.000000,  // other: arabic_persian
-    0.213694,  // other: arabic_pashto
-    0.917121,  // code: word_starts
+    0.213770,  // other: arabic_pashto
+    0.917521,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    1.079231,  // code: digit_runs
+    1.079296,  // code: digit_runs
     0.000000,  // code: alnum_switches
-    0.339962,  // code: long_run
-    0.086628,  // code: long_word
-    0.772717,  // code: consonant_runs
+    0.338248,  // code: long_run
+    0.086739,  // code: long_word
+    0.771213,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.951600,  // code: space_runs
-    0.255833,  // code: newlines
-    0.224666,  // code: punct
-    0.656403,  // code: json
-    0.364954,  // code: punct_runs
+    0.951399,  // code: space_runs
+    0.255532,  // code: newlines
+    0.224511,  // code: punct
+    0.655596,  // code: json
+    0.365079,  // code: punct_runs
     0.000000,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
     0.000000,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    2.850192,  // code: latin1
-    0.636096,  // code: latin_ext
+    2.882634,  // code: latin1
+    0.639137,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    4.011431,  // code: high_runs
+    4.002545,  // code: high_runs
     0.000000,  // code: rare3
-    0.192734,  // code: rare_letters
-    -0.251243, // code: th_pairs
+    0.194281,  // code: rare_letters
+    -0.253208, // code: th_pairs
     0.000000,  // code: hangul*cjk/bytes
-    -0.719284, // code: json*lower/bytes
-    -1.037968, // code: lower*space_runs/bytes
+    -0.718119, // code: json*lower/bytes
+    -1.037395, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000001,  // code: hebrew
@@ -180,7 +180,7 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: kannada
     0.000000,  // code: malayalam
     0.000000,  // code: sinhala
-    0.000011,  // code: thai
+    0.000010,  // code: thai
     0.000000,  // code: lao
     0.000000,  // code: myanmar
     0.000000,  // code: georgian
@@ -188,61 +188,61 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.212706,  // code: fullwidth
+    0.208360,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    0.502005,  // prose: word_starts
-    0.134117,  // prose: upper
-    0.563478,  // prose: case_changes
-    0.233607,  // prose: digits
-    1.183734,  // prose: digit_runs
-    0.036037,  // prose: alnum_switches
+    0.501231,  // prose: word_starts
+    0.133698,  // prose: upper
+    0.561719,  // prose: case_changes
+    0.233959,  // prose: digits
+    1.182876,  // prose: digit_runs
+    0.036252,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.179166,  // prose: long_word
-    0.536922,  // prose: consonant_runs
+    0.180326,  // prose: long_word
+    0.541840,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.141137,  // prose: space_runs
-    1.371620,  // prose: newlines
-    0.049156,  // prose: punct
-    0.674579,  // prose: json
-    0.660365,  // prose: punct_runs
-    0.000000,  // prose: cjk
-    0.170562,  // prose: kana
+    0.140072,  // prose: space_runs
+    1.368903,  // prose: newlines
+    0.047909,  // prose: punct
+    0.681015,  // prose: json
+    0.662472,  // prose: punct_runs
+    0.020323,  // prose: cjk
+    0.179007,  // prose: kana
     0.000000,  // prose: hangul
     0.000000,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
     0.000000,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    0.706236,  // prose: latin_ext
+    0.710279,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    1.206748,  // prose: four
-    0.565070,  // prose: high_runs
-    4.015739,  // prose: rare3
-    0.760452,  // prose: rare_letters
-    -0.240484, // prose: th_pairs
+    1.206859,  // prose: four
+    0.566995,  // prose: high_runs
+    3.880297,  // prose: rare3
+    0.755351,  // prose: rare_letters
+    -0.235406, // prose: th_pairs
     0.000001,  // prose: hangul*cjk/bytes
-    -1.438057, // prose: json*lower/bytes
-    0.431238,  // prose: lower*space_runs/bytes
+    -1.452214, // prose: json*lower/bytes
+    0.433486,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
-    0.000002,  // prose: armenian
-    0.000356,  // prose: hebrew
+    0.000001,  // prose: armenian
+    0.000324,  // prose: hebrew
     0.000002,  // prose: arabic
-    0.000001,  // prose: arabic_ext
+    0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
     0.000000,  // prose: devanagari
     0.000000,  // prose: bengali
     0.000000,  // prose: gurmukhi
     0.000000,  // prose: gujarati
     0.000000,  // prose: oriya
-    0.000081,  // prose: tamil
+    0.000074,  // prose: tamil
     0.000000,  // prose: telugu
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000412,  // prose: thai
+    0.000379,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000000,  // prose: georgian
@@ -250,7 +250,7 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    10.806481, // prose: fullwidth
+    10.355871, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
@@ -259,163 +259,163 @@ pub(crate) const O200K: [f64; INPUT_COUNT] = [
 
 /// `cl100k` coefficients.
 pub(crate) const CL100K: [f64; INPUT_COUNT] = [
-    0.457970,  // script: word_starts
-    0.085909,  // script: upper
+    0.457006,  // script: word_starts
+    0.086078,  // script: upper
     0.000000,  // script: case_changes
-    0.208635,  // script: digits
-    0.872245,  // script: digit_runs
-    1.297548,  // script: alnum_switches
+    0.210059,  // script: digits
+    0.868034,  // script: digit_runs
+    1.298357,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.080490,  // script: long_word
-    0.060723,  // script: consonant_runs
-    0.344422,  // script: spaces
+    0.078441,  // script: long_word
+    0.058972,  // script: consonant_runs
+    0.345096,  // script: spaces
     0.000000,  // script: space_runs
-    0.905702,  // script: newlines
-    0.505024,  // script: punct
-    0.398062,  // script: json
-    0.254094,  // script: punct_runs
-    0.691357,  // script: cjk
-    0.857772,  // script: kana
-    0.440946,  // script: hangul
-    0.299639,  // script: cyrillic
-    3.083484,  // script: cyrillic_ext
-    0.792351,  // script: cyrillic_upper
+    0.906466,  // script: newlines
+    0.506008,  // script: punct
+    0.397525,  // script: json
+    0.254345,  // script: punct_runs
+    0.691147,  // script: cjk
+    0.857827,  // script: kana
+    0.440773,  // script: hangul
+    0.299677,  // script: cyrillic
+    3.083033,  // script: cyrillic_ext
+    0.792995,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.035767,  // script: latin_ext
+    0.036100,  // script: latin_ext
     0.000000,  // script: other2
-    2.393546,  // script: other3
-    4.318696,  // script: four
-    0.534286,  // script: high_runs
-    1.614809,  // script: rare3
-    0.625817,  // script: rare_letters
-    -0.828811, // script: th_pairs
-    4.887142,  // script: hangul*cjk/bytes
-    1.003433,  // script: json*lower/bytes
-    0.514477,  // script: lower*space_runs/bytes
+    2.397206,  // script: other3
+    4.243289,  // script: four
+    0.533093,  // script: high_runs
+    1.615883,  // script: rare3
+    0.626395,  // script: rare_letters
+    -0.828654, // script: th_pairs
+    4.845322,  // script: hangul*cjk/bytes
+    0.996422,  // script: json*lower/bytes
+    0.516783,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.017939,  // script: armenian
-    0.004485,  // script: hebrew
+    0.017937,  // script: armenian
+    0.004484,  // script: hebrew
     0.000000,  // script: arabic
-    0.026524,  // script: arabic_ext
+    0.026518,  // script: arabic_ext
     0.015223,  // script: thaana
-    0.007198,  // script: devanagari
-    0.010380,  // script: bengali
-    0.017358,  // script: gurmukhi
-    0.017451,  // script: gujarati
-    0.029175,  // script: oriya
-    0.011816,  // script: tamil
-    0.018243,  // script: telugu
-    0.018271,  // script: kannada
-    0.015709,  // script: malayalam
-    0.019864,  // script: sinhala
-    0.004775,  // script: thai
-    0.018910,  // script: lao
+    0.007202,  // script: devanagari
+    0.010383,  // script: bengali
+    0.017363,  // script: gurmukhi
+    0.017455,  // script: gujarati
+    0.029180,  // script: oriya
+    0.011820,  // script: tamil
+    0.018246,  // script: telugu
+    0.018274,  // script: kannada
+    0.015712,  // script: malayalam
+    0.019868,  // script: sinhala
+    0.004777,  // script: thai
+    0.018914,  // script: lao
     0.000000,  // script: myanmar
-    0.019614,  // script: georgian
-    0.028370,  // script: ethiopic
-    0.015756,  // script: khmer
+    0.019617,  // script: georgian
+    0.028377,  // script: ethiopic
+    0.015758,  // script: khmer
     0.000000,  // script: box
-    0.027239,  // script: private_use
+    0.027479,  // script: private_use
     0.000000,  // script: fullwidth
-    0.016894,  // script: greek_upper
-    0.026963,  // script: hebrew_points
-    0.000495,  // script: arabic_persian
-    0.015944,  // script: arabic_pashto
+    0.016884,  // script: greek_upper
+    0.026956,  // script: hebrew_points
+    0.000499,  // script: arabic_persian
+    0.015951,  // script: arabic_pashto
     0.000000,  // other: word_starts
-    0.449895,  // other: upper
-    0.319707,  // other: case_changes
-    0.751570,  // other: digits
+    0.449515,  // other: upper
+    0.319588,  // other: case_changes
+    0.751999,  // other: digits
     0.000000,  // other: digit_runs
-    1.092573,  // other: alnum_switches
+    1.098799,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.069030,  // other: spaces
-    0.135181,  // other: space_runs
-    1.355651,  // other: newlines
-    0.795185,  // other: punct
-    0.887843,  // other: json
+    0.069231,  // other: spaces
+    0.136267,  // other: space_runs
+    1.356068,  // other: newlines
+    0.794789,  // other: punct
+    0.890800,  // other: json
     0.000000,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
-    0.000454,  // other: cyrillic_ext
-    0.023333,  // other: cyrillic_upper
-    0.602438,  // other: latin1
-    0.167880,  // other: latin_ext
-    0.717323,  // other: other2
-    0.560883,  // other: other3
-    2.895289,  // other: four
-    0.476204,  // other: high_runs
+    0.000337,  // other: cyrillic_ext
+    0.021541,  // other: cyrillic_upper
+    0.600948,  // other: latin1
+    0.128518,  // other: latin_ext
+    0.717536,  // other: other2
+    0.560712,  // other: other3
+    2.896506,  // other: four
+    0.474008,  // other: high_runs
     0.000000,  // other: rare3
-    0.040081,  // other: rare_letters
-    0.166471,  // other: th_pairs
+    0.040521,  // other: rare_letters
+    0.165333,  // other: th_pairs
     0.000000,  // other: hangul*cjk/bytes
-    2.641522,  // other: json*lower/bytes
-    1.561622,  // other: lower*space_runs/bytes
-    0.206150,  // other: greek
-    1.326697,  // other: armenian
-    0.331456,  // other: hebrew
+    2.538147,  // other: json*lower/bytes
+    1.564971,  // other: lower*space_runs/bytes
+    0.206119,  // other: greek
+    1.326587,  // other: armenian
+    0.331476,  // other: hebrew
     0.000000,  // other: arabic
-    1.961623,  // other: arabic_ext
-    1.125853,  // other: thaana
-    0.532361,  // other: devanagari
-    0.767686,  // other: bengali
-    1.283777,  // other: gurmukhi
-    1.290606,  // other: gujarati
-    2.157735,  // other: oriya
-    0.873887,  // other: tamil
-    1.349222,  // other: telugu
-    1.351256,  // other: kannada
-    1.161776,  // other: malayalam
-    1.469057,  // other: sinhala
-    0.353040,  // other: thai
-    1.398553,  // other: lao
+    1.961205,  // other: arabic_ext
+    1.125838,  // other: thaana
+    0.532674,  // other: devanagari
+    0.767897,  // other: bengali
+    1.284128,  // other: gurmukhi
+    1.290934,  // other: gujarati
+    2.158088,  // other: oriya
+    0.874156,  // other: tamil
+    1.349463,  // other: telugu
+    1.351515,  // other: kannada
+    1.162037,  // other: malayalam
+    1.469358,  // other: sinhala
+    0.353240,  // other: thai
+    1.398837,  // other: lao
     0.000000,  // other: myanmar
-    1.450607,  // other: georgian
-    2.098199,  // other: ethiopic
-    1.165305,  // other: khmer
+    1.450798,  // other: georgian
+    2.098721,  // other: ethiopic
+    1.165423,  // other: khmer
     0.000000,  // other: box
-    2.085887,  // other: private_use
-    0.669826,  // other: fullwidth
-    1.249130,  // other: greek_upper
-    1.994105,  // other: hebrew_points
-    0.036599,  // other: arabic_persian
-    1.179190,  // other: arabic_pashto
-    0.878777,  // code: word_starts
+    2.086045,  // other: private_use
+    0.669744,  // other: fullwidth
+    1.248448,  // other: greek_upper
+    1.993600,  // other: hebrew_points
+    0.036872,  // other: arabic_persian
+    1.179724,  // other: arabic_pashto
+    0.881115,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
     0.000000,  // code: digits
-    1.035044,  // code: digit_runs
-    0.124322,  // code: alnum_switches
-    0.327126,  // code: long_run
-    0.048969,  // code: long_word
-    0.584313,  // code: consonant_runs
+    1.037411,  // code: digit_runs
+    0.120291,  // code: alnum_switches
+    0.325883,  // code: long_run
+    0.047229,  // code: long_word
+    0.580830,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.906873,  // code: space_runs
-    0.161796,  // code: newlines
-    0.188685,  // code: punct
-    0.603836,  // code: json
-    0.442387,  // code: punct_runs
-    0.807460,  // code: cjk
+    0.907032,  // code: space_runs
+    0.163791,  // code: newlines
+    0.188564,  // code: punct
+    0.603814,  // code: json
+    0.440597,  // code: punct_runs
+    0.767909,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.004419,  // code: cyrillic_ext
-    0.274902,  // code: cyrillic_upper
-    9.108580,  // code: latin1
-    0.941361,  // code: latin_ext
+    0.003198,  // code: cyrillic_ext
+    0.222946,  // code: cyrillic_upper
+    9.132090,  // code: latin1
+    0.928562,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    2.962885,  // code: high_runs
-    2.871222,  // code: rare3
-    0.137430,  // code: rare_letters
-    0.427151,  // code: th_pairs
+    2.988074,  // code: high_runs
+    2.365190,  // code: rare3
+    0.138366,  // code: rare_letters
+    0.418546,  // code: th_pairs
     0.000000,  // code: hangul*cjk/bytes
-    -0.673350, // code: json*lower/bytes
-    -0.908035, // code: lower*space_runs/bytes
+    -0.672309, // code: json*lower/bytes
+    -0.907984, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000001,  // code: hebrew
@@ -432,7 +432,7 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: kannada
     0.000000,  // code: malayalam
     0.000000,  // code: sinhala
-    0.000003,  // code: thai
+    0.000002,  // code: thai
     0.000000,  // code: lao
     0.000000,  // code: myanmar
     0.000000,  // code: georgian
@@ -440,47 +440,47 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.201945,  // code: fullwidth
-    0.000014,  // code: greek_upper
+    0.225004,  // code: fullwidth
+    0.000011,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    0.530278,  // prose: word_starts
-    0.078069,  // prose: upper
-    0.266626,  // prose: case_changes
-    0.168351,  // prose: digits
-    1.360492,  // prose: digit_runs
+    0.529819,  // prose: word_starts
+    0.076575,  // prose: upper
+    0.246756,  // prose: case_changes
+    0.165881,  // prose: digits
+    1.366876,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.227183,  // prose: long_word
-    0.863663,  // prose: consonant_runs
+    0.235768,  // prose: long_word
+    0.875068,  // prose: consonant_runs
     0.000000,  // prose: spaces
-    0.005460,  // prose: space_runs
-    1.257310,  // prose: newlines
+    0.008529,  // prose: space_runs
+    1.244442,  // prose: newlines
     0.000000,  // prose: punct
-    1.365212,  // prose: json
-    0.545476,  // prose: punct_runs
-    0.248808,  // prose: cjk
-    1.317246,  // prose: kana
+    1.370287,  // prose: json
+    0.547171,  // prose: punct_runs
+    0.277011,  // prose: cjk
+    1.315696,  // prose: kana
     0.000000,  // prose: hangul
-    0.262933,  // prose: cyrillic
-    0.062935,  // prose: cyrillic_ext
-    3.796712,  // prose: cyrillic_upper
-    0.674271,  // prose: latin1
-    1.825939,  // prose: latin_ext
+    0.274697,  // prose: cyrillic
+    0.046879,  // prose: cyrillic_ext
+    3.431345,  // prose: cyrillic_upper
+    0.682646,  // prose: latin1
+    1.831999,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.444340,  // prose: four
+    2.450075,  // prose: four
     0.000000,  // prose: high_runs
-    5.468406,  // prose: rare3
-    0.965060,  // prose: rare_letters
-    -1.407445, // prose: th_pairs
+    5.376906,  // prose: rare3
+    0.961423,  // prose: rare_letters
+    -1.378713, // prose: th_pairs
     0.000000,  // prose: hangul*cjk/bytes
-    -2.634689, // prose: json*lower/bytes
-    0.831639,  // prose: lower*space_runs/bytes
+    -2.640441, // prose: json*lower/bytes
+    0.818080,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
-    0.000221,  // prose: hebrew
+    0.000163,  // prose: hebrew
     0.000001,  // prose: arabic
     0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
@@ -489,21 +489,21 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
     0.000000,  // prose: gurmukhi
     0.000000,  // prose: gujarati
     0.000000,  // prose: oriya
-    0.000025,  // prose: tamil
+    0.000019,  // prose: tamil
     0.000000,  // prose: telugu
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000109,  // prose: thai
+    0.000083,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
-    0.000003,  // prose: georgian
+    0.000002,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    12.682183, // prose: fullwidth
-    0.000319,  // prose: greek_upper
+    11.842751, // prose: fullwidth
+    0.000244,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
     0.000000,  // prose: arabic_pashto
@@ -511,163 +511,163 @@ pub(crate) const CL100K: [f64; INPUT_COUNT] = [
 
 /// `claude-legacy` coefficients.
 pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
-    0.668409,  // script: word_starts
-    0.107612,  // script: upper
+    0.667204,  // script: word_starts
+    0.108251,  // script: upper
     0.000000,  // script: case_changes
     0.000000,  // script: digits
-    0.943012,  // script: digit_runs
-    1.526261,  // script: alnum_switches
+    0.943386,  // script: digit_runs
+    1.528605,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.274464,  // script: long_word
-    0.081502,  // script: consonant_runs
+    0.274738,  // script: long_word
+    0.080101,  // script: consonant_runs
     0.000000,  // script: spaces
-    0.460374,  // script: space_runs
-    1.213413,  // script: newlines
-    0.497614,  // script: punct
+    0.459327,  // script: space_runs
+    1.213190,  // script: newlines
+    0.498495,  // script: punct
     0.000000,  // script: json
-    0.509822,  // script: punct_runs
-    0.590309,  // script: cjk
-    0.833041,  // script: kana
-    0.625939,  // script: hangul
-    0.386163,  // script: cyrillic
-    2.197282,  // script: cyrillic_ext
-    0.723162,  // script: cyrillic_upper
+    0.509277,  // script: punct_runs
+    0.590189,  // script: cjk
+    0.833171,  // script: kana
+    0.625968,  // script: hangul
+    0.386237,  // script: cyrillic
+    2.197434,  // script: cyrillic_ext
+    0.723144,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.052871,  // script: latin_ext
+    0.053221,  // script: latin_ext
     0.000000,  // script: other2
     0.000000,  // script: other3
-    5.920904,  // script: four
-    0.529645,  // script: high_runs
-    1.555812,  // script: rare3
+    5.895011,  // script: four
+    0.530071,  // script: high_runs
+    1.556196,  // script: rare3
     0.000000,  // script: rare_letters
-    -1.074529, // script: th_pairs
-    3.266742,  // script: hangul*cjk/bytes
-    1.675805,  // script: json*lower/bytes
-    -0.050125, // script: lower*space_runs/bytes
+    -1.073805, // script: th_pairs
+    3.257594,  // script: hangul*cjk/bytes
+    1.679321,  // script: json*lower/bytes
+    -0.045449, // script: lower*space_runs/bytes
     0.000000,  // script: greek
     0.015356,  // script: armenian
     0.000000,  // script: hebrew
     0.000390,  // script: arabic
-    0.021315,  // script: arabic_ext
-    0.012983,  // script: thaana
-    0.005076,  // script: devanagari
-    0.014066,  // script: bengali
-    0.028643,  // script: gurmukhi
-    0.028701,  // script: gujarati
-    0.026491,  // script: oriya
-    0.015321,  // script: tamil
-    0.019005,  // script: telugu
-    0.018872,  // script: kannada
-    0.020634,  // script: malayalam
-    0.010820,  // script: sinhala
-    0.012749,  // script: thai
-    0.026229,  // script: lao
+    0.021310,  // script: arabic_ext
+    0.012984,  // script: thaana
+    0.005073,  // script: devanagari
+    0.014063,  // script: bengali
+    0.028639,  // script: gurmukhi
+    0.028696,  // script: gujarati
+    0.026489,  // script: oriya
+    0.015318,  // script: tamil
+    0.019002,  // script: telugu
+    0.018869,  // script: kannada
+    0.020630,  // script: malayalam
+    0.010816,  // script: sinhala
+    0.012746,  // script: thai
+    0.026227,  // script: lao
     0.000000,  // script: myanmar
-    0.005259,  // script: georgian
-    0.023982,  // script: ethiopic
-    0.029452,  // script: khmer
+    0.005255,  // script: georgian
+    0.023980,  // script: ethiopic
+    0.029450,  // script: khmer
     0.000000,  // script: box
-    0.028304,  // script: private_use
-    2.151061,  // script: fullwidth
+    0.028319,  // script: private_use
+    2.154523,  // script: fullwidth
     0.015559,  // script: greek_upper
-    0.026150,  // script: hebrew_points
-    0.003698,  // script: arabic_persian
-    0.010049,  // script: arabic_pashto
-    1.106403,  // other: word_starts
-    0.096324,  // other: upper
-    0.998223,  // other: case_changes
+    0.026145,  // script: hebrew_points
+    0.003705,  // script: arabic_persian
+    0.010038,  // script: arabic_pashto
+    1.106763,  // other: word_starts
+    0.096583,  // other: upper
+    1.005015,  // other: case_changes
     0.000000,  // other: digits
-    1.222339,  // other: digit_runs
+    1.223950,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
     0.000000,  // other: consonant_runs
-    0.066413,  // other: spaces
-    0.208539,  // other: space_runs
-    1.261924,  // other: newlines
+    0.066175,  // other: spaces
+    0.206476,  // other: space_runs
+    1.258172,  // other: newlines
     0.000000,  // other: punct
-    0.550401,  // other: json
-    0.802424,  // other: punct_runs
+    0.546462,  // other: json
+    0.802832,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
-    0.021276,  // other: cyrillic_upper
-    2.837322,  // other: latin1
-    0.215842,  // other: latin_ext
-    0.829016,  // other: other2
-    0.836707,  // other: other3
-    2.490558,  // other: four
-    0.994794,  // other: high_runs
+    0.020534,  // other: cyrillic_upper
+    2.817714,  // other: latin1
+    0.195146,  // other: latin_ext
+    0.829098,  // other: other2
+    0.837006,  // other: other3
+    2.491135,  // other: four
+    0.997421,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -0.042689, // other: th_pairs
+    -0.041962, // other: th_pairs
     -0.000000, // other: hangul*cjk/bytes
-    -2.751864, // other: json*lower/bytes
-    -0.709416, // other: lower*space_runs/bytes
-    0.282899,  // other: greek
-    1.135720,  // other: armenian
+    -2.637791, // other: json*lower/bytes
+    -0.711368, // other: lower*space_runs/bytes
+    0.282904,  // other: greek
+    1.135664,  // other: armenian
     0.000000,  // other: hebrew
-    0.028829,  // other: arabic
-    1.576393,  // other: arabic_ext
-    0.960215,  // other: thaana
-    0.375376,  // other: devanagari
-    1.040291,  // other: bengali
-    2.118359,  // other: gurmukhi
-    2.122631,  // other: gujarati
-    1.959219,  // other: oriya
-    1.133126,  // other: tamil
-    1.405565,  // other: telugu
-    1.395760,  // other: kannada
-    1.526018,  // other: malayalam
-    0.800214,  // other: sinhala
-    0.942770,  // other: thai
-    1.939825,  // other: lao
+    0.028811,  // other: arabic
+    1.576047,  // other: arabic_ext
+    0.960235,  // other: thaana
+    0.375153,  // other: devanagari
+    1.040030,  // other: bengali
+    2.118088,  // other: gurmukhi
+    2.122306,  // other: gujarati
+    1.959032,  // other: oriya
+    1.132842,  // other: tamil
+    1.405302,  // other: telugu
+    1.395511,  // other: kannada
+    1.525738,  // other: malayalam
+    0.799949,  // other: sinhala
+    0.942584,  // other: thai
+    1.939665,  // other: lao
     0.000000,  // other: myanmar
-    0.388953,  // other: georgian
-    1.773640,  // other: ethiopic
-    2.178213,  // other: khmer
+    0.388667,  // other: georgian
+    1.773479,  // other: ethiopic
+    2.178064,  // other: khmer
     0.000000,  // other: box
-    2.103999,  // other: private_use
-    0.049190,  // other: fullwidth
-    1.150697,  // other: greek_upper
-    1.933950,  // other: hebrew_points
-    0.273496,  // other: arabic_persian
-    0.743177,  // other: arabic_pashto
-    1.042413,  // code: word_starts
-    0.110920,  // code: upper
+    2.103930,  // other: private_use
+    0.049756,  // other: fullwidth
+    1.150710,  // other: greek_upper
+    1.933580,  // other: hebrew_points
+    0.273981,  // other: arabic_persian
+    0.742364,  // other: arabic_pashto
+    1.049121,  // code: word_starts
+    0.111075,  // code: upper
     0.000000,  // code: case_changes
-    0.059194,  // code: digits
-    0.496886,  // code: digit_runs
-    0.428538,  // code: alnum_switches
-    0.357117,  // code: long_run
+    0.057998,  // code: digits
+    0.504475,  // code: digit_runs
+    0.422938,  // code: alnum_switches
+    0.380178,  // code: long_run
     0.000000,  // code: long_word
-    0.294044,  // code: consonant_runs
+    0.288855,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.202847,  // code: space_runs
-    0.579984,  // code: newlines
-    0.142983,  // code: punct
-    0.375653,  // code: json
-    0.945815,  // code: punct_runs
-    7.579551,  // code: cjk
+    0.200309,  // code: space_runs
+    0.584088,  // code: newlines
+    0.141798,  // code: punct
+    0.374917,  // code: json
+    0.943187,  // code: punct_runs
+    7.587346,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.000137,  // code: cyrillic_ext
+    0.000122,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    10.651968, // code: latin1
-    1.574755,  // code: latin_ext
+    10.618258, // code: latin1
+    1.547821,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    1.636170,  // code: high_runs
-    3.513546,  // code: rare3
-    0.305088,  // code: rare_letters
-    0.269355,  // code: th_pairs
+    1.645961,  // code: high_runs
+    3.259852,  // code: rare3
+    0.307784,  // code: rare_letters
+    0.278075,  // code: th_pairs
     -0.000000, // code: hangul*cjk/bytes
-    -0.460248, // code: json*lower/bytes
-    -0.078421, // code: lower*space_runs/bytes
+    -0.464046, // code: json*lower/bytes
+    -0.081676, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -692,44 +692,44 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.431371,  // code: fullwidth
+    0.422934,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    1.038195,  // prose: word_starts
+    1.030926,  // prose: word_starts
     0.000000,  // prose: upper
     0.000000,  // prose: case_changes
-    0.163277,  // prose: digits
-    0.965695,  // prose: digit_runs
+    0.163133,  // prose: digits
+    0.972859,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.288707,  // prose: long_word
-    0.999270,  // prose: consonant_runs
+    0.283410,  // prose: long_word
+    1.018996,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    1.036867,  // prose: newlines
+    1.027009,  // prose: newlines
     0.000000,  // prose: punct
-    0.725222,  // prose: json
-    0.613467,  // prose: punct_runs
-    0.522089,  // prose: cjk
-    1.476515,  // prose: kana
+    0.757909,  // prose: json
+    0.610955,  // prose: punct_runs
+    0.540495,  // prose: cjk
+    1.462236,  // prose: kana
     0.000000,  // prose: hangul
-    0.567842,  // prose: cyrillic
+    0.572794,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
-    3.527537,  // prose: cyrillic_upper
+    3.374280,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.503623,  // prose: latin_ext
+    2.537033,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    2.980826,  // prose: four
+    2.962417,  // prose: four
     0.000000,  // prose: high_runs
-    2.826690,  // prose: rare3
-    0.973830,  // prose: rare_letters
-    -2.764509, // prose: th_pairs
+    2.746423,  // prose: rare3
+    0.949976,  // prose: rare_letters
+    -2.789339, // prose: th_pairs
     -0.000000, // prose: hangul*cjk/bytes
-    -2.093910, // prose: json*lower/bytes
-    0.544827,  // prose: lower*space_runs/bytes
+    -2.158536, // prose: json*lower/bytes
+    0.572678,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000000,  // prose: hebrew
@@ -746,15 +746,15 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
     0.000000,  // prose: kannada
     0.000000,  // prose: malayalam
     0.000000,  // prose: sinhala
-    0.000076,  // prose: thai
+    0.000067,  // prose: thai
     0.000000,  // prose: lao
     0.000000,  // prose: myanmar
     0.000000,  // prose: georgian
     0.000000,  // prose: ethiopic
     0.000000,  // prose: khmer
-    0.221593,  // prose: box
+    0.203226,  // prose: box
     0.000000,  // prose: private_use
-    13.954393, // prose: fullwidth
+    13.251318, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian
@@ -763,163 +763,163 @@ pub(crate) const CLAUDE_LEGACY: [f64; INPUT_COUNT] = [
 
 /// `claude` coefficients.
 pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
-    0.392810,  // script: word_starts
-    0.147216,  // script: upper
+    0.392825,  // script: word_starts
+    0.147168,  // script: upper
     0.000000,  // script: case_changes
     0.000000,  // script: digits
-    0.929532,  // script: digit_runs
-    2.009372,  // script: alnum_switches
+    0.929218,  // script: digit_runs
+    2.014662,  // script: alnum_switches
     0.000000,  // script: long_run
-    0.209593,  // script: long_word
-    0.014211,  // script: consonant_runs
+    0.209719,  // script: long_word
+    0.013710,  // script: consonant_runs
     0.000000,  // script: spaces
-    0.574293,  // script: space_runs
-    1.381293,  // script: newlines
-    0.561169,  // script: punct
+    0.573375,  // script: space_runs
+    1.381099,  // script: newlines
+    0.561048,  // script: punct
     0.000000,  // script: json
-    0.633880,  // script: punct_runs
-    0.738927,  // script: cjk
-    0.896736,  // script: kana
-    0.706289,  // script: hangul
-    0.424149,  // script: cyrillic
-    2.247374,  // script: cyrillic_ext
-    0.803191,  // script: cyrillic_upper
+    0.634059,  // script: punct_runs
+    0.738857,  // script: cjk
+    0.896755,  // script: kana
+    0.706209,  // script: hangul
+    0.424162,  // script: cyrillic
+    2.247255,  // script: cyrillic_ext
+    0.803170,  // script: cyrillic_upper
     0.000000,  // script: latin1
-    0.052416,  // script: latin_ext
+    0.052581,  // script: latin_ext
     0.000000,  // script: other2
-    1.112675,  // script: other3
-    6.711751,  // script: four
-    0.332392,  // script: high_runs
-    1.590807,  // script: rare3
-    0.165553,  // script: rare_letters
-    -0.747003, // script: th_pairs
-    5.064048,  // script: hangul*cjk/bytes
-    1.282344,  // script: json*lower/bytes
-    0.294550,  // script: lower*space_runs/bytes
+    1.115224,  // script: other3
+    6.691090,  // script: four
+    0.333109,  // script: high_runs
+    1.591157,  // script: rare3
+    0.166243,  // script: rare_letters
+    -0.745797, // script: th_pairs
+    5.049121,  // script: hangul*cjk/bytes
+    1.283275,  // script: json*lower/bytes
+    0.295996,  // script: lower*space_runs/bytes
     0.000000,  // script: greek
-    0.015682,  // script: armenian
+    0.015681,  // script: armenian
     0.001298,  // script: hebrew
     0.000000,  // script: arabic
-    0.022070,  // script: arabic_ext
-    0.013128,  // script: thaana
-    0.005150,  // script: devanagari
-    0.014556,  // script: bengali
-    0.029871,  // script: gurmukhi
-    0.029918,  // script: gujarati
-    0.027473,  // script: oriya
-    0.015760,  // script: tamil
-    0.019716,  // script: telugu
-    0.019535,  // script: kannada
-    0.021406,  // script: malayalam
-    0.015385,  // script: sinhala
-    0.013037,  // script: thai
-    0.027167,  // script: lao
+    0.022065,  // script: arabic_ext
+    0.013127,  // script: thaana
+    0.005158,  // script: devanagari
+    0.014564,  // script: bengali
+    0.029879,  // script: gurmukhi
+    0.029926,  // script: gujarati
+    0.027481,  // script: oriya
+    0.015767,  // script: tamil
+    0.019724,  // script: telugu
+    0.019542,  // script: kannada
+    0.021414,  // script: malayalam
+    0.015394,  // script: sinhala
+    0.013045,  // script: thai
+    0.027175,  // script: lao
     0.000000,  // script: myanmar
-    0.015609,  // script: georgian
-    0.024726,  // script: ethiopic
-    0.030491,  // script: khmer
+    0.015617,  // script: georgian
+    0.024736,  // script: ethiopic
+    0.030499,  // script: khmer
     0.000000,  // script: box
-    0.029371,  // script: private_use
-    1.093208,  // script: fullwidth
-    0.016381,  // script: greek_upper
-    0.025981,  // script: hebrew_points
-    0.003665,  // script: arabic_persian
+    0.029382,  // script: private_use
+    1.091362,  // script: fullwidth
+    0.016380,  // script: greek_upper
+    0.025975,  // script: hebrew_points
+    0.003670,  // script: arabic_persian
     0.010525,  // script: arabic_pashto
-    0.979141,  // other: word_starts
-    0.145798,  // other: upper
-    0.603441,  // other: case_changes
-    0.464286,  // other: digits
+    0.979660,  // other: word_starts
+    0.145660,  // other: upper
+    0.610093,  // other: case_changes
+    0.464570,  // other: digits
     0.000000,  // other: digit_runs
     0.000000,  // other: alnum_switches
     0.000000,  // other: long_run
     0.000000,  // other: long_word
-    0.444293,  // other: consonant_runs
-    0.083209,  // other: spaces
-    0.271925,  // other: space_runs
-    1.454245,  // other: newlines
+    0.442107,  // other: consonant_runs
+    0.083305,  // other: spaces
+    0.271236,  // other: space_runs
+    1.452759,  // other: newlines
     0.000000,  // other: punct
-    0.112026,  // other: json
-    0.966241,  // other: punct_runs
+    0.111887,  // other: json
+    0.966188,  // other: punct_runs
     0.000000,  // other: cjk
     0.000000,  // other: kana
     0.000000,  // other: hangul
     0.000000,  // other: cyrillic
     0.000000,  // other: cyrillic_ext
-    0.017507,  // other: cyrillic_upper
-    3.273161,  // other: latin1
-    0.196584,  // other: latin_ext
-    0.910042,  // other: other2
-    0.892040,  // other: other3
-    2.811852,  // other: four
-    0.908411,  // other: high_runs
+    0.016537,  // other: cyrillic_upper
+    3.266811,  // other: latin1
+    0.181071,  // other: latin_ext
+    0.910182,  // other: other2
+    0.891518,  // other: other3
+    2.812673,  // other: four
+    0.908617,  // other: high_runs
     0.000000,  // other: rare3
     0.000000,  // other: rare_letters
-    -0.114212, // other: th_pairs
+    -0.114252, // other: th_pairs
     0.000000,  // other: hangul*cjk/bytes
-    -1.264705, // other: json*lower/bytes
-    -0.527670, // other: lower*space_runs/bytes
-    0.264080,  // other: greek
-    1.159785,  // other: armenian
-    0.096090,  // other: hebrew
+    -1.278619, // other: json*lower/bytes
+    -0.525485, // other: lower*space_runs/bytes
+    0.264052,  // other: greek
+    1.159736,  // other: armenian
+    0.096121,  // other: hebrew
     0.000000,  // other: arabic
-    1.632207,  // other: arabic_ext
-    0.970879,  // other: thaana
-    0.380857,  // other: devanagari
-    1.076490,  // other: bengali
-    2.209187,  // other: gurmukhi
-    2.212686,  // other: gujarati
-    2.031837,  // other: oriya
-    1.165535,  // other: tamil
-    1.458179,  // other: telugu
-    1.444722,  // other: kannada
-    1.583106,  // other: malayalam
-    1.137851,  // other: sinhala
-    0.964165,  // other: thai
-    2.009210,  // other: lao
+    1.631835,  // other: arabic_ext
+    0.970872,  // other: thaana
+    0.381492,  // other: devanagari
+    1.077099,  // other: bengali
+    2.209808,  // other: gurmukhi
+    2.213280,  // other: gujarati
+    2.032420,  // other: oriya
+    1.166108,  // other: tamil
+    1.458752,  // other: telugu
+    1.445298,  // other: kannada
+    1.583697,  // other: malayalam
+    1.138471,  // other: sinhala
+    0.964741,  // other: thai
+    2.009822,  // other: lao
     0.000000,  // other: myanmar
-    1.154396,  // other: georgian
-    1.828703,  // other: ethiopic
-    2.255018,  // other: khmer
+    1.154956,  // other: georgian
+    1.829434,  // other: ethiopic
+    2.255659,  // other: khmer
     0.000000,  // other: box
-    2.178072,  // other: private_use
-    0.362883,  // other: fullwidth
-    1.211545,  // other: greek_upper
-    1.921452,  // other: hebrew_points
-    0.271037,  // other: arabic_persian
-    0.778414,  // other: arabic_pashto
-    1.207586,  // code: word_starts
+    2.178525,  // other: private_use
+    0.363189,  // other: fullwidth
+    1.211489,  // other: greek_upper
+    1.921035,  // other: hebrew_points
+    0.271390,  // other: arabic_persian
+    0.778370,  // other: arabic_pashto
+    1.210619,  // code: word_starts
     0.000000,  // code: upper
     0.000000,  // code: case_changes
-    0.074945,  // code: digits
-    0.644167,  // code: digit_runs
-    0.391752,  // code: alnum_switches
-    0.473488,  // code: long_run
+    0.074298,  // code: digits
+    0.646625,  // code: digit_runs
+    0.390067,  // code: alnum_switches
+    0.485048,  // code: long_run
     0.000000,  // code: long_word
-    0.531936,  // code: consonant_runs
+    0.529697,  // code: consonant_runs
     0.000000,  // code: spaces
-    0.604059,  // code: space_runs
-    0.736333,  // code: newlines
-    0.186974,  // code: punct
-    0.221136,  // code: json
-    0.777941,  // code: punct_runs
-    8.305375,  // code: cjk
+    0.604283,  // code: space_runs
+    0.739219,  // code: newlines
+    0.186183,  // code: punct
+    0.221206,  // code: json
+    0.777248,  // code: punct_runs
+    8.290361,  // code: cjk
     0.000000,  // code: kana
     0.000000,  // code: hangul
     0.000000,  // code: cyrillic
-    0.000526,  // code: cyrillic_ext
+    0.000482,  // code: cyrillic_ext
     0.000000,  // code: cyrillic_upper
-    9.290537,  // code: latin1
-    1.347261,  // code: latin_ext
+    9.324448,  // code: latin1
+    1.327731,  // code: latin_ext
     0.000000,  // code: other2
     0.000000,  // code: other3
     0.000000,  // code: four
-    2.597759,  // code: high_runs
-    4.889877,  // code: rare3
-    0.338551,  // code: rare_letters
-    0.133632,  // code: th_pairs
+    2.594190,  // code: high_runs
+    4.549343,  // code: rare3
+    0.340709,  // code: rare_letters
+    0.142619,  // code: th_pairs
     0.000000,  // code: hangul*cjk/bytes
-    -0.161165, // code: json*lower/bytes
-    -0.757685, // code: lower*space_runs/bytes
+    -0.163240, // code: json*lower/bytes
+    -0.763259, // code: lower*space_runs/bytes
     0.000000,  // code: greek
     0.000000,  // code: armenian
     0.000000,  // code: hebrew
@@ -944,48 +944,48 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // code: khmer
     0.000000,  // code: box
     0.000000,  // code: private_use
-    0.413586,  // code: fullwidth
+    0.414243,  // code: fullwidth
     0.000000,  // code: greek_upper
     0.000000,  // code: hebrew_points
     0.000000,  // code: arabic_persian
     0.000000,  // code: arabic_pashto
-    1.068478,  // prose: word_starts
-    0.060349,  // prose: upper
+    1.061592,  // prose: word_starts
+    0.061707,  // prose: upper
     0.000000,  // prose: case_changes
-    0.245164,  // prose: digits
-    0.833088,  // prose: digit_runs
+    0.245603,  // prose: digits
+    0.838369,  // prose: digit_runs
     0.000000,  // prose: alnum_switches
     0.000000,  // prose: long_run
-    0.298087,  // prose: long_word
-    1.037880,  // prose: consonant_runs
+    0.294937,  // prose: long_word
+    1.049653,  // prose: consonant_runs
     0.000000,  // prose: spaces
     0.000000,  // prose: space_runs
-    1.140346,  // prose: newlines
+    1.133085,  // prose: newlines
     0.000000,  // prose: punct
-    0.903041,  // prose: json
-    0.614611,  // prose: punct_runs
-    0.444406,  // prose: cjk
-    1.538772,  // prose: kana
+    0.908630,  // prose: json
+    0.613599,  // prose: punct_runs
+    0.459331,  // prose: cjk
+    1.534006,  // prose: kana
     0.000000,  // prose: hangul
-    0.520994,  // prose: cyrillic
+    0.527227,  // prose: cyrillic
     0.000000,  // prose: cyrillic_ext
-    3.074741,  // prose: cyrillic_upper
+    2.888104,  // prose: cyrillic_upper
     0.000000,  // prose: latin1
-    2.579012,  // prose: latin_ext
+    2.604670,  // prose: latin_ext
     0.000000,  // prose: other2
     0.000000,  // prose: other3
-    3.009581,  // prose: four
+    3.000010,  // prose: four
     0.000000,  // prose: high_runs
-    2.546948,  // prose: rare3
-    1.086585,  // prose: rare_letters
-    -2.902752, // prose: th_pairs
+    2.503281,  // prose: rare3
+    1.069413,  // prose: rare_letters
+    -2.919942, // prose: th_pairs
     0.000000,  // prose: hangul*cjk/bytes
-    -2.446176, // prose: json*lower/bytes
-    0.605922,  // prose: lower*space_runs/bytes
+    -2.455742, // prose: json*lower/bytes
+    0.626442,  // prose: lower*space_runs/bytes
     0.000000,  // prose: greek
     0.000000,  // prose: armenian
     0.000000,  // prose: hebrew
-    0.000002,  // prose: arabic
+    0.000001,  // prose: arabic
     0.000000,  // prose: arabic_ext
     0.000000,  // prose: thaana
     0.000000,  // prose: devanagari
@@ -1006,7 +1006,7 @@ pub(crate) const CLAUDE: [f64; INPUT_COUNT] = [
     0.000000,  // prose: khmer
     0.000000,  // prose: box
     0.000000,  // prose: private_use
-    15.228915, // prose: fullwidth
+    14.738865, // prose: fullwidth
     0.000000,  // prose: greek_upper
     0.000000,  // prose: hebrew_points
     0.000000,  // prose: arabic_persian

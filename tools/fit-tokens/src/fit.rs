@@ -7,7 +7,8 @@
 //! rejected request, an over-estimate only an early compaction.
 //!
 //! Rows of a guard category are constraints rather than samples: they weigh nothing while their
-//! ratio is at least the category's floor, and `under_weight`·(r − floor)² below it.
+//! ratio is at least the category's floor, and max(`under_weight`, [`GUARD_WEIGHT`])·(r − floor)²
+//! below it.
 
 /// Guard categories (training only, never evaluated) and the ratio their rows are held at or
 /// above: placeholder text (lorem ipsum: no vocabulary has its words, claude-legacy least of
@@ -27,6 +28,11 @@ pub const GUARDS: [(&str, f64); 8] = [
     ("guard-th-made-up", 0.75),
     ("guard-table", 0.90),
 ];
+
+/// The least weight of a guard row below its floor: a guard is a constraint, and a family fitted
+/// with a small under-estimate weight (a light lean towards over-estimates) must not hold it
+/// more loosely for that.
+pub const GUARD_WEIGHT: f64 = 20.0;
 
 /// The floor of a guard category, `None` for the others.
 pub fn guard_floor(category: &str) -> Option<f64> {
@@ -151,7 +157,7 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) 
             let ratio = predict(&beta, row.features) / row.exact;
             (weights[i], targets[i]) = if let Some(floor) = floors[i] {
                 if ratio < floor {
-                    (base[i] * under_weight, floor)
+                    (base[i] * under_weight.max(GUARD_WEIGHT), floor)
                 } else {
                     (0.0, floor)
                 }
