@@ -700,8 +700,8 @@ pub unsafe extern "C" fn fl_context_tracker_set_correction(
 /// Selects the model the next requests go to (`model_len` bytes of UTF-8): usage recorded from
 /// now on moves its correction factor, and estimates are scaled by it. A model selected before
 /// gets back the factor it had; one selected for the first time starts from the current
-/// model's factor; the first model named on a tracker is the one it was tracking (usage
-/// recorded before counts as its). Usage recorded before a switch stays, but
+/// model's factor; while the unnamed model is selected (a new tracker, or an empty name), the
+/// next model named takes it over (usage recorded before counts as its). Usage recorded before a switch stays, but
 /// `fl_context_tracker_tokens` reports it as `FL_COUNT_USAGE_ESTIMATE`, not exact, until the
 /// selected model reports usage of its own.
 ///

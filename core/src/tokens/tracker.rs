@@ -481,16 +481,13 @@ impl ContextTracker {
     /// - A model selected before gets back the factor it had.
     /// - A model selected for the first time starts from the current model's factor (most
     ///   often a model of the same family, the best guess until its own usage arrives).
-    /// - The first model named on a tracker is the one it was tracking: usage recorded before
-    ///   counts as that model's.
+    /// - While the unnamed model is selected (a new tracker, or `""` selected), the next model
+    ///   named takes it over: usage recorded before counts as that model's.
     ///
     /// The usage anchor stays (the other model's count of the prefix is closer than an
     /// estimate), but [`tokens`](Self::tokens) no longer calls it exact until the selected
     /// model reports usage of its own.
     pub fn set_model(&mut self, model: &str) {
-        if self.models[self.model].name == model {
-            return;
-        }
         if let Some(index) = self.models.iter().position(|m| m.name == model) {
             self.model = index;
         } else if self.models[self.model].name.is_empty() {

@@ -30,15 +30,6 @@ use serde_json::json;
 
 /// `claude` is fitted to max(o200k, cl100k, claude-legacy) × this margin, per document.
 const CLAUDE_MARGIN: f64 = 1.05;
-/// Weight of under-estimated documents in the iteratively re-weighted fit, per family in the
-/// order of [`Fam::ALL`]. Chosen by 4-fold cross-validation inside the training half
-/// (`FIT_CV=4`; weights 3–8 tried for `o200k`, 2–8 for `cl100k`, 4–20 for `claude-legacy`): of the
-/// weights that put no more documents below 0.85 than the previous weight did (8, and 20 for
-/// `claude-legacy`), the one with the fewest categories over 10% P90, ties going to the smaller
-/// total excess over 10% (BENCHMARKS.md, "Session 35"). `claude`, the default family, keeps
-/// the weight it was calibrated with: its margin over the exact counts is what keeps requests
-/// to current Claude models under their limit.
-const UNDER_WEIGHTS: [f64; 4] = [6.0, 3.0, 6.0, 8.0];
 /// Reweighting rounds.
 const ROUNDS: usize = 8;
 /// After fitting, coefficients are scaled up until this fraction of training documents...
@@ -158,12 +149,25 @@ impl Fam {
         }
     }
 
-    /// The family's under-estimate weight in the fit: [`UNDER_WEIGHTS`], unless the
-    /// environment sets `FIT_UNDER_WEIGHT_<FAMILY>` (`FIT_UNDER_WEIGHT_CLAUDE_LEGACY`, ...) or
-    /// `FIT_UNDER_WEIGHT` (every family).
+    /// The family's weight of under-estimated documents in the iteratively re-weighted fit,
+    /// unless the environment sets `FIT_UNDER_WEIGHT_<FAMILY>` (`FIT_UNDER_WEIGHT_CLAUDE_LEGACY`,
+    /// ...) or `FIT_UNDER_WEIGHT` (every family).
+    ///
+    /// Chosen by 4-fold cross-validation inside the training half (`FIT_CV=4`; weights 3–8
+    /// tried for `o200k`, 2–8 for `cl100k`, 4–20 for `claude-legacy`): of the weights that put
+    /// no more documents below 0.85 than the previous weight did (8, and 20 for
+    /// `claude-legacy`), the one with the fewest categories over 10% P90, ties going to the
+    /// smaller total excess over 10% (BENCHMARKS.md, "Session 35"). `claude`, the default
+    /// family, keeps the weight it was calibrated with: its margin over the exact counts is what
+    /// keeps requests to current Claude models under their limit.
     fn under_weight(self) -> f64 {
-        let index = Fam::ALL.iter().position(|&f| f == self).unwrap_or(0);
-        let default = env_f64("FIT_UNDER_WEIGHT", UNDER_WEIGHTS[index]);
+        let chosen = match self {
+            Fam::O200k => 6.0,
+            Fam::Cl100k => 3.0,
+            Fam::Legacy => 6.0,
+            Fam::Claude => 8.0,
+        };
+        let default = env_f64("FIT_UNDER_WEIGHT", chosen);
         env_f64(&format!("FIT_UNDER_WEIGHT_{}", self.konst()), default)
     }
 
