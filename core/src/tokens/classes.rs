@@ -1469,6 +1469,32 @@ mod tests {
     }
 
     #[test]
+    fn script_leads_past_the_avx512_buffer_and_many_to_a_block() {
+        // The AVX-512 kernel buffers 4,096 script ids before counting them: 30,000 leads flush
+        // it several times mid-text. Blocks with 32 two-byte leads (Greek, Arabic), ~21
+        // three-byte ones (box drawing, Thai), several scripts in one block, and 64 bare leads
+        // (no continuation: no script), at every alignment.
+        let many = "├─┤".repeat(10_000);
+        let mixed = "αβγδ ابت ไทย ─│ ｆｕ ∑ Ա ᄀ \u{E000}".repeat(300);
+        let bare = [0xE2u8; 64 * 3];
+        let leads_then_one = [&[0xCEu8; 63][..], "α".as_bytes()].concat();
+        for pad in 0..3 {
+            let padding = "x".repeat(pad);
+            check(format!("{padding}{many}").as_bytes());
+            check(format!("{padding}{mixed}").as_bytes());
+            check(format!("{padding}{}", "αβγδεζηθ".repeat(40)).as_bytes());
+            check(&[padding.as_bytes(), &bare[..]].concat());
+            check(&[padding.as_bytes(), &leads_then_one].concat());
+        }
+        let c = count_classes(many.as_bytes());
+        let box_script = crate::tokens::scripts::SCRIPT_NAMES
+            .iter()
+            .position(|n| *n == "box")
+            .unwrap();
+        assert_eq!(c.scripts[box_script], 30_000);
+    }
+
+    #[test]
     fn counts_a_mixed_sample() {
         let text = "Hello wORLD 42, {\"k\": [1,2]}\n\tпривет Її 你好 こんにちは 안녕 é ł 😀 — α";
         check(text.as_bytes());

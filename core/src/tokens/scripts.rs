@@ -11,11 +11,13 @@
 //! Hebrew points, the letters Persian and Pashto add to Arabic's: `SCRIPT_CHARACTERS`); three-byte
 //! ones by blocks of 16 code points.
 //!
-//! The class-counting kernels count scripts in the blocks they visit for their non-ASCII work
-//! (`PendingLeads`: found while the block is in cache, decoded in batches), so ASCII text never pays for this. A
-//! block's leads of `other2`/`other3` characters are found with vector compares (SSE2, part of
-//! every x86-64 CPU; a byte loop elsewhere) and only those are decoded: Chinese or Japanese text
-//! with one box-drawing character costs a few compares per block, not a decode.
+//! The class-counting kernels count scripts in the blocks they visit for their non-ASCII work,
+//! so ASCII text never pays for this. The portable and AVX2 kernels use `PendingLeads` (found
+//! while the block is in cache, decoded in batches): a block's leads of `other2`/`other3`
+//! characters are found with vector compares (SSE2, part of every x86-64 CPU; a byte loop
+//! elsewhere) and only those are decoded, so Chinese or Japanese text with one box-drawing
+//! character costs a few compares per block, not a decode. The AVX-512 kernel looks the leads up
+//! sixteen at a time in [`SCRIPT_OF`] (`classes/avx512.rs`, `ScriptIds`), with the same result.
 
 /// Number of script counts: 25 scripts, then 4 groups of characters counted apart from their
 /// script (see [`SCRIPT_NAMES`]).
@@ -139,14 +141,19 @@ const SCRIPT_CHARACTERS: [(usize, u32, u32); 24] = [
 
 /// First entry of [`SCRIPT_OF`] for three-byte characters: the two-byte ones (U+0000–U+07FF)
 /// have one entry per code point before it.
-const THREE_BYTE_BASE: usize = 0x800;
+pub(super) const THREE_BYTE_BASE: usize = 0x800;
+
+/// Entries of [`SCRIPT_OF`]: the two-byte characters, then 4096 blocks of 16 code points.
+const SCRIPT_ENTRIES: usize = THREE_BYTE_BASE + 4096;
 
 /// The script of each character below U+0800, then of each block of 16 code points below
-/// U+10000: `0` for none, else index + 1.
-static SCRIPT_OF: [u8; THREE_BYTE_BASE + 4096] = script_table();
+/// U+10000: `0` for none, else index + 1. Three zero bytes follow the last entry, so that a
+/// 4-byte read at any entry (the AVX-512 kernel gathers entries as 32-bit words and keeps their
+/// low byte) stays inside the table.
+pub(super) static SCRIPT_OF: [u8; SCRIPT_ENTRIES + 3] = script_table();
 
-const fn script_table() -> [u8; THREE_BYTE_BASE + 4096] {
-    let mut table = [0u8; THREE_BYTE_BASE + 4096];
+const fn script_table() -> [u8; SCRIPT_ENTRIES + 3] {
+    let mut table = [0u8; SCRIPT_ENTRIES + 3];
     let mut r = 0;
     while r < SCRIPT_RANGES.len() {
         let (script, first, last) = SCRIPT_RANGES[r];
