@@ -4,7 +4,9 @@
 //! signed (interaction corrections), where w_d balances categories (each
 //! category weighs the same in total) and a_d = `under_weight` when document d is under-estimated
 //! (iteratively re-weighted), so the fit leans towards over-estimating: an under-estimate costs a
-//! rejected request, an over-estimate only an early compaction.
+//! rejected request, an over-estimate only an early compaction. Documents within a band around
+//! their exact count (ratio in [`Objective::band`]) weigh `band_weight` times that: they already
+//! meet the ±10% target, so the fit spends its freedom on the documents that miss it.
 //!
 //! Rows of a guard category are constraints rather than samples: they weigh nothing while their
 //! ratio is at least the category's floor, and max(`under_weight`, [`GUARD_WEIGHT`])·(r − floor)²
@@ -37,6 +39,29 @@ pub const GUARD_WEIGHT: f64 = 20.0;
 /// The floor of a guard category, `None` for the others.
 pub fn guard_floor(category: &str) -> Option<f64> {
     GUARDS.iter().find(|(c, _)| *c == category).map(|&(_, f)| f)
+}
+
+/// The objective's weights (see the module docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Objective {
+    /// Weight of an under-estimated document relative to an over-estimated one.
+    pub under_weight: f64,
+    /// Ratios (estimate / exact) within which a document weighs `band_weight` times as much.
+    pub band: (f64, f64),
+    /// The weight of the documents within the band (1: no band).
+    pub band_weight: f64,
+}
+
+impl Objective {
+    /// The weight of a document with ratio `ratio` (not a guard), relative to its category's.
+    fn weight(&self, ratio: f64) -> f64 {
+        let lean = if ratio < 1.0 { self.under_weight } else { 1.0 };
+        if (self.band.0..=self.band.1).contains(&ratio) {
+            lean * self.band_weight
+        } else {
+            lean
+        }
+    }
 }
 
 /// One training row: features and the exact count.
@@ -135,7 +160,7 @@ pub fn predict(beta: &[f64], features: &[f64]) -> f64 {
 
 /// The full fit: category balancing, IRLS towards over-estimates; guard rows held at or above
 /// their floor ([`GUARDS`]).
-pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) -> Vec<f64> {
+pub fn fit(rows: &[Row<'_>], signed: &[bool], objective: Objective, rounds: usize) -> Vec<f64> {
     let mut per_category = std::collections::HashMap::<&str, f64>::new();
     for row in rows {
         *per_category.entry(row.category).or_default() += 1.0;
@@ -157,14 +182,12 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], under_weight: f64, rounds: usize) 
             let ratio = predict(&beta, row.features) / row.exact;
             (weights[i], targets[i]) = if let Some(floor) = floors[i] {
                 if ratio < floor {
-                    (base[i] * under_weight.max(GUARD_WEIGHT), floor)
+                    (base[i] * objective.under_weight.max(GUARD_WEIGHT), floor)
                 } else {
                     (0.0, floor)
                 }
-            } else if ratio < 1.0 {
-                (base[i] * under_weight, 1.0)
             } else {
-                (base[i], 1.0)
+                (base[i] * objective.weight(ratio), 1.0)
             };
         }
         beta = nonneg_fit(rows, &weights, &targets, signed);
@@ -190,10 +213,60 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let beta = fit(&rows, &[false, false], 1.0, 0);
+        let plain = Objective {
+            under_weight: 1.0,
+            band: (1.0, 1.0),
+            band_weight: 1.0,
+        };
+        let beta = fit(&rows, &[false, false], plain, 0);
         assert!(
             (beta[0] - 0.5).abs() < 1e-3 && (beta[1] - 2.0).abs() < 1e-3,
             "{beta:?}"
         );
+    }
+
+    #[test]
+    fn weighs_documents_by_side_and_band() {
+        let objective = Objective {
+            under_weight: 4.0,
+            band: (0.97, 1.05),
+            band_weight: 0.5,
+        };
+        assert_eq!(objective.weight(0.90), 4.0);
+        assert_eq!(objective.weight(0.98), 2.0);
+        assert_eq!(objective.weight(1.00), 0.5);
+        assert_eq!(objective.weight(1.05), 0.5);
+        assert_eq!(objective.weight(1.20), 1.0);
+    }
+
+    #[test]
+    fn a_band_lets_the_misses_pull_harder() {
+        // One price for two kinds of document: 9 cost 1.0 a unit, one costs 1.3. Without a band
+        // the fit sits near the mean; with the nine inside a band weighing little, it moves
+        // towards the outlier (the nine stay within their band).
+        let xs = [[1.0]; 10];
+        let rows: Vec<Row<'_>> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| Row {
+                features: x,
+                exact: if i == 0 { 1.3 } else { 1.0 },
+                category: "a",
+            })
+            .collect();
+        let plain = Objective {
+            under_weight: 1.0,
+            band: (1.0, 1.0),
+            band_weight: 1.0,
+        };
+        let banded = Objective {
+            band: (0.9, 1.1),
+            band_weight: 0.2,
+            ..plain
+        };
+        let without = fit(&rows, &[false], plain, 5)[0];
+        let with = fit(&rows, &[false], banded, 5)[0];
+        assert!(with > without + 0.01, "{with} vs {without}");
+        assert!(with < 1.1, "{with}");
     }
 }
