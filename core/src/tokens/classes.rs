@@ -1470,7 +1470,7 @@ mod tests {
 
     #[test]
     fn script_leads_past_the_avx512_buffer_and_many_to_a_block() {
-        // The AVX-512 kernel buffers 4,096 script ids before counting them: 30,000 leads flush
+        // The AVX-512 kernel buffers 1,024 script ids before counting them: 30,000 leads flush
         // it several times mid-text. Blocks with 32 two-byte leads (Greek, Arabic), ~21
         // three-byte ones (box drawing, Thai), several scripts in one block, and 64 bare leads
         // (no continuation: no script), at every alignment.

@@ -200,6 +200,13 @@ pub fn fit(rows: &[Row<'_>], signed: &[bool], objective: Objective, rounds: usiz
 mod tests {
     use super::*;
 
+    /// Least squares: no lean towards over-estimates, no band.
+    const PLAIN: Objective = Objective {
+        under_weight: 1.0,
+        band: (1.0, 1.0),
+        band_weight: 1.0,
+    };
+
     #[test]
     fn recovers_a_linear_model() {
         let xs: Vec<[f64; 2]> = (1..50)
@@ -213,12 +220,7 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let plain = Objective {
-            under_weight: 1.0,
-            band: (1.0, 1.0),
-            band_weight: 1.0,
-        };
-        let beta = fit(&rows, &[false, false], plain, 0);
+        let beta = fit(&rows, &[false, false], PLAIN, 0);
         assert!(
             (beta[0] - 0.5).abs() < 1e-3 && (beta[1] - 2.0).abs() < 1e-3,
             "{beta:?}"
@@ -254,17 +256,12 @@ mod tests {
                 category: "a",
             })
             .collect();
-        let plain = Objective {
-            under_weight: 1.0,
-            band: (1.0, 1.0),
-            band_weight: 1.0,
-        };
         let banded = Objective {
             band: (0.9, 1.1),
             band_weight: 0.2,
-            ..plain
+            ..PLAIN
         };
-        let without = fit(&rows, &[false], plain, 5)[0];
+        let without = fit(&rows, &[false], PLAIN, 5)[0];
         let with = fit(&rows, &[false], banded, 5)[0];
         assert!(with > without + 0.01, "{with} vs {without}");
         assert!(with < 1.1, "{with}");
