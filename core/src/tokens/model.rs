@@ -364,6 +364,38 @@ mod tests {
         }
         let ones = [1.0; INPUT_COUNT];
         assert_eq!(dot(&ones, &ones), INPUT_COUNT as f64);
+        // A length with a remainder after the eight lanes (the model's terms per kind).
+        let ones = [1.0; TERM_COUNT];
+        assert_eq!(dot(&ones, &ones), TERM_COUNT as f64);
+    }
+
+    #[test]
+    fn the_estimate_is_the_fitted_models_dot_product() {
+        // What the fit tool evaluates (`model_inputs` · coefficients, one running sum), up to
+        // rounding, for text of every kind.
+        let texts = [
+            "Plain English prose, with the usual words in it.",
+            "fn main() { let x = vec![1, 2, 3]; println!(\"{x:?}\"); }",
+            "{\"type\":\"tool_use\",\"input\":{\"path\":\"/tmp/a.txt\"}}",
+            "日本語のテキストと한국어 텍스트, 中文文本",
+            "Ελληνικά, עברית, العربية, हिन्दी, ไทย ├── ┃",
+        ];
+        for text in texts {
+            let counts = count_classes(text.as_bytes());
+            for family in FAMILIES {
+                let running: f64 = model_inputs(&counts)
+                    .iter()
+                    .zip(family.coefficients())
+                    .map(|(x, w)| x * w)
+                    .sum();
+                let estimate = estimate_counts(&counts, family);
+                assert!(
+                    (estimate - running.max(counts.bytes as f64 / MAX_BYTES_PER_TOKEN)).abs()
+                        <= 1e-9 * estimate,
+                    "{family} {text:?}: {estimate} vs {running}"
+                );
+            }
+        }
     }
 
     #[test]
