@@ -17,7 +17,7 @@
 //! characters are found with vector compares (SSE2, part of every x86-64 CPU; a byte loop
 //! elsewhere) and only those are decoded, so Chinese or Japanese text with one box-drawing
 //! character costs a few compares per block, not a decode. The AVX-512 kernel looks the leads up
-//! sixteen at a time in [`SCRIPT_OF`] (`classes/avx512.rs`, `ScriptIds`), with the same result.
+//! sixteen at a time in `SCRIPT_OF` (`classes/avx512.rs`, `ScriptIds`), with the same result.
 
 /// Number of script counts: 25 scripts, then 4 groups of characters counted apart from their
 /// script (see [`SCRIPT_NAMES`]).
