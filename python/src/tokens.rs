@@ -40,7 +40,9 @@ fn estimate_tokens(py: Python<'_>, obj: &Bound<'_, PyAny>, tokenizer: &str) -> P
         let family = family(tokenizer)?;
         if let Ok(text) = obj.cast::<PyString>() {
             let text = text_of(text)?;
-            return Ok(py.detach(|| estimate_text(&text, family)));
+            return Ok(detach_if_large(py, text.len(), || {
+                estimate_text(&text, family)
+            }));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             // `bytes` is immutable and `obj` keeps it alive: read in place, even released.
@@ -575,7 +577,7 @@ impl PyTextEstimator {
             let estimator = &mut this.estimator;
             if let Ok(text) = piece.cast::<PyString>() {
                 let text = text_of(text)?;
-                py.detach(|| estimator.feed(text.as_bytes()));
+                detach_if_large(py, text.len(), || estimator.feed(text.as_bytes()));
                 return Ok(());
             }
             if let Ok(bytes) = piece.cast::<PyBytes>() {
