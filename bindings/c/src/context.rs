@@ -677,8 +677,8 @@ pub unsafe extern "C" fn fl_context_tracker_correction(
 }
 
 /// Sets the current model's correction factor (for example carried over from an earlier
-/// session with the same model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT` for a value that is not a
-/// positive finite number (the factor is then kept).
+/// session with the same model), clamped to [0.8, 1.6]. Returns `FL_STATUS_INVALID_ARGUMENT`
+/// for a value that is not a positive finite number (the factor is then kept).
 ///
 /// # Safety
 /// `tracker` must be a live tracker not used concurrently.
@@ -701,9 +701,9 @@ pub unsafe extern "C" fn fl_context_tracker_set_correction(
 /// now on moves its correction factor, and estimates are scaled by it. A model selected before
 /// gets back the factor it had; one selected for the first time starts from the current
 /// model's factor; while the unnamed model is selected (a new tracker, or an empty name), the
-/// next model named takes it over (usage recorded before counts as its). Usage recorded before a switch stays, but
-/// `fl_context_tracker_tokens` reports it as `FL_COUNT_USAGE_ESTIMATE`, not exact, until the
-/// selected model reports usage of its own.
+/// next model named takes it over (usage recorded before counts as its). Usage recorded before
+/// a switch stays, but `fl_context_tracker_tokens` reports it as `FL_COUNT_USAGE_ESTIMATE`, not
+/// exact, until the selected model reports usage of its own.
 ///
 /// Returns `FL_STATUS_INVALID_UTF8` for a name that is not UTF-8 (the tracker unchanged).
 ///

@@ -488,7 +488,7 @@ impl ContextTracker {
     /// estimate), but [`tokens`](Self::tokens) no longer calls it exact until the selected
     /// model reports usage of its own.
     pub fn set_model(&mut self, model: &str) {
-        if let Some(index) = self.models.iter().position(|m| m.name == model) {
+        if let Some(index) = self.model_index(model) {
             self.model = index;
         } else if self.models[self.model].name.is_empty() {
             self.models[self.model].name = model.to_owned();
@@ -509,10 +509,13 @@ impl ContextTracker {
 
     /// The correction factor of `model`, if it was ever selected.
     pub fn correction_for(&self, model: &str) -> Option<f64> {
-        self.models
-            .iter()
-            .find(|m| m.name == model)
-            .map(|m| m.factor)
+        self.model_index(model)
+            .map(|index| self.models[index].factor)
+    }
+
+    /// Where `model`'s correction is kept in `models`, if it was ever selected.
+    fn model_index(&self, model: &str) -> Option<usize> {
+        self.models.iter().position(|m| m.name == model)
     }
 
     /// Tokens in the context now, and how they were obtained.

@@ -167,8 +167,17 @@ impl Fam {
             Fam::Legacy => 6.0,
             Fam::Claude => 8.0,
         };
-        let default = env_f64("FIT_UNDER_WEIGHT", chosen);
-        env_f64(&format!("FIT_UNDER_WEIGHT_{}", self.konst()), default)
+        self.setting("FIT_UNDER_WEIGHT")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(chosen)
+    }
+
+    /// The environment's `<name>_<FAMILY>` (`FIT_BAND_CLAUDE_LEGACY`, ...), else its `<name>`
+    /// (every family).
+    fn setting(self, name: &str) -> Option<String> {
+        std::env::var(format!("{name}_{}", self.konst()))
+            .or_else(|_| std::env::var(name))
+            .ok()
     }
 
     /// The family's objective: its [`under_weight`](Self::under_weight) and no band, unless the
@@ -180,21 +189,15 @@ impl Fam {
     /// and `claude-legacy` with every band tried, and in `o200k` traded one category just over
     /// 10% P90 for larger excesses in two others.
     fn objective(self) -> fit::Objective {
-        let chosen = (1.0, 1.0, 1.0);
-        let (low, high, weight) = [format!("FIT_BAND_{}", self.konst()), "FIT_BAND".into()]
-            .iter()
-            .find_map(|name| {
-                let value = std::env::var(name).ok()?;
-                let parts: Vec<f64> = value
-                    .split(',')
-                    .filter_map(|x| x.trim().parse().ok())
-                    .collect();
-                match parts[..] {
-                    [low, high, weight] => Some((low, high, weight)),
-                    _ => None,
-                }
-            })
-            .unwrap_or(chosen);
+        let parts: Vec<f64> = self
+            .setting("FIT_BAND")
+            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+            .unwrap_or_default();
+        let (low, high, weight) = match parts[..] {
+            [low, high, weight] => (low, high, weight),
+            // No band: a weight of 1 everywhere.
+            _ => (1.0, 1.0, 1.0),
+        };
         fit::Objective {
             under_weight: self.under_weight(),
             band: (low, high),
